@@ -1,0 +1,72 @@
+//! The wire protocol between `agentd` and `confine-helper`.
+//!
+//! A connection is a stream of frames (see [`frame`]). Each side first sends a bare [`Hello`];
+//! both check it with [`check_hello`] and close on a mismatch. After that agentd sends
+//! [`Request`]s and the helper answers with [`Reply`]s. A `Spawn` frame carries the command's
+//! stdio descriptors as SCM_RIGHTS ancillary data on the same `sendmsg`, so output never flows
+//! through the helper. Any protocol error closes the connection: nothing is guessed.
+
+pub mod frame;
+mod messages;
+
+pub use frame::{FrameDecoder, FrameError, MAX_FRAME, decode_payload, encode_frame};
+pub use messages::*;
+
+/// Bumped on every change that is not purely additive at the end of the handshake.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// FNV-1a (64-bit) of [`SCHEMA_TEXT`]: the message definitions themselves.
+pub const SCHEMA_HASH: u64 = fnv1a64(SCHEMA_TEXT.as_bytes());
+
+const fn fnv1a64(bytes: &[u8]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut i = 0;
+    while i < bytes.len() {
+        hash ^= bytes[i] as u64;
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+        i += 1;
+    }
+    hash
+}
+
+impl Hello {
+    /// This build's greeting; `software` names the sender, e.g. `confine-helper 0.1.0`.
+    pub fn ours(software: &str) -> Hello {
+        Hello {
+            protocol_version: PROTOCOL_VERSION,
+            schema_hash: SCHEMA_HASH,
+            software: software.to_owned(),
+        }
+    }
+}
+
+/// The two sides of a handshake do not speak the same protocol.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "protocol mismatch: {peer_software} speaks protocol v{peer_version} (schema {peer_hash:016x}), \
+     {our_software} speaks v{our_version} (schema {our_hash:016x}); install matching versions of \
+     agentd and confine-helper"
+)]
+pub struct Mismatch {
+    pub our_software: String,
+    pub our_version: u32,
+    pub our_hash: u64,
+    pub peer_software: String,
+    pub peer_version: u32,
+    pub peer_hash: u64,
+}
+
+/// Accepts the peer's greeting only if it speaks exactly this build's protocol.
+pub fn check_hello(ours: &Hello, peer: &Hello) -> Result<(), Mismatch> {
+    if ours.protocol_version == peer.protocol_version && ours.schema_hash == peer.schema_hash {
+        return Ok(());
+    }
+    Err(Mismatch {
+        our_software: ours.software.clone(),
+        our_version: ours.protocol_version,
+        our_hash: ours.schema_hash,
+        peer_software: peer.software.clone(),
+        peer_version: peer.protocol_version,
+        peer_hash: peer.schema_hash,
+    })
+}

@@ -1,0 +1,364 @@
+//! The messages agentd and confine-helper exchange.
+//!
+//! Every type that crosses the wire is declared inside one `wire!` block. The macro emits the
+//! declarations unchanged and also their token text as [`SCHEMA_TEXT`]; the handshake's schema
+//! hash is computed from that text, so a field or variant added on one side and not the other
+//! changes the hash and the handshake refuses the pair instead of letting a restriction slip.
+//!
+//! postcard encodes enum variants by their index and struct fields by position. Two rules follow
+//! and are pinned by the golden vectors in `tests/golden.txt`:
+//! - variants are never reordered or removed, only appended;
+//! - the first variant of every policy enum is its most restrictive meaning, so a zeroed or
+//!   defaulted field means "deny", never "allow".
+
+use serde::{Deserialize, Serialize};
+
+/// Raw bytes: paths, argv elements and environment entries are not required to be UTF-8.
+pub type Bytes = Vec<u8>;
+
+macro_rules! wire {
+    ($($item:item)*) => {
+        $($item)*
+
+        /// The token text of every wire type, in declaration order: the input of [`crate::SCHEMA_HASH`].
+        pub const SCHEMA_TEXT: &str = stringify!($($item)*);
+    };
+}
+
+wire! {
+    /// The first frame each side sends, before anything else. Its layout is frozen: it must stay
+    /// decodable by every past and future version so that a mismatch can be explained.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct Hello {
+        pub protocol_version: u32,
+        pub schema_hash: u64,
+        pub software: String,
+    }
+
+    /// How far a command may reach. Ordered from most to least restrictive.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+    pub enum Mode {
+        ReadOnly,
+        WorkspaceWrite,
+        DangerFullAccess,
+    }
+
+    /// Whether a confined command may use the network.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    pub enum Network {
+        Deny,
+        Allow,
+    }
+
+    /// Which confinement backend a request asks for.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    pub enum BackendChoice {
+        Auto,
+        Bwrap,
+        Landlock,
+        Seatbelt,
+    }
+
+    /// Which backend actually confined a command; `None` for danger-full-access.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    pub enum Backend {
+        None,
+        Bwrap,
+        Landlock,
+        Seatbelt,
+    }
+
+    /// What a command may touch. Empty lists grant nothing.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct Policy {
+        pub mode: Mode,
+        pub workspace_root: Option<Bytes>,
+        pub writable_roots: Vec<Bytes>,
+        pub network: Network,
+        pub protected: Vec<Bytes>,
+    }
+
+    /// Resource limits of one command.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct Limits {
+        /// Wall-clock limit; the tree is terminated when it passes.
+        pub timeout_ms: Option<u64>,
+        /// Time between SIGTERM and SIGKILL when the timeout fires.
+        pub kill_grace_ms: u32,
+    }
+
+    /// Where one of the command's standard streams comes from.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum StdioSpec {
+        /// The helper opens `/dev/null`.
+        Null,
+        /// The next file descriptor passed with the frame (SCM_RIGHTS), in stdin, stdout, stderr order.
+        Fd,
+    }
+
+    /// The command's standard streams.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct Stdio {
+        pub stdin: StdioSpec,
+        pub stdout: StdioSpec,
+        pub stderr: StdioSpec,
+    }
+
+    /// One environment variable for the command.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct EnvVar {
+        pub name: Bytes,
+        pub value: Bytes,
+    }
+
+    /// Run `argv` under `policy`. Ids are chosen by the requester and unique per connection.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct Spawn {
+        pub id: u64,
+        pub argv: Vec<Bytes>,
+        pub cwd: Bytes,
+        pub env: Vec<EnvVar>,
+        pub policy: Policy,
+        pub backend: BackendChoice,
+        pub limits: Limits,
+        pub stdio: Stdio,
+    }
+
+    /// Terminate the whole tree of request `id`: SIGTERM now, SIGKILL after `grace_ms`.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct Cancel {
+        pub id: u64,
+        pub grace_ms: u32,
+    }
+
+    /// What agentd sends after the handshake.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum Request {
+        Spawn(Spawn),
+        Cancel(Cancel),
+        Info,
+    }
+
+    /// How a command ended.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum ExitStatus {
+        Code(i32),
+        Signal(i32),
+    }
+
+    /// Why a command ended, beyond its own status.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum Ending {
+        /// The command exited by itself.
+        Exited,
+        /// The wall-clock limit passed and the helper terminated the tree.
+        TimedOut,
+        /// A `Cancel` terminated the tree.
+        Cancelled,
+    }
+
+    /// What the confinement actually enforced, as the helper can prove it.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum Enforcement {
+        Full,
+        Partial { missing: Vec<String> },
+    }
+
+    /// Resources the command's main process and its waited-for children used.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct Usage {
+        pub wall_us: u64,
+        pub user_us: u64,
+        pub sys_us: u64,
+        pub max_rss_kib: u64,
+    }
+
+    /// The command ran and ended; its whole tree is gone.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct Exited {
+        pub id: u64,
+        pub status: ExitStatus,
+        /// `execve` of the command itself failed with this errno (status is then 127 or 126).
+        pub exec_errno: Option<i32>,
+        pub ending: Ending,
+        pub backend: Backend,
+        /// `None` when nothing was confined (danger-full-access).
+        pub enforcement: Option<Enforcement>,
+        pub usage: Usage,
+    }
+
+    /// The runner step that failed; the command did not run.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    pub enum Stage {
+        /// No usable backend for the requested mode.
+        Unavailable,
+        /// Creating the helper's own pipes for the command.
+        Pipe,
+        Fork,
+        Setsid,
+        /// Opening `/dev/null` or placing the passed stdio fds.
+        Stdio,
+        /// Closing inherited descriptors.
+        CloseFds,
+        Chdir,
+        Signals,
+        Rlimits,
+        DeathSignal,
+        NoNewPrivs,
+        Capabilities,
+        Landlock,
+        Seccomp,
+        Namespace,
+        /// Executing the runner (e.g. bwrap) itself.
+        RunnerExec,
+        /// The helper lost track of the command's supervisor.
+        Supervise,
+        /// agentd's own stage: the helper process went away.
+        HelperExited,
+    }
+
+    /// A runner step failed before the command could run. Reported out of band: the command
+    /// never holds the channel this comes from, so it cannot forge one.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct RunnerFailed {
+        pub id: u64,
+        pub stage: Stage,
+        pub errno: i32,
+        pub detail: String,
+    }
+
+    /// The request was not run because it breaks a rule; `reason` names the rule.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct Refused {
+        pub id: u64,
+        pub reason: String,
+    }
+
+    /// The command's process exists and `execve` succeeded.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct Started {
+        pub id: u64,
+        pub pid: u32,
+    }
+
+    /// One backend's verdict on this machine.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct BackendReport {
+        pub backend: Backend,
+        pub usable: bool,
+        pub detail: String,
+    }
+
+    /// What the helper is and can do.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct HelperInfo {
+        pub software: String,
+        pub pid: u32,
+        pub backends: Vec<BackendReport>,
+        pub landlock_abi: Option<u32>,
+    }
+
+    /// What the helper sends after the handshake.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum Reply {
+        Started(Started),
+        Exited(Exited),
+        RunnerFailed(RunnerFailed),
+        Refused(Refused),
+        Info(HelperInfo),
+    }
+}
+
+impl Reply {
+    /// The request this reply answers, if it answers one.
+    pub fn request_id(&self) -> Option<u64> {
+        match self {
+            Reply::Started(m) => Some(m.id),
+            Reply::Exited(m) => Some(m.id),
+            Reply::RunnerFailed(m) => Some(m.id),
+            Reply::Refused(m) => Some(m.id),
+            Reply::Info(_) => None,
+        }
+    }
+}
+
+impl Mode {
+    /// The name users type and read.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::ReadOnly => "read-only",
+            Mode::WorkspaceWrite => "workspace-write",
+            Mode::DangerFullAccess => "danger-full-access",
+        }
+    }
+}
+
+impl Backend {
+    /// The name users type and read.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::None => "none",
+            Backend::Bwrap => "bwrap",
+            Backend::Landlock => "landlock",
+            Backend::Seatbelt => "seatbelt",
+        }
+    }
+}
+
+impl Stage {
+    /// The stable name of the stage, as reported to users and in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stage::Unavailable => "unavailable",
+            Stage::Pipe => "pipe",
+            Stage::Fork => "fork",
+            Stage::Setsid => "setsid",
+            Stage::Stdio => "stdio",
+            Stage::CloseFds => "close-fds",
+            Stage::Chdir => "chdir",
+            Stage::Signals => "signals",
+            Stage::Rlimits => "rlimits",
+            Stage::DeathSignal => "death-signal",
+            Stage::NoNewPrivs => "no-new-privs",
+            Stage::Capabilities => "capabilities",
+            Stage::Landlock => "landlock",
+            Stage::Seccomp => "seccomp",
+            Stage::Namespace => "namespace",
+            Stage::RunnerExec => "runner-exec",
+            Stage::Supervise => "supervise",
+            Stage::HelperExited => "helper-exited",
+        }
+    }
+
+    /// Every stage, in wire order.
+    pub const ALL: [Stage; 18] = [
+        Stage::Unavailable,
+        Stage::Pipe,
+        Stage::Fork,
+        Stage::Setsid,
+        Stage::Stdio,
+        Stage::CloseFds,
+        Stage::Chdir,
+        Stage::Signals,
+        Stage::Rlimits,
+        Stage::DeathSignal,
+        Stage::NoNewPrivs,
+        Stage::Capabilities,
+        Stage::Landlock,
+        Stage::Seccomp,
+        Stage::Namespace,
+        Stage::RunnerExec,
+        Stage::Supervise,
+        Stage::HelperExited,
+    ];
+
+    /// The stage with this wire index, for the helper's fixed-size child records.
+    pub fn from_index(index: u32) -> Option<Stage> {
+        Stage::ALL.get(usize::try_from(index).ok()?).copied()
+    }
+
+    /// This stage's wire index.
+    pub fn index(self) -> u32 {
+        self as u32
+    }
+}

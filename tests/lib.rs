@@ -1,0 +1,1 @@
+//! Cross-process scenarios live in `tests/`.
