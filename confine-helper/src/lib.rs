@@ -1,0 +1,20 @@
+//! `confine-helper`: receives a command and its policy from agentd over a Unix socket, runs it
+//! (confined, in later backends), supervises its whole process tree, and reports facts back.
+//!
+//! Modules, one concern each: [`cli`] parses arguments and sanitizes the process; [`server`] is
+//! the single-threaded event loop; [`command`] turns one request into a supervised process;
+//! [`service`] sets up the listening socket; `sys` holds every `unsafe` block.
+
+pub mod cli;
+pub mod command;
+pub mod server;
+pub mod service;
+mod sys;
+
+/// Logs one line to stderr, prefixed with the helper's name and pid.
+#[macro_export]
+macro_rules! log {
+    ($($arg:tt)*) => {
+        eprintln!("confine-helper[{}]: {}", std::process::id(), format_args!($($arg)*))
+    };
+}

@@ -1,0 +1,514 @@
+//! The helper's event loop: one thread, one `poll`, every connection and every command.
+//!
+//! A single thread keeps `fork` safe (the child inherits no lock held by another thread) and
+//! keeps the state easy to audit: connections, commands and timers live in this one struct.
+
+use std::collections::{HashMap, VecDeque};
+use std::io::IoSliceMut;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::time::{Duration, Instant};
+
+use confine_protocol::{
+    Backend, BackendReport, Ending, FrameDecoder, Hello, HelperInfo, Reply, Request, Spawn,
+    StdioSpec, check_hello, decode_payload, encode_frame,
+};
+use nix::libc;
+use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg, send};
+
+use crate::command::{self, Running};
+use crate::log;
+use crate::sys;
+
+/// A peer that leaves a frame half-sent this long is cut off.
+const STALL_LIMIT: Duration = Duration::from_secs(30);
+/// A peer that has not greeted this long after connecting is cut off.
+const HELLO_LIMIT: Duration = Duration::from_secs(10);
+/// Replies queued for a peer that does not read; past this the peer is cut off.
+const MAX_QUEUED_OUTPUT: usize = 4 << 20;
+/// Descriptors received but not yet claimed by a Spawn frame.
+const MAX_QUEUED_FDS: usize = 64;
+/// Commands one connection may have running at once.
+const MAX_IN_FLIGHT: usize = 1024;
+
+type ConnId = u64;
+
+#[derive(Debug)]
+struct Conn {
+    sock: UnixStream,
+    label: String,
+    decoder: FrameDecoder,
+    fds: VecDeque<OwnedFd>,
+    out: Vec<u8>,
+    greeted: bool,
+    connected_at: Instant,
+    last_input: Instant,
+    in_flight: usize,
+}
+
+/// Who may connect in service mode.
+#[derive(Debug, Clone)]
+pub struct PeerRule {
+    pub allowed_uids: Vec<u32>,
+}
+
+#[derive(Debug)]
+pub struct Server {
+    listener: Option<(UnixListener, PeerRule)>,
+    conns: HashMap<ConnId, Conn>,
+    next_conn: ConnId,
+    commands: HashMap<(ConnId, u64), Running>,
+    hello: Hello,
+}
+
+enum Token {
+    Listener,
+    Conn(ConnId),
+    Command((ConnId, u64)),
+}
+
+impl Server {
+    /// A helper serving one inherited connection; it exits when that connection is gone.
+    pub fn embedded(sock: UnixStream) -> Server {
+        let mut server = Server::new(None);
+        server.add_conn(sock, "agentd".into());
+        server
+    }
+
+    /// A helper accepting connections on `listener` from peers `rule` allows.
+    pub fn service(listener: UnixListener, rule: PeerRule) -> Server {
+        Server::new(Some((listener, rule)))
+    }
+
+    fn new(listener: Option<(UnixListener, PeerRule)>) -> Server {
+        Server {
+            listener,
+            conns: HashMap::new(),
+            next_conn: 0,
+            commands: HashMap::new(),
+            hello: Hello::ours(&format!("confine-helper {}", env!("CARGO_PKG_VERSION"))),
+        }
+    }
+
+    fn add_conn(&mut self, sock: UnixStream, label: String) {
+        if let Err(e) = sock.set_nonblocking(true) {
+            log!("{label}: cannot make the connection non-blocking: {e}; closing it");
+            return;
+        }
+        let now = Instant::now();
+        let mut conn = Conn {
+            sock,
+            label,
+            decoder: FrameDecoder::new(),
+            fds: VecDeque::new(),
+            out: Vec::new(),
+            greeted: false,
+            connected_at: now,
+            last_input: now,
+            in_flight: 0,
+        };
+        match encode_frame(&self.hello) {
+            Ok(frame) => conn.out.extend_from_slice(&frame),
+            Err(e) => {
+                log!("cannot encode the greeting: {e}");
+                return;
+            }
+        }
+        let id = self.next_conn;
+        self.next_conn += 1;
+        self.conns.insert(id, conn);
+        self.flush(id);
+    }
+
+    /// Runs until there is nothing left to serve (embedded mode) or forever (service mode).
+    pub fn run(&mut self) -> std::io::Result<()> {
+        loop {
+            if self.listener.is_none() && self.conns.is_empty() && self.commands.is_empty() {
+                return Ok(());
+            }
+            let (mut fds, tokens) = self.poll_set();
+            let timeout = self.poll_timeout();
+            sys::poll(&mut fds, timeout)?;
+            self.on_timers(Instant::now());
+            for (pfd, token) in fds.iter().zip(tokens) {
+                if pfd.revents == 0 {
+                    continue;
+                }
+                match token {
+                    Token::Listener => self.accept(),
+                    Token::Conn(id) => {
+                        if pfd.revents & libc::POLLOUT != 0 {
+                            self.flush(id);
+                        }
+                        if pfd.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0 {
+                            self.read_conn(id);
+                        }
+                    }
+                    Token::Command(key) => self.on_status(key),
+                }
+            }
+        }
+    }
+
+    fn poll_set(&self) -> (Vec<libc::pollfd>, Vec<Token>) {
+        let mut fds = Vec::new();
+        let mut tokens = Vec::new();
+        let mut add = |fd: i32, events: i16, token: Token| {
+            fds.push(libc::pollfd {
+                fd,
+                events,
+                revents: 0,
+            });
+            tokens.push(token);
+        };
+        if let Some((listener, _)) = &self.listener {
+            add(listener.as_raw_fd(), libc::POLLIN, Token::Listener);
+        }
+        for (id, conn) in &self.conns {
+            let mut events = libc::POLLIN;
+            if !conn.out.is_empty() {
+                events |= libc::POLLOUT;
+            }
+            add(conn.sock.as_raw_fd(), events, Token::Conn(*id));
+        }
+        for (key, cmd) in &self.commands {
+            add(cmd.status.as_raw_fd(), libc::POLLIN, Token::Command(*key));
+        }
+        (fds, tokens)
+    }
+
+    fn poll_timeout(&self) -> i32 {
+        let now = Instant::now();
+        let command_timers = self
+            .commands
+            .values()
+            .flat_map(|c| [c.deadline, c.kill_at])
+            .flatten();
+        let conn_timers = self.conns.values().filter_map(|c| {
+            if !c.greeted {
+                Some(c.connected_at + HELLO_LIMIT)
+            } else if c.decoder.buffered() > 0 {
+                Some(c.last_input + STALL_LIMIT)
+            } else {
+                None
+            }
+        });
+        match command_timers.chain(conn_timers).min() {
+            None => -1,
+            Some(at) => {
+                let ms = at.saturating_duration_since(now).as_micros().div_ceil(1000);
+                i32::try_from(ms).unwrap_or(i32::MAX)
+            }
+        }
+    }
+
+    fn on_timers(&mut self, now: Instant) {
+        for cmd in self.commands.values_mut() {
+            if cmd.deadline.is_some_and(|d| d <= now) {
+                let grace = cmd.kill_grace;
+                cmd.terminate(Ending::TimedOut, grace, now);
+            }
+            if cmd.kill_at.is_some_and(|k| k <= now) {
+                cmd.kill_at = None;
+                cmd.order(sys::CTL_KILL);
+            }
+        }
+        let stalled: Vec<(ConnId, &'static str)> = self
+            .conns
+            .iter()
+            .filter_map(|(id, c)| {
+                if !c.greeted && now >= c.connected_at + HELLO_LIMIT {
+                    Some((*id, "no greeting within 10 s"))
+                } else if c.greeted && c.decoder.buffered() > 0 && now >= c.last_input + STALL_LIMIT
+                {
+                    Some((*id, "a frame was left half-sent for 30 s"))
+                } else {
+                    None
+                }
+            })
+            .collect();
+        for (id, why) in stalled {
+            self.close(id, why);
+        }
+    }
+
+    fn accept(&mut self) {
+        let Some((listener, rule)) = &self.listener else {
+            return;
+        };
+        let mut accepted = Vec::new();
+        loop {
+            let sock = match listener.accept() {
+                Ok((sock, _)) => sock,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    log!("accept failed: {e}");
+                    break;
+                }
+            };
+            let cred = match nix::sys::socket::getsockopt(
+                &sock,
+                nix::sys::socket::sockopt::PeerCredentials,
+            ) {
+                Ok(cred) => cred,
+                Err(e) => {
+                    log!("refused a peer whose credentials cannot be read: {e}");
+                    continue;
+                }
+            };
+            if !rule.allowed_uids.contains(&cred.uid()) {
+                log!(
+                    "refused peer uid {} (pid {}): not in the allowed uids {:?}",
+                    cred.uid(),
+                    cred.pid(),
+                    rule.allowed_uids
+                );
+                continue;
+            }
+            accepted.push((sock, format!("peer uid {} pid {}", cred.uid(), cred.pid())));
+        }
+        for (sock, label) in accepted {
+            self.add_conn(sock, label);
+        }
+    }
+
+    fn read_conn(&mut self, id: ConnId) {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let Some(conn) = self.conns.get_mut(&id) else {
+                return;
+            };
+            let mut cmsg = nix::cmsg_space!([std::os::fd::RawFd; 16]);
+            let mut iov = [IoSliceMut::new(&mut buf)];
+            let received = recvmsg::<()>(
+                conn.sock.as_raw_fd(),
+                &mut iov,
+                Some(&mut cmsg),
+                MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_CMSG_CLOEXEC,
+            );
+            let (bytes, truncated) = match received {
+                Ok(msg) => {
+                    for c in msg.cmsgs().into_iter().flatten() {
+                        if let ControlMessageOwned::ScmRights(fds) = c {
+                            conn.fds.extend(sys::own_received(&fds));
+                        }
+                    }
+                    (msg.bytes, msg.flags.contains(MsgFlags::MSG_CTRUNC))
+                }
+                Err(nix::Error::EAGAIN) => return,
+                Err(nix::Error::EINTR) => continue,
+                Err(e) => return self.close(id, &format!("read failed: {e}")),
+            };
+            if truncated {
+                return self.close(id, "protocol error: too many descriptors in one message");
+            }
+            if conn.fds.len() > MAX_QUEUED_FDS {
+                return self.close(id, "protocol error: descriptors sent without a Spawn");
+            }
+            if bytes == 0 {
+                let why = match conn.decoder.finish() {
+                    Ok(()) => "closed by peer".to_owned(),
+                    Err(e) => format!("protocol error: {e}"),
+                };
+                return self.close(id, &why);
+            }
+            conn.last_input = Instant::now();
+            if let Err(e) = conn.decoder.feed(&buf[..bytes]) {
+                return self.close(id, &format!("protocol error: {e}"));
+            }
+            loop {
+                let Some(conn) = self.conns.get_mut(&id) else {
+                    return;
+                };
+                match conn.decoder.next_payload() {
+                    Ok(Some(payload)) => self.on_payload(id, &payload),
+                    Ok(None) => break,
+                    Err(e) => return self.close(id, &format!("protocol error: {e}")),
+                }
+            }
+        }
+    }
+
+    fn on_payload(&mut self, id: ConnId, payload: &[u8]) {
+        let Some(conn) = self.conns.get_mut(&id) else {
+            return;
+        };
+        if !conn.greeted {
+            let peer: Hello = match decode_payload(payload) {
+                Ok(hello) => hello,
+                Err(e) => return self.close(id, &format!("protocol error in greeting: {e}")),
+            };
+            if let Err(mismatch) = check_hello(&self.hello, &peer) {
+                return self.close(id, &format!("refused: {mismatch}"));
+            }
+            conn.greeted = true;
+            return;
+        }
+        let request: Request = match decode_payload(payload) {
+            Ok(request) => request,
+            Err(e) => return self.close(id, &format!("protocol error: {e}")),
+        };
+        match request {
+            Request::Spawn(spawn) => self.on_spawn(id, spawn),
+            Request::Cancel(cancel) => {
+                let grace = Duration::from_millis(u64::from(cancel.grace_ms));
+                if let Some(cmd) = self.commands.get_mut(&(id, cancel.id)) {
+                    cmd.terminate(Ending::Cancelled, grace, Instant::now());
+                }
+            }
+            Request::Info => {
+                let info = Reply::Info(self.info());
+                self.reply(id, &info);
+            }
+        }
+    }
+
+    fn info(&self) -> HelperInfo {
+        let missing = format!(
+            "not built into confine-helper {}: only danger-full-access runs",
+            env!("CARGO_PKG_VERSION")
+        );
+        HelperInfo {
+            software: self.hello.software.clone(),
+            pid: std::process::id(),
+            backends: [Backend::Bwrap, Backend::Landlock]
+                .into_iter()
+                .map(|backend| BackendReport {
+                    backend,
+                    usable: false,
+                    detail: missing.clone(),
+                })
+                .collect(),
+            landlock_abi: None,
+        }
+    }
+
+    fn on_spawn(&mut self, id: ConnId, spawn: Spawn) {
+        let Some(conn) = self.conns.get_mut(&id) else {
+            return;
+        };
+        let wanted = command::declared_fds(&spawn);
+        if conn.fds.len() < wanted {
+            let why = format!(
+                "protocol error: Spawn {} declared {wanted} descriptors, {} arrived",
+                spawn.id,
+                conn.fds.len()
+            );
+            return self.close(id, &why);
+        }
+        let mut take = |spec: StdioSpec| match spec {
+            StdioSpec::Fd => conn.fds.pop_front(),
+            StdioSpec::Null => None,
+        };
+        let stdio = [
+            take(spawn.stdio.stdin),
+            take(spawn.stdio.stdout),
+            take(spawn.stdio.stderr),
+        ];
+        let in_flight = conn.in_flight;
+        let refusal = if self.commands.contains_key(&(id, spawn.id)) {
+            Some(format!(
+                "request id {} is already running on this connection",
+                spawn.id
+            ))
+        } else if in_flight >= MAX_IN_FLIGHT {
+            Some(format!(
+                "{MAX_IN_FLIGHT} commands are already running on this connection"
+            ))
+        } else {
+            None
+        };
+        let started = match refusal {
+            Some(reason) => Err(command::NotRun::Refused(reason)),
+            None => command::check(&spawn).and_then(|()| command::start(&spawn, stdio)),
+        };
+        match started {
+            Ok(running) => {
+                if let Some(conn) = self.conns.get_mut(&id) {
+                    conn.in_flight += 1;
+                }
+                self.commands.insert((id, spawn.id), running);
+            }
+            Err(not_run) => {
+                let reply = not_run.into_reply(spawn.id);
+                self.reply(id, &reply);
+            }
+        }
+    }
+
+    fn on_status(&mut self, key: (ConnId, u64)) {
+        let Some(cmd) = self.commands.get_mut(&key) else {
+            return;
+        };
+        let (started, ended) = cmd.read_status();
+        if let Some(started) = started {
+            self.reply(key.0, &started);
+        }
+        if ended {
+            if let Some(cmd) = self.commands.remove(&key) {
+                let reply = cmd.finish();
+                if let Some(conn) = self.conns.get_mut(&key.0) {
+                    conn.in_flight -= 1;
+                }
+                self.reply(key.0, &reply);
+            }
+        }
+    }
+
+    fn reply(&mut self, id: ConnId, reply: &Reply) {
+        let Some(conn) = self.conns.get_mut(&id) else {
+            return;
+        };
+        match encode_frame(reply) {
+            Ok(frame) => conn.out.extend_from_slice(&frame),
+            Err(e) => return self.close(id, &format!("cannot encode a reply: {e}")),
+        }
+        if conn.out.len() > MAX_QUEUED_OUTPUT {
+            return self.close(id, "the peer does not read its replies");
+        }
+        self.flush(id);
+    }
+
+    fn flush(&mut self, id: ConnId) {
+        let Some(conn) = self.conns.get_mut(&id) else {
+            return;
+        };
+        while !conn.out.is_empty() {
+            match send(
+                conn.sock.as_raw_fd(),
+                &conn.out,
+                MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL,
+            ) {
+                Ok(n) => {
+                    conn.out.drain(..n);
+                }
+                Err(nix::Error::EAGAIN) => return,
+                Err(nix::Error::EINTR) => continue,
+                Err(e) => return self.close(id, &format!("write failed: {e}")),
+            }
+        }
+    }
+
+    /// Drops a connection. Its commands lose their ctl pipe, which makes each shim kill its
+    /// tree; they stay tracked until their shims are reaped.
+    fn close(&mut self, id: ConnId, why: &str) {
+        let Some(conn) = self.conns.remove(&id) else {
+            return;
+        };
+        let mut killed = 0;
+        for ((conn_id, _), cmd) in self.commands.iter_mut() {
+            if *conn_id == id && cmd.ctl.take().is_some() {
+                killed += 1;
+            }
+        }
+        if killed > 0 {
+            log!(
+                "{}: {why}; killing {killed} running command tree(s)",
+                conn.label
+            );
+        } else if why != "closed by peer" {
+            log!("{}: {why}", conn.label);
+        }
+    }
+}

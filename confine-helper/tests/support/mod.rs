@@ -1,0 +1,212 @@
+//! A blocking, minimal peer for the helper's wire tests: it speaks frames directly, so tests can
+//! also send what a correct agentd never would.
+
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio as ProcStdio};
+use std::time::Duration;
+
+use confine_protocol::{
+    BackendChoice, EnvVar, FrameDecoder, Hello, Limits, Mode, Network, Policy, Reply, Request,
+    Spawn, Stdio, StdioSpec, encode_frame,
+};
+use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
+
+pub const HELPER: &str = env!("CARGO_BIN_EXE_confine-helper");
+
+/// One connection to a helper.
+pub struct Peer {
+    pub sock: UnixStream,
+    decoder: FrameDecoder,
+    pub child: Option<Child>,
+}
+
+impl Peer {
+    /// Starts an embedded helper on a socketpair, with its stderr captured to `log`.
+    pub fn embedded_with_log(log: Option<&Path>) -> Peer {
+        let (ours, theirs) = UnixStream::pair().expect("socketpair");
+        let theirs_fd = theirs.as_raw_fd();
+        let mut cmd = Command::new(HELPER);
+        cmd.args(["--fd", "3"])
+            .stdin(ProcStdio::null())
+            .stdout(ProcStdio::null());
+        if let Some(log) = log {
+            cmd.stderr(std::fs::File::create(log).expect("log file"));
+        }
+        // SAFETY: dup2 is async-signal-safe; the closure touches no shared state.
+        unsafe {
+            cmd.pre_exec(move || {
+                if nix::libc::dup2(theirs_fd, 3) == -1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = cmd.spawn().expect("spawn confine-helper");
+        drop(theirs);
+        let mut peer = Peer::over(ours);
+        peer.child = Some(child);
+        peer
+    }
+
+    pub fn embedded() -> Peer {
+        Peer::embedded_with_log(None)
+    }
+
+    pub fn over(sock: UnixStream) -> Peer {
+        sock.set_read_timeout(Some(Duration::from_secs(30)))
+            .expect("timeout");
+        Peer {
+            sock,
+            decoder: FrameDecoder::new(),
+            child: None,
+        }
+    }
+
+    pub fn connect(path: &Path) -> std::io::Result<Peer> {
+        UnixStream::connect(path).map(Peer::over)
+    }
+
+    /// Exchanges greetings; returns the helper's.
+    pub fn greet(&mut self) -> Hello {
+        self.send_raw(&encode_frame(&Hello::ours("wire-test")).expect("encode"));
+        self.read_message::<Hello>().expect("helper greeting")
+    }
+
+    pub fn send_raw(&mut self, bytes: &[u8]) {
+        self.sock.write_all(bytes).expect("write");
+    }
+
+    /// Sends a request, attaching `fds` to the first byte.
+    pub fn send(&mut self, request: &Request, fds: &[BorrowedFd<'_>]) {
+        let frame = encode_frame(request).expect("encode");
+        let raw: Vec<_> = fds.iter().map(|f| f.as_raw_fd()).collect();
+        let cmsg = [ControlMessage::ScmRights(&raw)];
+        let cmsgs: &[ControlMessage<'_>] = if raw.is_empty() { &[] } else { &cmsg };
+        let sent = sendmsg::<()>(
+            self.sock.as_raw_fd(),
+            &[std::io::IoSlice::new(&frame)],
+            cmsgs,
+            MsgFlags::empty(),
+            None,
+        )
+        .expect("sendmsg");
+        self.sock.write_all(&frame[sent..]).expect("write rest");
+    }
+
+    /// Reads one message; `None` when the helper closed the connection.
+    pub fn read_message<T: serde::de::DeserializeOwned>(&mut self) -> Option<T> {
+        loop {
+            match self.decoder.next_payload() {
+                Ok(Some(payload)) => {
+                    return Some(confine_protocol::decode_payload(&payload).expect("decode"));
+                }
+                Ok(None) => {}
+                Err(e) => panic!("bad frame from helper: {e}"),
+            }
+            let mut buf = [0u8; 4096];
+            match self.sock.read(&mut buf) {
+                Ok(0) => return None,
+                Ok(n) => self.decoder.feed(&buf[..n]).expect("frame"),
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return None,
+                Err(e) => panic!("read from helper: {e}"),
+            }
+        }
+    }
+
+    pub fn reply(&mut self) -> Reply {
+        self.read_message::<Reply>()
+            .expect("helper closed the connection")
+    }
+
+    /// Reads replies until the terminal one for `id`, returning every reply for `id`.
+    pub fn until_end(&mut self, id: u64) -> Vec<Reply> {
+        let mut seen = Vec::new();
+        loop {
+            let reply = self.reply();
+            if reply.request_id() != Some(id) {
+                continue;
+            }
+            let terminal = !matches!(reply, Reply::Started(_));
+            seen.push(reply);
+            if terminal {
+                return seen;
+            }
+        }
+    }
+}
+
+/// A danger-full-access spawn of `argv` with no stdio.
+pub fn spawn(id: u64, argv: &[&str]) -> Spawn {
+    Spawn {
+        id,
+        argv: argv.iter().map(|a| a.as_bytes().to_vec()).collect(),
+        cwd: b"/".to_vec(),
+        env: vec![EnvVar {
+            name: b"PATH".to_vec(),
+            value: b"/usr/local/bin:/usr/bin:/bin".to_vec(),
+        }],
+        policy: Policy {
+            mode: Mode::DangerFullAccess,
+            workspace_root: None,
+            writable_roots: vec![],
+            network: Network::Deny,
+            protected: vec![],
+        },
+        backend: BackendChoice::Auto,
+        limits: Limits {
+            timeout_ms: None,
+            kill_grace_ms: 1000,
+        },
+        stdio: Stdio {
+            stdin: StdioSpec::Null,
+            stdout: StdioSpec::Null,
+            stderr: StdioSpec::Null,
+        },
+    }
+}
+
+/// A pipe whose write end goes to the command as stdout; returns (read end, write end).
+pub fn pipe() -> (std::fs::File, OwnedFd) {
+    let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).expect("pipe");
+    (std::fs::File::from(r), w)
+}
+
+/// Spawns with stdout captured; returns the replies and what the command printed.
+pub fn run_captured(peer: &mut Peer, mut request: Spawn) -> (Vec<Reply>, String) {
+    let (mut out, w) = pipe();
+    request.stdio.stdout = StdioSpec::Fd;
+    let id = request.id;
+    peer.send(&Request::Spawn(request), &[w.as_fd()]);
+    drop(w);
+    let mut text = String::new();
+    out.read_to_string(&mut text).expect("read output");
+    (peer.until_end(id), text)
+}
+
+/// A private scratch directory under the system temp dir, removed on drop.
+pub struct Scratch(pub PathBuf);
+
+impl Scratch {
+    pub fn new(tag: &str) -> Scratch {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!(
+            "confine-helper-test-{tag}-{}-{n}",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&dir).expect("scratch dir");
+        Scratch(dir)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}

@@ -1,0 +1,371 @@
+//! The helper driven over its real socket by a minimal peer: spawning, exit facts, exec
+//! failures, refusals, timeouts, cancellation of whole process trees, and the handshake.
+
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::os::fd::AsFd;
+use std::os::unix::fs::PermissionsExt;
+
+use confine_protocol::{
+    Cancel, Ending, ExitStatus, Hello, Mode, Reply, Request, Stage, StdioSpec, encode_frame,
+};
+use support::{Peer, Scratch, pipe, run_captured, spawn};
+
+fn exited(replies: &[Reply]) -> &confine_protocol::Exited {
+    match replies.last() {
+        Some(Reply::Exited(e)) => e,
+        other => panic!("expected Exited, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_command_runs_and_its_exit_code_and_output_come_back() {
+    let mut peer = Peer::embedded();
+    peer.greet();
+    let (replies, out) = run_captured(&mut peer, spawn(1, &["sh", "-c", "echo hello; exit 3"]));
+    assert!(matches!(replies[0], Reply::Started(s) if s.id == 1 && s.pid > 0));
+    let e = exited(&replies);
+    assert_eq!(e.status, ExitStatus::Code(3));
+    assert_eq!(e.ending, Ending::Exited);
+    assert_eq!(e.exec_errno, None);
+    assert_eq!(e.enforcement, None);
+    assert_eq!(out, "hello\n");
+}
+
+#[test]
+fn a_command_killed_by_a_signal_reports_the_signal() {
+    let mut peer = Peer::embedded();
+    peer.greet();
+    let (replies, _) = run_captured(&mut peer, spawn(1, &["sh", "-c", "kill -9 $$"]));
+    assert_eq!(exited(&replies).status, ExitStatus::Signal(9));
+}
+
+#[test]
+fn a_missing_program_is_an_exec_failure_with_status_127_not_a_runner_failure() {
+    let mut peer = Peer::embedded();
+    peer.greet();
+    let (replies, _) = run_captured(&mut peer, spawn(1, &["no-such-program-here"]));
+    assert_eq!(replies.len(), 1, "nothing started: {replies:?}");
+    let e = exited(&replies);
+    assert_eq!(e.status, ExitStatus::Code(127));
+    assert_eq!(e.exec_errno, Some(nix::libc::ENOENT));
+}
+
+#[test]
+fn a_program_that_is_not_executable_is_an_exec_failure_with_status_126() {
+    let dir = Scratch::new("noexec");
+    let file = dir.0.join("not-executable");
+    std::fs::write(&file, "#!/bin/sh\necho no\n").expect("write");
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let mut peer = Peer::embedded();
+    peer.greet();
+    let (replies, out) = run_captured(&mut peer, spawn(1, &[file.to_str().expect("utf-8")]));
+    let e = exited(&replies);
+    // execve demands an execute bit from root too.
+    assert_eq!(e.status, ExitStatus::Code(126));
+    assert_eq!(e.exec_errno, Some(nix::libc::EACCES));
+    assert_eq!(out, "");
+}
+
+#[test]
+fn confined_modes_are_runner_failures_until_a_backend_exists() {
+    let mut peer = Peer::embedded();
+    peer.greet();
+    for mode in [Mode::ReadOnly, Mode::WorkspaceWrite] {
+        let mut request = spawn(7, &["true"]);
+        request.policy.mode = mode;
+        let (replies, out) = run_captured(&mut peer, request);
+        match replies.as_slice() {
+            [Reply::RunnerFailed(f)] => {
+                assert_eq!(f.stage, Stage::Unavailable);
+                assert!(f.detail.contains(mode.as_str()), "{}", f.detail);
+            }
+            other => panic!("expected one RunnerFailed, got {other:?}"),
+        }
+        assert_eq!(out, "");
+    }
+}
+
+#[test]
+fn malformed_requests_are_refused_with_the_rule_they_break() {
+    let mut peer = Peer::embedded();
+    peer.greet();
+    let cases: Vec<(confine_protocol::Spawn, &str)> = vec![
+        (spawn(1, &[]), "argv is empty"),
+        (
+            {
+                let mut s = spawn(2, &["true"]);
+                s.cwd = b"relative".to_vec();
+                s
+            },
+            "absolute",
+        ),
+        (
+            {
+                let mut s = spawn(3, &["true"]);
+                s.argv.push(b"a\0b".to_vec());
+                s
+            },
+            "NUL",
+        ),
+    ];
+    for (request, words) in cases {
+        let id = request.id;
+        peer.send(&Request::Spawn(request), &[]);
+        match peer.until_end(id).as_slice() {
+            [Reply::Refused(r)] => assert!(r.reason.contains(words), "{}", r.reason),
+            other => panic!("expected Refused, got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn argv_and_environment_reach_the_command_byte_for_byte() {
+    let mut peer = Peer::embedded();
+    peer.greet();
+    let mut request = spawn(
+        1,
+        &[
+            "sh",
+            "-c",
+            "printf '%s|' \"$0\" \"$1\" \"$X\"",
+            "--bind",
+            "-c",
+        ],
+    );
+    request.env.push(confine_protocol::EnvVar {
+        name: b"X".to_vec(),
+        value: b"\xffraw".to_vec(),
+    });
+    let (mut out, w) = pipe();
+    request.stdio.stdout = StdioSpec::Fd;
+    peer.send(&Request::Spawn(request), &[w.as_fd()]);
+    drop(w);
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut out, &mut bytes).expect("read");
+    peer.until_end(1);
+    assert_eq!(bytes, b"--bind|-c|\xffraw|");
+}
+
+#[test]
+fn the_wall_clock_timeout_terminates_the_command() {
+    let mut peer = Peer::embedded();
+    peer.greet();
+    let mut request = spawn(1, &["sleep", "1000"]);
+    request.limits.timeout_ms = Some(200);
+    let (replies, _) = run_captured(&mut peer, request);
+    let e = exited(&replies);
+    assert_eq!(e.ending, Ending::TimedOut);
+    assert_eq!(e.status, ExitStatus::Signal(nix::libc::SIGTERM));
+}
+
+#[test]
+fn a_command_that_ignores_sigterm_is_killed_after_the_grace() {
+    let mut peer = Peer::embedded();
+    peer.greet();
+    let mut request = spawn(
+        1,
+        &["sh", "-c", "trap '' TERM; echo ready; while :; do :; done"],
+    );
+    let (out, w) = pipe();
+    request.stdio.stdout = StdioSpec::Fd;
+    request.limits.kill_grace_ms = 100;
+    peer.send(&Request::Spawn(request), &[w.as_fd()]);
+    drop(w);
+    let mut lines = BufReader::new(out).lines();
+    assert_eq!(lines.next().and_then(Result::ok).as_deref(), Some("ready"));
+    peer.send(
+        &Request::Cancel(Cancel {
+            id: 1,
+            grace_ms: 100,
+        }),
+        &[],
+    );
+    let e = peer.until_end(1);
+    let e = exited(&e);
+    assert_eq!(e.ending, Ending::Cancelled);
+    assert_eq!(e.status, ExitStatus::Signal(nix::libc::SIGKILL));
+}
+
+/// Writes a `sleep` that announces its pid on stdout before it becomes the real sleep, so the
+/// test knows each process of the tree exists without polling.
+fn announcing_sleep(dir: &Scratch) -> String {
+    let real = ["/usr/bin/sleep", "/bin/sleep"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists())
+        .expect("a sleep binary");
+    let wrapper = dir.0.join("sleep");
+    std::fs::write(
+        &wrapper,
+        format!("#!/bin/sh\necho \"sleeping $$\"\nexec {real} \"$@\"\n"),
+    )
+    .expect("write wrapper");
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    format!("{}:/usr/local/bin:/usr/bin:/bin", dir.0.display())
+}
+
+fn zombies_of(parent: u32) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        let Some(close) = stat.rfind(')') else {
+            continue;
+        };
+        let fields: Vec<&str> = stat[close + 2..].split(' ').collect();
+        if fields.len() > 1 && fields[0] == "Z" && fields[1] == parent.to_string() {
+            found.push(entry.file_name().to_string_lossy().parse().unwrap_or(0));
+        }
+    }
+    found
+}
+
+#[test]
+fn cancel_kills_the_whole_tree_including_setsid_and_double_forked_processes() {
+    let dir = Scratch::new("tree");
+    let mut peer = Peer::embedded();
+    peer.greet();
+    let helper_pid = peer.child.as_ref().expect("child").id();
+    let mut request = spawn(
+        1,
+        &[
+            "sh",
+            "-c",
+            r#"(setsid sh -c "sleep 1000 & sleep 1000") & sleep 1000"#,
+        ],
+    );
+    request.env[0].value = announcing_sleep(&dir).into_bytes();
+    let (out, w) = pipe();
+    request.stdio.stdout = StdioSpec::Fd;
+    peer.send(&Request::Spawn(request), &[w.as_fd()]);
+    drop(w);
+    let mut lines = BufReader::new(out).lines();
+    let mut pids: Vec<u32> = Vec::new();
+    while pids.len() < 3 {
+        let line = lines
+            .next()
+            .expect("the tree announced fewer than 3 sleeps")
+            .expect("read");
+        let pid = line.strip_prefix("sleeping ").expect("announcement");
+        pids.push(pid.parse().expect("pid"));
+    }
+    for pid in &pids {
+        assert!(
+            std::path::Path::new(&format!("/proc/{pid}")).exists(),
+            "sleep {pid} should be running before the cancel"
+        );
+    }
+    peer.send(
+        &Request::Cancel(Cancel {
+            id: 1,
+            grace_ms: 500,
+        }),
+        &[],
+    );
+    let replies = peer.until_end(1);
+    assert_eq!(exited(&replies).ending, Ending::Cancelled);
+    for pid in &pids {
+        assert!(
+            !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+            "process {pid} of the cancelled tree is still alive"
+        );
+    }
+    // Every pipe write end is gone with the tree: the output reaches end of file.
+    assert!(lines.all(|l| l.is_ok()));
+    assert_eq!(zombies_of(helper_pid), Vec::<u32>::new());
+}
+
+#[test]
+fn background_processes_do_not_outlive_their_command() {
+    let dir = Scratch::new("bg");
+    let mut peer = Peer::embedded();
+    peer.greet();
+    // The escapee announces itself through a fifo the main shell relays, so it provably
+    // exists before the main process exits.
+    let fifo = dir.0.join("f");
+    let script = format!(
+        "mkfifo {f}; (setsid sleep 1000 > {f} &); read line < {f}; echo \"$line\"",
+        f = fifo.display()
+    );
+    let mut request = spawn(1, &["sh", "-c", &script]);
+    request.env[0].value = announcing_sleep(&dir).into_bytes();
+    let (out, w) = pipe();
+    request.stdio.stdout = StdioSpec::Fd;
+    peer.send(&Request::Spawn(request), &[w.as_fd()]);
+    drop(w);
+    let replies = peer.until_end(1);
+    assert_eq!(exited(&replies).status, ExitStatus::Code(0));
+    let lines: Vec<String> = BufReader::new(out).lines().map_while(Result::ok).collect();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    let pid = lines[0].strip_prefix("sleeping ").expect("announcement");
+    assert!(
+        !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+        "background process {pid} survived its command"
+    );
+}
+
+#[test]
+fn closing_the_connection_kills_running_trees_and_the_helper_exits() {
+    let mut peer = Peer::embedded();
+    peer.greet();
+    let (out, w) = pipe();
+    let mut request = spawn(1, &["sh", "-c", "echo $$; exec sleep 1000"]);
+    request.stdio.stdout = StdioSpec::Fd;
+    peer.send(&Request::Spawn(request), &[w.as_fd()]);
+    drop(w);
+    let mut lines = BufReader::new(out).lines();
+    let pid = lines.next().expect("pid line").expect("read");
+    let mut child = peer.child.take().expect("child");
+    drop(peer);
+    let status = child.wait().expect("wait helper");
+    assert!(status.success(), "helper exit: {status:?}");
+    assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists());
+}
+
+#[test]
+fn many_commands_run_at_once_on_one_connection() {
+    let mut peer = Peer::embedded();
+    peer.greet();
+    let mut reads = Vec::new();
+    for id in 0..32u64 {
+        let (out, w) = pipe();
+        let mut request = spawn(id, &["sh", "-c", &format!("echo {id}; exit {}", id % 5)]);
+        request.stdio.stdout = StdioSpec::Fd;
+        peer.send(&Request::Spawn(request), &[w.as_fd()]);
+        reads.push(out);
+    }
+    let mut ended = std::collections::HashMap::new();
+    while ended.len() < 32 {
+        if let Reply::Exited(e) = peer.reply() {
+            ended.insert(e.id, e.status);
+        }
+    }
+    for (id, mut out) in reads.into_iter().enumerate() {
+        let id = id as u64;
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut out, &mut text).expect("read");
+        assert_eq!(text, format!("{id}\n"));
+        assert_eq!(ended[&id], ExitStatus::Code((id % 5) as i32));
+    }
+}
+
+#[test]
+fn a_peer_with_another_schema_is_refused_with_both_versions_named() {
+    let dir = Scratch::new("hello");
+    let log = dir.0.join("helper.log");
+    let mut peer = Peer::embedded_with_log(Some(&log));
+    let mut hello = Hello::ours("agentd 9.9.9");
+    hello.schema_hash ^= 1;
+    hello.protocol_version = 2;
+    peer.send_raw(&encode_frame(&hello).expect("encode"));
+    let theirs: Hello = peer.read_message().expect("the helper still greets");
+    assert_eq!(theirs.protocol_version, confine_protocol::PROTOCOL_VERSION);
+    assert!(peer.read_message::<Reply>().is_none(), "connection closed");
+    let status = peer.child.take().expect("child").wait().expect("wait");
+    assert!(status.success());
+    let log = std::fs::read_to_string(&log).expect("log");
+    assert!(log.contains("agentd 9.9.9 speaks protocol v2"), "{log}");
+    assert!(log.contains("speaks v1"), "{log}");
+}
