@@ -369,3 +369,47 @@ fn a_peer_with_another_schema_is_refused_with_both_versions_named() {
     assert!(log.contains("agentd 9.9.9 speaks protocol v2"), "{log}");
     assert!(log.contains("speaks v1"), "{log}");
 }
+
+#[test]
+fn inherited_descriptors_and_environment_reach_neither_the_helper_nor_the_command() {
+    let leaked = std::fs::File::open("/dev/null").expect("open");
+    // dup() gives a descriptor without close-on-exec: exactly what a careless parent leaks.
+    let leaked_fd = nix::unistd::dup(&leaked).expect("dup");
+    let mut peer = Peer::embedded_with(None, |cmd| {
+        cmd.env("AGENT_API_TOKEN", "secret-value");
+    });
+    peer.greet();
+    let helper = peer.child.as_ref().expect("child").id();
+
+    let (_, out) = run_captured(&mut peer, spawn(1, &["sh", "-c", "ls /proc/$$/fd; env"]));
+    let lines: Vec<&str> = out.lines().collect();
+    let fds: Vec<&str> = lines
+        .iter()
+        .copied()
+        .take_while(|l| l.parse::<u32>().is_ok())
+        .collect();
+    assert_eq!(
+        fds,
+        ["0", "1", "2"],
+        "the command sees only its stdio: {out}"
+    );
+    assert!(!out.contains("secret-value"), "{out}");
+
+    match std::fs::read_dir(format!("/proc/{helper}/fd")) {
+        Ok(entries) => {
+            let mut open: Vec<u32> = entries
+                .flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                .collect();
+            open.sort_unstable();
+            assert_eq!(
+                open,
+                [0, 1, 2, 3],
+                "the helper keeps only stdio and its socket"
+            );
+        }
+        // A non-dumpable process's /proc entries belong to root: that is the proof here.
+        Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::PermissionDenied),
+    }
+    drop(leaked_fd);
+}

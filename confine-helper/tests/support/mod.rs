@@ -29,6 +29,11 @@ pub struct Peer {
 impl Peer {
     /// Starts an embedded helper on a socketpair, with its stderr captured to `log`.
     pub fn embedded_with_log(log: Option<&Path>) -> Peer {
+        Peer::embedded_with(log, |_| {})
+    }
+
+    /// Starts an embedded helper after `adjust` has had its say on the command.
+    pub fn embedded_with(log: Option<&Path>, adjust: impl FnOnce(&mut Command)) -> Peer {
         let (ours, theirs) = UnixStream::pair().expect("socketpair");
         let theirs_fd = theirs.as_raw_fd();
         let mut cmd = Command::new(HELPER);
@@ -47,6 +52,7 @@ impl Peer {
                 Ok(())
             });
         }
+        adjust(&mut cmd);
         let child = cmd.spawn().expect("spawn confine-helper");
         drop(theirs);
         let mut peer = Peer::over(ours);
