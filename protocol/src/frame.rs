@@ -135,7 +135,9 @@ impl FrameDecoder {
             return Err(FrameError::Empty);
         }
         if len > MAX_FRAME {
-            return Err(FrameError::TooLarge { len: u64::from(len) });
+            return Err(FrameError::TooLarge {
+                len: u64::from(len),
+            });
         }
         Ok(Some(len as usize))
     }
