@@ -1,0 +1,430 @@
+//! One handshaken connection to confine-helper and the two tasks that drive it.
+//!
+//! The writer task owns the outgoing queue, so frames (and the descriptors riding on them) go
+//! out whole and in order however many callers submit at once. The reader task routes replies
+//! to the request they answer. Both share a table of requests in flight; whichever task first
+//! sees the connection end marks it dead and answers every entry, under the same lock that new
+//! requests register under. That lock is what guarantees each registered request exactly one
+//! terminal reply: either it registered before the end (and is answered by the helper or by the
+//! teardown), or it saw the connection dead and was never registered.
+
+use std::collections::{HashMap, VecDeque};
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use confine_protocol::{
+    Cancel, FrameDecoder, Hello, HelperInfo, Reply, Request, RunnerFailed, Stage, check_hello,
+    decode_payload, encode_frame,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::UnixStream;
+use tokio::sync::{mpsc, oneshot};
+
+use super::embedded::{EmbeddedHelper, start_embedded};
+use super::{ClientError, HelperEndpoint, socket_io};
+
+/// How long the helper has to answer our greeting.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A frame waiting for the writer, with the descriptors that must ride on its first byte.
+#[derive(Debug)]
+struct Outgoing {
+    frame: Vec<u8>,
+    fds: Vec<OwnedFd>,
+}
+
+/// Why a connection could not be made.
+#[derive(Debug)]
+pub enum EstablishError {
+    /// The helper went away before completing the handshake; worth another try, a few times.
+    ClosedEarly(String),
+    /// Retrying would fail the same way.
+    Fatal(ClientError),
+}
+
+/// A live (or formerly live) connection. Dropping the last reference closes it.
+#[derive(Debug)]
+pub struct Connection {
+    shared: Arc<Shared>,
+    outgoing: mpsc::UnboundedSender<Outgoing>,
+    helper_pid: Option<u32>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    stream: UnixStream,
+    routes: Mutex<Routes>,
+    /// What a lost connection is called in the local `RunnerFailed` detail.
+    lost: &'static str,
+}
+
+#[derive(Debug, Default)]
+struct Routes {
+    dead: bool,
+    commands: HashMap<u64, Route>,
+    /// `Info` replies carry no id; the helper answers requests in order.
+    infos: VecDeque<oneshot::Sender<Result<HelperInfo, String>>>,
+}
+
+#[derive(Debug)]
+struct Route {
+    replies: mpsc::UnboundedSender<Reply>,
+    started: bool,
+}
+
+/// How a connection ended.
+enum End {
+    /// agentd dropped it: nothing to report.
+    Dropped,
+    /// The peer closed it.
+    Closed,
+    Io(io::Error),
+    Protocol(String),
+}
+
+impl Connection {
+    /// Starts or connects to the helper, completes the handshake, and starts the I/O tasks.
+    pub async fn establish(
+        endpoint: &HelperEndpoint,
+        hello: &Hello,
+    ) -> Result<Connection, EstablishError> {
+        match endpoint {
+            HelperEndpoint::Embedded(path) => {
+                let EmbeddedHelper { stream, child, pid } =
+                    start_embedded(path).map_err(EstablishError::Fatal)?;
+                let helper = path.display().to_string();
+                match handshake(stream, hello, &helper).await {
+                    Ok((stream, decoder)) => {
+                        super::embedded::reap(child, pid);
+                        Ok(Connection::start(
+                            stream,
+                            decoder,
+                            Some(pid),
+                            "confine-helper exited",
+                        ))
+                    }
+                    Err(error) => {
+                        let status = super::embedded::stop(child).await;
+                        Err(match error {
+                            EstablishError::ClosedEarly(reason) => {
+                                EstablishError::ClosedEarly(format!("{reason}; {status}"))
+                            }
+                            fatal => fatal,
+                        })
+                    }
+                }
+            }
+            HelperEndpoint::Service(socket) => {
+                let stream = UnixStream::connect(socket).await.map_err(|source| {
+                    EstablishError::Fatal(ClientError::Connect {
+                        socket: socket.clone(),
+                        source,
+                    })
+                })?;
+                let helper = socket.display().to_string();
+                let (stream, decoder) = handshake(stream, hello, &helper).await?;
+                Ok(Connection::start(
+                    stream,
+                    decoder,
+                    None,
+                    "confine-helper closed the connection",
+                ))
+            }
+        }
+    }
+
+    fn start(
+        stream: UnixStream,
+        decoder: FrameDecoder,
+        helper_pid: Option<u32>,
+        lost: &'static str,
+    ) -> Connection {
+        let shared = Arc::new(Shared {
+            stream,
+            routes: Mutex::new(Routes::default()),
+            lost,
+        });
+        let (outgoing, queue) = mpsc::unbounded_channel();
+        tokio::spawn(write_frames(shared.clone(), queue));
+        tokio::spawn(read_replies(shared.clone(), decoder));
+        Connection {
+            shared,
+            outgoing,
+            helper_pid,
+        }
+    }
+
+    /// Whether requests may still be submitted.
+    pub fn is_alive(&self) -> bool {
+        !self.shared.routes().dead
+    }
+
+    /// The embedded helper's process id.
+    pub fn helper_pid(&self) -> Option<u32> {
+        self.helper_pid
+    }
+
+    /// Registers request `id` and queues its frame. On success the descriptors are taken from
+    /// `fds` (the writer closes them once sent); on a dead connection they are left in place
+    /// for the next attempt and the reason is returned.
+    pub fn submit_spawn(
+        &self,
+        id: u64,
+        frame: &[u8],
+        fds: &mut Option<Vec<OwnedFd>>,
+    ) -> Result<mpsc::UnboundedReceiver<Reply>, String> {
+        let mut routes = self.shared.routes();
+        if routes.dead {
+            return Err(self.shared.lost.to_owned());
+        }
+        let (replies, receiver) = mpsc::unbounded_channel();
+        routes.commands.insert(
+            id,
+            Route {
+                replies,
+                started: false,
+            },
+        );
+        // Queued under the lock: the writer only stops after the teardown has taken the lock,
+        // so a registered request's frame is either sent or answered by the teardown.
+        let outgoing = Outgoing {
+            frame: frame.to_vec(),
+            fds: fds.take().unwrap_or_default(),
+        };
+        // A failed send means the writer is gone; the teardown that stopped it will find the
+        // route registered above once it takes the lock, so the request still gets its ending.
+        let _ = self.outgoing.send(outgoing);
+        Ok(receiver)
+    }
+
+    /// Queues an `Info` request and returns where its answer will arrive.
+    pub fn submit_info(&self) -> Result<oneshot::Receiver<Result<HelperInfo, String>>, String> {
+        let frame = encode_frame(&Request::Info).map_err(|e| e.to_string())?;
+        let mut routes = self.shared.routes();
+        if routes.dead {
+            return Err(self.shared.lost.to_owned());
+        }
+        let (answer, receiver) = oneshot::channel();
+        routes.infos.push_back(answer);
+        let _ = self.outgoing.send(Outgoing {
+            frame,
+            fds: Vec::new(),
+        });
+        Ok(receiver)
+    }
+
+    /// Asks the helper to terminate request `id`'s tree. Does nothing once the request has
+    /// ended or the connection is gone, so the helper is never asked about an id it finished.
+    pub fn cancel(&self, id: u64, grace_ms: u32) {
+        let routes = self.shared.routes();
+        if routes.dead || !routes.commands.contains_key(&id) {
+            return;
+        }
+        match encode_frame(&Request::Cancel(Cancel { id, grace_ms })) {
+            Ok(frame) => {
+                let _ = self.outgoing.send(Outgoing {
+                    frame,
+                    fds: Vec::new(),
+                });
+            }
+            Err(e) => eprintln!("agentd: cannot encode a cancel request: {e}"),
+        }
+    }
+}
+
+impl Shared {
+    fn routes(&self) -> MutexGuard<'_, Routes> {
+        self.routes.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Ends the connection once: every request in flight gets a local `RunnerFailed`.
+    fn end(&self, end: End) {
+        let (commands, infos) = {
+            let mut routes = self.routes();
+            if routes.dead {
+                return;
+            }
+            routes.dead = true;
+            (
+                std::mem::take(&mut routes.commands),
+                std::mem::take(&mut routes.infos),
+            )
+        };
+        // Wakes the other task (and, for an embedded helper, tells it to exit): the socket is
+        // useless to both once either side has given up on it.
+        let _ =
+            nix::sys::socket::shutdown(self.stream.as_raw_fd(), nix::sys::socket::Shutdown::Both);
+        let detail = match &end {
+            End::Dropped | End::Closed => self.lost.to_owned(),
+            End::Io(e) => format!("{}: connection error: {e}", self.lost),
+            End::Protocol(e) => format!("{}: protocol error: {e}", self.lost),
+        };
+        if !matches!(end, End::Dropped) {
+            let in_flight = commands.len() + infos.len();
+            eprintln!("agentd: {detail} ({in_flight} request(s) in flight)");
+        }
+        for (id, route) in commands {
+            let _ = route.replies.send(Reply::RunnerFailed(RunnerFailed {
+                id,
+                stage: Stage::HelperExited,
+                errno: 0,
+                detail: detail.clone(),
+            }));
+        }
+        for answer in infos {
+            let _ = answer.send(Err(detail.clone()));
+        }
+    }
+
+    /// Hands one reply to whoever waits for it. An error is a protocol violation.
+    fn dispatch(&self, reply: Reply) -> Result<(), String> {
+        let mut routes = self.routes();
+        let Some(id) = reply.request_id() else {
+            let Reply::Info(info) = reply else {
+                return Err("a reply without a request id".to_owned());
+            };
+            let Some(answer) = routes.infos.pop_front() else {
+                return Err("an Info reply nobody asked for".to_owned());
+            };
+            let _ = answer.send(Ok(info));
+            return Ok(());
+        };
+        let Some(route) = routes.commands.get_mut(&id) else {
+            return Err(format!("a reply for unknown request {id}"));
+        };
+        if let Reply::Started(_) = reply {
+            if route.started {
+                return Err(format!("a second Started for request {id}"));
+            }
+            route.started = true;
+            let _ = route.replies.send(reply);
+            return Ok(());
+        }
+        if let Some(route) = routes.commands.remove(&id) {
+            // The handle may have been dropped; the route is gone either way.
+            let _ = route.replies.send(reply);
+        }
+        Ok(())
+    }
+}
+
+/// Sends our greeting, reads the helper's, and checks they match. Returns the stream and any
+/// bytes that arrived after the greeting.
+async fn handshake(
+    mut stream: UnixStream,
+    hello: &Hello,
+    helper: &str,
+) -> Result<(UnixStream, FrameDecoder), EstablishError> {
+    let exchange = async {
+        let frame =
+            encode_frame(hello).map_err(|e| EstablishError::Fatal(ClientError::BadGreeting(e)))?;
+        if let Err(e) = stream.write_all(&frame).await {
+            return Err(closed_or_fatal(e));
+        }
+        let mut decoder = FrameDecoder::new();
+        let mut buf = [0u8; 4096];
+        let payload = loop {
+            match decoder.next_payload() {
+                Ok(Some(payload)) => break payload,
+                Ok(None) => {}
+                Err(e) => return Err(EstablishError::Fatal(ClientError::BadGreeting(e))),
+            }
+            let n = match stream.read(&mut buf).await {
+                Ok(n) => n,
+                Err(e) => return Err(closed_or_fatal(e)),
+            };
+            if n == 0 {
+                return Err(EstablishError::ClosedEarly(match decoder.finish() {
+                    Ok(()) => "end of file".to_owned(),
+                    Err(e) => e.to_string(),
+                }));
+            }
+            if let Err(e) = decoder.feed(&buf[..n]) {
+                return Err(EstablishError::Fatal(ClientError::BadGreeting(e)));
+            }
+        };
+        let peer: Hello = decode_payload(&payload)
+            .map_err(|e| EstablishError::Fatal(ClientError::BadGreeting(e)))?;
+        check_hello(hello, &peer).map_err(|e| EstablishError::Fatal(e.into()))?;
+        Ok(decoder)
+    };
+    match tokio::time::timeout(HANDSHAKE_TIMEOUT, exchange).await {
+        Ok(Ok(decoder)) => Ok((stream, decoder)),
+        Ok(Err(error)) => Err(error),
+        Err(_) => Err(EstablishError::Fatal(ClientError::HandshakeTimeout {
+            helper: helper.to_owned(),
+            seconds: HANDSHAKE_TIMEOUT.as_secs(),
+        })),
+    }
+}
+
+/// A reset or broken pipe during the handshake means the helper went away; anything else would
+/// recur on a retry.
+fn closed_or_fatal(e: io::Error) -> EstablishError {
+    match e.kind() {
+        io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe => {
+            EstablishError::ClosedEarly(e.to_string())
+        }
+        _ => EstablishError::Fatal(ClientError::HandshakeIo(e)),
+    }
+}
+
+async fn write_frames(shared: Arc<Shared>, mut queue: mpsc::UnboundedReceiver<Outgoing>) {
+    while let Some(Outgoing { frame, fds }) = queue.recv().await {
+        let sent = socket_io::send_with_fds(&shared.stream, &frame, &fds).await;
+        // agentd's copies must close now: the pipes reach end-of-file only when every writer,
+        // including the one agentd held, has let go.
+        drop(fds);
+        if let Err(e) = sent {
+            shared.end(End::Io(e));
+            return;
+        }
+    }
+    shared.end(End::Dropped);
+}
+
+async fn read_replies(shared: Arc<Shared>, mut decoder: FrameDecoder) {
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        loop {
+            match decoder.next_message::<Reply>() {
+                Ok(Some(reply)) => {
+                    if let Err(e) = shared.dispatch(reply) {
+                        shared.end(End::Protocol(e));
+                        return;
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    shared.end(End::Protocol(e.to_string()));
+                    return;
+                }
+            }
+        }
+        match socket_io::read_some(&shared.stream, &mut buf).await {
+            Ok(0) => {
+                shared.end(match decoder.finish() {
+                    Ok(()) => End::Closed,
+                    Err(e) => End::Protocol(e.to_string()),
+                });
+                return;
+            }
+            Ok(n) => {
+                if let Err(e) = decoder.feed(&buf[..n]) {
+                    shared.end(End::Protocol(e.to_string()));
+                    return;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::ConnectionReset => {
+                shared.end(End::Closed);
+                return;
+            }
+            Err(e) => {
+                shared.end(End::Io(e));
+                return;
+            }
+        }
+    }
+}

@@ -1,0 +1,387 @@
+//! agentd's side of the confine-helper protocol.
+//!
+//! agentd never forks or execs a tool command itself: every command becomes a `Spawn` request to
+//! confine-helper, with the command's stdio passed as file descriptors so output flows straight
+//! from the command to agentd's pipes. This module is the only way agentd runs anything, and it
+//! has no fallback: if the helper cannot be reached, the caller gets an error, not an unconfined
+//! process.
+//!
+//! A [`HelperClient`] owns at most one live connection at a time and makes it lazily on the first
+//! request. Many requests share the connection; replies are routed back by request id. When the
+//! connection ends, every request still in flight ends with a local
+//! [`RunnerFailed`](confine_protocol::RunnerFailed) at stage
+//! [`HelperExited`](confine_protocol::Stage::HelperExited), and the next request starts a fresh
+//! helper (embedded mode) or reconnects (service mode).
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), agentd::helper_client::ClientError> {
+//! use agentd::helper_client::{HelperClient, HelperEndpoint, Outcome, SpawnSpec};
+//! use confine_protocol::Mode;
+//!
+//! let client = HelperClient::new(HelperEndpoint::Embedded("/usr/libexec/confine-helper".into()));
+//! let mut spec = SpawnSpec::new(["sh", "-c", "exit 3"]);
+//! spec.policy.mode = Mode::DangerFullAccess;
+//! let mut handle = client.spawn(spec).await?;
+//! let _started = handle.started().await;
+//! match handle.wait().await {
+//!     Outcome::Exited(exited) => println!("{:?}", exited.status),
+//!     other => println!("did not run: {other:?}"),
+//! }
+//! # Ok(())
+//! # }
+//! ```
+
+mod command;
+mod connection;
+mod embedded;
+pub mod locate;
+mod socket_io;
+#[cfg(test)]
+mod tests;
+
+use std::ffi::OsString;
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStringExt;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use confine_protocol::{
+    BackendChoice, EnvVar, FrameError, Hello, HelperInfo, Limits, Mismatch, Mode, Network, Policy,
+    Request, Spawn, Stdio, StdioSpec, encode_frame,
+};
+
+pub use command::{Canceller, CommandHandle, Outcome};
+pub use locate::{LocateError, LocateInputs, locate_helper};
+
+use crate::config::LoadedConfig;
+use connection::{Connection, EstablishError};
+
+/// How many times in a row the helper may die before completing the handshake before a request
+/// gives up, so a helper that crashes at start-up is reported instead of respawned forever.
+pub const MAX_HANDSHAKE_FAILURES: u32 = 3;
+
+/// How to reach confine-helper.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HelperEndpoint {
+    /// Spawn this binary as `confine-helper --fd 3` with one end of a private socketpair.
+    Embedded(PathBuf),
+    /// Connect to a helper already serving on this Unix socket (`confine-helper serve`).
+    Service(PathBuf),
+}
+
+impl HelperEndpoint {
+    /// Chooses the endpoint from the command line and the configuration file.
+    ///
+    /// A flag beats the file; `--helper-socket` or `helper.socket` selects service mode;
+    /// otherwise the helper binary is located as [`locate_helper`] describes.
+    pub fn resolve(
+        helper_flag: Option<PathBuf>,
+        socket_flag: Option<PathBuf>,
+        config: &LoadedConfig,
+    ) -> Result<HelperEndpoint, LocateError> {
+        if let Some(socket) = socket_flag {
+            return Ok(HelperEndpoint::Service(socket));
+        }
+        if helper_flag.is_none()
+            && let Some(socket) = &config.config.helper.socket
+        {
+            return Ok(HelperEndpoint::Service(socket.clone()));
+        }
+        let inputs = LocateInputs::from_process(
+            helper_flag,
+            config.config.helper.path.clone(),
+            config.path.clone(),
+        );
+        locate_helper(&inputs).map(HelperEndpoint::Embedded)
+    }
+}
+
+/// Why a request could not be handed to confine-helper. Nothing ran.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("cannot start confine-helper {}: {source}", path.display())]
+    StartHelper {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "cannot connect to confine-helper at {}: {source}; start it with \
+         `confine-helper serve --socket {}`, or drop --helper-socket and helper.socket to let \
+         agentd start its own helper",
+        socket.display(),
+        socket.display()
+    )]
+    Connect {
+        socket: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "confine-helper at {helper} did not complete the handshake within {seconds} s and was \
+         given up on; check that it is confine-helper and that its messages above show no error"
+    )]
+    HandshakeTimeout { helper: String, seconds: u64 },
+    #[error(transparent)]
+    Mismatch(#[from] Mismatch),
+    #[error(
+        "confine-helper sent an invalid greeting: {0}; install matching versions of agentd and \
+         confine-helper"
+    )]
+    BadGreeting(FrameError),
+    #[error("the handshake with confine-helper failed: {0}")]
+    HandshakeIo(#[source] std::io::Error),
+    #[error(
+        "confine-helper closed the connection before completing the handshake {attempts} times \
+         in a row (last: {last}); its own messages above say why"
+    )]
+    HelperKeepsDying { attempts: u32, last: String },
+    #[error(
+        "the request cannot be sent to confine-helper: {0}; the command line and environment \
+         together must stay under 1 MiB"
+    )]
+    RequestTooLarge(FrameError),
+    #[error("the connection to confine-helper was lost: {0}")]
+    ConnectionLost(String),
+}
+
+/// What to run and under which rules. Build one with [`SpawnSpec::new`], then adjust the fields.
+#[derive(Debug)]
+pub struct SpawnSpec {
+    /// The command and its arguments; `argv[0]` is looked up on the command's `PATH`.
+    pub argv: Vec<OsString>,
+    /// The command's working directory.
+    pub cwd: PathBuf,
+    /// The command's whole environment: nothing is inherited implicitly.
+    pub env: Vec<(OsString, OsString)>,
+    /// What the command may touch.
+    pub policy: Policy,
+    /// Which confinement backend to ask for.
+    pub backend: BackendChoice,
+    /// Wall-clock limit and kill grace.
+    pub limits: Limits,
+    /// The command's stdin; `None` means `/dev/null`. Closed in agentd once handed over.
+    pub stdin: Option<OwnedFd>,
+    /// The command's stdout; `None` means `/dev/null`. Closed in agentd once handed over.
+    pub stdout: Option<OwnedFd>,
+    /// The command's stderr; `None` means `/dev/null`. Closed in agentd once handed over.
+    pub stderr: Option<OwnedFd>,
+}
+
+impl SpawnSpec {
+    /// The most restrictive spec for `argv`: read-only with no workspace, no network, automatic
+    /// backend, no timeout (2 s kill grace), `/` as working directory, an empty environment and
+    /// every stdio stream on `/dev/null`.
+    pub fn new<I, S>(argv: I) -> SpawnSpec
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<OsString>,
+    {
+        SpawnSpec {
+            argv: argv.into_iter().map(Into::into).collect(),
+            cwd: PathBuf::from("/"),
+            env: Vec::new(),
+            policy: Policy {
+                mode: Mode::ReadOnly,
+                workspace_root: None,
+                writable_roots: Vec::new(),
+                network: Network::Deny,
+                protected: Vec::new(),
+            },
+            backend: BackendChoice::Auto,
+            limits: Limits {
+                timeout_ms: None,
+                kill_grace_ms: 2000,
+            },
+            stdin: None,
+            stdout: None,
+            stderr: None,
+        }
+    }
+
+    /// The wire request and the descriptors that travel with it, in stdin, stdout, stderr order.
+    fn into_request(self, id: u64) -> (Spawn, Vec<OwnedFd>) {
+        let mut fds = Vec::new();
+        let mut place = |fd: Option<OwnedFd>| match fd {
+            Some(fd) => {
+                fds.push(fd);
+                StdioSpec::Fd
+            }
+            None => StdioSpec::Null,
+        };
+        let stdio = Stdio {
+            stdin: place(self.stdin),
+            stdout: place(self.stdout),
+            stderr: place(self.stderr),
+        };
+        let spawn = Spawn {
+            id,
+            argv: self.argv.into_iter().map(OsStringExt::into_vec).collect(),
+            cwd: self.cwd.into_os_string().into_vec(),
+            env: self
+                .env
+                .into_iter()
+                .map(|(name, value)| EnvVar {
+                    name: name.into_vec(),
+                    value: value.into_vec(),
+                })
+                .collect(),
+            policy: self.policy,
+            backend: self.backend,
+            limits: self.limits,
+            stdio,
+        };
+        (spawn, fds)
+    }
+}
+
+/// A handle on confine-helper shared by everything in agentd that runs commands.
+///
+/// Cheap to clone; all clones share one connection and one request-id counter. The connection is
+/// made on the first request, and remade on the first request after it ends.
+#[derive(Debug, Clone)]
+pub struct HelperClient {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    endpoint: HelperEndpoint,
+    hello: Hello,
+    next_id: AtomicU64,
+    current: Mutex<Option<Arc<Connection>>>,
+    /// Held while a connection is being made, so concurrent first requests start one helper.
+    connecting: tokio::sync::Mutex<()>,
+}
+
+impl HelperClient {
+    /// A client for `endpoint`. Nothing is started or connected until the first request.
+    pub fn new(endpoint: HelperEndpoint) -> HelperClient {
+        let software = format!("agentd {}", env!("CARGO_PKG_VERSION"));
+        HelperClient {
+            inner: Arc::new(Inner {
+                endpoint,
+                hello: Hello::ours(&software),
+                next_id: AtomicU64::new(1),
+                current: Mutex::new(None),
+                connecting: tokio::sync::Mutex::new(()),
+            }),
+        }
+    }
+
+    /// Where this client reaches the helper.
+    pub fn endpoint(&self) -> &HelperEndpoint {
+        &self.inner.endpoint
+    }
+
+    /// Makes sure a live, handshaken connection exists, starting the helper if needed.
+    ///
+    /// Requests do this themselves; calling it first lets a caller report a missing or
+    /// mismatched helper before preparing anything else.
+    pub async fn connect(&self) -> Result<(), ClientError> {
+        self.connection().await.map(drop)
+    }
+
+    /// Asks the helper to run a command. Returns once the request is queued on the connection;
+    /// the [`CommandHandle`] reports when it starts and how it ends.
+    ///
+    /// The descriptors in `spec` are closed in agentd once sent (or when the request fails), so
+    /// the command's pipes reach end-of-file when the command's side closes.
+    pub async fn spawn(&self, spec: SpawnSpec) -> Result<CommandHandle, ClientError> {
+        let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
+        let (spawn, fds) = spec.into_request(id);
+        let frame = encode_frame(&Request::Spawn(spawn)).map_err(ClientError::RequestTooLarge)?;
+        let mut fds = Some(fds);
+        let mut last = String::new();
+        // The connection can die between being handed out and the request being registered on
+        // it; a fresh one is tried then, a bounded number of times.
+        for _ in 0..MAX_HANDSHAKE_FAILURES {
+            let connection = self.connection().await?;
+            match connection.submit_spawn(id, &frame, &mut fds) {
+                Ok(replies) => return Ok(CommandHandle::new(id, replies, connection)),
+                Err(reason) => last = reason,
+            }
+        }
+        Err(ClientError::ConnectionLost(last))
+    }
+
+    /// Asks the helper what it is and which backends it can use on this machine.
+    pub async fn info(&self) -> Result<HelperInfo, ClientError> {
+        let connection = self.connection().await?;
+        let answer = connection
+            .submit_info()
+            .map_err(ClientError::ConnectionLost)?;
+        match answer.await {
+            Ok(Ok(info)) => Ok(info),
+            Ok(Err(reason)) => Err(ClientError::ConnectionLost(reason)),
+            Err(_) => Err(ClientError::ConnectionLost(
+                "the connection closed before answering".to_owned(),
+            )),
+        }
+    }
+
+    /// The process id of the embedded helper behind the current live connection; `None` in
+    /// service mode or when no connection is live.
+    pub fn helper_pid(&self) -> Option<u32> {
+        let current = self
+            .inner
+            .current
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        current
+            .as_ref()
+            .filter(|connection| connection.is_alive())
+            .and_then(|connection| connection.helper_pid())
+    }
+
+    async fn connection(&self) -> Result<Arc<Connection>, ClientError> {
+        if let Some(live) = self.live_connection() {
+            return Ok(live);
+        }
+        let _one_at_a_time = self.inner.connecting.lock().await;
+        if let Some(live) = self.live_connection() {
+            return Ok(live);
+        }
+        let mut failures = 0;
+        loop {
+            match Connection::establish(&self.inner.endpoint, &self.inner.hello).await {
+                Ok(connection) => {
+                    let connection = Arc::new(connection);
+                    *self
+                        .inner
+                        .current
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner) = Some(connection.clone());
+                    return Ok(connection);
+                }
+                Err(EstablishError::ClosedEarly(reason)) => {
+                    failures += 1;
+                    eprintln!(
+                        "agentd: confine-helper closed the connection before the handshake \
+                         ({reason}); attempt {failures} of {MAX_HANDSHAKE_FAILURES}"
+                    );
+                    if failures >= MAX_HANDSHAKE_FAILURES {
+                        return Err(ClientError::HelperKeepsDying {
+                            attempts: failures,
+                            last: reason,
+                        });
+                    }
+                }
+                Err(EstablishError::Fatal(error)) => return Err(error),
+            }
+        }
+    }
+
+    fn live_connection(&self) -> Option<Arc<Connection>> {
+        let current = self
+            .inner
+            .current
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        current
+            .as_ref()
+            .filter(|connection| connection.is_alive())
+            .cloned()
+    }
+}

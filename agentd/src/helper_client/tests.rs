@@ -1,0 +1,389 @@
+//! The client against a scripted peer: a fake service-mode helper on a Unix socket in this
+//! process, and shell scripts standing in for an embedded helper. Nothing here needs the real
+//! confine-helper binary.
+
+use std::io::Write;
+use std::os::fd::{AsRawFd, RawFd};
+use std::time::Duration;
+
+use confine_protocol::{
+    Cancel, Ending, ExitStatus, Hello, HelperInfo, Reply, Request, RunnerFailed, Stage, Started,
+    StdioSpec, check_hello,
+};
+use tokio::io::AsyncReadExt;
+
+use super::*;
+
+use crate::test_support::{Peer, Scratch, exited, fake_service, pipe, within};
+
+#[tokio::test]
+async fn a_spawn_carries_its_stdio_descriptors_and_replies_come_back_in_order() {
+    let scratch = Scratch::new("stdio");
+    let (listener, client) = fake_service(&scratch);
+    let helper = tokio::task::spawn_blocking(move || {
+        let mut peer = Peer::accept(&listener);
+        let spawn = peer.spawn();
+        assert_eq!(spawn.argv, [b"echo".to_vec(), b"-n".to_vec()]);
+        assert_eq!(spawn.stdio.stdin, StdioSpec::Null);
+        assert_eq!(spawn.stdio.stdout, StdioSpec::Fd);
+        assert_eq!(spawn.stdio.stderr, StdioSpec::Fd);
+        assert_eq!(
+            peer.fds.len(),
+            2,
+            "one descriptor per Fd, on the spawn frame"
+        );
+        let stdout = peer.fds.pop_front().expect("stdout");
+        let stderr = peer.fds.pop_front().expect("stderr");
+        std::fs::File::from(stdout)
+            .write_all(b"to stdout")
+            .expect("write stdout");
+        std::fs::File::from(stderr)
+            .write_all(b"to stderr")
+            .expect("write stderr");
+        peer.send(&Reply::Started(Started {
+            id: spawn.id,
+            pid: 4242,
+        }));
+        peer.send(&exited(spawn.id, 3, Ending::Exited));
+        // The connection stays open until agentd closes it.
+        assert!(peer.request().is_none());
+    });
+
+    let (mut out, out_w) = pipe();
+    let (mut err, err_w) = pipe();
+    let mut spec = SpawnSpec::new(["echo", "-n"]);
+    spec.stdout = Some(out_w);
+    spec.stderr = Some(err_w);
+    let mut handle = within(client.spawn(spec)).await.expect("spawn queued");
+    let started = within(handle.started()).await.expect("started");
+    assert_eq!(started.pid, 4242);
+    let outcome = within(handle.wait()).await;
+    let Outcome::Exited(exited) = outcome else {
+        panic!("expected Exited, got {outcome:?}");
+    };
+    assert_eq!(exited.status, ExitStatus::Code(3));
+
+    // Both pipes reach end-of-file: agentd closed its copies of the write ends once sent.
+    let mut text = String::new();
+    within(out.read_to_string(&mut text))
+        .await
+        .expect("read stdout");
+    assert_eq!(text, "to stdout");
+    text.clear();
+    within(err.read_to_string(&mut text))
+        .await
+        .expect("read stderr");
+    assert_eq!(text, "to stderr");
+
+    drop(client);
+    within(helper).await.expect("fake helper");
+}
+
+#[tokio::test]
+async fn many_requests_share_one_connection_and_are_routed_by_id() {
+    const N: usize = 64;
+    let scratch = Scratch::new("many");
+    let (listener, client) = fake_service(&scratch);
+    let helper = tokio::task::spawn_blocking(move || {
+        let mut peer = Peer::accept(&listener);
+        let mut ids: Vec<u64> = (0..N).map(|_| peer.spawn().id).collect();
+        // Answer in reverse order, each exit code derived from the id.
+        ids.reverse();
+        for id in &ids {
+            peer.send(&Reply::Started(Started {
+                id: *id,
+                pid: 1000 + *id as u32,
+            }));
+        }
+        for id in ids {
+            peer.send(&exited(id, (id % 100) as i32, Ending::Exited));
+        }
+        assert!(peer.request().is_none());
+    });
+
+    let mut waits = Vec::new();
+    for _ in 0..N {
+        let client = client.clone();
+        waits.push(tokio::spawn(async move {
+            let mut handle = client.spawn(SpawnSpec::new(["true"])).await.expect("spawn");
+            let id = handle.id();
+            let started = handle.started().await.expect("started");
+            assert_eq!(started.id, id);
+            (id, handle.wait().await)
+        }));
+    }
+    for wait in waits {
+        let (id, outcome) = within(wait).await.expect("task");
+        assert_eq!(outcome.id(), id);
+        let Outcome::Exited(exited) = outcome else {
+            panic!("expected Exited, got {outcome:?}");
+        };
+        assert_eq!(exited.status, ExitStatus::Code((id % 100) as i32));
+    }
+    drop(client);
+    within(helper).await.expect("fake helper");
+}
+
+#[tokio::test]
+async fn a_lost_connection_ends_every_request_in_flight_and_the_next_request_reconnects() {
+    let scratch = Scratch::new("lost");
+    let (listener, client) = fake_service(&scratch);
+    let helper = tokio::task::spawn_blocking(move || {
+        let mut first = Peer::accept(&listener);
+        let a = first.spawn();
+        first.send(&Reply::Started(Started { id: a.id, pid: 1 }));
+        let _b = first.spawn();
+        drop(first);
+        let mut second = Peer::accept(&listener);
+        let c = second.spawn();
+        second.send(&exited(c.id, 0, Ending::Exited));
+        assert!(second.request().is_none());
+    });
+
+    let mut a = within(client.spawn(SpawnSpec::new(["a"])))
+        .await
+        .expect("a");
+    let b = within(client.spawn(SpawnSpec::new(["b"])))
+        .await
+        .expect("b");
+    assert!(within(a.started()).await.is_some());
+    for outcome in [within(a.wait()).await, within(b.wait()).await] {
+        let Outcome::RunnerFailed(RunnerFailed {
+            stage,
+            errno,
+            detail,
+            ..
+        }) = outcome
+        else {
+            panic!("expected RunnerFailed, got {outcome:?}");
+        };
+        assert_eq!(stage, Stage::HelperExited);
+        assert_eq!(errno, 0);
+        assert!(detail.contains("confine-helper"), "{detail}");
+    }
+
+    let c = within(client.spawn(SpawnSpec::new(["c"])))
+        .await
+        .expect("c");
+    assert!(matches!(within(c.wait()).await, Outcome::Exited(_)));
+    drop(client);
+    within(helper).await.expect("fake helper");
+}
+
+#[tokio::test]
+async fn a_reply_for_an_unknown_request_is_a_protocol_error_that_ends_the_connection() {
+    let scratch = Scratch::new("unknown");
+    let (listener, client) = fake_service(&scratch);
+    let helper = tokio::task::spawn_blocking(move || {
+        let mut peer = Peer::accept(&listener);
+        let spawn = peer.spawn();
+        peer.send(&exited(spawn.id + 1000, 0, Ending::Exited));
+        assert!(peer.request().is_none(), "agentd closes the connection");
+    });
+    let handle = within(client.spawn(SpawnSpec::new(["x"])))
+        .await
+        .expect("x");
+    let outcome = within(handle.wait()).await;
+    let Outcome::RunnerFailed(failed) = outcome else {
+        panic!("expected RunnerFailed, got {outcome:?}");
+    };
+    assert_eq!(failed.stage, Stage::HelperExited);
+    assert!(
+        failed.detail.contains("protocol error"),
+        "{}",
+        failed.detail
+    );
+    within(helper).await.expect("fake helper");
+}
+
+#[tokio::test]
+async fn cancel_asks_the_helper_to_end_that_request() {
+    let scratch = Scratch::new("cancel");
+    let (listener, client) = fake_service(&scratch);
+    let helper = tokio::task::spawn_blocking(move || {
+        let mut peer = Peer::accept(&listener);
+        let spawn = peer.spawn();
+        peer.send(&Reply::Started(Started {
+            id: spawn.id,
+            pid: 7,
+        }));
+        let Some(Request::Cancel(Cancel { id, grace_ms })) = peer.request() else {
+            panic!("expected a Cancel");
+        };
+        assert_eq!((id, grace_ms), (spawn.id, 1500));
+        peer.send(&exited(id, 143, Ending::Cancelled));
+        assert!(peer.request().is_none());
+    });
+    let mut handle = within(client.spawn(SpawnSpec::new(["sleep", "100"])))
+        .await
+        .expect("spawn");
+    assert!(within(handle.started()).await.is_some());
+    let canceller = handle.canceller();
+    let waiter = tokio::spawn(handle.wait());
+    canceller.cancel(Duration::from_millis(1500));
+    let outcome = within(waiter).await.expect("task");
+    let Outcome::Exited(exited) = outcome else {
+        panic!("expected Exited, got {outcome:?}");
+    };
+    assert_eq!(exited.ending, Ending::Cancelled);
+    // Once ended, a cancel is not sent: the helper is never asked about a finished id.
+    canceller.cancel(Duration::ZERO);
+    drop(canceller);
+    drop(client);
+    within(helper).await.expect("fake helper");
+}
+
+#[tokio::test]
+async fn info_returns_the_helpers_report() {
+    let scratch = Scratch::new("info");
+    let (listener, client) = fake_service(&scratch);
+    let report = HelperInfo {
+        software: "fake-helper".to_owned(),
+        pid: 99,
+        backends: Vec::new(),
+        landlock_abi: Some(4),
+    };
+    let sent = report.clone();
+    let helper = tokio::task::spawn_blocking(move || {
+        let mut peer = Peer::accept(&listener);
+        assert_eq!(peer.request(), Some(Request::Info));
+        peer.send(&Reply::Info(sent));
+        assert!(peer.request().is_none());
+    });
+    assert_eq!(within(client.info()).await.expect("info"), report);
+    assert_eq!(client.helper_pid(), None, "service mode has no child");
+    drop(client);
+    within(helper).await.expect("fake helper");
+}
+
+#[tokio::test]
+async fn a_protocol_mismatch_is_an_error_naming_both_sides() {
+    let scratch = Scratch::new("mismatch");
+    let (listener, client) = fake_service(&scratch);
+    let helper = tokio::task::spawn_blocking(move || {
+        let mut old = Hello::ours("confine-helper 0.0.1");
+        old.protocol_version += 1;
+        let _peer = Peer::accept_with(&listener, &old);
+    });
+    let err = within(client.spawn(SpawnSpec::new(["x"])))
+        .await
+        .expect_err("mismatch refused");
+    assert!(matches!(err, ClientError::Mismatch(_)), "{err}");
+    let text = err.to_string();
+    assert!(text.contains("confine-helper 0.0.1"), "{text}");
+    assert!(text.contains("agentd "), "{text}");
+    within(helper).await.expect("fake helper");
+}
+
+#[tokio::test]
+async fn a_missing_service_socket_is_an_error_that_says_how_to_start_it() {
+    let scratch = Scratch::new("nosocket");
+    let client = HelperClient::new(HelperEndpoint::Service(scratch.0.join("absent.sock")));
+    let err = within(client.connect()).await.expect_err("nothing listens");
+    assert!(
+        err.to_string().contains("confine-helper serve --socket"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn an_embedded_helper_gets_its_socket_as_fd_3_with_an_empty_environment() {
+    let scratch = Scratch::new("fd3");
+    // Echoes agentd's own greeting back, which is a matching greeting, and records its
+    // environment where the test can read it.
+    let env_file = scratch.0.join("env");
+    let helper = scratch.script(
+        "echo-helper",
+        &format!(
+            "[ \"$1 $2\" = \"--fd 3\" ] || exit 9\n/usr/bin/env > '{}'\nexec /bin/cat <&3 >&3",
+            env_file.display()
+        ),
+    );
+    let client = HelperClient::new(HelperEndpoint::Embedded(helper));
+    within(client.connect()).await.expect("handshake over fd 3");
+    assert!(client.helper_pid().is_some());
+    let env = std::fs::read_to_string(&env_file).expect("env recorded");
+    assert!(!env.contains("HOME="), "environment not cleared: {env}");
+
+    // The echo turns our Spawn into something that is not a valid reply.
+    let handle = within(client.spawn(SpawnSpec::new(["x"])))
+        .await
+        .expect("queued");
+    let outcome = within(handle.wait()).await;
+    let Outcome::RunnerFailed(failed) = outcome else {
+        panic!("expected RunnerFailed, got {outcome:?}");
+    };
+    assert_eq!(failed.stage, Stage::HelperExited);
+    assert!(
+        failed.detail.contains("protocol error"),
+        "{}",
+        failed.detail
+    );
+    assert_eq!(client.helper_pid(), None, "a dead connection has no helper");
+}
+
+#[tokio::test]
+async fn a_helper_that_keeps_dying_before_the_handshake_is_given_up_on() {
+    let scratch = Scratch::new("dying");
+    let helper = scratch.script("dying-helper", "exit 1");
+    let client = HelperClient::new(HelperEndpoint::Embedded(helper));
+    let err = within(client.spawn(SpawnSpec::new(["x"])))
+        .await
+        .expect_err("gives up");
+    let ClientError::HelperKeepsDying { attempts, last } = &err else {
+        panic!("expected HelperKeepsDying, got {err}");
+    };
+    assert_eq!(*attempts, MAX_HANDSHAKE_FAILURES);
+    assert!(last.contains("exited with status 1"), "{last}");
+}
+
+#[tokio::test]
+async fn a_helper_binary_that_cannot_start_is_an_error_naming_it() {
+    let scratch = Scratch::new("nostart");
+    let missing = scratch.0.join("no-such-helper");
+    let client = HelperClient::new(HelperEndpoint::Embedded(missing.clone()));
+    let err = within(client.connect()).await.expect_err("cannot start");
+    assert!(matches!(err, ClientError::StartHelper { .. }), "{err}");
+    assert!(err.to_string().contains(&missing.display().to_string()));
+}
+
+#[test]
+fn the_greeting_names_agentd_and_its_version() {
+    let client = HelperClient::new(HelperEndpoint::Service("/x".into()));
+    let ours = &client.inner.hello;
+    assert_eq!(
+        ours.software,
+        format!("agentd {}", env!("CARGO_PKG_VERSION"))
+    );
+    assert!(check_hello(ours, &Hello::ours("confine-helper")).is_ok());
+}
+
+#[test]
+fn the_spawn_request_lists_descriptors_in_stdin_stdout_stderr_order() {
+    let (_, a) = std::os::unix::net::UnixStream::pair().expect("pair");
+    let (_, c) = std::os::unix::net::UnixStream::pair().expect("pair");
+    let (a_raw, c_raw) = (a.as_raw_fd(), c.as_raw_fd());
+    let mut spec = SpawnSpec::new(["x"]);
+    spec.stdin = Some(a.into());
+    spec.stderr = Some(c.into());
+    let (spawn, fds) = spec.into_request(5);
+    assert_eq!(spawn.id, 5);
+    assert_eq!(spawn.stdio.stdin, StdioSpec::Fd);
+    assert_eq!(spawn.stdio.stdout, StdioSpec::Null);
+    assert_eq!(spawn.stdio.stderr, StdioSpec::Fd);
+    let raw: Vec<RawFd> = fds.iter().map(AsRawFd::as_raw_fd).collect();
+    assert_eq!(raw, [a_raw, c_raw]);
+}
+
+#[test]
+fn an_oversized_request_is_refused_before_anything_is_sent() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let client = HelperClient::new(HelperEndpoint::Service("/nonexistent.sock".into()));
+    let mut spec = SpawnSpec::new(["x"]);
+    spec.env = vec![("BIG".into(), "y".repeat(2 << 20).into())];
+    let err = runtime.block_on(client.spawn(spec)).expect_err("too large");
+    assert!(matches!(err, ClientError::RequestTooLarge(_)), "{err}");
+}

@@ -1,0 +1,162 @@
+//! Test doubles shared by the unit tests: a fake confine-helper that speaks the protocol from a
+//! blocking thread, scratch directories, and a deadline so a broken test fails instead of hanging.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::io::{IoSliceMut, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use confine_protocol::{
+    Backend, Ending, ExitStatus, FrameDecoder, Hello, Reply, Request, Usage, decode_payload,
+    encode_frame,
+};
+use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
+
+use crate::helper_client::{HelperClient, HelperEndpoint};
+
+/// Fails a test that would otherwise hang.
+pub async fn within<F: Future>(future: F) -> F::Output {
+    tokio::time::timeout(Duration::from_secs(20), future)
+        .await
+        .expect("the test finished in time")
+}
+
+/// A scratch directory removed when dropped.
+pub struct Scratch(pub PathBuf);
+
+impl Scratch {
+    pub fn new(name: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("agentd-test-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create scratch dir");
+        Scratch(dir)
+    }
+
+    pub fn script(&self, name: &str, body: &str) -> PathBuf {
+        let path = self.0.join(name);
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).expect("write script");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        path
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A listening fake helper and the client pointed at it.
+pub fn fake_service(scratch: &Scratch) -> (UnixListener, HelperClient) {
+    let socket = scratch.0.join("helper.sock");
+    let listener = UnixListener::bind(&socket).expect("bind");
+    (listener, HelperClient::new(HelperEndpoint::Service(socket)))
+}
+
+/// The fake helper's side of one connection (blocking I/O, on a blocking thread).
+pub struct Peer {
+    stream: UnixStream,
+    decoder: FrameDecoder,
+    /// Descriptors received so far, in arrival order.
+    pub fds: VecDeque<OwnedFd>,
+}
+
+impl Peer {
+    /// Accepts a connection and answers the handshake with `hello`.
+    pub fn accept_with(listener: &UnixListener, hello: &Hello) -> Peer {
+        let (mut stream, _) = listener.accept().expect("accept");
+        stream
+            .write_all(&encode_frame(hello).expect("encode hello"))
+            .expect("send hello");
+        let mut peer = Peer {
+            stream,
+            decoder: FrameDecoder::new(),
+            fds: VecDeque::new(),
+        };
+        let payload = peer.next_payload().expect("agentd's hello");
+        let theirs: Hello = decode_payload(&payload).expect("decode hello");
+        assert!(theirs.software.starts_with("agentd "), "{theirs:?}");
+        peer
+    }
+
+    pub fn accept(listener: &UnixListener) -> Peer {
+        Peer::accept_with(listener, &Hello::ours("fake-helper"))
+    }
+
+    fn next_payload(&mut self) -> Option<Vec<u8>> {
+        loop {
+            if let Some(payload) = self.decoder.next_payload().expect("well-formed frames") {
+                return Some(payload);
+            }
+            let mut buf = [0u8; 4096];
+            let mut space = nix::cmsg_space!([RawFd; 3]);
+            let mut iov = [IoSliceMut::new(&mut buf)];
+            let msg = recvmsg::<()>(
+                self.stream.as_raw_fd(),
+                &mut iov,
+                Some(&mut space),
+                MsgFlags::MSG_CMSG_CLOEXEC,
+            )
+            .expect("recvmsg");
+            for cmsg in msg.cmsgs().expect("cmsgs") {
+                if let ControlMessageOwned::ScmRights(fds) = cmsg {
+                    for fd in fds {
+                        // SAFETY: SCM_RIGHTS just installed this descriptor in our table; it
+                        // is owned by nothing else.
+                        self.fds.push_back(unsafe { OwnedFd::from_raw_fd(fd) });
+                    }
+                }
+            }
+            let n = msg.bytes;
+            if n == 0 {
+                return None;
+            }
+            self.decoder.feed(&buf[..n]).expect("valid prefix");
+        }
+    }
+
+    pub fn request(&mut self) -> Option<Request> {
+        self.next_payload()
+            .map(|payload| decode_payload(&payload).expect("a Request"))
+    }
+
+    pub fn spawn(&mut self) -> confine_protocol::Spawn {
+        match self.request() {
+            Some(Request::Spawn(spawn)) => spawn,
+            other => panic!("expected a Spawn, got {other:?}"),
+        }
+    }
+
+    pub fn send(&mut self, reply: &Reply) {
+        self.stream
+            .write_all(&encode_frame(reply).expect("encode reply"))
+            .expect("send reply");
+    }
+}
+
+pub fn exited(id: u64, code: i32, ending: Ending) -> Reply {
+    Reply::Exited(confine_protocol::Exited {
+        id,
+        status: ExitStatus::Code(code),
+        exec_errno: None,
+        ending,
+        backend: Backend::None,
+        enforcement: None,
+        usage: Usage {
+            wall_us: 0,
+            user_us: 0,
+            sys_us: 0,
+            max_rss_kib: 0,
+        },
+    })
+}
+
+pub fn pipe() -> (tokio::net::unix::pipe::Receiver, OwnedFd) {
+    let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).expect("pipe");
+    let read = tokio::net::unix::pipe::Receiver::from_owned_fd(read).expect("receiver");
+    (read, write)
+}
