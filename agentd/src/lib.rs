@@ -2,9 +2,12 @@
 //!
 //! agentd never forks or execs a tool command. [`helper_client`] sends each command to the
 //! separate confine-helper process, which confines and runs it and reports the facts back;
-//! [`config`] reads the optional configuration file.
+//! [`run`] is the `agentd run` job built on it; [`config`] reads the optional configuration
+//! file; [`cli`] is the command line the `agentd` executable parses.
 
+pub mod cli;
 pub mod config;
 pub mod helper_client;
+pub mod run;
 #[cfg(test)]
 mod test_support;

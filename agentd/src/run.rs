@@ -1,0 +1,1047 @@
+//! `agentd run`: one command through confine-helper, its output streamed, its facts reported.
+//!
+//! The command's stdout and stderr are pipes whose write ends go to the helper with the request
+//! and whose read ends agentd copies to its own streams as the bytes come. agentd reports only
+//! once the terminal reply has arrived and both pipes have reached end-of-file, so nothing the
+//! command wrote can appear after the facts. The facts line (`--json`) is the last line of
+//! stderr so a caller can take it without parsing the command's own output.
+
+use std::ffi::{OsStr, OsString};
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use confine_protocol::{
+    Backend, BackendChoice, Ending, Enforcement, ExitStatus, Mode, Network, Stage,
+};
+use serde::Serialize;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::unix::pipe;
+use tokio::sync::mpsc;
+
+use crate::helper_client::{ClientError, HelperClient, Outcome, SpawnSpec};
+
+/// How much of the end of the command's stderr is kept for classifying failures.
+pub const STDERR_TAIL: usize = 8 * 1024;
+
+/// Grace between SIGTERM and SIGKILL when a timeout or an interrupt stops the command.
+pub const KILL_GRACE: Duration = Duration::from_secs(2);
+
+/// How long output is still copied after the helper vanished mid-command. A command orphaned
+/// that way may keep the pipes open indefinitely; agentd must still report and exit.
+const ORPHAN_DRAIN: Duration = Duration::from_secs(2);
+
+const READ_CHUNK: usize = 64 * 1024;
+
+/// Exit status of agentd when the command did not run (refused, runner failure, setup error).
+pub const EXIT_DID_NOT_RUN: u8 = 125;
+/// Exit status of agentd when the command's timeout passed.
+pub const EXIT_TIMED_OUT: u8 = 124;
+/// Exit status of agentd when interrupted before the command was handed to the helper.
+pub const EXIT_INTERRUPTED: u8 = 130;
+
+/// What to run and how, as `agentd run` takes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunArgs {
+    /// The command and its arguments.
+    pub argv: Vec<OsString>,
+    pub mode: Mode,
+    /// The workspace root; `None` means the current directory.
+    pub workspace: Option<PathBuf>,
+    pub network: Network,
+    pub backend: BackendChoice,
+    /// Wall-clock limit in whole seconds.
+    pub timeout_secs: Option<u64>,
+    /// Print the facts as one JSON object on the last line of stderr.
+    pub json: bool,
+}
+
+impl RunArgs {
+    /// Read-only, current directory as workspace, no network, automatic backend, no timeout.
+    pub fn new<I, S>(argv: I) -> RunArgs
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<OsString>,
+    {
+        RunArgs {
+            argv: argv.into_iter().map(Into::into).collect(),
+            mode: Mode::ReadOnly,
+            workspace: None,
+            network: Network::Deny,
+            backend: BackendChoice::Auto,
+            timeout_secs: None,
+            json: false,
+        }
+    }
+}
+
+/// Why the job stopped before the command was handed to the helper. Nothing ran.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("no command given; put it after `--`, e.g. `agentd run -- ls -l`")]
+    NoCommand,
+    #[error("cannot determine the current directory: {0}")]
+    CurrentDir(#[source] io::Error),
+    #[error("the workspace {} cannot be used: {source}; pass an existing directory with --workspace", path.display())]
+    Workspace {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("the workspace {} is not a directory; pass a directory with --workspace", path.display())]
+    WorkspaceNotDirectory { path: PathBuf },
+    #[error("--timeout {0} is too large")]
+    TimeoutTooLarge(u64),
+    #[error("cannot create a pipe for the command's output: {0}")]
+    Pipe(#[source] io::Error),
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    #[error("interrupted before the command started")]
+    Interrupted,
+}
+
+impl RunError {
+    /// The exit status agentd should end with.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            RunError::Interrupted => EXIT_INTERRUPTED,
+            _ => EXIT_DID_NOT_RUN,
+        }
+    }
+}
+
+/// A runner step that failed, as reported by the helper (or by agentd for a lost helper).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunnerFailure {
+    pub stage: Stage,
+    pub errno: i32,
+    pub detail: String,
+}
+
+/// What is known about one finished command. Serialized by [`Facts::to_json`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Facts {
+    /// The command's exit status; `None` when it did not run.
+    pub exit: Option<ExitStatus>,
+    /// Which backend confined it; `None` when it did not run.
+    pub backend: Option<Backend>,
+    /// What the confinement enforced; `None` when nothing was confined or it did not run.
+    pub enforcement: Option<Enforcement>,
+    /// Whether the confinement denied something the command tried (not classified yet).
+    pub denied: bool,
+    pub runner_failure: Option<RunnerFailure>,
+    /// The helper's reason for refusing the request.
+    pub refused: Option<String>,
+    pub timed_out: bool,
+    pub cancelled: bool,
+    /// `execve` of the command failed with this errno.
+    pub exec_errno: Option<i32>,
+    /// Whether the helper reported the command started.
+    pub started: bool,
+    /// The last [`STDERR_TAIL`] bytes of the command's stderr.
+    pub stderr_tail: Vec<u8>,
+}
+
+impl Facts {
+    /// The facts of one outcome.
+    pub fn from_outcome(outcome: Outcome, started: bool) -> Facts {
+        let mut facts = Facts {
+            started,
+            ..Facts::default()
+        };
+        match outcome {
+            Outcome::Exited(exited) => {
+                facts.exit = Some(exited.status);
+                facts.backend = Some(exited.backend);
+                facts.enforcement = exited.enforcement;
+                facts.timed_out = exited.ending == Ending::TimedOut;
+                facts.cancelled = exited.ending == Ending::Cancelled;
+                facts.exec_errno = exited.exec_errno;
+            }
+            Outcome::RunnerFailed(failed) => {
+                facts.runner_failure = Some(RunnerFailure {
+                    stage: failed.stage,
+                    errno: failed.errno,
+                    detail: failed.detail,
+                });
+            }
+            Outcome::Refused(refused) => facts.refused = Some(refused.reason),
+        }
+        facts
+    }
+
+    /// The exit status agentd ends with: the command's own code, 128+N for signal N, 124 on
+    /// timeout, 125 when the command did not run.
+    pub fn exit_code(&self) -> u8 {
+        if self.refused.is_some() || self.runner_failure.is_some() {
+            return EXIT_DID_NOT_RUN;
+        }
+        if self.timed_out {
+            return EXIT_TIMED_OUT;
+        }
+        match self.exit {
+            Some(ExitStatus::Code(code)) => u8::try_from(code & 0xff).unwrap_or(u8::MAX),
+            Some(ExitStatus::Signal(signal)) => {
+                u8::try_from(128 + (signal & 0x7f)).unwrap_or(u8::MAX)
+            }
+            None => EXIT_DID_NOT_RUN,
+        }
+    }
+
+    /// The facts as one line of JSON, keys in a fixed order:
+    /// `exit`, `backend`, `enforcement`, `denied`, `runner_failure`, `refused`, `timed_out`.
+    pub fn to_json(&self) -> String {
+        let json = FactsJson {
+            exit: self.exit.map(|status| match status {
+                ExitStatus::Code(code) => ExitJson::Code(code),
+                ExitStatus::Signal(signal) => ExitJson::Signal(signal),
+            }),
+            backend: self.backend.map(Backend::as_str),
+            enforcement: self.enforcement.as_ref().map(|e| match e {
+                Enforcement::Full => EnforcementJson {
+                    level: "full",
+                    missing: &[],
+                },
+                Enforcement::Partial { missing } => EnforcementJson {
+                    level: "partial",
+                    missing,
+                },
+            }),
+            denied: self.denied,
+            runner_failure: self.runner_failure.as_ref().map(|f| FailureJson {
+                stage: f.stage.as_str(),
+                detail: &f.detail,
+            }),
+            refused: self.refused.as_deref(),
+            timed_out: self.timed_out,
+        };
+        match serde_json::to_string(&json) {
+            Ok(line) => line,
+            // Only maps with non-string keys can fail to serialize, and there are none here.
+            Err(e) => format!("{{\"error\":\"{e}\"}}"),
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct FactsJson<'a> {
+    exit: Option<ExitJson>,
+    backend: Option<&'static str>,
+    enforcement: Option<EnforcementJson<'a>>,
+    denied: bool,
+    runner_failure: Option<FailureJson<'a>>,
+    refused: Option<&'a str>,
+    timed_out: bool,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "lowercase")]
+enum ExitJson {
+    Code(i32),
+    Signal(i32),
+}
+
+#[derive(Serialize)]
+struct EnforcementJson<'a> {
+    level: &'static str,
+    missing: &'a [String],
+}
+
+#[derive(Serialize)]
+struct FailureJson<'a> {
+    stage: &'static str,
+    detail: &'a str,
+}
+
+/// Forwards SIGINT and SIGTERM of this process as interrupts for [`run_job`].
+///
+/// Installing the handlers replaces the default of dying at once: from here on the job decides
+/// what an interrupt means (cancel the command, then report how it ended).
+pub fn forward_signals() -> io::Result<mpsc::UnboundedReceiver<()>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    let mut terminate = signal(SignalKind::terminate())?;
+    let (tx, rx) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                Some(()) = interrupt.recv() => {}
+                Some(()) = terminate.recv() => {}
+                else => return,
+            }
+            if tx.send(()).is_err() {
+                return;
+            }
+        }
+    });
+    Ok(rx)
+}
+
+/// Runs one command through `client`, copying its stdout and stderr to `stdout` and `stderr` as
+/// they arrive, and reports its facts (human notes, and with `--json` the JSON line) on `stderr`.
+///
+/// Each message on `interrupts` cancels the command: the first with [`KILL_GRACE`], later ones
+/// with none. The job still waits for the helper's terminal reply. An interrupt before the
+/// command was handed to the helper ends the job with [`RunError::Interrupted`]. Pass a receiver
+/// whose sender is kept but unused to run without interrupts.
+///
+/// Returns the facts; the exit status agentd should use is [`Facts::exit_code`].
+pub async fn run_job<O, E>(
+    client: &HelperClient,
+    args: RunArgs,
+    mut stdout: O,
+    mut stderr: E,
+    mut interrupts: mpsc::UnboundedReceiver<()>,
+) -> Result<Facts, RunError>
+where
+    O: AsyncWrite + Unpin,
+    E: AsyncWrite + Unpin,
+{
+    let spec = prepare(&args)?;
+    let (out_read, out_write) = cloexec_pipe().map_err(RunError::Pipe)?;
+    let (err_read, err_write) = cloexec_pipe().map_err(RunError::Pipe)?;
+    let out_read = pipe::Receiver::from_owned_fd(out_read).map_err(RunError::Pipe)?;
+    let err_read = pipe::Receiver::from_owned_fd(err_read).map_err(RunError::Pipe)?;
+    let spec = SpawnSpec {
+        stdout: Some(out_write),
+        stderr: Some(err_write),
+        ..spec
+    };
+
+    let handle = tokio::select! {
+        spawned = client.spawn(spec) => spawned?,
+        Some(()) = interrupts.recv() => return Err(RunError::Interrupted),
+    };
+
+    let mut tail = Vec::new();
+    let (outcome, started) = {
+        let copies = async {
+            tokio::join!(
+                copy_output(out_read, &mut stdout, None),
+                copy_output(err_read, &mut stderr, Some(&mut tail)),
+            )
+        };
+        tokio::pin!(copies);
+        let waiting = wait_for_outcome(handle, &mut interrupts);
+        tokio::pin!(waiting);
+        let mut copied = false;
+        let (outcome, started) = loop {
+            tokio::select! {
+                ended = &mut waiting => break ended,
+                _ = &mut copies, if !copied => copied = true,
+            }
+        };
+        let orphaned = matches!(
+            &outcome,
+            Outcome::RunnerFailed(f) if f.stage == Stage::HelperExited
+        ) && started;
+        if !copied {
+            if orphaned {
+                if tokio::time::timeout(ORPHAN_DRAIN, &mut copies)
+                    .await
+                    .is_err()
+                {
+                    eprintln!(
+                        "agentd: the command's output is still open after confine-helper went \
+                         away; no longer reading it"
+                    );
+                }
+            } else {
+                copies.await;
+            }
+        }
+        (outcome, started)
+    };
+
+    let mut facts = Facts::from_outcome(outcome, started);
+    facts.stderr_tail = tail;
+    let argv0 = args
+        .argv
+        .first()
+        .map(OsString::as_os_str)
+        .unwrap_or_default();
+    let mut report = String::new();
+    for note in notes(&facts, argv0, &args) {
+        report.push_str("agentd: ");
+        report.push_str(&note);
+        report.push('\n');
+    }
+    if args.json {
+        report.push_str(&facts.to_json());
+        report.push('\n');
+    }
+    // The command's output already went out; a closed stderr only loses the report.
+    let _ = stderr.write_all(report.as_bytes()).await;
+    let _ = stderr.flush().await;
+    let _ = stdout.flush().await;
+    Ok(facts)
+}
+
+/// Everything of the spawn request that does not need a pipe.
+fn prepare(args: &RunArgs) -> Result<SpawnSpec, RunError> {
+    if args.argv.is_empty() {
+        return Err(RunError::NoCommand);
+    }
+    let cwd = std::env::current_dir().map_err(RunError::CurrentDir)?;
+    let workspace = args.workspace.clone().unwrap_or_else(|| cwd.clone());
+    let workspace = workspace
+        .canonicalize()
+        .map_err(|source| RunError::Workspace {
+            path: workspace.clone(),
+            source,
+        })?;
+    if !workspace.is_dir() {
+        return Err(RunError::WorkspaceNotDirectory { path: workspace });
+    }
+    let timeout_ms = match args.timeout_secs {
+        Some(secs) => Some(
+            secs.checked_mul(1000)
+                .ok_or(RunError::TimeoutTooLarge(secs))?,
+        ),
+        None => None,
+    };
+    let mut spec = SpawnSpec::new(args.argv.iter().cloned());
+    spec.cwd = cwd;
+    spec.env = std::env::vars_os().collect();
+    spec.policy.mode = args.mode;
+    spec.policy.network = args.network;
+    spec.policy.workspace_root = Some(workspace.into_os_string().into_encoded_bytes());
+    spec.backend = args.backend;
+    spec.limits.timeout_ms = timeout_ms;
+    spec.limits.kill_grace_ms = u32::try_from(KILL_GRACE.as_millis()).unwrap_or(u32::MAX);
+    // A closed stdin (EBADF) is not an error: the command then reads /dev/null.
+    spec.stdin = io::stdin().as_fd().try_clone_to_owned().ok();
+    Ok(spec)
+}
+
+/// Waits for the terminal reply, turning interrupts into cancels. Returns the outcome and
+/// whether the command started.
+async fn wait_for_outcome(
+    mut handle: crate::helper_client::CommandHandle,
+    interrupts: &mut mpsc::UnboundedReceiver<()>,
+) -> (Outcome, bool) {
+    let canceller = handle.canceller();
+    let mut grace = KILL_GRACE;
+    let mut listening = true;
+    let started = loop {
+        tokio::select! {
+            started = handle.started() => break started.is_some(),
+            interrupt = interrupts.recv(), if listening => match interrupt {
+                Some(()) => {
+                    canceller.cancel(grace);
+                    grace = Duration::ZERO;
+                }
+                None => listening = false,
+            },
+        }
+    };
+    let waiting = handle.wait();
+    tokio::pin!(waiting);
+    loop {
+        tokio::select! {
+            outcome = &mut waiting => return (outcome, started),
+            interrupt = interrupts.recv(), if listening => match interrupt {
+                Some(()) => {
+                    canceller.cancel(grace);
+                    grace = Duration::ZERO;
+                }
+                None => listening = false,
+            },
+        }
+    }
+}
+
+/// Copies a pipe to a sink chunk by chunk until end-of-file, keeping the last [`STDERR_TAIL`]
+/// bytes in `tail` if given. If the sink fails (say, a closed pipe downstream), the read end is
+/// closed too, so the command gets SIGPIPE just as it would in a shell pipeline.
+async fn copy_output<R, W>(mut from: R, to: &mut W, mut tail: Option<&mut Vec<u8>>)
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let mut buf = vec![0u8; READ_CHUNK];
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) => return,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                eprintln!("agentd: reading the command's output failed: {e}");
+                return;
+            }
+        };
+        if let Some(tail) = tail.as_deref_mut() {
+            keep_tail(tail, &buf[..n]);
+        }
+        if to.write_all(&buf[..n]).await.is_err() || to.flush().await.is_err() {
+            return;
+        }
+    }
+}
+
+fn keep_tail(tail: &mut Vec<u8>, bytes: &[u8]) {
+    let bytes = &bytes[bytes.len().saturating_sub(STDERR_TAIL)..];
+    tail.extend_from_slice(bytes);
+    let excess = tail.len().saturating_sub(STDERR_TAIL);
+    tail.drain(..excess);
+}
+
+#[cfg(not(target_vendor = "apple"))]
+fn cloexec_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    Ok(nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?)
+}
+
+// No pipe2 on Apple systems. agentd starts no process but the helper, and only from the async
+// runtime, so the window between pipe and fcntl is not raced by a fork of our own.
+#[cfg(target_vendor = "apple")]
+fn cloexec_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    use nix::fcntl::{FcntlArg, FdFlag, fcntl};
+    let (read, write) = nix::unistd::pipe()?;
+    for fd in [&read, &write] {
+        fcntl(fd, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC))?;
+    }
+    Ok((read, write))
+}
+
+/// The one-line notes for a human reader, without the `agentd: ` prefix.
+fn notes(facts: &Facts, argv0: &OsStr, args: &RunArgs) -> Vec<String> {
+    let mut notes = Vec::new();
+    let program = argv0.to_string_lossy();
+    if let Some(errno) = facts.exec_errno {
+        let errno = nix::errno::Errno::from_raw(errno);
+        if errno == nix::errno::Errno::ENOENT {
+            notes.push(format!("{program}: command not found"));
+        } else {
+            notes.push(format!("{program}: {}", errno.desc()));
+        }
+    }
+    if args.json {
+        return notes;
+    }
+    if let Some(reason) = &facts.refused {
+        notes.push(format!("confine-helper refused the command: {reason}"));
+    }
+    if let Some(failure) = &facts.runner_failure {
+        notes.push(runner_failure_note(failure, facts.started, args.mode));
+    }
+    if facts.timed_out {
+        let after = args
+            .timeout_secs
+            .map(|secs| format!(" after {secs} s"))
+            .unwrap_or_default();
+        notes.push(format!("the command timed out{after} and was terminated"));
+    }
+    if facts.cancelled {
+        notes.push("the command was cancelled".to_owned());
+    }
+    notes
+}
+
+fn runner_failure_note(failure: &RunnerFailure, started: bool, mode: Mode) -> String {
+    let detail = &failure.detail;
+    match failure.stage {
+        Stage::Unavailable => format!(
+            "no confinement backend is available for --mode {} on this machine: {detail}; \
+             nothing was run unconfined (--mode danger-full-access runs without confinement)",
+            mode.as_str()
+        ),
+        Stage::HelperExited if started => format!(
+            "confine-helper went away while the command was running: {detail}; its outcome is \
+             unknown"
+        ),
+        Stage::HelperExited => {
+            format!(
+                "confine-helper went away before the command started: {detail}; the command did not run"
+            )
+        }
+        stage => {
+            let errno = if failure.errno == 0 {
+                String::new()
+            } else {
+                format!(" ({})", nix::errno::Errno::from_raw(failure.errno).desc())
+            };
+            format!(
+                "the sandbox runner failed at stage {}{errno}: {detail}; the command did not run",
+                stage.as_str()
+            )
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use confine_protocol::{Exited, Refused, RunnerFailed, Usage};
+
+    fn exited(status: ExitStatus, ending: Ending) -> Exited {
+        Exited {
+            id: 1,
+            status,
+            exec_errno: None,
+            ending,
+            backend: Backend::Bwrap,
+            enforcement: Some(Enforcement::Full),
+            usage: Usage {
+                wall_us: 1,
+                user_us: 1,
+                sys_us: 1,
+                max_rss_kib: 1,
+            },
+        }
+    }
+
+    fn failed(stage: Stage, errno: i32, detail: &str) -> Facts {
+        Facts::from_outcome(
+            Outcome::RunnerFailed(RunnerFailed {
+                id: 1,
+                stage,
+                errno,
+                detail: detail.to_owned(),
+            }),
+            false,
+        )
+    }
+
+    fn refused(reason: &str) -> Facts {
+        Facts::from_outcome(
+            Outcome::Refused(Refused {
+                id: 1,
+                reason: reason.to_owned(),
+            }),
+            false,
+        )
+    }
+
+    #[test]
+    fn json_of_a_normal_exit() {
+        let facts = Facts::from_outcome(
+            Outcome::Exited(exited(ExitStatus::Code(3), Ending::Exited)),
+            true,
+        );
+        assert_eq!(
+            facts.to_json(),
+            r#"{"exit":{"code":3},"backend":"bwrap","enforcement":{"level":"full","missing":[]},"denied":false,"runner_failure":null,"refused":null,"timed_out":false}"#
+        );
+    }
+
+    #[test]
+    fn json_of_a_signal_with_partial_enforcement() {
+        let mut exited = exited(ExitStatus::Signal(9), Ending::Exited);
+        exited.backend = Backend::Landlock;
+        exited.enforcement = Some(Enforcement::Partial {
+            missing: vec!["network".to_owned(), "ioctl".to_owned()],
+        });
+        let facts = Facts::from_outcome(Outcome::Exited(exited), true);
+        assert_eq!(
+            facts.to_json(),
+            r#"{"exit":{"signal":9},"backend":"landlock","enforcement":{"level":"partial","missing":["network","ioctl"]},"denied":false,"runner_failure":null,"refused":null,"timed_out":false}"#
+        );
+    }
+
+    #[test]
+    fn json_of_an_unconfined_timeout() {
+        let mut exited = exited(ExitStatus::Signal(15), Ending::TimedOut);
+        exited.backend = Backend::None;
+        exited.enforcement = None;
+        let facts = Facts::from_outcome(Outcome::Exited(exited), true);
+        assert_eq!(
+            facts.to_json(),
+            r#"{"exit":{"signal":15},"backend":"none","enforcement":null,"denied":false,"runner_failure":null,"refused":null,"timed_out":true}"#
+        );
+    }
+
+    #[test]
+    fn json_of_a_runner_failure() {
+        let facts = failed(Stage::Namespace, 1, "unshare: \"user\" namespaces disabled");
+        assert_eq!(
+            facts.to_json(),
+            r#"{"exit":null,"backend":null,"enforcement":null,"denied":false,"runner_failure":{"stage":"namespace","detail":"unshare: \"user\" namespaces disabled"},"refused":null,"timed_out":false}"#
+        );
+    }
+
+    #[test]
+    fn json_of_a_refusal() {
+        assert_eq!(
+            refused("mode above the ceiling").to_json(),
+            r#"{"exit":null,"backend":null,"enforcement":null,"denied":false,"runner_failure":null,"refused":"mode above the ceiling","timed_out":false}"#
+        );
+    }
+
+    #[test]
+    fn exit_code_is_the_commands_own_code() {
+        let facts = Facts::from_outcome(
+            Outcome::Exited(exited(ExitStatus::Code(3), Ending::Exited)),
+            true,
+        );
+        assert_eq!(facts.exit_code(), 3);
+    }
+
+    #[test]
+    fn exit_code_of_a_signal_is_128_plus_the_signal() {
+        let facts = Facts::from_outcome(
+            Outcome::Exited(exited(ExitStatus::Signal(9), Ending::Exited)),
+            true,
+        );
+        assert_eq!(facts.exit_code(), 137);
+    }
+
+    #[test]
+    fn exit_code_of_a_timeout_is_124_whatever_the_signal() {
+        let facts = Facts::from_outcome(
+            Outcome::Exited(exited(ExitStatus::Signal(15), Ending::TimedOut)),
+            true,
+        );
+        assert_eq!(facts.exit_code(), 124);
+    }
+
+    #[test]
+    fn exit_code_of_a_cancel_is_the_commands_status() {
+        let facts = Facts::from_outcome(
+            Outcome::Exited(exited(ExitStatus::Signal(15), Ending::Cancelled)),
+            true,
+        );
+        assert_eq!(facts.exit_code(), 143);
+        assert!(facts.cancelled);
+    }
+
+    #[test]
+    fn exit_code_is_125_when_refused_or_the_runner_failed() {
+        assert_eq!(refused("no").exit_code(), 125);
+        assert_eq!(failed(Stage::Fork, 11, "fork").exit_code(), 125);
+        assert_eq!(failed(Stage::HelperExited, 0, "gone").exit_code(), 125);
+    }
+
+    #[test]
+    fn run_errors_exit_125_except_an_early_interrupt() {
+        assert_eq!(RunError::NoCommand.exit_code(), 125);
+        assert_eq!(RunError::Interrupted.exit_code(), 130);
+    }
+
+    #[test]
+    fn a_missing_command_is_reported_as_command_not_found() {
+        let mut exited = exited(ExitStatus::Code(127), Ending::Exited);
+        exited.exec_errno = Some(nix::errno::Errno::ENOENT as i32);
+        let facts = Facts::from_outcome(Outcome::Exited(exited), false);
+        let args = RunArgs::new(["nosuchcmd"]);
+        assert_eq!(
+            notes(&facts, OsStr::new("nosuchcmd"), &args),
+            ["nosuchcmd: command not found"]
+        );
+        assert_eq!(facts.exit_code(), 127);
+    }
+
+    #[test]
+    fn other_exec_failures_are_reported_with_strerror() {
+        let mut exited = exited(ExitStatus::Code(126), Ending::Exited);
+        exited.exec_errno = Some(nix::errno::Errno::EACCES as i32);
+        let facts = Facts::from_outcome(Outcome::Exited(exited), false);
+        let args = RunArgs::new(["./x"]);
+        assert_eq!(
+            notes(&facts, OsStr::new("./x"), &args),
+            ["./x: Permission denied"]
+        );
+    }
+
+    #[test]
+    fn a_refusal_is_explained_in_one_line() {
+        let args = RunArgs::new(["ls"]);
+        assert_eq!(
+            notes(&refused("mode above the ceiling"), OsStr::new("ls"), &args),
+            ["confine-helper refused the command: mode above the ceiling"]
+        );
+    }
+
+    #[test]
+    fn a_runner_failure_names_the_stage_and_the_error() {
+        let args = RunArgs::new(["ls"]);
+        let facts = failed(Stage::Chdir, nix::errno::Errno::ENOENT as i32, "/gone");
+        assert_eq!(
+            notes(&facts, OsStr::new("ls"), &args),
+            [
+                "the sandbox runner failed at stage chdir (No such file or directory): /gone; \
+                 the command did not run"
+            ]
+        );
+    }
+
+    #[test]
+    fn an_unavailable_backend_says_nothing_ran_unconfined_and_how_to_opt_out() {
+        let mut args = RunArgs::new(["ls"]);
+        args.mode = Mode::WorkspaceWrite;
+        let note = notes(
+            &failed(Stage::Unavailable, 0, "bwrap: not installed"),
+            OsStr::new("ls"),
+            &args,
+        );
+        assert_eq!(
+            note,
+            [
+                "no confinement backend is available for --mode workspace-write on this \
+                 machine: bwrap: not installed; nothing was run unconfined \
+                 (--mode danger-full-access runs without confinement)"
+            ]
+        );
+    }
+
+    #[test]
+    fn with_json_failures_are_left_to_the_json_line() {
+        let mut args = RunArgs::new(["ls"]);
+        args.json = true;
+        assert!(notes(&refused("no"), OsStr::new("ls"), &args).is_empty());
+    }
+
+    #[test]
+    fn the_stderr_tail_keeps_the_last_8_kib() {
+        let mut tail = Vec::new();
+        keep_tail(&mut tail, &[b'a'; 6000]);
+        keep_tail(&mut tail, &[b'b'; 6000]);
+        assert_eq!(tail.len(), STDERR_TAIL);
+        assert_eq!(tail[..STDERR_TAIL - 6000], [b'a'; STDERR_TAIL - 6000]);
+        assert!(tail[STDERR_TAIL - 6000..].iter().all(|&b| b == b'b'));
+        keep_tail(&mut tail, &[b'c'; 70_000]);
+        assert_eq!(tail, vec![b'c'; STDERR_TAIL]);
+    }
+
+    #[test]
+    fn a_missing_workspace_is_a_clear_error() {
+        let mut args = RunArgs::new(["ls"]);
+        args.workspace = Some(PathBuf::from("/nonexistent-agentd-workspace"));
+        let err = prepare(&args).expect_err("workspace missing");
+        let text = err.to_string();
+        assert!(text.contains("/nonexistent-agentd-workspace"), "{text}");
+        assert!(text.contains("--workspace"), "{text}");
+    }
+
+    #[test]
+    fn the_request_carries_the_workspace_mode_and_timeout() {
+        let mut args = RunArgs::new(["ls", "-l"]);
+        args.workspace = Some(PathBuf::from("/"));
+        args.mode = Mode::WorkspaceWrite;
+        args.network = Network::Allow;
+        args.timeout_secs = Some(7);
+        let spec = prepare(&args).expect("prepares");
+        assert_eq!(spec.argv, ["ls", "-l"]);
+        assert_eq!(spec.policy.mode, Mode::WorkspaceWrite);
+        assert_eq!(spec.policy.network, Network::Allow);
+        assert_eq!(spec.policy.workspace_root.as_deref(), Some(&b"/"[..]));
+        assert!(spec.policy.writable_roots.is_empty());
+        assert_eq!(spec.limits.timeout_ms, Some(7000));
+        assert_eq!(spec.limits.kill_grace_ms, 2000);
+    }
+}
+
+#[cfg(test)]
+mod job_tests {
+    //! `run_job` against the fake helper of `test_support`.
+
+    use std::io::Write;
+    use std::os::fd::OwnedFd;
+    use std::sync::mpsc as std_mpsc;
+
+    use confine_protocol::{Cancel, Refused, Reply, Request, Started, StdioSpec};
+    use tokio::io::AsyncReadExt;
+
+    use super::*;
+    use crate::test_support::{Peer, Scratch, exited, fake_service, within};
+
+    /// The command's stdout and stderr descriptors: the last two passed with the spawn.
+    fn output_fds(peer: &mut Peer, spawn: &confine_protocol::Spawn) -> (OwnedFd, OwnedFd) {
+        assert_eq!(spawn.stdio.stdout, StdioSpec::Fd);
+        assert_eq!(spawn.stdio.stderr, StdioSpec::Fd);
+        let passed = [spawn.stdio.stdin, spawn.stdio.stdout, spawn.stdio.stderr]
+            .iter()
+            .filter(|s| **s == StdioSpec::Fd)
+            .count();
+        assert_eq!(peer.fds.len(), passed);
+        let stderr = peer.fds.pop_back().expect("stderr fd");
+        let stdout = peer.fds.pop_back().expect("stdout fd");
+        (stdout, stderr)
+    }
+
+    fn no_interrupts() -> (mpsc::UnboundedSender<()>, mpsc::UnboundedReceiver<()>) {
+        mpsc::unbounded_channel()
+    }
+
+    #[tokio::test]
+    async fn output_streams_as_it_comes_and_the_facts_line_ends_stderr() {
+        let scratch = Scratch::new("job-stream");
+        let (listener, client) = fake_service(&scratch);
+        let (seen_tx, seen_rx) = std_mpsc::channel::<()>();
+        let helper = tokio::task::spawn_blocking(move || {
+            let mut peer = Peer::accept(&listener);
+            let spawn = peer.spawn();
+            assert_eq!(spawn.argv, [b"sh".to_vec(), b"-c".to_vec(), b"x".to_vec()]);
+            let (stdout, stderr) = output_fds(&mut peer, &spawn);
+            peer.send(&Reply::Started(Started {
+                id: spawn.id,
+                pid: 5,
+            }));
+            let mut stdout = std::fs::File::from(stdout);
+            stdout.write_all(b"first\n").expect("write");
+            // Only once agentd has passed "first" on does the command go on: output that
+            // waited for the end would never get here.
+            seen_rx.recv().expect("test saw the first line");
+            stdout.write_all(b"second\n").expect("write");
+            std::fs::File::from(stderr)
+                .write_all(b"err\n")
+                .expect("write");
+            drop(stdout);
+            peer.send(&exited(spawn.id, 3, Ending::Exited));
+            assert!(peer.request().is_none());
+        });
+
+        let (sink, mut reader) = tokio::io::duplex(1024);
+        let watcher = tokio::spawn(async move {
+            let mut seen = Vec::new();
+            let mut buf = [0u8; 64];
+            while !seen.ends_with(b"first\n") {
+                let n = reader.read(&mut buf).await.expect("read");
+                assert_ne!(n, 0, "stdout ended before the first line");
+                seen.extend_from_slice(&buf[..n]);
+            }
+            seen_tx.send(()).expect("helper waits");
+            reader.read_to_end(&mut seen).await.expect("read");
+            seen
+        });
+        let mut stderr = Vec::new();
+        let mut args = RunArgs::new(["sh", "-c", "x"]);
+        args.json = true;
+        args.mode = Mode::DangerFullAccess;
+        let (_keep, interrupts) = no_interrupts();
+        let facts = within(run_job(&client, args, sink, &mut stderr, interrupts))
+            .await
+            .expect("ran");
+        assert_eq!(facts.exit_code(), 3);
+        assert_eq!(within(watcher).await.expect("watcher"), b"first\nsecond\n");
+        let stderr = String::from_utf8(stderr).expect("utf-8");
+        assert_eq!(
+            stderr,
+            "err\n{\"exit\":{\"code\":3},\"backend\":\"none\",\"enforcement\":null,\
+             \"denied\":false,\"runner_failure\":null,\"refused\":null,\"timed_out\":false}\n"
+        );
+        assert_eq!(facts.stderr_tail, b"err\n");
+        drop(client);
+        within(helper).await.expect("fake helper");
+    }
+
+    #[tokio::test]
+    async fn an_interrupt_cancels_the_command_and_the_job_waits_for_its_end() {
+        let scratch = Scratch::new("job-cancel");
+        let (listener, client) = fake_service(&scratch);
+        let (interrupt, interrupts) = mpsc::unbounded_channel();
+        let helper = tokio::task::spawn_blocking(move || {
+            let mut peer = Peer::accept(&listener);
+            let spawn = peer.spawn();
+            let outputs = output_fds(&mut peer, &spawn);
+            peer.send(&Reply::Started(Started {
+                id: spawn.id,
+                pid: 5,
+            }));
+            interrupt.send(()).expect("job listens");
+            let Some(Request::Cancel(Cancel { id, grace_ms })) = peer.request() else {
+                panic!("expected a Cancel");
+            };
+            assert_eq!((id, grace_ms), (spawn.id, 2000));
+            // The cancelled command's tree is gone, and with it its ends of the pipes.
+            drop(outputs);
+            let mut ended = exited(id, 0, Ending::Cancelled);
+            if let Reply::Exited(e) = &mut ended {
+                e.status = ExitStatus::Signal(15);
+            }
+            peer.send(&ended);
+            assert!(peer.request().is_none());
+        });
+        let mut stderr = Vec::new();
+        let facts = within(run_job(
+            &client,
+            RunArgs::new(["sleep", "100"]),
+            Vec::new(),
+            &mut stderr,
+            interrupts,
+        ))
+        .await
+        .expect("ran");
+        assert!(facts.cancelled);
+        assert_eq!(facts.exit_code(), 143);
+        assert_eq!(stderr, b"agentd: the command was cancelled\n");
+        drop(client);
+        within(helper).await.expect("fake helper");
+    }
+
+    #[tokio::test]
+    async fn a_refusal_exits_125_with_a_one_line_explanation() {
+        let scratch = Scratch::new("job-refused");
+        let (listener, client) = fake_service(&scratch);
+        let helper = tokio::task::spawn_blocking(move || {
+            let mut peer = Peer::accept(&listener);
+            let spawn = peer.spawn();
+            peer.fds.clear();
+            peer.send(&Reply::Refused(Refused {
+                id: spawn.id,
+                reason: "mode above the ceiling".to_owned(),
+            }));
+            assert!(peer.request().is_none());
+        });
+        let mut stdout = Vec::new();
+        let mut stderr = Vec::new();
+        let (_keep, interrupts) = no_interrupts();
+        let facts = within(run_job(
+            &client,
+            RunArgs::new(["ls"]),
+            &mut stdout,
+            &mut stderr,
+            interrupts,
+        ))
+        .await
+        .expect("job ran");
+        assert_eq!(facts.exit_code(), 125);
+        assert!(stdout.is_empty());
+        assert_eq!(
+            stderr,
+            b"agentd: confine-helper refused the command: mode above the ceiling\n"
+        );
+        drop(client);
+        within(helper).await.expect("fake helper");
+    }
+
+    #[tokio::test]
+    async fn a_helper_lost_mid_command_is_reported_even_if_the_output_stays_open() {
+        let scratch = Scratch::new("job-lost");
+        let (listener, client) = fake_service(&scratch);
+        let (done_tx, done_rx) = std_mpsc::channel::<()>();
+        let helper = tokio::task::spawn_blocking(move || {
+            let mut peer = Peer::accept(&listener);
+            let spawn = peer.spawn();
+            // An orphaned command: it keeps its output open after the helper is gone.
+            let outputs = output_fds(&mut peer, &spawn);
+            peer.send(&Reply::Started(Started {
+                id: spawn.id,
+                pid: 5,
+            }));
+            drop(peer);
+            done_rx.recv().expect("job finished");
+            drop(outputs);
+        });
+        let mut stderr = Vec::new();
+        let mut args = RunArgs::new(["sleep", "100"]);
+        args.json = true;
+        let (_keep, interrupts) = no_interrupts();
+        let facts = within(run_job(&client, args, Vec::new(), &mut stderr, interrupts))
+            .await
+            .expect("job ran");
+        done_tx.send(()).expect("helper waits");
+        assert_eq!(facts.exit_code(), 125);
+        let failure = facts.runner_failure.as_ref().expect("runner failure");
+        assert_eq!(failure.stage, Stage::HelperExited);
+        let stderr = String::from_utf8(stderr).expect("utf-8");
+        assert!(
+            stderr.ends_with(
+                "\"runner_failure\":{\"stage\":\"helper-exited\",\"detail\":\"confine-helper \
+                 closed the connection\"},\"refused\":null,\"timed_out\":false}\n"
+            ),
+            "{stderr}"
+        );
+        within(helper).await.expect("fake helper");
+    }
+}
