@@ -85,6 +85,12 @@ wire! {
         pub timeout_ms: Option<u64>,
         /// Time between SIGTERM and SIGKILL when the timeout fires.
         pub kill_grace_ms: u32,
+        /// RLIMIT_NPROC of the command (the helper's ceiling may lower it).
+        pub max_processes: Option<u64>,
+        /// RLIMIT_FSIZE of the command, in bytes.
+        pub max_file_size: Option<u64>,
+        /// RLIMIT_AS of the command, in bytes.
+        pub max_address_space: Option<u64>,
     }
 
     /// Where one of the command's standard streams comes from.
@@ -215,6 +221,8 @@ wire! {
         Supervise,
         /// agentd's own stage: the helper process went away.
         HelperExited,
+        /// Preparing the sandbox before fork: paths, rulesets, filters.
+        Prepare,
     }
 
     /// A runner step failed before the command could run. Reported out of band: the command
@@ -327,11 +335,12 @@ impl Stage {
             Stage::RunnerExec => "runner-exec",
             Stage::Supervise => "supervise",
             Stage::HelperExited => "helper-exited",
+            Stage::Prepare => "prepare",
         }
     }
 
     /// Every stage, in wire order.
-    pub const ALL: [Stage; 18] = [
+    pub const ALL: [Stage; 19] = [
         Stage::Unavailable,
         Stage::Pipe,
         Stage::Fork,
@@ -350,6 +359,7 @@ impl Stage {
         Stage::RunnerExec,
         Stage::Supervise,
         Stage::HelperExited,
+        Stage::Prepare,
     ];
 
     /// The stage with this wire index, for the helper's fixed-size child records.

@@ -51,6 +51,9 @@ fn minimal_spawn() -> Spawn {
         limits: Limits {
             timeout_ms: None,
             kill_grace_ms: 0,
+            max_processes: None,
+            max_file_size: None,
+            max_address_space: None,
         },
         stdio: Stdio {
             stdin: StdioSpec::Null,

@@ -221,7 +221,8 @@ fn next_stage(stage: &Stage) -> Option<Stage> {
         Stage::Namespace => Some(Stage::RunnerExec),
         Stage::RunnerExec => Some(Stage::Supervise),
         Stage::Supervise => Some(Stage::HelperExited),
-        Stage::HelperExited => None,
+        Stage::HelperExited => Some(Stage::Prepare),
+        Stage::Prepare => None,
     }
 }
 
@@ -312,6 +313,9 @@ fn spawn() -> Spawn {
         limits: Limits {
             timeout_ms: Some(60_000),
             kill_grace_ms: 2_000,
+            max_processes: Some(512),
+            max_file_size: None,
+            max_address_space: Some(1 << 32),
         },
         stdio: Stdio {
             stdin: StdioSpec::Null,
@@ -338,6 +342,9 @@ fn minimal_spawn() -> Spawn {
         limits: Limits {
             timeout_ms: None,
             kill_grace_ms: 0,
+            max_processes: None,
+            max_file_size: None,
+            max_address_space: None,
         },
         stdio: Stdio {
             stdin: StdioSpec::Null,
@@ -429,6 +436,9 @@ fn samples() -> Vec<(String, Message)> {
             limits: Limits {
                 timeout_ms: Some(u64::MAX),
                 kill_grace_ms: u32::MAX,
+                max_processes: Some(u64::MAX),
+                max_file_size: Some(u64::MAX),
+                max_address_space: Some(u64::MAX),
             },
             ..spawn()
         }),

@@ -168,6 +168,9 @@ fn spawn(rng: &mut Rng) -> Spawn {
         limits: Limits {
             timeout_ms: rng.option(Rng::u64),
             kill_grace_ms: rng.u32(),
+            max_processes: rng.option(|r| r.u64()),
+            max_file_size: rng.option(|r| r.u64()),
+            max_address_space: rng.option(|r| r.u64()),
         },
         stdio: Stdio {
             stdin: stdio_spec(rng),

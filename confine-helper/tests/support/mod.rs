@@ -168,6 +168,9 @@ pub fn spawn(id: u64, argv: &[&str]) -> Spawn {
         limits: Limits {
             timeout_ms: None,
             kill_grace_ms: 1000,
+            max_processes: None,
+            max_file_size: None,
+            max_address_space: None,
         },
         stdio: Stdio {
             stdin: StdioSpec::Null,
