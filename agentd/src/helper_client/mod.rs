@@ -193,6 +193,9 @@ impl SpawnSpec {
             limits: Limits {
                 timeout_ms: None,
                 kill_grace_ms: 2000,
+                max_processes: None,
+                max_file_size: None,
+                max_address_space: None,
             },
             stdin: None,
             stdout: None,
