@@ -16,7 +16,7 @@ use confine_protocol::{
     Backend, BackendChoice, Ending, Enforcement, ExitStatus, Mode, Network, Stage,
 };
 use serde::Serialize;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::net::unix::pipe;
 use tokio::sync::mpsc;
 
@@ -32,7 +32,11 @@ pub const KILL_GRACE: Duration = Duration::from_secs(2);
 /// that way may keep the pipes open indefinitely; agentd must still report and exit.
 const ORPHAN_DRAIN: Duration = Duration::from_secs(2);
 
+/// One read from the command's pipes: a whole default Linux pipe buffer.
 const READ_CHUNK: usize = 64 * 1024;
+
+/// The most output gathered into one write to the sink.
+const WRITE_BATCH: usize = 1024 * 1024;
 
 /// Exit status of agentd when the command did not run (refused, runner failure, setup error).
 pub const EXIT_DID_NOT_RUN: u8 = 125;
@@ -452,32 +456,89 @@ async fn wait_for_outcome(
     }
 }
 
-/// Copies a pipe to a sink chunk by chunk until end-of-file, keeping the last [`STDERR_TAIL`]
-/// bytes in `tail` if given. If the sink fails (say, a closed pipe downstream), the read end is
-/// closed too, so the command gets SIGPIPE just as it would in a shell pipeline.
-async fn copy_output<R, W>(mut from: R, to: &mut W, mut tail: Option<&mut Vec<u8>>)
+/// Copies a pipe to a sink as the bytes come, until end-of-file, keeping the last
+/// [`STDERR_TAIL`] bytes in `tail` if given. If the sink fails (say, a closed pipe downstream),
+/// the read end is closed too, so the command gets SIGPIPE just as it would in a shell pipeline.
+///
+/// Reads are [`READ_CHUNK`] bytes; whatever is waiting in the pipe is gathered and written in
+/// one batch (up to [`WRITE_BATCH`]), because each write to tokio's stdout costs a round trip to a
+/// blocking thread. The sink is flushed before waiting on an empty pipe, so a buffering sink
+/// never holds back output while the command pauses.
+async fn copy_output<W>(from: pipe::Receiver, to: &mut W, mut tail: Option<&mut Vec<u8>>)
 where
-    R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    let mut buf = vec![0u8; READ_CHUNK];
+    let mut batch = vec![0u8; WRITE_BATCH];
     loop {
-        let n = match from.read(&mut buf).await {
-            Ok(0) => return,
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => {
-                eprintln!("agentd: reading the command's output failed: {e}");
+        let (len, state) = gather(&from, &mut batch);
+        if len > 0 {
+            if let Some(tail) = tail.as_deref_mut() {
+                keep_tail(tail, &batch[..len]);
+            }
+            if to.write_all(&batch[..len]).await.is_err() {
                 return;
             }
-        };
-        if let Some(tail) = tail.as_deref_mut() {
-            keep_tail(tail, &buf[..n]);
         }
-        if to.write_all(&buf[..n]).await.is_err() || to.flush().await.is_err() {
-            return;
+        match state {
+            // More is waiting; only give other work in this task its turn now and then.
+            Gathered::Full => tokio::task::coop::consume_budget().await,
+            Gathered::Dry => {
+                let readable = from.readable();
+                tokio::pin!(readable);
+                // Flushing costs a round trip, so only pay it when the wait is real.
+                let ready = tokio::select! {
+                    biased;
+                    ready = &mut readable => ready,
+                    () = std::future::ready(()) => {
+                        if to.flush().await.is_err() {
+                            return;
+                        }
+                        readable.await
+                    }
+                };
+                if let Err(e) = ready {
+                    eprintln!("agentd: reading the command's output failed: {e}");
+                    return;
+                }
+            }
+            Gathered::Ended => {
+                let _ = to.flush().await;
+                return;
+            }
+            Gathered::Failed(e) => {
+                eprintln!("agentd: reading the command's output failed: {e}");
+                let _ = to.flush().await;
+                return;
+            }
         }
     }
+}
+
+/// Why [`gather`] stopped.
+enum Gathered {
+    /// The batch is full.
+    Full,
+    /// Nothing more is waiting in the pipe.
+    Dry,
+    /// End-of-file: every writer closed the pipe.
+    Ended,
+    Failed(io::Error),
+}
+
+/// Reads what the pipe holds into `batch` without waiting.
+fn gather(from: &pipe::Receiver, batch: &mut [u8]) -> (usize, Gathered) {
+    let mut len = 0;
+    while len < batch.len() {
+        let end = batch.len().min(len + READ_CHUNK);
+        match from.try_read(&mut batch[len..end]) {
+            Ok(0) => return (len, Gathered::Ended),
+            Ok(n) => len += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return (len, Gathered::Dry),
+            Err(e) => return (len, Gathered::Failed(e)),
+        }
+    }
+    (len, Gathered::Full)
 }
 
 fn keep_tail(tail: &mut Vec<u8>, bytes: &[u8]) {
