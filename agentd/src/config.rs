@@ -55,7 +55,11 @@ pub enum ConfigError {
         path.display()
     )]
     ExplicitMissing { path: PathBuf },
-    #[error("the configuration file {} is malformed: {source}", path.display())]
+    #[error(
+        "the configuration file {} is malformed: {}",
+        path.display(),
+        source.to_string().trim_end()
+    )]
     Parse {
         path: PathBuf,
         #[source]

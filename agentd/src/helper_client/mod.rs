@@ -296,25 +296,15 @@ impl HelperClient {
         let (spawn, fds) = spec.into_request(id);
         let frame = encode_frame(&Request::Spawn(spawn)).map_err(ClientError::RequestTooLarge)?;
         let mut fds = Some(fds);
-        let mut last = String::new();
-        // The connection can die between being handed out and the request being registered on
-        // it; a fresh one is tried then, a bounded number of times.
-        for _ in 0..MAX_HANDSHAKE_FAILURES {
-            let connection = self.connection().await?;
-            match connection.submit_spawn(id, &frame, &mut fds) {
-                Ok(replies) => return Ok(CommandHandle::new(id, replies, connection)),
-                Err(reason) => last = reason,
-            }
-        }
-        Err(ClientError::ConnectionLost(last))
+        let (connection, replies) = self
+            .submit(|connection| connection.submit_spawn(id, &frame, &mut fds))
+            .await?;
+        Ok(CommandHandle::new(id, replies, connection))
     }
 
     /// Asks the helper what it is and which backends it can use on this machine.
     pub async fn info(&self) -> Result<HelperInfo, ClientError> {
-        let connection = self.connection().await?;
-        let answer = connection
-            .submit_info()
-            .map_err(ClientError::ConnectionLost)?;
+        let (_, answer) = self.submit(Connection::submit_info).await?;
         match answer.await {
             Ok(Ok(info)) => Ok(info),
             Ok(Err(reason)) => Err(ClientError::ConnectionLost(reason)),
@@ -322,6 +312,24 @@ impl HelperClient {
                 "the connection closed before answering".to_owned(),
             )),
         }
+    }
+
+    /// Registers a request on a live connection. The connection can die between being handed
+    /// out and the request being registered on it; a fresh one is tried then, a bounded number
+    /// of times.
+    async fn submit<T>(
+        &self,
+        mut register: impl FnMut(&Connection) -> Result<T, String>,
+    ) -> Result<(Arc<Connection>, T), ClientError> {
+        let mut last = String::new();
+        for _ in 0..MAX_HANDSHAKE_FAILURES {
+            let connection = self.connection().await?;
+            match register(&connection) {
+                Ok(registered) => return Ok((connection, registered)),
+                Err(reason) => last = reason,
+            }
+        }
+        Err(ClientError::ConnectionLost(last))
     }
 
     /// The process id of the embedded helper behind the current live connection; `None` in
