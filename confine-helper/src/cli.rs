@@ -9,28 +9,40 @@ use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use crate::confine::Context;
 use crate::log;
 use crate::server::{PeerRule, Server};
-use crate::{service, sys};
+use crate::{ceiling, service, sys};
 
 const USAGE: &str = "\
 usage:
-  confine-helper --fd N
+  confine-helper --fd N [--ceiling PATH]
       serve agentd over the connected Unix socket inherited as descriptor N (embedded mode)
-  confine-helper serve --socket PATH [--allow-uid UID]...
+  confine-helper serve --socket PATH [--allow-uid UID]... [--ceiling PATH]
       listen on PATH (its directory must be private: 0700) and serve peers whose uid is allowed
       (default: this process's own uid)
-  confine-helper --version";
+  confine-helper probe [--json] [--ceiling PATH]
+      probe every backend, print the verdicts, the Landlock ABI and the selection
+  confine-helper --version
+
+The ceiling is read from /etc/confine-helper/ceiling.toml, then the user's
+$XDG_CONFIG_HOME/confine-helper/ceiling.toml, then --ceiling PATH; each can only narrow.";
 
 /// What the command line asked for.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Invocation {
     Embedded {
         fd: RawFd,
+        ceiling: Option<PathBuf>,
     },
     Serve {
         socket: PathBuf,
         allowed_uids: Vec<u32>,
+        ceiling: Option<PathBuf>,
+    },
+    Probe {
+        json: bool,
+        ceiling: Option<PathBuf>,
     },
     Version,
     Help,
@@ -43,7 +55,7 @@ pub fn parse(args: &[OsString]) -> Result<Invocation, String> {
         .map(|a| a.to_str().ok_or("arguments must be UTF-8"))
         .collect::<Result<_, _>>()?;
     match text.as_slice() {
-        ["--fd", n] => {
+        ["--fd", n, rest @ ..] => {
             let fd: RawFd = n
                 .parse()
                 .map_err(|_| format!("--fd needs a number, got {n:?}"))?;
@@ -52,16 +64,38 @@ pub fn parse(args: &[OsString]) -> Result<Invocation, String> {
                     "--fd {fd}: descriptors 0-2 are stdio, not a socket"
                 ));
             }
-            Ok(Invocation::Embedded { fd })
+            let ceiling = match rest {
+                [] => None,
+                ["--ceiling", path] => Some(PathBuf::from(path)),
+                [other, ..] => return Err(format!("unknown option {other:?}")),
+            };
+            Ok(Invocation::Embedded { fd, ceiling })
+        }
+        ["probe", rest @ ..] => {
+            let mut json = false;
+            let mut ceiling = None;
+            let mut it = rest.iter();
+            while let Some(flag) = it.next() {
+                match *flag {
+                    "--json" => json = true,
+                    "--ceiling" => {
+                        ceiling = Some(PathBuf::from(it.next().ok_or("--ceiling needs a value")?));
+                    }
+                    other => return Err(format!("unknown option {other:?} for probe")),
+                }
+            }
+            Ok(Invocation::Probe { json, ceiling })
         }
         ["serve", rest @ ..] => {
             let mut socket = None;
             let mut allowed_uids = Vec::new();
+            let mut ceiling = None;
             let mut it = rest.iter();
             while let Some(flag) = it.next() {
                 let value = it.next().ok_or(format!("{flag} needs a value"))?;
                 match *flag {
                     "--socket" => socket = Some(PathBuf::from(value)),
+                    "--ceiling" => ceiling = Some(PathBuf::from(value)),
                     "--allow-uid" => allowed_uids.push(
                         value
                             .parse()
@@ -77,6 +111,7 @@ pub fn parse(args: &[OsString]) -> Result<Invocation, String> {
             Ok(Invocation::Serve {
                 socket,
                 allowed_uids,
+                ceiling,
             })
         }
         ["--version"] | ["-V"] => Ok(Invocation::Version),
@@ -97,9 +132,12 @@ pub fn main() -> ExitCode {
         }
     };
     let keep = match invocation {
-        Invocation::Embedded { fd } => fd,
+        Invocation::Embedded { fd, .. } => fd,
         _ => -1,
     };
+    // The only environment read: where the user's ceiling lives. Then it is cleared.
+    let xdg = std::env::var_os("XDG_CONFIG_HOME").map(PathBuf::from);
+    let env_home = std::env::var_os("HOME").map(PathBuf::from);
     if let Err(e) = sanitize(keep) {
         eprintln!("confine-helper: cannot sanitize the process: {e}");
         return ExitCode::FAILURE;
@@ -118,11 +156,23 @@ pub fn main() -> ExitCode {
             println!("{USAGE}");
             return ExitCode::SUCCESS;
         }
-        Invocation::Embedded { fd } => embedded(fd),
+        Invocation::Probe { json, ceiling } => {
+            let ctx = context(xdg, env_home, ceiling, None);
+            return probe(&ctx, json);
+        }
+        Invocation::Embedded { fd, ceiling } => {
+            let ctx = context(xdg, env_home, ceiling, None);
+            embedded(fd, ctx)
+        }
         Invocation::Serve {
             socket,
             allowed_uids,
-        } => serve(socket, allowed_uids),
+            ceiling,
+        } => {
+            let dir = socket.parent().map(PathBuf::from);
+            let ctx = context(xdg, env_home, ceiling, dir);
+            serve(socket, allowed_uids, ctx)
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -131,6 +181,130 @@ pub fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The helper's view of itself: ceiling, homes, its own paths that must stay unwritable.
+fn context(
+    xdg: Option<PathBuf>,
+    env_home: Option<PathBuf>,
+    explicit: Option<PathBuf>,
+    socket_dir: Option<PathBuf>,
+) -> Context {
+    let uid = nix::unistd::geteuid();
+    let passwd_home = nix::unistd::User::from_uid(uid)
+        .ok()
+        .flatten()
+        .map(|u| u.dir);
+    let home = passwd_home.clone().or(env_home.clone());
+    let user_file = ceiling::user_file(xdg.as_deref(), home.as_deref());
+    let explicit = explicit.map(|p| std::fs::canonicalize(&p).unwrap_or(p));
+    let ceiling = ceiling::load(user_file.as_deref(), explicit.as_deref());
+    if let Some(broken) = &ceiling.broken {
+        log!("{broken}; every request will be refused until it is fixed");
+    }
+    let mut own = vec![PathBuf::from("/etc/confine-helper")];
+    own.extend(
+        std::env::current_exe()
+            .ok()
+            .map(|p| std::fs::canonicalize(&p).unwrap_or(p)),
+    );
+    own.extend(
+        user_file
+            .as_deref()
+            .and_then(|f| f.parent())
+            .map(PathBuf::from),
+    );
+    own.extend(explicit);
+    own.extend(socket_dir.clone());
+    let homes: Vec<PathBuf> = [passwd_home, env_home]
+        .into_iter()
+        .flatten()
+        .map(|h| std::fs::canonicalize(&h).unwrap_or(h))
+        .collect();
+    Context::new(ceiling, homes, own, socket_dir.into_iter().collect())
+}
+
+/// Prints every backend's verdict; exits non-zero when no backend is usable.
+fn probe(ctx: &Context, json: bool) -> ExitCode {
+    let info = crate::server::info(ctx);
+    let selected = info
+        .backends
+        .iter()
+        .find(|b| b.usable)
+        .map(|b| b.backend.as_str());
+    if json {
+        let backends: Vec<String> = info
+            .backends
+            .iter()
+            .map(|b| {
+                format!(
+                    "{{\"backend\":{},\"usable\":{},\"detail\":{}}}",
+                    json_string(b.backend.as_str()),
+                    b.usable,
+                    json_string(&b.detail)
+                )
+            })
+            .collect();
+        println!(
+            "{{\"software\":{},\"landlock_abi\":{},\"backends\":[{}],\"selected\":{},\"ceiling\":{{\"sources\":[{}],\"max_mode\":{},\"allow_network\":{},\"broken\":{}}}}}",
+            json_string(&info.software),
+            info.landlock_abi
+                .map_or("null".to_owned(), |a| a.to_string()),
+            backends.join(","),
+            selected.map_or("null".to_owned(), json_string),
+            ctx.ceiling
+                .sources
+                .iter()
+                .map(|p| json_string(&p.display().to_string()))
+                .collect::<Vec<_>>()
+                .join(","),
+            json_string(ctx.ceiling.max_mode.as_str()),
+            ctx.ceiling.allow_network,
+            ctx.ceiling
+                .broken
+                .as_deref()
+                .map_or("null".to_owned(), json_string),
+        );
+    } else {
+        println!("{}", info.software);
+        match info.landlock_abi {
+            Some(abi) => println!("landlock ABI: {abi}"),
+            None => println!("landlock ABI: none"),
+        }
+        for b in &info.backends {
+            let verdict = if b.usable { "usable" } else { "unusable" };
+            println!("{:<9} {verdict}: {}", b.backend.as_str(), b.detail);
+        }
+        println!(
+            "selected: {}",
+            selected.unwrap_or("none (confined modes will fail closed)")
+        );
+        if let Some(broken) = &ctx.ceiling.broken {
+            println!("ceiling: BROKEN: {broken}");
+        }
+    }
+    if selected.is_some() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// A JSON string literal.
+fn json_string(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
 }
 
 /// Closes inherited descriptors, clears the environment and makes the process undumpable,
@@ -142,7 +316,7 @@ fn sanitize(keep: RawFd) -> std::io::Result<()> {
     Ok(())
 }
 
-fn embedded(fd: RawFd) -> Result<(), String> {
+fn embedded(fd: RawFd, ctx: Context) -> Result<(), String> {
     let owned = sys::inherited_socket(fd).map_err(|e| format!("--fd {fd}: {e}"))?;
     let sock = UnixStream::from(owned);
     nix::fcntl::fcntl(
@@ -150,13 +324,13 @@ fn embedded(fd: RawFd) -> Result<(), String> {
         nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
     )
     .map_err(|e| format!("--fd {fd}: {e}"))?;
-    Server::embedded(sock).run().map_err(|e| e.to_string())
+    Server::embedded(sock, ctx).run().map_err(|e| e.to_string())
 }
 
-fn serve(socket: PathBuf, allowed_uids: Vec<u32>) -> Result<(), String> {
+fn serve(socket: PathBuf, allowed_uids: Vec<u32>, ctx: Context) -> Result<(), String> {
     let listener = service::listen(&socket).map_err(|e| e.to_string())?;
     log!("serving {} for uids {:?}", socket.display(), allowed_uids);
-    Server::service(listener, PeerRule { allowed_uids })
+    Server::service(listener, PeerRule { allowed_uids }, ctx)
         .run()
         .map_err(|e| e.to_string())
 }
@@ -173,7 +347,10 @@ mod tests {
     fn embedded_mode_takes_a_descriptor_above_stdio() {
         assert_eq!(
             parse(&args(&["--fd", "3"])),
-            Ok(Invocation::Embedded { fd: 3 })
+            Ok(Invocation::Embedded {
+                fd: 3,
+                ceiling: None
+            })
         );
         assert!(parse(&args(&["--fd", "1"])).is_err());
         assert!(parse(&args(&["--fd", "x"])).is_err());
@@ -186,7 +363,8 @@ mod tests {
             parse(&args(&["serve", "--socket", "/run/x/s"])),
             Ok(Invocation::Serve {
                 socket: "/run/x/s".into(),
-                allowed_uids: vec![me]
+                allowed_uids: vec![me],
+                ceiling: None
             })
         );
         assert_eq!(
@@ -201,7 +379,8 @@ mod tests {
             ])),
             Ok(Invocation::Serve {
                 socket: "/s".into(),
-                allowed_uids: vec![7, 8]
+                allowed_uids: vec![7, 8],
+                ceiling: None
             })
         );
     }

@@ -3,18 +3,20 @@
 
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::time::{Duration, Instant};
 
 use confine_protocol::{
-    Backend, Ending, ExitStatus, Exited, Mode, Refused, Reply, RunnerFailed, Spawn, Stage,
-    StdioSpec, Usage,
+    Backend, Ending, Enforcement, EnvVar, ExitStatus, Exited, Limits, Mode, Network, Policy,
+    Refused, Reply, RunnerFailed, Spawn, Stage, Stdio, StdioSpec, Usage,
 };
 use nix::fcntl::OFlag;
 use nix::libc;
 use nix::sys::wait::{WaitPidFlag, waitpid};
 use nix::unistd::Pid;
 
-use crate::sys::{self, CStringArray, Prepared, Record};
+use crate::confine::{self, Cleanup, Confinement, Context, Plan};
+use crate::sys::{self, CStringArray, ChildConfine, Prepared, Record};
 
 /// Used when the request's environment has no `PATH`.
 const DEFAULT_PATH: &[u8] = b"/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -33,6 +35,9 @@ pub struct Running {
     pub kill_grace: Duration,
     pub kill_at: Option<Instant>,
     pub ending: Ending,
+    backend: Backend,
+    enforcement: Option<Enforcement>,
+    cleanup: Cleanup,
     pending: Vec<u8>,
     outcome: Option<Record>,
 }
@@ -42,6 +47,8 @@ pub struct Running {
 pub enum NotRun {
     Refused(String),
     RunnerFailed(Stage, i32, String),
+    /// The program does not exist: an exec failure of the command, found before forking.
+    NotFound(Backend, Option<Enforcement>),
 }
 
 impl NotRun {
@@ -53,6 +60,20 @@ impl NotRun {
                 stage,
                 errno,
                 detail,
+            }),
+            NotRun::NotFound(backend, enforcement) => Reply::Exited(Exited {
+                id,
+                status: ExitStatus::Code(127),
+                exec_errno: Some(libc::ENOENT),
+                ending: Ending::Exited,
+                backend,
+                enforcement,
+                usage: Usage {
+                    wall_us: 0,
+                    user_us: 0,
+                    sys_us: 0,
+                    max_rss_kib: 0,
+                },
             }),
         }
     }
@@ -86,23 +107,125 @@ pub fn check(spawn: &Spawn) -> Result<(), NotRun> {
             return refuse(format!("environment entry {i} has a NUL byte in its value"));
         }
     }
-    if spawn.policy.mode != Mode::DangerFullAccess {
-        return Err(NotRun::RunnerFailed(
-            Stage::Unavailable,
-            0,
-            format!(
-                "no confinement backend is available in this confine-helper ({}): {} cannot be \
-                 enforced, so nothing was run; only danger-full-access runs",
-                env!("CARGO_PKG_VERSION"),
-                spawn.policy.mode.as_str()
-            ),
-        ));
-    }
     Ok(())
 }
 
-/// Forks the shim for `spawn` with the given stdio (already taken from the connection).
-pub fn start(spawn: &Spawn, stdio: [Option<OwnedFd>; 3]) -> Result<Running, NotRun> {
+/// Decides how `spawn` runs: the ceiling, the writable roots, the backend (probed once, then
+/// cached) and its plan.
+pub fn prepare(spawn: &Spawn, ctx: &Context) -> Result<Plan, NotRun> {
+    let roots = confine::writable_roots(spawn, ctx)?;
+    if spawn.policy.mode == Mode::DangerFullAccess {
+        return confine::plan(spawn, ctx, Backend::None, &roots);
+    }
+    let mut tried = Vec::new();
+    for backend in confine::candidates(spawn.backend) {
+        match verdict(backend, ctx) {
+            Ok(()) => {
+                let plan = confine::plan(spawn, ctx, backend, &roots)?;
+                if backend == Backend::Bwrap && !program_exists(spawn) {
+                    return Err(NotRun::NotFound(plan.backend, plan.enforcement.clone()));
+                }
+                return Ok(plan);
+            }
+            Err(why) => tried.push((backend, why)),
+        }
+    }
+    Err(confine::unavailable(spawn.policy.mode, &tried))
+}
+
+/// A backend's verdict: cached, else decided by a functional probe.
+pub fn verdict(backend: Backend, ctx: &Context) -> Result<(), String> {
+    if let Some(verdict) = ctx.verdict(backend) {
+        return verdict;
+    }
+    let verdict = confine::static_verdict(backend, ctx).and_then(|()| probe(backend, ctx));
+    ctx.set_verdict(backend, verdict.clone());
+    verdict
+}
+
+/// Runs `true` confined by `backend` in read-only mode, through the same path as every
+/// command, and waits for it: the backend is usable only if that succeeds.
+fn probe(backend: Backend, ctx: &Context) -> Result<(), String> {
+    let spawn = Spawn {
+        id: 0,
+        argv: vec![b"true".to_vec()],
+        cwd: b"/".to_vec(),
+        env: vec![EnvVar {
+            name: b"PATH".to_vec(),
+            value: DEFAULT_PATH.to_vec(),
+        }],
+        policy: Policy {
+            mode: Mode::ReadOnly,
+            workspace_root: None,
+            writable_roots: Vec::new(),
+            network: Network::Deny,
+            protected: Vec::new(),
+        },
+        backend: confine_protocol::BackendChoice::Auto,
+        limits: Limits {
+            timeout_ms: Some(30_000),
+            kill_grace_ms: 0,
+            max_processes: None,
+            max_file_size: None,
+            max_address_space: None,
+        },
+        stdio: Stdio {
+            stdin: StdioSpec::Null,
+            stdout: StdioSpec::Null,
+            stderr: StdioSpec::Fd,
+        },
+    };
+    let describe = |not_run: NotRun| match not_run.into_reply(0) {
+        Reply::RunnerFailed(f) => format!("{} failed: {}", f.stage.as_str(), f.detail),
+        Reply::Refused(r) => r.reason,
+        other => format!("{other:?}"),
+    };
+    let plan = confine::plan(&spawn, ctx, backend, &[]).map_err(describe)?;
+    let (err_rd, err_wr) =
+        nix::unistd::pipe2(OFlag::O_CLOEXEC | OFlag::O_NONBLOCK).map_err(|e| e.to_string())?;
+    let mut running = start(&spawn, [None, None, Some(err_wr)], plan).map_err(describe)?;
+    loop {
+        let mut fds = [libc::pollfd {
+            fd: running.status.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        }];
+        sys::poll(&mut fds, 30_000).map_err(|e| e.to_string())?;
+        if fds[0].revents == 0 {
+            running.order(sys::CTL_KILL);
+        }
+        if running.read_status().1 {
+            break;
+        }
+    }
+    let mut stderr = vec![0u8; 4096];
+    let n = nix::unistd::read(&err_rd, &mut stderr).unwrap_or(0);
+    let stderr = String::from_utf8_lossy(&stderr[..n]).trim().to_owned();
+    match running.finish() {
+        Reply::Exited(e) if e.status == ExitStatus::Code(0) => Ok(()),
+        Reply::Exited(e) => Err(format!(
+            "a confined `true` ended with {:?}{}",
+            e.status,
+            if stderr.is_empty() {
+                String::new()
+            } else {
+                format!(": {stderr}")
+            }
+        )),
+        Reply::RunnerFailed(f) => Err(format!("{} failed: {}", f.stage.as_str(), f.detail)),
+        other => Err(format!("unexpected probe result {other:?}")),
+    }
+}
+
+/// Whether `argv[0]` names an existing file, searched as `execvp` would.
+fn program_exists(spawn: &Spawn) -> bool {
+    program_candidates(spawn)
+        .iter()
+        .any(|c| std::path::Path::new(std::ffi::OsStr::from_bytes(c.as_bytes())).is_file())
+}
+
+/// Forks the shim for `spawn` under `plan`, with the given stdio (taken from the connection).
+pub fn start(spawn: &Spawn, stdio: [Option<OwnedFd>; 3], plan: Plan) -> Result<Running, NotRun> {
     let failed = |stage: Stage, err: nix::Error, what: &str| {
         NotRun::RunnerFailed(stage, err as i32, format!("{what}: {}", err.desc()))
     };
@@ -131,12 +254,33 @@ pub fn start(spawn: &Spawn, stdio: [Option<OwnedFd>; 3]) -> Result<Running, NotR
     nix::fcntl::fcntl(&status_rd, nix::fcntl::FcntlArg::F_SETFL(OFlag::O_NONBLOCK))
         .map_err(|e| failed(Stage::Pipe, e, "status pipe"))?;
 
+    let confine = match &plan.confinement {
+        Confinement::None => ChildConfine::None,
+        Confinement::Bwrap { seccomp } => ChildConfine::Bwrap {
+            seccomp_fd: seccomp.as_raw_fd(),
+        },
+        Confinement::Landlock {
+            ruleset,
+            filter,
+            drop_caps,
+        } => ChildConfine::Landlock {
+            ruleset_fd: ruleset.as_raw_fd(),
+            filter: filter.as_ptr(),
+            filter_len: u16::try_from(filter.len()).map_err(|_| {
+                NotRun::RunnerFailed(Stage::Seccomp, 0, "seccomp program too long".into())
+            })?,
+            drop_caps: *drop_caps,
+        },
+    };
+    let programs = match plan.backend {
+        Backend::Bwrap => vec![c_string(&plan.argv[0])],
+        _ => program_candidates(spawn),
+    };
     let prepared = Prepared {
-        programs: CStringArray::new(program_candidates(spawn)),
-        argv: CStringArray::new(spawn.argv.iter().map(|a| c_string(a)).collect()),
+        programs: CStringArray::new(programs),
+        argv: CStringArray::new(plan.argv.iter().map(|a| c_string(a)).collect()),
         envp: CStringArray::new(
-            spawn
-                .env
+            plan.env
                 .iter()
                 .map(|v| c_string(&[v.name.as_slice(), b"=", v.value.as_slice()].concat()))
                 .collect(),
@@ -145,6 +289,8 @@ pub fn start(spawn: &Spawn, stdio: [Option<OwnedFd>; 3]) -> Result<Running, NotR
         stdio: stdio_raw,
         status_wr: status_wr.as_raw_fd(),
         ctl_rd: ctl_rd.as_raw_fd(),
+        confine,
+        rlimits: plan.rlimits.clone(),
     };
     let started_at = Instant::now();
     let shim = sys::fork_shim(&prepared).map_err(|e| {
@@ -170,6 +316,9 @@ pub fn start(spawn: &Spawn, stdio: [Option<OwnedFd>; 3]) -> Result<Running, NotR
         kill_grace: Duration::from_millis(u64::from(spawn.limits.kill_grace_ms)),
         kill_at: None,
         ending: Ending::Exited,
+        backend: plan.backend,
+        enforcement: plan.enforcement,
+        cleanup: plan.cleanup,
         pending: Vec::new(),
         outcome: None,
     })
@@ -253,13 +402,14 @@ impl Running {
 
     /// Reaps the shim (it has closed its status pipe, so it is exiting) and turns what it
     /// reported into the terminal reply.
-    pub fn finish(self) -> Reply {
+    pub fn finish(mut self) -> Reply {
         let shim_status = loop {
             match waitpid(self.shim, Some(WaitPidFlag::__WALL)) {
                 Err(nix::Error::EINTR) => continue,
                 other => break other,
             }
         };
+        self.cleanup.run();
         let wall_us = self.started_at.elapsed().as_micros() as u64;
         let usage = |user_us, sys_us, max_rss_kib| Usage {
             wall_us,
@@ -273,8 +423,8 @@ impl Running {
                 status,
                 exec_errno,
                 ending: self.ending,
-                backend: Backend::None,
-                enforcement: None,
+                backend: self.backend,
+                enforcement: self.enforcement.clone(),
                 usage,
             })
         };

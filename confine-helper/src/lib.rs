@@ -3,10 +3,16 @@
 //!
 //! Modules, one concern each: [`cli`] parses arguments and sanitizes the process; [`server`] is
 //! the single-threaded event loop; [`command`] turns one request into a supervised process;
+//! [`confine`] decides how it is confined ([`ceiling`], `bwrap`, `landlock`, `seccomp`);
 //! [`service`] sets up the listening socket; `sys` holds every `unsafe` block.
 
+mod bwrap;
+pub mod ceiling;
 pub mod cli;
 pub mod command;
+pub mod confine;
+mod landlock;
+mod seccomp;
 pub mod server;
 pub mod service;
 mod sys;

@@ -17,6 +17,7 @@ use nix::libc;
 use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg, send};
 
 use crate::command::{self, Running};
+use crate::confine::Context;
 use crate::log;
 use crate::sys;
 
@@ -59,6 +60,7 @@ pub struct Server {
     next_conn: ConnId,
     commands: HashMap<(ConnId, u64), Running>,
     hello: Hello,
+    ctx: Context,
 }
 
 enum Token {
@@ -69,24 +71,25 @@ enum Token {
 
 impl Server {
     /// A helper serving one inherited connection; it exits when that connection is gone.
-    pub fn embedded(sock: UnixStream) -> Server {
-        let mut server = Server::new(None);
+    pub fn embedded(sock: UnixStream, ctx: Context) -> Server {
+        let mut server = Server::new(None, ctx);
         server.add_conn(sock, "agentd".into());
         server
     }
 
     /// A helper accepting connections on `listener` from peers `rule` allows.
-    pub fn service(listener: UnixListener, rule: PeerRule) -> Server {
-        Server::new(Some((listener, rule)))
+    pub fn service(listener: UnixListener, rule: PeerRule, ctx: Context) -> Server {
+        Server::new(Some((listener, rule)), ctx)
     }
 
-    fn new(listener: Option<(UnixListener, PeerRule)>) -> Server {
+    fn new(listener: Option<(UnixListener, PeerRule)>, ctx: Context) -> Server {
         Server {
             listener,
             conns: HashMap::new(),
             next_conn: 0,
             commands: HashMap::new(),
             hello: Hello::ours(&format!("confine-helper {}", env!("CARGO_PKG_VERSION"))),
+            ctx,
         }
     }
 
@@ -365,23 +368,7 @@ impl Server {
     }
 
     fn info(&self) -> HelperInfo {
-        let missing = format!(
-            "not built into confine-helper {}: only danger-full-access runs",
-            env!("CARGO_PKG_VERSION")
-        );
-        HelperInfo {
-            software: self.hello.software.clone(),
-            pid: std::process::id(),
-            backends: [Backend::Bwrap, Backend::Landlock]
-                .into_iter()
-                .map(|backend| BackendReport {
-                    backend,
-                    usable: false,
-                    detail: missing.clone(),
-                })
-                .collect(),
-            landlock_abi: None,
-        }
+        info(&self.ctx)
     }
 
     fn on_spawn(&mut self, id: ConnId, spawn: Spawn) {
@@ -421,7 +408,9 @@ impl Server {
         };
         let started = match refusal {
             Some(reason) => Err(command::NotRun::Refused(reason)),
-            None => command::check(&spawn).and_then(|()| command::start(&spawn, stdio)),
+            None => command::check(&spawn)
+                .and_then(|()| command::prepare(&spawn, &self.ctx))
+                .and_then(|plan| command::start(&spawn, stdio, plan)),
         };
         match started {
             Ok(running) => {
@@ -510,5 +499,25 @@ impl Server {
         } else if why != "closed by peer" {
             log!("{}: {why}", conn.label);
         }
+    }
+}
+
+/// Every backend's verdict (probing those not yet probed) and the Landlock ABI.
+pub fn info(ctx: &Context) -> HelperInfo {
+    HelperInfo {
+        software: format!("confine-helper {}", env!("CARGO_PKG_VERSION")),
+        pid: std::process::id(),
+        backends: [Backend::Bwrap, Backend::Landlock]
+            .into_iter()
+            .map(|backend| {
+                let verdict = command::verdict(backend, ctx);
+                BackendReport {
+                    backend,
+                    usable: verdict.is_ok(),
+                    detail: verdict.err().unwrap_or_else(|| "usable".into()),
+                }
+            })
+            .collect(),
+        landlock_abi: Some(ctx.landlock_abi).filter(|abi| *abi > 0),
     }
 }

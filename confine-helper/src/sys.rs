@@ -31,6 +31,10 @@ pub const CTL_KILL: u8 = b'K';
 /// Where the shim places its descriptors before it closes every other one.
 const FD_STATUS: c_int = 3;
 const FD_CTL: c_int = 4;
+/// The confinement descriptor (seccomp program or Landlock ruleset), close-on-exec.
+const FD_CONFINE: c_int = 5;
+/// Where the command finds the seccomp program it hands to bwrap (`--seccomp 3`).
+pub const COMMAND_SECCOMP_FD: c_int = 3;
 /// Duplicates are parked at or above this number while the final layout is built.
 const FD_PARK: c_int = 10;
 
@@ -149,6 +153,37 @@ pub struct Prepared {
     pub status_wr: RawFd,
     /// Read end of the ctl pipe (helper → shim).
     pub ctl_rd: RawFd,
+    pub confine: ChildConfine,
+    /// `(resource, limit)` pairs set as both soft and hard limits.
+    pub rlimits: Vec<(u32, u64)>,
+}
+
+/// What the command applies to itself before `execve`.
+#[derive(Debug)]
+pub enum ChildConfine {
+    None,
+    /// The command is bwrap; it reads its seccomp program from this descriptor.
+    Bwrap {
+        seccomp_fd: RawFd,
+    },
+    /// Drop capabilities (when `drop_caps`), set no_new_privs, enter the ruleset, load the
+    /// filter.
+    Landlock {
+        ruleset_fd: RawFd,
+        filter: *const seccompiler::sock_filter,
+        filter_len: u16,
+        drop_caps: bool,
+    },
+}
+
+impl ChildConfine {
+    fn fd(&self) -> Option<RawFd> {
+        match self {
+            ChildConfine::None => None,
+            ChildConfine::Bwrap { seccomp_fd } => Some(*seccomp_fd),
+            ChildConfine::Landlock { ruleset_fd, .. } => Some(*ruleset_fd),
+        }
+    }
 }
 
 /// Forks the shim for one command. Returns the shim's pid in the helper.
@@ -207,8 +242,16 @@ fn shim_main(p: &Prepared) -> ! {
         }
         // Park every descriptor we keep above FD_PARK, then lay them out at fixed numbers, so
         // that a source descriptor already sitting at 0..=4 cannot be clobbered by a dup2.
-        let mut parked = [0 as c_int; 5];
-        let sources = [p.stdio[0], p.stdio[1], p.stdio[2], p.status_wr, p.ctl_rd];
+        let mut parked = [0 as c_int; 6];
+        let confine_fd = p.confine.fd();
+        let sources = [
+            p.stdio[0],
+            p.stdio[1],
+            p.stdio[2],
+            p.status_wr,
+            p.ctl_rd,
+            confine_fd.unwrap_or(p.ctl_rd),
+        ];
         for (slot, fd) in parked.iter_mut().zip(sources) {
             *slot = libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, FD_PARK);
             if *slot == -1 {
@@ -222,12 +265,15 @@ fn shim_main(p: &Prepared) -> ! {
         if libc::dup3(parked[4], FD_CTL, libc::O_CLOEXEC) == -1 {
             fail(status_fd, Stage::Stdio);
         }
+        if confine_fd.is_some() && libc::dup3(parked[5], FD_CONFINE, libc::O_CLOEXEC) == -1 {
+            fail(status_fd, Stage::Prepare);
+        }
         for (target, parked_fd) in parked[..3].iter().enumerate() {
             if libc::dup2(*parked_fd, target as c_int) == -1 {
                 fail(status_fd, Stage::Stdio);
             }
         }
-        if libc::close_range((FD_CTL + 1) as u32, u32::MAX, 0) == -1 {
+        if libc::close_range((FD_CONFINE + 1) as u32, u32::MAX, 0) == -1 {
             fail(status_fd, Stage::CloseFds);
         }
 
@@ -522,15 +568,55 @@ fn command_main(p: &Prepared, report_fd: c_int, shim_pid: libc::pid_t) -> ! {
         if libc::getppid() != shim_pid {
             fail(report_fd, Stage::DeathSignal);
         }
-        let no_core = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        if libc::setrlimit(libc::RLIMIT_CORE, &no_core) == -1 {
-            fail(report_fd, Stage::Rlimits);
+        for (resource, value) in &p.rlimits {
+            let limit = libc::rlimit {
+                rlim_cur: *value,
+                rlim_max: *value,
+            };
+            if libc::setrlimit(*resource, &limit) == -1 {
+                fail(report_fd, Stage::Rlimits);
+            }
         }
         if libc::chdir(p.cwd.as_ptr()) == -1 {
             fail(report_fd, Stage::Chdir);
+        }
+        match p.confine {
+            ChildConfine::None => {}
+            ChildConfine::Bwrap { .. } => {
+                // bwrap reads the program from this number; dup2 leaves it open across execve.
+                if libc::dup2(FD_CONFINE, COMMAND_SECCOMP_FD) == -1 {
+                    fail(report_fd, Stage::Seccomp);
+                }
+            }
+            ChildConfine::Landlock {
+                filter,
+                filter_len,
+                drop_caps,
+                ..
+            } => {
+                if drop_caps {
+                    drop_capabilities(report_fd);
+                }
+                if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == -1 {
+                    fail(report_fd, Stage::NoNewPrivs);
+                }
+                if libc::syscall(libc::SYS_landlock_restrict_self, FD_CONFINE, 0) == -1 {
+                    fail(report_fd, Stage::Landlock);
+                }
+                let program = libc::sock_fprog {
+                    len: filter_len,
+                    filter: filter as *mut libc::sock_filter,
+                };
+                if libc::syscall(
+                    libc::SYS_seccomp,
+                    libc::SECCOMP_SET_MODE_FILTER,
+                    0,
+                    &program,
+                ) == -1
+                {
+                    fail(report_fd, Stage::Seccomp);
+                }
+            }
         }
         // PATH search as execvp does it: skip entries that do not exist, remember that one was
         // found but not executable, stop at any other error.
@@ -553,6 +639,144 @@ fn command_main(p: &Prepared, report_fd: c_int, shim_pid: libc::pid_t) -> ! {
         write_record(report_fd, Record::ExecFailed { errno });
         libc::_exit(127)
     }
+}
+
+/// Empties the bounding, ambient, inheritable, permitted and effective capability sets, and
+/// locks securebits so that executing anything as uid 0 grants nothing back.
+///
+/// # Safety
+/// Runs in the forked command; async-signal-safe system calls only.
+unsafe fn drop_capabilities(report_fd: c_int) {
+    use confine_protocol::Stage;
+    const SECBIT_NOROOT: libc::c_ulong = 1 << 0;
+    const SECBIT_NOROOT_LOCKED: libc::c_ulong = 1 << 1;
+    const SECBIT_NO_SETUID_FIXUP: libc::c_ulong = 1 << 2;
+    const SECBIT_NO_SETUID_FIXUP_LOCKED: libc::c_ulong = 1 << 3;
+    const SECBIT_KEEP_CAPS_LOCKED: libc::c_ulong = 1 << 5;
+    // SAFETY: prctl and capset with values and stack structs; no memory is shared.
+    unsafe {
+        for cap in 0..64 {
+            if libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) == -1 && errno() != libc::EINVAL {
+                fail(report_fd, Stage::Capabilities);
+            }
+        }
+        let bits = SECBIT_NOROOT
+            | SECBIT_NOROOT_LOCKED
+            | SECBIT_NO_SETUID_FIXUP
+            | SECBIT_NO_SETUID_FIXUP_LOCKED
+            | SECBIT_KEEP_CAPS_LOCKED;
+        if libc::prctl(libc::PR_SET_SECUREBITS, bits, 0, 0, 0) == -1 {
+            fail(report_fd, Stage::Capabilities);
+        }
+        if libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL,
+            0,
+            0,
+            0,
+        ) == -1
+        {
+            fail(report_fd, Stage::Capabilities);
+        }
+        let header = CapHeader {
+            version: LINUX_CAPABILITY_VERSION_3,
+            pid: 0,
+        };
+        let data = [CapData::default(); 2];
+        if libc::syscall(libc::SYS_capset, &header, data.as_ptr()) == -1 {
+            fail(report_fd, Stage::Capabilities);
+        }
+    }
+}
+
+const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: c_int,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+/// Whether this process holds any effective capability (it runs as root, or with file caps).
+pub fn holds_capabilities() -> bool {
+    let header = CapHeader {
+        version: LINUX_CAPABILITY_VERSION_3,
+        pid: 0,
+    };
+    let mut data = [CapData::default(); 2];
+    // SAFETY: capget writes two CapData structs into the live array.
+    let rc = unsafe { libc::syscall(libc::SYS_capget, &header, data.as_mut_ptr()) };
+    rc == 0 && data.iter().any(|d| d.effective != 0 || d.permitted != 0)
+}
+
+/// The running kernel's Landlock ABI version, or 0 without Landlock.
+pub fn landlock_abi() -> u32 {
+    const LANDLOCK_CREATE_RULESET_VERSION: u32 = 1;
+    // SAFETY: the version query takes no attribute pointer and returns a number.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<u8>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
+    u32::try_from(rc).unwrap_or(0)
+}
+
+/// An anonymous, sealed, close-on-exec file holding `bytes`, positioned at its start.
+pub fn sealed_memfd(bytes: &[u8]) -> io::Result<OwnedFd> {
+    use nix::sys::memfd::{MFdFlags, memfd_create};
+    let fd = memfd_create(
+        c"confine-seccomp",
+        MFdFlags::MFD_CLOEXEC | MFdFlags::MFD_ALLOW_SEALING,
+    )?;
+    let mut written = 0;
+    while written < bytes.len() {
+        written += nix::unistd::write(&fd, &bytes[written..])?;
+    }
+    nix::unistd::lseek(&fd, 0, nix::unistd::Whence::SeekSet)?;
+    let seals = libc::F_SEAL_SEAL | libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE;
+    nix::fcntl::fcntl(
+        &fd,
+        nix::fcntl::FcntlArg::F_ADD_SEALS(nix::fcntl::SealFlag::from_bits_truncate(seals)),
+    )?;
+    Ok(fd)
+}
+
+/// Creates a fresh 0700 directory for one command under `base` (itself created 0700 and
+/// checked to be this user's real directory, not a symlink someone planted).
+pub fn private_temp_dir(base: &std::path::Path) -> io::Result<std::path::PathBuf> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let me = nix::unistd::geteuid().as_raw();
+    match std::fs::DirBuilder::new().mode(0o700).create(base) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e),
+    }
+    let meta = std::fs::symlink_metadata(base)?;
+    if !meta.is_dir() || meta.uid() != me || meta.mode() & 0o077 != 0 {
+        return Err(io::Error::other(format!(
+            "{} is not a private directory of uid {me}",
+            base.display()
+        )));
+    }
+    let mut random = [0u8; 8];
+    // SAFETY: getrandom fills the live 8-byte buffer.
+    if unsafe { libc::getrandom(random.as_mut_ptr().cast(), random.len(), 0) } != 8 {
+        return Err(io::Error::last_os_error());
+    }
+    let dir = base.join(format!("cmd-{:016x}", u64::from_ne_bytes(random)));
+    std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
+    Ok(dir)
 }
 
 fn is_search_miss(errno: c_int) -> bool {

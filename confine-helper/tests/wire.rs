@@ -69,22 +69,23 @@ fn a_program_that_is_not_executable_is_an_exec_failure_with_status_126() {
 }
 
 #[test]
-fn confined_modes_are_runner_failures_until_a_backend_exists() {
+fn a_backend_that_cannot_work_here_fails_closed_and_says_how_to_fix_it() {
     let mut peer = Peer::embedded();
     peer.greet();
-    for mode in [Mode::ReadOnly, Mode::WorkspaceWrite] {
-        let mut request = spawn(7, &["true"]);
-        request.policy.mode = mode;
-        let (replies, out) = run_captured(&mut peer, request);
-        match replies.as_slice() {
-            [Reply::RunnerFailed(f)] => {
-                assert_eq!(f.stage, Stage::Unavailable);
-                assert!(f.detail.contains(mode.as_str()), "{}", f.detail);
-            }
-            other => panic!("expected one RunnerFailed, got {other:?}"),
+    let mut request = spawn(7, &["sh", "-c", "echo ran"]);
+    request.policy.mode = Mode::ReadOnly;
+    request.backend = confine_protocol::BackendChoice::Seatbelt;
+    let (replies, out) = run_captured(&mut peer, request);
+    match replies.as_slice() {
+        [Reply::RunnerFailed(f)] => {
+            assert_eq!(f.stage, Stage::Unavailable);
+            assert!(f.detail.contains("seatbelt"), "{}", f.detail);
+            assert!(f.detail.contains("install bubblewrap"), "{}", f.detail);
+            assert!(f.detail.contains("danger-full-access"), "{}", f.detail);
         }
-        assert_eq!(out, "");
+        other => panic!("expected one RunnerFailed, got {other:?}"),
     }
+    assert_eq!(out, "", "nothing ran");
 }
 
 #[test]

@@ -1,0 +1,404 @@
+//! The ceiling: the helper's own limit on what any request may ask for, whatever agentd says.
+//!
+//! Sources, in order: the built-in default (the widest), `/etc/confine-helper/ceiling.toml`,
+//! `$XDG_CONFIG_HOME/confine-helper/ceiling.toml` (else `~/.config/…` of the helper's user), and
+//! `--ceiling PATH`. Each source can only narrow what the sources before it allowed: modes take
+//! the minimum, booleans the conjunction, path lists add constraints, limits the minimum. A source
+//! that cannot be trusted or parsed does not fall back to something wider: every request is
+//! refused with the reason, so a broken ceiling fails closed.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use confine_protocol::Mode;
+use serde::Deserialize;
+
+/// One ceiling file as written. Every field is optional; absent means "no narrowing here".
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    max_mode: Option<String>,
+    allow_network: Option<bool>,
+    writable_roots_under: Option<Vec<PathBuf>>,
+    never_writable: Option<Vec<PathBuf>>,
+    env_allow: Option<Vec<String>>,
+    env_deny: Option<Vec<String>>,
+    max_processes: Option<u64>,
+    max_file_size: Option<u64>,
+    max_address_space: Option<u64>,
+    refuse_partial: Option<bool>,
+}
+
+/// The effective ceiling after every source.
+#[derive(Debug, Clone)]
+pub struct Ceiling {
+    pub max_mode: Mode,
+    pub allow_network: bool,
+    /// Each inner list is one source's constraint: a writable root must be under one of its
+    /// entries, for every list.
+    pub writable_roots_under: Vec<Vec<PathBuf>>,
+    pub never_writable: Vec<PathBuf>,
+    /// Each inner list is one source's exemptions from the secret filter; a name is exempt only
+    /// if every list matches it.
+    pub env_allow: Vec<Vec<String>>,
+    pub env_deny: Vec<String>,
+    pub max_processes: Option<u64>,
+    pub max_file_size: Option<u64>,
+    pub max_address_space: Option<u64>,
+    pub refuse_partial: bool,
+    /// Files that were read, for `probe`.
+    pub sources: Vec<PathBuf>,
+    /// Set when a source could not be trusted or read: every request is refused with it.
+    pub broken: Option<String>,
+}
+
+impl Default for Ceiling {
+    fn default() -> Self {
+        Ceiling {
+            max_mode: Mode::DangerFullAccess,
+            allow_network: true,
+            writable_roots_under: Vec::new(),
+            never_writable: Vec::new(),
+            env_allow: Vec::new(),
+            env_deny: Vec::new(),
+            max_processes: None,
+            max_file_size: None,
+            max_address_space: None,
+            refuse_partial: false,
+            sources: Vec::new(),
+            broken: None,
+        }
+    }
+}
+
+/// The system-wide ceiling file.
+pub const SYSTEM_FILE: &str = "/etc/confine-helper/ceiling.toml";
+
+/// Where the user's ceiling file is, given the helper's environment as it was at start and the
+/// user's home directory.
+pub fn user_file(xdg_config_home: Option<&Path>, home: Option<&Path>) -> Option<PathBuf> {
+    let base = match xdg_config_home.filter(|p| p.is_absolute()) {
+        Some(dir) => dir.to_owned(),
+        None => home?.join(".config"),
+    };
+    Some(base.join("confine-helper").join("ceiling.toml"))
+}
+
+/// Loads every source. `explicit` is `--ceiling PATH`, which must exist.
+pub fn load(user: Option<&Path>, explicit: Option<&Path>) -> Ceiling {
+    let mut ceiling = Ceiling::default();
+    let me = nix::unistd::geteuid().as_raw();
+    let system = (PathBuf::from(SYSTEM_FILE), false, vec![0]);
+    let sources = [
+        Some(system),
+        user.map(|p| (p.to_owned(), false, vec![0, me])),
+        explicit.map(|p| (p.to_owned(), true, vec![0, me])),
+    ];
+    for (path, required, owners) in sources.into_iter().flatten() {
+        match read_source(&path, required, &owners) {
+            Ok(Some(file)) => {
+                if let Err(e) = ceiling.narrow(file) {
+                    ceiling.broken = Some(format!("ceiling file {}: {e}", path.display()));
+                }
+                ceiling.sources.push(path);
+            }
+            Ok(None) => {}
+            Err(e) => ceiling.broken = Some(e),
+        }
+        if ceiling.broken.is_some() {
+            break;
+        }
+    }
+    ceiling
+}
+
+fn read_source(path: &Path, required: bool, owners: &[u32]) -> Result<Option<File>, String> {
+    let meta = match std::fs::metadata(path) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => return Ok(None),
+        Err(e) => return Err(format!("ceiling file {}: {e}", path.display())),
+    };
+    if !owners.contains(&meta.uid()) {
+        return Err(format!(
+            "ceiling file {} is owned by uid {}, which may not set this helper's ceiling",
+            path.display(),
+            meta.uid()
+        ));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Err(format!(
+            "ceiling file {} is writable by group or others (mode {:o}); chmod go-w it",
+            path.display(),
+            meta.mode() & 0o7777
+        ));
+    }
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("ceiling file {}: {e}", path.display()))?;
+    parse(&text)
+        .map(Some)
+        .map_err(|e| format!("ceiling file {}: {e}", path.display()))
+}
+
+fn parse(text: &str) -> Result<File, String> {
+    toml::from_str(text).map_err(|e| e.to_string().trim_end().to_owned())
+}
+
+fn parse_mode(text: &str) -> Result<Mode, String> {
+    match text {
+        "read-only" => Ok(Mode::ReadOnly),
+        "workspace-write" => Ok(Mode::WorkspaceWrite),
+        "danger-full-access" => Ok(Mode::DangerFullAccess),
+        other => Err(format!(
+            "max_mode {other:?} is not one of read-only, workspace-write, danger-full-access"
+        )),
+    }
+}
+
+fn min_limit(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+impl Ceiling {
+    fn narrow(&mut self, file: File) -> Result<(), String> {
+        if let Some(mode) = file.max_mode {
+            self.max_mode = self.max_mode.min(parse_mode(&mode)?);
+        }
+        if let Some(allow) = file.allow_network {
+            self.allow_network &= allow;
+        }
+        if let Some(roots) = file.writable_roots_under {
+            if let Some(bad) = roots.iter().find(|p| !p.is_absolute()) {
+                return Err(format!(
+                    "writable_roots_under entry {} is not absolute",
+                    bad.display()
+                ));
+            }
+            self.writable_roots_under.push(roots);
+        }
+        if let Some(paths) = file.never_writable {
+            if let Some(bad) = paths.iter().find(|p| !p.is_absolute()) {
+                return Err(format!(
+                    "never_writable entry {} is not absolute",
+                    bad.display()
+                ));
+            }
+            self.never_writable.extend(paths);
+        }
+        if let Some(allow) = file.env_allow {
+            self.env_allow.push(allow);
+        }
+        if let Some(deny) = file.env_deny {
+            self.env_deny.extend(deny);
+        }
+        self.max_processes = min_limit(self.max_processes, file.max_processes);
+        self.max_file_size = min_limit(self.max_file_size, file.max_file_size);
+        self.max_address_space = min_limit(self.max_address_space, file.max_address_space);
+        self.refuse_partial |= file.refuse_partial.unwrap_or(false);
+        Ok(())
+    }
+
+    /// The rule a request for `mode` with `network` breaks, if any.
+    pub fn check_mode(&self, mode: Mode, network_allowed: bool) -> Result<(), String> {
+        if let Some(broken) = &self.broken {
+            return Err(broken.clone());
+        }
+        if mode > self.max_mode {
+            return Err(format!(
+                "ceiling max_mode is {}: {} is not allowed",
+                self.max_mode.as_str(),
+                mode.as_str()
+            ));
+        }
+        if network_allowed && mode != Mode::DangerFullAccess && !self.allow_network {
+            return Err("ceiling allow_network is false: network access is not allowed".into());
+        }
+        Ok(())
+    }
+
+    /// The rule the canonical writable root `root` breaks, if any.
+    pub fn check_root(&self, root: &Path, protected: &[PathBuf]) -> Result<(), String> {
+        for (i, prefixes) in self.writable_roots_under.iter().enumerate() {
+            if !prefixes.iter().any(|p| root.starts_with(p)) {
+                return Err(format!(
+                    "ceiling writable_roots_under (source {}) does not include {}",
+                    i + 1,
+                    root.display()
+                ));
+            }
+        }
+        for never in &self.never_writable {
+            if root.starts_with(never) || never.starts_with(root) {
+                return Err(format!(
+                    "ceiling never_writable contains {}: {} may not be writable",
+                    never.display(),
+                    root.display()
+                ));
+            }
+        }
+        for path in protected {
+            if path.starts_with(root) {
+                return Err(format!(
+                    "{} would make {} writable, which the helper never allows",
+                    root.display(),
+                    path.display()
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether an environment variable survives, by name.
+    pub fn env_passes(&self, name: &str) -> bool {
+        if self.env_deny.iter().any(|p| matches_pattern(p, name)) {
+            return false;
+        }
+        if !looks_secret(name) {
+            return true;
+        }
+        !self.env_allow.is_empty()
+            && self
+                .env_allow
+                .iter()
+                .all(|list| list.iter().any(|p| matches_pattern(p, name)))
+    }
+}
+
+/// Names that carry credentials by convention.
+pub fn looks_secret(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    ["KEY", "SECRET", "TOKEN", "PASSWORD", "PASSWD", "CREDENTIAL"]
+        .iter()
+        .any(|w| upper.contains(w))
+        || matches!(
+            upper.as_str(),
+            "SSH_AUTH_SOCK" | "DBUS_SESSION_BUS_ADDRESS" | "GPG_AGENT_INFO"
+        )
+}
+
+/// `*` matches any run of characters; everything else matches itself.
+fn matches_pattern(pattern: &str, name: &str) -> bool {
+    match pattern.split_once('*') {
+        None => pattern == name,
+        Some((head, tail)) => {
+            let Some(rest) = name.strip_prefix(head) else {
+                return false;
+            };
+            if !tail.contains('*') {
+                return rest.len() >= tail.len() && rest.ends_with(tail);
+            }
+            (0..=rest.len()).any(|i| rest.is_char_boundary(i) && matches_pattern(tail, &rest[i..]))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn narrowed(texts: &[&str]) -> Ceiling {
+        let mut c = Ceiling::default();
+        for t in texts {
+            c.narrow(parse(t).expect("parse")).expect("narrow");
+        }
+        c
+    }
+
+    #[test]
+    fn each_source_can_only_narrow_the_mode_and_network() {
+        let c = narrowed(&[
+            "max_mode = \"workspace-write\"",
+            "max_mode = \"danger-full-access\"",
+        ]);
+        assert_eq!(c.max_mode, Mode::WorkspaceWrite);
+        let c = narrowed(&["allow_network = false", "allow_network = true"]);
+        assert!(!c.allow_network);
+        assert!(
+            c.check_mode(Mode::ReadOnly, true)
+                .unwrap_err()
+                .contains("allow_network")
+        );
+        assert!(c.check_mode(Mode::ReadOnly, false).is_ok());
+    }
+
+    #[test]
+    fn a_mode_above_the_ceiling_is_refused_naming_the_rule() {
+        let c = narrowed(&["max_mode = \"read-only\""]);
+        let err = c.check_mode(Mode::WorkspaceWrite, false).unwrap_err();
+        assert!(err.contains("max_mode is read-only"), "{err}");
+    }
+
+    #[test]
+    fn writable_roots_must_satisfy_every_source_and_avoid_never_writable_paths() {
+        let c = narrowed(&[
+            "writable_roots_under = [\"/home\", \"/srv\"]",
+            "writable_roots_under = [\"/home/u\"]\nnever_writable = [\"/home/u/keep\"]",
+        ]);
+        assert!(c.check_root(Path::new("/home/u/proj"), &[]).is_ok());
+        assert!(c.check_root(Path::new("/srv/x"), &[]).is_err());
+        assert!(c.check_root(Path::new("/home/u/keep/sub"), &[]).is_err());
+        assert!(
+            c.check_root(Path::new("/home/u"), &[]).is_err(),
+            "contains keep"
+        );
+        let err = c
+            .check_root(
+                Path::new("/home/u/proj"),
+                &[PathBuf::from("/home/u/proj/bin/helper")],
+            )
+            .unwrap_err();
+        assert!(err.contains("never allows"), "{err}");
+    }
+
+    #[test]
+    fn path_checks_compare_whole_components() {
+        let c = narrowed(&["writable_roots_under = [\"/home/u\"]"]);
+        assert!(c.check_root(Path::new("/home/user2"), &[]).is_err());
+    }
+
+    #[test]
+    fn secrets_are_dropped_unless_every_allow_list_names_them() {
+        let c = Ceiling::default();
+        assert!(c.env_passes("PATH"));
+        for secret in [
+            "OPENAI_API_KEY",
+            "AWS_SECRET_ACCESS_KEY",
+            "GITHUB_TOKEN",
+            "SSH_AUTH_SOCK",
+            "DBUS_SESSION_BUS_ADDRESS",
+            "DB_PASSWORD",
+        ] {
+            assert!(!c.env_passes(secret), "{secret}");
+        }
+        let c = narrowed(&["env_allow = [\"GITHUB_*\"]"]);
+        assert!(c.env_passes("GITHUB_TOKEN"));
+        let c = narrowed(&["env_allow = [\"GITHUB_*\"]", "env_allow = []"]);
+        assert!(!c.env_passes("GITHUB_TOKEN"));
+        let c = narrowed(&["env_deny = [\"FOO*\"]"]);
+        assert!(!c.env_passes("FOOBAR"));
+    }
+
+    #[test]
+    fn unknown_fields_and_bad_values_are_errors() {
+        assert!(parse("max_mod = \"read-only\"").is_err());
+        let mut c = Ceiling::default();
+        assert!(
+            c.narrow(parse("max_mode = \"everything\"").expect("parse"))
+                .is_err()
+        );
+        assert!(
+            c.narrow(parse("never_writable = [\"relative\"]").expect("parse"))
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn patterns_match_with_stars() {
+        assert!(matches_pattern("A*", "ABC"));
+        assert!(matches_pattern("*KEY*", "MY_KEY_X"));
+        assert!(!matches_pattern("A*C", "AB"));
+        assert!(matches_pattern("LC_*", "LC_ALL"));
+    }
+}

@@ -1,0 +1,285 @@
+//! The seccomp filter every confined command runs under, on both Linux backends.
+//!
+//! The filter is default-allow with a deny list: confinement of files is the backend's job
+//! (mount namespace or Landlock); seccomp closes the kernel interfaces that would get around
+//! it or reach outside the sandbox. Each rule and why:
+//! - `ptrace`, `process_vm_readv/writev`: reading or steering other processes of the same user
+//!   (agentd, the helper, the user's shell);
+//! - `io_uring_*`: performs socket, connect and open operations without the filtered system
+//!   calls;
+//! - `keyctl`, `add_key`, `request_key`: the kernel keyring holds credentials;
+//! - the mount API (`mount`, `umount2`, `open_tree`, `move_mount`, `fsopen`, `fsconfig`,
+//!   `fsmount`, `fspick`, `mount_setattr`, `pivot_root`, `chroot`) and `setns`: rearranging the
+//!   file system view;
+//! - `unshare` and `clone` with `CLONE_NEWUSER`: a nested user namespace grants capabilities
+//!   over a fresh namespace and a large kernel surface; `clone3` cannot be inspected (its flags
+//!   are in memory), so it answers `ENOSYS`, which makes libc fall back to `clone`;
+//! - `ioctl(TIOCSTI)` and `ioctl(TIOCLINUX)`: pushing keystrokes into a terminal, compared on
+//!   the low 32 bits the kernel uses (CVE-2019-10063);
+//! - `socket()`: `AF_UNIX` is always denied (pathname and abstract sockets reach D-Bus, docker,
+//!   ssh-agent); with the network denied every family is; with it allowed only `AF_INET`,
+//!   `AF_INET6` and `AF_NETLINK` remain. `socketpair(AF_UNIX)` stays allowed;
+//! - `bpf`, `perf_event_open`: kernel surfaces no tool needs;
+//! - in `read-only` mode, metadata changes (`chmod`, `chown`, `utimes`, xattrs families): Landlock
+//!   cannot restrict them, and nothing may change in that mode.
+//! - x32 system calls (numbers with bit 30 set) arrive with the x86-64 architecture tag and would
+//!   slip past every rule keyed on x86-64 numbers: the process is killed.
+
+use std::collections::BTreeMap;
+
+use nix::libc;
+use seccompiler::{
+    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+    SeccompRule, sock_filter,
+};
+
+/// What varies between filters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Variant {
+    pub network_allowed: bool,
+    pub read_only: bool,
+}
+
+#[cfg(target_arch = "x86_64")]
+mod arch {
+    pub const TARGET: seccompiler::TargetArch = seccompiler::TargetArch::x86_64;
+    pub const AUDIT: u32 = 0xC000_003E;
+    /// System call numbers with this bit set are the x32 ABI.
+    pub const X32_BIT: Option<u32> = Some(0x4000_0000);
+}
+
+#[cfg(target_arch = "aarch64")]
+mod arch {
+    pub const TARGET: seccompiler::TargetArch = seccompiler::TargetArch::aarch64;
+    pub const AUDIT: u32 = 0xC000_00B7;
+    pub const X32_BIT: Option<u32> = None;
+}
+
+const TIOCSTI: u64 = 0x5412;
+const TIOCLINUX: u64 = 0x541C;
+
+/// Builds the filter for `variant`. Errors only if the rule table itself is inconsistent,
+/// which the tests rule out.
+pub fn build(variant: Variant) -> Result<BpfProgram, String> {
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    let always = [
+        libc::SYS_ptrace,
+        libc::SYS_process_vm_readv,
+        libc::SYS_process_vm_writev,
+        libc::SYS_io_uring_setup,
+        libc::SYS_io_uring_enter,
+        libc::SYS_io_uring_register,
+        libc::SYS_keyctl,
+        libc::SYS_add_key,
+        libc::SYS_request_key,
+        libc::SYS_mount,
+        libc::SYS_umount2,
+        libc::SYS_open_tree,
+        libc::SYS_move_mount,
+        libc::SYS_fsopen,
+        libc::SYS_fsconfig,
+        libc::SYS_fsmount,
+        libc::SYS_fspick,
+        libc::SYS_mount_setattr,
+        libc::SYS_pivot_root,
+        libc::SYS_chroot,
+        libc::SYS_setns,
+        libc::SYS_bpf,
+        libc::SYS_perf_event_open,
+    ];
+    for nr in always {
+        rules.insert(nr, vec![]);
+    }
+    let cond = |arg: u8, op: SeccompCmpOp, value: u64| {
+        SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value).map_err(|e| e.to_string())
+    };
+    let rule =
+        |conditions: Vec<SeccompCondition>| SeccompRule::new(conditions).map_err(|e| e.to_string());
+    let newuser = libc::CLONE_NEWUSER as u64;
+    rules.insert(
+        libc::SYS_unshare,
+        vec![rule(vec![cond(
+            0,
+            SeccompCmpOp::MaskedEq(newuser),
+            newuser,
+        )?])?],
+    );
+    rules.insert(
+        libc::SYS_clone,
+        vec![rule(vec![cond(
+            0,
+            SeccompCmpOp::MaskedEq(newuser),
+            newuser,
+        )?])?],
+    );
+    rules.insert(
+        libc::SYS_ioctl,
+        vec![
+            rule(vec![cond(1, SeccompCmpOp::Eq, TIOCSTI)?])?,
+            rule(vec![cond(1, SeccompCmpOp::Eq, TIOCLINUX)?])?,
+        ],
+    );
+    let (inet, inet6, netlink) = (
+        libc::AF_INET as u64,
+        libc::AF_INET6 as u64,
+        libc::AF_NETLINK as u64,
+    );
+    if variant.network_allowed {
+        // Every family but AF_INET, AF_INET6 and AF_NETLINK, as ranges between them.
+        rules.insert(
+            libc::SYS_socket,
+            vec![
+                rule(vec![cond(0, SeccompCmpOp::Lt, inet)?])?,
+                rule(vec![
+                    cond(0, SeccompCmpOp::Gt, inet)?,
+                    cond(0, SeccompCmpOp::Lt, inet6)?,
+                ])?,
+                rule(vec![
+                    cond(0, SeccompCmpOp::Gt, inet6)?,
+                    cond(0, SeccompCmpOp::Lt, netlink)?,
+                ])?,
+                rule(vec![cond(0, SeccompCmpOp::Gt, netlink)?])?,
+            ],
+        );
+    } else {
+        rules.insert(libc::SYS_socket, vec![]);
+    }
+    rules.insert(
+        libc::SYS_socketpair,
+        vec![rule(vec![cond(
+            0,
+            SeccompCmpOp::Ne,
+            libc::AF_UNIX as u64,
+        )?])?],
+    );
+    if variant.read_only {
+        for nr in metadata_syscalls() {
+            rules.insert(nr, vec![]);
+        }
+    }
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+        arch::TARGET,
+    )
+    .map_err(|e| e.to_string())?;
+    let body: BpfProgram = filter
+        .try_into()
+        .map_err(|e: seccompiler::BackendError| e.to_string())?;
+    let mut program = prologue();
+    program.extend(body);
+    Ok(program)
+}
+
+fn metadata_syscalls() -> Vec<i64> {
+    let mut list = vec![
+        libc::SYS_fchmod,
+        libc::SYS_fchmodat,
+        libc::SYS_fchown,
+        libc::SYS_fchownat,
+        libc::SYS_utimensat,
+        libc::SYS_setxattr,
+        libc::SYS_lsetxattr,
+        libc::SYS_fsetxattr,
+        libc::SYS_removexattr,
+        libc::SYS_lremovexattr,
+        libc::SYS_fremovexattr,
+        libc::SYS_fchmodat2,
+    ];
+    // Newer generic numbers (identical on x86-64 and aarch64): setxattrat, removexattrat.
+    list.extend([463, 466]);
+    #[cfg(target_arch = "x86_64")]
+    list.extend([
+        libc::SYS_chmod,
+        libc::SYS_chown,
+        libc::SYS_lchown,
+        libc::SYS_utime,
+        libc::SYS_utimes,
+        libc::SYS_futimesat,
+    ]);
+    list
+}
+
+/// Instructions that run before seccompiler's program: kill x32 calls, answer `clone3` with
+/// `ENOSYS`. For any other architecture tag they fall through to seccompiler's own check, which
+/// kills the process. Every jump lands inside the prologue or on the first instruction after it.
+fn prologue() -> BpfProgram {
+    const LD_W_ABS: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
+    const JEQ_K: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
+    const JGE_K: u16 = (libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K) as u16;
+    const RET_K: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
+    const OFFSET_NR: u32 = 0;
+    const OFFSET_ARCH: u32 = 4;
+    let insn = |code: u16, jt: u8, jf: u8, k: u32| sock_filter { code, jt, jf, k };
+    let kill = libc::SECCOMP_RET_KILL_PROCESS;
+    let enosys = libc::SECCOMP_RET_ERRNO | (libc::ENOSYS as u32 & libc::SECCOMP_RET_DATA);
+    let mut p = vec![
+        // 0: arch
+        insn(LD_W_ABS, 0, 0, OFFSET_ARCH),
+        // 1: foreign arch → skip to the body (it kills)
+        insn(JEQ_K, 0, 0, arch::AUDIT),
+        // 2: nr
+        insn(LD_W_ABS, 0, 0, OFFSET_NR),
+    ];
+    if let Some(bit) = arch::X32_BIT {
+        // nr >= bit → kill, else fall through.
+        p.push(insn(JGE_K, 0, 1, bit));
+        p.push(insn(RET_K, 0, 0, kill));
+    }
+    // nr == clone3 → ENOSYS, else skip the return.
+    p.push(insn(JEQ_K, 0, 1, libc::SYS_clone3 as u32));
+    p.push(insn(RET_K, 0, 0, enosys));
+    // Patch instruction 1's false branch to land right after the prologue.
+    let after = p.len();
+    p[1].jf = (after - 2) as u8;
+    p
+}
+
+/// The program as the bytes `bwrap --seccomp FD` reads: native-endian `sock_filter`s.
+pub fn to_bytes(program: &[sock_filter]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(program.len() * 8);
+    for insn in program {
+        out.extend_from_slice(&insn.code.to_ne_bytes());
+        out.push(insn.jt);
+        out.push(insn.jf);
+        out.extend_from_slice(&insn.k.to_ne_bytes());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_variant_builds() {
+        for network_allowed in [false, true] {
+            for read_only in [false, true] {
+                let program = build(Variant {
+                    network_allowed,
+                    read_only,
+                })
+                .expect("filter");
+                assert!(program.len() < 4096, "BPF programs are capped at 4096");
+            }
+        }
+    }
+
+    #[test]
+    fn the_prologue_falls_through_to_the_body_for_a_foreign_arch() {
+        let p = prologue();
+        // Instruction 1 jumps, on a foreign arch, exactly past the prologue.
+        assert_eq!(1 + 1 + usize::from(p[1].jf), p.len());
+    }
+
+    #[test]
+    fn bytes_are_eight_per_instruction() {
+        let program = build(Variant {
+            network_allowed: false,
+            read_only: false,
+        })
+        .expect("filter");
+        assert_eq!(to_bytes(&program).len(), program.len() * 8);
+    }
+}
