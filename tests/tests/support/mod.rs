@@ -1,0 +1,58 @@
+//! Finding the built binaries and small helpers shared by the scenarios.
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+
+/// The cargo target directory holding this test binary's sibling executables.
+pub fn bin_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    // target/<profile>/deps/<test binary>
+    exe.parent()
+        .and_then(|deps| deps.parent())
+        .map(PathBuf::from)
+        .expect("target directory")
+}
+
+/// A built binary of the workspace, with a message naming the command that builds it.
+pub fn binary(name: &str) -> PathBuf {
+    let path = bin_dir().join(name);
+    assert!(
+        path.is_file(),
+        "{} is missing: build it with `cargo build --workspace` (cargo test --workspace builds it)",
+        path.display()
+    );
+    path
+}
+
+/// Whether process `pid` exists (a zombie counts as gone).
+pub fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rfind(')')
+            .and_then(|i| stat.get(i + 2..i + 3))
+            .is_some_and(|state| state != "Z"),
+        Err(_) => false,
+    }
+}
+
+/// Waits until process `pid` is gone, up to `limit`, using a pidfd (no polling).
+/// Returns whether it went.
+pub fn wait_gone(pid: u32, limit: std::time::Duration) -> bool {
+    use nix::libc;
+    use std::os::fd::FromRawFd;
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+    if fd < 0 {
+        return !alive(pid);
+    }
+    // SAFETY: the kernel just returned this descriptor; nothing else owns it.
+    let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) };
+    let mut fds = [nix::poll::PollFd::new(
+        std::os::fd::AsFd::as_fd(&fd),
+        nix::poll::PollFlags::POLLIN,
+    )];
+    let ms = u16::try_from(limit.as_millis()).unwrap_or(u16::MAX);
+    let ready = nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(ms)).unwrap_or(0);
+    ready > 0 || !alive(pid)
+}
