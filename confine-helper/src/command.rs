@@ -47,8 +47,9 @@ pub struct Running {
 pub enum NotRun {
     Refused(String),
     RunnerFailed(Stage, i32, String),
-    /// The program does not exist: an exec failure of the command, found before forking.
-    NotFound(Backend, Option<Enforcement>),
+    /// `execve` of the program would fail with this errno: an exec failure of the command,
+    /// found before forking.
+    ExecFailed(i32, Backend, Option<Enforcement>),
 }
 
 impl NotRun {
@@ -61,10 +62,10 @@ impl NotRun {
                 errno,
                 detail,
             }),
-            NotRun::NotFound(backend, enforcement) => Reply::Exited(Exited {
+            NotRun::ExecFailed(errno, backend, enforcement) => Reply::Exited(Exited {
                 id,
-                status: ExitStatus::Code(127),
-                exec_errno: Some(libc::ENOENT),
+                status: ExitStatus::Code(exec_failure_code(errno)),
+                exec_errno: Some(errno),
                 ending: Ending::Exited,
                 backend,
                 enforcement,
@@ -122,8 +123,16 @@ pub fn prepare(spawn: &Spawn, ctx: &Context) -> Result<Plan, NotRun> {
         match verdict(backend, ctx) {
             Ok(()) => {
                 let plan = confine::plan(spawn, ctx, backend, &roots)?;
-                if backend == Backend::Bwrap && !program_exists(spawn) {
-                    return Err(NotRun::NotFound(plan.backend, plan.enforcement.clone()));
+                // bwrap reports its own exec failures as exit 1 with a message; answer them the
+                // same way on every backend instead.
+                if backend == Backend::Bwrap {
+                    if let Some(errno) = exec_error(spawn) {
+                        return Err(NotRun::ExecFailed(
+                            errno,
+                            plan.backend,
+                            plan.enforcement.clone(),
+                        ));
+                    }
                 }
                 return Ok(plan);
             }
@@ -217,11 +226,21 @@ fn probe(backend: Backend, ctx: &Context) -> Result<(), String> {
     }
 }
 
-/// Whether `argv[0]` names an existing file, searched as `execvp` would.
-fn program_exists(spawn: &Spawn) -> bool {
-    program_candidates(spawn)
-        .iter()
-        .any(|c| std::path::Path::new(std::ffi::OsStr::from_bytes(c.as_bytes())).is_file())
+/// The errno `execvp` of `argv[0]` would fail with, judged from the files: `ENOENT` when no
+/// candidate exists, `EACCES` when one exists but none is an executable regular file.
+fn exec_error(spawn: &Spawn) -> Option<i32> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut found = false;
+    for candidate in program_candidates(spawn) {
+        let path = std::path::Path::new(std::ffi::OsStr::from_bytes(candidate.as_bytes()));
+        if let Ok(meta) = std::fs::metadata(path) {
+            found = true;
+            if meta.is_file() && meta.permissions().mode() & 0o111 != 0 {
+                return None;
+            }
+        }
+    }
+    Some(if found { libc::EACCES } else { libc::ENOENT })
 }
 
 /// Forks the shim for `spawn` under `plan`, with the given stdio (taken from the connection).
@@ -439,10 +458,11 @@ impl Running {
                 None,
                 usage(user_us, sys_us, max_rss_kib),
             ),
-            Some(Record::ExecFailed { errno }) => {
-                let code = if errno == libc::ENOENT { 127 } else { 126 };
-                exited(ExitStatus::Code(code), Some(errno), usage(0, 0, 0))
-            }
+            Some(Record::ExecFailed { errno }) => exited(
+                ExitStatus::Code(exec_failure_code(errno)),
+                Some(errno),
+                usage(0, 0, 0),
+            ),
             Some(Record::StageFailed { stage, errno }) => {
                 let stage = Stage::from_index(stage).unwrap_or(Stage::Supervise);
                 Reply::RunnerFailed(RunnerFailed {
@@ -467,6 +487,11 @@ impl Running {
             }),
         }
     }
+}
+
+/// The shell's convention: 127 when the program was not found, 126 when it could not run.
+fn exec_failure_code(errno: i32) -> i32 {
+    if errno == libc::ENOENT { 127 } else { 126 }
 }
 
 fn decode_wait_status(status: i32) -> ExitStatus {

@@ -414,3 +414,51 @@ fn inherited_descriptors_and_environment_reach_neither_the_helper_nor_the_comman
     }
     drop(leaked_fd);
 }
+
+/// The backends this machine can use, as the helper reports them.
+fn usable_backends(peer: &mut Peer) -> Vec<confine_protocol::BackendChoice> {
+    peer.send(&Request::Info, &[]);
+    let Reply::Info(info) = peer.reply() else {
+        panic!("expected Info");
+    };
+    info.backends
+        .iter()
+        .filter(|b| b.usable)
+        .map(|b| match b.backend {
+            confine_protocol::Backend::Bwrap => confine_protocol::BackendChoice::Bwrap,
+            _ => confine_protocol::BackendChoice::Landlock,
+        })
+        .collect()
+}
+
+#[test]
+fn exec_failures_read_the_same_on_every_backend() {
+    let dir = Scratch::new("parity");
+    let file = dir.0.join("not-executable");
+    std::fs::write(&file, "echo no\n").expect("write");
+    let mut peer = Peer::embedded();
+    peer.greet();
+    let backends = usable_backends(&mut peer);
+    if backends.is_empty() {
+        println!("SKIP exec_failures_read_the_same_on_every_backend: no usable backend here");
+        return;
+    }
+    for backend in backends {
+        for (program, code, errno) in [
+            ("no-such-program-here", 127, nix::libc::ENOENT),
+            (file.to_str().expect("utf-8"), 126, nix::libc::EACCES),
+        ] {
+            let mut request = spawn(1, &[program]);
+            request.policy.mode = Mode::ReadOnly;
+            request.backend = backend;
+            let (replies, _) = run_captured(&mut peer, request);
+            let e = exited(&replies);
+            assert_eq!(e.status, ExitStatus::Code(code), "{backend:?} {program}");
+            assert_eq!(e.exec_errno, Some(errno), "{backend:?} {program}");
+            assert!(
+                e.enforcement.is_some(),
+                "{backend:?}: confined runs report enforcement"
+            );
+        }
+    }
+}
