@@ -3,10 +3,14 @@
 //! agentd never forks or execs a tool command. [`helper_client`] sends each command to the
 //! separate confine-helper process, which confines and runs it and reports the facts back;
 //! [`run`] is the `agentd run` job built on it; [`config`] reads the optional configuration
-//! file; [`cli`] is the command line the `agentd` executable parses.
+//! file; [`cli`] is the command line the `agentd` executable parses. [`environment`] decides
+//! which variables a command gets, and [`denial`] tells from a finished command whether the
+//! confinement denied it something; every tool that runs commands uses both.
 
 pub mod cli;
 pub mod config;
+pub mod denial;
+pub mod environment;
 pub mod helper_client;
 pub mod run;
 #[cfg(test)]

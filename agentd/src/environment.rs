@@ -1,0 +1,246 @@
+//! Which environment variables a command gets.
+//!
+//! A command never inherits agentd's whole environment. It gets the variables named in
+//! [`INHERITED_NAMES`] and those starting with one of [`INHERITED_PREFIXES`] (locale, terminal,
+//! user and editor settings, nothing that authenticates), plus whatever the caller sets
+//! explicitly (`agentd run --env NAME=VALUE`). Everything else, tokens and sockets included, stays
+//! in agentd. confine-helper filters once more on its side: it drops secret-looking names unless
+//! its ceiling allows them, so that is not repeated here.
+
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+
+/// Variables a command inherits from agentd by exact name.
+pub const INHERITED_NAMES: [&str; 15] = [
+    "PATH",
+    "HOME",
+    "LANG",
+    "LANGUAGE",
+    "TERM",
+    "COLORTERM",
+    "NO_COLOR",
+    "FORCE_COLOR",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "TZ",
+    "EDITOR",
+    "VISUAL",
+    "PAGER",
+];
+
+/// Variables a command inherits from agentd by prefix: the locale categories `LC_*`.
+pub const INHERITED_PREFIXES: [&str; 1] = ["LC_"];
+
+/// The inherited names as users read them: `PATH, HOME, …, LC_*`.
+pub fn inherited_summary() -> String {
+    let prefixes = INHERITED_PREFIXES.iter().map(|p| format!("{p}*"));
+    let names = INHERITED_NAMES.iter().map(|n| (*n).to_owned());
+    names.chain(prefixes).collect::<Vec<_>>().join(", ")
+}
+
+/// Whether a variable of agentd's own environment is passed on to commands.
+pub fn is_inherited(name: &OsStr) -> bool {
+    let name = name.as_bytes();
+    INHERITED_NAMES.iter().any(|n| n.as_bytes() == name)
+        || INHERITED_PREFIXES
+            .iter()
+            .any(|p| name.len() > p.len() && name.starts_with(p.as_bytes()))
+}
+
+/// The part of `vars` (normally [`std::env::vars_os`]) that a command inherits, in order.
+pub fn inherited<I>(vars: I) -> Vec<(OsString, OsString)>
+where
+    I: IntoIterator<Item = (OsString, OsString)>,
+{
+    vars.into_iter()
+        .filter(|(name, _)| is_inherited(name))
+        .collect()
+}
+
+/// A command's whole environment: the [`inherited`] part of `vars`, then each of `explicit` on
+/// top, replacing any variable of the same name; of two explicit settings of one name the later
+/// wins.
+pub fn command_environment<I>(
+    vars: I,
+    explicit: &[(OsString, OsString)],
+) -> Vec<(OsString, OsString)>
+where
+    I: IntoIterator<Item = (OsString, OsString)>,
+{
+    let mut env = inherited(vars);
+    for (name, value) in explicit {
+        env.retain(|(existing, _)| existing != name);
+        env.push((name.clone(), value.clone()));
+    }
+    env
+}
+
+/// An explicit `NAME=VALUE` that is not one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AssignmentError {
+    #[error("expected NAME=VALUE, but there is no '=' in {0:?}")]
+    NoEquals(String),
+    #[error("expected NAME=VALUE, but the name before '=' is empty in {0:?}")]
+    EmptyName(String),
+}
+
+/// Parses `NAME=VALUE`: the name is everything before the first `=` and must not be empty; the
+/// value is the rest and may be empty or contain `=`.
+pub fn parse_assignment(text: &OsStr) -> Result<(OsString, OsString), AssignmentError> {
+    let bytes = text.as_bytes();
+    let shown = || text.to_string_lossy().into_owned();
+    let Some(equals) = bytes.iter().position(|&b| b == b'=') else {
+        return Err(AssignmentError::NoEquals(shown()));
+    };
+    if equals == 0 {
+        return Err(AssignmentError::EmptyName(shown()));
+    }
+    Ok((
+        OsString::from_vec(bytes[..equals].to_vec()),
+        OsString::from_vec(bytes[equals + 1..].to_vec()),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars(pairs: &[(&str, &str)]) -> Vec<(OsString, OsString)> {
+        pairs
+            .iter()
+            .map(|(n, v)| (OsString::from(n), OsString::from(v)))
+            .collect()
+    }
+
+    #[test]
+    fn every_listed_name_is_inherited() {
+        for name in INHERITED_NAMES {
+            assert!(is_inherited(OsStr::new(name)), "{name}");
+        }
+    }
+
+    #[test]
+    fn the_summary_lists_every_name_and_prefix() {
+        assert_eq!(
+            inherited_summary(),
+            "PATH, HOME, LANG, LANGUAGE, TERM, COLORTERM, NO_COLOR, FORCE_COLOR, USER, LOGNAME, \
+             SHELL, TZ, EDITOR, VISUAL, PAGER, LC_*"
+        );
+    }
+
+    #[test]
+    fn locale_categories_are_inherited_by_prefix() {
+        for name in ["LC_ALL", "LC_CTYPE", "LC_MESSAGES", "LC_TIME"] {
+            assert!(is_inherited(OsStr::new(name)), "{name}");
+        }
+        assert!(!is_inherited(OsStr::new("LC_")));
+        assert!(!is_inherited(OsStr::new("XLC_ALL")));
+    }
+
+    #[test]
+    fn everything_else_stays_behind() {
+        for name in [
+            "OPENAI_API_KEY",
+            "GITHUB_TOKEN",
+            "SSH_AUTH_SOCK",
+            "DBUS_SESSION_BUS_ADDRESS",
+            "LD_PRELOAD",
+            "PYTHONPATH",
+            "XDG_RUNTIME_DIR",
+            "PWD",
+            "path",
+            "Home",
+            "PATHX",
+            "",
+        ] {
+            assert!(!is_inherited(OsStr::new(name)), "{name}");
+        }
+    }
+
+    #[test]
+    fn inherited_keeps_only_the_allowed_in_order() {
+        let env = inherited(vars(&[
+            ("AWS_SECRET_ACCESS_KEY", "s"),
+            ("PATH", "/usr/bin"),
+            ("LD_PRELOAD", "/x.so"),
+            ("LC_ALL", "C.UTF-8"),
+            ("HOME", "/home/u"),
+        ]));
+        assert_eq!(
+            env,
+            vars(&[
+                ("PATH", "/usr/bin"),
+                ("LC_ALL", "C.UTF-8"),
+                ("HOME", "/home/u")
+            ])
+        );
+    }
+
+    #[test]
+    fn explicit_settings_go_on_top_and_the_later_wins() {
+        let env = command_environment(
+            vars(&[("PATH", "/usr/bin"), ("HOME", "/home/u"), ("GH_TOKEN", "t")]),
+            &vars(&[
+                ("PATH", "/opt/bin"),
+                ("FOO", "1"),
+                ("FOO", "2"),
+                ("GH_TOKEN", "given"),
+            ]),
+        );
+        assert_eq!(
+            env,
+            vars(&[
+                ("HOME", "/home/u"),
+                ("PATH", "/opt/bin"),
+                ("FOO", "2"),
+                ("GH_TOKEN", "given")
+            ])
+        );
+    }
+
+    #[test]
+    fn non_utf8_names_and_values_are_kept_as_bytes() {
+        let value = OsString::from_vec(vec![0xff, b'x']);
+        let env = inherited([
+            (OsString::from("TERM"), value.clone()),
+            (
+                OsString::from_vec(vec![b'L', b'C', b'_', 0xfe]),
+                value.clone(),
+            ),
+            (OsString::from_vec(vec![0xfd]), value.clone()),
+        ]);
+        assert_eq!(env.len(), 2);
+        assert_eq!(env[0].1, value);
+    }
+
+    #[test]
+    fn an_assignment_splits_at_the_first_equals() {
+        let parse = |s: &str| parse_assignment(OsStr::new(s));
+        assert_eq!(parse("A=b"), Ok(("A".into(), "b".into())));
+        assert_eq!(parse("A=b=c"), Ok(("A".into(), "b=c".into())));
+        assert_eq!(parse("A="), Ok(("A".into(), "".into())));
+        assert_eq!(
+            parse("lower_case=x y"),
+            Ok(("lower_case".into(), "x y".into()))
+        );
+    }
+
+    #[test]
+    fn a_malformed_assignment_is_an_error() {
+        let parse = |s: &str| parse_assignment(OsStr::new(s));
+        assert_eq!(parse("A"), Err(AssignmentError::NoEquals("A".into())));
+        assert_eq!(parse(""), Err(AssignmentError::NoEquals("".into())));
+        assert_eq!(parse("=x"), Err(AssignmentError::EmptyName("=x".into())));
+        assert_eq!(parse("="), Err(AssignmentError::EmptyName("=".into())));
+    }
+
+    #[test]
+    fn a_non_utf8_assignment_parses() {
+        let text = OsString::from_vec(vec![b'N', b'=', 0xff]);
+        assert_eq!(
+            parse_assignment(&text),
+            Ok(("N".into(), OsString::from_vec(vec![0xff])))
+        );
+    }
+}
