@@ -4,10 +4,12 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use clap::builder::{OsStringValueParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use confine_protocol::{BackendChoice, Mode, Network};
 
 use crate::config::LoadedConfig;
+use crate::environment;
 use crate::helper_client::{HelperClient, HelperEndpoint};
 use crate::run::{self, EXIT_DID_NOT_RUN, RunArgs};
 
@@ -47,6 +49,41 @@ pub struct RunCommand {
     /// Terminate the command after this many seconds (exit status 124).
     #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
     pub timeout: Option<u64>,
+    /// Also let the command write DIR (workspace-write); repeatable.
+    ///
+    /// A relative DIR is taken from the current directory. confine-helper resolves it and
+    /// refuses it if its ceiling does not allow writing there.
+    #[arg(long = "writable-root", value_name = "DIR")]
+    pub writable_roots: Vec<PathBuf>,
+    /// Keep SUBPATH read-only inside every writable root; repeatable.
+    ///
+    /// SUBPATH is relative to each root, e.g. `.env` or `secrets/`. It adds to the helper's own
+    /// list (.git/hooks, .git/config, .gitmodules, .agentd).
+    #[arg(long = "protect", value_name = "SUBPATH")]
+    pub protected: Vec<PathBuf>,
+    /// Limit the processes of the command's user (RLIMIT_NPROC).
+    ///
+    /// confine-helper lowers it further to its ceiling's max_processes.
+    #[arg(long, value_name = "N")]
+    pub max_processes: Option<u64>,
+    /// Limit the size of any file the command writes, in bytes (RLIMIT_FSIZE).
+    ///
+    /// confine-helper lowers it further to its ceiling's max_file_size.
+    #[arg(long, value_name = "BYTES")]
+    pub max_file_size: Option<u64>,
+    /// Limit the command's virtual memory, in bytes (RLIMIT_AS).
+    ///
+    /// confine-helper lowers it further to its ceiling's max_address_space.
+    #[arg(long, value_name = "BYTES")]
+    pub max_address_space: Option<u64>,
+    /// Set a variable for the command; repeatable, a later one wins.
+    #[arg(
+        long = "env",
+        value_name = "NAME=VALUE",
+        value_parser = OsStringValueParser::new().try_map(|s| environment::parse_assignment(&s)),
+        long_help = env_long_help(),
+    )]
+    pub env: Vec<(OsString, OsString)>,
     /// Print the facts as one JSON object on the last line of stderr.
     #[arg(long)]
     pub json: bool,
@@ -135,9 +172,26 @@ impl RunCommand {
             network: self.network.into(),
             backend: self.backend.into(),
             timeout_secs: self.timeout,
+            writable_roots: self.writable_roots.clone(),
+            protected: self.protected.clone(),
+            max_processes: self.max_processes,
+            max_file_size: self.max_file_size,
+            max_address_space: self.max_address_space,
+            env: self.env.clone(),
             json: self.json,
         }
     }
+}
+
+/// The long help of `--env`: what a command gets of agentd's environment.
+fn env_long_help() -> String {
+    format!(
+        "Set a variable for the command; repeatable, a later one wins.\n\n\
+         Of agentd's own environment the command gets only {}; these settings go on top. \
+         confine-helper still drops secret-looking names (*KEY*, *SECRET*, *TOKEN*, \
+         *PASSWORD*, SSH_AUTH_SOCK, ...) unless its ceiling allows them.",
+        environment::inherited_summary()
+    )
 }
 
 /// Carries out a parsed command line and says how agentd should exit.
@@ -208,6 +262,9 @@ mod tests {
         assert_eq!(args.timeout_secs, None);
         assert!(!args.json);
         assert_eq!(args.argv, ["ls"]);
+        assert!(args.writable_roots.is_empty());
+        assert!(args.protected.is_empty());
+        assert!(args.env.is_empty());
     }
 
     #[test]
@@ -245,6 +302,18 @@ mod tests {
             "landlock",
             "--timeout",
             "5",
+            "--writable-root",
+            "/extra",
+            "--protect",
+            ".env",
+            "--max-processes",
+            "10",
+            "--max-file-size",
+            "20",
+            "--max-address-space",
+            "30",
+            "--env",
+            "K=V",
             "--json",
             "--helper",
             "/h",
@@ -255,6 +324,17 @@ mod tests {
         ])
         .expect("parses");
         let args = run.run_args();
+        assert_eq!(args.writable_roots, [PathBuf::from("/extra")]);
+        assert_eq!(args.protected, [PathBuf::from(".env")]);
+        assert_eq!(
+            (
+                args.max_processes,
+                args.max_file_size,
+                args.max_address_space
+            ),
+            (Some(10), Some(20), Some(30))
+        );
+        assert_eq!(args.env, [(OsString::from("K"), OsString::from("V"))]);
         assert_eq!(args.mode, Mode::WorkspaceWrite);
         assert_eq!(args.workspace, Some(PathBuf::from("/w")));
         assert_eq!(args.network, Network::Allow);
@@ -299,6 +379,122 @@ mod tests {
             "ls",
         ]);
         assert!(parsed.is_err());
+    }
+
+    #[test]
+    fn writable_roots_and_protected_paths_repeat_in_order() {
+        let run = parse(&[
+            "agentd",
+            "run",
+            "--writable-root",
+            "/a",
+            "--protect",
+            ".env",
+            "--writable-root",
+            "rel/b",
+            "--protect",
+            "secrets/key",
+            "--",
+            "ls",
+        ])
+        .expect("parses");
+        let args = run.run_args();
+        assert_eq!(
+            args.writable_roots,
+            [PathBuf::from("/a"), PathBuf::from("rel/b")]
+        );
+        assert_eq!(
+            args.protected,
+            [PathBuf::from(".env"), PathBuf::from("secrets/key")]
+        );
+    }
+
+    #[test]
+    fn an_empty_writable_root_or_protected_path_is_rejected() {
+        assert!(parse(&["agentd", "run", "--writable-root", "", "--", "ls"]).is_err());
+        assert!(parse(&["agentd", "run", "--protect", "", "--", "ls"]).is_err());
+    }
+
+    #[test]
+    fn resource_limits_are_read_as_numbers() {
+        let run = parse(&[
+            "agentd",
+            "run",
+            "--max-processes",
+            "64",
+            "--max-file-size",
+            "1048576",
+            "--max-address-space",
+            "4294967296",
+            "--",
+            "ls",
+        ])
+        .expect("parses");
+        let args = run.run_args();
+        assert_eq!(args.max_processes, Some(64));
+        assert_eq!(args.max_file_size, Some(1_048_576));
+        assert_eq!(args.max_address_space, Some(4_294_967_296));
+        let defaults = parse(&["agentd", "run", "--", "ls"]).expect("parses");
+        let defaults = defaults.run_args();
+        assert_eq!(
+            (
+                defaults.max_processes,
+                defaults.max_file_size,
+                defaults.max_address_space
+            ),
+            (None, None, None)
+        );
+    }
+
+    #[test]
+    fn a_limit_that_is_not_a_number_is_rejected() {
+        for flag in ["--max-processes", "--max-file-size", "--max-address-space"] {
+            for value in ["many", "-1", "1G", ""] {
+                assert!(
+                    parse(&["agentd", "run", flag, value, "--", "ls"]).is_err(),
+                    "{flag} {value}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn env_settings_repeat_in_order_and_split_at_the_first_equals() {
+        let run = parse(&[
+            "agentd", "run", "--env", "A=1", "--env", "B=x=y", "--env", "A=", "--", "ls",
+        ])
+        .expect("parses");
+        assert_eq!(
+            run.run_args().env,
+            [
+                (OsString::from("A"), OsString::from("1")),
+                (OsString::from("B"), OsString::from("x=y")),
+                (OsString::from("A"), OsString::new()),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_malformed_env_setting_is_a_usage_error() {
+        for bad in ["A", "=1", "=", ""] {
+            let err = parse(&["agentd", "run", "--env", bad, "--", "ls"]).expect_err(bad);
+            assert_eq!(err.kind(), clap::error::ErrorKind::ValueValidation, "{bad}");
+            assert_ne!(err.exit_code(), 0);
+            assert!(err.to_string().contains("NAME=VALUE"), "{err}");
+        }
+    }
+
+    #[test]
+    fn the_env_help_lists_the_inherited_variables() {
+        use clap::CommandFactory;
+        let mut cli = Cli::command();
+        let run = cli.find_subcommand_mut("run").expect("run");
+        let env = run
+            .get_arguments()
+            .find(|a| a.get_id() == "env")
+            .expect("--env");
+        let help = env.get_long_help().expect("long help").to_string();
+        assert!(help.contains(&environment::inherited_summary()), "{help}");
     }
 
     #[test]

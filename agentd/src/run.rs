@@ -9,6 +9,7 @@
 use std::ffi::{OsStr, OsString};
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStringExt;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -21,6 +22,7 @@ use tokio::net::unix::pipe;
 use tokio::sync::mpsc;
 
 use crate::helper_client::{ClientError, HelperClient, Outcome, SpawnSpec};
+use crate::{denial, environment};
 
 /// How much of the end of the command's stderr is kept for classifying failures.
 pub const STDERR_TAIL: usize = 8 * 1024;
@@ -57,12 +59,28 @@ pub struct RunArgs {
     pub backend: BackendChoice,
     /// Wall-clock limit in whole seconds.
     pub timeout_secs: Option<u64>,
+    /// Directories writable besides the workspace (workspace-write); relative ones are taken
+    /// from agentd's current directory. confine-helper canonicalizes and checks them.
+    pub writable_roots: Vec<PathBuf>,
+    /// Relative subpaths that stay read-only inside every writable root, on top of the helper's
+    /// built-in list. confine-helper validates them.
+    pub protected: Vec<PathBuf>,
+    /// RLIMIT_NPROC of the command; confine-helper lowers it to its ceiling.
+    pub max_processes: Option<u64>,
+    /// RLIMIT_FSIZE of the command, in bytes; confine-helper lowers it to its ceiling.
+    pub max_file_size: Option<u64>,
+    /// RLIMIT_AS of the command, in bytes; confine-helper lowers it to its ceiling.
+    pub max_address_space: Option<u64>,
+    /// Variables set explicitly, on top of the inherited allow-list
+    /// ([`environment::command_environment`]); of two settings of one name the later wins.
+    pub env: Vec<(OsString, OsString)>,
     /// Print the facts as one JSON object on the last line of stderr.
     pub json: bool,
 }
 
 impl RunArgs {
-    /// Read-only, current directory as workspace, no network, automatic backend, no timeout.
+    /// Read-only, current directory as workspace, no network, automatic backend, no timeout,
+    /// no further writable roots or protected paths, no resource limits, no explicit variables.
     pub fn new<I, S>(argv: I) -> RunArgs
     where
         I: IntoIterator<Item = S>,
@@ -75,6 +93,12 @@ impl RunArgs {
             network: Network::Deny,
             backend: BackendChoice::Auto,
             timeout_secs: None,
+            writable_roots: Vec::new(),
+            protected: Vec::new(),
+            max_processes: None,
+            max_file_size: None,
+            max_address_space: None,
+            env: Vec::new(),
             json: false,
         }
     }
@@ -132,7 +156,8 @@ pub struct Facts {
     pub backend: Option<Backend>,
     /// What the confinement enforced; `None` when nothing was confined or it did not run.
     pub enforcement: Option<Enforcement>,
-    /// Whether the confinement denied something the command tried (not classified yet).
+    /// Whether the confinement denied something the command tried, as [`denial::classify`]
+    /// judges from the stderr tail.
     pub denied: bool,
     pub runner_failure: Option<RunnerFailure>,
     /// The helper's reason for refusing the request.
@@ -173,6 +198,17 @@ impl Facts {
             Outcome::Refused(refused) => facts.refused = Some(refused.reason),
         }
         facts
+    }
+
+    /// What denial classification looks at ([`denial::classify`]).
+    pub fn denial_evidence(&self) -> denial::Evidence<'_> {
+        denial::Evidence {
+            exit: self.exit,
+            backend: self.backend,
+            runner_failed: self.runner_failure.is_some(),
+            refused: self.refused.is_some(),
+            stderr_tail: &self.stderr_tail,
+        }
     }
 
     /// The exit status agentd ends with: the command's own code, 128+N for signal N, 124 on
@@ -360,6 +396,7 @@ where
 
     let mut facts = Facts::from_outcome(outcome, started);
     facts.stderr_tail = tail;
+    facts.denied = denial::classify(&facts.denial_evidence());
     let argv0 = args
         .argv
         .first()
@@ -406,14 +443,27 @@ fn prepare(args: &RunArgs) -> Result<SpawnSpec, RunError> {
         None => None,
     };
     let mut spec = SpawnSpec::new(args.argv.iter().cloned());
+    spec.policy.writable_roots = args
+        .writable_roots
+        .iter()
+        .map(|root| cwd.join(root).into_os_string().into_vec())
+        .collect();
+    spec.policy.protected = args
+        .protected
+        .iter()
+        .map(|path| path.clone().into_os_string().into_vec())
+        .collect();
     spec.cwd = cwd;
-    spec.env = std::env::vars_os().collect();
+    spec.env = environment::command_environment(std::env::vars_os(), &args.env);
     spec.policy.mode = args.mode;
     spec.policy.network = args.network;
-    spec.policy.workspace_root = Some(workspace.into_os_string().into_encoded_bytes());
+    spec.policy.workspace_root = Some(workspace.into_os_string().into_vec());
     spec.backend = args.backend;
     spec.limits.timeout_ms = timeout_ms;
     spec.limits.kill_grace_ms = u32::try_from(KILL_GRACE.as_millis()).unwrap_or(u32::MAX);
+    spec.limits.max_processes = args.max_processes;
+    spec.limits.max_file_size = args.max_file_size;
+    spec.limits.max_address_space = args.max_address_space;
     // A closed stdin (EBADF) is not an error: the command then reads /dev/null.
     spec.stdin = io::stdin().as_fd().try_clone_to_owned().ok();
     Ok(spec)
@@ -584,7 +634,14 @@ fn notes(facts: &Facts, argv0: &OsStr, args: &RunArgs) -> Vec<String> {
         notes.push(format!("confine-helper refused the command: {reason}"));
     }
     if let Some(failure) = &facts.runner_failure {
-        notes.push(runner_failure_note(failure, facts.started, args.mode));
+        notes.push(runner_failure_note(failure, facts.started));
+        if failure.stage == Stage::Unavailable && args.backend != BackendChoice::Auto {
+            notes.push(format!(
+                "only --backend {} was tried; without --backend confine-helper uses whichever \
+                 backend works on this machine",
+                backend_choice_name(args.backend)
+            ));
+        }
     }
     if facts.timed_out {
         let after = args
@@ -599,13 +656,23 @@ fn notes(facts: &Facts, argv0: &OsStr, args: &RunArgs) -> Vec<String> {
     notes
 }
 
-fn runner_failure_note(failure: &RunnerFailure, started: bool, mode: Mode) -> String {
+/// The name `--backend` takes.
+fn backend_choice_name(choice: BackendChoice) -> &'static str {
+    match choice {
+        BackendChoice::Auto => "auto",
+        BackendChoice::Bwrap => "bwrap",
+        BackendChoice::Landlock => "landlock",
+        BackendChoice::Seatbelt => "seatbelt",
+    }
+}
+
+fn runner_failure_note(failure: &RunnerFailure, started: bool) -> String {
     let detail = &failure.detail;
     match failure.stage {
+        // The helper's detail names each backend it tried, why it failed, and what to do.
         Stage::Unavailable => format!(
-            "no confinement backend is available for --mode {} on this machine: {detail}; \
-             nothing was run unconfined (--mode danger-full-access runs without confinement)",
-            mode.as_str()
+            "the command did not run because confine-helper cannot confine it on this \
+             machine: {detail}"
         ),
         Stage::HelperExited if started => format!(
             "confine-helper went away while the command was running: {detail}; its outcome is \
@@ -826,23 +893,62 @@ mod tests {
         );
     }
 
+    /// The helper's own text for an unavailable backend, as confine-helper words it.
+    const UNAVAILABLE: &str = "no usable sandbox backend for workspace-write (bwrap: bwrap is \
+        not installed (looked in /usr/bin/bwrap); landlock: this kernel does not offer \
+        Landlock); nothing was run unconfined. To fix: install bubblewrap";
+
     #[test]
-    fn an_unavailable_backend_says_nothing_ran_unconfined_and_how_to_opt_out() {
+    fn an_unavailable_backend_passes_on_the_helpers_detail_and_says_nothing_ran() {
         let mut args = RunArgs::new(["ls"]);
         args.mode = Mode::WorkspaceWrite;
         let note = notes(
-            &failed(Stage::Unavailable, 0, "bwrap: not installed"),
+            &failed(Stage::Unavailable, 0, UNAVAILABLE),
+            OsStr::new("ls"),
+            &args,
+        );
+        assert_eq!(
+            note,
+            [format!(
+                "the command did not run because confine-helper cannot confine it on this \
+                 machine: {UNAVAILABLE}"
+            )]
+        );
+    }
+
+    #[test]
+    fn an_unavailable_forced_backend_points_at_the_automatic_choice() {
+        let mut args = RunArgs::new(["ls"]);
+        args.backend = BackendChoice::Seatbelt;
+        let note = notes(
+            &failed(Stage::Unavailable, 0, "seatbelt: this is Linux"),
             OsStr::new("ls"),
             &args,
         );
         assert_eq!(
             note,
             [
-                "no confinement backend is available for --mode workspace-write on this \
-                 machine: bwrap: not installed; nothing was run unconfined \
-                 (--mode danger-full-access runs without confinement)"
+                "the command did not run because confine-helper cannot confine it on this \
+                 machine: seatbelt: this is Linux",
+                "only --backend seatbelt was tried; without --backend confine-helper uses \
+                 whichever backend works on this machine"
             ]
         );
+    }
+
+    #[test]
+    fn the_facts_feed_denial_classification() {
+        let mut facts = Facts::from_outcome(
+            Outcome::Exited(exited(ExitStatus::Code(2), Ending::Exited)),
+            true,
+        );
+        facts.stderr_tail = b"sh: 1: cannot create /root/c: Read-only file system\n".to_vec();
+        assert!(denial::classify(&facts.denial_evidence()));
+        let refused = refused("no");
+        assert!(refused.denial_evidence().exit.is_none());
+        assert!(refused.denial_evidence().refused);
+        let failed = failed(Stage::Fork, 11, "fork");
+        assert!(failed.denial_evidence().runner_failed);
     }
 
     #[test]
@@ -875,6 +981,72 @@ mod tests {
     }
 
     #[test]
+    fn writable_roots_are_made_absolute_against_the_current_directory_only() {
+        let mut args = RunArgs::new(["ls"]);
+        args.writable_roots = vec![
+            PathBuf::from("/abs/../kept"),
+            PathBuf::from("rel/dir"),
+            PathBuf::from("./nonexistent"),
+        ];
+        let spec = prepare(&args).expect("prepares");
+        let cwd = std::env::current_dir().expect("cwd");
+        assert_eq!(
+            spec.policy.writable_roots,
+            [
+                b"/abs/../kept".to_vec(),
+                cwd.join("rel/dir").into_os_string().into_vec(),
+                cwd.join("./nonexistent").into_os_string().into_vec(),
+            ]
+        );
+    }
+
+    #[test]
+    fn protected_paths_and_limits_are_passed_as_given() {
+        let mut args = RunArgs::new(["ls"]);
+        args.protected = vec![PathBuf::from(".env"), PathBuf::from("/odd/../one")];
+        args.max_processes = Some(32);
+        args.max_file_size = Some(1 << 20);
+        args.max_address_space = Some(1 << 32);
+        let spec = prepare(&args).expect("prepares");
+        assert_eq!(
+            spec.policy.protected,
+            [b".env".to_vec(), b"/odd/../one".to_vec()]
+        );
+        assert_eq!(spec.limits.max_processes, Some(32));
+        assert_eq!(spec.limits.max_file_size, Some(1 << 20));
+        assert_eq!(spec.limits.max_address_space, Some(1 << 32));
+    }
+
+    #[test]
+    fn the_request_carries_only_the_allowed_environment_and_explicit_settings() {
+        let mut args = RunArgs::new(["ls"]);
+        args.env = vec![
+            ("AGENTD_TEST_SET".into(), "1".into()),
+            ("AGENTD_TEST_SET".into(), "2".into()),
+        ];
+        let spec = prepare(&args).expect("prepares");
+        let names: Vec<&OsString> = spec.env.iter().map(|(name, _)| name).collect();
+        for (name, _) in &spec.env {
+            assert!(
+                environment::is_inherited(name) || name == "AGENTD_TEST_SET",
+                "{name:?} passed on"
+            );
+        }
+        let expected: Vec<OsString> = std::env::vars_os()
+            .map(|(name, _)| name)
+            .filter(|name| environment::is_inherited(name))
+            .collect();
+        for name in &expected {
+            assert!(names.contains(&name), "{name:?} missing");
+        }
+        assert_eq!(
+            spec.env.last(),
+            Some(&(OsString::from("AGENTD_TEST_SET"), OsString::from("2")))
+        );
+        assert_eq!(names.len(), expected.len() + 1);
+    }
+
+    #[test]
     fn the_request_carries_the_workspace_mode_and_timeout() {
         let mut args = RunArgs::new(["ls", "-l"]);
         args.workspace = Some(PathBuf::from("/"));
@@ -889,6 +1061,10 @@ mod tests {
         assert!(spec.policy.writable_roots.is_empty());
         assert_eq!(spec.limits.timeout_ms, Some(7000));
         assert_eq!(spec.limits.kill_grace_ms, 2000);
+        assert_eq!(spec.limits.max_processes, None);
+        assert_eq!(spec.limits.max_file_size, None);
+        assert_eq!(spec.limits.max_address_space, None);
+        assert!(spec.policy.protected.is_empty());
     }
 }
 
@@ -984,6 +1160,85 @@ mod job_tests {
         assert_eq!(facts.stderr_tail, b"err\n");
         drop(client);
         within(helper).await.expect("fake helper");
+    }
+
+    /// Runs one command that writes `out` and `err` and exits with `code` under `backend`;
+    /// returns the facts and agentd's stderr.
+    async fn run_writing(
+        name: &str,
+        out: &'static [u8],
+        err: &'static [u8],
+        code: i32,
+        backend: Backend,
+    ) -> (Facts, String) {
+        let scratch = Scratch::new(name);
+        let (listener, client) = fake_service(&scratch);
+        let helper = tokio::task::spawn_blocking(move || {
+            let mut peer = Peer::accept(&listener);
+            let spawn = peer.spawn();
+            let (stdout, stderr) = output_fds(&mut peer, &spawn);
+            peer.send(&Reply::Started(Started {
+                id: spawn.id,
+                pid: 5,
+            }));
+            std::fs::File::from(stdout).write_all(out).expect("write");
+            std::fs::File::from(stderr).write_all(err).expect("write");
+            let mut ended = exited(spawn.id, code, Ending::Exited);
+            if let Reply::Exited(e) = &mut ended {
+                e.backend = backend;
+                e.enforcement = Some(Enforcement::Full);
+            }
+            peer.send(&ended);
+            assert!(peer.request().is_none());
+        });
+        let mut stdout = Vec::new();
+        let mut stderr = Vec::new();
+        let mut args = RunArgs::new(["sh", "-c", "x"]);
+        args.json = true;
+        let (_keep, interrupts) = no_interrupts();
+        let facts = within(run_job(&client, args, &mut stdout, &mut stderr, interrupts))
+            .await
+            .expect("ran");
+        assert_eq!(stdout, out);
+        drop(client);
+        within(helper).await.expect("fake helper");
+        (facts, String::from_utf8(stderr).expect("utf-8"))
+    }
+
+    #[tokio::test]
+    async fn a_denial_on_stderr_is_reported_in_the_facts() {
+        let (facts, stderr) = run_writing(
+            "job-denied",
+            b"",
+            b"sh: 1: cannot create /root/c: Read-only file system\n",
+            2,
+            Backend::Bwrap,
+        )
+        .await;
+        assert!(facts.denied);
+        assert_eq!(facts.exit_code(), 2);
+        assert!(
+            stderr.ends_with(
+                "{\"exit\":{\"code\":2},\"backend\":\"bwrap\",\"enforcement\":{\"level\":\
+                 \"full\",\"missing\":[]},\"denied\":true,\"runner_failure\":null,\"refused\":\
+                 null,\"timed_out\":false}\n"
+            ),
+            "{stderr}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_denial_text_on_stdout_only_is_not_a_denial() {
+        let (facts, stderr) = run_writing(
+            "job-stdout-denial",
+            b"grep: /root/c: Read-only file system\nPermission denied\n",
+            b"",
+            1,
+            Backend::Bwrap,
+        )
+        .await;
+        assert!(!facts.denied);
+        assert!(stderr.contains("\"denied\":false"), "{stderr}");
     }
 
     #[tokio::test]
