@@ -10,7 +10,7 @@ use confine_protocol::{BackendChoice, Mode, Network};
 
 use crate::config::LoadedConfig;
 use crate::environment;
-use crate::helper_client::{HelperClient, HelperEndpoint};
+use crate::helper_client::{HelperClient, HelperEndpoint, resolve_ceiling};
 use crate::run::{self, EXIT_DID_NOT_RUN, RunArgs};
 
 /// agentd: a coding agent whose every command runs through confine-helper.
@@ -103,6 +103,14 @@ pub struct HelperArgs {
     /// Connect to a confine-helper serving on this socket instead of starting one.
     #[arg(long, value_name = "PATH")]
     pub helper_socket: Option<PathBuf>,
+    /// Start confine-helper with this ceiling file, which can only narrow what it allows.
+    ///
+    /// Passed on as `confine-helper --fd 3 --ceiling PATH`; overrides helper.ceiling in the
+    /// configuration file. The file must not be writable by group or others and must belong to
+    /// you or root. Not with a helper socket: a service helper reads its own ceiling
+    /// (`confine-helper serve --ceiling PATH`).
+    #[arg(long, value_name = "PATH")]
+    pub helper_ceiling: Option<PathBuf>,
     /// The configuration file [default: $XDG_CONFIG_HOME/agentd/config.toml].
     #[arg(long, value_name = "PATH")]
     pub config: Option<PathBuf>,
@@ -214,11 +222,18 @@ async fn run_command(command: RunCommand) -> u8 {
         Ok(endpoint) => endpoint,
         Err(e) => return fail(&e),
     };
+    let ceiling = match resolve_ceiling(command.helper.helper_ceiling.clone(), &config) {
+        Ok(ceiling) => ceiling,
+        Err(e) => return fail(&format!("cannot resolve the ceiling file's path: {e}")),
+    };
+    let client = match HelperClient::with_ceiling(endpoint, ceiling) {
+        Ok(client) => client,
+        Err(e) => return fail(&e),
+    };
     let interrupts = match run::forward_signals() {
         Ok(interrupts) => interrupts,
         Err(e) => return fail(&format!("cannot listen for SIGINT and SIGTERM: {e}")),
     };
-    let client = HelperClient::new(endpoint);
     let job = run::run_job(
         &client,
         command.run_args(),
@@ -265,6 +280,7 @@ mod tests {
         assert!(args.writable_roots.is_empty());
         assert!(args.protected.is_empty());
         assert!(args.env.is_empty());
+        assert_eq!(run.helper.helper_ceiling, None);
     }
 
     #[test]
@@ -317,6 +333,8 @@ mod tests {
             "--json",
             "--helper",
             "/h",
+            "--helper-ceiling",
+            "/ceiling.toml",
             "--config",
             "/c.toml",
             "--",
@@ -335,6 +353,10 @@ mod tests {
             (Some(10), Some(20), Some(30))
         );
         assert_eq!(args.env, [(OsString::from("K"), OsString::from("V"))]);
+        assert_eq!(
+            run.helper.helper_ceiling,
+            Some(PathBuf::from("/ceiling.toml"))
+        );
         assert_eq!(args.mode, Mode::WorkspaceWrite);
         assert_eq!(args.workspace, Some(PathBuf::from("/w")));
         assert_eq!(args.network, Network::Allow);
@@ -482,6 +504,40 @@ mod tests {
             assert_ne!(err.exit_code(), 0);
             assert!(err.to_string().contains("NAME=VALUE"), "{err}");
         }
+    }
+
+    #[test]
+    fn the_helper_ceiling_is_read() {
+        let run =
+            parse(&["agentd", "run", "--helper-ceiling", "c.toml", "--", "ls"]).expect("parses");
+        assert_eq!(run.helper.helper_ceiling, Some(PathBuf::from("c.toml")));
+        let run = parse(&["agentd", "run", "--", "ls"]).expect("parses");
+        assert_eq!(run.helper.helper_ceiling, None);
+    }
+
+    #[test]
+    fn a_helper_ceiling_with_a_helper_socket_parses_and_is_refused_when_run() {
+        // Left to the client, so the message can say why (and a socket from the configuration
+        // file is caught the same way).
+        let run = parse(&[
+            "agentd",
+            "run",
+            "--helper-socket",
+            "/s",
+            "--helper-ceiling",
+            "/c.toml",
+            "--",
+            "ls",
+        ])
+        .expect("parses");
+        let err = HelperClient::with_ceiling(
+            HelperEndpoint::Service(run.helper.helper_socket.expect("socket")),
+            run.helper.helper_ceiling,
+        )
+        .expect_err("a service helper reads its own ceiling");
+        let text = err.to_string();
+        assert!(text.contains("confine-helper serve"), "{text}");
+        assert!(text.contains("--ceiling"), "{text}");
     }
 
     #[test]

@@ -28,6 +28,10 @@ pub struct HelperSection {
     pub path: Option<PathBuf>,
     /// The socket of a helper started on its own (service mode).
     pub socket: Option<PathBuf>,
+    /// A ceiling file for the helper agentd starts (`confine-helper --fd 3 --ceiling PATH`).
+    /// Relative to the file's directory, like `path`. Not for service mode: a service helper
+    /// reads its own ceiling.
+    pub ceiling: Option<PathBuf>,
 }
 
 /// A configuration and the file it came from (or would have come from).
@@ -71,6 +75,12 @@ pub enum ConfigError {
         path.display()
     )]
     PathAndSocket { path: PathBuf },
+    #[error(
+        "the configuration file {} sets both helper.ceiling and helper.socket; a service helper \
+         reads its own ceiling (`confine-helper serve --ceiling PATH`), so drop helper.ceiling",
+        path.display()
+    )]
+    CeilingAndSocket { path: PathBuf },
 }
 
 /// Where the configuration file is looked for, as the environment says.
@@ -134,8 +144,15 @@ impl LoadedConfig {
         if config.helper.path.is_some() && config.helper.socket.is_some() {
             return Err(ConfigError::PathAndSocket { path });
         }
+        if config.helper.ceiling.is_some() && config.helper.socket.is_some() {
+            return Err(ConfigError::CeilingAndSocket { path });
+        }
         let base = path.parent().unwrap_or(Path::new(""));
-        for field in [&mut config.helper.path, &mut config.helper.socket] {
+        for field in [
+            &mut config.helper.path,
+            &mut config.helper.socket,
+            &mut config.helper.ceiling,
+        ] {
             if let Some(value) = field.take() {
                 *field = Some(base.join(value));
             }
@@ -181,6 +198,28 @@ mod tests {
         assert_eq!(
             loaded.config.helper.path,
             Some(PathBuf::from("/etc/agentd/bin/confine-helper"))
+        );
+    }
+
+    #[test]
+    fn helper_ceiling_is_read_relative_to_the_config_files_directory() {
+        let loaded = parse("[helper]\nceiling = \"ceiling.toml\"\n").expect("parses");
+        assert_eq!(
+            loaded.config.helper.ceiling,
+            Some(PathBuf::from("/etc/agentd/ceiling.toml"))
+        );
+        let loaded = parse("[helper]\npath = \"/h\"\nceiling = \"/c.toml\"\n").expect("parses");
+        assert_eq!(loaded.config.helper.ceiling, Some(PathBuf::from("/c.toml")));
+    }
+
+    #[test]
+    fn helper_ceiling_with_a_socket_is_an_error() {
+        let err = parse("[helper]\nsocket = \"/s\"\nceiling = \"/c.toml\"\n")
+            .expect_err("a service helper has its own ceiling");
+        assert!(matches!(err, ConfigError::CeilingAndSocket { .. }), "{err}");
+        assert!(
+            err.to_string().contains("confine-helper serve --ceiling"),
+            "{err}"
         );
     }
 

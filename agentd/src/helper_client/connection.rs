@@ -11,6 +11,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -86,14 +87,17 @@ enum End {
 
 impl Connection {
     /// Starts or connects to the helper, completes the handshake, and starts the I/O tasks.
+    /// An embedded helper is started with `--ceiling ceiling` if given; a service helper has
+    /// its own.
     pub async fn establish(
         endpoint: &HelperEndpoint,
+        ceiling: Option<&Path>,
         hello: &Hello,
     ) -> Result<Connection, EstablishError> {
         match endpoint {
             HelperEndpoint::Embedded(path) => {
                 let EmbeddedHelper { stream, child, pid } =
-                    start_embedded(path).map_err(EstablishError::Fatal)?;
+                    start_embedded(path, ceiling).map_err(EstablishError::Fatal)?;
                 let helper = path.display().to_string();
                 match handshake(stream, hello, &helper).await {
                     Ok((stream, decoder)) => {

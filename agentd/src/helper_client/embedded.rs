@@ -1,6 +1,7 @@
 //! Starting a private confine-helper on one end of a socketpair.
 //!
-//! The helper gets its end as fd 3 and nothing else of agentd's: an empty environment, stdin
+//! The helper gets its end as fd 3 (and `--ceiling PATH` when agentd was given a ceiling file)
+//! and nothing else of agentd's: an empty environment, stdin
 //! and stdout on `/dev/null`, and stderr shared so its messages reach the user. It runs in its
 //! own process group so a Ctrl-C at the terminal reaches agentd alone, which then cancels
 //! commands in an orderly way instead of losing the helper under them.
@@ -32,8 +33,9 @@ pub struct EmbeddedHelper {
     pub pid: u32,
 }
 
-/// Starts `path` as `confine-helper --fd 3` with one end of a fresh socketpair.
-pub fn start_embedded(path: &Path) -> Result<EmbeddedHelper, ClientError> {
+/// Starts `path` as `confine-helper --fd 3 [--ceiling CEILING]` with one end of a fresh
+/// socketpair.
+pub fn start_embedded(path: &Path, ceiling: Option<&Path>) -> Result<EmbeddedHelper, ClientError> {
     let start_error = |source: std::io::Error| ClientError::StartHelper {
         path: path.to_owned(),
         source,
@@ -44,9 +46,11 @@ pub fn start_embedded(path: &Path) -> Result<EmbeddedHelper, ClientError> {
     let theirs_raw = theirs.as_raw_fd();
 
     let mut command = Command::new(path);
+    command.arg("--fd").arg(HELPER_FD.to_string());
+    if let Some(ceiling) = ceiling {
+        command.arg("--ceiling").arg(ceiling);
+    }
     command
-        .arg("--fd")
-        .arg(HELPER_FD.to_string())
         .env_clear()
         .stdin(Stdio::null())
         .stdout(Stdio::null())

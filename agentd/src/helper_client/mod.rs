@@ -97,6 +97,21 @@ impl HelperEndpoint {
     }
 }
 
+/// The ceiling file to start an embedded helper with: `--helper-ceiling` if given, else
+/// `helper.ceiling` from the configuration file; made absolute against agentd's current
+/// directory (the helper checks and reads the file itself).
+///
+/// Only an embedded helper takes one: pass the result to [`HelperClient::with_ceiling`], which
+/// rejects it for a service helper.
+pub fn resolve_ceiling(
+    flag: Option<PathBuf>,
+    config: &LoadedConfig,
+) -> std::io::Result<Option<PathBuf>> {
+    flag.or_else(|| config.config.helper.ceiling.clone())
+        .map(std::path::absolute)
+        .transpose()
+}
+
 /// Why a request could not be handed to confine-helper. Nothing ran.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -144,6 +159,14 @@ pub enum ClientError {
     RequestTooLarge(FrameError),
     #[error("the connection to confine-helper was lost: {0}")]
     ConnectionLost(String),
+    #[error(
+        "a ceiling file (--helper-ceiling or helper.ceiling) is only for the confine-helper \
+         agentd starts itself; the one serving at {} reads its own ceiling, given with \
+         `confine-helper serve --socket {} --ceiling PATH`",
+        socket.display(),
+        socket.display()
+    )]
+    CeilingForService { socket: PathBuf },
 }
 
 /// What to run and under which rules. Build one with [`SpawnSpec::new`], then adjust the fields.
@@ -251,6 +274,8 @@ pub struct HelperClient {
 #[derive(Debug)]
 struct Inner {
     endpoint: HelperEndpoint,
+    /// `--ceiling PATH` for an embedded helper.
+    ceiling: Option<PathBuf>,
     hello: Hello,
     next_id: AtomicU64,
     current: Mutex<Option<Arc<Connection>>>,
@@ -261,10 +286,32 @@ struct Inner {
 impl HelperClient {
     /// A client for `endpoint`. Nothing is started or connected until the first request.
     pub fn new(endpoint: HelperEndpoint) -> HelperClient {
+        HelperClient::build(endpoint, None)
+    }
+
+    /// A client for `endpoint` whose embedded helper is started with `--ceiling ceiling`
+    /// (`confine-helper --fd 3 --ceiling PATH`) when `ceiling` is given; see [`resolve_ceiling`].
+    ///
+    /// A service helper reads its own ceiling, so a ceiling with a
+    /// [`HelperEndpoint::Service`] is an error rather than silently unused.
+    pub fn with_ceiling(
+        endpoint: HelperEndpoint,
+        ceiling: Option<PathBuf>,
+    ) -> Result<HelperClient, ClientError> {
+        if let (HelperEndpoint::Service(socket), Some(_)) = (&endpoint, &ceiling) {
+            return Err(ClientError::CeilingForService {
+                socket: socket.clone(),
+            });
+        }
+        Ok(HelperClient::build(endpoint, ceiling))
+    }
+
+    fn build(endpoint: HelperEndpoint, ceiling: Option<PathBuf>) -> HelperClient {
         let software = format!("agentd {}", env!("CARGO_PKG_VERSION"));
         HelperClient {
             inner: Arc::new(Inner {
                 endpoint,
+                ceiling,
                 hello: Hello::ours(&software),
                 next_id: AtomicU64::new(1),
                 current: Mutex::new(None),
@@ -276,6 +323,11 @@ impl HelperClient {
     /// Where this client reaches the helper.
     pub fn endpoint(&self) -> &HelperEndpoint {
         &self.inner.endpoint
+    }
+
+    /// The ceiling file an embedded helper is started with.
+    pub fn ceiling(&self) -> Option<&std::path::Path> {
+        self.inner.ceiling.as_deref()
     }
 
     /// Makes sure a live, handshaken connection exists, starting the helper if needed.
@@ -356,7 +408,12 @@ impl HelperClient {
         }
         let mut failures = 0;
         loop {
-            match Connection::establish(&self.inner.endpoint, &self.inner.hello).await {
+            let established = Connection::establish(
+                &self.inner.endpoint,
+                self.inner.ceiling.as_deref(),
+                &self.inner.hello,
+            );
+            match established.await {
                 Ok(connection) => {
                     let connection = Arc::new(connection);
                     *self

@@ -323,6 +323,77 @@ async fn an_embedded_helper_gets_its_socket_as_fd_3_with_an_empty_environment() 
 }
 
 #[tokio::test]
+async fn an_embedded_helper_gets_the_ceiling_after_its_descriptor() {
+    let scratch = Scratch::new("ceiling");
+    let args_file = scratch.0.join("args");
+    let helper = scratch.script(
+        "ceiling-helper",
+        &format!(
+            "echo \"$#|$*\" > '{}'\nexec /bin/cat <&3 >&3",
+            args_file.display()
+        ),
+    );
+    let client = HelperClient::with_ceiling(
+        HelperEndpoint::Embedded(helper),
+        Some(PathBuf::from("/etc/my ceiling.toml")),
+    )
+    .expect("an embedded helper takes a ceiling");
+    assert_eq!(
+        client.ceiling(),
+        Some(std::path::Path::new("/etc/my ceiling.toml"))
+    );
+    within(client.connect()).await.expect("handshake");
+    let args = std::fs::read_to_string(&args_file).expect("args recorded");
+    assert_eq!(args, "4|--fd 3 --ceiling /etc/my ceiling.toml\n");
+}
+
+#[test]
+fn a_ceiling_is_refused_for_a_service_helper_and_optional_for_both() {
+    let err = HelperClient::with_ceiling(
+        HelperEndpoint::Service("/run/h.sock".into()),
+        Some("/c.toml".into()),
+    )
+    .expect_err("a service helper reads its own ceiling");
+    assert!(
+        matches!(err, ClientError::CeilingForService { .. }),
+        "{err}"
+    );
+    let text = err.to_string();
+    assert!(
+        text.contains("confine-helper serve --socket /run/h.sock --ceiling PATH"),
+        "{text}"
+    );
+    let service = HelperClient::with_ceiling(HelperEndpoint::Service("/s".into()), None)
+        .expect("no ceiling is fine");
+    assert_eq!(service.ceiling(), None);
+    let embedded = HelperClient::with_ceiling(HelperEndpoint::Embedded("/h".into()), None)
+        .expect("no ceiling is fine");
+    assert_eq!(embedded.ceiling(), None);
+}
+
+#[test]
+fn the_ceiling_flag_beats_the_configuration_and_both_are_made_absolute() {
+    let cwd = std::env::current_dir().expect("cwd");
+    let mut config = LoadedConfig::default();
+    assert_eq!(resolve_ceiling(None, &config).expect("resolves"), None);
+    config.config.helper.ceiling = Some("/etc/agentd/ceiling.toml".into());
+    assert_eq!(
+        resolve_ceiling(None, &config).expect("resolves"),
+        Some(PathBuf::from("/etc/agentd/ceiling.toml"))
+    );
+    assert_eq!(
+        resolve_ceiling(Some("mine.toml".into()), &config).expect("resolves"),
+        Some(cwd.join("mine.toml"))
+    );
+    // From a configuration file given by a relative --config.
+    config.config.helper.ceiling = Some("conf/ceiling.toml".into());
+    assert_eq!(
+        resolve_ceiling(None, &config).expect("resolves"),
+        Some(cwd.join("conf/ceiling.toml"))
+    );
+}
+
+#[tokio::test]
 async fn a_helper_that_keeps_dying_before_the_handshake_is_given_up_on() {
     let scratch = Scratch::new("dying");
     let helper = scratch.script("dying-helper", "exit 1");
