@@ -13,5 +13,6 @@ pub mod denial;
 pub mod environment;
 pub mod helper_client;
 pub mod run;
+pub mod session;
 #[cfg(test)]
 mod test_support;

@@ -1,0 +1,108 @@
+//! The events a session is made of. Everything else about a session — what the model was told,
+//! its history, the knobs, what an editor sees on `session/load` — is a fold over these.
+//!
+//! Each line of a session's log is one [`Record`]: a version, a sequence number, a timestamp and
+//! one [`Event`] tagged by `type`. Event names are `domain/what` and never change meaning; a new
+//! kind of fact is a new event, and an incompatible change bumps [`EVENT_VERSION`].
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// The version written into every record. A log with a newer version is refused on load.
+pub const EVENT_VERSION: u32 = 1;
+
+/// One line of a session log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    pub v: u32,
+    /// 0 for the first record of a session, then +1 per record.
+    pub seq: u64,
+    /// Milliseconds since the Unix epoch.
+    pub at_ms: u64,
+    #[serde(flatten)]
+    pub event: Event,
+}
+
+/// A tool call as the model made it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoggedToolCall {
+    pub id: String,
+    pub name: String,
+    /// The JSON text of the arguments, exactly as the model produced it.
+    pub arguments: String,
+}
+
+/// How a tool call ended, as shown to the editor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolStatus {
+    Completed,
+    Failed,
+}
+
+/// Something that happened in a session.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type")]
+pub enum Event {
+    /// The first record of every log.
+    #[serde(rename = "session/created")]
+    SessionCreated {
+        id: String,
+        cwd: PathBuf,
+        agent: String,
+    },
+    /// The user's prompt, as text.
+    #[serde(rename = "prompt/submitted")]
+    PromptSubmitted { turn: u64, text: String },
+    #[serde(rename = "turn/started")]
+    TurnStarted { turn: u64 },
+    /// What was sent to the model for one step: which model, the instructions it was given
+    /// (the system prompt and every per-request section), and the tools it was offered.
+    #[serde(rename = "model/request")]
+    ModelRequest {
+        turn: u64,
+        step: u64,
+        model: String,
+        instructions: String,
+        tools: Vec<String>,
+    },
+    /// What the model answered for one step.
+    #[serde(rename = "model/output")]
+    ModelOutput {
+        turn: u64,
+        step: u64,
+        text: String,
+        tool_calls: Vec<LoggedToolCall>,
+        finish: String,
+    },
+    /// The model call failed; the turn ends.
+    #[serde(rename = "model/error")]
+    ModelError {
+        turn: u64,
+        step: u64,
+        message: String,
+    },
+    /// A tool call is about to be executed (logged, and synced, before its side effects).
+    #[serde(rename = "tool/call")]
+    ToolCall {
+        turn: u64,
+        call_id: String,
+        tool: String,
+        title: String,
+        kind: String,
+        input: serde_json::Value,
+    },
+    /// A tool call's result: the text the model reads and the facts behind it.
+    #[serde(rename = "tool/result")]
+    ToolResult {
+        turn: u64,
+        call_id: String,
+        status: ToolStatus,
+        output: String,
+        facts: serde_json::Value,
+    },
+    /// The prompt turn ended with this ACP stop reason.
+    #[serde(rename = "turn/ended")]
+    TurnEnded { turn: u64, stop_reason: String },
+}

@@ -1,0 +1,276 @@
+//! Pure folds over a session's records: its summary, what an editor is shown on
+//! `session/load`, and the transcript `agentd sessions show` prints.
+
+use std::path::PathBuf;
+
+use super::event::{Event, Record, ToolStatus};
+
+/// What `agentd sessions list` shows of a session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Summary {
+    pub id: String,
+    pub cwd: PathBuf,
+    pub created_ms: u64,
+    pub updated_ms: u64,
+    pub turns: u64,
+    /// The first line of the first prompt, shortened.
+    pub title: Option<String>,
+}
+
+/// The summary of a session's records (which start with `session/created`).
+pub fn summarize(records: &[Record]) -> Summary {
+    let (id, cwd) = match records.first().map(|r| &r.event) {
+        Some(Event::SessionCreated { id, cwd, .. }) => (id.clone(), cwd.clone()),
+        _ => (String::new(), PathBuf::new()),
+    };
+    let title = records.iter().find_map(|r| match &r.event {
+        Event::PromptSubmitted { text, .. } => Some(shorten(text.lines().next().unwrap_or(""), 60)),
+        _ => None,
+    });
+    Summary {
+        id,
+        cwd,
+        created_ms: records.first().map_or(0, |r| r.at_ms),
+        updated_ms: records.last().map_or(0, |r| r.at_ms),
+        turns: last_turn(records),
+        title,
+    }
+}
+
+/// The highest turn number seen; the next prompt is this + 1.
+pub fn last_turn(records: &[Record]) -> u64 {
+    records
+        .iter()
+        .filter_map(|r| match r.event {
+            Event::TurnStarted { turn } | Event::PromptSubmitted { turn, .. } => Some(turn),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+fn shorten(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_owned();
+    }
+    let mut out: String = text.chars().take(max - 1).collect();
+    out.push('…');
+    out
+}
+
+/// What an editor is shown of the session, in order, when it loads it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ReplayItem {
+    UserText(String),
+    AgentText(String),
+    ToolCall {
+        call_id: String,
+        title: String,
+        kind: String,
+        input: serde_json::Value,
+    },
+    ToolResult {
+        call_id: String,
+        status: ToolStatus,
+        output: String,
+        facts: serde_json::Value,
+    },
+}
+
+/// Every record that an editor showed live, in the same order.
+pub fn replay(records: &[Record]) -> Vec<ReplayItem> {
+    records
+        .iter()
+        .filter_map(|r| match &r.event {
+            Event::PromptSubmitted { text, .. } => Some(ReplayItem::UserText(text.clone())),
+            Event::ModelOutput { text, .. } if !text.is_empty() => {
+                Some(ReplayItem::AgentText(text.clone()))
+            }
+            Event::ToolCall {
+                call_id,
+                title,
+                kind,
+                input,
+                ..
+            } => Some(ReplayItem::ToolCall {
+                call_id: call_id.clone(),
+                title: title.clone(),
+                kind: kind.clone(),
+                input: input.clone(),
+            }),
+            Event::ToolResult {
+                call_id,
+                status,
+                output,
+                facts,
+                ..
+            } => Some(ReplayItem::ToolResult {
+                call_id: call_id.clone(),
+                status: *status,
+                output: output.clone(),
+                facts: facts.clone(),
+            }),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A readable transcript of the whole session.
+pub fn transcript(records: &[Record]) -> String {
+    let mut out = String::new();
+    for r in records {
+        let line = match &r.event {
+            Event::SessionCreated { id, cwd, agent } => {
+                format!("session {id} in {} ({agent})", cwd.display())
+            }
+            Event::PromptSubmitted { turn, text } => format!("[turn {turn}] user: {text}"),
+            Event::TurnStarted { .. } => continue,
+            Event::ModelRequest {
+                step, model, tools, ..
+            } => format!(
+                "  model request {step} to {model} (tools: {})",
+                tools.join(", ")
+            ),
+            Event::ModelOutput {
+                text,
+                tool_calls,
+                finish,
+                ..
+            } => {
+                let mut s = String::new();
+                if !text.is_empty() {
+                    s.push_str(&format!("  assistant: {text}"));
+                }
+                for call in tool_calls {
+                    if !s.is_empty() {
+                        s.push('\n');
+                    }
+                    s.push_str(&format!("  calls {}({})", call.name, call.arguments));
+                }
+                if s.is_empty() {
+                    s = format!("  assistant: (nothing; finish {finish})");
+                }
+                s
+            }
+            Event::ModelError { message, .. } => format!("  model error: {message}"),
+            Event::ToolCall { title, .. } => format!("  tool: {title}"),
+            Event::ToolResult { status, output, .. } => {
+                let status = match status {
+                    ToolStatus::Completed => "completed",
+                    ToolStatus::Failed => "failed",
+                };
+                format!("  result ({status}):\n{}", indent(output, "    "))
+            }
+            Event::TurnEnded { turn, stop_reason } => {
+                format!("[turn {turn}] ended: {stop_reason}")
+            }
+        };
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
+}
+
+fn indent(text: &str, prefix: &str) -> String {
+    text.lines()
+        .map(|l| format!("{prefix}{l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::event::{EVENT_VERSION, LoggedToolCall};
+
+    fn records(events: Vec<Event>) -> Vec<Record> {
+        events
+            .into_iter()
+            .enumerate()
+            .map(|(i, event)| Record {
+                v: EVENT_VERSION,
+                seq: i as u64,
+                at_ms: 1000 + i as u64,
+                event,
+            })
+            .collect()
+    }
+
+    fn sample() -> Vec<Record> {
+        records(vec![
+            Event::SessionCreated {
+                id: "abc".into(),
+                cwd: "/w".into(),
+                agent: "agentd test".into(),
+            },
+            Event::PromptSubmitted {
+                turn: 1,
+                text: "list the files\nplease".into(),
+            },
+            Event::TurnStarted { turn: 1 },
+            Event::ModelOutput {
+                turn: 1,
+                step: 1,
+                text: "Looking.".into(),
+                tool_calls: vec![LoggedToolCall {
+                    id: "c1".into(),
+                    name: "bash".into(),
+                    arguments: "{\"command\":\"ls\"}".into(),
+                }],
+                finish: "tool_calls".into(),
+            },
+            Event::ToolCall {
+                turn: 1,
+                call_id: "c1".into(),
+                tool: "bash".into(),
+                title: "ls".into(),
+                kind: "execute".into(),
+                input: serde_json::json!({"command": "ls"}),
+            },
+            Event::ToolResult {
+                turn: 1,
+                call_id: "c1".into(),
+                status: ToolStatus::Completed,
+                output: "a\n[exit code: 0]".into(),
+                facts: serde_json::json!({"exit": {"code": 0}}),
+            },
+            Event::TurnEnded {
+                turn: 1,
+                stop_reason: "end_turn".into(),
+            },
+        ])
+    }
+
+    #[test]
+    fn the_summary_names_the_session_its_turns_and_its_first_prompt() {
+        let s = summarize(&sample());
+        assert_eq!(s.id, "abc");
+        assert_eq!(s.turns, 1);
+        assert_eq!(s.title.as_deref(), Some("list the files"));
+        assert_eq!((s.created_ms, s.updated_ms), (1000, 1006));
+    }
+
+    #[test]
+    fn replay_shows_what_the_editor_saw_in_order() {
+        let items = replay(&sample());
+        assert!(matches!(&items[0], ReplayItem::UserText(t) if t.starts_with("list")));
+        assert!(matches!(&items[1], ReplayItem::AgentText(t) if t == "Looking."));
+        assert!(matches!(&items[2], ReplayItem::ToolCall { call_id, .. } if call_id == "c1"));
+        assert!(matches!(
+            &items[3],
+            ReplayItem::ToolResult {
+                status: ToolStatus::Completed,
+                ..
+            }
+        ));
+        assert_eq!(items.len(), 4);
+    }
+
+    #[test]
+    fn the_transcript_reads_as_a_conversation() {
+        let t = transcript(&sample());
+        assert!(t.contains("[turn 1] user: list the files"), "{t}");
+        assert!(t.contains("calls bash({\"command\":\"ls\"})"), "{t}");
+        assert!(t.contains("[turn 1] ended: end_turn"), "{t}");
+    }
+}

@@ -1,0 +1,414 @@
+//! One append-only JSONL file per session.
+//!
+//! Appends are single `write` calls of whole lines. [`EventLog::sync`] fsyncs; callers sync at
+//! turn boundaries and before side effects that must survive a crash (a tool call is logged and
+//! synced before it runs). A crash can leave a torn last line: loading drops it with a warning
+//! and truncates the file back to the last whole line, so the next append starts clean. Any
+//! other malformed line is an error naming the file and line — nothing is silently skipped.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use super::event::{EVENT_VERSION, Event, Record};
+
+/// Why a log could not be opened or read.
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    #[error("session {0} does not exist")]
+    NotFound(String),
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}:{line}: not a session event: {message}")]
+    Malformed {
+        path: PathBuf,
+        line: usize,
+        message: String,
+    },
+    #[error(
+        "{path}:{line}: written by a newer agentd (event version {found}, this one reads {EVENT_VERSION})"
+    )]
+    TooNew {
+        path: PathBuf,
+        line: usize,
+        found: u32,
+    },
+    #[error("{path}: the first event is not session/created")]
+    NoHeader { path: PathBuf },
+    #[error("invalid session id {0:?}")]
+    BadId(String),
+}
+
+/// An open session log, positioned for appending.
+#[derive(Debug)]
+pub struct EventLog {
+    path: PathBuf,
+    file: File,
+    next_seq: u64,
+}
+
+/// What loading a log found besides its records.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct LoadReport {
+    /// A torn last line was dropped (its byte length).
+    pub dropped_torn_bytes: Option<usize>,
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// Session ids are what agentd generates: hex digits and dashes. Anything else could name a
+/// path outside the sessions directory.
+pub fn check_id(id: &str) -> Result<(), LogError> {
+    let ok =
+        !id.is_empty() && id.len() <= 64 && id.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-');
+    if ok {
+        Ok(())
+    } else {
+        Err(LogError::BadId(id.to_owned()))
+    }
+}
+
+/// A fresh random session id.
+pub fn new_id() -> String {
+    let mut bytes = [0u8; 16];
+    if let Ok(mut f) = File::open("/dev/urandom") {
+        let _ = std::io::Read::read_exact(&mut f, &mut bytes);
+    }
+    let ms = now_ms();
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!("{ms:012x}-{}", &hex[..20])
+}
+
+/// The log file of session `id` under `dir`.
+pub fn path_of(dir: &Path, id: &str) -> Result<PathBuf, LogError> {
+    check_id(id)?;
+    Ok(dir.join(format!("{id}.jsonl")))
+}
+
+impl EventLog {
+    /// Creates the log of a new session and writes (and syncs) its first event.
+    pub fn create(dir: &Path, id: &str, cwd: &Path) -> Result<EventLog, LogError> {
+        let io = |source| LogError::Io {
+            path: dir.to_owned(),
+            source,
+        };
+        std::fs::create_dir_all(dir).map_err(io)?;
+        let path = path_of(dir, id)?;
+        let file = OpenOptions::new()
+            .append(true)
+            .create_new(true)
+            .open(&path)
+            .map_err(|source| LogError::Io {
+                path: path.clone(),
+                source,
+            })?;
+        let mut log = EventLog {
+            path,
+            file,
+            next_seq: 0,
+        };
+        log.append(Event::SessionCreated {
+            id: id.to_owned(),
+            cwd: cwd.to_owned(),
+            agent: format!("agentd {}", env!("CARGO_PKG_VERSION")),
+        })?;
+        log.sync()?;
+        // The directory entry must survive a crash too.
+        if let Ok(d) = File::open(dir) {
+            let _ = d.sync_all();
+        }
+        Ok(log)
+    }
+
+    /// Opens an existing log for appending, returning every record in it.
+    pub fn open(dir: &Path, id: &str) -> Result<(EventLog, Vec<Record>, LoadReport), LogError> {
+        let path = path_of(dir, id)?;
+        if !path.exists() {
+            return Err(LogError::NotFound(id.to_owned()));
+        }
+        let (records, report, good_len) = read_records(&path)?;
+        let mut file = OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .map_err(|source| LogError::Io {
+                path: path.clone(),
+                source,
+            })?;
+        if report.dropped_torn_bytes.is_some() {
+            file.set_len(good_len as u64)
+                .and_then(|()| file.seek(SeekFrom::End(0)).map(drop))
+                .and_then(|()| file.sync_all())
+                .map_err(|source| LogError::Io {
+                    path: path.clone(),
+                    source,
+                })?;
+        }
+        let next_seq = records.last().map_or(0, |r| r.seq + 1);
+        Ok((
+            EventLog {
+                path,
+                file,
+                next_seq,
+            },
+            records,
+            report,
+        ))
+    }
+
+    /// Appends one event as one line. Not synced: see [`EventLog::sync`].
+    pub fn append(&mut self, event: Event) -> Result<Record, LogError> {
+        let record = Record {
+            v: EVENT_VERSION,
+            seq: self.next_seq,
+            at_ms: now_ms(),
+            event,
+        };
+        let mut line = serde_json::to_vec(&record).map_err(|e| LogError::Malformed {
+            path: self.path.clone(),
+            line: 0,
+            message: e.to_string(),
+        })?;
+        line.push(b'\n');
+        self.file.write_all(&line).map_err(|source| LogError::Io {
+            path: self.path.clone(),
+            source,
+        })?;
+        self.next_seq += 1;
+        Ok(record)
+    }
+
+    /// Makes every appended event durable.
+    pub fn sync(&mut self) -> Result<(), LogError> {
+        self.file.sync_data().map_err(|source| LogError::Io {
+            path: self.path.clone(),
+            source,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// Reads a log without opening it for writing (for listing and showing).
+pub fn read_log(dir: &Path, id: &str) -> Result<(Vec<Record>, LoadReport), LogError> {
+    let path = path_of(dir, id)?;
+    if !path.exists() {
+        return Err(LogError::NotFound(id.to_owned()));
+    }
+    read_records(&path).map(|(records, report, _)| (records, report))
+}
+
+/// Parses every line. A last line without its newline that does not parse is torn: dropped and
+/// reported. Returns the byte length of the whole lines kept.
+fn read_records(path: &Path) -> Result<(Vec<Record>, LoadReport, usize), LogError> {
+    let bytes = std::fs::read(path).map_err(|source| LogError::Io {
+        path: path.to_owned(),
+        source,
+    })?;
+    let mut records = Vec::new();
+    let mut report = LoadReport::default();
+    let mut offset = 0usize;
+    let mut line_no = 0usize;
+    while offset < bytes.len() {
+        line_no += 1;
+        let rest = &bytes[offset..];
+        let (line, complete) = match rest.iter().position(|b| *b == b'\n') {
+            Some(end) => (&rest[..end], true),
+            None => (rest, false),
+        };
+        let parsed: Result<Record, String> = serde_json::from_slice::<serde_json::Value>(line)
+            .map_err(|e| e.to_string())
+            .and_then(|value| {
+                let v = value
+                    .get("v")
+                    .and_then(serde_json::Value::as_u64)
+                    .unwrap_or(0);
+                if v > u64::from(EVENT_VERSION) {
+                    return Err(format!("version {v}"));
+                }
+                serde_json::from_value(value).map_err(|e| e.to_string())
+            });
+        match parsed {
+            Ok(record) => records.push(record),
+            Err(_) if !complete => {
+                report.dropped_torn_bytes = Some(line.len());
+                break;
+            }
+            Err(message) if message.starts_with("version ") => {
+                let found = message[8..].parse().unwrap_or(u32::MAX);
+                return Err(LogError::TooNew {
+                    path: path.to_owned(),
+                    line: line_no,
+                    found,
+                });
+            }
+            Err(message) => {
+                return Err(LogError::Malformed {
+                    path: path.to_owned(),
+                    line: line_no,
+                    message,
+                });
+            }
+        }
+        offset += line.len() + usize::from(complete);
+    }
+    if !matches!(
+        records.first().map(|r| &r.event),
+        Some(Event::SessionCreated { .. })
+    ) {
+        return Err(LogError::NoHeader {
+            path: path.to_owned(),
+        });
+    }
+    Ok((records, report, offset))
+}
+
+/// The ids of every session under `dir`, oldest first (ids start with their creation time).
+pub fn list_ids(dir: &Path) -> Result<Vec<String>, LogError> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => {
+            return Err(LogError::Io {
+                path: dir.to_owned(),
+                source,
+            });
+        }
+    };
+    let mut ids: Vec<String> = entries
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let id = name.strip_suffix(".jsonl")?.to_owned();
+            check_id(&id).ok().map(|()| id)
+        })
+        .collect();
+    ids.sort();
+    Ok(ids)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(tag: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("agentd-log-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    }
+
+    #[test]
+    fn a_created_log_reopens_with_every_event_in_order() {
+        let dir = scratch("reopen");
+        let id = new_id();
+        let mut log = EventLog::create(&dir, &id, Path::new("/work")).expect("create");
+        log.append(Event::TurnStarted { turn: 1 }).expect("append");
+        log.append(Event::PromptSubmitted {
+            turn: 1,
+            text: "hi".into(),
+        })
+        .expect("append");
+        log.sync().expect("sync");
+        drop(log);
+        let (mut log, records, report) = EventLog::open(&dir, &id).expect("open");
+        assert_eq!(report, LoadReport::default());
+        assert_eq!(records.len(), 3);
+        assert_eq!(records.iter().map(|r| r.seq).collect::<Vec<_>>(), [0, 1, 2]);
+        let next = log.append(Event::TurnStarted { turn: 2 }).expect("append");
+        assert_eq!(next.seq, 3);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn a_torn_last_line_is_dropped_with_a_warning_and_cut_from_the_file() {
+        let dir = scratch("torn");
+        let id = new_id();
+        let mut log = EventLog::create(&dir, &id, Path::new("/w")).expect("create");
+        log.append(Event::TurnStarted { turn: 1 }).expect("append");
+        let path = log.path().to_owned();
+        drop(log);
+        let mut f = OpenOptions::new().append(true).open(&path).expect("open");
+        f.write_all(br#"{"v":1,"seq":2,"at_ms":5,"type":"turn/st"#)
+            .expect("tear");
+        drop(f);
+        let (mut log, records, report) = EventLog::open(&dir, &id).expect("open");
+        assert_eq!(records.len(), 2);
+        assert!(report.dropped_torn_bytes.is_some());
+        log.append(Event::TurnStarted { turn: 2 }).expect("append");
+        drop(log);
+        let (records, report) = read_log(&dir, &id).expect("read");
+        assert_eq!(
+            records.len(),
+            3,
+            "the new event follows the last whole line"
+        );
+        assert_eq!(report, LoadReport::default());
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn a_malformed_line_in_the_middle_is_an_error_naming_the_line() {
+        let dir = scratch("malformed");
+        let id = new_id();
+        let log = EventLog::create(&dir, &id, Path::new("/w")).expect("create");
+        let path = log.path().to_owned();
+        drop(log);
+        let mut f = OpenOptions::new().append(true).open(&path).expect("open");
+        f.write_all(b"garbage\n{}\n").expect("write");
+        drop(f);
+        let err = read_log(&dir, &id).unwrap_err().to_string();
+        assert!(err.contains(":2:"), "{err}");
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn a_log_from_a_newer_agentd_is_refused() {
+        let dir = scratch("newer");
+        let id = new_id();
+        let log = EventLog::create(&dir, &id, Path::new("/w")).expect("create");
+        let path = log.path().to_owned();
+        drop(log);
+        let mut f = OpenOptions::new().append(true).open(&path).expect("open");
+        f.write_all(b"{\"v\":99,\"seq\":1,\"at_ms\":1,\"type\":\"x/y\"}\n")
+            .expect("write");
+        drop(f);
+        assert!(matches!(
+            read_log(&dir, &id),
+            Err(LogError::TooNew { found: 99, .. })
+        ));
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn ids_that_could_escape_the_directory_are_rejected() {
+        for bad in ["../x", "a/b", "", "x.jsonl", "ABC g"] {
+            assert!(check_id(bad).is_err(), "{bad}");
+        }
+        assert!(check_id(&new_id()).is_ok());
+    }
+
+    #[test]
+    fn listing_returns_sessions_oldest_first_and_ignores_other_files() {
+        let dir = scratch("list");
+        let a = new_id();
+        EventLog::create(&dir, &a, Path::new("/w")).expect("a");
+        std::fs::write(dir.join("notes.txt"), "x").expect("other file");
+        assert_eq!(list_ids(&dir).expect("list"), vec![a]);
+        assert!(
+            list_ids(&dir.join("missing"))
+                .expect("missing dir")
+                .is_empty()
+        );
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
