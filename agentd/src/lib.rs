@@ -7,6 +7,7 @@
 //! which variables a command gets, and [`denial`] tells from a finished command whether the
 //! confinement denied it something; every tool that runs commands uses both.
 
+pub mod cancel;
 pub mod cli;
 pub mod config;
 pub mod denial;
