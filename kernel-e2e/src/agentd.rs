@@ -1,0 +1,494 @@
+//! Running `agentd run --json` as a real process, and what came back.
+//!
+//! agentd is the only way the suite runs a command under test: the facts it prints are part of
+//! what is checked, so the suite never talks to the helper directly.
+
+use std::ffi::OsString;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::RawFd;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+use crate::binaries::Binaries;
+use crate::facts::Facts;
+use crate::matrix::{Backend, Mode};
+use crate::probe;
+use crate::users::Identity;
+
+/// The longest any single run may take before the suite kills it and fails the case. Normal
+/// runs take milliseconds; this only bounds a sandbox that lets a command hang agentd.
+pub const RUN_LIMIT: Duration = Duration::from_secs(40);
+
+/// How long output may keep flowing after agentd exited (it should already have ended).
+const OUTPUT_GRACE: Duration = Duration::from_secs(5);
+
+/// How much of agentd's stderr agentd itself classifies (its `STDERR_TAIL`).
+const STDERR_TAIL: usize = 8 * 1024;
+
+/// One `agentd run` command line and the process state it starts with.
+#[derive(Debug, Clone)]
+pub struct Invocation {
+    pub mode: Mode,
+    /// `--backend`; `None` leaves it at `auto`.
+    pub backend: Option<Backend>,
+    pub workspace: PathBuf,
+    /// agentd's working directory, which the command inherits.
+    pub cwd: PathBuf,
+    pub writable_roots: Vec<PathBuf>,
+    pub network_allow: bool,
+    pub timeout_secs: Option<u64>,
+    pub ceiling: Option<PathBuf>,
+    pub argv: Vec<OsString>,
+    /// Added to (or replacing) agentd's base environment.
+    pub env: Vec<(OsString, OsString)>,
+    /// The command says `ready` on stdout and then reads `agentd=PID helper=PID` on stdin.
+    pub interactive: bool,
+    /// agentd starts with RLIMIT_CORE unlimited, so only the helper can bring it to zero.
+    pub core_unlimited: bool,
+    /// Descriptors agentd inherits without close-on-exec: (open descriptor, number in agentd).
+    pub inherit: Vec<(RawFd, RawFd)>,
+}
+
+impl Invocation {
+    pub fn new(mode: Mode, workspace: &Path, argv: Vec<OsString>) -> Invocation {
+        Invocation {
+            mode,
+            backend: None,
+            workspace: workspace.to_owned(),
+            cwd: workspace.to_owned(),
+            writable_roots: Vec::new(),
+            network_allow: false,
+            timeout_secs: None,
+            ceiling: None,
+            argv,
+            env: Vec::new(),
+            interactive: false,
+            core_unlimited: false,
+            inherit: Vec::new(),
+        }
+    }
+
+    pub fn writable_root(mut self, root: impl Into<PathBuf>) -> Invocation {
+        self.writable_roots.push(root.into());
+        self
+    }
+
+    pub fn timeout(mut self, secs: u64) -> Invocation {
+        self.timeout_secs = Some(secs);
+        self
+    }
+
+    pub fn ceiling(mut self, path: impl Into<PathBuf>) -> Invocation {
+        self.ceiling = Some(path.into());
+        self
+    }
+
+    pub fn network(mut self, allow: bool) -> Invocation {
+        self.network_allow = allow;
+        self
+    }
+
+    pub fn env(mut self, name: impl Into<OsString>, value: impl Into<OsString>) -> Invocation {
+        self.env.push((name.into(), value.into()));
+        self
+    }
+
+    pub fn interactive(mut self) -> Invocation {
+        self.interactive = true;
+        self
+    }
+
+    pub fn core_unlimited(mut self) -> Invocation {
+        self.core_unlimited = true;
+        self
+    }
+
+    pub fn inherit(mut self, fd: RawFd, as_fd: RawFd) -> Invocation {
+        self.inherit.push((fd, as_fd));
+        self
+    }
+
+    /// agentd's arguments, `run` included.
+    pub fn args(&self) -> Vec<OsString> {
+        let mut args: Vec<OsString> = vec!["run".into(), "--json".into()];
+        args.push("--mode".into());
+        args.push(self.mode.as_str().into());
+        args.push("--workspace".into());
+        args.push(self.workspace.clone().into());
+        for root in &self.writable_roots {
+            args.push("--writable-root".into());
+            args.push(root.clone().into());
+        }
+        args.push("--network".into());
+        args.push(if self.network_allow { "allow" } else { "deny" }.into());
+        if let Some(backend) = self.backend {
+            args.push("--backend".into());
+            args.push(backend.as_str().into());
+        }
+        if let Some(secs) = self.timeout_secs {
+            args.push("--timeout".into());
+            args.push(secs.to_string().into());
+        }
+        if let Some(ceiling) = &self.ceiling {
+            args.push("--helper-ceiling".into());
+            args.push(ceiling.clone().into());
+        }
+        args.push("--".into());
+        args.extend(self.argv.iter().cloned());
+        args
+    }
+}
+
+/// What one run of agentd (or, for a few controls, of the command alone) produced.
+#[derive(Debug, Clone)]
+pub struct Run {
+    /// What the run is for, e.g. "confined" or "control".
+    pub label: String,
+    pub user: String,
+    pub command_line: String,
+    /// agentd's exit code; `None` when it was killed by a signal.
+    pub status: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+    /// The last line of stderr, which must be the facts.
+    pub facts_line: String,
+    pub facts: Result<Facts, String>,
+    pub probe: probe::Report,
+    pub elapsed: Duration,
+}
+
+impl Run {
+    /// The command's own stderr, as agentd classifies it: without agentd's notes and the facts
+    /// line, and only its last [`STDERR_TAIL`] bytes.
+    pub fn command_stderr_tail(&self) -> String {
+        let mut lines: Vec<&str> = self
+            .stderr
+            .lines()
+            .filter(|l| !l.starts_with("agentd: "))
+            .collect();
+        if lines.last().is_some_and(|l| *l == self.facts_line) {
+            lines.pop();
+        }
+        let text = lines.join("\n");
+        let start = text.len().saturating_sub(STDERR_TAIL);
+        let start = (start..=text.len())
+            .find(|&i| text.is_char_boundary(i))
+            .unwrap_or(text.len());
+        text[start..].to_owned()
+    }
+
+    /// A few lines that let a reader reproduce and understand the run.
+    pub fn describe(&self) -> String {
+        let tail = |text: &str, n: usize| {
+            let lines: Vec<&str> = text.lines().collect();
+            lines[lines.len().saturating_sub(n)..].join("\n      ")
+        };
+        format!(
+            "    {} run as {}: {}\n    agentd exit: {}, {:.2}s\n    facts: {}\n    stdout tail:\n      {}\n    stderr tail:\n      {}",
+            self.label,
+            self.user,
+            self.command_line,
+            self.status
+                .map_or_else(|| "killed by a signal".to_owned(), |s| s.to_string()),
+            self.elapsed.as_secs_f64(),
+            if self.facts_line.is_empty() {
+                "(none)"
+            } else {
+                &self.facts_line
+            },
+            tail(&self.stdout, 12),
+            tail(&self.stderr, 12),
+        )
+    }
+}
+
+/// How to start agentd for one user.
+#[derive(Debug, Clone)]
+pub struct Launcher {
+    pub binaries: Binaries,
+    pub user: Identity,
+    /// agentd's whole environment before an invocation adds to it.
+    pub base_env: Vec<(OsString, OsString)>,
+}
+
+impl Launcher {
+    /// Runs agentd as described and waits for it, at most [`RUN_LIMIT`].
+    pub fn run(&self, label: &str, invocation: &Invocation) -> Result<Run, String> {
+        let mut command = Command::new(&self.binaries.agentd);
+        command.args(invocation.args());
+        let command_line = format!(
+            "cd {} && {} {}",
+            quote(invocation.cwd.as_os_str()),
+            quote(self.binaries.agentd.as_os_str()),
+            invocation
+                .args()
+                .iter()
+                .map(|a| quote(a))
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        self.execute(label, command, command_line, invocation)
+    }
+
+    /// Runs `argv` directly, without agentd, with the invocation's process state: the control
+    /// for properties agentd itself is meant to provide (descriptor hygiene).
+    pub fn run_plain(&self, label: &str, invocation: &Invocation) -> Result<Run, String> {
+        let (program, args) = invocation.argv.split_first().ok_or("nothing to run")?;
+        let mut command = Command::new(program);
+        command.args(args);
+        let command_line = format!(
+            "cd {} && {}",
+            quote(invocation.cwd.as_os_str()),
+            invocation
+                .argv
+                .iter()
+                .map(|a| quote(a))
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        self.execute(label, command, command_line, invocation)
+    }
+
+    fn execute(
+        &self,
+        label: &str,
+        mut command: Command,
+        command_line: String,
+        invocation: &Invocation,
+    ) -> Result<Run, String> {
+        command
+            .current_dir(&invocation.cwd)
+            .env_clear()
+            .envs(self.base_env.iter().map(|(k, v)| (k, v)))
+            .envs(invocation.env.iter().map(|(k, v)| (k, v)))
+            .stdin(if invocation.interactive {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        self.user.apply(&mut command);
+        prepare_process_state(
+            &mut command,
+            invocation.core_unlimited,
+            invocation.inherit.clone(),
+        );
+
+        let started = Instant::now();
+        let mut child = command
+            .spawn()
+            .map_err(|e| format!("cannot start {command_line}: {e}"))?;
+        let pid = child.id();
+        let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
+        let mut stdin = child.stdin.take();
+
+        let (lines_tx, lines_rx) = mpsc::channel::<String>();
+        let (out_tx, out_rx) = mpsc::channel::<(bool, String)>();
+        let err_tx = out_tx.clone();
+        thread::spawn(move || {
+            let mut all = String::new();
+            if let Some(stdout) = stdout {
+                for line in BufReader::new(stdout).lines() {
+                    let Ok(line) = line else { break };
+                    all.push_str(&line);
+                    all.push('\n');
+                    let _ = lines_tx.send(line);
+                }
+            }
+            let _ = out_tx.send((true, all));
+        });
+        thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut stderr) = stderr {
+                let _ = stderr.read_to_end(&mut bytes);
+            }
+            let _ = err_tx.send((false, String::from_utf8_lossy(&bytes).into_owned()));
+        });
+        let (exit_tx, exit_rx) = mpsc::channel();
+        thread::spawn(move || {
+            let _ = exit_tx.send(child.wait());
+        });
+
+        let deadline = started + RUN_LIMIT;
+        let mut trouble = None;
+        if let Some(stdin) = stdin.as_mut() {
+            trouble = answer_ready(pid, &lines_rx, stdin, deadline).err();
+        }
+        drop(stdin);
+        if trouble.is_some() {
+            let _ = kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
+        }
+        let status = match exit_rx.recv_timeout(deadline.saturating_duration_since(Instant::now()))
+        {
+            Ok(waited) => waited,
+            Err(_) => {
+                trouble.get_or_insert(format!(
+                    "agentd did not finish within {}s; killed it",
+                    RUN_LIMIT.as_secs()
+                ));
+                let _ = kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
+                exit_rx
+                    .recv()
+                    .map_err(|_| format!("lost track of {command_line}"))?
+            }
+        }
+        .map_err(|e| format!("cannot wait for {command_line}: {e}"))?;
+        // agentd reports only after the command's output has ended, so both pipes close with
+        // it, unless something outlived the command and still holds them: then stop reading.
+        let (mut stdout, mut stderr) = (String::new(), String::new());
+        let drain_deadline = Instant::now() + OUTPUT_GRACE;
+        for _ in 0..2 {
+            match out_rx.recv_timeout(drain_deadline.saturating_duration_since(Instant::now())) {
+                Ok((true, text)) => stdout = text,
+                Ok((false, text)) => stderr = text,
+                Err(_) => {
+                    trouble.get_or_insert(
+                        "agentd exited but its output stayed open: a process outlived the command"
+                            .to_owned(),
+                    );
+                    break;
+                }
+            }
+        }
+        let elapsed = started.elapsed();
+        let facts_line = stderr.lines().last().unwrap_or("").to_owned();
+        let facts = Facts::parse(&facts_line);
+        let run = Run {
+            label: label.to_owned(),
+            user: self.user.name.clone(),
+            command_line,
+            status: status.code(),
+            probe: probe::Report::parse(&stdout),
+            stdout,
+            stderr,
+            facts_line,
+            facts,
+            elapsed,
+        };
+        match trouble {
+            Some(why) => Err(format!("{why}\n{}", run.describe())),
+            None => Ok(run),
+        }
+    }
+}
+
+/// Waits for the command's `ready` line, then tells it agentd's and the helper's pids.
+fn answer_ready(
+    agentd: u32,
+    lines: &mpsc::Receiver<String>,
+    stdin: &mut impl Write,
+    deadline: Instant,
+) -> Result<(), String> {
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match lines.recv_timeout(left) {
+            Ok(line) if line == "ready" => break,
+            Ok(_) => continue,
+            Err(_) => return Err("the command never said it was ready".into()),
+        }
+    }
+    let helper = find_helper(agentd)
+        .ok_or_else(|| format!("agentd (pid {agentd}) has no confine-helper child"))?;
+    writeln!(stdin, "agentd={agentd} helper={helper}")
+        .map_err(|e| format!("cannot tell the command the pids: {e}"))
+}
+
+/// The confine-helper that agentd started (its child named `confine-helper`).
+pub fn find_helper(agentd: u32) -> Option<u32> {
+    let tasks = std::fs::read_dir(format!("/proc/{agentd}/task")).ok()?;
+    tasks
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("children")).ok())
+        .flat_map(|children| {
+            children
+                .split_whitespace()
+                .filter_map(|p| p.parse::<u32>().ok())
+                .collect::<Vec<_>>()
+        })
+        .find(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|comm| comm.trim() == "confine-helper")
+        })
+}
+
+/// Gives the child the process state an invocation asks for, between fork and exec.
+fn prepare_process_state(
+    command: &mut Command,
+    core_unlimited: bool,
+    inherit: Vec<(RawFd, RawFd)>,
+) {
+    if !core_unlimited && inherit.is_empty() {
+        return;
+    }
+    let closure = move || -> std::io::Result<()> {
+        if core_unlimited {
+            use nix::sys::resource::{RLIM_INFINITY, Resource, setrlimit};
+            setrlimit(Resource::RLIMIT_CORE, RLIM_INFINITY, RLIM_INFINITY)?;
+        }
+        for &(fd, as_fd) in &inherit {
+            // SAFETY: dup2 is async-signal-safe and touches only the child's descriptor table;
+            // `fd` stays open in the parent for the duration of the spawn. dup2 clears
+            // close-on-exec on the new number, which is the point: agentd inherits it.
+            if unsafe { nix::libc::dup2(fd, as_fd) } < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+        Ok(())
+    };
+    // SAFETY: the closure runs in the forked child before exec and only makes the syscalls
+    // setrlimit and dup2, both async-signal-safe; it allocates nothing (the Vec was moved in).
+    unsafe {
+        command.pre_exec(closure);
+    }
+}
+
+/// Quotes for a POSIX shell, so a failing command line can be pasted to reproduce it.
+pub fn quote(arg: &std::ffi::OsStr) -> String {
+    let text = arg.to_string_lossy();
+    let plain = !text.is_empty()
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:@,+%^".contains(c));
+    if plain {
+        text.into_owned()
+    } else {
+        format!("'{}'", text.replace('\'', r"'\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arguments_that_need_quoting_are_quoted() {
+        assert_eq!(quote("plain/path-1".as_ref()), "plain/path-1");
+        assert_eq!(quote("two words".as_ref()), "'two words'");
+        assert_eq!(quote("it's".as_ref()), r"'it'\''s'");
+        assert_eq!(quote("".as_ref()), "''");
+    }
+
+    #[test]
+    fn the_command_follows_the_separator() {
+        let inv = Invocation::new(Mode::ReadOnly, Path::new("/w"), vec!["true".into()])
+            .writable_root("/r")
+            .timeout(3);
+        let args: Vec<String> = inv
+            .args()
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        let sep = args.iter().position(|a| a == "--").expect("separator");
+        assert_eq!(&args[sep + 1..], ["true"]);
+        assert!(args.windows(2).any(|w| w == ["--writable-root", "/r"]));
+        assert!(args.windows(2).any(|w| w == ["--timeout", "3"]));
+    }
+}

@@ -1,0 +1,187 @@
+//! G. Resources and lifecycle: limits from the ceiling hold, and nothing the command started
+//! outlives it, whether it ended, timed out, or tried to hide.
+
+use std::time::Duration;
+
+use crate::case::{Case, Cx, RunChecks, Verdict, fail};
+use crate::ensure;
+use crate::fixtures::tagged_processes;
+use crate::matrix::{CONFINED, WORKSPACE_WRITE};
+
+pub const CASES: &[Case] = &[
+    Case {
+        id: "T54",
+        title: "a fork bomb stops at the ceiling's process limit and leaves nothing behind",
+        modes: CONFINED,
+        exclusive: true,
+        body: a_fork_bomb_is_contained,
+    },
+    Case {
+        id: "T55",
+        title: "the ceiling's file size and address space limits stop large writes and mappings",
+        modes: WORKSPACE_WRITE,
+        exclusive: false,
+        body: size_limits_stop_large_writes_and_mappings,
+    },
+    Case {
+        id: "T56",
+        title: "a command past its deadline is killed with its whole tree, in any mode",
+        modes: CONFINED,
+        exclusive: false,
+        body: a_command_past_its_deadline_is_killed,
+    },
+    Case {
+        id: "T57",
+        title: "a detached background process does not outlive the command, in any mode",
+        modes: CONFINED,
+        exclusive: false,
+        body: background_processes_do_not_outlive_the_command,
+    },
+];
+
+/// Far more than the ceiling allows, yet few enough that a broken limit cannot hurt the machine.
+const BOMB_SIZE: usize = 200;
+const PROCESS_CEILING: usize = 32;
+
+fn a_fork_bomb_is_contained(cx: &mut Cx) -> Verdict {
+    let ceiling = cx.ceiling(
+        "ceiling.toml",
+        &format!("max_processes = {PROCESS_CEILING}\n"),
+    )?;
+    let probe = cx.probe()?.step(
+        "bomb",
+        "fork-count",
+        [BOMB_SIZE.to_string(), cx.tag.clone()],
+    );
+    let run = cx.run(
+        "confined",
+        &cx.confined(probe.argv()).ceiling(&ceiling).timeout(30),
+    )?;
+    run.ran()?;
+    cx.no_survivors("the confined run")?;
+    let forked: usize = run
+        .probe
+        .data("forked")
+        .and_then(|n| n.parse().ok())
+        .ok_or_else(|| fail("the bomb did not say how many processes it made"))?;
+    ensure!(
+        forked < BOMB_SIZE,
+        "the bomb made all {forked} processes despite max_processes = {PROCESS_CEILING}"
+    );
+    run.step_fails_with("bomb", &["EAGAIN"])?;
+
+    // The helper is still there and still confines.
+    let after = cx.run(
+        "confined, after the bomb",
+        &cx.confined(vec!["/bin/true".into()]),
+    )?;
+    after.succeeded()?;
+
+    let control = cx.run("control", &cx.control(probe.argv()).timeout(30))?;
+    control.succeeded()?;
+    cx.no_survivors("the control run")?;
+    ensure!(
+        control.probe.data("forked") == Some(BOMB_SIZE.to_string().as_str()),
+        "unconfined the bomb made only {:?} processes: the probe does not work",
+        control.probe.data("forked")
+    );
+    Ok(())
+}
+
+const FILE_CEILING: u64 = 1 << 20;
+const SPACE_CEILING: u64 = 1 << 30;
+
+fn size_limits_stop_large_writes_and_mappings(cx: &mut Cx) -> Verdict {
+    let ceiling = cx.ceiling(
+        "ceiling.toml",
+        &format!("max_file_size = {FILE_CEILING}\nmax_address_space = {SPACE_CEILING}\n"),
+    )?;
+    let big = cx.ws.join("big");
+    let probe = cx
+        .probe()?
+        .step(
+            "write",
+            "write-bytes",
+            [
+                big.clone().into_os_string(),
+                (4 * FILE_CEILING).to_string().into(),
+            ],
+        )
+        .step("map", "map-bytes", [(2 * SPACE_CEILING).to_string()]);
+    let run = cx.run("confined", &cx.confined(probe.argv()).ceiling(&ceiling))?;
+    run.ran()?;
+    run.step_fails_with("write", &["EFBIG"])?;
+    run.step_fails_with("map", &["ENOMEM"])?;
+    let size = std::fs::metadata(&big).map(|m| m.len()).unwrap_or(0);
+    ensure!(
+        size <= FILE_CEILING,
+        "the workspace file grew to {size} bytes past max_file_size"
+    );
+
+    let control = cx.run("control", &cx.control(probe.argv()))?;
+    control.succeeded()?;
+    let size = std::fs::metadata(&big).map(|m| m.len()).unwrap_or(0);
+    ensure!(
+        size == 4 * FILE_CEILING,
+        "unconfined the file reached only {size} bytes: the probe does not work"
+    );
+    Ok(())
+}
+
+fn a_command_past_its_deadline_is_killed(cx: &mut Cx) -> Verdict {
+    let probe = cx.probe()?.step("sleep", "sleep-tree", [cx.tag.clone()]);
+    for (label, invocation) in [
+        ("confined", cx.confined(probe.argv()).timeout(1)),
+        ("danger-full-access", cx.control(probe.argv()).timeout(1)),
+    ] {
+        let run = cx.run(label, &invocation)?;
+        let facts = run
+            .facts
+            .as_ref()
+            .map_err(|e| fail(format!("the {label} run has no facts: {e}")))?;
+        ensure!(
+            facts.timed_out,
+            "the {label} run passed its 1s deadline but timed_out is false"
+        );
+        ensure!(
+            run.stdout.contains("ready"),
+            "the {label} run's command never started, so the timeout proves nothing"
+        );
+        // 1s deadline, agentd's 2s grace between TERM and KILL, and slack for a loaded machine.
+        ensure!(
+            run.elapsed < Duration::from_secs(10),
+            "the {label} run took {:.1}s to end after a 1s deadline",
+            run.elapsed.as_secs_f64()
+        );
+        cx.no_survivors(&format!("the {label} run timed out"))?;
+    }
+    Ok(())
+}
+
+fn background_processes_do_not_outlive_the_command(cx: &mut Cx) -> Verdict {
+    let touched = cx.ws.join(format!("{}-touched", cx.tag));
+    let probe = cx.probe()?.step("daemon", "daemon-touch", [&touched]);
+    for (label, invocation) in [
+        ("confined", cx.confined(probe.argv())),
+        ("danger-full-access", cx.control(probe.argv())),
+    ] {
+        let run = cx.run(label, &invocation)?;
+        run.succeeded()?;
+        run.step_ok("daemon")?;
+        cx.no_survivors(&format!("the {label} run ended"))?;
+    }
+
+    // Without agentd the daemon does survive: the probe really leaves something behind.
+    let plain = cx.run_plain("control without agentd", &cx.control(probe.argv()))?;
+    ensure!(
+        plain.status == Some(0),
+        "the daemon probe failed when run directly"
+    );
+    let survivors = tagged_processes(&cx.tag);
+    ensure!(
+        !survivors.is_empty(),
+        "run directly, the probe left no background process: it does not work"
+    );
+    crate::fixtures::kill_tagged(&cx.tag);
+    Ok(())
+}

@@ -1,0 +1,85 @@
+//! The catalogue, section by section (ids from the security catalogue, §4).
+//!
+//! Each case runs the attack confined, checks the host and the facts, then runs the same attack
+//! in danger-full-access as a control that must succeed: a deny that the control cannot undo
+//! proves nothing about the sandbox.
+
+use std::path::{Path, PathBuf};
+
+use crate::case::{Case, Cx, Stop, Verdict};
+use crate::ensure;
+use crate::fixtures::PathState;
+
+mod filesystem;
+mod ipc;
+mod lifecycle;
+mod network;
+mod process;
+mod protected;
+mod secrets;
+
+/// Every case, in catalogue order.
+pub fn all() -> Vec<Case> {
+    [
+        filesystem::CASES,
+        protected::CASES,
+        secrets::CASES,
+        network::CASES,
+        ipc::CASES,
+        process::CASES,
+        lifecycle::CASES,
+    ]
+    .concat()
+}
+
+/// The state of each path now, to compare after a run.
+fn snapshot(paths: &[&Path]) -> Vec<(PathBuf, PathState)> {
+    paths
+        .iter()
+        .map(|p| (p.to_path_buf(), PathState::of(p)))
+        .collect()
+}
+
+/// Fails unless every path is as in `before`.
+fn all_unchanged(cx: &Cx, before: &[(PathBuf, PathState)]) -> Verdict {
+    for (path, state) in before {
+        cx.unchanged(path, state)?;
+    }
+    Ok(())
+}
+
+/// Fails unless every path differs from `before`: the control run's attack really happened.
+fn all_changed(before: &[(PathBuf, PathState)]) -> Verdict {
+    for (path, state) in before {
+        ensure!(
+            PathState::of(path) != *state,
+            "the control run left {} as it was ({state}): the probe does not work here",
+            path.display()
+        );
+    }
+    Ok(())
+}
+
+/// `tool` on the PATH the commands get, if it is there.
+pub(crate) fn find_tool(tool: &str) -> Option<PathBuf> {
+    crate::suite::COMMAND_PATH
+        .split(':')
+        .map(|dir| Path::new(dir).join(tool))
+        .find(|p| p.is_file())
+}
+
+/// The text of a file in /proc/sys, trimmed.
+fn sysctl(path: &str) -> Option<String> {
+    std::fs::read_to_string(path)
+        .ok()
+        .map(|s| s.trim().to_owned())
+}
+
+/// Skips when `value` says the kernel itself forbids what the case needs.
+fn skip_unless(condition: bool, reason: impl Into<String>) -> Verdict {
+    if condition {
+        Ok(())
+    } else {
+        Err(Stop::Skip(reason.into()))
+    }
+}

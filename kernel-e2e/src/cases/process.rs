@@ -1,0 +1,262 @@
+//! F. Process and kernel-interface escapes: signals, terminals, privileges, namespaces, mounts,
+//! and code that never touched the disk.
+
+use super::{all_changed, all_unchanged, find_tool, skip_unless, snapshot, sysctl};
+use crate::case::{Case, Cx, RunChecks, Verdict, fail};
+use crate::ensure;
+use crate::fixtures::{CanaryProcess, Liveness};
+use crate::matrix::CONFINED;
+
+pub const CASES: &[Case] = &[
+    Case {
+        id: "T43",
+        title: "signals cannot reach agentd, the helper, or another process of the same user",
+        modes: CONFINED,
+        exclusive: false,
+        body: signals_cannot_reach_outside_processes,
+    },
+    Case {
+        id: "T46",
+        title: "TIOCSTI and TIOCLINUX are refused, also with high bits set in the command",
+        modes: CONFINED,
+        exclusive: false,
+        body: terminal_injection_is_refused,
+    },
+    Case {
+        id: "T48",
+        title: "the command runs with no_new_privs, a seccomp filter and no capabilities",
+        modes: CONFINED,
+        exclusive: false,
+        body: the_command_runs_without_privileges,
+    },
+    Case {
+        id: "T49",
+        title: "nested user namespaces cannot be made, so nothing can be remounted writable",
+        modes: CONFINED,
+        exclusive: false,
+        body: nested_namespaces_cannot_be_made,
+    },
+    Case {
+        id: "T50",
+        title: "mount-API syscalls are refused and clone3 answers ENOSYS",
+        modes: CONFINED,
+        exclusive: false,
+        body: mount_syscalls_are_refused,
+    },
+    Case {
+        id: "T52",
+        title: "code executed from memory is still confined",
+        modes: CONFINED,
+        exclusive: false,
+        body: code_run_from_memory_is_still_confined,
+    },
+];
+
+fn signals_cannot_reach_outside_processes(cx: &mut Cx) -> Verdict {
+    let mut canary = CanaryProcess::spawn(cx.user())
+        .map_err(|e| fail(format!("cannot start a canary process: {e}")))?;
+    let pid = canary.pid().to_string();
+    // agentd and the helper get signal 0 and SIGWINCH (ignored by default): the same permission
+    // check as SIGKILL, without wrecking the run if the sandbox lets them through.
+    let probe = cx
+        .probe()?
+        .op("wait-pids", Vec::<String>::new())
+        .step("probe-agentd", "kill", ["0", "@agentd"])
+        .step("winch-agentd", "kill", ["WINCH", "@agentd"])
+        .step("probe-helper", "kill", ["0", "@helper"])
+        .step("winch-helper", "kill", ["WINCH", "@helper"])
+        .step("stop-canary", "kill", ["STOP", pid.as_str()])
+        .step("kill-canary", "kill", ["KILL", pid.as_str()]);
+    let run = cx.run("confined", &cx.confined(probe.argv()).interactive())?;
+    run.ran()?;
+    // EPERM from Landlock's signal scoping; ESRCH when the pid does not exist in bwrap's own
+    // pid namespace.
+    for step in [
+        "probe-agentd",
+        "winch-agentd",
+        "probe-helper",
+        "winch-helper",
+        "stop-canary",
+        "kill-canary",
+    ] {
+        run.step_fails_with(step, &["EPERM", "ESRCH"])?;
+    }
+    let state = canary.liveness();
+    ensure!(
+        state == Liveness::Running,
+        "the canary process is {state:?} after the confined run"
+    );
+
+    let control_probe = cx
+        .probe()?
+        .op("wait-pids", Vec::<String>::new())
+        .step("winch-agentd", "kill", ["WINCH", "@agentd"])
+        .step("stop-canary", "kill", ["STOP", pid.as_str()])
+        .step("kill-canary", "kill", ["KILL", pid.as_str()]);
+    let control = cx.run("control", &cx.control(control_probe.argv()).interactive())?;
+    control.succeeded()?;
+    let state = canary.liveness();
+    ensure!(
+        state == Liveness::Dead,
+        "the control run could not kill the canary ({state:?}): the probe does not work"
+    );
+    Ok(())
+}
+
+fn terminal_injection_is_refused(cx: &mut Cx) -> Verdict {
+    let legacy = sysctl("/proc/sys/dev/tty/legacy_tiocsti").unwrap_or_else(|| "1".into());
+    skip_unless(
+        legacy == "1" || cx.user().is_root(),
+        "the kernel refuses TIOCSTI to everyone but root (dev.tty.legacy_tiocsti=0)",
+    )?;
+    let probe = cx.probe()?.op("tiocsti", Vec::<String>::new());
+    let run = cx.run("confined", &cx.confined(probe.argv()))?;
+    run.denied()?;
+    // EACCES: where the sandbox does not even let the command open a pseudo-terminal.
+    for step in ["tiocsti", "tiocsti-high-bits", "tioclinux"] {
+        run.step_fails_with(step, &["EPERM", "EACCES"])?;
+    }
+    let control = cx.run("control", &cx.control(probe.argv()))?;
+    control.ran()?;
+    control.step_ok("tiocsti")?;
+    control.step_ok("tiocsti-high-bits")?;
+    control.step_reached_kernel("tioclinux")?;
+    Ok(())
+}
+
+fn the_command_runs_without_privileges(cx: &mut Cx) -> Verdict {
+    let probe = cx.probe()?.op("status", Vec::<String>::new());
+    let run = cx.run("confined", &cx.confined(probe.argv()))?;
+    run.succeeded()?;
+    let field = |key: &str| run.probe.data(key).unwrap_or("(absent)").to_owned();
+    ensure!(
+        field("NoNewPrivs") == "1",
+        "NoNewPrivs is {}, not 1",
+        field("NoNewPrivs")
+    );
+    ensure!(
+        field("Seccomp") == "2",
+        "Seccomp is {}, not 2 (filter mode)",
+        field("Seccomp")
+    );
+    for key in ["CapEff", "CapPrm"] {
+        let value = field(key);
+        ensure!(
+            u64::from_str_radix(&value, 16) == Ok(0),
+            "{key} is {value}, not 0"
+        );
+    }
+    let control = cx.run("control", &cx.control(probe.argv()))?;
+    control.succeeded()?;
+    ensure!(
+        control.probe.data("NoNewPrivs").is_some(),
+        "the control run could not read its status"
+    );
+    Ok(())
+}
+
+fn nested_namespaces_cannot_be_made(cx: &mut Cx) -> Verdict {
+    let probe = cx
+        .probe()?
+        .op("unshare-user", Vec::<String>::new())
+        .op("clone-newuser", Vec::<String>::new());
+    let run = cx.run("confined", &cx.confined(probe.argv()))?;
+    run.denied()?;
+    run.step_fails_with("unshare-user", &["EPERM"])?;
+    run.step_fails_with("clone-newuser", &["EPERM"])?;
+    let control = cx.run("control", &cx.control(probe.argv()))?;
+    control.succeeded()?;
+
+    // Real tools trying to get a writable view of the host inside a nested namespace.
+    let mut tools = Vec::new();
+    if let Some(bwrap) = find_tool("bwrap") {
+        tools.push(("nested bwrap", bwrap, vec!["--dev-bind", "/", "/", "--"]));
+    }
+    if let Some(unshare) = find_tool("unshare") {
+        tools.push(("unshare -rm", unshare, vec!["-r", "-m", "--"]));
+    }
+    for (name, tool, args) in tools {
+        let canary = cx.home_canary(&name.replace(' ', "-"))?;
+        let mut argv: Vec<std::ffi::OsString> = vec![tool.into()];
+        argv.extend(args.into_iter().map(Into::into));
+        argv.extend(cx.sh(&format!(
+            "mount -o remount,rw / 2>/dev/null; echo escaped > {}",
+            canary.display()
+        )));
+        let before = snapshot(&[&canary]);
+        let run = cx.run(&format!("confined {name}"), &cx.confined(argv.clone()))?;
+        let facts = run.ran()?;
+        ensure!(
+            facts.exit != Some(crate::facts::Exit::Code(0)),
+            "{name} succeeded inside the sandbox"
+        );
+        all_unchanged(cx, &before)?;
+        let control = cx.run(&format!("control {name}"), &cx.control(argv))?;
+        control.succeeded()?;
+        all_changed(&before)?;
+    }
+    Ok(())
+}
+
+const MOUNT_API: [&str; 10] = [
+    "mount",
+    "umount2",
+    "open_tree",
+    "move_mount",
+    "fsopen",
+    "fsconfig",
+    "fsmount",
+    "fspick",
+    "mount_setattr",
+    "pivot_root",
+];
+
+fn mount_syscalls_are_refused(cx: &mut Cx) -> Verdict {
+    let probe = cx
+        .probe()?
+        .op("mount-api", Vec::<String>::new())
+        .op("clone3", Vec::<String>::new());
+    let run = cx.run("confined", &cx.confined(probe.argv()))?;
+    run.denied()?;
+    run.step_denied("private-mount-namespace")?;
+    // The arguments name paths that do not exist: a kernel that got to look would say ENOENT or
+    // EINVAL; only a filter (or a missing privilege) answers first.
+    for call in MOUNT_API {
+        run.step_fails_with(call, &["EPERM", "ENOSYS", "EACCES"])?;
+    }
+    run.step_fails_with("clone3", &["ENOSYS"])?;
+
+    let control = cx.run("control", &cx.control(probe.argv()))?;
+    control.ran()?;
+    control.step_ok("private-mount-namespace")?;
+    for call in MOUNT_API {
+        control.step_reached_kernel(call)?;
+    }
+    control.step_reached_kernel("clone3")?;
+    Ok(())
+}
+
+fn code_run_from_memory_is_still_confined(cx: &mut Cx) -> Verdict {
+    let canary = cx.home_canary("memfd")?;
+    let marker = format!("{}-payload-ran", cx.tag);
+    let script = format!("echo {marker}; echo escaped > {}", canary.display());
+    let probe = cx.probe()?.op("memfd-exec", [script]);
+    let before = snapshot(&[&canary]);
+
+    let run = cx.run("confined", &cx.confined(probe.argv()))?;
+    // Refusing to execute from memory at all is stricter than needed and fine; if it runs, the
+    // payload is as confined as its parent.
+    if !run.step("memfd-exec")?.is_denial() {
+        run.step_ok("memfd-exec")?;
+        ensure!(
+            run.stdout.contains(&marker),
+            "the payload did not run from memory in the sandbox"
+        );
+        run.denied()?;
+    }
+    all_unchanged(cx, &before)?;
+
+    let control = cx.run("control", &cx.control(probe.argv()))?;
+    control.succeeded()?;
+    all_changed(&before)
+}

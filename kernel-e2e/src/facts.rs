@@ -1,0 +1,395 @@
+//! The facts agentd reports with `--json`, and the rules every report must follow.
+
+use serde_json::{Map, Value};
+
+use crate::matrix::{Backend, Mode};
+
+/// The texts by which agentd recognises that the sandbox said no.
+pub const DENIAL_TEXTS: [&str; 3] = [
+    "Read-only file system",
+    "Permission denied",
+    "Operation not permitted",
+];
+
+/// What a landlock run in workspace-write mode must admit it cannot enforce: Landlock can only
+/// add access, so a read-only hole inside a writable root cannot be expressed.
+pub const PROTECTED_SUBPATHS: [&str; 4] = [".git/hooks", ".git/config", ".gitmodules", ".agentd"];
+
+/// agentd's exit status when the command did not run.
+pub const EXIT_DID_NOT_RUN: i32 = 125;
+/// agentd's exit status when the command's timeout passed.
+pub const EXIT_TIMED_OUT: i32 = 124;
+
+/// How the command ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    Code(i32),
+    Signal(i32),
+}
+
+/// `{"level": ..., "missing": [...]}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Enforcement {
+    pub level: String,
+    pub missing: Vec<String>,
+}
+
+/// `{"stage": ..., "detail": ...}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunnerFailure {
+    pub stage: String,
+    pub detail: String,
+}
+
+/// One facts line, parsed strictly: every key present, nothing else.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Facts {
+    pub exit: Option<Exit>,
+    pub backend: Option<String>,
+    pub enforcement: Option<Enforcement>,
+    pub denied: bool,
+    pub runner_failure: Option<RunnerFailure>,
+    pub refused: Option<String>,
+    pub timed_out: bool,
+}
+
+const KEYS: [&str; 7] = [
+    "exit",
+    "backend",
+    "enforcement",
+    "denied",
+    "runner_failure",
+    "refused",
+    "timed_out",
+];
+
+impl Facts {
+    /// Parses the facts line; the error says which part of the contract the line breaks.
+    pub fn parse(line: &str) -> Result<Facts, String> {
+        let value: Value =
+            serde_json::from_str(line).map_err(|e| format!("not one JSON object: {e}"))?;
+        let object = value.as_object().ok_or("not a JSON object")?;
+        for key in object.keys() {
+            if !KEYS.contains(&key.as_str()) {
+                return Err(format!("unexpected key {key:?}"));
+            }
+        }
+        let field = |key: &str| object.get(key).ok_or(format!("missing key {key:?}"));
+        let exit = match field("exit")? {
+            Value::Null => None,
+            Value::Object(exit) => Some(parse_exit(exit)?),
+            other => return Err(format!("exit is neither null nor an object: {other}")),
+        };
+        let backend = optional_string(field("backend")?, "backend")?;
+        if let Some(name) = &backend
+            && !["bwrap", "landlock", "seatbelt", "none"].contains(&name.as_str())
+        {
+            return Err(format!("unknown backend {name:?}"));
+        }
+        let enforcement = match field("enforcement")? {
+            Value::Null => None,
+            Value::Object(e) => Some(parse_enforcement(e)?),
+            other => {
+                return Err(format!(
+                    "enforcement is neither null nor an object: {other}"
+                ));
+            }
+        };
+        let runner_failure = match field("runner_failure")? {
+            Value::Null => None,
+            Value::Object(f) => Some(RunnerFailure {
+                stage: string_in(f, "stage", "runner_failure")?,
+                detail: string_in(f, "detail", "runner_failure")?,
+            }),
+            other => {
+                return Err(format!(
+                    "runner_failure is neither null nor an object: {other}"
+                ));
+            }
+        };
+        Ok(Facts {
+            exit,
+            backend,
+            enforcement,
+            denied: boolean(field("denied")?, "denied")?,
+            runner_failure,
+            refused: optional_string(field("refused")?, "refused")?,
+            timed_out: boolean(field("timed_out")?, "timed_out")?,
+        })
+    }
+
+    /// Whether the command ran at all.
+    pub fn ran(&self) -> bool {
+        self.exit.is_some() && self.runner_failure.is_none() && self.refused.is_none()
+    }
+
+    /// Checks the rules that hold for every run, whatever the case: agentd's exit status matches
+    /// the facts, and `denied` is exactly the contract's classification of the command's stderr.
+    pub fn check_consistency(
+        &self,
+        agentd_status: Option<i32>,
+        stderr_tail: &str,
+    ) -> Result<(), String> {
+        let status = agentd_status.ok_or("agentd itself was killed by a signal")?;
+        if self.runner_failure.is_some() && self.refused.is_some() {
+            return Err("both runner_failure and refused are set".into());
+        }
+        let expected = if self.runner_failure.is_some() || self.refused.is_some() {
+            if self.exit.is_some() {
+                return Err("the command did not run but an exit is reported".into());
+            }
+            EXIT_DID_NOT_RUN
+        } else if self.timed_out {
+            EXIT_TIMED_OUT
+        } else {
+            match self.exit {
+                Some(Exit::Code(code)) => code & 0xff,
+                Some(Exit::Signal(signal)) => 128 + signal,
+                None => return Err("the command ran but no exit is reported".into()),
+            }
+        };
+        if status != expected {
+            return Err(format!(
+                "agentd exited {status}, the facts say it should be {expected}"
+            ));
+        }
+        let denial_text = DENIAL_TEXTS.iter().any(|t| stderr_tail.contains(t));
+        let looks_denied = matches!(self.exit, Some(Exit::Code(c)) if c != 0)
+            && self.runner_failure.is_none()
+            && denial_text;
+        // "denied is true only when ...": never without the evidence. The converse holds where
+        // a sandbox was there to deny: unconfined (backend "none") nothing was denied by one.
+        let confined = matches!(
+            self.backend.as_deref(),
+            Some("bwrap" | "landlock" | "seatbelt")
+        );
+        if self.denied && !looks_denied || !self.denied && looks_denied && confined {
+            return Err(format!(
+                "denied is {} but the exit is {:?} and the command's stderr tail {} denial text",
+                self.denied,
+                self.exit,
+                if denial_text { "has" } else { "has no" }
+            ));
+        }
+        Ok(())
+    }
+
+    /// Checks what a command that ran says about its confinement: the backend asked for, and an
+    /// enforcement level that admits what the backend cannot do.
+    pub fn check_confinement(&self, backend: Backend, mode: Mode) -> Result<(), String> {
+        if self.backend.as_deref() != Some(backend.as_str()) {
+            return Err(format!(
+                "backend is {:?}, {} was asked for",
+                self.backend,
+                backend.as_str()
+            ));
+        }
+        let enforcement = self
+            .enforcement
+            .as_ref()
+            .ok_or("a confined command ran but enforcement is null")?;
+        match (backend, mode) {
+            (Backend::Landlock, Mode::WorkspaceWrite) => {
+                if enforcement.level != "partial" {
+                    return Err(format!(
+                        "landlock cannot keep protected subpaths of a writable root read-only, \
+                         yet enforcement is {:?}",
+                        enforcement.level
+                    ));
+                }
+                let absent: Vec<&str> = PROTECTED_SUBPATHS
+                    .iter()
+                    .copied()
+                    .filter(|path| !names_protected_subpath(&enforcement.missing, path))
+                    .collect();
+                if !absent.is_empty() {
+                    return Err(format!(
+                        "enforcement.missing {:?} does not name protected subpath(s) {absent:?}",
+                        enforcement.missing
+                    ));
+                }
+            }
+            _ => {
+                if enforcement.level != "full" || !enforcement.missing.is_empty() {
+                    return Err(format!(
+                        "{} in {} mode should enforce fully, facts say {:?} missing {:?}",
+                        backend.as_str(),
+                        mode.as_str(),
+                        enforcement.level,
+                        enforcement.missing
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `"protected subpath .agentd"` and `"protected subpath .agentd/"` both name `.agentd`.
+fn names_protected_subpath(missing: &[String], path: &str) -> bool {
+    missing.iter().any(|entry| {
+        entry
+            .strip_prefix("protected subpath ")
+            .is_some_and(|named| named.trim_end_matches('/') == path)
+    })
+}
+
+fn parse_exit(exit: &Map<String, Value>) -> Result<Exit, String> {
+    let mut entries = exit.iter();
+    let (Some((key, value)), None) = (entries.next(), entries.next()) else {
+        return Err(format!("exit must have exactly one key: {exit:?}"));
+    };
+    let number = value
+        .as_i64()
+        .and_then(|n| i32::try_from(n).ok())
+        .ok_or(format!("exit.{key} is not a number: {value}"))?;
+    match key.as_str() {
+        "code" => Ok(Exit::Code(number)),
+        "signal" => Ok(Exit::Signal(number)),
+        other => Err(format!("exit has unknown key {other:?}")),
+    }
+}
+
+fn parse_enforcement(e: &Map<String, Value>) -> Result<Enforcement, String> {
+    let level = string_in(e, "level", "enforcement")?;
+    if level != "full" && level != "partial" {
+        return Err(format!("unknown enforcement level {level:?}"));
+    }
+    let missing = e
+        .get("missing")
+        .and_then(Value::as_array)
+        .ok_or("enforcement.missing is not an array")?
+        .iter()
+        .map(|m| {
+            m.as_str()
+                .map(str::to_owned)
+                .ok_or(format!("missing entry {m} is not a string"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    if level == "partial" && missing.is_empty() {
+        return Err("enforcement is partial but names nothing missing".into());
+    }
+    Ok(Enforcement { level, missing })
+}
+
+fn string_in(object: &Map<String, Value>, key: &str, within: &str) -> Result<String, String> {
+    object
+        .get(key)
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .ok_or(format!("{within}.{key} is not a string"))
+}
+
+fn optional_string(value: &Value, key: &str) -> Result<Option<String>, String> {
+    match value {
+        Value::Null => Ok(None),
+        Value::String(s) => Ok(Some(s.clone())),
+        other => Err(format!("{key} is neither null nor a string: {other}")),
+    }
+}
+
+fn boolean(value: &Value, key: &str) -> Result<bool, String> {
+    value
+        .as_bool()
+        .ok_or(format!("{key} is not a boolean: {value}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const RAN: &str = r#"{"exit":{"code":1},"backend":"bwrap","enforcement":{"level":"full","missing":[]},"denied":true,"runner_failure":null,"refused":null,"timed_out":false}"#;
+
+    #[test]
+    fn a_complete_facts_line_parses() {
+        let facts = Facts::parse(RAN).expect("parses");
+        assert_eq!(facts.exit, Some(Exit::Code(1)));
+        assert_eq!(facts.backend.as_deref(), Some("bwrap"));
+        assert!(facts.denied);
+        assert!(facts.ran());
+    }
+
+    #[test]
+    fn a_missing_or_extra_key_is_a_contract_violation() {
+        let missing = RAN.replace(r#","timed_out":false"#, "");
+        assert!(Facts::parse(&missing).is_err());
+        let extra = RAN.replace(r#""timed_out":false"#, r#""timed_out":false,"x":1"#);
+        assert!(Facts::parse(&extra).is_err());
+    }
+
+    #[test]
+    fn denied_must_match_the_stderr_classification() {
+        let facts = Facts::parse(RAN).expect("parses");
+        assert!(
+            facts
+                .check_consistency(Some(1), "sh: cannot create x: Read-only file system")
+                .is_ok()
+        );
+        assert!(
+            facts
+                .check_consistency(Some(1), "sh: no such file")
+                .is_err()
+        );
+        assert!(
+            facts
+                .check_consistency(Some(2), "Read-only file system")
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn unconfined_failures_are_not_denials() {
+        let line = RAN.replace(r#""backend":"bwrap""#, r#""backend":"none""#);
+        let mut facts = Facts::parse(&line).expect("parses");
+        facts.denied = false;
+        assert!(
+            facts
+                .check_consistency(Some(1), "Permission denied")
+                .is_ok()
+        );
+        facts.backend = Some("bwrap".into());
+        assert!(
+            facts
+                .check_consistency(Some(1), "Permission denied")
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn a_refusal_exits_125_with_no_exit() {
+        let line = r#"{"exit":null,"backend":null,"enforcement":null,"denied":false,"runner_failure":null,"refused":"above the ceiling","timed_out":false}"#;
+        let facts = Facts::parse(line).expect("parses");
+        assert!(!facts.ran());
+        assert!(facts.check_consistency(Some(125), "").is_ok());
+        assert!(facts.check_consistency(Some(1), "").is_err());
+    }
+
+    #[test]
+    fn landlock_workspace_write_must_name_every_protected_subpath() {
+        let mut facts = Facts::parse(RAN).expect("parses");
+        facts.backend = Some("landlock".into());
+        facts.enforcement = Some(Enforcement {
+            level: "partial".into(),
+            missing: PROTECTED_SUBPATHS
+                .iter()
+                .map(|p| format!("protected subpath {p}/"))
+                .collect(),
+        });
+        assert!(
+            facts
+                .check_confinement(Backend::Landlock, Mode::WorkspaceWrite)
+                .is_ok()
+        );
+        facts.enforcement.as_mut().expect("set").missing.pop();
+        assert!(
+            facts
+                .check_confinement(Backend::Landlock, Mode::WorkspaceWrite)
+                .is_err()
+        );
+        assert!(
+            facts
+                .check_confinement(Backend::Landlock, Mode::ReadOnly)
+                .is_err()
+        );
+    }
+}

@@ -1,0 +1,346 @@
+//! Host-side canaries: things outside the sandbox that a confined command must not change or
+//! reach, each with a way to ask the host afterwards what happened to it.
+//!
+//! Every check is made after agentd has exited, when whatever the command did has already
+//! happened: a connection attempt is in the listener's backlog or never was, so the checks never
+//! wait for anything.
+
+use std::fs;
+use std::io::{self, ErrorKind};
+use std::net::{TcpListener, UdpSocket};
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{SocketAddr, UnixDatagram, UnixListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+use crate::users::Identity;
+
+/// What is at a path on the host, compared before and after a run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PathState {
+    Absent,
+    File(Vec<u8>),
+    Dir(Vec<String>),
+    Symlink(PathBuf),
+    Other,
+}
+
+impl PathState {
+    pub fn of(path: &Path) -> PathState {
+        match fs::symlink_metadata(path) {
+            Err(_) => PathState::Absent,
+            Ok(meta) if meta.file_type().is_symlink() => {
+                PathState::Symlink(fs::read_link(path).unwrap_or_default())
+            }
+            Ok(meta) if meta.is_file() => PathState::File(fs::read(path).unwrap_or_default()),
+            Ok(meta) if meta.is_dir() => {
+                let mut names: Vec<String> = fs::read_dir(path)
+                    .map(|entries| {
+                        entries
+                            .flatten()
+                            .map(|e| e.file_name().to_string_lossy().into_owned())
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                names.sort();
+                PathState::Dir(names)
+            }
+            Ok(_) => PathState::Other,
+        }
+    }
+}
+
+impl std::fmt::Display for PathState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PathState::Absent => f.write_str("absent"),
+            PathState::File(bytes) => {
+                write!(f, "a file holding {:?}", String::from_utf8_lossy(bytes))
+            }
+            PathState::Dir(names) => write!(f, "a directory with {names:?}"),
+            PathState::Symlink(target) => write!(f, "a symlink to {}", target.display()),
+            PathState::Other => f.write_str("a special file"),
+        }
+    }
+}
+
+/// A TCP listener on 127.0.0.1 that tells whether anything connected.
+#[derive(Debug)]
+pub struct TcpCanary {
+    listener: TcpListener,
+}
+
+impl TcpCanary {
+    pub fn new() -> io::Result<TcpCanary> {
+        let listener = TcpListener::bind("127.0.0.1:0")?;
+        listener.set_nonblocking(true)?;
+        Ok(TcpCanary { listener })
+    }
+
+    pub fn port(&self) -> u16 {
+        self.listener.local_addr().map(|a| a.port()).unwrap_or(0)
+    }
+
+    /// Connections completed since the last call (the kernel finishes the handshake without us).
+    pub fn connections(&self) -> usize {
+        let mut count = 0;
+        while self.listener.accept().is_ok() {
+            count += 1;
+        }
+        count
+    }
+}
+
+/// A UDP socket on 127.0.0.1 that tells whether any datagram arrived.
+#[derive(Debug)]
+pub struct UdpCanary {
+    socket: UdpSocket,
+}
+
+impl UdpCanary {
+    pub fn new() -> io::Result<UdpCanary> {
+        let socket = UdpSocket::bind("127.0.0.1:0")?;
+        socket.set_nonblocking(true)?;
+        Ok(UdpCanary { socket })
+    }
+
+    pub fn port(&self) -> u16 {
+        self.socket.local_addr().map(|a| a.port()).unwrap_or(0)
+    }
+
+    pub fn datagrams(&self) -> usize {
+        let mut buf = [0u8; 512];
+        let mut count = 0;
+        while self.socket.recv(&mut buf).is_ok() {
+            count += 1;
+        }
+        count
+    }
+}
+
+/// A Unix stream listener and datagram socket, at two paths or two abstract names: the kind of
+/// endpoint a D-Bus, docker or ssh-agent socket is.
+#[derive(Debug)]
+pub struct UnixCanary {
+    pub stream_address: String,
+    pub dgram_address: String,
+    listener: UnixListener,
+    dgram: UnixDatagram,
+}
+
+impl UnixCanary {
+    /// Sockets at `<dir>/stream.sock` and `<dir>/dgram.sock`, connectable by anyone, so only the
+    /// sandbox stands between a command and them.
+    pub fn pathname(dir: &Path) -> io::Result<UnixCanary> {
+        let stream = dir.join("stream.sock");
+        let dgram = dir.join("dgram.sock");
+        let listener = UnixListener::bind(&stream)?;
+        let socket = UnixDatagram::bind(&dgram)?;
+        for path in [&stream, &dgram] {
+            fs::set_permissions(path, fs::Permissions::from_mode(0o777))?;
+        }
+        UnixCanary::finish(
+            stream.to_string_lossy().into_owned(),
+            dgram.to_string_lossy().into_owned(),
+            listener,
+            socket,
+        )
+    }
+
+    /// Sockets in the abstract namespace, which has no permissions at all.
+    pub fn abstract_names(tag: &str) -> io::Result<UnixCanary> {
+        let stream = format!("{tag}-stream");
+        let dgram = format!("{tag}-dgram");
+        let listener = UnixListener::bind_addr(&SocketAddr::from_abstract_name(&stream)?)?;
+        let socket = UnixDatagram::bind_addr(&SocketAddr::from_abstract_name(&dgram)?)?;
+        UnixCanary::finish(stream, dgram, listener, socket)
+    }
+
+    fn finish(
+        stream_address: String,
+        dgram_address: String,
+        listener: UnixListener,
+        dgram: UnixDatagram,
+    ) -> io::Result<UnixCanary> {
+        listener.set_nonblocking(true)?;
+        dgram.set_nonblocking(true)?;
+        Ok(UnixCanary {
+            stream_address,
+            dgram_address,
+            listener,
+            dgram,
+        })
+    }
+
+    pub fn connections(&self) -> usize {
+        let mut count = 0;
+        while self.listener.accept().is_ok() {
+            count += 1;
+        }
+        count
+    }
+
+    pub fn datagrams(&self) -> usize {
+        let mut buf = [0u8; 512];
+        let mut count = 0;
+        while self.dgram.recv(&mut buf).is_ok() {
+            count += 1;
+        }
+        count
+    }
+}
+
+/// A process of the same user, outside the sandbox, that should stay alive and running.
+#[derive(Debug)]
+pub struct CanaryProcess {
+    child: Child,
+}
+
+/// How a canary process is doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Liveness {
+    Running,
+    /// Stopped or traced: something got hold of it.
+    Stopped,
+    Dead,
+}
+
+impl CanaryProcess {
+    pub fn spawn(user: &Identity) -> io::Result<CanaryProcess> {
+        let mut command = Command::new("sleep");
+        command
+            .arg("3600")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        user.apply(&mut command);
+        Ok(CanaryProcess {
+            child: command.spawn()?,
+        })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn liveness(&mut self) -> Liveness {
+        if !matches!(self.child.try_wait(), Ok(None)) {
+            return Liveness::Dead;
+        }
+        let status = fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap_or_default();
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .map(str::trim)
+                .unwrap_or("")
+                .to_owned()
+        };
+        let state = field("State:");
+        if state.starts_with('T') || state.starts_with('t') || field("TracerPid:") != "0" {
+            Liveness::Stopped
+        } else {
+            Liveness::Running
+        }
+    }
+
+    /// An address the process has mapped readable, for a memory-read attempt.
+    pub fn readable_address(&self) -> Option<String> {
+        let maps = fs::read_to_string(format!("/proc/{}/maps", self.pid())).ok()?;
+        maps.lines()
+            .find(|l| {
+                l.split_whitespace()
+                    .nth(1)
+                    .is_some_and(|p| p.starts_with('r'))
+            })
+            .and_then(|l| l.split('-').next())
+            .map(|start| format!("0x{start}"))
+    }
+}
+
+impl Drop for CanaryProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// pids of processes whose command line contains `tag`: what a command left behind.
+pub fn tagged_processes(tag: &str) -> Vec<u32> {
+    let me = std::process::id();
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| pid != me)
+        .filter(|pid| {
+            fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|cmdline| contains(&cmdline, tag.as_bytes()))
+        })
+        .collect()
+}
+
+/// Kills whatever carries `tag`, so one case's survivors never disturb the next.
+pub fn kill_tagged(tag: &str) -> Vec<u32> {
+    let pids = tagged_processes(tag);
+    for &pid in &pids {
+        let _ = kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
+    }
+    pids
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    !needle.is_empty() && haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+/// A tmpfs mounted for one case and unmounted when dropped.
+#[derive(Debug)]
+pub struct TmpfsMount {
+    pub path: PathBuf,
+}
+
+impl TmpfsMount {
+    /// Needs CAP_SYS_ADMIN; the caller skips the case when this fails.
+    pub fn new(path: &Path, user: &Identity) -> io::Result<TmpfsMount> {
+        use nix::mount::{MsFlags, mount};
+        fs::create_dir_all(path)?;
+        let options = format!("size=1m,mode=0755,uid={},gid={}", user.uid, user.gid);
+        mount(
+            Some("tmpfs"),
+            path,
+            Some("tmpfs"),
+            MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+            Some(options.as_str()),
+        )
+        .map_err(io::Error::from)?;
+        Ok(TmpfsMount {
+            path: path.to_owned(),
+        })
+    }
+}
+
+impl Drop for TmpfsMount {
+    fn drop(&mut self) {
+        use nix::mount::{MntFlags, umount2};
+        let _ = umount2(&self.path, MntFlags::MNT_DETACH);
+    }
+}
+
+/// Removes a file, a symlink or a whole tree; absence is success.
+pub fn remove(path: &Path) -> io::Result<()> {
+    let result = match fs::symlink_metadata(path) {
+        Ok(meta) if meta.is_dir() => fs::remove_dir_all(path),
+        Ok(_) => fs::remove_file(path),
+        Err(e) => Err(e),
+    };
+    match result {
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+        other => other,
+    }
+}

@@ -1,0 +1,22 @@
+//! kernel-e2e: proves on the real kernel that what `agentd run` confines stays confined.
+//!
+//! Every case runs the real `agentd run --json` (which runs the real `confine-helper`), then
+//! checks two things: the host (a canary file unchanged, a listener that heard nothing, a process
+//! still alive) and the facts agentd reported. Every denial is paired with a control run of the
+//! same attack in danger-full-access, which must succeed: a probe that cannot do harm unconfined
+//! proves nothing by failing confined.
+//!
+//! The suite is a test target without the libtest harness (`tests/suite.rs` calls
+//! [`suite::main`]): cases are many, run in parallel, and report per backend.
+
+pub mod agentd;
+pub mod binaries;
+pub mod case;
+pub mod cases;
+pub mod facts;
+pub mod fixtures;
+pub mod matrix;
+pub mod probe;
+pub mod report;
+pub mod suite;
+pub mod users;

@@ -1,0 +1,77 @@
+//! The axes the suite runs every case along: backend, mode, and who runs agentd.
+
+use std::fmt;
+
+use crate::users::Identity;
+
+/// A Linux confinement backend, as `agentd run --backend` names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Backend {
+    Bwrap,
+    Landlock,
+}
+
+impl Backend {
+    /// Every Linux backend, in the order the report lists them.
+    pub const ALL: [Backend; 2] = [Backend::Bwrap, Backend::Landlock];
+
+    /// The name used on agentd's command line and in the facts' `backend` field.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::Bwrap => "bwrap",
+            Backend::Landlock => "landlock",
+        }
+    }
+}
+
+impl fmt::Display for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A sandbox mode, as `agentd run --mode` names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Mode {
+    ReadOnly,
+    WorkspaceWrite,
+    DangerFullAccess,
+}
+
+impl Mode {
+    /// The name used on agentd's command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::ReadOnly => "read-only",
+            Mode::WorkspaceWrite => "workspace-write",
+            Mode::DangerFullAccess => "danger-full-access",
+        }
+    }
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The confined modes a case applies to.
+pub const READ_ONLY: &[Mode] = &[Mode::ReadOnly];
+/// The confined modes a case applies to.
+pub const WORKSPACE_WRITE: &[Mode] = &[Mode::WorkspaceWrite];
+/// The confined modes a case applies to.
+pub const CONFINED: &[Mode] = &[Mode::ReadOnly, Mode::WorkspaceWrite];
+
+/// One cell of the matrix: a case runs once per cell whose mode it applies to.
+#[derive(Debug, Clone)]
+pub struct Cell {
+    pub backend: Backend,
+    pub mode: Mode,
+    pub user: Identity,
+}
+
+impl fmt::Display for Cell {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {} {}", self.backend, self.mode, self.user.name)
+    }
+}

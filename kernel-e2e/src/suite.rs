@@ -1,0 +1,421 @@
+//! Setting up, running every case in every cell on a small pool of threads, and reporting.
+
+use std::collections::VecDeque;
+use std::ffi::OsString;
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::sync::{Arc, Mutex, mpsc};
+use std::thread;
+use std::time::{Instant, SystemTime};
+
+use crate::agentd::Launcher;
+use crate::binaries::{BUILD_COMMAND, Binaries};
+use crate::case::{Case, Cx, Shared, Stop};
+use crate::cases;
+use crate::fixtures;
+use crate::matrix::{Backend, Cell, Mode};
+use crate::probe;
+use crate::report::{self, CaseResult, Verdict};
+use crate::users::Identity;
+
+/// The PATH agentd (and so every command) gets: the system's, nothing from the caller's.
+pub const COMMAND_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// Cases run in parallel, each in its own directories; more workers than cores is fine since
+/// most of a case is waiting for processes.
+const DEFAULT_WORKERS: usize = 4;
+
+/// Where Python is looked for first: system interpreters other users can run.
+const PYTHONS: [&str; 2] = ["/usr/bin/python3", "/usr/local/bin/python3"];
+
+/// One user's way of running agentd, with the Python it can use.
+#[derive(Debug)]
+struct Runner {
+    launcher: Launcher,
+    python: Option<PathBuf>,
+}
+
+/// One case to run in one cell.
+#[derive(Debug)]
+struct Job {
+    case: Case,
+    case_rank: usize,
+    cell: Cell,
+    user_rank: usize,
+    /// Set when the whole backend cannot run here.
+    skip: Option<String>,
+}
+
+/// Runs the suite and says how the test binary should exit.
+pub fn main() -> ExitCode {
+    let started = Instant::now();
+    match run(started) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            println!("kernel-e2e: cannot start: {e}");
+            println!("kernel-e2e: 0 passed, 1 failed, 0 skipped");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(started: Instant) -> Result<bool, String> {
+    let only_cases = list_from_env("KERNEL_E2E_CASES");
+    let only_backends = list_from_env("KERNEL_E2E_BACKENDS");
+    let workers = std::env::var("KERNEL_E2E_JOBS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(DEFAULT_WORKERS);
+    let backends: Vec<Backend> = Backend::ALL
+        .into_iter()
+        .filter(|b| {
+            only_backends
+                .as_ref()
+                .is_none_or(|only| only.iter().any(|o| o == b.as_str()))
+        })
+        .collect();
+
+    let binaries = Binaries::locate()?;
+    if let Some(note) = staleness(&binaries) {
+        println!("note: {note}");
+    }
+    let me = Identity::current()?;
+    let mut users = vec![me.clone()];
+    if me.is_root() {
+        users.push(Identity::unprivileged()?);
+    }
+
+    let shared = prepare_run_root()?;
+    let mut runners = Vec::new();
+    for user in &users {
+        let binaries = if user.current {
+            binaries.clone()
+        } else {
+            binaries.share()?
+        };
+        let python = find_python(user, &shared.probe_script);
+        runners.push(Runner {
+            launcher: Launcher {
+                binaries,
+                user: user.clone(),
+                base_env: base_env(user, &shared.run_root),
+            },
+            python,
+        });
+    }
+    println!(
+        "kernel-e2e: agentd {}, users {}, python {}, {workers} workers",
+        binaries.agentd.display(),
+        users
+            .iter()
+            .map(|u| u.name.as_str())
+            .collect::<Vec<_>>()
+            .join(" and "),
+        runners[0]
+            .python
+            .as_ref()
+            .map_or_else(|| "none".into(), |p| p.display().to_string()),
+    );
+
+    let catalogue = cases::all();
+    let mut jobs = VecDeque::new();
+    for &backend in &backends {
+        let skip = unavailable(backend, runners[0].python.as_deref(), &shared.probe_script);
+        for (user_rank, user) in users.iter().enumerate() {
+            for mode in [Mode::ReadOnly, Mode::WorkspaceWrite] {
+                for (case_rank, case) in catalogue.iter().enumerate() {
+                    let selected = only_cases
+                        .as_ref()
+                        .is_none_or(|only| only.iter().any(|o| o == case.id));
+                    if selected && case.modes.contains(&mode) {
+                        jobs.push_back(Job {
+                            case: *case,
+                            case_rank,
+                            cell: Cell {
+                                backend,
+                                mode,
+                                user: user.clone(),
+                            },
+                            user_rank,
+                            skip: skip.clone(),
+                        });
+                    }
+                }
+            }
+        }
+    }
+
+    let total_jobs = jobs.len();
+    eprintln!("kernel-e2e: running {total_jobs} cases on {workers} workers");
+    let run_root = shared.run_root.clone();
+    let (exclusive, parallel): (VecDeque<Job>, VecDeque<Job>) =
+        jobs.into_iter().partition(|job| job.case.exclusive);
+    let (runners, shared) = (Arc::new(runners), Arc::new(shared));
+    let mut results = run_pool(parallel, workers, runners.clone(), shared.clone());
+    results.extend(run_pool(exclusive, 1, runners, shared));
+    let _ = fixtures::remove(&run_root);
+    let (text, ok) = report::render(&mut results, &backends, started.elapsed(), workers);
+    print!("{text}");
+    Ok(ok)
+}
+
+fn run_pool(
+    jobs: VecDeque<Job>,
+    workers: usize,
+    runners: Arc<Vec<Runner>>,
+    shared: Arc<Shared>,
+) -> Vec<CaseResult> {
+    let total = jobs.len();
+    let queue = Arc::new(Mutex::new(jobs));
+    let (tx, rx) = mpsc::channel();
+    let mut handles = Vec::new();
+    for _ in 0..workers {
+        let (queue, tx, runners, shared) =
+            (queue.clone(), tx.clone(), runners.clone(), shared.clone());
+        handles.push(thread::spawn(move || {
+            loop {
+                let job = match queue.lock() {
+                    Ok(mut q) => q.pop_front(),
+                    Err(_) => None,
+                };
+                let Some(job) = job else { break };
+                let result = run_job(&job, &runners[job.user_rank], &shared);
+                if tx.send(result).is_err() {
+                    break;
+                }
+            }
+        }));
+    }
+    drop(tx);
+    let mut results = Vec::with_capacity(total);
+    for result in rx {
+        if matches!(result.verdict, Verdict::Fail { .. }) {
+            eprintln!(
+                "kernel-e2e: FAIL {} ({}, {}, {}) [{}/{total}]",
+                result.id,
+                result.backend,
+                result.mode,
+                result.user,
+                results.len() + 1
+            );
+        }
+        results.push(result);
+    }
+    for handle in handles {
+        let _ = handle.join();
+    }
+    results
+}
+
+fn run_job(job: &Job, runner: &Runner, shared: &Shared) -> CaseResult {
+    let started = Instant::now();
+    let verdict = match &job.skip {
+        Some(reason) => Verdict::Skip(reason.clone()),
+        None => run_case(job, runner, shared),
+    };
+    CaseResult {
+        backend: job.cell.backend,
+        mode: job.cell.mode,
+        user: job.cell.user.name.clone(),
+        user_rank: job.user_rank,
+        case_rank: job.case_rank,
+        id: job.case.id,
+        title: job.case.title,
+        verdict,
+        elapsed: started.elapsed(),
+    }
+}
+
+fn run_case(job: &Job, runner: &Runner, shared: &Shared) -> Verdict {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let seq = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tag = format!("agentd-e2e-{}-{seq:04}", std::process::id());
+    let dir = shared
+        .run_root
+        .join(format!(
+            "{}-{}-{}",
+            job.cell.backend, job.cell.mode, job.cell.user.name
+        ))
+        .join(format!("{}-{seq:04}", job.case.id));
+    let mut cx = match Cx::new(
+        &job.cell,
+        &runner.launcher,
+        shared,
+        runner.python.as_deref(),
+        dir,
+        tag,
+    ) {
+        Ok(cx) => cx,
+        Err(Stop::Skip(reason)) => return Verdict::Skip(reason),
+        Err(Stop::Fail(reason)) => {
+            return Verdict::Fail {
+                reason,
+                runs: Vec::new(),
+            };
+        }
+    };
+    let outcome = catch_unwind(AssertUnwindSafe(|| (job.case.body)(&mut cx)));
+    let runs = std::mem::take(&mut cx.runs);
+    match outcome {
+        Ok(Ok(())) => Verdict::Pass,
+        Ok(Err(Stop::Skip(reason))) => Verdict::Skip(reason),
+        Ok(Err(Stop::Fail(reason))) => Verdict::Fail { reason, runs },
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                .unwrap_or_default();
+            Verdict::Fail {
+                reason: format!("the case panicked: {what}"),
+                runs,
+            }
+        }
+    }
+}
+
+/// `/var/tmp/agentd-e2e-<pid>` (host /tmp is under test, so nothing of ours lives there),
+/// with the probe and an empty configuration directory for agentd.
+fn prepare_run_root() -> Result<Shared, String> {
+    let run_root = PathBuf::from(format!("/var/tmp/agentd-e2e-{}", std::process::id()));
+    let make = |path: &Path| -> Result<(), String> {
+        fs::create_dir_all(path)
+            .and_then(|()| fs::set_permissions(path, fs::Permissions::from_mode(0o755)))
+            .map_err(|e| format!("cannot create {}: {e}", path.display()))
+    };
+    make(&run_root)?;
+    make(&run_root.join("config"))?;
+    let probe_script = run_root.join("probe.py");
+    fs::write(&probe_script, probe::SOURCE)
+        .and_then(|()| fs::set_permissions(&probe_script, fs::Permissions::from_mode(0o644)))
+        .map_err(|e| format!("cannot write {}: {e}", probe_script.display()))?;
+    Ok(Shared {
+        run_root,
+        probe_script,
+    })
+}
+
+/// agentd's environment: what a login would give, and a configuration directory of our own so
+/// no configuration file of the user running the suite changes what is tested.
+fn base_env(user: &Identity, run_root: &Path) -> Vec<(OsString, OsString)> {
+    [
+        ("PATH", OsString::from(COMMAND_PATH)),
+        ("HOME", user.home.clone().into_os_string()),
+        ("USER", user.name.clone().into()),
+        ("LOGNAME", user.name.clone().into()),
+        ("SHELL", "/bin/sh".into()),
+        ("LANG", "C.UTF-8".into()),
+        ("XDG_CONFIG_HOME", run_root.join("config").into_os_string()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (OsString::from(k), v))
+    .collect()
+}
+
+/// A Python `user` can run, with the modules the probe needs.
+fn find_python(user: &Identity, probe_script: &Path) -> Option<PathBuf> {
+    let on_path = std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .map(|d| d.join("python3"))
+            .find(|p| p.is_file())
+    });
+    PYTHONS
+        .iter()
+        .map(PathBuf::from)
+        .chain(on_path)
+        .filter(|p| p.is_file())
+        .find(|python| {
+            let mut command = Command::new(python);
+            command
+                .args(["-I", "-B"])
+                .arg(probe_script)
+                .arg("socketpair")
+                .env_clear()
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null());
+            user.apply(&mut command);
+            command.status().is_ok_and(|s| s.success())
+        })
+}
+
+/// Why `backend` cannot run on this machine at all, if it cannot.
+fn unavailable(backend: Backend, python: Option<&Path>, probe_script: &Path) -> Option<String> {
+    match backend {
+        Backend::Bwrap => cases::find_tool("bwrap")
+            .is_none()
+            .then(|| "bwrap is not installed (install bubblewrap)".to_owned()),
+        Backend::Landlock => {
+            let python = python?;
+            let output = Command::new(python)
+                .args(["-I", "-B"])
+                .arg(probe_script)
+                .arg("landlock-abi")
+                .stdin(Stdio::null())
+                .output()
+                .ok()?;
+            let report = probe::Report::parse(&String::from_utf8_lossy(&output.stdout));
+            match report.data("landlock-abi") {
+                Some(_) => None,
+                None => Some(format!(
+                    "Landlock is not available in this kernel ({})",
+                    report
+                        .step("landlock-abi")
+                        .map_or_else(|| "no answer".into(), ToString::to_string)
+                )),
+            }
+        }
+    }
+}
+
+/// A note when the binaries are older than the sources they are built from: the suite would
+/// test yesterday's code.
+fn staleness(binaries: &Binaries) -> Option<String> {
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent()?;
+    let built = [&binaries.agentd, &binaries.helper]
+        .iter()
+        .filter_map(|b| fs::metadata(b).and_then(|m| m.modified()).ok())
+        .min()?;
+    let newest = ["agentd/src", "confine-helper/src", "protocol/src"]
+        .iter()
+        .filter_map(|dir| newest_mtime(&workspace.join(dir)))
+        .max()?;
+    (newest > built).then(|| {
+        format!(
+            "the binaries under test are older than their sources; rebuild with `{BUILD_COMMAND}`"
+        )
+    })
+}
+
+fn newest_mtime(dir: &Path) -> Option<SystemTime> {
+    let mut newest = None;
+    let mut pending = vec![dir.to_owned()];
+    while let Some(next) = pending.pop() {
+        for entry in fs::read_dir(&next).ok()?.flatten() {
+            let Ok(meta) = entry.metadata() else { continue };
+            if meta.is_dir() {
+                pending.push(entry.path());
+            } else if let Ok(modified) = meta.modified() {
+                newest = newest.max(Some(modified));
+            }
+        }
+    }
+    newest
+}
+
+fn list_from_env(name: &str) -> Option<Vec<String>> {
+    std::env::var(name)
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .map(|v| {
+            v.split(',')
+                .map(|s| s.trim().to_owned())
+                .filter(|s| !s.is_empty())
+                .collect()
+        })
+}
