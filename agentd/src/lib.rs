@@ -13,6 +13,7 @@ pub mod config;
 pub mod denial;
 pub mod environment;
 pub mod helper_client;
+pub mod model;
 pub mod run;
 pub mod session;
 #[cfg(test)]

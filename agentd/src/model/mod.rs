@@ -1,0 +1,304 @@
+//! The model layer: the chat history the agent loop keeps, and the providers that answer it.
+//!
+//! The loop keeps a [`ChatRequest`] (the history as [`Message`]s plus the [`ToolSpec`]s the
+//! model may call), hands it to a [`Provider`] and gets back an [`AssistantTurn`]: the text, the
+//! tool calls, why the model stopped and, when the server says, the token usage. While the turn
+//! is produced the provider reports [`Delta`]s so the loop can stream text and tool calls to the
+//! editor as they arrive.
+//!
+//! [`scripted::ScriptedProvider`] replays turns from a file for tests and demos.
+//!
+//! Cancellation is by dropping the future [`Provider::complete`] returns.
+
+mod error;
+pub mod scripted;
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+
+use serde::{Deserialize, Serialize};
+
+pub use error::ModelError;
+
+/// One entry of the chat history.
+///
+/// Serialized with a `role` tag (`{"role":"user","content":"..."}`), which is the form the
+/// session log stores; the HTTP provider translates to its own wire format.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "role", rename_all = "snake_case")]
+pub enum Message {
+    /// Instructions that frame the whole conversation.
+    System { content: String },
+    /// What the user said.
+    User { content: String },
+    /// What the model answered: text, tool calls, or both.
+    Assistant {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        text: Option<String>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<ToolCall>,
+    },
+    /// The result of one tool call, answered to the model.
+    Tool {
+        tool_call_id: String,
+        content: String,
+    },
+}
+
+impl Message {
+    /// A system message.
+    pub fn system(content: impl Into<String>) -> Message {
+        Message::System {
+            content: content.into(),
+        }
+    }
+
+    /// A user message.
+    pub fn user(content: impl Into<String>) -> Message {
+        Message::User {
+            content: content.into(),
+        }
+    }
+
+    /// The result of the tool call `tool_call_id`.
+    pub fn tool(tool_call_id: impl Into<String>, content: impl Into<String>) -> Message {
+        Message::Tool {
+            tool_call_id: tool_call_id.into(),
+            content: content.into(),
+        }
+    }
+}
+
+/// A call of a tool, as the model made it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// The id the model gave the call; the tool result refers to it.
+    pub id: String,
+    /// The tool's name.
+    pub name: String,
+    /// The arguments as JSON text, exactly as the model produced it (it may be malformed: the
+    /// tool decides what to answer then). An empty argument string is reported as `{}`.
+    pub arguments: String,
+}
+
+/// A tool the model may call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    /// The JSON schema of the arguments object.
+    pub parameters: serde_json::Value,
+}
+
+/// What a provider is asked: the history so far and the tools on offer.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChatRequest {
+    pub messages: Vec<Message>,
+    #[serde(default)]
+    pub tools: Vec<ToolSpec>,
+}
+
+/// Why the model stopped.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(from = "String", into = "String")]
+pub enum FinishReason {
+    /// It finished its answer.
+    Stop,
+    /// It wants the tool calls run and their results answered.
+    ToolCalls,
+    /// It hit the token limit.
+    Length,
+    /// The server's content filter cut it off.
+    ContentFilter,
+    /// Anything else the server said, verbatim.
+    Other(String),
+}
+
+impl FinishReason {
+    /// The reason as the OpenAI wire format spells it.
+    pub fn as_str(&self) -> &str {
+        match self {
+            FinishReason::Stop => "stop",
+            FinishReason::ToolCalls => "tool_calls",
+            FinishReason::Length => "length",
+            FinishReason::ContentFilter => "content_filter",
+            FinishReason::Other(other) => other,
+        }
+    }
+}
+
+impl From<&str> for FinishReason {
+    fn from(value: &str) -> FinishReason {
+        match value {
+            "stop" => FinishReason::Stop,
+            // `function_call` is the name older servers still use for the same thing.
+            "tool_calls" | "function_call" => FinishReason::ToolCalls,
+            "length" => FinishReason::Length,
+            "content_filter" => FinishReason::ContentFilter,
+            other => FinishReason::Other(other.to_owned()),
+        }
+    }
+}
+
+impl From<String> for FinishReason {
+    fn from(value: String) -> FinishReason {
+        FinishReason::from(value.as_str())
+    }
+}
+
+impl From<FinishReason> for String {
+    fn from(value: FinishReason) -> String {
+        value.as_str().to_owned()
+    }
+}
+
+impl fmt::Display for FinishReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Token counts, when the server reports them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    #[serde(default)]
+    pub prompt_tokens: u64,
+    #[serde(default)]
+    pub completion_tokens: u64,
+    #[serde(default)]
+    pub total_tokens: u64,
+}
+
+/// One complete answer of the model.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AssistantTurn {
+    /// All text deltas joined (empty when the model only called tools).
+    pub text: String,
+    /// The tool calls, in the order the model made them.
+    pub tool_calls: Vec<ToolCall>,
+    /// Why the model stopped, as the server said. Some servers say `stop` even when they made
+    /// tool calls, so a loop should decide on `tool_calls` being empty, not on this alone.
+    pub finish: FinishReason,
+    pub usage: Option<Usage>,
+}
+
+impl AssistantTurn {
+    /// The history entry that records this turn.
+    pub fn to_message(&self) -> Message {
+        Message::Assistant {
+            text: (!self.text.is_empty()).then(|| self.text.clone()),
+            tool_calls: self.tool_calls.clone(),
+        }
+    }
+}
+
+/// Part of a turn, reported while the turn is produced.
+///
+/// Joining the text deltas gives [`AssistantTurn::text`]; for each tool call there is exactly one
+/// `ToolCallStarted`, before any of its `ToolCallArguments`, and joining its argument fragments
+/// gives the call's arguments (before an empty string is turned into `{}`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Delta {
+    /// More answer text.
+    Text(String),
+    /// A tool call began. `index` is its position among this turn's tool calls (0, 1, ...).
+    ToolCallStarted {
+        index: usize,
+        id: String,
+        name: String,
+    },
+    /// More of the arguments of the tool call at `index`.
+    ToolCallArguments { index: usize, fragment: String },
+}
+
+/// The future [`Provider::complete`] returns.
+pub type CompleteFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<AssistantTurn, ModelError>> + Send + 'a>>;
+
+/// Something that answers a chat history with a model turn.
+///
+/// Usable as `Arc<dyn Provider>` from any tokio task. Dropping the returned future cancels the
+/// request: network activity stops and nothing more is delivered to `on_delta`.
+pub trait Provider: Send + Sync {
+    /// Produces the next assistant turn for `req`, reporting its parts to `on_delta` as they
+    /// arrive.
+    ///
+    /// Deltas already delivered stay delivered if the call then fails; a provider never retries
+    /// once it has delivered one.
+    fn complete<'a>(
+        &'a self,
+        req: &'a ChatRequest,
+        on_delta: &'a mut (dyn FnMut(Delta) + Send),
+    ) -> CompleteFuture<'a>;
+
+    /// A short description for logs and status lines, e.g. `deepseek-chat at https://...`.
+    fn describe(&self) -> String;
+}
+
+impl fmt::Debug for dyn Provider {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Provider({})", self.describe())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_serialize_with_a_role_tag() {
+        let messages = vec![
+            Message::system("be brief"),
+            Message::user("hi"),
+            Message::Assistant {
+                text: None,
+                tool_calls: vec![ToolCall {
+                    id: "c1".into(),
+                    name: "bash".into(),
+                    arguments: "{}".into(),
+                }],
+            },
+            Message::tool("c1", "ok"),
+        ];
+        let json = serde_json::to_value(&messages).expect("serializes");
+        assert_eq!(
+            json,
+            serde_json::json!([
+                {"role": "system", "content": "be brief"},
+                {"role": "user", "content": "hi"},
+                {"role": "assistant", "tool_calls": [{"id": "c1", "name": "bash", "arguments": "{}"}]},
+                {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+            ])
+        );
+        let back: Vec<Message> = serde_json::from_value(json).expect("deserializes");
+        assert_eq!(back, messages);
+    }
+
+    #[test]
+    fn finish_reasons_round_trip_through_their_wire_names() {
+        for name in ["stop", "tool_calls", "length", "content_filter", "eos"] {
+            assert_eq!(FinishReason::from(name).as_str(), name);
+        }
+        assert_eq!(FinishReason::from("function_call"), FinishReason::ToolCalls);
+        let json = serde_json::to_string(&FinishReason::Other("eos".into())).expect("ser");
+        assert_eq!(json, "\"eos\"");
+    }
+
+    #[test]
+    fn a_turn_becomes_its_history_entry() {
+        let turn = AssistantTurn {
+            text: String::new(),
+            tool_calls: vec![],
+            finish: FinishReason::Stop,
+            usage: None,
+        };
+        assert_eq!(
+            turn.to_message(),
+            Message::Assistant {
+                text: None,
+                tool_calls: vec![]
+            }
+        );
+    }
+}

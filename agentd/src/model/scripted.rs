@@ -1,0 +1,408 @@
+//! A provider that replays model turns from a file, for tests and `agentd demo`.
+//!
+//! The script is TOML, a list of `[[turn]]` tables:
+//!
+//! ```toml
+//! [[turn]]
+//! text = "Let me look at the file."
+//! [[turn.tool_calls]]
+//! name = "bash"
+//! arguments = { command = "cat hello.txt" }
+//!
+//! [[turn]]
+//! delay_ms = 300                  # answer slowly, like a real model
+//! text = "Done."
+//!
+//! [[turn]]
+//! error = "simulated outage"      # fail instead of answering
+//! ```
+//!
+//! Keys of a turn, all optional: `text`; `tool_calls`, each with a `name` and `arguments` (a
+//! table, sent as its JSON text, or a string, sent verbatim even if it is not valid JSON);
+//! `finish` (`stop`, `tool_calls`, `length`, `content_filter` or anything else; by default
+//! `tool_calls` when the turn has calls and `stop` otherwise); `delay_ms`, a wait before the
+//! answer; `error`, which makes the call fail with that message after the wait.
+//!
+//! Which turn answers is a pure function of the history: turn N (counting from 1) answers a
+//! request whose history holds N - 1 assistant messages, so a session restarted from its log
+//! continues where it was. A failed call adds no assistant message, so an `error` turn answers
+//! every call that reaches it. Past the last turn the provider answers
+//! [`ScriptedProvider::END_TEXT`] and stops.
+//!
+//! Tool call ids are `call_<turn>_<i>`, both counting from 1: the first call of the first turn
+//! is `call_1_1`. Text is delivered in several deltas, split after whitespace, and arguments in
+//! two fragments, so the streaming paths of the caller are exercised.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::{
+    AssistantTurn, ChatRequest, CompleteFuture, Delta, FinishReason, Message, ModelError, Provider,
+    ToolCall,
+};
+
+/// The scripted provider.
+#[derive(Debug, Clone)]
+pub struct ScriptedProvider {
+    origin: PathBuf,
+    turns: Vec<ScriptedTurn>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScriptFile {
+    #[serde(default)]
+    turn: Vec<ScriptedTurn>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScriptedTurn {
+    text: Option<String>,
+    #[serde(default)]
+    tool_calls: Vec<ScriptedCall>,
+    finish: Option<String>,
+    delay_ms: Option<u64>,
+    error: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScriptedCall {
+    name: String,
+    arguments: Option<serde_json::Value>,
+}
+
+impl ScriptedProvider {
+    /// The answer once the script has no more turns.
+    pub const END_TEXT: &'static str = "(The scripted model has no more turns.)";
+
+    /// Reads the script at `path`.
+    pub fn from_file(path: &Path) -> Result<ScriptedProvider, ModelError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ModelError::Script {
+            path: path.to_owned(),
+            detail: e.to_string(),
+        })?;
+        ScriptedProvider::from_toml(&text, path)
+    }
+
+    /// Parses a script; `origin` is the file it came from, for messages.
+    pub fn from_toml(text: &str, origin: &Path) -> Result<ScriptedProvider, ModelError> {
+        let file: ScriptFile = toml::from_str(text).map_err(|e| ModelError::Script {
+            path: origin.to_owned(),
+            detail: e.to_string().trim_end().to_owned(),
+        })?;
+        Ok(ScriptedProvider {
+            origin: origin.to_owned(),
+            turns: file.turn,
+        })
+    }
+
+    /// How many turns the script has.
+    pub fn len(&self) -> usize {
+        self.turns.len()
+    }
+
+    /// Whether the script has no turns at all.
+    pub fn is_empty(&self) -> bool {
+        self.turns.is_empty()
+    }
+
+    async fn answer(
+        &self,
+        req: &ChatRequest,
+        on_delta: &mut (dyn FnMut(Delta) + Send),
+    ) -> Result<AssistantTurn, ModelError> {
+        let position = req
+            .messages
+            .iter()
+            .filter(|m| matches!(m, Message::Assistant { .. }))
+            .count();
+        let number = position + 1;
+        let Some(turn) = self.turns.get(position) else {
+            return Ok(stream_turn(Self::END_TEXT, Vec::new(), None, on_delta));
+        };
+        if let Some(ms) = turn.delay_ms {
+            // The simulated latency of the model itself.
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+        }
+        if let Some(message) = &turn.error {
+            return Err(ModelError::Scripted {
+                turn: number,
+                message: message.clone(),
+            });
+        }
+        let calls = turn
+            .tool_calls
+            .iter()
+            .enumerate()
+            .map(|(i, call)| ToolCall {
+                id: format!("call_{number}_{}", i + 1),
+                name: call.name.clone(),
+                arguments: match &call.arguments {
+                    None => "{}".to_owned(),
+                    Some(serde_json::Value::String(raw)) => raw.clone(),
+                    Some(value) => value.to_string(),
+                },
+            })
+            .collect();
+        Ok(stream_turn(
+            turn.text.as_deref().unwrap_or(""),
+            calls,
+            turn.finish.as_deref(),
+            on_delta,
+        ))
+    }
+}
+
+/// Delivers a turn as deltas and returns it.
+fn stream_turn(
+    text: &str,
+    tool_calls: Vec<ToolCall>,
+    finish: Option<&str>,
+    on_delta: &mut (dyn FnMut(Delta) + Send),
+) -> AssistantTurn {
+    for piece in split_after_whitespace(text) {
+        on_delta(Delta::Text(piece.to_owned()));
+    }
+    for (index, call) in tool_calls.iter().enumerate() {
+        on_delta(Delta::ToolCallStarted {
+            index,
+            id: call.id.clone(),
+            name: call.name.clone(),
+        });
+        let mut middle = call.arguments.len() / 2;
+        while !call.arguments.is_char_boundary(middle) {
+            middle -= 1;
+        }
+        let (first, second) = call.arguments.split_at(middle);
+        for fragment in [first, second] {
+            if !fragment.is_empty() {
+                on_delta(Delta::ToolCallArguments {
+                    index,
+                    fragment: fragment.to_owned(),
+                });
+            }
+        }
+    }
+    let finish = match finish {
+        Some(reason) => FinishReason::from(reason),
+        None if tool_calls.is_empty() => FinishReason::Stop,
+        None => FinishReason::ToolCalls,
+    };
+    AssistantTurn {
+        text: text.to_owned(),
+        tool_calls,
+        finish,
+        usage: None,
+    }
+}
+
+/// `text` cut after each run of whitespace: "a b  c" gives "a ", "b  ", "c".
+fn split_after_whitespace(text: &str) -> Vec<&str> {
+    let mut pieces = Vec::new();
+    let mut start = 0;
+    let mut in_space = false;
+    for (at, c) in text.char_indices() {
+        if c.is_whitespace() {
+            in_space = true;
+        } else if in_space {
+            pieces.push(&text[start..at]);
+            start = at;
+            in_space = false;
+        }
+    }
+    if start < text.len() {
+        pieces.push(&text[start..]);
+    }
+    pieces
+}
+
+impl Provider for ScriptedProvider {
+    fn complete<'a>(
+        &'a self,
+        req: &'a ChatRequest,
+        on_delta: &'a mut (dyn FnMut(Delta) + Send),
+    ) -> CompleteFuture<'a> {
+        Box::pin(self.answer(req, on_delta))
+    }
+
+    fn describe(&self) -> String {
+        format!("scripted model {}", self.origin.display())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SCRIPT: &str = r#"
+[[turn]]
+text = "Let me look at the file."
+[[turn.tool_calls]]
+name = "bash"
+arguments = { command = "cat hello.txt" }
+[[turn.tool_calls]]
+name = "read_file"
+arguments = '{"path": '
+
+[[turn]]
+error = "simulated outage"
+
+[[turn]]
+text = "Done."
+finish = "length"
+"#;
+
+    fn provider() -> ScriptedProvider {
+        ScriptedProvider::from_toml(SCRIPT, Path::new("turns.toml")).expect("parses")
+    }
+
+    fn history(assistant_messages: usize) -> ChatRequest {
+        let mut messages = vec![Message::user("go")];
+        for _ in 0..assistant_messages {
+            messages.push(Message::Assistant {
+                text: Some("earlier".into()),
+                tool_calls: vec![],
+            });
+            messages.push(Message::tool("x", "result"));
+        }
+        ChatRequest {
+            messages,
+            tools: vec![],
+        }
+    }
+
+    async fn run(
+        provider: &ScriptedProvider,
+        req: &ChatRequest,
+    ) -> (Vec<Delta>, Result<AssistantTurn, ModelError>) {
+        let mut deltas = Vec::new();
+        let mut on_delta = |d: Delta| deltas.push(d);
+        let result = provider.complete(req, &mut on_delta).await;
+        (deltas, result)
+    }
+
+    #[tokio::test]
+    async fn the_first_turn_streams_text_and_tool_calls() {
+        let (deltas, turn) = run(&provider(), &history(0)).await;
+        let turn = turn.expect("answers");
+        assert_eq!(turn.text, "Let me look at the file.");
+        assert_eq!(turn.finish, FinishReason::ToolCalls);
+        assert_eq!(
+            turn.tool_calls,
+            [
+                ToolCall {
+                    id: "call_1_1".into(),
+                    name: "bash".into(),
+                    arguments: r#"{"command":"cat hello.txt"}"#.into(),
+                },
+                ToolCall {
+                    id: "call_1_2".into(),
+                    name: "read_file".into(),
+                    arguments: r#"{"path": "#.into(),
+                },
+            ]
+        );
+        let texts: Vec<&str> = deltas
+            .iter()
+            .filter_map(|d| match d {
+                Delta::Text(t) => Some(t.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(texts, ["Let ", "me ", "look ", "at ", "the ", "file."]);
+        let mut arguments = String::new();
+        let mut started = 0;
+        for delta in &deltas {
+            match delta {
+                Delta::ToolCallStarted { index: 0, id, .. } => {
+                    assert_eq!(id, "call_1_1");
+                    started += 1;
+                }
+                Delta::ToolCallArguments { index: 0, fragment } => {
+                    assert_eq!(started, 1, "arguments after the start");
+                    arguments.push_str(fragment);
+                }
+                _ => {}
+            }
+        }
+        assert_eq!(arguments, turn.tool_calls[0].arguments);
+        let fragments = deltas
+            .iter()
+            .filter(|d| matches!(d, Delta::ToolCallArguments { index: 0, .. }))
+            .count();
+        assert_eq!(fragments, 2);
+    }
+
+    #[tokio::test]
+    async fn the_turn_is_chosen_by_the_assistant_messages_in_the_history() {
+        let provider = provider();
+        let (deltas, result) = run(&provider, &history(1)).await;
+        let err = result.expect_err("the error turn");
+        assert!(
+            matches!(&err, ModelError::Scripted { turn: 2, .. }),
+            "{err}"
+        );
+        assert!(err.to_string().contains("simulated outage"), "{err}");
+        assert!(deltas.is_empty());
+        let (_, again) = run(&provider, &history(1)).await;
+        assert!(again.is_err(), "the same history reaches the same turn");
+
+        let (_, turn) = run(&provider, &history(2)).await;
+        let turn = turn.expect("third turn");
+        assert_eq!(turn.text, "Done.");
+        assert_eq!(turn.finish, FinishReason::Length);
+
+        let (deltas, turn) = run(&provider, &history(3)).await;
+        let turn = turn.expect("past the end");
+        assert_eq!(turn.text, ScriptedProvider::END_TEXT);
+        assert_eq!(turn.finish, FinishReason::Stop);
+        assert!(turn.tool_calls.is_empty());
+        assert!(deltas.len() > 1);
+    }
+
+    #[tokio::test]
+    async fn a_delayed_turn_answers_after_its_delay() {
+        let provider = ScriptedProvider::from_toml(
+            "[[turn]]\ndelay_ms = 20\ntext = \"late\"\n",
+            Path::new("t.toml"),
+        )
+        .expect("parses");
+        let started = std::time::Instant::now();
+        let (_, turn) = run(&provider, &history(0)).await;
+        assert_eq!(turn.expect("answers").text, "late");
+        assert!(started.elapsed() >= Duration::from_millis(20));
+    }
+
+    #[test]
+    fn a_bad_script_is_an_error_naming_the_file() {
+        let err = ScriptedProvider::from_toml("[[turn]]\ntxet = \"x\"\n", Path::new("/s/t.toml"))
+            .expect_err("typo");
+        let text = err.to_string();
+        assert!(
+            text.contains("/s/t.toml") && text.contains("txet"),
+            "{text}"
+        );
+        let err = ScriptedProvider::from_toml(
+            "[[turn]]\n[[turn.tool_calls]]\narguments = {}\n",
+            Path::new("t.toml"),
+        )
+        .expect_err("a call needs a name");
+        assert!(err.to_string().contains("name"), "{err}");
+        let err = ScriptedProvider::from_file(Path::new("/nonexistent/turns.toml"))
+            .expect_err("missing file");
+        assert!(err.to_string().contains("/nonexistent/turns.toml"), "{err}");
+    }
+
+    #[test]
+    fn text_splits_after_whitespace_and_joins_back() {
+        for text in ["", "one", " lead", "a b  c\n", "é ü\tx"] {
+            let pieces = split_after_whitespace(text);
+            assert_eq!(pieces.concat(), text);
+        }
+        assert_eq!(split_after_whitespace("a b  c"), ["a ", "b  ", "c"]);
+    }
+}
