@@ -6,12 +6,20 @@
 //! is produced the provider reports [`Delta`]s so the loop can stream text and tool calls to the
 //! editor as they arrive.
 //!
-//! [`scripted::ScriptedProvider`] replays turns from a file for tests and demos.
+//! Two providers exist: [`openai::OpenAiProvider`], a client of any OpenAI-compatible
+//! chat-completions endpoint (OpenAI, DeepSeek, vLLM, llama.cpp server, Ollama), and
+//! [`scripted::ScriptedProvider`], which replays turns from a file for tests and demos.
 //!
-//! Cancellation is by dropping the future [`Provider::complete`] returns.
+//! Cancellation is by dropping the future [`Provider::complete`] returns: the HTTP provider owns
+//! its connection inside that future, so dropping it closes the socket at once.
 
 mod error;
+pub mod openai;
 pub mod scripted;
+mod sse;
+
+#[cfg(test)]
+mod openai_tests;
 
 use std::fmt;
 use std::future::Future;
@@ -242,6 +250,19 @@ impl fmt::Debug for dyn Provider {
     }
 }
 
+/// Cuts `text` to at most `max` bytes on a character boundary, marking the cut.
+pub(crate) fn excerpt(text: &str, max: usize) -> String {
+    let text = text.trim();
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -300,5 +321,11 @@ mod tests {
                 tool_calls: vec![]
             }
         );
+    }
+
+    #[test]
+    fn excerpts_cut_on_character_boundaries() {
+        assert_eq!(excerpt("  short ", 10), "short");
+        assert_eq!(excerpt("ééé", 3), "é…");
     }
 }
