@@ -9,10 +9,13 @@
 //! Two providers exist: [`openai::OpenAiProvider`], a client of any OpenAI-compatible
 //! chat-completions endpoint (OpenAI, DeepSeek, vLLM, llama.cpp server, Ollama), and
 //! [`scripted::ScriptedProvider`], which replays turns from a file for tests and demos.
+//! [`build_provider`] picks and builds one from the `[model]` table of the configuration
+//! ([`ModelConfig`]).
 //!
 //! Cancellation is by dropping the future [`Provider::complete`] returns: the HTTP provider owns
 //! its connection inside that future, so dropping it closes the socket at once.
 
+mod config;
 mod error;
 pub mod openai;
 pub mod scripted;
@@ -27,6 +30,7 @@ use std::pin::Pin;
 
 use serde::{Deserialize, Serialize};
 
+pub use config::{ModelConfig, ProviderKind, Temperature, build_provider};
 pub use error::ModelError;
 
 /// One entry of the chat history.
