@@ -8,7 +8,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::RawFd;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{ChildStdin, Command, Stdio};
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -48,8 +48,8 @@ pub struct Invocation {
     pub argv: Vec<OsString>,
     /// Added to (or replacing) agentd's base environment.
     pub env: Vec<(OsString, OsString)>,
-    /// The command says `ready` on stdout and then reads `agentd=PID helper=PID` on stdin.
-    pub interactive: bool,
+    /// What the suite does when the command says `ready` on stdout.
+    pub on_ready: OnReady,
     /// agentd starts with RLIMIT_CORE unlimited, so only the helper can bring it to zero.
     pub core_unlimited: bool,
     /// Descriptors agentd inherits without close-on-exec: (open descriptor, number in agentd).
@@ -69,7 +69,7 @@ impl Invocation {
             ceiling: None,
             argv,
             env: Vec::new(),
-            interactive: false,
+            on_ready: OnReady::Nothing,
             core_unlimited: false,
             inherit: Vec::new(),
         }
@@ -100,8 +100,13 @@ impl Invocation {
         self
     }
 
-    pub fn interactive(mut self) -> Invocation {
-        self.interactive = true;
+    /// The command says `ready` and then reads `agentd=PID helper=PID` on stdin.
+    pub fn interactive(self) -> Invocation {
+        self.on_ready(OnReady::TellPids)
+    }
+
+    pub fn on_ready(mut self, action: OnReady) -> Invocation {
+        self.on_ready = action;
         self
     }
 
@@ -162,6 +167,22 @@ pub struct Run {
     pub facts: Result<Facts, String>,
     pub probe: probe::Report,
     pub elapsed: Duration,
+    pub agentd_pid: u32,
+    /// The helper's pid, when the run looked it up (see [`OnReady`]).
+    pub helper_pid: Option<u32>,
+}
+
+/// What the suite does when the command prints `ready` on stdout, mid-run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnReady {
+    /// Nothing: the command does not wait for the suite.
+    Nothing,
+    /// Writes `agentd=PID helper=PID` to the command's stdin, for attacks on those processes.
+    TellPids,
+    /// Kills the helper with SIGKILL, as a crash would.
+    KillHelper,
+    /// Kills agentd with SIGKILL, as a crash would.
+    KillAgentd,
 }
 
 impl Run {
@@ -268,7 +289,7 @@ impl Launcher {
             .env_clear()
             .envs(self.base_env.iter().map(|(k, v)| (k, v)))
             .envs(invocation.env.iter().map(|(k, v)| (k, v)))
-            .stdin(if invocation.interactive {
+            .stdin(if invocation.on_ready == OnReady::TellPids {
                 Stdio::piped()
             } else {
                 Stdio::null()
@@ -319,8 +340,18 @@ impl Launcher {
 
         let deadline = started + RUN_LIMIT;
         let mut trouble = None;
-        if let Some(stdin) = stdin.as_mut() {
-            trouble = answer_ready(pid, &lines_rx, stdin, deadline).err();
+        let mut helper_pid = None;
+        if invocation.on_ready != OnReady::Nothing {
+            match when_ready(
+                pid,
+                &lines_rx,
+                invocation.on_ready,
+                stdin.as_mut(),
+                deadline,
+            ) {
+                Ok(helper) => helper_pid = Some(helper),
+                Err(e) => trouble = Some(e),
+            }
         }
         drop(stdin);
         if trouble.is_some() {
@@ -372,6 +403,8 @@ impl Launcher {
             facts_line,
             facts,
             elapsed,
+            agentd_pid: pid,
+            helper_pid,
         };
         match trouble {
             Some(why) => Err(format!("{why}\n{}", run.describe())),
@@ -380,13 +413,14 @@ impl Launcher {
     }
 }
 
-/// Waits for the command's `ready` line, then tells it agentd's and the helper's pids.
-fn answer_ready(
+/// Waits for the command's `ready` line, then does what `action` says; returns the helper's pid.
+fn when_ready(
     agentd: u32,
     lines: &mpsc::Receiver<String>,
-    stdin: &mut impl Write,
+    action: OnReady,
+    stdin: Option<&mut ChildStdin>,
     deadline: Instant,
-) -> Result<(), String> {
+) -> Result<u32, String> {
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         match lines.recv_timeout(left) {
@@ -397,8 +431,19 @@ fn answer_ready(
     }
     let helper = find_helper(agentd)
         .ok_or_else(|| format!("agentd (pid {agentd}) has no confine-helper child"))?;
-    writeln!(stdin, "agentd={agentd} helper={helper}")
-        .map_err(|e| format!("cannot tell the command the pids: {e}"))
+    match action {
+        OnReady::Nothing => {}
+        OnReady::TellPids => {
+            let stdin = stdin.ok_or("the command's stdin is not a pipe")?;
+            writeln!(stdin, "agentd={agentd} helper={helper}")
+                .map_err(|e| format!("cannot tell the command the pids: {e}"))?;
+        }
+        OnReady::KillHelper => kill(Pid::from_raw(helper as i32), Signal::SIGKILL)
+            .map_err(|e| format!("cannot kill the helper (pid {helper}): {e}"))?,
+        OnReady::KillAgentd => kill(Pid::from_raw(agentd as i32), Signal::SIGKILL)
+            .map_err(|e| format!("cannot kill agentd (pid {agentd}): {e}"))?,
+    }
+    Ok(helper)
 }
 
 /// The confine-helper that agentd started (its child named `confine-helper`).

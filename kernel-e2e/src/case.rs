@@ -5,6 +5,7 @@ use std::ffi::OsString;
 use std::fs;
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use crate::agentd::{Invocation, Launcher, Run};
 use crate::facts::{Exit, Facts};
@@ -155,7 +156,13 @@ impl<'a> Cx<'a> {
     pub fn dir(&self, path: &Path) -> Result<PathBuf, Stop> {
         let missing: Vec<&Path> = path.ancestors().take_while(|p| !p.exists()).collect();
         for dir in missing.into_iter().rev() {
-            fs::create_dir(dir).map_err(|e| setup(dir, e))?;
+            // Another case may be creating the same cell directory right now.
+            match fs::create_dir(dir) {
+                Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
+                    return Err(setup(dir, e));
+                }
+                _ => {}
+            }
             fs::set_permissions(dir, fs::Permissions::from_mode(0o755))
                 .map_err(|e| setup(dir, e))?;
             if dir.starts_with(&self.dir) {
@@ -270,6 +277,14 @@ impl<'a> Cx<'a> {
         Ok(run)
     }
 
+    /// Runs agentd without the checks of [`Cx::run`]: for runs where agentd itself is killed and
+    /// so cannot report.
+    pub fn run_unreported(&mut self, label: &str, invocation: &Invocation) -> Result<Run, Stop> {
+        let run = self.launcher.run(label, invocation).map_err(Stop::Fail)?;
+        self.runs.push(run.clone());
+        Ok(run)
+    }
+
     /// Runs the command without agentd (see [`Launcher::run_plain`]).
     pub fn run_plain(&mut self, label: &str, invocation: &Invocation) -> Result<Run, Stop> {
         let run = self
@@ -296,6 +311,25 @@ impl<'a> Cx<'a> {
     /// Fails unless nothing exists at `path` on the host.
     pub fn absent(&self, path: &Path) -> Verdict {
         self.unchanged(path, &PathState::Absent)
+    }
+
+    /// Fails unless every process carrying this case's tag is gone within `limit` (then kills
+    /// what is left): for trees that should die with something that was just killed.
+    pub fn gone_within(&self, limit: Duration, after: &str) -> Verdict {
+        let deadline = Instant::now() + limit;
+        let lingering: Vec<u32> = fixtures::tagged_processes(&self.tag)
+            .into_iter()
+            .filter(|&pid| {
+                !fixtures::wait_gone(pid, deadline.saturating_duration_since(Instant::now()))
+            })
+            .collect();
+        fixtures::kill_tagged(&self.tag);
+        ensure!(
+            lingering.is_empty(),
+            "processes {lingering:?} of the command were still alive {:.1}s after {after}",
+            limit.as_secs_f64()
+        );
+        Ok(())
     }
 
     /// Fails if processes carrying this case's tag outlived the run (and kills them).

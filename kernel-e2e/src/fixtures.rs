@@ -8,11 +8,13 @@
 use std::fs;
 use std::io::{self, ErrorKind};
 use std::net::{TcpListener, UdpSocket};
+use std::os::fd::{AsFd, FromRawFd, OwnedFd, RawFd};
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{SocketAddr, UnixDatagram, UnixListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
@@ -263,6 +265,82 @@ impl CanaryProcess {
 }
 
 impl Drop for CanaryProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Waits until process `pid` has exited, at most `limit`; whether it did. Waits on a pidfd, so
+/// it returns the moment the process is gone, and works for processes that are not our children.
+pub fn wait_gone(pid: u32, limit: Duration) -> bool {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1; no memory is
+    // passed.
+    let fd = unsafe { nix::libc::syscall(nix::libc::SYS_pidfd_open, pid as nix::libc::pid_t, 0) };
+    if fd < 0 {
+        // ESRCH: already gone (and reaped).
+        return std::io::Error::last_os_error().raw_os_error() == Some(nix::libc::ESRCH);
+    }
+    // SAFETY: `fd` was just returned by pidfd_open and is owned by nothing else.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
+    let deadline = Instant::now() + limit;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let timeout = PollTimeout::try_from(left).unwrap_or(PollTimeout::MAX);
+        let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, timeout) {
+            Ok(0) => return false,
+            Ok(_) => return true,
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => return false,
+        }
+    }
+}
+
+/// A helper daemon of the cell's user (a session bus, an ssh agent) for a case to attack;
+/// killed when dropped.
+#[derive(Debug)]
+pub struct Daemon {
+    child: Child,
+    /// The first line the daemon printed (its address, as these daemons announce it).
+    pub announced: String,
+}
+
+impl Daemon {
+    /// Starts `command` and waits for its first line on stdout, at most `limit`.
+    pub fn start(mut command: Command, user: &Identity, limit: Duration) -> io::Result<Daemon> {
+        command
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        user.apply(&mut command);
+        let mut child = command.spawn()?;
+        let stdout = child.stdout.take();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            if let Some(stdout) = stdout {
+                let _ =
+                    std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line);
+            }
+            let _ = tx.send(line);
+        });
+        let mut daemon = Daemon {
+            child,
+            announced: String::new(),
+        };
+        match rx.recv_timeout(limit) {
+            Ok(line) if !line.trim().is_empty() => {
+                daemon.announced = line.trim().to_owned();
+                Ok(daemon)
+            }
+            _ => Err(io::Error::other("the daemon did not announce itself")),
+        }
+    }
+}
+
+impl Drop for Daemon {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();

@@ -3,9 +3,10 @@
 
 use std::time::Duration;
 
+use crate::agentd::OnReady;
 use crate::case::{Case, Cx, RunChecks, Verdict, fail};
 use crate::ensure;
-use crate::fixtures::tagged_processes;
+use crate::fixtures::{tagged_processes, wait_gone};
 use crate::matrix::{CONFINED, WORKSPACE_WRITE};
 
 pub const CASES: &[Case] = &[
@@ -36,6 +37,20 @@ pub const CASES: &[Case] = &[
         modes: CONFINED,
         exclusive: false,
         body: background_processes_do_not_outlive_the_command,
+    },
+    Case {
+        id: "T58",
+        title: "when the helper dies mid-run the command dies with it and nothing is retried",
+        modes: CONFINED,
+        exclusive: false,
+        body: a_dead_helper_takes_the_command_with_it,
+    },
+    Case {
+        id: "T59",
+        title: "when agentd dies mid-run the helper kills the command and exits",
+        modes: CONFINED,
+        exclusive: false,
+        body: a_dead_agentd_takes_helper_and_command_with_it,
     },
 ];
 
@@ -183,5 +198,62 @@ fn background_processes_do_not_outlive_the_command(cx: &mut Cx) -> Verdict {
         "run directly, the probe left no background process: it does not work"
     );
     crate::fixtures::kill_tagged(&cx.tag);
+    Ok(())
+}
+
+/// How soon a tree must follow the process it depends on (catalogue: under a second; the
+/// rest is slack for a loaded machine).
+const FOLLOWS_WITHIN: Duration = Duration::from_secs(3);
+
+fn a_dead_helper_takes_the_command_with_it(cx: &mut Cx) -> Verdict {
+    let probe = cx.probe()?.step("sleep", "sleep-tree", [cx.tag.clone()]);
+    let run = cx.run(
+        "confined, helper killed",
+        &cx.confined(probe.argv()).on_ready(OnReady::KillHelper),
+    )?;
+    cx.gone_within(FOLLOWS_WITHIN, "the helper was killed")?;
+    let facts = run
+        .facts
+        .as_ref()
+        .map_err(|e| fail(format!("no facts: {e}")))?;
+    let failure = facts.runner_failure.as_ref().ok_or_else(|| {
+        fail(format!(
+            "agentd did not report a runner failure: exit {:?}",
+            facts.exit
+        ))
+    })?;
+    ensure!(
+        failure.stage == "helper-exited",
+        "the runner failure is at stage {:?}, not helper-exited: {}",
+        failure.stage,
+        failure.detail
+    );
+    // Never run again, least of all unconfined: the command said ready exactly once.
+    let starts = run.stdout.lines().filter(|l| *l == "ready").count();
+    ensure!(starts == 1, "the command started {starts} times");
+    Ok(())
+}
+
+fn a_dead_agentd_takes_helper_and_command_with_it(cx: &mut Cx) -> Verdict {
+    let probe = cx.probe()?.step("sleep", "sleep-tree", [cx.tag.clone()]);
+    let run = cx.run_unreported(
+        "confined, agentd killed",
+        &cx.confined(probe.argv()).on_ready(OnReady::KillAgentd),
+    )?;
+    ensure!(
+        run.status.is_none(),
+        "agentd was not killed: it exited {:?}",
+        run.status
+    );
+    let helper = run
+        .helper_pid
+        .ok_or_else(|| fail("the helper's pid was not found"))?;
+    let helper_gone = wait_gone(helper, FOLLOWS_WITHIN);
+    cx.gone_within(FOLLOWS_WITHIN, "agentd was killed")?;
+    ensure!(
+        helper_gone,
+        "the helper (pid {helper}) was still running {}s after agentd was killed",
+        FOLLOWS_WITHIN.as_secs()
+    );
     Ok(())
 }

@@ -60,6 +60,11 @@ fn all_changed(before: &[(PathBuf, PathState)]) -> Verdict {
     Ok(())
 }
 
+/// Skips unless `tool` is on the PATH the commands get.
+fn require_tool(tool: &str) -> Result<PathBuf, Stop> {
+    find_tool(tool).ok_or_else(|| Stop::Skip(format!("{tool} is not installed")))
+}
+
 /// `tool` on the PATH the commands get, if it is there.
 pub(crate) fn find_tool(tool: &str) -> Option<PathBuf> {
     crate::suite::COMMAND_PATH

@@ -25,6 +25,13 @@ pub const CASES: &[Case] = &[
         body: renaming_a_protected_directory_away_does_not_unprotect_it,
     },
     Case {
+        id: "T18",
+        title: "a protected directory replaced by a symlink does not lead writes outside",
+        modes: WORKSPACE_WRITE,
+        exclusive: false,
+        body: a_symlinked_protected_directory_does_not_lead_writes_outside,
+    },
+    Case {
         id: "T19",
         title: "a .git file pointing outside the roots does not make that git dir writable",
         modes: WORKSPACE_WRITE,
@@ -148,6 +155,43 @@ fn protected_paths_stay_read_only(cx: &mut Cx) -> Verdict {
     )?;
     control.succeeded()?;
     all_changed(&control_before)
+}
+
+fn a_symlinked_protected_directory_does_not_lead_writes_outside(cx: &mut Cx) -> Verdict {
+    // Set up before launch, as a previous command could have: .agentd and .git/hooks point at
+    // directories outside every root.
+    let decoy = cx.dir(&cx.dir.join("decoy"))?;
+    let decoy_hooks = cx.dir(&cx.dir.join("decoy-hooks"))?;
+    cx.symlink(&decoy, &cx.ws.join(".agentd"))?;
+    cx.dir(&cx.ws.join(".git"))?;
+    cx.symlink(&decoy_hooks, &cx.ws.join(".git/hooks"))?;
+    let probe = cx
+        .probe()?
+        .step("agentd", "create", [cx.ws.join(".agentd/config.toml")])
+        .step("hook", "create", [cx.ws.join(".git/hooks/pre-commit")]);
+    let before = snapshot(&[&decoy, &decoy_hooks]);
+
+    let run = cx.run("confined", &cx.confined(probe.argv()))?;
+    // Refusing to run (the helper cannot enforce a read-only path it would have to follow a
+    // symlink for) is as good as running with the writes denied.
+    let not_run = run.facts.as_ref().ok().and_then(|f| {
+        f.refused.clone().or_else(|| {
+            f.runner_failure
+                .as_ref()
+                .filter(|r| r.stage == "prepare")
+                .map(|r| r.detail.clone())
+        })
+    });
+    if not_run.is_none() {
+        run.denied()?;
+        run.step_denied("agentd")?;
+        run.step_denied("hook")?;
+    }
+    all_unchanged(cx, &before)?;
+
+    let control = cx.run("control", &cx.control(probe.argv()))?;
+    control.succeeded()?;
+    all_changed(&before)
 }
 
 /// What renaming a mount point or a read-only directory answers.
