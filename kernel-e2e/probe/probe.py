@@ -110,6 +110,14 @@ class Unsupported(Exception):
     """The step cannot be attempted here (unknown architecture, missing facility)."""
 
 
+class Killed(Exception):
+    """The child making the attempt was killed by a signal (a filter's SIGSYS, say)."""
+
+    def __init__(self, signal_number):
+        super().__init__(f"killed by signal {signal_number}")
+        self.signal_number = signal_number
+
+
 def out(line):
     sys.stdout.write(line + "\n")
     sys.stdout.flush()
@@ -168,8 +176,10 @@ def in_child(body):
         os._exit(code)
     _, status = os.waitpid(pid, 0)
     code = os.waitstatus_to_exitcode(status)
+    if code < 0:
+        raise Killed(-code)
     if code != 0:
-        raise OSError(code if code > 0 else errno.EINTR, os.strerror(code) if code > 0 else "killed")
+        raise OSError(code, os.strerror(code))
 
 
 def run_reporting_child(body):
@@ -336,6 +346,21 @@ def add_key():
 
 def request_key():
     syscall("request_key", b"user", b"agentd-e2e-absent", 0, -2)
+
+
+def x32_getpid():
+    """getpid through the x32 ABI (syscall number with bit 30 set), in a child in case a filter
+    kills the caller. ENOSYS: the kernel has no x32 support."""
+    if platform.machine() != "x86_64":
+        raise Unsupported("x32 exists only on x86_64")
+    in_child(x32_call)
+
+
+def x32_call():
+    ret = libc.syscall(ctypes.c_long(0x40000000 | 39))
+    if ret < 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
 
 
 def unshare_user():
@@ -613,6 +638,7 @@ OPS = {
     "unshare-user": (unshare_user, 0),
     "clone-newuser": (clone_newuser, 0),
     "clone3": (clone3, 0),
+    "x32-getpid": (x32_getpid, 0),
     "mount-api": (mount_api, 0),
     "tiocsti": (tiocsti, 0),
     "memfd-exec": (memfd_exec, 1),
@@ -640,7 +666,7 @@ def expand(arg):
 
 
 def main(argv):
-    global current
+    global current, failures
     steps, current = [], []
     for arg in argv:
         if arg == "+":
@@ -665,6 +691,10 @@ def main(argv):
                 ok(name)
         except OSError as e:
             err(name, " ".join(args), e)
+        except Killed as k:
+            failures += 1
+            out(f"step {name} err SIG{k.signal_number} {k}")
+            sys.stderr.write(f"probe: {name}: {k}\n")
         except Unsupported as e:
             out(f"step {name} unsupported {e}")
     return 1 if failures else 0

@@ -14,6 +14,7 @@ mod filesystem;
 mod ipc;
 mod lifecycle;
 mod network;
+mod policy;
 mod process;
 mod protected;
 mod secrets;
@@ -28,6 +29,7 @@ pub fn all() -> Vec<Case> {
         ipc::CASES,
         process::CASES,
         lifecycle::CASES,
+        policy::CASES,
     ]
     .concat()
 }

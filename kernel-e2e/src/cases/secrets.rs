@@ -152,7 +152,8 @@ fn no_tracing_memory_reads_or_keyring(cx: &mut Cx) -> Verdict {
             [pid.as_str(), address.as_str()],
         )
         .step("keyring", "keyctl-session", Vec::<String>::new())
-        .step("add-key", "add-key", Vec::<String>::new());
+        .step("add-key", "add-key", Vec::<String>::new())
+        .step("request-key", "request-key", Vec::<String>::new());
     let run = cx.run("confined", &cx.confined(probe.argv()).interactive())?;
     run.ran()?;
     for step in [
@@ -163,7 +164,7 @@ fn no_tracing_memory_reads_or_keyring(cx: &mut Cx) -> Verdict {
     ] {
         run.step_fails_with(step, &["EPERM", "EACCES", "ESRCH"])?;
     }
-    for step in ["keyring", "add-key"] {
+    for step in ["keyring", "add-key", "request-key"] {
         run.step_fails_with(step, &["EPERM", "EACCES", "ENOSYS"])?;
     }
     let state = canary.liveness();
@@ -182,9 +183,15 @@ fn no_tracing_memory_reads_or_keyring(cx: &mut Cx) -> Verdict {
             [pid.as_str(), address.as_str()],
         )
         .step("keyring", "keyctl-session", Vec::<String>::new())
-        .step("add-key", "add-key", Vec::<String>::new());
+        .step("add-key", "add-key", Vec::<String>::new())
+        .step("request-key", "request-key", Vec::<String>::new());
     let control = cx.run("control", &cx.control(control_probe.argv()))?;
-    control.succeeded()?;
+    control.ran()?;
+    for step in ["trace-canary", "read-canary-memory", "keyring", "add-key"] {
+        control.step_ok(step)?;
+    }
+    // No such key: the kernel looked (ENOKEY) rather than a filter answering.
+    control.step_reached_kernel("request-key")?;
     Ok(())
 }
 
