@@ -56,7 +56,7 @@ pub fn main() -> ExitCode {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,
         Err(e) => {
-            println!("kernel-e2e: cannot start: {e}");
+            println!("cannot start the suite: {e}");
             println!("kernel-e2e: 0 passed, 1 failed, 0 skipped");
             ExitCode::FAILURE
         }
@@ -109,7 +109,7 @@ fn run(started: Instant) -> Result<bool, String> {
         });
     }
     println!(
-        "kernel-e2e: agentd {}, users {}, python {}, {workers} workers",
+        "suite: agentd {}, users {}, python {}, {workers} workers",
         binaries.agentd.display(),
         users
             .iter()
@@ -151,7 +151,7 @@ fn run(started: Instant) -> Result<bool, String> {
     }
 
     let total_jobs = jobs.len();
-    eprintln!("kernel-e2e: running {total_jobs} cases on {workers} workers");
+    eprintln!("suite: running {total_jobs} cases on {workers} workers");
     let run_root = shared.run_root.clone();
     let (exclusive, parallel): (VecDeque<Job>, VecDeque<Job>) =
         jobs.into_iter().partition(|job| job.case.exclusive);
@@ -196,7 +196,7 @@ fn run_pool(
     for result in rx {
         if matches!(result.verdict, Verdict::Fail { .. }) {
             eprintln!(
-                "kernel-e2e: FAIL {} ({}, {}, {}) [{}/{total}]",
+                "suite: FAIL {} ({}, {}, {}) [{}/{total}]",
                 result.id,
                 result.backend,
                 result.mode,
