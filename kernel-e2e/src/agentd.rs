@@ -245,8 +245,9 @@ impl Launcher {
         let mut command = Command::new(&self.binaries.agentd);
         command.args(invocation.args());
         let command_line = format!(
-            "cd {} && {} {}",
+            "cd {} && {}{} {}",
             quote(invocation.cwd.as_os_str()),
+            env_prefix(invocation),
             quote(self.binaries.agentd.as_os_str()),
             invocation
                 .args()
@@ -265,8 +266,9 @@ impl Launcher {
         let mut command = Command::new(program);
         command.args(args);
         let command_line = format!(
-            "cd {} && {}",
+            "cd {} && {}{}",
             quote(invocation.cwd.as_os_str()),
+            env_prefix(invocation),
             invocation
                 .argv
                 .iter()
@@ -493,6 +495,25 @@ fn prepare_process_state(
     unsafe {
         command.pre_exec(closure);
     }
+}
+
+/// `env NAME=VALUE… ` for what the invocation adds to the base environment, so a pasted
+/// command line reproduces the run.
+fn env_prefix(invocation: &Invocation) -> String {
+    if invocation.env.is_empty() {
+        return String::new();
+    }
+    let pairs: Vec<String> = invocation
+        .env
+        .iter()
+        .map(|(name, value)| {
+            let mut pair = name.clone();
+            pair.push("=");
+            pair.push(value);
+            quote(&pair)
+        })
+        .collect();
+    format!("env {} ", pairs.join(" "))
 }
 
 /// Quotes for a POSIX shell, so a failing command line can be pasted to reproduce it.
