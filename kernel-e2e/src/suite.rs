@@ -373,21 +373,34 @@ fn unavailable(backend: Backend, python: Option<&Path>, probe_script: &Path) -> 
     }
 }
 
-/// A note when the binaries are older than the sources they are built from: the suite would
-/// test yesterday's code.
+/// A note when a binary is older than the sources it is built from: the suite would test
+/// yesterday's code.
 fn staleness(binaries: &Binaries) -> Option<String> {
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent()?;
-    let built = [&binaries.agentd, &binaries.helper]
-        .iter()
-        .filter_map(|b| fs::metadata(b).and_then(|m| m.modified()).ok())
-        .min()?;
-    let newest = ["agentd/src", "confine-helper/src", "protocol/src"]
-        .iter()
-        .filter_map(|dir| newest_mtime(&workspace.join(dir)))
-        .max()?;
-    (newest > built).then(|| {
+    let stale: Vec<String> = [
+        (&binaries.agentd, "agentd/src"),
+        (&binaries.helper, "confine-helper/src"),
+    ]
+    .into_iter()
+    .filter(|(binary, sources)| {
+        let built = fs::metadata(binary).and_then(|m| m.modified()).ok();
+        let newest = [*sources, "protocol/src"]
+            .iter()
+            .filter_map(|dir| newest_mtime(&workspace.join(dir)))
+            .max();
+        matches!((built, newest), (Some(built), Some(newest)) if newest > built)
+    })
+    .map(|(binary, _)| binary.display().to_string())
+    .collect();
+    (!stale.is_empty()).then(|| {
+        let verb = if stale.len() == 1 {
+            "is older than its"
+        } else {
+            "are older than their"
+        };
         format!(
-            "the binaries under test are older than their sources; rebuild with `{BUILD_COMMAND}`"
+            "{} {verb} sources; rebuild with `{BUILD_COMMAND}`",
+            stale.join(" and ")
         )
     })
 }
