@@ -1,7 +1,7 @@
 //! Finding the confine-helper binary for embedded mode.
 //!
-//! The order is fixed and explicit choices are final: a `--helper` or `helper.path` that does not
-//! point at an executable is an error, never a reason to go looking elsewhere, because running a
+//! The order is fixed and explicit choices are final: a `--helper`, `$AGENTD_HELPER` or
+//! `helper.path` that does not point at an executable is an error, never a reason to go looking elsewhere, because running a
 //! different helper than the one the user named would be a silent change of what confines their
 //! commands. Only the implicit places (next to agentd, then `PATH`) are searched.
 
@@ -19,6 +19,8 @@ pub const HELPER_NAME: &str = "confine-helper";
 pub struct LocateInputs {
     /// `--helper PATH`.
     pub flag: Option<PathBuf>,
+    /// `$AGENTD_HELPER`, already made absolute.
+    pub env_value: Option<PathBuf>,
     /// `helper.path` from the configuration file, already resolved against the file's directory.
     pub config_value: Option<PathBuf>,
     /// The configuration file consulted (named in the advice on how to fix a failed search).
@@ -41,6 +43,7 @@ impl LocateInputs {
             .and_then(|exe| exe.parent().map(Path::to_owned));
         LocateInputs {
             flag,
+            env_value: None,
             config_value,
             config_file,
             exe_dir,
@@ -54,6 +57,8 @@ impl LocateInputs {
 pub enum Origin {
     /// `--helper PATH`.
     Flag,
+    /// `$AGENTD_HELPER`.
+    Env,
     /// `helper.path` in the configuration file.
     Config,
     /// Beside agentd's own executable.
@@ -66,6 +71,7 @@ impl fmt::Display for Origin {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             Origin::Flag => "--helper",
+            Origin::Env => "$AGENTD_HELPER",
             Origin::Config => "helper.path in the configuration file",
             Origin::NextToAgentd => "next to agentd",
             Origin::PathVar => "PATH",
@@ -119,8 +125,8 @@ impl fmt::Display for LocateError {
                 };
                 write!(
                     f,
-                    "To fix this, pass --helper PATH, {config}, or install it with \
-                     `cargo install --path confine-helper`."
+                    "To fix this, pass --helper PATH, set AGENTD_HELPER, {config}, or install it \
+                     with `cargo install --path confine-helper`."
                 )
             }
             LocateError::Missing { origin, path } => write!(
@@ -139,11 +145,14 @@ impl fmt::Display for LocateError {
     }
 }
 
-/// Finds confine-helper: `--helper`, then the configuration file, then next to agentd, then each
-/// absolute directory of `PATH`.
+/// Finds confine-helper: `--helper`, then `$AGENTD_HELPER`, then the configuration file, then
+/// next to agentd, then each absolute directory of `PATH`.
 pub fn locate_helper(inputs: &LocateInputs) -> Result<PathBuf, LocateError> {
     if let Some(path) = &inputs.flag {
         return check_explicit(Origin::Flag, path);
+    }
+    if let Some(path) = &inputs.env_value {
+        return check_explicit(Origin::Env, path);
     }
     if let Some(path) = &inputs.config_value {
         return check_explicit(Origin::Config, path);
@@ -151,6 +160,10 @@ pub fn locate_helper(inputs: &LocateInputs) -> Result<PathBuf, LocateError> {
     let mut looked = vec![
         Looked {
             origin: Origin::Flag,
+            path: None,
+        },
+        Looked {
+            origin: Origin::Env,
             path: None,
         },
         Looked {
@@ -283,6 +296,26 @@ mod tests {
     }
 
     #[test]
+    fn the_environment_wins_over_the_config_value_and_loses_to_the_flag() {
+        let s = Scratch::new("env");
+        let flag = s.helper_in("flag", 0o755);
+        let env = s.helper_in("env", 0o755);
+        let config = s.helper_in("config", 0o755);
+        let mut inputs = LocateInputs {
+            env_value: Some(env.clone()),
+            config_value: Some(config),
+            ..LocateInputs::default()
+        };
+        assert_eq!(locate_helper(&inputs), Ok(env));
+        inputs.flag = Some(flag.clone());
+        assert_eq!(locate_helper(&inputs), Ok(flag));
+        inputs.flag = None;
+        inputs.env_value = Some(s.0.join("nope"));
+        let err = locate_helper(&inputs).expect_err("explicit and missing");
+        assert!(err.to_string().contains("$AGENTD_HELPER"), "{err}");
+    }
+
+    #[test]
     fn the_config_value_wins_over_the_search() {
         let s = Scratch::new("config");
         let config = s.helper_in("config", 0o755);
@@ -348,7 +381,7 @@ mod tests {
         let a = s.dir("a");
         let b = s.dir("b");
         let inputs = LocateInputs {
-            config_file: Some(PathBuf::from("/home/u/.config/agentd/config.toml")),
+            config_file: Some(PathBuf::from("/home/u/.config/agentd/agentd.toml")),
             exe_dir: Some(exe.clone()),
             path_var: Some(join_path_var([&a, &b])),
             ..LocateInputs::default()
@@ -357,12 +390,13 @@ mod tests {
         let expected = format!(
             "confine-helper was not found; looked, in order, at:\n\
              \x20 --helper: not set\n\
+             \x20 $AGENTD_HELPER: not set\n\
              \x20 helper.path in the configuration file: not set\n\
              \x20 next to agentd: {}\n\
              \x20 PATH: {}\n\
              \x20 PATH: {}\n\
-             To fix this, pass --helper PATH, set `helper.path` in \
-             /home/u/.config/agentd/config.toml, or install it with \
+             To fix this, pass --helper PATH, set AGENTD_HELPER, set `helper.path` in \
+             /home/u/.config/agentd/agentd.toml, or install it with \
              `cargo install --path confine-helper`.",
             exe.join(HELPER_NAME).display(),
             a.join(HELPER_NAME).display(),
