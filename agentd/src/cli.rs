@@ -1,4 +1,8 @@
 //! The command line: parsing, and turning a parsed command into work and an exit status.
+//!
+//! Every command reads its settings through [`Effective`]: the flags a command takes
+//! ([`HelperArgs`], or [`AgentArgs`] for the commands that run or inspect sessions) beat the
+//! `AGENTD_*` environment variables, which beat the configuration file.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -8,10 +12,12 @@ use clap::builder::{OsStringValueParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use confine_protocol::{BackendChoice, Mode, Network};
 
-use crate::config::LoadedConfig;
+use crate::config::{ConfigError, Effective, Flags};
 use crate::environment;
-use crate::helper_client::{HelperClient, HelperEndpoint, resolve_ceiling};
 use crate::run::{self, EXIT_DID_NOT_RUN, RunArgs};
+
+/// The exit status of `config` and `sessions` when they fail.
+pub const EXIT_FAILURE: u8 = 1;
 
 /// agentd: a coding agent whose every command runs through confine-helper.
 #[derive(Debug, Parser)]
@@ -29,6 +35,52 @@ pub enum Command {
     /// Exit status: the command's own; 128+N if killed by signal N; 124 on timeout; 125 if the
     /// command did not run (refused, runner failure, helper problem, bad arguments).
     Run(RunCommand),
+    /// Show agentd's configuration.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+}
+
+/// `agentd config ...`
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Print every effective setting and where it comes from (default, file, environment or
+    /// flag), one per line.
+    ///
+    /// Secrets are never printed: of the API key, only the name of its variable and whether it
+    /// is set.
+    Show(AgentArgs),
+}
+
+/// The flags shared by the commands that run or inspect sessions; each beats the environment and
+/// the configuration file.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Args)]
+pub struct AgentArgs {
+    #[command(flatten)]
+    pub helper: HelperArgs,
+    /// Keep session logs in DIR (overrides AGENTD_STATE_DIR and session.state_dir)
+    /// [default: $XDG_STATE_HOME/agentd/sessions].
+    #[arg(long, value_name = "DIR", value_parser = non_empty_path())]
+    pub state_dir: Option<PathBuf>,
+    /// Answer prompts with the turns scripted in FILE instead of asking a model server
+    /// (model.provider = "scripted", model.script = FILE).
+    #[arg(long, value_name = "FILE", value_parser = non_empty_path())]
+    pub model_script: Option<PathBuf>,
+}
+
+impl AgentArgs {
+    /// The flags as configuration overrides.
+    pub fn flags(&self) -> Flags {
+        Flags {
+            state_dir: self.state_dir.clone(),
+            model_script: self.model_script.clone(),
+            ..self.helper.flags()
+        }
+    }
+
+    /// The effective configuration with these flags: see [`Effective::load`].
+    pub fn effective(&self) -> Result<Effective, ConfigError> {
+        Effective::load(&self.flags())
+    }
 }
 
 /// `agentd run [OPTIONS] -- ARGV...`
@@ -94,14 +146,22 @@ pub struct RunCommand {
     pub argv: Vec<OsString>,
 }
 
-/// Which confine-helper to use; each overrides the configuration file.
-#[derive(Debug, Args)]
+/// Which confine-helper to use and where the configuration file is; each overrides the
+/// environment and the configuration file.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Args)]
 pub struct HelperArgs {
-    /// The confine-helper binary to start.
-    #[arg(long, value_name = "PATH", conflicts_with = "helper_socket")]
+    /// The confine-helper binary to start (overrides AGENTD_HELPER, helper.path and
+    /// helper.socket).
+    #[arg(
+        long,
+        value_name = "PATH",
+        conflicts_with = "helper_socket",
+        value_parser = non_empty_path()
+    )]
     pub helper: Option<PathBuf>,
-    /// Connect to a confine-helper serving on this socket instead of starting one.
-    #[arg(long, value_name = "PATH")]
+    /// Connect to a confine-helper serving on this socket instead of starting one (overrides
+    /// AGENTD_HELPER, helper.path and helper.socket).
+    #[arg(long, value_name = "PATH", value_parser = non_empty_path())]
     pub helper_socket: Option<PathBuf>,
     /// Start confine-helper with this ceiling file, which can only narrow what it allows.
     ///
@@ -109,11 +169,36 @@ pub struct HelperArgs {
     /// configuration file. The file must not be writable by group or others and must belong to
     /// you or root. Not with a helper socket: a service helper reads its own ceiling
     /// (`confine-helper serve --ceiling PATH`).
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, value_name = "PATH", value_parser = non_empty_path())]
     pub helper_ceiling: Option<PathBuf>,
-    /// The configuration file [default: $XDG_CONFIG_HOME/agentd/config.toml].
-    #[arg(long, value_name = "PATH")]
+    /// The configuration file, which must exist [default: $XDG_CONFIG_HOME/agentd/agentd.toml,
+    /// else ~/.config/agentd/agentd.toml, if present].
+    #[arg(long, value_name = "PATH", value_parser = non_empty_path())]
     pub config: Option<PathBuf>,
+}
+
+impl HelperArgs {
+    /// The flags as configuration overrides.
+    pub fn flags(&self) -> Flags {
+        Flags {
+            config: self.config.clone(),
+            helper: self.helper.clone(),
+            helper_socket: self.helper_socket.clone(),
+            helper_ceiling: self.helper_ceiling.clone(),
+            ..Flags::default()
+        }
+    }
+}
+
+/// A path that is not empty (an empty one would silently mean the current directory).
+fn non_empty_path() -> impl TypedValueParser<Value = PathBuf> {
+    OsStringValueParser::new().try_map(|value: OsString| {
+        if value.is_empty() {
+            Err("the path is empty")
+        } else {
+            Ok(PathBuf::from(value))
+        }
+    })
 }
 
 /// `--mode`.
@@ -206,27 +291,16 @@ fn env_long_help() -> String {
 pub async fn execute(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Run(command) => ExitCode::from(run_command(command).await),
+        Command::Config(ConfigCommand::Show(args)) => ExitCode::from(config_show(&args)),
     }
 }
 
 async fn run_command(command: RunCommand) -> u8 {
-    let config = match LoadedConfig::load(command.helper.config.as_deref()) {
+    let config = match Effective::load(&command.helper.flags()) {
         Ok(config) => config,
         Err(e) => return fail(&e),
     };
-    let endpoint = match HelperEndpoint::resolve(
-        command.helper.helper.clone(),
-        command.helper.helper_socket.clone(),
-        &config,
-    ) {
-        Ok(endpoint) => endpoint,
-        Err(e) => return fail(&e),
-    };
-    let ceiling = match resolve_ceiling(command.helper.helper_ceiling.clone(), &config) {
-        Ok(ceiling) => ceiling,
-        Err(e) => return fail(&format!("cannot resolve the ceiling file's path: {e}")),
-    };
-    let client = match HelperClient::with_ceiling(endpoint, ceiling) {
+    let client = match config.helper_client() {
         Ok(client) => client,
         Err(e) => return fail(&e),
     };
@@ -255,6 +329,22 @@ fn fail(error: &dyn std::fmt::Display) -> u8 {
     EXIT_DID_NOT_RUN
 }
 
+/// Reports `error` and says how `config` and `sessions` exit when they fail.
+fn failure(error: &dyn std::fmt::Display) -> u8 {
+    eprintln!("agentd: {error}");
+    EXIT_FAILURE
+}
+
+fn config_show(args: &AgentArgs) -> u8 {
+    match args.effective() {
+        Ok(config) => {
+            print!("{}", config.show());
+            0
+        }
+        Err(e) => failure(&e),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -263,6 +353,7 @@ mod tests {
         let cli = Cli::try_parse_from(args)?;
         match cli.command {
             Command::Run(run) => Ok(run),
+            other => panic!("not run: {other:?}"),
         }
     }
 
@@ -530,11 +621,10 @@ mod tests {
             "ls",
         ])
         .expect("parses");
-        let err = HelperClient::with_ceiling(
-            HelperEndpoint::Service(run.helper.helper_socket.expect("socket")),
-            run.helper.helper_ceiling,
-        )
-        .expect_err("a service helper reads its own ceiling");
+        let config = Effective::load_with(&run.helper.flags(), &|_| None).expect("config");
+        let err = config
+            .helper_client()
+            .expect_err("a service helper reads its own ceiling");
         let text = err.to_string();
         assert!(text.contains("confine-helper serve"), "{text}");
         assert!(text.contains("--ceiling"), "{text}");
@@ -551,6 +641,71 @@ mod tests {
             .expect("--env");
         let help = env.get_long_help().expect("long help").to_string();
         assert!(help.contains(&environment::inherited_summary()), "{help}");
+    }
+
+    #[test]
+    fn agent_args_map_to_configuration_flags() {
+        let cli = Cli::try_parse_from([
+            "agentd",
+            "config",
+            "show",
+            "--config",
+            "/c.toml",
+            "--helper",
+            "/h",
+            "--helper-ceiling",
+            "/ceiling.toml",
+            "--state-dir",
+            "/state",
+            "--model-script",
+            "turns.toml",
+        ])
+        .expect("parses");
+        let Command::Config(ConfigCommand::Show(args)) = cli.command else {
+            panic!("not config show");
+        };
+        assert_eq!(
+            args.flags(),
+            Flags {
+                config: Some("/c.toml".into()),
+                helper: Some("/h".into()),
+                helper_socket: None,
+                helper_ceiling: Some("/ceiling.toml".into()),
+                state_dir: Some("/state".into()),
+                model_script: Some("turns.toml".into()),
+            }
+        );
+        let cli = Cli::try_parse_from(["agentd", "config", "show"]).expect("parses");
+        let Command::Config(ConfigCommand::Show(args)) = cli.command else {
+            panic!("not config show");
+        };
+        assert_eq!(args, AgentArgs::default());
+    }
+
+    #[test]
+    fn agent_args_flatten_into_other_commands() {
+        #[derive(Debug, Parser)]
+        struct Other {
+            #[command(flatten)]
+            agent: AgentArgs,
+        }
+        let other = Other::try_parse_from(["other", "--helper-socket", "/s", "--state-dir", "d"])
+            .expect("parses");
+        assert_eq!(other.agent.flags().helper_socket, Some("/s".into()));
+        assert_eq!(other.agent.flags().state_dir, Some("d".into()));
+        assert!(
+            Other::try_parse_from(["other", "--helper", "/h", "--helper-socket", "/s"]).is_err()
+        );
+    }
+
+    #[test]
+    fn empty_paths_are_rejected() {
+        for flag in ["--state-dir", "--model-script", "--config", "--helper"] {
+            assert!(
+                Cli::try_parse_from(["agentd", "config", "show", flag, ""]).is_err(),
+                "{flag}"
+            );
+        }
     }
 
     #[test]

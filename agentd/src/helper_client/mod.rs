@@ -54,7 +54,6 @@ use confine_protocol::{
 pub use command::{Canceller, CommandHandle, Outcome};
 pub use locate::{LocateError, LocateInputs, locate_helper};
 
-use crate::config::LoadedConfig;
 use connection::{Connection, EstablishError};
 
 /// How many times in a row the helper may die before completing the handshake before a request
@@ -68,48 +67,6 @@ pub enum HelperEndpoint {
     Embedded(PathBuf),
     /// Connect to a helper already serving on this Unix socket (`confine-helper serve`).
     Service(PathBuf),
-}
-
-impl HelperEndpoint {
-    /// Chooses the endpoint from the command line and the configuration file.
-    ///
-    /// A flag beats the file; `--helper-socket` or `helper.socket` selects service mode;
-    /// otherwise the helper binary is located as [`locate_helper`] describes.
-    pub fn resolve(
-        helper_flag: Option<PathBuf>,
-        socket_flag: Option<PathBuf>,
-        config: &LoadedConfig,
-    ) -> Result<HelperEndpoint, LocateError> {
-        if let Some(socket) = socket_flag {
-            return Ok(HelperEndpoint::Service(socket));
-        }
-        if helper_flag.is_none()
-            && let Some(socket) = &config.config.helper.socket
-        {
-            return Ok(HelperEndpoint::Service(socket.clone()));
-        }
-        let inputs = LocateInputs::from_process(
-            helper_flag,
-            config.config.helper.path.clone(),
-            config.path.clone(),
-        );
-        locate_helper(&inputs).map(HelperEndpoint::Embedded)
-    }
-}
-
-/// The ceiling file to start an embedded helper with: `--helper-ceiling` if given, else
-/// `helper.ceiling` from the configuration file; made absolute against agentd's current
-/// directory (the helper checks and reads the file itself).
-///
-/// Only an embedded helper takes one: pass the result to [`HelperClient::with_ceiling`], which
-/// rejects it for a service helper.
-pub fn resolve_ceiling(
-    flag: Option<PathBuf>,
-    config: &LoadedConfig,
-) -> std::io::Result<Option<PathBuf>> {
-    flag.or_else(|| config.config.helper.ceiling.clone())
-        .map(std::path::absolute)
-        .transpose()
 }
 
 /// Why a request could not be handed to confine-helper. Nothing ran.
@@ -290,7 +247,8 @@ impl HelperClient {
     }
 
     /// A client for `endpoint` whose embedded helper is started with `--ceiling ceiling`
-    /// (`confine-helper --fd 3 --ceiling PATH`) when `ceiling` is given; see [`resolve_ceiling`].
+    /// (`confine-helper --fd 3 --ceiling PATH`) when `ceiling` is given (an absolute path; see
+    /// [`Effective::helper_client`](crate::config::Effective::helper_client)).
     ///
     /// A service helper reads its own ceiling, so a ceiling with a
     /// [`HelperEndpoint::Service`] is an error rather than silently unused.

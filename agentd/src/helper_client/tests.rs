@@ -371,28 +371,6 @@ fn a_ceiling_is_refused_for_a_service_helper_and_optional_for_both() {
     assert_eq!(embedded.ceiling(), None);
 }
 
-#[test]
-fn the_ceiling_flag_beats_the_configuration_and_both_are_made_absolute() {
-    let cwd = std::env::current_dir().expect("cwd");
-    let mut config = LoadedConfig::default();
-    assert_eq!(resolve_ceiling(None, &config).expect("resolves"), None);
-    config.config.helper.ceiling = Some("/etc/agentd/ceiling.toml".into());
-    assert_eq!(
-        resolve_ceiling(None, &config).expect("resolves"),
-        Some(PathBuf::from("/etc/agentd/ceiling.toml"))
-    );
-    assert_eq!(
-        resolve_ceiling(Some("mine.toml".into()), &config).expect("resolves"),
-        Some(cwd.join("mine.toml"))
-    );
-    // From a configuration file given by a relative --config.
-    config.config.helper.ceiling = Some("conf/ceiling.toml".into());
-    assert_eq!(
-        resolve_ceiling(None, &config).expect("resolves"),
-        Some(cwd.join("conf/ceiling.toml"))
-    );
-}
-
 #[tokio::test]
 async fn a_helper_that_keeps_dying_before_the_handshake_is_given_up_on() {
     let scratch = Scratch::new("dying");
