@@ -8,7 +8,7 @@ use crate::matrix::{CONFINED, Mode};
 
 pub const CASES: &[Case] = &[Case {
     id: "T65",
-    title: "requests above the helper's ceiling are refused, naming the rule",
+    title: "requests above the helper's ceiling, or with an unreadable one, are refused",
     modes: CONFINED,
     exclusive: false,
     body: requests_above_the_ceiling_are_refused,
@@ -49,6 +49,13 @@ fn requests_above_the_ceiling_are_refused(cx: &mut Cx) -> Verdict {
         let above = cx.confined(argv.clone()).ceiling(&never);
         refused_naming(cx, "workspace in never_writable", &above, "never_writable")?;
     }
+    // A ceiling that cannot be read must not mean "no ceiling".
+    let missing = cx.dir.join("absent-ceiling.toml");
+    let run = cx.run(
+        "missing ceiling file",
+        &cx.confined(argv.clone()).ceiling(&missing),
+    )?;
+    run.refused()?;
     cx.absent(&marker)?;
 
     // The same request without the ceiling runs: the refusals were the ceiling's doing.
