@@ -4,6 +4,8 @@
 //! ([`HelperArgs`], or [`AgentArgs`] for the commands that run or inspect sessions) beat the
 //! `AGENTD_*` environment variables, which beat the configuration file.
 
+pub mod sessions;
+
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -38,6 +40,9 @@ pub enum Command {
     /// Show agentd's configuration.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// List and show the sessions agentd has recorded.
+    #[command(subcommand)]
+    Sessions(SessionsCommand),
 }
 
 /// `agentd config ...`
@@ -49,6 +54,26 @@ pub enum ConfigCommand {
     /// Secrets are never printed: of the API key, only the name of its variable and whether it
     /// is set.
     Show(AgentArgs),
+}
+
+/// `agentd sessions ...`
+#[derive(Debug, Subcommand)]
+pub enum SessionsCommand {
+    /// List the sessions in the state directory, one per line, most recently updated last:
+    /// id, last update (UTC), turns, working directory, first prompt.
+    List(AgentArgs),
+    /// Print the transcript of one session.
+    Show(SessionsShow),
+}
+
+/// `agentd sessions show ID`
+#[derive(Debug, Args)]
+pub struct SessionsShow {
+    /// The session's id, as `agentd sessions list` prints it.
+    #[arg(value_name = "ID")]
+    pub id: String,
+    #[command(flatten)]
+    pub agent: AgentArgs,
 }
 
 /// The flags shared by the commands that run or inspect sessions; each beats the environment and
@@ -292,6 +317,10 @@ pub async fn execute(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Run(command) => ExitCode::from(run_command(command).await),
         Command::Config(ConfigCommand::Show(args)) => ExitCode::from(config_show(&args)),
+        Command::Sessions(SessionsCommand::List(args)) => ExitCode::from(sessions_list(&args)),
+        Command::Sessions(SessionsCommand::Show(show)) => {
+            ExitCode::from(sessions_show(&show.agent, &show.id))
+        }
     }
 }
 
@@ -339,6 +368,54 @@ fn config_show(args: &AgentArgs) -> u8 {
     match args.effective() {
         Ok(config) => {
             print!("{}", config.show());
+            0
+        }
+        Err(e) => failure(&e),
+    }
+}
+
+/// The state directory the sessions commands read.
+fn state_dir(args: &AgentArgs) -> Result<PathBuf, ConfigError> {
+    let config = args.effective()?;
+    config.state_dir().map(ToOwned::to_owned)
+}
+
+fn sessions_list(args: &AgentArgs) -> u8 {
+    let dir = match state_dir(args) {
+        Ok(dir) => dir,
+        Err(e) => return failure(&e),
+    };
+    let listing = match sessions::list(&dir) {
+        Ok(listing) => listing,
+        Err(e) => return failure(&e),
+    };
+    for line in &listing.lines {
+        println!("{line}");
+    }
+    for warning in &listing.warnings {
+        eprintln!("agentd: {warning}");
+    }
+    for error in &listing.errors {
+        eprintln!("agentd: {error}");
+    }
+    if listing.errors.is_empty() {
+        0
+    } else {
+        EXIT_FAILURE
+    }
+}
+
+fn sessions_show(args: &AgentArgs, id: &str) -> u8 {
+    let dir = match state_dir(args) {
+        Ok(dir) => dir,
+        Err(e) => return failure(&e),
+    };
+    match sessions::show(&dir, id) {
+        Ok((transcript, warnings)) => {
+            for warning in &warnings {
+                eprintln!("agentd: {warning}");
+            }
+            print!("{transcript}");
             0
         }
         Err(e) => failure(&e),
@@ -706,6 +783,25 @@ mod tests {
                 "{flag}"
             );
         }
+    }
+
+    #[test]
+    fn the_sessions_commands_parse() {
+        let cli = Cli::try_parse_from(["agentd", "sessions", "list", "--state-dir", "/s"])
+            .expect("parses");
+        let Command::Sessions(SessionsCommand::List(args)) = cli.command else {
+            panic!("not sessions list");
+        };
+        assert_eq!(args.state_dir, Some("/s".into()));
+        let cli =
+            Cli::try_parse_from(["agentd", "sessions", "show", "abc-123", "--state-dir", "/s"])
+                .expect("parses");
+        let Command::Sessions(SessionsCommand::Show(show)) = cli.command else {
+            panic!("not sessions show");
+        };
+        assert_eq!(show.id, "abc-123");
+        assert_eq!(show.agent.state_dir, Some("/s".into()));
+        assert!(Cli::try_parse_from(["agentd", "sessions", "show"]).is_err());
     }
 
     #[test]

@@ -1,0 +1,303 @@
+//! `agentd sessions list` and `agentd sessions show ID`: what the session logs under the state
+//! directory say, read without changing them.
+
+use std::path::{Path, PathBuf};
+
+use crate::session::fold::{Summary, summarize, transcript};
+use crate::session::log::{self, LogError, list_ids, read_log};
+
+/// `sessions show` could not show the session.
+#[derive(Debug, thiserror::Error)]
+pub enum ShowError {
+    #[error(
+        "there is no session {id} in {}; `agentd sessions list` shows the sessions there",
+        dir.display()
+    )]
+    Unknown { id: String, dir: PathBuf },
+    #[error(transparent)]
+    Log(LogError),
+}
+
+/// What `sessions list` found.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Listing {
+    /// For standard output: one line per session, newest last, or one line saying there are
+    /// none.
+    pub lines: Vec<String>,
+    /// For standard error: warnings (a torn last line, which a crash can leave).
+    pub warnings: Vec<String>,
+    /// For standard error: logs that could not be read, naming file and line.
+    pub errors: Vec<String>,
+}
+
+/// Lists the sessions under `dir`.
+pub fn list(dir: &Path) -> Result<Listing, LogError> {
+    let mut listing = Listing::default();
+    let mut summaries: Vec<Summary> = Vec::new();
+    for id in list_ids(dir)? {
+        match read_log(dir, &id) {
+            Ok((records, report)) => {
+                if let Some(bytes) = report.dropped_torn_bytes {
+                    listing.warnings.push(torn_warning(dir, &id, bytes));
+                }
+                summaries.push(summarize(&records));
+            }
+            Err(e) => listing.errors.push(e.to_string()),
+        }
+    }
+    if summaries.is_empty() {
+        if listing.errors.is_empty() {
+            listing
+                .lines
+                .push(format!("no sessions in {}", dir.display()));
+        }
+        return Ok(listing);
+    }
+    summaries.sort_by(|a, b| (a.updated_ms, &a.id).cmp(&(b.updated_ms, &b.id)));
+    let turns: Vec<String> = summaries
+        .iter()
+        .map(|s| match s.turns {
+            1 => "1 turn".to_owned(),
+            n => format!("{n} turns"),
+        })
+        .collect();
+    let width = turns.iter().map(String::len).max().unwrap_or(0);
+    for (summary, turns) in summaries.iter().zip(turns) {
+        listing.lines.push(format!(
+            "{}  {}  {turns:>width$}  {}  {}",
+            summary.id,
+            utc_minute(summary.updated_ms),
+            summary.cwd.display(),
+            summary.title.as_deref().unwrap_or("(no prompt yet)"),
+        ));
+    }
+    Ok(listing)
+}
+
+/// The transcript of session `id` under `dir`, and any warning about its log.
+pub fn show(dir: &Path, id: &str) -> Result<(String, Vec<String>), ShowError> {
+    let (records, report) = match read_log(dir, id) {
+        Ok(read) => read,
+        Err(LogError::NotFound(id)) => {
+            return Err(ShowError::Unknown {
+                id,
+                dir: dir.to_owned(),
+            });
+        }
+        Err(e) => return Err(ShowError::Log(e)),
+    };
+    let warnings = report
+        .dropped_torn_bytes
+        .map(|bytes| torn_warning(dir, id, bytes))
+        .into_iter()
+        .collect();
+    Ok((transcript(&records), warnings))
+}
+
+fn torn_warning(dir: &Path, id: &str, bytes: usize) -> String {
+    let path = log::path_of(dir, id).unwrap_or_else(|_| dir.join(id));
+    format!(
+        "warning: {}: the last line is incomplete ({bytes} bytes, left by an interrupted write) \
+         and is not shown",
+        path.display()
+    )
+}
+
+/// `ms` since the Unix epoch as `YYYY-MM-DD HH:MM` in UTC.
+pub fn utc_minute(ms: u64) -> String {
+    let secs = ms / 1000;
+    let (days, rest) = (secs / 86_400, secs % 86_400);
+    let (year, month, day) = civil_from_days(days);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}",
+        rest / 3600,
+        rest % 3600 / 60
+    )
+}
+
+/// The proleptic Gregorian date `days` after 1970-01-01 (H. Hinnant's `civil_from_days`).
+fn civil_from_days(days: u64) -> (u64, u64, u64) {
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z % 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + u64::from(month <= 2);
+    (year, month, day)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs::OpenOptions;
+    use std::io::Write;
+
+    use super::*;
+    use crate::session::{Event, EventLog};
+    use crate::test_support::Scratch;
+
+    fn session(dir: &Path, cwd: &str, prompts: &[&str]) -> String {
+        let id = log::new_id();
+        drop(EventLog::create(dir, &id, Path::new(cwd)).expect("create"));
+        let (mut log, _, _) = EventLog::open(dir, &id).expect("open");
+        for (i, text) in prompts.iter().enumerate() {
+            let turn = i as u64 + 1;
+            log.append(Event::PromptSubmitted {
+                turn,
+                text: (*text).to_owned(),
+            })
+            .expect("prompt");
+            log.append(Event::TurnStarted { turn }).expect("turn");
+            log.append(Event::TurnEnded {
+                turn,
+                stop_reason: "end_turn".into(),
+            })
+            .expect("end");
+        }
+        log.sync().expect("sync");
+        id
+    }
+
+    /// Later than any timestamp already written, so sessions order by update time.
+    fn tick() {
+        std::thread::sleep(std::time::Duration::from_millis(3));
+    }
+
+    #[test]
+    fn dates_are_utc_to_the_minute() {
+        assert_eq!(utc_minute(0), "1970-01-01 00:00");
+        assert_eq!(utc_minute(951_782_400_000), "2000-02-29 00:00");
+        assert_eq!(utc_minute(1_796_211_059_999), "2026-12-02 11:30");
+        assert_eq!(utc_minute(4_107_542_400_000), "2100-03-01 00:00");
+    }
+
+    #[test]
+    fn an_empty_or_missing_directory_says_so_and_names_it() {
+        let scratch = Scratch::new("sessions-empty");
+        let missing = scratch.0.join("nothing-here");
+        let listing = list(&missing).expect("lists");
+        assert_eq!(
+            listing.lines,
+            [format!("no sessions in {}", missing.display())]
+        );
+        assert!(listing.warnings.is_empty() && listing.errors.is_empty());
+    }
+
+    #[test]
+    fn sessions_are_listed_one_per_line_newest_last() {
+        let scratch = Scratch::new("sessions-list");
+        let dir = scratch.0.join("sessions");
+        let older = session(&dir, "/work/a", &["fix the build\nand more", "again"]);
+        tick();
+        let newer = session(&dir, "/work/b", &[]);
+        tick();
+        // Appending to the older session makes it the most recently updated.
+        let (mut log, _, _) = EventLog::open(&dir, &older).expect("open");
+        log.append(Event::TurnStarted { turn: 3 }).expect("append");
+        drop(log);
+
+        let listing = list(&dir).expect("lists");
+        assert!(listing.warnings.is_empty() && listing.errors.is_empty());
+        assert_eq!(listing.lines.len(), 2, "{:?}", listing.lines);
+        let first = &listing.lines[0];
+        let last = &listing.lines[1];
+        assert!(first.starts_with(&format!("{newer}  ")), "{first}");
+        assert!(
+            first.ends_with("  0 turns  /work/b  (no prompt yet)"),
+            "{first}"
+        );
+        assert!(last.starts_with(&format!("{older}  ")), "{last}");
+        assert!(
+            last.ends_with("  3 turns  /work/a  fix the build"),
+            "{last}"
+        );
+        // YYYY-MM-DD HH:MM after the id.
+        let date = &last[older.len() + 2..older.len() + 18];
+        let shape: String = date
+            .chars()
+            .map(|c| if c.is_ascii_digit() { 'd' } else { c })
+            .collect();
+        assert_eq!(shape, "dddd-dd-dd dd:dd", "{last}");
+    }
+
+    #[test]
+    fn a_malformed_log_is_reported_with_file_and_line_and_the_others_still_listed() {
+        let scratch = Scratch::new("sessions-malformed");
+        let dir = scratch.0.join("sessions");
+        let good = session(&dir, "/w", &["hello"]);
+        let bad = session(&dir, "/w", &["hello"]);
+        let path = log::path_of(&dir, &bad).expect("path");
+        let mut file = OpenOptions::new().append(true).open(&path).expect("open");
+        file.write_all(b"not json\n{}\n").expect("write");
+        drop(file);
+
+        let listing = list(&dir).expect("lists");
+        assert_eq!(listing.lines.len(), 1);
+        assert!(listing.lines[0].starts_with(&good), "{:?}", listing.lines);
+        assert_eq!(listing.errors.len(), 1);
+        let error = &listing.errors[0];
+        assert!(error.contains(&format!("{}:5:", path.display())), "{error}");
+
+        let err = show(&dir, &bad).expect_err("malformed");
+        assert!(
+            err.to_string().contains(&format!("{}:5:", path.display())),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_torn_last_line_is_a_warning_and_the_rest_is_shown() {
+        let scratch = Scratch::new("sessions-torn");
+        let dir = scratch.0.join("sessions");
+        let id = session(&dir, "/w", &["list the files"]);
+        let path = log::path_of(&dir, &id).expect("path");
+        let before = std::fs::read(&path).expect("read");
+        let mut file = OpenOptions::new().append(true).open(&path).expect("open");
+        file.write_all(br#"{"v":1,"seq":9,"at_ms":5,"type":"turn/st"#)
+            .expect("tear");
+        drop(file);
+
+        let (text, warnings) = show(&dir, &id).expect("shows");
+        assert!(text.contains("[turn 1] user: list the files"), "{text}");
+        assert!(text.contains("[turn 1] ended: end_turn"), "{text}");
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            warnings[0].contains(&path.display().to_string()),
+            "{warnings:?}"
+        );
+
+        let listing = list(&dir).expect("lists");
+        assert_eq!(listing.lines.len(), 1);
+        assert_eq!(listing.warnings, warnings);
+        // Reading leaves the log as it was.
+        assert!(std::fs::read(&path).expect("read").starts_with(&before));
+    }
+
+    #[test]
+    fn show_prints_the_transcript() {
+        let scratch = Scratch::new("sessions-show");
+        let dir = scratch.0.join("sessions");
+        let id = session(&dir, "/work/p", &["hello there"]);
+        let (text, warnings) = show(&dir, &id).expect("shows");
+        assert!(warnings.is_empty());
+        assert!(
+            text.starts_with(&format!("session {id} in /work/p")),
+            "{text}"
+        );
+        assert!(text.contains("[turn 1] user: hello there"), "{text}");
+    }
+
+    #[test]
+    fn an_unknown_id_names_the_directory_looked_in() {
+        let scratch = Scratch::new("sessions-unknown");
+        let dir = scratch.0.join("sessions");
+        session(&dir, "/w", &[]);
+        let err = show(&dir, "0123abcd").expect_err("unknown");
+        let text = err.to_string();
+        assert!(text.contains("0123abcd"), "{text}");
+        assert!(text.contains(&dir.display().to_string()), "{text}");
+        assert!(show(&dir, "../etc/passwd").is_err());
+    }
+}
