@@ -210,9 +210,6 @@ pub fn writable_roots(spawn: &Spawn, ctx: &Context) -> Result<Vec<PathBuf>, NotR
                 root.display()
             ));
         }
-        if let Err(reason) = ctx.ceiling.check_root(&root, &ctx.own_paths) {
-            return refuse(reason);
-        }
         let fixed = [Path::new("/tmp"), Path::new("/dev/shm")];
         let mut never = fixed
             .into_iter()
@@ -223,6 +220,9 @@ pub fn writable_roots(spawn: &Spawn, ctx: &Context) -> Result<Vec<PathBuf>, NotR
                 root.display(),
                 p.display()
             ));
+        }
+        if let Err(reason) = ctx.ceiling.check_root(&root, &ctx.own_paths) {
+            return refuse(reason);
         }
         if !roots.contains(&root) {
             roots.push(root);
@@ -321,8 +321,43 @@ pub fn unavailable(mode: Mode, tried: &[(Backend, String)]) -> NotRun {
     )
 }
 
-/// Builds the plan for `backend`, which the caller has selected (and probed).
+/// Builds the plan for `backend`, which the caller has selected (and probed), and states what it
+/// cannot enforce.
 pub fn plan(
+    spawn: &Spawn,
+    ctx: &Context,
+    backend: Backend,
+    roots: &[PathBuf],
+) -> Result<Plan, NotRun> {
+    let mut plan = plan_backend(spawn, ctx, backend, roots)?;
+    let Some(enforcement) = plan.enforcement.take() else {
+        return Ok(plan);
+    };
+    let mut missing = match enforcement {
+        Enforcement::Full => Vec::new(),
+        Enforcement::Partial { missing } => missing,
+    };
+    // Root is exempt from RLIMIT_NPROC: a process limit asked for does not bind.
+    let nproc = plan.rlimits.iter().any(|(r, _)| *r == libc::RLIMIT_NPROC);
+    if nproc && nix::unistd::geteuid().is_root() {
+        missing.push("process limit (max_processes): root is exempt from RLIMIT_NPROC".to_owned());
+    }
+    if missing.is_empty() {
+        plan.enforcement = Some(Enforcement::Full);
+        return Ok(plan);
+    }
+    if ctx.ceiling.refuse_partial {
+        return refuse(format!(
+            "ceiling refuse_partial is true and {} cannot enforce: {}",
+            backend.as_str(),
+            missing.join("; ")
+        ));
+    }
+    plan.enforcement = Some(Enforcement::Partial { missing });
+    Ok(plan)
+}
+
+fn plan_backend(
     spawn: &Spawn,
     ctx: &Context,
     backend: Backend,
@@ -396,14 +431,6 @@ pub fn plan(
             } else {
                 Enforcement::Partial { missing }
             };
-            if let (true, Enforcement::Partial { missing }) =
-                (ctx.ceiling.refuse_partial, &enforcement)
-            {
-                return refuse(format!(
-                    "ceiling refuse_partial is true and landlock cannot enforce: {}",
-                    missing.join("; ")
-                ));
-            }
             let filter = ctx.filter(variant).or_else(|e| fail(Stage::Seccomp, e))?;
             let tmpdir = cleanup.temp_dir.clone();
             Ok(Plan {

@@ -79,11 +79,26 @@ fn a_fork_bomb_is_contained(cx: &mut Cx) -> Verdict {
         .data("forked")
         .and_then(|n| n.parse().ok())
         .ok_or_else(|| fail("the bomb did not say how many processes it made"))?;
-    ensure!(
-        forked < BOMB_SIZE,
-        "the bomb made all {forked} processes despite max_processes = {PROCESS_CEILING}"
-    );
-    run.step_fails_with("bomb", &["EAGAIN"])?;
+    if cx.user().uid == 0 {
+        // Root is exempt from RLIMIT_NPROC: the limit cannot bind, and the facts must say so.
+        let facts = run.facts.as_ref().map_err(|e| fail(e.clone()))?;
+        let gap = facts
+            .enforcement
+            .as_ref()
+            .filter(|e| e.level == "partial")
+            .is_some_and(|e| e.missing.iter().any(|m| m.starts_with("process limit")));
+        ensure!(
+            gap,
+            "as root the process limit cannot bind, yet the facts do not say so: {:?}",
+            facts.enforcement
+        );
+    } else {
+        ensure!(
+            forked < BOMB_SIZE,
+            "the bomb made all {forked} processes despite max_processes = {PROCESS_CEILING}"
+        );
+        run.step_fails_with("bomb", &["EAGAIN"])?;
+    }
 
     // The helper is still there and still confines.
     let after = cx.run(
