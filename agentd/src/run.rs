@@ -200,6 +200,14 @@ impl Facts {
         facts
     }
 
+    /// These facts with the command's stderr tail (the last [`STDERR_TAIL`] bytes) and the
+    /// denial classification made from it.
+    pub fn with_stderr_tail(mut self, stderr_tail: Vec<u8>) -> Facts {
+        self.stderr_tail = stderr_tail;
+        self.denied = denial::classify(&self.denial_evidence());
+        self
+    }
+
     /// What denial classification looks at ([`denial::classify`]).
     pub fn denial_evidence(&self) -> denial::Evidence<'_> {
         denial::Evidence {
@@ -232,7 +240,22 @@ impl Facts {
     /// The facts as one line of JSON, keys in a fixed order:
     /// `exit`, `backend`, `enforcement`, `denied`, `runner_failure`, `refused`, `timed_out`.
     pub fn to_json(&self) -> String {
-        let json = FactsJson {
+        match serde_json::to_string(&self.json_form()) {
+            Ok(line) => line,
+            // Only maps with non-string keys can fail to serialize, and there are none here.
+            Err(e) => format!("{{\"error\":\"{e}\"}}"),
+        }
+    }
+
+    /// The same object as [`Facts::to_json`], as a JSON value to embed in other output.
+    pub fn to_value(&self) -> serde_json::Value {
+        serde_json::to_value(self.json_form())
+            // As for `to_json`: nothing here can fail to serialize.
+            .unwrap_or_else(|e| serde_json::json!({ "error": e.to_string() }))
+    }
+
+    fn json_form(&self) -> FactsJson<'_> {
+        FactsJson {
             exit: self.exit.map(|status| match status {
                 ExitStatus::Code(code) => ExitJson::Code(code),
                 ExitStatus::Signal(signal) => ExitJson::Signal(signal),
@@ -255,11 +278,6 @@ impl Facts {
             }),
             refused: self.refused.as_deref(),
             timed_out: self.timed_out,
-        };
-        match serde_json::to_string(&json) {
-            Ok(line) => line,
-            // Only maps with non-string keys can fail to serialize, and there are none here.
-            Err(e) => format!("{{\"error\":\"{e}\"}}"),
         }
     }
 }
@@ -339,10 +357,8 @@ where
     E: AsyncWrite + Unpin,
 {
     let spec = prepare(&args)?;
-    let (out_read, out_write) = cloexec_pipe().map_err(RunError::Pipe)?;
-    let (err_read, err_write) = cloexec_pipe().map_err(RunError::Pipe)?;
-    let out_read = pipe::Receiver::from_owned_fd(out_read).map_err(RunError::Pipe)?;
-    let err_read = pipe::Receiver::from_owned_fd(err_read).map_err(RunError::Pipe)?;
+    let (out_read, out_write) = output_pipe().map_err(RunError::Pipe)?;
+    let (err_read, err_write) = output_pipe().map_err(RunError::Pipe)?;
     let spec = SpawnSpec {
         stdout: Some(out_write),
         stderr: Some(err_write),
@@ -355,48 +371,15 @@ where
     };
 
     let mut tail = Vec::new();
-    let (outcome, started) = {
-        let copies = async {
-            tokio::join!(
-                copy_output(out_read, &mut stdout, None),
-                copy_output(err_read, &mut stderr, Some(&mut tail)),
-            )
-        };
-        tokio::pin!(copies);
-        let waiting = wait_for_outcome(handle, &mut interrupts);
-        tokio::pin!(waiting);
-        let mut copied = false;
-        let (outcome, started) = loop {
-            tokio::select! {
-                ended = &mut waiting => break ended,
-                _ = &mut copies, if !copied => copied = true,
-            }
-        };
-        let orphaned = matches!(
-            &outcome,
-            Outcome::RunnerFailed(f) if f.stage == Stage::HelperExited
-        ) && started;
-        if !copied {
-            if orphaned {
-                if tokio::time::timeout(ORPHAN_DRAIN, &mut copies)
-                    .await
-                    .is_err()
-                {
-                    eprintln!(
-                        "agentd: the command's output is still open after confine-helper went \
-                         away; no longer reading it"
-                    );
-                }
-            } else {
-                copies.await;
-            }
-        }
-        (outcome, started)
+    let copies = async {
+        tokio::join!(
+            copy_output(out_read, &mut stdout, None),
+            copy_output(err_read, &mut stderr, Some(&mut tail)),
+        );
     };
+    let (outcome, started) = settle(wait_for_outcome(handle, &mut interrupts), copies).await;
 
-    let mut facts = Facts::from_outcome(outcome, started);
-    facts.stderr_tail = tail;
-    facts.denied = denial::classify(&facts.denial_evidence());
+    let facts = Facts::from_outcome(outcome, started).with_stderr_tail(tail);
     let argv0 = args
         .argv
         .first()
@@ -469,6 +452,47 @@ fn prepare(args: &RunArgs) -> Result<SpawnSpec, RunError> {
     Ok(spec)
 }
 
+/// Waits for the command's end: its terminal reply (`waiting`, which also says whether it
+/// started) and the end of its output (`copies`), so nothing it wrote is missed.
+///
+/// A command orphaned by a helper that went away may keep its output open indefinitely; its
+/// output is then read for at most [`ORPHAN_DRAIN`] more.
+pub(crate) async fn settle<W, C>(waiting: W, copies: C) -> (Outcome, bool)
+where
+    W: Future<Output = (Outcome, bool)>,
+    C: Future<Output = ()>,
+{
+    tokio::pin!(copies);
+    tokio::pin!(waiting);
+    let mut copied = false;
+    let (outcome, started) = loop {
+        tokio::select! {
+            ended = &mut waiting => break ended,
+            () = &mut copies, if !copied => copied = true,
+        }
+    };
+    let orphaned = matches!(
+        &outcome,
+        Outcome::RunnerFailed(f) if f.stage == Stage::HelperExited
+    ) && started;
+    if !copied {
+        if orphaned {
+            if tokio::time::timeout(ORPHAN_DRAIN, &mut copies)
+                .await
+                .is_err()
+            {
+                eprintln!(
+                    "agentd: the command's output is still open after confine-helper went \
+                     away; no longer reading it"
+                );
+            }
+        } else {
+            copies.await;
+        }
+    }
+    (outcome, started)
+}
+
 /// Waits for the terminal reply, turning interrupts into cancels. Returns the outcome and
 /// whether the command started.
 async fn wait_for_outcome(
@@ -514,7 +538,7 @@ async fn wait_for_outcome(
 /// one batch (up to [`WRITE_BATCH`]), because each write to tokio's stdout costs a round trip to a
 /// blocking thread. The sink is flushed before waiting on an empty pipe, so a buffering sink
 /// never holds back output while the command pauses.
-async fn copy_output<W>(from: pipe::Receiver, to: &mut W, mut tail: Option<&mut Vec<u8>>)
+pub(crate) async fn copy_output<W>(from: pipe::Receiver, to: &mut W, mut tail: Option<&mut Vec<u8>>)
 where
     W: AsyncWrite + Unpin,
 {
@@ -598,6 +622,13 @@ fn keep_tail(tail: &mut Vec<u8>, bytes: &[u8]) {
     tail.drain(..excess);
 }
 
+/// A pipe for one of the command's output streams: agentd's read end, and the write end that
+/// goes to the helper with the request.
+pub(crate) fn output_pipe() -> io::Result<(pipe::Receiver, OwnedFd)> {
+    let (read, write) = cloexec_pipe()?;
+    Ok((pipe::Receiver::from_owned_fd(read)?, write))
+}
+
 #[cfg(not(target_vendor = "apple"))]
 fn cloexec_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok(nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?)
@@ -620,12 +651,7 @@ fn notes(facts: &Facts, argv0: &OsStr, args: &RunArgs) -> Vec<String> {
     let mut notes = Vec::new();
     let program = argv0.to_string_lossy();
     if let Some(errno) = facts.exec_errno {
-        let errno = nix::errno::Errno::from_raw(errno);
-        if errno == nix::errno::Errno::ENOENT {
-            notes.push(format!("{program}: command not found"));
-        } else {
-            notes.push(format!("{program}: {}", errno.desc()));
-        }
+        notes.push(exec_failure_note(&program, errno));
     }
     if args.json {
         return notes;
@@ -656,6 +682,17 @@ fn notes(facts: &Facts, argv0: &OsStr, args: &RunArgs) -> Vec<String> {
     notes
 }
 
+/// Why `execve` of `program` failed, in the shells' words: `<program>: command not found` for
+/// `ENOENT`, else `<program>: <strerror>`.
+pub(crate) fn exec_failure_note(program: &str, errno: i32) -> String {
+    let errno = nix::errno::Errno::from_raw(errno);
+    if errno == nix::errno::Errno::ENOENT {
+        format!("{program}: command not found")
+    } else {
+        format!("{program}: {}", errno.desc())
+    }
+}
+
 /// The name `--backend` takes.
 fn backend_choice_name(choice: BackendChoice) -> &'static str {
     match choice {
@@ -666,7 +703,8 @@ fn backend_choice_name(choice: BackendChoice) -> &'static str {
     }
 }
 
-fn runner_failure_note(failure: &RunnerFailure, started: bool) -> String {
+/// One sentence on a runner failure for a reader: what failed, why, and whether the command ran.
+pub(crate) fn runner_failure_note(failure: &RunnerFailure, started: bool) -> String {
     let detail = &failure.detail;
     match failure.stage {
         // The helper's detail names each backend it tried, why it failed, and what to do.
