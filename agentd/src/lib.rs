@@ -18,3 +18,4 @@ pub mod run;
 pub mod session;
 #[cfg(test)]
 mod test_support;
+pub mod tools;

@@ -1,0 +1,593 @@
+//! The tools a model calls: `bash` (with `bash_output` and `bash_kill` for background
+//! commands), `read_file`, `write_file` and `edit_file`.
+//!
+//! The agent loop offers [`specs`] to the model, announces each call with [`describe`] before
+//! running it, runs it with [`run`] and reports the [`ToolResult`]: the text the model reads and
+//! the facts for the editor. A session keeps one [`ToolEnv`] for all its calls; each call comes
+//! with a [`CallContext`]: the sandbox mode in effect for it and the turn's cancel.
+//!
+//! # Where the confinement is
+//!
+//! Every command `bash` runs goes through confine-helper ([`crate::helper_client`]) and is
+//! confined by the kernel under the call's mode; agentd never runs one itself.
+//!
+//! The file tools are different: agentd reads and writes the file itself (or asks the editor to,
+//! through [`ClientFs`]). Reading is allowed in every mode, as for commands. Writing follows the
+//! mode: never in read-only; in workspace-write only inside the workspace, with symbolic links
+//! resolved and the [`PROTECTED`] subpaths left alone; anywhere in danger-full-access. These
+//! checks are a policy fence in trusted code, not a kernel boundary: they keep the model's own
+//! edits where its commands could write, and say so with the same denial marker, but a process
+//! racing agentd on the same files could in principle redirect a write between check and use.
+//!
+//! Nothing a model sends makes a tool panic: an unknown tool, malformed JSON, missing or
+//! mistyped fields all give a [`ToolStatus::Failed`] result saying what was wrong and the shape
+//! expected.
+
+mod args;
+mod background;
+mod bash;
+mod files;
+mod output;
+mod spec;
+
+use std::ffi::OsString;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::Arc;
+
+use confine_protocol::{BackendChoice, Mode, Network};
+use serde_json::{Value, json};
+
+use crate::cancel::Cancel;
+use crate::helper_client::HelperClient;
+use crate::model::ToolCall;
+use crate::session::ToolStatus;
+
+pub use background::BackgroundTasks;
+pub use bash::ANSWER_WAIT;
+pub use files::{MAX_TEXT_FILE, PROTECTED};
+pub use output::{
+    BACKGROUND_OUTPUT_CAP, MODEL_OUTPUT_CAP, denial_marker, exit_marker, truncation_marker,
+};
+pub use spec::{
+    BASH, BASH_KILL, BASH_OUTPUT, DEFAULT_TIMEOUT_MS, EDIT_FILE, MAX_TIMEOUT_MS, NAMES, READ_CAP,
+    READ_FILE, SpecOptions, WRITE_FILE, spec_with, specs, specs_with,
+};
+
+/// What a [`ClientFs`] method returns: a boxed future of the result or a message saying why not.
+pub type FsFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, String>> + Send + 'a>>;
+
+/// The editor's own file access, which sees its unsaved buffers: the ACP layer implements it
+/// with `fs/read_text_file` and `fs/write_text_file` when the client offers them. When a
+/// [`ToolEnv`] has one, `read_file`, `write_file` and `edit_file` use it instead of the local
+/// file system, after the same mode and path checks. Paths are absolute.
+pub trait ClientFs: Send + Sync {
+    fn read_text<'a>(&'a self, path: &'a Path) -> FsFuture<'a, String>;
+    fn write_text<'a>(&'a self, path: &'a Path, content: &'a str) -> FsFuture<'a, ()>;
+}
+
+/// What every tool call of one session shares.
+pub struct ToolEnv {
+    helper: HelperClient,
+    workspace: PathBuf,
+    env: Vec<(OsString, OsString)>,
+    network: Network,
+    backend: BackendChoice,
+    client_fs: Option<Arc<dyn ClientFs>>,
+    shell: &'static str,
+    background: BackgroundTasks,
+}
+
+impl std::fmt::Debug for ToolEnv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolEnv")
+            .field("helper", &self.helper)
+            .field("workspace", &self.workspace)
+            .field("env", &self.env)
+            .field("network", &self.network)
+            .field("backend", &self.backend)
+            .field("client_fs", &self.client_fs.is_some())
+            .field("shell", &self.shell)
+            .field("background", &self.background)
+            .finish()
+    }
+}
+
+impl ToolEnv {
+    /// The tools' setting for one session.
+    ///
+    /// - `workspace`: the session's directory; commands run in it and relative paths start from
+    ///   it. Canonicalized here if it can be.
+    /// - `env`: the commands' whole environment (see [`crate::environment`]). Its `PATH`
+    ///   decides, once, whether commands run under `bash` or, without one, `sh`.
+    /// - `network`, `backend`: what every command is confined with.
+    /// - `client_fs`: the editor's file access, if it offers one.
+    pub fn new(
+        helper: HelperClient,
+        workspace: PathBuf,
+        env: Vec<(OsString, OsString)>,
+        network: Network,
+        backend: BackendChoice,
+        client_fs: Option<Arc<dyn ClientFs>>,
+    ) -> ToolEnv {
+        let workspace = workspace.canonicalize().unwrap_or(workspace);
+        let shell = bash::shell_for(&env);
+        ToolEnv {
+            helper,
+            workspace,
+            env,
+            network,
+            backend,
+            client_fs,
+            shell,
+            background: BackgroundTasks::new(),
+        }
+    }
+
+    pub fn helper(&self) -> &HelperClient {
+        &self.helper
+    }
+
+    pub fn workspace(&self) -> &Path {
+        &self.workspace
+    }
+
+    pub fn env(&self) -> &[(OsString, OsString)] {
+        &self.env
+    }
+
+    pub fn network(&self) -> Network {
+        self.network
+    }
+
+    pub fn backend(&self) -> BackendChoice {
+        self.backend
+    }
+
+    pub fn client_fs(&self) -> Option<&dyn ClientFs> {
+        self.client_fs.as_deref()
+    }
+
+    /// `bash` or `sh`: what commands run under.
+    pub fn shell(&self) -> &'static str {
+        self.shell
+    }
+
+    /// The session's background tasks; [`BackgroundTasks::kill_all`] at close.
+    pub fn background(&self) -> &BackgroundTasks {
+        &self.background
+    }
+}
+
+/// What one call runs under.
+#[derive(Debug, Clone)]
+pub struct CallContext {
+    /// The sandbox mode in effect for this call.
+    pub mode: Mode,
+    /// The turn's cancel: stops a foreground command (not a background one).
+    pub cancel: Cancel,
+}
+
+/// What a call produced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolResult {
+    pub status: ToolStatus,
+    /// What the model reads.
+    pub text: String,
+    /// The raw facts for the editor: for commands, how the run ended (mode, backend,
+    /// enforcement, exit, denied, runner_failure, refused, timed_out, cancelled); for files,
+    /// the mode and path.
+    pub facts: Value,
+}
+
+impl ToolResult {
+    pub(crate) fn completed(text: String, facts: Value) -> ToolResult {
+        ToolResult {
+            status: ToolStatus::Completed,
+            text,
+            facts,
+        }
+    }
+
+    pub(crate) fn failed(text: String, facts: Value) -> ToolResult {
+        ToolResult {
+            status: ToolStatus::Failed,
+            text,
+            facts,
+        }
+    }
+}
+
+/// What kind of thing a call does, with ACP's `ToolKind` names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ToolKind {
+    Execute,
+    Read,
+    Edit,
+    Other,
+}
+
+impl ToolKind {
+    /// The name ACP uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolKind::Execute => "execute",
+            ToolKind::Read => "read",
+            ToolKind::Edit => "edit",
+            ToolKind::Other => "other",
+        }
+    }
+}
+
+/// How a call is announced before it runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolDescription {
+    pub title: String,
+    pub kind: ToolKind,
+    /// The arguments as parsed, or `{"raw": text}` when they are not a JSON object.
+    pub input: Value,
+}
+
+/// The longest title, in characters.
+const TITLE_CHARS: usize = 80;
+
+/// The announcement of a call of `name` with `arguments` (which may be malformed).
+pub fn describe(name: &str, arguments: &str) -> ToolDescription {
+    let input = match serde_json::from_str::<Value>(arguments) {
+        Ok(value @ Value::Object(_)) => value,
+        _ if arguments.trim().is_empty() => json!({}),
+        _ => json!({ "raw": arguments }),
+    };
+    let field = |key: &str| input.get(key).and_then(Value::as_str).map(str::to_owned);
+    let (title, kind) = match name {
+        BASH => (
+            field("command").map_or_else(|| "bash".to_owned(), |c| shorten(&c)),
+            ToolKind::Execute,
+        ),
+        READ_FILE => (titled("Read", field("path")), ToolKind::Read),
+        WRITE_FILE => (titled("Write", field("path")), ToolKind::Edit),
+        EDIT_FILE => (titled("Edit", field("path")), ToolKind::Edit),
+        BASH_OUTPUT => (titled("Output of task", field("task_id")), ToolKind::Other),
+        BASH_KILL => (titled("Kill task", field("task_id")), ToolKind::Other),
+        other => (other.to_owned(), ToolKind::Other),
+    };
+    ToolDescription { title, kind, input }
+}
+
+fn titled(verb: &str, what: Option<String>) -> String {
+    match what {
+        Some(what) => shorten(&format!("{verb} {what}")),
+        None => verb.to_owned(),
+    }
+}
+
+/// One line of at most [`TITLE_CHARS`] characters.
+fn shorten(text: &str) -> String {
+    let line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if line.chars().count() <= TITLE_CHARS {
+        return line;
+    }
+    let mut short: String = line.chars().take(TITLE_CHARS - 1).collect();
+    short.push('…');
+    short
+}
+
+/// Runs one call. Never panics on what the model sent; see the module documentation.
+pub async fn run(env: &ToolEnv, call: &ToolCall, ctx: CallContext) -> ToolResult {
+    let parsed = match args::parse(&call.name, &call.arguments) {
+        Ok(parsed) => parsed,
+        Err(text) => {
+            return ToolResult::failed(
+                text,
+                json!({ "mode": ctx.mode.as_str(), "invalid_call": true }),
+            );
+        }
+    };
+    match parsed {
+        args::Call::Bash(args) => bash::bash(env, args, ctx).await,
+        args::Call::BashOutput { task_id } => background::output(env, &task_id),
+        args::Call::BashKill { task_id } => background::kill(env, &task_id, ctx).await,
+        args::Call::ReadFile(args) => files::read_file(env, args, ctx.mode).await,
+        args::Call::WriteFile(args) => files::write_file(env, args, ctx.mode).await,
+        args::Call::EditFile(args) => files::edit_file(env, args, ctx.mode).await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::helper_client::HelperEndpoint;
+    use crate::test_support::{Scratch, within};
+
+    #[test]
+    fn bash_is_titled_by_its_command_on_one_line() {
+        let d = describe("bash", r#"{"command":"cargo test\n  --workspace"}"#);
+        assert_eq!(d.title, "cargo test --workspace");
+        assert_eq!(d.kind.as_str(), "execute");
+        assert_eq!(d.input["command"], "cargo test\n  --workspace");
+        let long = "x".repeat(200);
+        let d = describe("bash", &format!(r#"{{"command":"{long}"}}"#));
+        assert_eq!(d.title.chars().count(), 80);
+        assert!(d.title.ends_with('…'));
+    }
+
+    #[test]
+    fn file_and_task_tools_have_their_titles_and_kinds() {
+        let cases = [
+            (
+                "read_file",
+                r#"{"path":"src/a.rs"}"#,
+                "Read src/a.rs",
+                "read",
+            ),
+            (
+                "write_file",
+                r#"{"path":"a","content":"x"}"#,
+                "Write a",
+                "edit",
+            ),
+            (
+                "edit_file",
+                r#"{"path":"a","old_string":"x","new_string":"y"}"#,
+                "Edit a",
+                "edit",
+            ),
+            (
+                "bash_output",
+                r#"{"task_id":"task-2"}"#,
+                "Output of task task-2",
+                "other",
+            ),
+            (
+                "bash_kill",
+                r#"{"task_id":"task-2"}"#,
+                "Kill task task-2",
+                "other",
+            ),
+            ("frobnicate", "{}", "frobnicate", "other"),
+        ];
+        for (name, arguments, title, kind) in cases {
+            let d = describe(name, arguments);
+            assert_eq!(d.title, title, "{name}");
+            assert_eq!(d.kind.as_str(), kind, "{name}");
+        }
+    }
+
+    #[test]
+    fn malformed_arguments_are_described_raw() {
+        let d = describe("bash", r#"{"command": "ls"#);
+        assert_eq!(d.title, "bash");
+        assert_eq!(d.input, json!({ "raw": r#"{"command": "ls"# }));
+        assert_eq!(describe("read_file", "[1]").input, json!({ "raw": "[1]" }));
+        assert_eq!(describe("read_file", "").input, json!({}));
+        assert_eq!(describe("read_file", "{}").title, "Read");
+    }
+
+    /// A tool environment whose helper is never reached.
+    fn offline_env(scratch: &Scratch, client_fs: Option<Arc<dyn ClientFs>>) -> ToolEnv {
+        ToolEnv::new(
+            HelperClient::new(HelperEndpoint::Service(scratch.0.join("no-helper.sock"))),
+            scratch.0.clone(),
+            Vec::new(),
+            Network::Deny,
+            BackendChoice::Auto,
+            client_fs,
+        )
+    }
+
+    fn call(name: &str, arguments: &str) -> ToolCall {
+        ToolCall {
+            id: "call-1".to_owned(),
+            name: name.to_owned(),
+            arguments: arguments.to_owned(),
+        }
+    }
+
+    fn ctx(mode: Mode) -> CallContext {
+        CallContext {
+            mode,
+            cancel: Cancel::never(),
+        }
+    }
+
+    #[test]
+    fn a_call_can_run_on_any_thread() {
+        fn send<T: Send>(_: &T) {}
+        let scratch = Scratch::new("tools-send");
+        let env = offline_env(&scratch, None);
+        let call = call("bash", "{}");
+        send(&run(&env, &call, ctx(Mode::ReadOnly)));
+        send(&env.background().kill_all());
+    }
+
+    #[tokio::test]
+    async fn model_mistakes_fail_with_an_explanation() {
+        let scratch = Scratch::new("tools-mistakes");
+        let env = offline_env(&scratch, None);
+        for (name, arguments, expected) in [
+            ("rm", "{}", "unknown tool \"rm\""),
+            ("bash", "{", "not valid JSON"),
+            ("bash", r#"{"cmd":"ls"}"#, "unknown field \"cmd\""),
+            ("read_file", r#"{"path":7}"#, "\"path\" must be a string"),
+            (
+                "bash_output",
+                r#"{"task_id":"task-9"}"#,
+                "no background task was started",
+            ),
+            (
+                "bash_kill",
+                r#"{"task_id":"task-9"}"#,
+                "unknown task id \"task-9\"",
+            ),
+        ] {
+            let result = within(run(&env, &call(name, arguments), ctx(Mode::ReadOnly))).await;
+            assert_eq!(result.status, ToolStatus::Failed, "{name} {arguments}");
+            assert!(result.text.contains(expected), "{name}: {}", result.text);
+        }
+    }
+
+    #[tokio::test]
+    async fn files_are_read_written_and_edited_locally_under_the_mode() {
+        let scratch = Scratch::new("tools-files");
+        let env = offline_env(&scratch, None);
+        let run = |name: &'static str, arguments: String, mode: Mode| {
+            let env = &env;
+            async move { within(run(env, &call(name, &arguments), ctx(mode))).await }
+        };
+
+        let denied = run(
+            "write_file",
+            json!({"path": "a.txt", "content": "x"}).to_string(),
+            Mode::ReadOnly,
+        )
+        .await;
+        assert_eq!(denied.status, ToolStatus::Failed);
+        assert!(
+            denied
+                .text
+                .ends_with("\n[sandbox: file access denied under read-only mode]"),
+            "{}",
+            denied.text
+        );
+        assert!(!scratch.0.join("a.txt").exists());
+
+        let written = run(
+            "write_file",
+            json!({"path": "dir/a.txt", "content": "one\ntwo\nthree\n"}).to_string(),
+            Mode::WorkspaceWrite,
+        )
+        .await;
+        assert_eq!(written.status, ToolStatus::Completed, "{}", written.text);
+        assert!(written.text.starts_with("Created "), "{}", written.text);
+        assert_eq!(written.facts["bytes"], 14);
+        assert_eq!(written.facts["mode"], "workspace-write");
+
+        let edited = run(
+            "edit_file",
+            json!({"path": "dir/a.txt", "old_string": "two", "new_string": "2"}).to_string(),
+            Mode::WorkspaceWrite,
+        )
+        .await;
+        assert_eq!(edited.status, ToolStatus::Completed, "{}", edited.text);
+        assert!(edited.text.ends_with(": 1 replacement"), "{}", edited.text);
+
+        let read = run(
+            "read_file",
+            json!({"path": "dir/a.txt", "offset": 2, "limit": 1}).to_string(),
+            Mode::ReadOnly,
+        )
+        .await;
+        assert_eq!(read.status, ToolStatus::Completed);
+        assert_eq!(
+            read.text,
+            "2\n[showed lines 2-2 of 3; read on with offset=3]"
+        );
+
+        let ambiguous = run(
+            "edit_file",
+            json!({"path": "dir/a.txt", "old_string": "e", "new_string": "E"}).to_string(),
+            Mode::WorkspaceWrite,
+        )
+        .await;
+        assert_eq!(ambiguous.status, ToolStatus::Failed);
+        assert!(
+            ambiguous.text.contains("occurs 3 times"),
+            "{}",
+            ambiguous.text
+        );
+
+        let outside = run(
+            "write_file",
+            json!({"path": "../escape.txt", "content": "x"}).to_string(),
+            Mode::WorkspaceWrite,
+        )
+        .await;
+        assert_eq!(outside.status, ToolStatus::Failed);
+        assert!(
+            outside.text.contains("outside the workspace"),
+            "{}",
+            outside.text
+        );
+        assert!(
+            outside
+                .text
+                .ends_with("[sandbox: file access denied under workspace-write mode]")
+        );
+        assert_eq!(outside.facts["denied"], true);
+    }
+
+    /// An editor's file access over an in-memory map.
+    #[derive(Default)]
+    struct Buffers(Mutex<std::collections::HashMap<PathBuf, String>>);
+
+    impl ClientFs for Buffers {
+        fn read_text<'a>(&'a self, path: &'a Path) -> FsFuture<'a, String> {
+            let text = self.0.lock().expect("buffers").get(path).cloned();
+            Box::pin(async move { text.ok_or_else(|| "no such buffer".to_owned()) })
+        }
+
+        fn write_text<'a>(&'a self, path: &'a Path, content: &'a str) -> FsFuture<'a, ()> {
+            self.0
+                .lock()
+                .expect("buffers")
+                .insert(path.to_path_buf(), content.to_owned());
+            Box::pin(async { Ok(()) })
+        }
+    }
+
+    #[tokio::test]
+    async fn the_editors_file_access_is_used_when_offered_after_the_same_checks() {
+        let scratch = Scratch::new("tools-clientfs");
+        let buffers = Arc::new(Buffers::default());
+        let env = offline_env(&scratch, Some(buffers.clone()));
+        let path = env.workspace().join("unsaved.rs");
+        buffers
+            .0
+            .lock()
+            .expect("buffers")
+            .insert(path.clone(), "fn main() {}\n".to_owned());
+
+        let read = within(run(
+            &env,
+            &call("read_file", r#"{"path":"unsaved.rs"}"#),
+            ctx(Mode::ReadOnly),
+        ))
+        .await;
+        assert_eq!(read.text, "fn main() {}\n");
+
+        let edited = within(run(
+            &env,
+            &call(
+                "edit_file",
+                r#"{"path":"unsaved.rs","old_string":"{}","new_string":"{ run() }"}"#,
+            ),
+            ctx(Mode::WorkspaceWrite),
+        ))
+        .await;
+        assert_eq!(edited.status, ToolStatus::Completed, "{}", edited.text);
+        assert_eq!(
+            buffers
+                .0
+                .lock()
+                .expect("buffers")
+                .get(&path)
+                .map(String::as_str),
+            Some("fn main() { run() }\n")
+        );
+        // Nothing touched the disk.
+        assert!(!path.exists());
+
+        let denied = within(run(
+            &env,
+            &call("write_file", r#"{"path":".git/config","content":"x"}"#),
+            ctx(Mode::WorkspaceWrite),
+        ))
+        .await;
+        assert_eq!(denied.status, ToolStatus::Failed);
+        assert!(denied.text.contains("stays read-only"), "{}", denied.text);
+        assert_eq!(buffers.0.lock().expect("buffers").len(), 1);
+    }
+}

@@ -1,0 +1,560 @@
+//! What a model reads from a command: its output cut to size, then the markers saying how the
+//! command ended, each on its own line, `[exit code: N]` always last.
+
+use std::io;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
+
+use confine_protocol::{ExitStatus, Mode, Stage};
+use tokio::io::AsyncWrite;
+
+use crate::run::{self, Facts, RunnerFailure};
+
+/// The most of a command's output a model reads in one result: the first and last halves are
+/// kept, the middle is replaced by [`truncation_marker`].
+pub const MODEL_OUTPUT_CAP: usize = 30_000;
+
+/// The most unread output a background task keeps; older unread output is dropped first.
+pub const BACKGROUND_OUTPUT_CAP: usize = 1024 * 1024;
+
+/// The line standing for `omitted` bytes of output left out.
+pub fn truncation_marker(omitted: u64) -> String {
+    format!("[output truncated: {omitted} bytes omitted]")
+}
+
+/// The line saying the confinement denied a file access.
+pub fn denial_marker(mode: Mode) -> String {
+    format!("[sandbox: file access denied under {} mode]", mode.as_str())
+}
+
+/// The exit marker: `[exit code: N]`.
+pub fn exit_marker(code: i32) -> String {
+    format!("[exit code: {code}]")
+}
+
+/// A command's exit code as shells report it: its own code, or 128+N for signal N.
+pub fn exit_code(status: ExitStatus) -> i32 {
+    match status {
+        ExitStatus::Code(code) => code,
+        ExitStatus::Signal(signal) => 128 + signal,
+    }
+}
+
+/// Where a command's output goes while it runs.
+pub(crate) trait OutputSink: Send {
+    fn push(&mut self, bytes: &[u8]);
+}
+
+/// An [`AsyncWrite`] over a shared [`OutputSink`], so stdout and stderr can be copied into one
+/// buffer as they arrive (with [`run::copy_output`]).
+pub(crate) struct Collector(pub Arc<Mutex<dyn OutputSink>>);
+
+impl AsyncWrite for Collector {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(buf);
+        Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}
+
+/// The head and the tail of a stream of bytes, in bounded memory: the first `cap / 2` bytes
+/// and the last `cap - cap / 2`; everything in between is only counted.
+#[derive(Debug)]
+pub(crate) struct HeadTail {
+    head: Vec<u8>,
+    head_cap: usize,
+    /// The bytes after the head; may hold up to twice `tail_cap` between trims.
+    tail: Vec<u8>,
+    tail_cap: usize,
+    /// Bytes pushed in all.
+    total: u64,
+}
+
+impl HeadTail {
+    pub fn new(cap: usize) -> HeadTail {
+        let head_cap = cap / 2;
+        HeadTail {
+            head: Vec::new(),
+            head_cap,
+            tail: Vec::new(),
+            tail_cap: cap - head_cap,
+            total: 0,
+        }
+    }
+
+    pub fn push(&mut self, mut bytes: &[u8]) {
+        self.total += bytes.len() as u64;
+        let room = self.head_cap - self.head.len();
+        let into_head = room.min(bytes.len());
+        self.head.extend_from_slice(&bytes[..into_head]);
+        bytes = &bytes[into_head..];
+        if bytes.len() >= self.tail_cap {
+            self.tail.clear();
+            self.tail
+                .extend_from_slice(&bytes[bytes.len() - self.tail_cap..]);
+            return;
+        }
+        self.tail.extend_from_slice(bytes);
+        // Trimming moves the kept bytes, so only do it once the excess is as large as them.
+        if self.tail.len() >= 2 * self.tail_cap {
+            let excess = self.tail.len() - self.tail_cap;
+            self.tail.drain(..excess);
+        }
+    }
+
+    /// The text: everything if it fits, else the head, [`truncation_marker`] on its own line,
+    /// and the tail. Invalid UTF-8 is replaced; a character cut at either edge of the omitted
+    /// part is left out and counted as omitted.
+    pub fn render(&self) -> String {
+        let kept_tail = &self.tail[self.tail.len().saturating_sub(self.tail_cap)..];
+        let kept = (self.head.len() + kept_tail.len()) as u64;
+        if kept == self.total {
+            let mut all = self.head.clone();
+            all.extend_from_slice(kept_tail);
+            return String::from_utf8_lossy(&all).into_owned();
+        }
+        let head = without_cut_char_at_end(&self.head);
+        let tail = without_cut_char_at_start(kept_tail);
+        let omitted = self.total - head.len() as u64 - tail.len() as u64;
+        let mut text = String::from_utf8_lossy(head).into_owned();
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text.push_str(&truncation_marker(omitted));
+        text.push('\n');
+        text.push_str(&String::from_utf8_lossy(tail));
+        text
+    }
+}
+
+impl OutputSink for HeadTail {
+    fn push(&mut self, bytes: &[u8]) {
+        HeadTail::push(self, bytes);
+    }
+}
+
+/// `bytes` without a UTF-8 sequence cut short at its end.
+fn without_cut_char_at_end(bytes: &[u8]) -> &[u8] {
+    match std::str::from_utf8(bytes) {
+        Err(e) if e.error_len().is_none() => &bytes[..e.valid_up_to()],
+        _ => bytes,
+    }
+}
+
+/// `bytes` without the continuation bytes of a UTF-8 sequence whose start was cut off.
+fn without_cut_char_at_start(bytes: &[u8]) -> &[u8] {
+    let cut = bytes
+        .iter()
+        .take(3)
+        .take_while(|&&b| b & 0b1100_0000 == 0b1000_0000)
+        .count();
+    &bytes[cut..]
+}
+
+/// A background task's output not read yet, at most `cap` bytes: when more arrives before it
+/// is read, the oldest unread bytes are dropped and counted.
+#[derive(Debug)]
+pub(crate) struct Spool {
+    unread: Vec<u8>,
+    dropped: u64,
+    cap: usize,
+}
+
+impl Spool {
+    pub fn new(cap: usize) -> Spool {
+        Spool {
+            unread: Vec::new(),
+            dropped: 0,
+            cap,
+        }
+    }
+
+    pub fn push(&mut self, bytes: &[u8]) {
+        self.unread.extend_from_slice(bytes);
+        // As in `HeadTail::push`: trim only once the excess is as large as what is kept.
+        if self.unread.len() >= 2 * self.cap {
+            self.trim();
+        }
+    }
+
+    fn trim(&mut self) {
+        let excess = self.unread.len().saturating_sub(self.cap);
+        self.unread.drain(..excess);
+        self.dropped += excess as u64;
+    }
+
+    /// Everything unread, rendered as a model reads it (at most [`MODEL_OUTPUT_CAP`] bytes,
+    /// with a [`truncation_marker`] first for what was dropped unread), and marks it read.
+    pub fn take_text(&mut self) -> String {
+        self.trim();
+        let mut view = HeadTail::new(MODEL_OUTPUT_CAP);
+        view.push(&self.unread);
+        let mut text = String::new();
+        if self.dropped > 0 {
+            text.push_str(&truncation_marker(self.dropped));
+            text.push('\n');
+        }
+        text.push_str(&view.render());
+        self.unread.clear();
+        self.dropped = 0;
+        text
+    }
+}
+
+/// What a model reads about how the command ended, after its output: one line per marker.
+///
+/// A command that ran gets, in this order: the shell's message when the command could not be
+/// executed, `[terminated by signal N]`, `[timed out after N ms]`, `[cancelled]`, the
+/// [`denial_marker`], and last [`exit_marker`]. A command that did not run gets `[cancelled]`
+/// if it was, then the refusal or runner-failure text ([`runner_failure_text`]) and no exit
+/// marker; a runner failure outranks a denial.
+pub(crate) fn end_markers(
+    facts: &Facts,
+    mode: Mode,
+    timeout_ms: Option<u64>,
+    program: &str,
+) -> Vec<String> {
+    let mut lines = Vec::new();
+    if let Some(reason) = &facts.refused {
+        lines.push(format!("[sandbox: refused: {reason}]"));
+        return lines;
+    }
+    if let Some(failure) = &facts.runner_failure {
+        if facts.cancelled {
+            lines.push("[cancelled]".to_owned());
+        }
+        lines.push(runner_failure_text(failure, facts.started, mode));
+        return lines;
+    }
+    let Some(status) = facts.exit else {
+        // Nothing ran and nothing failed: only a cancel before the start does that.
+        lines.push("[cancelled: the command was not started]".to_owned());
+        return lines;
+    };
+    if let Some(errno) = facts.exec_errno {
+        lines.push(run::exec_failure_note(program, errno));
+    }
+    if let ExitStatus::Signal(signal) = status {
+        lines.push(format!("[terminated by signal {signal}]"));
+    }
+    if facts.timed_out {
+        match timeout_ms {
+            Some(ms) => lines.push(format!("[timed out after {ms} ms]")),
+            None => lines.push("[timed out]".to_owned()),
+        }
+    }
+    if facts.cancelled {
+        lines.push("[cancelled]".to_owned());
+    }
+    if facts.denied {
+        lines.push(denial_marker(mode));
+    }
+    lines.push(exit_marker(exit_code(status)));
+    lines
+}
+
+/// Whether the command ran and exited 0 by itself.
+pub(crate) fn succeeded(facts: &Facts) -> bool {
+    facts.exit == Some(ExitStatus::Code(0))
+        && facts.runner_failure.is_none()
+        && facts.refused.is_none()
+        && !facts.timed_out
+        && !facts.cancelled
+}
+
+/// The output followed by the lines, each on its own line.
+pub(crate) fn join(output: &str, lines: &[String]) -> String {
+    let mut text = output.to_owned();
+    for line in lines {
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text.push_str(line);
+    }
+    text
+}
+
+/// What a model reads when the sandbox runner failed, so the command's own outcome is unknown
+/// or it did not run at all: never a denial, always said to be a sandbox problem.
+pub(crate) fn runner_failure_text(failure: &RunnerFailure, started: bool, mode: Mode) -> String {
+    let mode = mode.as_str();
+    if failure.stage == Stage::Unavailable {
+        return format!(
+            "[sandbox unavailable: this command was to run in {mode} mode, but no usable sandbox \
+             backend exists on this machine, and agentd refuses to run it unconfined — the \
+             command did not run. To fix: {}, or switch the session to danger-full-access to run \
+             commands without confinement.]\nRunner failure: {}",
+            install_hint(),
+            failure.detail
+        );
+    }
+    let marker = if started && failure.stage == Stage::HelperExited {
+        format!(
+            "[sandbox: the sandbox runner itself failed under {mode} mode while the command was \
+             running — its outcome is unknown; this is a sandbox problem, not a command failure]"
+        )
+    } else {
+        format!(
+            "[sandbox: the sandbox runner itself failed under {mode} mode — the command did not \
+             run; this is a sandbox problem, not a command failure]"
+        )
+    };
+    format!(
+        "{marker}\nRunner failure: {}",
+        run::runner_failure_note(failure, started)
+    )
+}
+
+/// How to get a sandbox backend on this platform.
+fn install_hint() -> &'static str {
+    if cfg!(target_os = "linux") {
+        "install bubblewrap (bwrap) with unprivileged user namespaces enabled, or use a kernel \
+         with Landlock enabled"
+    } else if cfg!(target_os = "macos") {
+        "make sandbox-exec available"
+    } else {
+        "no sandbox backend exists for this platform yet"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use confine_protocol::{Backend, Enforcement};
+
+    fn ran(status: ExitStatus) -> Facts {
+        Facts {
+            exit: Some(status),
+            backend: Some(Backend::Bwrap),
+            enforcement: Some(Enforcement::Full),
+            started: true,
+            ..Facts::default()
+        }
+    }
+
+    fn markers(facts: &Facts) -> Vec<String> {
+        end_markers(facts, Mode::ReadOnly, Some(5000), "bash")
+    }
+
+    #[test]
+    fn short_output_is_kept_whole() {
+        let mut out = HeadTail::new(10);
+        out.push(b"0123");
+        out.push(b"456789");
+        assert_eq!(out.render(), "0123456789");
+    }
+
+    #[test]
+    fn long_output_keeps_head_and_tail_with_the_count_between() {
+        let mut out = HeadTail::new(10);
+        for chunk in [&b"abc"[..], b"defgh", b"ijklmnopqrstuvwxyz"] {
+            out.push(chunk);
+        }
+        assert_eq!(
+            out.render(),
+            "abcde\n[output truncated: 16 bytes omitted]\nvwxyz"
+        );
+    }
+
+    #[test]
+    fn many_small_pushes_give_the_same_cut_as_one_large() {
+        let data: Vec<u8> = (0..100_000u32).map(|i| b'a' + (i % 26) as u8).collect();
+        let mut whole = HeadTail::new(MODEL_OUTPUT_CAP);
+        whole.push(&data);
+        let mut pieces = HeadTail::new(MODEL_OUTPUT_CAP);
+        for chunk in data.chunks(7) {
+            pieces.push(chunk);
+        }
+        assert_eq!(whole.render(), pieces.render());
+        let text = whole.render();
+        assert!(text.contains("\n[output truncated: 70000 bytes omitted]\n"));
+        assert_eq!(
+            text.len(),
+            30_000 + "\n[output truncated: 70000 bytes omitted]\n".len()
+        );
+    }
+
+    #[test]
+    fn a_character_cut_at_the_edges_is_counted_as_omitted() {
+        let mut out = HeadTail::new(6);
+        // "ab" + "é" (2 bytes) | ... | "€" (3 bytes) + "z": cut inside both.
+        out.push("abéxxxxxxxxx€z".as_bytes());
+        let text = out.render();
+        assert!(!text.contains('\u{fffd}'), "{text}");
+        assert!(text.starts_with("ab\n[output truncated: "), "{text}");
+        assert!(text.ends_with("]\nz"), "{text}");
+        // 17 bytes in all, 3 kept.
+        assert!(
+            text.contains("[output truncated: 14 bytes omitted]"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn the_spool_keeps_the_newest_unread_output() {
+        let mut spool = Spool::new(8);
+        spool.push(b"0123456789");
+        spool.push(b"abcdefghij");
+        assert_eq!(
+            spool.take_text(),
+            "[output truncated: 12 bytes omitted]\ncdefghij"
+        );
+        assert_eq!(spool.take_text(), "");
+        spool.push(b"xy");
+        assert_eq!(spool.take_text(), "xy");
+    }
+
+    #[test]
+    fn a_clean_exit_has_only_the_exit_marker() {
+        assert_eq!(markers(&ran(ExitStatus::Code(0))), ["[exit code: 0]"]);
+        assert!(succeeded(&ran(ExitStatus::Code(0))));
+        assert!(!succeeded(&ran(ExitStatus::Code(1))));
+    }
+
+    #[test]
+    fn a_denial_comes_right_before_the_exit_marker() {
+        let mut facts = ran(ExitStatus::Code(2));
+        facts.denied = true;
+        assert_eq!(
+            markers(&facts),
+            [
+                "[sandbox: file access denied under read-only mode]",
+                "[exit code: 2]"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_signal_is_reported_with_128_plus_n() {
+        assert_eq!(
+            markers(&ran(ExitStatus::Signal(9))),
+            ["[terminated by signal 9]", "[exit code: 137]"]
+        );
+    }
+
+    #[test]
+    fn a_timeout_names_the_limit() {
+        let mut facts = ran(ExitStatus::Signal(15));
+        facts.timed_out = true;
+        assert_eq!(
+            markers(&facts),
+            [
+                "[terminated by signal 15]",
+                "[timed out after 5000 ms]",
+                "[exit code: 143]"
+            ]
+        );
+        assert!(!succeeded(&facts));
+    }
+
+    #[test]
+    fn a_cancel_is_reported_before_the_exit_marker() {
+        let mut facts = ran(ExitStatus::Signal(15));
+        facts.cancelled = true;
+        assert_eq!(
+            markers(&facts),
+            [
+                "[terminated by signal 15]",
+                "[cancelled]",
+                "[exit code: 143]"
+            ]
+        );
+    }
+
+    #[test]
+    fn an_exec_failure_reads_like_a_shell() {
+        let mut facts = ran(ExitStatus::Code(127));
+        facts.exec_errno = Some(nix::libc::ENOENT);
+        assert_eq!(
+            markers(&facts),
+            ["bash: command not found", "[exit code: 127]"]
+        );
+    }
+
+    #[test]
+    fn an_unavailable_sandbox_says_why_and_how_to_fix_and_is_never_a_denial() {
+        let facts = Facts {
+            runner_failure: Some(RunnerFailure {
+                stage: Stage::Unavailable,
+                errno: 0,
+                detail: "no usable sandbox backend".to_owned(),
+            }),
+            // Even if something claimed so: the runner failure wins.
+            denied: true,
+            ..Facts::default()
+        };
+        let lines = markers(&facts);
+        assert_eq!(lines.len(), 1);
+        let text = &lines[0];
+        assert!(text.starts_with("[sandbox unavailable: "), "{text}");
+        assert!(text.contains("read-only mode"), "{text}");
+        assert!(text.contains("refuses to run it unconfined"), "{text}");
+        assert!(text.contains("danger-full-access"), "{text}");
+        assert!(
+            text.ends_with("\nRunner failure: no usable sandbox backend"),
+            "{text}"
+        );
+        assert!(!text.contains("file access denied"), "{text}");
+        assert!(!text.contains("[exit code"), "{text}");
+    }
+
+    #[test]
+    fn another_runner_failure_is_a_sandbox_problem_with_its_detail() {
+        let facts = Facts {
+            runner_failure: Some(RunnerFailure {
+                stage: Stage::Namespace,
+                errno: nix::libc::EPERM,
+                detail: "unshare failed".to_owned(),
+            }),
+            ..Facts::default()
+        };
+        let lines = end_markers(&facts, Mode::WorkspaceWrite, None, "bash");
+        assert_eq!(
+            lines,
+            [
+                "[sandbox: the sandbox runner itself failed under workspace-write mode — the \
+                 command did not run; this is a sandbox problem, not a command failure]\n\
+                 Runner failure: the sandbox runner failed at stage namespace (Operation not \
+                 permitted): unshare failed; the command did not run"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_refusal_names_the_reason() {
+        let facts = Facts {
+            refused: Some("mode above the ceiling".to_owned()),
+            ..Facts::default()
+        };
+        assert_eq!(
+            markers(&facts),
+            ["[sandbox: refused: mode above the ceiling]"]
+        );
+        assert!(!succeeded(&facts));
+    }
+
+    #[test]
+    fn markers_go_on_their_own_lines_after_the_output() {
+        let lines = vec!["[exit code: 0]".to_owned()];
+        assert_eq!(join("", &lines), "[exit code: 0]");
+        assert_eq!(join("x\n", &lines), "x\n[exit code: 0]");
+        assert_eq!(join("x", &lines), "x\n[exit code: 0]");
+        let two = vec!["[a]".to_owned(), "[b]".to_owned()];
+        assert_eq!(join("x", &two), "x\n[a]\n[b]");
+    }
+}

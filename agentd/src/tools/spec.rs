@@ -1,0 +1,291 @@
+//! The tools as a model is offered them: names, descriptions and JSON schemas. Argument
+//! checking ([`super::args`]) reads the same schemas, so a field added here is a field the
+//! tools accept.
+
+use serde_json::{Value, json};
+
+use crate::model::ToolSpec;
+
+pub const BASH: &str = "bash";
+pub const BASH_OUTPUT: &str = "bash_output";
+pub const BASH_KILL: &str = "bash_kill";
+pub const READ_FILE: &str = "read_file";
+pub const WRITE_FILE: &str = "write_file";
+pub const EDIT_FILE: &str = "edit_file";
+
+/// Every tool name, in the order [`specs`] lists them.
+pub const NAMES: [&str; 6] = [
+    BASH,
+    BASH_OUTPUT,
+    BASH_KILL,
+    READ_FILE,
+    WRITE_FILE,
+    EDIT_FILE,
+];
+
+/// A foreground command's time limit when the call gives none, in milliseconds.
+pub const DEFAULT_TIMEOUT_MS: u64 = 120_000;
+/// The longest time limit a call may ask for, in milliseconds.
+pub const MAX_TIMEOUT_MS: u64 = 600_000;
+/// The most `read_file` returns in one call.
+pub const READ_CAP: usize = 256 * 1024;
+
+/// Variations of the offered tools. Everything is off by default; [`specs`] is
+/// `specs_with(&SpecOptions::default())`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SpecOptions {}
+
+/// The tools with their default options.
+pub fn specs() -> Vec<ToolSpec> {
+    specs_with(&SpecOptions::default())
+}
+
+/// The tools as `options` shape them.
+pub fn specs_with(options: &SpecOptions) -> Vec<ToolSpec> {
+    NAMES
+        .iter()
+        .filter_map(|name| spec_with(name, options))
+        .collect()
+}
+
+/// One tool's spec, `None` for an unknown name.
+pub fn spec_with(name: &str, options: &SpecOptions) -> Option<ToolSpec> {
+    let (description, parameters) = match name {
+        BASH => (BASH_DESCRIPTION, bash_parameters(options)),
+        BASH_OUTPUT => (BASH_OUTPUT_DESCRIPTION, task_parameters()),
+        BASH_KILL => (BASH_KILL_DESCRIPTION, task_parameters()),
+        READ_FILE => (READ_FILE_DESCRIPTION, read_parameters()),
+        WRITE_FILE => (WRITE_FILE_DESCRIPTION, write_parameters()),
+        EDIT_FILE => (EDIT_FILE_DESCRIPTION, edit_parameters()),
+        _ => return None,
+    };
+    Some(ToolSpec {
+        name: name.to_owned(),
+        description: description.to_owned(),
+        parameters,
+    })
+}
+
+const BASH_DESCRIPTION: &str = "Run a shell command (bash -c) in the workspace directory and \
+return its stdout and stderr, interleaved as they were written. The command gets no input \
+(stdin is empty), so do not start interactive programs. After the output come markers, each on \
+its own line; when the command ran, the last one is always [exit code: N]: check it on every \
+result. Others: [timed out after N ms], [terminated by signal N], [cancelled], and \
+[sandbox: file access denied under <mode> mode] when the sandbox the command runs in blocked a \
+file access (trying a command the sandbox may deny is safe). Output longer than 30000 bytes \
+keeps its beginning and end with [output truncated: N bytes omitted] between, so prefer \
+commands with short output (grep, head, tail, wc). Set run_in_background for servers, watchers \
+and other long runs: the call returns at once with a task id to use with bash_output and \
+bash_kill.";
+
+const BASH_OUTPUT_DESCRIPTION: &str = "Read the new output of a background task started by bash \
+with run_in_background: everything it wrote since the last bash_output call, then \
+[still running], or once it has ended the same end markers as a foreground command, \
+[exit code: N] last.";
+
+const BASH_KILL_DESCRIPTION: &str = "Stop a background task started by bash with \
+run_in_background and wait for it to end. Returns its output not read yet and its end markers.";
+
+const READ_FILE_DESCRIPTION: &str = "Read a UTF-8 text file. Returns the file's text as it is \
+(no line numbers), at most 256 KiB per call. offset (the first line to return, counting from 1) \
+and limit (how many lines) select a window of lines; when the result stops before the end of \
+the file, a last line in brackets says which offset to read on from.";
+
+const WRITE_FILE_DESCRIPTION: &str = "Create a file or replace its whole content, creating \
+missing parent directories. To change part of an existing file, prefer edit_file.";
+
+const EDIT_FILE_DESCRIPTION: &str = "Replace text in an existing text file. old_string must \
+match the file exactly, whitespace and indentation included, and occur exactly once (include \
+enough surrounding lines to make it unique), unless replace_all is true, which replaces every \
+occurrence. Read the file first to copy old_string exactly.";
+
+const PATH_DESCRIPTION: &str = "The file's path: relative to the workspace directory, or absolute.";
+
+fn bash_parameters(_options: &SpecOptions) -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "command": {
+                "type": "string",
+                "description": "The command line, run as bash -c COMMAND in the workspace directory.",
+            },
+            "timeout": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": MAX_TIMEOUT_MS,
+                "description": format!(
+                    "Time limit in milliseconds (at most {MAX_TIMEOUT_MS}); the command is \
+                     terminated when it passes. Default {DEFAULT_TIMEOUT_MS} for a foreground \
+                     command, none for a background one."
+                ),
+            },
+            "run_in_background": {
+                "type": "boolean",
+                "description": "Start the command and return at once with a task id instead of waiting for it to end.",
+            },
+        },
+        "required": ["command"],
+        "additionalProperties": false,
+    })
+}
+
+fn task_parameters() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "task_id": {
+                "type": "string",
+                "description": "The id bash returned when it started the task, e.g. task-1.",
+            },
+        },
+        "required": ["task_id"],
+        "additionalProperties": false,
+    })
+}
+
+fn read_parameters() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "path": { "type": "string", "description": PATH_DESCRIPTION },
+            "offset": {
+                "type": "integer",
+                "minimum": 1,
+                "description": "The first line to return, counting from 1. Default 1.",
+            },
+            "limit": {
+                "type": "integer",
+                "minimum": 1,
+                "description": "How many lines to return at most. Default: to the end of the file (within 256 KiB).",
+            },
+        },
+        "required": ["path"],
+        "additionalProperties": false,
+    })
+}
+
+fn write_parameters() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "path": { "type": "string", "description": PATH_DESCRIPTION },
+            "content": { "type": "string", "description": "The file's whole new content." },
+        },
+        "required": ["path", "content"],
+        "additionalProperties": false,
+    })
+}
+
+fn edit_parameters() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "path": { "type": "string", "description": PATH_DESCRIPTION },
+            "old_string": {
+                "type": "string",
+                "description": "The exact text to replace; must not be empty.",
+            },
+            "new_string": {
+                "type": "string",
+                "description": "The text to put in its place; must differ from old_string.",
+            },
+            "replace_all": {
+                "type": "boolean",
+                "description": "Replace every occurrence instead of requiring exactly one. Default false.",
+            },
+        },
+        "required": ["path", "old_string", "new_string"],
+        "additionalProperties": false,
+    })
+}
+
+/// The shape of a tool's arguments for an error message, from its schema: the required
+/// fields in their listed order, then the optional ones, marked with `?`, by name:
+/// `{"command": string, "run_in_background"?: boolean, "timeout"?: integer}`.
+pub fn shape(parameters: &Value) -> String {
+    let required: Vec<&str> = parameters["required"]
+        .as_array()
+        .map(|names| names.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let Some(properties) = parameters["properties"].as_object() else {
+        return "{}".to_owned();
+    };
+    let kind = |name: &str| {
+        properties[name]["type"]
+            .as_str()
+            .unwrap_or("value")
+            .to_owned()
+    };
+    let mut optional: Vec<&str> = properties
+        .keys()
+        .map(String::as_str)
+        .filter(|name| !required.contains(name))
+        .collect();
+    optional.sort_unstable();
+    let fields: Vec<String> = required
+        .iter()
+        .filter(|name| properties.contains_key(**name))
+        .map(|name| format!("\"{name}\": {}", kind(name)))
+        .chain(
+            optional
+                .iter()
+                .map(|name| format!("\"{name}\"?: {}", kind(name))),
+        )
+        .collect();
+    format!("{{{}}}", fields.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_tool_has_an_object_schema_with_its_required_fields_listed() {
+        let specs = specs();
+        let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, NAMES);
+        for spec in &specs {
+            assert_eq!(spec.parameters["type"], "object", "{}", spec.name);
+            assert!(!spec.description.is_empty());
+            let properties = spec.parameters["properties"]
+                .as_object()
+                .expect("properties");
+            for required in spec.parameters["required"].as_array().expect("required") {
+                let required = required.as_str().expect("a name");
+                assert!(
+                    properties.contains_key(required),
+                    "{}: {required}",
+                    spec.name
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_bash_schema_has_the_timeout_bounds_and_background_flag() {
+        let bash = spec_with(BASH, &SpecOptions::default()).expect("bash");
+        let timeout = &bash.parameters["properties"]["timeout"];
+        assert_eq!(timeout["type"], "integer");
+        assert_eq!(timeout["maximum"], 600_000);
+        assert_eq!(
+            bash.parameters["properties"]["run_in_background"]["type"],
+            "boolean"
+        );
+        assert_eq!(bash.parameters["required"], json!(["command"]));
+    }
+
+    #[test]
+    fn the_shape_marks_optional_fields() {
+        let read = spec_with(READ_FILE, &SpecOptions::default()).expect("read_file");
+        assert_eq!(
+            shape(&read.parameters),
+            r#"{"path": string, "limit"?: integer, "offset"?: integer}"#
+        );
+    }
+
+    #[test]
+    fn an_unknown_name_has_no_spec() {
+        assert!(spec_with("rm_rf", &SpecOptions::default()).is_none());
+    }
+}

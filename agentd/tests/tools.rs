@@ -1,0 +1,510 @@
+//! The tools against the real confine-helper: denials, writes, timeouts, background tasks,
+//! cancels and runner failures as a model would see them.
+//!
+//! The helper is the `confine-helper` binary next to this test's target directory
+//! (`target/<profile>/confine-helper`); `cargo test --workspace` builds it, `cargo test -p
+//! agentd` alone does not (build it once with `cargo build --workspace`). The confined modes
+//! need a working backend (bubblewrap or Landlock). Where a test has to wait for a command to
+//! reach some point, the command says so through a FIFO: nothing here sleeps to synchronise.
+
+mod tools {
+    use std::ffi::OsString;
+    use std::io::{Read, Write};
+    use std::path::{Path, PathBuf};
+    use std::time::{Duration, Instant};
+
+    use agentd::cancel::{self, Cancel};
+    use agentd::environment;
+    use agentd::helper_client::{HelperClient, HelperEndpoint};
+    use agentd::model::ToolCall;
+    use agentd::session::ToolStatus;
+    use agentd::tools::{CallContext, ToolEnv, ToolResult, run};
+    use confine_protocol::{BackendChoice, Mode, Network};
+    use serde_json::json;
+
+    /// `target/<profile>/confine-helper`, from this test's `target/<profile>/deps/tools-…`.
+    fn helper_binary() -> PathBuf {
+        let exe = std::env::current_exe().expect("current_exe");
+        let dir = exe
+            .parent()
+            .and_then(Path::parent)
+            .expect("target directory");
+        let helper = dir.join("confine-helper");
+        assert!(
+            helper.is_file(),
+            "{} is missing: build it with `cargo build --workspace` (cargo test --workspace \
+             builds it)",
+            helper.display()
+        );
+        helper
+    }
+
+    /// A workspace directory removed when dropped.
+    struct Workspace(PathBuf);
+
+    impl Workspace {
+        fn new(name: &str) -> Workspace {
+            let dir =
+                std::env::temp_dir().join(format!("agentd-tools-{}-{name}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).expect("create workspace");
+            Workspace(dir.canonicalize().expect("canonical workspace"))
+        }
+
+        fn fifo(&self, name: &str) -> PathBuf {
+            let path = self.0.join(name);
+            nix::unistd::mkfifo(&path, nix::sys::stat::Mode::from_bits_truncate(0o600))
+                .expect("mkfifo");
+            path
+        }
+    }
+
+    impl Drop for Workspace {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn env_with(workspace: &Workspace, backend: BackendChoice) -> ToolEnv {
+        let client = HelperClient::new(HelperEndpoint::Embedded(helper_binary()));
+        let vars: Vec<(OsString, OsString)> =
+            environment::command_environment(std::env::vars_os(), &[]);
+        ToolEnv::new(
+            client,
+            workspace.0.clone(),
+            vars,
+            Network::Deny,
+            backend,
+            None,
+        )
+    }
+
+    fn env(workspace: &Workspace) -> ToolEnv {
+        env_with(workspace, BackendChoice::Auto)
+    }
+
+    fn call(name: &str, arguments: serde_json::Value) -> ToolCall {
+        ToolCall {
+            id: "call-1".to_owned(),
+            name: name.to_owned(),
+            arguments: arguments.to_string(),
+        }
+    }
+
+    fn ctx(mode: Mode) -> CallContext {
+        CallContext {
+            mode,
+            cancel: Cancel::never(),
+        }
+    }
+
+    /// Fails a test that would otherwise hang.
+    async fn within<F: std::future::Future>(future: F) -> F::Output {
+        tokio::time::timeout(Duration::from_secs(30), future)
+            .await
+            .expect("the test finished in time")
+    }
+
+    async fn bash(env: &ToolEnv, mode: Mode, arguments: serde_json::Value) -> ToolResult {
+        within(run(env, &call("bash", arguments), ctx(mode))).await
+    }
+
+    fn last_line(text: &str) -> &str {
+        text.lines().last().unwrap_or_default()
+    }
+
+    /// Writes `text` into the FIFO at `path` from a thread (opening blocks until a reader
+    /// comes) and tells when done.
+    fn feed(path: PathBuf, text: &'static str) -> tokio::sync::oneshot::Receiver<()> {
+        let (done, wait) = tokio::sync::oneshot::channel();
+        std::thread::spawn(move || {
+            let mut fifo = std::fs::OpenOptions::new()
+                .write(true)
+                .open(path)
+                .expect("open fifo for writing");
+            fifo.write_all(text.as_bytes()).expect("write fifo");
+            drop(fifo);
+            let _ = done.send(());
+        });
+        wait
+    }
+
+    /// Reads the FIFO at `path` to its end from a thread (opening blocks until a writer
+    /// comes) and hands over what was read.
+    fn drain(path: PathBuf) -> tokio::sync::oneshot::Receiver<String> {
+        let (done, wait) = tokio::sync::oneshot::channel();
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            std::fs::File::open(path)
+                .expect("open fifo for reading")
+                .read_to_string(&mut text)
+                .expect("read fifo");
+            let _ = done.send(text);
+        });
+        wait
+    }
+
+    #[tokio::test]
+    async fn read_only_denied_write_shows_the_marker_then_the_exit_code_last() {
+        let workspace = Workspace::new("ro-denied");
+        let env = env(&workspace);
+        let result = bash(
+            &env,
+            Mode::ReadOnly,
+            json!({"command": "echo x > denied.txt || exit 2"}),
+        )
+        .await;
+        assert_eq!(result.status, ToolStatus::Failed, "{}", result.text);
+        let lines: Vec<&str> = result.text.lines().collect();
+        assert!(
+            lines[0].contains("denied.txt") && lines[0].contains("Read-only file system")
+                || lines[0].contains("Permission denied"),
+            "{}",
+            result.text
+        );
+        assert_eq!(
+            lines[lines.len() - 2..],
+            [
+                "[sandbox: file access denied under read-only mode]",
+                "[exit code: 2]"
+            ],
+            "{}",
+            result.text
+        );
+        assert_eq!(result.facts["denied"], true);
+        assert_eq!(result.facts["mode"], "read-only");
+        assert_eq!(result.facts["exit"]["code"], 2);
+        assert!(!workspace.0.join("denied.txt").exists());
+    }
+
+    #[tokio::test]
+    async fn workspace_write_writes_inside_the_workspace() {
+        let workspace = Workspace::new("ww-inside");
+        let env = env(&workspace);
+        let result = bash(
+            &env,
+            Mode::WorkspaceWrite,
+            json!({"command": "echo hello > inside.txt && cat inside.txt"}),
+        )
+        .await;
+        assert_eq!(result.status, ToolStatus::Completed, "{}", result.text);
+        assert_eq!(result.text, "hello\n[exit code: 0]");
+        assert_eq!(result.facts["denied"], false);
+        assert_eq!(
+            std::fs::read_to_string(workspace.0.join("inside.txt")).expect("written"),
+            "hello\n"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_timeout_terminates_the_command_and_says_after_how_long() {
+        let workspace = Workspace::new("timeout");
+        let env = env(&workspace);
+        let begun = Instant::now();
+        let result = bash(
+            &env,
+            Mode::ReadOnly,
+            json!({"command": "echo before; exec sleep 30", "timeout": 300}),
+        )
+        .await;
+        assert!(
+            begun.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            begun.elapsed()
+        );
+        assert_eq!(result.status, ToolStatus::Failed);
+        let lines: Vec<&str> = result.text.lines().collect();
+        assert_eq!(lines[0], "before");
+        assert!(
+            lines.contains(&"[timed out after 300 ms]"),
+            "{}",
+            result.text
+        );
+        assert!(
+            last_line(&result.text).starts_with("[exit code: "),
+            "{}",
+            result.text
+        );
+        assert_eq!(result.facts["timed_out"], true);
+        assert_eq!(result.facts["denied"], false);
+    }
+
+    #[tokio::test]
+    async fn long_output_keeps_its_head_and_tail() {
+        let workspace = Workspace::new("long-output");
+        let env = env(&workspace);
+        let result = bash(
+            &env,
+            Mode::ReadOnly,
+            json!({"command": "head -c 100000 /dev/zero | tr '\\0' a; echo; echo end"}),
+        )
+        .await;
+        assert_eq!(
+            result.status,
+            ToolStatus::Completed,
+            "{}",
+            &result.text[..200]
+        );
+        assert!(
+            result
+                .text
+                .contains("\n[output truncated: 70005 bytes omitted]\n"),
+            "{}",
+            &result.text[14_900..15_100]
+        );
+        assert!(result.text.ends_with("aaa\nend\n[exit code: 0]"));
+    }
+
+    #[tokio::test]
+    async fn a_background_task_is_read_with_bash_output_and_stopped_with_bash_kill() {
+        let workspace = Workspace::new("background");
+        let gate = workspace.fifo("gate");
+        let back = workspace.fifo("back");
+        let env = env(&workspace);
+        let started = bash(
+            &env,
+            Mode::WorkspaceWrite,
+            json!({
+                "command": "echo one; cat gate; echo two; echo ok > back; exec sleep 1000",
+                "run_in_background": true,
+            }),
+        )
+        .await;
+        assert_eq!(started.status, ToolStatus::Completed, "{}", started.text);
+        assert_eq!(started.text, "started background task task-1");
+        assert_eq!(started.facts["task_id"], "task-1");
+
+        // The task waits at the gate, so it is still running.
+        let first = within(run(
+            &env,
+            &call("bash_output", json!({"task_id": "task-1"})),
+            ctx(Mode::ReadOnly),
+        ))
+        .await;
+        assert_eq!(first.status, ToolStatus::Completed);
+        assert!(first.text.ends_with("[still running]"), "{}", first.text);
+        assert_eq!(env.background().running(), ["task-1"]);
+
+        let fed = feed(gate, "payload\n");
+        let answered = drain(back);
+        within(fed).await.expect("fed the gate");
+        // Once it has written to `back`, "two" is in its output.
+        assert_eq!(within(answered).await.expect("read back"), "ok\n");
+
+        let killed = within(run(
+            &env,
+            &call("bash_kill", json!({"task_id": "task-1"})),
+            ctx(Mode::ReadOnly),
+        ))
+        .await;
+        assert_eq!(killed.status, ToolStatus::Completed, "{}", killed.text);
+        assert!(
+            killed.text.starts_with("stopped task-1\n"),
+            "{}",
+            killed.text
+        );
+        assert!(killed.text.contains("[cancelled]\n"), "{}", killed.text);
+        assert!(
+            last_line(&killed.text).starts_with("[exit code: "),
+            "{}",
+            killed.text
+        );
+        let output: String = first.text.clone() + &killed.text;
+        let one = output.find("one\n").expect("one");
+        let payload = output.find("payload\n").expect("payload");
+        let two = output.find("two\n").expect("two");
+        assert!(one < payload && payload < two, "{output}");
+        assert!(env.background().running().is_empty());
+
+        // After the end, the markers again and no output twice.
+        let after = within(run(
+            &env,
+            &call("bash_output", json!({"task_id": "task-1"})),
+            ctx(Mode::ReadOnly),
+        ))
+        .await;
+        assert!(
+            after.text.starts_with("[terminated by signal"),
+            "{}",
+            after.text
+        );
+        assert_eq!(last_line(&after.text), last_line(&killed.text));
+        assert_eq!(after.facts["cancelled"], true);
+        assert_eq!(after.facts["running"], false);
+
+        let unknown = within(run(
+            &env,
+            &call("bash_output", json!({"task_id": "task-7"})),
+            ctx(Mode::ReadOnly),
+        ))
+        .await;
+        assert_eq!(unknown.status, ToolStatus::Failed);
+        assert!(
+            unknown
+                .text
+                .contains("the background tasks of this session are: task-1"),
+            "{}",
+            unknown.text
+        );
+    }
+
+    #[tokio::test]
+    async fn a_denied_background_task_shows_the_denial_on_every_read_after_its_end() {
+        let workspace = Workspace::new("background-denied");
+        let env = env(&workspace);
+        let started = bash(
+            &env,
+            Mode::ReadOnly,
+            json!({"command": "echo x > denied.txt || exit 2", "run_in_background": true}),
+        )
+        .await;
+        assert_eq!(started.status, ToolStatus::Completed, "{}", started.text);
+        assert!(within(env.background().wait_ended("task-1")).await);
+        for read in 0..2 {
+            let result = within(run(
+                &env,
+                &call("bash_output", json!({"task_id": "task-1"})),
+                ctx(Mode::ReadOnly),
+            ))
+            .await;
+            assert_eq!(result.status, ToolStatus::Failed, "{}", result.text);
+            assert!(
+                result.text.ends_with(
+                    "[sandbox: file access denied under read-only mode]\n[exit code: 2]"
+                ),
+                "read {read}: {}",
+                result.text
+            );
+            // The command's own message comes once, with the first read.
+            assert_eq!(
+                result.text.contains("denied.txt"),
+                read == 0,
+                "{}",
+                result.text
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn closing_the_session_kills_every_background_task() {
+        let workspace = Workspace::new("kill-all");
+        let env = env(&workspace);
+        for _ in 0..2 {
+            let started = bash(
+                &env,
+                Mode::ReadOnly,
+                json!({"command": "exec sleep 1000", "run_in_background": true}),
+            )
+            .await;
+            assert_eq!(started.status, ToolStatus::Completed, "{}", started.text);
+        }
+        // A turn's cancel is not the session's: the tasks keep running.
+        let (canceller, cancel) = cancel::pair();
+        canceller.cancel();
+        let output = within(run(
+            &env,
+            &call("bash_output", json!({"task_id": "task-2"})),
+            CallContext {
+                mode: Mode::ReadOnly,
+                cancel,
+            },
+        ))
+        .await;
+        assert_eq!(output.text, "[still running]");
+        assert_eq!(env.background().running(), ["task-1", "task-2"]);
+
+        within(env.background().kill_all()).await;
+        assert!(env.background().running().is_empty());
+        assert_eq!(env.background().ids(), ["task-1", "task-2"]);
+        for id in ["task-1", "task-2"] {
+            let result = within(run(
+                &env,
+                &call("bash_output", json!({"task_id": id})),
+                ctx(Mode::ReadOnly),
+            ))
+            .await;
+            assert_eq!(
+                result.text, "[terminated by signal 15]\n[cancelled]\n[exit code: 143]",
+                "{id}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_turn_cancel_stops_a_foreground_command_within_a_second() {
+        let workspace = Workspace::new("cancel");
+        let ready = workspace.fifo("ready");
+        let env = env(&workspace);
+        let (canceller, cancel) = cancel::pair();
+        let running = drain(ready);
+        let call = call("bash", json!({"command": "echo ok > ready; sleep 100"}));
+        let tool = run(
+            &env,
+            &call,
+            CallContext {
+                mode: Mode::WorkspaceWrite,
+                cancel,
+            },
+        );
+        tokio::pin!(tool);
+        let result = within(async {
+            tokio::select! {
+                result = &mut tool => panic!("ended before the cancel: {}", result.text),
+                text = running => assert_eq!(text.expect("ready"), "ok\n"),
+            }
+            let cancelled_at = Instant::now();
+            canceller.cancel();
+            let result = (&mut tool).await;
+            assert!(
+                cancelled_at.elapsed() < Duration::from_secs(1),
+                "{:?}",
+                cancelled_at.elapsed()
+            );
+            result
+        })
+        .await;
+        assert_eq!(result.status, ToolStatus::Failed);
+        let lines: Vec<&str> = result.text.lines().collect();
+        assert_eq!(lines[lines.len() - 2], "[cancelled]", "{}", result.text);
+        assert!(
+            last_line(&result.text).starts_with("[exit code: "),
+            "{}",
+            result.text
+        );
+        assert_eq!(result.facts["cancelled"], true);
+    }
+
+    #[tokio::test]
+    async fn a_runner_failure_says_the_sandbox_is_unavailable_and_never_denied() {
+        let workspace = Workspace::new("unavailable");
+        // Seatbelt is the macOS backend: on Linux it can never be used.
+        let env = env_with(&workspace, BackendChoice::Seatbelt);
+        if cfg!(target_os = "macos") {
+            return;
+        }
+        let result = bash(&env, Mode::ReadOnly, json!({"command": "echo x > f"})).await;
+        assert_eq!(result.status, ToolStatus::Failed);
+        assert!(
+            result.text.starts_with(
+                "[sandbox unavailable: this command was to run in read-only mode, but no usable \
+                 sandbox backend exists on this machine, and agentd refuses to run it unconfined"
+            ),
+            "{}",
+            result.text
+        );
+        assert!(
+            result.text.contains("\nRunner failure: "),
+            "{}",
+            result.text
+        );
+        assert!(
+            !result.text.contains("file access denied"),
+            "{}",
+            result.text
+        );
+        assert!(!result.text.contains("[exit code"), "{}", result.text);
+        assert_eq!(result.facts["runner_failure"]["stage"], "unavailable");
+        assert_eq!(result.facts["denied"], false);
+        assert!(result.facts["exit"].is_null());
+    }
+}
