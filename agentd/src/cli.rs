@@ -43,6 +43,33 @@ pub enum Command {
     /// List and show the sessions agentd has recorded.
     #[command(subcommand)]
     Sessions(SessionsCommand),
+    /// Serve the Agent Client Protocol (v1) on stdin/stdout, for an editor such as Zed or any
+    /// ACP client. Logs go to stderr.
+    Acp(AcpCommand),
+    /// Run a short scripted session end to end and print what happened: a file read, a write
+    /// inside the workspace, and a write outside it that the sandbox refuses. Exits 0 when
+    /// everything happened as it should.
+    Demo(DemoCommand),
+}
+
+/// `agentd demo [OPTIONS]`
+#[derive(Debug, Args)]
+pub struct DemoCommand {
+    #[command(flatten)]
+    pub helper: HelperArgs,
+    /// The sandbox mode of the demo session.
+    #[arg(long, value_enum, default_value_t = ModeArg::WorkspaceWrite, value_name = "MODE")]
+    pub sandbox_mode: ModeArg,
+}
+
+/// `agentd acp [OPTIONS]`
+#[derive(Debug, Args)]
+pub struct AcpCommand {
+    #[command(flatten)]
+    pub agent: AgentArgs,
+    /// The sandbox mode of new sessions (overrides AGENTD_SANDBOX_MODE and sandbox.mode).
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub sandbox_mode: Option<ModeArg>,
 }
 
 /// `agentd config ...`
@@ -320,6 +347,66 @@ pub async fn execute(cli: Cli) -> ExitCode {
         Command::Sessions(SessionsCommand::List(args)) => ExitCode::from(sessions_list(&args)),
         Command::Sessions(SessionsCommand::Show(show)) => {
             ExitCode::from(sessions_show(&show.agent, &show.id))
+        }
+        Command::Acp(command) => ExitCode::from(acp_command(command).await),
+        Command::Demo(command) => ExitCode::from(demo_command(command).await),
+    }
+}
+
+async fn demo_command(command: DemoCommand) -> u8 {
+    let agentd = match std::env::current_exe() {
+        Ok(path) => path,
+        Err(e) => {
+            eprintln!("agentd: cannot find its own executable: {e}");
+            return EXIT_DID_NOT_RUN;
+        }
+    };
+    let mut acp_args: Vec<OsString> = Vec::new();
+    let h = &command.helper;
+    for (flag, value) in [
+        ("--helper", &h.helper),
+        ("--helper-socket", &h.helper_socket),
+        ("--helper-ceiling", &h.helper_ceiling),
+        ("--config", &h.config),
+    ] {
+        if let Some(value) = value {
+            acp_args.push(flag.into());
+            acp_args.push(value.clone().into_os_string());
+        }
+    }
+    let options = crate::demo::DemoOptions {
+        agentd,
+        acp_args,
+        sandbox_mode: Mode::from(command.sandbox_mode).as_str(),
+    };
+    match crate::demo::run(options).await {
+        Ok(true) => 0,
+        Ok(false) => 1,
+        Err(e) => {
+            eprintln!("agentd demo: {e}");
+            1
+        }
+    }
+}
+
+async fn acp_command(command: AcpCommand) -> u8 {
+    let config = match command.agent.effective() {
+        Ok(config) => config,
+        Err(e) => return fail(&e),
+    };
+    let mode = command.sandbox_mode.map(Mode::from);
+    let options = match crate::acp::AcpOptions::from_config(&config, mode) {
+        Ok(options) => options,
+        Err(e) => {
+            eprintln!("agentd: {e}");
+            return EXIT_DID_NOT_RUN;
+        }
+    };
+    match crate::acp::serve(options).await {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("agentd: the ACP connection failed: {e}");
+            1
         }
     }
 }

@@ -7,9 +7,12 @@
 //! which variables a command gets, and [`denial`] tells from a finished command whether the
 //! confinement denied it something; every tool that runs commands uses both.
 
+pub mod acp;
 pub mod cancel;
 pub mod cli;
+pub mod clock;
 pub mod config;
+pub mod demo;
 pub mod denial;
 pub mod environment;
 pub mod helper_client;

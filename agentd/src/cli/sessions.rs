@@ -103,31 +103,7 @@ fn torn_warning(dir: &Path, id: &str, bytes: usize) -> String {
     )
 }
 
-/// `ms` since the Unix epoch as `YYYY-MM-DD HH:MM` in UTC.
-pub fn utc_minute(ms: u64) -> String {
-    let secs = ms / 1000;
-    let (days, rest) = (secs / 86_400, secs % 86_400);
-    let (year, month, day) = civil_from_days(days);
-    format!(
-        "{year:04}-{month:02}-{day:02} {:02}:{:02}",
-        rest / 3600,
-        rest % 3600 / 60
-    )
-}
-
-/// The proleptic Gregorian date `days` after 1970-01-01 (H. Hinnant's `civil_from_days`).
-fn civil_from_days(days: u64) -> (u64, u64, u64) {
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let doe = z % 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + u64::from(month <= 2);
-    (year, month, day)
-}
+pub use crate::clock::utc_minute;
 
 #[cfg(test)]
 mod tests {
@@ -163,14 +139,6 @@ mod tests {
     /// Later than any timestamp already written, so sessions order by update time.
     fn tick() {
         std::thread::sleep(std::time::Duration::from_millis(3));
-    }
-
-    #[test]
-    fn dates_are_utc_to_the_minute() {
-        assert_eq!(utc_minute(0), "1970-01-01 00:00");
-        assert_eq!(utc_minute(951_782_400_000), "2000-02-29 00:00");
-        assert_eq!(utc_minute(1_796_211_059_999), "2026-12-02 11:30");
-        assert_eq!(utc_minute(4_107_542_400_000), "2100-03-01 00:00");
     }
 
     #[test]

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use super::event::{Event, Record, ToolStatus};
+use crate::model::{Message, ToolCall};
 
 /// What `agentd sessions list` shows of a session.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,40 +80,102 @@ pub enum ReplayItem {
 
 /// Every record that an editor showed live, in the same order.
 pub fn replay(records: &[Record]) -> Vec<ReplayItem> {
-    records
-        .iter()
-        .filter_map(|r| match &r.event {
-            Event::PromptSubmitted { text, .. } => Some(ReplayItem::UserText(text.clone())),
-            Event::ModelOutput { text, .. } if !text.is_empty() => {
-                Some(ReplayItem::AgentText(text.clone()))
+    records.iter().filter_map(replay_item).collect()
+}
+
+/// What the editor is shown for one record, if anything: the live stream and `session/load`
+/// both go through this, so a replay shows what was shown.
+pub fn replay_item(record: &Record) -> Option<ReplayItem> {
+    match &record.event {
+        Event::PromptSubmitted { text, .. } => Some(ReplayItem::UserText(text.clone())),
+        Event::ModelOutput { text, .. } if !text.is_empty() => {
+            Some(ReplayItem::AgentText(text.clone()))
+        }
+        Event::ModelError { message, .. } => Some(ReplayItem::AgentText(model_error_text(message))),
+        Event::ToolCall {
+            call_id,
+            title,
+            kind,
+            input,
+            ..
+        } => Some(ReplayItem::ToolCall {
+            call_id: call_id.clone(),
+            title: title.clone(),
+            kind: kind.clone(),
+            input: input.clone(),
+        }),
+        Event::ToolResult {
+            call_id,
+            status,
+            output,
+            facts,
+            ..
+        } => Some(ReplayItem::ToolResult {
+            call_id: call_id.clone(),
+            status: *status,
+            output: output.clone(),
+            facts: facts.clone(),
+        }),
+        _ => None,
+    }
+}
+
+/// How a failed model call is shown to the user.
+pub fn model_error_text(message: &str) -> String {
+    format!("The model could not be reached: {message}")
+}
+
+/// The chat history a model is given for the next step: every prompt, every model answer and
+/// every tool result, in order. A tool call that has no result (the turn was cancelled, or
+/// agentd stopped before it ran) is answered with a note, because a model API requires every
+/// tool call to be followed by its result.
+pub fn history(records: &[Record]) -> Vec<Message> {
+    let mut out = Vec::new();
+    let mut pending: Vec<String> = Vec::new();
+    let close_pending = |out: &mut Vec<Message>, pending: &mut Vec<String>| {
+        for id in pending.drain(..) {
+            out.push(Message::tool(
+                id,
+                "[no result: the turn ended before this tool call ran]",
+            ));
+        }
+    };
+    for record in records {
+        match &record.event {
+            Event::PromptSubmitted { text, .. } => {
+                close_pending(&mut out, &mut pending);
+                out.push(Message::user(text.clone()));
             }
-            Event::ToolCall {
-                call_id,
-                title,
-                kind,
-                input,
-                ..
-            } => Some(ReplayItem::ToolCall {
-                call_id: call_id.clone(),
-                title: title.clone(),
-                kind: kind.clone(),
-                input: input.clone(),
-            }),
+            Event::ModelOutput {
+                text, tool_calls, ..
+            } => {
+                close_pending(&mut out, &mut pending);
+                out.push(Message::Assistant {
+                    text: (!text.is_empty()).then(|| text.clone()),
+                    tool_calls: tool_calls
+                        .iter()
+                        .map(|c| ToolCall {
+                            id: c.id.clone(),
+                            name: c.name.clone(),
+                            arguments: c.arguments.clone(),
+                        })
+                        .collect(),
+                });
+                pending = tool_calls.iter().map(|c| c.id.clone()).collect();
+            }
             Event::ToolResult {
-                call_id,
-                status,
-                output,
-                facts,
-                ..
-            } => Some(ReplayItem::ToolResult {
-                call_id: call_id.clone(),
-                status: *status,
-                output: output.clone(),
-                facts: facts.clone(),
-            }),
-            _ => None,
-        })
-        .collect()
+                call_id, output, ..
+            } => {
+                if let Some(i) = pending.iter().position(|id| id == call_id) {
+                    pending.remove(i);
+                    out.push(Message::tool(call_id.clone(), output.clone()));
+                }
+            }
+            _ => {}
+        }
+    }
+    close_pending(&mut out, &mut pending);
+    out
 }
 
 /// A readable transcript of the whole session.
@@ -264,6 +327,20 @@ mod tests {
             }
         ));
         assert_eq!(items.len(), 4);
+    }
+
+    #[test]
+    fn history_gives_every_tool_call_a_result() {
+        let mut events = sample();
+        // Drop the tool result: the call must still be answered.
+        events.retain(|r| !matches!(r.event, Event::ToolResult { .. }));
+        let h = history(&events);
+        assert_eq!(h.len(), 3, "{h:?}");
+        assert!(matches!(&h[0], Message::User { content } if content.starts_with("list")));
+        assert!(matches!(&h[1], Message::Assistant { tool_calls, .. } if tool_calls.len() == 1));
+        assert!(matches!(&h[2], Message::Tool { tool_call_id, .. } if tool_call_id == "c1"));
+        let full = history(&sample());
+        assert!(matches!(&full[2], Message::Tool { content, .. } if content.contains("exit code")));
     }
 
     #[test]

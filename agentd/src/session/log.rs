@@ -95,8 +95,8 @@ pub fn path_of(dir: &Path, id: &str) -> Result<PathBuf, LogError> {
 }
 
 impl EventLog {
-    /// Creates the log of a new session and writes (and syncs) its first event.
-    pub fn create(dir: &Path, id: &str, cwd: &Path) -> Result<EventLog, LogError> {
+    /// Creates the log of a new session and writes (and syncs) its first event, returned.
+    pub fn create(dir: &Path, id: &str, cwd: &Path) -> Result<(EventLog, Record), LogError> {
         let io = |source| LogError::Io {
             path: dir.to_owned(),
             source,
@@ -116,7 +116,7 @@ impl EventLog {
             file,
             next_seq: 0,
         };
-        log.append(Event::SessionCreated {
+        let first = log.append(Event::SessionCreated {
             id: id.to_owned(),
             cwd: cwd.to_owned(),
             agent: format!("agentd {}", env!("CARGO_PKG_VERSION")),
@@ -126,7 +126,7 @@ impl EventLog {
         if let Ok(d) = File::open(dir) {
             let _ = d.sync_all();
         }
-        Ok(log)
+        Ok((log, first))
     }
 
     /// Opens an existing log for appending, returning every record in it.
@@ -311,7 +311,7 @@ mod tests {
     fn a_created_log_reopens_with_every_event_in_order() {
         let dir = scratch("reopen");
         let id = new_id();
-        let mut log = EventLog::create(&dir, &id, Path::new("/work")).expect("create");
+        let (mut log, _) = EventLog::create(&dir, &id, Path::new("/work")).expect("create");
         log.append(Event::TurnStarted { turn: 1 }).expect("append");
         log.append(Event::PromptSubmitted {
             turn: 1,
@@ -333,7 +333,7 @@ mod tests {
     fn a_torn_last_line_is_dropped_with_a_warning_and_cut_from_the_file() {
         let dir = scratch("torn");
         let id = new_id();
-        let mut log = EventLog::create(&dir, &id, Path::new("/w")).expect("create");
+        let (mut log, _) = EventLog::create(&dir, &id, Path::new("/w")).expect("create");
         log.append(Event::TurnStarted { turn: 1 }).expect("append");
         let path = log.path().to_owned();
         drop(log);
@@ -360,7 +360,7 @@ mod tests {
     fn a_malformed_line_in_the_middle_is_an_error_naming_the_line() {
         let dir = scratch("malformed");
         let id = new_id();
-        let log = EventLog::create(&dir, &id, Path::new("/w")).expect("create");
+        let (log, _) = EventLog::create(&dir, &id, Path::new("/w")).expect("create");
         let path = log.path().to_owned();
         drop(log);
         let mut f = OpenOptions::new().append(true).open(&path).expect("open");
@@ -375,7 +375,7 @@ mod tests {
     fn a_log_from_a_newer_agentd_is_refused() {
         let dir = scratch("newer");
         let id = new_id();
-        let log = EventLog::create(&dir, &id, Path::new("/w")).expect("create");
+        let (log, _) = EventLog::create(&dir, &id, Path::new("/w")).expect("create");
         let path = log.path().to_owned();
         drop(log);
         let mut f = OpenOptions::new().append(true).open(&path).expect("open");

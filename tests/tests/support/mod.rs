@@ -2,6 +2,8 @@
 
 #![allow(dead_code)]
 
+pub mod acp;
+
 use std::path::PathBuf;
 
 /// The cargo target directory holding this test binary's sibling executables.

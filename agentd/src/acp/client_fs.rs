@@ -1,0 +1,69 @@
+//! The editor's own file access (`fs/read_text_file`, `fs/write_text_file`), used by the file
+//! tools when the client advertises it, so unsaved buffers are read and edits land in the editor.
+
+use std::future::Future;
+use std::path::Path;
+use std::pin::Pin;
+
+use agent_client_protocol::Client;
+use agent_client_protocol::v1::ConnectionTo;
+use agent_client_protocol::v1::schema::{ReadTextFileRequest, WriteTextFileRequest};
+
+use crate::tools::ClientFs;
+
+/// File access through the ACP client of one session.
+pub struct EditorFs {
+    cx: ConnectionTo<Client>,
+    session_id: String,
+    read: bool,
+    write: bool,
+}
+
+impl EditorFs {
+    pub fn new(cx: ConnectionTo<Client>, session_id: String, read: bool, write: bool) -> EditorFs {
+        EditorFs {
+            cx,
+            session_id,
+            read,
+            write,
+        }
+    }
+}
+
+type Boxed<'a, T> = Pin<Box<dyn Future<Output = Result<T, String>> + Send + 'a>>;
+
+impl ClientFs for EditorFs {
+    fn read_text<'a>(&'a self, path: &'a Path) -> Boxed<'a, String> {
+        Box::pin(async move {
+            if !self.read {
+                return Err("the editor does not offer file reads".into());
+            }
+            let request = ReadTextFileRequest::new(self.session_id.clone(), path.to_owned());
+            self.cx
+                .send_request(request)
+                .block_task()
+                .await
+                .map(|r| r.content)
+                .map_err(|e| format!("the editor could not read {}: {e}", path.display()))
+        })
+    }
+
+    fn write_text<'a>(&'a self, path: &'a Path, content: &'a str) -> Boxed<'a, ()> {
+        Box::pin(async move {
+            if !self.write {
+                return Err("the editor does not offer file writes".into());
+            }
+            let request = WriteTextFileRequest::new(
+                self.session_id.clone(),
+                path.to_owned(),
+                content.to_owned(),
+            );
+            self.cx
+                .send_request(request)
+                .block_task()
+                .await
+                .map(drop)
+                .map_err(|e| format!("the editor could not write {}: {e}", path.display()))
+        })
+    }
+}

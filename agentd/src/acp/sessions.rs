@@ -1,0 +1,184 @@
+//! The sessions an agent serves: each one its event log, its turn lock, its cancel signal and
+//! its tool environment. Sessions share nothing but the helper connection.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use agent_client_protocol::Client;
+use agent_client_protocol::Error;
+use agent_client_protocol::v1::ConnectionTo;
+
+use super::{AgentState, client_fs::EditorFs, error, not_found};
+use crate::cancel::{self, Cancel, Canceller};
+use crate::session::{Event, EventLog, LogError, Record, log};
+use crate::tools::{ClientFs, ToolEnv};
+
+/// Every session loaded in this process, by id.
+#[derive(Debug, Default)]
+pub struct Sessions {
+    map: Mutex<HashMap<String, Arc<Session>>>,
+}
+
+/// One session: its log (the source of truth) and what runs in it.
+pub struct Session {
+    pub id: String,
+    pub cwd: PathBuf,
+    log: Mutex<(EventLog, Vec<Record>)>,
+    /// Held for the whole of a prompt turn: one turn at a time per session.
+    pub turn: tokio::sync::Mutex<()>,
+    canceller: Mutex<Option<Canceller>>,
+    pub tools: ToolEnv,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("id", &self.id)
+            .field("cwd", &self.cwd)
+            .finish_non_exhaustive()
+    }
+}
+
+fn log_error(e: LogError) -> Error {
+    match e {
+        LogError::NotFound(id) | LogError::BadId(id) => not_found(&id),
+        other => error(-32603, other.to_string()),
+    }
+}
+
+impl Sessions {
+    pub fn get(&self, id: &str) -> Option<Arc<Session>> {
+        self.map.lock().ok()?.get(id).cloned()
+    }
+
+    /// Starts a new session in `cwd`, which must be an existing absolute directory.
+    pub fn create(
+        &self,
+        state: &Arc<AgentState>,
+        cwd: &Path,
+        cx: ConnectionTo<Client>,
+    ) -> Result<Arc<Session>, Error> {
+        if !cwd.is_absolute() {
+            return Err(Error::invalid_params()
+                .data(format!("cwd {} must be an absolute path", cwd.display())));
+        }
+        let cwd = std::fs::canonicalize(cwd)
+            .map_err(|e| Error::invalid_params().data(format!("cwd {}: {e}", cwd.display())))?;
+        let id = log::new_id();
+        let (log, first) =
+            EventLog::create(&state.options.state_dir, &id, &cwd).map_err(log_error)?;
+        let session = Arc::new(Session::new(state, id, cwd, log, vec![first], cx));
+        self.insert(session.clone());
+        Ok(session)
+    }
+
+    /// The session `id`, from memory or else from its log.
+    pub fn load(
+        &self,
+        state: &Arc<AgentState>,
+        id: &str,
+        cx: ConnectionTo<Client>,
+    ) -> Result<Arc<Session>, Error> {
+        if let Some(session) = self.get(id) {
+            return Ok(session);
+        }
+        let (log, records, report) =
+            EventLog::open(&state.options.state_dir, id).map_err(log_error)?;
+        if let Some(bytes) = report.dropped_torn_bytes {
+            eprintln!(
+                "agentd: session {id}: dropped a torn last line of {bytes} bytes (agentd stopped \
+                 while writing it)"
+            );
+        }
+        let cwd = match records.first().map(|r| &r.event) {
+            Some(Event::SessionCreated { cwd, .. }) => cwd.clone(),
+            _ => return Err(error(-32603, format!("session {id} has no header"))),
+        };
+        let session = Arc::new(Session::new(state, id.to_owned(), cwd, log, records, cx));
+        self.insert(session.clone());
+        Ok(session)
+    }
+
+    fn insert(&self, session: Arc<Session>) {
+        if let Ok(mut map) = self.map.lock() {
+            map.insert(session.id.clone(), session);
+        }
+    }
+}
+
+impl Session {
+    fn new(
+        state: &Arc<AgentState>,
+        id: String,
+        cwd: PathBuf,
+        log: EventLog,
+        records: Vec<Record>,
+        cx: ConnectionTo<Client>,
+    ) -> Session {
+        let (read, write) = state.client_fs.get().copied().unwrap_or((false, false));
+        let client_fs: Option<Arc<dyn ClientFs>> = (read || write)
+            .then(|| Arc::new(EditorFs::new(cx, id.clone(), read, write)) as Arc<dyn ClientFs>);
+        let o = &state.options;
+        let tools = ToolEnv::new(
+            o.helper.clone(),
+            cwd.clone(),
+            o.command_env.clone(),
+            o.network,
+            o.backend,
+            client_fs,
+        );
+        Session {
+            id,
+            cwd,
+            log: Mutex::new((log, records)),
+            turn: tokio::sync::Mutex::new(()),
+            canceller: Mutex::new(None),
+            tools,
+        }
+    }
+
+    /// A copy of every record so far.
+    pub fn records(&self) -> Vec<Record> {
+        self.log.lock().map(|l| l.1.clone()).unwrap_or_default()
+    }
+
+    /// Appends one event; `sync` makes it durable before returning.
+    pub fn append(&self, event: Event, sync: bool) -> Result<Record, LogError> {
+        let mut guard = self
+            .log
+            .lock()
+            .map_err(|_| LogError::NotFound(self.id.clone()))?;
+        let (log, records) = &mut *guard;
+        let record = log.append(event)?;
+        if sync {
+            log.sync()?;
+        }
+        records.push(record.clone());
+        Ok(record)
+    }
+
+    /// A fresh cancel signal for a new turn.
+    pub fn begin_turn(&self) -> Cancel {
+        let (canceller, cancel) = cancel::pair();
+        if let Ok(mut slot) = self.canceller.lock() {
+            *slot = Some(canceller);
+        }
+        cancel
+    }
+
+    /// Cancels the running turn, if any (`session/cancel`).
+    pub fn cancel_turn(&self) {
+        if let Ok(slot) = self.canceller.lock() {
+            if let Some(canceller) = slot.as_ref() {
+                canceller.cancel();
+            }
+        }
+    }
+
+    pub fn end_turn(&self) {
+        if let Ok(mut slot) = self.canceller.lock() {
+            *slot = None;
+        }
+    }
+}

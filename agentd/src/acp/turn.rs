@@ -1,0 +1,282 @@
+//! One prompt turn: ask the model, stream its text, run the tools it calls, feed the results
+//! back, until it answers without tool calls, the step limit is reached, or the user cancels.
+//!
+//! Every step is recorded before it is shown: the editor's stream is derived from the appended
+//! records, so what `session/load` replays is what was shown. A tool call is logged and synced
+//! before it runs; the turn's end is synced too.
+
+use std::sync::Arc;
+
+use agent_client_protocol::v1::ConnectionTo;
+use agent_client_protocol::v1::schema::{
+    ContentBlock, PromptResponse, SessionNotification, StopReason,
+};
+use agent_client_protocol::{Client, Error};
+
+use super::sessions::Session;
+use super::{AgentState, error, instructions, updates};
+use crate::cancel::Cancel;
+use crate::model::{ChatRequest, Delta, FinishReason, Message, Provider};
+use crate::session::fold;
+use crate::session::{Event, LogError, LoggedToolCall, Record};
+use crate::tools::{self, CallContext};
+
+/// Runs the prompt and returns the answer to `session/prompt`.
+pub async fn run(
+    state: &Arc<AgentState>,
+    session: &Arc<Session>,
+    prompt: &[ContentBlock],
+    cx: &ConnectionTo<Client>,
+) -> Result<PromptResponse, Error> {
+    let Ok(_turn_lock) = session.turn.try_lock() else {
+        return Err(error(
+            -32602,
+            format!(
+                "a prompt is already running in session {}; cancel it or wait for it to end",
+                session.id
+            ),
+        ));
+    };
+    let cancel = session.begin_turn();
+    let turn = Turn {
+        state,
+        session,
+        cx,
+        number: fold::last_turn(&session.records()) + 1,
+        cancel,
+    };
+    let stop = turn.drive(&prompt_text(prompt)).await;
+    session.end_turn();
+    let stop = stop.map_err(|e| error(-32603, format!("cannot write the session log: {e}")))?;
+    Ok(PromptResponse::new(stop))
+}
+
+/// The text of a prompt: text blocks as they are, links to resources named.
+fn prompt_text(prompt: &[ContentBlock]) -> String {
+    let parts: Vec<String> = prompt
+        .iter()
+        .map(|block| match block {
+            ContentBlock::Text(t) => t.text.clone(),
+            ContentBlock::ResourceLink(link) => format!("[resource: {}]", link.uri),
+            other => format!("[unsupported content: {}]", content_kind(other)),
+        })
+        .collect();
+    parts.join("\n")
+}
+
+fn content_kind(block: &ContentBlock) -> &'static str {
+    match block {
+        ContentBlock::Image(_) => "image",
+        ContentBlock::Audio(_) => "audio",
+        ContentBlock::Resource(_) => "embedded resource",
+        _ => "other",
+    }
+}
+
+struct Turn<'a> {
+    state: &'a Arc<AgentState>,
+    session: &'a Arc<Session>,
+    cx: &'a ConnectionTo<Client>,
+    number: u64,
+    cancel: Cancel,
+}
+
+impl Turn<'_> {
+    async fn drive(&self, text: &str) -> Result<StopReason, LogError> {
+        self.record(
+            Event::PromptSubmitted {
+                turn: self.number,
+                text: text.to_owned(),
+            },
+            false,
+        )?;
+        self.record(Event::TurnStarted { turn: self.number }, true)?;
+        let stop = self.steps().await?;
+        // A cancel outranks whatever the turn was doing when it came.
+        let stop = if self.cancel.is_cancelled() {
+            StopReason::Cancelled
+        } else {
+            stop
+        };
+        self.record(
+            Event::TurnEnded {
+                turn: self.number,
+                stop_reason: stop_name(stop).to_owned(),
+            },
+            true,
+        )?;
+        Ok(stop)
+    }
+
+    async fn steps(&self) -> Result<StopReason, LogError> {
+        let provider = match &self.state.options.provider {
+            Ok(provider) => provider.clone(),
+            Err(why) => {
+                self.show(Event::ModelError {
+                    turn: self.number,
+                    step: 1,
+                    message: why.clone(),
+                })?;
+                return Ok(StopReason::EndTurn);
+            }
+        };
+        let mode = self.state.options.default_mode;
+        for step in 1..=self.state.options.max_steps {
+            if self.cancel.is_cancelled() {
+                return Ok(StopReason::Cancelled);
+            }
+            let Some(answer) = self.ask(&*provider, step, mode).await? else {
+                return Ok(StopReason::Cancelled);
+            };
+            let Ok(answer) = answer else {
+                return Ok(StopReason::EndTurn);
+            };
+            if answer.tool_calls.is_empty() {
+                return Ok(if answer.finish == FinishReason::ContentFilter {
+                    StopReason::Refusal
+                } else {
+                    StopReason::EndTurn
+                });
+            }
+            for call in &answer.tool_calls {
+                if self.cancel.is_cancelled() {
+                    return Ok(StopReason::Cancelled);
+                }
+                let description = tools::describe(&call.name, &call.arguments);
+                self.show_synced(Event::ToolCall {
+                    turn: self.number,
+                    call_id: call.id.clone(),
+                    tool: call.name.clone(),
+                    title: description.title,
+                    kind: description.kind.as_str().to_owned(),
+                    input: description.input,
+                })?;
+                let context = CallContext {
+                    mode,
+                    cancel: self.cancel.clone(),
+                };
+                let result = tools::run(&self.session.tools, call, context).await;
+                self.show(Event::ToolResult {
+                    turn: self.number,
+                    call_id: call.id.clone(),
+                    status: result.status,
+                    output: result.text,
+                    facts: result.facts,
+                })?;
+            }
+        }
+        Ok(StopReason::MaxTurnRequests)
+    }
+
+    /// One model request. `None` when cancelled; `Some(Err)` when the model failed (recorded
+    /// and shown).
+    async fn ask(
+        &self,
+        provider: &dyn Provider,
+        step: u64,
+        mode: confine_protocol::Mode,
+    ) -> Result<Option<Result<crate::model::AssistantTurn, ()>>, LogError> {
+        let instructions = instructions::for_request(&self.session.cwd, mode);
+        let specs = tools::specs();
+        let mut messages = vec![Message::system(instructions.clone())];
+        messages.extend(fold::history(&self.session.records()));
+        let request = ChatRequest {
+            messages,
+            tools: specs.clone(),
+        };
+        self.record(
+            Event::ModelRequest {
+                turn: self.number,
+                step,
+                model: provider.describe(),
+                instructions,
+                tools: specs.iter().map(|s| s.name.clone()).collect(),
+            },
+            false,
+        )?;
+        let cx = self.cx.clone();
+        let session_id = self.session.id.clone();
+        let mut on_delta = move |delta: Delta| {
+            if let Delta::Text(text) = delta {
+                let update = updates::agent_text(&text);
+                let _ = cx.send_notification(SessionNotification::new(session_id.clone(), update));
+            }
+        };
+        let outcome = tokio::select! {
+            answer = provider.complete(&request, &mut on_delta) => answer,
+            () = self.cancel.cancelled() => return Ok(None),
+        };
+        match outcome {
+            Ok(answer) => {
+                // The text was streamed as it came: record it without showing it again.
+                self.record(
+                    Event::ModelOutput {
+                        turn: self.number,
+                        step,
+                        text: answer.text.clone(),
+                        tool_calls: answer
+                            .tool_calls
+                            .iter()
+                            .map(|c| LoggedToolCall {
+                                id: c.id.clone(),
+                                name: c.name.clone(),
+                                arguments: c.arguments.clone(),
+                            })
+                            .collect(),
+                        finish: answer.finish.as_str().to_owned(),
+                    },
+                    false,
+                )?;
+                Ok(Some(Ok(answer)))
+            }
+            Err(e) => {
+                eprintln!("agentd: session {}: model error: {e}", self.session.id);
+                self.show(Event::ModelError {
+                    turn: self.number,
+                    step,
+                    message: e.to_string(),
+                })?;
+                Ok(Some(Err(())))
+            }
+        }
+    }
+
+    fn record(&self, event: Event, sync: bool) -> Result<Record, LogError> {
+        self.session.append(event, sync)
+    }
+
+    /// Records an event and shows the editor what it means.
+    fn show(&self, event: Event) -> Result<(), LogError> {
+        let record = self.record(event, false)?;
+        self.notify(&record);
+        Ok(())
+    }
+
+    /// Like [`Turn::show`], durable before anything it announces happens.
+    fn show_synced(&self, event: Event) -> Result<(), LogError> {
+        let record = self.record(event, true)?;
+        self.notify(&record);
+        Ok(())
+    }
+
+    fn notify(&self, record: &Record) {
+        if let Some(item) = fold::replay_item(record) {
+            let update = updates::update_for(&item);
+            let _ = self
+                .cx
+                .send_notification(SessionNotification::new(self.session.id.clone(), update));
+        }
+    }
+}
+
+/// The wire name of a stop reason, as logged.
+fn stop_name(stop: StopReason) -> &'static str {
+    match stop {
+        StopReason::EndTurn => "end_turn",
+        StopReason::MaxTokens => "max_tokens",
+        StopReason::MaxTurnRequests => "max_turn_requests",
+        StopReason::Refusal => "refusal",
+        StopReason::Cancelled => "cancelled",
+        _ => "end_turn",
+    }
+}

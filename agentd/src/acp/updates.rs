@@ -1,0 +1,65 @@
+//! From what the session recorded to what the editor is shown: one conversion, used by the live
+//! stream and by `session/load`, so a replay shows what was shown.
+
+use agent_client_protocol::v1::schema::{
+    ContentBlock, ContentChunk, SessionUpdate, ToolCall, ToolCallContent, ToolCallStatus,
+    ToolCallUpdate, ToolCallUpdateFields, ToolKind,
+};
+
+pub use crate::clock::rfc3339;
+use crate::session::ToolStatus;
+use crate::session::fold::ReplayItem;
+
+/// The ACP update for one recorded item.
+pub fn update_for(item: &ReplayItem) -> SessionUpdate {
+    match item {
+        ReplayItem::UserText(text) => {
+            SessionUpdate::UserMessageChunk(ContentChunk::new(ContentBlock::from(text.clone())))
+        }
+        ReplayItem::AgentText(text) => agent_text(text),
+        ReplayItem::ToolCall {
+            call_id,
+            title,
+            kind,
+            input,
+        } => SessionUpdate::ToolCall(
+            ToolCall::new(call_id.clone(), title.clone())
+                .kind(tool_kind(kind))
+                .status(ToolCallStatus::InProgress)
+                .raw_input(input.clone()),
+        ),
+        ReplayItem::ToolResult {
+            call_id,
+            status,
+            output,
+            facts,
+        } => SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+            call_id.clone(),
+            ToolCallUpdateFields::new()
+                .status(match status {
+                    ToolStatus::Completed => ToolCallStatus::Completed,
+                    ToolStatus::Failed => ToolCallStatus::Failed,
+                })
+                .content(vec![ToolCallContent::from(ContentBlock::from(
+                    output.clone(),
+                ))])
+                .raw_output(facts.clone()),
+        )),
+    }
+}
+
+/// A piece of the agent's answer text.
+pub fn agent_text(text: &str) -> SessionUpdate {
+    SessionUpdate::AgentMessageChunk(ContentChunk::new(ContentBlock::from(text.to_owned())))
+}
+
+fn tool_kind(kind: &str) -> ToolKind {
+    match kind {
+        "execute" => ToolKind::Execute,
+        "read" => ToolKind::Read,
+        "edit" => ToolKind::Edit,
+        "delete" => ToolKind::Delete,
+        "search" => ToolKind::Search,
+        _ => ToolKind::Other,
+    }
+}

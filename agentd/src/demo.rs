@@ -1,0 +1,255 @@
+//! `agentd demo`: a newcomer's first look. It starts the real `agentd acp` with a scripted
+//! model in a fresh workspace, talks to it the way an editor does, and prints what happened:
+//! a file read, a write inside the workspace, and a write outside it that the sandbox refuses.
+//! Then it checks the host: the inside write exists, the outside one does not.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, Command};
+
+/// The scripted model of the demo.
+pub const SCRIPT: &str = r#"
+[[turn]]
+text = "Let me read the notes first."
+[[turn.tool_calls]]
+name = "read_file"
+arguments = { path = "notes.txt" }
+
+[[turn]]
+text = "Now I write a summary inside the workspace."
+[[turn.tool_calls]]
+name = "bash"
+arguments = { command = "printf 'agentd was here\\n' > summary.txt && cat summary.txt" }
+
+[[turn]]
+text = "Finally something the sandbox must refuse: a write to your home directory."
+[[turn.tool_calls]]
+name = "bash"
+arguments = { command = "echo escaped > ~/agentd-demo-escape.txt" }
+
+[[turn]]
+text = "The sandbox refused the write outside the workspace, as it should."
+"#;
+
+const ESCAPE_FILE: &str = "agentd-demo-escape.txt";
+
+/// What the demo needs from the command line.
+#[derive(Debug, Clone)]
+pub struct DemoOptions {
+    /// The `agentd` executable to start as the ACP agent.
+    pub agentd: PathBuf,
+    /// Extra arguments for `agentd acp` (helper location, config file).
+    pub acp_args: Vec<std::ffi::OsString>,
+    pub sandbox_mode: &'static str,
+}
+
+/// Runs the demo, printing to stdout. Returns whether everything happened as expected.
+pub async fn run(options: DemoOptions) -> Result<bool, String> {
+    let root = std::env::temp_dir().join(format!("agentd-demo-{}", std::process::id()));
+    let ws = root.join("workspace");
+    let state = root.join("sessions");
+    std::fs::create_dir_all(&ws).map_err(|e| format!("creating {}: {e}", ws.display()))?;
+    std::fs::write(
+        ws.join("notes.txt"),
+        "This workspace is the only place the agent may write.\n",
+    )
+    .map_err(|e| format!("writing the demo notes: {e}"))?;
+    let script = root.join("model-script.toml");
+    std::fs::write(&script, SCRIPT).map_err(|e| format!("writing the demo script: {e}"))?;
+    let outcome = drive(&options, &ws, &state, &script).await;
+    let _ = std::fs::remove_dir_all(&root);
+    outcome
+}
+
+async fn drive(
+    options: &DemoOptions,
+    ws: &Path,
+    state: &Path,
+    script: &Path,
+) -> Result<bool, String> {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    if let Some(home) = &home {
+        let _ = std::fs::remove_file(home.join(ESCAPE_FILE));
+    }
+    println!("agentd demo: a scripted model works in {}", ws.display());
+    println!("sandbox mode: {}\n", options.sandbox_mode);
+    let mut agent = Agent::start(options, ws, state, script)?;
+    agent
+        .request(
+            "initialize",
+            json!({"protocolVersion": 1, "clientCapabilities": {}}),
+        )
+        .await?;
+    let new = agent
+        .request("session/new", json!({"cwd": ws, "mcpServers": []}))
+        .await?;
+    let session = new["sessionId"]
+        .as_str()
+        .ok_or("the agent did not open a session")?
+        .to_owned();
+    let prompt = "Show me what you can do.";
+    println!("you: {prompt}");
+    let answer = agent
+        .request(
+            "session/prompt",
+            json!({"sessionId": session, "prompt": [{"type": "text", "text": prompt}]}),
+        )
+        .await?;
+    agent.flush_text();
+    let stop = answer["stopReason"].as_str().unwrap_or("?").to_owned();
+    println!("\nturn ended: {stop}");
+    agent.stop().await;
+
+    println!("\nchecking the host:");
+    let inside = ws.join("summary.txt").is_file();
+    println!(
+        "  {} the write inside the workspace landed (summary.txt)",
+        mark(inside)
+    );
+    let outside = home
+        .as_ref()
+        .map(|h| !h.join(ESCAPE_FILE).exists())
+        .unwrap_or(true);
+    println!(
+        "  {} the write to ~/{ESCAPE_FILE} did not happen",
+        mark(outside)
+    );
+    let denied = agent.denials > 0;
+    println!("  {} the sandbox reported the denial", mark(denied));
+    println!(
+        "\nEvery session is recorded as an event log; `agentd sessions list` shows yours \
+         (the demo's lived in a temporary directory, removed now)."
+    );
+    Ok(inside && outside && denied && stop == "end_turn")
+}
+
+fn mark(ok: bool) -> &'static str {
+    if ok { "ok  " } else { "FAIL" }
+}
+
+/// The agent process and the client side of the connection.
+struct Agent {
+    child: Child,
+    stdin: ChildStdin,
+    lines: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+    next_id: u64,
+    text: String,
+    denials: usize,
+}
+
+impl Agent {
+    fn start(
+        options: &DemoOptions,
+        ws: &Path,
+        state: &Path,
+        script: &Path,
+    ) -> Result<Agent, String> {
+        let mut child = Command::new(&options.agentd)
+            .arg("acp")
+            .arg("--model-script")
+            .arg(script)
+            .arg("--state-dir")
+            .arg(state)
+            .arg("--sandbox-mode")
+            .arg(options.sandbox_mode)
+            .args(&options.acp_args)
+            .current_dir(ws)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| format!("starting {} acp: {e}", options.agentd.display()))?;
+        let stdin = child.stdin.take().ok_or("no stdin")?;
+        let stdout = child.stdout.take().ok_or("no stdout")?;
+        Ok(Agent {
+            child,
+            stdin,
+            lines: BufReader::new(stdout).lines(),
+            next_id: 0,
+            text: String::new(),
+            denials: 0,
+        })
+    }
+
+    async fn request(&mut self, method: &str, params: Value) -> Result<Value, String> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let mut line =
+            json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string();
+        line.push('\n');
+        self.stdin
+            .write_all(line.as_bytes())
+            .await
+            .map_err(|e| format!("writing to the agent: {e}"))?;
+        loop {
+            let next = tokio::time::timeout(Duration::from_secs(120), self.lines.next_line())
+                .await
+                .map_err(|_| format!("the agent did not answer {method} within 2 minutes"))?
+                .map_err(|e| format!("reading from the agent: {e}"))?
+                .ok_or_else(|| format!("the agent exited before answering {method}"))?;
+            let message: Value = serde_json::from_str(&next)
+                .map_err(|e| format!("the agent sent something that is not JSON ({e}): {next}"))?;
+            if message.get("id") == Some(&json!(id)) && message.get("method").is_none() {
+                if let Some(error) = message.get("error") {
+                    return Err(format!("{method} failed: {error}"));
+                }
+                return Ok(message["result"].clone());
+            }
+            self.show(&message);
+        }
+    }
+
+    /// Prints one notification the way an editor would show it.
+    fn show(&mut self, message: &Value) {
+        let update = &message["params"]["update"];
+        match update["sessionUpdate"].as_str() {
+            Some("agent_message_chunk") => {
+                self.text
+                    .push_str(update["content"]["text"].as_str().unwrap_or_default());
+            }
+            Some("tool_call") => {
+                self.flush_text();
+                println!(
+                    "  tool {}: {}",
+                    update["kind"].as_str().unwrap_or("?"),
+                    update["title"].as_str().unwrap_or("?")
+                );
+            }
+            Some("tool_call_update") => {
+                let raw = &update["rawOutput"];
+                if raw["denied"] == json!(true) {
+                    self.denials += 1;
+                }
+                let status = update["status"].as_str().unwrap_or("?");
+                let output = update["content"][0]["content"]["text"]
+                    .as_str()
+                    .unwrap_or_default();
+                match raw["backend"].as_str() {
+                    Some(backend) => println!("    -> {status} (sandbox backend: {backend})"),
+                    None => println!("    -> {status}"),
+                }
+                for line in output.lines() {
+                    println!("       {line}");
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn flush_text(&mut self) {
+        if !self.text.is_empty() {
+            println!("agent: {}", std::mem::take(&mut self.text));
+        }
+    }
+
+    async fn stop(&mut self) {
+        let _ = self.stdin.shutdown().await;
+        let _ = tokio::time::timeout(Duration::from_secs(5), self.child.wait()).await;
+        let _ = self.child.kill().await;
+    }
+}

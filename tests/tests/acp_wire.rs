@@ -1,0 +1,254 @@
+//! `agentd acp` over its real stdio, driven by a scripted model and a scripted client: the
+//! wire transcript is snapshotted, and the side effects are checked on disk and in `/proc`.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use support::acp::{AcpClient, Scratch, normalized_updates, render};
+
+/// A model that reads a file, writes another, then says it is done.
+const READ_WRITE_SCRIPT: &str = r#"
+[[turn]]
+text = "Reading the note, then writing the answer."
+[[turn.tool_calls]]
+name = "bash"
+arguments = { command = "cat hello.txt" }
+[[turn.tool_calls]]
+name = "bash"
+arguments = { command = "printf 'hi\\n' > out.txt" }
+
+[[turn]]
+text = "Done: out.txt holds the answer."
+"#;
+
+#[test]
+fn a_prompt_runs_confined_tools_and_ends_the_turn() {
+    let scratch = Scratch::new("readwrite");
+    std::fs::write(scratch.ws().join("hello.txt"), "hello from the workspace\n").expect("note");
+    let script = scratch.script(READ_WRITE_SCRIPT);
+    let mut client = AcpClient::start(&scratch, &script, &["--sandbox-mode", "workspace-write"]);
+    let session = client.open_session(&scratch.ws());
+    let (answer, notes) = client.prompt(&session, "Answer the note in out.txt");
+
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    assert_eq!(
+        std::fs::read_to_string(scratch.ws().join("out.txt")).expect("out.txt on disk"),
+        "hi\n"
+    );
+    let updates = normalized_updates(&notes);
+    let results: Vec<_> = updates
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "tool_call_update")
+        .collect();
+    assert_eq!(results.len(), 2, "{updates:#?}");
+    for result in &results {
+        assert_eq!(result["status"], "completed", "{result}");
+        assert_eq!(result["rawOutput"]["exit"], json!({"code": 0}), "{result}");
+        assert_eq!(result["rawOutput"]["mode"], "workspace-write", "{result}");
+        assert_eq!(result["rawOutput"]["denied"], false, "{result}");
+    }
+    let cat = results[0]["content"][0]["content"]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(cat.starts_with("hello from the workspace\n"), "{cat}");
+    assert!(cat.trim_end().ends_with("[exit code: 0]"), "{cat}");
+
+    let ws = scratch.ws().display().to_string();
+    let mut transcript = client.transcript.clone();
+    for (_, message) in &mut transcript {
+        redact_volatile(message);
+    }
+    let text = render(&transcript, &[(&session, "<session>"), (&ws, "<ws>")]);
+    insta::assert_snapshot!("read_write_transcript", text);
+}
+
+/// Facts that vary with the machine (which backend it picked, what that backend enforces)
+/// become placeholders, wherever a tool result carries them.
+fn redact_volatile(message: &mut serde_json::Value) {
+    if let Some(raw) = message.pointer_mut("/params/update/rawOutput") {
+        for key in ["backend", "enforcement"] {
+            if raw.get(key).is_some() {
+                raw[key] = json!(format!("<{key}>"));
+            }
+        }
+    }
+}
+
+/// The unique duration makes the command findable in /proc without catching other tests'.
+fn sleeper_script(tag: &str) -> String {
+    format!(
+        r#"
+[[turn]]
+text = "Waiting."
+[[turn.tool_calls]]
+name = "bash"
+arguments = {{ command = "touch started && exec sleep {tag}" }}
+
+[[turn]]
+text = "Still here."
+"#
+    )
+}
+
+/// Processes whose command line contains `needle`.
+fn processes_with(needle: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if cmdline.contains(needle) {
+            found.push(format!(
+                "{}: {cmdline}",
+                entry.file_name().to_string_lossy()
+            ));
+        }
+    }
+    found
+}
+
+/// Blocks until `name` is created in `dir` (inotify: an event, not a poll).
+fn wait_for_file(dir: &std::path::Path, name: &str, limit: Duration) {
+    use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
+    let inotify = Inotify::init(InitFlags::IN_CLOEXEC | InitFlags::IN_NONBLOCK).expect("inotify");
+    inotify
+        .add_watch(dir, AddWatchFlags::IN_CREATE)
+        .expect("watch");
+    let deadline = Instant::now() + limit;
+    while !dir.join(name).exists() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        assert!(
+            !left.is_zero(),
+            "{name} never appeared in {}",
+            dir.display()
+        );
+        let fd = std::os::fd::AsFd::as_fd(&inotify);
+        let mut fds = [nix::poll::PollFd::new(fd, nix::poll::PollFlags::POLLIN)];
+        let ms = u16::try_from(left.as_millis()).unwrap_or(u16::MAX);
+        let _ = nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(ms));
+        let _ = inotify.read_events();
+    }
+}
+
+#[test]
+fn cancelling_a_prompt_ends_it_within_a_second_and_kills_the_command() {
+    let scratch = Scratch::new("cancel");
+    let tag = format!("997.{}", std::process::id());
+    let script = scratch.script(&sleeper_script(&tag));
+    let mut client = AcpClient::start(&scratch, &script, &["--sandbox-mode", "workspace-write"]);
+    let session = client.open_session(&scratch.ws());
+    let id = client.send(
+        "session/prompt",
+        json!({"sessionId": session, "prompt": [{"type": "text", "text": "wait"}]}),
+    );
+    wait_for_file(&scratch.ws(), "started", Duration::from_secs(30));
+    assert!(
+        !processes_with(&tag).is_empty(),
+        "the command is running before the cancel"
+    );
+
+    let cancelled_at = Instant::now();
+    client.notify("session/cancel", json!({"sessionId": session}));
+    let (answer, _) = client.until_response(id, Duration::from_secs(1));
+    assert!(cancelled_at.elapsed() <= Duration::from_secs(1));
+    assert_eq!(answer["result"]["stopReason"], "cancelled", "{answer}");
+    assert_eq!(
+        processes_with(&tag),
+        Vec::<String>::new(),
+        "no process of the command survives"
+    );
+}
+
+/// A model that runs one command, then a long one, then answers twice.
+fn restart_script(tag: &str) -> String {
+    format!(
+        r#"
+[[turn]]
+[[turn.tool_calls]]
+name = "bash"
+arguments = {{ command = "echo first" }}
+
+[[turn]]
+text = "First turn done."
+
+[[turn]]
+[[turn.tool_calls]]
+name = "bash"
+arguments = {{ command = "touch started && exec sleep {tag}" }}
+
+[[turn]]
+text = "Back after the restart."
+"#
+    )
+}
+
+#[test]
+fn a_killed_agent_restarts_and_session_load_replays_the_session_which_then_continues() {
+    let scratch = Scratch::new("restart");
+    let tag = format!("996.{}", std::process::id());
+    let script = scratch.script(&restart_script(&tag));
+    let args = ["--sandbox-mode", "workspace-write"];
+
+    let mut first = AcpClient::start(&scratch, &script, &args);
+    let session = first.open_session(&scratch.ws());
+    let (answer, live_one) = first.prompt(&session, "one");
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let id = first.send(
+        "session/prompt",
+        json!({"sessionId": session, "prompt": [{"type": "text", "text": "two"}]}),
+    );
+    // Everything the editor was shown of the second turn: up to the long command's tool call.
+    let mut live_two = Vec::new();
+    loop {
+        let message = first
+            .next(Duration::from_secs(30))
+            .expect("the second turn's tool call");
+        assert_ne!(
+            message.get("id"),
+            Some(&json!(id)),
+            "the second prompt ended early: {message}"
+        );
+        let is_call = message["params"]["update"]["sessionUpdate"] == "tool_call";
+        live_two.push(message);
+        if is_call {
+            break;
+        }
+    }
+    wait_for_file(&scratch.ws(), "started", Duration::from_secs(30));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(first.child.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .expect("kill -9 agentd");
+    let _ = first.child.wait();
+
+    let mut second = AcpClient::start(&scratch, &script, &args);
+    let (init, _) = second.request(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {}}),
+    );
+    assert_eq!(init["result"]["agentCapabilities"]["loadSession"], true);
+    let (loaded, replay) = second.request(
+        "session/load",
+        json!({"sessionId": session, "cwd": scratch.ws(), "mcpServers": []}),
+    );
+    assert!(loaded.get("result").is_some(), "{loaded}");
+
+    let user = |text: &str| json!({"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": text}});
+    let mut expected = vec![user("one")];
+    expected.extend(normalized_updates(&live_one));
+    expected.push(user("two"));
+    expected.extend(normalized_updates(&live_two));
+    assert_eq!(normalized_updates(&replay), expected);
+
+    let (answer, notes) = second.prompt(&session, "three");
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let said = normalized_updates(&notes);
+    assert_eq!(
+        said.last().map(|u| u["content"]["text"].clone()),
+        Some(json!("Back after the restart."))
+    );
+}

@@ -1,0 +1,267 @@
+//! A scripted ACP client: drives the real `agentd acp` over stdio, line by line, answers the
+//! agent's requests as told, and keeps the whole transcript for snapshots.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::binary;
+
+/// How the client answers `session/request_permission`.
+#[derive(Debug, Clone, Copy)]
+pub enum Permission {
+    AllowOnce,
+    Reject,
+    Cancel,
+}
+
+/// One running `agentd acp` and the client side of its connection.
+pub struct AcpClient {
+    pub child: Child,
+    stdin: ChildStdin,
+    lines: mpsc::Receiver<Value>,
+    next_id: u64,
+    /// Every message, both directions, in order: `(">", msg)` sent, `("<", msg)` received.
+    pub transcript: Vec<(&'static str, Value)>,
+    pub permission: Permission,
+}
+
+/// A scratch area for one test: a workspace, a state dir, a config home.
+pub struct Scratch {
+    pub root: PathBuf,
+}
+
+impl Scratch {
+    pub fn new(tag: &str) -> Scratch {
+        let root = std::env::temp_dir().join(format!("agentd-acp-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        for dir in ["ws", "state", "config", "home"] {
+            std::fs::create_dir_all(root.join(dir)).expect("scratch dirs");
+        }
+        Scratch { root }
+    }
+
+    pub fn ws(&self) -> PathBuf {
+        std::fs::canonicalize(self.root.join("ws")).expect("ws")
+    }
+
+    pub fn state(&self) -> PathBuf {
+        self.root.join("state")
+    }
+
+    /// Writes a model script and returns its path.
+    pub fn script(&self, text: &str) -> PathBuf {
+        let path = self.root.join("script.toml");
+        std::fs::write(&path, text).expect("script");
+        path
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
+impl AcpClient {
+    /// Starts `agentd acp` with the scripted model and the scratch's state dir.
+    pub fn start(scratch: &Scratch, script: &Path, extra: &[&str]) -> AcpClient {
+        let mut child = Command::new(binary("agentd"))
+            .arg("acp")
+            .arg("--model-script")
+            .arg(script)
+            .arg("--state-dir")
+            .arg(scratch.state())
+            .args(extra)
+            .env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env("HOME", scratch.root.join("home"))
+            .env("XDG_CONFIG_HOME", scratch.root.join("config"))
+            .env("LANG", "C.UTF-8")
+            .current_dir(scratch.ws())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start agentd acp");
+        let stdin = child.stdin.take().expect("stdin");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let value = serde_json::from_str(&line)
+                    .unwrap_or_else(|e| json!({"unparsable": line, "error": e.to_string()}));
+                if tx.send(value).is_err() {
+                    break;
+                }
+            }
+        });
+        AcpClient {
+            child,
+            stdin,
+            lines,
+            next_id: 0,
+            transcript: Vec::new(),
+            permission: Permission::AllowOnce,
+        }
+    }
+
+    fn write(&mut self, message: Value) {
+        let mut line = serde_json::to_string(&message).expect("json");
+        line.push('\n');
+        self.stdin
+            .write_all(line.as_bytes())
+            .expect("write to agentd");
+        self.stdin.flush().expect("flush");
+        self.transcript.push((">", message));
+    }
+
+    /// Sends a request; returns its id.
+    pub fn send(&mut self, method: &str, params: Value) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.write(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        id
+    }
+
+    pub fn notify(&mut self, method: &str, params: Value) {
+        self.write(json!({"jsonrpc": "2.0", "method": method, "params": params}));
+    }
+
+    /// The next message from agentd, answering its requests on the way. `None` at EOF or after
+    /// `limit`.
+    pub fn next(&mut self, limit: Duration) -> Option<Value> {
+        let message = self.lines.recv_timeout(limit).ok()?;
+        self.transcript.push(("<", message.clone()));
+        if message.get("method").is_some() && message.get("id").is_some() {
+            self.answer(&message);
+        }
+        Some(message)
+    }
+
+    fn answer(&mut self, request: &Value) {
+        let id = request["id"].clone();
+        let result = match request["method"].as_str() {
+            Some("session/request_permission") => {
+                let wanted = match self.permission {
+                    Permission::AllowOnce => Some("allow_once"),
+                    Permission::Reject => Some("reject_once"),
+                    Permission::Cancel => None,
+                };
+                let chosen = wanted.and_then(|kind| {
+                    request["params"]["options"]
+                        .as_array()?
+                        .iter()
+                        .find(|o| o["kind"] == kind)
+                        .map(|o| o["optionId"].clone())
+                });
+                match chosen {
+                    Some(option) => json!({"outcome": {"outcome": "selected", "optionId": option}}),
+                    None => json!({"outcome": {"outcome": "cancelled"}}),
+                }
+            }
+            _ => {
+                self.write(json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "not supported by the test client"}}));
+                return;
+            }
+        };
+        self.write(json!({"jsonrpc": "2.0", "id": id, "result": result}));
+    }
+
+    /// Reads until the response to `id`; returns it and the notifications seen on the way.
+    pub fn until_response(&mut self, id: u64, limit: Duration) -> (Value, Vec<Value>) {
+        let deadline = Instant::now() + limit;
+        let mut notes = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let message = self
+                .next(left)
+                .unwrap_or_else(|| panic!("no response to request {id} within {limit:?}"));
+            if message.get("id") == Some(&json!(id)) && message.get("method").is_none() {
+                return (message, notes);
+            }
+            if message.get("method").and_then(Value::as_str) == Some("session/update") {
+                notes.push(message);
+            }
+        }
+    }
+
+    /// Sends a request and waits for its answer.
+    pub fn request(&mut self, method: &str, params: Value) -> (Value, Vec<Value>) {
+        let id = self.send(method, params);
+        self.until_response(id, Duration::from_secs(60))
+    }
+
+    /// `initialize` then `session/new` in the scratch's workspace; returns the session id.
+    pub fn open_session(&mut self, cwd: &Path) -> String {
+        let (init, _) = self.request(
+            "initialize",
+            json!({"protocolVersion": 1, "clientCapabilities": {}}),
+        );
+        assert_eq!(init["result"]["protocolVersion"], 1, "{init}");
+        let (new, _) = self.request("session/new", json!({"cwd": cwd, "mcpServers": []}));
+        new["result"]["sessionId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("session/new failed: {new}"))
+            .to_owned()
+    }
+
+    pub fn prompt(&mut self, session: &str, text: &str) -> (Value, Vec<Value>) {
+        self.request(
+            "session/prompt",
+            json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]}),
+        )
+    }
+}
+
+impl Drop for AcpClient {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The transcript as stable text: ids, paths and times replaced by placeholders.
+pub fn render(transcript: &[(&'static str, Value)], replacements: &[(&str, &str)]) -> String {
+    let mut out = String::new();
+    for (dir, message) in transcript {
+        let mut text = serde_json::to_string(message).expect("json");
+        for (from, to) in replacements {
+            text = text.replace(from, to);
+        }
+        out.push_str(dir);
+        out.push(' ');
+        out.push_str(&text);
+        out.push('\n');
+    }
+    out
+}
+
+/// The `session/update` payloads of some notifications, with consecutive agent text chunks
+/// joined (the live stream sends the model's text in pieces, a replay sends it whole).
+pub fn normalized_updates(notes: &[Value]) -> Vec<Value> {
+    let mut out: Vec<Value> = Vec::new();
+    for note in notes {
+        let update = note["params"]["update"].clone();
+        let is_text = update["sessionUpdate"] == "agent_message_chunk";
+        if is_text {
+            if let Some(last) = out.last_mut() {
+                if last["sessionUpdate"] == "agent_message_chunk" {
+                    let joined = format!(
+                        "{}{}",
+                        last["content"]["text"].as_str().unwrap_or_default(),
+                        update["content"]["text"].as_str().unwrap_or_default()
+                    );
+                    last["content"]["text"] = Value::String(joined);
+                    continue;
+                }
+            }
+        }
+        out.push(update);
+    }
+    out
+}
