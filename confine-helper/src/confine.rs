@@ -16,8 +16,7 @@ use crate::ceiling::Ceiling;
 use crate::command::NotRun;
 use crate::{bwrap, landlock, seccomp};
 
-/// Subpaths of every writable root that stay read-only, also when they do not exist yet.
-pub const PROTECTED: [&str; 4] = [".git/hooks", ".git/config", ".gitmodules", ".agentd"];
+pub use confine_protocol::PROTECTED_SUBPATHS as PROTECTED;
 
 /// What the helper knows about itself and this machine, computed once.
 #[derive(Debug)]

@@ -12,6 +12,11 @@ mod messages;
 pub use frame::{FrameDecoder, FrameError, MAX_FRAME, decode_payload, encode_frame};
 pub use messages::*;
 
+/// Subpaths of every writable root that stay read-only in confined modes, also when they do not
+/// exist yet: code planted there would run later, outside the sandbox. The helper enforces them
+/// for commands and agentd for its own file tools; a request's `Policy::protected` adds to them.
+pub const PROTECTED_SUBPATHS: [&str; 4] = [".git/hooks", ".git/config", ".gitmodules", ".agentd"];
+
 /// Bumped on every change that is not purely additive at the end of the handshake.
 pub const PROTOCOL_VERSION: u32 = 1;
 

@@ -20,9 +20,8 @@ use super::{ClientFs, ToolEnv, ToolResult};
 /// Subpaths of the workspace that stay read-only in workspace-write mode, also when they do not
 /// exist yet.
 ///
-/// This is agentd's copy of confine-helper's own list (`PROTECTED` in
-/// `confine-helper/src/confine.rs`), which protects them for commands; keep the two equal.
-pub const PROTECTED: [&str; 4] = [".git/hooks", ".git/config", ".gitmodules", ".agentd"];
+/// The same list confine-helper enforces for commands: one definition in the protocol crate.
+pub use confine_protocol::PROTECTED_SUBPATHS as PROTECTED;
 
 /// The largest file `read_file` and `edit_file` take in; larger ones are for `bash` with
 /// `head`, `tail` or `sed -n`.
