@@ -136,9 +136,20 @@ mod tests {
         id
     }
 
-    /// Later than any timestamp already written, so sessions order by update time.
-    fn tick() {
-        std::thread::sleep(std::time::Duration::from_millis(3));
+    /// Sets every record of session `id` to `at_ms`, so the test decides the order by time
+    /// instead of waiting for the clock.
+    fn stamp(dir: &Path, id: &str, at_ms: u64) {
+        let path = dir.join(format!("{id}.jsonl"));
+        let text = std::fs::read_to_string(&path).expect("log");
+        let lines: Vec<String> = text
+            .lines()
+            .map(|line| {
+                let mut record: serde_json::Value = serde_json::from_str(line).expect("record");
+                record["at_ms"] = serde_json::json!(at_ms);
+                record.to_string()
+            })
+            .collect();
+        std::fs::write(&path, lines.join("\n") + "\n").expect("rewrite");
     }
 
     #[test]
@@ -158,10 +169,11 @@ mod tests {
         let scratch = Scratch::new("sessions-list");
         let dir = scratch.0.join("sessions");
         let older = session(&dir, "/work/a", &["fix the build\nand more", "again"]);
-        tick();
         let newer = session(&dir, "/work/b", &[]);
-        tick();
-        // Appending to the older session makes it the most recently updated.
+        stamp(&dir, &older, 1_000);
+        stamp(&dir, &newer, 2_000);
+        // Appending to the older session (now, long after both stamps) makes it the most
+        // recently updated.
         let (mut log, _, _) = EventLog::open(&dir, &older).expect("open");
         log.append(Event::TurnStarted { turn: 3 }).expect("append");
         drop(log);
