@@ -23,7 +23,20 @@ pub(crate) struct BashArgs {
     /// Milliseconds, 1 to [`MAX_TIMEOUT_MS`].
     pub timeout_ms: Option<u64>,
     pub background: bool,
+    /// The wider mode this one command asks for, with its justification.
+    pub escalation: Option<Escalation>,
 }
+
+/// A request to run one command under a wider mode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Escalation {
+    pub mode: confine_protocol::Mode,
+    pub justification: String,
+}
+
+/// The text when `sandbox_permissions` is used but not offered.
+pub const ESCALATION_NOT_OFFERED: &str =
+    "sandbox_permissions is not available in this composition (no sandboxing executor to escalate)";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ReadArgs {
@@ -47,9 +60,54 @@ pub(crate) struct EditArgs {
     pub replace_all: bool,
 }
 
-/// Checks the arguments of a call of tool `name`; the error is the text for the model.
-pub(crate) fn parse(name: &str, arguments: &str) -> Result<Call, String> {
-    let Some(tool) = spec::spec_with(name, &SpecOptions::default()) else {
+/// Whether a bash call's arguments name either escalation field.
+fn mentions_escalation(arguments: &str) -> bool {
+    serde_json::from_str::<Value>(arguments)
+        .is_ok_and(|v| v.get("sandbox_permissions").is_some() || v.get("justification").is_some())
+}
+
+/// The escalation a bash call asks for, with the validation texts of the specification.
+fn escalation(fields: &Fields<'_>) -> Result<Option<Escalation>, String> {
+    let mode = fields.string_opt("sandbox_permissions")?;
+    let justification = fields.string_opt("justification")?;
+    match (mode, justification) {
+        (None, None) => Ok(None),
+        (Some(_), None) => {
+            Err("invalid escalation: sandbox_permissions requires a justification".into())
+        }
+        (None, Some(_)) => Err(
+            "invalid escalation: justification is only valid together with sandbox_permissions"
+                .into(),
+        ),
+        (Some(mode), Some(justification)) => {
+            if justification.trim().is_empty() {
+                return Err("invalid justification: expected a non-empty sentence".into());
+            }
+            let mode = match mode.as_str() {
+                "workspace-write" => confine_protocol::Mode::WorkspaceWrite,
+                "danger-full-access" => confine_protocol::Mode::DangerFullAccess,
+                other => {
+                    return Err(fields.problem(&format!(
+                        "\"sandbox_permissions\" must be one of {}, not {other:?}",
+                        spec::ESCALATION_MODES.join(", ")
+                    )));
+                }
+            };
+            Ok(Some(Escalation {
+                mode,
+                justification: justification.trim().to_owned(),
+            }))
+        }
+    }
+}
+
+/// Checks the arguments of a call of tool `name` against the tools as `options` offer them; the
+/// error is the text for the model.
+pub(crate) fn parse(name: &str, arguments: &str, options: &SpecOptions) -> Result<Call, String> {
+    if name == spec::BASH && !options.escalation && mentions_escalation(arguments) {
+        return Err(ESCALATION_NOT_OFFERED.to_owned());
+    }
+    let Some(tool) = spec::spec_with(name, options) else {
         return Err(format!(
             "unknown tool \"{name}\"; the tools are: {}",
             spec::NAMES.join(", ")
@@ -69,6 +127,7 @@ pub(crate) fn parse(name: &str, arguments: &str) -> Result<Call, String> {
                 command,
                 timeout_ms: fields.integer("timeout", 1, MAX_TIMEOUT_MS)?,
                 background: fields.boolean("run_in_background")?.unwrap_or(false),
+                escalation: escalation(&fields)?,
             })
         }
         spec::BASH_OUTPUT => Call::BashOutput {
@@ -187,6 +246,14 @@ impl<'a> Fields<'a> {
         }
     }
 
+    /// An optional string field.
+    fn string_opt(&self, name: &str) -> Result<Option<String>, String> {
+        match self.get(name) {
+            None => Ok(None),
+            Some(_) => self.string(name).map(Some),
+        }
+    }
+
     fn path(&self) -> Result<String, String> {
         let path = self.string("path")?;
         if path.is_empty() {
@@ -263,11 +330,12 @@ mod tests {
     use super::*;
 
     fn ok(name: &str, arguments: &str) -> Call {
-        parse(name, arguments).unwrap_or_else(|e| panic!("{name} {arguments}: {e}"))
+        parse(name, arguments, &SpecOptions::default())
+            .unwrap_or_else(|e| panic!("{name} {arguments}: {e}"))
     }
 
     fn err(name: &str, arguments: &str) -> String {
-        match parse(name, arguments) {
+        match parse(name, arguments, &SpecOptions::default()) {
             Ok(call) => panic!("{name} {arguments} was accepted: {call:?}"),
             Err(e) => e,
         }
@@ -280,7 +348,8 @@ mod tests {
             Call::Bash(BashArgs {
                 command: "ls".to_owned(),
                 timeout_ms: None,
-                background: false
+                background: false,
+                escalation: None,
             })
         );
         assert_eq!(
@@ -291,7 +360,8 @@ mod tests {
             Call::Bash(BashArgs {
                 command: "ls".to_owned(),
                 timeout_ms: Some(5000),
-                background: true
+                background: true,
+                escalation: None,
             })
         );
         assert_eq!(
@@ -338,7 +408,8 @@ mod tests {
             Call::Bash(BashArgs {
                 command: "ls".to_owned(),
                 timeout_ms: Some(600_000),
-                background: false
+                background: false,
+                escalation: None,
             })
         );
     }

@@ -361,6 +361,7 @@ mod tests {
                 command: "echo hi".to_owned(),
                 timeout_ms: Some(1234),
                 background: false,
+                escalation: None,
             },
             CallContext {
                 mode: Mode::WorkspaceWrite,
@@ -452,6 +453,7 @@ mod tests {
                 command: "true".to_owned(),
                 timeout_ms: None,
                 background: false,
+                escalation: None,
             },
             CallContext {
                 mode: Mode::ReadOnly,
@@ -486,6 +488,7 @@ mod tests {
                 command: "true".to_owned(),
                 timeout_ms: None,
                 background: false,
+                escalation: None,
             },
             CallContext {
                 mode: Mode::ReadOnly,

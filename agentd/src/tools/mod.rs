@@ -44,6 +44,7 @@ use crate::helper_client::HelperClient;
 use crate::model::ToolCall;
 use crate::session::ToolStatus;
 
+pub use args::{ESCALATION_NOT_OFFERED, Escalation};
 pub use background::BackgroundTasks;
 pub use bash::ANSWER_WAIT;
 pub use files::{MAX_TEXT_FILE, PROTECTED};
@@ -77,6 +78,7 @@ pub struct ToolEnv {
     client_fs: Option<Arc<dyn ClientFs>>,
     shell: &'static str,
     background: BackgroundTasks,
+    options: SpecOptions,
 }
 
 impl std::fmt::Debug for ToolEnv {
@@ -122,7 +124,20 @@ impl ToolEnv {
             client_fs,
             shell,
             background: BackgroundTasks::new(),
+            // Escalation is offered once the caller gates it (`with_spec_options`).
+            options: SpecOptions::default(),
         }
+    }
+
+    /// The tools as this session offers them.
+    pub fn spec_options(&self) -> &SpecOptions {
+        &self.options
+    }
+
+    /// Offers the tools as `options` say (e.g. without escalation).
+    pub fn with_spec_options(mut self, options: SpecOptions) -> ToolEnv {
+        self.options = options;
+        self
     }
 
     pub fn helper(&self) -> &HelperClient {
@@ -273,9 +288,37 @@ fn shorten(text: &str) -> String {
     short
 }
 
+/// The wider mode a `bash` call asks for, checked as `run` would check it: `Ok(None)` for any
+/// other call or a plain one, `Err(text for the model)` when the request is malformed or not
+/// offered. The caller gates and asks for approval before running the call under the mode.
+pub fn requested_escalation(env: &ToolEnv, call: &ToolCall) -> Result<Option<Escalation>, String> {
+    if call.name != BASH {
+        return Ok(None);
+    }
+    match args::parse(&call.name, &call.arguments, &env.options) {
+        Ok(args::Call::Bash(args)) => Ok(args.escalation),
+        Ok(_) => Ok(None),
+        Err(text) => Err(text),
+    }
+}
+
+/// Escalation must widen: read-only → workspace-write or danger-full-access; workspace-write
+/// → danger-full-access. Anything else fails without asking anyone.
+pub fn strictly_widens(requested: Mode, effective: Mode) -> Result<(), String> {
+    if requested > effective {
+        Ok(())
+    } else {
+        Err(format!(
+            "sandbox escalation to \"{}\" is not strictly wider than this call's current \"{}\" mode",
+            requested.as_str(),
+            effective.as_str()
+        ))
+    }
+}
+
 /// Runs one call. Never panics on what the model sent; see the module documentation.
 pub async fn run(env: &ToolEnv, call: &ToolCall, ctx: CallContext) -> ToolResult {
-    let parsed = match args::parse(&call.name, &call.arguments) {
+    let parsed = match args::parse(&call.name, &call.arguments, &env.options) {
         Ok(parsed) => parsed,
         Err(text) => {
             return ToolResult::failed(
@@ -284,10 +327,17 @@ pub async fn run(env: &ToolEnv, call: &ToolCall, ctx: CallContext) -> ToolResult
             );
         }
     };
+    let hint = env.options.escalation;
+    let with_hint = |mut result: ToolResult| {
+        if hint {
+            result.text = output::with_escalation_hint(&result.text);
+        }
+        result
+    };
     match parsed {
-        args::Call::Bash(args) => bash::bash(env, args, ctx).await,
-        args::Call::BashOutput { task_id } => background::output(env, &task_id),
-        args::Call::BashKill { task_id } => background::kill(env, &task_id, ctx).await,
+        args::Call::Bash(args) => with_hint(bash::bash(env, args, ctx).await),
+        args::Call::BashOutput { task_id } => with_hint(background::output(env, &task_id)),
+        args::Call::BashKill { task_id } => with_hint(background::kill(env, &task_id, ctx).await),
         args::Call::ReadFile(args) => files::read_file(env, args, ctx.mode).await,
         args::Call::WriteFile(args) => files::write_file(env, args, ctx.mode).await,
         args::Call::EditFile(args) => files::edit_file(env, args, ctx.mode).await,
@@ -589,5 +639,158 @@ mod tests {
         assert_eq!(denied.status, ToolStatus::Failed);
         assert!(denied.text.contains("stays read-only"), "{}", denied.text);
         assert_eq!(buffers.0.lock().expect("buffers").len(), 1);
+    }
+}
+
+#[cfg(test)]
+mod escalation_tests {
+    use super::*;
+
+    fn bash_call(arguments: &str) -> ToolCall {
+        ToolCall {
+            id: "c1".into(),
+            name: BASH.into(),
+            arguments: arguments.into(),
+        }
+    }
+
+    fn parse(arguments: &str, escalation: bool) -> Result<Option<Escalation>, String> {
+        let options = SpecOptions { escalation };
+        match args::parse(BASH, arguments, &options)? {
+            args::Call::Bash(args) => Ok(args.escalation),
+            other => panic!("not bash: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_escalation_fields_exist_only_when_the_executor_confines() {
+        let with = spec_with(BASH, &SpecOptions::confining()).expect("bash");
+        let props = &with.parameters["properties"];
+        assert_eq!(
+            props["sandbox_permissions"]["enum"],
+            json!(["workspace-write", "danger-full-access"])
+        );
+        assert!(props.get("justification").is_some());
+        assert!(with.description.contains("Sandbox escalation"));
+        let without = spec_with(BASH, &SpecOptions::default()).expect("bash");
+        assert!(
+            without.parameters["properties"]
+                .get("sandbox_permissions")
+                .is_none()
+        );
+        assert!(
+            without.parameters["properties"]
+                .get("justification")
+                .is_none()
+        );
+        assert!(!without.description.contains("escalat"));
+    }
+
+    #[test]
+    fn escalation_fields_are_validated_with_the_specified_texts() {
+        let only_mode = r#"{"command":"x","sandbox_permissions":"workspace-write"}"#;
+        assert_eq!(
+            parse(only_mode, true).unwrap_err(),
+            "invalid escalation: sandbox_permissions requires a justification"
+        );
+        let only_why = r#"{"command":"x","justification":"because"}"#;
+        assert_eq!(
+            parse(only_why, true).unwrap_err(),
+            "invalid escalation: justification is only valid together with sandbox_permissions"
+        );
+        let blank =
+            r#"{"command":"x","sandbox_permissions":"workspace-write","justification":"  "}"#;
+        assert_eq!(
+            parse(blank, true).unwrap_err(),
+            "invalid justification: expected a non-empty sentence"
+        );
+        let bad_mode = r#"{"command":"x","sandbox_permissions":"root","justification":"j"}"#;
+        assert!(
+            parse(bad_mode, true)
+                .unwrap_err()
+                .contains("must be one of")
+        );
+        let good = r#"{"command":"x","sandbox_permissions":"danger-full-access","justification":" to install "}"#;
+        assert_eq!(
+            parse(good, true).expect("valid"),
+            Some(Escalation {
+                mode: Mode::DangerFullAccess,
+                justification: "to install".into()
+            })
+        );
+        assert_eq!(parse(r#"{"command":"x"}"#, true).expect("plain"), None);
+    }
+
+    #[test]
+    fn escalation_not_offered_is_refused_with_its_own_text() {
+        let asked =
+            r#"{"command":"x","sandbox_permissions":"workspace-write","justification":"j"}"#;
+        assert_eq!(parse(asked, false).unwrap_err(), ESCALATION_NOT_OFFERED);
+        assert_eq!(
+            parse(r#"{"command":"x","justification":"j"}"#, false).unwrap_err(),
+            ESCALATION_NOT_OFFERED
+        );
+    }
+
+    #[test]
+    fn escalation_must_strictly_widen_the_effective_mode() {
+        use Mode::*;
+        assert!(strictly_widens(WorkspaceWrite, ReadOnly).is_ok());
+        assert!(strictly_widens(DangerFullAccess, ReadOnly).is_ok());
+        assert!(strictly_widens(DangerFullAccess, WorkspaceWrite).is_ok());
+        assert_eq!(
+            strictly_widens(WorkspaceWrite, WorkspaceWrite).unwrap_err(),
+            "sandbox escalation to \"workspace-write\" is not strictly wider than this call's current \"workspace-write\" mode"
+        );
+        assert!(strictly_widens(WorkspaceWrite, DangerFullAccess).is_err());
+    }
+
+    #[test]
+    fn the_hint_follows_every_denial_marker_and_nothing_else() {
+        let text = "out\n[sandbox: file access denied under read-only mode]\n[exit code: 2]";
+        assert_eq!(
+            output::with_escalation_hint(text),
+            format!(
+                "out\n[sandbox: file access denied under read-only mode]\n{}\n[exit code: 2]",
+                output::ESCALATION_HINT
+            )
+        );
+        assert_eq!(
+            output::with_escalation_hint("ok\n[exit code: 0]"),
+            "ok\n[exit code: 0]"
+        );
+    }
+
+    #[test]
+    fn requested_escalation_ignores_other_tools_and_reports_bad_requests() {
+        let client = HelperClient::new(crate::helper_client::HelperEndpoint::Embedded(
+            "/nonexistent/confine-helper".into(),
+        ));
+        let env = ToolEnv::new(
+            client,
+            std::env::temp_dir(),
+            Vec::new(),
+            Network::Deny,
+            BackendChoice::Auto,
+            None,
+        )
+        .with_spec_options(SpecOptions::confining());
+        let read = ToolCall {
+            id: "r".into(),
+            name: "read_file".into(),
+            arguments: r#"{"path":"a"}"#.into(),
+        };
+        assert_eq!(requested_escalation(&env, &read), Ok(None));
+        let asked = bash_call(
+            r#"{"command":"touch f","sandbox_permissions":"workspace-write","justification":"write f"}"#,
+        );
+        assert_eq!(
+            requested_escalation(&env, &asked)
+                .expect("valid")
+                .map(|e| e.mode),
+            Some(Mode::WorkspaceWrite)
+        );
+        let malformed = bash_call(r#"{"command":"x","justification":"j"}"#);
+        assert!(requested_escalation(&env, &malformed).is_err());
     }
 }

@@ -28,6 +28,31 @@ pub fn denial_marker(mode: Mode) -> String {
     format!("[sandbox: file access denied under {} mode]", mode.as_str())
 }
 
+/// The line after a denial marker when escalation is offered.
+pub const ESCALATION_HINT: &str = "[sandbox: escalation available — retry this exact command \
+once with sandbox_permissions (the narrowest wider mode that suffices) + justification; the \
+approval prompt asks the user]";
+
+/// `text` with [`ESCALATION_HINT`] after every denial marker line.
+pub(crate) fn with_escalation_hint(text: &str) -> String {
+    let prefix = "[sandbox: file access denied under ";
+    if !text.contains(prefix) {
+        return text.to_owned();
+    }
+    let mut out = String::with_capacity(text.len() + ESCALATION_HINT.len() + 1);
+    for (i, line) in text.split('\n').enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        out.push_str(line);
+        if line.starts_with(prefix) {
+            out.push('\n');
+            out.push_str(ESCALATION_HINT);
+        }
+    }
+    out
+}
+
 /// The exit marker: `[exit code: N]`.
 pub fn exit_marker(code: i32) -> String {
     format!("[exit code: {code}]")

@@ -34,7 +34,22 @@ pub const READ_CAP: usize = 256 * 1024;
 /// `specs_with(&SpecOptions::default())`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
-pub struct SpecOptions {}
+pub struct SpecOptions {
+    /// `bash` offers `sandbox_permissions` + `justification`: the executor confines, so one
+    /// command may ask to run under a wider mode, with the user's consent.
+    pub escalation: bool,
+}
+
+impl SpecOptions {
+    /// The options of an executor that confines: escalation is offered.
+    pub fn confining() -> SpecOptions {
+        SpecOptions { escalation: true }
+    }
+}
+
+/// The modes a `sandbox_permissions` may name, never trimmed to a session's mode: schemas are
+/// the same for every session, the effective mode is not.
+pub const ESCALATION_MODES: [&str; 2] = ["workspace-write", "danger-full-access"];
 
 /// The tools with their default options.
 pub fn specs() -> Vec<ToolSpec> {
@@ -51,8 +66,13 @@ pub fn specs_with(options: &SpecOptions) -> Vec<ToolSpec> {
 
 /// One tool's spec, `None` for an unknown name.
 pub fn spec_with(name: &str, options: &SpecOptions) -> Option<ToolSpec> {
+    let bash_description = if options.escalation {
+        format!("{BASH_DESCRIPTION} {ESCALATION_TEACHING}")
+    } else {
+        BASH_DESCRIPTION.to_owned()
+    };
     let (description, parameters) = match name {
-        BASH => (BASH_DESCRIPTION, bash_parameters(options)),
+        BASH => (bash_description.as_str(), bash_parameters(options)),
         BASH_OUTPUT => (BASH_OUTPUT_DESCRIPTION, task_parameters()),
         BASH_KILL => (BASH_KILL_DESCRIPTION, task_parameters()),
         READ_FILE => (READ_FILE_DESCRIPTION, read_parameters()),
@@ -79,6 +99,16 @@ commands with short output (grep, head, tail, wc). Set run_in_background for ser
 and other long runs: the call returns at once with a task id to use with bash_output and \
 bash_kill.";
 
+/// How to escalate, in the `bash` description only when the fields exist.
+const ESCALATION_TEACHING: &str = "Sandbox escalation: when a command failed with the sandbox \
+denial marker and the task really needs that access, retry the exact same command once, in \
+this same turn, with sandbox_permissions set to the narrowest wider mode that suffices \
+(workspace-write to write inside the workspace, danger-full-access only for what nothing \
+narrower allows) and justification set to one sentence the user reads when asked to approve. \
+Do not ask in chat: the approval prompt is the consent. Never escalate preemptively, before a \
+real denial. A rejection is final for that command. If the instructions say approvals are \
+disabled, a denial is final.";
+
 const BASH_OUTPUT_DESCRIPTION: &str = "Read the new output of a background task started by bash \
 with run_in_background: everything it wrote since the last bash_output call, then \
 [still running], or once it has ended the same end markers as a foreground command, \
@@ -102,8 +132,8 @@ occurrence. Read the file first to copy old_string exactly.";
 
 const PATH_DESCRIPTION: &str = "The file's path: relative to the workspace directory, or absolute.";
 
-fn bash_parameters(_options: &SpecOptions) -> Value {
-    json!({
+fn bash_parameters(options: &SpecOptions) -> Value {
+    let mut parameters = json!({
         "type": "object",
         "properties": {
             "command": {
@@ -127,7 +157,19 @@ fn bash_parameters(_options: &SpecOptions) -> Value {
         },
         "required": ["command"],
         "additionalProperties": false,
-    })
+    });
+    if options.escalation {
+        parameters["properties"]["sandbox_permissions"] = json!({
+            "type": "string",
+            "enum": ESCALATION_MODES,
+            "description": "Run this one command under a wider sandbox mode, after a denial; the user is asked first. Requires justification.",
+        });
+        parameters["properties"]["justification"] = json!({
+            "type": "string",
+            "description": "One sentence for the user: why this command needs the wider mode. Only together with sandbox_permissions.",
+        });
+    }
+    parameters
 }
 
 fn task_parameters() -> Value {
