@@ -172,14 +172,17 @@ pub struct LimitsSection {
     pub max_address_space: Option<u64>,
 }
 
-/// `approval.policy`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+/// `approval.policy`, and the value of a session's `approval/policy` event (spelt `ask` or
+/// `never` in both).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum ApprovalPolicy {
     /// Ask the user when a command needs more than the sandbox allows, and before every call of
     /// a tool in `approval.ask_before`.
     #[default]
     Ask,
-    /// Never ask: what the sandbox denies stays denied, and `approval.ask_before` is not used.
+    /// Never ask: every request for approval is rejected without asking anyone, so what the
+    /// sandbox denies stays denied and the tools in `approval.ask_before` do not run.
     Never,
 }
 

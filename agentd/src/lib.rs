@@ -5,9 +5,12 @@
 //! [`run`] is the `agentd run` job built on it; [`config`] reads the optional configuration
 //! file; [`cli`] is the command line the `agentd` executable parses. [`environment`] decides
 //! which variables a command gets, and [`denial`] tells from a finished command whether the
-//! confinement denied it something; every tool that runs commands uses both.
+//! confinement denied it something; every tool that runs commands uses both. A session's two
+//! knobs are [`sandbox`] (the mode its tools run under) and [`approval::policy`]; [`approval`]
+//! is how a tool call asks a human before it runs.
 
 pub mod acp;
+pub mod approval;
 pub mod cancel;
 pub mod cli;
 pub mod clock;
@@ -18,6 +21,7 @@ pub mod environment;
 pub mod helper_client;
 pub mod model;
 pub mod run;
+pub mod sandbox;
 pub mod session;
 #[cfg(test)]
 mod test_support;

@@ -160,3 +160,56 @@ pub fn pipe() -> (tokio::net::unix::pipe::Receiver, OwnedFd) {
     let read = tokio::net::unix::pipe::Receiver::from_owned_fd(read).expect("receiver");
     (read, write)
 }
+
+/// A session log in memory, starting with its `session/created` header.
+#[derive(Debug)]
+pub struct MemoryLog(std::sync::Mutex<Vec<crate::session::Record>>);
+
+impl MemoryLog {
+    pub fn new() -> MemoryLog {
+        let log = MemoryLog(std::sync::Mutex::new(Vec::new()));
+        log.push(crate::session::Event::SessionCreated {
+            id: "test".into(),
+            cwd: "/w".into(),
+            agent: "agentd test".into(),
+        });
+        log
+    }
+
+    /// Appends an event (unsynced) and returns nothing: for setting a log up.
+    pub fn push(&self, event: crate::session::Event) {
+        crate::session::SessionLog::append(self, event, false).expect("append");
+    }
+
+    /// The events so far, without their record envelopes.
+    pub fn events(&self) -> Vec<crate::session::Event> {
+        self.0
+            .lock()
+            .expect("log")
+            .iter()
+            .map(|r| r.event.clone())
+            .collect()
+    }
+}
+
+impl crate::session::SessionLog for MemoryLog {
+    fn records(&self) -> Vec<crate::session::Record> {
+        self.0.lock().expect("log").clone()
+    }
+
+    fn append(
+        &self,
+        event: crate::session::Event,
+        _sync: bool,
+    ) -> Result<crate::session::Record, crate::session::LogError> {
+        let mut records = self.0.lock().expect("log");
+        let record = crate::session::Record {
+            v: crate::session::EVENT_VERSION,
+            seq: records.len() as u64,
+            at_ms: 1000 + records.len() as u64,
+            event,
+        };
+        records.push(record.clone());
+        Ok(record)
+    }
+}

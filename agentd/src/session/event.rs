@@ -7,7 +7,11 @@
 
 use std::path::PathBuf;
 
+use confine_protocol::Mode;
 use serde::{Deserialize, Serialize};
+
+use crate::approval::Outcome;
+use crate::config::ApprovalPolicy;
 
 /// The version written into every record. A log with a newer version is refused on load.
 pub const EVENT_VERSION: u32 = 1;
@@ -105,4 +109,28 @@ pub enum Event {
     /// The prompt turn ended with this ACP stop reason.
     #[serde(rename = "turn/ended")]
     TurnEnded { turn: u64, stop_reason: String },
+    /// The session's sandbox mode from here on (see [`crate::sandbox`]). Log-only.
+    #[serde(rename = "sandbox/mode")]
+    SandboxModeSet {
+        #[serde(with = "crate::sandbox::mode_word")]
+        mode: Mode,
+    },
+    /// The session's approval policy from here on (see [`crate::approval::policy`]). Log-only.
+    #[serde(rename = "approval/policy")]
+    ApprovalPolicySet { policy: ApprovalPolicy },
+    /// Approval was asked for a tool call (see [`crate::approval`]); exactly one
+    /// `approval/decided` with the same `id` follows. Log-only: never in the model's history,
+    /// never replayed to the editor.
+    #[serde(rename = "approval/asked")]
+    ApprovalAsked {
+        id: String,
+        tool: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call_id: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    /// How the approval request `id` ended. Log-only.
+    #[serde(rename = "approval/decided")]
+    ApprovalDecided { id: String, outcome: Outcome },
 }

@@ -227,6 +227,20 @@ pub fn transcript(records: &[Record]) -> String {
             Event::TurnEnded { turn, stop_reason } => {
                 format!("[turn {turn}] ended: {stop_reason}")
             }
+            Event::SandboxModeSet { mode } => format!("  sandbox mode: {}", mode.as_str()),
+            Event::ApprovalPolicySet { policy } => {
+                format!(
+                    "  approval policy: {}",
+                    crate::approval::policy::word(*policy)
+                )
+            }
+            Event::ApprovalAsked { tool, reason, .. } => match reason {
+                Some(reason) => format!("  approval asked for {tool}: {reason}"),
+                None => format!("  approval asked for {tool}"),
+            },
+            Event::ApprovalDecided { outcome, .. } => {
+                format!("  approval: {}", outcome.as_str())
+            }
         };
         out.push_str(&line);
         out.push('\n');
@@ -341,6 +355,63 @@ mod tests {
         assert!(matches!(&h[2], Message::Tool { tool_call_id, .. } if tool_call_id == "c1"));
         let full = history(&sample());
         assert!(matches!(&full[2], Message::Tool { content, .. } if content.contains("exit code")));
+    }
+
+    /// The sample with a knob switch and an approval pair in the middle of its turn.
+    fn with_log_only_events() -> Vec<Record> {
+        let mut events: Vec<Event> = sample().into_iter().map(|r| r.event).collect();
+        let at = events
+            .iter()
+            .position(|e| matches!(e, Event::ToolCall { .. }))
+            .expect("a tool call");
+        events.splice(
+            at + 1..at + 1,
+            [
+                Event::SandboxModeSet {
+                    mode: confine_protocol::Mode::WorkspaceWrite,
+                },
+                Event::ApprovalPolicySet {
+                    policy: crate::config::ApprovalPolicy::Never,
+                },
+                Event::ApprovalAsked {
+                    id: "a1".into(),
+                    tool: "bash".into(),
+                    call_id: Some("c1".into()),
+                    reason: Some("why".into()),
+                },
+                Event::ApprovalDecided {
+                    id: "a1".into(),
+                    outcome: crate::approval::Outcome::AllowedOnce,
+                },
+            ],
+        );
+        records(events)
+    }
+
+    #[test]
+    fn knob_and_approval_events_are_neither_history_nor_replayed() {
+        let plain = sample();
+        let full = with_log_only_events();
+        assert_eq!(full.len(), plain.len() + 4);
+        assert_eq!(history(&full), history(&plain));
+        assert_eq!(replay(&full), replay(&plain));
+        for record in &full {
+            if matches!(
+                record.event,
+                Event::SandboxModeSet { .. }
+                    | Event::ApprovalPolicySet { .. }
+                    | Event::ApprovalAsked { .. }
+                    | Event::ApprovalDecided { .. }
+            ) {
+                assert_eq!(replay_item(record), None, "{record:?}");
+            }
+        }
+        let t = transcript(&full);
+        assert!(
+            t.contains("  approval asked for bash: why\n  approval: allowed-once"),
+            "{t}"
+        );
+        assert!(t.contains("  sandbox mode: workspace-write"), "{t}");
     }
 
     #[test]

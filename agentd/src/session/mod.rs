@@ -11,3 +11,12 @@ pub mod log;
 
 pub use event::{EVENT_VERSION, Event, LoggedToolCall, Record, ToolStatus};
 pub use log::{EventLog, LoadReport, LogError};
+
+/// A session's log as the domains that own events use it: the knobs' write paths
+/// ([`crate::sandbox::set`], [`crate::approval::policy::set`]) and the approval seam's audit.
+pub trait SessionLog: Send + Sync {
+    /// A copy of every record so far.
+    fn records(&self) -> Vec<Record>;
+    /// Appends one event; `sync` makes it durable before returning.
+    fn append(&self, event: Event, sync: bool) -> Result<Record, LogError>;
+}

@@ -1,0 +1,315 @@
+//! The approval seam: how something that is about to act asks a human first.
+//!
+//! [`Approvals::request`] is the one entry point. It always resolves to an [`Outcome`] —
+//! `allowed-once`, `rejected`, `cancelled` or `unavailable` — and never fails:
+//!
+//! - Under the approval policy `never` ([`policy`]) it rejects before any answerer runs.
+//! - A cancel before the request is dispatched, or while it waits, gives `cancelled`; an answer
+//!   that arrives after the cancel is discarded.
+//! - Otherwise the request goes down a chain of [`Answerer`]s. The first that decides wins; an
+//!   answerer may hand the request to the next one ([`Reply::Next`]), which is what an answerer
+//!   does with a request it does not own (another session's, say). No answerer, or none that
+//!   decides, gives `unavailable`.
+//! - An answerer that panics, or that answers a word outside the vocabulary, gives
+//!   `unavailable`: the chain runs in its own task, so a panic is contained there.
+//!
+//! Every request appends the log-only pair `approval/asked {id, tool, call_id, reason}` and
+//! `approval/decided {id, outcome}` to the asking session's log, with the same fresh id,
+//! whatever the outcome. The pair is an audit trail: it is neither part of the model's history
+//! nor replayed to an editor. If the log cannot take the pair, nothing is granted
+//! (`unavailable`).
+//!
+//! A grant is one-shot: `allowed-once` lets the one action that asked go ahead and is stored
+//! nowhere; the next action asks again.
+
+pub mod policy;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde::{Deserialize, Serialize};
+
+use crate::cancel::Cancel;
+use crate::config::ApprovalPolicy;
+use crate::session::{Event, SessionLog};
+
+/// How an approval request ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Outcome {
+    /// The action may go ahead, this once.
+    AllowedOnce,
+    /// Someone said no (or the policy `never` did).
+    Rejected,
+    /// The turn was cancelled, or the person asked dismissed the question.
+    Cancelled,
+    /// Nobody could be asked.
+    Unavailable,
+}
+
+impl Outcome {
+    /// Every outcome, in the order the vocabulary lists them.
+    pub const ALL: [Outcome; 4] = [
+        Outcome::AllowedOnce,
+        Outcome::Rejected,
+        Outcome::Cancelled,
+        Outcome::Unavailable,
+    ];
+
+    /// The outcome's word: `allowed-once`, `rejected`, `cancelled` or `unavailable`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::AllowedOnce => "allowed-once",
+            Outcome::Rejected => "rejected",
+            Outcome::Cancelled => "cancelled",
+            Outcome::Unavailable => "unavailable",
+        }
+    }
+
+    /// The outcome spelt `word`, if it is one.
+    pub fn from_word(word: &str) -> Option<Outcome> {
+        Outcome::ALL.into_iter().find(|o| o.as_str() == word)
+    }
+}
+
+/// What is asked: which tool, for which of its calls, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ask {
+    pub tool: String,
+    /// The tool call that asks, as it was already announced to the editor; an answerer that
+    /// shows the question attaches it to that call.
+    pub call_id: Option<String>,
+    /// Why approval is needed, in words for the person asked and for the audit log.
+    pub reason: Option<String>,
+}
+
+/// One request as the answerers see it.
+#[derive(Debug, Clone)]
+pub struct Request {
+    /// The id of its `approval/asked` and `approval/decided` events.
+    pub id: String,
+    /// Who asks (a session id): an answerer answers only for the agents it serves.
+    pub agent: String,
+    pub tool: String,
+    pub call_id: Option<String>,
+    pub reason: Option<String>,
+    /// The asking turn's cancel; an answerer may stop waiting on it (the seam does anyway).
+    pub cancel: Cancel,
+}
+
+/// What an answerer says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    /// A decision, as a word of the vocabulary ([`Outcome::as_str`]). Any other word makes the
+    /// request `unavailable`: a decision nobody can read grants nothing.
+    Decided(String),
+    /// Not mine: ask the next answerer.
+    Next,
+}
+
+impl Reply {
+    /// The reply that decides `outcome`.
+    pub fn outcome(outcome: Outcome) -> Reply {
+        Reply::Decided(outcome.as_str().to_owned())
+    }
+}
+
+/// What [`Answerer::answer`] returns.
+pub type ReplyFuture<'a> = Pin<Box<dyn Future<Output = Reply> + Send + 'a>>;
+
+/// Something that can answer approval requests: a person behind an editor, a rule.
+pub trait Answerer: Send + Sync {
+    fn answer<'a>(&'a self, request: &'a Request) -> ReplyFuture<'a>;
+}
+
+/// Who asks: a session, with its log (for the audit pair) and its effective policy.
+pub trait Asker: SessionLog {
+    /// The id answerers route by.
+    fn agent(&self) -> &str;
+    /// The session's effective approval policy now.
+    fn policy(&self) -> ApprovalPolicy;
+}
+
+/// The chain of answerers, first to last.
+#[derive(Clone, Default)]
+pub struct Approvals {
+    chain: Arc<[Arc<dyn Answerer>]>,
+}
+
+impl std::fmt::Debug for Approvals {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Approvals")
+            .field("answerers", &self.chain.len())
+            .finish()
+    }
+}
+
+impl Approvals {
+    /// A chain of these answerers, asked in this order.
+    pub fn new(chain: Vec<Arc<dyn Answerer>>) -> Approvals {
+        Approvals {
+            chain: chain.into(),
+        }
+    }
+
+    /// Asks for approval of `ask` on behalf of `asker`, and records the audit pair in its log.
+    /// See the module documentation for every way this ends; it never fails.
+    pub async fn request(&self, asker: &dyn Asker, ask: Ask, cancel: &Cancel) -> Outcome {
+        let id = fresh_id();
+        let asked = asker.append(
+            Event::ApprovalAsked {
+                id: id.clone(),
+                tool: ask.tool.clone(),
+                call_id: ask.call_id.clone(),
+                reason: ask.reason.clone(),
+            },
+            false,
+        );
+        let outcome = match asked {
+            Ok(_) => {
+                let request = Request {
+                    id: id.clone(),
+                    agent: asker.agent().to_owned(),
+                    tool: ask.tool,
+                    call_id: ask.call_id,
+                    reason: ask.reason,
+                    cancel: cancel.clone(),
+                };
+                self.decide(asker.policy(), request).await
+            }
+            Err(e) => {
+                eprintln!(
+                    "agentd: session {}: cannot record an approval request ({e}); nothing is \
+                     granted",
+                    asker.agent()
+                );
+                Outcome::Unavailable
+            }
+        };
+        // Durable before whatever the decision lets happen.
+        match asker.append(Event::ApprovalDecided { id, outcome }, true) {
+            Ok(_) => outcome,
+            Err(e) => {
+                eprintln!(
+                    "agentd: session {}: cannot record an approval decision ({e}); nothing is \
+                     granted",
+                    asker.agent()
+                );
+                match outcome {
+                    Outcome::AllowedOnce => Outcome::Unavailable,
+                    other => other,
+                }
+            }
+        }
+    }
+
+    async fn decide(&self, policy: ApprovalPolicy, request: Request) -> Outcome {
+        if request.cancel.is_cancelled() {
+            return Outcome::Cancelled;
+        }
+        // Decided here, before any answerer, so no answerer can bypass it.
+        if policy == ApprovalPolicy::Never {
+            return Outcome::Rejected;
+        }
+        if self.chain.is_empty() {
+            return Outcome::Unavailable;
+        }
+        let chain = self.chain.clone();
+        let cancel = request.cancel.clone();
+        let agent = request.agent.clone();
+        // Its own task: a panicking answerer ends that task, not the turn.
+        let task = tokio::spawn(async move { ask_chain(&chain, &request).await });
+        let abort = task.abort_handle();
+        let outcome = tokio::select! {
+            biased;
+            () = cancel.cancelled() => {
+                // Whatever the answerers say from now on is discarded.
+                abort.abort();
+                Outcome::Cancelled
+            }
+            joined = task => match joined {
+                Ok(outcome) => outcome,
+                Err(e) => {
+                    eprintln!(
+                        "agentd: session {agent}: an approval answerer failed ({e}); the \
+                         request is unavailable"
+                    );
+                    Outcome::Unavailable
+                }
+            },
+        };
+        // A cancel that came with the answer outranks it: a cancelled turn runs nothing more.
+        if cancel.is_cancelled() {
+            Outcome::Cancelled
+        } else {
+            outcome
+        }
+    }
+}
+
+/// Asks each answerer in turn until one decides.
+async fn ask_chain(chain: &[Arc<dyn Answerer>], request: &Request) -> Outcome {
+    for answerer in chain {
+        match answerer.answer(request).await {
+            Reply::Next => continue,
+            Reply::Decided(word) => {
+                return Outcome::from_word(&word).unwrap_or_else(|| {
+                    eprintln!(
+                        "agentd: session {}: an approval answerer answered {word:?}, which is \
+                         not an outcome; the request is unavailable",
+                        request.agent
+                    );
+                    Outcome::Unavailable
+                });
+            }
+        }
+    }
+    Outcome::Unavailable
+}
+
+/// What a tool call that needed approval answers the model when it was not allowed to run
+/// (`None` when it was).
+pub fn tool_refusal(tool: &str, outcome: Outcome) -> Option<String> {
+    match outcome {
+        Outcome::AllowedOnce => None,
+        Outcome::Rejected => Some(format!("the user rejected tool \"{tool}\"")),
+        Outcome::Cancelled => Some(format!("approval for tool \"{tool}\" was cancelled")),
+        Outcome::Unavailable => Some(format!(
+            "tool \"{tool}\" requires approval, but no approval channel is available"
+        )),
+    }
+}
+
+/// A fresh request id, shaped like a random UUID.
+pub fn fresh_id() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut bytes = [0u8; 16];
+    let random = std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes))
+        .is_ok();
+    if !random {
+        // Unique in this process even without randomness: the time and a counter.
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0);
+        bytes[..8].copy_from_slice(&nanos.to_be_bytes());
+        bytes[8..].copy_from_slice(&COUNTER.fetch_add(1, Ordering::Relaxed).to_be_bytes());
+    }
+    bytes[6] = (bytes[6] & 0x0f) | 0x40;
+    bytes[8] = (bytes[8] & 0x3f) | 0x80;
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..]
+    )
+}
+
+#[cfg(test)]
+mod tests;
