@@ -200,8 +200,32 @@ impl Agent {
                 }
                 return Ok(message["result"].clone());
             }
+            if message.get("method").is_some() && message.get("id").is_some() {
+                self.answer(&message).await?;
+                continue;
+            }
             self.show(&message);
         }
+    }
+
+    /// Answers a request of the agent: a permission prompt (which only a configuration that
+    /// lists a tool in `approval.ask_before` causes) is allowed once, as a user would to see the
+    /// demo through; anything else is not supported.
+    async fn answer(&mut self, request: &Value) -> Result<(), String> {
+        let id = request["id"].clone();
+        let reply = if request["method"] == "session/request_permission" {
+            self.flush_text();
+            println!("    permission asked: the demo allows it once");
+            json!({"jsonrpc": "2.0", "id": id, "result": {"outcome": {"outcome": "selected", "optionId": "allow-once"}}})
+        } else {
+            json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "not supported by the demo"}})
+        };
+        let mut line = reply.to_string();
+        line.push('\n');
+        self.stdin
+            .write_all(line.as_bytes())
+            .await
+            .map_err(|e| format!("writing to the agent: {e}"))
     }
 
     /// Prints one notification the way an editor would show it.

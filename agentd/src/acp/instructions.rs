@@ -1,32 +1,77 @@
-//! What the model is told at every request: who it is, where it works, under which sandbox mode.
-//! Built in one place and logged with each `model/request`, so what the model was told replays
-//! from the log.
+//! What the model is told at every request: who it is, where it works, how to read tool results,
+//! and the session's approval policy. Built in one place and logged with each `model/request`,
+//! so what the model was told replays from the log.
+//!
+//! The sandbox mode is deliberately not stated: a model told it works read-only tends to refuse
+//! work before trying it, while a denied attempt is harmless and says exactly what was refused
+//! (the denial marker). The approval policy is stated as [`policy::section`] says, and a change
+//! since the model was last told comes as a one-time [`policy::notice`] at the end.
 
 use std::path::Path;
 
-use confine_protocol::Mode;
+use crate::approval::policy;
+use crate::config::ApprovalPolicy;
 
-/// The instructions for one model request.
-pub fn for_request(cwd: &Path, mode: Mode) -> String {
-    let mode_text = match mode {
-        Mode::ReadOnly => {
-            "read-only: commands may read anything but write nothing (not even in the \
-             workspace); file writes are refused"
-        }
-        Mode::WorkspaceWrite => {
-            "workspace-write: commands may write inside the workspace and $TMPDIR only; \
-             .git/hooks, .git/config, .gitmodules and .agentd stay read-only; no network"
-        }
-        Mode::DangerFullAccess => "danger-full-access: commands run without confinement",
-    };
-    format!(
+/// The instructions for one model request under `approval`, with the policy-change notice of
+/// this step, if any.
+pub fn for_request(cwd: &Path, approval: ApprovalPolicy, notice: Option<&str>) -> String {
+    let mut text = format!(
         "You are agentd, a coding agent working in the workspace {cwd}.\n\
-         Use the tools to inspect and change files and to run commands. Every command runs \
-         under the sandbox mode of this session: {mode_text}.\n\
+         Use the tools to inspect and change files and to run commands.\n\
          Check the [exit code: N] marker on every bash result; investigate failures before \
          moving on. A line \"[sandbox: file access denied under <mode> mode]\" means the sandbox \
          refused an access: do not retry the same thing, explain what is needed instead.\n\
-         Keep answers short and say what you changed.",
-        cwd = cwd.display()
-    )
+         Keep answers short and say what you changed.\n\n{section}",
+        cwd = cwd.display(),
+        section = policy::section(approval),
+    );
+    if let Some(notice) = notice {
+        text.push_str("\n\n");
+        text.push_str(notice);
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sandbox_mode_is_not_stated() {
+        for approval in [ApprovalPolicy::Ask, ApprovalPolicy::Never] {
+            let text = for_request(Path::new("/w"), approval, None);
+            for word in ["read-only", "workspace-write", "danger-full-access"] {
+                assert!(!text.contains(word), "{word} in {text}");
+            }
+            assert!(text.contains("Check the [exit code: N] marker"), "{text}");
+        }
+    }
+
+    #[test]
+    fn the_approval_section_is_stated_under_never_and_a_marker_under_ask() {
+        let ask = for_request(Path::new("/w"), ApprovalPolicy::Ask, None);
+        assert!(
+            ask.ends_with("\n\n<!-- agentd-approval-policy:ask -->"),
+            "{ask}"
+        );
+        assert!(!ask.contains("Approval prompts are disabled"), "{ask}");
+        let never = for_request(Path::new("/w"), ApprovalPolicy::Never, None);
+        assert!(
+            never.ends_with(&format!(
+                "<!-- agentd-approval-policy:never -->\n{}",
+                policy::NEVER_TEXT
+            )),
+            "{never}"
+        );
+        assert_eq!(policy::told(&never), Some(ApprovalPolicy::Never));
+        assert_eq!(policy::told(&ask), Some(ApprovalPolicy::Ask));
+    }
+
+    #[test]
+    fn a_notice_comes_last_and_does_not_change_what_was_told() {
+        let notice = "The approval policy changed from \"ask\" to \"never\" (changed by the user).";
+        let text = for_request(Path::new("/w"), ApprovalPolicy::Never, Some(notice));
+        assert!(text.ends_with(&format!("\n\n{notice}")), "{text}");
+        assert_eq!(policy::told(&text), Some(ApprovalPolicy::Never));
+    }
 }

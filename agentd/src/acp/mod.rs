@@ -8,8 +8,11 @@
 //! carries the protocol.
 
 mod client_fs;
+pub mod config_options;
 mod instructions;
+pub mod permission;
 mod sessions;
+mod switches;
 mod turn;
 mod updates;
 
@@ -22,14 +25,16 @@ use agent_client_protocol::v1::schema::{
     AgentCapabilities, CancelNotification, Implementation, InitializeRequest, InitializeResponse,
     ListSessionsRequest, ListSessionsResponse, LoadSessionRequest, LoadSessionResponse,
     NewSessionRequest, NewSessionResponse, PromptCapabilities, PromptRequest, SessionCapabilities,
-    SessionInfo, SessionListCapabilities, SessionNotification,
+    SessionInfo, SessionListCapabilities, SessionNotification, SetSessionConfigOptionRequest,
+    SetSessionConfigOptionResponse,
 };
 use agent_client_protocol::{
     Agent, Client, Error, Stdio, on_receive_notification, on_receive_request,
 };
 use confine_protocol::{BackendChoice, Mode, Network};
 
-use crate::config::Effective;
+use crate::approval::Approvals;
+use crate::config::{ApprovalPolicy, Effective};
 use crate::environment;
 use crate::helper_client::HelperClient;
 use crate::model::Provider;
@@ -46,6 +51,10 @@ pub struct AcpOptions {
     pub state_dir: PathBuf,
     /// The sandbox mode of a session until it is switched.
     pub default_mode: Mode,
+    /// The approval policy of a session until it is switched.
+    pub default_policy: ApprovalPolicy,
+    /// Tools that ask the user before every call (`approval.ask_before`).
+    pub ask_before: Vec<String>,
     pub network: Network,
     pub backend: BackendChoice,
     /// Model requests per prompt before the turn ends with `max_turn_requests`.
@@ -61,6 +70,8 @@ impl std::fmt::Debug for AcpOptions {
         f.debug_struct("AcpOptions")
             .field("state_dir", &self.state_dir)
             .field("default_mode", &self.default_mode)
+            .field("default_policy", &self.default_policy)
+            .field("ask_before", &self.ask_before)
             .field("max_steps", &self.max_steps)
             .finish_non_exhaustive()
     }
@@ -78,6 +89,8 @@ impl AcpOptions {
             provider: config.provider().map_err(|e| e.to_string()),
             state_dir,
             default_mode: mode.unwrap_or(config.sandbox_mode.value),
+            default_policy: config.approval_policy.value,
+            ask_before: config.ask_before.value.clone(),
             network: config.network.value,
             backend: config.backend.value,
             max_steps: u64::from(config.max_steps.value),
@@ -87,13 +100,18 @@ impl AcpOptions {
     }
 }
 
-/// The agent's shared state: options, sessions, and what the client can do.
+/// The agent's shared state: options, sessions, what the client can do, and who answers
+/// approval requests.
 #[derive(Debug)]
 pub struct AgentState {
     pub options: AcpOptions,
     pub sessions: Sessions,
     /// The client's `fs.readTextFile` / `fs.writeTextFile` capabilities, set at `initialize`.
     pub client_fs: std::sync::OnceLock<(bool, bool)>,
+    /// The approval chain: the editor, through [`permission::AcpAnswerer`].
+    pub approvals: Approvals,
+    /// The chain's answerer for this connection's sessions.
+    pub answerer: Arc<permission::AcpAnswerer>,
 }
 
 /// An ACP error with a message the client shows.
@@ -108,12 +126,16 @@ fn not_found(id: &str) -> Error {
 
 /// Serves ACP on stdin/stdout until the client closes the connection.
 pub async fn serve(options: AcpOptions) -> Result<(), String> {
+    let answerer = Arc::new(permission::AcpAnswerer::default());
     let state = Arc::new(AgentState {
         options,
         sessions: Sessions::default(),
         client_fs: std::sync::OnceLock::new(),
+        approvals: Approvals::new(vec![answerer.clone()]),
+        answerer,
     });
-    let (s1, s2, s3, s4, s5, s6) = (
+    let (s1, s2, s3, s4, s5, s6, s7) = (
+        state.clone(),
         state.clone(),
         state.clone(),
         state.clone(),
@@ -148,7 +170,10 @@ pub async fn serve(options: AcpOptions) -> Result<(), String> {
                 .sessions
                 .create(&s2, &req.cwd, cx)
             {
-                Ok(session) => responder.respond(NewSessionResponse::new(session.id.clone())),
+                Ok(session) => responder.respond(
+                    NewSessionResponse::new(session.id.clone())
+                        .config_options(session.config_options()),
+                ),
                 Err(e) => responder.respond_with_error(e),
             },
             on_receive_request!(),
@@ -167,7 +192,8 @@ pub async fn serve(options: AcpOptions) -> Result<(), String> {
                         updates::update_for(&item),
                     ))?;
                 }
-                responder.respond(LoadSessionResponse::new())
+                responder
+                    .respond(LoadSessionResponse::new().config_options(session.config_options()))
             },
             on_receive_request!(),
         )
@@ -198,6 +224,28 @@ pub async fn serve(options: AcpOptions) -> Result<(), String> {
                     };
                 });
                 Ok(())
+            },
+            on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |req: SetSessionConfigOptionRequest, responder, _cx| {
+                let id = req.session_id.to_string();
+                let Some(session) = s7.sessions.get(&id) else {
+                    return responder.respond_with_error(not_found(&id));
+                };
+                let switch = match config_options::parse(&req.config_id.0, &req.value) {
+                    Ok(switch) => switch,
+                    Err(message) => return responder.respond_with_error(error(-32602, message)),
+                };
+                if let Err(e) = session.switch(switch) {
+                    return responder.respond_with_error(error(
+                        -32603,
+                        format!("cannot write the session log: {e}"),
+                    ));
+                }
+                responder.respond(SetSessionConfigOptionResponse::new(
+                    session.config_options(),
+                ))
             },
             on_receive_request!(),
         )

@@ -1,5 +1,9 @@
-//! The sessions an agent serves: each one its event log, its turn lock, its cancel signal and
-//! its tool environment. Sessions share nothing but the helper connection.
+//! The sessions an agent serves: each one its event log, its turn lock, its cancel signal, its
+//! held knob switches and its tool environment. Sessions share nothing but the helper
+//! connection.
+//!
+//! `session/set_config_option` switches a knob with [`Session::switch`]; see [`super::switches`]
+//! for when the switch reaches the log.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -9,9 +13,16 @@ use agent_client_protocol::Client;
 use agent_client_protocol::Error;
 use agent_client_protocol::v1::ConnectionTo;
 
+use agent_client_protocol::v1::schema::SessionConfigOption;
+use confine_protocol::Mode;
+
+use super::config_options::{self, Switch};
+use super::switches::{self, Defaults, Switches};
 use super::{AgentState, client_fs::EditorFs, error, not_found};
+use crate::approval::Asker;
 use crate::cancel::{self, Cancel, Canceller};
-use crate::session::{Event, EventLog, LogError, Record, log};
+use crate::config::ApprovalPolicy;
+use crate::session::{Event, EventLog, LogError, Record, SessionLog, log};
 use crate::tools::{ClientFs, ToolEnv};
 
 /// Every session loaded in this process, by id.
@@ -29,6 +40,9 @@ pub struct Session {
     pub turn: tokio::sync::Mutex<()>,
     canceller: Mutex<Option<Canceller>>,
     pub tools: ToolEnv,
+    /// The knobs' values when the log has no switch.
+    pub defaults: Defaults,
+    switches: Switches,
 }
 
 impl std::fmt::Debug for Session {
@@ -68,7 +82,8 @@ impl Sessions {
         let id = log::new_id();
         let (log, first) =
             EventLog::create(&state.options.state_dir, &id, &cwd).map_err(log_error)?;
-        let session = Arc::new(Session::new(state, id, cwd, log, vec![first], cx));
+        let session = Arc::new(Session::new(state, id, cwd, log, vec![first], cx.clone()));
+        state.answerer.serve(&session.id, cx);
         self.insert(session.clone());
         Ok(session)
     }
@@ -95,7 +110,15 @@ impl Sessions {
             Some(Event::SessionCreated { cwd, .. }) => cwd.clone(),
             _ => return Err(error(-32603, format!("session {id} has no header"))),
         };
-        let session = Arc::new(Session::new(state, id.to_owned(), cwd, log, records, cx));
+        let session = Arc::new(Session::new(
+            state,
+            id.to_owned(),
+            cwd,
+            log,
+            records,
+            cx.clone(),
+        ));
+        state.answerer.serve(&session.id, cx);
         self.insert(session.clone());
         Ok(session)
     }
@@ -137,6 +160,11 @@ impl Session {
             turn: tokio::sync::Mutex::new(()),
             canceller: Mutex::new(None),
             tools,
+            defaults: Defaults {
+                mode: o.default_mode,
+                policy: o.default_policy,
+            },
+            switches: Switches::default(),
         }
     }
 
@@ -182,5 +210,57 @@ impl Session {
         if let Ok(mut slot) = self.canceller.lock() {
             *slot = None;
         }
+    }
+
+    /// The sandbox mode the session's tool calls run under now.
+    pub fn effective_mode(&self) -> Mode {
+        switches::effective(self, self.defaults).0
+    }
+
+    /// The session's approval policy now.
+    pub fn effective_policy(&self) -> ApprovalPolicy {
+        switches::effective(self, self.defaults).1
+    }
+
+    /// The config options with the values the editor is shown.
+    pub fn config_options(&self) -> Vec<SessionConfigOption> {
+        let (mode, policy) = self.switches.current(self, self.defaults);
+        config_options::options(mode, policy)
+    }
+
+    /// Switches a knob (`session/set_config_option`): now while a turn is open, else at the
+    /// next prompt.
+    pub fn switch(&self, switch: Switch) -> Result<(), LogError> {
+        self.switches.switch(self, self.defaults, switch)
+    }
+
+    /// A turn opens: the held switches are written, and later ones are written at once.
+    pub fn flush_switches(&self) -> Result<(), LogError> {
+        self.switches.flush(self, self.defaults)
+    }
+
+    /// The turn is over: switches are held again.
+    pub fn hold_switches(&self) {
+        self.switches.hold();
+    }
+}
+
+impl SessionLog for Session {
+    fn records(&self) -> Vec<Record> {
+        Session::records(self)
+    }
+
+    fn append(&self, event: Event, sync: bool) -> Result<Record, LogError> {
+        Session::append(self, event, sync)
+    }
+}
+
+impl Asker for Session {
+    fn agent(&self) -> &str {
+        &self.id
+    }
+
+    fn policy(&self) -> ApprovalPolicy {
+        self.effective_policy()
     }
 }

@@ -4,6 +4,12 @@
 //! Every step is recorded before it is shown: the editor's stream is derived from the appended
 //! records, so what `session/load` replays is what was shown. A tool call is logged and synced
 //! before it runs; the turn's end is synced too.
+//!
+//! Knob switches held while the session was idle are written right after the prompt. Each tool
+//! call runs under the session's effective sandbox mode at the moment it starts, so a switch
+//! during the turn applies from the next call on; each model request states the effective
+//! approval policy. A tool listed in `approval.ask_before` asks through the approval seam before
+//! it runs, attached to its already announced call, and runs only if allowed once.
 
 use std::sync::Arc;
 
@@ -15,11 +21,12 @@ use agent_client_protocol::{Client, Error};
 
 use super::sessions::Session;
 use super::{AgentState, error, instructions, updates};
+use crate::approval::{self, Ask};
 use crate::cancel::Cancel;
-use crate::model::{ChatRequest, Delta, FinishReason, Message, Provider};
+use crate::model::{ChatRequest, Delta, FinishReason, Message, Provider, ToolCall};
 use crate::session::fold;
 use crate::session::{Event, LogError, LoggedToolCall, Record};
-use crate::tools::{self, CallContext};
+use crate::tools::{self, CallContext, ToolResult};
 
 /// Runs the prompt and returns the answer to `session/prompt`.
 pub async fn run(
@@ -46,6 +53,7 @@ pub async fn run(
         cancel,
     };
     let stop = turn.drive(&prompt_text(prompt)).await;
+    session.hold_switches();
     session.end_turn();
     let stop = stop.map_err(|e| error(-32603, format!("cannot write the session log: {e}")))?;
     Ok(PromptResponse::new(stop))
@@ -90,6 +98,7 @@ impl Turn<'_> {
             },
             false,
         )?;
+        self.session.flush_switches()?;
         self.record(Event::TurnStarted { turn: self.number }, true)?;
         let stop = self.steps().await?;
         // A cancel outranks whatever the turn was doing when it came.
@@ -120,12 +129,11 @@ impl Turn<'_> {
                 return Ok(StopReason::EndTurn);
             }
         };
-        let mode = self.state.options.default_mode;
         for step in 1..=self.state.options.max_steps {
             if self.cancel.is_cancelled() {
                 return Ok(StopReason::Cancelled);
             }
-            let Some(answer) = self.ask(&*provider, step, mode).await? else {
+            let Some(answer) = self.ask(&*provider, step).await? else {
                 return Ok(StopReason::Cancelled);
             };
             let Ok(answer) = answer else {
@@ -151,11 +159,16 @@ impl Turn<'_> {
                     kind: description.kind.as_str().to_owned(),
                     input: description.input,
                 })?;
-                let context = CallContext {
-                    mode,
-                    cancel: self.cancel.clone(),
+                let result = match self.approve(call).await {
+                    Some(refused) => refused,
+                    None => {
+                        let context = CallContext {
+                            mode: self.session.effective_mode(),
+                            cancel: self.cancel.clone(),
+                        };
+                        tools::run(&self.session.tools, call, context).await
+                    }
                 };
-                let result = tools::run(&self.session.tools, call, context).await;
                 self.show(Event::ToolResult {
                     turn: self.number,
                     call_id: call.id.clone(),
@@ -168,18 +181,47 @@ impl Turn<'_> {
         Ok(StopReason::MaxTurnRequests)
     }
 
+    /// Asks the user before a tool listed in `approval.ask_before` runs. `None` when the call
+    /// may run; otherwise the result it answers instead.
+    async fn approve(&self, call: &ToolCall) -> Option<ToolResult> {
+        if !self.state.options.ask_before.contains(&call.name) {
+            return None;
+        }
+        let ask = Ask {
+            tool: call.name.clone(),
+            call_id: Some(call.id.clone()),
+            reason: Some(format!(
+                "tool \"{}\" is listed in approval.ask_before",
+                call.name
+            )),
+        };
+        let outcome = self
+            .state
+            .approvals
+            .request(&**self.session, ask, &self.cancel)
+            .await;
+        let text = approval::tool_refusal(&call.name, outcome)?;
+        Some(ToolResult::failed(
+            text,
+            serde_json::json!({ "approval": outcome.as_str() }),
+        ))
+    }
+
     /// One model request. `None` when cancelled; `Some(Err)` when the model failed (recorded
     /// and shown).
     async fn ask(
         &self,
         provider: &dyn Provider,
         step: u64,
-        mode: confine_protocol::Mode,
     ) -> Result<Option<Result<crate::model::AssistantTurn, ()>>, LogError> {
-        let instructions = instructions::for_request(&self.session.cwd, mode);
+        let records = self.session.records();
+        let policy = approval::policy::effective(&records, self.session.defaults.policy);
+        // Told once, in this request only: the next one states the policy it names.
+        let notice = approval::policy::notice(&records, policy);
+        let instructions = instructions::for_request(&self.session.cwd, policy, notice.as_deref());
         let specs = tools::specs();
         let mut messages = vec![Message::system(instructions.clone())];
-        messages.extend(fold::history(&self.session.records()));
+        messages.extend(fold::history(&records));
         let request = ChatRequest {
             messages,
             tools: specs.clone(),

@@ -1,0 +1,185 @@
+//! A session's knobs as ACP session config options: `sandbox-mode` and `approval-policy`, two
+//! selects, in the `session/new` and `session/load` answers and set with
+//! `session/set_config_option`.
+//!
+//! A value is checked against the closed vocabulary of its knob, and an invalid request is
+//! answered `-32602` with one of these messages:
+//!
+//! - `config option <id> is a select; boolean values are not accepted`
+//! - `unknown sandbox-mode value "<v>"` / `unknown approval-policy value "<v>"`
+//! - `unknown config option "<id>"`
+
+use agent_client_protocol::v1::schema::{
+    SessionConfigOption, SessionConfigOptionCategory, SessionConfigOptionValue,
+    SessionConfigSelectOption,
+};
+use confine_protocol::Mode;
+
+use crate::approval::policy;
+use crate::config::{ApprovalPolicy, Vocabulary};
+
+/// The id of the sandbox mode option.
+pub const SANDBOX_MODE: &str = "sandbox-mode";
+/// The id of the approval policy option.
+pub const APPROVAL_POLICY: &str = "approval-policy";
+
+const SANDBOX_DESCRIPTION: &str = "The file sandbox mode bash commands in this session run under.";
+const APPROVAL_DESCRIPTION: &str =
+    "ask: permission prompts reach you; never: they are rejected automatically.";
+
+/// A switch of one knob, as the editor asked for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Switch {
+    Mode(Mode),
+    Policy(ApprovalPolicy),
+}
+
+/// Every option, with these current values: the complete list the protocol answers.
+pub fn options(mode: Mode, approval: ApprovalPolicy) -> Vec<SessionConfigOption> {
+    let modes: Vec<SessionConfigSelectOption> = Mode::WORDS
+        .iter()
+        .map(|(word, _)| SessionConfigSelectOption::new(*word, *word))
+        .collect();
+    let policies: Vec<SessionConfigSelectOption> = [ApprovalPolicy::Ask, ApprovalPolicy::Never]
+        .into_iter()
+        .map(|p| SessionConfigSelectOption::new(policy::word(p), policy::word(p)))
+        .collect();
+    vec![
+        SessionConfigOption::select(SANDBOX_MODE, "Sandbox", mode.word(), modes)
+            .description(SANDBOX_DESCRIPTION)
+            .category(SessionConfigOptionCategory::Mode),
+        SessionConfigOption::select(
+            APPROVAL_POLICY,
+            "Approvals",
+            policy::word(approval),
+            policies,
+        )
+        .description(APPROVAL_DESCRIPTION),
+    ]
+}
+
+/// The switch a `session/set_config_option` asks for, or the message of its `-32602` error.
+pub fn parse(config_id: &str, value: &SessionConfigOptionValue) -> Result<Switch, String> {
+    if config_id != SANDBOX_MODE && config_id != APPROVAL_POLICY {
+        return Err(format!("unknown config option \"{config_id}\""));
+    }
+    let SessionConfigOptionValue::ValueId { value } = value else {
+        return Err(format!(
+            "config option {config_id} is a select; boolean values are not accepted"
+        ));
+    };
+    let word: &str = &value.0;
+    let switch = if config_id == SANDBOX_MODE {
+        Mode::from_word(word).map(Switch::Mode)
+    } else {
+        [ApprovalPolicy::Ask, ApprovalPolicy::Never]
+            .into_iter()
+            .find(|p| policy::word(*p) == word)
+            .map(Switch::Policy)
+    };
+    switch.ok_or_else(|| format!("unknown {config_id} value \"{word}\""))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn both_options_are_selects_with_their_vocabularies_and_current_values() {
+        let wire =
+            serde_json::to_value(options(Mode::ReadOnly, ApprovalPolicy::Ask)).expect("json");
+        assert_eq!(
+            wire,
+            json!([
+                {
+                    "id": "sandbox-mode",
+                    "name": "Sandbox",
+                    "description": "The file sandbox mode bash commands in this session run under.",
+                    "category": "mode",
+                    "type": "select",
+                    "currentValue": "read-only",
+                    "options": [
+                        {"value": "read-only", "name": "read-only"},
+                        {"value": "workspace-write", "name": "workspace-write"},
+                        {"value": "danger-full-access", "name": "danger-full-access"},
+                    ],
+                },
+                {
+                    "id": "approval-policy",
+                    "name": "Approvals",
+                    "description": "ask: permission prompts reach you; never: they are rejected automatically.",
+                    "type": "select",
+                    "currentValue": "ask",
+                    "options": [
+                        {"value": "ask", "name": "ask"},
+                        {"value": "never", "name": "never"},
+                    ],
+                },
+            ])
+        );
+        let other = serde_json::to_value(options(Mode::DangerFullAccess, ApprovalPolicy::Never))
+            .expect("json");
+        assert_eq!(other[0]["currentValue"], "danger-full-access");
+        assert_eq!(other[1]["currentValue"], "never");
+    }
+
+    fn id(value: &str) -> SessionConfigOptionValue {
+        SessionConfigOptionValue::value_id(value.to_owned())
+    }
+
+    #[test]
+    fn valid_values_are_switches() {
+        assert_eq!(
+            parse("sandbox-mode", &id("workspace-write")),
+            Ok(Switch::Mode(Mode::WorkspaceWrite))
+        );
+        assert_eq!(
+            parse("sandbox-mode", &id("danger-full-access")),
+            Ok(Switch::Mode(Mode::DangerFullAccess))
+        );
+        assert_eq!(
+            parse("approval-policy", &id("never")),
+            Ok(Switch::Policy(ApprovalPolicy::Never))
+        );
+        assert_eq!(
+            parse("approval-policy", &id("ask")),
+            Ok(Switch::Policy(ApprovalPolicy::Ask))
+        );
+    }
+
+    #[test]
+    fn invalid_requests_get_the_specified_messages() {
+        assert_eq!(
+            parse("sandbox-mode", &SessionConfigOptionValue::boolean(true)),
+            Err("config option sandbox-mode is a select; boolean values are not accepted".into())
+        );
+        assert_eq!(
+            parse("approval-policy", &SessionConfigOptionValue::boolean(false)),
+            Err(
+                "config option approval-policy is a select; boolean values are not accepted".into()
+            )
+        );
+        assert_eq!(
+            parse("sandbox-mode", &id("yolo")),
+            Err("unknown sandbox-mode value \"yolo\"".into())
+        );
+        assert_eq!(
+            parse("approval-policy", &id("on-request")),
+            Err("unknown approval-policy value \"on-request\"".into())
+        );
+        assert_eq!(
+            parse("sandbox-mode", &id("Read-Only")),
+            Err("unknown sandbox-mode value \"Read-Only\"".into())
+        );
+        assert_eq!(
+            parse("reasoning-effort", &id("high")),
+            Err("unknown config option \"reasoning-effort\"".into())
+        );
+        assert_eq!(
+            parse("sandbox_mode", &SessionConfigOptionValue::boolean(true)),
+            Err("unknown config option \"sandbox_mode\"".into()),
+            "an unknown id is named before its value is looked at"
+        );
+    }
+}

@@ -1,0 +1,264 @@
+//! When a knob switch from the editor is written to the session log.
+//!
+//! While a turn is open a switch is appended at once, so the next tool call or model request of
+//! that turn uses it. While the session is idle it is held — the last switch per knob wins — and
+//! written when the next prompt opens a turn ([`Switches::flush`]), through each knob's own
+//! write path, which skips a value equal to the effective one: switches that cancel out anchor
+//! nothing. The editor is shown the held value meanwhile (`pending ?? fold ?? default`). A
+//! held switch lives in memory only: a crash before the flush forgets it, and the reloaded
+//! session shows what its log says.
+
+use std::sync::Mutex;
+
+use confine_protocol::Mode;
+
+use super::config_options::Switch;
+use crate::approval;
+use crate::config::ApprovalPolicy;
+use crate::sandbox;
+use crate::session::{LogError, SessionLog};
+
+/// The knobs' values when the log has no switch (the configuration's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Defaults {
+    pub mode: Mode,
+    pub policy: ApprovalPolicy,
+}
+
+/// One session's held switches, and whether a turn is open.
+#[derive(Debug, Default)]
+pub struct Switches(Mutex<Held>);
+
+#[derive(Debug, Default)]
+struct Held {
+    turn_open: bool,
+    mode: Option<Mode>,
+    policy: Option<ApprovalPolicy>,
+}
+
+/// The effective values: the log's last switches, else the defaults.
+pub fn effective(log: &dyn SessionLog, defaults: Defaults) -> (Mode, ApprovalPolicy) {
+    let records = log.records();
+    (
+        sandbox::effective(&records, defaults.mode),
+        approval::policy::effective(&records, defaults.policy),
+    )
+}
+
+impl Switches {
+    fn held(&self) -> Result<std::sync::MutexGuard<'_, Held>, LogError> {
+        self.0
+            .lock()
+            .map_err(|_| LogError::NotFound("(poisoned switch state)".into()))
+    }
+
+    /// What the editor is shown: each knob's held switch, else its effective value.
+    pub fn current(&self, log: &dyn SessionLog, defaults: Defaults) -> (Mode, ApprovalPolicy) {
+        let (held_mode, held_policy) = match self.held() {
+            Ok(held) => (held.mode, held.policy),
+            Err(_) => (None, None),
+        };
+        let (mode, policy) = effective(log, defaults);
+        (held_mode.unwrap_or(mode), held_policy.unwrap_or(policy))
+    }
+
+    /// Switches a knob: appended now while a turn is open, held otherwise. A switch to the value
+    /// the editor already sees changes nothing.
+    pub fn switch(
+        &self,
+        log: &dyn SessionLog,
+        defaults: Defaults,
+        switch: Switch,
+    ) -> Result<(), LogError> {
+        let mut held = self.held()?;
+        let (mode, policy) = effective(log, defaults);
+        let (mode, policy) = (held.mode.unwrap_or(mode), held.policy.unwrap_or(policy));
+        match switch {
+            Switch::Mode(m) if m == mode => Ok(()),
+            Switch::Policy(p) if p == policy => Ok(()),
+            Switch::Mode(m) if held.turn_open => sandbox::set(log, defaults.mode, m).map(drop),
+            Switch::Policy(p) if held.turn_open => {
+                approval::policy::set(log, defaults.policy, p).map(drop)
+            }
+            Switch::Mode(m) => {
+                held.mode = Some(m);
+                Ok(())
+            }
+            Switch::Policy(p) => {
+                held.policy = Some(p);
+                Ok(())
+            }
+        }
+    }
+
+    /// A turn opens: writes the held switches and lets later ones be written at once.
+    pub fn flush(&self, log: &dyn SessionLog, defaults: Defaults) -> Result<(), LogError> {
+        let mut held = self.held()?;
+        held.turn_open = true;
+        if let Some(mode) = held.mode.take() {
+            sandbox::set(log, defaults.mode, mode)?;
+        }
+        if let Some(policy) = held.policy.take() {
+            approval::policy::set(log, defaults.policy, policy)?;
+        }
+        Ok(())
+    }
+
+    /// The turn is over: switches are held again.
+    pub fn hold(&self) {
+        if let Ok(mut held) = self.held() {
+            held.turn_open = false;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::Event;
+    use crate::test_support::MemoryLog;
+
+    const DEFAULTS: Defaults = Defaults {
+        mode: Mode::ReadOnly,
+        policy: ApprovalPolicy::Ask,
+    };
+
+    fn knob_events(log: &MemoryLog) -> Vec<Event> {
+        log.events()
+            .into_iter()
+            .filter(|e| {
+                matches!(
+                    e,
+                    Event::SandboxModeSet { .. } | Event::ApprovalPolicySet { .. }
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn an_idle_switch_is_held_shown_and_written_at_the_next_turn() {
+        let (log, switches) = (MemoryLog::new(), Switches::default());
+        switches
+            .switch(&log, DEFAULTS, Switch::Mode(Mode::WorkspaceWrite))
+            .expect("switch");
+        assert!(knob_events(&log).is_empty(), "held, not written");
+        assert_eq!(
+            switches.current(&log, DEFAULTS),
+            (Mode::WorkspaceWrite, ApprovalPolicy::Ask),
+            "the editor sees the held value"
+        );
+        assert_eq!(effective(&log, DEFAULTS).0, Mode::ReadOnly, "tools do not");
+        switches.flush(&log, DEFAULTS).expect("flush");
+        assert_eq!(
+            knob_events(&log),
+            [Event::SandboxModeSet {
+                mode: Mode::WorkspaceWrite
+            }]
+        );
+        assert_eq!(effective(&log, DEFAULTS).0, Mode::WorkspaceWrite);
+    }
+
+    #[test]
+    fn the_last_idle_switch_per_knob_wins() {
+        let (log, switches) = (MemoryLog::new(), Switches::default());
+        for mode in [Mode::WorkspaceWrite, Mode::DangerFullAccess] {
+            switches
+                .switch(&log, DEFAULTS, Switch::Mode(mode))
+                .expect("switch");
+        }
+        switches
+            .switch(&log, DEFAULTS, Switch::Policy(ApprovalPolicy::Never))
+            .expect("switch");
+        switches.flush(&log, DEFAULTS).expect("flush");
+        assert_eq!(
+            knob_events(&log),
+            [
+                Event::SandboxModeSet {
+                    mode: Mode::DangerFullAccess
+                },
+                Event::ApprovalPolicySet {
+                    policy: ApprovalPolicy::Never
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn idle_switches_that_cancel_out_anchor_nothing() {
+        let (log, switches) = (MemoryLog::new(), Switches::default());
+        switches
+            .switch(&log, DEFAULTS, Switch::Mode(Mode::WorkspaceWrite))
+            .expect("switch");
+        switches
+            .switch(&log, DEFAULTS, Switch::Mode(Mode::ReadOnly))
+            .expect("switch");
+        switches
+            .switch(&log, DEFAULTS, Switch::Policy(ApprovalPolicy::Never))
+            .expect("switch");
+        switches
+            .switch(&log, DEFAULTS, Switch::Policy(ApprovalPolicy::Ask))
+            .expect("switch");
+        switches.flush(&log, DEFAULTS).expect("flush");
+        assert!(knob_events(&log).is_empty(), "{:?}", log.events());
+    }
+
+    #[test]
+    fn a_switch_while_a_turn_is_open_is_written_at_once_and_a_no_op_records_nothing() {
+        let (log, switches) = (MemoryLog::new(), Switches::default());
+        switches.flush(&log, DEFAULTS).expect("the turn opens");
+        switches
+            .switch(&log, DEFAULTS, Switch::Mode(Mode::ReadOnly))
+            .expect("no-op");
+        assert!(knob_events(&log).is_empty());
+        switches
+            .switch(&log, DEFAULTS, Switch::Policy(ApprovalPolicy::Never))
+            .expect("switch");
+        assert_eq!(
+            knob_events(&log),
+            [Event::ApprovalPolicySet {
+                policy: ApprovalPolicy::Never
+            }]
+        );
+        switches.hold();
+        switches
+            .switch(&log, DEFAULTS, Switch::Policy(ApprovalPolicy::Ask))
+            .expect("held");
+        assert_eq!(knob_events(&log).len(), 1, "idle again: held");
+    }
+
+    #[test]
+    fn a_held_switch_not_flushed_is_forgotten_with_the_process() {
+        let log = MemoryLog::new();
+        {
+            let before_crash = Switches::default();
+            before_crash
+                .switch(&log, DEFAULTS, Switch::Mode(Mode::DangerFullAccess))
+                .expect("held");
+        }
+        let after_restart = Switches::default();
+        assert_eq!(
+            after_restart.current(&log, DEFAULTS),
+            (Mode::ReadOnly, ApprovalPolicy::Ask)
+        );
+    }
+
+    #[test]
+    fn sessions_do_not_share_switches() {
+        let (a, b) = (MemoryLog::new(), MemoryLog::new());
+        let (sa, sb) = (Switches::default(), Switches::default());
+        sa.flush(&a, DEFAULTS).expect("a's turn opens");
+        sa.switch(&a, DEFAULTS, Switch::Mode(Mode::WorkspaceWrite))
+            .expect("switch");
+        sb.switch(&b, DEFAULTS, Switch::Policy(ApprovalPolicy::Never))
+            .expect("held in b");
+        assert_eq!(
+            sa.current(&a, DEFAULTS),
+            (Mode::WorkspaceWrite, ApprovalPolicy::Ask)
+        );
+        assert_eq!(
+            sb.current(&b, DEFAULTS),
+            (Mode::ReadOnly, ApprovalPolicy::Never)
+        );
+        assert!(knob_events(&b).is_empty());
+    }
+}
