@@ -1,6 +1,7 @@
 //! A scripted ACP client: drives the real `agentd acp` over stdio, line by line, answers the
 //! agent's requests as told, and keeps the whole transcript for snapshots.
 
+use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -12,11 +13,18 @@ use serde_json::{Value, json};
 use super::binary;
 
 /// How the client answers `session/request_permission`.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Permission {
+    /// Selects the option of kind `allow_once` (`cancelled` if none is offered).
     AllowOnce,
+    /// Selects the option of kind `reject_once` (`cancelled` if none is offered).
     Reject,
+    /// Answers `{"outcome": "cancelled"}`.
     Cancel,
+    /// Selects this option id, offered or not.
+    Option(String),
+    /// Does not answer: the test answers later with [`AcpClient::respond`], or never.
+    Ignore,
 }
 
 /// One running `agentd acp` and the client side of its connection.
@@ -27,7 +35,12 @@ pub struct AcpClient {
     next_id: u64,
     /// Every message, both directions, in order: `(">", msg)` sent, `("<", msg)` received.
     pub transcript: Vec<(&'static str, Value)>,
+    /// How permission requests are answered once `answers` is empty.
     pub permission: Permission,
+    /// Scripted answers to the next permission requests, first in first used.
+    pub answers: VecDeque<Permission>,
+    /// Every `session/request_permission` received, in order.
+    pub permission_requests: Vec<Value>,
 }
 
 /// A scratch area for one test: a workspace, a state dir, a config home.
@@ -51,6 +64,23 @@ impl Scratch {
 
     pub fn state(&self) -> PathBuf {
         self.root.join("state")
+    }
+
+    /// Writes `agentd.toml` where agentd finds it (`$XDG_CONFIG_HOME/agentd/`).
+    pub fn config(&self, text: &str) {
+        let dir = self.root.join("config").join("agentd");
+        std::fs::create_dir_all(&dir).expect("config dir");
+        std::fs::write(dir.join("agentd.toml"), text).expect("agentd.toml");
+    }
+
+    /// Every event of session `id`'s log, in order.
+    pub fn log(&self, id: &str) -> Vec<Value> {
+        let path = self.state().join(format!("{id}.jsonl"));
+        std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+            .lines()
+            .map(|line| serde_json::from_str(line).expect("a log line is JSON"))
+            .collect()
     }
 
     /// Writes a model script and returns its path.
@@ -107,6 +137,8 @@ impl AcpClient {
             next_id: 0,
             transcript: Vec::new(),
             permission: Permission::AllowOnce,
+            answers: VecDeque::new(),
+            permission_requests: Vec::new(),
         }
     }
 
@@ -147,18 +179,25 @@ impl AcpClient {
         let id = request["id"].clone();
         let result = match request["method"].as_str() {
             Some("session/request_permission") => {
-                let wanted = match self.permission {
-                    Permission::AllowOnce => Some("allow_once"),
-                    Permission::Reject => Some("reject_once"),
-                    Permission::Cancel => None,
-                };
-                let chosen = wanted.and_then(|kind| {
+                self.permission_requests.push(request.clone());
+                let how = self
+                    .answers
+                    .pop_front()
+                    .unwrap_or_else(|| self.permission.clone());
+                let by_kind = |kind: &str| {
                     request["params"]["options"]
                         .as_array()?
                         .iter()
                         .find(|o| o["kind"] == kind)
                         .map(|o| o["optionId"].clone())
-                });
+                };
+                let chosen = match how {
+                    Permission::AllowOnce => by_kind("allow_once"),
+                    Permission::Reject => by_kind("reject_once"),
+                    Permission::Cancel => None,
+                    Permission::Option(option) => Some(json!(option)),
+                    Permission::Ignore => return,
+                };
                 match chosen {
                     Some(option) => json!({"outcome": {"outcome": "selected", "optionId": option}}),
                     None => json!({"outcome": {"outcome": "cancelled"}}),
@@ -169,6 +208,11 @@ impl AcpClient {
                 return;
             }
         };
+        self.write(json!({"jsonrpc": "2.0", "id": id, "result": result}));
+    }
+
+    /// Answers a request of the agent (one left unanswered by [`Permission::Ignore`]).
+    pub fn respond(&mut self, id: &Value, result: Value) {
         self.write(json!({"jsonrpc": "2.0", "id": id, "result": result}));
     }
 
