@@ -304,7 +304,7 @@ pub enum ConfigError {
     },
     #[error(
         "the configuration file {}, line {line}: approval.policy = \"never\" never asks, so \
-         approval.ask_before would not be used; drop one of them",
+         every call of a tool in approval.ask_before would be rejected; drop one of them",
         path.display()
     )]
     NeverWithAskBefore { path: PathBuf, line: usize },
@@ -765,7 +765,8 @@ pub struct Effective {
     pub network: Setting<Network>,
     pub backend: Setting<BackendChoice>,
     pub approval_policy: Setting<ApprovalPolicy>,
-    /// Tools that ask the user before every call (unused under [`ApprovalPolicy::Never`]).
+    /// Tools that ask the user before every call (under [`ApprovalPolicy::Never`], whether set
+    /// by a session or here, such a call is rejected without asking).
     pub ask_before: Setting<Vec<String>>,
     pub helper: Setting<HelperChoice>,
     /// The ceiling file of an embedded helper.
