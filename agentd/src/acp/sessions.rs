@@ -23,7 +23,7 @@ use crate::approval::Asker;
 use crate::cancel::{self, Cancel, Canceller};
 use crate::config::ApprovalPolicy;
 use crate::session::{Event, EventLog, LogError, Record, SessionLog, log};
-use crate::tools::{ClientFs, ToolEnv};
+use crate::tools::{ClientFs, SpecOptions, ToolEnv};
 
 /// Every session loaded in this process, by id.
 #[derive(Debug, Default)]
@@ -152,7 +152,10 @@ impl Session {
             o.network,
             o.backend,
             client_fs,
-        );
+        )
+        // Every command goes through confine-helper, which confines: escalation is offered,
+        // and the turn gates it.
+        .with_spec_options(SpecOptions::confining());
         Session {
             id,
             cwd,

@@ -27,6 +27,7 @@ use crate::model::{ChatRequest, Delta, FinishReason, Message, Provider, ToolCall
 use crate::session::fold;
 use crate::session::{Event, LogError, LoggedToolCall, Record};
 use crate::tools::{self, CallContext, ToolResult};
+use confine_protocol::Mode;
 
 /// Runs the prompt and returns the answer to `session/prompt`.
 pub async fn run(
@@ -159,11 +160,11 @@ impl Turn<'_> {
                     kind: description.kind.as_str().to_owned(),
                     input: description.input,
                 })?;
-                let result = match self.approve(call).await {
-                    Some(refused) => refused,
-                    None => {
+                let result = match self.gate(call).await {
+                    Err(refused) => refused,
+                    Ok(mode) => {
                         let context = CallContext {
-                            mode: self.session.effective_mode(),
+                            mode,
                             cancel: self.cancel.clone(),
                         };
                         tools::run(&self.session.tools, call, context).await
@@ -179,6 +180,65 @@ impl Turn<'_> {
             }
         }
         Ok(StopReason::MaxTurnRequests)
+    }
+
+    /// Decides the mode a call runs under, asking the user when it must: an escalation (one
+    /// command under a wider mode) goes through the gate and the seam; any other call runs under
+    /// the session's effective mode, after `ask_before`. `Err` is the result it answers instead
+    /// of running.
+    async fn gate(&self, call: &ToolCall) -> Result<Mode, ToolResult> {
+        let effective = self.session.effective_mode();
+        let refused = |text: String, extra: serde_json::Value| {
+            let mut facts = serde_json::json!({ "mode": effective.as_str() });
+            if let (Some(facts), Some(extra)) = (facts.as_object_mut(), extra.as_object()) {
+                facts.extend(extra.clone());
+            }
+            ToolResult::failed(text, facts)
+        };
+        let escalation = match tools::requested_escalation(&self.session.tools, call) {
+            Err(text) => return Err(refused(text, serde_json::json!({ "invalid_call": true }))),
+            Ok(None) => {
+                return match self.approve(call).await {
+                    Some(refusal) => Err(refusal),
+                    None => Ok(effective),
+                };
+            }
+            Ok(Some(escalation)) => escalation,
+        };
+        let wanted = escalation.mode;
+        let context = tools::GateContext {
+            offered: self.session.tools.spec_options().escalation,
+            effective,
+            approval_service: true,
+            agent: true,
+        };
+        if let Err(text) = tools::escalation_gate(wanted, &context) {
+            return Err(refused(
+                text,
+                serde_json::json!({ "escalation": wanted.as_str() }),
+            ));
+        }
+        let ask = Ask {
+            tool: call.name.clone(),
+            call_id: Some(call.id.clone()),
+            reason: Some(format!(
+                "escalate sandbox to {}: {}",
+                wanted.as_str(),
+                escalation.justification
+            )),
+        };
+        let outcome = self
+            .state
+            .approvals
+            .request(&**self.session, ask, &self.cancel)
+            .await;
+        match approval::escalation_refusal(wanted, outcome) {
+            None => Ok(wanted),
+            Some(text) => Err(refused(
+                text,
+                serde_json::json!({ "escalation": wanted.as_str(), "approval": outcome.as_str() }),
+            )),
+        }
     }
 
     /// Asks the user before a tool listed in `approval.ask_before` runs. `None` when the call
@@ -219,7 +279,7 @@ impl Turn<'_> {
         // Told once, in this request only: the next one states the policy it names.
         let notice = approval::policy::notice(&records, policy);
         let instructions = instructions::for_request(&self.session.cwd, policy, notice.as_deref());
-        let specs = tools::specs();
+        let specs = tools::specs_with(self.session.tools.spec_options());
         let mut messages = vec![Message::system(instructions.clone())];
         messages.extend(fold::history(&records));
         let request = ChatRequest {

@@ -282,6 +282,22 @@ pub fn tool_refusal(tool: &str, outcome: Outcome) -> Option<String> {
     }
 }
 
+/// The text a refused escalation of one command to `mode` answers the model with; `None` when
+/// it was allowed.
+pub fn escalation_refusal(mode: confine_protocol::Mode, outcome: Outcome) -> Option<String> {
+    let m = mode.as_str();
+    match outcome {
+        Outcome::AllowedOnce => None,
+        Outcome::Rejected => Some(format!(
+            "the user rejected escalating this command to \"{m}\""
+        )),
+        Outcome::Cancelled => Some(format!("approval for escalating to \"{m}\" was cancelled")),
+        Outcome::Unavailable => Some(format!(
+            "sandbox escalation to \"{m}\" requires approval, but no approval channel is available"
+        )),
+    }
+}
+
 /// A fresh request id, shaped like a random UUID.
 pub fn fresh_id() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);

@@ -316,6 +316,40 @@ pub fn strictly_widens(requested: Mode, effective: Mode) -> Result<(), String> {
     }
 }
 
+/// What the escalation gate checks besides the request itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GateContext {
+    /// The tools offer escalation (the executor confines).
+    pub offered: bool,
+    /// The session's effective mode for this call.
+    pub effective: Mode,
+    /// An approval service is composed.
+    pub approval_service: bool,
+    /// The call has an agent (a session) to route the question through.
+    pub agent: bool,
+}
+
+/// The escalation gate, in the specified order, before anything runs or anyone is asked: offered,
+/// strictly widening, an approval service, an agent. `Err` is the text for the model.
+pub fn escalation_gate(requested: Mode, ctx: &GateContext) -> Result<(), String> {
+    if !ctx.offered {
+        return Err(ESCALATION_NOT_OFFERED.to_owned());
+    }
+    strictly_widens(requested, ctx.effective)?;
+    let m = requested.as_str();
+    if !ctx.approval_service {
+        return Err(format!(
+            "sandbox escalation to \"{m}\" requires approval, but no approval service is composed"
+        ));
+    }
+    if !ctx.agent {
+        return Err(format!(
+            "sandbox escalation to \"{m}\" requires approval, but the call has no agent to route it through"
+        ));
+    }
+    Ok(())
+}
+
 /// Runs one call. Never panics on what the model sent; see the module documentation.
 pub async fn run(env: &ToolEnv, call: &ToolCall, ctx: CallContext) -> ToolResult {
     let parsed = match args::parse(&call.name, &call.arguments, &env.options) {
@@ -743,6 +777,52 @@ mod escalation_tests {
             "sandbox escalation to \"workspace-write\" is not strictly wider than this call's current \"workspace-write\" mode"
         );
         assert!(strictly_widens(WorkspaceWrite, DangerFullAccess).is_err());
+    }
+
+    #[test]
+    fn the_gate_checks_in_order_and_each_failure_has_its_text() {
+        let open = GateContext {
+            offered: true,
+            effective: Mode::ReadOnly,
+            approval_service: true,
+            agent: true,
+        };
+        assert_eq!(escalation_gate(Mode::WorkspaceWrite, &open), Ok(()));
+        let closed = GateContext {
+            offered: false,
+            ..open
+        };
+        assert_eq!(
+            escalation_gate(Mode::WorkspaceWrite, &closed).unwrap_err(),
+            ESCALATION_NOT_OFFERED
+        );
+        let narrow = GateContext {
+            effective: Mode::WorkspaceWrite,
+            approval_service: false,
+            ..open
+        };
+        assert!(
+            escalation_gate(Mode::WorkspaceWrite, &narrow)
+                .unwrap_err()
+                .contains("is not strictly wider"),
+            "widening is checked before the approval service"
+        );
+        let no_service = GateContext {
+            approval_service: false,
+            ..open
+        };
+        assert_eq!(
+            escalation_gate(Mode::DangerFullAccess, &no_service).unwrap_err(),
+            "sandbox escalation to \"danger-full-access\" requires approval, but no approval service is composed"
+        );
+        let no_agent = GateContext {
+            agent: false,
+            ..open
+        };
+        assert_eq!(
+            escalation_gate(Mode::WorkspaceWrite, &no_agent).unwrap_err(),
+            "sandbox escalation to \"workspace-write\" requires approval, but the call has no agent to route it through"
+        );
     }
 
     #[test]
