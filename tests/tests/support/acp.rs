@@ -23,6 +23,9 @@ pub enum Permission {
     Cancel,
     /// Selects this option id, offered or not.
     Option(String),
+    /// Selects the option of this kind (`allow_once`, `reject_once`, …); when none is offered,
+    /// answers `cancelled` and notes the kind in [`AcpClient::unoffered`].
+    Kind(String),
     /// Does not answer: the test answers later with [`AcpClient::respond`], or never.
     Ignore,
 }
@@ -41,6 +44,8 @@ pub struct AcpClient {
     pub answers: VecDeque<Permission>,
     /// Every `session/request_permission` received, in order.
     pub permission_requests: Vec<Value>,
+    /// The kinds asked for by [`Permission::Kind`] that a request did not offer.
+    pub unoffered: Vec<String>,
 }
 
 /// A scratch area for one test: a workspace, a state dir, a config home.
@@ -50,7 +55,12 @@ pub struct Scratch {
 
 impl Scratch {
     pub fn new(tag: &str) -> Scratch {
-        let root = std::env::temp_dir().join(format!("agentd-acp-{tag}-{}", std::process::id()));
+        Scratch::new_in(&std::env::temp_dir(), tag)
+    }
+
+    /// A scratch area under `base` instead of the temporary directory.
+    pub fn new_in(base: &Path, tag: &str) -> Scratch {
+        let root = base.join(format!("agentd-acp-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
         for dir in ["ws", "state", "config", "home"] {
             std::fs::create_dir_all(root.join(dir)).expect("scratch dirs");
@@ -139,6 +149,7 @@ impl AcpClient {
             permission: Permission::AllowOnce,
             answers: VecDeque::new(),
             permission_requests: Vec::new(),
+            unoffered: Vec::new(),
         }
     }
 
@@ -196,6 +207,13 @@ impl AcpClient {
                     Permission::Reject => by_kind("reject_once"),
                     Permission::Cancel => None,
                     Permission::Option(option) => Some(json!(option)),
+                    Permission::Kind(kind) => {
+                        let chosen = by_kind(&kind);
+                        if chosen.is_none() {
+                            self.unoffered.push(kind);
+                        }
+                        chosen
+                    }
                     Permission::Ignore => return,
                 };
                 match chosen {
