@@ -112,6 +112,9 @@ macro_rules! scenarios {
 scenarios! {
     config_options: "config-options",
     mode_switching: "mode-switching",
+    escalation_approved: "escalation-approved",
+    escalation_rejected: "escalation-rejected",
+    cancel_during_permission: "cancel-during-permission",
 }
 
 fn scenarios_dir() -> PathBuf {
