@@ -114,6 +114,8 @@ scenarios! {
     mode_switching: "mode-switching",
     escalation_approved: "escalation-approved",
     escalation_rejected: "escalation-rejected",
+    missing_sandbox_runner: "missing-sandbox-runner",
+    partial_enforcement: "partial-enforcement",
     cancel_during_permission: "cancel-during-permission",
 }
 
