@@ -117,6 +117,8 @@ scenarios! {
     missing_sandbox_runner: "missing-sandbox-runner",
     partial_enforcement: "partial-enforcement",
     cancel_during_permission: "cancel-during-permission",
+    load_replay: "load-replay",
+    background_denial: "background-denial",
 }
 
 fn scenarios_dir() -> PathBuf {
