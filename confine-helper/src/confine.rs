@@ -525,6 +525,13 @@ fn protect_for_bwrap(
                             ),
                         );
                     }
+                    Ok(_) if share_mount_point(&cur) => {
+                        // A placeholder another running command made: this command uses it
+                        // the same way, and counts as one more user so it outlives both.
+                        cleanup.mount_points.push(cur.clone());
+                        push_unique(&mut binds.read_only, cur.clone());
+                        break;
+                    }
                     Ok(meta) => {
                         if last {
                             push_unique(&mut binds.read_only, cur.clone());
@@ -569,6 +576,18 @@ fn looks_like_file(name: &Path) -> bool {
         name.file_name().and_then(|n| n.to_str()),
         Some("config" | ".gitmodules")
     )
+}
+
+/// If `path` is a placeholder this helper created for a command still running, registers one
+/// more user of it and returns true.
+fn share_mount_point(path: &Path) -> bool {
+    MOUNT_POINTS.with(|m| match m.borrow_mut().get_mut(path) {
+        Some(users) => {
+            *users += 1;
+            true
+        }
+        None => false,
+    })
 }
 
 fn create_mount_point(path: &Path, as_file: bool) -> std::io::Result<()> {
@@ -637,6 +656,32 @@ mod tests {
             root.join(".git/hooks").is_dir(),
             "existing paths are never removed"
         );
+        let _ = std::fs::remove_dir_all(root);
+    }
+
+    #[test]
+    fn a_placeholder_in_use_by_one_command_is_shared_and_outlives_it() {
+        let root = scratch("shared");
+        let names: Vec<PathBuf> = PROTECTED.iter().map(PathBuf::from).collect();
+        let mut first = Cleanup::default();
+        protect_for_bwrap(std::slice::from_ref(&root), &names, &mut first).expect("first");
+        let mut second = Cleanup::default();
+        let binds =
+            protect_for_bwrap(std::slice::from_ref(&root), &names, &mut second).expect("second");
+        assert!(binds.read_only.contains(&root.join(".git")), "{binds:?}");
+        assert!(
+            binds.pinned.is_empty(),
+            "a placeholder is bound read-only, not pinned"
+        );
+        first.run();
+        assert!(
+            root.join(".git").is_dir(),
+            "the second command still uses it"
+        );
+        assert!(root.join(".gitmodules").is_file());
+        second.run();
+        assert!(!root.join(".git").exists());
+        assert!(!root.join(".gitmodules").exists());
         let _ = std::fs::remove_dir_all(root);
     }
 

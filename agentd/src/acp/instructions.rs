@@ -20,7 +20,8 @@ pub fn for_request(cwd: &Path, approval: ApprovalPolicy, notice: Option<&str>) -
          Use the tools to inspect and change files and to run commands.\n\
          Check the [exit code: N] marker on every bash result; investigate failures before \
          moving on. A line \"[sandbox: file access denied under <mode> mode]\" means the sandbox \
-         refused an access: do not retry the same thing, explain what is needed instead.\n\
+         refused an access: do not retry the command unchanged; when the result offers \
+         escalation, follow the bash tool's description, otherwise explain what is needed.\n\
          Keep answers short and say what you changed.\n\n{section}",
         cwd = cwd.display(),
         section = policy::section(approval),
