@@ -619,22 +619,34 @@ impl Play {
 
 /// Where scenarios get their scratch areas: outside the temporary directory, because
 /// workspace-write makes `/tmp` writable (bwrap: an empty tmpfs), so a write "outside the
-/// workspace" would not be outside the sandbox there.
+/// workspace" would not be outside the sandbox there. The target directory when it is not under
+/// `/tmp` (a checkout anywhere else), otherwise `/var/tmp`.
 fn scratch_base() -> PathBuf {
-    let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-    std::fs::create_dir_all(&base).expect("CARGO_TARGET_TMPDIR");
-    let base = std::fs::canonicalize(base).expect("CARGO_TARGET_TMPDIR");
-    for temp in [PathBuf::from("/tmp"), std::env::temp_dir()] {
-        let temp = std::fs::canonicalize(&temp).unwrap_or(temp);
-        assert!(
-            !base.starts_with(&temp),
-            "the target directory {} is under {}, which workspace-write makes writable: \
-             the scenarios need a target directory elsewhere",
-            base.display(),
-            temp.display()
-        );
+    let temps: Vec<PathBuf> = [PathBuf::from("/tmp"), std::env::temp_dir()]
+        .into_iter()
+        .map(|t| std::fs::canonicalize(&t).unwrap_or(t))
+        .collect();
+    let outside = |dir: &Path| !temps.iter().any(|t| dir.starts_with(t));
+    let uid = nix::unistd::geteuid().as_raw();
+    let candidates = [
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")),
+        PathBuf::from(format!("/var/tmp/agentd-scenarios-{uid}")),
+    ];
+    for base in candidates {
+        if std::fs::create_dir_all(&base).is_err() {
+            continue;
+        }
+        let Ok(base) = std::fs::canonicalize(&base) else {
+            continue;
+        };
+        if outside(&base) {
+            return base;
+        }
     }
-    base
+    panic!(
+        "no scratch directory outside {temps:?}: the scenarios need one, because workspace-write \
+         makes /tmp writable; create /var/tmp or check out the project elsewhere"
+    );
 }
 
 fn start_client(scratch: &Scratch, script: &Path, args: &[String]) -> AcpClient {
