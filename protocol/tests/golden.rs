@@ -291,7 +291,7 @@ fn spawn() -> Spawn {
             b"echo hi".to_vec(),
             vec![0xff, 0xfe, 0x00],
         ],
-        cwd: b"/work".to_vec(),
+        cwd: b"/ws".to_vec(),
         env: vec![
             EnvVar {
                 name: b"PATH".to_vec(),
@@ -304,10 +304,10 @@ fn spawn() -> Spawn {
         ],
         policy: Policy {
             mode: Mode::WorkspaceWrite,
-            workspace_root: Some(b"/work".to_vec()),
+            workspace_root: Some(b"/ws".to_vec()),
             writable_roots: vec![b"/tmp".to_vec()],
             network: Network::Deny,
-            protected: vec![b"/work/.git".to_vec()],
+            protected: vec![b"/ws/.git".to_vec()],
         },
         backend: BackendChoice::Auto,
         limits: Limits {
@@ -487,7 +487,7 @@ fn samples() -> Vec<(String, Message)> {
             Request::Spawn(s),
         );
     }
-    for (state, root) in [("none", None), ("some", Some(b"/work".to_vec()))] {
+    for (state, root) in [("none", None), ("some", Some(b"/ws".to_vec()))] {
         let mut s = spawn();
         s.policy.workspace_root = root;
         request(

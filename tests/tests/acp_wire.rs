@@ -110,29 +110,6 @@ fn processes_with(needle: &str) -> Vec<String> {
     found
 }
 
-/// Blocks until `name` is created in `dir` (inotify: an event, not a poll).
-fn wait_for_file(dir: &std::path::Path, name: &str, limit: Duration) {
-    use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
-    let inotify = Inotify::init(InitFlags::IN_CLOEXEC | InitFlags::IN_NONBLOCK).expect("inotify");
-    inotify
-        .add_watch(dir, AddWatchFlags::IN_CREATE)
-        .expect("watch");
-    let deadline = Instant::now() + limit;
-    while !dir.join(name).exists() {
-        let left = deadline.saturating_duration_since(Instant::now());
-        assert!(
-            !left.is_zero(),
-            "{name} never appeared in {}",
-            dir.display()
-        );
-        let fd = std::os::fd::AsFd::as_fd(&inotify);
-        let mut fds = [nix::poll::PollFd::new(fd, nix::poll::PollFlags::POLLIN)];
-        let ms = u16::try_from(left.as_millis()).unwrap_or(u16::MAX);
-        let _ = nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(ms));
-        let _ = inotify.read_events();
-    }
-}
-
 #[test]
 fn cancelling_a_prompt_ends_it_within_a_second_and_kills_the_command() {
     let scratch = Scratch::new("cancel");
@@ -144,7 +121,10 @@ fn cancelling_a_prompt_ends_it_within_a_second_and_kills_the_command() {
         "session/prompt",
         json!({"sessionId": session, "prompt": [{"type": "text", "text": "wait"}]}),
     );
-    wait_for_file(&scratch.ws(), "started", Duration::from_secs(30));
+    assert!(
+        support::wait_for_file(&scratch.ws(), "started", Duration::from_secs(30)),
+        "the command never started"
+    );
     assert!(
         !processes_with(&tag).is_empty(),
         "the command is running before the cancel"
@@ -217,7 +197,10 @@ fn a_killed_agent_restarts_and_session_load_replays_the_session_which_then_conti
             break;
         }
     }
-    wait_for_file(&scratch.ws(), "started", Duration::from_secs(30));
+    assert!(
+        support::wait_for_file(&scratch.ws(), "started", Duration::from_secs(30)),
+        "the command never started"
+    );
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(first.child.id() as i32),
         nix::sys::signal::Signal::SIGKILL,

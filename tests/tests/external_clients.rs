@@ -785,7 +785,7 @@ text = "Third write answered."
 text = "Waiting."
 [[turn.tool_calls]]
 name = "bash"
-arguments = { command = "exec sleep TAG" }
+arguments = { command = "touch sleeping && exec sleep TAG" }
 
 [[turn]]
 text = "Back after the reload."
@@ -907,7 +907,7 @@ fn check_sdk_events(events: &[Value], scratch: &Scratch, run: &Run) {
     assert!(
         call["rawInput"]["command"]
             .as_str()
-            .is_some_and(|c| c.starts_with("exec sleep ")),
+            .is_some_and(|c| c.contains("exec sleep ")),
         "{call}"
     );
     assert_eq!(end["status"], "failed", "{end}");
@@ -1241,7 +1241,7 @@ arguments = { command = "printf 'written by agentd\\n' > made-by-agent.txt" }
 text = "Waiting."
 [[turn.tool_calls]]
 name = "bash"
-arguments = { command = "exec sleep TAG" }
+arguments = { command = "touch sleeping && exec sleep TAG" }
 
 [[turn]]
 text = "Back after the reload."
@@ -1300,9 +1300,13 @@ fn acpx_persistent_session_is_cancelled_then_reloaded_by_a_fresh_agent() {
     prompt.until("the long command", |m| {
         m["params"]["update"]["rawInput"]["command"]
             .as_str()
-            .is_some_and(|c| c.starts_with("exec sleep "))
+            .is_some_and(|c| c.contains("exec sleep "))
     });
-    std::thread::sleep(Duration::from_secs(1));
+    // The command itself says it is running: then the cancel has something to stop.
+    assert!(
+        support::wait_for_file(&scratch.ws(), "sleeping", Duration::from_secs(30)),
+        "the long command never started"
+    );
     let cancel = run(&scratch, acpx(&["cancel"]), Leftovers::Keep);
     assert!(cancel.status.success(), "{cancel}");
     let said = cancel.json_lines();

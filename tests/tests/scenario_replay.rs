@@ -551,14 +551,16 @@ impl Play {
     /// Waits until `path` exists in the workspace (a command of the session made it).
     fn wait_for_file(&mut self, path: &str) {
         let target = self.scratch.ws().join(path);
-        let deadline = Instant::now() + LIMIT;
-        while !target.exists() {
-            if Instant::now() > deadline {
-                self.failures
-                    .push(format!("{path} did not appear within {LIMIT:?}"));
+        let (dir, name) = match (target.parent(), target.file_name()) {
+            (Some(dir), Some(name)) => (dir.to_owned(), name.to_string_lossy().into_owned()),
+            _ => {
+                self.failures.push(format!("{path} is not a file path"));
                 return;
             }
-            std::thread::sleep(Duration::from_millis(5));
+        };
+        if !support::wait_for_file(&dir, &name, LIMIT) {
+            self.failures
+                .push(format!("{path} did not appear within {LIMIT:?}"));
         }
     }
 

@@ -168,8 +168,8 @@ mod tests {
     fn sessions_are_listed_one_per_line_newest_last() {
         let scratch = Scratch::new("sessions-list");
         let dir = scratch.0.join("sessions");
-        let older = session(&dir, "/work/a", &["fix the build\nand more", "again"]);
-        let newer = session(&dir, "/work/b", &[]);
+        let older = session(&dir, "/srv/a", &["fix the build\nand more", "again"]);
+        let newer = session(&dir, "/srv/b", &[]);
         stamp(&dir, &older, 1_000);
         stamp(&dir, &newer, 2_000);
         // Appending to the older session (now, long after both stamps) makes it the most
@@ -185,12 +185,12 @@ mod tests {
         let last = &listing.lines[1];
         assert!(first.starts_with(&format!("{newer}  ")), "{first}");
         assert!(
-            first.ends_with("  0 turns  /work/b  (no prompt yet)"),
+            first.ends_with("  0 turns  /srv/b  (no prompt yet)"),
             "{first}"
         );
         assert!(last.starts_with(&format!("{older}  ")), "{last}");
         assert!(
-            last.ends_with("  3 turns  /work/a  fix the build"),
+            last.ends_with("  3 turns  /srv/a  fix the build"),
             "{last}"
         );
         // YYYY-MM-DD HH:MM after the id.
@@ -259,11 +259,11 @@ mod tests {
     fn show_prints_the_transcript() {
         let scratch = Scratch::new("sessions-show");
         let dir = scratch.0.join("sessions");
-        let id = session(&dir, "/work/p", &["hello there"]);
+        let id = session(&dir, "/srv/p", &["hello there"]);
         let (text, warnings) = show(&dir, &id).expect("shows");
         assert!(warnings.is_empty());
         assert!(
-            text.starts_with(&format!("session {id} in /work/p")),
+            text.starts_with(&format!("session {id} in /srv/p")),
             "{text}"
         );
         assert!(text.contains("[turn 1] user: hello there"), "{text}");

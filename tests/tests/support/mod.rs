@@ -58,3 +58,31 @@ pub fn wait_gone(pid: u32, limit: std::time::Duration) -> bool {
     let ready = nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(ms)).unwrap_or(0);
     ready > 0 || !alive(pid)
 }
+
+/// Blocks until `name` exists in `dir`, up to `limit`: an inotify event, not a poll. Returns
+/// whether it appeared.
+pub fn wait_for_file(dir: &std::path::Path, name: &str, limit: std::time::Duration) -> bool {
+    use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
+    let Ok(inotify) = Inotify::init(InitFlags::IN_CLOEXEC | InitFlags::IN_NONBLOCK) else {
+        return dir.join(name).exists();
+    };
+    if inotify
+        .add_watch(dir, AddWatchFlags::IN_CREATE | AddWatchFlags::IN_MOVED_TO)
+        .is_err()
+    {
+        return dir.join(name).exists();
+    }
+    let deadline = std::time::Instant::now() + limit;
+    while !dir.join(name).exists() {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return false;
+        }
+        let fd = std::os::fd::AsFd::as_fd(&inotify);
+        let mut fds = [nix::poll::PollFd::new(fd, nix::poll::PollFlags::POLLIN)];
+        let ms = u16::try_from(left.as_millis()).unwrap_or(u16::MAX);
+        let _ = nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(ms));
+        let _ = inotify.read_events();
+    }
+    true
+}
