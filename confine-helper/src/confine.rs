@@ -5,11 +5,13 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::OsStr;
+use std::fs::File;
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
 use confine_protocol::{Backend, BackendChoice, Enforcement, EnvVar, Mode, Network, Spawn, Stage};
+use nix::fcntl::{Flock, FlockArg};
 use nix::libc;
 
 use crate::ceiling::Ceiling;
@@ -68,39 +70,29 @@ pub struct Plan {
 #[derive(Debug, Default)]
 pub struct Cleanup {
     pub temp_dir: Option<PathBuf>,
+    /// Placeholders this command uses; removed by whichever user of one ends last.
     pub mount_points: Vec<PathBuf>,
+    /// A shared lock on each placeholder in use, held until the command ends: while any helper
+    /// holds one, no other helper removes that placeholder.
+    locks: Vec<Flock<File>>,
 }
 
-thread_local! {
-    /// Mount points the helper created on the host, with how many running commands use each.
-    static MOUNT_POINTS: RefCell<HashMap<PathBuf, usize>> = RefCell::new(HashMap::new());
-}
+/// Placeholders are created without write bits: that is how a later command — of this helper
+/// or of another one — tells a placeholder (empty, read-only, ours) from the user's own file.
+const PLACEHOLDER_DIR_MODE: u32 = 0o555;
+const PLACEHOLDER_FILE_MODE: u32 = 0o444;
 
 impl Cleanup {
-    /// Removes what the plan created: the temp dir, and mount points no command uses any more
-    /// that are still empty.
+    /// Removes what the plan created: the temp dir, and placeholders no command (of any helper)
+    /// uses any more.
     pub fn run(&mut self) {
+        self.locks.clear();
         if let Some(dir) = self.temp_dir.take() {
             let _ = std::fs::remove_dir_all(dir);
         }
         // Deepest first, so a directory is empty by the time it is tried.
         for point in self.mount_points.drain(..).rev() {
-            let last = MOUNT_POINTS.with(|m| {
-                let mut m = m.borrow_mut();
-                match m.get_mut(&point) {
-                    Some(n) if *n > 1 => {
-                        *n -= 1;
-                        false
-                    }
-                    _ => {
-                        m.remove(&point);
-                        true
-                    }
-                }
-            });
-            if last {
-                remove_if_empty(&point);
-            }
+            remove_unused_placeholder(&point);
         }
     }
 }
@@ -111,15 +103,60 @@ impl Drop for Cleanup {
     }
 }
 
-fn remove_if_empty(path: &Path) {
+/// Opens `path` without following a final symlink, for locking.
+fn open_no_follow(path: &Path) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+}
+
+/// Removes `path` if it is a placeholder nobody holds a lock on.
+fn remove_unused_placeholder(path: &Path) {
+    let Ok(file) = open_no_follow(path) else {
+        return;
+    };
+    let Ok(exclusive) = Flock::lock(file, FlockArg::LockExclusiveNonblock) else {
+        // Another command, maybe of another helper, still uses it; the last one removes it.
+        return;
+    };
+    if let Ok(meta) = std::fs::symlink_metadata(path) {
+        if is_placeholder(&meta, path) {
+            let _ = if meta.is_dir() {
+                std::fs::remove_dir(path)
+            } else {
+                std::fs::remove_file(path)
+            };
+        }
+    }
+    drop(exclusive);
+}
+
+/// Empty, without write bits, and owned by this user: a placeholder some command made.
+fn is_placeholder(meta: &std::fs::Metadata, path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let ours = meta.uid() == nix::unistd::geteuid().as_raw();
+    let read_only = meta.mode() & 0o222 == 0;
+    let empty = if meta.is_dir() {
+        std::fs::read_dir(path).is_ok_and(|mut entries| entries.next().is_none())
+    } else {
+        meta.is_file() && meta.len() == 0
+    };
+    ours && read_only && empty
+}
+
+/// A shared lock on the placeholder at `path`, checked to still be the same file once held.
+/// `NotFound` when it was removed meanwhile: the caller makes a new one.
+fn lock_placeholder(path: &Path) -> std::io::Result<Flock<File>> {
+    use std::os::unix::fs::MetadataExt;
+    let file = open_no_follow(path)?;
+    let shared =
+        Flock::lock(file, FlockArg::LockShared).map_err(|(_, e)| std::io::Error::from(e))?;
+    let held = shared.metadata()?;
     match std::fs::symlink_metadata(path) {
-        Ok(meta) if meta.is_dir() => {
-            let _ = std::fs::remove_dir(path);
-        }
-        Ok(meta) if meta.is_file() && meta.len() == 0 => {
-            let _ = std::fs::remove_file(path);
-        }
-        _ => {}
+        Ok(now) if now.dev() == held.dev() && now.ino() == held.ino() => Ok(shared),
+        _ => Err(std::io::ErrorKind::NotFound.into()),
     }
 }
 
@@ -514,8 +551,8 @@ fn protect_for_bwrap(
                     break;
                 }
                 let last = i + 1 == parts.len();
-                match std::fs::symlink_metadata(&cur) {
-                    Ok(meta) if meta.file_type().is_symlink() => {
+                match inspect(&cur, last && looks_like_file(name), cleanup) {
+                    Ok(Found::Symlink) => {
                         return fail(
                             Stage::Prepare,
                             format!(
@@ -525,43 +562,70 @@ fn protect_for_bwrap(
                             ),
                         );
                     }
-                    Ok(_) if share_mount_point(&cur) => {
-                        // A placeholder another running command made: this command uses it
-                        // the same way, and counts as one more user so it outlives both.
-                        cleanup.mount_points.push(cur.clone());
+                    Ok(Found::Placeholder) => {
                         push_unique(&mut binds.read_only, cur.clone());
                         break;
                     }
-                    Ok(meta) => {
-                        if last {
-                            push_unique(&mut binds.read_only, cur.clone());
-                        } else if meta.is_dir() {
-                            push_unique(&mut binds.pinned, cur.clone());
-                            continue;
-                        } else {
-                            // A file where a directory would be (a `.git` file of a worktree):
-                            // nothing can be created beneath it; keep it as it is.
-                            push_unique(&mut binds.read_only, cur.clone());
-                        }
-                        break;
+                    Ok(Found::Dir) if !last => {
+                        push_unique(&mut binds.pinned, cur.clone());
                     }
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                        let as_file = last && looks_like_file(name);
-                        create_mount_point(&cur, as_file).or_else(|e| {
-                            fail(Stage::Prepare, format!("creating {}: {e}", cur.display()))
-                        })?;
-                        cleanup.mount_points.push(cur.clone());
+                    Ok(Found::Dir | Found::File) => {
+                        // The protected path itself, or a file where a directory would be (a
+                        // `.git` file of a worktree): nothing can be created beneath it.
                         push_unique(&mut binds.read_only, cur.clone());
                         break;
                     }
                     Err(e) => {
-                        return fail(Stage::Prepare, format!("inspecting {}: {e}", cur.display()));
+                        return fail(Stage::Prepare, format!("preparing {}: {e}", cur.display()));
                     }
                 }
             }
         }
     }
     Ok(binds)
+}
+
+/// What stands at a protected path component.
+enum Found {
+    Symlink,
+    /// A placeholder, made now or by another running command, locked for this one.
+    Placeholder,
+    Dir,
+    File,
+}
+
+/// Looks at `path`, making a placeholder there (a file if `as_file`) when nothing is; a
+/// placeholder found or made is locked and recorded in `cleanup`. Retries when another helper
+/// removes or makes one at the same moment.
+fn inspect(path: &Path, as_file: bool, cleanup: &mut Cleanup) -> std::io::Result<Found> {
+    for _ in 0..4 {
+        match std::fs::symlink_metadata(path) {
+            Ok(meta) if meta.file_type().is_symlink() => return Ok(Found::Symlink),
+            Ok(meta) if is_placeholder(&meta, path) => {}
+            Ok(meta) if meta.is_dir() => return Ok(Found::Dir),
+            Ok(_) => return Ok(Found::File),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                match create_placeholder(path, as_file) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                    Err(e) => return Err(e),
+                }
+            }
+            Err(e) => return Err(e),
+        }
+        match lock_placeholder(path) {
+            Ok(lock) => {
+                cleanup.locks.push(lock);
+                cleanup.mount_points.push(path.to_owned());
+                return Ok(Found::Placeholder);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(std::io::Error::other(
+        "it kept appearing and disappearing while other commands started",
+    ))
 }
 
 fn push_unique(list: &mut Vec<PathBuf>, path: PathBuf) {
@@ -578,36 +642,20 @@ fn looks_like_file(name: &Path) -> bool {
     )
 }
 
-/// If `path` is a placeholder this helper created for a command still running, registers one
-/// more user of it and returns true.
-fn share_mount_point(path: &Path) -> bool {
-    MOUNT_POINTS.with(|m| match m.borrow_mut().get_mut(path) {
-        Some(users) => {
-            *users += 1;
-            true
-        }
-        None => false,
-    })
-}
-
-fn create_mount_point(path: &Path, as_file: bool) -> std::io::Result<()> {
-    let created = if as_file {
+fn create_placeholder(path: &Path, as_file: bool) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    if as_file {
         std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
+            .mode(PLACEHOLDER_FILE_MODE)
             .open(path)
             .map(drop)
     } else {
-        std::fs::create_dir(path)
-    };
-    match created {
-        Ok(()) => {}
-        // Another command made it a moment ago: share it.
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(e),
+        std::fs::DirBuilder::new()
+            .mode(PLACEHOLDER_DIR_MODE)
+            .create(path)
     }
-    MOUNT_POINTS.with(|m| *m.borrow_mut().entry(path.to_owned()).or_insert(0) += 1);
-    Ok(())
 }
 
 #[cfg(test)]
