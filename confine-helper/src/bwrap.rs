@@ -15,9 +15,24 @@ use crate::confine::ProtectBinds;
 /// decide what the sandbox is.
 pub const SEARCH: [&str; 3] = ["/usr/bin/bwrap", "/bin/bwrap", "/usr/local/bin/bwrap"];
 
-/// The first installed bwrap, if any.
+/// The first installed bwrap that only root can change (owned by root, no group or other
+/// write bit, in a directory with the same properties), if any: a bwrap someone else could
+/// replace would decide what the sandbox is.
 pub fn find() -> Option<PathBuf> {
-    SEARCH.iter().map(PathBuf::from).find(|p| p.is_file())
+    SEARCH
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| root_controlled(p))
+}
+
+fn root_controlled(path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(real) = std::fs::canonicalize(path) else {
+        return false;
+    };
+    let locked =
+        |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.uid() == 0 && m.mode() & 0o022 == 0);
+    real.is_file() && locked(&real) && real.parent().is_some_and(locked)
 }
 
 /// What varies between bwrap invocations.
@@ -32,6 +47,8 @@ pub struct Args<'a> {
     /// The descriptor number, in the command, that holds the seccomp program.
     pub seccomp_fd: i32,
     pub cwd: &'a [u8],
+    /// The command's environment, set inside the sandbox; bwrap's own is empty.
+    pub env: &'a [confine_protocol::EnvVar],
     pub argv: &'a [Vec<u8>],
 }
 
@@ -80,6 +97,10 @@ pub fn argv(bwrap: &Path, a: &Args<'_>) -> Vec<Vec<u8>> {
     }
     out.extend([b"--chdir".to_vec(), a.cwd.to_vec()]);
     out.extend([b"--seccomp".to_vec(), a.seccomp_fd.to_string().into_bytes()]);
+    out.push(b"--clearenv".to_vec());
+    for var in a.env {
+        out.extend([b"--setenv".to_vec(), var.name.clone(), var.value.clone()]);
+    }
     out.push(b"--".to_vec());
     out.extend(a.argv.iter().cloned());
     out
@@ -109,6 +130,10 @@ mod tests {
                 masked: &[],
                 seccomp_fd: 3,
                 cwd: b"/work",
+                env: &[confine_protocol::EnvVar {
+                    name: b"PATH".to_vec(),
+                    value: b"/usr/bin:/bin".to_vec(),
+                }],
                 argv: &[b"--bind".to_vec(), b"-c".to_vec()],
             },
         );
@@ -116,7 +141,8 @@ mod tests {
             text(&argv),
             "/usr/bin/bwrap --new-session --die-with-parent --unshare-user --unshare-pid \
              --unshare-ipc --unshare-uts --unshare-cgroup-try --unshare-net --cap-drop ALL \
-             --ro-bind / / --dev /dev --proc /proc --chdir /work --seccomp 3 -- --bind -c"
+             --ro-bind / / --dev /dev --proc /proc --chdir /work --seccomp 3 --clearenv \
+             --setenv PATH /usr/bin:/bin -- --bind -c"
         );
     }
 
@@ -136,6 +162,7 @@ mod tests {
                 masked: &[PathBuf::from("/run/confine")],
                 seccomp_fd: 3,
                 cwd: b"/w",
+                env: &[],
                 argv: &[b"true".to_vec()],
             },
         );

@@ -168,12 +168,16 @@ impl Context {
         masked: Vec<PathBuf>,
     ) -> Context {
         let uid = nix::unistd::geteuid().as_raw();
+        let bwrap = bwrap::find();
+        let mut own_paths = own_paths;
+        // The binary that builds the sandbox must never end up writable by a command.
+        own_paths.extend(bwrap.iter().filter_map(|p| std::fs::canonicalize(p).ok()));
         Context {
             ceiling,
             homes,
             own_paths,
             masked,
-            bwrap: bwrap::find(),
+            bwrap,
             landlock_abi: landlock::kernel_abi(),
             drop_caps: crate::sys::holds_capabilities(),
             temp_base: PathBuf::from(format!("/tmp/confine-helper-{uid}")),
@@ -417,6 +421,7 @@ fn plan_backend(
             let mut cleanup = Cleanup::default();
             let binds = protect_for_bwrap(roots, &protected, &mut cleanup)?;
             let tmpdir = (spawn.policy.mode == Mode::WorkspaceWrite).then(|| PathBuf::from("/tmp"));
+            let command_env = environment(spawn, ctx, tmpdir.as_deref());
             let args = bwrap::Args {
                 network_allowed,
                 tmpfs_tmp: tmpdir.is_some(),
@@ -425,13 +430,17 @@ fn plan_backend(
                 masked: &ctx.masked,
                 seccomp_fd: crate::sys::COMMAND_SECCOMP_FD,
                 cwd: &spawn.cwd,
+                env: &command_env,
                 argv: &spawn.argv,
             };
             Ok(Plan {
                 backend,
                 enforcement: Some(Enforcement::Full),
                 argv: bwrap::argv(bwrap_path, &args),
-                env: environment(spawn, ctx, tmpdir.as_deref()),
+                // bwrap itself runs on the host, before any confinement: it gets no variable
+                // from the request (LD_PRELOAD would run code there); the command's environment
+                // travels as --setenv arguments instead.
+                env: Vec::new(),
                 confinement: Confinement::Bwrap {
                     seccomp: seccomp_fd,
                 },

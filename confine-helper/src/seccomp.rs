@@ -56,6 +56,9 @@ mod arch {
 }
 
 const TIOCSTI: u64 = 0x5412;
+const FS_IOC_SETFLAGS: u64 = 0x4008_6602;
+const FS_IOC_SETFLAGS_32: u64 = 0x4004_6602;
+const FS_IOC_FSSETXATTR: u64 = 0x401C_5820;
 const TIOCLINUX: u64 = 0x541C;
 
 /// Builds the filter for `variant`. Errors only if the rule table itself is inconsistent,
@@ -144,6 +147,16 @@ pub fn build(variant: Variant) -> Result<BpfProgram, String> {
     } else {
         rules.insert(libc::SYS_socket, vec![]);
     }
+    // Resource limits and scheduling of other processes (the shim, the helper, agentd): a
+    // command may only change its own (pid 0).
+    rules.insert(
+        libc::SYS_prlimit64,
+        vec![rule(vec![
+            cond(0, SeccompCmpOp::Ne, 0)?,
+            SeccompCondition::new(2, SeccompCmpArgLen::Qword, SeccompCmpOp::Ne, 0)
+                .map_err(|e| e.to_string())?,
+        ])?],
+    );
     rules.insert(
         libc::SYS_socketpair,
         vec![rule(vec![cond(
@@ -155,6 +168,12 @@ pub fn build(variant: Variant) -> Result<BpfProgram, String> {
     if variant.read_only {
         for nr in metadata_syscalls() {
             rules.insert(nr, vec![]);
+        }
+        // Inode flags (chattr) and extended file attributes by ioctl: metadata too.
+        if let Some(ioctls) = rules.get_mut(&libc::SYS_ioctl) {
+            for cmd in [FS_IOC_SETFLAGS, FS_IOC_SETFLAGS_32, FS_IOC_FSSETXATTR] {
+                ioctls.push(rule(vec![cond(1, SeccompCmpOp::Eq, cmd)?])?);
+            }
         }
     }
     let filter = SeccompFilter::new(
@@ -187,8 +206,9 @@ fn metadata_syscalls() -> Vec<i64> {
         libc::SYS_fremovexattr,
         libc::SYS_fchmodat2,
     ];
-    // Newer generic numbers (identical on x86-64 and aarch64): setxattrat, removexattrat.
-    list.extend([463, 466]);
+    // Newer generic numbers (identical on x86-64 and aarch64): setxattrat, removexattrat,
+    // file_setattr.
+    list.extend([463, 466, 469]);
     #[cfg(target_arch = "x86_64")]
     list.extend([
         libc::SYS_chmod,

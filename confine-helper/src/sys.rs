@@ -273,7 +273,13 @@ fn shim_main(p: &Prepared) -> ! {
                 fail(status_fd, Stage::Stdio);
             }
         }
-        if libc::close_range((FD_CONFINE + 1) as u32, u32::MAX, 0) == -1 {
+        // Without a confinement descriptor, FD_CONFINE itself holds nothing of ours.
+        let first_free = if confine_fd.is_some() {
+            FD_CONFINE + 1
+        } else {
+            FD_CONFINE
+        };
+        if libc::close_range(first_free as u32, u32::MAX, 0) == -1 {
             fail(status_fd, Stage::CloseFds);
         }
 
