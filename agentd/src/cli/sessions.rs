@@ -189,10 +189,7 @@ mod tests {
             "{first}"
         );
         assert!(last.starts_with(&format!("{older}  ")), "{last}");
-        assert!(
-            last.ends_with("  3 turns  /srv/a  fix the build"),
-            "{last}"
-        );
+        assert!(last.ends_with("  3 turns  /srv/a  fix the build"), "{last}");
         // YYYY-MM-DD HH:MM after the id.
         let date = &last[older.len() + 2..older.len() + 18];
         let shape: String = date
