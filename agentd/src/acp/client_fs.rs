@@ -11,22 +11,16 @@ use agent_client_protocol::v1::schema::{ReadTextFileRequest, WriteTextFileReques
 
 use crate::tools::ClientFs;
 
-/// File access through the ACP client of one session.
+/// File access through the ACP client of one session; only made when the client offers both
+/// reads and writes.
 pub struct EditorFs {
     cx: ConnectionTo<Client>,
     session_id: String,
-    read: bool,
-    write: bool,
 }
 
 impl EditorFs {
-    pub fn new(cx: ConnectionTo<Client>, session_id: String, read: bool, write: bool) -> EditorFs {
-        EditorFs {
-            cx,
-            session_id,
-            read,
-            write,
-        }
+    pub fn new(cx: ConnectionTo<Client>, session_id: String) -> EditorFs {
+        EditorFs { cx, session_id }
     }
 }
 
@@ -35,9 +29,6 @@ type Boxed<'a, T> = Pin<Box<dyn Future<Output = Result<T, String>> + Send + 'a>>
 impl ClientFs for EditorFs {
     fn read_text<'a>(&'a self, path: &'a Path) -> Boxed<'a, String> {
         Box::pin(async move {
-            if !self.read {
-                return Err("the editor does not offer file reads".into());
-            }
             let request = ReadTextFileRequest::new(self.session_id.clone(), path.to_owned());
             self.cx
                 .send_request(request)
@@ -50,9 +41,6 @@ impl ClientFs for EditorFs {
 
     fn write_text<'a>(&'a self, path: &'a Path, content: &'a str) -> Boxed<'a, ()> {
         Box::pin(async move {
-            if !self.write {
-                return Err("the editor does not offer file writes".into());
-            }
             let request = WriteTextFileRequest::new(
                 self.session_id.clone(),
                 path.to_owned(),

@@ -142,8 +142,8 @@ impl Session {
         let (read, write) = state.client_fs.get().copied().unwrap_or((false, false));
         // The editor's file access only when it offers both directions: a tool that reads through
         // the editor must write through it too, or an unsaved buffer and the disk disagree.
-        let client_fs: Option<Arc<dyn ClientFs>> = (read && write)
-            .then(|| Arc::new(EditorFs::new(cx, id.clone(), read, write)) as Arc<dyn ClientFs>);
+        let client_fs: Option<Arc<dyn ClientFs>> =
+            (read && write).then(|| Arc::new(EditorFs::new(cx, id.clone())) as Arc<dyn ClientFs>);
         let o = &state.options;
         let tools = ToolEnv::new(
             o.helper.clone(),
