@@ -1026,7 +1026,50 @@ impl Effective {
     pub fn helper_client(&self) -> Result<HelperClient, HelperSetupError> {
         let endpoint = self.helper_endpoint()?;
         let ceiling = self.helper_ceiling.value.clone();
-        Ok(HelperClient::with_ceiling(endpoint, ceiling)?)
+        Ok(HelperClient::configured(
+            endpoint,
+            ceiling,
+            self.own_paths(&process_env),
+        )?)
+    }
+
+    /// agentd's own files, which no command may ever write: a command that could would run
+    /// code at agentd's next start (`helper.path`, `[model]`) or rewrite the session logs that
+    /// modes and approvals are replayed from. The configuration directory (the default one too,
+    /// which a later agentd without `--config` reads), the configuration file in use, the state
+    /// directories (the configured one and the default), and agentd's own binary. They need not
+    /// exist: a root containing where one would be is refused all the same.
+    pub fn own_paths(&self, env: Env<'_>) -> Vec<PathBuf> {
+        let mut own: Vec<PathBuf> = Vec::new();
+        let default_file = config_path(None, env("XDG_CONFIG_HOME"), env("HOME"));
+        own.extend(
+            default_file
+                .as_deref()
+                .and_then(Path::parent)
+                .map(Path::to_owned),
+        );
+        own.extend(self.file.clone());
+        let default_state = default_state_dir(env("XDG_STATE_HOME"), env("HOME"));
+        own.extend(
+            default_state
+                .as_deref()
+                .and_then(Path::parent)
+                .map(Path::to_owned),
+        );
+        own.extend(self.state_dir.value.clone());
+        own.extend(
+            std::env::current_exe()
+                .ok()
+                .map(|exe| exe.canonicalize().unwrap_or(exe)),
+        );
+        let mut unique = Vec::new();
+        for path in own {
+            let path = std::path::absolute(&path).unwrap_or(path);
+            if !unique.contains(&path) {
+                unique.push(path);
+            }
+        }
+        unique
     }
 
     /// What `agentd config show` prints: every effective value and where it came from, one per

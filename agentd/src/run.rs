@@ -119,6 +119,8 @@ pub enum RunError {
     },
     #[error("the workspace {} is not a directory; pass a directory with --workspace", path.display())]
     WorkspaceNotDirectory { path: PathBuf },
+    #[error("{}", crate::helper_client::own_file_refusal(workspace, own))]
+    OwnFile { workspace: PathBuf, own: PathBuf },
     #[error("--timeout {0} is too large")]
     TimeoutTooLarge(u64),
     #[error("cannot create a pipe for the command's output: {0}")]
@@ -357,6 +359,14 @@ where
     E: AsyncWrite + Unpin,
 {
     let spec = prepare(&args)?;
+    if let (Mode::WorkspaceWrite, Some(workspace)) = (args.mode, &spec.policy.workspace_root) {
+        let workspace = PathBuf::from(<OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(
+            workspace,
+        ));
+        if let Some(own) = client.own_file_within(&workspace) {
+            return Err(RunError::OwnFile { workspace, own });
+        }
+    }
     let (out_read, out_write) = output_pipe().map_err(RunError::Pipe)?;
     let (err_read, err_write) = output_pipe().map_err(RunError::Pipe)?;
     let spec = SpawnSpec {

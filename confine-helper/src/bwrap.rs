@@ -1,15 +1,16 @@
 //! The bubblewrap backend: the exact bwrap argument vector for one command.
 //!
 //! The order of mounts is the security property: `/` read-only first, fresh `/dev` and `/proc`,
-//! a fresh `/tmp` (workspace-write), the writable roots, then the protected subpaths, then the
-//! masks — later mounts win, so nothing writable can shadow a protected path. Every string from
-//! the request goes after `--` or as the value of an option, never where bwrap would parse it as
-//! an option.
+//! a fresh `/tmp` (workspace-write), the writable roots, the pinned directories, then the
+//! protected paths, then the masks — later mounts win, so nothing writable can shadow a
+//! protected path. Every mount of a host path is made from a descriptor the helper opened and
+//! checked (`--bind-fd`, `--ro-bind-fd`), never from a name bwrap would resolve again; bwrap
+//! also checks that what it mounted at each destination is that descriptor's file. Every string
+//! from the request goes after `--` or as the value of an option, never where bwrap would parse
+//! it as an option.
 
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-
-use crate::confine::ProtectBinds;
 
 /// Where bwrap is looked for. Only system locations: a bwrap the user could replace would
 /// decide what the sandbox is.
@@ -35,14 +36,21 @@ fn root_controlled(path: &Path) -> bool {
     real.is_file() && locked(&real) && real.parent().is_some_and(locked)
 }
 
+/// A descriptor number (as the command sees it) and the path it is bound on.
+pub type FdBind = (i32, PathBuf);
+
 /// What varies between bwrap invocations.
 #[derive(Debug)]
 pub struct Args<'a> {
     pub network_allowed: bool,
     /// A fresh tmpfs on /tmp (workspace-write).
     pub tmpfs_tmp: bool,
-    pub writable: &'a [PathBuf],
-    pub binds: &'a ProtectBinds,
+    /// The descriptor of `/`, bound read-only.
+    pub root_fd: i32,
+    pub writable: &'a [FdBind],
+    /// Directories on the way to protected paths, bound read-write onto themselves.
+    pub pinned: &'a [FdBind],
+    pub read_only: &'a [FdBind],
     pub masked: &'a [PathBuf],
     /// The descriptor number, in the command, that holds the seccomp program.
     pub seccomp_fd: i32,
@@ -68,29 +76,25 @@ pub fn argv(bwrap: &Path, a: &Args<'_>) -> Vec<Vec<u8>> {
     if !a.network_allowed {
         flags.push("--unshare-net");
     }
-    flags.extend([
-        "--cap-drop",
-        "ALL",
-        "--ro-bind",
-        "/",
-        "/",
-        "--dev",
-        "/dev",
-        "--proc",
-        "/proc",
-    ]);
+    flags.extend(["--cap-drop", "ALL"]);
     out.extend(flags.iter().map(|f| f.as_bytes().to_vec()));
+    let fd_bind = |out: &mut Vec<Vec<u8>>, flag: &str, (fd, dest): (i32, &Path)| {
+        out.extend([
+            flag.as_bytes().to_vec(),
+            fd.to_string().into_bytes(),
+            path(dest),
+        ]);
+    };
+    fd_bind(&mut out, "--ro-bind-fd", (a.root_fd, Path::new("/")));
+    out.extend(["--dev", "/dev", "--proc", "/proc"].map(|f| f.as_bytes().to_vec()));
     if a.tmpfs_tmp {
         out.extend([b"--tmpfs".to_vec(), b"/tmp".to_vec()]);
     }
-    for root in a.writable {
-        out.extend([b"--bind".to_vec(), path(root), path(root)]);
+    for (fd, dest) in a.writable.iter().chain(a.pinned) {
+        fd_bind(&mut out, "--bind-fd", (*fd, dest));
     }
-    for dir in &a.binds.pinned {
-        out.extend([b"--bind".to_vec(), path(dir), path(dir)]);
-    }
-    for p in &a.binds.read_only {
-        out.extend([b"--ro-bind".to_vec(), path(p), path(p)]);
+    for (fd, dest) in a.read_only {
+        fd_bind(&mut out, "--ro-bind-fd", (*fd, dest));
     }
     for m in a.masked {
         out.extend([b"--tmpfs".to_vec(), path(m)]);
@@ -119,14 +123,15 @@ mod tests {
 
     #[test]
     fn read_only_with_network_denied_has_the_exact_argv() {
-        let binds = ProtectBinds::default();
         let argv = argv(
             Path::new("/usr/bin/bwrap"),
             &Args {
                 network_allowed: false,
                 tmpfs_tmp: false,
+                root_fd: 4,
                 writable: &[],
-                binds: &binds,
+                pinned: &[],
+                read_only: &[],
                 masked: &[],
                 seccomp_fd: 3,
                 cwd: b"/work",
@@ -141,24 +146,25 @@ mod tests {
             text(&argv),
             "/usr/bin/bwrap --new-session --die-with-parent --unshare-user --unshare-pid \
              --unshare-ipc --unshare-uts --unshare-cgroup-try --unshare-net --cap-drop ALL \
-             --ro-bind / / --dev /dev --proc /proc --chdir /work --seccomp 3 --clearenv \
+             --ro-bind-fd 4 / --dev /dev --proc /proc --chdir /work --seccomp 3 --clearenv \
              --setenv PATH /usr/bin:/bin -- --bind -c"
         );
     }
 
     #[test]
-    fn protected_paths_are_mounted_after_writable_roots_and_masks_last() {
-        let binds = ProtectBinds {
-            pinned: vec![PathBuf::from("/w/.git")],
-            read_only: vec![PathBuf::from("/w/.git/hooks"), PathBuf::from("/w/.agentd")],
-        };
+    fn protected_paths_are_mounted_from_descriptors_after_roots_and_pins_and_masks_last() {
         let argv = argv(
             Path::new("/usr/bin/bwrap"),
             &Args {
                 network_allowed: true,
                 tmpfs_tmp: true,
-                writable: &[PathBuf::from("/w")],
-                binds: &binds,
+                root_fd: 4,
+                writable: &[(5, PathBuf::from("/w"))],
+                pinned: &[(6, PathBuf::from("/w/deps"))],
+                read_only: &[
+                    (7, PathBuf::from("/w/.git")),
+                    (8, PathBuf::from("/w/deps/m/.git")),
+                ],
                 masked: &[PathBuf::from("/run/confine")],
                 seccomp_fd: 3,
                 cwd: b"/w",
@@ -170,8 +176,9 @@ mod tests {
         assert!(!t.contains("--unshare-net"));
         assert!(
             t.contains(
-                "--tmpfs /tmp --bind /w /w --bind /w/.git /w/.git --ro-bind /w/.git/hooks \
-             /w/.git/hooks --ro-bind /w/.agentd /w/.agentd --tmpfs /run/confine --chdir /w"
+                "--ro-bind-fd 4 / --dev /dev --proc /proc --tmpfs /tmp --bind-fd 5 /w \
+                 --bind-fd 6 /w/deps --ro-bind-fd 7 /w/.git --ro-bind-fd 8 /w/deps/m/.git \
+                 --tmpfs /run/confine --chdir /w"
             ),
             "{t}"
         );

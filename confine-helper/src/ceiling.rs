@@ -176,7 +176,9 @@ impl Ceiling {
                     bad.display()
                 ));
             }
-            self.writable_roots_under.push(roots);
+            // Compared with the real paths of roots, so resolved here, once.
+            self.writable_roots_under
+                .push(roots.iter().map(|p| crate::paths::resolve(p)).collect());
         }
         if let Some(paths) = file.never_writable {
             if let Some(bad) = paths.iter().find(|p| !p.is_absolute()) {
@@ -185,7 +187,8 @@ impl Ceiling {
                     bad.display()
                 ));
             }
-            self.never_writable.extend(paths);
+            self.never_writable
+                .extend(paths.iter().map(|p| crate::paths::resolve(p)));
         }
         if let Some(allow) = file.env_allow {
             self.env_allow.push(allow);
@@ -218,8 +221,8 @@ impl Ceiling {
         Ok(())
     }
 
-    /// The rule the canonical writable root `root` breaks, if any.
-    pub fn check_root(&self, root: &Path, protected: &[PathBuf]) -> Result<(), String> {
+    /// The rule the writable root `root` (its real path) breaks, if any.
+    pub fn check_root(&self, root: &Path) -> Result<(), String> {
         for (i, prefixes) in self.writable_roots_under.iter().enumerate() {
             if !prefixes.iter().any(|p| root.starts_with(p)) {
                 return Err(format!(
@@ -235,15 +238,6 @@ impl Ceiling {
                     "ceiling never_writable contains {}: {} may not be writable",
                     never.display(),
                     root.display()
-                ));
-            }
-        }
-        for path in protected {
-            if path.starts_with(root) {
-                return Err(format!(
-                    "{} would make {} writable, which the helper never allows",
-                    root.display(),
-                    path.display()
                 ));
             }
         }
@@ -336,26 +330,33 @@ mod tests {
             "writable_roots_under = [\"/home\", \"/srv\"]",
             "writable_roots_under = [\"/home/u\"]\nnever_writable = [\"/home/u/keep\"]",
         ]);
-        assert!(c.check_root(Path::new("/home/u/proj"), &[]).is_ok());
-        assert!(c.check_root(Path::new("/srv/x"), &[]).is_err());
-        assert!(c.check_root(Path::new("/home/u/keep/sub"), &[]).is_err());
-        assert!(
-            c.check_root(Path::new("/home/u"), &[]).is_err(),
-            "contains keep"
-        );
-        let err = c
-            .check_root(
-                Path::new("/home/u/proj"),
-                &[PathBuf::from("/home/u/proj/bin/helper")],
-            )
-            .unwrap_err();
-        assert!(err.contains("never allows"), "{err}");
+        assert!(c.check_root(Path::new("/home/u/proj")).is_ok());
+        assert!(c.check_root(Path::new("/srv/x")).is_err());
+        assert!(c.check_root(Path::new("/home/u/keep/sub")).is_err());
+        assert!(c.check_root(Path::new("/home/u")).is_err(), "contains keep");
+    }
+
+    #[test]
+    fn entries_reached_through_a_symlink_are_resolved_when_loaded() {
+        let dir = std::env::temp_dir().join(format!("confine-ceiling-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("real/keep")).expect("mkdir");
+        let dir = std::fs::canonicalize(&dir).expect("canonical");
+        std::os::unix::fs::symlink(dir.join("real"), dir.join("link")).expect("symlink");
+        let c = narrowed(&[&format!(
+            "writable_roots_under = [\"{0}/link\"]\nnever_writable = [\"{0}/link/keep\"]",
+            dir.display()
+        )]);
+        assert!(c.check_root(&dir.join("real/proj")).is_ok());
+        let err = c.check_root(&dir.join("real/keep/x")).unwrap_err();
+        assert!(err.contains("never_writable"), "{err}");
+        let _ = std::fs::remove_dir_all(dir);
     }
 
     #[test]
     fn path_checks_compare_whole_components() {
         let c = narrowed(&["writable_roots_under = [\"/home/u\"]"]);
-        assert!(c.check_root(Path::new("/home/user2"), &[]).is_err());
+        assert!(c.check_root(Path::new("/home/user2")).is_err());
     }
 
     #[test]

@@ -23,6 +23,8 @@ usage:
       (default: this process's own uid)
   confine-helper probe [--json] [--ceiling PATH]
       probe every backend, print the verdicts, the Landlock ABI and the selection
+  confine-helper write-file [--parents] -- PATH
+      replace PATH with standard input (the writer agentd's file tools run confined)
   confine-helper --version
 
 The ceiling is read from /etc/confine-helper/ceiling.toml, then the user's
@@ -44,12 +46,32 @@ pub enum Invocation {
         json: bool,
         ceiling: Option<PathBuf>,
     },
+    WriteFile {
+        path: PathBuf,
+        make_parents: bool,
+    },
     Version,
     Help,
 }
 
 /// Parses the helper's small command line.
 pub fn parse(args: &[OsString]) -> Result<Invocation, String> {
+    // The writer's path need not be UTF-8.
+    if args.first().is_some_and(|a| a == "write-file") {
+        return match &args[1..] {
+            [dashes, path] if dashes == "--" => Ok(Invocation::WriteFile {
+                path: PathBuf::from(path),
+                make_parents: false,
+            }),
+            [flag, dashes, path] if flag == "--parents" && dashes == "--" => {
+                Ok(Invocation::WriteFile {
+                    path: PathBuf::from(path),
+                    make_parents: true,
+                })
+            }
+            _ => Err("write-file takes [--parents] -- PATH".into()),
+        };
+    }
     let text: Vec<&str> = args
         .iter()
         .map(|a| a.to_str().ok_or("arguments must be UTF-8"))
@@ -155,6 +177,9 @@ pub fn main() -> ExitCode {
         Invocation::Help => {
             println!("{USAGE}");
             return ExitCode::SUCCESS;
+        }
+        Invocation::WriteFile { path, make_parents } => {
+            return crate::write::main(&path, make_parents);
         }
         Invocation::Probe { json, ceiling } => {
             let ctx = context(xdg, env_home, ceiling, None);
@@ -383,6 +408,19 @@ mod tests {
                 ceiling: None
             })
         );
+    }
+
+    #[test]
+    fn the_writer_takes_one_path_after_dashes() {
+        assert_eq!(
+            parse(&args(&["write-file", "--parents", "--", "/w/a b"])),
+            Ok(Invocation::WriteFile {
+                path: "/w/a b".into(),
+                make_parents: true
+            })
+        );
+        assert!(parse(&args(&["write-file", "/w/x"])).is_err());
+        assert!(parse(&args(&["write-file", "--", "/a", "/b"])).is_err());
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use confine_protocol::{
     Backend, Ending, Enforcement, EnvVar, ExitStatus, Exited, Limits, Mode, Network, Policy,
-    Refused, Reply, RunnerFailed, Spawn, Stage, Stdio, StdioSpec, Usage,
+    Refused, Reply, RunnerFailed, Spawn, Stage, Stdio, StdioSpec, Usage, WriteFile,
 };
 use nix::fcntl::OFlag;
 use nix::libc;
@@ -78,6 +78,55 @@ impl NotRun {
             }),
         }
     }
+}
+
+/// The command a `WriteFile` becomes: the helper's own binary in `write-file` mode, under the
+/// request's policy, with the content on stdin and the report pipe on stdout. The second value
+/// is why it must not run, if it must not.
+pub fn write_spawn(write: &WriteFile, ctx: &Context) -> (Spawn, Option<NotRun>) {
+    let mut problem = None;
+    let exe = match &ctx.self_exe {
+        Some(exe) => exe.as_os_str().as_bytes().to_vec(),
+        None => {
+            problem = Some(NotRun::RunnerFailed(
+                Stage::Prepare,
+                0,
+                "the helper cannot find its own binary, which writes files confined".into(),
+            ));
+            b"confine-helper".to_vec()
+        }
+    };
+    if write.path.first() != Some(&b'/') {
+        problem = Some(NotRun::Refused(
+            "the path of a file to write must be absolute".into(),
+        ));
+    }
+    let mut argv = vec![exe, b"write-file".to_vec()];
+    if write.make_parents {
+        argv.push(b"--parents".to_vec());
+    }
+    argv.extend([b"--".to_vec(), write.path.clone()]);
+    let spawn = Spawn {
+        id: write.id,
+        argv,
+        cwd: b"/".to_vec(),
+        env: Vec::new(),
+        policy: write.policy.clone(),
+        backend: write.backend,
+        limits: Limits {
+            timeout_ms: write.timeout_ms,
+            kill_grace_ms: 0,
+            max_processes: None,
+            max_file_size: None,
+            max_address_space: None,
+        },
+        stdio: Stdio {
+            stdin: StdioSpec::Fd,
+            stdout: StdioSpec::Fd,
+            stderr: StdioSpec::Null,
+        },
+    };
+    (spawn, problem)
 }
 
 /// Checks a request against the rules every request must meet, whatever its mode.
@@ -169,6 +218,7 @@ fn probe(backend: Backend, ctx: &Context) -> Result<(), String> {
             writable_roots: Vec::new(),
             network: Network::Deny,
             protected: Vec::new(),
+            never_writable: Vec::new(),
         },
         backend: confine_protocol::BackendChoice::Auto,
         limits: Limits {
@@ -275,7 +325,7 @@ pub fn start(spawn: &Spawn, stdio: [Option<OwnedFd>; 3], plan: Plan) -> Result<R
 
     let confine = match &plan.confinement {
         Confinement::None => ChildConfine::None,
-        Confinement::Bwrap { seccomp } => ChildConfine::Bwrap {
+        Confinement::Bwrap { seccomp, .. } => ChildConfine::Bwrap {
             seccomp_fd: seccomp.as_raw_fd(),
         },
         Confinement::Landlock {
@@ -309,6 +359,10 @@ pub fn start(spawn: &Spawn, stdio: [Option<OwnedFd>; 3], plan: Plan) -> Result<R
         status_wr: status_wr.as_raw_fd(),
         ctl_rd: ctl_rd.as_raw_fd(),
         confine,
+        passed: match &plan.confinement {
+            Confinement::Bwrap { passed, .. } => passed.iter().map(AsRawFd::as_raw_fd).collect(),
+            _ => Vec::new(),
+        },
         rlimits: plan.rlimits.clone(),
     };
     let started_at = Instant::now();

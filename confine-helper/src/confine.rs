@@ -1,21 +1,21 @@
-//! From a request to a confinement plan: the ceiling, canonical writable roots, protected
-//! subpaths, the backend and its arguments, the environment and the limits — all decided in the
-//! helper before anything forks.
+//! From a request to a confinement plan: the ceiling, writable roots held by descriptor,
+//! protected paths, the backend and its arguments, the environment and the limits — all
+//! decided in the helper before anything forks.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::OsStr;
-use std::fs::File;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
 use confine_protocol::{Backend, BackendChoice, Enforcement, EnvVar, Mode, Network, Spawn, Stage};
-use nix::fcntl::{Flock, FlockArg};
 use nix::libc;
 
 use crate::ceiling::Ceiling;
 use crate::command::NotRun;
+use crate::paths;
+use crate::protect::{self, Protection, Root};
 use crate::{bwrap, landlock, seccomp};
 
 pub use confine_protocol::PROTECTED_SUBPATHS as PROTECTED;
@@ -24,9 +24,11 @@ pub use confine_protocol::PROTECTED_SUBPATHS as PROTECTED;
 #[derive(Debug)]
 pub struct Context {
     pub ceiling: Ceiling,
-    /// The user's home directories (passwd entry and `$HOME`): never writable when confined.
+    /// The user's home directories (passwd entry and the helper's own `$HOME`), resolved: never
+    /// a writable root nor inside one.
     pub homes: Vec<PathBuf>,
-    /// The helper's binary, ceiling files and socket directory: never inside a writable root.
+    /// The helper's binary, ceiling files and socket directory, resolved: never inside a
+    /// writable root.
     pub own_paths: Vec<PathBuf>,
     /// Directories masked with an empty tmpfs inside every bwrap sandbox.
     pub masked: Vec<PathBuf>,
@@ -35,6 +37,8 @@ pub struct Context {
     /// The helper holds capabilities (it runs as root): the Landlock child drops them.
     pub drop_caps: bool,
     pub temp_base: PathBuf,
+    /// The helper's own binary, which runs confined as the writer of `WriteFile` requests.
+    pub self_exe: Option<PathBuf>,
     verdicts: RefCell<HashMap<Backend, Result<(), String>>>,
     filters: RefCell<HashMap<seccomp::Variant, seccompiler::BpfProgram>>,
 }
@@ -43,9 +47,12 @@ pub struct Context {
 #[derive(Debug)]
 pub enum Confinement {
     None,
-    /// The argv already starts with bwrap; this descriptor holds the seccomp program.
+    /// The argv already starts with bwrap; this descriptor holds the seccomp program, and
+    /// `passed` the descriptors its mounts are made from (`--bind-fd`), in the order their
+    /// numbers ([`crate::sys::COMMAND_FIRST_PASSED_FD`] on) appear in the argv.
     Bwrap {
         seccomp: OwnedFd,
+        passed: Vec<OwnedFd>,
     },
     Landlock {
         ruleset: OwnedFd,
@@ -66,33 +73,18 @@ pub struct Plan {
     pub cleanup: Cleanup,
 }
 
-/// Host-side things a plan created and the command's end removes.
+/// Host-side things a plan created and the command's end removes: only the Landlock temp
+/// directory, outside the user's tree. Nothing is ever created inside a writable root.
 #[derive(Debug, Default)]
 pub struct Cleanup {
     pub temp_dir: Option<PathBuf>,
-    /// Placeholders this command uses; removed by whichever user of one ends last.
-    pub mount_points: Vec<PathBuf>,
-    /// A shared lock on each placeholder in use, held until the command ends: while any helper
-    /// holds one, no other helper removes that placeholder.
-    locks: Vec<Flock<File>>,
 }
 
-/// Placeholders are created without write bits: that is how a later command — of this helper
-/// or of another one — tells a placeholder (empty, read-only, ours) from the user's own file.
-const PLACEHOLDER_DIR_MODE: u32 = 0o555;
-const PLACEHOLDER_FILE_MODE: u32 = 0o444;
-
 impl Cleanup {
-    /// Removes what the plan created: the temp dir, and placeholders no command (of any helper)
-    /// uses any more.
+    /// Removes what the plan created.
     pub fn run(&mut self) {
-        self.locks.clear();
         if let Some(dir) = self.temp_dir.take() {
             let _ = std::fs::remove_dir_all(dir);
-        }
-        // Deepest first, so a directory is empty by the time it is tried.
-        for point in self.mount_points.drain(..).rev() {
-            remove_unused_placeholder(&point);
         }
     }
 }
@@ -100,63 +92,6 @@ impl Cleanup {
 impl Drop for Cleanup {
     fn drop(&mut self) {
         self.run();
-    }
-}
-
-/// Opens `path` without following a final symlink, for locking.
-fn open_no_follow(path: &Path) -> std::io::Result<File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
-}
-
-/// Removes `path` if it is a placeholder nobody holds a lock on.
-fn remove_unused_placeholder(path: &Path) {
-    let Ok(file) = open_no_follow(path) else {
-        return;
-    };
-    let Ok(exclusive) = Flock::lock(file, FlockArg::LockExclusiveNonblock) else {
-        // Another command, maybe of another helper, still uses it; the last one removes it.
-        return;
-    };
-    if let Ok(meta) = std::fs::symlink_metadata(path) {
-        if is_placeholder(&meta, path) {
-            let _ = if meta.is_dir() {
-                std::fs::remove_dir(path)
-            } else {
-                std::fs::remove_file(path)
-            };
-        }
-    }
-    drop(exclusive);
-}
-
-/// Empty, without write bits, and owned by this user: a placeholder some command made.
-fn is_placeholder(meta: &std::fs::Metadata, path: &Path) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    let ours = meta.uid() == nix::unistd::geteuid().as_raw();
-    let read_only = meta.mode() & 0o222 == 0;
-    let empty = if meta.is_dir() {
-        std::fs::read_dir(path).is_ok_and(|mut entries| entries.next().is_none())
-    } else {
-        meta.is_file() && meta.len() == 0
-    };
-    ours && read_only && empty
-}
-
-/// A shared lock on the placeholder at `path`, checked to still be the same file once held.
-/// `NotFound` when it was removed meanwhile: the caller makes a new one.
-fn lock_placeholder(path: &Path) -> std::io::Result<Flock<File>> {
-    use std::os::unix::fs::MetadataExt;
-    let file = open_no_follow(path)?;
-    let shared =
-        Flock::lock(file, FlockArg::LockShared).map_err(|(_, e)| std::io::Error::from(e))?;
-    let held = shared.metadata()?;
-    match std::fs::symlink_metadata(path) {
-        Ok(now) if now.dev() == held.dev() && now.ino() == held.ino() => Ok(shared),
-        _ => Err(std::io::ErrorKind::NotFound.into()),
     }
 }
 
@@ -169,18 +104,23 @@ impl Context {
     ) -> Context {
         let uid = nix::unistd::geteuid().as_raw();
         let bwrap = bwrap::find();
-        let mut own_paths = own_paths;
+        let self_exe = std::env::current_exe()
+            .ok()
+            .and_then(|p| std::fs::canonicalize(p).ok());
+        let mut own_paths: Vec<PathBuf> = own_paths.iter().map(|p| paths::resolve(p)).collect();
         // The binary that builds the sandbox must never end up writable by a command.
         own_paths.extend(bwrap.iter().filter_map(|p| std::fs::canonicalize(p).ok()));
+        own_paths.extend(self_exe.clone());
         Context {
             ceiling,
-            homes,
+            homes: homes.iter().map(|h| paths::resolve(h)).collect(),
             own_paths,
             masked,
             bwrap,
             landlock_abi: landlock::kernel_abi(),
             drop_caps: crate::sys::holds_capabilities(),
             temp_base: PathBuf::from(format!("/tmp/confine-helper-{uid}")),
+            self_exe,
             verdicts: RefCell::new(HashMap::new()),
             filters: RefCell::new(HashMap::new()),
         }
@@ -217,8 +157,51 @@ fn path_of(bytes: &[u8]) -> PathBuf {
     PathBuf::from(OsStr::from_bytes(bytes))
 }
 
-/// Checks the request against the ceiling and canonicalizes its writable roots.
-pub fn writable_roots(spawn: &Spawn, ctx: &Context) -> Result<Vec<PathBuf>, NotRun> {
+/// The paths no writable root may contain or lie inside, for this request: the helper's own,
+/// the requester's (`Policy::never_writable`), resolved.
+fn never_writable(spawn: &Spawn, ctx: &Context) -> Vec<(PathBuf, &'static str)> {
+    let mut never: Vec<(PathBuf, &'static str)> = ctx
+        .own_paths
+        .iter()
+        .map(|p| (p.clone(), "the helper's own files"))
+        .collect();
+    never.extend(
+        spawn
+            .policy
+            .never_writable
+            .iter()
+            .map(|raw| path_of(raw))
+            .filter(|p| p.is_absolute())
+            .map(|p| (paths::resolve(&p), "the requester's own files")),
+    );
+    never
+}
+
+/// The directories that may never be a writable root nor lie inside one: `/tmp`, `/dev/shm`,
+/// the user's homes (the passwd entry's, the helper's `$HOME`, and the `HOME` the command
+/// gets, where its shell finds `~/.bashrc`), resolved.
+fn never_roots(spawn: &Spawn, ctx: &Context) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = ["/tmp", "/dev/shm"]
+        .iter()
+        .map(|p| paths::resolve(Path::new(p)))
+        .collect();
+    dirs.extend(ctx.homes.iter().cloned());
+    dirs.extend(
+        spawn
+            .env
+            .iter()
+            .filter(|v| v.name == b"HOME")
+            .map(|v| path_of(&v.value))
+            .filter(|p| p.is_absolute())
+            .map(|p| paths::resolve(&p)),
+    );
+    dirs
+}
+
+/// Checks the request against the ceiling and opens its writable roots, once each: every check
+/// is made on the path the kernel reports for the descriptor, and the descriptor is what the
+/// backend later makes writable.
+pub fn writable_roots(spawn: &Spawn, ctx: &Context) -> Result<Vec<Root>, NotRun> {
     let network = spawn.policy.network == Network::Allow;
     if let Err(reason) = ctx.ceiling.check_mode(spawn.policy.mode, network) {
         return refuse(reason);
@@ -231,44 +214,76 @@ pub fn writable_roots(spawn: &Spawn, ctx: &Context) -> Result<Vec<PathBuf>, NotR
         .workspace_root
         .iter()
         .chain(spawn.policy.writable_roots.iter());
-    let mut roots: Vec<PathBuf> = Vec::new();
+    let never = never_writable(spawn, ctx);
+    let never_roots = never_roots(spawn, ctx);
+    let mut roots: Vec<Root> = Vec::new();
     for raw in requested {
-        let given = path_of(raw);
-        if !given.is_absolute() {
-            return refuse(format!(
-                "writable root {} is not an absolute path",
-                given.display()
-            ));
-        }
-        let root = match std::fs::canonicalize(&given) {
-            Ok(root) => root,
-            Err(e) => return refuse(format!("writable root {}: {e}", given.display())),
-        };
-        if !root.is_dir() {
-            return refuse(format!(
-                "writable root {} is not a directory",
-                root.display()
-            ));
-        }
-        let fixed = [Path::new("/tmp"), Path::new("/dev/shm")];
-        let mut never = fixed
-            .into_iter()
-            .chain(ctx.homes.iter().map(PathBuf::as_path));
-        if let Some(p) = never.find(|p| p.starts_with(&root)) {
+        let root = open_root(&path_of(raw))?;
+        if let Some(p) = never_roots.iter().find(|p| p.starts_with(&root.path)) {
             return refuse(format!(
                 "writable root {} would make {} writable, which is never allowed in a confined mode",
-                root.display(),
+                root.path.display(),
                 p.display()
             ));
         }
-        if let Err(reason) = ctx.ceiling.check_root(&root, &ctx.own_paths) {
+        if let Err(reason) = ctx.ceiling.check_root(&root.path) {
             return refuse(reason);
         }
-        if !roots.contains(&root) {
+        if let Some((p, whose)) = never
+            .iter()
+            .find(|(p, _)| p.starts_with(&root.path) || root.path.starts_with(p))
+        {
+            return refuse(format!(
+                "writable root {} would make {} ({whose}) writable, which is never allowed",
+                root.path.display(),
+                p.display()
+            ));
+        }
+        if !roots.iter().any(|r| r.path == root.path) {
             roots.push(root);
         }
     }
     Ok(roots)
+}
+
+/// Opens one requested root: canonicalized, then opened without following any symbolic link,
+/// and refused if the descriptor's path is not the canonical one (it was swapped meanwhile).
+fn open_root(given: &Path) -> Result<Root, NotRun> {
+    if !given.is_absolute() {
+        return refuse(format!(
+            "writable root {} is not an absolute path",
+            given.display()
+        ));
+    }
+    let canonical = match std::fs::canonicalize(given) {
+        Ok(root) => root,
+        Err(e) => return refuse(format!("writable root {}: {e}", given.display())),
+    };
+    let fd = match paths::open_dir(&canonical) {
+        Ok(fd) => fd,
+        Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => {
+            return refuse(format!(
+                "writable root {} is not a directory",
+                canonical.display()
+            ));
+        }
+        Err(e) => {
+            return refuse(format!(
+                "writable root {} changed while it was checked ({e}); nothing was run",
+                canonical.display()
+            ));
+        }
+    };
+    let path = paths::fd_path(fd.as_fd())
+        .map_err(|e| NotRun::Refused(format!("writable root {}: {e}", canonical.display())))?;
+    if path != canonical {
+        return refuse(format!(
+            "writable root {} moved to {} while it was checked; nothing was run",
+            canonical.display(),
+            path.display()
+        ));
+    }
+    Ok(Root { path, fd })
 }
 
 /// The environment the command gets: the request's, less what the ceiling drops, with `TMPDIR`
@@ -367,7 +382,7 @@ pub fn plan(
     spawn: &Spawn,
     ctx: &Context,
     backend: Backend,
-    roots: &[PathBuf],
+    roots: &[Root],
 ) -> Result<Plan, NotRun> {
     let mut plan = plan_backend(spawn, ctx, backend, roots)?;
     let Some(enforcement) = plan.enforcement.take() else {
@@ -397,11 +412,75 @@ pub fn plan(
     Ok(plan)
 }
 
+/// Descriptors handed to bwrap, numbered as the command will see them.
+#[derive(Debug, Default)]
+struct Passed(Vec<OwnedFd>);
+
+impl Passed {
+    fn add(&mut self, fd: OwnedFd) -> Result<i32, NotRun> {
+        if self.0.len() >= crate::sys::MAX_PASSED_FDS {
+            return fail(
+                Stage::Prepare,
+                format!(
+                    "more than {} mounts would be needed; nothing was run",
+                    crate::sys::MAX_PASSED_FDS
+                ),
+            );
+        }
+        self.0.push(fd);
+        Ok(crate::sys::COMMAND_FIRST_PASSED_FD + (self.0.len() - 1) as i32)
+    }
+
+    fn add_bind(&mut self, fd: OwnedFd, path: &Path) -> Result<(i32, PathBuf), NotRun> {
+        Ok((self.add(fd)?, path.to_owned()))
+    }
+}
+
+fn duplicate(fd: &OwnedFd, path: &Path) -> Result<OwnedFd, NotRun> {
+    fd.try_clone().or_else(|e| {
+        fail(
+            Stage::Prepare,
+            format!("duplicating the descriptor of {}: {e}", path.display()),
+        )
+    })
+}
+
+/// What keeps the protected paths of `roots` read-only; a root inside one is refused.
+fn protection(spawn: &Spawn, roots: &[Root]) -> Result<Protection, NotRun> {
+    if roots.is_empty() {
+        return Ok(Protection::default());
+    }
+    let extra = protected_names(spawn)?;
+    let protection = protect::protect(roots, &extra).or_else(|e| fail(Stage::Prepare, e))?;
+    for root in roots {
+        if let Some(kept) = protection
+            .read_only
+            .iter()
+            .find(|b| root.path.starts_with(&b.path))
+        {
+            return refuse(format!(
+                "writable root {} lies inside {}, which stays read-only",
+                root.path.display(),
+                kept.path.display()
+            ));
+        }
+    }
+    Ok(protection)
+}
+
+fn enforcement_of(missing: Vec<String>) -> Enforcement {
+    if missing.is_empty() {
+        Enforcement::Full
+    } else {
+        Enforcement::Partial { missing }
+    }
+}
+
 fn plan_backend(
     spawn: &Spawn,
     ctx: &Context,
     backend: Backend,
-    roots: &[PathBuf],
+    roots: &[Root],
 ) -> Result<Plan, NotRun> {
     let rlimits = rlimits(spawn, &ctx.ceiling);
     let network_allowed = spawn.policy.network == Network::Allow;
@@ -409,7 +488,6 @@ fn plan_backend(
         network_allowed,
         read_only: spawn.policy.mode == Mode::ReadOnly,
     };
-    let protected = protected_names(spawn)?;
     match backend {
         Backend::Bwrap => {
             let Some(bwrap_path) = &ctx.bwrap else {
@@ -418,15 +496,38 @@ fn plan_backend(
             let filter = ctx.filter(variant).or_else(|e| fail(Stage::Seccomp, e))?;
             let seccomp_fd = crate::sys::sealed_memfd(&seccomp::to_bytes(&filter))
                 .or_else(|e| fail(Stage::Seccomp, format!("seccomp program memfd: {e}")))?;
-            let mut cleanup = Cleanup::default();
-            let binds = protect_for_bwrap(roots, &protected, &mut cleanup)?;
+            let protection = protection(spawn, roots)?;
+            let mut passed = Passed::default();
+            let slash = paths::open_dir(Path::new("/"))
+                .or_else(|e| fail(Stage::Prepare, format!("opening /: {e}")))?;
+            let root_fd = passed.add(slash)?;
+            let mut writable = Vec::new();
+            for root in roots {
+                // A root inside another is writable through it already.
+                if !roots
+                    .iter()
+                    .any(|r| r.path != root.path && root.path.starts_with(&r.path))
+                {
+                    writable.push(passed.add_bind(duplicate(&root.fd, &root.path)?, &root.path)?);
+                }
+            }
+            let mut pinned = Vec::new();
+            for bind in protection.pinned {
+                pinned.push(passed.add_bind(bind.fd, &bind.path)?);
+            }
+            let mut read_only = Vec::new();
+            for bind in protection.read_only {
+                read_only.push(passed.add_bind(bind.fd, &bind.path)?);
+            }
             let tmpdir = (spawn.policy.mode == Mode::WorkspaceWrite).then(|| PathBuf::from("/tmp"));
             let command_env = environment(spawn, ctx, tmpdir.as_deref());
             let args = bwrap::Args {
                 network_allowed,
                 tmpfs_tmp: tmpdir.is_some(),
-                writable: roots,
-                binds: &binds,
+                root_fd,
+                writable: &writable,
+                pinned: &pinned,
+                read_only: &read_only,
                 masked: &ctx.masked,
                 seccomp_fd: crate::sys::COMMAND_SECCOMP_FD,
                 cwd: &spawn.cwd,
@@ -435,7 +536,7 @@ fn plan_backend(
             };
             Ok(Plan {
                 backend,
-                enforcement: Some(Enforcement::Full),
+                enforcement: Some(enforcement_of(protection.missing)),
                 argv: bwrap::argv(bwrap_path, &args),
                 // bwrap itself runs on the host, before any confinement: it gets no variable
                 // from the request (LD_PRELOAD would run code there); the command's environment
@@ -443,19 +544,26 @@ fn plan_backend(
                 env: Vec::new(),
                 confinement: Confinement::Bwrap {
                     seccomp: seccomp_fd,
+                    passed: passed.0,
                 },
                 rlimits,
-                cleanup,
+                cleanup: Cleanup::default(),
             })
         }
         Backend::Landlock => {
+            let protection = protection(spawn, roots)?;
             let mut cleanup = Cleanup::default();
-            let mut writable = roots.to_vec();
+            let mut writable: Vec<OwnedFd> = Vec::new();
+            for root in roots {
+                writable.push(duplicate(&root.fd, &root.path)?);
+            }
             if spawn.policy.mode == Mode::WorkspaceWrite {
                 let dir = crate::sys::private_temp_dir(&ctx.temp_base)
                     .or_else(|e| fail(Stage::Prepare, format!("per-command temp dir: {e}")))?;
                 cleanup.temp_dir = Some(dir.clone());
-                writable.push(dir);
+                let fd = paths::open_dir(&dir)
+                    .or_else(|e| fail(Stage::Prepare, format!("opening {}: {e}", dir.display())))?;
+                writable.push(fd);
             }
             let ruleset = landlock::build(&landlock::Plan {
                 abi: ctx.landlock_abi,
@@ -464,23 +572,18 @@ fn plan_backend(
             })
             .or_else(|e| fail(Stage::Landlock, e))?;
             let mut missing = ruleset.missing;
-            if !roots.is_empty() {
-                missing.extend(
-                    protected
-                        .iter()
-                        .map(|p| format!("protected subpath {}", p.display())),
-                );
-            }
-            let enforcement = if missing.is_empty() {
-                Enforcement::Full
-            } else {
-                Enforcement::Partial { missing }
-            };
+            missing.extend(protection.read_only.iter().map(|b| {
+                format!(
+                    "protected path {} (Landlock cannot keep part of a writable root read-only)",
+                    b.path.display()
+                )
+            }));
+            missing.extend(protection.missing);
             let filter = ctx.filter(variant).or_else(|e| fail(Stage::Seccomp, e))?;
             let tmpdir = cleanup.temp_dir.clone();
             Ok(Plan {
                 backend,
-                enforcement: Some(enforcement),
+                enforcement: Some(enforcement_of(missing)),
                 argv: spawn.argv.clone(),
                 env: environment(spawn, ctx, tmpdir.as_deref()),
                 confinement: Confinement::Landlock {
@@ -505,10 +608,10 @@ fn plan_backend(
     }
 }
 
-/// The protected subpaths of this request: the built-in list plus the policy's own, each a
-/// relative path without `..`.
+/// The request's own protected subpaths, each a relative path without `..`; the built-in
+/// `.git` is the repository walk of [`protect`] and needs no entry.
 fn protected_names(spawn: &Spawn) -> Result<Vec<PathBuf>, NotRun> {
-    let mut names: Vec<PathBuf> = PROTECTED.iter().map(PathBuf::from).collect();
+    let mut names: Vec<PathBuf> = Vec::new();
     for raw in &spawn.policy.protected {
         let p = path_of(raw);
         let relative = p.strip_prefix("/").unwrap_or(&p).to_owned();
@@ -522,238 +625,9 @@ fn protected_names(spawn: &Spawn) -> Result<Vec<PathBuf>, NotRun> {
                 p.display()
             ));
         }
-        if !names.contains(&relative) {
+        if !PROTECTED.iter().any(|b| Path::new(b) == relative) && !names.contains(&relative) {
             names.push(relative);
         }
     }
     Ok(names)
-}
-
-/// Bind mounts that keep protected subpaths read-only under bwrap.
-#[derive(Debug, Default, PartialEq, Eq)]
-pub struct ProtectBinds {
-    /// Existing directories between a root and a protected path, bound onto themselves so
-    /// they become mount points that cannot be renamed away.
-    pub pinned: Vec<PathBuf>,
-    /// Paths bound read-only over themselves.
-    pub read_only: Vec<PathBuf>,
-}
-
-/// Walks each protected subpath inside each root. An existing path is bound read-only; the
-/// first missing component is created on the host (an empty directory, or an empty file for a
-/// final component named like a file) and bound read-only, so it cannot be created inside; a
-/// symlink anywhere on the way cannot be enforced and fails the run.
-fn protect_for_bwrap(
-    roots: &[PathBuf],
-    names: &[PathBuf],
-    cleanup: &mut Cleanup,
-) -> Result<ProtectBinds, NotRun> {
-    let mut binds = ProtectBinds::default();
-    for root in roots {
-        for name in names {
-            let parts: Vec<_> = name.components().collect();
-            let mut cur = root.clone();
-            for (i, part) in parts.iter().enumerate() {
-                cur.push(part);
-                if binds.read_only.iter().any(|r| cur.starts_with(r)) {
-                    // Already inside a read-only bind of this plan.
-                    break;
-                }
-                let last = i + 1 == parts.len();
-                match inspect(&cur, last && looks_like_file(name), cleanup) {
-                    Ok(Found::Symlink) => {
-                        return fail(
-                            Stage::Prepare,
-                            format!(
-                                "cannot enforce read-only path {}: {} is a symlink",
-                                root.join(name).display(),
-                                cur.display()
-                            ),
-                        );
-                    }
-                    Ok(Found::Placeholder) => {
-                        push_unique(&mut binds.read_only, cur.clone());
-                        break;
-                    }
-                    Ok(Found::Dir) if !last => {
-                        push_unique(&mut binds.pinned, cur.clone());
-                    }
-                    Ok(Found::Dir | Found::File) => {
-                        // The protected path itself, or a file where a directory would be (a
-                        // `.git` file of a worktree): nothing can be created beneath it.
-                        push_unique(&mut binds.read_only, cur.clone());
-                        break;
-                    }
-                    Err(e) => {
-                        return fail(Stage::Prepare, format!("preparing {}: {e}", cur.display()));
-                    }
-                }
-            }
-        }
-    }
-    Ok(binds)
-}
-
-/// What stands at a protected path component.
-enum Found {
-    Symlink,
-    /// A placeholder, made now or by another running command, locked for this one.
-    Placeholder,
-    Dir,
-    File,
-}
-
-/// Looks at `path`, making a placeholder there (a file if `as_file`) when nothing is; a
-/// placeholder found or made is locked and recorded in `cleanup`. Retries when another helper
-/// removes or makes one at the same moment.
-fn inspect(path: &Path, as_file: bool, cleanup: &mut Cleanup) -> std::io::Result<Found> {
-    for _ in 0..4 {
-        match std::fs::symlink_metadata(path) {
-            Ok(meta) if meta.file_type().is_symlink() => return Ok(Found::Symlink),
-            Ok(meta) if is_placeholder(&meta, path) => {}
-            Ok(meta) if meta.is_dir() => return Ok(Found::Dir),
-            Ok(_) => return Ok(Found::File),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                match create_placeholder(path, as_file) {
-                    Ok(()) => {}
-                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-                    Err(e) => return Err(e),
-                }
-            }
-            Err(e) => return Err(e),
-        }
-        match lock_placeholder(path) {
-            Ok(lock) => {
-                cleanup.locks.push(lock);
-                cleanup.mount_points.push(path.to_owned());
-                return Ok(Found::Placeholder);
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(e),
-        }
-    }
-    Err(std::io::Error::other(
-        "it kept appearing and disappearing while other commands started",
-    ))
-}
-
-fn push_unique(list: &mut Vec<PathBuf>, path: PathBuf) {
-    if !list.contains(&path) {
-        list.push(path);
-    }
-}
-
-/// `.git/config` and `.gitmodules` are files; everything else protected is a directory.
-fn looks_like_file(name: &Path) -> bool {
-    matches!(
-        name.file_name().and_then(|n| n.to_str()),
-        Some("config" | ".gitmodules")
-    )
-}
-
-fn create_placeholder(path: &Path, as_file: bool) -> std::io::Result<()> {
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-    if as_file {
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(PLACEHOLDER_FILE_MODE)
-            .open(path)
-            .map(drop)
-    } else {
-        std::fs::DirBuilder::new()
-            .mode(PLACEHOLDER_DIR_MODE)
-            .create(path)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn scratch(tag: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("confine-plan-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("mkdir");
-        dir
-    }
-
-    #[test]
-    fn missing_protected_paths_get_a_mount_point_that_is_removed_afterwards() {
-        let root = scratch("missing");
-        let mut cleanup = Cleanup::default();
-        let names: Vec<PathBuf> = PROTECTED.iter().map(PathBuf::from).collect();
-        let binds =
-            protect_for_bwrap(std::slice::from_ref(&root), &names, &mut cleanup).expect("binds");
-        assert!(binds.read_only.contains(&root.join(".git")), "{binds:?}");
-        assert!(binds.read_only.contains(&root.join(".gitmodules")));
-        assert!(binds.read_only.contains(&root.join(".agentd")));
-        assert!(root.join(".git").is_dir());
-        assert!(root.join(".gitmodules").is_file());
-        cleanup.run();
-        assert!(!root.join(".git").exists());
-        assert!(!root.join(".gitmodules").exists());
-        let _ = std::fs::remove_dir_all(root);
-    }
-
-    #[test]
-    fn existing_protected_paths_are_bound_read_only_and_their_parents_pinned() {
-        let root = scratch("existing");
-        std::fs::create_dir_all(root.join(".git/hooks")).expect("mkdir");
-        std::fs::write(root.join(".git/config"), "[core]\n").expect("write");
-        let mut cleanup = Cleanup::default();
-        let names: Vec<PathBuf> = PROTECTED.iter().map(PathBuf::from).collect();
-        let binds =
-            protect_for_bwrap(std::slice::from_ref(&root), &names, &mut cleanup).expect("binds");
-        assert_eq!(binds.pinned, vec![root.join(".git")]);
-        assert!(binds.read_only.contains(&root.join(".git/hooks")));
-        assert!(binds.read_only.contains(&root.join(".git/config")));
-        cleanup.run();
-        assert!(
-            root.join(".git/hooks").is_dir(),
-            "existing paths are never removed"
-        );
-        let _ = std::fs::remove_dir_all(root);
-    }
-
-    #[test]
-    fn a_placeholder_in_use_by_one_command_is_shared_and_outlives_it() {
-        let root = scratch("shared");
-        let names: Vec<PathBuf> = PROTECTED.iter().map(PathBuf::from).collect();
-        let mut first = Cleanup::default();
-        protect_for_bwrap(std::slice::from_ref(&root), &names, &mut first).expect("first");
-        let mut second = Cleanup::default();
-        let binds =
-            protect_for_bwrap(std::slice::from_ref(&root), &names, &mut second).expect("second");
-        assert!(binds.read_only.contains(&root.join(".git")), "{binds:?}");
-        assert!(
-            binds.pinned.is_empty(),
-            "a placeholder is bound read-only, not pinned"
-        );
-        first.run();
-        assert!(
-            root.join(".git").is_dir(),
-            "the second command still uses it"
-        );
-        assert!(root.join(".gitmodules").is_file());
-        second.run();
-        assert!(!root.join(".git").exists());
-        assert!(!root.join(".gitmodules").exists());
-        let _ = std::fs::remove_dir_all(root);
-    }
-
-    #[test]
-    fn a_symlink_on_a_protected_path_cannot_be_enforced() {
-        let root = scratch("symlink");
-        std::os::unix::fs::symlink("/tmp", root.join(".agentd")).expect("symlink");
-        let mut cleanup = Cleanup::default();
-        let names = vec![PathBuf::from(".agentd")];
-        match protect_for_bwrap(std::slice::from_ref(&root), &names, &mut cleanup) {
-            Err(NotRun::RunnerFailed(Stage::Prepare, _, detail)) => {
-                assert!(detail.contains("cannot enforce read-only path"), "{detail}");
-            }
-            other => panic!("expected a runner failure, got {other:?}"),
-        }
-        let _ = std::fs::remove_dir_all(root);
-    }
 }

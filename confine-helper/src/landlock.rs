@@ -6,8 +6,7 @@
 //! What the ABI cannot express is listed in [`Ruleset::missing`] and becomes the `Partial`
 //! enforcement fact. The forked command only calls `landlock_restrict_self` on the descriptor.
 
-use std::os::fd::OwnedFd;
-use std::path::PathBuf;
+use std::os::fd::{AsFd, OwnedFd};
 
 use landlock::{
     ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, PathBeneath, PathFd,
@@ -32,8 +31,9 @@ pub fn kernel_abi() -> u32 {
 #[derive(Debug)]
 pub struct Plan<'a> {
     pub abi: u32,
-    /// Canonical paths with every right (workspace-write only).
-    pub writable: &'a [PathBuf],
+    /// Directories with every right (workspace-write only), as descriptors the helper opened
+    /// and checked: the rules are made from them, not from their names.
+    pub writable: &'a [OwnedFd],
     pub network_denied: bool,
 }
 
@@ -68,14 +68,17 @@ pub fn build(plan: &Plan<'_>) -> Result<Ruleset, String> {
     if plan.abi >= 3 {
         null_rights |= AccessFs::Truncate;
     }
-    let mut rules: Vec<(PathBuf, landlock::BitFlags<AccessFs>)> =
-        vec![("/".into(), read), ("/dev/null".into(), null_rights)];
-    rules.extend(plan.writable.iter().map(|p| (p.clone(), handled)));
-    for (path, rights) in rules {
-        let fd = PathFd::new(&path).map_err(|e| err(&format!("opening {}", path.display()), &e))?;
+    // `/` and `/dev/null` are owned by root; no command can swap them.
+    for (path, rights) in [("/", read), ("/dev/null", null_rights)] {
+        let fd = PathFd::new(path).map_err(|e| err(&format!("opening {path}"), &e))?;
         created = created
             .add_rule(PathBeneath::new(fd, rights))
-            .map_err(|e| err(&format!("allowing {}", path.display()), &e))?;
+            .map_err(|e| err(&format!("allowing {path}"), &e))?;
+    }
+    for fd in plan.writable {
+        created = created
+            .add_rule(PathBeneath::new(fd.as_fd(), handled))
+            .map_err(|e| err("allowing a writable root", &e))?;
     }
     let fd: Option<OwnedFd> = created.into();
     let fd = fd.ok_or("the kernel did not create a ruleset")?;

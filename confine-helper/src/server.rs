@@ -353,7 +353,11 @@ impl Server {
             Err(e) => return self.close(id, &format!("protocol error: {e}")),
         };
         match request {
-            Request::Spawn(spawn) => self.on_spawn(id, spawn),
+            Request::Spawn(spawn) => self.on_spawn(id, spawn, None),
+            Request::WriteFile(write) => {
+                let (spawn, problem) = command::write_spawn(&write, &self.ctx);
+                self.on_spawn(id, spawn, problem)
+            }
             Request::Cancel(cancel) => {
                 let grace = Duration::from_millis(u64::from(cancel.grace_ms));
                 if let Some(cmd) = self.commands.get_mut(&(id, cancel.id)) {
@@ -371,7 +375,9 @@ impl Server {
         info(&self.ctx)
     }
 
-    fn on_spawn(&mut self, id: ConnId, spawn: Spawn) {
+    /// Runs `spawn` with the descriptors that came with it; `problem` is why it must not run
+    /// (its descriptors are taken all the same, so the stream of descriptors stays in step).
+    fn on_spawn(&mut self, id: ConnId, spawn: Spawn, problem: Option<command::NotRun>) {
         let Some(conn) = self.conns.get_mut(&id) else {
             return;
         };
@@ -406,9 +412,10 @@ impl Server {
         } else {
             None
         };
-        let started = match refusal {
-            Some(reason) => Err(command::NotRun::Refused(reason)),
-            None => command::check(&spawn)
+        let started = match (refusal, problem) {
+            (Some(reason), _) => Err(command::NotRun::Refused(reason)),
+            (None, Some(problem)) => Err(problem),
+            (None, None) => command::check(&spawn)
                 .and_then(|()| command::prepare(&spawn, &self.ctx))
                 .and_then(|plan| command::start(&spawn, stdio, plan)),
         };

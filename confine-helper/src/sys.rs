@@ -33,10 +33,19 @@ const FD_STATUS: c_int = 3;
 const FD_CTL: c_int = 4;
 /// The confinement descriptor (seccomp program or Landlock ruleset), close-on-exec.
 const FD_CONFINE: c_int = 5;
+/// Where the shim keeps the descriptors bwrap's mounts are made from, in order.
+const FD_FIRST_PASSED: c_int = 6;
 /// Where the command finds the seccomp program it hands to bwrap (`--seccomp 3`).
 pub const COMMAND_SECCOMP_FD: c_int = 3;
-/// Duplicates are parked at or above this number while the final layout is built.
+/// Where the command (bwrap) finds the descriptors of its mounts (`--bind-fd 4 …`), in order.
+pub const COMMAND_FIRST_PASSED_FD: c_int = 4;
+/// The most descriptors one command is handed for bwrap's mounts.
+pub const MAX_PASSED_FDS: usize = 300;
+/// Duplicates are parked at or above this number (and above every passed descriptor's final
+/// number) while the final layout is built.
 const FD_PARK: c_int = 10;
+/// stdin, stdout, stderr, status, ctl, confinement: the descriptors every shim places.
+const FIXED_FDS: usize = 6;
 
 /// A fixed-size message from a shim to the helper. Written with one `write` of
 /// [`Record::SIZE`] bytes, below `PIPE_BUF`, so records never interleave or tear.
@@ -154,6 +163,9 @@ pub struct Prepared {
     /// Read end of the ctl pipe (helper → shim).
     pub ctl_rd: RawFd,
     pub confine: ChildConfine,
+    /// Descriptors the command (bwrap) mounts from, at most [`MAX_PASSED_FDS`]; it finds them
+    /// at [`COMMAND_FIRST_PASSED_FD`] on, in this order.
+    pub passed: Vec<RawFd>,
     /// `(resource, limit)` pairs set as both soft and hard limits.
     pub rlimits: Vec<(u32, u64)>,
 }
@@ -240,11 +252,14 @@ fn shim_main(p: &Prepared) -> ! {
         if libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == -1 {
             fail(status_fd, Stage::Supervise);
         }
-        // Park every descriptor we keep above FD_PARK, then lay them out at fixed numbers, so
-        // that a source descriptor already sitting at 0..=4 cannot be clobbered by a dup2.
-        let mut parked = [0 as c_int; 6];
+        // Park every descriptor we keep above the final layout, then lay them out at fixed
+        // numbers, so that a source descriptor already sitting at a target number cannot be
+        // clobbered by a dup2.
+        let passed = &p.passed[..p.passed.len().min(MAX_PASSED_FDS)];
+        let park = FD_PARK.max(FD_FIRST_PASSED + passed.len() as c_int);
+        let mut parked = [0 as c_int; FIXED_FDS + MAX_PASSED_FDS];
         let confine_fd = p.confine.fd();
-        let sources = [
+        let fixed = [
             p.stdio[0],
             p.stdio[1],
             p.stdio[2],
@@ -252,8 +267,9 @@ fn shim_main(p: &Prepared) -> ! {
             p.ctl_rd,
             confine_fd.unwrap_or(p.ctl_rd),
         ];
+        let sources = fixed.iter().chain(passed);
         for (slot, fd) in parked.iter_mut().zip(sources) {
-            *slot = libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, FD_PARK);
+            *slot = libc::fcntl(*fd, libc::F_DUPFD_CLOEXEC, park);
             if *slot == -1 {
                 fail(status_fd, Stage::Stdio);
             }
@@ -268,13 +284,23 @@ fn shim_main(p: &Prepared) -> ! {
         if confine_fd.is_some() && libc::dup3(parked[5], FD_CONFINE, libc::O_CLOEXEC) == -1 {
             fail(status_fd, Stage::Prepare);
         }
+        for (i, parked_fd) in parked[FIXED_FDS..FIXED_FDS + passed.len()]
+            .iter()
+            .enumerate()
+        {
+            if libc::dup3(*parked_fd, FD_FIRST_PASSED + i as c_int, libc::O_CLOEXEC) == -1 {
+                fail(status_fd, Stage::Prepare);
+            }
+        }
         for (target, parked_fd) in parked[..3].iter().enumerate() {
             if libc::dup2(*parked_fd, target as c_int) == -1 {
                 fail(status_fd, Stage::Stdio);
             }
         }
         // Without a confinement descriptor, FD_CONFINE itself holds nothing of ours.
-        let first_free = if confine_fd.is_some() {
+        let first_free = if !passed.is_empty() {
+            FD_FIRST_PASSED + passed.len() as c_int
+        } else if confine_fd.is_some() {
             FD_CONFINE + 1
         } else {
             FD_CONFINE
@@ -589,9 +615,17 @@ fn command_main(p: &Prepared, report_fd: c_int, shim_pid: libc::pid_t) -> ! {
         match p.confine {
             ChildConfine::None => {}
             ChildConfine::Bwrap { .. } => {
-                // bwrap reads the program from this number; dup2 leaves it open across execve.
+                // bwrap reads the program and its mounts' descriptors from these numbers; dup2
+                // leaves them open across execve (bwrap closes each once it has used it). Every
+                // target is below every source still to be moved and below `report_fd`.
                 if libc::dup2(FD_CONFINE, COMMAND_SECCOMP_FD) == -1 {
                     fail(report_fd, Stage::Seccomp);
+                }
+                let passed = p.passed.len().min(MAX_PASSED_FDS) as c_int;
+                for i in 0..passed {
+                    if libc::dup2(FD_FIRST_PASSED + i, COMMAND_FIRST_PASSED_FD + i) == -1 {
+                        fail(report_fd, Stage::Prepare);
+                    }
                 }
             }
             ChildConfine::Landlock {

@@ -359,7 +359,7 @@ fn a_peer_with_another_schema_is_refused_with_both_versions_named() {
     let mut peer = Peer::embedded_with_log(Some(&log));
     let mut hello = Hello::ours("agentd 9.9.9");
     hello.schema_hash ^= 1;
-    hello.protocol_version = 2;
+    hello.protocol_version = confine_protocol::PROTOCOL_VERSION + 1;
     peer.send_raw(&encode_frame(&hello).expect("encode"));
     let theirs: Hello = peer.read_message().expect("the helper still greets");
     assert_eq!(theirs.protocol_version, confine_protocol::PROTOCOL_VERSION);
@@ -367,8 +367,12 @@ fn a_peer_with_another_schema_is_refused_with_both_versions_named() {
     let status = peer.child.take().expect("child").wait().expect("wait");
     assert!(status.success());
     let log = std::fs::read_to_string(&log).expect("log");
-    assert!(log.contains("agentd 9.9.9 speaks protocol v2"), "{log}");
-    assert!(log.contains("speaks v1"), "{log}");
+    let ours = confine_protocol::PROTOCOL_VERSION;
+    assert!(
+        log.contains(&format!("agentd 9.9.9 speaks protocol v{}", ours + 1)),
+        "{log}"
+    );
+    assert!(log.contains(&format!("speaks v{ours}")), "{log}");
 }
 
 #[test]

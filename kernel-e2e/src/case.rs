@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::agentd::{Invocation, Launcher, Run};
-use crate::facts::{Exit, Facts};
+use crate::facts::{Exit, Facts, RootBefore};
 use crate::fixtures::{self, PathState};
 use crate::matrix::{Cell, Mode};
 use crate::probe::{Outcome, Probe};
@@ -249,6 +249,10 @@ impl<'a> Cx<'a> {
     /// status and `denied` consistent with it, and for a confined command that ran, the backend
     /// asked for with an honest enforcement level.
     pub fn run(&mut self, label: &str, invocation: &Invocation) -> Result<Run, Stop> {
+        let roots: Vec<RootBefore> = std::iter::once(&invocation.workspace)
+            .chain(&invocation.writable_roots)
+            .map(|root| RootBefore::of(root))
+            .collect();
         let run = self.launcher.run(label, invocation).map_err(Stop::Fail)?;
         self.runs.push(run.clone());
         let facts = run.facts.as_ref().map_err(|e| {
@@ -269,7 +273,7 @@ impl<'a> Cx<'a> {
                     );
                 }
                 (mode, Some(backend)) => facts
-                    .check_confinement(backend, mode)
+                    .check_confinement(backend, mode, &roots)
                     .map_err(|e| fail(format!("the {label} run: {e}")))?,
                 (_, None) => {}
             }

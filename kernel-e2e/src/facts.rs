@@ -11,9 +11,40 @@ pub const DENIAL_TEXTS: [&str; 3] = [
     "Operation not permitted",
 ];
 
-/// What a landlock run in workspace-write mode must admit it cannot enforce: Landlock can only
-/// add access, so a read-only hole inside a writable root cannot be expressed.
-pub const PROTECTED_SUBPATHS: [&str; 4] = [".git/hooks", ".git/config", ".gitmodules", ".agentd"];
+/// A writable root of a run, as the suite saw it just before the run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RootBefore {
+    /// The root's real path, as the helper names it.
+    pub path: std::path::PathBuf,
+    /// Whether `.git` existed in it.
+    pub repository: bool,
+}
+
+impl RootBefore {
+    pub fn of(path: &std::path::Path) -> RootBefore {
+        let path = path.canonicalize().unwrap_or_else(|_| path.to_owned());
+        let repository = std::fs::symlink_metadata(path.join(".git")).is_ok();
+        RootBefore { path, repository }
+    }
+
+    /// How the helper names the gap of a root without a repository: a command can create one.
+    fn no_repository_gap(&self) -> String {
+        format!("repository {}/.git: there is none yet", self.path.display())
+    }
+
+    /// How Landlock names the repository it cannot keep read-only.
+    fn landlock_gap(&self) -> String {
+        format!("protected path {}/.git ", self.path.display())
+    }
+}
+
+/// Whether a gap says a protected path does not exist (yet) and so cannot be kept from being
+/// created: honest on every backend.
+fn is_missing_path_gap(gap: &str) -> bool {
+    gap.starts_with("repository ")
+        || gap.starts_with("submodule ")
+        || (gap.starts_with("protected path ") && gap.contains("does not exist"))
+}
 
 /// agentd's exit status when the command did not run.
 pub const EXIT_DID_NOT_RUN: i32 = 125;
@@ -175,8 +206,14 @@ impl Facts {
     }
 
     /// Checks what a command that ran says about its confinement: the backend asked for, and an
-    /// enforcement level that admits what the backend cannot do.
-    pub fn check_confinement(&self, backend: Backend, mode: Mode) -> Result<(), String> {
+    /// enforcement level that admits what the backend cannot do. `roots` are the run's writable
+    /// roots as they were before it (workspace-write).
+    pub fn check_confinement(
+        &self,
+        backend: Backend,
+        mode: Mode,
+        roots: &[RootBefore],
+    ) -> Result<(), String> {
         if self.backend.as_deref() != Some(backend.as_str()) {
             return Err(format!(
                 "backend is {:?}, {} was asked for",
@@ -188,41 +225,55 @@ impl Facts {
             .enforcement
             .as_ref()
             .ok_or("a confined command ran but enforcement is null")?;
-        // As root a requested process limit cannot bind (root is exempt from RLIMIT_NPROC);
-        // the helper must say so, and that gap alone makes a run partial.
-        let process_limit_gap = enforcement
-            .missing
-            .iter()
-            .any(|m| m.starts_with("process limit"));
-        let other_gaps: Vec<&String> = enforcement
-            .missing
-            .iter()
-            .filter(|m| !m.starts_with("process limit"))
-            .collect();
-        match (backend, mode) {
-            (Backend::Landlock, Mode::WorkspaceWrite) => {
-                if enforcement.level != "partial" {
+        let names = |needle: &str| enforcement.missing.iter().any(|m| m.starts_with(needle));
+        // Every root without a repository must be named: a command can create one there.
+        if mode == Mode::WorkspaceWrite {
+            for root in roots.iter().filter(|r| !r.repository) {
+                if !names(&root.no_repository_gap()) {
                     return Err(format!(
-                        "landlock cannot keep protected subpaths of a writable root read-only, \
-                         yet enforcement is {:?}",
-                        enforcement.level
-                    ));
-                }
-                let absent: Vec<&str> = PROTECTED_SUBPATHS
-                    .iter()
-                    .copied()
-                    .filter(|path| !names_protected_subpath(&enforcement.missing, path))
-                    .collect();
-                if !absent.is_empty() {
-                    return Err(format!(
-                        "enforcement.missing {:?} does not name protected subpath(s) {absent:?}",
+                        "{} has no repository, so one can be created there, yet enforcement.missing \
+                         {:?} does not say so",
+                        root.path.display(),
                         enforcement.missing
                     ));
                 }
             }
+        }
+        match (backend, mode) {
+            (Backend::Landlock, Mode::WorkspaceWrite) => {
+                if enforcement.level != "partial" {
+                    return Err(format!(
+                        "landlock cannot keep a repository inside a writable root read-only, yet \
+                         enforcement is {:?}",
+                        enforcement.level
+                    ));
+                }
+                for root in roots.iter().filter(|r| r.repository) {
+                    if !names(&root.landlock_gap()) {
+                        return Err(format!(
+                            "enforcement.missing {:?} does not name the repository {}/.git, which \
+                             landlock cannot keep read-only",
+                            enforcement.missing,
+                            root.path.display()
+                        ));
+                    }
+                }
+            }
             _ => {
-                let expected = if process_limit_gap { "partial" } else { "full" };
-                if enforcement.level != expected || !other_gaps.is_empty() {
+                // As root a requested process limit cannot bind (root is exempt from
+                // RLIMIT_NPROC); the helper must say so. Paths that do not exist yet are named
+                // too. Anything else is a gap bwrap (and read-only Landlock) must not have.
+                let other: Vec<&String> = enforcement
+                    .missing
+                    .iter()
+                    .filter(|m| !m.starts_with("process limit") && !is_missing_path_gap(m))
+                    .collect();
+                let expected = if enforcement.missing.is_empty() {
+                    "full"
+                } else {
+                    "partial"
+                };
+                if enforcement.level != expected || !other.is_empty() {
                     return Err(format!(
                         "{} in {} mode should enforce fully, facts say {:?} missing {:?}",
                         backend.as_str(),
@@ -235,15 +286,6 @@ impl Facts {
         }
         Ok(())
     }
-}
-
-/// `"protected subpath .agentd"` and `"protected subpath .agentd/"` both name `.agentd`.
-fn names_protected_subpath(missing: &[String], path: &str) -> bool {
-    missing.iter().any(|entry| {
-        entry
-            .strip_prefix("protected subpath ")
-            .is_some_and(|named| named.trim_end_matches('/') == path)
-    })
 }
 
 fn parse_exit(exit: &Map<String, Value>) -> Result<Exit, String> {
@@ -377,30 +419,70 @@ mod tests {
     }
 
     #[test]
-    fn landlock_workspace_write_must_name_every_protected_subpath() {
+    fn landlock_workspace_write_must_name_the_repository_or_its_absence() {
+        let with = RootBefore {
+            path: "/w".into(),
+            repository: true,
+        };
+        let without = RootBefore {
+            path: "/x".into(),
+            repository: false,
+        };
         let mut facts = Facts::parse(RAN).expect("parses");
         facts.backend = Some("landlock".into());
         facts.enforcement = Some(Enforcement {
             level: "partial".into(),
-            missing: PROTECTED_SUBPATHS
-                .iter()
-                .map(|p| format!("protected subpath {p}/"))
-                .collect(),
+            missing: vec![
+                "protected path /w/.git (Landlock cannot keep part of a writable root read-only)"
+                    .into(),
+                "repository /x/.git: there is none yet, so a command can create one".into(),
+            ],
         });
+        let roots = [with, without];
         assert!(
             facts
-                .check_confinement(Backend::Landlock, Mode::WorkspaceWrite)
+                .check_confinement(Backend::Landlock, Mode::WorkspaceWrite, &roots)
                 .is_ok()
         );
         facts.enforcement.as_mut().expect("set").missing.pop();
         assert!(
             facts
-                .check_confinement(Backend::Landlock, Mode::WorkspaceWrite)
+                .check_confinement(Backend::Landlock, Mode::WorkspaceWrite, &roots)
                 .is_err()
         );
         assert!(
             facts
-                .check_confinement(Backend::Landlock, Mode::ReadOnly)
+                .check_confinement(Backend::Landlock, Mode::ReadOnly, &[])
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn bwrap_may_only_name_paths_that_do_not_exist_yet() {
+        let mut facts = Facts::parse(RAN).expect("parses");
+        facts.backend = Some("bwrap".into());
+        let root = [RootBefore {
+            path: "/x".into(),
+            repository: false,
+        }];
+        facts.enforcement = Some(Enforcement {
+            level: "partial".into(),
+            missing: vec!["repository /x/.git: there is none yet, so …".into()],
+        });
+        assert!(
+            facts
+                .check_confinement(Backend::Bwrap, Mode::WorkspaceWrite, &root)
+                .is_ok()
+        );
+        facts
+            .enforcement
+            .as_mut()
+            .expect("set")
+            .missing
+            .push("protected path /x/a (Landlock cannot …)".into());
+        assert!(
+            facts
+                .check_confinement(Backend::Bwrap, Mode::WorkspaceWrite, &root)
                 .is_err()
         );
     }

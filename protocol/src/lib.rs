@@ -12,13 +12,16 @@ mod messages;
 pub use frame::{FrameDecoder, FrameError, MAX_FRAME, decode_payload, encode_frame};
 pub use messages::*;
 
-/// Subpaths of every writable root that stay read-only in confined modes, also when they do not
-/// exist yet: code planted there would run later, outside the sandbox. The helper enforces them
-/// for commands and agentd for its own file tools; a request's `Policy::protected` adds to them.
-pub const PROTECTED_SUBPATHS: [&str; 4] = [".git/hooks", ".git/config", ".gitmodules", ".agentd"];
+/// Subpaths of every writable root that stay read-only in confined modes: code planted there
+/// would run later, outside the sandbox. `.git` means a whole repository: the git directory it
+/// names (also through a `.git` file or `commondir`), the `.git` entries of its submodules and
+/// linked worktrees; see the helper's `git` module. A request's `Policy::protected` adds to
+/// them. What does not exist yet cannot be kept from being created and is reported as missing
+/// enforcement.
+pub const PROTECTED_SUBPATHS: [&str; 1] = [".git"];
 
 /// Bumped on every change that is not purely additive at the end of the handshake.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// FNV-1a (64-bit) of [`SCHEMA_TEXT`]: the message definitions themselves.
 pub const SCHEMA_HASH: u64 = fnv1a64(SCHEMA_TEXT.as_bytes());

@@ -79,7 +79,12 @@ wire! {
         pub workspace_root: Option<Bytes>,
         pub writable_roots: Vec<Bytes>,
         pub network: Network,
+        /// Relative subpaths kept read-only inside every writable root, besides
+        /// [`crate::PROTECTED_SUBPATHS`].
         pub protected: Vec<Bytes>,
+        /// Absolute paths (the requester's own configuration, state and binary) that no
+        /// writable root may contain or lie inside, whether they exist or not.
+        pub never_writable: Vec<Bytes>,
     }
 
     /// Resource limits of one command.
@@ -141,12 +146,30 @@ wire! {
         pub grace_ms: u32,
     }
 
+    /// Replace the file at `path` with new content, confined by `policy`: the helper runs its
+    /// own writer as a command under exactly the plan a `Spawn` with this policy would get, so
+    /// the kernel decides where the write may land. Two descriptors follow the frame: the
+    /// content (read to its end) and the pipe that receives the writer's one-line report.
+    /// Answered like a `Spawn`: `Started`, then `Exited` (code 0: written) or a refusal or
+    /// runner failure.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct WriteFile {
+        pub id: u64,
+        pub path: Bytes,
+        /// Create missing parent directories.
+        pub make_parents: bool,
+        pub policy: Policy,
+        pub backend: BackendChoice,
+        pub timeout_ms: Option<u64>,
+    }
+
     /// What agentd sends after the handshake.
     #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
     pub enum Request {
         Spawn(Spawn),
         Cancel(Cancel),
         Info,
+        WriteFile(WriteFile),
     }
 
     /// How a command ended.

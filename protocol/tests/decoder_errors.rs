@@ -46,6 +46,7 @@ fn minimal_spawn() -> Spawn {
             writable_roots: Vec::new(),
             network: Network::Deny,
             protected: Vec::new(),
+            never_writable: Vec::new(),
         },
         backend: BackendChoice::Auto,
         limits: Limits {
@@ -209,7 +210,7 @@ fn a_message_cut_short_inside_its_payload_is_rejected() {
 #[test]
 fn an_unknown_request_variant_index_is_rejected() {
     assert_eq!(
-        decode_error::<Request>(&[3]),
+        decode_error::<Request>(&[4]),
         postcard_error(postcard::Error::SerdeDeCustom)
     );
 }

@@ -233,7 +233,8 @@ fn next_request(request: &Request) -> Option<Request> {
             grace_ms: 2_000,
         })),
         Request::Cancel(_) => Some(Request::Info),
-        Request::Info => None,
+        Request::Info => Some(Request::WriteFile(write_file())),
+        Request::WriteFile(_) => None,
     }
 }
 
@@ -242,6 +243,7 @@ fn request_name(request: &Request) -> &'static str {
         Request::Spawn(_) => "spawn",
         Request::Cancel(_) => "cancel",
         Request::Info => "info",
+        Request::WriteFile(_) => "write_file",
     }
 }
 
@@ -307,7 +309,8 @@ fn spawn() -> Spawn {
             workspace_root: Some(b"/ws".to_vec()),
             writable_roots: vec![b"/tmp".to_vec()],
             network: Network::Deny,
-            protected: vec![b"/ws/.git".to_vec()],
+            protected: vec![b".cargo".to_vec()],
+            never_writable: vec![b"/home/u/.config/agentd".to_vec()],
         },
         backend: BackendChoice::Auto,
         limits: Limits {
@@ -337,6 +340,7 @@ fn minimal_spawn() -> Spawn {
             writable_roots: Vec::new(),
             network: Network::Deny,
             protected: Vec::new(),
+            never_writable: Vec::new(),
         },
         backend: BackendChoice::Auto,
         limits: Limits {
@@ -351,6 +355,17 @@ fn minimal_spawn() -> Spawn {
             stdout: StdioSpec::Null,
             stderr: StdioSpec::Null,
         },
+    }
+}
+
+fn write_file() -> WriteFile {
+    WriteFile {
+        id: 9,
+        path: b"/ws/src/lib.rs".to_vec(),
+        make_parents: true,
+        policy: spawn().policy,
+        backend: BackendChoice::Auto,
+        timeout_ms: Some(30_000),
     }
 }
 

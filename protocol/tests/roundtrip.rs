@@ -158,6 +158,7 @@ fn spawn(rng: &mut Rng) -> Spawn {
             writable_roots: rng.bytes_list(),
             network: rng.pick(&[Network::Deny, Network::Allow]),
             protected: rng.bytes_list(),
+            never_writable: rng.bytes_list(),
         },
         backend: rng.pick(&[
             BackendChoice::Auto,
@@ -181,12 +182,23 @@ fn spawn(rng: &mut Rng) -> Spawn {
 }
 
 fn request(rng: &mut Rng) -> Request {
-    match rng.below(3) {
+    match rng.below(4) {
         0 => Request::Spawn(spawn(rng)),
         1 => Request::Cancel(Cancel {
             id: rng.u64(),
             grace_ms: rng.u32(),
         }),
+        2 => {
+            let s = spawn(rng);
+            Request::WriteFile(WriteFile {
+                id: s.id,
+                path: s.cwd,
+                make_parents: rng.below(2) == 0,
+                policy: s.policy,
+                backend: s.backend,
+                timeout_ms: s.limits.timeout_ms,
+            })
+        }
         _ => Request::Info,
     }
 }
@@ -379,13 +391,14 @@ fn random_replies_survive_encoding_and_chunked_decoding() {
 #[test]
 fn the_generators_reach_every_variant() {
     let mut rng = Rng(base_seed());
-    let mut requests = [false; 3];
+    let mut requests = [false; 4];
     let mut replies = [false; 5];
     for _ in 0..ITERATIONS {
         requests[match request(&mut rng) {
             Request::Spawn(_) => 0,
             Request::Cancel(_) => 1,
             Request::Info => 2,
+            Request::WriteFile(_) => 3,
         }] = true;
         replies[match reply(&mut rng) {
             Reply::Started(_) => 0,
@@ -395,6 +408,6 @@ fn the_generators_reach_every_variant() {
             Reply::Info(_) => 4,
         }] = true;
     }
-    assert_eq!(requests, [true; 3]);
+    assert_eq!(requests, [true; 4]);
     assert_eq!(replies, [true; 5]);
 }

@@ -79,6 +79,11 @@ impl Sessions {
         }
         let cwd = std::fs::canonicalize(cwd)
             .map_err(|e| Error::invalid_params().data(format!("cwd {}: {e}", cwd.display())))?;
+        if let Some(own) = state.options.helper.own_file_within(&cwd) {
+            return Err(
+                Error::invalid_params().data(crate::helper_client::own_file_refusal(&cwd, &own))
+            );
+        }
         let id = log::new_id();
         let (log, first) =
             EventLog::create(&state.options.state_dir, &id, &cwd).map_err(log_error)?;

@@ -41,14 +41,14 @@ mod tests;
 
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
-use std::os::unix::ffi::OsStringExt;
-use std::path::PathBuf;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use confine_protocol::{
     BackendChoice, EnvVar, FrameError, Hello, HelperInfo, Limits, Mismatch, Mode, Network, Policy,
-    Request, Spawn, Stdio, StdioSpec, encode_frame,
+    Request, Spawn, Stdio, StdioSpec, WriteFile, encode_frame,
 };
 
 pub use command::{Canceller, CommandHandle, Outcome};
@@ -168,6 +168,7 @@ impl SpawnSpec {
                 writable_roots: Vec::new(),
                 network: Network::Deny,
                 protected: Vec::new(),
+                never_writable: Vec::new(),
             },
             backend: BackendChoice::Auto,
             limits: Limits {
@@ -219,6 +220,61 @@ impl SpawnSpec {
     }
 }
 
+/// A file to replace, confined: the helper's writer runs under `policy` exactly as a command
+/// would (see [`HelperClient::write_file`]).
+#[derive(Debug)]
+pub struct WriteSpec {
+    /// The file, absolute.
+    pub path: PathBuf,
+    /// Create missing parent directories.
+    pub make_parents: bool,
+    pub policy: Policy,
+    pub backend: BackendChoice,
+    pub timeout_ms: Option<u64>,
+    /// The new content, read by the writer to its end (a sealed memfd, say).
+    pub content: OwnedFd,
+    /// Where the writer's one-line report goes.
+    pub report: OwnedFd,
+}
+
+impl WriteSpec {
+    fn into_request(self, id: u64) -> (WriteFile, Vec<OwnedFd>) {
+        let write = WriteFile {
+            id,
+            path: self.path.into_os_string().into_vec(),
+            make_parents: self.make_parents,
+            policy: self.policy,
+            backend: self.backend,
+            timeout_ms: self.timeout_ms,
+        };
+        (write, vec![self.content, self.report])
+    }
+}
+
+/// Why a workspace holding one of agentd's own files is refused.
+pub fn own_file_refusal(workspace: &Path, own: &Path) -> String {
+    format!(
+        "the workspace {} would make {} writable, and that is agentd's own configuration, session \
+         state or program: a command there could change what agentd runs or replays next. Use a \
+         directory that does not contain it (nor lies inside it) as the workspace",
+        workspace.display(),
+        own.display()
+    )
+}
+
+/// `path` with symbolic links resolved as far as it exists, the rest appended as written.
+fn resolved(path: &Path) -> PathBuf {
+    for existing in path.ancestors() {
+        if let Ok(real) = std::fs::canonicalize(existing) {
+            return match path.strip_prefix(existing) {
+                Ok(rest) if !rest.as_os_str().is_empty() => real.join(rest),
+                _ => real,
+            };
+        }
+    }
+    path.to_owned()
+}
+
 /// A handle on confine-helper shared by everything in agentd that runs commands.
 ///
 /// Cheap to clone; all clones share one connection and one request-id counter. The connection is
@@ -234,6 +290,8 @@ struct Inner {
     /// `--ceiling PATH` for an embedded helper.
     ceiling: Option<PathBuf>,
     hello: Hello,
+    /// agentd's own files, added to every request's `Policy::never_writable`.
+    never_writable: Vec<Vec<u8>>,
     next_id: AtomicU64,
     current: Mutex<Option<Arc<Connection>>>,
     /// Held while a connection is being made, so concurrent first requests start one helper.
@@ -243,7 +301,7 @@ struct Inner {
 impl HelperClient {
     /// A client for `endpoint`. Nothing is started or connected until the first request.
     pub fn new(endpoint: HelperEndpoint) -> HelperClient {
-        HelperClient::build(endpoint, None)
+        HelperClient::build(endpoint, None, Vec::new())
     }
 
     /// A client for `endpoint` whose embedded helper is started with `--ceiling ceiling`
@@ -256,21 +314,40 @@ impl HelperClient {
         endpoint: HelperEndpoint,
         ceiling: Option<PathBuf>,
     ) -> Result<HelperClient, ClientError> {
+        HelperClient::configured(endpoint, ceiling, Vec::new())
+    }
+
+    /// [`HelperClient::with_ceiling`] that also marks `never_writable` (agentd's own
+    /// configuration, state and binary) in every request: the helper refuses any writable root
+    /// that contains one of them or lies inside one.
+    pub fn configured(
+        endpoint: HelperEndpoint,
+        ceiling: Option<PathBuf>,
+        never_writable: Vec<PathBuf>,
+    ) -> Result<HelperClient, ClientError> {
         if let (HelperEndpoint::Service(socket), Some(_)) = (&endpoint, &ceiling) {
             return Err(ClientError::CeilingForService {
                 socket: socket.clone(),
             });
         }
-        Ok(HelperClient::build(endpoint, ceiling))
+        Ok(HelperClient::build(endpoint, ceiling, never_writable))
     }
 
-    fn build(endpoint: HelperEndpoint, ceiling: Option<PathBuf>) -> HelperClient {
+    fn build(
+        endpoint: HelperEndpoint,
+        ceiling: Option<PathBuf>,
+        never_writable: Vec<PathBuf>,
+    ) -> HelperClient {
         let software = format!("agentd {}", env!("CARGO_PKG_VERSION"));
         HelperClient {
             inner: Arc::new(Inner {
                 endpoint,
                 ceiling,
                 hello: Hello::ours(&software),
+                never_writable: never_writable
+                    .into_iter()
+                    .map(|p| p.into_os_string().into_vec())
+                    .collect(),
                 next_id: AtomicU64::new(1),
                 current: Mutex::new(None),
                 connecting: tokio::sync::Mutex::new(()),
@@ -303,8 +380,50 @@ impl HelperClient {
     /// the command's pipes reach end-of-file when the command's side closes.
     pub async fn spawn(&self, spec: SpawnSpec) -> Result<CommandHandle, ClientError> {
         let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
-        let (spawn, fds) = spec.into_request(id);
-        let frame = encode_frame(&Request::Spawn(spawn)).map_err(ClientError::RequestTooLarge)?;
+        let (mut spawn, fds) = spec.into_request(id);
+        self.mark_own_paths(&mut spawn.policy);
+        self.send(id, &Request::Spawn(spawn), fds).await
+    }
+
+    /// Asks the helper to replace a file with the content in `spec`, confined by its policy:
+    /// the helper's own writer runs as a command under the plan a `bash` command of the same
+    /// policy would get. The handle ends like a command's: exit code 0 when written, with the
+    /// writer's report on `spec.report`.
+    pub async fn write_file(&self, spec: WriteSpec) -> Result<CommandHandle, ClientError> {
+        let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
+        let (mut write, fds) = spec.into_request(id);
+        self.mark_own_paths(&mut write.policy);
+        self.send(id, &Request::WriteFile(write), fds).await
+    }
+
+    /// The first of agentd's own files (see [`HelperClient::configured`]) that a writable root
+    /// at `dir` would contain or lie inside, with symbolic links resolved on both sides. The
+    /// helper refuses such a root for every command; callers use this to refuse a workspace
+    /// once, up front, with the path named.
+    pub fn own_file_within(&self, dir: &Path) -> Option<PathBuf> {
+        let dir = resolved(dir);
+        self.inner
+            .never_writable
+            .iter()
+            .map(|raw| resolved(Path::new(std::ffi::OsStr::from_bytes(raw))))
+            .find(|own| own.starts_with(&dir) || dir.starts_with(own))
+    }
+
+    fn mark_own_paths(&self, policy: &mut Policy) {
+        for path in &self.inner.never_writable {
+            if !policy.never_writable.contains(path) {
+                policy.never_writable.push(path.clone());
+            }
+        }
+    }
+
+    async fn send(
+        &self,
+        id: u64,
+        request: &Request,
+        fds: Vec<OwnedFd>,
+    ) -> Result<CommandHandle, ClientError> {
+        let frame = encode_frame(request).map_err(ClientError::RequestTooLarge)?;
         let mut fds = Some(fds);
         let (connection, replies) = self
             .submit(|connection| connection.submit_spawn(id, &frame, &mut fds))

@@ -1,27 +1,49 @@
-//! `read_file`, `write_file` and `edit_file`: agentd reads and writes the file itself (or has
-//! the editor do it through [`ClientFs`]), after checking the path against the call's mode.
-//! These checks are a policy fence in trusted code, not a kernel boundary; see the module
-//! documentation of [`crate::tools`].
+//! `read_file`, `write_file` and `edit_file`.
+//!
+//! Writes are made by the kernel's rules, not agentd's: agentd hands the content to
+//! confine-helper, which runs its own writer as a command under exactly the plan a `bash`
+//! command of the call's mode gets ([`HelperClient::write_file`]). A concurrent command that
+//! swaps a directory on the path for a symbolic link can change which name the writer reaches,
+//! never what the sandbox lets it write; the result names the file the kernel says was written.
+//! The editor's own file access ([`ClientFs`]) is used for writes only in danger-full-access,
+//! where nothing is confined: it writes wherever the path points when it writes. In confined
+//! modes the editor is told about the write through the tool call's location.
+//!
+//! [`check_write`] runs first, as a fence in trusted code: it refuses, with a clear sentence,
+//! what the sandbox would refuse anyway (outside the workspace, git metadata), so the model
+//! hears why rather than an errno. It is not the boundary.
+//!
+//! Reads are allowed in every mode, as for commands. A file is opened as a path (`O_PATH`),
+//! checked to be a regular file, and only then opened for reading (through `/proc/self/fd`):
+//! a FIFO, device or socket is refused without being opened, so nothing can make a read block.
 
 use std::fs;
-use std::io::{self, Read, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::io::{self, Read};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Component, Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
-use confine_protocol::Mode;
+use confine_protocol::{Mode, Policy};
 use serde_json::json;
 
 use super::args::{EditArgs, ReadArgs, WriteArgs};
 use super::output::denial_marker;
 use super::spec::READ_CAP;
 use super::{ClientFs, ToolEnv, ToolResult};
+use crate::helper_client::{Outcome, WriteSpec};
+use crate::run::Facts;
 
 /// Subpaths of the workspace that stay read-only in workspace-write mode, also when they do not
 /// exist yet.
 ///
 /// The same list confine-helper enforces for commands: one definition in the protocol crate.
 pub use confine_protocol::PROTECTED_SUBPATHS as PROTECTED;
+
+/// How long a confined write may take.
+const WRITE_TIMEOUT_MS: u64 = 60_000;
+/// The largest report the writer sends.
+const REPORT_CAP: usize = 64 * 1024;
 
 /// The largest file `read_file` and `edit_file` take in; larger ones are for `bash` with
 /// `head`, `tail` or `sed -n`.
@@ -50,9 +72,10 @@ pub(crate) enum Refusal {
 /// resolved, so that what is checked is what is written.
 ///
 /// - read-only: never.
-/// - workspace-write: inside the canonical workspace and outside [`PROTECTED`]. The nearest
-///   existing ancestor is canonicalized and the rest appended, so a symbolic link anywhere on
-///   the way (the file itself included) counts where it points, not where it sits.
+/// - workspace-write: inside the canonical workspace and not inside git metadata (a path with a
+///   `.git` component: the repository [`PROTECTED`] names, and those of nested repositories).
+///   The nearest existing ancestor is canonicalized and the rest appended, so a symbolic link
+///   anywhere on the way (the file itself included) counts where it points, not where it sits.
 /// - danger-full-access: anywhere.
 ///
 /// A symbolic link to nothing is refused in every mode: where a write through it would land
@@ -89,12 +112,16 @@ pub(crate) fn check_write(workspace: &Path, given: &str, mode: Mode) -> Result<P
             root.display()
         )));
     };
-    if let Some(protected) = PROTECTED.iter().find(|p| inside.starts_with(p)) {
-        return Err(Refusal::Denied(format!(
-            "{} is inside {}, which stays read-only in workspace-write mode",
-            real.display(),
-            root.join(protected).display()
-        )));
+    let mut metadata = root.clone();
+    for part in inside.components() {
+        metadata.push(part);
+        if PROTECTED.iter().any(|p| part.as_os_str() == *p) {
+            return Err(Refusal::Denied(format!(
+                "{} is inside {}, git metadata, which stays read-only in workspace-write mode",
+                real.display(),
+                metadata.display()
+            )));
+        }
     }
     Ok(real)
 }
@@ -279,13 +306,58 @@ fn checked_text(text: String) -> Result<String, String> {
     Ok(text)
 }
 
-/// Reads a whole local text file of at most [`MAX_TEXT_FILE`] bytes.
-fn read_local(path: &Path) -> Result<String, String> {
-    let file = fs::File::open(path).map_err(|e| e.to_string())?;
-    let meta = file.metadata().map_err(|e| e.to_string())?;
+/// What kind of file `meta` describes, for a refusal.
+fn kind_of(meta: &fs::Metadata) -> &'static str {
+    let kind = meta.file_type();
+    if kind.is_dir() {
+        "a directory"
+    } else if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_socket() {
+        "a socket"
+    } else if kind.is_char_device() || kind.is_block_device() {
+        "a device"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// Opens `path` for reading only if it is a regular file: first as a path (`O_PATH`, which
+/// opens nothing), then, once checked, for reading through `/proc/self/fd`, which reaches
+/// exactly the file checked. `Ok(None)` when it does not exist.
+fn open_regular(path: &Path) -> Result<Option<(fs::File, fs::Metadata)>, String> {
+    let located = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_PATH)
+        .open(path);
+    let located = match located {
+        Ok(file) => file,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e.to_string()),
+    };
+    let meta = located.metadata().map_err(|e| e.to_string())?;
     if meta.is_dir() {
         return Err("it is a directory; list it with bash (ls)".to_owned());
     }
+    if !meta.is_file() {
+        return Err(format!(
+            "it is {}, not a regular file, and is not opened",
+            kind_of(&meta)
+        ));
+    }
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY)
+        .open(format!("/proc/self/fd/{}", located.as_raw_fd()))
+        .map_err(|e| e.to_string())?;
+    Ok(Some((file, meta)))
+}
+
+/// Reads a whole local text file of at most [`MAX_TEXT_FILE`] bytes.
+fn read_local(path: &Path) -> Result<String, String> {
+    let Some((file, meta)) = open_regular(path)? else {
+        return Err("No such file or directory (os error 2)".to_owned());
+    };
     if meta.len() > MAX_TEXT_FILE {
         return Err(format!(
             "it is {} bytes, more than the {} MiB this tool takes in; read parts of it with bash \
@@ -299,59 +371,6 @@ fn read_local(path: &Path) -> Result<String, String> {
         .read_to_end(&mut bytes)
         .map_err(|e| e.to_string())?;
     as_text(bytes)
-}
-
-/// Writes `content` to `target` atomically: a new file in the same directory, renamed over the
-/// target. Missing parent directories are created. A symbolic link at `target` is never
-/// followed: it is refused, checked once more right before the rename (which would replace the
-/// link itself, not what it points to).
-pub(crate) fn write_atomically(target: &Path, content: &[u8]) -> Result<(), String> {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let dir = target
-        .parent()
-        .ok_or_else(|| "it has no parent directory".to_owned())?;
-    fs::create_dir_all(dir)
-        .map_err(|e| format!("cannot create the directory {}: {e}", dir.display()))?;
-    let is_link =
-        |path: &Path| fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
-    let permissions = match fs::symlink_metadata(target) {
-        Ok(meta) if meta.file_type().is_symlink() => {
-            return Err("it is a symbolic link, which is not followed".to_owned());
-        }
-        Ok(meta) if meta.is_dir() => return Err("it is a directory".to_owned()),
-        Ok(meta) => Some(meta.permissions()),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-        Err(e) => return Err(e.to_string()),
-    };
-    let temp = dir.join(format!(
-        ".agentd-write-{}-{}.tmp",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    ));
-    let written = (|| -> io::Result<()> {
-        let mut file = fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o666)
-            .custom_flags(nix::libc::O_NOFOLLOW)
-            .open(&temp)?;
-        file.write_all(content)?;
-        if let Some(permissions) = permissions {
-            file.set_permissions(permissions)?;
-        }
-        file.sync_all()?;
-        if is_link(target) {
-            return Err(io::Error::other(
-                "it became a symbolic link while being written, which is not followed",
-            ));
-        }
-        fs::rename(&temp, target)
-    })();
-    if let Err(e) = written {
-        let _ = fs::remove_file(&temp);
-        return Err(e.to_string());
-    }
-    Ok(())
 }
 
 /// The replacement `edit_file` makes: the new text and how many occurrences were replaced.
@@ -392,10 +411,15 @@ where
         .unwrap_or_else(|e| Err(format!("the file operation failed: {e}")))
 }
 
-/// Reads the text at `path`, through the editor when it offers that.
+/// Reads the text at `path`, through the editor when it offers that. A local file that is
+/// not a regular file is refused before the editor is asked, so it cannot be made to block.
 async fn read_text(client: Option<&dyn ClientFs>, path: &Path) -> Result<String, String> {
     match client {
-        Some(client) => client.read_text(path).await.and_then(checked_text),
+        Some(client) => {
+            let local = path.to_path_buf();
+            blocking(move || open_regular(&local).map(drop)).await?;
+            client.read_text(path).await.and_then(checked_text)
+        }
         None => {
             let path = path.to_path_buf();
             blocking(move || read_local(&path)).await
@@ -403,40 +427,172 @@ async fn read_text(client: Option<&dyn ClientFs>, path: &Path) -> Result<String,
     }
 }
 
-/// Writes `content` to `target` (already checked), through the editor when it offers that.
+/// A write that was made: where, and under which confinement.
+struct Written {
+    /// The file the kernel says was written.
+    path: PathBuf,
+    created: bool,
+    /// The run's facts (backend, enforcement); `None` when the editor wrote it.
+    facts: Option<Facts>,
+}
+
+/// Why a write was not made.
+enum WriteError {
+    /// The sandbox refused it: the sentence, and the facts.
+    Denied(String, Box<Facts>),
+    /// Anything else.
+    Failed(String, Option<Box<Facts>>),
+}
+
+/// Writes `content` to `target` (checked by [`check_write`]): through the editor in
+/// danger-full-access when it offers that, else confined by the helper.
 async fn write_text(
-    client: Option<&dyn ClientFs>,
+    env: &ToolEnv,
     target: &Path,
     content: String,
-) -> Result<(), String> {
-    match client {
-        Some(client) => {
-            if let Some(dir) = target.parent() {
-                let dir = dir.to_path_buf();
-                blocking(move || {
-                    fs::create_dir_all(&dir)
-                        .map_err(|e| format!("cannot create the directory {}: {e}", dir.display()))
-                })
-                .await?;
-            }
-            client.write_text(target, &content).await
+    mode: Mode,
+) -> Result<Written, WriteError> {
+    if let (Mode::DangerFullAccess, Some(client)) = (mode, env.client_fs()) {
+        let created = fs::symlink_metadata(target).is_err();
+        if let Some(dir) = target.parent() {
+            let dir = dir.to_path_buf();
+            blocking(move || {
+                fs::create_dir_all(&dir)
+                    .map_err(|e| format!("cannot create the directory {}: {e}", dir.display()))
+            })
+            .await
+            .map_err(|why| WriteError::Failed(why, None))?;
         }
-        None => {
-            let target = target.to_path_buf();
-            blocking(move || write_atomically(&target, content.as_bytes())).await
+        client
+            .write_text(target, &content)
+            .await
+            .map_err(|why| WriteError::Failed(why, None))?;
+        return Ok(Written {
+            path: target.to_owned(),
+            created,
+            facts: None,
+        });
+    }
+    confined_write(env, target, content.as_bytes(), mode).await
+}
+
+/// The content as an anonymous file the writer reads from its start.
+fn content_file(content: &[u8]) -> io::Result<OwnedFd> {
+    use nix::sys::memfd::{MFdFlags, memfd_create};
+    let fd = memfd_create(c"agentd-write", MFdFlags::MFD_CLOEXEC)?;
+    let mut written = 0;
+    while written < content.len() {
+        written += nix::unistd::write(&fd, &content[written..])?;
+    }
+    nix::unistd::lseek(&fd, 0, nix::unistd::Whence::SeekSet)?;
+    Ok(fd)
+}
+
+/// Has the helper's writer replace `target` with `content`, confined under `mode`.
+async fn confined_write(
+    env: &ToolEnv,
+    target: &Path,
+    content: &[u8],
+    mode: Mode,
+) -> Result<Written, WriteError> {
+    let failed = |why: String| WriteError::Failed(why, None);
+    let content =
+        content_file(content).map_err(|e| failed(format!("cannot stage the content: {e}")))?;
+    let (mut report, report_wr) = crate::run::output_pipe()
+        .map_err(|e| failed(format!("cannot create a pipe for the writer's report: {e}")))?;
+    let spec = WriteSpec {
+        path: target.to_owned(),
+        make_parents: true,
+        policy: Policy {
+            mode,
+            workspace_root: Some(env.workspace().as_os_str().as_bytes().to_vec()),
+            writable_roots: Vec::new(),
+            network: env.network(),
+            protected: Vec::new(),
+            never_writable: Vec::new(),
+        },
+        backend: env.backend(),
+        timeout_ms: Some(WRITE_TIMEOUT_MS),
+        content,
+        report: report_wr,
+    };
+    let handle = env
+        .helper()
+        .write_file(spec)
+        .await
+        .map_err(|e| failed(e.to_string()))?;
+    let reading = async {
+        use tokio::io::AsyncReadExt;
+        let mut bytes = Vec::new();
+        let _ = (&mut report)
+            .take(REPORT_CAP as u64)
+            .read_to_end(&mut bytes)
+            .await;
+        bytes
+    };
+    let (outcome, bytes) = tokio::join!(handle.wait(), reading);
+    let started = matches!(outcome, Outcome::Exited(_));
+    interpret(Facts::from_outcome(outcome, started), &bytes, mode)
+}
+
+/// The writer's outcome and report as a write made or refused.
+fn interpret(facts: Facts, report: &[u8], mode: Mode) -> Result<Written, WriteError> {
+    if let Some(reason) = &facts.refused {
+        let why = format!("the sandbox refused the write: {reason}");
+        return Err(WriteError::Failed(why, Some(Box::new(facts))));
+    }
+    if let Some(failure) = &facts.runner_failure {
+        let why = crate::run::runner_failure_note(failure, facts.started);
+        return Err(WriteError::Failed(why, Some(Box::new(facts))));
+    }
+    if facts.timed_out {
+        let why = format!(
+            "the write did not finish within {} s",
+            WRITE_TIMEOUT_MS / 1000
+        );
+        return Err(WriteError::Failed(why, Some(Box::new(facts))));
+    }
+    let mut fields = report.split(|b| *b == 0);
+    match (fields.next(), fields.next(), fields.next(), fields.next()) {
+        (Some(b"written"), Some(created), Some(_bytes), Some(path))
+            if facts.exec_errno.is_none() =>
+        {
+            Ok(Written {
+                path: PathBuf::from(std::ffi::OsStr::from_bytes(path)),
+                created: created == b"1",
+                facts: Some(facts),
+            })
+        }
+        (Some(b"failed"), Some(errno), Some(what), None) => {
+            let errno: i32 = std::str::from_utf8(errno)
+                .ok()
+                .and_then(|e| e.parse().ok())
+                .unwrap_or(0);
+            let what = String::from_utf8_lossy(what).into_owned();
+            let sandbox = [nix::libc::EROFS, nix::libc::EACCES, nix::libc::EPERM];
+            if mode != Mode::DangerFullAccess && sandbox.contains(&errno) {
+                Err(WriteError::Denied(what, Box::new(facts)))
+            } else {
+                Err(WriteError::Failed(what, Some(Box::new(facts))))
+            }
+        }
+        _ => {
+            let why = match facts.exec_errno {
+                Some(errno) => format!(
+                    "confine-helper's writer could not be started inside the sandbox ({})",
+                    nix::errno::Errno::from_raw(errno).desc()
+                ),
+                None => "confine-helper's writer ended without saying what it did".to_owned(),
+            };
+            Err(WriteError::Failed(why, Some(Box::new(facts))))
         }
     }
 }
 
-/// [`check_write`] off the async threads; also says whether the target exists already.
-async fn write_target(env: &ToolEnv, given: &str, mode: Mode) -> Result<(PathBuf, bool), Refusal> {
+/// [`check_write`] off the async threads.
+async fn write_target(env: &ToolEnv, given: &str, mode: Mode) -> Result<PathBuf, Refusal> {
     let (workspace, given) = (env.workspace().to_path_buf(), given.to_owned());
-    let checked = blocking(move || {
-        Ok(check_write(&workspace, &given, mode).map(|target| {
-            let exists = fs::symlink_metadata(&target).is_ok();
-            (target, exists)
-        }))
-    });
+    let checked = blocking(move || Ok(check_write(&workspace, &given, mode)));
     checked.await.unwrap_or_else(|why| Err(Refusal::Error(why)))
 }
 
@@ -450,6 +606,36 @@ fn refused(refusal: Refusal, mode: Mode, given: &str, verb: &str) -> ToolResult 
         Refusal::Error(why) => ToolResult::failed(
             format!("cannot {verb} {given}: {why}"),
             json!({ "mode": mode.as_str(), "path": given }),
+        ),
+    }
+}
+
+/// The facts of a write: the run's (when confined), the mode and the path.
+fn write_facts(mode: Mode, path: &Path, run: Option<&Facts>) -> serde_json::Value {
+    let mut facts = run.map_or_else(|| json!({}), Facts::to_value);
+    facts["mode"] = json!(mode.as_str());
+    facts["path"] = json!(path.to_string_lossy());
+    facts
+}
+
+/// The result of a write that was not made.
+fn write_failed(error: WriteError, mode: Mode, target: &Path, verb: &str) -> ToolResult {
+    match error {
+        WriteError::Denied(why, run) => {
+            let mut facts = write_facts(mode, target, Some(&run));
+            facts["denied"] = json!(true);
+            ToolResult::failed(
+                format!(
+                    "cannot {verb} {}: {why}\n{}",
+                    target.display(),
+                    denial_marker(mode)
+                ),
+                facts,
+            )
+        }
+        WriteError::Failed(why, run) => ToolResult::failed(
+            format!("cannot {verb} {}: {why}", target.display()),
+            write_facts(mode, target, run.as_deref()),
         ),
     }
 }
@@ -480,31 +666,32 @@ pub(crate) async fn read_file(env: &ToolEnv, args: ReadArgs, mode: Mode) -> Tool
 }
 
 pub(crate) async fn write_file(env: &ToolEnv, args: WriteArgs, mode: Mode) -> ToolResult {
-    let (target, existed) = match write_target(env, &args.path, mode).await {
+    let target = match write_target(env, &args.path, mode).await {
         Ok(target) => target,
         Err(refusal) => return refused(refusal, mode, &args.path, "write"),
     };
     let bytes = args.content.len();
-    match write_text(env.client_fs(), &target, args.content).await {
-        Ok(()) => {
-            let mut facts = facts(mode, &target);
+    match write_text(env, &target, args.content, mode).await {
+        Ok(written) => {
+            let mut facts = write_facts(mode, &written.path, written.facts.as_ref());
             facts["bytes"] = json!(bytes);
-            let verb = if existed { "Overwrote" } else { "Created" };
+            let verb = if written.created {
+                "Created"
+            } else {
+                "Overwrote"
+            };
             ToolResult::completed(
-                format!("{verb} {} ({bytes} bytes)", target.display()),
+                format!("{verb} {} ({bytes} bytes)", written.path.display()),
                 facts,
             )
         }
-        Err(why) => ToolResult::failed(
-            format!("cannot write {}: {why}", target.display()),
-            facts(mode, &target),
-        ),
+        Err(error) => write_failed(error, mode, &target, "write"),
     }
 }
 
 pub(crate) async fn edit_file(env: &ToolEnv, args: EditArgs, mode: Mode) -> ToolResult {
     let target = match write_target(env, &args.path, mode).await {
-        Ok((target, _)) => target,
+        Ok(target) => target,
         Err(refusal) => return refused(refusal, mode, &args.path, "edit"),
     };
     let fail = |why: String| {
@@ -523,21 +710,21 @@ pub(crate) async fn edit_file(env: &ToolEnv, args: EditArgs, mode: Mode) -> Tool
             Err(why) => return fail(why),
         };
     let bytes = edited.len();
-    match write_text(env.client_fs(), &target, edited).await {
-        Ok(()) => {
-            let mut facts = facts(mode, &target);
+    match write_text(env, &target, edited, mode).await {
+        Ok(written) => {
+            let mut facts = write_facts(mode, &written.path, written.facts.as_ref());
             facts["bytes"] = json!(bytes);
             facts["replacements"] = json!(replacements);
             let plural = if replacements == 1 { "" } else { "s" };
             ToolResult::completed(
                 format!(
                     "Edited {}: {replacements} replacement{plural}",
-                    target.display()
+                    written.path.display()
                 ),
                 facts,
             )
         }
-        Err(why) => fail(why),
+        Err(error) => write_failed(error, mode, &target, "edit"),
     }
 }
 
@@ -660,15 +847,17 @@ mod tests {
     }
 
     #[test]
-    fn protected_subpaths_stay_read_only_also_when_missing_or_reached_by_a_link() {
+    fn git_metadata_stays_read_only_also_when_missing_or_reached_by_a_link() {
         let (_s, ws, _) = workspace("files-protected");
         fs::create_dir_all(ws.join(".git/hooks")).expect("mkdir");
         for path in [
             ".git/hooks/pre-commit",
             ".git/config",
-            ".gitmodules",
-            ".agentd/state",
+            ".git/HEAD",
+            ".git/commondir",
             "src/../.git/hooks/x",
+            "deps/lib/.git",
+            "deps/lib/.git/config",
         ] {
             let why = denied(check_write(&ws, path, Mode::WorkspaceWrite));
             assert!(why.contains("stays read-only"), "{path}: {why}");
@@ -679,10 +868,11 @@ mod tests {
             "hooks/post-checkout",
             Mode::WorkspaceWrite,
         ));
-        // Other files under .git, and look-alike names, are ordinary.
-        assert!(check_write(&ws, ".git/HEAD", Mode::WorkspaceWrite).is_ok());
-        assert!(check_write(&ws, ".gitmodules.bak", Mode::WorkspaceWrite).is_ok());
-        assert!(check_write(&ws, "src/.agentd", Mode::WorkspaceWrite).is_ok());
+        // Look-alike names, and files git only reads as content, are ordinary.
+        assert!(check_write(&ws, ".gitmodules", Mode::WorkspaceWrite).is_ok());
+        assert!(check_write(&ws, ".gitignore", Mode::WorkspaceWrite).is_ok());
+        assert!(check_write(&ws, "src/.git-notes", Mode::WorkspaceWrite).is_ok());
+        assert!(check_write(&ws, ".agentd/notes", Mode::WorkspaceWrite).is_ok());
     }
 
     #[test]
@@ -693,43 +883,6 @@ mod tests {
             Ok(outside.join("x"))
         );
         assert!(check_write(&ws, ".git/hooks/x", Mode::DangerFullAccess).is_ok());
-    }
-
-    #[test]
-    fn an_atomic_write_replaces_the_file_keeping_its_permissions() {
-        use std::os::unix::fs::PermissionsExt;
-        let (_s, ws, _) = workspace("files-atomic");
-        let path = ws.join("script.sh");
-        fs::write(&path, "old").expect("write");
-        fs::set_permissions(&path, fs::Permissions::from_mode(0o751)).expect("chmod");
-        write_atomically(&path, b"new").expect("written");
-        assert_eq!(fs::read_to_string(&path).expect("read"), "new");
-        let mode = fs::metadata(&path).expect("meta").permissions().mode();
-        assert_eq!(mode & 0o777, 0o751);
-        write_atomically(&ws.join("a/b/c.txt"), b"deep").expect("parents created");
-        assert_eq!(
-            fs::read_to_string(ws.join("a/b/c.txt")).expect("read"),
-            "deep"
-        );
-        let leftovers: Vec<_> = fs::read_dir(&ws)
-            .expect("list")
-            .filter_map(Result::ok)
-            .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
-            .collect();
-        assert!(leftovers.is_empty(), "{leftovers:?}");
-    }
-
-    #[test]
-    fn an_atomic_write_never_follows_a_symlink_at_the_end() {
-        let (_s, ws, outside) = workspace("files-nofollow");
-        fs::write(outside.join("target"), "keep").expect("write");
-        symlink(outside.join("target"), ws.join("link")).expect("symlink");
-        let why = write_atomically(&ws.join("link"), b"new").expect_err("refused");
-        assert!(why.contains("symbolic link"), "{why}");
-        assert_eq!(
-            fs::read_to_string(outside.join("target")).expect("read"),
-            "keep"
-        );
     }
 
     #[test]
@@ -811,5 +964,20 @@ mod tests {
         );
         assert_eq!(read_local(&ws.join("ok")), Ok("café\n".to_owned()));
         assert!(read_local(&ws).expect_err("dir").contains("directory"));
+    }
+
+    #[test]
+    fn fifos_and_devices_are_refused_without_being_opened() {
+        let (_s, ws, _) = workspace("files-fifo");
+        nix::unistd::mkfifo(&ws.join("fifo"), nix::sys::stat::Mode::S_IRWXU).expect("mkfifo");
+        symlink("/dev/zero", ws.join("zero")).expect("symlink");
+        // Opening a FIFO for reading with nobody writing would block forever: the test
+        // finishing at all is half the proof.
+        let why = read_local(&ws.join("fifo")).expect_err("fifo");
+        assert!(why.contains("a FIFO, not a regular file"), "{why}");
+        let why = read_local(&ws.join("zero")).expect_err("device");
+        assert!(why.contains("a device, not a regular file"), "{why}");
+        let why = read_local(&ws.join("none")).expect_err("missing");
+        assert!(why.contains("No such file"), "{why}");
     }
 }

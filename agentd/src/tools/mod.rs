@@ -11,13 +11,12 @@
 //! Every command `bash` runs goes through confine-helper ([`crate::helper_client`]) and is
 //! confined by the kernel under the call's mode; agentd never runs one itself.
 //!
-//! The file tools are different: agentd reads and writes the file itself (or asks the editor to,
-//! through [`ClientFs`]). Reading is allowed in every mode, as for commands. Writing follows the
-//! mode: never in read-only; in workspace-write only inside the workspace, with symbolic links
-//! resolved and the [`PROTECTED`] subpaths left alone; anywhere in danger-full-access. These
-//! checks are a policy fence in trusted code, not a kernel boundary: they keep the model's own
-//! edits where its commands could write, and say so with the same denial marker, but a process
-//! racing agentd on the same files could in principle redirect a write between check and use.
+//! The file tools' writes go through it too: confine-helper runs its own writer as a command
+//! under the same plan ([`HelperClient::write_file`]), so the kernel decides where a write may
+//! land, exactly as for a command of that mode. Before that, a fence in trusted code
+//! ([`files`]' `check_write`) refuses with a clear sentence what the sandbox would refuse
+//! anyway: nothing in read-only; outside the workspace or into git metadata in
+//! workspace-write. Reading is allowed in every mode, as for commands, of regular files only.
 //!
 //! Nothing a model sends makes a tool panic: an unknown tool, malformed JSON, missing or
 //! mistyped fields all give a [`ToolStatus::Failed`] result saying what was wrong and the shape
@@ -61,8 +60,9 @@ pub type FsFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, String>> + Send
 
 /// The editor's own file access, which sees its unsaved buffers: the ACP layer implements it
 /// with `fs/read_text_file` and `fs/write_text_file` when the client offers them. When a
-/// [`ToolEnv`] has one, `read_file`, `write_file` and `edit_file` use it instead of the local
-/// file system, after the same mode and path checks. Paths are absolute.
+/// [`ToolEnv`] has one, `read_file` and `edit_file` read through it; writes use it only in
+/// danger-full-access, because the editor writes wherever a path points when it writes, which
+/// no check made earlier can pin. Paths are absolute.
 pub trait ClientFs: Send + Sync {
     fn read_text<'a>(&'a self, path: &'a Path) -> FsFuture<'a, String>;
     fn write_text<'a>(&'a self, path: &'a Path, content: &'a str) -> FsFuture<'a, ()>;
@@ -514,7 +514,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn files_are_read_written_and_edited_locally_under_the_mode() {
+    async fn writes_are_refused_by_the_fence_or_left_to_the_helper() {
         let scratch = Scratch::new("tools-files");
         let env = offline_env(&scratch, None);
         let run = |name: &'static str, arguments: String, mode: Mode| {
@@ -538,50 +538,21 @@ mod tests {
         );
         assert!(!scratch.0.join("a.txt").exists());
 
-        let written = run(
+        // Writes that pass the fence go to confine-helper (tests/tools.rs runs them); without
+        // one they fail, and nothing is written by agentd itself.
+        let unconfined = run(
             "write_file",
-            json!({"path": "dir/a.txt", "content": "one\ntwo\nthree\n"}).to_string(),
+            json!({"path": "dir/a.txt", "content": "x"}).to_string(),
             Mode::WorkspaceWrite,
         )
         .await;
-        assert_eq!(written.status, ToolStatus::Completed, "{}", written.text);
-        assert!(written.text.starts_with("Created "), "{}", written.text);
-        assert_eq!(written.facts["bytes"], 14);
-        assert_eq!(written.facts["mode"], "workspace-write");
-
-        let edited = run(
-            "edit_file",
-            json!({"path": "dir/a.txt", "old_string": "two", "new_string": "2"}).to_string(),
-            Mode::WorkspaceWrite,
-        )
-        .await;
-        assert_eq!(edited.status, ToolStatus::Completed, "{}", edited.text);
-        assert!(edited.text.ends_with(": 1 replacement"), "{}", edited.text);
-
-        let read = run(
-            "read_file",
-            json!({"path": "dir/a.txt", "offset": 2, "limit": 1}).to_string(),
-            Mode::ReadOnly,
-        )
-        .await;
-        assert_eq!(read.status, ToolStatus::Completed);
-        assert_eq!(
-            read.text,
-            "2\n[showed lines 2-2 of 3; read on with offset=3]"
-        );
-
-        let ambiguous = run(
-            "edit_file",
-            json!({"path": "dir/a.txt", "old_string": "e", "new_string": "E"}).to_string(),
-            Mode::WorkspaceWrite,
-        )
-        .await;
-        assert_eq!(ambiguous.status, ToolStatus::Failed);
+        assert_eq!(unconfined.status, ToolStatus::Failed);
         assert!(
-            ambiguous.text.contains("occurs 3 times"),
+            unconfined.text.contains("cannot connect to confine-helper"),
             "{}",
-            ambiguous.text
+            unconfined.text
         );
+        assert!(!scratch.0.join("dir").exists());
 
         let outside = run(
             "write_file",
@@ -623,7 +594,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn the_editors_file_access_is_used_when_offered_after_the_same_checks() {
+    async fn the_editors_file_access_reads_always_and_writes_only_unconfined() {
         let scratch = Scratch::new("tools-clientfs");
         let buffers = Arc::new(Buffers::default());
         let env = offline_env(&scratch, Some(buffers.clone()));
@@ -648,7 +619,7 @@ mod tests {
                 "edit_file",
                 r#"{"path":"unsaved.rs","old_string":"{}","new_string":"{ run() }"}"#,
             ),
-            ctx(Mode::WorkspaceWrite),
+            ctx(Mode::DangerFullAccess),
         ))
         .await;
         assert_eq!(edited.status, ToolStatus::Completed, "{}", edited.text);
@@ -663,6 +634,30 @@ mod tests {
         );
         // Nothing touched the disk.
         assert!(!path.exists());
+
+        // Confined, the editor is not asked to write: it would write wherever the path points
+        // when it writes. The write goes to the helper (absent here) instead.
+        let confined = within(run(
+            &env,
+            &call("write_file", r#"{"path":"unsaved.rs","content":"x"}"#),
+            ctx(Mode::WorkspaceWrite),
+        ))
+        .await;
+        assert_eq!(confined.status, ToolStatus::Failed);
+        assert!(
+            confined.text.contains("confine-helper"),
+            "{}",
+            confined.text
+        );
+        assert_eq!(
+            buffers
+                .0
+                .lock()
+                .expect("buffers")
+                .get(&path)
+                .map(String::as_str),
+            Some("fn main() { run() }\n")
+        );
 
         let denied = within(run(
             &env,

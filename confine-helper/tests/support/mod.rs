@@ -163,6 +163,7 @@ pub fn spawn(id: u64, argv: &[&str]) -> Spawn {
             writable_roots: vec![],
             network: Network::Deny,
             protected: vec![],
+            never_writable: vec![],
         },
         backend: BackendChoice::Auto,
         limits: Limits {

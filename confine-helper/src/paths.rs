@@ -1,0 +1,272 @@
+//! Paths held by descriptor.
+//!
+//! A path checked by name and used by name later can be swapped for a symbolic link in
+//! between by any process that can write one of its parent directories. So the helper opens
+//! each writable root and each protected path once, with `openat2` and
+//! `RESOLVE_NO_SYMLINKS` (a link anywhere on the way is an error, not a detour), learns the
+//! path it really names from the descriptor itself (`/proc/self/fd/N`), checks that, and then
+//! hands the descriptor — not the name — to the backend. Files the helper reads inside a
+//! writable root (git's metadata) are opened the same way, non-blocking, and only if they are
+//! regular files, so a FIFO or a device put there cannot stall the helper.
+
+use std::io::{self, Read};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::path::{Component, Path, PathBuf};
+
+use nix::fcntl::{OFlag, OpenHow, ResolveFlag, openat2};
+use nix::sys::stat::{Mode, SFlag, fstat};
+
+/// What a descriptor names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Dir,
+    File,
+    Symlink,
+    /// A FIFO, socket or device.
+    Special,
+}
+
+/// The kind of file `fd` names.
+pub fn kind(fd: BorrowedFd<'_>) -> io::Result<Kind> {
+    let st = fstat(fd)?;
+    let format = SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits());
+    Ok(match format {
+        SFlag::S_IFDIR => Kind::Dir,
+        SFlag::S_IFREG => Kind::File,
+        SFlag::S_IFLNK => Kind::Symlink,
+        _ => Kind::Special,
+    })
+}
+
+/// `(st_dev, st_ino)` of `fd`.
+pub fn identity(fd: BorrowedFd<'_>) -> io::Result<(u64, u64)> {
+    let st = fstat(fd)?;
+    Ok((st.st_dev, st.st_ino))
+}
+
+/// The path the kernel has for `fd`, which is where it is now, whatever name it was opened by.
+pub fn fd_path(fd: BorrowedFd<'_>) -> io::Result<PathBuf> {
+    let path = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))?;
+    if !path.is_absolute() || path.as_os_str().as_encoded_bytes().ends_with(b" (deleted)") {
+        return Err(io::Error::other(format!(
+            "it has no path any more ({})",
+            path.display()
+        )));
+    }
+    Ok(path)
+}
+
+fn how(flags: OFlag, resolve: ResolveFlag) -> OpenHow {
+    OpenHow::new()
+        .flags(flags | OFlag::O_CLOEXEC)
+        .mode(Mode::empty())
+        .resolve(resolve)
+}
+
+/// Opens the absolute `path` as an `O_PATH` descriptor of a directory, refusing a symbolic
+/// link on any component (`ELOOP`).
+pub fn open_dir(path: &Path) -> io::Result<OwnedFd> {
+    Ok(openat2(
+        nix::fcntl::AT_FDCWD,
+        path,
+        how(
+            OFlag::O_PATH | OFlag::O_DIRECTORY,
+            ResolveFlag::RESOLVE_NO_SYMLINKS,
+        ),
+    )?)
+}
+
+/// Opens the entry `name` beneath the directory `dir` as an `O_PATH` descriptor without
+/// following any symbolic link: a link on the way is `ELOOP`, a link at the end is returned
+/// itself ([`Kind::Symlink`]), `..` out of `dir` is `EXDEV`.
+pub fn open_entry(dir: BorrowedFd<'_>, name: &Path) -> io::Result<OwnedFd> {
+    Ok(openat2(
+        dir,
+        name,
+        how(
+            OFlag::O_PATH | OFlag::O_NOFOLLOW,
+            ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS,
+        ),
+    )?)
+}
+
+/// Why [`read_small`] returned nothing.
+#[derive(Debug)]
+pub enum ReadError {
+    /// There is no such entry.
+    Missing,
+    /// It exists but cannot be used: not a regular file, too large, unreadable.
+    Unusable(String),
+}
+
+/// Reads the regular file `name` beneath `dir`, at most `cap` bytes, without following a
+/// symbolic link and without blocking: a FIFO, device or socket is refused before it is read.
+pub fn read_small(dir: BorrowedFd<'_>, name: &Path, cap: u64) -> Result<Vec<u8>, ReadError> {
+    match open_entry(dir, name) {
+        Ok(fd) => read_regular(fd.as_fd(), cap),
+        Err(e) if e.raw_os_error() == Some(nix::libc::ENOENT) => Err(ReadError::Missing),
+        Err(e) => Err(ReadError::Unusable(e.to_string())),
+    }
+}
+
+/// Reads the file an `O_PATH` descriptor names, if it is a regular file of at most `cap`
+/// bytes. The descriptor is reopened through `/proc/self/fd`, which reaches exactly that file.
+pub fn read_regular(fd: BorrowedFd<'_>, cap: u64) -> Result<Vec<u8>, ReadError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match kind(fd) {
+        Ok(Kind::File) => {}
+        Ok(other) => {
+            return Err(ReadError::Unusable(format!(
+                "it is not a regular file ({other:?})"
+            )));
+        }
+        Err(e) => return Err(ReadError::Unusable(e.to_string())),
+    }
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY | nix::libc::O_CLOEXEC)
+        .open(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+        .map_err(|e| ReadError::Unusable(e.to_string()))?;
+    let mut bytes = Vec::new();
+    file.take(cap + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| ReadError::Unusable(e.to_string()))?;
+    if bytes.len() as u64 > cap {
+        return Err(ReadError::Unusable(format!(
+            "it is larger than {cap} bytes"
+        )));
+    }
+    Ok(bytes)
+}
+
+/// The names in the directory `name` beneath `dir` (without `.` and `..`), opened without
+/// following a symbolic link; `Ok(None)` when there is no such entry.
+pub fn list_dir(dir: BorrowedFd<'_>, name: &Path) -> io::Result<Option<Vec<std::ffi::OsString>>> {
+    use std::os::unix::ffi::OsStrExt;
+    let opened = openat2(
+        dir,
+        name,
+        how(
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW,
+            ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS,
+        ),
+    );
+    let fd = match opened {
+        Ok(fd) => fd,
+        Err(nix::Error::ENOENT) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let mut names = Vec::new();
+    for entry in nix::dir::Dir::from_fd(fd)?.iter() {
+        let entry = entry?;
+        let bytes = entry.file_name().to_bytes();
+        if bytes != b"." && bytes != b".." {
+            names.push(std::ffi::OsStr::from_bytes(bytes).to_owned());
+        }
+    }
+    Ok(Some(names))
+}
+
+/// `path` with symbolic links resolved as far as it exists, and the rest appended as written
+/// (without `.` and `..` steps): how configured paths that may not exist yet are compared with
+/// the real paths of writable roots.
+pub fn resolve(path: &Path) -> PathBuf {
+    let mut missing = Vec::new();
+    let mut existing = path.to_path_buf();
+    loop {
+        if let Ok(real) = std::fs::canonicalize(&existing) {
+            let mut out = real;
+            for part in missing.iter().rev() {
+                out.push(part);
+            }
+            return out;
+        }
+        match existing.components().next_back() {
+            Some(Component::Normal(name)) => missing.push(name.to_owned()),
+            Some(Component::ParentDir) => {
+                // `x/..` where `x` does not exist: drop both, as the kernel would fail anyway.
+                existing.pop();
+            }
+            _ => {}
+        }
+        if !existing.pop() {
+            let mut out = PathBuf::from("/");
+            for part in missing.iter().rev() {
+                out.push(part);
+            }
+            return out;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(tag: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("confine-paths-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        std::fs::canonicalize(&dir).expect("canonical")
+    }
+
+    #[test]
+    fn a_symlink_on_the_way_is_refused_and_one_at_the_end_is_returned_itself() {
+        let dir = scratch("links");
+        std::fs::create_dir_all(dir.join("real/sub")).expect("mkdir");
+        std::os::unix::fs::symlink(dir.join("real"), dir.join("link")).expect("symlink");
+        assert!(open_dir(&dir.join("real/sub")).is_ok());
+        let e = open_dir(&dir.join("link/sub")).expect_err("through a link");
+        assert_eq!(e.raw_os_error(), Some(nix::libc::ELOOP));
+        let root = open_dir(&dir).expect("open");
+        let link = open_entry(root.as_fd(), Path::new("link")).expect("the link itself");
+        assert_eq!(kind(link.as_fd()).expect("kind"), Kind::Symlink);
+        assert!(open_entry(root.as_fd(), Path::new("link/sub")).is_err());
+        assert!(open_entry(root.as_fd(), Path::new("../")).is_err());
+        assert_eq!(
+            fd_path(root.as_fd()).expect("path"),
+            dir,
+            "the descriptor knows its path"
+        );
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn small_reads_refuse_fifos_and_oversized_files_without_blocking() {
+        let dir = scratch("reads");
+        std::fs::write(dir.join("f"), "gitdir: x\n").expect("write");
+        nix::unistd::mkfifo(&dir.join("fifo"), Mode::S_IRWXU).expect("mkfifo");
+        let root = open_dir(&dir).expect("open");
+        assert_eq!(
+            read_small(root.as_fd(), Path::new("f"), 64).expect("read"),
+            b"gitdir: x\n"
+        );
+        assert!(matches!(
+            read_small(root.as_fd(), Path::new("fifo"), 64),
+            Err(ReadError::Unusable(_))
+        ));
+        assert!(matches!(
+            read_small(root.as_fd(), Path::new("f"), 4),
+            Err(ReadError::Unusable(_))
+        ));
+        assert!(matches!(
+            read_small(root.as_fd(), Path::new("none"), 4),
+            Err(ReadError::Missing)
+        ));
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn resolving_keeps_the_missing_rest_of_a_path() {
+        let dir = scratch("resolve");
+        std::fs::create_dir_all(dir.join("real")).expect("mkdir");
+        std::os::unix::fs::symlink(dir.join("real"), dir.join("link")).expect("symlink");
+        assert_eq!(resolve(&dir.join("link/not/yet")), dir.join("real/not/yet"));
+        assert_eq!(resolve(&dir.join("link")), dir.join("real"));
+        assert_eq!(
+            resolve(Path::new("/nonexistent-x/y")),
+            PathBuf::from("/nonexistent-x/y")
+        );
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
