@@ -209,10 +209,53 @@ impl Walk<'_> {
             .map(|(i, rel)| (i, rel.to_path_buf()))
     }
 
+    /// `named` (absolute) with symbolic links resolved only where no command can change them:
+    /// outside every writable root. git follows the name again each time it runs, so a link
+    /// inside a root on the way to a git directory could be re-pointed by a command after any
+    /// check: that cannot be enforced.
+    fn resolve_outside_roots(&self, named: &Path) -> Result<PathBuf, String> {
+        let mut real = PathBuf::from("/");
+        let mut parts = named.components();
+        while let Some(part) = parts.next() {
+            match part {
+                Component::Normal(name) => real.push(name),
+                Component::ParentDir => {
+                    // `real` has no link in it, so its parent is the real parent.
+                    real.pop();
+                    continue;
+                }
+                _ => continue,
+            }
+            match std::fs::symlink_metadata(&real) {
+                Ok(meta) if meta.file_type().is_symlink() => {
+                    if self.root_of(&real).is_some() {
+                        return Err(symlink_error(named, &real));
+                    }
+                    match std::fs::canonicalize(&real) {
+                        Ok(target) => real = target,
+                        // A link to nothing: what it names does not exist.
+                        Err(_) => break,
+                    }
+                }
+                Ok(_) => {}
+                Err(_) => {
+                    // It does not exist: the rest is taken as written.
+                    for rest in parts {
+                        if let Component::Normal(name) = rest {
+                            real.push(name);
+                        }
+                    }
+                    break;
+                }
+            }
+        }
+        Ok(real)
+    }
+
     /// A git directory named by a pointer file: kept read-only when it lies in a writable
     /// root, opened for reading either way. `None` when it does not exist.
     fn pointed_dir(&mut self, named: &Path, what: &str) -> Result<Option<GitDir>, String> {
-        let real = paths::resolve(named);
+        let real = self.resolve_outside_roots(named)?;
         match self.root_of(&real) {
             Some((index, rel)) if !rel.as_os_str().is_empty() => {
                 match self.keep_read_only(index, &rel)? {
@@ -415,7 +458,7 @@ impl Walk<'_> {
             let Some(gitfile) = git::worktree_gitfile(&content, &common.path.join(&admin)) else {
                 continue;
             };
-            let gitfile = paths::resolve(&gitfile);
+            let gitfile = self.resolve_outside_roots(&gitfile)?;
             let (Some(parent), Some(".git")) = (
                 gitfile.parent(),
                 gitfile.file_name().and_then(|n| n.to_str()),
@@ -610,6 +653,45 @@ mod tests {
         assert!(pinned.contains(&ws.join("wt")), "{pinned:?}");
         assert!(
             p.missing.iter().any(|m| m.contains("deps/gone")),
+            "{:?}",
+            p.missing
+        );
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn a_git_file_naming_its_git_directory_through_a_link_in_a_root_cannot_be_enforced() {
+        let dir = scratch("gitfile-link");
+        std::fs::create_dir_all(dir.join("ws/store/repo.git")).expect("mkdir");
+        std::os::unix::fs::symlink(dir.join("ws/store"), dir.join("ws/via")).expect("symlink");
+        std::fs::write(dir.join("ws/.git"), "gitdir: via/repo.git\n").expect("write");
+        // A command could re-point `via` after any check, and git follows it on every run.
+        let e = protect(&[root(&dir.join("ws"))], &[]).expect_err("refused");
+        assert!(e.contains("is a symbolic link"), "{e}");
+        // The same link outside every root is only the user's to change: followed.
+        std::fs::remove_file(dir.join("ws/via")).expect("rm");
+        std::fs::create_dir_all(dir.join("elsewhere/repo.git")).expect("mkdir");
+        std::os::unix::fs::symlink(dir.join("elsewhere"), dir.join("via")).expect("symlink");
+        std::fs::write(dir.join("ws/.git"), "gitdir: ../via/repo.git\n").expect("write");
+        let p = protect(&[root(&dir.join("ws"))], &[]).expect("protect");
+        assert_eq!(paths_of(&p.read_only), vec![dir.join("ws/.git")]);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn a_fifo_where_git_keeps_a_pointer_fails_the_run_instead_of_blocking() {
+        let dir = scratch("fifo");
+        std::fs::create_dir_all(dir.join(".git")).expect("mkdir");
+        nix::unistd::mkfifo(&dir.join(".git/commondir"), nix::sys::stat::Mode::S_IRWXU)
+            .expect("mkfifo");
+        let e = protect(&[root(&dir)], &[]).expect_err("refused");
+        assert!(e.contains("commondir"), "{e}");
+        std::fs::remove_file(dir.join(".git/commondir")).expect("rm");
+        nix::unistd::mkfifo(&dir.join(".git/index"), nix::sys::stat::Mode::S_IRWXU)
+            .expect("mkfifo");
+        let p = protect(&[root(&dir)], &[]).expect("an unreadable index is reported, not fatal");
+        assert!(
+            p.missing.iter().any(|m| m.contains("index")),
             "{:?}",
             p.missing
         );

@@ -2,8 +2,8 @@
 //! stream and by `session/load`, so a replay shows what was shown.
 
 use agent_client_protocol::v1::schema::{
-    ContentBlock, ContentChunk, SessionUpdate, ToolCall, ToolCallContent, ToolCallStatus,
-    ToolCallUpdate, ToolCallUpdateFields, ToolKind,
+    ContentBlock, ContentChunk, SessionUpdate, ToolCall, ToolCallContent, ToolCallLocation,
+    ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
 };
 
 pub use crate::clock::rfc3339;
@@ -43,9 +43,20 @@ pub fn update_for(item: &ReplayItem) -> SessionUpdate {
                 .content(vec![ToolCallContent::from(ContentBlock::from(
                     output.clone(),
                 ))])
+                .locations(location(facts))
                 .raw_output(facts.clone()),
         )),
     }
+}
+
+/// The file a file tool read or wrote (its facts' `path`, the real path), so the editor can
+/// follow along and reload what agentd wrote on disk: in confined modes the editor's own file
+/// access is not used for writes, and this is how it learns of them.
+fn location(facts: &serde_json::Value) -> Option<Vec<ToolCallLocation>> {
+    let path = facts.get("path")?.as_str()?;
+    std::path::Path::new(path)
+        .is_absolute()
+        .then(|| vec![ToolCallLocation::new(path)])
 }
 
 /// A piece of the agent's answer text.
