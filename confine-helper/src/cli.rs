@@ -25,6 +25,8 @@ usage:
       probe every backend, print the verdicts, the Landlock ABI and the selection
   confine-helper write-file [--parents] -- PATH
       replace PATH with standard input (the writer agentd's file tools run confined)
+  confine-helper read-file --max BYTES -- PATH
+      copy the regular file PATH to standard output (the reader agentd's file tools run confined)
   confine-helper --version
 
 The ceiling is read from /etc/confine-helper/ceiling.toml, then the user's
@@ -50,6 +52,10 @@ pub enum Invocation {
         path: PathBuf,
         make_parents: bool,
     },
+    ReadFile {
+        path: PathBuf,
+        max_bytes: u64,
+    },
     Version,
     Help,
 }
@@ -70,6 +76,21 @@ pub fn parse(args: &[OsString]) -> Result<Invocation, String> {
                 })
             }
             _ => Err("write-file takes [--parents] -- PATH".into()),
+        };
+    }
+    if args.first().is_some_and(|a| a == "read-file") {
+        return match &args[1..] {
+            [flag, max, dashes, path] if flag == "--max" && dashes == "--" => {
+                let max_bytes = max
+                    .to_str()
+                    .and_then(|m| m.parse().ok())
+                    .ok_or(format!("--max needs a number of bytes, got {max:?}"))?;
+                Ok(Invocation::ReadFile {
+                    path: PathBuf::from(path),
+                    max_bytes,
+                })
+            }
+            _ => Err("read-file takes --max BYTES -- PATH".into()),
         };
     }
     let text: Vec<&str> = args
@@ -179,7 +200,10 @@ pub fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Invocation::WriteFile { path, make_parents } => {
-            return crate::write::main(&path, make_parents);
+            return crate::files::write_main(&path, make_parents);
+        }
+        Invocation::ReadFile { path, max_bytes } => {
+            return crate::files::read_main(&path, max_bytes);
         }
         Invocation::Probe { json, ceiling } => {
             let ctx = context(xdg, env_home, ceiling, None);
@@ -420,6 +444,14 @@ mod tests {
             })
         );
         assert!(parse(&args(&["write-file", "/w/x"])).is_err());
+        assert_eq!(
+            parse(&args(&["read-file", "--max", "10", "--", "/w/x"])),
+            Ok(Invocation::ReadFile {
+                path: "/w/x".into(),
+                max_bytes: 10
+            })
+        );
+        assert!(parse(&args(&["read-file", "--max", "ten", "--", "/w/x"])).is_err());
         assert!(parse(&args(&["write-file", "--", "/a", "/b"])).is_err());
     }
 

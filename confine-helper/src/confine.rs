@@ -246,8 +246,11 @@ pub fn writable_roots(spawn: &Spawn, ctx: &Context) -> Result<Vec<Root>, NotRun>
     Ok(roots)
 }
 
-/// Opens one requested root: canonicalized, then opened without following any symbolic link,
-/// and refused if the descriptor's path is not the canonical one (it was swapped meanwhile).
+/// Opens one requested root as it is named, without following any symbolic link on its path: a
+/// link could have been planted by a command (one of another session, writing where this root
+/// lies), and a root it redirected would be checked where the link points. The requester names
+/// roots by their real paths (agentd resolves the workspace once, when a session starts); every
+/// check is made on the path the kernel then reports for the descriptor.
 fn open_root(given: &Path) -> Result<Root, NotRun> {
     if !given.is_absolute() {
         return refuse(format!(
@@ -255,34 +258,28 @@ fn open_root(given: &Path) -> Result<Root, NotRun> {
             given.display()
         ));
     }
-    let canonical = match std::fs::canonicalize(given) {
-        Ok(root) => root,
-        Err(e) => return refuse(format!("writable root {}: {e}", given.display())),
-    };
-    let fd = match paths::open_dir(&canonical) {
+    let fd = match paths::open_dir(given) {
         Ok(fd) => fd,
         Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => {
             return refuse(format!(
                 "writable root {} is not a directory",
-                canonical.display()
+                given.display()
             ));
         }
-        Err(e) => {
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            let real = std::fs::canonicalize(given)
+                .map(|real| format!(" ({})", real.display()))
+                .unwrap_or_default();
             return refuse(format!(
-                "writable root {} changed while it was checked ({e}); nothing was run",
-                canonical.display()
+                "writable root {} has a symbolic link in its path, which the helper does not \
+                 follow; name the directory by its real path{real}",
+                given.display()
             ));
         }
+        Err(e) => return refuse(format!("writable root {}: {e}", given.display())),
     };
     let path = paths::fd_path(fd.as_fd())
-        .map_err(|e| NotRun::Refused(format!("writable root {}: {e}", canonical.display())))?;
-    if path != canonical {
-        return refuse(format!(
-            "writable root {} moved to {} while it was checked; nothing was run",
-            canonical.display(),
-            path.display()
-        ));
-    }
+        .map_err(|e| NotRun::Refused(format!("writable root {}: {e}", given.display())))?;
     Ok(Root { path, fd })
 }
 

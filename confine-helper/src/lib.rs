@@ -4,8 +4,8 @@
 //! Modules, one concern each: [`cli`] parses arguments and sanitizes the process; [`server`] is
 //! the single-threaded event loop; [`command`] turns one request into a supervised process;
 //! [`confine`] decides how it is confined ([`ceiling`], `paths` and `protect` for what stays
-//! read-only, `git` for what a repository consists of, `bwrap`, `landlock`, `seccomp`); `write`
-//! is the file writer that runs confined for agentd's file tools;
+//! read-only, `git` for what a repository consists of, `bwrap`, `landlock`, `seccomp`); `files`
+//! is the file reader and writer that run confined for agentd's file tools;
 //! [`service`] sets up the listening socket; `sys` holds every `unsafe` block.
 
 mod bwrap;
@@ -13,6 +13,7 @@ pub mod ceiling;
 pub mod cli;
 pub mod command;
 pub mod confine;
+mod files;
 mod git;
 mod landlock;
 mod paths;
@@ -21,7 +22,6 @@ mod seccomp;
 pub mod server;
 pub mod service;
 mod sys;
-mod write;
 
 /// Logs one line to stderr, prefixed with the helper's name and pid.
 #[macro_export]

@@ -358,6 +358,10 @@ impl Server {
                 let (spawn, problem) = command::write_spawn(&write, &self.ctx);
                 self.on_spawn(id, spawn, problem)
             }
+            Request::ReadFile(read) => {
+                let (spawn, problem) = command::read_spawn(&read, &self.ctx);
+                self.on_spawn(id, spawn, problem)
+            }
             Request::Cancel(cancel) => {
                 let grace = Duration::from_millis(u64::from(cancel.grace_ms));
                 if let Some(cmd) = self.commands.get_mut(&(id, cancel.id)) {

@@ -163,6 +163,22 @@ wire! {
         pub timeout_ms: Option<u64>,
     }
 
+    /// Read the regular file at `path`, confined by `policy`: the helper runs its own reader as
+    /// a command under exactly the plan a `Spawn` with this policy would get, so the file is
+    /// what a command of that policy could read (its own `/proc`, its own `/tmp`). Two
+    /// descriptors follow the frame: the pipe that receives the content, and the pipe that
+    /// receives the reader's one-line report. Answered like a `Spawn`.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct ReadFile {
+        pub id: u64,
+        pub path: Bytes,
+        /// Files larger than this are refused, not cut.
+        pub max_bytes: u64,
+        pub policy: Policy,
+        pub backend: BackendChoice,
+        pub timeout_ms: Option<u64>,
+    }
+
     /// What agentd sends after the handshake.
     #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
     pub enum Request {
@@ -170,6 +186,7 @@ wire! {
         Cancel(Cancel),
         Info,
         WriteFile(WriteFile),
+        ReadFile(ReadFile),
     }
 
     /// How a command ended.

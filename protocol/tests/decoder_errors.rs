@@ -210,7 +210,7 @@ fn a_message_cut_short_inside_its_payload_is_rejected() {
 #[test]
 fn an_unknown_request_variant_index_is_rejected() {
     assert_eq!(
-        decode_error::<Request>(&[4]),
+        decode_error::<Request>(&[5]),
         postcard_error(postcard::Error::SerdeDeCustom)
     );
 }

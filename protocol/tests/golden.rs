@@ -234,7 +234,8 @@ fn next_request(request: &Request) -> Option<Request> {
         })),
         Request::Cancel(_) => Some(Request::Info),
         Request::Info => Some(Request::WriteFile(write_file())),
-        Request::WriteFile(_) => None,
+        Request::WriteFile(_) => Some(Request::ReadFile(read_file())),
+        Request::ReadFile(_) => None,
     }
 }
 
@@ -244,6 +245,7 @@ fn request_name(request: &Request) -> &'static str {
         Request::Cancel(_) => "cancel",
         Request::Info => "info",
         Request::WriteFile(_) => "write_file",
+        Request::ReadFile(_) => "read_file",
     }
 }
 
@@ -355,6 +357,17 @@ fn minimal_spawn() -> Spawn {
             stdout: StdioSpec::Null,
             stderr: StdioSpec::Null,
         },
+    }
+}
+
+fn read_file() -> ReadFile {
+    ReadFile {
+        id: 10,
+        path: b"/ws/src/main.rs".to_vec(),
+        max_bytes: 32 * 1024 * 1024,
+        policy: spawn().policy,
+        backend: BackendChoice::Bwrap,
+        timeout_ms: None,
     }
 }
 

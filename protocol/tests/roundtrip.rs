@@ -182,7 +182,7 @@ fn spawn(rng: &mut Rng) -> Spawn {
 }
 
 fn request(rng: &mut Rng) -> Request {
-    match rng.below(4) {
+    match rng.below(5) {
         0 => Request::Spawn(spawn(rng)),
         1 => Request::Cancel(Cancel {
             id: rng.u64(),
@@ -194,6 +194,17 @@ fn request(rng: &mut Rng) -> Request {
                 id: s.id,
                 path: s.cwd,
                 make_parents: rng.below(2) == 0,
+                policy: s.policy,
+                backend: s.backend,
+                timeout_ms: s.limits.timeout_ms,
+            })
+        }
+        3 => {
+            let s = spawn(rng);
+            Request::ReadFile(ReadFile {
+                id: s.id,
+                path: s.cwd,
+                max_bytes: rng.u64(),
                 policy: s.policy,
                 backend: s.backend,
                 timeout_ms: s.limits.timeout_ms,
@@ -391,7 +402,7 @@ fn random_replies_survive_encoding_and_chunked_decoding() {
 #[test]
 fn the_generators_reach_every_variant() {
     let mut rng = Rng(base_seed());
-    let mut requests = [false; 4];
+    let mut requests = [false; 5];
     let mut replies = [false; 5];
     for _ in 0..ITERATIONS {
         requests[match request(&mut rng) {
@@ -399,6 +410,7 @@ fn the_generators_reach_every_variant() {
             Request::Cancel(_) => 1,
             Request::Info => 2,
             Request::WriteFile(_) => 3,
+            Request::ReadFile(_) => 4,
         }] = true;
         replies[match reply(&mut rng) {
             Reply::Started(_) => 0,
@@ -408,6 +420,6 @@ fn the_generators_reach_every_variant() {
             Reply::Info(_) => 4,
         }] = true;
     }
-    assert_eq!(requests, [true; 4]);
+    assert_eq!(requests, [true; 5]);
     assert_eq!(replies, [true; 5]);
 }

@@ -48,7 +48,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use confine_protocol::{
     BackendChoice, EnvVar, FrameError, Hello, HelperInfo, Limits, Mismatch, Mode, Network, Policy,
-    Request, Spawn, Stdio, StdioSpec, WriteFile, encode_frame,
+    ReadFile, Request, Spawn, Stdio, StdioSpec, WriteFile, encode_frame,
 };
 
 pub use command::{Canceller, CommandHandle, Outcome};
@@ -262,6 +262,37 @@ pub fn own_file_refusal(workspace: &Path, own: &Path) -> String {
     )
 }
 
+/// A file to read, confined: the helper's reader runs under `policy` exactly as a command
+/// would (see [`HelperClient::read_file`]).
+#[derive(Debug)]
+pub struct ReadSpec {
+    /// The file, absolute.
+    pub path: PathBuf,
+    /// Larger files are refused.
+    pub max_bytes: u64,
+    pub policy: Policy,
+    pub backend: BackendChoice,
+    pub timeout_ms: Option<u64>,
+    /// Where the content goes.
+    pub content: OwnedFd,
+    /// Where the reader's one-line report goes.
+    pub report: OwnedFd,
+}
+
+impl ReadSpec {
+    fn into_request(self, id: u64) -> (ReadFile, Vec<OwnedFd>) {
+        let read = ReadFile {
+            id,
+            path: self.path.into_os_string().into_vec(),
+            max_bytes: self.max_bytes,
+            policy: self.policy,
+            backend: self.backend,
+            timeout_ms: self.timeout_ms,
+        };
+        (read, vec![self.content, self.report])
+    }
+}
+
 /// `path` with symbolic links resolved as far as it exists, the rest appended as written.
 fn resolved(path: &Path) -> PathBuf {
     for existing in path.ancestors() {
@@ -407,6 +438,17 @@ impl HelperClient {
             .iter()
             .map(|raw| resolved(Path::new(std::ffi::OsStr::from_bytes(raw))))
             .find(|own| own.starts_with(&dir) || dir.starts_with(own))
+    }
+
+    /// Asks the helper to read a file, confined by `spec.policy`: the helper's own reader runs
+    /// as a command under the plan a `bash` command of the same policy would get, so it sees
+    /// what such a command sees (its own `/proc` and `/tmp`, never agentd's). The content
+    /// arrives on `spec.content`, the report on `spec.report`; read both while waiting.
+    pub async fn read_file(&self, spec: ReadSpec) -> Result<CommandHandle, ClientError> {
+        let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
+        let (mut read, fds) = spec.into_request(id);
+        self.mark_own_paths(&mut read.policy);
+        self.send(id, &Request::ReadFile(read), fds).await
     }
 
     fn mark_own_paths(&self, policy: &mut Policy) {

@@ -1,24 +1,27 @@
 //! `read_file`, `write_file` and `edit_file`.
 //!
-//! Writes are made by the kernel's rules, not agentd's: agentd hands the content to
-//! confine-helper, which runs its own writer as a command under exactly the plan a `bash`
-//! command of the call's mode gets ([`HelperClient::write_file`]). A concurrent command that
-//! swaps a directory on the path for a symbolic link can change which name the writer reaches,
-//! never what the sandbox lets it write; the result names the file the kernel says was written.
-//! The editor's own file access ([`ClientFs`]) is used for writes only in danger-full-access,
-//! where nothing is confined: it writes wherever the path points when it writes. In confined
-//! modes the editor is told about the write through the tool call's location.
+//! agentd neither reads nor writes a file for the model itself: it hands the request to
+//! confine-helper, which runs its own reader or writer as a command under exactly the plan a
+//! `bash` command of the call's mode gets ([`HelperClient::read_file`],
+//! [`HelperClient::write_file`]). What a read may see and where a write may land is decided by
+//! the kernel: a concurrent command that swaps a directory on the path for a symbolic link can
+//! change which name is reached, never what the sandbox allows, and a read of
+//! `/proc/self/environ` sees the reader's own (empty) environment, not agentd's. The result
+//! names the file the kernel says was read or written.
 //!
-//! [`check_write`] runs first, as a fence in trusted code: it refuses, with a clear sentence,
-//! what the sandbox would refuse anyway (outside the workspace, git metadata), so the model
-//! hears why rather than an errno. It is not the boundary.
+//! The editor's own file access ([`super::ClientFs`]) is used only in danger-full-access, where
+//! nothing is confined: it reads and writes as the editor, wherever the path points when it
+//! gets there. In confined modes the editor learns of a write from the tool call's location.
 //!
-//! Reads are allowed in every mode, as for commands. A file is opened as a path (`O_PATH`),
-//! checked to be a regular file, and only then opened for reading (through `/proc/self/fd`):
-//! a FIFO, device or socket is refused without being opened, so nothing can make a read block.
+//! [`check_write`] runs before a write, as a fence in trusted code: it refuses, with a clear
+//! sentence, what the sandbox would refuse anyway (outside the workspace, git metadata), so the
+//! model hears why rather than an errno. It is not the boundary.
+//!
+//! [`HelperClient::read_file`]: crate::helper_client::HelperClient::read_file
+//! [`HelperClient::write_file`]: crate::helper_client::HelperClient::write_file
 
 use std::fs;
-use std::io::{self, Read};
+use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
@@ -30,8 +33,8 @@ use serde_json::json;
 use super::args::{EditArgs, ReadArgs, WriteArgs};
 use super::output::denial_marker;
 use super::spec::READ_CAP;
-use super::{ClientFs, ToolEnv, ToolResult};
-use crate::helper_client::{Outcome, WriteSpec};
+use super::{ToolEnv, ToolResult};
+use crate::helper_client::{CommandHandle, Outcome, ReadSpec, WriteSpec};
 use crate::run::Facts;
 
 /// Subpaths of the workspace that stay read-only in workspace-write mode, also when they do not
@@ -40,10 +43,10 @@ use crate::run::Facts;
 /// The same list confine-helper enforces for commands: one definition in the protocol crate.
 pub use confine_protocol::PROTECTED_SUBPATHS as PROTECTED;
 
-/// How long a confined write may take.
-const WRITE_TIMEOUT_MS: u64 = 60_000;
+/// How long a confined read or write may take.
+const FILE_OP_TIMEOUT_MS: u64 = 60_000;
 /// The largest report the writer sends.
-const REPORT_CAP: usize = 64 * 1024;
+const REPORT_CAP: u64 = 64 * 1024;
 
 /// The largest file `read_file` and `edit_file` take in; larger ones are for `bash` with
 /// `head`, `tail` or `sed -n`.
@@ -353,26 +356,6 @@ fn open_regular(path: &Path) -> Result<Option<(fs::File, fs::Metadata)>, String>
     Ok(Some((file, meta)))
 }
 
-/// Reads a whole local text file of at most [`MAX_TEXT_FILE`] bytes.
-fn read_local(path: &Path) -> Result<String, String> {
-    let Some((file, meta)) = open_regular(path)? else {
-        return Err("No such file or directory (os error 2)".to_owned());
-    };
-    if meta.len() > MAX_TEXT_FILE {
-        return Err(format!(
-            "it is {} bytes, more than the {} MiB this tool takes in; read parts of it with bash \
-             (head, tail, sed -n)",
-            meta.len(),
-            MAX_TEXT_FILE / (1024 * 1024)
-        ));
-    }
-    let mut bytes = Vec::new();
-    file.take(MAX_TEXT_FILE + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| e.to_string())?;
-    as_text(bytes)
-}
-
 /// The replacement `edit_file` makes: the new text and how many occurrences were replaced.
 pub(crate) fn apply_edit(
     text: &str,
@@ -396,10 +379,6 @@ pub(crate) fn apply_edit(
     }
 }
 
-fn facts(mode: Mode, path: &Path) -> serde_json::Value {
-    json!({ "mode": mode.as_str(), "path": path.to_string_lossy() })
-}
-
 /// Runs blocking file work off the async threads.
 async fn blocking<T, F>(work: F) -> Result<T, String>
 where
@@ -411,20 +390,181 @@ where
         .unwrap_or_else(|e| Err(format!("the file operation failed: {e}")))
 }
 
-/// Reads the text at `path`, through the editor when it offers that. A local file that is
-/// not a regular file is refused before the editor is asked, so it cannot be made to block.
-async fn read_text(client: Option<&dyn ClientFs>, path: &Path) -> Result<String, String> {
-    match client {
-        Some(client) => {
-            let local = path.to_path_buf();
-            blocking(move || open_regular(&local).map(drop)).await?;
-            client.read_text(path).await.and_then(checked_text)
+/// Why a read or write did not happen.
+enum OpError {
+    /// The sandbox refused it: the sentence, and the run's facts.
+    Denied(String, Box<Facts>),
+    /// Anything else.
+    Failed(String, Option<Box<Facts>>),
+}
+
+impl OpError {
+    fn failed(why: impl Into<String>) -> OpError {
+        OpError::Failed(why.into(), None)
+    }
+}
+
+/// The policy a file operation of this session runs under: the workspace, as for its commands.
+fn policy(env: &ToolEnv, mode: Mode) -> Policy {
+    Policy {
+        mode,
+        workspace_root: Some(env.workspace().as_os_str().as_bytes().to_vec()),
+        writable_roots: Vec::new(),
+        network: env.network(),
+        protected: Vec::new(),
+        never_writable: Vec::new(),
+    }
+}
+
+/// Everything from `pipe` up to `cap` bytes (one more shows it was over).
+async fn drain(mut pipe: tokio::net::unix::pipe::Receiver, cap: u64) -> Vec<u8> {
+    use tokio::io::AsyncReadExt;
+    let mut bytes = Vec::new();
+    let _ = (&mut pipe).take(cap).read_to_end(&mut bytes).await;
+    bytes
+}
+
+/// Waits for a confined file operation to end while reading its report (and its content, for
+/// a read); returns the run's facts, the report and the content.
+async fn settle(
+    handle: CommandHandle,
+    report: tokio::net::unix::pipe::Receiver,
+    content: Option<tokio::net::unix::pipe::Receiver>,
+) -> (Facts, Vec<u8>, Vec<u8>) {
+    let content = async {
+        match content {
+            Some(pipe) => drain(pipe, MAX_TEXT_FILE + 1).await,
+            None => Vec::new(),
         }
-        None => {
-            let path = path.to_path_buf();
-            blocking(move || read_local(&path)).await
+    };
+    let (outcome, report, content) =
+        tokio::join!(handle.wait(), drain(report, REPORT_CAP), content);
+    let started = matches!(outcome, Outcome::Exited(_));
+    (Facts::from_outcome(outcome, started), report, content)
+}
+
+/// The fields after `tag` of a report of `count` fields, or why the operation failed.
+fn interpret(
+    facts: Facts,
+    report: &[u8],
+    tag: &[u8],
+    count: usize,
+    mode: Mode,
+) -> Result<(Box<Facts>, Vec<Vec<u8>>), OpError> {
+    let facts = Box::new(facts);
+    if let Some(reason) = &facts.refused {
+        let why = format!("the sandbox refused it: {reason}");
+        return Err(OpError::Failed(why, Some(facts)));
+    }
+    if let Some(failure) = &facts.runner_failure {
+        let why = crate::run::runner_failure_note(failure, facts.started);
+        return Err(OpError::Failed(why, Some(facts)));
+    }
+    if facts.timed_out {
+        let why = format!("it did not finish within {} s", FILE_OP_TIMEOUT_MS / 1000);
+        return Err(OpError::Failed(why, Some(facts)));
+    }
+    let fields: Vec<&[u8]> = report.split(|b| *b == 0).collect();
+    match fields.as_slice() {
+        [first, rest @ ..]
+            if *first == tag && rest.len() == count && facts.exec_errno.is_none() =>
+        {
+            Ok((facts, rest.iter().map(|f| f.to_vec()).collect()))
+        }
+        [b"failed", errno, what] => {
+            let errno: i32 = std::str::from_utf8(errno)
+                .ok()
+                .and_then(|e| e.parse().ok())
+                .unwrap_or(0);
+            let what = String::from_utf8_lossy(what).into_owned();
+            let sandbox = [nix::libc::EROFS, nix::libc::EACCES, nix::libc::EPERM];
+            if mode != Mode::DangerFullAccess && sandbox.contains(&errno) {
+                Err(OpError::Denied(what, facts))
+            } else {
+                Err(OpError::Failed(what, Some(facts)))
+            }
+        }
+        _ => {
+            let why = match facts.exec_errno {
+                Some(errno) => format!(
+                    "confine-helper could not start its file {} inside the sandbox ({})",
+                    if tag == b"read" { "reader" } else { "writer" },
+                    nix::errno::Errno::from_raw(errno).desc()
+                ),
+                None => "confine-helper's file tool ended without saying what it did".to_owned(),
+            };
+            Err(OpError::Failed(why, Some(facts)))
         }
     }
+}
+
+fn path_field(field: &[u8]) -> PathBuf {
+    PathBuf::from(std::ffi::OsStr::from_bytes(field))
+}
+
+/// What a read found: the text, the file the kernel says was read, and the run's facts (`None`
+/// when the editor read it).
+struct Read {
+    text: String,
+    path: PathBuf,
+    facts: Option<Box<Facts>>,
+}
+
+/// Reads the text at `path`: through the editor in danger-full-access when it offers that
+/// (a local file that is not a regular file is refused first, so it cannot be made to block),
+/// else confined by the helper. The editor reads as the editor, wherever a path points: in
+/// confined modes that would see what no command may see (its own `/proc/self/environ`, say).
+async fn read_text(env: &ToolEnv, path: &Path, mode: Mode) -> Result<Read, OpError> {
+    if let (Mode::DangerFullAccess, Some(client)) = (mode, env.client_fs()) {
+        let local = path.to_path_buf();
+        blocking(move || open_regular(&local).map(drop))
+            .await
+            .map_err(OpError::failed)?;
+        let text = client
+            .read_text(path)
+            .await
+            .and_then(checked_text)
+            .map_err(OpError::failed)?;
+        return Ok(Read {
+            text,
+            path: path.to_owned(),
+            facts: None,
+        });
+    }
+    confined_read(env, path, mode).await
+}
+
+/// Has the helper's reader read `path`, confined under `mode`.
+async fn confined_read(env: &ToolEnv, path: &Path, mode: Mode) -> Result<Read, OpError> {
+    let pipe = |what: &str| {
+        crate::run::output_pipe().map_err(|e| {
+            OpError::failed(format!("cannot create a pipe for the reader's {what}: {e}"))
+        })
+    };
+    let (content, content_wr) = pipe("content")?;
+    let (report, report_wr) = pipe("report")?;
+    let spec = ReadSpec {
+        path: path.to_owned(),
+        max_bytes: MAX_TEXT_FILE,
+        policy: policy(env, mode),
+        backend: env.backend(),
+        timeout_ms: Some(FILE_OP_TIMEOUT_MS),
+        content: content_wr,
+        report: report_wr,
+    };
+    let handle = env
+        .helper()
+        .read_file(spec)
+        .await
+        .map_err(|e| OpError::failed(e.to_string()))?;
+    let (facts, report, bytes) = settle(handle, report, Some(content)).await;
+    let (facts, fields) = interpret(facts, &report, b"read", 2, mode)?;
+    let text = as_text(bytes).map_err(|why| OpError::Failed(why, Some(facts.clone())))?;
+    Ok(Read {
+        text,
+        path: path_field(&fields[1]),
+        facts: Some(facts),
+    })
 }
 
 /// A write that was made: where, and under which confinement.
@@ -432,16 +572,8 @@ struct Written {
     /// The file the kernel says was written.
     path: PathBuf,
     created: bool,
-    /// The run's facts (backend, enforcement); `None` when the editor wrote it.
-    facts: Option<Facts>,
-}
-
-/// Why a write was not made.
-enum WriteError {
-    /// The sandbox refused it: the sentence, and the facts.
-    Denied(String, Box<Facts>),
-    /// Anything else.
-    Failed(String, Option<Box<Facts>>),
+    /// The run's facts; `None` when the editor wrote it.
+    facts: Option<Box<Facts>>,
 }
 
 /// Writes `content` to `target` (checked by [`check_write`]): through the editor in
@@ -451,7 +583,7 @@ async fn write_text(
     target: &Path,
     content: String,
     mode: Mode,
-) -> Result<Written, WriteError> {
+) -> Result<Written, OpError> {
     if let (Mode::DangerFullAccess, Some(client)) = (mode, env.client_fs()) {
         let created = fs::symlink_metadata(target).is_err();
         if let Some(dir) = target.parent() {
@@ -461,12 +593,12 @@ async fn write_text(
                     .map_err(|e| format!("cannot create the directory {}: {e}", dir.display()))
             })
             .await
-            .map_err(|why| WriteError::Failed(why, None))?;
+            .map_err(OpError::failed)?;
         }
         client
             .write_text(target, &content)
             .await
-            .map_err(|why| WriteError::Failed(why, None))?;
+            .map_err(OpError::failed)?;
         return Ok(Written {
             path: target.to_owned(),
             created,
@@ -494,25 +626,18 @@ async fn confined_write(
     target: &Path,
     content: &[u8],
     mode: Mode,
-) -> Result<Written, WriteError> {
-    let failed = |why: String| WriteError::Failed(why, None);
-    let content =
-        content_file(content).map_err(|e| failed(format!("cannot stage the content: {e}")))?;
-    let (mut report, report_wr) = crate::run::output_pipe()
-        .map_err(|e| failed(format!("cannot create a pipe for the writer's report: {e}")))?;
+) -> Result<Written, OpError> {
+    let content = content_file(content)
+        .map_err(|e| OpError::failed(format!("cannot stage the content: {e}")))?;
+    let (report, report_wr) = crate::run::output_pipe().map_err(|e| {
+        OpError::failed(format!("cannot create a pipe for the writer's report: {e}"))
+    })?;
     let spec = WriteSpec {
         path: target.to_owned(),
         make_parents: true,
-        policy: Policy {
-            mode,
-            workspace_root: Some(env.workspace().as_os_str().as_bytes().to_vec()),
-            writable_roots: Vec::new(),
-            network: env.network(),
-            protected: Vec::new(),
-            never_writable: Vec::new(),
-        },
+        policy: policy(env, mode),
         backend: env.backend(),
-        timeout_ms: Some(WRITE_TIMEOUT_MS),
+        timeout_ms: Some(FILE_OP_TIMEOUT_MS),
         content,
         report: report_wr,
     };
@@ -520,73 +645,14 @@ async fn confined_write(
         .helper()
         .write_file(spec)
         .await
-        .map_err(|e| failed(e.to_string()))?;
-    let reading = async {
-        use tokio::io::AsyncReadExt;
-        let mut bytes = Vec::new();
-        let _ = (&mut report)
-            .take(REPORT_CAP as u64)
-            .read_to_end(&mut bytes)
-            .await;
-        bytes
-    };
-    let (outcome, bytes) = tokio::join!(handle.wait(), reading);
-    let started = matches!(outcome, Outcome::Exited(_));
-    interpret(Facts::from_outcome(outcome, started), &bytes, mode)
-}
-
-/// The writer's outcome and report as a write made or refused.
-fn interpret(facts: Facts, report: &[u8], mode: Mode) -> Result<Written, WriteError> {
-    if let Some(reason) = &facts.refused {
-        let why = format!("the sandbox refused the write: {reason}");
-        return Err(WriteError::Failed(why, Some(Box::new(facts))));
-    }
-    if let Some(failure) = &facts.runner_failure {
-        let why = crate::run::runner_failure_note(failure, facts.started);
-        return Err(WriteError::Failed(why, Some(Box::new(facts))));
-    }
-    if facts.timed_out {
-        let why = format!(
-            "the write did not finish within {} s",
-            WRITE_TIMEOUT_MS / 1000
-        );
-        return Err(WriteError::Failed(why, Some(Box::new(facts))));
-    }
-    let mut fields = report.split(|b| *b == 0);
-    match (fields.next(), fields.next(), fields.next(), fields.next()) {
-        (Some(b"written"), Some(created), Some(_bytes), Some(path))
-            if facts.exec_errno.is_none() =>
-        {
-            Ok(Written {
-                path: PathBuf::from(std::ffi::OsStr::from_bytes(path)),
-                created: created == b"1",
-                facts: Some(facts),
-            })
-        }
-        (Some(b"failed"), Some(errno), Some(what), None) => {
-            let errno: i32 = std::str::from_utf8(errno)
-                .ok()
-                .and_then(|e| e.parse().ok())
-                .unwrap_or(0);
-            let what = String::from_utf8_lossy(what).into_owned();
-            let sandbox = [nix::libc::EROFS, nix::libc::EACCES, nix::libc::EPERM];
-            if mode != Mode::DangerFullAccess && sandbox.contains(&errno) {
-                Err(WriteError::Denied(what, Box::new(facts)))
-            } else {
-                Err(WriteError::Failed(what, Some(Box::new(facts))))
-            }
-        }
-        _ => {
-            let why = match facts.exec_errno {
-                Some(errno) => format!(
-                    "confine-helper's writer could not be started inside the sandbox ({})",
-                    nix::errno::Errno::from_raw(errno).desc()
-                ),
-                None => "confine-helper's writer ended without saying what it did".to_owned(),
-            };
-            Err(WriteError::Failed(why, Some(Box::new(facts))))
-        }
-    }
+        .map_err(|e| OpError::failed(e.to_string()))?;
+    let (facts, report, _) = settle(handle, report, None).await;
+    let (facts, fields) = interpret(facts, &report, b"written", 3, mode)?;
+    Ok(Written {
+        path: path_field(&fields[2]),
+        created: fields[0] == b"1",
+        facts: Some(facts),
+    })
 }
 
 /// [`check_write`] off the async threads.
@@ -596,7 +662,7 @@ async fn write_target(env: &ToolEnv, given: &str, mode: Mode) -> Result<PathBuf,
     checked.await.unwrap_or_else(|why| Err(Refusal::Error(why)))
 }
 
-/// The result of a refused write.
+/// The result of a write the fence refused.
 fn refused(refusal: Refusal, mode: Mode, given: &str, verb: &str) -> ToolResult {
     match refusal {
         Refusal::Denied(why) => ToolResult::failed(
@@ -610,58 +676,50 @@ fn refused(refusal: Refusal, mode: Mode, given: &str, verb: &str) -> ToolResult 
     }
 }
 
-/// The facts of a write: the run's (when confined), the mode and the path.
-fn write_facts(mode: Mode, path: &Path, run: Option<&Facts>) -> serde_json::Value {
+/// The facts of a file operation: the run's (when confined), the mode and the path.
+fn file_facts(mode: Mode, path: &Path, run: Option<&Facts>) -> serde_json::Value {
     let mut facts = run.map_or_else(|| json!({}), Facts::to_value);
     facts["mode"] = json!(mode.as_str());
     facts["path"] = json!(path.to_string_lossy());
     facts
 }
 
-/// The result of a write that was not made.
-fn write_failed(error: WriteError, mode: Mode, target: &Path, verb: &str) -> ToolResult {
+/// The result of a read or write that did not happen.
+fn op_failed(error: OpError, mode: Mode, path: &Path, verb: &str) -> ToolResult {
     match error {
-        WriteError::Denied(why, run) => {
-            let mut facts = write_facts(mode, target, Some(&run));
+        OpError::Denied(why, run) => {
+            let mut facts = file_facts(mode, path, Some(&run));
             facts["denied"] = json!(true);
             ToolResult::failed(
                 format!(
                     "cannot {verb} {}: {why}\n{}",
-                    target.display(),
+                    path.display(),
                     denial_marker(mode)
                 ),
                 facts,
             )
         }
-        WriteError::Failed(why, run) => ToolResult::failed(
-            format!("cannot {verb} {}: {why}", target.display()),
-            write_facts(mode, target, run.as_deref()),
+        OpError::Failed(why, run) => ToolResult::failed(
+            format!("cannot {verb} {}: {why}", path.display()),
+            file_facts(mode, path, run.as_deref()),
         ),
     }
 }
 
 pub(crate) async fn read_file(env: &ToolEnv, args: ReadArgs, mode: Mode) -> ToolResult {
     let path = absolute(env.workspace(), Path::new(&args.path));
-    let text = match read_text(env.client_fs(), &path).await {
-        Ok(text) => text,
-        Err(why) => {
-            return ToolResult::failed(
-                format!("cannot read {}: {why}", path.display()),
-                facts(mode, &path),
-            );
-        }
+    let read = match read_text(env, &path, mode).await {
+        Ok(read) => read,
+        Err(error) => return op_failed(error, mode, &path, "read"),
     };
-    match window(&text, args.offset, args.limit, READ_CAP) {
+    let mut facts = file_facts(mode, &read.path, read.facts.as_deref());
+    match window(&read.text, args.offset, args.limit, READ_CAP) {
         Ok(shown) => {
-            let mut facts = facts(mode, &path);
             facts["lines"] = json!([shown.first, shown.last]);
             facts["total_lines"] = json!(shown.total);
             ToolResult::completed(shown.render(), facts)
         }
-        Err(why) => ToolResult::failed(
-            format!("cannot read {}: {why}", path.display()),
-            facts(mode, &path),
-        ),
+        Err(why) => ToolResult::failed(format!("cannot read {}: {why}", path.display()), facts),
     }
 }
 
@@ -673,7 +731,7 @@ pub(crate) async fn write_file(env: &ToolEnv, args: WriteArgs, mode: Mode) -> To
     let bytes = args.content.len();
     match write_text(env, &target, args.content, mode).await {
         Ok(written) => {
-            let mut facts = write_facts(mode, &written.path, written.facts.as_ref());
+            let mut facts = file_facts(mode, &written.path, written.facts.as_deref());
             facts["bytes"] = json!(bytes);
             let verb = if written.created {
                 "Created"
@@ -685,7 +743,7 @@ pub(crate) async fn write_file(env: &ToolEnv, args: WriteArgs, mode: Mode) -> To
                 facts,
             )
         }
-        Err(error) => write_failed(error, mode, &target, "write"),
+        Err(error) => op_failed(error, mode, &target, "write"),
     }
 }
 
@@ -694,25 +752,28 @@ pub(crate) async fn edit_file(env: &ToolEnv, args: EditArgs, mode: Mode) -> Tool
         Ok(target) => target,
         Err(refusal) => return refused(refusal, mode, &args.path, "edit"),
     };
-    let fail = |why: String| {
-        ToolResult::failed(
-            format!("cannot edit {}: {why}", target.display()),
-            facts(mode, &target),
-        )
+    let read = match read_text(env, &target, mode).await {
+        Ok(read) => read,
+        Err(error) => return op_failed(error, mode, &target, "edit"),
     };
-    let text = match read_text(env.client_fs(), &target).await {
-        Ok(text) => text,
-        Err(why) => return fail(why),
+    let (edited, replacements) = match apply_edit(
+        &read.text,
+        &args.old_string,
+        &args.new_string,
+        args.replace_all,
+    ) {
+        Ok(edit) => edit,
+        Err(why) => {
+            return ToolResult::failed(
+                format!("cannot edit {}: {why}", target.display()),
+                file_facts(mode, &read.path, read.facts.as_deref()),
+            );
+        }
     };
-    let (edited, replacements) =
-        match apply_edit(&text, &args.old_string, &args.new_string, args.replace_all) {
-            Ok(edit) => edit,
-            Err(why) => return fail(why),
-        };
     let bytes = edited.len();
     match write_text(env, &target, edited, mode).await {
         Ok(written) => {
-            let mut facts = write_facts(mode, &written.path, written.facts.as_ref());
+            let mut facts = file_facts(mode, &written.path, written.facts.as_deref());
             facts["bytes"] = json!(bytes);
             facts["replacements"] = json!(replacements);
             let plural = if replacements == 1 { "" } else { "s" };
@@ -724,7 +785,7 @@ pub(crate) async fn edit_file(env: &ToolEnv, args: EditArgs, mode: Mode) -> Tool
                 facts,
             )
         }
-        Err(error) => write_failed(error, mode, &target, "edit"),
+        Err(error) => op_failed(error, mode, &target, "edit"),
     }
 }
 
@@ -948,36 +1009,34 @@ mod tests {
 
     #[test]
     fn binary_and_non_utf8_files_are_refused() {
-        let (_s, ws, _) = workspace("files-binary");
-        fs::write(ws.join("bin"), b"ab\0cd").expect("write");
-        fs::write(ws.join("latin1"), b"caf\xe9\n").expect("write");
-        fs::write(ws.join("ok"), "café\n").expect("write");
         assert!(
-            read_local(&ws.join("bin"))
+            as_text(b"ab\0cd".to_vec())
                 .expect_err("binary")
                 .contains("binary")
         );
         assert!(
-            read_local(&ws.join("latin1"))
+            as_text(b"caf\xe9\n".to_vec())
                 .expect_err("latin-1")
                 .contains("not UTF-8 text (invalid byte at offset 3)")
         );
-        assert_eq!(read_local(&ws.join("ok")), Ok("café\n".to_owned()));
-        assert!(read_local(&ws).expect_err("dir").contains("directory"));
+        assert_eq!(
+            as_text("café\n".as_bytes().to_vec()),
+            Ok("café\n".to_owned())
+        );
     }
 
     #[test]
-    fn fifos_and_devices_are_refused_without_being_opened() {
+    fn before_the_editor_reads_fifos_and_devices_are_refused_without_being_opened() {
         let (_s, ws, _) = workspace("files-fifo");
         nix::unistd::mkfifo(&ws.join("fifo"), nix::sys::stat::Mode::S_IRWXU).expect("mkfifo");
         symlink("/dev/zero", ws.join("zero")).expect("symlink");
         // Opening a FIFO for reading with nobody writing would block forever: the test
         // finishing at all is half the proof.
-        let why = read_local(&ws.join("fifo")).expect_err("fifo");
+        let why = open_regular(&ws.join("fifo")).expect_err("fifo");
         assert!(why.contains("a FIFO, not a regular file"), "{why}");
-        let why = read_local(&ws.join("zero")).expect_err("device");
+        let why = open_regular(&ws.join("zero")).expect_err("device");
         assert!(why.contains("a device, not a regular file"), "{why}");
-        let why = read_local(&ws.join("none")).expect_err("missing");
-        assert!(why.contains("No such file"), "{why}");
+        assert!(open_regular(&ws).expect_err("dir").contains("directory"));
+        assert!(matches!(open_regular(&ws.join("none")), Ok(None)));
     }
 }

@@ -11,12 +11,12 @@
 //! Every command `bash` runs goes through confine-helper ([`crate::helper_client`]) and is
 //! confined by the kernel under the call's mode; agentd never runs one itself.
 //!
-//! The file tools' writes go through it too: confine-helper runs its own writer as a command
-//! under the same plan ([`HelperClient::write_file`]), so the kernel decides where a write may
-//! land, exactly as for a command of that mode. Before that, a fence in trusted code
-//! ([`files`]' `check_write`) refuses with a clear sentence what the sandbox would refuse
-//! anyway: nothing in read-only; outside the workspace or into git metadata in
-//! workspace-write. Reading is allowed in every mode, as for commands, of regular files only.
+//! The file tools go through it too: confine-helper runs its own reader or writer as a command
+//! under the same plan ([`HelperClient::read_file`], [`HelperClient::write_file`]), so the
+//! kernel decides what a read may see and where a write may land, exactly as for a command of
+//! that mode. Before a write, a fence in trusted code (`files::check_write`) refuses with a
+//! clear sentence what the sandbox would refuse anyway: nothing in read-only; outside the
+//! workspace or into git metadata in workspace-write.
 //!
 //! Nothing a model sends makes a tool panic: an unknown tool, malformed JSON, missing or
 //! mistyped fields all give a [`ToolStatus::Failed`] result saying what was wrong and the shape
@@ -60,9 +60,9 @@ pub type FsFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, String>> + Send
 
 /// The editor's own file access, which sees its unsaved buffers: the ACP layer implements it
 /// with `fs/read_text_file` and `fs/write_text_file` when the client offers them. When a
-/// [`ToolEnv`] has one, `read_file` and `edit_file` read through it; writes use it only in
-/// danger-full-access, because the editor writes wherever a path points when it writes, which
-/// no check made earlier can pin. Paths are absolute.
+/// [`ToolEnv`] has one, the file tools use it in danger-full-access only: the editor reads and
+/// writes as the editor, wherever a path points when it gets there, which no check made earlier
+/// can pin (and `/proc/self/environ` would be the editor's). Paths are absolute.
 pub trait ClientFs: Send + Sync {
     fn read_text<'a>(&'a self, path: &'a Path) -> FsFuture<'a, String>;
     fn write_text<'a>(&'a self, path: &'a Path, content: &'a str) -> FsFuture<'a, ()>;
@@ -594,7 +594,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn the_editors_file_access_reads_always_and_writes_only_unconfined() {
+    async fn the_editors_file_access_is_used_only_unconfined() {
         let scratch = Scratch::new("tools-clientfs");
         let buffers = Arc::new(Buffers::default());
         let env = offline_env(&scratch, Some(buffers.clone()));
@@ -608,7 +608,7 @@ mod tests {
         let read = within(run(
             &env,
             &call("read_file", r#"{"path":"unsaved.rs"}"#),
-            ctx(Mode::ReadOnly),
+            ctx(Mode::DangerFullAccess),
         ))
         .await;
         assert_eq!(read.text, "fn main() {}\n");
@@ -635,20 +635,23 @@ mod tests {
         // Nothing touched the disk.
         assert!(!path.exists());
 
-        // Confined, the editor is not asked to write: it would write wherever the path points
-        // when it writes. The write goes to the helper (absent here) instead.
-        let confined = within(run(
-            &env,
-            &call("write_file", r#"{"path":"unsaved.rs","content":"x"}"#),
-            ctx(Mode::WorkspaceWrite),
-        ))
-        .await;
-        assert_eq!(confined.status, ToolStatus::Failed);
-        assert!(
-            confined.text.contains("confine-helper"),
-            "{}",
-            confined.text
-        );
+        // Confined, the editor is asked neither to read nor to write: it would read or write
+        // wherever the path points when it does (its own /proc/self/environ, say). Both go to
+        // the helper (absent here) instead.
+        for (name, arguments) in [
+            ("write_file", r#"{"path":"unsaved.rs","content":"x"}"#),
+            ("read_file", r#"{"path":"unsaved.rs"}"#),
+            ("read_file", r#"{"path":"/proc/self/environ"}"#),
+        ] {
+            let confined =
+                within(run(&env, &call(name, arguments), ctx(Mode::WorkspaceWrite))).await;
+            assert_eq!(confined.status, ToolStatus::Failed, "{name} {arguments}");
+            assert!(
+                confined.text.contains("confine-helper"),
+                "{}",
+                confined.text
+            );
+        }
         assert_eq!(
             buffers
                 .0

@@ -1,21 +1,29 @@
-//! `confine-helper write-file`: the writer agentd's file tools use, run confined.
+//! `confine-helper write-file` and `read-file`: the writer and reader agentd's file tools use,
+//! run confined.
 //!
-//! A `WriteFile` request becomes a command like any other — same plan, same backend, same
-//! kernel checks — whose program is this binary in `write-file` mode. So where the write may
-//! land is decided by the kernel on every system call the writer makes, exactly as for a
-//! `bash` command of the same mode: a concurrent command that swaps a directory on the path for
-//! a symbolic link changes which name is reached, never what the sandbox allows. Nothing here
-//! is a security check; it is an ordinary careful writer.
+//! A `WriteFile` or `ReadFile` request becomes a command like any other — same plan, same
+//! backend, same kernel checks — whose program is this binary in one of these modes. So where a
+//! write may land, and what a read may see, is decided by the kernel on every system call the
+//! process makes, exactly as for a `bash` command of the same mode: a concurrent command that
+//! swaps a directory on the path for a symbolic link changes which name is reached, never what
+//! the sandbox allows. A read sees the command's own world too: its `/proc` (not agentd's
+//! environment), its `/tmp`, its masks. Nothing here is a security check; these are ordinary
+//! careful file operations.
 //!
-//! The content is read from standard input to its end and written atomically: a new file in
-//! the target's directory, its permissions copied from the old one, synced, renamed over the
-//! target. A symbolic link at the target is written through (to the regular file it names); a
-//! directory, FIFO, socket or device is refused, without ever being opened. The report is one
-//! record on standard output, fields separated by NUL bytes:
+//! The writer reads the content from standard input to its end and writes it atomically: a new
+//! file in the target's directory, its permissions copied from the old one, synced, renamed
+//! over the target. A symbolic link at the target is written through (to the regular file it
+//! names); a directory, FIFO, socket or device is refused, without ever being opened. Its report
+//! is one record on standard output, fields separated by NUL bytes:
 //!
 //! - `written` NUL `created` (`1` or `0`) NUL byte count NUL the path really written (what
 //!   the kernel reports for the new file after the rename);
 //! - `failed` NUL errno NUL a sentence saying what failed.
+//!
+//! The reader opens the path as a path (`O_PATH`, following links), checks that it is a regular
+//! file of at most the given size, and only then opens it for reading through `/proc/self/fd`,
+//! so a FIFO or device is never opened; it copies the content to standard output and reports on
+//! standard error: `read` NUL byte count NUL the real path, or `failed` as above.
 
 use std::ffi::OsStr;
 use std::io::{self, Read, Write};
@@ -50,28 +58,103 @@ fn nix_failed(e: nix::Error, what: impl Into<String>) -> Failed {
     failed(e as i32, format!("{what}: {}", e.desc()))
 }
 
+/// Writes `record` to `out`; the exit code says whether the operation and the report went well.
+fn report(out: &mut dyn Write, record: Vec<u8>, ok: bool) -> ExitCode {
+    if out.write_all(&record).and_then(|()| out.flush()).is_err() || !ok {
+        return ExitCode::FAILURE;
+    }
+    ExitCode::SUCCESS
+}
+
+fn failure_record(f: &Failed) -> Vec<u8> {
+    let mut line = format!("failed\0{}\0", f.errno).into_bytes();
+    line.extend_from_slice(f.what.as_bytes());
+    line
+}
+
+/// Runs the reader: copies `path` (at most `max_bytes`) to standard output and reports on
+/// standard error.
+pub fn read_main(path: &Path, max_bytes: u64) -> ExitCode {
+    let (record, ok) = match read(path, max_bytes) {
+        Ok((bytes, real)) => {
+            let mut line = format!("read\0{bytes}\0").into_bytes();
+            line.extend_from_slice(real.as_os_str().as_bytes());
+            (line, true)
+        }
+        Err(f) => (failure_record(&f), false),
+    };
+    report(&mut io::stderr().lock(), record, ok)
+}
+
+fn read(path: &Path, max_bytes: u64) -> Result<(u64, PathBuf), Failed> {
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let located = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_PATH | nix::libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| io_failed(&e, format!("cannot open {}", path.display())))?;
+    let meta = located
+        .metadata()
+        .map_err(|e| io_failed(&e, format!("cannot inspect {}", path.display())))?;
+    let kind = meta.file_type();
+    if !kind.is_file() {
+        let what = if kind.is_dir() {
+            "a directory; list it with bash (ls)"
+        } else if kind.is_fifo() {
+            "a FIFO, not a regular file, and is not opened"
+        } else if kind.is_socket() {
+            "a socket, not a regular file, and is not opened"
+        } else {
+            "a device, not a regular file, and is not opened"
+        };
+        return Err(failed(nix::libc::EINVAL, format!("it is {what}")));
+    }
+    if meta.len() > max_bytes {
+        return Err(failed(
+            nix::libc::EFBIG,
+            format!(
+                "it is {} bytes, more than the {} MiB this tool takes in; read parts of it with \
+                 bash (head, tail, sed -n)",
+                meta.len(),
+                max_bytes / (1024 * 1024)
+            ),
+        ));
+    }
+    let proc_path = format!(
+        "/proc/self/fd/{}",
+        std::os::fd::AsRawFd::as_raw_fd(&located)
+    );
+    let real = std::fs::read_link(&proc_path).unwrap_or_else(|_| path.to_owned());
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY | nix::libc::O_CLOEXEC)
+        .open(&proc_path)
+        .map_err(|e| io_failed(&e, format!("cannot read {}", path.display())))?;
+    let copied = io::copy(&mut file.take(max_bytes + 1), &mut io::stdout().lock())
+        .map_err(|e| io_failed(&e, format!("cannot read {}", path.display())))?;
+    if copied > max_bytes {
+        return Err(failed(
+            nix::libc::EFBIG,
+            format!("it grew past {max_bytes} bytes while it was read"),
+        ));
+    }
+    Ok((copied, real))
+}
+
 /// Runs the writer: replaces `path` with standard input and reports on standard output.
-pub fn main(path: &Path, make_parents: bool) -> ExitCode {
-    let mut out = io::stdout().lock();
-    let report = match write(path, make_parents) {
+pub fn write_main(path: &Path, make_parents: bool) -> ExitCode {
+    let (record, ok) = match write(path, make_parents) {
         Ok(written) => {
             let mut line = b"written\0".to_vec();
             line.extend_from_slice(if written.created { b"1\0" } else { b"0\0" });
             line.extend_from_slice(written.bytes.to_string().as_bytes());
             line.push(0);
             line.extend_from_slice(written.path.as_os_str().as_bytes());
-            (line, ExitCode::SUCCESS)
+            (line, true)
         }
-        Err(f) => {
-            let mut line = format!("failed\0{}\0", f.errno).into_bytes();
-            line.extend_from_slice(f.what.as_bytes());
-            (line, ExitCode::FAILURE)
-        }
+        Err(f) => (failure_record(&f), false),
     };
-    if out.write_all(&report.0).and_then(|()| out.flush()).is_err() {
-        return ExitCode::FAILURE;
-    }
-    report.1
+    report(&mut io::stdout().lock(), record, ok)
 }
 
 struct Written {
