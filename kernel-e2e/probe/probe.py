@@ -18,6 +18,7 @@ wrong syscall on an architecture this file does not know.
 
 import ctypes
 import errno
+import fcntl
 import mmap
 import os
 import platform
@@ -101,6 +102,8 @@ libc.ioctl.restype = ctypes.c_int
 libc.ioctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p]
 
 pids = {}
+# Descriptors a step keeps open (and locked) for the rest of the run.
+held = []
 failures = 0
 # The label of the step being run, for the `data` lines it prints.
 current = ""
@@ -213,6 +216,53 @@ def create_new(path):
         os.write(fd, PAYLOAD)
     finally:
         os.close(fd)
+
+
+def create_with_parents(path):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    create_new(path)
+
+
+def lock(path):
+    """Takes an exclusive flock and a POSIX read lock on `path` and holds both until the end.
+
+    Read locks, because a read-only file can only be opened for reading; any lock is enough to
+    stall a helper that would wait for one.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NOCTTY | os.O_NONBLOCK)
+    held.append(fd)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    fcntl.lockf(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+
+
+def fifo_hold(path):
+    """Makes a FIFO at `path` and holds it open (read-write, so opening it does not block)."""
+    os.mkfifo(path, 0o600)
+    held.append(os.open(path, os.O_RDWR | os.O_NONBLOCK))
+
+
+def toctou_open(path, outside, tries):
+    """Check-then-use by path, as a sandbox that checks a name and later uses it would: resolve
+    `path`, go on only if it is itself a real directory, then create a file in it by name.
+    Reports the try on which the file landed in `outside` (while `path` was being swapped with
+    a symlink to it); fails if it never did within `tries`."""
+    for attempt in range(1, int(tries) + 1):
+        try:
+            # realpath reads a link that may be a directory again by then (EINVAL).
+            if os.path.realpath(path) != path:
+                continue
+        except OSError:
+            continue
+        name = f"f-{attempt}"
+        try:
+            fd = os.open(os.path.join(path, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except OSError:
+            continue
+        os.close(fd)
+        if os.path.exists(os.path.join(outside, name)):
+            out(f"data {current} {attempt}")
+            return
+    raise OSError(errno.EAGAIN, f"the swap was never caught in {tries} tries")
 
 
 def open_trunc(path):
@@ -603,6 +653,10 @@ def wait_pids():
 OPS = {
     "write": (write_existing, 1),
     "create": (create_new, 1),
+    "create-path": (create_with_parents, 1),
+    "lock": (lock, 1),
+    "fifo-hold": (fifo_hold, 1),
+    "toctou-open": (toctou_open, 3),
     "mkdir": (os.mkdir, 1),
     "makedirs": (lambda p: os.makedirs(p, exist_ok=True), 1),
     "rmdir": (os.rmdir, 1),

@@ -9,7 +9,7 @@ use std::os::fd::RawFd;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{ChildStdin, Command, Stdio};
-use std::sync::mpsc;
+use std::sync::{Arc, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -48,6 +48,8 @@ pub struct Invocation {
     pub argv: Vec<OsString>,
     /// Added to (or replacing) agentd's base environment.
     pub env: Vec<(OsString, OsString)>,
+    /// `--env NAME=VALUE`: set for the command by agentd, on top of what it inherits.
+    pub command_env: Vec<(OsString, OsString)>,
     /// What the suite does when the command says `ready` on stdout.
     pub on_ready: OnReady,
     /// agentd starts with RLIMIT_CORE unlimited, so only the helper can bring it to zero.
@@ -69,6 +71,7 @@ impl Invocation {
             ceiling: None,
             argv,
             env: Vec::new(),
+            command_env: Vec::new(),
             on_ready: OnReady::Nothing,
             core_unlimited: false,
             inherit: Vec::new(),
@@ -97,6 +100,16 @@ impl Invocation {
 
     pub fn env(mut self, name: impl Into<OsString>, value: impl Into<OsString>) -> Invocation {
         self.env.push((name.into(), value.into()));
+        self
+    }
+
+    /// `--env NAME=VALUE`: a variable agentd sets for the command (not for itself).
+    pub fn command_env(
+        mut self,
+        name: impl Into<OsString>,
+        value: impl Into<OsString>,
+    ) -> Invocation {
+        self.command_env.push((name.into(), value.into()));
         self
     }
 
@@ -145,6 +158,13 @@ impl Invocation {
             args.push("--helper-ceiling".into());
             args.push(ceiling.clone().into());
         }
+        for (name, value) in &self.command_env {
+            let mut pair = name.clone();
+            pair.push("=");
+            pair.push(value);
+            args.push("--env".into());
+            args.push(pair);
+        }
         args.push("--".into());
         args.extend(self.argv.iter().cloned());
         args
@@ -172,8 +192,32 @@ pub struct Run {
     pub helper_pid: Option<u32>,
 }
 
-/// What the suite does when the command prints `ready` on stdout, mid-run.
+/// What a [`ReadyHook`] gets: the processes of the run that is waiting for it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pids {
+    pub agentd: u32,
+    pub helper: u32,
+}
+
+/// Work the suite does on the host while a command waits mid-run (see [`OnReady::Call`]); an
+/// `Err` fails the run with its message.
+#[derive(Clone)]
+pub struct ReadyHook(Arc<dyn Fn(Pids) -> Result<(), String> + Send + Sync>);
+
+impl ReadyHook {
+    pub fn new(hook: impl Fn(Pids) -> Result<(), String> + Send + Sync + 'static) -> ReadyHook {
+        ReadyHook(Arc::new(hook))
+    }
+}
+
+impl std::fmt::Debug for ReadyHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ReadyHook")
+    }
+}
+
+/// What the suite does when the command prints `ready` on stdout, mid-run.
+#[derive(Debug, Clone)]
 pub enum OnReady {
     /// Nothing: the command does not wait for the suite.
     Nothing,
@@ -183,6 +227,9 @@ pub enum OnReady {
     KillHelper,
     /// Kills agentd with SIGKILL, as a crash would.
     KillAgentd,
+    /// Runs the hook while the command waits, then closes the command's stdin: its cue to go
+    /// on (`read` returns). For looking at the host while a confined command is running.
+    Call(ReadyHook),
 }
 
 impl Run {
@@ -291,11 +338,13 @@ impl Launcher {
             .env_clear()
             .envs(self.base_env.iter().map(|(k, v)| (k, v)))
             .envs(invocation.env.iter().map(|(k, v)| (k, v)))
-            .stdin(if invocation.on_ready == OnReady::TellPids {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            })
+            .stdin(
+                if matches!(invocation.on_ready, OnReady::TellPids | OnReady::Call(_)) {
+                    Stdio::piped()
+                } else {
+                    Stdio::null()
+                },
+            )
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         self.user.apply(&mut command);
@@ -343,11 +392,11 @@ impl Launcher {
         let deadline = started + RUN_LIMIT;
         let mut trouble = None;
         let mut helper_pid = None;
-        if invocation.on_ready != OnReady::Nothing {
+        if !matches!(invocation.on_ready, OnReady::Nothing) {
             match when_ready(
                 pid,
                 &lines_rx,
-                invocation.on_ready,
+                &invocation.on_ready,
                 stdin.as_mut(),
                 deadline,
             ) {
@@ -419,7 +468,7 @@ impl Launcher {
 fn when_ready(
     agentd: u32,
     lines: &mpsc::Receiver<String>,
-    action: OnReady,
+    action: &OnReady,
     stdin: Option<&mut ChildStdin>,
     deadline: Instant,
 ) -> Result<u32, String> {
@@ -444,6 +493,7 @@ fn when_ready(
             .map_err(|e| format!("cannot kill the helper (pid {helper}): {e}"))?,
         OnReady::KillAgentd => kill(Pid::from_raw(agentd as i32), Signal::SIGKILL)
             .map_err(|e| format!("cannot kill agentd (pid {agentd}): {e}"))?,
+        OnReady::Call(hook) => (hook.0)(Pids { agentd, helper })?,
     }
     Ok(helper)
 }
@@ -546,6 +596,7 @@ mod tests {
     fn the_command_follows_the_separator() {
         let inv = Invocation::new(Mode::ReadOnly, Path::new("/w"), vec!["true".into()])
             .writable_root("/r")
+            .command_env("HOME", "/h")
             .timeout(3);
         let args: Vec<String> = inv
             .args()
@@ -556,5 +607,6 @@ mod tests {
         assert_eq!(&args[sep + 1..], ["true"]);
         assert!(args.windows(2).any(|w| w == ["--writable-root", "/r"]));
         assert!(args.windows(2).any(|w| w == ["--timeout", "3"]));
+        assert!(args[..sep].windows(2).any(|w| w == ["--env", "HOME=/h"]));
     }
 }

@@ -80,6 +80,8 @@ pub struct Cx<'a> {
     pub tag: String,
     /// Every run made, in order, for the failure report.
     pub runs: Vec<Run>,
+    /// What the case observed that is worth a line under its result, pass or fail.
+    pub notes: Vec<String>,
     cleanup: Vec<PathBuf>,
 }
 
@@ -102,6 +104,7 @@ impl<'a> Cx<'a> {
             ws: ws.clone(),
             tag,
             runs: Vec::new(),
+            notes: Vec::new(),
             cleanup: Vec::new(),
         };
         cx.dir(&dir)?;
@@ -115,6 +118,12 @@ impl<'a> Cx<'a> {
 
     pub fn mode(&self) -> Mode {
         self.cell.mode
+    }
+
+    /// Adds a line printed under the case's result: what a pass does not show by itself (how
+    /// often a race was won, say).
+    pub fn note(&mut self, line: impl Into<String>) {
+        self.notes.push(line.into());
     }
 
     // ---- paths and fixtures ----
@@ -249,12 +258,23 @@ impl<'a> Cx<'a> {
     /// status and `denied` consistent with it, and for a confined command that ran, the backend
     /// asked for with an honest enforcement level.
     pub fn run(&mut self, label: &str, invocation: &Invocation) -> Result<Run, Stop> {
-        let roots: Vec<RootBefore> = std::iter::once(&invocation.workspace)
-            .chain(&invocation.writable_roots)
-            .map(|root| RootBefore::of(root))
-            .collect();
+        let roots = roots_before(invocation);
         let run = self.launcher.run(label, invocation).map_err(Stop::Fail)?;
+        self.record(run, invocation, &roots)
+    }
+
+    /// Takes a run made with the launcher directly into the case's runs and checks it as
+    /// [`Cx::run`] does: for a run made by a [`crate::agentd::ReadyHook`] while another waited,
+    /// or one whose roots cannot be looked at beforehand (they are being raced). `roots` are the
+    /// writable roots to hold its facts to, as [`roots_before`] saw them.
+    pub fn record(
+        &mut self,
+        run: Run,
+        invocation: &Invocation,
+        roots: &[RootBefore],
+    ) -> Result<Run, Stop> {
         self.runs.push(run.clone());
+        let label = run.label.as_str();
         let facts = run.facts.as_ref().map_err(|e| {
             fail(format!(
                 "the {label} run's last stderr line is not the facts: {e}"
@@ -273,7 +293,7 @@ impl<'a> Cx<'a> {
                     );
                 }
                 (mode, Some(backend)) => facts
-                    .check_confinement(backend, mode, &roots)
+                    .check_confinement(backend, mode, roots)
                     .map_err(|e| fail(format!("the {label} run: {e}")))?,
                 (_, None) => {}
             }
@@ -354,6 +374,15 @@ impl Drop for Cx<'_> {
             let _ = fixtures::remove(&path);
         }
     }
+}
+
+/// The writable roots of an invocation (its workspace first) as they are now: what
+/// [`Facts::check_confinement`] compares the facts with.
+pub fn roots_before(invocation: &Invocation) -> Vec<RootBefore> {
+    std::iter::once(&invocation.workspace)
+        .chain(&invocation.writable_roots)
+        .map(|root| RootBefore::of(root))
+        .collect()
 }
 
 fn setup(path: &Path, e: std::io::Error) -> Stop {

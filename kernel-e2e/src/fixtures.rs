@@ -422,3 +422,26 @@ pub fn remove(path: &Path) -> io::Result<()> {
         other => other,
     }
 }
+
+/// Every path under `dir`, relative to it, sorted, without following symlinks: what a user
+/// listing the directory on the host would see.
+pub fn listing(dir: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut pending = vec![dir.to_owned()];
+    while let Some(next) = pending.pop() {
+        let Ok(entries) = fs::read_dir(&next) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                pending.push(path.clone());
+            }
+            if let Ok(relative) = path.strip_prefix(dir) {
+                found.push(relative.to_string_lossy().into_owned());
+            }
+        }
+    }
+    found.sort();
+    found
+}

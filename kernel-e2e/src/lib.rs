@@ -15,6 +15,7 @@ pub mod case;
 pub mod cases;
 pub mod facts;
 pub mod fixtures;
+pub mod git;
 pub mod matrix;
 pub mod probe;
 pub mod report;

@@ -28,6 +28,8 @@ pub struct CaseResult {
     pub id: &'static str,
     pub title: &'static str,
     pub verdict: Verdict,
+    /// Lines the case added about what it observed ([`crate::case::Cx::note`]).
+    pub notes: Vec<String>,
     pub elapsed: Duration,
 }
 
@@ -83,6 +85,9 @@ pub fn render(
             match &result.verdict {
                 Verdict::Pass => {
                     let _ = writeln!(text, "PASS {}: {} {cell}", result.id, result.title);
+                    for note in &result.notes {
+                        let _ = writeln!(text, "    note: {note}");
+                    }
                 }
                 Verdict::Skip(reason) => {
                     let _ = writeln!(text, "SKIP {}: {reason} {cell}", result.id);
@@ -91,6 +96,9 @@ pub fn render(
                     let _ = writeln!(text, "FAIL {}: {} {cell}", result.id, result.title);
                     for line in reason.lines() {
                         let _ = writeln!(text, "    {line}");
+                    }
+                    for note in &result.notes {
+                        let _ = writeln!(text, "    note: {note}");
                     }
                     for run in runs {
                         let _ = writeln!(text, "{}", run.describe());
@@ -134,6 +142,7 @@ mod tests {
             id: "T01",
             title: "a title",
             verdict,
+            notes: Vec::new(),
             elapsed: Duration::ZERO,
         }
     }

@@ -214,8 +214,8 @@ fn run_pool(
 
 fn run_job(job: &Job, runner: &Runner, shared: &Shared) -> CaseResult {
     let started = Instant::now();
-    let verdict = match &job.skip {
-        Some(reason) => Verdict::Skip(reason.clone()),
+    let (verdict, notes) = match &job.skip {
+        Some(reason) => (Verdict::Skip(reason.clone()), Vec::new()),
         None => run_case(job, runner, shared),
     };
     CaseResult {
@@ -227,11 +227,12 @@ fn run_job(job: &Job, runner: &Runner, shared: &Shared) -> CaseResult {
         id: job.case.id,
         title: job.case.title,
         verdict,
+        notes,
         elapsed: started.elapsed(),
     }
 }
 
-fn run_case(job: &Job, runner: &Runner, shared: &Shared) -> Verdict {
+fn run_case(job: &Job, runner: &Runner, shared: &Shared) -> (Verdict, Vec<String>) {
     static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let seq = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let tag = format!("agentd-e2e-{}-{seq:04}", std::process::id());
@@ -251,17 +252,19 @@ fn run_case(job: &Job, runner: &Runner, shared: &Shared) -> Verdict {
         tag,
     ) {
         Ok(cx) => cx,
-        Err(Stop::Skip(reason)) => return Verdict::Skip(reason),
+        Err(Stop::Skip(reason)) => return (Verdict::Skip(reason), Vec::new()),
         Err(Stop::Fail(reason)) => {
-            return Verdict::Fail {
+            let verdict = Verdict::Fail {
                 reason,
                 runs: Vec::new(),
             };
+            return (verdict, Vec::new());
         }
     };
     let outcome = catch_unwind(AssertUnwindSafe(|| (job.case.body)(&mut cx)));
     let runs = std::mem::take(&mut cx.runs);
-    match outcome {
+    let notes = std::mem::take(&mut cx.notes);
+    let verdict = match outcome {
         Ok(Ok(())) => Verdict::Pass,
         Ok(Err(Stop::Skip(reason))) => Verdict::Skip(reason),
         Ok(Err(Stop::Fail(reason))) => Verdict::Fail { reason, runs },
@@ -276,7 +279,8 @@ fn run_case(job: &Job, runner: &Runner, shared: &Shared) -> Verdict {
                 runs,
             }
         }
-    }
+    };
+    (verdict, notes)
 }
 
 /// `/var/tmp/agentd-e2e-<pid>` (host /tmp is under test, so nothing of ours lives there),

@@ -2,12 +2,17 @@
 
 use std::fs;
 use std::os::unix::fs::{PermissionsExt, chown};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
 
 use super::{all_changed, all_unchanged, snapshot};
+use crate::agentd::quote;
 use crate::case::{Case, Cx, RunChecks, Stop, Verdict, fail};
 use crate::ensure;
-use crate::fixtures::{PathState, TmpfsMount};
+use crate::facts::RootBefore;
+use crate::fixtures::{PathState, TmpfsMount, listing};
 use crate::matrix::{CONFINED, Mode, READ_ONLY, WORKSPACE_WRITE};
 
 pub const CASES: &[Case] = &[
@@ -87,6 +92,14 @@ pub const CASES: &[Case] = &[
         modes: WORKSPACE_WRITE,
         exclusive: false,
         body: escaping_writable_roots_are_refused_or_ignored,
+    },
+    Case {
+        id: "T14",
+        title: "a writable root swapped for a symlink while the helper checks it never leads \
+                writes outside",
+        modes: WORKSPACE_WRITE,
+        exclusive: false,
+        body: a_root_swapped_for_a_symlink_never_leads_writes_outside,
     },
 ];
 
@@ -536,4 +549,175 @@ fn refused_or_denied(run: &crate::agentd::Run, steps: &[&str], rule: Option<&str
             Ok(())
         }
     }
+}
+
+/// How many confined runs race the swap: enough for the swap to land at every point of the
+/// helper's check and of bwrap's mounts, few enough for a cell to take a few seconds.
+const RACE_RUNS: usize = 40;
+/// How many check-then-use attempts the control gets to be caught out by the swap.
+const RACE_TRIES: usize = 100_000;
+
+/// A thread exchanging two names (a directory and a symlink) with `renameat2(RENAME_EXCHANGE)`
+/// as fast as it can, until stopped: each name is always there, as one or the other.
+struct Swapper {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<u64>>,
+}
+
+impl Swapper {
+    fn start(a: PathBuf, b: PathBuf) -> Swapper {
+        use nix::fcntl::{AT_FDCWD, RenameFlags, renameat2};
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut swaps = 0u64;
+            while !stopped.load(Ordering::Relaxed) {
+                if renameat2(AT_FDCWD, &a, AT_FDCWD, &b, RenameFlags::RENAME_EXCHANGE).is_ok() {
+                    swaps += 1;
+                }
+            }
+            swaps
+        });
+        Swapper {
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// Stops the thread; how many swaps it made.
+    fn stop(mut self) -> u64 {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.take().and_then(|t| t.join().ok()).unwrap_or(0)
+    }
+}
+
+impl Drop for Swapper {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// `PARENT/root`, a real directory, and `PARENT/swap`, a symlink to `outside`: the two names
+/// the swapper exchanges. Returns the canonical path of `root`.
+fn race_fixture(cx: &Cx, parent: &Path, outside: &Path) -> Result<PathBuf, Stop> {
+    let parent = cx.dir(parent)?;
+    let root = cx.dir(&parent.join("root"))?;
+    cx.symlink(outside, &parent.join("swap"))?;
+    root.canonicalize()
+        .map_err(|e| fail(format!("cannot resolve {}: {e}", root.display())))
+}
+
+fn a_root_swapped_for_a_symlink_never_leads_writes_outside(cx: &mut Cx) -> Verdict {
+    let outside = cx.dir(&cx.dir.join("outside"))?;
+    let parent = cx.dir.join("race");
+    let root = race_fixture(cx, &parent, &outside)?;
+    // The helper follows no symlink in a root's name (such a root is refused), and the ceiling
+    // makes `outside` a place no root may be as a second line. The race is against the helper
+    // checking `root` and then using something else.
+    let ceiling = cx.ceiling(
+        "ceiling.toml",
+        &format!(
+            "writable_roots_under = [{:?}, {:?}]\n",
+            cx.ws.display().to_string(),
+            parent.display().to_string()
+        ),
+    )?;
+    let swapper = Swapper::start(root.clone(), parent.join("swap"));
+    let (mut refused, mut in_window, mut wrote, mut denied, mut failed) = (0, 0, 0, 0, 0);
+    let mut failures = Vec::new();
+    for n in 0..RACE_RUNS {
+        let target = root.join(format!("f-{n}"));
+        let invocation = cx
+            .confined(cx.sh(&format!("echo x > {}", quote(target.as_os_str()))))
+            .writable_root(&root)
+            .ceiling(&ceiling);
+        let run = cx
+            .launcher
+            .run(&format!("confined, race {n}"), &invocation)
+            .map_err(Stop::Fail)?;
+        // Only the workspace holds still long enough for the rules every run follows to be
+        // checked against it; the racing root is one of two places whenever it is looked at.
+        let run = cx.record(run, &invocation, &[RootBefore::of(&cx.ws)])?;
+        let landed = listing(&outside);
+        ensure!(
+            landed.is_empty(),
+            "race run {n} left {landed:?} in {}, which no writable root may reach",
+            outside.display()
+        );
+        match run.facts.as_ref() {
+            Ok(f) if f.refused.is_some() => {
+                refused += 1;
+                // The helper met the symlink when it opened the root.
+                let reason = f.refused.as_deref().unwrap_or("");
+                if reason.contains("has a symbolic link in its path") {
+                    in_window += 1;
+                }
+            }
+            Ok(f) if f.ran() && run.status == Some(0) => wrote += 1,
+            Ok(f) if f.ran() => denied += 1,
+            Ok(f) => {
+                failed += 1;
+                if let Some(failure) = &f.runner_failure {
+                    failures.push(format!("{}: {}", failure.stage, failure.detail));
+                }
+            }
+            Err(_) => failed += 1,
+        }
+        // Keep the report to the run that failed, if one does.
+        cx.runs.pop();
+    }
+    let swaps = swapper.stop();
+    let tally = format!(
+        "{RACE_RUNS} runs against {swaps} swaps: {refused} refused ({in_window} of them met the \
+         symlink when the root was opened), {wrote} wrote into the root, {denied} could not \
+         write, {failed} failed to start {failures:?}"
+    );
+    // Refusals show the helper saw the swap; runs that ran, that it was not refusing everything.
+    ensure!(
+        refused > 0 && wrote + denied > 0,
+        "{tally}: the swap did not reach the runs, so the race proves nothing here"
+    );
+    cx.note(tally);
+
+    // The control: a check of the name followed by a use of the name, unconfined, under the
+    // same swapping, is caught out: what it checked was the root, what it wrote was outside.
+    let control_outside = cx.dir(&cx.dir.join("outside-control"))?;
+    let control_root = race_fixture(cx, &cx.dir.join("race-control"), &control_outside)?;
+    let probe = cx.probe()?.step(
+        "check-then-open",
+        "toctou-open",
+        [
+            control_root.clone().into_os_string(),
+            control_outside.clone().into_os_string(),
+            RACE_TRIES.to_string().into(),
+        ],
+    );
+    let swapper = Swapper::start(control_root.clone(), cx.dir.join("race-control/swap"));
+    let control = cx.run(
+        "control, check then open by name",
+        &cx.control(probe.argv()),
+    );
+    swapper.stop();
+    let control = control?;
+    control.succeeded().map_err(|_| {
+        fail(format!(
+            "unconfined, a check-then-open by name never landed in {} in {RACE_TRIES} tries: \
+             the race is not effective here, so the confined runs prove nothing",
+            control_outside.display()
+        ))
+    })?;
+    ensure!(
+        !listing(&control_outside).is_empty(),
+        "the control said it landed outside, yet {} is empty",
+        control_outside.display()
+    );
+    if let Some(attempt) = control.probe.data("check-then-open") {
+        cx.note(format!(
+            "unconfined, the check-then-open landed outside on try {attempt}"
+        ));
+    }
+    Ok(())
 }

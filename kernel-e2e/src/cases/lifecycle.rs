@@ -1,12 +1,18 @@
 //! G. Resources and lifecycle: limits from the ceiling hold, and nothing the command started
 //! outlives it, whether it ended, timed out, or tried to hide.
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::agentd::OnReady;
-use crate::case::{Case, Cx, RunChecks, Verdict, fail};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+use crate::agentd::{OnReady, ReadyHook, Run};
+use crate::case::{Case, Cx, RunChecks, Verdict, fail, roots_before};
 use crate::ensure;
+use crate::facts::Exit;
 use crate::fixtures::{tagged_processes, wait_gone};
+use crate::git;
 use crate::matrix::{CONFINED, WORKSPACE_WRITE};
 
 pub const CASES: &[Case] = &[
@@ -51,6 +57,14 @@ pub const CASES: &[Case] = &[
         modes: CONFINED,
         exclusive: false,
         body: a_dead_agentd_takes_helper_and_command_with_it,
+    },
+    Case {
+        id: "T71",
+        title: "a command holding locks on the repository and the workspace, and a FIFO in it, \
+                does not stall the next run there",
+        modes: WORKSPACE_WRITE,
+        exclusive: false,
+        body: held_locks_do_not_stall_the_next_run,
     },
 ];
 
@@ -271,4 +285,88 @@ fn a_dead_agentd_takes_helper_and_command_with_it(cx: &mut Cx) -> Verdict {
         FOLLOWS_WITHIN.as_secs()
     );
     Ok(())
+}
+
+/// How long the second run may take while the first holds its locks: normal runs take a
+/// fraction of a second; a helper that waits for a lock would wait for ever.
+const DESPITE_LOCKS_WITHIN: Duration = Duration::from_secs(10);
+
+/// Whether something else holds a lock on `path`: an exclusive flock that cannot be had now.
+fn locked(path: &std::path::Path) -> Result<bool, String> {
+    use nix::fcntl::{Flock, FlockArg};
+    let file =
+        std::fs::File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+        Ok(_held) => Ok(false),
+        Err((_, nix::errno::Errno::EWOULDBLOCK)) => Ok(true),
+        Err((_, e)) => Err(format!("cannot try a lock on {}: {e}", path.display())),
+    }
+}
+
+fn held_locks_do_not_stall_the_next_run(cx: &mut Cx) -> Verdict {
+    git::require()?;
+    let ws = cx.repo(&cx.ws.clone())?;
+    let locked_paths = [ws.join(".git"), ws.join(".git/index"), ws.clone()];
+    let probe = cx
+        .probe()?
+        .step("lock-git", "lock", [&locked_paths[0]])
+        .step("lock-index", "lock", [&locked_paths[1]])
+        .step("lock-workspace", "lock", [&locked_paths[2]])
+        .step("fifo", "fifo-hold", [ws.join("fifo")])
+        .step("sleep", "sleep-tree", [cx.tag.clone()]);
+    let second = cx.confined(cx.sh("git status --porcelain >/dev/null; echo second > second-ran"));
+    let second_roots = roots_before(&second);
+    // While the first command waits, holding everything: check the locks are really held (else
+    // the second run proves nothing), make the second run, then cancel the first, as an
+    // interrupt would.
+    let made: Arc<Mutex<Option<Run>>> = Arc::new(Mutex::new(None));
+    let hook = {
+        let (launcher, second, made) = (cx.launcher.clone(), second.clone(), made.clone());
+        ReadyHook::new(move |pids| {
+            for path in &locked_paths {
+                if !locked(path)? {
+                    return Err(format!(
+                        "the first command said it held a lock on {}, yet the host can take one",
+                        path.display()
+                    ));
+                }
+            }
+            let run = launcher.run("second, while the first holds its locks", &second)?;
+            if let Ok(mut slot) = made.lock() {
+                *slot = Some(run);
+            }
+            kill(Pid::from_raw(pids.agentd as i32), Signal::SIGTERM)
+                .map_err(|e| format!("cannot interrupt the first agentd: {e}"))
+        })
+    };
+    let first = cx.run(
+        "first, holding locks",
+        &cx.confined(probe.argv()).on_ready(OnReady::Call(hook)),
+    )?;
+    let second_run = made
+        .lock()
+        .ok()
+        .and_then(|mut slot| slot.take())
+        .ok_or_else(|| fail("the second run was never made"))?;
+    let second_run = cx.record(second_run, &second, &second_roots)?;
+    for step in ["lock-git", "lock-index", "lock-workspace", "fifo"] {
+        first.step_ok(step)?;
+    }
+    second_run.succeeded()?;
+    ensure!(
+        second_run.elapsed < DESPITE_LOCKS_WITHIN,
+        "the second run took {:.1}s while the first held its locks",
+        second_run.elapsed.as_secs_f64()
+    );
+    ensure!(
+        ws.join("second-ran").is_file(),
+        "the second run succeeded but its file is not in the workspace"
+    );
+    let facts = first.ran()?;
+    ensure!(
+        matches!(facts.exit, Some(Exit::Signal(_))),
+        "the first run was interrupted, yet its command ended with {:?}",
+        facts.exit
+    );
+    cx.gone_within(FOLLOWS_WITHIN, "the first run was interrupted")
 }
