@@ -1,0 +1,188 @@
+//! `WriteFile` and `ReadFile` on the wire: the helper's own writer and reader run as commands
+//! under the request's policy and report what they did.
+
+mod support;
+
+use std::io::{Read, Write};
+use std::os::fd::{AsFd, OwnedFd};
+
+use confine_protocol::{
+    BackendChoice, ExitStatus, Mode, Network, Policy, ReadFile, Reply, Request, WriteFile,
+};
+use support::{Peer, Scratch, pipe, spawn};
+
+fn policy(mode: Mode, workspace: &std::path::Path) -> Policy {
+    Policy {
+        mode,
+        workspace_root: Some(workspace.as_os_str().as_encoded_bytes().to_vec()),
+        writable_roots: vec![],
+        network: Network::Deny,
+        protected: vec![],
+        never_writable: vec![],
+    }
+}
+
+/// An anonymous file holding `content`, at its start.
+fn content(content: &[u8]) -> OwnedFd {
+    let fd = nix::sys::memfd::memfd_create(c"content", nix::sys::memfd::MFdFlags::MFD_CLOEXEC)
+        .expect("memfd");
+    let mut file = std::fs::File::from(fd);
+    file.write_all(content).expect("write");
+    nix::unistd::lseek(&file, 0, nix::unistd::Whence::SeekSet).expect("seek");
+    OwnedFd::from(file)
+}
+
+/// Sends `write` with `bytes` and returns the replies and the writer's report.
+fn write(peer: &mut Peer, write: WriteFile, bytes: &[u8]) -> (Vec<Reply>, Vec<u8>) {
+    let (mut report, report_wr) = pipe();
+    let id = write.id;
+    let content = content(bytes);
+    peer.send(
+        &Request::WriteFile(write),
+        &[content.as_fd(), report_wr.as_fd()],
+    );
+    drop((content, report_wr));
+    let mut text = Vec::new();
+    report.read_to_end(&mut text).expect("report");
+    (peer.until_end(id), text)
+}
+
+fn exit_code(replies: &[Reply]) -> Option<i32> {
+    replies.iter().find_map(|r| match r {
+        Reply::Exited(e) => match e.status {
+            ExitStatus::Code(code) => Some(code),
+            ExitStatus::Signal(_) => None,
+        },
+        _ => None,
+    })
+}
+
+fn write_request(id: u64, path: &std::path::Path, mode: Mode, ws: &std::path::Path) -> WriteFile {
+    WriteFile {
+        id,
+        path: path.as_os_str().as_encoded_bytes().to_vec(),
+        make_parents: true,
+        policy: policy(mode, ws),
+        backend: BackendChoice::Auto,
+        timeout_ms: Some(30_000),
+    }
+}
+
+#[test]
+fn a_write_file_request_writes_and_reports_the_real_path() {
+    let ws = Scratch::new("write");
+    let ws_path = std::fs::canonicalize(&ws.0).expect("canonical");
+    let target = ws_path.join("sub/new.txt");
+    let mut peer = Peer::embedded();
+    peer.greet();
+    for mode in [Mode::WorkspaceWrite, Mode::DangerFullAccess] {
+        let (replies, report) = write(
+            &mut peer,
+            write_request(1, &target, mode, &ws_path),
+            b"hi\n",
+        );
+        assert!(matches!(replies[0], Reply::Started(_)), "{replies:?}");
+        assert_eq!(exit_code(&replies), Some(0), "{mode:?}: {replies:?}");
+        let fields: Vec<&[u8]> = report.split(|b| *b == 0).collect();
+        assert_eq!(fields[0], b"written", "{report:?}");
+        assert_eq!(fields[2], b"3");
+        assert_eq!(fields[3], target.as_os_str().as_encoded_bytes());
+        assert_eq!(std::fs::read(&target).expect("read"), b"hi\n");
+    }
+}
+
+#[test]
+fn a_write_the_mode_does_not_allow_is_reported_failed_and_changes_nothing() {
+    let ws = Scratch::new("write-ro");
+    let ws_path = std::fs::canonicalize(&ws.0).expect("canonical");
+    let target = ws_path.join("keep.txt");
+    std::fs::write(&target, "keep").expect("write");
+    let mut peer = Peer::embedded();
+    peer.greet();
+    let (replies, report) = write(
+        &mut peer,
+        write_request(2, &target, Mode::ReadOnly, &ws_path),
+        b"changed",
+    );
+    assert_eq!(exit_code(&replies), Some(1), "{replies:?}");
+    let text = String::from_utf8_lossy(&report);
+    let errno: i32 = text
+        .split('\0')
+        .nth(1)
+        .and_then(|e| e.parse().ok())
+        .unwrap_or(0);
+    assert!(text.starts_with("failed\0"), "{text:?}");
+    assert!(
+        [nix::libc::EROFS, nix::libc::EACCES].contains(&errno),
+        "{text:?}"
+    );
+    assert_eq!(std::fs::read_to_string(&target).expect("read"), "keep");
+}
+
+#[test]
+fn a_relative_path_is_refused_and_its_descriptors_are_still_taken() {
+    let ws = Scratch::new("write-rel");
+    let mut peer = Peer::embedded();
+    peer.greet();
+    let mut request = write_request(
+        3,
+        std::path::Path::new("rel.txt"),
+        Mode::WorkspaceWrite,
+        &ws.0,
+    );
+    request.path = b"rel.txt".to_vec();
+    let (replies, _) = write(&mut peer, request, b"x");
+    assert!(
+        matches!(&replies[..], [Reply::Refused(r)] if r.reason.contains("absolute")),
+        "{replies:?}"
+    );
+    // The connection is in step: the next request runs with its own descriptors.
+    let (replies, out) = support::run_captured(&mut peer, spawn(4, &["echo", "next"]));
+    assert_eq!(out, "next\n", "{replies:?}");
+}
+
+#[test]
+fn a_read_file_request_copies_the_file_and_refuses_a_fifo() {
+    let ws = Scratch::new("read");
+    let ws_path = std::fs::canonicalize(&ws.0).expect("canonical");
+    std::fs::write(ws_path.join("a.txt"), "content\n").expect("write");
+    nix::unistd::mkfifo(&ws_path.join("fifo"), nix::sys::stat::Mode::S_IRWXU).expect("mkfifo");
+    let mut peer = Peer::embedded();
+    peer.greet();
+    let mut read = |id: u64, name: &str, max_bytes: u64| {
+        let (mut content, content_wr) = pipe();
+        let (mut report, report_wr) = pipe();
+        let request = ReadFile {
+            id,
+            path: ws_path.join(name).as_os_str().as_encoded_bytes().to_vec(),
+            max_bytes,
+            policy: policy(Mode::ReadOnly, &ws_path),
+            backend: BackendChoice::Auto,
+            timeout_ms: Some(30_000),
+        };
+        peer.send(
+            &Request::ReadFile(request),
+            &[content_wr.as_fd(), report_wr.as_fd()],
+        );
+        drop((content_wr, report_wr));
+        let mut bytes = Vec::new();
+        content.read_to_end(&mut bytes).expect("content");
+        let mut text = String::new();
+        report.read_to_string(&mut text).expect("report");
+        (peer.until_end(id), bytes, text)
+    };
+    let (replies, bytes, report) = read(5, "a.txt", 1024);
+    assert_eq!(exit_code(&replies), Some(0), "{replies:?} {report:?}");
+    assert_eq!(bytes, b"content\n");
+    assert_eq!(
+        report,
+        format!("read\x008\0{}", ws_path.join("a.txt").display())
+    );
+    let (replies, bytes, report) = read(6, "fifo", 1024);
+    assert_eq!(exit_code(&replies), Some(1), "{replies:?}");
+    assert!(bytes.is_empty());
+    assert!(report.contains("a FIFO, not a regular file"), "{report:?}");
+    let (replies, _, report) = read(7, "a.txt", 4);
+    assert_eq!(exit_code(&replies), Some(1), "{replies:?}");
+    assert!(report.contains("more than"), "{report:?}");
+}
