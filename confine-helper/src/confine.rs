@@ -24,9 +24,9 @@ pub use confine_protocol::PROTECTED_SUBPATHS as PROTECTED;
 #[derive(Debug)]
 pub struct Context {
     pub ceiling: Ceiling,
-    /// The user's home directories (passwd entry and the helper's own `$HOME`), resolved: never
-    /// a writable root nor inside one.
-    pub homes: Vec<PathBuf>,
+    /// Directories that are never a writable root nor inside one, resolved: `/tmp`, `/dev/shm`
+    /// and the user's home directories (passwd entry and the helper's own `$HOME`).
+    pub never_roots: Vec<PathBuf>,
     /// The helper's binary, ceiling files and socket directory, resolved: never inside a
     /// writable root.
     pub own_paths: Vec<PathBuf>,
@@ -113,7 +113,11 @@ impl Context {
         own_paths.extend(self_exe.clone());
         Context {
             ceiling,
-            homes: homes.iter().map(|h| paths::resolve(h)).collect(),
+            never_roots: [Path::new("/tmp"), Path::new("/dev/shm")]
+                .into_iter()
+                .chain(homes.iter().map(PathBuf::as_path))
+                .map(paths::resolve)
+                .collect(),
             own_paths,
             masked,
             bwrap,
@@ -177,15 +181,10 @@ fn never_writable(spawn: &Spawn, ctx: &Context) -> Vec<(PathBuf, &'static str)> 
     never
 }
 
-/// The directories that may never be a writable root nor lie inside one: `/tmp`, `/dev/shm`,
-/// the user's homes (the passwd entry's, the helper's `$HOME`, and the `HOME` the command
-/// gets, where its shell finds `~/.bashrc`), resolved.
+/// The directories that may never be a writable root nor lie inside one: the helper's own
+/// list, and the `HOME` the command gets, where its shell finds `~/.bashrc`, resolved.
 fn never_roots(spawn: &Spawn, ctx: &Context) -> Vec<PathBuf> {
-    let mut dirs: Vec<PathBuf> = ["/tmp", "/dev/shm"]
-        .iter()
-        .map(|p| paths::resolve(Path::new(p)))
-        .collect();
-    dirs.extend(ctx.homes.iter().cloned());
+    let mut dirs = ctx.never_roots.clone();
     dirs.extend(
         spawn
             .env
