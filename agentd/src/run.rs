@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use confine_protocol::{
-    Backend, BackendChoice, Ending, Enforcement, ExitStatus, Mode, Network, Stage,
+    Backend, BackendChoice, Ending, Enforcement, ExitStatus, Layer, Mode, Network, Stage,
 };
 use serde::Serialize;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
@@ -158,6 +158,8 @@ pub struct Facts {
     pub backend: Option<Backend>,
     /// What the confinement enforced; `None` when nothing was confined or it did not run.
     pub enforcement: Option<Enforcement>,
+    /// The layers that confined it, in the order the helper applied them.
+    pub layers: Vec<Layer>,
     /// Whether the confinement denied something the command tried, as [`denial::classify`]
     /// judges from the stderr tail.
     pub denied: bool,
@@ -186,6 +188,7 @@ impl Facts {
                 facts.exit = Some(exited.status);
                 facts.backend = Some(exited.backend);
                 facts.enforcement = exited.enforcement;
+                facts.layers = exited.layers;
                 facts.timed_out = exited.ending == Ending::TimedOut;
                 facts.cancelled = exited.ending == Ending::Cancelled;
                 facts.exec_errno = exited.exec_errno;
@@ -263,15 +266,16 @@ impl Facts {
                 ExitStatus::Signal(signal) => ExitJson::Signal(signal),
             }),
             backend: self.backend.map(Backend::as_str),
-            enforcement: self.enforcement.as_ref().map(|e| match e {
-                Enforcement::Full => EnforcementJson {
-                    level: "full",
-                    missing: &[],
-                },
-                Enforcement::Partial { missing } => EnforcementJson {
-                    level: "partial",
+            enforcement: self.enforcement.as_ref().map(|e| {
+                let (level, missing): (&'static str, &[String]) = match e {
+                    Enforcement::Full => ("full", &[]),
+                    Enforcement::Partial { missing } => ("partial", missing),
+                };
+                EnforcementJson {
+                    level,
                     missing,
-                },
+                    layers: self.layers.iter().map(|l| l.as_str()).collect(),
+                }
             }),
             denied: self.denied,
             runner_failure: self.runner_failure.as_ref().map(|f| FailureJson {
@@ -306,6 +310,7 @@ enum ExitJson {
 struct EnforcementJson<'a> {
     level: &'static str,
     missing: &'a [String],
+    layers: Vec<&'static str>,
 }
 
 #[derive(Serialize)]
@@ -758,6 +763,7 @@ mod tests {
             ending,
             backend: Backend::Bwrap,
             enforcement: Some(Enforcement::Full),
+            layers: vec![Layer::Namespaces, Layer::Landlock, Layer::Seccomp],
             usage: Usage {
                 wall_us: 1,
                 user_us: 1,
@@ -797,7 +803,7 @@ mod tests {
         );
         assert_eq!(
             facts.to_json(),
-            r#"{"exit":{"code":3},"backend":"bwrap","enforcement":{"level":"full","missing":[]},"denied":false,"runner_failure":null,"refused":null,"timed_out":false}"#
+            r#"{"exit":{"code":3},"backend":"bwrap","enforcement":{"level":"full","missing":[],"layers":["namespaces","landlock","seccomp"]},"denied":false,"runner_failure":null,"refused":null,"timed_out":false}"#
         );
     }
 
@@ -805,13 +811,14 @@ mod tests {
     fn json_of_a_signal_with_partial_enforcement() {
         let mut exited = exited(ExitStatus::Signal(9), Ending::Exited);
         exited.backend = Backend::Landlock;
+        exited.layers = vec![Layer::Landlock, Layer::Seccomp];
         exited.enforcement = Some(Enforcement::Partial {
             missing: vec!["network".to_owned(), "ioctl".to_owned()],
         });
         let facts = Facts::from_outcome(Outcome::Exited(exited), true);
         assert_eq!(
             facts.to_json(),
-            r#"{"exit":{"signal":9},"backend":"landlock","enforcement":{"level":"partial","missing":["network","ioctl"]},"denied":false,"runner_failure":null,"refused":null,"timed_out":false}"#
+            r#"{"exit":{"signal":9},"backend":"landlock","enforcement":{"level":"partial","missing":["network","ioctl"],"layers":["landlock","seccomp"]},"denied":false,"runner_failure":null,"refused":null,"timed_out":false}"#
         );
     }
 
@@ -1268,7 +1275,7 @@ mod job_tests {
         assert!(
             stderr.ends_with(
                 "{\"exit\":{\"code\":2},\"backend\":\"bwrap\",\"enforcement\":{\"level\":\
-                 \"full\",\"missing\":[]},\"denied\":true,\"runner_failure\":null,\"refused\":\
+                 \"full\",\"missing\":[],\"layers\":[]},\"denied\":true,\"runner_failure\":null,\"refused\":\
                  null,\"timed_out\":false}\n"
             ),
             "{stderr}"

@@ -146,6 +146,7 @@ pub fn exited(id: u64, code: i32, ending: Ending) -> Reply {
         ending,
         backend: Backend::None,
         enforcement: None,
+        layers: Vec::new(),
         usage: Usage {
             wall_us: 0,
             user_us: 0,

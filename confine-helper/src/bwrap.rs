@@ -1,7 +1,7 @@
 //! The bubblewrap backend: the exact bwrap argument vector for one command.
 //!
 //! The order of mounts is the security property: `/` read-only first, fresh `/dev` and `/proc`,
-//! a fresh `/tmp` (workspace-write), the writable roots, the pinned directories, then the
+//! the command's private temp directory on `/tmp` (workspace-write), the writable roots, the pinned directories, then the
 //! protected paths, then the masks — later mounts win, so nothing writable can shadow a
 //! protected path. Every mount of a host path is made from a descriptor the helper opened and
 //! checked (`--bind-fd`, `--ro-bind-fd`), never from a name bwrap would resolve again; bwrap
@@ -43,8 +43,8 @@ pub type FdBind = (i32, PathBuf);
 #[derive(Debug)]
 pub struct Args<'a> {
     pub network_allowed: bool,
-    /// A fresh tmpfs on /tmp (workspace-write).
-    pub tmpfs_tmp: bool,
+    /// The command's private temp directory, bound on /tmp (workspace-write).
+    pub tmp: Option<i32>,
     /// The descriptor of `/`, bound read-only.
     pub root_fd: i32,
     pub writable: &'a [FdBind],
@@ -87,8 +87,8 @@ pub fn argv(bwrap: &Path, a: &Args<'_>) -> Vec<Vec<u8>> {
     };
     fd_bind(&mut out, "--ro-bind-fd", (a.root_fd, Path::new("/")));
     out.extend(["--dev", "/dev", "--proc", "/proc"].map(|f| f.as_bytes().to_vec()));
-    if a.tmpfs_tmp {
-        out.extend([b"--tmpfs".to_vec(), b"/tmp".to_vec()]);
+    if let Some(fd) = a.tmp {
+        fd_bind(&mut out, "--bind-fd", (fd, Path::new("/tmp")));
     }
     for (fd, dest) in a.writable.iter().chain(a.pinned) {
         fd_bind(&mut out, "--bind-fd", (*fd, dest));
@@ -127,7 +127,7 @@ mod tests {
             Path::new("/usr/bin/bwrap"),
             &Args {
                 network_allowed: false,
-                tmpfs_tmp: false,
+                tmp: None,
                 root_fd: 4,
                 writable: &[],
                 pinned: &[],
@@ -157,7 +157,7 @@ mod tests {
             Path::new("/usr/bin/bwrap"),
             &Args {
                 network_allowed: true,
-                tmpfs_tmp: true,
+                tmp: Some(9),
                 root_fd: 4,
                 writable: &[(5, PathBuf::from("/w"))],
                 pinned: &[(6, PathBuf::from("/w/deps"))],
@@ -176,7 +176,7 @@ mod tests {
         assert!(!t.contains("--unshare-net"));
         assert!(
             t.contains(
-                "--ro-bind-fd 4 / --dev /dev --proc /proc --tmpfs /tmp --bind-fd 5 /w \
+                "--ro-bind-fd 4 / --dev /dev --proc /proc --bind-fd 9 /tmp --bind-fd 5 /w \
                  --bind-fd 6 /w/deps --ro-bind-fd 7 /w/.git --ro-bind-fd 8 /w/deps/m/.git \
                  --tmpfs /run/confine --chdir /w"
             ),

@@ -27,6 +27,8 @@ usage:
       replace PATH with standard input (the writer agentd's file tools run confined)
   confine-helper read-file --max BYTES -- PATH
       copy the regular file PATH to standard output (the reader agentd's file tools run confined)
+  confine-helper enter --ruleset FD --report FD -- PROGRAM [ARGS...]
+      apply a Landlock ruleset and execute PROGRAM (the second layer inside a bwrap sandbox)
   confine-helper --version
 
 The ceiling is read from /etc/confine-helper/ceiling.toml, then the user's
@@ -167,6 +169,17 @@ pub fn parse(args: &[OsString]) -> Result<Invocation, String> {
 /// The helper's entry point.
 pub fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    // Inside a bwrap sandbox, between the namespaces and the command: nothing to sanitize (bwrap
+    // gave it exactly the command's descriptors and environment), nothing else to do.
+    if args.first().is_some_and(|a| a == "enter") {
+        return match crate::enter::parse(&args[1..]) {
+            Ok(enter) => crate::enter::main(&enter),
+            Err(e) => {
+                eprintln!("confine-helper: {e}");
+                ExitCode::from(126)
+            }
+        };
+    }
     let invocation = match parse(&args) {
         Ok(invocation) => invocation,
         Err(e) => {

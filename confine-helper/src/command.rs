@@ -7,8 +7,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::time::{Duration, Instant};
 
 use confine_protocol::{
-    Backend, BackendChoice, Ending, Enforcement, EnvVar, ExitStatus, Exited, Limits, Mode, Network,
-    Policy, ReadFile, Refused, Reply, RunnerFailed, Spawn, Stage, Stdio, StdioSpec, Usage,
+    Backend, BackendChoice, Ending, Enforcement, EnvVar, ExitStatus, Exited, Layer, Limits, Mode,
+    Network, Policy, ReadFile, Refused, Reply, RunnerFailed, Spawn, Stage, Stdio, StdioSpec, Usage,
     WriteFile,
 };
 use nix::fcntl::OFlag;
@@ -38,6 +38,9 @@ pub struct Running {
     pub ending: Ending,
     backend: Backend,
     enforcement: Option<Enforcement>,
+    layers: Vec<Layer>,
+    /// The read end of `enter`'s report pipe (bwrap with the Landlock layer).
+    layer_report: Option<OwnedFd>,
     cleanup: Cleanup,
     pending: Vec<u8>,
     outcome: Option<Record>,
@@ -50,7 +53,7 @@ pub enum NotRun {
     RunnerFailed(Stage, i32, String),
     /// `execve` of the program would fail with this errno: an exec failure of the command,
     /// found before forking.
-    ExecFailed(i32, Backend, Option<Enforcement>),
+    ExecFailed(i32, Backend, Option<Enforcement>, Vec<Layer>),
 }
 
 impl NotRun {
@@ -63,13 +66,14 @@ impl NotRun {
                 errno,
                 detail,
             }),
-            NotRun::ExecFailed(errno, backend, enforcement) => Reply::Exited(Exited {
+            NotRun::ExecFailed(errno, backend, enforcement, layers) => Reply::Exited(Exited {
                 id,
                 status: ExitStatus::Code(exec_failure_code(errno)),
                 exec_errno: Some(errno),
                 ending: Ending::Exited,
                 backend,
                 enforcement,
+                layers,
                 usage: Usage {
                     wall_us: 0,
                     user_us: 0,
@@ -235,6 +239,7 @@ pub fn prepare(spawn: &Spawn, ctx: &Context) -> Result<Plan, NotRun> {
                             errno,
                             plan.backend,
                             plan.enforcement.clone(),
+                            plan.layers.clone(),
                         ));
                     }
                 }
@@ -349,7 +354,11 @@ fn exec_error(spawn: &Spawn) -> Option<i32> {
 }
 
 /// Forks the shim for `spawn` under `plan`, with the given stdio (taken from the connection).
-pub fn start(spawn: &Spawn, stdio: [Option<OwnedFd>; 3], plan: Plan) -> Result<Running, NotRun> {
+pub fn start(
+    spawn: &Spawn,
+    stdio: [Option<OwnedFd>; 3],
+    mut plan: Plan,
+) -> Result<Running, NotRun> {
     let failed = |stage: Stage, err: nix::Error, what: &str| {
         NotRun::RunnerFailed(stage, err as i32, format!("{what}: {}", err.desc()))
     };
@@ -420,6 +429,10 @@ pub fn start(spawn: &Spawn, stdio: [Option<OwnedFd>; 3], plan: Plan) -> Result<R
         },
         rlimits: plan.rlimits.clone(),
     };
+    let layer_report = match &mut plan.confinement {
+        Confinement::Bwrap { report, .. } => report.take(),
+        _ => None,
+    };
     let started_at = Instant::now();
     let shim = sys::fork_shim(&prepared).map_err(|e| {
         NotRun::RunnerFailed(
@@ -446,6 +459,8 @@ pub fn start(spawn: &Spawn, stdio: [Option<OwnedFd>; 3], plan: Plan) -> Result<R
         ending: Ending::Exited,
         backend: plan.backend,
         enforcement: plan.enforcement,
+        layers: plan.layers,
+        layer_report,
         cleanup: plan.cleanup,
         pending: Vec::new(),
         outcome: None,
@@ -553,9 +568,38 @@ impl Running {
                 ending: self.ending,
                 backend: self.backend,
                 enforcement: self.enforcement.clone(),
+                layers: self.layers.clone(),
                 usage,
             })
         };
+        // What `enter` reported from inside the sandbox: a layer that failed means the command
+        // never ran; an exec failure is the command's.
+        let entered = self.layer_report.as_ref().and_then(|fd| {
+            let mut buf = [0u8; crate::enter::REPORT_SIZE];
+            let n = nix::unistd::read(fd, &mut buf).unwrap_or(0);
+            crate::enter::decode_report(&buf[..n])
+        });
+        match entered {
+            Some(Err(errno)) => {
+                return Reply::RunnerFailed(RunnerFailed {
+                    id: self.id,
+                    stage: Stage::Landlock,
+                    errno,
+                    detail: format!(
+                        "applying the Landlock layer inside the sandbox failed: {}; nothing was run",
+                        nix::Error::from_raw(errno).desc()
+                    ),
+                });
+            }
+            Some(Ok(errno)) => {
+                return exited(
+                    ExitStatus::Code(exec_failure_code(errno)),
+                    Some(errno),
+                    usage(0, 0, 0),
+                );
+            }
+            None => {}
+        }
         match self.outcome {
             Some(Record::Exited {
                 wait_status,

@@ -9,7 +9,9 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
-use confine_protocol::{Backend, BackendChoice, Enforcement, EnvVar, Mode, Network, Spawn, Stage};
+use confine_protocol::{
+    Backend, BackendChoice, Enforcement, EnvVar, Layer, Mode, Network, Spawn, Stage,
+};
 use nix::libc;
 
 use crate::ceiling::Ceiling;
@@ -39,6 +41,9 @@ pub struct Context {
     pub temp_base: PathBuf,
     /// The helper's own binary, which runs confined as the writer of `WriteFile` requests.
     pub self_exe: Option<PathBuf>,
+    /// The running binary itself (`/proc/self/exe`), opened once: bwrap executes it from this
+    /// descriptor as the `enter` step, whatever is at its path later.
+    pub exe: Option<OwnedFd>,
     verdicts: RefCell<HashMap<Backend, Result<(), String>>>,
     filters: RefCell<HashMap<seccomp::Variant, seccompiler::BpfProgram>>,
 }
@@ -48,11 +53,14 @@ pub struct Context {
 pub enum Confinement {
     None,
     /// The argv already starts with bwrap; this descriptor holds the seccomp program, and
-    /// `passed` the descriptors its mounts are made from (`--bind-fd`), in the order their
-    /// numbers ([`crate::sys::COMMAND_FIRST_PASSED_FD`] on) appear in the argv.
+    /// `passed` the descriptors its mounts are made from (`--bind-fd`) and those `enter` uses
+    /// (this binary, the Landlock ruleset, the report pipe), numbered from
+    /// [`crate::sys::COMMAND_FIRST_PASSED_FD`] on as the argv names them. `report` is the read
+    /// end of `enter`'s report pipe.
     Bwrap {
         seccomp: OwnedFd,
         passed: Vec<OwnedFd>,
+        report: Option<OwnedFd>,
     },
     Landlock {
         ruleset: OwnedFd,
@@ -66,6 +74,8 @@ pub enum Confinement {
 pub struct Plan {
     pub backend: Backend,
     pub enforcement: Option<Enforcement>,
+    /// The layers the command gets, in the order they are applied.
+    pub layers: Vec<Layer>,
     pub argv: Vec<Vec<u8>>,
     pub env: Vec<EnvVar>,
     pub confinement: Confinement,
@@ -73,7 +83,7 @@ pub struct Plan {
     pub cleanup: Cleanup,
 }
 
-/// Host-side things a plan created and the command's end removes: only the Landlock temp
+/// Host-side things a plan created and the command's end removes: only the per-command temp
 /// directory, outside the user's tree. Nothing is ever created inside a writable root.
 #[derive(Debug, Default)]
 pub struct Cleanup {
@@ -125,6 +135,12 @@ impl Context {
             drop_caps: crate::sys::holds_capabilities(),
             temp_base: PathBuf::from(format!("/tmp/confine-helper-{uid}")),
             self_exe,
+            exe: nix::fcntl::open(
+                c"/proc/self/exe",
+                nix::fcntl::OFlag::O_RDONLY | nix::fcntl::OFlag::O_CLOEXEC,
+                nix::sys::stat::Mode::empty(),
+            )
+            .ok(),
             verdicts: RefCell::new(HashMap::new()),
             filters: RefCell::new(HashMap::new()),
         }
@@ -472,6 +488,46 @@ fn enforcement_of(missing: Vec<String>) -> Enforcement {
     }
 }
 
+/// The command's private temp directory (workspace-write only), removed when it ends.
+fn temp_dir(
+    spawn: &Spawn,
+    ctx: &Context,
+    cleanup: &mut Cleanup,
+) -> Result<Option<OwnedFd>, NotRun> {
+    if spawn.policy.mode != Mode::WorkspaceWrite {
+        return Ok(None);
+    }
+    let dir = crate::sys::private_temp_dir(&ctx.temp_base)
+        .or_else(|e| fail(Stage::Prepare, format!("per-command temp dir: {e}")))?;
+    cleanup.temp_dir = Some(dir.clone());
+    let fd = paths::open_dir(&dir)
+        .or_else(|e| fail(Stage::Prepare, format!("opening {}: {e}", dir.display())))?;
+    Ok(Some(fd))
+}
+
+/// Why bwrap's sandbox gets no Landlock layer on this machine, if it does not.
+fn no_inner_layer(ctx: &Context) -> Option<String> {
+    if ctx.landlock_abi == 0 {
+        Some("this kernel does not offer Landlock".into())
+    } else if ctx.exe.is_none() {
+        Some("the helper cannot open its own binary to run inside the sandbox".into())
+    } else {
+        None
+    }
+}
+
+/// The layers a command confined by `backend` gets on this machine.
+pub fn layers(backend: Backend, ctx: &Context) -> Vec<Layer> {
+    match backend {
+        Backend::Bwrap if no_inner_layer(ctx).is_none() => {
+            vec![Layer::Namespaces, Layer::Landlock, Layer::Seccomp]
+        }
+        Backend::Bwrap => vec![Layer::Namespaces, Layer::Seccomp],
+        Backend::Landlock => vec![Layer::Landlock, Layer::Seccomp],
+        Backend::None | Backend::Seatbelt => Vec::new(),
+    }
+}
+
 fn plan_backend(
     spawn: &Spawn,
     ctx: &Context,
@@ -483,7 +539,9 @@ fn plan_backend(
     let variant = seccomp::Variant {
         network_allowed,
         read_only: spawn.policy.mode == Mode::ReadOnly,
+        ipc_namespace: backend == Backend::Bwrap,
     };
+    let layers = layers(backend, ctx);
     match backend {
         Backend::Bwrap => {
             let Some(bwrap_path) = &ctx.bwrap else {
@@ -493,12 +551,17 @@ fn plan_backend(
             let seccomp_fd = crate::sys::sealed_memfd(&seccomp::to_bytes(&filter))
                 .or_else(|e| fail(Stage::Seccomp, format!("seccomp program memfd: {e}")))?;
             let protection = protection(spawn, roots)?;
+            let mut missing = protection.missing;
+            let mut cleanup = Cleanup::default();
+            let tmp = temp_dir(spawn, ctx, &mut cleanup)?;
             let mut passed = Passed::default();
             let slash = paths::open_dir(Path::new("/"))
                 .or_else(|e| fail(Stage::Prepare, format!("opening /: {e}")))?;
             let root_fd = passed.add(slash)?;
             let mut writable = Vec::new();
+            let mut layer_writable: Vec<OwnedFd> = Vec::new();
             for root in roots {
+                layer_writable.push(duplicate(&root.fd, &root.path)?);
                 // A root inside another is writable through it already.
                 if !roots
                     .iter()
@@ -507,6 +570,13 @@ fn plan_backend(
                     writable.push(passed.add_bind(duplicate(&root.fd, &root.path)?, &root.path)?);
                 }
             }
+            let tmp_fd = match tmp {
+                Some(fd) => {
+                    layer_writable.push(duplicate(&fd, Path::new("/tmp"))?);
+                    Some(passed.add(fd)?)
+                }
+                None => None,
+            };
             let mut pinned = Vec::new();
             for bind in protection.pinned {
                 pinned.push(passed.add_bind(bind.fd, &bind.path)?);
@@ -515,11 +585,44 @@ fn plan_backend(
             for bind in protection.read_only {
                 read_only.push(passed.add_bind(bind.fd, &bind.path)?);
             }
-            let tmpdir = (spawn.policy.mode == Mode::WorkspaceWrite).then(|| PathBuf::from("/tmp"));
+            // The second layer: Landlock, applied by `enter` inside the namespaces. The mount
+            // layer already covers what this ABI's Landlock cannot (metadata, truncate, devices,
+            // signals) and the network namespace the network, so the ruleset's own gaps are not
+            // gaps here.
+            let (command, report) = match (no_inner_layer(ctx), &ctx.exe) {
+                (None, Some(exe)) => {
+                    let ruleset = landlock::build(&landlock::Plan {
+                        abi: ctx.landlock_abi,
+                        writable: &layer_writable,
+                        network_denied: false,
+                    })
+                    .or_else(|e| fail(Stage::Landlock, e))?;
+                    let (report_rd, report_wr) = nix::unistd::pipe2(
+                        nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK,
+                    )
+                    .or_else(|e| fail(Stage::Pipe, format!("enter's report pipe: {e}")))?;
+                    let exe_fd = passed.add(duplicate(exe, Path::new("/proc/self/exe"))?)?;
+                    let ruleset_fd = passed.add(ruleset.fd)?;
+                    let report_fd = passed.add(report_wr)?;
+                    (
+                        crate::enter::argv(exe_fd, ruleset_fd, report_fd, &spawn.argv),
+                        Some(report_rd),
+                    )
+                }
+                (why, _) => {
+                    missing.push(format!(
+                        "the Landlock layer inside the namespaces ({}): FIFOs, sockets and \
+                         devices outside the writable roots are not kept read-only by mounts",
+                        why.unwrap_or_default()
+                    ));
+                    (spawn.argv.clone(), None)
+                }
+            };
+            let tmpdir = tmp_fd.map(|_| PathBuf::from("/tmp"));
             let command_env = environment(spawn, ctx, tmpdir.as_deref());
             let args = bwrap::Args {
                 network_allowed,
-                tmpfs_tmp: tmpdir.is_some(),
+                tmp: tmp_fd,
                 root_fd,
                 writable: &writable,
                 pinned: &pinned,
@@ -528,11 +631,12 @@ fn plan_backend(
                 seccomp_fd: crate::sys::COMMAND_SECCOMP_FD,
                 cwd: &spawn.cwd,
                 env: &command_env,
-                argv: &spawn.argv,
+                argv: &command,
             };
             Ok(Plan {
                 backend,
-                enforcement: Some(enforcement_of(protection.missing)),
+                enforcement: Some(enforcement_of(missing)),
+                layers,
                 argv: bwrap::argv(bwrap_path, &args),
                 // bwrap itself runs on the host, before any confinement: it gets no variable
                 // from the request (LD_PRELOAD would run code there); the command's environment
@@ -541,9 +645,10 @@ fn plan_backend(
                 confinement: Confinement::Bwrap {
                     seccomp: seccomp_fd,
                     passed: passed.0,
+                    report,
                 },
                 rlimits,
-                cleanup: Cleanup::default(),
+                cleanup,
             })
         }
         Backend::Landlock => {
@@ -553,14 +658,7 @@ fn plan_backend(
             for root in roots {
                 writable.push(duplicate(&root.fd, &root.path)?);
             }
-            if spawn.policy.mode == Mode::WorkspaceWrite {
-                let dir = crate::sys::private_temp_dir(&ctx.temp_base)
-                    .or_else(|e| fail(Stage::Prepare, format!("per-command temp dir: {e}")))?;
-                cleanup.temp_dir = Some(dir.clone());
-                let fd = paths::open_dir(&dir)
-                    .or_else(|e| fail(Stage::Prepare, format!("opening {}: {e}", dir.display())))?;
-                writable.push(fd);
-            }
+            writable.extend(temp_dir(spawn, ctx, &mut cleanup)?);
             let ruleset = landlock::build(&landlock::Plan {
                 abi: ctx.landlock_abi,
                 writable: &writable,
@@ -580,6 +678,7 @@ fn plan_backend(
             Ok(Plan {
                 backend,
                 enforcement: Some(enforcement_of(missing)),
+                layers,
                 argv: spawn.argv.clone(),
                 env: environment(spawn, ctx, tmpdir.as_deref()),
                 confinement: Confinement::Landlock {
@@ -594,6 +693,7 @@ fn plan_backend(
         Backend::None => Ok(Plan {
             backend,
             enforcement: None,
+            layers,
             argv: spawn.argv.clone(),
             env: environment(spawn, ctx, None),
             confinement: Confinement::None,

@@ -5,7 +5,8 @@
 //! the single-threaded event loop; [`command`] turns one request into a supervised process;
 //! [`confine`] decides how it is confined ([`ceiling`], `paths` and `protect` for what stays
 //! read-only, `git` for what a repository consists of, `bwrap`, `landlock`, `seccomp`); `files`
-//! is the file reader and writer that run confined for agentd's file tools;
+//! is the file reader and writer that run confined for agentd's file tools; `enter` applies
+//! Landlock inside a bwrap sandbox, as the second layer;
 //! [`service`] sets up the listening socket; `sys` holds every `unsafe` block.
 
 mod bwrap;
@@ -13,6 +14,7 @@ pub mod ceiling;
 pub mod cli;
 pub mod command;
 pub mod confine;
+mod enter;
 mod files;
 mod git;
 mod landlock;

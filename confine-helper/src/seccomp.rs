@@ -19,7 +19,17 @@
 //! - `socket()`: `AF_UNIX` is always denied (pathname and abstract sockets reach D-Bus, docker,
 //!   ssh-agent); with the network denied every family is; with it allowed only `AF_INET`,
 //!   `AF_INET6` and `AF_NETLINK` remain. `socketpair(AF_UNIX)` stays allowed;
-//! - `bpf`, `perf_event_open`: kernel surfaces no tool needs;
+//! - `bpf`, `perf_event_open`, `kcmp`, `process_madvise`: kernel surfaces no tool needs, and
+//!   the last two reach into other processes;
+//! - scheduling and resources of other processes: `sched_setscheduler`, `sched_setparam`,
+//!   `sched_setaffinity`, `sched_setattr`, `migrate_pages`, `move_pages` and `prlimit64` only on
+//!   the caller itself (pid 0), `setpriority` and `ioprio_set` only on the caller or its own
+//!   process group (who 0): a command must not starve or slow the user's editor, agentd or the
+//!   helper (`SCHED_IDLE`, `ioprio` idle class, CPU pinning, memory migration);
+//! - without an IPC namespace (the Landlock backend), System V IPC (`shm*`, `msg*`, `sem*`)
+//!   and POSIX message queues (`mq_*`): they are keyed, not named by path, so Landlock does
+//!   not see them, and they reach every process of the same user. Under bwrap the command has
+//!   its own IPC namespace and keeps them;
 //! - in `read-only` mode, metadata changes (`chmod`, `chown`, `utimes`, xattrs families): Landlock
 //!   cannot restrict them, and nothing may change in that mode.
 //! - x32 system calls (numbers with bit 30 set) arrive with the x86-64 architecture tag and would
@@ -38,6 +48,8 @@ use seccompiler::{
 pub struct Variant {
     pub network_allowed: bool,
     pub read_only: bool,
+    /// The command runs in its own IPC namespace (bwrap): SysV IPC and message queues stay.
+    pub ipc_namespace: bool,
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -60,6 +72,8 @@ const FS_IOC_SETFLAGS: u64 = 0x4008_6602;
 const FS_IOC_SETFLAGS_32: u64 = 0x4004_6602;
 const FS_IOC_FSSETXATTR: u64 = 0x401C_5820;
 const TIOCLINUX: u64 = 0x541C;
+const IOPRIO_WHO_PROCESS: u64 = 1;
+const IOPRIO_WHO_PGRP: u64 = 2;
 
 /// Builds the filter for `variant`. Errors only if the rule table itself is inconsistent,
 /// which the tests rule out.
@@ -89,6 +103,8 @@ pub fn build(variant: Variant) -> Result<BpfProgram, String> {
         libc::SYS_setns,
         libc::SYS_bpf,
         libc::SYS_perf_event_open,
+        libc::SYS_kcmp,
+        libc::SYS_process_madvise,
     ];
     for nr in always {
         rules.insert(nr, vec![]);
@@ -147,8 +163,8 @@ pub fn build(variant: Variant) -> Result<BpfProgram, String> {
     } else {
         rules.insert(libc::SYS_socket, vec![]);
     }
-    // Resource limits and scheduling of other processes (the shim, the helper, agentd): a
-    // command may only change its own (pid 0).
+    // Resource limits and scheduling of other processes (the shim, the helper, agentd, the
+    // user's editor): a command may only change its own (pid 0).
     rules.insert(
         libc::SYS_prlimit64,
         vec![rule(vec![
@@ -157,6 +173,43 @@ pub fn build(variant: Variant) -> Result<BpfProgram, String> {
                 .map_err(|e| e.to_string())?,
         ])?],
     );
+    for nr in [
+        libc::SYS_sched_setscheduler,
+        libc::SYS_sched_setparam,
+        libc::SYS_sched_setaffinity,
+        libc::SYS_sched_setattr,
+        libc::SYS_migrate_pages,
+        libc::SYS_move_pages,
+    ] {
+        rules.insert(nr, vec![rule(vec![cond(0, SeccompCmpOp::Ne, 0)?])?]);
+    }
+    // setpriority(which, who) and ioprio_set(which, who): allowed on the caller itself or its
+    // own process group (who 0, which the command leads), denied on any other process, group
+    // or user.
+    for (nr, process, group) in [
+        (
+            libc::SYS_setpriority,
+            libc::PRIO_PROCESS as u64,
+            libc::PRIO_PGRP as u64,
+        ),
+        (libc::SYS_ioprio_set, IOPRIO_WHO_PROCESS, IOPRIO_WHO_PGRP),
+    ] {
+        rules.insert(
+            nr,
+            vec![
+                rule(vec![cond(1, SeccompCmpOp::Ne, 0)?])?,
+                rule(vec![
+                    cond(0, SeccompCmpOp::Ne, process)?,
+                    cond(0, SeccompCmpOp::Ne, group)?,
+                ])?,
+            ],
+        );
+    }
+    if !variant.ipc_namespace {
+        for nr in ipc_syscalls() {
+            rules.insert(nr, vec![]);
+        }
+    }
     rules.insert(
         libc::SYS_socketpair,
         vec![rule(vec![cond(
@@ -189,6 +242,30 @@ pub fn build(variant: Variant) -> Result<BpfProgram, String> {
     let mut program = prologue();
     program.extend(body);
     Ok(program)
+}
+
+/// System V IPC and POSIX message queues: keyed by the IPC namespace, not by a path.
+fn ipc_syscalls() -> [i64; 18] {
+    [
+        libc::SYS_shmget,
+        libc::SYS_shmat,
+        libc::SYS_shmctl,
+        libc::SYS_shmdt,
+        libc::SYS_msgget,
+        libc::SYS_msgsnd,
+        libc::SYS_msgrcv,
+        libc::SYS_msgctl,
+        libc::SYS_semget,
+        libc::SYS_semop,
+        libc::SYS_semtimedop,
+        libc::SYS_semctl,
+        libc::SYS_mq_open,
+        libc::SYS_mq_unlink,
+        libc::SYS_mq_timedsend,
+        libc::SYS_mq_timedreceive,
+        libc::SYS_mq_notify,
+        libc::SYS_mq_getsetattr,
+    ]
 }
 
 fn metadata_syscalls() -> Vec<i64> {
@@ -276,12 +353,15 @@ mod tests {
     fn every_variant_builds() {
         for network_allowed in [false, true] {
             for read_only in [false, true] {
-                let program = build(Variant {
-                    network_allowed,
-                    read_only,
-                })
-                .expect("filter");
-                assert!(program.len() < 4096, "BPF programs are capped at 4096");
+                for ipc_namespace in [false, true] {
+                    let program = build(Variant {
+                        network_allowed,
+                        read_only,
+                        ipc_namespace,
+                    })
+                    .expect("filter");
+                    assert!(program.len() < 4096, "BPF programs are capped at 4096");
+                }
             }
         }
     }
@@ -298,6 +378,7 @@ mod tests {
         let program = build(Variant {
             network_allowed: false,
             read_only: false,
+            ipc_namespace: false,
         })
         .expect("filter");
         assert_eq!(to_bytes(&program).len(), program.len() * 8);

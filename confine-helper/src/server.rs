@@ -10,8 +10,8 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::time::{Duration, Instant};
 
 use confine_protocol::{
-    Backend, BackendReport, Ending, FrameDecoder, Hello, HelperInfo, Reply, Request, Spawn,
-    StdioSpec, check_hello, decode_payload, encode_frame,
+    Backend, BackendReport, Ending, FrameDecoder, Grant, Hello, HelperInfo, Mode, Network, Reply,
+    Request, Spawn, StdioSpec, check_hello, decode_payload, encode_frame,
 };
 use nix::libc;
 use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg, send};
@@ -526,9 +526,34 @@ pub fn info(ctx: &Context) -> HelperInfo {
                     backend,
                     usable: verdict.is_ok(),
                     detail: verdict.err().unwrap_or_else(|| "usable".into()),
+                    layers: crate::confine::layers(backend, ctx),
                 }
             })
             .collect(),
         landlock_abi: Some(ctx.landlock_abi).filter(|abi| *abi > 0),
+        grant: grant(&ctx.ceiling),
+    }
+}
+
+/// The ceiling as a requester needs it to offer only what will be granted. A broken ceiling
+/// refuses every request; it is announced as the narrowest grant.
+fn grant(ceiling: &crate::ceiling::Ceiling) -> Grant {
+    let broken = ceiling.broken.is_some();
+    Grant {
+        max_mode: if broken {
+            Mode::ReadOnly
+        } else {
+            ceiling.max_mode
+        },
+        network: if ceiling.allow_network && !broken {
+            Network::Allow
+        } else {
+            Network::Deny
+        },
+        sources: ceiling
+            .sources
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect(),
     }
 }

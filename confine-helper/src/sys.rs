@@ -772,6 +772,44 @@ pub fn landlock_abi() -> u32 {
     u32::try_from(rc).unwrap_or(0)
 }
 
+/// `confine-helper enter`'s one step before `execvp`: no new privileges, the Landlock ruleset
+/// on descriptor `ruleset` applied to this process, every descriptor above stdio marked
+/// close-on-exec, and `SIGPIPE` back to its default (the Rust runtime ignores it, and an
+/// ignored disposition would survive `execve` into the command).
+pub fn enter_landlock(ruleset: RawFd) -> io::Result<()> {
+    nix::sys::prctl::set_no_new_privs()?;
+    // SAFETY: landlock_restrict_self takes a descriptor number and flags; a wrong number fails.
+    if unsafe { libc::syscall(libc::SYS_landlock_restrict_self, ruleset, 0u32) } == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: close_range only changes descriptor flags of this process.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            3u32,
+            u32::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        )
+    };
+    if rc == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: restoring a default disposition installs no handler.
+    unsafe {
+        nix::sys::signal::signal(
+            nix::sys::signal::SIGPIPE,
+            nix::sys::signal::SigHandler::SigDfl,
+        )
+    }?;
+    Ok(())
+}
+
+/// Writes `bytes` to descriptor `fd` once, ignoring failure: a report on a pipe that may be gone.
+pub fn write_raw(fd: RawFd, bytes: &[u8]) {
+    // SAFETY: write reads `bytes.len()` bytes from a live slice; a wrong descriptor fails.
+    let _ = unsafe { libc::write(fd, bytes.as_ptr().cast(), bytes.len()) };
+}
+
 /// An anonymous, sealed, close-on-exec file holding `bytes`, positioned at its start.
 pub fn sealed_memfd(bytes: &[u8]) -> io::Result<OwnedFd> {
     use nix::sys::memfd::{MFdFlags, memfd_create};

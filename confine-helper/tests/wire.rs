@@ -407,10 +407,24 @@ fn inherited_descriptors_and_environment_reach_neither_the_helper_nor_the_comman
                 .filter_map(|e| e.file_name().to_str()?.parse().ok())
                 .collect();
             open.sort_unstable();
+            // Besides stdio and its socket, the helper holds one descriptor of its own binary,
+            // which bwrap executes as the Landlock step.
+            let extra: Vec<u32> = open.iter().copied().filter(|fd| *fd > 3).collect();
             assert_eq!(
-                open,
+                open.iter()
+                    .copied()
+                    .filter(|fd| *fd <= 3)
+                    .collect::<Vec<_>>(),
                 [0, 1, 2, 3],
-                "the helper keeps only stdio and its socket"
+                "the helper keeps stdio and its socket"
+            );
+            assert_eq!(extra.len(), 1, "one more descriptor at most: {open:?}");
+            let target =
+                std::fs::read_link(format!("/proc/{helper}/fd/{}", extra[0])).expect("readlink");
+            let exe = std::fs::read_link(format!("/proc/{helper}/exe")).expect("readlink exe");
+            assert_eq!(
+                target, exe,
+                "the extra descriptor is the helper's own binary"
             );
         }
         // A non-dumpable process's /proc entries belong to root: that is the proof here.

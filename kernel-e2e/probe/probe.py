@@ -55,6 +55,8 @@ SYSCALLS = {
         "request_key": 249,
         "getpid": 39,
         "landlock_create_ruleset": 444,
+        "ioprio_set": 251,
+        "ioprio_get": 252,
     },
     "aarch64": {
         "ptrace": 117,
@@ -81,6 +83,8 @@ SYSCALLS = {
         "request_key": 218,
         "getpid": 172,
         "landlock_create_ruleset": 444,
+        "ioprio_set": 30,
+        "ioprio_get": 31,
     },
 }
 
@@ -239,6 +243,122 @@ def fifo_hold(path):
     """Makes a FIFO at `path` and holds it open (read-write, so opening it does not block)."""
     os.mkfifo(path, 0o600)
     held.append(os.open(path, os.O_RDWR | os.O_NONBLOCK))
+
+
+def fifo_write(path):
+    """Writes PAYLOAD into an existing FIFO without blocking (a reader must hold it open)."""
+    fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+    try:
+        os.write(fd, PAYLOAD)
+    finally:
+        os.close(fd)
+
+
+# System V IPC through libc: the objects are found by key, as an attacker would find another
+# process's (the keys are listed in /proc/sysvipc).
+IPC_CREAT, IPC_EXCL, IPC_RMID, IPC_STAT = 0o1000, 0o2000, 0, 2
+SETVAL, GETVAL = 16, 12
+for _name in ("shmget", "msgget", "semget", "shmdt", "msgctl", "semctl", "shmctl"):
+    getattr(libc, _name).restype = ctypes.c_int
+libc.shmat.restype = ctypes.c_void_p
+libc.shmat.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
+libc.msgsnd.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+SHM_SIZE = 4096
+MSG_TEXT = 64
+
+
+def checked(ret):
+    if ret == -1 or ret is None or ret == ctypes.c_void_p(-1).value:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+    return ret
+
+
+def ipc_get(kind, key, create=False):
+    flags = (IPC_CREAT | IPC_EXCL | 0o600) if create else 0
+    key = int(key, 0)
+    if kind == "shm":
+        return checked(libc.shmget(key, SHM_SIZE if create else 0, flags))
+    if kind == "msg":
+        return checked(libc.msgget(key, flags))
+    return checked(libc.semget(key, 1 if create else 0, flags))
+
+
+def shm_write(key, text):
+    """Attaches the segment with key `key` read-write and writes `text` at its start."""
+    address = checked(libc.shmat(ipc_get("shm", key), None, 0))
+    data = text.encode() + b"\0"
+    ctypes.memmove(address, data, len(data))
+    libc.shmdt(ctypes.c_void_p(address))
+
+
+def shm_read(key):
+    address = checked(libc.shmat(ipc_get("shm", key), None, 0o10000))  # SHM_RDONLY
+    data = ctypes.string_at(address)
+    libc.shmdt(ctypes.c_void_p(address))
+    out(f"data {current} {data.decode(errors='replace') or '(empty)'}")
+
+
+class MsgBuf(ctypes.Structure):
+    _fields_ = [("mtype", ctypes.c_long), ("mtext", ctypes.c_char * MSG_TEXT)]
+
+
+def msg_send(key):
+    message = MsgBuf(1, PAYLOAD[:MSG_TEXT])
+    checked(libc.msgsnd(ipc_get("msg", key), ctypes.byref(message), MSG_TEXT, 0o4000))  # IPC_NOWAIT
+
+
+class MsqidDs(ctypes.Structure):
+    # struct msqid_ds on 64-bit Linux: ipc_perm (48 bytes), times, counters.
+    _fields_ = [("perm", ctypes.c_byte * 48), ("stime", ctypes.c_long), ("rtime", ctypes.c_long),
+                ("ctime", ctypes.c_long), ("cbytes", ctypes.c_ulong), ("qnum", ctypes.c_ulong),
+                ("qbytes", ctypes.c_ulong), ("lspid", ctypes.c_int), ("lrpid", ctypes.c_int),
+                ("unused", ctypes.c_ulong * 2)]
+
+
+def msg_count(key):
+    stat = MsqidDs()
+    checked(libc.msgctl(ipc_get("msg", key), IPC_STAT, ctypes.byref(stat)))
+    out(f"data {current} {stat.qnum}")
+
+
+def sem_set(key, value):
+    checked(libc.semctl(ipc_get("sem", key), 0, SETVAL, ctypes.c_int(int(value))))
+
+
+def sem_get(key):
+    out(f"data {current} {checked(libc.semctl(ipc_get('sem', key), 0, GETVAL))}")
+
+
+def ipc_remove(kind, key):
+    ident = ipc_get(kind, key)
+    if kind == "shm":
+        checked(libc.shmctl(ident, IPC_RMID, None))
+    elif kind == "msg":
+        checked(libc.msgctl(ident, IPC_RMID, None))
+    else:
+        checked(libc.semctl(ident, 0, IPC_RMID))
+
+
+def sched_idle(pid):
+    os.sched_setscheduler(int(pid), os.SCHED_IDLE, os.sched_param(0))
+
+
+IOPRIO_WHO_PROCESS = 1
+IOPRIO_CLASS_IDLE = 3
+
+
+def ioprio_idle(pid):
+    syscall("ioprio_set", IOPRIO_WHO_PROCESS, int(pid), IOPRIO_CLASS_IDLE << 13)
+
+
+def sched_state(pid):
+    """Prints what the scheduling calls change: nice, policy, CPUs allowed, I/O class."""
+    pid = int(pid)
+    ioprio = syscall("ioprio_get", IOPRIO_WHO_PROCESS, pid)
+    cpus = ",".join(str(c) for c in sorted(os.sched_getaffinity(pid)))
+    out(f"data {current} nice={os.getpriority(os.PRIO_PROCESS, pid)} "
+        f"policy={os.sched_getscheduler(pid)} cpus={cpus} ioclass={ioprio >> 13}")
 
 
 def toctou_open(path, outside, tries):
@@ -657,6 +777,22 @@ OPS = {
     "lock": (lock, 1),
     "fifo-hold": (fifo_hold, 1),
     "toctou-open": (toctou_open, 3),
+    "fifo-write": (fifo_write, 1),
+    "shm-create": (lambda key: ipc_get("shm", key, create=True), 1),
+    "msg-create": (lambda key: ipc_get("msg", key, create=True), 1),
+    "sem-create": (lambda key: ipc_get("sem", key, create=True), 1),
+    "shm-write": (shm_write, 2),
+    "shm-read": (shm_read, 1),
+    "msg-send": (msg_send, 1),
+    "msg-count": (msg_count, 1),
+    "sem-set": (sem_set, 2),
+    "sem-get": (sem_get, 1),
+    "ipc-remove": (ipc_remove, 2),
+    "set-priority": (lambda pid: os.setpriority(os.PRIO_PROCESS, int(pid), 19), 1),
+    "set-affinity": (lambda pid: os.sched_setaffinity(int(pid), {0}), 1),
+    "sched-idle": (sched_idle, 1),
+    "ioprio-idle": (ioprio_idle, 1),
+    "sched-state": (sched_state, 1),
     "mkdir": (os.mkdir, 1),
     "makedirs": (lambda p: os.makedirs(p, exist_ok=True), 1),
     "rmdir": (os.rmdir, 1),

@@ -58,11 +58,12 @@ pub enum Exit {
     Signal(i32),
 }
 
-/// `{"level": ..., "missing": [...]}`.
+/// `{"level": ..., "missing": [...], "layers": [...]}`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Enforcement {
     pub level: String,
     pub missing: Vec<String>,
+    pub layers: Vec<String>,
 }
 
 /// `{"stage": ..., "detail": ...}`.
@@ -225,6 +226,19 @@ impl Facts {
             .enforcement
             .as_ref()
             .ok_or("a confined command ran but enforcement is null")?;
+        // Both layers, every time: this suite runs where Landlock exists, so bwrap's sandbox
+        // must have Landlock inside it too.
+        let layers: &[&str] = match backend {
+            Backend::Bwrap => &["namespaces", "landlock", "seccomp"],
+            Backend::Landlock => &["landlock", "seccomp"],
+        };
+        if enforcement.layers != layers {
+            return Err(format!(
+                "{} should confine with the layers {layers:?}, facts say {:?}",
+                backend.as_str(),
+                enforcement.layers
+            ));
+        }
         let names = |needle: &str| enforcement.missing.iter().any(|m| m.starts_with(needle));
         // Every root without a repository must be named: a command can create one there.
         if mode == Mode::WorkspaceWrite {
@@ -323,7 +337,25 @@ fn parse_enforcement(e: &Map<String, Value>) -> Result<Enforcement, String> {
     if level == "partial" && missing.is_empty() {
         return Err("enforcement is partial but names nothing missing".into());
     }
-    Ok(Enforcement { level, missing })
+    let layers = e
+        .get("layers")
+        .and_then(Value::as_array)
+        .ok_or("enforcement.layers is not an array")?
+        .iter()
+        .map(|m| {
+            m.as_str()
+                .filter(|l| ["namespaces", "landlock", "seccomp"].contains(l))
+                .map(str::to_owned)
+                .ok_or(format!(
+                    "layer {m} is not one of namespaces, landlock, seccomp"
+                ))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Enforcement {
+        level,
+        missing,
+        layers,
+    })
 }
 
 fn string_in(object: &Map<String, Value>, key: &str, within: &str) -> Result<String, String> {
@@ -352,7 +384,7 @@ fn boolean(value: &Value, key: &str) -> Result<bool, String> {
 mod tests {
     use super::*;
 
-    const RAN: &str = r#"{"exit":{"code":1},"backend":"bwrap","enforcement":{"level":"full","missing":[]},"denied":true,"runner_failure":null,"refused":null,"timed_out":false}"#;
+    const RAN: &str = r#"{"exit":{"code":1},"backend":"bwrap","enforcement":{"level":"full","missing":[],"layers":["namespaces","landlock","seccomp"]},"denied":true,"runner_failure":null,"refused":null,"timed_out":false}"#;
 
     #[test]
     fn a_complete_facts_line_parses() {
@@ -437,6 +469,7 @@ mod tests {
                     .into(),
                 "repository /x/.git: there is none yet, so a command can create one".into(),
             ],
+            layers: vec!["landlock".into(), "seccomp".into()],
         });
         let roots = [with, without];
         assert!(
@@ -468,11 +501,25 @@ mod tests {
         facts.enforcement = Some(Enforcement {
             level: "partial".into(),
             missing: vec!["repository /x/.git: there is none yet, so …".into()],
+            layers: vec!["namespaces".into(), "landlock".into(), "seccomp".into()],
         });
         assert!(
             facts
                 .check_confinement(Backend::Bwrap, Mode::WorkspaceWrite, &root)
                 .is_ok()
+        );
+        // Without the Landlock layer inside, bwrap is one layer short.
+        let mut one_layer = facts.clone();
+        one_layer
+            .enforcement
+            .as_mut()
+            .expect("set")
+            .layers
+            .remove(1);
+        assert!(
+            one_layer
+                .check_confinement(Backend::Bwrap, Mode::WorkspaceWrite, &root)
+                .is_err()
         );
         facts
             .enforcement

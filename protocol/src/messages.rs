@@ -214,6 +214,16 @@ wire! {
         Partial { missing: Vec<String> },
     }
 
+    /// One confinement mechanism the helper applied to a command. A confined command gets
+    /// two layers that each stop what the other does not cover: mount, PID, IPC and network
+    /// namespaces (bwrap) or nothing, then Landlock, then the seccomp filter.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    pub enum Layer {
+        Namespaces,
+        Landlock,
+        Seccomp,
+    }
+
     /// Resources the command's main process and its waited-for children used.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
     pub struct Usage {
@@ -234,6 +244,9 @@ wire! {
         pub backend: Backend,
         /// `None` when nothing was confined (danger-full-access).
         pub enforcement: Option<Enforcement>,
+        /// The layers that confined the command, in the order they were applied; empty when
+        /// nothing was confined.
+        pub layers: Vec<Layer>,
         pub usage: Usage,
     }
 
@@ -299,6 +312,19 @@ wire! {
         pub backend: Backend,
         pub usable: bool,
         pub detail: String,
+        /// The layers a command confined by this backend gets on this machine.
+        pub layers: Vec<Layer>,
+    }
+
+    /// The most a request may ask of this helper: its ceiling.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct Grant {
+        /// The widest mode the helper runs.
+        pub max_mode: Mode,
+        /// Whether a confined command may be given the network.
+        pub network: Network,
+        /// The ceiling files that were read, in the order they narrowed.
+        pub sources: Vec<String>,
     }
 
     /// What the helper is and can do.
@@ -308,6 +334,7 @@ wire! {
         pub pid: u32,
         pub backends: Vec<BackendReport>,
         pub landlock_abi: Option<u32>,
+        pub grant: Grant,
     }
 
     /// What the helper sends after the handshake.
@@ -341,6 +368,17 @@ impl Mode {
             Mode::ReadOnly => "read-only",
             Mode::WorkspaceWrite => "workspace-write",
             Mode::DangerFullAccess => "danger-full-access",
+        }
+    }
+}
+
+impl Layer {
+    /// The name users read in facts.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Layer::Namespaces => "namespaces",
+            Layer::Landlock => "landlock",
+            Layer::Seccomp => "seccomp",
         }
     }
 }

@@ -282,8 +282,14 @@ fn a_bool_byte_of_2_is_rejected() {
                 backend: Backend::Bwrap,
                 usable,
                 detail: String::new(),
+                layers: Vec::new(),
             }],
             landlock_abi: None,
+            grant: Grant {
+                max_mode: Mode::ReadOnly,
+                network: Network::Deny,
+                sources: Vec::new(),
+            },
         })
     };
     let unusable = payload_of(&report(false));

@@ -202,6 +202,14 @@ fn enforcement_name(enforcement: &Enforcement) -> &'static str {
     }
 }
 
+fn next_layer(layer: &Layer) -> Option<Layer> {
+    match layer {
+        Layer::Namespaces => Some(Layer::Landlock),
+        Layer::Landlock => Some(Layer::Seccomp),
+        Layer::Seccomp => None,
+    }
+}
+
 fn next_stage(stage: &Stage) -> Option<Stage> {
     match stage {
         Stage::Unavailable => Some(Stage::Pipe),
@@ -390,6 +398,7 @@ fn exited() -> Exited {
         ending: Ending::Exited,
         backend: Backend::Landlock,
         enforcement: Some(Enforcement::Full),
+        layers: vec![Layer::Landlock, Layer::Seccomp],
         usage: Usage {
             wall_us: 1_500_000,
             user_us: 20_000,
@@ -418,9 +427,15 @@ fn helper_info() -> HelperInfo {
                 backend,
                 usable: backend != Backend::Seatbelt,
                 detail: backend_name(backend).to_owned(),
+                layers: vec![Layer::Landlock, Layer::Seccomp],
             })
             .collect(),
         landlock_abi: Some(6),
+        grant: Grant {
+            max_mode: Mode::WorkspaceWrite,
+            network: Network::Deny,
+            sources: vec!["/etc/confine-helper/ceiling.toml".to_owned()],
+        },
     }
 }
 
@@ -656,10 +671,29 @@ fn samples() -> Vec<(String, Message)> {
                 backend: Backend::Bwrap,
                 usable,
                 detail: String::new(),
+                layers: Vec::new(),
             }],
             ..helper_info()
         };
         reply(format!("reply.info.usable.{usable}"), Reply::Info(info));
+    }
+    for layer in walk(Layer::Namespaces, next_layer) {
+        reply(
+            format!("reply.exited.layer.{}", layer.as_str()),
+            Reply::Exited(Exited {
+                layers: vec![layer],
+                ..exited()
+            }),
+        );
+    }
+    for mode in walk(Mode::ReadOnly, next_mode) {
+        let mut info = helper_info();
+        info.grant.max_mode = mode;
+        info.grant.network = Network::Allow;
+        reply(
+            format!("reply.info.grant.{}", mode.as_str().replace('-', "_")),
+            Reply::Info(info),
+        );
     }
 
     out
@@ -925,6 +959,7 @@ fn the_sample_walks_reach_every_variant_of_every_enum() {
     assert_walk_is_complete("ExitStatus", &walk(ExitStatus::Code(0), next_exit_status));
     assert_walk_is_complete("Ending", &walk(Ending::Exited, next_ending));
     assert_walk_is_complete("Enforcement", &walk(Enforcement::Full, next_enforcement));
+    assert_walk_is_complete("Layer", &walk(Layer::Namespaces, next_layer));
     assert_walk_is_complete("Stage", &walk(Stage::Unavailable, next_stage));
     assert_walk_is_complete("Request", &walk(Request::Spawn(spawn()), next_request));
     assert_walk_is_complete(

@@ -223,6 +223,10 @@ fn backend(rng: &mut Rng) -> Backend {
     ])
 }
 
+fn layer(rng: &mut Rng) -> Layer {
+    rng.pick(&[Layer::Namespaces, Layer::Landlock, Layer::Seccomp])
+}
+
 fn exited(rng: &mut Rng) -> Exited {
     Exited {
         id: rng.u64(),
@@ -243,6 +247,7 @@ fn exited(rng: &mut Rng) -> Exited {
                 }
             }
         }),
+        layers: (0..rng.count()).map(|_| layer(rng)).collect(),
         usage: Usage {
             wall_us: rng.u64(),
             user_us: rng.u64(),
@@ -277,9 +282,15 @@ fn reply(rng: &mut Rng) -> Reply {
                     backend: backend(rng),
                     usable: rng.bool(),
                     detail: rng.string(),
+                    layers: (0..rng.count()).map(|_| layer(rng)).collect(),
                 })
                 .collect(),
             landlock_abi: rng.option(Rng::u32),
+            grant: Grant {
+                max_mode: rng.pick(&[Mode::ReadOnly, Mode::WorkspaceWrite, Mode::DangerFullAccess]),
+                network: rng.pick(&[Network::Deny, Network::Allow]),
+                sources: (0..rng.count()).map(|_| rng.string()).collect(),
+            },
         }),
     }
 }

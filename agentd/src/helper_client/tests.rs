@@ -242,6 +242,11 @@ async fn info_returns_the_helpers_report() {
         pid: 99,
         backends: Vec::new(),
         landlock_abi: Some(4),
+        grant: confine_protocol::Grant {
+            max_mode: confine_protocol::Mode::WorkspaceWrite,
+            network: confine_protocol::Network::Deny,
+            sources: Vec::new(),
+        },
     };
     let sent = report.clone();
     let helper = tokio::task::spawn_blocking(move || {

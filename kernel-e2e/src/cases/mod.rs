@@ -12,6 +12,7 @@ use crate::fixtures::PathState;
 
 mod filesystem;
 mod ipc;
+mod layers;
 mod lifecycle;
 mod network;
 mod policy;
@@ -30,6 +31,7 @@ pub fn all() -> Vec<Case> {
         process::CASES,
         lifecycle::CASES,
         policy::CASES,
+        layers::CASES,
     ]
     .concat()
 }

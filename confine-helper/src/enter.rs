@@ -1,0 +1,172 @@
+//! `confine-helper enter`: the second layer inside a bwrap sandbox.
+//!
+//! Mount permissions do not cover everything: the kernel skips the read-only mount check for
+//! FIFOs, sockets and devices, so `--ro-bind / /` alone lets a command write into any FIFO the
+//! user can reach. So under bwrap the command is not bwrap's program: this binary is, executed
+//! from the descriptor the helper holds of itself (`/proc/self/fd/N`, so no name inside the
+//! sandbox decides which program runs), after bwrap has built the namespaces, the mounts and the
+//! seccomp filter. It applies the Landlock ruleset the helper built before forking (from the
+//! same descriptors the mounts were made from), marks every descriptor but stdio close-on-exec,
+//! and executes the command. It decides nothing: the ruleset is complete when it arrives.
+//!
+//! It runs with the command's environment (bwrap set it) and reads only `PATH` from it, as
+//! `execvp` does. A step that fails is reported to the helper on the report pipe, as one kind
+//! byte and a native-endian errno, and the command does not run; the pipe closes on `execve`,
+//! so once the command runs it holds no descriptor to forge a report with.
+
+use std::ffi::{CString, OsString};
+use std::os::fd::RawFd;
+use std::os::unix::ffi::OsStrExt;
+use std::process::ExitCode;
+
+use nix::libc;
+
+use crate::sys;
+
+/// The report's kind byte: applying the ruleset failed; the command did not run.
+pub const REPORT_LANDLOCK: u8 = b'L';
+/// The report's kind byte: `execve` of the command failed.
+pub const REPORT_EXEC: u8 = b'E';
+/// Bytes of one report: the kind and an errno.
+pub const REPORT_SIZE: usize = 5;
+
+/// What `enter` was asked to do.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Enter {
+    pub ruleset: RawFd,
+    pub report: RawFd,
+    pub argv: Vec<OsString>,
+}
+
+/// The argument vector that makes bwrap run `argv` through `enter`: `exe` is the descriptor
+/// number of this binary as the command sees it.
+pub fn argv(exe: RawFd, ruleset: RawFd, report: RawFd, argv: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    let mut out: Vec<Vec<u8>> = vec![
+        format!("/proc/self/fd/{exe}").into_bytes(),
+        b"enter".to_vec(),
+        b"--ruleset".to_vec(),
+        ruleset.to_string().into_bytes(),
+        b"--report".to_vec(),
+        report.to_string().into_bytes(),
+        b"--".to_vec(),
+    ];
+    out.extend(argv.iter().cloned());
+    out
+}
+
+/// Parses the arguments after `enter`.
+pub fn parse(args: &[OsString]) -> Result<Enter, String> {
+    let number = |flag: &str, value: Option<&OsString>| -> Result<RawFd, String> {
+        value
+            .and_then(|v| v.to_str())
+            .and_then(|v| v.parse::<RawFd>().ok())
+            .filter(|fd| *fd > 2)
+            .ok_or(format!("{flag} needs a descriptor number above 2"))
+    };
+    match args {
+        [r, ruleset, p, report, dashes, argv @ ..]
+            if r == "--ruleset" && p == "--report" && dashes == "--" && !argv.is_empty() =>
+        {
+            Ok(Enter {
+                ruleset: number("--ruleset", Some(ruleset))?,
+                report: number("--report", Some(report))?,
+                argv: argv.to_vec(),
+            })
+        }
+        _ => Err("enter takes --ruleset FD --report FD -- PROGRAM [ARGS...]".into()),
+    }
+}
+
+/// Applies the ruleset and executes the command; returns only if that failed.
+pub fn main(enter: &Enter) -> ExitCode {
+    let failed = |kind: u8, errno: i32| {
+        let mut record = [0u8; REPORT_SIZE];
+        record[0] = kind;
+        record[1..].copy_from_slice(&errno.to_ne_bytes());
+        sys::write_raw(enter.report, &record);
+    };
+    if let Err(e) = sys::enter_landlock(enter.ruleset) {
+        let errno = e.raw_os_error().unwrap_or(0);
+        failed(REPORT_LANDLOCK, errno);
+        eprintln!("confine-helper: the Landlock layer could not be applied ({e}); nothing was run");
+        return ExitCode::from(126);
+    }
+    let argv: Vec<CString> = enter
+        .argv
+        .iter()
+        .map(|a| CString::new(a.as_bytes()).unwrap_or_default())
+        .collect();
+    let errno = match nix::unistd::execvp(&argv[0], &argv) {
+        Err(e) => e as i32,
+        Ok(never) => match never {},
+    };
+    failed(REPORT_EXEC, errno);
+    eprintln!(
+        "confine-helper: cannot run {}: {}",
+        enter.argv[0].to_string_lossy(),
+        nix::Error::from_raw(errno).desc()
+    );
+    ExitCode::from(if errno == libc::ENOENT { 127 } else { 126 })
+}
+
+/// Decodes what `enter` reported, if anything: `Some(Err(errno))` when the ruleset could not be
+/// applied, `Some(Ok(errno))` when `execve` failed.
+pub fn decode_report(bytes: &[u8]) -> Option<Result<i32, i32>> {
+    let record: &[u8; REPORT_SIZE] = bytes.get(..REPORT_SIZE)?.try_into().ok()?;
+    let errno = i32::from_ne_bytes([record[1], record[2], record[3], record[4]]);
+    match record[0] {
+        REPORT_LANDLOCK => Some(Err(errno)),
+        REPORT_EXEC => Some(Ok(errno)),
+        // Anything else is not a report `enter` writes: treat it as a failed layer.
+        _ => Some(Err(0)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn os(args: &[&str]) -> Vec<OsString> {
+        args.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn the_argv_bwrap_runs_parses_back() {
+        let built = argv(7, 8, 9, &[b"sh".to_vec(), b"-c".to_vec(), b"--".to_vec()]);
+        let text: Vec<OsString> = built
+            .iter()
+            .map(|a| OsString::from(String::from_utf8_lossy(a).into_owned()))
+            .collect();
+        assert_eq!(text[0], "/proc/self/fd/7");
+        assert_eq!(text[1], "enter");
+        assert_eq!(
+            parse(&text[2..]),
+            Ok(Enter {
+                ruleset: 8,
+                report: 9,
+                argv: os(&["sh", "-c", "--"]),
+            })
+        );
+    }
+
+    #[test]
+    fn bad_arguments_are_refused() {
+        assert!(parse(&os(&["--ruleset", "8", "--report", "9", "--"])).is_err());
+        assert!(parse(&os(&["--ruleset", "1", "--report", "9", "--", "x"])).is_err());
+        assert!(parse(&os(&["--report", "9", "--ruleset", "8", "--", "x"])).is_err());
+        assert!(parse(&os(&["--ruleset", "x", "--report", "9", "--", "x"])).is_err());
+    }
+
+    #[test]
+    fn reports_decode() {
+        let mut record = [REPORT_EXEC, 0, 0, 0, 0];
+        record[1..].copy_from_slice(&2i32.to_ne_bytes());
+        assert_eq!(decode_report(&record), Some(Ok(2)));
+        record[0] = REPORT_LANDLOCK;
+        assert_eq!(decode_report(&record), Some(Err(2)));
+        record[0] = b'?';
+        assert_eq!(decode_report(&record), Some(Err(0)));
+        assert_eq!(decode_report(&record[..3]), None);
+        assert_eq!(decode_report(&[]), None);
+    }
+}
