@@ -395,13 +395,22 @@ async fn acp_command(command: AcpCommand) -> u8 {
         Err(e) => return fail(&e),
     };
     let mode = command.sandbox_mode.map(Mode::from);
-    let options = match crate::acp::AcpOptions::from_config(&config, mode) {
+    let mut options = match crate::acp::AcpOptions::from_config(&config, mode) {
         Ok(options) => options,
         Err(e) => {
             eprintln!("agentd: {e}");
             return EXIT_DID_NOT_RUN;
         }
     };
+    let source = if mode.is_some() {
+        "--sandbox-mode".to_owned()
+    } else {
+        format!("sandbox.mode: {}", config.sandbox_mode.source)
+    };
+    if let Err(e) = options.learn(&source).await {
+        eprintln!("agentd: {e}");
+        return EXIT_DID_NOT_RUN;
+    }
     match crate::acp::serve(options).await {
         Ok(()) => 0,
         Err(e) => {

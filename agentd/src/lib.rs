@@ -7,13 +7,15 @@
 //! which variables a command gets, and [`denial`] tells from a finished command whether the
 //! confinement denied it something; every tool that runs commands uses both. A session's two
 //! knobs are [`sandbox`] (the mode its tools run under) and [`approval::policy`]; [`approval`]
-//! is how a tool call asks a human before it runs.
+//! is how a tool call asks a human before it runs. [`composition`] is what the helper grants,
+//! which every lever agentd offers follows.
 
 pub mod acp;
 pub mod approval;
 pub mod cancel;
 pub mod cli;
 pub mod clock;
+pub mod composition;
 pub mod config;
 pub mod demo;
 pub mod denial;

@@ -187,29 +187,3 @@ text = "Done."
     let log = scratch.log(&session);
     assert!(!log.iter().any(|r| r["type"] == "approval/asked"));
 }
-
-#[test]
-fn an_allowed_escalation_above_the_ceiling_is_refused_by_the_helper() {
-    let scratch = Scratch::new("escalate-ceiling");
-    let ceiling = scratch.root.join("ceiling.toml");
-    std::fs::write(&ceiling, "max_mode = \"workspace-write\"\n").expect("ceiling");
-    let ceiling_arg = ceiling.to_str().expect("utf-8").to_owned();
-    let (client, _, results) = run(
-        &scratch,
-        "danger-full-access",
-        Permission::AllowOnce,
-        &["--helper-ceiling", &ceiling_arg],
-    );
-    assert_eq!(client.permission_requests.len(), 1, "the user was asked");
-    assert_eq!(results[1]["status"], "failed", "{}", results[1]);
-    let refused = results[1]["rawOutput"]["refused"]
-        .as_str()
-        .unwrap_or_default();
-    assert!(refused.contains("max_mode"), "{}", results[1]);
-    assert!(
-        text(&results[1]).contains("refused"),
-        "{}",
-        text(&results[1])
-    );
-    assert!(!scratch.ws().join("out.txt").exists(), "nothing ran");
-}

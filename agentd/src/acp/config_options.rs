@@ -34,11 +34,13 @@ pub enum Switch {
     Policy(ApprovalPolicy),
 }
 
-/// Every option, with these current values: the complete list the protocol answers.
-pub fn options(mode: Mode, approval: ApprovalPolicy) -> Vec<SessionConfigOption> {
-    let modes: Vec<SessionConfigSelectOption> = Mode::WORDS
+/// Every option, with these current values: the complete list the protocol answers. The
+/// sandbox-mode select lists `modes` only: those the helper would run (see
+/// [`crate::composition::Composition::modes`]).
+pub fn options(mode: Mode, modes: &[Mode], approval: ApprovalPolicy) -> Vec<SessionConfigOption> {
+    let modes: Vec<SessionConfigSelectOption> = modes
         .iter()
-        .map(|(word, _)| SessionConfigSelectOption::new(*word, *word))
+        .map(|m| SessionConfigSelectOption::new(m.word(), m.word()))
         .collect();
     let policies: Vec<SessionConfigSelectOption> = [ApprovalPolicy::Ask, ApprovalPolicy::Never]
         .into_iter()
@@ -85,10 +87,26 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    const ALL: [Mode; 3] = [Mode::ReadOnly, Mode::WorkspaceWrite, Mode::DangerFullAccess];
+
+    #[test]
+    fn the_select_lists_only_the_modes_given() {
+        let wire = serde_json::to_value(options(
+            Mode::ReadOnly,
+            &[Mode::ReadOnly],
+            ApprovalPolicy::Ask,
+        ))
+        .expect("json");
+        assert_eq!(
+            wire[0]["options"],
+            json!([{"value": "read-only", "name": "read-only"}])
+        );
+    }
+
     #[test]
     fn both_options_are_selects_with_their_vocabularies_and_current_values() {
         let wire =
-            serde_json::to_value(options(Mode::ReadOnly, ApprovalPolicy::Ask)).expect("json");
+            serde_json::to_value(options(Mode::ReadOnly, &ALL, ApprovalPolicy::Ask)).expect("json");
         assert_eq!(
             wire,
             json!([
@@ -118,8 +136,9 @@ mod tests {
                 },
             ])
         );
-        let other = serde_json::to_value(options(Mode::DangerFullAccess, ApprovalPolicy::Never))
-            .expect("json");
+        let other =
+            serde_json::to_value(options(Mode::DangerFullAccess, &ALL, ApprovalPolicy::Never))
+                .expect("json");
         assert_eq!(other[0]["currentValue"], "danger-full-access");
         assert_eq!(other[1]["currentValue"], "never");
     }

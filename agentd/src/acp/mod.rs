@@ -34,7 +34,8 @@ use agent_client_protocol::{
 use confine_protocol::{BackendChoice, Mode, Network};
 
 use crate::approval::Approvals;
-use crate::config::{ApprovalPolicy, Effective};
+use crate::composition::Composition;
+use crate::config::{ApprovalPolicy, Effective, Vocabulary};
 use crate::environment;
 use crate::helper_client::HelperClient;
 use crate::model::Provider;
@@ -63,6 +64,8 @@ pub struct AcpOptions {
     pub command_timeout_ms: u64,
     /// The environment commands get (already the allow-list).
     pub command_env: Vec<(OsString, OsString)>,
+    /// What the helper grants; [`AcpOptions::learn`] asks it.
+    pub composition: Composition,
 }
 
 impl std::fmt::Debug for AcpOptions {
@@ -96,7 +99,25 @@ impl AcpOptions {
             max_steps: u64::from(config.max_steps.value),
             command_timeout_ms: config.command_timeout_ms.value,
             command_env: environment::command_environment(std::env::vars_os(), &[]),
+            composition: Composition::nothing(),
         })
+    }
+
+    /// Asks the helper what it grants, and checks the sessions' default mode against its
+    /// ceiling: a default the ceiling refuses is an error that names the ceiling file and the
+    /// setting to change. (A machine with no usable backend is not an error here: sessions
+    /// start, are offered only what can run, and every confined command fails closed with a
+    /// message that says how to fix it.) `mode_source` names where the default came from.
+    pub async fn learn(&mut self, mode_source: &str) -> Result<(), String> {
+        let info = self.helper.info().await.map_err(|e| e.to_string())?;
+        self.composition = Composition::from_info(&info, self.backend);
+        if let Some(why) = self.composition.ceiling_refusal(self.default_mode) {
+            return Err(format!(
+                "the sessions' sandbox mode {} ({mode_source}) cannot be used: {why}",
+                self.default_mode.word()
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -237,6 +258,16 @@ pub async fn serve(options: AcpOptions) -> Result<(), String> {
                     Ok(switch) => switch,
                     Err(message) => return responder.respond_with_error(error(-32602, message)),
                 };
+                // Only the modes the helper would run; the current one may stay selected.
+                if let config_options::Switch::Mode(mode) = switch
+                    && mode != session.effective_mode()
+                    && let Some(why) = session.tools.composition().refusal(mode)
+                {
+                    return responder.respond_with_error(error(
+                        -32602,
+                        format!("sandbox-mode cannot be switched to {}: {why}", mode.word()),
+                    ));
+                }
                 if let Err(e) = session.switch(switch) {
                     return responder.respond_with_error(error(
                         -32603,

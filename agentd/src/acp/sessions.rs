@@ -160,7 +160,8 @@ impl Session {
         )
         // Every command goes through confine-helper, which confines: escalation is offered,
         // and the turn gates it.
-        .with_spec_options(SpecOptions::confining());
+        .with_spec_options(SpecOptions::confining())
+        .with_composition(o.composition.clone());
         Session {
             id,
             cwd,
@@ -233,7 +234,8 @@ impl Session {
     /// The config options with the values the editor is shown.
     pub fn config_options(&self) -> Vec<SessionConfigOption> {
         let (mode, policy) = self.switches.current(self, self.defaults);
-        config_options::options(mode, policy)
+        let modes = self.tools.composition().modes(mode);
+        config_options::options(mode, &modes, policy)
     }
 
     /// Switches a knob (`session/set_config_option`): now while a turn is open, else at the

@@ -207,8 +207,9 @@ impl Turn<'_> {
         };
         let wanted = escalation.mode;
         let context = tools::GateContext {
-            offered: self.session.tools.spec_options().escalation,
+            offered: self.session.tools.options_for(effective).escalates(),
             effective,
+            refusal: self.session.tools.composition().refusal(wanted),
             approval_service: true,
             agent: true,
         };
@@ -279,7 +280,8 @@ impl Turn<'_> {
         // Told once, in this request only: the next one states the policy it names.
         let notice = approval::policy::notice(&records, policy);
         let instructions = instructions::for_request(&self.session.cwd, policy, notice.as_deref());
-        let specs = tools::specs_with(self.session.tools.spec_options());
+        let effective = self.session.effective_mode();
+        let specs = tools::specs_with(&self.session.tools.options_for(effective));
         let mut messages = vec![Message::system(instructions.clone())];
         messages.extend(fold::history(&records));
         let request = ChatRequest {

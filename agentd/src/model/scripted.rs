@@ -29,6 +29,10 @@
 //! every call that reaches it. Past the last turn the provider answers
 //! [`ScriptedProvider::END_TEXT`] and stops.
 //!
+//! A top-level `record = "FILE"` (relative to the script) makes the provider append, for every
+//! request, one JSON line with the tools it was offered (`[{name, description, parameters}]`):
+//! what a real model would have seen, for tests of the schemas.
+//!
 //! Tool call ids are `call_<turn>_<i>`, both counting from 1: the first call of the first turn
 //! is `call_1_1`. Text is delivered in several deltas, split after whitespace, and arguments in
 //! two fragments, so the streaming paths of the caller are exercised.
@@ -48,6 +52,7 @@ use super::{
 pub struct ScriptedProvider {
     origin: PathBuf,
     turns: Vec<ScriptedTurn>,
+    record: Option<PathBuf>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -55,6 +60,7 @@ pub struct ScriptedProvider {
 struct ScriptFile {
     #[serde(default)]
     turn: Vec<ScriptedTurn>,
+    record: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -94,9 +100,11 @@ impl ScriptedProvider {
             path: origin.to_owned(),
             detail: e.to_string().trim_end().to_owned(),
         })?;
+        let base = origin.parent().unwrap_or(Path::new("."));
         Ok(ScriptedProvider {
             origin: origin.to_owned(),
             turns: file.turn,
+            record: file.record.map(|r| base.join(r)),
         })
     }
 
@@ -110,6 +118,23 @@ impl ScriptedProvider {
         self.turns.is_empty()
     }
 
+    /// Appends the tools `req` offers to `path`, one JSON line.
+    fn record_tools(&self, path: &Path, req: &ChatRequest) -> Result<(), ModelError> {
+        use std::io::Write;
+        let failed = |e: std::io::Error| ModelError::Script {
+            path: path.to_owned(),
+            detail: format!("cannot record the request: {e}"),
+        };
+        let mut line = serde_json::to_string(&req.tools).map_err(|e| failed(e.into()))?;
+        line.push('\n');
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .and_then(|mut f| f.write_all(line.as_bytes()))
+            .map_err(failed)
+    }
+
     async fn answer(
         &self,
         req: &ChatRequest,
@@ -121,6 +146,9 @@ impl ScriptedProvider {
             .filter(|m| matches!(m, Message::Assistant { .. }))
             .count();
         let number = position + 1;
+        if let Some(path) = &self.record {
+            self.record_tools(path, req)?;
+        }
         let Some(turn) = self.turns.get(position) else {
             return Ok(stream_turn(Self::END_TEXT, Vec::new(), None, on_delta));
         };

@@ -104,7 +104,7 @@ fn escalation(fields: &Fields<'_>) -> Result<Option<Escalation>, String> {
 /// Checks the arguments of a call of tool `name` against the tools as `options` offer them; the
 /// error is the text for the model.
 pub(crate) fn parse(name: &str, arguments: &str, options: &SpecOptions) -> Result<Call, String> {
-    if name == spec::BASH && !options.escalation && mentions_escalation(arguments) {
+    if name == spec::BASH && !options.escalates() && mentions_escalation(arguments) {
         return Err(ESCALATION_NOT_OFFERED.to_owned());
     }
     let Some(tool) = spec::spec_with(name, options) else {

@@ -39,6 +39,7 @@ use confine_protocol::{BackendChoice, Mode, Network};
 use serde_json::{Value, json};
 
 use crate::cancel::Cancel;
+use crate::composition::Composition;
 use crate::helper_client::HelperClient;
 use crate::model::ToolCall;
 use crate::session::ToolStatus;
@@ -79,6 +80,7 @@ pub struct ToolEnv {
     shell: &'static str,
     background: BackgroundTasks,
     options: SpecOptions,
+    composition: Composition,
 }
 
 impl std::fmt::Debug for ToolEnv {
@@ -126,18 +128,37 @@ impl ToolEnv {
             background: BackgroundTasks::new(),
             // Escalation is offered once the caller gates it (`with_spec_options`).
             options: SpecOptions::default(),
+            // Trims nothing; the caller that learned the helper's grant sets it.
+            composition: Composition::everything(),
         }
     }
 
-    /// The tools as this session offers them.
+    /// The tools as this session offers them at most, whatever its mode.
     pub fn spec_options(&self) -> &SpecOptions {
         &self.options
+    }
+
+    /// The tools as offered to a call whose session runs under `effective`: escalation only to
+    /// the modes the helper would grant above it.
+    pub fn options_for(&self, effective: Mode) -> SpecOptions {
+        self.options
+            .granting(&self.composition.escalations(effective))
     }
 
     /// Offers the tools as `options` say (e.g. without escalation).
     pub fn with_spec_options(mut self, options: SpecOptions) -> ToolEnv {
         self.options = options;
         self
+    }
+
+    /// What the helper grants: the offered escalations follow it.
+    pub fn with_composition(mut self, composition: Composition) -> ToolEnv {
+        self.composition = composition;
+        self
+    }
+
+    pub fn composition(&self) -> &Composition {
+        &self.composition
     }
 
     pub fn helper(&self) -> &HelperClient {
@@ -317,12 +338,14 @@ pub fn strictly_widens(requested: Mode, effective: Mode) -> Result<(), String> {
 }
 
 /// What the escalation gate checks besides the request itself.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GateContext {
-    /// The tools offer escalation (the executor confines).
+    /// The tools offer escalation (the executor confines, and the helper grants a wider mode).
     pub offered: bool,
     /// The session's effective mode for this call.
     pub effective: Mode,
+    /// Why the helper would not run the requested mode, if it would not.
+    pub refusal: Option<String>,
     /// An approval service is composed.
     pub approval_service: bool,
     /// The call has an agent (a session) to route the question through.
@@ -330,13 +353,19 @@ pub struct GateContext {
 }
 
 /// The escalation gate, in the specified order, before anything runs or anyone is asked: offered,
-/// strictly widening, an approval service, an agent. `Err` is the text for the model.
+/// strictly widening, granted by the helper, an approval service, an agent. `Err` is the text
+/// for the model.
 pub fn escalation_gate(requested: Mode, ctx: &GateContext) -> Result<(), String> {
     if !ctx.offered {
         return Err(ESCALATION_NOT_OFFERED.to_owned());
     }
     strictly_widens(requested, ctx.effective)?;
     let m = requested.as_str();
+    if let Some(why) = &ctx.refusal {
+        return Err(format!(
+            "sandbox escalation to \"{m}\" cannot be granted: {why}"
+        ));
+    }
     if !ctx.approval_service {
         return Err(format!(
             "sandbox escalation to \"{m}\" requires approval, but no approval service is composed"
@@ -361,7 +390,7 @@ pub async fn run(env: &ToolEnv, call: &ToolCall, ctx: CallContext) -> ToolResult
             );
         }
     };
-    let hint = env.options.escalation;
+    let hint = env.options_for(ctx.mode).escalates();
     let with_hint = |mut result: ToolResult| {
         if hint {
             result.text = output::with_escalation_hint(&result.text);
@@ -687,7 +716,11 @@ mod escalation_tests {
     }
 
     fn parse(arguments: &str, escalation: bool) -> Result<Option<Escalation>, String> {
-        let options = SpecOptions { escalation };
+        let options = if escalation {
+            SpecOptions::confining()
+        } else {
+            SpecOptions::default()
+        };
         match args::parse(BASH, arguments, &options)? {
             args::Call::Bash(args) => Ok(args.escalation),
             other => panic!("not bash: {other:?}"),
@@ -782,13 +815,14 @@ mod escalation_tests {
         let open = GateContext {
             offered: true,
             effective: Mode::ReadOnly,
+            refusal: None,
             approval_service: true,
             agent: true,
         };
         assert_eq!(escalation_gate(Mode::WorkspaceWrite, &open), Ok(()));
         let closed = GateContext {
             offered: false,
-            ..open
+            ..open.clone()
         };
         assert_eq!(
             escalation_gate(Mode::WorkspaceWrite, &closed).unwrap_err(),
@@ -797,7 +831,7 @@ mod escalation_tests {
         let narrow = GateContext {
             effective: Mode::WorkspaceWrite,
             approval_service: false,
-            ..open
+            ..open.clone()
         };
         assert!(
             escalation_gate(Mode::WorkspaceWrite, &narrow)
@@ -805,9 +839,20 @@ mod escalation_tests {
                 .contains("is not strictly wider"),
             "widening is checked before the approval service"
         );
+        let ungranted = GateContext {
+            refusal: Some("its ceiling allows at most read-only".into()),
+            approval_service: false,
+            ..open.clone()
+        };
+        assert_eq!(
+            escalation_gate(Mode::WorkspaceWrite, &ungranted).unwrap_err(),
+            "sandbox escalation to \"workspace-write\" cannot be granted: its ceiling allows at \
+             most read-only",
+            "the grant is checked before the approval service: nobody is asked for a dead lever"
+        );
         let no_service = GateContext {
             approval_service: false,
-            ..open
+            ..open.clone()
         };
         assert_eq!(
             escalation_gate(Mode::DangerFullAccess, &no_service).unwrap_err(),

@@ -2,6 +2,7 @@
 //! checking ([`super::args`]) reads the same schemas, so a field added here is a field the
 //! tools accept.
 
+use confine_protocol::Mode;
 use serde_json::{Value, json};
 
 use crate::model::ToolSpec;
@@ -35,20 +36,40 @@ pub const READ_CAP: usize = 256 * 1024;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct SpecOptions {
-    /// `bash` offers `sandbox_permissions` + `justification`: the executor confines, so one
-    /// command may ask to run under a wider mode, with the user's consent.
-    pub escalation: bool,
+    /// The modes `bash`'s `sandbox_permissions` offers (with `justification`): one command may
+    /// ask to run under one of them, with the user's consent. Empty: the fields do not exist.
+    pub escalation: Vec<Mode>,
 }
 
 impl SpecOptions {
-    /// The options of an executor that confines: escalation is offered.
+    /// The options of an executor that confines: every escalation mode is offered.
     pub fn confining() -> SpecOptions {
-        SpecOptions { escalation: true }
+        SpecOptions {
+            escalation: vec![Mode::WorkspaceWrite, Mode::DangerFullAccess],
+        }
+    }
+
+    /// These options with escalation offered only to `granted` (the modes the helper would run
+    /// above the effective mode, see [`crate::composition::Composition::escalations`]).
+    pub fn granting(&self, granted: &[Mode]) -> SpecOptions {
+        SpecOptions {
+            escalation: self
+                .escalation
+                .iter()
+                .copied()
+                .filter(|m| granted.contains(m))
+                .collect(),
+        }
+    }
+
+    /// Whether `bash` has the escalation fields.
+    pub fn escalates(&self) -> bool {
+        !self.escalation.is_empty()
     }
 }
 
-/// The modes a `sandbox_permissions` may name, never trimmed to a session's mode: schemas are
-/// the same for every session, the effective mode is not.
+/// Every mode a `sandbox_permissions` can name; a schema offers those of them the helper would
+/// grant above the session's effective mode.
 pub const ESCALATION_MODES: [&str; 2] = ["workspace-write", "danger-full-access"];
 
 /// The tools with their default options.
@@ -66,7 +87,7 @@ pub fn specs_with(options: &SpecOptions) -> Vec<ToolSpec> {
 
 /// One tool's spec, `None` for an unknown name.
 pub fn spec_with(name: &str, options: &SpecOptions) -> Option<ToolSpec> {
-    let bash_description = if options.escalation {
+    let bash_description = if options.escalates() {
         format!("{BASH_DESCRIPTION} {ESCALATION_TEACHING}")
     } else {
         BASH_DESCRIPTION.to_owned()
@@ -158,10 +179,11 @@ fn bash_parameters(options: &SpecOptions) -> Value {
         "required": ["command"],
         "additionalProperties": false,
     });
-    if options.escalation {
+    if options.escalates() {
+        let modes: Vec<&str> = options.escalation.iter().map(|m| m.as_str()).collect();
         parameters["properties"]["sandbox_permissions"] = json!({
             "type": "string",
-            "enum": ESCALATION_MODES,
+            "enum": modes,
             "description": "Run this one command under a wider sandbox mode, after a denial; the user is asked first. Requires justification.",
         });
         parameters["properties"]["justification"] = json!({

@@ -1,0 +1,256 @@
+//! What this agentd can actually grant, learned from confine-helper once at start: the helper's
+//! ceiling (widest mode, network) and whether a backend that confines is usable for the
+//! configured backend choice.
+//!
+//! Every lever agentd shows follows it — the sandbox-mode select, the bash tool's
+//! `sandbox_permissions`, `session/set_config_option` — so the model and the user are never
+//! offered a mode the helper would then refuse. The helper stays the authority: it checks every
+//! request against its ceiling again, so a composition that is out of date (a ceiling edited
+//! while agentd runs) can only make agentd offer less than the helper allows, or be refused by
+//! the helper, never run more.
+
+use confine_protocol::{Backend, BackendChoice, HelperInfo, Mode, Network};
+
+use crate::config::Vocabulary;
+
+/// What the helper grants and what this machine can confine with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Composition {
+    /// The widest mode the helper runs.
+    pub max_mode: Mode,
+    /// Whether the helper lets a confined command have the network.
+    pub network: Network,
+    /// The helper's ceiling files, for messages that say where the limit comes from.
+    pub ceiling_sources: Vec<String>,
+    /// `None` when a backend that confines is usable for the configured choice; otherwise why
+    /// none is, as the helper reported each backend.
+    pub unconfinable: Option<String>,
+}
+
+/// What to do when no backend confines, the same words as the helper's own failure.
+const INSTALL_HINT: &str = "install bubblewrap (e.g. apt-get install bubblewrap) with \
+    unprivileged user namespaces enabled, or use a kernel with Landlock enabled";
+
+impl Composition {
+    /// The narrowest composition: nothing confined can run. What agentd assumes until the
+    /// helper has answered.
+    pub fn nothing() -> Composition {
+        Composition {
+            max_mode: Mode::ReadOnly,
+            network: Network::Deny,
+            ceiling_sources: Vec::new(),
+            unconfinable: Some("confine-helper has not been asked yet".into()),
+        }
+    }
+
+    /// Everything: for tests of code that does not depend on the helper's answer.
+    pub fn everything() -> Composition {
+        Composition {
+            max_mode: Mode::DangerFullAccess,
+            network: Network::Allow,
+            ceiling_sources: Vec::new(),
+            unconfinable: None,
+        }
+    }
+
+    /// The composition the helper's report describes, for commands that ask for `choice`.
+    pub fn from_info(info: &HelperInfo, choice: BackendChoice) -> Composition {
+        let wanted = |backend: Backend| match choice {
+            BackendChoice::Auto => matches!(backend, Backend::Bwrap | Backend::Landlock),
+            BackendChoice::Bwrap => backend == Backend::Bwrap,
+            BackendChoice::Landlock => backend == Backend::Landlock,
+            BackendChoice::Seatbelt => backend == Backend::Seatbelt,
+        };
+        let candidates: Vec<_> = info.backends.iter().filter(|b| wanted(b.backend)).collect();
+        let unconfinable = if candidates.iter().any(|b| b.usable) {
+            None
+        } else if candidates.is_empty() {
+            Some(format!(
+                "confine-helper ({}) has no {} backend on this machine",
+                info.software,
+                choice_word(choice)
+            ))
+        } else {
+            Some(
+                candidates
+                    .iter()
+                    .map(|b| format!("{}: {}", b.backend.as_str(), b.detail))
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            )
+        };
+        Composition {
+            max_mode: info.grant.max_mode,
+            network: info.grant.network,
+            ceiling_sources: info.grant.sources.clone(),
+            unconfinable,
+        }
+    }
+
+    /// Why `mode` cannot be offered, or `None` when it can: above the helper's ceiling, or a
+    /// confined mode with no backend to confine it.
+    pub fn refusal(&self, mode: Mode) -> Option<String> {
+        if let Some(why) = self.ceiling_refusal(mode) {
+            return Some(why);
+        }
+        if mode != Mode::DangerFullAccess
+            && let Some(why) = &self.unconfinable
+        {
+            return Some(format!(
+                "{} needs a sandbox, and no usable sandbox backend exists ({why}); to fix: \
+                 {INSTALL_HINT}",
+                mode.word()
+            ));
+        }
+        None
+    }
+
+    /// Why the helper's ceiling refuses `mode`, if it does.
+    pub fn ceiling_refusal(&self, mode: Mode) -> Option<String> {
+        (mode > self.max_mode).then(|| {
+            format!(
+                "{} is above what confine-helper grants: its ceiling allows at most {} ({}); \
+                 raise max_mode there to allow it",
+                mode.word(),
+                self.max_mode.word(),
+                self.ceiling_where()
+            )
+        })
+    }
+
+    /// Whether `mode` can be offered.
+    pub fn offers(&self, mode: Mode) -> bool {
+        self.refusal(mode).is_none()
+    }
+
+    /// The modes a session whose current mode is `current` can be switched to, in order: every
+    /// mode the helper would run, and the current one (shown as the select's value, even when a
+    /// switch back to it would now be refused).
+    pub fn modes(&self, current: Mode) -> Vec<Mode> {
+        Mode::WORDS
+            .iter()
+            .map(|(_, mode)| *mode)
+            .filter(|mode| *mode == current || self.offers(*mode))
+            .collect()
+    }
+
+    /// The modes an escalation from `effective` can name: strictly wider, and granted.
+    pub fn escalations(&self, effective: Mode) -> Vec<Mode> {
+        Mode::WORDS
+            .iter()
+            .map(|(_, mode)| *mode)
+            .filter(|mode| *mode > effective && self.offers(*mode))
+            .collect()
+    }
+
+    /// The ceiling files, as a message names them.
+    pub fn ceiling_where(&self) -> String {
+        if self.ceiling_sources.is_empty() {
+            "no ceiling file is installed, so the limit is the built-in one".into()
+        } else {
+            format!("ceiling files: {}", self.ceiling_sources.join(", "))
+        }
+    }
+}
+
+fn choice_word(choice: BackendChoice) -> &'static str {
+    match choice {
+        BackendChoice::Auto => "confining",
+        BackendChoice::Bwrap => "bwrap",
+        BackendChoice::Landlock => "landlock",
+        BackendChoice::Seatbelt => "seatbelt",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use confine_protocol::{BackendReport, Grant};
+
+    fn info(max_mode: Mode, usable: bool) -> HelperInfo {
+        HelperInfo {
+            software: "confine-helper 0.1.0".into(),
+            pid: 1,
+            backends: vec![
+                BackendReport {
+                    backend: Backend::Bwrap,
+                    usable,
+                    detail: if usable {
+                        "usable"
+                    } else {
+                        "bwrap is not installed"
+                    }
+                    .into(),
+                    layers: Vec::new(),
+                },
+                BackendReport {
+                    backend: Backend::Landlock,
+                    usable: false,
+                    detail: "this kernel does not offer Landlock".into(),
+                    layers: Vec::new(),
+                },
+            ],
+            landlock_abi: None,
+            grant: Grant {
+                max_mode,
+                network: Network::Deny,
+                sources: vec!["/etc/confine-helper/ceiling.toml".into()],
+            },
+        }
+    }
+
+    #[test]
+    fn a_read_only_ceiling_offers_only_read_only_and_no_escalation() {
+        let c = Composition::from_info(&info(Mode::ReadOnly, true), BackendChoice::Auto);
+        assert_eq!(c.modes(Mode::ReadOnly), [Mode::ReadOnly]);
+        assert!(c.escalations(Mode::ReadOnly).is_empty());
+        let why = c.refusal(Mode::WorkspaceWrite).expect("refused");
+        assert!(why.contains("at most read-only"), "{why}");
+        assert!(why.contains("/etc/confine-helper/ceiling.toml"), "{why}");
+    }
+
+    #[test]
+    fn escalations_are_strictly_wider_and_within_the_ceiling() {
+        let c = Composition::from_info(&info(Mode::WorkspaceWrite, true), BackendChoice::Auto);
+        assert_eq!(c.escalations(Mode::ReadOnly), [Mode::WorkspaceWrite]);
+        assert!(c.escalations(Mode::WorkspaceWrite).is_empty());
+        let all = Composition::from_info(&info(Mode::DangerFullAccess, true), BackendChoice::Auto);
+        assert_eq!(
+            all.escalations(Mode::ReadOnly),
+            [Mode::WorkspaceWrite, Mode::DangerFullAccess]
+        );
+        assert_eq!(
+            all.modes(Mode::WorkspaceWrite),
+            [Mode::ReadOnly, Mode::WorkspaceWrite, Mode::DangerFullAccess]
+        );
+    }
+
+    #[test]
+    fn without_a_usable_backend_only_unconfined_runs_and_the_reason_says_how_to_fix() {
+        let c = Composition::from_info(&info(Mode::DangerFullAccess, false), BackendChoice::Auto);
+        assert_eq!(
+            c.modes(Mode::WorkspaceWrite),
+            [Mode::WorkspaceWrite, Mode::DangerFullAccess]
+        );
+        assert_eq!(c.escalations(Mode::ReadOnly), [Mode::DangerFullAccess]);
+        let why = c.refusal(Mode::ReadOnly).expect("refused");
+        assert!(why.contains("bwrap: bwrap is not installed"), "{why}");
+        assert!(why.contains("install bubblewrap"), "{why}");
+    }
+
+    #[test]
+    fn a_forced_backend_the_helper_does_not_have_confines_nothing() {
+        let c =
+            Composition::from_info(&info(Mode::DangerFullAccess, true), BackendChoice::Seatbelt);
+        assert!(
+            c.refusal(Mode::ReadOnly)
+                .is_some_and(|w| w.contains("no seatbelt backend"))
+        );
+        let forced =
+            Composition::from_info(&info(Mode::DangerFullAccess, true), BackendChoice::Bwrap);
+        assert!(forced.offers(Mode::WorkspaceWrite));
+        let landlock =
+            Composition::from_info(&info(Mode::DangerFullAccess, true), BackendChoice::Landlock);
+        assert!(!landlock.offers(Mode::WorkspaceWrite));
+    }
+}
