@@ -12,6 +12,7 @@ use std::process::ExitCode;
 
 use clap::builder::{OsStringValueParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use confine_protocol::environment::{SECRET_NAMES, SECRET_WORDS};
 use confine_protocol::{BackendChoice, Mode, Network};
 
 use crate::config::{ConfigError, Effective, Flags};
@@ -333,9 +334,12 @@ fn env_long_help() -> String {
     format!(
         "Set a variable for the command; repeatable, a later one wins.\n\n\
          Of agentd's own environment the command gets only {}; these settings go on top. \
-         confine-helper still drops secret-looking names (*KEY*, *SECRET*, *TOKEN*, \
-         *PASSWORD*, SSH_AUTH_SOCK, ...) unless its ceiling allows them.",
-        environment::inherited_summary()
+         confine-helper refuses to run a command given a secret-looking name (one containing \
+         {}, or one of {}) unless its ceiling's env_allow lists it, and a locale variable (LANG, \
+         LANGUAGE, LC_ALL, ...) whose value is not a locale name.",
+        environment::inherited_summary(),
+        SECRET_WORDS.join(", "),
+        SECRET_NAMES.join(", "),
     )
 }
 

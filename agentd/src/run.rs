@@ -1074,15 +1074,15 @@ mod tests {
         ];
         let spec = prepare(&args).expect("prepares");
         let names: Vec<&OsString> = spec.env.iter().map(|(name, _)| name).collect();
-        for (name, _) in &spec.env {
+        for (name, value) in &spec.env {
             assert!(
-                environment::is_inherited(name) || name == "AGENTD_TEST_SET",
+                environment::passes_on(name, value) || name == "AGENTD_TEST_SET",
                 "{name:?} passed on"
             );
         }
         let expected: Vec<OsString> = std::env::vars_os()
+            .filter(|(name, value)| environment::passes_on(name, value))
             .map(|(name, _)| name)
-            .filter(|name| environment::is_inherited(name))
             .collect();
         for name in &expected {
             assert!(names.contains(&name), "{name:?} missing");
