@@ -18,6 +18,7 @@ use confine_protocol::{BackendChoice, Mode, Network};
 use crate::config::{ConfigError, Effective, Flags};
 use crate::environment;
 use crate::run::{self, EXIT_DID_NOT_RUN, RunArgs};
+use crate::terminal;
 
 /// The exit status of `config` and `sessions` when they fail.
 pub const EXIT_FAILURE: u8 = 1;
@@ -387,7 +388,7 @@ async fn demo_command(command: DemoCommand) -> u8 {
         Ok(true) => 0,
         Ok(false) => 1,
         Err(e) => {
-            eprintln!("agentd demo: {e}");
+            eprintln!("agentd demo: {}", terminal::visible(&e));
             1
         }
     }
@@ -401,15 +402,12 @@ async fn acp_command(command: AcpCommand) -> u8 {
     let mode = command.sandbox_mode.map(Mode::from);
     let options = match crate::acp::AcpOptions::from_config(&config, mode) {
         Ok(options) => options,
-        Err(e) => {
-            eprintln!("agentd: {e}");
-            return EXIT_DID_NOT_RUN;
-        }
+        Err(e) => return fail(&e),
     };
     match crate::acp::serve(options).await {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("agentd: the ACP connection failed: {e}");
+            report(&format!("the ACP connection failed: {e}"));
             1
         }
     }
@@ -438,27 +436,32 @@ async fn run_command(command: RunCommand) -> u8 {
     match job.await {
         Ok(facts) => facts.exit_code(),
         Err(e) => {
-            eprintln!("agentd: {e}");
+            report(&e);
             e.exit_code()
         }
     }
 }
 
+/// Prints `message` on stderr after `agentd: `, terminal-safe: errors quote paths and values.
+fn report(message: &dyn std::fmt::Display) {
+    eprintln!("agentd: {}", terminal::visible(&message.to_string()));
+}
+
 fn fail(error: &dyn std::fmt::Display) -> u8 {
-    eprintln!("agentd: {error}");
+    report(error);
     EXIT_DID_NOT_RUN
 }
 
 /// Reports `error` and says how `config` and `sessions` exit when they fail.
 fn failure(error: &dyn std::fmt::Display) -> u8 {
-    eprintln!("agentd: {error}");
+    report(error);
     EXIT_FAILURE
 }
 
 fn config_show(args: &AgentArgs) -> u8 {
     match args.effective() {
         Ok(config) => {
-            print!("{}", config.show());
+            print!("{}", terminal::visible(&config.show()));
             0
         }
         Err(e) => failure(&e),
@@ -484,10 +487,10 @@ fn sessions_list(args: &AgentArgs) -> u8 {
         println!("{line}");
     }
     for warning in &listing.warnings {
-        eprintln!("agentd: {warning}");
+        report(warning);
     }
     for error in &listing.errors {
-        eprintln!("agentd: {error}");
+        report(error);
     }
     if listing.errors.is_empty() {
         0
@@ -504,7 +507,7 @@ fn sessions_show(args: &AgentArgs, id: &str) -> u8 {
     match sessions::show(&dir, id) {
         Ok((transcript, warnings)) => {
             for warning in &warnings {
-                eprintln!("agentd: {warning}");
+                report(warning);
             }
             print!("{transcript}");
             0
