@@ -12,11 +12,13 @@ use std::process::ExitCode;
 
 use clap::builder::{OsStringValueParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use confine_protocol::environment::{SECRET_NAMES, SECRET_WORDS};
 use confine_protocol::{BackendChoice, Mode, Network};
 
 use crate::config::{ConfigError, Effective, Flags};
 use crate::environment;
 use crate::run::{self, EXIT_DID_NOT_RUN, RunArgs};
+use crate::terminal;
 
 /// The exit status of `config` and `sessions` when they fail.
 pub const EXIT_FAILURE: u8 = 1;
@@ -333,9 +335,12 @@ fn env_long_help() -> String {
     format!(
         "Set a variable for the command; repeatable, a later one wins.\n\n\
          Of agentd's own environment the command gets only {}; these settings go on top. \
-         confine-helper still drops secret-looking names (*KEY*, *SECRET*, *TOKEN*, \
-         *PASSWORD*, SSH_AUTH_SOCK, ...) unless its ceiling allows them.",
-        environment::inherited_summary()
+         confine-helper refuses to run a command given a secret-looking name (one containing \
+         {}, or one of {}) unless its ceiling's env_allow lists it, and a locale variable (LANG, \
+         LANGUAGE, LC_ALL, ...) whose value is not a locale name.",
+        environment::inherited_summary(),
+        SECRET_WORDS.join(", "),
+        SECRET_NAMES.join(", "),
     )
 }
 
@@ -383,7 +388,7 @@ async fn demo_command(command: DemoCommand) -> u8 {
         Ok(true) => 0,
         Ok(false) => 1,
         Err(e) => {
-            eprintln!("agentd demo: {e}");
+            eprintln!("agentd demo: {}", terminal::visible(&e));
             1
         }
     }
@@ -397,10 +402,7 @@ async fn acp_command(command: AcpCommand) -> u8 {
     let mode = command.sandbox_mode.map(Mode::from);
     let mut options = match crate::acp::AcpOptions::from_config(&config, mode) {
         Ok(options) => options,
-        Err(e) => {
-            eprintln!("agentd: {e}");
-            return EXIT_DID_NOT_RUN;
-        }
+        Err(e) => return fail(&e),
     };
     let source = if mode.is_some() {
         "--sandbox-mode".to_owned()
@@ -414,7 +416,7 @@ async fn acp_command(command: AcpCommand) -> u8 {
     match crate::acp::serve(options).await {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("agentd: the ACP connection failed: {e}");
+            report(&format!("the ACP connection failed: {e}"));
             1
         }
     }
@@ -443,27 +445,32 @@ async fn run_command(command: RunCommand) -> u8 {
     match job.await {
         Ok(facts) => facts.exit_code(),
         Err(e) => {
-            eprintln!("agentd: {e}");
+            report(&e);
             e.exit_code()
         }
     }
 }
 
+/// Prints `message` on stderr after `agentd: `, terminal-safe: errors quote paths and values.
+fn report(message: &dyn std::fmt::Display) {
+    eprintln!("agentd: {}", terminal::visible(&message.to_string()));
+}
+
 fn fail(error: &dyn std::fmt::Display) -> u8 {
-    eprintln!("agentd: {error}");
+    report(error);
     EXIT_DID_NOT_RUN
 }
 
 /// Reports `error` and says how `config` and `sessions` exit when they fail.
 fn failure(error: &dyn std::fmt::Display) -> u8 {
-    eprintln!("agentd: {error}");
+    report(error);
     EXIT_FAILURE
 }
 
 fn config_show(args: &AgentArgs) -> u8 {
     match args.effective() {
         Ok(config) => {
-            print!("{}", config.show());
+            print!("{}", terminal::visible(&config.show()));
             0
         }
         Err(e) => failure(&e),
@@ -489,10 +496,10 @@ fn sessions_list(args: &AgentArgs) -> u8 {
         println!("{line}");
     }
     for warning in &listing.warnings {
-        eprintln!("agentd: {warning}");
+        report(warning);
     }
     for error in &listing.errors {
-        eprintln!("agentd: {error}");
+        report(error);
     }
     if listing.errors.is_empty() {
         0
@@ -509,7 +516,7 @@ fn sessions_show(args: &AgentArgs, id: &str) -> u8 {
     match sessions::show(&dir, id) {
         Ok((transcript, warnings)) => {
             for warning in &warnings {
-                eprintln!("agentd: {warning}");
+                report(warning);
             }
             print!("{transcript}");
             0

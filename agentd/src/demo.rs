@@ -1,7 +1,8 @@
 //! `agentd demo`: a newcomer's first look. It starts the real `agentd acp` with a scripted
 //! model in a fresh workspace, talks to it the way an editor does, and prints what happened:
 //! a file read, a write inside the workspace, and a write outside it that the sandbox refuses.
-//! Then it checks the host: the inside write exists, the outside one does not.
+//! Then it checks the host: the inside write exists, the outside one does not. Everything it
+//! prints goes through [`crate::terminal::visible`].
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -10,6 +11,14 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
+
+/// `println!` through [`crate::terminal::visible`]: the demo prints what the agent and its
+/// commands sent, which must be shown, never obeyed by the terminal.
+macro_rules! say {
+    ($($arg:tt)*) => {
+        println!("{}", crate::terminal::visible(&format!($($arg)*)))
+    };
+}
 
 /// The scripted model of the demo.
 pub const SCRIPT: &str = r#"
@@ -75,8 +84,8 @@ async fn drive(
     if let Some(home) = &home {
         let _ = std::fs::remove_file(home.join(ESCAPE_FILE));
     }
-    println!("agentd demo: a scripted model works in {}", ws.display());
-    println!("sandbox mode: {}\n", options.sandbox_mode);
+    say!("agentd demo: a scripted model works in {}", ws.display());
+    say!("sandbox mode: {}\n", options.sandbox_mode);
     let mut agent = Agent::start(options, ws, state, script)?;
     agent
         .request(
@@ -92,7 +101,7 @@ async fn drive(
         .ok_or("the agent did not open a session")?
         .to_owned();
     let prompt = "Show me what you can do.";
-    println!("you: {prompt}");
+    say!("you: {prompt}");
     let answer = agent
         .request(
             "session/prompt",
@@ -101,12 +110,12 @@ async fn drive(
         .await?;
     agent.flush_text();
     let stop = answer["stopReason"].as_str().unwrap_or("?").to_owned();
-    println!("\nturn ended: {stop}");
+    say!("\nturn ended: {stop}");
     agent.stop().await;
 
-    println!("\nchecking the host:");
+    say!("\nchecking the host:");
     let inside = ws.join("summary.txt").is_file();
-    println!(
+    say!(
         "  {} the write inside the workspace landed (summary.txt)",
         mark(inside)
     );
@@ -114,13 +123,13 @@ async fn drive(
         .as_ref()
         .map(|h| !h.join(ESCAPE_FILE).exists())
         .unwrap_or(true);
-    println!(
+    say!(
         "  {} the write to ~/{ESCAPE_FILE} did not happen",
         mark(outside)
     );
     let denied = agent.denials > 0;
-    println!("  {} the sandbox reported the denial", mark(denied));
-    println!(
+    say!("  {} the sandbox reported the denial", mark(denied));
+    say!(
         "\nEvery session is recorded as an event log; `agentd sessions list` shows yours \
          (the demo's lived in a temporary directory, removed now)."
     );
@@ -215,7 +224,7 @@ impl Agent {
         let id = request["id"].clone();
         let reply = if request["method"] == "session/request_permission" {
             self.flush_text();
-            println!("    permission asked: the demo allows it once");
+            say!("    permission asked: the demo allows it once");
             json!({"jsonrpc": "2.0", "id": id, "result": {"outcome": {"outcome": "selected", "optionId": "allow-once"}}})
         } else {
             json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "not supported by the demo"}})
@@ -238,7 +247,7 @@ impl Agent {
             }
             Some("tool_call") => {
                 self.flush_text();
-                println!(
+                say!(
                     "  tool {}: {}",
                     update["kind"].as_str().unwrap_or("?"),
                     update["title"].as_str().unwrap_or("?")
@@ -254,11 +263,11 @@ impl Agent {
                     .as_str()
                     .unwrap_or_default();
                 match raw["backend"].as_str() {
-                    Some(backend) => println!("    -> {status} (sandbox backend: {backend})"),
-                    None => println!("    -> {status}"),
+                    Some(backend) => say!("    -> {status} (sandbox backend: {backend})"),
+                    None => say!("    -> {status}"),
                 }
                 for line in output.lines() {
-                    println!("       {line}");
+                    say!("       {line}");
                 }
             }
             _ => {}
@@ -267,7 +276,7 @@ impl Agent {
 
     fn flush_text(&mut self) {
         if !self.text.is_empty() {
-            println!("agent: {}", std::mem::take(&mut self.text));
+            say!("agent: {}", std::mem::take(&mut self.text));
         }
     }
 

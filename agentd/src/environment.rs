@@ -1,16 +1,22 @@
 //! Which environment variables a command gets.
 //!
 //! A command never inherits agentd's whole environment. It gets the variables named in
-//! [`INHERITED_NAMES`] and those starting with one of [`INHERITED_PREFIXES`] (locale, terminal,
-//! user and editor settings, nothing that authenticates), plus whatever the caller sets
-//! explicitly (`agentd run --env NAME=VALUE`). Everything else, tokens and sockets included, stays
-//! in agentd. confine-helper filters once more on its side: it drops secret-looking names unless
-//! its ceiling allows them, so that is not repeated here.
+//! [`INHERITED_NAMES`] and the locale categories (`LC_ALL`, `LC_CTYPE`, …), and of those only the
+//! ones that keep the rules agentd and confine-helper share ([`confine_protocol::environment`]):
+//! a locale variable only while it holds a locale name, and no secret-looking name. An inherited
+//! variable that breaks them stays behind without a word, as does everything else, tokens and
+//! sockets included. On top come the caller's explicit settings (`agentd run --env NAME=VALUE`),
+//! sent as given: an explicit variable was asked for, so one that breaks the rules is not dropped
+//! here but refused by confine-helper, with the reason and how its ceiling can allow it.
 
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 
-/// Variables a command inherits from agentd by exact name.
+use confine_protocol::environment::{
+    LOCALE_CATEGORIES, is_locale_category, is_locale_value, looks_secret,
+};
+
+/// Variables a command inherits from agentd by exact name (besides the locale categories).
 pub const INHERITED_NAMES: [&str; 15] = [
     "PATH",
     "HOME",
@@ -29,23 +35,30 @@ pub const INHERITED_NAMES: [&str; 15] = [
     "PAGER",
 ];
 
-/// Variables a command inherits from agentd by prefix: the locale categories `LC_*`.
-pub const INHERITED_PREFIXES: [&str; 1] = ["LC_"];
-
-/// The inherited names as users read them: `PATH, HOME, …, LC_*`.
+/// The inherited names as users read them: `PATH, HOME, …, PAGER and the locale categories
+/// LC_ALL, …`, with the rule for locale values.
 pub fn inherited_summary() -> String {
-    let prefixes = INHERITED_PREFIXES.iter().map(|p| format!("{p}*"));
-    let names = INHERITED_NAMES.iter().map(|n| (*n).to_owned());
-    names.chain(prefixes).collect::<Vec<_>>().join(", ")
+    format!(
+        "{} and the locale categories {} (LANG, LANGUAGE and LC_* only while they hold a locale \
+         name)",
+        INHERITED_NAMES.join(", "),
+        LOCALE_CATEGORIES.join(", ")
+    )
 }
 
-/// Whether a variable of agentd's own environment is passed on to commands.
+/// Whether a variable of agentd's own environment is one a command may inherit, by name.
 pub fn is_inherited(name: &OsStr) -> bool {
     let name = name.as_bytes();
-    INHERITED_NAMES.iter().any(|n| n.as_bytes() == name)
-        || INHERITED_PREFIXES
-            .iter()
-            .any(|p| name.len() > p.len() && name.starts_with(p.as_bytes()))
+    INHERITED_NAMES.iter().any(|n| n.as_bytes() == name) || is_locale_category(name)
+}
+
+/// Whether a variable of agentd's own environment is passed on to commands: an
+/// [`is_inherited`] name that keeps the shared rules (a locale value where one belongs, no
+/// secret-looking name).
+pub fn passes_on(name: &OsStr, value: &OsStr) -> bool {
+    is_inherited(name)
+        && is_locale_value(name.as_bytes(), value.as_bytes())
+        && !looks_secret(name.as_bytes())
 }
 
 /// The part of `vars` (normally [`std::env::vars_os`]) that a command inherits, in order.
@@ -54,7 +67,7 @@ where
     I: IntoIterator<Item = (OsString, OsString)>,
 {
     vars.into_iter()
-        .filter(|(name, _)| is_inherited(name))
+        .filter(|(name, value)| passes_on(name, value))
         .collect()
 }
 
@@ -121,21 +134,62 @@ mod tests {
     }
 
     #[test]
-    fn the_summary_lists_every_name_and_prefix() {
+    fn the_summary_lists_every_name_and_category() {
         assert_eq!(
             inherited_summary(),
             "PATH, HOME, LANG, LANGUAGE, TERM, COLORTERM, NO_COLOR, FORCE_COLOR, USER, LOGNAME, \
-             SHELL, TZ, EDITOR, VISUAL, PAGER, LC_*"
+             SHELL, TZ, EDITOR, VISUAL, PAGER and the locale categories LC_ALL, LC_ADDRESS, \
+             LC_COLLATE, LC_CTYPE, LC_IDENTIFICATION, LC_MEASUREMENT, LC_MESSAGES, LC_MONETARY, \
+             LC_NAME, LC_NUMERIC, LC_PAPER, LC_TELEPHONE, LC_TIME (LANG, LANGUAGE and LC_* only \
+             while they hold a locale name)"
         );
     }
 
     #[test]
-    fn locale_categories_are_inherited_by_prefix() {
+    fn no_inherited_name_looks_secret() {
+        for name in INHERITED_NAMES.iter().chain(LOCALE_CATEGORIES.iter()) {
+            assert!(!looks_secret(name.as_bytes()), "{name}");
+        }
+    }
+
+    #[test]
+    fn only_the_locale_categories_are_inherited_of_the_lc_names() {
         for name in ["LC_ALL", "LC_CTYPE", "LC_MESSAGES", "LC_TIME"] {
             assert!(is_inherited(OsStr::new(name)), "{name}");
         }
-        assert!(!is_inherited(OsStr::new("LC_")));
-        assert!(!is_inherited(OsStr::new("XLC_ALL")));
+        for name in [
+            "LC_",
+            "XLC_ALL",
+            "LC_DB_PASS",
+            "LC_MY_TOKEN",
+            "LC_FOO",
+            "LC_all",
+        ] {
+            assert!(!is_inherited(OsStr::new(name)), "{name}");
+        }
+    }
+
+    #[test]
+    fn locale_variables_are_inherited_only_with_a_locale_name() {
+        let env = inherited(vars(&[
+            ("LC_ALL", "hunter2"),
+            ("LC_MESSAGES", "C"),
+            ("LANG", "C.UTF-8"),
+            ("LC_TIME", "en_US.UTF-8; rm -rf"),
+            ("LANGUAGE", "de_DE:de:en"),
+            ("LC_CTYPE", "/etc/passwd"),
+            ("LC_NUMERIC", ""),
+            ("LC_DB_PASS", "de_DE"),
+        ]));
+        assert_eq!(
+            env,
+            vars(&[
+                ("LC_MESSAGES", "C"),
+                ("LANG", "C.UTF-8"),
+                ("LANGUAGE", "de_DE:de:en"),
+                ("LC_NUMERIC", ""),
+            ])
+        );
     }
 
     #[test]
@@ -179,6 +233,7 @@ mod tests {
 
     #[test]
     fn explicit_settings_go_on_top_and_the_later_wins() {
+        // Even a secret-looking one: confine-helper, not agentd, refuses it, naming env_allow.
         let env = command_environment(
             vars(&[("PATH", "/usr/bin"), ("HOME", "/home/u"), ("GH_TOKEN", "t")]),
             &vars(&[
@@ -210,8 +265,7 @@ mod tests {
             ),
             (OsString::from_vec(vec![0xfd]), value.clone()),
         ]);
-        assert_eq!(env.len(), 2);
-        assert_eq!(env[0].1, value);
+        assert_eq!(env, [(OsString::from("TERM"), value)]);
     }
 
     #[test]

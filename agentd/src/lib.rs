@@ -8,7 +8,9 @@
 //! confinement denied it something; every tool that runs commands uses both. A session's two
 //! knobs are [`sandbox`] (the mode its tools run under) and [`approval::policy`]; [`approval`]
 //! is how a tool call asks a human before it runs. [`composition`] is what the helper grants,
-//! which every lever agentd offers follows.
+//! which every lever agentd offers follows. Whatever agentd prints of stored or command text
+//! on a terminal goes through [`terminal`], which shows control characters instead of letting
+//! the terminal obey them.
 
 pub mod acp;
 pub mod approval;
@@ -25,6 +27,7 @@ pub mod model;
 pub mod run;
 pub mod sandbox;
 pub mod session;
+pub mod terminal;
 #[cfg(test)]
 mod test_support;
 pub mod tools;

@@ -22,7 +22,7 @@ use tokio::net::unix::pipe;
 use tokio::sync::mpsc;
 
 use crate::helper_client::{ClientError, HelperClient, Outcome, SpawnSpec};
-use crate::{denial, environment};
+use crate::{denial, environment, terminal};
 
 /// How much of the end of the command's stderr is kept for classifying failures.
 pub const STDERR_TAIL: usize = 8 * 1024;
@@ -244,8 +244,9 @@ impl Facts {
 
     /// The facts as one line of JSON, keys in a fixed order:
     /// `exit`, `backend`, `enforcement`, `denied`, `runner_failure`, `refused`, `timed_out`.
+    /// Terminal-safe ([`terminal::json_line`]): it ends agentd's stderr.
     pub fn to_json(&self) -> String {
-        match serde_json::to_string(&self.json_form()) {
+        match terminal::json_line(&self.json_form()) {
             Ok(line) => line,
             // Only maps with non-string keys can fail to serialize, and there are none here.
             Err(e) => format!("{{\"error\":\"{e}\"}}"),
@@ -401,9 +402,10 @@ where
         .map(OsString::as_os_str)
         .unwrap_or_default();
     let mut report = String::new();
+    // The notes quote the program's name and the helper's reasons: shown, never obeyed.
     for note in notes(&facts, argv0, &args) {
         report.push_str("agentd: ");
-        report.push_str(&note);
+        report.push_str(&terminal::visible(&note));
         report.push('\n');
     }
     if args.json {
@@ -936,6 +938,16 @@ mod tests {
     }
 
     #[test]
+    fn the_json_line_shows_controls_as_json_escapes() {
+        let json = refused("root \u{9b}2J\x1b[H\x7f").to_json();
+        assert!(!json.chars().any(char::is_control), "{json:?}");
+        assert!(
+            json.contains(r#""refused":"root \u009b2J\u001b[H\u007f""#),
+            "{json}"
+        );
+    }
+
+    #[test]
     fn a_runner_failure_names_the_stage_and_the_error() {
         let args = RunArgs::new(["ls"]);
         let facts = failed(Stage::Chdir, nix::errno::Errno::ENOENT as i32, "/gone");
@@ -1081,15 +1093,15 @@ mod tests {
         ];
         let spec = prepare(&args).expect("prepares");
         let names: Vec<&OsString> = spec.env.iter().map(|(name, _)| name).collect();
-        for (name, _) in &spec.env {
+        for (name, value) in &spec.env {
             assert!(
-                environment::is_inherited(name) || name == "AGENTD_TEST_SET",
+                environment::passes_on(name, value) || name == "AGENTD_TEST_SET",
                 "{name:?} passed on"
             );
         }
         let expected: Vec<OsString> = std::env::vars_os()
+            .filter(|(name, value)| environment::passes_on(name, value))
             .map(|(name, _)| name)
-            .filter(|name| environment::is_inherited(name))
             .collect();
         for name in &expected {
             assert!(names.contains(&name), "{name:?} missing");
@@ -1258,6 +1270,52 @@ mod job_tests {
         drop(client);
         within(helper).await.expect("fake helper");
         (facts, String::from_utf8(stderr).expect("utf-8"))
+    }
+
+    #[tokio::test]
+    async fn the_commands_output_passes_untouched_and_agentds_notes_are_shown_safely() {
+        const OUT: &[u8] = b"\x1b]52;c;cm0gLXJmIH4=\x07\xff\r";
+        const ERR: &[u8] = b"\x1b[2A\xc2\x9b2K\n";
+        let program = "./x\x1b]52;c;eA==\x07";
+        let scratch = Scratch::new("job-controls");
+        let (listener, client) = fake_service(&scratch);
+        let helper = tokio::task::spawn_blocking(move || {
+            let mut peer = Peer::accept(&listener);
+            let spawn = peer.spawn();
+            let (stdout, stderr) = output_fds(&mut peer, &spawn);
+            std::fs::File::from(stdout).write_all(OUT).expect("write");
+            std::fs::File::from(stderr).write_all(ERR).expect("write");
+            let mut ended = exited(spawn.id, 127, Ending::Exited);
+            if let Reply::Exited(e) = &mut ended {
+                e.exec_errno = Some(nix::libc::ENOENT);
+            }
+            peer.send(&ended);
+            assert!(peer.request().is_none());
+        });
+        let mut stdout = Vec::new();
+        let mut stderr = Vec::new();
+        let (_keep, interrupts) = no_interrupts();
+        let facts = within(run_job(
+            &client,
+            RunArgs::new([program]),
+            &mut stdout,
+            &mut stderr,
+            interrupts,
+        ))
+        .await
+        .expect("ran");
+        assert_eq!(facts.exit_code(), 127);
+        // The user asked for the program's output: byte for byte, escapes and all.
+        assert_eq!(stdout, OUT);
+        let (command_err, notes) = stderr.split_at(ERR.len());
+        assert_eq!(command_err, ERR);
+        // agentd's own note quotes the program's name: shown, not obeyed.
+        assert_eq!(
+            String::from_utf8_lossy(notes),
+            "agentd: ./x\\x1b]52;c;eA==\\x07: command not found\n"
+        );
+        drop(client);
+        within(helper).await.expect("fake helper");
     }
 
     #[tokio::test]

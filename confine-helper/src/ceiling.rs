@@ -10,7 +10,7 @@
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use confine_protocol::Mode;
+use confine_protocol::{Mode, environment};
 use serde::Deserialize;
 
 /// One ceiling file as written. Every field is optional; absent means "no narrowing here".
@@ -244,32 +244,67 @@ impl Ceiling {
         Ok(())
     }
 
-    /// Whether an environment variable survives, by name.
-    pub fn env_passes(&self, name: &str) -> bool {
+    /// What becomes of one variable of a request: `env_deny` drops it; a locale variable that
+    /// holds no locale name, or a secret-looking name that `env_allow` does not exempt, refuses
+    /// the request (the rules are [`confine_protocol::environment`]'s); anything else passes.
+    pub fn env_verdict(&self, name: &str, value: &[u8]) -> EnvVerdict {
         if self.env_deny.iter().any(|p| matches_pattern(p, name)) {
-            return false;
+            return EnvVerdict::Dropped;
         }
-        if !looks_secret(name) {
-            return true;
+        if !environment::is_locale_value(name.as_bytes(), value) {
+            return EnvVerdict::Refused(EnvRefusal::NotALocale {
+                name: name.to_owned(),
+            });
         }
-        !self.env_allow.is_empty()
+        let Some(word) = environment::secret_word(name.as_bytes()) else {
+            return EnvVerdict::Passes;
+        };
+        let allowed = !self.env_allow.is_empty()
             && self
                 .env_allow
                 .iter()
-                .all(|list| list.iter().any(|p| matches_pattern(p, name)))
+                .all(|list| list.iter().any(|p| matches_pattern(p, name)));
+        if allowed {
+            EnvVerdict::Passes
+        } else {
+            EnvVerdict::Refused(EnvRefusal::Secret {
+                name: name.to_owned(),
+                word,
+            })
+        }
     }
 }
 
-/// Names that carry credentials by convention.
-pub fn looks_secret(name: &str) -> bool {
-    let upper = name.to_ascii_uppercase();
-    ["KEY", "SECRET", "TOKEN", "PASSWORD", "PASSWD", "CREDENTIAL"]
-        .iter()
-        .any(|w| upper.contains(w))
-        || matches!(
-            upper.as_str(),
-            "SSH_AUTH_SOCK" | "DBUS_SESSION_BUS_ADDRESS" | "GPG_AGENT_INFO"
-        )
+/// What the helper does with one variable of a request ([`Ceiling::env_verdict`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EnvVerdict {
+    /// The command gets it.
+    Passes,
+    /// `env_deny` names it: the command runs without it.
+    Dropped,
+    /// Nothing runs.
+    Refused(EnvRefusal),
+}
+
+/// Why a request is refused for one of its variables. The value is never part of the reason:
+/// it may be the secret.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EnvRefusal {
+    #[error(
+        "the environment variable {name} looks like a secret (its name contains {word}), and \
+         confine-helper gives a command no secret its ceiling does not allow; to pass it, add \
+         env_allow = [\"{name}\"] to a ceiling file ({SYSTEM_FILE}, \
+         $XDG_CONFIG_HOME/confine-helper/ceiling.toml or --ceiling PATH, which agentd passes \
+         with --helper-ceiling PATH; when several set env_allow, each must list it)"
+    )]
+    Secret { name: String, word: &'static str },
+    #[error(
+        "the locale variable {name} does not hold a locale name (C, POSIX or \
+         language[_territory][.codeset][@modifier], e.g. C.UTF-8 or en_US.UTF-8; for LANGUAGE a \
+         list of them separated by ':'), so confine-helper does not pass it to a command (its \
+         value is not shown: it may be a secret)"
+    )]
+    NotALocale { name: String },
 }
 
 /// `*` matches any run of characters; everything else matches itself.
@@ -359,10 +394,14 @@ mod tests {
         assert!(c.check_root(Path::new("/home/user2")).is_err());
     }
 
+    fn verdict(c: &Ceiling, name: &str, value: &str) -> EnvVerdict {
+        c.env_verdict(name, value.as_bytes())
+    }
+
     #[test]
-    fn secrets_are_dropped_unless_every_allow_list_names_them() {
+    fn secrets_are_refused_unless_every_allow_list_names_them() {
         let c = Ceiling::default();
-        assert!(c.env_passes("PATH"));
+        assert_eq!(verdict(&c, "PATH", "/usr/bin"), EnvVerdict::Passes);
         for secret in [
             "OPENAI_API_KEY",
             "AWS_SECRET_ACCESS_KEY",
@@ -370,15 +409,83 @@ mod tests {
             "SSH_AUTH_SOCK",
             "DBUS_SESSION_BUS_ADDRESS",
             "DB_PASSWORD",
+            "LC_DB_PASS",
+            "MYSQL_PASSWD",
+            "GOOGLE_APPLICATION_CREDENTIALS",
+            "NPM_AUTH",
         ] {
-            assert!(!c.env_passes(secret), "{secret}");
+            assert!(
+                matches!(
+                    verdict(&c, secret, "x"),
+                    EnvVerdict::Refused(EnvRefusal::Secret { .. })
+                ),
+                "{secret}"
+            );
         }
         let c = narrowed(&["env_allow = [\"GITHUB_*\"]"]);
-        assert!(c.env_passes("GITHUB_TOKEN"));
+        assert_eq!(verdict(&c, "GITHUB_TOKEN", "t"), EnvVerdict::Passes);
         let c = narrowed(&["env_allow = [\"GITHUB_*\"]", "env_allow = []"]);
-        assert!(!c.env_passes("GITHUB_TOKEN"));
+        assert!(matches!(
+            verdict(&c, "GITHUB_TOKEN", "t"),
+            EnvVerdict::Refused(_)
+        ));
         let c = narrowed(&["env_deny = [\"FOO*\"]"]);
-        assert!(!c.env_passes("FOOBAR"));
+        assert_eq!(verdict(&c, "FOOBAR", "1"), EnvVerdict::Dropped);
+        assert_eq!(verdict(&c, "BARFOO", "1"), EnvVerdict::Passes);
+    }
+
+    #[test]
+    fn a_secret_refusal_says_how_to_allow_it_and_never_shows_the_value() {
+        let c = Ceiling::default();
+        let EnvVerdict::Refused(refusal) = verdict(&c, "DB_PASSWORD", "hunter2") else {
+            panic!("DB_PASSWORD passed");
+        };
+        let reason = refusal.to_string();
+        assert!(reason.contains("DB_PASSWORD"), "{reason}");
+        assert!(reason.contains("contains PASS"), "{reason}");
+        assert!(reason.contains("env_allow = [\"DB_PASSWORD\"]"), "{reason}");
+        assert!(!reason.contains("hunter2"), "{reason}");
+    }
+
+    #[test]
+    fn locale_variables_must_hold_locale_names() {
+        let c = Ceiling::default();
+        for (name, value) in [
+            ("LC_ALL", "C.UTF-8"),
+            ("LC_MESSAGES", "C"),
+            ("LANG", "sr_RS.UTF-8@latin"),
+            ("LANGUAGE", "de_DE:de:en"),
+            ("LC_ALL", ""),
+        ] {
+            assert_eq!(
+                verdict(&c, name, value),
+                EnvVerdict::Passes,
+                "{name}={value}"
+            );
+        }
+        for (name, value) in [
+            ("LC_ALL", "hunter2"),
+            ("LANG", "/etc/x"),
+            ("LC_TIME", "a b"),
+        ] {
+            let EnvVerdict::Refused(refusal) = verdict(&c, name, value) else {
+                panic!("{name}={value} passed");
+            };
+            assert_eq!(
+                refusal,
+                EnvRefusal::NotALocale {
+                    name: name.to_owned()
+                }
+            );
+            let reason = refusal.to_string();
+            assert!(!reason.contains(value), "{reason}");
+        }
+        // env_allow exempts from the secret filter only: it does not make a value a locale.
+        let c = narrowed(&["env_allow = [\"LC_ALL\"]"]);
+        assert!(matches!(
+            verdict(&c, "LC_ALL", "hunter2"),
+            EnvVerdict::Refused(EnvRefusal::NotALocale { .. })
+        ));
     }
 
     #[test]

@@ -219,9 +219,10 @@ pub fn check(spawn: &Spawn) -> Result<(), NotRun> {
     Ok(())
 }
 
-/// Decides how `spawn` runs: the ceiling, the writable roots, the backend (probed once, then
-/// cached) and its plan.
+/// Decides how `spawn` runs: the ceiling (its environment rules first), the writable roots,
+/// the backend (probed once, then cached) and its plan.
 pub fn prepare(spawn: &Spawn, ctx: &Context) -> Result<Plan, NotRun> {
+    confine::check_environment(spawn, ctx)?;
     let roots = confine::writable_roots(spawn, ctx)?;
     if spawn.policy.mode == Mode::DangerFullAccess {
         return confine::plan(spawn, ctx, Backend::None, &roots);

@@ -14,7 +14,7 @@ use confine_protocol::{
 };
 use nix::libc;
 
-use crate::ceiling::Ceiling;
+use crate::ceiling::{Ceiling, EnvVerdict};
 use crate::command::NotRun;
 use crate::paths;
 use crate::protect::{self, Protection, Root};
@@ -298,14 +298,34 @@ fn open_root(given: &Path) -> Result<Root, NotRun> {
     Ok(Root { path, fd })
 }
 
-/// The environment the command gets: the request's, less what the ceiling drops, with `TMPDIR`
-/// set to the private temp area (or removed when there is none).
+/// Refuses a request one of whose variables the ceiling refuses ([`Ceiling::env_verdict`]):
+/// everything a request carries was asked for, so nothing that breaks the rules is dropped
+/// without a word. (agentd leaves such variables of its own environment behind before it asks.)
+pub fn check_environment(spawn: &Spawn, ctx: &Context) -> Result<(), NotRun> {
+    for var in &spawn.env {
+        let Ok(name) = std::str::from_utf8(&var.name) else {
+            continue;
+        };
+        if let EnvVerdict::Refused(refusal) = ctx.ceiling.env_verdict(name, &var.value) {
+            return refuse(refusal.to_string());
+        }
+    }
+    Ok(())
+}
+
+/// The environment the command gets: the request's, less `TMPDIR`, names that are not UTF-8
+/// and what the ceiling drops or refuses ([`check_environment`] has refused the request for
+/// the latter already), with `TMPDIR` set to the private temp area (or removed when there is
+/// none).
 pub fn environment(spawn: &Spawn, ctx: &Context, tmpdir: Option<&Path>) -> Vec<EnvVar> {
     let mut env: Vec<EnvVar> = spawn
         .env
         .iter()
         .filter(|v| v.name != b"TMPDIR")
-        .filter(|v| std::str::from_utf8(&v.name).is_ok_and(|name| ctx.ceiling.env_passes(name)))
+        .filter(|v| {
+            std::str::from_utf8(&v.name)
+                .is_ok_and(|name| ctx.ceiling.env_verdict(name, &v.value) == EnvVerdict::Passes)
+        })
         .cloned()
         .collect();
     if let Some(dir) = tmpdir {

@@ -149,6 +149,89 @@ fn argv_and_environment_reach_the_command_byte_for_byte() {
     assert_eq!(bytes, b"--bind|-c|\xffraw|");
 }
 
+/// A danger-full-access spawn of `sh -c script` with `vars` added to its environment.
+fn with_env(id: u64, script: &str, vars: &[(&str, &str)]) -> confine_protocol::Spawn {
+    let mut request = spawn(id, &["sh", "-c", script]);
+    for (name, value) in vars {
+        request.env.push(confine_protocol::EnvVar {
+            name: name.as_bytes().to_vec(),
+            value: value.as_bytes().to_vec(),
+        });
+    }
+    request
+}
+
+/// The reason of a request the helper refused, and what the command printed (nothing, if the
+/// refusal is real).
+fn refusal(peer: &mut Peer, request: confine_protocol::Spawn) -> (String, String) {
+    let (replies, out) = run_captured(peer, request);
+    match replies.as_slice() {
+        [Reply::Refused(r)] => (r.reason.clone(), out),
+        other => panic!("expected Refused, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_secret_looking_variable_is_refused_naming_env_allow_unless_the_ceiling_allows_it() {
+    let script = "printf '%s' \"$DB_PASSWORD\"";
+    let vars = [("DB_PASSWORD", "hunter2")];
+    let mut peer = Peer::embedded();
+    peer.greet();
+    let (reason, out) = refusal(&mut peer, with_env(1, script, &vars));
+    assert!(reason.contains("DB_PASSWORD"), "{reason}");
+    assert!(reason.contains("env_allow"), "{reason}");
+    assert!(
+        !reason.contains("hunter2"),
+        "the reason shows the value: {reason}"
+    );
+    assert_eq!(out, "", "a refused request ran");
+
+    // The control: a ceiling that lists the name lets the same request run with it.
+    let dir = Scratch::new("env-allow");
+    let ceiling = dir.0.join("ceiling.toml");
+    std::fs::write(&ceiling, "env_allow = [\"DB_PASSWORD\"]\n").expect("ceiling");
+    let mut peer = Peer::embedded_with(None, |cmd| {
+        cmd.arg("--ceiling").arg(&ceiling);
+    });
+    peer.greet();
+    let (replies, out) = run_captured(&mut peer, with_env(2, script, &vars));
+    assert_eq!(exited(&replies).status, ExitStatus::Code(0));
+    assert_eq!(out, "hunter2");
+}
+
+#[test]
+fn a_locale_variable_must_hold_a_locale_name() {
+    let mut peer = Peer::embedded();
+    peer.greet();
+    let (reason, out) = refusal(
+        &mut peer,
+        with_env(1, "printf '%s' \"$LC_ALL\"", &[("LC_ALL", "hunter2")]),
+    );
+    assert!(
+        reason.contains("LC_ALL") && reason.contains("locale name"),
+        "{reason}"
+    );
+    assert!(
+        !reason.contains("hunter2"),
+        "the reason shows the value: {reason}"
+    );
+    assert_eq!(out, "", "a refused request ran");
+
+    // The control: locale names pass, and an LC_ name that is no locale category is an
+    // ordinary variable.
+    let vars = [
+        ("LC_ALL", "C.UTF-8"),
+        ("LANG", "sr_RS.UTF-8@latin"),
+        ("LC_EXTRA", "anything at all"),
+    ];
+    let (replies, out) = run_captured(
+        &mut peer,
+        with_env(2, "printf '%s|' \"$LC_ALL\" \"$LANG\" \"$LC_EXTRA\"", &vars),
+    );
+    assert_eq!(exited(&replies).status, ExitStatus::Code(0));
+    assert_eq!(out, "C.UTF-8|sr_RS.UTF-8@latin|anything at all|");
+}
+
 #[test]
 fn the_wall_clock_timeout_terminates_the_command() {
     let mut peer = Peer::embedded();

@@ -5,7 +5,11 @@
 //! [`Request`]s and the helper answers with [`Reply`]s. A `Spawn` frame carries the command's
 //! stdio descriptors as SCM_RIGHTS ancillary data on the same `sendmsg`, so output never flows
 //! through the helper. Any protocol error closes the connection: nothing is guessed.
+//!
+//! Beside the wire, [`environment`] holds the rules for a command's environment that both sides
+//! apply, so that they cannot differ.
 
+pub mod environment;
 pub mod frame;
 mod messages;
 

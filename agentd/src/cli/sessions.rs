@@ -1,10 +1,12 @@
 //! `agentd sessions list` and `agentd sessions show ID`: what the session logs under the state
-//! directory say, read without changing them.
+//! directory say, read without changing them, and safe to print: a log holds what commands
+//! printed and what a model wrote, so every line is passed through [`terminal::visible`].
 
 use std::path::{Path, PathBuf};
 
 use crate::session::fold::{Summary, summarize, transcript};
 use crate::session::log::{self, LogError, list_ids, read_log};
+use crate::terminal;
 
 /// `sessions show` could not show the session.
 #[derive(Debug, thiserror::Error)]
@@ -22,7 +24,7 @@ pub enum ShowError {
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Listing {
     /// For standard output: one line per session, newest last, or one line saying there are
-    /// none.
+    /// none; terminal-safe.
     pub lines: Vec<String>,
     /// For standard error: warnings (a torn last line, which a crash can leave).
     pub warnings: Vec<String>,
@@ -49,7 +51,7 @@ pub fn list(dir: &Path) -> Result<Listing, LogError> {
         if listing.errors.is_empty() {
             listing
                 .lines
-                .push(format!("no sessions in {}", dir.display()));
+                .push(terminal::visible(&format!("no sessions in {}", dir.display())).into_owned());
         }
         return Ok(listing);
     }
@@ -63,18 +65,19 @@ pub fn list(dir: &Path) -> Result<Listing, LogError> {
         .collect();
     let width = turns.iter().map(String::len).max().unwrap_or(0);
     for (summary, turns) in summaries.iter().zip(turns) {
-        listing.lines.push(format!(
+        let line = format!(
             "{}  {}  {turns:>width$}  {}  {}",
             summary.id,
             utc_minute(summary.updated_ms),
             summary.cwd.display(),
             summary.title.as_deref().unwrap_or("(no prompt yet)"),
-        ));
+        );
+        listing.lines.push(terminal::visible(&line).into_owned());
     }
     Ok(listing)
 }
 
-/// The transcript of session `id` under `dir`, and any warning about its log.
+/// The transcript of session `id` under `dir`, terminal-safe, and any warning about its log.
 pub fn show(dir: &Path, id: &str) -> Result<(String, Vec<String>), ShowError> {
     let (records, report) = match read_log(dir, id) {
         Ok(read) => read,
@@ -91,7 +94,10 @@ pub fn show(dir: &Path, id: &str) -> Result<(String, Vec<String>), ShowError> {
         .map(|bytes| torn_warning(dir, id, bytes))
         .into_iter()
         .collect();
-    Ok((transcript(&records), warnings))
+    Ok((
+        terminal::visible(&transcript(&records)).into_owned(),
+        warnings,
+    ))
 }
 
 fn torn_warning(dir: &Path, id: &str, bytes: usize) -> String {
@@ -264,6 +270,40 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("[turn 1] user: hello there"), "{text}");
+    }
+
+    #[test]
+    fn show_and_list_print_controls_from_the_log_visibly() {
+        let scratch = Scratch::new("sessions-controls");
+        let dir = scratch.0.join("sessions");
+        let id = session(&dir, "/w", &["title \x1b[2J"]);
+        let (mut log, _, _) = EventLog::open(&dir, &id).expect("open");
+        log.append(Event::ToolResult {
+            turn: 1,
+            call_id: "c1".into(),
+            status: crate::session::ToolStatus::Completed,
+            output: "copied\x1b]52;c;cm0gLXJmIH4=\x07\nup\x1b[2A\u{9b}K\rover\x08\x7f\tend".into(),
+            facts: serde_json::json!({}),
+        })
+        .expect("result");
+        drop(log);
+
+        let (text, _) = show(&dir, &id).expect("shows");
+        assert!(
+            !text
+                .chars()
+                .any(|c| c.is_control() && c != '\n' && c != '\t'),
+            "{text:?}"
+        );
+        assert!(text.contains("[turn 1] user: title \\x1b[2J"), "{text}");
+        assert!(
+            text.contains(
+                "    copied\\x1b]52;c;cm0gLXJmIH4=\\x07\n    up\\x1b[2A\\u{9b}K\\x0dover\\x08\\x7f\tend"
+            ),
+            "{text}"
+        );
+        let listing = list(&dir).expect("lists");
+        assert!(listing.lines[0].ends_with("title \\x1b[2J"), "{listing:?}");
     }
 
     #[test]

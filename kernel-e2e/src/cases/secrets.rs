@@ -10,7 +10,8 @@ use crate::matrix::CONFINED;
 pub const CASES: &[Case] = &[
     Case {
         id: "T23",
-        title: "secrets in agentd's environment never reach the command, in any mode",
+        title: "secrets in agentd's environment never reach the command, in any mode; asked for, \
+                they are refused",
         modes: CONFINED,
         exclusive: false,
         body: secrets_never_reach_the_command,
@@ -39,7 +40,8 @@ pub const CASES: &[Case] = &[
 ];
 
 fn secrets_never_reach_the_command(cx: &mut Cx) -> Verdict {
-    let secret = |n: u32| format!("{}-secret-{n}", cx.tag);
+    let tag = cx.tag.clone();
+    let secret = |n: u32| format!("{tag}-secret-{n}");
     let secrets = [
         ("X_API_KEY", secret(1)),
         ("AWS_SECRET_ACCESS_KEY", secret(2)),
@@ -52,8 +54,16 @@ fn secrets_never_reach_the_command(cx: &mut Cx) -> Verdict {
         ),
         // Not a secret by name, but on no allow-list either.
         ("AGENTD_E2E_UNLISTED", secret(5)),
+        // `LC_*` carries arbitrary variables through ssh's AcceptEnv: only the locale
+        // categories pass, and only with a locale name as their value.
+        ("LC_DB_PASS", secret(6)),
+        ("LC_ALL", secret(7)),
+        ("DB_PASSWD", secret(8)),
+        ("AWS_CREDENTIAL_BLOB", secret(9)),
+        ("NPM_AUTH", secret(10)),
     ];
-    let kept = [("TZ", "UTC"), ("LC_MESSAGES", "C")];
+    // The control in the same runs: locale variables with locale names still arrive.
+    let kept = [("TZ", "UTC"), ("LC_MESSAGES", "C"), ("LANG", "C.UTF-8")];
     let with_env = |mut invocation: crate::agentd::Invocation| {
         for (name, value) in secrets.iter().map(|(n, v)| (*n, v.as_str())).chain(kept) {
             invocation = invocation.env(name, value);
@@ -62,7 +72,7 @@ fn secrets_never_reach_the_command(cx: &mut Cx) -> Verdict {
     };
     let argv = vec!["/usr/bin/env".into()];
     let confined = with_env(cx.confined(argv.clone()));
-    let control = with_env(cx.control(argv));
+    let control = with_env(cx.control(argv.clone()));
     for (label, invocation) in [("confined", confined), ("danger-full-access", control)] {
         let run = cx.run(label, &invocation)?;
         run.succeeded()?;
@@ -87,6 +97,43 @@ fn secrets_never_reach_the_command(cx: &mut Cx) -> Verdict {
                 "the {label} run's environment carries {name} (or its value)"
             );
         }
+    }
+
+    // Asked for explicitly (`--env`), the same variables are not dropped without a word: the
+    // helper refuses the request, naming the variable and, for a secret, how to allow it.
+    let asked = [
+        ("LC_DB_PASS", "env_allow"),
+        ("DB_PASSWD", "env_allow"),
+        ("AWS_CREDENTIAL_BLOB", "env_allow"),
+        ("NPM_AUTH", "env_allow"),
+        ("LC_ALL", "locale name"),
+    ];
+    for (i, (name, rule)) in asked.into_iter().enumerate() {
+        let value = secret(20 + i as u32);
+        let label = format!("explicit {name}");
+        let run = cx.run(&label, &cx.confined(argv.clone()).command_env(name, &value))?;
+        let reason = run.refused()?.to_owned();
+        ensure!(
+            reason.contains(name) && reason.contains(rule),
+            "the {label} run was refused, but the reason does not name {name} and {rule}: {reason}"
+        );
+        ensure!(
+            !reason.contains(&value) && !run.stdout.contains(&value),
+            "the {label} run shows the value (refusal: {reason})"
+        );
+    }
+    // The control: explicit locale names run and arrive.
+    let explicit = cx
+        .confined(argv)
+        .command_env("LC_MESSAGES", "C")
+        .command_env("LANG", "C.UTF-8");
+    let run = cx.run("explicit locale names", &explicit)?;
+    run.succeeded()?;
+    for line in ["LC_MESSAGES=C", "LANG=C.UTF-8"] {
+        ensure!(
+            run.stdout.lines().any(|l| l == line),
+            "the explicit locale names run lost {line}"
+        );
     }
     Ok(())
 }
