@@ -200,7 +200,8 @@ impl Turn<'_> {
             Ok(None) => {
                 return match self.approve(call).await {
                     Some(refusal) => Err(refusal),
-                    None => Ok(effective),
+                    // Read again: the user may have switched the mode while asked.
+                    None => Ok(self.session.effective_mode()),
                 };
             }
             Ok(Some(escalation)) => escalation,
