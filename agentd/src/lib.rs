@@ -6,8 +6,9 @@
 //! file; [`cli`] is the command line the `agentd` executable parses. [`environment`] decides
 //! which variables a command gets, and [`denial`] tells from a finished command whether the
 //! confinement denied it something; every tool that runs commands uses both. A session's two
-//! knobs are [`sandbox`] (the mode its tools run under) and [`approval::policy`]; [`approval`]
-//! is how a tool call asks a human before it runs.
+//! knobs are [`sandbox`] (the mode its tools run under) and [`approval::policy`]; [`narrowing`]
+//! is what a narrower mode does to the background tasks still running; [`approval`] is how a
+//! tool call asks a human before it runs.
 
 pub mod acp;
 pub mod approval;
@@ -20,6 +21,7 @@ pub mod denial;
 pub mod environment;
 pub mod helper_client;
 pub mod model;
+pub mod narrowing;
 pub mod run;
 pub mod sandbox;
 pub mod session;
