@@ -6,11 +6,12 @@
 //! file; [`cli`] is the command line the `agentd` executable parses. [`environment`] decides
 //! which variables a command gets, and [`denial`] tells from a finished command whether the
 //! confinement denied it something; every tool that runs commands uses both. A session's two
-//! knobs are [`sandbox`] (the mode its tools run under) and [`approval::policy`]; [`approval`]
-//! is how a tool call asks a human before it runs. [`composition`] is what the helper grants,
-//! which every lever agentd offers follows. Whatever agentd prints of stored or command text
-//! on a terminal goes through [`terminal`], which shows control characters instead of letting
-//! the terminal obey them.
+//! knobs are [`sandbox`] (the mode its tools run under) and [`approval::policy`]; [`narrowing`]
+//! is what a narrower mode does to the background tasks still running; [`approval`] is how a
+//! tool call asks a human before it runs. [`composition`] is what the helper grants, which
+//! every lever agentd offers follows. Whatever agentd prints of stored or command text on a
+//! terminal goes through [`terminal`], which shows control characters instead of letting the
+//! terminal obey them.
 
 pub mod acp;
 pub mod approval;
@@ -24,6 +25,7 @@ pub mod denial;
 pub mod environment;
 pub mod helper_client;
 pub mod model;
+pub mod narrowing;
 pub mod run;
 pub mod sandbox;
 pub mod session;

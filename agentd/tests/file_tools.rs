@@ -107,6 +107,7 @@ mod file_tools {
         CallContext {
             mode,
             cancel: Cancel::never(),
+            narrowings: Default::default(),
         }
     }
 

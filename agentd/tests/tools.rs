@@ -95,6 +95,7 @@ mod tools {
         CallContext {
             mode,
             cancel: Cancel::never(),
+            narrowings: Default::default(),
         }
     }
 
@@ -407,6 +408,7 @@ mod tools {
             CallContext {
                 mode: Mode::ReadOnly,
                 cancel,
+                narrowings: Default::default(),
             },
         ))
         .await;
@@ -430,6 +432,160 @@ mod tools {
         }
     }
 
+    /// Whether some process has the FIFO at `path` open for reading: opening it for writing
+    /// without blocking fails with ENXIO exactly when none has.
+    fn has_reader(path: &Path) -> bool {
+        use std::os::unix::fs::OpenOptionsExt;
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(nix::libc::O_NONBLOCK)
+            .open(path)
+        {
+            Ok(_) => true,
+            Err(e) if e.raw_os_error() == Some(nix::libc::ENXIO) => false,
+            Err(e) => panic!("{}: {e}", path.display()),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_narrowing_stops_the_tasks_under_a_wider_mode_and_waits_for_their_whole_trees() {
+        let mut ran = 0;
+        for backend in [BackendChoice::Bwrap, BackendChoice::Landlock] {
+            let workspace = Workspace::new(&format!("narrowing-{backend:?}"));
+            let env = env_with(&workspace, backend);
+            let probe = bash(&env, Mode::ReadOnly, json!({"command": "true"})).await;
+            if probe.status != ToolStatus::Completed {
+                println!("SKIP narrowing on {backend:?}: {}", probe.text);
+                continue;
+            }
+            narrowing_stops_the_wider_tasks(&workspace, &env).await;
+            ran += 1;
+        }
+        assert!(ran > 0, "no backend is usable on this machine");
+    }
+
+    async fn narrowing_stops_the_wider_tasks(workspace: &Workspace, env: &ToolEnv) {
+        let wide = workspace.fifo("wide");
+        let narrow = workspace.fifo("narrow");
+        // The wide task's child holds `wide` open; the shell and the child ignore SIGTERM, so
+        // under Landlock only the helper's SIGKILL after the grace ends them (under bwrap the
+        // SIGTERM ends bwrap, and with it the sandbox's every process).
+        let wide_open = feed(wide.clone(), "");
+        let started = bash(
+            env,
+            Mode::WorkspaceWrite,
+            json!({
+                "command": "trap '' TERM; (exec 3<wide; exec sleep 1000) & wait",
+                "run_in_background": true,
+            }),
+        )
+        .await;
+        assert_eq!(started.text, "started background task task-1");
+        let narrow_open = feed(narrow.clone(), "");
+        let started = bash(
+            env,
+            Mode::ReadOnly,
+            json!({"command": "exec 3<narrow; exec sleep 1000", "run_in_background": true}),
+        )
+        .await;
+        assert_eq!(started.text, "started background task task-2");
+        within(wide_open)
+            .await
+            .expect("the wide task opened its FIFO");
+        within(narrow_open)
+            .await
+            .expect("the narrow task opened its FIFO");
+        assert!(has_reader(&wide) && has_reader(&narrow), "both tasks run");
+
+        let stopping = env.background().narrow(Mode::ReadOnly);
+        let stopped = within(stopping.ended(env.shell())).await;
+        assert_eq!(stopped.len(), 1, "{stopped:?}");
+        let stopped = &stopped[0];
+        assert_eq!(
+            (stopped.task_id.as_str(), stopped.call_id.as_str()),
+            ("task-1", "call-1")
+        );
+        assert_eq!(
+            (stopped.ran_under, stopped.narrowed_to),
+            (Mode::WorkspaceWrite, Mode::ReadOnly)
+        );
+        assert!(stopped.confirmed, "{stopped:?}");
+        assert_eq!(stopped.facts["narrowed_to"], "read-only");
+        assert_eq!(stopped.facts["cancelled"], true);
+        // Its whole tree is gone once the stop has ended; the read-only task runs on.
+        assert!(!has_reader(&wide), "a process of the stopped task survives");
+        assert!(has_reader(&narrow), "the read-only task was stopped too");
+        assert_eq!(env.background().running(), ["task-2"]);
+
+        let output = within(run(
+            env,
+            &call("bash_output", json!({"task_id": "task-1"})),
+            ctx(Mode::ReadOnly),
+        ))
+        .await;
+        assert_eq!(output.status, ToolStatus::Failed);
+        let lines: Vec<&str> = output.text.lines().collect();
+        assert_eq!(
+            lines[0],
+            "[stopped: the session's sandbox mode was narrowed to read-only; this task ran under \
+             workspace-write]",
+            "{}",
+            output.text
+        );
+        assert!(
+            lines[1].starts_with("[terminated by signal "),
+            "{}",
+            output.text
+        );
+        assert_eq!(lines[2], "[cancelled]", "{}", output.text);
+        assert_eq!(output.facts["narrowed_to"], "read-only");
+
+        // Narrowing to the mode a task runs under stops nothing.
+        assert!(env.background().narrow(Mode::ReadOnly).is_empty());
+        assert!(has_reader(&narrow));
+        within(env.background().kill_all()).await;
+        assert!(!has_reader(&narrow));
+    }
+
+    #[tokio::test]
+    async fn a_task_whose_mode_was_decided_before_a_narrowing_is_stopped_as_it_registers() {
+        let workspace = Workspace::new("narrowing-missed");
+        let env = env(&workspace);
+        let before = env.background().mark();
+        assert!(env.background().narrow(Mode::ReadOnly).is_empty());
+        let command = json!({"command": "exec sleep 1000", "run_in_background": true});
+        let late = within(run(
+            &env,
+            &call("bash", command.clone()),
+            CallContext {
+                narrowings: before,
+                ..ctx(Mode::WorkspaceWrite)
+            },
+        ))
+        .await;
+        assert_eq!(late.status, ToolStatus::Failed, "{}", late.text);
+        assert!(
+            late.text.starts_with(
+                "[stopped: the session's sandbox mode was narrowed to read-only; this task ran \
+                 under workspace-write]\n"
+            ),
+            "{}",
+            late.text
+        );
+        assert_eq!(late.facts["task_id"], "task-1");
+        assert!(env.background().running().is_empty());
+
+        // Decided after the narrowing: it runs.
+        let after = CallContext {
+            narrowings: env.background().mark(),
+            ..ctx(Mode::WorkspaceWrite)
+        };
+        let runs = within(run(&env, &call("bash", command), after)).await;
+        assert_eq!(runs.text, "started background task task-2");
+        assert_eq!(env.background().running(), ["task-2"]);
+        within(env.background().kill_all()).await;
+    }
+
     #[tokio::test]
     async fn a_turn_cancel_stops_a_foreground_command_within_a_second() {
         let workspace = Workspace::new("cancel");
@@ -444,6 +600,7 @@ mod tools {
             CallContext {
                 mode: Mode::WorkspaceWrite,
                 cancel,
+                narrowings: Default::default(),
             },
         );
         tokio::pin!(tool);

@@ -21,6 +21,7 @@
 //!   "description": "what the scenario shows (becomes the snapshot's description)",
 //!   "args": ["--sandbox-mode", "read-only"],
 //!   "backend": "host",
+//!   "fifos": ["feed"],
 //!   "permissionAnswers": ["allow_once", "reject_once", "cancelled"],
 //!   "steps": [
 //!     {"prompt": "text of a prompt, run to its end"},
@@ -30,6 +31,8 @@
 //!      "expectError": {"code": -32602, "message": "unknown sandbox-mode value \"yolo\""}},
 //!     {"cancel_after_permission": "text of a prompt"},
 //!     {"wait_for_file": "bg.done"},
+//!     {"feed": {"fifo": "feed", "line": "one"}},
+//!     {"fifo_readers": {"fifo": "feed", "running": true}},
 //!     {"restart_and_load": {}}
 //!   ],
 //!   "expect": { "files": {"out.txt": "hi\n"}, "absent": ["../outside.txt"], "...": "see below" }
@@ -40,6 +43,8 @@
 //! - `backend`: `host` (default) when the configuration leaves the backend to the host, whose
 //!   name, enforcement and denial texts are then normalised; `forced` when `agentd.toml` forces
 //!   one, whose facts are then pinned as they are.
+//! - `fifos`: FIFOs made in the workspace before agentd starts, for the host and a command of the
+//!   session to talk through without timing.
 //! - `permissionAnswers`: consumed first in, first out by the agent's `session/request_permission`
 //!   requests. Each is an option kind (`allow_once`, `reject_once`, `allow_always`,
 //!   `reject_always`), answered with the offered option of that kind, or `cancelled`. A request
@@ -52,7 +57,12 @@
 //!   leaves its first permission request unanswered, sends `session/cancel`, reads to the
 //!   prompt's answer and to the agent's withdrawal of its request (`$/cancel_request`), and only
 //!   then answers the pending request `cancelled` (as ACP asks of a client). `wait_for_file`
-//!   waits until a command of the session (a background one) made that workspace file.
+//!   waits until a command of the session (a background one) made that workspace file. `feed`
+//!   writes the line and a newline into a workspace FIFO, which some process must have open for
+//!   reading (it is opened without blocking). `fifo_readers` checks on the host who holds a
+//!   workspace FIFO: `running: true` requires a process that reads it and notes every process
+//!   that has it open (from `/proc`); `running: false` requires that none reads it and that
+//!   every process noted before is gone.
 //!   `restart_and_load` kills agentd (SIGKILL), starts it again, sends `initialize` and
 //!   `session/load`, and requires the replayed updates to equal the live ones (agent text chunks
 //!   joined, each prompt as a user message).
@@ -119,6 +129,8 @@ scenarios! {
     cancel_during_permission: "cancel-during-permission",
     load_replay: "load-replay",
     background_denial: "background-denial",
+    narrowing_stops_task: "narrowing-stops-task",
+    widening_keeps_task: "widening-keeps-task",
 }
 
 fn scenarios_dir() -> PathBuf {
@@ -148,6 +160,7 @@ struct Scenario {
     description: String,
     args: Vec<String>,
     host_backend: bool,
+    fifos: Vec<String>,
     answers: Vec<String>,
     steps: Vec<Step>,
     expect: Map<String, Value>,
@@ -162,6 +175,14 @@ enum Step {
     },
     CancelAfterPermission(String),
     WaitForFile(String),
+    Feed {
+        fifo: String,
+        line: String,
+    },
+    FifoReaders {
+        fifo: String,
+        running: bool,
+    },
     RestartAndLoad,
 }
 
@@ -207,6 +228,7 @@ impl Scenario {
                 "description",
                 "args",
                 "backend",
+                "fifos",
                 "permissionAnswers",
                 "steps",
                 "expect",
@@ -268,6 +290,7 @@ impl Scenario {
                 .unwrap_or_default(),
             args: strings(top.get("args"), "args"),
             host_backend,
+            fifos: strings(top.get("fifos"), "fifos"),
             answers,
             steps,
             expect,
@@ -286,6 +309,8 @@ impl Step {
                 "expectCurrent",
                 "cancel_after_permission",
                 "wait_for_file",
+                "feed",
+                "fifo_readers",
                 "restart_and_load",
             ],
             "step",
@@ -312,13 +337,31 @@ impl Step {
             assert_eq!(map.len(), 1, "{value}");
             return Step::WaitForFile(string(path, "wait_for_file"));
         }
+        if let Some(feed) = map.get("feed") {
+            assert_eq!(map.len(), 1, "{value}");
+            let feed = object(feed, &["fifo", "line"], "feed");
+            return Step::Feed {
+                fifo: string(&feed["fifo"], "feed.fifo"),
+                line: string(&feed["line"], "feed.line"),
+            };
+        }
+        if let Some(readers) = map.get("fifo_readers") {
+            assert_eq!(map.len(), 1, "{value}");
+            let readers = object(readers, &["fifo", "running"], "fifo_readers");
+            return Step::FifoReaders {
+                fifo: string(&readers["fifo"], "fifo_readers.fifo"),
+                running: readers["running"]
+                    .as_bool()
+                    .expect("fifo_readers.running: true or false"),
+            };
+        }
         if map.contains_key("restart_and_load") {
             assert_eq!(map.len(), 1, "{value}");
             return Step::RestartAndLoad;
         }
         panic!(
-            "a step is prompt, set_config_option, cancel_after_permission, wait_for_file or \
-             restart_and_load: {value}"
+            "a step is prompt, set_config_option, cancel_after_permission, wait_for_file, feed, \
+             fifo_readers or restart_and_load: {value}"
         );
     }
 }
@@ -341,6 +384,8 @@ struct Play {
     stop_reasons: Vec<String>,
     /// Permission requests of the agentd processes before the current one.
     earlier_requests: usize,
+    /// The processes `fifo_readers` found holding each FIFO open.
+    holders: std::collections::HashMap<String, Vec<u32>>,
     failures: Vec<String>,
 }
 
@@ -367,6 +412,13 @@ impl Play {
         if files.is_dir() {
             copy_tree(&files, &scratch.ws());
         }
+        for fifo in &scenario.fifos {
+            nix::unistd::mkfifo(
+                &scratch.ws().join(fifo),
+                nix::sys::stat::Mode::from_bits_truncate(0o600),
+            )
+            .unwrap_or_else(|e| panic!("mkfifo {fifo}: {e}"));
+        }
         let config = dir.join("agentd.toml");
         if config.is_file() {
             scratch.config(&std::fs::read_to_string(&config).expect("agentd.toml"));
@@ -389,6 +441,7 @@ impl Play {
             live: Vec::new(),
             stop_reasons: Vec::new(),
             earlier_requests: 0,
+            holders: std::collections::HashMap::new(),
             failures: Vec::new(),
         }
     }
@@ -416,6 +469,8 @@ impl Play {
             }
             Step::CancelAfterPermission(text) => self.cancel_after_permission(text),
             Step::WaitForFile(path) => self.wait_for_file(path),
+            Step::Feed { fifo, line } => self.feed(fifo, line),
+            Step::FifoReaders { fifo, running } => self.fifo_readers(fifo, *running),
             Step::RestartAndLoad => self.restart_and_load(),
         }
     }
@@ -564,6 +619,68 @@ impl Play {
         }
     }
 
+    /// Writes `line` and a newline into the workspace FIFO `fifo`, which a process must read.
+    fn feed(&mut self, fifo: &str, line: &str) {
+        use std::io::Write;
+        match open_for_writing(&self.scratch.ws().join(fifo)) {
+            Ok(Some(mut writer)) => {
+                if let Err(e) = writer.write_all(format!("{line}\n").as_bytes()) {
+                    self.failures.push(format!("feeding {fifo}: {e}"));
+                }
+            }
+            Ok(None) => self
+                .failures
+                .push(format!("feeding {fifo}: no process reads it")),
+            Err(e) => self.failures.push(format!("feeding {fifo}: {e}")),
+        }
+    }
+
+    /// Checks who holds the workspace FIFO `fifo` open; see the module documentation.
+    fn fifo_readers(&mut self, fifo: &str, running: bool) {
+        let path = self.scratch.ws().join(fifo);
+        let read = match open_for_writing(&path) {
+            Ok(writer) => writer.is_some(),
+            Err(e) => {
+                self.failures.push(format!("{fifo}: {e}"));
+                return;
+            }
+        };
+        let holders = holders_of(&path);
+        if running {
+            if !read {
+                self.failures.push(format!("no process reads {fifo}"));
+            }
+            if holders.is_empty() {
+                self.failures
+                    .push(format!("no process in /proc holds {fifo} open"));
+            }
+            self.holders
+                .entry(fifo.to_owned())
+                .or_default()
+                .extend(holders);
+            return;
+        }
+        if read {
+            self.failures
+                .push(format!("a process still reads {fifo}: {holders:?}"));
+        }
+        let noted = self.holders.get(fifo).cloned().unwrap_or_default();
+        if noted.is_empty() {
+            self.failures.push(format!(
+                "fifo_readers {fifo} running: false needs running: true first, to note whom"
+            ));
+        }
+        let alive: Vec<u32> = noted
+            .into_iter()
+            .filter(|pid| support::alive(*pid))
+            .collect();
+        if !alive.is_empty() {
+            self.failures.push(format!(
+                "processes that held {fifo} are still alive: {alive:?}"
+            ));
+        }
+    }
+
     fn restart_and_load(&mut self) {
         nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(self.client.child.id() as i32),
@@ -622,7 +739,7 @@ impl Play {
 /// Where scenarios get their scratch areas: outside the temporary directory, because
 /// workspace-write makes `/tmp` writable (bwrap: an empty tmpfs), so a write "outside the
 /// workspace" would not be outside the sandbox there. The target directory when it is not under
-/// `/tmp` (a checkout anywhere else), otherwise `/var/tmp`.
+/// `/tmp` (a checkout anywhere else) and this user may write it, otherwise `/var/tmp`.
 fn scratch_base() -> PathBuf {
     let temps: Vec<PathBuf> = [PathBuf::from("/tmp"), std::env::temp_dir()]
         .into_iter()
@@ -641,6 +758,10 @@ fn scratch_base() -> PathBuf {
         let Ok(base) = std::fs::canonicalize(&base) else {
             continue;
         };
+        // Another user's build (the suite run as an unprivileged user) is not ours to write.
+        if nix::unistd::access(&base, nix::unistd::AccessFlags::W_OK).is_err() {
+            continue;
+        }
         if outside(&base) {
             return base;
         }
@@ -656,6 +777,53 @@ fn start_client(scratch: &Scratch, script: &Path, args: &[String]) -> AcpClient 
     let mut client = AcpClient::start(scratch, script, &args);
     client.permission = Permission::Cancel;
     client
+}
+
+/// The FIFO at `path` opened for writing without blocking; `None` when no process has it open
+/// for reading (ENXIO).
+fn open_for_writing(path: &Path) -> std::io::Result<Option<std::fs::File>> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(nix::libc::O_NONBLOCK)
+        .open(path)
+    {
+        Ok(file) => Ok(Some(file)),
+        Err(e) if e.raw_os_error() == Some(nix::libc::ENXIO) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Every process with a descriptor on the file at `path`, found in `/proc`.
+fn holders_of(path: &Path) -> Vec<u32> {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(target) = std::fs::metadata(path) else {
+        return Vec::new();
+    };
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for entry in procs.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(fds) = std::fs::read_dir(entry.path().join("fd")) else {
+            continue;
+        };
+        let holds = fds.flatten().any(|fd| {
+            std::fs::metadata(fd.path())
+                .is_ok_and(|m| m.dev() == target.dev() && m.ino() == target.ino())
+        });
+        if holds {
+            found.push(pid);
+        }
+    }
+    found
 }
 
 fn first_difference(live: &[Value], replayed: &[Value]) -> String {
@@ -865,6 +1033,11 @@ impl Normaliser {
                     map.insert("instructions".into(), json!("(unchanged)"));
                 }
                 told = Some(now);
+            }
+            if kind == "task/stopped"
+                && let Some(facts) = map.get_mut("facts")
+            {
+                self.facts(facts);
             }
             if kind == "tool/result" {
                 if let Some(facts) = map.get_mut("facts") {

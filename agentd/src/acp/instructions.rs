@@ -4,17 +4,19 @@
 //!
 //! The sandbox mode is deliberately not stated: a model told it works read-only tends to refuse
 //! work before trying it, while a denied attempt is harmless and says exactly what was refused
-//! (the denial marker). The approval policy is stated as [`policy::section`] says, and a change
-//! since the model was last told comes as a one-time [`policy::notice`] at the end.
+//! (the denial marker). The approval policy is stated as [`policy::section`] says. One-time
+//! notices come at the end: a change of the policy since the model was last told
+//! ([`policy::notice`]), and background tasks a narrowing of the mode stopped since the last
+//! request ([`crate::narrowing::notice`]).
 
 use std::path::Path;
 
 use crate::approval::policy;
 use crate::config::ApprovalPolicy;
 
-/// The instructions for one model request under `approval`, with the policy-change notice of
-/// this step, if any.
-pub fn for_request(cwd: &Path, approval: ApprovalPolicy, notice: Option<&str>) -> String {
+/// The instructions for one model request under `approval`, with this step's notices, in
+/// order.
+pub fn for_request(cwd: &Path, approval: ApprovalPolicy, notices: &[String]) -> String {
     let mut text = format!(
         "You are agentd, a coding agent working in the workspace {cwd}.\n\
          Use the tools to inspect and change files and to run commands.\n\
@@ -26,7 +28,7 @@ pub fn for_request(cwd: &Path, approval: ApprovalPolicy, notice: Option<&str>) -
         cwd = cwd.display(),
         section = policy::section(approval),
     );
-    if let Some(notice) = notice {
+    for notice in notices {
         text.push_str("\n\n");
         text.push_str(notice);
     }
@@ -40,7 +42,7 @@ mod tests {
     #[test]
     fn the_sandbox_mode_is_not_stated() {
         for approval in [ApprovalPolicy::Ask, ApprovalPolicy::Never] {
-            let text = for_request(Path::new("/w"), approval, None);
+            let text = for_request(Path::new("/w"), approval, &[]);
             for word in ["read-only", "workspace-write", "danger-full-access"] {
                 assert!(!text.contains(word), "{word} in {text}");
             }
@@ -50,13 +52,13 @@ mod tests {
 
     #[test]
     fn the_approval_section_is_stated_under_never_and_a_marker_under_ask() {
-        let ask = for_request(Path::new("/w"), ApprovalPolicy::Ask, None);
+        let ask = for_request(Path::new("/w"), ApprovalPolicy::Ask, &[]);
         assert!(
             ask.ends_with("\n\n<!-- agentd-approval-policy:ask -->"),
             "{ask}"
         );
         assert!(!ask.contains("Approval prompts are disabled"), "{ask}");
-        let never = for_request(Path::new("/w"), ApprovalPolicy::Never, None);
+        let never = for_request(Path::new("/w"), ApprovalPolicy::Never, &[]);
         assert!(
             never.ends_with(&format!(
                 "<!-- agentd-approval-policy:never -->\n{}",
@@ -69,10 +71,18 @@ mod tests {
     }
 
     #[test]
-    fn a_notice_comes_last_and_does_not_change_what_was_told() {
+    fn notices_come_last_in_order_and_do_not_change_what_was_told() {
         let notice = "The approval policy changed from \"ask\" to \"never\" (changed by the user).";
-        let text = for_request(Path::new("/w"), ApprovalPolicy::Never, Some(notice));
-        assert!(text.ends_with(&format!("\n\n{notice}")), "{text}");
+        let stopped = "Background task task-1 was stopped because …";
+        let text = for_request(
+            Path::new("/w"),
+            ApprovalPolicy::Never,
+            &[notice.to_owned(), stopped.to_owned()],
+        );
+        assert!(
+            text.ends_with(&format!("\n\n{notice}\n\n{stopped}")),
+            "{text}"
+        );
         assert_eq!(policy::told(&text), Some(ApprovalPolicy::Never));
     }
 }

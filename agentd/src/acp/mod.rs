@@ -249,7 +249,7 @@ pub async fn serve(options: AcpOptions) -> Result<(), String> {
             on_receive_request!(),
         )
         .on_receive_request(
-            async move |req: SetSessionConfigOptionRequest, responder, _cx| {
+            async move |req: SetSessionConfigOptionRequest, responder, cx: ConnectionTo<Client>| {
                 let id = req.session_id.to_string();
                 let Some(session) = s7.sessions.get(&id) else {
                     return responder.respond_with_error(not_found(&id));
@@ -268,15 +268,28 @@ pub async fn serve(options: AcpOptions) -> Result<(), String> {
                         format!("sandbox-mode cannot be switched to {}: {why}", mode.word()),
                     ));
                 }
-                if let Err(e) = session.switch(switch) {
-                    return responder.respond_with_error(error(
-                        -32603,
-                        format!("cannot write the session log: {e}"),
+                let log_error = |e| error(-32603, format!("cannot write the session log: {e}"));
+                let stopping = match session.switch(switch) {
+                    Ok(stopping) => stopping,
+                    Err(e) => return responder.respond_with_error(log_error(e)),
+                };
+                let Some(stopping) = stopping else {
+                    return responder.respond(SetSessionConfigOptionResponse::new(
+                        session.config_options(),
                     ));
-                }
-                responder.respond(SetSessionConfigOptionResponse::new(
-                    session.config_options(),
-                ))
+                };
+                // The narrowing stopped tasks: their ends are waited for (up to the kill grace
+                // and the helper's answer) off the dispatch loop, and each stop is shown before
+                // the answer.
+                tokio::spawn(async move {
+                    let _ = match session.report_stopped(stopping, &cx).await {
+                        Ok(()) => responder.respond(SetSessionConfigOptionResponse::new(
+                            session.config_options(),
+                        )),
+                        Err(e) => responder.respond_with_error(log_error(e)),
+                    };
+                });
+                Ok(())
             },
             on_receive_request!(),
         )

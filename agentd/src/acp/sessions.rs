@@ -3,7 +3,9 @@
 //! connection.
 //!
 //! `session/set_config_option` switches a knob with [`Session::switch`]; see [`super::switches`]
-//! for when the switch reaches the log.
+//! for when the switch reaches the log. A switch that narrows the mode stops the background
+//! tasks running under a wider one; [`Session::report_stopped`] waits for their ends, records
+//! each stop and shows it to the editor, before the switch is answered.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -18,12 +20,13 @@ use confine_protocol::Mode;
 
 use super::config_options::{self, Switch};
 use super::switches::{self, Defaults, Switches};
-use super::{AgentState, client_fs::EditorFs, error, not_found};
+use super::{AgentState, client_fs::EditorFs, error, not_found, updates};
 use crate::approval::Asker;
 use crate::cancel::{self, Cancel, Canceller};
 use crate::config::ApprovalPolicy;
+use crate::narrowing;
 use crate::session::{Event, EventLog, LogError, Record, SessionLog, log};
-use crate::tools::{ClientFs, SpecOptions, ToolEnv};
+use crate::tools::{ClientFs, SpecOptions, Stopping, ToolEnv};
 
 /// Every session loaded in this process, by id.
 #[derive(Debug, Default)]
@@ -239,9 +242,48 @@ impl Session {
     }
 
     /// Switches a knob (`session/set_config_option`): now while a turn is open, else at the
-    /// next prompt.
-    pub fn switch(&self, switch: Switch) -> Result<(), LogError> {
-        self.switches.switch(self, self.defaults, switch)
+    /// next prompt. A narrowing of the mode tells every background task running under a wider
+    /// mode to stop, and returns them to be waited for and reported
+    /// ([`Session::report_stopped`]) before the switch is answered; `None` when there are none.
+    pub fn switch(&self, switch: Switch) -> Result<Option<Stopping>, LogError> {
+        let tasks = self.tools.background();
+        let narrowed = self
+            .switches
+            .switch(self, self.defaults, switch, &|to| tasks.would_stop(to))?;
+        Ok(narrowed
+            .map(|to| tasks.narrow(to))
+            .filter(|stopping| !stopping.is_empty()))
+    }
+
+    /// Waits until the tasks a narrowing stopped have ended, then records each stop
+    /// (`task/stopped`, synced) and shows it to the editor as the end of the call that started
+    /// the task.
+    pub async fn report_stopped(
+        &self,
+        stopping: Stopping,
+        cx: &ConnectionTo<Client>,
+    ) -> Result<(), LogError> {
+        for stopped in stopping.ended(self.tools.shell()).await {
+            let text = narrowing::client_text(
+                &stopped.task_id,
+                stopped.ran_under,
+                stopped.narrowed_to,
+                stopped.confirmed,
+            );
+            let record = self.append(
+                Event::TaskStopped {
+                    task_id: stopped.task_id,
+                    call_id: stopped.call_id,
+                    ran_under: stopped.ran_under,
+                    narrowed_to: stopped.narrowed_to,
+                    text,
+                    facts: stopped.facts,
+                },
+                true,
+            )?;
+            updates::notify(cx, &self.id, &record);
+        }
+        Ok(())
     }
 
     /// A turn opens: the held switches are written, and later ones are written at once.

@@ -7,6 +7,10 @@
 //! nothing. The editor is shown the held value meanwhile (`pending ?? fold ?? default`). A
 //! held switch lives in memory only: a crash before the flush forgets it, and the reloaded
 //! session shows what its log says.
+//!
+//! One exception: a narrowing of the mode that stops a running background task (see
+//! [`crate::narrowing`]) is written at once, idle or not. The stop is a side effect that happens
+//! now, and the log must hold its cause before the record of the stop.
 
 use std::sync::Mutex;
 
@@ -15,6 +19,7 @@ use confine_protocol::Mode;
 use super::config_options::Switch;
 use crate::approval;
 use crate::config::ApprovalPolicy;
+use crate::narrowing;
 use crate::sandbox;
 use crate::session::{LogError, SessionLog};
 
@@ -63,32 +68,37 @@ impl Switches {
     }
 
     /// Switches a knob: appended now while a turn is open, held otherwise. A switch to the value
-    /// the editor already sees changes nothing.
+    /// the editor already sees changes nothing. A narrowing of the mode is appended now also
+    /// while idle if `stops_a_task` says a running task would stop at the mode it narrows to.
+    /// Returns that mode when the switch narrowed the mode the editor saw.
     pub fn switch(
         &self,
         log: &dyn SessionLog,
         defaults: Defaults,
         switch: Switch,
-    ) -> Result<(), LogError> {
+        stops_a_task: &dyn Fn(Mode) -> bool,
+    ) -> Result<Option<Mode>, LogError> {
         let mut held = self.held()?;
         let (mode, policy) = effective(log, defaults);
         let (mode, policy) = (held.mode.unwrap_or(mode), held.policy.unwrap_or(policy));
+        let narrowed = match switch {
+            Switch::Mode(m) if narrowing::narrows(mode, m) => Some(m),
+            _ => None,
+        };
         match switch {
-            Switch::Mode(m) if m == mode => Ok(()),
-            Switch::Policy(p) if p == policy => Ok(()),
-            Switch::Mode(m) if held.turn_open => sandbox::set(log, defaults.mode, m).map(drop),
+            Switch::Mode(m) if m == mode => {}
+            Switch::Policy(p) if p == policy => {}
+            Switch::Mode(m) if held.turn_open || narrowed.is_some_and(stops_a_task) => {
+                sandbox::set(log, defaults.mode, m)?;
+                held.mode = None;
+            }
             Switch::Policy(p) if held.turn_open => {
-                approval::policy::set(log, defaults.policy, p).map(drop)
+                approval::policy::set(log, defaults.policy, p)?;
             }
-            Switch::Mode(m) => {
-                held.mode = Some(m);
-                Ok(())
-            }
-            Switch::Policy(p) => {
-                held.policy = Some(p);
-                Ok(())
-            }
+            Switch::Mode(m) => held.mode = Some(m),
+            Switch::Policy(p) => held.policy = Some(p),
         }
+        Ok(narrowed)
     }
 
     /// A turn opens: writes the held switches and lets later ones be written at once.
@@ -123,6 +133,9 @@ mod tests {
         policy: ApprovalPolicy::Ask,
     };
 
+    /// No background task runs.
+    const NO_TASK: &dyn Fn(Mode) -> bool = &|_| false;
+
     fn knob_events(log: &MemoryLog) -> Vec<Event> {
         log.events()
             .into_iter()
@@ -139,7 +152,7 @@ mod tests {
     fn an_idle_switch_is_held_shown_and_written_at_the_next_turn() {
         let (log, switches) = (MemoryLog::new(), Switches::default());
         switches
-            .switch(&log, DEFAULTS, Switch::Mode(Mode::WorkspaceWrite))
+            .switch(&log, DEFAULTS, Switch::Mode(Mode::WorkspaceWrite), NO_TASK)
             .expect("switch");
         assert!(knob_events(&log).is_empty(), "held, not written");
         assert_eq!(
@@ -163,11 +176,16 @@ mod tests {
         let (log, switches) = (MemoryLog::new(), Switches::default());
         for mode in [Mode::WorkspaceWrite, Mode::DangerFullAccess] {
             switches
-                .switch(&log, DEFAULTS, Switch::Mode(mode))
+                .switch(&log, DEFAULTS, Switch::Mode(mode), NO_TASK)
                 .expect("switch");
         }
         switches
-            .switch(&log, DEFAULTS, Switch::Policy(ApprovalPolicy::Never))
+            .switch(
+                &log,
+                DEFAULTS,
+                Switch::Policy(ApprovalPolicy::Never),
+                NO_TASK,
+            )
             .expect("switch");
         switches.flush(&log, DEFAULTS).expect("flush");
         assert_eq!(
@@ -187,16 +205,21 @@ mod tests {
     fn idle_switches_that_cancel_out_anchor_nothing() {
         let (log, switches) = (MemoryLog::new(), Switches::default());
         switches
-            .switch(&log, DEFAULTS, Switch::Mode(Mode::WorkspaceWrite))
+            .switch(&log, DEFAULTS, Switch::Mode(Mode::WorkspaceWrite), NO_TASK)
             .expect("switch");
         switches
-            .switch(&log, DEFAULTS, Switch::Mode(Mode::ReadOnly))
+            .switch(&log, DEFAULTS, Switch::Mode(Mode::ReadOnly), NO_TASK)
             .expect("switch");
         switches
-            .switch(&log, DEFAULTS, Switch::Policy(ApprovalPolicy::Never))
+            .switch(
+                &log,
+                DEFAULTS,
+                Switch::Policy(ApprovalPolicy::Never),
+                NO_TASK,
+            )
             .expect("switch");
         switches
-            .switch(&log, DEFAULTS, Switch::Policy(ApprovalPolicy::Ask))
+            .switch(&log, DEFAULTS, Switch::Policy(ApprovalPolicy::Ask), NO_TASK)
             .expect("switch");
         switches.flush(&log, DEFAULTS).expect("flush");
         assert!(knob_events(&log).is_empty(), "{:?}", log.events());
@@ -207,11 +230,16 @@ mod tests {
         let (log, switches) = (MemoryLog::new(), Switches::default());
         switches.flush(&log, DEFAULTS).expect("the turn opens");
         switches
-            .switch(&log, DEFAULTS, Switch::Mode(Mode::ReadOnly))
+            .switch(&log, DEFAULTS, Switch::Mode(Mode::ReadOnly), NO_TASK)
             .expect("no-op");
         assert!(knob_events(&log).is_empty());
         switches
-            .switch(&log, DEFAULTS, Switch::Policy(ApprovalPolicy::Never))
+            .switch(
+                &log,
+                DEFAULTS,
+                Switch::Policy(ApprovalPolicy::Never),
+                NO_TASK,
+            )
             .expect("switch");
         assert_eq!(
             knob_events(&log),
@@ -221,7 +249,7 @@ mod tests {
         );
         switches.hold();
         switches
-            .switch(&log, DEFAULTS, Switch::Policy(ApprovalPolicy::Ask))
+            .switch(&log, DEFAULTS, Switch::Policy(ApprovalPolicy::Ask), NO_TASK)
             .expect("held");
         assert_eq!(knob_events(&log).len(), 1, "idle again: held");
     }
@@ -232,7 +260,12 @@ mod tests {
         {
             let before_crash = Switches::default();
             before_crash
-                .switch(&log, DEFAULTS, Switch::Mode(Mode::DangerFullAccess))
+                .switch(
+                    &log,
+                    DEFAULTS,
+                    Switch::Mode(Mode::DangerFullAccess),
+                    NO_TASK,
+                )
                 .expect("held");
         }
         let after_restart = Switches::default();
@@ -243,13 +276,90 @@ mod tests {
     }
 
     #[test]
+    fn an_idle_narrowing_that_stops_a_task_is_written_at_once() {
+        let (log, switches) = (MemoryLog::new(), Switches::default());
+        switches.flush(&log, DEFAULTS).expect("a turn opens");
+        switches
+            .switch(
+                &log,
+                DEFAULTS,
+                Switch::Mode(Mode::DangerFullAccess),
+                NO_TASK,
+            )
+            .expect("switch");
+        switches.hold();
+        // Held: a widening, then a narrowing that stops nothing.
+        switches
+            .switch(&log, DEFAULTS, Switch::Mode(Mode::ReadOnly), NO_TASK)
+            .expect("switch");
+        assert_eq!(knob_events(&log).len(), 1, "{:?}", log.events());
+        let stops_below_workspace_write: &dyn Fn(Mode) -> bool = &|to| to < Mode::WorkspaceWrite;
+        switches
+            .switch(
+                &log,
+                DEFAULTS,
+                Switch::Mode(Mode::WorkspaceWrite),
+                stops_below_workspace_write,
+            )
+            .expect("a widening of the held value");
+        assert_eq!(knob_events(&log).len(), 1, "still held");
+        let narrowed = switches
+            .switch(
+                &log,
+                DEFAULTS,
+                Switch::Mode(Mode::ReadOnly),
+                stops_below_workspace_write,
+            )
+            .expect("switch");
+        assert_eq!(narrowed, Some(Mode::ReadOnly));
+        assert_eq!(
+            knob_events(&log),
+            [
+                Event::SandboxModeSet {
+                    mode: Mode::DangerFullAccess
+                },
+                Event::SandboxModeSet {
+                    mode: Mode::ReadOnly
+                },
+            ]
+        );
+        assert_eq!(
+            switches.current(&log, DEFAULTS).0,
+            Mode::ReadOnly,
+            "nothing is held any more"
+        );
+        switches.flush(&log, DEFAULTS).expect("the next turn");
+        assert_eq!(knob_events(&log).len(), 2);
+    }
+
+    #[test]
+    fn only_a_switch_below_the_shown_mode_is_a_narrowing() {
+        let (log, switches) = (MemoryLog::new(), Switches::default());
+        let all: &dyn Fn(Mode) -> bool = &|_| true;
+        let mode = Switch::Mode;
+        let switch = |to: Switch| switches.switch(&log, DEFAULTS, to, all).expect("switch");
+        assert_eq!(switch(mode(Mode::ReadOnly)), None, "the same mode");
+        assert_eq!(switch(mode(Mode::DangerFullAccess)), None, "a widening");
+        assert_eq!(
+            switch(Switch::Policy(ApprovalPolicy::Never)),
+            None,
+            "the policy"
+        );
+        assert_eq!(
+            switch(mode(Mode::WorkspaceWrite)),
+            Some(Mode::WorkspaceWrite),
+            "below the held danger-full-access"
+        );
+    }
+
+    #[test]
     fn sessions_do_not_share_switches() {
         let (a, b) = (MemoryLog::new(), MemoryLog::new());
         let (sa, sb) = (Switches::default(), Switches::default());
         sa.flush(&a, DEFAULTS).expect("a's turn opens");
-        sa.switch(&a, DEFAULTS, Switch::Mode(Mode::WorkspaceWrite))
+        sa.switch(&a, DEFAULTS, Switch::Mode(Mode::WorkspaceWrite), NO_TASK)
             .expect("switch");
-        sb.switch(&b, DEFAULTS, Switch::Policy(ApprovalPolicy::Never))
+        sb.switch(&b, DEFAULTS, Switch::Policy(ApprovalPolicy::Never), NO_TASK)
             .expect("held in b");
         assert_eq!(
             sa.current(&a, DEFAULTS),

@@ -8,7 +8,7 @@
 //! Knob switches held while the session was idle are written right after the prompt. Each tool
 //! call runs under the session's effective sandbox mode at the moment it starts, so a switch
 //! during the turn applies from the next call on; each model request states the effective
-//! approval policy. A tool listed in `approval.ask_before` asks through the approval seam before
+//! approval policy, and tells of background tasks a narrowing stopped since the last one. A tool listed in `approval.ask_before` asks through the approval seam before
 //! it runs, attached to its already announced call, and runs only if allowed once.
 
 use std::sync::Arc;
@@ -24,6 +24,7 @@ use super::{AgentState, error, instructions, updates};
 use crate::approval::{self, Ask};
 use crate::cancel::Cancel;
 use crate::model::{ChatRequest, Delta, FinishReason, Message, Provider, ToolCall};
+use crate::narrowing;
 use crate::session::fold;
 use crate::session::{Event, LogError, LoggedToolCall, Record};
 use crate::tools::{self, CallContext, ToolResult};
@@ -160,12 +161,16 @@ impl Turn<'_> {
                     kind: description.kind.as_str().to_owned(),
                     input: description.input,
                 })?;
+                // Taken before the gate reads the mode: a narrowing after it reaches a
+                // background task this call starts, however long the gate takes.
+                let narrowings = self.session.tools.background().mark();
                 let result = match self.gate(call).await {
                     Err(refused) => refused,
                     Ok(mode) => {
                         let context = CallContext {
                             mode,
                             cancel: self.cancel.clone(),
+                            narrowings,
                         };
                         tools::run(&self.session.tools, call, context).await
                     }
@@ -200,7 +205,8 @@ impl Turn<'_> {
             Ok(None) => {
                 return match self.approve(call).await {
                     Some(refusal) => Err(refusal),
-                    None => Ok(effective),
+                    // Read again: the user may have switched the mode while asked.
+                    None => Ok(self.session.effective_mode()),
                 };
             }
             Ok(Some(escalation)) => escalation,
@@ -277,9 +283,16 @@ impl Turn<'_> {
     ) -> Result<Option<Result<crate::model::AssistantTurn, ()>>, LogError> {
         let records = self.session.records();
         let policy = approval::policy::effective(&records, self.session.defaults.policy);
-        // Told once, in this request only: the next one states the policy it names.
-        let notice = approval::policy::notice(&records, policy);
-        let instructions = instructions::for_request(&self.session.cwd, policy, notice.as_deref());
+        // Told once, in this request only: the next one states the policy it names, and a
+        // stopped task is news only until the model was told.
+        let notices: Vec<String> = [
+            approval::policy::notice(&records, policy),
+            narrowing::notice(&records),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        let instructions = instructions::for_request(&self.session.cwd, policy, &notices);
         let effective = self.session.effective_mode();
         let specs = tools::specs_with(&self.session.tools.options_for(effective));
         let mut messages = vec![Message::system(instructions.clone())];
@@ -364,12 +377,7 @@ impl Turn<'_> {
     }
 
     fn notify(&self, record: &Record) {
-        if let Some(item) = fold::replay_item(record) {
-            let update = updates::update_for(&item);
-            let _ = self
-                .cx
-                .send_notification(SessionNotification::new(self.session.id.clone(), update));
-        }
+        updates::notify(self.cx, &self.session.id, record);
     }
 }
 

@@ -1,14 +1,26 @@
 //! From what the session recorded to what the editor is shown: one conversion, used by the live
 //! stream and by `session/load`, so a replay shows what was shown.
 
+use agent_client_protocol::Client;
+use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
-    ContentBlock, ContentChunk, SessionUpdate, ToolCall, ToolCallContent, ToolCallLocation,
-    ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
+    ContentBlock, ContentChunk, SessionNotification, SessionUpdate, ToolCall, ToolCallContent,
+    ToolCallLocation, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
 };
 
 pub use crate::clock::rfc3339;
-use crate::session::ToolStatus;
-use crate::session::fold::ReplayItem;
+use crate::session::fold::{self, ReplayItem};
+use crate::session::{Record, ToolStatus};
+
+/// Shows the editor what one just appended record of session `session_id` means, if anything:
+/// the live stream, derived from the log as `session/load` derives its replay.
+pub fn notify(cx: &ConnectionTo<Client>, session_id: &str, record: &Record) {
+    if let Some(item) = fold::replay_item(record) {
+        let update = update_for(&item);
+        // A client that went away misses the update; the log still has it.
+        let _ = cx.send_notification(SessionNotification::new(session_id.to_owned(), update));
+    }
+}
 
 /// The ACP update for one recorded item.
 pub fn update_for(item: &ReplayItem) -> SessionUpdate {

@@ -133,4 +133,20 @@ pub enum Event {
     /// How the approval request `id` ended. Log-only.
     #[serde(rename = "approval/decided")]
     ApprovalDecided { id: String, outcome: Outcome },
+    /// A background task was stopped because the session's sandbox mode was narrowed below the
+    /// mode it ran under (see [`crate::narrowing`]). Shown to the editor as the end of the call
+    /// `call_id` that started the task, with `text`; never model history: the model is told by
+    /// a notice in its next request.
+    #[serde(rename = "task/stopped")]
+    TaskStopped {
+        task_id: String,
+        call_id: String,
+        #[serde(with = "crate::sandbox::mode_word")]
+        ran_under: Mode,
+        #[serde(with = "crate::sandbox::mode_word")]
+        narrowed_to: Mode,
+        text: String,
+        /// The task's facts at its end, as `bash_output` reports them.
+        facts: serde_json::Value,
+    },
 }

@@ -116,6 +116,18 @@ pub fn replay_item(record: &Record) -> Option<ReplayItem> {
             output: output.clone(),
             facts: facts.clone(),
         }),
+        // The end of the call that started the task, as the editor saw it then.
+        Event::TaskStopped {
+            call_id,
+            text,
+            facts,
+            ..
+        } => Some(ReplayItem::ToolResult {
+            call_id: call_id.clone(),
+            status: ToolStatus::Failed,
+            output: text.clone(),
+            facts: facts.clone(),
+        }),
         _ => None,
     }
 }
@@ -241,6 +253,7 @@ pub fn transcript(records: &[Record]) -> String {
             Event::ApprovalDecided { outcome, .. } => {
                 format!("  approval: {}", outcome.as_str())
             }
+            Event::TaskStopped { text, .. } => format!("  {text}"),
         };
         out.push_str(&line);
         out.push('\n');
@@ -412,6 +425,43 @@ mod tests {
             "{t}"
         );
         assert!(t.contains("  sandbox mode: workspace-write"), "{t}");
+    }
+
+    #[test]
+    fn a_stopped_task_ends_its_starting_call_for_the_editor_but_is_no_history() {
+        let plain = sample();
+        let mut events: Vec<Event> = plain.iter().map(|r| r.event.clone()).collect();
+        let text = "Background task task-1 was stopped: the session's sandbox mode was narrowed to \
+                    read-only, and the task ran under workspace-write; its process tree was killed.";
+        events.push(Event::TaskStopped {
+            task_id: "task-1".into(),
+            call_id: "c1".into(),
+            ran_under: confine_protocol::Mode::WorkspaceWrite,
+            narrowed_to: confine_protocol::Mode::ReadOnly,
+            text: text.into(),
+            facts: serde_json::json!({"task_id": "task-1", "narrowed_to": "read-only"}),
+        });
+        let full = records(events);
+        assert_eq!(history(&full), history(&plain));
+        assert_eq!(
+            replay(&full).last(),
+            Some(&ReplayItem::ToolResult {
+                call_id: "c1".into(),
+                status: ToolStatus::Failed,
+                output: text.into(),
+                facts: serde_json::json!({"task_id": "task-1", "narrowed_to": "read-only"}),
+            })
+        );
+        assert!(transcript(&full).ends_with(&format!("  {text}\n")));
+        let json = serde_json::to_value(&full[full.len() - 1].event).expect("json");
+        assert_eq!(json["type"], "task/stopped");
+        assert_eq!(
+            (&json["ran_under"], &json["narrowed_to"]),
+            (
+                &serde_json::json!("workspace-write"),
+                &serde_json::json!("read-only")
+            )
+        );
     }
 
     #[test]

@@ -4,6 +4,14 @@
 //! cancel does not stop it. Its output is kept in memory (the newest
 //! [`BACKGROUND_OUTPUT_CAP`](super::output::BACKGROUND_OUTPUT_CAP) bytes not read yet) until
 //! `bash_output` reads it; once it ended, every `bash_output` repeats its end markers.
+//!
+//! A narrowing of the session's mode ([`BackgroundTasks::narrow`]) stops every task running
+//! under a wider mode (see [`crate::narrowing`]). A call's mode is decided before its task is
+//! registered, so each call carries the [`NarrowingMark`] taken before its mode was read: a
+//! task registered after a narrowing it did not see is stopped as it registers. Who tells the
+//! editor depends on whether the call that started the task has answered yet: once it has
+//! ("started background task …"), the narrowing reports the stop; before that, the call's own
+//! result does.
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
@@ -16,6 +24,7 @@ use super::bash::{self, ANSWER_WAIT};
 use super::output::{self, BACKGROUND_OUTPUT_CAP, OutputSink, Spool};
 use super::{CallContext, ToolEnv, ToolResult};
 use crate::cancel;
+use crate::narrowing;
 use crate::run::Facts;
 use crate::session::ToolStatus;
 
@@ -29,11 +38,21 @@ pub struct BackgroundTasks {
 struct TaskList {
     started: u64,
     tasks: Vec<Arc<Task>>,
+    /// The mode of every narrowing so far, in order.
+    narrowings: Vec<Mode>,
 }
+
+/// How many narrowings of the session's mode there had been when a call's mode was decided:
+/// its background task is checked against every narrowing after that. The default, before
+/// every narrowing, checks it against all of them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NarrowingMark(usize);
 
 #[derive(Debug)]
 struct Task {
     id: String,
+    /// The model's id of the call that started the task.
+    call_id: String,
     mode: Mode,
     timeout_ms: Option<u64>,
     state: Arc<Mutex<TaskState>>,
@@ -47,6 +66,35 @@ struct TaskState {
     unread: Spool,
     /// How the command ended; `None` while it runs.
     facts: Option<Facts>,
+    /// The mode of the narrowing that told the task to stop.
+    stopped_by: Option<Mode>,
+    /// Whether the starting call answered that the task runs: from then on a narrowing, not
+    /// that call, reports the task's stop.
+    announced: bool,
+}
+
+/// The tasks one narrowing told to stop, to be waited for ([`Stopping::ended`]).
+#[derive(Debug)]
+pub struct Stopping {
+    to: Mode,
+    /// Every task running under a wider mode, also those an earlier narrowing stopped.
+    wait: Vec<Arc<Task>>,
+    /// Those this narrowing stopped whose starting call had already answered.
+    report: Vec<Arc<Task>>,
+}
+
+/// A task a narrowing stopped, as the session records and shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stopped {
+    pub task_id: String,
+    /// The call that started the task.
+    pub call_id: String,
+    pub ran_under: Mode,
+    pub narrowed_to: Mode,
+    /// Whether confine-helper reported the end of the task's process tree.
+    pub confirmed: bool,
+    /// The task's facts, as `bash_output` reports them.
+    pub facts: Value,
 }
 
 impl OutputSink for TaskState {
@@ -87,6 +135,53 @@ impl BackgroundTasks {
         }
     }
 
+    /// Where the narrowings stand now; taken before a call's mode is read.
+    pub fn mark(&self) -> NarrowingMark {
+        NarrowingMark(self.lock().narrowings.len())
+    }
+
+    /// Whether a narrowing to `to` would stop a running task.
+    pub fn would_stop(&self, to: Mode) -> bool {
+        self.lock()
+            .tasks
+            .iter()
+            .any(|t| !t.ended() && narrowing::stops(t.mode, to))
+    }
+
+    /// The session's mode narrowed to `to`: every running task under a wider mode is told to
+    /// stop (its tree is killed by the helper, SIGKILL after the kill grace). Wait for them with
+    /// [`Stopping::ended`].
+    pub fn narrow(&self, to: Mode) -> Stopping {
+        let mut list = self.lock();
+        list.narrowings.push(to);
+        let mut stopping = Stopping {
+            to,
+            wait: Vec::new(),
+            report: Vec::new(),
+        };
+        for task in &list.tasks {
+            if task.ended() || !narrowing::stops(task.mode, to) {
+                continue;
+            }
+            let (first, announced) = {
+                let mut state = task.lock_state();
+                let first = state.stopped_by.is_none();
+                if first {
+                    state.stopped_by = Some(to);
+                }
+                (first, state.announced)
+            };
+            if first {
+                task.kill.cancel();
+                if announced {
+                    stopping.report.push(task.clone());
+                }
+            }
+            stopping.wait.push(task.clone());
+        }
+        stopping
+    }
+
     /// Cancels every task still running and waits for all of them to end (each wait is bounded
     /// the way a cancelled command's is). For the session's close.
     pub async fn kill_all(&self) {
@@ -107,28 +202,42 @@ impl BackgroundTasks {
         self.lock().tasks.iter().find(|t| t.id == id).cloned()
     }
 
-    /// A new task; returns it, the side its driver listens to for a kill, and the side that
-    /// says it is done.
+    /// A new task of call `call_id`, whose mode was decided at `mark`; returns it, the side its
+    /// driver listens to for a kill, and the side that says it is done. A narrowing since `mark`
+    /// below `mode` stops it at once.
     fn add(
         &self,
         mode: Mode,
         timeout_ms: Option<u64>,
+        call_id: &str,
+        mark: NarrowingMark,
     ) -> (Arc<Task>, cancel::Cancel, watch::Sender<bool>) {
         let (kill, killed) = cancel::pair();
         let (done_tx, done) = watch::channel(false);
         let mut list = self.lock();
+        let missed = list
+            .narrowings
+            .get(mark.0..)
+            .and_then(|since| since.iter().min().copied())
+            .filter(|to| narrowing::stops(mode, *to));
         list.started += 1;
         let task = Arc::new(Task {
             id: format!("task-{}", list.started),
+            call_id: call_id.to_owned(),
             mode,
             timeout_ms,
             state: Arc::new(Mutex::new(TaskState {
                 unread: Spool::new(BACKGROUND_OUTPUT_CAP),
                 facts: None,
+                stopped_by: missed,
+                announced: false,
             })),
             kill,
             done,
         });
+        if missed.is_some() {
+            task.kill.cancel();
+        }
         list.tasks.push(task.clone());
         (task, killed, done_tx)
     }
@@ -151,9 +260,85 @@ impl BackgroundTasks {
     }
 }
 
+impl Stopping {
+    /// Whether this narrowing has nothing to wait for.
+    pub fn is_empty(&self) -> bool {
+        self.wait.is_empty()
+    }
+
+    /// Waits until every task it concerns has ended; returns those it stopped whose starting
+    /// call had answered, in the order started. A task that ended by itself before the kill
+    /// reached it is not among them.
+    pub async fn ended(self, shell: &str) -> Vec<Stopped> {
+        for task in &self.wait {
+            task.wait_done().await;
+        }
+        self.report
+            .iter()
+            .filter_map(|task| {
+                let result = task.end_report(shell)?;
+                let confirmed = result.facts["runner_failure"].is_null();
+                Some(Stopped {
+                    task_id: task.id.clone(),
+                    call_id: task.call_id.clone(),
+                    ran_under: task.mode,
+                    narrowed_to: self.to,
+                    confirmed,
+                    facts: result.facts,
+                })
+            })
+            .collect()
+    }
+}
+
 impl Task {
     fn ended(&self) -> bool {
         *self.done.borrow()
+    }
+
+    fn lock_state(&self) -> MutexGuard<'_, TaskState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The narrowing that stopped the task, once the task ended because of it (not by itself
+    /// first).
+    fn stopped_by(state: &TaskState) -> Option<Mode> {
+        let facts = state.facts.as_ref()?;
+        state.stopped_by.filter(|_| facts.cancelled)
+    }
+
+    /// The end markers and facts of an ended task stopped by a narrowing, without taking its
+    /// unread output; `None` if it is running or was not stopped by one.
+    fn end_report(&self, shell: &str) -> Option<ToolResult> {
+        let state = self.lock_state();
+        let to = Task::stopped_by(&state)?;
+        let facts = state.facts.clone()?;
+        drop(state);
+        Some(self.ended_result("", &facts, Some(to), shell))
+    }
+
+    /// The result of the ended task: `output`, the stop marker if a narrowing stopped it, its
+    /// end markers, and its facts with its id.
+    fn ended_result(
+        &self,
+        output: &str,
+        facts: &Facts,
+        stopped_by: Option<Mode>,
+        shell: &str,
+    ) -> ToolResult {
+        let output = match stopped_by {
+            Some(to) => output::join(output, &[narrowing::marker(self.mode, to)]),
+            None => output.to_owned(),
+        };
+        let mut result = bash::ended(&output, facts, self.mode, self.timeout_ms, shell);
+        if let Value::Object(map) = &mut result.facts {
+            map.insert("task_id".to_owned(), json!(self.id));
+            map.insert("running".to_owned(), json!(false));
+            if let Some(to) = stopped_by {
+                map.insert("narrowed_to".to_owned(), json!(to.as_str()));
+            }
+        }
+        result
     }
 
     async fn wait_done(&self) {
@@ -164,30 +349,29 @@ impl Task {
 
     /// The output not read yet, then `[still running]` or the end markers; marks it read.
     fn report(&self, shell: &str) -> ToolResult {
-        let (text, facts) = {
-            let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-            (state.unread.take_text(), state.facts.clone())
+        let (text, facts, stopped_by) = {
+            let mut state = self.lock_state();
+            let stopped_by = Task::stopped_by(&state);
+            (state.unread.take_text(), state.facts.clone(), stopped_by)
         };
         match facts {
             None => ToolResult::completed(
                 output::join(&text, &["[still running]".to_owned()]),
                 json!({ "task_id": self.id, "mode": self.mode.as_str(), "running": true }),
             ),
-            Some(facts) => {
-                let mut result = bash::ended(&text, &facts, self.mode, self.timeout_ms, shell);
-                if let Value::Object(map) = &mut result.facts {
-                    map.insert("task_id".to_owned(), json!(self.id));
-                    map.insert("running".to_owned(), json!(false));
-                }
-                result
-            }
+            Some(facts) => self.ended_result(&text, &facts, stopped_by, shell),
         }
     }
 }
 
-/// `bash` with `run_in_background`: hands the command to the helper, waits only until it
-/// started, and leaves it running as a task of the session.
-pub(crate) async fn start(env: &ToolEnv, args: BashArgs, ctx: CallContext) -> ToolResult {
+/// `bash` with `run_in_background` for call `call_id`: hands the command to the helper, waits
+/// only until it started, and leaves it running as a task of the session.
+pub(crate) async fn start(
+    env: &ToolEnv,
+    args: BashArgs,
+    call_id: &str,
+    ctx: CallContext,
+) -> ToolResult {
     let mode = ctx.mode;
     let launched = if ctx.cancel.is_cancelled() {
         Err(bash::not_started())
@@ -202,7 +386,9 @@ pub(crate) async fn start(env: &ToolEnv, args: BashArgs, ctx: CallContext) -> To
         Ok(launched) => launched,
         Err(facts) => return bash::ended("", &facts, mode, args.timeout_ms, env.shell()),
     };
-    let (task, killed, done) = env.background().add(mode, args.timeout_ms);
+    let (task, killed, done) = env
+        .background()
+        .add(mode, args.timeout_ms, call_id, ctx.narrowings);
     let (started_tx, started_rx) = oneshot::channel();
     let sink: Arc<Mutex<dyn OutputSink>> = task.state.clone();
     let state = task.state.clone();
@@ -216,8 +402,15 @@ pub(crate) async fn start(env: &ToolEnv, args: BashArgs, ctx: CallContext) -> To
         started = started_rx => started.is_ok(),
         () = ctx.cancel.cancelled() => true,
     };
-    if !started {
-        // It ended without starting (refused, runner failure): say so now.
+    // A narrowing that stopped the task before this answer is reported by this answer.
+    let announced = started && {
+        let mut state = task.lock_state();
+        state.announced = state.stopped_by.is_none();
+        state.announced
+    };
+    if !announced {
+        // It ended without starting (refused, runner failure), or a narrowing stopped it: say
+        // so now.
         task.wait_done().await;
         return task.report(env.shell());
     }

@@ -15,7 +15,7 @@ use tokio::sync::oneshot;
 use super::args::BashArgs;
 use super::output::{self, Collector, HeadTail, MODEL_OUTPUT_CAP, OutputSink};
 use super::spec::DEFAULT_TIMEOUT_MS;
-use super::{CallContext, ToolEnv, ToolResult, background};
+use super::{CallContext, ToolEnv, ToolResult};
 use crate::cancel::{self, Cancel};
 use crate::helper_client::{Canceller, CommandHandle, Outcome, SpawnSpec};
 use crate::run::{self, Facts, KILL_GRACE, RunnerFailure};
@@ -249,11 +249,9 @@ pub(crate) fn ended(
     }
 }
 
-/// `bash`: runs the command to its end (or starts it in the background).
+/// `bash` in the foreground: runs the command to its end (see [`super::background::start`] for the
+/// background).
 pub(crate) async fn bash(env: &ToolEnv, args: BashArgs, ctx: CallContext) -> ToolResult {
-    if args.background {
-        return background::start(env, args, ctx).await;
-    }
     let mode = ctx.mode;
     let timeout_ms = Some(args.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS));
     let output = Arc::new(Mutex::new(HeadTail::new(MODEL_OUTPUT_CAP)));
@@ -366,6 +364,7 @@ mod tests {
             CallContext {
                 mode: Mode::WorkspaceWrite,
                 cancel: Cancel::never(),
+                narrowings: Default::default(),
             },
         ))
         .await;
@@ -458,6 +457,7 @@ mod tests {
             CallContext {
                 mode: Mode::ReadOnly,
                 cancel: Cancel::never(),
+                narrowings: Default::default(),
             },
         ))
         .await;
@@ -493,6 +493,7 @@ mod tests {
             CallContext {
                 mode: Mode::ReadOnly,
                 cancel,
+                narrowings: Default::default(),
             },
         ))
         .await;

@@ -45,7 +45,7 @@ use crate::model::ToolCall;
 use crate::session::ToolStatus;
 
 pub use args::{ESCALATION_NOT_OFFERED, Escalation};
-pub use background::BackgroundTasks;
+pub use background::{BackgroundTasks, NarrowingMark, Stopped, Stopping};
 pub use bash::ANSWER_WAIT;
 pub use files::{MAX_TEXT_FILE, PROTECTED};
 pub use output::{
@@ -203,6 +203,9 @@ pub struct CallContext {
     pub mode: Mode,
     /// The turn's cancel: stops a foreground command (not a background one).
     pub cancel: Cancel,
+    /// The session's narrowings when `mode` was decided (taken before it was read): a
+    /// background task the call starts is stopped if one since narrowed below `mode`.
+    pub narrowings: NarrowingMark,
 }
 
 /// What a call produced.
@@ -398,6 +401,9 @@ pub async fn run(env: &ToolEnv, call: &ToolCall, ctx: CallContext) -> ToolResult
         result
     };
     match parsed {
+        args::Call::Bash(args) if args.background => {
+            with_hint(background::start(env, args, &call.id, ctx).await)
+        }
         args::Call::Bash(args) => with_hint(bash::bash(env, args, ctx).await),
         args::Call::BashOutput { task_id } => with_hint(background::output(env, &task_id)),
         args::Call::BashKill { task_id } => with_hint(background::kill(env, &task_id, ctx).await),
@@ -503,6 +509,7 @@ mod tests {
         CallContext {
             mode,
             cancel: Cancel::never(),
+            narrowings: NarrowingMark::default(),
         }
     }
 
