@@ -120,7 +120,8 @@ impl Peer {
                 Ok(0) => return None,
                 Ok(n) => self.decoder.feed(&buf[..n]).expect("frame"),
                 Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return None,
-                Err(e) => panic!("read from helper: {e}"),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => panic!("read from helper: {e} ({:?})", e.kind()),
             }
         }
     }
