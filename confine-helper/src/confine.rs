@@ -508,6 +508,12 @@ fn enforcement_of(missing: Vec<String>) -> Enforcement {
     }
 }
 
+/// What the Landlock backend cannot hide without namespaces: the command cannot signal, trace
+/// or read the memory, environment or descriptors of outside processes, but `/proc` still lists
+/// them with their command lines, and `/proc/sysvipc` the keys of their IPC objects.
+pub const PROCESS_VISIBILITY_GAP: &str = "process isolation: other processes' command lines and \
+    System V IPC keys are visible in /proc (no PID or IPC namespace)";
+
 /// The command's private temp directory (workspace-write only), removed when it ends.
 fn temp_dir(
     spawn: &Spawn,
@@ -686,6 +692,7 @@ fn plan_backend(
             })
             .or_else(|e| fail(Stage::Landlock, e))?;
             let mut missing = ruleset.missing;
+            missing.push(PROCESS_VISIBILITY_GAP.to_owned());
             missing.extend(protection.read_only.iter().map(|b| {
                 format!(
                     "protected path {} (Landlock cannot keep part of a writable root read-only)",

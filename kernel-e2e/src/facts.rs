@@ -46,6 +46,9 @@ fn is_missing_path_gap(gap: &str) -> bool {
         || (gap.starts_with("protected path ") && gap.contains("does not exist"))
 }
 
+/// How the Landlock backend names what it cannot hide without namespaces.
+const PROCESS_VISIBILITY_GAP: &str = "process isolation: ";
+
 /// agentd's exit status when the command did not run.
 pub const EXIT_DID_NOT_RUN: i32 = 125;
 /// agentd's exit status when the command's timeout passed.
@@ -240,6 +243,14 @@ impl Facts {
             ));
         }
         let names = |needle: &str| enforcement.missing.iter().any(|m| m.starts_with(needle));
+        // Without namespaces, other processes stay listed in /proc: Landlock must say so.
+        if backend == Backend::Landlock && !names(PROCESS_VISIBILITY_GAP) {
+            return Err(format!(
+                "landlock leaves other processes visible in /proc, yet enforcement.missing {:?} \
+                 does not say so",
+                enforcement.missing
+            ));
+        }
         // Every root without a repository must be named: a command can create one there.
         if mode == Mode::WorkspaceWrite {
             for root in roots.iter().filter(|r| !r.repository) {
@@ -276,11 +287,17 @@ impl Facts {
             _ => {
                 // As root a requested process limit cannot bind (root is exempt from
                 // RLIMIT_NPROC); the helper must say so. Paths that do not exist yet are named
-                // too. Anything else is a gap bwrap (and read-only Landlock) must not have.
+                // too, and Landlock's process visibility. Anything else is a gap bwrap (and
+                // read-only Landlock) must not have.
                 let other: Vec<&String> = enforcement
                     .missing
                     .iter()
-                    .filter(|m| !m.starts_with("process limit") && !is_missing_path_gap(m))
+                    .filter(|m| {
+                        !m.starts_with("process limit")
+                            && !is_missing_path_gap(m)
+                            && !(backend == Backend::Landlock
+                                && m.starts_with(PROCESS_VISIBILITY_GAP))
+                    })
                     .collect();
                 let expected = if enforcement.missing.is_empty() {
                     "full"
@@ -465,6 +482,7 @@ mod tests {
         facts.enforcement = Some(Enforcement {
             level: "partial".into(),
             missing: vec![
+                "process isolation: other processes' command lines are visible".into(),
                 "protected path /w/.git (Landlock cannot keep part of a writable root read-only)"
                     .into(),
                 "repository /x/.git: there is none yet, so a command can create one".into(),
