@@ -293,10 +293,11 @@ impl Facts {
                     .missing
                     .iter()
                     .filter(|m| {
-                        !m.starts_with("process limit")
-                            && !is_missing_path_gap(m)
-                            && !(backend == Backend::Landlock
-                                && m.starts_with(PROCESS_VISIBILITY_GAP))
+                        let allowed = m.starts_with("process limit")
+                            || is_missing_path_gap(m)
+                            || (backend == Backend::Landlock
+                                && m.starts_with(PROCESS_VISIBILITY_GAP));
+                        !allowed
                     })
                     .collect();
                 let expected = if enforcement.missing.is_empty() {
