@@ -26,6 +26,7 @@ pub mod environment;
 pub mod helper_client;
 pub mod model;
 pub mod narrowing;
+mod real_path;
 pub mod run;
 pub mod sandbox;
 pub mod session;

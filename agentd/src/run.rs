@@ -21,8 +21,10 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::net::unix::pipe;
 use tokio::sync::mpsc;
 
+use crate::denial::{self, Denial, Kind, Scope};
+use crate::environment;
 use crate::helper_client::{ClientError, HelperClient, Outcome, SpawnSpec};
-use crate::{denial, environment, terminal};
+use crate::terminal;
 
 /// How much of the end of the command's stderr is kept for classifying failures.
 pub const STDERR_TAIL: usize = 8 * 1024;
@@ -160,9 +162,9 @@ pub struct Facts {
     pub enforcement: Option<Enforcement>,
     /// The layers that confined it, in the order the helper applied them.
     pub layers: Vec<Layer>,
-    /// Whether the confinement denied something the command tried, as [`denial::classify`]
-    /// judges from the stderr tail.
-    pub denied: bool,
+    /// What the confinement denied the command, as [`denial::classify`] judges it from the
+    /// stderr tail; `None` when nothing was.
+    pub denial: Option<Denial>,
     pub runner_failure: Option<RunnerFailure>,
     /// The helper's reason for refusing the request.
     pub refused: Option<String>,
@@ -206,22 +208,29 @@ impl Facts {
     }
 
     /// These facts with the command's stderr tail (the last [`STDERR_TAIL`] bytes) and the
-    /// denial classification made from it.
-    pub fn with_stderr_tail(mut self, stderr_tail: Vec<u8>) -> Facts {
+    /// denial classification made from it, for a command that ran within `scope`.
+    pub fn with_stderr_tail(mut self, stderr_tail: Vec<u8>, scope: &Scope) -> Facts {
         self.stderr_tail = stderr_tail;
-        self.denied = denial::classify(&self.denial_evidence());
+        self.denial = denial::classify(&self.denial_evidence(scope));
         self
     }
 
-    /// What denial classification looks at ([`denial::classify`]).
-    pub fn denial_evidence(&self) -> denial::Evidence<'_> {
+    /// What denial classification looks at ([`denial::classify`]) for a command that ran
+    /// within `scope`.
+    pub fn denial_evidence<'a>(&'a self, scope: &'a Scope) -> denial::Evidence<'a> {
         denial::Evidence {
             exit: self.exit,
             backend: self.backend,
             runner_failed: self.runner_failure.is_some(),
             refused: self.refused.is_some(),
             stderr_tail: &self.stderr_tail,
+            scope,
         }
+    }
+
+    /// Whether the confinement denied the command something.
+    pub fn denied(&self) -> bool {
+        self.denial.is_some()
     }
 
     /// The exit status agentd ends with: the command's own code, 128+N for signal N, 124 on
@@ -243,8 +252,8 @@ impl Facts {
     }
 
     /// The facts as one line of JSON, keys in a fixed order:
-    /// `exit`, `backend`, `enforcement`, `denied`, `runner_failure`, `refused`, `timed_out`.
-    /// Terminal-safe ([`terminal::json_line`]): it ends agentd's stderr.
+    /// `exit`, `backend`, `enforcement`, `denied`, `denials`, `runner_failure`, `refused`,
+    /// `timed_out`. Terminal-safe ([`terminal::json_line`]): it ends agentd's stderr.
     pub fn to_json(&self) -> String {
         match terminal::json_line(&self.json_form()) {
             Ok(line) => line,
@@ -278,7 +287,12 @@ impl Facts {
                     layers: self.layers.iter().map(|l| l.as_str()).collect(),
                 }
             }),
-            denied: self.denied,
+            denied: self.denied(),
+            denials: self
+                .denial
+                .as_ref()
+                .map(|d| d.kinds.iter().map(|k| k.as_str()).collect())
+                .unwrap_or_default(),
             runner_failure: self.runner_failure.as_ref().map(|f| FailureJson {
                 stage: f.stage.as_str(),
                 detail: &f.detail,
@@ -295,6 +309,7 @@ struct FactsJson<'a> {
     backend: Option<&'static str>,
     enforcement: Option<EnforcementJson<'a>>,
     denied: bool,
+    denials: Vec<&'static str>,
     runner_failure: Option<FailureJson<'a>>,
     refused: Option<&'a str>,
     timed_out: bool,
@@ -365,6 +380,7 @@ where
     E: AsyncWrite + Unpin,
 {
     let spec = prepare(&args)?;
+    let scope = Scope::of(&spec.cwd, &spec.policy);
     if let (Mode::WorkspaceWrite, Some(workspace)) = (args.mode, &spec.policy.workspace_root) {
         let workspace = PathBuf::from(<OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(
             workspace,
@@ -395,7 +411,7 @@ where
     };
     let (outcome, started) = settle(wait_for_outcome(handle, &mut interrupts), copies).await;
 
-    let facts = Facts::from_outcome(outcome, started).with_stderr_tail(tail);
+    let facts = Facts::from_outcome(outcome, started).with_stderr_tail(tail, &scope);
     let argv0 = args
         .argv
         .first()
@@ -696,7 +712,41 @@ fn notes(facts: &Facts, argv0: &OsStr, args: &RunArgs) -> Vec<String> {
     if facts.cancelled {
         notes.push("the command was cancelled".to_owned());
     }
+    if let Some(denial) = &facts.denial {
+        notes.extend(
+            denial
+                .kinds
+                .iter()
+                .map(|&kind| denial_note(kind, args.mode)),
+        );
+    }
     notes
+}
+
+/// What the sandbox denied, and which of `agentd run`'s options would allow it.
+fn denial_note(kind: Kind, mode: Mode) -> String {
+    let unconfined = "--mode danger-full-access runs the command unconfined";
+    match kind {
+        Kind::FileWrite if mode == Mode::ReadOnly => format!(
+            "the sandbox denied a file write: read-only mode writes nothing (--mode \
+             workspace-write makes the workspace writable, --writable-root DIR another \
+             directory; {unconfined})"
+        ),
+        Kind::FileWrite => format!(
+            "the sandbox denied a file write outside the writable roots (--writable-root DIR \
+             adds one; {unconfined})"
+        ),
+        Kind::ProtectedPath => format!(
+            "the sandbox denied a write to a protected path (git metadata, or a --protect \
+             path), read-only in every confined mode ({unconfined})"
+        ),
+        Kind::FileRead => format!("the sandbox denied a file read ({unconfined})"),
+        Kind::Network => "the sandbox denied network access (--network allow permits it)".into(),
+        Kind::SystemInterface => format!(
+            "the sandbox denied a system interface: Unix sockets, tracing, mounts and the like \
+             are filtered in every confined mode ({unconfined})"
+        ),
+    }
 }
 
 /// Why `execve` of `program` failed, in the shells' words: `<program>: command not found` for
@@ -805,7 +855,7 @@ mod tests {
         );
         assert_eq!(
             facts.to_json(),
-            r#"{"exit":{"code":3},"backend":"bwrap","enforcement":{"level":"full","missing":[],"layers":["namespaces","landlock","seccomp"]},"denied":false,"runner_failure":null,"refused":null,"timed_out":false}"#
+            r#"{"exit":{"code":3},"backend":"bwrap","enforcement":{"level":"full","missing":[],"layers":["namespaces","landlock","seccomp"]},"denied":false,"denials":[],"runner_failure":null,"refused":null,"timed_out":false}"#
         );
     }
 
@@ -820,7 +870,7 @@ mod tests {
         let facts = Facts::from_outcome(Outcome::Exited(exited), true);
         assert_eq!(
             facts.to_json(),
-            r#"{"exit":{"signal":9},"backend":"landlock","enforcement":{"level":"partial","missing":["network","ioctl"],"layers":["landlock","seccomp"]},"denied":false,"runner_failure":null,"refused":null,"timed_out":false}"#
+            r#"{"exit":{"signal":9},"backend":"landlock","enforcement":{"level":"partial","missing":["network","ioctl"],"layers":["landlock","seccomp"]},"denied":false,"denials":[],"runner_failure":null,"refused":null,"timed_out":false}"#
         );
     }
 
@@ -832,7 +882,7 @@ mod tests {
         let facts = Facts::from_outcome(Outcome::Exited(exited), true);
         assert_eq!(
             facts.to_json(),
-            r#"{"exit":{"signal":15},"backend":"none","enforcement":null,"denied":false,"runner_failure":null,"refused":null,"timed_out":true}"#
+            r#"{"exit":{"signal":15},"backend":"none","enforcement":null,"denied":false,"denials":[],"runner_failure":null,"refused":null,"timed_out":true}"#
         );
     }
 
@@ -841,7 +891,7 @@ mod tests {
         let facts = failed(Stage::Namespace, 1, "unshare: \"user\" namespaces disabled");
         assert_eq!(
             facts.to_json(),
-            r#"{"exit":null,"backend":null,"enforcement":null,"denied":false,"runner_failure":{"stage":"namespace","detail":"unshare: \"user\" namespaces disabled"},"refused":null,"timed_out":false}"#
+            r#"{"exit":null,"backend":null,"enforcement":null,"denied":false,"denials":[],"runner_failure":{"stage":"namespace","detail":"unshare: \"user\" namespaces disabled"},"refused":null,"timed_out":false}"#
         );
     }
 
@@ -849,7 +899,7 @@ mod tests {
     fn json_of_a_refusal() {
         assert_eq!(
             refused("mode above the ceiling").to_json(),
-            r#"{"exit":null,"backend":null,"enforcement":null,"denied":false,"runner_failure":null,"refused":"mode above the ceiling","timed_out":false}"#
+            r#"{"exit":null,"backend":null,"enforcement":null,"denied":false,"denials":[],"runner_failure":null,"refused":"mode above the ceiling","timed_out":false}"#
         );
     }
 
@@ -948,6 +998,38 @@ mod tests {
     }
 
     #[test]
+    fn a_denial_is_explained_with_the_option_that_would_allow_it() {
+        let mut facts = Facts::from_outcome(
+            Outcome::Exited(exited(ExitStatus::Code(6), Ending::Exited)),
+            true,
+        );
+        facts.denial = Some(Denial {
+            kinds: vec![Kind::FileWrite, Kind::Network],
+            lifted_by: Some(Mode::DangerFullAccess),
+        });
+        let mut args = RunArgs::new(["curl"]);
+        args.mode = Mode::WorkspaceWrite;
+        assert_eq!(
+            notes(&facts, OsStr::new("curl"), &args),
+            [
+                "the sandbox denied a file write outside the writable roots (--writable-root \
+                 DIR adds one; --mode danger-full-access runs the command unconfined)",
+                "the sandbox denied network access (--network allow permits it)",
+            ]
+        );
+        // With --json the facts say it: "denials".
+        args.json = true;
+        assert!(notes(&facts, OsStr::new("curl"), &args).is_empty());
+        assert!(
+            facts
+                .to_json()
+                .contains(r#""denied":true,"denials":["file-write","network"]"#),
+            "{}",
+            facts.to_json()
+        );
+    }
+
+    #[test]
     fn a_runner_failure_names_the_stage_and_the_error() {
         let args = RunArgs::new(["ls"]);
         let facts = failed(Stage::Chdir, nix::errno::Errno::ENOENT as i32, "/gone");
@@ -1009,13 +1091,20 @@ mod tests {
             Outcome::Exited(exited(ExitStatus::Code(2), Ending::Exited)),
             true,
         );
-        facts.stderr_tail = b"sh: 1: cannot create /root/c: Read-only file system\n".to_vec();
-        assert!(denial::classify(&facts.denial_evidence()));
+        let outside = std::env::temp_dir().join("c");
+        facts.stderr_tail = format!(
+            "sh: 1: cannot create {}: Read-only file system\n",
+            outside.display()
+        )
+        .into_bytes();
+        let scope = Scope::of(std::path::Path::new("/"), &SpawnSpec::new(["sh"]).policy);
+        let denial = denial::classify(&facts.denial_evidence(&scope)).expect("denied");
+        assert_eq!(denial.kinds, [Kind::FileWrite]);
         let refused = refused("no");
-        assert!(refused.denial_evidence().exit.is_none());
-        assert!(refused.denial_evidence().refused);
+        assert!(refused.denial_evidence(&scope).exit.is_none());
+        assert!(refused.denial_evidence(&scope).refused);
         let failed = failed(Stage::Fork, 11, "fork");
-        assert!(failed.denial_evidence().runner_failed);
+        assert!(failed.denial_evidence(&scope).runner_failed);
     }
 
     #[test]
@@ -1222,7 +1311,7 @@ mod job_tests {
         assert_eq!(
             stderr,
             "err\n{\"exit\":{\"code\":3},\"backend\":\"none\",\"enforcement\":null,\
-             \"denied\":false,\"runner_failure\":null,\"refused\":null,\"timed_out\":false}\n"
+             \"denied\":false,\"denials\":[],\"runner_failure\":null,\"refused\":null,\"timed_out\":false}\n"
         );
         assert_eq!(facts.stderr_tail, b"err\n");
         drop(client);
@@ -1234,7 +1323,7 @@ mod job_tests {
     async fn run_writing(
         name: &str,
         out: &'static [u8],
-        err: &'static [u8],
+        err: String,
         code: i32,
         backend: Backend,
     ) -> (Facts, String) {
@@ -1249,7 +1338,9 @@ mod job_tests {
                 pid: 5,
             }));
             std::fs::File::from(stdout).write_all(out).expect("write");
-            std::fs::File::from(stderr).write_all(err).expect("write");
+            std::fs::File::from(stderr)
+                .write_all(err.as_bytes())
+                .expect("write");
             let mut ended = exited(spawn.id, code, Ending::Exited);
             if let Reply::Exited(e) = &mut ended {
                 e.backend = backend;
@@ -1320,21 +1411,26 @@ mod job_tests {
 
     #[tokio::test]
     async fn a_denial_on_stderr_is_reported_in_the_facts() {
+        // Outside the workspace (agentd's current directory), where anyone may write.
+        let outside = std::env::temp_dir().join("c");
         let (facts, stderr) = run_writing(
             "job-denied",
             b"",
-            b"sh: 1: cannot create /root/c: Read-only file system\n",
+            format!(
+                "sh: 1: cannot create {}: Read-only file system\n",
+                outside.display()
+            ),
             2,
             Backend::Bwrap,
         )
         .await;
-        assert!(facts.denied);
+        assert!(facts.denied());
         assert_eq!(facts.exit_code(), 2);
         assert!(
             stderr.ends_with(
                 "{\"exit\":{\"code\":2},\"backend\":\"bwrap\",\"enforcement\":{\"level\":\
-                 \"full\",\"missing\":[],\"layers\":[]},\"denied\":true,\"runner_failure\":null,\"refused\":\
-                 null,\"timed_out\":false}\n"
+                 \"full\",\"missing\":[],\"layers\":[]},\"denied\":true,\"denials\":\
+                 [\"file-write\"],\"runner_failure\":null,\"refused\":null,\"timed_out\":false}\n"
             ),
             "{stderr}"
         );
@@ -1344,13 +1440,13 @@ mod job_tests {
     async fn a_denial_text_on_stdout_only_is_not_a_denial() {
         let (facts, stderr) = run_writing(
             "job-stdout-denial",
-            b"grep: /root/c: Read-only file system\nPermission denied\n",
-            b"",
+            b"grep: /tmp/c: Read-only file system\nPermission denied\n",
+            String::new(),
             1,
             Backend::Bwrap,
         )
         .await;
-        assert!(!facts.denied);
+        assert!(!facts.denied());
         assert!(stderr.contains("\"denied\":false"), "{stderr}");
     }
 

@@ -238,7 +238,7 @@ mod file_tools {
             assert!(
                 denied
                     .text
-                    .ends_with("[sandbox: file access denied under read-only mode]"),
+                    .ends_with("[sandbox: file write denied under read-only mode]"),
                 "{}",
                 denied.text
             );

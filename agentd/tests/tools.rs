@@ -166,13 +166,14 @@ mod tools {
         assert_eq!(
             lines[lines.len() - 2..],
             [
-                "[sandbox: file access denied under read-only mode]",
+                "[sandbox: file write denied under read-only mode]",
                 "[exit code: 2]"
             ],
             "{}",
             result.text
         );
         assert_eq!(result.facts["denied"], true);
+        assert_eq!(result.facts["denials"], json!(["file-write"]));
         assert_eq!(result.facts["mode"], "read-only");
         assert_eq!(result.facts["exit"]["code"], 2);
         assert!(!workspace.0.join("denied.txt").exists());
@@ -370,9 +371,9 @@ mod tools {
             .await;
             assert_eq!(result.status, ToolStatus::Failed, "{}", result.text);
             assert!(
-                result.text.ends_with(
-                    "[sandbox: file access denied under read-only mode]\n[exit code: 2]"
-                ),
+                result
+                    .text
+                    .ends_with("[sandbox: file write denied under read-only mode]\n[exit code: 2]"),
                 "read {read}: {}",
                 result.text
             );
@@ -654,11 +655,7 @@ mod tools {
             "{}",
             result.text
         );
-        assert!(
-            !result.text.contains("file access denied"),
-            "{}",
-            result.text
-        );
+        assert!(!result.text.contains("denied under"), "{}", result.text);
         assert!(!result.text.contains("[exit code"), "{}", result.text);
         assert_eq!(result.facts["runner_failure"]["stage"], "unavailable");
         assert_eq!(result.facts["denied"], false);

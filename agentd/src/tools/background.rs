@@ -314,7 +314,8 @@ impl Task {
         let to = Task::stopped_by(&state)?;
         let facts = state.facts.clone()?;
         drop(state);
-        Some(self.ended_result("", &facts, Some(to), shell))
+        // Only its facts reach anyone (the narrowing's report): no escalation to offer.
+        Some(self.ended_result("", &facts, Some(to), shell, &[]))
     }
 
     /// The result of the ended task: `output`, the stop marker if a narrowing stopped it, its
@@ -325,12 +326,14 @@ impl Task {
         facts: &Facts,
         stopped_by: Option<Mode>,
         shell: &str,
+        escalation: &[Mode],
     ) -> ToolResult {
         let output = match stopped_by {
             Some(to) => output::join(output, &[narrowing::marker(self.mode, to)]),
             None => output.to_owned(),
         };
-        let mut result = bash::ended(&output, facts, self.mode, self.timeout_ms, shell);
+        let markers = bash::Markers { shell, escalation };
+        let mut result = bash::ended(&output, facts, self.mode, self.timeout_ms, &markers);
         if let Value::Object(map) = &mut result.facts {
             map.insert("task_id".to_owned(), json!(self.id));
             map.insert("running".to_owned(), json!(false));
@@ -348,7 +351,7 @@ impl Task {
     }
 
     /// The output not read yet, then `[still running]` or the end markers; marks it read.
-    fn report(&self, shell: &str) -> ToolResult {
+    fn report(&self, env: &ToolEnv) -> ToolResult {
         let (text, facts, stopped_by) = {
             let mut state = self.lock_state();
             let stopped_by = Task::stopped_by(&state);
@@ -359,7 +362,10 @@ impl Task {
                 output::join(&text, &["[still running]".to_owned()]),
                 json!({ "task_id": self.id, "mode": self.mode.as_str(), "running": true }),
             ),
-            Some(facts) => self.ended_result(&text, &facts, stopped_by, shell),
+            Some(facts) => {
+                let escalation = env.options_for(self.mode).escalation;
+                self.ended_result(&text, &facts, stopped_by, env.shell(), &escalation)
+            }
         }
     }
 }
@@ -384,7 +390,11 @@ pub(crate) async fn start(
     };
     let launched = match launched {
         Ok(launched) => launched,
-        Err(facts) => return bash::ended("", &facts, mode, args.timeout_ms, env.shell()),
+        Err(facts) => {
+            let escalation = env.options_for(mode).escalation;
+            let markers = bash::Markers::of(env, &escalation);
+            return bash::ended("", &facts, mode, args.timeout_ms, &markers);
+        }
     };
     let (task, killed, done) = env
         .background()
@@ -412,7 +422,7 @@ pub(crate) async fn start(
         // It ended without starting (refused, runner failure), or a narrowing stopped it: say
         // so now.
         task.wait_done().await;
-        return task.report(env.shell());
+        return task.report(env);
     }
     ToolResult::completed(
         format!("started background task {}", task.id),
@@ -423,7 +433,7 @@ pub(crate) async fn start(
 /// `bash_output`.
 pub(crate) fn output(env: &ToolEnv, task_id: &str) -> ToolResult {
     match env.background().get(task_id) {
-        Some(task) => task.report(env.shell()),
+        Some(task) => task.report(env),
         None => env.background().unknown(task_id),
     }
 }
@@ -445,7 +455,7 @@ pub(crate) async fn kill(env: &ToolEnv, task_id: &str, ctx: CallContext) -> Tool
             );
         }
     }
-    let mut result = task.report(env.shell());
+    let mut result = task.report(env);
     let lead = if already {
         format!("{task_id} had already ended")
     } else {

@@ -17,6 +17,7 @@ use super::output::{self, Collector, HeadTail, MODEL_OUTPUT_CAP, OutputSink};
 use super::spec::DEFAULT_TIMEOUT_MS;
 use super::{CallContext, ToolEnv, ToolResult};
 use crate::cancel::{self, Cancel};
+use crate::denial::Scope;
 use crate::helper_client::{Canceller, CommandHandle, Outcome, SpawnSpec};
 use crate::run::{self, Facts, KILL_GRACE, RunnerFailure};
 use crate::session::ToolStatus;
@@ -53,6 +54,8 @@ pub(crate) struct Launched {
     handle: CommandHandle,
     stdout: pipe::Receiver,
     stderr: pipe::Receiver,
+    /// What it was allowed, for judging its denials.
+    scope: Scope,
 }
 
 /// The facts of a command that did not get to the helper.
@@ -102,6 +105,7 @@ pub(crate) async fn launch(
     spec.limits.kill_grace_ms = u32::try_from(KILL_GRACE.as_millis()).unwrap_or(u32::MAX);
     spec.stdout = Some(out_write);
     spec.stderr = Some(err_write);
+    let scope = Scope::of(&spec.cwd, &spec.policy);
     let handle = env
         .helper()
         .spawn(spec)
@@ -111,6 +115,7 @@ pub(crate) async fn launch(
         handle,
         stdout,
         stderr,
+        scope,
     })
 }
 
@@ -131,6 +136,7 @@ pub(crate) async fn finish(
         handle,
         stdout,
         stderr,
+        scope,
     } = launched;
     // Giving up on the helper also stops reading output it may keep open.
     let (give_up, given_up) = cancel::pair();
@@ -150,7 +156,7 @@ pub(crate) async fn finish(
     };
     let waiting = wait_for_end(handle, &stop, answer_wait, on_started, &give_up);
     let (outcome, started) = run::settle(waiting, copies).await;
-    let mut facts = Facts::from_outcome(outcome, started).with_stderr_tail(tail);
+    let mut facts = Facts::from_outcome(outcome, started).with_stderr_tail(tail, &scope);
     if given_up.is_cancelled() {
         facts.cancelled = true;
     }
@@ -228,15 +234,35 @@ pub(crate) fn facts_json(facts: &Facts, mode: Mode) -> Value {
     value
 }
 
+/// How a command's end markers are written: the shell it ran under, and the modes an
+/// escalation may name from the mode it ran under (none: no hint).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Markers<'a> {
+    pub shell: &'a str,
+    pub escalation: &'a [Mode],
+}
+
+impl<'a> Markers<'a> {
+    /// The markers of a command of `env` run under `mode`, with `escalation` as
+    /// [`ToolEnv::options_for`] gives it.
+    pub fn of(env: &'a ToolEnv, escalation: &'a [Mode]) -> Markers<'a> {
+        Markers {
+            shell: env.shell(),
+            escalation,
+        }
+    }
+}
+
 /// The result of a command that ended: its output, then the end markers.
 pub(crate) fn ended(
     output: &str,
     facts: &Facts,
     mode: Mode,
     timeout_ms: Option<u64>,
-    shell: &str,
+    markers: &Markers<'_>,
 ) -> ToolResult {
-    let text = output::join(output, &output::end_markers(facts, mode, timeout_ms, shell));
+    let lines = output::end_markers(facts, mode, timeout_ms, markers.shell, markers.escalation);
+    let text = output::join(output, &lines);
     let status = if output::succeeded(facts) {
         ToolStatus::Completed
     } else {
@@ -273,7 +299,14 @@ pub(crate) async fn bash(env: &ToolEnv, args: BashArgs, ctx: CallContext) -> Too
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .render();
-    ended(&output, &facts, mode, timeout_ms, env.shell())
+    let escalation = env.options_for(mode).escalation;
+    ended(
+        &output,
+        &facts,
+        mode,
+        timeout_ms,
+        &Markers::of(env, &escalation),
+    )
 }
 
 #[cfg(test)]
@@ -426,7 +459,7 @@ mod tests {
             "{}",
             failure.detail
         );
-        let result = ended("", &facts, Mode::ReadOnly, None, "bash");
+        let result = ended("", &facts, Mode::ReadOnly, None, &Markers::of(&env, &[]));
         assert_eq!(result.status, ToolStatus::Failed);
         assert!(
             result

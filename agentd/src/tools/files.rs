@@ -25,7 +25,7 @@ use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use confine_protocol::{Mode, Policy};
 use serde_json::json;
@@ -34,7 +34,10 @@ use super::args::{EditArgs, ReadArgs, WriteArgs};
 use super::output::denial_marker;
 use super::spec::READ_CAP;
 use super::{ToolEnv, ToolResult};
+use crate::denial::host::Access;
+use crate::denial::{self, Kind, Scope};
 use crate::helper_client::{CommandHandle, Outcome, ReadSpec, WriteSpec};
+use crate::real_path::real_target;
 use crate::run::Facts;
 
 /// Subpaths of the workspace that stay read-only in workspace-write mode, also when they do not
@@ -65,8 +68,9 @@ pub(crate) fn absolute(workspace: &Path, given: &Path) -> PathBuf {
 /// Why a write was not done.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Refusal {
-    /// The mode does not allow writing there; the sentence says why.
-    Denied(String),
+    /// The mode does not allow writing there (a file write, or one to git metadata); the
+    /// sentence says why.
+    Denied(Kind, String),
     /// The path cannot be written for another reason.
     Error(String),
 }
@@ -85,9 +89,10 @@ pub(crate) enum Refusal {
 /// cannot be checked.
 pub(crate) fn check_write(workspace: &Path, given: &str, mode: Mode) -> Result<PathBuf, Refusal> {
     if mode == Mode::ReadOnly {
-        return Err(Refusal::Denied(format!(
-            "{given} was not written: in read-only mode no file can be changed"
-        )));
+        return Err(Refusal::Denied(
+            Kind::FileWrite,
+            format!("{given} was not written: in read-only mode no file can be changed"),
+        ));
     }
     let path = absolute(workspace, Path::new(given));
     let real = real_target(&path).map_err(Refusal::Error)?;
@@ -109,74 +114,30 @@ pub(crate) fn check_write(workspace: &Path, given: &str, mode: Mode) -> Result<P
         } else {
             format!("{given} is")
         };
-        return Err(Refusal::Denied(format!(
-            "{what} outside the workspace {}; in workspace-write mode only files inside the \
-             workspace can be written",
-            root.display()
-        )));
+        return Err(Refusal::Denied(
+            Kind::FileWrite,
+            format!(
+                "{what} outside the workspace {}; in workspace-write mode only files inside the \
+                 workspace can be written",
+                root.display()
+            ),
+        ));
     };
     let mut metadata = root.clone();
     for part in inside.components() {
         metadata.push(part);
         if PROTECTED.iter().any(|p| part.as_os_str() == *p) {
-            return Err(Refusal::Denied(format!(
-                "{} is inside {}, git metadata, which stays read-only in workspace-write mode",
-                real.display(),
-                metadata.display()
-            )));
+            return Err(Refusal::Denied(
+                Kind::ProtectedPath,
+                format!(
+                    "{} is inside {}, git metadata, which stays read-only in workspace-write mode",
+                    real.display(),
+                    metadata.display()
+                ),
+            ));
         }
     }
     Ok(real)
-}
-
-/// One step of the part of a path that does not exist yet.
-enum Step {
-    Up,
-    Down(std::ffi::OsString),
-}
-
-/// `path` (absolute) with every symbolic link resolved: the nearest existing ancestor
-/// canonicalized, the steps below it applied to that.
-fn real_target(path: &Path) -> Result<PathBuf, String> {
-    let mut existing = path.to_path_buf();
-    let mut below = Vec::new();
-    loop {
-        match fs::symlink_metadata(&existing) {
-            Ok(meta) => {
-                let mut real = fs::canonicalize(&existing).map_err(|e| {
-                    if meta.file_type().is_symlink() && e.kind() == io::ErrorKind::NotFound {
-                        format!(
-                            "{} is a symbolic link to a path that does not exist",
-                            existing.display()
-                        )
-                    } else {
-                        format!("{}: {e}", existing.display())
-                    }
-                })?;
-                for step in below.into_iter().rev() {
-                    match step {
-                        Step::Up => {
-                            real.pop();
-                        }
-                        Step::Down(name) => real.push(name),
-                    }
-                }
-                return Ok(real);
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                match existing.components().next_back() {
-                    Some(Component::ParentDir) => below.push(Step::Up),
-                    Some(Component::Normal(name)) => below.push(Step::Down(name.to_owned())),
-                    Some(Component::CurDir) => {}
-                    _ => return Err(format!("{}: {e}", path.display())),
-                }
-                if !existing.pop() {
-                    return Err(format!("{}: {e}", path.display()));
-                }
-            }
-            Err(e) => return Err(format!("{}: {e}", existing.display())),
-        }
-    }
 }
 
 /// The lines of a text a `read_file` call returns.
@@ -443,15 +404,32 @@ async fn settle(
     (Facts::from_outcome(outcome, started), report, content)
 }
 
+/// What a confined file operation tried, for judging its failure.
+struct Tried<'a> {
+    scope: Scope,
+    path: &'a Path,
+    access: Access,
+}
+
+impl Tried<'_> {
+    fn of<'a>(env: &ToolEnv, mode: Mode, path: &'a Path, access: Access) -> Tried<'a> {
+        Tried {
+            scope: Scope::of(env.workspace(), &policy(env, mode)),
+            path,
+            access,
+        }
+    }
+}
+
 /// The fields after `tag` of a report of `count` fields, or why the operation failed.
 fn interpret(
     facts: Facts,
     report: &[u8],
     tag: &[u8],
     count: usize,
-    mode: Mode,
+    tried: &Tried<'_>,
 ) -> Result<(Box<Facts>, Vec<Vec<u8>>), OpError> {
-    let facts = Box::new(facts);
+    let mut facts = Box::new(facts);
     if let Some(reason) = &facts.refused {
         let why = format!("the sandbox refused it: {reason}");
         return Err(OpError::Failed(why, Some(facts)));
@@ -477,11 +455,15 @@ fn interpret(
                 .and_then(|e| e.parse().ok())
                 .unwrap_or(0);
             let what = String::from_utf8_lossy(what).into_owned();
-            let sandbox = [nix::libc::EROFS, nix::libc::EACCES, nix::libc::EPERM];
-            if mode != Mode::DangerFullAccess && sandbox.contains(&errno) {
-                Err(OpError::Denied(what, facts))
-            } else {
-                Err(OpError::Failed(what, Some(facts)))
+            let denial = facts.backend.and_then(|backend| {
+                denial::of_file_access(backend, &tried.scope, tried.path, tried.access, errno)
+            });
+            match denial {
+                Some(denial) => {
+                    facts.denial = Some(denial);
+                    Err(OpError::Denied(what, facts))
+                }
+                None => Err(OpError::Failed(what, Some(facts))),
             }
         }
         _ => {
@@ -558,7 +540,8 @@ async fn confined_read(env: &ToolEnv, path: &Path, mode: Mode) -> Result<Read, O
         .await
         .map_err(|e| OpError::failed(e.to_string()))?;
     let (facts, report, bytes) = settle(handle, report, Some(content)).await;
-    let (facts, fields) = interpret(facts, &report, b"read", 2, mode)?;
+    let tried = Tried::of(env, mode, path, Access::Read);
+    let (facts, fields) = interpret(facts, &report, b"read", 2, &tried)?;
     let text = as_text(bytes).map_err(|why| OpError::Failed(why, Some(facts.clone())))?;
     Ok(Read {
         text,
@@ -647,7 +630,8 @@ async fn confined_write(
         .await
         .map_err(|e| OpError::failed(e.to_string()))?;
     let (facts, report, _) = settle(handle, report, None).await;
-    let (facts, fields) = interpret(facts, &report, b"written", 3, mode)?;
+    let tried = Tried::of(env, mode, target, Access::Write);
+    let (facts, fields) = interpret(facts, &report, b"written", 3, &tried)?;
     Ok(Written {
         path: path_field(&fields[2]),
         created: fields[0] == b"1",
@@ -665,9 +649,14 @@ async fn write_target(env: &ToolEnv, given: &str, mode: Mode) -> Result<PathBuf,
 /// The result of a write the fence refused.
 fn refused(refusal: Refusal, mode: Mode, given: &str, verb: &str) -> ToolResult {
     match refusal {
-        Refusal::Denied(why) => ToolResult::failed(
-            format!("{why}\n{}", denial_marker(mode)),
-            json!({ "mode": mode.as_str(), "path": given, "denied": true }),
+        Refusal::Denied(kind, why) => ToolResult::failed(
+            format!("{why}\n{}", denial_marker(kind, mode)),
+            json!({
+                "mode": mode.as_str(),
+                "path": given,
+                "denied": true,
+                "denials": [kind.as_str()],
+            }),
         ),
         Refusal::Error(why) => ToolResult::failed(
             format!("cannot {verb} {given}: {why}"),
@@ -688,15 +677,19 @@ fn file_facts(mode: Mode, path: &Path, run: Option<&Facts>) -> serde_json::Value
 fn op_failed(error: OpError, mode: Mode, path: &Path, verb: &str) -> ToolResult {
     match error {
         OpError::Denied(why, run) => {
-            let mut facts = file_facts(mode, path, Some(&run));
-            facts["denied"] = json!(true);
+            let markers: Vec<String> = run
+                .denial
+                .iter()
+                .flat_map(|denial| &denial.kinds)
+                .map(|&kind| denial_marker(kind, mode))
+                .collect();
             ToolResult::failed(
                 format!(
                     "cannot {verb} {}: {why}\n{}",
                     path.display(),
-                    denial_marker(mode)
+                    markers.join("\n")
                 ),
-                facts,
+                file_facts(mode, path, Some(&run)),
             )
         }
         OpError::Failed(why, run) => ToolResult::failed(
@@ -809,7 +802,7 @@ mod tests {
 
     fn denied(result: Result<PathBuf, Refusal>) -> String {
         match result {
-            Err(Refusal::Denied(why)) => why,
+            Err(Refusal::Denied(_, why)) => why,
             other => panic!("expected a denial, got {other:?}"),
         }
     }

@@ -393,20 +393,13 @@ pub async fn run(env: &ToolEnv, call: &ToolCall, ctx: CallContext) -> ToolResult
             );
         }
     };
-    let hint = env.options_for(ctx.mode).escalates();
-    let with_hint = |mut result: ToolResult| {
-        if hint {
-            result.text = output::with_escalation_hint(&result.text);
-        }
-        result
-    };
     match parsed {
         args::Call::Bash(args) if args.background => {
-            with_hint(background::start(env, args, &call.id, ctx).await)
+            background::start(env, args, &call.id, ctx).await
         }
-        args::Call::Bash(args) => with_hint(bash::bash(env, args, ctx).await),
-        args::Call::BashOutput { task_id } => with_hint(background::output(env, &task_id)),
-        args::Call::BashKill { task_id } => with_hint(background::kill(env, &task_id, ctx).await),
+        args::Call::Bash(args) => bash::bash(env, args, ctx).await,
+        args::Call::BashOutput { task_id } => background::output(env, &task_id),
+        args::Call::BashKill { task_id } => background::kill(env, &task_id, ctx).await,
         args::Call::ReadFile(args) => files::read_file(env, args, ctx.mode).await,
         args::Call::WriteFile(args) => files::write_file(env, args, ctx.mode).await,
         args::Call::EditFile(args) => files::edit_file(env, args, ctx.mode).await,
@@ -568,7 +561,7 @@ mod tests {
         assert!(
             denied
                 .text
-                .ends_with("\n[sandbox: file access denied under read-only mode]"),
+                .ends_with("\n[sandbox: file write denied under read-only mode]"),
             "{}",
             denied.text
         );
@@ -602,12 +595,12 @@ mod tests {
             "{}",
             outside.text
         );
-        assert!(
-            outside
-                .text
-                .ends_with("[sandbox: file access denied under workspace-write mode]")
-        );
+        assert!(outside.text.ends_with(
+            "[sandbox: file write outside the writable roots denied under \
+                     workspace-write mode]"
+        ));
         assert_eq!(outside.facts["denied"], true);
+        assert_eq!(outside.facts["denials"], json!(["file-write"]));
     }
 
     /// An editor's file access over an in-memory map.
@@ -872,22 +865,6 @@ mod escalation_tests {
         assert_eq!(
             escalation_gate(Mode::WorkspaceWrite, &no_agent).unwrap_err(),
             "sandbox escalation to \"workspace-write\" requires approval, but the call has no agent to route it through"
-        );
-    }
-
-    #[test]
-    fn the_hint_follows_every_denial_marker_and_nothing_else() {
-        let text = "out\n[sandbox: file access denied under read-only mode]\n[exit code: 2]";
-        assert_eq!(
-            output::with_escalation_hint(text),
-            format!(
-                "out\n[sandbox: file access denied under read-only mode]\n{}\n[exit code: 2]",
-                output::ESCALATION_HINT
-            )
-        );
-        assert_eq!(
-            output::with_escalation_hint("ok\n[exit code: 0]"),
-            "ok\n[exit code: 0]"
         );
     }
 

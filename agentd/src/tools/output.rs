@@ -9,6 +9,7 @@ use std::task::{Context, Poll};
 use confine_protocol::{ExitStatus, Mode, Stage};
 use tokio::io::AsyncWrite;
 
+use crate::denial::{Denial, Kind};
 use crate::run::{self, Facts, RunnerFailure};
 
 /// The most of a command's output a model reads in one result: the first and last halves are
@@ -23,34 +24,75 @@ pub fn truncation_marker(omitted: u64) -> String {
     format!("[output truncated: {omitted} bytes omitted]")
 }
 
-/// The line saying the confinement denied a file access.
-pub fn denial_marker(mode: Mode) -> String {
-    format!("[sandbox: file access denied under {} mode]", mode.as_str())
+/// The line saying the confinement denied an access of `kind` under `mode`: `[sandbox: <what>
+/// denied under <mode> mode]`.
+pub fn denial_marker(kind: Kind, mode: Mode) -> String {
+    let what = match kind {
+        Kind::FileWrite if mode == Mode::ReadOnly => "file write",
+        Kind::FileWrite => "file write outside the writable roots",
+        Kind::ProtectedPath => "file write to git metadata",
+        Kind::FileRead => "file read",
+        Kind::Network => "network access",
+        Kind::SystemInterface => "system interface (Unix sockets, tracing, mounts and the like)",
+    };
+    format!("[sandbox: {what} denied under {} mode]", mode.as_str())
 }
 
-/// The line after a denial marker when escalation is offered.
-pub const ESCALATION_HINT: &str = "[sandbox: escalation available — retry this exact command \
-once with sandbox_permissions (the narrowest wider mode that suffices) + justification; the \
-approval prompt asks the user]";
-
-/// `text` with [`ESCALATION_HINT`] after every denial marker line.
-pub(crate) fn with_escalation_hint(text: &str) -> String {
-    let prefix = "[sandbox: file access denied under ";
-    if !text.contains(prefix) {
-        return text.to_owned();
-    }
-    let mut out = String::with_capacity(text.len() + ESCALATION_HINT.len() + 1);
-    for (i, line) in text.split('\n').enumerate() {
-        if i > 0 {
-            out.push('\n');
+/// The line after the denial markers when an escalation can lift the denial: which of the
+/// `granted` modes to ask for (the narrowest that lifts it), and for a denial no file mode
+/// lifts, why only danger-full-access does. `None` when no granted mode lifts it: no lever is
+/// offered that the helper would not pull.
+pub(crate) fn escalation_hint(denial: &Denial, granted: &[Mode]) -> Option<String> {
+    let retry = "retry this exact command once with sandbox_permissions";
+    let asks = "the approval prompt asks the user";
+    let Some(needed) = denial.lifted_by else {
+        let choice = match granted {
+            [] => return None,
+            [Mode::WorkspaceWrite] => "(workspace-write, if it writes only inside the workspace)",
+            [Mode::DangerFullAccess] => "\"danger-full-access\"",
+            _ => {
+                "(workspace-write if it writes only inside the workspace, else danger-full-access)"
+            }
+        };
+        return Some(format!(
+            "[sandbox: escalation available — {retry} {choice} + justification; {asks}]"
+        ));
+    };
+    let mode = granted.iter().copied().filter(|m| *m >= needed).min()?;
+    Some(match (needed, mode) {
+        (Mode::WorkspaceWrite, Mode::WorkspaceWrite) => format!(
+            "[sandbox: escalation available — the denied writes are inside the workspace: \
+             {retry} \"workspace-write\" + justification; {asks}]"
+        ),
+        (Mode::DangerFullAccess, _) => {
+            let what: Vec<&str> = denial
+                .kinds
+                .iter()
+                .map(|kind| match kind {
+                    Kind::FileWrite => "these file writes",
+                    Kind::ProtectedPath => "writes to git metadata",
+                    Kind::FileRead => "this read",
+                    Kind::Network => "network access",
+                    Kind::SystemInterface => "these system interfaces",
+                })
+                .collect();
+            let network = if denial.kinds.contains(&Kind::Network) {
+                " (no file mode does: the network is denied in every confined mode while the \
+                 configuration's sandbox.network is \"deny\")"
+            } else {
+                ""
+            };
+            format!(
+                "[sandbox: escalation available — only danger-full-access allows {}{network}: \
+                 {retry} \"danger-full-access\" + justification if the task needs it; {asks}]",
+                what.join(" and ")
+            )
         }
-        out.push_str(line);
-        if line.starts_with(prefix) {
-            out.push('\n');
-            out.push_str(ESCALATION_HINT);
-        }
-    }
-    out
+        (_, mode) => format!(
+            "[sandbox: escalation available — {retry} \"{}\" + justification; {asks}]",
+            mode.as_str()
+        ),
+    })
 }
 
 /// The exit marker: `[exit code: N]`.
@@ -244,15 +286,17 @@ impl Spool {
 /// What a model reads about how the command ended, after its output: one line per marker.
 ///
 /// A command that ran gets, in this order: the shell's message when the command could not be
-/// executed, `[terminated by signal N]`, `[timed out after N ms]`, `[cancelled]`, the
-/// [`denial_marker`], and last [`exit_marker`]. A command that did not run gets `[cancelled]`
-/// if it was, then the refusal or runner-failure text ([`runner_failure_text`]) and no exit
-/// marker; a runner failure outranks a denial.
+/// executed, `[terminated by signal N]`, `[timed out after N ms]`, `[cancelled]`, a
+/// [`denial_marker`] per kind denied, then the [`escalation_hint`] when one of the modes in
+/// `escalation` lifts the denial, and last [`exit_marker`]. A command that did not run gets `[cancelled]` if it was,
+/// then the refusal or runner-failure text ([`runner_failure_text`]) and no exit marker; a
+/// runner failure outranks a denial.
 pub(crate) fn end_markers(
     facts: &Facts,
     mode: Mode,
     timeout_ms: Option<u64>,
     program: &str,
+    escalation: &[Mode],
 ) -> Vec<String> {
     let mut lines = Vec::new();
     if let Some(reason) = &facts.refused {
@@ -286,8 +330,9 @@ pub(crate) fn end_markers(
     if facts.cancelled {
         lines.push("[cancelled]".to_owned());
     }
-    if facts.denied {
-        lines.push(denial_marker(mode));
+    if let Some(denial) = &facts.denial {
+        lines.extend(denial.kinds.iter().map(|&kind| denial_marker(kind, mode)));
+        lines.extend(escalation_hint(denial, escalation));
     }
     lines.push(exit_marker(exit_code(status)));
     lines
@@ -373,7 +418,20 @@ mod tests {
     }
 
     fn markers(facts: &Facts) -> Vec<String> {
-        end_markers(facts, Mode::ReadOnly, Some(5000), "bash")
+        end_markers(facts, Mode::ReadOnly, Some(5000), "bash", &[])
+    }
+
+    const BOTH: &[Mode] = &[Mode::WorkspaceWrite, Mode::DangerFullAccess];
+    const DFA: &[Mode] = &[Mode::DangerFullAccess];
+
+    fn denied(kinds: &[Kind], lifted_by: Option<Mode>) -> Facts {
+        Facts {
+            denial: Some(Denial {
+                kinds: kinds.to_vec(),
+                lifted_by,
+            }),
+            ..ran(ExitStatus::Code(2))
+        }
     }
 
     #[test]
@@ -453,14 +511,134 @@ mod tests {
 
     #[test]
     fn a_denial_comes_right_before_the_exit_marker() {
-        let mut facts = ran(ExitStatus::Code(2));
-        facts.denied = true;
+        let facts = denied(&[Kind::FileWrite], Some(Mode::WorkspaceWrite));
         assert_eq!(
             markers(&facts),
             [
-                "[sandbox: file access denied under read-only mode]",
+                "[sandbox: file write denied under read-only mode]",
                 "[exit code: 2]"
             ]
+        );
+    }
+
+    #[test]
+    fn the_marker_names_the_kind_of_denial() {
+        let cases = [
+            (
+                Kind::FileWrite,
+                Mode::WorkspaceWrite,
+                "[sandbox: file write outside the writable roots denied under workspace-write \
+                 mode]",
+            ),
+            (
+                Kind::ProtectedPath,
+                Mode::WorkspaceWrite,
+                "[sandbox: file write to git metadata denied under workspace-write mode]",
+            ),
+            (
+                Kind::FileRead,
+                Mode::ReadOnly,
+                "[sandbox: file read denied under read-only mode]",
+            ),
+            (
+                Kind::Network,
+                Mode::WorkspaceWrite,
+                "[sandbox: network access denied under workspace-write mode]",
+            ),
+            (
+                Kind::SystemInterface,
+                Mode::ReadOnly,
+                "[sandbox: system interface (Unix sockets, tracing, mounts and the like) denied \
+                 under read-only mode]",
+            ),
+        ];
+        for (kind, mode, marker) in cases {
+            assert_eq!(denial_marker(kind, mode), marker);
+        }
+    }
+
+    #[test]
+    fn each_kind_gets_its_marker_and_one_hint_follows_them_when_escalation_is_offered() {
+        let facts = denied(
+            &[Kind::FileWrite, Kind::Network],
+            Some(Mode::DangerFullAccess),
+        );
+        let lines = end_markers(&facts, Mode::WorkspaceWrite, None, "bash", DFA);
+        assert_eq!(
+            lines,
+            [
+                "[sandbox: file write outside the writable roots denied under workspace-write \
+                 mode]",
+                "[sandbox: network access denied under workspace-write mode]",
+                "[sandbox: escalation available — only danger-full-access allows these file \
+                 writes and network access (no file mode does: the network is denied in every \
+                 confined mode while the configuration's sandbox.network is \"deny\"): retry \
+                 this exact command once with sandbox_permissions \"danger-full-access\" + \
+                 justification if the task needs it; the approval prompt asks the user]",
+                "[exit code: 2]",
+            ]
+        );
+        let without = end_markers(&facts, Mode::WorkspaceWrite, None, "bash", &[]);
+        assert_eq!(without.len(), 3, "{without:?}");
+        assert!(!without.iter().any(|l| l.contains("escalation")));
+        assert_eq!(
+            end_markers(
+                &ran(ExitStatus::Code(1)),
+                Mode::ReadOnly,
+                None,
+                "bash",
+                BOTH
+            ),
+            ["[exit code: 1]"]
+        );
+    }
+
+    #[test]
+    fn the_hint_names_the_narrowest_granted_mode_that_lifts_the_denial() {
+        let hint = |kinds: &[Kind], lifted_by, granted: &[Mode]| {
+            let facts = denied(kinds, lifted_by);
+            escalation_hint(facts.denial.as_ref().expect("denied"), granted)
+        };
+        assert_eq!(
+            hint(&[Kind::FileWrite], Some(Mode::WorkspaceWrite), BOTH).as_deref(),
+            Some(
+                "[sandbox: escalation available — the denied writes are inside the workspace: \
+                 retry this exact command once with sandbox_permissions \"workspace-write\" + \
+                 justification; the approval prompt asks the user]"
+            )
+        );
+        let git = hint(&[Kind::ProtectedPath], Some(Mode::DangerFullAccess), DFA).expect("a hint");
+        assert!(
+            git.contains("only danger-full-access allows writes to git metadata: retry"),
+            "{git}"
+        );
+        assert!(!git.contains("network"), "{git}");
+        assert_eq!(
+            hint(&[Kind::FileWrite], None, BOTH).as_deref(),
+            Some(
+                "[sandbox: escalation available — retry this exact command once with \
+                 sandbox_permissions (workspace-write if it writes only inside the workspace, \
+                 else danger-full-access) + justification; the approval prompt asks the user]"
+            )
+        );
+        // No lever the helper would not pull: a ceiling of workspace-write grants nothing that
+        // lifts a network denial, and nothing at all is no hint at all.
+        assert_eq!(
+            hint(
+                &[Kind::Network],
+                Some(Mode::DangerFullAccess),
+                &[Mode::WorkspaceWrite]
+            ),
+            None
+        );
+        assert_eq!(hint(&[Kind::FileWrite], None, &[]), None);
+        assert_eq!(
+            hint(&[Kind::FileWrite], None, &[Mode::WorkspaceWrite]).as_deref(),
+            Some(
+                "[sandbox: escalation available — retry this exact command once with \
+                 sandbox_permissions (workspace-write, if it writes only inside the workspace) \
+                 + justification; the approval prompt asks the user]"
+            )
         );
     }
 
@@ -520,7 +698,10 @@ mod tests {
                 detail: "no usable sandbox backend".to_owned(),
             }),
             // Even if something claimed so: the runner failure wins.
-            denied: true,
+            denial: Some(Denial {
+                kinds: vec![Kind::FileWrite],
+                lifted_by: None,
+            }),
             ..Facts::default()
         };
         let lines = markers(&facts);
@@ -534,7 +715,7 @@ mod tests {
             text.ends_with("\nRunner failure: no usable sandbox backend"),
             "{text}"
         );
-        assert!(!text.contains("file access denied"), "{text}");
+        assert!(!text.contains("denied under"), "{text}");
         assert!(!text.contains("[exit code"), "{text}");
     }
 
@@ -548,7 +729,7 @@ mod tests {
             }),
             ..Facts::default()
         };
-        let lines = end_markers(&facts, Mode::WorkspaceWrite, None, "bash");
+        let lines = end_markers(&facts, Mode::WorkspaceWrite, None, "bash", DFA);
         assert_eq!(
             lines,
             [
