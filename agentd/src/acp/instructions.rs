@@ -21,8 +21,9 @@ pub fn for_request(cwd: &Path, approval: ApprovalPolicy, notices: &[String]) -> 
         "You are agentd, a coding agent working in the workspace {cwd}.\n\
          Use the tools to inspect and change files and to run commands.\n\
          Check the [exit code: N] marker on every bash result; investigate failures before \
-         moving on. A line \"[sandbox: file access denied under <mode> mode]\" means the sandbox \
-         refused an access: do not retry the command unchanged; when the result offers \
+         moving on. A line \"[sandbox: <what> denied under <mode> mode]\" means the sandbox \
+         refused that access (a file write, a write to git metadata, a file read, network access \
+         or a system interface): do not retry the command unchanged; when the result offers \
          escalation, follow the bash tool's description, otherwise explain what is needed.\n\
          Keep answers short and say what you changed.\n\n{section}",
         cwd = cwd.display(),

@@ -113,19 +113,22 @@ return its stdout and stderr, interleaved as they were written. The command gets
 (stdin is empty), so do not start interactive programs. After the output come markers, each on \
 its own line; when the command ran, the last one is always [exit code: N]: check it on every \
 result. Others: [timed out after N ms], [terminated by signal N], [cancelled], and \
-[sandbox: file access denied under <mode> mode] when the sandbox the command runs in blocked a \
-file access (trying a command the sandbox may deny is safe). Output longer than 30000 bytes \
+[sandbox: <what> denied under <mode> mode] when the sandbox the command runs in blocked an \
+access, <what> naming it: a file write, a write to git metadata, a file read, network access or \
+a system interface (trying a command the sandbox may deny is safe). Output longer than 30000 bytes \
 keeps its beginning and end with [output truncated: N bytes omitted] between, so prefer \
 commands with short output (grep, head, tail, wc). Set run_in_background for servers, watchers \
 and other long runs: the call returns at once with a task id to use with bash_output and \
 bash_kill.";
 
 /// How to escalate, in the `bash` description only when the fields exist.
-const ESCALATION_TEACHING: &str = "Sandbox escalation: when a command failed with the sandbox \
+const ESCALATION_TEACHING: &str = "Sandbox escalation: when a command failed with a sandbox \
 denial marker and the task really needs that access, retry the exact same command once, in \
-this same turn, with sandbox_permissions set to the narrowest wider mode that suffices \
-(workspace-write to write inside the workspace, danger-full-access only for what nothing \
-narrower allows) and justification set to one sentence the user reads when asked to approve. \
+this same turn, with sandbox_permissions set to the mode the escalation line after the marker \
+names, the narrowest that suffices (workspace-write to write inside the workspace; \
+danger-full-access for writes elsewhere or to git metadata, the network and system interfaces, \
+which no file mode allows) and justification set to one sentence the user reads when asked to \
+approve. \
 Do not ask in chat: the approval prompt is the consent. Never escalate preemptively, before a \
 real denial. A rejection is final for that command. If the instructions say approvals are \
 disabled, a denial is final.";
