@@ -115,8 +115,8 @@ its own line; when the command ran, the last one is always [exit code: N]: check
 result. Others: [timed out after N ms], [terminated by signal N], [cancelled], and \
 [sandbox: <what> denied under <mode> mode] when the sandbox the command runs in blocked an \
 access, <what> naming it: a file write, a write to git metadata, a file read, network access or \
-a system interface (trying a command the sandbox may deny is safe). Output longer than 30000 bytes \
-keeps its beginning and end with [output truncated: N bytes omitted] between, so prefer \
+a system interface (trying a command the sandbox may deny is safe). Output longer than 30000 \
+bytes keeps its beginning and end with [output truncated: N bytes omitted] between, so prefer \
 commands with short output (grep, head, tail, wc). Set run_in_background for servers, watchers \
 and other long runs: the call returns at once with a task id to use with bash_output and \
 bash_kill.";
@@ -128,8 +128,8 @@ this same turn, with sandbox_permissions set to the mode the escalation line aft
 names, the narrowest that suffices (workspace-write to write inside the workspace; \
 danger-full-access for writes elsewhere or to git metadata, the network and system interfaces, \
 which no file mode allows) and justification set to one sentence the user reads when asked to \
-approve. \
-Do not ask in chat: the approval prompt is the consent. Never escalate preemptively, before a \
+approve; a marker without that line is a denial no escalation can lift. Do not ask in chat: the \
+approval prompt is the consent. Never escalate preemptively, before a \
 real denial. A rejection is final for that command. If the instructions say approvals are \
 disabled, a denial is final.";
 
