@@ -145,9 +145,15 @@ pub const NETWORK_CONTEXT: &[&str] = &[
     "AF_INET",
 ];
 
-/// How many lines before a path-less denial line are searched for [`NETWORK_CONTEXT`]: a
-/// Python traceback's last frame and its source line.
+/// How many lines before a path-less denial line are searched for [`NETWORK_CONTEXT`]: the
+/// frames of a Python traceback, back to its [`TRACEBACK_START`], or else a few lines.
 pub const CONTEXT_LINES: usize = 4;
+
+/// The line a Python traceback starts with; its frames name the calls that failed.
+pub const TRACEBACK_START: &str = "Traceback (most recent call last):";
+
+/// The most lines searched back for a [`TRACEBACK_START`].
+pub const TRACEBACK_LINES: usize = 64;
 
 /// Programs whose denials are reads, as they start their messages ("cat: x: Permission
 /// denied"), and phrases that say a read was refused.

@@ -203,7 +203,7 @@ pub fn of_file_access(
         host: &RealHost,
         checks_left: 1,
     };
-    let finding = judge.path_finding(path, access)?;
+    let finding = judge.path_finding(path, access, pattern.meaning)?;
     combine(&[finding])
 }
 
@@ -286,7 +286,7 @@ impl Judge<'_> {
                 } else {
                     Access::Write
                 };
-                self.path_findings(&paths, access)
+                self.path_findings(&paths, access, Meaning::ReadOnlyMount)
             }
             Meaning::FileAccess => {
                 if paths.is_empty() {
@@ -295,7 +295,7 @@ impl Judge<'_> {
                     }
                     return Vec::new();
                 }
-                self.path_findings(&paths, access_of(line))
+                self.path_findings(&paths, access_of(line), Meaning::FileAccess)
             }
             Meaning::Filtered => {
                 if self.about_the_network(lines, i) {
@@ -307,7 +307,7 @@ impl Judge<'_> {
                     if self.scope.mode != Mode::ReadOnly {
                         return Vec::new();
                     }
-                    return self.path_findings(&paths, Access::Metadata);
+                    return self.path_findings(&paths, Access::Metadata, Meaning::Filtered);
                 }
                 vec![Finding::always(Kind::SystemInterface)]
             }
@@ -326,24 +326,37 @@ impl Judge<'_> {
         }
     }
 
-    /// Whether the network is denied and line `i`, or the few before it, is about a network
-    /// call.
+    /// Whether the network is denied and line `i` is about a network call: the line itself,
+    /// the traceback it ends, or else the few lines before it say so.
     fn about_the_network(&self, lines: &[&str], i: usize) -> bool {
-        self.scope.network == Network::Deny
-            && lines[i.saturating_sub(dialect::CONTEXT_LINES)..=i]
-                .iter()
-                .any(|line| has_any(line, dialect::NETWORK_CONTEXT))
+        if self.scope.network != Network::Deny {
+            return false;
+        }
+        let earliest = i.saturating_sub(dialect::TRACEBACK_LINES);
+        let start = (earliest..i)
+            .rev()
+            .find(|&j| lines[j].starts_with(dialect::TRACEBACK_START))
+            .unwrap_or(i.saturating_sub(dialect::CONTEXT_LINES));
+        lines[start..=i]
+            .iter()
+            .any(|line| has_any(line, dialect::NETWORK_CONTEXT))
     }
 
-    /// A finding for each of `paths` whose `access` the sandbox forbids and the host permits.
-    fn path_findings(&mut self, paths: &[String], access: Access) -> Vec<Finding> {
+    /// A finding for each of `paths` whose `access` the sandbox forbids (refused as `meaning`
+    /// says) and the host permits.
+    fn path_findings(
+        &mut self,
+        paths: &[String],
+        access: Access,
+        meaning: Meaning,
+    ) -> Vec<Finding> {
         paths
             .iter()
-            .filter_map(|path| self.path_finding(Path::new(path), access))
+            .filter_map(|path| self.path_finding(Path::new(path), access, meaning))
             .collect()
     }
 
-    fn path_finding(&mut self, given: &Path, access: Access) -> Option<Finding> {
+    fn path_finding(&mut self, given: &Path, access: Access, meaning: Meaning) -> Option<Finding> {
         if self.checks_left == 0 {
             return None;
         }
@@ -364,6 +377,12 @@ impl Judge<'_> {
                 kind: Kind::FileWrite,
                 lifted_by: Some(Mode::WorkspaceWrite),
             }),
+            // Inside a writable root the only read-only mounts bwrap makes are the protected
+            // paths, also those agentd cannot name (a git directory a `.git` file points to);
+            // a read-only mount of the host's own the host check has already ruled out.
+            (Place::InRoot, _) if meaning == Meaning::ReadOnlyMount => {
+                Some(Finding::always(Kind::ProtectedPath))
+            }
             (Place::InRoot, _) => None,
         }
     }

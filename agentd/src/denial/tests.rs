@@ -224,6 +224,37 @@ fn git_metadata_is_a_protected_path_in_every_mode() {
     }
 }
 
+/// Python 3.11's traceback of `socket.create_connection` when the filter refuses the socket.
+const CREATE_CONNECTION: &str = "Traceback (most recent call last):
+  File \"<string>\", line 1, in <module>
+  File \"/usr/lib/python3.11/socket.py\", line 851, in create_connection
+    raise exceptions[0]
+  File \"/usr/lib/python3.11/socket.py\", line 831, in create_connection
+    sock = socket(af, socktype, proto)
+           ^^^^^^^^^^^^^^^^^^^^^^^^^^^
+  File \"/usr/lib/python3.11/socket.py\", line 232, in __init__
+    _socket.socket.__init__(self, family, type, proto, fileno)
+PermissionError: [Errno 1] Operation not permitted
+";
+
+#[test]
+fn a_read_only_mount_inside_a_writable_root_is_a_protected_path() {
+    // The git directory a `.git` file names, here in the workspace: the helper protects it
+    // though agentd cannot name it, and inside a root bwrap's only read-only mounts are the
+    // protected paths.
+    let stderr = "sh: 1: cannot create /w/store/repo.git/config: Read-only file system\n";
+    assert_kind(&BWRAP_WW, &FakeHost::root(), stderr, Kind::ProtectedPath);
+    // In read-only mode the whole workspace is a read-only mount.
+    let denial = judged(&BWRAP_RO, &FakeHost::root(), stderr).expect("denied");
+    assert_eq!(denial.kinds, [Kind::FileWrite]);
+    // Landlock keeps nothing inside a root read-only: an EACCES there is the file's own.
+    assert_none(
+        &LANDLOCK_WW,
+        &FakeHost::root(),
+        "sh: 1: cannot create /w/store/repo.git/config: Permission denied\n",
+    );
+}
+
 #[test]
 fn network_failures_with_the_network_denied_are_network_denials_on_both_backends() {
     let traceback = "Traceback (most recent call last):\n  File \"<string>\", line 3, in \
@@ -249,6 +280,7 @@ fn network_failures_with_the_network_denied_are_network_denials_on_both_backends
             "dial tcp 10.0.0.1:443: socket: operation not permitted\n",
             "ping: connect: Network is unreachable\n",
             traceback,
+            CREATE_CONNECTION,
         ] {
             let denial = judged(run, &FakeHost::user(), stderr).expect("denied");
             assert_eq!(denial.kinds, [Kind::Network], "{stderr}");
