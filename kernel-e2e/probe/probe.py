@@ -603,9 +603,10 @@ def tiocsti():
     try:
         master, slave_fd = os.openpty()
     except OSError as e:
-        # No terminal to inject into at all: each attempt fails the same way.
+        # No terminal to inject into at all: each attempt fails the same way, on the device
+        # openpty opens.
         for name in names:
-            err(name, "openpty", e)
+            err(name, "/dev/ptmx", e)
         return
     slave_name = os.ttyname(slave_fd)
     os.close(slave_fd)

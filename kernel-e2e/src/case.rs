@@ -397,6 +397,10 @@ pub trait RunChecks {
     fn succeeded(&self) -> Verdict;
     /// The command ran, exited non-zero, and agentd classified it as denied.
     fn denied(&self) -> Verdict;
+    /// [`RunChecks::denied`], and agentd named exactly these kinds of denial.
+    fn denied_as(&self, kinds: &[&str]) -> Verdict;
+    /// The command ran and failed, and agentd did not call it a denial.
+    fn failed_undenied(&self) -> Verdict;
     /// The command did not run because the helper refused the request.
     fn refused(&self) -> Result<&str, Stop>;
     /// What the step labelled `label` reported.
@@ -461,6 +465,34 @@ impl RunChecks for Run {
             facts.denied,
             "the {} run failed but the facts do not say denied",
             self.label
+        );
+        Ok(())
+    }
+
+    fn denied_as(&self, kinds: &[&str]) -> Verdict {
+        self.denied()?;
+        let facts = self.ran()?;
+        ensure!(
+            facts.denials == kinds,
+            "the {} run's denials are {:?}, {kinds:?} was expected",
+            self.label,
+            facts.denials
+        );
+        Ok(())
+    }
+
+    fn failed_undenied(&self) -> Verdict {
+        let facts = self.ran()?;
+        ensure!(
+            facts.exit != Some(Exit::Code(0)),
+            "the {} run should have failed but succeeded",
+            self.label
+        );
+        ensure!(
+            !facts.denied,
+            "the {} run's failure is not the sandbox's, yet the facts say denied {:?}",
+            self.label,
+            facts.denials
         );
         Ok(())
     }

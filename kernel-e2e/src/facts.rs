@@ -4,11 +4,38 @@ use serde_json::{Map, Value};
 
 use crate::matrix::{Backend, Mode};
 
-/// The texts by which agentd recognises that the sandbox said no.
-pub const DENIAL_TEXTS: [&str; 3] = [
+/// The texts through which the sandbox says no: the error codes as `strerror`, Go and libuv
+/// word them, and what clients print when the network is missing. agentd reports a denial only
+/// where the command's stderr shows one of them (it also checks what the line names, so not every
+/// such line is a denial).
+pub const DENIAL_TEXTS: [&str; 18] = [
     "Read-only file system",
+    "read-only file system",
     "Permission denied",
+    "permission denied",
     "Operation not permitted",
+    "operation not permitted",
+    "Temporary failure in name resolution",
+    "EAI_AGAIN",
+    "Could not resolve host",
+    "unable to resolve host address",
+    "Network is unreachable",
+    "network is unreachable",
+    "Couldn't connect to server",
+    "Failed to establish a new connection",
+    "connect EACCES",
+    "connect EPERM",
+    "dial tcp",
+    "dial udp",
+];
+
+/// The kinds of denial agentd names in `denials`.
+pub const DENIAL_KINDS: [&str; 5] = [
+    "file-write",
+    "protected-path",
+    "file-read",
+    "network",
+    "system-interface",
 ];
 
 /// A writable root of a run, as the suite saw it just before the run.
@@ -83,16 +110,19 @@ pub struct Facts {
     pub backend: Option<String>,
     pub enforcement: Option<Enforcement>,
     pub denied: bool,
+    /// The kinds of what was denied, each once, in agentd's order; empty unless `denied`.
+    pub denials: Vec<String>,
     pub runner_failure: Option<RunnerFailure>,
     pub refused: Option<String>,
     pub timed_out: bool,
 }
 
-const KEYS: [&str; 7] = [
+const KEYS: [&str; 8] = [
     "exit",
     "backend",
     "enforcement",
     "denied",
+    "denials",
     "runner_failure",
     "refused",
     "timed_out",
@@ -142,11 +172,17 @@ impl Facts {
                 ));
             }
         };
+        let denied = boolean(field("denied")?, "denied")?;
+        let denials = parse_denials(field("denials")?)?;
+        if denied == denials.is_empty() {
+            return Err(format!("denied is {denied} but denials is {denials:?}"));
+        }
         Ok(Facts {
             exit,
             backend,
             enforcement,
-            denied: boolean(field("denied")?, "denied")?,
+            denied,
+            denials,
             runner_failure,
             refused: optional_string(field("refused")?, "refused")?,
             timed_out: boolean(field("timed_out")?, "timed_out")?,
@@ -159,7 +195,10 @@ impl Facts {
     }
 
     /// Checks the rules that hold for every run, whatever the case: agentd's exit status matches
-    /// the facts, and `denied` is exactly the contract's classification of the command's stderr.
+    /// the facts, and `denied` is never without its evidence: a confined command that failed by
+    /// itself with a denial text on stderr. (The converse is not a rule: a program's own
+    /// `Permission denied` on a file its user may not read is not the sandbox's, and agentd says
+    /// so; the cases assert `denied` where the sandbox did deny.)
     pub fn check_consistency(
         &self,
         agentd_status: Option<i32>,
@@ -189,19 +228,19 @@ impl Facts {
             ));
         }
         let denial_text = DENIAL_TEXTS.iter().any(|t| stderr_tail.contains(t));
-        let looks_denied = matches!(self.exit, Some(Exit::Code(c)) if c != 0)
-            && self.runner_failure.is_none()
-            && denial_text;
-        // "denied is true only when ...": never without the evidence. The converse holds where
-        // a sandbox was there to deny: unconfined (backend "none") nothing was denied by one.
         let confined = matches!(
             self.backend.as_deref(),
             Some("bwrap" | "landlock" | "seatbelt")
         );
-        if self.denied && !looks_denied || !self.denied && looks_denied && confined {
+        let evidence = matches!(self.exit, Some(Exit::Code(c)) if c != 0)
+            && self.runner_failure.is_none()
+            && confined
+            && denial_text;
+        if self.denied && !evidence {
             return Err(format!(
-                "denied is {} but the exit is {:?} and the command's stderr tail {} denial text",
-                self.denied,
+                "denied is true but the backend is {:?}, the exit is {:?} and the command's \
+                 stderr tail {} denial text",
+                self.backend,
                 self.exit,
                 if denial_text { "has" } else { "has no" }
             ));
@@ -320,6 +359,24 @@ impl Facts {
     }
 }
 
+/// `denials`: an array of distinct known kinds.
+fn parse_denials(value: &Value) -> Result<Vec<String>, String> {
+    let list = value
+        .as_array()
+        .ok_or(format!("denials is not an array: {value}"))?;
+    let mut kinds = Vec::new();
+    for kind in list {
+        let kind = kind
+            .as_str()
+            .ok_or(format!("denials entry {kind} is not a string"))?;
+        if !DENIAL_KINDS.contains(&kind) || kinds.iter().any(|k| k == kind) {
+            return Err(format!("denials has an unknown or repeated kind {kind:?}"));
+        }
+        kinds.push(kind.to_owned());
+    }
+    Ok(kinds)
+}
+
 fn parse_exit(exit: &Map<String, Value>) -> Result<Exit, String> {
     let mut entries = exit.iter();
     let (Some((key, value)), None) = (entries.next(), entries.next()) else {
@@ -402,7 +459,7 @@ fn boolean(value: &Value, key: &str) -> Result<bool, String> {
 mod tests {
     use super::*;
 
-    const RAN: &str = r#"{"exit":{"code":1},"backend":"bwrap","enforcement":{"level":"full","missing":[],"layers":["namespaces","landlock","seccomp"]},"denied":true,"runner_failure":null,"refused":null,"timed_out":false}"#;
+    const RAN: &str = r#"{"exit":{"code":1},"backend":"bwrap","enforcement":{"level":"full","missing":[],"layers":["namespaces","landlock","seccomp"]},"denied":true,"denials":["file-write"],"runner_failure":null,"refused":null,"timed_out":false}"#;
 
     #[test]
     fn a_complete_facts_line_parses() {
@@ -410,7 +467,31 @@ mod tests {
         assert_eq!(facts.exit, Some(Exit::Code(1)));
         assert_eq!(facts.backend.as_deref(), Some("bwrap"));
         assert!(facts.denied);
+        assert_eq!(facts.denials, ["file-write"]);
         assert!(facts.ran());
+    }
+
+    #[test]
+    fn denials_are_known_kinds_and_present_exactly_when_denied() {
+        for bad in [
+            r#""denials":[]"#,
+            r#""denials":["file-write","file-write"]"#,
+            r#""denials":["disk"]"#,
+            r#""denials":"file-write""#,
+        ] {
+            let line = RAN.replace(r#""denials":["file-write"]"#, bad);
+            assert!(Facts::parse(&line).is_err(), "{line}");
+        }
+        let not_denied = RAN.replace(
+            r#""denied":true,"denials":["file-write"]"#,
+            r#""denied":false,"denials":[]"#,
+        );
+        assert!(Facts::parse(&not_denied).is_ok());
+        let both = RAN.replace(
+            r#""denials":["file-write"]"#,
+            r#""denials":["file-write","network"]"#,
+        );
+        assert!(Facts::parse(&both).is_ok());
     }
 
     #[test]
@@ -422,11 +503,16 @@ mod tests {
     }
 
     #[test]
-    fn denied_must_match_the_stderr_classification() {
+    fn denied_needs_a_denial_text_on_a_failure() {
         let facts = Facts::parse(RAN).expect("parses");
         assert!(
             facts
                 .check_consistency(Some(1), "sh: cannot create x: Read-only file system")
+                .is_ok()
+        );
+        assert!(
+            facts
+                .check_consistency(Some(1), "curl: (6) Could not resolve host: example.com")
                 .is_ok()
         );
         assert!(
@@ -442,26 +528,34 @@ mod tests {
     }
 
     #[test]
-    fn unconfined_failures_are_not_denials() {
+    fn an_unconfined_failure_is_never_a_denial_and_a_confined_one_need_not_be() {
         let line = RAN.replace(r#""backend":"bwrap""#, r#""backend":"none""#);
         let mut facts = Facts::parse(&line).expect("parses");
-        facts.denied = false;
-        assert!(
-            facts
-                .check_consistency(Some(1), "Permission denied")
-                .is_ok()
-        );
-        facts.backend = Some("bwrap".into());
         assert!(
             facts
                 .check_consistency(Some(1), "Permission denied")
                 .is_err()
         );
+        facts.denied = false;
+        facts.denials.clear();
+        assert!(
+            facts
+                .check_consistency(Some(1), "Permission denied")
+                .is_ok()
+        );
+        // A program's own "Permission denied" (a file its user may not read) is not the
+        // sandbox's: agentd may say so under a confining backend too.
+        facts.backend = Some("bwrap".into());
+        assert!(
+            facts
+                .check_consistency(Some(1), "cat: /etc/shadow: Permission denied")
+                .is_ok()
+        );
     }
 
     #[test]
     fn a_refusal_exits_125_with_no_exit() {
-        let line = r#"{"exit":null,"backend":null,"enforcement":null,"denied":false,"runner_failure":null,"refused":"above the ceiling","timed_out":false}"#;
+        let line = r#"{"exit":null,"backend":null,"enforcement":null,"denied":false,"denials":[],"runner_failure":null,"refused":"above the ceiling","timed_out":false}"#;
         let facts = Facts::parse(line).expect("parses");
         assert!(!facts.ran());
         assert!(facts.check_consistency(Some(125), "").is_ok());

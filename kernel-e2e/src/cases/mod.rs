@@ -10,6 +10,7 @@ use crate::case::{Case, Cx, Stop, Verdict};
 use crate::ensure;
 use crate::fixtures::PathState;
 
+mod denials;
 mod filesystem;
 mod ipc;
 mod layers;
@@ -32,6 +33,7 @@ pub fn all() -> Vec<Case> {
         lifecycle::CASES,
         policy::CASES,
         layers::CASES,
+        denials::CASES,
     ]
     .concat()
 }
