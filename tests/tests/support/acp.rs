@@ -327,3 +327,40 @@ pub fn normalized_updates(notes: &[Value]) -> Vec<Value> {
     }
     out
 }
+
+/// Where scratch areas go whose writes "outside the workspace" must be outside the sandbox
+/// too (the scenarios, the denial tests): outside the temporary directory, because
+/// workspace-write makes `/tmp` writable (bwrap: an empty tmpfs), so a write "outside the
+/// workspace" would not be outside the sandbox there. The target directory when it is not under
+/// `/tmp` (a checkout anywhere else) and this user may write it, otherwise `/var/tmp`.
+pub fn scratch_base() -> PathBuf {
+    let temps: Vec<PathBuf> = [PathBuf::from("/tmp"), std::env::temp_dir()]
+        .into_iter()
+        .map(|t| std::fs::canonicalize(&t).unwrap_or(t))
+        .collect();
+    let outside = |dir: &Path| !temps.iter().any(|t| dir.starts_with(t));
+    let uid = nix::unistd::geteuid().as_raw();
+    let candidates = [
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")),
+        PathBuf::from(format!("/var/tmp/agentd-scenarios-{uid}")),
+    ];
+    for base in candidates {
+        if std::fs::create_dir_all(&base).is_err() {
+            continue;
+        }
+        let Ok(base) = std::fs::canonicalize(&base) else {
+            continue;
+        };
+        // Another user's build (the suite run as an unprivileged user) is not ours to write.
+        if nix::unistd::access(&base, nix::unistd::AccessFlags::W_OK).is_err() {
+            continue;
+        }
+        if outside(&base) {
+            return base;
+        }
+    }
+    panic!(
+        "no scratch directory outside {temps:?}: the scenarios need one, because workspace-write \
+         makes /tmp writable; create /var/tmp or check out the project elsewhere"
+    );
+}
