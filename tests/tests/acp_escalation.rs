@@ -74,14 +74,21 @@ fn an_allowed_escalation_runs_that_one_command_under_workspace_write() {
 
     let denied = text(&results[0]);
     assert!(
-        denied.contains("[sandbox: file access denied under read-only mode]"),
+        denied.contains("[sandbox: file write denied under read-only mode]"),
         "{denied}"
     );
     assert!(
-        denied.contains("[sandbox: escalation available"),
+        denied.contains(
+            "[sandbox: escalation available — the denied writes are inside the workspace: retry \
+             this exact command once with sandbox_permissions \"workspace-write\""
+        ),
         "{denied}"
     );
     assert_eq!(results[0]["rawOutput"]["denied"], true);
+    assert_eq!(
+        results[0]["rawOutput"]["denials"],
+        serde_json::json!(["file-write"])
+    );
 
     assert_eq!(
         client.permission_requests.len(),
