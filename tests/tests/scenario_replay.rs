@@ -130,6 +130,7 @@ scenarios! {
     load_replay: "load-replay",
     background_denial: "background-denial",
     narrowing_stops_task: "narrowing-stops-task",
+    narrowing_stops_task_landlock: "narrowing-stops-task-landlock",
     widening_keeps_task: "widening-keeps-task",
 }
 
