@@ -66,7 +66,7 @@ pub enum ModelError {
     Unreachable { url: String, detail: String },
 
     /// A connection was made, but it failed or ended before the answer was complete.
-    #[error("the connection to the model server at {url} failed: {detail}")]
+    #[error("the model server at {url} was reached, but {detail}")]
     Interrupted { url: String, detail: String },
 
     /// The server sent something that is not a chat-completions stream.
