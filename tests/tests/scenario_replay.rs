@@ -131,6 +131,7 @@ scenarios! {
     background_denial: "background-denial",
     narrowing_stops_task: "narrowing-stops-task",
     widening_keeps_task: "widening-keeps-task",
+    thoughts_and_cut_off_answers: "thoughts-and-cut-off-answers",
 }
 
 fn scenarios_dir() -> PathBuf {
