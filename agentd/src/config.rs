@@ -75,7 +75,9 @@ use toml::Spanned;
 use crate::helper_client::{
     ClientError, HelperClient, HelperEndpoint, LocateError, LocateInputs, locate_helper,
 };
-use crate::model::{ModelConfig, ModelError, Provider, ProviderKind, build_provider};
+use crate::model::{
+    MaxTokensField, ModelConfig, ModelError, Provider, ProviderKind, SendReasoning, build_provider,
+};
 
 /// The configuration file's name, in `$XDG_CONFIG_HOME/agentd/` or `~/.config/agentd/`.
 pub const FILE_NAME: &str = "agentd.toml";
@@ -1262,6 +1264,26 @@ impl Effective {
                 let source = file_source(value.is_some());
                 out.value(key, optional(value), &source);
             }
+            // The two rules that may be automatic, with what `auto` means for this endpoint.
+            let endpoint = model.base_url.as_deref().zip(model.model.as_deref());
+            let field = model.max_tokens_field.unwrap_or_default();
+            let resolved = endpoint.map(|(url, name)| field.resolve(url, name).as_str());
+            out.value(
+                "model.max_tokens_field",
+                with_auto(field.as_str(), field == MaxTokensField::Auto, resolved),
+                &file_source(model.max_tokens_field.is_some()),
+            );
+            let reasoning = model.send_reasoning.unwrap_or_default();
+            let resolved = endpoint.map(|(url, name)| reasoning.resolve(url, name).as_str());
+            out.value(
+                "model.send_reasoning",
+                with_auto(
+                    reasoning.as_str(),
+                    reasoning == SendReasoning::Auto,
+                    resolved,
+                ),
+                &file_source(model.send_reasoning.is_some()),
+            );
         }
     }
 
@@ -1328,6 +1350,14 @@ fn quoted(text: &str) -> String {
 
 fn quoted_path(path: &Path) -> String {
     quoted(&path.display().to_string())
+}
+
+/// A rule's word, and for `auto` the rule it stands for here when that is known.
+fn with_auto(word: &str, auto: bool, resolved: Option<&str>) -> String {
+    match resolved {
+        Some(rule) if auto => format!("{} (here: {})", quoted(word), quoted(rule)),
+        _ => quoted(word),
+    }
 }
 
 fn optional(value: Option<String>) -> String {

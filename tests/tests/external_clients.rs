@@ -4,7 +4,9 @@
 //! scratch area with its own workspace, state dir, HOME and XDG dirs, through initialize,
 //! session/new, session/set_config_option, a bash call, a permission prompt answered allow,
 //! reject and cancelled, session/cancel during a long command and session/load by a fresh agent
-//! process, and checks what the client saw, the stop reasons, and what landed on disk.
+//! process, and checks what the client saw, the stop reasons, and what landed on disk. One
+//! more acpx flow runs against a local model server that answers HTTP 500 every time: the
+//! prompt ends in a JSON-RPC error and acpx exits non-zero.
 //!
 //! Where the clients are found: the npm packages in `tests/external/node_modules` or in
 //! `$AGENTD_CI_CACHE/npm/node_modules`, the Python SDK in `$AGENTD_CI_CACHE/venv` or in the
@@ -233,6 +235,19 @@ impl Scratch {
             "acp".into(),
             "--model-script".into(),
             path.display().to_string(),
+            "--state-dir".into(),
+            self.root.join("state").display().to_string(),
+            "--sandbox-mode".into(),
+            "read-only".into(),
+        ]
+    }
+
+    /// The `agentd acp` command line, as words, for the model that `agentd.toml` configures
+    /// (see [`Scratch::config`]); sessions start read-only.
+    fn configured_agent(&self) -> Vec<String> {
+        vec![
+            support::binary("agentd").display().to_string(),
+            "acp".into(),
             "--state-dir".into(),
             self.root.join("state").display().to_string(),
             "--sandbox-mode".into(),
@@ -1015,7 +1030,12 @@ fn shell_words(words: &[String]) -> String {
 
 /// An acpx command with the agent and the JSON output; `options` go before the subcommand.
 fn acpx_command(scratch: &Scratch, cli: &Path, script: &str, options: &[&str]) -> Command {
-    let agent = shell_words(&scratch.agent(script));
+    acpx_command_for(scratch, cli, &scratch.agent(script), options)
+}
+
+/// An acpx command with the agent command line `agent` and the JSON output.
+fn acpx_command_for(scratch: &Scratch, cli: &Path, agent: &[String], options: &[&str]) -> Command {
+    let agent = shell_words(agent);
     let mut command = scratch.command("node");
     command
         .arg(cli)
@@ -1196,6 +1216,51 @@ fn acpx_exec_without_a_prompt_to_ask_cancels_the_write() {
         Answer::Cancel,
         &["--non-interactive-permissions", "fail"],
         5,
+    );
+}
+
+#[test]
+fn acpx_exec_exits_non_zero_when_the_model_answers_500_every_time() {
+    let flow = "acpx_exec_exits_non_zero_when_the_model_answers_500_every_time";
+    let Some(cli) = installed("acpx", flow, acpx()) else {
+        return;
+    };
+    let server =
+        support::model_server::ModelServer::start(|_, _| support::model_server::Reply::Status {
+            code: 500,
+            body: r#"{"error":{"message":"upstream exploded"}}"#.into(),
+        });
+    let scratch = Scratch::new("acpx-model-500");
+    scratch.config(&format!(
+        "[model]\nbase_url = \"{}\"\nmodel = \"m\"\nmax_retries = 1\n",
+        server.base_url
+    ));
+    let mut command = acpx_command_for(&scratch, &cli, &scratch.configured_agent(), &[]);
+    command.args(["exec", "Say hello"]);
+    let run = run(&scratch, command, Leftovers::Fail);
+    // acpx exits 1 when the prompt ended in an error (0 would read as an answer).
+    assert_eq!(
+        run.status.code(),
+        Some(1),
+        "acpx must not exit 0 when the model failed\n{run}"
+    );
+    let lines = run.json_lines();
+    let wire = Wire {
+        lines: &lines,
+        run: &run,
+    };
+    let (_, done) = wire.exchange("session/prompt");
+    assert!(done.get("result").is_none(), "no stop reason: {done}");
+    assert_eq!(done["error"]["code"], -32603, "{done}");
+    assert_eq!(
+        done["error"]["data"],
+        json!({"kind": "http", "status": 500, "retries": 1}),
+        "{done}"
+    );
+    assert_eq!(
+        server.requests().len(),
+        2,
+        "one attempt and one retry\n{run}"
     );
 }
 

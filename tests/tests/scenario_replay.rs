@@ -132,6 +132,7 @@ scenarios! {
     narrowing_stops_task: "narrowing-stops-task",
     narrowing_stops_task_landlock: "narrowing-stops-task-landlock",
     widening_keeps_task: "widening-keeps-task",
+    thoughts_and_cut_off_answers: "thoughts-and-cut-off-answers",
 }
 
 fn scenarios_dir() -> PathBuf {

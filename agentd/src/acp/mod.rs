@@ -135,6 +135,12 @@ pub struct AgentState {
     pub answerer: Arc<permission::AcpAnswerer>,
 }
 
+/// The stop reason, as its wire name, that a model answer ends a prompt turn with, or `None`
+/// when the turn goes on to run the answer's tool calls.
+pub fn stop_reason_after(answer: &crate::model::AssistantTurn) -> Option<&'static str> {
+    turn::stop_after(answer).map(turn::stop_name)
+}
+
 /// An ACP error with a message the client shows.
 fn error(code: i32, message: impl Into<String>) -> Error {
     Error::new(code, message.into())

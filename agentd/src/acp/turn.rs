@@ -1,9 +1,17 @@
-//! One prompt turn: ask the model, stream its text, run the tools it calls, feed the results
-//! back, until it answers without tool calls, the step limit is reached, or the user cancels.
+//! One prompt turn: ask the model, stream its reasoning and text, run the tools it calls, feed
+//! the results back, until it answers without tool calls, its answer is cut off (the token limit
+//! or the server's filter), the step limit is reached, the model fails, or the user cancels.
 //!
 //! Every step is recorded before it is shown: the editor's stream is derived from the appended
-//! records, so what `session/load` replays is what was shown. A tool call is logged and synced
-//! before it runs; the turn's end is synced too.
+//! records, so what `session/load` replays is what was shown. (The model's reasoning and text
+//! stream as they arrive and are recorded whole when the step ends, also when it fails or is
+//! cancelled half-way.) A tool call is logged and synced before it runs; the turn's end is
+//! synced too.
+//!
+//! A turn the model failed is answered with a JSON-RPC error, not a stop reason, so that a
+//! client cannot take it for an answer: ACP's internal error with the failure in `message` and
+//! `data` = `{"kind", "status", "retries"}` (see [`crate::model::FailureKind`]). The error is
+//! sent after what was shown and the failure are in the log, so `session/load` replays them.
 //!
 //! Knob switches held while the session was idle are written right after the prompt. Each tool
 //! call runs under the session's effective sandbox mode at the moment it starts, so a switch
@@ -17,13 +25,16 @@ use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
     ContentBlock, PromptResponse, SessionNotification, StopReason,
 };
-use agent_client_protocol::{Client, Error};
+use agent_client_protocol::{Client, Error, ErrorCode};
 
 use super::sessions::Session;
 use super::{AgentState, error, instructions, updates};
 use crate::approval::{self, Ask};
 use crate::cancel::Cancel;
-use crate::model::{ChatRequest, Delta, FinishReason, Message, Provider, ToolCall};
+use crate::model::{
+    AssistantTurn, ChatRequest, Delta, FailureKind, FinishReason, Message, ModelError, Provider,
+    Reasoning, ToolCall,
+};
 use crate::narrowing;
 use crate::session::fold;
 use crate::session::{Event, LogError, LoggedToolCall, Record};
@@ -54,11 +65,85 @@ pub async fn run(
         number: fold::last_turn(&session.records()) + 1,
         cancel,
     };
-    let stop = turn.drive(&prompt_text(prompt)).await;
+    let ending = turn.drive(&prompt_text(prompt)).await;
     session.hold_switches();
     session.end_turn();
-    let stop = stop.map_err(|e| error(-32603, format!("cannot write the session log: {e}")))?;
-    Ok(PromptResponse::new(stop))
+    let ending = ending.map_err(|e| error(-32603, format!("cannot write the session log: {e}")))?;
+    match ending {
+        Ending::Stop(stop) => Ok(PromptResponse::new(stop)),
+        Ending::Failed(failure) => Err(failure.into_error()),
+    }
+}
+
+/// How a turn ended.
+enum Ending {
+    Stop(StopReason),
+    /// The model failed; the prompt is answered with this error.
+    Failed(ModelFailure),
+}
+
+impl Ending {
+    /// The word `turn/ended` records.
+    fn word(&self) -> &'static str {
+        match self {
+            Ending::Stop(stop) => stop_name(*stop),
+            Ending::Failed(_) => "failed",
+        }
+    }
+}
+
+/// A model failure as the prompt's error reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ModelFailure {
+    message: String,
+    kind: FailureKind,
+    status: Option<u16>,
+    retries: u32,
+}
+
+impl ModelFailure {
+    fn of(error: &ModelError) -> ModelFailure {
+        ModelFailure {
+            message: error.to_string(),
+            kind: error.kind(),
+            status: error.status(),
+            retries: error.retries(),
+        }
+    }
+
+    /// ACP's internal error, with the failure's reason as the message and its facts as data.
+    fn into_error(self) -> Error {
+        Error::new(ErrorCode::INTERNAL_ERROR, self.message).data(serde_json::json!({
+            "kind": self.kind.as_str(),
+            "status": self.status,
+            "retries": self.retries,
+        }))
+    }
+
+    /// The record of the failure.
+    fn event(&self, turn: u64, step: u64) -> Event {
+        Event::ModelError {
+            turn,
+            step,
+            message: self.message.clone(),
+            kind: Some(self.kind.as_str().to_owned()),
+            status: self.status,
+            retries: Some(self.retries),
+        }
+    }
+}
+
+/// The stop reason a model answer ends the turn with, or `None` when the turn goes on to run its
+/// tool calls: `max_tokens` when the answer hit the token limit and `refusal` when the server's
+/// filter stopped it (their tool calls do not run: the last one's arguments may be cut off),
+/// `end_turn` when it called no tools.
+pub(crate) fn stop_after(answer: &AssistantTurn) -> Option<StopReason> {
+    match answer.finish {
+        FinishReason::Length => Some(StopReason::MaxTokens),
+        FinishReason::ContentFilter => Some(StopReason::Refusal),
+        _ if answer.tool_calls.is_empty() => Some(StopReason::EndTurn),
+        _ => None,
+    }
 }
 
 /// The text of a prompt: text blocks as they are, links to resources named.
@@ -92,7 +177,7 @@ struct Turn<'a> {
 }
 
 impl Turn<'_> {
-    async fn drive(&self, text: &str) -> Result<StopReason, LogError> {
+    async fn drive(&self, text: &str) -> Result<Ending, LogError> {
         self.record(
             Event::PromptSubmitted {
                 turn: self.number,
@@ -102,55 +187,52 @@ impl Turn<'_> {
         )?;
         self.session.flush_switches()?;
         self.record(Event::TurnStarted { turn: self.number }, true)?;
-        let stop = self.steps().await?;
-        // A cancel outranks whatever the turn was doing when it came.
-        let stop = if self.cancel.is_cancelled() {
-            StopReason::Cancelled
+        let ending = self.steps().await?;
+        // A cancel outranks whatever the turn was doing when it came, a failure included.
+        let ending = if self.cancel.is_cancelled() {
+            Ending::Stop(StopReason::Cancelled)
         } else {
-            stop
+            ending
         };
         self.record(
             Event::TurnEnded {
                 turn: self.number,
-                stop_reason: stop_name(stop).to_owned(),
+                stop_reason: ending.word().to_owned(),
             },
             true,
         )?;
-        Ok(stop)
+        Ok(ending)
     }
 
-    async fn steps(&self) -> Result<StopReason, LogError> {
+    async fn steps(&self) -> Result<Ending, LogError> {
         let provider = match &self.state.options.provider {
             Ok(provider) => provider.clone(),
             Err(why) => {
-                self.show(Event::ModelError {
-                    turn: self.number,
-                    step: 1,
+                let failure = ModelFailure {
                     message: why.clone(),
-                })?;
-                return Ok(StopReason::EndTurn);
+                    kind: FailureKind::Config,
+                    status: None,
+                    retries: 0,
+                };
+                self.show(failure.event(self.number, 1))?;
+                return Ok(Ending::Failed(failure));
             }
         };
         for step in 1..=self.state.options.max_steps {
             if self.cancel.is_cancelled() {
-                return Ok(StopReason::Cancelled);
+                return Ok(Ending::Stop(StopReason::Cancelled));
             }
-            let Some(answer) = self.ask(&*provider, step).await? else {
-                return Ok(StopReason::Cancelled);
+            let answer = match self.ask(&*provider, step).await? {
+                None => return Ok(Ending::Stop(StopReason::Cancelled)),
+                Some(Err(failure)) => return Ok(Ending::Failed(failure)),
+                Some(Ok(answer)) => answer,
             };
-            let Ok(answer) = answer else {
-                return Ok(StopReason::EndTurn);
-            };
-            if answer.tool_calls.is_empty() {
-                return Ok(if answer.finish == FinishReason::ContentFilter {
-                    StopReason::Refusal
-                } else {
-                    StopReason::EndTurn
-                });
+            if let Some(stop) = stop_after(&answer) {
+                return Ok(Ending::Stop(stop));
             }
             for call in &answer.tool_calls {
                 if self.cancel.is_cancelled() {
-                    return Ok(StopReason::Cancelled);
+                    return Ok(Ending::Stop(StopReason::Cancelled));
                 }
                 let description = tools::describe(&call.name, &call.arguments);
                 self.show_synced(Event::ToolCall {
@@ -184,7 +266,7 @@ impl Turn<'_> {
                 })?;
             }
         }
-        Ok(StopReason::MaxTurnRequests)
+        Ok(Ending::Stop(StopReason::MaxTurnRequests))
     }
 
     /// Decides the mode a call runs under, asking the user when it must: an escalation (one
@@ -275,12 +357,12 @@ impl Turn<'_> {
     }
 
     /// One model request. `None` when cancelled; `Some(Err)` when the model failed (recorded
-    /// and shown).
+    /// and shown). What was shown of an answer that did not end is recorded as incomplete.
     async fn ask(
         &self,
         provider: &dyn Provider,
         step: u64,
-    ) -> Result<Option<Result<crate::model::AssistantTurn, ()>>, LogError> {
+    ) -> Result<Option<Result<AssistantTurn, ModelFailure>>, LogError> {
         let records = self.session.records();
         let policy = approval::policy::effective(&records, self.session.defaults.policy);
         // Told once, in this request only: the next one states the policy it names, and a
@@ -313,24 +395,39 @@ impl Turn<'_> {
         )?;
         let cx = self.cx.clone();
         let session_id = self.session.id.clone();
-        let mut on_delta = move |delta: Delta| {
-            if let Delta::Text(text) = delta {
-                let update = updates::agent_text(&text);
-                let _ = cx.send_notification(SessionNotification::new(session_id.clone(), update));
-            }
+        let mut shown = Shown::default();
+        let mut on_delta = |delta: Delta| {
+            let update = match delta {
+                Delta::Text(text) => {
+                    shown.text.push_str(&text);
+                    updates::agent_text(&text)
+                }
+                Delta::Reasoning(text) => {
+                    shown.reasoning.push_str(&text);
+                    updates::agent_thought(&text)
+                }
+                Delta::ToolCallStarted { .. } | Delta::ToolCallArguments { .. } => return,
+            };
+            let _ = cx.send_notification(SessionNotification::new(session_id.clone(), update));
         };
         let outcome = tokio::select! {
-            answer = provider.complete(&request, &mut on_delta) => answer,
-            () = self.cancel.cancelled() => return Ok(None),
+            answer = provider.complete(&request, &mut on_delta) => Some(answer),
+            () = self.cancel.cancelled() => None,
+        };
+        let Some(outcome) = outcome else {
+            self.record_incomplete(step, shown)?;
+            return Ok(None);
         };
         match outcome {
             Ok(answer) => {
-                // The text was streamed as it came: record it without showing it again.
+                // The reasoning and text were streamed as they came: record them without
+                // showing them again.
                 self.record(
                     Event::ModelOutput {
                         turn: self.number,
                         step,
                         text: answer.text.clone(),
+                        reasoning: answer.reasoning.clone(),
                         tool_calls: answer
                             .tool_calls
                             .iter()
@@ -341,6 +438,7 @@ impl Turn<'_> {
                             })
                             .collect(),
                         finish: answer.finish.as_str().to_owned(),
+                        incomplete: false,
                     },
                     false,
                 )?;
@@ -348,14 +446,35 @@ impl Turn<'_> {
             }
             Err(e) => {
                 eprintln!("agentd: session {}: model error: {e}", self.session.id);
-                self.show(Event::ModelError {
-                    turn: self.number,
-                    step,
-                    message: e.to_string(),
-                })?;
-                Ok(Some(Err(())))
+                self.record_incomplete(step, shown)?;
+                let failure = ModelFailure::of(&e);
+                self.show(failure.event(self.number, step))?;
+                Ok(Some(Err(failure)))
             }
         }
+    }
+
+    /// Records what the editor was shown of an answer that did not end, if anything.
+    fn record_incomplete(&self, step: u64, shown: Shown) -> Result<(), LogError> {
+        if shown.text.is_empty() && shown.reasoning.is_empty() {
+            return Ok(());
+        }
+        self.record(
+            Event::ModelOutput {
+                turn: self.number,
+                step,
+                text: shown.text,
+                reasoning: (!shown.reasoning.is_empty()).then_some(Reasoning {
+                    text: shown.reasoning,
+                    field: None,
+                }),
+                tool_calls: Vec::new(),
+                finish: String::new(),
+                incomplete: true,
+            },
+            false,
+        )?;
+        Ok(())
     }
 
     fn record(&self, event: Event, sync: bool) -> Result<Record, LogError> {
@@ -381,8 +500,15 @@ impl Turn<'_> {
     }
 }
 
+/// What the editor was shown of the answer in progress.
+#[derive(Debug, Default)]
+struct Shown {
+    text: String,
+    reasoning: String,
+}
+
 /// The wire name of a stop reason, as logged.
-fn stop_name(stop: StopReason) -> &'static str {
+pub(crate) fn stop_name(stop: StopReason) -> &'static str {
     match stop {
         StopReason::EndTurn => "end_turn",
         StopReason::MaxTokens => "max_tokens",

@@ -15,7 +15,7 @@ use crate::session::{Record, ToolStatus};
 /// Shows the editor what one just appended record of session `session_id` means, if anything:
 /// the live stream, derived from the log as `session/load` derives its replay.
 pub fn notify(cx: &ConnectionTo<Client>, session_id: &str, record: &Record) {
-    if let Some(item) = fold::replay_item(record) {
+    for item in fold::replay_items(record) {
         let update = update_for(&item);
         // A client that went away misses the update; the log still has it.
         let _ = cx.send_notification(SessionNotification::new(session_id.to_owned(), update));
@@ -28,6 +28,7 @@ pub fn update_for(item: &ReplayItem) -> SessionUpdate {
         ReplayItem::UserText(text) => {
             SessionUpdate::UserMessageChunk(ContentChunk::new(ContentBlock::from(text.clone())))
         }
+        ReplayItem::AgentThought(text) => agent_thought(text),
         ReplayItem::AgentText(text) => agent_text(text),
         ReplayItem::ToolCall {
             call_id,
@@ -74,6 +75,11 @@ fn location(facts: &serde_json::Value) -> Option<Vec<ToolCallLocation>> {
 /// A piece of the agent's answer text.
 pub fn agent_text(text: &str) -> SessionUpdate {
     SessionUpdate::AgentMessageChunk(ContentChunk::new(ContentBlock::from(text.to_owned())))
+}
+
+/// A piece of the reasoning the model showed.
+pub fn agent_thought(text: &str) -> SessionUpdate {
+    SessionUpdate::AgentThoughtChunk(ContentChunk::new(ContentBlock::from(text.to_owned())))
 }
 
 fn tool_kind(kind: &str) -> ToolKind {

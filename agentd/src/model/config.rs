@@ -6,12 +6,20 @@
 //! model = "deepseek-chat"
 //! api_key_env = "DEEPSEEK_API_KEY"           # the name of the variable, never the key itself
 //! # optional:
-//! max_tokens = 4096
+//! max_tokens = 4096       # the limit on generated tokens
+//! max_tokens_field = "auto"   # or "max_completion_tokens" or "max_tokens": which field carries it
+//! send_reasoning = "auto" # or "never", "current_turn", "tool_turns", "always" (see below)
 //! temperature = 0.2
 //! timeout_secs = 120      # the longest silence tolerated while the model answers
 //! max_retries = 3         # on 429, 5xx and failed connections, before any answer arrived
 //! include_usage = false   # ask for token usage (stream_options); some servers reject it
 //! ```
+//!
+//! `send_reasoning` says which earlier assistant messages go back to the server with the
+//! reasoning the model showed in them: those after the last user message (`current_turn`, the
+//! tool loop in progress), those that called tools plus the current ones (`tool_turns`), all, or
+//! none. `auto` follows the provider family's documented rule, and `max_tokens_field = "auto"`
+//! the field its reference documents; [`super::family`] has both rules.
 //!
 //! or, to replay turns from a file (see [`super::scripted`]):
 //!
@@ -27,6 +35,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::family::{Family, ReasoningReturn, TokenLimitField};
 use super::openai::{OpenAiProvider, OpenAiSettings};
 use super::scripted::ScriptedProvider;
 use super::{ModelError, Provider};
@@ -45,7 +54,12 @@ pub struct ModelConfig {
     /// The name of the environment variable holding the API key. Absent for servers that need
     /// no key (a local Ollama or llama.cpp server).
     pub api_key_env: Option<String>,
+    /// The limit on generated tokens; none is sent when absent.
     pub max_tokens: Option<u32>,
+    /// Which request field carries `max_tokens`; `auto` when absent.
+    pub max_tokens_field: Option<MaxTokensField>,
+    /// Which assistant messages go back with their reasoning; `auto` when absent.
+    pub send_reasoning: Option<SendReasoning>,
     pub temperature: Option<Temperature>,
     /// The longest silence tolerated, in seconds, while waiting for the answer to start or
     /// continue (not a limit on the whole answer). 120 when absent.
@@ -68,6 +82,91 @@ pub enum ProviderKind {
     Openai,
     /// Turns replayed from `script`.
     Scripted,
+}
+
+/// `model.send_reasoning`: which assistant messages of the history are sent back with the
+/// reasoning the model showed in them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SendReasoning {
+    /// The provider family's documented rule ([`Family::reasoning_return`]).
+    #[default]
+    Auto,
+    Never,
+    /// Those after the last user message: the tool loop in progress.
+    CurrentTurn,
+    /// Those that called tools, in every turn, and the current ones.
+    ToolTurns,
+    Always,
+}
+
+impl SendReasoning {
+    /// The rule for `model` at `base_url`.
+    pub fn resolve(self, base_url: &str, model: &str) -> ReasoningReturn {
+        match self {
+            SendReasoning::Auto => {
+                Family::detect(&host_of(base_url), model).reasoning_return(model)
+            }
+            SendReasoning::Never => ReasoningReturn::Never,
+            SendReasoning::CurrentTurn => ReasoningReturn::CurrentTurn,
+            SendReasoning::ToolTurns => ReasoningReturn::ToolTurns,
+            SendReasoning::Always => ReasoningReturn::Always,
+        }
+    }
+
+    /// The word the configuration uses for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SendReasoning::Auto => "auto",
+            SendReasoning::Never => "never",
+            SendReasoning::CurrentTurn => "current_turn",
+            SendReasoning::ToolTurns => "tool_turns",
+            SendReasoning::Always => "always",
+        }
+    }
+}
+
+/// `model.max_tokens_field`: which request field carries `model.max_tokens`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MaxTokensField {
+    /// The field the provider family's reference documents ([`Family::token_limit_field`]).
+    #[default]
+    Auto,
+    /// `max_completion_tokens`, the current OpenAI name (required by its reasoning models).
+    MaxCompletionTokens,
+    /// `max_tokens`, for endpoints that know only the older name.
+    MaxTokens,
+}
+
+impl MaxTokensField {
+    /// The field for `model` at `base_url`.
+    pub fn resolve(self, base_url: &str, model: &str) -> TokenLimitField {
+        match self {
+            MaxTokensField::Auto => Family::detect(&host_of(base_url), model).token_limit_field(),
+            MaxTokensField::MaxCompletionTokens => TokenLimitField::MaxCompletionTokens,
+            MaxTokensField::MaxTokens => TokenLimitField::MaxTokens,
+        }
+    }
+
+    /// The word the configuration uses for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MaxTokensField::Auto => "auto",
+            MaxTokensField::MaxCompletionTokens => "max_completion_tokens",
+            MaxTokensField::MaxTokens => "max_tokens",
+        }
+    }
+}
+
+/// The host of a base URL, or an empty string when it has none (the URL is checked elsewhere).
+fn host_of(base_url: &str) -> String {
+    base_url
+        .trim()
+        .parse::<hyper::Uri>()
+        .ok()
+        .and_then(|uri| uri.host().map(str::to_owned))
+        .unwrap_or_default()
 }
 
 /// A sampling temperature, a finite number from 0 to 2.
@@ -191,6 +290,14 @@ pub(crate) fn build_provider_with_env(
             settings.api_key = api_key;
             settings.api_key_env = config.api_key_env.clone();
             settings.max_tokens = config.max_tokens;
+            settings.max_tokens_field = config
+                .max_tokens_field
+                .unwrap_or_default()
+                .resolve(base_url, model);
+            settings.send_reasoning = config
+                .send_reasoning
+                .unwrap_or_default()
+                .resolve(base_url, model);
             settings.temperature = config.temperature.map(Temperature::get);
             settings.include_usage = config.include_usage.unwrap_or(false);
             if let Some(secs) = config.timeout_secs {
@@ -260,9 +367,12 @@ mod tests {
     fn every_optional_key_is_read() {
         let config = parse(
             "[model]\nprovider = \"scripted\"\nscript = \"t.toml\"\nmax_tokens = 100\n\
-             temperature = 0.5\ntimeout_secs = 9\nmax_retries = 0\ninclude_usage = true\n",
+             temperature = 0.5\ntimeout_secs = 9\nmax_retries = 0\ninclude_usage = true\n\
+             max_tokens_field = \"max_tokens\"\nsend_reasoning = \"current_turn\"\n",
         )
         .expect("parses");
+        assert_eq!(config.max_tokens_field, Some(MaxTokensField::MaxTokens));
+        assert_eq!(config.send_reasoning, Some(SendReasoning::CurrentTurn));
         assert_eq!(config.provider, Some(ProviderKind::Scripted));
         assert_eq!(config.script, Some(PathBuf::from("t.toml")));
         assert_eq!(config.max_tokens, Some(100));
@@ -280,6 +390,13 @@ mod tests {
         assert!(err.to_string().contains("between 0 and 2"), "{err}");
         let err = parse("[model]\nprovider = \"anthropic\"\n").expect_err("unknown provider");
         assert!(err.to_string().contains("anthropic"), "{err}");
+        let err = parse("[model]\nsend_reasoning = \"sometimes\"\n").expect_err("unknown rule");
+        assert!(
+            err.to_string().contains("tool_turns"),
+            "the choices are named: {err}"
+        );
+        let err = parse("[model]\nmax_tokens_field = \"n\"\n").expect_err("unknown field");
+        assert!(err.to_string().contains("max_completion_tokens"), "{err}");
     }
 
     #[test]
@@ -392,6 +509,35 @@ mod tests {
         };
         let text = build(&config).expect_err("refused").to_string();
         assert!(text.contains("timeout_secs"), "{text}");
+    }
+
+    #[test]
+    fn auto_settings_follow_the_provider_family_and_explicit_ones_win() {
+        let deepseek = "https://api.deepseek.com/v1";
+        assert_eq!(
+            SendReasoning::Auto.resolve(deepseek, "deepseek-reasoner"),
+            ReasoningReturn::ToolTurns
+        );
+        assert_eq!(
+            SendReasoning::Never.resolve(deepseek, "deepseek-reasoner"),
+            ReasoningReturn::Never
+        );
+        assert_eq!(
+            MaxTokensField::Auto.resolve(deepseek, "deepseek-chat"),
+            TokenLimitField::MaxTokens
+        );
+        assert_eq!(
+            MaxTokensField::Auto.resolve("https://api.openai.com/v1", "o4-mini"),
+            TokenLimitField::MaxCompletionTokens
+        );
+        assert_eq!(
+            MaxTokensField::MaxCompletionTokens.resolve(deepseek, "deepseek-chat"),
+            TokenLimitField::MaxCompletionTokens
+        );
+        assert_eq!(
+            SendReasoning::Auto.resolve("http://localhost:8080/v1", "gpt-oss-20b"),
+            ReasoningReturn::CurrentTurn
+        );
     }
 
     #[test]

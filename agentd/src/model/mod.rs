@@ -2,9 +2,9 @@
 //!
 //! The loop keeps a [`ChatRequest`] (the history as [`Message`]s plus the [`ToolSpec`]s the
 //! model may call), hands it to a [`Provider`] and gets back an [`AssistantTurn`]: the text, the
-//! tool calls, why the model stopped and, when the server says, the token usage. While the turn
-//! is produced the provider reports [`Delta`]s so the loop can stream text and tool calls to the
-//! editor as they arrive.
+//! model's reasoning when it shows it, the tool calls, why the model stopped and, when the server
+//! says, the token usage. While the turn is produced the provider reports [`Delta`]s so the loop
+//! can stream reasoning, text and tool calls to the editor as they arrive.
 //!
 //! Two providers exist: [`openai::OpenAiProvider`], a client of any OpenAI-compatible
 //! chat-completions endpoint (OpenAI, DeepSeek, vLLM, llama.cpp server, Ollama), and
@@ -17,9 +17,12 @@
 
 mod config;
 mod error;
+mod family;
 pub mod openai;
+mod retry;
 pub mod scripted;
 mod sse;
+mod stream;
 
 #[cfg(test)]
 mod openai_tests;
@@ -30,8 +33,11 @@ use std::pin::Pin;
 
 use serde::{Deserialize, Serialize};
 
-pub use config::{ModelConfig, ProviderKind, Temperature, build_provider};
-pub use error::ModelError;
+pub use config::{
+    MaxTokensField, ModelConfig, ProviderKind, SendReasoning, Temperature, build_provider,
+};
+pub use error::{FailureKind, ModelError};
+pub use family::{Family, ReasoningReturn, TokenLimitField};
 
 /// One entry of the chat history.
 ///
@@ -44,10 +50,14 @@ pub enum Message {
     System { content: String },
     /// What the user said.
     User { content: String },
-    /// What the model answered: text, tool calls, or both.
+    /// What the model answered: text, tool calls, or both, and the reasoning it showed on the
+    /// way (sent back to the server only where its provider wants it, see
+    /// [`ReasoningReturn`]).
     Assistant {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         text: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reasoning: Option<Reasoning>,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         tool_calls: Vec<ToolCall>,
     },
@@ -78,6 +88,40 @@ impl Message {
         Message::Tool {
             tool_call_id: tool_call_id.into(),
             content: content.into(),
+        }
+    }
+}
+
+/// The reasoning a model showed before (or between) its answer's parts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reasoning {
+    /// All reasoning deltas joined.
+    pub text: String,
+    /// Where the server put it, so it goes back the same way; `None` when no server said (a
+    /// scripted turn, or a step that failed before it ended).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub field: Option<ReasoningField>,
+}
+
+/// Where a chat-completions server puts a model's reasoning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReasoningField {
+    /// `reasoning_content` beside `content` (DeepSeek, llama.cpp, vLLM, Qwen, GLM, Kimi).
+    ReasoningContent,
+    /// `reasoning` beside `content` (OpenRouter, Groq, Ollama, newer vLLM).
+    Reasoning,
+    /// A `{"type": "thinking"}` part of an array `content` (Mistral's Magistral).
+    ThinkingPart,
+}
+
+impl ReasoningField {
+    /// The field's name on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReasoningField::ReasoningContent => "reasoning_content",
+            ReasoningField::Reasoning => "reasoning",
+            ReasoningField::ThinkingPart => "thinking",
         }
     }
 }
@@ -128,6 +172,12 @@ pub enum FinishReason {
 }
 
 impl FinishReason {
+    /// Whether the model's answer is cut off or withheld, so that its tool calls must not run:
+    /// the last call's arguments may be truncated, or the server hid what the model wanted.
+    pub fn cut_off(&self) -> bool {
+        matches!(self, FinishReason::Length | FinishReason::ContentFilter)
+    }
+
     /// The reason as the OpenAI wire format spells it.
     pub fn as_str(&self) -> &str {
         match self {
@@ -143,11 +193,14 @@ impl FinishReason {
 impl From<&str> for FinishReason {
     fn from(value: &str) -> FinishReason {
         match value {
-            "stop" => FinishReason::Stop,
+            // TGI says `eos_token` and `stop_sequence` for an answer that ended by itself.
+            "stop" | "eos_token" | "stop_sequence" => FinishReason::Stop,
             // `function_call` is the name older servers still use for the same thing.
             "tool_calls" | "function_call" => FinishReason::ToolCalls,
-            "length" => FinishReason::Length,
-            "content_filter" => FinishReason::ContentFilter,
+            // `model_length` is Mistral's word for the context running out.
+            "length" | "model_length" => FinishReason::Length,
+            // Z.ai's GLM says `sensitive` when its filter stopped the answer.
+            "content_filter" | "sensitive" => FinishReason::ContentFilter,
             other => FinishReason::Other(other.to_owned()),
         }
     }
@@ -187,6 +240,8 @@ pub struct Usage {
 pub struct AssistantTurn {
     /// All text deltas joined (empty when the model only called tools).
     pub text: String,
+    /// The reasoning the server showed, if any.
+    pub reasoning: Option<Reasoning>,
     /// The tool calls, in the order the model made them.
     pub tool_calls: Vec<ToolCall>,
     /// Why the model stopped, as the server said. Some servers say `stop` even when they made
@@ -200,6 +255,7 @@ impl AssistantTurn {
     pub fn to_message(&self) -> Message {
         Message::Assistant {
             text: (!self.text.is_empty()).then(|| self.text.clone()),
+            reasoning: self.reasoning.clone(),
             tool_calls: self.tool_calls.clone(),
         }
     }
@@ -207,13 +263,16 @@ impl AssistantTurn {
 
 /// Part of a turn, reported while the turn is produced.
 ///
-/// Joining the text deltas gives [`AssistantTurn::text`]; for each tool call there is exactly one
+/// Joining the text deltas gives [`AssistantTurn::text`], joining the reasoning deltas the text
+/// of [`AssistantTurn::reasoning`]; for each tool call there is exactly one
 /// `ToolCallStarted`, before any of its `ToolCallArguments`, and joining its argument fragments
 /// gives the call's arguments (before an empty string is turned into `{}`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Delta {
     /// More answer text.
     Text(String),
+    /// More of the model's reasoning.
+    Reasoning(String),
     /// A tool call began. `index` is its position among this turn's tool calls (0, 1, ...).
     ToolCallStarted {
         index: usize,
@@ -278,6 +337,10 @@ mod tests {
             Message::user("hi"),
             Message::Assistant {
                 text: None,
+                reasoning: Some(Reasoning {
+                    text: "list first".into(),
+                    field: Some(ReasoningField::ReasoningContent),
+                }),
                 tool_calls: vec![ToolCall {
                     id: "c1".into(),
                     name: "bash".into(),
@@ -292,7 +355,9 @@ mod tests {
             serde_json::json!([
                 {"role": "system", "content": "be brief"},
                 {"role": "user", "content": "hi"},
-                {"role": "assistant", "tool_calls": [{"id": "c1", "name": "bash", "arguments": "{}"}]},
+                {"role": "assistant",
+                 "reasoning": {"text": "list first", "field": "reasoning_content"},
+                 "tool_calls": [{"id": "c1", "name": "bash", "arguments": "{}"}]},
                 {"role": "tool", "tool_call_id": "c1", "content": "ok"},
             ])
         );
@@ -306,6 +371,11 @@ mod tests {
             assert_eq!(FinishReason::from(name).as_str(), name);
         }
         assert_eq!(FinishReason::from("function_call"), FinishReason::ToolCalls);
+        assert_eq!(FinishReason::from("eos_token"), FinishReason::Stop);
+        assert_eq!(FinishReason::from("model_length"), FinishReason::Length);
+        assert_eq!(FinishReason::from("sensitive"), FinishReason::ContentFilter);
+        assert!(FinishReason::Length.cut_off() && FinishReason::ContentFilter.cut_off());
+        assert!(!FinishReason::Stop.cut_off() && !FinishReason::ToolCalls.cut_off());
         let json = serde_json::to_string(&FinishReason::Other("eos".into())).expect("ser");
         assert_eq!(json, "\"eos\"");
     }
@@ -314,6 +384,7 @@ mod tests {
     fn a_turn_becomes_its_history_entry() {
         let turn = AssistantTurn {
             text: String::new(),
+            reasoning: None,
             tool_calls: vec![],
             finish: FinishReason::Stop,
             usage: None,
@@ -322,6 +393,7 @@ mod tests {
             turn.to_message(),
             Message::Assistant {
                 text: None,
+                reasoning: None,
                 tool_calls: vec![]
             }
         );

@@ -26,40 +26,48 @@
 //!
 //! # Behaviour
 //!
-//! * Timeouts: 10 s to connect (TCP and TLS), then an idle timeout between received bytes
-//!   (default 120 s) instead of a limit on the whole answer, which may rightly take minutes.
-//! * Retries, with exponential backoff and jitter (`Retry-After` seconds honoured, every wait
-//!   capped): on 429 and 5xx answers and on connections that failed before any byte of the
-//!   response body arrived. Never once the body started, because deltas may have been delivered.
-//! * The stream: server-sent events ([`super::sse`]), `[DONE]` or a clean end after a
-//!   `finish_reason` ends it; tool calls are assembled from deltas keyed by `index`, tolerating
-//!   servers that send a whole call in one delta or no `index` at all. A server that ignores
-//!   `stream: true` and answers one JSON completion is understood too.
+//! * Timeouts: 10 s to connect (TCP and TLS), then an idle timeout (default 120 s) for the
+//!   response headers and between received bytes, instead of a limit on the whole answer, which
+//!   may rightly take minutes.
+//! * Retries, with exponential backoff and jitter, bounded by `max_retries` and by a cap on every
+//!   wait (`Retry-After`, as seconds or an HTTP date, and `retry-after-ms` honoured up to that
+//!   cap): on 429 and 5xx answers, and on every failure a second try may cure that happened
+//!   before anything of the answer was delivered — no connection, a connection that failed, no
+//!   headers or no body byte within the idle timeout, an answer that ended before any of it was
+//!   delivered. Never once a delta was delivered: the user has seen it, and a second answer
+//!   would differ.
+//! * The stream: server-sent events ([`super::sse`]) assembled by [`super::stream`]; `[DONE]` or
+//!   a clean end after a `finish_reason` ends it. A server that ignores `stream: true` and
+//!   answers one JSON completion is understood too.
+//! * The request: the history in the chat-completions format; each assistant message carries
+//!   its reasoning back where `send_reasoning` says (see [`super::family`]), in the field it came
+//!   in; the token limit goes in the field `max_tokens_field` names.
 
 use std::fmt;
-use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, SystemTime};
 
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
-use hyper::header::{
-    ACCEPT, AUTHORIZATION, CONTENT_TYPE, HOST, HeaderValue, RETRY_AFTER, USER_AGENT,
-};
+use hyper::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HOST, HeaderValue, USER_AGENT};
 use hyper::{Request, Response, StatusCode, Uri};
 use hyper_util::rt::TokioIo;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::time::{Instant, timeout, timeout_at};
 use tokio_rustls::TlsConnector;
 use tokio_rustls::rustls;
 
-use super::sse::{SseEvent, SseParser};
+use super::config::{MaxTokensField, SendReasoning};
+use super::family::{ReasoningReturn, TokenLimitField};
+use super::retry;
+use super::sse::SseParser;
+use super::stream::{Flow, StreamState, server_message};
 use super::{
-    AssistantTurn, ChatRequest, CompleteFuture, Delta, FinishReason, Message, ModelError, Provider,
-    ToolCall, Usage, excerpt,
+    AssistantTurn, ChatRequest, CompleteFuture, Delta, Message, ModelError, Provider,
+    ReasoningField, excerpt,
 };
 
 /// Everything the client needs, already resolved (the key itself, not its variable).
@@ -73,6 +81,10 @@ pub struct OpenAiSettings {
     /// The variable the key came from, for error messages.
     pub api_key_env: Option<String>,
     pub max_tokens: Option<u32>,
+    /// The request field that carries `max_tokens`.
+    pub max_tokens_field: TokenLimitField,
+    /// Which assistant messages of the history go back with their reasoning.
+    pub send_reasoning: ReasoningReturn,
     pub temperature: Option<f64>,
     /// Send `stream_options: {"include_usage": true}`.
     pub include_usage: bool,
@@ -90,11 +102,15 @@ pub struct OpenAiSettings {
 
 impl OpenAiSettings {
     /// Settings with the defaults: no key, 10 s connect timeout, 120 s idle timeout, 3 retries
-    /// starting at 500 ms and capped at 30 s.
+    /// starting at 500 ms and capped at 30 s, and the provider family's rules for the token
+    /// limit's field and for sending reasoning back.
     pub fn new(base_url: impl Into<String>, model: impl Into<String>) -> OpenAiSettings {
+        let (base_url, model) = (base_url.into(), model.into());
         OpenAiSettings {
-            base_url: base_url.into(),
-            model: model.into(),
+            max_tokens_field: MaxTokensField::Auto.resolve(&base_url, &model),
+            send_reasoning: SendReasoning::Auto.resolve(&base_url, &model),
+            base_url,
+            model,
             api_key: None,
             api_key_env: None,
             max_tokens: None,
@@ -117,6 +133,8 @@ impl fmt::Debug for OpenAiSettings {
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
             .field("api_key_env", &self.api_key_env)
             .field("max_tokens", &self.max_tokens)
+            .field("max_tokens_field", &self.max_tokens_field)
+            .field("send_reasoning", &self.send_reasoning)
             .field("temperature", &self.temperature)
             .field("include_usage", &self.include_usage)
             .field("connect_timeout", &self.connect_timeout)
@@ -217,7 +235,8 @@ impl Endpoint {
 
 /// How an attempt failed.
 enum Failure {
-    /// Worth another attempt (nothing was delivered), after `retry_after` if the server said.
+    /// Worth another attempt (nothing of the answer was delivered), after `retry_after` if the
+    /// server said.
     Retry {
         error: ModelError,
         retry_after: Option<Duration>,
@@ -231,18 +250,20 @@ impl OpenAiProvider {
     /// base URL is not an `http(s)://` URL or the key cannot be sent in a header.
     pub fn new(settings: OpenAiSettings) -> Result<OpenAiProvider, String> {
         let endpoint = Endpoint::parse(&settings.base_url)?;
-        let authorization =
-            match &settings.api_key {
-                None => None,
-                Some(key) => {
-                    let mut value = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
-                    let var = settings.api_key_env.as_deref().unwrap_or("the API key variable");
+        let authorization = match &settings.api_key {
+            None => None,
+            Some(key) => {
+                let mut value = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
+                    let var = settings
+                        .api_key_env
+                        .as_deref()
+                        .unwrap_or("the API key variable");
                     format!("the API key in {var} contains characters an HTTP header cannot carry")
                 })?;
-                    value.set_sensitive(true);
-                    Some(value)
-                }
-            };
+                value.set_sensitive(true);
+                Some(value)
+            }
+        };
         let tls = if endpoint.https {
             Some(tls_connector().map_err(|e| format!("cannot set up TLS: {e}"))?)
         } else {
@@ -258,14 +279,26 @@ impl OpenAiProvider {
 
     /// The JSON body of a request for `req`.
     fn request_body(&self, req: &ChatRequest) -> Vec<u8> {
-        let messages: Vec<Value> = req.messages.iter().map(wire_message).collect();
-        let mut body = json!({
-            "model": self.settings.model,
-            "messages": messages,
-            "stream": true,
-        });
+        // The messages after the last user message are the tool loop in progress.
+        let last_user = req
+            .messages
+            .iter()
+            .rposition(|m| matches!(m, Message::User { .. }));
+        let messages: Vec<Value> = req
+            .messages
+            .iter()
+            .enumerate()
+            .map(|(at, message)| {
+                let current = last_user.is_none_or(|user| at > user);
+                wire_message(message, self.settings.send_reasoning, current)
+            })
+            .collect();
+        let mut body = Map::new();
+        body.insert("model".into(), json!(self.settings.model));
+        body.insert("messages".into(), Value::Array(messages));
+        body.insert("stream".into(), json!(true));
         if !req.tools.is_empty() {
-            body["tools"] = req
+            let tools = req
                 .tools
                 .iter()
                 .map(|tool| {
@@ -279,17 +312,21 @@ impl OpenAiProvider {
                     })
                 })
                 .collect();
+            body.insert("tools".into(), Value::Array(tools));
         }
         if let Some(max_tokens) = self.settings.max_tokens {
-            body["max_tokens"] = json!(max_tokens);
+            body.insert(
+                self.settings.max_tokens_field.as_str().into(),
+                json!(max_tokens),
+            );
         }
         if let Some(temperature) = self.settings.temperature {
-            body["temperature"] = json!(temperature);
+            body.insert("temperature".into(), json!(temperature));
         }
         if self.settings.include_usage {
-            body["stream_options"] = json!({ "include_usage": true });
+            body.insert("stream_options".into(), json!({ "include_usage": true }));
         }
-        body.to_string().into_bytes()
+        Value::Object(body).to_string().into_bytes()
     }
 
     fn request(&self, body: Bytes) -> Request<Full<Bytes>> {
@@ -306,8 +343,15 @@ impl OpenAiProvider {
         request
     }
 
-    fn connection_error(&self, detail: String) -> ModelError {
-        ModelError::Connection {
+    fn unreachable(&self, detail: String) -> ModelError {
+        ModelError::Unreachable {
+            url: self.endpoint.url.clone(),
+            detail,
+        }
+    }
+
+    fn interrupted(&self, detail: String) -> ModelError {
+        ModelError::Interrupted {
             url: self.endpoint.url.clone(),
             detail,
         }
@@ -329,7 +373,7 @@ impl OpenAiProvider {
     ) -> Result<AssistantTurn, Failure> {
         let deadline = Instant::now() + self.settings.connect_timeout;
         let connect_timed_out = || Failure::Retry {
-            error: self.connection_error(format!(
+            error: self.unreachable(format!(
                 "no connection within {} s; is the server running and model.base_url right?",
                 self.settings.connect_timeout.as_secs_f64()
             )),
@@ -340,7 +384,7 @@ impl OpenAiProvider {
             Err(_) => return Err(connect_timed_out()),
             Ok(Err(e)) => {
                 return Err(Failure::Retry {
-                    error: self.connection_error(format!("cannot connect: {e}")),
+                    error: self.unreachable(format!("cannot connect: {e}")),
                     retry_after: None,
                 });
             }
@@ -351,21 +395,19 @@ impl OpenAiProvider {
             return self.exchange(tcp, body, on_delta).await;
         };
         let server_name = rustls::pki_types::ServerName::try_from(self.endpoint.host.clone())
-            .map_err(|e| {
-                Failure::Fatal(self.connection_error(format!("not a TLS server name: {e}")))
-            })?;
+            .map_err(|e| Failure::Fatal(self.unreachable(format!("not a TLS server name: {e}"))))?;
         let stream = match timeout_at(deadline, tls.connect(server_name, tcp)).await {
             Err(_) => return Err(connect_timed_out()),
             // rustls reports its own failures (certificates, protocol) as InvalidData; those
             // will not change on a second try.
             Ok(Err(e)) if e.kind() == std::io::ErrorKind::InvalidData => {
                 return Err(Failure::Fatal(
-                    self.connection_error(format!("the TLS handshake failed: {e}")),
+                    self.unreachable(format!("the TLS handshake failed: {e}")),
                 ));
             }
             Ok(Err(e)) => {
                 return Err(Failure::Retry {
-                    error: self.connection_error(format!("the TLS handshake failed: {e}")),
+                    error: self.unreachable(format!("the TLS handshake failed: {e}")),
                     retry_after: None,
                 });
             }
@@ -387,7 +429,7 @@ impl OpenAiProvider {
         let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(io))
             .await
             .map_err(|e| Failure::Retry {
-                error: self.connection_error(format!("HTTP handshake failed: {}", chain(&e))),
+                error: self.interrupted(format!("the HTTP handshake failed: {}", chain(&e))),
                 retry_after: None,
             })?;
         let request = self.request(body.clone());
@@ -398,14 +440,16 @@ impl OpenAiProvider {
             })
             .await
             {
+                // No headers yet: nothing of the answer can have been delivered.
                 Err(_) => {
-                    return Err(Failure::Fatal(
-                        self.timeout_error("waiting for the answer to start"),
-                    ));
+                    return Err(Failure::Retry {
+                        error: self.timeout_error("waiting for the answer to start"),
+                        retry_after: None,
+                    });
                 }
                 Ok(Err(e)) => {
                     return Err(Failure::Retry {
-                        error: self.connection_error(format!(
+                        error: self.interrupted(format!(
                             "the connection failed before the answer began: {}",
                             chain(&e)
                         )),
@@ -448,6 +492,22 @@ impl OpenAiProvider {
                     .to_ascii_lowercase()
                     .starts_with("application/json")
             });
+        // Whether anything reached the caller decides whether a failure may be retried.
+        let delivered = AtomicBool::new(false);
+        let mut on_delta = |delta: Delta| {
+            delivered.store(true, Ordering::Relaxed);
+            on_delta(delta);
+        };
+        let failed = |error: ModelError| {
+            if delivered.load(Ordering::Relaxed) {
+                Failure::Fatal(error)
+            } else {
+                Failure::Retry {
+                    error,
+                    retry_after: None,
+                }
+            }
+        };
         let mut body = response.into_body();
         let mut state = StreamState::default();
         let mut parser = SseParser::new();
@@ -461,19 +521,16 @@ impl OpenAiProvider {
                 "waiting for the answer to continue"
             };
             let frame = match timeout(self.settings.idle_timeout, body.frame()).await {
-                Err(_) => return Err(Failure::Fatal(self.timeout_error(waiting_for))),
+                Err(_) => return Err(failed(self.timeout_error(waiting_for))),
                 Ok(None) => break,
                 Ok(Some(Err(e))) if received == 0 => {
-                    return Err(Failure::Retry {
-                        error: self.connection_error(format!(
-                            "the connection broke before the answer began: {}",
-                            chain(&e)
-                        )),
-                        retry_after: None,
-                    });
+                    return Err(failed(self.interrupted(format!(
+                        "the connection broke before the answer began: {}",
+                        chain(&e)
+                    ))));
                 }
                 Ok(Some(Err(e))) => {
-                    return Err(Failure::Fatal(self.connection_error(format!(
+                    return Err(failed(self.interrupted(format!(
                         "the connection broke in the middle of the answer (after {received} \
                          bytes): {}",
                         chain(&e)
@@ -502,31 +559,41 @@ impl OpenAiProvider {
                 })
             })?;
             for event in events.drain(..) {
-                if state.on_event(&event, on_delta).map_err(Failure::Fatal)? == Flow::Done {
+                if state
+                    .on_event(&event, &mut on_delta)
+                    .map_err(Failure::Fatal)?
+                    == Flow::Done
+                {
                     return state.finish().map_err(Failure::Fatal);
                 }
             }
         }
         if json_body {
             let text = String::from_utf8_lossy(&whole);
-            state.on_chunk(&text, on_delta).map_err(Failure::Fatal)?;
+            state
+                .on_chunk(&text, &mut on_delta)
+                .map_err(Failure::Fatal)?;
             return state.finish().map_err(Failure::Fatal);
         }
         if let Some(event) = parser.finish() {
-            if state.on_event(&event, on_delta).map_err(Failure::Fatal)? == Flow::Done {
+            if state
+                .on_event(&event, &mut on_delta)
+                .map_err(Failure::Fatal)?
+                == Flow::Done
+            {
                 return state.finish().map_err(Failure::Fatal);
             }
         }
-        if state.finish_reason.is_none() {
+        if !state.finished() {
             let detail = if received == 0 {
-                "the server answered with an empty body".to_owned()
+                "the server ended the answer without sending any of it".to_owned()
             } else {
                 format!(
                     "the server ended the answer before it was complete (after {received} bytes, \
                      without a finish_reason or [DONE])"
                 )
             };
-            return Err(Failure::Fatal(self.connection_error(detail)));
+            return Err(failed(self.interrupted(detail)));
         }
         state.finish().map_err(Failure::Fatal)
     }
@@ -534,13 +601,7 @@ impl OpenAiProvider {
     /// The failure for an error status, with the server's explanation.
     async fn status_failure(&self, response: Response<Incoming>) -> Failure {
         let status = response.status();
-        let retry_after = response
-            .headers()
-            .get(RETRY_AFTER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<f64>().ok())
-            .filter(|secs| secs.is_finite() && *secs >= 0.0)
-            .map(|secs| Duration::from_secs_f64(secs.min(86_400.0)));
+        let retry_after = retry::server_wait(response.headers(), SystemTime::now());
         let mut body = response.into_body();
         let mut text = Vec::new();
         while text.len() < MAX_ERROR_BODY {
@@ -588,18 +649,6 @@ impl OpenAiProvider {
             _ => String::new(),
         }
     }
-
-    /// The wait before retry number `retry` (0 for the first): the base delay doubled per retry,
-    /// capped, then between half of it and all of it.
-    fn backoff(&self, retry: u32) -> Duration {
-        let full = self
-            .settings
-            .retry_base_delay
-            .saturating_mul(1u32 << retry.min(20))
-            .min(self.settings.retry_max_delay);
-        let half = full / 2;
-        half + half.mul_f64(jitter())
-    }
 }
 
 const MAX_ERROR_BODY: usize = 8 << 10;
@@ -618,7 +667,13 @@ impl Provider for OpenAiProvider {
                 attempts += 1;
                 match self.attempt(&body, &mut *on_delta).await {
                     Ok(turn) => return Ok(turn),
-                    Err(Failure::Fatal(error)) => return Err(error),
+                    Err(Failure::Fatal(error)) if attempts == 1 => return Err(error),
+                    Err(Failure::Fatal(error)) => {
+                        return Err(ModelError::AfterRetries {
+                            retries: attempts - 1,
+                            last: Box::new(error),
+                        });
+                    }
                     Err(Failure::Retry { error, retry_after }) => {
                         if attempts > self.settings.max_retries {
                             if attempts == 1 {
@@ -631,8 +686,13 @@ impl Provider for OpenAiProvider {
                         }
                         let wait = match retry_after {
                             Some(wait) => wait.min(self.settings.retry_max_delay),
-                            None => self.backoff(attempts - 1),
+                            None => retry::backoff(
+                                self.settings.retry_base_delay,
+                                self.settings.retry_max_delay,
+                                attempts - 1,
+                            ),
                         };
+                        // The wait between attempts (the backoff), not a synchronisation.
                         tokio::time::sleep(wait).await;
                     }
                 }
@@ -647,17 +707,6 @@ impl Provider for OpenAiProvider {
             self.settings.base_url.trim()
         )
     }
-}
-
-/// A number in [0, 1) that differs between calls, for backoff jitter.
-fn jitter() -> f64 {
-    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    hasher.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos()),
-    );
-    (hasher.finish() >> 11) as f64 / (1u64 << 53) as f64
 }
 
 fn tls_connector() -> Result<TlsConnector, rustls::Error> {
@@ -687,39 +736,50 @@ fn chain(error: &dyn std::error::Error) -> String {
     text
 }
 
-/// The explanation in an error body such as `{"error": {"message": "..."}}`.
-fn server_message(body: &str) -> Option<String> {
-    let value: Value = serde_json::from_str(body).ok()?;
-    value_message(&value)
-}
-
-fn value_message(value: &Value) -> Option<String> {
-    let error = value.get("error").unwrap_or(value);
-    match error {
-        Value::String(message) => Some(message.clone()),
-        Value::Object(fields) => match fields.get("message") {
-            Some(Value::String(message)) => Some(message.clone()),
-            _ => Some(error.to_string()),
-        },
-        _ => None,
-    }
-}
-
-/// A history entry in the chat-completions wire format.
-fn wire_message(message: &Message) -> Value {
+/// A history entry in the chat-completions wire format. An assistant message carries its
+/// reasoning when `rule` says so for it (`current`: it comes after the last user message).
+fn wire_message(message: &Message, rule: ReasoningReturn, current: bool) -> Value {
     match message {
         Message::System { content } => json!({ "role": "system", "content": content }),
         Message::User { content } => json!({ "role": "user", "content": content }),
-        Message::Assistant { text, tool_calls } => {
+        Message::Assistant {
+            text,
+            reasoning,
+            tool_calls,
+        } => {
+            let mut wire = Map::new();
+            wire.insert("role".into(), json!("assistant"));
             // `content` may be null only beside tool calls.
             let content = match text {
                 Some(text) => json!(text),
                 None if tool_calls.is_empty() => json!(""),
                 None => Value::Null,
             };
-            let mut wire = json!({ "role": "assistant", "content": content });
+            wire.insert("content".into(), content);
+            let sent = reasoning
+                .as_ref()
+                .filter(|_| rule.sends(current, !tool_calls.is_empty()));
+            if let Some(reasoning) = sent {
+                let field = reasoning.field.unwrap_or(ReasoningField::ReasoningContent);
+                match field {
+                    ReasoningField::ReasoningContent | ReasoningField::Reasoning => {
+                        wire.insert(field.as_str().into(), json!(reasoning.text));
+                    }
+                    // Mistral takes its thinking back as it sent it: a part of the content.
+                    ReasoningField::ThinkingPart => {
+                        let mut parts = vec![json!({
+                            "type": "thinking",
+                            "thinking": [{ "type": "text", "text": reasoning.text }],
+                        })];
+                        if let Some(text) = text {
+                            parts.push(json!({ "type": "text", "text": text }));
+                        }
+                        wire.insert("content".into(), Value::Array(parts));
+                    }
+                }
+            }
             if !tool_calls.is_empty() {
-                wire["tool_calls"] = tool_calls
+                let calls = tool_calls
                     .iter()
                     .map(|call| {
                         json!({
@@ -729,8 +789,9 @@ fn wire_message(message: &Message) -> Value {
                         })
                     })
                     .collect();
+                wire.insert("tool_calls".into(), Value::Array(calls));
             }
-            wire
+            Value::Object(wire)
         }
         Message::Tool {
             tool_call_id,
@@ -739,413 +800,10 @@ fn wire_message(message: &Message) -> Value {
     }
 }
 
-/// One streamed chunk (or, with `message` for `delta`, a whole non-streamed completion).
-#[derive(Debug, Deserialize)]
-struct WireChunk {
-    choices: Option<Vec<WireChoice>>,
-    usage: Option<Usage>,
-    error: Option<Value>,
-}
-
-#[derive(Debug, Deserialize)]
-struct WireChoice {
-    index: Option<u64>,
-    #[serde(alias = "message")]
-    delta: Option<WireDelta>,
-    finish_reason: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-struct WireDelta {
-    content: Option<String>,
-    tool_calls: Option<Vec<WireToolCall>>,
-}
-
-#[derive(Debug, Deserialize)]
-struct WireToolCall {
-    index: Option<usize>,
-    id: Option<String>,
-    function: Option<WireFunction>,
-}
-
-#[derive(Debug, Deserialize)]
-struct WireFunction {
-    name: Option<String>,
-    /// A string of JSON text as the spec says; some servers send the object itself.
-    arguments: Option<Value>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Flow {
-    More,
-    Done,
-}
-
-/// A tool call being assembled.
-#[derive(Debug, Default)]
-struct PartialCall {
-    /// The `index` the server keys it by, if it sends one.
-    server_index: Option<usize>,
-    id: Option<String>,
-    name: String,
-    arguments: String,
-    /// `ToolCallStarted` was delivered.
-    started: bool,
-}
-
-/// The turn assembled from the stream so far.
-#[derive(Debug, Default)]
-struct StreamState {
-    text: String,
-    calls: Vec<PartialCall>,
-    /// The last `finish_reason` a choice delta carried.
-    finish_reason: Option<String>,
-    usage: Option<Usage>,
-}
-
-impl StreamState {
-    fn on_event(
-        &mut self,
-        event: &SseEvent,
-        on_delta: &mut (dyn FnMut(Delta) + Send),
-    ) -> Result<Flow, ModelError> {
-        let data = event.data.trim();
-        if data == "[DONE]" {
-            return Ok(Flow::Done);
-        }
-        if event.event == "error" {
-            let message = server_message(data).unwrap_or_else(|| excerpt(data, 500));
-            return Err(ModelError::Server { message });
-        }
-        if data.is_empty() {
-            return Ok(Flow::More);
-        }
-        self.on_chunk(data, on_delta)?;
-        Ok(Flow::More)
-    }
-
-    fn on_chunk(
-        &mut self,
-        data: &str,
-        on_delta: &mut (dyn FnMut(Delta) + Send),
-    ) -> Result<(), ModelError> {
-        let chunk: WireChunk =
-            serde_json::from_str(data).map_err(|e| ModelError::MalformedStream {
-                detail: format!("an event is not a chat-completion chunk: {e}"),
-                line: excerpt(data, 300),
-            })?;
-        if let Some(error) = chunk.error.filter(|e| !e.is_null()) {
-            let message = value_message(&error).unwrap_or_else(|| error.to_string());
-            return Err(ModelError::Server {
-                message: excerpt(&message, 500),
-            });
-        }
-        if chunk.usage.is_some() {
-            self.usage = chunk.usage;
-        }
-        for choice in chunk.choices.unwrap_or_default() {
-            // Only the first choice is asked for; ignore any other.
-            if choice.index.unwrap_or(0) != 0 {
-                continue;
-            }
-            if let Some(delta) = choice.delta {
-                if let Some(text) = delta.content.filter(|t| !t.is_empty()) {
-                    self.text.push_str(&text);
-                    on_delta(Delta::Text(text));
-                }
-                for call in delta.tool_calls.unwrap_or_default() {
-                    self.on_tool_call(call, on_delta);
-                }
-            }
-            if let Some(reason) = choice.finish_reason {
-                self.finish_reason = Some(reason);
-            }
-        }
-        Ok(())
-    }
-
-    fn on_tool_call(&mut self, call: WireToolCall, on_delta: &mut (dyn FnMut(Delta) + Send)) {
-        let id = call.id.filter(|id| !id.is_empty());
-        let (name, arguments) = match call.function {
-            Some(function) => (function.name.filter(|n| !n.is_empty()), function.arguments),
-            None => (None, None),
-        };
-        let slot = self.slot_for(call.index, id.as_deref(), name.is_some());
-        let entry = &mut self.calls[slot];
-        if entry.id.is_none() {
-            entry.id = id;
-        }
-        if let Some(name) = name {
-            if entry.name.is_empty() {
-                entry.name = name;
-            }
-        }
-        let fragment = match arguments {
-            None | Some(Value::Null) => String::new(),
-            Some(Value::String(text)) => text,
-            Some(other) => other.to_string(),
-        };
-        entry.arguments.push_str(&fragment);
-        if entry.started {
-            if !fragment.is_empty() {
-                on_delta(Delta::ToolCallArguments {
-                    index: slot,
-                    fragment,
-                });
-            }
-        } else if !entry.name.is_empty() {
-            entry.started = true;
-            let id = entry
-                .id
-                .get_or_insert_with(|| format!("call_{slot}"))
-                .clone();
-            on_delta(Delta::ToolCallStarted {
-                index: slot,
-                id,
-                name: entry.name.clone(),
-            });
-            if !entry.arguments.is_empty() {
-                on_delta(Delta::ToolCallArguments {
-                    index: slot,
-                    fragment: entry.arguments.clone(),
-                });
-            }
-        }
-    }
-
-    /// Which call a tool-call delta continues, or a new one.
-    fn slot_for(&mut self, index: Option<usize>, id: Option<&str>, has_name: bool) -> usize {
-        let existing = match index {
-            Some(index) => self
-                .calls
-                .iter()
-                .rposition(|c| c.server_index == Some(index))
-                // A different id under the same index is another call (some servers number
-                // every call 0).
-                .filter(|&slot| match (&self.calls[slot].id, id) {
-                    (Some(known), Some(id)) => known == id,
-                    _ => true,
-                }),
-            // Without an index: the call with this id, else a named delta begins a call, else
-            // it continues the latest one.
-            None => match id {
-                Some(id) => self.calls.iter().position(|c| c.id.as_deref() == Some(id)),
-                None if has_name => None,
-                None => self.calls.len().checked_sub(1),
-            },
-        };
-        existing.unwrap_or_else(|| {
-            self.calls.push(PartialCall {
-                server_index: index,
-                ..PartialCall::default()
-            });
-            self.calls.len() - 1
-        })
-    }
-
-    fn finish(self) -> Result<AssistantTurn, ModelError> {
-        let mut tool_calls = Vec::with_capacity(self.calls.len());
-        for call in self.calls {
-            if call.name.is_empty() {
-                return Err(ModelError::MalformedStream {
-                    detail: "a tool call never got a name".to_owned(),
-                    line: excerpt(&call.arguments, 300),
-                });
-            }
-            let arguments = if call.arguments.trim().is_empty() {
-                "{}".to_owned()
-            } else {
-                call.arguments
-            };
-            tool_calls.push(ToolCall {
-                id: call.id.unwrap_or_default(),
-                name: call.name,
-                arguments,
-            });
-        }
-        let finish = match self.finish_reason {
-            Some(reason) => FinishReason::from(reason),
-            None if tool_calls.is_empty() => FinishReason::Stop,
-            None => FinishReason::ToolCalls,
-        };
-        Ok(AssistantTurn {
-            text: self.text,
-            tool_calls,
-            finish,
-            usage: self.usage,
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Feeds `chunks` (the JSON of each event) and returns the deltas and the turn.
-    fn assemble(chunks: &[Value]) -> (Vec<Delta>, Result<AssistantTurn, ModelError>) {
-        let mut state = StreamState::default();
-        let mut deltas = Vec::new();
-        let mut on_delta = |d: Delta| deltas.push(d);
-        for chunk in chunks {
-            let event = SseEvent {
-                event: String::new(),
-                data: chunk.to_string(),
-            };
-            if let Err(e) = state.on_event(&event, &mut on_delta) {
-                return (deltas, Err(e));
-            }
-        }
-        (deltas, state.finish())
-    }
-
-    fn call_delta(tool_calls: Value) -> Value {
-        json!({"choices": [{"index": 0, "delta": {"tool_calls": tool_calls}}]})
-    }
-
-    fn finish(reason: &str) -> Value {
-        json!({"choices": [{"index": 0, "delta": {}, "finish_reason": reason}]})
-    }
-
-    fn started(index: usize, id: &str, name: &str) -> Delta {
-        Delta::ToolCallStarted {
-            index,
-            id: id.into(),
-            name: name.into(),
-        }
-    }
-
-    fn args(index: usize, fragment: &str) -> Delta {
-        Delta::ToolCallArguments {
-            index,
-            fragment: fragment.into(),
-        }
-    }
-
-    #[test]
-    fn fragments_keyed_by_index_make_interleaved_calls() {
-        let (deltas, turn) = assemble(&[
-            call_delta(
-                json!([{"index": 0, "id": "a", "type": "function", "function": {"name": "bash", "arguments": ""}}]),
-            ),
-            call_delta(json!([{"index": 1, "id": "b", "function": {"name": "read_file"}}])),
-            call_delta(json!([{"index": 0, "function": {"arguments": "{\"command\":"}}])),
-            call_delta(json!([{"index": 1, "function": {"arguments": "{\"path\":\"x\"}"}}])),
-            call_delta(json!([{"index": 0, "function": {"arguments": "\"ls\"}"}}])),
-            finish("tool_calls"),
-        ]);
-        let turn = turn.expect("assembles");
-        assert_eq!(
-            deltas,
-            [
-                started(0, "a", "bash"),
-                started(1, "b", "read_file"),
-                args(0, "{\"command\":"),
-                args(1, "{\"path\":\"x\"}"),
-                args(0, "\"ls\"}"),
-            ]
-        );
-        assert_eq!(turn.tool_calls[0].arguments, "{\"command\":\"ls\"}");
-        assert_eq!(turn.tool_calls[1].name, "read_file");
-        assert_eq!(turn.finish, FinishReason::ToolCalls);
-    }
-
-    #[test]
-    fn calls_without_index_are_told_apart_by_id_and_name() {
-        // Ollama: whole calls, several in one delta, no index; arguments as an object.
-        let (deltas, turn) = assemble(&[
-            call_delta(json!([
-                {"id": "call_x", "function": {"name": "bash", "arguments": {"command": "ls"}}},
-                {"id": "call_y", "function": {"name": "bash", "arguments": "{\"command\":\"pwd\"}"}},
-            ])),
-            finish("stop"),
-        ]);
-        let turn = turn.expect("assembles");
-        assert_eq!(turn.tool_calls.len(), 2);
-        assert_eq!(turn.tool_calls[0].arguments, "{\"command\":\"ls\"}");
-        assert_eq!(turn.tool_calls[1].id, "call_y");
-        assert_eq!(deltas.len(), 4, "{deltas:?}");
-        assert_eq!(turn.finish, FinishReason::Stop, "the server's word is kept");
-
-        // No index and no id: a named delta starts a call, an unnamed one continues it.
-        let (_, turn) = assemble(&[
-            call_delta(json!([{"function": {"name": "bash", "arguments": "{\"a\""}}])),
-            call_delta(json!([{"function": {"arguments": ":1}"}}])),
-            call_delta(json!([{"function": {"name": "read_file"}}])),
-        ]);
-        let turn = turn.expect("assembles");
-        assert_eq!(turn.tool_calls[0].arguments, "{\"a\":1}");
-        assert_eq!(turn.tool_calls[0].id, "call_0", "a missing id is made up");
-        assert_eq!(turn.tool_calls[1].arguments, "{}");
-        assert_eq!(
-            turn.finish,
-            FinishReason::ToolCalls,
-            "inferred without a reason"
-        );
-    }
-
-    #[test]
-    fn a_new_id_under_a_reused_index_is_a_new_call() {
-        let (_, turn) = assemble(&[
-            call_delta(
-                json!([{"index": 0, "id": "a", "function": {"name": "x", "arguments": "{}"}}]),
-            ),
-            call_delta(
-                json!([{"index": 0, "id": "b", "function": {"name": "y", "arguments": "{}"}}]),
-            ),
-        ]);
-        let names: Vec<_> = turn
-            .expect("assembles")
-            .tool_calls
-            .into_iter()
-            .map(|c| c.name)
-            .collect();
-        assert_eq!(names, ["x", "y"]);
-    }
-
-    #[test]
-    fn the_last_finish_reason_and_usage_win() {
-        let (deltas, turn) = assemble(&[
-            json!({"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}),
-            json!({"choices": [{"index": 0, "delta": {"content": "Hel"}}]}),
-            json!({"choices": [{"index": 1, "delta": {"content": "other choice"}}]}),
-            json!({"choices": [{"delta": {"content": "lo"}, "finish_reason": null}]}),
-            finish("length"),
-            json!({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}}),
-        ]);
-        let turn = turn.expect("assembles");
-        assert_eq!(
-            deltas,
-            [Delta::Text("Hel".into()), Delta::Text("lo".into())]
-        );
-        assert_eq!(turn.text, "Hello");
-        assert_eq!(turn.finish, FinishReason::Length);
-        assert_eq!(
-            turn.usage,
-            Some(Usage {
-                prompt_tokens: 3,
-                completion_tokens: 2,
-                total_tokens: 5
-            })
-        );
-    }
-
-    #[test]
-    fn a_nameless_call_is_malformed() {
-        let (_, turn) = assemble(&[call_delta(
-            json!([{"index": 0, "function": {"arguments": "{}"}}]),
-        )]);
-        assert!(
-            matches!(turn, Err(ModelError::MalformedStream { .. })),
-            "{turn:?}"
-        );
-    }
-
-    #[test]
-    fn an_error_in_the_stream_is_reported() {
-        let (_, turn) = assemble(&[json!({"error": {"message": "context too long", "code": 400}})]);
-        let err = turn.expect_err("error");
-        assert!(matches!(&err, ModelError::Server { message } if message == "context too long"));
-    }
+    use crate::model::Reasoning;
 
     #[test]
     fn base_urls_become_endpoints() {
@@ -1162,23 +820,55 @@ mod tests {
         assert_eq!((e.target.as_str(), e.port), ("/chat/completions", 80));
     }
 
+    fn thinking(field: Option<ReasoningField>, calls: bool) -> Message {
+        Message::Assistant {
+            text: Some("Four.".into()),
+            reasoning: Some(Reasoning {
+                text: "2+2".into(),
+                field,
+            }),
+            tool_calls: if calls {
+                vec![crate::model::ToolCall {
+                    id: "c".into(),
+                    name: "bash".into(),
+                    arguments: "{}".into(),
+                }]
+            } else {
+                vec![]
+            },
+        }
+    }
+
     #[test]
-    fn backoff_doubles_with_jitter_and_is_capped() {
-        let mut settings = OpenAiSettings::new("http://127.0.0.1:1/v1", "m");
-        settings.retry_base_delay = Duration::from_millis(100);
-        settings.retry_max_delay = Duration::from_millis(1000);
-        let provider = OpenAiProvider::new(settings).expect("builds");
-        for (retry, full) in [
-            (0, 100),
-            (1, 200),
-            (2, 400),
-            (3, 800),
-            (4, 1000),
-            (40, 1000),
+    fn reasoning_goes_back_in_the_field_it_came_in_when_the_rule_says() {
+        let rule = ReasoningReturn::ToolTurns;
+        let wire = wire_message(&thinking(None, true), rule, false);
+        assert_eq!(wire["reasoning_content"], "2+2", "{wire}");
+        let wire = wire_message(
+            &thinking(Some(ReasoningField::Reasoning), false),
+            rule,
+            true,
+        );
+        assert_eq!(wire["reasoning"], "2+2", "{wire}");
+        assert!(wire.get("reasoning_content").is_none(), "{wire}");
+        let wire = wire_message(
+            &thinking(Some(ReasoningField::ThinkingPart), false),
+            rule,
+            true,
+        );
+        assert_eq!(
+            wire["content"],
+            json!([{"type": "thinking", "thinking": [{"type": "text", "text": "2+2"}]},
+                   {"type": "text", "text": "Four."}])
+        );
+        for (rule, current, calls) in [
+            (ReasoningReturn::ToolTurns, false, false),
+            (ReasoningReturn::CurrentTurn, false, true),
+            (ReasoningReturn::Never, true, true),
         ] {
-            let wait = provider.backoff(retry);
-            let full = Duration::from_millis(full);
-            assert!(wait >= full / 2 && wait <= full, "retry {retry}: {wait:?}");
+            let wire = wire_message(&thinking(None, calls), rule, current);
+            assert!(wire.get("reasoning_content").is_none(), "{rule:?}: {wire}");
+            assert_eq!(wire["content"], "Four.", "{wire}");
         }
     }
 }

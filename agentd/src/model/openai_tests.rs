@@ -12,8 +12,8 @@ use tokio::task::JoinHandle;
 
 use super::openai::{OpenAiProvider, OpenAiSettings};
 use super::{
-    AssistantTurn, ChatRequest, Delta, FinishReason, Message, ModelError, Provider, ToolCall,
-    ToolSpec, Usage,
+    AssistantTurn, ChatRequest, Delta, FailureKind, FinishReason, Message, ModelError, Provider,
+    Reasoning, ReasoningField, ReasoningReturn, TokenLimitField, ToolCall, ToolSpec, Usage,
 };
 
 /// Fails a test that would otherwise hang.
@@ -411,7 +411,7 @@ async fn a_connection_dropped_mid_stream_is_an_error_and_not_retried() {
     let (deltas, result) = complete(&provider(settings(&base_url)), &hello()).await;
     let err = result.expect_err("no partial success");
     assert!(
-        matches!(&err, ModelError::Connection { detail, .. } if detail.contains("middle")),
+        matches!(&err, ModelError::Interrupted { detail, .. } if detail.contains("middle")),
         "{err}"
     );
     assert_eq!(deltas, [Delta::Text("partial".into())]);
@@ -435,7 +435,7 @@ async fn a_close_delimited_stream_cut_short_is_an_error() {
     let (_, result) = complete(&provider(settings(&base_url)), &hello()).await;
     let err = result.expect_err("no partial success");
     assert!(
-        matches!(&err, ModelError::Connection { detail, .. } if detail.contains("before it was complete")),
+        matches!(&err, ModelError::Interrupted { detail, .. } if detail.contains("before it was complete")),
         "{err}"
     );
     within(server).await.expect("server");
@@ -455,6 +455,10 @@ async fn the_request_has_the_chat_completions_shape() {
             Message::user("List the files."),
             Message::Assistant {
                 text: None,
+                reasoning: Some(Reasoning {
+                    text: "ls will do.".into(),
+                    field: Some(ReasoningField::ReasoningContent),
+                }),
                 tool_calls: vec![ToolCall {
                     id: "call_1".into(),
                     name: "bash".into(),
@@ -464,9 +468,23 @@ async fn the_request_has_the_chat_completions_shape() {
             Message::tool("call_1", "a.txt\n"),
             Message::Assistant {
                 text: Some("One file.".into()),
+                reasoning: None,
                 tool_calls: vec![],
             },
             Message::user("Thanks."),
+            Message::Assistant {
+                text: None,
+                reasoning: Some(Reasoning {
+                    text: "Say so.".into(),
+                    field: Some(ReasoningField::Reasoning),
+                }),
+                tool_calls: vec![ToolCall {
+                    id: "call_2".into(),
+                    name: "bash".into(),
+                    arguments: "{\"command\":\"true\"}".into(),
+                }],
+            },
+            Message::tool("call_2", ""),
         ],
         tools: vec![ToolSpec {
             name: "bash".into(),
@@ -478,6 +496,12 @@ async fn the_request_has_the_chat_completions_shape() {
     let mut settings = settings(&base_url);
     settings.max_tokens = Some(256);
     settings.temperature = Some(0.25);
+    // A local server: the family of unknown servers, whose defaults these are.
+    assert_eq!(
+        settings.max_tokens_field,
+        TokenLimitField::MaxCompletionTokens
+    );
+    assert_eq!(settings.send_reasoning, ReasoningReturn::CurrentTurn);
     let (_, turn) = complete(&provider(settings), &req).await;
     turn.expect("a turn");
     let received = within(server).await.expect("server");
@@ -505,7 +529,7 @@ async fn the_request_has_the_chat_completions_shape() {
         json!({
             "model": "test-model",
             "stream": true,
-            "max_tokens": 256,
+            "max_completion_tokens": 256,
             "temperature": 0.25,
             "messages": [
                 {"role": "system", "content": "You are terse."},
@@ -517,6 +541,12 @@ async fn the_request_has_the_chat_completions_shape() {
                 {"role": "tool", "tool_call_id": "call_1", "content": "a.txt\n"},
                 {"role": "assistant", "content": "One file."},
                 {"role": "user", "content": "Thanks."},
+                // The tool loop in progress goes back with its reasoning, as it came.
+                {"role": "assistant", "content": null, "reasoning": "Say so.", "tool_calls": [
+                    {"id": "call_2", "type": "function",
+                     "function": {"name": "bash", "arguments": "{\"command\":\"true\"}"}}
+                ]},
+                {"role": "tool", "tool_call_id": "call_2", "content": ""},
             ],
             "tools": [{"type": "function", "function": {
                 "name": "bash",
@@ -593,8 +623,13 @@ async fn an_unreachable_server_is_a_connection_error() {
     let ModelError::RetriesExhausted { attempts: 2, last } = &err else {
         panic!("{err}");
     };
-    assert!(matches!(**last, ModelError::Connection { .. }), "{last}");
-    assert!(err.to_string().contains("cannot connect"), "{err}");
+    assert!(matches!(**last, ModelError::Unreachable { .. }), "{last}");
+    assert_eq!((err.kind(), err.retries()), (FailureKind::Unreachable, 1));
+    let text = err.to_string();
+    assert!(
+        text.contains("could not be reached") && text.contains("cannot connect"),
+        "{text}"
+    );
 }
 
 #[tokio::test]
@@ -611,10 +646,138 @@ async fn silence_after_the_headers_is_a_timeout() {
     });
     let mut settings = settings(&base_url);
     settings.idle_timeout = Duration::from_millis(200);
+    settings.max_retries = 0;
     let (_, result) = complete(&provider(settings), &hello()).await;
     let err = result.expect_err("times out");
     assert!(matches!(err, ModelError::Timeout { .. }), "{err}");
     assert!(err.to_string().contains("timeout_secs"), "{err}");
+    assert!(!err.to_string().contains("could not be reached"), "{err}");
+    within(server).await.expect("server");
+}
+
+/// The server of the stall tests: the first connection gets `stall` written and then nothing
+/// until the client gives up on it and closes it; the second gets a whole answer. Returns how
+/// many connections it saw after the first, and the listener for a check of later ones.
+async fn stall_then_answer(listener: TcpListener, stall: &'static [u8]) -> TcpListener {
+    let (mut first, _) = accept(&listener).await;
+    first.write_all(stall).await.expect("write");
+    until_closed(&mut first).await;
+    let (mut second, _) = accept(&listener).await;
+    answer_events(
+        &mut second,
+        &[text_chunk("second try"), finish_chunk("stop")],
+    )
+    .await;
+    listener
+}
+
+fn impatient(base_url: &str) -> OpenAiSettings {
+    let mut settings = settings(base_url);
+    settings.idle_timeout = Duration::from_millis(200);
+    settings.max_retries = 1;
+    settings
+}
+
+/// No connection waits after the client's call has returned.
+fn no_further_connection(listener: TcpListener) {
+    let listener = listener.into_std().expect("std listener");
+    listener.set_nonblocking(true).expect("nonblocking");
+    match listener.accept() {
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+        other => panic!("the client tried again: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn no_headers_within_the_timeout_is_retried_and_the_retry_answers() {
+    let (listener, base_url) = listen().await;
+    let server = server(listener, |listener| stall_then_answer(listener, b""));
+    let (deltas, turn) = complete(&provider(impatient(&base_url)), &hello()).await;
+    assert_eq!(turn.expect("the retry answers").text, "second try");
+    assert_eq!(deltas, [Delta::Text("second try".into())]);
+    no_further_connection(within(server).await.expect("server"));
+}
+
+#[tokio::test]
+async fn no_body_byte_within_the_timeout_is_retried_and_the_retry_answers() {
+    let (listener, base_url) = listen().await;
+    let server = server(listener, |listener| {
+        stall_then_answer(listener, STREAM_HEAD.as_bytes())
+    });
+    let (deltas, turn) = complete(&provider(impatient(&base_url)), &hello()).await;
+    assert_eq!(turn.expect("the retry answers").text, "second try");
+    assert_eq!(deltas, [Delta::Text("second try".into())]);
+    within(server).await.expect("server");
+}
+
+#[tokio::test]
+async fn a_stall_before_anything_was_delivered_is_retried_even_after_some_bytes() {
+    // A keep-alive comment and a chunk with only the role: bytes, but nothing for the user.
+    const PREAMBLE: &str = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\
+                            Content-Length: 1000\r\n\r\n: keep-alive\n\n\
+                            data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\"}}]}\n\n";
+    let (listener, base_url) = listen().await;
+    let server = server(listener, |listener| {
+        stall_then_answer(listener, PREAMBLE.as_bytes())
+    });
+    let (_, turn) = complete(&provider(impatient(&base_url)), &hello()).await;
+    assert_eq!(turn.expect("the retry answers").text, "second try");
+    within(server).await.expect("server");
+}
+
+#[tokio::test]
+async fn a_stall_after_text_was_delivered_is_not_retried() {
+    let (listener, base_url) = listen().await;
+    let server = server(listener, |listener| async move {
+        let (mut stream, _) = accept(&listener).await;
+        stream
+            .write_all(STREAM_HEAD.as_bytes())
+            .await
+            .expect("write");
+        write_chunk(&mut stream, &format!("data: {}\n\n", text_chunk("partial"))).await;
+        until_closed(&mut stream).await;
+        listener
+    });
+    let (deltas, result) = complete(&provider(impatient(&base_url)), &hello()).await;
+    let err = result.expect_err("a timeout");
+    assert!(matches!(err, ModelError::Timeout { .. }), "{err}");
+    assert_eq!(err.retries(), 0);
+    assert_eq!(deltas, [Delta::Text("partial".into())]);
+    no_further_connection(within(server).await.expect("server"));
+}
+
+#[tokio::test]
+async fn a_final_failure_after_a_retry_says_how_many_attempts_failed_before() {
+    let (listener, base_url) = listen().await;
+    let server = server(listener, |listener| async move {
+        let (mut stream, _) = accept(&listener).await;
+        answer_status(
+            &mut stream,
+            "503 Service Unavailable",
+            "Retry-After: 0\r\n",
+            "busy",
+        )
+        .await;
+        drop(stream);
+        let (mut stream, _) = accept(&listener).await;
+        answer_status(
+            &mut stream,
+            "400 Bad Request",
+            "",
+            r#"{"error":{"message":"Missing `reasoning_content` field"}}"#,
+        )
+        .await;
+    });
+    let (_, result) = complete(&provider(settings(&base_url)), &hello()).await;
+    let err = result.expect_err("fails");
+    assert_eq!(
+        (err.kind(), err.status(), err.retries()),
+        (FailureKind::Http, Some(400), 1)
+    );
+    assert!(
+        err.to_string().contains("Missing `reasoning_content`"),
+        "{err}"
+    );
     within(server).await.expect("server");
 }
 

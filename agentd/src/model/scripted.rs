@@ -11,13 +11,15 @@
 //!
 //! [[turn]]
 //! delay_ms = 300                  # answer slowly, like a real model
+//! reasoning = "The file says hi." # shown as the model's thoughts, before the text
 //! text = "Done."
 //!
 //! [[turn]]
 //! error = "simulated outage"      # fail instead of answering
 //! ```
 //!
-//! Keys of a turn, all optional: `text`; `tool_calls`, each with a `name` and `arguments` (a
+//! Keys of a turn, all optional: `text`; `reasoning`, delivered before the text; `tool_calls`,
+//! each with a `name` and `arguments` (a
 //! table, sent as its JSON text, or a string, sent verbatim even if it is not valid JSON);
 //! `finish` (`stop`, `tool_calls`, `length`, `content_filter` or anything else; by default
 //! `tool_calls` when the turn has calls and `stop` otherwise); `delay_ms`, a wait before the
@@ -44,7 +46,7 @@ use serde::Deserialize;
 
 use super::{
     AssistantTurn, ChatRequest, CompleteFuture, Delta, FinishReason, Message, ModelError, Provider,
-    ToolCall,
+    Reasoning, ToolCall,
 };
 
 /// The scripted provider.
@@ -67,6 +69,7 @@ struct ScriptFile {
 #[serde(deny_unknown_fields)]
 struct ScriptedTurn {
     text: Option<String>,
+    reasoning: Option<String>,
     #[serde(default)]
     tool_calls: Vec<ScriptedCall>,
     finish: Option<String>,
@@ -150,7 +153,7 @@ impl ScriptedProvider {
             self.record_tools(path, req)?;
         }
         let Some(turn) = self.turns.get(position) else {
-            return Ok(stream_turn(Self::END_TEXT, Vec::new(), None, on_delta));
+            return Ok(stream_turn("", Self::END_TEXT, Vec::new(), None, on_delta));
         };
         if let Some(ms) = turn.delay_ms {
             // The simulated latency of the model itself.
@@ -177,6 +180,7 @@ impl ScriptedProvider {
             })
             .collect();
         Ok(stream_turn(
+            turn.reasoning.as_deref().unwrap_or(""),
             turn.text.as_deref().unwrap_or(""),
             calls,
             turn.finish.as_deref(),
@@ -187,11 +191,15 @@ impl ScriptedProvider {
 
 /// Delivers a turn as deltas and returns it.
 fn stream_turn(
+    reasoning: &str,
     text: &str,
     tool_calls: Vec<ToolCall>,
     finish: Option<&str>,
     on_delta: &mut (dyn FnMut(Delta) + Send),
 ) -> AssistantTurn {
+    for piece in split_after_whitespace(reasoning) {
+        on_delta(Delta::Reasoning(piece.to_owned()));
+    }
     for piece in split_after_whitespace(text) {
         on_delta(Delta::Text(piece.to_owned()));
     }
@@ -222,6 +230,10 @@ fn stream_turn(
     };
     AssistantTurn {
         text: text.to_owned(),
+        reasoning: (!reasoning.is_empty()).then(|| Reasoning {
+            text: reasoning.to_owned(),
+            field: None,
+        }),
         tool_calls,
         finish,
         usage: None,
@@ -280,6 +292,7 @@ arguments = '{"path": '
 error = "simulated outage"
 
 [[turn]]
+reasoning = "Nearly there."
 text = "Done."
 finish = "length"
 "#;
@@ -293,6 +306,7 @@ finish = "length"
         for _ in 0..assistant_messages {
             messages.push(Message::Assistant {
                 text: Some("earlier".into()),
+                reasoning: None,
                 tool_calls: vec![],
             });
             messages.push(Message::tool("x", "result"));
@@ -379,10 +393,22 @@ finish = "length"
         let (_, again) = run(&provider, &history(1)).await;
         assert!(again.is_err(), "the same history reaches the same turn");
 
-        let (_, turn) = run(&provider, &history(2)).await;
+        let (deltas, turn) = run(&provider, &history(2)).await;
         let turn = turn.expect("third turn");
         assert_eq!(turn.text, "Done.");
         assert_eq!(turn.finish, FinishReason::Length);
+        assert_eq!(
+            turn.reasoning.map(|r| r.text).as_deref(),
+            Some("Nearly there.")
+        );
+        assert_eq!(
+            deltas[..2],
+            [
+                Delta::Reasoning("Nearly ".into()),
+                Delta::Reasoning("there.".into())
+            ],
+            "the reasoning comes first"
+        );
 
         let (deltas, turn) = run(&provider, &history(3)).await;
         let turn = turn.expect("past the end");

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::approval::Outcome;
 use crate::config::ApprovalPolicy;
+use crate::model::Reasoning;
 
 /// The version written into every record. A log with a newer version is refused on load.
 pub const EVENT_VERSION: u32 = 1;
@@ -71,21 +72,36 @@ pub enum Event {
         instructions: String,
         tools: Vec<String>,
     },
-    /// What the model answered for one step.
+    /// What the model answered for one step: its text, the reasoning it showed, its tool calls.
+    /// With `incomplete`, what the editor was shown of an answer that then failed (the
+    /// `model/error` follows): replayed, but no part of the model's history.
     #[serde(rename = "model/output")]
     ModelOutput {
         turn: u64,
         step: u64,
         text: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reasoning: Option<Reasoning>,
         tool_calls: Vec<LoggedToolCall>,
         finish: String,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        incomplete: bool,
     },
-    /// The model call failed; the turn ends.
+    /// The model call failed; the turn ends, and the prompt is answered with an error. `kind`
+    /// classifies it (`unreachable`, `timeout`, `http`, `malformed`, … see
+    /// [`crate::model::FailureKind`]), `status` is the last HTTP status when the server answered
+    /// with one, `retries` how many failed attempts were retried first.
     #[serde(rename = "model/error")]
     ModelError {
         turn: u64,
         step: u64,
         message: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        kind: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        status: Option<u16>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        retries: Option<u32>,
     },
     /// A tool call is about to be executed (logged, and synced, before its side effects).
     #[serde(rename = "tool/call")]
@@ -106,7 +122,8 @@ pub enum Event {
         output: String,
         facts: serde_json::Value,
     },
-    /// The prompt turn ended with this ACP stop reason.
+    /// The prompt turn ended with this ACP stop reason, or `failed` when the model failed and
+    /// the prompt was answered with an error.
     #[serde(rename = "turn/ended")]
     TurnEnded { turn: u64, stop_reason: String },
     /// The session's sandbox mode from here on (see [`crate::sandbox`]). Log-only.

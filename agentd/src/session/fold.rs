@@ -63,6 +63,8 @@ fn shorten(text: &str, max: usize) -> String {
 #[derive(Debug, Clone, PartialEq)]
 pub enum ReplayItem {
     UserText(String),
+    /// The reasoning the model showed.
+    AgentThought(String),
     AgentText(String),
     ToolCall {
         call_id: String,
@@ -80,17 +82,32 @@ pub enum ReplayItem {
 
 /// Every record that an editor showed live, in the same order.
 pub fn replay(records: &[Record]) -> Vec<ReplayItem> {
-    records.iter().filter_map(replay_item).collect()
+    records.iter().flat_map(replay_items).collect()
 }
 
-/// What the editor is shown for one record, if anything: the live stream and `session/load`
-/// both go through this, so a replay shows what was shown.
-pub fn replay_item(record: &Record) -> Option<ReplayItem> {
+/// What the editor is shown for one record, in order: the live stream and `session/load` both
+/// go through this, so a replay shows what was shown.
+pub fn replay_items(record: &Record) -> Vec<ReplayItem> {
+    match &record.event {
+        // The model's reasoning came before its text.
+        Event::ModelOutput {
+            text, reasoning, ..
+        } => {
+            let thought = reasoning
+                .as_ref()
+                .filter(|r| !r.text.is_empty())
+                .map(|r| ReplayItem::AgentThought(r.text.clone()));
+            let text = (!text.is_empty()).then(|| ReplayItem::AgentText(text.clone()));
+            thought.into_iter().chain(text).collect()
+        }
+        _ => replay_item(record).into_iter().collect(),
+    }
+}
+
+/// What the editor is shown for a record that shows one thing, if it shows anything.
+fn replay_item(record: &Record) -> Option<ReplayItem> {
     match &record.event {
         Event::PromptSubmitted { text, .. } => Some(ReplayItem::UserText(text.clone())),
-        Event::ModelOutput { text, .. } if !text.is_empty() => {
-            Some(ReplayItem::AgentText(text.clone()))
-        }
         Event::ModelError { message, .. } => Some(ReplayItem::AgentText(model_error_text(message))),
         Event::ToolCall {
             call_id,
@@ -132,15 +149,17 @@ pub fn replay_item(record: &Record) -> Option<ReplayItem> {
     }
 }
 
-/// How a failed model call is shown to the user.
+/// How a failed model call is shown to the user: what happened, in the words of the error.
 pub fn model_error_text(message: &str) -> String {
-    format!("The model could not be reached: {message}")
+    format!("The model request failed: {message}")
 }
 
-/// The chat history a model is given for the next step: every prompt, every model answer and
-/// every tool result, in order. A tool call that has no result (the turn was cancelled, or
-/// agentd stopped before it ran) is answered with a note, because a model API requires every
-/// tool call to be followed by its result.
+/// The chat history a model is given for the next step: every prompt, every model answer (with
+/// the reasoning it showed; the provider decides what of it goes back) and every tool result,
+/// in order. What was shown of an answer that then failed is not history: the step gave no
+/// answer. A tool call that has no result (the turn was cancelled or cut off, or agentd stopped
+/// before it ran) is answered with a note, because a model API requires every tool call to be
+/// followed by its result.
 pub fn history(records: &[Record]) -> Vec<Message> {
     let mut out = Vec::new();
     let mut pending: Vec<String> = Vec::new();
@@ -159,11 +178,16 @@ pub fn history(records: &[Record]) -> Vec<Message> {
                 out.push(Message::user(text.clone()));
             }
             Event::ModelOutput {
-                text, tool_calls, ..
+                text,
+                reasoning,
+                tool_calls,
+                incomplete: false,
+                ..
             } => {
                 close_pending(&mut out, &mut pending);
                 out.push(Message::Assistant {
                     text: (!text.is_empty()).then(|| text.clone()),
+                    reasoning: reasoning.clone(),
                     tool_calls: tool_calls
                         .iter()
                         .map(|c| ToolCall {
@@ -208,12 +232,20 @@ pub fn transcript(records: &[Record]) -> String {
             ),
             Event::ModelOutput {
                 text,
+                reasoning,
                 tool_calls,
                 finish,
+                incomplete,
                 ..
             } => {
                 let mut s = String::new();
+                if let Some(reasoning) = reasoning.as_ref().filter(|r| !r.text.is_empty()) {
+                    s.push_str(&format!("  thinking: {}", reasoning.text));
+                }
                 if !text.is_empty() {
+                    if !s.is_empty() {
+                        s.push('\n');
+                    }
                     s.push_str(&format!("  assistant: {text}"));
                 }
                 for call in tool_calls {
@@ -225,9 +257,15 @@ pub fn transcript(records: &[Record]) -> String {
                 if s.is_empty() {
                     s = format!("  assistant: (nothing; finish {finish})");
                 }
+                if *incomplete {
+                    s.push_str("\n  (the answer broke off here)");
+                }
                 s
             }
-            Event::ModelError { message, .. } => format!("  model error: {message}"),
+            Event::ModelError { message, kind, .. } => match kind {
+                Some(kind) => format!("  model error ({kind}): {message}"),
+                None => format!("  model error: {message}"),
+            },
             Event::ToolCall { title, .. } => format!("  tool: {title}"),
             Event::ToolResult { status, output, .. } => {
                 let status = match status {
@@ -302,12 +340,14 @@ mod tests {
                 turn: 1,
                 step: 1,
                 text: "Looking.".into(),
+                reasoning: None,
                 tool_calls: vec![LoggedToolCall {
                     id: "c1".into(),
                     name: "bash".into(),
                     arguments: "{\"command\":\"ls\"}".into(),
                 }],
                 finish: "tool_calls".into(),
+                incomplete: false,
             },
             Event::ToolCall {
                 turn: 1,
@@ -416,7 +456,7 @@ mod tests {
                     | Event::ApprovalAsked { .. }
                     | Event::ApprovalDecided { .. }
             ) {
-                assert_eq!(replay_item(record), None, "{record:?}");
+                assert_eq!(replay_items(record), [], "{record:?}");
             }
         }
         let t = transcript(&full);
@@ -461,6 +501,86 @@ mod tests {
                 &serde_json::json!("workspace-write"),
                 &serde_json::json!("read-only")
             )
+        );
+    }
+
+    /// The sample with reasoning on its answer, then a second step that failed after showing
+    /// part of an answer.
+    fn with_reasoning_and_a_failure() -> Vec<Record> {
+        let mut events: Vec<Event> = sample().into_iter().map(|r| r.event).collect();
+        if let Some(Event::ModelOutput { reasoning, .. }) = events.get_mut(3) {
+            *reasoning = Some(crate::model::Reasoning {
+                text: "ls shows them.".into(),
+                field: Some(crate::model::ReasoningField::ReasoningContent),
+            });
+        }
+        let end = events.pop().expect("turn/ended");
+        events.extend([
+            Event::ModelOutput {
+                turn: 1,
+                step: 2,
+                text: "There are".into(),
+                reasoning: Some(crate::model::Reasoning {
+                    text: "One file.".into(),
+                    field: None,
+                }),
+                tool_calls: vec![],
+                finish: String::new(),
+                incomplete: true,
+            },
+            Event::ModelError {
+                turn: 1,
+                step: 2,
+                message: "the connection to the model server at http://x failed: reset".into(),
+                kind: Some("interrupted".into()),
+                status: None,
+                retries: Some(0),
+            },
+            end,
+        ]);
+        records(events)
+    }
+
+    #[test]
+    fn reasoning_is_replayed_before_its_text_and_kept_in_the_history() {
+        let records = with_reasoning_and_a_failure();
+        let items = replay(&records);
+        assert_eq!(items[1], ReplayItem::AgentThought("ls shows them.".into()));
+        assert_eq!(items[2], ReplayItem::AgentText("Looking.".into()));
+        let h = history(&records);
+        assert!(
+            matches!(&h[1], Message::Assistant { reasoning: Some(r), .. } if r.text == "ls shows them."),
+            "{h:?}"
+        );
+    }
+
+    #[test]
+    fn a_failed_step_is_replayed_with_what_it_showed_but_is_no_history() {
+        let records = with_reasoning_and_a_failure();
+        let items = replay(&records);
+        assert_eq!(
+            items[items.len() - 3..],
+            [
+                ReplayItem::AgentThought("One file.".into()),
+                ReplayItem::AgentText("There are".into()),
+                ReplayItem::AgentText(
+                    "The model request failed: the connection to the model server at http://x \
+                     failed: reset"
+                        .into()
+                ),
+            ]
+        );
+        let h = history(&records);
+        assert_eq!(h.len(), history(&sample()).len(), "{h:?}");
+        assert!(
+            !h.iter()
+                .any(|m| matches!(m, Message::Assistant { text: Some(t), .. } if t == "There are")),
+            "{h:?}"
+        );
+        let t = transcript(&records);
+        assert!(
+            t.contains("  thinking: One file.\n  assistant: There are\n  (the answer broke off here)\n  model error (interrupted): "),
+            "{t}"
         );
     }
 

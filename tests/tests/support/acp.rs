@@ -110,13 +110,24 @@ impl Drop for Scratch {
 impl AcpClient {
     /// Starts `agentd acp` with the scripted model and the scratch's state dir.
     pub fn start(scratch: &Scratch, script: &Path, extra: &[&str]) -> AcpClient {
+        let mut args: Vec<&std::ffi::OsStr> = vec!["--model-script".as_ref(), script.as_os_str()];
+        args.extend(extra.iter().map(|a| std::ffi::OsStr::new(*a)));
+        AcpClient::spawn(scratch, &args)
+    }
+
+    /// Starts `agentd acp` with the model its configuration file names (see
+    /// [`Scratch::config`]) and the scratch's state dir.
+    pub fn start_configured(scratch: &Scratch, extra: &[&str]) -> AcpClient {
+        let args: Vec<&std::ffi::OsStr> = extra.iter().map(|a| std::ffi::OsStr::new(*a)).collect();
+        AcpClient::spawn(scratch, &args)
+    }
+
+    fn spawn(scratch: &Scratch, args: &[&std::ffi::OsStr]) -> AcpClient {
         let mut child = Command::new(binary("agentd"))
             .arg("acp")
-            .arg("--model-script")
-            .arg(script)
+            .args(args)
             .arg("--state-dir")
             .arg(scratch.state())
-            .args(extra)
             .env_clear()
             .env("PATH", "/usr/local/bin:/usr/bin:/bin")
             .env("HOME", scratch.root.join("home"))
@@ -304,15 +315,16 @@ pub fn render(transcript: &[(&'static str, Value)], replacements: &[(&str, &str)
 }
 
 /// The `session/update` payloads of some notifications, with consecutive agent text chunks
-/// joined (the live stream sends the model's text in pieces, a replay sends it whole).
+/// joined, and consecutive thought chunks (the live stream sends the model's reasoning and text
+/// in pieces, a replay sends each whole).
 pub fn normalized_updates(notes: &[Value]) -> Vec<Value> {
     let mut out: Vec<Value> = Vec::new();
     for note in notes {
         let update = note["params"]["update"].clone();
-        let is_text = update["sessionUpdate"] == "agent_message_chunk";
-        if is_text {
+        let kind = update["sessionUpdate"].clone();
+        if kind == "agent_message_chunk" || kind == "agent_thought_chunk" {
             if let Some(last) = out.last_mut() {
-                if last["sessionUpdate"] == "agent_message_chunk" {
+                if last["sessionUpdate"] == kind {
                     let joined = format!(
                         "{}{}",
                         last["content"]["text"].as_str().unwrap_or_default(),
