@@ -12,9 +12,11 @@
 pub mod environment;
 pub mod frame;
 mod messages;
+pub mod vocabulary;
 
 pub use frame::{FrameDecoder, FrameError, MAX_FRAME, decode_payload, encode_frame};
 pub use messages::*;
+pub use vocabulary::UnknownWord;
 
 /// Subpaths of every writable root that stay read-only in confined modes: code planted there
 /// would run later, outside the sandbox. `.git` means a whole repository: the git directory it

@@ -361,17 +361,6 @@ impl Reply {
     }
 }
 
-impl Mode {
-    /// The name users type and read.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Mode::ReadOnly => "read-only",
-            Mode::WorkspaceWrite => "workspace-write",
-            Mode::DangerFullAccess => "danger-full-access",
-        }
-    }
-}
-
 impl Layer {
     /// The name users read in facts.
     pub fn as_str(self) -> &'static str {
@@ -379,18 +368,6 @@ impl Layer {
             Layer::Namespaces => "namespaces",
             Layer::Landlock => "landlock",
             Layer::Seccomp => "seccomp",
-        }
-    }
-}
-
-impl Backend {
-    /// The name users type and read.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Backend::None => "none",
-            Backend::Bwrap => "bwrap",
-            Backend::Landlock => "landlock",
-            Backend::Seatbelt => "seatbelt",
         }
     }
 }
