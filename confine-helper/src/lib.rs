@@ -10,10 +10,10 @@
 //! [`service`] sets up the listening socket; `sys` holds every `unsafe` block.
 
 mod bwrap;
-pub mod ceiling;
+mod ceiling;
 pub mod cli;
-pub mod command;
-pub mod confine;
+mod command;
+mod confine;
 mod enter;
 mod files;
 mod git;
@@ -21,8 +21,8 @@ mod landlock;
 mod paths;
 mod protect;
 mod seccomp;
-pub mod server;
-pub mod service;
+mod server;
+mod service;
 mod sys;
 
 /// Logs one line to stderr, prefixed with the helper's name and pid.

@@ -45,26 +45,26 @@ use seccompiler::{
 
 /// What varies between filters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Variant {
-    pub network_allowed: bool,
-    pub read_only: bool,
+pub(crate) struct Variant {
+    pub(crate) network_allowed: bool,
+    pub(crate) read_only: bool,
     /// The command runs in its own IPC namespace (bwrap): SysV IPC and message queues stay.
-    pub ipc_namespace: bool,
+    pub(crate) ipc_namespace: bool,
 }
 
 #[cfg(target_arch = "x86_64")]
 mod arch {
-    pub const TARGET: seccompiler::TargetArch = seccompiler::TargetArch::x86_64;
-    pub const AUDIT: u32 = 0xC000_003E;
+    pub(crate) const TARGET: seccompiler::TargetArch = seccompiler::TargetArch::x86_64;
+    pub(crate) const AUDIT: u32 = 0xC000_003E;
     /// System call numbers with this bit set are the x32 ABI.
-    pub const X32_BIT: Option<u32> = Some(0x4000_0000);
+    pub(crate) const X32_BIT: Option<u32> = Some(0x4000_0000);
 }
 
 #[cfg(target_arch = "aarch64")]
 mod arch {
-    pub const TARGET: seccompiler::TargetArch = seccompiler::TargetArch::aarch64;
-    pub const AUDIT: u32 = 0xC000_00B7;
-    pub const X32_BIT: Option<u32> = None;
+    pub(crate) const TARGET: seccompiler::TargetArch = seccompiler::TargetArch::aarch64;
+    pub(crate) const AUDIT: u32 = 0xC000_00B7;
+    pub(crate) const X32_BIT: Option<u32> = None;
 }
 
 const TIOCSTI: u64 = 0x5412;
@@ -77,7 +77,7 @@ const IOPRIO_WHO_PGRP: u64 = 2;
 
 /// Builds the filter for `variant`. Errors only if the rule table itself is inconsistent,
 /// which the tests rule out.
-pub fn build(variant: Variant) -> Result<BpfProgram, String> {
+pub(crate) fn build(variant: Variant) -> Result<BpfProgram, String> {
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     let always = [
         libc::SYS_ptrace,
@@ -334,7 +334,7 @@ fn prologue() -> BpfProgram {
 }
 
 /// The program as the bytes `bwrap --seccomp FD` reads: native-endian `sock_filter`s.
-pub fn to_bytes(program: &[sock_filter]) -> Vec<u8> {
+pub(crate) fn to_bytes(program: &[sock_filter]) -> Vec<u8> {
     let mut out = Vec::with_capacity(program.len() * 8);
     for insn in program {
         out.extend_from_slice(&insn.code.to_ne_bytes());

@@ -49,12 +49,12 @@ struct Conn {
 
 /// Who may connect in service mode.
 #[derive(Debug, Clone)]
-pub struct PeerRule {
-    pub allowed_uids: Vec<u32>,
+pub(crate) struct PeerRule {
+    pub(crate) allowed_uids: Vec<u32>,
 }
 
 #[derive(Debug)]
-pub struct Server {
+pub(crate) struct Server {
     listener: Option<(UnixListener, PeerRule)>,
     conns: HashMap<ConnId, Conn>,
     next_conn: ConnId,
@@ -71,14 +71,14 @@ enum Token {
 
 impl Server {
     /// A helper serving one inherited connection; it exits when that connection is gone.
-    pub fn embedded(sock: UnixStream, ctx: Context) -> Server {
+    pub(crate) fn embedded(sock: UnixStream, ctx: Context) -> Server {
         let mut server = Server::new(None, ctx);
         server.add_conn(sock, "agentd".into());
         server
     }
 
     /// A helper accepting connections on `listener` from peers `rule` allows.
-    pub fn service(listener: UnixListener, rule: PeerRule, ctx: Context) -> Server {
+    pub(crate) fn service(listener: UnixListener, rule: PeerRule, ctx: Context) -> Server {
         Server::new(Some((listener, rule)), ctx)
     }
 
@@ -124,7 +124,7 @@ impl Server {
     }
 
     /// Runs until there is nothing left to serve (embedded mode) or forever (service mode).
-    pub fn run(&mut self) -> std::io::Result<()> {
+    pub(crate) fn run(&mut self) -> std::io::Result<()> {
         loop {
             if self.listener.is_none() && self.conns.is_empty() && self.commands.is_empty() {
                 return Ok(());
@@ -381,7 +381,7 @@ impl Server {
 
     /// Runs `spawn` with the descriptors that came with it; `problem` is why it must not run
     /// (its descriptors are taken all the same, so the stream of descriptors stays in step).
-    fn on_spawn(&mut self, id: ConnId, spawn: Spawn, problem: Option<command::NotRun>) {
+    fn on_spawn(&mut self, id: ConnId, spawn: Spawn, problem: Option<crate::confine::NotRun>) {
         let Some(conn) = self.conns.get_mut(&id) else {
             return;
         };
@@ -417,7 +417,7 @@ impl Server {
             None
         };
         let started = match (refusal, problem) {
-            (Some(reason), _) => Err(command::NotRun::Refused(reason)),
+            (Some(reason), _) => Err(crate::confine::NotRun::Refused(reason)),
             (None, Some(problem)) => Err(problem),
             (None, None) => command::check(&spawn)
                 .and_then(|()| command::prepare(&spawn, &self.ctx))
@@ -514,7 +514,7 @@ impl Server {
 }
 
 /// Every backend's verdict (probing those not yet probed) and the Landlock ABI.
-pub fn info(ctx: &Context) -> HelperInfo {
+pub(crate) fn info(ctx: &Context) -> HelperInfo {
     HelperInfo {
         software: format!("confine-helper {}", env!("CARGO_PKG_VERSION")),
         pid: std::process::id(),

@@ -24,9 +24,9 @@ use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use nix::libc;
 
 /// Order byte on the ctl pipe: SIGTERM the tree.
-pub const CTL_TERMINATE: u8 = b'T';
+pub(crate) const CTL_TERMINATE: u8 = b'T';
 /// Order byte on the ctl pipe: SIGKILL the tree, reap it, report.
-pub const CTL_KILL: u8 = b'K';
+pub(crate) const CTL_KILL: u8 = b'K';
 
 /// Where the shim places its descriptors before it closes every other one.
 const FD_STATUS: c_int = 3;
@@ -36,11 +36,11 @@ const FD_CONFINE: c_int = 5;
 /// Where the shim keeps the descriptors bwrap's mounts are made from, in order.
 const FD_FIRST_PASSED: c_int = 6;
 /// Where the command finds the seccomp program it hands to bwrap (`--seccomp 3`).
-pub const COMMAND_SECCOMP_FD: c_int = 3;
+pub(crate) const COMMAND_SECCOMP_FD: c_int = 3;
 /// Where the command (bwrap) finds the descriptors of its mounts (`--bind-fd 4 …`), in order.
-pub const COMMAND_FIRST_PASSED_FD: c_int = 4;
+pub(crate) const COMMAND_FIRST_PASSED_FD: c_int = 4;
 /// The most descriptors one command is handed for bwrap's mounts.
-pub const MAX_PASSED_FDS: usize = 300;
+pub(crate) const MAX_PASSED_FDS: usize = 300;
 /// Duplicates are parked at or above this number (and above every passed descriptor's final
 /// number) while the final layout is built.
 const FD_PARK: c_int = 10;
@@ -50,7 +50,7 @@ const FIXED_FDS: usize = 6;
 /// A fixed-size message from a shim to the helper. Written with one `write` of
 /// [`Record::SIZE`] bytes, below `PIPE_BUF`, so records never interleave or tear.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Record {
+pub(crate) enum Record {
     /// `execve` of the command succeeded; this is its pid.
     Started { pid: u32 },
     /// A runner step failed (stage index of `confine_protocol::Stage`).
@@ -67,7 +67,7 @@ pub enum Record {
 }
 
 impl Record {
-    pub const SIZE: usize = 40;
+    pub(crate) const SIZE: usize = 40;
 
     fn encode(self) -> [u8; Record::SIZE] {
         let mut out = [0u8; Record::SIZE];
@@ -91,7 +91,7 @@ impl Record {
     }
 
     /// Decodes one record; `None` for bytes no shim writes.
-    pub fn decode(raw: &[u8; Record::SIZE]) -> Option<Record> {
+    pub(crate) fn decode(raw: &[u8; Record::SIZE]) -> Option<Record> {
         let word = |at: usize| {
             let mut w = [0u8; 8];
             w.copy_from_slice(&raw[at..at + 8]);
@@ -124,13 +124,13 @@ impl Record {
 
 /// A null-terminated array of pointers into owned C strings, built before fork.
 #[derive(Debug)]
-pub struct CStringArray {
+pub(crate) struct CStringArray {
     _strings: Vec<CString>,
     pointers: Vec<*const c_char>,
 }
 
 impl CStringArray {
-    pub fn new(strings: Vec<CString>) -> Self {
+    pub(crate) fn new(strings: Vec<CString>) -> Self {
         let mut pointers: Vec<*const c_char> = strings.iter().map(|s| s.as_ptr()).collect();
         pointers.push(std::ptr::null());
         CStringArray {
@@ -150,29 +150,29 @@ impl CStringArray {
 
 /// Everything the shim and the command need, built before fork.
 #[derive(Debug)]
-pub struct Prepared {
+pub(crate) struct Prepared {
     /// Paths to try with `execve`, in `PATH` order (one entry when argv[0] contains a slash).
-    pub programs: CStringArray,
-    pub argv: CStringArray,
-    pub envp: CStringArray,
-    pub cwd: CString,
+    pub(crate) programs: CStringArray,
+    pub(crate) argv: CStringArray,
+    pub(crate) envp: CStringArray,
+    pub(crate) cwd: CString,
     /// The command's stdin, stdout, stderr (may repeat a descriptor).
-    pub stdio: [RawFd; 3],
+    pub(crate) stdio: [RawFd; 3],
     /// Write end of the status pipe (shim → helper).
-    pub status_wr: RawFd,
+    pub(crate) status_wr: RawFd,
     /// Read end of the ctl pipe (helper → shim).
-    pub ctl_rd: RawFd,
-    pub confine: ChildConfine,
+    pub(crate) ctl_rd: RawFd,
+    pub(crate) confine: ChildConfine,
     /// Descriptors the command (bwrap) mounts from, at most [`MAX_PASSED_FDS`]; it finds them
     /// at [`COMMAND_FIRST_PASSED_FD`] on, in this order.
-    pub passed: Vec<RawFd>,
+    pub(crate) passed: Vec<RawFd>,
     /// `(resource, limit)` pairs set as both soft and hard limits.
-    pub rlimits: Vec<(u32, u64)>,
+    pub(crate) rlimits: Vec<(u32, u64)>,
 }
 
 /// What the command applies to itself before `execve`.
 #[derive(Debug)]
-pub enum ChildConfine {
+pub(crate) enum ChildConfine {
     None,
     /// The command is bwrap; it reads its seccomp program from this descriptor.
     Bwrap {
@@ -199,7 +199,7 @@ impl ChildConfine {
 }
 
 /// Forks the shim for one command. Returns the shim's pid in the helper.
-pub fn fork_shim(prepared: &Prepared) -> io::Result<libc::pid_t> {
+pub(crate) fn fork_shim(prepared: &Prepared) -> io::Result<libc::pid_t> {
     // SAFETY: the helper is single-threaded, so the child inherits a consistent address space;
     // the child only runs `shim_main`, which uses async-signal-safe calls on pre-built data and
     // never returns.
@@ -746,7 +746,7 @@ struct CapData {
 }
 
 /// Whether this process holds any effective capability (it runs as root, or with file caps).
-pub fn holds_capabilities() -> bool {
+pub(crate) fn holds_capabilities() -> bool {
     let header = CapHeader {
         version: LINUX_CAPABILITY_VERSION_3,
         pid: 0,
@@ -758,7 +758,7 @@ pub fn holds_capabilities() -> bool {
 }
 
 /// The running kernel's Landlock ABI version, or 0 without Landlock.
-pub fn landlock_abi() -> u32 {
+pub(crate) fn landlock_abi() -> u32 {
     const LANDLOCK_CREATE_RULESET_VERSION: u32 = 1;
     // SAFETY: the version query takes no attribute pointer and returns a number.
     let rc = unsafe {
@@ -776,7 +776,7 @@ pub fn landlock_abi() -> u32 {
 /// on descriptor `ruleset` applied to this process, every descriptor above stdio marked
 /// close-on-exec, and `SIGPIPE` back to its default (the Rust runtime ignores it, and an
 /// ignored disposition would survive `execve` into the command).
-pub fn enter_landlock(ruleset: RawFd) -> io::Result<()> {
+pub(crate) fn enter_landlock(ruleset: RawFd) -> io::Result<()> {
     nix::sys::prctl::set_no_new_privs()?;
     // SAFETY: landlock_restrict_self takes a descriptor number and flags; a wrong number fails.
     if unsafe { libc::syscall(libc::SYS_landlock_restrict_self, ruleset, 0u32) } == -1 {
@@ -805,13 +805,13 @@ pub fn enter_landlock(ruleset: RawFd) -> io::Result<()> {
 }
 
 /// Writes `bytes` to descriptor `fd` once, ignoring failure: a report on a pipe that may be gone.
-pub fn write_raw(fd: RawFd, bytes: &[u8]) {
+pub(crate) fn write_raw(fd: RawFd, bytes: &[u8]) {
     // SAFETY: write reads `bytes.len()` bytes from a live slice; a wrong descriptor fails.
     let _ = unsafe { libc::write(fd, bytes.as_ptr().cast(), bytes.len()) };
 }
 
 /// An anonymous, sealed, close-on-exec file holding `bytes`, positioned at its start.
-pub fn sealed_memfd(bytes: &[u8]) -> io::Result<OwnedFd> {
+pub(crate) fn sealed_memfd(bytes: &[u8]) -> io::Result<OwnedFd> {
     use nix::sys::memfd::{MFdFlags, memfd_create};
     let fd = memfd_create(
         c"confine-seccomp",
@@ -832,7 +832,7 @@ pub fn sealed_memfd(bytes: &[u8]) -> io::Result<OwnedFd> {
 
 /// Creates a fresh 0700 directory for one command under `base` (itself created 0700 and
 /// checked to be this user's real directory, not a symlink someone planted).
-pub fn private_temp_dir(base: &std::path::Path) -> io::Result<std::path::PathBuf> {
+pub(crate) fn private_temp_dir(base: &std::path::Path) -> io::Result<std::path::PathBuf> {
     use std::os::unix::fs::{DirBuilderExt, MetadataExt};
     let me = nix::unistd::geteuid().as_raw();
     match std::fs::DirBuilder::new().mode(0o700).create(base) {
@@ -866,7 +866,7 @@ fn is_search_miss(errno: c_int) -> bool {
 
 /// Closes every descriptor above 2 except `keep`, and makes sure 0..=2 are open so that no
 /// descriptor the helper opens later is mistaken for a standard stream.
-pub fn sanitize_fds(keep: RawFd) -> io::Result<()> {
+pub(crate) fn sanitize_fds(keep: RawFd) -> io::Result<()> {
     for fd in 0..3 {
         // SAFETY: F_GETFD only queries the descriptor table.
         if unsafe { libc::fcntl(fd, libc::F_GETFD) } == -1 {
@@ -894,7 +894,7 @@ pub fn sanitize_fds(keep: RawFd) -> io::Result<()> {
 }
 
 /// Removes every environment variable. Runs while the helper has one thread.
-pub fn clear_environment() {
+pub(crate) fn clear_environment() {
     let names: Vec<_> = std::env::vars_os().map(|(name, _)| name).collect();
     for name in names {
         // SAFETY: called from `main` before any other thread exists.
@@ -903,7 +903,7 @@ pub fn clear_environment() {
 }
 
 /// Takes ownership of descriptors received via SCM_RIGHTS.
-pub fn own_received(fds: &[RawFd]) -> Vec<OwnedFd> {
+pub(crate) fn own_received(fds: &[RawFd]) -> Vec<OwnedFd> {
     fds.iter()
         // SAFETY: the kernel just installed these descriptors for us; nothing else owns them.
         .map(|fd| unsafe { OwnedFd::from_raw_fd(*fd) })
@@ -912,7 +912,7 @@ pub fn own_received(fds: &[RawFd]) -> Vec<OwnedFd> {
 
 /// Takes ownership of the inherited connection descriptor named on the command line, after
 /// checking that it is open and is a socket.
-pub fn inherited_socket(fd: RawFd) -> io::Result<OwnedFd> {
+pub(crate) fn inherited_socket(fd: RawFd) -> io::Result<OwnedFd> {
     // SAFETY: F_GETFD and fstat only query the descriptor table; `st` is a live out-value.
     let is_socket = unsafe {
         let mut st: libc::stat = std::mem::zeroed();
@@ -930,7 +930,7 @@ pub fn inherited_socket(fd: RawFd) -> io::Result<OwnedFd> {
 }
 
 /// `poll(2)` over raw descriptors; EINTR is reported as zero ready.
-pub fn poll(fds: &mut [libc::pollfd], timeout_ms: c_int) -> io::Result<usize> {
+pub(crate) fn poll(fds: &mut [libc::pollfd], timeout_ms: c_int) -> io::Result<usize> {
     // SAFETY: `fds` is a live slice of pollfd structs of the length passed.
     let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
     if n == -1 {
