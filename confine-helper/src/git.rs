@@ -236,7 +236,7 @@ mod tests {
     fn entry(mode: u32, name: &str, hash: usize) -> Vec<u8> {
         let mut e = vec![0x5au8; STAT_BYTES + hash];
         e[24..28].copy_from_slice(&mode.to_be_bytes());
-        e.extend_from_slice(&(name.len() as u16).to_be_bytes());
+        e.extend_from_slice(&u16::try_from(name.len()).expect("short name").to_be_bytes());
         e.extend_from_slice(name.as_bytes());
         let size = (STAT_BYTES + hash + 2 + name.len() + 8) & !7;
         e.resize(size, 0);
@@ -246,7 +246,11 @@ mod tests {
     fn index(version: u32, entries: &[Vec<u8>], hash: usize) -> Vec<u8> {
         let mut out = b"DIRC".to_vec();
         out.extend_from_slice(&version.to_be_bytes());
-        out.extend_from_slice(&(entries.len() as u32).to_be_bytes());
+        out.extend_from_slice(
+            &u32::try_from(entries.len())
+                .expect("few entries")
+                .to_be_bytes(),
+        );
         for e in entries {
             out.extend_from_slice(e);
         }
@@ -288,7 +292,7 @@ mod tests {
                 "mod" => "sub/mod".len(),
                 _ => "sub/other".len(),
             };
-            e.extend_from_slice(&(full as u16).to_be_bytes());
+            e.extend_from_slice(&u16::try_from(full).expect("short name").to_be_bytes());
             e.push(strip);
             e.extend_from_slice(suffix.as_bytes());
             e.push(0);
@@ -306,7 +310,7 @@ mod tests {
         let hash = 20;
         let mut bytes = index(2, &[entry(0o160000, "m", hash)], 0);
         bytes.extend_from_slice(b"link");
-        bytes.extend_from_slice(&(hash as u32 + 4).to_be_bytes());
+        bytes.extend_from_slice(&(u32::try_from(hash).expect("hash size") + 4).to_be_bytes());
         bytes.extend(std::iter::repeat_n(0x0f, hash));
         bytes.extend_from_slice(&[0, 0, 0, 0]);
         bytes.extend(std::iter::repeat_n(0xab, hash));

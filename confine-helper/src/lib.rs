@@ -9,6 +9,12 @@
 //! Landlock inside a bwrap sandbox, as the second layer;
 //! [`service`] sets up the listening socket; `sys` holds every `unsafe` block.
 
+#![warn(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::cast_possible_wrap
+)]
+
 mod bwrap;
 mod ceiling;
 pub mod cli;
@@ -20,6 +26,7 @@ mod git;
 mod landlock;
 mod paths;
 mod protect;
+mod record;
 mod seccomp;
 mod server;
 mod service;

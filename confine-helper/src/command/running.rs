@@ -15,7 +15,8 @@ use nix::sys::wait::{WaitPidFlag, waitpid};
 use nix::unistd::Pid;
 
 use crate::confine::{Cleanup, Confinement, NotRun, Plan, exec_failure_code};
-use crate::sys::{self, CStringArray, ChildConfine, Prepared, Record};
+use crate::record::Record;
+use crate::sys::{self, CStringArray, ChildConfine, Prepared};
 
 /// Used when the request's environment has no `PATH`.
 pub(super) const DEFAULT_PATH: &[u8] =
@@ -78,6 +79,10 @@ pub(crate) fn start(
     nix::fcntl::fcntl(&status_rd, nix::fcntl::FcntlArg::F_SETFL(OFlag::O_NONBLOCK))
         .map_err(|e| failed(Stage::Pipe, e, "status pipe"))?;
 
+    let layer_report = match &mut plan.confinement {
+        Confinement::Bwrap { report, .. } => report.take(),
+        _ => None,
+    };
     let confine = match &plan.confinement {
         Confinement::None => ChildConfine::None,
         Confinement::Bwrap { seccomp, .. } => ChildConfine::Bwrap {
@@ -89,10 +94,15 @@ pub(crate) fn start(
             drop_caps,
         } => ChildConfine::Landlock {
             ruleset_fd: ruleset.as_raw_fd(),
-            filter: filter.as_ptr(),
-            filter_len: u16::try_from(filter.len()).map_err(|_| {
-                NotRun::RunnerFailed(Stage::Seccomp, 0, "seccomp program too long".into())
-            })?,
+            filter: if u16::try_from(filter.len()).is_ok() {
+                filter.as_slice()
+            } else {
+                return Err(NotRun::RunnerFailed(
+                    Stage::Seccomp,
+                    0,
+                    "seccomp program too long".into(),
+                ));
+            },
             drop_caps: *drop_caps,
         },
     };
@@ -101,7 +111,7 @@ pub(crate) fn start(
         _ => program_candidates(spawn),
     };
     let prepared = Prepared {
-        programs: CStringArray::new(programs),
+        programs,
         argv: CStringArray::new(plan.argv.iter().map(|a| c_string(a)).collect()),
         envp: CStringArray::new(
             plan.env
@@ -119,10 +129,6 @@ pub(crate) fn start(
             _ => Vec::new(),
         },
         rlimits: plan.rlimits.clone(),
-    };
-    let layer_report = match &mut plan.confinement {
-        Confinement::Bwrap { report, .. } => report.take(),
-        _ => None,
     };
     let started_at = Instant::now();
     let shim = sys::fork_shim(&prepared).map_err(|e| {
@@ -244,7 +250,7 @@ impl Running {
             }
         };
         self.cleanup.run();
-        let wall_us = self.started_at.elapsed().as_micros() as u64;
+        let wall_us = u64::try_from(self.started_at.elapsed().as_micros()).unwrap_or(u64::MAX);
         let usage = |user_us, sys_us, max_rss_kib| Usage {
             wall_us,
             user_us,

@@ -127,8 +127,10 @@ impl Passed {
                 ),
             );
         }
+        let offset = i32::try_from(self.0.len())
+            .or_else(|e| fail(Stage::Prepare, format!("descriptor number: {e}")))?;
         self.0.push(fd);
-        Ok(crate::sys::COMMAND_FIRST_PASSED_FD + (self.0.len() - 1) as i32)
+        Ok(crate::sys::COMMAND_FIRST_PASSED_FD + offset)
     }
 
     fn add_bind(&mut self, fd: OwnedFd, path: &Path) -> Result<(i32, PathBuf), NotRun> {
