@@ -143,17 +143,6 @@ fn parse(text: &str) -> Result<File, String> {
     toml::from_str(text).map_err(|e| e.to_string().trim_end().to_owned())
 }
 
-fn parse_mode(text: &str) -> Result<Mode, String> {
-    match text {
-        "read-only" => Ok(Mode::ReadOnly),
-        "workspace-write" => Ok(Mode::WorkspaceWrite),
-        "danger-full-access" => Ok(Mode::DangerFullAccess),
-        other => Err(format!(
-            "max_mode {other:?} is not one of read-only, workspace-write, danger-full-access"
-        )),
-    }
-}
-
 fn min_limit(a: Option<u64>, b: Option<u64>) -> Option<u64> {
     match (a, b) {
         (Some(a), Some(b)) => Some(a.min(b)),
@@ -164,7 +153,8 @@ fn min_limit(a: Option<u64>, b: Option<u64>) -> Option<u64> {
 impl Ceiling {
     fn narrow(&mut self, file: File) -> Result<(), String> {
         if let Some(mode) = file.max_mode {
-            self.max_mode = self.max_mode.min(parse_mode(&mode)?);
+            let mode: Mode = mode.parse().map_err(|e| format!("max_mode: {e}"))?;
+            self.max_mode = self.max_mode.min(mode);
         }
         if let Some(allow) = file.allow_network {
             self.allow_network &= allow;
