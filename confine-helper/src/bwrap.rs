@@ -14,12 +14,12 @@ use std::path::{Path, PathBuf};
 
 /// Where bwrap is looked for. Only system locations: a bwrap the user could replace would
 /// decide what the sandbox is.
-pub const SEARCH: [&str; 3] = ["/usr/bin/bwrap", "/bin/bwrap", "/usr/local/bin/bwrap"];
+pub(crate) const SEARCH: [&str; 3] = ["/usr/bin/bwrap", "/bin/bwrap", "/usr/local/bin/bwrap"];
 
 /// The first installed bwrap that only root can change (owned by root, no group or other
 /// write bit, in a directory with the same properties), if any: a bwrap someone else could
 /// replace would decide what the sandbox is.
-pub fn find() -> Option<PathBuf> {
+pub(crate) fn find() -> Option<PathBuf> {
     SEARCH
         .iter()
         .map(PathBuf::from)
@@ -37,31 +37,31 @@ fn root_controlled(path: &Path) -> bool {
 }
 
 /// A descriptor number (as the command sees it) and the path it is bound on.
-pub type FdBind = (i32, PathBuf);
+pub(crate) type FdBind = (i32, PathBuf);
 
 /// What varies between bwrap invocations.
 #[derive(Debug)]
-pub struct Args<'a> {
-    pub network_allowed: bool,
+pub(crate) struct Args<'a> {
+    pub(crate) network_allowed: bool,
     /// The command's private temp directory, bound on /tmp (workspace-write).
-    pub tmp: Option<i32>,
+    pub(crate) tmp: Option<i32>,
     /// The descriptor of `/`, bound read-only.
-    pub root_fd: i32,
-    pub writable: &'a [FdBind],
+    pub(crate) root_fd: i32,
+    pub(crate) writable: &'a [FdBind],
     /// Directories on the way to protected paths, bound read-write onto themselves.
-    pub pinned: &'a [FdBind],
-    pub read_only: &'a [FdBind],
-    pub masked: &'a [PathBuf],
+    pub(crate) pinned: &'a [FdBind],
+    pub(crate) read_only: &'a [FdBind],
+    pub(crate) masked: &'a [PathBuf],
     /// The descriptor number, in the command, that holds the seccomp program.
-    pub seccomp_fd: i32,
-    pub cwd: &'a [u8],
+    pub(crate) seccomp_fd: i32,
+    pub(crate) cwd: &'a [u8],
     /// The command's environment, set inside the sandbox; bwrap's own is empty.
-    pub env: &'a [confine_protocol::EnvVar],
-    pub argv: &'a [Vec<u8>],
+    pub(crate) env: &'a [confine_protocol::EnvVar],
+    pub(crate) argv: &'a [Vec<u8>],
 }
 
 /// The complete argument vector, `bwrap` first.
-pub fn argv(bwrap: &Path, a: &Args<'_>) -> Vec<Vec<u8>> {
+pub(crate) fn argv(bwrap: &Path, a: &Args<'_>) -> Vec<Vec<u8>> {
     let path = |p: &Path| p.as_os_str().as_bytes().to_vec();
     let mut out: Vec<Vec<u8>> = vec![path(bwrap)];
     let mut flags = vec![

@@ -31,25 +31,25 @@ struct File {
 
 /// The effective ceiling after every source.
 #[derive(Debug, Clone)]
-pub struct Ceiling {
-    pub max_mode: Mode,
-    pub allow_network: bool,
+pub(crate) struct Ceiling {
+    pub(crate) max_mode: Mode,
+    pub(crate) allow_network: bool,
     /// Each inner list is one source's constraint: a writable root must be under one of its
     /// entries, for every list.
-    pub writable_roots_under: Vec<Vec<PathBuf>>,
-    pub never_writable: Vec<PathBuf>,
+    pub(crate) writable_roots_under: Vec<Vec<PathBuf>>,
+    pub(crate) never_writable: Vec<PathBuf>,
     /// Each inner list is one source's exemptions from the secret filter; a name is exempt only
     /// if every list matches it.
-    pub env_allow: Vec<Vec<String>>,
-    pub env_deny: Vec<String>,
-    pub max_processes: Option<u64>,
-    pub max_file_size: Option<u64>,
-    pub max_address_space: Option<u64>,
-    pub refuse_partial: bool,
+    pub(crate) env_allow: Vec<Vec<String>>,
+    pub(crate) env_deny: Vec<String>,
+    pub(crate) max_processes: Option<u64>,
+    pub(crate) max_file_size: Option<u64>,
+    pub(crate) max_address_space: Option<u64>,
+    pub(crate) refuse_partial: bool,
     /// Files that were read, for `probe`.
-    pub sources: Vec<PathBuf>,
+    pub(crate) sources: Vec<PathBuf>,
     /// Set when a source could not be trusted or read: every request is refused with it.
-    pub broken: Option<String>,
+    pub(crate) broken: Option<String>,
 }
 
 impl Default for Ceiling {
@@ -72,11 +72,11 @@ impl Default for Ceiling {
 }
 
 /// The system-wide ceiling file.
-pub const SYSTEM_FILE: &str = "/etc/confine-helper/ceiling.toml";
+pub(crate) const SYSTEM_FILE: &str = "/etc/confine-helper/ceiling.toml";
 
 /// Where the user's ceiling file is, given the helper's environment as it was at start and the
 /// user's home directory.
-pub fn user_file(xdg_config_home: Option<&Path>, home: Option<&Path>) -> Option<PathBuf> {
+pub(crate) fn user_file(xdg_config_home: Option<&Path>, home: Option<&Path>) -> Option<PathBuf> {
     let base = match xdg_config_home.filter(|p| p.is_absolute()) {
         Some(dir) => dir.to_owned(),
         None => home?.join(".config"),
@@ -85,7 +85,7 @@ pub fn user_file(xdg_config_home: Option<&Path>, home: Option<&Path>) -> Option<
 }
 
 /// Loads every source. `explicit` is `--ceiling PATH`, which must exist.
-pub fn load(user: Option<&Path>, explicit: Option<&Path>) -> Ceiling {
+pub(crate) fn load(user: Option<&Path>, explicit: Option<&Path>) -> Ceiling {
     let mut ceiling = Ceiling::default();
     let me = nix::unistd::geteuid().as_raw();
     let system = (PathBuf::from(SYSTEM_FILE), false, vec![0]);
@@ -143,17 +143,6 @@ fn parse(text: &str) -> Result<File, String> {
     toml::from_str(text).map_err(|e| e.to_string().trim_end().to_owned())
 }
 
-fn parse_mode(text: &str) -> Result<Mode, String> {
-    match text {
-        "read-only" => Ok(Mode::ReadOnly),
-        "workspace-write" => Ok(Mode::WorkspaceWrite),
-        "danger-full-access" => Ok(Mode::DangerFullAccess),
-        other => Err(format!(
-            "max_mode {other:?} is not one of read-only, workspace-write, danger-full-access"
-        )),
-    }
-}
-
 fn min_limit(a: Option<u64>, b: Option<u64>) -> Option<u64> {
     match (a, b) {
         (Some(a), Some(b)) => Some(a.min(b)),
@@ -164,7 +153,8 @@ fn min_limit(a: Option<u64>, b: Option<u64>) -> Option<u64> {
 impl Ceiling {
     fn narrow(&mut self, file: File) -> Result<(), String> {
         if let Some(mode) = file.max_mode {
-            self.max_mode = self.max_mode.min(parse_mode(&mode)?);
+            let mode: Mode = mode.parse().map_err(|e| format!("max_mode: {e}"))?;
+            self.max_mode = self.max_mode.min(mode);
         }
         if let Some(allow) = file.allow_network {
             self.allow_network &= allow;
@@ -204,7 +194,7 @@ impl Ceiling {
     }
 
     /// The rule a request for `mode` with `network` breaks, if any.
-    pub fn check_mode(&self, mode: Mode, network_allowed: bool) -> Result<(), String> {
+    pub(crate) fn check_mode(&self, mode: Mode, network_allowed: bool) -> Result<(), String> {
         if let Some(broken) = &self.broken {
             return Err(broken.clone());
         }
@@ -222,7 +212,7 @@ impl Ceiling {
     }
 
     /// The rule the writable root `root` (its real path) breaks, if any.
-    pub fn check_root(&self, root: &Path) -> Result<(), String> {
+    pub(crate) fn check_root(&self, root: &Path) -> Result<(), String> {
         for (i, prefixes) in self.writable_roots_under.iter().enumerate() {
             if !prefixes.iter().any(|p| root.starts_with(p)) {
                 return Err(format!(
@@ -247,7 +237,7 @@ impl Ceiling {
     /// What becomes of one variable of a request: `env_deny` drops it; a locale variable that
     /// holds no locale name, or a secret-looking name that `env_allow` does not exempt, refuses
     /// the request (the rules are [`confine_protocol::environment`]'s); anything else passes.
-    pub fn env_verdict(&self, name: &str, value: &[u8]) -> EnvVerdict {
+    pub(crate) fn env_verdict(&self, name: &str, value: &[u8]) -> EnvVerdict {
         if self.env_deny.iter().any(|p| matches_pattern(p, name)) {
             return EnvVerdict::Dropped;
         }
@@ -277,7 +267,7 @@ impl Ceiling {
 
 /// What the helper does with one variable of a request ([`Ceiling::env_verdict`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum EnvVerdict {
+pub(crate) enum EnvVerdict {
     /// The command gets it.
     Passes,
     /// `env_deny` names it: the command runs without it.
@@ -289,7 +279,7 @@ pub enum EnvVerdict {
 /// Why a request is refused for one of its variables. The value is never part of the reason:
 /// it may be the secret.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum EnvRefusal {
+pub(crate) enum EnvRefusal {
     #[error(
         "the environment variable {name} looks like a secret (its name contains {word}), and \
          confine-helper gives a command no secret its ceiling does not allow; to pass it, add \

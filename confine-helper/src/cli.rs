@@ -36,7 +36,7 @@ $XDG_CONFIG_HOME/confine-helper/ceiling.toml, then --ceiling PATH; each can only
 
 /// What the command line asked for.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Invocation {
+pub(crate) enum Invocation {
     Embedded {
         fd: RawFd,
         ceiling: Option<PathBuf>,
@@ -63,7 +63,7 @@ pub enum Invocation {
 }
 
 /// Parses the helper's small command line.
-pub fn parse(args: &[OsString]) -> Result<Invocation, String> {
+pub(crate) fn parse(args: &[OsString]) -> Result<Invocation, String> {
     // The writer's path need not be UTF-8.
     if args.first().is_some_and(|a| a == "write-file") {
         return match &args[1..] {

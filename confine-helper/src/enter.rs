@@ -24,23 +24,23 @@ use nix::libc;
 use crate::sys;
 
 /// The report's kind byte: applying the ruleset failed; the command did not run.
-pub const REPORT_LANDLOCK: u8 = b'L';
+pub(crate) const REPORT_LANDLOCK: u8 = b'L';
 /// The report's kind byte: `execve` of the command failed.
-pub const REPORT_EXEC: u8 = b'E';
+pub(crate) const REPORT_EXEC: u8 = b'E';
 /// Bytes of one report: the kind and an errno.
-pub const REPORT_SIZE: usize = 5;
+pub(crate) const REPORT_SIZE: usize = 5;
 
 /// What `enter` was asked to do.
 #[derive(Debug, PartialEq, Eq)]
-pub struct Enter {
-    pub ruleset: RawFd,
-    pub report: RawFd,
-    pub argv: Vec<OsString>,
+pub(crate) struct Enter {
+    pub(crate) ruleset: RawFd,
+    pub(crate) report: RawFd,
+    pub(crate) argv: Vec<OsString>,
 }
 
 /// The argument vector that makes bwrap run `argv` through `enter`: `exe` is the descriptor
 /// number of this binary as the command sees it.
-pub fn argv(exe: RawFd, ruleset: RawFd, report: RawFd, argv: &[Vec<u8>]) -> Vec<Vec<u8>> {
+pub(crate) fn argv(exe: RawFd, ruleset: RawFd, report: RawFd, argv: &[Vec<u8>]) -> Vec<Vec<u8>> {
     let mut out: Vec<Vec<u8>> = vec![
         format!("/proc/self/fd/{exe}").into_bytes(),
         b"enter".to_vec(),
@@ -55,7 +55,7 @@ pub fn argv(exe: RawFd, ruleset: RawFd, report: RawFd, argv: &[Vec<u8>]) -> Vec<
 }
 
 /// Parses the arguments after `enter`.
-pub fn parse(args: &[OsString]) -> Result<Enter, String> {
+pub(crate) fn parse(args: &[OsString]) -> Result<Enter, String> {
     let number = |flag: &str, value: Option<&OsString>| -> Result<RawFd, String> {
         value
             .and_then(|v| v.to_str())
@@ -78,7 +78,7 @@ pub fn parse(args: &[OsString]) -> Result<Enter, String> {
 }
 
 /// Applies the ruleset and executes the command; returns only if that failed.
-pub fn main(enter: &Enter) -> ExitCode {
+pub(crate) fn main(enter: &Enter) -> ExitCode {
     let failed = |kind: u8, errno: i32| {
         let mut record = [0u8; REPORT_SIZE];
         record[0] = kind;
@@ -111,7 +111,7 @@ pub fn main(enter: &Enter) -> ExitCode {
 
 /// Decodes what `enter` reported, if anything: `Some(Err(errno))` when the ruleset could not be
 /// applied, `Some(Ok(errno))` when `execve` failed.
-pub fn decode_report(bytes: &[u8]) -> Option<Result<i32, i32>> {
+pub(crate) fn decode_report(bytes: &[u8]) -> Option<Result<i32, i32>> {
     let record: &[u8; REPORT_SIZE] = bytes.get(..REPORT_SIZE)?.try_into().ok()?;
     let errno = i32::from_ne_bytes([record[1], record[2], record[3], record[4]]);
     match record[0] {

@@ -74,7 +74,7 @@ fn failure_record(f: &Failed) -> Vec<u8> {
 
 /// Runs the reader: copies `path` (at most `max_bytes`) to standard output and reports on
 /// standard error.
-pub fn read_main(path: &Path, max_bytes: u64) -> ExitCode {
+pub(crate) fn read_main(path: &Path, max_bytes: u64) -> ExitCode {
     let (record, ok) = match read(path, max_bytes) {
         Ok((bytes, real)) => {
             let mut line = format!("read\0{bytes}\0").into_bytes();
@@ -142,7 +142,7 @@ fn read(path: &Path, max_bytes: u64) -> Result<(u64, PathBuf), Failed> {
 }
 
 /// Runs the writer: replaces `path` with standard input and reports on standard output.
-pub fn write_main(path: &Path, make_parents: bool) -> ExitCode {
+pub(crate) fn write_main(path: &Path, make_parents: bool) -> ExitCode {
     let (record, ok) = match write(path, make_parents) {
         Ok(written) => {
             let mut line = b"written\0".to_vec();

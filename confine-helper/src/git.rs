@@ -22,7 +22,7 @@ use std::path::{Component, Path, PathBuf};
 
 /// The target of a `.git` file (`gitdir: PATH`), taken relative to the directory `base` that
 /// holds the file.
-pub fn gitfile_target(content: &[u8], base: &Path) -> Option<PathBuf> {
+pub(crate) fn gitfile_target(content: &[u8], base: &Path) -> Option<PathBuf> {
     let rest = content.strip_prefix(b"gitdir: ")?;
     let line = rest.split(|b| *b == b'\n').next()?;
     let line = trim_end(line);
@@ -33,7 +33,7 @@ pub fn gitfile_target(content: &[u8], base: &Path) -> Option<PathBuf> {
 }
 
 /// The common directory named by a `commondir` file of the git directory `gitdir`.
-pub fn commondir_target(content: &[u8], gitdir: &Path) -> Option<PathBuf> {
+pub(crate) fn commondir_target(content: &[u8], gitdir: &Path) -> Option<PathBuf> {
     let line = trim_end(content.split(|b| *b == b'\n').next()?);
     if line.is_empty() {
         return None;
@@ -43,7 +43,7 @@ pub fn commondir_target(content: &[u8], gitdir: &Path) -> Option<PathBuf> {
 
 /// The worktree `.git` file a linked worktree's `worktrees/NAME/gitdir` points to, relative to
 /// that `worktrees/NAME` directory.
-pub fn worktree_gitfile(content: &[u8], admin_dir: &Path) -> Option<PathBuf> {
+pub(crate) fn worktree_gitfile(content: &[u8], admin_dir: &Path) -> Option<PathBuf> {
     commondir_target(content, admin_dir)
 }
 
@@ -60,11 +60,11 @@ fn trim_end(mut line: &[u8]) -> &[u8] {
 
 /// What the helper needs from an index file.
 #[derive(Debug, Default, PartialEq, Eq)]
-pub struct Index {
+pub(crate) struct Index {
     /// Paths (relative to the worktree) of the gitlinks: submodules.
-    pub gitlinks: Vec<PathBuf>,
+    pub(crate) gitlinks: Vec<PathBuf>,
     /// The file name of the shared index a split index refers to (`sharedindex.HEX`).
-    pub shared: Option<String>,
+    pub(crate) shared: Option<String>,
 }
 
 const GITLINK: u32 = 0o160000;
@@ -79,7 +79,7 @@ const EXTENDED: u16 = 0x4000;
 /// The object-name length is not in the index itself; the one under which every entry's
 /// recorded name length matches its name is taken, and an index that parses under neither is
 /// an error.
-pub fn parse_index(bytes: &[u8]) -> Result<Index, String> {
+pub(crate) fn parse_index(bytes: &[u8]) -> Result<Index, String> {
     if bytes.len() < 12 || &bytes[..4] != b"DIRC" {
         return Err("it does not start with an index header".into());
     }
@@ -236,7 +236,7 @@ mod tests {
     fn entry(mode: u32, name: &str, hash: usize) -> Vec<u8> {
         let mut e = vec![0x5au8; STAT_BYTES + hash];
         e[24..28].copy_from_slice(&mode.to_be_bytes());
-        e.extend_from_slice(&(name.len() as u16).to_be_bytes());
+        e.extend_from_slice(&u16::try_from(name.len()).expect("short name").to_be_bytes());
         e.extend_from_slice(name.as_bytes());
         let size = (STAT_BYTES + hash + 2 + name.len() + 8) & !7;
         e.resize(size, 0);
@@ -246,7 +246,11 @@ mod tests {
     fn index(version: u32, entries: &[Vec<u8>], hash: usize) -> Vec<u8> {
         let mut out = b"DIRC".to_vec();
         out.extend_from_slice(&version.to_be_bytes());
-        out.extend_from_slice(&(entries.len() as u32).to_be_bytes());
+        out.extend_from_slice(
+            &u32::try_from(entries.len())
+                .expect("few entries")
+                .to_be_bytes(),
+        );
         for e in entries {
             out.extend_from_slice(e);
         }
@@ -288,7 +292,7 @@ mod tests {
                 "mod" => "sub/mod".len(),
                 _ => "sub/other".len(),
             };
-            e.extend_from_slice(&(full as u16).to_be_bytes());
+            e.extend_from_slice(&u16::try_from(full).expect("short name").to_be_bytes());
             e.push(strip);
             e.extend_from_slice(suffix.as_bytes());
             e.push(0);
@@ -306,7 +310,7 @@ mod tests {
         let hash = 20;
         let mut bytes = index(2, &[entry(0o160000, "m", hash)], 0);
         bytes.extend_from_slice(b"link");
-        bytes.extend_from_slice(&(hash as u32 + 4).to_be_bytes());
+        bytes.extend_from_slice(&(u32::try_from(hash).expect("hash size") + 4).to_be_bytes());
         bytes.extend(std::iter::repeat_n(0x0f, hash));
         bytes.extend_from_slice(&[0, 0, 0, 0]);
         bytes.extend(std::iter::repeat_n(0xab, hash));

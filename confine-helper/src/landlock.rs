@@ -17,28 +17,28 @@ use crate::sys;
 
 /// A created ruleset and what it cannot enforce.
 #[derive(Debug)]
-pub struct Ruleset {
-    pub fd: OwnedFd,
-    pub missing: Vec<String>,
+pub(crate) struct Ruleset {
+    pub(crate) fd: OwnedFd,
+    pub(crate) missing: Vec<String>,
 }
 
 /// The running kernel's Landlock ABI version; 0 when Landlock is unavailable.
-pub fn kernel_abi() -> u32 {
+pub(crate) fn kernel_abi() -> u32 {
     sys::landlock_abi()
 }
 
 /// What the command may do, in the terms the ruleset needs.
 #[derive(Debug)]
-pub struct Plan<'a> {
-    pub abi: u32,
+pub(crate) struct Plan<'a> {
+    pub(crate) abi: u32,
     /// Directories with every right (workspace-write only), as descriptors the helper opened
     /// and checked: the rules are made from them, not from their names.
-    pub writable: &'a [OwnedFd],
-    pub network_denied: bool,
+    pub(crate) writable: &'a [OwnedFd],
+    pub(crate) network_denied: bool,
 }
 
 /// Creates the ruleset for `plan`.
-pub fn build(plan: &Plan<'_>) -> Result<Ruleset, String> {
+pub(crate) fn build(plan: &Plan<'_>) -> Result<Ruleset, String> {
     let abi = ABI::from(i32::try_from(plan.abi).unwrap_or(0));
     if plan.abi == 0 {
         return Err("this kernel does not offer Landlock".into());

@@ -9,20 +9,27 @@
 //! Landlock inside a bwrap sandbox, as the second layer;
 //! [`service`] sets up the listening socket; `sys` holds every `unsafe` block.
 
+#![warn(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::cast_possible_wrap
+)]
+
 mod bwrap;
-pub mod ceiling;
+mod ceiling;
 pub mod cli;
-pub mod command;
-pub mod confine;
+mod command;
+mod confine;
 mod enter;
 mod files;
 mod git;
 mod landlock;
 mod paths;
 mod protect;
+mod record;
 mod seccomp;
-pub mod server;
-pub mod service;
+mod server;
+mod service;
 mod sys;
 
 /// Logs one line to stderr, prefixed with the helper's name and pid.

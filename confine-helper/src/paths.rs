@@ -18,7 +18,7 @@ use nix::sys::stat::{Mode, SFlag, fstat};
 
 /// What a descriptor names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     Dir,
     File,
     Symlink,
@@ -27,7 +27,7 @@ pub enum Kind {
 }
 
 /// The kind of file `fd` names.
-pub fn kind(fd: BorrowedFd<'_>) -> io::Result<Kind> {
+pub(crate) fn kind(fd: BorrowedFd<'_>) -> io::Result<Kind> {
     let st = fstat(fd)?;
     let format = SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits());
     Ok(match format {
@@ -39,13 +39,13 @@ pub fn kind(fd: BorrowedFd<'_>) -> io::Result<Kind> {
 }
 
 /// `(st_dev, st_ino)` of `fd`.
-pub fn identity(fd: BorrowedFd<'_>) -> io::Result<(u64, u64)> {
+pub(crate) fn identity(fd: BorrowedFd<'_>) -> io::Result<(u64, u64)> {
     let st = fstat(fd)?;
     Ok((st.st_dev, st.st_ino))
 }
 
 /// The path the kernel has for `fd`, which is where it is now, whatever name it was opened by.
-pub fn fd_path(fd: BorrowedFd<'_>) -> io::Result<PathBuf> {
+pub(crate) fn fd_path(fd: BorrowedFd<'_>) -> io::Result<PathBuf> {
     let path = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))?;
     if !path.is_absolute() || path.as_os_str().as_encoded_bytes().ends_with(b" (deleted)") {
         return Err(io::Error::other(format!(
@@ -65,7 +65,7 @@ fn how(flags: OFlag, resolve: ResolveFlag) -> OpenHow {
 
 /// Opens the absolute `path` as an `O_PATH` descriptor of a directory, refusing a symbolic
 /// link on any component (`ELOOP`).
-pub fn open_dir(path: &Path) -> io::Result<OwnedFd> {
+pub(crate) fn open_dir(path: &Path) -> io::Result<OwnedFd> {
     Ok(openat2(
         nix::fcntl::AT_FDCWD,
         path,
@@ -79,7 +79,7 @@ pub fn open_dir(path: &Path) -> io::Result<OwnedFd> {
 /// Opens the entry `name` beneath the directory `dir` as an `O_PATH` descriptor without
 /// following any symbolic link: a link on the way is `ELOOP`, a link at the end is returned
 /// itself ([`Kind::Symlink`]), `..` out of `dir` is `EXDEV`.
-pub fn open_entry(dir: BorrowedFd<'_>, name: &Path) -> io::Result<OwnedFd> {
+pub(crate) fn open_entry(dir: BorrowedFd<'_>, name: &Path) -> io::Result<OwnedFd> {
     Ok(openat2(
         dir,
         name,
@@ -92,7 +92,7 @@ pub fn open_entry(dir: BorrowedFd<'_>, name: &Path) -> io::Result<OwnedFd> {
 
 /// Why [`read_small`] returned nothing.
 #[derive(Debug)]
-pub enum ReadError {
+pub(crate) enum ReadError {
     /// There is no such entry.
     Missing,
     /// It exists but cannot be used: not a regular file, too large, unreadable.
@@ -101,7 +101,7 @@ pub enum ReadError {
 
 /// Reads the regular file `name` beneath `dir`, at most `cap` bytes, without following a
 /// symbolic link and without blocking: a FIFO, device or socket is refused before it is read.
-pub fn read_small(dir: BorrowedFd<'_>, name: &Path, cap: u64) -> Result<Vec<u8>, ReadError> {
+pub(crate) fn read_small(dir: BorrowedFd<'_>, name: &Path, cap: u64) -> Result<Vec<u8>, ReadError> {
     match open_entry(dir, name) {
         Ok(fd) => read_regular(fd.as_fd(), cap),
         Err(e) if e.raw_os_error() == Some(nix::libc::ENOENT) => Err(ReadError::Missing),
@@ -111,7 +111,7 @@ pub fn read_small(dir: BorrowedFd<'_>, name: &Path, cap: u64) -> Result<Vec<u8>,
 
 /// Reads the file an `O_PATH` descriptor names, if it is a regular file of at most `cap`
 /// bytes. The descriptor is reopened through `/proc/self/fd`, which reaches exactly that file.
-pub fn read_regular(fd: BorrowedFd<'_>, cap: u64) -> Result<Vec<u8>, ReadError> {
+pub(crate) fn read_regular(fd: BorrowedFd<'_>, cap: u64) -> Result<Vec<u8>, ReadError> {
     use std::os::unix::fs::OpenOptionsExt;
     match kind(fd) {
         Ok(Kind::File) => {}
@@ -141,7 +141,10 @@ pub fn read_regular(fd: BorrowedFd<'_>, cap: u64) -> Result<Vec<u8>, ReadError> 
 
 /// The names in the directory `name` beneath `dir` (without `.` and `..`), opened without
 /// following a symbolic link; `Ok(None)` when there is no such entry.
-pub fn list_dir(dir: BorrowedFd<'_>, name: &Path) -> io::Result<Option<Vec<std::ffi::OsString>>> {
+pub(crate) fn list_dir(
+    dir: BorrowedFd<'_>,
+    name: &Path,
+) -> io::Result<Option<Vec<std::ffi::OsString>>> {
     use std::os::unix::ffi::OsStrExt;
     let opened = openat2(
         dir,
@@ -170,7 +173,7 @@ pub fn list_dir(dir: BorrowedFd<'_>, name: &Path) -> io::Result<Option<Vec<std::
 /// `path` with symbolic links resolved as far as it exists, and the rest appended as written
 /// (without `.` and `..` steps): how configured paths that may not exist yet are compared with
 /// the real paths of writable roots.
-pub fn resolve(path: &Path) -> PathBuf {
+pub(crate) fn resolve(path: &Path) -> PathBuf {
     let mut missing = Vec::new();
     let mut existing = path.to_path_buf();
     loop {

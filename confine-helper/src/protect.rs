@@ -24,7 +24,7 @@ use crate::paths::{self, Kind, ReadError};
 
 /// The most protected paths and pinned directories one command may need; each is a
 /// descriptor passed to bwrap.
-pub const MAX_BINDS: usize = 256;
+pub(crate) const MAX_BINDS: usize = 256;
 /// How deep submodules of submodules are followed.
 const MAX_DEPTH: usize = 8;
 /// The largest index file read for its submodules.
@@ -34,33 +34,33 @@ const MAX_POINTER: u64 = 4096;
 
 /// A writable root, opened once.
 #[derive(Debug)]
-pub struct Root {
+pub(crate) struct Root {
     /// The real path, as the kernel reports it for `fd`.
-    pub path: PathBuf,
-    pub fd: OwnedFd,
+    pub(crate) path: PathBuf,
+    pub(crate) fd: OwnedFd,
 }
 
 /// A path to bind onto itself, with the descriptor that names it.
 #[derive(Debug)]
-pub struct Bind {
-    pub path: PathBuf,
-    pub fd: OwnedFd,
+pub(crate) struct Bind {
+    pub(crate) path: PathBuf,
+    pub(crate) fd: OwnedFd,
 }
 
 /// What keeps the protected paths read-only, and what cannot be kept so.
 #[derive(Debug, Default)]
-pub struct Protection {
+pub(crate) struct Protection {
     /// Directories on the way to a protected path, parents first: bound read-write.
-    pub pinned: Vec<Bind>,
+    pub(crate) pinned: Vec<Bind>,
     /// Protected paths: bound read-only, after every pinned directory.
-    pub read_only: Vec<Bind>,
+    pub(crate) read_only: Vec<Bind>,
     /// Sentences naming what could not be protected because it does not exist (yet).
-    pub missing: Vec<String>,
+    pub(crate) missing: Vec<String>,
 }
 
 /// Finds what must stay read-only in `roots`: the repository at the top of each and the
 /// request's `extra` relative subpaths. `Err` is why it cannot be enforced at all.
-pub fn protect(roots: &[Root], extra: &[PathBuf]) -> Result<Protection, String> {
+pub(crate) fn protect(roots: &[Root], extra: &[PathBuf]) -> Result<Protection, String> {
     let mut walk = Walk {
         roots,
         out: Protection::default(),
@@ -494,230 +494,5 @@ impl Walk<'_> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn scratch(tag: &str) -> PathBuf {
-        let dir =
-            std::env::temp_dir().join(format!("confine-protect-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("mkdir");
-        std::fs::canonicalize(&dir).expect("canonical")
-    }
-
-    fn root(path: &Path) -> Root {
-        Root {
-            path: path.to_owned(),
-            fd: paths::open_dir(path).expect("open root"),
-        }
-    }
-
-    fn paths_of(binds: &[Bind]) -> Vec<PathBuf> {
-        binds.iter().map(|b| b.path.clone()).collect()
-    }
-
-    fn git(dir: &Path, args: &[&str]) -> bool {
-        std::process::Command::new("git")
-            .args(args)
-            .current_dir(dir)
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_AUTHOR_NAME", "t")
-            .env("GIT_AUTHOR_EMAIL", "t@t")
-            .env("GIT_COMMITTER_NAME", "t")
-            .env("GIT_COMMITTER_EMAIL", "t@t")
-            .env("GIT_ALLOW_PROTOCOL", "file")
-            .output()
-            .is_ok_and(|o| o.status.success())
-    }
-
-    #[test]
-    fn a_missing_repository_is_reported_and_nothing_is_created() {
-        let dir = scratch("missing");
-        let p = protect(&[root(&dir)], &[]).expect("protect");
-        assert!(p.read_only.is_empty() && p.pinned.is_empty());
-        assert_eq!(p.missing.len(), 1, "{:?}", p.missing);
-        assert!(
-            p.missing[0].contains("there is none yet"),
-            "{:?}",
-            p.missing
-        );
-        let entries: Vec<_> = std::fs::read_dir(&dir).expect("list").collect();
-        assert!(entries.is_empty(), "nothing appears in the tree");
-        let _ = std::fs::remove_dir_all(dir);
-    }
-
-    #[test]
-    fn the_whole_git_directory_is_read_only() {
-        let dir = scratch("gitdir");
-        std::fs::create_dir_all(dir.join(".git/hooks")).expect("mkdir");
-        let p = protect(&[root(&dir)], &[]).expect("protect");
-        assert_eq!(paths_of(&p.read_only), vec![dir.join(".git")]);
-        assert!(p.pinned.is_empty());
-        assert!(p.missing.is_empty(), "{:?}", p.missing);
-        let _ = std::fs::remove_dir_all(dir);
-    }
-
-    #[test]
-    fn a_symlinked_git_cannot_be_enforced() {
-        let dir = scratch("symlink");
-        std::os::unix::fs::symlink("/tmp", dir.join(".git")).expect("symlink");
-        let e = protect(&[root(&dir)], &[]).expect_err("refused");
-        assert!(e.contains("is a symbolic link"), "{e}");
-        let _ = std::fs::remove_dir_all(dir);
-    }
-
-    #[test]
-    fn a_git_file_protects_itself_and_the_directory_it_names_inside_a_root() {
-        let dir = scratch("gitfile");
-        std::fs::create_dir_all(dir.join("store/repo.git")).expect("mkdir");
-        std::fs::create_dir_all(dir.join("ws")).expect("mkdir");
-        std::fs::write(dir.join("ws/.git"), "gitdir: ../store/repo.git\n").expect("write");
-        let p = protect(&[root(&dir.join("ws")), root(&dir.join("store"))], &[]).expect("protect");
-        let ro = paths_of(&p.read_only);
-        assert!(ro.contains(&dir.join("ws/.git")), "{ro:?}");
-        assert!(ro.contains(&dir.join("store/repo.git")), "{ro:?}");
-        let _ = std::fs::remove_dir_all(dir);
-    }
-
-    #[test]
-    fn submodules_and_linked_worktrees_keep_their_git_entries_read_only() {
-        let dir = scratch("submodules");
-        let (up, ws) = (dir.join("up"), dir.join("ws"));
-        std::fs::create_dir_all(&up).expect("mkdir");
-        std::fs::create_dir_all(&ws).expect("mkdir");
-        if !git(&up, &["init", "-q"]) {
-            eprintln!(
-                "SKIP submodules_and_linked_worktrees_keep_their_git_entries_read_only: no git"
-            );
-            return;
-        }
-        std::fs::write(up.join("f"), "x").expect("write");
-        assert!(git(&up, &["add", "f"]) && git(&up, &["commit", "-qm", "up"]));
-        assert!(git(&ws, &["init", "-q"]));
-        let url = up.to_string_lossy().into_owned();
-        assert!(git(
-            &ws,
-            &[
-                "-c",
-                "protocol.file.allow=always",
-                "submodule",
-                "add",
-                "-q",
-                &url,
-                "deps/up"
-            ]
-        ));
-        // A gitlink whose directory was never populated.
-        std::fs::create_dir_all(ws.join("deps/empty")).expect("mkdir");
-        let head = std::process::Command::new("git")
-            .args(["rev-parse", "HEAD"])
-            .current_dir(&up)
-            .output()
-            .expect("rev-parse");
-        let head = String::from_utf8_lossy(&head.stdout).trim().to_owned();
-        assert!(git(
-            &ws,
-            &[
-                "update-index",
-                "--add",
-                "--cacheinfo",
-                &format!("160000,{head},deps/empty")
-            ]
-        ));
-        assert!(git(
-            &ws,
-            &[
-                "update-index",
-                "--add",
-                "--cacheinfo",
-                &format!("160000,{head},deps/gone")
-            ]
-        ));
-        assert!(git(&ws, &["commit", "-qm", "ws"]));
-        assert!(git(&ws, &["worktree", "add", "-q", "wt"]));
-
-        let p = protect(&[root(&ws)], &[]).expect("protect");
-        let ro = paths_of(&p.read_only);
-        for expected in [
-            ws.join(".git"),
-            ws.join("deps/up/.git"),
-            ws.join("deps/empty"),
-            ws.join("wt/.git"),
-        ] {
-            assert!(ro.contains(&expected), "{expected:?} not in {ro:?}");
-        }
-        let pinned = paths_of(&p.pinned);
-        assert!(pinned.contains(&ws.join("deps")), "{pinned:?}");
-        assert!(pinned.contains(&ws.join("deps/up")), "{pinned:?}");
-        assert!(pinned.contains(&ws.join("wt")), "{pinned:?}");
-        assert!(
-            p.missing.iter().any(|m| m.contains("deps/gone")),
-            "{:?}",
-            p.missing
-        );
-        let _ = std::fs::remove_dir_all(dir);
-    }
-
-    #[test]
-    fn a_git_file_naming_its_git_directory_through_a_link_in_a_root_cannot_be_enforced() {
-        let dir = scratch("gitfile-link");
-        std::fs::create_dir_all(dir.join("ws/store/repo.git")).expect("mkdir");
-        std::os::unix::fs::symlink(dir.join("ws/store"), dir.join("ws/via")).expect("symlink");
-        std::fs::write(dir.join("ws/.git"), "gitdir: via/repo.git\n").expect("write");
-        // A command could re-point `via` after any check, and git follows it on every run.
-        let e = protect(&[root(&dir.join("ws"))], &[]).expect_err("refused");
-        assert!(e.contains("is a symbolic link"), "{e}");
-        // The same link outside every root is only the user's to change: followed.
-        std::fs::remove_file(dir.join("ws/via")).expect("rm");
-        std::fs::create_dir_all(dir.join("elsewhere/repo.git")).expect("mkdir");
-        std::os::unix::fs::symlink(dir.join("elsewhere"), dir.join("via")).expect("symlink");
-        std::fs::write(dir.join("ws/.git"), "gitdir: ../via/repo.git\n").expect("write");
-        let p = protect(&[root(&dir.join("ws"))], &[]).expect("protect");
-        assert_eq!(paths_of(&p.read_only), vec![dir.join("ws/.git")]);
-        let _ = std::fs::remove_dir_all(dir);
-    }
-
-    #[test]
-    fn a_fifo_where_git_keeps_a_pointer_fails_the_run_instead_of_blocking() {
-        let dir = scratch("fifo");
-        std::fs::create_dir_all(dir.join(".git")).expect("mkdir");
-        nix::unistd::mkfifo(&dir.join(".git/commondir"), nix::sys::stat::Mode::S_IRWXU)
-            .expect("mkfifo");
-        let e = protect(&[root(&dir)], &[]).expect_err("refused");
-        assert!(e.contains("commondir"), "{e}");
-        std::fs::remove_file(dir.join(".git/commondir")).expect("rm");
-        nix::unistd::mkfifo(&dir.join(".git/index"), nix::sys::stat::Mode::S_IRWXU)
-            .expect("mkfifo");
-        let p = protect(&[root(&dir)], &[]).expect("an unreadable index is reported, not fatal");
-        assert!(
-            p.missing.iter().any(|m| m.contains("index")),
-            "{:?}",
-            p.missing
-        );
-        let _ = std::fs::remove_dir_all(dir);
-    }
-
-    #[test]
-    fn extra_protected_paths_are_walked_and_missing_ones_reported() {
-        let dir = scratch("extra");
-        std::fs::create_dir_all(dir.join("a/b")).expect("mkdir");
-        std::fs::write(dir.join("file"), "").expect("write");
-        let extra = [
-            PathBuf::from("a/b"),
-            PathBuf::from("file/below"),
-            PathBuf::from("none/x"),
-        ];
-        let p = protect(&[root(&dir)], &extra).expect("protect");
-        let ro = paths_of(&p.read_only);
-        assert!(ro.contains(&dir.join("a/b")), "{ro:?}");
-        assert!(ro.contains(&dir.join("file")), "{ro:?}");
-        assert_eq!(paths_of(&p.pinned), vec![dir.join("a")]);
-        assert!(
-            p.missing.iter().any(|m| m.contains("none")),
-            "{:?}",
-            p.missing
-        );
-        let _ = std::fs::remove_dir_all(dir);
-    }
-}
+#[path = "protect_tests.rs"]
+mod tests;

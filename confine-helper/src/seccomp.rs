@@ -45,26 +45,26 @@ use seccompiler::{
 
 /// What varies between filters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Variant {
-    pub network_allowed: bool,
-    pub read_only: bool,
+pub(crate) struct Variant {
+    pub(crate) network_allowed: bool,
+    pub(crate) read_only: bool,
     /// The command runs in its own IPC namespace (bwrap): SysV IPC and message queues stay.
-    pub ipc_namespace: bool,
+    pub(crate) ipc_namespace: bool,
 }
 
 #[cfg(target_arch = "x86_64")]
 mod arch {
-    pub const TARGET: seccompiler::TargetArch = seccompiler::TargetArch::x86_64;
-    pub const AUDIT: u32 = 0xC000_003E;
+    pub(crate) const TARGET: seccompiler::TargetArch = seccompiler::TargetArch::x86_64;
+    pub(crate) const AUDIT: u32 = 0xC000_003E;
     /// System call numbers with this bit set are the x32 ABI.
-    pub const X32_BIT: Option<u32> = Some(0x4000_0000);
+    pub(crate) const X32_BIT: Option<u32> = Some(0x4000_0000);
 }
 
 #[cfg(target_arch = "aarch64")]
 mod arch {
-    pub const TARGET: seccompiler::TargetArch = seccompiler::TargetArch::aarch64;
-    pub const AUDIT: u32 = 0xC000_00B7;
-    pub const X32_BIT: Option<u32> = None;
+    pub(crate) const TARGET: seccompiler::TargetArch = seccompiler::TargetArch::aarch64;
+    pub(crate) const AUDIT: u32 = 0xC000_00B7;
+    pub(crate) const X32_BIT: Option<u32> = None;
 }
 
 const TIOCSTI: u64 = 0x5412;
@@ -77,7 +77,7 @@ const IOPRIO_WHO_PGRP: u64 = 2;
 
 /// Builds the filter for `variant`. Errors only if the rule table itself is inconsistent,
 /// which the tests rule out.
-pub fn build(variant: Variant) -> Result<BpfProgram, String> {
+pub(crate) fn build(variant: Variant) -> Result<BpfProgram, String> {
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     let always = [
         libc::SYS_ptrace,
@@ -239,7 +239,7 @@ pub fn build(variant: Variant) -> Result<BpfProgram, String> {
     let body: BpfProgram = filter
         .try_into()
         .map_err(|e: seccompiler::BackendError| e.to_string())?;
-    let mut program = prologue();
+    let mut program = prologue()?;
     program.extend(body);
     Ok(program)
 }
@@ -301,16 +301,16 @@ fn metadata_syscalls() -> Vec<i64> {
 /// Instructions that run before seccompiler's program: kill x32 calls, answer `clone3` with
 /// `ENOSYS`. For any other architecture tag they fall through to seccompiler's own check, which
 /// kills the process. Every jump lands inside the prologue or on the first instruction after it.
-fn prologue() -> BpfProgram {
-    const LD_W_ABS: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
-    const JEQ_K: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
-    const JGE_K: u16 = (libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K) as u16;
-    const RET_K: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
+fn prologue() -> Result<BpfProgram, String> {
+    const LD_W_ABS: u16 = opcode(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS);
+    const JEQ_K: u16 = opcode(libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K);
+    const JGE_K: u16 = opcode(libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K);
+    const RET_K: u16 = opcode(libc::BPF_RET | libc::BPF_K);
     const OFFSET_NR: u32 = 0;
     const OFFSET_ARCH: u32 = 4;
     let insn = |code: u16, jt: u8, jf: u8, k: u32| sock_filter { code, jt, jf, k };
     let kill = libc::SECCOMP_RET_KILL_PROCESS;
-    let enosys = libc::SECCOMP_RET_ERRNO | (libc::ENOSYS as u32 & libc::SECCOMP_RET_DATA);
+    let enosys = libc::SECCOMP_RET_ERRNO | (libc::ENOSYS.unsigned_abs() & libc::SECCOMP_RET_DATA);
     let mut p = vec![
         // 0: arch
         insn(LD_W_ABS, 0, 0, OFFSET_ARCH),
@@ -325,16 +325,24 @@ fn prologue() -> BpfProgram {
         p.push(insn(RET_K, 0, 0, kill));
     }
     // nr == clone3 → ENOSYS, else skip the return.
-    p.push(insn(JEQ_K, 0, 1, libc::SYS_clone3 as u32));
+    let clone3 = u32::try_from(libc::SYS_clone3).map_err(|e| format!("clone3's number: {e}"))?;
+    p.push(insn(JEQ_K, 0, 1, clone3));
     p.push(insn(RET_K, 0, 0, enosys));
     // Patch instruction 1's false branch to land right after the prologue.
     let after = p.len();
-    p[1].jf = (after - 2) as u8;
-    p
+    p[1].jf = u8::try_from(after - 2).map_err(|e| format!("prologue length: {e}"))?;
+    Ok(p)
+}
+
+/// A BPF opcode as an instruction holds it: the kernel's constants are `u32`, the field is
+/// `u16`, and every opcode fits in its low half.
+const fn opcode(code: u32) -> u16 {
+    let [low, high, _, _] = code.to_le_bytes();
+    u16::from_le_bytes([low, high])
 }
 
 /// The program as the bytes `bwrap --seccomp FD` reads: native-endian `sock_filter`s.
-pub fn to_bytes(program: &[sock_filter]) -> Vec<u8> {
+pub(crate) fn to_bytes(program: &[sock_filter]) -> Vec<u8> {
     let mut out = Vec::with_capacity(program.len() * 8);
     for insn in program {
         out.extend_from_slice(&insn.code.to_ne_bytes());
@@ -368,7 +376,7 @@ mod tests {
 
     #[test]
     fn the_prologue_falls_through_to_the_body_for_a_foreign_arch() {
-        let p = prologue();
+        let p = prologue().expect("prologue");
         // Instruction 1 jumps, on a foreign arch, exactly past the prologue.
         assert_eq!(1 + 1 + usize::from(p[1].jf), p.len());
     }

@@ -10,8 +10,8 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::time::{Duration, Instant};
 
 use confine_protocol::{
-    Backend, BackendReport, Ending, FrameDecoder, Grant, Hello, HelperInfo, Mode, Network, Reply,
-    Request, Spawn, StdioSpec, check_hello, decode_payload, encode_frame,
+    Backend, BackendReport, Ending, FrameDecoder, FrameError, Grant, Hello, HelperInfo, Mode,
+    Network, Reply, Request, Spawn, StdioSpec, check_hello, decode_payload, encode_frame,
 };
 use nix::libc;
 use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg, send};
@@ -20,6 +20,41 @@ use crate::command::{self, Running};
 use crate::confine::Context;
 use crate::log;
 use crate::sys;
+
+/// Why the helper drops a connection; the text is what its log line says.
+#[derive(Debug, thiserror::Error)]
+enum Closed {
+    #[error("closed by peer")]
+    ByPeer,
+    #[error("read failed: {0}")]
+    Read(nix::Error),
+    #[error("write failed: {0}")]
+    Write(nix::Error),
+    #[error("protocol error: too many descriptors in one message")]
+    TooManyFds,
+    #[error("protocol error: descriptors sent without a Spawn")]
+    UnclaimedFds,
+    #[error("protocol error: Spawn {spawn} declared {wanted} descriptors, {arrived} arrived")]
+    MissingFds {
+        spawn: u64,
+        wanted: usize,
+        arrived: usize,
+    },
+    #[error("protocol error: {0}")]
+    Protocol(FrameError),
+    #[error("protocol error in greeting: {0}")]
+    Greeting(FrameError),
+    #[error("refused: {0}")]
+    Refused(confine_protocol::Mismatch),
+    #[error("no greeting within 10 s")]
+    NoGreeting,
+    #[error("a frame was left half-sent for 30 s")]
+    Stalled,
+    #[error("cannot encode a reply: {0}")]
+    Encode(FrameError),
+    #[error("the peer does not read its replies")]
+    NotReading,
+}
 
 /// A peer that leaves a frame half-sent this long is cut off.
 const STALL_LIMIT: Duration = Duration::from_secs(30);
@@ -49,12 +84,12 @@ struct Conn {
 
 /// Who may connect in service mode.
 #[derive(Debug, Clone)]
-pub struct PeerRule {
-    pub allowed_uids: Vec<u32>,
+pub(crate) struct PeerRule {
+    pub(crate) allowed_uids: Vec<u32>,
 }
 
 #[derive(Debug)]
-pub struct Server {
+pub(crate) struct Server {
     listener: Option<(UnixListener, PeerRule)>,
     conns: HashMap<ConnId, Conn>,
     next_conn: ConnId,
@@ -71,14 +106,14 @@ enum Token {
 
 impl Server {
     /// A helper serving one inherited connection; it exits when that connection is gone.
-    pub fn embedded(sock: UnixStream, ctx: Context) -> Server {
+    pub(crate) fn embedded(sock: UnixStream, ctx: Context) -> Server {
         let mut server = Server::new(None, ctx);
         server.add_conn(sock, "agentd".into());
         server
     }
 
     /// A helper accepting connections on `listener` from peers `rule` allows.
-    pub fn service(listener: UnixListener, rule: PeerRule, ctx: Context) -> Server {
+    pub(crate) fn service(listener: UnixListener, rule: PeerRule, ctx: Context) -> Server {
         Server::new(Some((listener, rule)), ctx)
     }
 
@@ -124,7 +159,7 @@ impl Server {
     }
 
     /// Runs until there is nothing left to serve (embedded mode) or forever (service mode).
-    pub fn run(&mut self) -> std::io::Result<()> {
+    pub(crate) fn run(&mut self) -> std::io::Result<()> {
         loop {
             if self.listener.is_none() && self.conns.is_empty() && self.commands.is_empty() {
                 return Ok(());
@@ -216,15 +251,15 @@ impl Server {
                 cmd.order(sys::CTL_KILL);
             }
         }
-        let stalled: Vec<(ConnId, &'static str)> = self
+        let stalled: Vec<(ConnId, Closed)> = self
             .conns
             .iter()
             .filter_map(|(id, c)| {
                 if !c.greeted && now >= c.connected_at + HELLO_LIMIT {
-                    Some((*id, "no greeting within 10 s"))
+                    Some((*id, Closed::NoGreeting))
                 } else if c.greeted && c.decoder.buffered() > 0 && now >= c.last_input + STALL_LIMIT
                 {
-                    Some((*id, "a frame was left half-sent for 30 s"))
+                    Some((*id, Closed::Stalled))
                 } else {
                     None
                 }
@@ -301,24 +336,24 @@ impl Server {
                 }
                 Err(nix::Error::EAGAIN) => return,
                 Err(nix::Error::EINTR) => continue,
-                Err(e) => return self.close(id, &format!("read failed: {e}")),
+                Err(e) => return self.close(id, Closed::Read(e)),
             };
             if truncated {
-                return self.close(id, "protocol error: too many descriptors in one message");
+                return self.close(id, Closed::TooManyFds);
             }
             if conn.fds.len() > MAX_QUEUED_FDS {
-                return self.close(id, "protocol error: descriptors sent without a Spawn");
+                return self.close(id, Closed::UnclaimedFds);
             }
             if bytes == 0 {
                 let why = match conn.decoder.finish() {
-                    Ok(()) => "closed by peer".to_owned(),
-                    Err(e) => format!("protocol error: {e}"),
+                    Ok(()) => Closed::ByPeer,
+                    Err(e) => Closed::Protocol(e),
                 };
-                return self.close(id, &why);
+                return self.close(id, why);
             }
             conn.last_input = Instant::now();
             if let Err(e) = conn.decoder.feed(&buf[..bytes]) {
-                return self.close(id, &format!("protocol error: {e}"));
+                return self.close(id, Closed::Protocol(e));
             }
             loop {
                 let Some(conn) = self.conns.get_mut(&id) else {
@@ -327,7 +362,7 @@ impl Server {
                 match conn.decoder.next_payload() {
                     Ok(Some(payload)) => self.on_payload(id, &payload),
                     Ok(None) => break,
-                    Err(e) => return self.close(id, &format!("protocol error: {e}")),
+                    Err(e) => return self.close(id, Closed::Protocol(e)),
                 }
             }
         }
@@ -340,17 +375,17 @@ impl Server {
         if !conn.greeted {
             let peer: Hello = match decode_payload(payload) {
                 Ok(hello) => hello,
-                Err(e) => return self.close(id, &format!("protocol error in greeting: {e}")),
+                Err(e) => return self.close(id, Closed::Greeting(e)),
             };
             if let Err(mismatch) = check_hello(&self.hello, &peer) {
-                return self.close(id, &format!("refused: {mismatch}"));
+                return self.close(id, Closed::Refused(mismatch));
             }
             conn.greeted = true;
             return;
         }
         let request: Request = match decode_payload(payload) {
             Ok(request) => request,
-            Err(e) => return self.close(id, &format!("protocol error: {e}")),
+            Err(e) => return self.close(id, Closed::Protocol(e)),
         };
         match request {
             Request::Spawn(spawn) => self.on_spawn(id, spawn, None),
@@ -381,18 +416,18 @@ impl Server {
 
     /// Runs `spawn` with the descriptors that came with it; `problem` is why it must not run
     /// (its descriptors are taken all the same, so the stream of descriptors stays in step).
-    fn on_spawn(&mut self, id: ConnId, spawn: Spawn, problem: Option<command::NotRun>) {
+    fn on_spawn(&mut self, id: ConnId, spawn: Spawn, problem: Option<crate::confine::NotRun>) {
         let Some(conn) = self.conns.get_mut(&id) else {
             return;
         };
         let wanted = command::declared_fds(&spawn);
         if conn.fds.len() < wanted {
-            let why = format!(
-                "protocol error: Spawn {} declared {wanted} descriptors, {} arrived",
-                spawn.id,
-                conn.fds.len()
-            );
-            return self.close(id, &why);
+            let why = Closed::MissingFds {
+                spawn: spawn.id,
+                wanted,
+                arrived: conn.fds.len(),
+            };
+            return self.close(id, why);
         }
         let mut take = |spec: StdioSpec| match spec {
             StdioSpec::Fd => conn.fds.pop_front(),
@@ -417,7 +452,7 @@ impl Server {
             None
         };
         let started = match (refusal, problem) {
-            (Some(reason), _) => Err(command::NotRun::Refused(reason)),
+            (Some(reason), _) => Err(crate::confine::NotRun::Refused(reason)),
             (None, Some(problem)) => Err(problem),
             (None, None) => command::check(&spawn)
                 .and_then(|()| command::prepare(&spawn, &self.ctx))
@@ -462,10 +497,10 @@ impl Server {
         };
         match encode_frame(reply) {
             Ok(frame) => conn.out.extend_from_slice(&frame),
-            Err(e) => return self.close(id, &format!("cannot encode a reply: {e}")),
+            Err(e) => return self.close(id, Closed::Encode(e)),
         }
         if conn.out.len() > MAX_QUEUED_OUTPUT {
-            return self.close(id, "the peer does not read its replies");
+            return self.close(id, Closed::NotReading);
         }
         self.flush(id);
     }
@@ -485,14 +520,14 @@ impl Server {
                 }
                 Err(nix::Error::EAGAIN) => return,
                 Err(nix::Error::EINTR) => continue,
-                Err(e) => return self.close(id, &format!("write failed: {e}")),
+                Err(e) => return self.close(id, Closed::Write(e)),
             }
         }
     }
 
     /// Drops a connection. Its commands lose their ctl pipe, which makes each shim kill its
     /// tree; they stay tracked until their shims are reaped.
-    fn close(&mut self, id: ConnId, why: &str) {
+    fn close(&mut self, id: ConnId, why: Closed) {
         let Some(conn) = self.conns.remove(&id) else {
             return;
         };
@@ -507,14 +542,14 @@ impl Server {
                 "{}: {why}; killing {killed} running command tree(s)",
                 conn.label
             );
-        } else if why != "closed by peer" {
+        } else if !matches!(why, Closed::ByPeer) {
             log!("{}: {why}", conn.label);
         }
     }
 }
 
 /// Every backend's verdict (probing those not yet probed) and the Landlock ABI.
-pub fn info(ctx: &Context) -> HelperInfo {
+pub(crate) fn info(ctx: &Context) -> HelperInfo {
     HelperInfo {
         software: format!("confine-helper {}", env!("CARGO_PKG_VERSION")),
         pid: std::process::id(),

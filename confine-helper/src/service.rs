@@ -12,7 +12,7 @@ use nix::sys::stat::{Mode, umask};
 
 /// Why the service socket could not be set up.
 #[derive(Debug, thiserror::Error)]
-pub enum ServiceError {
+pub(crate) enum ServiceError {
     #[error("socket path {0} has no parent directory")]
     NoParent(PathBuf),
     #[error("cannot create socket directory {path}: {source}")]
@@ -42,7 +42,7 @@ pub enum ServiceError {
 }
 
 /// Creates (or checks) the private directory and binds a 0600 socket in it.
-pub fn listen(path: &Path) -> Result<UnixListener, ServiceError> {
+pub(crate) fn listen(path: &Path) -> Result<UnixListener, ServiceError> {
     let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())

@@ -1,0 +1,181 @@
+//! Deciding how a request runs: the rules every request meets, the ceiling, the backend
+//! (probed once by running `true` confined, then cached) and its plan.
+
+use std::os::fd::AsRawFd;
+use std::os::unix::ffi::OsStrExt;
+
+use confine_protocol::{
+    Backend, EnvVar, ExitStatus, Limits, Mode, Network, Policy, Reply, Spawn, Stdio, StdioSpec,
+};
+use nix::fcntl::OFlag;
+use nix::libc;
+
+use super::running::{DEFAULT_PATH, program_candidates, start};
+use crate::confine::{self, Context, NotRun, Plan};
+use crate::sys;
+
+/// Checks a request against the rules every request must meet, whatever its mode.
+pub(crate) fn check(spawn: &Spawn) -> Result<(), NotRun> {
+    let refuse = |reason: String| Err(NotRun::Refused(reason));
+    if spawn.argv.is_empty() {
+        return refuse("argv is empty: there is no program to run".into());
+    }
+    if let Some(i) = spawn.argv.iter().position(|a| a.contains(&0)) {
+        return refuse(format!("argv[{i}] contains a NUL byte"));
+    }
+    if spawn.argv[0].is_empty() {
+        return refuse("argv[0] is empty: there is no program to run".into());
+    }
+    if spawn.cwd.first() != Some(&b'/') {
+        return refuse("cwd must be an absolute path".into());
+    }
+    if spawn.cwd.contains(&0) {
+        return refuse("cwd contains a NUL byte".into());
+    }
+    for (i, var) in spawn.env.iter().enumerate() {
+        if var.name.is_empty() || var.name.contains(&b'=') || var.name.contains(&0) {
+            return refuse(format!(
+                "environment entry {i} has an invalid name (empty, or contains '=' or NUL)"
+            ));
+        }
+        if var.value.contains(&0) {
+            return refuse(format!("environment entry {i} has a NUL byte in its value"));
+        }
+    }
+    Ok(())
+}
+
+/// Decides how `spawn` runs: the ceiling (its environment rules first), the writable roots,
+/// the backend (probed once, then cached) and its plan.
+pub(crate) fn prepare(spawn: &Spawn, ctx: &Context) -> Result<Plan, NotRun> {
+    confine::check_environment(spawn, ctx)?;
+    let roots = confine::writable_roots(spawn, ctx)?;
+    if spawn.policy.mode == Mode::DangerFullAccess {
+        return confine::plan(spawn, ctx, Backend::None, &roots);
+    }
+    let mut tried = Vec::new();
+    for backend in confine::candidates(spawn.backend) {
+        match verdict(backend, ctx) {
+            Ok(()) => {
+                let plan = confine::plan(spawn, ctx, backend, &roots)?;
+                // bwrap reports its own exec failures as exit 1 with a message; answer them the
+                // same way on every backend instead.
+                if backend == Backend::Bwrap {
+                    if let Some(errno) = exec_error(spawn) {
+                        return Err(NotRun::ExecFailed(
+                            errno,
+                            plan.backend,
+                            plan.enforcement.clone(),
+                            plan.layers.clone(),
+                        ));
+                    }
+                }
+                return Ok(plan);
+            }
+            Err(why) => tried.push((backend, why)),
+        }
+    }
+    Err(confine::unavailable(spawn.policy.mode, &tried))
+}
+
+/// A backend's verdict: cached, else decided by a functional probe.
+pub(crate) fn verdict(backend: Backend, ctx: &Context) -> Result<(), String> {
+    if let Some(verdict) = ctx.verdict(backend) {
+        return verdict;
+    }
+    let verdict = confine::static_verdict(backend, ctx).and_then(|()| probe(backend, ctx));
+    ctx.set_verdict(backend, verdict.clone());
+    verdict
+}
+
+/// Runs `true` confined by `backend` in read-only mode, through the same path as every
+/// command, and waits for it: the backend is usable only if that succeeds.
+fn probe(backend: Backend, ctx: &Context) -> Result<(), String> {
+    let spawn = Spawn {
+        id: 0,
+        argv: vec![b"true".to_vec()],
+        cwd: b"/".to_vec(),
+        env: vec![EnvVar {
+            name: b"PATH".to_vec(),
+            value: DEFAULT_PATH.to_vec(),
+        }],
+        policy: Policy {
+            mode: Mode::ReadOnly,
+            workspace_root: None,
+            writable_roots: Vec::new(),
+            network: Network::Deny,
+            protected: Vec::new(),
+            never_writable: Vec::new(),
+        },
+        backend: confine_protocol::BackendChoice::Auto,
+        limits: Limits {
+            timeout_ms: Some(30_000),
+            kill_grace_ms: 0,
+            max_processes: None,
+            max_file_size: None,
+            max_address_space: None,
+        },
+        stdio: Stdio {
+            stdin: StdioSpec::Null,
+            stdout: StdioSpec::Null,
+            stderr: StdioSpec::Fd,
+        },
+    };
+    let describe = |not_run: NotRun| match not_run.into_reply(0) {
+        Reply::RunnerFailed(f) => format!("{} failed: {}", f.stage.as_str(), f.detail),
+        Reply::Refused(r) => r.reason,
+        other => format!("{other:?}"),
+    };
+    let plan = confine::plan(&spawn, ctx, backend, &[]).map_err(describe)?;
+    let (err_rd, err_wr) =
+        nix::unistd::pipe2(OFlag::O_CLOEXEC | OFlag::O_NONBLOCK).map_err(|e| e.to_string())?;
+    let mut running = start(&spawn, [None, None, Some(err_wr)], plan).map_err(describe)?;
+    loop {
+        let mut fds = [libc::pollfd {
+            fd: running.status.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        }];
+        sys::poll(&mut fds, 30_000).map_err(|e| e.to_string())?;
+        if fds[0].revents == 0 {
+            running.order(sys::CTL_KILL);
+        }
+        if running.read_status().1 {
+            break;
+        }
+    }
+    let mut stderr = vec![0u8; 4096];
+    let n = nix::unistd::read(&err_rd, &mut stderr).unwrap_or(0);
+    let stderr = String::from_utf8_lossy(&stderr[..n]).trim().to_owned();
+    match running.finish() {
+        Reply::Exited(e) if e.status == ExitStatus::Code(0) => Ok(()),
+        Reply::Exited(e) => Err(format!(
+            "a confined `true` ended with {:?}{}",
+            e.status,
+            if stderr.is_empty() {
+                String::new()
+            } else {
+                format!(": {stderr}")
+            }
+        )),
+        Reply::RunnerFailed(f) => Err(format!("{} failed: {}", f.stage.as_str(), f.detail)),
+        other => Err(format!("unexpected probe result {other:?}")),
+    }
+}
+
+/// The errno `execvp` of `argv[0]` would fail with, judged from the files: `ENOENT` when no
+/// candidate exists, `EACCES` when one exists but none is an executable regular file.
+fn exec_error(spawn: &Spawn) -> Option<i32> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut found = false;
+    for candidate in program_candidates(spawn) {
+        let path = std::path::Path::new(std::ffi::OsStr::from_bytes(candidate.as_bytes()));
+        if let Ok(meta) = std::fs::metadata(path) {
+            found = true;
+            if meta.is_file() && meta.permissions().mode() & 0o111 != 0 {
+                return None;
+            }
+        }
+    }
+    Some(if found { libc::EACCES } else { libc::ENOENT })
+}

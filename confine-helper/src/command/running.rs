@@ -1,0 +1,355 @@
+//! A forked command: its shim is started from a plan, receives orders, and its records become
+//! the replies.
+
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::time::{Duration, Instant};
+
+use confine_protocol::{
+    Backend, Ending, Enforcement, ExitStatus, Exited, Layer, Reply, RunnerFailed, Spawn, Stage,
+    StdioSpec, Usage,
+};
+use nix::fcntl::OFlag;
+use nix::libc;
+use nix::sys::wait::{WaitPidFlag, waitpid};
+use nix::unistd::Pid;
+
+use crate::confine::{Cleanup, Confinement, NotRun, Plan, exec_failure_code};
+use crate::record::Record;
+use crate::sys::{self, CStringArray, ChildConfine, Prepared};
+
+/// Used when the request's environment has no `PATH`.
+pub(super) const DEFAULT_PATH: &[u8] =
+    b"/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// A command the helper has forked and not yet reported as ended.
+#[derive(Debug)]
+pub(crate) struct Running {
+    pub(crate) id: u64,
+    pub(crate) shim: Pid,
+    /// Read end of the shim's status pipe (non-blocking).
+    pub(crate) status: OwnedFd,
+    /// Write end of the shim's ctl pipe; dropping it kills the tree.
+    pub(crate) ctl: Option<OwnedFd>,
+    pub(crate) started_at: Instant,
+    pub(crate) deadline: Option<Instant>,
+    pub(crate) kill_grace: Duration,
+    pub(crate) kill_at: Option<Instant>,
+    pub(crate) ending: Ending,
+    backend: Backend,
+    enforcement: Option<Enforcement>,
+    layers: Vec<Layer>,
+    /// The read end of `enter`'s report pipe (bwrap with the Landlock layer).
+    layer_report: Option<OwnedFd>,
+    cleanup: Cleanup,
+    pending: Vec<u8>,
+    outcome: Option<Record>,
+}
+/// Forks the shim for `spawn` under `plan`, with the given stdio (taken from the connection).
+pub(crate) fn start(
+    spawn: &Spawn,
+    stdio: [Option<OwnedFd>; 3],
+    mut plan: Plan,
+) -> Result<Running, NotRun> {
+    let failed = |stage: Stage, err: nix::Error, what: &str| {
+        NotRun::RunnerFailed(stage, err as i32, format!("{what}: {}", err.desc()))
+    };
+    let null = if stdio.iter().any(Option::is_none) {
+        Some(
+            nix::fcntl::open(
+                c"/dev/null",
+                OFlag::O_RDWR | OFlag::O_CLOEXEC,
+                nix::sys::stat::Mode::empty(),
+            )
+            .map_err(|e| failed(Stage::Stdio, e, "opening /dev/null"))?,
+        )
+    } else {
+        None
+    };
+    let raw = |fd: &Option<OwnedFd>| match fd {
+        Some(fd) => fd.as_raw_fd(),
+        None => null.as_ref().map_or(-1, AsRawFd::as_raw_fd),
+    };
+    let stdio_raw = [raw(&stdio[0]), raw(&stdio[1]), raw(&stdio[2])];
+
+    let (status_rd, status_wr) =
+        nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|e| failed(Stage::Pipe, e, "status pipe"))?;
+    let (ctl_rd, ctl_wr) =
+        nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|e| failed(Stage::Pipe, e, "ctl pipe"))?;
+    nix::fcntl::fcntl(&status_rd, nix::fcntl::FcntlArg::F_SETFL(OFlag::O_NONBLOCK))
+        .map_err(|e| failed(Stage::Pipe, e, "status pipe"))?;
+
+    let layer_report = match &mut plan.confinement {
+        Confinement::Bwrap { report, .. } => report.take(),
+        _ => None,
+    };
+    let confine = match &plan.confinement {
+        Confinement::None => ChildConfine::None,
+        Confinement::Bwrap { seccomp, .. } => ChildConfine::Bwrap {
+            seccomp_fd: seccomp.as_raw_fd(),
+        },
+        Confinement::Landlock {
+            ruleset,
+            filter,
+            drop_caps,
+        } => ChildConfine::Landlock {
+            ruleset_fd: ruleset.as_raw_fd(),
+            filter: if u16::try_from(filter.len()).is_ok() {
+                filter.as_slice()
+            } else {
+                return Err(NotRun::RunnerFailed(
+                    Stage::Seccomp,
+                    0,
+                    "seccomp program too long".into(),
+                ));
+            },
+            drop_caps: *drop_caps,
+        },
+    };
+    let programs = match plan.backend {
+        Backend::Bwrap => vec![c_string(&plan.argv[0])],
+        _ => program_candidates(spawn),
+    };
+    let prepared = Prepared {
+        programs,
+        argv: CStringArray::new(plan.argv.iter().map(|a| c_string(a)).collect()),
+        envp: CStringArray::new(
+            plan.env
+                .iter()
+                .map(|v| c_string(&[v.name.as_slice(), b"=", v.value.as_slice()].concat()))
+                .collect(),
+        ),
+        cwd: c_string(&spawn.cwd),
+        stdio: stdio_raw,
+        status_wr: status_wr.as_raw_fd(),
+        ctl_rd: ctl_rd.as_raw_fd(),
+        confine,
+        passed: match &plan.confinement {
+            Confinement::Bwrap { passed, .. } => passed.iter().map(AsRawFd::as_raw_fd).collect(),
+            _ => Vec::new(),
+        },
+        rlimits: plan.rlimits.clone(),
+    };
+    let started_at = Instant::now();
+    let shim = sys::fork_shim(&prepared).map_err(|e| {
+        NotRun::RunnerFailed(
+            Stage::Fork,
+            e.raw_os_error().unwrap_or(0),
+            format!("forking the command's supervisor: {e}"),
+        )
+    })?;
+    drop((status_wr, ctl_rd, stdio, null));
+
+    let deadline = spawn
+        .limits
+        .timeout_ms
+        .map(|ms| started_at + Duration::from_millis(ms));
+    Ok(Running {
+        id: spawn.id,
+        shim: Pid::from_raw(shim),
+        status: status_rd,
+        ctl: Some(ctl_wr),
+        started_at,
+        deadline,
+        kill_grace: Duration::from_millis(u64::from(spawn.limits.kill_grace_ms)),
+        kill_at: None,
+        ending: Ending::Exited,
+        backend: plan.backend,
+        enforcement: plan.enforcement,
+        layers: plan.layers,
+        layer_report,
+        cleanup: plan.cleanup,
+        pending: Vec::new(),
+        outcome: None,
+    })
+}
+
+/// Callers have already refused NUL bytes, so this cannot fail; an empty string is the
+/// harmless fallback that execve then rejects.
+fn c_string(bytes: &[u8]) -> CString {
+    CString::new(bytes).unwrap_or_default()
+}
+
+/// The paths `execve` will try, in order, as `execvp` would search them.
+pub(super) fn program_candidates(spawn: &Spawn) -> Vec<CString> {
+    let program = &spawn.argv[0];
+    if program.contains(&b'/') {
+        return vec![c_string(program)];
+    }
+    let path = spawn
+        .env
+        .iter()
+        .rev()
+        .find(|v| v.name == b"PATH")
+        .map_or(DEFAULT_PATH, |v| v.value.as_slice());
+    path.split(|b| *b == b':')
+        .map(|dir| {
+            let dir = if dir.is_empty() { b".".as_slice() } else { dir };
+            c_string(&[dir, b"/", program.as_slice()].concat())
+        })
+        .collect()
+}
+
+impl Running {
+    /// Sends one order to the shim. A shim that is already gone needs no order.
+    pub(crate) fn order(&self, byte: u8) {
+        if let Some(ctl) = &self.ctl {
+            let _ = nix::unistd::write(ctl, &[byte]);
+        }
+    }
+
+    /// Starts terminating the tree for `ending`: SIGTERM now, SIGKILL after `grace`.
+    pub(crate) fn terminate(&mut self, ending: Ending, grace: Duration, now: Instant) {
+        if self.ending == Ending::Exited {
+            self.ending = ending;
+        }
+        self.deadline = None;
+        self.order(sys::CTL_TERMINATE);
+        let kill_at = now + grace;
+        self.kill_at = Some(self.kill_at.map_or(kill_at, |k| k.min(kill_at)));
+    }
+
+    /// Reads what the shim wrote. Returns `Started` as soon as it arrives, and `true` in the
+    /// second slot once the shim has closed its end (it exited).
+    pub(crate) fn read_status(&mut self) -> (Option<Reply>, bool) {
+        let mut started = None;
+        let mut buf = [0u8; Record::SIZE * 4];
+        loop {
+            match nix::unistd::read(&self.status, &mut buf) {
+                Ok(0) => return (started, true),
+                Ok(n) => self.pending.extend_from_slice(&buf[..n]),
+                Err(nix::Error::EINTR) => continue,
+                Err(nix::Error::EAGAIN) => break,
+                Err(_) => return (started, true),
+            }
+            while self.pending.len() >= Record::SIZE {
+                let mut raw = [0u8; Record::SIZE];
+                raw.copy_from_slice(&self.pending[..Record::SIZE]);
+                self.pending.drain(..Record::SIZE);
+                match Record::decode(&raw) {
+                    Some(Record::Started { pid }) => {
+                        started = Some(Reply::Started(confine_protocol::Started {
+                            id: self.id,
+                            pid,
+                        }));
+                    }
+                    other => self.outcome = other,
+                }
+            }
+        }
+        (started, false)
+    }
+
+    /// Reaps the shim (it has closed its status pipe, so it is exiting) and turns what it
+    /// reported into the terminal reply.
+    pub(crate) fn finish(mut self) -> Reply {
+        let shim_status = loop {
+            match waitpid(self.shim, Some(WaitPidFlag::__WALL)) {
+                Err(nix::Error::EINTR) => continue,
+                other => break other,
+            }
+        };
+        self.cleanup.run();
+        let wall_us = u64::try_from(self.started_at.elapsed().as_micros()).unwrap_or(u64::MAX);
+        let usage = |user_us, sys_us, max_rss_kib| Usage {
+            wall_us,
+            user_us,
+            sys_us,
+            max_rss_kib,
+        };
+        let exited = |status, exec_errno, usage| {
+            Reply::Exited(Exited {
+                id: self.id,
+                status,
+                exec_errno,
+                ending: self.ending,
+                backend: self.backend,
+                enforcement: self.enforcement.clone(),
+                layers: self.layers.clone(),
+                usage,
+            })
+        };
+        // What `enter` reported from inside the sandbox: a layer that failed means the command
+        // never ran; an exec failure is the command's.
+        let entered = self.layer_report.as_ref().and_then(|fd| {
+            let mut buf = [0u8; crate::enter::REPORT_SIZE];
+            let n = nix::unistd::read(fd, &mut buf).unwrap_or(0);
+            crate::enter::decode_report(&buf[..n])
+        });
+        match entered {
+            Some(Err(errno)) => {
+                return Reply::RunnerFailed(RunnerFailed {
+                    id: self.id,
+                    stage: Stage::Landlock,
+                    errno,
+                    detail: format!(
+                        "applying the Landlock layer inside the sandbox failed: {}; nothing was run",
+                        nix::Error::from_raw(errno).desc()
+                    ),
+                });
+            }
+            Some(Ok(errno)) => {
+                return exited(
+                    ExitStatus::Code(exec_failure_code(errno)),
+                    Some(errno),
+                    usage(0, 0, 0),
+                );
+            }
+            None => {}
+        }
+        match self.outcome {
+            Some(Record::Exited {
+                wait_status,
+                user_us,
+                sys_us,
+                max_rss_kib,
+            }) => exited(
+                decode_wait_status(wait_status),
+                None,
+                usage(user_us, sys_us, max_rss_kib),
+            ),
+            Some(Record::ExecFailed { errno }) => exited(
+                ExitStatus::Code(exec_failure_code(errno)),
+                Some(errno),
+                usage(0, 0, 0),
+            ),
+            Some(Record::StageFailed { stage, errno }) => {
+                let stage = Stage::from_index(stage).unwrap_or(Stage::Supervise);
+                Reply::RunnerFailed(RunnerFailed {
+                    id: self.id,
+                    stage,
+                    errno,
+                    detail: format!(
+                        "{} failed: {}",
+                        stage.as_str(),
+                        nix::Error::from_raw(errno).desc()
+                    ),
+                })
+            }
+            Some(Record::Started { .. }) | None => Reply::RunnerFailed(RunnerFailed {
+                id: self.id,
+                stage: Stage::Supervise,
+                errno: 0,
+                detail: format!(
+                    "the command's supervisor ended without reporting ({shim_status:?}); \
+                     its process tree may not have been cleaned up"
+                ),
+            }),
+        }
+    }
+}
+fn decode_wait_status(status: i32) -> ExitStatus {
+    if libc::WIFSIGNALED(status) {
+        ExitStatus::Signal(libc::WTERMSIG(status))
+    } else {
+        ExitStatus::Code(libc::WEXITSTATUS(status))
+    }
+}
+
+/// How many descriptors a request's stdio declares.
+pub(crate) fn declared_fds(spawn: &Spawn) -> usize {
+    [spawn.stdio.stdin, spawn.stdio.stdout, spawn.stdio.stderr]
+        .iter()
+        .filter(|s| **s == StdioSpec::Fd)
+        .count()
+}

@@ -1,0 +1,354 @@
+//! From a request to a confinement plan: the ceiling, writable roots held by descriptor,
+//! protected paths, the backend and its arguments, the environment and the limits — all
+//! decided in the helper before anything forks.
+mod context;
+mod not_run;
+mod request;
+
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+
+use confine_protocol::{Backend, Enforcement, EnvVar, Layer, Mode, Network, Spawn, Stage};
+use nix::libc;
+
+use crate::protect::Root;
+use crate::{bwrap, landlock, paths, seccomp};
+use context::no_inner_layer;
+pub(crate) use context::{Context, candidates, layers, static_verdict, unavailable};
+pub(crate) use not_run::{NotRun, exec_failure_code};
+use not_run::{fail, refuse};
+pub(crate) use request::{check_environment, writable_roots};
+use request::{environment, protection, rlimits};
+
+/// How the forked command is confined.
+#[derive(Debug)]
+pub(crate) enum Confinement {
+    None,
+    /// The argv already starts with bwrap; this descriptor holds the seccomp program, and
+    /// `passed` the descriptors its mounts are made from (`--bind-fd`) and those `enter` uses
+    /// (this binary, the Landlock ruleset, the report pipe), numbered from
+    /// [`crate::sys::COMMAND_FIRST_PASSED_FD`] on as the argv names them. `report` is the read
+    /// end of `enter`'s report pipe.
+    Bwrap {
+        seccomp: OwnedFd,
+        passed: Vec<OwnedFd>,
+        report: Option<OwnedFd>,
+    },
+    Landlock {
+        ruleset: OwnedFd,
+        filter: seccompiler::BpfProgram,
+        drop_caps: bool,
+    },
+}
+
+/// Everything `command::start` needs beyond the request.
+#[derive(Debug)]
+pub(crate) struct Plan {
+    pub(crate) backend: Backend,
+    pub(crate) enforcement: Option<Enforcement>,
+    /// The layers the command gets, in the order they are applied.
+    pub(crate) layers: Vec<Layer>,
+    pub(crate) argv: Vec<Vec<u8>>,
+    pub(crate) env: Vec<EnvVar>,
+    pub(crate) confinement: Confinement,
+    pub(crate) rlimits: Vec<(u32, u64)>,
+    pub(crate) cleanup: Cleanup,
+}
+
+/// Host-side things a plan created and the command's end removes: only the per-command temp
+/// directory, outside the user's tree. Nothing is ever created inside a writable root.
+#[derive(Debug, Default)]
+pub(crate) struct Cleanup {
+    pub(crate) temp_dir: Option<PathBuf>,
+}
+
+impl Cleanup {
+    /// Removes what the plan created.
+    pub(crate) fn run(&mut self) {
+        if let Some(dir) = self.temp_dir.take() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        self.run();
+    }
+}
+/// Builds the plan for `backend`, which the caller has selected (and probed), and states what it
+/// cannot enforce.
+pub(crate) fn plan(
+    spawn: &Spawn,
+    ctx: &Context,
+    backend: Backend,
+    roots: &[Root],
+) -> Result<Plan, NotRun> {
+    let mut plan = plan_backend(spawn, ctx, backend, roots)?;
+    let Some(enforcement) = plan.enforcement.take() else {
+        return Ok(plan);
+    };
+    let mut missing = match enforcement {
+        Enforcement::Full => Vec::new(),
+        Enforcement::Partial { missing } => missing,
+    };
+    // Root is exempt from RLIMIT_NPROC: a process limit asked for does not bind.
+    let nproc = plan.rlimits.iter().any(|(r, _)| *r == libc::RLIMIT_NPROC);
+    if nproc && nix::unistd::geteuid().is_root() {
+        missing.push("process limit (max_processes): root is exempt from RLIMIT_NPROC".to_owned());
+    }
+    if missing.is_empty() {
+        plan.enforcement = Some(Enforcement::Full);
+        return Ok(plan);
+    }
+    if ctx.ceiling.refuse_partial {
+        return refuse(format!(
+            "ceiling refuse_partial is true and {} cannot enforce: {}",
+            backend.as_str(),
+            missing.join("; ")
+        ));
+    }
+    plan.enforcement = Some(Enforcement::Partial { missing });
+    Ok(plan)
+}
+
+/// Descriptors handed to bwrap, numbered as the command will see them.
+#[derive(Debug, Default)]
+struct Passed(Vec<OwnedFd>);
+
+impl Passed {
+    fn add(&mut self, fd: OwnedFd) -> Result<i32, NotRun> {
+        if self.0.len() >= crate::sys::MAX_PASSED_FDS {
+            return fail(
+                Stage::Prepare,
+                format!(
+                    "more than {} mounts would be needed; nothing was run",
+                    crate::sys::MAX_PASSED_FDS
+                ),
+            );
+        }
+        let offset = i32::try_from(self.0.len())
+            .or_else(|e| fail(Stage::Prepare, format!("descriptor number: {e}")))?;
+        self.0.push(fd);
+        Ok(crate::sys::COMMAND_FIRST_PASSED_FD + offset)
+    }
+
+    fn add_bind(&mut self, fd: OwnedFd, path: &Path) -> Result<(i32, PathBuf), NotRun> {
+        Ok((self.add(fd)?, path.to_owned()))
+    }
+}
+
+fn duplicate(fd: &OwnedFd, path: &Path) -> Result<OwnedFd, NotRun> {
+    fd.try_clone().or_else(|e| {
+        fail(
+            Stage::Prepare,
+            format!("duplicating the descriptor of {}: {e}", path.display()),
+        )
+    })
+}
+fn enforcement_of(missing: Vec<String>) -> Enforcement {
+    if missing.is_empty() {
+        Enforcement::Full
+    } else {
+        Enforcement::Partial { missing }
+    }
+}
+
+/// What the Landlock backend cannot hide without namespaces: the command cannot signal, trace
+/// or read the memory, environment or descriptors of outside processes, but `/proc` still lists
+/// them with their command lines, and `/proc/sysvipc` the keys of their IPC objects.
+pub(crate) const PROCESS_VISIBILITY_GAP: &str = "process isolation: other processes' command lines and \
+    System V IPC keys are visible in /proc (no PID or IPC namespace)";
+
+/// The command's private temp directory (workspace-write only), removed when it ends.
+fn temp_dir(
+    spawn: &Spawn,
+    ctx: &Context,
+    cleanup: &mut Cleanup,
+) -> Result<Option<OwnedFd>, NotRun> {
+    if spawn.policy.mode != Mode::WorkspaceWrite {
+        return Ok(None);
+    }
+    let dir = crate::sys::private_temp_dir(&ctx.temp_base)
+        .or_else(|e| fail(Stage::Prepare, format!("per-command temp dir: {e}")))?;
+    cleanup.temp_dir = Some(dir.clone());
+    let fd = paths::open_dir(&dir)
+        .or_else(|e| fail(Stage::Prepare, format!("opening {}: {e}", dir.display())))?;
+    Ok(Some(fd))
+}
+fn plan_backend(
+    spawn: &Spawn,
+    ctx: &Context,
+    backend: Backend,
+    roots: &[Root],
+) -> Result<Plan, NotRun> {
+    let rlimits = rlimits(spawn, &ctx.ceiling);
+    let network_allowed = spawn.policy.network == Network::Allow;
+    let variant = seccomp::Variant {
+        network_allowed,
+        read_only: spawn.policy.mode == Mode::ReadOnly,
+        ipc_namespace: backend == Backend::Bwrap,
+    };
+    let layers = layers(backend, ctx);
+    match backend {
+        Backend::Bwrap => {
+            let Some(bwrap_path) = &ctx.bwrap else {
+                return fail(Stage::Unavailable, "bwrap is not installed".into());
+            };
+            let filter = ctx.filter(variant).or_else(|e| fail(Stage::Seccomp, e))?;
+            let seccomp_fd = crate::sys::sealed_memfd(&seccomp::to_bytes(&filter))
+                .or_else(|e| fail(Stage::Seccomp, format!("seccomp program memfd: {e}")))?;
+            let protection = protection(spawn, roots)?;
+            let mut missing = protection.missing;
+            let mut cleanup = Cleanup::default();
+            let tmp = temp_dir(spawn, ctx, &mut cleanup)?;
+            let mut passed = Passed::default();
+            let slash = paths::open_dir(Path::new("/"))
+                .or_else(|e| fail(Stage::Prepare, format!("opening /: {e}")))?;
+            let root_fd = passed.add(slash)?;
+            let mut writable = Vec::new();
+            let mut layer_writable: Vec<OwnedFd> = Vec::new();
+            for root in roots {
+                layer_writable.push(duplicate(&root.fd, &root.path)?);
+                // A root inside another is writable through it already.
+                if !roots
+                    .iter()
+                    .any(|r| r.path != root.path && root.path.starts_with(&r.path))
+                {
+                    writable.push(passed.add_bind(duplicate(&root.fd, &root.path)?, &root.path)?);
+                }
+            }
+            let tmp_fd = match tmp {
+                Some(fd) => {
+                    layer_writable.push(duplicate(&fd, Path::new("/tmp"))?);
+                    Some(passed.add(fd)?)
+                }
+                None => None,
+            };
+            let mut pinned = Vec::new();
+            for bind in protection.pinned {
+                pinned.push(passed.add_bind(bind.fd, &bind.path)?);
+            }
+            let mut read_only = Vec::new();
+            for bind in protection.read_only {
+                read_only.push(passed.add_bind(bind.fd, &bind.path)?);
+            }
+            // The second layer: Landlock, applied by `enter` inside the namespaces. The mount
+            // layer already covers what this ABI's Landlock cannot (metadata, truncate, devices,
+            // signals) and the network namespace the network, so the ruleset's own gaps are not
+            // gaps here.
+            let (command, report) = match (no_inner_layer(ctx), &ctx.exe) {
+                (None, Some(exe)) => {
+                    let ruleset = landlock::build(&landlock::Plan {
+                        abi: ctx.landlock_abi,
+                        writable: &layer_writable,
+                        network_denied: false,
+                    })
+                    .or_else(|e| fail(Stage::Landlock, e))?;
+                    let (report_rd, report_wr) = nix::unistd::pipe2(
+                        nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK,
+                    )
+                    .or_else(|e| fail(Stage::Pipe, format!("enter's report pipe: {e}")))?;
+                    let exe_fd = passed.add(duplicate(exe, Path::new("/proc/self/exe"))?)?;
+                    let ruleset_fd = passed.add(ruleset.fd)?;
+                    let report_fd = passed.add(report_wr)?;
+                    (
+                        crate::enter::argv(exe_fd, ruleset_fd, report_fd, &spawn.argv),
+                        Some(report_rd),
+                    )
+                }
+                (why, _) => {
+                    missing.push(format!(
+                        "the Landlock layer inside the namespaces ({}): FIFOs, sockets and \
+                         devices outside the writable roots are not kept read-only by mounts",
+                        why.unwrap_or_default()
+                    ));
+                    (spawn.argv.clone(), None)
+                }
+            };
+            let tmpdir = tmp_fd.map(|_| PathBuf::from("/tmp"));
+            let command_env = environment(spawn, ctx, tmpdir.as_deref());
+            let args = bwrap::Args {
+                network_allowed,
+                tmp: tmp_fd,
+                root_fd,
+                writable: &writable,
+                pinned: &pinned,
+                read_only: &read_only,
+                masked: &ctx.masked,
+                seccomp_fd: crate::sys::COMMAND_SECCOMP_FD,
+                cwd: &spawn.cwd,
+                env: &command_env,
+                argv: &command,
+            };
+            Ok(Plan {
+                backend,
+                enforcement: Some(enforcement_of(missing)),
+                layers,
+                argv: bwrap::argv(bwrap_path, &args),
+                // bwrap itself runs on the host, before any confinement: it gets no variable
+                // from the request (LD_PRELOAD would run code there); the command's environment
+                // travels as --setenv arguments instead.
+                env: Vec::new(),
+                confinement: Confinement::Bwrap {
+                    seccomp: seccomp_fd,
+                    passed: passed.0,
+                    report,
+                },
+                rlimits,
+                cleanup,
+            })
+        }
+        Backend::Landlock => {
+            let protection = protection(spawn, roots)?;
+            let mut cleanup = Cleanup::default();
+            let mut writable: Vec<OwnedFd> = Vec::new();
+            for root in roots {
+                writable.push(duplicate(&root.fd, &root.path)?);
+            }
+            writable.extend(temp_dir(spawn, ctx, &mut cleanup)?);
+            let ruleset = landlock::build(&landlock::Plan {
+                abi: ctx.landlock_abi,
+                writable: &writable,
+                network_denied: !network_allowed,
+            })
+            .or_else(|e| fail(Stage::Landlock, e))?;
+            let mut missing = ruleset.missing;
+            missing.push(PROCESS_VISIBILITY_GAP.to_owned());
+            missing.extend(protection.read_only.iter().map(|b| {
+                format!(
+                    "protected path {} (Landlock cannot keep part of a writable root read-only)",
+                    b.path.display()
+                )
+            }));
+            missing.extend(protection.missing);
+            let filter = ctx.filter(variant).or_else(|e| fail(Stage::Seccomp, e))?;
+            let tmpdir = cleanup.temp_dir.clone();
+            Ok(Plan {
+                backend,
+                enforcement: Some(enforcement_of(missing)),
+                layers,
+                argv: spawn.argv.clone(),
+                env: environment(spawn, ctx, tmpdir.as_deref()),
+                confinement: Confinement::Landlock {
+                    ruleset: ruleset.fd,
+                    filter,
+                    drop_caps: ctx.drop_caps,
+                },
+                rlimits,
+                cleanup,
+            })
+        }
+        Backend::None => Ok(Plan {
+            backend,
+            enforcement: None,
+            layers,
+            argv: spawn.argv.clone(),
+            env: environment(spawn, ctx, None),
+            confinement: Confinement::None,
+            rlimits,
+            cleanup: Cleanup::default(),
+        }),
+        Backend::Seatbelt => fail(Stage::Unavailable, "seatbelt is the macOS backend".into()),
+    }
+}

@@ -1,0 +1,60 @@
+//! Why a request produced no running command, and the reply that says so: shared by the
+//! planning steps that decide it and the command code that reports it.
+
+use confine_protocol::{
+    Backend, Ending, Enforcement, ExitStatus, Exited, Layer, Refused, Reply, RunnerFailed, Stage,
+    Usage,
+};
+use nix::libc;
+
+/// Why a spawn produced no running command.
+#[derive(Debug)]
+pub(crate) enum NotRun {
+    Refused(String),
+    RunnerFailed(Stage, i32, String),
+    /// `execve` of the program would fail with this errno: an exec failure of the command,
+    /// found before forking.
+    ExecFailed(i32, Backend, Option<Enforcement>, Vec<Layer>),
+}
+
+impl NotRun {
+    pub(crate) fn into_reply(self, id: u64) -> Reply {
+        match self {
+            NotRun::Refused(reason) => Reply::Refused(Refused { id, reason }),
+            NotRun::RunnerFailed(stage, errno, detail) => Reply::RunnerFailed(RunnerFailed {
+                id,
+                stage,
+                errno,
+                detail,
+            }),
+            NotRun::ExecFailed(errno, backend, enforcement, layers) => Reply::Exited(Exited {
+                id,
+                status: ExitStatus::Code(exec_failure_code(errno)),
+                exec_errno: Some(errno),
+                ending: Ending::Exited,
+                backend,
+                enforcement,
+                layers,
+                usage: Usage {
+                    wall_us: 0,
+                    user_us: 0,
+                    sys_us: 0,
+                    max_rss_kib: 0,
+                },
+            }),
+        }
+    }
+}
+
+pub(crate) fn refuse<T>(reason: String) -> Result<T, NotRun> {
+    Err(NotRun::Refused(reason))
+}
+
+pub(crate) fn fail<T>(stage: Stage, detail: String) -> Result<T, NotRun> {
+    Err(NotRun::RunnerFailed(stage, 0, detail))
+}
+
+/// The shell's convention: 127 when the program was not found, 126 when it could not run.
+pub(crate) fn exec_failure_code(errno: i32) -> i32 {
+    if errno == libc::ENOENT { 127 } else { 126 }
+}

@@ -1,0 +1,251 @@
+//! What a request asks for, checked against the ceiling and the helper's own rules: its
+//! writable roots (opened once, held by descriptor), its environment, its limits and its
+//! protected paths.
+
+use std::ffi::OsStr;
+use std::os::fd::AsFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+
+use confine_protocol::{EnvVar, Mode, Network, PROTECTED_SUBPATHS as PROTECTED, Spawn, Stage};
+use nix::libc;
+
+use super::context::Context;
+use super::not_run::{NotRun, fail, refuse};
+use crate::ceiling::{Ceiling, EnvVerdict};
+use crate::paths;
+use crate::protect::{self, Protection, Root};
+
+fn path_of(bytes: &[u8]) -> PathBuf {
+    PathBuf::from(OsStr::from_bytes(bytes))
+}
+
+/// The paths no writable root may contain or lie inside, for this request: the helper's own,
+/// the requester's (`Policy::never_writable`), resolved.
+fn never_writable(spawn: &Spawn, ctx: &Context) -> Vec<(PathBuf, &'static str)> {
+    let mut never: Vec<(PathBuf, &'static str)> = ctx
+        .own_paths
+        .iter()
+        .map(|p| (p.clone(), "the helper's own files"))
+        .collect();
+    never.extend(
+        spawn
+            .policy
+            .never_writable
+            .iter()
+            .map(|raw| path_of(raw))
+            .filter(|p| p.is_absolute())
+            .map(|p| (paths::resolve(&p), "the requester's own files")),
+    );
+    never
+}
+
+/// The directories that may never be a writable root nor lie inside one: the helper's own
+/// list, and the `HOME` the command gets, where its shell finds `~/.bashrc`, resolved.
+fn never_roots(spawn: &Spawn, ctx: &Context) -> Vec<PathBuf> {
+    let mut dirs = ctx.never_roots.clone();
+    dirs.extend(
+        spawn
+            .env
+            .iter()
+            .filter(|v| v.name == b"HOME")
+            .map(|v| path_of(&v.value))
+            .filter(|p| p.is_absolute())
+            .map(|p| paths::resolve(&p)),
+    );
+    dirs
+}
+
+/// Checks the request against the ceiling and opens its writable roots, once each: every check
+/// is made on the path the kernel reports for the descriptor, and the descriptor is what the
+/// backend later makes writable.
+pub(crate) fn writable_roots(spawn: &Spawn, ctx: &Context) -> Result<Vec<Root>, NotRun> {
+    let network = spawn.policy.network == Network::Allow;
+    if let Err(reason) = ctx.ceiling.check_mode(spawn.policy.mode, network) {
+        return refuse(reason);
+    }
+    if spawn.policy.mode != Mode::WorkspaceWrite {
+        return Ok(Vec::new());
+    }
+    let requested = spawn
+        .policy
+        .workspace_root
+        .iter()
+        .chain(spawn.policy.writable_roots.iter());
+    let never = never_writable(spawn, ctx);
+    let never_roots = never_roots(spawn, ctx);
+    let mut roots: Vec<Root> = Vec::new();
+    for raw in requested {
+        let root = open_root(&path_of(raw))?;
+        if let Some(p) = never_roots.iter().find(|p| p.starts_with(&root.path)) {
+            return refuse(format!(
+                "writable root {} would make {} writable, which is never allowed in a confined mode",
+                root.path.display(),
+                p.display()
+            ));
+        }
+        if let Err(reason) = ctx.ceiling.check_root(&root.path) {
+            return refuse(reason);
+        }
+        if let Some((p, whose)) = never
+            .iter()
+            .find(|(p, _)| p.starts_with(&root.path) || root.path.starts_with(p))
+        {
+            return refuse(format!(
+                "writable root {} would make {} ({whose}) writable, which is never allowed",
+                root.path.display(),
+                p.display()
+            ));
+        }
+        if !roots.iter().any(|r| r.path == root.path) {
+            roots.push(root);
+        }
+    }
+    Ok(roots)
+}
+
+/// Opens one requested root as it is named, without following any symbolic link on its path: a
+/// link could have been planted by a command (one of another session, writing where this root
+/// lies), and a root it redirected would be checked where the link points. The requester names
+/// roots by their real paths (agentd resolves the workspace once, when a session starts); every
+/// check is made on the path the kernel then reports for the descriptor.
+fn open_root(given: &Path) -> Result<Root, NotRun> {
+    if !given.is_absolute() {
+        return refuse(format!(
+            "writable root {} is not an absolute path",
+            given.display()
+        ));
+    }
+    let fd = match paths::open_dir(given) {
+        Ok(fd) => fd,
+        Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => {
+            return refuse(format!(
+                "writable root {} is not a directory",
+                given.display()
+            ));
+        }
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            let real = std::fs::canonicalize(given)
+                .map(|real| format!(" ({})", real.display()))
+                .unwrap_or_default();
+            return refuse(format!(
+                "writable root {} has a symbolic link in its path, which the helper does not \
+                 follow; name the directory by its real path{real}",
+                given.display()
+            ));
+        }
+        Err(e) => return refuse(format!("writable root {}: {e}", given.display())),
+    };
+    let path = paths::fd_path(fd.as_fd())
+        .map_err(|e| NotRun::Refused(format!("writable root {}: {e}", given.display())))?;
+    Ok(Root { path, fd })
+}
+
+/// Refuses a request one of whose variables the ceiling refuses ([`Ceiling::env_verdict`]):
+/// everything a request carries was asked for, so nothing that breaks the rules is dropped
+/// without a word. (agentd leaves such variables of its own environment behind before it asks.)
+pub(crate) fn check_environment(spawn: &Spawn, ctx: &Context) -> Result<(), NotRun> {
+    for var in &spawn.env {
+        let Ok(name) = std::str::from_utf8(&var.name) else {
+            continue;
+        };
+        if let EnvVerdict::Refused(refusal) = ctx.ceiling.env_verdict(name, &var.value) {
+            return refuse(refusal.to_string());
+        }
+    }
+    Ok(())
+}
+
+/// The environment the command gets: the request's, less `TMPDIR`, names that are not UTF-8
+/// and what the ceiling drops or refuses ([`check_environment`] has refused the request for
+/// the latter already), with `TMPDIR` set to the private temp area (or removed when there is
+/// none).
+pub(crate) fn environment(spawn: &Spawn, ctx: &Context, tmpdir: Option<&Path>) -> Vec<EnvVar> {
+    let mut env: Vec<EnvVar> = spawn
+        .env
+        .iter()
+        .filter(|v| v.name != b"TMPDIR")
+        .filter(|v| {
+            std::str::from_utf8(&v.name)
+                .is_ok_and(|name| ctx.ceiling.env_verdict(name, &v.value) == EnvVerdict::Passes)
+        })
+        .cloned()
+        .collect();
+    if let Some(dir) = tmpdir {
+        env.push(EnvVar {
+            name: b"TMPDIR".to_vec(),
+            value: dir.as_os_str().as_bytes().to_vec(),
+        });
+    }
+    env
+}
+
+/// RLIMITs: core dumps always off, the rest the lower of request and ceiling.
+pub(crate) fn rlimits(spawn: &Spawn, ceiling: &Ceiling) -> Vec<(u32, u64)> {
+    let lower = |a: Option<u64>, b: Option<u64>| match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    let mut limits = vec![(libc::RLIMIT_CORE, 0)];
+    let wanted = [
+        (
+            libc::RLIMIT_NPROC,
+            lower(spawn.limits.max_processes, ceiling.max_processes),
+        ),
+        (
+            libc::RLIMIT_FSIZE,
+            lower(spawn.limits.max_file_size, ceiling.max_file_size),
+        ),
+        (
+            libc::RLIMIT_AS,
+            lower(spawn.limits.max_address_space, ceiling.max_address_space),
+        ),
+    ];
+    limits.extend(wanted.into_iter().filter_map(|(r, v)| v.map(|v| (r, v))));
+    limits
+}
+/// What keeps the protected paths of `roots` read-only; a root inside one is refused.
+pub(crate) fn protection(spawn: &Spawn, roots: &[Root]) -> Result<Protection, NotRun> {
+    if roots.is_empty() {
+        return Ok(Protection::default());
+    }
+    let extra = protected_names(spawn)?;
+    let protection = protect::protect(roots, &extra).or_else(|e| fail(Stage::Prepare, e))?;
+    for root in roots {
+        if let Some(kept) = protection
+            .read_only
+            .iter()
+            .find(|b| root.path.starts_with(&b.path))
+        {
+            return refuse(format!(
+                "writable root {} lies inside {}, which stays read-only",
+                root.path.display(),
+                kept.path.display()
+            ));
+        }
+    }
+    Ok(protection)
+}
+/// The request's own protected subpaths, each a relative path without `..`; the built-in
+/// `.git` is the repository walk of [`protect`] and needs no entry.
+fn protected_names(spawn: &Spawn) -> Result<Vec<PathBuf>, NotRun> {
+    let mut names: Vec<PathBuf> = Vec::new();
+    for raw in &spawn.policy.protected {
+        let p = path_of(raw);
+        let relative = p.strip_prefix("/").unwrap_or(&p).to_owned();
+        if relative.as_os_str().is_empty()
+            || relative
+                .components()
+                .any(|c| !matches!(c, Component::Normal(_)))
+        {
+            return refuse(format!(
+                "protected path {} must be a relative path inside the writable roots, without '..'",
+                p.display()
+            ));
+        }
+        if !PROTECTED.iter().any(|b| Path::new(b) == relative) && !names.contains(&relative) {
+            names.push(relative);
+        }
+    }
+    Ok(names)
+}

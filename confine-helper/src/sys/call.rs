@@ -1,0 +1,302 @@
+//! The raw system calls of the forked processes and of the helper's own setup, one safe
+//! function each: a single `unsafe` call under its own `// SAFETY:` line, its return code
+//! turned into a `Result` by [`check`] (−1 with `errno` set is a failure). Reading `errno`
+//! allocates nothing, and neither does anything here, so these run between fork and exec.
+//!
+//! Descriptors are raw numbers on purpose: in the shim and the command the descriptor table is
+//! the process's own, laid out by the shim, and no Rust value owns those numbers.
+
+use std::ffi::{CStr, CString, c_char, c_int, c_uint, c_ulong};
+
+use nix::errno::{Errno, ErrnoSentinel};
+use nix::libc;
+
+pub(crate) type SysResult<T> = Result<T, Errno>;
+
+/// A system call's return code as a result: the sentinel (−1) means `errno` says why.
+fn check<T: ErrnoSentinel + PartialEq<T>>(rc: T) -> SysResult<T> {
+    Errno::result(rc)
+}
+
+/// A byte count a successful call returned (never negative once [`check`]ed).
+fn count(n: isize) -> usize {
+    usize::try_from(n).unwrap_or(0)
+}
+
+/// A null-terminated array of pointers into owned C strings, built before fork.
+#[derive(Debug)]
+pub(crate) struct CStringArray {
+    _strings: Vec<CString>,
+    pointers: Vec<*const c_char>,
+}
+
+impl CStringArray {
+    pub(crate) fn new(strings: Vec<CString>) -> Self {
+        let mut pointers: Vec<*const c_char> = strings.iter().map(|s| s.as_ptr()).collect();
+        pointers.push(std::ptr::null());
+        CStringArray {
+            _strings: strings,
+            pointers,
+        }
+    }
+}
+
+/// Forks the calling process.
+///
+/// # Safety
+/// The caller is single-threaded, and the child runs only async-signal-safe code on data built
+/// before the fork, then execs or `_exit`s.
+pub(super) unsafe fn fork() -> SysResult<libc::pid_t> {
+    // SAFETY: the caller upholds this function's contract.
+    check(unsafe { libc::fork() })
+}
+
+pub(super) fn exit(code: c_int) -> ! {
+    // SAFETY: `_exit` is async-signal-safe and ends the process without running atexit handlers
+    // or destructors of state copied from the parent.
+    unsafe { libc::_exit(code) }
+}
+
+pub(super) fn setsid() -> SysResult<()> {
+    // SAFETY: setsid takes no arguments and touches no memory.
+    check(unsafe { libc::setsid() }).map(drop)
+}
+
+/// `prctl` with one integer argument (every option the helper uses takes no pointer).
+pub(super) fn prctl(option: c_int, arg: c_ulong) -> SysResult<()> {
+    // SAFETY: integer arguments only; the unused ones are zero as the kernel requires.
+    check(unsafe { libc::prctl(option, arg, 0 as c_ulong, 0 as c_ulong, 0 as c_ulong) }).map(drop)
+}
+
+pub(super) fn getpid() -> libc::pid_t {
+    // SAFETY: getpid cannot fail and touches no memory.
+    unsafe { libc::getpid() }
+}
+
+pub(super) fn getppid() -> libc::pid_t {
+    // SAFETY: getppid cannot fail and touches no memory.
+    unsafe { libc::getppid() }
+}
+
+/// A close-on-exec duplicate of `fd` at the lowest free number not below `min`.
+pub(super) fn dup_cloexec_above(fd: c_int, min: c_int) -> SysResult<c_int> {
+    // SAFETY: F_DUPFD_CLOEXEC only changes this process's descriptor table.
+    check(unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, min) })
+}
+
+pub(super) fn dup3_cloexec(old: c_int, new: c_int) -> SysResult<()> {
+    // SAFETY: dup3 only changes this process's descriptor table.
+    check(unsafe { libc::dup3(old, new, libc::O_CLOEXEC) }).map(drop)
+}
+
+/// Duplicates `old` onto `new` without close-on-exec: `new` stays open across `execve`.
+pub(super) fn dup2(old: c_int, new: c_int) -> SysResult<()> {
+    // SAFETY: dup2 only changes this process's descriptor table.
+    check(unsafe { libc::dup2(old, new) }).map(drop)
+}
+
+pub(super) fn close(fd: c_int) -> SysResult<()> {
+    // SAFETY: closing a number this process owns; callers never use it afterwards.
+    check(unsafe { libc::close(fd) }).map(drop)
+}
+
+pub(super) fn close_range(first: c_uint, last: c_uint, flags: c_int) -> SysResult<()> {
+    // SAFETY: closes (or flags) descriptors this process owns; none is used afterwards.
+    check(unsafe { libc::close_range(first, last, flags) }).map(drop)
+}
+
+pub(super) fn pipe2_cloexec() -> SysResult<[c_int; 2]> {
+    let mut ends = [0 as c_int; 2];
+    // SAFETY: pipe2 writes two descriptor numbers into the live two-element array.
+    check(unsafe { libc::pipe2(ends.as_mut_ptr(), libc::O_CLOEXEC) })?;
+    Ok(ends)
+}
+
+pub(super) fn read(fd: c_int, buf: &mut [u8]) -> SysResult<usize> {
+    // SAFETY: the kernel writes at most `buf.len()` bytes into the live buffer.
+    check(unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) }).map(count)
+}
+
+pub(super) fn write(fd: c_int, bytes: &[u8]) -> SysResult<usize> {
+    // SAFETY: the kernel reads `bytes.len()` bytes from the live slice.
+    check(unsafe { libc::write(fd, bytes.as_ptr().cast(), bytes.len()) }).map(count)
+}
+
+/// Reads until `buf` is full or end of file; returns the byte count. Retries on EINTR.
+pub(super) fn read_full(fd: c_int, buf: &mut [u8]) -> usize {
+    let mut got = 0;
+    while got < buf.len() {
+        match read(fd, &mut buf[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(Errno::EINTR) => {}
+            Err(_) => break,
+        }
+    }
+    got
+}
+
+pub(super) fn open(path: &CStr, flags: c_int) -> SysResult<c_int> {
+    // SAFETY: `path` is NUL-terminated; open takes no other pointer.
+    check(unsafe { libc::open(path.as_ptr(), flags) })
+}
+
+pub(super) fn openat(dir: c_int, path: &CStr, flags: c_int) -> SysResult<c_int> {
+    // SAFETY: `path` is NUL-terminated; openat takes no other pointer.
+    check(unsafe { libc::openat(dir, path.as_ptr(), flags) })
+}
+
+/// Directory entries of `dir` as `linux_dirent64` records into `buf`; 0 at the end.
+pub(super) fn getdents64(dir: c_int, buf: &mut [u8]) -> SysResult<usize> {
+    // SAFETY: the kernel writes at most `buf.len()` bytes into the live buffer.
+    let n =
+        check(unsafe { libc::syscall(libc::SYS_getdents64, dir, buf.as_mut_ptr(), buf.len()) })?;
+    Ok(usize::try_from(n).unwrap_or(0))
+}
+
+pub(super) fn kill(pid: libc::pid_t, sig: c_int) -> SysResult<()> {
+    // SAFETY: kill takes numbers only.
+    check(unsafe { libc::kill(pid, sig) }).map(drop)
+}
+
+/// The signal set holding exactly `signals`.
+pub(super) fn sigset(signals: &[c_int]) -> libc::sigset_t {
+    // SAFETY: all-zero is a valid sigset_t, which sigemptyset then initializes.
+    let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: sigemptyset initializes the live set.
+    unsafe { libc::sigemptyset(&mut set) };
+    for sig in signals {
+        // SAFETY: sigaddset changes the live, initialized set.
+        unsafe { libc::sigaddset(&mut set, *sig) };
+    }
+    set
+}
+
+pub(super) fn sigprocmask(how: c_int, set: &libc::sigset_t) -> SysResult<()> {
+    // SAFETY: `set` is an initialized signal set; the old mask is not asked for.
+    check(unsafe { libc::sigprocmask(how, set, std::ptr::null_mut()) }).map(drop)
+}
+
+pub(super) fn signalfd(set: &libc::sigset_t) -> SysResult<c_int> {
+    // SAFETY: `set` is an initialized signal set; -1 asks for a new descriptor.
+    check(unsafe { libc::signalfd(-1, set, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK) })
+}
+
+/// Sets `sig`'s disposition to `SIG_DFL` or `SIG_IGN` (never a handler).
+pub(super) fn set_disposition(sig: c_int, disposition: libc::sighandler_t) -> SysResult<()> {
+    // SAFETY: SIG_DFL and SIG_IGN install no code to run.
+    check(unsafe { libc::signal(sig, disposition) }).map(drop)
+}
+
+pub(super) fn poll(fds: &mut [libc::pollfd], timeout_ms: c_int) -> SysResult<usize> {
+    let len = libc::nfds_t::try_from(fds.len()).map_err(|_| Errno::EINVAL)?;
+    // SAFETY: `fds` is a live slice of `len` pollfd structs.
+    let n = check(unsafe { libc::poll(fds.as_mut_ptr(), len, timeout_ms) })?;
+    Ok(usize::try_from(n).unwrap_or(0))
+}
+
+/// `wait4` for any child: its pid (0 with WNOHANG when none has ended), wait status and usage.
+pub(super) fn wait4(flags: c_int) -> SysResult<(libc::pid_t, c_int, libc::rusage)> {
+    let mut status: c_int = 0;
+    // SAFETY: all-zero is a valid rusage.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: out-pointers to live stack values.
+    let pid = check(unsafe { libc::wait4(-1, &mut status, flags, &mut usage) })?;
+    Ok((pid, status, usage))
+}
+
+pub(super) fn setrlimit(resource: u32, value: u64) -> SysResult<()> {
+    let limit = libc::rlimit {
+        rlim_cur: value,
+        rlim_max: value,
+    };
+    // SAFETY: `limit` is a live rlimit struct.
+    check(unsafe { libc::setrlimit(resource, &limit) }).map(drop)
+}
+
+pub(super) fn chdir(path: &CStr) -> SysResult<()> {
+    // SAFETY: `path` is NUL-terminated.
+    check(unsafe { libc::chdir(path.as_ptr()) }).map(drop)
+}
+
+pub(super) fn landlock_restrict_self(ruleset: c_int) -> SysResult<()> {
+    // SAFETY: a descriptor number and zero flags; a wrong number fails.
+    check(unsafe { libc::syscall(libc::SYS_landlock_restrict_self, ruleset, 0u32) }).map(drop)
+}
+
+/// The running kernel's Landlock ABI version, or 0 without Landlock.
+pub(crate) fn landlock_abi() -> u32 {
+    const LANDLOCK_CREATE_RULESET_VERSION: u32 = 1;
+    // SAFETY: the version query takes no attribute pointer and returns a number.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<u8>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
+    u32::try_from(rc).unwrap_or(0)
+}
+
+/// Loads the BPF program `filter` as this thread's seccomp filter.
+pub(super) fn seccomp_set_filter(filter: &[seccompiler::sock_filter]) -> SysResult<()> {
+    let program = libc::sock_fprog {
+        len: u16::try_from(filter.len()).map_err(|_| Errno::EINVAL)?,
+        filter: filter.as_ptr().cast_mut().cast(),
+    };
+    // SAFETY: `program` points at the live slice of `len` instructions, whose type has
+    // libc's `sock_filter` layout; the kernel copies it and does not write through it.
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER,
+            0,
+            &program,
+        )
+    })
+    .map(drop)
+}
+
+/// Tries `execve`; returns only when it failed, with why.
+pub(super) fn execve(program: &CStr, argv: &CStringArray, envp: &CStringArray) -> Errno {
+    // SAFETY: `program` is NUL-terminated; `argv` and `envp` are null-terminated arrays of
+    // pointers to NUL-terminated strings they own.
+    unsafe {
+        libc::execve(
+            program.as_ptr(),
+            argv.pointers.as_ptr(),
+            envp.pointers.as_ptr(),
+        )
+    };
+    Errno::last()
+}
+
+/// `capget`/`capset`'s header and data for version 3 (two 32-bit halves).
+pub(super) const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+
+#[repr(C)]
+pub(super) struct CapHeader {
+    pub(super) version: u32,
+    pub(super) pid: c_int,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub(super) struct CapData {
+    pub(super) effective: u32,
+    pub(super) permitted: u32,
+    pub(super) inheritable: u32,
+}
+
+pub(super) fn capget(header: &CapHeader) -> SysResult<[CapData; 2]> {
+    let mut data = [CapData::default(); 2];
+    // SAFETY: capget writes two CapData structs (version 3) into the live array.
+    check(unsafe { libc::syscall(libc::SYS_capget, header, data.as_mut_ptr()) })?;
+    Ok(data)
+}
+
+pub(super) fn capset(header: &CapHeader, data: &[CapData; 2]) -> SysResult<()> {
+    // SAFETY: capset reads the header and two CapData structs (version 3) from live values.
+    check(unsafe { libc::syscall(libc::SYS_capset, header, data.as_ptr()) }).map(drop)
+}

@@ -1,0 +1,143 @@
+//! The command's own path from the shim's fork to `execve`: signals back to their defaults,
+//! the death signal, limits, working directory, its confinement, then the `PATH` search as
+//! `execvp` does it. A failed step is reported to the shim and ends the process; once `execve`
+//! succeeds the command holds none of the helper's pipes.
+
+use std::ffi::c_int;
+use std::os::fd::RawFd;
+
+use confine_protocol::Stage;
+use nix::errno::Errno;
+use nix::libc;
+
+use super::call;
+use super::caps;
+use super::layout::{
+    COMMAND_FIRST_PASSED_FD, COMMAND_SECCOMP_FD, ChildConfine, EXIT_SETUP_FAILED, FD_CONFINE,
+    FD_FIRST_PASSED, Prepared, fail, fd_at, or_fail, write_record,
+};
+use crate::record::Record;
+
+/// The standard signals, 1 to 31, whose dispositions the command resets.
+const STANDARD_SIGNALS: std::ops::Range<c_int> = 1..32;
+/// The first descriptor above stdio.
+const FIRST_NON_STDIO_FD: u32 = 3;
+
+/// The command: runs in the shim's session and process group, then becomes the target.
+pub(super) fn command_main(p: &Prepared<'_>, report_fd: c_int, shim_pid: libc::pid_t) -> ! {
+    let empty = call::sigset(&[]);
+    or_fail(
+        call::sigprocmask(libc::SIG_SETMASK, &empty),
+        report_fd,
+        Stage::Signals,
+    );
+    // Ignored dispositions survive execve; the helper ignores SIGPIPE and the shim others.
+    for sig in STANDARD_SIGNALS {
+        if sig != libc::SIGKILL && sig != libc::SIGSTOP {
+            let _ = call::set_disposition(sig, libc::SIG_DFL);
+        }
+    }
+    let deathsig = libc::c_ulong::from(libc::SIGKILL.unsigned_abs());
+    or_fail(
+        call::prctl(libc::PR_SET_PDEATHSIG, deathsig),
+        report_fd,
+        Stage::DeathSignal,
+    );
+    if call::getppid() != shim_pid {
+        fail(report_fd, Stage::DeathSignal, Errno::ESRCH);
+    }
+    for (resource, value) in &p.rlimits {
+        or_fail(
+            call::setrlimit(*resource, *value),
+            report_fd,
+            Stage::Rlimits,
+        );
+    }
+    or_fail(call::chdir(&p.cwd), report_fd, Stage::Chdir);
+    match p.confine {
+        ChildConfine::None => {}
+        ChildConfine::Bwrap { .. } => {
+            // bwrap reads the program and its mounts' descriptors from these numbers; dup2
+            // leaves them open across execve (bwrap closes each once it has used it). Every
+            // target is below every source still to be moved and below `report_fd`.
+            or_fail(
+                call::dup2(FD_CONFINE, COMMAND_SECCOMP_FD),
+                report_fd,
+                Stage::Seccomp,
+            );
+            for i in 0..p.passed().len() {
+                let (Some(from), Some(to)) =
+                    (fd_at(FD_FIRST_PASSED, i), fd_at(COMMAND_FIRST_PASSED_FD, i))
+                else {
+                    fail(report_fd, Stage::Prepare, Errno::EMFILE);
+                };
+                or_fail(call::dup2(from, to), report_fd, Stage::Prepare);
+            }
+        }
+        ChildConfine::Landlock {
+            filter, drop_caps, ..
+        } => {
+            if drop_caps {
+                caps::drop_all(report_fd);
+            }
+            or_fail(
+                call::prctl(libc::PR_SET_NO_NEW_PRIVS, 1),
+                report_fd,
+                Stage::NoNewPrivs,
+            );
+            or_fail(
+                call::landlock_restrict_self(FD_CONFINE),
+                report_fd,
+                Stage::Landlock,
+            );
+            or_fail(call::seccomp_set_filter(filter), report_fd, Stage::Seccomp);
+        }
+    }
+    // PATH search as execvp does it: skip entries that do not exist, remember that one was
+    // found but not executable, stop at any other error.
+    let mut saw_eacces = false;
+    let mut last = Errno::ENOENT;
+    for program in &p.programs {
+        last = call::execve(program, &p.argv, &p.envp);
+        match last {
+            Errno::EACCES => saw_eacces = true,
+            Errno::ENOENT | Errno::ENOTDIR | Errno::ELOOP | Errno::ENAMETOOLONG => {}
+            _ => break,
+        }
+    }
+    let errno = if saw_eacces && is_search_miss(last) {
+        Errno::EACCES
+    } else {
+        last
+    };
+    write_record(
+        report_fd,
+        Record::ExecFailed {
+            errno: errno as i32,
+        },
+    );
+    call::exit(EXIT_SETUP_FAILED)
+}
+
+fn is_search_miss(errno: Errno) -> bool {
+    matches!(
+        errno,
+        Errno::ENOENT | Errno::ENOTDIR | Errno::ELOOP | Errno::ENAMETOOLONG | Errno::EACCES
+    )
+}
+
+/// `confine-helper enter`'s one step before `execvp`: no new privileges, the Landlock ruleset
+/// on descriptor `ruleset` applied to this process, every descriptor above stdio marked
+/// close-on-exec, and `SIGPIPE` back to its default (the Rust runtime ignores it, and an
+/// ignored disposition would survive `execve` into the command).
+pub(crate) fn enter_landlock(ruleset: RawFd) -> std::io::Result<()> {
+    call::prctl(libc::PR_SET_NO_NEW_PRIVS, 1)?;
+    call::landlock_restrict_self(ruleset)?;
+    call::close_range(
+        FIRST_NON_STDIO_FD,
+        u32::MAX,
+        c_int::try_from(libc::CLOSE_RANGE_CLOEXEC).map_err(|_| Errno::EINVAL)?,
+    )?;
+    call::set_disposition(libc::SIGPIPE, libc::SIG_DFL)?;
+    Ok(())
+}

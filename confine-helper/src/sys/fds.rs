@@ -1,0 +1,139 @@
+//! The helper's own process: the sanitizing it does before reading anything (descriptors,
+//! environment), taking ownership of the descriptors it inherits and receives, `poll`, and the
+//! files it makes for one command (a sealed memfd, a private temp directory).
+
+use std::ffi::c_int;
+use std::io;
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::path::{Path, PathBuf};
+
+use nix::errno::Errno;
+use nix::libc;
+
+use super::call;
+
+/// Writes `bytes` to descriptor `fd` once, ignoring failure: a report on a pipe that may be gone.
+pub(crate) fn write_raw(fd: RawFd, bytes: &[u8]) {
+    let _ = call::write(fd, bytes);
+}
+
+/// `poll(2)` over raw descriptors; EINTR is reported as zero ready.
+pub(crate) fn poll(fds: &mut [libc::pollfd], timeout_ms: c_int) -> io::Result<usize> {
+    match call::poll(fds, timeout_ms) {
+        Err(Errno::EINTR) => Ok(0),
+        other => Ok(other?),
+    }
+}
+
+fn is_open(fd: RawFd) -> bool {
+    // SAFETY: F_GETFD only queries the descriptor table.
+    unsafe { libc::fcntl(fd, libc::F_GETFD) != -1 }
+}
+
+/// Closes every descriptor above 2 except `keep`, and makes sure 0..=2 are open so that no
+/// descriptor the helper opens later is mistaken for a standard stream.
+pub(crate) fn sanitize_fds(keep: RawFd) -> io::Result<()> {
+    for fd in 0..3 {
+        // Opening /dev/null takes the lowest free number, which is `fd`.
+        if !is_open(fd) && call::open(c"/dev/null", libc::O_RDWR) != Ok(fd) {
+            return Err(io::Error::other(format!(
+                "could not reopen standard descriptor {fd} on /dev/null"
+            )));
+        }
+    }
+    let ranges: [(u32, u32); 2] = match u32::try_from(keep) {
+        Ok(keep) if keep > 2 => [(3, keep - 1), (keep + 1, u32::MAX)],
+        _ => [(3, u32::MAX), (1, 0)],
+    };
+    for (first, last) in ranges {
+        if first <= last {
+            call::close_range(first, last, 0)?;
+        }
+    }
+    Ok(())
+}
+
+/// Removes every environment variable. Runs while the helper has one thread.
+pub(crate) fn clear_environment() {
+    let names: Vec<_> = std::env::vars_os().map(|(name, _)| name).collect();
+    for name in names {
+        // SAFETY: called from `main` before any other thread exists.
+        unsafe { std::env::remove_var(name) };
+    }
+}
+
+/// Takes ownership of descriptors received via SCM_RIGHTS.
+pub(crate) fn own_received(fds: &[RawFd]) -> Vec<OwnedFd> {
+    fds.iter()
+        // SAFETY: the kernel just installed these descriptors for us; nothing else owns them.
+        .map(|fd| unsafe { OwnedFd::from_raw_fd(*fd) })
+        .collect()
+}
+
+/// Takes ownership of the inherited connection descriptor named on the command line, after
+/// checking that it is open and is a socket.
+pub(crate) fn inherited_socket(fd: RawFd) -> io::Result<OwnedFd> {
+    if !is_open(fd) {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: all-zero is a valid stat, which fstat then fills.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstat writes into the live out-value.
+    if unsafe { libc::fstat(fd, &mut st) } == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    if st.st_mode & libc::S_IFMT != libc::S_IFSOCK {
+        return Err(io::Error::other("it is not a socket"));
+    }
+    // SAFETY: the descriptor is open (checked above), was inherited, and nothing else in this
+    // process owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// An anonymous, sealed, close-on-exec file holding `bytes`, positioned at its start.
+pub(crate) fn sealed_memfd(bytes: &[u8]) -> io::Result<OwnedFd> {
+    use nix::sys::memfd::{MFdFlags, memfd_create};
+    let fd = memfd_create(
+        c"confine-seccomp",
+        MFdFlags::MFD_CLOEXEC | MFdFlags::MFD_ALLOW_SEALING,
+    )?;
+    let mut written = 0;
+    while written < bytes.len() {
+        written += nix::unistd::write(&fd, &bytes[written..])?;
+    }
+    nix::unistd::lseek(&fd, 0, nix::unistd::Whence::SeekSet)?;
+    let seals = libc::F_SEAL_SEAL | libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE;
+    nix::fcntl::fcntl(
+        &fd,
+        nix::fcntl::FcntlArg::F_ADD_SEALS(nix::fcntl::SealFlag::from_bits_truncate(seals)),
+    )?;
+    Ok(fd)
+}
+
+/// Creates a fresh 0700 directory for one command under `base` (itself created 0700 and
+/// checked to be this user's real directory, not a symlink someone planted).
+pub(crate) fn private_temp_dir(base: &Path) -> io::Result<PathBuf> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let me = nix::unistd::geteuid().as_raw();
+    match std::fs::DirBuilder::new().mode(0o700).create(base) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e),
+    }
+    let meta = std::fs::symlink_metadata(base)?;
+    if !meta.is_dir() || meta.uid() != me || meta.mode() & 0o077 != 0 {
+        return Err(io::Error::other(format!(
+            "{} is not a private directory of uid {me}",
+            base.display()
+        )));
+    }
+    let mut random = [0u8; 8];
+    // SAFETY: getrandom fills at most the live 8-byte buffer.
+    let got = unsafe { libc::getrandom(random.as_mut_ptr().cast(), random.len(), 0) };
+    if usize::try_from(got).ok() != Some(random.len()) {
+        return Err(io::Error::last_os_error());
+    }
+    let dir = base.join(format!("cmd-{:016x}", u64::from_ne_bytes(random)));
+    std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
+    Ok(dir)
+}

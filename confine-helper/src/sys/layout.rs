@@ -1,0 +1,130 @@
+//! What the shim and the command share: the data built for them before the first fork
+//! ([`Prepared`]), the descriptor numbers the shim lays out, and how a failed step is
+//! reported (a [`Record`] on a pipe, then `_exit`).
+
+use std::ffi::{CString, c_int};
+use std::os::fd::RawFd;
+
+use confine_protocol::Stage;
+use nix::errno::Errno;
+
+use super::call::{self, CStringArray};
+use crate::record::Record;
+
+/// Order byte on the ctl pipe: SIGTERM the tree.
+pub(crate) const CTL_TERMINATE: u8 = b'T';
+/// Order byte on the ctl pipe: SIGKILL the tree, reap it, report.
+pub(crate) const CTL_KILL: u8 = b'K';
+
+/// stdin, stdout and stderr: descriptors 0, 1 and 2.
+pub(super) const STDIO_FDS: c_int = 3;
+/// Where the shim places its descriptors before it closes every other one.
+pub(super) const FD_STATUS: c_int = 3;
+pub(super) const FD_CTL: c_int = 4;
+/// The confinement descriptor (seccomp program or Landlock ruleset), close-on-exec.
+pub(super) const FD_CONFINE: c_int = 5;
+/// Where the shim keeps the descriptors bwrap's mounts are made from, in order.
+pub(super) const FD_FIRST_PASSED: c_int = 6;
+/// Where the command finds the seccomp program it hands to bwrap (`--seccomp 3`).
+pub(crate) const COMMAND_SECCOMP_FD: c_int = 3;
+/// Where the command (bwrap) finds the descriptors of its mounts (`--bind-fd 4 …`), in order.
+pub(crate) const COMMAND_FIRST_PASSED_FD: c_int = 4;
+/// The most descriptors one command is handed for bwrap's mounts.
+pub(crate) const MAX_PASSED_FDS: usize = 300;
+/// Duplicates are parked at or above this number (and above every passed descriptor's final
+/// number) while the final layout is built.
+pub(super) const FD_PARK: c_int = 10;
+/// stdin, stdout, stderr, status, ctl, confinement: the descriptors every shim places, in this
+/// order in its parking array.
+pub(super) const FIXED_FDS: usize = 6;
+/// The exit code of a forked process whose setup failed (the record says why).
+pub(super) const EXIT_SETUP_FAILED: c_int = 127;
+
+/// Everything the shim and the command need, built before fork.
+#[derive(Debug)]
+pub(crate) struct Prepared<'a> {
+    /// Paths to try with `execve`, in `PATH` order (one entry when argv[0] contains a slash).
+    pub(crate) programs: Vec<CString>,
+    pub(crate) argv: CStringArray,
+    pub(crate) envp: CStringArray,
+    pub(crate) cwd: CString,
+    /// The command's stdin, stdout, stderr (may repeat a descriptor).
+    pub(crate) stdio: [RawFd; 3],
+    /// Write end of the status pipe (shim → helper).
+    pub(crate) status_wr: RawFd,
+    /// Read end of the ctl pipe (helper → shim).
+    pub(crate) ctl_rd: RawFd,
+    pub(crate) confine: ChildConfine<'a>,
+    /// Descriptors the command (bwrap) mounts from, at most [`MAX_PASSED_FDS`]; it finds them
+    /// at [`COMMAND_FIRST_PASSED_FD`] on, in this order.
+    pub(crate) passed: Vec<RawFd>,
+    /// `(resource, limit)` pairs set as both soft and hard limits.
+    pub(crate) rlimits: Vec<(u32, u64)>,
+}
+
+impl Prepared<'_> {
+    /// The passed descriptors the shim places (never more than [`MAX_PASSED_FDS`]).
+    pub(super) fn passed(&self) -> &[RawFd] {
+        &self.passed[..self.passed.len().min(MAX_PASSED_FDS)]
+    }
+}
+
+/// What the command applies to itself before `execve`.
+#[derive(Debug)]
+pub(crate) enum ChildConfine<'a> {
+    None,
+    /// The command is bwrap; it reads its seccomp program from this descriptor.
+    Bwrap {
+        seccomp_fd: RawFd,
+    },
+    /// Drop capabilities (when `drop_caps`), set no_new_privs, enter the ruleset, load the
+    /// filter.
+    Landlock {
+        ruleset_fd: RawFd,
+        filter: &'a [seccompiler::sock_filter],
+        drop_caps: bool,
+    },
+}
+
+impl ChildConfine<'_> {
+    pub(super) fn fd(&self) -> Option<RawFd> {
+        match self {
+            ChildConfine::None => None,
+            ChildConfine::Bwrap { seccomp_fd } => Some(*seccomp_fd),
+            ChildConfine::Landlock { ruleset_fd, .. } => Some(*ruleset_fd),
+        }
+    }
+}
+
+/// Descriptor number `base + offset`, if it is one.
+pub(super) fn fd_at(base: c_int, offset: usize) -> Option<c_int> {
+    c_int::try_from(offset)
+        .ok()
+        .and_then(|o| base.checked_add(o))
+}
+
+/// Writes one record with one `write`; a report on a pipe that may be gone, so failure is
+/// ignored.
+pub(super) fn write_record(fd: c_int, record: Record) {
+    let _ = call::write(fd, &record.encode());
+}
+
+/// Reports the failed `stage` with `errno` on `fd` and ends the calling (forked) process.
+pub(super) fn fail(fd: c_int, stage: Stage, errno: Errno) -> ! {
+    write_record(
+        fd,
+        Record::StageFailed {
+            stage: stage.index(),
+            errno: errno as i32,
+        },
+    );
+    call::exit(EXIT_SETUP_FAILED)
+}
+
+/// The value of `result`, or the end of this forked process with `stage` reported on `fd`.
+pub(super) fn or_fail<T>(result: Result<T, Errno>, fd: c_int, stage: Stage) -> T {
+    match result {
+        Ok(value) => value,
+        Err(errno) => fail(fd, stage, errno),
+    }
+}

@@ -1,0 +1,91 @@
+//! Finding the shim's children by scanning `/proc`, on stack buffers only: the shim signals
+//! every process whose parent it is, including orphans the kernel handed to it as subreaper.
+
+use std::ffi::{CStr, c_int};
+
+use nix::libc;
+
+use super::call;
+
+/// Bytes read from `/proc` per `getdents64` call.
+const DIRENT_BUFFER: usize = 4096;
+/// Offsets inside a `linux_dirent64` record: `d_reclen` (u16) and `d_name`.
+const DIRENT_RECLEN_AT: usize = 16;
+const DIRENT_NAME_AT: usize = 19;
+/// Room for `<pid>/stat` and its NUL.
+const STAT_PATH_SIZE: usize = 24;
+/// Enough of `/proc/<pid>/stat` to reach the parent pid after the longest command name.
+const STAT_PREFIX_SIZE: usize = 512;
+/// The most decimal digits of a pid.
+const PID_DIGITS: usize = 10;
+/// Between the `)` that ends the command name and the parent pid: `) S `.
+const PPID_AFTER_NAME: usize = 4;
+
+/// Sends `sig` to every process whose parent is this process.
+pub(super) fn signal_children(sig: c_int) {
+    let me = call::getpid();
+    let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC;
+    let Ok(proc_fd) = call::open(c"/proc", flags) else {
+        return;
+    };
+    let mut buf = [0u8; DIRENT_BUFFER];
+    while let Ok(n) = call::getdents64(proc_fd, &mut buf) {
+        if n == 0 {
+            break;
+        }
+        let mut at = 0usize;
+        while at + DIRENT_NAME_AT < n {
+            let reclen = usize::from(u16::from_ne_bytes([
+                buf[at + DIRENT_RECLEN_AT],
+                buf[at + DIRENT_RECLEN_AT + 1],
+            ]));
+            if reclen == 0 || at + reclen > n {
+                break;
+            }
+            let name = &buf[at + DIRENT_NAME_AT..at + reclen];
+            let name = &name[..name.iter().position(|b| *b == 0).unwrap_or(name.len())];
+            if let Some(pid) = parse_pid(name) {
+                if parent_of(proc_fd, name) == Some(me) {
+                    let _ = call::kill(pid, sig);
+                }
+            }
+            at += reclen;
+        }
+    }
+    let _ = call::close(proc_fd);
+}
+
+fn parse_pid(name: &[u8]) -> Option<libc::pid_t> {
+    if name.is_empty() || name.len() > PID_DIGITS {
+        return None;
+    }
+    let mut pid: i64 = 0;
+    for b in name {
+        if !b.is_ascii_digit() {
+            return None;
+        }
+        pid = pid * 10 + i64::from(b - b'0');
+    }
+    libc::pid_t::try_from(pid).ok()
+}
+
+/// The parent pid of `/proc/<name>`, read from `stat` after the last `)` of the comm field.
+fn parent_of(proc_fd: c_int, name: &[u8]) -> Option<libc::pid_t> {
+    let mut path = [0u8; STAT_PATH_SIZE];
+    let suffix = b"/stat\0";
+    if name.len() + suffix.len() > path.len() {
+        return None;
+    }
+    path[..name.len()].copy_from_slice(name);
+    path[name.len()..name.len() + suffix.len()].copy_from_slice(suffix);
+    let path = CStr::from_bytes_until_nul(&path).ok()?;
+    let fd = call::openat(proc_fd, path, libc::O_RDONLY | libc::O_CLOEXEC).ok()?;
+    let mut stat = [0u8; STAT_PREFIX_SIZE];
+    let n = call::read_full(fd, &mut stat);
+    let _ = call::close(fd);
+    let stat = &stat[..n];
+    let close = stat.iter().rposition(|b| *b == b')')?;
+    let rest = stat.get(close + PPID_AFTER_NAME..)?;
+    let end = rest.iter().position(|b| *b == b' ')?;
+    parse_pid(&rest[..end])
+}

@@ -1,0 +1,276 @@
+//! The shim: the helper's child for one command. It becomes a session leader and a child
+//! subreaper, lays out its descriptors, forks the command, and stays behind as the one process
+//! that can find and reap the whole tree — including descendants that called `setsid` and
+//! double-forked: when they are orphaned the kernel hands them to the shim, not to init.
+//! It never runs command code, so the records it writes can be trusted.
+
+use std::ffi::{c_int, c_uint};
+
+use confine_protocol::Stage;
+use nix::errno::Errno;
+use nix::libc;
+
+use super::call;
+use super::exec;
+use super::layout::{
+    CTL_TERMINATE, FD_CONFINE, FD_CTL, FD_FIRST_PASSED, FD_PARK, FD_STATUS, FIXED_FDS,
+    MAX_PASSED_FDS, Prepared, STDIO_FDS, fail, fd_at, or_fail, write_record,
+};
+use super::proc_scan;
+use crate::record::Record;
+
+/// Positions in the shim's parking array (see [`FIXED_FDS`]).
+const SLOT_STATUS: usize = 3;
+const SLOT_CTL: usize = 4;
+const SLOT_CONFINE: usize = 5;
+/// `poll` without a timeout.
+const WAIT_FOREVER: c_int = -1;
+/// The size of one record a signalfd returns (`struct signalfd_siginfo`).
+const SIGNALFD_INFO_SIZE: usize = std::mem::size_of::<libc::signalfd_siginfo>();
+const MICROS_PER_SECOND: u64 = 1_000_000;
+/// The last descriptor number `close_range` can name.
+const LAST_FD: c_uint = c_uint::MAX;
+
+/// Forks the shim for one command. Returns the shim's pid in the helper.
+pub(crate) fn fork_shim(prepared: &Prepared<'_>) -> std::io::Result<libc::pid_t> {
+    // SAFETY: the helper is single-threaded, so the child inherits a consistent address space;
+    // the child only runs `shim_main`, which uses async-signal-safe calls on pre-built data and
+    // never returns.
+    match unsafe { call::fork() } {
+        Err(errno) => Err(errno.into()),
+        Ok(0) => shim_main(prepared),
+        Ok(pid) => Ok(pid),
+    }
+}
+
+fn shim_main(p: &Prepared<'_>) -> ! {
+    or_fail(call::setsid(), p.status_wr, Stage::Setsid);
+    or_fail(
+        call::prctl(libc::PR_SET_CHILD_SUBREAPER, 1),
+        p.status_wr,
+        Stage::Supervise,
+    );
+    lay_out_descriptors(p);
+    let status_fd = FD_STATUS;
+
+    // SIGCHLD arrives through a signalfd; SIGTERM sent to our process group while terminating
+    // the tree must not end the shim itself. The command resets both.
+    let mask = call::sigset(&[libc::SIGCHLD]);
+    or_fail(
+        call::sigprocmask(libc::SIG_BLOCK, &mask),
+        status_fd,
+        Stage::Signals,
+    );
+    let sigfd = or_fail(call::signalfd(&mask), status_fd, Stage::Signals);
+    for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGPIPE] {
+        let _ = call::set_disposition(sig, libc::SIG_IGN);
+    }
+
+    let [exec_rd, exec_wr] = or_fail(call::pipe2_cloexec(), status_fd, Stage::Pipe);
+    let shim_pid = call::getpid();
+    // SAFETY: the shim is single-threaded (a fork of the single-threaded helper); the child
+    // runs `command_main`, async-signal-safe calls on pre-built data, and execs or exits.
+    let child = or_fail(unsafe { call::fork() }, status_fd, Stage::Fork);
+    if child == 0 {
+        exec::command_main(p, exec_wr, shim_pid);
+    }
+    let _ = call::close(exec_wr);
+    for fd in 0..STDIO_FDS {
+        let _ = call::close(fd);
+    }
+
+    // Wait for the command's execve: end of file means it succeeded (the write end was
+    // close-on-exec); a record means it did not.
+    let mut raw = [0u8; Record::SIZE];
+    let got = call::read_full(exec_rd, &mut raw);
+    let _ = call::close(exec_rd);
+    if got == Record::SIZE {
+        let _ = call::wait4(0);
+        let _ = call::write(status_fd, &raw);
+        call::exit(0);
+    }
+    let pid = u32::try_from(child).unwrap_or(0);
+    write_record(status_fd, Record::Started { pid });
+    supervise(child, sigfd, status_fd)
+}
+
+/// Parks every descriptor the shim keeps above the final layout, then places them at fixed
+/// numbers (so a source already sitting at a target number cannot be clobbered by a dup), and
+/// closes every other descriptor.
+fn lay_out_descriptors(p: &Prepared<'_>) {
+    let status_fd = p.status_wr;
+    let passed = p.passed();
+    let Some(past_passed) = fd_at(FD_FIRST_PASSED, passed.len()) else {
+        fail(status_fd, Stage::Prepare, Errno::EMFILE);
+    };
+    let park = FD_PARK.max(past_passed);
+    let mut parked = [0 as c_int; FIXED_FDS + MAX_PASSED_FDS];
+    let confine_fd = p.confine.fd();
+    let fixed = [
+        p.stdio[0],
+        p.stdio[1],
+        p.stdio[2],
+        p.status_wr,
+        p.ctl_rd,
+        confine_fd.unwrap_or(p.ctl_rd),
+    ];
+    for (slot, fd) in parked.iter_mut().zip(fixed.iter().chain(passed)) {
+        *slot = or_fail(call::dup_cloexec_above(*fd, park), status_fd, Stage::Stdio);
+    }
+    or_fail(
+        call::dup3_cloexec(parked[SLOT_STATUS], FD_STATUS),
+        parked[SLOT_STATUS],
+        Stage::Stdio,
+    );
+    let status_fd = FD_STATUS;
+    or_fail(
+        call::dup3_cloexec(parked[SLOT_CTL], FD_CTL),
+        status_fd,
+        Stage::Stdio,
+    );
+    if confine_fd.is_some() {
+        let placed = call::dup3_cloexec(parked[SLOT_CONFINE], FD_CONFINE);
+        or_fail(placed, status_fd, Stage::Prepare);
+    }
+    let parked_passed = &parked[FIXED_FDS..FIXED_FDS + passed.len()];
+    for (i, parked_fd) in parked_passed.iter().enumerate() {
+        let Some(target) = fd_at(FD_FIRST_PASSED, i) else {
+            fail(status_fd, Stage::Prepare, Errno::EMFILE);
+        };
+        or_fail(
+            call::dup3_cloexec(*parked_fd, target),
+            status_fd,
+            Stage::Prepare,
+        );
+    }
+    for (target, parked_fd) in (0..STDIO_FDS).zip(&parked) {
+        or_fail(call::dup2(*parked_fd, target), status_fd, Stage::Stdio);
+    }
+    // Without a confinement descriptor, FD_CONFINE itself holds nothing of ours.
+    let first_free = if !passed.is_empty() {
+        past_passed
+    } else if confine_fd.is_some() {
+        FD_CONFINE + 1
+    } else {
+        FD_CONFINE
+    };
+    let first_free = or_fail(
+        c_uint::try_from(first_free).map_err(|_| Errno::EBADF),
+        status_fd,
+        Stage::CloseFds,
+    );
+    or_fail(
+        call::close_range(first_free, LAST_FD, 0),
+        status_fd,
+        Stage::CloseFds,
+    );
+}
+
+/// The shim's loop: reap children, obey ctl orders, report the main process's end.
+fn supervise(main: libc::pid_t, sigfd: c_int, status_fd: c_int) -> ! {
+    let mut main_status: Option<(c_int, libc::rusage)> = None;
+    loop {
+        let mut fds = [
+            libc::pollfd {
+                fd: FD_CTL,
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: sigfd,
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        match call::poll(&mut fds, WAIT_FOREVER) {
+            Ok(_) => {}
+            Err(Errno::EINTR) => continue,
+            Err(_) => {
+                kill_tree(main, &mut main_status);
+                finish(status_fd, main_status);
+            }
+        }
+        if fds[1].revents != 0 {
+            let mut info = [0u8; SIGNALFD_INFO_SIZE];
+            while call::read(sigfd, &mut info).is_ok_and(|n| n > 0) {}
+            reap(main, &mut main_status, libc::WNOHANG);
+            if main_status.is_some() {
+                kill_tree(main, &mut main_status);
+                finish(status_fd, main_status);
+            }
+        }
+        if fds[0].revents != 0 {
+            let mut order = [0u8; 1];
+            match (call::read(FD_CTL, &mut order), order[0]) {
+                (Ok(1), CTL_TERMINATE) => terminate_tree(),
+                (Err(Errno::EINTR), _) => {}
+                _ => {
+                    // `K`, end of file (the helper is gone), or anything unexpected: kill.
+                    kill_tree(main, &mut main_status);
+                    finish(status_fd, main_status);
+                }
+            }
+        }
+    }
+}
+
+fn finish(status_fd: c_int, main_status: Option<(c_int, libc::rusage)>) -> ! {
+    if let Some((status, usage)) = main_status {
+        let micros = |t: libc::timeval| {
+            let seconds = u64::try_from(t.tv_sec).unwrap_or(0);
+            let micros = u64::try_from(t.tv_usec).unwrap_or(0);
+            seconds
+                .saturating_mul(MICROS_PER_SECOND)
+                .saturating_add(micros)
+        };
+        write_record(
+            status_fd,
+            Record::Exited {
+                wait_status: status,
+                user_us: micros(usage.ru_utime),
+                sys_us: micros(usage.ru_stime),
+                max_rss_kib: u64::try_from(usage.ru_maxrss).unwrap_or(0),
+            },
+        );
+    }
+    call::exit(0)
+}
+
+/// Reaps children (waiting for one unless `flags` has WNOHANG, then every one that has already
+/// ended), remembering the main process's status. Returns false once no child is left.
+fn reap(main: libc::pid_t, main_status: &mut Option<(c_int, libc::rusage)>, flags: c_int) -> bool {
+    let mut flags = flags;
+    loop {
+        match call::wait4(flags) {
+            Err(Errno::EINTR) => continue,
+            Err(_) => return false,
+            Ok((0, _, _)) => return true,
+            Ok((pid, status, usage)) => {
+                if pid == main {
+                    *main_status = Some((status, usage));
+                }
+                flags = libc::WNOHANG;
+            }
+        }
+    }
+}
+
+/// SIGTERM to the command's process group and to every direct child (orphans that were handed
+/// to the shim after escaping the group). A courtesy before the kill, not a guarantee.
+fn terminate_tree() {
+    // The shim ignores SIGTERM, so signalling its own group spares it.
+    let _ = call::kill(-call::getpid(), libc::SIGTERM);
+    proc_scan::signal_children(libc::SIGTERM);
+}
+
+/// SIGKILLs every descendant and reaps it. Killing direct children makes their own children
+/// ours (we are their subreaper), so repeating until no child is left reaches the whole tree,
+/// however deep, including processes that called setsid or double-forked.
+fn kill_tree(main: libc::pid_t, main_status: &mut Option<(c_int, libc::rusage)>) {
+    loop {
+        proc_scan::signal_children(libc::SIGKILL);
+        if !reap(main, main_status, 0) {
+            return;
+        }
+    }
+}
