@@ -11,8 +11,6 @@
 
 use confine_protocol::{Backend, BackendChoice, HelperInfo, Mode, Network};
 
-use crate::config::Vocabulary;
-
 /// What the helper grants and what this machine can confine with.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Composition {
@@ -27,9 +25,17 @@ pub struct Composition {
     pub unconfinable: Option<String>,
 }
 
-/// What to do when no backend confines, the same words as the helper's own failure.
-const INSTALL_HINT: &str = "install bubblewrap (e.g. apt-get install bubblewrap) with \
-    unprivileged user namespaces enabled, or use a kernel with Landlock enabled";
+/// How to get a sandbox backend on this platform: what every message that finds none says.
+pub fn install_hint() -> &'static str {
+    if cfg!(target_os = "linux") {
+        "install bubblewrap (bwrap) with unprivileged user namespaces enabled, or use a kernel \
+         with Landlock enabled"
+    } else if cfg!(target_os = "macos") {
+        "make sandbox-exec available"
+    } else {
+        "no sandbox backend exists for this platform yet"
+    }
+}
 
 impl Composition {
     /// The narrowest composition: nothing confined can run. What agentd assumes until the
@@ -68,7 +74,10 @@ impl Composition {
             Some(format!(
                 "confine-helper ({}) has no {} backend on this machine",
                 info.software,
-                choice_word(choice)
+                match choice {
+                    BackendChoice::Auto => "confining",
+                    other => other.as_str(),
+                }
             ))
         } else {
             Some(
@@ -98,8 +107,9 @@ impl Composition {
         {
             return Some(format!(
                 "{} needs a sandbox, and no usable sandbox backend exists ({why}); to fix: \
-                 {INSTALL_HINT}",
-                mode.word()
+                 {}",
+                mode.as_str(),
+                install_hint()
             ));
         }
         None
@@ -111,8 +121,8 @@ impl Composition {
             format!(
                 "{} is above what confine-helper grants: its ceiling allows at most {} ({}); \
                  raise max_mode there to allow it",
-                mode.word(),
-                self.max_mode.word(),
+                mode.as_str(),
+                self.max_mode.as_str(),
                 self.ceiling_where()
             )
         })
@@ -127,18 +137,18 @@ impl Composition {
     /// mode the helper would run, and the current one (shown as the select's value, even when a
     /// switch back to it would now be refused).
     pub fn modes(&self, current: Mode) -> Vec<Mode> {
-        Mode::WORDS
+        Mode::ALL
             .iter()
-            .map(|(_, mode)| *mode)
+            .copied()
             .filter(|mode| *mode == current || self.offers(*mode))
             .collect()
     }
 
     /// The modes an escalation from `effective` can name: strictly wider, and granted.
     pub fn escalations(&self, effective: Mode) -> Vec<Mode> {
-        Mode::WORDS
+        Mode::ALL
             .iter()
-            .map(|(_, mode)| *mode)
+            .copied()
             .filter(|mode| *mode > effective && self.offers(*mode))
             .collect()
     }
@@ -150,15 +160,6 @@ impl Composition {
         } else {
             format!("ceiling files: {}", self.ceiling_sources.join(", "))
         }
-    }
-}
-
-fn choice_word(choice: BackendChoice) -> &'static str {
-    match choice {
-        BackendChoice::Auto => "confining",
-        BackendChoice::Bwrap => "bwrap",
-        BackendChoice::Landlock => "landlock",
-        BackendChoice::Seatbelt => "seatbelt",
     }
 }
 

@@ -19,8 +19,6 @@ use std::os::fd::RawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::process::ExitCode;
 
-use nix::libc;
-
 use crate::sys;
 
 /// The report's kind byte: applying the ruleset failed; the command did not run.
@@ -106,7 +104,10 @@ pub(crate) fn main(enter: &Enter) -> ExitCode {
         enter.argv[0].to_string_lossy(),
         nix::Error::from_raw(errno).desc()
     );
-    ExitCode::from(if errno == libc::ENOENT { 127 } else { 126 })
+    // The helper reports the exec failure from the record above; the status is the shell's
+    // convention for the rare reader of bwrap's own exit.
+    let code = crate::confine::exec_failure_code(errno);
+    ExitCode::from(u8::try_from(code).unwrap_or(126))
 }
 
 /// Decodes what `enter` reported, if anything: `Some(Err(errno))` when the ruleset could not be

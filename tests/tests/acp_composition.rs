@@ -8,11 +8,10 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use serde_json::{Value, json};
 use support::acp::{AcpClient, Scratch};
-use support::binary;
 
 /// Records every request's tools, runs one harmless command, answers.
 fn script(scratch: &Scratch) -> (PathBuf, PathBuf) {
@@ -207,18 +206,9 @@ text = "Done."
 /// Runs `agentd acp` to its exit with stdin closed; returns its status and stderr.
 fn start_only(scratch: &Scratch, args: &[&str]) -> (Option<i32>, String) {
     let (script, _) = script(scratch);
-    let output = Command::new(binary("agentd"))
-        .arg("acp")
-        .arg("--model-script")
-        .arg(&script)
-        .arg("--state-dir")
-        .arg(scratch.state())
-        .args(args)
-        .env_clear()
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-        .env("HOME", scratch.root.join("home"))
-        .env("XDG_CONFIG_HOME", scratch.root.join("config"))
-        .current_dir(scratch.ws())
+    let mut all: Vec<&std::ffi::OsStr> = vec!["--model-script".as_ref(), script.as_os_str()];
+    all.extend(args.iter().map(|a| std::ffi::OsStr::new(*a)));
+    let output = AcpClient::command(scratch, &all)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -35,7 +35,7 @@ use confine_protocol::{BackendChoice, Mode, Network};
 
 use crate::approval::Approvals;
 use crate::composition::Composition;
-use crate::config::{ApprovalPolicy, Effective, Vocabulary};
+use crate::config::{ApprovalPolicy, Effective};
 use crate::environment;
 use crate::helper_client::HelperClient;
 use crate::model::Provider;
@@ -114,7 +114,7 @@ impl AcpOptions {
         if let Some(why) = self.composition.ceiling_refusal(self.default_mode) {
             return Err(format!(
                 "the sessions' sandbox mode {} ({mode_source}) cannot be used: {why}",
-                self.default_mode.word()
+                self.default_mode.as_str()
             ));
         }
         Ok(())
@@ -271,7 +271,10 @@ pub async fn serve(options: AcpOptions) -> Result<(), String> {
                 {
                     return responder.respond_with_error(error(
                         -32602,
-                        format!("sandbox-mode cannot be switched to {}: {why}", mode.word()),
+                        format!(
+                            "sandbox-mode cannot be switched to {}: {why}",
+                            mode.as_str()
+                        ),
                     ));
                 }
                 let log_error = |e| error(-32603, format!("cannot write the session log: {e}"));

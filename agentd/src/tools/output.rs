@@ -369,7 +369,7 @@ pub(crate) fn runner_failure_text(failure: &RunnerFailure, started: bool, mode: 
              backend exists on this machine, and agentd refuses to run it unconfined — the \
              command did not run. To fix: {}, or switch the session to danger-full-access to run \
              commands without confinement.]\nRunner failure: {}",
-            install_hint(),
+            crate::composition::install_hint(),
             failure.detail
         );
     }
@@ -388,18 +388,6 @@ pub(crate) fn runner_failure_text(failure: &RunnerFailure, started: bool, mode: 
         "{marker}\nRunner failure: {}",
         run::runner_failure_note(failure, started)
     )
-}
-
-/// How to get a sandbox backend on this platform.
-fn install_hint() -> &'static str {
-    if cfg!(target_os = "linux") {
-        "install bubblewrap (bwrap) with unprivileged user namespaces enabled, or use a kernel \
-         with Landlock enabled"
-    } else if cfg!(target_os = "macos") {
-        "make sandbox-exec available"
-    } else {
-        "no sandbox backend exists for this platform yet"
-    }
 }
 
 #[cfg(test)]

@@ -144,21 +144,21 @@ pub(crate) fn unavailable(mode: Mode, tried: &[(Backend, String)]) -> NotRun {
         ),
     )
 }
-/// Why bwrap's sandbox gets no Landlock layer on this machine, if it does not.
-pub(crate) fn no_inner_layer(ctx: &Context) -> Option<String> {
+/// The helper's own binary, which bwrap runs as the Landlock layer inside its namespaces; or
+/// why bwrap's sandbox gets no Landlock layer on this machine.
+pub(crate) fn inner_layer(ctx: &Context) -> Result<&OwnedFd, &'static str> {
     if ctx.landlock_abi == 0 {
-        Some("this kernel does not offer Landlock".into())
-    } else if ctx.exe.is_none() {
-        Some("the helper cannot open its own binary to run inside the sandbox".into())
-    } else {
-        None
+        return Err("this kernel does not offer Landlock");
     }
+    ctx.exe
+        .as_ref()
+        .ok_or("the helper cannot open its own binary to run inside the sandbox")
 }
 
 /// The layers a command confined by `backend` gets on this machine.
 pub(crate) fn layers(backend: Backend, ctx: &Context) -> Vec<Layer> {
     match backend {
-        Backend::Bwrap if no_inner_layer(ctx).is_none() => {
+        Backend::Bwrap if inner_layer(ctx).is_ok() => {
             vec![Layer::Namespaces, Layer::Landlock, Layer::Seccomp]
         }
         Backend::Bwrap => vec![Layer::Namespaces, Layer::Seccomp],

@@ -13,7 +13,7 @@ use nix::libc;
 
 use crate::protect::Root;
 use crate::{bwrap, landlock, paths, seccomp};
-use context::no_inner_layer;
+use context::inner_layer;
 pub(crate) use context::{Context, candidates, layers, static_verdict, unavailable};
 pub(crate) use not_run::{NotRun, exec_failure_code};
 use not_run::{fail, refuse};
@@ -237,8 +237,8 @@ fn plan_backend(
             // layer already covers what this ABI's Landlock cannot (metadata, truncate, devices,
             // signals) and the network namespace the network, so the ruleset's own gaps are not
             // gaps here.
-            let (command, report) = match (no_inner_layer(ctx), &ctx.exe) {
-                (None, Some(exe)) => {
+            let (command, report) = match inner_layer(ctx) {
+                Ok(exe) => {
                     let ruleset = landlock::build(&landlock::Plan {
                         abi: ctx.landlock_abi,
                         writable: &layer_writable,
@@ -257,11 +257,10 @@ fn plan_backend(
                         Some(report_rd),
                     )
                 }
-                (why, _) => {
+                Err(why) => {
                     missing.push(format!(
-                        "the Landlock layer inside the namespaces ({}): FIFOs, sockets and \
-                         devices outside the writable roots are not kept read-only by mounts",
-                        why.unwrap_or_default()
+                        "the Landlock layer inside the namespaces ({why}): FIFOs, sockets and \
+                         devices outside the writable roots are not kept read-only by mounts"
                     ));
                     (spawn.argv.clone(), None)
                 }

@@ -122,8 +122,11 @@ impl AcpClient {
         AcpClient::spawn(scratch, &args)
     }
 
-    fn spawn(scratch: &Scratch, args: &[&std::ffi::OsStr]) -> AcpClient {
-        let mut child = Command::new(binary("agentd"))
+    /// `agentd acp` with `args`, the scratch's state dir, a clean environment and the
+    /// workspace as its directory; stdio is the caller's to set.
+    pub fn command(scratch: &Scratch, args: &[&std::ffi::OsStr]) -> Command {
+        let mut command = Command::new(binary("agentd"));
+        command
             .arg("acp")
             .args(args)
             .arg("--state-dir")
@@ -133,7 +136,12 @@ impl AcpClient {
             .env("HOME", scratch.root.join("home"))
             .env("XDG_CONFIG_HOME", scratch.root.join("config"))
             .env("LANG", "C.UTF-8")
-            .current_dir(scratch.ws())
+            .current_dir(scratch.ws());
+        command
+    }
+
+    fn spawn(scratch: &Scratch, args: &[&std::ffi::OsStr]) -> AcpClient {
+        let mut child = AcpClient::command(scratch, args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
