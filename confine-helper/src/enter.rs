@@ -10,9 +10,11 @@
 //! and executes the command. It decides nothing: the ruleset is complete when it arrives.
 //!
 //! It runs with the command's environment (bwrap set it) and reads only `PATH` from it, as
-//! `execvp` does. A step that fails is reported to the helper on the report pipe, as one kind
-//! byte and a native-endian errno, and the command does not run; the pipe closes on `execve`,
-//! so once the command runs it holds no descriptor to forge a report with.
+//! `execvp` does. It reports to the helper on the report pipe, in records of one kind byte and a
+//! native-endian errno: a failed layer (and the command does not run), or "ready" just before
+//! `execve` and then, if that fails, the exec failure. The pipe closes on `execve`, so once the
+//! command runs it holds no descriptor to forge a report with; and a pipe with no record at all
+//! means bwrap never got as far as running `enter`, so the sandbox was never built.
 
 use std::ffi::{CString, OsString};
 use std::os::fd::RawFd;
@@ -23,10 +25,28 @@ use crate::sys;
 
 /// The report's kind byte: applying the ruleset failed; the command did not run.
 pub(crate) const REPORT_LANDLOCK: u8 = b'L';
+/// The report's kind byte: the layer is applied and the command is about to be executed.
+pub(crate) const REPORT_READY: u8 = b'R';
 /// The report's kind byte: `execve` of the command failed.
 pub(crate) const REPORT_EXEC: u8 = b'E';
-/// Bytes of one report: the kind and an errno.
+/// Bytes of one report record: the kind and an errno.
 pub(crate) const REPORT_SIZE: usize = 5;
+/// Bytes `enter` writes at most: "ready", then an exec failure.
+pub(crate) const REPORT_MAX: usize = 2 * REPORT_SIZE;
+
+/// What `enter` reported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Entered {
+    /// Nothing: bwrap ended before it ran `enter`, so the sandbox was never built.
+    Never,
+    /// The Landlock layer could not be applied (or the report is not one `enter` writes); the
+    /// command did not run.
+    LayerFailed(i32),
+    /// The layer is applied and the command was executed.
+    Ran,
+    /// The layer is applied, and `execve` of the command failed with this errno.
+    ExecFailed(i32),
+}
 
 /// What `enter` was asked to do.
 #[derive(Debug, PartialEq, Eq)]
@@ -77,16 +97,23 @@ pub(crate) fn parse(args: &[OsString]) -> Result<Enter, String> {
 
 /// Applies the ruleset and executes the command; returns only if that failed.
 pub(crate) fn main(enter: &Enter) -> ExitCode {
-    let failed = |kind: u8, errno: i32| {
+    let report = |kind: u8, errno: i32| {
         let mut record = [0u8; REPORT_SIZE];
         record[0] = kind;
         record[1..].copy_from_slice(&errno.to_ne_bytes());
-        sys::write_raw(enter.report, &record);
+        sys::write_raw(enter.report, &record)
     };
     if let Err(e) = sys::enter_landlock(enter.ruleset) {
         let errno = e.raw_os_error().unwrap_or(0);
-        failed(REPORT_LANDLOCK, errno);
+        // Nothing runs whether or not the record gets through.
+        let _ = report(REPORT_LANDLOCK, errno);
         eprintln!("confine-helper: the Landlock layer could not be applied ({e}); nothing was run");
+        return ExitCode::from(126);
+    }
+    // Without "ready" on the pipe the helper would report that the sandbox was never built, so
+    // a command that cannot be announced is not run.
+    if let Err(e) = report(REPORT_READY, 0) {
+        eprintln!("confine-helper: cannot report to the helper ({e}); nothing was run");
         return ExitCode::from(126);
     }
     let argv: Vec<CString> = enter
@@ -98,7 +125,8 @@ pub(crate) fn main(enter: &Enter) -> ExitCode {
         Err(e) => e as i32,
         Ok(never) => match never {},
     };
-    failed(REPORT_EXEC, errno);
+    // The exit status below says the same if the record does not get through.
+    let _ = report(REPORT_EXEC, errno);
     eprintln!(
         "confine-helper: cannot run {}: {}",
         enter.argv[0].to_string_lossy(),
@@ -110,16 +138,22 @@ pub(crate) fn main(enter: &Enter) -> ExitCode {
     ExitCode::from(u8::try_from(code).unwrap_or(126))
 }
 
-/// Decodes what `enter` reported, if anything: `Some(Err(errno))` when the ruleset could not be
-/// applied, `Some(Ok(errno))` when `execve` failed.
-pub(crate) fn decode_report(bytes: &[u8]) -> Option<Result<i32, i32>> {
-    let record: &[u8; REPORT_SIZE] = bytes.get(..REPORT_SIZE)?.try_into().ok()?;
-    let errno = i32::from_ne_bytes([record[1], record[2], record[3], record[4]]);
-    match record[0] {
-        REPORT_LANDLOCK => Some(Err(errno)),
-        REPORT_EXEC => Some(Ok(errno)),
-        // Anything else is not a report `enter` writes: treat it as a failed layer.
-        _ => Some(Err(0)),
+/// Decodes what `enter` reported: at most [`REPORT_MAX`] bytes read from the pipe once bwrap
+/// has ended. Anything that is not a sequence `enter` writes is a failed layer: the helper then
+/// says the command did not run, which is the safe reading.
+pub(crate) fn decode_report(bytes: &[u8]) -> Entered {
+    let record = |at: usize| -> Option<(u8, i32)> {
+        let r: &[u8; REPORT_SIZE] = bytes.get(at..at + REPORT_SIZE)?.try_into().ok()?;
+        Some((r[0], i32::from_ne_bytes([r[1], r[2], r[3], r[4]])))
+    };
+    match (bytes.len(), record(0), record(REPORT_SIZE)) {
+        (0, _, _) => Entered::Never,
+        (REPORT_SIZE, Some((REPORT_LANDLOCK, errno)), _) => Entered::LayerFailed(errno),
+        (REPORT_SIZE, Some((REPORT_READY, 0)), _) => Entered::Ran,
+        (REPORT_MAX, Some((REPORT_READY, 0)), Some((REPORT_EXEC, errno))) => {
+            Entered::ExecFailed(errno)
+        }
+        _ => Entered::LayerFailed(0),
     }
 }
 
@@ -160,14 +194,31 @@ mod tests {
 
     #[test]
     fn reports_decode() {
-        let mut record = [REPORT_EXEC, 0, 0, 0, 0];
-        record[1..].copy_from_slice(&2i32.to_ne_bytes());
-        assert_eq!(decode_report(&record), Some(Ok(2)));
-        record[0] = REPORT_LANDLOCK;
-        assert_eq!(decode_report(&record), Some(Err(2)));
-        record[0] = b'?';
-        assert_eq!(decode_report(&record), Some(Err(0)));
-        assert_eq!(decode_report(&record[..3]), None);
-        assert_eq!(decode_report(&[]), None);
+        let record = |kind: u8, errno: i32| {
+            let mut r = vec![kind];
+            r.extend_from_slice(&errno.to_ne_bytes());
+            r
+        };
+        let ready = record(REPORT_READY, 0);
+        assert_eq!(decode_report(&[]), Entered::Never);
+        assert_eq!(decode_report(&ready), Entered::Ran);
+        let exec = [ready.clone(), record(REPORT_EXEC, 2)].concat();
+        assert_eq!(decode_report(&exec), Entered::ExecFailed(2));
+        assert_eq!(
+            decode_report(&record(REPORT_LANDLOCK, 1)),
+            Entered::LayerFailed(1)
+        );
+        // What `enter` never writes reads as a failed layer: not run.
+        for bad in [
+            record(b'?', 0),
+            record(REPORT_EXEC, 2),
+            record(REPORT_READY, 5),
+            ready[..3].to_vec(),
+            [ready.clone(), ready.clone()].concat(),
+            [record(REPORT_LANDLOCK, 1), record(REPORT_EXEC, 2)].concat(),
+            [exec.clone(), vec![0]].concat(),
+        ] {
+            assert_eq!(decode_report(&bad), Entered::LayerFailed(0), "{bad:?}");
+        }
     }
 }

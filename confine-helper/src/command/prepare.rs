@@ -147,18 +147,16 @@ fn probe(backend: Backend, ctx: &Context) -> Result<(), String> {
     let mut stderr = vec![0u8; 4096];
     let n = nix::unistd::read(&err_rd, &mut stderr).unwrap_or(0);
     let stderr = String::from_utf8_lossy(&stderr[..n]).trim().to_owned();
+    // What the runner said on its way out, e.g. bwrap's reason for not building the sandbox.
+    let said = if stderr.is_empty() {
+        String::new()
+    } else {
+        format!(": {stderr}")
+    };
     match running.finish() {
         Reply::Exited(e) if e.status == ExitStatus::Code(0) => Ok(()),
-        Reply::Exited(e) => Err(format!(
-            "a confined `true` ended with {:?}{}",
-            e.status,
-            if stderr.is_empty() {
-                String::new()
-            } else {
-                format!(": {stderr}")
-            }
-        )),
-        Reply::RunnerFailed(f) => Err(format!("{} failed: {}", f.stage.as_str(), f.detail)),
+        Reply::Exited(e) => Err(format!("a confined `true` ended with {:?}{said}", e.status)),
+        Reply::RunnerFailed(f) => Err(format!("{} failed: {}{said}", f.stage.as_str(), f.detail)),
         other => Err(format!("unexpected probe result {other:?}")),
     }
 }

@@ -15,6 +15,7 @@ use nix::sys::wait::{WaitPidFlag, waitpid};
 use nix::unistd::Pid;
 
 use crate::confine::{Cleanup, Confinement, NotRun, Plan, exec_failure_code};
+use crate::enter::Entered;
 use crate::record::Record;
 use crate::sys::{self, CStringArray, ChildConfine, Prepared};
 
@@ -270,32 +271,67 @@ impl Running {
             })
         };
         // What `enter` reported from inside the sandbox: a layer that failed means the command
-        // never ran; an exec failure is the command's.
-        let entered = self.layer_report.as_ref().and_then(|fd| {
-            let mut buf = [0u8; crate::enter::REPORT_SIZE];
+        // never ran; an exec failure is the command's; nothing at all means bwrap ended before
+        // it ran `enter`, so the sandbox was never built.
+        let entered = self.layer_report.as_ref().map(|fd| {
+            let mut buf = [0u8; crate::enter::REPORT_MAX];
             let n = nix::unistd::read(fd, &mut buf).unwrap_or(0);
             crate::enter::decode_report(&buf[..n])
         });
-        match entered {
-            Some(Err(errno)) => {
-                return Reply::RunnerFailed(RunnerFailed {
-                    id: self.id,
-                    stage: Stage::Landlock,
+        let not_run = |stage, errno, detail| {
+            Reply::RunnerFailed(RunnerFailed {
+                id: self.id,
+                stage,
+                errno,
+                detail,
+            })
+        };
+        match (entered, &self.outcome) {
+            (Some(Entered::LayerFailed(errno)), _) => {
+                return not_run(
+                    Stage::Landlock,
                     errno,
-                    detail: format!(
+                    format!(
                         "applying the Landlock layer inside the sandbox failed: {}; nothing was run",
                         nix::Error::from_raw(errno).desc()
                     ),
-                });
+                );
             }
-            Some(Ok(errno)) => {
+            (Some(Entered::ExecFailed(errno)), _) => {
                 return exited(
                     ExitStatus::Code(exec_failure_code(errno)),
                     Some(errno),
                     usage(0, 0, 0),
                 );
             }
-            None => {}
+            // The runner's own exec: under bwrap the program executed is bwrap, not the command.
+            (_, Some(Record::ExecFailed { errno })) if self.backend == Backend::Bwrap => {
+                return not_run(
+                    Stage::RunnerExec,
+                    *errno,
+                    format!(
+                        "executing bwrap failed: {}; nothing was run",
+                        nix::Error::from_raw(*errno).desc()
+                    ),
+                );
+            }
+            (Some(Entered::Never), Some(Record::Exited { wait_status, .. }))
+                if self.ending == Ending::Exited =>
+            {
+                let how = match decode_wait_status(*wait_status) {
+                    ExitStatus::Code(code) => format!("exited with status {code}"),
+                    ExitStatus::Signal(signal) => format!("was killed by signal {signal}"),
+                };
+                return not_run(
+                    Stage::Namespace,
+                    0,
+                    format!(
+                        "bwrap {how} before the command started: it could not build the sandbox; \
+                         nothing was run"
+                    ),
+                );
+            }
+            _ => {}
         }
         match self.outcome {
             Some(Record::Exited {

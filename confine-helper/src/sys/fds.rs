@@ -12,9 +12,13 @@ use nix::libc;
 
 use super::call;
 
-/// Writes `bytes` to descriptor `fd` once, ignoring failure: a report on a pipe that may be gone.
-pub(crate) fn write_raw(fd: RawFd, bytes: &[u8]) {
-    let _ = call::write(fd, bytes);
+/// Writes a short report (at most `PIPE_BUF` bytes, so a pipe takes it whole or not at all) to
+/// descriptor `fd` in one call.
+pub(crate) fn write_raw(fd: RawFd, bytes: &[u8]) -> io::Result<()> {
+    match call::write(fd, bytes)? {
+        n if n == bytes.len() => Ok(()),
+        _ => Err(io::Error::from(io::ErrorKind::WriteZero)),
+    }
 }
 
 /// `poll(2)` over raw descriptors; EINTR is reported as zero ready.

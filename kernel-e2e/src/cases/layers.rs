@@ -15,7 +15,7 @@ use std::process::Command;
 use crate::case::{Case, Cx, RunChecks, Stop, Verdict, fail};
 use crate::ensure;
 use crate::fixtures::CanaryProcess;
-use crate::matrix::CONFINED;
+use crate::matrix::{Backend, CONFINED, WORKSPACE_WRITE};
 use crate::probe::{Probe, Report};
 use crate::users::Identity;
 
@@ -40,6 +40,14 @@ pub const CASES: &[Case] = &[
         modes: CONFINED,
         exclusive: false,
         body: outside_scheduling_is_untouched,
+    },
+    Case {
+        id: "T89",
+        title: "a bwrap that cannot build its sandbox is a runner failure: nothing runs, and the \
+                command is not blamed",
+        modes: WORKSPACE_WRITE,
+        exclusive: false,
+        body: an_unbuilt_sandbox_is_a_runner_failure,
     },
 ];
 
@@ -236,6 +244,84 @@ fn outside_scheduling_is_untouched(cx: &mut Cx) -> Verdict {
     ensure!(
         cpus < 2 || changed.contains("cpus=0 "),
         "the control run did not pin the canary to CPU 0 ({changed})"
+    );
+    Ok(())
+}
+
+/// bwrap needs processes of its own to build the namespaces: with RLIMIT_NPROC at 1 (set through
+/// the ceiling, applied before bwrap is executed) its first `clone` fails, bwrap exits before the
+/// command starts, and `enter` never reports. The facts must say the runner failed, at the
+/// namespace stage, rather than pass bwrap's exit status off as the command's (before the
+/// helper could tell, the command seemed to exit 1).
+fn an_unbuilt_sandbox_is_a_runner_failure(cx: &mut Cx) -> Verdict {
+    if cx.cell.backend != Backend::Bwrap {
+        return Err(Stop::Skip(
+            "only bwrap builds the sandbox in a process of its own before the command starts"
+                .into(),
+        ));
+    }
+    if cx.user().uid == 0 {
+        return Err(Stop::Skip(
+            "root is exempt from RLIMIT_NPROC, the limit that makes bwrap's namespace fail on demand"
+                .into(),
+        ));
+    }
+    let marker = cx.ws.join("ran");
+    let script = format!("echo ran > '{}'", marker.display());
+
+    // Control: the same command under bwrap with room for its processes runs, through `enter`.
+    let roomy = cx.ceiling("roomy.toml", "max_processes = 4096\n")?;
+    let control = cx.run("control", &cx.confined(cx.sh(&script)).ceiling(&roomy))?;
+    control.succeeded()?;
+    ensure!(
+        marker.exists(),
+        "the control run succeeded but did not write {}: the check cannot fail",
+        marker.display()
+    );
+    let layers = control
+        .facts
+        .as_ref()
+        .ok()
+        .and_then(|f| f.enforcement.as_ref())
+        .map(|e| e.layers.clone())
+        .unwrap_or_default();
+    if !layers.iter().any(|l| l == "landlock") {
+        return Err(Stop::Skip(format!(
+            "bwrap runs without the Landlock layer here (layers {layers:?}), so nothing inside \
+             reports that the sandbox was built"
+        )));
+    }
+    std::fs::remove_file(&marker)
+        .map_err(|e| fail(format!("removing {}: {e}", marker.display())))?;
+
+    let tight = cx.ceiling("tight.toml", "max_processes = 1\n")?;
+    let run = cx.run("confined", &cx.confined(cx.sh(&script)).ceiling(&tight))?;
+    ensure!(
+        !marker.exists(),
+        "the command ran although bwrap could not build its sandbox"
+    );
+    let facts = run.facts.as_ref().map_err(|e| fail(e.clone()))?;
+    let failure = facts.runner_failure.as_ref().ok_or_else(|| {
+        fail(format!(
+            "bwrap could not build the sandbox, yet the facts report no runner failure but exit \
+             {:?}",
+            facts.exit
+        ))
+    })?;
+    // The helper's functional probe runs under the same limits, so it usually meets the failure
+    // first and rules the backend out; either way the namespace stage must be named.
+    let named = failure.stage == "namespace"
+        || (failure.stage == "unavailable" && failure.detail.contains("bwrap: namespace failed"));
+    ensure!(
+        named && failure.detail.contains("could not build the sandbox"),
+        "the runner failure at stage {:?} does not say bwrap could not build the sandbox: {}",
+        failure.stage,
+        failure.detail
+    );
+    ensure!(
+        run.status == Some(125),
+        "agentd exited {:?}, not 125 (the command did not run)",
+        run.status
     );
     Ok(())
 }
