@@ -21,6 +21,7 @@ use confine_protocol::{
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
+use tokio::process::Child;
 use tokio::sync::{mpsc, oneshot};
 
 use super::embedded::{EmbeddedHelper, start_embedded};
@@ -57,6 +58,8 @@ pub struct Connection {
 struct Shared {
     stream: UnixStream,
     routes: Mutex<Routes>,
+    /// An embedded helper's process and pid, until the connection ends and it is waited for.
+    embedded: Mutex<Option<(Child, u32)>>,
     /// What a lost connection is called in the local `RunnerFailed` detail.
     lost: &'static str,
 }
@@ -100,15 +103,12 @@ impl Connection {
                     start_embedded(path, ceiling).map_err(EstablishError::Fatal)?;
                 let helper = path.display().to_string();
                 match handshake(stream, hello, &helper).await {
-                    Ok((stream, decoder)) => {
-                        super::embedded::reap(child, pid);
-                        Ok(Connection::start(
-                            stream,
-                            decoder,
-                            Some(pid),
-                            "confine-helper exited",
-                        ))
-                    }
+                    Ok((stream, decoder)) => Ok(Connection::start(
+                        stream,
+                        decoder,
+                        Some((child, pid)),
+                        "confine-helper exited",
+                    )),
                     Err(error) => {
                         let status = super::embedded::stop(child).await;
                         Err(match error {
@@ -142,12 +142,14 @@ impl Connection {
     fn start(
         stream: UnixStream,
         decoder: FrameDecoder,
-        helper_pid: Option<u32>,
+        embedded: Option<(Child, u32)>,
         lost: &'static str,
     ) -> Connection {
+        let helper_pid = embedded.as_ref().map(|(_, pid)| *pid);
         let shared = Arc::new(Shared {
             stream,
             routes: Mutex::new(Routes::default()),
+            embedded: Mutex::new(embedded),
             lost,
         });
         let (outgoing, queue) = mpsc::unbounded_channel();
@@ -243,8 +245,11 @@ impl Shared {
         self.routes.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Ends the connection once: every request in flight gets a local `RunnerFailed`.
-    fn end(&self, end: End) {
+    /// Ends the connection once: every request in flight gets a local `RunnerFailed`. An
+    /// embedded helper that went away is waited for first (briefly: it has closed the socket,
+    /// so it is exiting), so that how it ended is part of what is reported, before any waiting
+    /// caller hears of the failure.
+    async fn end(&self, end: End) {
         let (commands, infos) = {
             let mut routes = self.routes();
             if routes.dead {
@@ -260,11 +265,26 @@ impl Shared {
         // useless to both once either side has given up on it.
         let _ =
             nix::sys::socket::shutdown(self.stream.as_raw_fd(), nix::sys::socket::Shutdown::Both);
-        let detail = match &end {
+        let mut detail = match &end {
             End::Dropped | End::Closed => self.lost.to_owned(),
             End::Io(e) => format!("{}: connection error: {e}", self.lost),
             End::Protocol(e) => format!("{}: protocol error: {e}", self.lost),
         };
+        let embedded = self
+            .embedded
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some((mut child, pid)) = embedded {
+            match end {
+                End::Dropped => super::embedded::reap(child, pid),
+                _ => match super::embedded::ended(&mut child).await {
+                    Some(Some(how)) => detail = format!("{detail}: it {how}"),
+                    Some(None) => {}
+                    None => super::embedded::reap(child, pid),
+                },
+            }
+        }
         if !matches!(end, End::Dropped) {
             let in_flight = commands.len() + infos.len();
             eprintln!("agentd: {detail} ({in_flight} request(s) in flight)");
@@ -382,11 +402,11 @@ async fn write_frames(shared: Arc<Shared>, mut queue: mpsc::UnboundedReceiver<Ou
         // including the one agentd held, has let go.
         drop(fds);
         if let Err(e) = sent {
-            shared.end(End::Io(e));
+            shared.end(End::Io(e)).await;
             return;
         }
     }
-    shared.end(End::Dropped);
+    shared.end(End::Dropped).await;
 }
 
 async fn read_replies(shared: Arc<Shared>, mut decoder: FrameDecoder) {
@@ -396,37 +416,38 @@ async fn read_replies(shared: Arc<Shared>, mut decoder: FrameDecoder) {
             match decoder.next_message::<Reply>() {
                 Ok(Some(reply)) => {
                     if let Err(e) = shared.dispatch(reply) {
-                        shared.end(End::Protocol(e));
+                        shared.end(End::Protocol(e)).await;
                         return;
                     }
                 }
                 Ok(None) => break,
                 Err(e) => {
-                    shared.end(End::Protocol(e.to_string()));
+                    shared.end(End::Protocol(e.to_string())).await;
                     return;
                 }
             }
         }
         match socket_io::read_some(&shared.stream, &mut buf).await {
             Ok(0) => {
-                shared.end(match decoder.finish() {
+                let end = match decoder.finish() {
                     Ok(()) => End::Closed,
                     Err(e) => End::Protocol(e.to_string()),
-                });
+                };
+                shared.end(end).await;
                 return;
             }
             Ok(n) => {
                 if let Err(e) = decoder.feed(&buf[..n]) {
-                    shared.end(End::Protocol(e.to_string()));
+                    shared.end(End::Protocol(e.to_string())).await;
                     return;
                 }
             }
             Err(e) if e.kind() == io::ErrorKind::ConnectionReset => {
-                shared.end(End::Closed);
+                shared.end(End::Closed).await;
                 return;
             }
             Err(e) => {
-                shared.end(End::Io(e));
+                shared.end(End::Io(e)).await;
                 return;
             }
         }

@@ -108,6 +108,18 @@ pub fn reap(mut child: Child, pid: u32) {
     });
 }
 
+/// How a helper that closed its connection ended, waited for at most [`EXIT_GRACE`] (it is
+/// exiting): `Some(None)` for a clean exit, `Some(Some(how))` otherwise, `None` if it has not
+/// ended yet.
+pub async fn ended(child: &mut Child) -> Option<Option<String>> {
+    match tokio::time::timeout(EXIT_GRACE, child.wait()).await {
+        Ok(Ok(status)) if status.success() => Some(None),
+        Ok(Ok(status)) => Some(Some(describe(status))),
+        Ok(Err(e)) => Some(Some(format!("cannot be waited for: {e}"))),
+        Err(_) => None,
+    }
+}
+
 /// Stops a helper whose handshake failed and describes how it ended.
 pub async fn stop(mut child: Child) -> String {
     let status = match tokio::time::timeout(EXIT_GRACE, child.wait()).await {
