@@ -14,6 +14,7 @@
     clippy::cast_sign_loss,
     clippy::cast_possible_wrap
 )]
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 mod bwrap;
 mod ceiling;

@@ -9,6 +9,8 @@
 //! Beside the wire, [`environment`] holds the rules for a command's environment that both sides
 //! apply, so that they cannot differ.
 
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
 pub mod environment;
 pub mod frame;
 mod messages;
