@@ -60,8 +60,7 @@ use tokio::time::{Instant, timeout, timeout_at};
 use tokio_rustls::TlsConnector;
 use tokio_rustls::rustls;
 
-use super::config::{MaxTokensField, SendReasoning};
-use super::family::{ReasoningReturn, TokenLimitField};
+use super::family::{MaxTokensField, ReasoningReturn, SendReasoning, TokenLimitField};
 use super::retry;
 use super::sse::SseParser;
 use super::stream::{Flow, StreamState, server_message};
