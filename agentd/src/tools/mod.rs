@@ -28,6 +28,7 @@ mod bash;
 mod files;
 mod output;
 mod spec;
+mod tasks;
 
 use std::ffi::OsString;
 use std::future::Future;
@@ -45,7 +46,6 @@ use crate::model::ToolCall;
 use crate::session::ToolStatus;
 
 pub use args::{ESCALATION_NOT_OFFERED, Escalation};
-pub use background::{BackgroundTasks, NarrowingMark, Stopped, Stopping};
 pub use bash::ANSWER_WAIT;
 pub use files::{MAX_TEXT_FILE, PROTECTED};
 pub use output::{
@@ -55,6 +55,7 @@ pub use spec::{
     BASH, BASH_KILL, BASH_OUTPUT, DEFAULT_TIMEOUT_MS, EDIT_FILE, MAX_TIMEOUT_MS, NAMES, READ_CAP,
     READ_FILE, SpecOptions, WRITE_FILE, spec_with, specs, specs_with,
 };
+pub use tasks::{BackgroundTasks, NarrowingMark, Stopped, Stopping};
 
 /// What a [`ClientFs`] method returns: a boxed future of the result or a message saying why not.
 pub type FsFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, String>> + Send + 'a>>;
