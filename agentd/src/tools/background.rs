@@ -23,9 +23,10 @@ use tokio::sync::oneshot;
 
 use super::args::BashArgs;
 use super::bash::{self, ANSWER_WAIT};
+use super::call::{CallContext, ToolResult};
+use super::env::ToolEnv;
 use super::output::{self, OutputSink};
 use super::tasks::{BackgroundTasks, Stopped, Stopping, Task};
-use super::{CallContext, ToolEnv, ToolResult};
 use crate::narrowing;
 use crate::run::Facts;
 use crate::session::ToolStatus;

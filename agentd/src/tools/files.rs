@@ -31,9 +31,10 @@ use confine_protocol::{Mode, Policy};
 use serde_json::json;
 
 use super::args::{EditArgs, ReadArgs, WriteArgs};
+use super::call::ToolResult;
+use super::env::ToolEnv;
 use super::output::denial_marker;
 use super::spec::READ_CAP;
-use super::{ToolEnv, ToolResult};
 use crate::denial::host::Access;
 use crate::denial::{self, Kind, Scope};
 use crate::helper_client::{CommandHandle, Outcome, ReadSpec, WriteSpec};

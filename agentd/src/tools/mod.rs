@@ -25,28 +25,22 @@
 mod args;
 mod background;
 mod bash;
+mod call;
+mod env;
 mod files;
 mod output;
 mod spec;
 mod tasks;
 
-use std::ffi::OsString;
-use std::future::Future;
-use std::path::{Path, PathBuf};
-use std::pin::Pin;
-use std::sync::Arc;
-
-use confine_protocol::{BackendChoice, Mode, Network};
+use confine_protocol::Mode;
 use serde_json::{Value, json};
 
-use crate::cancel::Cancel;
-use crate::composition::Composition;
-use crate::helper_client::HelperClient;
 use crate::model::ToolCall;
-use crate::session::ToolStatus;
 
 pub use args::{ESCALATION_NOT_OFFERED, Escalation};
 pub use bash::ANSWER_WAIT;
+pub use call::{CallContext, ToolResult};
+pub use env::{ClientFs, FsFuture, ToolEnv};
 pub use files::{MAX_TEXT_FILE, PROTECTED};
 pub use output::{
     BACKGROUND_OUTPUT_CAP, MODEL_OUTPUT_CAP, denial_marker, exit_marker, truncation_marker,
@@ -56,188 +50,6 @@ pub use spec::{
     READ_FILE, SpecOptions, WRITE_FILE, spec_with, specs, specs_with,
 };
 pub use tasks::{BackgroundTasks, NarrowingMark, Stopped, Stopping};
-
-/// What a [`ClientFs`] method returns: a boxed future of the result or a message saying why not.
-pub type FsFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, String>> + Send + 'a>>;
-
-/// The editor's own file access, which sees its unsaved buffers: the ACP layer implements it
-/// with `fs/read_text_file` and `fs/write_text_file` when the client offers them. When a
-/// [`ToolEnv`] has one, the file tools use it in danger-full-access only: the editor reads and
-/// writes as the editor, wherever a path points when it gets there, which no check made earlier
-/// can pin (and `/proc/self/environ` would be the editor's). Paths are absolute.
-pub trait ClientFs: Send + Sync {
-    fn read_text<'a>(&'a self, path: &'a Path) -> FsFuture<'a, String>;
-    fn write_text<'a>(&'a self, path: &'a Path, content: &'a str) -> FsFuture<'a, ()>;
-}
-
-/// What every tool call of one session shares.
-pub struct ToolEnv {
-    helper: HelperClient,
-    workspace: PathBuf,
-    env: Vec<(OsString, OsString)>,
-    network: Network,
-    backend: BackendChoice,
-    client_fs: Option<Arc<dyn ClientFs>>,
-    shell: &'static str,
-    background: BackgroundTasks,
-    options: SpecOptions,
-    composition: Composition,
-}
-
-impl std::fmt::Debug for ToolEnv {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ToolEnv")
-            .field("helper", &self.helper)
-            .field("workspace", &self.workspace)
-            .field("env", &self.env)
-            .field("network", &self.network)
-            .field("backend", &self.backend)
-            .field("client_fs", &self.client_fs.is_some())
-            .field("shell", &self.shell)
-            .field("background", &self.background)
-            .finish()
-    }
-}
-
-impl ToolEnv {
-    /// The tools' setting for one session.
-    ///
-    /// - `workspace`: the session's directory; commands run in it and relative paths start from
-    ///   it. Canonicalized here if it can be.
-    /// - `env`: the commands' whole environment (see [`crate::environment`]). Its `PATH`
-    ///   decides, once, whether commands run under `bash` or, without one, `sh`.
-    /// - `network`, `backend`: what every command is confined with.
-    /// - `client_fs`: the editor's file access, if it offers one.
-    pub fn new(
-        helper: HelperClient,
-        workspace: PathBuf,
-        env: Vec<(OsString, OsString)>,
-        network: Network,
-        backend: BackendChoice,
-        client_fs: Option<Arc<dyn ClientFs>>,
-    ) -> ToolEnv {
-        let workspace = workspace.canonicalize().unwrap_or(workspace);
-        let shell = bash::shell_for(&env);
-        ToolEnv {
-            helper,
-            workspace,
-            env,
-            network,
-            backend,
-            client_fs,
-            shell,
-            background: BackgroundTasks::new(),
-            // Escalation is offered once the caller gates it (`with_spec_options`).
-            options: SpecOptions::default(),
-            // Trims nothing; the caller that learned the helper's grant sets it.
-            composition: Composition::everything(),
-        }
-    }
-
-    /// The tools as this session offers them at most, whatever its mode.
-    pub fn spec_options(&self) -> &SpecOptions {
-        &self.options
-    }
-
-    /// The tools as offered to a call whose session runs under `effective`: escalation only to
-    /// the modes the helper would grant above it.
-    pub fn options_for(&self, effective: Mode) -> SpecOptions {
-        self.options
-            .granting(&self.composition.escalations(effective))
-    }
-
-    /// Offers the tools as `options` say (e.g. without escalation).
-    pub fn with_spec_options(mut self, options: SpecOptions) -> ToolEnv {
-        self.options = options;
-        self
-    }
-
-    /// What the helper grants: the offered escalations follow it.
-    pub fn with_composition(mut self, composition: Composition) -> ToolEnv {
-        self.composition = composition;
-        self
-    }
-
-    pub fn composition(&self) -> &Composition {
-        &self.composition
-    }
-
-    pub fn helper(&self) -> &HelperClient {
-        &self.helper
-    }
-
-    pub fn workspace(&self) -> &Path {
-        &self.workspace
-    }
-
-    pub fn env(&self) -> &[(OsString, OsString)] {
-        &self.env
-    }
-
-    pub fn network(&self) -> Network {
-        self.network
-    }
-
-    pub fn backend(&self) -> BackendChoice {
-        self.backend
-    }
-
-    pub fn client_fs(&self) -> Option<&dyn ClientFs> {
-        self.client_fs.as_deref()
-    }
-
-    /// `bash` or `sh`: what commands run under.
-    pub fn shell(&self) -> &'static str {
-        self.shell
-    }
-
-    /// The session's background tasks; [`BackgroundTasks::kill_all`] at close.
-    pub fn background(&self) -> &BackgroundTasks {
-        &self.background
-    }
-}
-
-/// What one call runs under.
-#[derive(Debug, Clone)]
-pub struct CallContext {
-    /// The sandbox mode in effect for this call.
-    pub mode: Mode,
-    /// The turn's cancel: stops a foreground command (not a background one).
-    pub cancel: Cancel,
-    /// The session's narrowings when `mode` was decided (taken before it was read): a
-    /// background task the call starts is stopped if one since narrowed below `mode`.
-    pub narrowings: NarrowingMark,
-}
-
-/// What a call produced.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ToolResult {
-    pub status: ToolStatus,
-    /// What the model reads.
-    pub text: String,
-    /// The raw facts for the editor: for commands, how the run ended (mode, backend,
-    /// enforcement, exit, denied, runner_failure, refused, timed_out, cancelled); for files,
-    /// the mode and path.
-    pub facts: Value,
-}
-
-impl ToolResult {
-    pub(crate) fn completed(text: String, facts: Value) -> ToolResult {
-        ToolResult {
-            status: ToolStatus::Completed,
-            text,
-            facts,
-        }
-    }
-
-    pub(crate) fn failed(text: String, facts: Value) -> ToolResult {
-        ToolResult {
-            status: ToolStatus::Failed,
-            text,
-            facts,
-        }
-    }
-}
 
 /// What kind of thing a call does, with ACP's `ToolKind` names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -320,7 +132,7 @@ pub fn requested_escalation(env: &ToolEnv, call: &ToolCall) -> Result<Option<Esc
     if call.name != BASH {
         return Ok(None);
     }
-    match args::parse(&call.name, &call.arguments, &env.options) {
+    match args::parse(&call.name, &call.arguments, env.spec_options()) {
         Ok(args::Call::Bash(args)) => Ok(args.escalation),
         Ok(_) => Ok(None),
         Err(text) => Err(text),
@@ -385,7 +197,7 @@ pub fn escalation_gate(requested: Mode, ctx: &GateContext) -> Result<(), String>
 
 /// Runs one call. Never panics on what the model sent; see the module documentation.
 pub async fn run(env: &ToolEnv, call: &ToolCall, ctx: CallContext) -> ToolResult {
-    let parsed = match args::parse(&call.name, &call.arguments, &env.options) {
+    let parsed = match args::parse(&call.name, &call.arguments, env.spec_options()) {
         Ok(parsed) => parsed,
         Err(text) => {
             return ToolResult::failed(
@@ -409,10 +221,15 @@ pub async fn run(env: &ToolEnv, call: &ToolCall, ctx: CallContext) -> ToolResult
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Mutex;
+    use std::path::{Path, PathBuf};
+    use std::sync::{Arc, Mutex};
+
+    use confine_protocol::{BackendChoice, Network};
 
     use super::*;
-    use crate::helper_client::HelperEndpoint;
+    use crate::cancel::Cancel;
+    use crate::helper_client::{HelperClient, HelperEndpoint};
+    use crate::session::ToolStatus;
     use crate::test_support::{Scratch, within};
 
     #[test]
@@ -706,7 +523,10 @@ mod tests {
 
 #[cfg(test)]
 mod escalation_tests {
+    use confine_protocol::{BackendChoice, Network};
+
     use super::*;
+    use crate::helper_client::HelperClient;
 
     fn bash_call(arguments: &str) -> ToolCall {
         ToolCall {
