@@ -14,7 +14,7 @@
 //! The file tools go through it too: confine-helper runs its own reader or writer as a command
 //! under the same plan ([`HelperClient::read_file`], [`HelperClient::write_file`]), so the
 //! kernel decides what a read may see and where a write may land, exactly as for a command of
-//! that mode. Before a write, a fence in trusted code (`files::check_write`) refuses with a
+//! that mode. Before a write, a fence in trusted code (`files::fence::check_write`) refuses with a
 //! clear sentence what the sandbox would refuse anyway: nothing in read-only; outside the
 //! workspace or into git metadata in workspace-write.
 //!
