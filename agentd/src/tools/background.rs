@@ -14,6 +14,8 @@
 //! result does.
 //!
 //! The registry of the tasks is `tasks.rs`; this file is what the tools answer about them.
+//!
+//! [`NarrowingMark`]: super::tasks::NarrowingMark
 
 use std::sync::{Arc, Mutex, PoisonError};
 

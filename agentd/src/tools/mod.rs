@@ -25,6 +25,7 @@
 //! [`HelperClient::read_file`]: crate::helper_client::HelperClient::read_file
 //! [`HelperClient::write_file`]: crate::helper_client::HelperClient::write_file
 //! [`ToolStatus::Failed`]: crate::session::ToolStatus::Failed
+//! [`describe`]: fn@describe
 
 mod args;
 mod background;
