@@ -9,15 +9,15 @@
 
 mod client_fs;
 pub mod config_options;
+mod error;
 mod instructions;
+mod options;
 pub mod permission;
 mod sessions;
 mod switches;
 mod turn;
 mod updates;
 
-use std::ffi::OsString;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use agent_client_protocol::v1::ConnectionTo;
@@ -28,127 +28,19 @@ use agent_client_protocol::v1::schema::{
     SessionInfo, SessionListCapabilities, SessionNotification, SetSessionConfigOptionRequest,
     SetSessionConfigOptionResponse,
 };
-use agent_client_protocol::{
-    Agent, Client, Error, Stdio, on_receive_notification, on_receive_request,
-};
-use confine_protocol::{BackendChoice, Mode, Network};
+use agent_client_protocol::{Agent, Client, Stdio, on_receive_notification, on_receive_request};
 
 use crate::approval::Approvals;
-use crate::composition::Composition;
-use crate::config::{ApprovalPolicy, Effective};
-use crate::environment;
-use crate::helper_client::HelperClient;
-use crate::model::Provider;
 use crate::session::{fold, log};
+use error::{error, not_found};
 
-pub use sessions::{Session, Sessions};
-
-/// Everything `agentd acp` needs, resolved from the configuration.
-#[derive(Clone)]
-pub struct AcpOptions {
-    pub helper: HelperClient,
-    /// The model, or why there is none (shown to the user at the first prompt).
-    pub provider: Result<Arc<dyn Provider>, String>,
-    pub state_dir: PathBuf,
-    /// The sandbox mode of a session until it is switched.
-    pub default_mode: Mode,
-    /// The approval policy of a session until it is switched.
-    pub default_policy: ApprovalPolicy,
-    /// Tools that ask the user before every call (`approval.ask_before`).
-    pub ask_before: Vec<String>,
-    pub network: Network,
-    pub backend: BackendChoice,
-    /// Model requests per prompt before the turn ends with `max_turn_requests`.
-    pub max_steps: u64,
-    /// Default timeout of a foreground command.
-    pub command_timeout_ms: u64,
-    /// The environment commands get (already the allow-list).
-    pub command_env: Vec<(OsString, OsString)>,
-    /// What the helper grants; [`AcpOptions::learn`] asks it.
-    pub composition: Composition,
-}
-
-impl std::fmt::Debug for AcpOptions {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AcpOptions")
-            .field("state_dir", &self.state_dir)
-            .field("default_mode", &self.default_mode)
-            .field("default_policy", &self.default_policy)
-            .field("ask_before", &self.ask_before)
-            .field("max_steps", &self.max_steps)
-            .finish_non_exhaustive()
-    }
-}
-
-impl AcpOptions {
-    /// The options the effective configuration gives, with the sandbox mode of new sessions
-    /// overridden by `mode` when given. A missing model is not an error here: it is reported at
-    /// the first prompt, so an editor can still connect, list and load sessions.
-    pub fn from_config(config: &Effective, mode: Option<Mode>) -> Result<AcpOptions, String> {
-        let helper = config.helper_client().map_err(|e| e.to_string())?;
-        let state_dir = config.state_dir().map_err(|e| e.to_string())?.to_owned();
-        Ok(AcpOptions {
-            helper,
-            provider: config.provider().map_err(|e| e.to_string()),
-            state_dir,
-            default_mode: mode.unwrap_or(config.sandbox_mode.value),
-            default_policy: config.approval_policy.value,
-            ask_before: config.ask_before.value.clone(),
-            network: config.network.value,
-            backend: config.backend.value,
-            max_steps: u64::from(config.max_steps.value),
-            command_timeout_ms: config.command_timeout_ms.value,
-            command_env: environment::command_environment(std::env::vars_os(), &[]),
-            composition: Composition::nothing(),
-        })
-    }
-
-    /// Asks the helper what it grants, and checks the sessions' default mode against its
-    /// ceiling: a default the ceiling refuses is an error that names the ceiling file and the
-    /// setting to change. (A machine with no usable backend is not an error here: sessions
-    /// start, are offered only what can run, and every confined command fails closed with a
-    /// message that says how to fix it.) `mode_source` names where the default came from.
-    pub async fn learn(&mut self, mode_source: &str) -> Result<(), String> {
-        let info = self.helper.info().await.map_err(|e| e.to_string())?;
-        self.composition = Composition::from_info(&info, self.backend);
-        if let Some(why) = self.composition.ceiling_refusal(self.default_mode) {
-            return Err(format!(
-                "the sessions' sandbox mode {} ({mode_source}) cannot be used: {why}",
-                self.default_mode.as_str()
-            ));
-        }
-        Ok(())
-    }
-}
-
-/// The agent's shared state: options, sessions, what the client can do, and who answers
-/// approval requests.
-#[derive(Debug)]
-pub struct AgentState {
-    pub options: AcpOptions,
-    pub sessions: Sessions,
-    /// The client's `fs.readTextFile` / `fs.writeTextFile` capabilities, set at `initialize`.
-    pub client_fs: std::sync::OnceLock<(bool, bool)>,
-    /// The approval chain: the editor, through [`permission::AcpAnswerer`].
-    pub approvals: Approvals,
-    /// The chain's answerer for this connection's sessions.
-    pub answerer: Arc<permission::AcpAnswerer>,
-}
+pub use options::AcpOptions;
+pub use sessions::{AgentState, Session, Sessions};
 
 /// The stop reason, as its wire name, that a model answer ends a prompt turn with, or `None`
 /// when the turn goes on to run the answer's tool calls.
 pub fn stop_reason_after(answer: &crate::model::AssistantTurn) -> Option<&'static str> {
     turn::stop_after(answer).map(turn::stop_name)
-}
-
-/// An ACP error with a message the client shows.
-fn error(code: i32, message: impl Into<String>) -> Error {
-    Error::new(code, message.into())
-}
-
-/// `-32002`: the session id is unknown.
-fn not_found(id: &str) -> Error {
-    error(-32002, format!("session {id} not found"))
 }
 
 /// Serves ACP on stdin/stdout until the client closes the connection.

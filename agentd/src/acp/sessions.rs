@@ -1,6 +1,7 @@
 //! The sessions an agent serves: each one its event log, its turn lock, its cancel signal, its
 //! held knob switches and its tool environment. Sessions share nothing but the helper
-//! connection.
+//! connection. [`AgentState`], which holds them, is what every session is created and loaded
+//! with.
 //!
 //! `session/set_config_option` switches a knob with [`Session::switch`]; see [`super::switches`]
 //! for when the switch reaches the log. A switch that narrows the mode stops the background
@@ -18,15 +19,32 @@ use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::SessionConfigOption;
 use confine_protocol::Mode;
 
+use super::client_fs::EditorFs;
 use super::config_options::{self, Switch};
+use super::error::{error, not_found};
+use super::options::AcpOptions;
 use super::switches::{self, Defaults, Switches};
-use super::{AgentState, client_fs::EditorFs, error, not_found, updates};
-use crate::approval::Asker;
+use super::{permission, updates};
+use crate::approval::{Approvals, Asker};
 use crate::cancel::{self, Cancel, Canceller};
 use crate::config::ApprovalPolicy;
 use crate::narrowing;
 use crate::session::{Event, EventLog, LogError, Record, SessionLog, log};
 use crate::tools::{ClientFs, SpecOptions, Stopping, ToolEnv};
+
+/// The agent's shared state: options, sessions, what the client can do, and who answers
+/// approval requests.
+#[derive(Debug)]
+pub struct AgentState {
+    pub options: AcpOptions,
+    pub sessions: Sessions,
+    /// The client's `fs.readTextFile` / `fs.writeTextFile` capabilities, set at `initialize`.
+    pub client_fs: std::sync::OnceLock<(bool, bool)>,
+    /// The approval chain: the editor, through [`permission::AcpAnswerer`].
+    pub approvals: Approvals,
+    /// The chain's answerer for this connection's sessions.
+    pub answerer: Arc<permission::AcpAnswerer>,
+}
 
 /// Every session loaded in this process, by id.
 #[derive(Debug, Default)]

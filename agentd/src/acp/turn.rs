@@ -27,8 +27,9 @@ use agent_client_protocol::v1::schema::{
 };
 use agent_client_protocol::{Client, Error, ErrorCode};
 
-use super::sessions::Session;
-use super::{AgentState, error, instructions, updates};
+use super::error::error;
+use super::sessions::{AgentState, Session};
+use super::{instructions, updates};
 use crate::approval::{self, Ask};
 use crate::cancel::Cancel;
 use crate::model::{

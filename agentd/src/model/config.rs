@@ -35,7 +35,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::family::{Family, ReasoningReturn, TokenLimitField};
+use super::family::{MaxTokensField, SendReasoning};
 use super::openai::{OpenAiProvider, OpenAiSettings};
 use super::scripted::ScriptedProvider;
 use super::{ModelError, Provider};
@@ -82,91 +82,6 @@ pub enum ProviderKind {
     Openai,
     /// Turns replayed from `script`.
     Scripted,
-}
-
-/// `model.send_reasoning`: which assistant messages of the history are sent back with the
-/// reasoning the model showed in them.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SendReasoning {
-    /// The provider family's documented rule ([`Family::reasoning_return`]).
-    #[default]
-    Auto,
-    Never,
-    /// Those after the last user message: the tool loop in progress.
-    CurrentTurn,
-    /// Those that called tools, in every turn, and the current ones.
-    ToolTurns,
-    Always,
-}
-
-impl SendReasoning {
-    /// The rule for `model` at `base_url`.
-    pub fn resolve(self, base_url: &str, model: &str) -> ReasoningReturn {
-        match self {
-            SendReasoning::Auto => {
-                Family::detect(&host_of(base_url), model).reasoning_return(model)
-            }
-            SendReasoning::Never => ReasoningReturn::Never,
-            SendReasoning::CurrentTurn => ReasoningReturn::CurrentTurn,
-            SendReasoning::ToolTurns => ReasoningReturn::ToolTurns,
-            SendReasoning::Always => ReasoningReturn::Always,
-        }
-    }
-
-    /// The word the configuration uses for it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SendReasoning::Auto => "auto",
-            SendReasoning::Never => "never",
-            SendReasoning::CurrentTurn => "current_turn",
-            SendReasoning::ToolTurns => "tool_turns",
-            SendReasoning::Always => "always",
-        }
-    }
-}
-
-/// `model.max_tokens_field`: which request field carries `model.max_tokens`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum MaxTokensField {
-    /// The field the provider family's reference documents ([`Family::token_limit_field`]).
-    #[default]
-    Auto,
-    /// `max_completion_tokens`, the current OpenAI name (required by its reasoning models).
-    MaxCompletionTokens,
-    /// `max_tokens`, for endpoints that know only the older name.
-    MaxTokens,
-}
-
-impl MaxTokensField {
-    /// The field for `model` at `base_url`.
-    pub fn resolve(self, base_url: &str, model: &str) -> TokenLimitField {
-        match self {
-            MaxTokensField::Auto => Family::detect(&host_of(base_url), model).token_limit_field(),
-            MaxTokensField::MaxCompletionTokens => TokenLimitField::MaxCompletionTokens,
-            MaxTokensField::MaxTokens => TokenLimitField::MaxTokens,
-        }
-    }
-
-    /// The word the configuration uses for it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            MaxTokensField::Auto => "auto",
-            MaxTokensField::MaxCompletionTokens => "max_completion_tokens",
-            MaxTokensField::MaxTokens => "max_tokens",
-        }
-    }
-}
-
-/// The host of a base URL, or an empty string when it has none (the URL is checked elsewhere).
-fn host_of(base_url: &str) -> String {
-    base_url
-        .trim()
-        .parse::<hyper::Uri>()
-        .ok()
-        .and_then(|uri| uri.host().map(str::to_owned))
-        .unwrap_or_default()
 }
 
 /// A sampling temperature, a finite number from 0 to 2.
@@ -509,35 +424,6 @@ mod tests {
         };
         let text = build(&config).expect_err("refused").to_string();
         assert!(text.contains("timeout_secs"), "{text}");
-    }
-
-    #[test]
-    fn auto_settings_follow_the_provider_family_and_explicit_ones_win() {
-        let deepseek = "https://api.deepseek.com/v1";
-        assert_eq!(
-            SendReasoning::Auto.resolve(deepseek, "deepseek-reasoner"),
-            ReasoningReturn::ToolTurns
-        );
-        assert_eq!(
-            SendReasoning::Never.resolve(deepseek, "deepseek-reasoner"),
-            ReasoningReturn::Never
-        );
-        assert_eq!(
-            MaxTokensField::Auto.resolve(deepseek, "deepseek-chat"),
-            TokenLimitField::MaxTokens
-        );
-        assert_eq!(
-            MaxTokensField::Auto.resolve("https://api.openai.com/v1", "o4-mini"),
-            TokenLimitField::MaxCompletionTokens
-        );
-        assert_eq!(
-            MaxTokensField::MaxCompletionTokens.resolve(deepseek, "deepseek-chat"),
-            TokenLimitField::MaxCompletionTokens
-        );
-        assert_eq!(
-            SendReasoning::Auto.resolve("http://localhost:8080/v1", "gpt-oss-20b"),
-            ReasoningReturn::CurrentTurn
-        );
     }
 
     #[test]

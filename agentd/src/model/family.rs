@@ -1,7 +1,8 @@
 //! What agentd knows of each provider family that speaks the chat-completions format, in one
 //! place: which assistant messages get their reasoning sent back, and which field carries the
 //! token limit. These are the automatic defaults of `model.send_reasoning` and
-//! `model.max_tokens_field`; either setting overrides its rule.
+//! `model.max_tokens_field` ([`SendReasoning`], [`MaxTokensField`], which resolve to them here);
+//! either setting overrides its rule.
 //!
 //! A family is recognised by the host of `model.base_url` first (a hosted API follows its own
 //! reference whatever model it serves), then by the model's name (the same model family served
@@ -23,6 +24,8 @@
 //! `max_completion_tokens`, which its reasoning models require; Groq follows it. DeepSeek,
 //! Mistral, DashScope, Z.ai, Moonshot and OpenRouter document `max_tokens` only. Every other
 //! endpoint gets `max_completion_tokens`.
+
+use serde::Deserialize;
 
 /// A provider family agentd has a rule for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -167,6 +170,91 @@ impl Family {
     }
 }
 
+/// `model.send_reasoning`: which assistant messages of the history are sent back with the
+/// reasoning the model showed in them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SendReasoning {
+    /// The provider family's documented rule ([`Family::reasoning_return`]).
+    #[default]
+    Auto,
+    Never,
+    /// Those after the last user message: the tool loop in progress.
+    CurrentTurn,
+    /// Those that called tools, in every turn, and the current ones.
+    ToolTurns,
+    Always,
+}
+
+impl SendReasoning {
+    /// The rule for `model` at `base_url`.
+    pub fn resolve(self, base_url: &str, model: &str) -> ReasoningReturn {
+        match self {
+            SendReasoning::Auto => {
+                Family::detect(&host_of(base_url), model).reasoning_return(model)
+            }
+            SendReasoning::Never => ReasoningReturn::Never,
+            SendReasoning::CurrentTurn => ReasoningReturn::CurrentTurn,
+            SendReasoning::ToolTurns => ReasoningReturn::ToolTurns,
+            SendReasoning::Always => ReasoningReturn::Always,
+        }
+    }
+
+    /// The word the configuration uses for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SendReasoning::Auto => "auto",
+            SendReasoning::Never => "never",
+            SendReasoning::CurrentTurn => "current_turn",
+            SendReasoning::ToolTurns => "tool_turns",
+            SendReasoning::Always => "always",
+        }
+    }
+}
+
+/// `model.max_tokens_field`: which request field carries `model.max_tokens`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MaxTokensField {
+    /// The field the provider family's reference documents ([`Family::token_limit_field`]).
+    #[default]
+    Auto,
+    /// `max_completion_tokens`, the current OpenAI name (required by its reasoning models).
+    MaxCompletionTokens,
+    /// `max_tokens`, for endpoints that know only the older name.
+    MaxTokens,
+}
+
+impl MaxTokensField {
+    /// The field for `model` at `base_url`.
+    pub fn resolve(self, base_url: &str, model: &str) -> TokenLimitField {
+        match self {
+            MaxTokensField::Auto => Family::detect(&host_of(base_url), model).token_limit_field(),
+            MaxTokensField::MaxCompletionTokens => TokenLimitField::MaxCompletionTokens,
+            MaxTokensField::MaxTokens => TokenLimitField::MaxTokens,
+        }
+    }
+
+    /// The word the configuration uses for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MaxTokensField::Auto => "auto",
+            MaxTokensField::MaxCompletionTokens => "max_completion_tokens",
+            MaxTokensField::MaxTokens => "max_tokens",
+        }
+    }
+}
+
+/// The host of a base URL, or an empty string when it has none (the URL is checked elsewhere).
+fn host_of(base_url: &str) -> String {
+    base_url
+        .trim()
+        .parse::<hyper::Uri>()
+        .ok()
+        .and_then(|uri| uri.host().map(str::to_owned))
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -245,5 +333,34 @@ mod tests {
         assert_eq!(f("api.deepseek.com"), TokenLimitField::MaxTokens);
         assert_eq!(f("api.mistral.ai"), TokenLimitField::MaxTokens);
         assert_eq!(f("localhost"), TokenLimitField::MaxCompletionTokens);
+    }
+
+    #[test]
+    fn auto_settings_follow_the_provider_family_and_explicit_ones_win() {
+        let deepseek = "https://api.deepseek.com/v1";
+        assert_eq!(
+            SendReasoning::Auto.resolve(deepseek, "deepseek-reasoner"),
+            ReasoningReturn::ToolTurns
+        );
+        assert_eq!(
+            SendReasoning::Never.resolve(deepseek, "deepseek-reasoner"),
+            ReasoningReturn::Never
+        );
+        assert_eq!(
+            MaxTokensField::Auto.resolve(deepseek, "deepseek-chat"),
+            TokenLimitField::MaxTokens
+        );
+        assert_eq!(
+            MaxTokensField::Auto.resolve("https://api.openai.com/v1", "o4-mini"),
+            TokenLimitField::MaxCompletionTokens
+        );
+        assert_eq!(
+            MaxTokensField::MaxCompletionTokens.resolve(deepseek, "deepseek-chat"),
+            TokenLimitField::MaxCompletionTokens
+        );
+        assert_eq!(
+            SendReasoning::Auto.resolve("http://localhost:8080/v1", "gpt-oss-20b"),
+            ReasoningReturn::CurrentTurn
+        );
     }
 }

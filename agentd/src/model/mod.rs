@@ -33,11 +33,9 @@ use std::pin::Pin;
 
 use serde::{Deserialize, Serialize};
 
-pub use config::{
-    MaxTokensField, ModelConfig, ProviderKind, SendReasoning, Temperature, build_provider,
-};
+pub use config::{ModelConfig, ProviderKind, Temperature, build_provider};
 pub use error::{FailureKind, ModelError};
-pub use family::{Family, ReasoningReturn, TokenLimitField};
+pub use family::{Family, MaxTokensField, ReasoningReturn, SendReasoning, TokenLimitField};
 
 /// One entry of the chat history.
 ///

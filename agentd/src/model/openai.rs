@@ -43,6 +43,9 @@
 //!   its reasoning back where `send_reasoning` says (see [`super::family`]), in the field it came
 //!   in; the token limit goes in the field `max_tokens_field` names.
 
+mod request;
+mod settings;
+
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -51,100 +54,20 @@ use std::time::{Duration, SystemTime};
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
 use hyper::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HOST, HeaderValue, USER_AGENT};
-use hyper::{Request, Response, StatusCode, Uri};
+use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
-use serde_json::{Map, Value, json};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::time::{Instant, timeout, timeout_at};
 use tokio_rustls::TlsConnector;
 use tokio_rustls::rustls;
 
-use super::config::{MaxTokensField, SendReasoning};
-use super::family::{ReasoningReturn, TokenLimitField};
 use super::retry;
 use super::sse::SseParser;
 use super::stream::{Flow, StreamState, server_message};
-use super::{
-    AssistantTurn, ChatRequest, CompleteFuture, Delta, Message, ModelError, Provider,
-    ReasoningField, excerpt,
-};
-
-/// Everything the client needs, already resolved (the key itself, not its variable).
-#[derive(Clone)]
-pub struct OpenAiSettings {
-    /// The endpoint up to and excluding `/chat/completions`, e.g. `https://api.openai.com/v1`.
-    pub base_url: String,
-    pub model: String,
-    /// Sent as `Authorization: Bearer <key>` when present.
-    pub api_key: Option<String>,
-    /// The variable the key came from, for error messages.
-    pub api_key_env: Option<String>,
-    pub max_tokens: Option<u32>,
-    /// The request field that carries `max_tokens`.
-    pub max_tokens_field: TokenLimitField,
-    /// Which assistant messages of the history go back with their reasoning.
-    pub send_reasoning: ReasoningReturn,
-    pub temperature: Option<f64>,
-    /// Send `stream_options: {"include_usage": true}`.
-    pub include_usage: bool,
-    /// The limit on connecting (TCP and TLS together).
-    pub connect_timeout: Duration,
-    /// The longest silence tolerated once connected.
-    pub idle_timeout: Duration,
-    /// Attempts after the first one, for failures worth retrying.
-    pub max_retries: u32,
-    /// The first backoff; each retry doubles it, with jitter.
-    pub retry_base_delay: Duration,
-    /// No wait between attempts is longer, whatever `Retry-After` says.
-    pub retry_max_delay: Duration,
-}
-
-impl OpenAiSettings {
-    /// Settings with the defaults: no key, 10 s connect timeout, 120 s idle timeout, 3 retries
-    /// starting at 500 ms and capped at 30 s, and the provider family's rules for the token
-    /// limit's field and for sending reasoning back.
-    pub fn new(base_url: impl Into<String>, model: impl Into<String>) -> OpenAiSettings {
-        let (base_url, model) = (base_url.into(), model.into());
-        OpenAiSettings {
-            max_tokens_field: MaxTokensField::Auto.resolve(&base_url, &model),
-            send_reasoning: SendReasoning::Auto.resolve(&base_url, &model),
-            base_url,
-            model,
-            api_key: None,
-            api_key_env: None,
-            max_tokens: None,
-            temperature: None,
-            include_usage: false,
-            connect_timeout: Duration::from_secs(10),
-            idle_timeout: Duration::from_secs(120),
-            max_retries: 3,
-            retry_base_delay: Duration::from_millis(500),
-            retry_max_delay: Duration::from_secs(30),
-        }
-    }
-}
-
-impl fmt::Debug for OpenAiSettings {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("OpenAiSettings")
-            .field("base_url", &self.base_url)
-            .field("model", &self.model)
-            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
-            .field("api_key_env", &self.api_key_env)
-            .field("max_tokens", &self.max_tokens)
-            .field("max_tokens_field", &self.max_tokens_field)
-            .field("send_reasoning", &self.send_reasoning)
-            .field("temperature", &self.temperature)
-            .field("include_usage", &self.include_usage)
-            .field("connect_timeout", &self.connect_timeout)
-            .field("idle_timeout", &self.idle_timeout)
-            .field("max_retries", &self.max_retries)
-            .field("retry_base_delay", &self.retry_base_delay)
-            .field("retry_max_delay", &self.retry_max_delay)
-            .finish()
-    }
-}
+use super::{AssistantTurn, ChatRequest, CompleteFuture, Delta, ModelError, Provider, excerpt};
+use request::Endpoint;
+pub use settings::OpenAiSettings;
 
 /// The chat-completions provider.
 pub struct OpenAiProvider {
@@ -159,77 +82,6 @@ impl fmt::Debug for OpenAiProvider {
         f.debug_struct("OpenAiProvider")
             .field("settings", &self.settings)
             .finish_non_exhaustive()
-    }
-}
-
-/// Where requests go.
-#[derive(Debug, Clone)]
-struct Endpoint {
-    https: bool,
-    /// The host to connect to and to name in TLS (an IPv6 literal without brackets).
-    host: String,
-    port: u16,
-    /// The `Host` header.
-    authority: String,
-    /// The request target: the path and query of `.../chat/completions`.
-    target: String,
-    /// The full URL, for messages.
-    url: String,
-}
-
-impl Endpoint {
-    fn parse(base_url: &str) -> Result<Endpoint, String> {
-        let base_url = base_url.trim();
-        let after_scheme = base_url.split_once("://").map_or("", |(_, rest)| rest);
-        let authority_part = after_scheme.split(['/', '?']).next().unwrap_or("");
-        if authority_part.contains('@') {
-            return Err(
-                "model.base_url must not contain credentials; put the API key in the \
-                 variable model.api_key_env names"
-                    .to_owned(),
-            );
-        }
-        let not_http = || {
-            format!(
-                "model.base_url {base_url:?} is not an http:// or https:// URL (for example \
-                 https://api.openai.com/v1 or http://localhost:11434/v1)"
-            )
-        };
-        let (base, query) = match base_url.split_once('?') {
-            Some((base, query)) => (base, Some(query)),
-            None => (base_url, None),
-        };
-        let url = match query {
-            Some(query) => format!("{}/chat/completions?{query}", base.trim_end_matches('/')),
-            None => format!("{}/chat/completions", base.trim_end_matches('/')),
-        };
-        let uri: Uri = url.parse().map_err(|_| not_http())?;
-        let https = match uri.scheme_str() {
-            Some("https") => true,
-            Some("http") => false,
-            _ => return Err(not_http()),
-        };
-        let authority = uri.authority().ok_or_else(not_http)?;
-        let host = authority.host();
-        if host.is_empty() {
-            return Err(not_http());
-        }
-        let host = host
-            .strip_prefix('[')
-            .and_then(|h| h.strip_suffix(']'))
-            .unwrap_or(host);
-        let target = uri
-            .path_and_query()
-            .map_or("/chat/completions", |pq| pq.as_str())
-            .to_owned();
-        Ok(Endpoint {
-            https,
-            host: host.to_owned(),
-            port: authority.port_u16().unwrap_or(if https { 443 } else { 80 }),
-            authority: authority.as_str().to_owned(),
-            target,
-            url,
-        })
     }
 }
 
@@ -275,58 +127,6 @@ impl OpenAiProvider {
             authorization,
             tls,
         })
-    }
-
-    /// The JSON body of a request for `req`.
-    fn request_body(&self, req: &ChatRequest) -> Vec<u8> {
-        // The messages after the last user message are the tool loop in progress.
-        let last_user = req
-            .messages
-            .iter()
-            .rposition(|m| matches!(m, Message::User { .. }));
-        let messages: Vec<Value> = req
-            .messages
-            .iter()
-            .enumerate()
-            .map(|(at, message)| {
-                let current = last_user.is_none_or(|user| at > user);
-                wire_message(message, self.settings.send_reasoning, current)
-            })
-            .collect();
-        let mut body = Map::new();
-        body.insert("model".into(), json!(self.settings.model));
-        body.insert("messages".into(), Value::Array(messages));
-        body.insert("stream".into(), json!(true));
-        if !req.tools.is_empty() {
-            let tools = req
-                .tools
-                .iter()
-                .map(|tool| {
-                    json!({
-                        "type": "function",
-                        "function": {
-                            "name": tool.name,
-                            "description": tool.description,
-                            "parameters": tool.parameters,
-                        },
-                    })
-                })
-                .collect();
-            body.insert("tools".into(), Value::Array(tools));
-        }
-        if let Some(max_tokens) = self.settings.max_tokens {
-            body.insert(
-                self.settings.max_tokens_field.as_str().into(),
-                json!(max_tokens),
-            );
-        }
-        if let Some(temperature) = self.settings.temperature {
-            body.insert("temperature".into(), json!(temperature));
-        }
-        if self.settings.include_usage {
-            body.insert("stream_options".into(), json!({ "include_usage": true }));
-        }
-        Value::Object(body).to_string().into_bytes()
     }
 
     fn request(&self, body: Bytes) -> Request<Full<Bytes>> {
@@ -661,7 +461,7 @@ impl Provider for OpenAiProvider {
         on_delta: &'a mut (dyn FnMut(Delta) + Send),
     ) -> CompleteFuture<'a> {
         Box::pin(async move {
-            let body = Bytes::from(self.request_body(req));
+            let body = Bytes::from(request::request_body(&self.settings, req));
             let mut attempts = 0u32;
             loop {
                 attempts += 1;
@@ -734,141 +534,4 @@ fn chain(error: &dyn std::error::Error) -> String {
         source = cause.source();
     }
     text
-}
-
-/// A history entry in the chat-completions wire format. An assistant message carries its
-/// reasoning when `rule` says so for it (`current`: it comes after the last user message).
-fn wire_message(message: &Message, rule: ReasoningReturn, current: bool) -> Value {
-    match message {
-        Message::System { content } => json!({ "role": "system", "content": content }),
-        Message::User { content } => json!({ "role": "user", "content": content }),
-        Message::Assistant {
-            text,
-            reasoning,
-            tool_calls,
-        } => {
-            let mut wire = Map::new();
-            wire.insert("role".into(), json!("assistant"));
-            // `content` may be null only beside tool calls.
-            let content = match text {
-                Some(text) => json!(text),
-                None if tool_calls.is_empty() => json!(""),
-                None => Value::Null,
-            };
-            wire.insert("content".into(), content);
-            let sent = reasoning
-                .as_ref()
-                .filter(|_| rule.sends(current, !tool_calls.is_empty()));
-            if let Some(reasoning) = sent {
-                let field = reasoning.field.unwrap_or(ReasoningField::ReasoningContent);
-                match field {
-                    ReasoningField::ReasoningContent | ReasoningField::Reasoning => {
-                        wire.insert(field.as_str().into(), json!(reasoning.text));
-                    }
-                    // Mistral takes its thinking back as it sent it: a part of the content.
-                    ReasoningField::ThinkingPart => {
-                        let mut parts = vec![json!({
-                            "type": "thinking",
-                            "thinking": [{ "type": "text", "text": reasoning.text }],
-                        })];
-                        if let Some(text) = text {
-                            parts.push(json!({ "type": "text", "text": text }));
-                        }
-                        wire.insert("content".into(), Value::Array(parts));
-                    }
-                }
-            }
-            if !tool_calls.is_empty() {
-                let calls = tool_calls
-                    .iter()
-                    .map(|call| {
-                        json!({
-                            "id": call.id,
-                            "type": "function",
-                            "function": { "name": call.name, "arguments": call.arguments },
-                        })
-                    })
-                    .collect();
-                wire.insert("tool_calls".into(), Value::Array(calls));
-            }
-            Value::Object(wire)
-        }
-        Message::Tool {
-            tool_call_id,
-            content,
-        } => json!({ "role": "tool", "tool_call_id": tool_call_id, "content": content }),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::model::Reasoning;
-
-    #[test]
-    fn base_urls_become_endpoints() {
-        let e = Endpoint::parse("https://api.deepseek.com/v1/").expect("parses");
-        assert!(e.https);
-        assert_eq!((e.host.as_str(), e.port), ("api.deepseek.com", 443));
-        assert_eq!(e.target, "/v1/chat/completions");
-        assert_eq!(e.url, "https://api.deepseek.com/v1/chat/completions");
-        let e = Endpoint::parse("http://[::1]:8080/v1?api-version=2").expect("parses");
-        assert_eq!((e.host.as_str(), e.port), ("::1", 8080));
-        assert_eq!(e.authority, "[::1]:8080");
-        assert_eq!(e.target, "/v1/chat/completions?api-version=2");
-        let e = Endpoint::parse("http://localhost").expect("parses");
-        assert_eq!((e.target.as_str(), e.port), ("/chat/completions", 80));
-    }
-
-    fn thinking(field: Option<ReasoningField>, calls: bool) -> Message {
-        Message::Assistant {
-            text: Some("Four.".into()),
-            reasoning: Some(Reasoning {
-                text: "2+2".into(),
-                field,
-            }),
-            tool_calls: if calls {
-                vec![crate::model::ToolCall {
-                    id: "c".into(),
-                    name: "bash".into(),
-                    arguments: "{}".into(),
-                }]
-            } else {
-                vec![]
-            },
-        }
-    }
-
-    #[test]
-    fn reasoning_goes_back_in_the_field_it_came_in_when_the_rule_says() {
-        let rule = ReasoningReturn::ToolTurns;
-        let wire = wire_message(&thinking(None, true), rule, false);
-        assert_eq!(wire["reasoning_content"], "2+2", "{wire}");
-        let wire = wire_message(
-            &thinking(Some(ReasoningField::Reasoning), false),
-            rule,
-            true,
-        );
-        assert_eq!(wire["reasoning"], "2+2", "{wire}");
-        assert!(wire.get("reasoning_content").is_none(), "{wire}");
-        let wire = wire_message(
-            &thinking(Some(ReasoningField::ThinkingPart), false),
-            rule,
-            true,
-        );
-        assert_eq!(
-            wire["content"],
-            json!([{"type": "thinking", "thinking": [{"type": "text", "text": "2+2"}]},
-                   {"type": "text", "text": "Four."}])
-        );
-        for (rule, current, calls) in [
-            (ReasoningReturn::ToolTurns, false, false),
-            (ReasoningReturn::CurrentTurn, false, true),
-            (ReasoningReturn::Never, true, true),
-        ] {
-            let wire = wire_message(&thinking(None, calls), rule, current);
-            assert!(wire.get("reasoning_content").is_none(), "{rule:?}: {wire}");
-            assert_eq!(wire["content"], "Four.", "{wire}");
-        }
-    }
 }

@@ -12,236 +12,28 @@
 //! editor depends on whether the call that started the task has answered yet: once it has
 //! ("started background task …"), the narrowing reports the stop; before that, the call's own
 //! result does.
+//!
+//! The registry of the tasks is `tasks.rs`; this file is what the tools answer about them.
+//!
+//! [`NarrowingMark`]: super::tasks::NarrowingMark
 
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use confine_protocol::Mode;
 use serde_json::{Value, json};
-use tokio::sync::{oneshot, watch};
+use tokio::sync::oneshot;
 
 use super::args::BashArgs;
 use super::bash::{self, ANSWER_WAIT};
-use super::output::{self, BACKGROUND_OUTPUT_CAP, OutputSink, Spool};
-use super::{CallContext, ToolEnv, ToolResult};
-use crate::cancel;
+use super::call::{CallContext, ToolResult};
+use super::env::ToolEnv;
+use super::output::{self, OutputSink};
+use super::tasks::{BackgroundTasks, Stopped, Stopping, Task};
 use crate::narrowing;
 use crate::run::Facts;
 use crate::session::ToolStatus;
 
-/// A session's background tasks, numbered `task-1`, `task-2`, … in the order started.
-#[derive(Debug, Default)]
-pub struct BackgroundTasks {
-    list: Mutex<TaskList>,
-}
-
-#[derive(Debug, Default)]
-struct TaskList {
-    started: u64,
-    tasks: Vec<Arc<Task>>,
-    /// The mode of every narrowing so far, in order.
-    narrowings: Vec<Mode>,
-}
-
-/// How many narrowings of the session's mode there had been when a call's mode was decided:
-/// its background task is checked against every narrowing after that. The default, before
-/// every narrowing, checks it against all of them.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct NarrowingMark(usize);
-
-#[derive(Debug)]
-struct Task {
-    id: String,
-    /// The model's id of the call that started the task.
-    call_id: String,
-    mode: Mode,
-    timeout_ms: Option<u64>,
-    state: Arc<Mutex<TaskState>>,
-    kill: cancel::Canceller,
-    /// Becomes true once the task's facts are in `state`.
-    done: watch::Receiver<bool>,
-}
-
-#[derive(Debug)]
-struct TaskState {
-    unread: Spool,
-    /// How the command ended; `None` while it runs.
-    facts: Option<Facts>,
-    /// The mode of the narrowing that told the task to stop.
-    stopped_by: Option<Mode>,
-    /// Whether the starting call answered that the task runs: from then on a narrowing, not
-    /// that call, reports the task's stop.
-    announced: bool,
-}
-
-/// The tasks one narrowing told to stop, to be waited for ([`Stopping::ended`]).
-#[derive(Debug)]
-pub struct Stopping {
-    to: Mode,
-    /// Every task running under a wider mode, also those an earlier narrowing stopped.
-    wait: Vec<Arc<Task>>,
-    /// Those this narrowing stopped whose starting call had already answered.
-    report: Vec<Arc<Task>>,
-}
-
-/// A task a narrowing stopped, as the session records and shows it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Stopped {
-    pub task_id: String,
-    /// The call that started the task.
-    pub call_id: String,
-    pub ran_under: Mode,
-    pub narrowed_to: Mode,
-    /// Whether confine-helper reported the end of the task's process tree.
-    pub confirmed: bool,
-    /// The task's facts, as `bash_output` reports them.
-    pub facts: Value,
-}
-
-impl OutputSink for TaskState {
-    fn push(&mut self, bytes: &[u8]) {
-        self.unread.push(bytes);
-    }
-}
-
 impl BackgroundTasks {
-    pub fn new() -> BackgroundTasks {
-        BackgroundTasks::default()
-    }
-
-    /// The ids of every task started, running or ended, in the order started.
-    pub fn ids(&self) -> Vec<String> {
-        self.lock().tasks.iter().map(|t| t.id.clone()).collect()
-    }
-
-    /// The ids of the tasks still running.
-    pub fn running(&self) -> Vec<String> {
-        self.lock()
-            .tasks
-            .iter()
-            .filter(|t| !t.ended())
-            .map(|t| t.id.clone())
-            .collect()
-    }
-
-    /// Waits until task `id` has ended (output and facts complete); `false` when there is no
-    /// such task.
-    pub async fn wait_ended(&self, id: &str) -> bool {
-        match self.get(id) {
-            Some(task) => {
-                task.wait_done().await;
-                true
-            }
-            None => false,
-        }
-    }
-
-    /// Where the narrowings stand now; taken before a call's mode is read.
-    pub fn mark(&self) -> NarrowingMark {
-        NarrowingMark(self.lock().narrowings.len())
-    }
-
-    /// Whether a narrowing to `to` would stop a running task.
-    pub fn would_stop(&self, to: Mode) -> bool {
-        self.lock()
-            .tasks
-            .iter()
-            .any(|t| !t.ended() && narrowing::stops(t.mode, to))
-    }
-
-    /// The session's mode narrowed to `to`: every running task under a wider mode is told to
-    /// stop (its tree is killed by the helper, SIGKILL after the kill grace). Wait for them with
-    /// [`Stopping::ended`].
-    pub fn narrow(&self, to: Mode) -> Stopping {
-        let mut list = self.lock();
-        list.narrowings.push(to);
-        let mut stopping = Stopping {
-            to,
-            wait: Vec::new(),
-            report: Vec::new(),
-        };
-        for task in &list.tasks {
-            if task.ended() || !narrowing::stops(task.mode, to) {
-                continue;
-            }
-            let (first, announced) = {
-                let mut state = task.lock_state();
-                let first = state.stopped_by.is_none();
-                if first {
-                    state.stopped_by = Some(to);
-                }
-                (first, state.announced)
-            };
-            if first {
-                task.kill.cancel();
-                if announced {
-                    stopping.report.push(task.clone());
-                }
-            }
-            stopping.wait.push(task.clone());
-        }
-        stopping
-    }
-
-    /// Cancels every task still running and waits for all of them to end (each wait is bounded
-    /// the way a cancelled command's is). For the session's close.
-    pub async fn kill_all(&self) {
-        let tasks = self.lock().tasks.clone();
-        for task in &tasks {
-            task.kill.cancel();
-        }
-        for task in &tasks {
-            task.wait_done().await;
-        }
-    }
-
-    fn lock(&self) -> MutexGuard<'_, TaskList> {
-        self.list.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn get(&self, id: &str) -> Option<Arc<Task>> {
-        self.lock().tasks.iter().find(|t| t.id == id).cloned()
-    }
-
-    /// A new task of call `call_id`, whose mode was decided at `mark`; returns it, the side its
-    /// driver listens to for a kill, and the side that says it is done. A narrowing since `mark`
-    /// below `mode` stops it at once.
-    fn add(
-        &self,
-        mode: Mode,
-        timeout_ms: Option<u64>,
-        call_id: &str,
-        mark: NarrowingMark,
-    ) -> (Arc<Task>, cancel::Cancel, watch::Sender<bool>) {
-        let (kill, killed) = cancel::pair();
-        let (done_tx, done) = watch::channel(false);
-        let mut list = self.lock();
-        let missed = list
-            .narrowings
-            .get(mark.0..)
-            .and_then(|since| since.iter().min().copied())
-            .filter(|to| narrowing::stops(mode, *to));
-        list.started += 1;
-        let task = Arc::new(Task {
-            id: format!("task-{}", list.started),
-            call_id: call_id.to_owned(),
-            mode,
-            timeout_ms,
-            state: Arc::new(Mutex::new(TaskState {
-                unread: Spool::new(BACKGROUND_OUTPUT_CAP),
-                facts: None,
-                stopped_by: missed,
-                announced: false,
-            })),
-            kill,
-            done,
-        });
-        if missed.is_some() {
-            task.kill.cancel();
-        }
-        list.tasks.push(task.clone());
-        (task, killed, done_tx)
-    }
-
     /// The result for a task id that is not one of these.
     fn unknown(&self, id: &str) -> ToolResult {
         let ids = self.ids();
@@ -261,11 +53,6 @@ impl BackgroundTasks {
 }
 
 impl Stopping {
-    /// Whether this narrowing has nothing to wait for.
-    pub fn is_empty(&self) -> bool {
-        self.wait.is_empty()
-    }
-
     /// Waits until every task it concerns has ended; returns those it stopped whose starting
     /// call had answered, in the order started. A task that ended by itself before the kill
     /// reached it is not among them.
@@ -292,21 +79,6 @@ impl Stopping {
 }
 
 impl Task {
-    fn ended(&self) -> bool {
-        *self.done.borrow()
-    }
-
-    fn lock_state(&self) -> MutexGuard<'_, TaskState> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// The narrowing that stopped the task, once the task ended because of it (not by itself
-    /// first).
-    fn stopped_by(state: &TaskState) -> Option<Mode> {
-        let facts = state.facts.as_ref()?;
-        state.stopped_by.filter(|_| facts.cancelled)
-    }
-
     /// The end markers and facts of an ended task stopped by a narrowing, without taking its
     /// unread output; `None` if it is running or was not stopped by one.
     fn end_report(&self, shell: &str) -> Option<ToolResult> {
@@ -342,12 +114,6 @@ impl Task {
             }
         }
         result
-    }
-
-    async fn wait_done(&self) {
-        let mut done = self.done.clone();
-        // An error means the driver is gone (the runtime shut down): nothing more will come.
-        let _ = done.wait_for(|done| *done).await;
     }
 
     /// The output not read yet, then `[still running]` or the end markers; marks it read.

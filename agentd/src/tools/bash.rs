@@ -1,9 +1,6 @@
 //! `bash`: one command line through confine-helper, its output collected for the model.
 
-use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -13,9 +10,10 @@ use tokio::net::unix::pipe;
 use tokio::sync::oneshot;
 
 use super::args::BashArgs;
+use super::call::{CallContext, ToolResult};
+use super::env::ToolEnv;
 use super::output::{self, Collector, HeadTail, MODEL_OUTPUT_CAP, OutputSink};
 use super::spec::DEFAULT_TIMEOUT_MS;
-use super::{CallContext, ToolEnv, ToolResult};
 use crate::cancel::{self, Cancel};
 use crate::denial::Scope;
 use crate::helper_client::{Canceller, CommandHandle, Outcome, SpawnSpec};
@@ -24,29 +22,6 @@ use crate::session::ToolStatus;
 
 /// How long a cancelled command's end is waited for before giving up on the helper.
 pub const ANSWER_WAIT: Duration = Duration::from_secs(5);
-
-/// The `PATH` confine-helper looks commands up in when the environment has none; the same as
-/// `DEFAULT_PATH` in `confine-helper/src/command.rs`.
-const HELPER_DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-
-/// The shell commands run with: `bash` if the commands' `PATH` has it, else `sh`.
-pub(crate) fn shell_for(env: &[(OsString, OsString)]) -> &'static str {
-    let path = env
-        .iter()
-        .rev()
-        .find(|(name, _)| name == "PATH")
-        .map_or(OsStr::new(HELPER_DEFAULT_PATH), |(_, value)| {
-            value.as_os_str()
-        });
-    let has_bash = std::env::split_paths(path)
-        .filter(|dir| dir.is_absolute())
-        .any(|dir| is_executable(&dir.join("bash")));
-    if has_bash { "bash" } else { "sh" }
-}
-
-fn is_executable(path: &Path) -> bool {
-    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-}
 
 /// A command handed to the helper, with the read ends of its stdout and stderr.
 #[derive(Debug)]
@@ -327,29 +302,6 @@ mod tests {
             confine_protocol::BackendChoice::Auto,
             None,
         )
-    }
-
-    #[test]
-    fn the_shell_is_bash_when_the_path_has_it_else_sh() {
-        let scratch = Scratch::new("tools-shell");
-        let with_bash = scratch.0.join("with");
-        let without = scratch.0.join("without");
-        std::fs::create_dir_all(&with_bash).expect("mkdir");
-        std::fs::create_dir_all(&without).expect("mkdir");
-        let bash = with_bash.join("bash");
-        std::fs::write(&bash, "#!/bin/sh\n").expect("write");
-        std::fs::set_permissions(&bash, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-        // Not executable: does not count.
-        std::fs::write(without.join("bash"), "").expect("write");
-        let path = |dirs: &[&Path]| {
-            vec![(
-                OsString::from("PATH"),
-                std::env::join_paths(dirs).expect("join"),
-            )]
-        };
-        assert_eq!(shell_for(&path(&[&without, &with_bash])), "bash");
-        assert_eq!(shell_for(&path(&[&without])), "sh");
-        assert_eq!(shell_for(&path(&[Path::new("relative")])), "sh");
     }
 
     #[tokio::test]

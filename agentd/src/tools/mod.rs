@@ -14,39 +14,41 @@
 //! The file tools go through it too: confine-helper runs its own reader or writer as a command
 //! under the same plan ([`HelperClient::read_file`], [`HelperClient::write_file`]), so the
 //! kernel decides what a read may see and where a write may land, exactly as for a command of
-//! that mode. Before a write, a fence in trusted code (`files::check_write`) refuses with a
+//! that mode. Before a write, a fence in trusted code (`files::fence::check_write`) refuses with a
 //! clear sentence what the sandbox would refuse anyway: nothing in read-only; outside the
 //! workspace or into git metadata in workspace-write.
 //!
 //! Nothing a model sends makes a tool panic: an unknown tool, malformed JSON, missing or
 //! mistyped fields all give a [`ToolStatus::Failed`] result saying what was wrong and the shape
 //! expected.
+//!
+//! [`HelperClient::read_file`]: crate::helper_client::HelperClient::read_file
+//! [`HelperClient::write_file`]: crate::helper_client::HelperClient::write_file
+//! [`ToolStatus::Failed`]: crate::session::ToolStatus::Failed
+//! [`describe`]: fn@describe
 
 mod args;
 mod background;
 mod bash;
+mod call;
+mod describe;
+mod env;
+mod escalation;
 mod files;
 mod output;
 mod spec;
+mod tasks;
 
-use std::ffi::OsString;
-use std::future::Future;
-use std::path::{Path, PathBuf};
-use std::pin::Pin;
-use std::sync::Arc;
+use serde_json::json;
 
-use confine_protocol::{BackendChoice, Mode, Network};
-use serde_json::{Value, json};
-
-use crate::cancel::Cancel;
-use crate::composition::Composition;
-use crate::helper_client::HelperClient;
 use crate::model::ToolCall;
-use crate::session::ToolStatus;
 
 pub use args::{ESCALATION_NOT_OFFERED, Escalation};
-pub use background::{BackgroundTasks, NarrowingMark, Stopped, Stopping};
 pub use bash::ANSWER_WAIT;
+pub use call::{CallContext, ToolResult};
+pub use describe::{ToolDescription, ToolKind, describe};
+pub use env::{ClientFs, FsFuture, ToolEnv};
+pub use escalation::{GateContext, escalation_gate, requested_escalation, strictly_widens};
 pub use files::{MAX_TEXT_FILE, PROTECTED};
 pub use output::{
     BACKGROUND_OUTPUT_CAP, MODEL_OUTPUT_CAP, denial_marker, exit_marker, truncation_marker,
@@ -55,336 +57,11 @@ pub use spec::{
     BASH, BASH_KILL, BASH_OUTPUT, DEFAULT_TIMEOUT_MS, EDIT_FILE, MAX_TIMEOUT_MS, NAMES, READ_CAP,
     READ_FILE, SpecOptions, WRITE_FILE, spec_with, specs, specs_with,
 };
-
-/// What a [`ClientFs`] method returns: a boxed future of the result or a message saying why not.
-pub type FsFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, String>> + Send + 'a>>;
-
-/// The editor's own file access, which sees its unsaved buffers: the ACP layer implements it
-/// with `fs/read_text_file` and `fs/write_text_file` when the client offers them. When a
-/// [`ToolEnv`] has one, the file tools use it in danger-full-access only: the editor reads and
-/// writes as the editor, wherever a path points when it gets there, which no check made earlier
-/// can pin (and `/proc/self/environ` would be the editor's). Paths are absolute.
-pub trait ClientFs: Send + Sync {
-    fn read_text<'a>(&'a self, path: &'a Path) -> FsFuture<'a, String>;
-    fn write_text<'a>(&'a self, path: &'a Path, content: &'a str) -> FsFuture<'a, ()>;
-}
-
-/// What every tool call of one session shares.
-pub struct ToolEnv {
-    helper: HelperClient,
-    workspace: PathBuf,
-    env: Vec<(OsString, OsString)>,
-    network: Network,
-    backend: BackendChoice,
-    client_fs: Option<Arc<dyn ClientFs>>,
-    shell: &'static str,
-    background: BackgroundTasks,
-    options: SpecOptions,
-    composition: Composition,
-}
-
-impl std::fmt::Debug for ToolEnv {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ToolEnv")
-            .field("helper", &self.helper)
-            .field("workspace", &self.workspace)
-            .field("env", &self.env)
-            .field("network", &self.network)
-            .field("backend", &self.backend)
-            .field("client_fs", &self.client_fs.is_some())
-            .field("shell", &self.shell)
-            .field("background", &self.background)
-            .finish()
-    }
-}
-
-impl ToolEnv {
-    /// The tools' setting for one session.
-    ///
-    /// - `workspace`: the session's directory; commands run in it and relative paths start from
-    ///   it. Canonicalized here if it can be.
-    /// - `env`: the commands' whole environment (see [`crate::environment`]). Its `PATH`
-    ///   decides, once, whether commands run under `bash` or, without one, `sh`.
-    /// - `network`, `backend`: what every command is confined with.
-    /// - `client_fs`: the editor's file access, if it offers one.
-    pub fn new(
-        helper: HelperClient,
-        workspace: PathBuf,
-        env: Vec<(OsString, OsString)>,
-        network: Network,
-        backend: BackendChoice,
-        client_fs: Option<Arc<dyn ClientFs>>,
-    ) -> ToolEnv {
-        let workspace = workspace.canonicalize().unwrap_or(workspace);
-        let shell = bash::shell_for(&env);
-        ToolEnv {
-            helper,
-            workspace,
-            env,
-            network,
-            backend,
-            client_fs,
-            shell,
-            background: BackgroundTasks::new(),
-            // Escalation is offered once the caller gates it (`with_spec_options`).
-            options: SpecOptions::default(),
-            // Trims nothing; the caller that learned the helper's grant sets it.
-            composition: Composition::everything(),
-        }
-    }
-
-    /// The tools as this session offers them at most, whatever its mode.
-    pub fn spec_options(&self) -> &SpecOptions {
-        &self.options
-    }
-
-    /// The tools as offered to a call whose session runs under `effective`: escalation only to
-    /// the modes the helper would grant above it.
-    pub fn options_for(&self, effective: Mode) -> SpecOptions {
-        self.options
-            .granting(&self.composition.escalations(effective))
-    }
-
-    /// Offers the tools as `options` say (e.g. without escalation).
-    pub fn with_spec_options(mut self, options: SpecOptions) -> ToolEnv {
-        self.options = options;
-        self
-    }
-
-    /// What the helper grants: the offered escalations follow it.
-    pub fn with_composition(mut self, composition: Composition) -> ToolEnv {
-        self.composition = composition;
-        self
-    }
-
-    pub fn composition(&self) -> &Composition {
-        &self.composition
-    }
-
-    pub fn helper(&self) -> &HelperClient {
-        &self.helper
-    }
-
-    pub fn workspace(&self) -> &Path {
-        &self.workspace
-    }
-
-    pub fn env(&self) -> &[(OsString, OsString)] {
-        &self.env
-    }
-
-    pub fn network(&self) -> Network {
-        self.network
-    }
-
-    pub fn backend(&self) -> BackendChoice {
-        self.backend
-    }
-
-    pub fn client_fs(&self) -> Option<&dyn ClientFs> {
-        self.client_fs.as_deref()
-    }
-
-    /// `bash` or `sh`: what commands run under.
-    pub fn shell(&self) -> &'static str {
-        self.shell
-    }
-
-    /// The session's background tasks; [`BackgroundTasks::kill_all`] at close.
-    pub fn background(&self) -> &BackgroundTasks {
-        &self.background
-    }
-}
-
-/// What one call runs under.
-#[derive(Debug, Clone)]
-pub struct CallContext {
-    /// The sandbox mode in effect for this call.
-    pub mode: Mode,
-    /// The turn's cancel: stops a foreground command (not a background one).
-    pub cancel: Cancel,
-    /// The session's narrowings when `mode` was decided (taken before it was read): a
-    /// background task the call starts is stopped if one since narrowed below `mode`.
-    pub narrowings: NarrowingMark,
-}
-
-/// What a call produced.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ToolResult {
-    pub status: ToolStatus,
-    /// What the model reads.
-    pub text: String,
-    /// The raw facts for the editor: for commands, how the run ended (mode, backend,
-    /// enforcement, exit, denied, runner_failure, refused, timed_out, cancelled); for files,
-    /// the mode and path.
-    pub facts: Value,
-}
-
-impl ToolResult {
-    pub(crate) fn completed(text: String, facts: Value) -> ToolResult {
-        ToolResult {
-            status: ToolStatus::Completed,
-            text,
-            facts,
-        }
-    }
-
-    pub(crate) fn failed(text: String, facts: Value) -> ToolResult {
-        ToolResult {
-            status: ToolStatus::Failed,
-            text,
-            facts,
-        }
-    }
-}
-
-/// What kind of thing a call does, with ACP's `ToolKind` names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ToolKind {
-    Execute,
-    Read,
-    Edit,
-    Other,
-}
-
-impl ToolKind {
-    /// The name ACP uses.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ToolKind::Execute => "execute",
-            ToolKind::Read => "read",
-            ToolKind::Edit => "edit",
-            ToolKind::Other => "other",
-        }
-    }
-}
-
-/// How a call is announced before it runs.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ToolDescription {
-    pub title: String,
-    pub kind: ToolKind,
-    /// The arguments as parsed, or `{"raw": text}` when they are not a JSON object.
-    pub input: Value,
-}
-
-/// The longest title, in characters.
-const TITLE_CHARS: usize = 80;
-
-/// The announcement of a call of `name` with `arguments` (which may be malformed).
-pub fn describe(name: &str, arguments: &str) -> ToolDescription {
-    let input = match serde_json::from_str::<Value>(arguments) {
-        Ok(value @ Value::Object(_)) => value,
-        _ if arguments.trim().is_empty() => json!({}),
-        _ => json!({ "raw": arguments }),
-    };
-    let field = |key: &str| input.get(key).and_then(Value::as_str).map(str::to_owned);
-    let (title, kind) = match name {
-        BASH => (
-            field("command").map_or_else(|| "bash".to_owned(), |c| shorten(&c)),
-            ToolKind::Execute,
-        ),
-        READ_FILE => (titled("Read", field("path")), ToolKind::Read),
-        WRITE_FILE => (titled("Write", field("path")), ToolKind::Edit),
-        EDIT_FILE => (titled("Edit", field("path")), ToolKind::Edit),
-        BASH_OUTPUT => (titled("Output of task", field("task_id")), ToolKind::Other),
-        BASH_KILL => (titled("Kill task", field("task_id")), ToolKind::Other),
-        other => (other.to_owned(), ToolKind::Other),
-    };
-    ToolDescription { title, kind, input }
-}
-
-fn titled(verb: &str, what: Option<String>) -> String {
-    match what {
-        Some(what) => shorten(&format!("{verb} {what}")),
-        None => verb.to_owned(),
-    }
-}
-
-/// One line of at most [`TITLE_CHARS`] characters.
-fn shorten(text: &str) -> String {
-    let line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    if line.chars().count() <= TITLE_CHARS {
-        return line;
-    }
-    let mut short: String = line.chars().take(TITLE_CHARS - 1).collect();
-    short.push('…');
-    short
-}
-
-/// The wider mode a `bash` call asks for, checked as `run` would check it: `Ok(None)` for any
-/// other call or a plain one, `Err(text for the model)` when the request is malformed or not
-/// offered. The caller gates and asks for approval before running the call under the mode.
-pub fn requested_escalation(env: &ToolEnv, call: &ToolCall) -> Result<Option<Escalation>, String> {
-    if call.name != BASH {
-        return Ok(None);
-    }
-    match args::parse(&call.name, &call.arguments, &env.options) {
-        Ok(args::Call::Bash(args)) => Ok(args.escalation),
-        Ok(_) => Ok(None),
-        Err(text) => Err(text),
-    }
-}
-
-/// Escalation must widen: read-only → workspace-write or danger-full-access; workspace-write
-/// → danger-full-access. Anything else fails without asking anyone.
-pub fn strictly_widens(requested: Mode, effective: Mode) -> Result<(), String> {
-    if requested > effective {
-        Ok(())
-    } else {
-        Err(format!(
-            "sandbox escalation to \"{}\" is not strictly wider than this call's current \"{}\" mode",
-            requested.as_str(),
-            effective.as_str()
-        ))
-    }
-}
-
-/// What the escalation gate checks besides the request itself.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GateContext {
-    /// The tools offer escalation (the executor confines, and the helper grants a wider mode).
-    pub offered: bool,
-    /// The session's effective mode for this call.
-    pub effective: Mode,
-    /// Why the helper would not run the requested mode, if it would not.
-    pub refusal: Option<String>,
-    /// An approval service is composed.
-    pub approval_service: bool,
-    /// The call has an agent (a session) to route the question through.
-    pub agent: bool,
-}
-
-/// The escalation gate, in the specified order, before anything runs or anyone is asked: offered,
-/// strictly widening, granted by the helper, an approval service, an agent. `Err` is the text
-/// for the model.
-pub fn escalation_gate(requested: Mode, ctx: &GateContext) -> Result<(), String> {
-    if !ctx.offered {
-        return Err(ESCALATION_NOT_OFFERED.to_owned());
-    }
-    strictly_widens(requested, ctx.effective)?;
-    let m = requested.as_str();
-    if let Some(why) = &ctx.refusal {
-        return Err(format!(
-            "sandbox escalation to \"{m}\" cannot be granted: {why}"
-        ));
-    }
-    if !ctx.approval_service {
-        return Err(format!(
-            "sandbox escalation to \"{m}\" requires approval, but no approval service is composed"
-        ));
-    }
-    if !ctx.agent {
-        return Err(format!(
-            "sandbox escalation to \"{m}\" requires approval, but the call has no agent to route it through"
-        ));
-    }
-    Ok(())
-}
+pub use tasks::{BackgroundTasks, NarrowingMark, Stopped, Stopping};
 
 /// Runs one call. Never panics on what the model sent; see the module documentation.
 pub async fn run(env: &ToolEnv, call: &ToolCall, ctx: CallContext) -> ToolResult {
-    let parsed = match args::parse(&call.name, &call.arguments, &env.options) {
+    let parsed = match args::parse(&call.name, &call.arguments, env.spec_options()) {
         Ok(parsed) => parsed,
         Err(text) => {
             return ToolResult::failed(
@@ -408,75 +85,16 @@ pub async fn run(env: &ToolEnv, call: &ToolCall, ctx: CallContext) -> ToolResult
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Mutex;
+    use std::path::{Path, PathBuf};
+    use std::sync::{Arc, Mutex};
+
+    use confine_protocol::{BackendChoice, Mode, Network};
 
     use super::*;
-    use crate::helper_client::HelperEndpoint;
+    use crate::cancel::Cancel;
+    use crate::helper_client::{HelperClient, HelperEndpoint};
+    use crate::session::ToolStatus;
     use crate::test_support::{Scratch, within};
-
-    #[test]
-    fn bash_is_titled_by_its_command_on_one_line() {
-        let d = describe("bash", r#"{"command":"cargo test\n  --workspace"}"#);
-        assert_eq!(d.title, "cargo test --workspace");
-        assert_eq!(d.kind.as_str(), "execute");
-        assert_eq!(d.input["command"], "cargo test\n  --workspace");
-        let long = "x".repeat(200);
-        let d = describe("bash", &format!(r#"{{"command":"{long}"}}"#));
-        assert_eq!(d.title.chars().count(), 80);
-        assert!(d.title.ends_with('…'));
-    }
-
-    #[test]
-    fn file_and_task_tools_have_their_titles_and_kinds() {
-        let cases = [
-            (
-                "read_file",
-                r#"{"path":"src/a.rs"}"#,
-                "Read src/a.rs",
-                "read",
-            ),
-            (
-                "write_file",
-                r#"{"path":"a","content":"x"}"#,
-                "Write a",
-                "edit",
-            ),
-            (
-                "edit_file",
-                r#"{"path":"a","old_string":"x","new_string":"y"}"#,
-                "Edit a",
-                "edit",
-            ),
-            (
-                "bash_output",
-                r#"{"task_id":"task-2"}"#,
-                "Output of task task-2",
-                "other",
-            ),
-            (
-                "bash_kill",
-                r#"{"task_id":"task-2"}"#,
-                "Kill task task-2",
-                "other",
-            ),
-            ("frobnicate", "{}", "frobnicate", "other"),
-        ];
-        for (name, arguments, title, kind) in cases {
-            let d = describe(name, arguments);
-            assert_eq!(d.title, title, "{name}");
-            assert_eq!(d.kind.as_str(), kind, "{name}");
-        }
-    }
-
-    #[test]
-    fn malformed_arguments_are_described_raw() {
-        let d = describe("bash", r#"{"command": "ls"#);
-        assert_eq!(d.title, "bash");
-        assert_eq!(d.input, json!({ "raw": r#"{"command": "ls"# }));
-        assert_eq!(describe("read_file", "[1]").input, json!({ "raw": "[1]" }));
-        assert_eq!(describe("read_file", "").input, json!({}));
-        assert_eq!(describe("read_file", "{}").title, "Read");
-    }
 
     /// A tool environment whose helper is never reached.
     fn offline_env(scratch: &Scratch, client_fs: Option<Arc<dyn ClientFs>>) -> ToolEnv {
@@ -700,204 +318,5 @@ mod tests {
         assert_eq!(denied.status, ToolStatus::Failed);
         assert!(denied.text.contains("stays read-only"), "{}", denied.text);
         assert_eq!(buffers.0.lock().expect("buffers").len(), 1);
-    }
-}
-
-#[cfg(test)]
-mod escalation_tests {
-    use super::*;
-
-    fn bash_call(arguments: &str) -> ToolCall {
-        ToolCall {
-            id: "c1".into(),
-            name: BASH.into(),
-            arguments: arguments.into(),
-        }
-    }
-
-    fn parse(arguments: &str, escalation: bool) -> Result<Option<Escalation>, String> {
-        let options = if escalation {
-            SpecOptions::confining()
-        } else {
-            SpecOptions::default()
-        };
-        match args::parse(BASH, arguments, &options)? {
-            args::Call::Bash(args) => Ok(args.escalation),
-            other => panic!("not bash: {other:?}"),
-        }
-    }
-
-    #[test]
-    fn the_escalation_fields_exist_only_when_the_executor_confines() {
-        let with = spec_with(BASH, &SpecOptions::confining()).expect("bash");
-        let props = &with.parameters["properties"];
-        assert_eq!(
-            props["sandbox_permissions"]["enum"],
-            json!(["workspace-write", "danger-full-access"])
-        );
-        assert!(props.get("justification").is_some());
-        assert!(with.description.contains("Sandbox escalation"));
-        let without = spec_with(BASH, &SpecOptions::default()).expect("bash");
-        assert!(
-            without.parameters["properties"]
-                .get("sandbox_permissions")
-                .is_none()
-        );
-        assert!(
-            without.parameters["properties"]
-                .get("justification")
-                .is_none()
-        );
-        assert!(!without.description.contains("escalat"));
-    }
-
-    #[test]
-    fn escalation_fields_are_validated_with_the_specified_texts() {
-        let only_mode = r#"{"command":"x","sandbox_permissions":"workspace-write"}"#;
-        assert_eq!(
-            parse(only_mode, true).unwrap_err(),
-            "invalid escalation: sandbox_permissions requires a justification"
-        );
-        let only_why = r#"{"command":"x","justification":"because"}"#;
-        assert_eq!(
-            parse(only_why, true).unwrap_err(),
-            "invalid escalation: justification is only valid together with sandbox_permissions"
-        );
-        let blank =
-            r#"{"command":"x","sandbox_permissions":"workspace-write","justification":"  "}"#;
-        assert_eq!(
-            parse(blank, true).unwrap_err(),
-            "invalid justification: expected a non-empty sentence"
-        );
-        let bad_mode = r#"{"command":"x","sandbox_permissions":"root","justification":"j"}"#;
-        assert!(
-            parse(bad_mode, true)
-                .unwrap_err()
-                .contains("must be one of")
-        );
-        let good = r#"{"command":"x","sandbox_permissions":"danger-full-access","justification":" to install "}"#;
-        assert_eq!(
-            parse(good, true).expect("valid"),
-            Some(Escalation {
-                mode: Mode::DangerFullAccess,
-                justification: "to install".into()
-            })
-        );
-        assert_eq!(parse(r#"{"command":"x"}"#, true).expect("plain"), None);
-    }
-
-    #[test]
-    fn escalation_not_offered_is_refused_with_its_own_text() {
-        let asked =
-            r#"{"command":"x","sandbox_permissions":"workspace-write","justification":"j"}"#;
-        assert_eq!(parse(asked, false).unwrap_err(), ESCALATION_NOT_OFFERED);
-        assert_eq!(
-            parse(r#"{"command":"x","justification":"j"}"#, false).unwrap_err(),
-            ESCALATION_NOT_OFFERED
-        );
-    }
-
-    #[test]
-    fn escalation_must_strictly_widen_the_effective_mode() {
-        use Mode::*;
-        assert!(strictly_widens(WorkspaceWrite, ReadOnly).is_ok());
-        assert!(strictly_widens(DangerFullAccess, ReadOnly).is_ok());
-        assert!(strictly_widens(DangerFullAccess, WorkspaceWrite).is_ok());
-        assert_eq!(
-            strictly_widens(WorkspaceWrite, WorkspaceWrite).unwrap_err(),
-            "sandbox escalation to \"workspace-write\" is not strictly wider than this call's current \"workspace-write\" mode"
-        );
-        assert!(strictly_widens(WorkspaceWrite, DangerFullAccess).is_err());
-    }
-
-    #[test]
-    fn the_gate_checks_in_order_and_each_failure_has_its_text() {
-        let open = GateContext {
-            offered: true,
-            effective: Mode::ReadOnly,
-            refusal: None,
-            approval_service: true,
-            agent: true,
-        };
-        assert_eq!(escalation_gate(Mode::WorkspaceWrite, &open), Ok(()));
-        let closed = GateContext {
-            offered: false,
-            ..open.clone()
-        };
-        assert_eq!(
-            escalation_gate(Mode::WorkspaceWrite, &closed).unwrap_err(),
-            ESCALATION_NOT_OFFERED
-        );
-        let narrow = GateContext {
-            effective: Mode::WorkspaceWrite,
-            approval_service: false,
-            ..open.clone()
-        };
-        assert!(
-            escalation_gate(Mode::WorkspaceWrite, &narrow)
-                .unwrap_err()
-                .contains("is not strictly wider"),
-            "widening is checked before the approval service"
-        );
-        let ungranted = GateContext {
-            refusal: Some("its ceiling allows at most read-only".into()),
-            approval_service: false,
-            ..open.clone()
-        };
-        assert_eq!(
-            escalation_gate(Mode::WorkspaceWrite, &ungranted).unwrap_err(),
-            "sandbox escalation to \"workspace-write\" cannot be granted: its ceiling allows at \
-             most read-only",
-            "the grant is checked before the approval service: nobody is asked for a dead lever"
-        );
-        let no_service = GateContext {
-            approval_service: false,
-            ..open.clone()
-        };
-        assert_eq!(
-            escalation_gate(Mode::DangerFullAccess, &no_service).unwrap_err(),
-            "sandbox escalation to \"danger-full-access\" requires approval, but no approval service is composed"
-        );
-        let no_agent = GateContext {
-            agent: false,
-            ..open
-        };
-        assert_eq!(
-            escalation_gate(Mode::WorkspaceWrite, &no_agent).unwrap_err(),
-            "sandbox escalation to \"workspace-write\" requires approval, but the call has no agent to route it through"
-        );
-    }
-
-    #[test]
-    fn requested_escalation_ignores_other_tools_and_reports_bad_requests() {
-        let client = HelperClient::new(crate::helper_client::HelperEndpoint::Embedded(
-            "/nonexistent/confine-helper".into(),
-        ));
-        let env = ToolEnv::new(
-            client,
-            std::env::temp_dir(),
-            Vec::new(),
-            Network::Deny,
-            BackendChoice::Auto,
-            None,
-        )
-        .with_spec_options(SpecOptions::confining());
-        let read = ToolCall {
-            id: "r".into(),
-            name: "read_file".into(),
-            arguments: r#"{"path":"a"}"#.into(),
-        };
-        assert_eq!(requested_escalation(&env, &read), Ok(None));
-        let asked = bash_call(
-            r#"{"command":"touch f","sandbox_permissions":"workspace-write","justification":"write f"}"#,
-        );
-        assert_eq!(
-            requested_escalation(&env, &asked)
-                .expect("valid")
-                .map(|e| e.mode),
-            Some(Mode::WorkspaceWrite)
-        );
-        let malformed = bash_call(r#"{"command":"x","justification":"j"}"#);
-        assert!(requested_escalation(&env, &malformed).is_err());
     }
 }

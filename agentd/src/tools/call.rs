@@ -1,0 +1,51 @@
+//! What one tool call runs under ([`CallContext`]) and what it produces ([`ToolResult`]): the
+//! types every tool shares.
+
+use confine_protocol::Mode;
+use serde_json::Value;
+
+use super::tasks::NarrowingMark;
+use crate::cancel::Cancel;
+use crate::session::ToolStatus;
+
+/// What one call runs under.
+#[derive(Debug, Clone)]
+pub struct CallContext {
+    /// The sandbox mode in effect for this call.
+    pub mode: Mode,
+    /// The turn's cancel: stops a foreground command (not a background one).
+    pub cancel: Cancel,
+    /// The session's narrowings when `mode` was decided (taken before it was read): a
+    /// background task the call starts is stopped if one since narrowed below `mode`.
+    pub narrowings: NarrowingMark,
+}
+
+/// What a call produced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolResult {
+    pub status: ToolStatus,
+    /// What the model reads.
+    pub text: String,
+    /// The raw facts for the editor: for commands, how the run ended (mode, backend,
+    /// enforcement, exit, denied, runner_failure, refused, timed_out, cancelled); for files,
+    /// the mode and path.
+    pub facts: Value,
+}
+
+impl ToolResult {
+    pub(crate) fn completed(text: String, facts: Value) -> ToolResult {
+        ToolResult {
+            status: ToolStatus::Completed,
+            text,
+            facts,
+        }
+    }
+
+    pub(crate) fn failed(text: String, facts: Value) -> ToolResult {
+        ToolResult {
+            status: ToolStatus::Failed,
+            text,
+            facts,
+        }
+    }
+}

@@ -1,0 +1,149 @@
+//! How a call is announced before it runs: its title, its kind (ACP's `ToolKind` names) and
+//! its arguments as parsed, also when they are malformed.
+
+use serde_json::{Value, json};
+
+use super::spec::{BASH, BASH_KILL, BASH_OUTPUT, EDIT_FILE, READ_FILE, WRITE_FILE};
+
+/// What kind of thing a call does, with ACP's `ToolKind` names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ToolKind {
+    Execute,
+    Read,
+    Edit,
+    Other,
+}
+
+impl ToolKind {
+    /// The name ACP uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolKind::Execute => "execute",
+            ToolKind::Read => "read",
+            ToolKind::Edit => "edit",
+            ToolKind::Other => "other",
+        }
+    }
+}
+
+/// How a call is announced before it runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolDescription {
+    pub title: String,
+    pub kind: ToolKind,
+    /// The arguments as parsed, or `{"raw": text}` when they are not a JSON object.
+    pub input: Value,
+}
+
+/// The longest title, in characters.
+const TITLE_CHARS: usize = 80;
+
+/// The announcement of a call of `name` with `arguments` (which may be malformed).
+pub fn describe(name: &str, arguments: &str) -> ToolDescription {
+    let input = match serde_json::from_str::<Value>(arguments) {
+        Ok(value @ Value::Object(_)) => value,
+        _ if arguments.trim().is_empty() => json!({}),
+        _ => json!({ "raw": arguments }),
+    };
+    let field = |key: &str| input.get(key).and_then(Value::as_str).map(str::to_owned);
+    let (title, kind) = match name {
+        BASH => (
+            field("command").map_or_else(|| "bash".to_owned(), |c| shorten(&c)),
+            ToolKind::Execute,
+        ),
+        READ_FILE => (titled("Read", field("path")), ToolKind::Read),
+        WRITE_FILE => (titled("Write", field("path")), ToolKind::Edit),
+        EDIT_FILE => (titled("Edit", field("path")), ToolKind::Edit),
+        BASH_OUTPUT => (titled("Output of task", field("task_id")), ToolKind::Other),
+        BASH_KILL => (titled("Kill task", field("task_id")), ToolKind::Other),
+        other => (other.to_owned(), ToolKind::Other),
+    };
+    ToolDescription { title, kind, input }
+}
+
+fn titled(verb: &str, what: Option<String>) -> String {
+    match what {
+        Some(what) => shorten(&format!("{verb} {what}")),
+        None => verb.to_owned(),
+    }
+}
+
+/// One line of at most [`TITLE_CHARS`] characters.
+fn shorten(text: &str) -> String {
+    let line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if line.chars().count() <= TITLE_CHARS {
+        return line;
+    }
+    let mut short: String = line.chars().take(TITLE_CHARS - 1).collect();
+    short.push('…');
+    short
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bash_is_titled_by_its_command_on_one_line() {
+        let d = describe("bash", r#"{"command":"cargo test\n  --workspace"}"#);
+        assert_eq!(d.title, "cargo test --workspace");
+        assert_eq!(d.kind.as_str(), "execute");
+        assert_eq!(d.input["command"], "cargo test\n  --workspace");
+        let long = "x".repeat(200);
+        let d = describe("bash", &format!(r#"{{"command":"{long}"}}"#));
+        assert_eq!(d.title.chars().count(), 80);
+        assert!(d.title.ends_with('…'));
+    }
+
+    #[test]
+    fn file_and_task_tools_have_their_titles_and_kinds() {
+        let cases = [
+            (
+                "read_file",
+                r#"{"path":"src/a.rs"}"#,
+                "Read src/a.rs",
+                "read",
+            ),
+            (
+                "write_file",
+                r#"{"path":"a","content":"x"}"#,
+                "Write a",
+                "edit",
+            ),
+            (
+                "edit_file",
+                r#"{"path":"a","old_string":"x","new_string":"y"}"#,
+                "Edit a",
+                "edit",
+            ),
+            (
+                "bash_output",
+                r#"{"task_id":"task-2"}"#,
+                "Output of task task-2",
+                "other",
+            ),
+            (
+                "bash_kill",
+                r#"{"task_id":"task-2"}"#,
+                "Kill task task-2",
+                "other",
+            ),
+            ("frobnicate", "{}", "frobnicate", "other"),
+        ];
+        for (name, arguments, title, kind) in cases {
+            let d = describe(name, arguments);
+            assert_eq!(d.title, title, "{name}");
+            assert_eq!(d.kind.as_str(), kind, "{name}");
+        }
+    }
+
+    #[test]
+    fn malformed_arguments_are_described_raw() {
+        let d = describe("bash", r#"{"command": "ls"#);
+        assert_eq!(d.title, "bash");
+        assert_eq!(d.input, json!({ "raw": r#"{"command": "ls"# }));
+        assert_eq!(describe("read_file", "[1]").input, json!({ "raw": "[1]" }));
+        assert_eq!(describe("read_file", "").input, json!({}));
+        assert_eq!(describe("read_file", "{}").title, "Read");
+    }
+}

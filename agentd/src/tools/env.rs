@@ -1,0 +1,209 @@
+//! What every tool call of one session shares ([`ToolEnv`]): the helper, the workspace, the
+//! commands' environment and the shell they run under, the editor's file access, the background
+//! tasks and the tools as offered.
+
+use std::ffi::{OsStr, OsString};
+use std::future::Future;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::Arc;
+
+use confine_protocol::{BackendChoice, Mode, Network};
+
+use super::spec::SpecOptions;
+use super::tasks::BackgroundTasks;
+use crate::composition::Composition;
+use crate::helper_client::HelperClient;
+
+/// What a [`ClientFs`] method returns: a boxed future of the result or a message saying why not.
+pub type FsFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, String>> + Send + 'a>>;
+
+/// The editor's own file access, which sees its unsaved buffers: the ACP layer implements it
+/// with `fs/read_text_file` and `fs/write_text_file` when the client offers them. When a
+/// [`ToolEnv`] has one, the file tools use it in danger-full-access only: the editor reads and
+/// writes as the editor, wherever a path points when it gets there, which no check made earlier
+/// can pin (and `/proc/self/environ` would be the editor's). Paths are absolute.
+pub trait ClientFs: Send + Sync {
+    fn read_text<'a>(&'a self, path: &'a Path) -> FsFuture<'a, String>;
+    fn write_text<'a>(&'a self, path: &'a Path, content: &'a str) -> FsFuture<'a, ()>;
+}
+
+/// What every tool call of one session shares.
+pub struct ToolEnv {
+    helper: HelperClient,
+    workspace: PathBuf,
+    env: Vec<(OsString, OsString)>,
+    network: Network,
+    backend: BackendChoice,
+    client_fs: Option<Arc<dyn ClientFs>>,
+    shell: &'static str,
+    background: BackgroundTasks,
+    options: SpecOptions,
+    composition: Composition,
+}
+
+impl std::fmt::Debug for ToolEnv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolEnv")
+            .field("helper", &self.helper)
+            .field("workspace", &self.workspace)
+            .field("env", &self.env)
+            .field("network", &self.network)
+            .field("backend", &self.backend)
+            .field("client_fs", &self.client_fs.is_some())
+            .field("shell", &self.shell)
+            .field("background", &self.background)
+            .finish()
+    }
+}
+
+impl ToolEnv {
+    /// The tools' setting for one session.
+    ///
+    /// - `workspace`: the session's directory; commands run in it and relative paths start from
+    ///   it. Canonicalized here if it can be.
+    /// - `env`: the commands' whole environment (see [`crate::environment`]). Its `PATH`
+    ///   decides, once, whether commands run under `bash` or, without one, `sh`.
+    /// - `network`, `backend`: what every command is confined with.
+    /// - `client_fs`: the editor's file access, if it offers one.
+    pub fn new(
+        helper: HelperClient,
+        workspace: PathBuf,
+        env: Vec<(OsString, OsString)>,
+        network: Network,
+        backend: BackendChoice,
+        client_fs: Option<Arc<dyn ClientFs>>,
+    ) -> ToolEnv {
+        let workspace = workspace.canonicalize().unwrap_or(workspace);
+        let shell = shell_for(&env);
+        ToolEnv {
+            helper,
+            workspace,
+            env,
+            network,
+            backend,
+            client_fs,
+            shell,
+            background: BackgroundTasks::new(),
+            // Escalation is offered once the caller gates it (`with_spec_options`).
+            options: SpecOptions::default(),
+            // Trims nothing; the caller that learned the helper's grant sets it.
+            composition: Composition::everything(),
+        }
+    }
+
+    /// The tools as this session offers them at most, whatever its mode.
+    pub fn spec_options(&self) -> &SpecOptions {
+        &self.options
+    }
+
+    /// The tools as offered to a call whose session runs under `effective`: escalation only to
+    /// the modes the helper would grant above it.
+    pub fn options_for(&self, effective: Mode) -> SpecOptions {
+        self.options
+            .granting(&self.composition.escalations(effective))
+    }
+
+    /// Offers the tools as `options` say (e.g. without escalation).
+    pub fn with_spec_options(mut self, options: SpecOptions) -> ToolEnv {
+        self.options = options;
+        self
+    }
+
+    /// What the helper grants: the offered escalations follow it.
+    pub fn with_composition(mut self, composition: Composition) -> ToolEnv {
+        self.composition = composition;
+        self
+    }
+
+    pub fn composition(&self) -> &Composition {
+        &self.composition
+    }
+
+    pub fn helper(&self) -> &HelperClient {
+        &self.helper
+    }
+
+    pub fn workspace(&self) -> &Path {
+        &self.workspace
+    }
+
+    pub fn env(&self) -> &[(OsString, OsString)] {
+        &self.env
+    }
+
+    pub fn network(&self) -> Network {
+        self.network
+    }
+
+    pub fn backend(&self) -> BackendChoice {
+        self.backend
+    }
+
+    pub fn client_fs(&self) -> Option<&dyn ClientFs> {
+        self.client_fs.as_deref()
+    }
+
+    /// `bash` or `sh`: what commands run under.
+    pub fn shell(&self) -> &'static str {
+        self.shell
+    }
+
+    /// The session's background tasks; [`BackgroundTasks::kill_all`] at close.
+    pub fn background(&self) -> &BackgroundTasks {
+        &self.background
+    }
+}
+
+/// The `PATH` confine-helper looks commands up in when the environment has none; the same as
+/// `DEFAULT_PATH` in `confine-helper/src/command.rs`.
+const HELPER_DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// The shell commands run with: `bash` if the commands' `PATH` has it, else `sh`.
+pub(crate) fn shell_for(env: &[(OsString, OsString)]) -> &'static str {
+    let path = env
+        .iter()
+        .rev()
+        .find(|(name, _)| name == "PATH")
+        .map_or(OsStr::new(HELPER_DEFAULT_PATH), |(_, value)| {
+            value.as_os_str()
+        });
+    let has_bash = std::env::split_paths(path)
+        .filter(|dir| dir.is_absolute())
+        .any(|dir| is_executable(&dir.join("bash")));
+    if has_bash { "bash" } else { "sh" }
+}
+
+fn is_executable(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::Scratch;
+
+    #[test]
+    fn the_shell_is_bash_when_the_path_has_it_else_sh() {
+        let scratch = Scratch::new("tools-shell");
+        let with_bash = scratch.0.join("with");
+        let without = scratch.0.join("without");
+        std::fs::create_dir_all(&with_bash).expect("mkdir");
+        std::fs::create_dir_all(&without).expect("mkdir");
+        let bash = with_bash.join("bash");
+        std::fs::write(&bash, "#!/bin/sh\n").expect("write");
+        std::fs::set_permissions(&bash, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        // Not executable: does not count.
+        std::fs::write(without.join("bash"), "").expect("write");
+        let path = |dirs: &[&Path]| {
+            vec![(
+                OsString::from("PATH"),
+                std::env::join_paths(dirs).expect("join"),
+            )]
+        };
+        assert_eq!(shell_for(&path(&[&without, &with_bash])), "bash");
+        assert_eq!(shell_for(&path(&[&without])), "sh");
+        assert_eq!(shell_for(&path(&[Path::new("relative")])), "sh");
+    }
+}

@@ -1,0 +1,285 @@
+//! The escalation gate: a `bash` call may ask to run under a wider sandbox mode than its
+//! session's, with a justification. [`requested_escalation`] reads the request as the call would
+//! be read; [`escalation_gate`] checks, before anything runs or anyone is asked, that it may be
+//! put to an approver at all.
+
+use confine_protocol::Mode;
+
+use super::args::{self, ESCALATION_NOT_OFFERED, Escalation};
+use super::env::ToolEnv;
+use super::spec::BASH;
+use crate::model::ToolCall;
+
+/// The wider mode a `bash` call asks for, checked as `run` would check it: `Ok(None)` for any
+/// other call or a plain one, `Err(text for the model)` when the request is malformed or not
+/// offered. The caller gates and asks for approval before running the call under the mode.
+pub fn requested_escalation(env: &ToolEnv, call: &ToolCall) -> Result<Option<Escalation>, String> {
+    if call.name != BASH {
+        return Ok(None);
+    }
+    match args::parse(&call.name, &call.arguments, env.spec_options()) {
+        Ok(args::Call::Bash(args)) => Ok(args.escalation),
+        Ok(_) => Ok(None),
+        Err(text) => Err(text),
+    }
+}
+
+/// Escalation must widen: read-only → workspace-write or danger-full-access; workspace-write
+/// → danger-full-access. Anything else fails without asking anyone.
+pub fn strictly_widens(requested: Mode, effective: Mode) -> Result<(), String> {
+    if requested > effective {
+        Ok(())
+    } else {
+        Err(format!(
+            "sandbox escalation to \"{}\" is not strictly wider than this call's current \"{}\" mode",
+            requested.as_str(),
+            effective.as_str()
+        ))
+    }
+}
+
+/// What the escalation gate checks besides the request itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GateContext {
+    /// The tools offer escalation (the executor confines, and the helper grants a wider mode).
+    pub offered: bool,
+    /// The session's effective mode for this call.
+    pub effective: Mode,
+    /// Why the helper would not run the requested mode, if it would not.
+    pub refusal: Option<String>,
+    /// An approval service is composed.
+    pub approval_service: bool,
+    /// The call has an agent (a session) to route the question through.
+    pub agent: bool,
+}
+
+/// The escalation gate, in the specified order, before anything runs or anyone is asked: offered,
+/// strictly widening, granted by the helper, an approval service, an agent. `Err` is the text
+/// for the model.
+pub fn escalation_gate(requested: Mode, ctx: &GateContext) -> Result<(), String> {
+    if !ctx.offered {
+        return Err(ESCALATION_NOT_OFFERED.to_owned());
+    }
+    strictly_widens(requested, ctx.effective)?;
+    let m = requested.as_str();
+    if let Some(why) = &ctx.refusal {
+        return Err(format!(
+            "sandbox escalation to \"{m}\" cannot be granted: {why}"
+        ));
+    }
+    if !ctx.approval_service {
+        return Err(format!(
+            "sandbox escalation to \"{m}\" requires approval, but no approval service is composed"
+        ));
+    }
+    if !ctx.agent {
+        return Err(format!(
+            "sandbox escalation to \"{m}\" requires approval, but the call has no agent to route it through"
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use confine_protocol::{BackendChoice, Network};
+    use serde_json::json;
+
+    use super::*;
+    use crate::helper_client::HelperClient;
+    use crate::tools::spec::{SpecOptions, spec_with};
+
+    fn bash_call(arguments: &str) -> ToolCall {
+        ToolCall {
+            id: "c1".into(),
+            name: BASH.into(),
+            arguments: arguments.into(),
+        }
+    }
+
+    fn parse(arguments: &str, escalation: bool) -> Result<Option<Escalation>, String> {
+        let options = if escalation {
+            SpecOptions::confining()
+        } else {
+            SpecOptions::default()
+        };
+        match args::parse(BASH, arguments, &options)? {
+            args::Call::Bash(args) => Ok(args.escalation),
+            other => panic!("not bash: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_escalation_fields_exist_only_when_the_executor_confines() {
+        let with = spec_with(BASH, &SpecOptions::confining()).expect("bash");
+        let props = &with.parameters["properties"];
+        assert_eq!(
+            props["sandbox_permissions"]["enum"],
+            json!(["workspace-write", "danger-full-access"])
+        );
+        assert!(props.get("justification").is_some());
+        assert!(with.description.contains("Sandbox escalation"));
+        let without = spec_with(BASH, &SpecOptions::default()).expect("bash");
+        assert!(
+            without.parameters["properties"]
+                .get("sandbox_permissions")
+                .is_none()
+        );
+        assert!(
+            without.parameters["properties"]
+                .get("justification")
+                .is_none()
+        );
+        assert!(!without.description.contains("escalat"));
+    }
+
+    #[test]
+    fn escalation_fields_are_validated_with_the_specified_texts() {
+        let only_mode = r#"{"command":"x","sandbox_permissions":"workspace-write"}"#;
+        assert_eq!(
+            parse(only_mode, true).unwrap_err(),
+            "invalid escalation: sandbox_permissions requires a justification"
+        );
+        let only_why = r#"{"command":"x","justification":"because"}"#;
+        assert_eq!(
+            parse(only_why, true).unwrap_err(),
+            "invalid escalation: justification is only valid together with sandbox_permissions"
+        );
+        let blank =
+            r#"{"command":"x","sandbox_permissions":"workspace-write","justification":"  "}"#;
+        assert_eq!(
+            parse(blank, true).unwrap_err(),
+            "invalid justification: expected a non-empty sentence"
+        );
+        let bad_mode = r#"{"command":"x","sandbox_permissions":"root","justification":"j"}"#;
+        assert!(
+            parse(bad_mode, true)
+                .unwrap_err()
+                .contains("must be one of")
+        );
+        let good = r#"{"command":"x","sandbox_permissions":"danger-full-access","justification":" to install "}"#;
+        assert_eq!(
+            parse(good, true).expect("valid"),
+            Some(Escalation {
+                mode: Mode::DangerFullAccess,
+                justification: "to install".into()
+            })
+        );
+        assert_eq!(parse(r#"{"command":"x"}"#, true).expect("plain"), None);
+    }
+
+    #[test]
+    fn escalation_not_offered_is_refused_with_its_own_text() {
+        let asked =
+            r#"{"command":"x","sandbox_permissions":"workspace-write","justification":"j"}"#;
+        assert_eq!(parse(asked, false).unwrap_err(), ESCALATION_NOT_OFFERED);
+        assert_eq!(
+            parse(r#"{"command":"x","justification":"j"}"#, false).unwrap_err(),
+            ESCALATION_NOT_OFFERED
+        );
+    }
+
+    #[test]
+    fn escalation_must_strictly_widen_the_effective_mode() {
+        use Mode::*;
+        assert!(strictly_widens(WorkspaceWrite, ReadOnly).is_ok());
+        assert!(strictly_widens(DangerFullAccess, ReadOnly).is_ok());
+        assert!(strictly_widens(DangerFullAccess, WorkspaceWrite).is_ok());
+        assert_eq!(
+            strictly_widens(WorkspaceWrite, WorkspaceWrite).unwrap_err(),
+            "sandbox escalation to \"workspace-write\" is not strictly wider than this call's current \"workspace-write\" mode"
+        );
+        assert!(strictly_widens(WorkspaceWrite, DangerFullAccess).is_err());
+    }
+
+    #[test]
+    fn the_gate_checks_in_order_and_each_failure_has_its_text() {
+        let open = GateContext {
+            offered: true,
+            effective: Mode::ReadOnly,
+            refusal: None,
+            approval_service: true,
+            agent: true,
+        };
+        assert_eq!(escalation_gate(Mode::WorkspaceWrite, &open), Ok(()));
+        let closed = GateContext {
+            offered: false,
+            ..open.clone()
+        };
+        assert_eq!(
+            escalation_gate(Mode::WorkspaceWrite, &closed).unwrap_err(),
+            ESCALATION_NOT_OFFERED
+        );
+        let narrow = GateContext {
+            effective: Mode::WorkspaceWrite,
+            approval_service: false,
+            ..open.clone()
+        };
+        assert!(
+            escalation_gate(Mode::WorkspaceWrite, &narrow)
+                .unwrap_err()
+                .contains("is not strictly wider"),
+            "widening is checked before the approval service"
+        );
+        let ungranted = GateContext {
+            refusal: Some("its ceiling allows at most read-only".into()),
+            approval_service: false,
+            ..open.clone()
+        };
+        assert_eq!(
+            escalation_gate(Mode::WorkspaceWrite, &ungranted).unwrap_err(),
+            "sandbox escalation to \"workspace-write\" cannot be granted: its ceiling allows at \
+             most read-only",
+            "the grant is checked before the approval service: nobody is asked for a dead lever"
+        );
+        let no_service = GateContext {
+            approval_service: false,
+            ..open.clone()
+        };
+        assert_eq!(
+            escalation_gate(Mode::DangerFullAccess, &no_service).unwrap_err(),
+            "sandbox escalation to \"danger-full-access\" requires approval, but no approval service is composed"
+        );
+        let no_agent = GateContext {
+            agent: false,
+            ..open
+        };
+        assert_eq!(
+            escalation_gate(Mode::WorkspaceWrite, &no_agent).unwrap_err(),
+            "sandbox escalation to \"workspace-write\" requires approval, but the call has no agent to route it through"
+        );
+    }
+
+    #[test]
+    fn requested_escalation_ignores_other_tools_and_reports_bad_requests() {
+        let client = HelperClient::new(crate::helper_client::HelperEndpoint::Embedded(
+            "/nonexistent/confine-helper".into(),
+        ));
+        let env = ToolEnv::new(
+            client,
+            std::env::temp_dir(),
+            Vec::new(),
+            Network::Deny,
+            BackendChoice::Auto,
+            None,
+        )
+        .with_spec_options(SpecOptions::confining());
+        let read = ToolCall {
+            id: "r".into(),
+            name: "read_file".into(),
+            arguments: r#"{"path":"a"}"#.into(),
+        };
+        assert_eq!(requested_escalation(&env, &read), Ok(None));
+        let asked = bash_call(
+            r#"{"command":"touch f","sandbox_permissions":"workspace-write","justification":"write f"}"#,
+        );
+        assert_eq!(
+            requested_escalation(&env, &asked)
+                .expect("valid")
+                .map(|e| e.mode),
+            Some(Mode::WorkspaceWrite)
+        );
+        let malformed = bash_call(r#"{"command":"x","justification":"j"}"#);
+        assert!(requested_escalation(&env, &malformed).is_err());
+    }
+}

@@ -1,0 +1,258 @@
+//! What confine-helper does for the file tools: it runs its own reader or writer as a command
+//! under exactly the plan a `bash` command of the call's mode gets; here is how they are asked,
+//! and what their reports and ends mean.
+
+use std::io;
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use confine_protocol::{Mode, Policy};
+
+use super::text::as_text;
+use crate::denial::host::Access;
+use crate::denial::{self, Scope};
+use crate::helper_client::{CommandHandle, Outcome, ReadSpec, WriteSpec};
+use crate::run::Facts;
+use crate::tools::env::ToolEnv;
+
+/// How long a confined read or write may take.
+const FILE_OP_TIMEOUT_MS: u64 = 60_000;
+/// The largest report the writer sends.
+const REPORT_CAP: u64 = 64 * 1024;
+
+/// The largest file `read_file` and `edit_file` take in; larger ones are for `bash` with
+/// `head`, `tail` or `sed -n`.
+pub const MAX_TEXT_FILE: u64 = 32 * 1024 * 1024;
+
+/// Why a read or write did not happen.
+pub(super) enum OpError {
+    /// The sandbox refused it: the sentence, and the run's facts.
+    Denied(String, Box<Facts>),
+    /// Anything else.
+    Failed(String, Option<Box<Facts>>),
+}
+
+impl OpError {
+    pub(super) fn failed(why: impl Into<String>) -> OpError {
+        OpError::Failed(why.into(), None)
+    }
+}
+
+/// The policy a file operation of this session runs under: the workspace, as for its commands.
+fn policy(env: &ToolEnv, mode: Mode) -> Policy {
+    Policy {
+        mode,
+        workspace_root: Some(env.workspace().as_os_str().as_bytes().to_vec()),
+        writable_roots: Vec::new(),
+        network: env.network(),
+        protected: Vec::new(),
+        never_writable: Vec::new(),
+    }
+}
+
+/// Everything from `pipe` up to `cap` bytes (one more shows it was over).
+async fn drain(mut pipe: tokio::net::unix::pipe::Receiver, cap: u64) -> Vec<u8> {
+    use tokio::io::AsyncReadExt;
+    let mut bytes = Vec::new();
+    let _ = (&mut pipe).take(cap).read_to_end(&mut bytes).await;
+    bytes
+}
+
+/// Waits for a confined file operation to end while reading its report (and its content, for
+/// a read); returns the run's facts, the report and the content.
+async fn settle(
+    handle: CommandHandle,
+    report: tokio::net::unix::pipe::Receiver,
+    content: Option<tokio::net::unix::pipe::Receiver>,
+) -> (Facts, Vec<u8>, Vec<u8>) {
+    let content = async {
+        match content {
+            Some(pipe) => drain(pipe, MAX_TEXT_FILE + 1).await,
+            None => Vec::new(),
+        }
+    };
+    let (outcome, report, content) =
+        tokio::join!(handle.wait(), drain(report, REPORT_CAP), content);
+    let started = matches!(outcome, Outcome::Exited(_));
+    (Facts::from_outcome(outcome, started), report, content)
+}
+
+/// What a confined file operation tried, for judging its failure.
+struct Tried<'a> {
+    scope: Scope,
+    path: &'a Path,
+    access: Access,
+}
+
+impl Tried<'_> {
+    fn of<'a>(env: &ToolEnv, mode: Mode, path: &'a Path, access: Access) -> Tried<'a> {
+        Tried {
+            scope: Scope::of(env.workspace(), &policy(env, mode)),
+            path,
+            access,
+        }
+    }
+}
+
+/// The fields after `tag` of a report of `count` fields, or why the operation failed.
+fn interpret(
+    facts: Facts,
+    report: &[u8],
+    tag: &[u8],
+    count: usize,
+    tried: &Tried<'_>,
+) -> Result<(Box<Facts>, Vec<Vec<u8>>), OpError> {
+    let mut facts = Box::new(facts);
+    if let Some(reason) = &facts.refused {
+        let why = format!("the sandbox refused it: {reason}");
+        return Err(OpError::Failed(why, Some(facts)));
+    }
+    if let Some(failure) = &facts.runner_failure {
+        let why = crate::run::runner_failure_note(failure, facts.started);
+        return Err(OpError::Failed(why, Some(facts)));
+    }
+    if facts.timed_out {
+        let why = format!("it did not finish within {} s", FILE_OP_TIMEOUT_MS / 1000);
+        return Err(OpError::Failed(why, Some(facts)));
+    }
+    let fields: Vec<&[u8]> = report.split(|b| *b == 0).collect();
+    match fields.as_slice() {
+        [first, rest @ ..]
+            if *first == tag && rest.len() == count && facts.exec_errno.is_none() =>
+        {
+            Ok((facts, rest.iter().map(|f| f.to_vec()).collect()))
+        }
+        [b"failed", errno, what] => {
+            let errno: i32 = std::str::from_utf8(errno)
+                .ok()
+                .and_then(|e| e.parse().ok())
+                .unwrap_or(0);
+            let what = String::from_utf8_lossy(what).into_owned();
+            let denial = facts.backend.and_then(|backend| {
+                denial::of_file_access(backend, &tried.scope, tried.path, tried.access, errno)
+            });
+            match denial {
+                Some(denial) => {
+                    facts.denial = Some(denial);
+                    Err(OpError::Denied(what, facts))
+                }
+                None => Err(OpError::Failed(what, Some(facts))),
+            }
+        }
+        _ => {
+            let why = match facts.exec_errno {
+                Some(errno) => format!(
+                    "confine-helper could not start its file {} inside the sandbox ({})",
+                    if tag == b"read" { "reader" } else { "writer" },
+                    nix::errno::Errno::from_raw(errno).desc()
+                ),
+                None => "confine-helper's file tool ended without saying what it did".to_owned(),
+            };
+            Err(OpError::Failed(why, Some(facts)))
+        }
+    }
+}
+
+fn path_field(field: &[u8]) -> PathBuf {
+    PathBuf::from(std::ffi::OsStr::from_bytes(field))
+}
+
+/// What a read found: the text, the file the kernel says was read, and the run's facts (`None`
+/// when the editor read it).
+pub(super) struct Read {
+    pub(super) text: String,
+    pub(super) path: PathBuf,
+    pub(super) facts: Option<Box<Facts>>,
+}
+
+/// Has the helper's reader read `path`, confined under `mode`.
+pub(super) async fn confined_read(env: &ToolEnv, path: &Path, mode: Mode) -> Result<Read, OpError> {
+    let pipe = |what: &str| {
+        crate::run::output_pipe().map_err(|e| {
+            OpError::failed(format!("cannot create a pipe for the reader's {what}: {e}"))
+        })
+    };
+    let (content, content_wr) = pipe("content")?;
+    let (report, report_wr) = pipe("report")?;
+    let spec = ReadSpec {
+        path: path.to_owned(),
+        max_bytes: MAX_TEXT_FILE,
+        policy: policy(env, mode),
+        backend: env.backend(),
+        timeout_ms: Some(FILE_OP_TIMEOUT_MS),
+        content: content_wr,
+        report: report_wr,
+    };
+    let handle = env
+        .helper()
+        .read_file(spec)
+        .await
+        .map_err(|e| OpError::failed(e.to_string()))?;
+    let (facts, report, bytes) = settle(handle, report, Some(content)).await;
+    let tried = Tried::of(env, mode, path, Access::Read);
+    let (facts, fields) = interpret(facts, &report, b"read", 2, &tried)?;
+    let text = as_text(bytes).map_err(|why| OpError::Failed(why, Some(facts.clone())))?;
+    Ok(Read {
+        text,
+        path: path_field(&fields[1]),
+        facts: Some(facts),
+    })
+}
+
+/// A write that was made: where, and under which confinement.
+pub(super) struct Written {
+    /// The file the kernel says was written.
+    pub(super) path: PathBuf,
+    pub(super) created: bool,
+    /// The run's facts; `None` when the editor wrote it.
+    pub(super) facts: Option<Box<Facts>>,
+}
+
+/// The content as an anonymous file the writer reads from its start.
+fn content_file(content: &[u8]) -> io::Result<OwnedFd> {
+    use nix::sys::memfd::{MFdFlags, memfd_create};
+    let fd = memfd_create(c"agentd-write", MFdFlags::MFD_CLOEXEC)?;
+    let mut written = 0;
+    while written < content.len() {
+        written += nix::unistd::write(&fd, &content[written..])?;
+    }
+    nix::unistd::lseek(&fd, 0, nix::unistd::Whence::SeekSet)?;
+    Ok(fd)
+}
+
+/// Has the helper's writer replace `target` with `content`, confined under `mode`.
+pub(super) async fn confined_write(
+    env: &ToolEnv,
+    target: &Path,
+    content: &[u8],
+    mode: Mode,
+) -> Result<Written, OpError> {
+    let content = content_file(content)
+        .map_err(|e| OpError::failed(format!("cannot stage the content: {e}")))?;
+    let (report, report_wr) = crate::run::output_pipe().map_err(|e| {
+        OpError::failed(format!("cannot create a pipe for the writer's report: {e}"))
+    })?;
+    let spec = WriteSpec {
+        path: target.to_owned(),
+        make_parents: true,
+        policy: policy(env, mode),
+        backend: env.backend(),
+        timeout_ms: Some(FILE_OP_TIMEOUT_MS),
+        content,
+        report: report_wr,
+    };
+    let handle = env
+        .helper()
+        .write_file(spec)
+        .await
+        .map_err(|e| OpError::failed(e.to_string()))?;
+    let (facts, report, _) = settle(handle, report, None).await;
+    let tried = Tried::of(env, mode, target, Access::Write);
+    let (facts, fields) = interpret(facts, &report, b"written", 3, &tried)?;
+    Ok(Written {
+        path: path_field(&fields[2]),
+        created: fields[0] == b"1",
+        facts: Some(facts),
+    })
+}

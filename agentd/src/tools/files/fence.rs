@@ -1,0 +1,260 @@
+//! The fence before a write: where a write of a path may land under a mode, checked in trusted
+//! code so that the model hears why in a sentence rather than an errno. It is not the boundary:
+//! the helper's confined writer is (`confined.rs`).
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use confine_protocol::Mode;
+
+use crate::denial::Kind;
+use crate::real_path::real_target;
+
+/// Subpaths of the workspace that stay read-only in workspace-write mode, also when they do not
+/// exist yet.
+///
+/// The same list confine-helper enforces for commands: one definition in the protocol crate.
+pub use confine_protocol::PROTECTED_SUBPATHS as PROTECTED;
+
+/// `given` as an absolute path: relative paths are taken from the workspace. Nothing is
+/// resolved.
+pub(crate) fn absolute(workspace: &Path, given: &Path) -> PathBuf {
+    if given.is_absolute() {
+        given.to_path_buf()
+    } else {
+        workspace.join(given)
+    }
+}
+
+/// Why a write was not done.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// The mode does not allow writing there (a file write, or one to git metadata); the
+    /// sentence says why.
+    Denied(Kind, String),
+    /// The path cannot be written for another reason.
+    Error(String),
+}
+
+/// Where a write of `given` may land under `mode`: the real path, with every symbolic link
+/// resolved, so that what is checked is what is written.
+///
+/// - read-only: never.
+/// - workspace-write: inside the canonical workspace and not inside git metadata (a path with a
+///   `.git` component: the repository [`PROTECTED`] names, and those of nested repositories).
+///   The nearest existing ancestor is canonicalized and the rest appended, so a symbolic link
+///   anywhere on the way (the file itself included) counts where it points, not where it sits.
+/// - danger-full-access: anywhere.
+///
+/// A symbolic link to nothing is refused in every mode: where a write through it would land
+/// cannot be checked.
+pub(crate) fn check_write(workspace: &Path, given: &str, mode: Mode) -> Result<PathBuf, Refusal> {
+    if mode == Mode::ReadOnly {
+        return Err(Refusal::Denied(
+            Kind::FileWrite,
+            format!("{given} was not written: in read-only mode no file can be changed"),
+        ));
+    }
+    let path = absolute(workspace, Path::new(given));
+    let real = real_target(&path).map_err(Refusal::Error)?;
+    if mode == Mode::DangerFullAccess {
+        return Ok(real);
+    }
+    let root = fs::canonicalize(workspace).map_err(|e| {
+        Refusal::Error(format!(
+            "the workspace {} cannot be resolved: {e}",
+            workspace.display()
+        ))
+    })?;
+    let Ok(inside) = real.strip_prefix(&root) else {
+        let is_link = fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink());
+        let what = if is_link {
+            format!("{given} is a symbolic link to {}, which is", real.display())
+        } else if real != path {
+            format!("{given} resolves to {}, which is", real.display())
+        } else {
+            format!("{given} is")
+        };
+        return Err(Refusal::Denied(
+            Kind::FileWrite,
+            format!(
+                "{what} outside the workspace {}; in workspace-write mode only files inside the \
+                 workspace can be written",
+                root.display()
+            ),
+        ));
+    };
+    let mut metadata = root.clone();
+    for part in inside.components() {
+        metadata.push(part);
+        if PROTECTED.iter().any(|p| part.as_os_str() == *p) {
+            return Err(Refusal::Denied(
+                Kind::ProtectedPath,
+                format!(
+                    "{} is inside {}, git metadata, which stays read-only in workspace-write mode",
+                    real.display(),
+                    metadata.display()
+                ),
+            ));
+        }
+    }
+    Ok(real)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::symlink;
+
+    use super::*;
+    use crate::test_support::Scratch;
+
+    /// A workspace inside a scratch directory, with `outside` beside it.
+    fn workspace(name: &str) -> (Scratch, PathBuf, PathBuf) {
+        let scratch = Scratch::new(name);
+        let root = fs::canonicalize(&scratch.0).expect("canonical scratch");
+        let ws = root.join("ws");
+        let outside = root.join("outside");
+        fs::create_dir_all(ws.join("src")).expect("mkdir ws");
+        fs::create_dir_all(&outside).expect("mkdir outside");
+        (scratch, ws, outside)
+    }
+
+    fn denied(result: Result<PathBuf, Refusal>) -> String {
+        match result {
+            Err(Refusal::Denied(_, why)) => why,
+            other => panic!("expected a denial, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn read_only_mode_writes_nothing() {
+        let (_s, ws, _) = workspace("files-ro");
+        let why = denied(check_write(&ws, "a.txt", Mode::ReadOnly));
+        assert!(why.contains("read-only mode"), "{why}");
+    }
+
+    #[test]
+    fn relative_paths_land_in_the_workspace_and_missing_directories_are_fine() {
+        let (_s, ws, _) = workspace("files-rel");
+        assert_eq!(
+            check_write(&ws, "src/new/deep/a.rs", Mode::WorkspaceWrite),
+            Ok(ws.join("src/new/deep/a.rs"))
+        );
+        assert_eq!(
+            check_write(
+                &ws,
+                ws.join("b").to_str().expect("utf-8"),
+                Mode::WorkspaceWrite
+            ),
+            Ok(ws.join("b"))
+        );
+    }
+
+    #[test]
+    fn dot_dot_out_of_the_workspace_is_refused_and_within_it_resolved() {
+        let (_s, ws, outside) = workspace("files-dotdot");
+        let why = denied(check_write(&ws, "../outside/x", Mode::WorkspaceWrite));
+        assert!(why.contains("outside the workspace"), "{why}");
+        assert!(
+            why.contains(&outside.join("x").display().to_string()),
+            "{why}"
+        );
+        // Through a directory that does not exist yet, too.
+        denied(check_write(
+            &ws,
+            "new/../../outside/x",
+            Mode::WorkspaceWrite,
+        ));
+        assert_eq!(
+            check_write(&ws, "src/../a.txt", Mode::WorkspaceWrite),
+            Ok(ws.join("a.txt"))
+        );
+        assert_eq!(
+            check_write(&ws, "new/../a.txt", Mode::WorkspaceWrite),
+            Ok(ws.join("a.txt"))
+        );
+    }
+
+    #[test]
+    fn a_symlinked_directory_pointing_out_is_refused() {
+        let (_s, ws, outside) = workspace("files-dirlink");
+        symlink(&outside, ws.join("out")).expect("symlink");
+        let why = denied(check_write(&ws, "out/x", Mode::WorkspaceWrite));
+        assert!(why.contains("outside the workspace"), "{why}");
+        denied(check_write(&ws, "out/new/x", Mode::WorkspaceWrite));
+    }
+
+    #[test]
+    fn a_symlinked_file_pointing_out_is_refused_and_one_pointing_in_is_written_through() {
+        let (_s, ws, outside) = workspace("files-filelink");
+        fs::write(outside.join("target"), "x").expect("write");
+        symlink(outside.join("target"), ws.join("link")).expect("symlink");
+        let why = denied(check_write(&ws, "link", Mode::WorkspaceWrite));
+        assert!(why.contains("link is a symbolic link to"), "{why}");
+
+        fs::write(ws.join("src/real.txt"), "x").expect("write");
+        symlink("src/real.txt", ws.join("inner")).expect("symlink");
+        assert_eq!(
+            check_write(&ws, "inner", Mode::WorkspaceWrite),
+            Ok(ws.join("src/real.txt"))
+        );
+    }
+
+    #[test]
+    fn a_dangling_symlink_is_refused_in_every_mode() {
+        let (_s, ws, outside) = workspace("files-dangling");
+        symlink(outside.join("nothing"), ws.join("dangling")).expect("symlink");
+        for mode in [Mode::WorkspaceWrite, Mode::DangerFullAccess] {
+            match check_write(&ws, "dangling", mode) {
+                Err(Refusal::Error(why)) => {
+                    assert!(
+                        why.contains("symbolic link to a path that does not exist"),
+                        "{why}"
+                    )
+                }
+                other => panic!("{mode:?}: {other:?}"),
+            }
+        }
+        // A dangling link as a directory on the way, too.
+        assert!(check_write(&ws, "dangling/x", Mode::WorkspaceWrite).is_err());
+    }
+
+    #[test]
+    fn git_metadata_stays_read_only_also_when_missing_or_reached_by_a_link() {
+        let (_s, ws, _) = workspace("files-protected");
+        fs::create_dir_all(ws.join(".git/hooks")).expect("mkdir");
+        for path in [
+            ".git/hooks/pre-commit",
+            ".git/config",
+            ".git/HEAD",
+            ".git/commondir",
+            "src/../.git/hooks/x",
+            "deps/lib/.git",
+            "deps/lib/.git/config",
+        ] {
+            let why = denied(check_write(&ws, path, Mode::WorkspaceWrite));
+            assert!(why.contains("stays read-only"), "{path}: {why}");
+        }
+        symlink(ws.join(".git/hooks"), ws.join("hooks")).expect("symlink");
+        denied(check_write(
+            &ws,
+            "hooks/post-checkout",
+            Mode::WorkspaceWrite,
+        ));
+        // Look-alike names, and files git only reads as content, are ordinary.
+        assert!(check_write(&ws, ".gitmodules", Mode::WorkspaceWrite).is_ok());
+        assert!(check_write(&ws, ".gitignore", Mode::WorkspaceWrite).is_ok());
+        assert!(check_write(&ws, "src/.git-notes", Mode::WorkspaceWrite).is_ok());
+        assert!(check_write(&ws, ".agentd/notes", Mode::WorkspaceWrite).is_ok());
+    }
+
+    #[test]
+    fn danger_full_access_writes_anywhere() {
+        let (_s, ws, outside) = workspace("files-danger");
+        assert_eq!(
+            check_write(&ws, "../outside/x", Mode::DangerFullAccess),
+            Ok(outside.join("x"))
+        );
+        assert!(check_write(&ws, ".git/hooks/x", Mode::DangerFullAccess).is_ok());
+    }
+}
