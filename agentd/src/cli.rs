@@ -443,7 +443,7 @@ async fn run_command(command: RunCommand) -> u8 {
         interrupts,
     );
     match job.await {
-        Ok(facts) => facts.exit_code(),
+        Ok(facts) => run::exit_code(&facts),
         Err(e) => {
             report(&e);
             e.exit_code()

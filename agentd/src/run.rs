@@ -8,39 +8,22 @@
 
 use std::ffi::{OsStr, OsString};
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStringExt;
 use std::path::PathBuf;
-use std::time::Duration;
 
-use confine_protocol::{
-    Backend, BackendChoice, Ending, Enforcement, ExitStatus, Layer, Mode, Network, Stage,
-};
-use serde::Serialize;
+use confine_protocol::{BackendChoice, ExitStatus, Mode, Network, Stage};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
-use tokio::net::unix::pipe;
 use tokio::sync::mpsc;
 
-use crate::denial::{self, Denial, Kind, Scope};
+use crate::command::{
+    Facts, KILL_GRACE, copy_output, exec_failure_note, output_pipe, runner_failure_note, settle,
+    wait_for_outcome,
+};
+use crate::denial::{Kind, Scope};
 use crate::environment;
-use crate::helper_client::{ClientError, HelperClient, Outcome, SpawnSpec};
+use crate::helper_client::{ClientError, HelperClient, SpawnSpec};
 use crate::terminal;
-
-/// How much of the end of the command's stderr is kept for classifying failures.
-pub const STDERR_TAIL: usize = 8 * 1024;
-
-/// Grace between SIGTERM and SIGKILL when a timeout or an interrupt stops the command.
-pub const KILL_GRACE: Duration = Duration::from_secs(2);
-
-/// How long output is still copied after the helper vanished mid-command. A command orphaned
-/// that way may keep the pipes open indefinitely; agentd must still report and exit.
-const ORPHAN_DRAIN: Duration = Duration::from_secs(2);
-
-/// One read from the command's pipes: a whole default Linux pipe buffer.
-const READ_CHUNK: usize = 64 * 1024;
-
-/// The most output gathered into one write to the sink.
-const WRITE_BATCH: usize = 1024 * 1024;
 
 /// Exit status of agentd when the command did not run (refused, runner failure, setup error).
 pub const EXIT_DID_NOT_RUN: u8 = 125;
@@ -143,196 +126,20 @@ impl RunError {
     }
 }
 
-/// A runner step that failed, as reported by the helper (or by agentd for a lost helper).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RunnerFailure {
-    pub stage: Stage,
-    pub errno: i32,
-    pub detail: String,
-}
-
-/// What is known about one finished command. Serialized by [`Facts::to_json`].
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Facts {
-    /// The command's exit status; `None` when it did not run.
-    pub exit: Option<ExitStatus>,
-    /// Which backend confined it; `None` when it did not run.
-    pub backend: Option<Backend>,
-    /// What the confinement enforced; `None` when nothing was confined or it did not run.
-    pub enforcement: Option<Enforcement>,
-    /// The layers that confined it, in the order the helper applied them.
-    pub layers: Vec<Layer>,
-    /// What the confinement denied the command, as [`denial::classify`] judges it from the
-    /// stderr tail; `None` when nothing was.
-    pub denial: Option<Denial>,
-    pub runner_failure: Option<RunnerFailure>,
-    /// The helper's reason for refusing the request.
-    pub refused: Option<String>,
-    pub timed_out: bool,
-    pub cancelled: bool,
-    /// `execve` of the command failed with this errno.
-    pub exec_errno: Option<i32>,
-    /// Whether the helper reported the command started.
-    pub started: bool,
-    /// The last [`STDERR_TAIL`] bytes of the command's stderr.
-    pub stderr_tail: Vec<u8>,
-}
-
-impl Facts {
-    /// The facts of one outcome.
-    pub fn from_outcome(outcome: Outcome, started: bool) -> Facts {
-        let mut facts = Facts {
-            started,
-            ..Facts::default()
-        };
-        match outcome {
-            Outcome::Exited(exited) => {
-                facts.exit = Some(exited.status);
-                facts.backend = Some(exited.backend);
-                facts.enforcement = exited.enforcement;
-                facts.layers = exited.layers;
-                facts.timed_out = exited.ending == Ending::TimedOut;
-                facts.cancelled = exited.ending == Ending::Cancelled;
-                facts.exec_errno = exited.exec_errno;
-            }
-            Outcome::RunnerFailed(failed) => {
-                facts.runner_failure = Some(RunnerFailure {
-                    stage: failed.stage,
-                    errno: failed.errno,
-                    detail: failed.detail,
-                });
-            }
-            Outcome::Refused(refused) => facts.refused = Some(refused.reason),
-        }
-        facts
+/// The exit status agentd ends with: the command's own code, 128+N for signal N, 124 on
+/// timeout, 125 when the command did not run.
+pub fn exit_code(facts: &Facts) -> u8 {
+    if facts.refused.is_some() || facts.runner_failure.is_some() {
+        return EXIT_DID_NOT_RUN;
     }
-
-    /// These facts with the command's stderr tail (the last [`STDERR_TAIL`] bytes) and the
-    /// denial classification made from it, for a command that ran within `scope`.
-    pub fn with_stderr_tail(mut self, stderr_tail: Vec<u8>, scope: &Scope) -> Facts {
-        self.stderr_tail = stderr_tail;
-        self.denial = denial::classify(&self.denial_evidence(scope));
-        self
+    if facts.timed_out {
+        return EXIT_TIMED_OUT;
     }
-
-    /// What denial classification looks at ([`denial::classify`]) for a command that ran
-    /// within `scope`.
-    pub fn denial_evidence<'a>(&'a self, scope: &'a Scope) -> denial::Evidence<'a> {
-        denial::Evidence {
-            exit: self.exit,
-            backend: self.backend,
-            runner_failed: self.runner_failure.is_some(),
-            refused: self.refused.is_some(),
-            stderr_tail: &self.stderr_tail,
-            scope,
-        }
+    match facts.exit {
+        Some(ExitStatus::Code(code)) => u8::try_from(code & 0xff).unwrap_or(u8::MAX),
+        Some(ExitStatus::Signal(signal)) => u8::try_from(128 + (signal & 0x7f)).unwrap_or(u8::MAX),
+        None => EXIT_DID_NOT_RUN,
     }
-
-    /// Whether the confinement denied the command something.
-    pub fn denied(&self) -> bool {
-        self.denial.is_some()
-    }
-
-    /// The exit status agentd ends with: the command's own code, 128+N for signal N, 124 on
-    /// timeout, 125 when the command did not run.
-    pub fn exit_code(&self) -> u8 {
-        if self.refused.is_some() || self.runner_failure.is_some() {
-            return EXIT_DID_NOT_RUN;
-        }
-        if self.timed_out {
-            return EXIT_TIMED_OUT;
-        }
-        match self.exit {
-            Some(ExitStatus::Code(code)) => u8::try_from(code & 0xff).unwrap_or(u8::MAX),
-            Some(ExitStatus::Signal(signal)) => {
-                u8::try_from(128 + (signal & 0x7f)).unwrap_or(u8::MAX)
-            }
-            None => EXIT_DID_NOT_RUN,
-        }
-    }
-
-    /// The facts as one line of JSON, keys in a fixed order:
-    /// `exit`, `backend`, `enforcement`, `denied`, `denials`, `runner_failure`, `refused`,
-    /// `timed_out`. Terminal-safe ([`terminal::json_line`]): it ends agentd's stderr.
-    pub fn to_json(&self) -> String {
-        match terminal::json_line(&self.json_form()) {
-            Ok(line) => line,
-            // Only maps with non-string keys can fail to serialize, and there are none here.
-            Err(e) => format!("{{\"error\":\"{e}\"}}"),
-        }
-    }
-
-    /// The same object as [`Facts::to_json`], as a JSON value to embed in other output.
-    pub fn to_value(&self) -> serde_json::Value {
-        serde_json::to_value(self.json_form())
-            // As for `to_json`: nothing here can fail to serialize.
-            .unwrap_or_else(|e| serde_json::json!({ "error": e.to_string() }))
-    }
-
-    fn json_form(&self) -> FactsJson<'_> {
-        FactsJson {
-            exit: self.exit.map(|status| match status {
-                ExitStatus::Code(code) => ExitJson::Code(code),
-                ExitStatus::Signal(signal) => ExitJson::Signal(signal),
-            }),
-            backend: self.backend.map(Backend::as_str),
-            enforcement: self.enforcement.as_ref().map(|e| {
-                let (level, missing): (&'static str, &[String]) = match e {
-                    Enforcement::Full => ("full", &[]),
-                    Enforcement::Partial { missing } => ("partial", missing),
-                };
-                EnforcementJson {
-                    level,
-                    missing,
-                    layers: self.layers.iter().map(|l| l.as_str()).collect(),
-                }
-            }),
-            denied: self.denied(),
-            denials: self
-                .denial
-                .as_ref()
-                .map(|d| d.kinds.iter().map(|k| k.as_str()).collect())
-                .unwrap_or_default(),
-            runner_failure: self.runner_failure.as_ref().map(|f| FailureJson {
-                stage: f.stage.as_str(),
-                detail: &f.detail,
-            }),
-            refused: self.refused.as_deref(),
-            timed_out: self.timed_out,
-        }
-    }
-}
-
-#[derive(Serialize)]
-struct FactsJson<'a> {
-    exit: Option<ExitJson>,
-    backend: Option<&'static str>,
-    enforcement: Option<EnforcementJson<'a>>,
-    denied: bool,
-    denials: Vec<&'static str>,
-    runner_failure: Option<FailureJson<'a>>,
-    refused: Option<&'a str>,
-    timed_out: bool,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "lowercase")]
-enum ExitJson {
-    Code(i32),
-    Signal(i32),
-}
-
-#[derive(Serialize)]
-struct EnforcementJson<'a> {
-    level: &'static str,
-    missing: &'a [String],
-    layers: Vec<&'static str>,
-}
-
-#[derive(Serialize)]
-struct FailureJson<'a> {
-    stage: &'static str,
-    detail: &'a str,
 }
 
 /// Forwards SIGINT and SIGTERM of this process as interrupts for [`run_job`].
@@ -367,7 +174,7 @@ pub fn forward_signals() -> io::Result<mpsc::UnboundedReceiver<()>> {
 /// command was handed to the helper ends the job with [`RunError::Interrupted`]. Pass a receiver
 /// whose sender is kept but unused to run without interrupts.
 ///
-/// Returns the facts; the exit status agentd should use is [`Facts::exit_code`].
+/// Returns the facts; the exit status agentd should use is [`exit_code`].
 pub async fn run_job<O, E>(
     client: &HelperClient,
     args: RunArgs,
@@ -485,200 +292,6 @@ fn prepare(args: &RunArgs) -> Result<SpawnSpec, RunError> {
     Ok(spec)
 }
 
-/// Waits for the command's end: its terminal reply (`waiting`, which also says whether it
-/// started) and the end of its output (`copies`), so nothing it wrote is missed.
-///
-/// A command orphaned by a helper that went away may keep its output open indefinitely; its
-/// output is then read for at most [`ORPHAN_DRAIN`] more.
-pub(crate) async fn settle<W, C>(waiting: W, copies: C) -> (Outcome, bool)
-where
-    W: Future<Output = (Outcome, bool)>,
-    C: Future<Output = ()>,
-{
-    tokio::pin!(copies);
-    tokio::pin!(waiting);
-    let mut copied = false;
-    let (outcome, started) = loop {
-        tokio::select! {
-            ended = &mut waiting => break ended,
-            () = &mut copies, if !copied => copied = true,
-        }
-    };
-    let orphaned = matches!(
-        &outcome,
-        Outcome::RunnerFailed(f) if f.stage == Stage::HelperExited
-    ) && started;
-    if !copied {
-        if orphaned {
-            if tokio::time::timeout(ORPHAN_DRAIN, &mut copies)
-                .await
-                .is_err()
-            {
-                eprintln!(
-                    "agentd: the command's output is still open after confine-helper went \
-                     away; no longer reading it"
-                );
-            }
-        } else {
-            copies.await;
-        }
-    }
-    (outcome, started)
-}
-
-/// Waits for the terminal reply, turning interrupts into cancels. Returns the outcome and
-/// whether the command started.
-async fn wait_for_outcome(
-    mut handle: crate::helper_client::CommandHandle,
-    interrupts: &mut mpsc::UnboundedReceiver<()>,
-) -> (Outcome, bool) {
-    let canceller = handle.canceller();
-    let mut grace = KILL_GRACE;
-    let mut listening = true;
-    let started = loop {
-        tokio::select! {
-            started = handle.started() => break started.is_some(),
-            interrupt = interrupts.recv(), if listening => match interrupt {
-                Some(()) => {
-                    canceller.cancel(grace);
-                    grace = Duration::ZERO;
-                }
-                None => listening = false,
-            },
-        }
-    };
-    let waiting = handle.wait();
-    tokio::pin!(waiting);
-    loop {
-        tokio::select! {
-            outcome = &mut waiting => return (outcome, started),
-            interrupt = interrupts.recv(), if listening => match interrupt {
-                Some(()) => {
-                    canceller.cancel(grace);
-                    grace = Duration::ZERO;
-                }
-                None => listening = false,
-            },
-        }
-    }
-}
-
-/// Copies a pipe to a sink as the bytes come, until end-of-file, keeping the last
-/// [`STDERR_TAIL`] bytes in `tail` if given. If the sink fails (say, a closed pipe downstream),
-/// the read end is closed too, so the command gets SIGPIPE just as it would in a shell pipeline.
-///
-/// Reads are [`READ_CHUNK`] bytes; whatever is waiting in the pipe is gathered and written in
-/// one batch (up to [`WRITE_BATCH`]), because each write to tokio's stdout costs a round trip to a
-/// blocking thread. The sink is flushed before waiting on an empty pipe, so a buffering sink
-/// never holds back output while the command pauses.
-pub(crate) async fn copy_output<W>(from: pipe::Receiver, to: &mut W, mut tail: Option<&mut Vec<u8>>)
-where
-    W: AsyncWrite + Unpin,
-{
-    let mut batch = vec![0u8; WRITE_BATCH];
-    loop {
-        let (len, state) = gather(&from, &mut batch);
-        if len > 0 {
-            if let Some(tail) = tail.as_deref_mut() {
-                keep_tail(tail, &batch[..len]);
-            }
-            if to.write_all(&batch[..len]).await.is_err() {
-                return;
-            }
-        }
-        match state {
-            // More is waiting; only give other work in this task its turn now and then.
-            Gathered::Full => tokio::task::coop::consume_budget().await,
-            Gathered::Dry => {
-                let readable = from.readable();
-                tokio::pin!(readable);
-                // Flushing costs a round trip, so only pay it when the wait is real.
-                let ready = tokio::select! {
-                    biased;
-                    ready = &mut readable => ready,
-                    () = std::future::ready(()) => {
-                        if to.flush().await.is_err() {
-                            return;
-                        }
-                        readable.await
-                    }
-                };
-                if let Err(e) = ready {
-                    eprintln!("agentd: reading the command's output failed: {e}");
-                    return;
-                }
-            }
-            Gathered::Ended => {
-                let _ = to.flush().await;
-                return;
-            }
-            Gathered::Failed(e) => {
-                eprintln!("agentd: reading the command's output failed: {e}");
-                let _ = to.flush().await;
-                return;
-            }
-        }
-    }
-}
-
-/// Why [`gather`] stopped.
-enum Gathered {
-    /// The batch is full.
-    Full,
-    /// Nothing more is waiting in the pipe.
-    Dry,
-    /// End-of-file: every writer closed the pipe.
-    Ended,
-    Failed(io::Error),
-}
-
-/// Reads what the pipe holds into `batch` without waiting.
-fn gather(from: &pipe::Receiver, batch: &mut [u8]) -> (usize, Gathered) {
-    let mut len = 0;
-    while len < batch.len() {
-        let end = batch.len().min(len + READ_CHUNK);
-        match from.try_read(&mut batch[len..end]) {
-            Ok(0) => return (len, Gathered::Ended),
-            Ok(n) => len += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return (len, Gathered::Dry),
-            Err(e) => return (len, Gathered::Failed(e)),
-        }
-    }
-    (len, Gathered::Full)
-}
-
-fn keep_tail(tail: &mut Vec<u8>, bytes: &[u8]) {
-    let bytes = &bytes[bytes.len().saturating_sub(STDERR_TAIL)..];
-    tail.extend_from_slice(bytes);
-    let excess = tail.len().saturating_sub(STDERR_TAIL);
-    tail.drain(..excess);
-}
-
-/// A pipe for one of the command's output streams: agentd's read end, and the write end that
-/// goes to the helper with the request.
-pub(crate) fn output_pipe() -> io::Result<(pipe::Receiver, OwnedFd)> {
-    let (read, write) = cloexec_pipe()?;
-    Ok((pipe::Receiver::from_owned_fd(read)?, write))
-}
-
-#[cfg(not(target_vendor = "apple"))]
-fn cloexec_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
-    Ok(nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?)
-}
-
-// No pipe2 on Apple systems. agentd starts no process but the helper, and only from the async
-// runtime, so the window between pipe and fcntl is not raced by a fork of our own.
-#[cfg(target_vendor = "apple")]
-fn cloexec_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
-    use nix::fcntl::{FcntlArg, FdFlag, fcntl};
-    let (read, write) = nix::unistd::pipe()?;
-    for fd in [&read, &write] {
-        fcntl(fd, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC))?;
-    }
-    Ok((read, write))
-}
-
 /// The one-line notes for a human reader, without the `agentd: ` prefix.
 fn notes(facts: &Facts, argv0: &OsStr, args: &RunArgs) -> Vec<String> {
     let mut notes = Vec::new();
@@ -749,17 +362,6 @@ fn denial_note(kind: Kind, mode: Mode) -> String {
     }
 }
 
-/// Why `execve` of `program` failed, in the shells' words: `<program>: command not found` for
-/// `ENOENT`, else `<program>: <strerror>`.
-pub(crate) fn exec_failure_note(program: &str, errno: i32) -> String {
-    let errno = nix::errno::Errno::from_raw(errno);
-    if errno == nix::errno::Errno::ENOENT {
-        format!("{program}: command not found")
-    } else {
-        format!("{program}: {}", errno.desc())
-    }
-}
-
 /// The name `--backend` takes.
 fn backend_choice_name(choice: BackendChoice) -> &'static str {
     match choice {
@@ -770,181 +372,60 @@ fn backend_choice_name(choice: BackendChoice) -> &'static str {
     }
 }
 
-/// One sentence on a runner failure for a reader: what failed, why, and whether the command ran.
-pub(crate) fn runner_failure_note(failure: &RunnerFailure, started: bool) -> String {
-    let detail = &failure.detail;
-    match failure.stage {
-        // The helper's detail names each backend it tried, why it failed, and what to do.
-        Stage::Unavailable => format!(
-            "the command did not run because confine-helper cannot confine it on this \
-             machine: {detail}"
-        ),
-        Stage::HelperExited if started => format!(
-            "confine-helper went away while the command was running: {detail}; its outcome is \
-             unknown"
-        ),
-        Stage::HelperExited => {
-            format!(
-                "confine-helper went away before the command started: {detail}; the command did not run"
-            )
-        }
-        stage => {
-            let errno = if failure.errno == 0 {
-                String::new()
-            } else {
-                format!(" ({})", nix::errno::Errno::from_raw(failure.errno).desc())
-            };
-            format!(
-                "the sandbox runner failed at stage {}{errno}: {detail}; the command did not run",
-                stage.as_str()
-            )
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use confine_protocol::Ending;
+
     use super::*;
-    use confine_protocol::{Exited, Refused, RunnerFailed, Usage};
-
-    fn exited(status: ExitStatus, ending: Ending) -> Exited {
-        Exited {
-            id: 1,
-            status,
-            exec_errno: None,
-            ending,
-            backend: Backend::Bwrap,
-            enforcement: Some(Enforcement::Full),
-            layers: vec![Layer::Namespaces, Layer::Landlock, Layer::Seccomp],
-            usage: Usage {
-                wall_us: 1,
-                user_us: 1,
-                sys_us: 1,
-                max_rss_kib: 1,
-            },
-        }
-    }
-
-    fn failed(stage: Stage, errno: i32, detail: &str) -> Facts {
-        Facts::from_outcome(
-            Outcome::RunnerFailed(RunnerFailed {
-                id: 1,
-                stage,
-                errno,
-                detail: detail.to_owned(),
-            }),
-            false,
-        )
-    }
-
-    fn refused(reason: &str) -> Facts {
-        Facts::from_outcome(
-            Outcome::Refused(Refused {
-                id: 1,
-                reason: reason.to_owned(),
-            }),
-            false,
-        )
-    }
-
-    #[test]
-    fn json_of_a_normal_exit() {
-        let facts = Facts::from_outcome(
-            Outcome::Exited(exited(ExitStatus::Code(3), Ending::Exited)),
-            true,
-        );
-        assert_eq!(
-            facts.to_json(),
-            r#"{"exit":{"code":3},"backend":"bwrap","enforcement":{"level":"full","missing":[],"layers":["namespaces","landlock","seccomp"]},"denied":false,"denials":[],"runner_failure":null,"refused":null,"timed_out":false}"#
-        );
-    }
-
-    #[test]
-    fn json_of_a_signal_with_partial_enforcement() {
-        let mut exited = exited(ExitStatus::Signal(9), Ending::Exited);
-        exited.backend = Backend::Landlock;
-        exited.layers = vec![Layer::Landlock, Layer::Seccomp];
-        exited.enforcement = Some(Enforcement::Partial {
-            missing: vec!["network".to_owned(), "ioctl".to_owned()],
-        });
-        let facts = Facts::from_outcome(Outcome::Exited(exited), true);
-        assert_eq!(
-            facts.to_json(),
-            r#"{"exit":{"signal":9},"backend":"landlock","enforcement":{"level":"partial","missing":["network","ioctl"],"layers":["landlock","seccomp"]},"denied":false,"denials":[],"runner_failure":null,"refused":null,"timed_out":false}"#
-        );
-    }
-
-    #[test]
-    fn json_of_an_unconfined_timeout() {
-        let mut exited = exited(ExitStatus::Signal(15), Ending::TimedOut);
-        exited.backend = Backend::None;
-        exited.enforcement = None;
-        let facts = Facts::from_outcome(Outcome::Exited(exited), true);
-        assert_eq!(
-            facts.to_json(),
-            r#"{"exit":{"signal":15},"backend":"none","enforcement":null,"denied":false,"denials":[],"runner_failure":null,"refused":null,"timed_out":true}"#
-        );
-    }
-
-    #[test]
-    fn json_of_a_runner_failure() {
-        let facts = failed(Stage::Namespace, 1, "unshare: \"user\" namespaces disabled");
-        assert_eq!(
-            facts.to_json(),
-            r#"{"exit":null,"backend":null,"enforcement":null,"denied":false,"denials":[],"runner_failure":{"stage":"namespace","detail":"unshare: \"user\" namespaces disabled"},"refused":null,"timed_out":false}"#
-        );
-    }
-
-    #[test]
-    fn json_of_a_refusal() {
-        assert_eq!(
-            refused("mode above the ceiling").to_json(),
-            r#"{"exit":null,"backend":null,"enforcement":null,"denied":false,"denials":[],"runner_failure":null,"refused":"mode above the ceiling","timed_out":false}"#
-        );
-    }
+    use crate::denial::Denial;
+    use crate::helper_client::Outcome;
+    use crate::test_support::{confined_exit, refused, runner_failed};
 
     #[test]
     fn exit_code_is_the_commands_own_code() {
         let facts = Facts::from_outcome(
-            Outcome::Exited(exited(ExitStatus::Code(3), Ending::Exited)),
+            Outcome::Exited(confined_exit(ExitStatus::Code(3), Ending::Exited)),
             true,
         );
-        assert_eq!(facts.exit_code(), 3);
+        assert_eq!(exit_code(&facts), 3);
     }
 
     #[test]
     fn exit_code_of_a_signal_is_128_plus_the_signal() {
         let facts = Facts::from_outcome(
-            Outcome::Exited(exited(ExitStatus::Signal(9), Ending::Exited)),
+            Outcome::Exited(confined_exit(ExitStatus::Signal(9), Ending::Exited)),
             true,
         );
-        assert_eq!(facts.exit_code(), 137);
+        assert_eq!(exit_code(&facts), 137);
     }
 
     #[test]
     fn exit_code_of_a_timeout_is_124_whatever_the_signal() {
         let facts = Facts::from_outcome(
-            Outcome::Exited(exited(ExitStatus::Signal(15), Ending::TimedOut)),
+            Outcome::Exited(confined_exit(ExitStatus::Signal(15), Ending::TimedOut)),
             true,
         );
-        assert_eq!(facts.exit_code(), 124);
+        assert_eq!(exit_code(&facts), 124);
     }
 
     #[test]
     fn exit_code_of_a_cancel_is_the_commands_status() {
         let facts = Facts::from_outcome(
-            Outcome::Exited(exited(ExitStatus::Signal(15), Ending::Cancelled)),
+            Outcome::Exited(confined_exit(ExitStatus::Signal(15), Ending::Cancelled)),
             true,
         );
-        assert_eq!(facts.exit_code(), 143);
+        assert_eq!(exit_code(&facts), 143);
         assert!(facts.cancelled);
     }
 
     #[test]
     fn exit_code_is_125_when_refused_or_the_runner_failed() {
-        assert_eq!(refused("no").exit_code(), 125);
-        assert_eq!(failed(Stage::Fork, 11, "fork").exit_code(), 125);
-        assert_eq!(failed(Stage::HelperExited, 0, "gone").exit_code(), 125);
+        assert_eq!(exit_code(&refused("no")), 125);
+        assert_eq!(exit_code(&runner_failed(Stage::Fork, 11, "fork")), 125);
+        assert_eq!(
+            exit_code(&runner_failed(Stage::HelperExited, 0, "gone")),
+            125
+        );
     }
 
     #[test]
@@ -955,7 +436,7 @@ mod tests {
 
     #[test]
     fn a_missing_command_is_reported_as_command_not_found() {
-        let mut exited = exited(ExitStatus::Code(127), Ending::Exited);
+        let mut exited = confined_exit(ExitStatus::Code(127), Ending::Exited);
         exited.exec_errno = Some(nix::errno::Errno::ENOENT as i32);
         let facts = Facts::from_outcome(Outcome::Exited(exited), false);
         let args = RunArgs::new(["nosuchcmd"]);
@@ -963,12 +444,12 @@ mod tests {
             notes(&facts, OsStr::new("nosuchcmd"), &args),
             ["nosuchcmd: command not found"]
         );
-        assert_eq!(facts.exit_code(), 127);
+        assert_eq!(exit_code(&facts), 127);
     }
 
     #[test]
     fn other_exec_failures_are_reported_with_strerror() {
-        let mut exited = exited(ExitStatus::Code(126), Ending::Exited);
+        let mut exited = confined_exit(ExitStatus::Code(126), Ending::Exited);
         exited.exec_errno = Some(nix::errno::Errno::EACCES as i32);
         let facts = Facts::from_outcome(Outcome::Exited(exited), false);
         let args = RunArgs::new(["./x"]);
@@ -988,19 +469,9 @@ mod tests {
     }
 
     #[test]
-    fn the_json_line_shows_controls_as_json_escapes() {
-        let json = refused("root \u{9b}2J\x1b[H\x7f").to_json();
-        assert!(!json.chars().any(char::is_control), "{json:?}");
-        assert!(
-            json.contains(r#""refused":"root \u009b2J\u001b[H\u007f""#),
-            "{json}"
-        );
-    }
-
-    #[test]
     fn a_denial_is_explained_with_the_option_that_would_allow_it() {
         let mut facts = Facts::from_outcome(
-            Outcome::Exited(exited(ExitStatus::Code(6), Ending::Exited)),
+            Outcome::Exited(confined_exit(ExitStatus::Code(6), Ending::Exited)),
             true,
         );
         facts.denial = Some(Denial {
@@ -1032,7 +503,7 @@ mod tests {
     #[test]
     fn a_runner_failure_names_the_stage_and_the_error() {
         let args = RunArgs::new(["ls"]);
-        let facts = failed(Stage::Chdir, nix::errno::Errno::ENOENT as i32, "/gone");
+        let facts = runner_failed(Stage::Chdir, nix::errno::Errno::ENOENT as i32, "/gone");
         assert_eq!(
             notes(&facts, OsStr::new("ls"), &args),
             [
@@ -1052,7 +523,7 @@ mod tests {
         let mut args = RunArgs::new(["ls"]);
         args.mode = Mode::WorkspaceWrite;
         let note = notes(
-            &failed(Stage::Unavailable, 0, UNAVAILABLE),
+            &runner_failed(Stage::Unavailable, 0, UNAVAILABLE),
             OsStr::new("ls"),
             &args,
         );
@@ -1070,7 +541,7 @@ mod tests {
         let mut args = RunArgs::new(["ls"]);
         args.backend = BackendChoice::Seatbelt;
         let note = notes(
-            &failed(Stage::Unavailable, 0, "seatbelt: this is Linux"),
+            &runner_failed(Stage::Unavailable, 0, "seatbelt: this is Linux"),
             OsStr::new("ls"),
             &args,
         );
@@ -1086,44 +557,10 @@ mod tests {
     }
 
     #[test]
-    fn the_facts_feed_denial_classification() {
-        let mut facts = Facts::from_outcome(
-            Outcome::Exited(exited(ExitStatus::Code(2), Ending::Exited)),
-            true,
-        );
-        let outside = std::env::temp_dir().join("c");
-        facts.stderr_tail = format!(
-            "sh: 1: cannot create {}: Read-only file system\n",
-            outside.display()
-        )
-        .into_bytes();
-        let scope = Scope::of(std::path::Path::new("/"), &SpawnSpec::new(["sh"]).policy);
-        let denial = denial::classify(&facts.denial_evidence(&scope)).expect("denied");
-        assert_eq!(denial.kinds, [Kind::FileWrite]);
-        let refused = refused("no");
-        assert!(refused.denial_evidence(&scope).exit.is_none());
-        assert!(refused.denial_evidence(&scope).refused);
-        let failed = failed(Stage::Fork, 11, "fork");
-        assert!(failed.denial_evidence(&scope).runner_failed);
-    }
-
-    #[test]
     fn with_json_failures_are_left_to_the_json_line() {
         let mut args = RunArgs::new(["ls"]);
         args.json = true;
         assert!(notes(&refused("no"), OsStr::new("ls"), &args).is_empty());
-    }
-
-    #[test]
-    fn the_stderr_tail_keeps_the_last_8_kib() {
-        let mut tail = Vec::new();
-        keep_tail(&mut tail, &[b'a'; 6000]);
-        keep_tail(&mut tail, &[b'b'; 6000]);
-        assert_eq!(tail.len(), STDERR_TAIL);
-        assert_eq!(tail[..STDERR_TAIL - 6000], [b'a'; STDERR_TAIL - 6000]);
-        assert!(tail[STDERR_TAIL - 6000..].iter().all(|&b| b == b'b'));
-        keep_tail(&mut tail, &[b'c'; 70_000]);
-        assert_eq!(tail, vec![b'c'; STDERR_TAIL]);
     }
 
     #[test]
@@ -1232,7 +669,9 @@ mod job_tests {
     use std::os::fd::OwnedFd;
     use std::sync::mpsc as std_mpsc;
 
-    use confine_protocol::{Cancel, Refused, Reply, Request, Started, StdioSpec};
+    use confine_protocol::{
+        Backend, Cancel, Ending, Enforcement, Refused, Reply, Request, Started, StdioSpec,
+    };
     use tokio::io::AsyncReadExt;
 
     use super::*;
@@ -1305,7 +744,7 @@ mod job_tests {
         let facts = within(run_job(&client, args, sink, &mut stderr, interrupts))
             .await
             .expect("ran");
-        assert_eq!(facts.exit_code(), 3);
+        assert_eq!(exit_code(&facts), 3);
         assert_eq!(within(watcher).await.expect("watcher"), b"first\nsecond\n");
         let stderr = String::from_utf8(stderr).expect("utf-8");
         assert_eq!(
@@ -1395,7 +834,7 @@ mod job_tests {
         ))
         .await
         .expect("ran");
-        assert_eq!(facts.exit_code(), 127);
+        assert_eq!(exit_code(&facts), 127);
         // The user asked for the program's output: byte for byte, escapes and all.
         assert_eq!(stdout, OUT);
         let (command_err, notes) = stderr.split_at(ERR.len());
@@ -1425,7 +864,7 @@ mod job_tests {
         )
         .await;
         assert!(facts.denied());
-        assert_eq!(facts.exit_code(), 2);
+        assert_eq!(exit_code(&facts), 2);
         assert!(
             stderr.ends_with(
                 "{\"exit\":{\"code\":2},\"backend\":\"bwrap\",\"enforcement\":{\"level\":\
@@ -1488,7 +927,7 @@ mod job_tests {
         .await
         .expect("ran");
         assert!(facts.cancelled);
-        assert_eq!(facts.exit_code(), 143);
+        assert_eq!(exit_code(&facts), 143);
         assert_eq!(stderr, b"agentd: the command was cancelled\n");
         drop(client);
         within(helper).await.expect("fake helper");
@@ -1520,7 +959,7 @@ mod job_tests {
         ))
         .await
         .expect("job ran");
-        assert_eq!(facts.exit_code(), 125);
+        assert_eq!(exit_code(&facts), 125);
         assert!(stdout.is_empty());
         assert_eq!(
             stderr,
@@ -1556,7 +995,7 @@ mod job_tests {
             .await
             .expect("job ran");
         done_tx.send(()).expect("helper waits");
-        assert_eq!(facts.exit_code(), 125);
+        assert_eq!(exit_code(&facts), 125);
         let failure = facts.runner_failure.as_ref().expect("runner failure");
         assert_eq!(failure.stage, Stage::HelperExited);
         let stderr = String::from_utf8(stderr).expect("utf-8");

@@ -24,8 +24,8 @@ use super::bash::{self, ANSWER_WAIT};
 use super::output::{self, BACKGROUND_OUTPUT_CAP, OutputSink, Spool};
 use super::{CallContext, ToolEnv, ToolResult};
 use crate::cancel;
+use crate::command::Facts;
 use crate::narrowing;
-use crate::run::Facts;
 use crate::session::ToolStatus;
 
 /// A session's background tasks, numbered `task-1`, `task-2`, … in the order started.

@@ -17,9 +17,9 @@ use super::output::{self, Collector, HeadTail, MODEL_OUTPUT_CAP, OutputSink};
 use super::spec::DEFAULT_TIMEOUT_MS;
 use super::{CallContext, ToolEnv, ToolResult};
 use crate::cancel::{self, Cancel};
+use crate::command::{self, Facts, KILL_GRACE, RunnerFailure};
 use crate::denial::Scope;
 use crate::helper_client::{Canceller, CommandHandle, Outcome, SpawnSpec};
-use crate::run::{self, Facts, KILL_GRACE, RunnerFailure};
 use crate::session::ToolStatus;
 
 /// How long a cancelled command's end is waited for before giving up on the helper.
@@ -92,8 +92,8 @@ pub(crate) async fn launch(
             format!("agentd cannot create a pipe for the command's output: {e}"),
         )
     };
-    let (stdout, out_write) = run::output_pipe().map_err(pipe_failed)?;
-    let (stderr, err_write) = run::output_pipe().map_err(pipe_failed)?;
+    let (stdout, out_write) = command::output_pipe().map_err(pipe_failed)?;
+    let (stderr, err_write) = command::output_pipe().map_err(pipe_failed)?;
     let mut spec = SpawnSpec::new([env.shell(), "-c", command]);
     spec.cwd = env.workspace().to_path_buf();
     spec.env = env.env().to_vec();
@@ -147,15 +147,15 @@ pub(crate) async fn finish(
         tokio::select! {
             _ = async {
                 tokio::join!(
-                    run::copy_output(stdout, &mut out_sink, None),
-                    run::copy_output(stderr, &mut err_sink, Some(&mut tail)),
+                    command::copy_output(stdout, &mut out_sink, None),
+                    command::copy_output(stderr, &mut err_sink, Some(&mut tail)),
                 )
             } => {}
             () = given_up.cancelled() => {}
         }
     };
     let waiting = wait_for_end(handle, &stop, answer_wait, on_started, &give_up);
-    let (outcome, started) = run::settle(waiting, copies).await;
+    let (outcome, started) = command::settle(waiting, copies).await;
     let mut facts = Facts::from_outcome(outcome, started).with_stderr_tail(tail, &scope);
     if given_up.is_cancelled() {
         facts.cancelled = true;

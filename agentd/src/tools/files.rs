@@ -34,11 +34,11 @@ use super::args::{EditArgs, ReadArgs, WriteArgs};
 use super::output::denial_marker;
 use super::spec::READ_CAP;
 use super::{ToolEnv, ToolResult};
+use crate::command::Facts;
 use crate::denial::host::Access;
 use crate::denial::{self, Kind, Scope};
 use crate::helper_client::{CommandHandle, Outcome, ReadSpec, WriteSpec};
 use crate::real_path::real_target;
-use crate::run::Facts;
 
 /// Subpaths of the workspace that stay read-only in workspace-write mode, also when they do not
 /// exist yet.
@@ -435,7 +435,7 @@ fn interpret(
         return Err(OpError::Failed(why, Some(facts)));
     }
     if let Some(failure) = &facts.runner_failure {
-        let why = crate::run::runner_failure_note(failure, facts.started);
+        let why = crate::command::runner_failure_note(failure, facts.started);
         return Err(OpError::Failed(why, Some(facts)));
     }
     if facts.timed_out {
@@ -519,7 +519,7 @@ async fn read_text(env: &ToolEnv, path: &Path, mode: Mode) -> Result<Read, OpErr
 /// Has the helper's reader read `path`, confined under `mode`.
 async fn confined_read(env: &ToolEnv, path: &Path, mode: Mode) -> Result<Read, OpError> {
     let pipe = |what: &str| {
-        crate::run::output_pipe().map_err(|e| {
+        crate::command::output_pipe().map_err(|e| {
             OpError::failed(format!("cannot create a pipe for the reader's {what}: {e}"))
         })
     };
@@ -612,7 +612,7 @@ async fn confined_write(
 ) -> Result<Written, OpError> {
     let content = content_file(content)
         .map_err(|e| OpError::failed(format!("cannot stage the content: {e}")))?;
-    let (report, report_wr) = crate::run::output_pipe().map_err(|e| {
+    let (report, report_wr) = crate::command::output_pipe().map_err(|e| {
         OpError::failed(format!("cannot create a pipe for the writer's report: {e}"))
     })?;
     let spec = WriteSpec {
