@@ -4,6 +4,8 @@
 //! ([`HelperArgs`], or [`AgentArgs`] for the commands that run or inspect sessions) beat the
 //! `AGENTD_*` environment variables, which beat the configuration file.
 
+mod args;
+mod exit;
 pub mod sessions;
 
 use std::ffi::OsString;
@@ -11,17 +13,18 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::builder::{OsStringValueParser, TypedValueParser};
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand};
+use confine_protocol::Mode;
 use confine_protocol::environment::{SECRET_NAMES, SECRET_WORDS};
-use confine_protocol::{BackendChoice, Mode, Network};
 
-use crate::config::{ConfigError, Effective, Flags};
+pub use args::{AgentArgs, BackendArg, HelperArgs, ModeArg, NetworkArg};
+pub use exit::{EXIT_DID_NOT_RUN, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_TIMED_OUT};
+
+use crate::config::{ConfigError, Effective};
 use crate::environment;
-use crate::run::{self, EXIT_DID_NOT_RUN, RunArgs};
+use crate::run::{self, RunArgs};
 use crate::terminal;
-
-/// The exit status of `config` and `sessions` when they fail.
-pub const EXIT_FAILURE: u8 = 1;
+use exit::{fail, failure, report};
 
 /// agentd: a coding agent whose every command runs through confine-helper.
 #[derive(Debug, Parser)]
@@ -105,38 +108,6 @@ pub struct SessionsShow {
     pub agent: AgentArgs,
 }
 
-/// The flags shared by the commands that run or inspect sessions; each beats the environment and
-/// the configuration file.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Args)]
-pub struct AgentArgs {
-    #[command(flatten)]
-    pub helper: HelperArgs,
-    /// Keep session logs in DIR (overrides AGENTD_STATE_DIR and session.state_dir)
-    /// [default: $XDG_STATE_HOME/agentd/sessions].
-    #[arg(long, value_name = "DIR", value_parser = non_empty_path())]
-    pub state_dir: Option<PathBuf>,
-    /// Answer prompts with the turns scripted in FILE instead of asking a model server
-    /// (model.provider = "scripted", model.script = FILE).
-    #[arg(long, value_name = "FILE", value_parser = non_empty_path())]
-    pub model_script: Option<PathBuf>,
-}
-
-impl AgentArgs {
-    /// The flags as configuration overrides.
-    pub fn flags(&self) -> Flags {
-        Flags {
-            state_dir: self.state_dir.clone(),
-            model_script: self.model_script.clone(),
-            ..self.helper.flags()
-        }
-    }
-
-    /// The effective configuration with these flags: see [`Effective::load`].
-    pub fn effective(&self) -> Result<Effective, ConfigError> {
-        Effective::load(&self.flags())
-    }
-}
-
 /// `agentd run [OPTIONS] -- ARGV...`
 #[derive(Debug, Args)]
 pub struct RunCommand {
@@ -198,115 +169,6 @@ pub struct RunCommand {
     /// The command and its arguments, after `--`.
     #[arg(last = true, required = true, value_name = "ARGV")]
     pub argv: Vec<OsString>,
-}
-
-/// Which confine-helper to use and where the configuration file is; each overrides the
-/// environment and the configuration file.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Args)]
-pub struct HelperArgs {
-    /// The confine-helper binary to start (overrides AGENTD_HELPER, helper.path and
-    /// helper.socket).
-    #[arg(
-        long,
-        value_name = "PATH",
-        conflicts_with = "helper_socket",
-        value_parser = non_empty_path()
-    )]
-    pub helper: Option<PathBuf>,
-    /// Connect to a confine-helper serving on this socket instead of starting one (overrides
-    /// AGENTD_HELPER, helper.path and helper.socket).
-    #[arg(long, value_name = "PATH", value_parser = non_empty_path())]
-    pub helper_socket: Option<PathBuf>,
-    /// Start confine-helper with this ceiling file, which can only narrow what it allows.
-    ///
-    /// Passed on as `confine-helper --fd 3 --ceiling PATH`; overrides helper.ceiling in the
-    /// configuration file. The file must not be writable by group or others and must belong to
-    /// you or root. Not with a helper socket: a service helper reads its own ceiling
-    /// (`confine-helper serve --ceiling PATH`).
-    #[arg(long, value_name = "PATH", value_parser = non_empty_path())]
-    pub helper_ceiling: Option<PathBuf>,
-    /// The configuration file, which must exist [default: $XDG_CONFIG_HOME/agentd/agentd.toml,
-    /// else ~/.config/agentd/agentd.toml, if present].
-    #[arg(long, value_name = "PATH", value_parser = non_empty_path())]
-    pub config: Option<PathBuf>,
-}
-
-impl HelperArgs {
-    /// The flags as configuration overrides.
-    pub fn flags(&self) -> Flags {
-        Flags {
-            config: self.config.clone(),
-            helper: self.helper.clone(),
-            helper_socket: self.helper_socket.clone(),
-            helper_ceiling: self.helper_ceiling.clone(),
-            ..Flags::default()
-        }
-    }
-}
-
-/// A path that is not empty (an empty one would silently mean the current directory).
-fn non_empty_path() -> impl TypedValueParser<Value = PathBuf> {
-    OsStringValueParser::new().try_map(|value: OsString| {
-        if value.is_empty() {
-            Err("the path is empty")
-        } else {
-            Ok(PathBuf::from(value))
-        }
-    })
-}
-
-/// `--mode`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ModeArg {
-    ReadOnly,
-    WorkspaceWrite,
-    DangerFullAccess,
-}
-
-/// `--network`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum NetworkArg {
-    Deny,
-    Allow,
-}
-
-/// `--backend`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum BackendArg {
-    Auto,
-    Bwrap,
-    Landlock,
-    Seatbelt,
-}
-
-impl From<ModeArg> for Mode {
-    fn from(arg: ModeArg) -> Mode {
-        match arg {
-            ModeArg::ReadOnly => Mode::ReadOnly,
-            ModeArg::WorkspaceWrite => Mode::WorkspaceWrite,
-            ModeArg::DangerFullAccess => Mode::DangerFullAccess,
-        }
-    }
-}
-
-impl From<NetworkArg> for Network {
-    fn from(arg: NetworkArg) -> Network {
-        match arg {
-            NetworkArg::Deny => Network::Deny,
-            NetworkArg::Allow => Network::Allow,
-        }
-    }
-}
-
-impl From<BackendArg> for BackendChoice {
-    fn from(arg: BackendArg) -> BackendChoice {
-        match arg {
-            BackendArg::Auto => BackendChoice::Auto,
-            BackendArg::Bwrap => BackendChoice::Bwrap,
-            BackendArg::Landlock => BackendChoice::Landlock,
-            BackendArg::Seatbelt => BackendChoice::Seatbelt,
-        }
-    }
 }
 
 impl RunCommand {
@@ -451,22 +313,6 @@ async fn run_command(command: RunCommand) -> u8 {
     }
 }
 
-/// Prints `message` on stderr after `agentd: `, terminal-safe: errors quote paths and values.
-fn report(message: &dyn std::fmt::Display) {
-    eprintln!("agentd: {}", terminal::visible(&message.to_string()));
-}
-
-fn fail(error: &dyn std::fmt::Display) -> u8 {
-    report(error);
-    EXIT_DID_NOT_RUN
-}
-
-/// Reports `error` and says how `config` and `sessions` exit when they fail.
-fn failure(error: &dyn std::fmt::Display) -> u8 {
-    report(error);
-    EXIT_FAILURE
-}
-
 fn config_show(args: &AgentArgs) -> u8 {
     match args.effective() {
         Ok(config) => {
@@ -527,7 +373,10 @@ fn sessions_show(args: &AgentArgs, id: &str) -> u8 {
 
 #[cfg(test)]
 mod tests {
+    use confine_protocol::{BackendChoice, Network};
+
     use super::*;
+    use crate::config::Flags;
 
     fn parse(args: &[&str]) -> Result<RunCommand, clap::Error> {
         let cli = Cli::try_parse_from(args)?;

@@ -16,6 +16,7 @@ use confine_protocol::{BackendChoice, ExitStatus, Mode, Network, Stage};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 
+use crate::cli::{EXIT_DID_NOT_RUN, EXIT_INTERRUPTED, EXIT_TIMED_OUT};
 use crate::command::{
     Facts, KILL_GRACE, copy_output, exec_failure_note, output_pipe, runner_failure_note, settle,
     wait_for_outcome,
@@ -24,13 +25,6 @@ use crate::denial::{Kind, Scope};
 use crate::environment;
 use crate::helper_client::{ClientError, HelperClient, SpawnSpec};
 use crate::terminal;
-
-/// Exit status of agentd when the command did not run (refused, runner failure, setup error).
-pub const EXIT_DID_NOT_RUN: u8 = 125;
-/// Exit status of agentd when the command's timeout passed.
-pub const EXIT_TIMED_OUT: u8 = 124;
-/// Exit status of agentd when interrupted before the command was handed to the helper.
-pub const EXIT_INTERRUPTED: u8 = 130;
 
 /// What to run and how, as `agentd run` takes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
