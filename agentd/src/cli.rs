@@ -1,28 +1,28 @@
 //! The command line: parsing, and turning a parsed command into work and an exit status.
 //!
-//! Every command reads its settings through [`Effective`]: the flags a command takes
-//! ([`HelperArgs`], or [`AgentArgs`] for the commands that run or inspect sessions) beat the
-//! `AGENTD_*` environment variables, which beat the configuration file.
+//! Every command reads its settings through [`Effective`](crate::config::Effective): the flags a
+//! command takes ([`HelperArgs`], or [`AgentArgs`] for the commands that run or inspect sessions)
+//! beat the `AGENTD_*` environment variables, which beat the configuration file. Each subcommand
+//! with more to it than a call has its file: [`run`] for `agentd run`, [`sessions`] for
+//! `agentd sessions`; the flags they share are in `args.rs`, the exit statuses in `exit.rs`.
 
 mod args;
 mod exit;
+pub mod run;
 pub mod sessions;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::builder::{OsStringValueParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
 use confine_protocol::Mode;
-use confine_protocol::environment::{SECRET_NAMES, SECRET_WORDS};
 
 pub use args::{AgentArgs, BackendArg, HelperArgs, ModeArg, NetworkArg};
 pub use exit::{EXIT_DID_NOT_RUN, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_TIMED_OUT};
+pub use run::RunCommand;
 
-use crate::config::{ConfigError, Effective};
-use crate::environment;
-use crate::run::{self, RunArgs};
+use crate::config::ConfigError;
 use crate::terminal;
 use exit::{fail, failure, report};
 
@@ -108,108 +108,10 @@ pub struct SessionsShow {
     pub agent: AgentArgs,
 }
 
-/// `agentd run [OPTIONS] -- ARGV...`
-#[derive(Debug, Args)]
-pub struct RunCommand {
-    /// How far the command may reach.
-    #[arg(long, value_enum, default_value_t = ModeArg::ReadOnly)]
-    pub mode: ModeArg,
-    /// The workspace root [default: the current directory].
-    #[arg(long, value_name = "DIR")]
-    pub workspace: Option<PathBuf>,
-    /// Whether the command may use the network.
-    #[arg(long, value_enum, default_value_t = NetworkArg::Deny)]
-    pub network: NetworkArg,
-    /// Which confinement backend to use.
-    #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
-    pub backend: BackendArg,
-    /// Terminate the command after this many seconds (exit status 124).
-    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
-    pub timeout: Option<u64>,
-    /// Also let the command write DIR (workspace-write); repeatable.
-    ///
-    /// A relative DIR is taken from the current directory. confine-helper resolves it and
-    /// refuses it if its ceiling does not allow writing there.
-    #[arg(long = "writable-root", value_name = "DIR")]
-    pub writable_roots: Vec<PathBuf>,
-    /// Keep SUBPATH read-only inside every writable root; repeatable.
-    ///
-    /// SUBPATH is relative to each root, e.g. `.env` or `secrets/`. It adds to the helper's own
-    /// list (.git/hooks, .git/config, .gitmodules, .agentd).
-    #[arg(long = "protect", value_name = "SUBPATH")]
-    pub protected: Vec<PathBuf>,
-    /// Limit the processes of the command's user (RLIMIT_NPROC).
-    ///
-    /// confine-helper lowers it further to its ceiling's max_processes.
-    #[arg(long, value_name = "N")]
-    pub max_processes: Option<u64>,
-    /// Limit the size of any file the command writes, in bytes (RLIMIT_FSIZE).
-    ///
-    /// confine-helper lowers it further to its ceiling's max_file_size.
-    #[arg(long, value_name = "BYTES")]
-    pub max_file_size: Option<u64>,
-    /// Limit the command's virtual memory, in bytes (RLIMIT_AS).
-    ///
-    /// confine-helper lowers it further to its ceiling's max_address_space.
-    #[arg(long, value_name = "BYTES")]
-    pub max_address_space: Option<u64>,
-    /// Set a variable for the command; repeatable, a later one wins.
-    #[arg(
-        long = "env",
-        value_name = "NAME=VALUE",
-        value_parser = OsStringValueParser::new().try_map(|s| environment::parse_assignment(&s)),
-        long_help = env_long_help(),
-    )]
-    pub env: Vec<(OsString, OsString)>,
-    /// Print the facts as one JSON object on the last line of stderr.
-    #[arg(long)]
-    pub json: bool,
-    #[command(flatten)]
-    pub helper: HelperArgs,
-    /// The command and its arguments, after `--`.
-    #[arg(last = true, required = true, value_name = "ARGV")]
-    pub argv: Vec<OsString>,
-}
-
-impl RunCommand {
-    /// The job's arguments.
-    pub fn run_args(&self) -> RunArgs {
-        RunArgs {
-            argv: self.argv.clone(),
-            mode: self.mode.into(),
-            workspace: self.workspace.clone(),
-            network: self.network.into(),
-            backend: self.backend.into(),
-            timeout_secs: self.timeout,
-            writable_roots: self.writable_roots.clone(),
-            protected: self.protected.clone(),
-            max_processes: self.max_processes,
-            max_file_size: self.max_file_size,
-            max_address_space: self.max_address_space,
-            env: self.env.clone(),
-            json: self.json,
-        }
-    }
-}
-
-/// The long help of `--env`: what a command gets of agentd's environment.
-fn env_long_help() -> String {
-    format!(
-        "Set a variable for the command; repeatable, a later one wins.\n\n\
-         Of agentd's own environment the command gets only {}; these settings go on top. \
-         confine-helper refuses to run a command given a secret-looking name (one containing \
-         {}, or one of {}) unless its ceiling's env_allow lists it, and a locale variable (LANG, \
-         LANGUAGE, LC_ALL, ...) whose value is not a locale name.",
-        environment::inherited_summary(),
-        SECRET_WORDS.join(", "),
-        SECRET_NAMES.join(", "),
-    )
-}
-
 /// Carries out a parsed command line and says how agentd should exit.
 pub async fn execute(cli: Cli) -> ExitCode {
     match cli.command {
-        Command::Run(command) => ExitCode::from(run_command(command).await),
+        Command::Run(command) => ExitCode::from(run::run_command(command).await),
         Command::Config(ConfigCommand::Show(args)) => ExitCode::from(config_show(&args)),
         Command::Sessions(SessionsCommand::List(args)) => ExitCode::from(sessions_list(&args)),
         Command::Sessions(SessionsCommand::Show(show)) => {
@@ -284,35 +186,6 @@ async fn acp_command(command: AcpCommand) -> u8 {
     }
 }
 
-async fn run_command(command: RunCommand) -> u8 {
-    let config = match Effective::load(&command.helper.flags()) {
-        Ok(config) => config,
-        Err(e) => return fail(&e),
-    };
-    let client = match config.helper_client() {
-        Ok(client) => client,
-        Err(e) => return fail(&e),
-    };
-    let interrupts = match run::forward_signals() {
-        Ok(interrupts) => interrupts,
-        Err(e) => return fail(&format!("cannot listen for SIGINT and SIGTERM: {e}")),
-    };
-    let job = run::run_job(
-        &client,
-        command.run_args(),
-        tokio::io::stdout(),
-        tokio::io::stderr(),
-        interrupts,
-    );
-    match job.await {
-        Ok(facts) => run::exit_code(&facts),
-        Err(e) => {
-            report(&e);
-            e.exit_code()
-        }
-    }
-}
-
 fn config_show(args: &AgentArgs) -> u8 {
     match args.effective() {
         Ok(config) => {
@@ -373,304 +246,8 @@ fn sessions_show(args: &AgentArgs, id: &str) -> u8 {
 
 #[cfg(test)]
 mod tests {
-    use confine_protocol::{BackendChoice, Network};
-
     use super::*;
     use crate::config::Flags;
-
-    fn parse(args: &[&str]) -> Result<RunCommand, clap::Error> {
-        let cli = Cli::try_parse_from(args)?;
-        match cli.command {
-            Command::Run(run) => Ok(run),
-            other => panic!("not run: {other:?}"),
-        }
-    }
-
-    #[test]
-    fn defaults_are_read_only_no_network_automatic_backend() {
-        let run = parse(&["agentd", "run", "--", "ls"]).expect("parses");
-        let args = run.run_args();
-        assert_eq!(args.mode, Mode::ReadOnly);
-        assert_eq!(args.network, Network::Deny);
-        assert_eq!(args.backend, BackendChoice::Auto);
-        assert_eq!(args.workspace, None);
-        assert_eq!(args.timeout_secs, None);
-        assert!(!args.json);
-        assert_eq!(args.argv, ["ls"]);
-        assert!(args.writable_roots.is_empty());
-        assert!(args.protected.is_empty());
-        assert!(args.env.is_empty());
-        assert_eq!(run.helper.helper_ceiling, None);
-    }
-
-    #[test]
-    fn arguments_after_the_separator_are_kept_as_data() {
-        let run = parse(&[
-            "agentd",
-            "run",
-            "--mode",
-            "danger-full-access",
-            "--",
-            "ls",
-            "-la",
-            "--json",
-            "--",
-            "--help",
-        ])
-        .expect("parses");
-        assert_eq!(run.argv, ["ls", "-la", "--json", "--", "--help"]);
-        assert!(!run.json);
-        assert_eq!(run.mode, ModeArg::DangerFullAccess);
-    }
-
-    #[test]
-    fn every_option_is_understood() {
-        let run = parse(&[
-            "agentd",
-            "run",
-            "--mode",
-            "workspace-write",
-            "--workspace",
-            "/w",
-            "--network",
-            "allow",
-            "--backend",
-            "landlock",
-            "--timeout",
-            "5",
-            "--writable-root",
-            "/extra",
-            "--protect",
-            ".env",
-            "--max-processes",
-            "10",
-            "--max-file-size",
-            "20",
-            "--max-address-space",
-            "30",
-            "--env",
-            "K=V",
-            "--json",
-            "--helper",
-            "/h",
-            "--helper-ceiling",
-            "/ceiling.toml",
-            "--config",
-            "/c.toml",
-            "--",
-            "true",
-        ])
-        .expect("parses");
-        let args = run.run_args();
-        assert_eq!(args.writable_roots, [PathBuf::from("/extra")]);
-        assert_eq!(args.protected, [PathBuf::from(".env")]);
-        assert_eq!(
-            (
-                args.max_processes,
-                args.max_file_size,
-                args.max_address_space
-            ),
-            (Some(10), Some(20), Some(30))
-        );
-        assert_eq!(args.env, [(OsString::from("K"), OsString::from("V"))]);
-        assert_eq!(
-            run.helper.helper_ceiling,
-            Some(PathBuf::from("/ceiling.toml"))
-        );
-        assert_eq!(args.mode, Mode::WorkspaceWrite);
-        assert_eq!(args.workspace, Some(PathBuf::from("/w")));
-        assert_eq!(args.network, Network::Allow);
-        assert_eq!(args.backend, BackendChoice::Landlock);
-        assert_eq!(args.timeout_secs, Some(5));
-        assert!(args.json);
-        assert_eq!(run.helper.helper, Some(PathBuf::from("/h")));
-        assert_eq!(run.helper.config, Some(PathBuf::from("/c.toml")));
-    }
-
-    #[test]
-    fn a_command_is_required() {
-        assert!(parse(&["agentd", "run"]).is_err());
-        assert!(parse(&["agentd", "run", "--"]).is_err());
-    }
-
-    #[test]
-    fn the_command_must_follow_the_separator() {
-        assert!(parse(&["agentd", "run", "ls"]).is_err());
-    }
-
-    #[test]
-    fn an_unknown_mode_is_rejected() {
-        assert!(parse(&["agentd", "run", "--mode", "yolo", "--", "ls"]).is_err());
-    }
-
-    #[test]
-    fn a_zero_timeout_is_rejected() {
-        assert!(parse(&["agentd", "run", "--timeout", "0", "--", "ls"]).is_err());
-    }
-
-    #[test]
-    fn helper_and_helper_socket_exclude_each_other() {
-        let parsed = parse(&[
-            "agentd",
-            "run",
-            "--helper",
-            "/h",
-            "--helper-socket",
-            "/s",
-            "--",
-            "ls",
-        ]);
-        assert!(parsed.is_err());
-    }
-
-    #[test]
-    fn writable_roots_and_protected_paths_repeat_in_order() {
-        let run = parse(&[
-            "agentd",
-            "run",
-            "--writable-root",
-            "/a",
-            "--protect",
-            ".env",
-            "--writable-root",
-            "rel/b",
-            "--protect",
-            "secrets/key",
-            "--",
-            "ls",
-        ])
-        .expect("parses");
-        let args = run.run_args();
-        assert_eq!(
-            args.writable_roots,
-            [PathBuf::from("/a"), PathBuf::from("rel/b")]
-        );
-        assert_eq!(
-            args.protected,
-            [PathBuf::from(".env"), PathBuf::from("secrets/key")]
-        );
-    }
-
-    #[test]
-    fn an_empty_writable_root_or_protected_path_is_rejected() {
-        assert!(parse(&["agentd", "run", "--writable-root", "", "--", "ls"]).is_err());
-        assert!(parse(&["agentd", "run", "--protect", "", "--", "ls"]).is_err());
-    }
-
-    #[test]
-    fn resource_limits_are_read_as_numbers() {
-        let run = parse(&[
-            "agentd",
-            "run",
-            "--max-processes",
-            "64",
-            "--max-file-size",
-            "1048576",
-            "--max-address-space",
-            "4294967296",
-            "--",
-            "ls",
-        ])
-        .expect("parses");
-        let args = run.run_args();
-        assert_eq!(args.max_processes, Some(64));
-        assert_eq!(args.max_file_size, Some(1_048_576));
-        assert_eq!(args.max_address_space, Some(4_294_967_296));
-        let defaults = parse(&["agentd", "run", "--", "ls"]).expect("parses");
-        let defaults = defaults.run_args();
-        assert_eq!(
-            (
-                defaults.max_processes,
-                defaults.max_file_size,
-                defaults.max_address_space
-            ),
-            (None, None, None)
-        );
-    }
-
-    #[test]
-    fn a_limit_that_is_not_a_number_is_rejected() {
-        for flag in ["--max-processes", "--max-file-size", "--max-address-space"] {
-            for value in ["many", "-1", "1G", ""] {
-                assert!(
-                    parse(&["agentd", "run", flag, value, "--", "ls"]).is_err(),
-                    "{flag} {value}"
-                );
-            }
-        }
-    }
-
-    #[test]
-    fn env_settings_repeat_in_order_and_split_at_the_first_equals() {
-        let run = parse(&[
-            "agentd", "run", "--env", "A=1", "--env", "B=x=y", "--env", "A=", "--", "ls",
-        ])
-        .expect("parses");
-        assert_eq!(
-            run.run_args().env,
-            [
-                (OsString::from("A"), OsString::from("1")),
-                (OsString::from("B"), OsString::from("x=y")),
-                (OsString::from("A"), OsString::new()),
-            ]
-        );
-    }
-
-    #[test]
-    fn a_malformed_env_setting_is_a_usage_error() {
-        for bad in ["A", "=1", "=", ""] {
-            let err = parse(&["agentd", "run", "--env", bad, "--", "ls"]).expect_err(bad);
-            assert_eq!(err.kind(), clap::error::ErrorKind::ValueValidation, "{bad}");
-            assert_ne!(err.exit_code(), 0);
-            assert!(err.to_string().contains("NAME=VALUE"), "{err}");
-        }
-    }
-
-    #[test]
-    fn the_helper_ceiling_is_read() {
-        let run =
-            parse(&["agentd", "run", "--helper-ceiling", "c.toml", "--", "ls"]).expect("parses");
-        assert_eq!(run.helper.helper_ceiling, Some(PathBuf::from("c.toml")));
-        let run = parse(&["agentd", "run", "--", "ls"]).expect("parses");
-        assert_eq!(run.helper.helper_ceiling, None);
-    }
-
-    #[test]
-    fn a_helper_ceiling_with_a_helper_socket_parses_and_is_refused_when_run() {
-        // Left to the client, so the message can say why (and a socket from the configuration
-        // file is caught the same way).
-        let run = parse(&[
-            "agentd",
-            "run",
-            "--helper-socket",
-            "/s",
-            "--helper-ceiling",
-            "/c.toml",
-            "--",
-            "ls",
-        ])
-        .expect("parses");
-        let config = Effective::load_with(&run.helper.flags(), &|_| None).expect("config");
-        let err = config
-            .helper_client()
-            .expect_err("a service helper reads its own ceiling");
-        let text = err.to_string();
-        assert!(text.contains("confine-helper serve"), "{text}");
-        assert!(text.contains("--ceiling"), "{text}");
-    }
-
-    #[test]
-    fn the_env_help_lists_the_inherited_variables() {
-        use clap::CommandFactory;
-        let mut cli = Cli::command();
-        let run = cli.find_subcommand_mut("run").expect("run");
-        let env = run
-            .get_arguments()
-            .find(|a| a.get_id() == "env")
-            .expect("--env");
-        let help = env.get_long_help().expect("long help").to_string();
-        assert!(help.contains(&environment::inherited_summary()), "{help}");
-    }
 
     #[test]
     fn agent_args_map_to_configuration_flags() {

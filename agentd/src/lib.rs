@@ -3,7 +3,7 @@
 //! agentd never forks or execs a tool command. [`helper_client`] sends each command to the
 //! separate confine-helper process, which confines and runs it and reports the facts back;
 //! [`command`] is what the tools and `agentd run` share on top of it: a command's facts, its
-//! output pipes, the wait for its end; [`run`] is the `agentd run` job; [`config`] reads the
+//! output pipes, the wait for its end; [`cli::run`] is `agentd run`; [`config`] reads the
 //! optional configuration file; [`cli`] is the command line the `agentd` executable parses.
 //! [`environment`] decides which variables a command gets, and [`denial`] tells from a finished
 //! command whether the confinement denied it something; every tool that runs commands uses both.
@@ -29,7 +29,6 @@ pub mod helper_client;
 pub mod model;
 pub mod narrowing;
 mod real_path;
-pub mod run;
 pub mod sandbox;
 pub mod session;
 pub mod terminal;
