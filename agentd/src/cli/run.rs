@@ -22,8 +22,8 @@ use tokio::sync::mpsc;
 use super::args::{BackendArg, HelperArgs, ModeArg, NetworkArg};
 use super::exit::{EXIT_DID_NOT_RUN, EXIT_INTERRUPTED, EXIT_TIMED_OUT, fail, report};
 use crate::command::{
-    Facts, KILL_GRACE, copy_output, exec_failure_note, output_pipe, runner_failure_note, settle,
-    wait_for_outcome,
+    Facts, KILL_GRACE, Waiting, copy_output, exec_failure_note, output_pipe, runner_failure_note,
+    settle, wait_for_outcome,
 };
 use crate::config::Effective;
 use crate::denial::{Kind, Scope};
@@ -343,9 +343,10 @@ where
             copy_output(err_read, &mut stderr, Some(&mut tail)),
         );
     };
-    let (outcome, started) = settle(wait_for_outcome(handle, &mut interrupts), copies).await;
+    let waiting = wait_for_outcome(handle, &mut interrupts, Waiting::default());
+    let ended = settle(waiting, copies).await;
 
-    let facts = Facts::from_outcome(outcome, started).with_stderr_tail(tail, &scope);
+    let facts = Facts::from_outcome(ended.outcome, ended.started).with_stderr_tail(tail, &scope);
     let argv0 = args
         .argv
         .first()
