@@ -7,6 +7,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use confine_protocol::environment::DEFAULT_PATH;
 use confine_protocol::{Mode, Stage};
 use serde_json::{Value, json};
 use tokio::net::unix::pipe;
@@ -25,19 +26,13 @@ use crate::session::ToolStatus;
 /// How long a cancelled command's end is waited for before giving up on the helper.
 pub const ANSWER_WAIT: Duration = Duration::from_secs(5);
 
-/// The `PATH` confine-helper looks commands up in when the environment has none; the same as
-/// `DEFAULT_PATH` in `confine-helper/src/command.rs`.
-const HELPER_DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-
 /// The shell commands run with: `bash` if the commands' `PATH` has it, else `sh`.
 pub(crate) fn shell_for(env: &[(OsString, OsString)]) -> &'static str {
     let path = env
         .iter()
         .rev()
         .find(|(name, _)| name == "PATH")
-        .map_or(OsStr::new(HELPER_DEFAULT_PATH), |(_, value)| {
-            value.as_os_str()
-        });
+        .map_or(OsStr::new(DEFAULT_PATH), |(_, value)| value.as_os_str());
     let has_bash = std::env::split_paths(path)
         .filter(|dir| dir.is_absolute())
         .any(|dir| is_executable(&dir.join("bash")));
