@@ -439,7 +439,7 @@ fn notes(facts: &Facts, argv0: &OsStr, args: &RunArgs) -> Vec<String> {
             notes.push(format!(
                 "only --backend {} was tried; without --backend confine-helper uses whichever \
                  backend works on this machine",
-                backend_choice_name(args.backend)
+                args.backend.as_str()
             ));
         }
     }
@@ -487,16 +487,6 @@ fn denial_note(kind: Kind, mode: Mode) -> String {
             "the sandbox denied a system interface: Unix sockets, tracing, mounts and the like \
              are filtered in every confined mode ({unconfined})"
         ),
-    }
-}
-
-/// The name `--backend` takes.
-fn backend_choice_name(choice: BackendChoice) -> &'static str {
-    match choice {
-        BackendChoice::Auto => "auto",
-        BackendChoice::Bwrap => "bwrap",
-        BackendChoice::Landlock => "landlock",
-        BackendChoice::Seatbelt => "seatbelt",
     }
 }
 
