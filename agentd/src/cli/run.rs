@@ -1,4 +1,5 @@
-//! `agentd run`: one command through confine-helper, its output streamed, its facts reported.
+//! `agentd run`: one command through confine-helper, its output streamed, its facts reported;
+//! its flags, the job, and the notes and exit status that end it.
 //!
 //! The command's stdout and stderr are pipes whose write ends go to the helper with the request
 //! and whose read ends agentd copies to its own streams as the bytes come. agentd reports only
