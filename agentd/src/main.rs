@@ -2,8 +2,8 @@
 
 use std::process::ExitCode;
 
+use agentd::cli::EXIT_DID_NOT_RUN;
 use agentd::cli::{Cli, execute};
-use agentd::run::EXIT_DID_NOT_RUN;
 use clap::Parser;
 
 fn main() -> ExitCode {

@@ -11,12 +11,13 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use confine_protocol::{
-    Backend, Ending, ExitStatus, FrameDecoder, Hello, Reply, Request, Usage, decode_payload,
-    encode_frame,
+    Backend, Ending, Enforcement, ExitStatus, Exited, FrameDecoder, Hello, Layer, Refused, Reply,
+    Request, RunnerFailed, Stage, Usage, decode_payload, encode_frame,
 };
 use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
 
-use crate::helper_client::{HelperClient, HelperEndpoint};
+use crate::command::Facts;
+use crate::helper_client::{HelperClient, HelperEndpoint, Outcome};
 
 /// Fails a test that would otherwise hang.
 pub async fn within<F: Future>(future: F) -> F::Output {
@@ -154,6 +155,49 @@ pub fn exited(id: u64, code: i32, ending: Ending) -> Reply {
             max_rss_kib: 0,
         },
     })
+}
+
+/// The `Exited` message of a command confined by bwrap with every layer, fully enforced.
+pub fn confined_exit(status: ExitStatus, ending: Ending) -> Exited {
+    Exited {
+        id: 1,
+        status,
+        exec_errno: None,
+        ending,
+        backend: Backend::Bwrap,
+        enforcement: Some(Enforcement::Full),
+        layers: vec![Layer::Namespaces, Layer::Landlock, Layer::Seccomp],
+        usage: Usage {
+            wall_us: 1,
+            user_us: 1,
+            sys_us: 1,
+            max_rss_kib: 1,
+        },
+    }
+}
+
+/// The facts of a command whose runner failed at `stage`.
+pub fn runner_failed(stage: Stage, errno: i32, detail: &str) -> Facts {
+    Facts::from_outcome(
+        Outcome::RunnerFailed(RunnerFailed {
+            id: 1,
+            stage,
+            errno,
+            detail: detail.to_owned(),
+        }),
+        false,
+    )
+}
+
+/// The facts of a command the helper refused.
+pub fn refused(reason: &str) -> Facts {
+    Facts::from_outcome(
+        Outcome::Refused(Refused {
+            id: 1,
+            reason: reason.to_owned(),
+        }),
+        false,
+    )
 }
 
 pub fn pipe() -> (tokio::net::unix::pipe::Receiver, OwnedFd) {

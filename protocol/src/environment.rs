@@ -1,5 +1,6 @@
 //! The rules for a command's environment that agentd and confine-helper both apply: which names
-//! look like they carry a credential, and what a locale variable may hold.
+//! look like they carry a credential, what a locale variable may hold, and where a command is
+//! looked up when its environment has no `PATH`.
 //!
 //! There is one copy of them, here, so the two sides cannot drift apart. agentd uses them to
 //! decide what a command inherits of its own environment (an inherited variable that breaks them
@@ -76,6 +77,10 @@ pub const MAX_MODIFIER: usize = 16;
 
 /// The most locale names `LANGUAGE` may list.
 pub const MAX_LANGUAGE_ENTRIES: usize = 16;
+
+/// The `PATH` confine-helper looks a command up in when the request's environment has none;
+/// agentd looks for the shell of its tools there too.
+pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 /// The word of [`SECRET_WORDS`] or the name of [`SECRET_NAMES`] that makes `name` look like it
 /// carries a credential; `None` if it does not.

@@ -6,8 +6,8 @@ mod support;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use agentd::cli::run::{RunArgs, run_job};
 use agentd::helper_client::{HelperClient, HelperEndpoint, Outcome, SpawnSpec};
-use agentd::run::{RunArgs, run_job};
 use confine_protocol::{ExitStatus, Mode, Stage};
 use support::{binary, wait_gone};
 

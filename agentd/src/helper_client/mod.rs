@@ -54,6 +54,8 @@ use confine_protocol::{
 pub use command::{Canceller, CommandHandle, Outcome};
 pub use locate::{LocateError, LocateInputs, locate_helper};
 
+use crate::command::KILL_GRACE;
+
 use connection::{Connection, EstablishError};
 
 /// How many times in a row the helper may die before completing the handshake before a request
@@ -151,8 +153,8 @@ pub struct SpawnSpec {
 
 impl SpawnSpec {
     /// The most restrictive spec for `argv`: read-only with no workspace, no network, automatic
-    /// backend, no timeout (2 s kill grace), `/` as working directory, an empty environment and
-    /// every stdio stream on `/dev/null`.
+    /// backend, no timeout ([`KILL_GRACE`] as kill grace), `/` as working directory, an empty
+    /// environment and every stdio stream on `/dev/null`.
     pub fn new<I, S>(argv: I) -> SpawnSpec
     where
         I: IntoIterator<Item = S>,
@@ -173,7 +175,7 @@ impl SpawnSpec {
             backend: BackendChoice::Auto,
             limits: Limits {
                 timeout_ms: None,
-                kill_grace_ms: 2000,
+                kill_grace_ms: u32::try_from(KILL_GRACE.as_millis()).unwrap_or(u32::MAX),
                 max_processes: None,
                 max_file_size: None,
                 max_address_space: None,

@@ -29,8 +29,8 @@ use super::call::{CallContext, ToolResult};
 use super::env::ToolEnv;
 use super::output::{self, OutputSink};
 use super::tasks::{BackgroundTasks, Stopped, Stopping, Task};
+use crate::command::Facts;
 use crate::narrowing;
-use crate::run::Facts;
 use crate::session::ToolStatus;
 
 impl BackgroundTasks {

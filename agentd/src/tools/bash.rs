@@ -4,7 +4,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use confine_protocol::{Mode, RunnerFailed, Stage};
+use confine_protocol::{Mode, Stage};
 use serde_json::{Value, json};
 use tokio::net::unix::pipe;
 use tokio::sync::oneshot;
@@ -14,10 +14,10 @@ use super::call::{CallContext, ToolResult};
 use super::env::ToolEnv;
 use super::output::{self, Collector, HeadTail, MODEL_OUTPUT_CAP, OutputSink};
 use super::spec::DEFAULT_TIMEOUT_MS;
-use crate::cancel::{self, Cancel};
+use crate::cancel::Cancel;
+use crate::command::{self, Facts, KILL_GRACE, RunnerFailure, Waiting};
 use crate::denial::Scope;
-use crate::helper_client::{Canceller, CommandHandle, Outcome, SpawnSpec};
-use crate::run::{self, Facts, KILL_GRACE, RunnerFailure};
+use crate::helper_client::{CommandHandle, SpawnSpec};
 use crate::session::ToolStatus;
 
 /// How long a cancelled command's end is waited for before giving up on the helper.
@@ -67,8 +67,8 @@ pub(crate) async fn launch(
             format!("agentd cannot create a pipe for the command's output: {e}"),
         )
     };
-    let (stdout, out_write) = run::output_pipe().map_err(pipe_failed)?;
-    let (stderr, err_write) = run::output_pipe().map_err(pipe_failed)?;
+    let (stdout, out_write) = command::output_pipe().map_err(pipe_failed)?;
+    let (stderr, err_write) = command::output_pipe().map_err(pipe_failed)?;
     let mut spec = SpawnSpec::new([env.shell(), "-c", command]);
     spec.cwd = env.workspace().to_path_buf();
     spec.env = env.env().to_vec();
@@ -103,7 +103,7 @@ pub(crate) async fn launch(
 pub(crate) async fn finish(
     launched: Launched,
     sink: Arc<Mutex<dyn OutputSink>>,
-    stop: Cancel,
+    mut stop: Cancel,
     answer_wait: Duration,
     on_started: Option<oneshot::Sender<()>>,
 ) -> Facts {
@@ -113,89 +113,28 @@ pub(crate) async fn finish(
         stderr,
         scope,
     } = launched;
-    // Giving up on the helper also stops reading output it may keep open.
-    let (give_up, given_up) = cancel::pair();
     let mut tail = Vec::new();
     let mut out_sink = Collector(sink.clone());
     let mut err_sink = Collector(sink);
     let copies = async {
-        tokio::select! {
-            _ = async {
-                tokio::join!(
-                    run::copy_output(stdout, &mut out_sink, None),
-                    run::copy_output(stderr, &mut err_sink, Some(&mut tail)),
-                )
-            } => {}
-            () = given_up.cancelled() => {}
-        }
+        tokio::join!(
+            command::copy_output(stdout, &mut out_sink, None),
+            command::copy_output(stderr, &mut err_sink, Some(&mut tail)),
+        );
     };
-    let waiting = wait_for_end(handle, &stop, answer_wait, on_started, &give_up);
-    let (outcome, started) = run::settle(waiting, copies).await;
-    let mut facts = Facts::from_outcome(outcome, started).with_stderr_tail(tail, &scope);
-    if given_up.is_cancelled() {
+    let waiting = Waiting {
+        answer_wait: Some(answer_wait),
+        on_started,
+    };
+    let waiting = command::wait_for_outcome(handle, &mut stop, waiting);
+    // Giving up on the helper also stops reading output it may keep open.
+    let ended = command::settle(waiting, copies).await;
+    let mut facts =
+        Facts::from_outcome(ended.outcome, ended.started).with_stderr_tail(tail, &scope);
+    if ended.given_up {
         facts.cancelled = true;
     }
     facts
-}
-
-/// Waits for the terminal reply, turning `stop` into a cancel with a bounded wait for its
-/// answer. Returns the outcome and whether the command started.
-async fn wait_for_end(
-    mut handle: CommandHandle,
-    stop: &Cancel,
-    answer_wait: Duration,
-    mut on_started: Option<oneshot::Sender<()>>,
-    give_up: &cancel::Canceller,
-) -> (Outcome, bool) {
-    let canceller = handle.canceller();
-    let id = handle.id();
-    let mut deadline: Option<tokio::time::Instant> = None;
-    let gave_up = || {
-        give_up.cancel();
-        // Whether it started is unknown; saying it did bounds the wait for its output.
-        let outcome = Outcome::RunnerFailed(RunnerFailed {
-            id,
-            stage: Stage::HelperExited,
-            errno: 0,
-            detail: format!(
-                "confine-helper did not report the end of the cancelled command within {} s; it \
-                 may still be running",
-                answer_wait.as_secs_f32()
-            ),
-        });
-        (outcome, true)
-    };
-    let started = loop {
-        let until = deadline.unwrap_or_else(tokio::time::Instant::now);
-        tokio::select! {
-            started = handle.started() => break started.is_some(),
-            () = stop.cancelled(), if deadline.is_none() => {
-                deadline = Some(cancel_command(&canceller, answer_wait));
-            }
-            () = tokio::time::sleep_until(until), if deadline.is_some() => return gave_up(),
-        }
-    };
-    if started && let Some(tell) = on_started.take() {
-        let _ = tell.send(());
-    }
-    let waiting = handle.wait();
-    tokio::pin!(waiting);
-    loop {
-        let until = deadline.unwrap_or_else(tokio::time::Instant::now);
-        tokio::select! {
-            outcome = &mut waiting => return (outcome, started),
-            () = stop.cancelled(), if deadline.is_none() => {
-                deadline = Some(cancel_command(&canceller, answer_wait));
-            }
-            () = tokio::time::sleep_until(until), if deadline.is_some() => return gave_up(),
-        }
-    }
-}
-
-/// Asks the helper to cancel the command; returns until when its answer is waited for.
-fn cancel_command(canceller: &Canceller, answer_wait: Duration) -> tokio::time::Instant {
-    canceller.cancel(KILL_GRACE);
-    tokio::time::Instant::now() + answer_wait
 }
 
 /// The facts as the editor gets them: [`Facts::to_value`] plus the mode and whether the command
@@ -291,6 +230,7 @@ mod tests {
     use confine_protocol::{Cancel as CancelRequest, Ending, Reply, Request, Started, StdioSpec};
 
     use super::*;
+    use crate::cancel;
     use crate::test_support::{Peer, Scratch, exited, fake_service, within};
 
     fn env(client: crate::helper_client::HelperClient, scratch: &Scratch) -> ToolEnv {

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
 
+use confine_protocol::environment::DEFAULT_PATH;
 use confine_protocol::{BackendChoice, Mode, Network};
 
 use super::spec::SpecOptions;
@@ -156,19 +157,13 @@ impl ToolEnv {
     }
 }
 
-/// The `PATH` confine-helper looks commands up in when the environment has none; the same as
-/// `DEFAULT_PATH` in `confine-helper/src/command.rs`.
-const HELPER_DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-
 /// The shell commands run with: `bash` if the commands' `PATH` has it, else `sh`.
 pub(crate) fn shell_for(env: &[(OsString, OsString)]) -> &'static str {
     let path = env
         .iter()
         .rev()
         .find(|(name, _)| name == "PATH")
-        .map_or(OsStr::new(HELPER_DEFAULT_PATH), |(_, value)| {
-            value.as_os_str()
-        });
+        .map_or(OsStr::new(DEFAULT_PATH), |(_, value)| value.as_os_str());
     let has_bash = std::env::split_paths(path)
         .filter(|dir| dir.is_absolute())
         .any(|dir| is_executable(&dir.join("bash")));

@@ -39,7 +39,7 @@ use super::call::ToolResult;
 use super::env::ToolEnv;
 use super::output::denial_marker;
 use super::spec::READ_CAP;
-use crate::run::Facts;
+use crate::command::Facts;
 use confined::{OpError, Read, Written, confined_read, confined_write};
 use fence::{Refusal, absolute, check_write};
 use text::{apply_edit, checked_text, open_regular, window};

@@ -9,8 +9,8 @@ use std::task::{Context, Poll};
 use confine_protocol::{ExitStatus, Mode, Stage};
 use tokio::io::AsyncWrite;
 
+use crate::command::{self, Facts, RunnerFailure};
 use crate::denial::{Denial, Kind};
-use crate::run::{self, Facts, RunnerFailure};
 
 /// The most of a command's output a model reads in one result: the first and last halves are
 /// kept, the middle is replaced by [`truncation_marker`].
@@ -114,7 +114,7 @@ pub(crate) trait OutputSink: Send {
 }
 
 /// An [`AsyncWrite`] over a shared [`OutputSink`], so stdout and stderr can be copied into one
-/// buffer as they arrive (with [`run::copy_output`]).
+/// buffer as they arrive (with [`command::copy_output`]).
 pub(crate) struct Collector(pub Arc<Mutex<dyn OutputSink>>);
 
 impl AsyncWrite for Collector {
@@ -316,7 +316,7 @@ pub(crate) fn end_markers(
         return lines;
     };
     if let Some(errno) = facts.exec_errno {
-        lines.push(run::exec_failure_note(program, errno));
+        lines.push(command::exec_failure_note(program, errno));
     }
     if let ExitStatus::Signal(signal) = status {
         lines.push(format!("[terminated by signal {signal}]"));
@@ -386,7 +386,7 @@ pub(crate) fn runner_failure_text(failure: &RunnerFailure, started: bool, mode: 
     };
     format!(
         "{marker}\nRunner failure: {}",
-        run::runner_failure_note(failure, started)
+        command::runner_failure_note(failure, started)
     )
 }
 

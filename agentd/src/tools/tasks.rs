@@ -14,8 +14,8 @@ use tokio::sync::watch;
 
 use super::output::{BACKGROUND_OUTPUT_CAP, OutputSink, Spool};
 use crate::cancel;
+use crate::command::Facts;
 use crate::narrowing;
-use crate::run::Facts;
 
 /// A session's background tasks, numbered `task-1`, `task-2`, … in the order started.
 #[derive(Debug, Default)]

@@ -4,13 +4,14 @@
 use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 
+use confine_protocol::environment::DEFAULT_PATH;
 use confine_protocol::{
     Backend, EnvVar, ExitStatus, Limits, Mode, Network, Policy, Reply, Spawn, Stdio, StdioSpec,
 };
 use nix::fcntl::OFlag;
 use nix::libc;
 
-use super::running::{DEFAULT_PATH, program_candidates, start};
+use super::running::{program_candidates, start};
 use crate::confine::{self, Context, NotRun, Plan};
 use crate::sys;
 
@@ -97,7 +98,7 @@ fn probe(backend: Backend, ctx: &Context) -> Result<(), String> {
         cwd: b"/".to_vec(),
         env: vec![EnvVar {
             name: b"PATH".to_vec(),
-            value: DEFAULT_PATH.to_vec(),
+            value: DEFAULT_PATH.as_bytes().to_vec(),
         }],
         policy: Policy {
             mode: Mode::ReadOnly,

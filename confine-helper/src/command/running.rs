@@ -5,6 +5,7 @@ use std::ffi::CString;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
+use confine_protocol::environment::DEFAULT_PATH;
 use confine_protocol::{
     Backend, Ending, Enforcement, ExitStatus, Exited, Layer, Reply, RunnerFailed, Spawn, Stage,
     StdioSpec, Usage,
@@ -18,10 +19,6 @@ use crate::confine::{Cleanup, Confinement, NotRun, Plan, exec_failure_code};
 use crate::enter::Entered;
 use crate::record::Record;
 use crate::sys::{self, CStringArray, ChildConfine, Prepared};
-
-/// Used when the request's environment has no `PATH`.
-pub(super) const DEFAULT_PATH: &[u8] =
-    b"/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 /// A command the helper has forked and not yet reported as ended.
 #[derive(Debug)]
@@ -182,7 +179,7 @@ pub(super) fn program_candidates(spawn: &Spawn) -> Vec<CString> {
         .iter()
         .rev()
         .find(|v| v.name == b"PATH")
-        .map_or(DEFAULT_PATH, |v| v.value.as_slice());
+        .map_or(DEFAULT_PATH.as_bytes(), |v| v.value.as_slice());
     path.split(|b| *b == b':')
         .map(|dir| {
             let dir = if dir.is_empty() { b".".as_slice() } else { dir };

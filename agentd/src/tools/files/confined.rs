@@ -10,10 +10,10 @@ use std::path::{Path, PathBuf};
 use confine_protocol::{Mode, Policy};
 
 use super::text::as_text;
+use crate::command::Facts;
 use crate::denial::host::Access;
 use crate::denial::{self, Scope};
 use crate::helper_client::{CommandHandle, Outcome, ReadSpec, WriteSpec};
-use crate::run::Facts;
 use crate::tools::env::ToolEnv;
 
 /// How long a confined read or write may take.
@@ -109,7 +109,7 @@ fn interpret(
         return Err(OpError::Failed(why, Some(facts)));
     }
     if let Some(failure) = &facts.runner_failure {
-        let why = crate::run::runner_failure_note(failure, facts.started);
+        let why = crate::command::runner_failure_note(failure, facts.started);
         return Err(OpError::Failed(why, Some(facts)));
     }
     if facts.timed_out {
@@ -169,7 +169,7 @@ pub(super) struct Read {
 /// Has the helper's reader read `path`, confined under `mode`.
 pub(super) async fn confined_read(env: &ToolEnv, path: &Path, mode: Mode) -> Result<Read, OpError> {
     let pipe = |what: &str| {
-        crate::run::output_pipe().map_err(|e| {
+        crate::command::output_pipe().map_err(|e| {
             OpError::failed(format!("cannot create a pipe for the reader's {what}: {e}"))
         })
     };
@@ -230,7 +230,7 @@ pub(super) async fn confined_write(
 ) -> Result<Written, OpError> {
     let content = content_file(content)
         .map_err(|e| OpError::failed(format!("cannot stage the content: {e}")))?;
-    let (report, report_wr) = crate::run::output_pipe().map_err(|e| {
+    let (report, report_wr) = crate::command::output_pipe().map_err(|e| {
         OpError::failed(format!("cannot create a pipe for the writer's report: {e}"))
     })?;
     let spec = WriteSpec {

@@ -1,0 +1,500 @@
+//! `agentd run`: one command through confine-helper, its output streamed, its facts reported;
+//! its flags, the job, and the notes and exit status that end it.
+//!
+//! The command's stdout and stderr are pipes whose write ends go to the helper with the request
+//! and whose read ends agentd copies to its own streams as the bytes come. agentd reports only
+//! once the terminal reply has arrived and both pipes have reached end-of-file, so nothing the
+//! command wrote can appear after the facts. The facts line (`--json`) is the last line of
+//! stderr so a caller can take it without parsing the command's own output.
+
+use std::ffi::{OsStr, OsString};
+use std::io;
+use std::os::fd::AsFd;
+use std::os::unix::ffi::OsStringExt;
+use std::path::PathBuf;
+
+use clap::Args;
+use clap::builder::{OsStringValueParser, TypedValueParser};
+use confine_protocol::environment::{SECRET_NAMES, SECRET_WORDS};
+use confine_protocol::{BackendChoice, ExitStatus, Mode, Network, Stage};
+use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio::sync::mpsc;
+
+use super::args::{BackendArg, HelperArgs, ModeArg, NetworkArg};
+use super::exit::{EXIT_DID_NOT_RUN, EXIT_INTERRUPTED, EXIT_TIMED_OUT, fail, report};
+use crate::command::{
+    Facts, KILL_GRACE, Waiting, copy_output, exec_failure_note, output_pipe, runner_failure_note,
+    settle, wait_for_outcome,
+};
+use crate::config::Effective;
+use crate::denial::{Kind, Scope};
+use crate::environment;
+use crate::helper_client::{ClientError, HelperClient, SpawnSpec};
+use crate::terminal;
+
+/// `agentd run [OPTIONS] -- ARGV...`
+#[derive(Debug, Args)]
+pub struct RunCommand {
+    /// How far the command may reach.
+    #[arg(long, value_enum, default_value_t = ModeArg::ReadOnly)]
+    pub mode: ModeArg,
+    /// The workspace root [default: the current directory].
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    /// Whether the command may use the network.
+    #[arg(long, value_enum, default_value_t = NetworkArg::Deny)]
+    pub network: NetworkArg,
+    /// Which confinement backend to use.
+    #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
+    pub backend: BackendArg,
+    /// Terminate the command after this many seconds (exit status 124).
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub timeout: Option<u64>,
+    /// Also let the command write DIR (workspace-write); repeatable.
+    ///
+    /// A relative DIR is taken from the current directory. confine-helper resolves it and
+    /// refuses it if its ceiling does not allow writing there.
+    #[arg(long = "writable-root", value_name = "DIR")]
+    pub writable_roots: Vec<PathBuf>,
+    /// Keep SUBPATH read-only inside every writable root; repeatable.
+    ///
+    /// SUBPATH is relative to each root, e.g. `.env` or `secrets/`. It adds to the helper's own
+    /// list (.git/hooks, .git/config, .gitmodules, .agentd).
+    #[arg(long = "protect", value_name = "SUBPATH")]
+    pub protected: Vec<PathBuf>,
+    /// Limit the processes of the command's user (RLIMIT_NPROC).
+    ///
+    /// confine-helper lowers it further to its ceiling's max_processes.
+    #[arg(long, value_name = "N")]
+    pub max_processes: Option<u64>,
+    /// Limit the size of any file the command writes, in bytes (RLIMIT_FSIZE).
+    ///
+    /// confine-helper lowers it further to its ceiling's max_file_size.
+    #[arg(long, value_name = "BYTES")]
+    pub max_file_size: Option<u64>,
+    /// Limit the command's virtual memory, in bytes (RLIMIT_AS).
+    ///
+    /// confine-helper lowers it further to its ceiling's max_address_space.
+    #[arg(long, value_name = "BYTES")]
+    pub max_address_space: Option<u64>,
+    /// Set a variable for the command; repeatable, a later one wins.
+    #[arg(
+        long = "env",
+        value_name = "NAME=VALUE",
+        value_parser = OsStringValueParser::new().try_map(|s| environment::parse_assignment(&s)),
+        long_help = env_long_help(),
+    )]
+    pub env: Vec<(OsString, OsString)>,
+    /// Print the facts as one JSON object on the last line of stderr.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub helper: HelperArgs,
+    /// The command and its arguments, after `--`.
+    #[arg(last = true, required = true, value_name = "ARGV")]
+    pub argv: Vec<OsString>,
+}
+
+impl RunCommand {
+    /// The job's arguments.
+    pub fn run_args(&self) -> RunArgs {
+        RunArgs {
+            argv: self.argv.clone(),
+            mode: self.mode.into(),
+            workspace: self.workspace.clone(),
+            network: self.network.into(),
+            backend: self.backend.into(),
+            timeout_secs: self.timeout,
+            writable_roots: self.writable_roots.clone(),
+            protected: self.protected.clone(),
+            max_processes: self.max_processes,
+            max_file_size: self.max_file_size,
+            max_address_space: self.max_address_space,
+            env: self.env.clone(),
+            json: self.json,
+        }
+    }
+}
+
+/// The long help of `--env`: what a command gets of agentd's environment.
+fn env_long_help() -> String {
+    format!(
+        "Set a variable for the command; repeatable, a later one wins.\n\n\
+         Of agentd's own environment the command gets only {}; these settings go on top. \
+         confine-helper refuses to run a command given a secret-looking name (one containing \
+         {}, or one of {}) unless its ceiling's env_allow lists it, and a locale variable (LANG, \
+         LANGUAGE, LC_ALL, ...) whose value is not a locale name.",
+        environment::inherited_summary(),
+        SECRET_WORDS.join(", "),
+        SECRET_NAMES.join(", "),
+    )
+}
+
+/// Runs `agentd run`: the command through the configured helper, interrupts forwarded.
+pub(crate) async fn run_command(command: RunCommand) -> u8 {
+    let config = match Effective::load(&command.helper.flags()) {
+        Ok(config) => config,
+        Err(e) => return fail(&e),
+    };
+    let client = match config.helper_client() {
+        Ok(client) => client,
+        Err(e) => return fail(&e),
+    };
+    let interrupts = match forward_signals() {
+        Ok(interrupts) => interrupts,
+        Err(e) => return fail(&format!("cannot listen for SIGINT and SIGTERM: {e}")),
+    };
+    let job = run_job(
+        &client,
+        command.run_args(),
+        tokio::io::stdout(),
+        tokio::io::stderr(),
+        interrupts,
+    );
+    match job.await {
+        Ok(facts) => exit_code(&facts),
+        Err(e) => {
+            report(&e);
+            e.exit_code()
+        }
+    }
+}
+
+/// What to run and how, as `agentd run` takes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunArgs {
+    /// The command and its arguments.
+    pub argv: Vec<OsString>,
+    pub mode: Mode,
+    /// The workspace root; `None` means the current directory.
+    pub workspace: Option<PathBuf>,
+    pub network: Network,
+    pub backend: BackendChoice,
+    /// Wall-clock limit in whole seconds.
+    pub timeout_secs: Option<u64>,
+    /// Directories writable besides the workspace (workspace-write); relative ones are taken
+    /// from agentd's current directory. confine-helper canonicalizes and checks them.
+    pub writable_roots: Vec<PathBuf>,
+    /// Relative subpaths that stay read-only inside every writable root, on top of the helper's
+    /// built-in list. confine-helper validates them.
+    pub protected: Vec<PathBuf>,
+    /// RLIMIT_NPROC of the command; confine-helper lowers it to its ceiling.
+    pub max_processes: Option<u64>,
+    /// RLIMIT_FSIZE of the command, in bytes; confine-helper lowers it to its ceiling.
+    pub max_file_size: Option<u64>,
+    /// RLIMIT_AS of the command, in bytes; confine-helper lowers it to its ceiling.
+    pub max_address_space: Option<u64>,
+    /// Variables set explicitly, on top of the inherited allow-list
+    /// ([`environment::command_environment`]); of two settings of one name the later wins.
+    pub env: Vec<(OsString, OsString)>,
+    /// Print the facts as one JSON object on the last line of stderr.
+    pub json: bool,
+}
+
+impl RunArgs {
+    /// Read-only, current directory as workspace, no network, automatic backend, no timeout,
+    /// no further writable roots or protected paths, no resource limits, no explicit variables.
+    pub fn new<I, S>(argv: I) -> RunArgs
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<OsString>,
+    {
+        RunArgs {
+            argv: argv.into_iter().map(Into::into).collect(),
+            mode: Mode::ReadOnly,
+            workspace: None,
+            network: Network::Deny,
+            backend: BackendChoice::Auto,
+            timeout_secs: None,
+            writable_roots: Vec::new(),
+            protected: Vec::new(),
+            max_processes: None,
+            max_file_size: None,
+            max_address_space: None,
+            env: Vec::new(),
+            json: false,
+        }
+    }
+}
+
+/// Why the job stopped before the command was handed to the helper. Nothing ran.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("no command given; put it after `--`, e.g. `agentd run -- ls -l`")]
+    NoCommand,
+    #[error("cannot determine the current directory: {0}")]
+    CurrentDir(#[source] io::Error),
+    #[error("the workspace {} cannot be used: {source}; pass an existing directory with --workspace", path.display())]
+    Workspace {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("the workspace {} is not a directory; pass a directory with --workspace", path.display())]
+    WorkspaceNotDirectory { path: PathBuf },
+    #[error("{}", crate::helper_client::own_file_refusal(workspace, own))]
+    OwnFile { workspace: PathBuf, own: PathBuf },
+    #[error("--timeout {0} is too large")]
+    TimeoutTooLarge(u64),
+    #[error("cannot create a pipe for the command's output: {0}")]
+    Pipe(#[source] io::Error),
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    #[error("interrupted before the command started")]
+    Interrupted,
+}
+
+impl RunError {
+    /// The exit status agentd should end with.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            RunError::Interrupted => EXIT_INTERRUPTED,
+            _ => EXIT_DID_NOT_RUN,
+        }
+    }
+}
+
+/// The exit status agentd ends with: the command's own code, 128+N for signal N, 124 on
+/// timeout, 125 when the command did not run.
+pub fn exit_code(facts: &Facts) -> u8 {
+    if facts.refused.is_some() || facts.runner_failure.is_some() {
+        return EXIT_DID_NOT_RUN;
+    }
+    if facts.timed_out {
+        return EXIT_TIMED_OUT;
+    }
+    match facts.exit {
+        Some(ExitStatus::Code(code)) => u8::try_from(code & 0xff).unwrap_or(u8::MAX),
+        Some(ExitStatus::Signal(signal)) => u8::try_from(128 + (signal & 0x7f)).unwrap_or(u8::MAX),
+        None => EXIT_DID_NOT_RUN,
+    }
+}
+
+/// Forwards SIGINT and SIGTERM of this process as interrupts for [`run_job`].
+///
+/// Installing the handlers replaces the default of dying at once: from here on the job decides
+/// what an interrupt means (cancel the command, then report how it ended).
+pub fn forward_signals() -> io::Result<mpsc::UnboundedReceiver<()>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    let mut terminate = signal(SignalKind::terminate())?;
+    let (tx, rx) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                Some(()) = interrupt.recv() => {}
+                Some(()) = terminate.recv() => {}
+                else => return,
+            }
+            if tx.send(()).is_err() {
+                return;
+            }
+        }
+    });
+    Ok(rx)
+}
+
+/// Runs one command through `client`, copying its stdout and stderr to `stdout` and `stderr` as
+/// they arrive, and reports its facts (human notes, and with `--json` the JSON line) on `stderr`.
+///
+/// Each message on `interrupts` cancels the command: the first with [`KILL_GRACE`], later ones
+/// with none. The job still waits for the helper's terminal reply. An interrupt before the
+/// command was handed to the helper ends the job with [`RunError::Interrupted`]. Pass a receiver
+/// whose sender is kept but unused to run without interrupts.
+///
+/// Returns the facts; the exit status agentd should use is [`exit_code`].
+pub async fn run_job<O, E>(
+    client: &HelperClient,
+    args: RunArgs,
+    mut stdout: O,
+    mut stderr: E,
+    mut interrupts: mpsc::UnboundedReceiver<()>,
+) -> Result<Facts, RunError>
+where
+    O: AsyncWrite + Unpin,
+    E: AsyncWrite + Unpin,
+{
+    let spec = prepare(&args)?;
+    let scope = Scope::of(&spec.cwd, &spec.policy);
+    if let (Mode::WorkspaceWrite, Some(workspace)) = (args.mode, &spec.policy.workspace_root) {
+        let workspace = PathBuf::from(<OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(
+            workspace,
+        ));
+        if let Some(own) = client.own_file_within(&workspace) {
+            return Err(RunError::OwnFile { workspace, own });
+        }
+    }
+    let (out_read, out_write) = output_pipe().map_err(RunError::Pipe)?;
+    let (err_read, err_write) = output_pipe().map_err(RunError::Pipe)?;
+    let spec = SpawnSpec {
+        stdout: Some(out_write),
+        stderr: Some(err_write),
+        ..spec
+    };
+
+    let handle = tokio::select! {
+        spawned = client.spawn(spec) => spawned?,
+        Some(()) = interrupts.recv() => return Err(RunError::Interrupted),
+    };
+
+    let mut tail = Vec::new();
+    let copies = async {
+        tokio::join!(
+            copy_output(out_read, &mut stdout, None),
+            copy_output(err_read, &mut stderr, Some(&mut tail)),
+        );
+    };
+    let waiting = wait_for_outcome(handle, &mut interrupts, Waiting::default());
+    let ended = settle(waiting, copies).await;
+
+    let facts = Facts::from_outcome(ended.outcome, ended.started).with_stderr_tail(tail, &scope);
+    let argv0 = args
+        .argv
+        .first()
+        .map(OsString::as_os_str)
+        .unwrap_or_default();
+    let mut report = String::new();
+    // The notes quote the program's name and the helper's reasons: shown, never obeyed.
+    for note in notes(&facts, argv0, &args) {
+        report.push_str("agentd: ");
+        report.push_str(&terminal::visible(&note));
+        report.push('\n');
+    }
+    if args.json {
+        report.push_str(&facts.to_json());
+        report.push('\n');
+    }
+    // The command's output already went out; a closed stderr only loses the report.
+    let _ = stderr.write_all(report.as_bytes()).await;
+    let _ = stderr.flush().await;
+    let _ = stdout.flush().await;
+    Ok(facts)
+}
+
+/// Everything of the spawn request that does not need a pipe.
+fn prepare(args: &RunArgs) -> Result<SpawnSpec, RunError> {
+    if args.argv.is_empty() {
+        return Err(RunError::NoCommand);
+    }
+    let cwd = std::env::current_dir().map_err(RunError::CurrentDir)?;
+    let workspace = args.workspace.clone().unwrap_or_else(|| cwd.clone());
+    let workspace = workspace
+        .canonicalize()
+        .map_err(|source| RunError::Workspace {
+            path: workspace.clone(),
+            source,
+        })?;
+    if !workspace.is_dir() {
+        return Err(RunError::WorkspaceNotDirectory { path: workspace });
+    }
+    let timeout_ms = match args.timeout_secs {
+        Some(secs) => Some(
+            secs.checked_mul(1000)
+                .ok_or(RunError::TimeoutTooLarge(secs))?,
+        ),
+        None => None,
+    };
+    let mut spec = SpawnSpec::new(args.argv.iter().cloned());
+    spec.policy.writable_roots = args
+        .writable_roots
+        .iter()
+        .map(|root| cwd.join(root).into_os_string().into_vec())
+        .collect();
+    spec.policy.protected = args
+        .protected
+        .iter()
+        .map(|path| path.clone().into_os_string().into_vec())
+        .collect();
+    spec.cwd = cwd;
+    spec.env = environment::command_environment(std::env::vars_os(), &args.env);
+    spec.policy.mode = args.mode;
+    spec.policy.network = args.network;
+    spec.policy.workspace_root = Some(workspace.into_os_string().into_vec());
+    spec.backend = args.backend;
+    spec.limits.timeout_ms = timeout_ms;
+    spec.limits.kill_grace_ms = u32::try_from(KILL_GRACE.as_millis()).unwrap_or(u32::MAX);
+    spec.limits.max_processes = args.max_processes;
+    spec.limits.max_file_size = args.max_file_size;
+    spec.limits.max_address_space = args.max_address_space;
+    // A closed stdin (EBADF) is not an error: the command then reads /dev/null.
+    spec.stdin = io::stdin().as_fd().try_clone_to_owned().ok();
+    Ok(spec)
+}
+
+/// The one-line notes for a human reader, without the `agentd: ` prefix.
+fn notes(facts: &Facts, argv0: &OsStr, args: &RunArgs) -> Vec<String> {
+    let mut notes = Vec::new();
+    let program = argv0.to_string_lossy();
+    if let Some(errno) = facts.exec_errno {
+        notes.push(exec_failure_note(&program, errno));
+    }
+    if args.json {
+        return notes;
+    }
+    if let Some(reason) = &facts.refused {
+        notes.push(format!("confine-helper refused the command: {reason}"));
+    }
+    if let Some(failure) = &facts.runner_failure {
+        notes.push(runner_failure_note(failure, facts.started));
+        if failure.stage == Stage::Unavailable && args.backend != BackendChoice::Auto {
+            notes.push(format!(
+                "only --backend {} was tried; without --backend confine-helper uses whichever \
+                 backend works on this machine",
+                args.backend.as_str()
+            ));
+        }
+    }
+    if facts.timed_out {
+        let after = args
+            .timeout_secs
+            .map(|secs| format!(" after {secs} s"))
+            .unwrap_or_default();
+        notes.push(format!("the command timed out{after} and was terminated"));
+    }
+    if facts.cancelled {
+        notes.push("the command was cancelled".to_owned());
+    }
+    if let Some(denial) = &facts.denial {
+        notes.extend(
+            denial
+                .kinds
+                .iter()
+                .map(|&kind| denial_note(kind, args.mode)),
+        );
+    }
+    notes
+}
+
+/// What the sandbox denied, and which of `agentd run`'s options would allow it.
+fn denial_note(kind: Kind, mode: Mode) -> String {
+    let unconfined = "--mode danger-full-access runs the command unconfined";
+    match kind {
+        Kind::FileWrite if mode == Mode::ReadOnly => format!(
+            "the sandbox denied a file write: read-only mode writes nothing (--mode \
+             workspace-write makes the workspace writable, --writable-root DIR another \
+             directory; {unconfined})"
+        ),
+        Kind::FileWrite => format!(
+            "the sandbox denied a file write outside the writable roots (--writable-root DIR \
+             adds one; {unconfined})"
+        ),
+        Kind::ProtectedPath => format!(
+            "the sandbox denied a write to a protected path (git metadata, or a --protect \
+             path), read-only in every confined mode ({unconfined})"
+        ),
+        Kind::FileRead => format!("the sandbox denied a file read ({unconfined})"),
+        Kind::Network => "the sandbox denied network access (--network allow permits it)".into(),
+        Kind::SystemInterface => format!(
+            "the sandbox denied a system interface: Unix sockets, tracing, mounts and the like \
+             are filtered in every confined mode ({unconfined})"
+        ),
+    }
+}
+
+#[cfg(test)]
+#[path = "run_tests.rs"]
+mod tests;
+
+#[cfg(test)]
+#[path = "run_job_tests.rs"]
+mod job_tests;

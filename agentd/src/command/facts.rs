@@ -1,0 +1,280 @@
+//! What is known about one finished command, and the JSON object that says it: the same facts
+//! whether a tool ran the command for a model or `agentd run` ran it for a person.
+
+use confine_protocol::{Backend, Ending, Enforcement, ExitStatus, Layer, Stage};
+use serde::Serialize;
+
+use crate::denial::{self, Denial, Scope};
+use crate::helper_client::Outcome;
+use crate::terminal;
+
+/// A runner step that failed, as reported by the helper (or by agentd for a lost helper).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunnerFailure {
+    pub stage: Stage,
+    pub errno: i32,
+    pub detail: String,
+}
+
+/// What is known about one finished command. Serialized by [`Facts::to_json`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Facts {
+    /// The command's exit status; `None` when it did not run.
+    pub exit: Option<ExitStatus>,
+    /// Which backend confined it; `None` when it did not run.
+    pub backend: Option<Backend>,
+    /// What the confinement enforced; `None` when nothing was confined or it did not run.
+    pub enforcement: Option<Enforcement>,
+    /// The layers that confined it, in the order the helper applied them.
+    pub layers: Vec<Layer>,
+    /// What the confinement denied the command, as [`denial::classify`] judges it from the
+    /// stderr tail; `None` when nothing was.
+    pub denial: Option<Denial>,
+    pub runner_failure: Option<RunnerFailure>,
+    /// The helper's reason for refusing the request.
+    pub refused: Option<String>,
+    pub timed_out: bool,
+    pub cancelled: bool,
+    /// `execve` of the command failed with this errno.
+    pub exec_errno: Option<i32>,
+    /// Whether the helper reported the command started.
+    pub started: bool,
+    /// The last [`STDERR_TAIL`](super::STDERR_TAIL) bytes of the command's stderr.
+    pub stderr_tail: Vec<u8>,
+}
+
+impl Facts {
+    /// The facts of one outcome.
+    pub fn from_outcome(outcome: Outcome, started: bool) -> Facts {
+        let mut facts = Facts {
+            started,
+            ..Facts::default()
+        };
+        match outcome {
+            Outcome::Exited(exited) => {
+                facts.exit = Some(exited.status);
+                facts.backend = Some(exited.backend);
+                facts.enforcement = exited.enforcement;
+                facts.layers = exited.layers;
+                facts.timed_out = exited.ending == Ending::TimedOut;
+                facts.cancelled = exited.ending == Ending::Cancelled;
+                facts.exec_errno = exited.exec_errno;
+            }
+            Outcome::RunnerFailed(failed) => {
+                facts.runner_failure = Some(RunnerFailure {
+                    stage: failed.stage,
+                    errno: failed.errno,
+                    detail: failed.detail,
+                });
+            }
+            Outcome::Refused(refused) => facts.refused = Some(refused.reason),
+        }
+        facts
+    }
+
+    /// These facts with the command's stderr tail (the last [`STDERR_TAIL`](super::STDERR_TAIL) bytes) and the
+    /// denial classification made from it, for a command that ran within `scope`.
+    pub fn with_stderr_tail(mut self, stderr_tail: Vec<u8>, scope: &Scope) -> Facts {
+        self.stderr_tail = stderr_tail;
+        self.denial = denial::classify(&self.denial_evidence(scope));
+        self
+    }
+
+    /// What denial classification looks at ([`denial::classify`]) for a command that ran
+    /// within `scope`.
+    pub fn denial_evidence<'a>(&'a self, scope: &'a Scope) -> denial::Evidence<'a> {
+        denial::Evidence {
+            exit: self.exit,
+            backend: self.backend,
+            runner_failed: self.runner_failure.is_some(),
+            refused: self.refused.is_some(),
+            stderr_tail: &self.stderr_tail,
+            scope,
+        }
+    }
+
+    /// Whether the confinement denied the command something.
+    pub fn denied(&self) -> bool {
+        self.denial.is_some()
+    }
+
+    /// `exit`, `backend`, `enforcement`, `denied`, `denials`, `runner_failure`, `refused`,
+    /// `timed_out`. Terminal-safe ([`terminal::json_line`]): it ends agentd's stderr.
+    pub fn to_json(&self) -> String {
+        match terminal::json_line(&self.json_form()) {
+            Ok(line) => line,
+            // Only maps with non-string keys can fail to serialize, and there are none here.
+            Err(e) => format!("{{\"error\":\"{e}\"}}"),
+        }
+    }
+
+    /// The same object as [`Facts::to_json`], as a JSON value to embed in other output.
+    pub fn to_value(&self) -> serde_json::Value {
+        serde_json::to_value(self.json_form())
+            // As for `to_json`: nothing here can fail to serialize.
+            .unwrap_or_else(|e| serde_json::json!({ "error": e.to_string() }))
+    }
+
+    fn json_form(&self) -> FactsJson<'_> {
+        FactsJson {
+            exit: self.exit.map(|status| match status {
+                ExitStatus::Code(code) => ExitJson::Code(code),
+                ExitStatus::Signal(signal) => ExitJson::Signal(signal),
+            }),
+            backend: self.backend.map(Backend::as_str),
+            enforcement: self.enforcement.as_ref().map(|e| {
+                let (level, missing): (&'static str, &[String]) = match e {
+                    Enforcement::Full => ("full", &[]),
+                    Enforcement::Partial { missing } => ("partial", missing),
+                };
+                EnforcementJson {
+                    level,
+                    missing,
+                    layers: self.layers.iter().map(|l| l.as_str()).collect(),
+                }
+            }),
+            denied: self.denied(),
+            denials: self
+                .denial
+                .as_ref()
+                .map(|d| d.kinds.iter().map(|k| k.as_str()).collect())
+                .unwrap_or_default(),
+            runner_failure: self.runner_failure.as_ref().map(|f| FailureJson {
+                stage: f.stage.as_str(),
+                detail: &f.detail,
+            }),
+            refused: self.refused.as_deref(),
+            timed_out: self.timed_out,
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct FactsJson<'a> {
+    exit: Option<ExitJson>,
+    backend: Option<&'static str>,
+    enforcement: Option<EnforcementJson<'a>>,
+    denied: bool,
+    denials: Vec<&'static str>,
+    runner_failure: Option<FailureJson<'a>>,
+    refused: Option<&'a str>,
+    timed_out: bool,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "lowercase")]
+enum ExitJson {
+    Code(i32),
+    Signal(i32),
+}
+
+#[derive(Serialize)]
+struct EnforcementJson<'a> {
+    level: &'static str,
+    missing: &'a [String],
+    layers: Vec<&'static str>,
+}
+
+#[derive(Serialize)]
+struct FailureJson<'a> {
+    stage: &'static str,
+    detail: &'a str,
+}
+
+#[cfg(test)]
+mod tests {
+    use confine_protocol::{Backend, Enforcement, Layer};
+
+    use super::*;
+    use crate::denial::Kind;
+    use crate::helper_client::SpawnSpec;
+    use crate::test_support::{confined_exit, refused, runner_failed};
+
+    #[test]
+    fn json_of_a_normal_exit() {
+        let facts = Facts::from_outcome(
+            Outcome::Exited(confined_exit(ExitStatus::Code(3), Ending::Exited)),
+            true,
+        );
+        assert_eq!(
+            facts.to_json(),
+            r#"{"exit":{"code":3},"backend":"bwrap","enforcement":{"level":"full","missing":[],"layers":["namespaces","landlock","seccomp"]},"denied":false,"denials":[],"runner_failure":null,"refused":null,"timed_out":false}"#
+        );
+    }
+
+    #[test]
+    fn json_of_a_signal_with_partial_enforcement() {
+        let mut exited = confined_exit(ExitStatus::Signal(9), Ending::Exited);
+        exited.backend = Backend::Landlock;
+        exited.layers = vec![Layer::Landlock, Layer::Seccomp];
+        exited.enforcement = Some(Enforcement::Partial {
+            missing: vec!["network".to_owned(), "ioctl".to_owned()],
+        });
+        let facts = Facts::from_outcome(Outcome::Exited(exited), true);
+        assert_eq!(
+            facts.to_json(),
+            r#"{"exit":{"signal":9},"backend":"landlock","enforcement":{"level":"partial","missing":["network","ioctl"],"layers":["landlock","seccomp"]},"denied":false,"denials":[],"runner_failure":null,"refused":null,"timed_out":false}"#
+        );
+    }
+
+    #[test]
+    fn json_of_an_unconfined_timeout() {
+        let mut exited = confined_exit(ExitStatus::Signal(15), Ending::TimedOut);
+        exited.backend = Backend::None;
+        exited.enforcement = None;
+        let facts = Facts::from_outcome(Outcome::Exited(exited), true);
+        assert_eq!(
+            facts.to_json(),
+            r#"{"exit":{"signal":15},"backend":"none","enforcement":null,"denied":false,"denials":[],"runner_failure":null,"refused":null,"timed_out":true}"#
+        );
+    }
+
+    #[test]
+    fn json_of_a_runner_failure() {
+        let facts = runner_failed(Stage::Namespace, 1, "unshare: \"user\" namespaces disabled");
+        assert_eq!(
+            facts.to_json(),
+            r#"{"exit":null,"backend":null,"enforcement":null,"denied":false,"denials":[],"runner_failure":{"stage":"namespace","detail":"unshare: \"user\" namespaces disabled"},"refused":null,"timed_out":false}"#
+        );
+    }
+
+    #[test]
+    fn json_of_a_refusal() {
+        assert_eq!(
+            refused("mode above the ceiling").to_json(),
+            r#"{"exit":null,"backend":null,"enforcement":null,"denied":false,"denials":[],"runner_failure":null,"refused":"mode above the ceiling","timed_out":false}"#
+        );
+    }
+
+    #[test]
+    fn the_json_line_shows_controls_as_json_escapes() {
+        let json = refused("root \u{9b}2J\x1b[H\x7f").to_json();
+        assert!(!json.chars().any(char::is_control), "{json:?}");
+        assert!(
+            json.contains(r#""refused":"root \u009b2J\u001b[H\u007f""#),
+            "{json}"
+        );
+    }
+
+    #[test]
+    fn the_facts_feed_denial_classification() {
+        let mut facts = Facts::from_outcome(
+            Outcome::Exited(confined_exit(ExitStatus::Code(2), Ending::Exited)),
+            true,
+        );
+        let outside = std::env::temp_dir().join("c");
+        facts.stderr_tail = format!(
+            "sh: 1: cannot create {}: Read-only file system\n",
+            outside.display()
+        )
+        .into_bytes();
+        let scope = Scope::of(std::path::Path::new("/"), &SpawnSpec::new(["sh"]).policy);
+        let denial = denial::classify(&facts.denial_evidence(&scope)).expect("denied");
+        assert_eq!(denial.kinds, [Kind::FileWrite]);
+        let refused = refused("no");
+        assert!(refused.denial_evidence(&scope).exit.is_none());
+        assert!(refused.denial_evidence(&scope).refused);
+        let failed = runner_failed(Stage::Fork, 11, "fork");
+        assert!(failed.denial_evidence(&scope).runner_failed);
+    }
+}
