@@ -34,3 +34,4 @@ pub mod terminal;
 #[cfg(test)]
 mod test_support;
 pub mod tools;
+pub mod words;

@@ -16,7 +16,7 @@ use agent_client_protocol::v1::schema::{
 use confine_protocol::Mode;
 
 use crate::approval::policy;
-use crate::config::{ApprovalPolicy, Vocabulary};
+use crate::words::{ApprovalPolicy, Vocabulary};
 
 /// The id of the sandbox mode option.
 pub const SANDBOX_MODE: &str = "sandbox-mode";

@@ -12,7 +12,7 @@
 use std::path::Path;
 
 use crate::approval::policy;
-use crate::config::ApprovalPolicy;
+use crate::words::ApprovalPolicy;
 
 /// The instructions for one model request under `approval`, with this step's notices, in
 /// order.

@@ -35,11 +35,12 @@ use confine_protocol::{BackendChoice, Mode, Network};
 
 use crate::approval::Approvals;
 use crate::composition::Composition;
-use crate::config::{ApprovalPolicy, Effective};
+use crate::config::Effective;
 use crate::environment;
 use crate::helper_client::HelperClient;
 use crate::model::Provider;
 use crate::session::{fold, log};
+use crate::words::ApprovalPolicy;
 
 pub use sessions::{Session, Sessions};
 

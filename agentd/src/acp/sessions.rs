@@ -23,10 +23,10 @@ use super::switches::{self, Defaults, Switches};
 use super::{AgentState, client_fs::EditorFs, error, not_found, updates};
 use crate::approval::Asker;
 use crate::cancel::{self, Cancel, Canceller};
-use crate::config::ApprovalPolicy;
 use crate::narrowing;
 use crate::session::{Event, EventLog, LogError, Record, SessionLog, log};
 use crate::tools::{ClientFs, SpecOptions, Stopping, ToolEnv};
+use crate::words::ApprovalPolicy;
 
 /// Every session loaded in this process, by id.
 #[derive(Debug, Default)]

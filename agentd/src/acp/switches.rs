@@ -18,10 +18,10 @@ use confine_protocol::Mode;
 
 use super::config_options::Switch;
 use crate::approval;
-use crate::config::ApprovalPolicy;
 use crate::narrowing;
 use crate::sandbox;
 use crate::session::{LogError, SessionLog};
+use crate::words::ApprovalPolicy;
 
 /// The knobs' values when the log has no switch (the configuration's).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

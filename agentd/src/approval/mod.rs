@@ -29,50 +29,11 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use serde::{Deserialize, Serialize};
-
 use crate::cancel::Cancel;
-use crate::config::ApprovalPolicy;
 use crate::session::{Event, SessionLog};
+use crate::words::ApprovalPolicy;
 
-/// How an approval request ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Outcome {
-    /// The action may go ahead, this once.
-    AllowedOnce,
-    /// Someone said no (or the policy `never` did).
-    Rejected,
-    /// The turn was cancelled, or the person asked dismissed the question.
-    Cancelled,
-    /// Nobody could be asked.
-    Unavailable,
-}
-
-impl Outcome {
-    /// Every outcome, in the order the vocabulary lists them.
-    pub const ALL: [Outcome; 4] = [
-        Outcome::AllowedOnce,
-        Outcome::Rejected,
-        Outcome::Cancelled,
-        Outcome::Unavailable,
-    ];
-
-    /// The outcome's word: `allowed-once`, `rejected`, `cancelled` or `unavailable`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Outcome::AllowedOnce => "allowed-once",
-            Outcome::Rejected => "rejected",
-            Outcome::Cancelled => "cancelled",
-            Outcome::Unavailable => "unavailable",
-        }
-    }
-
-    /// The outcome spelt `word`, if it is one.
-    pub fn from_word(word: &str) -> Option<Outcome> {
-        Outcome::ALL.into_iter().find(|o| o.as_str() == word)
-    }
-}
+pub use crate::words::Outcome;
 
 /// What is asked: which tool, for which of its calls, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]

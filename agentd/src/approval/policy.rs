@@ -11,8 +11,8 @@
 //! `model/request`, so what the model was last told is [`told`] from the log. When the policy
 //! differs from that, the next request carries a [`notice`] saying so, once.
 
-use crate::config::ApprovalPolicy;
 use crate::session::{Event, LogError, Record, SessionLog};
+use crate::words::ApprovalPolicy;
 
 /// The session's approval policy: the last `approval/policy` event in `records`, else `default`.
 pub fn effective(records: &[Record], default: ApprovalPolicy) -> ApprovalPolicy {

@@ -8,12 +8,13 @@ use std::time::Duration;
 
 use confine_protocol::{BackendChoice, Limits, Mode, Network};
 
-use super::file::{ApprovalPolicy, LoadedConfig, Vocabulary, absolute_dir, is_variable_name};
+use super::file::{LoadedConfig, absolute_dir, is_variable_name};
 use super::{
     ConfigError, DEFAULT_COMMAND_TIMEOUT_MS, DEFAULT_MAX_STEPS, DEFAULT_SANDBOX_MODE, Env,
     FILE_NAME, Source, process_env,
 };
 use crate::model::{ModelConfig, ModelError, Provider, ProviderKind, build_provider};
+use crate::words::{ApprovalPolicy, Vocabulary};
 
 /// An effective value and where it came from.
 #[derive(Debug, Clone, PartialEq, Eq)]

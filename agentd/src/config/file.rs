@@ -11,6 +11,7 @@ use toml::Spanned;
 
 use super::{ConfigError, Env, FILE_NAME, process_env};
 use crate::model::ModelConfig;
+use crate::words::{ApprovalPolicy, Vocabulary};
 
 /// Everything the configuration file may set, checked, with relative paths resolved against the
 /// file's directory. `None` means "not in the file".
@@ -74,20 +75,6 @@ pub struct LimitsSection {
     pub max_file_size: Option<u64>,
     /// RLIMIT_AS, in bytes.
     pub max_address_space: Option<u64>,
-}
-
-/// `approval.policy`, and the value of a session's `approval/policy` event (spelt `ask` or
-/// `never` in both).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ApprovalPolicy {
-    /// Ask the user when a command needs more than the sandbox allows, and before every call of
-    /// a tool in `approval.ask_before`.
-    #[default]
-    Ask,
-    /// Never ask: every request for approval is rejected without asking anyone, so what the
-    /// sandbox denies stays denied and the tools in `approval.ask_before` do not run.
-    Never,
 }
 
 /// The file as written, before its values are checked.
@@ -361,66 +348,6 @@ impl Checker<'_> {
         }
         Ok(Some(value.into_inner()))
     }
-}
-
-/// A setting with a closed set of values, each spelt one way.
-pub trait Vocabulary: Copy + PartialEq + Sized + 'static {
-    /// Every value and its spelling, in the order messages list them.
-    const WORDS: &'static [(&'static str, Self)];
-
-    /// The value spelt `word`, if any.
-    fn from_word(word: &str) -> Option<Self> {
-        Self::WORDS
-            .iter()
-            .find(|(w, _)| *w == word)
-            .map(|(_, v)| *v)
-    }
-
-    /// How this value is spelt.
-    fn word(self) -> &'static str {
-        Self::WORDS
-            .iter()
-            .find(|(_, v)| *v == self)
-            .map_or("?", |(w, _)| w)
-    }
-
-    /// The allowed spellings, for messages: `"a", "b" or "c"`.
-    fn allowed() -> String {
-        let words: Vec<String> = Self::WORDS.iter().map(|(w, _)| format!("{w:?}")).collect();
-        match words.split_last() {
-            Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
-            _ => words.concat(),
-        }
-    }
-}
-
-impl Vocabulary for Mode {
-    const WORDS: &'static [(&'static str, Mode)] = &[
-        ("read-only", Mode::ReadOnly),
-        ("workspace-write", Mode::WorkspaceWrite),
-        ("danger-full-access", Mode::DangerFullAccess),
-    ];
-}
-
-impl Vocabulary for Network {
-    const WORDS: &'static [(&'static str, Network)] =
-        &[("deny", Network::Deny), ("allow", Network::Allow)];
-}
-
-impl Vocabulary for BackendChoice {
-    const WORDS: &'static [(&'static str, BackendChoice)] = &[
-        ("auto", BackendChoice::Auto),
-        ("bwrap", BackendChoice::Bwrap),
-        ("landlock", BackendChoice::Landlock),
-        ("seatbelt", BackendChoice::Seatbelt),
-    ];
-}
-
-impl Vocabulary for ApprovalPolicy {
-    const WORDS: &'static [(&'static str, ApprovalPolicy)] = &[
-        ("ask", ApprovalPolicy::Ask),
-        ("never", ApprovalPolicy::Never),
-    ];
 }
 
 pub(super) fn is_variable_name(name: &str) -> bool {

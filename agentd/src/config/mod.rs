@@ -79,8 +79,8 @@ use confine_protocol::Mode;
 
 pub use effective::{Effective, Flags, HelperChoice, ModelSources, Setting, default_state_dir};
 pub use file::{
-    ApprovalPolicy, ApprovalSection, Config, HelperSection, LimitsSection, LoadedConfig,
-    SandboxSection, SessionSection, Vocabulary, config_path,
+    ApprovalSection, Config, HelperSection, LimitsSection, LoadedConfig, SandboxSection,
+    SessionSection, config_path,
 };
 pub use helper::HelperSetupError;
 

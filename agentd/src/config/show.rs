@@ -3,11 +3,11 @@
 use std::path::{Path, PathBuf};
 
 use super::effective::{Effective, HelperChoice};
-use super::file::Vocabulary;
 use super::helper::exe_dir;
 use super::{Env, MODEL_EXAMPLE, Source, process_env};
 use crate::helper_client::{LocateError, locate_helper};
 use crate::model::{MaxTokensField, ProviderKind, SendReasoning};
+use crate::words::Vocabulary;
 
 impl Effective {
     /// What `agentd config show` prints: every effective value and where it came from, one per

@@ -9,6 +9,7 @@ use super::*;
 use crate::helper_client::HelperEndpoint;
 use crate::model::{ModelConfig, ProviderKind};
 use crate::test_support::Scratch;
+use crate::words::ApprovalPolicy;
 
 const FILE: &str = "/etc/agentd/agentd.toml";
 

@@ -424,7 +424,7 @@ mod tests {
                     mode: confine_protocol::Mode::WorkspaceWrite,
                 },
                 Event::ApprovalPolicySet {
-                    policy: crate::config::ApprovalPolicy::Never,
+                    policy: crate::words::ApprovalPolicy::Never,
                 },
                 Event::ApprovalAsked {
                     id: "a1".into(),
