@@ -15,7 +15,7 @@ use agent_client_protocol::v1::schema::{
 };
 use confine_protocol::Mode;
 
-use crate::approval::policy;
+use crate::knobs::policy;
 use crate::words::{ApprovalPolicy, Vocabulary};
 
 /// The id of the sandbox mode option.

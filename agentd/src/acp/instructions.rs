@@ -11,7 +11,7 @@
 
 use std::path::Path;
 
-use crate::approval::policy;
+use crate::knobs::policy;
 use crate::words::ApprovalPolicy;
 
 /// The instructions for one model request under `approval`, with this step's notices, in

@@ -3,7 +3,7 @@
 //! [`Approvals::request`] is the one entry point. It always resolves to an [`Outcome`] —
 //! `allowed-once`, `rejected`, `cancelled` or `unavailable` — and never fails:
 //!
-//! - Under the approval policy `never` ([`policy`]) it rejects before any answerer runs.
+//! - Under the approval policy `never` ([`crate::knobs::policy`]) it rejects before any answerer runs.
 //! - A cancel before the request is dispatched, or while it waits, gives `cancelled`; an answer
 //!   that arrives after the cancel is discarded.
 //! - Otherwise the request goes down a chain of [`Answerer`]s. The first that decides wins; an
@@ -21,8 +21,6 @@
 //!
 //! A grant is one-shot: `allowed-once` lets the one action that asked go ahead and is stored
 //! nowhere; the next action asks again.
-
-pub mod policy;
 
 use std::future::Future;
 use std::pin::Pin;

@@ -125,13 +125,13 @@ pub enum Event {
     /// the prompt was answered with an error.
     #[serde(rename = "turn/ended")]
     TurnEnded { turn: u64, stop_reason: String },
-    /// The session's sandbox mode from here on (see [`crate::sandbox`]). Log-only.
+    /// The session's sandbox mode from here on (see [`crate::knobs::sandbox`]). Log-only.
     #[serde(rename = "sandbox/mode")]
     SandboxModeSet {
         #[serde(with = "crate::words::mode_word")]
         mode: Mode,
     },
-    /// The session's approval policy from here on (see [`crate::approval::policy`]). Log-only.
+    /// The session's approval policy from here on (see [`crate::knobs::policy`]). Log-only.
     #[serde(rename = "approval/policy")]
     ApprovalPolicySet { policy: ApprovalPolicy },
     /// Approval was asked for a tool call (see [`crate::approval`]); exactly one

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use super::event::{Event, Record, ToolStatus};
 use crate::model::{Message, ToolCall};
+use crate::words::Vocabulary;
 
 /// What `agentd sessions list` shows of a session.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -279,10 +280,7 @@ pub fn transcript(records: &[Record]) -> String {
             }
             Event::SandboxModeSet { mode } => format!("  sandbox mode: {}", mode.as_str()),
             Event::ApprovalPolicySet { policy } => {
-                format!(
-                    "  approval policy: {}",
-                    crate::approval::policy::word(*policy)
-                )
+                format!("  approval policy: {}", policy.word())
             }
             Event::ApprovalAsked { tool, reason, .. } => match reason {
                 Some(reason) => format!("  approval asked for {tool}: {reason}"),
