@@ -2,12 +2,18 @@
 //! policy and the outcome of an approval request, and how the log spells a protocol [`Mode`].
 //! A leaf: it depends on nothing else in agentd, so the session log ([`crate::session`]), the
 //! configuration, the knobs and the approval seam can all name these values.
+//!
+//! Every word agentd reads or prints is parsed and spelt by one vocabulary: the protocol's
+//! ([`confine_protocol::vocabulary`]) for modes, networks and backends, and the same macro here
+//! for the approval policy. [`allowed`] lists a vocabulary's words the way messages do.
 
-use confine_protocol::{BackendChoice, Mode, Network};
+use std::fmt;
+
+use confine_protocol::Mode;
 use serde::{Deserialize, Serialize};
 
 /// `approval.policy`, and the value of a session's `approval/policy` event (spelt `ask` or
-/// `never` in both).
+/// `never` in both, and everywhere else: see [`APPROVAL_POLICY_WORDS`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ApprovalPolicy {
@@ -59,64 +65,18 @@ impl Outcome {
     }
 }
 
-/// A setting with a closed set of values, each spelt one way.
-pub trait Vocabulary: Copy + PartialEq + Sized + 'static {
-    /// Every value and its spelling, in the order messages list them.
-    const WORDS: &'static [(&'static str, Self)];
+confine_protocol::vocabulary!(ApprovalPolicy, "approval policy", APPROVAL_POLICY_WORDS, [
+    Ask => "ask",
+    Never => "never",
+]);
 
-    /// The value spelt `word`, if any.
-    fn from_word(word: &str) -> Option<Self> {
-        Self::WORDS
-            .iter()
-            .find(|(w, _)| *w == word)
-            .map(|(_, v)| *v)
+/// The words of a vocabulary as messages list them: `"a", "b" or "c"`.
+pub fn allowed<T: fmt::Display>(all: &[T]) -> String {
+    let words: Vec<String> = all.iter().map(|w| format!("{:?}", w.to_string())).collect();
+    match words.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+        _ => words.concat(),
     }
-
-    /// How this value is spelt.
-    fn word(self) -> &'static str {
-        Self::WORDS
-            .iter()
-            .find(|(_, v)| *v == self)
-            .map_or("?", |(w, _)| w)
-    }
-
-    /// The allowed spellings, for messages: `"a", "b" or "c"`.
-    fn allowed() -> String {
-        let words: Vec<String> = Self::WORDS.iter().map(|(w, _)| format!("{w:?}")).collect();
-        match words.split_last() {
-            Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
-            _ => words.concat(),
-        }
-    }
-}
-
-impl Vocabulary for Mode {
-    const WORDS: &'static [(&'static str, Mode)] = &[
-        ("read-only", Mode::ReadOnly),
-        ("workspace-write", Mode::WorkspaceWrite),
-        ("danger-full-access", Mode::DangerFullAccess),
-    ];
-}
-
-impl Vocabulary for Network {
-    const WORDS: &'static [(&'static str, Network)] =
-        &[("deny", Network::Deny), ("allow", Network::Allow)];
-}
-
-impl Vocabulary for BackendChoice {
-    const WORDS: &'static [(&'static str, BackendChoice)] = &[
-        ("auto", BackendChoice::Auto),
-        ("bwrap", BackendChoice::Bwrap),
-        ("landlock", BackendChoice::Landlock),
-        ("seatbelt", BackendChoice::Seatbelt),
-    ];
-}
-
-impl Vocabulary for ApprovalPolicy {
-    const WORDS: &'static [(&'static str, ApprovalPolicy)] = &[
-        ("ask", ApprovalPolicy::Ask),
-        ("never", ApprovalPolicy::Never),
-    ];
 }
 
 /// (De)serializes a [`Mode`] as its configuration word (`read-only`, `workspace-write`,
@@ -126,16 +86,41 @@ pub mod mode_word {
     use serde::{Deserialize, Deserializer, Serializer};
 
     pub fn serialize<S: Serializer>(mode: &Mode, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(mode.word())
+        serializer.serialize_str(mode.as_str())
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Mode, D::Error> {
         let word = String::deserialize(deserializer)?;
-        Mode::from_word(&word).ok_or_else(|| {
+        word.parse().map_err(|_| {
             serde::de::Error::custom(format!(
                 "unknown sandbox mode {word:?}: expected {}",
-                Mode::allowed()
+                allowed(Mode::ALL)
             ))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_list_the_words_quoted_with_or_before_the_last() {
+        assert_eq!(
+            allowed(Mode::ALL),
+            "\"read-only\", \"workspace-write\" or \"danger-full-access\""
+        );
+        assert_eq!(allowed(ApprovalPolicy::ALL), "\"ask\" or \"never\"");
+        assert_eq!(allowed(&["only"]), "\"only\"");
+    }
+
+    #[test]
+    fn the_log_spells_the_policy_with_its_words() {
+        for policy in ApprovalPolicy::ALL {
+            let json = serde_json::to_value(policy).expect("json");
+            assert_eq!(json, serde_json::json!(policy.as_str()));
+            assert_eq!(policy.as_str().parse::<ApprovalPolicy>(), Ok(*policy));
+        }
+        assert!("Never".parse::<ApprovalPolicy>().is_err(), "words are exact");
     }
 }

@@ -3,10 +3,11 @@
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
+use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use confine_protocol::{BackendChoice, Limits, Mode, Network};
+use confine_protocol::{BackendChoice, Limits, Mode, Network, UnknownWord};
 
 use super::file::{LoadedConfig, absolute_dir, is_variable_name};
 use super::{
@@ -14,7 +15,7 @@ use super::{
     FILE_NAME, Source, process_env,
 };
 use crate::model::{ModelConfig, ModelError, Provider, ProviderKind, build_provider};
-use crate::words::{ApprovalPolicy, Vocabulary};
+use crate::words::{ApprovalPolicy, allowed};
 
 /// An effective value and where it came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -354,16 +355,19 @@ fn env_path(env: Env<'_>, var: &'static str) -> Result<Option<PathBuf>, ConfigEr
         .map(PathBuf::from))
 }
 
-fn env_word<T: Vocabulary>(env: Env<'_>, var: &'static str) -> Result<Option<T>, ConfigError> {
+fn env_word<T: FromStr<Err = UnknownWord>>(
+    env: Env<'_>,
+    var: &'static str,
+) -> Result<Option<T>, ConfigError> {
     let Some(value) = env_string(env, var)? else {
         return Ok(None);
     };
-    match T::from_word(&value) {
-        Some(word) => Ok(Some(word)),
-        None => Err(ConfigError::EnvNotAllowed {
+    match value.parse() {
+        Ok(word) => Ok(Some(word)),
+        Err(unknown) => Err(ConfigError::EnvNotAllowed {
             var,
             value,
-            allowed: T::allowed(),
+            allowed: allowed(unknown.expected),
         }),
     }
 }

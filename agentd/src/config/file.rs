@@ -4,14 +4,15 @@
 use std::ffi::OsString;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::str::FromStr;
 
-use confine_protocol::{BackendChoice, Mode, Network};
+use confine_protocol::{BackendChoice, Mode, Network, UnknownWord};
 use serde::Deserialize;
 use toml::Spanned;
 
 use super::{ConfigError, Env, FILE_NAME, process_env};
 use crate::model::ModelConfig;
-use crate::words::{ApprovalPolicy, Vocabulary};
+use crate::words::{ApprovalPolicy, allowed};
 
 /// Everything the configuration file may set, checked, with relative paths resolved against the
 /// file's directory. `None` means "not in the file".
@@ -311,7 +312,7 @@ impl Checker<'_> {
             + 1
     }
 
-    fn word<T: Vocabulary>(
+    fn word<T: FromStr<Err = UnknownWord>>(
         &self,
         key: &'static str,
         value: Option<Spanned<String>>,
@@ -319,14 +320,14 @@ impl Checker<'_> {
         let Some(value) = value else {
             return Ok(None);
         };
-        match T::from_word(value.get_ref()) {
-            Some(parsed) => Ok(Some(parsed)),
-            None => Err(ConfigError::NotAllowed {
+        match value.get_ref().parse() {
+            Ok(parsed) => Ok(Some(parsed)),
+            Err(unknown) => Err(ConfigError::NotAllowed {
                 path: self.path.to_owned(),
                 line: self.line(value.span().start),
                 key,
                 value: value.into_inner(),
-                allowed: T::allowed(),
+                allowed: allowed(unknown.expected),
             }),
         }
     }

@@ -7,7 +7,6 @@ use super::helper::exe_dir;
 use super::{Env, MODEL_EXAMPLE, Source, process_env};
 use crate::helper_client::{LocateError, locate_helper};
 use crate::model::{MaxTokensField, ProviderKind, SendReasoning};
-use crate::words::Vocabulary;
 
 impl Effective {
     /// What `agentd config show` prints: every effective value and where it came from, one per
@@ -38,22 +37,22 @@ impl Effective {
 
         out.value(
             "sandbox.mode",
-            quoted(self.sandbox_mode.value.word()),
+            quoted(self.sandbox_mode.value.as_str()),
             &self.sandbox_mode.source,
         );
         out.value(
             "sandbox.network",
-            quoted(self.network.value.word()),
+            quoted(self.network.value.as_str()),
             &self.network.source,
         );
         out.value(
             "sandbox.backend",
-            quoted(self.backend.value.word()),
+            quoted(self.backend.value.as_str()),
             &self.backend.source,
         );
         out.value(
             "approval.policy",
-            quoted(self.approval_policy.value.word()),
+            quoted(self.approval_policy.value.as_str()),
             &self.approval_policy.source,
         );
         let tools: Vec<String> = self.ask_before.value.iter().map(|t| quoted(t)).collect();

@@ -5,7 +5,6 @@ use std::path::PathBuf;
 
 use super::event::{Event, Record, ToolStatus};
 use crate::model::{Message, ToolCall};
-use crate::words::Vocabulary;
 
 /// What `agentd sessions list` shows of a session.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -280,7 +279,7 @@ pub fn transcript(records: &[Record]) -> String {
             }
             Event::SandboxModeSet { mode } => format!("  sandbox mode: {}", mode.as_str()),
             Event::ApprovalPolicySet { policy } => {
-                format!("  approval policy: {}", policy.word())
+                format!("  approval policy: {}", policy.as_str())
             }
             Event::ApprovalAsked { tool, reason, .. } => match reason {
                 Some(reason) => format!("  approval asked for {tool}: {reason}"),
