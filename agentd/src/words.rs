@@ -5,7 +5,7 @@
 //!
 //! Every word agentd reads or prints is parsed and spelt by one vocabulary: the protocol's
 //! ([`confine_protocol::vocabulary`]) for modes, networks and backends, and the same macro here
-//! for the approval policy. [`allowed`] lists a vocabulary's words the way messages do.
+//! for the approval policy and the approval outcome. [`allowed`] lists a vocabulary's words the way messages do.
 
 use std::fmt;
 
@@ -40,30 +40,12 @@ pub enum Outcome {
     Unavailable,
 }
 
-impl Outcome {
-    /// Every outcome, in the order the vocabulary lists them.
-    pub const ALL: [Outcome; 4] = [
-        Outcome::AllowedOnce,
-        Outcome::Rejected,
-        Outcome::Cancelled,
-        Outcome::Unavailable,
-    ];
-
-    /// The outcome's word: `allowed-once`, `rejected`, `cancelled` or `unavailable`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Outcome::AllowedOnce => "allowed-once",
-            Outcome::Rejected => "rejected",
-            Outcome::Cancelled => "cancelled",
-            Outcome::Unavailable => "unavailable",
-        }
-    }
-
-    /// The outcome spelt `word`, if it is one.
-    pub fn from_word(word: &str) -> Option<Outcome> {
-        Outcome::ALL.into_iter().find(|o| o.as_str() == word)
-    }
-}
+confine_protocol::vocabulary!(Outcome, "approval outcome", OUTCOME_WORDS, [
+    AllowedOnce => "allowed-once",
+    Rejected => "rejected",
+    Cancelled => "cancelled",
+    Unavailable => "unavailable",
+]);
 
 confine_protocol::vocabulary!(ApprovalPolicy, "approval policy", APPROVAL_POLICY_WORDS, [
     Ask => "ask",
@@ -121,6 +103,9 @@ mod tests {
             assert_eq!(json, serde_json::json!(policy.as_str()));
             assert_eq!(policy.as_str().parse::<ApprovalPolicy>(), Ok(*policy));
         }
-        assert!("Never".parse::<ApprovalPolicy>().is_err(), "words are exact");
+        assert!(
+            "Never".parse::<ApprovalPolicy>().is_err(),
+            "words are exact"
+        );
     }
 }

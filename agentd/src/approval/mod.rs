@@ -214,7 +214,7 @@ async fn ask_chain(chain: &[Arc<dyn Answerer>], request: &Request) -> Outcome {
         match answerer.answer(request).await {
             Reply::Next => continue,
             Reply::Decided(word) => {
-                return Outcome::from_word(&word).unwrap_or_else(|| {
+                return word.parse().unwrap_or_else(|_| {
                     eprintln!(
                         "agentd: session {}: an approval answerer answered {word:?}, which is \
                          not an outcome; the request is unavailable",
