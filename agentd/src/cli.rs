@@ -5,6 +5,7 @@
 //! `AGENTD_*` environment variables, which beat the configuration file.
 
 pub mod sessions;
+mod word;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -13,12 +14,14 @@ use std::process::ExitCode;
 use clap::builder::{OsStringValueParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use confine_protocol::environment::{SECRET_NAMES, SECRET_WORDS};
+use confine_protocol::vocabulary::MODE_WORDS;
 use confine_protocol::{BackendChoice, Mode, Network};
 
 use crate::config::{ConfigError, Effective, Flags};
 use crate::environment;
 use crate::run::{self, EXIT_DID_NOT_RUN, RunArgs};
 use crate::terminal;
+use word::Word;
 
 /// The exit status of `config` and `sessions` when they fail.
 pub const EXIT_FAILURE: u8 = 1;
@@ -60,8 +63,13 @@ pub struct DemoCommand {
     #[command(flatten)]
     pub helper: HelperArgs,
     /// The sandbox mode of the demo session.
-    #[arg(long, value_enum, default_value_t = ModeArg::WorkspaceWrite, value_name = "MODE")]
-    pub sandbox_mode: ModeArg,
+    #[arg(
+        long,
+        value_parser = Word::<Mode>::new(MODE_WORDS),
+        default_value_t = Mode::WorkspaceWrite,
+        value_name = "MODE"
+    )]
+    pub sandbox_mode: Mode,
 }
 
 /// `agentd acp [OPTIONS]`
@@ -70,8 +78,8 @@ pub struct AcpCommand {
     #[command(flatten)]
     pub agent: AgentArgs,
     /// The sandbox mode of new sessions (overrides AGENTD_SANDBOX_MODE and sandbox.mode).
-    #[arg(long, value_enum, value_name = "MODE")]
-    pub sandbox_mode: Option<ModeArg>,
+    #[arg(long, value_parser = Word::<Mode>::new(MODE_WORDS), value_name = "MODE")]
+    pub sandbox_mode: Option<Mode>,
 }
 
 /// `agentd config ...`
@@ -382,7 +390,7 @@ async fn demo_command(command: DemoCommand) -> u8 {
     let options = crate::demo::DemoOptions {
         agentd,
         acp_args,
-        sandbox_mode: Mode::from(command.sandbox_mode).as_str(),
+        sandbox_mode: command.sandbox_mode.as_str(),
     };
     match crate::demo::run(options).await {
         Ok(true) => 0,
@@ -399,7 +407,7 @@ async fn acp_command(command: AcpCommand) -> u8 {
         Ok(config) => config,
         Err(e) => return fail(&e),
     };
-    let mode = command.sandbox_mode.map(Mode::from);
+    let mode = command.sandbox_mode;
     let mut options = match crate::acp::AcpOptions::from_config(&config, mode) {
         Ok(options) => options,
         Err(e) => return fail(&e),
@@ -905,6 +913,33 @@ mod tests {
         assert_eq!(show.id, "abc-123");
         assert_eq!(show.agent.state_dir, Some("/s".into()));
         assert!(Cli::try_parse_from(["agentd", "sessions", "show"]).is_err());
+    }
+
+    #[test]
+    fn the_sandbox_mode_flags_take_the_mode_words() {
+        let cli = Cli::try_parse_from(["agentd", "acp", "--sandbox-mode", "danger-full-access"])
+            .expect("parses");
+        let Command::Acp(acp) = cli.command else {
+            panic!("not acp");
+        };
+        assert_eq!(acp.sandbox_mode, Some(Mode::DangerFullAccess));
+        let cli = Cli::try_parse_from(["agentd", "demo"]).expect("parses");
+        let Command::Demo(demo) = cli.command else {
+            panic!("not demo");
+        };
+        assert_eq!(demo.sandbox_mode, Mode::WorkspaceWrite);
+        let e = Cli::try_parse_from(["agentd", "acp", "--sandbox-mode", "Read-Only"])
+            .expect_err("not a word");
+        assert_eq!(e.kind(), clap::error::ErrorKind::InvalidValue);
+        let text = e.to_string();
+        assert!(
+            text.contains("[possible values: read-only, workspace-write, danger-full-access]"),
+            "{text}"
+        );
+        assert!(
+            text.contains("a similar value exists: 'read-only'"),
+            "{text}"
+        );
     }
 
     #[test]
