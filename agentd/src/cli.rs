@@ -10,6 +10,7 @@ mod args;
 mod exit;
 pub mod run;
 pub mod sessions;
+mod word;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -17,14 +18,16 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 use confine_protocol::Mode;
+use confine_protocol::vocabulary::MODE_WORDS;
 
-pub use args::{AgentArgs, BackendArg, HelperArgs, ModeArg, NetworkArg};
+pub use args::{AgentArgs, HelperArgs};
 pub use exit::{EXIT_DID_NOT_RUN, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_TIMED_OUT};
 pub use run::RunCommand;
 
 use crate::config::ConfigError;
 use crate::terminal;
 use exit::{fail, failure, report};
+use word::Word;
 
 /// agentd: a coding agent whose every command runs through confine-helper.
 #[derive(Debug, Parser)]
@@ -63,8 +66,13 @@ pub struct DemoCommand {
     #[command(flatten)]
     pub helper: HelperArgs,
     /// The sandbox mode of the demo session.
-    #[arg(long, value_enum, default_value_t = ModeArg::WorkspaceWrite, value_name = "MODE")]
-    pub sandbox_mode: ModeArg,
+    #[arg(
+        long,
+        value_parser = Word::<Mode>::new(MODE_WORDS),
+        default_value_t = Mode::WorkspaceWrite,
+        value_name = "MODE"
+    )]
+    pub sandbox_mode: Mode,
 }
 
 /// `agentd acp [OPTIONS]`
@@ -73,8 +81,8 @@ pub struct AcpCommand {
     #[command(flatten)]
     pub agent: AgentArgs,
     /// The sandbox mode of new sessions (overrides AGENTD_SANDBOX_MODE and sandbox.mode).
-    #[arg(long, value_enum, value_name = "MODE")]
-    pub sandbox_mode: Option<ModeArg>,
+    #[arg(long, value_parser = Word::<Mode>::new(MODE_WORDS), value_name = "MODE")]
+    pub sandbox_mode: Option<Mode>,
 }
 
 /// `agentd config ...`
@@ -146,7 +154,7 @@ async fn demo_command(command: DemoCommand) -> u8 {
     let options = crate::demo::DemoOptions {
         agentd,
         acp_args,
-        sandbox_mode: Mode::from(command.sandbox_mode).as_str(),
+        sandbox_mode: command.sandbox_mode.as_str(),
     };
     match crate::demo::run(options).await {
         Ok(true) => 0,
@@ -163,7 +171,7 @@ async fn acp_command(command: AcpCommand) -> u8 {
         Ok(config) => config,
         Err(e) => return fail(&e),
     };
-    let mode = command.sandbox_mode.map(Mode::from);
+    let mode = command.sandbox_mode;
     let mut options = match crate::acp::AcpOptions::from_config(&config, mode) {
         Ok(options) => options,
         Err(e) => return fail(&e),
@@ -331,6 +339,33 @@ mod tests {
         assert_eq!(show.id, "abc-123");
         assert_eq!(show.agent.state_dir, Some("/s".into()));
         assert!(Cli::try_parse_from(["agentd", "sessions", "show"]).is_err());
+    }
+
+    #[test]
+    fn the_sandbox_mode_flags_take_the_mode_words() {
+        let cli = Cli::try_parse_from(["agentd", "acp", "--sandbox-mode", "danger-full-access"])
+            .expect("parses");
+        let Command::Acp(acp) = cli.command else {
+            panic!("not acp");
+        };
+        assert_eq!(acp.sandbox_mode, Some(Mode::DangerFullAccess));
+        let cli = Cli::try_parse_from(["agentd", "demo"]).expect("parses");
+        let Command::Demo(demo) = cli.command else {
+            panic!("not demo");
+        };
+        assert_eq!(demo.sandbox_mode, Mode::WorkspaceWrite);
+        let e = Cli::try_parse_from(["agentd", "acp", "--sandbox-mode", "Read-Only"])
+            .expect_err("not a word");
+        assert_eq!(e.kind(), clap::error::ErrorKind::InvalidValue);
+        let text = e.to_string();
+        assert!(
+            text.contains("[possible values: read-only, workspace-write, danger-full-access]"),
+            "{text}"
+        );
+        assert!(
+            text.contains("a similar value exists: 'read-only'"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -7,12 +7,15 @@
 //! optional configuration file; [`cli`] is the command line the `agentd` executable parses.
 //! [`environment`] decides which variables a command gets, and [`denial`] tells from a finished
 //! command whether the confinement denied it something; every tool that runs commands uses both.
-//! A session's two knobs are [`sandbox`] (the mode its tools run under) and
-//! [`approval::policy`]; [`narrowing`] is what a narrower mode does to the background tasks still
-//! running; [`approval`] is how a tool call asks a human before it runs. [`composition`] is what
-//! the helper grants, which every lever agentd offers follows. Whatever agentd prints of stored
-//! or command text on a terminal goes through [`terminal`], which shows control characters
-//! instead of letting the terminal obey them.
+//!
+//! A session is its log ([`session`]), at the bottom: its events hold plain values only, the
+//! protocol's and those of [`words`], the leaf that spells agentd's own vocabularies. Above the
+//! log sit a session's two [`knobs`], [`knobs::sandbox`] (the mode its tools run under) and
+//! [`knobs::policy`] (the approval policy), and [`approval`], how a tool call asks a human
+//! before it runs. [`narrowing`] is what a narrower mode does to the background tasks still
+//! running. [`composition`] is what the helper grants, which every lever agentd offers follows.
+//! Whatever agentd prints of stored or command text on a terminal goes through [`terminal`],
+//! which shows control characters instead of letting the terminal obey them.
 
 pub mod acp;
 pub mod approval;
@@ -26,12 +29,13 @@ pub mod demo;
 pub mod denial;
 pub mod environment;
 pub mod helper_client;
+pub mod knobs;
 pub mod model;
 pub mod narrowing;
 mod real_path;
-pub mod sandbox;
 pub mod session;
 pub mod terminal;
 #[cfg(test)]
 mod test_support;
 pub mod tools;
+pub mod words;

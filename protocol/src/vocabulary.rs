@@ -3,9 +3,6 @@
 //! and ACP options, the facts). Not part of the wire: the schema hash covers the enums, not
 //! their names.
 
-use std::fmt;
-use std::str::FromStr;
-
 use crate::{Backend, BackendChoice, Mode, Network};
 
 /// A word that is not one of a vocabulary's.
@@ -19,6 +16,12 @@ pub struct UnknownWord {
     pub expected: &'static [&'static str],
 }
 
+/// Gives a fieldless enum its vocabulary: `pub const $words` (every word, in order), and on the
+/// type `ALL` (every value, in the same order), `as_str`, [`Display`](std::fmt::Display) and
+/// [`FromStr`](std::str::FromStr) with [`UnknownWord`] as its error. Exported so that agentd
+/// spells its own vocabularies the same way: `confine_protocol::vocabulary!(Type, "kind",
+/// TYPE_WORDS, [Variant => "word", …]);` in the module that defines `Type`.
+#[macro_export]
 macro_rules! vocabulary {
     ($ty:ident, $kind:literal, $words:ident, [$($variant:ident => $word:literal),+ $(,)?]) => {
         /// Every word of this vocabulary, in declaration order.
@@ -36,21 +39,21 @@ macro_rules! vocabulary {
             }
         }
 
-        impl fmt::Display for $ty {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        impl ::std::fmt::Display for $ty {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
                 f.write_str(self.as_str())
             }
         }
 
-        impl FromStr for $ty {
-            type Err = UnknownWord;
+        impl ::std::str::FromStr for $ty {
+            type Err = $crate::vocabulary::UnknownWord;
 
-            fn from_str(word: &str) -> Result<$ty, UnknownWord> {
+            fn from_str(word: &str) -> ::std::result::Result<Self, Self::Err> {
                 match word {
-                    $($word => Ok($ty::$variant),)+
-                    _ => Err(UnknownWord {
+                    $($word => ::std::result::Result::Ok($ty::$variant),)+
+                    _ => ::std::result::Result::Err($crate::vocabulary::UnknownWord {
                         kind: $kind,
-                        word: word.to_owned(),
+                        word: ::std::borrow::ToOwned::to_owned(word),
                         expected: $words,
                     }),
                 }

@@ -411,7 +411,6 @@ fn graph_of(src: &Path) -> BTreeMap<PathBuf, BTreeSet<PathBuf>> {
 }
 
 #[test]
-#[ignore = "agentd still has import cycles (issue 13); run with --ignored"]
 fn no_crate_has_an_import_cycle_between_its_files() {
     let root = workspace();
     let mut cycles = Vec::new();
@@ -438,7 +437,6 @@ fn no_crate_has_an_import_cycle_between_its_files() {
 }
 
 #[test]
-#[ignore = "agentd still has files over the limit (issue 13); run with --ignored"]
 fn no_file_is_over_the_line_limit() {
     let root = workspace();
     let mut long = Vec::new();

@@ -15,8 +15,7 @@ use agent_client_protocol::v1::schema::{
 };
 use confine_protocol::Mode;
 
-use crate::approval::policy;
-use crate::config::{ApprovalPolicy, Vocabulary};
+use crate::words::ApprovalPolicy;
 
 /// The id of the sandbox mode option.
 pub const SANDBOX_MODE: &str = "sandbox-mode";
@@ -40,23 +39,18 @@ pub enum Switch {
 pub fn options(mode: Mode, modes: &[Mode], approval: ApprovalPolicy) -> Vec<SessionConfigOption> {
     let modes: Vec<SessionConfigSelectOption> = modes
         .iter()
-        .map(|m| SessionConfigSelectOption::new(m.word(), m.word()))
+        .map(|m| SessionConfigSelectOption::new(m.as_str(), m.as_str()))
         .collect();
-    let policies: Vec<SessionConfigSelectOption> = [ApprovalPolicy::Ask, ApprovalPolicy::Never]
-        .into_iter()
-        .map(|p| SessionConfigSelectOption::new(policy::word(p), policy::word(p)))
+    let policies: Vec<SessionConfigSelectOption> = ApprovalPolicy::ALL
+        .iter()
+        .map(|p| SessionConfigSelectOption::new(p.as_str(), p.as_str()))
         .collect();
     vec![
-        SessionConfigOption::select(SANDBOX_MODE, "Sandbox", mode.word(), modes)
+        SessionConfigOption::select(SANDBOX_MODE, "Sandbox", mode.as_str(), modes)
             .description(SANDBOX_DESCRIPTION)
             .category(SessionConfigOptionCategory::Mode),
-        SessionConfigOption::select(
-            APPROVAL_POLICY,
-            "Approvals",
-            policy::word(approval),
-            policies,
-        )
-        .description(APPROVAL_DESCRIPTION),
+        SessionConfigOption::select(APPROVAL_POLICY, "Approvals", approval.as_str(), policies)
+            .description(APPROVAL_DESCRIPTION),
     ]
 }
 
@@ -72,12 +66,9 @@ pub fn parse(config_id: &str, value: &SessionConfigOptionValue) -> Result<Switch
     };
     let word: &str = &value.0;
     let switch = if config_id == SANDBOX_MODE {
-        Mode::from_word(word).map(Switch::Mode)
+        word.parse().ok().map(Switch::Mode)
     } else {
-        [ApprovalPolicy::Ask, ApprovalPolicy::Never]
-            .into_iter()
-            .find(|p| policy::word(*p) == word)
-            .map(Switch::Policy)
+        word.parse().ok().map(Switch::Policy)
     };
     switch.ok_or_else(|| format!("unknown {config_id} value \"{word}\""))
 }

@@ -11,8 +11,8 @@
 
 use std::path::Path;
 
-use crate::approval::policy;
-use crate::config::ApprovalPolicy;
+use crate::knobs::policy;
+use crate::words::ApprovalPolicy;
 
 /// The instructions for one model request under `approval`, with this step's notices, in
 /// order.

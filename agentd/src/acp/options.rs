@@ -7,10 +7,11 @@ use std::sync::Arc;
 use confine_protocol::{BackendChoice, Mode, Network};
 
 use crate::composition::Composition;
-use crate::config::{ApprovalPolicy, Effective};
+use crate::config::Effective;
 use crate::environment;
 use crate::helper_client::HelperClient;
 use crate::model::Provider;
+use crate::words::ApprovalPolicy;
 
 /// Everything `agentd acp` needs, resolved from the configuration.
 #[derive(Clone)]

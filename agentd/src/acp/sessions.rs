@@ -27,10 +27,10 @@ use super::switches::{self, Defaults, Switches};
 use super::{permission, updates};
 use crate::approval::{Approvals, Asker};
 use crate::cancel::{self, Cancel, Canceller};
-use crate::config::ApprovalPolicy;
 use crate::narrowing;
 use crate::session::{Event, EventLog, LogError, Record, SessionLog, log};
 use crate::tools::{ClientFs, SpecOptions, Stopping, ToolEnv};
+use crate::words::ApprovalPolicy;
 
 /// The agent's shared state: options, sessions, what the client can do, and who answers
 /// approval requests.

@@ -17,11 +17,10 @@ use std::sync::Mutex;
 use confine_protocol::Mode;
 
 use super::config_options::Switch;
-use crate::approval;
-use crate::config::ApprovalPolicy;
+use crate::knobs::{policy, sandbox};
 use crate::narrowing;
-use crate::sandbox;
 use crate::session::{LogError, SessionLog};
+use crate::words::ApprovalPolicy;
 
 /// The knobs' values when the log has no switch (the configuration's).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,7 +45,7 @@ pub fn effective(log: &dyn SessionLog, defaults: Defaults) -> (Mode, ApprovalPol
     let records = log.records();
     (
         sandbox::effective(&records, defaults.mode),
-        approval::policy::effective(&records, defaults.policy),
+        policy::effective(&records, defaults.policy),
     )
 }
 
@@ -93,7 +92,7 @@ impl Switches {
                 held.mode = None;
             }
             Switch::Policy(p) if held.turn_open => {
-                approval::policy::set(log, defaults.policy, p)?;
+                policy::set(log, defaults.policy, p)?;
             }
             Switch::Mode(m) => held.mode = Some(m),
             Switch::Policy(p) => held.policy = Some(p),
@@ -109,7 +108,7 @@ impl Switches {
             sandbox::set(log, defaults.mode, mode)?;
         }
         if let Some(policy) = held.policy.take() {
-            approval::policy::set(log, defaults.policy, policy)?;
+            policy::set(log, defaults.policy, policy)?;
         }
         Ok(())
     }

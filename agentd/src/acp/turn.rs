@@ -32,6 +32,7 @@ use super::sessions::{AgentState, Session};
 use super::{instructions, updates};
 use crate::approval::{self, Ask};
 use crate::cancel::Cancel;
+use crate::knobs::policy;
 use crate::model::{
     AssistantTurn, ChatRequest, Delta, FailureKind, FinishReason, Message, ModelError, Provider,
     Reasoning, ToolCall,
@@ -365,11 +366,11 @@ impl Turn<'_> {
         step: u64,
     ) -> Result<Option<Result<AssistantTurn, ModelFailure>>, LogError> {
         let records = self.session.records();
-        let policy = approval::policy::effective(&records, self.session.defaults.policy);
+        let policy = policy::effective(&records, self.session.defaults.policy);
         // Told once, in this request only: the next one states the policy it names, and a
         // stopped task is news only until the model was told.
         let notices: Vec<String> = [
-            approval::policy::notice(&records, policy),
+            policy::notice(&records, policy),
             narrowing::notice(&records),
         ]
         .into_iter()

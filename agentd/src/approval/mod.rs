@@ -3,7 +3,7 @@
 //! [`Approvals::request`] is the one entry point. It always resolves to an [`Outcome`] —
 //! `allowed-once`, `rejected`, `cancelled` or `unavailable` — and never fails:
 //!
-//! - Under the approval policy `never` ([`policy`]) it rejects before any answerer runs.
+//! - Under the approval policy `never` ([`crate::knobs::policy`]) it rejects before any answerer runs.
 //! - A cancel before the request is dispatched, or while it waits, gives `cancelled`; an answer
 //!   that arrives after the cancel is discarded.
 //! - Otherwise the request goes down a chain of [`Answerer`]s. The first that decides wins; an
@@ -22,57 +22,16 @@
 //! A grant is one-shot: `allowed-once` lets the one action that asked go ahead and is stored
 //! nowhere; the next action asks again.
 
-pub mod policy;
-
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use serde::{Deserialize, Serialize};
-
 use crate::cancel::Cancel;
-use crate::config::ApprovalPolicy;
 use crate::session::{Event, SessionLog};
+use crate::words::ApprovalPolicy;
 
-/// How an approval request ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Outcome {
-    /// The action may go ahead, this once.
-    AllowedOnce,
-    /// Someone said no (or the policy `never` did).
-    Rejected,
-    /// The turn was cancelled, or the person asked dismissed the question.
-    Cancelled,
-    /// Nobody could be asked.
-    Unavailable,
-}
-
-impl Outcome {
-    /// Every outcome, in the order the vocabulary lists them.
-    pub const ALL: [Outcome; 4] = [
-        Outcome::AllowedOnce,
-        Outcome::Rejected,
-        Outcome::Cancelled,
-        Outcome::Unavailable,
-    ];
-
-    /// The outcome's word: `allowed-once`, `rejected`, `cancelled` or `unavailable`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Outcome::AllowedOnce => "allowed-once",
-            Outcome::Rejected => "rejected",
-            Outcome::Cancelled => "cancelled",
-            Outcome::Unavailable => "unavailable",
-        }
-    }
-
-    /// The outcome spelt `word`, if it is one.
-    pub fn from_word(word: &str) -> Option<Outcome> {
-        Outcome::ALL.into_iter().find(|o| o.as_str() == word)
-    }
-}
+pub use crate::words::Outcome;
 
 /// What is asked: which tool, for which of its calls, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -255,7 +214,7 @@ async fn ask_chain(chain: &[Arc<dyn Answerer>], request: &Request) -> Outcome {
         match answerer.answer(request).await {
             Reply::Next => continue,
             Reply::Decided(word) => {
-                return Outcome::from_word(&word).unwrap_or_else(|| {
+                return word.parse().unwrap_or_else(|_| {
                     eprintln!(
                         "agentd: session {}: an approval answerer answered {word:?}, which is \
                          not an outcome; the request is unavailable",

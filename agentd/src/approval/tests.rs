@@ -199,7 +199,7 @@ async fn with_no_answerer_a_request_is_unavailable_and_audited() {
 
 #[tokio::test]
 async fn every_word_of_the_vocabulary_is_the_outcome_it_names() {
-    for outcome in Outcome::ALL {
+    for &outcome in Outcome::ALL {
         let asker = TestAsker::new(ApprovalPolicy::Ask);
         let approvals = Approvals::new(vec![Fixed::new(Reply::outcome(outcome))]);
         let got = within(approvals.request(&asker, ask(), &Cancel::never())).await;
@@ -404,10 +404,10 @@ async fn nothing_is_granted_when_the_audit_cannot_be_written() {
 
 #[test]
 fn the_outcomes_are_spelt_as_the_vocabulary_in_the_log() {
-    for outcome in Outcome::ALL {
+    for &outcome in Outcome::ALL {
         let json = serde_json::to_value(outcome).expect("json");
         assert_eq!(json, serde_json::json!(outcome.as_str()));
-        assert_eq!(Outcome::from_word(outcome.as_str()), Some(outcome));
+        assert_eq!(outcome.as_str().parse::<Outcome>(), Ok(outcome));
     }
     let event = Event::ApprovalDecided {
         id: "x".into(),

@@ -5,8 +5,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 
 use clap::builder::{OsStringValueParser, TypedValueParser};
-use clap::{Args, ValueEnum};
-use confine_protocol::{BackendChoice, Mode, Network};
+use clap::Args;
 
 use crate::config::{ConfigError, Effective, Flags};
 
@@ -95,58 +94,4 @@ fn non_empty_path() -> impl TypedValueParser<Value = PathBuf> {
             Ok(PathBuf::from(value))
         }
     })
-}
-
-/// `--mode`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ModeArg {
-    ReadOnly,
-    WorkspaceWrite,
-    DangerFullAccess,
-}
-
-/// `--network`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum NetworkArg {
-    Deny,
-    Allow,
-}
-
-/// `--backend`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum BackendArg {
-    Auto,
-    Bwrap,
-    Landlock,
-    Seatbelt,
-}
-
-impl From<ModeArg> for Mode {
-    fn from(arg: ModeArg) -> Mode {
-        match arg {
-            ModeArg::ReadOnly => Mode::ReadOnly,
-            ModeArg::WorkspaceWrite => Mode::WorkspaceWrite,
-            ModeArg::DangerFullAccess => Mode::DangerFullAccess,
-        }
-    }
-}
-
-impl From<NetworkArg> for Network {
-    fn from(arg: NetworkArg) -> Network {
-        match arg {
-            NetworkArg::Deny => Network::Deny,
-            NetworkArg::Allow => Network::Allow,
-        }
-    }
-}
-
-impl From<BackendArg> for BackendChoice {
-    fn from(arg: BackendArg) -> BackendChoice {
-        match arg {
-            BackendArg::Auto => BackendChoice::Auto,
-            BackendArg::Bwrap => BackendChoice::Bwrap,
-            BackendArg::Landlock => BackendChoice::Landlock,
-            BackendArg::Seatbelt => BackendChoice::Seatbelt,
-        }
-    }
 }

@@ -16,12 +16,14 @@ use std::path::PathBuf;
 use clap::Args;
 use clap::builder::{OsStringValueParser, TypedValueParser};
 use confine_protocol::environment::{SECRET_NAMES, SECRET_WORDS};
+use confine_protocol::vocabulary::{BACKEND_CHOICE_WORDS, MODE_WORDS, NETWORK_WORDS};
 use confine_protocol::{BackendChoice, ExitStatus, Mode, Network, Stage};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 
-use super::args::{BackendArg, HelperArgs, ModeArg, NetworkArg};
+use super::args::HelperArgs;
 use super::exit::{EXIT_DID_NOT_RUN, EXIT_INTERRUPTED, EXIT_TIMED_OUT, fail, report};
+use super::word::Word;
 use crate::command::{
     Facts, KILL_GRACE, Waiting, copy_output, exec_failure_note, output_pipe, runner_failure_note,
     settle, wait_for_outcome,
@@ -36,17 +38,21 @@ use crate::terminal;
 #[derive(Debug, Args)]
 pub struct RunCommand {
     /// How far the command may reach.
-    #[arg(long, value_enum, default_value_t = ModeArg::ReadOnly)]
-    pub mode: ModeArg,
+    #[arg(long, value_parser = Word::<Mode>::new(MODE_WORDS), default_value_t = Mode::ReadOnly)]
+    pub mode: Mode,
     /// The workspace root [default: the current directory].
     #[arg(long, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
     /// Whether the command may use the network.
-    #[arg(long, value_enum, default_value_t = NetworkArg::Deny)]
-    pub network: NetworkArg,
+    #[arg(long, value_parser = Word::<Network>::new(NETWORK_WORDS), default_value_t = Network::Deny)]
+    pub network: Network,
     /// Which confinement backend to use.
-    #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
-    pub backend: BackendArg,
+    #[arg(
+        long,
+        value_parser = Word::<BackendChoice>::new(BACKEND_CHOICE_WORDS),
+        default_value_t = BackendChoice::Auto
+    )]
+    pub backend: BackendChoice,
     /// Terminate the command after this many seconds (exit status 124).
     #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
     pub timeout: Option<u64>,
@@ -100,10 +106,10 @@ impl RunCommand {
     pub fn run_args(&self) -> RunArgs {
         RunArgs {
             argv: self.argv.clone(),
-            mode: self.mode.into(),
+            mode: self.mode,
             workspace: self.workspace.clone(),
-            network: self.network.into(),
-            backend: self.backend.into(),
+            network: self.network,
+            backend: self.backend,
             timeout_secs: self.timeout,
             writable_roots: self.writable_roots.clone(),
             protected: self.protected.clone(),

@@ -1,8 +1,15 @@
 use std::os::unix::ffi::OsStringExt;
 use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::time::Duration;
+
+use confine_protocol::{BackendChoice, Limits, Network};
 
 use super::*;
+use crate::helper_client::HelperEndpoint;
+use crate::model::{ModelConfig, ProviderKind};
 use crate::test_support::Scratch;
+use crate::words::ApprovalPolicy;
 
 const FILE: &str = "/etc/agentd/agentd.toml";
 

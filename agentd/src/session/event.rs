@@ -10,9 +10,8 @@ use std::path::PathBuf;
 use confine_protocol::Mode;
 use serde::{Deserialize, Serialize};
 
-use crate::approval::Outcome;
-use crate::config::ApprovalPolicy;
 use crate::model::Reasoning;
+use crate::words::{ApprovalPolicy, Outcome};
 
 /// The version written into every record. A log with a newer version is refused on load.
 pub const EVENT_VERSION: u32 = 1;
@@ -126,13 +125,13 @@ pub enum Event {
     /// the prompt was answered with an error.
     #[serde(rename = "turn/ended")]
     TurnEnded { turn: u64, stop_reason: String },
-    /// The session's sandbox mode from here on (see [`crate::sandbox`]). Log-only.
+    /// The session's sandbox mode from here on (see [`crate::knobs::sandbox`]). Log-only.
     #[serde(rename = "sandbox/mode")]
     SandboxModeSet {
-        #[serde(with = "crate::sandbox::mode_word")]
+        #[serde(with = "crate::words::mode_word")]
         mode: Mode,
     },
-    /// The session's approval policy from here on (see [`crate::approval::policy`]). Log-only.
+    /// The session's approval policy from here on (see [`crate::knobs::policy`]). Log-only.
     #[serde(rename = "approval/policy")]
     ApprovalPolicySet { policy: ApprovalPolicy },
     /// Approval was asked for a tool call (see [`crate::approval`]); exactly one
@@ -158,9 +157,9 @@ pub enum Event {
     TaskStopped {
         task_id: String,
         call_id: String,
-        #[serde(with = "crate::sandbox::mode_word")]
+        #[serde(with = "crate::words::mode_word")]
         ran_under: Mode,
-        #[serde(with = "crate::sandbox::mode_word")]
+        #[serde(with = "crate::words::mode_word")]
         narrowed_to: Mode,
         text: String,
         /// The task's facts at its end, as `bash_output` reports them.

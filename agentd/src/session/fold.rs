@@ -279,10 +279,7 @@ pub fn transcript(records: &[Record]) -> String {
             }
             Event::SandboxModeSet { mode } => format!("  sandbox mode: {}", mode.as_str()),
             Event::ApprovalPolicySet { policy } => {
-                format!(
-                    "  approval policy: {}",
-                    crate::approval::policy::word(*policy)
-                )
+                format!("  approval policy: {}", policy.as_str())
             }
             Event::ApprovalAsked { tool, reason, .. } => match reason {
                 Some(reason) => format!("  approval asked for {tool}: {reason}"),
@@ -424,7 +421,7 @@ mod tests {
                     mode: confine_protocol::Mode::WorkspaceWrite,
                 },
                 Event::ApprovalPolicySet {
-                    policy: crate::config::ApprovalPolicy::Never,
+                    policy: crate::words::ApprovalPolicy::Never,
                 },
                 Event::ApprovalAsked {
                     id: "a1".into(),

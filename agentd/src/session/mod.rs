@@ -13,7 +13,7 @@ pub use event::{EVENT_VERSION, Event, LoggedToolCall, Record, ToolStatus};
 pub use log::{EventLog, LoadReport, LogError};
 
 /// A session's log as the domains that own events use it: the knobs' write paths
-/// ([`crate::sandbox::set`], [`crate::approval::policy::set`]) and the approval seam's audit.
+/// ([`crate::knobs::sandbox::set`], [`crate::knobs::policy::set`]) and the approval seam's audit.
 pub trait SessionLog: Send + Sync {
     /// A copy of every record so far.
     fn records(&self) -> Vec<Record>;

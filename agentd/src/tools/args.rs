@@ -83,18 +83,18 @@ fn escalation(fields: &Fields<'_>) -> Result<Option<Escalation>, String> {
             if justification.trim().is_empty() {
                 return Err("invalid justification: expected a non-empty sentence".into());
             }
-            let mode = match mode.as_str() {
-                "workspace-write" => confine_protocol::Mode::WorkspaceWrite,
-                "danger-full-access" => confine_protocol::Mode::DangerFullAccess,
-                other => {
+            // A word of the mode vocabulary, and one of the modes a call may escalate to.
+            let wider = match mode.parse::<confine_protocol::Mode>() {
+                Ok(wider) if spec::ESCALATION_MODES.contains(&wider.as_str()) => wider,
+                _ => {
                     return Err(fields.problem(&format!(
-                        "\"sandbox_permissions\" must be one of {}, not {other:?}",
+                        "\"sandbox_permissions\" must be one of {}, not {mode:?}",
                         spec::ESCALATION_MODES.join(", ")
                     )));
                 }
             };
             Ok(Some(Escalation {
-                mode,
+                mode: wider,
                 justification: justification.trim().to_owned(),
             }))
         }

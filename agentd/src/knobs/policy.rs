@@ -11,8 +11,8 @@
 //! `model/request`, so what the model was last told is [`told`] from the log. When the policy
 //! differs from that, the next request carries a [`notice`] saying so, once.
 
-use crate::config::ApprovalPolicy;
 use crate::session::{Event, LogError, Record, SessionLog};
+use crate::words::ApprovalPolicy;
 
 /// The session's approval policy: the last `approval/policy` event in `records`, else `default`.
 pub fn effective(records: &[Record], default: ApprovalPolicy) -> ApprovalPolicy {
@@ -40,14 +40,6 @@ pub fn set(
     Ok(true)
 }
 
-/// How the policy's word is spelt.
-pub fn word(policy: ApprovalPolicy) -> &'static str {
-    match policy {
-        ApprovalPolicy::Ask => "ask",
-        ApprovalPolicy::Never => "never",
-    }
-}
-
 const MARKER_START: &str = "<!-- agentd-approval-policy:";
 const MARKER_END: &str = " -->";
 
@@ -58,7 +50,7 @@ pub const NEVER_TEXT: &str = "Approval prompts are disabled in this session: act
 
 /// The marker that records, in the logged instructions, which policy the model was told.
 pub fn marker(policy: ApprovalPolicy) -> String {
-    format!("{MARKER_START}{}{MARKER_END}", word(policy))
+    format!("{MARKER_START}{}{MARKER_END}", policy.as_str())
 }
 
 /// The instructions' section about the policy: the marker, and under `never` what it means.
@@ -74,10 +66,7 @@ pub fn section(policy: ApprovalPolicy) -> String {
 pub fn told(instructions: &str) -> Option<ApprovalPolicy> {
     let start = instructions.rfind(MARKER_START)? + MARKER_START.len();
     let rest = &instructions[start..];
-    let word_text = &rest[..rest.find(MARKER_END)?];
-    [ApprovalPolicy::Ask, ApprovalPolicy::Never]
-        .into_iter()
-        .find(|p| word(*p) == word_text)
+    rest[..rest.find(MARKER_END)?].parse().ok()
 }
 
 /// The notice for the next model request when the policy is now `current` but the model was
@@ -114,8 +103,8 @@ pub fn notice(records: &[Record], current: ApprovalPolicy) -> Option<String> {
     };
     Some(format!(
         "The approval policy changed from \"{}\" to \"{}\" ({cause}).",
-        word(was),
-        word(current)
+        was.as_str(),
+        current.as_str()
     ))
 }
 

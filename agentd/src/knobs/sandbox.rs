@@ -7,7 +7,6 @@
 
 use confine_protocol::Mode;
 
-use crate::config::Vocabulary;
 use crate::session::{Event, LogError, Record, SessionLog};
 
 /// The session's sandbox mode: the last `sandbox/mode` event in `records`, else `default`.
@@ -30,27 +29,6 @@ pub fn set(log: &dyn SessionLog, default: Mode, mode: Mode) -> Result<bool, LogE
     }
     log.append(Event::SandboxModeSet { mode }, true)?;
     Ok(true)
-}
-
-/// (De)serializes a [`Mode`] as its configuration word (`read-only`, `workspace-write`,
-/// `danger-full-access`), for the session log.
-pub mod mode_word {
-    use super::*;
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(mode: &Mode, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(mode.word())
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Mode, D::Error> {
-        let word = String::deserialize(deserializer)?;
-        Mode::from_word(&word).ok_or_else(|| {
-            serde::de::Error::custom(format!(
-                "unknown sandbox mode {word:?}: expected {}",
-                Mode::allowed()
-            ))
-        })
-    }
 }
 
 #[cfg(test)]

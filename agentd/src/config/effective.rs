@@ -1,0 +1,381 @@
+//! The effective configuration: the built-in defaults, then the file, then the `AGENTD_*`
+//! environment variables, then the flags, each value with where it came from.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use confine_protocol::{BackendChoice, Limits, Mode, Network, UnknownWord};
+
+use super::file::{LoadedConfig, absolute_dir, is_variable_name};
+use super::{
+    ConfigError, DEFAULT_COMMAND_TIMEOUT_MS, DEFAULT_MAX_STEPS, DEFAULT_SANDBOX_MODE, Env,
+    FILE_NAME, Source, process_env,
+};
+use crate::model::{ModelConfig, ModelError, Provider, ProviderKind, build_provider};
+use crate::words::{ApprovalPolicy, allowed};
+
+/// An effective value and where it came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Setting<T> {
+    pub value: T,
+    pub source: Source,
+}
+
+impl<T> Setting<T> {
+    pub(super) fn new(value: T, source: Source) -> Setting<T> {
+        Setting { value, source }
+    }
+
+    pub(super) fn default(value: T) -> Setting<T> {
+        Setting::new(value, Source::Default)
+    }
+}
+
+/// The file's value if it sets one, else `default`.
+fn layered<T>(value: Option<T>, default: T, file: &Option<PathBuf>) -> Setting<T> {
+    match (value, file) {
+        (Some(value), Some(path)) => Setting::new(value, Source::File(path.clone())),
+        (Some(value), None) => Setting::default(value),
+        (None, _) => Setting::default(default),
+    }
+}
+
+/// The flags that override the file and the environment; `None` where not given.
+/// `cli::AgentArgs` and `cli::HelperArgs` produce it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Flags {
+    /// `--config PATH`.
+    pub config: Option<PathBuf>,
+    /// `--helper PATH`.
+    pub helper: Option<PathBuf>,
+    /// `--helper-socket PATH`.
+    pub helper_socket: Option<PathBuf>,
+    /// `--helper-ceiling PATH`.
+    pub helper_ceiling: Option<PathBuf>,
+    /// `--state-dir DIR`.
+    pub state_dir: Option<PathBuf>,
+    /// `--model-script FILE`.
+    pub model_script: Option<PathBuf>,
+}
+
+/// How to reach confine-helper.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HelperChoice {
+    /// Start this binary (embedded mode).
+    Binary(PathBuf),
+    /// Connect to a helper serving on this socket (service mode).
+    Socket(PathBuf),
+    /// Start the binary found next to agentd or on `PATH`.
+    Search,
+}
+
+/// Where each `[model]` value came from. Keys not listed here can only come from the file.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ModelSources {
+    pub provider: Source,
+    pub base_url: Source,
+    pub model: Source,
+    pub api_key_env: Source,
+    pub script: Source,
+}
+
+/// agentd's configuration as it applies to this process: defaults, then the file, then the
+/// environment, then the flags. Paths are absolute.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Effective {
+    /// The configuration file consulted; `None` when no location is known.
+    pub file: Option<PathBuf>,
+    /// Whether that file exists.
+    pub file_found: bool,
+    /// The `[model]` table; `None` when neither the file, the environment nor a flag configures
+    /// a model.
+    pub model: Option<ModelConfig>,
+    pub model_sources: ModelSources,
+    /// The sandbox mode of new sessions.
+    pub sandbox_mode: Setting<Mode>,
+    pub network: Setting<Network>,
+    pub backend: Setting<BackendChoice>,
+    pub approval_policy: Setting<ApprovalPolicy>,
+    /// Tools that ask the user before every call (under [`ApprovalPolicy::Never`], whether set
+    /// by a session or here, such a call is rejected without asking).
+    pub ask_before: Setting<Vec<String>>,
+    pub helper: Setting<HelperChoice>,
+    /// The ceiling file of an embedded helper.
+    pub helper_ceiling: Setting<Option<PathBuf>>,
+    /// Where session logs are kept; `None` when no location is known (see
+    /// [`Effective::state_dir`]).
+    pub state_dir: Setting<Option<PathBuf>>,
+    /// Model requests per prompt before the turn stops with `max_turn_requests`.
+    pub max_steps: Setting<u32>,
+    /// The timeout of a command that does not ask for its own, in milliseconds.
+    pub command_timeout_ms: Setting<u64>,
+    pub max_processes: Setting<Option<u64>>,
+    pub max_file_size: Setting<Option<u64>>,
+    pub max_address_space: Setting<Option<u64>>,
+}
+
+impl Effective {
+    /// The configuration of this process: its flags, its environment and the configuration file
+    /// they and the defaults point at. The one function the rest of agentd gets its settings from.
+    pub fn load(flags: &Flags) -> Result<Effective, ConfigError> {
+        Effective::load_with(flags, &process_env)
+    }
+
+    /// [`Effective::load`] with the environment `env`.
+    pub fn load_with(flags: &Flags, env: Env<'_>) -> Result<Effective, ConfigError> {
+        let loaded = LoadedConfig::load_with(flags.config.as_deref(), env)?;
+        Effective::merge(flags, loaded, env)
+    }
+
+    /// Merges an already loaded file with the environment `env` and the flags.
+    pub fn merge(
+        flags: &Flags,
+        loaded: LoadedConfig,
+        env: Env<'_>,
+    ) -> Result<Effective, ConfigError> {
+        let LoadedConfig {
+            path: file,
+            found: file_found,
+            config,
+        } = loaded;
+        let from_file = || match &file {
+            Some(path) => Source::File(path.clone()),
+            None => Source::Default,
+        };
+
+        // [model]
+        let mut model_sources = ModelSources::default();
+        let mut model = config.model;
+        if let Some(model) = &model {
+            let source = |set: bool| if set { from_file() } else { Source::Default };
+            model_sources = ModelSources {
+                provider: source(model.provider.is_some()),
+                base_url: source(model.base_url.is_some()),
+                model: source(model.model.is_some()),
+                api_key_env: source(model.api_key_env.is_some()),
+                script: source(model.script.is_some()),
+            };
+        }
+        if let Some(value) = env_string(env, "AGENTD_MODEL")? {
+            model.get_or_insert_with(ModelConfig::default).model = Some(value);
+            model_sources.model = Source::Env("AGENTD_MODEL");
+        }
+        if let Some(value) = env_string(env, "AGENTD_BASE_URL")? {
+            model.get_or_insert_with(ModelConfig::default).base_url = Some(value);
+            model_sources.base_url = Source::Env("AGENTD_BASE_URL");
+        }
+        if let Some(value) = env_string(env, "AGENTD_API_KEY_ENV")? {
+            if !is_variable_name(&value) {
+                return Err(ConfigError::ApiKeyEnvNotAName {
+                    origin: "the environment variable AGENTD_API_KEY_ENV".to_owned(),
+                });
+            }
+            model.get_or_insert_with(ModelConfig::default).api_key_env = Some(value);
+            model_sources.api_key_env = Source::Env("AGENTD_API_KEY_ENV");
+        }
+        if let Some(script) = &flags.model_script {
+            let source = Source::Flag("--model-script");
+            let script = absolute(script, &source)?;
+            let model = model.get_or_insert_with(ModelConfig::default);
+            model.provider = Some(ProviderKind::Scripted);
+            model.script = Some(script);
+            model_sources.provider = source.clone();
+            model_sources.script = source;
+        }
+
+        // [sandbox]
+        let mut sandbox_mode = layered(config.sandbox.mode, DEFAULT_SANDBOX_MODE, &file);
+        if let Some(mode) = env_word(env, "AGENTD_SANDBOX_MODE")? {
+            sandbox_mode = Setting::new(mode, Source::Env("AGENTD_SANDBOX_MODE"));
+        }
+        let network = layered(config.sandbox.network, Network::Deny, &file);
+        let backend = layered(config.sandbox.backend, BackendChoice::Auto, &file);
+
+        // [approval]
+        let mut approval_policy = layered(config.approval.policy, ApprovalPolicy::Ask, &file);
+        if let Some(policy) = env_word(env, "AGENTD_APPROVAL_POLICY")? {
+            approval_policy = Setting::new(policy, Source::Env("AGENTD_APPROVAL_POLICY"));
+        }
+        let ask_before = layered(config.approval.ask_before, Vec::new(), &file);
+
+        // [helper]
+        let helper = if let Some(socket) = &flags.helper_socket {
+            let source = Source::Flag("--helper-socket");
+            Setting::new(HelperChoice::Socket(absolute(socket, &source)?), source)
+        } else if let Some(path) = &flags.helper {
+            let source = Source::Flag("--helper");
+            Setting::new(HelperChoice::Binary(absolute(path, &source)?), source)
+        } else if let Some(path) = env_path(env, "AGENTD_HELPER")? {
+            let source = Source::Env("AGENTD_HELPER");
+            Setting::new(HelperChoice::Binary(absolute(&path, &source)?), source)
+        } else if let Some(socket) = &config.helper.socket {
+            let source = from_file();
+            Setting::new(HelperChoice::Socket(absolute(socket, &source)?), source)
+        } else if let Some(path) = &config.helper.path {
+            let source = from_file();
+            Setting::new(HelperChoice::Binary(absolute(path, &source)?), source)
+        } else {
+            Setting::default(HelperChoice::Search)
+        };
+        let helper_ceiling = if let Some(path) = &flags.helper_ceiling {
+            let source = Source::Flag("--helper-ceiling");
+            Setting::new(Some(absolute(path, &source)?), source)
+        } else if let Some(path) = &config.helper.ceiling {
+            let source = from_file();
+            Setting::new(Some(absolute(path, &source)?), source)
+        } else {
+            Setting::default(None)
+        };
+
+        // [session]
+        let state_dir = if let Some(dir) = &flags.state_dir {
+            let source = Source::Flag("--state-dir");
+            Setting::new(Some(absolute(dir, &source)?), source)
+        } else if let Some(dir) = env_path(env, "AGENTD_STATE_DIR")? {
+            let source = Source::Env("AGENTD_STATE_DIR");
+            Setting::new(Some(absolute(&dir, &source)?), source)
+        } else if let Some(dir) = &config.session.state_dir {
+            let source = from_file();
+            Setting::new(Some(absolute(dir, &source)?), source)
+        } else {
+            Setting::default(default_state_dir(env("XDG_STATE_HOME"), env("HOME")))
+        };
+        let max_steps = layered(config.session.max_steps, DEFAULT_MAX_STEPS, &file);
+
+        // [limits]
+        let limits = config.limits;
+        let command_timeout_ms =
+            layered(limits.command_timeout_ms, DEFAULT_COMMAND_TIMEOUT_MS, &file);
+        let optional = |value: Option<u64>| layered(value.map(Some), None, &file);
+
+        Ok(Effective {
+            model,
+            model_sources,
+            sandbox_mode,
+            network,
+            backend,
+            approval_policy,
+            ask_before,
+            helper,
+            helper_ceiling,
+            state_dir,
+            max_steps,
+            command_timeout_ms,
+            max_processes: optional(limits.max_processes),
+            max_file_size: optional(limits.max_file_size),
+            max_address_space: optional(limits.max_address_space),
+            file,
+            file_found,
+        })
+    }
+
+    /// The configuration file as messages should name it.
+    fn file_for_messages(&self) -> String {
+        match &self.file {
+            Some(path) => path.display().to_string(),
+            None => {
+                format!("a configuration file given with --config (~/.config/agentd/{FILE_NAME})")
+            }
+        }
+    }
+
+    /// Builds the model provider `[model]` describes. Without a `[model]` table this is the
+    /// error that says what to add, and where.
+    pub fn provider(&self) -> Result<Arc<dyn Provider>, ModelError> {
+        let empty = ModelConfig::default();
+        build_provider(self.model.as_ref().unwrap_or(&empty), self.file.as_deref())
+    }
+
+    /// The directory of session logs, or an error saying how to set one.
+    pub fn state_dir(&self) -> Result<&Path, ConfigError> {
+        self.state_dir
+            .value
+            .as_deref()
+            .ok_or_else(|| ConfigError::NoStateDir {
+                file: self.file_for_messages(),
+            })
+    }
+
+    /// The default timeout of a command.
+    pub fn command_timeout(&self) -> Duration {
+        Duration::from_millis(self.command_timeout_ms.value)
+    }
+
+    /// Sets the resource limits the configuration gives (`limits.max_*`) in `limits`, leaving
+    /// the others as they are.
+    pub fn apply_resource_limits(&self, limits: &mut Limits) {
+        if let Some(n) = self.max_processes.value {
+            limits.max_processes = Some(n);
+        }
+        if let Some(n) = self.max_file_size.value {
+            limits.max_file_size = Some(n);
+        }
+        if let Some(n) = self.max_address_space.value {
+            limits.max_address_space = Some(n);
+        }
+    }
+}
+
+/// Where session logs go by default: `$XDG_STATE_HOME/agentd/sessions` (only if absolute), else
+/// `$HOME/.local/state/agentd/sessions`.
+pub fn default_state_dir(
+    xdg_state_home: Option<OsString>,
+    home: Option<OsString>,
+) -> Option<PathBuf> {
+    if let Some(dir) = absolute_dir(xdg_state_home) {
+        return Some(dir.join("agentd").join("sessions"));
+    }
+    let home = absolute_dir(home)?;
+    Some(
+        home.join(".local")
+            .join("state")
+            .join("agentd")
+            .join("sessions"),
+    )
+}
+
+/// The value of `var`, or `None` when unset or empty.
+fn env_string(env: Env<'_>, var: &'static str) -> Result<Option<String>, ConfigError> {
+    match env(var) {
+        None => Ok(None),
+        Some(value) if value.is_empty() => Ok(None),
+        Some(value) => value
+            .into_string()
+            .map(Some)
+            .map_err(|_| ConfigError::EnvNotUnicode { var }),
+    }
+}
+
+fn env_path(env: Env<'_>, var: &'static str) -> Result<Option<PathBuf>, ConfigError> {
+    Ok(env(var)
+        .filter(|value| !value.is_empty())
+        .map(PathBuf::from))
+}
+
+fn env_word<T: FromStr<Err = UnknownWord>>(
+    env: Env<'_>,
+    var: &'static str,
+) -> Result<Option<T>, ConfigError> {
+    let Some(value) = env_string(env, var)? else {
+        return Ok(None);
+    };
+    match value.parse() {
+        Ok(word) => Ok(Some(word)),
+        Err(unknown) => Err(ConfigError::EnvNotAllowed {
+            var,
+            value,
+            allowed: allowed(unknown.expected),
+        }),
+    }
+}
+
+fn absolute(path: &Path, origin: &Source) -> Result<PathBuf, ConfigError> {
+    std::path::absolute(path).map_err(|source| ConfigError::Absolute {
+        path: path.to_owned(),
+        origin: origin.clone(),
+        source,
+    })
+}

@@ -1,0 +1,367 @@
+//! The configuration file `agentd.toml`: where it is, what it may say, and the checks that turn
+//! its text into a [`Config`] (see the module documentation of [`crate::config`]).
+
+use std::ffi::OsString;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use confine_protocol::{BackendChoice, Mode, Network, UnknownWord};
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::{ConfigError, Env, FILE_NAME, process_env};
+use crate::model::ModelConfig;
+use crate::words::{ApprovalPolicy, allowed};
+
+/// Everything the configuration file may set, checked, with relative paths resolved against the
+/// file's directory. `None` means "not in the file".
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Config {
+    /// The `[model]` table, if the file has one.
+    pub model: Option<ModelConfig>,
+    pub sandbox: SandboxSection,
+    pub approval: ApprovalSection,
+    pub helper: HelperSection,
+    pub session: SessionSection,
+    pub limits: LimitsSection,
+}
+
+/// The `[sandbox]` table: how far the commands of new sessions may reach.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SandboxSection {
+    pub mode: Option<Mode>,
+    pub network: Option<Network>,
+    pub backend: Option<BackendChoice>,
+}
+
+/// The `[approval]` table: when the user is asked.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ApprovalSection {
+    pub policy: Option<ApprovalPolicy>,
+    /// Tools that ask the user before every call.
+    pub ask_before: Option<Vec<String>>,
+}
+
+/// The `[helper]` table: which confine-helper to use.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HelperSection {
+    /// The helper binary to spawn (embedded mode).
+    pub path: Option<PathBuf>,
+    /// The socket of a helper started on its own (service mode).
+    pub socket: Option<PathBuf>,
+    /// A ceiling file for the helper agentd starts (`confine-helper --fd 3 --ceiling PATH`).
+    /// Not for service mode: a service helper reads its own ceiling.
+    pub ceiling: Option<PathBuf>,
+}
+
+/// The `[session]` table.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SessionSection {
+    /// Where session logs are kept.
+    pub state_dir: Option<PathBuf>,
+    /// Model requests per prompt before the turn stops with `max_turn_requests`.
+    pub max_steps: Option<u32>,
+}
+
+/// The `[limits]` table: what every command may use.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LimitsSection {
+    /// The timeout of a command that does not ask for its own, in milliseconds.
+    pub command_timeout_ms: Option<u64>,
+    /// RLIMIT_NPROC (confine-helper may lower it to its ceiling).
+    pub max_processes: Option<u64>,
+    /// RLIMIT_FSIZE, in bytes.
+    pub max_file_size: Option<u64>,
+    /// RLIMIT_AS, in bytes.
+    pub max_address_space: Option<u64>,
+}
+
+/// The file as written, before its values are checked.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    model: Option<ModelConfig>,
+    #[serde(default)]
+    sandbox: RawSandbox,
+    #[serde(default)]
+    approval: RawApproval,
+    #[serde(default)]
+    helper: HelperSection,
+    #[serde(default)]
+    session: RawSession,
+    #[serde(default)]
+    limits: RawLimits,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSandbox {
+    mode: Option<Spanned<String>>,
+    network: Option<Spanned<String>>,
+    backend: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawApproval {
+    policy: Option<Spanned<String>>,
+    ask_before: Option<Spanned<Vec<Spanned<String>>>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSession {
+    state_dir: Option<PathBuf>,
+    max_steps: Option<Spanned<u32>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLimits {
+    command_timeout_ms: Option<Spanned<u64>>,
+    max_processes: Option<Spanned<u64>>,
+    max_file_size: Option<Spanned<u64>>,
+    max_address_space: Option<Spanned<u64>>,
+}
+
+/// A configuration file and what it says.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LoadedConfig {
+    /// The file consulted, whether or not it exists; `None` when neither `--config`,
+    /// `$XDG_CONFIG_HOME` nor `$HOME` gives a location. Messages name it so users know where to
+    /// put a setting.
+    pub path: Option<PathBuf>,
+    /// Whether the file exists (when it does not, `config` is every default).
+    pub found: bool,
+    /// The settings, checked, with relative paths resolved against the file's directory.
+    pub config: Config,
+}
+
+/// Where the configuration file is looked for, as the environment says.
+///
+/// `--config PATH` wins; then `$XDG_CONFIG_HOME/agentd/agentd.toml` (only if absolute, as the
+/// XDG specification requires); then `$HOME/.config/agentd/agentd.toml`.
+pub fn config_path(
+    explicit: Option<&Path>,
+    xdg_config_home: Option<OsString>,
+    home: Option<OsString>,
+) -> Option<PathBuf> {
+    if let Some(path) = explicit {
+        return Some(path.to_owned());
+    }
+    let xdg = absolute_dir(xdg_config_home);
+    if let Some(dir) = xdg {
+        return Some(dir.join("agentd").join(FILE_NAME));
+    }
+    let home = absolute_dir(home)?;
+    Some(home.join(".config").join("agentd").join(FILE_NAME))
+}
+
+pub(super) fn absolute_dir(value: Option<OsString>) -> Option<PathBuf> {
+    value.map(PathBuf::from).filter(|dir| dir.is_absolute())
+}
+
+impl LoadedConfig {
+    /// Loads the configuration file of this process: `--config PATH` if given, else the XDG
+    /// location.
+    pub fn load(explicit: Option<&Path>) -> Result<LoadedConfig, ConfigError> {
+        LoadedConfig::load_with(explicit, &process_env)
+    }
+
+    /// Loads the configuration file, finding it with `env`.
+    ///
+    /// A file given explicitly must exist, because a mistyped `--config` should not silently mean
+    /// "defaults"; the default location may be absent.
+    pub fn load_with(explicit: Option<&Path>, env: Env<'_>) -> Result<LoadedConfig, ConfigError> {
+        let path = config_path(explicit, env("XDG_CONFIG_HOME"), env("HOME"));
+        let Some(path) = path else {
+            return Ok(LoadedConfig::default());
+        };
+        // Absolute, so that the paths the file gives and the messages naming it do not depend on
+        // where agentd later happens to be.
+        let path = std::path::absolute(&path).unwrap_or(path);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                if explicit.is_some() {
+                    return Err(ConfigError::ExplicitMissing { path });
+                }
+                return Ok(LoadedConfig {
+                    path: Some(path),
+                    found: false,
+                    config: Config::default(),
+                });
+            }
+            Err(source) => return Err(ConfigError::Read { path, source }),
+        };
+        Self::parse(path, &text)
+    }
+
+    /// Parses and checks the text of the file at `path`.
+    pub fn parse(path: PathBuf, text: &str) -> Result<LoadedConfig, ConfigError> {
+        let raw: RawFile = match toml::from_str(text) {
+            Ok(raw) => raw,
+            Err(source) => return Err(ConfigError::Parse { path, source }),
+        };
+        let checker = Checker { path: &path, text };
+        let base = path.parent().unwrap_or(Path::new(""));
+        let resolve = |value: PathBuf| base.join(value);
+
+        let mut model = raw.model;
+        if let Some(model) = &mut model {
+            if let Some(var) = &model.api_key_env
+                && !is_variable_name(var)
+            {
+                return Err(ConfigError::ApiKeyEnvNotAName {
+                    origin: format!("the configuration file {}", path.display()),
+                });
+            }
+            model.script = model.script.take().map(resolve);
+        }
+
+        let sandbox = SandboxSection {
+            mode: checker.word("sandbox.mode", raw.sandbox.mode)?,
+            network: checker.word("sandbox.network", raw.sandbox.network)?,
+            backend: checker.word("sandbox.backend", raw.sandbox.backend)?,
+        };
+
+        let policy = checker.word("approval.policy", raw.approval.policy)?;
+        let ask_before = match raw.approval.ask_before {
+            None => None,
+            Some(list) => {
+                let line = checker.line(list.span().start);
+                let mut names = Vec::new();
+                for name in list.into_inner() {
+                    let name_line = checker.line(name.span().start);
+                    let name = name.into_inner();
+                    if !is_tool_name(&name) {
+                        return Err(ConfigError::NotAToolName {
+                            path: path.clone(),
+                            line: name_line,
+                            name,
+                        });
+                    }
+                    names.push(name);
+                }
+                if policy == Some(ApprovalPolicy::Never) && !names.is_empty() {
+                    return Err(ConfigError::NeverWithAskBefore {
+                        path: path.clone(),
+                        line,
+                    });
+                }
+                Some(names)
+            }
+        };
+
+        let helper = raw.helper;
+        if helper.path.is_some() && helper.socket.is_some() {
+            return Err(ConfigError::PathAndSocket { path });
+        }
+        if helper.ceiling.is_some() && helper.socket.is_some() {
+            return Err(ConfigError::CeilingAndSocket { path });
+        }
+        let helper = HelperSection {
+            path: helper.path.map(resolve),
+            socket: helper.socket.map(resolve),
+            ceiling: helper.ceiling.map(resolve),
+        };
+
+        let session = SessionSection {
+            state_dir: raw.session.state_dir.map(resolve),
+            max_steps: checker.positive("session.max_steps", raw.session.max_steps)?,
+        };
+        let limits = LimitsSection {
+            command_timeout_ms: checker
+                .positive("limits.command_timeout_ms", raw.limits.command_timeout_ms)?,
+            max_processes: checker.positive("limits.max_processes", raw.limits.max_processes)?,
+            max_file_size: checker.positive("limits.max_file_size", raw.limits.max_file_size)?,
+            max_address_space: checker
+                .positive("limits.max_address_space", raw.limits.max_address_space)?,
+        };
+
+        Ok(LoadedConfig {
+            path: Some(path.clone()),
+            found: true,
+            config: Config {
+                model,
+                sandbox,
+                approval: ApprovalSection { policy, ask_before },
+                helper,
+                session,
+                limits,
+            },
+        })
+    }
+}
+
+/// Checks values of the file, naming the file and the line in errors.
+struct Checker<'a> {
+    path: &'a Path,
+    text: &'a str,
+}
+
+impl Checker<'_> {
+    fn line(&self, offset: usize) -> usize {
+        let end = offset.min(self.text.len());
+        self.text.as_bytes()[..end]
+            .iter()
+            .filter(|b| **b == b'\n')
+            .count()
+            + 1
+    }
+
+    fn word<T: FromStr<Err = UnknownWord>>(
+        &self,
+        key: &'static str,
+        value: Option<Spanned<String>>,
+    ) -> Result<Option<T>, ConfigError> {
+        let Some(value) = value else {
+            return Ok(None);
+        };
+        match value.get_ref().parse() {
+            Ok(parsed) => Ok(Some(parsed)),
+            Err(unknown) => Err(ConfigError::NotAllowed {
+                path: self.path.to_owned(),
+                line: self.line(value.span().start),
+                key,
+                value: value.into_inner(),
+                allowed: allowed(unknown.expected),
+            }),
+        }
+    }
+
+    fn positive<T: Copy + PartialEq + From<u8>>(
+        &self,
+        key: &'static str,
+        value: Option<Spanned<T>>,
+    ) -> Result<Option<T>, ConfigError> {
+        let Some(value) = value else {
+            return Ok(None);
+        };
+        if *value.get_ref() == T::from(0) {
+            return Err(ConfigError::Zero {
+                path: self.path.to_owned(),
+                line: self.line(value.span().start),
+                key,
+            });
+        }
+        Ok(Some(value.into_inner()))
+    }
+}
+
+pub(super) fn is_variable_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+fn is_tool_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}

@@ -1,0 +1,242 @@
+//! agentd's configuration: the file `agentd.toml`, the `AGENTD_*` environment variables and the
+//! command-line flags, merged into one [`Effective`] configuration that says, for every value,
+//! where it came from.
+//!
+//! Each value is taken from the first of these that sets it: a flag, the environment, the file,
+//! the built-in default. [`Effective::load`] is the one place that merges them; the rest of
+//! agentd reads its settings from the [`Effective`] it returns.
+//!
+//! The file is `--config PATH`, else `$XDG_CONFIG_HOME/agentd/agentd.toml` (only if
+//! `XDG_CONFIG_HOME` is absolute, as the XDG specification requires), else
+//! `$HOME/.config/agentd/agentd.toml`. It is optional: a missing file at the default location
+//! means every default. Anything it does contain must be understood exactly, so unknown keys are
+//! errors rather than silently ignored (a misspelt `helper.path` must not quietly fall back to
+//! some other confine-helper), and every value is checked, with errors naming the file, the line,
+//! the key and what is allowed. Relative paths in the file are taken from the file's directory,
+//! so it means the same from any working directory; relative paths in flags and variables are
+//! taken from the current directory.
+//!
+//! ```toml
+//! [model]                      # see agentd::model::ModelConfig
+//! base_url = "https://api.deepseek.com/v1"   # any OpenAI-compatible endpoint
+//! model = "deepseek-chat"
+//! api_key_env = "DEEPSEEK_API_KEY"           # the name of the variable, never the key itself
+//!
+//! [sandbox]
+//! mode = "workspace-write"     # of new sessions: read-only | workspace-write | danger-full-access
+//! network = "deny"             # deny | allow
+//! backend = "auto"             # auto | bwrap | landlock | seatbelt
+//!
+//! [approval]
+//! policy = "ask"               # ask | never
+//! ask_before = ["write_file"]  # tools that ask the user before every call
+//!
+//! [helper]                     # how to reach confine-helper
+//! path = "/usr/local/bin/confine-helper"     # or: socket = "/run/confine-helper.sock"
+//! ceiling = "ceiling.toml"     # embedded helper only
+//!
+//! [session]
+//! state_dir = "/path"          # default: $XDG_STATE_HOME/agentd/sessions
+//! max_steps = 50               # model requests per prompt
+//!
+//! [limits]
+//! command_timeout_ms = 120000  # default timeout of a command
+//! max_processes = 512          # optional resource limits of every command
+//! max_file_size = 1073741824
+//! max_address_space = 8589934592
+//! ```
+//!
+//! | Setting | Variable | Flag |
+//! |---|---|---|
+//! | `model.model` | `AGENTD_MODEL` | |
+//! | `model.base_url` | `AGENTD_BASE_URL` | |
+//! | `model.api_key_env` | `AGENTD_API_KEY_ENV` | |
+//! | `model.provider`, `model.script` | | `--model-script FILE` |
+//! | `sandbox.mode` | `AGENTD_SANDBOX_MODE` | |
+//! | `approval.policy` | `AGENTD_APPROVAL_POLICY` | |
+//! | `session.state_dir` | `AGENTD_STATE_DIR` | `--state-dir DIR` |
+//! | `helper.path` | `AGENTD_HELPER` | `--helper PATH` |
+//! | `helper.socket` | | `--helper-socket PATH` |
+//! | `helper.ceiling` | | `--helper-ceiling PATH` |
+//!
+//! An empty variable counts as unset.
+//!
+//! `file.rs` is the file format and its checks ([`LoadedConfig`]), `effective.rs` the layering
+//! into [`Effective`], `helper.rs` how the effective configuration reaches confine-helper, and
+//! `show.rs` what `agentd config show` prints.
+
+mod effective;
+mod file;
+mod helper;
+mod show;
+
+use std::ffi::OsString;
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+
+use confine_protocol::Mode;
+
+pub use effective::{Effective, Flags, HelperChoice, ModelSources, Setting, default_state_dir};
+pub use file::{
+    ApprovalSection, Config, HelperSection, LimitsSection, LoadedConfig, SandboxSection,
+    SessionSection, config_path,
+};
+pub use helper::HelperSetupError;
+
+/// The configuration file's name, in `$XDG_CONFIG_HOME/agentd/` or `~/.config/agentd/`.
+pub const FILE_NAME: &str = "agentd.toml";
+
+/// `sandbox.mode` when nothing sets it.
+pub const DEFAULT_SANDBOX_MODE: Mode = Mode::WorkspaceWrite;
+
+/// `session.max_steps` when nothing sets it.
+pub const DEFAULT_MAX_STEPS: u32 = 50;
+
+/// `limits.command_timeout_ms` when nothing sets it.
+pub const DEFAULT_COMMAND_TIMEOUT_MS: u64 = 120_000;
+
+/// A `[model]` table to copy, shown when no model is configured.
+pub const MODEL_EXAMPLE: &str = "[model]\n\
+    base_url = \"https://api.deepseek.com/v1\"   # any OpenAI-compatible endpoint\n\
+    model = \"deepseek-chat\"\n\
+    api_key_env = \"DEEPSEEK_API_KEY\"           # the name of the variable, never the key itself\n";
+
+/// How configuration reads the environment: a variable's value, or `None` when unset.
+/// [`process_env`] reads this process's environment; tests pass their own.
+pub type Env<'a> = &'a dyn Fn(&str) -> Option<OsString>;
+
+/// This process's environment, as an [`Env`].
+pub fn process_env(name: &str) -> Option<OsString> {
+    std::env::var_os(name)
+}
+
+/// Where an effective value came from.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Source {
+    /// Nothing set it: agentd's built-in default.
+    #[default]
+    Default,
+    /// The configuration file.
+    File(PathBuf),
+    /// An environment variable.
+    Env(&'static str),
+    /// A command-line flag.
+    Flag(&'static str),
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Source::Default => f.write_str("default"),
+            Source::File(path) => write!(f, "{}", path.display()),
+            Source::Env(var) => write!(f, "${var}"),
+            Source::Flag(flag) => f.write_str(flag),
+        }
+    }
+}
+
+/// The configuration could not be used. Every message names where the bad value came from.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read the configuration file {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error(
+        "the configuration file {} given with --config does not exist; create it or drop --config",
+        path.display()
+    )]
+    ExplicitMissing { path: PathBuf },
+    #[error(
+        "the configuration file {} is malformed: {}",
+        path.display(),
+        source.to_string().trim_end()
+    )]
+    Parse {
+        path: PathBuf,
+        #[source]
+        source: toml::de::Error,
+    },
+    #[error(
+        "the configuration file {}, line {line}: {key} = {value:?} is not allowed; use one of \
+         {allowed}",
+        path.display()
+    )]
+    NotAllowed {
+        path: PathBuf,
+        line: usize,
+        key: &'static str,
+        value: String,
+        allowed: String,
+    },
+    #[error(
+        "the configuration file {}, line {line}: {key} = 0 is not allowed; it must be at least 1",
+        path.display()
+    )]
+    Zero {
+        path: PathBuf,
+        line: usize,
+        key: &'static str,
+    },
+    #[error(
+        "the configuration file {}, line {line}: approval.ask_before lists {name:?}, which is \
+         not a tool name (letters, digits, `_` and `-`)",
+        path.display()
+    )]
+    NotAToolName {
+        path: PathBuf,
+        line: usize,
+        name: String,
+    },
+    #[error(
+        "the configuration file {}, line {line}: approval.policy = \"never\" never asks, so \
+         every call of a tool in approval.ask_before would be rejected; drop one of them",
+        path.display()
+    )]
+    NeverWithAskBefore { path: PathBuf, line: usize },
+    #[error(
+        "the configuration file {} sets both helper.path and helper.socket; keep only the one \
+         that says how to reach confine-helper",
+        path.display()
+    )]
+    PathAndSocket { path: PathBuf },
+    #[error(
+        "the configuration file {} sets both helper.ceiling and helper.socket; a service helper \
+         reads its own ceiling (`confine-helper serve --ceiling PATH`), so drop helper.ceiling",
+        path.display()
+    )]
+    CeilingAndSocket { path: PathBuf },
+    #[error(
+        "{origin}: model.api_key_env must be the name of an environment variable (like \
+         DEEPSEEK_API_KEY), not the key itself; put the key in that variable"
+    )]
+    ApiKeyEnvNotAName { origin: String },
+    #[error(
+        "the environment variable {var}={value:?} is not allowed; use one of {allowed}, or unset it"
+    )]
+    EnvNotAllowed {
+        var: &'static str,
+        value: String,
+        allowed: String,
+    },
+    #[error("the environment variable {var} is not valid UTF-8; fix or unset it")]
+    EnvNotUnicode { var: &'static str },
+    #[error("cannot make {} absolute (given by {origin}): {source}", path.display())]
+    Absolute {
+        path: PathBuf,
+        origin: Source,
+        #[source]
+        source: io::Error,
+    },
+    #[error(
+        "there is no directory for session logs: neither XDG_STATE_HOME (absolute) nor HOME is \
+         set; pass --state-dir DIR, set AGENTD_STATE_DIR or set session.state_dir in {file}"
+    )]
+    NoStateDir { file: String },
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,319 @@
+//! What `agentd config show` prints: every effective value and where it came from.
+
+use std::path::{Path, PathBuf};
+
+use super::effective::{Effective, HelperChoice};
+use super::helper::exe_dir;
+use super::{Env, MODEL_EXAMPLE, Source, process_env};
+use crate::helper_client::{LocateError, locate_helper};
+use crate::model::{MaxTokensField, ProviderKind, SendReasoning};
+
+impl Effective {
+    /// What `agentd config show` prints: every effective value and where it came from, one per
+    /// line. Never a secret: of the API key only the variable's name and whether it is set.
+    pub fn show(&self) -> String {
+        self.show_with(&process_env, exe_dir())
+    }
+
+    /// [`Effective::show`] with the environment `env` (which also gives `PATH`) and agentd's
+    /// directory `exe_dir`, for the helper search.
+    pub fn show_with(&self, env: Env<'_>, exe_dir: Option<PathBuf>) -> String {
+        let mut out = Lines::default();
+        match &self.file {
+            Some(path) if self.file_found => {
+                out.raw(format!("configuration file: {}", path.display()));
+            }
+            Some(path) => out.raw(format!(
+                "configuration file: {} (absent: nothing comes from a file)",
+                path.display()
+            )),
+            None => out.raw(
+                "configuration file: none (neither XDG_CONFIG_HOME nor HOME is set; use --config)"
+                    .to_owned(),
+            ),
+        }
+
+        self.show_model(&mut out, env);
+
+        out.value(
+            "sandbox.mode",
+            quoted(self.sandbox_mode.value.as_str()),
+            &self.sandbox_mode.source,
+        );
+        out.value(
+            "sandbox.network",
+            quoted(self.network.value.as_str()),
+            &self.network.source,
+        );
+        out.value(
+            "sandbox.backend",
+            quoted(self.backend.value.as_str()),
+            &self.backend.source,
+        );
+        out.value(
+            "approval.policy",
+            quoted(self.approval_policy.value.as_str()),
+            &self.approval_policy.source,
+        );
+        let tools: Vec<String> = self.ask_before.value.iter().map(|t| quoted(t)).collect();
+        out.value(
+            "approval.ask_before",
+            format!("[{}]", tools.join(", ")),
+            &self.ask_before.source,
+        );
+
+        self.show_helper(&mut out, env, exe_dir);
+
+        match &self.state_dir.value {
+            Some(dir) => out.value(
+                "session.state_dir",
+                quoted_path(dir),
+                &self.state_dir.source,
+            ),
+            None => out.raw(
+                "session.state_dir = unset  (default; neither XDG_STATE_HOME nor HOME is set)"
+                    .to_owned(),
+            ),
+        }
+        out.value(
+            "session.max_steps",
+            self.max_steps.value.to_string(),
+            &self.max_steps.source,
+        );
+        out.value(
+            "limits.command_timeout_ms",
+            self.command_timeout_ms.value.to_string(),
+            &self.command_timeout_ms.source,
+        );
+        for (key, setting) in [
+            ("limits.max_processes", &self.max_processes),
+            ("limits.max_file_size", &self.max_file_size),
+            ("limits.max_address_space", &self.max_address_space),
+        ] {
+            out.value(
+                key,
+                optional(setting.value.map(|n| n.to_string())),
+                &setting.source,
+            );
+        }
+
+        if self.model.is_none() {
+            let place = match &self.file {
+                Some(path) => path.display().to_string(),
+                None => "the file given with --config".to_owned(),
+            };
+            out.raw(String::new());
+            out.raw(format!(
+                "No model is configured. To use one, add this to {place} (or set AGENTD_BASE_URL, \
+                 AGENTD_MODEL and AGENTD_API_KEY_ENV):"
+            ));
+            out.raw(String::new());
+            out.0.push_str(MODEL_EXAMPLE);
+        }
+        out.0
+    }
+
+    fn show_model(&self, out: &mut Lines, env: Env<'_>) {
+        let Some(model) = &self.model else {
+            out.raw(
+                "model = not configured  (no [model] table, AGENTD_MODEL, AGENTD_BASE_URL, \
+                 AGENTD_API_KEY_ENV or --model-script; see below)"
+                    .to_owned(),
+            );
+            return;
+        };
+        let sources = &self.model_sources;
+        // Keys only the file can set.
+        let file_source = |set: bool| match (&self.file, set) {
+            (Some(path), true) => Source::File(path.clone()),
+            _ => Source::Default,
+        };
+        let provider = model.provider.unwrap_or_default();
+        let provider_word = match provider {
+            ProviderKind::Openai => "openai",
+            ProviderKind::Scripted => "scripted",
+        };
+        out.value("model.provider", quoted(provider_word), &sources.provider);
+        let openai = provider == ProviderKind::Openai;
+        if openai || model.base_url.is_some() {
+            let url = model
+                .base_url
+                .as_deref()
+                .map(|url| quoted(&redact_url(url)));
+            out.value("model.base_url", optional(url), &sources.base_url);
+        }
+        if openai || model.model.is_some() {
+            out.value(
+                "model.model",
+                optional(model.model.as_deref().map(quoted)),
+                &sources.model,
+            );
+        }
+        if openai || model.api_key_env.is_some() {
+            out.value(
+                "model.api_key_env",
+                optional(model.api_key_env.as_deref().map(quoted)),
+                &sources.api_key_env,
+            );
+            match &model.api_key_env {
+                Some(var) => {
+                    let set =
+                        env(var).is_some_and(|value| !value.to_string_lossy().trim().is_empty());
+                    let state = if set { "set" } else { "NOT SET" };
+                    out.raw(format!("api key: ${var} ({state})"));
+                }
+                None => out.raw(
+                    "api key: none (model.api_key_env is unset: only for servers that need no key)"
+                        .to_owned(),
+                ),
+            }
+        }
+        if !openai || model.script.is_some() {
+            out.value(
+                "model.script",
+                optional(model.script.as_deref().map(quoted_path)),
+                &sources.script,
+            );
+        }
+        if openai {
+            let numbers = [
+                ("model.max_tokens", model.max_tokens.map(|n| n.to_string())),
+                (
+                    "model.temperature",
+                    model.temperature.map(|t| t.get().to_string()),
+                ),
+                (
+                    "model.timeout_secs",
+                    model.timeout_secs.map(|n| n.to_string()),
+                ),
+                (
+                    "model.max_retries",
+                    model.max_retries.map(|n| n.to_string()),
+                ),
+                (
+                    "model.include_usage",
+                    model.include_usage.map(|b| b.to_string()),
+                ),
+            ];
+            for (key, value) in numbers {
+                let source = file_source(value.is_some());
+                out.value(key, optional(value), &source);
+            }
+            // The two rules that may be automatic, with what `auto` means for this endpoint.
+            let endpoint = model.base_url.as_deref().zip(model.model.as_deref());
+            let field = model.max_tokens_field.unwrap_or_default();
+            let resolved = endpoint.map(|(url, name)| field.resolve(url, name).as_str());
+            out.value(
+                "model.max_tokens_field",
+                with_auto(field.as_str(), field == MaxTokensField::Auto, resolved),
+                &file_source(model.max_tokens_field.is_some()),
+            );
+            let reasoning = model.send_reasoning.unwrap_or_default();
+            let resolved = endpoint.map(|(url, name)| reasoning.resolve(url, name).as_str());
+            out.value(
+                "model.send_reasoning",
+                with_auto(
+                    reasoning.as_str(),
+                    reasoning == SendReasoning::Auto,
+                    resolved,
+                ),
+                &file_source(model.send_reasoning.is_some()),
+            );
+        }
+    }
+
+    fn show_helper(&self, out: &mut Lines, env: Env<'_>, exe_dir: Option<PathBuf>) {
+        let source = &self.helper.source;
+        match &self.helper.value {
+            HelperChoice::Socket(socket) => out.value("helper.socket", quoted_path(socket), source),
+            HelperChoice::Binary(path) => {
+                out.value("helper.path", quoted_path(path), source);
+                let inputs = self.locate_inputs(exe_dir, env("PATH"));
+                if let Err(e) = locate_helper(&inputs) {
+                    out.raw(format!("  warning: {e}"));
+                }
+            }
+            HelperChoice::Search => {
+                let inputs = self.locate_inputs(exe_dir.clone(), env("PATH"));
+                match locate_helper(&inputs) {
+                    Ok(path) => {
+                        let place = if path.parent() == exe_dir.as_deref() {
+                            "found next to agentd"
+                        } else {
+                            "found on PATH"
+                        };
+                        out.raw(format!("helper.path = {}  ({place})", quoted_path(&path)));
+                    }
+                    Err(LocateError::NotFound { .. }) => out.raw(
+                        "helper.path = not found  (looked next to agentd and on PATH; pass \
+                         --helper PATH or set helper.path)"
+                            .to_owned(),
+                    ),
+                    Err(e) => {
+                        out.raw("helper.path = not usable  (default search)".to_owned());
+                        out.raw(format!("  warning: {e}"));
+                    }
+                }
+            }
+        }
+        out.value(
+            "helper.ceiling",
+            optional(self.helper_ceiling.value.as_deref().map(quoted_path)),
+            &self.helper_ceiling.source,
+        );
+    }
+}
+
+/// The text `config show` builds.
+#[derive(Default)]
+struct Lines(String);
+
+impl Lines {
+    fn raw(&mut self, line: String) {
+        self.0.push_str(&line);
+        self.0.push('\n');
+    }
+
+    fn value(&mut self, key: &str, value: String, source: &Source) {
+        self.raw(format!("{key} = {value}  ({source})"));
+    }
+}
+
+fn quoted(text: &str) -> String {
+    format!("{text:?}")
+}
+
+fn quoted_path(path: &Path) -> String {
+    quoted(&path.display().to_string())
+}
+
+/// A rule's word, and for `auto` the rule it stands for here when that is known.
+fn with_auto(word: &str, auto: bool, resolved: Option<&str>) -> String {
+    match resolved {
+        Some(rule) if auto => format!("{} (here: {})", quoted(word), quoted(rule)),
+        _ => quoted(word),
+    }
+}
+
+fn optional(value: Option<String>) -> String {
+    value.unwrap_or_else(|| "unset".to_owned())
+}
+
+/// `url` without anything that could be a credential: user information and the query.
+fn redact_url(url: &str) -> String {
+    let (scheme, rest) = match url.split_once("://") {
+        Some((scheme, rest)) => (format!("{scheme}://"), rest),
+        None => (String::new(), url),
+    };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(authority_end);
+    let authority = match authority.rsplit_once('@') {
+        Some((_, host)) => format!("***@{host}"),
+        None => authority.to_owned(),
+    };
+    let path = match path.split_once('?') {
+        Some((path, _)) => format!("{path}?***"),
+        None => path.to_owned(),
+    };
+    format!("{scheme}{authority}{path}")
+}
