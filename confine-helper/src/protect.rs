@@ -409,7 +409,7 @@ impl Walk<'_> {
             let parsed = match paths::read_small(gitdir.fd.as_fd(), &file, MAX_INDEX) {
                 Ok(bytes) => git::parse_index(&bytes),
                 Err(ReadError::Missing) => break,
-                Err(ReadError::Unusable(why)) => Err(why),
+                Err(ReadError::Unusable(why)) => Err(why.to_string()),
             };
             match parsed {
                 Ok(parsed) => {
