@@ -407,7 +407,7 @@ impl Walk<'_> {
         let mut file = PathBuf::from("index");
         loop {
             let parsed = match paths::read_small(gitdir.fd.as_fd(), &file, MAX_INDEX) {
-                Ok(bytes) => git::parse_index(&bytes),
+                Ok(bytes) => git::parse_index(&bytes).map_err(|e| e.to_string()),
                 Err(ReadError::Missing) => break,
                 Err(ReadError::Unusable(why)) => Err(why.to_string()),
             };
