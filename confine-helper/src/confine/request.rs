@@ -210,7 +210,8 @@ pub(crate) fn protection(spawn: &Spawn, roots: &[Root]) -> Result<Protection, No
         return Ok(Protection::default());
     }
     let extra = protected_names(spawn)?;
-    let protection = protect::protect(roots, &extra).or_else(|e| fail(Stage::Prepare, e))?;
+    let protection =
+        protect::protect(roots, &extra).or_else(|e| fail(Stage::Prepare, e.to_string()))?;
     for root in roots {
         if let Some(kept) = protection
             .read_only
