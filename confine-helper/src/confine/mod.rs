@@ -244,7 +244,7 @@ fn plan_backend(
                         writable: &layer_writable,
                         network_denied: false,
                     })
-                    .or_else(|e| fail(Stage::Landlock, e))?;
+                    .or_else(|e| fail(Stage::Landlock, e.to_string()))?;
                     let (report_rd, report_wr) = nix::unistd::pipe2(
                         nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK,
                     )
@@ -311,7 +311,7 @@ fn plan_backend(
                 writable: &writable,
                 network_denied: !network_allowed,
             })
-            .or_else(|e| fail(Stage::Landlock, e))?;
+            .or_else(|e| fail(Stage::Landlock, e.to_string()))?;
             let mut missing = ruleset.missing;
             missing.push(PROCESS_VISIBILITY_GAP.to_owned());
             missing.extend(protection.read_only.iter().map(|b| {
