@@ -87,10 +87,11 @@ impl Context {
         self.verdicts.borrow_mut().insert(backend, verdict);
     }
 
+    /// The seccomp filter for `variant`, built once.
     pub(crate) fn filter(
         &self,
         variant: seccomp::Variant,
-    ) -> Result<seccompiler::BpfProgram, String> {
+    ) -> Result<seccompiler::BpfProgram, seccomp::FilterError> {
         if let Some(program) = self.filters.borrow().get(&variant) {
             return Ok(program.clone());
         }

@@ -195,7 +195,9 @@ fn plan_backend(
             let Some(bwrap_path) = &ctx.bwrap else {
                 return fail(Stage::Unavailable, "bwrap is not installed".into());
             };
-            let filter = ctx.filter(variant).or_else(|e| fail(Stage::Seccomp, e))?;
+            let filter = ctx
+                .filter(variant)
+                .or_else(|e| fail(Stage::Seccomp, e.to_string()))?;
             let seccomp_fd = crate::sys::sealed_memfd(&seccomp::to_bytes(&filter))
                 .or_else(|e| fail(Stage::Seccomp, format!("seccomp program memfd: {e}")))?;
             let protection = protection(spawn, roots)?;
@@ -321,7 +323,9 @@ fn plan_backend(
                 )
             }));
             missing.extend(protection.missing);
-            let filter = ctx.filter(variant).or_else(|e| fail(Stage::Seccomp, e))?;
+            let filter = ctx
+                .filter(variant)
+                .or_else(|e| fail(Stage::Seccomp, e.to_string()))?;
             let tmpdir = cleanup.temp_dir.clone();
             Ok(Plan {
                 backend,
