@@ -371,8 +371,8 @@ fn probe(ctx: &Context, json: bool) -> ExitCode {
             ctx.ceiling.allow_network,
             ctx.ceiling
                 .broken
-                .as_deref()
-                .map_or("null".to_owned(), json_string),
+                .as_ref()
+                .map_or("null".to_owned(), |b| json_string(&b.to_string())),
         );
     } else {
         println!("{}", info.software);
