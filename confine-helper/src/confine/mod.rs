@@ -14,7 +14,7 @@ use nix::libc;
 use crate::protect::Root;
 use crate::{bwrap, landlock, paths, seccomp};
 use context::inner_layer;
-pub(crate) use context::{Context, candidates, layers, static_verdict, unavailable};
+pub(crate) use context::{Context, Unusable, candidates, layers, static_verdict, unavailable};
 pub(crate) use not_run::{NotRun, exec_failure_code};
 use not_run::{fail, refuse};
 pub(crate) use request::{check_environment, writable_roots};
