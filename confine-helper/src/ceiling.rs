@@ -7,10 +7,12 @@
 //! that cannot be trusted or parsed does not fall back to something wider: every request is
 //! refused with the reason, so a broken ceiling fails closed.
 
+use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use confine_protocol::{Mode, environment};
+use confine_protocol::{Mode, UnknownWord, environment};
 use serde::Deserialize;
 
 /// One ceiling file as written. Every field is optional; absent means "no narrowing here".
@@ -49,7 +51,57 @@ pub(crate) struct Ceiling {
     /// Files that were read, for `probe`.
     pub(crate) sources: Vec<PathBuf>,
     /// Set when a source could not be trusted or read: every request is refused with it.
-    pub(crate) broken: Option<String>,
+    /// Shared, because every refusal carries it.
+    pub(crate) broken: Option<Arc<SourceError>>,
+}
+
+/// Why a ceiling source cannot be taken. Nothing wider is used instead: every request is
+/// refused with this.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SourceError {
+    #[error("ceiling file {path}: {source}")]
+    Io { path: PathBuf, source: io::Error },
+    #[error("ceiling file {path} is owned by uid {uid}, which may not set this helper's ceiling")]
+    Owner { path: PathBuf, uid: u32 },
+    /// `mode` is the file's permission bits.
+    #[error("ceiling file {path} is writable by group or others (mode {mode:o}); chmod go-w it")]
+    Writable { path: PathBuf, mode: u32 },
+    /// Not TOML, or not the ceiling's fields; toml's text ends in a newline, left off here.
+    #[error("ceiling file {path}: {}", .source.to_string().trim_end())]
+    Syntax {
+        path: PathBuf,
+        source: toml::de::Error,
+    },
+    #[error("ceiling file {path}: {source}")]
+    Value { path: PathBuf, source: ValueError },
+}
+
+/// A field of a ceiling file whose value cannot be taken.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ValueError {
+    #[error("max_mode: {0}")]
+    MaxMode(#[source] UnknownWord),
+    #[error("writable_roots_under entry {0} is not absolute")]
+    RootsUnder(PathBuf),
+    #[error("never_writable entry {0} is not absolute")]
+    NeverWritable(PathBuf),
+}
+
+/// The rule of the ceiling a request breaks; the text is the `Refused` reason.
+#[derive(Debug, Clone, thiserror::Error)]
+pub(crate) enum Refusal {
+    /// A source could not be taken, so every request is refused.
+    #[error("{0}")]
+    Broken(#[source] Arc<SourceError>),
+    #[error("ceiling max_mode is {max}: {asked} is not allowed")]
+    Mode { max: Mode, asked: Mode },
+    #[error("ceiling allow_network is false: network access is not allowed")]
+    Network,
+    /// `root` is under no entry of the `list`-th `writable_roots_under` (counted from 1).
+    #[error("ceiling writable_roots_under (source {list}) does not include {root}")]
+    NotUnder { list: usize, root: PathBuf },
+    #[error("ceiling never_writable contains {never}: {root} may not be writable")]
+    Never { never: PathBuf, root: PathBuf },
 }
 
 impl Default for Ceiling {
@@ -97,13 +149,14 @@ pub(crate) fn load(user: Option<&Path>, explicit: Option<&Path>) -> Ceiling {
     for (path, required, owners) in sources.into_iter().flatten() {
         match read_source(&path, required, &owners) {
             Ok(Some(file)) => {
-                if let Err(e) = ceiling.narrow(file) {
-                    ceiling.broken = Some(format!("ceiling file {}: {e}", path.display()));
+                if let Err(source) = ceiling.narrow(file) {
+                    let path = path.clone();
+                    ceiling.broken = Some(Arc::new(SourceError::Value { path, source }));
                 }
                 ceiling.sources.push(path);
             }
             Ok(None) => {}
-            Err(e) => ceiling.broken = Some(e),
+            Err(e) => ceiling.broken = Some(Arc::new(e)),
         }
         if ceiling.broken.is_some() {
             break;
@@ -112,35 +165,39 @@ pub(crate) fn load(user: Option<&Path>, explicit: Option<&Path>) -> Ceiling {
     ceiling
 }
 
-fn read_source(path: &Path, required: bool, owners: &[u32]) -> Result<Option<File>, String> {
+fn read_source(path: &Path, required: bool, owners: &[u32]) -> Result<Option<File>, SourceError> {
+    let io = |source| SourceError::Io {
+        path: path.to_owned(),
+        source,
+    };
     let meta = match std::fs::metadata(path) {
         Ok(meta) => meta,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => return Ok(None),
-        Err(e) => return Err(format!("ceiling file {}: {e}", path.display())),
+        Err(e) if e.kind() == io::ErrorKind::NotFound && !required => return Ok(None),
+        Err(e) => return Err(io(e)),
     };
     if !owners.contains(&meta.uid()) {
-        return Err(format!(
-            "ceiling file {} is owned by uid {}, which may not set this helper's ceiling",
-            path.display(),
-            meta.uid()
-        ));
+        return Err(SourceError::Owner {
+            path: path.to_owned(),
+            uid: meta.uid(),
+        });
     }
     if meta.mode() & 0o022 != 0 {
-        return Err(format!(
-            "ceiling file {} is writable by group or others (mode {:o}); chmod go-w it",
-            path.display(),
-            meta.mode() & 0o7777
-        ));
+        return Err(SourceError::Writable {
+            path: path.to_owned(),
+            mode: meta.mode() & 0o7777,
+        });
     }
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("ceiling file {}: {e}", path.display()))?;
+    let text = std::fs::read_to_string(path).map_err(io)?;
     parse(&text)
         .map(Some)
-        .map_err(|e| format!("ceiling file {}: {e}", path.display()))
+        .map_err(|source| SourceError::Syntax {
+            path: path.to_owned(),
+            source,
+        })
 }
 
-fn parse(text: &str) -> Result<File, String> {
-    toml::from_str(text).map_err(|e| e.to_string().trim_end().to_owned())
+fn parse(text: &str) -> Result<File, toml::de::Error> {
+    toml::from_str(text)
 }
 
 fn min_limit(a: Option<u64>, b: Option<u64>) -> Option<u64> {
@@ -151,9 +208,9 @@ fn min_limit(a: Option<u64>, b: Option<u64>) -> Option<u64> {
 }
 
 impl Ceiling {
-    fn narrow(&mut self, file: File) -> Result<(), String> {
+    fn narrow(&mut self, file: File) -> Result<(), ValueError> {
         if let Some(mode) = file.max_mode {
-            let mode: Mode = mode.parse().map_err(|e| format!("max_mode: {e}"))?;
+            let mode: Mode = mode.parse().map_err(ValueError::MaxMode)?;
             self.max_mode = self.max_mode.min(mode);
         }
         if let Some(allow) = file.allow_network {
@@ -161,10 +218,7 @@ impl Ceiling {
         }
         if let Some(roots) = file.writable_roots_under {
             if let Some(bad) = roots.iter().find(|p| !p.is_absolute()) {
-                return Err(format!(
-                    "writable_roots_under entry {} is not absolute",
-                    bad.display()
-                ));
+                return Err(ValueError::RootsUnder(bad.clone()));
             }
             // Compared with the real paths of roots, so resolved here, once.
             self.writable_roots_under
@@ -172,10 +226,7 @@ impl Ceiling {
         }
         if let Some(paths) = file.never_writable {
             if let Some(bad) = paths.iter().find(|p| !p.is_absolute()) {
-                return Err(format!(
-                    "never_writable entry {} is not absolute",
-                    bad.display()
-                ));
+                return Err(ValueError::NeverWritable(bad.clone()));
             }
             self.never_writable
                 .extend(paths.iter().map(|p| crate::paths::resolve(p)));
@@ -194,41 +245,38 @@ impl Ceiling {
     }
 
     /// The rule a request for `mode` with `network` breaks, if any.
-    pub(crate) fn check_mode(&self, mode: Mode, network_allowed: bool) -> Result<(), String> {
+    pub(crate) fn check_mode(&self, mode: Mode, network_allowed: bool) -> Result<(), Refusal> {
         if let Some(broken) = &self.broken {
-            return Err(broken.clone());
+            return Err(Refusal::Broken(Arc::clone(broken)));
         }
         if mode > self.max_mode {
-            return Err(format!(
-                "ceiling max_mode is {}: {} is not allowed",
-                self.max_mode.as_str(),
-                mode.as_str()
-            ));
+            return Err(Refusal::Mode {
+                max: self.max_mode,
+                asked: mode,
+            });
         }
         if network_allowed && mode != Mode::DangerFullAccess && !self.allow_network {
-            return Err("ceiling allow_network is false: network access is not allowed".into());
+            return Err(Refusal::Network);
         }
         Ok(())
     }
 
     /// The rule the writable root `root` (its real path) breaks, if any.
-    pub(crate) fn check_root(&self, root: &Path) -> Result<(), String> {
+    pub(crate) fn check_root(&self, root: &Path) -> Result<(), Refusal> {
         for (i, prefixes) in self.writable_roots_under.iter().enumerate() {
             if !prefixes.iter().any(|p| root.starts_with(p)) {
-                return Err(format!(
-                    "ceiling writable_roots_under (source {}) does not include {}",
-                    i + 1,
-                    root.display()
-                ));
+                return Err(Refusal::NotUnder {
+                    list: i + 1,
+                    root: root.to_owned(),
+                });
             }
         }
         for never in &self.never_writable {
             if root.starts_with(never) || never.starts_with(root) {
-                return Err(format!(
-                    "ceiling never_writable contains {}: {} may not be writable",
-                    never.display(),
-                    root.display()
-                ));
+                return Err(Refusal::Never {
+                    never: never.clone(),
+                    root: root.to_owned(),
+                });
             }
         }
         Ok(())
@@ -334,11 +382,10 @@ mod tests {
         assert_eq!(c.max_mode, Mode::WorkspaceWrite);
         let c = narrowed(&["allow_network = false", "allow_network = true"]);
         assert!(!c.allow_network);
-        assert!(
-            c.check_mode(Mode::ReadOnly, true)
-                .unwrap_err()
-                .contains("allow_network")
-        );
+        assert!(matches!(
+            c.check_mode(Mode::ReadOnly, true),
+            Err(Refusal::Network)
+        ));
         assert!(c.check_mode(Mode::ReadOnly, false).is_ok());
     }
 
@@ -346,7 +393,10 @@ mod tests {
     fn a_mode_above_the_ceiling_is_refused_naming_the_rule() {
         let c = narrowed(&["max_mode = \"read-only\""]);
         let err = c.check_mode(Mode::WorkspaceWrite, false).unwrap_err();
-        assert!(err.contains("max_mode is read-only"), "{err}");
+        assert_eq!(
+            err.to_string(),
+            "ceiling max_mode is read-only: workspace-write is not allowed"
+        );
     }
 
     #[test]
@@ -374,7 +424,15 @@ mod tests {
         )]);
         assert!(c.check_root(&dir.join("real/proj")).is_ok());
         let err = c.check_root(&dir.join("real/keep/x")).unwrap_err();
-        assert!(err.contains("never_writable"), "{err}");
+        assert!(matches!(&err, Refusal::Never { never, .. } if *never == dir.join("real/keep")));
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "ceiling never_writable contains {0}/real/keep: {0}/real/keep/x may not be \
+                 writable",
+                dir.display()
+            )
+        );
         let _ = std::fs::remove_dir_all(dir);
     }
 
@@ -490,6 +548,53 @@ mod tests {
             c.narrow(parse("never_writable = [\"relative\"]").expect("parse"))
                 .is_err()
         );
+    }
+
+    #[test]
+    fn a_file_that_cannot_be_taken_breaks_the_ceiling_in_the_same_words() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("confine-ceiling-src-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        let file = dir.join("ceiling.toml");
+        let broken = |text: &str, mode: u32| {
+            std::fs::write(&file, text).expect("write");
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).expect("chmod");
+            let c = load(None, Some(&file));
+            let refusal = c.check_mode(Mode::ReadOnly, false).expect_err("broken");
+            assert!(matches!(refusal, Refusal::Broken(_)), "{refusal:?}");
+            refusal.to_string()
+        };
+        let name = file.display();
+        assert_eq!(
+            broken("", 0o664),
+            format!("ceiling file {name} is writable by group or others (mode 664); chmod go-w it")
+        );
+        let syntax = toml::from_str::<File>("max_mod = 1").expect_err("unknown field");
+        assert_eq!(
+            broken("max_mod = 1", 0o644),
+            format!("ceiling file {name}: {}", syntax.to_string().trim_end())
+        );
+        assert_eq!(
+            broken("never_writable = [\"rel\"]", 0o644),
+            format!("ceiling file {name}: never_writable entry rel is not absolute")
+        );
+        assert_eq!(
+            broken("max_mode = \"all\"", 0o644),
+            format!(
+                "ceiling file {name}: max_mode: mode \"all\" is not one of read-only, \
+                 workspace-write, danger-full-access"
+            )
+        );
+        std::fs::remove_file(&file).expect("rm");
+        let missing = load(None, Some(&file)).broken.map(|b| b.to_string());
+        assert_eq!(
+            missing,
+            Some(format!(
+                "ceiling file {name}: No such file or directory (os error 2)"
+            ))
+        );
+        let _ = std::fs::remove_dir_all(dir);
     }
 
     #[test]

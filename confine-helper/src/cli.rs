@@ -4,6 +4,7 @@
 //! descriptor is the connection, so it is the one descriptor kept open.
 
 use std::ffi::OsString;
+use std::io;
 use std::os::fd::RawFd;
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
@@ -62,8 +63,41 @@ pub(crate) enum Invocation {
     Help,
 }
 
+/// What is wrong with the command line; printed before the usage, and the helper exits 2.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum UsageError {
+    #[error("write-file takes [--parents] -- PATH")]
+    WriteFile,
+    #[error("read-file takes --max BYTES -- PATH")]
+    ReadFile,
+    #[error("--max needs a number of bytes, got {0:?}")]
+    MaxBytes(OsString),
+    #[error("arguments must be UTF-8")]
+    NotUtf8,
+    /// `flag` takes a number and got `value`.
+    #[error("{flag} needs a number, got {value:?}")]
+    NotANumber { flag: &'static str, value: String },
+    #[error("--fd {0}: descriptors 0-2 are stdio, not a socket")]
+    Stdio(RawFd),
+    /// This flag is the last argument.
+    #[error("{0} needs a value")]
+    NoValue(String),
+    /// An option after `--fd N`.
+    #[error("unknown option {0:?}")]
+    Option(String),
+    /// An option `mode` does not take.
+    #[error("unknown option {option:?} for {mode}")]
+    ModeOption { mode: &'static str, option: String },
+    #[error("serve needs --socket PATH")]
+    NoSocket,
+    #[error("no mode given")]
+    NoMode,
+    #[error("unknown argument {0:?}")]
+    Argument(String),
+}
+
 /// Parses the helper's small command line.
-pub(crate) fn parse(args: &[OsString]) -> Result<Invocation, String> {
+pub(crate) fn parse(args: &[OsString]) -> Result<Invocation, UsageError> {
     // The writer's path need not be UTF-8.
     if args.first().is_some_and(|a| a == "write-file") {
         return match &args[1..] {
@@ -77,7 +111,7 @@ pub(crate) fn parse(args: &[OsString]) -> Result<Invocation, String> {
                     make_parents: true,
                 })
             }
-            _ => Err("write-file takes [--parents] -- PATH".into()),
+            _ => Err(UsageError::WriteFile),
         };
     }
     if args.first().is_some_and(|a| a == "read-file") {
@@ -86,33 +120,32 @@ pub(crate) fn parse(args: &[OsString]) -> Result<Invocation, String> {
                 let max_bytes = max
                     .to_str()
                     .and_then(|m| m.parse().ok())
-                    .ok_or(format!("--max needs a number of bytes, got {max:?}"))?;
+                    .ok_or_else(|| UsageError::MaxBytes(max.clone()))?;
                 Ok(Invocation::ReadFile {
                     path: PathBuf::from(path),
                     max_bytes,
                 })
             }
-            _ => Err("read-file takes --max BYTES -- PATH".into()),
+            _ => Err(UsageError::ReadFile),
         };
     }
     let text: Vec<&str> = args
         .iter()
-        .map(|a| a.to_str().ok_or("arguments must be UTF-8"))
+        .map(|a| a.to_str().ok_or(UsageError::NotUtf8))
         .collect::<Result<_, _>>()?;
     match text.as_slice() {
         ["--fd", n, rest @ ..] => {
-            let fd: RawFd = n
-                .parse()
-                .map_err(|_| format!("--fd needs a number, got {n:?}"))?;
+            let fd: RawFd = n.parse().map_err(|_| UsageError::NotANumber {
+                flag: "--fd",
+                value: (*n).to_owned(),
+            })?;
             if fd < 3 {
-                return Err(format!(
-                    "--fd {fd}: descriptors 0-2 are stdio, not a socket"
-                ));
+                return Err(UsageError::Stdio(fd));
             }
             let ceiling = match rest {
                 [] => None,
                 ["--ceiling", path] => Some(PathBuf::from(path)),
-                [other, ..] => return Err(format!("unknown option {other:?}")),
+                [other, ..] => return Err(UsageError::Option((*other).to_owned())),
             };
             Ok(Invocation::Embedded { fd, ceiling })
         }
@@ -124,9 +157,15 @@ pub(crate) fn parse(args: &[OsString]) -> Result<Invocation, String> {
                 match *flag {
                     "--json" => json = true,
                     "--ceiling" => {
-                        ceiling = Some(PathBuf::from(it.next().ok_or("--ceiling needs a value")?));
+                        let value = it.next().ok_or(UsageError::NoValue("--ceiling".into()))?;
+                        ceiling = Some(PathBuf::from(value));
                     }
-                    other => return Err(format!("unknown option {other:?} for probe")),
+                    other => {
+                        return Err(UsageError::ModeOption {
+                            mode: "probe",
+                            option: other.to_owned(),
+                        });
+                    }
                 }
             }
             Ok(Invocation::Probe { json, ceiling })
@@ -137,19 +176,27 @@ pub(crate) fn parse(args: &[OsString]) -> Result<Invocation, String> {
             let mut ceiling = None;
             let mut it = rest.iter();
             while let Some(flag) = it.next() {
-                let value = it.next().ok_or(format!("{flag} needs a value"))?;
+                let value = it
+                    .next()
+                    .ok_or_else(|| UsageError::NoValue((*flag).to_owned()))?;
                 match *flag {
                     "--socket" => socket = Some(PathBuf::from(value)),
                     "--ceiling" => ceiling = Some(PathBuf::from(value)),
-                    "--allow-uid" => allowed_uids.push(
-                        value
-                            .parse()
-                            .map_err(|_| format!("--allow-uid needs a number, got {value:?}"))?,
-                    ),
-                    other => return Err(format!("unknown option {other:?} for serve")),
+                    "--allow-uid" => {
+                        allowed_uids.push(value.parse().map_err(|_| UsageError::NotANumber {
+                            flag: "--allow-uid",
+                            value: (*value).to_owned(),
+                        })?);
+                    }
+                    other => {
+                        return Err(UsageError::ModeOption {
+                            mode: "serve",
+                            option: other.to_owned(),
+                        });
+                    }
                 }
             }
-            let socket = socket.ok_or("serve needs --socket PATH")?;
+            let socket = socket.ok_or(UsageError::NoSocket)?;
             if allowed_uids.is_empty() {
                 allowed_uids.push(nix::unistd::geteuid().as_raw());
             }
@@ -161,8 +208,8 @@ pub(crate) fn parse(args: &[OsString]) -> Result<Invocation, String> {
         }
         ["--version"] | ["-V"] => Ok(Invocation::Version),
         ["--help"] | ["-h"] => Ok(Invocation::Help),
-        [] => Err("no mode given".into()),
-        [other, ..] => Err(format!("unknown argument {other:?}")),
+        [] => Err(UsageError::NoMode),
+        [other, ..] => Err(UsageError::Argument((*other).to_owned())),
     }
 }
 
@@ -324,8 +371,8 @@ fn probe(ctx: &Context, json: bool) -> ExitCode {
             ctx.ceiling.allow_network,
             ctx.ceiling
                 .broken
-                .as_deref()
-                .map_or("null".to_owned(), json_string),
+                .as_ref()
+                .map_or("null".to_owned(), |b| json_string(&b.to_string())),
         );
     } else {
         println!("{}", info.software);
@@ -378,23 +425,40 @@ fn sanitize(keep: RawFd) -> std::io::Result<()> {
     Ok(())
 }
 
-fn embedded(fd: RawFd, ctx: Context) -> Result<(), String> {
-    let owned = sys::inherited_socket(fd).map_err(|e| format!("--fd {fd}: {e}"))?;
+/// Why serving ended in failure; logged, and the helper exits 1.
+#[derive(Debug, thiserror::Error)]
+enum ServeError {
+    /// The descriptor of `--fd` is not an open socket.
+    #[error("--fd {fd}: {source}")]
+    NotASocket { fd: RawFd, source: io::Error },
+    /// The connection cannot be marked close-on-exec.
+    #[error("--fd {fd}: {source}")]
+    Cloexec { fd: RawFd, source: nix::Error },
+    #[error("{0}")]
+    Listen(#[from] service::ServiceError),
+    /// The event loop failed.
+    #[error("{0}")]
+    Run(#[source] io::Error),
+}
+
+fn embedded(fd: RawFd, ctx: Context) -> Result<(), ServeError> {
+    let owned =
+        sys::inherited_socket(fd).map_err(|source| ServeError::NotASocket { fd, source })?;
     let sock = UnixStream::from(owned);
     nix::fcntl::fcntl(
         &sock,
         nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
     )
-    .map_err(|e| format!("--fd {fd}: {e}"))?;
-    Server::embedded(sock, ctx).run().map_err(|e| e.to_string())
+    .map_err(|source| ServeError::Cloexec { fd, source })?;
+    Server::embedded(sock, ctx).run().map_err(ServeError::Run)
 }
 
-fn serve(socket: PathBuf, allowed_uids: Vec<u32>, ctx: Context) -> Result<(), String> {
-    let listener = service::listen(&socket).map_err(|e| e.to_string())?;
+fn serve(socket: PathBuf, allowed_uids: Vec<u32>, ctx: Context) -> Result<(), ServeError> {
+    let listener = service::listen(&socket)?;
     log!("serving {} for uids {:?}", socket.display(), allowed_uids);
     Server::service(listener, PeerRule { allowed_uids }, ctx)
         .run()
-        .map_err(|e| e.to_string())
+        .map_err(ServeError::Run)
 }
 
 #[cfg(test)]
@@ -475,5 +539,38 @@ mod tests {
         assert!(parse(&args(&["serve", "--socket"])).is_err());
         assert!(parse(&args(&["serve", "--socket", "/s", "--bogus", "1"])).is_err());
         assert!(parse(&args(&["run"])).is_err());
+    }
+
+    #[test]
+    fn usage_errors_read_as_before() {
+        let text = |list: &[&str]| parse(&args(list)).map_err(|e| e.to_string());
+        assert_eq!(
+            parse(&args(&["--fd", "x"])),
+            Err(UsageError::NotANumber {
+                flag: "--fd",
+                value: "x".into()
+            })
+        );
+        assert_eq!(
+            text(&["--fd", "x"]),
+            Err("--fd needs a number, got \"x\"".into())
+        );
+        assert_eq!(
+            text(&["--fd", "2"]),
+            Err("--fd 2: descriptors 0-2 are stdio, not a socket".into())
+        );
+        assert_eq!(
+            text(&["serve", "--socket"]),
+            Err("--socket needs a value".into())
+        );
+        assert_eq!(
+            text(&["probe", "--bogus"]),
+            Err("unknown option \"--bogus\" for probe".into())
+        );
+        assert_eq!(
+            text(&["read-file", "--max", "ten", "--", "/w/x"]),
+            Err("--max needs a number of bytes, got \"ten\"".into())
+        );
+        assert_eq!(text(&["run"]), Err("unknown argument \"run\"".into()));
     }
 }

@@ -72,26 +72,36 @@ pub(crate) fn argv(exe: RawFd, ruleset: RawFd, report: RawFd, argv: &[Vec<u8>]) 
     out
 }
 
+/// Why the arguments after `enter` are not what the helper passes; printed before exit 126.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum UsageError {
+    /// The value of this flag is not a descriptor number above stdio.
+    #[error("{0} needs a descriptor number above 2")]
+    Descriptor(&'static str),
+    #[error("enter takes --ruleset FD --report FD -- PROGRAM [ARGS...]")]
+    Shape,
+}
+
 /// Parses the arguments after `enter`.
-pub(crate) fn parse(args: &[OsString]) -> Result<Enter, String> {
-    let number = |flag: &str, value: Option<&OsString>| -> Result<RawFd, String> {
+pub(crate) fn parse(args: &[OsString]) -> Result<Enter, UsageError> {
+    let number = |flag: &'static str, value: &OsString| -> Result<RawFd, UsageError> {
         value
-            .and_then(|v| v.to_str())
+            .to_str()
             .and_then(|v| v.parse::<RawFd>().ok())
             .filter(|fd| *fd > 2)
-            .ok_or(format!("{flag} needs a descriptor number above 2"))
+            .ok_or(UsageError::Descriptor(flag))
     };
     match args {
         [r, ruleset, p, report, dashes, argv @ ..]
             if r == "--ruleset" && p == "--report" && dashes == "--" && !argv.is_empty() =>
         {
             Ok(Enter {
-                ruleset: number("--ruleset", Some(ruleset))?,
-                report: number("--report", Some(report))?,
+                ruleset: number("--ruleset", ruleset)?,
+                report: number("--report", report)?,
                 argv: argv.to_vec(),
             })
         }
-        _ => Err("enter takes --ruleset FD --report FD -- PROGRAM [ARGS...]".into()),
+        _ => Err(UsageError::Shape),
     }
 }
 
@@ -186,9 +196,21 @@ mod tests {
 
     #[test]
     fn bad_arguments_are_refused() {
-        assert!(parse(&os(&["--ruleset", "8", "--report", "9", "--"])).is_err());
-        assert!(parse(&os(&["--ruleset", "1", "--report", "9", "--", "x"])).is_err());
-        assert!(parse(&os(&["--report", "9", "--ruleset", "8", "--", "x"])).is_err());
+        let shape = Err(UsageError::Shape);
+        assert_eq!(
+            parse(&os(&["--ruleset", "8", "--report", "9", "--"])),
+            shape
+        );
+        let low = parse(&os(&["--ruleset", "1", "--report", "9", "--", "x"]));
+        assert_eq!(low, Err(UsageError::Descriptor("--ruleset")));
+        assert_eq!(
+            low.map_err(|e| e.to_string()),
+            Err("--ruleset needs a descriptor number above 2".to_owned())
+        );
+        assert_eq!(
+            parse(&os(&["--report", "9", "--ruleset", "8", "--", "x"])),
+            shape
+        );
         assert!(parse(&os(&["--ruleset", "x", "--report", "9", "--", "x"])).is_err());
     }
 

@@ -74,31 +74,46 @@ const STAT_BYTES: usize = 40;
 const NAME_MASK: u16 = 0x0fff;
 const EXTENDED: u16 = 0x4000;
 
+/// Why an index file yields no gitlinks; the text is part of a `Partial` enforcement fact.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum IndexError {
+    #[error("it does not start with an index header")]
+    NoHeader,
+    #[error("index version {0} is not known")]
+    Version(u32),
+    /// The entry starting at this byte offset.
+    #[error("entry at byte {0} is malformed")]
+    Entry(usize),
+    #[error("the index is shorter than its checksum")]
+    NoChecksum,
+    /// The extension starting at this byte offset.
+    #[error("extension at byte {0} is malformed")]
+    Extension(usize),
+    #[error("the index's extensions do not end at its checksum")]
+    Trailing,
+}
+
 /// The gitlinks of an index file (versions 2, 3 and 4; SHA-1 or SHA-256 object names).
 ///
 /// The object-name length is not in the index itself; the one under which every entry's
 /// recorded name length matches its name is taken, and an index that parses under neither is
 /// an error.
-pub(crate) fn parse_index(bytes: &[u8]) -> Result<Index, String> {
+pub(crate) fn parse_index(bytes: &[u8]) -> Result<Index, IndexError> {
     if bytes.len() < 12 || &bytes[..4] != b"DIRC" {
-        return Err("it does not start with an index header".into());
+        return Err(IndexError::NoHeader);
     }
     let version = be32(bytes, 4).unwrap_or(0);
     if !(2..=4).contains(&version) {
-        return Err(format!("index version {version} is not known"));
+        return Err(IndexError::Version(version));
     }
     let count = be32(bytes, 8).unwrap_or(0) as usize;
-    let mut last_error = String::new();
-    for hash in [20, 32] {
-        match entries(bytes, version, count, hash) {
-            Ok((gitlinks, end)) => match extensions(bytes, end, hash) {
-                Ok(shared) => return Ok(Index { gitlinks, shared }),
-                Err(e) => last_error = e,
-            },
-            Err(e) => last_error = e,
-        }
-    }
-    Err(last_error)
+    let under = |hash: usize| -> Result<Index, IndexError> {
+        let (gitlinks, end) = entries(bytes, version, count, hash)?;
+        let shared = extensions(bytes, end, hash)?;
+        Ok(Index { gitlinks, shared })
+    };
+    // SHA-1 first; when neither parses, the SHA-256 reading's error is the one reported.
+    under(20).or_else(|_| under(32))
 }
 
 fn be32(bytes: &[u8], at: usize) -> Option<u32> {
@@ -129,53 +144,44 @@ fn entries(
     version: u32,
     count: usize,
     hash: usize,
-) -> Result<(Vec<PathBuf>, usize), String> {
-    let bad = |at: usize| format!("entry at byte {at} is malformed");
+) -> Result<(Vec<PathBuf>, usize), IndexError> {
     let mut at = 12;
     let mut previous: Vec<u8> = Vec::new();
     let mut gitlinks = Vec::new();
     for _ in 0..count {
         let start = at;
-        let mode = be32(bytes, start + 24).ok_or_else(|| bad(start))?;
-        let flags = be16(bytes, start + STAT_BYTES + hash).ok_or_else(|| bad(start))?;
+        let bad = IndexError::Entry(start);
+        let mode = be32(bytes, start + 24).ok_or(bad)?;
+        let flags = be16(bytes, start + STAT_BYTES + hash).ok_or(bad)?;
         let mut name_at = start + STAT_BYTES + hash + 2;
         if flags & EXTENDED != 0 {
             if version < 3 {
-                return Err(bad(start));
+                return Err(bad);
             }
             name_at += 2;
         }
         let (name, next) = if version == 4 {
             let mut cursor = name_at;
-            let strip = varint(bytes, &mut cursor).ok_or_else(|| bad(start))?;
-            let rest = bytes.get(cursor..).ok_or_else(|| bad(start))?;
-            let nul = rest
-                .iter()
-                .position(|b| *b == 0)
-                .ok_or_else(|| bad(start))?;
-            let keep = previous
-                .len()
-                .checked_sub(strip)
-                .ok_or_else(|| bad(start))?;
+            let strip = varint(bytes, &mut cursor).ok_or(bad)?;
+            let rest = bytes.get(cursor..).ok_or(bad)?;
+            let nul = rest.iter().position(|b| *b == 0).ok_or(bad)?;
+            let keep = previous.len().checked_sub(strip).ok_or(bad)?;
             let mut name = previous[..keep].to_vec();
             name.extend_from_slice(&rest[..nul]);
             (name, cursor + nul + 1)
         } else {
-            let rest = bytes.get(name_at..).ok_or_else(|| bad(start))?;
-            let nul = rest
-                .iter()
-                .position(|b| *b == 0)
-                .ok_or_else(|| bad(start))?;
+            let rest = bytes.get(name_at..).ok_or(bad)?;
+            let nul = rest.iter().position(|b| *b == 0).ok_or(bad)?;
             // Entries are padded with 1 to 8 NULs to a multiple of 8 bytes.
             let size = (name_at - start + nul + 8) & !7;
             (rest[..nul].to_vec(), start + size)
         };
         let recorded = usize::from(flags & NAME_MASK);
         if name.is_empty() || (recorded != usize::from(NAME_MASK) && recorded != name.len()) {
-            return Err(bad(start));
+            return Err(bad);
         }
         if next > bytes.len() {
-            return Err(bad(start));
+            return Err(bad);
         }
         if mode & MODE_TYPE == GITLINK {
             if let Some(path) = relative(&name) {
@@ -190,20 +196,20 @@ fn entries(
 
 /// Walks the extensions between the entries and the trailing checksum, which must end exactly
 /// there; returns the shared index a split index's `link` extension names, if any.
-fn extensions(bytes: &[u8], mut at: usize, hash: usize) -> Result<Option<String>, String> {
+fn extensions(bytes: &[u8], mut at: usize, hash: usize) -> Result<Option<String>, IndexError> {
     let end = bytes
         .len()
         .checked_sub(hash)
-        .ok_or("the index is shorter than its checksum")?;
+        .ok_or(IndexError::NoChecksum)?;
     let mut shared = None;
     while at < end {
-        let malformed = || format!("extension at byte {at} is malformed");
-        let signature = bytes.get(at..at + 4).ok_or_else(malformed)?;
-        let size = be32(bytes, at + 4).ok_or_else(malformed)? as usize;
-        let data_end = (at + 8).checked_add(size).ok_or_else(malformed)?;
-        let data = bytes.get(at + 8..data_end).ok_or_else(malformed)?;
+        let malformed = IndexError::Extension(at);
+        let signature = bytes.get(at..at + 4).ok_or(malformed)?;
+        let size = be32(bytes, at + 4).ok_or(malformed)? as usize;
+        let data_end = (at + 8).checked_add(size).ok_or(malformed)?;
+        let data = bytes.get(at + 8..data_end).ok_or(malformed)?;
         if signature == b"link" {
-            let name = data.get(..hash).ok_or_else(malformed)?;
+            let name = data.get(..hash).ok_or(malformed)?;
             if name.iter().any(|b| *b != 0) {
                 let hex: String = name.iter().map(|b| format!("{b:02x}")).collect();
                 shared = Some(format!("sharedindex.{hex}"));
@@ -212,7 +218,7 @@ fn extensions(bytes: &[u8], mut at: usize, hash: usize) -> Result<Option<String>
         at = data_end;
     }
     if at != end {
-        return Err("the index's extensions do not end at its checksum".into());
+        return Err(IndexError::Trailing);
     }
     Ok(shared)
 }
@@ -359,11 +365,17 @@ mod tests {
 
     #[test]
     fn garbage_and_hostile_paths_are_not_taken() {
-        assert!(parse_index(b"").is_err());
-        assert!(parse_index(b"DIRC\0\0\0\x09\0\0\0\0").is_err());
+        assert_eq!(parse_index(b""), Err(IndexError::NoHeader));
+        let unknown = parse_index(b"DIRC\0\0\0\x09\0\0\0\0");
+        assert_eq!(unknown, Err(IndexError::Version(9)));
+        assert_eq!(
+            unknown.map_err(|e| e.to_string()),
+            Err("index version 9 is not known".to_owned())
+        );
         let mut truncated = index(2, &[entry(0o160000, "m", 20)], 20);
         truncated.truncate(30);
-        assert!(parse_index(&truncated).is_err());
+        let malformed = parse_index(&truncated).map_err(|e| e.to_string());
+        assert_eq!(malformed, Err("entry at byte 12 is malformed".to_owned()));
         let hostile = index(
             2,
             &[

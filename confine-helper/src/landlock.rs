@@ -7,10 +7,11 @@
 //! enforcement fact. The forked command only calls `landlock_restrict_self` on the descriptor.
 
 use std::os::fd::{AsFd, OwnedFd};
+use std::path::{Path, PathBuf};
 
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, PathBeneath, PathFd,
-    Ruleset as LlRuleset, RulesetAttr, RulesetCreatedAttr, Scope,
+    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, PathBeneath, PathFd, PathFdError,
+    Ruleset as LlRuleset, RulesetAttr, RulesetCreatedAttr, RulesetError, Scope,
 };
 
 use crate::sys;
@@ -37,31 +38,51 @@ pub(crate) struct Plan<'a> {
     pub(crate) network_denied: bool,
 }
 
+/// Why no ruleset was built; the text is the detail of a `RunnerFailed{landlock}`.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum BuildError {
+    #[error("this kernel does not offer Landlock")]
+    Unsupported,
+    #[error("handling file access: {0}")]
+    HandleFs(#[source] RulesetError),
+    #[error("handling network access: {0}")]
+    HandleNet(#[source] RulesetError),
+    #[error("scoping signals and abstract sockets: {0}")]
+    Scope(#[source] RulesetError),
+    #[error("creating the ruleset: {0}")]
+    Create(#[source] RulesetError),
+    #[error("opening {path}: {source}")]
+    Open { path: PathBuf, source: PathFdError },
+    #[error("allowing {path}: {source}")]
+    Allow { path: PathBuf, source: RulesetError },
+    #[error("allowing a writable root: {0}")]
+    AllowRoot(#[source] RulesetError),
+    #[error("the kernel did not create a ruleset")]
+    NotCreated,
+}
+
 /// Creates the ruleset for `plan`.
-pub(crate) fn build(plan: &Plan<'_>) -> Result<Ruleset, String> {
+pub(crate) fn build(plan: &Plan<'_>) -> Result<Ruleset, BuildError> {
     let abi = ABI::from(i32::try_from(plan.abi).unwrap_or(0));
     if plan.abi == 0 {
-        return Err("this kernel does not offer Landlock".into());
+        return Err(BuildError::Unsupported);
     }
-    let err = |what: &str, e: &dyn std::fmt::Display| format!("{what}: {e}");
     let handled = AccessFs::from_all(abi);
     let mut ruleset = LlRuleset::default()
         .set_compatibility(CompatLevel::HardRequirement)
         .handle_access(handled)
-        .map_err(|e| err("handling file access", &e))?;
+        .map_err(BuildError::HandleFs)?;
     if plan.network_denied && plan.abi >= 4 {
         ruleset = ruleset
             .handle_access(AccessNet::from_all(abi))
-            .map_err(|e| err("handling network access", &e))?;
+            .map_err(BuildError::HandleNet)?;
     }
     if plan.abi >= 6 {
         ruleset = ruleset
             .scope(Scope::from_all(abi))
-            .map_err(|e| err("scoping signals and abstract sockets", &e))?;
+            .map_err(BuildError::Scope)?;
     }
-    let mut created = ruleset
-        .create()
-        .map_err(|e| err("creating the ruleset", &e))?;
+    let mut created = ruleset.create().map_err(BuildError::Create)?;
 
     let read = AccessFs::from_read(abi);
     let mut null_rights = AccessFs::ReadFile | AccessFs::WriteFile;
@@ -69,19 +90,28 @@ pub(crate) fn build(plan: &Plan<'_>) -> Result<Ruleset, String> {
         null_rights |= AccessFs::Truncate;
     }
     // `/` and `/dev/null` are owned by root; no command can swap them.
-    for (path, rights) in [("/", read), ("/dev/null", null_rights)] {
-        let fd = PathFd::new(path).map_err(|e| err(&format!("opening {path}"), &e))?;
+    for (path, rights) in [
+        (Path::new("/"), read),
+        (Path::new("/dev/null"), null_rights),
+    ] {
+        let fd = PathFd::new(path).map_err(|source| BuildError::Open {
+            path: path.to_owned(),
+            source,
+        })?;
         created = created
             .add_rule(PathBeneath::new(fd, rights))
-            .map_err(|e| err(&format!("allowing {path}"), &e))?;
+            .map_err(|source| BuildError::Allow {
+                path: path.to_owned(),
+                source,
+            })?;
     }
     for fd in plan.writable {
         created = created
             .add_rule(PathBeneath::new(fd.as_fd(), handled))
-            .map_err(|e| err("allowing a writable root", &e))?;
+            .map_err(BuildError::AllowRoot)?;
     }
     let fd: Option<OwnedFd> = created.into();
-    let fd = fd.ok_or("the kernel did not create a ruleset")?;
+    let fd = fd.ok_or(BuildError::NotCreated)?;
 
     let mut missing = Vec::new();
     if plan.abi < 3 {

@@ -95,8 +95,19 @@ pub(crate) fn open_entry(dir: BorrowedFd<'_>, name: &Path) -> io::Result<OwnedFd
 pub(crate) enum ReadError {
     /// There is no such entry.
     Missing,
-    /// It exists but cannot be used: not a regular file, too large, unreadable.
-    Unusable(String),
+    /// It exists but cannot be used.
+    Unusable(Unusable),
+}
+
+/// Why a file that exists is not read; the text completes a sentence about the file.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Unusable {
+    #[error("it is not a regular file ({0:?})")]
+    NotRegular(Kind),
+    #[error("it is larger than {0} bytes")]
+    TooLarge(u64),
+    #[error("{0}")]
+    Io(#[source] io::Error),
 }
 
 /// Reads the regular file `name` beneath `dir`, at most `cap` bytes, without following a
@@ -105,7 +116,7 @@ pub(crate) fn read_small(dir: BorrowedFd<'_>, name: &Path, cap: u64) -> Result<V
     match open_entry(dir, name) {
         Ok(fd) => read_regular(fd.as_fd(), cap),
         Err(e) if e.raw_os_error() == Some(nix::libc::ENOENT) => Err(ReadError::Missing),
-        Err(e) => Err(ReadError::Unusable(e.to_string())),
+        Err(e) => Err(ReadError::Unusable(Unusable::Io(e))),
     }
 }
 
@@ -115,26 +126,20 @@ pub(crate) fn read_regular(fd: BorrowedFd<'_>, cap: u64) -> Result<Vec<u8>, Read
     use std::os::unix::fs::OpenOptionsExt;
     match kind(fd) {
         Ok(Kind::File) => {}
-        Ok(other) => {
-            return Err(ReadError::Unusable(format!(
-                "it is not a regular file ({other:?})"
-            )));
-        }
-        Err(e) => return Err(ReadError::Unusable(e.to_string())),
+        Ok(other) => return Err(ReadError::Unusable(Unusable::NotRegular(other))),
+        Err(e) => return Err(ReadError::Unusable(Unusable::Io(e))),
     }
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY | nix::libc::O_CLOEXEC)
         .open(format!("/proc/self/fd/{}", fd.as_raw_fd()))
-        .map_err(|e| ReadError::Unusable(e.to_string()))?;
+        .map_err(|e| ReadError::Unusable(Unusable::Io(e)))?;
     let mut bytes = Vec::new();
     file.take(cap + 1)
         .read_to_end(&mut bytes)
-        .map_err(|e| ReadError::Unusable(e.to_string()))?;
+        .map_err(|e| ReadError::Unusable(Unusable::Io(e)))?;
     if bytes.len() as u64 > cap {
-        return Err(ReadError::Unusable(format!(
-            "it is larger than {cap} bytes"
-        )));
+        return Err(ReadError::Unusable(Unusable::TooLarge(cap)));
     }
     Ok(bytes)
 }

@@ -16,11 +16,12 @@
 //! ([`crate::paths`]), so nothing a command leaves in a repository can stall the helper.
 
 use std::collections::HashSet;
+use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Component, Path, PathBuf};
 
 use crate::git;
-use crate::paths::{self, Kind, ReadError};
+use crate::paths::{self, Kind, ReadError, Unusable};
 
 /// The most protected paths and pinned directories one command may need; each is a
 /// descriptor passed to bwrap.
@@ -58,9 +59,62 @@ pub(crate) struct Protection {
     pub(crate) missing: Vec<String>,
 }
 
+/// Why the protected paths cannot be kept read-only at all; nothing is run. The text is the
+/// detail of a `RunnerFailed{prepare}`.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ProtectError {
+    /// `at`, on the way to the protected path `target`, is a symbolic link.
+    #[error("cannot enforce read-only path {target}: {at} is a symbolic link")]
+    Symlink { target: PathBuf, at: PathBuf },
+    #[error("cannot duplicate the descriptor of {path}: {source}")]
+    Dup { path: PathBuf, source: io::Error },
+    /// Keeping `path` read-only would take more than [`MAX_BINDS`] binds.
+    #[error(
+        "cannot enforce read-only path {path}: more than {MAX_BINDS} paths would have to be \
+         kept read-only (repositories with very many submodules are not supported)"
+    )]
+    TooMany { path: PathBuf },
+    #[error("cannot enforce read-only path {path}: it is not a plain relative path")]
+    NotPlain { path: PathBuf },
+    #[error("cannot enforce read-only path {target}: opening {at}: {source}")]
+    Open {
+        target: PathBuf,
+        at: PathBuf,
+        source: io::Error,
+    },
+    /// Learning what `path` is (its kind, its identity, its entries) failed.
+    #[error("{path}: {source}")]
+    Inspect { path: PathBuf, source: io::Error },
+    /// A pointer file names a writable root itself as `what`.
+    #[error("cannot enforce read-only path {path}: {what} is a writable root itself")]
+    PointsAtRoot { path: PathBuf, what: &'static str },
+    /// `what`, named by a pointer file outside every writable root, cannot be opened.
+    #[error("cannot read {what} {path}: {source}; nothing was run")]
+    Pointed {
+        what: &'static str,
+        path: PathBuf,
+        source: io::Error,
+    },
+    #[error("cannot read the .git file {path}: {source}; nothing was run")]
+    GitFile { path: PathBuf, source: Unusable },
+    #[error("cannot read {path}: {source}; nothing was run")]
+    Commondir { path: PathBuf, source: Unusable },
+    #[error("cannot enforce read-only path {path}: it is neither a directory nor a file")]
+    NotDirOrFile { path: PathBuf },
+}
+
+/// Why a repository's index yields no submodules: it cannot be read, or not parsed.
+#[derive(Debug, thiserror::Error)]
+enum IndexUnread {
+    #[error(transparent)]
+    Read(Unusable),
+    #[error(transparent)]
+    Parse(git::IndexError),
+}
+
 /// Finds what must stay read-only in `roots`: the repository at the top of each and the
 /// request's `extra` relative subpaths. `Err` is why it cannot be enforced at all.
-pub(crate) fn protect(roots: &[Root], extra: &[PathBuf]) -> Result<Protection, String> {
+pub(crate) fn protect(roots: &[Root], extra: &[PathBuf]) -> Result<Protection, ProtectError> {
     let mut walk = Walk {
         roots,
         out: Protection::default(),
@@ -105,17 +159,18 @@ struct GitDir {
     fd: OwnedFd,
 }
 
-fn symlink_error(target: &Path, at: &Path) -> String {
-    format!(
-        "cannot enforce read-only path {}: {} is a symbolic link",
-        target.display(),
-        at.display()
-    )
+fn symlink_error(target: &Path, at: &Path) -> ProtectError {
+    ProtectError::Symlink {
+        target: target.to_owned(),
+        at: at.to_owned(),
+    }
 }
 
-fn dup(fd: &OwnedFd, at: &Path) -> Result<OwnedFd, String> {
-    fd.try_clone()
-        .map_err(|e| format!("cannot duplicate the descriptor of {}: {e}", at.display()))
+fn dup(fd: &OwnedFd, at: &Path) -> Result<OwnedFd, ProtectError> {
+    fd.try_clone().map_err(|source| ProtectError::Dup {
+        path: at.to_owned(),
+        source,
+    })
 }
 
 impl Walk<'_> {
@@ -127,16 +182,12 @@ impl Walk<'_> {
         self.out.read_only.iter().any(|b| path.starts_with(&b.path))
     }
 
-    fn push(&mut self, read_only: bool, path: PathBuf, fd: OwnedFd) -> Result<(), String> {
+    fn push(&mut self, read_only: bool, path: PathBuf, fd: OwnedFd) -> Result<(), ProtectError> {
         if self.covered(&path) || (!read_only && self.out.pinned.iter().any(|b| b.path == path)) {
             return Ok(());
         }
         if self.binds() >= MAX_BINDS {
-            return Err(format!(
-                "cannot enforce read-only path {}: more than {MAX_BINDS} paths would have to be \
-                 kept read-only (repositories with very many submodules are not supported)",
-                path.display()
-            ));
+            return Err(ProtectError::TooMany { path });
         }
         let list = if read_only {
             &mut self.out.read_only
@@ -149,15 +200,14 @@ impl Walk<'_> {
 
     /// Keeps `rel` (plain components) beneath root `index` read-only, pinning every
     /// directory on the way.
-    fn keep_read_only(&mut self, index: usize, rel: &Path) -> Result<Found, String> {
+    fn keep_read_only(&mut self, index: usize, rel: &Path) -> Result<Found, ProtectError> {
         let root = &self.roots[index];
         let target = root.path.join(rel);
         let parts: Vec<_> = rel.components().collect();
         if parts.is_empty() || parts.iter().any(|c| !matches!(c, Component::Normal(_))) {
-            return Err(format!(
-                "cannot enforce read-only path {}: it is not a plain relative path",
-                rel.display()
-            ));
+            return Err(ProtectError::NotPlain {
+                path: rel.to_owned(),
+            });
         }
         let mut dir = dup(&root.fd, &root.path)?;
         let mut at = root.path.clone();
@@ -168,15 +218,12 @@ impl Walk<'_> {
                 Err(e) if e.raw_os_error() == Some(nix::libc::ENOENT) => {
                     return Ok(Found::Missing(at));
                 }
-                Err(e) => {
-                    return Err(format!(
-                        "cannot enforce read-only path {}: opening {}: {e}",
-                        target.display(),
-                        at.display()
-                    ));
-                }
+                Err(source) => return Err(ProtectError::Open { target, at, source }),
             };
-            let kind = paths::kind(fd.as_fd()).map_err(|e| format!("{}: {e}", at.display()))?;
+            let kind = paths::kind(fd.as_fd()).map_err(|source| ProtectError::Inspect {
+                path: at.clone(),
+                source,
+            })?;
             let last = i + 1 == parts.len();
             match kind {
                 Kind::Symlink => return Err(symlink_error(&target, &at)),
@@ -213,7 +260,7 @@ impl Walk<'_> {
     /// outside every writable root. git follows the name again each time it runs, so a link
     /// inside a root on the way to a git directory could be re-pointed by a command after any
     /// check: that cannot be enforced.
-    fn resolve_outside_roots(&self, named: &Path) -> Result<PathBuf, String> {
+    fn resolve_outside_roots(&self, named: &Path) -> Result<PathBuf, ProtectError> {
         let mut real = PathBuf::from("/");
         let mut parts = named.components();
         while let Some(part) = parts.next() {
@@ -254,7 +301,11 @@ impl Walk<'_> {
 
     /// A git directory named by a pointer file: kept read-only when it lies in a writable
     /// root, opened for reading either way. `None` when it does not exist.
-    fn pointed_dir(&mut self, named: &Path, what: &str) -> Result<Option<GitDir>, String> {
+    fn pointed_dir(
+        &mut self,
+        named: &Path,
+        what: &'static str,
+    ) -> Result<Option<GitDir>, ProtectError> {
         let real = self.resolve_outside_roots(named)?;
         match self.root_of(&real) {
             Some((index, rel)) if !rel.as_os_str().is_empty() => {
@@ -271,24 +322,27 @@ impl Walk<'_> {
                     }
                 }
             }
-            Some(_) => Err(format!(
-                "cannot enforce read-only path {}: {what} is a writable root itself",
-                real.display()
-            )),
+            Some(_) => Err(ProtectError::PointsAtRoot { path: real, what }),
             None => match paths::open_dir(&real) {
                 Ok(fd) => Ok(Some(GitDir { path: real, fd })),
                 Err(e) if e.raw_os_error() == Some(nix::libc::ENOENT) => Ok(None),
-                Err(e) => Err(format!(
-                    "cannot read {what} {}: {e}; nothing was run",
-                    real.display()
-                )),
+                Err(source) => Err(ProtectError::Pointed {
+                    what,
+                    path: real,
+                    source,
+                }),
             },
         }
     }
 
     /// The repository whose worktree is `worktree` (relative to root `index`): its `.git`
     /// entry, git directory, common directory, submodules and linked worktrees.
-    fn repository(&mut self, index: usize, worktree: PathBuf, depth: usize) -> Result<(), String> {
+    fn repository(
+        &mut self,
+        index: usize,
+        worktree: PathBuf,
+        depth: usize,
+    ) -> Result<(), ProtectError> {
         let root_path = self.roots[index].path.clone();
         let dot = worktree.join(".git");
         let gitdir = match self.keep_read_only(index, &dot)? {
@@ -305,11 +359,11 @@ impl Walk<'_> {
                 let content = match paths::read_regular(fd.as_fd(), MAX_POINTER) {
                     Ok(content) => content,
                     Err(ReadError::Missing) => return Ok(()),
-                    Err(ReadError::Unusable(why)) => {
-                        return Err(format!(
-                            "cannot read the .git file {}: {why}; nothing was run",
-                            root_path.join(&dot).display()
-                        ));
+                    Err(ReadError::Unusable(source)) => {
+                        return Err(ProtectError::GitFile {
+                            path: root_path.join(&dot),
+                            source,
+                        });
                     }
                 };
                 let Some(target) = git::gitfile_target(&content, &root_path.join(&worktree)) else {
@@ -322,10 +376,9 @@ impl Walk<'_> {
                 }
             }
             Found::Present(..) => {
-                return Err(format!(
-                    "cannot enforce read-only path {}: it is neither a directory nor a file",
-                    root_path.join(&dot).display()
-                ));
+                return Err(ProtectError::NotDirOrFile {
+                    path: root_path.join(&dot),
+                });
             }
         };
         self.git_dir(index, &worktree, gitdir, depth)
@@ -339,7 +392,7 @@ impl Walk<'_> {
         worktree: &Path,
         at: &Path,
         depth: usize,
-    ) -> Result<(), String> {
+    ) -> Result<(), ProtectError> {
         let root = self.roots[index].path.clone();
         if depth == 0 {
             self.out.missing.push(format!(
@@ -368,9 +421,11 @@ impl Walk<'_> {
         worktree: &Path,
         gitdir: GitDir,
         depth: usize,
-    ) -> Result<(), String> {
-        let id = paths::identity(gitdir.fd.as_fd())
-            .map_err(|e| format!("{}: {e}", gitdir.path.display()))?;
+    ) -> Result<(), ProtectError> {
+        let id = paths::identity(gitdir.fd.as_fd()).map_err(|source| ProtectError::Inspect {
+            path: gitdir.path.clone(),
+            source,
+        })?;
         if !self.visited.insert(id) {
             return Ok(());
         }
@@ -383,11 +438,11 @@ impl Walk<'_> {
                 None => None,
             },
             Err(ReadError::Missing) => None,
-            Err(ReadError::Unusable(why)) => {
-                return Err(format!(
-                    "cannot read {}: {why}; nothing was run",
-                    gitdir.path.join("commondir").display()
-                ));
+            Err(ReadError::Unusable(source)) => {
+                return Err(ProtectError::Commondir {
+                    path: gitdir.path.join("commondir"),
+                    source,
+                });
             }
         };
         self.submodules(index, worktree, &gitdir, depth)?;
@@ -402,14 +457,14 @@ impl Walk<'_> {
         worktree: &Path,
         gitdir: &GitDir,
         depth: usize,
-    ) -> Result<(), String> {
+    ) -> Result<(), ProtectError> {
         let mut gitlinks = Vec::new();
         let mut file = PathBuf::from("index");
         loop {
             let parsed = match paths::read_small(gitdir.fd.as_fd(), &file, MAX_INDEX) {
-                Ok(bytes) => git::parse_index(&bytes),
+                Ok(bytes) => git::parse_index(&bytes).map_err(IndexUnread::Parse),
                 Err(ReadError::Missing) => break,
-                Err(ReadError::Unusable(why)) => Err(why),
+                Err(ReadError::Unusable(why)) => Err(IndexUnread::Read(why)),
             };
             match parsed {
                 Ok(parsed) => {
@@ -445,9 +500,14 @@ impl Walk<'_> {
 
     /// The `.git` files of the linked worktrees listed in `common/worktrees/*/gitdir`, where
     /// they lie in a writable root, with their own repositories.
-    fn linked_worktrees(&mut self, common: &GitDir, depth: usize) -> Result<(), String> {
-        let names = paths::list_dir(common.fd.as_fd(), Path::new("worktrees"))
-            .map_err(|e| format!("{}: {e}", common.path.join("worktrees").display()))?;
+    fn linked_worktrees(&mut self, common: &GitDir, depth: usize) -> Result<(), ProtectError> {
+        let names =
+            paths::list_dir(common.fd.as_fd(), Path::new("worktrees")).map_err(|source| {
+                ProtectError::Inspect {
+                    path: common.path.join("worktrees"),
+                    source,
+                }
+            })?;
         for name in names.unwrap_or_default() {
             let admin = Path::new("worktrees").join(&name);
             let content =

@@ -67,7 +67,18 @@ fn a_symlinked_git_cannot_be_enforced() {
     let dir = scratch("symlink");
     std::os::unix::fs::symlink("/tmp", dir.join(".git")).expect("symlink");
     let e = protect(&[root(&dir)], &[]).expect_err("refused");
-    assert!(e.contains("is a symbolic link"), "{e}");
+    let git = dir.join(".git");
+    assert!(
+        matches!(&e, ProtectError::Symlink { target, at } if *target == git && *at == git),
+        "{e:?}"
+    );
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "cannot enforce read-only path {0}: {0} is a symbolic link",
+            git.display()
+        )
+    );
     let _ = std::fs::remove_dir_all(dir);
 }
 
@@ -169,7 +180,10 @@ fn a_git_file_naming_its_git_directory_through_a_link_in_a_root_cannot_be_enforc
     std::fs::write(dir.join("ws/.git"), "gitdir: via/repo.git\n").expect("write");
     // A command could re-point `via` after any check, and git follows it on every run.
     let e = protect(&[root(&dir.join("ws"))], &[]).expect_err("refused");
-    assert!(e.contains("is a symbolic link"), "{e}");
+    assert!(
+        matches!(&e, ProtectError::Symlink { at, .. } if *at == dir.join("ws/via")),
+        "{e:?}"
+    );
     // The same link outside every root is only the user's to change: followed.
     std::fs::remove_file(dir.join("ws/via")).expect("rm");
     std::fs::create_dir_all(dir.join("elsewhere/repo.git")).expect("mkdir");
@@ -187,7 +201,23 @@ fn a_fifo_where_git_keeps_a_pointer_fails_the_run_instead_of_blocking() {
     nix::unistd::mkfifo(&dir.join(".git/commondir"), nix::sys::stat::Mode::S_IRWXU)
         .expect("mkfifo");
     let e = protect(&[root(&dir)], &[]).expect_err("refused");
-    assert!(e.contains("commondir"), "{e}");
+    assert!(
+        matches!(
+            e,
+            ProtectError::Commondir {
+                source: Unusable::NotRegular(Kind::Special),
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "cannot read {}: it is not a regular file (Special); nothing was run",
+            dir.join(".git/commondir").display()
+        )
+    );
     std::fs::remove_file(dir.join(".git/commondir")).expect("rm");
     nix::unistd::mkfifo(&dir.join(".git/index"), nix::sys::stat::Mode::S_IRWXU).expect("mkfifo");
     let p = protect(&[root(&dir)], &[]).expect("an unreadable index is reported, not fatal");
@@ -220,4 +250,16 @@ fn extra_protected_paths_are_walked_and_missing_ones_reported() {
         p.missing
     );
     let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn too_many_binds_is_refused_in_the_words_users_read() {
+    let e = ProtectError::TooMany {
+        path: PathBuf::from("/w/deps/m/.git"),
+    };
+    assert_eq!(
+        e.to_string(),
+        "cannot enforce read-only path /w/deps/m/.git: more than 256 paths would have to be \
+         kept read-only (repositories with very many submodules are not supported)"
+    );
 }

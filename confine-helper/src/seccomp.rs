@@ -36,11 +36,12 @@
 //!   slip past every rule keyed on x86-64 numbers: the process is killed.
 
 use std::collections::BTreeMap;
+use std::num::TryFromIntError;
 
 use nix::libc;
 use seccompiler::{
-    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
-    SeccompRule, sock_filter,
+    BackendError, BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition,
+    SeccompFilter, SeccompRule, sock_filter,
 };
 
 /// What varies between filters.
@@ -75,9 +76,22 @@ const TIOCLINUX: u64 = 0x541C;
 const IOPRIO_WHO_PROCESS: u64 = 1;
 const IOPRIO_WHO_PGRP: u64 = 2;
 
+/// Why no filter was built: the rule table or the prologue is inconsistent, which the tests rule
+/// out. The text is the detail of a `RunnerFailed{seccomp}`.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum FilterError {
+    /// seccompiler refused a condition, a rule or the filter.
+    #[error("{0}")]
+    Rules(#[from] BackendError),
+    #[error("clone3's number: {0}")]
+    Clone3(#[source] TryFromIntError),
+    #[error("prologue length: {0}")]
+    Prologue(#[source] TryFromIntError),
+}
+
 /// Builds the filter for `variant`. Errors only if the rule table itself is inconsistent,
 /// which the tests rule out.
-pub(crate) fn build(variant: Variant) -> Result<BpfProgram, String> {
+pub(crate) fn build(variant: Variant) -> Result<BpfProgram, FilterError> {
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     let always = [
         libc::SYS_ptrace,
@@ -110,10 +124,9 @@ pub(crate) fn build(variant: Variant) -> Result<BpfProgram, String> {
         rules.insert(nr, vec![]);
     }
     let cond = |arg: u8, op: SeccompCmpOp, value: u64| {
-        SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value).map_err(|e| e.to_string())
+        SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value)
     };
-    let rule =
-        |conditions: Vec<SeccompCondition>| SeccompRule::new(conditions).map_err(|e| e.to_string());
+    let rule = SeccompRule::new;
     let newuser = libc::CLONE_NEWUSER as u64;
     rules.insert(
         libc::SYS_unshare,
@@ -169,8 +182,7 @@ pub(crate) fn build(variant: Variant) -> Result<BpfProgram, String> {
         libc::SYS_prlimit64,
         vec![rule(vec![
             cond(0, SeccompCmpOp::Ne, 0)?,
-            SeccompCondition::new(2, SeccompCmpArgLen::Qword, SeccompCmpOp::Ne, 0)
-                .map_err(|e| e.to_string())?,
+            SeccompCondition::new(2, SeccompCmpArgLen::Qword, SeccompCmpOp::Ne, 0)?,
         ])?],
     );
     for nr in [
@@ -234,11 +246,8 @@ pub(crate) fn build(variant: Variant) -> Result<BpfProgram, String> {
         SeccompAction::Allow,
         SeccompAction::Errno(libc::EPERM as u32),
         arch::TARGET,
-    )
-    .map_err(|e| e.to_string())?;
-    let body: BpfProgram = filter
-        .try_into()
-        .map_err(|e: seccompiler::BackendError| e.to_string())?;
+    )?;
+    let body: BpfProgram = filter.try_into()?;
     let mut program = prologue()?;
     program.extend(body);
     Ok(program)
@@ -301,7 +310,7 @@ fn metadata_syscalls() -> Vec<i64> {
 /// Instructions that run before seccompiler's program: kill x32 calls, answer `clone3` with
 /// `ENOSYS`. For any other architecture tag they fall through to seccompiler's own check, which
 /// kills the process. Every jump lands inside the prologue or on the first instruction after it.
-fn prologue() -> Result<BpfProgram, String> {
+fn prologue() -> Result<BpfProgram, FilterError> {
     const LD_W_ABS: u16 = opcode(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS);
     const JEQ_K: u16 = opcode(libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K);
     const JGE_K: u16 = opcode(libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K);
@@ -325,12 +334,12 @@ fn prologue() -> Result<BpfProgram, String> {
         p.push(insn(RET_K, 0, 0, kill));
     }
     // nr == clone3 → ENOSYS, else skip the return.
-    let clone3 = u32::try_from(libc::SYS_clone3).map_err(|e| format!("clone3's number: {e}"))?;
+    let clone3 = u32::try_from(libc::SYS_clone3).map_err(FilterError::Clone3)?;
     p.push(insn(JEQ_K, 0, 1, clone3));
     p.push(insn(RET_K, 0, 0, enosys));
     // Patch instruction 1's false branch to land right after the prologue.
     let after = p.len();
-    p[1].jf = u8::try_from(after - 2).map_err(|e| format!("prologue length: {e}"))?;
+    p[1].jf = u8::try_from(after - 2).map_err(FilterError::Prologue)?;
     Ok(p)
 }
 

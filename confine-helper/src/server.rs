@@ -560,7 +560,7 @@ pub(crate) fn info(ctx: &Context) -> HelperInfo {
                 BackendReport {
                     backend,
                     usable: verdict.is_ok(),
-                    detail: verdict.err().unwrap_or_else(|| "usable".into()),
+                    detail: verdict.map_or_else(|why| why.to_string(), |()| "usable".into()),
                     layers: crate::confine::layers(backend, ctx),
                 }
             })

@@ -12,7 +12,7 @@ use nix::fcntl::OFlag;
 use nix::libc;
 
 use super::running::{program_candidates, start};
-use crate::confine::{self, Context, NotRun, Plan};
+use crate::confine::{self, Context, NotRun, Plan, Unusable};
 use crate::sys;
 
 /// Checks a request against the rules every request must meet, whatever its mode.
@@ -80,7 +80,7 @@ pub(crate) fn prepare(spawn: &Spawn, ctx: &Context) -> Result<Plan, NotRun> {
 }
 
 /// A backend's verdict: cached, else decided by a functional probe.
-pub(crate) fn verdict(backend: Backend, ctx: &Context) -> Result<(), String> {
+pub(crate) fn verdict(backend: Backend, ctx: &Context) -> Result<(), Unusable> {
     if let Some(verdict) = ctx.verdict(backend) {
         return verdict;
     }
@@ -91,7 +91,7 @@ pub(crate) fn verdict(backend: Backend, ctx: &Context) -> Result<(), String> {
 
 /// Runs `true` confined by `backend` in read-only mode, through the same path as every
 /// command, and waits for it: the backend is usable only if that succeeds.
-fn probe(backend: Backend, ctx: &Context) -> Result<(), String> {
+fn probe(backend: Backend, ctx: &Context) -> Result<(), Unusable> {
     let spawn = Spawn {
         id: 0,
         argv: vec![b"true".to_vec()],
@@ -123,13 +123,17 @@ fn probe(backend: Backend, ctx: &Context) -> Result<(), String> {
         },
     };
     let describe = |not_run: NotRun| match not_run.into_reply(0) {
-        Reply::RunnerFailed(f) => format!("{} failed: {}", f.stage.as_str(), f.detail),
-        Reply::Refused(r) => r.reason,
-        other => format!("{other:?}"),
+        Reply::RunnerFailed(f) => Unusable::RunnerFailed {
+            stage: f.stage,
+            detail: f.detail,
+            stderr: String::new(),
+        },
+        Reply::Refused(r) => Unusable::Refused(r.reason),
+        other => Unusable::NotStarted(Box::new(other)),
     };
     let plan = confine::plan(&spawn, ctx, backend, &[]).map_err(describe)?;
     let (err_rd, err_wr) =
-        nix::unistd::pipe2(OFlag::O_CLOEXEC | OFlag::O_NONBLOCK).map_err(|e| e.to_string())?;
+        nix::unistd::pipe2(OFlag::O_CLOEXEC | OFlag::O_NONBLOCK).map_err(Unusable::Pipe)?;
     let mut running = start(&spawn, [None, None, Some(err_wr)], plan).map_err(describe)?;
     loop {
         let mut fds = [libc::pollfd {
@@ -137,7 +141,7 @@ fn probe(backend: Backend, ctx: &Context) -> Result<(), String> {
             events: libc::POLLIN,
             revents: 0,
         }];
-        sys::poll(&mut fds, 30_000).map_err(|e| e.to_string())?;
+        sys::poll(&mut fds, 30_000).map_err(|e| Unusable::Poll(e.raw_os_error().unwrap_or(0)))?;
         if fds[0].revents == 0 {
             running.order(sys::CTL_KILL);
         }
@@ -147,18 +151,20 @@ fn probe(backend: Backend, ctx: &Context) -> Result<(), String> {
     }
     let mut stderr = vec![0u8; 4096];
     let n = nix::unistd::read(&err_rd, &mut stderr).unwrap_or(0);
-    let stderr = String::from_utf8_lossy(&stderr[..n]).trim().to_owned();
     // What the runner said on its way out, e.g. bwrap's reason for not building the sandbox.
-    let said = if stderr.is_empty() {
-        String::new()
-    } else {
-        format!(": {stderr}")
-    };
+    let stderr = String::from_utf8_lossy(&stderr[..n]).trim().to_owned();
     match running.finish() {
         Reply::Exited(e) if e.status == ExitStatus::Code(0) => Ok(()),
-        Reply::Exited(e) => Err(format!("a confined `true` ended with {:?}{said}", e.status)),
-        Reply::RunnerFailed(f) => Err(format!("{} failed: {}{said}", f.stage.as_str(), f.detail)),
-        other => Err(format!("unexpected probe result {other:?}")),
+        Reply::Exited(e) => Err(Unusable::Ended {
+            status: e.status,
+            stderr,
+        }),
+        Reply::RunnerFailed(f) => Err(Unusable::RunnerFailed {
+            stage: f.stage,
+            detail: f.detail,
+            stderr,
+        }),
+        other => Err(Unusable::Unexpected(Box::new(other))),
     }
 }
 

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
-use confine_protocol::{Backend, BackendChoice, Layer, Mode, Stage};
+use confine_protocol::{Backend, BackendChoice, ExitStatus, Layer, Mode, Reply, Stage};
 
 use super::not_run::NotRun;
 use crate::ceiling::Ceiling;
@@ -34,7 +34,7 @@ pub(crate) struct Context {
     /// The running binary itself (`/proc/self/exe`), opened once: bwrap executes it from this
     /// descriptor as the `enter` step, whatever is at its path later.
     pub(crate) exe: Option<OwnedFd>,
-    verdicts: RefCell<HashMap<Backend, Result<(), String>>>,
+    verdicts: RefCell<HashMap<Backend, Result<(), Unusable>>>,
     filters: RefCell<HashMap<seccomp::Variant, seccompiler::BpfProgram>>,
 }
 impl Context {
@@ -79,18 +79,19 @@ impl Context {
     }
 
     /// A backend's cached verdict, if it has been probed.
-    pub(crate) fn verdict(&self, backend: Backend) -> Option<Result<(), String>> {
+    pub(crate) fn verdict(&self, backend: Backend) -> Option<Result<(), Unusable>> {
         self.verdicts.borrow().get(&backend).cloned()
     }
 
-    pub(crate) fn set_verdict(&self, backend: Backend, verdict: Result<(), String>) {
+    pub(crate) fn set_verdict(&self, backend: Backend, verdict: Result<(), Unusable>) {
         self.verdicts.borrow_mut().insert(backend, verdict);
     }
 
+    /// The seccomp filter for `variant`, built once.
     pub(crate) fn filter(
         &self,
         variant: seccomp::Variant,
-    ) -> Result<seccompiler::BpfProgram, String> {
+    ) -> Result<seccompiler::BpfProgram, seccomp::FilterError> {
         if let Some(program) = self.filters.borrow().get(&variant) {
             return Ok(program.clone());
         }
@@ -109,24 +110,68 @@ pub(crate) fn candidates(choice: BackendChoice) -> Vec<Backend> {
     }
 }
 
+/// Why a backend cannot be used: known before any probe, or what its probe found. The text is
+/// the backend's `detail` in `HelperInfo` and part of `RunnerFailed{unavailable}`. Verdicts are
+/// cached for the helper's lifetime, so this is `Clone`: a failed system call is kept as its
+/// errno, not as an `io::Error`.
+#[derive(Debug, Clone, thiserror::Error)]
+pub(crate) enum Unusable {
+    #[error("bwrap is not installed (looked in {})", bwrap::SEARCH.join(", "))]
+    NoBwrap,
+    #[error("this kernel does not offer Landlock (needs Linux 5.13+ with landlock in lsm=)")]
+    NoLandlock,
+    #[error("seatbelt is the macOS backend; this is Linux")]
+    Seatbelt,
+    #[error("not a confinement backend")]
+    NotABackend,
+    /// The probe's run was refused (by the ceiling's `refuse_partial`, say).
+    #[error("{0}")]
+    Refused(String),
+    /// A runner step failed, before the probe started or as it ran; `stderr` is what the runner
+    /// said on its way out, trimmed (empty when nothing was read).
+    #[error("{} failed: {detail}{}", .stage.as_str(), said(.stderr))]
+    RunnerFailed {
+        stage: Stage,
+        detail: String,
+        stderr: String,
+    },
+    /// The probe did not start, with a reply that is neither of the above, shown as is.
+    #[error("{0:?}")]
+    NotStarted(Box<Reply>),
+    #[error("{0}")]
+    Pipe(#[source] nix::Error),
+    /// Waiting for the probe failed with this errno.
+    #[error("{}", std::io::Error::from_raw_os_error(*.0))]
+    Poll(i32),
+    /// The confined `true` ran and did not exit 0.
+    #[error("a confined `true` ended with {status:?}{}", said(.stderr))]
+    Ended { status: ExitStatus, stderr: String },
+    #[error("unexpected probe result {0:?}")]
+    Unexpected(Box<Reply>),
+}
+
+/// What the runner said, as it follows a verdict: nothing, or `: ` and the text.
+fn said(stderr: &str) -> String {
+    if stderr.is_empty() {
+        String::new()
+    } else {
+        format!(": {stderr}")
+    }
+}
+
 /// Why a backend cannot be used before any probe, if that is already known.
-pub(crate) fn static_verdict(backend: Backend, ctx: &Context) -> Result<(), String> {
+pub(crate) fn static_verdict(backend: Backend, ctx: &Context) -> Result<(), Unusable> {
     match backend {
-        Backend::Bwrap if ctx.bwrap.is_none() => Err(format!(
-            "bwrap is not installed (looked in {})",
-            bwrap::SEARCH.join(", ")
-        )),
-        Backend::Landlock if ctx.landlock_abi == 0 => Err(
-            "this kernel does not offer Landlock (needs Linux 5.13+ with landlock in lsm=)".into(),
-        ),
-        Backend::Seatbelt => Err("seatbelt is the macOS backend; this is Linux".into()),
-        Backend::None => Err("not a confinement backend".into()),
+        Backend::Bwrap if ctx.bwrap.is_none() => Err(Unusable::NoBwrap),
+        Backend::Landlock if ctx.landlock_abi == 0 => Err(Unusable::NoLandlock),
+        Backend::Seatbelt => Err(Unusable::Seatbelt),
+        Backend::None => Err(Unusable::NotABackend),
         _ => Ok(()),
     }
 }
 
 /// The message of `RunnerFailed{unavailable}`: what was tried, why each failed, what to do.
-pub(crate) fn unavailable(mode: Mode, tried: &[(Backend, String)]) -> NotRun {
+pub(crate) fn unavailable(mode: Mode, tried: &[(Backend, Unusable)]) -> NotRun {
     let reasons: Vec<String> = tried
         .iter()
         .map(|(b, why)| format!("{}: {why}", b.as_str()))
@@ -144,15 +189,23 @@ pub(crate) fn unavailable(mode: Mode, tried: &[(Backend, String)]) -> NotRun {
         ),
     )
 }
+/// Why bwrap's sandbox gets no Landlock layer on this machine; the text is part of a
+/// `Partial` enforcement fact.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum NoInnerLayer {
+    #[error("this kernel does not offer Landlock")]
+    NoLandlock,
+    #[error("the helper cannot open its own binary to run inside the sandbox")]
+    NoExe,
+}
+
 /// The helper's own binary, which bwrap runs as the Landlock layer inside its namespaces; or
 /// why bwrap's sandbox gets no Landlock layer on this machine.
-pub(crate) fn inner_layer(ctx: &Context) -> Result<&OwnedFd, &'static str> {
+pub(crate) fn inner_layer(ctx: &Context) -> Result<&OwnedFd, NoInnerLayer> {
     if ctx.landlock_abi == 0 {
-        return Err("this kernel does not offer Landlock");
+        return Err(NoInnerLayer::NoLandlock);
     }
-    ctx.exe
-        .as_ref()
-        .ok_or("the helper cannot open its own binary to run inside the sandbox")
+    ctx.exe.as_ref().ok_or(NoInnerLayer::NoExe)
 }
 
 /// The layers a command confined by `backend` gets on this machine.
@@ -164,5 +217,51 @@ pub(crate) fn layers(backend: Backend, ctx: &Context) -> Vec<Layer> {
         Backend::Bwrap => vec![Layer::Namespaces, Layer::Seccomp],
         Backend::Landlock => vec![Layer::Landlock, Layer::Seccomp],
         Backend::None | Backend::Seatbelt => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verdicts_read_as_the_runner_said_them() {
+        let failed = Unusable::RunnerFailed {
+            stage: Stage::Namespace,
+            detail: "bwrap ended before enter ran".into(),
+            stderr: String::new(),
+        };
+        assert_eq!(
+            failed.to_string(),
+            "namespace failed: bwrap ended before enter ran"
+        );
+        let ended = Unusable::Ended {
+            status: ExitStatus::Code(1),
+            stderr: "bwrap: No permissions to create a new namespace".into(),
+        };
+        assert_eq!(
+            ended.to_string(),
+            "a confined `true` ended with Code(1): bwrap: No permissions to create a new namespace"
+        );
+        assert_eq!(
+            Unusable::Poll(nix::libc::EBADF).to_string(),
+            std::io::Error::from_raw_os_error(nix::libc::EBADF).to_string()
+        );
+        assert_eq!(
+            Unusable::Pipe(nix::Error::EMFILE).to_string(),
+            nix::Error::EMFILE.to_string()
+        );
+        let tried = [(Backend::Landlock, Unusable::NoLandlock)];
+        let NotRun::RunnerFailed(Stage::Unavailable, 0, why) = unavailable(Mode::ReadOnly, &tried)
+        else {
+            panic!("not unavailable");
+        };
+        assert!(
+            why.starts_with(
+                "no usable sandbox backend for read-only (landlock: this kernel does not offer \
+                 Landlock (needs Linux 5.13+ with landlock in lsm=)); nothing was run unconfined."
+            ),
+            "{why}"
+        );
     }
 }

@@ -14,7 +14,7 @@ use nix::libc;
 use crate::protect::Root;
 use crate::{bwrap, landlock, paths, seccomp};
 use context::inner_layer;
-pub(crate) use context::{Context, candidates, layers, static_verdict, unavailable};
+pub(crate) use context::{Context, Unusable, candidates, layers, static_verdict, unavailable};
 pub(crate) use not_run::{NotRun, exec_failure_code};
 use not_run::{fail, refuse};
 pub(crate) use request::{check_environment, writable_roots};
@@ -195,7 +195,9 @@ fn plan_backend(
             let Some(bwrap_path) = &ctx.bwrap else {
                 return fail(Stage::Unavailable, "bwrap is not installed".into());
             };
-            let filter = ctx.filter(variant).or_else(|e| fail(Stage::Seccomp, e))?;
+            let filter = ctx
+                .filter(variant)
+                .or_else(|e| fail(Stage::Seccomp, e.to_string()))?;
             let seccomp_fd = crate::sys::sealed_memfd(&seccomp::to_bytes(&filter))
                 .or_else(|e| fail(Stage::Seccomp, format!("seccomp program memfd: {e}")))?;
             let protection = protection(spawn, roots)?;
@@ -244,7 +246,7 @@ fn plan_backend(
                         writable: &layer_writable,
                         network_denied: false,
                     })
-                    .or_else(|e| fail(Stage::Landlock, e))?;
+                    .or_else(|e| fail(Stage::Landlock, e.to_string()))?;
                     let (report_rd, report_wr) = nix::unistd::pipe2(
                         nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK,
                     )
@@ -311,7 +313,7 @@ fn plan_backend(
                 writable: &writable,
                 network_denied: !network_allowed,
             })
-            .or_else(|e| fail(Stage::Landlock, e))?;
+            .or_else(|e| fail(Stage::Landlock, e.to_string()))?;
             let mut missing = ruleset.missing;
             missing.push(PROCESS_VISIBILITY_GAP.to_owned());
             missing.extend(protection.read_only.iter().map(|b| {
@@ -321,7 +323,9 @@ fn plan_backend(
                 )
             }));
             missing.extend(protection.missing);
-            let filter = ctx.filter(variant).or_else(|e| fail(Stage::Seccomp, e))?;
+            let filter = ctx
+                .filter(variant)
+                .or_else(|e| fail(Stage::Seccomp, e.to_string()))?;
             let tmpdir = cleanup.temp_dir.clone();
             Ok(Plan {
                 backend,

@@ -62,7 +62,7 @@ fn never_roots(spawn: &Spawn, ctx: &Context) -> Vec<PathBuf> {
 pub(crate) fn writable_roots(spawn: &Spawn, ctx: &Context) -> Result<Vec<Root>, NotRun> {
     let network = spawn.policy.network == Network::Allow;
     if let Err(reason) = ctx.ceiling.check_mode(spawn.policy.mode, network) {
-        return refuse(reason);
+        return refuse(reason.to_string());
     }
     if spawn.policy.mode != Mode::WorkspaceWrite {
         return Ok(Vec::new());
@@ -85,7 +85,7 @@ pub(crate) fn writable_roots(spawn: &Spawn, ctx: &Context) -> Result<Vec<Root>, 
             ));
         }
         if let Err(reason) = ctx.ceiling.check_root(&root.path) {
-            return refuse(reason);
+            return refuse(reason.to_string());
         }
         if let Some((p, whose)) = never
             .iter()
@@ -210,7 +210,8 @@ pub(crate) fn protection(spawn: &Spawn, roots: &[Root]) -> Result<Protection, No
         return Ok(Protection::default());
     }
     let extra = protected_names(spawn)?;
-    let protection = protect::protect(roots, &extra).or_else(|e| fail(Stage::Prepare, e))?;
+    let protection =
+        protect::protect(roots, &extra).or_else(|e| fail(Stage::Prepare, e.to_string()))?;
     for root in roots {
         if let Some(kept) = protection
             .read_only
