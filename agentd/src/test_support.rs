@@ -12,12 +12,12 @@ use std::time::Duration;
 
 use confine_protocol::{
     Backend, Ending, Enforcement, ExitStatus, Exited, FrameDecoder, Hello, Layer, Refused, Reply,
-    Request, RunnerFailed, Stage, Usage, decode_payload, encode_frame,
+    Request, Usage, decode_payload, encode_frame,
 };
 use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
 
 use crate::command::Facts;
-use crate::helper_client::{HelperClient, HelperEndpoint, Outcome};
+use crate::helper_client::{FailedAt, HelperClient, HelperEndpoint, Outcome, RunnerFailed};
 
 /// Fails a test that would otherwise hang.
 pub async fn within<F: Future>(future: F) -> F::Output {
@@ -177,11 +177,11 @@ pub fn confined_exit(status: ExitStatus, ending: Ending) -> Exited {
 }
 
 /// The facts of a command whose runner failed at `stage`.
-pub fn runner_failed(stage: Stage, errno: i32, detail: &str) -> Facts {
+pub fn runner_failed(stage: impl Into<FailedAt>, errno: i32, detail: &str) -> Facts {
     Facts::from_outcome(
         Outcome::RunnerFailed(RunnerFailed {
             id: 1,
-            stage,
+            stage: stage.into(),
             errno,
             detail: detail.to_owned(),
         }),

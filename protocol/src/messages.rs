@@ -271,13 +271,13 @@ wire! {
         Capabilities,
         Landlock,
         Seccomp,
+        /// The runner (bwrap) ended before the command started: it could not build the
+        /// namespaces or the mounts.
         Namespace,
         /// Executing the runner (e.g. bwrap) itself.
         RunnerExec,
         /// The helper lost track of the command's supervisor.
         Supervise,
-        /// agentd's own stage: the helper process went away.
-        HelperExited,
         /// Preparing the sandbox before fork: paths, rulesets, filters.
         Prepare,
     }
@@ -393,13 +393,12 @@ impl Stage {
             Stage::Namespace => "namespace",
             Stage::RunnerExec => "runner-exec",
             Stage::Supervise => "supervise",
-            Stage::HelperExited => "helper-exited",
             Stage::Prepare => "prepare",
         }
     }
 
     /// Every stage, in wire order.
-    pub const ALL: [Stage; 19] = [
+    pub const ALL: [Stage; 18] = [
         Stage::Unavailable,
         Stage::Pipe,
         Stage::Fork,
@@ -417,7 +416,6 @@ impl Stage {
         Stage::Namespace,
         Stage::RunnerExec,
         Stage::Supervise,
-        Stage::HelperExited,
         Stage::Prepare,
     ];
 

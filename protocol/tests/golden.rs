@@ -228,8 +228,7 @@ fn next_stage(stage: &Stage) -> Option<Stage> {
         Stage::Seccomp => Some(Stage::Namespace),
         Stage::Namespace => Some(Stage::RunnerExec),
         Stage::RunnerExec => Some(Stage::Supervise),
-        Stage::Supervise => Some(Stage::HelperExited),
-        Stage::HelperExited => Some(Stage::Prepare),
+        Stage::Supervise => Some(Stage::Prepare),
         Stage::Prepare => None,
     }
 }

@@ -7,8 +7,8 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use agentd::cli::run::{RunArgs, run_job};
-use agentd::helper_client::{HelperClient, HelperEndpoint, Outcome, SpawnSpec};
-use confine_protocol::{ExitStatus, Mode, Stage};
+use agentd::helper_client::{FailedAt, HelperClient, HelperEndpoint, Outcome, SpawnSpec};
+use confine_protocol::{ExitStatus, Mode};
 use support::{binary, wait_gone};
 
 fn client() -> HelperClient {
@@ -101,7 +101,7 @@ async fn killing_the_helper_fails_the_running_command_within_a_second_and_the_ne
         .expect("the command ended within a second of the helper's death");
     match outcome {
         Outcome::RunnerFailed(f) => {
-            assert_eq!(f.stage, Stage::HelperExited);
+            assert_eq!(f.stage, FailedAt::HelperExited);
             assert!(f.detail.contains("confine-helper exited"), "{}", f.detail);
         }
         other => panic!("expected a runner failure, got {other:?}"),

@@ -31,7 +31,7 @@ use crate::command::{
 use crate::config::Effective;
 use crate::denial::{Kind, Scope};
 use crate::environment;
-use crate::helper_client::{ClientError, HelperClient, SpawnSpec};
+use crate::helper_client::{ClientError, FailedAt, HelperClient, SpawnSpec};
 use crate::terminal;
 
 /// `agentd run [OPTIONS] -- ARGV...`
@@ -442,7 +442,9 @@ fn notes(facts: &Facts, argv0: &OsStr, args: &RunArgs) -> Vec<String> {
     }
     if let Some(failure) = &facts.runner_failure {
         notes.push(runner_failure_note(failure, facts.started));
-        if failure.stage == Stage::Unavailable && args.backend != BackendChoice::Auto {
+        if failure.stage == FailedAt::Step(Stage::Unavailable)
+            && args.backend != BackendChoice::Auto
+        {
             notes.push(format!(
                 "only --backend {} was tried; without --backend confine-helper uses whichever \
                  backend works on this machine",

@@ -332,7 +332,7 @@ async fn a_helper_lost_mid_command_is_reported_even_if_the_output_stays_open() {
     done_tx.send(()).expect("helper waits");
     assert_eq!(exit_code(&facts), 125);
     let failure = facts.runner_failure.as_ref().expect("runner failure");
-    assert_eq!(failure.stage, Stage::HelperExited);
+    assert_eq!(failure.stage, FailedAt::HelperExited);
     let stderr = String::from_utf8(stderr).expect("utf-8");
     assert!(
         stderr.ends_with(

@@ -51,7 +51,7 @@ fn exit_code_is_125_when_refused_or_the_runner_failed() {
     assert_eq!(exit_code(&refused("no")), 125);
     assert_eq!(exit_code(&runner_failed(Stage::Fork, 11, "fork")), 125);
     assert_eq!(
-        exit_code(&runner_failed(Stage::HelperExited, 0, "gone")),
+        exit_code(&runner_failed(FailedAt::HelperExited, 0, "gone")),
         125
     );
 }

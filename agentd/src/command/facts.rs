@@ -1,17 +1,17 @@
 //! What is known about one finished command, and the JSON object that says it: the same facts
 //! whether a tool ran the command for a model or `agentd run` ran it for a person.
 
-use confine_protocol::{Backend, Ending, Enforcement, ExitStatus, Layer, Stage};
+use confine_protocol::{Backend, Ending, Enforcement, ExitStatus, Layer};
 use serde::Serialize;
 
 use crate::denial::{self, Denial, Scope};
-use crate::helper_client::Outcome;
+use crate::helper_client::{FailedAt, Outcome};
 use crate::terminal;
 
 /// A runner step that failed, as reported by the helper (or by agentd for a lost helper).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunnerFailure {
-    pub stage: Stage,
+    pub stage: FailedAt,
     pub errno: i32,
     pub detail: String,
 }
@@ -183,7 +183,7 @@ struct FailureJson<'a> {
 
 #[cfg(test)]
 mod tests {
-    use confine_protocol::{Backend, Enforcement, Layer};
+    use confine_protocol::{Backend, Enforcement, Layer, Stage};
 
     use super::*;
     use crate::denial::Kind;

@@ -3,6 +3,8 @@
 
 use confine_protocol::Stage;
 
+use crate::helper_client::FailedAt;
+
 use super::RunnerFailure;
 
 /// Why `execve` of `program` failed, in the shells' words: `<program>: command not found` for
@@ -21,15 +23,15 @@ pub(crate) fn runner_failure_note(failure: &RunnerFailure, started: bool) -> Str
     let detail = &failure.detail;
     match failure.stage {
         // The helper's detail names each backend it tried, why it failed, and what to do.
-        Stage::Unavailable => format!(
+        FailedAt::Step(Stage::Unavailable) => format!(
             "the command did not run because confine-helper cannot confine it on this \
              machine: {detail}"
         ),
-        Stage::HelperExited if started => format!(
+        FailedAt::HelperExited if started => format!(
             "confine-helper went away while the command was running: {detail}; its outcome is \
              unknown"
         ),
-        Stage::HelperExited => {
+        FailedAt::HelperExited => {
             format!(
                 "confine-helper went away before the command started: {detail}; the command did not run"
             )

@@ -9,13 +9,12 @@
 
 use std::time::Duration;
 
-use confine_protocol::{RunnerFailed, Stage};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
 use super::KILL_GRACE;
 use crate::cancel::Cancel;
-use crate::helper_client::{Canceller, CommandHandle, Outcome};
+use crate::helper_client::{Canceller, CommandHandle, FailedAt, Outcome, RunnerFailed};
 
 /// How long output is still copied after the helper vanished mid-command. A command orphaned
 /// that way may keep the pipes open indefinitely; agentd must still report and exit.
@@ -140,7 +139,7 @@ impl Stopping {
         let waited = self.answer_wait.unwrap_or_default();
         let outcome = Outcome::RunnerFailed(RunnerFailed {
             id,
-            stage: Stage::HelperExited,
+            stage: FailedAt::HelperExited,
             errno: 0,
             detail: format!(
                 "confine-helper did not report the end of the cancelled command within {} s; it \
@@ -190,7 +189,7 @@ where
     }
     let orphaned = matches!(
         &ended.outcome,
-        Outcome::RunnerFailed(f) if f.stage == Stage::HelperExited
+        Outcome::RunnerFailed(f) if f.stage == FailedAt::HelperExited
     ) && ended.started;
     if orphaned {
         if tokio::time::timeout(ORPHAN_DRAIN, &mut copies)

@@ -1,13 +1,11 @@
 //! The wait loop against the fake helper of `test_support`: each way a command is asked to
 //! stop, and how long the helper's answer is waited for.
 
-use confine_protocol::{
-    Cancel as CancelRequest, Ending, Refused, Reply, Request, RunnerFailed, Started,
-};
+use confine_protocol::{Cancel as CancelRequest, Ending, Refused, Reply, Request, Started};
 
 use super::*;
 use crate::cancel;
-use crate::helper_client::SpawnSpec;
+use crate::helper_client::{FailedAt, RunnerFailed, SpawnSpec};
 use crate::test_support::{Peer, Scratch, exited, fake_service, within};
 
 /// The fake helper's side: takes the spawn, says it started, and hands each request that
@@ -144,7 +142,7 @@ async fn a_cancel_asks_once_and_an_unanswered_one_is_given_up_on() {
     let Outcome::RunnerFailed(failed) = ended.outcome else {
         panic!("expected a runner failure");
     };
-    assert_eq!(failed.stage, Stage::HelperExited);
+    assert_eq!(failed.stage, FailedAt::HelperExited);
     assert_eq!(
         failed.detail,
         "confine-helper did not report the end of the cancelled command within 0.05 s; it may \
@@ -190,7 +188,7 @@ async fn settling_after_giving_up_reads_no_more_output() {
     let ended = |given_up| Ended {
         outcome: Outcome::RunnerFailed(RunnerFailed {
             id: 1,
-            stage: Stage::HelperExited,
+            stage: FailedAt::HelperExited,
             errno: 0,
             detail: "gone".to_owned(),
         }),

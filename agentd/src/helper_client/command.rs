@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use confine_protocol::{Exited, Refused, Reply, RunnerFailed, Stage, Started};
+use confine_protocol::{Exited, Refused, Reply, Stage, Started};
 use tokio::sync::mpsc;
 
 use super::connection::Connection;
@@ -14,11 +14,56 @@ pub enum Outcome {
     /// The command ran and its whole tree is gone (also after a timeout or a cancel: see
     /// [`Exited::ending`]).
     Exited(Exited),
-    /// A runner step failed, or the helper went away (stage
-    /// [`HelperExited`](Stage::HelperExited)).
+    /// A runner step failed, or the helper went away ([`FailedAt::HelperExited`]).
     RunnerFailed(RunnerFailed),
     /// The helper would not run the request; the command did not start.
     Refused(Refused),
+}
+
+/// Where a command that did not run to its end failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailedAt {
+    /// A runner step, as the helper reported it.
+    Step(Stage),
+    /// agentd's own finding, never on the wire: the helper went away (or stopped answering),
+    /// so the command's outcome is unknown if it had started.
+    HelperExited,
+}
+
+impl FailedAt {
+    /// The word the facts use: the helper's stage word, or `helper-exited`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailedAt::Step(stage) => stage.as_str(),
+            FailedAt::HelperExited => "helper-exited",
+        }
+    }
+}
+
+impl From<Stage> for FailedAt {
+    fn from(stage: Stage) -> FailedAt {
+        FailedAt::Step(stage)
+    }
+}
+
+/// A command that failed before it could run, or whose helper went away.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunnerFailed {
+    pub id: u64,
+    pub stage: FailedAt,
+    pub errno: i32,
+    pub detail: String,
+}
+
+impl From<confine_protocol::RunnerFailed> for RunnerFailed {
+    fn from(m: confine_protocol::RunnerFailed) -> RunnerFailed {
+        RunnerFailed {
+            id: m.id,
+            stage: FailedAt::Step(m.stage),
+            errno: m.errno,
+            detail: m.detail,
+        }
+    }
 }
 
 impl Outcome {
@@ -100,17 +145,20 @@ impl CommandHandle {
         match reply {
             Some(Reply::Started(started)) => self.started = Some(started),
             Some(Reply::Exited(m)) => self.outcome = Some(Outcome::Exited(m)),
-            Some(Reply::RunnerFailed(m)) => self.outcome = Some(Outcome::RunnerFailed(m)),
+            Some(Reply::RunnerFailed(m)) => self.outcome = Some(Outcome::RunnerFailed(m.into())),
             Some(Reply::Refused(m)) => self.outcome = Some(Outcome::Refused(m)),
-            // The connection never routes these here; treat one like a lost connection rather
-            // than wait forever.
+            // The connection ended: it says how. An `Info` is never routed here; treat one like
+            // a lost connection rather than wait forever.
             Some(Reply::Info(_)) | None => {
-                self.outcome = Some(Outcome::RunnerFailed(RunnerFailed {
-                    id: self.id,
-                    stage: Stage::HelperExited,
-                    errno: 0,
-                    detail: "the connection to confine-helper closed".to_owned(),
-                }));
+                self.outcome =
+                    Some(Outcome::RunnerFailed(RunnerFailed {
+                        id: self.id,
+                        stage: FailedAt::HelperExited,
+                        errno: 0,
+                        detail: self.canceller.connection.lost().unwrap_or_else(|| {
+                            "the connection to confine-helper closed".to_owned()
+                        }),
+                    }));
             }
         }
     }

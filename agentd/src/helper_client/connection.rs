@@ -16,8 +16,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use confine_protocol::{
-    Cancel, FrameDecoder, Hello, HelperInfo, Reply, Request, RunnerFailed, Stage, check_hello,
-    decode_payload, encode_frame,
+    Cancel, FrameDecoder, Hello, HelperInfo, Reply, Request, check_hello, decode_payload,
+    encode_frame,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
@@ -58,6 +58,8 @@ pub struct Connection {
 struct Shared {
     stream: UnixStream,
     routes: Mutex<Routes>,
+    /// Why the connection ended, once it has.
+    lost_detail: Mutex<Option<String>>,
     /// An embedded helper's process and pid, until the connection ends and it is waited for.
     embedded: Mutex<Option<(Child, u32)>>,
     /// What a lost connection is called in the local `RunnerFailed` detail.
@@ -149,6 +151,7 @@ impl Connection {
         let shared = Arc::new(Shared {
             stream,
             routes: Mutex::new(Routes::default()),
+            lost_detail: Mutex::new(None),
             embedded: Mutex::new(embedded),
             lost,
         });
@@ -221,6 +224,15 @@ impl Connection {
         Ok(receiver)
     }
 
+    /// Why the connection ended, once it has: what a command that was waiting reports.
+    pub fn lost(&self) -> Option<String> {
+        self.shared
+            .lost_detail
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
     /// Asks the helper to terminate request `id`'s tree. Does nothing once the request has
     /// ended or the connection is gone, so the helper is never asked about an id it finished.
     pub fn cancel(&self, id: u64, grace_ms: u32) {
@@ -289,14 +301,12 @@ impl Shared {
             let in_flight = commands.len() + infos.len();
             eprintln!("agentd: {detail} ({in_flight} request(s) in flight)");
         }
-        for (id, route) in commands {
-            let _ = route.replies.send(Reply::RunnerFailed(RunnerFailed {
-                id,
-                stage: Stage::HelperExited,
-                errno: 0,
-                detail: detail.clone(),
-            }));
-        }
+        // Each waiting command hears of it when its route closes, and asks `lost` why.
+        *self
+            .lost_detail
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(detail.clone());
+        drop(commands);
         for answer in infos {
             let _ = answer.send(Err(detail.clone()));
         }

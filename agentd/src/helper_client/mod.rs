@@ -9,8 +9,8 @@
 //! A [`HelperClient`] owns at most one live connection at a time and makes it lazily on the first
 //! request. Many requests share the connection; replies are routed back by request id. When the
 //! connection ends, every request still in flight ends with a local
-//! [`RunnerFailed`](confine_protocol::RunnerFailed) at stage
-//! [`HelperExited`](confine_protocol::Stage::HelperExited), and the next request starts a fresh
+//! [`RunnerFailed`] at [`FailedAt::HelperExited`] (agentd's own stage, never on the wire), and
+//! the next request starts a fresh
 //! helper (embedded mode) or reconnects (service mode).
 //!
 //! ```no_run
@@ -51,7 +51,7 @@ use confine_protocol::{
     ReadFile, Request, Spawn, Stdio, StdioSpec, WriteFile, encode_frame,
 };
 
-pub use command::{Canceller, CommandHandle, Outcome};
+pub use command::{Canceller, CommandHandle, FailedAt, Outcome, RunnerFailed};
 pub use locate::{LocateError, LocateInputs, locate_helper};
 
 use crate::command::KILL_GRACE;

@@ -7,8 +7,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::time::Duration;
 
 use confine_protocol::{
-    Cancel, Ending, ExitStatus, Hello, HelperInfo, Reply, Request, RunnerFailed, Stage, Started,
-    StdioSpec, check_hello,
+    Cancel, Ending, ExitStatus, Hello, HelperInfo, Reply, Request, Started, StdioSpec, check_hello,
 };
 use tokio::io::AsyncReadExt;
 
@@ -157,7 +156,7 @@ async fn a_lost_connection_ends_every_request_in_flight_and_the_next_request_rec
         else {
             panic!("expected RunnerFailed, got {outcome:?}");
         };
-        assert_eq!(stage, Stage::HelperExited);
+        assert_eq!(stage, FailedAt::HelperExited);
         assert_eq!(errno, 0);
         assert!(detail.contains("confine-helper"), "{detail}");
     }
@@ -187,7 +186,7 @@ async fn a_reply_for_an_unknown_request_is_a_protocol_error_that_ends_the_connec
     let Outcome::RunnerFailed(failed) = outcome else {
         panic!("expected RunnerFailed, got {outcome:?}");
     };
-    assert_eq!(failed.stage, Stage::HelperExited);
+    assert_eq!(failed.stage, FailedAt::HelperExited);
     assert!(
         failed.detail.contains("protocol error"),
         "{}",
@@ -318,7 +317,7 @@ async fn an_embedded_helper_gets_its_socket_as_fd_3_with_an_empty_environment() 
     let Outcome::RunnerFailed(failed) = outcome else {
         panic!("expected RunnerFailed, got {outcome:?}");
     };
-    assert_eq!(failed.stage, Stage::HelperExited);
+    assert_eq!(failed.stage, FailedAt::HelperExited);
     assert!(
         failed.detail.contains("protocol error"),
         "{}",

@@ -17,7 +17,7 @@ use super::spec::DEFAULT_TIMEOUT_MS;
 use crate::cancel::Cancel;
 use crate::command::{self, Facts, KILL_GRACE, RunnerFailure, Waiting};
 use crate::denial::Scope;
-use crate::helper_client::{CommandHandle, SpawnSpec};
+use crate::helper_client::{CommandHandle, FailedAt, SpawnSpec};
 use crate::session::ToolStatus;
 
 /// How long a cancelled command's end is waited for before giving up on the helper.
@@ -34,7 +34,7 @@ pub(crate) struct Launched {
 }
 
 /// The facts of a command that did not get to the helper.
-fn not_run(stage: Stage, detail: String) -> Facts {
+fn not_run(stage: FailedAt, detail: String) -> Facts {
     Facts {
         runner_failure: Some(RunnerFailure {
             stage,
@@ -63,7 +63,7 @@ pub(crate) async fn launch(
 ) -> Result<Launched, Facts> {
     let pipe_failed = |e: std::io::Error| {
         not_run(
-            Stage::Pipe,
+            FailedAt::Step(Stage::Pipe),
             format!("agentd cannot create a pipe for the command's output: {e}"),
         )
     };
@@ -85,7 +85,7 @@ pub(crate) async fn launch(
         .helper()
         .spawn(spec)
         .await
-        .map_err(|e| not_run(Stage::HelperExited, e.to_string()))?;
+        .map_err(|e| not_run(FailedAt::HelperExited, e.to_string()))?;
     Ok(Launched {
         handle,
         stdout,
@@ -345,7 +345,7 @@ mod tests {
         within(helper).await.expect("fake helper");
         assert!(facts.cancelled);
         let failure = facts.runner_failure.as_ref().expect("runner failure");
-        assert_eq!(failure.stage, Stage::HelperExited);
+        assert_eq!(failure.stage, FailedAt::HelperExited);
         assert!(
             failure.detail.contains("did not report the end"),
             "{}",

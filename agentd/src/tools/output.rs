@@ -7,6 +7,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 
 use confine_protocol::{ExitStatus, Mode, Stage};
+
+use crate::helper_client::FailedAt;
 use tokio::io::AsyncWrite;
 
 use crate::command::{self, Facts, RunnerFailure};
@@ -363,7 +365,7 @@ pub(crate) fn join(output: &str, lines: &[String]) -> String {
 /// or it did not run at all: never a denial, always said to be a sandbox problem.
 pub(crate) fn runner_failure_text(failure: &RunnerFailure, started: bool, mode: Mode) -> String {
     let mode = mode.as_str();
-    if failure.stage == Stage::Unavailable {
+    if failure.stage == FailedAt::Step(Stage::Unavailable) {
         return format!(
             "[sandbox unavailable: this command was to run in {mode} mode, but no usable sandbox \
              backend exists on this machine, and agentd refuses to run it unconfined — the \
@@ -373,7 +375,7 @@ pub(crate) fn runner_failure_text(failure: &RunnerFailure, started: bool, mode: 
             failure.detail
         );
     }
-    let marker = if started && failure.stage == Stage::HelperExited {
+    let marker = if started && failure.stage == FailedAt::HelperExited {
         format!(
             "[sandbox: the sandbox runner itself failed under {mode} mode while the command was \
              running — its outcome is unknown; this is a sandbox problem, not a command failure]"
@@ -681,7 +683,7 @@ mod tests {
     fn an_unavailable_sandbox_says_why_and_how_to_fix_and_is_never_a_denial() {
         let facts = Facts {
             runner_failure: Some(RunnerFailure {
-                stage: Stage::Unavailable,
+                stage: FailedAt::Step(Stage::Unavailable),
                 errno: 0,
                 detail: "no usable sandbox backend".to_owned(),
             }),
@@ -711,7 +713,7 @@ mod tests {
     fn another_runner_failure_is_a_sandbox_problem_with_its_detail() {
         let facts = Facts {
             runner_failure: Some(RunnerFailure {
-                stage: Stage::Namespace,
+                stage: FailedAt::Step(Stage::Namespace),
                 errno: nix::libc::EPERM,
                 detail: "unshare failed".to_owned(),
             }),
