@@ -33,10 +33,10 @@ pub fn visible(text: &str) -> Cow<'_, str> {
 
 /// [`visible`] for bytes that need not be UTF-8: an invalid byte is shown as `\xNN`.
 pub fn visible_bytes(bytes: &[u8]) -> Cow<'_, str> {
-    if let Ok(text) = std::str::from_utf8(bytes) {
-        if !text.chars().any(is_escaped) {
-            return Cow::Borrowed(text);
-        }
+    if let Ok(text) = std::str::from_utf8(bytes)
+        && !text.chars().any(is_escaped)
+    {
+        return Cow::Borrowed(text);
     }
     let mut shown = String::with_capacity(bytes.len() + 16);
     for chunk in bytes.utf8_chunks() {

@@ -202,17 +202,17 @@ fn write(path: &Path, make_parents: bool) -> Result<Written, Failed> {
             ));
         }
     };
-    if let Some(st) = &existing {
-        if st.st_mode & nix::libc::S_IFMT != nix::libc::S_IFREG {
-            return Err(failed(
-                nix::libc::EINVAL,
-                format!(
-                    "{} is {}, not a regular file",
-                    target.display(),
-                    kind_of(st.st_mode)
-                ),
-            ));
-        }
+    if let Some(st) = &existing
+        && st.st_mode & nix::libc::S_IFMT != nix::libc::S_IFREG
+    {
+        return Err(failed(
+            nix::libc::EINVAL,
+            format!(
+                "{} is {}, not a regular file",
+                target.display(),
+                kind_of(st.st_mode)
+            ),
+        ));
     }
     let mut attempt = 0;
     let (temp, file) = loop {

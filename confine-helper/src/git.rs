@@ -183,10 +183,10 @@ fn entries(
         if next > bytes.len() {
             return Err(bad);
         }
-        if mode & MODE_TYPE == GITLINK {
-            if let Some(path) = relative(&name) {
-                gitlinks.push(path);
-            }
+        if mode & MODE_TYPE == GITLINK
+            && let Some(path) = relative(&name)
+        {
+            gitlinks.push(path);
         }
         previous = name;
         at = next;

@@ -525,10 +525,10 @@ impl Walk<'_> {
             ) else {
                 continue;
             };
-            if let Some((index, worktree)) = self.root_of(parent) {
-                if depth < MAX_DEPTH {
-                    self.repository(index, worktree, depth + 1)?;
-                }
+            if let Some((index, worktree)) = self.root_of(parent)
+                && depth < MAX_DEPTH
+            {
+                self.repository(index, worktree, depth + 1)?;
             }
         }
         Ok(())

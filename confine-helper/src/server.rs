@@ -480,14 +480,12 @@ impl Server {
         if let Some(started) = started {
             self.reply(key.0, &started);
         }
-        if ended {
-            if let Some(cmd) = self.commands.remove(&key) {
-                let reply = cmd.finish();
-                if let Some(conn) = self.conns.get_mut(&key.0) {
-                    conn.in_flight -= 1;
-                }
-                self.reply(key.0, &reply);
+        if ended && let Some(cmd) = self.commands.remove(&key) {
+            let reply = cmd.finish();
+            if let Some(conn) = self.conns.get_mut(&key.0) {
+                conn.in_flight -= 1;
             }
+            self.reply(key.0, &reply);
         }
     }
 

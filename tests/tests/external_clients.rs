@@ -389,10 +389,10 @@ impl Running {
                 );
             };
             self.seen.push(line.clone());
-            if let Ok(value) = serde_json::from_str::<Value>(&line) {
-                if wanted(&value) {
-                    return value;
-                }
+            if let Ok(value) = serde_json::from_str::<Value>(&line)
+                && wanted(&value)
+            {
+                return value;
             }
         }
     }
@@ -628,18 +628,17 @@ fn current(options: &Value, id: &str) -> String {
 fn joined(updates: &[&Value]) -> Vec<Value> {
     let mut out: Vec<Value> = Vec::new();
     for &update in updates {
-        if update["sessionUpdate"] == "agent_message_chunk" {
-            if let Some(last) = out.last_mut() {
-                if last["sessionUpdate"] == "agent_message_chunk" {
-                    let text = format!(
-                        "{}{}",
-                        last["content"]["text"].as_str().unwrap_or_default(),
-                        update["content"]["text"].as_str().unwrap_or_default()
-                    );
-                    last["content"]["text"] = Value::String(text);
-                    continue;
-                }
-            }
+        if update["sessionUpdate"] == "agent_message_chunk"
+            && let Some(last) = out.last_mut()
+            && last["sessionUpdate"] == "agent_message_chunk"
+        {
+            let text = format!(
+                "{}{}",
+                last["content"]["text"].as_str().unwrap_or_default(),
+                update["content"]["text"].as_str().unwrap_or_default()
+            );
+            last["content"]["text"] = Value::String(text);
+            continue;
         }
         out.push(update.clone());
     }

@@ -229,10 +229,10 @@ impl Session {
 
     /// Cancels the running turn, if any (`session/cancel`).
     pub fn cancel_turn(&self) {
-        if let Ok(slot) = self.canceller.lock() {
-            if let Some(canceller) = slot.as_ref() {
-                canceller.cancel();
-            }
+        if let Ok(slot) = self.canceller.lock()
+            && let Some(canceller) = slot.as_ref()
+        {
+            canceller.cancel();
         }
     }
 

@@ -375,14 +375,13 @@ impl OpenAiProvider {
                 .map_err(Failure::Fatal)?;
             return state.finish().map_err(Failure::Fatal);
         }
-        if let Some(event) = parser.finish() {
-            if state
+        if let Some(event) = parser.finish()
+            && state
                 .on_event(&event, &mut on_delta)
                 .map_err(Failure::Fatal)?
                 == Flow::Done
-            {
-                return state.finish().map_err(Failure::Fatal);
-            }
+        {
+            return state.finish().map_err(Failure::Fatal);
         }
         if !state.finished() {
             let detail = if received == 0 {

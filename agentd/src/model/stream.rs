@@ -234,10 +234,10 @@ impl StreamState {
         if entry.id.is_none() {
             entry.id = id;
         }
-        if let Some(name) = name {
-            if entry.name.is_empty() {
-                entry.name = name;
-            }
+        if let Some(name) = name
+            && entry.name.is_empty()
+        {
+            entry.name = name;
         }
         entry.arguments.push_str(&fragment);
         if entry.started {

@@ -61,15 +61,15 @@ pub(crate) fn prepare(spawn: &Spawn, ctx: &Context) -> Result<Plan, NotRun> {
                 let plan = confine::plan(spawn, ctx, backend, &roots)?;
                 // bwrap reports its own exec failures as exit 1 with a message; answer them the
                 // same way on every backend instead.
-                if backend == Backend::Bwrap {
-                    if let Some(errno) = exec_error(spawn) {
-                        return Err(NotRun::ExecFailed(
-                            errno,
-                            plan.backend,
-                            plan.enforcement.clone(),
-                            plan.layers.clone(),
-                        ));
-                    }
+                if backend == Backend::Bwrap
+                    && let Some(errno) = exec_error(spawn)
+                {
+                    return Err(NotRun::ExecFailed(
+                        errno,
+                        plan.backend,
+                        plan.enforcement.clone(),
+                        plan.layers.clone(),
+                    ));
                 }
                 return Ok(plan);
             }

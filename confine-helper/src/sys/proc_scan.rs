@@ -44,10 +44,10 @@ pub(super) fn signal_children(sig: c_int) {
             }
             let name = &buf[at + DIRENT_NAME_AT..at + reclen];
             let name = &name[..name.iter().position(|b| *b == 0).unwrap_or(name.len())];
-            if let Some(pid) = parse_pid(name) {
-                if parent_of(proc_fd, name) == Some(me) {
-                    let _ = call::kill(pid, sig);
-                }
+            if let Some(pid) = parse_pid(name)
+                && parent_of(proc_fd, name) == Some(me)
+            {
+                let _ = call::kill(pid, sig);
             }
             at += reclen;
         }

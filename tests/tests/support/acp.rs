@@ -330,18 +330,17 @@ pub fn normalized_updates(notes: &[Value]) -> Vec<Value> {
     for note in notes {
         let update = note["params"]["update"].clone();
         let kind = update["sessionUpdate"].clone();
-        if kind == "agent_message_chunk" || kind == "agent_thought_chunk" {
-            if let Some(last) = out.last_mut() {
-                if last["sessionUpdate"] == kind {
-                    let joined = format!(
-                        "{}{}",
-                        last["content"]["text"].as_str().unwrap_or_default(),
-                        update["content"]["text"].as_str().unwrap_or_default()
-                    );
-                    last["content"]["text"] = Value::String(joined);
-                    continue;
-                }
-            }
+        if (kind == "agent_message_chunk" || kind == "agent_thought_chunk")
+            && let Some(last) = out.last_mut()
+            && last["sessionUpdate"] == kind
+        {
+            let joined = format!(
+                "{}{}",
+                last["content"]["text"].as_str().unwrap_or_default(),
+                update["content"]["text"].as_str().unwrap_or_default()
+            );
+            last["content"]["text"] = Value::String(joined);
+            continue;
         }
         out.push(update);
     }
