@@ -37,6 +37,13 @@ impl Scratch {
         Scratch(dir)
     }
 
+    /// A directory `name` in the scratch directory, created.
+    pub fn dir(&self, name: &str) -> PathBuf {
+        let dir = self.0.join(name);
+        std::fs::create_dir_all(&dir).expect("create dir");
+        dir
+    }
+
     pub fn script(&self, name: &str, body: &str) -> PathBuf {
         let path = self.0.join(name);
         std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).expect("write script");

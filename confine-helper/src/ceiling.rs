@@ -413,10 +413,9 @@ mod tests {
 
     #[test]
     fn entries_reached_through_a_symlink_are_resolved_when_loaded() {
-        let dir = std::env::temp_dir().join(format!("confine-ceiling-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let scratch = crate::test_support::Scratch::new("ceiling-link");
+        let dir = scratch.0.clone();
         std::fs::create_dir_all(dir.join("real/keep")).expect("mkdir");
-        let dir = std::fs::canonicalize(&dir).expect("canonical");
         std::os::unix::fs::symlink(dir.join("real"), dir.join("link")).expect("symlink");
         let c = narrowed(&[&format!(
             "writable_roots_under = [\"{0}/link\"]\nnever_writable = [\"{0}/link/keep\"]",
@@ -433,7 +432,6 @@ mod tests {
                 dir.display()
             )
         );
-        let _ = std::fs::remove_dir_all(dir);
     }
 
     #[test]
@@ -553,9 +551,8 @@ mod tests {
     #[test]
     fn a_file_that_cannot_be_taken_breaks_the_ceiling_in_the_same_words() {
         use std::os::unix::fs::PermissionsExt;
-        let dir = std::env::temp_dir().join(format!("confine-ceiling-src-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("mkdir");
+        let scratch = crate::test_support::Scratch::new("ceiling-source");
+        let dir = scratch.0.clone();
         let file = dir.join("ceiling.toml");
         let broken = |text: &str, mode: u32| {
             std::fs::write(&file, text).expect("write");
@@ -594,7 +591,6 @@ mod tests {
                 "ceiling file {name}: No such file or directory (os error 2)"
             ))
         );
-        let _ = std::fs::remove_dir_all(dir);
     }
 
     #[test]

@@ -330,8 +330,8 @@ mod tests {
 
     #[test]
     fn a_real_index_written_by_git_is_read() {
-        let dir = std::env::temp_dir().join(format!("confine-git-index-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let scratch = crate::test_support::Scratch::new("git-index");
+        let dir = scratch.0.clone();
         let git = |args: &[&str]| {
             std::process::Command::new("git")
                 .args(args)
@@ -360,7 +360,6 @@ mod tests {
             let parsed = parse_index(&bytes).expect("parses");
             assert_eq!(parsed.gitlinks, vec![PathBuf::from("deps/m")], "v{version}");
         }
-        let _ = std::fs::remove_dir_all(dir);
     }
 
     #[test]

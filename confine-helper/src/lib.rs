@@ -32,6 +32,8 @@ mod seccomp;
 mod server;
 mod service;
 mod sys;
+#[cfg(test)]
+mod test_support;
 
 /// Logs one line to stderr, prefixed with the helper's name and pid.
 #[macro_export]

@@ -210,17 +210,12 @@ pub(crate) fn resolve(path: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn scratch(tag: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("confine-paths-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("mkdir");
-        std::fs::canonicalize(&dir).expect("canonical")
-    }
+    use crate::test_support::Scratch;
 
     #[test]
     fn a_symlink_on_the_way_is_refused_and_one_at_the_end_is_returned_itself() {
-        let dir = scratch("links");
+        let _scratch = Scratch::new("paths-links");
+        let dir = _scratch.0.clone();
         std::fs::create_dir_all(dir.join("real/sub")).expect("mkdir");
         std::os::unix::fs::symlink(dir.join("real"), dir.join("link")).expect("symlink");
         assert!(open_dir(&dir.join("real/sub")).is_ok());
@@ -241,7 +236,8 @@ mod tests {
 
     #[test]
     fn small_reads_refuse_fifos_and_oversized_files_without_blocking() {
-        let dir = scratch("reads");
+        let _scratch = Scratch::new("paths-reads");
+        let dir = _scratch.0.clone();
         std::fs::write(dir.join("f"), "gitdir: x\n").expect("write");
         nix::unistd::mkfifo(&dir.join("fifo"), Mode::S_IRWXU).expect("mkfifo");
         let root = open_dir(&dir).expect("open");
@@ -266,7 +262,8 @@ mod tests {
 
     #[test]
     fn resolving_keeps_the_missing_rest_of_a_path() {
-        let dir = scratch("resolve");
+        let _scratch = Scratch::new("paths-resolve");
+        let dir = _scratch.0.clone();
         std::fs::create_dir_all(dir.join("real")).expect("mkdir");
         std::os::unix::fs::symlink(dir.join("real"), dir.join("link")).expect("symlink");
         assert_eq!(resolve(&dir.join("link/not/yet")), dir.join("real/not/yet"));

@@ -1,13 +1,7 @@
 //! Tests of the repository walk: what stays read-only in a writable root.
 
 use super::*;
-
-fn scratch(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("confine-protect-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("mkdir");
-    std::fs::canonicalize(&dir).expect("canonical")
-}
+use crate::test_support::Scratch;
 
 fn root(path: &Path) -> Root {
     Root {
@@ -37,7 +31,8 @@ fn git(dir: &Path, args: &[&str]) -> bool {
 
 #[test]
 fn a_missing_repository_is_reported_and_nothing_is_created() {
-    let dir = scratch("missing");
+    let _scratch = Scratch::new("protect-missing");
+    let dir = _scratch.0.clone();
     let p = protect(&[root(&dir)], &[]).expect("protect");
     assert!(p.read_only.is_empty() && p.pinned.is_empty());
     assert_eq!(p.missing.len(), 1, "{:?}", p.missing);
@@ -53,7 +48,8 @@ fn a_missing_repository_is_reported_and_nothing_is_created() {
 
 #[test]
 fn the_whole_git_directory_is_read_only() {
-    let dir = scratch("gitdir");
+    let _scratch = Scratch::new("protect-gitdir");
+    let dir = _scratch.0.clone();
     std::fs::create_dir_all(dir.join(".git/hooks")).expect("mkdir");
     let p = protect(&[root(&dir)], &[]).expect("protect");
     assert_eq!(paths_of(&p.read_only), vec![dir.join(".git")]);
@@ -64,7 +60,8 @@ fn the_whole_git_directory_is_read_only() {
 
 #[test]
 fn a_symlinked_git_cannot_be_enforced() {
-    let dir = scratch("symlink");
+    let _scratch = Scratch::new("protect-symlink");
+    let dir = _scratch.0.clone();
     std::os::unix::fs::symlink("/tmp", dir.join(".git")).expect("symlink");
     let e = protect(&[root(&dir)], &[]).expect_err("refused");
     let git = dir.join(".git");
@@ -84,7 +81,8 @@ fn a_symlinked_git_cannot_be_enforced() {
 
 #[test]
 fn a_git_file_protects_itself_and_the_directory_it_names_inside_a_root() {
-    let dir = scratch("gitfile");
+    let _scratch = Scratch::new("protect-gitfile");
+    let dir = _scratch.0.clone();
     std::fs::create_dir_all(dir.join("store/repo.git")).expect("mkdir");
     std::fs::create_dir_all(dir.join("ws")).expect("mkdir");
     std::fs::write(dir.join("ws/.git"), "gitdir: ../store/repo.git\n").expect("write");
@@ -97,7 +95,8 @@ fn a_git_file_protects_itself_and_the_directory_it_names_inside_a_root() {
 
 #[test]
 fn submodules_and_linked_worktrees_keep_their_git_entries_read_only() {
-    let dir = scratch("submodules");
+    let _scratch = Scratch::new("protect-submodules");
+    let dir = _scratch.0.clone();
     let (up, ws) = (dir.join("up"), dir.join("ws"));
     std::fs::create_dir_all(&up).expect("mkdir");
     std::fs::create_dir_all(&ws).expect("mkdir");
@@ -174,7 +173,8 @@ fn submodules_and_linked_worktrees_keep_their_git_entries_read_only() {
 
 #[test]
 fn a_git_file_naming_its_git_directory_through_a_link_in_a_root_cannot_be_enforced() {
-    let dir = scratch("gitfile-link");
+    let _scratch = Scratch::new("protect-gitfile-link");
+    let dir = _scratch.0.clone();
     std::fs::create_dir_all(dir.join("ws/store/repo.git")).expect("mkdir");
     std::os::unix::fs::symlink(dir.join("ws/store"), dir.join("ws/via")).expect("symlink");
     std::fs::write(dir.join("ws/.git"), "gitdir: via/repo.git\n").expect("write");
@@ -196,7 +196,8 @@ fn a_git_file_naming_its_git_directory_through_a_link_in_a_root_cannot_be_enforc
 
 #[test]
 fn a_fifo_where_git_keeps_a_pointer_fails_the_run_instead_of_blocking() {
-    let dir = scratch("fifo");
+    let _scratch = Scratch::new("protect-fifo");
+    let dir = _scratch.0.clone();
     std::fs::create_dir_all(dir.join(".git")).expect("mkdir");
     nix::unistd::mkfifo(&dir.join(".git/commondir"), nix::sys::stat::Mode::S_IRWXU)
         .expect("mkfifo");
@@ -231,7 +232,8 @@ fn a_fifo_where_git_keeps_a_pointer_fails_the_run_instead_of_blocking() {
 
 #[test]
 fn extra_protected_paths_are_walked_and_missing_ones_reported() {
-    let dir = scratch("extra");
+    let _scratch = Scratch::new("protect-extra");
+    let dir = _scratch.0.clone();
     std::fs::create_dir_all(dir.join("a/b")).expect("mkdir");
     std::fs::write(dir.join("file"), "").expect("write");
     let extra = [

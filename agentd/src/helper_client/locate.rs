@@ -240,52 +240,29 @@ fn probe(path: &Path) -> Probe {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use std::ffi::OsStr;
     use std::fs;
+
+    use super::*;
+    use crate::test_support::Scratch;
 
     fn join_path_var<I: IntoIterator<Item = P>, P: AsRef<OsStr>>(dirs: I) -> std::ffi::OsString {
         std::env::join_paths(dirs).expect("test directories contain no separator")
     }
 
-    /// A scratch directory removed when dropped.
-    struct Scratch(PathBuf);
-
-    impl Scratch {
-        fn new(name: &str) -> Scratch {
-            let dir =
-                std::env::temp_dir().join(format!("agentd-locate-{}-{name}", std::process::id()));
-            let _ = fs::remove_dir_all(&dir);
-            fs::create_dir_all(&dir).expect("create scratch dir");
-            Scratch(dir)
-        }
-
-        fn dir(&self, name: &str) -> PathBuf {
-            let dir = self.0.join(name);
-            fs::create_dir_all(&dir).expect("create dir");
-            dir
-        }
-
-        fn helper_in(&self, name: &str, mode: u32) -> PathBuf {
-            let path = self.dir(name).join(HELPER_NAME);
-            fs::write(&path, b"#!/bin/sh\n").expect("write helper");
-            fs::set_permissions(&path, fs::Permissions::from_mode(mode)).expect("chmod");
-            path
-        }
-    }
-
-    impl Drop for Scratch {
-        fn drop(&mut self) {
-            let _ = fs::remove_dir_all(&self.0);
-        }
+    fn helper_in(scratch: &Scratch, name: &str, mode: u32) -> PathBuf {
+        let path = scratch.dir(name).join(HELPER_NAME);
+        fs::write(&path, b"#!/bin/sh\n").expect("write helper");
+        fs::set_permissions(&path, fs::Permissions::from_mode(mode)).expect("chmod");
+        path
     }
 
     #[test]
     fn the_flag_wins_over_everything_else() {
-        let s = Scratch::new("flag");
-        let flag = s.helper_in("flag", 0o755);
-        let config = s.helper_in("config", 0o755);
-        let beside = s.helper_in("beside", 0o755);
+        let s = Scratch::new("locate-flag");
+        let flag = helper_in(&s, "flag", 0o755);
+        let config = helper_in(&s, "config", 0o755);
+        let beside = helper_in(&s, "beside", 0o755);
         let inputs = LocateInputs {
             flag: Some(flag.clone()),
             config_value: Some(config),
@@ -297,10 +274,10 @@ mod tests {
 
     #[test]
     fn the_environment_wins_over_the_config_value_and_loses_to_the_flag() {
-        let s = Scratch::new("env");
-        let flag = s.helper_in("flag", 0o755);
-        let env = s.helper_in("env", 0o755);
-        let config = s.helper_in("config", 0o755);
+        let s = Scratch::new("locate-env");
+        let flag = helper_in(&s, "flag", 0o755);
+        let env = helper_in(&s, "env", 0o755);
+        let config = helper_in(&s, "config", 0o755);
         let mut inputs = LocateInputs {
             env_value: Some(env.clone()),
             config_value: Some(config),
@@ -317,9 +294,9 @@ mod tests {
 
     #[test]
     fn the_config_value_wins_over_the_search() {
-        let s = Scratch::new("config");
-        let config = s.helper_in("config", 0o755);
-        let beside = s.helper_in("beside", 0o755);
+        let s = Scratch::new("locate-config");
+        let config = helper_in(&s, "config", 0o755);
+        let beside = helper_in(&s, "beside", 0o755);
         let inputs = LocateInputs {
             config_value: Some(config.clone()),
             exe_dir: beside.parent().map(Path::to_owned),
@@ -330,9 +307,9 @@ mod tests {
 
     #[test]
     fn next_to_agentd_wins_over_path() {
-        let s = Scratch::new("beside");
-        let beside = s.helper_in("beside", 0o755);
-        let on_path = s.helper_in("onpath", 0o755);
+        let s = Scratch::new("locate-beside");
+        let beside = helper_in(&s, "beside", 0o755);
+        let on_path = helper_in(&s, "onpath", 0o755);
         let inputs = LocateInputs {
             exe_dir: beside.parent().map(Path::to_owned),
             path_var: Some(join_path_var(on_path.parent())),
@@ -343,10 +320,10 @@ mod tests {
 
     #[test]
     fn path_directories_are_searched_in_order() {
-        let s = Scratch::new("path");
+        let s = Scratch::new("locate-path");
         let empty = s.dir("empty");
-        let first = s.helper_in("first", 0o755);
-        let second = s.helper_in("second", 0o755);
+        let first = helper_in(&s, "first", 0o755);
+        let second = helper_in(&s, "second", 0o755);
         let inputs = LocateInputs {
             exe_dir: Some(s.dir("exe")),
             path_var: Some(join_path_var([
@@ -376,7 +353,7 @@ mod tests {
 
     #[test]
     fn not_found_lists_every_place_in_order_and_says_how_to_fix_it() {
-        let s = Scratch::new("notfound");
+        let s = Scratch::new("locate-notfound");
         let exe = s.dir("exe");
         let a = s.dir("a");
         let b = s.dir("b");
@@ -407,8 +384,8 @@ mod tests {
 
     #[test]
     fn a_missing_flag_path_is_an_error_and_nothing_else_is_tried() {
-        let s = Scratch::new("missingflag");
-        let beside = s.helper_in("beside", 0o755);
+        let s = Scratch::new("locate-missingflag");
+        let beside = helper_in(&s, "beside", 0o755);
         let inputs = LocateInputs {
             flag: Some(s.0.join("nope")),
             exe_dir: beside.parent().map(Path::to_owned),
@@ -427,9 +404,9 @@ mod tests {
 
     #[test]
     fn a_non_executable_file_found_on_the_search_is_an_error_naming_it() {
-        let s = Scratch::new("noexec");
-        let beside = s.helper_in("beside", 0o644);
-        let on_path = s.helper_in("onpath", 0o755);
+        let s = Scratch::new("locate-noexec");
+        let beside = helper_in(&s, "beside", 0o644);
+        let on_path = helper_in(&s, "onpath", 0o755);
         let inputs = LocateInputs {
             exe_dir: beside.parent().map(Path::to_owned),
             path_var: Some(join_path_var(on_path.parent())),
@@ -448,7 +425,7 @@ mod tests {
 
     #[test]
     fn a_directory_given_as_the_helper_is_an_error() {
-        let s = Scratch::new("dir");
+        let s = Scratch::new("locate-dir");
         let dir = s.dir("confine-helper");
         let inputs = LocateInputs {
             config_value: Some(dir.clone()),

@@ -24,9 +24,6 @@ pub mod scripted;
 mod sse;
 mod stream;
 
-#[cfg(test)]
-mod openai_tests;
-
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;

@@ -534,3 +534,7 @@ fn chain(error: &dyn std::error::Error) -> String {
     }
     text
 }
+
+#[cfg(test)]
+#[path = "openai_tests.rs"]
+mod tests;

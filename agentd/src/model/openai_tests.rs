@@ -10,8 +10,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 
-use super::openai::{OpenAiProvider, OpenAiSettings};
-use super::{
+use super::{OpenAiProvider, OpenAiSettings};
+use crate::model::{
     AssistantTurn, ChatRequest, Delta, FailureKind, FinishReason, Message, ModelError, Provider,
     Reasoning, ReasoningField, ReasoningReturn, TokenLimitField, ToolCall, ToolSpec, Usage,
 };

@@ -300,16 +300,18 @@ pub fn list_ids(dir: &Path) -> Result<Vec<String>, LogError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::Scratch;
 
-    fn scratch(tag: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("agentd-log-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        dir
+    /// A directory for logs that does not exist yet, removed with the returned guard.
+    fn scratch(tag: &str) -> (Scratch, PathBuf) {
+        let scratch = Scratch::new(&format!("log-{tag}"));
+        let dir = scratch.0.join("sessions");
+        (scratch, dir)
     }
 
     #[test]
     fn a_created_log_reopens_with_every_event_in_order() {
-        let dir = scratch("reopen");
+        let (_scratch, dir) = scratch("reopen");
         let id = new_id();
         let (mut log, _) = EventLog::create(&dir, &id, Path::new("/work")).expect("create");
         log.append(Event::TurnStarted { turn: 1 }).expect("append");
@@ -331,7 +333,7 @@ mod tests {
 
     #[test]
     fn a_torn_last_line_is_dropped_with_a_warning_and_cut_from_the_file() {
-        let dir = scratch("torn");
+        let (_scratch, dir) = scratch("torn");
         let id = new_id();
         let (mut log, _) = EventLog::create(&dir, &id, Path::new("/w")).expect("create");
         log.append(Event::TurnStarted { turn: 1 }).expect("append");
@@ -358,7 +360,7 @@ mod tests {
 
     #[test]
     fn a_malformed_line_in_the_middle_is_an_error_naming_the_line() {
-        let dir = scratch("malformed");
+        let (_scratch, dir) = scratch("malformed");
         let id = new_id();
         let (log, _) = EventLog::create(&dir, &id, Path::new("/w")).expect("create");
         let path = log.path().to_owned();
@@ -373,7 +375,7 @@ mod tests {
 
     #[test]
     fn a_log_from_a_newer_agentd_is_refused() {
-        let dir = scratch("newer");
+        let (_scratch, dir) = scratch("newer");
         let id = new_id();
         let (log, _) = EventLog::create(&dir, &id, Path::new("/w")).expect("create");
         let path = log.path().to_owned();
@@ -399,7 +401,7 @@ mod tests {
 
     #[test]
     fn listing_returns_sessions_oldest_first_and_ignores_other_files() {
-        let dir = scratch("list");
+        let (_scratch, dir) = scratch("list");
         let a = new_id();
         EventLog::create(&dir, &a, Path::new("/w")).expect("a");
         std::fs::write(dir.join("notes.txt"), "x").expect("other file");
