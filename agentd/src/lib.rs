@@ -17,6 +17,8 @@
 //! Whatever agentd prints of stored or command text on a terminal goes through [`terminal`],
 //! which shows control characters instead of letting the terminal obey them.
 
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
 pub mod acp;
 pub mod approval;
 pub mod cancel;
