@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
+use agent_client_protocol::ErrorCode;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
@@ -227,7 +228,8 @@ impl Agent {
             say!("    permission asked: the demo allows it once");
             json!({"jsonrpc": "2.0", "id": id, "result": {"outcome": {"outcome": "selected", "optionId": "allow-once"}}})
         } else {
-            json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "not supported by the demo"}})
+            let code = ErrorCode::METHOD_NOT_FOUND.value();
+            json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": "not supported by the demo"}})
         };
         let mut line = reply.to_string();
         line.push('\n');
