@@ -4,8 +4,8 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use clap::builder::{OsStringValueParser, TypedValueParser};
 use clap::Args;
+use clap::builder::{OsStringValueParser, TypedValueParser};
 
 use crate::config::{ConfigError, Effective, Flags};
 
