@@ -279,7 +279,10 @@ impl Turn<'_> {
             ToolResult::failed(text, facts)
         };
         let escalation = match tools::requested_escalation(&self.session.tools, call) {
-            Err(text) => return Err(refused(text, serde_json::json!({ "invalid_call": true }))),
+            Err(e) => {
+                let invalid = serde_json::json!({ "invalid_call": true });
+                return Err(refused(e.to_string(), invalid));
+            }
             Ok(None) => {
                 return match self.approve(call).await {
                     Some(refusal) => Err(refusal),
@@ -297,9 +300,9 @@ impl Turn<'_> {
             approval_service: true,
             agent: true,
         };
-        if let Err(text) = tools::escalation_gate(wanted, &context) {
+        if let Err(e) = tools::escalation_gate(wanted, &context) {
             return Err(refused(
-                text,
+                e.to_string(),
                 serde_json::json!({ "escalation": wanted.as_str() }),
             ));
         }
