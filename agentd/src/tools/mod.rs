@@ -47,7 +47,7 @@ pub use args::{ArgsError, ESCALATION_NOT_OFFERED, Escalation, Problem};
 pub use bash::ANSWER_WAIT;
 pub use call::{CallContext, ToolResult};
 pub use describe::{ToolDescription, ToolKind, describe};
-pub use env::{ClientFs, FsFuture, ToolEnv};
+pub use env::{ClientFs, ClientFsError, FsFuture, ToolEnv};
 pub use escalation::{
     GateContext, GateError, escalation_gate, requested_escalation, strictly_widens,
 };
@@ -230,7 +230,12 @@ mod tests {
     impl ClientFs for Buffers {
         fn read_text<'a>(&'a self, path: &'a Path) -> FsFuture<'a, String> {
             let text = self.0.lock().expect("buffers").get(path).cloned();
-            Box::pin(async move { text.ok_or_else(|| "no such buffer".to_owned()) })
+            Box::pin(async move {
+                text.ok_or_else(|| ClientFsError::Read {
+                    path: path.to_owned(),
+                    source: "no such buffer".into(),
+                })
+            })
         }
 
         fn write_text<'a>(&'a self, path: &'a Path, content: &'a str) -> FsFuture<'a, ()> {
