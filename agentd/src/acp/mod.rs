@@ -36,7 +36,7 @@ use crate::approval::Approvals;
 use crate::session::{LogError, fold, log};
 use error::AcpError;
 
-pub use options::AcpOptions;
+pub use options::{AcpOptions, AcpStartError};
 pub use sessions::{AgentState, Session, Sessions};
 
 /// The stop reason, as its wire name, that a model answer ends a prompt turn with, or `None`

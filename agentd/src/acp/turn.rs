@@ -205,7 +205,7 @@ impl Turn<'_> {
             Ok(provider) => provider.clone(),
             Err(why) => {
                 let failure = ModelFailure {
-                    message: why.clone(),
+                    message: why.to_string(),
                     kind: FailureKind::Config,
                     status: None,
                     retries: 0,
