@@ -160,7 +160,7 @@ async fn demo_command(command: DemoCommand) -> u8 {
         Ok(true) => 0,
         Ok(false) => 1,
         Err(e) => {
-            eprintln!("agentd demo: {}", terminal::visible(&e));
+            eprintln!("agentd demo: {}", terminal::visible(&e.to_string()));
             1
         }
     }

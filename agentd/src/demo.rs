@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
+use agent_client_protocol::ErrorCode;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
@@ -46,6 +47,49 @@ text = "The sandbox refused the write outside the workspace, as it should."
 
 const ESCAPE_FILE: &str = "agentd-demo-escape.txt";
 
+/// Why the demo could not run to its end.
+#[derive(Debug, thiserror::Error)]
+pub enum DemoError {
+    #[error("creating {}: {source}", path.display())]
+    CreateWorkspace {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("writing the demo notes: {0}")]
+    WriteNotes(#[source] std::io::Error),
+    #[error("writing the demo script: {0}")]
+    WriteScript(#[source] std::io::Error),
+    #[error("starting {} acp: {source}", agentd.display())]
+    Start {
+        agentd: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The started agent has no pipe for the named stream.
+    #[error("no {0}")]
+    NoPipe(&'static str),
+    #[error("writing to the agent: {0}")]
+    Write(#[source] std::io::Error),
+    #[error("reading from the agent: {0}")]
+    Read(#[source] std::io::Error),
+    #[error("the agent did not answer {method} within 2 minutes")]
+    Timeout { method: String },
+    #[error("the agent exited before answering {method}")]
+    Exited { method: String },
+    #[error("the agent sent something that is not JSON ({source}): {line}")]
+    NotJson {
+        line: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The agent answered a request with a JSON-RPC error, shown as it came.
+    #[error("{method} failed: {error}")]
+    Failed { method: String, error: Value },
+    #[error("the agent did not open a session")]
+    NoSession,
+}
+
 /// What the demo needs from the command line.
 #[derive(Debug, Clone)]
 pub struct DemoOptions {
@@ -57,18 +101,21 @@ pub struct DemoOptions {
 }
 
 /// Runs the demo, printing to stdout. Returns whether everything happened as expected.
-pub async fn run(options: DemoOptions) -> Result<bool, String> {
+pub async fn run(options: DemoOptions) -> Result<bool, DemoError> {
     let root = std::env::temp_dir().join(format!("agentd-demo-{}", std::process::id()));
     let ws = root.join("workspace");
     let state = root.join("sessions");
-    std::fs::create_dir_all(&ws).map_err(|e| format!("creating {}: {e}", ws.display()))?;
+    std::fs::create_dir_all(&ws).map_err(|source| DemoError::CreateWorkspace {
+        path: ws.clone(),
+        source,
+    })?;
     std::fs::write(
         ws.join("notes.txt"),
         "This workspace is the only place the agent may write.\n",
     )
-    .map_err(|e| format!("writing the demo notes: {e}"))?;
+    .map_err(DemoError::WriteNotes)?;
     let script = root.join("model-script.toml");
-    std::fs::write(&script, SCRIPT).map_err(|e| format!("writing the demo script: {e}"))?;
+    std::fs::write(&script, SCRIPT).map_err(DemoError::WriteScript)?;
     let outcome = drive(&options, &ws, &state, &script).await;
     let _ = std::fs::remove_dir_all(&root);
     outcome
@@ -79,7 +126,7 @@ async fn drive(
     ws: &Path,
     state: &Path,
     script: &Path,
-) -> Result<bool, String> {
+) -> Result<bool, DemoError> {
     let home = std::env::var_os("HOME").map(PathBuf::from);
     if let Some(home) = &home {
         let _ = std::fs::remove_file(home.join(ESCAPE_FILE));
@@ -98,7 +145,7 @@ async fn drive(
         .await?;
     let session = new["sessionId"]
         .as_str()
-        .ok_or("the agent did not open a session")?
+        .ok_or(DemoError::NoSession)?
         .to_owned();
     let prompt = "Show me what you can do.";
     say!("you: {prompt}");
@@ -156,7 +203,7 @@ impl Agent {
         ws: &Path,
         state: &Path,
         script: &Path,
-    ) -> Result<Agent, String> {
+    ) -> Result<Agent, DemoError> {
         let mut child = Command::new(&options.agentd)
             .arg("acp")
             .arg("--model-script")
@@ -172,9 +219,12 @@ impl Agent {
             .stderr(Stdio::inherit())
             .kill_on_drop(true)
             .spawn()
-            .map_err(|e| format!("starting {} acp: {e}", options.agentd.display()))?;
-        let stdin = child.stdin.take().ok_or("no stdin")?;
-        let stdout = child.stdout.take().ok_or("no stdout")?;
+            .map_err(|source| DemoError::Start {
+                agentd: options.agentd.clone(),
+                source,
+            })?;
+        let stdin = child.stdin.take().ok_or(DemoError::NoPipe("stdin"))?;
+        let stdout = child.stdout.take().ok_or(DemoError::NoPipe("stdout"))?;
         Ok(Agent {
             child,
             stdin,
@@ -185,7 +235,7 @@ impl Agent {
         })
     }
 
-    async fn request(&mut self, method: &str, params: Value) -> Result<Value, String> {
+    async fn request(&mut self, method: &str, params: Value) -> Result<Value, DemoError> {
         let id = self.next_id;
         self.next_id += 1;
         let mut line =
@@ -194,18 +244,27 @@ impl Agent {
         self.stdin
             .write_all(line.as_bytes())
             .await
-            .map_err(|e| format!("writing to the agent: {e}"))?;
+            .map_err(DemoError::Write)?;
         loop {
             let next = tokio::time::timeout(Duration::from_secs(120), self.lines.next_line())
                 .await
-                .map_err(|_| format!("the agent did not answer {method} within 2 minutes"))?
-                .map_err(|e| format!("reading from the agent: {e}"))?
-                .ok_or_else(|| format!("the agent exited before answering {method}"))?;
-            let message: Value = serde_json::from_str(&next)
-                .map_err(|e| format!("the agent sent something that is not JSON ({e}): {next}"))?;
+                .map_err(|_| DemoError::Timeout {
+                    method: method.to_owned(),
+                })?
+                .map_err(DemoError::Read)?
+                .ok_or_else(|| DemoError::Exited {
+                    method: method.to_owned(),
+                })?;
+            let message: Value = match serde_json::from_str(&next) {
+                Ok(message) => message,
+                Err(source) => return Err(DemoError::NotJson { line: next, source }),
+            };
             if message.get("id") == Some(&json!(id)) && message.get("method").is_none() {
                 if let Some(error) = message.get("error") {
-                    return Err(format!("{method} failed: {error}"));
+                    return Err(DemoError::Failed {
+                        method: method.to_owned(),
+                        error: error.clone(),
+                    });
                 }
                 return Ok(message["result"].clone());
             }
@@ -220,21 +279,22 @@ impl Agent {
     /// Answers a request of the agent: a permission prompt (which only a configuration that
     /// lists a tool in `approval.ask_before` causes) is allowed once, as a user would to see the
     /// demo through; anything else is not supported.
-    async fn answer(&mut self, request: &Value) -> Result<(), String> {
+    async fn answer(&mut self, request: &Value) -> Result<(), DemoError> {
         let id = request["id"].clone();
         let reply = if request["method"] == "session/request_permission" {
             self.flush_text();
             say!("    permission asked: the demo allows it once");
             json!({"jsonrpc": "2.0", "id": id, "result": {"outcome": {"outcome": "selected", "optionId": "allow-once"}}})
         } else {
-            json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "not supported by the demo"}})
+            let code = ErrorCode::METHOD_NOT_FOUND.value();
+            json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": "not supported by the demo"}})
         };
         let mut line = reply.to_string();
         line.push('\n');
         self.stdin
             .write_all(line.as_bytes())
             .await
-            .map_err(|e| format!("writing to the agent: {e}"))
+            .map_err(DemoError::Write)
     }
 
     /// Prints one notification the way an editor would show it.

@@ -7,6 +7,21 @@ use std::fs;
 use std::io;
 use std::path::{Component, Path, PathBuf};
 
+/// Why where a path leads cannot be told.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum RealPathError {
+    /// The path (or an ancestor of it) is a symbolic link to nothing.
+    #[error("{} is a symbolic link to a path that does not exist", .0.display())]
+    DanglingLink(PathBuf),
+    /// The file system would not say.
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
 /// One step of the part of a path that does not exist yet.
 enum Step {
     Up,
@@ -15,20 +30,20 @@ enum Step {
 
 /// `path` (absolute) with every symbolic link resolved: the nearest existing ancestor
 /// canonicalized, the steps below it applied to that.
-pub(crate) fn real_target(path: &Path) -> Result<PathBuf, String> {
+pub(crate) fn real_target(path: &Path) -> Result<PathBuf, RealPathError> {
     let mut existing = path.to_path_buf();
     let mut below = Vec::new();
     loop {
         match fs::symlink_metadata(&existing) {
             Ok(meta) => {
-                let mut real = fs::canonicalize(&existing).map_err(|e| {
-                    if meta.file_type().is_symlink() && e.kind() == io::ErrorKind::NotFound {
-                        format!(
-                            "{} is a symbolic link to a path that does not exist",
-                            existing.display()
-                        )
+                let mut real = fs::canonicalize(&existing).map_err(|source| {
+                    if meta.file_type().is_symlink() && source.kind() == io::ErrorKind::NotFound {
+                        RealPathError::DanglingLink(existing.clone())
                     } else {
-                        format!("{}: {e}", existing.display())
+                        RealPathError::Io {
+                            path: existing.clone(),
+                            source,
+                        }
                     }
                 })?;
                 for step in below.into_iter().rev() {
@@ -41,18 +56,27 @@ pub(crate) fn real_target(path: &Path) -> Result<PathBuf, String> {
                 }
                 return Ok(real);
             }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            Err(source) if source.kind() == io::ErrorKind::NotFound => {
+                let not_found = || RealPathError::Io {
+                    path: path.to_owned(),
+                    source,
+                };
                 match existing.components().next_back() {
                     Some(Component::ParentDir) => below.push(Step::Up),
                     Some(Component::Normal(name)) => below.push(Step::Down(name.to_owned())),
                     Some(Component::CurDir) => {}
-                    _ => return Err(format!("{}: {e}", path.display())),
+                    _ => return Err(not_found()),
                 }
                 if !existing.pop() {
-                    return Err(format!("{}: {e}", path.display()));
+                    return Err(not_found());
                 }
             }
-            Err(e) => return Err(format!("{}: {e}", existing.display())),
+            Err(source) => {
+                return Err(RealPathError::Io {
+                    path: existing,
+                    source,
+                });
+            }
         }
     }
 }

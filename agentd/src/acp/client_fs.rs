@@ -1,15 +1,13 @@
 //! The editor's own file access (`fs/read_text_file`, `fs/write_text_file`), used by the file
 //! tools when the client advertises it, so unsaved buffers are read and edits land in the editor.
 
-use std::future::Future;
 use std::path::Path;
-use std::pin::Pin;
 
 use agent_client_protocol::Client;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{ReadTextFileRequest, WriteTextFileRequest};
 
-use crate::tools::ClientFs;
+use crate::tools::{ClientFs, ClientFsError, FsFuture};
 
 /// File access through the ACP client of one session; only made when the client offers both
 /// reads and writes.
@@ -24,10 +22,8 @@ impl EditorFs {
     }
 }
 
-type Boxed<'a, T> = Pin<Box<dyn Future<Output = Result<T, String>> + Send + 'a>>;
-
 impl ClientFs for EditorFs {
-    fn read_text<'a>(&'a self, path: &'a Path) -> Boxed<'a, String> {
+    fn read_text<'a>(&'a self, path: &'a Path) -> FsFuture<'a, String> {
         Box::pin(async move {
             let request = ReadTextFileRequest::new(self.session_id.clone(), path.to_owned());
             self.cx
@@ -35,11 +31,14 @@ impl ClientFs for EditorFs {
                 .block_task()
                 .await
                 .map(|r| r.content)
-                .map_err(|e| format!("the editor could not read {}: {e}", path.display()))
+                .map_err(|e| ClientFsError::Read {
+                    path: path.to_owned(),
+                    source: Box::new(e),
+                })
         })
     }
 
-    fn write_text<'a>(&'a self, path: &'a Path, content: &'a str) -> Boxed<'a, ()> {
+    fn write_text<'a>(&'a self, path: &'a Path, content: &'a str) -> FsFuture<'a, ()> {
         Box::pin(async move {
             let request = WriteTextFileRequest::new(
                 self.session_id.clone(),
@@ -51,7 +50,10 @@ impl ClientFs for EditorFs {
                 .block_task()
                 .await
                 .map(drop)
-                .map_err(|e| format!("the editor could not write {}: {e}", path.display()))
+                .map_err(|e| ClientFsError::Write {
+                    path: path.to_owned(),
+                    source: Box::new(e),
+                })
         })
     }
 }

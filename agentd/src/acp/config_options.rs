@@ -54,23 +54,43 @@ pub fn options(mode: Mode, modes: &[Mode], approval: ApprovalPolicy) -> Vec<Sess
     ]
 }
 
-/// The switch a `session/set_config_option` asks for, or the message of its `-32602` error.
-pub fn parse(config_id: &str, value: &SessionConfigOptionValue) -> Result<Switch, String> {
-    if config_id != SANDBOX_MODE && config_id != APPROVAL_POLICY {
-        return Err(format!("unknown config option \"{config_id}\""));
-    }
+/// Why a `session/set_config_option` asks for no switch: the message of its `-32602` error.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigOptionError {
+    /// The id names no option.
+    #[error("unknown config option \"{0}\"")]
+    UnknownOption(String),
+    /// The option (its id) is a select, and the value is not a value id.
+    #[error("config option {0} is a select; boolean values are not accepted")]
+    NotAValueId(&'static str),
+    /// The value is not a word of the option's (its id's) vocabulary.
+    #[error("unknown {option} value \"{value}\"")]
+    UnknownValue { option: &'static str, value: String },
+}
+
+/// The switch a `session/set_config_option` asks for.
+pub fn parse(
+    config_id: &str,
+    value: &SessionConfigOptionValue,
+) -> Result<Switch, ConfigOptionError> {
+    let option = match config_id {
+        SANDBOX_MODE => SANDBOX_MODE,
+        APPROVAL_POLICY => APPROVAL_POLICY,
+        other => return Err(ConfigOptionError::UnknownOption(other.to_owned())),
+    };
     let SessionConfigOptionValue::ValueId { value } = value else {
-        return Err(format!(
-            "config option {config_id} is a select; boolean values are not accepted"
-        ));
+        return Err(ConfigOptionError::NotAValueId(option));
     };
     let word: &str = &value.0;
-    let switch = if config_id == SANDBOX_MODE {
+    let switch = if option == SANDBOX_MODE {
         word.parse().ok().map(Switch::Mode)
     } else {
         word.parse().ok().map(Switch::Policy)
     };
-    switch.ok_or_else(|| format!("unknown {config_id} value \"{word}\""))
+    switch.ok_or_else(|| ConfigOptionError::UnknownValue {
+        option,
+        value: word.to_owned(),
+    })
 }
 
 #[cfg(test)]
@@ -158,36 +178,41 @@ mod tests {
         );
     }
 
+    /// The message of the error `parse` answers.
+    fn message(config_id: &str, value: &SessionConfigOptionValue) -> Result<Switch, String> {
+        parse(config_id, value).map_err(|e| e.to_string())
+    }
+
     #[test]
     fn invalid_requests_get_the_specified_messages() {
         assert_eq!(
-            parse("sandbox-mode", &SessionConfigOptionValue::boolean(true)),
+            message("sandbox-mode", &SessionConfigOptionValue::boolean(true)),
             Err("config option sandbox-mode is a select; boolean values are not accepted".into())
         );
         assert_eq!(
-            parse("approval-policy", &SessionConfigOptionValue::boolean(false)),
+            message("approval-policy", &SessionConfigOptionValue::boolean(false)),
             Err(
                 "config option approval-policy is a select; boolean values are not accepted".into()
             )
         );
         assert_eq!(
-            parse("sandbox-mode", &id("yolo")),
+            message("sandbox-mode", &id("yolo")),
             Err("unknown sandbox-mode value \"yolo\"".into())
         );
         assert_eq!(
-            parse("approval-policy", &id("on-request")),
+            message("approval-policy", &id("on-request")),
             Err("unknown approval-policy value \"on-request\"".into())
         );
         assert_eq!(
-            parse("sandbox-mode", &id("Read-Only")),
+            message("sandbox-mode", &id("Read-Only")),
             Err("unknown sandbox-mode value \"Read-Only\"".into())
         );
         assert_eq!(
-            parse("reasoning-effort", &id("high")),
+            message("reasoning-effort", &id("high")),
             Err("unknown config option \"reasoning-effort\"".into())
         );
         assert_eq!(
-            parse("sandbox_mode", &SessionConfigOptionValue::boolean(true)),
+            message("sandbox_mode", &SessionConfigOptionValue::boolean(true)),
             Err("unknown config option \"sandbox_mode\"".into()),
             "an unknown id is named before its value is looked at"
         );

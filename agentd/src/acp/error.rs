@@ -1,13 +1,121 @@
-//! The JSON-RPC errors the ACP handlers answer with.
+//! The JSON-RPC errors the ACP handlers answer with: one typed error, [`AcpError`], whose
+//! variant decides the SDK's error code and whose text is the message the client shows.
 
-use agent_client_protocol::Error;
+use std::path::PathBuf;
 
-/// An ACP error with a message the client shows.
-pub(super) fn error(code: i32, message: impl Into<String>) -> Error {
-    Error::new(code, message.into())
+use agent_client_protocol::{Error, ErrorCode};
+use confine_protocol::Mode;
+
+use super::config_options::ConfigOptionError;
+use crate::session::LogError;
+
+/// Why an ACP request is answered with an error.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum AcpError {
+    /// The session id names no session (also an id agentd would never generate).
+    #[error("session {0} not found")]
+    SessionNotFound(String),
+    /// The session's log does not start with its header.
+    #[error("session {0} has no header")]
+    NoHeader(String),
+    /// A log could not be read or listed.
+    #[error(transparent)]
+    Log(LogError),
+    /// An event could not be appended to the session's log.
+    #[error("cannot write the session log: {0}")]
+    LogWrite(#[source] LogError),
+    /// `session/prompt` while a turn of the session runs.
+    #[error("a prompt is already running in session {0}; cancel it or wait for it to end")]
+    PromptRunning(String),
+    /// `session/set_config_option` asked for something that is not a switch.
+    #[error(transparent)]
+    ConfigOption(#[from] ConfigOptionError),
+    /// `session/set_config_option` asked for a mode the helper would not run.
+    #[error("sandbox-mode cannot be switched to {}: {why}", mode.as_str())]
+    ModeRefused { mode: Mode, why: String },
+    /// The `cwd` of `session/new` is relative.
+    #[error("cwd {} must be an absolute path", .0.display())]
+    CwdNotAbsolute(PathBuf),
+    /// The `cwd` of `session/new` cannot be resolved.
+    #[error("cwd {}: {source}", path.display())]
+    CwdUnusable {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The `cwd` of `session/new` holds (or lies inside) one of agentd's own files.
+    #[error("{}", crate::helper_client::own_file_refusal(workspace, own))]
+    OwnFile { workspace: PathBuf, own: PathBuf },
 }
 
-/// `-32002`: the session id is unknown.
-pub(super) fn not_found(id: &str) -> Error {
-    error(-32002, format!("session {id} not found"))
+impl AcpError {
+    /// An error from a session's log: an unknown or impossible id is a session not found.
+    pub(super) fn of_log(error: LogError) -> AcpError {
+        match error {
+            LogError::NotFound(id) | LogError::BadId(id) => AcpError::SessionNotFound(id),
+            other => AcpError::Log(other),
+        }
+    }
+}
+
+impl From<AcpError> for Error {
+    /// The SDK's error: `-32002` (resource not found) for an unknown session, `-32602` (invalid
+    /// params) for a request that cannot be done as asked, `-32603` (internal error) for a
+    /// failure of agentd's own. A refused `cwd` keeps the SDK's "Invalid params" message and
+    /// says why in `data`.
+    fn from(error: AcpError) -> Error {
+        let code = match &error {
+            AcpError::SessionNotFound(_) => ErrorCode::RESOURCE_NOT_FOUND,
+            AcpError::PromptRunning(_)
+            | AcpError::ConfigOption(_)
+            | AcpError::ModeRefused { .. } => ErrorCode::INVALID_PARAMS,
+            AcpError::CwdNotAbsolute(_)
+            | AcpError::CwdUnusable { .. }
+            | AcpError::OwnFile { .. } => {
+                return Error::invalid_params().data(error.to_string());
+            }
+            AcpError::NoHeader(_) | AcpError::Log(_) | AcpError::LogWrite(_) => {
+                ErrorCode::INTERNAL_ERROR
+            }
+        };
+        Error::new(code, error.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_error_keeps_its_code_and_message() {
+        let wire = |error: AcpError| serde_json::to_value(Error::from(error)).expect("json");
+        assert_eq!(
+            wire(AcpError::SessionNotFound("abc".into())),
+            serde_json::json!({"code": -32002, "message": "session abc not found"})
+        );
+        assert_eq!(
+            wire(AcpError::PromptRunning("abc".into())),
+            serde_json::json!({
+                "code": -32602,
+                "message": "a prompt is already running in session abc; cancel it or wait for \
+                            it to end"
+            })
+        );
+        assert_eq!(
+            wire(AcpError::NoHeader("abc".into())),
+            serde_json::json!({"code": -32603, "message": "session abc has no header"})
+        );
+        assert_eq!(
+            wire(AcpError::CwdNotAbsolute("rel".into())),
+            serde_json::json!({
+                "code": -32602,
+                "message": "Invalid params",
+                "data": "cwd rel must be an absolute path"
+            })
+        );
+        assert!(matches!(
+            AcpError::of_log(LogError::BadId("../x".into())),
+            AcpError::SessionNotFound(id) if id == "../x"
+        ));
+    }
 }

@@ -28,13 +28,15 @@ use agent_client_protocol::v1::schema::{
     SessionInfo, SessionListCapabilities, SessionNotification, SetSessionConfigOptionRequest,
     SetSessionConfigOptionResponse,
 };
-use agent_client_protocol::{Agent, Client, Stdio, on_receive_notification, on_receive_request};
+use agent_client_protocol::{
+    Agent, Client, Error, Stdio, on_receive_notification, on_receive_request,
+};
 
 use crate::approval::Approvals;
-use crate::session::{fold, log};
-use error::{error, not_found};
+use crate::session::{LogError, fold, log};
+use error::AcpError;
 
-pub use options::AcpOptions;
+pub use options::{AcpOptions, AcpStartError};
 pub use sessions::{AgentState, Session, Sessions};
 
 /// The stop reason, as its wire name, that a model answer ends a prompt turn with, or `None`
@@ -44,7 +46,7 @@ pub fn stop_reason_after(answer: &crate::model::AssistantTurn) -> Option<&'stati
 }
 
 /// Serves ACP on stdin/stdout until the client closes the connection.
-pub async fn serve(options: AcpOptions) -> Result<(), String> {
+pub async fn serve(options: AcpOptions) -> Result<(), Error> {
     let answerer = Arc::new(permission::AcpAnswerer::default());
     let state = Arc::new(AgentState {
         options,
@@ -62,7 +64,7 @@ pub async fn serve(options: AcpOptions) -> Result<(), String> {
         state.clone(),
         state.clone(),
     );
-    let result = Agent
+    Agent
         .v1()
         .name("agentd")
         .on_receive_request(
@@ -122,7 +124,7 @@ pub async fn serve(options: AcpOptions) -> Result<(), String> {
                 req.cwd.as_deref(),
             ) {
                 Ok(sessions) => responder.respond(ListSessionsResponse::new(sessions)),
-                Err(e) => responder.respond_with_error(error(-32603, e)),
+                Err(e) => responder.respond_with_error(AcpError::Log(e).into()),
             },
             on_receive_request!(),
         )
@@ -130,7 +132,7 @@ pub async fn serve(options: AcpOptions) -> Result<(), String> {
             async move |req: PromptRequest, responder, cx: ConnectionTo<Client>| {
                 let id = req.session_id.to_string();
                 let Some(session) = s5.sessions.get(&id) else {
-                    return responder.respond_with_error(not_found(&id));
+                    return responder.respond_with_error(AcpError::SessionNotFound(id).into());
                 };
                 let state = s5.clone();
                 // The turn waits on the model, on commands and on the client: off the
@@ -150,26 +152,21 @@ pub async fn serve(options: AcpOptions) -> Result<(), String> {
             async move |req: SetSessionConfigOptionRequest, responder, cx: ConnectionTo<Client>| {
                 let id = req.session_id.to_string();
                 let Some(session) = s7.sessions.get(&id) else {
-                    return responder.respond_with_error(not_found(&id));
+                    return responder.respond_with_error(AcpError::SessionNotFound(id).into());
                 };
                 let switch = match config_options::parse(&req.config_id.0, &req.value) {
                     Ok(switch) => switch,
-                    Err(message) => return responder.respond_with_error(error(-32602, message)),
+                    Err(e) => return responder.respond_with_error(AcpError::from(e).into()),
                 };
                 // Only the modes the helper would run; the current one may stay selected.
                 if let config_options::Switch::Mode(mode) = switch
                     && mode != session.effective_mode()
                     && let Some(why) = session.tools.composition().refusal(mode)
                 {
-                    return responder.respond_with_error(error(
-                        -32602,
-                        format!(
-                            "sandbox-mode cannot be switched to {}: {why}",
-                            mode.as_str()
-                        ),
-                    ));
+                    return responder
+                        .respond_with_error(AcpError::ModeRefused { mode, why }.into());
                 }
-                let log_error = |e| error(-32603, format!("cannot write the session log: {e}"));
+                let log_error = |e| Error::from(AcpError::LogWrite(e));
                 let stopping = match session.switch(switch) {
                     Ok(stopping) => stopping,
                     Err(e) => return responder.respond_with_error(log_error(e)),
@@ -204,17 +201,16 @@ pub async fn serve(options: AcpOptions) -> Result<(), String> {
             on_receive_notification!(),
         )
         .connect_to(Stdio::new())
-        .await;
-    result.map_err(|e| e.to_string())
+        .await
 }
 
 /// The sessions stored under `dir`, optionally only those of `cwd`.
 fn list_sessions(
     dir: &std::path::Path,
     cwd: Option<&std::path::Path>,
-) -> Result<Vec<SessionInfo>, String> {
+) -> Result<Vec<SessionInfo>, LogError> {
     let mut out = Vec::new();
-    for id in log::list_ids(dir).map_err(|e| e.to_string())? {
+    for id in log::list_ids(dir)? {
         let Ok((records, _)) = log::read_log(dir, &id) else {
             continue;
         };

@@ -7,18 +7,43 @@ use std::sync::Arc;
 use confine_protocol::{BackendChoice, Mode, Network};
 
 use crate::composition::Composition;
-use crate::config::Effective;
+use crate::config::{ConfigError, Effective, HelperSetupError};
 use crate::environment;
-use crate::helper_client::HelperClient;
-use crate::model::Provider;
+use crate::helper_client::{ClientError, HelperClient};
+use crate::model::{ModelError, Provider};
 use crate::words::ApprovalPolicy;
+
+/// Why `agentd acp` cannot serve with the configuration it was given.
+#[derive(Debug, thiserror::Error)]
+pub enum AcpStartError {
+    /// confine-helper cannot be set up as configured.
+    #[error(transparent)]
+    Helper(#[from] HelperSetupError),
+    /// The configuration cannot be used (no state directory, say).
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The helper could not be asked what it grants.
+    #[error(transparent)]
+    Info(#[from] ClientError),
+    /// The sessions' default mode is one the helper's ceiling refuses; `from` names where the
+    /// default came from, `why` the ceiling.
+    #[error(
+        "the sessions' sandbox mode {} ({from}) cannot be used: {why}",
+        mode.as_str()
+    )]
+    ModeRefused {
+        mode: Mode,
+        from: String,
+        why: String,
+    },
+}
 
 /// Everything `agentd acp` needs, resolved from the configuration.
 #[derive(Clone)]
 pub struct AcpOptions {
     pub helper: HelperClient,
     /// The model, or why there is none (shown to the user at the first prompt).
-    pub provider: Result<Arc<dyn Provider>, String>,
+    pub provider: Result<Arc<dyn Provider>, Arc<ModelError>>,
     pub state_dir: PathBuf,
     /// The sandbox mode of a session until it is switched.
     pub default_mode: Mode,
@@ -54,12 +79,15 @@ impl AcpOptions {
     /// The options the effective configuration gives, with the sandbox mode of new sessions
     /// overridden by `mode` when given. A missing model is not an error here: it is reported at
     /// the first prompt, so an editor can still connect, list and load sessions.
-    pub fn from_config(config: &Effective, mode: Option<Mode>) -> Result<AcpOptions, String> {
-        let helper = config.helper_client().map_err(|e| e.to_string())?;
-        let state_dir = config.state_dir().map_err(|e| e.to_string())?.to_owned();
+    pub fn from_config(
+        config: &Effective,
+        mode: Option<Mode>,
+    ) -> Result<AcpOptions, AcpStartError> {
+        let helper = config.helper_client()?;
+        let state_dir = config.state_dir()?.to_owned();
         Ok(AcpOptions {
             helper,
-            provider: config.provider().map_err(|e| e.to_string()),
+            provider: config.provider().map_err(Arc::new),
             state_dir,
             default_mode: mode.unwrap_or(config.sandbox_mode.value),
             default_policy: config.approval_policy.value,
@@ -78,14 +106,15 @@ impl AcpOptions {
     /// setting to change. (A machine with no usable backend is not an error here: sessions
     /// start, are offered only what can run, and every confined command fails closed with a
     /// message that says how to fix it.) `mode_source` names where the default came from.
-    pub async fn learn(&mut self, mode_source: &str) -> Result<(), String> {
-        let info = self.helper.info().await.map_err(|e| e.to_string())?;
+    pub async fn learn(&mut self, mode_source: &str) -> Result<(), AcpStartError> {
+        let info = self.helper.info().await?;
         self.composition = Composition::from_info(&info, self.backend);
         if let Some(why) = self.composition.ceiling_refusal(self.default_mode) {
-            return Err(format!(
-                "the sessions' sandbox mode {} ({mode_source}) cannot be used: {why}",
-                self.default_mode.as_str()
-            ));
+            return Err(AcpStartError::ModeRefused {
+                mode: self.default_mode,
+                from: mode_source.to_owned(),
+                why,
+            });
         }
         Ok(())
     }

@@ -21,7 +21,7 @@ use confine_protocol::Mode;
 
 use super::client_fs::EditorFs;
 use super::config_options::{self, Switch};
-use super::error::{error, not_found};
+use super::error::AcpError;
 use super::options::AcpOptions;
 use super::switches::{self, Defaults, Switches};
 use super::{permission, updates};
@@ -75,13 +75,6 @@ impl std::fmt::Debug for Session {
     }
 }
 
-fn log_error(e: LogError) -> Error {
-    match e {
-        LogError::NotFound(id) | LogError::BadId(id) => not_found(&id),
-        other => error(-32603, other.to_string()),
-    }
-}
-
 impl Sessions {
     pub fn get(&self, id: &str) -> Option<Arc<Session>> {
         self.map.lock().ok()?.get(id).cloned()
@@ -95,19 +88,22 @@ impl Sessions {
         cx: ConnectionTo<Client>,
     ) -> Result<Arc<Session>, Error> {
         if !cwd.is_absolute() {
-            return Err(Error::invalid_params()
-                .data(format!("cwd {} must be an absolute path", cwd.display())));
+            return Err(AcpError::CwdNotAbsolute(cwd.to_owned()).into());
         }
-        let cwd = std::fs::canonicalize(cwd)
-            .map_err(|e| Error::invalid_params().data(format!("cwd {}: {e}", cwd.display())))?;
+        let cwd = std::fs::canonicalize(cwd).map_err(|source| AcpError::CwdUnusable {
+            path: cwd.to_owned(),
+            source,
+        })?;
         if let Some(own) = state.options.helper.own_file_within(&cwd) {
-            return Err(
-                Error::invalid_params().data(crate::helper_client::own_file_refusal(&cwd, &own))
-            );
+            return Err(AcpError::OwnFile {
+                workspace: cwd,
+                own,
+            }
+            .into());
         }
         let id = log::new_id();
         let (log, first) =
-            EventLog::create(&state.options.state_dir, &id, &cwd).map_err(log_error)?;
+            EventLog::create(&state.options.state_dir, &id, &cwd).map_err(AcpError::of_log)?;
         let session = Arc::new(Session::new(state, id, cwd, log, vec![first], cx.clone()));
         state.answerer.serve(&session.id, cx);
         self.insert(session.clone());
@@ -125,7 +121,7 @@ impl Sessions {
             return Ok(session);
         }
         let (log, records, report) =
-            EventLog::open(&state.options.state_dir, id).map_err(log_error)?;
+            EventLog::open(&state.options.state_dir, id).map_err(AcpError::of_log)?;
         if let Some(bytes) = report.dropped_torn_bytes {
             eprintln!(
                 "agentd: session {id}: dropped a torn last line of {bytes} bytes (agentd stopped \
@@ -134,7 +130,7 @@ impl Sessions {
         }
         let cwd = match records.first().map(|r| &r.event) {
             Some(Event::SessionCreated { cwd, .. }) => cwd.clone(),
-            _ => return Err(error(-32603, format!("session {id} has no header"))),
+            _ => return Err(AcpError::NoHeader(id.to_owned()).into()),
         };
         let session = Arc::new(Session::new(
             state,

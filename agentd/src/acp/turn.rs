@@ -27,7 +27,7 @@ use agent_client_protocol::v1::schema::{
 };
 use agent_client_protocol::{Client, Error, ErrorCode};
 
-use super::error::error;
+use super::error::AcpError;
 use super::sessions::{AgentState, Session};
 use super::{instructions, updates};
 use crate::approval::{self, Ask};
@@ -51,13 +51,7 @@ pub async fn run(
     cx: &ConnectionTo<Client>,
 ) -> Result<PromptResponse, Error> {
     let Ok(_turn_lock) = session.turn.try_lock() else {
-        return Err(error(
-            -32602,
-            format!(
-                "a prompt is already running in session {}; cancel it or wait for it to end",
-                session.id
-            ),
-        ));
+        return Err(AcpError::PromptRunning(session.id.clone()).into());
     };
     let cancel = session.begin_turn();
     let turn = Turn {
@@ -70,7 +64,7 @@ pub async fn run(
     let ending = turn.drive(&prompt_text(prompt)).await;
     session.hold_switches();
     session.end_turn();
-    let ending = ending.map_err(|e| error(-32603, format!("cannot write the session log: {e}")))?;
+    let ending = ending.map_err(AcpError::LogWrite)?;
     match ending {
         Ending::Stop(stop) => Ok(PromptResponse::new(stop)),
         Ending::Failed(failure) => Err(failure.into_error()),
@@ -211,7 +205,7 @@ impl Turn<'_> {
             Ok(provider) => provider.clone(),
             Err(why) => {
                 let failure = ModelFailure {
-                    message: why.clone(),
+                    message: why.to_string(),
                     kind: FailureKind::Config,
                     status: None,
                     retries: 0,
@@ -285,7 +279,10 @@ impl Turn<'_> {
             ToolResult::failed(text, facts)
         };
         let escalation = match tools::requested_escalation(&self.session.tools, call) {
-            Err(text) => return Err(refused(text, serde_json::json!({ "invalid_call": true }))),
+            Err(e) => {
+                let invalid = serde_json::json!({ "invalid_call": true });
+                return Err(refused(e.to_string(), invalid));
+            }
             Ok(None) => {
                 return match self.approve(call).await {
                     Some(refusal) => Err(refusal),
@@ -303,9 +300,9 @@ impl Turn<'_> {
             approval_service: true,
             agent: true,
         };
-        if let Err(text) = tools::escalation_gate(wanted, &context) {
+        if let Err(e) = tools::escalation_gate(wanted, &context) {
             return Err(refused(
-                text,
+                e.to_string(),
                 serde_json::json!({ "escalation": wanted.as_str() }),
             ));
         }

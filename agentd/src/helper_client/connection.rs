@@ -16,8 +16,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use confine_protocol::{
-    Cancel, FrameDecoder, Hello, HelperInfo, Reply, Request, check_hello, decode_payload,
-    encode_frame,
+    Cancel, FrameDecoder, FrameError, Hello, HelperInfo, Reply, Request, check_hello,
+    decode_payload, encode_frame,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
@@ -46,6 +46,37 @@ pub enum EstablishError {
     Fatal(ClientError),
 }
 
+/// Why a request got no answer on a connection.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Lost {
+    /// The connection had ended before the request could be registered: what a lost connection
+    /// is called.
+    #[error("{0}")]
+    Dead(&'static str),
+    /// The connection ended with the request in flight: how, as the teardown reports it.
+    #[error("{0}")]
+    Ended(String),
+    /// The request cannot be encoded.
+    #[error("{0}")]
+    Encode(FrameError),
+    /// Nobody will answer: the answer's channel closed.
+    #[error("the connection closed before answering")]
+    Unanswered,
+}
+
+/// A reply that breaks the protocol: the connection is ended.
+#[derive(Debug, thiserror::Error)]
+enum Violation {
+    #[error("a reply without a request id")]
+    NoRequestId,
+    #[error("an Info reply nobody asked for")]
+    UnaskedInfo,
+    #[error("a reply for unknown request {0}")]
+    UnknownRequest(u64),
+    #[error("a second Started for request {0}")]
+    SecondStarted(u64),
+}
+
 /// A live (or formerly live) connection. Dropping the last reference closes it.
 #[derive(Debug)]
 pub struct Connection {
@@ -71,7 +102,7 @@ struct Routes {
     dead: bool,
     commands: HashMap<u64, Route>,
     /// `Info` replies carry no id; the helper answers requests in order.
-    infos: VecDeque<oneshot::Sender<Result<HelperInfo, String>>>,
+    infos: VecDeque<oneshot::Sender<Result<HelperInfo, Lost>>>,
 }
 
 #[derive(Debug)]
@@ -183,10 +214,10 @@ impl Connection {
         id: u64,
         frame: &[u8],
         fds: &mut Option<Vec<OwnedFd>>,
-    ) -> Result<mpsc::UnboundedReceiver<Reply>, String> {
+    ) -> Result<mpsc::UnboundedReceiver<Reply>, Lost> {
         let mut routes = self.shared.routes();
         if routes.dead {
-            return Err(self.shared.lost.to_owned());
+            return Err(Lost::Dead(self.shared.lost));
         }
         let (replies, receiver) = mpsc::unbounded_channel();
         routes.commands.insert(
@@ -209,11 +240,11 @@ impl Connection {
     }
 
     /// Queues an `Info` request and returns where its answer will arrive.
-    pub fn submit_info(&self) -> Result<oneshot::Receiver<Result<HelperInfo, String>>, String> {
-        let frame = encode_frame(&Request::Info).map_err(|e| e.to_string())?;
+    pub fn submit_info(&self) -> Result<oneshot::Receiver<Result<HelperInfo, Lost>>, Lost> {
+        let frame = encode_frame(&Request::Info).map_err(Lost::Encode)?;
         let mut routes = self.shared.routes();
         if routes.dead {
-            return Err(self.shared.lost.to_owned());
+            return Err(Lost::Dead(self.shared.lost));
         }
         let (answer, receiver) = oneshot::channel();
         routes.infos.push_back(answer);
@@ -308,29 +339,29 @@ impl Shared {
             .unwrap_or_else(PoisonError::into_inner) = Some(detail.clone());
         drop(commands);
         for answer in infos {
-            let _ = answer.send(Err(detail.clone()));
+            let _ = answer.send(Err(Lost::Ended(detail.clone())));
         }
     }
 
     /// Hands one reply to whoever waits for it. An error is a protocol violation.
-    fn dispatch(&self, reply: Reply) -> Result<(), String> {
+    fn dispatch(&self, reply: Reply) -> Result<(), Violation> {
         let mut routes = self.routes();
         let Some(id) = reply.request_id() else {
             let Reply::Info(info) = reply else {
-                return Err("a reply without a request id".to_owned());
+                return Err(Violation::NoRequestId);
             };
             let Some(answer) = routes.infos.pop_front() else {
-                return Err("an Info reply nobody asked for".to_owned());
+                return Err(Violation::UnaskedInfo);
             };
             let _ = answer.send(Ok(info));
             return Ok(());
         };
         let Some(route) = routes.commands.get_mut(&id) else {
-            return Err(format!("a reply for unknown request {id}"));
+            return Err(Violation::UnknownRequest(id));
         };
         if let Reply::Started(_) = reply {
             if route.started {
-                return Err(format!("a second Started for request {id}"));
+                return Err(Violation::SecondStarted(id));
             }
             route.started = true;
             let _ = route.replies.send(reply);
@@ -426,7 +457,7 @@ async fn read_replies(shared: Arc<Shared>, mut decoder: FrameDecoder) {
             match decoder.next_message::<Reply>() {
                 Ok(Some(reply)) => {
                     if let Err(e) = shared.dispatch(reply) {
-                        shared.end(End::Protocol(e)).await;
+                        shared.end(End::Protocol(e.to_string())).await;
                         return;
                     }
                 }

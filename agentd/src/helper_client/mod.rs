@@ -52,6 +52,7 @@ use confine_protocol::{
 };
 
 pub use command::{Canceller, CommandHandle, FailedAt, Outcome, RunnerFailed};
+pub use connection::Lost;
 pub use locate::{LocateError, LocateInputs, locate_helper};
 
 use crate::command::KILL_GRACE;
@@ -117,7 +118,7 @@ pub enum ClientError {
     )]
     RequestTooLarge(FrameError),
     #[error("the connection to confine-helper was lost: {0}")]
-    ConnectionLost(String),
+    ConnectionLost(#[source] Lost),
     #[error(
         "a ceiling file (--helper-ceiling or helper.ceiling) is only for the confine-helper \
          agentd starts itself; the one serving at {} reads its own ceiling, given with \
@@ -481,9 +482,7 @@ impl HelperClient {
         match answer.await {
             Ok(Ok(info)) => Ok(info),
             Ok(Err(reason)) => Err(ClientError::ConnectionLost(reason)),
-            Err(_) => Err(ClientError::ConnectionLost(
-                "the connection closed before answering".to_owned(),
-            )),
+            Err(_) => Err(ClientError::ConnectionLost(Lost::Unanswered)),
         }
     }
 
@@ -492,17 +491,19 @@ impl HelperClient {
     /// of times.
     async fn submit<T>(
         &self,
-        mut register: impl FnMut(&Connection) -> Result<T, String>,
+        mut register: impl FnMut(&Connection) -> Result<T, Lost>,
     ) -> Result<(Arc<Connection>, T), ClientError> {
-        let mut last = String::new();
-        for _ in 0..MAX_HANDSHAKE_FAILURES {
+        let mut attempts = 1;
+        loop {
             let connection = self.connection().await?;
             match register(&connection) {
                 Ok(registered) => return Ok((connection, registered)),
-                Err(reason) => last = reason,
+                Err(reason) if attempts >= MAX_HANDSHAKE_FAILURES => {
+                    return Err(ClientError::ConnectionLost(reason));
+                }
+                Err(_) => attempts += 1,
             }
         }
-        Err(ClientError::ConnectionLost(last))
     }
 
     /// The process id of the embedded helper behind the current live connection; `None` in

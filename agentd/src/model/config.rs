@@ -100,14 +100,19 @@ impl Temperature {
     }
 }
 
-impl TryFrom<f64> for Temperature {
-    type Error = String;
+/// A temperature that is not a number from 0 to 2: the value given.
+#[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
+#[error("temperature must be between 0 and 2, not {0}")]
+pub struct TemperatureOutOfRange(pub f64);
 
-    fn try_from(value: f64) -> Result<Temperature, String> {
+impl TryFrom<f64> for Temperature {
+    type Error = TemperatureOutOfRange;
+
+    fn try_from(value: f64) -> Result<Temperature, TemperatureOutOfRange> {
         if (0.0..=2.0).contains(&value) {
             Ok(Temperature(value))
         } else {
-            Err(format!("temperature must be between 0 and 2, not {value}"))
+            Err(TemperatureOutOfRange(value))
         }
     }
 }
@@ -221,7 +226,7 @@ pub(crate) fn build_provider_with_env(
             if let Some(retries) = config.max_retries {
                 settings.max_retries = retries;
             }
-            let provider = OpenAiProvider::new(settings).map_err(invalid)?;
+            let provider = OpenAiProvider::new(settings).map_err(|e| invalid(e.to_string()))?;
             Ok(Arc::new(provider))
         }
     }

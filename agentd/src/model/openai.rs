@@ -67,6 +67,7 @@ use super::sse::SseParser;
 use super::stream::{Flow, StreamState, server_message};
 use super::{AssistantTurn, ChatRequest, CompleteFuture, Delta, ModelError, Provider, excerpt};
 use request::Endpoint;
+pub use request::EndpointError;
 pub use settings::OpenAiSettings;
 
 /// The chat-completions provider.
@@ -85,6 +86,23 @@ impl fmt::Debug for OpenAiProvider {
     }
 }
 
+/// Why a provider cannot be made for the settings.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    /// `model.base_url` names no endpoint.
+    #[error(transparent)]
+    Endpoint(#[from] EndpointError),
+    /// The API key cannot be sent in a header; `var` is the variable it came from.
+    #[error(
+        "the API key in {} contains characters an HTTP header cannot carry",
+        var.as_deref().unwrap_or("the API key variable")
+    )]
+    KeyNotAHeader { var: Option<String> },
+    /// rustls refused the TLS configuration.
+    #[error("cannot set up TLS: {0}")]
+    Tls(#[source] rustls::Error),
+}
+
 /// How an attempt failed.
 enum Failure {
     /// Worth another attempt (nothing of the answer was delivered), after `retry_after` if the
@@ -100,24 +118,22 @@ enum Failure {
 impl OpenAiProvider {
     /// A provider for these settings. Fails, with a message for the `[model]` table, when the
     /// base URL is not an `http(s)://` URL or the key cannot be sent in a header.
-    pub fn new(settings: OpenAiSettings) -> Result<OpenAiProvider, String> {
+    pub fn new(settings: OpenAiSettings) -> Result<OpenAiProvider, SetupError> {
         let endpoint = Endpoint::parse(&settings.base_url)?;
         let authorization = match &settings.api_key {
             None => None,
             Some(key) => {
                 let mut value = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
-                    let var = settings
-                        .api_key_env
-                        .as_deref()
-                        .unwrap_or("the API key variable");
-                    format!("the API key in {var} contains characters an HTTP header cannot carry")
+                    SetupError::KeyNotAHeader {
+                        var: settings.api_key_env.clone(),
+                    }
                 })?;
                 value.set_sensitive(true);
                 Some(value)
             }
         };
         let tls = if endpoint.https {
-            Some(tls_connector().map_err(|e| format!("cannot set up TLS: {e}"))?)
+            Some(tls_connector().map_err(SetupError::Tls)?)
         } else {
             None
         };

@@ -23,11 +23,11 @@ pub enum LogError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("{path}:{line}: not a session event: {message}")]
+    #[error("{path}:{line}: not a session event: {source}")]
     Malformed {
         path: PathBuf,
         line: usize,
-        message: String,
+        source: serde_json::Error,
     },
     #[error(
         "{path}:{line}: written by a newer agentd (event version {found}, this one reads {EVENT_VERSION})"
@@ -172,10 +172,10 @@ impl EventLog {
             at_ms: now_ms(),
             event,
         };
-        let mut line = serde_json::to_vec(&record).map_err(|e| LogError::Malformed {
+        let mut line = serde_json::to_vec(&record).map_err(|source| LogError::Malformed {
             path: self.path.clone(),
             line: 0,
-            message: e.to_string(),
+            source,
         })?;
         line.push(b'\n');
         self.file.write_all(&line).map_err(|source| LogError::Io {
@@ -208,6 +208,27 @@ pub fn read_log(dir: &Path, id: &str) -> Result<(Vec<Record>, LoadReport), LogEr
     read_records(&path).map(|(records, report, _)| (records, report))
 }
 
+/// Why one line of a log is not a record.
+enum LineError {
+    /// Not JSON, or not an event this agentd knows.
+    Json(serde_json::Error),
+    /// Written by a newer agentd: the line's event version.
+    TooNew(u64),
+}
+
+/// One line as a record, its event version checked before its shape.
+fn parse_line(line: &[u8]) -> Result<Record, LineError> {
+    let value: serde_json::Value = serde_json::from_slice(line).map_err(LineError::Json)?;
+    let v = value
+        .get("v")
+        .and_then(serde_json::Value::as_u64)
+        .unwrap_or(0);
+    if v > u64::from(EVENT_VERSION) {
+        return Err(LineError::TooNew(v));
+    }
+    serde_json::from_value(value).map_err(LineError::Json)
+}
+
 /// Parses every line. A last line without its newline that does not parse is torn: dropped and
 /// reported. Returns the byte length of the whole lines kept.
 fn read_records(path: &Path) -> Result<(Vec<Record>, LoadReport, usize), LogError> {
@@ -226,37 +247,24 @@ fn read_records(path: &Path) -> Result<(Vec<Record>, LoadReport, usize), LogErro
             Some(end) => (&rest[..end], true),
             None => (rest, false),
         };
-        let parsed: Result<Record, String> = serde_json::from_slice::<serde_json::Value>(line)
-            .map_err(|e| e.to_string())
-            .and_then(|value| {
-                let v = value
-                    .get("v")
-                    .and_then(serde_json::Value::as_u64)
-                    .unwrap_or(0);
-                if v > u64::from(EVENT_VERSION) {
-                    return Err(format!("version {v}"));
-                }
-                serde_json::from_value(value).map_err(|e| e.to_string())
-            });
-        match parsed {
+        match parse_line(line) {
             Ok(record) => records.push(record),
             Err(_) if !complete => {
                 report.dropped_torn_bytes = Some(line.len());
                 break;
             }
-            Err(message) if message.starts_with("version ") => {
-                let found = message[8..].parse().unwrap_or(u32::MAX);
+            Err(LineError::TooNew(found)) => {
                 return Err(LogError::TooNew {
                     path: path.to_owned(),
                     line: line_no,
-                    found,
+                    found: u32::try_from(found).unwrap_or(u32::MAX),
                 });
             }
-            Err(message) => {
+            Err(LineError::Json(source)) => {
                 return Err(LogError::Malformed {
                     path: path.to_owned(),
                     line: line_no,
-                    message,
+                    source,
                 });
             }
         }

@@ -60,6 +60,123 @@ pub(crate) struct EditArgs {
     pub replace_all: bool,
 }
 
+/// Why a call's arguments were refused. The text is for the model: it says what was wrong and
+/// what shape was expected.
+#[derive(Debug, thiserror::Error)]
+pub enum ArgsError {
+    /// `sandbox_permissions` or `justification` where escalation is not offered.
+    #[error("{ESCALATION_NOT_OFFERED}")]
+    EscalationNotOffered,
+    /// No tool of this name is offered.
+    #[error("unknown tool \"{0}\"; the tools are: {tools}", tools = spec::NAMES.join(", "))]
+    UnknownTool(String),
+    /// A tool that is offered but that no parser here knows (none, today).
+    #[error("unknown tool \"{0}\"")]
+    Unparsed(String),
+    /// The arguments are not JSON.
+    #[error(
+        "invalid arguments for {tool}: they are not valid JSON ({source}); expected a JSON \
+         object {shape}"
+    )]
+    NotJson {
+        tool: String,
+        /// The expected shape, as [`spec::shape`] words it.
+        shape: String,
+        source: serde_json::Error,
+    },
+    /// The arguments are JSON, but not an object.
+    #[error(
+        "invalid arguments for {tool}: expected a JSON object {shape}, got {}",
+        kind_of(got)
+    )]
+    NotAnObject {
+        tool: String,
+        shape: String,
+        got: Value,
+    },
+    /// A field is unknown, missing or wrong.
+    #[error("invalid arguments for {tool}: {problem}; expected {shape}")]
+    Invalid {
+        tool: String,
+        shape: String,
+        problem: Box<Problem>,
+    },
+    /// `sandbox_permissions` without a `justification`.
+    #[error("invalid escalation: sandbox_permissions requires a justification")]
+    NoJustification,
+    /// A `justification` without `sandbox_permissions`.
+    #[error("invalid escalation: justification is only valid together with sandbox_permissions")]
+    JustificationAlone,
+    /// A blank `justification`.
+    #[error("invalid justification: expected a non-empty sentence")]
+    EmptyJustification,
+}
+
+/// What is wrong with the fields of an arguments object.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Problem {
+    /// Fields the tool does not have, sorted.
+    #[error("unknown field {}", quoted(.0))]
+    UnknownFields(Vec<String>),
+    #[error("\"{0}\" is missing")]
+    Missing(&'static str),
+    #[error("\"{field}\" must be a string, got {}", kind_of(value))]
+    NotAString { field: &'static str, value: Value },
+    #[error("\"{0}\" is empty")]
+    Empty(&'static str),
+    #[error("\"{0}\" contains a NUL character")]
+    ContainsNul(&'static str),
+    /// Not a whole number from `min` to `max` (no upper bound when `max` is `u64::MAX`).
+    #[error(
+        "\"{field}\" must be a whole number {}, got {}",
+        range(*min, *max),
+        number_given(value)
+    )]
+    NotAWholeNumber {
+        field: &'static str,
+        min: u64,
+        max: u64,
+        value: Value,
+    },
+    #[error("\"{field}\" must be true or false, got {}", kind_of(value))]
+    NotABoolean { field: &'static str, value: Value },
+    /// `sandbox_permissions` names no mode a call may escalate to.
+    #[error(
+        "\"sandbox_permissions\" must be one of {}, not {given:?}",
+        spec::ESCALATION_MODES.join(", ")
+    )]
+    NotAnEscalationMode { given: String },
+    #[error(
+        "\"old_string\" is empty; to create a file or replace its whole content use write_file"
+    )]
+    EmptyOldString,
+    #[error("\"old_string\" and \"new_string\" are the same, so the edit would change nothing")]
+    NothingToChange,
+}
+
+/// Names, each in double quotes, separated by commas.
+fn quoted(names: &[String]) -> String {
+    let quoted: Vec<String> = names.iter().map(|n| format!("\"{n}\"")).collect();
+    quoted.join(", ")
+}
+
+/// The range of a whole number field, as a complaint words it.
+fn range(min: u64, max: u64) -> String {
+    if max == u64::MAX {
+        format!("at least {min}")
+    } else {
+        format!("from {min} to {max}")
+    }
+}
+
+/// What was given for a whole number: a number as it was written, anything else by its kind.
+fn number_given(value: &Value) -> String {
+    match value {
+        Value::Number(_) => value.to_string(),
+        other => kind_of(other),
+    }
+}
+
 /// Whether a bash call's arguments name either escalation field.
 fn mentions_escalation(arguments: &str) -> bool {
     serde_json::from_str::<Value>(arguments)
@@ -67,31 +184,21 @@ fn mentions_escalation(arguments: &str) -> bool {
 }
 
 /// The escalation a bash call asks for, with the validation texts of the specification.
-fn escalation(fields: &Fields<'_>) -> Result<Option<Escalation>, String> {
+fn escalation(fields: &Fields<'_>) -> Result<Option<Escalation>, ArgsError> {
     let mode = fields.string_opt("sandbox_permissions")?;
     let justification = fields.string_opt("justification")?;
     match (mode, justification) {
         (None, None) => Ok(None),
-        (Some(_), None) => {
-            Err("invalid escalation: sandbox_permissions requires a justification".into())
-        }
-        (None, Some(_)) => Err(
-            "invalid escalation: justification is only valid together with sandbox_permissions"
-                .into(),
-        ),
+        (Some(_), None) => Err(ArgsError::NoJustification),
+        (None, Some(_)) => Err(ArgsError::JustificationAlone),
         (Some(mode), Some(justification)) => {
             if justification.trim().is_empty() {
-                return Err("invalid justification: expected a non-empty sentence".into());
+                return Err(ArgsError::EmptyJustification);
             }
             // A word of the mode vocabulary, and one of the modes a call may escalate to.
             let wider = match mode.parse::<confine_protocol::Mode>() {
                 Ok(wider) if spec::ESCALATION_MODES.contains(&wider.as_str()) => wider,
-                _ => {
-                    return Err(fields.problem(&format!(
-                        "\"sandbox_permissions\" must be one of {}, not {mode:?}",
-                        spec::ESCALATION_MODES.join(", ")
-                    )));
-                }
+                _ => return Err(fields.problem(Problem::NotAnEscalationMode { given: mode })),
             };
             Ok(Some(Escalation {
                 mode: wider,
@@ -101,27 +208,23 @@ fn escalation(fields: &Fields<'_>) -> Result<Option<Escalation>, String> {
     }
 }
 
-/// Checks the arguments of a call of tool `name` against the tools as `options` offer them; the
-/// error is the text for the model.
-pub(crate) fn parse(name: &str, arguments: &str, options: &SpecOptions) -> Result<Call, String> {
+/// Checks the arguments of a call of tool `name` against the tools as `options` offer them.
+pub(crate) fn parse(name: &str, arguments: &str, options: &SpecOptions) -> Result<Call, ArgsError> {
     if name == spec::BASH && !options.escalates() && mentions_escalation(arguments) {
-        return Err(ESCALATION_NOT_OFFERED.to_owned());
+        return Err(ArgsError::EscalationNotOffered);
     }
     let Some(tool) = spec::spec_with(name, options) else {
-        return Err(format!(
-            "unknown tool \"{name}\"; the tools are: {}",
-            spec::NAMES.join(", ")
-        ));
+        return Err(ArgsError::UnknownTool(name.to_owned()));
     };
     let fields = Fields::new(name, &tool.parameters, arguments)?;
     let call = match name {
         spec::BASH => {
             let command = fields.string("command")?;
             if command.trim().is_empty() {
-                return Err(fields.problem("\"command\" is empty"));
+                return Err(fields.problem(Problem::Empty("command")));
             }
             if command.contains('\0') {
-                return Err(fields.problem("\"command\" contains a NUL character"));
+                return Err(fields.problem(Problem::ContainsNul("command")));
             }
             Call::Bash(BashArgs {
                 command,
@@ -153,21 +256,15 @@ pub(crate) fn parse(name: &str, arguments: &str, options: &SpecOptions) -> Resul
                 replace_all: fields.boolean("replace_all")?.unwrap_or(false),
             };
             if args.old_string.is_empty() {
-                return Err(fields.problem(
-                    "\"old_string\" is empty; to create a file or replace its whole content use \
-                     write_file",
-                ));
+                return Err(fields.problem(Problem::EmptyOldString));
             }
             if args.old_string == args.new_string {
-                return Err(fields.problem(
-                    "\"old_string\" and \"new_string\" are the same, so the edit would change \
-                     nothing",
-                ));
+                return Err(fields.problem(Problem::NothingToChange));
             }
             Call::EditFile(args)
         }
         // `spec_with` knows no other names.
-        other => return Err(format!("unknown tool \"{other}\"")),
+        other => return Err(ArgsError::Unparsed(other.to_owned())),
     };
     Ok(call)
 }
@@ -180,26 +277,24 @@ struct Fields<'a> {
 }
 
 impl<'a> Fields<'a> {
-    fn new(tool: &'a str, parameters: &'a Value, arguments: &str) -> Result<Fields<'a>, String> {
-        let shape = || spec::shape(parameters);
+    fn new(tool: &'a str, parameters: &'a Value, arguments: &str) -> Result<Fields<'a>, ArgsError> {
         let arguments = if arguments.trim().is_empty() {
             "{}"
         } else {
             arguments
         };
-        let value: Value = serde_json::from_str(arguments).map_err(|e| {
-            format!(
-                "invalid arguments for {tool}: they are not valid JSON ({e}); expected a JSON \
-                 object {}",
-                shape()
-            )
-        })?;
+        let value: Value =
+            serde_json::from_str(arguments).map_err(|source| ArgsError::NotJson {
+                tool: tool.to_owned(),
+                shape: spec::shape(parameters),
+                source,
+            })?;
         let Value::Object(map) = value else {
-            return Err(format!(
-                "invalid arguments for {tool}: expected a JSON object {}, got {}",
-                shape(),
-                kind_of(&value)
-            ));
+            return Err(ArgsError::NotAnObject {
+                tool: tool.to_owned(),
+                shape: spec::shape(parameters),
+                got: value,
+            });
         };
         let fields = Fields {
             tool,
@@ -207,27 +302,26 @@ impl<'a> Fields<'a> {
             map,
         };
         let known = parameters["properties"].as_object();
-        let mut unknown: Vec<&str> = fields
+        let mut unknown: Vec<String> = fields
             .map
             .keys()
-            .map(String::as_str)
             .filter(|name| !known.is_some_and(|known| known.contains_key(*name)))
+            .cloned()
             .collect();
         if !unknown.is_empty() {
             unknown.sort_unstable();
-            let unknown: Vec<String> = unknown.iter().map(|n| format!("\"{n}\"")).collect();
-            return Err(fields.problem(&format!("unknown field {}", unknown.join(", "))));
+            return Err(fields.problem(Problem::UnknownFields(unknown)));
         }
         Ok(fields)
     }
 
     /// The complaint about these arguments, with the expected shape.
-    fn problem(&self, what: &str) -> String {
-        format!(
-            "invalid arguments for {}: {what}; expected {}",
-            self.tool,
-            spec::shape(self.parameters)
-        )
+    fn problem(&self, problem: Problem) -> ArgsError {
+        ArgsError::Invalid {
+            tool: self.tool.to_owned(),
+            shape: spec::shape(self.parameters),
+            problem: Box::new(problem),
+        }
     }
 
     /// A field's value; a JSON `null` counts as absent.
@@ -235,45 +329,40 @@ impl<'a> Fields<'a> {
         self.map.get(name).filter(|value| !value.is_null())
     }
 
-    fn string(&self, name: &str) -> Result<String, String> {
+    fn string(&self, name: &'static str) -> Result<String, ArgsError> {
         match self.get(name) {
             Some(Value::String(text)) => Ok(text.clone()),
-            Some(other) => Err(self.problem(&format!(
-                "\"{name}\" must be a string, got {}",
-                kind_of(other)
-            ))),
-            None => Err(self.problem(&format!("\"{name}\" is missing"))),
+            Some(other) => Err(self.problem(Problem::NotAString {
+                field: name,
+                value: other.clone(),
+            })),
+            None => Err(self.problem(Problem::Missing(name))),
         }
     }
 
     /// An optional string field.
-    fn string_opt(&self, name: &str) -> Result<Option<String>, String> {
+    fn string_opt(&self, name: &'static str) -> Result<Option<String>, ArgsError> {
         match self.get(name) {
             None => Ok(None),
             Some(_) => self.string(name).map(Some),
         }
     }
 
-    fn path(&self) -> Result<String, String> {
+    fn path(&self) -> Result<String, ArgsError> {
         let path = self.string("path")?;
         if path.is_empty() {
-            return Err(self.problem("\"path\" is empty"));
+            return Err(self.problem(Problem::Empty("path")));
         }
         if path.contains('\0') {
-            return Err(self.problem("\"path\" contains a NUL character"));
+            return Err(self.problem(Problem::ContainsNul("path")));
         }
         Ok(path)
     }
 
     /// An optional whole number from `min` to `max`. `5.0` counts as 5; `"5"` does not.
-    fn integer(&self, name: &str, min: u64, max: u64) -> Result<Option<u64>, String> {
+    fn integer(&self, name: &'static str, min: u64, max: u64) -> Result<Option<u64>, ArgsError> {
         let Some(value) = self.get(name) else {
             return Ok(None);
-        };
-        let range = if max == u64::MAX {
-            format!("at least {min}")
-        } else {
-            format!("from {min} to {max}")
         };
         let number = match value {
             Value::Number(number) => number
@@ -285,29 +374,27 @@ impl<'a> Fields<'a> {
                         .map(|f| f as u64)
                 })
                 .filter(|n| (min..=max).contains(n)),
-            _ => {
-                return Err(self.problem(&format!(
-                    "\"{name}\" must be a whole number {range}, got {}",
-                    kind_of(value)
-                )));
-            }
+            _ => None,
         };
         match number {
             Some(n) => Ok(Some(n)),
-            None => Err(self.problem(&format!(
-                "\"{name}\" must be a whole number {range}, got {value}"
-            ))),
+            None => Err(self.problem(Problem::NotAWholeNumber {
+                field: name,
+                min,
+                max,
+                value: value.clone(),
+            })),
         }
     }
 
-    fn boolean(&self, name: &str) -> Result<Option<bool>, String> {
+    fn boolean(&self, name: &'static str) -> Result<Option<bool>, ArgsError> {
         match self.get(name) {
             None => Ok(None),
             Some(Value::Bool(b)) => Ok(Some(*b)),
-            Some(other) => Err(self.problem(&format!(
-                "\"{name}\" must be true or false, got {}",
-                kind_of(other)
-            ))),
+            Some(other) => Err(self.problem(Problem::NotABoolean {
+                field: name,
+                value: other.clone(),
+            })),
         }
     }
 }
@@ -337,7 +424,7 @@ mod tests {
     fn err(name: &str, arguments: &str) -> String {
         match parse(name, arguments, &SpecOptions::default()) {
             Ok(call) => panic!("{name} {arguments} was accepted: {call:?}"),
-            Err(e) => e,
+            Err(e) => e.to_string(),
         }
     }
 

@@ -17,8 +17,23 @@ use super::tasks::BackgroundTasks;
 use crate::composition::Composition;
 use crate::helper_client::HelperClient;
 
-/// What a [`ClientFs`] method returns: a boxed future of the result or a message saying why not.
-pub type FsFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, String>> + Send + 'a>>;
+/// What a [`ClientFs`] method returns: a boxed future of the result or why not.
+pub type FsFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, ClientFsError>> + Send + 'a>>;
+
+/// Why the editor's file access failed: the path, and the editor's own error.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientFsError {
+    #[error("the editor could not read {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    #[error("the editor could not write {}: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+}
 
 /// The editor's own file access, which sees its unsaved buffers: the ACP layer implements it
 /// with `fs/read_text_file` and `fs/write_text_file` when the client offers them. When a

@@ -5,36 +5,68 @@
 
 use confine_protocol::Mode;
 
-use super::args::{self, ESCALATION_NOT_OFFERED, Escalation};
+use super::args::{self, ArgsError, ESCALATION_NOT_OFFERED, Escalation};
 use super::env::ToolEnv;
 use super::spec::BASH;
 use crate::model::ToolCall;
 
 /// The wider mode a `bash` call asks for, checked as `run` would check it: `Ok(None)` for any
-/// other call or a plain one, `Err(text for the model)` when the request is malformed or not
-/// offered. The caller gates and asks for approval before running the call under the mode.
-pub fn requested_escalation(env: &ToolEnv, call: &ToolCall) -> Result<Option<Escalation>, String> {
+/// other call or a plain one, `Err` (the text for the model) when the request is malformed or
+/// not offered. The caller gates and asks for approval before running the call under the mode.
+pub fn requested_escalation(
+    env: &ToolEnv,
+    call: &ToolCall,
+) -> Result<Option<Escalation>, ArgsError> {
     if call.name != BASH {
         return Ok(None);
     }
-    match args::parse(&call.name, &call.arguments, env.spec_options()) {
-        Ok(args::Call::Bash(args)) => Ok(args.escalation),
-        Ok(_) => Ok(None),
-        Err(text) => Err(text),
+    match args::parse(&call.name, &call.arguments, env.spec_options())? {
+        args::Call::Bash(args) => Ok(args.escalation),
+        _ => Ok(None),
     }
+}
+
+/// Why the escalation gate refuses a request, before anything runs or anyone is asked. The text
+/// is for the model.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GateError {
+    /// The tools do not offer escalation.
+    #[error("{ESCALATION_NOT_OFFERED}")]
+    NotOffered,
+    /// The requested mode is not wider than the call's.
+    #[error(
+        "sandbox escalation to \"{}\" is not strictly wider than this call's current \"{}\" mode",
+        requested.as_str(),
+        effective.as_str()
+    )]
+    NotWider { requested: Mode, effective: Mode },
+    /// The helper would not run the requested mode; `why` says why.
+    #[error("sandbox escalation to \"{}\" cannot be granted: {why}", requested.as_str())]
+    NotGranted { requested: Mode, why: String },
+    /// No approval service is composed to ask.
+    #[error(
+        "sandbox escalation to \"{}\" requires approval, but no approval service is composed",
+        requested.as_str()
+    )]
+    NoApprovalService { requested: Mode },
+    /// The call has no agent (session) to route the question through.
+    #[error(
+        "sandbox escalation to \"{}\" requires approval, but the call has no agent to route it through",
+        requested.as_str()
+    )]
+    NoAgent { requested: Mode },
 }
 
 /// Escalation must widen: read-only → workspace-write or danger-full-access; workspace-write
 /// → danger-full-access. Anything else fails without asking anyone.
-pub fn strictly_widens(requested: Mode, effective: Mode) -> Result<(), String> {
+pub fn strictly_widens(requested: Mode, effective: Mode) -> Result<(), GateError> {
     if requested > effective {
         Ok(())
     } else {
-        Err(format!(
-            "sandbox escalation to \"{}\" is not strictly wider than this call's current \"{}\" mode",
-            requested.as_str(),
-            effective.as_str()
-        ))
+        Err(GateError::NotWider {
+            requested,
+            effective,
+        })
     }
 }
 
@@ -54,28 +86,23 @@ pub struct GateContext {
 }
 
 /// The escalation gate, in the specified order, before anything runs or anyone is asked: offered,
-/// strictly widening, granted by the helper, an approval service, an agent. `Err` is the text
-/// for the model.
-pub fn escalation_gate(requested: Mode, ctx: &GateContext) -> Result<(), String> {
+/// strictly widening, granted by the helper, an approval service, an agent.
+pub fn escalation_gate(requested: Mode, ctx: &GateContext) -> Result<(), GateError> {
     if !ctx.offered {
-        return Err(ESCALATION_NOT_OFFERED.to_owned());
+        return Err(GateError::NotOffered);
     }
     strictly_widens(requested, ctx.effective)?;
-    let m = requested.as_str();
     if let Some(why) = &ctx.refusal {
-        return Err(format!(
-            "sandbox escalation to \"{m}\" cannot be granted: {why}"
-        ));
+        return Err(GateError::NotGranted {
+            requested,
+            why: why.clone(),
+        });
     }
     if !ctx.approval_service {
-        return Err(format!(
-            "sandbox escalation to \"{m}\" requires approval, but no approval service is composed"
-        ));
+        return Err(GateError::NoApprovalService { requested });
     }
     if !ctx.agent {
-        return Err(format!(
-            "sandbox escalation to \"{m}\" requires approval, but the call has no agent to route it through"
-        ));
+        return Err(GateError::NoAgent { requested });
     }
     Ok(())
 }
@@ -97,13 +124,14 @@ mod tests {
         }
     }
 
+    /// The escalation of a bash call, or the text of its refusal.
     fn parse(arguments: &str, escalation: bool) -> Result<Option<Escalation>, String> {
         let options = if escalation {
             SpecOptions::confining()
         } else {
             SpecOptions::default()
         };
-        match args::parse(BASH, arguments, &options)? {
+        match args::parse(BASH, arguments, &options).map_err(|e| e.to_string())? {
             args::Call::Bash(args) => Ok(args.escalation),
             other => panic!("not bash: {other:?}"),
         }
@@ -186,7 +214,9 @@ mod tests {
         assert!(strictly_widens(DangerFullAccess, ReadOnly).is_ok());
         assert!(strictly_widens(DangerFullAccess, WorkspaceWrite).is_ok());
         assert_eq!(
-            strictly_widens(WorkspaceWrite, WorkspaceWrite).unwrap_err(),
+            strictly_widens(WorkspaceWrite, WorkspaceWrite)
+                .unwrap_err()
+                .to_string(),
             "sandbox escalation to \"workspace-write\" is not strictly wider than this call's current \"workspace-write\" mode"
         );
         assert!(strictly_widens(WorkspaceWrite, DangerFullAccess).is_err());
@@ -207,7 +237,9 @@ mod tests {
             ..open.clone()
         };
         assert_eq!(
-            escalation_gate(Mode::WorkspaceWrite, &closed).unwrap_err(),
+            escalation_gate(Mode::WorkspaceWrite, &closed)
+                .unwrap_err()
+                .to_string(),
             ESCALATION_NOT_OFFERED
         );
         let narrow = GateContext {
@@ -218,6 +250,7 @@ mod tests {
         assert!(
             escalation_gate(Mode::WorkspaceWrite, &narrow)
                 .unwrap_err()
+                .to_string()
                 .contains("is not strictly wider"),
             "widening is checked before the approval service"
         );
@@ -227,7 +260,9 @@ mod tests {
             ..open.clone()
         };
         assert_eq!(
-            escalation_gate(Mode::WorkspaceWrite, &ungranted).unwrap_err(),
+            escalation_gate(Mode::WorkspaceWrite, &ungranted)
+                .unwrap_err()
+                .to_string(),
             "sandbox escalation to \"workspace-write\" cannot be granted: its ceiling allows at \
              most read-only",
             "the grant is checked before the approval service: nobody is asked for a dead lever"
@@ -237,7 +272,9 @@ mod tests {
             ..open.clone()
         };
         assert_eq!(
-            escalation_gate(Mode::DangerFullAccess, &no_service).unwrap_err(),
+            escalation_gate(Mode::DangerFullAccess, &no_service)
+                .unwrap_err()
+                .to_string(),
             "sandbox escalation to \"danger-full-access\" requires approval, but no approval service is composed"
         );
         let no_agent = GateContext {
@@ -245,7 +282,9 @@ mod tests {
             ..open
         };
         assert_eq!(
-            escalation_gate(Mode::WorkspaceWrite, &no_agent).unwrap_err(),
+            escalation_gate(Mode::WorkspaceWrite, &no_agent)
+                .unwrap_err()
+                .to_string(),
             "sandbox escalation to \"workspace-write\" requires approval, but the call has no agent to route it through"
         );
     }
@@ -269,7 +308,7 @@ mod tests {
             name: "read_file".into(),
             arguments: r#"{"path":"a"}"#.into(),
         };
-        assert_eq!(requested_escalation(&env, &read), Ok(None));
+        assert!(matches!(requested_escalation(&env, &read), Ok(None)));
         let asked = bash_call(
             r#"{"command":"touch f","sandbox_permissions":"workspace-write","justification":"write f"}"#,
         );

@@ -29,6 +29,7 @@ mod fence;
 mod text;
 
 use std::fs;
+use std::io;
 use std::path::{Path, PathBuf};
 
 use confine_protocol::Mode;
@@ -42,20 +43,39 @@ use super::spec::READ_CAP;
 use crate::command::Facts;
 use confined::{OpError, Read, Written, confined_read, confined_write};
 use fence::{Refusal, absolute, check_write};
-use text::{apply_edit, checked_text, open_regular, window};
+use text::{OpenError, apply_edit, checked_text, open_regular, window};
 
 pub use confined::MAX_TEXT_FILE;
 pub use fence::PROTECTED;
 
+/// Why file work done here, around the editor's read or write, failed.
+#[derive(Debug, thiserror::Error)]
+enum LocalError {
+    /// The work, run off the async threads, did not finish.
+    #[error("the file operation failed: {0}")]
+    Interrupted(#[from] tokio::task::JoinError),
+    /// The file the editor is to read is not opened.
+    #[error(transparent)]
+    Open(#[from] OpenError),
+    /// The directory of a file the editor is to write cannot be made.
+    #[error("cannot create the directory {}: {source}", dir.display())]
+    CreateDir {
+        dir: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
 /// Runs blocking file work off the async threads.
-async fn blocking<T, F>(work: F) -> Result<T, String>
+async fn blocking<T, E, F>(work: F) -> Result<T, E>
 where
-    F: FnOnce() -> Result<T, String> + Send + 'static,
+    F: FnOnce() -> Result<T, E> + Send + 'static,
     T: Send + 'static,
+    E: From<tokio::task::JoinError> + Send + 'static,
 {
     tokio::task::spawn_blocking(work)
         .await
-        .unwrap_or_else(|e| Err(format!("the file operation failed: {e}")))
+        .unwrap_or_else(|e| Err(e.into()))
 }
 
 /// Reads the text at `path`: through the editor in danger-full-access when it offers that
@@ -65,14 +85,11 @@ where
 async fn read_text(env: &ToolEnv, path: &Path, mode: Mode) -> Result<Read, OpError> {
     if let (Mode::DangerFullAccess, Some(client)) = (mode, env.client_fs()) {
         let local = path.to_path_buf();
-        blocking(move || open_regular(&local).map(drop))
+        blocking(move || open_regular(&local).map(drop).map_err(LocalError::from))
             .await
             .map_err(OpError::failed)?;
-        let text = client
-            .read_text(path)
-            .await
-            .and_then(checked_text)
-            .map_err(OpError::failed)?;
+        let text = client.read_text(path).await.map_err(OpError::failed)?;
+        let text = checked_text(text).map_err(OpError::failed)?;
         return Ok(Read {
             text,
             path: path.to_owned(),
@@ -95,8 +112,7 @@ async fn write_text(
         if let Some(dir) = target.parent() {
             let dir = dir.to_path_buf();
             blocking(move || {
-                fs::create_dir_all(&dir)
-                    .map_err(|e| format!("cannot create the directory {}: {e}", dir.display()))
+                fs::create_dir_all(&dir).map_err(|source| LocalError::CreateDir { dir, source })
             })
             .await
             .map_err(OpError::failed)?;
@@ -117,8 +133,7 @@ async fn write_text(
 /// [`check_write`] off the async threads.
 async fn write_target(env: &ToolEnv, given: &str, mode: Mode) -> Result<PathBuf, Refusal> {
     let (workspace, given) = (env.workspace().to_path_buf(), given.to_owned());
-    let checked = blocking(move || Ok(check_write(&workspace, &given, mode)));
-    checked.await.unwrap_or_else(|why| Err(Refusal::Error(why)))
+    blocking(move || check_write(&workspace, &given, mode)).await
 }
 
 /// The result of a write the fence refused.

@@ -43,12 +43,14 @@ use serde_json::json;
 
 use crate::model::ToolCall;
 
-pub use args::{ESCALATION_NOT_OFFERED, Escalation};
+pub use args::{ArgsError, ESCALATION_NOT_OFFERED, Escalation, Problem};
 pub use bash::ANSWER_WAIT;
 pub use call::{CallContext, ToolResult};
 pub use describe::{ToolDescription, ToolKind, describe};
-pub use env::{ClientFs, FsFuture, ToolEnv};
-pub use escalation::{GateContext, escalation_gate, requested_escalation, strictly_widens};
+pub use env::{ClientFs, ClientFsError, FsFuture, ToolEnv};
+pub use escalation::{
+    GateContext, GateError, escalation_gate, requested_escalation, strictly_widens,
+};
 pub use files::{MAX_TEXT_FILE, PROTECTED};
 pub use output::{
     BACKGROUND_OUTPUT_CAP, MODEL_OUTPUT_CAP, denial_marker, exit_marker, truncation_marker,
@@ -63,9 +65,9 @@ pub use tasks::{BackgroundTasks, NarrowingMark, Stopped, Stopping};
 pub async fn run(env: &ToolEnv, call: &ToolCall, ctx: CallContext) -> ToolResult {
     let parsed = match args::parse(&call.name, &call.arguments, env.spec_options()) {
         Ok(parsed) => parsed,
-        Err(text) => {
+        Err(e) => {
             return ToolResult::failed(
-                text,
+                e.to_string(),
                 json!({ "mode": ctx.mode.as_str(), "invalid_call": true }),
             );
         }
@@ -228,7 +230,12 @@ mod tests {
     impl ClientFs for Buffers {
         fn read_text<'a>(&'a self, path: &'a Path) -> FsFuture<'a, String> {
             let text = self.0.lock().expect("buffers").get(path).cloned();
-            Box::pin(async move { text.ok_or_else(|| "no such buffer".to_owned()) })
+            Box::pin(async move {
+                text.ok_or_else(|| ClientFsError::Read {
+                    path: path.to_owned(),
+                    source: "no such buffer".into(),
+                })
+            })
         }
 
         fn write_text<'a>(&'a self, path: &'a Path, content: &'a str) -> FsFuture<'a, ()> {

@@ -24,24 +24,32 @@ pub(super) struct Endpoint {
     pub(super) url: String,
 }
 
+/// Why `model.base_url` names no endpoint.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EndpointError {
+    /// The URL carries a user name or password.
+    #[error(
+        "model.base_url must not contain credentials; put the API key in the variable \
+         model.api_key_env names"
+    )]
+    Credentials,
+    /// The URL (trimmed) is not an `http://` or `https://` URL with a host.
+    #[error(
+        "model.base_url {0:?} is not an http:// or https:// URL (for example \
+         https://api.openai.com/v1 or http://localhost:11434/v1)"
+    )]
+    NotHttp(String),
+}
+
 impl Endpoint {
-    pub(super) fn parse(base_url: &str) -> Result<Endpoint, String> {
+    pub(super) fn parse(base_url: &str) -> Result<Endpoint, EndpointError> {
         let base_url = base_url.trim();
         let after_scheme = base_url.split_once("://").map_or("", |(_, rest)| rest);
         let authority_part = after_scheme.split(['/', '?']).next().unwrap_or("");
         if authority_part.contains('@') {
-            return Err(
-                "model.base_url must not contain credentials; put the API key in the \
-                 variable model.api_key_env names"
-                    .to_owned(),
-            );
+            return Err(EndpointError::Credentials);
         }
-        let not_http = || {
-            format!(
-                "model.base_url {base_url:?} is not an http:// or https:// URL (for example \
-                 https://api.openai.com/v1 or http://localhost:11434/v1)"
-            )
-        };
+        let not_http = || EndpointError::NotHttp(base_url.to_owned());
         let (base, query) = match base_url.split_once('?') {
             Some((base, query)) => (base, Some(query)),
             None => (base_url, None),

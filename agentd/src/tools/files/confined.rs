@@ -34,8 +34,8 @@ pub(super) enum OpError {
 }
 
 impl OpError {
-    pub(super) fn failed(why: impl Into<String>) -> OpError {
-        OpError::Failed(why.into(), None)
+    pub(super) fn failed(why: impl std::fmt::Display) -> OpError {
+        OpError::Failed(why.to_string(), None)
     }
 }
 
@@ -188,11 +188,12 @@ pub(super) async fn confined_read(env: &ToolEnv, path: &Path, mode: Mode) -> Res
         .helper()
         .read_file(spec)
         .await
-        .map_err(|e| OpError::failed(e.to_string()))?;
+        .map_err(OpError::failed)?;
     let (facts, report, bytes) = settle(handle, report, Some(content)).await;
     let tried = Tried::of(env, mode, path, Access::Read);
     let (facts, fields) = interpret(facts, &report, b"read", 2, &tried)?;
-    let text = as_text(bytes).map_err(|why| OpError::Failed(why, Some(facts.clone())))?;
+    let text =
+        as_text(bytes).map_err(|why| OpError::Failed(why.to_string(), Some(facts.clone())))?;
     Ok(Read {
         text,
         path: path_field(&fields[1]),
@@ -246,7 +247,7 @@ pub(super) async fn confined_write(
         .helper()
         .write_file(spec)
         .await
-        .map_err(|e| OpError::failed(e.to_string()))?;
+        .map_err(OpError::failed)?;
     let (facts, report, _) = settle(handle, report, None).await;
     let tried = Tried::of(env, mode, target, Access::Write);
     let (facts, fields) = interpret(facts, &report, b"written", 3, &tried)?;

@@ -3,12 +3,13 @@
 //! the helper's confined writer is (`confined.rs`).
 
 use std::fs;
+use std::io;
 use std::path::{Path, PathBuf};
 
 use confine_protocol::Mode;
 
 use crate::denial::Kind;
-use crate::real_path::real_target;
+use crate::real_path::{RealPathError, real_target};
 
 /// Subpaths of the workspace that stay read-only in workspace-write mode, also when they do not
 /// exist yet.
@@ -27,13 +28,37 @@ pub(crate) fn absolute(workspace: &Path, given: &Path) -> PathBuf {
 }
 
 /// Why a write was not done.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub(crate) enum Refusal {
     /// The mode does not allow writing there (a file write, or one to git metadata); the
     /// sentence says why.
     Denied(Kind, String),
-    /// The path cannot be written for another reason.
-    Error(String),
+    /// Where the write would land cannot be checked.
+    Error(CheckError),
+}
+
+/// Why where a write would land cannot be checked.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum CheckError {
+    /// The path's real target cannot be found.
+    #[error(transparent)]
+    Target(#[from] RealPathError),
+    /// The workspace's real path cannot be found.
+    #[error("the workspace {} cannot be resolved: {source}", path.display())]
+    Workspace {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    /// The check, run off the async threads, did not finish.
+    #[error("the file operation failed: {0}")]
+    Interrupted(#[from] tokio::task::JoinError),
+}
+
+impl From<tokio::task::JoinError> for Refusal {
+    fn from(error: tokio::task::JoinError) -> Refusal {
+        Refusal::Error(CheckError::Interrupted(error))
+    }
 }
 
 /// Where a write of `given` may land under `mode`: the real path, with every symbolic link
@@ -56,15 +81,15 @@ pub(crate) fn check_write(workspace: &Path, given: &str, mode: Mode) -> Result<P
         ));
     }
     let path = absolute(workspace, Path::new(given));
-    let real = real_target(&path).map_err(Refusal::Error)?;
+    let real = real_target(&path).map_err(|e| Refusal::Error(e.into()))?;
     if mode == Mode::DangerFullAccess {
         return Ok(real);
     }
-    let root = fs::canonicalize(workspace).map_err(|e| {
-        Refusal::Error(format!(
-            "the workspace {} cannot be resolved: {e}",
-            workspace.display()
-        ))
+    let root = fs::canonicalize(workspace).map_err(|source| {
+        Refusal::Error(CheckError::Workspace {
+            path: workspace.to_owned(),
+            source,
+        })
     })?;
     let Ok(inside) = real.strip_prefix(&root) else {
         let is_link = fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink());
@@ -126,6 +151,11 @@ mod tests {
         }
     }
 
+    /// Where a write the fence allows lands.
+    fn allowed(result: Result<PathBuf, Refusal>) -> PathBuf {
+        result.unwrap_or_else(|refusal| panic!("expected it to be allowed, got {refusal:?}"))
+    }
+
     #[test]
     fn read_only_mode_writes_nothing() {
         let (_s, ws, _) = workspace("files-ro");
@@ -137,16 +167,16 @@ mod tests {
     fn relative_paths_land_in_the_workspace_and_missing_directories_are_fine() {
         let (_s, ws, _) = workspace("files-rel");
         assert_eq!(
-            check_write(&ws, "src/new/deep/a.rs", Mode::WorkspaceWrite),
-            Ok(ws.join("src/new/deep/a.rs"))
+            allowed(check_write(&ws, "src/new/deep/a.rs", Mode::WorkspaceWrite)),
+            ws.join("src/new/deep/a.rs")
         );
         assert_eq!(
-            check_write(
+            allowed(check_write(
                 &ws,
                 ws.join("b").to_str().expect("utf-8"),
                 Mode::WorkspaceWrite
-            ),
-            Ok(ws.join("b"))
+            )),
+            ws.join("b")
         );
     }
 
@@ -166,12 +196,12 @@ mod tests {
             Mode::WorkspaceWrite,
         ));
         assert_eq!(
-            check_write(&ws, "src/../a.txt", Mode::WorkspaceWrite),
-            Ok(ws.join("a.txt"))
+            allowed(check_write(&ws, "src/../a.txt", Mode::WorkspaceWrite)),
+            ws.join("a.txt")
         );
         assert_eq!(
-            check_write(&ws, "new/../a.txt", Mode::WorkspaceWrite),
-            Ok(ws.join("a.txt"))
+            allowed(check_write(&ws, "new/../a.txt", Mode::WorkspaceWrite)),
+            ws.join("a.txt")
         );
     }
 
@@ -195,8 +225,8 @@ mod tests {
         fs::write(ws.join("src/real.txt"), "x").expect("write");
         symlink("src/real.txt", ws.join("inner")).expect("symlink");
         assert_eq!(
-            check_write(&ws, "inner", Mode::WorkspaceWrite),
-            Ok(ws.join("src/real.txt"))
+            allowed(check_write(&ws, "inner", Mode::WorkspaceWrite)),
+            ws.join("src/real.txt")
         );
     }
 
@@ -206,11 +236,19 @@ mod tests {
         symlink(outside.join("nothing"), ws.join("dangling")).expect("symlink");
         for mode in [Mode::WorkspaceWrite, Mode::DangerFullAccess] {
             match check_write(&ws, "dangling", mode) {
-                Err(Refusal::Error(why)) => {
+                Err(Refusal::Error(error)) => {
+                    let dangling = ws.join("dangling");
                     assert!(
-                        why.contains("symbolic link to a path that does not exist"),
-                        "{why}"
-                    )
+                        matches!(&error, CheckError::Target(RealPathError::DanglingLink(link))
+                            if *link == dangling),
+                        "{error:?}"
+                    );
+                    assert!(
+                        error
+                            .to_string()
+                            .contains("symbolic link to a path that does not exist"),
+                        "{error}"
+                    );
                 }
                 other => panic!("{mode:?}: {other:?}"),
             }
@@ -252,8 +290,8 @@ mod tests {
     fn danger_full_access_writes_anywhere() {
         let (_s, ws, outside) = workspace("files-danger");
         assert_eq!(
-            check_write(&ws, "../outside/x", Mode::DangerFullAccess),
-            Ok(outside.join("x"))
+            allowed(check_write(&ws, "../outside/x", Mode::DangerFullAccess)),
+            outside.join("x")
         );
         assert!(check_write(&ws, ".git/hooks/x", Mode::DangerFullAccess).is_ok());
     }

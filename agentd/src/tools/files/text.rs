@@ -56,6 +56,17 @@ impl Window<'_> {
     }
 }
 
+/// A read whose first line is past the end of the file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "offset {offset} is past the end of the file, which has {total} line{}",
+    if *total == 1 { "" } else { "s" }
+)]
+pub(crate) struct PastTheEnd {
+    pub offset: u64,
+    pub total: u64,
+}
+
 /// Lines `offset` (from 1) on of `text`, at most `limit` of them and `cap` bytes, whole lines
 /// only unless the first one alone is longer than `cap`.
 pub(crate) fn window(
@@ -63,7 +74,7 @@ pub(crate) fn window(
     offset: u64,
     limit: Option<u64>,
     cap: usize,
-) -> Result<Window<'_>, String> {
+) -> Result<Window<'_>, PastTheEnd> {
     let total = text.split_inclusive('\n').count() as u64;
     if total == 0 && offset == 1 {
         return Ok(Window {
@@ -75,10 +86,7 @@ pub(crate) fn window(
         });
     }
     if offset > total {
-        return Err(format!(
-            "offset {offset} is past the end of the file, which has {total} line{}",
-            if total == 1 { "" } else { "s" }
-        ));
+        return Err(PastTheEnd { offset, total });
     }
     let mut lines = text.split_inclusive('\n');
     let skipped: usize = lines
@@ -119,23 +127,28 @@ pub(crate) fn window(
     })
 }
 
+/// Why what was read is not text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum NotText {
+    #[error("it is a binary file (it contains NUL bytes)")]
+    Binary,
+    /// Not UTF-8: the offset of the first invalid byte.
+    #[error("it is not UTF-8 text (invalid byte at offset {0})")]
+    NotUtf8(usize),
+}
+
 /// `bytes` as text, or why it is not.
-pub(super) fn as_text(bytes: Vec<u8>) -> Result<String, String> {
+pub(super) fn as_text(bytes: Vec<u8>) -> Result<String, NotText> {
     if bytes.contains(&0) {
-        return Err("it is a binary file (it contains NUL bytes)".to_owned());
+        return Err(NotText::Binary);
     }
-    String::from_utf8(bytes).map_err(|e| {
-        format!(
-            "it is not UTF-8 text (invalid byte at offset {})",
-            e.utf8_error().valid_up_to()
-        )
-    })
+    String::from_utf8(bytes).map_err(|e| NotText::NotUtf8(e.utf8_error().valid_up_to()))
 }
 
 /// Checks text that came from the editor the way local files are checked.
-pub(super) fn checked_text(text: String) -> Result<String, String> {
+pub(super) fn checked_text(text: String) -> Result<String, NotText> {
     if text.contains('\0') {
-        return Err("it is a binary file (it contains NUL bytes)".to_owned());
+        return Err(NotText::Binary);
     }
     Ok(text)
 }
@@ -156,10 +169,22 @@ fn kind_of(meta: &fs::Metadata) -> &'static str {
     }
 }
 
+/// Why a path is not opened for the editor to read.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum OpenError {
+    #[error(transparent)]
+    Io(#[from] io::Error),
+    #[error("it is a directory; list it with bash (ls)")]
+    Directory,
+    /// Another kind of file that is not a regular one (`kind_of` words it).
+    #[error("it is {0}, not a regular file, and is not opened")]
+    NotRegular(&'static str),
+}
+
 /// Opens `path` for reading only if it is a regular file: first as a path (`O_PATH`, which
 /// opens nothing), then, once checked, for reading through `/proc/self/fd`, which reaches
 /// exactly the file checked. `Ok(None)` when it does not exist.
-pub(super) fn open_regular(path: &Path) -> Result<Option<(fs::File, fs::Metadata)>, String> {
+pub(super) fn open_regular(path: &Path) -> Result<Option<(fs::File, fs::Metadata)>, OpenError> {
     let located = fs::OpenOptions::new()
         .read(true)
         .custom_flags(nix::libc::O_PATH)
@@ -167,24 +192,36 @@ pub(super) fn open_regular(path: &Path) -> Result<Option<(fs::File, fs::Metadata
     let located = match located {
         Ok(file) => file,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e.to_string()),
+        Err(e) => return Err(e.into()),
     };
-    let meta = located.metadata().map_err(|e| e.to_string())?;
+    let meta = located.metadata()?;
     if meta.is_dir() {
-        return Err("it is a directory; list it with bash (ls)".to_owned());
+        return Err(OpenError::Directory);
     }
     if !meta.is_file() {
-        return Err(format!(
-            "it is {}, not a regular file, and is not opened",
-            kind_of(&meta)
-        ));
+        return Err(OpenError::NotRegular(kind_of(&meta)));
     }
     let file = fs::OpenOptions::new()
         .read(true)
         .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY)
-        .open(format!("/proc/self/fd/{}", located.as_raw_fd()))
-        .map_err(|e| e.to_string())?;
+        .open(format!("/proc/self/fd/{}", located.as_raw_fd()))?;
     Ok(Some((file, meta)))
+}
+
+/// Why an edit cannot be made.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum EditError {
+    #[error(
+        "old_string was not found in the file (0 occurrences); it must match exactly, \
+         whitespace and indentation included: read the file again and copy the text"
+    )]
+    NotFound,
+    /// `old_string` occurs this many times, and `replace_all` is not set.
+    #[error(
+        "old_string occurs {0} times in the file; include more surrounding text to make it \
+         unique, or set replace_all to replace all {0}"
+    )]
+    Ambiguous(usize),
 }
 
 /// The replacement `edit_file` makes: the new text and how many occurrences were replaced.
@@ -193,20 +230,13 @@ pub(crate) fn apply_edit(
     old: &str,
     new: &str,
     replace_all: bool,
-) -> Result<(String, usize), String> {
+) -> Result<(String, usize), EditError> {
     let count = text.matches(old).count();
     match count {
-        0 => Err(
-            "old_string was not found in the file (0 occurrences); it must match exactly, \
-             whitespace and indentation included: read the file again and copy the text"
-                .to_owned(),
-        ),
+        0 => Err(EditError::NotFound),
         1 => Ok((text.replacen(old, new, 1), 1)),
         n if replace_all => Ok((text.replace(old, new), n)),
-        n => Err(format!(
-            "old_string occurs {n} times in the file; include more surrounding text to make it \
-             unique, or set replace_all to replace all {n}"
-        )),
+        n => Err(EditError::Ambiguous(n)),
     }
 }
 
@@ -235,13 +265,17 @@ mod tests {
             apply_edit("a b c", "b", "B", false),
             Ok(("a B c".to_owned(), 1))
         );
-        let e = apply_edit("x x x", "x", "y", false).expect_err("ambiguous");
+        let e = apply_edit("x x x", "x", "y", false)
+            .expect_err("ambiguous")
+            .to_string();
         assert!(e.contains("occurs 3 times"), "{e}");
         assert_eq!(
             apply_edit("x x x", "x", "y", true),
             Ok(("y y y".to_owned(), 3))
         );
-        let e = apply_edit("abc", "d", "e", true).expect_err("missing");
+        let e = apply_edit("abc", "d", "e", true)
+            .expect_err("missing")
+            .to_string();
         assert!(e.contains("not found"), "{e}");
         assert!(e.contains("0 occurrences"), "{e}");
         // Occurrences do not overlap.
@@ -273,7 +307,10 @@ mod tests {
     #[test]
     fn a_window_past_the_end_or_of_an_empty_file_says_so() {
         let e = window("a\nb\n", 3, None, READ_CAP).expect_err("past the end");
-        assert_eq!(e, "offset 3 is past the end of the file, which has 2 lines");
+        assert_eq!(
+            e.to_string(),
+            "offset 3 is past the end of the file, which has 2 lines"
+        );
         assert_eq!(
             window("", 1, None, READ_CAP).expect("empty").render(),
             "[the file is empty]"
@@ -295,11 +332,13 @@ mod tests {
         assert!(
             as_text(b"ab\0cd".to_vec())
                 .expect_err("binary")
+                .to_string()
                 .contains("binary")
         );
         assert!(
             as_text(b"caf\xe9\n".to_vec())
                 .expect_err("latin-1")
+                .to_string()
                 .contains("not UTF-8 text (invalid byte at offset 3)")
         );
         assert_eq!(
@@ -315,11 +354,20 @@ mod tests {
         symlink("/dev/zero", ws.join("zero")).expect("symlink");
         // Opening a FIFO for reading with nobody writing would block forever: the test
         // finishing at all is half the proof.
-        let why = open_regular(&ws.join("fifo")).expect_err("fifo");
+        let why = open_regular(&ws.join("fifo"))
+            .expect_err("fifo")
+            .to_string();
         assert!(why.contains("a FIFO, not a regular file"), "{why}");
-        let why = open_regular(&ws.join("zero")).expect_err("device");
+        let why = open_regular(&ws.join("zero"))
+            .expect_err("device")
+            .to_string();
         assert!(why.contains("a device, not a regular file"), "{why}");
-        assert!(open_regular(&ws).expect_err("dir").contains("directory"));
+        assert!(
+            open_regular(&ws)
+                .expect_err("dir")
+                .to_string()
+                .contains("directory")
+        );
         assert!(matches!(open_regular(&ws.join("none")), Ok(None)));
     }
 }
