@@ -143,7 +143,7 @@ pub enum Problem {
     /// `sandbox_permissions` names no mode a call may escalate to.
     #[error(
         "\"sandbox_permissions\" must be one of {}, not {given:?}",
-        spec::ESCALATION_MODES.join(", ")
+        spec::ESCALATION_MODES.map(confine_protocol::Mode::as_str).join(", ")
     )]
     NotAnEscalationMode { given: String },
     #[error(
@@ -197,7 +197,7 @@ fn escalation(fields: &Fields<'_>) -> Result<Option<Escalation>, ArgsError> {
             }
             // A word of the mode vocabulary, and one of the modes a call may escalate to.
             let wider = match mode.parse::<confine_protocol::Mode>() {
-                Ok(wider) if spec::ESCALATION_MODES.contains(&wider.as_str()) => wider,
+                Ok(wider) if spec::ESCALATION_MODES.contains(&wider) => wider,
                 _ => return Err(fields.problem(Problem::NotAnEscalationMode { given: mode })),
             };
             Ok(Some(Escalation {

@@ -45,7 +45,7 @@ impl SpecOptions {
     /// The options of an executor that confines: every escalation mode is offered.
     pub fn confining() -> SpecOptions {
         SpecOptions {
-            escalation: vec![Mode::WorkspaceWrite, Mode::DangerFullAccess],
+            escalation: ESCALATION_MODES.to_vec(),
         }
     }
 
@@ -70,7 +70,7 @@ impl SpecOptions {
 
 /// Every mode a `sandbox_permissions` can name; a schema offers those of them the helper would
 /// grant above the session's effective mode.
-pub const ESCALATION_MODES: [&str; 2] = ["workspace-write", "danger-full-access"];
+pub const ESCALATION_MODES: [Mode; 2] = [Mode::WorkspaceWrite, Mode::DangerFullAccess];
 
 /// The tools with their default options.
 pub fn specs() -> Vec<ToolSpec> {
