@@ -52,6 +52,18 @@ impl Scratch {
     }
 }
 
+/// A workspace (with a `src` directory) inside a scratch directory, by its canonical path, and
+/// `outside` beside it.
+pub fn workspace(name: &str) -> (Scratch, PathBuf, PathBuf) {
+    let scratch = Scratch::new(name);
+    let root = std::fs::canonicalize(&scratch.0).expect("canonical scratch");
+    let ws = root.join("ws");
+    let outside = root.join("outside");
+    std::fs::create_dir_all(ws.join("src")).expect("mkdir ws");
+    std::fs::create_dir_all(&outside).expect("mkdir outside");
+    (scratch, ws, outside)
+}
+
 impl Drop for Scratch {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);

@@ -131,18 +131,7 @@ mod tests {
     use std::os::unix::fs::symlink;
 
     use super::*;
-    use crate::test_support::Scratch;
-
-    /// A workspace inside a scratch directory, with `outside` beside it.
-    fn workspace(name: &str) -> (Scratch, PathBuf, PathBuf) {
-        let scratch = Scratch::new(name);
-        let root = fs::canonicalize(&scratch.0).expect("canonical scratch");
-        let ws = root.join("ws");
-        let outside = root.join("outside");
-        fs::create_dir_all(ws.join("src")).expect("mkdir ws");
-        fs::create_dir_all(&outside).expect("mkdir outside");
-        (scratch, ws, outside)
-    }
+    use crate::test_support::workspace;
 
     fn denied(result: Result<PathBuf, Refusal>) -> String {
         match result {

@@ -243,21 +243,9 @@ pub(crate) fn apply_edit(
 #[cfg(test)]
 mod tests {
     use std::os::unix::fs::symlink;
-    use std::path::PathBuf;
 
     use super::*;
-    use crate::test_support::Scratch;
-
-    /// A workspace inside a scratch directory, with `outside` beside it.
-    fn workspace(name: &str) -> (Scratch, PathBuf, PathBuf) {
-        let scratch = Scratch::new(name);
-        let root = fs::canonicalize(&scratch.0).expect("canonical scratch");
-        let ws = root.join("ws");
-        let outside = root.join("outside");
-        fs::create_dir_all(ws.join("src")).expect("mkdir ws");
-        fs::create_dir_all(&outside).expect("mkdir outside");
-        (scratch, ws, outside)
-    }
+    use crate::test_support::workspace;
 
     #[test]
     fn an_edit_replaces_exactly_one_occurrence_unless_told_all() {
