@@ -14,12 +14,16 @@
 //! [`knobs::policy`] (the approval policy), and [`approval`], how a tool call asks a human
 //! before it runs. [`narrowing`] is what a narrower mode does to the background tasks still
 //! running. [`composition`] is what the helper grants, which every lever agentd offers follows.
+//! [`agents`] is what a child agent may be (its persona), how deep the tree of agents may grow
+//! and where one agent stands in it; the tools an agent has come from one resolver over the
+//! session's tool registry ([`tools::ToolScope`]).
 //! Whatever agentd prints of stored or command text on a terminal goes through [`terminal`],
 //! which shows control characters instead of letting the terminal obey them.
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod acp;
+pub mod agents;
 pub mod approval;
 pub mod cancel;
 pub mod cli;

@@ -375,7 +375,7 @@ impl Turn<'_> {
         .collect();
         let instructions = instructions::for_request(&self.session.cwd, policy, &notices);
         let effective = self.session.effective_mode();
-        let specs = tools::specs_with(&self.session.tools.options_for(effective));
+        let specs = tools::offered(&self.session.tools, &tools::ToolScope::top(), effective);
         let mut messages = vec![Message::system(instructions.clone())];
         messages.extend(fold::history(&records));
         let request = ChatRequest {

@@ -9,11 +9,13 @@ use std::time::Duration;
 
 use confine_protocol::{BackendChoice, Limits, Mode, Network, UnknownWord};
 
-use super::file::{LoadedConfig, absolute_dir, is_variable_name};
+use super::checks::is_variable_name;
+use super::file::{LoadedConfig, absolute_dir};
 use super::{
     ConfigError, DEFAULT_COMMAND_TIMEOUT_MS, DEFAULT_MAX_STEPS, DEFAULT_SANDBOX_MODE, Env,
     FILE_NAME, Source, process_env,
 };
+use crate::agents::Personas;
 use crate::model::{ModelConfig, ModelError, Provider, ProviderKind, build_provider};
 use crate::words::{ApprovalPolicy, allowed};
 
@@ -115,6 +117,10 @@ pub struct Effective {
     pub max_processes: Setting<Option<u64>>,
     pub max_file_size: Setting<Option<u64>>,
     pub max_address_space: Setting<Option<u64>>,
+    /// The personas a child agent may be: the file's `[agents.NAME]` tables and, unless one of
+    /// them is called `general`, the built-in one. Only the file sets them
+    /// ([`Effective::persona_source`]).
+    pub personas: Personas,
 }
 
 impl Effective {
@@ -267,9 +273,19 @@ impl Effective {
             max_processes: optional(limits.max_processes),
             max_file_size: optional(limits.max_file_size),
             max_address_space: optional(limits.max_address_space),
+            personas: config.agents,
             file,
             file_found,
         })
+    }
+
+    /// Where the persona `name` comes from: the file, or agentd itself for the built-in
+    /// `general`.
+    pub fn persona_source(&self, name: &str) -> Source {
+        match &self.file {
+            Some(path) if !self.personas.is_built_in(name) => Source::File(path.clone()),
+            _ => Source::Default,
+        }
     }
 
     /// The configuration file as messages should name it.

@@ -10,8 +10,12 @@ use confine_protocol::{BackendChoice, Mode, Network, UnknownWord};
 use serde::Deserialize;
 use toml::Spanned;
 
+use super::agents::{RawAgents, personas};
+use super::checks::{is_variable_name, line_at};
 use super::{ConfigError, Env, FILE_NAME, process_env};
+use crate::agents::Personas;
 use crate::model::ModelConfig;
+use crate::tools::is_tool_name;
 use crate::words::{ApprovalPolicy, allowed};
 
 /// Everything the configuration file may set, checked, with relative paths resolved against the
@@ -25,6 +29,8 @@ pub struct Config {
     pub helper: HelperSection,
     pub session: SessionSection,
     pub limits: LimitsSection,
+    /// The `[agents.NAME]` tables, with the built-in `general` unless one is configured.
+    pub agents: Personas,
 }
 
 /// The `[sandbox]` table: how far the commands of new sessions may reach.
@@ -93,6 +99,8 @@ struct RawFile {
     session: RawSession,
     #[serde(default)]
     limits: RawLimits,
+    #[serde(default)]
+    agents: RawAgents,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -281,6 +289,8 @@ impl LoadedConfig {
                 .positive("limits.max_address_space", raw.limits.max_address_space)?,
         };
 
+        let agents = personas(raw.agents, &path, text)?;
+
         Ok(LoadedConfig {
             path: Some(path.clone()),
             found: true,
@@ -291,6 +301,7 @@ impl LoadedConfig {
                 helper,
                 session,
                 limits,
+                agents,
             },
         })
     }
@@ -304,12 +315,7 @@ struct Checker<'a> {
 
 impl Checker<'_> {
     fn line(&self, offset: usize) -> usize {
-        let end = offset.min(self.text.len());
-        self.text.as_bytes()[..end]
-            .iter()
-            .filter(|b| **b == b'\n')
-            .count()
-            + 1
+        line_at(self.text, offset)
     }
 
     fn word<T: FromStr<Err = UnknownWord>>(
@@ -349,19 +355,4 @@ impl Checker<'_> {
         }
         Ok(Some(value.into_inner()))
     }
-}
-
-pub(super) fn is_variable_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    chars
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
-}
-
-fn is_tool_name(name: &str) -> bool {
-    !name.is_empty()
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }

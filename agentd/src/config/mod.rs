@@ -44,7 +44,19 @@
 //! max_processes = 512          # optional resource limits of every command
 //! max_file_size = 1073741824
 //! max_address_space = 8589934592
+//!
+//! [agents.reviewer]            # a persona a child agent may be (see agentd::agents)
+//! description = "Reviews a change and reports problems"   # required: the model reads it
+//! instructions = "You review the change you are given."    # required: the child's instructions
+//! tools = { deny = ["bash"] }  # optional: allow, then deny; names checked against the tools
+//! max_depth = 2                # optional: the deepest it may run (top level 0); default 1
+//! model = { base_url = "http://localhost:11434/v1", model = "qwen3" }  # optional, a whole
+//!                              # [model] table (no named models, no inheritance from [model])
 //! ```
+//!
+//! The personas are the `[agents.NAME]` tables plus a built-in `general` (a general-purpose
+//! helper for a delegated sub-task), which a table of that name replaces; only the file sets
+//! them, and `config show` prints each with its source.
 //!
 //! | Setting | Variable | Flag |
 //! |---|---|---|
@@ -61,10 +73,13 @@
 //!
 //! An empty variable counts as unset.
 //!
-//! `file.rs` is the file format and its checks ([`LoadedConfig`]), `effective.rs` the layering
-//! into [`Effective`], `helper.rs` how the effective configuration reaches confine-helper, and
+//! `file.rs` is the file format and its checks ([`LoadedConfig`]), `agents.rs` its
+//! `[agents.NAME]` tables, `checks.rs` what both share, `effective.rs` the layering into
+//! [`Effective`], `helper.rs` how the effective configuration reaches confine-helper, and
 //! `show.rs` what `agentd config show` prints.
 
+mod agents;
+mod checks;
 mod effective;
 mod file;
 mod helper;
@@ -77,6 +92,7 @@ use std::path::PathBuf;
 
 use confine_protocol::Mode;
 
+pub use agents::PersonaError;
 pub use effective::{Effective, Flags, HelperChoice, ModelSources, Setting, default_state_dir};
 pub use file::{
     ApprovalSection, Config, HelperSection, LimitsSection, LoadedConfig, SandboxSection,
@@ -231,6 +247,8 @@ pub enum ConfigError {
         #[source]
         source: io::Error,
     },
+    #[error(transparent)]
+    Persona(#[from] PersonaError),
     #[error(
         "there is no directory for session logs: neither XDG_STATE_HOME (absolute) nor HOME is \
          set; pass --state-dir DIR, set AGENTD_STATE_DIR or set session.state_dir in {file}"

@@ -5,8 +5,10 @@ use std::path::{Path, PathBuf};
 use super::effective::{Effective, HelperChoice};
 use super::helper::exe_dir;
 use super::{Env, MODEL_EXAMPLE, Source, process_env};
+use crate::agents::Persona;
 use crate::helper_client::{LocateError, locate_helper};
-use crate::model::{MaxTokensField, ProviderKind, SendReasoning};
+use crate::model::{MaxTokensField, ModelConfig, ProviderKind, SendReasoning};
+use crate::tools::{ToolRegistry, ToolScope};
 
 impl Effective {
     /// What `agentd config show` prints: every effective value and where it came from, one per
@@ -95,6 +97,10 @@ impl Effective {
                 optional(setting.value.map(|n| n.to_string())),
                 &setting.source,
             );
+        }
+
+        for persona in self.personas.iter() {
+            self.show_persona(&mut out, persona, env);
         }
 
         if self.model.is_none() {
@@ -222,6 +228,54 @@ impl Effective {
         }
     }
 
+    /// One persona, key by key. Its tools are shown resolved as for a child of the top level.
+    fn show_persona(&self, out: &mut Lines, persona: &Persona, env: Env<'_>) {
+        let source = self.persona_source(&persona.name);
+        let key = |name: &str| format!("agents.{}.{name}", persona.name);
+        out.value(&key("description"), quoted(&persona.description), &source);
+        out.value(
+            &key("instructions"),
+            preview(&persona.instructions),
+            &source,
+        );
+        match &persona.model {
+            None => out.value(
+                &key("model"),
+                "unset (the session's model)".to_owned(),
+                &source,
+            ),
+            Some(model) => show_persona_model(out, &key("model"), model, &source, env),
+        }
+        let set = |value: bool| {
+            if value {
+                source.clone()
+            } else {
+                Source::Default
+            }
+        };
+        let registry = ToolRegistry::builtin();
+        let tools = match &persona.tools {
+            None => "unset (its parent's tools)".to_owned(),
+            Some(filter) => {
+                let visible = ToolScope::top()
+                    .child(Some(filter), false)
+                    .resolve(&registry);
+                let visible = if visible.is_empty() {
+                    "none".to_owned()
+                } else {
+                    visible.to_string()
+                };
+                format!("{filter} (under the top level: {visible})")
+            }
+        };
+        out.value(&key("tools"), tools, &set(persona.tools.is_some()));
+        out.value(
+            &key("max_depth"),
+            persona.depth_cap().to_string(),
+            &set(persona.max_depth.is_some()),
+        );
+    }
+
     fn show_helper(&self, out: &mut Lines, env: Env<'_>, exe_dir: Option<PathBuf>) {
         let source = &self.helper.source;
         match &self.helper.value {
@@ -262,6 +316,76 @@ impl Effective {
             &self.helper_ceiling.source,
         );
     }
+}
+
+/// A persona's own model: the keys it sets, and whether its key variable is set.
+fn show_persona_model(
+    out: &mut Lines,
+    prefix: &str,
+    model: &ModelConfig,
+    source: &Source,
+    env: Env<'_>,
+) {
+    let provider = match model.provider.unwrap_or_default() {
+        ProviderKind::Openai => "openai",
+        ProviderKind::Scripted => "scripted",
+    };
+    let keys = [
+        ("provider", Some(quoted(provider))),
+        (
+            "base_url",
+            model
+                .base_url
+                .as_deref()
+                .map(|url| quoted(&redact_url(url))),
+        ),
+        ("model", model.model.as_deref().map(quoted)),
+        ("api_key_env", model.api_key_env.as_deref().map(quoted)),
+        ("script", model.script.as_deref().map(quoted_path)),
+        ("max_tokens", model.max_tokens.map(|n| n.to_string())),
+        (
+            "max_tokens_field",
+            model.max_tokens_field.map(|f| quoted(f.as_str())),
+        ),
+        (
+            "send_reasoning",
+            model.send_reasoning.map(|r| quoted(r.as_str())),
+        ),
+        (
+            "temperature",
+            model.temperature.map(|t| t.get().to_string()),
+        ),
+        ("timeout_secs", model.timeout_secs.map(|n| n.to_string())),
+        ("max_retries", model.max_retries.map(|n| n.to_string())),
+        ("include_usage", model.include_usage.map(|b| b.to_string())),
+    ];
+    for (key, value) in keys {
+        if let Some(value) = value {
+            out.value(&format!("{prefix}.{key}"), value, source);
+        }
+    }
+    if let Some(var) = &model.api_key_env {
+        let set = env(var).is_some_and(|value| !value.to_string_lossy().trim().is_empty());
+        let state = if set { "set" } else { "NOT SET" };
+        out.raw(format!("{prefix} api key: ${var} ({state})"));
+    }
+}
+
+/// A long text as `config show` shows it: its first line, cut at 60 characters, and its size.
+fn preview(text: &str) -> String {
+    const SHOWN: usize = 60;
+    let first = text.lines().next().unwrap_or_default();
+    let mut shown: String = first.chars().take(SHOWN).collect();
+    if first.chars().count() > SHOWN || text.lines().count() > 1 {
+        shown.push('…');
+    }
+    let lines = text.lines().count();
+    let plural = if lines == 1 { "" } else { "s" };
+    format!(
+        "{} ({lines} line{plural}, {} characters)",
+        quoted(&shown),
+        text.chars().count()
+    )
 }
 
 /// The text `config show` builds.

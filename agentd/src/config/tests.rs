@@ -900,6 +900,11 @@ limits.command_timeout_ms = 120000  (default)
 limits.max_processes = 512  (/etc/agentd/agentd.toml)
 limits.max_file_size = unset  (default)
 limits.max_address_space = unset  (default)
+agents.general.description = \"A general-purpose helper for a delegated sub-task: it works on the one task it is given, with the tools it has, and answers with what it found or did.\"  (default)
+agents.general.instructions = \"You are a general-purpose helper working on one sub-task tha…\" (1 line, 340 characters)  (default)
+agents.general.model = unset (the session's model)  (default)
+agents.general.tools = unset (its parent's tools)  (default)
+agents.general.max_depth = 1  (default)
 ",
         helper = exe_dir.join("confine-helper").display()
     );

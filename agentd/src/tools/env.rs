@@ -1,6 +1,6 @@
 //! What every tool call of one session shares ([`ToolEnv`]): the helper, the workspace, the
 //! commands' environment and the shell they run under, the editor's file access, the background
-//! tasks and the tools as offered.
+//! tasks, the tools the session has (its registry) and how they are offered.
 
 use std::ffi::{OsStr, OsString};
 use std::future::Future;
@@ -12,6 +12,7 @@ use std::sync::Arc;
 use confine_protocol::environment::DEFAULT_PATH;
 use confine_protocol::{BackendChoice, Mode, Network};
 
+use super::registry::ToolRegistry;
 use super::spec::SpecOptions;
 use super::tasks::BackgroundTasks;
 use crate::composition::Composition;
@@ -57,6 +58,7 @@ pub struct ToolEnv {
     background: BackgroundTasks,
     options: SpecOptions,
     composition: Composition,
+    registry: ToolRegistry,
 }
 
 impl std::fmt::Debug for ToolEnv {
@@ -70,6 +72,7 @@ impl std::fmt::Debug for ToolEnv {
             .field("client_fs", &self.client_fs.is_some())
             .field("shell", &self.shell)
             .field("background", &self.background)
+            .field("registry", &self.registry)
             .finish()
     }
 }
@@ -106,7 +109,20 @@ impl ToolEnv {
             options: SpecOptions::default(),
             // Trims nothing; the caller that learned the helper's grant sets it.
             composition: Composition::everything(),
+            // The built-in tools; a session that has more registers them (`with_registry`).
+            registry: ToolRegistry::builtin(),
         }
+    }
+
+    /// The tools this session has.
+    pub fn registry(&self) -> &ToolRegistry {
+        &self.registry
+    }
+
+    /// Gives the session the tools of `registry` (the built-in ones and those registered on top).
+    pub fn with_registry(mut self, registry: ToolRegistry) -> ToolEnv {
+        self.registry = registry;
+        self
     }
 
     /// The tools as this session offers them at most, whatever its mode.

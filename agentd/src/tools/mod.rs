@@ -1,10 +1,16 @@
 //! The tools a model calls: `bash` (with `bash_output` and `bash_kill` for background
 //! commands), `read_file`, `write_file` and `edit_file`.
 //!
-//! The agent loop offers [`specs`] to the model, announces each call with [`describe`] before
-//! running it, runs it with [`run`] and reports the [`ToolResult`]: the text the model reads and
-//! the facts for the editor. A session keeps one [`ToolEnv`] for all its calls; each call comes
-//! with a [`CallContext`]: the sandbox mode in effect for it and the turn's cancel.
+//! The agent loop offers the model the tools of [`offered`], announces each call with
+//! [`describe`] before running it, runs it with [`run`] (or [`run_scoped`]) and reports the
+//! [`ToolResult`]: the text the model reads and the facts for the editor. A session keeps one
+//! [`ToolEnv`] for all its calls, with the session's [`ToolRegistry`]; each call comes with a
+//! [`CallContext`]: the sandbox mode in effect for it and the turn's cancel.
+//!
+//! Which tools an agent has is decided in one place, [`ToolScope::resolve`] over the registry:
+//! [`offered`] gives the schemas of those tools and [`run_scoped`] refuses a call of any other
+//! one before anything runs. The top-level agent's scope is [`ToolScope::top`], which has every
+//! registered tool.
 //!
 //! # Where the confinement is
 //!
@@ -35,13 +41,16 @@ mod describe;
 mod env;
 mod escalation;
 mod files;
+mod filter;
 mod output;
+mod registry;
 mod spec;
 mod tasks;
 
+use confine_protocol::Mode;
 use serde_json::json;
 
-use crate::model::ToolCall;
+use crate::model::{ToolCall, ToolSpec};
 
 pub use args::{ArgsError, ESCALATION_NOT_OFFERED, Escalation, Problem};
 pub use bash::ANSWER_WAIT;
@@ -52,17 +61,51 @@ pub use escalation::{
     GateContext, GateError, escalation_gate, requested_escalation, strictly_widens,
 };
 pub use files::{MAX_TEXT_FILE, PROTECTED};
+pub use filter::{FilterError, FilterList, NotOffered, ToolFilter, ToolScope};
 pub use output::{
     BACKGROUND_OUTPUT_CAP, MODEL_OUTPUT_CAP, denial_marker, exit_marker, truncation_marker,
 };
+pub use registry::{
+    Admission, RESERVED, RegistryError, TASK, ToolRegistry, ToolSet, is_tool_name, reserved_because,
+};
 pub use spec::{
     BASH, BASH_KILL, BASH_OUTPUT, DEFAULT_TIMEOUT_MS, EDIT_FILE, MAX_TIMEOUT_MS, NAMES, READ_CAP,
-    READ_FILE, SpecOptions, WRITE_FILE, spec_with, specs, specs_with,
+    READ_FILE, SpecOptions, WRITE_FILE, spec_with,
 };
 pub use tasks::{BackgroundTasks, NarrowingMark, Stopped, Stopping};
 
-/// Runs one call. Never panics on what the model sent; see the module documentation.
+/// The schemas of the tools an agent in `scope` has, as offered to a call whose session runs
+/// under `effective` (escalation only to the modes the helper grants above it), in the
+/// registry's order. A registered tool without a schema in [`spec_with`] is not offered.
+pub fn offered(env: &ToolEnv, scope: &ToolScope, effective: Mode) -> Vec<ToolSpec> {
+    let options = env.options_for(effective);
+    scope
+        .resolve(env.registry())
+        .names()
+        .filter_map(|name| spec_with(name, &options))
+        .collect()
+}
+
+/// Runs one call of the top-level agent, which has every registered tool. Never panics on what
+/// the model sent; see the module documentation.
 pub async fn run(env: &ToolEnv, call: &ToolCall, ctx: CallContext) -> ToolResult {
+    run_scoped(env, &ToolScope::top(), call, ctx).await
+}
+
+/// Runs one call of an agent in `scope`: a tool the scope does not have is refused before
+/// anything runs, with the text of [`NotOffered`].
+pub async fn run_scoped(
+    env: &ToolEnv,
+    scope: &ToolScope,
+    call: &ToolCall,
+    ctx: CallContext,
+) -> ToolResult {
+    if let Err(refused) = scope.admit(env.registry(), &call.name) {
+        return ToolResult::failed(
+            refused.to_string(),
+            json!({ "mode": ctx.mode.as_str(), "invalid_call": true }),
+        );
+    }
     let parsed = match args::parse(&call.name, &call.arguments, env.spec_options()) {
         Ok(parsed) => parsed,
         Err(e) => {
@@ -160,6 +203,60 @@ mod tests {
             assert_eq!(result.status, ToolStatus::Failed, "{name} {arguments}");
             assert!(result.text.contains(expected), "{name}: {}", result.text);
         }
+    }
+
+    #[tokio::test]
+    async fn the_offered_schemas_and_the_admitted_calls_come_from_one_scope() {
+        let scratch = Scratch::new("tools-scope");
+        let env = offline_env(&scratch, None).with_spec_options(SpecOptions::confining());
+        let names = |specs: Vec<ToolSpec>| -> Vec<String> {
+            specs.into_iter().map(|spec| spec.name).collect()
+        };
+        // The top level is offered every tool, with the schemas spec.rs gives them.
+        let top = offered(&env, &ToolScope::top(), Mode::WorkspaceWrite);
+        let expected: Vec<ToolSpec> = NAMES
+            .iter()
+            .filter_map(|name| spec_with(name, &env.options_for(Mode::WorkspaceWrite)))
+            .collect();
+        assert_eq!(top, expected);
+
+        let deny =
+            ToolFilter::new(None, Some(vec![BASH.to_owned()]), env.registry()).expect("a filter");
+        let child = ToolScope::top().child(Some(&deny), false);
+        let offered_names = names(offered(&env, &child, Mode::WorkspaceWrite));
+        assert!(
+            !offered_names.iter().any(|n| n == BASH),
+            "{offered_names:?}"
+        );
+        assert_eq!(offered_names.len(), NAMES.len() - 1);
+
+        // Refused before anything runs: no helper is reached (there is none here).
+        let refused = within(run_scoped(
+            &env,
+            &child,
+            &call(BASH, r#"{"command":"true"}"#),
+            ctx(Mode::WorkspaceWrite),
+        ))
+        .await;
+        assert_eq!(refused.status, ToolStatus::Failed);
+        assert_eq!(
+            refused.text,
+            "the tool \"bash\" is not available to this agent; its tools are: bash_output, \
+             bash_kill, read_file, write_file, edit_file"
+        );
+        assert_eq!(refused.facts["invalid_call"], true);
+        // The same call at the top level is admitted and goes to the (absent) helper.
+        let admitted = within(run(
+            &env,
+            &call(BASH, r#"{"command":"true"}"#),
+            ctx(Mode::WorkspaceWrite),
+        ))
+        .await;
+        assert!(
+            admitted.text.contains("confine-helper"),
+            "{}",
+            admitted.text
+        );
     }
 
     #[tokio::test]

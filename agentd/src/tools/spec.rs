@@ -14,7 +14,8 @@ pub const READ_FILE: &str = "read_file";
 pub const WRITE_FILE: &str = "write_file";
 pub const EDIT_FILE: &str = "edit_file";
 
-/// Every tool name, in the order [`specs`] lists them.
+/// The built-in tools, in the order [`super::ToolRegistry::builtin`] registers them (the order
+/// the model sees them in).
 pub const NAMES: [&str; 6] = [
     BASH,
     BASH_OUTPUT,
@@ -31,8 +32,7 @@ pub const MAX_TIMEOUT_MS: u64 = 600_000;
 /// The most `read_file` returns in one call.
 pub const READ_CAP: usize = 256 * 1024;
 
-/// Variations of the offered tools. Everything is off by default; [`specs`] is
-/// `specs_with(&SpecOptions::default())`.
+/// Variations of the offered tools. Everything is off by default.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct SpecOptions {
@@ -71,19 +71,6 @@ impl SpecOptions {
 /// Every mode a `sandbox_permissions` can name; a schema offers those of them the helper would
 /// grant above the session's effective mode.
 pub const ESCALATION_MODES: [Mode; 2] = [Mode::WorkspaceWrite, Mode::DangerFullAccess];
-
-/// The tools with their default options.
-pub fn specs() -> Vec<ToolSpec> {
-    specs_with(&SpecOptions::default())
-}
-
-/// The tools as `options` shape them.
-pub fn specs_with(options: &SpecOptions) -> Vec<ToolSpec> {
-    NAMES
-        .iter()
-        .filter_map(|name| spec_with(name, options))
-        .collect()
-}
 
 /// One tool's spec, `None` for an unknown name.
 pub fn spec_with(name: &str, options: &SpecOptions) -> Option<ToolSpec> {
@@ -309,7 +296,10 @@ mod tests {
 
     #[test]
     fn every_tool_has_an_object_schema_with_its_required_fields_listed() {
-        let specs = specs();
+        let specs: Vec<ToolSpec> = NAMES
+            .iter()
+            .filter_map(|name| spec_with(name, &SpecOptions::default()))
+            .collect();
         let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, NAMES);
         for spec in &specs {

@@ -1,0 +1,15 @@
+//! Agents that start other agents: what a child agent may be ([`Persona`], configured as
+//! `[agents.NAME]` and read by [`crate::config`]), how deep the tree of agents may grow
+//! ([`depth`]), and where one agent stands in that tree ([`Lineage`]: its depth, its depth cap
+//! and its tool scope). Everything here is decided before a child exists; starting, running and
+//! ending children is built on top of it. RFC 0007 says why it is shaped this way.
+//!
+//! Read `depth.rs` (a leaf), then `persona.rs`, then `lineage.rs`.
+
+pub mod depth;
+mod lineage;
+mod persona;
+
+pub use depth::{Depth, DepthOrigin, InvalidDepth, MAX_DEPTH, TooDeep, check_child_start};
+pub use lineage::{Lineage, StartRefused};
+pub use persona::{DEFAULT_MAX_DEPTH, GENERAL, Persona, Personas, UnknownPersona};

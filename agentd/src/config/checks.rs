@@ -1,0 +1,45 @@
+//! Small checks that both the file's own tables (`file.rs`) and its personas (`agents.rs`)
+//! make: which line of the file a value is on, and whether a text names an environment variable.
+
+/// The line (counting from 1) of the byte `offset` of `text`.
+pub(super) fn line_at(text: &str, offset: usize) -> usize {
+    let end = offset.min(text.len());
+    text.as_bytes()[..end]
+        .iter()
+        .filter(|b| **b == b'\n')
+        .count()
+        + 1
+}
+
+/// Whether `name` can be an environment variable's name (`DEEPSEEK_API_KEY`), as opposed to,
+/// say, a key pasted in its place.
+pub(super) fn is_variable_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_count_from_one() {
+        let text = "a\nb\nc";
+        assert_eq!(line_at(text, 0), 1);
+        assert_eq!(line_at(text, 2), 2);
+        assert_eq!(line_at(text, 4), 3);
+        assert_eq!(line_at(text, 99), 3);
+    }
+
+    #[test]
+    fn a_variable_name_is_letters_digits_and_underscores_not_starting_with_a_digit() {
+        assert!(is_variable_name("DEEPSEEK_API_KEY"));
+        assert!(is_variable_name("_x1"));
+        assert!(!is_variable_name("1X"));
+        assert!(!is_variable_name("sk-abc"));
+        assert!(!is_variable_name(""));
+    }
+}
