@@ -16,10 +16,14 @@
 //! running. [`composition`] is what the helper grants, which every lever agentd offers follows.
 //! Whatever agentd prints of stored or command text on a terminal goes through [`terminal`],
 //! which shows control characters instead of letting the terminal obey them.
+//!
+//! [`agents`] is the lifecycle of the child agents a session's agent starts: their tree, their
+//! cancellation, their one outcome each and their teardown.
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod acp;
+pub mod agents;
 pub mod approval;
 pub mod cancel;
 pub mod cli;
