@@ -1,6 +1,6 @@
 //! The lifecycle under races: starts refused or rolled back without a trace, cancellation of
-//! subtrees, one outcome per child, late messages rejected, teardown once. Every test is
-//! bounded, so a hang fails it.
+//! subtrees, one outcome per child, late messages rejected, teardown once, and fifty children
+//! cancelled at seeded random points. Every test is bounded, so a hang fails it.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -332,6 +332,59 @@ async fn a_start_whose_announcement_is_refused_is_rolled_back_and_takes_no_id() 
         assert!(!ran.load(Ordering::SeqCst), "the refused body never ran");
         tree.close().await.expect("closed");
         assert_eq!(tree.live_tasks(), 0);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_racing_a_launch_either_refuses_it_or_finds_it_ready() {
+    bounded(async {
+        let (tree, recorder) = tree();
+        let alive = Alive::default();
+        let (mut refused, mut ready) = (0, 0);
+        for _ in 0..50 {
+            let parent = tree
+                .start(AgentId::TOP, "p", 2, until_cancelled(&alive))
+                .expect("parent");
+            let pending = tree.reserve(parent.id(), "c", 2).expect("reserved");
+            let barrier = Arc::new(tokio::sync::Barrier::new(2));
+            let gate = barrier.clone();
+            let launcher = {
+                let alive = alive.clone();
+                tokio::spawn(async move {
+                    gate.wait().await;
+                    pending.launch(until_cancelled(&alive))
+                })
+            };
+            barrier.wait().await;
+            parent.cancel();
+            match launcher.await.expect("launcher") {
+                Err(StartError::Cancelled { .. }) => refused += 1,
+                Ok(child) => {
+                    ready += 1;
+                    assert_eq!(child.outcome().await, Outcome::Cancelled);
+                    let own = recorder.of(child.id());
+                    assert!(matches!(own[0], AgentEvent::Started { .. }));
+                    assert_eq!(recorder.ended(child.id()), vec![Outcome::Cancelled]);
+                }
+                Err(other) => panic!("unexpected {other}"),
+            }
+            parent.teardown().await.expect("torn down");
+        }
+        assert_eq!(refused + ready, 50);
+        // Every event belongs to an agent that was announced first.
+        let events = recorder.events();
+        let announced: Vec<AgentId> = events
+            .iter()
+            .filter_map(|e| match e {
+                AgentEvent::Started { id, .. } => Some(*id),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(announced.len(), 50 + ready);
+        assert!(events.iter().all(|e| announced.contains(&event_id(e))));
+        assert!(only_top(&tree));
+        assert_eq!((tree.live_tasks(), alive.count()), (0, 0));
     })
     .await;
 }
@@ -834,6 +887,196 @@ async fn closing_the_session_tears_every_agent_down_and_refuses_later_starts() {
         ));
         assert!(matches!(running.teardown().await, Ok(r) if r.outcome == Outcome::Cancelled));
         assert_eq!((tree.live_tasks(), alive.count()), (0, 0));
+    })
+    .await;
+}
+
+/// A small deterministic generator (xorshift64), so the random points repeat run to run.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        x % n
+    }
+}
+
+/// What one of the fifty children goes through.
+#[derive(Debug, Clone, Copy)]
+enum Plan {
+    /// Its start is cancelled between reserve and launch.
+    DuringStart,
+    /// Cancelled right after its launch.
+    AfterLaunch,
+    /// Cancelled by its parent after it produced this many outputs; it has a child of its own.
+    AfterOutputs(u64),
+    /// Cancels itself at this step.
+    Inside(u64),
+    /// Answers after this many steps.
+    Completes(u64),
+    /// Fails after this many steps.
+    Fails(u64),
+    /// Panics after this many steps.
+    Panics(u64),
+}
+
+async fn step(ctx: &ChildContext, n: u64) -> Result<(), ChildError> {
+    if ctx.is_cancelled() {
+        return Err(ChildError::Cancelled);
+    }
+    ctx.output(format!("step {n}"))
+        .map_err(|_| ChildError::Cancelled)?;
+    tokio::task::yield_now().await;
+    Ok(())
+}
+
+fn body(
+    plan: Plan,
+    alive: Alive,
+) -> impl FnOnce(
+    ChildContext,
+) -> std::pin::Pin<Box<dyn Future<Output = Result<String, ChildError>> + Send>>
++ Send
++ 'static {
+    move |ctx: ChildContext| {
+        Box::pin(async move {
+            let _alive = alive.clone();
+            let _grandchild = match plan {
+                Plan::AfterOutputs(_) => Some(
+                    ctx.tree()
+                        .start(ctx.id(), "grandchild", 2, until_cancelled(&alive))
+                        .map_err(ChildError::failed)?,
+                ),
+                _ => None,
+            };
+            for n in 0.. {
+                match plan {
+                    Plan::Inside(k) if n == k => ctx.cancel(),
+                    Plan::Completes(k) if n == k => return Ok(format!("answer after {k}")),
+                    Plan::Fails(k) if n == k => return Err(ChildError::failed("gave up")),
+                    Plan::Panics(k) if n == k => panic!("step {k} broke"),
+                    _ => {}
+                }
+                step(&ctx, n).await?;
+            }
+            Ok(String::new())
+        })
+    }
+}
+
+/// Runs one plan as its parent would; the outcome it saw, if the child started.
+async fn run(
+    tree: AgentTree,
+    plan: Plan,
+    alive: Alive,
+    teardown: bool,
+) -> Option<(AgentId, Outcome)> {
+    let pending = tree.reserve(AgentId::TOP, "child", 2).expect("reserved");
+    if let Plan::DuringStart = plan {
+        tokio::task::yield_now().await;
+        pending.cancel();
+        let refused = pending.launch(body(plan, alive));
+        assert!(matches!(refused, Err(StartError::Cancelled { .. })));
+        return None;
+    }
+    let child = pending.launch(body(plan, alive)).expect("launched");
+    match plan {
+        Plan::AfterLaunch => child.cancel(),
+        Plan::AfterOutputs(k) => {
+            for _ in 0..k {
+                child.next_output().await.expect("an output");
+            }
+            child.cancel();
+        }
+        _ => {}
+    }
+    let outcome = child.outcome().await;
+    let expected = match plan {
+        Plan::Completes(k) => Outcome::Completed(format!("answer after {k}")),
+        Plan::Fails(_) => Outcome::Failed(Failure::Error("gave up".into())),
+        Plan::Panics(k) => Outcome::Failed(Failure::Panicked(format!("step {k} broke"))),
+        _ => Outcome::Cancelled,
+    };
+    assert_eq!(outcome, expected, "{plan:?}");
+    if teardown {
+        child.teardown().await.expect("torn down");
+    }
+    Some((child.id(), outcome))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifty_children_cancelled_at_random_points_end_once_each_and_leave_nothing() {
+    bounded(async {
+        let (tree, recorder) = tree();
+        let alive = Alive::default();
+        let mut rng = Rng(0x5eed_1234_abcd_0042);
+        let mut runs = Vec::new();
+        let mut grandchildren = false;
+        let mut kinds = std::collections::HashSet::new();
+        for _ in 0..50 {
+            let k = rng.below(6);
+            let plan = match rng.below(7) {
+                0 => Plan::DuringStart,
+                1 => Plan::AfterLaunch,
+                2 => Plan::AfterOutputs(k),
+                3 => Plan::Inside(k),
+                4 => Plan::Completes(k),
+                5 => Plan::Fails(k),
+                _ => Plan::Panics(k),
+            };
+            kinds.insert(std::mem::discriminant(&plan));
+            // A child that produced an output before its cancel had started its own child.
+            grandchildren |= matches!(plan, Plan::AfterOutputs(k) if k > 0);
+            let teardown = rng.below(2) == 0;
+            runs.push(tokio::spawn(run(
+                tree.clone(),
+                plan,
+                alive.clone(),
+                teardown,
+            )));
+        }
+        // The seed's plan has every kind of child, some with children of their own.
+        assert!(kinds.len() == 7 && grandchildren, "{kinds:?}");
+        let mut seen = Vec::new();
+        for run in runs {
+            if let Some(result) = run.await.expect("the parent's handler finished") {
+                seen.push(result);
+            }
+        }
+        tree.close().await.expect("closed");
+
+        let events = recorder.events();
+        let started: Vec<AgentId> = events
+            .iter()
+            .filter_map(|e| match e {
+                AgentEvent::Started { id, .. } => Some(*id),
+                _ => None,
+            })
+            .collect();
+        for id in &started {
+            let own = recorder.of(*id);
+            assert!(
+                matches!(own[0], AgentEvent::Started { .. }),
+                "{id}: {own:?}"
+            );
+            assert_eq!(recorder.ended(*id).len(), 1, "{id}: {own:?}");
+        }
+        for (id, outcome) in &seen {
+            assert_eq!(recorder.ended(*id), vec![outcome.clone()]);
+        }
+        let every_event_started = events.iter().all(|e| started.contains(&event_id(e)));
+        assert!(
+            every_event_started,
+            "nothing of a start that never became ready"
+        );
+        assert!(started.len() > seen.len(), "the grandchildren started too");
+        assert!(only_top(&tree));
+        assert_eq!(tree.live_tasks(), 0, "no driver or teardown task left");
+        assert_eq!(alive.count(), 0, "no body left");
     })
     .await;
 }
