@@ -303,7 +303,8 @@ impl ChildContext {
     }
 
     /// Runs `record` (a write of this child's own event to the session log) only while the
-    /// child has not ended, ordered before its `Ended`.
+    /// child has not ended, ordered before its `Ended`. It runs under the child's lock, so it
+    /// must not call back into this context or the child's handle.
     pub fn record<R>(&self, record: impl FnOnce() -> R) -> Result<R, Rejected> {
         self.cell.record(record)
     }
