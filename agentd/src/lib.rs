@@ -14,9 +14,10 @@
 //! [`knobs::policy`] (the approval policy), and [`approval`], how a tool call asks a human
 //! before it runs. [`narrowing`] is what a narrower mode does to the background tasks still
 //! running. [`composition`] is what the helper grants, which every lever agentd offers follows.
-//! [`agents`] is what a child agent may be (its persona), how deep the tree of agents may grow
-//! and where one agent stands in it; the tools an agent has come from one resolver over the
-//! session's tool registry ([`tools::ToolScope`]).
+//! [`agents`] is what a child agent may be (its persona), how deep the tree of agents may grow,
+//! where one agent stands in it, and the lifecycle of the children a session starts (their
+//! cancellation, their one outcome each and their teardown); the tools an agent has come from
+//! one resolver over the session's tool registry ([`tools::ToolScope`]).
 //! Whatever agentd prints of stored or command text on a terminal goes through [`terminal`],
 //! which shows control characters instead of letting the terminal obey them.
 

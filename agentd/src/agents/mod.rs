@@ -1,12 +1,14 @@
 //! Agents that start other agents: what a child agent may be ([`Persona`], configured as
 //! `[agents.NAME]` and read by [`crate::config`]), how deep the tree of agents may grow
-//! ([`depth`]), and where one agent stands in that tree ([`Lineage`]: its depth, its depth cap
-//! and its tool scope). Everything here is decided before a child exists; starting, running and
-//! ending children is built on top of it. RFC 0007 says why it is shaped this way.
+//! ([`depth`]), where one agent stands in that tree ([`Lineage`]: its depth, its depth cap and
+//! its tool scope), and the lifecycle of the children a session starts ([`lifecycle`]: one owner
+//! per resource, one cancellation token per agent, the first outcome wins, a memoized teardown).
+//! RFC 0007 says why it is shaped this way.
 //!
-//! Read `depth.rs` (a leaf), then `persona.rs`, then `lineage.rs`.
+//! Read `depth.rs` (a leaf), then `persona.rs`, then `lineage.rs`, then `lifecycle.rs`.
 
 pub mod depth;
+pub mod lifecycle;
 mod lineage;
 mod persona;
 
