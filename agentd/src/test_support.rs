@@ -271,6 +271,7 @@ impl crate::session::SessionLog for MemoryLog {
             v: crate::session::EVENT_VERSION,
             seq: records.len() as u64,
             at_ms: 1000 + records.len() as u64,
+            agent: None,
             event,
         };
         records.push(record.clone());

@@ -59,6 +59,16 @@ pub fn update_for(item: &ReplayItem) -> SessionUpdate {
                 .locations(location(facts))
                 .raw_output(facts.clone()),
         )),
+        // A child agent's progress: the parent's `task` call, still running, with a line per
+        // tool call the child finished.
+        ReplayItem::TaskProgress { call_id, lines } => {
+            SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+                call_id.clone(),
+                ToolCallUpdateFields::new().content(vec![ToolCallContent::from(
+                    ContentBlock::from(lines.join("\n")),
+                )]),
+            ))
+        }
     }
 }
 

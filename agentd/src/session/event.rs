@@ -24,8 +24,26 @@ pub struct Record {
     pub seq: u64,
     /// Milliseconds since the Unix epoch.
     pub at_ms: u64,
+    /// The child agent whose record this is (`agent-1`, …, as its `agent/started` names it);
+    /// absent for the top-level agent's records and the session's own, so those are written
+    /// exactly as before child agents existed and older logs read unchanged. (Not `agent`:
+    /// `session/created` has a field of that name, and both share one JSON object.)
+    #[serde(default, rename = "agent_id", skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
     #[serde(flatten)]
     pub event: Event,
+}
+
+impl Record {
+    /// Whether the record is the top-level agent's or the session's own (no agent tag).
+    pub fn is_top_level(&self) -> bool {
+        self.agent.is_none()
+    }
+
+    /// Whether the record is the child agent `agent`'s.
+    pub fn is_of(&self, agent: &str) -> bool {
+        self.agent.as_deref() == Some(agent)
+    }
 }
 
 /// A tool call as the model made it.
@@ -165,4 +183,52 @@ pub enum Event {
         /// The task's facts at its end, as `bash_output` reports them.
         facts: serde_json::Value,
     },
+    /// A child agent became ready: `agent` (its id, `agent-1`, …) was started below `parent`
+    /// (`agent-0` is the top level) at `depth`, with `persona`, by the `task` call `call_id` of
+    /// its parent. Its own records carry its id as their agent tag. Exactly one `agent/ended`
+    /// follows.
+    #[serde(rename = "agent/started")]
+    AgentStarted {
+        agent: String,
+        parent: String,
+        depth: u32,
+        persona: String,
+        call_id: String,
+    },
+    /// How a child agent ended: `completed` with its `answer` (its parent's tool result),
+    /// `failed` with a `reason`, or `cancelled`.
+    #[serde(rename = "agent/ended")]
+    AgentEnded {
+        agent: String,
+        outcome: AgentOutcome,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        answer: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    /// An output of a child agent its parent had not taken when the child was torn down.
+    #[serde(rename = "agent/output")]
+    AgentOutput { agent: String, text: String },
+    /// A message held for a child agent that it never applied; dropped at its teardown.
+    #[serde(rename = "agent/injection-dropped")]
+    AgentInjectionDropped { agent: String, text: String },
+}
+
+/// The word `agent/ended` records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AgentOutcome {
+    Completed,
+    Failed,
+    Cancelled,
+}
+
+impl AgentOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AgentOutcome::Completed => "completed",
+            AgentOutcome::Failed => "failed",
+            AgentOutcome::Cancelled => "cancelled",
+        }
+    }
 }

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use super::event::{Event, Record, ToolStatus};
+use super::event::{AgentOutcome, Event, Record, ToolStatus};
 use crate::model::{Message, ToolCall};
 
 /// What `agentd sessions list` shows of a session.
@@ -78,16 +78,83 @@ pub enum ReplayItem {
         output: String,
         facts: serde_json::Value,
     },
+    /// What a child agent has done so far, shown as an update of its parent's `task` call
+    /// `call_id`: one line per finished tool call of the child, in order (see
+    /// [`task_progress`]). Each update carries every line so far.
+    TaskProgress {
+        call_id: String,
+        lines: Vec<String>,
+    },
 }
 
-/// Every record that an editor showed live, in the same order.
+/// Every record that an editor showed live, in the same order. A child agent's records are
+/// shown as progress of the `task` call that started it: after each of its tool results, the
+/// lines of [`task_progress`] up to it.
 pub fn replay(records: &[Record]) -> Vec<ReplayItem> {
-    records.iter().flat_map(replay_items).collect()
+    let mut out = Vec::new();
+    for (i, record) in records.iter().enumerate() {
+        out.extend(replay_items(record));
+        if let (Some(agent), Event::ToolResult { .. }) = (&record.agent, &record.event)
+            && let Some(call_id) = task_call_of(records, agent)
+        {
+            out.push(ReplayItem::TaskProgress {
+                call_id,
+                lines: task_progress(&records[..=i], agent),
+            });
+        }
+    }
+    out
+}
+
+/// The parent's `task` call that started the child agent `agent`.
+pub fn task_call_of(records: &[Record], agent: &str) -> Option<String> {
+    records.iter().find_map(|r| match &r.event {
+        Event::AgentStarted {
+            agent: a, call_id, ..
+        } if a == agent => Some(call_id.clone()),
+        _ => None,
+    })
+}
+
+/// One line per finished tool call of the child agent `agent`, in order, as its parent's
+/// `task` call shows them: `bash: ls -la → completed`.
+pub fn task_progress(records: &[Record], agent: &str) -> Vec<String> {
+    let mut titles: Vec<(String, String)> = Vec::new();
+    let mut lines = Vec::new();
+    for record in records.iter().filter(|r| r.is_of(agent)) {
+        match &record.event {
+            Event::ToolCall {
+                call_id,
+                tool,
+                title,
+                ..
+            } => titles.push((call_id.clone(), format!("{tool}: {title}"))),
+            Event::ToolResult {
+                call_id, status, ..
+            } => {
+                let what = titles
+                    .iter()
+                    .find(|(id, _)| id == call_id)
+                    .map_or(call_id.as_str(), |(_, what)| what.as_str());
+                let status = match status {
+                    ToolStatus::Completed => "completed",
+                    ToolStatus::Failed => "failed",
+                };
+                lines.push(format!("{what} → {status}"));
+            }
+            _ => {}
+        }
+    }
+    lines
 }
 
 /// What the editor is shown for one record, in order: the live stream and `session/load` both
-/// go through this, so a replay shows what was shown.
+/// go through this, so a replay shows what was shown. A child agent's record shows nothing of
+/// its own: its parent's `task` call shows its progress (see [`replay`]).
 pub fn replay_items(record: &Record) -> Vec<ReplayItem> {
+    if !record.is_top_level() {
+        return Vec::new();
+    }
     match &record.event {
         // The model's reasoning came before its text.
         Event::ModelOutput {
@@ -160,7 +227,20 @@ pub fn model_error_text(message: &str) -> String {
 /// answer. A tool call that has no result (the turn was cancelled or cut off, or agentd stopped
 /// before it ran) is answered with a note, because a model API requires every tool call to be
 /// followed by its result.
+///
+/// Only the top-level agent's records count: a child agent's are its own history
+/// ([`history_of`]); its parent sees its answer as the `task` call's result.
 pub fn history(records: &[Record]) -> Vec<Message> {
+    history_from(records.iter().filter(|r| r.is_top_level()))
+}
+
+/// The chat history of the child agent `agent`: its own prompt, answers and tool results, in
+/// the same shape as [`history`].
+pub fn history_of(records: &[Record], agent: &str) -> Vec<Message> {
+    history_from(records.iter().filter(|r| r.is_of(agent)))
+}
+
+fn history_from<'a>(records: impl Iterator<Item = &'a Record>) -> Vec<Message> {
     let mut out = Vec::new();
     let mut pending: Vec<String> = Vec::new();
     let close_pending = |out: &mut Vec<Message>, pending: &mut Vec<String>| {
@@ -289,7 +369,30 @@ pub fn transcript(records: &[Record]) -> String {
                 format!("  approval: {}", outcome.as_str())
             }
             Event::TaskStopped { text, .. } => format!("  {text}"),
+            Event::AgentStarted {
+                agent,
+                parent,
+                depth,
+                persona,
+                ..
+            } => format!("  {agent} started by {parent} (persona {persona}, depth {depth})"),
+            Event::AgentEnded {
+                agent,
+                outcome,
+                reason,
+                ..
+            } => match (outcome, reason) {
+                (AgentOutcome::Failed, Some(reason)) => format!("  {agent} failed: {reason}"),
+                _ => format!("  {agent} ended: {}", outcome.as_str()),
+            },
+            Event::AgentOutput { agent, text } => format!("  {agent} output: {text}"),
+            Event::AgentInjectionDropped { agent, text } => {
+                format!("  {agent} dropped a held message: {text}")
+            }
         };
+        if let Some(agent) = &r.agent {
+            out.push_str(&format!("  [{agent}]"));
+        }
         out.push_str(&line);
         out.push('\n');
     }
@@ -316,6 +419,7 @@ mod tests {
                 v: EVENT_VERSION,
                 seq: i as u64,
                 at_ms: 1000 + i as u64,
+                agent: None,
                 event,
             })
             .collect()
@@ -587,5 +691,141 @@ mod tests {
         assert!(t.contains("[turn 1] user: list the files"), "{t}");
         assert!(t.contains("calls bash({\"command\":\"ls\"})"), "{t}");
         assert!(t.contains("[turn 1] ended: end_turn"), "{t}");
+    }
+
+    /// The sample with a child agent that ran one `read_file` call and answered, started by a
+    /// `task` call of the top level.
+    fn with_a_child() -> Vec<Record> {
+        let mut all = sample();
+        let end = all.pop().expect("turn/ended");
+        let tagged = |event: Event| (Some("agent-1".to_owned()), event);
+        let events = vec![
+            (
+                None,
+                Event::AgentStarted {
+                    agent: "agent-1".into(),
+                    parent: "agent-0".into(),
+                    depth: 1,
+                    persona: "general".into(),
+                    call_id: "t1".into(),
+                },
+            ),
+            tagged(Event::PromptSubmitted {
+                turn: 1,
+                text: "read a.txt".into(),
+            }),
+            tagged(Event::ModelOutput {
+                turn: 1,
+                step: 1,
+                text: String::new(),
+                reasoning: None,
+                tool_calls: vec![LoggedToolCall {
+                    id: "k1".into(),
+                    name: "read_file".into(),
+                    arguments: r#"{"path":"a.txt"}"#.into(),
+                }],
+                finish: "tool_calls".into(),
+                incomplete: false,
+            }),
+            tagged(Event::ToolCall {
+                turn: 1,
+                call_id: "k1".into(),
+                tool: "read_file".into(),
+                title: "Read a.txt".into(),
+                kind: "read".into(),
+                input: serde_json::json!({"path": "a.txt"}),
+            }),
+            tagged(Event::ToolResult {
+                turn: 1,
+                call_id: "k1".into(),
+                status: ToolStatus::Completed,
+                output: "hello".into(),
+                facts: serde_json::json!({}),
+            }),
+            (
+                None,
+                Event::AgentEnded {
+                    agent: "agent-1".into(),
+                    outcome: AgentOutcome::Completed,
+                    answer: Some("it says hello".into()),
+                    reason: None,
+                },
+            ),
+        ];
+        for (agent, event) in events {
+            let seq = all.len() as u64;
+            all.push(Record {
+                v: EVENT_VERSION,
+                seq,
+                at_ms: 1000 + seq,
+                agent,
+                event,
+            });
+        }
+        let seq = all.len() as u64;
+        all.push(Record { seq, ..end });
+        all
+    }
+
+    #[test]
+    fn a_childs_records_are_its_own_history_and_not_its_parents() {
+        let records = with_a_child();
+        assert_eq!(history(&records), history(&sample()));
+        let child = history_of(&records, "agent-1");
+        assert_eq!(child.len(), 3, "{child:?}");
+        assert!(matches!(&child[0], Message::User { content } if content == "read a.txt"));
+        assert!(matches!(&child[2], Message::Tool { content, .. } if content == "hello"));
+        assert_eq!(history_of(&records, "agent-2"), []);
+    }
+
+    #[test]
+    fn a_childs_tool_calls_replay_as_progress_of_the_task_call() {
+        let records = with_a_child();
+        let items = replay(&records);
+        let plain = replay(&sample());
+        assert_eq!(items[..plain.len()], plain[..]);
+        assert_eq!(
+            items[plain.len()..],
+            [ReplayItem::TaskProgress {
+                call_id: "t1".into(),
+                lines: vec!["read_file: Read a.txt → completed".into()],
+            }]
+        );
+        assert_eq!(task_call_of(&records, "agent-1").as_deref(), Some("t1"));
+        let t = transcript(&records);
+        assert!(
+            t.contains("  agent-1 started by agent-0 (persona general, depth 1)\n"),
+            "{t}"
+        );
+        assert!(t.contains("  [agent-1]  tool: Read a.txt\n"), "{t}");
+        assert!(t.contains("  agent-1 ended: completed\n"), "{t}");
+    }
+
+    #[test]
+    fn a_top_level_record_is_written_without_an_agent_tag_and_a_childs_with_one() {
+        let records = with_a_child();
+        let top = serde_json::to_value(&records[0]).expect("json");
+        assert_eq!(top["agent"], "agentd test");
+        assert!(top.get("agent_id").is_none(), "{top}");
+        let child = &records[sample().len()];
+        let json = serde_json::to_string(child).expect("json");
+        assert!(json.contains(r#""agent_id":"agent-1""#), "{json}");
+        let back: Record = serde_json::from_str(&json).expect("reads back");
+        assert_eq!(&back, child);
+        let old = r#"{"v":1,"seq":0,"at_ms":5,"type":"session/created","id":"a","cwd":"/w","agent":"agentd 0.1"}"#;
+        let old: Record = serde_json::from_str(old).expect("an old record reads");
+        assert_eq!(old.agent, None);
+        let started = serde_json::to_value(&records[sample().len() - 1]).expect("json");
+        assert_eq!(started["type"], "agent/started");
+        assert_eq!(started["call_id"], "t1");
+        let ended = serde_json::to_value(&records[records.len() - 2]).expect("json");
+        assert_eq!(
+            (&ended["type"], &ended["outcome"], &ended["answer"]),
+            (
+                &serde_json::json!("agent/ended"),
+                &serde_json::json!("completed"),
+                &serde_json::json!("it says hello")
+            )
+        );
     }
 }

@@ -166,10 +166,17 @@ impl EventLog {
 
     /// Appends one event as one line. Not synced: see [`EventLog::sync`].
     pub fn append(&mut self, event: Event) -> Result<Record, LogError> {
+        self.append_as(None, event)
+    }
+
+    /// Appends one event of the child agent `agent` (`None`: the top level's or the
+    /// session's), tagged with it. Not synced.
+    pub fn append_as(&mut self, agent: Option<&str>, event: Event) -> Result<Record, LogError> {
         let record = Record {
             v: EVENT_VERSION,
             seq: self.next_seq,
             at_ms: now_ms(),
+            agent: agent.map(str::to_owned),
             event,
         };
         let mut line = serde_json::to_vec(&record).map_err(|source| LogError::Malformed {

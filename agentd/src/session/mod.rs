@@ -9,7 +9,7 @@ pub mod event;
 pub mod fold;
 pub mod log;
 
-pub use event::{EVENT_VERSION, Event, LoggedToolCall, Record, ToolStatus};
+pub use event::{AgentOutcome, EVENT_VERSION, Event, LoggedToolCall, Record, ToolStatus};
 pub use log::{EventLog, LoadReport, LogError};
 
 /// A session's log as the domains that own events use it: the knobs' write paths
