@@ -7,6 +7,7 @@
 //! answered to that prompt; it never tears the connection down. Logs go to stderr only: stdout
 //! carries the protocol.
 
+mod agents;
 mod client_fs;
 pub mod config_options;
 mod error;
@@ -15,6 +16,7 @@ mod options;
 pub mod permission;
 mod sessions;
 mod switches;
+mod task;
 mod turn;
 mod updates;
 

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use confine_protocol::{BackendChoice, Mode, Network};
 
+use crate::agents::Personas;
 use crate::composition::Composition;
 use crate::config::{ConfigError, Effective, HelperSetupError};
 use crate::environment;
@@ -61,6 +62,11 @@ pub struct AcpOptions {
     pub command_env: Vec<(OsString, OsString)>,
     /// What the helper grants; [`AcpOptions::learn`] asks it.
     pub composition: Composition,
+    /// The personas a `task` call may start (`[agents.NAME]` and the built-in `general`).
+    pub personas: Personas,
+    /// Whether sessions have the `task` tool: only when the configuration defines a persona,
+    /// so a session without `[agents.NAME]` tables is offered exactly the tools it was.
+    pub delegation: bool,
 }
 
 impl std::fmt::Debug for AcpOptions {
@@ -98,6 +104,11 @@ impl AcpOptions {
             command_timeout_ms: config.command_timeout_ms.value,
             command_env: environment::command_environment(std::env::vars_os(), &[]),
             composition: Composition::nothing(),
+            delegation: config
+                .personas
+                .iter()
+                .any(|p| !config.personas.is_built_in(&p.name)),
+            personas: config.personas.clone(),
         })
     }
 

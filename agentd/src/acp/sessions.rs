@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 use agent_client_protocol::Client;
 use agent_client_protocol::Error;
@@ -19,17 +19,19 @@ use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::SessionConfigOption;
 use confine_protocol::Mode;
 
+use super::agents::LogEvents;
 use super::client_fs::EditorFs;
 use super::config_options::{self, Switch};
 use super::error::AcpError;
 use super::options::AcpOptions;
 use super::switches::{self, Defaults, Switches};
 use super::{permission, updates};
+use crate::agents::lifecycle::AgentTree;
 use crate::approval::{Approvals, Asker};
 use crate::cancel::{self, Cancel, Canceller};
 use crate::narrowing;
 use crate::session::{Event, EventLog, LogError, Record, SessionLog, log};
-use crate::tools::{ClientFs, SpecOptions, Stopping, ToolEnv};
+use crate::tools::{ClientFs, SpecOptions, Stopping, TASK, ToolEnv};
 use crate::words::ApprovalPolicy;
 
 /// The agent's shared state: options, sessions, what the client can do, and who answers
@@ -64,6 +66,10 @@ pub struct Session {
     /// The knobs' values when the log has no switch.
     pub defaults: Defaults,
     switches: Switches,
+    /// The session's child agents, started by `task` calls.
+    pub agents: AgentTree,
+    /// Where their lifecycle is logged, and the tags of their records.
+    pub agent_events: Arc<LogEvents>,
 }
 
 impl std::fmt::Debug for Session {
@@ -104,7 +110,8 @@ impl Sessions {
         let id = log::new_id();
         let (log, first) =
             EventLog::create(&state.options.state_dir, &id, &cwd).map_err(AcpError::of_log)?;
-        let session = Arc::new(Session::new(state, id, cwd, log, vec![first], cx.clone()));
+        let session =
+            Arc::new_cyclic(|me| Session::new(state, id, cwd, log, vec![first], cx.clone(), me));
         state.answerer.serve(&session.id, cx);
         self.insert(session.clone());
         Ok(session)
@@ -132,14 +139,9 @@ impl Sessions {
             Some(Event::SessionCreated { cwd, .. }) => cwd.clone(),
             _ => return Err(AcpError::NoHeader(id.to_owned()).into()),
         };
-        let session = Arc::new(Session::new(
-            state,
-            id.to_owned(),
-            cwd,
-            log,
-            records,
-            cx.clone(),
-        ));
+        let session = Arc::new_cyclic(|me| {
+            Session::new(state, id.to_owned(), cwd, log, records, cx.clone(), me)
+        });
         state.answerer.serve(&session.id, cx);
         self.insert(session.clone());
         Ok(session)
@@ -160,6 +162,7 @@ impl Session {
         log: EventLog,
         records: Vec<Record>,
         cx: ConnectionTo<Client>,
+        me: &Weak<Session>,
     ) -> Session {
         let (read, write) = state.client_fs.get().copied().unwrap_or((false, false));
         // The editor's file access only when it offers both directions: a tool that reads through
@@ -179,6 +182,21 @@ impl Session {
         // and the turn gates it.
         .with_spec_options(SpecOptions::confining())
         .with_composition(o.composition.clone());
+        // `task` only when a persona is configured: a session without one is offered exactly
+        // the tools it always was.
+        let tools = match o.delegation {
+            true => {
+                let registry = tools.registry().clone();
+                match registry.with(TASK) {
+                    Ok(registry) => tools.with_registry(registry),
+                    Err(_already) => tools,
+                }
+            }
+            false => tools,
+        };
+        let log_of: Weak<dyn SessionLog> = me.clone();
+        let agent_events = Arc::new(LogEvents::new(log_of, &records));
+        let agents = AgentTree::new(agent_events.clone());
         Session {
             id,
             cwd,
@@ -191,6 +209,8 @@ impl Session {
                 policy: o.default_policy,
             },
             switches: Switches::default(),
+            agents,
+            agent_events,
         }
     }
 
@@ -201,12 +221,22 @@ impl Session {
 
     /// Appends one event; `sync` makes it durable before returning.
     pub fn append(&self, event: Event, sync: bool) -> Result<Record, LogError> {
+        self.append_as(None, event, sync)
+    }
+
+    /// Appends one event of the child agent tagged `agent` (`None`: as [`Session::append`]).
+    pub fn append_as(
+        &self,
+        agent: Option<&str>,
+        event: Event,
+        sync: bool,
+    ) -> Result<Record, LogError> {
         let mut guard = self
             .log
             .lock()
             .map_err(|_| LogError::NotFound(self.id.clone()))?;
         let (log, records) = &mut *guard;
-        let record = log.append(event)?;
+        let record = log.append_as(agent, event)?;
         if sync {
             log.sync()?;
         }

@@ -29,7 +29,10 @@ use agent_client_protocol::{Client, Error, ErrorCode};
 
 use super::error::AcpError;
 use super::sessions::{AgentState, Session};
+use super::task::{self, TaskRun};
 use super::{instructions, updates};
+use crate::agents::Lineage;
+use crate::agents::lifecycle::AgentId;
 use crate::approval::{self, Ask};
 use crate::cancel::Cancel;
 use crate::knobs::policy;
@@ -40,7 +43,7 @@ use crate::model::{
 use crate::narrowing;
 use crate::session::fold;
 use crate::session::{Event, LogError, LoggedToolCall, Record};
-use crate::tools::{self, CallContext, ToolResult};
+use crate::tools::{self, CallContext, TASK, ToolResult};
 use confine_protocol::Mode;
 
 /// Runs the prompt and returns the answer to `session/prompt`.
@@ -242,15 +245,20 @@ impl Turn<'_> {
                 // Taken before the gate reads the mode: a narrowing after it reaches a
                 // background task this call starts, however long the gate takes.
                 let narrowings = self.session.tools.background().mark();
-                let result = match self.gate(call).await {
-                    Err(refused) => refused,
-                    Ok(mode) => {
-                        let context = CallContext {
-                            mode,
-                            cancel: self.cancel.clone(),
-                            narrowings,
-                        };
-                        tools::run(&self.session.tools, call, context).await
+                let delegates = call.name == TASK && self.session.tools.registry().contains(TASK);
+                let result = if delegates {
+                    self.delegate(call).await
+                } else {
+                    match self.gate(call).await {
+                        Err(refused) => refused,
+                        Ok(mode) => {
+                            let context = CallContext {
+                                mode,
+                                cancel: self.cancel.clone(),
+                                narrowings,
+                            };
+                            tools::run(&self.session.tools, call, context).await
+                        }
                     }
                 };
                 self.show(Event::ToolResult {
@@ -263,6 +271,17 @@ impl Turn<'_> {
             }
         }
         Ok(Ending::Stop(StopReason::MaxTurnRequests))
+    }
+
+    /// Runs a `task` call of the top-level agent: a child agent answers it (see [`task`]).
+    async fn delegate(&self, call: &ToolCall) -> ToolResult {
+        let run = TaskRun {
+            state: self.state.clone(),
+            session: self.session.clone(),
+            cx: self.cx.clone(),
+            turn: self.number,
+        };
+        task::run_task(&run, AgentId::TOP, &Lineage::top(), call, &self.cancel).await
     }
 
     /// Decides the mode a call runs under, asking the user when it must: an escalation (one
@@ -376,6 +395,7 @@ impl Turn<'_> {
         let instructions = instructions::for_request(&self.session.cwd, policy, &notices);
         let effective = self.session.effective_mode();
         let specs = tools::offered(&self.session.tools, &tools::ToolScope::top(), effective);
+        let specs = task::with_personas(specs, &self.state.options.personas);
         let mut messages = vec![Message::system(instructions.clone())];
         messages.extend(fold::history(&records));
         let request = ChatRequest {

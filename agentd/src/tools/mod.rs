@@ -86,6 +86,17 @@ pub fn offered(env: &ToolEnv, scope: &ToolScope, effective: Mode) -> Vec<ToolSpe
         .collect()
 }
 
+/// The schemas of the tools an agent in `scope` has, without escalation: `bash` has no
+/// `sandbox_permissions`. What a child agent is offered; it may not escalate (RFC 0007).
+pub fn offered_confined(env: &ToolEnv, scope: &ToolScope) -> Vec<ToolSpec> {
+    let options = SpecOptions::default();
+    scope
+        .resolve(env.registry())
+        .names()
+        .filter_map(|name| spec_with(name, &options))
+        .collect()
+}
+
 /// Runs one call of the top-level agent, which has every registered tool. Never panics on what
 /// the model sent; see the module documentation.
 pub async fn run(env: &ToolEnv, call: &ToolCall, ctx: CallContext) -> ToolResult {

@@ -12,8 +12,7 @@ use std::fmt;
 
 use super::spec::NAMES;
 
-/// The tool that starts a child agent. Reserved: no tool filter may name it.
-pub const TASK: &str = "task";
+pub use super::spec::TASK;
 
 /// The names no tool filter may name, each decided by its own rule.
 pub const RESERVED: [&str; 1] = [TASK];

@@ -13,6 +13,8 @@ pub const BASH_KILL: &str = "bash_kill";
 pub const READ_FILE: &str = "read_file";
 pub const WRITE_FILE: &str = "write_file";
 pub const EDIT_FILE: &str = "edit_file";
+/// The tool that starts a child agent. Reserved: no tool filter may name it.
+pub const TASK: &str = "task";
 
 /// The built-in tools, in the order [`super::ToolRegistry::builtin`] registers them (the order
 /// the model sees them in).
@@ -86,6 +88,7 @@ pub fn spec_with(name: &str, options: &SpecOptions) -> Option<ToolSpec> {
         READ_FILE => (READ_FILE_DESCRIPTION, read_parameters()),
         WRITE_FILE => (WRITE_FILE_DESCRIPTION, write_parameters()),
         EDIT_FILE => (EDIT_FILE_DESCRIPTION, edit_parameters()),
+        TASK => (TASK_DESCRIPTION, task_parameters_of_task()),
         _ => return None,
     };
     Some(ToolSpec {
@@ -119,6 +122,25 @@ approve; a marker without that line is a denial no escalation can lift. Do not a
 approval prompt is the consent. Never escalate preemptively, before a \
 real denial. A rejection is final for that command. If the instructions say approvals are \
 disabled, a denial is final.";
+
+const TASK_DESCRIPTION: &str = "Delegate a self-contained sub-task to a child agent of a \
+persona. The child works with its own tools (at most yours, never escalating the sandbox) and \
+answers with one final report, which is this call's result. Give it everything it needs in \
+prompt: it does not see this conversation.";
+
+/// The `task` tool's parameters.
+fn task_parameters_of_task() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "persona": {"type": "string", "description": "The persona of the child agent."},
+            "prompt": {"type": "string", "description": "The sub-task, complete and self-contained."},
+            "description": {"type": "string", "description": "A few words saying what the child does, for the user."}
+        },
+        "required": ["persona", "prompt", "description"],
+        "additionalProperties": false
+    })
+}
 
 const BASH_OUTPUT_DESCRIPTION: &str = "Read the new output of a background task started by bash \
 with run_in_background: everything it wrote since the last bash_output call, then \

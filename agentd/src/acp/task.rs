@@ -1,0 +1,391 @@
+//! The `task` tool: an agent delegates a sub-task to a child agent of a persona, which runs its
+//! own model loop in the same session and whose final answer is the call's result (RFC 0007).
+//!
+//! A start is checked before anything of the child exists: the persona must be known and
+//! [`Lineage::child`] must allow it; then the session's [`AgentTree`] reserves and launches it,
+//! which logs `agent/started`. The child is told its persona's instructions and the prompt, is
+//! offered the tools of its scope, without escalation, and runs each call under the session's
+//! effective mode after admitting it against its scope, before any approval is asked. Its
+//! records are tagged with its id. Its finished tool calls are shown to the editor as progress
+//! of a top-level `task` call. Cancelling the turn cancels the child.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use agent_client_protocol::Client;
+use agent_client_protocol::v1::ConnectionTo;
+use agent_client_protocol::v1::schema::SessionNotification;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::sessions::{AgentState, Session};
+use super::updates;
+use crate::agents::lifecycle::{AgentId, ChildContext, ChildError, Failure, Outcome};
+use crate::agents::{Lineage, Personas};
+use crate::approval::{self, Ask};
+use crate::cancel::Cancel;
+use crate::model::{ChatRequest, FinishReason, Message, ModelError, ToolCall, ToolSpec};
+use crate::session::fold::{self, ReplayItem};
+use crate::session::{Event, LogError, LoggedToolCall, Record};
+use crate::tools::{self, CallContext, TASK, ToolResult};
+
+/// What a `task` call and the child it starts run with; cheap to clone.
+#[derive(Clone)]
+pub struct TaskRun {
+    pub state: Arc<AgentState>,
+    pub session: Arc<Session>,
+    pub cx: ConnectionTo<Client>,
+    /// The prompt turn the call belongs to.
+    pub turn: u64,
+}
+
+/// A `task` call's arguments.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TaskArgs {
+    persona: String,
+    prompt: String,
+    #[allow(dead_code)]
+    description: String,
+}
+
+/// Why a child agent's loop stopped without an answer.
+#[derive(Debug, thiserror::Error)]
+pub enum TaskError {
+    #[error("the child's record could not be written: {0}")]
+    Log(#[from] LogError),
+    #[error("the child has no model: {0}")]
+    NoModel(Arc<ModelError>),
+    #[error("the child's model request failed: {0}")]
+    Model(#[from] ModelError),
+    #[error("the child's answer was cut off ({0}) before it ended")]
+    CutOff(&'static str),
+    #[error("the child reached the step limit ({0} model requests) without answering")]
+    StepLimit(u64),
+}
+
+type ToolFuture<'a> = Pin<Box<dyn Future<Output = ToolResult> + Send + 'a>>;
+
+/// `specs` with the `task` schema's description naming the personas there are.
+pub fn with_personas(mut specs: Vec<ToolSpec>, personas: &Personas) -> Vec<ToolSpec> {
+    for spec in specs.iter_mut().filter(|s| s.name == TASK) {
+        let listed: Vec<String> = personas
+            .iter()
+            .map(|p| format!("{} ({})", p.name, p.description))
+            .collect();
+        spec.description = format!("{} The personas: {}.", spec.description, listed.join("; "));
+    }
+    specs
+}
+
+/// Runs a `task` call of the agent `parent` (whose place is `lineage`): starts the child,
+/// waits for its outcome or the cancel, and answers with the child's final text.
+pub fn run_task<'a>(
+    run: &'a TaskRun,
+    parent: AgentId,
+    lineage: &'a Lineage,
+    call: &'a ToolCall,
+    cancel: &'a Cancel,
+) -> ToolFuture<'a> {
+    Box::pin(async move {
+        let invalid = |text: String| ToolResult::failed(text, json!({ "invalid_call": true }));
+        let args: TaskArgs = match serde_json::from_str(&call.arguments) {
+            Ok(args) => args,
+            Err(e) => {
+                return invalid(format!(
+                    "invalid task arguments: {e}; expected {{\"persona\": string, \"prompt\": \
+                     string, \"description\": string}}"
+                ));
+            }
+        };
+        let persona = match run.state.options.personas.lookup(&args.persona) {
+            Ok(persona) => persona.clone(),
+            Err(unknown) => return invalid(unknown.to_string()),
+        };
+        let refused = |text: String| {
+            ToolResult::failed(text, json!({ "persona": persona.name, "started": false }))
+        };
+        let child_lineage = match lineage.child(&persona) {
+            Ok(child) => child,
+            Err(refusal) => return refused(refusal.to_string()),
+        };
+        let depth = u32::try_from(child_lineage.depth().get()).unwrap_or(u32::MAX);
+        let session = &run.session;
+        let pending = match session.agents.reserve(parent, persona.name.clone(), depth) {
+            Ok(pending) => pending,
+            Err(e) => return refused(e.to_string()),
+        };
+        session.agent_events.expect_start(parent, &call.id);
+        let body_run = run.clone();
+        let prompt = args.prompt;
+        let instructions = persona.instructions.clone();
+        let shows_progress = parent == AgentId::TOP;
+        let parent_call = call.id.clone();
+        let child = match pending.launch(move |ctx| async move {
+            let child = ChildLoop {
+                tag: body_run.session.agent_events.tag(ctx.id()),
+                run: body_run,
+                ctx,
+                lineage: child_lineage,
+                parent_call: shows_progress.then_some(parent_call),
+            };
+            child.drive(&instructions, &prompt).await
+        }) {
+            Ok(child) => child,
+            Err(e) => return refused(e.to_string()),
+        };
+        let outcome = tokio::select! {
+            outcome = child.outcome() => outcome,
+            () = cancel.cancelled() => {
+                child.cancel();
+                child.outcome().await
+            }
+        };
+        let tag = session.agent_events.tag(child.id());
+        let _report = child.teardown().await;
+        let facts = json!({ "agent": tag, "persona": persona.name });
+        match outcome {
+            Outcome::Completed(answer) => ToolResult::completed(answer, facts),
+            Outcome::Failed(Failure::Error(reason)) => {
+                ToolResult::failed(format!("the child agent {tag} failed: {reason}"), facts)
+            }
+            Outcome::Failed(Failure::Panicked(message)) => ToolResult::failed(
+                format!("the child agent {tag} failed: it panicked: {message}"),
+                facts,
+            ),
+            Outcome::Cancelled => {
+                ToolResult::failed(format!("the child agent {tag} was cancelled"), facts)
+            }
+        }
+    })
+}
+
+/// One child agent's model loop.
+struct ChildLoop {
+    run: TaskRun,
+    ctx: ChildContext,
+    tag: String,
+    lineage: Lineage,
+    /// The top-level `task` call its progress is shown under; `None` below the first level.
+    parent_call: Option<String>,
+}
+
+impl ChildLoop {
+    async fn drive(self, instructions: &str, prompt: &str) -> Result<String, ChildError> {
+        self.steps(instructions, prompt).await.map_err(|e| match e {
+            Stopped::Cancelled => ChildError::Cancelled,
+            Stopped::Failed(e) => ChildError::failed(e),
+        })
+    }
+
+    async fn steps(&self, instructions: &str, prompt: &str) -> Result<String, Stopped> {
+        let turn = self.run.turn;
+        self.record(
+            Event::PromptSubmitted {
+                turn,
+                text: prompt.to_owned(),
+            },
+            false,
+        )?;
+        let provider = match &self.run.state.options.provider {
+            Ok(provider) => provider.clone(),
+            Err(why) => return Err(Stopped::Failed(TaskError::NoModel(why.clone()))),
+        };
+        let max_steps = self.run.state.options.max_steps;
+        for step in 1..=max_steps {
+            if self.ctx.is_cancelled() {
+                return Err(Stopped::Cancelled);
+            }
+            let session = &self.run.session;
+            let mut specs = tools::offered_confined(&session.tools, self.lineage.scope());
+            if !self.lineage.may_start_children() {
+                specs.retain(|s| s.name != TASK);
+            }
+            let specs = with_personas(specs, &self.run.state.options.personas);
+            let mut messages = vec![Message::system(instructions.to_owned())];
+            messages.extend(fold::history_of(&session.records(), &self.tag));
+            let request = ChatRequest {
+                messages,
+                tools: specs.clone(),
+            };
+            self.record(
+                Event::ModelRequest {
+                    turn,
+                    step,
+                    model: provider.describe(),
+                    instructions: instructions.to_owned(),
+                    tools: specs.iter().map(|s| s.name.clone()).collect(),
+                },
+                false,
+            )?;
+            let mut ignore = |_| {};
+            let answer = tokio::select! {
+                answer = provider.complete(&request, &mut ignore) => answer,
+                () = self.ctx.cancelled() => return Err(Stopped::Cancelled),
+            };
+            let answer = answer.map_err(|e| Stopped::Failed(TaskError::Model(e)))?;
+            self.record(
+                Event::ModelOutput {
+                    turn,
+                    step,
+                    text: answer.text.clone(),
+                    reasoning: answer.reasoning.clone(),
+                    tool_calls: answer
+                        .tool_calls
+                        .iter()
+                        .map(|c| LoggedToolCall {
+                            id: c.id.clone(),
+                            name: c.name.clone(),
+                            arguments: c.arguments.clone(),
+                        })
+                        .collect(),
+                    finish: answer.finish.as_str().to_owned(),
+                    incomplete: false,
+                },
+                false,
+            )?;
+            match answer.finish {
+                FinishReason::Length => return Err(Stopped::Failed(TaskError::CutOff("length"))),
+                FinishReason::ContentFilter => {
+                    return Err(Stopped::Failed(TaskError::CutOff("content filter")));
+                }
+                _ if answer.tool_calls.is_empty() => return Ok(answer.text),
+                _ => {}
+            }
+            for call in &answer.tool_calls {
+                if self.ctx.is_cancelled() {
+                    return Err(Stopped::Cancelled);
+                }
+                self.call(call).await?;
+            }
+        }
+        Err(Stopped::Failed(TaskError::StepLimit(max_steps)))
+    }
+
+    /// Announces, admits, runs and records one tool call of the child.
+    async fn call(&self, call: &ToolCall) -> Result<(), Stopped> {
+        let turn = self.run.turn;
+        let session = &self.run.session;
+        let description = tools::describe(&call.name, &call.arguments);
+        self.record(
+            Event::ToolCall {
+                turn,
+                call_id: call.id.clone(),
+                tool: call.name.clone(),
+                title: description.title,
+                kind: description.kind.as_str().to_owned(),
+                input: description.input,
+            },
+            true,
+        )?;
+        let result = self.result(call).await;
+        self.record(
+            Event::ToolResult {
+                turn,
+                call_id: call.id.clone(),
+                status: result.status,
+                output: result.text,
+                facts: result.facts,
+            },
+            false,
+        )?;
+        if let Some(call_id) = &self.parent_call {
+            let item = ReplayItem::TaskProgress {
+                call_id: call_id.clone(),
+                lines: fold::task_progress(&session.records(), &self.tag),
+            };
+            let update = updates::update_for(&item);
+            let _ = self
+                .run
+                .cx
+                .send_notification(SessionNotification::new(session.id.clone(), update));
+        }
+        Ok(())
+    }
+
+    /// The result of one call: refused when the child's scope does not have the tool or the
+    /// call asks to escalate, else run (a `task` call starts a grandchild).
+    async fn result(&self, call: &ToolCall) -> ToolResult {
+        let session = &self.run.session;
+        let mode = session.effective_mode();
+        let refused = |text: String| {
+            ToolResult::failed(
+                text,
+                json!({ "mode": mode.as_str(), "invalid_call": true, "agent": self.tag }),
+            )
+        };
+        let scope = self.lineage.scope();
+        if let Err(not_offered) = scope.admit(session.tools.registry(), &call.name) {
+            return refused(not_offered.to_string());
+        }
+        let cancel = self.ctx.signal();
+        if call.name == TASK {
+            return run_task(&self.run, self.ctx.id(), &self.lineage, call, &cancel).await;
+        }
+        match tools::requested_escalation(&session.tools, call) {
+            Err(e) => return refused(e.to_string()),
+            Ok(Some(_)) => return refused(CHILD_MAY_NOT_ESCALATE.to_owned()),
+            Ok(None) => {}
+        }
+        if let Some(refusal) = self.approve(call, &cancel).await {
+            return refusal;
+        }
+        let context = CallContext {
+            mode: session.effective_mode(),
+            cancel,
+            narrowings: session.tools.background().mark(),
+        };
+        tools::run_scoped(&session.tools, scope, call, context).await
+    }
+
+    /// Asks the user before a tool listed in `approval.ask_before` runs, naming the child.
+    async fn approve(&self, call: &ToolCall, cancel: &Cancel) -> Option<ToolResult> {
+        let state = &self.run.state;
+        if !state.options.ask_before.contains(&call.name) {
+            return None;
+        }
+        let ask = Ask {
+            tool: call.name.clone(),
+            call_id: Some(call.id.clone()),
+            reason: Some(format!(
+                "the child agent {} ({}) calls \"{}\", which is listed in approval.ask_before",
+                self.tag,
+                self.ctx.persona(),
+                call.name
+            )),
+        };
+        let outcome = state
+            .approvals
+            .request(&*self.run.session, ask, cancel)
+            .await;
+        let text = approval::tool_refusal(&call.name, outcome)?;
+        Some(ToolResult::failed(
+            text,
+            json!({ "approval": outcome.as_str() }),
+        ))
+    }
+
+    /// Writes one of the child's records, tagged, while it has not ended.
+    fn record(&self, event: Event, sync: bool) -> Result<Record, Stopped> {
+        let session = &self.run.session;
+        match self
+            .ctx
+            .record(|| session.append_as(Some(&self.tag), event, sync))
+        {
+            Ok(written) => written.map_err(|e| Stopped::Failed(TaskError::Log(e))),
+            Err(_settled) => Err(Stopped::Cancelled),
+        }
+    }
+}
+
+/// How a child's loop stopped without an answer.
+enum Stopped {
+    Cancelled,
+    Failed(TaskError),
+}
+
+/// What a child agent is told when a call asks for `sandbox_permissions`.
+pub const CHILD_MAY_NOT_ESCALATE: &str = "a child agent may not escalate its sandbox: its \
+commands run under the session's mode, and sandbox_permissions is not one of its bash fields; \
+run the command without it, or report in your answer what needs the wider access";
