@@ -82,6 +82,7 @@ fn first_request(field: ReasoningField) -> ChatRequest {
             Message::user("Go on."),
         ],
         tools: vec![],
+        agent: None,
     }
 }
 

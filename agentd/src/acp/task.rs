@@ -208,6 +208,7 @@ impl ChildLoop {
             let request = ChatRequest {
                 messages,
                 tools: specs.clone(),
+                agent: Some(self.ctx.persona().to_owned()),
             };
             self.record(
                 Event::ModelRequest {

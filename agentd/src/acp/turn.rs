@@ -401,6 +401,7 @@ impl Turn<'_> {
         let request = ChatRequest {
             messages,
             tools: specs.clone(),
+            agent: None,
         };
         self.record(
             Event::ModelRequest {

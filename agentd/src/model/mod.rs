@@ -148,6 +148,10 @@ pub struct ChatRequest {
     pub messages: Vec<Message>,
     #[serde(default)]
     pub tools: Vec<ToolSpec>,
+    /// The persona of the child agent asking, `None` for the session's own agent. Only the
+    /// scripted provider reads it (to replay a child's own turns); it is never sent to a server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
 }
 
 /// Why the model stopped.

@@ -159,6 +159,7 @@ fn hello() -> ChatRequest {
     ChatRequest {
         messages: vec![Message::user("hi")],
         tools: vec![],
+        agent: None,
     }
 }
 
@@ -492,6 +493,7 @@ async fn the_request_has_the_chat_completions_shape() {
             parameters: json!({"type": "object", "properties": {"command": {"type": "string"}},
                                "required": ["command"]}),
         }],
+        agent: None,
     };
     let mut settings = settings(&base_url);
     settings.max_tokens = Some(256);

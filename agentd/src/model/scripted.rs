@@ -31,6 +31,10 @@
 //! every call that reaches it. Past the last turn the provider answers
 //! [`ScriptedProvider::END_TEXT`] and stops.
 //!
+//! A child agent (started by the `task` tool) of a persona with `[[agents.PERSONA.turn]]` tables
+//! replays those instead, by the same rule over its own history, with tool call ids
+//! `call_PERSONA_<turn>_<i>`; a persona without them replays the top-level turns.
+//!
 //! A top-level `record = "FILE"` (relative to the script) makes the provider append, for every
 //! request, one JSON line with the tools it was offered (`[{name, description, parameters}]`):
 //! what a real model would have seen, for tests of the schemas.
@@ -39,6 +43,7 @@
 //! is `call_1_1`. Text is delivered in several deltas, split after whitespace, and arguments in
 //! two fragments, so the streaming paths of the caller are exercised.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -54,6 +59,8 @@ use super::{
 pub struct ScriptedProvider {
     origin: PathBuf,
     turns: Vec<ScriptedTurn>,
+    /// The turns of child agents, by persona.
+    agent_turns: BTreeMap<String, Vec<ScriptedTurn>>,
     record: Option<PathBuf>,
 }
 
@@ -62,7 +69,17 @@ pub struct ScriptedProvider {
 struct ScriptFile {
     #[serde(default)]
     turn: Vec<ScriptedTurn>,
+    /// `[[agents.PERSONA.turn]]`: the turns a child agent of that persona replays.
+    #[serde(default)]
+    agents: BTreeMap<String, AgentScript>,
     record: Option<PathBuf>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AgentScript {
+    #[serde(default)]
+    turn: Vec<ScriptedTurn>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -107,6 +124,11 @@ impl ScriptedProvider {
         Ok(ScriptedProvider {
             origin: origin.to_owned(),
             turns: file.turn,
+            agent_turns: file
+                .agents
+                .into_iter()
+                .map(|(persona, script)| (persona, script.turn))
+                .collect(),
             record: file.record.map(|r| base.join(r)),
         })
     }
@@ -152,7 +174,16 @@ impl ScriptedProvider {
         if let Some(path) = &self.record {
             self.record_tools(path, req)?;
         }
-        let Some(turn) = self.turns.get(position) else {
+        // A child of a persona the script has turns for replays those, with ids of its own.
+        let (turns, prefix) = match req
+            .agent
+            .as_ref()
+            .and_then(|p| Some((p, self.agent_turns.get(p)?)))
+        {
+            Some((persona, turns)) => (turns, format!("call_{persona}_")),
+            None => (&self.turns, "call_".to_owned()),
+        };
+        let Some(turn) = turns.get(position) else {
             return Ok(stream_turn("", Self::END_TEXT, Vec::new(), None, on_delta));
         };
         if let Some(ms) = turn.delay_ms {
@@ -170,7 +201,7 @@ impl ScriptedProvider {
             .iter()
             .enumerate()
             .map(|(i, call)| ToolCall {
-                id: format!("call_{number}_{}", i + 1),
+                id: format!("{prefix}{number}_{}", i + 1),
                 name: call.name.clone(),
                 arguments: match &call.arguments {
                     None => "{}".to_owned(),
@@ -314,6 +345,7 @@ finish = "length"
         ChatRequest {
             messages,
             tools: vec![],
+            agent: None,
         }
     }
 
