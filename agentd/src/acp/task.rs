@@ -332,10 +332,13 @@ impl ChildLoop {
         if let Some(refusal) = self.approve(call, &cancel).await {
             return refusal;
         }
+        // The mark is taken before the mode is read: a narrowing in between still reaches a
+        // background task this call starts under the wider mode.
+        let narrowings = session.tools.background().mark();
         let context = CallContext {
             mode: session.effective_mode(),
             cancel,
-            narrowings: session.tools.background().mark(),
+            narrowings,
         };
         tools::run_scoped(&session.tools, scope, call, context).await
     }
