@@ -27,7 +27,7 @@ use crate::approval::{self, Ask};
 use crate::cancel::Cancel;
 use crate::model::{ChatRequest, FinishReason, Message, ModelError, ToolCall, ToolSpec};
 use crate::session::fold::{self, ReplayItem};
-use crate::session::{Event, LogError, LoggedToolCall, Record};
+use crate::session::{Event, LogError, Record};
 use crate::tools::{self, CallContext, TASK, ToolResult};
 
 /// What a `task` call and the child it starts run with; cheap to clone.
@@ -226,26 +226,7 @@ impl ChildLoop {
                 () = self.ctx.cancelled() => return Err(Stopped::Cancelled),
             };
             let answer = answer.map_err(|e| Stopped::Failed(TaskError::Model(e)))?;
-            self.record(
-                Event::ModelOutput {
-                    turn,
-                    step,
-                    text: answer.text.clone(),
-                    reasoning: answer.reasoning.clone(),
-                    tool_calls: answer
-                        .tool_calls
-                        .iter()
-                        .map(|c| LoggedToolCall {
-                            id: c.id.clone(),
-                            name: c.name.clone(),
-                            arguments: c.arguments.clone(),
-                        })
-                        .collect(),
-                    finish: answer.finish.as_str().to_owned(),
-                    incomplete: false,
-                },
-                false,
-            )?;
+            self.record(Event::model_output(turn, step, &answer), false)?;
             match answer.finish {
                 FinishReason::Length => return Err(Stopped::Failed(TaskError::CutOff("length"))),
                 FinishReason::ContentFilter => {

@@ -42,7 +42,7 @@ use crate::model::{
 };
 use crate::narrowing;
 use crate::session::fold;
-use crate::session::{Event, LogError, LoggedToolCall, Record};
+use crate::session::{Event, LogError, Record};
 use crate::tools::{self, CallContext, TASK, ToolResult};
 use confine_protocol::Mode;
 
@@ -442,26 +442,7 @@ impl Turn<'_> {
             Ok(answer) => {
                 // The reasoning and text were streamed as they came: record them without
                 // showing them again.
-                self.record(
-                    Event::ModelOutput {
-                        turn: self.number,
-                        step,
-                        text: answer.text.clone(),
-                        reasoning: answer.reasoning.clone(),
-                        tool_calls: answer
-                            .tool_calls
-                            .iter()
-                            .map(|c| LoggedToolCall {
-                                id: c.id.clone(),
-                                name: c.name.clone(),
-                                arguments: c.arguments.clone(),
-                            })
-                            .collect(),
-                        finish: answer.finish.as_str().to_owned(),
-                        incomplete: false,
-                    },
-                    false,
-                )?;
+                self.record(Event::model_output(self.number, step, &answer), false)?;
                 Ok(Some(Ok(answer)))
             }
             Err(e) => {

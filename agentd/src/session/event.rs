@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use confine_protocol::Mode;
 use serde::{Deserialize, Serialize};
 
-use crate::model::Reasoning;
+use crate::model::{AssistantTurn, Reasoning};
 use crate::words::{ApprovalPolicy, Outcome};
 
 /// The version written into every record. A log with a newer version is refused on load.
@@ -32,6 +32,29 @@ pub struct Record {
     pub agent: Option<String>,
     #[serde(flatten)]
     pub event: Event,
+}
+
+impl Event {
+    /// The record of a model answer that ended: its text, reasoning and tool calls as they came.
+    pub fn model_output(turn: u64, step: u64, answer: &AssistantTurn) -> Event {
+        Event::ModelOutput {
+            turn,
+            step,
+            text: answer.text.clone(),
+            reasoning: answer.reasoning.clone(),
+            tool_calls: answer
+                .tool_calls
+                .iter()
+                .map(|c| LoggedToolCall {
+                    id: c.id.clone(),
+                    name: c.name.clone(),
+                    arguments: c.arguments.clone(),
+                })
+                .collect(),
+            finish: answer.finish.as_str().to_owned(),
+            incomplete: false,
+        }
+    }
 }
 
 impl Record {
