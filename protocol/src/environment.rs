@@ -82,6 +82,16 @@ pub const MAX_LANGUAGE_ENTRIES: usize = 16;
 /// agentd looks for the shell of its tools there too.
 pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
+/// Whether `name` can be an environment variable's name (`DEEPSEEK_API_KEY`: a letter or `_`,
+/// then letters, digits and `_`), as opposed to, say, a key pasted in its place.
+pub fn is_variable_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
 /// The word of [`SECRET_WORDS`] or the name of [`SECRET_NAMES`] that makes `name` look like it
 /// carries a credential; `None` if it does not.
 pub fn secret_word(name: &[u8]) -> Option<&'static str> {

@@ -11,15 +11,7 @@ pub(super) fn line_at(text: &str, offset: usize) -> usize {
         + 1
 }
 
-/// Whether `name` can be an environment variable's name (`DEEPSEEK_API_KEY`), as opposed to,
-/// say, a key pasted in its place.
-pub(super) fn is_variable_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    chars
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
-}
+pub(super) use confine_protocol::environment::is_variable_name;
 
 #[cfg(test)]
 mod tests {

@@ -188,7 +188,7 @@ pub(crate) fn build_provider_with_env(
             };
             let api_key = match &config.api_key_env {
                 None => None,
-                Some(var) if !is_variable_name(var) => {
+                Some(var) if !confine_protocol::environment::is_variable_name(var) => {
                     return Err(invalid(
                         "model.api_key_env must be the name of an environment variable (like \
                          DEEPSEEK_API_KEY), not the key itself; put the key in that variable"
@@ -230,14 +230,6 @@ pub(crate) fn build_provider_with_env(
             Ok(Arc::new(provider))
         }
     }
-}
-
-fn is_variable_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    chars
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 #[cfg(test)]
