@@ -7,7 +7,7 @@
 mod support;
 
 use serde_json::Value;
-use support::acp::{AcpClient, Scratch, normalized_updates};
+use support::acp::{AcpClient, Permission, Scratch, normalized_updates};
 
 const PERSONAS: &str = r#"
 [agents.reader]
@@ -158,4 +158,119 @@ fn a_child_agent_reads_a_file_and_its_answer_is_the_task_result() {
         replayed.iter().any(|u| u.contains("read_file")),
         "session/load replays the child's calls under the task call: {replayed:#?}"
     );
+}
+
+/// A persona with a `model` table of its own: its child replays that model's script, while the
+/// parent keeps the session's. The persona's script is taken from the configuration file's
+/// directory.
+#[test]
+fn a_persona_with_its_own_model_runs_its_child_on_that_model() {
+    let scratch = Scratch::new("subagent-persona-model");
+    scratch.config(
+        r#"
+[agents.scribe]
+description = "Answers from its own model"
+instructions = "You answer in one sentence."
+model = { provider = "scripted", script = "scribe.toml" }
+"#,
+    );
+    let config_dir = scratch.root.join("config").join("agentd");
+    std::fs::write(
+        config_dir.join("scribe.toml"),
+        "[[turn]]\ntext = \"The scribe's own model answers.\"\n",
+    )
+    .expect("scribe.toml");
+    // The session's script has turns for the scribe too: a child that used the session's
+    // model would answer with them instead.
+    let script = scratch.script(
+        r#"
+[[turn]]
+[[turn.tool_calls]]
+name = "task"
+arguments = { persona = "scribe", prompt = "Say something.", description = "ask the scribe" }
+
+[[turn]]
+text = "Done."
+
+[[agents.scribe.turn]]
+text = "The session's model answers."
+"#,
+    );
+    let mut client = AcpClient::start(&scratch, &script, &[]);
+    let session = client.open_session(&scratch.ws());
+    let (answer, _) = client.prompt(&session, "Ask the scribe.");
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+
+    let log = scratch.log(&session);
+    let started = of_type(&log, "agent/started");
+    assert_eq!(started.len(), 1, "{log:#?}");
+    let child = started[0]["agent"].as_str().expect("agent id");
+    let ended = of_type(&log, "agent/ended");
+    assert_eq!(ended[0]["outcome"], "completed", "{log:#?}");
+    assert_eq!(ended[0]["answer"], "The scribe's own model answers.");
+    let model_of = |tagged: Option<&str>| -> Vec<String> {
+        log.iter()
+            .filter(|r| r["type"] == "model/request" && r["agent_id"].as_str() == tagged)
+            .map(|r| r["model"].as_str().expect("model").to_owned())
+            .collect()
+    };
+    let child_models = model_of(Some(child));
+    assert_eq!(child_models.len(), 1, "{log:#?}");
+    assert!(
+        child_models[0].ends_with("scribe.toml"),
+        "the child runs on the persona's model: {child_models:?}"
+    );
+    // The control: the parent's requests name the session's script.
+    let script_name = script.display().to_string();
+    assert!(
+        model_of(None).iter().all(|m| m.ends_with(&script_name)),
+        "{:?}",
+        model_of(None)
+    );
+}
+
+/// `approval.ask_before = ["task"]` asks the person before a child starts; a rejection starts
+/// nothing, and an approval (the control) starts the child.
+#[test]
+fn ask_before_task_asks_before_a_child_starts() {
+    for (answer, starts) in [(Permission::Reject, false), (Permission::AllowOnce, true)] {
+        let scratch = Scratch::new(&format!("subagent-ask-task-{starts}"));
+        scratch.config(&format!(
+            "{PERSONAS}\n[approval]\nask_before = [\"task\"]\n"
+        ));
+        std::fs::write(scratch.ws().join("a.txt"), "hello from the file\n").expect("a.txt");
+        let script = scratch.script(DELEGATE);
+        let mut client = AcpClient::start(&scratch, &script, &[]);
+        client.answers.push_back(answer);
+        let session = client.open_session(&scratch.ws());
+        let (done, _) = client.prompt(&session, "Ask the reader what a.txt says.");
+        assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+        assert_eq!(
+            client.permission_requests.len(),
+            1,
+            "one question, before the child"
+        );
+        let log = scratch.log(&session);
+        let asked = of_type(&log, "approval/asked");
+        assert_eq!(asked.len(), 1, "{log:#?}");
+        assert_eq!(asked[0]["tool"], "task", "{:?}", asked[0]);
+        assert_eq!(
+            of_type(&log, "agent/started").len(),
+            usize::from(starts),
+            "{log:#?}"
+        );
+        let task_result = log
+            .iter()
+            .find(|r| r["type"] == "tool/result" && r.get("agent_id").is_none())
+            .expect("the task call's result");
+        if starts {
+            assert_eq!(task_result["status"], "completed", "{task_result}");
+        } else {
+            assert_eq!(task_result["status"], "failed", "{task_result}");
+            assert!(
+                !log.iter().any(|r| r.get("agent_id").is_some()),
+                "nothing of a child was logged: {log:#?}"
+            );
+        }
+    }
 }

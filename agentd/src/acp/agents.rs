@@ -80,7 +80,7 @@ impl LogEvents {
                 Event::AgentStarted {
                     agent: self.tag(id),
                     parent: self.tag(parent),
-                    depth,
+                    depth: u64::from(depth),
                     persona,
                     call_id,
                 }

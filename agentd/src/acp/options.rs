@@ -8,7 +8,7 @@ use confine_protocol::{BackendChoice, Mode, Network};
 
 use crate::agents::Personas;
 use crate::composition::Composition;
-use crate::config::{ConfigError, Effective, HelperSetupError};
+use crate::config::{ConfigError, Effective, HelperSetupError, PersonaProviders};
 use crate::environment;
 use crate::helper_client::{ClientError, HelperClient};
 use crate::model::{ModelError, Provider};
@@ -45,6 +45,8 @@ pub struct AcpOptions {
     pub helper: HelperClient,
     /// The model, or why there is none (shown to the user at the first prompt).
     pub provider: Result<Arc<dyn Provider>, Arc<ModelError>>,
+    /// The models of personas with a `model` table of their own; the others use `provider`.
+    pub persona_providers: PersonaProviders,
     pub state_dir: PathBuf,
     /// The sandbox mode of a session until it is switched.
     pub default_mode: Mode,
@@ -94,6 +96,7 @@ impl AcpOptions {
         Ok(AcpOptions {
             helper,
             provider: config.provider().map_err(Arc::new),
+            persona_providers: config.persona_providers(),
             state_dir,
             default_mode: mode.unwrap_or(config.sandbox_mode.value),
             default_policy: config.approval_policy.value,
@@ -110,6 +113,13 @@ impl AcpOptions {
                 .any(|p| !config.personas.is_built_in(&p.name)),
             personas: config.personas.clone(),
         })
+    }
+
+    /// The model a child agent of `persona` runs with: the persona's own, else the session's.
+    pub fn provider_for(&self, persona: &str) -> &Result<Arc<dyn Provider>, Arc<ModelError>> {
+        self.persona_providers
+            .get(persona)
+            .unwrap_or(&self.provider)
     }
 
     /// Asks the helper what it grants, and checks the sessions' default mode against its

@@ -188,7 +188,7 @@ impl ChildLoop {
             },
             false,
         )?;
-        let provider = match &self.run.state.options.provider {
+        let provider = match self.run.state.options.provider_for(self.ctx.persona()) {
             Ok(provider) => provider.clone(),
             Err(why) => return Err(Stopped::Failed(TaskError::NoModel(why.clone()))),
         };
@@ -302,16 +302,18 @@ impl ChildLoop {
             return refused(not_offered.to_string());
         }
         let cancel = self.ctx.signal();
-        if call.name == TASK {
-            return run_task(&self.run, self.ctx.id(), &self.lineage, call, &cancel).await;
-        }
         match tools::requested_escalation(&session.tools, call) {
             Err(e) => return refused(e.to_string()),
             Ok(Some(_)) => return refused(CHILD_MAY_NOT_ESCALATE.to_owned()),
             Ok(None) => {}
         }
+        // `ask_before` gates a delegation too: a person who lists `task` is asked before any
+        // child starts, at every level.
         if let Some(refusal) = self.approve(call, &cancel).await {
             return refusal;
+        }
+        if call.name == TASK {
+            return run_task(&self.run, self.ctx.id(), &self.lineage, call, &cancel).await;
         }
         // The mark is taken before the mode is read: a narrowing in between still reaches a
         // background task this call starts under the wider mode.

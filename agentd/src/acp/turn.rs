@@ -247,7 +247,11 @@ impl Turn<'_> {
                 let narrowings = self.session.tools.background().mark();
                 let delegates = call.name == TASK && self.session.tools.registry().contains(TASK);
                 let result = if delegates {
-                    self.delegate(call).await
+                    // `ask_before` gates a delegation as it gates any other tool.
+                    match self.approve(call).await {
+                        Some(refused) => refused,
+                        None => self.delegate(call).await,
+                    }
                 } else {
                     match self.gate(call).await {
                         Err(refused) => refused,

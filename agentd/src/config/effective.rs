@@ -19,6 +19,10 @@ use crate::agents::Personas;
 use crate::model::{ModelConfig, ModelError, Provider, ProviderKind, build_provider};
 use crate::words::{ApprovalPolicy, allowed};
 
+/// Each persona's own model, or why it cannot be built, by persona name.
+pub type PersonaProviders =
+    std::collections::BTreeMap<String, Result<Arc<dyn Provider>, Arc<ModelError>>>;
+
 /// An effective value and where it came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Setting<T> {
@@ -303,6 +307,20 @@ impl Effective {
     pub fn provider(&self) -> Result<Arc<dyn Provider>, ModelError> {
         let empty = ModelConfig::default();
         build_provider(self.model.as_ref().unwrap_or(&empty), self.file.as_deref())
+    }
+
+    /// Builds the model of every persona with a `model` table of its own, by persona name; a
+    /// persona without one uses the session's model ([`Effective::provider`]). A model that
+    /// cannot be built (its key variable unset, say) is the error its child fails with.
+    pub fn persona_providers(&self) -> PersonaProviders {
+        self.personas
+            .iter()
+            .filter_map(|persona| {
+                let model = persona.model.as_ref()?;
+                let built = build_provider(model, self.file.as_deref()).map_err(Arc::new);
+                Some((persona.name.clone(), built))
+            })
+            .collect()
     }
 
     /// The directory of session logs, or an error saying how to set one.

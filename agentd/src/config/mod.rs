@@ -93,7 +93,9 @@ use std::path::PathBuf;
 use confine_protocol::Mode;
 
 pub use agents::PersonaError;
-pub use effective::{Effective, Flags, HelperChoice, ModelSources, Setting, default_state_dir};
+pub use effective::{
+    Effective, Flags, HelperChoice, ModelSources, PersonaProviders, Setting, default_state_dir,
+};
 pub use file::{
     ApprovalSection, Config, HelperSection, LimitsSection, LoadedConfig, SandboxSection,
     SessionSection, config_path,

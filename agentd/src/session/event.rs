@@ -214,7 +214,8 @@ pub enum Event {
     AgentStarted {
         agent: String,
         parent: String,
-        depth: u32,
+        /// Checked as a depth when the log is read (`agents::depth`).
+        depth: u64,
         persona: String,
         call_id: String,
     },

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::event::{EVENT_VERSION, Event, Record};
+use crate::agents::depth::{Depth, DepthOrigin, InvalidDepth};
 
 /// Why a log could not be opened or read.
 #[derive(Debug, thiserror::Error)]
@@ -37,6 +38,10 @@ pub enum LogError {
         line: usize,
         found: u32,
     },
+    /// A stored depth that is not one (a damaged or hand-edited line); the message names the
+    /// value, the file and the line.
+    #[error("{0}")]
+    BadDepth(Box<InvalidDepth>),
     #[error("{path}: the first event is not session/created")]
     NoHeader { path: PathBuf },
     #[error("invalid session id {0:?}")]
@@ -221,10 +226,13 @@ enum LineError {
     Json(serde_json::Error),
     /// Written by a newer agentd: the line's event version.
     TooNew(u64),
+    /// An `agent/started` whose depth is not a depth.
+    Depth(InvalidDepth),
 }
 
-/// One line as a record, its event version checked before its shape.
-fn parse_line(line: &[u8]) -> Result<Record, LineError> {
+/// One line (`line_no` of the log at `path`) as a record, its event version checked before its
+/// shape, and a child agent's stored depth through the checks every depth passes.
+fn parse_line(line: &[u8], path: &Path, line_no: usize) -> Result<Record, LineError> {
     let value: serde_json::Value = serde_json::from_slice(line).map_err(LineError::Json)?;
     let v = value
         .get("v")
@@ -232,6 +240,17 @@ fn parse_line(line: &[u8]) -> Result<Record, LineError> {
         .unwrap_or(0);
     if v > u64::from(EVENT_VERSION) {
         return Err(LineError::TooNew(v));
+    }
+    if value.get("type").and_then(serde_json::Value::as_str) == Some("agent/started") {
+        let origin = DepthOrigin::new(
+            "depth",
+            format!(
+                "the agent/started record of the session log {}, line {line_no}",
+                path.display()
+            ),
+        );
+        let stored = value.get("depth").unwrap_or(&serde_json::Value::Null);
+        Depth::from_json(stored, &origin).map_err(LineError::Depth)?;
     }
     serde_json::from_value(value).map_err(LineError::Json)
 }
@@ -254,7 +273,7 @@ fn read_records(path: &Path) -> Result<(Vec<Record>, LoadReport, usize), LogErro
             Some(end) => (&rest[..end], true),
             None => (rest, false),
         };
-        match parse_line(line) {
+        match parse_line(line, path, line_no) {
             Ok(record) => records.push(record),
             Err(_) if !complete => {
                 report.dropped_torn_bytes = Some(line.len());
@@ -267,6 +286,7 @@ fn read_records(path: &Path) -> Result<(Vec<Record>, LoadReport, usize), LogErro
                     found: u32::try_from(found).unwrap_or(u32::MAX),
                 });
             }
+            Err(LineError::Depth(invalid)) => return Err(LogError::BadDepth(Box::new(invalid))),
             Err(LineError::Json(source)) => {
                 return Err(LogError::Malformed {
                     path: path.to_owned(),
@@ -403,6 +423,61 @@ mod tests {
             read_log(&dir, &id),
             Err(LogError::TooNew { found: 99, .. })
         ));
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn a_stored_depth_is_read_back_through_the_depth_checks() {
+        let (_scratch, dir) = scratch("depth");
+        let started = |depth: &str| {
+            format!(
+                "{{\"v\":1,\"seq\":1,\"at_ms\":1,\"type\":\"agent/started\",\"agent\":\
+                 \"agent-1\",\"parent\":\"agent-0\",\"depth\":{depth},\"persona\":\"general\",\
+                 \"call_id\":\"call_1_1\"}}\n"
+            )
+        };
+        let log_with = |depth: &str| {
+            let id = new_id();
+            let (log, _) = EventLog::create(&dir, &id, Path::new("/w")).expect("create");
+            let path = log.path().to_owned();
+            drop(log);
+            let mut f = OpenOptions::new().append(true).open(&path).expect("open");
+            f.write_all(started(depth).as_bytes()).expect("write");
+            (id, path)
+        };
+        // The control: a depth that is one reads back.
+        let (id, _) = log_with("1");
+        let (records, _) = read_log(&dir, &id).expect("a depth of 1 reads back");
+        assert!(matches!(
+            records[1].event,
+            Event::AgentStarted { depth: 1, .. }
+        ));
+        for (written, shown, reason) in [
+            ("-1", "-1", "it is negative"),
+            ("-0", "-0.0", "it is negative zero"),
+            ("1.5", "1.5", "it has a fractional part"),
+            ("1.0", "1.0", "it is written as a floating-point number"),
+            ("9007199254740992", "9007199254740992", "it is larger than"),
+            ("\"1\"", "\"1\"", "it is a string, not a number"),
+            ("null", "null", "it is null, not a number"),
+            ("{}", "{}", "it is an object, not a number"),
+        ] {
+            let (id, path) = log_with(written);
+            let err = read_log(&dir, &id).expect_err(written);
+            assert!(matches!(err, LogError::BadDepth(_)), "{written}: {err:?}");
+            let text = err.to_string();
+            let expected = format!(
+                "depth = {shown} in the agent/started record of the session log {}, line 2 is \
+                 not a depth ({reason}",
+                path.display()
+            );
+            assert!(text.starts_with(&expected), "{written}: {text}");
+            // Opening it for a session is refused the same way.
+            assert!(
+                matches!(EventLog::open(&dir, &id), Err(LogError::BadDepth(_))),
+                "{written}"
+            );
+        }
         let _ = std::fs::remove_dir_all(dir);
     }
 
