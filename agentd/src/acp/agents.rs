@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::{Mutex, Weak};
 
 use crate::agents::lifecycle::{AgentEvent, AgentEvents, AgentId, Failure, Outcome, PublishError};
-use crate::session::{AgentOutcome, Event, Record, SessionLog};
+use crate::session::{AgentOutcome, Event, Record, SessionLog, fold};
 
 /// The session log went away (the session was dropped) before an agent event was written.
 #[derive(Debug, thiserror::Error)]
@@ -50,7 +50,7 @@ impl LogEvents {
     /// session's earlier children.
     pub fn tag(&self, id: AgentId) -> String {
         if id == AgentId::TOP {
-            return id.to_string();
+            return fold::TOP_AGENT.to_owned();
         }
         format!("agent-{}", self.base + id.get())
     }

@@ -46,6 +46,7 @@ pub struct TaskRun {
 struct TaskArgs {
     persona: String,
     prompt: String,
+    /// Required; read from the raw arguments for the call's title (`tools::describe`).
     #[allow(dead_code)]
     description: String,
 }
@@ -248,7 +249,6 @@ impl ChildLoop {
     /// Announces, admits, runs and records one tool call of the child.
     async fn call(&self, call: &ToolCall) -> Result<(), Stopped> {
         let turn = self.run.turn;
-        let session = &self.run.session;
         let description = tools::describe(&call.name, &call.arguments);
         self.record(
             Event::ToolCall {
@@ -261,6 +261,7 @@ impl ChildLoop {
             },
             true,
         )?;
+        self.show_progress();
         let result = self.result(call).await;
         self.record(
             Event::ToolResult {
@@ -272,18 +273,26 @@ impl ChildLoop {
             },
             false,
         )?;
-        if let Some(call_id) = &self.parent_call {
-            let item = ReplayItem::TaskProgress {
-                call_id: call_id.clone(),
-                lines: fold::task_progress(&session.records(), &self.tag),
-            };
-            let update = updates::update_for(&item);
-            let _ = self
-                .run
-                .cx
-                .send_notification(SessionNotification::new(session.id.clone(), update));
-        }
+        self.show_progress();
         Ok(())
+    }
+
+    /// Shows the child's calls so far as an update of the top-level `task` call, when it is a
+    /// first-level child (as [`fold::replay`] shows them again).
+    fn show_progress(&self) {
+        let Some(call_id) = &self.parent_call else {
+            return;
+        };
+        let session = &self.run.session;
+        let item = ReplayItem::TaskProgress {
+            call_id: call_id.clone(),
+            lines: fold::task_progress(&session.records(), &self.tag),
+        };
+        let update = updates::update_for(&item);
+        let _ = self
+            .run
+            .cx
+            .send_notification(SessionNotification::new(session.id.clone(), update));
     }
 
     /// The result of one call: refused when the child's scope does not have the tool or the

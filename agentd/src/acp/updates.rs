@@ -99,6 +99,7 @@ fn tool_kind(kind: &str) -> ToolKind {
         "edit" => ToolKind::Edit,
         "delete" => ToolKind::Delete,
         "search" => ToolKind::Search,
+        "think" => ToolKind::Think,
         _ => ToolKind::Other,
     }
 }

@@ -79,22 +79,27 @@ pub enum ReplayItem {
         facts: serde_json::Value,
     },
     /// What a child agent has done so far, shown as an update of its parent's `task` call
-    /// `call_id`: one line per finished tool call of the child, in order (see
-    /// [`task_progress`]). Each update carries every line so far.
+    /// `call_id`: one line per tool call of the child, in order, running or with how it ended
+    /// (see [`task_progress`]). Each update carries every line so far.
     TaskProgress {
         call_id: String,
         lines: Vec<String>,
     },
 }
 
-/// Every record that an editor showed live, in the same order. A child agent's records are
-/// shown as progress of the `task` call that started it: after each of its tool results, the
-/// lines of [`task_progress`] up to it.
+/// Every record that an editor showed live, in the same order. A first-level child agent's
+/// records are shown as progress of the top-level `task` call that started it: after each of
+/// its tool calls and tool results, the lines of [`task_progress`] up to it. A deeper agent's
+/// records show only through its parent's lines (its parent's `task` call running).
 pub fn replay(records: &[Record]) -> Vec<ReplayItem> {
     let mut out = Vec::new();
     for (i, record) in records.iter().enumerate() {
         out.extend(replay_items(record));
-        if let (Some(agent), Event::ToolResult { .. }) = (&record.agent, &record.event)
+        let shows = matches!(
+            record.event,
+            Event::ToolCall { .. } | Event::ToolResult { .. }
+        );
+        if let (true, Some(agent)) = (shows, &record.agent)
             && let Some(call_id) = task_call_of(records, agent)
         {
             out.push(ReplayItem::TaskProgress {
@@ -106,21 +111,27 @@ pub fn replay(records: &[Record]) -> Vec<ReplayItem> {
     out
 }
 
-/// The parent's `task` call that started the child agent `agent`.
+/// The top-level `task` call that started the first-level child agent `agent`; `None` for an
+/// agent started by another child (its progress is not a top-level call's).
 pub fn task_call_of(records: &[Record], agent: &str) -> Option<String> {
     records.iter().find_map(|r| match &r.event {
         Event::AgentStarted {
-            agent: a, call_id, ..
-        } if a == agent => Some(call_id.clone()),
+            agent: a,
+            parent,
+            call_id,
+            ..
+        } if a == agent && parent == TOP_AGENT => Some(call_id.clone()),
         _ => None,
     })
 }
 
-/// One line per finished tool call of the child agent `agent`, in order, as its parent's
-/// `task` call shows them: `bash: ls -la → completed`.
+/// The tag of the top-level agent as a parent in `agent/started`.
+pub const TOP_AGENT: &str = "agent-0";
+
+/// One line per tool call of the child agent `agent`, in order, as its parent's `task` call
+/// shows them: `bash: ls -la → running` until its result, then `→ completed` or `→ failed`.
 pub fn task_progress(records: &[Record], agent: &str) -> Vec<String> {
-    let mut titles: Vec<(String, String)> = Vec::new();
-    let mut lines = Vec::new();
+    let mut lines: Vec<(String, String, &str)> = Vec::new();
     for record in records.iter().filter(|r| r.is_of(agent)) {
         match &record.event {
             Event::ToolCall {
@@ -128,24 +139,26 @@ pub fn task_progress(records: &[Record], agent: &str) -> Vec<String> {
                 tool,
                 title,
                 ..
-            } => titles.push((call_id.clone(), format!("{tool}: {title}"))),
+            } => lines.push((call_id.clone(), format!("{tool}: {title}"), "running")),
             Event::ToolResult {
                 call_id, status, ..
             } => {
-                let what = titles
-                    .iter()
-                    .find(|(id, _)| id == call_id)
-                    .map_or(call_id.as_str(), |(_, what)| what.as_str());
                 let status = match status {
                     ToolStatus::Completed => "completed",
                     ToolStatus::Failed => "failed",
                 };
-                lines.push(format!("{what} → {status}"));
+                match lines.iter_mut().rev().find(|(id, _, _)| id == call_id) {
+                    Some(line) => line.2 = status,
+                    None => lines.push((call_id.clone(), call_id.clone(), status)),
+                }
             }
             _ => {}
         }
     }
     lines
+        .into_iter()
+        .map(|(_, what, status)| format!("{what} → {status}"))
+        .collect()
 }
 
 /// What the editor is shown for one record, in order: the live stream and `session/load` both
@@ -786,12 +799,38 @@ mod tests {
         assert_eq!(items[..plain.len()], plain[..]);
         assert_eq!(
             items[plain.len()..],
-            [ReplayItem::TaskProgress {
-                call_id: "t1".into(),
-                lines: vec!["read_file: Read a.txt → completed".into()],
-            }]
+            [
+                ReplayItem::TaskProgress {
+                    call_id: "t1".into(),
+                    lines: vec!["read_file: Read a.txt → running".into()],
+                },
+                ReplayItem::TaskProgress {
+                    call_id: "t1".into(),
+                    lines: vec!["read_file: Read a.txt → completed".into()],
+                }
+            ]
         );
         assert_eq!(task_call_of(&records, "agent-1").as_deref(), Some("t1"));
+        // A grandchild (started by agent-1) is no top-level call's: it shows only through
+        // agent-1's own `task` line.
+        let mut deeper = records.clone();
+        deeper.insert(
+            sample().len(),
+            Record {
+                v: EVENT_VERSION,
+                seq: 99,
+                at_ms: 1,
+                agent: None,
+                event: Event::AgentStarted {
+                    agent: "agent-2".into(),
+                    parent: "agent-1".into(),
+                    depth: 2,
+                    persona: "general".into(),
+                    call_id: "k9".into(),
+                },
+            },
+        );
+        assert_eq!(task_call_of(&deeper, "agent-2"), None);
         let t = transcript(&records);
         assert!(
             t.contains("  agent-1 started by agent-0 (persona general, depth 1)\n"),

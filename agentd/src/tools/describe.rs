@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use super::spec::{BASH, BASH_KILL, BASH_OUTPUT, EDIT_FILE, READ_FILE, WRITE_FILE};
+use super::spec::{BASH, BASH_KILL, BASH_OUTPUT, EDIT_FILE, READ_FILE, TASK, WRITE_FILE};
 
 /// What kind of thing a call does, with ACP's `ToolKind` names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -11,6 +11,8 @@ pub enum ToolKind {
     Execute,
     Read,
     Edit,
+    /// Delegation: a child agent works on it.
+    Think,
     Other,
 }
 
@@ -21,6 +23,7 @@ impl ToolKind {
             ToolKind::Execute => "execute",
             ToolKind::Read => "read",
             ToolKind::Edit => "edit",
+            ToolKind::Think => "think",
             ToolKind::Other => "other",
         }
     }
@@ -56,9 +59,22 @@ pub fn describe(name: &str, arguments: &str) -> ToolDescription {
         EDIT_FILE => (titled("Edit", field("path")), ToolKind::Edit),
         BASH_OUTPUT => (titled("Output of task", field("task_id")), ToolKind::Other),
         BASH_KILL => (titled("Kill task", field("task_id")), ToolKind::Other),
+        TASK => (
+            delegation(field("persona"), field("description")),
+            ToolKind::Think,
+        ),
         other => (other.to_owned(), ToolKind::Other),
     };
     ToolDescription { title, kind, input }
+}
+
+/// A `task` call's title: whom it delegates to and what (`Delegate to reader: read a.txt`).
+fn delegation(persona: Option<String>, description: Option<String>) -> String {
+    let whom = titled("Delegate to", persona);
+    match description.filter(|d| !d.trim().is_empty()) {
+        Some(what) => shorten(&format!("{whom}: {what}")),
+        None => whom,
+    }
 }
 
 fn titled(verb: &str, what: Option<String>) -> String {
@@ -128,6 +144,19 @@ mod tests {
                 "Kill task task-2",
                 "other",
             ),
+            (
+                "task",
+                r#"{"persona":"reader","prompt":"What does a.txt say?","description":"read a.txt"}"#,
+                "Delegate to reader: read a.txt",
+                "think",
+            ),
+            (
+                "task",
+                r#"{"persona":"reader"}"#,
+                "Delegate to reader",
+                "think",
+            ),
+            ("task", "{", "Delegate to", "think"),
             ("frobnicate", "{}", "frobnicate", "other"),
         ];
         for (name, arguments, title, kind) in cases {
