@@ -133,6 +133,7 @@ scenarios! {
     narrowing_stops_task_landlock: "narrowing-stops-task-landlock",
     widening_keeps_task: "widening-keeps-task",
     thoughts_and_cut_off_answers: "thoughts-and-cut-off-answers",
+    delegation: "delegation",
 }
 
 fn scenarios_dir() -> PathBuf {
