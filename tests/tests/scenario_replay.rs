@@ -99,6 +99,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
 use support::acp::{AcpClient, Permission, Scratch, normalized_updates, render, scratch_base};
+use support::fifo;
 
 /// How long any one answer of agentd may take.
 const LIMIT: Duration = Duration::from_secs(60);
@@ -624,7 +625,7 @@ impl Play {
     /// Writes `line` and a newline into the workspace FIFO `fifo`, which a process must read.
     fn feed(&mut self, fifo: &str, line: &str) {
         use std::io::Write;
-        match open_for_writing(&self.scratch.ws().join(fifo)) {
+        match fifo::open_for_writing(&self.scratch.ws().join(fifo)) {
             Ok(Some(mut writer)) => {
                 if let Err(e) = writer.write_all(format!("{line}\n").as_bytes()) {
                     self.failures.push(format!("feeding {fifo}: {e}"));
@@ -640,14 +641,14 @@ impl Play {
     /// Checks who holds the workspace FIFO `fifo` open; see the module documentation.
     fn fifo_readers(&mut self, fifo: &str, running: bool) {
         let path = self.scratch.ws().join(fifo);
-        let read = match open_for_writing(&path) {
+        let read = match fifo::open_for_writing(&path) {
             Ok(writer) => writer.is_some(),
             Err(e) => {
                 self.failures.push(format!("{fifo}: {e}"));
                 return;
             }
         };
-        let holders = holders_of(&path);
+        let holders = fifo::holders_of(&path);
         if running {
             if !read {
                 self.failures.push(format!("no process reads {fifo}"));
@@ -743,53 +744,6 @@ fn start_client(scratch: &Scratch, script: &Path, args: &[String]) -> AcpClient 
     let mut client = AcpClient::start(scratch, script, &args);
     client.permission = Permission::Cancel;
     client
-}
-
-/// The FIFO at `path` opened for writing without blocking; `None` when no process has it open
-/// for reading (ENXIO).
-fn open_for_writing(path: &Path) -> std::io::Result<Option<std::fs::File>> {
-    use std::os::unix::fs::OpenOptionsExt;
-    match std::fs::OpenOptions::new()
-        .write(true)
-        .custom_flags(nix::libc::O_NONBLOCK)
-        .open(path)
-    {
-        Ok(file) => Ok(Some(file)),
-        Err(e) if e.raw_os_error() == Some(nix::libc::ENXIO) => Ok(None),
-        Err(e) => Err(e),
-    }
-}
-
-/// Every process with a descriptor on the file at `path`, found in `/proc`.
-fn holders_of(path: &Path) -> Vec<u32> {
-    use std::os::unix::fs::MetadataExt;
-    let Ok(target) = std::fs::metadata(path) else {
-        return Vec::new();
-    };
-    let Ok(procs) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    let mut found = Vec::new();
-    for entry in procs.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let Ok(fds) = std::fs::read_dir(entry.path().join("fd")) else {
-            continue;
-        };
-        let holds = fds.flatten().any(|fd| {
-            std::fs::metadata(fd.path())
-                .is_ok_and(|m| m.dev() == target.dev() && m.ino() == target.ino())
-        });
-        if holds {
-            found.push(pid);
-        }
-    }
-    found
 }
 
 fn first_difference(live: &[Value], replayed: &[Value]) -> String {

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod acp;
+pub mod fifo;
 pub mod model_server;
 
 use std::path::PathBuf;
