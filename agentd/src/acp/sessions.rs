@@ -357,7 +357,7 @@ impl Session {
     /// Closes the session (`session/close`, and every session at the connection's end), in
     /// this order: no turn starts from now on and the running one is cancelled, as by
     /// `session/cancel`; the editor is no longer asked for the session's permissions (a request
-    /// of it is unavailable); every child agent is cancelled and torn down
+    /// of it is decided without the editor); every child agent is cancelled and torn down
     /// ([`AgentTree::close`]); every background task is killed and waited for; the running turn
     /// ends (its `turn/ended` is logged); a task a call started while the turn was ending is
     /// killed too. Each wait is bounded by the kill grace of commands, the helper's answer and
