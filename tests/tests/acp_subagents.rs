@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use support::acp::{AcpClient, Permission, Scratch, normalized_updates, scratch_base};
+use support::fifo;
 
 /// How long agentd may take to answer a prompt.
 const LIMIT: Duration = Duration::from_secs(60);
@@ -583,7 +584,7 @@ fn a_child_blocked_on_a_fifo(tag: &str) -> Blocked {
         support::wait_for_file(&ws, "ready", LIMIT),
         "the child's command did not start within {LIMIT:?}"
     );
-    let holders = support::holders_of(&ws.join("feed"));
+    let holders = fifo::holders_of(&ws.join("feed"));
     assert!(!holders.is_empty(), "no process holds feed open");
     Blocked {
         scratch,
@@ -596,7 +597,7 @@ fn a_child_blocked_on_a_fifo(tag: &str) -> Blocked {
 }
 
 fn reads(fifo: &Path) -> bool {
-    support::open_fifo_for_writing(fifo)
+    fifo::open_for_writing(fifo)
         .expect("open the FIFO for writing")
         .is_some()
 }
@@ -620,7 +621,7 @@ fn a_turn_cancelled_during_a_childs_command_ends_the_child_and_its_process() {
             "process {pid}, which held feed, is still alive"
         );
     }
-    let left = support::holders_of(&fifo);
+    let left = fifo::holders_of(&fifo);
     assert!(left.is_empty(), "still holding feed: {left:?}");
     assert!(!reads(&fifo), "a process still reads feed");
     assert!(!blocked.scratch.ws().join("got.txt").exists());
@@ -665,7 +666,7 @@ fn a_turn_cancelled_during_a_childs_command_ends_the_child_and_its_process() {
 fn the_same_child_fed_a_line_completes_and_writes_the_file() {
     let mut blocked = a_child_blocked_on_a_fifo("subagent-fed");
     let fifo = blocked.fifo();
-    let mut writer = support::open_fifo_for_writing(&fifo)
+    let mut writer = fifo::open_for_writing(&fifo)
         .expect("open feed")
         .expect("the child's command reads feed");
     writer.write_all(b"one\n").expect("feed a line");

@@ -99,6 +99,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
 use support::acp::{AcpClient, Permission, Scratch, normalized_updates, render, scratch_base};
+use support::fifo;
 
 /// How long any one answer of agentd may take.
 const LIMIT: Duration = Duration::from_secs(60);
@@ -625,7 +626,7 @@ impl Play {
     /// Writes `line` and a newline into the workspace FIFO `fifo`, which a process must read.
     fn feed(&mut self, fifo: &str, line: &str) {
         use std::io::Write;
-        match support::open_fifo_for_writing(&self.scratch.ws().join(fifo)) {
+        match fifo::open_for_writing(&self.scratch.ws().join(fifo)) {
             Ok(Some(mut writer)) => {
                 if let Err(e) = writer.write_all(format!("{line}\n").as_bytes()) {
                     self.failures.push(format!("feeding {fifo}: {e}"));
@@ -641,14 +642,14 @@ impl Play {
     /// Checks who holds the workspace FIFO `fifo` open; see the module documentation.
     fn fifo_readers(&mut self, fifo: &str, running: bool) {
         let path = self.scratch.ws().join(fifo);
-        let read = match support::open_fifo_for_writing(&path) {
+        let read = match fifo::open_for_writing(&path) {
             Ok(writer) => writer.is_some(),
             Err(e) => {
                 self.failures.push(format!("{fifo}: {e}"));
                 return;
             }
         };
-        let holders = support::holders_of(&path);
+        let holders = fifo::holders_of(&path);
         if running {
             if !read {
                 self.failures.push(format!("no process reads {fifo}"));

@@ -6,6 +6,10 @@
 //! reports back with notifications and finally answers the prompt. A failure inside a turn is
 //! answered to that prompt; it never tears the connection down. Logs go to stderr only: stdout
 //! carries the protocol.
+//!
+//! `session/close` closes one session ([`Session::close`]); when the client closes the
+//! connection (agentd's stdin ends), every session is closed the same way before [`serve`]
+//! returns, so nothing a session started outlives agentd.
 
 mod agents;
 mod client_fs;
@@ -22,14 +26,15 @@ mod updates;
 
 use std::sync::Arc;
 
-use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
-    AgentCapabilities, CancelNotification, Implementation, InitializeRequest, InitializeResponse,
-    ListSessionsRequest, ListSessionsResponse, LoadSessionRequest, LoadSessionResponse,
-    NewSessionRequest, NewSessionResponse, PromptCapabilities, PromptRequest, SessionCapabilities,
-    SessionInfo, SessionListCapabilities, SessionNotification, SetSessionConfigOptionRequest,
-    SetSessionConfigOptionResponse,
+    AgentCapabilities, CancelNotification, CloseSessionRequest, CloseSessionResponse,
+    Implementation, InitializeRequest, InitializeResponse, ListSessionsRequest,
+    ListSessionsResponse, LoadSessionRequest, LoadSessionResponse, NewSessionRequest,
+    NewSessionResponse, PromptCapabilities, PromptRequest, SessionCapabilities,
+    SessionCloseCapabilities, SessionInfo, SessionListCapabilities, SessionNotification,
+    SetSessionConfigOptionRequest, SetSessionConfigOptionResponse,
 };
+use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{
     Agent, Client, Error, Stdio, on_receive_notification, on_receive_request,
 };
@@ -47,7 +52,8 @@ pub fn stop_reason_after(answer: &crate::model::AssistantTurn) -> Option<&'stati
     turn::stop_after(answer).map(turn::stop_name)
 }
 
-/// Serves ACP on stdin/stdout until the client closes the connection.
+/// Serves ACP on stdin/stdout until the client closes the connection, then closes every
+/// session.
 pub async fn serve(options: AcpOptions) -> Result<(), Error> {
     let answerer = Arc::new(permission::AcpAnswerer::default());
     let state = Arc::new(AgentState {
@@ -57,7 +63,8 @@ pub async fn serve(options: AcpOptions) -> Result<(), Error> {
         approvals: Approvals::new(vec![answerer.clone()]),
         answerer,
     });
-    let (s1, s2, s3, s4, s5, s6, s7) = (
+    let (s1, s2, s3, s4, s5, s6, s7, s8) = (
+        state.clone(),
         state.clone(),
         state.clone(),
         state.clone(),
@@ -66,7 +73,7 @@ pub async fn serve(options: AcpOptions) -> Result<(), Error> {
         state.clone(),
         state.clone(),
     );
-    Agent
+    let served = Agent
         .v1()
         .name("agentd")
         .on_receive_request(
@@ -80,7 +87,9 @@ pub async fn serve(options: AcpOptions) -> Result<(), Error> {
                                 .load_session(true)
                                 .prompt_capabilities(PromptCapabilities::new())
                                 .session_capabilities(
-                                    SessionCapabilities::new().list(SessionListCapabilities::new()),
+                                    SessionCapabilities::new()
+                                        .list(SessionListCapabilities::new())
+                                        .close(SessionCloseCapabilities::new()),
                                 ),
                         )
                         .agent_info(Implementation::new("agentd", env!("CARGO_PKG_VERSION"))),
@@ -103,20 +112,17 @@ pub async fn serve(options: AcpOptions) -> Result<(), Error> {
         )
         .on_receive_request(
             async move |req: LoadSessionRequest, responder, cx: ConnectionTo<Client>| {
-                let id = req.session_id.to_string();
-                let session = match s3.sessions.load(&s3, &id, cx.clone()) {
-                    Ok(session) => session,
-                    Err(e) => return responder.respond_with_error(e),
+                let Some(closing) = s3.sessions.closing(&req.session_id.to_string()) else {
+                    return load_session(&s3, req, responder, cx);
                 };
-                // The whole history first, then the answer: the protocol orders them so.
-                for item in fold::replay(&session.records()) {
-                    cx.send_notification(SessionNotification::new(
-                        req.session_id.clone(),
-                        updates::update_for(&item),
-                    ))?;
-                }
-                responder
-                    .respond(LoadSessionResponse::new().config_options(session.config_options()))
+                // Loaded again while its close runs: once the close has finished, off the
+                // dispatch loop.
+                let state = s3.clone();
+                tokio::spawn(async move {
+                    closing.close().await;
+                    let _ = load_session(&state, req, responder, cx);
+                });
+                Ok(())
             },
             on_receive_request!(),
         )
@@ -193,6 +199,24 @@ pub async fn serve(options: AcpOptions) -> Result<(), Error> {
             },
             on_receive_request!(),
         )
+        .on_receive_request(
+            async move |req: CloseSessionRequest, responder, _cx: ConnectionTo<Client>| {
+                // Closing twice: the second finds no session.
+                let id = req.session_id.to_string();
+                let Some(session) = s8.sessions.begin_close(&id) else {
+                    return responder.respond_with_error(AcpError::SessionNotFound(id).into());
+                };
+                let state = s8.clone();
+                // The close waits for the turn, the children and the tasks to end: off the
+                // dispatch loop.
+                tokio::spawn(async move {
+                    state.sessions.close(&session).await;
+                    let _ = responder.respond(CloseSessionResponse::new());
+                });
+                Ok(())
+            },
+            on_receive_request!(),
+        )
         .on_receive_notification(
             async move |note: CancelNotification, _cx| {
                 if let Some(session) = s6.sessions.get(&note.session_id.to_string()) {
@@ -203,7 +227,31 @@ pub async fn serve(options: AcpOptions) -> Result<(), Error> {
             on_receive_notification!(),
         )
         .connect_to(Stdio::new())
-        .await
+        .await;
+    state.sessions.close_all().await;
+    served
+}
+
+/// `session/load`: the session from memory or its log, its whole history, then the answer
+/// (the protocol orders them so).
+fn load_session(
+    state: &Arc<AgentState>,
+    req: LoadSessionRequest,
+    responder: Responder<LoadSessionResponse>,
+    cx: ConnectionTo<Client>,
+) -> Result<(), Error> {
+    let id = req.session_id.to_string();
+    let session = match state.sessions.load(state, &id, cx.clone()) {
+        Ok(session) => session,
+        Err(e) => return responder.respond_with_error(e),
+    };
+    for item in fold::replay(&session.records()) {
+        cx.send_notification(SessionNotification::new(
+            req.session_id.clone(),
+            updates::update_for(&item),
+        ))?;
+    }
+    responder.respond(LoadSessionResponse::new().config_options(session.config_options()))
 }
 
 /// The sessions stored under `dir`, optionally only those of `cwd`.

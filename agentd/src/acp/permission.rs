@@ -5,7 +5,7 @@
 //! "Reject" (`reject-once`, kind `reject_once`): grants are one-shot, so nothing "always" is
 //! offered. `allow-once` is allowed-once; the client's `cancelled` is cancelled; any other option
 //! id is rejected (only an explicit allow allows); a request that fails is unavailable. A
-//! request of a session this connection does not serve, or one not tied to a tool call, goes to
+//! request of a session this connection does not serve (also one it closed), or one not tied to a tool call, goes to
 //! the next answerer. A cancel of the turn stops the wait (the seam also races it), as the
 //! protocol asks: the client answers `cancelled` to pending requests after `session/cancel`.
 
@@ -51,6 +51,14 @@ impl AcpAnswerer {
     pub fn serve(&self, session_id: &str, cx: ConnectionTo<Client>) {
         if let Ok(mut owned) = self.owned.lock() {
             owned.insert(session_id.to_owned(), cx);
+        }
+    }
+
+    /// Requests of `session_id` are no longer asked (the session was closed): they go to the
+    /// next answerer.
+    pub fn unserve(&self, session_id: &str) {
+        if let Ok(mut owned) = self.owned.lock() {
+            owned.remove(session_id);
         }
     }
 

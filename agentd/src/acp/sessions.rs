@@ -7,6 +7,10 @@
 //! for when the switch reaches the log. A switch that narrows the mode stops the background
 //! tasks running under a wider one; [`Session::report_stopped`] waits for their ends, records
 //! each stop and shows it to the editor, before the switch is answered.
+//!
+//! `session/close` and the connection's end close a session with [`Session::close`]: the
+//! session leaves the open ones at once ([`Sessions::begin_close`]), so later requests for its
+//! id find no session, and a `session/load` of it waits for the close and then reads its log.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -48,10 +52,17 @@ pub struct AgentState {
     pub answerer: Arc<permission::AcpAnswerer>,
 }
 
-/// Every session loaded in this process, by id.
+/// Every session loaded in this process, by id: the open ones, and those being closed.
 #[derive(Debug, Default)]
 pub struct Sessions {
-    map: Mutex<HashMap<String, Arc<Session>>>,
+    map: Mutex<SessionMap>,
+}
+
+#[derive(Debug, Default)]
+struct SessionMap {
+    open: HashMap<String, Arc<Session>>,
+    /// Taken out of `open` by [`Sessions::begin_close`], until their close has finished.
+    closing: HashMap<String, Arc<Session>>,
 }
 
 /// One session: its log (the source of truth) and what runs in it.
@@ -61,7 +72,11 @@ pub struct Session {
     log: Mutex<(EventLog, Vec<Record>)>,
     /// Held for the whole of a prompt turn: one turn at a time per session.
     pub turn: tokio::sync::Mutex<()>,
-    canceller: Mutex<Option<Canceller>>,
+    signal: Mutex<TurnSignal>,
+    /// Set once [`Session::close`]'s teardown has finished.
+    closed: tokio::sync::OnceCell<()>,
+    /// Asks the editor on the session's behalf, until the session is closed.
+    answerer: Arc<permission::AcpAnswerer>,
     pub tools: ToolEnv,
     /// The knobs' values when the log has no switch.
     pub defaults: Defaults,
@@ -70,6 +85,13 @@ pub struct Session {
     pub agents: AgentTree,
     /// Where their lifecycle is logged, and the tags of their records.
     pub agent_events: Arc<LogEvents>,
+}
+
+/// The running turn's cancel signal, and whether the session is closed (no turn starts then).
+#[derive(Debug, Default)]
+struct TurnSignal {
+    canceller: Option<Canceller>,
+    closed: bool,
 }
 
 impl std::fmt::Debug for Session {
@@ -82,8 +104,65 @@ impl std::fmt::Debug for Session {
 }
 
 impl Sessions {
+    /// The open session `id`.
     pub fn get(&self, id: &str) -> Option<Arc<Session>> {
-        self.map.lock().ok()?.get(id).cloned()
+        self.map.lock().ok()?.open.get(id).cloned()
+    }
+
+    /// The session `id` while it is being closed.
+    pub fn closing(&self, id: &str) -> Option<Arc<Session>> {
+        self.map.lock().ok()?.closing.get(id).cloned()
+    }
+
+    /// Takes the open session `id` out of the open ones (from now on [`Sessions::get`] does not
+    /// find it) and returns it, to be closed with [`Sessions::close`]; `None` when no open
+    /// session has that id, also one closed already.
+    pub fn begin_close(&self, id: &str) -> Option<Arc<Session>> {
+        let mut map = self.map.lock().ok()?;
+        let session = map.open.remove(id)?;
+        map.closing.insert(id.to_owned(), session.clone());
+        Some(session)
+    }
+
+    /// Closes a session [`Sessions::begin_close`] took out ([`Session::close`]), then forgets
+    /// it.
+    pub async fn close(&self, session: &Arc<Session>) {
+        session.close().await;
+        self.forget(session);
+    }
+
+    /// The connection's end: closes every session, the open ones and those being closed, all
+    /// at once, and returns when every close has finished.
+    pub async fn close_all(&self) {
+        let sessions: Vec<Arc<Session>> = match self.map.lock() {
+            Ok(mut map) => {
+                let open: Vec<(String, Arc<Session>)> = map.open.drain().collect();
+                map.closing.extend(open);
+                map.closing.values().cloned().collect()
+            }
+            Err(_) => Vec::new(),
+        };
+        let mut closes = tokio::task::JoinSet::new();
+        for session in &sessions {
+            let session = session.clone();
+            closes.spawn(async move { session.close().await });
+        }
+        while closes.join_next().await.is_some() {}
+        for session in &sessions {
+            self.forget(session);
+        }
+    }
+
+    /// Drops a closed session from the closing ones, unless another took its place.
+    fn forget(&self, session: &Arc<Session>) {
+        if let Ok(mut map) = self.map.lock()
+            && map
+                .closing
+                .get(&session.id)
+                .is_some_and(|s| Arc::ptr_eq(s, session))
+        {
+            map.closing.remove(&session.id);
+        }
     }
 
     /// Starts a new session in `cwd`, which must be an existing absolute directory.
@@ -127,6 +206,8 @@ impl Sessions {
         if let Some(session) = self.get(id) {
             return Ok(session);
         }
+        // A session being closed is loaded again only once its close has finished (the caller
+        // waits for it, see [`Sessions::closing`]): two sessions never write one log.
         let (log, records, report) =
             EventLog::open(&state.options.state_dir, id).map_err(AcpError::of_log)?;
         if let Some(bytes) = report.dropped_torn_bytes {
@@ -149,7 +230,7 @@ impl Sessions {
 
     fn insert(&self, session: Arc<Session>) {
         if let Ok(mut map) = self.map.lock() {
-            map.insert(session.id.clone(), session);
+            map.open.insert(session.id.clone(), session);
         }
     }
 }
@@ -202,7 +283,9 @@ impl Session {
             cwd,
             log: Mutex::new((log, records)),
             turn: tokio::sync::Mutex::new(()),
-            canceller: Mutex::new(None),
+            signal: Mutex::new(TurnSignal::default()),
+            closed: tokio::sync::OnceCell::new(),
+            answerer: state.answerer.clone(),
             tools,
             defaults: Defaults {
                 mode: o.default_mode,
@@ -244,28 +327,63 @@ impl Session {
         Ok(record)
     }
 
-    /// A fresh cancel signal for a new turn.
-    pub fn begin_turn(&self) -> Cancel {
-        let (canceller, cancel) = cancel::pair();
-        if let Ok(mut slot) = self.canceller.lock() {
-            *slot = Some(canceller);
+    /// A fresh cancel signal for a new turn; `None` once the session is closed (its close has
+    /// begun), when no turn may start.
+    pub fn begin_turn(&self) -> Option<Cancel> {
+        let mut slot = self.signal.lock().ok()?;
+        if slot.closed {
+            return None;
         }
-        cancel
+        let (canceller, cancel) = cancel::pair();
+        slot.canceller = Some(canceller);
+        Some(cancel)
     }
 
     /// Cancels the running turn, if any (`session/cancel`).
     pub fn cancel_turn(&self) {
-        if let Ok(slot) = self.canceller.lock()
-            && let Some(canceller) = slot.as_ref()
+        if let Ok(slot) = self.signal.lock()
+            && let Some(canceller) = slot.canceller.as_ref()
         {
             canceller.cancel();
         }
     }
 
     pub fn end_turn(&self) {
-        if let Ok(mut slot) = self.canceller.lock() {
-            *slot = None;
+        if let Ok(mut slot) = self.signal.lock() {
+            slot.canceller = None;
         }
+    }
+
+    /// Closes the session (`session/close`, and every session at the connection's end), in
+    /// this order: no turn starts from now on and the running one is cancelled, as by
+    /// `session/cancel`; the editor is no longer asked for the session's permissions (a request
+    /// of it is decided without the editor); every child agent is cancelled and torn down
+    /// ([`AgentTree::close`]); every background task is killed and waited for; the running turn
+    /// ends (its `turn/ended` is logged); a task a call started while the turn was ending is
+    /// killed too. Each wait is bounded by the kill grace of commands, the helper's answer and
+    /// [`crate::agents::lifecycle::STOP_GRACE`]. Nothing else is logged: the log reads the same
+    /// as after agentd stopped, and `session/load` continues it.
+    ///
+    /// Once: a later or concurrent call returns when the first has finished.
+    pub async fn close(&self) {
+        self.closed.get_or_init(|| self.teardown()).await;
+    }
+
+    async fn teardown(&self) {
+        if let Ok(mut slot) = self.signal.lock() {
+            slot.closed = true;
+            if let Some(canceller) = slot.canceller.as_ref() {
+                canceller.cancel();
+            }
+        }
+        self.answerer.unserve(&self.id);
+        if let Err(e) = self.agents.close().await {
+            eprintln!("agentd: session {}: closing its child agents: {e}", self.id);
+        }
+        let tasks = self.tools.background();
+        tasks.kill_all().await;
+        drop(self.turn.lock().await);
+        tasks.kill_all().await;
     }
 
     /// The sandbox mode the session's tool calls run under now.

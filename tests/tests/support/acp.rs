@@ -33,7 +33,8 @@ pub enum Permission {
 /// One running `agentd acp` and the client side of its connection.
 pub struct AcpClient {
     pub child: Child,
-    stdin: ChildStdin,
+    /// `None` once [`AcpClient::hang_up`] closed it.
+    stdin: Option<ChildStdin>,
     lines: mpsc::Receiver<Value>,
     next_id: u64,
     /// Every message, both directions, in order: `(">", msg)` sent, `("<", msg)` received.
@@ -161,7 +162,7 @@ impl AcpClient {
         });
         AcpClient {
             child,
-            stdin,
+            stdin: Some(stdin),
             lines,
             next_id: 0,
             transcript: Vec::new(),
@@ -175,11 +176,18 @@ impl AcpClient {
     fn write(&mut self, message: Value) {
         let mut line = serde_json::to_string(&message).expect("json");
         line.push('\n');
-        self.stdin
-            .write_all(line.as_bytes())
-            .expect("write to agentd");
-        self.stdin.flush().expect("flush");
+        let stdin = self
+            .stdin
+            .as_mut()
+            .expect("the connection to agentd is open (not hung up)");
+        stdin.write_all(line.as_bytes()).expect("write to agentd");
+        stdin.flush().expect("flush");
         self.transcript.push((">", message));
+    }
+
+    /// Closes agentd's stdin: the client ends the connection.
+    pub fn hang_up(&mut self) {
+        self.stdin = None;
     }
 
     /// Sends a request; returns its id.
