@@ -256,6 +256,51 @@ text = "Second answer."
     assert_eq!(said, [json!("Second answer.")]);
 }
 
+/// A knob switched while the session is idle is held for the next prompt; a close writes it,
+/// so the loaded session has the mode the person left it with. The control: an agentd killed
+/// before any prompt (SIGKILL, no close) forgets the held switch, as the knobs' RFC says of a
+/// crash.
+#[test]
+fn a_close_writes_the_switches_held_for_the_next_prompt() {
+    for closes in [true, false] {
+        let scratch = Scratch::new(&format!("close-held-{closes}"));
+        let mut client = start(&scratch, "[[turn]]\ntext = \"Hi.\"\n");
+        initialize(&mut client);
+        let session = new_session(&mut client, &scratch.ws());
+        let (switched, _) = client.request(
+            "session/set_config_option",
+            json!({"sessionId": session, "configId": "sandbox-mode", "value": "read-only"}),
+        );
+        assert!(switched.get("result").is_some(), "{switched}");
+        let held = |log: &[Value]| of_type(log, "sandbox/mode").len();
+        assert_eq!(held(&scratch.log(&session)), 0, "held, not yet written");
+        if closes {
+            let closed = close(&mut client, &session);
+            assert_eq!(closed["result"], json!({}), "{closed}");
+        }
+        drop(client);
+        let log = scratch.log(&session);
+        assert_eq!(held(&log), usize::from(closes), "{log:#?}");
+
+        let mut again = start(&scratch, "[[turn]]\ntext = \"Hi.\"\n");
+        initialize(&mut again);
+        let (loaded, _) = again.request(
+            "session/load",
+            json!({"sessionId": session, "cwd": scratch.ws(), "mcpServers": []}),
+        );
+        let mode = loaded["result"]["configOptions"]
+            .as_array()
+            .and_then(|options| options.iter().find(|o| o["id"] == "sandbox-mode"))
+            .map(|o| o["currentValue"].clone());
+        let expected = if closes {
+            "read-only"
+        } else {
+            "workspace-write"
+        };
+        assert_eq!(mode, Some(json!(expected)), "{loaded}");
+    }
+}
+
 #[test]
 fn closing_a_session_kills_its_background_task_and_not_another_sessions() {
     let scratch = Scratch::new("close-background");

@@ -359,10 +359,12 @@ impl Session {
     /// `session/cancel`; the editor is no longer asked for the session's permissions (a request
     /// of it is decided without the editor); every child agent is cancelled and torn down
     /// ([`AgentTree::close`]); every background task is killed and waited for; the running turn
-    /// ends (its `turn/ended` is logged); a task a call started while the turn was ending is
-    /// killed too. Each wait is bounded by the kill grace of commands, the helper's answer and
-    /// [`crate::agents::lifecycle::STOP_GRACE`]. Nothing else is logged: the log reads the same
-    /// as after agentd stopped, and `session/load` continues it.
+    /// ends (its `turn/ended` is logged); the knob switches held for the next prompt are
+    /// written, as that prompt would have written them; a task a call started while the turn
+    /// was ending is killed too. Each wait is bounded by the kill grace of commands, the
+    /// helper's answer and [`crate::agents::lifecycle::STOP_GRACE`]. Nothing else is logged: the
+    /// log reads as after agentd stopped once its switches were written, and `session/load`
+    /// continues it.
     ///
     /// Once: a later or concurrent call returns when the first has finished.
     pub async fn close(&self) {
@@ -382,7 +384,17 @@ impl Session {
         }
         let tasks = self.tools.background();
         tasks.kill_all().await;
-        drop(self.turn.lock().await);
+        let idle = self.turn.lock().await;
+        // The switches held for a next prompt that will not come are written now, as a turn's
+        // start would write them: a session closed and loaded again has the knobs the person
+        // left it with.
+        if let Err(e) = self.flush_switches() {
+            eprintln!(
+                "agentd: session {}: writing its held switches: {e}",
+                self.id
+            );
+        }
+        drop(idle);
         tasks.kill_all().await;
     }
 
