@@ -6,7 +6,7 @@ pub mod acp;
 pub mod fifo;
 pub mod model_server;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// The cargo target directory holding this test binary's sibling executables.
 pub fn bin_dir() -> PathBuf {
