@@ -177,6 +177,16 @@ fn assert_gone(dir: &Path, holders: &[u32]) {
     assert!(read.is_none(), "a process still reads {}", feed.display());
 }
 
+/// Closes `session` while its prompt `prompting` waits on a command holding `held`: the prompt
+/// answers `cancelled`, the close `{}`, and the command's processes are gone.
+fn close_during(client: &mut AcpClient, session: &str, prompting: u64, ws: &Path, held: &[u32]) {
+    let closing = client.send("session/close", json!({"sessionId": session}));
+    let (got, _) = answers(client, &[prompting, closing]);
+    assert_eq!(got[0]["result"]["stopReason"], "cancelled", "{}", got[0]);
+    assert_eq!(got[1]["result"], json!({}), "{}", got[1]);
+    assert_gone(ws, held);
+}
+
 fn of_type<'a>(log: &'a [Value], kind: &str) -> Vec<&'a Value> {
     log.iter().filter(|e| e["type"] == kind).collect()
 }
@@ -356,11 +366,7 @@ fn closing_a_session_during_a_command_cancels_the_prompt_and_ends_the_command() 
     assert!(!answered_early, "the prompt was answered before the close");
     assert_running(&ws, &held);
 
-    let closing = client.send("session/close", json!({"sessionId": session}));
-    let (got, _) = answers(&mut client, &[prompting, closing]);
-    assert_eq!(got[0]["result"]["stopReason"], "cancelled", "{}", got[0]);
-    assert_eq!(got[1]["result"], json!({}), "{}", got[1]);
-    assert_gone(&ws, &held);
+    close_during(&mut client, &session, prompting, &ws, &held);
     let log = scratch.log(&session);
     let ended = of_type(&log, "turn/ended");
     assert_eq!(ended.len(), 1, "{log:#?}");
@@ -405,11 +411,7 @@ text = "The feed ended."
     let held = blocked_on(&ws);
     assert_running(&ws, &held);
 
-    let closing = client.send("session/close", json!({"sessionId": session}));
-    let (got, _) = answers(&mut client, &[prompting, closing]);
-    assert_eq!(got[0]["result"]["stopReason"], "cancelled", "{}", got[0]);
-    assert_eq!(got[1]["result"], json!({}), "{}", got[1]);
-    assert_gone(&ws, &held);
+    close_during(&mut client, &session, prompting, &ws, &held);
     let log = scratch.log(&session);
     let ended = of_type(&log, "agent/ended");
     assert_eq!(ended.len(), 1, "{log:#?}");
