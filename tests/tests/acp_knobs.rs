@@ -586,3 +586,107 @@ fn under_never_nobody_is_asked_and_the_model_is_told_with_one_notice() {
         told[3]
     );
 }
+
+/// The sandbox mode is also offered as ACP session modes: `session/new` lists them with the
+/// current one, `session/set_mode` switches the same knob (the next command runs under it, the
+/// config option shows it, and the editor is sent a `config_option_update`), a mode switched as
+/// a config option is announced as `current_mode_update`, and an unknown mode id gets the
+/// config option's error and records nothing.
+#[test]
+fn session_modes_switch_the_same_sandbox_knob_as_the_config_option() {
+    let scratch = Scratch::new("knobs-modes");
+    let script = scratch.script(WRITE_TWICE);
+    let mut client = AcpClient::start(&scratch, &script, &["--sandbox-mode", "read-only"]);
+    let (init, _) = client.request(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {}}),
+    );
+    assert!(init.get("result").is_some(), "{init}");
+    let (new, _) = client.request(
+        "session/new",
+        json!({"cwd": scratch.ws(), "mcpServers": []}),
+    );
+    let session = new["result"]["sessionId"].as_str().expect("id").to_owned();
+    let modes = &new["result"]["modes"];
+    assert_eq!(modes["currentModeId"], "read-only", "{new}");
+    let ids: Vec<&str> = modes["availableModes"]
+        .as_array()
+        .expect("availableModes")
+        .iter()
+        .filter_map(|m| m["id"].as_str())
+        .collect();
+    // The same list as the sandbox-mode select.
+    let select: Vec<&str> = option(&new["result"]["configOptions"], "sandbox-mode")["options"]
+        .as_array()
+        .expect("options")
+        .iter()
+        .filter_map(|o| o["value"].as_str())
+        .collect();
+    assert_eq!(ids, select);
+
+    let (refused, _) = client.request(
+        "session/set_mode",
+        json!({"sessionId": session, "modeId": "yolo"}),
+    );
+    assert_eq!(
+        refused["error"],
+        json!({"code": -32602, "message": "unknown sandbox-mode value \"yolo\""}),
+        "{refused}"
+    );
+
+    let (switched, notes) = client.request(
+        "session/set_mode",
+        json!({"sessionId": session, "modeId": "workspace-write"}),
+    );
+    assert_eq!(switched["result"], json!({}), "{switched}");
+    let updates = normalized_updates(&notes);
+    assert_eq!(updates.len(), 1, "{updates:#?}");
+    assert_eq!(updates[0]["sessionUpdate"], "config_option_update");
+    assert_eq!(
+        current(&updates[0]["configOptions"], "sandbox-mode"),
+        "workspace-write"
+    );
+
+    // The next command runs under the mode switched as a session mode.
+    let (answer, _) = client.prompt(&session, "write out.txt");
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let out = scratch.ws().join("out.txt");
+    assert_eq!(std::fs::read_to_string(&out).expect("out.txt"), "hi\n");
+    let log = scratch.log(&session);
+    let written: Vec<&Value> = of_type(&log, "sandbox/mode");
+    assert_eq!(written.len(), 1, "{log:#?}");
+    assert_eq!(written[0]["mode"], "workspace-write");
+
+    // Switched back as a config option: announced as a session mode.
+    let params = json!({"sessionId": session, "configId": "sandbox-mode", "value": "read-only"});
+    let (back, notes) = client.request("session/set_config_option", params);
+    assert_eq!(
+        current(&back["result"]["configOptions"], "sandbox-mode"),
+        "read-only"
+    );
+    let updates = normalized_updates(&notes);
+    assert_eq!(
+        updates,
+        [json!({"sessionUpdate": "current_mode_update", "currentModeId": "read-only"})]
+    );
+    // And session/load shows it both ways.
+    drop(client);
+    let mut again = AcpClient::start(&scratch, &script, &["--sandbox-mode", "read-only"]);
+    again.request(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {}}),
+    );
+    let (loaded, _) = again.request(
+        "session/load",
+        json!({"sessionId": session, "cwd": scratch.ws(), "mcpServers": []}),
+    );
+    assert_eq!(
+        loaded["result"]["modes"]["currentModeId"], "workspace-write",
+        "{loaded}"
+    );
+    assert_eq!(
+        current(&loaded["result"]["configOptions"], "sandbox-mode"),
+        "workspace-write",
+        "the idle switch back was held, and a kill forgets it"
+    );
+}

@@ -65,7 +65,8 @@
 //!   every process noted before is gone.
 //!   `restart_and_load` kills agentd (SIGKILL), starts it again, sends `initialize` and
 //!   `session/load`, and requires the replayed updates to equal the live ones (agent text chunks
-//!   joined, each prompt as a user message).
+//!   joined, each prompt as a user message; the knobs' `current_mode_update` and
+//!   `config_option_update` left out: they are state, which the load answers in its result).
 //! - `expect` (all optional): `files` (path → exact content) and `absent` (paths), relative to
 //!   the workspace; `stopReasons`, one per prompt in order; `permissionRequests`, how many were
 //!   received; `events` (`present`/`absent` event types) and `eventCounts` (type → count) in the
@@ -719,7 +720,15 @@ impl Play {
         if loaded.get("result").is_none() {
             self.failures.push(format!("session/load failed: {loaded}"));
         }
-        let live = normalized_updates(&self.live);
+        // The knobs' current values are state, not history: `session/load` answers them in its
+        // result (`configOptions`, `modes`), not as replayed updates.
+        let live: Vec<Value> = normalized_updates(&self.live)
+            .into_iter()
+            .filter(|u| {
+                u["sessionUpdate"] != "current_mode_update"
+                    && u["sessionUpdate"] != "config_option_update"
+            })
+            .collect();
         let replayed = normalized_updates(&replay);
         if live != replayed {
             self.failures.push(format!(

@@ -11,7 +11,7 @@
 
 use agent_client_protocol::v1::schema::{
     SessionConfigOption, SessionConfigOptionCategory, SessionConfigOptionValue,
-    SessionConfigSelectOption,
+    SessionConfigSelectOption, SessionMode, SessionModeState,
 };
 use confine_protocol::Mode;
 
@@ -52,6 +52,37 @@ pub fn options(mode: Mode, modes: &[Mode], approval: ApprovalPolicy) -> Vec<Sess
         SessionConfigOption::select(APPROVAL_POLICY, "Approvals", approval.as_str(), policies)
             .description(APPROVAL_DESCRIPTION),
     ]
+}
+
+/// The sandbox mode as ACP session modes, for clients that switch modes rather than config
+/// options: the same knob, listing the same `modes` (those the helper would run), `mode`
+/// current. Each mode's id is its name.
+pub fn session_modes(mode: Mode, modes: &[Mode]) -> SessionModeState {
+    let available = modes
+        .iter()
+        .map(|m| SessionMode::new(m.as_str(), m.as_str()).description(mode_description(*m)))
+        .collect();
+    SessionModeState::new(mode.as_str(), available)
+}
+
+/// What a session mode means, for the person choosing it.
+fn mode_description(mode: Mode) -> &'static str {
+    match mode {
+        Mode::ReadOnly => "Commands may read files but change nothing.",
+        Mode::WorkspaceWrite => "Commands may change files inside the workspace only.",
+        Mode::DangerFullAccess => "Commands run without the file sandbox.",
+    }
+}
+
+/// The switch a `session/set_mode` asks for: a sandbox mode by its name, refused with the
+/// `sandbox-mode` option's message otherwise.
+pub fn parse_mode_id(id: &str) -> Result<Switch, ConfigOptionError> {
+    id.parse()
+        .map(Switch::Mode)
+        .map_err(|_| ConfigOptionError::UnknownValue {
+            option: SANDBOX_MODE,
+            value: id.to_owned(),
+        })
 }
 
 /// Why a `session/set_config_option` asks for no switch: the message of its `-32602` error.
@@ -99,6 +130,28 @@ mod tests {
     use serde_json::json;
 
     const ALL: [Mode; 3] = [Mode::ReadOnly, Mode::WorkspaceWrite, Mode::DangerFullAccess];
+
+    #[test]
+    fn session_modes_are_the_sandbox_modes_given_with_the_current_one() {
+        let wire = serde_json::to_value(session_modes(
+            Mode::WorkspaceWrite,
+            &[Mode::ReadOnly, Mode::WorkspaceWrite],
+        ))
+        .expect("json");
+        assert_eq!(wire["currentModeId"], "workspace-write");
+        let ids: Vec<&str> = wire["availableModes"]
+            .as_array()
+            .expect("modes")
+            .iter()
+            .filter_map(|m| m["id"].as_str())
+            .collect();
+        assert_eq!(ids, ["read-only", "workspace-write"]);
+        assert_eq!(parse_mode_id("read-only"), Ok(Switch::Mode(Mode::ReadOnly)));
+        assert_eq!(
+            parse_mode_id("yolo").map_err(|e| e.to_string()),
+            Err("unknown sandbox-mode value \"yolo\"".to_owned())
+        );
+    }
 
     #[test]
     fn the_select_lists_only_the_modes_given() {

@@ -19,6 +19,7 @@ mod instructions;
 mod options;
 pub mod permission;
 mod sessions;
+mod set_knob;
 mod switches;
 mod task;
 mod turn;
@@ -32,7 +33,8 @@ use agent_client_protocol::v1::schema::{
     ListSessionsResponse, LoadSessionRequest, LoadSessionResponse, NewSessionRequest,
     NewSessionResponse, PromptCapabilities, PromptRequest, SessionCapabilities,
     SessionCloseCapabilities, SessionInfo, SessionListCapabilities, SessionNotification,
-    SetSessionConfigOptionRequest, SetSessionConfigOptionResponse,
+    SetSessionConfigOptionRequest, SetSessionConfigOptionResponse, SetSessionModeRequest,
+    SetSessionModeResponse,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{
@@ -42,6 +44,7 @@ use agent_client_protocol::{
 use crate::approval::Approvals;
 use crate::session::{LogError, fold, log};
 use error::AcpError;
+use set_knob::Asked;
 
 pub use options::{AcpOptions, AcpStartError};
 pub use sessions::{AgentState, Session, Sessions};
@@ -63,7 +66,8 @@ pub async fn serve(options: AcpOptions) -> Result<(), Error> {
         approvals: Approvals::new(vec![answerer.clone()]),
         answerer,
     });
-    let (s1, s2, s3, s4, s5, s6, s7, s8) = (
+    let (s1, s2, s3, s4, s5, s6, s7, s8, s9) = (
+        state.clone(),
         state.clone(),
         state.clone(),
         state.clone(),
@@ -104,7 +108,8 @@ pub async fn serve(options: AcpOptions) -> Result<(), Error> {
             {
                 Ok(session) => responder.respond(
                     NewSessionResponse::new(session.id.clone())
-                        .config_options(session.config_options()),
+                        .config_options(session.config_options())
+                        .modes(session.modes()),
                 ),
                 Err(e) => responder.respond_with_error(e),
             },
@@ -166,36 +171,34 @@ pub async fn serve(options: AcpOptions) -> Result<(), Error> {
                     Ok(switch) => switch,
                     Err(e) => return responder.respond_with_error(AcpError::from(e).into()),
                 };
-                // Only the modes the helper would run; the current one may stay selected.
-                if let config_options::Switch::Mode(mode) = switch
-                    && mode != session.effective_mode()
-                    && let Some(why) = session.tools.composition().refusal(mode)
-                {
-                    return responder
-                        .respond_with_error(AcpError::ModeRefused { mode, why }.into());
-                }
-                let log_error = |e| Error::from(AcpError::LogWrite(e));
-                let stopping = match session.switch(switch) {
-                    Ok(stopping) => stopping,
-                    Err(e) => return responder.respond_with_error(log_error(e)),
+                set_knob::switch(
+                    session,
+                    switch,
+                    Asked::ConfigOption,
+                    cx,
+                    move |s, r| match r {
+                        Ok(()) => responder
+                            .respond(SetSessionConfigOptionResponse::new(s.config_options())),
+                        Err(e) => responder.respond_with_error(e),
+                    },
+                )
+            },
+            on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |req: SetSessionModeRequest, responder, cx: ConnectionTo<Client>| {
+                let id = req.session_id.to_string();
+                let Some(session) = s9.sessions.get(&id) else {
+                    return responder.respond_with_error(AcpError::SessionNotFound(id).into());
                 };
-                let Some(stopping) = stopping else {
-                    return responder.respond(SetSessionConfigOptionResponse::new(
-                        session.config_options(),
-                    ));
+                let switch = match config_options::parse_mode_id(&req.mode_id.0) {
+                    Ok(switch) => switch,
+                    Err(e) => return responder.respond_with_error(AcpError::from(e).into()),
                 };
-                // The narrowing stopped tasks: their ends are waited for (up to the kill grace
-                // and the helper's answer) off the dispatch loop, and each stop is shown before
-                // the answer.
-                tokio::spawn(async move {
-                    let _ = match session.report_stopped(stopping, &cx).await {
-                        Ok(()) => responder.respond(SetSessionConfigOptionResponse::new(
-                            session.config_options(),
-                        )),
-                        Err(e) => responder.respond_with_error(log_error(e)),
-                    };
-                });
-                Ok(())
+                set_knob::switch(session, switch, Asked::Mode, cx, move |_, r| match r {
+                    Ok(()) => responder.respond(SetSessionModeResponse::new()),
+                    Err(e) => responder.respond_with_error(e),
+                })
             },
             on_receive_request!(),
         )
@@ -251,7 +254,11 @@ fn load_session(
             updates::update_for(&item),
         ))?;
     }
-    responder.respond(LoadSessionResponse::new().config_options(session.config_options()))
+    responder.respond(
+        LoadSessionResponse::new()
+            .config_options(session.config_options())
+            .modes(session.modes()),
+    )
 }
 
 /// The sessions stored under `dir`, optionally only those of `cwd`.

@@ -415,6 +415,13 @@ impl Session {
         config_options::options(mode, &modes, policy)
     }
 
+    /// The sandbox mode as ACP session modes, with the value the editor is shown (as
+    /// [`Session::config_options`]).
+    pub fn modes(&self) -> agent_client_protocol::v1::schema::SessionModeState {
+        let (mode, _) = self.switches.current(self, self.defaults);
+        config_options::session_modes(mode, &self.tools.composition().modes(mode))
+    }
+
     /// Switches a knob (`session/set_config_option`): now while a turn is open, else at the
     /// next prompt. A narrowing of the mode tells every background task running under a wider
     /// mode to stop, and returns them to be waited for and reported

@@ -1,0 +1,78 @@
+//! Switching a knob from the editor: `session/set_config_option` (either knob) and
+//! `session/set_mode` (the sandbox mode, as ACP session modes) go through [`switch`], so both
+//! check, write and report a switch the same way, and a client using either mechanism sees the
+//! other's value: a mode switched as a config option is also announced as `current_mode_update`,
+//! one switched as a session mode as `config_option_update`.
+
+use std::sync::Arc;
+
+use agent_client_protocol::v1::ConnectionTo;
+use agent_client_protocol::v1::schema::{
+    ConfigOptionUpdate, CurrentModeUpdate, SessionNotification, SessionUpdate,
+};
+use agent_client_protocol::{Client, Error};
+
+use super::config_options::Switch;
+use super::error::AcpError;
+use super::sessions::Session;
+
+/// Which request asked for the switch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Asked {
+    ConfigOption,
+    Mode,
+}
+
+/// Applies `switch` to `session` and answers with `respond`: at once, or, when the switch
+/// narrowed the mode and stopped background tasks, off the dispatch loop once their stops are
+/// recorded and shown. A mode the helper would not run is refused (the current one may stay
+/// selected). Before the answer, the editor is told the new mode the other way it may track it.
+pub fn switch(
+    session: Arc<Session>,
+    switch: Switch,
+    asked: Asked,
+    cx: ConnectionTo<Client>,
+    respond: impl FnOnce(&Session, Result<(), Error>) -> Result<(), Error> + Send + 'static,
+) -> Result<(), Error> {
+    if let Switch::Mode(mode) = switch
+        && mode != session.effective_mode()
+        && let Some(why) = session.tools.composition().refusal(mode)
+    {
+        return respond(&session, Err(AcpError::ModeRefused { mode, why }.into()));
+    }
+    let log_error = |e| Error::from(AcpError::LogWrite(e));
+    let stopping = match session.switch(switch) {
+        Ok(stopping) => stopping,
+        Err(e) => return respond(&session, Err(log_error(e))),
+    };
+    let Some(stopping) = stopping else {
+        announce(&session, switch, asked, &cx);
+        return respond(&session, Ok(()));
+    };
+    // The narrowing stopped tasks: their ends are waited for (up to the kill grace and the
+    // helper's answer) off the dispatch loop, and each stop is shown before the answer.
+    tokio::spawn(async move {
+        let reported = session.report_stopped(stopping, &cx).await;
+        if reported.is_ok() {
+            announce(&session, switch, asked, &cx);
+        }
+        let _ = respond(&session, reported.map_err(log_error));
+    });
+    Ok(())
+}
+
+/// Tells the editor of a sandbox-mode switch the way the request did not.
+fn announce(session: &Session, switch: Switch, asked: Asked, cx: &ConnectionTo<Client>) {
+    if !matches!(switch, Switch::Mode(_)) {
+        return;
+    }
+    let update = match asked {
+        Asked::ConfigOption => SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(
+            session.modes().current_mode_id,
+        )),
+        Asked::Mode => {
+            SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(session.config_options()))
+        }
+    };
+    let _ = cx.send_notification(SessionNotification::new(session.id.clone(), update));
+}
