@@ -46,6 +46,7 @@ pub fn update_for(item: &ReplayItem) -> SessionUpdate {
             status,
             output,
             facts,
+            diff: _,
         } => SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
             call_id.clone(),
             ToolCallUpdateFields::new()
