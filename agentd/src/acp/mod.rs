@@ -15,6 +15,7 @@ mod instructions;
 mod options;
 pub mod permission;
 mod sessions;
+mod shown;
 mod switches;
 mod task;
 mod turn;
