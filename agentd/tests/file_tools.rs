@@ -16,7 +16,7 @@ mod file_tools {
     use agentd::environment;
     use agentd::helper_client::{HelperClient, HelperEndpoint, Outcome, SpawnSpec};
     use agentd::model::ToolCall;
-    use agentd::session::ToolStatus;
+    use agentd::session::{LoggedDiff, Omission, ToolStatus};
     use agentd::tools::{CallContext, ToolEnv, ToolResult, run};
     use confine_protocol::{BackendChoice, Mode, Network};
     use serde_json::{Value, json};
@@ -176,6 +176,14 @@ mod file_tools {
             assert_eq!(created.facts["path"], file.to_string_lossy().as_ref());
             assert!(created.facts["enforcement"]["level"].is_string());
             assert_eq!(std::fs::read_to_string(&file).expect("read"), "one\ntwo\n");
+            let text_diff = |old_text: Option<&str>, new_text: &str| {
+                Some(LoggedDiff::Text {
+                    path: file.to_string_lossy().into_owned(),
+                    old_text: old_text.map(str::to_owned),
+                    new_text: new_text.to_owned(),
+                })
+            };
+            assert_eq!(created.diff, text_diff(None, "one\ntwo\n"));
 
             std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o751)).expect("chmod");
             let edited = tool(
@@ -187,6 +195,7 @@ mod file_tools {
             .await;
             assert_eq!(edited.status, ToolStatus::Completed, "{}", edited.text);
             assert_eq!(std::fs::read_to_string(&file).expect("read"), "one\n2\n");
+            assert_eq!(edited.diff, text_diff(Some("one\ntwo\n"), "one\n2\n"));
             let perms = std::fs::metadata(&file).expect("meta").permissions().mode();
             assert_eq!(perms & 0o777, 0o751, "the old permissions are kept");
 
@@ -214,6 +223,28 @@ mod file_tools {
                     .file_type()
                     .is_symlink()
             );
+            // The text before is what the file the link names held.
+            assert_eq!(through.diff, text_diff(Some("one\n2\n"), "via link\n"));
+
+            // A file that was not text is overwritten; its diff is a line saying why not.
+            let binary = ws.ws.join(format!("{name}.bin"));
+            std::fs::write(&binary, b"\0\x01\x02").expect("binary");
+            let over = tool(
+                &env,
+                mode,
+                "write_file",
+                json!({"path": binary, "content": "text now\n"}),
+            )
+            .await;
+            assert_eq!(over.status, ToolStatus::Completed, "{}", over.text);
+            assert_eq!(
+                over.diff,
+                Some(LoggedDiff::Omitted {
+                    path: binary.to_string_lossy().into_owned(),
+                    reason: Omission::Unread,
+                })
+            );
+            std::fs::remove_file(&binary).expect("remove");
 
             let leftovers: Vec<_> = std::fs::read_dir(ws.ws.join(name).join("deep"))
                 .expect("list")
@@ -243,6 +274,10 @@ mod file_tools {
                 denied.text
             );
             assert!(!ws.ws.join(format!("{name}-ro.txt")).exists());
+            assert_eq!(
+                denied.diff, None,
+                "a write that did not happen changed nothing"
+            );
         }
     }
 

@@ -1,6 +1,7 @@
 //! What the model reads when the sandbox denies a command, over the real wire and the real
 //! kernel: the marker names the kind of denial, the escalation line the mode that would lift it,
-//! and a failure the sandbox did not cause gets neither. Each denial is paired with a control
+//! and a failure the sandbox did not cause gets neither. (The model's text is read from the
+//! session log: the editor is shown a line for a person instead of the escalation line.) Each denial is paired with a control
 //! that succeeds (inside the workspace, or in a danger-full-access session).
 
 mod support;
@@ -46,27 +47,45 @@ fn run_on(backend: &str, scratch: &Scratch, mode: &str, commands: &[&str]) -> Op
     Some(results)
 }
 
-/// Runs `commands` in one session of `mode`; returns their `tool_call_update`s in order.
+/// Runs `commands` in one session of `mode`; returns their `tool_call_update`s in order, each
+/// with what the model read of it (its logged `tool/result` output) as `modelText`.
 fn run(scratch: &Scratch, mode: &str, commands: &[&str]) -> Vec<Value> {
     let script = scratch.script(&script(commands));
     let mut client = AcpClient::start(scratch, &script, &["--sandbox-mode", mode]);
     let session = client.open_session(&scratch.ws());
     let (answer, notes) = client.prompt(&session, "go");
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let log = scratch.log(&session);
     let results: Vec<Value> = notes
         .iter()
         .map(|n| n["params"]["update"].clone())
         .filter(|u| u["sessionUpdate"] == "tool_call_update")
+        .map(|mut update| {
+            let logged = log
+                .iter()
+                .find(|r| r["type"] == "tool/result" && r["call_id"] == update["toolCallId"]);
+            update["modelText"] = logged.map_or(Value::Null, |r| r["output"].clone());
+            update
+        })
         .collect();
     assert_eq!(results.len(), commands.len(), "{results:#?}");
     results
 }
 
+/// What the model read of a result.
 fn text(result: &Value) -> String {
-    result["content"][0]["content"]["text"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned()
+    result["modelText"].as_str().unwrap_or_default().to_owned()
+}
+
+/// The text blocks the editor was shown of a result, in order.
+fn shown(result: &Value) -> Vec<String> {
+    result["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|block| block["content"]["text"].as_str())
+        .map(str::to_owned)
+        .collect()
 }
 
 /// The marker lines of a result: every line agentd adds that starts with `[sandbox: `.
@@ -113,6 +132,20 @@ fn a_write_outside_is_a_file_write(scratch: &Scratch, results: &[Value]) {
         text(&results[0])
     );
     assert!(text(&results[0]).ends_with("\n[exit code: 1]"));
+    // The editor is shown a line for a person first, and the model's text without the hint.
+    let shown = shown(&results[0]);
+    assert_eq!(
+        shown[0],
+        "Blocked by the sandbox (workspace-write): file write outside the writable roots; the \
+         agent may ask to retry with more access.",
+        "{shown:?}"
+    );
+    let model_text = text(&results[0]);
+    let without_hint: Vec<&str> = model_text
+        .lines()
+        .filter(|l| !l.starts_with("[sandbox: escalation available"))
+        .collect();
+    assert_eq!(shown.last(), Some(&without_hint.join("\n")), "{shown:?}");
     assert_eq!(results[0]["rawOutput"]["denials"], json!(["file-write"]));
     assert!(!outside.exists(), "the write outside reached the host");
 

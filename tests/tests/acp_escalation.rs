@@ -42,9 +42,22 @@ fn results(notes: &[Value]) -> Vec<Value> {
         .collect()
 }
 
+/// The model's text as the editor shows it: the last content block (a line for a person may
+/// come first).
 fn text(result: &Value) -> String {
-    result["content"][0]["content"]["text"]
-        .as_str()
+    result["content"]
+        .as_array()
+        .and_then(|blocks| blocks.last())
+        .and_then(|block| block["content"]["text"].as_str())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// What the model read of the call `call_id`: its logged `tool/result` output.
+fn model_text(log: &[Value], call_id: &Value) -> String {
+    log.iter()
+        .find(|r| r["type"] == "tool/result" && r["call_id"] == *call_id)
+        .and_then(|r| r["output"].as_str())
         .unwrap_or_default()
         .to_owned()
 }
@@ -72,18 +85,29 @@ fn an_allowed_escalation_runs_that_one_command_under_workspace_write() {
     let (client, session, results) = run(&scratch, "workspace-write", Permission::AllowOnce, &[]);
     assert_eq!(results.len(), 3, "{results:#?}");
 
-    let denied = text(&results[0]);
+    // The model reads the denial and the hint that it may escalate; the editor is shown a line
+    // for a person first, and the model's text without the hint.
+    let denied = model_text(&scratch.log(&session), &results[0]["toolCallId"]);
     assert!(
         denied.contains("[sandbox: file write denied under read-only mode]"),
         "{denied}"
     );
-    assert!(
-        denied.contains(
-            "[sandbox: escalation available — the denied writes are inside the workspace: retry \
-             this exact command once with sandbox_permissions \"workspace-write\""
-        ),
-        "{denied}"
+    let hint = "[sandbox: escalation available — the denied writes are inside the workspace: \
+                retry this exact command once with sandbox_permissions \"workspace-write\"";
+    assert!(denied.contains(hint), "{denied}");
+    assert_eq!(
+        results[0]["content"][0]["content"]["text"],
+        "Blocked by the sandbox (read-only): file write; the agent may ask to retry with more \
+         access.",
+        "{}",
+        results[0]
     );
+    let shown = text(&results[0]);
+    assert!(
+        shown.contains("[sandbox: file write denied under read-only mode]"),
+        "{shown}"
+    );
+    assert!(!shown.contains("escalation available"), "{shown}");
     assert_eq!(results[0]["rawOutput"]["denied"], true);
     assert_eq!(
         results[0]["rawOutput"]["denials"],

@@ -68,8 +68,13 @@ fn tool_results(notes: &[Value]) -> Vec<Value> {
         .collect()
 }
 
+/// The model's text as the editor shows it: the last content block (a line for a person, or
+/// a write's diff, may come first).
 fn result_text(update: &Value) -> String {
-    update["content"][0]["content"]["text"]
+    update["content"]
+        .as_array()
+        .and_then(|blocks| blocks.last())
+        .map_or(&Value::Null, |block| &block["content"]["text"])
         .as_str()
         .unwrap_or_default()
         .to_owned()

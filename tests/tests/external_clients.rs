@@ -2,9 +2,10 @@
 //! 2.4.0 (`tests/external/ts-client.mjs`) and one on the Python SDK 0.12.1
 //! (`tests/external/py_client.py`). Each flow runs one client, with a scripted model, in a
 //! scratch area with its own workspace, state dir, HOME and XDG dirs, through initialize,
-//! session/new, session/set_config_option, a bash call, a permission prompt answered allow,
-//! reject and cancelled, session/cancel during a long command and session/load by a fresh agent
-//! process, and checks what the client saw, the stop reasons, and what landed on disk. One
+//! session/new, session/set_config_option, a bash call, a permission prompt answered allow (the
+//! allowed write arrives as ACP diff content), reject and cancelled, session/cancel during a
+//! long command and session/load by a fresh agent process, and checks what the client saw, the
+//! stop reasons, and what landed on disk. One
 //! more acpx flow runs against a local model server that answers HTTP 500 every time: the
 //! prompt ends in a JSON-RPC error and acpx exits non-zero.
 //!
@@ -671,8 +672,13 @@ fn the_call<'a>(updates: &[&'a Value], context: &dyn std::fmt::Display) -> (&'a 
     (calls[0], end)
 }
 
+/// The model's text as the editor shows it: the last content block (a line for a person, or
+/// a write's diff, may come first).
 fn result_text(update: &Value) -> String {
-    update["content"][0]["content"]["text"]
+    update["content"]
+        .as_array()
+        .and_then(|blocks| blocks.last())
+        .map_or(&Value::Null, |block| &block["content"]["text"])
         .as_str()
         .unwrap_or_default()
         .to_owned()
@@ -729,6 +735,23 @@ impl Answer {
             Answer::Allow => {
                 assert_eq!(end["status"], "completed", "{end}");
                 assert_eq!(scratch.read(file), "yes");
+                // The write arrives as ACP diff content (after a line for a person when the
+                // enforcement was partial), located at the file: a new file, so no oldText.
+                let diffs: Vec<&Value> = end["content"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|block| block["type"] == "diff")
+                    .collect();
+                let [diff] = diffs.as_slice() else {
+                    panic!("one diff: {end}");
+                };
+                assert_eq!(diff["newText"], "yes", "{end}");
+                assert!(diff.get("oldText").is_none_or(Value::is_null), "{end}");
+                let ends_with_file =
+                    |path: &Value| path.as_str().is_some_and(|p| p.ends_with(file));
+                assert!(ends_with_file(&diff["path"]), "{end}");
+                assert!(ends_with_file(&end["locations"][0]["path"]), "{end}");
             }
             Answer::Reject | Answer::Cancel => {
                 assert_eq!(end["status"], "failed", "{end}");

@@ -72,8 +72,9 @@
 //!   received; `events` (`present`/`absent` event types) and `eventCounts` (type → count) in the
 //!   session log; `approvals`, every `approval/asked` with its `approval/decided`, in order, as
 //!   `{tool, call_id, reason, outcome}`; `toolResults`, by call id, the logged `tool/result`'s
-//!   `status`, exact `text`, `contains` (substrings), `facts` (JSON pointer → exact value) and
-//!   `factsInclude` (JSON pointer → items the array there holds); `instructions`, where the
+//!   `status`, exact `text`, `contains` (substrings), `facts` (JSON pointer → exact value),
+//!   `factsInclude` (JSON pointer → items the array there holds) and `diff` (JSON pointer into
+//!   the logged `diff` → exact value, `null` for absent); `instructions`, where the
 //!   logged `model/request` instructions `changedAt` (`"turn.step"` of each request whose
 //!   instructions differ from the request before) and, for each `containing` text, the requests
 //!   `at` which they contain it.
@@ -85,9 +86,10 @@
 //! `$/cancel_request` after a `session/cancel` arrives at a varying place among the other
 //! messages; it is moved to the end of that step and marked `<~`. Under `backend: host`, a tool
 //! result's `backend` and `enforcement` become `<backend>` and `<enforcement>`, and the kernel's
-//! denial texts in tool output (which differ per backend) become `<denial>`. Under `forced`,
-//! only the enforcement gaps that depend on the kernel's Landlock ABI (`… (Landlock ABI < N)`)
-//! are left out. Everything else — tool result texts, agent text, option lists, errors, the
+//! denial texts in tool output (which differ per backend) become `<denial>`, and the line a
+//! tool result shows a person about partial enforcement is left out. Under `forced`, only the
+//! enforcement gaps that depend on the kernel's Landlock ABI (`… (Landlock ABI < N)`) are left
+//! out, of the facts and of that line. Everything else — tool result texts, agent text, option lists, errors, the
 //! instructions the model was given — is pinned character for character.
 //!
 //! The scratch areas live under the target directory, not `/tmp`: workspace-write makes `/tmp`
@@ -136,6 +138,7 @@ scenarios! {
     widening_keeps_task: "widening-keeps-task",
     thoughts_and_cut_off_answers: "thoughts-and-cut-off-answers",
     delegation: "delegation",
+    file_edits: "file-edits",
 }
 
 fn scenarios_dir() -> PathBuf {
@@ -849,6 +852,26 @@ impl Normaliser {
         text
     }
 
+    /// The line a tool result shows a person about partial enforcement, when `text` is one:
+    /// under the host's backend, gone (empty), since whether there is one depends on the host;
+    /// under `forced`, without the gaps that depend on the kernel's Landlock ABI.
+    fn enforcement_line(&self, text: &str) -> Option<String> {
+        let gaps = text.strip_prefix("Partial sandbox (")?;
+        if self.host_backend {
+            return Some(String::new());
+        }
+        let (backend, gaps) = gaps.split_once("): not enforced — ")?;
+        let gaps = gaps.strip_suffix('.').unwrap_or(gaps);
+        let kept: Vec<&str> = gaps
+            .split("; ")
+            .filter(|gap| !gap.contains("(Landlock ABI < "))
+            .collect();
+        Some(format!(
+            "Partial sandbox ({backend}): not enforced — {}.",
+            kept.join("; ")
+        ))
+    }
+
     /// A tool result's facts (`rawOutput` on the wire, `facts` in the log).
     fn facts(&self, facts: &mut Value) {
         let Some(map) = facts.as_object_mut() else {
@@ -908,11 +931,19 @@ impl Normaliser {
                 self.facts(raw);
             }
             if let Some(Value::Array(content)) = update.get_mut("content") {
-                for item in content {
-                    if let Some(Value::String(text)) = item.pointer_mut("/content/text") {
-                        *text = self.output(text);
-                    }
-                }
+                content.retain_mut(|item| match item.pointer_mut("/content/text") {
+                    Some(Value::String(text)) => match self.enforcement_line(text) {
+                        Some(line) => {
+                            *text = line;
+                            !text.is_empty()
+                        }
+                        None => {
+                            *text = self.output(text);
+                            true
+                        }
+                    },
+                    _ => true,
+                });
             }
         }
     }
@@ -1122,7 +1153,14 @@ fn approvals(log: &[Value], fail: &mut impl FnMut(String)) -> Value {
 fn check_tool_result(log: &[Value], call: &str, want: &Value, fail: &mut impl FnMut(String)) {
     let want = object(
         want,
-        &["status", "text", "contains", "facts", "factsInclude"],
+        &[
+            "status",
+            "text",
+            "contains",
+            "facts",
+            "factsInclude",
+            "diff",
+        ],
         "toolResults",
     );
     let results: Vec<&Value> = of_type(log, "tool/result")
@@ -1165,6 +1203,17 @@ fn check_tool_result(log: &[Value], call: &str, want: &Value, fail: &mut impl Fn
             fail(format!(
                 "{call}: facts{pointer} is {got:?}, expected {value}"
             ));
+        }
+    }
+    for (pointer, value) in want
+        .get("diff")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+    {
+        let got = result["diff"].pointer(pointer).unwrap_or(&Value::Null);
+        if got != value {
+            fail(format!("{call}: diff{pointer} is {got}, expected {value}"));
         }
     }
     for (pointer, items) in want

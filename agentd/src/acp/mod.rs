@@ -20,6 +20,7 @@ mod options;
 pub mod permission;
 mod sessions;
 mod set_knob;
+mod shown;
 mod switches;
 mod task;
 mod turn;

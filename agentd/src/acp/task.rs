@@ -270,6 +270,7 @@ impl ChildLoop {
                 status: result.status,
                 output: result.text,
                 facts: result.facts,
+                diff: result.diff,
             },
             false,
         )?;

@@ -274,6 +274,7 @@ impl Turn<'_> {
                     status: result.status,
                     output: result.text,
                     facts: result.facts,
+                    diff: result.diff,
                 })?;
             }
         }

@@ -5,9 +5,10 @@ use agent_client_protocol::Client;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
     ContentBlock, ContentChunk, SessionNotification, SessionUpdate, ToolCall, ToolCallContent,
-    ToolCallLocation, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
+    ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
 };
 
+use super::shown;
 pub use crate::clock::rfc3339;
 use crate::session::fold::{self, ReplayItem};
 use crate::session::{Record, ToolStatus};
@@ -41,11 +42,14 @@ pub fn update_for(item: &ReplayItem) -> SessionUpdate {
                 .status(ToolCallStatus::InProgress)
                 .raw_input(input.clone()),
         ),
+        // What a person reads first, the diff of a write, then the model's text (see
+        // `shown`): all of it from the record, so `session/load` shows the same.
         ReplayItem::ToolResult {
             call_id,
             status,
             output,
             facts,
+            diff,
         } => SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
             call_id.clone(),
             ToolCallUpdateFields::new()
@@ -53,10 +57,8 @@ pub fn update_for(item: &ReplayItem) -> SessionUpdate {
                     ToolStatus::Completed => ToolCallStatus::Completed,
                     ToolStatus::Failed => ToolCallStatus::Failed,
                 })
-                .content(vec![ToolCallContent::from(ContentBlock::from(
-                    output.clone(),
-                ))])
-                .locations(location(facts))
+                .content(shown::content(*status, facts, output, diff.as_ref()))
+                .locations(shown::locations(facts, diff.as_ref()))
                 .raw_output(facts.clone()),
         )),
         // A child agent's progress: the parent's `task` call, still running, with a line per
@@ -70,16 +72,6 @@ pub fn update_for(item: &ReplayItem) -> SessionUpdate {
             ))
         }
     }
-}
-
-/// The file a file tool read or wrote (its facts' `path`, the real path), so the editor can
-/// follow along and reload what agentd wrote on disk: in confined modes the editor's own file
-/// access is not used for writes, and this is how it learns of them.
-fn location(facts: &serde_json::Value) -> Option<Vec<ToolCallLocation>> {
-    let path = facts.get("path")?.as_str()?;
-    std::path::Path::new(path)
-        .is_absolute()
-        .then(|| vec![ToolCallLocation::new(path)])
 }
 
 /// A piece of the agent's answer text.

@@ -284,6 +284,7 @@ mod tests {
             status: crate::session::ToolStatus::Completed,
             output: "copied\x1b]52;c;cm0gLXJmIH4=\x07\nup\x1b[2A\u{9b}K\rover\x08\x7f\tend".into(),
             facts: serde_json::json!({}),
+            diff: None,
         })
         .expect("result");
         drop(log);

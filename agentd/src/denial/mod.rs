@@ -61,6 +61,20 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// Every kind, in order.
+    pub const ALL: [Kind; 5] = [
+        Kind::FileWrite,
+        Kind::ProtectedPath,
+        Kind::FileRead,
+        Kind::Network,
+        Kind::SystemInterface,
+    ];
+
+    /// The kind whose word in the facts is `word`.
+    pub fn from_word(word: &str) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|kind| kind.as_str() == word)
+    }
+
     /// The word in the facts.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use confine_protocol::Mode;
 use serde::{Deserialize, Serialize};
 
+use super::diff::LoggedDiff;
 use crate::model::{AssistantTurn, Reasoning};
 use crate::words::{ApprovalPolicy, Outcome};
 
@@ -153,7 +154,9 @@ pub enum Event {
         kind: String,
         input: serde_json::Value,
     },
-    /// A tool call's result: the text the model reads and the facts behind it.
+    /// A tool call's result: the text the model reads and the facts behind it; for a file
+    /// tool's write, the change it made (`diff`, for the editor only; absent in older logs and
+    /// for every other call).
     #[serde(rename = "tool/result")]
     ToolResult {
         turn: u64,
@@ -161,6 +164,8 @@ pub enum Event {
         status: ToolStatus,
         output: String,
         facts: serde_json::Value,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        diff: Option<LoggedDiff>,
     },
     /// The prompt turn ended with this ACP stop reason, or `failed` when the model failed and
     /// the prompt was answered with an error.

@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use super::diff::LoggedDiff;
 use super::event::{AgentOutcome, Event, Record, ToolStatus};
 use crate::model::{Message, ToolCall};
 
@@ -77,6 +78,8 @@ pub enum ReplayItem {
         status: ToolStatus,
         output: String,
         facts: serde_json::Value,
+        /// The change a file tool made, as its `tool/result` kept it.
+        diff: Option<LoggedDiff>,
     },
     /// What a child agent has done so far, shown as an update of its parent's `task` call
     /// `call_id`: one line per tool call of the child, in order, running or with how it ended
@@ -206,12 +209,14 @@ fn replay_item(record: &Record) -> Option<ReplayItem> {
             status,
             output,
             facts,
+            diff,
             ..
         } => Some(ReplayItem::ToolResult {
             call_id: call_id.clone(),
             status: *status,
             output: output.clone(),
             facts: facts.clone(),
+            diff: diff.clone(),
         }),
         // The end of the call that started the task, as the editor saw it then.
         Event::TaskStopped {
@@ -224,6 +229,7 @@ fn replay_item(record: &Record) -> Option<ReplayItem> {
             status: ToolStatus::Failed,
             output: text.clone(),
             facts: facts.clone(),
+            diff: None,
         }),
         _ => None,
     }
@@ -477,6 +483,7 @@ mod tests {
                 status: ToolStatus::Completed,
                 output: "a\n[exit code: 0]".into(),
                 facts: serde_json::json!({"exit": {"code": 0}}),
+                diff: None,
             },
             Event::TurnEnded {
                 turn: 1,
@@ -508,6 +515,38 @@ mod tests {
             }
         ));
         assert_eq!(items.len(), 4);
+    }
+
+    #[test]
+    fn a_write_replays_with_the_diff_its_result_kept_and_an_older_result_without_one() {
+        let line = |diff: &str| {
+            format!(
+                r#"{{"v":1,"seq":0,"at_ms":0,"type":"tool/result","turn":1,"call_id":"w1","status":"completed","output":"Created /w/a (3 bytes)","facts":{{"path":"/w/a"}}{diff}}}"#
+            )
+        };
+        let old: Record = serde_json::from_str(&line("")).expect("an older record");
+        let new: Record = serde_json::from_str(&line(
+            r#","diff":{"shown":"text","path":"/w/a","new_text":"hi\n"}"#,
+        ))
+        .expect("a record with a diff");
+        let diff_of = |record: &Record| match replay_items(record).as_slice() {
+            [ReplayItem::ToolResult { diff, .. }] => diff.clone(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(diff_of(&old), None);
+        assert_eq!(
+            diff_of(&new),
+            Some(LoggedDiff::Text {
+                path: "/w/a".into(),
+                old_text: None,
+                new_text: "hi\n".into()
+            })
+        );
+        // Written back as it was read; the model's history is the output alone either way.
+        let json = serde_json::to_string(&old).expect("json");
+        assert!(!json.contains("diff"), "{json}");
+        let history_of = |record: &Record| history(std::slice::from_ref(record));
+        assert_eq!(history_of(&old), history_of(&new));
     }
 
     #[test]
@@ -604,6 +643,7 @@ mod tests {
                 status: ToolStatus::Failed,
                 output: text.into(),
                 facts: serde_json::json!({"task_id": "task-1", "narrowed_to": "read-only"}),
+                diff: None,
             })
         );
         assert!(transcript(&full).ends_with(&format!("  {text}\n")));
@@ -754,6 +794,7 @@ mod tests {
                 status: ToolStatus::Completed,
                 output: "hello".into(),
                 facts: serde_json::json!({}),
+                diff: None,
             }),
             (
                 None,

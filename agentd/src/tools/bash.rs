@@ -186,6 +186,7 @@ pub(crate) fn ended(
         status,
         text,
         facts: facts_json(facts, mode),
+        diff: None,
     }
 }
 

@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use super::tasks::NarrowingMark;
 use crate::cancel::Cancel;
-use crate::session::ToolStatus;
+use crate::session::{LoggedDiff, ToolStatus};
 
 /// What one call runs under.
 #[derive(Debug, Clone)]
@@ -30,6 +30,9 @@ pub struct ToolResult {
     /// enforcement, exit, denied, runner_failure, refused, timed_out, cancelled); for files,
     /// the mode and path.
     pub facts: Value,
+    /// For a file tool's write, the change it made, for the editor (see
+    /// [`crate::session::diff`]); never read by the model.
+    pub diff: Option<LoggedDiff>,
 }
 
 impl ToolResult {
@@ -38,6 +41,7 @@ impl ToolResult {
             status: ToolStatus::Completed,
             text,
             facts,
+            diff: None,
         }
     }
 
@@ -46,6 +50,13 @@ impl ToolResult {
             status: ToolStatus::Failed,
             text,
             facts,
+            diff: None,
         }
+    }
+
+    /// This result with the change a write made.
+    pub(crate) fn with_diff(mut self, diff: LoggedDiff) -> ToolResult {
+        self.diff = Some(diff);
+        self
     }
 }

@@ -9,6 +9,11 @@
 //! `/proc/self/environ` sees the reader's own (empty) environment, not agentd's. The result
 //! names the file the kernel says was read or written.
 //!
+//! A write also keeps, for the editor, the change it made ([`LoggedDiff`], RFC 0009): the text
+//! after, and the text before — for `edit_file` what it read, for `write_file` what a read of
+//! the same call made just before the write found (nothing for a file the writer created). The
+//! model's text is the same with or without it.
+//!
 //! The editor's own file access ([`super::ClientFs`]) is used only in danger-full-access, where
 //! nothing is confined: it reads and writes as the editor, wherever the path points when it
 //! gets there. In confined modes the editor learns of a write from the tool call's location.
@@ -41,6 +46,7 @@ use super::env::ToolEnv;
 use super::output::denial_marker;
 use super::spec::READ_CAP;
 use crate::command::Facts;
+use crate::session::{Before, DIFF_TEXT_CAP, LoggedDiff};
 use confined::{OpError, Read, Written, confined_read, confined_write};
 use fence::{Refusal, absolute, check_write};
 use text::{OpenError, apply_edit, checked_text, open_regular, window};
@@ -211,7 +217,9 @@ pub(crate) async fn write_file(env: &ToolEnv, args: WriteArgs, mode: Mode) -> To
         Ok(target) => target,
         Err(refusal) => return refused(refusal, mode, &args.path, "write"),
     };
+    let before = text_before(env, &target, mode).await;
     let bytes = args.content.len();
+    let after = kept(&args.content);
     match write_text(env, &target, args.content, mode).await {
         Ok(written) => {
             let mut facts = file_facts(mode, &written.path, written.facts.as_deref());
@@ -221,13 +229,54 @@ pub(crate) async fn write_file(env: &ToolEnv, args: WriteArgs, mode: Mode) -> To
             } else {
                 "Overwrote"
             };
+            let before = match before {
+                _ if written.created => Before::Created,
+                Some(text) => Before::Text(text),
+                None => Before::Unread,
+            };
+            let diff = diff_of(&written.path, before, after.as_deref());
             ToolResult::completed(
                 format!("{verb} {} ({bytes} bytes)", written.path.display()),
                 facts,
             )
+            .with_diff(diff)
         }
         Err(error) => op_failed(error, mode, &target, "write"),
     }
+}
+
+/// A copy of what a write writes, when a diff can keep it (the writer takes the content).
+fn kept(content: &str) -> Option<String> {
+    (content.len() <= DIFF_TEXT_CAP).then(|| content.to_owned())
+}
+
+/// The change a write made to `path`: `after` is `None` when it was over the cap.
+fn diff_of(path: &Path, before: Before, after: Option<&str>) -> LoggedDiff {
+    match after {
+        Some(after) => LoggedDiff::of(path, before, after),
+        None => LoggedDiff::too_large(path),
+    }
+}
+
+/// The text `target` holds before a write replaces it, for the editor's diff; `None` when it
+/// was not read (it does not exist, or is not text). Read as a read of the call would be: by
+/// the helper, confined under `mode`, or by the editor in danger-full-access, where a file
+/// that does not exist is not asked for. Whether the write created the file is the writer's
+/// word, not this.
+async fn text_before(env: &ToolEnv, target: &Path, mode: Mode) -> Option<String> {
+    if mode == Mode::DangerFullAccess {
+        let local = target.to_path_buf();
+        let exists = tokio::task::spawn_blocking(move || local.exists())
+            .await
+            .unwrap_or(false);
+        if !exists {
+            return None;
+        }
+    }
+    read_text(env, target, mode)
+        .await
+        .ok()
+        .map(|read| read.text)
 }
 
 pub(crate) async fn edit_file(env: &ToolEnv, args: EditArgs, mode: Mode) -> ToolResult {
@@ -254,12 +303,14 @@ pub(crate) async fn edit_file(env: &ToolEnv, args: EditArgs, mode: Mode) -> Tool
         }
     };
     let bytes = edited.len();
+    let after = kept(&edited);
     match write_text(env, &target, edited, mode).await {
         Ok(written) => {
             let mut facts = file_facts(mode, &written.path, written.facts.as_deref());
             facts["bytes"] = json!(bytes);
             facts["replacements"] = json!(replacements);
             let plural = if replacements == 1 { "" } else { "s" };
+            let diff = diff_of(&written.path, Before::Text(read.text), after.as_deref());
             ToolResult::completed(
                 format!(
                     "Edited {}: {replacements} replacement{plural}",
@@ -267,6 +318,7 @@ pub(crate) async fn edit_file(env: &ToolEnv, args: EditArgs, mode: Mode) -> Tool
                 ),
                 facts,
             )
+            .with_diff(diff)
         }
         Err(error) => op_failed(error, mode, &target, "edit"),
     }

@@ -63,7 +63,8 @@ pub use escalation::{
 pub use files::{MAX_TEXT_FILE, PROTECTED};
 pub use filter::{FilterError, FilterList, NotOffered, ToolFilter, ToolScope};
 pub use output::{
-    BACKGROUND_OUTPUT_CAP, MODEL_OUTPUT_CAP, denial_marker, exit_marker, truncation_marker,
+    BACKGROUND_OUTPUT_CAP, ESCALATION_HINT_PREFIX, MODEL_OUTPUT_CAP, denial_marker, denied_access,
+    exit_marker, truncation_marker,
 };
 pub use registry::{
     Admission, RESERVED, RegistryError, TASK, ToolRegistry, ToolSet, is_tool_name, reserved_because,

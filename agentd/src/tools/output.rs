@@ -27,18 +27,27 @@ pub fn truncation_marker(omitted: u64) -> String {
 }
 
 /// The line saying the confinement denied an access of `kind` under `mode`: `[sandbox: <what>
-/// denied under <mode> mode]`.
+/// denied under <mode> mode]`, `<what>` in the words of [`denied_access`].
 pub fn denial_marker(kind: Kind, mode: Mode) -> String {
-    let what = match kind {
+    let what = denied_access(kind, mode);
+    format!("[sandbox: {what} denied under {} mode]", mode.as_str())
+}
+
+/// What the confinement denied, in words: an access of `kind` under `mode`.
+pub fn denied_access(kind: Kind, mode: Mode) -> &'static str {
+    match kind {
         Kind::FileWrite if mode == Mode::ReadOnly => "file write",
         Kind::FileWrite => "file write outside the writable roots",
         Kind::ProtectedPath => "file write to git metadata",
         Kind::FileRead => "file read",
         Kind::Network => "network access",
         Kind::SystemInterface => "system interface (Unix sockets, tracing, mounts and the like)",
-    };
-    format!("[sandbox: {what} denied under {} mode]", mode.as_str())
+    }
 }
+
+/// How every [`escalation_hint`] starts: the line is an instruction to the model, and the
+/// editor is shown a line for a person instead (see `acp::shown`).
+pub const ESCALATION_HINT_PREFIX: &str = "[sandbox: escalation available — ";
 
 /// The line after the denial markers when an escalation can lift the denial: which of the
 /// `granted` modes to ask for (the narrowest that lifts it), and for a denial no file mode
@@ -57,14 +66,14 @@ pub(crate) fn escalation_hint(denial: &Denial, granted: &[Mode]) -> Option<Strin
             }
         };
         return Some(format!(
-            "[sandbox: escalation available — {retry} {choice} + justification; {asks}]"
+            "{ESCALATION_HINT_PREFIX}{retry} {choice} + justification; {asks}]"
         ));
     };
     let mode = granted.iter().copied().filter(|m| *m >= needed).min()?;
     Some(match (needed, mode) {
         (Mode::WorkspaceWrite, Mode::WorkspaceWrite) => format!(
-            "[sandbox: escalation available — the denied writes are inside the workspace: \
-             {retry} \"workspace-write\" + justification; {asks}]"
+            "{ESCALATION_HINT_PREFIX}the denied writes are inside the workspace: {retry} \
+             \"workspace-write\" + justification; {asks}]"
         ),
         (Mode::DangerFullAccess, _) => {
             let what: Vec<&str> = denial
@@ -85,13 +94,13 @@ pub(crate) fn escalation_hint(denial: &Denial, granted: &[Mode]) -> Option<Strin
                 ""
             };
             format!(
-                "[sandbox: escalation available — only danger-full-access allows {}{network}: \
-                 {retry} \"danger-full-access\" + justification if the task needs it; {asks}]",
+                "{ESCALATION_HINT_PREFIX}only danger-full-access allows {}{network}: {retry} \
+                 \"danger-full-access\" + justification if the task needs it; {asks}]",
                 what.join(" and ")
             )
         }
         (_, mode) => format!(
-            "[sandbox: escalation available — {retry} \"{}\" + justification; {asks}]",
+            "{ESCALATION_HINT_PREFIX}{retry} \"{}\" + justification; {asks}]",
             mode.as_str()
         ),
     })

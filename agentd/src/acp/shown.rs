@@ -1,0 +1,248 @@
+//! What a person is shown of a tool call's result, beside what the model reads: derived from the
+//! `tool/result` record alone (its status, facts, output and diff), for the live stream and for
+//! `session/load` alike, so a replay shows what was shown live.
+//!
+//! The model's text stays whole in the log and in the model's history. The editor's
+//! `tool_call_update` carries, each as its own content block and in this order:
+//!
+//! 1. [`person_lines`]: how the sandbox stopped the call, when it did (a denial, a runner
+//!    failure, a refusal), then what the sandbox did not enforce, when the enforcement was
+//!    partial. Nothing for a call that simply ran.
+//! 2. For a write, [`diff_content`]: the ACP diff, or a line saying why there is none.
+//! 3. [`editor_output`]: the model's text without its escalation hint, an instruction to the
+//!    model that the first line says to a person.
+//!
+//! Its `locations` ([`locations`]) name the file a file tool read or wrote, with the first line
+//! shown or changed.
+
+use agent_client_protocol::v1::schema::{ContentBlock, Diff, ToolCallContent, ToolCallLocation};
+use confine_protocol::Mode;
+use serde_json::Value;
+
+use crate::denial::Kind;
+use crate::session::{DIFF_TEXT_CAP, LoggedDiff, Omission, ToolStatus};
+use crate::tools::{ESCALATION_HINT_PREFIX, denied_access};
+
+/// The content of the editor's `tool_call_update` for a result: [`person_lines`], the diff,
+/// then [`editor_output`], each its own block.
+pub fn content(
+    status: ToolStatus,
+    facts: &Value,
+    output: &str,
+    diff: Option<&LoggedDiff>,
+) -> Vec<ToolCallContent> {
+    let text = |text: String| ToolCallContent::from(ContentBlock::from(text));
+    let mut content: Vec<ToolCallContent> = person_lines(status, facts, output)
+        .into_iter()
+        .map(text)
+        .collect();
+    content.extend(diff.map(diff_content));
+    content.push(text(editor_output(facts, output)));
+    content
+}
+
+/// The lines a person reads first about a tool call that ended with `status`, `facts` and the
+/// model's text `output`: at most one on how the sandbox stopped it, then at most one naming
+/// what the sandbox did not enforce.
+pub fn person_lines(status: ToolStatus, facts: &Value, output: &str) -> Vec<String> {
+    let mut lines: Vec<String> = ending_line(status, facts, output).into_iter().collect();
+    lines.extend(enforcement_line(facts));
+    lines
+}
+
+/// How the sandbox stopped the call, if it did: the helper refused it, its runner failed, or
+/// the confinement denied it something.
+fn ending_line(status: ToolStatus, facts: &Value, output: &str) -> Option<String> {
+    if let Some(reason) = facts.get("refused").and_then(Value::as_str) {
+        return Some(format!("Refused by the sandbox: {reason}."));
+    }
+    if let Some(failure) = facts.get("runner_failure").filter(|f| f.is_object()) {
+        let stage = failure.get("stage").and_then(Value::as_str).unwrap_or("");
+        return Some(match stage {
+            "unavailable" => "Not run: no sandbox works on this machine, and agentd runs \
+                              nothing unconfined; below is what to install."
+                .to_owned(),
+            "helper-exited" => "The sandbox went away (confine-helper exited); below is what \
+                                became of the call."
+                .to_owned(),
+            stage => format!(
+                "Not run: the sandbox failed to set it up (at {stage}), a problem of the \
+                 sandbox, not of the call; the details are below."
+            ),
+        });
+    }
+    if facts.get("denied").and_then(Value::as_bool) != Some(true) {
+        return None;
+    }
+    let word = facts.get("mode").and_then(Value::as_str).unwrap_or("");
+    let what: Vec<&str> = facts
+        .get("denials")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(|kind| match (Kind::from_word(kind), word.parse::<Mode>()) {
+            (Some(kind), Ok(mode)) => denied_access(kind, mode),
+            _ => kind,
+        })
+        .collect();
+    let blocked = match status {
+        ToolStatus::Failed => "Blocked by the sandbox",
+        ToolStatus::Completed => "Partly blocked by the sandbox",
+    };
+    let what = if what.is_empty() {
+        String::new()
+    } else {
+        format!(": {}", what.join(", "))
+    };
+    let retry = if trailing_markers(output).any(is_escalation_hint) {
+        "; the agent may ask to retry with more access"
+    } else {
+        ""
+    };
+    Some(format!("{blocked} ({word}){what}{retry}."))
+}
+
+/// The line naming what the sandbox did not enforce, when the facts say the enforcement was
+/// partial: each gap by its name (what it says before its first `: `).
+fn enforcement_line(facts: &Value) -> Option<String> {
+    let enforcement = facts.get("enforcement")?;
+    if enforcement.get("level").and_then(Value::as_str) != Some("partial") {
+        return None;
+    }
+    let gaps: Vec<&str> = enforcement
+        .get("missing")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(gap_name)
+        .collect();
+    let backend = facts.get("backend").and_then(Value::as_str).unwrap_or("");
+    let gaps = if gaps.is_empty() {
+        "not named".to_owned()
+    } else {
+        gaps.join("; ")
+    };
+    Some(format!(
+        "Partial sandbox ({backend}): not enforced — {gaps}."
+    ))
+}
+
+/// The name of one enforcement gap: what it says before its first `: ` outside parentheses
+/// (`process isolation: other processes' …` is `process isolation`), or all of it.
+fn gap_name(gap: &str) -> &str {
+    let mut depth = 0usize;
+    for (i, c) in gap.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth = depth.saturating_sub(1),
+            ':' if depth == 0 && gap[i + 1..].starts_with(' ') => return &gap[..i],
+            _ => {}
+        }
+    }
+    gap
+}
+
+/// The model's text as the editor shows it: without the escalation hint, which only the model
+/// acts on (the line of [`person_lines`] tells a person the same). Only a hint among the end
+/// markers of a denied call is left out, so a command that printed such a line keeps it.
+pub fn editor_output(facts: &Value, output: &str) -> String {
+    if facts.get("denied").and_then(Value::as_bool) != Some(true)
+        || !trailing_markers(output).any(is_escalation_hint)
+    {
+        return output.to_owned();
+    }
+    let lines: Vec<&str> = output.split('\n').collect();
+    let markers = lines
+        .iter()
+        .rev()
+        .take_while(|line| line.starts_with('['))
+        .count();
+    let cut = lines.len() - markers;
+    lines[..cut]
+        .iter()
+        .chain(lines[cut..].iter().filter(|line| !is_escalation_hint(line)))
+        .copied()
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The last lines of `output` that are agentd's markers (each starts with `[`), last first.
+fn trailing_markers(output: &str) -> impl Iterator<Item = &str> {
+    output
+        .split('\n')
+        .rev()
+        .take_while(|line| line.starts_with('['))
+}
+
+fn is_escalation_hint(line: &str) -> bool {
+    line.starts_with(ESCALATION_HINT_PREFIX)
+}
+
+/// The change a write made, as the editor shows it: an ACP diff (no `oldText` for a file the
+/// call created), or a line saying why there is none.
+pub fn diff_content(diff: &LoggedDiff) -> ToolCallContent {
+    match diff {
+        LoggedDiff::Text {
+            path,
+            old_text,
+            new_text,
+        } => ToolCallContent::from(Diff::new(path, new_text.clone()).old_text(old_text.clone())),
+        LoggedDiff::Omitted { reason, .. } => {
+            let why = match reason {
+                Omission::TooLarge => format!(
+                    "No diff shown: the text before or after is over {} KiB.",
+                    DIFF_TEXT_CAP / 1024
+                ),
+                Omission::Unread => {
+                    "No diff shown: the file's text before the write could not be read.".to_owned()
+                }
+            };
+            ToolCallContent::from(ContentBlock::from(why))
+        }
+    }
+}
+
+/// The file a file tool read or wrote (its facts' `path`, the real path), so the editor can
+/// follow along and reload what agentd wrote on disk: in confined modes the editor's own file
+/// access is not used for writes, and this is how it learns of them. The line is the first one
+/// a read showed, or the first one a write changed.
+pub fn locations(facts: &Value, diff: Option<&LoggedDiff>) -> Option<Vec<ToolCallLocation>> {
+    let path = facts.get("path")?.as_str()?;
+    if !std::path::Path::new(path).is_absolute() {
+        return None;
+    }
+    let read_line = || {
+        let first = facts.pointer("/lines/0")?.as_u64()?;
+        let last = facts.pointer("/lines/1")?.as_u64()?;
+        (first >= 1 && last >= first).then_some(first)
+    };
+    let line = match diff {
+        Some(LoggedDiff::Text {
+            old_text, new_text, ..
+        }) => first_changed_line(old_text.as_deref().unwrap_or(""), new_text),
+        Some(LoggedDiff::Omitted { .. }) => None,
+        None => read_line(),
+    };
+    let line = line.and_then(|line| u32::try_from(line).ok());
+    Some(vec![ToolCallLocation::new(path).line(line)])
+}
+
+/// The first line (from 1) where `new` differs from `old`; `None` when they are the same.
+fn first_changed_line(old: &str, new: &str) -> Option<u64> {
+    if old == new {
+        return None;
+    }
+    let same = old
+        .split_inclusive('\n')
+        .zip(new.split_inclusive('\n'))
+        .take_while(|(a, b)| a == b)
+        .count() as u64;
+    let lines = new.split_inclusive('\n').count() as u64;
+    Some((same + 1).min(lines.max(1)))
+}
+
+#[cfg(test)]
+#[path = "shown_tests.rs"]
+mod tests;
