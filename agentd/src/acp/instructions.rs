@@ -1,6 +1,7 @@
 //! What the model is told at every request: who it is, where it works, how to read tool results,
-//! and the session's approval policy. Built in one place and logged with each `model/request`,
-//! so what the model was told replays from the log.
+//! the project's own guidance (its `AGENTS.md` files), and the session's approval policy. Built
+//! in one place and logged with each `model/request`, so what the model was told replays from
+//! the log.
 //!
 //! The sandbox mode is deliberately not stated: a model told it works read-only tends to refuse
 //! work before trying it, while a denied attempt is harmless and says exactly what was refused
@@ -14,9 +15,14 @@ use std::path::Path;
 use crate::knobs::policy;
 use crate::words::ApprovalPolicy;
 
-/// The instructions for one model request under `approval`, with this step's notices, in
-/// order.
-pub fn for_request(cwd: &Path, approval: ApprovalPolicy, notices: &[String]) -> String {
+/// The instructions for one model request under `approval`, with the project's `guidance`
+/// (its `AGENTS.md` files, [`super::project_docs`]) and this step's notices, in order.
+pub fn for_request(
+    cwd: &Path,
+    guidance: Option<&str>,
+    approval: ApprovalPolicy,
+    notices: &[String],
+) -> String {
     let mut text = format!(
         "You are agentd, a coding agent working in the workspace {cwd}.\n\
          Use the tools to inspect and change files and to run commands.\n\
@@ -25,8 +31,9 @@ pub fn for_request(cwd: &Path, approval: ApprovalPolicy, notices: &[String]) -> 
          refused that access (a file write, a write to git metadata, a file read, network access \
          or a system interface): do not retry the command unchanged; when the result offers \
          escalation, follow the bash tool's description, otherwise explain what is needed.\n\
-         Keep answers short and say what you changed.\n\n{section}",
+         Keep answers short and say what you changed.\n\n{guidance}{section}",
         cwd = cwd.display(),
+        guidance = guidance.map(|g| format!("{g}\n\n")).unwrap_or_default(),
         section = policy::section(approval),
     );
     for notice in notices {
@@ -43,7 +50,7 @@ mod tests {
     #[test]
     fn the_sandbox_mode_is_not_stated() {
         for approval in [ApprovalPolicy::Ask, ApprovalPolicy::Never] {
-            let text = for_request(Path::new("/w"), approval, &[]);
+            let text = for_request(Path::new("/w"), None, approval, &[]);
             for word in ["read-only", "workspace-write", "danger-full-access"] {
                 assert!(!text.contains(word), "{word} in {text}");
             }
@@ -53,13 +60,13 @@ mod tests {
 
     #[test]
     fn the_approval_section_is_stated_under_never_and_a_marker_under_ask() {
-        let ask = for_request(Path::new("/w"), ApprovalPolicy::Ask, &[]);
+        let ask = for_request(Path::new("/w"), None, ApprovalPolicy::Ask, &[]);
         assert!(
             ask.ends_with("\n\n<!-- agentd-approval-policy:ask -->"),
             "{ask}"
         );
         assert!(!ask.contains("Approval prompts are disabled"), "{ask}");
-        let never = for_request(Path::new("/w"), ApprovalPolicy::Never, &[]);
+        let never = for_request(Path::new("/w"), None, ApprovalPolicy::Never, &[]);
         assert!(
             never.ends_with(&format!(
                 "<!-- agentd-approval-policy:never -->\n{}",
@@ -72,11 +79,27 @@ mod tests {
     }
 
     #[test]
+    fn the_project_guidance_comes_after_agentds_rules_and_before_the_policy() {
+        let text = for_request(
+            Path::new("/w"),
+            Some("Project guidance: run make."),
+            ApprovalPolicy::Ask,
+            &[],
+        );
+        assert!(
+            text.contains("say what you changed.\n\nProject guidance: run make.\n\n<!-- agentd"),
+            "{text}"
+        );
+        assert_eq!(policy::told(&text), Some(ApprovalPolicy::Ask));
+    }
+
+    #[test]
     fn notices_come_last_in_order_and_do_not_change_what_was_told() {
         let notice = "The approval policy changed from \"ask\" to \"never\" (changed by the user).";
         let stopped = "Background task task-1 was stopped because …";
         let text = for_request(
             Path::new("/w"),
+            None,
             ApprovalPolicy::Never,
             &[notice.to_owned(), stopped.to_owned()],
         );

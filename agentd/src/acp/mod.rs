@@ -18,6 +18,7 @@ mod error;
 mod instructions;
 mod options;
 pub mod permission;
+mod project_docs;
 mod sessions;
 mod set_knob;
 mod shown;

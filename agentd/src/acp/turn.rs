@@ -28,6 +28,7 @@ use agent_client_protocol::v1::schema::{
 use agent_client_protocol::{Client, Error, ErrorCode};
 
 use super::error::AcpError;
+use super::project_docs;
 use super::sessions::{AgentState, Session};
 use super::task::{self, TaskRun};
 use super::{instructions, updates};
@@ -189,7 +190,15 @@ impl Turn<'_> {
         )?;
         self.session.flush_switches()?;
         self.record(Event::TurnStarted { turn: self.number }, true)?;
-        let ending = self.steps().await?;
+        // Read once a turn, under the mode its calls start with, and stated in each request.
+        let docs = project_docs::read(
+            &self.session.tools,
+            &self.session.cwd,
+            self.session.effective_mode(),
+        )
+        .await;
+        let guidance = project_docs::section(&docs);
+        let ending = self.steps(guidance.as_deref()).await?;
         // A cancel outranks whatever the turn was doing when it came, a failure included.
         let ending = if self.cancel.is_cancelled() {
             Ending::Stop(StopReason::Cancelled)
@@ -206,7 +215,7 @@ impl Turn<'_> {
         Ok(ending)
     }
 
-    async fn steps(&self) -> Result<Ending, LogError> {
+    async fn steps(&self, guidance: Option<&str>) -> Result<Ending, LogError> {
         let provider = match &self.state.options.provider {
             Ok(provider) => provider.clone(),
             Err(why) => {
@@ -224,7 +233,7 @@ impl Turn<'_> {
             if self.cancel.is_cancelled() {
                 return Ok(Ending::Stop(StopReason::Cancelled));
             }
-            let answer = match self.ask(&*provider, step).await? {
+            let answer = match self.ask(&*provider, step, guidance).await? {
                 None => return Ok(Ending::Stop(StopReason::Cancelled)),
                 Some(Err(failure)) => return Ok(Ending::Failed(failure)),
                 Some(Ok(answer)) => answer,
@@ -388,6 +397,7 @@ impl Turn<'_> {
         &self,
         provider: &dyn Provider,
         step: u64,
+        guidance: Option<&str>,
     ) -> Result<Option<Result<AssistantTurn, ModelFailure>>, LogError> {
         let records = self.session.records();
         let policy = policy::effective(&records, self.session.defaults.policy);
@@ -400,7 +410,7 @@ impl Turn<'_> {
         .into_iter()
         .flatten()
         .collect();
-        let instructions = instructions::for_request(&self.session.cwd, policy, &notices);
+        let instructions = instructions::for_request(&self.session.cwd, guidance, policy, &notices);
         let effective = self.session.effective_mode();
         let specs = tools::offered(&self.session.tools, &tools::ToolScope::top(), effective);
         let specs = task::with_personas(specs, &self.state.options.personas);

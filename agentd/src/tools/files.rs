@@ -105,6 +105,28 @@ async fn read_text(env: &ToolEnv, path: &Path, mode: Mode) -> Result<Read, OpErr
     confined_read(env, path, mode).await
 }
 
+/// The text of `path` for agentd's own context (a project's `AGENTS.md`), read as `read_file`
+/// reads it under `mode`: confined by the helper, or by the editor in danger-full-access. `Err`
+/// is why not, as a sentence: the sandbox's refusal, a file that is not text, or one over `cap`
+/// bytes (read whole or not at all).
+pub(crate) async fn read_context(
+    env: &ToolEnv,
+    path: &Path,
+    mode: Mode,
+    cap: usize,
+) -> Result<String, String> {
+    let read = read_text(env, path, mode).await.map_err(|e| match e {
+        OpError::Denied(why, _) | OpError::Failed(why, _) => why,
+    })?;
+    if read.text.len() > cap {
+        return Err(format!(
+            "it is {} bytes, more than the {cap} bytes left for it",
+            read.text.len()
+        ));
+    }
+    Ok(read.text)
+}
+
 /// Writes `content` to `target` (checked by [`check_write`]): through the editor in
 /// danger-full-access when it offers that, else confined by the helper.
 async fn write_text(

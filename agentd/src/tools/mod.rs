@@ -60,6 +60,7 @@ pub use env::{ClientFs, ClientFsError, FsFuture, ToolEnv};
 pub use escalation::{
     GateContext, GateError, escalation_gate, requested_escalation, strictly_widens,
 };
+pub(crate) use files::read_context;
 pub use files::{MAX_TEXT_FILE, PROTECTED};
 pub use filter::{FilterError, FilterList, NotOffered, ToolFilter, ToolScope};
 pub use output::{
