@@ -19,6 +19,7 @@ mod instructions;
 mod options;
 pub mod permission;
 mod project_docs;
+mod prompt;
 mod sessions;
 mod set_knob;
 mod shown;
@@ -91,7 +92,9 @@ pub async fn serve(options: AcpOptions) -> Result<(), Error> {
                         .agent_capabilities(
                             AgentCapabilities::new()
                                 .load_session(true)
-                                .prompt_capabilities(PromptCapabilities::new())
+                                .prompt_capabilities(
+                                    PromptCapabilities::new().embedded_context(true),
+                                )
                                 .session_capabilities(
                                     SessionCapabilities::new()
                                         .list(SessionListCapabilities::new())

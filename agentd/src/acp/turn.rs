@@ -29,6 +29,7 @@ use agent_client_protocol::{Client, Error, ErrorCode};
 
 use super::error::AcpError;
 use super::project_docs;
+use super::prompt;
 use super::sessions::{AgentState, Session};
 use super::task::{self, TaskRun};
 use super::{instructions, updates};
@@ -68,7 +69,7 @@ pub async fn run(
         number: fold::last_turn(&session.records()) + 1,
         cancel,
     };
-    let ending = turn.drive(&prompt_text(prompt)).await;
+    let ending = turn.drive(prompt).await;
     session.hold_switches();
     session.end_turn();
     let ending = ending.map_err(AcpError::LogWrite)?;
@@ -149,28 +150,6 @@ pub(crate) fn stop_after(answer: &AssistantTurn) -> Option<StopReason> {
     }
 }
 
-/// The text of a prompt: text blocks as they are, links to resources named.
-fn prompt_text(prompt: &[ContentBlock]) -> String {
-    let parts: Vec<String> = prompt
-        .iter()
-        .map(|block| match block {
-            ContentBlock::Text(t) => t.text.clone(),
-            ContentBlock::ResourceLink(link) => format!("[resource: {}]", link.uri),
-            other => format!("[unsupported content: {}]", content_kind(other)),
-        })
-        .collect();
-    parts.join("\n")
-}
-
-fn content_kind(block: &ContentBlock) -> &'static str {
-    match block {
-        ContentBlock::Image(_) => "image",
-        ContentBlock::Audio(_) => "audio",
-        ContentBlock::Resource(_) => "embedded resource",
-        _ => "other",
-    }
-}
-
 struct Turn<'a> {
     state: &'a Arc<AgentState>,
     session: &'a Arc<Session>,
@@ -180,15 +159,26 @@ struct Turn<'a> {
 }
 
 impl Turn<'_> {
-    async fn drive(&self, text: &str) -> Result<Ending, LogError> {
+    async fn drive(&self, blocks: &[ContentBlock]) -> Result<Ending, LogError> {
         self.record(
             Event::PromptSubmitted {
                 turn: self.number,
-                text: text.to_owned(),
+                text: prompt::text(blocks),
             },
             false,
         )?;
         self.session.flush_switches()?;
+        let resources =
+            prompt::resources(&self.session.tools, blocks, self.session.effective_mode()).await;
+        if !resources.is_empty() {
+            self.record(
+                Event::PromptResources {
+                    turn: self.number,
+                    resources,
+                },
+                false,
+            )?;
+        }
         self.record(Event::TurnStarted { turn: self.number }, true)?;
         // Read once a turn, under the mode its calls start with, and stated in each request.
         let docs = project_docs::read(

@@ -70,6 +70,17 @@ impl Record {
     }
 }
 
+/// A resource a prompt attached or linked, as the model was given it: its text, or why it was
+/// not included.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PromptResource {
+    pub uri: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_included: Option<String>,
+}
+
 /// A tool call as the model made it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LoggedToolCall {
@@ -101,6 +112,14 @@ pub enum Event {
     /// The user's prompt, as text.
     #[serde(rename = "prompt/submitted")]
     PromptSubmitted { turn: u64, text: String },
+    /// The resources the prompt before it attached or linked, read for the model (only when
+    /// it had some). The model reads them after the prompt's text; the editor's replay shows
+    /// the prompt as it was written, with links named.
+    #[serde(rename = "prompt/resources")]
+    PromptResources {
+        turn: u64,
+        resources: Vec<PromptResource>,
+    },
     #[serde(rename = "turn/started")]
     TurnStarted { turn: u64 },
     /// What was sent to the model for one step: which model, the instructions it was given

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use super::diff::LoggedDiff;
-use super::event::{AgentOutcome, Event, Record, ToolStatus};
+use super::event::{AgentOutcome, Event, PromptResource, Record, ToolStatus};
 use crate::model::{Message, ToolCall};
 
 /// What `agentd sessions list` shows of a session.
@@ -276,6 +276,11 @@ fn history_from<'a>(records: impl Iterator<Item = &'a Record>) -> Vec<Message> {
                 close_pending(&mut out, &mut pending);
                 out.push(Message::user(text.clone()));
             }
+            Event::PromptResources { resources, .. } => {
+                if let Some(Message::User { content }) = out.last_mut() {
+                    content.push_str(&resources_text(resources));
+                }
+            }
             Event::ModelOutput {
                 text,
                 reasoning,
@@ -313,6 +318,25 @@ fn history_from<'a>(records: impl Iterator<Item = &'a Record>) -> Vec<Message> {
     out
 }
 
+/// What the model reads of a prompt's resources, after the prompt's text.
+pub fn resources_text(resources: &[PromptResource]) -> String {
+    let mut text = String::new();
+    for resource in resources {
+        let uri = &resource.uri;
+        match (&resource.text, &resource.not_included) {
+            (Some(body), _) => text.push_str(&format!(
+                "\n\n[resource {uri}]\n{}\n[end of resource {uri}]",
+                body.trim_end()
+            )),
+            (None, why) => text.push_str(&format!(
+                "\n\n[resource {uri}: not included: {}]",
+                why.as_deref().unwrap_or("no text")
+            )),
+        }
+    }
+    text
+}
+
 /// A readable transcript of the whole session.
 pub fn transcript(records: &[Record]) -> String {
     let mut out = String::new();
@@ -322,6 +346,18 @@ pub fn transcript(records: &[Record]) -> String {
                 format!("session {id} in {} ({agent})", cwd.display())
             }
             Event::PromptSubmitted { turn, text } => format!("[turn {turn}] user: {text}"),
+            Event::PromptResources { resources, .. } => {
+                let each: Vec<String> = resources
+                    .iter()
+                    .map(|r| match (&r.text, &r.not_included) {
+                        (Some(body), _) => format!("{} ({} bytes)", r.uri, body.len()),
+                        (None, why) => {
+                            format!("{} (not included: {})", r.uri, why.as_deref().unwrap_or(""))
+                        }
+                    })
+                    .collect();
+                format!("  resources: {}", each.join(", "))
+            }
             Event::TurnStarted { .. } => continue,
             Event::ModelRequest {
                 step, model, tools, ..

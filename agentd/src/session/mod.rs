@@ -12,7 +12,9 @@ pub mod fold;
 pub mod log;
 
 pub use diff::{Before, DIFF_TEXT_CAP, LoggedDiff, Omission};
-pub use event::{AgentOutcome, EVENT_VERSION, Event, LoggedToolCall, Record, ToolStatus};
+pub use event::{
+    AgentOutcome, EVENT_VERSION, Event, LoggedToolCall, PromptResource, Record, ToolStatus,
+};
 pub use log::{EventLog, LoadReport, LogError};
 
 /// A session's log as the domains that own events use it: the knobs' write paths
