@@ -19,6 +19,16 @@ fn instructions(log: &[Value]) -> Vec<String> {
         .collect()
 }
 
+/// Opens a session in `ws`, sends one prompt and returns the session's id once it is answered.
+fn one_prompt(scratch: &Scratch, ws: &std::path::Path) -> String {
+    let script = scratch.script(ANSWER);
+    let mut client = AcpClient::start(scratch, &script, &[]);
+    let session = client.open_session(ws);
+    let (answer, _) = client.prompt(&session, "hello");
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    session
+}
+
 #[test]
 fn agents_md_from_the_repository_root_down_is_stated_in_the_instructions() {
     // Not under /tmp: a confined read sees a /tmp of its own, so a file above the workspace
@@ -30,11 +40,7 @@ fn agents_md_from_the_repository_root_down_is_stated_in_the_instructions() {
     let ws = root.join("crate");
     std::fs::create_dir(&ws).expect("crate");
     std::fs::write(ws.join("AGENTS.md"), "This crate has no unsafe code.\n").expect("ws");
-    let script = scratch.script(ANSWER);
-    let mut client = AcpClient::start(&scratch, &script, &[]);
-    let session = client.open_session(&ws);
-    let (answer, _) = client.prompt(&session, "hello");
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let session = one_prompt(&scratch, &ws);
 
     let told = instructions(&scratch.log(&session));
     assert_eq!(told.len(), 1);
@@ -72,11 +78,7 @@ fn an_agents_md_that_is_a_fifo_is_named_and_does_not_block_the_turn() {
     )
     .expect("mkfifo");
     std::os::unix::fs::symlink("feed", ws.join("AGENTS.md")).expect("symlink");
-    let script = scratch.script(ANSWER);
-    let mut client = AcpClient::start(&scratch, &script, &[]);
-    let session = client.open_session(&ws);
-    let (answer, _) = client.prompt(&session, "hello");
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let session = one_prompt(&scratch, &ws);
     let told = instructions(&scratch.log(&session));
     let named = format!("--- {} is not stated: ", ws.join("AGENTS.md").display());
     assert!(told[0].contains(&named), "{}", told[0]);
@@ -85,11 +87,7 @@ fn an_agents_md_that_is_a_fifo_is_named_and_does_not_block_the_turn() {
 #[test]
 fn a_workspace_without_agents_md_is_told_nothing_of_it() {
     let scratch = Scratch::new("project-docs-none");
-    let script = scratch.script(ANSWER);
-    let mut client = AcpClient::start(&scratch, &script, &[]);
-    let session = client.open_session(&scratch.ws());
-    let (answer, _) = client.prompt(&session, "hello");
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let session = one_prompt(&scratch, &scratch.ws());
     let told = instructions(&scratch.log(&session));
     assert!(!told[0].contains("AGENTS.md"), "{}", told[0]);
 }

@@ -10,14 +10,32 @@ use serde_json::{Value, json};
 use support::acp::{AcpClient, Scratch, normalized_updates};
 use support::model_server::{ModelServer, Reply, fixture};
 
-#[test]
-fn a_prompts_resources_reach_the_model_and_the_log_and_not_the_replay() {
-    let scratch = Scratch::new("prompt-resources");
+/// A server that answers every request with text, configured as the scratch's model.
+fn answering_server(scratch: &Scratch) -> ModelServer {
     let server = ModelServer::start(|_, _| Reply::Stream(fixture("deepseek-thinking-answer.sse")));
     scratch.config(&format!(
         "[model]\nbase_url = \"{}\"\nmodel = \"deepseek-reasoner\"\nmax_retries = 0\n",
         server.base_url
     ));
+    server
+}
+
+/// The last user message of the first request the server received.
+fn last_user_message(server: &ModelServer) -> String {
+    let requests = server.requests();
+    let messages = requests[0].body["messages"].as_array().expect("messages");
+    messages
+        .iter()
+        .rfind(|m| m["role"] == "user")
+        .and_then(|m| m["content"].as_str())
+        .expect("a user message")
+        .to_owned()
+}
+
+#[test]
+fn a_prompts_resources_reach_the_model_and_the_log_and_not_the_replay() {
+    let scratch = Scratch::new("prompt-resources");
+    let server = answering_server(&scratch);
     let ws = scratch.ws();
     std::fs::write(ws.join("notes.txt"), "the linked file's text\n").expect("notes");
     std::fs::write(ws.join("big.txt"), "x".repeat(70 * 1024)).expect("big");
@@ -48,13 +66,8 @@ fn a_prompts_resources_reach_the_model_and_the_log_and_not_the_replay() {
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
 
     // What the model was sent: the text, then each resource or why it is not there.
-    let requests = server.requests();
-    let messages = requests[0].body["messages"].as_array().expect("messages");
-    let user = messages
-        .iter()
-        .rfind(|m| m["role"] == "user")
-        .and_then(|m| m["content"].as_str())
-        .expect("a user message");
+    let user = last_user_message(&server);
+    let user = user.as_str();
     let notes = link("notes.txt");
     let big = link("big.txt");
     for expected in [
@@ -106,22 +119,13 @@ fn a_prompts_resources_reach_the_model_and_the_log_and_not_the_replay() {
 #[test]
 fn a_prompt_of_text_only_has_no_resources() {
     let scratch = Scratch::new("prompt-resources-none");
-    let server = ModelServer::start(|_, _| Reply::Stream(fixture("deepseek-thinking-answer.sse")));
-    scratch.config(&format!(
-        "[model]\nbase_url = \"{}\"\nmodel = \"deepseek-reasoner\"\nmax_retries = 0\n",
-        server.base_url
-    ));
+    let server = answering_server(&scratch);
     let mut client = AcpClient::start_configured(&scratch, &[]);
     let session = client.open_session(&scratch.ws());
     let (answer, _) = client.prompt(&session, "Just text.");
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
-    let requests = server.requests();
-    let messages = requests[0].body["messages"].as_array().expect("messages");
-    let user = messages
-        .iter()
-        .rfind(|m| m["role"] == "user")
-        .and_then(|m| m["content"].as_str())
-        .expect("a user message");
+    let user = last_user_message(&server);
+    let user = user.as_str();
     assert_eq!(user, "Just text.");
     let log = scratch.log(&session);
     assert!(
