@@ -108,6 +108,7 @@ mod file_tools {
             mode,
             cancel: Cancel::never(),
             narrowings: Default::default(),
+            live: None,
         }
     }
 

@@ -96,6 +96,7 @@ mod tools {
             mode,
             cancel: Cancel::never(),
             narrowings: Default::default(),
+            live: None,
         }
     }
 
@@ -410,6 +411,7 @@ mod tools {
                 mode: Mode::ReadOnly,
                 cancel,
                 narrowings: Default::default(),
+                live: None,
             },
         ))
         .await;
@@ -602,6 +604,7 @@ mod tools {
                 mode: Mode::WorkspaceWrite,
                 cancel,
                 narrowings: Default::default(),
+                live: None,
             },
         );
         tokio::pin!(tool);

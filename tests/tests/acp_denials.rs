@@ -11,7 +11,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use serde_json::{Value, json};
-use support::acp::{AcpClient, Scratch, scratch_base};
+use support::acp::{AcpClient, Scratch, normalized_updates, scratch_base};
 
 /// A script with one turn per command, each one bash call, then a closing text.
 fn script(commands: &[&str]) -> String {
@@ -56,9 +56,9 @@ fn run(scratch: &Scratch, mode: &str, commands: &[&str]) -> Vec<Value> {
     let (answer, notes) = client.prompt(&session, "go");
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
     let log = scratch.log(&session);
-    let results: Vec<Value> = notes
-        .iter()
-        .map(|n| n["params"]["update"].clone())
+    // Without live output, which a slow command may show before its result.
+    let results: Vec<Value> = normalized_updates(&notes)
+        .into_iter()
         .filter(|u| u["sessionUpdate"] == "tool_call_update")
         .map(|mut update| {
             let logged = log

@@ -4,7 +4,7 @@
 mod support;
 
 use serde_json::Value;
-use support::acp::{AcpClient, Permission, Scratch};
+use support::acp::{AcpClient, Permission, Scratch, normalized_updates};
 
 const JUSTIFICATION: &str = "the answer has to be saved in the workspace";
 
@@ -33,11 +33,11 @@ text = "Done."
     )
 }
 
-/// The `tool_call_update`s of a prompt, in order.
+/// The `tool_call_update`s of a prompt, in order, without live output (which a slow command
+/// may show before its result).
 fn results(notes: &[Value]) -> Vec<Value> {
-    notes
-        .iter()
-        .map(|n| n["params"]["update"].clone())
+    normalized_updates(notes)
+        .into_iter()
         .filter(|u| u["sessionUpdate"] == "tool_call_update")
         .collect()
 }

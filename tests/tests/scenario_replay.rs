@@ -66,7 +66,8 @@
 //!   `restart_and_load` kills agentd (SIGKILL), starts it again, sends `initialize` and
 //!   `session/load`, and requires the replayed updates to equal the live ones (agent text chunks
 //!   joined, each prompt as a user message; the knobs' `current_mode_update` and
-//!   `config_option_update` left out: they are state, which the load answers in its result).
+//!   `config_option_update` left out: they are state, which the load answers in its result;
+//!   live output left out, see below).
 //! - `expect` (all optional): `files` (path → exact content) and `absent` (paths), relative to
 //!   the workspace; `stopReasons`, one per prompt in order; `permissionRequests`, how many were
 //!   received; `events` (`present`/`absent` event types) and `eventCounts` (type → count) in the
@@ -92,6 +93,17 @@
 //! out, of the facts and of that line. Everything else — tool result texts, agent text, option lists, errors, the
 //! instructions the model was given — is pinned character for character.
 //!
+//! ## Live output
+//!
+//! What a running command printed so far reaches the editor as `tool_call_update`s of its call
+//! without a status (RFC 0011), sent at a pace, so how many there are depends on timing; they
+//! are not recorded and `session/load` never replays them. They are left out of the snapshot and
+//! of the comparison with the replay, and checked instead: each comes after its call's
+//! `tool_call` and before its call's result (the `tool_call_update` with a status), which
+//! replaces it, and shows one text block that the result's output holds (unless the result's
+//! output was truncated for the model); after a call's result nothing more of it is shown.
+//! `tests/tests/acp_live_output.rs` checks their order with a command held on a FIFO.
+//!
 //! The scratch areas live under the target directory, not `/tmp`: workspace-write makes `/tmp`
 //! writable, so a write "outside the workspace" must aim elsewhere to be outside the sandbox.
 
@@ -101,7 +113,10 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
-use support::acp::{AcpClient, Permission, Scratch, normalized_updates, render, scratch_base};
+use support::acp::{
+    AcpClient, LiveOutput, Permission, Scratch, normalized_updates, render, scratch_base,
+    without_live_output,
+};
 use support::fifo;
 
 /// How long any one answer of agentd may take.
@@ -1277,6 +1292,56 @@ fn check_instructions(log: &[Value], want: &Value, fail: &mut impl FnMut(String)
     }
 }
 
+/// The live output of the transcript, checked as the module documentation says.
+fn check_live_output(transcript: &[(&'static str, Value)], failures: &mut Vec<String>) {
+    let updates: Vec<&Value> = transcript
+        .iter()
+        .filter(|(_, m)| m["method"] == "session/update")
+        .map(|(_, m)| &m["params"]["update"])
+        .collect();
+    let mut live = LiveOutput::default();
+    for (at, update) in updates.iter().enumerate() {
+        let call = &update["toolCallId"];
+        let ended = |u: &&&Value| {
+            u["sessionUpdate"] == "tool_call_update"
+                && &u["toolCallId"] == call
+                && u.get("status").is_some()
+        };
+        if !live.is_live(update) {
+            continue;
+        }
+        if updates[..at].iter().any(|u| ended(&u)) {
+            failures.push(format!("live output after its call's result: {update}"));
+            continue;
+        }
+        let Some(result) = updates[at + 1..].iter().find(|u| ended(u)) else {
+            failures.push(format!("live output of a call without a result: {update}"));
+            continue;
+        };
+        let text = match update["content"].as_array().map(Vec::as_slice) {
+            Some([block]) => block["content"]["text"].as_str().unwrap_or_default(),
+            _ => {
+                failures.push(format!("live output is not one text block: {update}"));
+                continue;
+            }
+        };
+        let output = result["content"]
+            .as_array()
+            .and_then(|blocks| blocks.last())
+            .and_then(|block| block["content"]["text"].as_str())
+            .unwrap_or_default();
+        let text = match text.strip_prefix("[output truncated: ") {
+            Some(rest) => rest.split_once('\n').map_or("", |(_, tail)| tail),
+            None => text,
+        };
+        if !output.contains("[output truncated: ") && !output.contains(text) {
+            failures.push(format!(
+                "live output the result does not hold: {text:?}, the result {output:?}"
+            ));
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // The replay
 // ---------------------------------------------------------------------------------------------
@@ -1302,10 +1367,13 @@ fn replay(name: &str) {
     let log = play.scratch.log(&play.session);
     check(&play, &scenario, &log, &mut failures);
 
+    let transcript = play.transcript();
+    check_live_output(&transcript, &mut failures);
+    let (transcript, _) = without_live_output(&transcript);
     let mut normaliser = Normaliser::new(&play, scenario.host_backend);
     let text = format!(
         "{}\n--- session log ---\n{}",
-        normaliser.transcript(&play.transcript()),
+        normaliser.transcript(&transcript),
         normaliser.log(&log)
     );
     for failure in &failures {

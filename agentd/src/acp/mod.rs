@@ -16,6 +16,7 @@ mod client_fs;
 pub mod config_options;
 mod error;
 mod instructions;
+mod live;
 mod options;
 pub mod permission;
 mod project_docs;

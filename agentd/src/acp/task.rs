@@ -332,6 +332,9 @@ impl ChildLoop {
             mode: session.effective_mode(),
             cancel,
             narrowings,
+            // A child's commands show nothing while they run: its calls show as lines under
+            // the `task` call once they end.
+            live: None,
         };
         tools::run_scoped(&session.tools, scope, call, context).await
     }

@@ -1,6 +1,8 @@
 //! One prompt turn: ask the model, stream its reasoning and text, run the tools it calls, feed
 //! the results back, until it answers without tool calls, its answer is cut off (the token limit
 //! or the server's filter), the step limit is reached, the model fails, or the user cancels.
+//! While a foreground command runs, what it printed so far is shown as progress of its call
+//! ([`live`]); that progress is not recorded, and the call's result replaces it.
 //!
 //! Every step is recorded before it is shown: the editor's stream is derived from the appended
 //! records, so what `session/load` replays is what was shown. (The model's reasoning and text
@@ -32,7 +34,7 @@ use super::project_docs;
 use super::prompt;
 use super::sessions::{AgentState, Session};
 use super::task::{self, TaskRun};
-use super::{instructions, updates};
+use super::{instructions, live, updates};
 use crate::agents::Lineage;
 use crate::agents::lifecycle::AgentId;
 use crate::approval::{self, Ask};
@@ -45,7 +47,7 @@ use crate::model::{
 use crate::narrowing;
 use crate::session::fold;
 use crate::session::{Event, LogError, Record};
-use crate::tools::{self, CallContext, TASK, ToolResult};
+use crate::tools::{self, CallContext, LiveOutput, TASK, ToolResult};
 use confine_protocol::Mode;
 
 /// Runs the prompt and returns the answer to `session/prompt`.
@@ -258,12 +260,18 @@ impl Turn<'_> {
                     match self.gate(call).await {
                         Err(refused) => refused,
                         Ok(mode) => {
+                            let live = LiveOutput::new();
                             let context = CallContext {
                                 mode,
                                 cancel: self.cancel.clone(),
                                 narrowings,
+                                live: Some(live.clone()),
                             };
-                            tools::run(&self.session.tools, call, context).await
+                            let running = tools::run(&self.session.tools, call, context);
+                            live::showing(running, &live, &self.cancel, |text| {
+                                self.show_live(&call.id, text);
+                            })
+                            .await
                         }
                     }
                 };
@@ -506,6 +514,15 @@ impl Turn<'_> {
 
     fn notify(&self, record: &Record) {
         updates::notify(self.cx, &self.session.id, record);
+    }
+
+    /// Shows the editor what the running call `call_id` printed so far; not recorded (see
+    /// [`live`]).
+    fn show_live(&self, call_id: &str, text: String) {
+        let update = updates::live_output(call_id, text);
+        let _ = self
+            .cx
+            .send_notification(SessionNotification::new(self.session.id.clone(), update));
     }
 }
 

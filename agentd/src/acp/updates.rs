@@ -74,6 +74,15 @@ pub fn update_for(item: &ReplayItem) -> SessionUpdate {
     }
 }
 
+/// What a running command of call `call_id` printed so far, as its live copy shows it (see
+/// `acp::live`): the call's content, replaced by the next update of the call. Never recorded.
+pub fn live_output(call_id: &str, text: String) -> SessionUpdate {
+    SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+        call_id.to_owned(),
+        ToolCallUpdateFields::new().content(vec![ToolCallContent::from(ContentBlock::from(text))]),
+    ))
+}
+
 /// A piece of the agent's answer text.
 pub fn agent_text(text: &str) -> SessionUpdate {
     SessionUpdate::AgentMessageChunk(ContentChunk::new(ContentBlock::from(text.to_owned())))

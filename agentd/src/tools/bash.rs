@@ -12,6 +12,7 @@ use tokio::sync::oneshot;
 use super::args::BashArgs;
 use super::call::{CallContext, ToolResult};
 use super::env::ToolEnv;
+use super::live::Teed;
 use super::output::{self, Collector, HeadTail, MODEL_OUTPUT_CAP, OutputSink};
 use super::spec::DEFAULT_TIMEOUT_MS;
 use crate::cancel::Cancel;
@@ -191,11 +192,14 @@ pub(crate) fn ended(
 }
 
 /// `bash` in the foreground: runs the command to its end (see [`super::background::start`] for the
-/// background).
+/// background), its output copied as it arrives into the call's live view when it has one.
 pub(crate) async fn bash(env: &ToolEnv, args: BashArgs, ctx: CallContext) -> ToolResult {
     let mode = ctx.mode;
     let timeout_ms = Some(args.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS));
-    let output = Arc::new(Mutex::new(HeadTail::new(MODEL_OUTPUT_CAP)));
+    let output = Arc::new(Mutex::new(Teed {
+        model: HeadTail::new(MODEL_OUTPUT_CAP),
+        live: ctx.live.clone(),
+    }));
     let facts = if ctx.cancel.is_cancelled() {
         not_started()
     } else {
@@ -213,6 +217,7 @@ pub(crate) async fn bash(env: &ToolEnv, args: BashArgs, ctx: CallContext) -> Too
     let output = output
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
+        .model
         .render();
     let escalation = env.options_for(mode).escalation;
     ended(
@@ -291,6 +296,7 @@ mod tests {
                 mode: Mode::WorkspaceWrite,
                 cancel: Cancel::never(),
                 narrowings: Default::default(),
+                live: None,
             },
         ))
         .await;
@@ -384,6 +390,7 @@ mod tests {
                 mode: Mode::ReadOnly,
                 cancel: Cancel::never(),
                 narrowings: Default::default(),
+                live: None,
             },
         ))
         .await;
@@ -420,6 +427,7 @@ mod tests {
                 mode: Mode::ReadOnly,
                 cancel,
                 narrowings: Default::default(),
+                live: None,
             },
         ))
         .await;

@@ -4,6 +4,7 @@
 use confine_protocol::Mode;
 use serde_json::Value;
 
+use super::live::LiveOutput;
 use super::tasks::NarrowingMark;
 use crate::cancel::Cancel;
 use crate::session::{LoggedDiff, ToolStatus};
@@ -18,6 +19,10 @@ pub struct CallContext {
     /// The session's narrowings when `mode` was decided (taken before it was read): a
     /// background task the call starts is stopped if one since narrowed below `mode`.
     pub narrowings: NarrowingMark,
+    /// Where a foreground `bash` copies its output as it arrives, for the editor's live view
+    /// of the call; `None` shows nothing while it runs (a child agent's calls). Never read by
+    /// the model, never logged.
+    pub live: Option<LiveOutput>,
 }
 
 /// What a call produced.

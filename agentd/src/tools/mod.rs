@@ -5,7 +5,8 @@
 //! [`describe`] before running it, runs it with [`run`] (or [`run_scoped`]) and reports the
 //! [`ToolResult`]: the text the model reads and the facts for the editor. A session keeps one
 //! [`ToolEnv`] for all its calls, with the session's [`ToolRegistry`]; each call comes with a
-//! [`CallContext`]: the sandbox mode in effect for it and the turn's cancel.
+//! [`CallContext`]: the sandbox mode in effect for it, the turn's cancel, and where a foreground
+//! command's output goes as it arrives for the editor's live view ([`LiveOutput`]).
 //!
 //! Which tools an agent has is decided in one place, [`ToolScope::resolve`] over the registry:
 //! [`offered`] gives the schemas of those tools and [`run_scoped`] refuses a call of any other
@@ -42,6 +43,7 @@ mod env;
 mod escalation;
 mod files;
 mod filter;
+mod live;
 mod output;
 mod registry;
 mod spec;
@@ -63,6 +65,7 @@ pub use escalation::{
 pub(crate) use files::read_context;
 pub use files::{MAX_TEXT_FILE, PROTECTED};
 pub use filter::{FilterError, FilterList, NotOffered, ToolFilter, ToolScope};
+pub use live::{LIVE_OUTPUT_CAP, LiveOutput};
 pub use output::{
     BACKGROUND_OUTPUT_CAP, ESCALATION_HINT_PREFIX, MODEL_OUTPUT_CAP, denial_marker, denied_access,
     exit_marker, truncation_marker,
@@ -179,6 +182,7 @@ mod tests {
             mode,
             cancel: Cancel::never(),
             narrowings: NarrowingMark::default(),
+            live: None,
         }
     }
 

@@ -235,7 +235,7 @@ fn without_cut_char_at_end(bytes: &[u8]) -> &[u8] {
 }
 
 /// `bytes` without the continuation bytes of a UTF-8 sequence whose start was cut off.
-fn without_cut_char_at_start(bytes: &[u8]) -> &[u8] {
+pub(super) fn without_cut_char_at_start(bytes: &[u8]) -> &[u8] {
     let cut = bytes
         .iter()
         .take(3)

@@ -330,13 +330,64 @@ pub fn render(transcript: &[(&'static str, Value)], replacements: &[(&str, &str)
     out
 }
 
+/// Tells the live output among a sequence of `session/update` payloads: a `tool_call_update`
+/// without a status, of a call announced as `kind: execute` — what a running command printed so
+/// far, sent while it runs at a pace that depends on timing, never recorded and never replayed
+/// (the call's result, which has a status, replaces it).
+#[derive(Debug, Default)]
+pub struct LiveOutput {
+    execute_calls: std::collections::HashSet<Value>,
+}
+
+impl LiveOutput {
+    /// Whether `update` is live output; notes the `execute` calls it announces.
+    pub fn is_live(&mut self, update: &Value) -> bool {
+        match update["sessionUpdate"].as_str() {
+            Some("tool_call") => {
+                if update["kind"] == "execute" {
+                    self.execute_calls.insert(update["toolCallId"].clone());
+                }
+                false
+            }
+            Some("tool_call_update") => {
+                update.get("status").is_none() && self.execute_calls.contains(&update["toolCallId"])
+            }
+            _ => false,
+        }
+    }
+}
+
+/// A transcript without its live output (see [`LiveOutput`]), and the live output taken out,
+/// each message whole, in order.
+pub fn without_live_output(
+    transcript: &[(&'static str, Value)],
+) -> (Vec<(&'static str, Value)>, Vec<Value>) {
+    let mut live = LiveOutput::default();
+    let mut kept = Vec::new();
+    let mut taken = Vec::new();
+    for (direction, message) in transcript {
+        let update = &message["params"]["update"];
+        if message["method"] == "session/update" && live.is_live(update) {
+            taken.push(message.clone());
+        } else {
+            kept.push((*direction, message.clone()));
+        }
+    }
+    (kept, taken)
+}
+
 /// The `session/update` payloads of some notifications, with consecutive agent text chunks
 /// joined, and consecutive thought chunks (the live stream sends the model's reasoning and text
-/// in pieces, a replay sends each whole).
+/// in pieces, a replay sends each whole), and without live output (see [`LiveOutput`]: a replay
+/// has none; the call's result is what both show last).
 pub fn normalized_updates(notes: &[Value]) -> Vec<Value> {
     let mut out: Vec<Value> = Vec::new();
+    let mut live = LiveOutput::default();
     for note in notes {
         let update = note["params"]["update"].clone();
+        if live.is_live(&update) {
+            continue;
+        }
         let kind = update["sessionUpdate"].clone();
         if (kind == "agent_message_chunk" || kind == "agent_thought_chunk")
             && let Some(last) = out.last_mut()
