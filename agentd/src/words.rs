@@ -32,8 +32,13 @@ pub enum ApprovalPolicy {
 pub enum Outcome {
     /// The action may go ahead, this once.
     AllowedOnce,
+    /// The action may go ahead, and so may every later one of the same scope in this session
+    /// (the person chose "always", or a rule they made earlier decided).
+    AllowedAlways,
     /// Someone said no (or the policy `never` did).
     Rejected,
+    /// Someone said no to this and to every later action of the same scope in this session.
+    RejectedAlways,
     /// The turn was cancelled, or the person asked dismissed the question.
     Cancelled,
     /// Nobody could be asked.
@@ -42,10 +47,38 @@ pub enum Outcome {
 
 confine_protocol::vocabulary!(Outcome, "approval outcome", OUTCOME_WORDS, [
     AllowedOnce => "allowed-once",
+    AllowedAlways => "allowed-always",
     Rejected => "rejected",
+    RejectedAlways => "rejected-always",
     Cancelled => "cancelled",
     Unavailable => "unavailable",
 ]);
+
+impl Outcome {
+    /// The action may go ahead.
+    pub fn allows(self) -> bool {
+        matches!(self, Outcome::AllowedOnce | Outcome::AllowedAlways)
+    }
+
+    /// The "always" answer this is, as a rule's decision: `Some(true)` allows, `Some(false)`
+    /// rejects, `None` for an answer of this request only.
+    pub fn always(self) -> Option<bool> {
+        match self {
+            Outcome::AllowedAlways => Some(true),
+            Outcome::RejectedAlways => Some(false),
+            _ => None,
+        }
+    }
+
+    /// The same answer for this request only.
+    pub fn once(self) -> Outcome {
+        match self {
+            Outcome::AllowedAlways => Outcome::AllowedOnce,
+            Outcome::RejectedAlways => Outcome::Rejected,
+            other => other,
+        }
+    }
+}
 
 confine_protocol::vocabulary!(ApprovalPolicy, "approval policy", APPROVAL_POLICY_WORDS, [
     Ask => "ask",
@@ -79,6 +112,27 @@ pub mod mode_word {
                 allowed(Mode::ALL)
             ))
         })
+    }
+}
+
+/// As [`mode_word`], for a mode that may be absent.
+pub mod optional_mode_word {
+    use super::*;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(mode: &Option<Mode>, serializer: S) -> Result<S::Ok, S::Error> {
+        match mode {
+            Some(mode) => super::mode_word::serialize(mode, serializer),
+            None => serializer.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<Mode>, D::Error> {
+        #[derive(Deserialize)]
+        struct Word(#[serde(with = "super::mode_word")] Mode);
+        Ok(Option::<Word>::deserialize(deserializer)?.map(|Word(mode)| mode))
     }
 }
 

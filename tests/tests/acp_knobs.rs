@@ -433,21 +433,36 @@ fn each_answer_to_a_permission_prompt_has_its_outcome_on_disk_in_the_result_and_
             assert_eq!(result["status"], "failed", "{result}");
             assert_eq!(result_text(result), *text, "{result}");
         }
-        // The prompt is attached to the call the editor was already shown.
+        // The prompt is attached to the call the editor was already shown (announced
+        // `pending`), and says on its own what it asks.
         let updates = normalized_updates(&notes);
         let call = updates
             .iter()
             .find(|u| u["sessionUpdate"] == "tool_call")
             .expect("the tool call was streamed");
+        // Pending is ACP's default status, left out on the wire.
+        assert_eq!(call.get("status"), None, "{call}");
         let request = &client.permission_requests[i];
         assert_eq!(
             request["params"],
             json!({
                 "sessionId": session,
-                "toolCall": {"toolCallId": call["toolCallId"]},
+                "toolCall": {
+                    "toolCallId": call["toolCallId"],
+                    "title": format!("Write {file}"),
+                    "kind": "edit",
+                    "status": "pending",
+                    "rawInput": call["rawInput"],
+                    "content": [{"type": "content", "content": {"type": "text",
+                        "text": format!("Write {file}: write_file is listed in approval.ask_before")}}],
+                },
                 "options": [
                     {"optionId": "allow-once", "name": "Allow once", "kind": "allow_once"},
+                    {"optionId": "allow-always", "kind": "allow_always",
+                     "name": "Always allow write_file in this session"},
                     {"optionId": "reject-once", "name": "Reject", "kind": "reject_once"},
+                    {"optionId": "reject-always", "kind": "reject_always",
+                     "name": "Always reject write_file in this session"},
                 ],
             })
         );

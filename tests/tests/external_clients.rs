@@ -625,10 +625,14 @@ fn current(options: &Value, id: &str) -> String {
 }
 
 /// Updates with consecutive agent text chunks joined: the live stream sends the model's text in
-/// pieces, a replay sends it whole.
+/// pieces, a replay sends it whole; and without status-only updates (a call a person allowed now
+/// runs), which are not recorded: the call's result is what both show.
 fn joined(updates: &[&Value]) -> Vec<Value> {
     let mut out: Vec<Value> = Vec::new();
     for &update in updates {
+        if support::acp::is_status_only(update) {
+            continue;
+        }
         if update["sessionUpdate"] == "agent_message_chunk"
             && let Some(last) = out.last_mut()
             && last["sessionUpdate"] == "agent_message_chunk"
@@ -766,13 +770,18 @@ impl Answer {
     }
 }
 
-/// The options of every permission prompt: allow once and reject once.
+/// The options of every permission prompt for `write_file` in `approval.ask_before`: allow
+/// once, allow always, reject once, reject always.
 fn assert_offered(options: &Value) {
     assert_eq!(
         options,
         &json!([
             {"optionId": "allow-once", "name": "Allow once", "kind": "allow_once"},
+            {"optionId": "allow-always", "name": "Always allow write_file in this session",
+             "kind": "allow_always"},
             {"optionId": "reject-once", "name": "Reject", "kind": "reject_once"},
+            {"optionId": "reject-always", "name": "Always reject write_file in this session",
+             "kind": "reject_always"},
         ])
     );
 }
@@ -1057,14 +1066,25 @@ fn acpx_command(scratch: &Scratch, cli: &Path, script: &str, options: &[&str]) -
 
 /// An acpx command with the agent command line `agent` and the JSON output.
 fn acpx_command_for(scratch: &Scratch, cli: &Path, agent: &[String], options: &[&str]) -> Command {
-    let agent = shell_words(agent);
     let mut command = scratch.command("node");
+    command.args(acpx_args(cli, agent, options));
     command
-        .arg(cli)
-        .args(["--agent", &agent])
-        .args(["--format", "json", "--json-strict", "--timeout", "60"])
-        .args(options);
-    command
+}
+
+/// The words after `node` of an acpx command with the agent command line `agent`.
+fn acpx_args(cli: &Path, agent: &[String], options: &[&str]) -> Vec<String> {
+    let mut args = vec![
+        cli.display().to_string(),
+        "--agent".to_owned(),
+        shell_words(agent),
+    ];
+    args.extend(
+        ["--format", "json", "--json-strict", "--timeout", "60"]
+            .iter()
+            .chain(options)
+            .map(|word| (*word).to_owned()),
+    );
+    args
 }
 
 /// The JSON-RPC messages among acpx's output lines.
@@ -1238,6 +1258,64 @@ fn acpx_exec_without_a_prompt_to_ask_cancels_the_write() {
         Answer::Cancel,
         &["--non-interactive-permissions", "fail"],
         5,
+    );
+}
+
+/// A read-only session whose model escalates one write to workspace-write.
+const ACPX_ESCALATION_SCRIPT: &str = r#"
+[[turn]]
+[[turn.tool_calls]]
+name = "bash"
+arguments = { command = "echo saved > escalated.txt", sandbox_permissions = "workspace-write", justification = "the answer has to be saved" }
+
+[[turn]]
+text = "Saved."
+"#;
+
+#[test]
+fn acpx_at_a_terminal_shows_the_command_and_the_target_mode_in_its_permission_prompt() {
+    let flow = "acpx_at_a_terminal_shows_the_command_and_the_target_mode_in_its_permission_prompt";
+    let Some(cli) = installed("acpx", flow, acpx()) else {
+        return;
+    };
+    let scratch = Scratch::new("acpx-tty");
+    let screen = scratch.root.join("terminal.txt");
+    // acpx asks a person only when its stdin and stderr are a terminal: a pseudo-terminal,
+    // answered "y" once the question is on it.
+    let mut command = scratch.command("python3");
+    command
+        .arg(external_dir().join("pty_answer.py"))
+        .arg(&screen)
+        .args(["y", "--", "node"])
+        .args(acpx_args(&cli, &scratch.agent(ACPX_ESCALATION_SCRIPT), &[]))
+        .args(["exec", "Save the answer"]);
+    let run = run(&scratch, command, Leftovers::Fail);
+    assert_eq!(run.status.code(), Some(0), "acpx's exit code\n{run}");
+    let shown = std::fs::read_to_string(&screen).expect("the terminal's transcript");
+    let question = "[permission] Allow echo saved > escalated.txt (with workspace-write) \
+                    [execute]? (y/N)";
+    assert!(
+        shown.contains(question),
+        "the prompt names the command and the mode it would run under:\n{shown}\n{run}"
+    );
+    let lines = run.json_lines();
+    let wire = Wire {
+        lines: &lines,
+        run: &run,
+    };
+    let asked = wire.requests("session/request_permission");
+    assert_eq!(asked.len(), 1, "{run}");
+    assert_eq!(
+        asked[0]["params"]["toolCall"]["content"][0]["content"]["text"],
+        "Run `echo saved > escalated.txt` with workspace-write (now read-only): the answer has \
+         to be saved",
+        "{run}"
+    );
+    assert_eq!(asked[0]["params"]["toolCall"]["status"], "pending");
+    assert_eq!(
+        scratch.read("escalated.txt"),
+        "saved\n",
+        "answered y, the escalated write landed"
     );
 }
 

@@ -21,6 +21,7 @@ mod options;
 pub mod permission;
 mod project_docs;
 mod prompt;
+mod questions;
 mod sessions;
 mod set_knob;
 mod shown;

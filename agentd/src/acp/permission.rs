@@ -1,10 +1,15 @@
 //! The ACP answerer of the approval seam: a request from one of this connection's sessions
 //! becomes `session/request_permission`, attached to the tool call the editor was already shown.
 //!
-//! The user is offered exactly two options, "Allow once" (`allow-once`, kind `allow_once`) and
-//! "Reject" (`reject-once`, kind `reject_once`): grants are one-shot, so nothing "always" is
-//! offered. `allow-once` is allowed-once; the client's `cancelled` is cancelled; any other option
-//! id is rejected (only an explicit allow allows); a request that fails is unavailable. A
+//! The request stands on its own: its `toolCall` carries the call's title, kind and arguments,
+//! status `pending`, and as content the line a person reads first (see [`crate::approval::Question`]).
+//! The options are "Allow once" (`allow-once`, kind `allow_once`) and "Reject" (`reject-once`,
+//! kind `reject_once`), and, when the request has a scope, "Always allow …" (`allow-always`,
+//! kind `allow_always`) and "Always reject …" (`reject-always`, kind `reject_always`) naming it.
+//! `allow-once` is allowed-once, `allow-always` allowed-always (only when offered), and
+//! `reject-always` rejected-always (only when offered); the client's `cancelled` is cancelled;
+//! any other option id is rejected (only an explicit allow allows); a request that fails is
+//! unavailable. A
 //! request of a session this connection does not serve (also one it closed), or one not tied to a tool call, goes to
 //! the next answerer. A cancel of the turn stops the wait (the seam also races it), as the
 //! protocol asks: the client answers `cancelled` to pending requests after `session/cancel`.
@@ -14,17 +19,22 @@ use std::sync::Mutex;
 
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
-    PermissionOption, PermissionOptionKind, RequestPermissionOutcome, RequestPermissionRequest,
-    RequestPermissionResponse, ToolCallUpdate, ToolCallUpdateFields,
+    ContentBlock, PermissionOption, PermissionOptionKind, RequestPermissionOutcome,
+    RequestPermissionRequest, RequestPermissionResponse, ToolCallContent, ToolCallStatus,
+    ToolCallUpdate, ToolCallUpdateFields,
 };
 use agent_client_protocol::{Client, Error};
 
-use crate::approval::{Answerer, Outcome, Reply, ReplyFuture, Request};
+use crate::approval::{Answerer, Ask, Outcome, Reply, ReplyFuture, Request};
 
 /// The option id that allows the call, once.
 pub const ALLOW_ONCE: &str = "allow-once";
 /// The option id that rejects it.
 pub const REJECT_ONCE: &str = "reject-once";
+/// The option id that allows it and every later request of its scope in the session.
+pub const ALLOW_ALWAYS: &str = "allow-always";
+/// The option id that rejects it and every later request of its scope in the session.
+pub const REJECT_ALWAYS: &str = "reject-always";
 
 /// Asks the editor of the sessions it serves.
 #[derive(Default)]
@@ -70,15 +80,16 @@ impl AcpAnswerer {
 impl Answerer for AcpAnswerer {
     fn answer<'a>(&'a self, request: &'a Request) -> ReplyFuture<'a> {
         Box::pin(async move {
-            let Some(call_id) = &request.call_id else {
+            let Some(call_id) = &request.ask.call_id else {
                 return Reply::Next;
             };
             let Some(cx) = self.connection(&request.agent) else {
                 return Reply::Next;
             };
-            let ask = permission_request(&request.agent, call_id);
+            let ask = permission_request(&request.agent, call_id, &request.ask);
+            let always = request.ask.scope.is_some();
             let outcome = tokio::select! {
-                answer = cx.send_request(ask).block_task() => outcome_of(answer),
+                answer = cx.send_request(ask).block_task() => outcome_of(answer, always),
                 () = request.cancel.cancelled() => Outcome::Cancelled,
             };
             Reply::outcome(outcome)
@@ -86,29 +97,60 @@ impl Answerer for AcpAnswerer {
     }
 }
 
-/// The `session/request_permission` for the tool call `call_id` of `session_id`.
-pub fn permission_request(session_id: &str, call_id: &str) -> RequestPermissionRequest {
+/// The `session/request_permission` for the tool call `call_id` of `session_id`, asking `ask`.
+pub fn permission_request(session_id: &str, call_id: &str, ask: &Ask) -> RequestPermissionRequest {
+    let question = &ask.question;
+    let fields = ToolCallUpdateFields::new()
+        .title(question.title.clone())
+        .kind(super::updates::tool_kind(&question.kind))
+        .status(ToolCallStatus::Pending)
+        .raw_input(question.input.clone())
+        .content(vec![ToolCallContent::from(ContentBlock::from(
+            question.text.clone(),
+        ))]);
+    let mut options = vec![PermissionOption::new(
+        ALLOW_ONCE,
+        "Allow once",
+        PermissionOptionKind::AllowOnce,
+    )];
+    if let Some(scope) = &ask.scope {
+        options.push(PermissionOption::new(
+            ALLOW_ALWAYS,
+            format!("Always allow {} in this session", scope.name()),
+            PermissionOptionKind::AllowAlways,
+        ));
+    }
+    options.push(PermissionOption::new(
+        REJECT_ONCE,
+        "Reject",
+        PermissionOptionKind::RejectOnce,
+    ));
+    if let Some(scope) = &ask.scope {
+        options.push(PermissionOption::new(
+            REJECT_ALWAYS,
+            format!("Always reject {} in this session", scope.name()),
+            PermissionOptionKind::RejectAlways,
+        ));
+    }
     RequestPermissionRequest::new(
         session_id.to_owned(),
-        ToolCallUpdate::new(call_id.to_owned(), ToolCallUpdateFields::new()),
-        vec![
-            PermissionOption::new(ALLOW_ONCE, "Allow once", PermissionOptionKind::AllowOnce),
-            PermissionOption::new(REJECT_ONCE, "Reject", PermissionOptionKind::RejectOnce),
-        ],
+        ToolCallUpdate::new(call_id.to_owned(), fields),
+        options,
     )
 }
 
-/// What the client's answer means.
-pub fn outcome_of(answer: Result<RequestPermissionResponse, Error>) -> Outcome {
+/// What the client's answer means; the "always" options count only when they were offered
+/// (`always`).
+pub fn outcome_of(answer: Result<RequestPermissionResponse, Error>, always: bool) -> Outcome {
     match answer {
         Ok(response) => match response.outcome {
             RequestPermissionOutcome::Cancelled => Outcome::Cancelled,
-            RequestPermissionOutcome::Selected(selected)
-                if &*selected.option_id.0 == ALLOW_ONCE =>
-            {
-                Outcome::AllowedOnce
-            }
-            RequestPermissionOutcome::Selected(_) => Outcome::Rejected,
+            RequestPermissionOutcome::Selected(selected) => match &*selected.option_id.0 {
+                ALLOW_ONCE => Outcome::AllowedOnce,
+                ALLOW_ALWAYS if always => Outcome::AllowedAlways,
+                REJECT_ALWAYS if always => Outcome::RejectedAlways,
+                _ => Outcome::Rejected,
+            },
             _ => Outcome::Unavailable,
         },
         Err(e) => {
@@ -132,37 +174,114 @@ mod tests {
         ))
     }
 
+    fn escalation_ask() -> Ask {
+        Ask {
+            tool: "bash".into(),
+            call_id: Some("call_1_1".into()),
+            reason: Some("escalate sandbox to workspace-write: needs node_modules".into()),
+            question: crate::approval::Question {
+                title: "npm install (with workspace-write)".into(),
+                kind: "execute".into(),
+                input: json!({"command": "npm install", "sandbox_permissions": "workspace-write"}),
+                text: "Run `npm install` with workspace-write (now read-only): needs node_modules"
+                    .into(),
+            },
+            scope: Some(crate::approval::Scope::command(
+                "bash",
+                "npm install",
+                Some(confine_protocol::Mode::WorkspaceWrite),
+            )),
+        }
+    }
+
     #[test]
-    fn the_request_attaches_to_the_streamed_call_and_offers_allow_once_and_reject() {
-        let wire = serde_json::to_value(permission_request("s1", "call_1_1")).expect("json");
+    fn the_request_stands_alone_and_offers_always_for_its_scope() {
+        let wire = serde_json::to_value(permission_request("s1", "call_1_1", &escalation_ask()))
+            .expect("json");
         assert_eq!(
             wire,
             json!({
                 "sessionId": "s1",
-                "toolCall": {"toolCallId": "call_1_1"},
+                "toolCall": {
+                    "toolCallId": "call_1_1",
+                    "title": "npm install (with workspace-write)",
+                    "kind": "execute",
+                    "status": "pending",
+                    "rawInput": {"command": "npm install", "sandbox_permissions": "workspace-write"},
+                    "content": [{"type": "content", "content": {
+                        "type": "text",
+                        "text": "Run `npm install` with workspace-write (now read-only): needs node_modules",
+                    }}],
+                },
                 "options": [
                     {"optionId": "allow-once", "name": "Allow once", "kind": "allow_once"},
+                    {"optionId": "allow-always", "kind": "allow_always",
+                     "name": "Always allow `npm install` with workspace-write in this session"},
                     {"optionId": "reject-once", "name": "Reject", "kind": "reject_once"},
+                    {"optionId": "reject-always", "kind": "reject_always",
+                     "name": "Always reject `npm install` with workspace-write in this session"},
                 ],
             })
+        );
+        let once_only = Ask {
+            scope: None,
+            ..escalation_ask()
+        };
+        let wire = serde_json::to_value(permission_request("s1", "c", &once_only)).expect("json");
+        assert_eq!(
+            wire["options"],
+            json!([
+                {"optionId": "allow-once", "name": "Allow once", "kind": "allow_once"},
+                {"optionId": "reject-once", "name": "Reject", "kind": "reject_once"},
+            ])
         );
     }
 
     #[test]
-    fn only_allow_once_allows_and_any_other_option_rejects() {
-        assert_eq!(outcome_of(selected("allow-once")), Outcome::AllowedOnce);
-        assert_eq!(outcome_of(selected("reject-once")), Outcome::Rejected);
-        for other in ["allow-always", "Allow once", "allow_once", "", "maybe"] {
-            assert_eq!(outcome_of(selected(other)), Outcome::Rejected, "{other:?}");
+    fn only_an_offered_allow_allows_and_any_other_option_rejects() {
+        assert_eq!(
+            outcome_of(selected("allow-once"), false),
+            Outcome::AllowedOnce
+        );
+        assert_eq!(
+            outcome_of(selected("reject-once"), false),
+            Outcome::Rejected
+        );
+        assert_eq!(
+            outcome_of(selected("allow-always"), true),
+            Outcome::AllowedAlways
+        );
+        assert_eq!(
+            outcome_of(selected("reject-always"), true),
+            Outcome::RejectedAlways
+        );
+        assert_eq!(
+            outcome_of(selected("allow-always"), false),
+            Outcome::Rejected,
+            "an always that was not offered allows nothing"
+        );
+        assert_eq!(
+            outcome_of(selected("reject-always"), false),
+            Outcome::Rejected
+        );
+        for other in ["Allow once", "allow_once", "allow_always", "", "maybe"] {
+            assert_eq!(
+                outcome_of(selected(other), true),
+                Outcome::Rejected,
+                "{other:?}"
+            );
         }
         assert_eq!(
-            outcome_of(Ok(RequestPermissionResponse::new(
-                RequestPermissionOutcome::Cancelled
-            ))),
+            outcome_of(
+                Ok(RequestPermissionResponse::new(
+                    RequestPermissionOutcome::Cancelled
+                )),
+                true
+            ),
             Outcome::Cancelled
         );
         assert_eq!(
-            outcome_of(Err(Error::internal_error())),
+            outcome_of(Err(Error::internal_error()), true),
             Outcome::Unavailable
         );
     }
@@ -173,9 +292,10 @@ mod tests {
         let request = |call_id: Option<&str>| Request {
             id: "r".into(),
             agent: "not-served".into(),
-            tool: "write_file".into(),
-            call_id: call_id.map(str::to_owned),
-            reason: None,
+            ask: Ask {
+                call_id: call_id.map(str::to_owned),
+                ..escalation_ask()
+            },
             cancel: Cancel::never(),
         };
         let foreign = request(Some("c"));

@@ -15,20 +15,20 @@ use std::sync::Arc;
 
 use agent_client_protocol::Client;
 use agent_client_protocol::v1::ConnectionTo;
-use agent_client_protocol::v1::schema::SessionNotification;
+use agent_client_protocol::v1::schema::{SessionNotification, ToolCallStatus};
 use serde::Deserialize;
 use serde_json::json;
 
 use super::sessions::{AgentState, Session};
-use super::updates;
+use super::{questions, updates};
 use crate::agents::lifecycle::{AgentId, ChildContext, ChildError, Failure, Outcome};
 use crate::agents::{Lineage, Personas};
-use crate::approval::{self, Ask};
+use crate::approval;
 use crate::cancel::Cancel;
 use crate::model::{ChatRequest, FinishReason, Message, ModelError, ToolCall, ToolSpec};
 use crate::session::fold::{self, ReplayItem};
-use crate::session::{Event, LogError, Record};
-use crate::tools::{self, CallContext, TASK, ToolResult};
+use crate::session::{Event, LogError, Record, ToolStatus};
+use crate::tools::{self, CallContext, TASK, ToolDescription, ToolResult};
 
 /// What a `task` call and the child it starts run with; cheap to clone.
 #[derive(Clone)]
@@ -255,14 +255,19 @@ impl ChildLoop {
                 turn,
                 call_id: call.id.clone(),
                 tool: call.name.clone(),
-                title: description.title,
+                title: description.title.clone(),
                 kind: description.kind.as_str().to_owned(),
-                input: description.input,
+                input: description.input.clone(),
+                pending: self.asks(call),
             },
             true,
         )?;
         self.show_progress();
-        let result = self.result(call).await;
+        let result = self.result(call, &description).await;
+        if self.asks(call) {
+            // The permission request showed this call on its own: end it there too.
+            self.show_status(&call.id, result.status);
+        }
         self.record(
             Event::ToolResult {
                 turn,
@@ -298,7 +303,7 @@ impl ChildLoop {
 
     /// The result of one call: refused when the child's scope does not have the tool or the
     /// call asks to escalate, else run (a `task` call starts a grandchild).
-    async fn result(&self, call: &ToolCall) -> ToolResult {
+    async fn result(&self, call: &ToolCall, description: &ToolDescription) -> ToolResult {
         let session = &self.run.session;
         let mode = session.effective_mode();
         let refused = |text: String| {
@@ -319,7 +324,7 @@ impl ChildLoop {
         }
         // `ask_before` gates a delegation too: a person who lists `task` is asked before any
         // child starts, at every level.
-        if let Some(refusal) = self.approve(call, &cancel).await {
+        if let Some(refusal) = self.approve(call, description, &cancel).await {
             return refusal;
         }
         if call.name == TASK {
@@ -339,22 +344,39 @@ impl ChildLoop {
         tools::run_scoped(&session.tools, scope, call, context).await
     }
 
+    /// Whether the call asks a person first (a tool listed in `approval.ask_before`).
+    fn asks(&self, call: &ToolCall) -> bool {
+        self.run.state.options.ask_before.contains(&call.name)
+    }
+
+    /// Shows the editor the end of the child's call `call_id` (not recorded: the replay shows
+    /// it under the `task` call).
+    fn show_status(&self, call_id: &str, status: ToolStatus) {
+        let status = match status {
+            ToolStatus::Completed => ToolCallStatus::Completed,
+            ToolStatus::Failed => ToolCallStatus::Failed,
+        };
+        let update = updates::status(call_id, status);
+        let session = &self.run.session;
+        let _ = self
+            .run
+            .cx
+            .send_notification(SessionNotification::new(session.id.clone(), update));
+    }
+
     /// Asks the user before a tool listed in `approval.ask_before` runs, naming the child.
-    async fn approve(&self, call: &ToolCall, cancel: &Cancel) -> Option<ToolResult> {
+    async fn approve(
+        &self,
+        call: &ToolCall,
+        description: &ToolDescription,
+        cancel: &Cancel,
+    ) -> Option<ToolResult> {
         let state = &self.run.state;
-        if !state.options.ask_before.contains(&call.name) {
+        if !self.asks(call) {
             return None;
         }
-        let ask = Ask {
-            tool: call.name.clone(),
-            call_id: Some(call.id.clone()),
-            reason: Some(format!(
-                "the child agent {} ({}) calls \"{}\", which is listed in approval.ask_before",
-                self.tag,
-                self.ctx.persona(),
-                call.name
-            )),
-        };
+        let child = format!("the child agent {} ({})", self.tag, self.ctx.persona());
+        let ask = questions::listed(call, description, Some(&child));
         let outcome = state
             .approvals
             .request(&*self.run.session, ask, cancel)

@@ -25,7 +25,7 @@ use std::sync::Arc;
 
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
-    ContentBlock, PromptResponse, SessionNotification, StopReason,
+    ContentBlock, PromptResponse, SessionNotification, StopReason, ToolCallStatus,
 };
 use agent_client_protocol::{Client, Error, ErrorCode};
 
@@ -34,10 +34,10 @@ use super::project_docs;
 use super::prompt;
 use super::sessions::{AgentState, Session};
 use super::task::{self, TaskRun};
-use super::{instructions, live, updates};
+use super::{instructions, live, questions, updates};
 use crate::agents::Lineage;
 use crate::agents::lifecycle::AgentId;
-use crate::approval::{self, Ask};
+use crate::approval;
 use crate::cancel::Cancel;
 use crate::knobs::policy;
 use crate::model::{
@@ -242,9 +242,10 @@ impl Turn<'_> {
                     turn: self.number,
                     call_id: call.id.clone(),
                     tool: call.name.clone(),
-                    title: description.title,
+                    title: description.title.clone(),
                     kind: description.kind.as_str().to_owned(),
-                    input: description.input,
+                    input: description.input.clone(),
+                    pending: self.asks(call),
                 })?;
                 // Taken before the gate reads the mode: a narrowing after it reaches a
                 // background task this call starts, however long the gate takes.
@@ -252,12 +253,12 @@ impl Turn<'_> {
                 let delegates = call.name == TASK && self.session.tools.registry().contains(TASK);
                 let result = if delegates {
                     // `ask_before` gates a delegation as it gates any other tool.
-                    match self.approve(call).await {
+                    match self.approve(call, &description).await {
                         Some(refused) => refused,
                         None => self.delegate(call).await,
                     }
                 } else {
-                    match self.gate(call).await {
+                    match self.gate(call, &description).await {
                         Err(refused) => refused,
                         Ok(mode) => {
                             let live = LiveOutput::new();
@@ -303,7 +304,11 @@ impl Turn<'_> {
     /// command under a wider mode) goes through the gate and the seam; any other call runs under
     /// the session's effective mode, after `ask_before`. `Err` is the result it answers instead
     /// of running.
-    async fn gate(&self, call: &ToolCall) -> Result<Mode, ToolResult> {
+    async fn gate(
+        &self,
+        call: &ToolCall,
+        description: &tools::ToolDescription,
+    ) -> Result<Mode, ToolResult> {
         let effective = self.session.effective_mode();
         let refused = |text: String, extra: serde_json::Value| {
             let mut facts = serde_json::json!({ "mode": effective.as_str() });
@@ -318,7 +323,7 @@ impl Turn<'_> {
                 return Err(refused(e.to_string(), invalid));
             }
             Ok(None) => {
-                return match self.approve(call).await {
+                return match self.approve(call, description).await {
                     Some(refusal) => Err(refusal),
                     // Read again: the user may have switched the mode while asked.
                     None => Ok(self.session.effective_mode()),
@@ -340,22 +345,23 @@ impl Turn<'_> {
                 serde_json::json!({ "escalation": wanted.as_str() }),
             ));
         }
-        let ask = Ask {
-            tool: call.name.clone(),
-            call_id: Some(call.id.clone()),
-            reason: Some(format!(
-                "escalate sandbox to {}: {}",
-                wanted.as_str(),
-                escalation.justification
-            )),
-        };
+        let ask = questions::escalation(
+            call,
+            description,
+            wanted,
+            effective,
+            &escalation.justification,
+        );
         let outcome = self
             .state
             .approvals
             .request(&**self.session, ask, &self.cancel)
             .await;
         match approval::escalation_refusal(wanted, outcome) {
-            None => Ok(wanted),
+            None => {
+                self.show_running(&call.id);
+                Ok(wanted)
+            }
             Some(text) => Err(refused(
                 text,
                 serde_json::json!({ "escalation": wanted.as_str(), "approval": outcome.as_str() }),
@@ -363,26 +369,36 @@ impl Turn<'_> {
         }
     }
 
+    /// Whether the call waits for a person before it may run: a tool listed in
+    /// `approval.ask_before`, or a `bash` call that asks to escalate (announced `pending`).
+    fn asks(&self, call: &ToolCall) -> bool {
+        self.state.options.ask_before.contains(&call.name)
+            || matches!(
+                tools::requested_escalation(&self.session.tools, call),
+                Ok(Some(_))
+            )
+    }
+
     /// Asks the user before a tool listed in `approval.ask_before` runs. `None` when the call
     /// may run; otherwise the result it answers instead.
-    async fn approve(&self, call: &ToolCall) -> Option<ToolResult> {
+    async fn approve(
+        &self,
+        call: &ToolCall,
+        description: &tools::ToolDescription,
+    ) -> Option<ToolResult> {
         if !self.state.options.ask_before.contains(&call.name) {
             return None;
         }
-        let ask = Ask {
-            tool: call.name.clone(),
-            call_id: Some(call.id.clone()),
-            reason: Some(format!(
-                "tool \"{}\" is listed in approval.ask_before",
-                call.name
-            )),
-        };
+        let ask = questions::listed(call, description, None);
         let outcome = self
             .state
             .approvals
             .request(&**self.session, ask, &self.cancel)
             .await;
-        let text = approval::tool_refusal(&call.name, outcome)?;
+        let Some(text) = approval::tool_refusal(&call.name, outcome) else {
+            self.show_running(&call.id);
+            return None;
+        };
         Some(ToolResult::failed(
             text,
             serde_json::json!({ "approval": outcome.as_str() }),
@@ -514,6 +530,15 @@ impl Turn<'_> {
 
     fn notify(&self, record: &Record) {
         updates::notify(self.cx, &self.session.id, record);
+    }
+
+    /// Shows the editor that the call `call_id`, announced `pending`, was allowed and runs; not
+    /// recorded (its result ends it).
+    fn show_running(&self, call_id: &str) {
+        let update = updates::status(call_id, ToolCallStatus::InProgress);
+        let _ = self
+            .cx
+            .send_notification(SessionNotification::new(self.session.id.clone(), update));
     }
 
     /// Shows the editor what the running call `call_id` printed so far; not recorded (see

@@ -36,10 +36,15 @@ pub fn update_for(item: &ReplayItem) -> SessionUpdate {
             title,
             kind,
             input,
+            pending,
         } => SessionUpdate::ToolCall(
             ToolCall::new(call_id.clone(), title.clone())
                 .kind(tool_kind(kind))
-                .status(ToolCallStatus::InProgress)
+                .status(if *pending {
+                    ToolCallStatus::Pending
+                } else {
+                    ToolCallStatus::InProgress
+                })
                 .raw_input(input.clone()),
         ),
         // What a person reads first, the diff of a write, then the model's text (see
@@ -83,6 +88,16 @@ pub fn live_output(call_id: &str, text: String) -> SessionUpdate {
     ))
 }
 
+/// The call `call_id` now has `status`: running once a person allowed it, or ended when the
+/// editor has no other update for it (a child agent's call that asked). Never recorded: the
+/// call's result, or the `task` call's, is what a replay shows.
+pub fn status(call_id: &str, status: ToolCallStatus) -> SessionUpdate {
+    SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+        call_id.to_owned(),
+        ToolCallUpdateFields::new().status(status),
+    ))
+}
+
 /// A piece of the agent's answer text.
 pub fn agent_text(text: &str) -> SessionUpdate {
     SessionUpdate::AgentMessageChunk(ContentChunk::new(ContentBlock::from(text.to_owned())))
@@ -93,7 +108,8 @@ pub fn agent_thought(text: &str) -> SessionUpdate {
     SessionUpdate::AgentThoughtChunk(ContentChunk::new(ContentBlock::from(text.to_owned())))
 }
 
-fn tool_kind(kind: &str) -> ToolKind {
+/// ACP's `ToolKind` for its name.
+pub fn tool_kind(kind: &str) -> ToolKind {
     match kind {
         "execute" => ToolKind::Execute,
         "read" => ToolKind::Read,

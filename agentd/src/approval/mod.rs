@@ -19,8 +19,12 @@
 //! nor replayed to an editor. If the log cannot take the pair, nothing is granted
 //! (`unavailable`).
 //!
-//! A grant is one-shot: `allowed-once` lets the one action that asked go ahead and is stored
-//! nowhere; the next action asks again.
+//! `allowed-once` lets the one action that asked go ahead and is stored nowhere; the next action
+//! asks again. A request with a [`Scope`] may also be answered `allowed-always` or
+//! `rejected-always`: the seam records that answer as an `approval/rule` (durable, before the
+//! `approval/decided`), and from then on a request of the same scope in the session is decided
+//! by that rule — after the policy `never`, before any answerer — with `approval/decided`
+//! naming the rule (see [`rules`]). An "always" answer to a request without a scope counts once.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -31,10 +35,14 @@ use crate::cancel::Cancel;
 use crate::session::{Event, SessionLog};
 use crate::words::ApprovalPolicy;
 
-pub use crate::words::Outcome;
+pub mod rules;
 
-/// What is asked: which tool, for which of its calls, and why.
-#[derive(Debug, Clone, PartialEq, Eq)]
+pub use crate::words::Outcome;
+pub use rules::Scope;
+
+/// What is asked: which tool, for which of its calls, why, what the person is shown, and what
+/// an "always" answer would cover.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Ask {
     pub tool: String,
     /// The tool call that asks, as it was already announced to the editor; an answerer that
@@ -42,6 +50,24 @@ pub struct Ask {
     pub call_id: Option<String>,
     /// Why approval is needed, in words for the person asked and for the audit log.
     pub reason: Option<String>,
+    /// The question as a person reads it, on its own.
+    pub question: Question,
+    /// What an "always" answer covers; `None` when only this request can be answered.
+    pub scope: Option<Scope>,
+}
+
+/// A question as a person reads it without anything else on screen: the call as it was
+/// announced and one line saying what would happen, how, and why.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Question {
+    pub title: String,
+    /// ACP's `ToolKind` name.
+    pub kind: String,
+    /// The call's arguments as announced.
+    pub input: serde_json::Value,
+    /// What a person reads first, e.g. ``Run `npm install` with workspace-write (now
+    /// read-only): needs to write node_modules``.
+    pub text: String,
 }
 
 /// One request as the answerers see it.
@@ -51,9 +77,8 @@ pub struct Request {
     pub id: String,
     /// Who asks (a session id): an answerer answers only for the agents it serves.
     pub agent: String,
-    pub tool: String,
-    pub call_id: Option<String>,
-    pub reason: Option<String>,
+    /// What is asked.
+    pub ask: Ask,
     /// The asking turn's cancel; an answerer may stop waiting on it (the seam does anyway).
     pub cancel: Cancel,
 }
@@ -126,29 +151,55 @@ impl Approvals {
             },
             false,
         );
-        let outcome = match asked {
-            Ok(_) => {
-                let request = Request {
-                    id: id.clone(),
-                    agent: asker.agent().to_owned(),
-                    tool: ask.tool,
-                    call_id: ask.call_id,
-                    reason: ask.reason,
-                    cancel: cancel.clone(),
-                };
-                self.decide(asker.policy(), request).await
-            }
-            Err(e) => {
-                eprintln!(
-                    "agentd: session {}: cannot record an approval request ({e}); nothing is \
-                     granted",
-                    asker.agent()
-                );
-                Outcome::Unavailable
-            }
+        if let Err(e) = asked {
+            eprintln!(
+                "agentd: session {}: cannot record an approval request ({e}); nothing is granted",
+                asker.agent()
+            );
+            return self.decided(asker, id, Outcome::Unavailable, None);
+        }
+        let scope = ask.scope.clone();
+        let request = Request {
+            id: id.clone(),
+            agent: asker.agent().to_owned(),
+            ask,
+            cancel: cancel.clone(),
         };
-        // Durable before whatever the decision lets happen.
-        match asker.append(Event::ApprovalDecided { id, outcome }, true) {
+        let (outcome, rule) = self.decide(asker, request).await;
+        let outcome = match (rule.is_none(), outcome.always(), scope) {
+            // A person's "always": the rule is durable before the decision it records.
+            (true, Some(allow), Some(scope)) => {
+                match asker.append(rules::record(&scope, &id, allow), true) {
+                    Ok(_) => outcome,
+                    Err(e) => {
+                        eprintln!(
+                            "agentd: session {}: cannot record an approval rule ({e}); nothing is \
+                         granted",
+                            asker.agent()
+                        );
+                        if allow {
+                            Outcome::Unavailable
+                        } else {
+                            Outcome::Rejected
+                        }
+                    }
+                }
+            }
+            (true, Some(_), None) => outcome.once(),
+            _ => outcome,
+        };
+        self.decided(asker, id, outcome, rule)
+    }
+
+    /// Records how request `id` ended, durable before whatever the decision lets happen.
+    fn decided(
+        &self,
+        asker: &dyn Asker,
+        id: String,
+        outcome: Outcome,
+        rule: Option<String>,
+    ) -> Outcome {
+        match asker.append(Event::ApprovalDecided { id, outcome, rule }, true) {
             Ok(_) => outcome,
             Err(e) => {
                 eprintln!(
@@ -156,24 +207,36 @@ impl Approvals {
                      granted",
                     asker.agent()
                 );
-                match outcome {
-                    Outcome::AllowedOnce => Outcome::Unavailable,
-                    other => other,
+                if outcome.allows() {
+                    Outcome::Unavailable
+                } else {
+                    outcome
                 }
             }
         }
     }
 
-    async fn decide(&self, policy: ApprovalPolicy, request: Request) -> Outcome {
+    /// The outcome, and the rule that decided it when one did.
+    async fn decide(&self, asker: &dyn Asker, request: Request) -> (Outcome, Option<String>) {
         if request.cancel.is_cancelled() {
-            return Outcome::Cancelled;
+            return (Outcome::Cancelled, None);
         }
-        // Decided here, before any answerer, so no answerer can bypass it.
-        if policy == ApprovalPolicy::Never {
-            return Outcome::Rejected;
+        // Decided here, before any rule or answerer, so nothing can bypass it.
+        if asker.policy() == ApprovalPolicy::Never {
+            return (Outcome::Rejected, None);
+        }
+        if let Some(scope) = &request.ask.scope
+            && let Some((rule, allow)) = rules::deciding(&asker.records(), scope)
+        {
+            let outcome = if allow {
+                Outcome::AllowedAlways
+            } else {
+                Outcome::RejectedAlways
+            };
+            return (outcome, Some(rule));
         }
         if self.chain.is_empty() {
-            return Outcome::Unavailable;
+            return (Outcome::Unavailable, None);
         }
         let chain = self.chain.clone();
         let cancel = request.cancel.clone();
@@ -201,9 +264,9 @@ impl Approvals {
         };
         // A cancel that came with the answer outranks it: a cancelled turn runs nothing more.
         if cancel.is_cancelled() {
-            Outcome::Cancelled
+            (Outcome::Cancelled, None)
         } else {
-            outcome
+            (outcome, None)
         }
     }
 }
@@ -232,8 +295,10 @@ async fn ask_chain(chain: &[Arc<dyn Answerer>], request: &Request) -> Outcome {
 /// (`None` when it was).
 pub fn tool_refusal(tool: &str, outcome: Outcome) -> Option<String> {
     match outcome {
-        Outcome::AllowedOnce => None,
-        Outcome::Rejected => Some(format!("the user rejected tool \"{tool}\"")),
+        Outcome::AllowedOnce | Outcome::AllowedAlways => None,
+        Outcome::Rejected | Outcome::RejectedAlways => {
+            Some(format!("the user rejected tool \"{tool}\""))
+        }
         Outcome::Cancelled => Some(format!("approval for tool \"{tool}\" was cancelled")),
         Outcome::Unavailable => Some(format!(
             "tool \"{tool}\" requires approval, but no approval channel is available"
@@ -246,8 +311,8 @@ pub fn tool_refusal(tool: &str, outcome: Outcome) -> Option<String> {
 pub fn escalation_refusal(mode: confine_protocol::Mode, outcome: Outcome) -> Option<String> {
     let m = mode.as_str();
     match outcome {
-        Outcome::AllowedOnce => None,
-        Outcome::Rejected => Some(format!(
+        Outcome::AllowedOnce | Outcome::AllowedAlways => None,
+        Outcome::Rejected | Outcome::RejectedAlways => Some(format!(
             "the user rejected escalating this command to \"{m}\""
         )),
         Outcome::Cancelled => Some(format!("approval for escalating to \"{m}\" was cancelled")),

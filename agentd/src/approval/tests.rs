@@ -43,7 +43,7 @@ impl TestAsker {
             .map(|pair| match (pair[0], pair[1]) {
                 (
                     Event::ApprovalAsked { id: asked, .. },
-                    Event::ApprovalDecided { id, outcome },
+                    Event::ApprovalDecided { id, outcome, .. },
                 ) => {
                     assert_eq!(asked, id, "one id per pair");
                     (id.clone(), *outcome)
@@ -79,6 +79,21 @@ fn ask() -> Ask {
         tool: "write_file".into(),
         call_id: Some("call_1".into()),
         reason: Some("listed in approval.ask_before".into()),
+        question: Question::default(),
+        scope: None,
+    }
+}
+
+/// An escalation of `command` to workspace-write, which may be answered "always".
+fn scoped(command: &str) -> Ask {
+    Ask {
+        tool: "bash".into(),
+        scope: Some(Scope::command(
+            "bash",
+            command,
+            Some(confine_protocol::Mode::WorkspaceWrite),
+        )),
+        ..ask()
     }
 }
 
@@ -202,7 +217,8 @@ async fn every_word_of_the_vocabulary_is_the_outcome_it_names() {
     for &outcome in Outcome::ALL {
         let asker = TestAsker::new(ApprovalPolicy::Ask);
         let approvals = Approvals::new(vec![Fixed::new(Reply::outcome(outcome))]);
-        let got = within(approvals.request(&asker, ask(), &Cancel::never())).await;
+        // A request that may be answered "always" (without a scope, "always" counts once).
+        let got = within(approvals.request(&asker, scoped("make"), &Cancel::never())).await;
         assert_eq!(got, outcome);
         assert_eq!(asker.pairs()[0].1, outcome);
     }
@@ -412,6 +428,7 @@ fn the_outcomes_are_spelt_as_the_vocabulary_in_the_log() {
     let event = Event::ApprovalDecided {
         id: "x".into(),
         outcome: Outcome::AllowedOnce,
+        rule: None,
     };
     assert_eq!(
         serde_json::to_value(&event).expect("json"),
@@ -444,4 +461,140 @@ fn a_tool_that_was_not_allowed_says_why() {
         tool_refusal("write_file", Outcome::Unavailable).as_deref(),
         Some("tool \"write_file\" requires approval, but no approval channel is available")
     );
+}
+
+/// The `approval/rule` records of the log, and the rule each decision names.
+fn rules_and_deciders(asker: &TestAsker) -> (Vec<(String, bool)>, Vec<Option<String>>) {
+    let events = asker.log.events();
+    let rules = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::ApprovalRule { id, allow, .. } => Some((id.clone(), *allow)),
+            _ => None,
+        })
+        .collect();
+    let deciders = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::ApprovalDecided { rule, .. } => Some(rule.clone()),
+            _ => None,
+        })
+        .collect();
+    (rules, deciders)
+}
+
+#[tokio::test]
+async fn an_always_answer_becomes_a_rule_that_decides_the_same_scope_without_asking() {
+    let asker = TestAsker::new(ApprovalPolicy::Ask);
+    let person = Fixed::new(Reply::outcome(Outcome::AllowedAlways));
+    let approvals = Approvals::new(vec![person.clone()]);
+    let first = within(approvals.request(&asker, scoped("npm install"), &Cancel::never())).await;
+    assert_eq!(first, Outcome::AllowedAlways);
+    let again = within(approvals.request(&asker, scoped("npm install"), &Cancel::never())).await;
+    assert_eq!(again, Outcome::AllowedAlways);
+    assert_eq!(person.calls(), 1, "the rule decided the second request");
+    let pairs = asker.pairs();
+    let (rules, deciders) = rules_and_deciders(&asker);
+    assert_eq!(
+        rules,
+        vec![(pairs[0].0.clone(), true)],
+        "named by the request"
+    );
+    assert_eq!(deciders, vec![None, Some(pairs[0].0.clone())]);
+    // The rule is written before the decision it records.
+    let events = asker.log.events();
+    let rule_at = events
+        .iter()
+        .position(|e| matches!(e, Event::ApprovalRule { .. }));
+    let decided_at = events
+        .iter()
+        .position(|e| matches!(e, Event::ApprovalDecided { .. }));
+    assert!(rule_at < decided_at, "{events:?}");
+    // Another command is asked: the control.
+    let other = within(approvals.request(&asker, scoped("npm ci"), &Cancel::never())).await;
+    assert_eq!(other, Outcome::AllowedAlways);
+    assert_eq!(person.calls(), 2, "a different command is asked");
+}
+
+#[tokio::test]
+async fn a_reject_always_rule_rejects_later_requests_of_its_scope() {
+    let asker = TestAsker::new(ApprovalPolicy::Ask);
+    let person = Fixed::new(Reply::outcome(Outcome::RejectedAlways));
+    let approvals = Approvals::new(vec![person.clone()]);
+    for _ in 0..2 {
+        let outcome = within(approvals.request(&asker, scoped("rm -rf x"), &Cancel::never())).await;
+        assert_eq!(outcome, Outcome::RejectedAlways);
+        assert!(!outcome.allows());
+    }
+    assert_eq!(person.calls(), 1);
+}
+
+#[tokio::test]
+async fn always_without_a_scope_counts_once_and_makes_no_rule() {
+    let asker = TestAsker::new(ApprovalPolicy::Ask);
+    let person = Fixed::new(Reply::outcome(Outcome::AllowedAlways));
+    let approvals = Approvals::new(vec![person.clone()]);
+    for _ in 0..2 {
+        let outcome = within(approvals.request(&asker, ask(), &Cancel::never())).await;
+        assert_eq!(outcome, Outcome::AllowedOnce);
+    }
+    assert_eq!(person.calls(), 2);
+    assert_eq!(rules_and_deciders(&asker).0, vec![]);
+}
+
+#[tokio::test]
+async fn the_policy_never_outranks_an_allow_rule() {
+    let asker = TestAsker::new(ApprovalPolicy::Ask);
+    let approvals = Approvals::new(vec![Fixed::new(Reply::outcome(Outcome::AllowedAlways))]);
+    within(approvals.request(&asker, scoped("make"), &Cancel::never())).await;
+    let never = TestAsker {
+        policy: ApprovalPolicy::Never,
+        ..TestAsker::new(ApprovalPolicy::Never)
+    };
+    for record in asker.log.records() {
+        never.log.append(record.event, false).expect("copy");
+    }
+    let outcome = within(approvals.request(&never, scoped("make"), &Cancel::never())).await;
+    assert_eq!(outcome, Outcome::Rejected);
+}
+
+/// A log that takes everything but `approval/rule`.
+struct NoRules {
+    inner: TestAsker,
+}
+
+impl SessionLog for NoRules {
+    fn records(&self) -> Vec<Record> {
+        self.inner.records()
+    }
+
+    fn append(&self, event: Event, sync: bool) -> Result<Record, LogError> {
+        if matches!(event, Event::ApprovalRule { .. }) {
+            return Err(LogError::NotFound("no room for a rule".into()));
+        }
+        self.inner.append(event, sync)
+    }
+}
+
+impl Asker for NoRules {
+    fn agent(&self) -> &str {
+        self.inner.agent()
+    }
+
+    fn policy(&self) -> ApprovalPolicy {
+        self.inner.policy()
+    }
+}
+
+#[tokio::test]
+async fn an_always_allow_whose_rule_cannot_be_written_grants_nothing() {
+    let asker = NoRules {
+        inner: TestAsker::new(ApprovalPolicy::Ask),
+    };
+    let approvals = Approvals::new(vec![Fixed::new(Reply::outcome(Outcome::AllowedAlways))]);
+    let outcome = within(approvals.request(&asker, scoped("make"), &Cancel::never())).await;
+    assert_eq!(outcome, Outcome::Unavailable);
+    let rejecting = Approvals::new(vec![Fixed::new(Reply::outcome(Outcome::RejectedAlways))]);
+    let outcome = within(rejecting.request(&asker, scoped("make"), &Cancel::never())).await;
+    assert_eq!(outcome, Outcome::Rejected);
 }

@@ -11,6 +11,7 @@ use confine_protocol::Mode;
 use serde::{Deserialize, Serialize};
 
 use super::diff::LoggedDiff;
+use super::rule::Scope;
 use crate::model::{AssistantTurn, Reasoning};
 use crate::words::{ApprovalPolicy, Outcome};
 
@@ -164,6 +165,8 @@ pub enum Event {
         retries: Option<u32>,
     },
     /// A tool call is about to be executed (logged, and synced, before its side effects).
+    /// `pending`: it waits for a person's approval before it may run (an escalation, or a tool
+    /// in `approval.ask_before`); absent when false, and in older logs.
     #[serde(rename = "tool/call")]
     ToolCall {
         turn: u64,
@@ -172,6 +175,8 @@ pub enum Event {
         title: String,
         kind: String,
         input: serde_json::Value,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        pending: bool,
     },
     /// A tool call's result: the text the model reads and the facts behind it; for a file
     /// tool's write, the change it made (`diff`, for the editor only; absent in older logs and
@@ -211,9 +216,27 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
     },
-    /// How the approval request `id` ended. Log-only.
+    /// How the approval request `id` ended; `rule` names the `approval/rule` that decided it
+    /// without asking anyone. Log-only.
     #[serde(rename = "approval/decided")]
-    ApprovalDecided { id: String, outcome: Outcome },
+    ApprovalDecided {
+        id: String,
+        outcome: Outcome,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rule: Option<String>,
+    },
+    /// An "always" answer to the approval request `id`: from here on, in this session, every
+    /// request of the same scope — `tool`, and for `bash` the exact `command`, and for an
+    /// escalation the `mode` it asks for — is allowed (`allow`) or rejected without asking
+    /// (see [`crate::approval::rules`]). Written, durable, before the request's
+    /// `approval/decided`. Log-only.
+    #[serde(rename = "approval/rule")]
+    ApprovalRule {
+        id: String,
+        #[serde(flatten)]
+        scope: Scope,
+        allow: bool,
+    },
     /// A background task was stopped because the session's sandbox mode was narrowed below the
     /// mode it ran under (see [`crate::narrowing`]). Shown to the editor as the end of the call
     /// `call_id` that started the task, with `text`; never model history: the model is told by

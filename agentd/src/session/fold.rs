@@ -72,6 +72,8 @@ pub enum ReplayItem {
         title: String,
         kind: String,
         input: serde_json::Value,
+        /// It waits for a person's approval before it may run.
+        pending: bool,
     },
     ToolResult {
         call_id: String,
@@ -197,12 +199,14 @@ fn replay_item(record: &Record) -> Option<ReplayItem> {
             title,
             kind,
             input,
+            pending,
             ..
         } => Some(ReplayItem::ToolCall {
             call_id: call_id.clone(),
             title: title.clone(),
             kind: kind.clone(),
             input: input.clone(),
+            pending: *pending,
         }),
         Event::ToolResult {
             call_id,
@@ -420,8 +424,13 @@ pub fn transcript(records: &[Record]) -> String {
                 Some(reason) => format!("  approval asked for {tool}: {reason}"),
                 None => format!("  approval asked for {tool}"),
             },
-            Event::ApprovalDecided { outcome, .. } => {
-                format!("  approval: {}", outcome.as_str())
+            Event::ApprovalDecided { outcome, rule, .. } => match rule {
+                Some(rule) => format!("  approval: {} (by rule {rule})", outcome.as_str()),
+                None => format!("  approval: {}", outcome.as_str()),
+            },
+            Event::ApprovalRule { scope, allow, .. } => {
+                let verb = if *allow { "allow" } else { "reject" };
+                format!("  approval rule: always {verb} {}", scope.name())
             }
             Event::TaskStopped { text, .. } => format!("  {text}"),
             Event::AgentStarted {
@@ -512,6 +521,7 @@ mod tests {
                 title: "ls".into(),
                 kind: "execute".into(),
                 input: serde_json::json!({"command": "ls"}),
+                pending: false,
             },
             Event::ToolResult {
                 turn: 1,
@@ -621,9 +631,15 @@ mod tests {
                     call_id: Some("c1".into()),
                     reason: Some("why".into()),
                 },
+                Event::ApprovalRule {
+                    id: "a1".into(),
+                    scope: crate::session::Scope::command("bash", "make", None),
+                    allow: true,
+                },
                 Event::ApprovalDecided {
                     id: "a1".into(),
-                    outcome: crate::approval::Outcome::AllowedOnce,
+                    outcome: crate::approval::Outcome::AllowedAlways,
+                    rule: None,
                 },
             ],
         );
@@ -634,7 +650,7 @@ mod tests {
     fn knob_and_approval_events_are_neither_history_nor_replayed() {
         let plain = sample();
         let full = with_log_only_events();
-        assert_eq!(full.len(), plain.len() + 4);
+        assert_eq!(full.len(), plain.len() + 5);
         assert_eq!(history(&full), history(&plain));
         assert_eq!(replay(&full), replay(&plain));
         for record in &full {
@@ -644,13 +660,17 @@ mod tests {
                     | Event::ApprovalPolicySet { .. }
                     | Event::ApprovalAsked { .. }
                     | Event::ApprovalDecided { .. }
+                    | Event::ApprovalRule { .. }
             ) {
                 assert_eq!(replay_items(record), [], "{record:?}");
             }
         }
         let t = transcript(&full);
         assert!(
-            t.contains("  approval asked for bash: why\n  approval: allowed-once"),
+            t.contains(
+                "  approval asked for bash: why\n  approval rule: always allow `make`\n  \
+                 approval: allowed-always"
+            ),
             "{t}"
         );
         assert!(t.contains("  sandbox mode: workspace-write"), "{t}");
@@ -823,6 +843,7 @@ mod tests {
                 title: "Read a.txt".into(),
                 kind: "read".into(),
                 input: serde_json::json!({"path": "a.txt"}),
+                pending: false,
             }),
             tagged(Event::ToolResult {
                 turn: 1,

@@ -10,12 +10,14 @@ pub mod diff;
 pub mod event;
 pub mod fold;
 pub mod log;
+pub mod rule;
 
 pub use diff::{Before, DIFF_TEXT_CAP, LoggedDiff, Omission};
 pub use event::{
     AgentOutcome, EVENT_VERSION, Event, LoggedToolCall, PromptResource, Record, ToolStatus,
 };
 pub use log::{EventLog, LoadReport, LogError};
+pub use rule::Scope;
 
 /// A session's log as the domains that own events use it: the knobs' write paths
 /// ([`crate::knobs::sandbox::set`], [`crate::knobs::policy::set`]) and the approval seam's audit.

@@ -51,7 +51,7 @@ pub fn describe(name: &str, arguments: &str) -> ToolDescription {
     let field = |key: &str| input.get(key).and_then(Value::as_str).map(str::to_owned);
     let (title, kind) = match name {
         BASH => (
-            field("command").map_or_else(|| "bash".to_owned(), |c| shorten(&c)),
+            escalated(field("command"), field("sandbox_permissions")),
             ToolKind::Execute,
         ),
         READ_FILE => (titled("Read", field("path")), ToolKind::Read),
@@ -66,6 +66,17 @@ pub fn describe(name: &str, arguments: &str) -> ToolDescription {
         other => (other.to_owned(), ToolKind::Other),
     };
     ToolDescription { title, kind, input }
+}
+
+/// A `bash` call's title: its command, and the mode it asks for when it asks to escalate
+/// (`npm install (with workspace-write)`), so that the escalation is not taken for the call that
+/// failed before it.
+fn escalated(command: Option<String>, mode: Option<String>) -> String {
+    let command = command.map_or_else(|| "bash".to_owned(), |c| shorten(&c));
+    match mode.and_then(|m| m.parse::<confine_protocol::Mode>().ok()) {
+        Some(mode) => format!("{command} (with {})", mode.as_str()),
+        None => command,
+    }
 }
 
 /// A `task` call's title: whom it delegates to and what (`Delegate to reader: read a.txt`).
@@ -109,6 +120,17 @@ mod tests {
         let d = describe("bash", &format!(r#"{{"command":"{long}"}}"#));
         assert_eq!(d.title.chars().count(), 80);
         assert!(d.title.ends_with('…'));
+    }
+
+    #[test]
+    fn an_escalating_bash_call_names_the_mode_it_asks_for() {
+        let d = describe(
+            "bash",
+            r#"{"command":"npm install","sandbox_permissions":"workspace-write","justification":"j"}"#,
+        );
+        assert_eq!(d.title, "npm install (with workspace-write)");
+        let odd = describe("bash", r#"{"command":"ls","sandbox_permissions":"root"}"#);
+        assert_eq!(odd.title, "ls", "a mode that is not one is not named");
     }
 
     #[test]

@@ -357,6 +357,16 @@ impl LiveOutput {
     }
 }
 
+/// Whether `update` is a `tool_call_update` with nothing but a status: a call a person allowed
+/// now runs, or a child agent's call that asked has ended. Unrecorded progress like live output:
+/// a replay shows the call's result instead.
+pub fn is_status_only(update: &Value) -> bool {
+    update["sessionUpdate"] == "tool_call_update"
+        && update
+            .as_object()
+            .is_some_and(|fields| fields.len() == 3 && fields.contains_key("status"))
+}
+
 /// A transcript without its live output (see [`LiveOutput`]), and the live output taken out,
 /// each message whole, in order.
 pub fn without_live_output(
@@ -385,7 +395,7 @@ pub fn normalized_updates(notes: &[Value]) -> Vec<Value> {
     let mut live = LiveOutput::default();
     for note in notes {
         let update = note["params"]["update"].clone();
-        if live.is_live(&update) {
+        if live.is_live(&update) || is_status_only(&update) {
             continue;
         }
         let kind = update["sessionUpdate"].clone();

@@ -1,0 +1,161 @@
+//! The questions a turn puts to a person through the approval seam, each readable on its own:
+//! the call as it was announced, one line saying what would run, how and why, and what an
+//! "always" answer would cover.
+
+use confine_protocol::Mode;
+use serde_json::Value;
+
+use crate::approval::{Ask, Question, Scope};
+use crate::model::ToolCall;
+use crate::tools::{BASH, ToolDescription};
+
+/// The command of a `bash` call, as announced.
+fn command(description: &ToolDescription) -> Option<&str> {
+    description.input.get("command").and_then(Value::as_str)
+}
+
+fn question(description: &ToolDescription, text: String) -> Question {
+    Question {
+        title: description.title.clone(),
+        kind: description.kind.as_str().to_owned(),
+        input: description.input.clone(),
+        text,
+    }
+}
+
+/// The question for running the `bash` call `call` once under `wanted` instead of the session's
+/// `effective` mode, for `justification`; "always" covers this exact command under `wanted`.
+pub fn escalation(
+    call: &ToolCall,
+    description: &ToolDescription,
+    wanted: Mode,
+    effective: Mode,
+    justification: &str,
+) -> Ask {
+    let command = command(description).unwrap_or_default();
+    let text = format!(
+        "Run `{command}` with {} (now {}): {justification}",
+        wanted.as_str(),
+        effective.as_str()
+    );
+    Ask {
+        tool: call.name.clone(),
+        call_id: Some(call.id.clone()),
+        reason: Some(format!(
+            "escalate sandbox to {}: {justification}",
+            wanted.as_str()
+        )),
+        question: question(description, text),
+        scope: Some(Scope::command(&call.name, command, Some(wanted))),
+    }
+}
+
+/// The question for a call of a tool listed in `approval.ask_before`; `child` names the child
+/// agent that calls it (`the child agent agent-1 (reader)`), `None` for the top-level agent.
+/// "Always" covers the exact command for `bash`, and every call of the tool otherwise.
+pub fn listed(call: &ToolCall, description: &ToolDescription, child: Option<&str>) -> Ask {
+    let tool = &call.name;
+    let bash = if tool == BASH {
+        command(description)
+    } else {
+        None
+    };
+    let what = match bash {
+        Some(command) => format!("Run `{command}`"),
+        None => description.title.clone(),
+    };
+    let (text, reason) = match child {
+        Some(child) => (
+            format!("{what} — asked by {child}; {tool} is listed in approval.ask_before"),
+            format!("{child} calls \"{tool}\", which is listed in approval.ask_before"),
+        ),
+        None => (
+            format!("{what}: {tool} is listed in approval.ask_before"),
+            format!("tool \"{tool}\" is listed in approval.ask_before"),
+        ),
+    };
+    let scope = match bash {
+        Some(command) => Some(Scope::command(tool, command, None)),
+        // A bash call without a command string cannot be named exactly: once only.
+        None if tool == BASH => None,
+        None => Some(Scope::tool(tool)),
+    };
+    Ask {
+        tool: tool.clone(),
+        call_id: Some(call.id.clone()),
+        reason: Some(reason),
+        question: question(description, text),
+        scope,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools;
+
+    fn call(name: &str, arguments: &str) -> (ToolCall, ToolDescription) {
+        let call = ToolCall {
+            id: "c1".into(),
+            name: name.into(),
+            arguments: arguments.into(),
+        };
+        let description = tools::describe(name, arguments);
+        (call, description)
+    }
+
+    #[test]
+    fn an_escalation_says_what_runs_how_now_and_why_and_covers_that_command_and_mode() {
+        let (c, d) = call(
+            "bash",
+            r#"{"command":"npm install","sandbox_permissions":"workspace-write","justification":"needs to write node_modules"}"#,
+        );
+        let ask = escalation(
+            &c,
+            &d,
+            Mode::WorkspaceWrite,
+            Mode::ReadOnly,
+            "needs to write node_modules",
+        );
+        assert_eq!(
+            ask.question.text,
+            "Run `npm install` with workspace-write (now read-only): needs to write node_modules"
+        );
+        assert_eq!(ask.question.title, "npm install (with workspace-write)");
+        assert_eq!(ask.question.kind, "execute");
+        assert_eq!(
+            ask.question.input["justification"],
+            "needs to write node_modules"
+        );
+        assert_eq!(
+            ask.scope,
+            Some(Scope::command(
+                "bash",
+                "npm install",
+                Some(Mode::WorkspaceWrite)
+            ))
+        );
+        assert_eq!(ask.call_id.as_deref(), Some("c1"));
+    }
+
+    #[test]
+    fn a_listed_tool_says_who_asks_and_covers_the_command_or_the_tool() {
+        let (c, d) = call("bash", r#"{"command":"make test"}"#);
+        let ask = listed(&c, &d, None);
+        assert_eq!(
+            ask.question.text,
+            "Run `make test`: bash is listed in approval.ask_before"
+        );
+        assert_eq!(ask.scope, Some(Scope::command("bash", "make test", None)));
+        let (c, d) = call("write_file", r#"{"path":"a.txt","content":"x"}"#);
+        let ask = listed(&c, &d, Some("the child agent agent-1 (writer)"));
+        assert_eq!(
+            ask.question.text,
+            "Write a.txt — asked by the child agent agent-1 (writer); write_file is listed in \
+             approval.ask_before"
+        );
+        assert_eq!(ask.scope, Some(Scope::tool("write_file")));
+        let (c, d) = call("bash", r#"{"cmd":"make"}"#);
+        assert_eq!(listed(&c, &d, None).scope, None, "no command: once only");
+    }
+}
