@@ -39,7 +39,7 @@ use super::exit::{
 };
 use super::start;
 use super::word::Word;
-use crate::acp::{AcpStartError, Server};
+use crate::acp::{AcpOptions, AcpStartError, Server};
 use crate::model::ModelError;
 pub use approve::{APPROVE_WORDS, Approve};
 use output::Output;
@@ -124,8 +124,12 @@ pub async fn exec_command(command: ExecCommand) -> u8 {
         Box::new(std::io::stdout()),
         Box::new(std::io::stderr()),
     )));
-    let started = start_turn(&command).await;
-    let (prompt, cwd, options, interrupts) = match started {
+    let Started {
+        prompt,
+        cwd,
+        options,
+        interrupts,
+    } = match start_turn(&command).await {
         Ok(started) => started,
         Err(e) => {
             lock(&output).own_error(&e.to_string());
@@ -211,11 +215,18 @@ pub async fn exec_command(command: ExecCommand) -> u8 {
     }
 }
 
-/// Everything the turn needs before the agent is asked anything: the prompt, the workspace,
-/// the agent's options and the SIGINT stream (caught from here on).
-async fn start_turn(
-    command: &ExecCommand,
-) -> Result<(String, PathBuf, crate::acp::AcpOptions, Signal), StartError> {
+/// Everything the turn needs before the agent is asked anything.
+struct Started {
+    prompt: String,
+    /// The session's directory, absolute.
+    cwd: PathBuf,
+    options: AcpOptions,
+    /// SIGINT, caught from the moment this exists.
+    interrupts: Signal,
+}
+
+/// Reads the prompt, checks the workspace, resolves the agent's options and catches SIGINT.
+async fn start_turn(command: &ExecCommand) -> Result<Started, StartError> {
     let prompt = read_prompt(&command.prompt).await?;
     let cwd = workspace(command.cwd.as_deref())?;
     let options = start::agent_options(&command.agent, command.sandbox_mode).await?;
@@ -224,7 +235,12 @@ async fn start_turn(
         return Err(StartError::Model(e.clone()));
     }
     let interrupts = signal(SignalKind::interrupt()).map_err(StartError::Signal)?;
-    Ok((prompt, cwd, options, interrupts))
+    Ok(Started {
+        prompt,
+        cwd,
+        options,
+        interrupts,
+    })
 }
 
 /// `initialize`, `session/new`, `session/prompt`; a SIGINT during the prompt cancels it.

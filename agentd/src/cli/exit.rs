@@ -14,9 +14,9 @@ pub const EXIT_INTERRUPTED: u8 = 130;
 pub const EXIT_FAILURE: u8 = 1;
 
 /// Exit status of `agentd exec` when the prompt was answered with an error: the model failed
-/// (the error's `data` says how), or agentd could not record the turn. (`end_turn` is 0; a
-/// cancelled or interrupted turn is [`EXIT_INTERRUPTED`]; a turn that could not start is
-/// [`EXIT_DID_NOT_RUN`].)
+/// (the error's `data` says how), or agentd could not record the turn, or the connection to the
+/// agent failed. (`end_turn` is 0; a cancelled or interrupted turn is [`EXIT_INTERRUPTED`]; a
+/// turn that could not start is [`EXIT_DID_NOT_RUN`].)
 pub const EXIT_TURN_FAILED: u8 = 1;
 /// Exit status of `agentd exec` when the turn ended `max_tokens`: the answer was cut off.
 pub const EXIT_MAX_TOKENS: u8 = 3;
