@@ -3,13 +3,16 @@
 //! Every command reads its settings through [`Effective`](crate::config::Effective): the flags a
 //! command takes ([`HelperArgs`], or [`AgentArgs`] for the commands that run or inspect sessions)
 //! beat the `AGENTD_*` environment variables, which beat the configuration file. Each subcommand
-//! with more to it than a call has its file: [`run`] for `agentd run`, [`sessions`] for
-//! `agentd sessions`; the flags they share are in `args.rs`, the exit statuses in `exit.rs`.
+//! with more to it than a call has its file: [`run`] for `agentd run`, [`exec`] for `agentd
+//! exec`, [`sessions`] for `agentd sessions`; the flags they share are in `args.rs`, the exit
+//! statuses in `exit.rs`, how `agentd acp` and `agentd exec` start the agent in `start.rs`.
 
 mod args;
+pub mod exec;
 mod exit;
 pub mod run;
 pub mod sessions;
+mod start;
 mod word;
 
 use std::ffi::OsString;
@@ -21,7 +24,11 @@ use confine_protocol::Mode;
 use confine_protocol::vocabulary::MODE_WORDS;
 
 pub use args::{AgentArgs, HelperArgs};
-pub use exit::{EXIT_DID_NOT_RUN, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_TIMED_OUT};
+pub use exec::ExecCommand;
+pub use exit::{
+    EXIT_DID_NOT_RUN, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_MAX_TOKENS, EXIT_MAX_TURN_REQUESTS,
+    EXIT_REFUSAL, EXIT_TIMED_OUT, EXIT_TURN_FAILED,
+};
 pub use run::RunCommand;
 
 use crate::config::ConfigError;
@@ -54,6 +61,14 @@ pub enum Command {
     /// Serve the Agent Client Protocol (v1) on stdin/stdout, for an editor such as Zed or any
     /// ACP client. Logs go to stderr.
     Acp(AcpCommand),
+    /// Run one prompt headless, through the agent `agentd acp` serves, and exit.
+    ///
+    /// The answer streams to stdout, a line per tool call and per permission request to stderr
+    /// (`--json`: NDJSON on stdout). Exit status: 0 end_turn; 1 the model failed (the prompt's
+    /// error); 3 max_tokens; 4 refusal; 5 max_turn_requests; 130 cancelled or interrupted
+    /// (SIGINT cancels the turn); 125 if the turn could not start (configuration, helper,
+    /// model, --cwd, prompt).
+    Exec(ExecCommand),
     /// Run a short scripted session end to end and print what happened: a file read, a write
     /// inside the workspace, and a write outside it that the sandbox refuses. Exits 0 when
     /// everything happened as it should.
@@ -126,6 +141,7 @@ pub async fn execute(cli: Cli) -> ExitCode {
             ExitCode::from(sessions_show(&show.agent, &show.id))
         }
         Command::Acp(command) => ExitCode::from(acp_command(command).await),
+        Command::Exec(command) => ExitCode::from(exec::exec_command(command).await),
         Command::Demo(command) => ExitCode::from(demo_command(command).await),
     }
 }
@@ -167,24 +183,10 @@ async fn demo_command(command: DemoCommand) -> u8 {
 }
 
 async fn acp_command(command: AcpCommand) -> u8 {
-    let config = match command.agent.effective() {
-        Ok(config) => config,
-        Err(e) => return fail(&e),
-    };
-    let mode = command.sandbox_mode;
-    let mut options = match crate::acp::AcpOptions::from_config(&config, mode) {
+    let options = match start::agent_options(&command.agent, command.sandbox_mode).await {
         Ok(options) => options,
         Err(e) => return fail(&e),
     };
-    let source = if mode.is_some() {
-        "--sandbox-mode".to_owned()
-    } else {
-        format!("sandbox.mode: {}", config.sandbox_mode.source)
-    };
-    if let Err(e) = options.learn(&source).await {
-        eprintln!("agentd: {e}");
-        return EXIT_DID_NOT_RUN;
-    }
     match crate::acp::serve(options).await {
         Ok(()) => 0,
         Err(e) => {

@@ -3,7 +3,8 @@
 //! agentd never forks or execs a tool command. [`helper_client`] sends each command to the
 //! separate confine-helper process, which confines and runs it and reports the facts back;
 //! [`command`] is what the tools and `agentd run` share on top of it: a command's facts, its
-//! output pipes, the wait for its end; [`cli::run`] is `agentd run`; [`config`] reads the
+//! output pipes, the wait for its end; [`cli::run`] is `agentd run`, [`cli::exec`] `agentd exec`
+//! (one prompt, a client of [`acp`]'s agent in the same process); [`config`] reads the
 //! optional configuration file; [`cli`] is the command line the `agentd` executable parses.
 //! [`environment`] decides which variables a command gets, and [`denial`] tells from a finished
 //! command whether the confinement denied it something; every tool that runs commands uses both.

@@ -1,4 +1,5 @@
-//! `agentd acp`: the Agent Client Protocol (v1) on stdio.
+//! `agentd acp`: the Agent Client Protocol (v1) on stdio; [`Server`] is the agent itself, which
+//! `agentd exec` serves to its own client in the same process.
 //!
 //! The handlers only route: they look a session up, answer, or hand a prompt to a task. Handlers
 //! run inside the connection's dispatch loop, so anything that waits on the client (a
@@ -43,7 +44,7 @@ use agent_client_protocol::v1::schema::{
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{
-    Agent, Client, Error, Stdio, on_receive_notification, on_receive_request,
+    Agent, Client, ConnectTo, Error, Stdio, on_receive_notification, on_receive_request,
 };
 
 use crate::approval::Approvals;
@@ -63,14 +64,48 @@ pub fn stop_reason_after(answer: &crate::model::AssistantTurn) -> Option<&'stati
 /// Serves ACP on stdin/stdout until the client closes the connection, then closes every
 /// session.
 pub async fn serve(options: AcpOptions) -> Result<(), Error> {
-    let answerer = Arc::new(permission::AcpAnswerer::default());
-    let state = Arc::new(AgentState {
-        options,
-        sessions: Sessions::default(),
-        client_fs: std::sync::OnceLock::new(),
-        approvals: Approvals::new(vec![answerer.clone()]),
-        answerer,
-    });
+    let server = Server::new(options);
+    let served = ConnectTo::<Client>::connect_to(server.agent(), Stdio::new()).await;
+    server.close_all().await;
+    served
+}
+
+/// agentd's ACP agent, for any transport: `agentd acp` serves it on stdio ([`serve`]), `agentd
+/// exec` connects its own client to it in the same process. One agent, whoever its client is.
+#[derive(Debug)]
+pub struct Server {
+    state: Arc<AgentState>,
+}
+
+impl Server {
+    /// An agent that serves no session yet.
+    pub fn new(options: AcpOptions) -> Server {
+        let answerer = Arc::new(permission::AcpAnswerer::default());
+        Server {
+            state: Arc::new(AgentState {
+                options,
+                sessions: Sessions::default(),
+                client_fs: std::sync::OnceLock::new(),
+                approvals: Approvals::new(vec![answerer.clone()]),
+                answerer,
+            }),
+        }
+    }
+
+    /// Closes every session the agent serves, as when its client hangs up: what a session
+    /// started ends before this returns.
+    pub async fn close_all(&self) {
+        self.state.sessions.close_all().await;
+    }
+
+    /// The agent's side of a connection: its handlers, ready to be connected to a client.
+    pub fn agent(&self) -> impl ConnectTo<Client> + 'static {
+        handlers(&self.state)
+    }
+}
+
+/// The handlers of every request and notification the agent answers.
+fn handlers(state: &Arc<AgentState>) -> impl ConnectTo<Client> + 'static {
     let (s1, s2, s3, s4, s5, s6, s7, s8, s9) = (
         state.clone(),
         state.clone(),
@@ -82,7 +117,7 @@ pub async fn serve(options: AcpOptions) -> Result<(), Error> {
         state.clone(),
         state.clone(),
     );
-    let served = Agent
+    Agent
         .v1()
         .name("agentd")
         .on_receive_request(
@@ -236,10 +271,6 @@ pub async fn serve(options: AcpOptions) -> Result<(), Error> {
             },
             on_receive_notification!(),
         )
-        .connect_to(Stdio::new())
-        .await;
-    state.sessions.close_all().await;
-    served
 }
 
 /// `session/load`: the session from memory or its log, its whole history, then the answer
