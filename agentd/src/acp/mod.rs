@@ -13,6 +13,7 @@
 
 mod agents;
 mod client_fs;
+mod compaction;
 pub mod config_options;
 mod error;
 mod instructions;
