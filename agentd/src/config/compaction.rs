@@ -123,15 +123,14 @@ pub(super) fn section(
         });
     }
     let raw = raw.into_inner();
-    let not_allowed = |key: &'static str, at: usize, value: String, why: String| {
-        ConfigError::Compaction {
+    let not_allowed =
+        |key: &'static str, at: usize, value: String, why: String| ConfigError::Compaction {
             path: path.to_owned(),
             line: line(at),
             key,
             value,
             why,
-        }
-    };
+        };
     let at = match (raw.threshold, raw.compact_at) {
         (Some(_), Some(tokens)) => {
             return Err(not_allowed(
@@ -179,3 +178,7 @@ pub(super) fn section(
         keep_turns: raw.keep_turns,
     })
 }
+
+#[cfg(test)]
+#[path = "compaction_tests.rs"]
+mod tests;

@@ -349,7 +349,8 @@ mod tests {
         assert!(err.to_string().contains("max_completion_tokens"), "{err}");
         let err = parse("[model]\ncontext_window = 0\n").expect_err("no window");
         assert!(
-            err.to_string().contains("context_window must be at least 1")
+            err.to_string()
+                .contains("context_window must be at least 1")
                 && err.to_string().contains("line 2"),
             "{err}"
         );

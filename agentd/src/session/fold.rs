@@ -561,6 +561,10 @@ fn indent(text: &str, prefix: &str) -> String {
 }
 
 #[cfg(test)]
+#[path = "fold_compaction_tests.rs"]
+mod compaction_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::session::event::{EVENT_VERSION, LoggedToolCall};
