@@ -89,7 +89,11 @@ impl Compaction<'_> {
         };
         let summary = match outcome {
             None => {
-                self.note("the turn was cancelled during the summary request");
+                eprintln!(
+                    "agentd: session {}: turn {}: cancelled during the summary request; the \
+                     history was not compacted",
+                    self.session.id, self.turn
+                );
                 return Ok(Compacted::Cancelled);
             }
             Some(Err(e)) => {
