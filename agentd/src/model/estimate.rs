@@ -19,8 +19,8 @@ pub fn estimate_tokens(request: &ChatRequest) -> u64 {
     let bytes: usize = request
         .messages
         .iter()
-        .map(|m| json_len(m))
-        .chain(request.tools.iter().map(|t| json_len(t)))
+        .map(json_len)
+        .chain(request.tools.iter().map(json_len))
         .sum();
     (bytes as u64).div_ceil(BYTES_PER_TOKEN)
 }
