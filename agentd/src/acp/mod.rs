@@ -14,6 +14,7 @@
 
 mod agents;
 mod client_fs;
+mod compaction;
 pub mod config_options;
 mod error;
 mod instructions;

@@ -8,7 +8,7 @@ use confine_protocol::{BackendChoice, Mode, Network};
 
 use crate::agents::Personas;
 use crate::composition::Composition;
-use crate::config::{ConfigError, Effective, HelperSetupError, PersonaProviders};
+use crate::config::{CompactionPolicy, ConfigError, Effective, HelperSetupError, PersonaProviders};
 use crate::environment;
 use crate::helper_client::{ClientError, HelperClient};
 use crate::model::{ModelError, Provider};
@@ -58,6 +58,8 @@ pub struct AcpOptions {
     pub backend: BackendChoice,
     /// Model requests per prompt before the turn ends with `max_turn_requests`.
     pub max_steps: u64,
+    /// When a turn compacts the history first; `None`, never (no `model.context_window`).
+    pub compaction: Option<CompactionPolicy>,
     /// Default timeout of a foreground command.
     pub command_timeout_ms: u64,
     /// The environment commands get (already the allow-list).
@@ -79,6 +81,7 @@ impl std::fmt::Debug for AcpOptions {
             .field("default_policy", &self.default_policy)
             .field("ask_before", &self.ask_before)
             .field("max_steps", &self.max_steps)
+            .field("compaction", &self.compaction)
             .finish_non_exhaustive()
     }
 }
@@ -104,6 +107,7 @@ impl AcpOptions {
             network: config.network.value,
             backend: config.backend.value,
             max_steps: u64::from(config.max_steps.value),
+            compaction: config.compaction(),
             command_timeout_ms: config.command_timeout_ms.value,
             command_env: environment::command_environment(std::env::vars_os(), &[]),
             composition: Composition::nothing(),

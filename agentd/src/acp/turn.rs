@@ -15,6 +15,9 @@
 //! `data` = `{"kind", "status", "retries"}` (see [`crate::model::FailureKind`]). The error is
 //! sent after what was shown and the failure are in the log, so `session/load` replays them.
 //!
+//! Before the first request of a turn whose history nears the model's context window, the older
+//! turns are summarised ([`super::compaction`]).
+//!
 //! Knob switches held while the session was idle are written right after the prompt. Each tool
 //! call runs under the session's effective sandbox mode at the moment it starts, so a switch
 //! during the turn applies from the next call on; each model request states the effective
@@ -29,6 +32,7 @@ use agent_client_protocol::v1::schema::{
 };
 use agent_client_protocol::{Client, Error, ErrorCode};
 
+use super::compaction::{Compacted, Compaction};
 use super::error::AcpError;
 use super::project_docs;
 use super::prompt;
@@ -221,6 +225,19 @@ impl Turn<'_> {
                 return Ok(Ending::Failed(failure));
             }
         };
+        if let Some(policy) = self.state.options.compaction {
+            let compaction = Compaction {
+                session: self.session,
+                cx: self.cx,
+                provider: &*provider,
+                policy,
+                turn: self.number,
+                cancel: &self.cancel,
+            };
+            if compaction.before_turn(&self.request(guidance).0).await? == Compacted::Cancelled {
+                return Ok(Ending::Stop(StopReason::Cancelled));
+            }
+        }
         for step in 1..=self.state.options.max_steps {
             if self.cancel.is_cancelled() {
                 return Ok(Ending::Stop(StopReason::Cancelled));
@@ -413,35 +430,14 @@ impl Turn<'_> {
         step: u64,
         guidance: Option<&str>,
     ) -> Result<Option<Result<AssistantTurn, ModelFailure>>, LogError> {
-        let records = self.session.records();
-        let policy = policy::effective(&records, self.session.defaults.policy);
-        // Told once, in this request only: the next one states the policy it names, and a
-        // stopped task is news only until the model was told.
-        let notices: Vec<String> = [
-            policy::notice(&records, policy),
-            narrowing::notice(&records),
-        ]
-        .into_iter()
-        .flatten()
-        .collect();
-        let instructions = instructions::for_request(&self.session.cwd, guidance, policy, &notices);
-        let effective = self.session.effective_mode();
-        let specs = tools::offered(&self.session.tools, &tools::ToolScope::top(), effective);
-        let specs = task::with_personas(specs, &self.state.options.personas);
-        let mut messages = vec![Message::system(instructions.clone())];
-        messages.extend(fold::history(&records));
-        let request = ChatRequest {
-            messages,
-            tools: specs.clone(),
-            agent: None,
-        };
+        let (request, instructions) = self.request(guidance);
         self.record(
             Event::ModelRequest {
                 turn: self.number,
                 step,
                 model: provider.describe(),
                 instructions,
-                tools: specs.iter().map(|s| s.name.clone()).collect(),
+                tools: request.tools.iter().map(|s| s.name.clone()).collect(),
             },
             false,
         )?;
@@ -485,6 +481,33 @@ impl Turn<'_> {
                 Ok(Some(Err(failure)))
             }
         }
+    }
+
+    /// The next step's request as the log now makes it, and the instructions in it.
+    fn request(&self, guidance: Option<&str>) -> (ChatRequest, String) {
+        let records = self.session.records();
+        let policy = policy::effective(&records, self.session.defaults.policy);
+        // Told once, in this request only: the next one states the policy it names, and a
+        // stopped task is news only until the model was told.
+        let notices: Vec<String> = [
+            policy::notice(&records, policy),
+            narrowing::notice(&records),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        let instructions = instructions::for_request(&self.session.cwd, guidance, policy, &notices);
+        let effective = self.session.effective_mode();
+        let specs = tools::offered(&self.session.tools, &tools::ToolScope::top(), effective);
+        let tools = task::with_personas(specs, &self.state.options.personas);
+        let mut messages = vec![Message::system(instructions.clone())];
+        messages.extend(fold::history(&records));
+        let request = ChatRequest {
+            messages,
+            tools,
+            agent: None,
+        };
+        (request, instructions)
     }
 
     /// Records what the editor was shown of an answer that did not end, if anything.

@@ -336,6 +336,11 @@ impl PersonaChecker<'_> {
             persona: self.persona.to_owned(),
             problem: problem.to_owned(),
         };
+        if model.context_window.is_some() {
+            return Err(problem(
+                "sets context_window, but a child agent's history is never compacted; drop it",
+            ));
+        }
         match model.provider.unwrap_or_default() {
             ProviderKind::Scripted if model.script.is_none() => {
                 return Err(problem("has no script (provider = \"scripted\" needs one)"));

@@ -280,6 +280,10 @@ fn a_persona_model_is_checked_like_a_whole_model_table() {
             "{ base_url = \"http://x/v1\", model = \"m\", script = \"t.toml\" }",
             "has a script",
         ),
+        (
+            "{ base_url = \"http://x/v1\", model = \"m\", context_window = 8192 }",
+            "sets context_window, but a child agent's history is never compacted; drop it",
+        ),
     ] {
         let err = persona_error(&with(&format!("model = {model}\n")));
         let message = err.to_string();

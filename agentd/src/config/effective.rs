@@ -10,6 +10,7 @@ use std::time::Duration;
 use confine_protocol::{BackendChoice, Limits, Mode, Network, UnknownWord};
 
 use super::checks::is_variable_name;
+use super::compaction::{CompactAt, CompactionPolicy, DEFAULT_KEEP_TURNS};
 use super::file::{LoadedConfig, absolute_dir};
 use super::{
     ConfigError, DEFAULT_COMMAND_TIMEOUT_MS, DEFAULT_MAX_STEPS, DEFAULT_SANDBOX_MODE, Env,
@@ -121,6 +122,12 @@ pub struct Effective {
     pub max_processes: Setting<Option<u64>>,
     pub max_file_size: Setting<Option<u64>>,
     pub max_address_space: Setting<Option<u64>>,
+    /// `model.context_window`: without it the history is never compacted.
+    pub context_window: Setting<Option<u64>>,
+    /// `compaction.threshold` or `compaction.compact_at`.
+    pub compact_at: Setting<CompactAt>,
+    /// `compaction.keep_turns`.
+    pub keep_turns: Setting<u64>,
     /// The personas a child agent may be: the file's `[agents.NAME]` tables and, unless one of
     /// them is called `general`, the built-in one. Only the file sets them
     /// ([`Effective::persona_source`]).
@@ -261,6 +268,15 @@ impl Effective {
             layered(limits.command_timeout_ms, DEFAULT_COMMAND_TIMEOUT_MS, &file);
         let optional = |value: Option<u64>| layered(value.map(Some), None, &file);
 
+        // [compaction], and the window it needs from the file's [model]
+        let window = model
+            .as_ref()
+            .and_then(|m| m.context_window)
+            .map(|w| w.get());
+        let context_window = layered(window.map(Some), None, &file);
+        let compact_at = layered(config.compaction.at, CompactAt::default(), &file);
+        let keep_turns = layered(config.compaction.keep_turns, DEFAULT_KEEP_TURNS, &file);
+
         Ok(Effective {
             model,
             model_sources,
@@ -277,6 +293,9 @@ impl Effective {
             max_processes: optional(limits.max_processes),
             max_file_size: optional(limits.max_file_size),
             max_address_space: optional(limits.max_address_space),
+            context_window,
+            compact_at,
+            keep_turns,
             personas: config.agents,
             file,
             file_found,
@@ -321,6 +340,16 @@ impl Effective {
                 Some((persona.name.clone(), built))
             })
             .collect()
+    }
+
+    /// How sessions compact their history; `None`, never, without `model.context_window`.
+    pub fn compaction(&self) -> Option<CompactionPolicy> {
+        let context_window = self.context_window.value?;
+        Some(CompactionPolicy {
+            context_window,
+            compact_at: self.compact_at.value.tokens(context_window),
+            keep_turns: self.keep_turns.value,
+        })
     }
 
     /// The directory of session logs, or an error saying how to set one.

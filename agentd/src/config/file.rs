@@ -12,6 +12,7 @@ use toml::Spanned;
 
 use super::agents::{RawAgents, personas};
 use super::checks::{is_variable_name, line_at};
+use super::compaction::{CompactionSection, RawCompaction, section};
 use super::{ConfigError, Env, FILE_NAME, process_env};
 use crate::agents::Personas;
 use crate::model::ModelConfig;
@@ -29,6 +30,8 @@ pub struct Config {
     pub helper: HelperSection,
     pub session: SessionSection,
     pub limits: LimitsSection,
+    /// The `[compaction]` table (checked against `model.context_window`).
+    pub compaction: CompactionSection,
     /// The `[agents.NAME]` tables, with the built-in `general` unless one is configured.
     pub agents: Personas,
 }
@@ -99,6 +102,7 @@ struct RawFile {
     session: RawSession,
     #[serde(default)]
     limits: RawLimits,
+    compaction: Option<Spanned<RawCompaction>>,
     #[serde(default)]
     agents: RawAgents,
 }
@@ -289,6 +293,12 @@ impl LoadedConfig {
                 .positive("limits.max_address_space", raw.limits.max_address_space)?,
         };
 
+        let window = model
+            .as_ref()
+            .and_then(|m| m.context_window)
+            .map(|w| w.get());
+        let compaction = section(raw.compaction, window, &path, text)?;
+
         let agents = personas(raw.agents, &path, text)?;
 
         Ok(LoadedConfig {
@@ -301,6 +311,7 @@ impl LoadedConfig {
                 helper,
                 session,
                 limits,
+                compaction,
                 agents,
             },
         })

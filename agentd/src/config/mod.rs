@@ -39,6 +39,11 @@
 //! state_dir = "/path"          # default: $XDG_STATE_HOME/agentd/sessions
 //! max_steps = 50               # model requests per prompt
 //!
+//! [compaction]                 # needs model.context_window (tokens); see agentd::config's
+//! threshold = 0.8              # compaction.rs: compact a history whose estimate exceeds this
+//! # compact_at = 100000        # share of the window, or this many tokens (not both)
+//! keep_turns = 2               # the latest turns that stay verbatim
+//!
 //! [limits]
 //! command_timeout_ms = 120000  # default timeout of a command
 //! max_processes = 512          # optional resource limits of every command
@@ -74,12 +79,13 @@
 //! An empty variable counts as unset.
 //!
 //! `file.rs` is the file format and its checks ([`LoadedConfig`]), `agents.rs` its
-//! `[agents.NAME]` tables, `checks.rs` what both share, `effective.rs` the layering into
+//! `[agents.NAME]` tables, `compaction.rs` its `[compaction]` table, `checks.rs` what both share, `effective.rs` the layering into
 //! [`Effective`], `helper.rs` how the effective configuration reaches confine-helper, and
 //! `show.rs` what `agentd config show` prints.
 
 mod agents;
 mod checks;
+mod compaction;
 mod effective;
 mod file;
 mod helper;
@@ -93,6 +99,10 @@ use std::path::PathBuf;
 use confine_protocol::Mode;
 
 pub use agents::PersonaError;
+pub use compaction::{
+    CompactAt, CompactionPolicy, CompactionSection, DEFAULT_COMPACT_SHARE, DEFAULT_KEEP_TURNS,
+    Share,
+};
 pub use effective::{
     Effective, Flags, HelperChoice, ModelSources, PersonaProviders, Setting, default_state_dir,
 };
@@ -215,6 +225,24 @@ pub enum ConfigError {
         path.display()
     )]
     NeverWithAskBefore { path: PathBuf, line: usize },
+    #[error(
+        "the configuration file {}, line {line}: {key} = {value} is not allowed; {why}",
+        path.display()
+    )]
+    Compaction {
+        path: PathBuf,
+        line: usize,
+        key: &'static str,
+        value: String,
+        why: String,
+    },
+    #[error(
+        "the configuration file {}, line {line}: [compaction] is set but model.context_window is \
+         not, and without a context window the history is never compacted; set \
+         model.context_window = TOKENS in [model] or drop [compaction]",
+        path.display()
+    )]
+    CompactionWithoutWindow { path: PathBuf, line: usize },
     #[error(
         "the configuration file {} sets both helper.path and helper.socket; keep only the one \
          that says how to reach confine-helper",

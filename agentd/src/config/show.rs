@@ -2,6 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
+use super::compaction::CompactAt;
 use super::effective::{Effective, HelperChoice};
 use super::helper::exe_dir;
 use super::{Env, MODEL_EXAMPLE, Source, process_env};
@@ -36,6 +37,7 @@ impl Effective {
         }
 
         self.show_model(&mut out, env);
+        self.show_compaction(&mut out);
 
         out.value(
             "sandbox.mode",
@@ -226,6 +228,43 @@ impl Effective {
                 &file_source(model.send_reasoning.is_some()),
             );
         }
+    }
+
+    /// The context window and when the history is compacted; without a window, that it never is.
+    fn show_compaction(&self, out: &mut Lines) {
+        let Some(window) = self.context_window.value else {
+            out.raw(
+                "model.context_window = unset  (default: the history is never compacted; set it \
+                 to the model's context window in tokens to compact long sessions)"
+                    .to_owned(),
+            );
+            return;
+        };
+        out.value(
+            "model.context_window",
+            window.to_string(),
+            &self.context_window.source,
+        );
+        let source = &self.compact_at.source;
+        match self.compact_at.value {
+            CompactAt::Share(share) => out.value(
+                "compaction.threshold",
+                format!(
+                    "{} (compacts above an estimated {} tokens)",
+                    share.get(),
+                    self.compact_at.value.tokens(window)
+                ),
+                source,
+            ),
+            CompactAt::Tokens(tokens) => {
+                out.value("compaction.compact_at", tokens.to_string(), source);
+            }
+        }
+        out.value(
+            "compaction.keep_turns",
+            self.keep_turns.value.to_string(),
+            &self.keep_turns.source,
+        );
     }
 
     /// One persona, key by key. Its tools are shown resolved as for a child of the top level.

@@ -13,6 +13,8 @@
 //! timeout_secs = 120      # the longest silence tolerated while the model answers
 //! max_retries = 3         # on 429, 5xx and failed connections, before any answer arrived
 //! include_usage = false   # ask for token usage (stream_options); some servers reject it
+//! context_window = 128000 # the tokens the model reads at most: the history is compacted
+//!                         # before it outgrows them (see `[compaction]`); never without it
 //! ```
 //!
 //! `send_reasoning` says which earlier assistant messages go back to the server with the
@@ -71,6 +73,40 @@ pub struct ModelConfig {
     pub include_usage: Option<bool>,
     /// The turns file of the scripted provider.
     pub script: Option<PathBuf>,
+    /// How many tokens the model reads at most. Only the session's compaction reads it (see
+    /// `[compaction]` in [`crate::config`]): without it the history is never compacted.
+    pub context_window: Option<ContextWindow>,
+}
+
+/// A model's context window in tokens, at least 1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "u64")]
+pub struct ContextWindow(u64);
+
+impl ContextWindow {
+    pub fn get(self) -> u64 {
+        self.0
+    }
+}
+
+/// A context window of 0 tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "context_window must be at least 1 (the tokens the model reads at most); drop it to never \
+     compact the history"
+)]
+pub struct ZeroContextWindow;
+
+impl TryFrom<u64> for ContextWindow {
+    type Error = ZeroContextWindow;
+
+    fn try_from(value: u64) -> Result<ContextWindow, ZeroContextWindow> {
+        if value == 0 {
+            Err(ZeroContextWindow)
+        } else {
+            Ok(ContextWindow(value))
+        }
+    }
 }
 
 /// Which provider `[model]` configures.
@@ -280,9 +316,11 @@ mod tests {
         let config = parse(
             "[model]\nprovider = \"scripted\"\nscript = \"t.toml\"\nmax_tokens = 100\n\
              temperature = 0.5\ntimeout_secs = 9\nmax_retries = 0\ninclude_usage = true\n\
-             max_tokens_field = \"max_tokens\"\nsend_reasoning = \"current_turn\"\n",
+             max_tokens_field = \"max_tokens\"\nsend_reasoning = \"current_turn\"\n\
+             context_window = 32768\n",
         )
         .expect("parses");
+        assert_eq!(config.context_window.map(ContextWindow::get), Some(32768));
         assert_eq!(config.max_tokens_field, Some(MaxTokensField::MaxTokens));
         assert_eq!(config.send_reasoning, Some(SendReasoning::CurrentTurn));
         assert_eq!(config.provider, Some(ProviderKind::Scripted));
@@ -309,6 +347,13 @@ mod tests {
         );
         let err = parse("[model]\nmax_tokens_field = \"n\"\n").expect_err("unknown field");
         assert!(err.to_string().contains("max_completion_tokens"), "{err}");
+        let err = parse("[model]\ncontext_window = 0\n").expect_err("no window");
+        assert!(
+            err.to_string()
+                .contains("context_window must be at least 1")
+                && err.to_string().contains("line 2"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -12,11 +12,15 @@
 //! [`build_provider`] picks and builds one from the `[model]` table of the configuration
 //! ([`ModelConfig`]).
 //!
+//! [`estimate_tokens`] tells roughly how many tokens a request sends, for compacting a long
+//! history.
+//!
 //! Cancellation is by dropping the future [`Provider::complete`] returns: the HTTP provider owns
 //! its connection inside that future, so dropping it closes the socket at once.
 
 mod config;
 mod error;
+mod estimate;
 mod family;
 pub mod openai;
 mod retry;
@@ -30,8 +34,9 @@ use std::pin::Pin;
 
 use serde::{Deserialize, Serialize};
 
-pub use config::{ModelConfig, ProviderKind, Temperature, build_provider};
+pub use config::{ContextWindow, ModelConfig, ProviderKind, Temperature, build_provider};
 pub use error::{FailureKind, ModelError};
+pub use estimate::{BYTES_PER_TOKEN, estimate_tokens};
 pub use family::{Family, MaxTokensField, ReasoningReturn, SendReasoning, TokenLimitField};
 
 /// One entry of the chat history.

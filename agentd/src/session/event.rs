@@ -191,6 +191,20 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         diff: Option<LoggedDiff>,
     },
+    /// The history up to and including turn `through` was summarised by `model` into
+    /// `summary` at the start of turn `turn` (see [`crate::session::fold::history`]): from here
+    /// on the model reads the summary in place of those turns. `estimate_before` and
+    /// `estimate_after` are the estimated tokens of the turn's request without and with the
+    /// summary ([`crate::model::estimate_tokens`]). Shown to the editor as a short note.
+    #[serde(rename = "history/compacted")]
+    HistoryCompacted {
+        turn: u64,
+        through: u64,
+        summary: String,
+        model: String,
+        estimate_before: u64,
+        estimate_after: u64,
+    },
     /// The prompt turn ended with this ACP stop reason, or `failed` when the model failed and
     /// the prompt was answered with an error.
     #[serde(rename = "turn/ended")]

@@ -194,6 +194,16 @@ fn replay_item(record: &Record) -> Option<ReplayItem> {
     match &record.event {
         Event::PromptSubmitted { text, .. } => Some(ReplayItem::UserText(text.clone())),
         Event::ModelError { message, .. } => Some(ReplayItem::AgentText(model_error_text(message))),
+        Event::HistoryCompacted {
+            through,
+            estimate_before,
+            estimate_after,
+            ..
+        } => Some(ReplayItem::AgentThought(compaction_note(
+            *through,
+            *estimate_before,
+            *estimate_after,
+        ))),
         Event::ToolCall {
             call_id,
             title,
@@ -253,8 +263,85 @@ pub fn model_error_text(message: &str) -> String {
 ///
 /// Only the top-level agent's records count: a child agent's are its own history
 /// ([`history_of`]); its parent sees its answer as the `task` call's result.
+///
+/// After a `history/compacted`, the latest one stands for every turn up to its `through`: the
+/// history starts with one user message stating its summary ([`summary_message`]), then the
+/// later turns as they were. A later compaction's summary was written from the earlier one's
+/// and the turns after it, so only the latest counts.
 pub fn history(records: &[Record]) -> Vec<Message> {
-    history_from(records.iter().filter(|r| r.is_top_level()))
+    compacted_history(records, None)
+}
+
+/// The history of the turns up to and including `through`, as [`history`] gives it (starting
+/// with the latest summary, if any): what a compaction summarises.
+pub fn history_through(records: &[Record], through: u64) -> Vec<Message> {
+    compacted_history(records, Some(through))
+}
+
+/// The last turn the latest `history/compacted` summarised; 0 when the history was never
+/// compacted.
+pub fn compacted_through(records: &[Record]) -> u64 {
+    latest_compaction(records).map_or(0, |(through, _)| through)
+}
+
+/// The user message that stands for the turns a compaction summarised.
+pub fn summary_message(through: u64, summary: &str) -> Message {
+    let turns = if through == 1 {
+        "its first turn".to_owned()
+    } else {
+        format!("its first {through} turns")
+    };
+    Message::user(format!(
+        "Summary of the conversation so far ({turns}, summarised to save context):\n\n{}",
+        summary.trim()
+    ))
+}
+
+/// What the editor is shown of a compaction, live and on `session/load`.
+pub fn compaction_note(through: u64, estimate_before: u64, estimate_after: u64) -> String {
+    let turns = if through == 1 { "turn" } else { "turns" };
+    format!(
+        "Compacted {through} earlier {turns} into a summary (estimated {estimate_before} → \
+         {estimate_after} tokens).\n\n"
+    )
+}
+
+fn latest_compaction(records: &[Record]) -> Option<(u64, &str)> {
+    records
+        .iter()
+        .rev()
+        .filter(|r| r.is_top_level())
+        .find_map(|r| match &r.event {
+            Event::HistoryCompacted {
+                through, summary, ..
+            } => Some((*through, summary.as_str())),
+            _ => None,
+        })
+}
+
+fn compacted_history(records: &[Record], through: Option<u64>) -> Vec<Message> {
+    let latest = latest_compaction(records);
+    let floor = latest.map_or(0, |(through, _)| through);
+    let kept = records.iter().filter(|r| r.is_top_level()).filter(|r| {
+        turn_of(&r.event).is_none_or(|turn| turn > floor && through.is_none_or(|t| turn <= t))
+    });
+    let mut out: Vec<Message> = latest
+        .map(|(through, summary)| summary_message(through, summary))
+        .into_iter()
+        .collect();
+    out.extend(history_from(kept));
+    out
+}
+
+/// The turn a record of the model's history belongs to; `None` for a record of none.
+fn turn_of(event: &Event) -> Option<u64> {
+    match event {
+        Event::PromptSubmitted { turn, .. }
+        | Event::PromptResources { turn, .. }
+        | Event::ModelOutput { turn, .. }
+        | Event::ToolResult { turn, .. } => Some(*turn),
+        _ => None,
+    }
 }
 
 /// The chat history of the child agent `agent`: its own prompt, answers and tool results, in
@@ -416,6 +503,18 @@ pub fn transcript(records: &[Record]) -> String {
             Event::TurnEnded { turn, stop_reason } => {
                 format!("[turn {turn}] ended: {stop_reason}")
             }
+            Event::HistoryCompacted {
+                through,
+                summary,
+                model,
+                estimate_before,
+                estimate_after,
+                ..
+            } => format!(
+                "  history compacted: turns 1-{through} summarised by {model} (estimated \
+                 {estimate_before} -> {estimate_after} tokens):\n{}",
+                indent(summary, "    ")
+            ),
             Event::SandboxModeSet { mode } => format!("  sandbox mode: {}", mode.as_str()),
             Event::ApprovalPolicySet { policy } => {
                 format!("  approval policy: {}", policy.as_str())
@@ -469,6 +568,10 @@ fn indent(text: &str, prefix: &str) -> String {
         .collect::<Vec<_>>()
         .join("\n")
 }
+
+#[cfg(test)]
+#[path = "fold_compaction_tests.rs"]
+mod compaction_tests;
 
 #[cfg(test)]
 mod tests {
