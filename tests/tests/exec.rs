@@ -320,11 +320,14 @@ fn approve_none_rejects_an_escalation_and_approve_escalations_allows_it() {
         assert_eq!(ran.status, Some(0), "{approve}: {ran:?}");
         let said = if lands { "allowed once" } else { "rejected" };
         let asked = format!(
-            "permission: echo note > ../outside.txt (escalation to danger-full-access: the note \
-             belongs beside the workspace) — {said} by --approve {approve}\n"
+            "permission: Run `echo note > ../outside.txt` with danger-full-access (now \
+             workspace-write): the note belongs beside the workspace — {said} by --approve \
+             {approve}\n"
         );
         let status = if lands { "completed" } else { "failed" };
-        let tool = format!("tool: echo note > ../outside.txt — {status}\n");
+        let tool = format!(
+            "tool: echo note > ../outside.txt (with danger-full-access) — {status}\n"
+        );
         assert_eq!(ran.stderr, format!("{asked}{tool}"), "{approve}");
         assert_eq!(ran.stdout, "Writing the note.\nDone.\n", "{approve}");
         // On the host: the file exists only when the escalation was allowed.
@@ -370,7 +373,10 @@ text = "Done."
     assert_eq!(ran.status, Some(0), "{ran:?}");
     assert!(
         ran.stderr
-            .contains("permission: Write note.txt — rejected by --approve escalations"),
+            .contains(
+                "permission: Write note.txt: write_file is listed in approval.ask_before — \
+                 rejected by --approve escalations"
+            ),
         "{}",
         ran.stderr
     );

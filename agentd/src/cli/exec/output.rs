@@ -127,22 +127,19 @@ impl Output {
                 "permission": {"request": request, "response": decision.response}
             }));
         }
-        let mut what = if about.title.is_empty() {
-            request.tool_call.tool_call_id.0.to_string()
-        } else {
-            about.title.clone()
+        // The line the request gives a person to read first; else the call's title.
+        let line = serde_json::to_value(&request.tool_call)
+            .ok()
+            .and_then(|call| {
+                call["content"][0]["content"]["text"]
+                    .as_str()
+                    .map(str::to_owned)
+            });
+        let what = match line {
+            Some(line) => line,
+            None if about.title.is_empty() => request.tool_call.tool_call_id.0.to_string(),
+            None => about.title.clone(),
         };
-        if let Some(mode) = about
-            .input
-            .get("sandbox_permissions")
-            .and_then(Value::as_str)
-        {
-            what.push_str(&format!(" (escalation to {mode}"));
-            if let Some(why) = about.input.get("justification").and_then(Value::as_str) {
-                what.push_str(&format!(": {why}"));
-            }
-            what.push(')');
-        }
         self.person(&format!(
             "permission: {what} — {} by --approve {policy}",
             decision.said

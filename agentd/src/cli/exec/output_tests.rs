@@ -3,8 +3,8 @@
 use std::sync::{Arc, Mutex};
 
 use agent_client_protocol::v1::schema::{
-    ContentChunk, PermissionOption, PermissionOptionKind, ToolCall, ToolCallUpdate,
-    ToolCallUpdateFields,
+    ContentChunk, PermissionOption, PermissionOptionKind, ToolCall, ToolCallContent,
+    ToolCallUpdate, ToolCallUpdateFields,
 };
 use serde_json::json;
 
@@ -105,7 +105,12 @@ fn json_lines_carry_every_update_the_permission_and_the_end() {
     output.update(&call("c1", "touch /x", input.clone()));
     let request = RequestPermissionRequest::new(
         "s",
-        ToolCallUpdate::new("c1", ToolCallUpdateFields::new()),
+        ToolCallUpdate::new(
+            "c1",
+            ToolCallUpdateFields::new().content(vec![ToolCallContent::from(ContentBlock::from(
+                "Run `touch /x` with danger-full-access (now read-only): needed",
+            ))]),
+        ),
         vec![
             PermissionOption::new("allow-once", "Allow once", PermissionOptionKind::AllowOnce),
             PermissionOption::new("reject-once", "Reject", PermissionOptionKind::RejectOnce),
@@ -136,8 +141,28 @@ fn json_lines_carry_every_update_the_permission_and_the_end() {
     assert_eq!(lines[3], json!({"stopReason": "refusal"}));
     assert_eq!(
         err.text(),
-        "permission: touch /x (escalation to danger-full-access: needed) — rejected by \
-         --approve none\nagentd: the turn ended: refusal: the model refused to answer\n"
+        "permission: Run `touch /x` with danger-full-access (now read-only): needed — rejected \
+         by --approve none\nagentd: the turn ended: refusal: the model refused to answer\n"
+    );
+}
+
+#[test]
+fn a_request_without_a_line_for_a_person_is_named_by_its_calls_title() {
+    let input = json!({"command": "touch /x", "sandbox_permissions": "danger-full-access"});
+    let (mut plain, _, err) = output(false);
+    plain.update(&call("c1", "touch /x", input.clone()));
+    let bare = RequestPermissionRequest::new(
+        "s",
+        ToolCallUpdate::new("c1", ToolCallUpdateFields::new()),
+        vec![],
+    );
+    let about = plain.announced("c1").cloned().expect("announced");
+    let decision = decide(Approve::None, &bare, &about.input);
+    plain.permission(&bare, &about, &decision, "none");
+    assert!(
+        err.text().starts_with("permission: touch /x — cancelled"),
+        "{}",
+        err.text()
     );
 }
 
