@@ -83,7 +83,7 @@
 //! ## Normalisation
 //!
 //! Session ids, the workspace, state and scratch paths, the ids of the agent's requests and the
-//! approval ids become placeholders; log records lose their times. The agent's
+//! approval ids (also where a decision names the rule that made it) become placeholders; log records lose their times. The agent's
 //! `$/cancel_request` after a `session/cancel` arrives at a varying place among the other
 //! messages; it is moved to the end of that step and marked `<~`. Under `backend: host`, a tool
 //! result's `backend` and `enforcement` become `<backend>` and `<enforcement>`, and the kernel's
@@ -143,6 +143,7 @@ scenarios! {
     mode_switching: "mode-switching",
     escalation_approved: "escalation-approved",
     escalation_rejected: "escalation-rejected",
+    escalation_allowed_always: "escalation-allowed-always",
     missing_sandbox_runner: "missing-sandbox-runner",
     partial_enforcement: "partial-enforcement",
     cancel_during_permission: "cancel-during-permission",
@@ -998,6 +999,13 @@ impl Normaliser {
             {
                 let id = self.approval_id(id);
                 map.insert("id".into(), json!(id));
+            }
+            // The rule that decided a request is named by the request that made it.
+            if let Some(Value::String(rule)) = map.get("rule")
+                && kind == "approval/decided"
+            {
+                let rule = self.approval_id(rule);
+                map.insert("rule".into(), json!(rule));
             }
             if kind == "model/request" {
                 let now = map
