@@ -25,15 +25,7 @@ fn reload(scratch: &Scratch, script: &std::path::Path, extra: &[&str], session: 
     let mut args = vec!["--sandbox-mode", "read-only"];
     args.extend_from_slice(extra);
     let mut client = AcpClient::start(scratch, script, &args);
-    client.request(
-        "initialize",
-        json!({"protocolVersion": 1, "clientCapabilities": {}}),
-    );
-    let (loaded, _) = client.request(
-        "session/load",
-        json!({"sessionId": session, "cwd": scratch.ws(), "mcpServers": []}),
-    );
-    assert!(loaded.get("result").is_some(), "{loaded}");
+    client.load_session(&scratch.ws(), session);
     client
 }
 

@@ -133,16 +133,7 @@ fn restart_and_load(client: &mut AcpClient, scratch: &Scratch, session: &str) ->
     let _ = client.child.kill();
     let _ = client.child.wait();
     *client = AcpClient::start_configured(scratch, &[]);
-    let (init, _) = client.request(
-        "initialize",
-        json!({"protocolVersion": 1, "clientCapabilities": {}}),
-    );
-    assert_eq!(init["result"]["protocolVersion"], 1, "{init}");
-    let (loaded, notes) = client.request(
-        "session/load",
-        json!({"sessionId": session, "cwd": scratch.ws(), "mcpServers": []}),
-    );
-    assert!(loaded.get("result").is_some(), "{loaded}");
+    let (_, notes) = client.load_session(&scratch.ws(), session);
     normalized_updates(&notes)
 }
 

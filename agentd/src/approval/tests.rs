@@ -370,10 +370,19 @@ async fn each_request_has_its_own_fresh_id_and_grants_are_not_remembered() {
     assert_eq!(ids[0].len(), 36, "{}", ids[0]);
 }
 
-/// A session whose log refuses the `approval/decided` record, or every record.
+/// A session whose log refuses the records `refuses` picks.
 struct BrokenLog {
     inner: TestAsker,
-    refuse_all: bool,
+    refuses: fn(&Event) -> bool,
+}
+
+impl BrokenLog {
+    fn new(refuses: fn(&Event) -> bool) -> BrokenLog {
+        BrokenLog {
+            inner: TestAsker::new(ApprovalPolicy::Ask),
+            refuses,
+        }
+    }
 }
 
 impl SessionLog for BrokenLog {
@@ -382,7 +391,7 @@ impl SessionLog for BrokenLog {
     }
 
     fn append(&self, event: Event, sync: bool) -> Result<Record, LogError> {
-        if self.refuse_all || matches!(event, Event::ApprovalDecided { .. }) {
+        if (self.refuses)(&event) {
             return Err(LogError::NotFound("broken".into()));
         }
         self.inner.append(event, sync)
@@ -403,17 +412,11 @@ impl Asker for BrokenLog {
 async fn nothing_is_granted_when_the_audit_cannot_be_written() {
     let allows = Fixed::new(Reply::outcome(Outcome::AllowedOnce));
     let approvals = Approvals::new(vec![allows.clone()]);
-    let nothing = BrokenLog {
-        inner: TestAsker::new(ApprovalPolicy::Ask),
-        refuse_all: true,
-    };
+    let nothing = BrokenLog::new(|_| true);
     let outcome = within(approvals.request(&nothing, ask(), &Cancel::never())).await;
     assert_eq!(outcome, Outcome::Unavailable);
     assert_eq!(allows.calls(), 0, "not asked without an audit record");
-    let no_decision = BrokenLog {
-        inner: TestAsker::new(ApprovalPolicy::Ask),
-        refuse_all: false,
-    };
+    let no_decision = BrokenLog::new(|e| matches!(e, Event::ApprovalDecided { .. }));
     let outcome = within(approvals.request(&no_decision, ask(), &Cancel::never())).await;
     assert_eq!(outcome, Outcome::Unavailable);
 }
@@ -558,39 +561,9 @@ async fn the_policy_never_outranks_an_allow_rule() {
     assert_eq!(outcome, Outcome::Rejected);
 }
 
-/// A log that takes everything but `approval/rule`.
-struct NoRules {
-    inner: TestAsker,
-}
-
-impl SessionLog for NoRules {
-    fn records(&self) -> Vec<Record> {
-        self.inner.records()
-    }
-
-    fn append(&self, event: Event, sync: bool) -> Result<Record, LogError> {
-        if matches!(event, Event::ApprovalRule { .. }) {
-            return Err(LogError::NotFound("no room for a rule".into()));
-        }
-        self.inner.append(event, sync)
-    }
-}
-
-impl Asker for NoRules {
-    fn agent(&self) -> &str {
-        self.inner.agent()
-    }
-
-    fn policy(&self) -> ApprovalPolicy {
-        self.inner.policy()
-    }
-}
-
 #[tokio::test]
 async fn an_always_allow_whose_rule_cannot_be_written_grants_nothing() {
-    let asker = NoRules {
-        inner: TestAsker::new(ApprovalPolicy::Ask),
-    };
+    let asker = BrokenLog::new(|e| matches!(e, Event::ApprovalRule { .. }));
     let approvals = Approvals::new(vec![Fixed::new(Reply::outcome(Outcome::AllowedAlways))]);
     let outcome = within(approvals.request(&asker, scoped("make"), &Cancel::never())).await;
     assert_eq!(outcome, Outcome::Unavailable);

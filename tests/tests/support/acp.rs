@@ -299,6 +299,25 @@ impl AcpClient {
             .to_owned()
     }
 
+    /// `initialize` then `session/load` of `session` in `cwd`, which must succeed; returns the
+    /// load's answer and the updates it replayed.
+    pub fn load_session(&mut self, cwd: &Path, session: &str) -> (Value, Vec<Value>) {
+        let (init, _) = self.request(
+            "initialize",
+            json!({"protocolVersion": 1, "clientCapabilities": {}}),
+        );
+        assert_eq!(init["result"]["protocolVersion"], 1, "{init}");
+        let (loaded, notes) = self.request(
+            "session/load",
+            json!({"sessionId": session, "cwd": cwd, "mcpServers": []}),
+        );
+        assert!(
+            loaded.get("result").is_some(),
+            "session/load failed: {loaded}"
+        );
+        (loaded, notes)
+    }
+
     pub fn prompt(&mut self, session: &str, text: &str) -> (Value, Vec<Value>) {
         self.request(
             "session/prompt",
