@@ -50,10 +50,16 @@ pub fn escalation(
     }
 }
 
-/// The question for a call of a tool listed in `approval.ask_before`; `child` names the child
-/// agent that calls it (`the child agent agent-1 (reader)`), `None` for the top-level agent.
-/// "Always" covers the exact command for `bash`, and every call of the tool otherwise.
-pub fn listed(call: &ToolCall, description: &ToolDescription, child: Option<&str>) -> Ask {
+/// The question for a call of a tool listed in `approval.ask_before`, which would run under
+/// `mode`; `child` names the child agent that calls it (`the child agent agent-1 (reader)`),
+/// `None` for the top-level agent. "Always" covers the exact command for `bash`, and every call
+/// of the tool otherwise.
+pub fn listed(
+    call: &ToolCall,
+    description: &ToolDescription,
+    mode: Mode,
+    child: Option<&str>,
+) -> Ask {
     let tool = &call.name;
     let bash = if tool == BASH {
         command(description)
@@ -61,7 +67,7 @@ pub fn listed(call: &ToolCall, description: &ToolDescription, child: Option<&str
         None
     };
     let what = match bash {
-        Some(command) => format!("Run `{command}`"),
+        Some(command) => format!("Run `{command}` under {}", mode.as_str()),
         None => description.title.clone(),
     };
     let (text, reason) = match child {
@@ -141,14 +147,19 @@ mod tests {
     #[test]
     fn a_listed_tool_says_who_asks_and_covers_the_command_or_the_tool() {
         let (c, d) = call("bash", r#"{"command":"make test"}"#);
-        let ask = listed(&c, &d, None);
+        let ask = listed(&c, &d, Mode::ReadOnly, None);
         assert_eq!(
             ask.question.text,
-            "Run `make test`: bash is listed in approval.ask_before"
+            "Run `make test` under read-only: bash is listed in approval.ask_before"
         );
         assert_eq!(ask.scope, Some(Scope::command("bash", "make test", None)));
         let (c, d) = call("write_file", r#"{"path":"a.txt","content":"x"}"#);
-        let ask = listed(&c, &d, Some("the child agent agent-1 (writer)"));
+        let ask = listed(
+            &c,
+            &d,
+            Mode::WorkspaceWrite,
+            Some("the child agent agent-1 (writer)"),
+        );
         assert_eq!(
             ask.question.text,
             "Write a.txt — asked by the child agent agent-1 (writer); write_file is listed in \
@@ -156,6 +167,10 @@ mod tests {
         );
         assert_eq!(ask.scope, Some(Scope::tool("write_file")));
         let (c, d) = call("bash", r#"{"cmd":"make"}"#);
-        assert_eq!(listed(&c, &d, None).scope, None, "no command: once only");
+        assert_eq!(
+            listed(&c, &d, Mode::ReadOnly, None).scope,
+            None,
+            "no command: once only"
+        );
     }
 }

@@ -376,7 +376,8 @@ impl ChildLoop {
             return None;
         }
         let child = format!("the child agent {} ({})", self.tag, self.ctx.persona());
-        let ask = questions::listed(call, description, Some(&child));
+        let mode = self.run.session.effective_mode();
+        let ask = questions::listed(call, description, mode, Some(&child));
         let outcome = state
             .approvals
             .request(&*self.run.session, ask, cancel)

@@ -406,7 +406,8 @@ impl Turn<'_> {
         if !self.state.options.ask_before.contains(&call.name) {
             return None;
         }
-        let ask = questions::listed(call, description, None);
+        let mode = self.session.effective_mode();
+        let ask = questions::listed(call, description, mode, None);
         let outcome = self
             .state
             .approvals
