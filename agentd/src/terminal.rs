@@ -12,6 +12,7 @@
 //! | a C0 control but `\n` and `\t` (ESC, CR, BEL, backspace, …), and DEL | `\xNN`: `\x1b`, `\x0d`, `\x07`, `\x08`, `\x7f` |
 //! | a C1 control, U+0080 to U+009F | `\u{NN}`: the 8-bit CSI is `\u{9b}` |
 //! | a byte that is not part of valid UTF-8 | `\xNN`, like the C0 bytes: `\xff` |
+//! | a bidirectional formatting character (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069), which reorders what a reader sees around it | `\u{NNNN}`: `\u{202e}` |
 //!
 //! Everything else, `\n` and `\t` included, is printed as it is. A backslash in the text is not
 //! doubled: the form is for reading, not for turning back into the bytes. The JSON agentd prints
@@ -57,9 +58,14 @@ pub fn visible_bytes(bytes: &[u8]) -> Cow<'_, str> {
     Cow::Owned(shown)
 }
 
-/// The characters [`visible`] escapes: C0 but `\n` and `\t`, DEL, C1 (Unicode's `Cc`).
+/// The characters [`visible`] escapes: C0 but `\n` and `\t`, DEL, C1 (Unicode's `Cc`), and
+/// the bidirectional formatting characters.
 fn is_escaped(c: char) -> bool {
-    c.is_control() && c != '\n' && c != '\t'
+    (c.is_control() && c != '\n' && c != '\t')
+        || matches!(
+            c,
+            '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'
+        )
 }
 
 /// `value` as one line of JSON in which no character a terminal obeys appears raw: serde_json
@@ -116,6 +122,18 @@ mod tests {
     fn c1_controls_are_shown_by_code_point() {
         assert_eq!(visible("a\u{9b}2Ab"), "a\\u{9b}2Ab");
         assert_eq!(visible("\u{80}\u{9d}\u{9f}"), "\\u{80}\\u{9d}\\u{9f}");
+    }
+
+    #[test]
+    fn bidirectional_formatting_characters_are_shown_by_code_point() {
+        // `rm -rf ~ #` reading right to left after U+202E: shown, not obeyed.
+        assert_eq!(
+            visible("echo hi \u{202e}~ fr- mr\u{202c}"),
+            "echo hi \\u{202e}~ fr- mr\\u{202c}"
+        );
+        assert_eq!(visible("\u{2066}x\u{2069}"), "\\u{2066}x\\u{2069}");
+        assert_eq!(visible("\u{200f}\u{61c}"), "\\u{200f}\\u{61c}");
+        assert_eq!(visible("שלום"), "שלום", "right-to-left letters are text");
     }
 
     #[test]

@@ -43,10 +43,10 @@ impl Scope {
     }
 
     /// The scope in words for a person: `` `npm install` with workspace-write ``,
-    /// `` `make` ``, `write_file`.
+    /// `` `make` ``, `write_file`; what a terminal would obey shown as escapes.
     pub fn name(&self) -> String {
         let what = match &self.command {
-            Some(command) => format!("`{}`", quoted(command)),
+            Some(command) => format!("`{}`", crate::terminal::visible(&quoted(command))),
             None => self.tool.clone(),
         };
         match self.mode {

@@ -95,9 +95,11 @@ fn titled(verb: &str, what: Option<String>) -> String {
     }
 }
 
-/// One line of at most [`TITLE_CHARS`] characters.
+/// One line of at most [`TITLE_CHARS`] characters, with what a terminal or a bidirectional
+/// renderer would obey shown as escapes ([`crate::terminal::visible`]).
 fn shorten(text: &str) -> String {
     let line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let line = crate::terminal::visible(&line).into_owned();
     if line.chars().count() <= TITLE_CHARS {
         return line;
     }
@@ -120,6 +122,12 @@ mod tests {
         let d = describe("bash", &format!(r#"{{"command":"{long}"}}"#));
         assert_eq!(d.title.chars().count(), 80);
         assert!(d.title.ends_with('…'));
+    }
+
+    #[test]
+    fn a_title_shows_controls_as_escapes() {
+        let d = describe("bash", r#"{"command":"ls \u001b[2K\u202e"}"#);
+        assert_eq!(d.title, "ls \\x1b[2K\\u{202e}");
     }
 
     #[test]
