@@ -8,6 +8,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{Seek, SeekFrom, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -93,6 +94,11 @@ pub fn new_id() -> String {
     format!("{ms:012x}-{}", &hex[..20])
 }
 
+/// The mode of a session log: the user's only.
+const PRIVATE_FILE: u32 = 0o600;
+/// The mode of a directory agentd makes for session logs.
+const PRIVATE_DIR: u32 = 0o700;
+
 /// The log file of session `id` under `dir`.
 pub fn path_of(dir: &Path, id: &str) -> Result<PathBuf, LogError> {
     check_id(id)?;
@@ -106,11 +112,18 @@ impl EventLog {
             path: dir.to_owned(),
             source,
         };
-        std::fs::create_dir_all(dir).map_err(io)?;
+        // Only the user reads what a session holds (prompts, file contents, command output):
+        // the directories agentd makes are 0700, the logs 0600.
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(PRIVATE_DIR)
+            .create(dir)
+            .map_err(io)?;
         let path = path_of(dir, id)?;
         let file = OpenOptions::new()
             .append(true)
             .create_new(true)
+            .mode(PRIVATE_FILE)
             .open(&path)
             .map_err(|source| LogError::Io {
                 path: path.clone(),
@@ -144,6 +157,13 @@ impl EventLog {
         let mut file = OpenOptions::new()
             .append(true)
             .open(&path)
+            .map_err(|source| LogError::Io {
+                path: path.clone(),
+                source,
+            })?;
+        // A log written before logs were private is made so when it is opened again.
+        let private = std::fs::Permissions::from_mode(PRIVATE_FILE);
+        file.set_permissions(private)
             .map_err(|source| LogError::Io {
                 path: path.clone(),
                 source,
@@ -342,6 +362,37 @@ mod tests {
         let scratch = Scratch::new(&format!("log-{tag}"));
         let dir = scratch.0.join("sessions");
         (scratch, dir)
+    }
+
+    fn mode_of(path: &Path) -> u32 {
+        std::fs::metadata(path)
+            .expect("metadata")
+            .permissions()
+            .mode()
+            & 0o777
+    }
+
+    #[test]
+    fn logs_and_the_directories_made_for_them_are_the_users_only() {
+        let (scratch, _) = scratch("private");
+        // Made under the usual umask (022), which alone would leave both readable by anyone.
+        let dir = scratch.0.join("state/agentd/sessions");
+        let id = new_id();
+        let (log, _) = EventLog::create(&dir, &id, Path::new("/work")).expect("create");
+        drop(log);
+        assert_eq!(mode_of(&dir), 0o700);
+        assert_eq!(
+            mode_of(&scratch.0.join("state/agentd")),
+            0o700,
+            "parents made too"
+        );
+        let path = path_of(&dir, &id).expect("path");
+        assert_eq!(mode_of(&path), 0o600);
+        // A log an older agentd left readable is made private when it is opened again.
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        assert_eq!(mode_of(&path), 0o644, "the control");
+        EventLog::open(&dir, &id).expect("open");
+        assert_eq!(mode_of(&path), 0o600);
     }
 
     #[test]
