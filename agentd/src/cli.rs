@@ -50,7 +50,8 @@ pub enum Command {
     /// Run one command through confine-helper and exit with its status.
     ///
     /// Exit status: the command's own; 128+N if killed by signal N; 124 on timeout; 125 if the
-    /// command did not run (refused, runner failure, helper problem, bad arguments).
+    /// command did not run (refused, runner failure, helper problem, bad arguments); 130 or 143
+    /// when agentd itself was interrupted (SIGINT, SIGTERM) and cancelled the command.
     Run(RunCommand),
     /// Show agentd's configuration.
     #[command(subcommand)]

@@ -12,6 +12,8 @@ use std::io;
 use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStringExt;
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI32, Ordering};
 
 use clap::Args;
 use clap::builder::{OsStringValueParser, TypedValueParser};
@@ -146,8 +148,8 @@ pub(crate) async fn run_command(command: RunCommand) -> u8 {
         Ok(client) => client,
         Err(e) => return fail(&e),
     };
-    let interrupts = match forward_signals() {
-        Ok(interrupts) => interrupts,
+    let (interrupts, received) = match forward_signals() {
+        Ok(forwarded) => forwarded,
         Err(e) => return fail(&format!("cannot listen for SIGINT and SIGTERM: {e}")),
     };
     let job = run_job(
@@ -158,7 +160,7 @@ pub(crate) async fn run_command(command: RunCommand) -> u8 {
         interrupts,
     );
     match job.await {
-        Ok(facts) => exit_code(&facts),
+        Ok(facts) => interrupted_exit_code(&facts, received.load(Ordering::SeqCst)),
         Err(e) => {
             report(&e);
             e.exit_code()
@@ -276,28 +278,44 @@ pub fn exit_code(facts: &Facts) -> u8 {
     }
 }
 
-/// Forwards SIGINT and SIGTERM of this process as interrupts for [`run_job`].
+/// The exit status of `agentd run` when it was interrupted by signal `received` (0: it was
+/// not): a command that ran and ended after the interrupt ends agentd as the interrupt would
+/// have, 128+N (130 for SIGINT, 143 for SIGTERM), whatever the command's own end — it was
+/// cancelled with SIGTERM, and the person pressed Ctrl-C. Otherwise [`exit_code`].
+pub fn interrupted_exit_code(facts: &Facts, received: i32) -> u8 {
+    let ran = facts.exit.is_some() && facts.refused.is_none() && facts.runner_failure.is_none();
+    match u8::try_from(received) {
+        Ok(signal @ 1..=127) if ran => 128 + signal,
+        _ => exit_code(facts),
+    }
+}
+
+/// Forwards SIGINT and SIGTERM of this process as interrupts for [`run_job`], and keeps the
+/// number of the first one received (0 until then).
 ///
 /// Installing the handlers replaces the default of dying at once: from here on the job decides
 /// what an interrupt means (cancel the command, then report how it ended).
-pub fn forward_signals() -> io::Result<mpsc::UnboundedReceiver<()>> {
+pub fn forward_signals() -> io::Result<(mpsc::UnboundedReceiver<()>, Arc<AtomicI32>)> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut interrupt = signal(SignalKind::interrupt())?;
     let mut terminate = signal(SignalKind::terminate())?;
     let (tx, rx) = mpsc::unbounded_channel();
+    let first = Arc::new(AtomicI32::new(0));
+    let received = first.clone();
     tokio::spawn(async move {
         loop {
-            tokio::select! {
-                Some(()) = interrupt.recv() => {}
-                Some(()) = terminate.recv() => {}
+            let signal = tokio::select! {
+                Some(()) = interrupt.recv() => nix::libc::SIGINT,
+                Some(()) = terminate.recv() => nix::libc::SIGTERM,
                 else => return,
-            }
+            };
+            let _ = received.compare_exchange(0, signal, Ordering::SeqCst, Ordering::SeqCst);
             if tx.send(()).is_err() {
                 return;
             }
         }
     });
-    Ok(rx)
+    Ok((rx, first))
 }
 
 /// Runs one command through `client`, copying its stdout and stderr to `stdout` and `stderr` as
@@ -353,6 +371,8 @@ where
     let waiting = wait_for_outcome(handle, &mut interrupts, Waiting::default());
     let ended = settle(waiting, copies).await;
 
+    // The report starts on a line of its own, also after output that did not end one.
+    let open_line = tail.last().is_some_and(|&byte| byte != b'\n');
     let facts = Facts::from_outcome(ended.outcome, ended.started).with_stderr_tail(tail, &scope);
     let argv0 = args
         .argv
@@ -369,6 +389,9 @@ where
     if args.json {
         report.push_str(&facts.to_json());
         report.push('\n');
+    }
+    if open_line && !report.is_empty() {
+        report.insert(0, '\n');
     }
     // The command's output already went out; a closed stderr only loses the report.
     let _ = stderr.write_all(report.as_bytes()).await;

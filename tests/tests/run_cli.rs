@@ -1,0 +1,94 @@
+//! `agentd run` as a terminal user meets it, with the real agentd and helper: the `--json`
+//! facts line is a line of its own after output that did not end one, and an interrupted run
+//! exits as the interrupt would (130 for SIGINT, 143 for SIGTERM).
+
+mod support;
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+use support::acp::Scratch;
+
+/// `agentd run ARGS` with a small, known environment, in the scratch's workspace.
+fn agentd_run(scratch: &Scratch, args: &[&str]) -> Command {
+    let mut command = Command::new(support::binary("agentd"));
+    command
+        .arg("run")
+        .args(args)
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", scratch.root.join("home"))
+        .env("XDG_CONFIG_HOME", scratch.root.join("config"))
+        .env("XDG_STATE_HOME", scratch.root.join("state"))
+        .current_dir(scratch.ws());
+    command
+}
+
+#[test]
+fn the_facts_line_is_a_line_of_its_own_after_output_without_a_newline() {
+    let scratch = Scratch::new("run-facts-line");
+    for (stderr, ends_open) in [("no newline", true), ("a line\n", false)] {
+        let script = format!("printf '{}' >&2", stderr.replace('\n', "\\n"));
+        let out = agentd_run(
+            &scratch,
+            &["--mode", "read-only", "--json", "--", "sh", "-c", &script],
+        )
+        .output()
+        .expect("run agentd");
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        let text = String::from_utf8_lossy(&out.stderr).into_owned();
+        let lines: Vec<&str> = text.lines().collect();
+        let [output, facts] = lines.as_slice() else {
+            panic!("the command's line and the facts line: {text:?}");
+        };
+        assert_eq!(*output, stderr.trim_end(), "{text:?}");
+        let facts: Value = serde_json::from_str(facts).expect("the facts line is JSON");
+        assert_eq!(facts["exit"]["code"], 0, "{facts}");
+        // The control: a command that ended its line gets no empty line before the facts.
+        assert!(!text.contains("\n\n"), "{text:?}");
+        assert_eq!(text.starts_with("no newline\n{"), ends_open, "{text:?}");
+    }
+}
+
+#[test]
+fn an_interrupted_run_exits_as_the_interrupt_would() {
+    for (signal, expected) in [
+        (nix::sys::signal::Signal::SIGINT, 130),
+        (nix::sys::signal::Signal::SIGTERM, 143),
+    ] {
+        let scratch = Scratch::new(&format!("run-{signal}"));
+        let mut child = agentd_run(
+            &scratch,
+            &[
+                "--mode",
+                "workspace-write",
+                "--",
+                "sh",
+                "-c",
+                "touch started && exec sleep 300",
+            ],
+        )
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start agentd run");
+        assert!(
+            support::wait_for_file(&scratch.ws(), "started", Duration::from_secs(30)),
+            "the command never started"
+        );
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("pid"));
+        nix::sys::signal::kill(pid, signal).expect("signal");
+        assert!(
+            support::wait_gone(child.id(), Duration::from_secs(10)),
+            "agentd run did not end after {signal}"
+        );
+        let status = child.wait().expect("status");
+        let mut stderr = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut stderr)
+            .expect("stderr");
+        assert_eq!(status.code(), Some(expected), "{signal}: {stderr}");
+        assert!(stderr.contains("cancelled"), "{signal}: {stderr}");
+    }
+}
