@@ -98,6 +98,15 @@ pub(crate) enum UsageError {
 
 /// Parses the helper's small command line.
 pub(crate) fn parse(args: &[OsString]) -> Result<Invocation, UsageError> {
+    // `--help` or `-h` anywhere before a `--` (`probe --help`, `serve --help`) asks for the
+    // usage, as alone; after `--` it is a path or the command's own argument.
+    if args
+        .iter()
+        .take_while(|a| *a != "--")
+        .any(|a| a == "--help" || a == "-h")
+    {
+        return Ok(Invocation::Help);
+    }
     // The writer's path need not be UTF-8.
     if args.first().is_some_and(|a| a == "write-file") {
         return match &args[1..] {
@@ -539,6 +548,31 @@ mod tests {
         assert!(parse(&args(&["serve", "--socket"])).is_err());
         assert!(parse(&args(&["serve", "--socket", "/s", "--bogus", "1"])).is_err());
         assert!(parse(&args(&["run"])).is_err());
+    }
+
+    #[test]
+    fn help_after_a_mode_is_the_usage_and_after_dashes_an_argument() {
+        for list in [
+            &["--help"][..],
+            &["-h"],
+            &["probe", "--help"],
+            &["probe", "--json", "-h"],
+            &["serve", "--help"],
+            &["serve", "--socket", "/s", "--help"],
+            &["write-file", "--help"],
+            &["read-file", "-h"],
+            &["--fd", "3", "--help"],
+        ] {
+            assert_eq!(parse(&args(list)), Ok(Invocation::Help), "{list:?}");
+        }
+        assert_eq!(
+            parse(&args(&["write-file", "--", "--help"])),
+            Ok(Invocation::WriteFile {
+                path: PathBuf::from("--help"),
+                make_parents: false
+            }),
+            "a path named --help is a path"
+        );
     }
 
     #[test]
