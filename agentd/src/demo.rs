@@ -158,7 +158,7 @@ async fn drive(
     agent.flush_text();
     let stop = answer["stopReason"].as_str().unwrap_or("?").to_owned();
     say!("\nturn ended: {stop}");
-    agent.stop().await;
+    let exited = agent.stop().await;
 
     say!("\nchecking the host:");
     let inside = ws.join("summary.txt").is_file();
@@ -177,10 +177,14 @@ async fn drive(
     let denied = agent.denials > 0;
     say!("  {} the sandbox reported the denial", mark(denied));
     say!(
+        "  {} agentd acp exited by itself at the end of its input",
+        mark(exited)
+    );
+    say!(
         "\nEvery session is recorded as an event log; `agentd sessions list` shows yours \
          (the demo's lived in a temporary directory, removed now)."
     );
-    Ok(inside && outside && denied && stop == "end_turn")
+    Ok(inside && outside && denied && exited && stop == "end_turn")
 }
 
 fn mark(ok: bool) -> &'static str {
@@ -190,7 +194,8 @@ fn mark(ok: bool) -> &'static str {
 /// The agent process and the client side of the connection.
 struct Agent {
     child: Child,
-    stdin: ChildStdin,
+    /// `None` once closed: the end of input is what tells `agentd acp` to exit.
+    stdin: Option<ChildStdin>,
     lines: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
     next_id: u64,
     text: String,
@@ -227,7 +232,7 @@ impl Agent {
         let stdout = child.stdout.take().ok_or(DemoError::NoPipe("stdout"))?;
         Ok(Agent {
             child,
-            stdin,
+            stdin: Some(stdin),
             lines: BufReader::new(stdout).lines(),
             next_id: 0,
             text: String::new(),
@@ -241,10 +246,7 @@ impl Agent {
         let mut line =
             json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string();
         line.push('\n');
-        self.stdin
-            .write_all(line.as_bytes())
-            .await
-            .map_err(DemoError::Write)?;
+        self.write(&line).await?;
         loop {
             let next = tokio::time::timeout(Duration::from_secs(120), self.lines.next_line())
                 .await
@@ -291,7 +293,12 @@ impl Agent {
         };
         let mut line = reply.to_string();
         line.push('\n');
-        self.stdin
+        self.write(&line).await
+    }
+
+    async fn write(&mut self, line: &str) -> Result<(), DemoError> {
+        let stdin = self.stdin.as_mut().ok_or(DemoError::NoPipe("stdin"))?;
+        stdin
             .write_all(line.as_bytes())
             .await
             .map_err(DemoError::Write)
@@ -340,9 +347,17 @@ impl Agent {
         }
     }
 
-    async fn stop(&mut self) {
-        let _ = self.stdin.shutdown().await;
-        let _ = tokio::time::timeout(Duration::from_secs(5), self.child.wait()).await;
-        let _ = self.child.kill().await;
+    /// Ends the agent's input and waits for it to exit, as an editor closing would; kills it
+    /// if it has not within a grace. Whether it exited by itself, successfully.
+    async fn stop(&mut self) -> bool {
+        // Dropped, not shut down: a pipe's shutdown leaves it open, and agentd would wait.
+        drop(self.stdin.take());
+        match tokio::time::timeout(Duration::from_secs(5), self.child.wait()).await {
+            Ok(Ok(status)) => status.success(),
+            _ => {
+                let _ = self.child.kill().await;
+                false
+            }
+        }
     }
 }
