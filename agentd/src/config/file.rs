@@ -16,7 +16,7 @@ use super::compaction::{CompactionSection, RawCompaction, section};
 use super::{ConfigError, Env, FILE_NAME, process_env};
 use crate::agents::Personas;
 use crate::model::ModelConfig;
-use crate::tools::is_tool_name;
+use crate::tools::{NAMES, TASK, is_tool_name};
 use crate::words::{ApprovalPolicy, allowed};
 
 /// Everything the configuration file may set, checked, with relative paths resolved against the
@@ -253,6 +253,17 @@ impl LoadedConfig {
                             path: path.clone(),
                             line: name_line,
                             name,
+                        });
+                    }
+                    // A misspelt name would ask before nothing, silently.
+                    let known = || NAMES.iter().copied().chain([TASK]);
+                    if !known().any(|tool| tool == name) {
+                        let tools: Vec<String> = known().map(|n| format!("{n:?}")).collect();
+                        return Err(ConfigError::UnknownAskBefore {
+                            path: path.clone(),
+                            line: name_line,
+                            name,
+                            known: tools.join(", "),
                         });
                     }
                     names.push(name);

@@ -220,6 +220,17 @@ pub enum ConfigError {
         name: String,
     },
     #[error(
+        "the configuration file {}, line {line}: approval.ask_before lists {name:?}, which is \
+         not one of agentd's tools ({known})",
+        path.display()
+    )]
+    UnknownAskBefore {
+        path: PathBuf,
+        line: usize,
+        name: String,
+        known: String,
+    },
+    #[error(
         "the configuration file {}, line {line}: approval.policy = \"never\" never asks, so \
          every call of a tool in approval.ask_before would be rejected; drop one of them",
         path.display()

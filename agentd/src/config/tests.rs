@@ -449,6 +449,25 @@ fn a_tool_name_that_is_not_one_names_the_line() {
 }
 
 #[test]
+fn an_unknown_tool_in_ask_before_is_refused_naming_the_known_ones() {
+    let err = parse("[approval]\nask_before = [\n  \"bash\",\n  \"writefile\",\n]\n")
+        .expect_err("a misspelt tool");
+    assert!(matches!(err, ConfigError::UnknownAskBefore { .. }), "{err}");
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "the configuration file {FILE}, line 4: approval.ask_before lists \"writefile\", \
+             which is not one of agentd's tools (\"bash\", \"bash_output\", \"bash_kill\", \
+             \"read_file\", \"write_file\", \"edit_file\", \"task\")"
+        )
+    );
+    // The control: every tool agentd has may be listed.
+    let every = "[approval]\nask_before = [\"bash\", \"bash_output\", \"bash_kill\", \
+                 \"read_file\", \"write_file\", \"edit_file\", \"task\"]\n";
+    assert!(parse(every).is_ok(), "{:?}", parse(every).err());
+}
+
+#[test]
 fn never_asking_with_tools_to_ask_before_is_an_error() {
     let err = parse("[approval]\npolicy = \"never\"\nask_before = [\"bash\"]\n")
         .expect_err("contradiction");
