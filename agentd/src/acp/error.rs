@@ -43,6 +43,15 @@ pub(super) enum AcpError {
         #[source]
         source: std::io::Error,
     },
+    /// The `cwd` of `session/new` is not a directory.
+    #[error("cwd {} is not a directory: give the workspace's directory", .0.display())]
+    CwdNotDirectory(PathBuf),
+    /// The `cwd` of `session/new` is the root directory.
+    #[error(
+        "cwd / would make the whole file system the workspace (writable in workspace-write): \
+         give a project's directory"
+    )]
+    CwdIsRoot,
     /// The `cwd` of `session/new` holds (or lies inside) one of agentd's own files.
     #[error("{}", crate::helper_client::own_file_refusal(workspace, own))]
     OwnFile { workspace: PathBuf, own: PathBuf },
@@ -71,6 +80,8 @@ impl From<AcpError> for Error {
             | AcpError::ModeRefused { .. } => ErrorCode::INVALID_PARAMS,
             AcpError::CwdNotAbsolute(_)
             | AcpError::CwdUnusable { .. }
+            | AcpError::CwdNotDirectory(_)
+            | AcpError::CwdIsRoot
             | AcpError::OwnFile { .. } => {
                 return Error::invalid_params().data(error.to_string());
             }

@@ -179,6 +179,12 @@ impl Sessions {
             path: cwd.to_owned(),
             source,
         })?;
+        if !cwd.is_dir() {
+            return Err(AcpError::CwdNotDirectory(cwd).into());
+        }
+        if cwd.parent().is_none() {
+            return Err(AcpError::CwdIsRoot.into());
+        }
         if let Some(own) = state.options.helper.own_file_within(&cwd) {
             return Err(AcpError::OwnFile {
                 workspace: cwd,
