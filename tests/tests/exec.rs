@@ -325,9 +325,8 @@ fn approve_none_rejects_an_escalation_and_approve_escalations_allows_it() {
              {approve}\n"
         );
         let status = if lands { "completed" } else { "failed" };
-        let tool = format!(
-            "tool: echo note > ../outside.txt (with danger-full-access) — {status}\n"
-        );
+        let tool =
+            format!("tool: echo note > ../outside.txt (with danger-full-access) — {status}\n");
         assert_eq!(ran.stderr, format!("{asked}{tool}"), "{approve}");
         assert_eq!(ran.stdout, "Writing the note.\nDone.\n", "{approve}");
         // On the host: the file exists only when the escalation was allowed.
@@ -372,11 +371,10 @@ text = "Done."
     );
     assert_eq!(ran.status, Some(0), "{ran:?}");
     assert!(
-        ran.stderr
-            .contains(
-                "permission: Write note.txt: write_file is listed in approval.ask_before — \
+        ran.stderr.contains(
+            "permission: Write note.txt: write_file is listed in approval.ask_before — \
                  rejected by --approve escalations"
-            ),
+        ),
         "{}",
         ran.stderr
     );
