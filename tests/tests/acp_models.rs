@@ -203,7 +203,10 @@ fn a_switch_is_answered_by_the_other_model_and_kept_by_session_load() {
     );
     let (answer, notes) = second.prompt(&session, "Still you?");
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
-    assert_eq!(agent_text(&notes), "The fast model answers after the reload.");
+    assert_eq!(
+        agent_text(&notes),
+        "The fast model answers after the reload."
+    );
     let models = requested(&scratch.log(&session));
     assert!(models[2].2.ends_with("fast.toml"), "{models:?}");
 }
@@ -319,7 +322,10 @@ text = "The default model goes on."
     let (answer, notes) = client.until_response(prompt, Duration::from_secs(60));
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
     assert_eq!(agent_text(&notes), "The fast model answers.");
-    assert!(!scratch.ws().join("note.txt").exists(), "the write was rejected");
+    assert!(
+        !scratch.ws().join("note.txt").exists(),
+        "the write was rejected"
+    );
     let models = requested(&scratch.log(&session));
     assert_eq!(models.len(), 2, "{models:?}");
     assert_eq!((models[0].0, models[0].1), (1, 1));
@@ -418,5 +424,62 @@ text = "The session's model answers for the scribe."
     assert!(child[0].ends_with("fast.toml"), "{child:?}");
     // The control: the session's own requests went to its default model.
     let top = requested(&log);
-    assert!(top.iter().all(|(_, _, m)| m.ends_with("default.toml")), "{top:?}");
+    assert!(
+        top.iter().all(|(_, _, m)| m.ends_with("default.toml")),
+        "{top:?}"
+    );
+}
+
+/// A model whose provider cannot be built (here its key variable is not set) is listed like
+/// any other, and refused with the reason when selected; the control, a model that can be
+/// built, is accepted.
+#[test]
+fn a_model_that_cannot_be_built_is_listed_and_refused_when_selected() {
+    let scratch = Scratch::new("models-broken");
+    two_models(
+        &scratch,
+        "\n[models.remote]\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"big\"\n\
+         api_key_env = \"AGENTD_TEST_UNSET_KEY\"\n",
+    );
+    let mut client = AcpClient::start_configured(&scratch, &[]);
+    client.request(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {}}),
+    );
+    let (new, _) = client.request(
+        "session/new",
+        json!({"cwd": scratch.ws(), "mcpServers": []}),
+    );
+    let session = new["result"]["sessionId"]
+        .as_str()
+        .expect("a session")
+        .to_owned();
+    let listed = &option(&new["result"]["configOptions"], "model").expect("offered")["options"];
+    assert_eq!(
+        listed,
+        &json!([
+            {"value": "default", "name": "default (default.toml)"},
+            {"value": "fast", "name": "fast (fast.toml)"},
+            {"value": "remote", "name": "remote (big)"},
+        ])
+    );
+    let refused = select(&mut client, &session, "remote");
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    assert_eq!(
+        refused["error"]["message"],
+        "the model \"remote\" cannot be used: the API key variable AGENTD_TEST_UNSET_KEY (named \
+         by model.api_key_env) is not set or empty; export it with the key, or drop \
+         model.api_key_env if the server needs no key; fix that and start agentd again to \
+         select it"
+    );
+    let accepted = select(&mut client, &session, "fast");
+    assert_eq!(current_model(&accepted["result"]["configOptions"]), "fast");
+    let (_, notes) = client.prompt(&session, "Who answers?");
+    assert_eq!(agent_text(&notes), "The fast model answers first.");
+    let log = scratch.log(&session);
+    let names: Vec<&Value> = of_type(&log, "model/selected")
+        .iter()
+        .map(|e| &e["name"])
+        .collect();
+    assert_eq!(names, [&json!("fast")]);
 }

@@ -35,7 +35,7 @@ pub(super) enum AcpError {
     #[error("sandbox-mode cannot be switched to {}: {why}", mode.as_str())]
     ModeRefused { mode: Mode, why: String },
     /// `session/set_config_option` asked for a model whose provider could not be built.
-    #[error("{0}; fix its table in the configuration file and start agentd again")]
+    #[error("{0}; fix that and start agentd again to select it")]
     ModelRefused(Unusable),
     /// The `cwd` of `session/new` is relative.
     #[error("cwd {} must be an absolute path", .0.display())]

@@ -173,10 +173,7 @@ impl Turn<'_> {
 
     /// The model the session has selected now, with how its history is compacted, or the
     /// ending of a turn whose model cannot be used (recorded and shown as step `step`'s).
-    fn model(
-        &self,
-        step: u64,
-    ) -> Result<Result<ModelInUse, Ending>, LogError> {
+    fn model(&self, step: u64) -> Result<Result<ModelInUse, Ending>, LogError> {
         let models = self.session.models();
         let model = self.session.selected_model();
         match models.provider_of(model) {

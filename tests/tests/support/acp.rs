@@ -125,11 +125,7 @@ impl AcpClient {
 
     /// [`AcpClient::start_configured`] with agentd's stderr written to `stderr` instead of the
     /// test's, for tests of what agentd tells the person running it.
-    pub fn start_configured_logging(
-        scratch: &Scratch,
-        extra: &[&str],
-        stderr: &Path,
-    ) -> AcpClient {
+    pub fn start_configured_logging(scratch: &Scratch, extra: &[&str], stderr: &Path) -> AcpClient {
         let args: Vec<&std::ffi::OsStr> = extra.iter().map(|a| std::ffi::OsStr::new(*a)).collect();
         let file = std::fs::File::create(stderr).expect("stderr file");
         AcpClient::spawn_with(scratch, &args, Stdio::from(file))
