@@ -6,7 +6,9 @@
 //! `session/set_config_option` switches a knob with [`Session::switch`]; see [`super::switches`]
 //! for when the switch reaches the log. A switch that narrows the mode stops the background
 //! tasks running under a wider one; [`Session::report_stopped`] waits for their ends, records
-//! each stop and shows it to the editor, before the switch is answered.
+//! each stop and shows it to the editor, before the switch is answered. A session's model is a
+//! knob too ([`Session::selected_model`]); loading a session whose selected model is no longer
+//! configured prints one line saying it uses the default.
 //!
 //! `session/close` and the connection's end close a session with [`Session::close`]: the
 //! session leaves the open ones at once ([`Sessions::begin_close`]), so later requests for its

@@ -1,4 +1,4 @@
-//! Switching a knob from the editor: `session/set_config_option` (either knob) and
+//! Switching a knob from the editor: `session/set_config_option` (any knob, the model too) and
 //! `session/set_mode` (the sandbox mode, as ACP session modes) go through [`switch`], so both
 //! check, write and report a switch the same way, and a client using either mechanism sees the
 //! other's value: a mode switched as a config option is also announced as `current_mode_update`,

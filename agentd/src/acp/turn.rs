@@ -20,9 +20,11 @@
 //!
 //! Knob switches held while the session was idle are written right after the prompt. Each tool
 //! call runs under the session's effective sandbox mode at the moment it starts, so a switch
-//! during the turn applies from the next call on; each model request states the effective
-//! approval policy, and tells of background tasks a narrowing stopped since the last one. A tool listed in `approval.ask_before` asks through the approval seam before
-//! it runs, attached to its already announced call, and runs only if allowed once.
+//! during the turn applies from the next call on; each model request goes to the model the
+//! session has selected at that moment (so a switch of `model` during the turn reaches its next
+//! request), states the effective approval policy, and tells of background tasks a narrowing
+//! stopped since the last one. A tool listed in `approval.ask_before` asks through the approval
+//! seam before it runs, attached to its already announced call, and runs only if allowed once.
 
 use std::sync::Arc;
 

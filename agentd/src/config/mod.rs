@@ -84,8 +84,9 @@
 //! An empty variable counts as unset.
 //!
 //! `file.rs` is the file format and its checks ([`LoadedConfig`]), `models.rs` its
-//! `[models.NAME]` tables and `default_model`, `agents.rs` its `[agents.NAME]` tables, `compaction.rs` its `[compaction]` table, `checks.rs` what both share, `effective.rs` the layering into
-//! [`Effective`], `helper.rs` how the effective configuration reaches confine-helper, and
+//! `[models.NAME]` tables and `default_model`, `agents.rs` its `[agents.NAME]` tables,
+//! `compaction.rs` its `[compaction]` table, `checks.rs` what they share, `effective.rs` the
+//! layering into [`Effective`] (and the models built from it), `helper.rs` how the effective configuration reaches confine-helper, and
 //! `show.rs` what `agentd config show` prints.
 
 mod agents;

@@ -228,6 +228,21 @@ fn compaction_may_rest_on_a_named_models_context_window() {
     let config = effective(&text);
     let policy = config.compaction().expect("fast compacts");
     assert_eq!((policy.context_window, policy.compact_at), (1000, 900));
+    let shown = config.show_with(&no_env, None);
+    assert!(
+        shown.contains(
+            "models = fast  (one model: no `model` option)\n\
+             default_model = \"fast\"  (/etc/agentd/agentd.toml)\n"
+        ),
+        "{shown}"
+    );
+    assert!(
+        shown.contains(
+            "model.context_window = unset  (default: [model] never compacts; the named models \
+             with a context_window compact as below)\ncompaction.compact_at = 900  (/etc/agentd/agentd.toml)\n"
+        ),
+        "{shown}"
+    );
     let err = parse(&format!(
         "{MODEL}context_window = 5000\n{FAST}context_window = 800\n[compaction]\ncompact_at = 900\n"
     ))

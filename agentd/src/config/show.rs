@@ -245,10 +245,12 @@ impl Effective {
         }
         let default = &self.default_model;
         let names: Vec<&str> = self.models_in_order().iter().map(|(n, _)| *n).collect();
-        out.raw(format!(
-            "models = {}  (a session may switch between them: the `model` option)",
-            names.join(", ")
-        ));
+        let choice = if names.len() > 1 {
+            "a session may switch between them: the `model` option"
+        } else {
+            "one model: no `model` option"
+        };
+        out.raw(format!("models = {}  ({choice})", names.join(", ")));
         let value = if default.value == DEFAULT_MODEL_NAME {
             format!("{} (the [model] table)", quoted(&default.value))
         } else {
@@ -267,28 +269,45 @@ impl Effective {
 
     /// The context window and when the history is compacted; without a window, that it never is.
     fn show_compaction(&self, out: &mut Lines) {
-        let Some(window) = self.context_window.value else {
-            out.raw(
-                "model.context_window = unset  (default: the history is never compacted; set it \
-                 to the model's context window in tokens to compact long sessions)"
-                    .to_owned(),
-            );
-            return;
+        let named_window = self.models.iter().any(|m| m.model.context_window.is_some());
+        let window = match self.context_window.value {
+            Some(window) => {
+                out.value(
+                    "model.context_window",
+                    window.to_string(),
+                    &self.context_window.source,
+                );
+                Some(window)
+            }
+            None if named_window => {
+                out.raw(
+                    "model.context_window = unset  (default: [model] never compacts; the named \
+                     models with a context_window compact as below)"
+                        .to_owned(),
+                );
+                None
+            }
+            None => {
+                out.raw(
+                    "model.context_window = unset  (default: the history is never compacted; \
+                     set it to the model's context window in tokens to compact long sessions)"
+                        .to_owned(),
+                );
+                return;
+            }
         };
-        out.value(
-            "model.context_window",
-            window.to_string(),
-            &self.context_window.source,
-        );
         let source = &self.compact_at.source;
         match self.compact_at.value {
             CompactAt::Share(share) => out.value(
                 "compaction.threshold",
-                format!(
-                    "{} (compacts above an estimated {} tokens)",
-                    share.get(),
-                    self.compact_at.value.tokens(window)
-                ),
+                match window {
+                    Some(window) => format!(
+                        "{} (compacts above an estimated {} tokens)",
+                        share.get(),
+                        self.compact_at.value.tokens(window)
+                    ),
+                    None => format!("{} (of each model's context_window)", share.get()),
+                },
                 source,
             ),
             CompactAt::Tokens(tokens) => {
