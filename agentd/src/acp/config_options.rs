@@ -1,13 +1,14 @@
 //! A session's knobs as ACP session config options: `sandbox-mode` and `approval-policy`, two
-//! selects, in the `session/new` and `session/load` answers and set with
-//! `session/set_config_option`.
+//! selects, and `model`, a third one offered only when more than one model is configured, in
+//! the `session/new` and `session/load` answers and set with `session/set_config_option`.
 //!
-//! A value is checked against the closed vocabulary of its knob, and an invalid request is
-//! answered `-32602` with one of these messages:
+//! A value is checked against the closed vocabulary of its knob (for `model`, the configured
+//! models), and an invalid request is answered `-32602` with one of these messages:
 //!
 //! - `config option <id> is a select; boolean values are not accepted`
 //! - `unknown sandbox-mode value "<v>"` / `unknown approval-policy value "<v>"`
-//! - `unknown config option "<id>"`
+//! - `unknown model value "<v>"; the models are: <names>`
+//! - `unknown config option "<id>"` (also `model` when it is not offered)
 
 use agent_client_protocol::v1::schema::{
     SessionConfigOption, SessionConfigOptionCategory, SessionConfigOptionValue,
@@ -21,16 +22,21 @@ use crate::words::ApprovalPolicy;
 pub const SANDBOX_MODE: &str = "sandbox-mode";
 /// The id of the approval policy option.
 pub const APPROVAL_POLICY: &str = "approval-policy";
+/// The id of the model option.
+pub const MODEL: &str = "model";
 
 const SANDBOX_DESCRIPTION: &str = "The file sandbox mode bash commands in this session run under.";
 const APPROVAL_DESCRIPTION: &str =
     "ask: permission prompts reach you; never: they are rejected automatically.";
+const MODEL_DESCRIPTION: &str = "The model that answers this session's next requests.";
 
 /// A switch of one knob, as the editor asked for it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Switch {
     Mode(Mode),
     Policy(ApprovalPolicy),
+    /// A configured model, by name.
+    Model(String),
 }
 
 /// Every option, with these current values: the complete list the protocol answers. The
@@ -52,6 +58,19 @@ pub fn options(mode: Mode, modes: &[Mode], approval: ApprovalPolicy) -> Vec<Sess
         SessionConfigOption::select(APPROVAL_POLICY, "Approvals", approval.as_str(), policies)
             .description(APPROVAL_DESCRIPTION),
     ]
+}
+
+/// The `model` select: every configured model as `(name, label)`, the label what the editor
+/// shows (`fast (qwen3)`), `current` selected. Listed after the other two options, and only when
+/// there is a choice of models.
+pub fn model_option(current: &str, models: &[(&str, &str)]) -> SessionConfigOption {
+    let choices: Vec<SessionConfigSelectOption> = models
+        .iter()
+        .map(|(name, label)| SessionConfigSelectOption::new(name.to_string(), label.to_string()))
+        .collect();
+    SessionConfigOption::select(MODEL, "Model", current.to_owned(), choices)
+        .description(MODEL_DESCRIPTION)
+        .category(SessionConfigOptionCategory::Model)
 }
 
 /// The sandbox mode as ACP session modes, for clients that switch modes rather than config
@@ -97,22 +116,37 @@ pub enum ConfigOptionError {
     /// The value is not a word of the option's (its id's) vocabulary.
     #[error("unknown {option} value \"{value}\"")]
     UnknownValue { option: &'static str, value: String },
+    /// The value names no configured model; `known` lists them.
+    #[error("unknown model value \"{value}\"; the models are: {known}")]
+    UnknownModel { value: String, known: String },
 }
 
-/// The switch a `session/set_config_option` asks for.
+/// The switch a `session/set_config_option` asks for. `models` are the values of the `model`
+/// option, empty when it is not offered.
 pub fn parse(
     config_id: &str,
     value: &SessionConfigOptionValue,
+    models: &[String],
 ) -> Result<Switch, ConfigOptionError> {
     let option = match config_id {
         SANDBOX_MODE => SANDBOX_MODE,
         APPROVAL_POLICY => APPROVAL_POLICY,
+        MODEL if !models.is_empty() => MODEL,
         other => return Err(ConfigOptionError::UnknownOption(other.to_owned())),
     };
     let SessionConfigOptionValue::ValueId { value } = value else {
         return Err(ConfigOptionError::NotAValueId(option));
     };
     let word: &str = &value.0;
+    if option == MODEL {
+        if !models.iter().any(|m| m == word) {
+            return Err(ConfigOptionError::UnknownModel {
+                value: word.to_owned(),
+                known: models.join(", "),
+            });
+        }
+        return Ok(Switch::Model(word.to_owned()));
+    }
     let switch = if option == SANDBOX_MODE {
         word.parse().ok().map(Switch::Mode)
     } else {
@@ -214,26 +248,26 @@ mod tests {
     #[test]
     fn valid_values_are_switches() {
         assert_eq!(
-            parse("sandbox-mode", &id("workspace-write")),
+            parse("sandbox-mode", &id("workspace-write"), &[]),
             Ok(Switch::Mode(Mode::WorkspaceWrite))
         );
         assert_eq!(
-            parse("sandbox-mode", &id("danger-full-access")),
+            parse("sandbox-mode", &id("danger-full-access"), &[]),
             Ok(Switch::Mode(Mode::DangerFullAccess))
         );
         assert_eq!(
-            parse("approval-policy", &id("never")),
+            parse("approval-policy", &id("never"), &[]),
             Ok(Switch::Policy(ApprovalPolicy::Never))
         );
         assert_eq!(
-            parse("approval-policy", &id("ask")),
+            parse("approval-policy", &id("ask"), &[]),
             Ok(Switch::Policy(ApprovalPolicy::Ask))
         );
     }
 
     /// The message of the error `parse` answers.
     fn message(config_id: &str, value: &SessionConfigOptionValue) -> Result<Switch, String> {
-        parse(config_id, value).map_err(|e| e.to_string())
+        parse(config_id, value, &[]).map_err(|e| e.to_string())
     }
 
     #[test]
@@ -268,6 +302,56 @@ mod tests {
             message("sandbox_mode", &SessionConfigOptionValue::boolean(true)),
             Err("unknown config option \"sandbox_mode\"".into()),
             "an unknown id is named before its value is looked at"
+        );
+    }
+
+    fn models() -> Vec<String> {
+        vec!["default".into(), "fast".into()]
+    }
+
+    #[test]
+    fn the_model_option_is_a_select_of_the_models_with_their_labels() {
+        let wire = serde_json::to_value(model_option(
+            "fast",
+            &[("default", "default (big)"), ("fast", "fast (qwen3)")],
+        ))
+        .expect("json");
+        assert_eq!(
+            wire,
+            json!({
+                "id": "model",
+                "name": "Model",
+                "description": "The model that answers this session's next requests.",
+                "category": "model",
+                "type": "select",
+                "currentValue": "fast",
+                "options": [
+                    {"value": "default", "name": "default (big)"},
+                    {"value": "fast", "name": "fast (qwen3)"},
+                ],
+            })
+        );
+    }
+
+    #[test]
+    fn a_model_switch_names_a_configured_model_and_only_when_offered() {
+        assert_eq!(
+            parse("model", &id("fast"), &models()),
+            Ok(Switch::Model("fast".into()))
+        );
+        assert_eq!(
+            parse("model", &id("slow"), &models()).map_err(|e| e.to_string()),
+            Err("unknown model value \"slow\"; the models are: default, fast".into())
+        );
+        assert_eq!(
+            parse("model", &SessionConfigOptionValue::boolean(true), &models())
+                .map_err(|e| e.to_string()),
+            Err("config option model is a select; boolean values are not accepted".into())
+        );
+        assert_eq!(
+            message("model", &id("default")),
+            Err("unknown config option \"model\"".into()),
+            "one model: no option"
         );
     }
 }

@@ -7,6 +7,7 @@ use agent_client_protocol::{Error, ErrorCode};
 use confine_protocol::Mode;
 
 use super::config_options::ConfigOptionError;
+use super::models::Unusable;
 use crate::session::LogError;
 
 /// Why an ACP request is answered with an error.
@@ -33,6 +34,9 @@ pub(super) enum AcpError {
     /// `session/set_config_option` asked for a mode the helper would not run.
     #[error("sandbox-mode cannot be switched to {}: {why}", mode.as_str())]
     ModeRefused { mode: Mode, why: String },
+    /// `session/set_config_option` asked for a model whose provider could not be built.
+    #[error("{0}; fix that and start agentd again to select it")]
+    ModelRefused(Unusable),
     /// The `cwd` of `session/new` is relative.
     #[error("cwd {} must be an absolute path", .0.display())]
     CwdNotAbsolute(PathBuf),
@@ -77,7 +81,8 @@ impl From<AcpError> for Error {
             AcpError::SessionNotFound(_) => ErrorCode::RESOURCE_NOT_FOUND,
             AcpError::PromptRunning(_)
             | AcpError::ConfigOption(_)
-            | AcpError::ModeRefused { .. } => ErrorCode::INVALID_PARAMS,
+            | AcpError::ModeRefused { .. }
+            | AcpError::ModelRefused(_) => ErrorCode::INVALID_PARAMS,
             AcpError::CwdNotAbsolute(_)
             | AcpError::CwdUnusable { .. }
             | AcpError::CwdNotDirectory(_)

@@ -19,6 +19,8 @@ pub mod config_options;
 mod error;
 mod instructions;
 mod live;
+mod model_failure;
+mod models;
 mod options;
 pub mod permission;
 mod project_docs;
@@ -210,7 +212,11 @@ fn handlers(state: &Arc<AgentState>) -> impl ConnectTo<Client> + 'static {
                 let Some(session) = s7.sessions.get(&id) else {
                     return responder.respond_with_error(AcpError::SessionNotFound(id).into());
                 };
-                let switch = match config_options::parse(&req.config_id.0, &req.value) {
+                let models = match session.models().offered() {
+                    true => session.defaults.models.names().to_vec(),
+                    false => Vec::new(),
+                };
+                let switch = match config_options::parse(&req.config_id.0, &req.value, &models) {
                     Ok(switch) => switch,
                     Err(e) => return responder.respond_with_error(AcpError::from(e).into()),
                 };

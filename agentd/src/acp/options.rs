@@ -6,9 +6,10 @@ use std::sync::Arc;
 
 use confine_protocol::{BackendChoice, Mode, Network};
 
-use crate::agents::Personas;
+use super::models::Models;
+use crate::agents::{PersonaModel, Personas};
 use crate::composition::Composition;
-use crate::config::{CompactionPolicy, ConfigError, Effective, HelperSetupError, PersonaProviders};
+use crate::config::{BuiltModel, ConfigError, Effective, HelperSetupError, PersonaProviders};
 use crate::environment;
 use crate::helper_client::{ClientError, HelperClient};
 use crate::model::{ModelError, Provider};
@@ -43,9 +44,11 @@ pub enum AcpStartError {
 #[derive(Clone)]
 pub struct AcpOptions {
     pub helper: HelperClient,
-    /// The model, or why there is none (shown to the user at the first prompt).
-    pub provider: Result<Arc<dyn Provider>, Arc<ModelError>>,
-    /// The models of personas with a `model` table of their own; the others use `provider`.
+    /// Every configured model, built, the default first; a model that cannot be built is
+    /// reported at the first prompt that uses it (see [`Models`]).
+    pub models: Arc<Models>,
+    /// The models of personas with a `model` table of their own; the others use a named model
+    /// or the session's.
     pub persona_providers: PersonaProviders,
     pub state_dir: PathBuf,
     /// The sandbox mode of a session until it is switched.
@@ -58,8 +61,6 @@ pub struct AcpOptions {
     pub backend: BackendChoice,
     /// Model requests per prompt before the turn ends with `max_turn_requests`.
     pub max_steps: u64,
-    /// When a turn compacts the history first; `None`, never (no `model.context_window`).
-    pub compaction: Option<CompactionPolicy>,
     /// Default timeout of a foreground command.
     pub command_timeout_ms: u64,
     /// The environment commands get (already the allow-list).
@@ -81,7 +82,7 @@ impl std::fmt::Debug for AcpOptions {
             .field("default_policy", &self.default_policy)
             .field("ask_before", &self.ask_before)
             .field("max_steps", &self.max_steps)
-            .field("compaction", &self.compaction)
+            .field("models", &self.models)
             .finish_non_exhaustive()
     }
 }
@@ -98,7 +99,7 @@ impl AcpOptions {
         let state_dir = config.state_dir()?.to_owned();
         Ok(AcpOptions {
             helper,
-            provider: config.provider().map_err(Arc::new),
+            models: Arc::new(Models::from_config(config)),
             persona_providers: config.persona_providers(),
             state_dir,
             default_mode: mode.unwrap_or(config.sandbox_mode.value),
@@ -107,7 +108,6 @@ impl AcpOptions {
             network: config.network.value,
             backend: config.backend.value,
             max_steps: u64::from(config.max_steps.value),
-            compaction: config.compaction(),
             command_timeout_ms: config.command_timeout_ms.value,
             command_env: environment::command_environment(std::env::vars_os(), &[]),
             composition: Composition::nothing(),
@@ -119,11 +119,30 @@ impl AcpOptions {
         })
     }
 
-    /// The model a child agent of `persona` runs with: the persona's own, else the session's.
-    pub fn provider_for(&self, persona: &str) -> &Result<Arc<dyn Provider>, Arc<ModelError>> {
-        self.persona_providers
-            .get(persona)
-            .unwrap_or(&self.provider)
+    /// The model a child agent of `persona` runs with: the persona's own table, else the
+    /// model it names, else `session`'s, the model its session has selected.
+    pub fn provider_for(
+        &self,
+        persona: &str,
+        session: &BuiltModel,
+    ) -> Result<Arc<dyn Provider>, Arc<ModelError>> {
+        if let Some(own) = self.persona_providers.get(persona) {
+            return own.clone();
+        }
+        match self.personas.get(persona).and_then(|p| p.model.as_ref()) {
+            Some(PersonaModel::Named(name)) => match self.models.get(name) {
+                Some(model) => model.provider.clone(),
+                // The configuration checks every name when it loads; never the session's model
+                // in place of the one the persona names.
+                None => Err(Arc::new(ModelError::InvalidConfig {
+                    file: "agentd's configuration".to_owned(),
+                    detail: format!(
+                        "the persona {persona:?} names the model {name:?}, which is not configured"
+                    ),
+                })),
+            },
+            _ => session.provider.clone(),
+        }
     }
 
     /// Asks the helper what it grants, and checks the sessions' default mode against its

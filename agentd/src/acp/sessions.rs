@@ -6,7 +6,9 @@
 //! `session/set_config_option` switches a knob with [`Session::switch`]; see [`super::switches`]
 //! for when the switch reaches the log. A switch that narrows the mode stops the background
 //! tasks running under a wider one; [`Session::report_stopped`] waits for their ends, records
-//! each stop and shows it to the editor, before the switch is answered.
+//! each stop and shows it to the editor, before the switch is answered. A session's model is a
+//! knob too ([`Session::selected_model`]); loading a session whose selected model is no longer
+//! configured prints one line saying it uses the default.
 //!
 //! `session/close` and the connection's end close a session with [`Session::close`]: the
 //! session leaves the open ones at once ([`Sessions::begin_close`]), so later requests for its
@@ -27,12 +29,14 @@ use super::agents::LogEvents;
 use super::client_fs::EditorFs;
 use super::config_options::{self, Switch};
 use super::error::AcpError;
+use super::models::Models;
 use super::options::AcpOptions;
 use super::switches::{self, Defaults, Switches};
 use super::{permission, updates};
 use crate::agents::lifecycle::AgentTree;
 use crate::approval::{Approvals, Asker};
 use crate::cancel::{self, Cancel, Canceller};
+use crate::config::BuiltModel;
 use crate::narrowing;
 use crate::session::{Event, EventLog, LogError, Record, SessionLog, log};
 use crate::tools::{ClientFs, SpecOptions, Stopping, TASK, ToolEnv};
@@ -81,6 +85,8 @@ pub struct Session {
     /// The knobs' values when the log has no switch.
     pub defaults: Defaults,
     switches: Switches,
+    /// The models the session may select.
+    models: Arc<Models>,
     /// The session's child agents, started by `task` calls.
     pub agents: AgentTree,
     /// Where their lifecycle is logged, and the tags of their records.
@@ -226,6 +232,14 @@ impl Sessions {
             Some(Event::SessionCreated { cwd, .. }) => cwd.clone(),
             _ => return Err(AcpError::NoHeader(id.to_owned()).into()),
         };
+        let names = state.options.models.names();
+        if let Some(gone) = names.dropped(&records) {
+            eprintln!(
+                "agentd: session {id}: the model {gone:?} it selected is no longer configured; it \
+                 uses the default model {:?}",
+                names.default_name()
+            );
+        }
         let session = Arc::new_cyclic(|me| {
             Session::new(state, id.to_owned(), cwd, log, records, cx.clone(), me)
         });
@@ -296,8 +310,10 @@ impl Session {
             defaults: Defaults {
                 mode: o.default_mode,
                 policy: o.default_policy,
+                models: o.models.names(),
             },
             switches: Switches::default(),
+            models: o.models.clone(),
             agents,
             agent_events,
         }
@@ -406,25 +422,47 @@ impl Session {
 
     /// The sandbox mode the session's tool calls run under now.
     pub fn effective_mode(&self) -> Mode {
-        switches::effective(self, self.defaults).0
+        switches::effective(self, &self.defaults).0
     }
 
     /// The session's approval policy now.
     pub fn effective_policy(&self) -> ApprovalPolicy {
-        switches::effective(self, self.defaults).1
+        switches::effective(self, &self.defaults).1
     }
 
-    /// The config options with the values the editor is shown.
+    /// The model the session's next request goes to: its last selection, else the default.
+    pub fn selected_model(&self) -> &BuiltModel {
+        self.models
+            .select(self.defaults.models.effective(&self.records()))
+    }
+
+    /// The models the session may select.
+    pub fn models(&self) -> &Models {
+        &self.models
+    }
+
+    /// The config options with the values the editor is shown; `model` only when there is a
+    /// choice of models.
     pub fn config_options(&self) -> Vec<SessionConfigOption> {
-        let (mode, policy) = self.switches.current(self, self.defaults);
+        let (mode, policy) = self.switches.current(self, &self.defaults);
         let modes = self.tools.composition().modes(mode);
-        config_options::options(mode, &modes, policy)
+        let mut options = config_options::options(mode, &modes, policy);
+        if self.models.offered() {
+            let current = self.switches.current_model(self, &self.defaults);
+            let labels: Vec<(&str, &str)> = self
+                .models
+                .iter()
+                .map(|m| (m.name.as_str(), m.label.as_str()))
+                .collect();
+            options.push(config_options::model_option(&current, &labels));
+        }
+        options
     }
 
     /// The sandbox mode as ACP session modes, with the value the editor is shown (as
     /// [`Session::config_options`]).
     pub fn modes(&self) -> agent_client_protocol::v1::schema::SessionModeState {
-        let (mode, _) = self.switches.current(self, self.defaults);
+        let (mode, _) = self.switches.current(self, &self.defaults);
         config_options::session_modes(mode, &self.tools.composition().modes(mode))
     }
 
@@ -436,7 +474,7 @@ impl Session {
         let tasks = self.tools.background();
         let narrowed = self
             .switches
-            .switch(self, self.defaults, switch, &|to| tasks.would_stop(to))?;
+            .switch(self, &self.defaults, switch, &|to| tasks.would_stop(to))?;
         Ok(narrowed
             .map(|to| tasks.narrow(to))
             .filter(|stopping| !stopping.is_empty()))
@@ -475,7 +513,7 @@ impl Session {
 
     /// A turn opens: the held switches are written, and later ones are written at once.
     pub fn flush_switches(&self) -> Result<(), LogError> {
-        self.switches.flush(self, self.defaults)
+        self.switches.flush(self, &self.defaults)
     }
 
     /// The turn is over: switches are held again.

@@ -1,4 +1,4 @@
-//! Switching a knob from the editor: `session/set_config_option` (either knob) and
+//! Switching a knob from the editor: `session/set_config_option` (any knob, the model too) and
 //! `session/set_mode` (the sandbox mode, as ACP session modes) go through [`switch`], so both
 //! check, write and report a switch the same way, and a client using either mechanism sees the
 //! other's value: a mode switched as a config option is also announced as `current_mode_update`,
@@ -25,8 +25,9 @@ pub enum Asked {
 
 /// Applies `switch` to `session` and answers with `respond`: at once, or, when the switch
 /// narrowed the mode and stopped background tasks, off the dispatch loop once their stops are
-/// recorded and shown. A mode the helper would not run is refused (the current one may stay
-/// selected). Before the answer, the editor is told the new mode the other way it may track it.
+/// recorded and shown. A mode the helper would not run is refused, and so is a model whose
+/// provider could not be built (the current one may stay selected). Before the answer, the
+/// editor is told the new mode the other way it may track it.
 pub fn switch(
     session: Arc<Session>,
     switch: Switch,
@@ -40,13 +41,20 @@ pub fn switch(
     {
         return respond(&session, Err(AcpError::ModeRefused { mode, why }.into()));
     }
+    if let Switch::Model(name) = &switch
+        && *name != session.selected_model().name
+        && let Some(model) = session.models().get(name)
+        && let Err(why) = session.models().provider_of(model)
+    {
+        return respond(&session, Err(AcpError::ModelRefused(why).into()));
+    }
     let log_error = |e| Error::from(AcpError::LogWrite(e));
-    let stopping = match session.switch(switch) {
+    let stopping = match session.switch(switch.clone()) {
         Ok(stopping) => stopping,
         Err(e) => return respond(&session, Err(log_error(e))),
     };
     let Some(stopping) = stopping else {
-        announce(&session, switch, asked, &cx);
+        announce(&session, &switch, asked, &cx);
         return respond(&session, Ok(()));
     };
     // The narrowing stopped tasks: their ends are waited for (up to the kill grace and the
@@ -54,7 +62,7 @@ pub fn switch(
     tokio::spawn(async move {
         let reported = session.report_stopped(stopping, &cx).await;
         if reported.is_ok() {
-            announce(&session, switch, asked, &cx);
+            announce(&session, &switch, asked, &cx);
         }
         let _ = respond(&session, reported.map_err(log_error));
     });
@@ -62,7 +70,7 @@ pub fn switch(
 }
 
 /// Tells the editor of a sandbox-mode switch the way the request did not.
-fn announce(session: &Session, switch: Switch, asked: Asked, cx: &ConnectionTo<Client>) {
+fn announce(session: &Session, switch: &Switch, asked: Asked, cx: &ConnectionTo<Client>) {
     if !matches!(switch, Switch::Mode(_)) {
         return;
     }

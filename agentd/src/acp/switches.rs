@@ -17,16 +17,19 @@ use std::sync::Mutex;
 use confine_protocol::Mode;
 
 use super::config_options::Switch;
+use crate::knobs::model::ModelNames;
 use crate::knobs::{policy, sandbox};
 use crate::narrowing;
 use crate::session::{LogError, SessionLog};
 use crate::words::ApprovalPolicy;
 
-/// The knobs' values when the log has no switch (the configuration's).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The knobs' values when the log has no switch (the configuration's), and the models a
+/// session may select.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Defaults {
     pub mode: Mode,
     pub policy: ApprovalPolicy,
+    pub models: ModelNames,
 }
 
 /// One session's held switches, and whether a turn is open.
@@ -38,10 +41,11 @@ struct Held {
     turn_open: bool,
     mode: Option<Mode>,
     policy: Option<ApprovalPolicy>,
+    model: Option<String>,
 }
 
 /// The effective values: the log's last switches, else the defaults.
-pub fn effective(log: &dyn SessionLog, defaults: Defaults) -> (Mode, ApprovalPolicy) {
+pub fn effective(log: &dyn SessionLog, defaults: &Defaults) -> (Mode, ApprovalPolicy) {
     let records = log.records();
     (
         sandbox::effective(&records, defaults.mode),
@@ -57,13 +61,19 @@ impl Switches {
     }
 
     /// What the editor is shown: each knob's held switch, else its effective value.
-    pub fn current(&self, log: &dyn SessionLog, defaults: Defaults) -> (Mode, ApprovalPolicy) {
+    pub fn current(&self, log: &dyn SessionLog, defaults: &Defaults) -> (Mode, ApprovalPolicy) {
         let (held_mode, held_policy) = match self.held() {
             Ok(held) => (held.mode, held.policy),
             Err(_) => (None, None),
         };
         let (mode, policy) = effective(log, defaults);
         (held_mode.unwrap_or(mode), held_policy.unwrap_or(policy))
+    }
+
+    /// The model the editor is shown: the held switch, else the effective model.
+    pub fn current_model(&self, log: &dyn SessionLog, defaults: &Defaults) -> String {
+        let held = self.held().ok().and_then(|held| held.model.clone());
+        held.unwrap_or_else(|| defaults.models.effective(&log.records()).to_owned())
     }
 
     /// Switches a knob: appended now while a turn is open, held otherwise. A switch to the value
@@ -73,20 +83,25 @@ impl Switches {
     pub fn switch(
         &self,
         log: &dyn SessionLog,
-        defaults: Defaults,
+        defaults: &Defaults,
         switch: Switch,
         stops_a_task: &dyn Fn(Mode) -> bool,
     ) -> Result<Option<Mode>, LogError> {
         let mut held = self.held()?;
         let (mode, policy) = effective(log, defaults);
         let (mode, policy) = (held.mode.unwrap_or(mode), held.policy.unwrap_or(policy));
-        let narrowed = match switch {
-            Switch::Mode(m) if narrowing::narrows(mode, m) => Some(m),
+        let model = match &held.model {
+            Some(model) => model.clone(),
+            None => defaults.models.effective(&log.records()).to_owned(),
+        };
+        let narrowed = match &switch {
+            Switch::Mode(m) if narrowing::narrows(mode, *m) => Some(*m),
             _ => None,
         };
         match switch {
             Switch::Mode(m) if m == mode => {}
             Switch::Policy(p) if p == policy => {}
+            Switch::Model(name) if name == model => {}
             Switch::Mode(m) if held.turn_open || narrowed.is_some_and(stops_a_task) => {
                 sandbox::set(log, defaults.mode, m)?;
                 held.mode = None;
@@ -94,14 +109,18 @@ impl Switches {
             Switch::Policy(p) if held.turn_open => {
                 policy::set(log, defaults.policy, p)?;
             }
+            Switch::Model(name) if held.turn_open => {
+                defaults.models.set(log, &name)?;
+            }
             Switch::Mode(m) => held.mode = Some(m),
             Switch::Policy(p) => held.policy = Some(p),
+            Switch::Model(name) => held.model = Some(name),
         }
         Ok(narrowed)
     }
 
     /// A turn opens: writes the held switches and lets later ones be written at once.
-    pub fn flush(&self, log: &dyn SessionLog, defaults: Defaults) -> Result<(), LogError> {
+    pub fn flush(&self, log: &dyn SessionLog, defaults: &Defaults) -> Result<(), LogError> {
         let mut held = self.held()?;
         held.turn_open = true;
         if let Some(mode) = held.mode.take() {
@@ -109,6 +128,9 @@ impl Switches {
         }
         if let Some(policy) = held.policy.take() {
             policy::set(log, defaults.policy, policy)?;
+        }
+        if let Some(model) = held.model.take() {
+            defaults.models.set(log, &model)?;
         }
         Ok(())
     }
@@ -127,10 +149,13 @@ mod tests {
     use crate::session::Event;
     use crate::test_support::MemoryLog;
 
-    const DEFAULTS: Defaults = Defaults {
-        mode: Mode::ReadOnly,
-        policy: ApprovalPolicy::Ask,
-    };
+    fn defaults() -> Defaults {
+        Defaults {
+            mode: Mode::ReadOnly,
+            policy: ApprovalPolicy::Ask,
+            models: ModelNames::new("default".into(), ["fast".into()]),
+        }
+    }
 
     /// No background task runs.
     const NO_TASK: &dyn Fn(Mode) -> bool = &|_| false;
@@ -151,23 +176,32 @@ mod tests {
     fn an_idle_switch_is_held_shown_and_written_at_the_next_turn() {
         let (log, switches) = (MemoryLog::new(), Switches::default());
         switches
-            .switch(&log, DEFAULTS, Switch::Mode(Mode::WorkspaceWrite), NO_TASK)
+            .switch(
+                &log,
+                &defaults(),
+                Switch::Mode(Mode::WorkspaceWrite),
+                NO_TASK,
+            )
             .expect("switch");
         assert!(knob_events(&log).is_empty(), "held, not written");
         assert_eq!(
-            switches.current(&log, DEFAULTS),
+            switches.current(&log, &defaults()),
             (Mode::WorkspaceWrite, ApprovalPolicy::Ask),
             "the editor sees the held value"
         );
-        assert_eq!(effective(&log, DEFAULTS).0, Mode::ReadOnly, "tools do not");
-        switches.flush(&log, DEFAULTS).expect("flush");
+        assert_eq!(
+            effective(&log, &defaults()).0,
+            Mode::ReadOnly,
+            "tools do not"
+        );
+        switches.flush(&log, &defaults()).expect("flush");
         assert_eq!(
             knob_events(&log),
             [Event::SandboxModeSet {
                 mode: Mode::WorkspaceWrite
             }]
         );
-        assert_eq!(effective(&log, DEFAULTS).0, Mode::WorkspaceWrite);
+        assert_eq!(effective(&log, &defaults()).0, Mode::WorkspaceWrite);
     }
 
     #[test]
@@ -175,18 +209,18 @@ mod tests {
         let (log, switches) = (MemoryLog::new(), Switches::default());
         for mode in [Mode::WorkspaceWrite, Mode::DangerFullAccess] {
             switches
-                .switch(&log, DEFAULTS, Switch::Mode(mode), NO_TASK)
+                .switch(&log, &defaults(), Switch::Mode(mode), NO_TASK)
                 .expect("switch");
         }
         switches
             .switch(
                 &log,
-                DEFAULTS,
+                &defaults(),
                 Switch::Policy(ApprovalPolicy::Never),
                 NO_TASK,
             )
             .expect("switch");
-        switches.flush(&log, DEFAULTS).expect("flush");
+        switches.flush(&log, &defaults()).expect("flush");
         assert_eq!(
             knob_events(&log),
             [
@@ -204,38 +238,48 @@ mod tests {
     fn idle_switches_that_cancel_out_anchor_nothing() {
         let (log, switches) = (MemoryLog::new(), Switches::default());
         switches
-            .switch(&log, DEFAULTS, Switch::Mode(Mode::WorkspaceWrite), NO_TASK)
+            .switch(
+                &log,
+                &defaults(),
+                Switch::Mode(Mode::WorkspaceWrite),
+                NO_TASK,
+            )
             .expect("switch");
         switches
-            .switch(&log, DEFAULTS, Switch::Mode(Mode::ReadOnly), NO_TASK)
+            .switch(&log, &defaults(), Switch::Mode(Mode::ReadOnly), NO_TASK)
             .expect("switch");
         switches
             .switch(
                 &log,
-                DEFAULTS,
+                &defaults(),
                 Switch::Policy(ApprovalPolicy::Never),
                 NO_TASK,
             )
             .expect("switch");
         switches
-            .switch(&log, DEFAULTS, Switch::Policy(ApprovalPolicy::Ask), NO_TASK)
+            .switch(
+                &log,
+                &defaults(),
+                Switch::Policy(ApprovalPolicy::Ask),
+                NO_TASK,
+            )
             .expect("switch");
-        switches.flush(&log, DEFAULTS).expect("flush");
+        switches.flush(&log, &defaults()).expect("flush");
         assert!(knob_events(&log).is_empty(), "{:?}", log.events());
     }
 
     #[test]
     fn a_switch_while_a_turn_is_open_is_written_at_once_and_a_no_op_records_nothing() {
         let (log, switches) = (MemoryLog::new(), Switches::default());
-        switches.flush(&log, DEFAULTS).expect("the turn opens");
+        switches.flush(&log, &defaults()).expect("the turn opens");
         switches
-            .switch(&log, DEFAULTS, Switch::Mode(Mode::ReadOnly), NO_TASK)
+            .switch(&log, &defaults(), Switch::Mode(Mode::ReadOnly), NO_TASK)
             .expect("no-op");
         assert!(knob_events(&log).is_empty());
         switches
             .switch(
                 &log,
-                DEFAULTS,
+                &defaults(),
                 Switch::Policy(ApprovalPolicy::Never),
                 NO_TASK,
             )
@@ -248,7 +292,12 @@ mod tests {
         );
         switches.hold();
         switches
-            .switch(&log, DEFAULTS, Switch::Policy(ApprovalPolicy::Ask), NO_TASK)
+            .switch(
+                &log,
+                &defaults(),
+                Switch::Policy(ApprovalPolicy::Ask),
+                NO_TASK,
+            )
             .expect("held");
         assert_eq!(knob_events(&log).len(), 1, "idle again: held");
     }
@@ -261,7 +310,7 @@ mod tests {
             before_crash
                 .switch(
                     &log,
-                    DEFAULTS,
+                    &defaults(),
                     Switch::Mode(Mode::DangerFullAccess),
                     NO_TASK,
                 )
@@ -269,7 +318,7 @@ mod tests {
         }
         let after_restart = Switches::default();
         assert_eq!(
-            after_restart.current(&log, DEFAULTS),
+            after_restart.current(&log, &defaults()),
             (Mode::ReadOnly, ApprovalPolicy::Ask)
         );
     }
@@ -277,11 +326,11 @@ mod tests {
     #[test]
     fn an_idle_narrowing_that_stops_a_task_is_written_at_once() {
         let (log, switches) = (MemoryLog::new(), Switches::default());
-        switches.flush(&log, DEFAULTS).expect("a turn opens");
+        switches.flush(&log, &defaults()).expect("a turn opens");
         switches
             .switch(
                 &log,
-                DEFAULTS,
+                &defaults(),
                 Switch::Mode(Mode::DangerFullAccess),
                 NO_TASK,
             )
@@ -289,14 +338,14 @@ mod tests {
         switches.hold();
         // Held: a widening, then a narrowing that stops nothing.
         switches
-            .switch(&log, DEFAULTS, Switch::Mode(Mode::ReadOnly), NO_TASK)
+            .switch(&log, &defaults(), Switch::Mode(Mode::ReadOnly), NO_TASK)
             .expect("switch");
         assert_eq!(knob_events(&log).len(), 1, "{:?}", log.events());
         let stops_below_workspace_write: &dyn Fn(Mode) -> bool = &|to| to < Mode::WorkspaceWrite;
         switches
             .switch(
                 &log,
-                DEFAULTS,
+                &defaults(),
                 Switch::Mode(Mode::WorkspaceWrite),
                 stops_below_workspace_write,
             )
@@ -305,7 +354,7 @@ mod tests {
         let narrowed = switches
             .switch(
                 &log,
-                DEFAULTS,
+                &defaults(),
                 Switch::Mode(Mode::ReadOnly),
                 stops_below_workspace_write,
             )
@@ -323,11 +372,11 @@ mod tests {
             ]
         );
         assert_eq!(
-            switches.current(&log, DEFAULTS).0,
+            switches.current(&log, &defaults()).0,
             Mode::ReadOnly,
             "nothing is held any more"
         );
-        switches.flush(&log, DEFAULTS).expect("the next turn");
+        switches.flush(&log, &defaults()).expect("the next turn");
         assert_eq!(knob_events(&log).len(), 2);
     }
 
@@ -336,7 +385,7 @@ mod tests {
         let (log, switches) = (MemoryLog::new(), Switches::default());
         let all: &dyn Fn(Mode) -> bool = &|_| true;
         let mode = Switch::Mode;
-        let switch = |to: Switch| switches.switch(&log, DEFAULTS, to, all).expect("switch");
+        let switch = |to: Switch| switches.switch(&log, &defaults(), to, all).expect("switch");
         assert_eq!(switch(mode(Mode::ReadOnly)), None, "the same mode");
         assert_eq!(switch(mode(Mode::DangerFullAccess)), None, "a widening");
         assert_eq!(
@@ -352,20 +401,65 @@ mod tests {
     }
 
     #[test]
+    fn a_model_switch_is_held_shown_written_at_the_next_turn_and_at_once_in_a_turn() {
+        let (log, switches, defaults) = (MemoryLog::new(), Switches::default(), defaults());
+        let selected = |log: &MemoryLog| -> Vec<Event> {
+            log.events()
+                .into_iter()
+                .filter(|e| matches!(e, Event::ModelSelected { .. }))
+                .collect()
+        };
+        let model = |name: &str| Switch::Model(name.to_owned());
+        switches
+            .switch(&log, &defaults, model("fast"), NO_TASK)
+            .expect("switch");
+        assert!(selected(&log).is_empty(), "held, not written");
+        assert_eq!(switches.current_model(&log, &defaults), "fast", "shown");
+        assert_eq!(defaults.models.effective(&log.records()), "default");
+        switches.flush(&log, &defaults).expect("a turn opens");
+        assert_eq!(
+            selected(&log),
+            [Event::ModelSelected {
+                name: "fast".into()
+            }]
+        );
+        // During the turn: written at once, for the turn's next request.
+        switches
+            .switch(&log, &defaults, model("default"), NO_TASK)
+            .expect("switch");
+        assert_eq!(defaults.models.effective(&log.records()), "default");
+        assert_eq!(selected(&log).len(), 2);
+        switches.hold();
+        // Idle switches that cancel out anchor nothing.
+        for name in ["fast", "default"] {
+            switches
+                .switch(&log, &defaults, model(name), NO_TASK)
+                .expect("switch");
+        }
+        switches.flush(&log, &defaults).expect("the next turn");
+        assert_eq!(selected(&log).len(), 2, "{:?}", log.events());
+    }
+
+    #[test]
     fn sessions_do_not_share_switches() {
         let (a, b) = (MemoryLog::new(), MemoryLog::new());
         let (sa, sb) = (Switches::default(), Switches::default());
-        sa.flush(&a, DEFAULTS).expect("a's turn opens");
-        sa.switch(&a, DEFAULTS, Switch::Mode(Mode::WorkspaceWrite), NO_TASK)
+        sa.flush(&a, &defaults()).expect("a's turn opens");
+        sa.switch(&a, &defaults(), Switch::Mode(Mode::WorkspaceWrite), NO_TASK)
             .expect("switch");
-        sb.switch(&b, DEFAULTS, Switch::Policy(ApprovalPolicy::Never), NO_TASK)
-            .expect("held in b");
+        sb.switch(
+            &b,
+            &defaults(),
+            Switch::Policy(ApprovalPolicy::Never),
+            NO_TASK,
+        )
+        .expect("held in b");
         assert_eq!(
-            sa.current(&a, DEFAULTS),
+            sa.current(&a, &defaults()),
             (Mode::WorkspaceWrite, ApprovalPolicy::Ask)
         );
         assert_eq!(
-            sb.current(&b, DEFAULTS),
+            sb.current(&b, &defaults()),
             (Mode::ReadOnly, ApprovalPolicy::Never)
         );
         assert!(knob_events(&b).is_empty());

@@ -189,9 +189,15 @@ impl ChildLoop {
             },
             false,
         )?;
-        let provider = match self.run.state.options.provider_for(self.ctx.persona()) {
-            Ok(provider) => provider.clone(),
-            Err(why) => return Err(Stopped::Failed(TaskError::NoModel(why.clone()))),
+        let session_model = self.run.session.selected_model();
+        let provider = match self
+            .run
+            .state
+            .options
+            .provider_for(self.ctx.persona(), session_model)
+        {
+            Ok(provider) => provider,
+            Err(why) => return Err(Stopped::Failed(TaskError::NoModel(why))),
         };
         let max_steps = self.run.state.options.max_steps;
         for step in 1..=max_steps {

@@ -20,9 +20,11 @@
 //!
 //! Knob switches held while the session was idle are written right after the prompt. Each tool
 //! call runs under the session's effective sandbox mode at the moment it starts, so a switch
-//! during the turn applies from the next call on; each model request states the effective
-//! approval policy, and tells of background tasks a narrowing stopped since the last one. A tool listed in `approval.ask_before` asks through the approval seam before
-//! it runs, attached to its already announced call, and runs only if allowed once.
+//! during the turn applies from the next call on; each model request goes to the model the
+//! session has selected at that moment (so a switch of `model` during the turn reaches its next
+//! request), states the effective approval policy, and tells of background tasks a narrowing
+//! stopped since the last one. A tool listed in `approval.ask_before` asks through the approval
+//! seam before it runs, attached to its already announced call, and runs only if allowed once.
 
 use std::sync::Arc;
 
@@ -30,10 +32,11 @@ use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
     ContentBlock, PromptResponse, SessionNotification, StopReason, ToolCallStatus,
 };
-use agent_client_protocol::{Client, Error, ErrorCode};
+use agent_client_protocol::{Client, Error};
 
 use super::compaction::{Compacted, Compaction};
 use super::error::AcpError;
+use super::model_failure::ModelFailure;
 use super::project_docs;
 use super::prompt;
 use super::sessions::{AgentState, Session};
@@ -43,10 +46,10 @@ use crate::agents::Lineage;
 use crate::agents::lifecycle::AgentId;
 use crate::approval;
 use crate::cancel::Cancel;
+use crate::config::CompactionPolicy;
 use crate::knobs::policy;
 use crate::model::{
-    AssistantTurn, ChatRequest, Delta, FailureKind, FinishReason, Message, ModelError, Provider,
-    Reasoning, ToolCall,
+    AssistantTurn, ChatRequest, Delta, FinishReason, Message, Provider, Reasoning, ToolCall,
 };
 use crate::narrowing;
 use crate::session::fold;
@@ -98,47 +101,6 @@ impl Ending {
         match self {
             Ending::Stop(stop) => stop_name(*stop),
             Ending::Failed(_) => "failed",
-        }
-    }
-}
-
-/// A model failure as the prompt's error reports it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct ModelFailure {
-    message: String,
-    kind: FailureKind,
-    status: Option<u16>,
-    retries: u32,
-}
-
-impl ModelFailure {
-    fn of(error: &ModelError) -> ModelFailure {
-        ModelFailure {
-            message: error.to_string(),
-            kind: error.kind(),
-            status: error.status(),
-            retries: error.retries(),
-        }
-    }
-
-    /// ACP's internal error, with the failure's reason as the message and its facts as data.
-    fn into_error(self) -> Error {
-        Error::new(ErrorCode::INTERNAL_ERROR, self.message).data(serde_json::json!({
-            "kind": self.kind.as_str(),
-            "status": self.status,
-            "retries": self.retries,
-        }))
-    }
-
-    /// The record of the failure.
-    fn event(&self, turn: u64, step: u64) -> Event {
-        Event::ModelError {
-            turn,
-            step,
-            message: self.message.clone(),
-            kind: Some(self.kind.as_str().to_owned()),
-            status: self.status,
-            retries: Some(self.retries),
         }
     }
 }
@@ -211,21 +173,27 @@ impl Turn<'_> {
         Ok(ending)
     }
 
-    async fn steps(&self, guidance: Option<&str>) -> Result<Ending, LogError> {
-        let provider = match &self.state.options.provider {
-            Ok(provider) => provider.clone(),
+    /// The model the session has selected now, with how its history is compacted, or the
+    /// ending of a turn whose model cannot be used (recorded and shown as step `step`'s).
+    fn model(&self, step: u64) -> Result<Result<ModelInUse, Ending>, LogError> {
+        let models = self.session.models();
+        let model = self.session.selected_model();
+        match models.provider_of(model) {
+            Ok(provider) => Ok(Ok((provider, model.compaction))),
             Err(why) => {
-                let failure = ModelFailure {
-                    message: why.to_string(),
-                    kind: FailureKind::Config,
-                    status: None,
-                    retries: 0,
-                };
-                self.show(failure.event(self.number, 1))?;
-                return Ok(Ending::Failed(failure));
+                let failure = ModelFailure::unusable(&why);
+                self.show(failure.event(self.number, step))?;
+                Ok(Err(Ending::Failed(failure)))
             }
+        }
+    }
+
+    async fn steps(&self, guidance: Option<&str>) -> Result<Ending, LogError> {
+        let (provider, compaction) = match self.model(1)? {
+            Ok(model) => model,
+            Err(ending) => return Ok(ending),
         };
-        if let Some(policy) = self.state.options.compaction {
+        if let Some(policy) = compaction {
             let compaction = Compaction {
                 session: self.session,
                 cx: self.cx,
@@ -242,6 +210,11 @@ impl Turn<'_> {
             if self.cancel.is_cancelled() {
                 return Ok(Ending::Stop(StopReason::Cancelled));
             }
+            // Read at every request: a switch during the turn reaches its next request.
+            let provider = match self.model(step)? {
+                Ok((provider, _)) => provider,
+                Err(ending) => return Ok(ending),
+            };
             let answer = match self.ask(&*provider, step, guidance).await? {
                 None => return Ok(Ending::Stop(StopReason::Cancelled)),
                 Some(Err(failure)) => return Ok(Ending::Failed(failure)),
@@ -574,6 +547,9 @@ impl Turn<'_> {
             .send_notification(SessionNotification::new(self.session.id.clone(), update));
     }
 }
+
+/// The provider a request goes to, and how the history is compacted for it.
+type ModelInUse = (Arc<dyn Provider>, Option<CompactionPolicy>);
 
 /// What the editor was shown of the answer in progress.
 #[derive(Debug, Default)]

@@ -14,4 +14,4 @@ mod persona;
 
 pub use depth::{Depth, DepthOrigin, InvalidDepth, MAX_DEPTH, TooDeep, check_child_start};
 pub use lineage::{Lineage, StartRefused};
-pub use persona::{DEFAULT_MAX_DEPTH, GENERAL, Persona, Personas, UnknownPersona};
+pub use persona::{DEFAULT_MAX_DEPTH, GENERAL, Persona, PersonaModel, Personas, UnknownPersona};

@@ -1,6 +1,7 @@
 //! Personas: what a child agent may be. Each has a name, a description (what the model reads
 //! when it picks one), the instructions the child runs with, and optionally its own model, a
-//! tool filter and a depth cap. They are configured as `[agents.NAME]` tables
+//! tool filter and a depth cap; its model is a table of its own or the name of a configured
+//! model ([`PersonaModel`]). They are configured as `[agents.NAME]` tables
 //! (`crate::config` reads and checks them); [`Personas`] is the set a session offers, which
 //! always has one called [`GENERAL`].
 
@@ -37,8 +38,8 @@ pub struct Persona {
     pub description: String,
     /// The instructions the child runs with; not empty.
     pub instructions: String,
-    /// A whole `[model]`-shaped table; `None`: the session's model.
-    pub model: Option<ModelConfig>,
+    /// A table of its own or one of the named models; `None`: the session's model.
+    pub model: Option<PersonaModel>,
     /// `None`: the child has its parent's tools.
     pub tools: Option<ToolFilter>,
     /// At least 1; `None`: [`DEFAULT_MAX_DEPTH`].
@@ -62,6 +63,15 @@ impl Persona {
     pub fn depth_cap(&self) -> Depth {
         self.max_depth.unwrap_or(DEFAULT_MAX_DEPTH)
     }
+}
+
+/// The model a persona's agents run on, when it names one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PersonaModel {
+    /// A whole `[model]`-shaped table of the persona's own.
+    Own(ModelConfig),
+    /// The name of one of the `[models.NAME]` tables, checked when the configuration loads.
+    Named(String),
 }
 
 /// There is no persona of that name.

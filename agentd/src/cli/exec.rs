@@ -231,7 +231,7 @@ async fn start_turn(command: &ExecCommand) -> Result<Started, StartError> {
     let cwd = workspace(command.cwd.as_deref())?;
     let options = start::agent_options(&command.agent, command.sandbox_mode).await?;
     // A model that cannot be built would fail the prompt: say so before starting.
-    if let Err(e) = &options.provider {
+    if let Err(e) = &options.models.default_model().provider {
         return Err(StartError::Model(e.clone()));
     }
     let interrupts = signal(SignalKind::interrupt()).map_err(StartError::Signal)?;

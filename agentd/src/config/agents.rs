@@ -10,21 +10,28 @@
 //! tools = { deny = ["bash", "write_file", "edit_file"] }    # optional: allow, deny or both
 //! max_depth = 1                                            # optional: the deepest it may run
 //! model = { base_url = "http://localhost:11434/v1", model = "qwen3" }   # optional
+//! # model = "fast"                                         # or one of the [models.NAME]
 //! ```
 //!
-//! `model` is a whole `[model]`-shaped table read by the same parser; it does not inherit keys
-//! from `[model]`. Without one the persona uses the session's model. Configured personas extend
-//! the built-in `general`, which a persona of that name replaces.
+//! `model` is a whole `[model]`-shaped table read by the same parser, which does not inherit
+//! keys from `[model]`, or the name of one of the `[models.NAME]` tables (see
+//! [`super::models`]). Without one the persona uses the session's model (the one the session
+//! has selected). Configured personas extend the built-in `general`, which a persona of that
+//! name replaces.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
+use serde::de::{self, MapAccess, Visitor};
+use serde::{Deserialize, Deserializer};
 use toml::Spanned;
 
 use super::checks::{is_variable_name, line_at};
-use crate::agents::{DEFAULT_MAX_DEPTH, Depth, DepthOrigin, InvalidDepth, Persona, Personas};
-use crate::model::{ModelConfig, ProviderKind};
+use super::models::{DEFAULT_MODEL_NAME, NamedModel, incomplete, known_names};
+use crate::agents::{
+    DEFAULT_MAX_DEPTH, Depth, DepthOrigin, InvalidDepth, Persona, PersonaModel, Personas,
+};
+use crate::model::ModelConfig;
 use crate::tools::{FilterError, FilterList, ToolFilter, ToolRegistry, is_tool_name};
 
 /// The `[agents]` table as written: persona tables by name.
@@ -37,9 +44,42 @@ pub(super) type RawAgents = BTreeMap<String, Spanned<RawPersona>>;
 pub(super) struct RawPersona {
     description: Option<Spanned<String>>,
     instructions: Option<Spanned<String>>,
-    model: Option<Spanned<ModelConfig>>,
+    model: Option<Spanned<RawPersonaModel>>,
     tools: Option<Spanned<RawFilter>>,
     max_depth: Option<Spanned<toml::Value>>,
+}
+
+/// A persona's `model` as written: a table, read by `[model]`'s parser (so its errors name
+/// the key and the line as `[model]`'s do), or a name.
+#[derive(Debug)]
+enum RawPersonaModel {
+    Table(ModelConfig),
+    Name(String),
+}
+
+impl<'de> Deserialize<'de> for RawPersonaModel {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<RawPersonaModel, D::Error> {
+        struct Either;
+        impl<'de> Visitor<'de> for Either {
+            type Value = RawPersonaModel;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(
+                    "a [model]-shaped table, or the name of one of the [models.NAME] tables",
+                )
+            }
+
+            fn visit_str<E: de::Error>(self, name: &str) -> Result<RawPersonaModel, E> {
+                Ok(RawPersonaModel::Name(name.to_owned()))
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<RawPersonaModel, A::Error> {
+                ModelConfig::deserialize(de::value::MapAccessDeserializer::new(map))
+                    .map(RawPersonaModel::Table)
+            }
+        }
+        deserializer.deserialize_any(Either)
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -144,6 +184,19 @@ pub enum PersonaError {
         persona: String,
         problem: String,
     },
+    #[error(
+        "the configuration file {}, line {line}: agents.{persona}.model = {name:?} names no \
+         model; the named models are: {known}. Name one of them, write the model as a table, or \
+         drop model to use the session's model",
+        path.display()
+    )]
+    UnknownModel {
+        path: PathBuf,
+        line: usize,
+        persona: String,
+        name: String,
+        known: String,
+    },
 }
 
 const DESCRIPTION: &str = "one sentence saying what the persona is for: the model reads it when \
@@ -151,8 +204,14 @@ const DESCRIPTION: &str = "one sentence saying what the persona is for: the mode
 const INSTRUCTIONS: &str = "the instructions its agent runs with";
 
 /// The personas of the file at `path` whose text is `text`: checked, with the built-in `general`
-/// added unless one is configured. Tool filters are checked against the built-in tools.
-pub(super) fn personas(raw: RawAgents, path: &Path, text: &str) -> Result<Personas, PersonaError> {
+/// added unless one is configured. Tool filters are checked against the built-in tools, model
+/// names against the file's `models`.
+pub(super) fn personas(
+    raw: RawAgents,
+    models: &[NamedModel],
+    path: &Path,
+    text: &str,
+) -> Result<Personas, PersonaError> {
     let registry = ToolRegistry::builtin();
     let mut list = Vec::new();
     for (name, table) in raw {
@@ -183,7 +242,7 @@ pub(super) fn personas(raw: RawAgents, path: &Path, text: &str) -> Result<Person
         };
         let model = match raw.model {
             None => None,
-            Some(model) => Some(checker.model(model)?),
+            Some(model) => Some(checker.model(model, models)?),
         };
         list.push(Persona {
             name,
@@ -316,11 +375,30 @@ impl PersonaChecker<'_> {
         Ok(depth)
     }
 
-    /// The checks `[model]` gets when the file loads, and the keys its provider needs (which
-    /// `[model]` leaves to when the provider is built, since the environment may add them).
-    fn model(&self, model: Spanned<ModelConfig>) -> Result<ModelConfig, PersonaError> {
+    /// A model table gets the checks `[model]` gets when the file loads, and the keys its
+    /// provider needs (which `[model]` leaves to when the provider is built, since the
+    /// environment may add them); a name must be one of `models`.
+    fn model(
+        &self,
+        model: Spanned<RawPersonaModel>,
+        models: &[NamedModel],
+    ) -> Result<PersonaModel, PersonaError> {
         let line = self.line(model.span().start);
-        let mut model = model.into_inner();
+        let mut model = match model.into_inner() {
+            RawPersonaModel::Name(name) => {
+                if name == DEFAULT_MODEL_NAME || !models.iter().any(|m| m.name == name) {
+                    return Err(PersonaError::UnknownModel {
+                        path: self.path.to_owned(),
+                        line,
+                        persona: self.persona.to_owned(),
+                        name,
+                        known: known_names(models),
+                    });
+                }
+                return Ok(PersonaModel::Named(name));
+            }
+            RawPersonaModel::Table(model) => model,
+        };
         if let Some(var) = &model.api_key_env
             && !is_variable_name(var)
         {
@@ -341,28 +419,12 @@ impl PersonaChecker<'_> {
                 "sets context_window, but a child agent's history is never compacted; drop it",
             ));
         }
-        match model.provider.unwrap_or_default() {
-            ProviderKind::Scripted if model.script.is_none() => {
-                return Err(problem("has no script (provider = \"scripted\" needs one)"));
-            }
-            ProviderKind::Scripted => {}
-            ProviderKind::Openai => {
-                if model.script.is_some() {
-                    return Err(problem(
-                        "has a script, which only provider = \"scripted\" reads",
-                    ));
-                }
-                match (&model.base_url, &model.model) {
-                    (None, None) => return Err(problem("has neither base_url nor model")),
-                    (None, Some(_)) => return Err(problem("has no base_url")),
-                    (Some(_), None) => return Err(problem("has no model")),
-                    (Some(_), Some(_)) => {}
-                }
-            }
+        if let Some(missing) = incomplete(&model) {
+            return Err(problem(missing));
         }
         let base = self.path.parent().unwrap_or(Path::new(""));
         model.script = model.script.take().map(|script| base.join(script));
-        Ok(model)
+        Ok(PersonaModel::Own(model))
     }
 }
 

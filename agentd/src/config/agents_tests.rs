@@ -1,7 +1,7 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use crate::agents::{DEFAULT_MAX_DEPTH, Depth, GENERAL, Persona};
+use crate::agents::{DEFAULT_MAX_DEPTH, Depth, GENERAL, Persona, PersonaModel};
 use crate::config::{ConfigError, Effective, Flags, LoadedConfig, PersonaError};
 use crate::model::ProviderKind;
 use crate::tools::{FilterError, ToolRegistry, ToolScope};
@@ -57,7 +57,9 @@ fn the_documented_persona_is_read() {
         "You review the change you are given. Report problems; change nothing."
     );
     assert_eq!(reviewer.max_depth, Depth::new(2));
-    let model = reviewer.model.as_ref().expect("a model");
+    let Some(PersonaModel::Own(model)) = reviewer.model.as_ref() else {
+        panic!("a model table: {:?}", reviewer.model);
+    };
     assert_eq!(model.provider, Some(ProviderKind::Scripted));
     assert_eq!(
         model.script.as_deref(),
@@ -142,8 +144,8 @@ fn unknown_keys_and_wrong_types_are_parse_errors_naming_the_line() {
         (with("tools = { alow = [\"bash\"] }\n"), "line 4", "alow"),
         (with("tools = [\"bash\"]\n"), "line 4", "tools"),
         (with("model = { modle = \"m\" }\n"), "line 4", "modle"),
-        // Named models do not exist: a persona's model is a table.
-        (with("model = \"fast\"\n"), "line 4", "model"),
+        // A model is a table or a name, never a number.
+        (with("model = 3\n"), "line 4", "model"),
         (with("description = 3\n"), "line", "description"),
     ] {
         let err = parse(&text).expect_err(&text);
@@ -305,8 +307,10 @@ fn a_persona_model_is_checked_like_a_whole_model_table() {
         .config
         .agents
         .get("reviewer")
-        .and_then(|p| p.model.clone())
-        .expect("a model");
+        .and_then(|p| p.model.clone());
+    let Some(PersonaModel::Own(model)) = model else {
+        panic!("a model table: {model:?}");
+    };
     assert_eq!(model.model.as_deref(), Some("qwen3"));
 }
 

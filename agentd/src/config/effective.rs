@@ -12,17 +12,44 @@ use confine_protocol::{BackendChoice, Limits, Mode, Network, UnknownWord};
 use super::checks::is_variable_name;
 use super::compaction::{CompactAt, CompactionPolicy, DEFAULT_KEEP_TURNS};
 use super::file::{LoadedConfig, absolute_dir};
+use super::models::{DEFAULT_MODEL_NAME, ModelsError, NamedModel, known_names};
 use super::{
     ConfigError, DEFAULT_COMMAND_TIMEOUT_MS, DEFAULT_MAX_STEPS, DEFAULT_SANDBOX_MODE, Env,
     FILE_NAME, Source, process_env,
 };
-use crate::agents::Personas;
+use crate::agents::{PersonaModel, Personas};
 use crate::model::{ModelConfig, ModelError, Provider, ProviderKind, build_provider};
 use crate::words::{ApprovalPolicy, allowed};
 
 /// Each persona's own model, or why it cannot be built, by persona name.
 pub type PersonaProviders =
     std::collections::BTreeMap<String, Result<Arc<dyn Provider>, Arc<ModelError>>>;
+
+/// One configured model, built: what a session may select.
+#[derive(Clone)]
+pub struct BuiltModel {
+    /// `default` for `[model]`, else the `[models.NAME]` name.
+    pub name: String,
+    /// What an editor shows for it: the name and the model the server knows, `fast (qwen3)`
+    /// (a scripted model shows its script's file name).
+    pub label: String,
+    /// The provider, or why it cannot be built (the error of a turn that uses it).
+    pub provider: Result<Arc<dyn Provider>, Arc<ModelError>>,
+    /// How a session using it compacts its history; `None`, never, without its
+    /// `context_window`.
+    pub compaction: Option<CompactionPolicy>,
+}
+
+impl std::fmt::Debug for BuiltModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BuiltModel")
+            .field("name", &self.name)
+            .field("label", &self.label)
+            .field("provider", &self.provider.as_ref().map(|p| p.describe()))
+            .field("compaction", &self.compaction)
+            .finish()
+    }
+}
 
 /// An effective value and where it came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -101,6 +128,12 @@ pub struct Effective {
     /// a model.
     pub model: Option<ModelConfig>,
     pub model_sources: ModelSources,
+    /// The `[models.NAME]` tables, sorted by name. Only the file sets them.
+    pub models: Vec<NamedModel>,
+    /// The name of the default model: `default` (the `[model]` table, also when nothing
+    /// configures one) unless `[model]` sets nothing and the file's `default_model` picks one
+    /// of `models`.
+    pub default_model: Setting<String>,
     /// The sandbox mode of new sessions.
     pub sandbox_mode: Setting<Mode>,
     pub network: Setting<Network>,
@@ -203,6 +236,19 @@ impl Effective {
             model_sources.script = source;
         }
 
+        // [models.NAME], and which model is the default: `[model]` whenever anything sets it.
+        let default_model = match (&model, config.default_model) {
+            (None, Some(name)) => Setting::new(name, from_file()),
+            (None, None) if !config.models.is_empty() => {
+                return Err(ModelsError::NoDefault {
+                    path: file.clone().unwrap_or_default(),
+                    known: known_names(&config.models),
+                }
+                .into());
+            }
+            _ => Setting::default(DEFAULT_MODEL_NAME.to_owned()),
+        };
+
         // [sandbox]
         let mut sandbox_mode = layered(config.sandbox.mode, DEFAULT_SANDBOX_MODE, &file);
         if let Some(mode) = env_word(env, "AGENTD_SANDBOX_MODE")? {
@@ -280,6 +326,8 @@ impl Effective {
         Ok(Effective {
             model,
             model_sources,
+            models: config.models,
+            default_model,
             sandbox_mode,
             network,
             backend,
@@ -321,30 +369,83 @@ impl Effective {
         }
     }
 
-    /// Builds the model provider `[model]` describes. Without a `[model]` table this is the
-    /// error that says what to add, and where.
+    /// The table of the default model (`None`: nothing configures one).
+    fn default_table(&self) -> Option<&ModelConfig> {
+        self.models_in_order().first().and_then(|(_, table)| *table)
+    }
+
+    /// Every configured model by name, the default first and then the named ones by name: the
+    /// order of the editor's `model` select. Always at least the default, whose table is
+    /// `None` when nothing configures one.
+    pub fn models_in_order(&self) -> Vec<(&str, Option<&ModelConfig>)> {
+        let default = self.default_model.value.as_str();
+        let named = |name: &str| self.models.iter().find(|m| m.name == name);
+        let mut out = match named(default) {
+            Some(m) => vec![(default, Some(&m.model))],
+            None => vec![(DEFAULT_MODEL_NAME, self.model.as_ref())],
+        };
+        out.extend(
+            self.models
+                .iter()
+                .filter(|m| m.name != default)
+                .map(|m| (m.name.as_str(), Some(&m.model))),
+        );
+        out
+    }
+
+    /// Builds the default model's provider. Without any model configured this is the error
+    /// that says what to add, and where.
     pub fn provider(&self) -> Result<Arc<dyn Provider>, ModelError> {
         let empty = ModelConfig::default();
-        build_provider(self.model.as_ref().unwrap_or(&empty), self.file.as_deref())
+        build_provider(self.default_table().unwrap_or(&empty), self.file.as_deref())
+    }
+
+    /// Builds every configured model once, in [`Effective::models_in_order`]'s order. A model
+    /// that cannot be built (its key variable unset, say) is kept with its error: a session
+    /// that uses it fails its turn with that text.
+    pub fn build_models(&self) -> Vec<BuiltModel> {
+        let empty = ModelConfig::default();
+        self.models_in_order()
+            .into_iter()
+            .map(|(name, table)| {
+                let table = table.unwrap_or(&empty);
+                BuiltModel {
+                    name: name.to_owned(),
+                    label: format!("{name} ({})", model_id(table)),
+                    provider: build_provider(table, self.file.as_deref()).map_err(Arc::new),
+                    compaction: self.compaction_for(table),
+                }
+            })
+            .collect()
     }
 
     /// Builds the model of every persona with a `model` table of its own, by persona name; a
-    /// persona without one uses the session's model ([`Effective::provider`]). A model that
-    /// cannot be built (its key variable unset, say) is the error its child fails with.
+    /// persona without one uses the session's model, and one naming a model uses that model
+    /// (both built by [`Effective::build_models`]). A model that cannot be built (its key
+    /// variable unset, say) is the error its child fails with.
     pub fn persona_providers(&self) -> PersonaProviders {
         self.personas
             .iter()
             .filter_map(|persona| {
-                let model = persona.model.as_ref()?;
+                let Some(PersonaModel::Own(model)) = persona.model.as_ref() else {
+                    return None;
+                };
                 let built = build_provider(model, self.file.as_deref()).map_err(Arc::new);
                 Some((persona.name.clone(), built))
             })
             .collect()
     }
 
-    /// How sessions compact their history; `None`, never, without `model.context_window`.
+    /// How sessions using the default model compact their history; `None`, never, without its
+    /// `context_window`.
     pub fn compaction(&self) -> Option<CompactionPolicy> {
-        let context_window = self.context_window.value?;
+        self.compaction_for(self.default_table()?)
+    }
+
+    /// How a session using `model` compacts its history: its `context_window` with
+    /// `[compaction]`'s settings; `None`, never, without a window.
+    fn compaction_for(&self, model: &ModelConfig) -> Option<CompactionPolicy> {
+        let context_window = model.context_window?.get();
         Some(CompactionPolicy {
             context_window,
             compact_at: self.compact_at.value.tokens(context_window),
@@ -379,6 +480,18 @@ impl Effective {
         if let Some(n) = self.max_address_space.value {
             limits.max_address_space = Some(n);
         }
+    }
+}
+
+/// The model a table names, as an editor shows it next to its name: the server's model name,
+/// else a scripted model's script file, else that nothing names one.
+fn model_id(table: &ModelConfig) -> String {
+    if let Some(model) = &table.model {
+        return model.clone();
+    }
+    match table.script.as_deref().and_then(Path::file_name) {
+        Some(file) => file.to_string_lossy().into_owned(),
+        None => "not configured".to_owned(),
     }
 }
 

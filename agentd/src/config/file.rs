@@ -13,6 +13,7 @@ use toml::Spanned;
 use super::agents::{RawAgents, personas};
 use super::checks::{is_variable_name, line_at};
 use super::compaction::{CompactionSection, RawCompaction, section};
+use super::models::{NamedModel, RawModels, default_model, named_models};
 use super::{ConfigError, Env, FILE_NAME, process_env};
 use crate::agents::Personas;
 use crate::model::ModelConfig;
@@ -23,8 +24,12 @@ use crate::words::{ApprovalPolicy, allowed};
 /// file's directory. `None` means "not in the file".
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Config {
-    /// The `[model]` table, if the file has one.
+    /// The `[model]` table, if the file has one (and, beside `default_model`, sets a key).
     pub model: Option<ModelConfig>,
+    /// The `[models.NAME]` tables, sorted by name.
+    pub models: Vec<NamedModel>,
+    /// `default_model`: which of `models` is the default when `[model]` sets nothing.
+    pub default_model: Option<String>,
     pub sandbox: SandboxSection,
     pub approval: ApprovalSection,
     pub helper: HelperSection,
@@ -92,6 +97,9 @@ pub struct LimitsSection {
 #[serde(deny_unknown_fields)]
 struct RawFile {
     model: Option<ModelConfig>,
+    #[serde(default)]
+    models: RawModels,
+    default_model: Option<Spanned<String>>,
     #[serde(default)]
     sandbox: RawSandbox,
     #[serde(default)]
@@ -304,19 +312,31 @@ impl LoadedConfig {
                 .positive("limits.max_address_space", raw.limits.max_address_space)?,
         };
 
+        let models = named_models(raw.models, &path, text)?;
+        let default_model = default_model(raw.default_model, model.as_ref(), &models, &path, text)?;
+        if default_model.is_some() {
+            // An empty `[model]` beside it sets nothing: the named model is the default.
+            model = None;
+        }
+
+        // Compaction follows the model in use, so its limits must hold for every window.
         let window = model
-            .as_ref()
-            .and_then(|m| m.context_window)
-            .map(|w| w.get());
+            .iter()
+            .chain(models.iter().map(|m| &m.model))
+            .filter_map(|m| m.context_window)
+            .map(|w| w.get())
+            .min();
         let compaction = section(raw.compaction, window, &path, text)?;
 
-        let agents = personas(raw.agents, &path, text)?;
+        let agents = personas(raw.agents, &models, &path, text)?;
 
         Ok(LoadedConfig {
             path: Some(path.clone()),
             found: true,
             config: Config {
                 model,
+                models,
+                default_model,
                 sandbox,
                 approval: ApprovalSection { policy, ask_before },
                 helper,

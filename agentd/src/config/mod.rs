@@ -17,10 +17,15 @@
 //! taken from the current directory.
 //!
 //! ```toml
-//! [model]                      # see agentd::model::ModelConfig
+//! [model]                      # see agentd::model::ModelConfig; "default" in the editor
 //! base_url = "https://api.deepseek.com/v1"   # any OpenAI-compatible endpoint
 //! model = "deepseek-chat"
 //! api_key_env = "DEEPSEEK_API_KEY"           # the name of the variable, never the key itself
+//!
+//! [models.fast]                # a named model (see models.rs): a session may switch to it,
+//! base_url = "http://localhost:11434/v1"     # a persona may name it; a whole [model] table
+//! model = "qwen3"
+//! # default_model = "fast"     # top level: the default when there is no [model]
 //!
 //! [sandbox]
 //! mode = "workspace-write"     # of new sessions: read-only | workspace-write | danger-full-access
@@ -56,7 +61,7 @@
 //! tools = { deny = ["bash"] }  # optional: allow, then deny; names checked against the tools
 //! max_depth = 2                # optional: the deepest it may run (top level 0); default 1
 //! model = { base_url = "http://localhost:11434/v1", model = "qwen3" }  # optional, a whole
-//!                              # [model] table (no named models, no inheritance from [model])
+//!                              # [model] table (no inheritance from [model]), or "fast"
 //! ```
 //!
 //! The personas are the `[agents.NAME]` tables plus a built-in `general` (a general-purpose
@@ -78,9 +83,10 @@
 //!
 //! An empty variable counts as unset.
 //!
-//! `file.rs` is the file format and its checks ([`LoadedConfig`]), `agents.rs` its
-//! `[agents.NAME]` tables, `compaction.rs` its `[compaction]` table, `checks.rs` what both share, `effective.rs` the layering into
-//! [`Effective`], `helper.rs` how the effective configuration reaches confine-helper, and
+//! `file.rs` is the file format and its checks ([`LoadedConfig`]), `models.rs` its
+//! `[models.NAME]` tables and `default_model`, `agents.rs` its `[agents.NAME]` tables,
+//! `compaction.rs` its `[compaction]` table, `checks.rs` what they share, `effective.rs` the
+//! layering into [`Effective`] (and the models built from it), `helper.rs` how the effective configuration reaches confine-helper, and
 //! `show.rs` what `agentd config show` prints.
 
 mod agents;
@@ -89,6 +95,7 @@ mod compaction;
 mod effective;
 mod file;
 mod helper;
+mod models;
 mod show;
 
 use std::ffi::OsString;
@@ -104,13 +111,15 @@ pub use compaction::{
     Share,
 };
 pub use effective::{
-    Effective, Flags, HelperChoice, ModelSources, PersonaProviders, Setting, default_state_dir,
+    BuiltModel, Effective, Flags, HelperChoice, ModelSources, PersonaProviders, Setting,
+    default_state_dir,
 };
 pub use file::{
     ApprovalSection, Config, HelperSection, LimitsSection, LoadedConfig, SandboxSection,
     SessionSection, config_path,
 };
 pub use helper::HelperSetupError;
+pub use models::{DEFAULT_MODEL_NAME, ModelsError, NamedModel, is_model_name};
 
 /// The configuration file's name, in `$XDG_CONFIG_HOME/agentd/` or `~/.config/agentd/`.
 pub const FILE_NAME: &str = "agentd.toml";
@@ -250,7 +259,8 @@ pub enum ConfigError {
     #[error(
         "the configuration file {}, line {line}: [compaction] is set but model.context_window is \
          not, and without a context window the history is never compacted; set \
-         model.context_window = TOKENS in [model] or drop [compaction]",
+         model.context_window = TOKENS in [model] or drop [compaction] (a [models.NAME] table \
+         may set its own context_window too)",
         path.display()
     )]
     CompactionWithoutWindow { path: PathBuf, line: usize },
@@ -290,6 +300,8 @@ pub enum ConfigError {
     },
     #[error(transparent)]
     Persona(#[from] PersonaError),
+    #[error(transparent)]
+    Models(#[from] ModelsError),
     #[error(
         "there is no directory for session logs: neither XDG_STATE_HOME (absolute) nor HOME is \
          set; pass --state-dir DIR, set AGENTD_STATE_DIR or set session.state_dir in {file}"

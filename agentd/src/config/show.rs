@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 use super::compaction::CompactAt;
 use super::effective::{Effective, HelperChoice};
 use super::helper::exe_dir;
-use super::{Env, MODEL_EXAMPLE, Source, process_env};
-use crate::agents::Persona;
+use super::{DEFAULT_MODEL_NAME, Env, MODEL_EXAMPLE, Source, process_env};
+use crate::agents::{Persona, PersonaModel};
 use crate::helper_client::{LocateError, locate_helper};
 use crate::model::{MaxTokensField, ModelConfig, ProviderKind, SendReasoning};
 use crate::tools::{ToolRegistry, ToolScope};
@@ -37,6 +37,7 @@ impl Effective {
         }
 
         self.show_model(&mut out, env);
+        self.show_named_models(&mut out, env);
         self.show_compaction(&mut out);
 
         out.value(
@@ -105,7 +106,7 @@ impl Effective {
             self.show_persona(&mut out, persona, env);
         }
 
-        if self.model.is_none() {
+        if self.model.is_none() && self.models.is_empty() {
             let place = match &self.file {
                 Some(path) => path.display().to_string(),
                 None => "the file given with --config".to_owned(),
@@ -123,6 +124,13 @@ impl Effective {
 
     fn show_model(&self, out: &mut Lines, env: Env<'_>) {
         let Some(model) = &self.model else {
+            if !self.models.is_empty() {
+                out.raw(format!(
+                    "model = unset  (the default is [models.{}], see default_model)",
+                    self.default_model.value
+                ));
+                return;
+            }
             out.raw(
                 "model = not configured  (no [model] table, AGENTD_MODEL, AGENTD_BASE_URL, \
                  AGENTD_API_KEY_ENV or --model-script; see below)"
@@ -230,30 +238,76 @@ impl Effective {
         }
     }
 
+    /// The `[models.NAME]` tables and which model is the default; nothing without named models.
+    fn show_named_models(&self, out: &mut Lines, env: Env<'_>) {
+        if self.models.is_empty() {
+            return;
+        }
+        let default = &self.default_model;
+        let names: Vec<&str> = self.models_in_order().iter().map(|(n, _)| *n).collect();
+        let choice = if names.len() > 1 {
+            "a session may switch between them: the `model` option"
+        } else {
+            "one model: no `model` option"
+        };
+        out.raw(format!("models = {}  ({choice})", names.join(", ")));
+        let value = if default.value == DEFAULT_MODEL_NAME {
+            format!("{} (the [model] table)", quoted(&default.value))
+        } else {
+            quoted(&default.value)
+        };
+        out.value("default_model", value, &default.source);
+        let source = match &self.file {
+            Some(path) => Source::File(path.clone()),
+            None => Source::Default,
+        };
+        for named in &self.models {
+            let prefix = format!("models.{}", named.name);
+            show_model_table(out, &prefix, &named.model, &source, env);
+        }
+    }
+
     /// The context window and when the history is compacted; without a window, that it never is.
     fn show_compaction(&self, out: &mut Lines) {
-        let Some(window) = self.context_window.value else {
-            out.raw(
-                "model.context_window = unset  (default: the history is never compacted; set it \
-                 to the model's context window in tokens to compact long sessions)"
-                    .to_owned(),
-            );
-            return;
+        let named_window = self.models.iter().any(|m| m.model.context_window.is_some());
+        let window = match self.context_window.value {
+            Some(window) => {
+                out.value(
+                    "model.context_window",
+                    window.to_string(),
+                    &self.context_window.source,
+                );
+                Some(window)
+            }
+            None if named_window => {
+                out.raw(
+                    "model.context_window = unset  (default: [model] never compacts; the named \
+                     models with a context_window compact as below)"
+                        .to_owned(),
+                );
+                None
+            }
+            None => {
+                out.raw(
+                    "model.context_window = unset  (default: the history is never compacted; \
+                     set it to the model's context window in tokens to compact long sessions)"
+                        .to_owned(),
+                );
+                return;
+            }
         };
-        out.value(
-            "model.context_window",
-            window.to_string(),
-            &self.context_window.source,
-        );
         let source = &self.compact_at.source;
         match self.compact_at.value {
             CompactAt::Share(share) => out.value(
                 "compaction.threshold",
-                format!(
-                    "{} (compacts above an estimated {} tokens)",
-                    share.get(),
-                    self.compact_at.value.tokens(window)
-                ),
+                match window {
+                    Some(window) => format!(
+                        "{} (compacts above an estimated {} tokens)",
+                        share.get(),
+                        self.compact_at.value.tokens(window)
+                    ),
+                    None => format!("{} (of each model's context_window)", share.get()),
+                },
                 source,
             ),
             CompactAt::Tokens(tokens) => {
@@ -283,7 +337,14 @@ impl Effective {
                 "unset (the session's model)".to_owned(),
                 &source,
             ),
-            Some(model) => show_persona_model(out, &key("model"), model, &source, env),
+            Some(PersonaModel::Own(model)) => {
+                show_model_table(out, &key("model"), model, &source, env);
+            }
+            Some(PersonaModel::Named(name)) => out.value(
+                &key("model"),
+                format!("{} (the model [models.{name}])", quoted(name)),
+                &source,
+            ),
         }
         let set = |value: bool| {
             if value {
@@ -357,8 +418,9 @@ impl Effective {
     }
 }
 
-/// A persona's own model: the keys it sets, and whether its key variable is set.
-fn show_persona_model(
+/// A whole model table (a persona's own, a named model): the keys it sets, and whether its key
+/// variable is set.
+fn show_model_table(
     out: &mut Lines,
     prefix: &str,
     model: &ModelConfig,
@@ -397,6 +459,10 @@ fn show_persona_model(
         ("timeout_secs", model.timeout_secs.map(|n| n.to_string())),
         ("max_retries", model.max_retries.map(|n| n.to_string())),
         ("include_usage", model.include_usage.map(|b| b.to_string())),
+        (
+            "context_window",
+            model.context_window.map(|w| w.get().to_string()),
+        ),
     ];
     for (key, value) in keys {
         if let Some(value) = value {

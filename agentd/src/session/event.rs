@@ -218,6 +218,10 @@ pub enum Event {
     /// The session's approval policy from here on (see [`crate::knobs::policy`]). Log-only.
     #[serde(rename = "approval/policy")]
     ApprovalPolicySet { policy: ApprovalPolicy },
+    /// The session's model from here on: `name` is one of the configured models (`default`,
+    /// or a `[models.NAME]`), see [`crate::knobs::model`]. Log-only.
+    #[serde(rename = "model/selected")]
+    ModelSelected { name: String },
     /// Approval was asked for a tool call (see [`crate::approval`]); exactly one
     /// `approval/decided` with the same `id` follows. Log-only: never in the model's history,
     /// never replayed to the editor.

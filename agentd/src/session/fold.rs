@@ -519,6 +519,7 @@ pub fn transcript(records: &[Record]) -> String {
             Event::ApprovalPolicySet { policy } => {
                 format!("  approval policy: {}", policy.as_str())
             }
+            Event::ModelSelected { name } => format!("  model: {name}"),
             Event::ApprovalAsked { tool, reason, .. } => match reason {
                 Some(reason) => format!("  approval asked for {tool}: {reason}"),
                 None => format!("  approval asked for {tool}"),
@@ -728,6 +729,9 @@ mod tests {
                 Event::ApprovalPolicySet {
                     policy: crate::words::ApprovalPolicy::Never,
                 },
+                Event::ModelSelected {
+                    name: "fast".into(),
+                },
                 Event::ApprovalAsked {
                     id: "a1".into(),
                     tool: "bash".into(),
@@ -753,7 +757,7 @@ mod tests {
     fn knob_and_approval_events_are_neither_history_nor_replayed() {
         let plain = sample();
         let full = with_log_only_events();
-        assert_eq!(full.len(), plain.len() + 5);
+        assert_eq!(full.len(), plain.len() + 6);
         assert_eq!(history(&full), history(&plain));
         assert_eq!(replay(&full), replay(&plain));
         for record in &full {
@@ -761,6 +765,7 @@ mod tests {
                 record.event,
                 Event::SandboxModeSet { .. }
                     | Event::ApprovalPolicySet { .. }
+                    | Event::ModelSelected { .. }
                     | Event::ApprovalAsked { .. }
                     | Event::ApprovalDecided { .. }
                     | Event::ApprovalRule { .. }
@@ -777,6 +782,7 @@ mod tests {
             "{t}"
         );
         assert!(t.contains("  sandbox mode: workspace-write"), "{t}");
+        assert!(t.contains("  model: fast"), "{t}");
     }
 
     #[test]

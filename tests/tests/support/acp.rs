@@ -123,6 +123,14 @@ impl AcpClient {
         AcpClient::spawn(scratch, &args)
     }
 
+    /// [`AcpClient::start_configured`] with agentd's stderr written to `stderr` instead of the
+    /// test's, for tests of what agentd tells the person running it.
+    pub fn start_configured_logging(scratch: &Scratch, extra: &[&str], stderr: &Path) -> AcpClient {
+        let args: Vec<&std::ffi::OsStr> = extra.iter().map(|a| std::ffi::OsStr::new(*a)).collect();
+        let file = std::fs::File::create(stderr).expect("stderr file");
+        AcpClient::spawn_with(scratch, &args, Stdio::from(file))
+    }
+
     /// `agentd acp` with `args`, the scratch's state dir, a clean environment and the
     /// workspace as its directory; stdio is the caller's to set.
     pub fn command(scratch: &Scratch, args: &[&std::ffi::OsStr]) -> Command {
@@ -142,10 +150,14 @@ impl AcpClient {
     }
 
     fn spawn(scratch: &Scratch, args: &[&std::ffi::OsStr]) -> AcpClient {
+        AcpClient::spawn_with(scratch, args, Stdio::inherit())
+    }
+
+    fn spawn_with(scratch: &Scratch, args: &[&std::ffi::OsStr], stderr: Stdio) -> AcpClient {
         let mut child = AcpClient::command(scratch, args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .spawn()
             .expect("start agentd acp");
         let stdin = child.stdin.take().expect("stdin");
