@@ -5,6 +5,8 @@
 //! - `script.toml` — the scripted model (see `agentd::model::scripted`);
 //! - `input.json` — what the client does and what must hold afterwards (format below);
 //! - `agentd.toml` (optional) — written as agentd's configuration file;
+//! - `models/` (optional) — copied beside it: the scripts of `[models.NAME]` tables (a named
+//!   model's `script` is relative to the configuration file);
 //! - `files/` (optional) — copied into the workspace before agentd starts.
 //!
 //! The harness starts `agentd acp` in a scratch workspace, drives it over stdio as `input.json`
@@ -155,6 +157,7 @@ scenarios! {
     thoughts_and_cut_off_answers: "thoughts-and-cut-off-answers",
     delegation: "delegation",
     file_edits: "file-edits",
+    model_choice: "model-choice",
 }
 
 fn scenarios_dir() -> PathBuf {
@@ -446,6 +449,10 @@ impl Play {
         let config = dir.join("agentd.toml");
         if config.is_file() {
             scratch.config(&std::fs::read_to_string(&config).expect("agentd.toml"));
+        }
+        let models = dir.join("models");
+        if models.is_dir() {
+            copy_tree(&models, &scratch.root.join("config").join("agentd"));
         }
         let script =
             scratch.script(&std::fs::read_to_string(dir.join("script.toml")).expect("script.toml"));
