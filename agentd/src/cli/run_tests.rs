@@ -105,6 +105,7 @@ fn a_denial_is_explained_with_the_option_that_would_allow_it() {
     facts.denial = Some(Denial {
         kinds: vec![Kind::FileWrite, Kind::Network],
         lifted_by: Some(Mode::DangerFullAccess),
+        paths: Vec::new(),
     });
     let mut args = RunArgs::new(["curl"]);
     args.mode = Mode::WorkspaceWrite;

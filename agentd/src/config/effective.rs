@@ -9,15 +9,18 @@ use std::time::Duration;
 
 use confine_protocol::{BackendChoice, Limits, Mode, Network, UnknownWord};
 
+use super::cache::ResolvedCache;
 use super::checks::is_variable_name;
 use super::compaction::{CompactAt, CompactionPolicy, DEFAULT_KEEP_TURNS};
 use super::file::{LoadedConfig, absolute_dir};
+use super::sandbox;
 use super::{
     ConfigError, DEFAULT_COMMAND_TIMEOUT_MS, DEFAULT_MAX_STEPS, DEFAULT_SANDBOX_MODE, Env,
     FILE_NAME, Source, process_env,
 };
 use crate::agents::Personas;
 use crate::model::{ModelConfig, ModelError, Provider, ProviderKind, build_provider};
+use crate::profile::{CacheDir, SandboxProfile};
 use crate::words::{ApprovalPolicy, allowed};
 
 /// Each persona's own model, or why it cannot be built, by persona name.
@@ -105,6 +108,12 @@ pub struct Effective {
     pub sandbox_mode: Setting<Mode>,
     pub network: Setting<Network>,
     pub backend: Setting<BackendChoice>,
+    /// `sandbox.writable_roots`, with `~` taken from `$HOME`: written in workspace-write.
+    pub writable_roots: Setting<Vec<PathBuf>>,
+    /// `sandbox.cache`: each preset with the directories it resolved to.
+    pub cache: Setting<Vec<ResolvedCache>>,
+    /// `sandbox.protected`: read-only inside every writable root.
+    pub protected: Setting<Vec<PathBuf>>,
     pub approval_policy: Setting<ApprovalPolicy>,
     /// Tools that ask the user before every call (under [`ApprovalPolicy::Never`], whether set
     /// by a session or here, such a call is rejected without asking).
@@ -210,6 +219,26 @@ impl Effective {
         }
         let network = layered(config.sandbox.network, Network::Deny, &file);
         let backend = layered(config.sandbox.backend, BackendChoice::Auto, &file);
+        let lists = &config.sandbox.profile;
+        let resolved = sandbox::resolve(lists, file.as_deref().unwrap_or(Path::new("")), env)?;
+        let writable_roots = layered(
+            lists
+                .writable_roots
+                .is_some()
+                .then_some(resolved.writable_roots),
+            Vec::new(),
+            &file,
+        );
+        let cache = layered(
+            lists.cache.is_some().then_some(resolved.cache),
+            Vec::new(),
+            &file,
+        );
+        let protected = layered(
+            lists.protected.is_some().then_some(resolved.protected),
+            Vec::new(),
+            &file,
+        );
 
         // [approval]
         let mut approval_policy = layered(config.approval.policy, ApprovalPolicy::Ask, &file);
@@ -283,6 +312,9 @@ impl Effective {
             sandbox_mode,
             network,
             backend,
+            writable_roots,
+            cache,
+            protected,
             approval_policy,
             ask_before,
             helper,
@@ -360,6 +392,26 @@ impl Effective {
             .ok_or_else(|| ConfigError::NoStateDir {
                 file: self.file_for_messages(),
             })
+    }
+
+    /// The sandbox profile the configuration gives every session (and `agentd run`): its
+    /// writable roots, its cache presets' directories and its protected paths.
+    pub fn sandbox_profile(&self) -> SandboxProfile {
+        SandboxProfile {
+            writable_roots: self.writable_roots.value.clone(),
+            cache_dirs: self
+                .cache
+                .value
+                .iter()
+                .flat_map(|cache| {
+                    cache.dirs.iter().map(|dir| CacheDir {
+                        preset: cache.preset.as_str(),
+                        path: dir.path.clone(),
+                    })
+                })
+                .collect(),
+            protected: self.protected.value.clone(),
+        }
     }
 
     /// The default timeout of a command.
