@@ -45,7 +45,12 @@ fn script(calls: &[Call<'_>]) -> String {
 /// Runs `calls` in one workspace-write session with `config` (and the backend) as agentd.toml;
 /// returns their `tool_call_update`s in order, each with what the model read of it as
 /// `modelText`, or `None` (after saying so) when the backend cannot run here.
-fn run_on(backend: &str, scratch: &Scratch, config: &str, calls: &[Call<'_>]) -> Option<Vec<Value>> {
+fn run_on(
+    backend: &str,
+    scratch: &Scratch,
+    config: &str,
+    calls: &[Call<'_>],
+) -> Option<Vec<Value>> {
     scratch.config(&format!("[sandbox]\nbackend = \"{backend}\"\n{config}"));
     let script = scratch.script(&script(calls));
     let mut client = AcpClient::start(scratch, &script, &["--sandbox-mode", "workspace-write"]);
@@ -69,7 +74,11 @@ fn run_on(backend: &str, scratch: &Scratch, config: &str, calls: &[Call<'_>]) ->
         println!("SKIP {backend}: {}", text(&results[0]));
         return None;
     }
-    assert_eq!(results[0]["rawOutput"]["backend"], backend, "{}", results[0]);
+    assert_eq!(
+        results[0]["rawOutput"]["backend"], backend,
+        "{}",
+        results[0]
+    );
     Some(results)
 }
 
@@ -118,7 +127,10 @@ fn a_cache_preset_makes_its_directory_writable_and_without_it_the_write_is_denie
         };
         assert_eq!(results[0]["status"], "completed", "{}", text(&results[0]));
         assert_eq!(read(&pip.join("probe")).as_deref(), Some("x"));
-        let mode = std::fs::metadata(&pip).expect("created").permissions().mode();
+        let mode = std::fs::metadata(&pip)
+            .expect("created")
+            .permissions()
+            .mode();
         assert_eq!(mode & 0o777, 0o700);
         assert_eq!(
             results[0]["rawOutput"]["writable_roots"],
@@ -138,7 +150,10 @@ fn a_cache_preset_makes_its_directory_writable_and_without_it_the_write_is_denie
             json!([pip.join("probe").display().to_string()])
         );
         assert!(results[0]["rawOutput"].get("writable_roots").is_none());
-        assert!(!pip.join("probe").exists(), "the denied write reached the host");
+        assert!(
+            !pip.join("probe").exists(),
+            "the denied write reached the host"
+        );
         tested += 1;
     }
     assert_ne!(tested, 0, "no backend could run here");
@@ -154,7 +169,10 @@ fn a_writable_root_is_writable_by_commands_and_file_tools_and_without_it_is_deni
         let written = extra.join("by-tool").display().to_string();
         let calls: [Call<'_>; 2] = [
             ("bash", &[("command", "printf x > ~/extra/by-command")]),
-            ("write_file", &[("path", written.as_str()), ("content", "y")]),
+            (
+                "write_file",
+                &[("path", written.as_str()), ("content", "y")],
+            ),
         ];
         let Some(results) = run_on(backend, &with, "writable_roots = [\"~/extra\"]\n", &calls)
         else {
@@ -177,7 +195,10 @@ fn a_writable_root_is_writable_by_commands_and_file_tools_and_without_it_is_deni
         let written = extra.join("by-tool").display().to_string();
         let calls: [Call<'_>; 2] = [
             ("bash", &[("command", "printf x > ~/extra/by-command")]),
-            ("write_file", &[("path", written.as_str()), ("content", "y")]),
+            (
+                "write_file",
+                &[("path", written.as_str()), ("content", "y")],
+            ),
         ];
         let results = run_on(backend, &without, "", &calls).expect("ran before");
         assert_eq!(results[0]["status"], "failed", "{}", text(&results[0]));
@@ -186,7 +207,11 @@ fn a_writable_root_is_writable_by_commands_and_file_tools_and_without_it_is_deni
             json!([extra.join("by-command").display().to_string()])
         );
         assert_eq!(results[1]["status"], "failed", "{}", text(&results[1]));
-        assert!(text(&results[1]).contains("outside the workspace"), "{}", text(&results[1]));
+        assert!(
+            text(&results[1]).contains("outside the workspace"),
+            "{}",
+            text(&results[1])
+        );
         assert!(!extra.join("by-command").exists());
         assert!(!extra.join("by-tool").exists());
         tested += 1;
@@ -209,8 +234,7 @@ fn a_protected_path_stays_read_only_while_its_sibling_is_written() {
             ("write_file", &[("path", "secrets/key"), ("content", "y")]),
             ("bash", &[("command", "printf x > notes/key")]),
         ];
-        let Some(results) = run_on(backend, &scratch, "protected = [\"secrets\"]\n", &calls)
-        else {
+        let Some(results) = run_on(backend, &scratch, "protected = [\"secrets\"]\n", &calls) else {
             continue;
         };
         let secret = ws.join("secrets/key");
@@ -223,12 +247,19 @@ fn a_protected_path_stays_read_only_while_its_sibling_is_written() {
         );
         if backend == "bwrap" {
             assert_eq!(results[0]["status"], "failed", "{}", text(&results[0]));
-            assert_eq!(results[0]["rawOutput"]["denials"], json!(["protected-path"]));
+            assert_eq!(
+                results[0]["rawOutput"]["denials"],
+                json!(["protected-path"])
+            );
             assert_eq!(
                 results[0]["rawOutput"]["denied_paths"],
                 json!([secret.display().to_string()])
             );
-            assert_eq!(read(&secret).as_deref(), Some("orig"), "the protected file changed");
+            assert_eq!(
+                read(&secret).as_deref(),
+                Some("orig"),
+                "the protected file changed"
+            );
         } else {
             let named = format!("protected path {}", ws.join("secrets").display());
             assert!(
@@ -268,7 +299,10 @@ fn the_project_file_adds_a_protected_path_and_cannot_itself_be_written() {
             continue;
         };
         if backend == "bwrap" {
-            for (result, path) in results.iter().zip([ws.join("private/data"), project.clone()]) {
+            for (result, path) in results
+                .iter()
+                .zip([ws.join("private/data"), project.clone()])
+            {
                 assert_eq!(result["status"], "failed", "{}", text(result));
                 assert_eq!(result["rawOutput"]["denials"], json!(["protected-path"]));
                 assert_eq!(
@@ -277,7 +311,11 @@ fn the_project_file_adds_a_protected_path_and_cannot_itself_be_written() {
                 );
             }
             assert_eq!(read(&ws.join("private/data")).as_deref(), Some("orig"));
-            assert_eq!(read(&project).as_deref(), Some(original), "the project file changed");
+            assert_eq!(
+                read(&project).as_deref(),
+                Some(original),
+                "the project file changed"
+            );
         } else {
             for path in ["private", ".agentd"] {
                 let named = format!("protected path {}", ws.join(path).display());
@@ -318,11 +356,50 @@ fn a_project_file_that_says_more_than_protected_stops_the_prompt_until_it_is_fix
         )
     );
     assert!(
-        !scratch.log(&session).iter().any(|r| r["type"] == "prompt/submitted"),
+        !scratch
+            .log(&session)
+            .iter()
+            .any(|r| r["type"] == "prompt/submitted"),
         "a refused prompt is not recorded"
     );
     // The control: once the file says only what it may, the same session answers.
     std::fs::write(&project, "[sandbox]\nprotected = [\"private\"]\n").expect("fixed");
     let (answer, _) = client.prompt(&session, "hello");
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+}
+
+#[test]
+fn a_cache_directory_that_cannot_be_created_stops_the_session_from_starting() {
+    let scratch = Scratch::new_in(&scratch_base(), "profile-pip-blocked");
+    scratch.config("[sandbox]\ncache = [\"pip\"]\n");
+    // A file where the cache's parent directory would be.
+    let cache = scratch.root.join("home/.cache");
+    std::fs::write(&cache, "").expect("a file in the way");
+    let script = scratch.script("[[turn]]\ntext = \"Noted.\"\n");
+    let mut client = AcpClient::start(&scratch, &script, &[]);
+    let (init, _) = client.request(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {}}),
+    );
+    assert_eq!(init["result"]["protocolVersion"], 1, "{init}");
+    let (answer, _) = client.request(
+        "session/new",
+        json!({"cwd": scratch.ws(), "mcpServers": []}),
+    );
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with(&format!(
+            "cannot create the directory {} of the cache preset \"pip\" (sandbox.cache): ",
+            cache.join("pip").display()
+        )) && message.ends_with("; create it yourself, or drop the preset"),
+        "{answer}"
+    );
+    // The control: with the way clear, the session starts and the directory is there.
+    std::fs::remove_file(&cache).expect("rm");
+    let (answer, _) = client.request(
+        "session/new",
+        json!({"cwd": scratch.ws(), "mcpServers": []}),
+    );
+    assert!(answer["result"]["sessionId"].is_string(), "{answer}");
+    assert!(cache.join("pip").is_dir());
 }

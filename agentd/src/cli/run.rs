@@ -351,19 +351,21 @@ where
         profile(&args, &spec.cwd).create_cache_dirs()?;
     }
     // The project's own file may add protected paths; it is read confined, as a session reads
-    // it.
-    let reader = ToolEnv::new(
-        client.clone(),
-        workspace,
-        spec.env.clone(),
-        args.network,
-        args.backend,
-        None,
-    );
-    for path in read_project(&reader).await.map_err(RunError::Project)? {
-        let path = path.into_os_string().into_vec();
-        if !spec.policy.protected.contains(&path) {
-            spec.policy.protected.push(path);
+    // it. Unconfined, nothing is protected, so it is not read.
+    if args.mode != Mode::DangerFullAccess {
+        let reader = ToolEnv::new(
+            client.clone(),
+            workspace,
+            spec.env.clone(),
+            args.network,
+            args.backend,
+            None,
+        );
+        for path in read_project(&reader).await.map_err(RunError::Project)? {
+            let path = path.into_os_string().into_vec();
+            if !spec.policy.protected.contains(&path) {
+                spec.policy.protected.push(path);
+            }
         }
     }
     let scope = profile(&args, &spec.cwd).scope(&spec.cwd, &spec.policy);
