@@ -8,6 +8,8 @@
 //! optional configuration file; [`cli`] is the command line the `agentd` executable parses.
 //! [`environment`] decides which variables a command gets, and [`denial`] tells from a finished
 //! command whether the confinement denied it something; every tool that runs commands uses both.
+//! [`profile`] is what a session's commands may write besides the workspace and what stays
+//! read-only inside it: every command's and file operation's policy is built from it.
 //!
 //! A session is its log ([`session`]), at the bottom: its events hold plain values only, the
 //! protocol's and those of [`words`], the leaf that spells agentd's own vocabularies. Above the
@@ -40,6 +42,7 @@ pub mod helper_client;
 pub mod knobs;
 pub mod model;
 pub mod narrowing;
+pub mod profile;
 mod real_path;
 pub mod session;
 pub mod terminal;

@@ -8,6 +8,8 @@ use confine_protocol::Mode;
 
 use super::config_options::ConfigOptionError;
 use super::models::Unusable;
+use crate::config::ConfigError;
+use crate::profile::CacheDirError;
 use crate::session::LogError;
 
 /// Why an ACP request is answered with an error.
@@ -59,6 +61,13 @@ pub(super) enum AcpError {
     /// The `cwd` of `session/new` holds (or lies inside) one of agentd's own files.
     #[error("{}", crate::helper_client::own_file_refusal(workspace, own))]
     OwnFile { workspace: PathBuf, own: PathBuf },
+    /// A cache preset's directory could not be created when the session started.
+    #[error(transparent)]
+    CacheDir(#[from] CacheDirError),
+    /// The workspace's project file cannot be read or says what it may not; no prompt runs
+    /// until it is fixed.
+    #[error(transparent)]
+    Project(ConfigError),
 }
 
 impl AcpError {
@@ -90,9 +99,11 @@ impl From<AcpError> for Error {
             | AcpError::OwnFile { .. } => {
                 return Error::invalid_params().data(error.to_string());
             }
-            AcpError::NoHeader(_) | AcpError::Log(_) | AcpError::LogWrite(_) => {
-                ErrorCode::INTERNAL_ERROR
-            }
+            AcpError::NoHeader(_)
+            | AcpError::Log(_)
+            | AcpError::LogWrite(_)
+            | AcpError::CacheDir(_)
+            | AcpError::Project(_) => ErrorCode::INTERNAL_ERROR,
         };
         Error::new(code, error.to_string())
     }

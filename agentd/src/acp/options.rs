@@ -13,6 +13,7 @@ use crate::config::{BuiltModel, ConfigError, Effective, HelperSetupError, Person
 use crate::environment;
 use crate::helper_client::{ClientError, HelperClient};
 use crate::model::{ModelError, Provider};
+use crate::profile::SandboxProfile;
 use crate::words::ApprovalPolicy;
 
 /// Why `agentd acp` cannot serve with the configuration it was given.
@@ -65,6 +66,9 @@ pub struct AcpOptions {
     pub command_timeout_ms: u64,
     /// The environment commands get (already the allow-list).
     pub command_env: Vec<(OsString, OsString)>,
+    /// What every session's commands may write besides the workspace, and what stays
+    /// read-only (`[sandbox] writable_roots`, `cache`, `protected`).
+    pub profile: SandboxProfile,
     /// What the helper grants; [`AcpOptions::learn`] asks it.
     pub composition: Composition,
     /// The personas a `task` call may start (`[agents.NAME]` and the built-in `general`).
@@ -110,6 +114,7 @@ impl AcpOptions {
             max_steps: u64::from(config.max_steps.value),
             command_timeout_ms: config.command_timeout_ms.value,
             command_env: environment::command_environment(std::env::vars_os(), &[]),
+            profile: config.sandbox_profile(),
             composition: Composition::nothing(),
             delegation: config
                 .personas

@@ -37,6 +37,7 @@ use crate::agents::lifecycle::AgentTree;
 use crate::approval::{Approvals, Asker};
 use crate::cancel::{self, Cancel, Canceller};
 use crate::config::BuiltModel;
+use crate::config::read_project;
 use crate::narrowing;
 use crate::session::{Event, EventLog, LogError, Record, SessionLog, log};
 use crate::tools::{ClientFs, SpecOptions, Stopping, TASK, ToolEnv};
@@ -198,6 +199,11 @@ impl Sessions {
             }
             .into());
         }
+        state
+            .options
+            .profile
+            .create_cache_dirs()
+            .map_err(AcpError::from)?;
         let id = log::new_id();
         let (log, first) =
             EventLog::create(&state.options.state_dir, &id, &cwd).map_err(AcpError::of_log)?;
@@ -232,6 +238,11 @@ impl Sessions {
             Some(Event::SessionCreated { cwd, .. }) => cwd.clone(),
             _ => return Err(AcpError::NoHeader(id.to_owned()).into()),
         };
+        state
+            .options
+            .profile
+            .create_cache_dirs()
+            .map_err(AcpError::from)?;
         let names = state.options.models.names();
         if let Some(gone) = names.dropped(&records) {
             eprintln!(
@@ -279,6 +290,7 @@ impl Session {
             o.backend,
             client_fs,
         )
+        .with_profile(o.profile.clone())
         // Every command goes through confine-helper, which confines: escalation is offered,
         // and the turn gates it.
         .with_spec_options(SpecOptions::confining())
@@ -317,6 +329,15 @@ impl Session {
             agents,
             agent_events,
         }
+    }
+
+    /// Reads the workspace's project file again (confined, [`read_project`]) and gives the
+    /// session's commands the protected paths it adds from now on; a file that cannot be read
+    /// or says what it may not is the error, and the prompt does not run.
+    pub(super) async fn read_project(&self) -> Result<(), AcpError> {
+        let protected = read_project(&self.tools).await.map_err(AcpError::Project)?;
+        self.tools.set_project_protected(protected);
+        Ok(())
     }
 
     /// A copy of every record so far.

@@ -67,6 +67,7 @@ pub async fn run(
     let Ok(_turn_lock) = session.turn.try_lock() else {
         return Err(AcpError::PromptRunning(session.id.clone()).into());
     };
+    session.read_project().await?;
     // A prompt that reached the session before its close began: the session is gone.
     let Some(cancel) = session.begin_turn() else {
         return Err(AcpError::SessionNotFound(session.id.clone()).into());

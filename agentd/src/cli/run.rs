@@ -11,7 +11,7 @@ use std::ffi::{OsStr, OsString};
 use std::io;
 use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStringExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI32, Ordering};
 
@@ -30,11 +30,13 @@ use crate::command::{
     Facts, KILL_GRACE, Waiting, copy_output, exec_failure_note, output_pipe, runner_failure_note,
     settle, wait_for_outcome,
 };
-use crate::config::Effective;
-use crate::denial::{Kind, Scope};
+use crate::config::{ConfigError, Effective, read_project};
+use crate::denial::Kind;
 use crate::environment;
 use crate::helper_client::{ClientError, FailedAt, HelperClient, SpawnSpec};
+use crate::profile::{CacheDirError, SandboxProfile};
 use crate::terminal;
+use crate::tools::ToolEnv;
 
 /// `agentd run [OPTIONS] -- ARGV...`
 #[derive(Debug, Args)]
@@ -60,14 +62,17 @@ pub struct RunCommand {
     pub timeout: Option<u64>,
     /// Also let the command write DIR (workspace-write); repeatable.
     ///
-    /// A relative DIR is taken from the current directory. confine-helper resolves it and
-    /// refuses it if its ceiling does not allow writing there.
+    /// A relative DIR is taken from the current directory. It adds to `[sandbox]
+    /// writable_roots` and `cache` of the configuration file. confine-helper refuses it if its
+    /// ceiling does not allow writing there.
     #[arg(long = "writable-root", value_name = "DIR")]
     pub writable_roots: Vec<PathBuf>,
     /// Keep SUBPATH read-only inside every writable root; repeatable.
     ///
-    /// SUBPATH is relative to each root, e.g. `.env` or `secrets/`. It adds to the helper's own
-    /// list (.git/hooks, .git/config, .gitmodules, .agentd).
+    /// SUBPATH is relative to each root, e.g. `.env` or `secrets/`. It adds to the repository
+    /// metadata the helper always protects, to `[sandbox] protected` of the configuration file,
+    /// to the workspace's `.agentd/config.toml`, and to `.agentd` itself when the workspace has
+    /// one.
     #[arg(long = "protect", value_name = "SUBPATH")]
     pub protected: Vec<PathBuf>,
     /// Limit the processes of the command's user (RLIMIT_NPROC).
@@ -120,6 +125,7 @@ impl RunCommand {
             max_address_space: self.max_address_space,
             env: self.env.clone(),
             json: self.json,
+            profile: SandboxProfile::default(),
         }
     }
 }
@@ -148,13 +154,17 @@ pub(crate) async fn run_command(command: RunCommand) -> u8 {
         Ok(client) => client,
         Err(e) => return fail(&e),
     };
+    let args = RunArgs {
+        profile: config.sandbox_profile(),
+        ..command.run_args()
+    };
     let (interrupts, received) = match forward_signals() {
         Ok(forwarded) => forwarded,
         Err(e) => return fail(&format!("cannot listen for SIGINT and SIGTERM: {e}")),
     };
     let job = run_job(
         &client,
-        command.run_args(),
+        args,
         tokio::io::stdout(),
         tokio::io::stderr(),
         interrupts,
@@ -197,6 +207,8 @@ pub struct RunArgs {
     pub env: Vec<(OsString, OsString)>,
     /// Print the facts as one JSON object on the last line of stderr.
     pub json: bool,
+    /// The configuration's sandbox profile, which `writable_roots` and `protected` add to.
+    pub profile: SandboxProfile,
 }
 
 impl RunArgs {
@@ -221,6 +233,7 @@ impl RunArgs {
             max_address_space: None,
             env: Vec::new(),
             json: false,
+            profile: SandboxProfile::default(),
         }
     }
 }
@@ -248,6 +261,10 @@ pub enum RunError {
     Pipe(#[source] io::Error),
     #[error(transparent)]
     Client(#[from] ClientError),
+    #[error(transparent)]
+    CacheDir(#[from] CacheDirError),
+    #[error(transparent)]
+    Project(ConfigError),
     #[error("interrupted before the command started")]
     Interrupted,
 }
@@ -338,16 +355,39 @@ where
     O: AsyncWrite + Unpin,
     E: AsyncWrite + Unpin,
 {
-    let spec = prepare(&args)?;
-    let scope = Scope::of(&spec.cwd, &spec.policy);
-    if let (Mode::WorkspaceWrite, Some(workspace)) = (args.mode, &spec.policy.workspace_root) {
-        let workspace = PathBuf::from(<OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(
-            workspace,
-        ));
+    let mut spec = prepare(&args)?;
+    let workspace = spec
+        .policy
+        .workspace_root
+        .as_deref()
+        .map(|w| PathBuf::from(<OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(w)))
+        .unwrap_or_default();
+    if args.mode == Mode::WorkspaceWrite {
         if let Some(own) = client.own_file_within(&workspace) {
             return Err(RunError::OwnFile { workspace, own });
         }
+        profile(&args, &spec.cwd).create_cache_dirs()?;
     }
+    // The project's own file may add protected paths; it is read confined, as a session reads
+    // it. Unconfined, nothing is protected, so it is not read.
+    if args.mode != Mode::DangerFullAccess {
+        let reader = ToolEnv::new(
+            client.clone(),
+            workspace,
+            spec.env.clone(),
+            args.network,
+            args.backend,
+            None,
+        );
+        for path in read_project(&reader).await.map_err(RunError::Project)? {
+            let path = path.into_os_string().into_vec();
+            if !spec.policy.protected.contains(&path) {
+                spec.policy.protected.push(path);
+            }
+        }
+    }
+    let scope = profile(&args, &spec.cwd).scope(&spec.cwd, &spec.policy);
+    let policy = spec.policy.clone();
     let (out_read, out_write) = output_pipe().map_err(RunError::Pipe)?;
     let (err_read, err_write) = output_pipe().map_err(RunError::Pipe)?;
     let spec = SpawnSpec {
@@ -373,7 +413,9 @@ where
 
     // The report starts on a line of its own, also after output that did not end one.
     let open_line = tail.last().is_some_and(|&byte| byte != b'\n');
-    let facts = Facts::from_outcome(ended.outcome, ended.started).with_stderr_tail(tail, &scope);
+    let facts = Facts::from_outcome(ended.outcome, ended.started)
+        .given(&policy)
+        .with_stderr_tail(tail, &scope);
     let argv0 = args
         .argv
         .first()
@@ -424,21 +466,9 @@ fn prepare(args: &RunArgs) -> Result<SpawnSpec, RunError> {
         None => None,
     };
     let mut spec = SpawnSpec::new(args.argv.iter().cloned());
-    spec.policy.writable_roots = args
-        .writable_roots
-        .iter()
-        .map(|root| cwd.join(root).into_os_string().into_vec())
-        .collect();
-    spec.policy.protected = args
-        .protected
-        .iter()
-        .map(|path| path.clone().into_os_string().into_vec())
-        .collect();
+    spec.policy = profile(args, &cwd).policy(args.mode, &workspace, args.network);
     spec.cwd = cwd;
     spec.env = environment::command_environment(std::env::vars_os(), &args.env);
-    spec.policy.mode = args.mode;
-    spec.policy.network = args.network;
-    spec.policy.workspace_root = Some(workspace.into_os_string().into_vec());
     spec.backend = args.backend;
     spec.limits.timeout_ms = timeout_ms;
     spec.limits.kill_grace_ms = u32::try_from(KILL_GRACE.as_millis()).unwrap_or(u32::MAX);
@@ -448,6 +478,17 @@ fn prepare(args: &RunArgs) -> Result<SpawnSpec, RunError> {
     // A closed stdin (EBADF) is not an error: the command then reads /dev/null.
     spec.stdin = io::stdin().as_fd().try_clone_to_owned().ok();
     Ok(spec)
+}
+
+/// The configuration's sandbox profile with the flags' roots (taken from `cwd` when relative)
+/// and protected paths added.
+fn profile(args: &RunArgs, cwd: &Path) -> SandboxProfile {
+    let mut profile = args.profile.clone();
+    profile
+        .writable_roots
+        .extend(args.writable_roots.iter().map(|root| cwd.join(root)));
+    profile.protect(args.protected.iter().cloned());
+    profile
 }
 
 /// The one-line notes for a human reader, without the `agentd: ` prefix.
@@ -492,6 +533,14 @@ fn notes(facts: &Facts, argv0: &OsStr, args: &RunArgs) -> Vec<String> {
                 .iter()
                 .map(|&kind| denial_note(kind, args.mode)),
         );
+        if !denial.paths.is_empty() {
+            let paths: Vec<String> = denial
+                .paths
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect();
+            notes.push(format!("denied: {}", paths.join(", ")));
+        }
     }
     notes
 }
@@ -507,11 +556,13 @@ fn denial_note(kind: Kind, mode: Mode) -> String {
         ),
         Kind::FileWrite => format!(
             "the sandbox denied a file write outside the writable roots (--writable-root DIR \
-             adds one; {unconfined})"
+             adds one, as do sandbox.writable_roots and sandbox.cache in agentd.toml; \
+             {unconfined})"
         ),
         Kind::ProtectedPath => format!(
-            "the sandbox denied a write to a protected path (git metadata, or a --protect \
-             path), read-only in every confined mode ({unconfined})"
+            "the sandbox denied a write to a protected path (git metadata, .agentd, or a \
+             protected path of --protect, sandbox.protected or .agentd/config.toml), read-only \
+             in every confined mode ({unconfined})"
         ),
         Kind::FileRead => format!("the sandbox denied a file read ({unconfined})"),
         Kind::Network => "the sandbox denied network access (--network allow permits it)".into(),

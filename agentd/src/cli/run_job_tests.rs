@@ -201,11 +201,13 @@ async fn a_denial_on_stderr_is_reported_in_the_facts() {
     assert!(facts.denied());
     assert_eq!(exit_code(&facts), 2);
     assert!(
-        stderr.ends_with(
-            "{\"exit\":{\"code\":2},\"backend\":\"bwrap\",\"enforcement\":{\"level\":\
-             \"full\",\"missing\":[],\"layers\":[]},\"denied\":true,\"denials\":\
-             [\"file-write\"],\"runner_failure\":null,\"refused\":null,\"timed_out\":false}\n"
-        ),
+        stderr.ends_with(&format!(
+            "{{\"exit\":{{\"code\":2}},\"backend\":\"bwrap\",\"enforcement\":{{\"level\":\
+             \"full\",\"missing\":[],\"layers\":[]}},\"denied\":true,\"denials\":\
+             [\"file-write\"],\"denied_paths\":[\"{}\"],\"runner_failure\":null,\"refused\":\
+             null,\"timed_out\":false}}\n",
+            outside.canonicalize().unwrap_or(outside.clone()).display()
+        )),
         "{stderr}"
     );
 }

@@ -105,6 +105,7 @@ fn a_denial_is_explained_with_the_option_that_would_allow_it() {
     facts.denial = Some(Denial {
         kinds: vec![Kind::FileWrite, Kind::Network],
         lifted_by: Some(Mode::DangerFullAccess),
+        paths: vec!["/home/u/.npm/_cacache".into()],
     });
     let mut args = RunArgs::new(["curl"]);
     args.mode = Mode::WorkspaceWrite;
@@ -112,8 +113,10 @@ fn a_denial_is_explained_with_the_option_that_would_allow_it() {
         notes(&facts, OsStr::new("curl"), &args),
         [
             "the sandbox denied a file write outside the writable roots (--writable-root \
-             DIR adds one; --mode danger-full-access runs the command unconfined)",
+             DIR adds one, as do sandbox.writable_roots and sandbox.cache in agentd.toml; \
+             --mode danger-full-access runs the command unconfined)",
             "the sandbox denied network access (--network allow permits it)",
+            "denied: /home/u/.npm/_cacache",
         ]
     );
     // With --json the facts say it: "denials".
@@ -204,6 +207,7 @@ fn a_missing_workspace_is_a_clear_error() {
 #[test]
 fn writable_roots_are_made_absolute_against_the_current_directory_only() {
     let mut args = RunArgs::new(["ls"]);
+    args.mode = Mode::WorkspaceWrite;
     args.writable_roots = vec![
         PathBuf::from("/abs/../kept"),
         PathBuf::from("rel/dir"),
@@ -218,6 +222,42 @@ fn writable_roots_are_made_absolute_against_the_current_directory_only() {
             cwd.join("rel/dir").into_os_string().into_vec(),
             cwd.join("./nonexistent").into_os_string().into_vec(),
         ]
+    );
+}
+
+#[test]
+fn the_configurations_profile_and_the_flags_are_merged_and_roots_sent_in_workspace_write_only() {
+    let mut args = RunArgs::new(["ls"]);
+    args.profile = SandboxProfile {
+        writable_roots: vec!["/home/u/scratch".into()],
+        cache_dirs: vec![crate::profile::CacheDir {
+            preset: "pip",
+            path: "/home/u/.cache/pip".into(),
+        }],
+        protected: vec!["secrets".into()],
+    };
+    args.writable_roots = vec!["/extra".into()];
+    args.protected = vec![".env".into(), "secrets".into()];
+    args.mode = Mode::WorkspaceWrite;
+    let spec = prepare(&args).expect("prepares");
+    assert_eq!(
+        spec.policy.writable_roots,
+        [
+            b"/home/u/scratch".to_vec(),
+            b"/extra".to_vec(),
+            b"/home/u/.cache/pip".to_vec()
+        ]
+    );
+    assert_eq!(
+        spec.policy.protected,
+        [b"secrets".to_vec(), b".env".to_vec()]
+    );
+    args.mode = Mode::ReadOnly;
+    let spec = prepare(&args).expect("prepares");
+    assert!(spec.policy.writable_roots.is_empty());
+    assert_eq!(
+        spec.policy.protected,
+        [b"secrets".to_vec(), b".env".to_vec()]
     );
 }
 

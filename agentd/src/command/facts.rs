@@ -1,7 +1,11 @@
 //! What is known about one finished command, and the JSON object that says it: the same facts
 //! whether a tool ran the command for a model or `agentd run` ran it for a person.
 
-use confine_protocol::{Backend, Ending, Enforcement, ExitStatus, Layer};
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+
+use confine_protocol::{Backend, Ending, Enforcement, ExitStatus, Layer, Policy};
 use serde::Serialize;
 
 use crate::denial::{self, Denial, Scope};
@@ -27,6 +31,9 @@ pub struct Facts {
     pub enforcement: Option<Enforcement>,
     /// The layers that confined it, in the order the helper applied them.
     pub layers: Vec<Layer>,
+    /// The directories it was given to write besides the workspace (workspace-write with a
+    /// sandbox profile's extra roots); empty when none.
+    pub writable_roots: Vec<PathBuf>,
     /// What the confinement denied the command, as [`denial::classify`] judges it from the
     /// stderr tail; `None` when nothing was.
     pub denial: Option<Denial>,
@@ -72,6 +79,17 @@ impl Facts {
         facts
     }
 
+    /// These facts naming the writable roots besides the workspace that `policy`, the
+    /// command's, gave it.
+    pub fn given(mut self, policy: &Policy) -> Facts {
+        self.writable_roots = policy
+            .writable_roots
+            .iter()
+            .map(|root| PathBuf::from(OsStr::from_bytes(root)))
+            .collect();
+        self
+    }
+
     /// These facts with the command's stderr tail (the last [`STDERR_TAIL`](super::STDERR_TAIL) bytes) and the
     /// denial classification made from it, for a command that ran within `scope`.
     pub fn with_stderr_tail(mut self, stderr_tail: Vec<u8>, scope: &Scope) -> Facts {
@@ -98,8 +116,9 @@ impl Facts {
         self.denial.is_some()
     }
 
-    /// `exit`, `backend`, `enforcement`, `denied`, `denials`, `runner_failure`, `refused`,
-    /// `timed_out`. Terminal-safe ([`terminal::json_line`]): it ends agentd's stderr.
+    /// `exit`, `backend`, `writable_roots` (only when there are any), `enforcement`, `denied`,
+    /// `denials`, `denied_paths` (only when a denial named a file), `runner_failure`,
+    /// `refused`, `timed_out`. Terminal-safe ([`terminal::json_line`]): it ends agentd's stderr.
     pub fn to_json(&self) -> String {
         match terminal::json_line(&self.json_form()) {
             Ok(line) => line,
@@ -122,6 +141,11 @@ impl Facts {
                 ExitStatus::Signal(signal) => ExitJson::Signal(signal),
             }),
             backend: self.backend.map(Backend::as_str),
+            writable_roots: self
+                .writable_roots
+                .iter()
+                .map(|r| r.to_string_lossy().into_owned())
+                .collect(),
             enforcement: self.enforcement.as_ref().map(|e| {
                 let (level, missing): (&'static str, &[String]) = match e {
                     Enforcement::Full => ("full", &[]),
@@ -139,6 +163,12 @@ impl Facts {
                 .as_ref()
                 .map(|d| d.kinds.iter().map(|k| k.as_str()).collect())
                 .unwrap_or_default(),
+            denied_paths: self
+                .denial
+                .iter()
+                .flat_map(|d| &d.paths)
+                .map(|p| p.to_string_lossy().into_owned())
+                .collect(),
             runner_failure: self.runner_failure.as_ref().map(|f| FailureJson {
                 stage: f.stage.as_str(),
                 detail: &f.detail,
@@ -153,9 +183,13 @@ impl Facts {
 struct FactsJson<'a> {
     exit: Option<ExitJson>,
     backend: Option<&'static str>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    writable_roots: Vec<String>,
     enforcement: Option<EnforcementJson<'a>>,
     denied: bool,
     denials: Vec<&'static str>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    denied_paths: Vec<String>,
     runner_failure: Option<FailureJson<'a>>,
     refused: Option<&'a str>,
     timed_out: bool,
@@ -276,5 +310,32 @@ mod tests {
         assert!(refused.denial_evidence(&scope).refused);
         let failed = runner_failed(Stage::Fork, 11, "fork");
         assert!(failed.denial_evidence(&scope).runner_failed);
+    }
+
+    #[test]
+    fn the_json_names_the_extra_writable_roots_and_the_denied_paths_only_when_there_are_any() {
+        let mut spec = SpawnSpec::new(["sh"]);
+        spec.policy.writable_roots = vec![b"/home/u/.cache/pip".to_vec()];
+        let mut facts = Facts::from_outcome(
+            Outcome::Exited(confined_exit(ExitStatus::Code(1), Ending::Exited)),
+            true,
+        )
+        .given(&spec.policy);
+        facts.denial = Some(Denial {
+            kinds: vec![Kind::FileWrite],
+            lifted_by: Some(confine_protocol::Mode::DangerFullAccess),
+            paths: vec!["/home/u/.npm/x".into()],
+        });
+        assert_eq!(
+            facts.to_json(),
+            r#"{"exit":{"code":1},"backend":"bwrap","writable_roots":["/home/u/.cache/pip"],"enforcement":{"level":"full","missing":[],"layers":["namespaces","landlock","seccomp"]},"denied":true,"denials":["file-write"],"denied_paths":["/home/u/.npm/x"],"runner_failure":null,"refused":null,"timed_out":false}"#
+        );
+        let plain = Facts::from_outcome(
+            Outcome::Exited(confined_exit(ExitStatus::Code(0), Ending::Exited)),
+            true,
+        )
+        .given(&SpawnSpec::new(["sh"]).policy);
+        assert!(!plain.to_json().contains("writable_roots"));
+        assert!(!plain.to_json().contains("denied_paths"));
     }
 }

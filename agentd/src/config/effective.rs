@@ -4,52 +4,24 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use confine_protocol::{BackendChoice, Limits, Mode, Network, UnknownWord};
 
+use super::cache::ResolvedCache;
 use super::checks::is_variable_name;
 use super::compaction::{CompactAt, CompactionPolicy, DEFAULT_KEEP_TURNS};
 use super::file::{LoadedConfig, absolute_dir};
 use super::models::{DEFAULT_MODEL_NAME, ModelsError, NamedModel, known_names};
+use super::sandbox;
 use super::{
     ConfigError, DEFAULT_COMMAND_TIMEOUT_MS, DEFAULT_MAX_STEPS, DEFAULT_SANDBOX_MODE, Env,
     FILE_NAME, Source, process_env,
 };
-use crate::agents::{PersonaModel, Personas};
-use crate::model::{ModelConfig, ModelError, Provider, ProviderKind, build_provider};
+use crate::agents::Personas;
+use crate::model::{ModelConfig, ProviderKind};
+use crate::profile::{CacheDir, SandboxProfile};
 use crate::words::{ApprovalPolicy, allowed};
-
-/// Each persona's own model, or why it cannot be built, by persona name.
-pub type PersonaProviders =
-    std::collections::BTreeMap<String, Result<Arc<dyn Provider>, Arc<ModelError>>>;
-
-/// One configured model, built: what a session may select.
-#[derive(Clone)]
-pub struct BuiltModel {
-    /// `default` for `[model]`, else the `[models.NAME]` name.
-    pub name: String,
-    /// What an editor shows for it: the name and the model the server knows, `fast (qwen3)`
-    /// (a scripted model shows its script's file name).
-    pub label: String,
-    /// The provider, or why it cannot be built (the error of a turn that uses it).
-    pub provider: Result<Arc<dyn Provider>, Arc<ModelError>>,
-    /// How a session using it compacts its history; `None`, never, without its
-    /// `context_window`.
-    pub compaction: Option<CompactionPolicy>,
-}
-
-impl std::fmt::Debug for BuiltModel {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BuiltModel")
-            .field("name", &self.name)
-            .field("label", &self.label)
-            .field("provider", &self.provider.as_ref().map(|p| p.describe()))
-            .field("compaction", &self.compaction)
-            .finish()
-    }
-}
 
 /// An effective value and where it came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -138,6 +110,12 @@ pub struct Effective {
     pub sandbox_mode: Setting<Mode>,
     pub network: Setting<Network>,
     pub backend: Setting<BackendChoice>,
+    /// `sandbox.writable_roots`, with `~` taken from `$HOME`: written in workspace-write.
+    pub writable_roots: Setting<Vec<PathBuf>>,
+    /// `sandbox.cache`: each preset with the directories it resolved to.
+    pub cache: Setting<Vec<ResolvedCache>>,
+    /// `sandbox.protected`: read-only inside every writable root.
+    pub protected: Setting<Vec<PathBuf>>,
     pub approval_policy: Setting<ApprovalPolicy>,
     /// Tools that ask the user before every call (under [`ApprovalPolicy::Never`], whether set
     /// by a session or here, such a call is rejected without asking).
@@ -256,6 +234,26 @@ impl Effective {
         }
         let network = layered(config.sandbox.network, Network::Deny, &file);
         let backend = layered(config.sandbox.backend, BackendChoice::Auto, &file);
+        let lists = &config.sandbox.profile;
+        let resolved = sandbox::resolve(lists, file.as_deref().unwrap_or(Path::new("")), env)?;
+        let writable_roots = layered(
+            lists
+                .writable_roots
+                .is_some()
+                .then_some(resolved.writable_roots),
+            Vec::new(),
+            &file,
+        );
+        let cache = layered(
+            lists.cache.is_some().then_some(resolved.cache),
+            Vec::new(),
+            &file,
+        );
+        let protected = layered(
+            lists.protected.is_some().then_some(resolved.protected),
+            Vec::new(),
+            &file,
+        );
 
         // [approval]
         let mut approval_policy = layered(config.approval.policy, ApprovalPolicy::Ask, &file);
@@ -331,6 +329,9 @@ impl Effective {
             sandbox_mode,
             network,
             backend,
+            writable_roots,
+            cache,
+            protected,
             approval_policy,
             ask_before,
             helper,
@@ -369,73 +370,6 @@ impl Effective {
         }
     }
 
-    /// The table of the default model (`None`: nothing configures one).
-    fn default_table(&self) -> Option<&ModelConfig> {
-        self.models_in_order().first().and_then(|(_, table)| *table)
-    }
-
-    /// Every configured model by name, the default first and then the named ones by name: the
-    /// order of the editor's `model` select. Always at least the default, whose table is
-    /// `None` when nothing configures one.
-    pub fn models_in_order(&self) -> Vec<(&str, Option<&ModelConfig>)> {
-        let default = self.default_model.value.as_str();
-        let named = |name: &str| self.models.iter().find(|m| m.name == name);
-        let mut out = match named(default) {
-            Some(m) => vec![(default, Some(&m.model))],
-            None => vec![(DEFAULT_MODEL_NAME, self.model.as_ref())],
-        };
-        out.extend(
-            self.models
-                .iter()
-                .filter(|m| m.name != default)
-                .map(|m| (m.name.as_str(), Some(&m.model))),
-        );
-        out
-    }
-
-    /// Builds the default model's provider. Without any model configured this is the error
-    /// that says what to add, and where.
-    pub fn provider(&self) -> Result<Arc<dyn Provider>, ModelError> {
-        let empty = ModelConfig::default();
-        build_provider(self.default_table().unwrap_or(&empty), self.file.as_deref())
-    }
-
-    /// Builds every configured model once, in [`Effective::models_in_order`]'s order. A model
-    /// that cannot be built (its key variable unset, say) is kept with its error: a session
-    /// that uses it fails its turn with that text.
-    pub fn build_models(&self) -> Vec<BuiltModel> {
-        let empty = ModelConfig::default();
-        self.models_in_order()
-            .into_iter()
-            .map(|(name, table)| {
-                let table = table.unwrap_or(&empty);
-                BuiltModel {
-                    name: name.to_owned(),
-                    label: format!("{name} ({})", model_id(table)),
-                    provider: build_provider(table, self.file.as_deref()).map_err(Arc::new),
-                    compaction: self.compaction_for(table),
-                }
-            })
-            .collect()
-    }
-
-    /// Builds the model of every persona with a `model` table of its own, by persona name; a
-    /// persona without one uses the session's model, and one naming a model uses that model
-    /// (both built by [`Effective::build_models`]). A model that cannot be built (its key
-    /// variable unset, say) is the error its child fails with.
-    pub fn persona_providers(&self) -> PersonaProviders {
-        self.personas
-            .iter()
-            .filter_map(|persona| {
-                let Some(PersonaModel::Own(model)) = persona.model.as_ref() else {
-                    return None;
-                };
-                let built = build_provider(model, self.file.as_deref()).map_err(Arc::new);
-                Some((persona.name.clone(), built))
-            })
-            .collect()
-    }
-
     /// How sessions using the default model compact their history; `None`, never, without its
     /// `context_window`.
     pub fn compaction(&self) -> Option<CompactionPolicy> {
@@ -444,7 +378,7 @@ impl Effective {
 
     /// How a session using `model` compacts its history: its `context_window` with
     /// `[compaction]`'s settings; `None`, never, without a window.
-    fn compaction_for(&self, model: &ModelConfig) -> Option<CompactionPolicy> {
+    pub(super) fn compaction_for(&self, model: &ModelConfig) -> Option<CompactionPolicy> {
         let context_window = model.context_window?.get();
         Some(CompactionPolicy {
             context_window,
@@ -461,6 +395,26 @@ impl Effective {
             .ok_or_else(|| ConfigError::NoStateDir {
                 file: self.file_for_messages(),
             })
+    }
+
+    /// The sandbox profile the configuration gives every session (and `agentd run`): its
+    /// writable roots, its cache presets' directories and its protected paths.
+    pub fn sandbox_profile(&self) -> SandboxProfile {
+        SandboxProfile {
+            writable_roots: self.writable_roots.value.clone(),
+            cache_dirs: self
+                .cache
+                .value
+                .iter()
+                .flat_map(|cache| {
+                    cache.dirs.iter().map(|dir| CacheDir {
+                        preset: cache.preset.as_str(),
+                        path: dir.path.clone(),
+                    })
+                })
+                .collect(),
+            protected: self.protected.value.clone(),
+        }
     }
 
     /// The default timeout of a command.
@@ -480,18 +434,6 @@ impl Effective {
         if let Some(n) = self.max_address_space.value {
             limits.max_address_space = Some(n);
         }
-    }
-}
-
-/// The model a table names, as an editor shows it next to its name: the server's model name,
-/// else a scripted model's script file, else that nothing names one.
-fn model_id(table: &ModelConfig) -> String {
-    if let Some(model) = &table.model {
-        return model.clone();
-    }
-    match table.script.as_deref().and_then(Path::file_name) {
-        Some(file) => file.to_string_lossy().into_owned(),
-        None => "not configured".to_owned(),
     }
 }
 

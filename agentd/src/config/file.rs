@@ -14,6 +14,7 @@ use super::agents::{RawAgents, personas};
 use super::checks::{is_variable_name, line_at};
 use super::compaction::{CompactionSection, RawCompaction, section};
 use super::models::{NamedModel, RawModels, default_model, named_models};
+use super::sandbox::{ProfileSection, RawList};
 use super::{ConfigError, Env, FILE_NAME, process_env};
 use crate::agents::Personas;
 use crate::model::ModelConfig;
@@ -47,6 +48,8 @@ pub struct SandboxSection {
     pub mode: Option<Mode>,
     pub network: Option<Network>,
     pub backend: Option<BackendChoice>,
+    /// `writable_roots`, `cache` and `protected`: the sandbox profile.
+    pub profile: ProfileSection,
 }
 
 /// The `[approval]` table: when the user is asked.
@@ -121,6 +124,9 @@ struct RawSandbox {
     mode: Option<Spanned<String>>,
     network: Option<Spanned<String>>,
     backend: Option<Spanned<String>>,
+    writable_roots: RawList,
+    cache: RawList,
+    protected: RawList,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -241,10 +247,18 @@ impl LoadedConfig {
             model.script = model.script.take().map(resolve);
         }
 
+        let raw_sandbox = raw.sandbox;
         let sandbox = SandboxSection {
-            mode: checker.word("sandbox.mode", raw.sandbox.mode)?,
-            network: checker.word("sandbox.network", raw.sandbox.network)?,
-            backend: checker.word("sandbox.backend", raw.sandbox.backend)?,
+            mode: checker.word("sandbox.mode", raw_sandbox.mode)?,
+            network: checker.word("sandbox.network", raw_sandbox.network)?,
+            backend: checker.word("sandbox.backend", raw_sandbox.backend)?,
+            profile: ProfileSection::parse(
+                raw_sandbox.writable_roots,
+                raw_sandbox.cache,
+                raw_sandbox.protected,
+                &path,
+                text,
+            )?,
         };
 
         let policy = checker.word("approval.policy", raw.approval.policy)?;

@@ -31,6 +31,9 @@
 //! mode = "workspace-write"     # of new sessions: read-only | workspace-write | danger-full-access
 //! network = "deny"             # deny | allow
 //! backend = "auto"             # auto | bwrap | landlock | seatbelt
+//! writable_roots = ["~/scratch"]   # workspace-write also writes these (absolute, or ~/…)
+//! cache = ["pip", "cargo"]     # and these tools' caches: pip | npm | cargo | go
+//! protected = ["secrets"]      # relative subpaths read-only inside every writable root
 //!
 //! [approval]
 //! policy = "ask"               # ask | never
@@ -83,19 +86,29 @@
 //!
 //! An empty variable counts as unset.
 //!
+//! The sandbox profile's keys (`writable_roots`, `cache`, `protected`) are the file's only
+//! (`agentd run --writable-root` and `--protect` add to them); a project's
+//! `.agentd/config.toml` may add protected paths (`project.rs`).
+//!
 //! `file.rs` is the file format and its checks ([`LoadedConfig`]), `models.rs` its
 //! `[models.NAME]` tables and `default_model`, `agents.rs` its `[agents.NAME]` tables,
-//! `compaction.rs` its `[compaction]` table, `checks.rs` what they share, `effective.rs` the
-//! layering into [`Effective`] (and the models built from it), `helper.rs` how the effective configuration reaches confine-helper, and
-//! `show.rs` what `agentd config show` prints.
+//! `compaction.rs` its `[compaction]` table, `sandbox.rs` the profile's keys of `[sandbox]` and
+//! `cache.rs` the cache presets, `project.rs` a project's own file, `checks.rs` what they share,
+//! `effective.rs` the layering into [`Effective`] (and the models built from it), `helper.rs`
+//! how the effective configuration reaches confine-helper, and `show.rs` what `agentd config
+//! show` prints.
 
 mod agents;
+mod built_models;
+mod cache;
 mod checks;
 mod compaction;
 mod effective;
 mod file;
 mod helper;
 mod models;
+mod project;
+mod sandbox;
 mod show;
 
 use std::ffi::OsString;
@@ -106,20 +119,21 @@ use std::path::PathBuf;
 use confine_protocol::Mode;
 
 pub use agents::PersonaError;
+pub use built_models::{BuiltModel, PersonaProviders};
+pub use cache::{CACHE_PRESET_WORDS, CacheDirRule, CacheError, CachePreset, ResolvedCache};
 pub use compaction::{
     CompactAt, CompactionPolicy, CompactionSection, DEFAULT_COMPACT_SHARE, DEFAULT_KEEP_TURNS,
     Share,
 };
-pub use effective::{
-    BuiltModel, Effective, Flags, HelperChoice, ModelSources, PersonaProviders, Setting,
-    default_state_dir,
-};
+pub use effective::{Effective, Flags, HelperChoice, ModelSources, Setting, default_state_dir};
 pub use file::{
     ApprovalSection, Config, HelperSection, LimitsSection, LoadedConfig, SandboxSection,
     SessionSection, config_path,
 };
 pub use helper::HelperSetupError;
 pub use models::{DEFAULT_MODEL_NAME, ModelsError, NamedModel, is_model_name};
+pub use project::{parse_project, project_file, read_project};
+pub use sandbox::{FileKind, Lined, ProfileSection};
 
 /// The configuration file's name, in `$XDG_CONFIG_HOME/agentd/` or `~/.config/agentd/`.
 pub const FILE_NAME: &str = "agentd.toml";
@@ -298,6 +312,80 @@ pub enum ConfigError {
         #[source]
         source: io::Error,
     },
+    #[error(
+        "the configuration file {}, line {line}: sandbox.writable_roots lists {value:?}, which is \
+         not an absolute path; write it as /absolute/path, or ~/path from your home directory",
+        path.display()
+    )]
+    RootNotAbsolute {
+        path: PathBuf,
+        line: usize,
+        value: String,
+    },
+    #[error(
+        "the configuration file {}, line {line}: sandbox.writable_roots lists {value:?}, and {} \
+         so it is not an absolute path; set HOME to your home directory or write the root as an \
+         absolute path",
+        path.display(),
+        match home { Some(home) => format!("HOME is {home:?}"), None => "HOME is not set".to_owned() }
+    )]
+    RootNeedsHome {
+        path: PathBuf,
+        line: usize,
+        value: String,
+        home: Option<String>,
+    },
+    #[error(
+        "the configuration file {}, line {line}: sandbox.cache preset {preset:?} cannot be \
+         used: {source}",
+        path.display()
+    )]
+    Cache {
+        path: PathBuf,
+        line: usize,
+        preset: &'static str,
+        #[source]
+        source: CacheError,
+    },
+    #[error(
+        "{kind} {}, line {line}: sandbox.protected lists {value:?}, which is not a relative path \
+         inside the writable roots; give one such as secrets or deploy/keys, without a leading \
+         /, . or .. components",
+        path.display()
+    )]
+    NotASubpath {
+        kind: FileKind,
+        path: PathBuf,
+        line: usize,
+        value: String,
+    },
+    #[error(
+        "the project file {} is malformed: {}",
+        path.display(),
+        source.to_string().trim_end()
+    )]
+    ProjectParse {
+        path: PathBuf,
+        #[source]
+        source: toml::de::Error,
+    },
+    #[error(
+        "the project file {}, line {line}: {key} is not read from a project file; only \
+         [sandbox] protected is (a project file may only add protected paths): remove it, or \
+         set it in agentd.toml",
+        path.display()
+    )]
+    ProjectKey {
+        path: PathBuf,
+        line: usize,
+        key: String,
+    },
+    #[error(
+        "the project file {} cannot be read (it is read confined, as a command could read it): \
+         {why}; fix it or remove it",
+        path.display()
+    )]
+    ProjectUnread { path: PathBuf, why: String },
     #[error(transparent)]
     Persona(#[from] PersonaError),
     #[error(transparent)]

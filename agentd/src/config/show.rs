@@ -55,6 +55,7 @@ impl Effective {
             quoted(self.backend.value.as_str()),
             &self.backend.source,
         );
+        self.show_profile(&mut out);
         out.value(
             "approval.policy",
             quoted(self.approval_policy.value.as_str()),
@@ -318,6 +319,42 @@ impl Effective {
             "compaction.keep_turns",
             self.keep_turns.value.to_string(),
             &self.keep_turns.source,
+        );
+    }
+
+    /// The sandbox profile's keys, each preset with the directories it resolved to and the rule
+    /// that gave each.
+    fn show_profile(&self, out: &mut Lines) {
+        let list = |items: Vec<String>| format!("[{}]", items.join(", "));
+        let paths = |paths: &[PathBuf]| list(paths.iter().map(|p| quoted_path(p)).collect());
+        out.value(
+            "sandbox.writable_roots",
+            paths(&self.writable_roots.value),
+            &self.writable_roots.source,
+        );
+        let presets = self.cache.value.iter();
+        out.value(
+            "sandbox.cache",
+            list(presets.map(|c| quoted(c.preset.as_str())).collect()),
+            &self.cache.source,
+        );
+        for cache in &self.cache.value {
+            let dirs: Vec<String> = cache
+                .dirs
+                .iter()
+                .map(|dir| format!("{} ({})", quoted_path(&dir.path), dir.rule))
+                .collect();
+            let dirs = if dirs.is_empty() {
+                "no directory".to_owned()
+            } else {
+                dirs.join(", ")
+            };
+            out.raw(format!("  {}: {dirs}", cache.preset.as_str()));
+        }
+        out.value(
+            "sandbox.protected",
+            paths(&self.protected.value),
+            &self.protected.source,
         );
     }
 

@@ -214,6 +214,7 @@ fn the_sandbox_table_is_read() {
             mode: Some(Mode::DangerFullAccess),
             network: Some(Network::Allow),
             backend: Some(BackendChoice::Landlock),
+            profile: ProfileSection::default(),
         }
     );
     for (word, mode) in [
@@ -910,6 +911,9 @@ model.context_window = unset  (default: the history is never compacted; set it t
 sandbox.mode = \"read-only\"  ($AGENTD_SANDBOX_MODE)
 sandbox.network = \"deny\"  (default)
 sandbox.backend = \"auto\"  (default)
+sandbox.writable_roots = []  (default)
+sandbox.cache = []  (default)
+sandbox.protected = []  (default)
 approval.policy = \"ask\"  (default)
 approval.ask_before = [\"write_file\"]  (/etc/agentd/agentd.toml)
 helper.path = \"{helper}\"  (found next to agentd)

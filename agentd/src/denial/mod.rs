@@ -95,6 +95,9 @@ pub struct Denial {
     /// The narrowest mode that allows everything that was denied; `None` when a write named no
     /// path, so whether workspace-write would do is not known.
     pub lifted_by: Option<Mode>,
+    /// The files a denied access named, as real paths, each once, in the order the command
+    /// printed them (at most [`MAX_HOST_CHECKS`]); empty when none named one.
+    pub paths: Vec<PathBuf>,
 }
 
 /// What the command was allowed, as agentd asked for it: the ground its messages are judged on.
@@ -222,11 +225,13 @@ pub fn of_file_access(
 }
 
 /// One denied access, as one line shows it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct Finding {
     kind: Kind,
     /// The narrowest mode that allows it; `None` when not known.
     lifted_by: Option<Mode>,
+    /// The file it named, as a real path.
+    path: Option<PathBuf>,
 }
 
 impl Finding {
@@ -235,6 +240,15 @@ impl Finding {
         Finding {
             kind,
             lifted_by: Some(Mode::DangerFullAccess),
+            path: None,
+        }
+    }
+
+    /// This finding, about the file at `path`.
+    fn at(self, path: &Path) -> Finding {
+        Finding {
+            path: Some(path.to_path_buf()),
+            ..self
         }
     }
 }
@@ -254,7 +268,17 @@ fn combine(findings: &[Finding]) -> Option<Denial> {
     } else {
         Some(Mode::WorkspaceWrite)
     };
-    Some(Denial { kinds, lifted_by })
+    let mut paths: Vec<PathBuf> = Vec::new();
+    for path in findings.iter().filter_map(|f| f.path.as_ref()) {
+        if !paths.contains(path) {
+            paths.push(path.clone());
+        }
+    }
+    Some(Denial {
+        kinds,
+        lifted_by,
+        paths,
+    })
 }
 
 /// Where a path lies relative to the writable roots.
@@ -337,6 +361,7 @@ impl Judge<'_> {
                 Mode::ReadOnly => None,
                 _ => Some(Mode::DangerFullAccess),
             },
+            path: None,
         }
     }
 
@@ -382,23 +407,25 @@ impl Judge<'_> {
             return None;
         }
         if access == Access::Read {
-            return Some(Finding::always(Kind::FileRead));
+            return Some(Finding::always(Kind::FileRead).at(&real));
         }
-        match (self.place(&real), self.scope.mode) {
-            (Place::Protected, _) => Some(Finding::always(Kind::ProtectedPath)),
-            (Place::Outside, _) => Some(Finding::always(Kind::FileWrite)),
-            (Place::InRoot, Mode::ReadOnly) => Some(Finding {
+        let finding = match (self.place(&real), self.scope.mode) {
+            (Place::Protected, _) => Finding::always(Kind::ProtectedPath),
+            (Place::Outside, _) => Finding::always(Kind::FileWrite),
+            (Place::InRoot, Mode::ReadOnly) => Finding {
                 kind: Kind::FileWrite,
                 lifted_by: Some(Mode::WorkspaceWrite),
-            }),
+                path: None,
+            },
             // Inside a writable root the only read-only mounts bwrap makes are the protected
             // paths, also those agentd cannot name (a git directory a `.git` file points to);
             // a read-only mount of the host's own the host check has already ruled out.
             (Place::InRoot, _) if meaning == Meaning::ReadOnlyMount => {
-                Some(Finding::always(Kind::ProtectedPath))
+                Finding::always(Kind::ProtectedPath)
             }
-            (Place::InRoot, _) => None,
-        }
+            (Place::InRoot, _) => return None,
+        };
+        Some(finding.at(&real))
     }
 
     fn place(&self, real: &Path) -> Place {

@@ -1,10 +1,9 @@
 //! `bash`: one command line through confine-helper, its output collected for the model.
 
-use std::os::unix::ffi::OsStrExt;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use confine_protocol::{Mode, Stage};
+use confine_protocol::{Mode, Policy, Stage};
 use serde_json::{Value, json};
 use tokio::net::unix::pipe;
 use tokio::sync::oneshot;
@@ -32,6 +31,8 @@ pub(crate) struct Launched {
     stderr: pipe::Receiver,
     /// What it was allowed, for judging its denials.
     scope: Scope,
+    /// The policy it was sent with, which its facts name the extra roots of.
+    policy: Policy,
 }
 
 /// The facts of a command that did not get to the helper.
@@ -55,7 +56,8 @@ pub(crate) fn not_started() -> Facts {
 }
 
 /// Hands `command` to the helper: `<shell> -c command` in the workspace, under `mode`, with the
-/// session's environment, network and backend, stdin on `/dev/null`, stdout and stderr on pipes.
+/// session's environment, sandbox profile ([`ToolEnv::policy`]), network and backend, stdin on
+/// `/dev/null`, stdout and stderr on pipes.
 pub(crate) async fn launch(
     env: &ToolEnv,
     command: &str,
@@ -73,15 +75,14 @@ pub(crate) async fn launch(
     let mut spec = SpawnSpec::new([env.shell(), "-c", command]);
     spec.cwd = env.workspace().to_path_buf();
     spec.env = env.env().to_vec();
-    spec.policy.mode = mode;
-    spec.policy.workspace_root = Some(env.workspace().as_os_str().as_bytes().to_vec());
-    spec.policy.network = env.network();
+    spec.policy = env.policy(mode);
     spec.backend = env.backend();
     spec.limits.timeout_ms = timeout_ms;
     spec.limits.kill_grace_ms = u32::try_from(KILL_GRACE.as_millis()).unwrap_or(u32::MAX);
     spec.stdout = Some(out_write);
     spec.stderr = Some(err_write);
-    let scope = Scope::of(&spec.cwd, &spec.policy);
+    let scope = env.scope(&spec.cwd, &spec.policy);
+    let policy = spec.policy.clone();
     let handle = env
         .helper()
         .spawn(spec)
@@ -92,6 +93,7 @@ pub(crate) async fn launch(
         stdout,
         stderr,
         scope,
+        policy,
     })
 }
 
@@ -113,6 +115,7 @@ pub(crate) async fn finish(
         stdout,
         stderr,
         scope,
+        policy,
     } = launched;
     let mut tail = Vec::new();
     let mut out_sink = Collector(sink.clone());
@@ -130,8 +133,9 @@ pub(crate) async fn finish(
     let waiting = command::wait_for_outcome(handle, &mut stop, waiting);
     // Giving up on the helper also stops reading output it may keep open.
     let ended = command::settle(waiting, copies).await;
-    let mut facts =
-        Facts::from_outcome(ended.outcome, ended.started).with_stderr_tail(tail, &scope);
+    let mut facts = Facts::from_outcome(ended.outcome, ended.started)
+        .given(&policy)
+        .with_stderr_tail(tail, &scope);
     if ended.given_up {
         facts.cancelled = true;
     }
@@ -232,6 +236,7 @@ pub(crate) async fn bash(env: &ToolEnv, args: BashArgs, ctx: CallContext) -> Too
 #[cfg(test)]
 mod tests {
     use std::io::Write;
+    use std::os::unix::ffi::OsStrExt;
 
     use confine_protocol::{Cancel as CancelRequest, Ending, Reply, Request, Started, StdioSpec};
 

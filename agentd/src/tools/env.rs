@@ -1,22 +1,25 @@
 //! What every tool call of one session shares ([`ToolEnv`]): the helper, the workspace, the
-//! commands' environment and the shell they run under, the editor's file access, the background
-//! tasks, the tools the session has (its registry) and how they are offered.
+//! sandbox profile and the policy every command and file operation is sent with, the commands'
+//! environment and the shell they run under, the editor's file access, the background tasks,
+//! the tools the session has (its registry) and how they are offered.
 
 use std::ffi::{OsStr, OsString};
 use std::future::Future;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use confine_protocol::environment::DEFAULT_PATH;
-use confine_protocol::{BackendChoice, Mode, Network};
+use confine_protocol::{BackendChoice, Mode, Network, Policy};
 
 use super::registry::ToolRegistry;
 use super::spec::SpecOptions;
 use super::tasks::BackgroundTasks;
 use crate::composition::Composition;
+use crate::denial::Scope;
 use crate::helper_client::HelperClient;
+use crate::profile::SandboxProfile;
 
 /// What a [`ClientFs`] method returns: a boxed future of the result or why not.
 pub type FsFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, ClientFsError>> + Send + 'a>>;
@@ -59,6 +62,10 @@ pub struct ToolEnv {
     options: SpecOptions,
     composition: Composition,
     registry: ToolRegistry,
+    /// The configuration's sandbox profile.
+    profile: SandboxProfile,
+    /// The protected paths the project file adds, as last read (each prompt reads it again).
+    project: Mutex<Vec<PathBuf>>,
 }
 
 impl std::fmt::Debug for ToolEnv {
@@ -73,6 +80,7 @@ impl std::fmt::Debug for ToolEnv {
             .field("shell", &self.shell)
             .field("background", &self.background)
             .field("registry", &self.registry)
+            .field("profile", &self.profile())
             .finish()
     }
 }
@@ -111,7 +119,45 @@ impl ToolEnv {
             composition: Composition::everything(),
             // The built-in tools; a session that has more registers them (`with_registry`).
             registry: ToolRegistry::builtin(),
+            // Nothing besides the workspace; a configured session sets it (`with_profile`).
+            profile: SandboxProfile::default(),
+            project: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Gives every command of the session `profile`'s writable roots and protected paths.
+    pub fn with_profile(mut self, profile: SandboxProfile) -> ToolEnv {
+        self.profile = profile;
+        self
+    }
+
+    /// The protected paths the project file now adds, replacing those it added before.
+    pub fn set_project_protected(&self, protected: Vec<PathBuf>) {
+        *self.project.lock().unwrap_or_else(PoisonError::into_inner) = protected;
+    }
+
+    /// The sandbox profile commands start with now: the configuration's, with the project
+    /// file's protected paths added.
+    pub fn profile(&self) -> SandboxProfile {
+        let mut profile = self.profile.clone();
+        let project = self
+            .project
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        profile.protect(project);
+        profile
+    }
+
+    /// The policy of a command or file operation of this session under `mode`: the only place
+    /// one is built ([`SandboxProfile::policy`]).
+    pub fn policy(&self, mode: Mode) -> Policy {
+        self.profile().policy(mode, &self.workspace, self.network)
+    }
+
+    /// What a command started in `cwd` under `policy` is judged on ([`SandboxProfile::scope`]).
+    pub fn scope(&self, cwd: &Path, policy: &Policy) -> Scope {
+        self.profile.scope(cwd, policy)
     }
 
     /// The tools this session has.

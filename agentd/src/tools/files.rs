@@ -19,8 +19,9 @@
 //! gets there. In confined modes the editor learns of a write from the tool call's location.
 //!
 //! [`check_write`] runs before a write, as a fence in trusted code: it refuses, with a clear
-//! sentence, what the sandbox would refuse anyway (outside the workspace, git metadata), so the
-//! model hears why rather than an errno. It is not the boundary.
+//! sentence, what the sandbox would refuse anyway (outside the workspace and the sandbox
+//! profile's roots, git metadata, the profile's protected paths), so the model hears why rather
+//! than an errno. It is not the boundary.
 //!
 //! This file routes each call and words its result; the fence is `files/fence.rs`, the
 //! helper's reader and writer `files/confined.rs`, and what is done with a file's text (the
@@ -48,7 +49,7 @@ use super::spec::READ_CAP;
 use crate::command::Facts;
 use crate::session::{Before, DIFF_TEXT_CAP, LoggedDiff};
 use confined::{OpError, Read, Written, confined_read, confined_write};
-use fence::{Refusal, absolute, check_write};
+use fence::{Fence, Refusal, absolute, check_write};
 use text::{OpenError, apply_edit, checked_text, open_regular, window};
 
 pub use confined::MAX_TEXT_FILE;
@@ -160,8 +161,9 @@ async fn write_text(
 
 /// [`check_write`] off the async threads.
 async fn write_target(env: &ToolEnv, given: &str, mode: Mode) -> Result<PathBuf, Refusal> {
-    let (workspace, given) = (env.workspace().to_path_buf(), given.to_owned());
-    blocking(move || check_write(&workspace, &given, mode)).await
+    let fence = Fence::of(env.workspace(), &env.policy(mode));
+    let given = given.to_owned();
+    blocking(move || check_write(&fence, &given, mode)).await
 }
 
 /// The result of a write the fence refused.

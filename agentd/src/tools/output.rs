@@ -428,6 +428,7 @@ mod tests {
             denial: Some(Denial {
                 kinds: kinds.to_vec(),
                 lifted_by,
+                paths: Vec::new(),
             }),
             ..ran(ExitStatus::Code(2))
         }
@@ -700,6 +701,7 @@ mod tests {
             denial: Some(Denial {
                 kinds: vec![Kind::FileWrite],
                 lifted_by: None,
+                paths: Vec::new(),
             }),
             ..Facts::default()
         };

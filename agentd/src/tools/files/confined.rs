@@ -39,16 +39,9 @@ impl OpError {
     }
 }
 
-/// The policy a file operation of this session runs under: the workspace, as for its commands.
+/// The policy a file operation of this session runs under: its commands' ([`ToolEnv::policy`]).
 fn policy(env: &ToolEnv, mode: Mode) -> Policy {
-    Policy {
-        mode,
-        workspace_root: Some(env.workspace().as_os_str().as_bytes().to_vec()),
-        writable_roots: Vec::new(),
-        network: env.network(),
-        protected: Vec::new(),
-        never_writable: Vec::new(),
-    }
+    env.policy(mode)
 }
 
 /// Everything from `pipe` up to `cap` bytes (one more shows it was over).
@@ -63,6 +56,7 @@ async fn drain(mut pipe: tokio::net::unix::pipe::Receiver, cap: u64) -> Vec<u8> 
 /// a read); returns the run's facts, the report and the content.
 async fn settle(
     handle: CommandHandle,
+    policy: &Policy,
     report: tokio::net::unix::pipe::Receiver,
     content: Option<tokio::net::unix::pipe::Receiver>,
 ) -> (Facts, Vec<u8>, Vec<u8>) {
@@ -75,7 +69,11 @@ async fn settle(
     let (outcome, report, content) =
         tokio::join!(handle.wait(), drain(report, REPORT_CAP), content);
     let started = matches!(outcome, Outcome::Exited(_));
-    (Facts::from_outcome(outcome, started), report, content)
+    (
+        Facts::from_outcome(outcome, started).given(policy),
+        report,
+        content,
+    )
 }
 
 /// What a confined file operation tried, for judging its failure.
@@ -86,9 +84,9 @@ struct Tried<'a> {
 }
 
 impl Tried<'_> {
-    fn of<'a>(env: &ToolEnv, mode: Mode, path: &'a Path, access: Access) -> Tried<'a> {
+    fn of<'a>(env: &ToolEnv, policy: &Policy, path: &'a Path, access: Access) -> Tried<'a> {
         Tried {
-            scope: Scope::of(env.workspace(), &policy(env, mode)),
+            scope: env.scope(env.workspace(), policy),
             path,
             access,
         }
@@ -175,10 +173,11 @@ pub(super) async fn confined_read(env: &ToolEnv, path: &Path, mode: Mode) -> Res
     };
     let (content, content_wr) = pipe("content")?;
     let (report, report_wr) = pipe("report")?;
+    let policy = policy(env, mode);
     let spec = ReadSpec {
         path: path.to_owned(),
         max_bytes: MAX_TEXT_FILE,
-        policy: policy(env, mode),
+        policy: policy.clone(),
         backend: env.backend(),
         timeout_ms: Some(FILE_OP_TIMEOUT_MS),
         content: content_wr,
@@ -189,8 +188,8 @@ pub(super) async fn confined_read(env: &ToolEnv, path: &Path, mode: Mode) -> Res
         .read_file(spec)
         .await
         .map_err(OpError::failed)?;
-    let (facts, report, bytes) = settle(handle, report, Some(content)).await;
-    let tried = Tried::of(env, mode, path, Access::Read);
+    let (facts, report, bytes) = settle(handle, &policy, report, Some(content)).await;
+    let tried = Tried::of(env, &policy, path, Access::Read);
     let (facts, fields) = interpret(facts, &report, b"read", 2, &tried)?;
     let text =
         as_text(bytes).map_err(|why| OpError::Failed(why.to_string(), Some(facts.clone())))?;
@@ -229,6 +228,7 @@ pub(super) async fn confined_write(
     content: &[u8],
     mode: Mode,
 ) -> Result<Written, OpError> {
+    let policy = policy(env, mode);
     let content = content_file(content)
         .map_err(|e| OpError::failed(format!("cannot stage the content: {e}")))?;
     let (report, report_wr) = crate::command::output_pipe().map_err(|e| {
@@ -237,7 +237,7 @@ pub(super) async fn confined_write(
     let spec = WriteSpec {
         path: target.to_owned(),
         make_parents: true,
-        policy: policy(env, mode),
+        policy: policy.clone(),
         backend: env.backend(),
         timeout_ms: Some(FILE_OP_TIMEOUT_MS),
         content,
@@ -248,8 +248,8 @@ pub(super) async fn confined_write(
         .write_file(spec)
         .await
         .map_err(OpError::failed)?;
-    let (facts, report, _) = settle(handle, report, None).await;
-    let tried = Tried::of(env, mode, target, Access::Write);
+    let (facts, report, _) = settle(handle, &policy, report, None).await;
+    let tried = Tried::of(env, &policy, target, Access::Write);
     let (facts, fields) = interpret(facts, &report, b"written", 3, &tried)?;
     Ok(Written {
         path: path_field(&fields[2]),

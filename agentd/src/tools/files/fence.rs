@@ -2,13 +2,16 @@
 //! code so that the model hears why in a sentence rather than an errno. It is not the boundary:
 //! the helper's confined writer is (`confined.rs`).
 
+use std::ffi::OsStr;
 use std::fs;
 use std::io;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use confine_protocol::Mode;
+use confine_protocol::{Mode, Policy};
 
 use crate::denial::Kind;
+use crate::profile::PROJECT_DIR;
 use crate::real_path::{RealPathError, real_target};
 
 /// Subpaths of the workspace that stay read-only in workspace-write mode, also when they do not
@@ -61,25 +64,52 @@ impl From<tokio::task::JoinError> for Refusal {
     }
 }
 
+/// Where the writes of one file operation may land: the workspace and, in workspace-write,
+/// the sandbox profile's further roots; inside them, the protected subpaths stay read-only.
+/// Made from the very policy the operation is sent to the helper with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Fence {
+    pub workspace: PathBuf,
+    /// The writable roots besides the workspace.
+    pub roots: Vec<PathBuf>,
+    /// Relative subpaths read-only inside every root, besides git metadata.
+    pub protected: Vec<PathBuf>,
+}
+
+impl Fence {
+    /// The fence of an operation in `workspace` sent with `policy`.
+    pub(crate) fn of(workspace: &Path, policy: &Policy) -> Fence {
+        let path = |bytes: &Vec<u8>| PathBuf::from(OsStr::from_bytes(bytes));
+        Fence {
+            workspace: workspace.to_path_buf(),
+            roots: policy.writable_roots.iter().map(path).collect(),
+            protected: policy.protected.iter().map(path).collect(),
+        }
+    }
+}
+
 /// Where a write of `given` may land under `mode`: the real path, with every symbolic link
 /// resolved, so that what is checked is what is written.
 ///
 /// - read-only: never.
-/// - workspace-write: inside the canonical workspace and not inside git metadata (a path with a
-///   `.git` component: the repository [`PROTECTED`] names, and those of nested repositories).
-///   The nearest existing ancestor is canonicalized and the rest appended, so a symbolic link
-///   anywhere on the way (the file itself included) counts where it points, not where it sits.
+/// - workspace-write: inside the canonical workspace or another of the fence's roots, and not
+///   inside git metadata (a path with a `.git` component: the repository [`PROTECTED`] names,
+///   and those of nested repositories) nor inside one of the fence's protected subpaths of
+///   that root. The nearest existing ancestor is canonicalized and the rest appended, so a
+///   symbolic link anywhere on the way (the file itself included) counts where it points, not
+///   where it sits.
 /// - danger-full-access: anywhere.
 ///
 /// A symbolic link to nothing is refused in every mode: where a write through it would land
 /// cannot be checked.
-pub(crate) fn check_write(workspace: &Path, given: &str, mode: Mode) -> Result<PathBuf, Refusal> {
+pub(crate) fn check_write(fence: &Fence, given: &str, mode: Mode) -> Result<PathBuf, Refusal> {
     if mode == Mode::ReadOnly {
         return Err(Refusal::Denied(
             Kind::FileWrite,
             format!("{given} was not written: in read-only mode no file can be changed"),
         ));
     }
+    let workspace = &fence.workspace;
     let path = absolute(workspace, Path::new(given));
     let real = real_target(&path).map_err(|e| Refusal::Error(e.into()))?;
     if mode == Mode::DangerFullAccess {
@@ -91,7 +121,16 @@ pub(crate) fn check_write(workspace: &Path, given: &str, mode: Mode) -> Result<P
             source,
         })
     })?;
-    let Ok(inside) = real.strip_prefix(&root) else {
+    // A root that does not resolve holds nothing that could be written.
+    let others: Vec<PathBuf> = fence
+        .roots
+        .iter()
+        .filter_map(|r| fs::canonicalize(r).ok())
+        .collect();
+    let found = std::iter::once(&root)
+        .chain(&others)
+        .find_map(|r| real.strip_prefix(r).ok().map(|inside| (r, inside)));
+    let Some((root_of, inside)) = found else {
         let is_link = fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink());
         let what = if is_link {
             format!("{given} is a symbolic link to {}, which is", real.display())
@@ -100,16 +139,24 @@ pub(crate) fn check_write(workspace: &Path, given: &str, mode: Mode) -> Result<P
         } else {
             format!("{given} is")
         };
-        return Err(Refusal::Denied(
-            Kind::FileWrite,
+        let why = if others.is_empty() {
             format!(
                 "{what} outside the workspace {}; in workspace-write mode only files inside the \
                  workspace can be written",
                 root.display()
-            ),
-        ));
+            )
+        } else {
+            let others: Vec<String> = others.iter().map(|r| r.display().to_string()).collect();
+            format!(
+                "{what} outside the workspace {} and the writable roots {}; in workspace-write \
+                 mode only files inside them can be written",
+                root.display(),
+                others.join(", ")
+            )
+        };
+        return Err(Refusal::Denied(Kind::FileWrite, why));
     };
-    let mut metadata = root.clone();
+    let mut metadata = root_of.clone();
     for part in inside.components() {
         metadata.push(part);
         if PROTECTED.iter().any(|p| part.as_os_str() == *p) {
@@ -123,6 +170,21 @@ pub(crate) fn check_write(workspace: &Path, given: &str, mode: Mode) -> Result<P
             ));
         }
     }
+    if let Some(protected) = fence.protected.iter().find(|p| inside.starts_with(p)) {
+        let what = if protected.as_os_str() == PROJECT_DIR {
+            "the project's own agentd configuration"
+        } else {
+            "a protected path"
+        };
+        return Err(Refusal::Denied(
+            Kind::ProtectedPath,
+            format!(
+                "{} is inside {}, {what}, which stays read-only in workspace-write mode",
+                real.display(),
+                root_of.join(protected).display()
+            ),
+        ));
+    }
     Ok(real)
 }
 
@@ -132,6 +194,16 @@ mod tests {
 
     use super::*;
     use crate::test_support::workspace;
+
+    /// The check of a write in `ws` with nothing but the workspace writable.
+    fn check_write(ws: &Path, given: &str, mode: Mode) -> Result<PathBuf, Refusal> {
+        let fence = Fence {
+            workspace: ws.to_path_buf(),
+            roots: Vec::new(),
+            protected: Vec::new(),
+        };
+        super::check_write(&fence, given, mode)
+    }
 
     fn denied(result: Result<PathBuf, Refusal>) -> String {
         match result {
@@ -273,6 +345,67 @@ mod tests {
         assert!(check_write(&ws, ".gitignore", Mode::WorkspaceWrite).is_ok());
         assert!(check_write(&ws, "src/.git-notes", Mode::WorkspaceWrite).is_ok());
         assert!(check_write(&ws, ".agentd/notes", Mode::WorkspaceWrite).is_ok());
+    }
+
+    #[test]
+    fn the_profiles_roots_are_writable_and_its_protected_paths_are_not() {
+        let (_s, ws, outside) = workspace("files-profile");
+        let cache = outside.join("cache");
+        fs::create_dir_all(&cache).expect("mkdir");
+        let fence = Fence {
+            workspace: ws.clone(),
+            roots: vec![cache.clone(), outside.join("missing")],
+            protected: vec!["secrets".into(), PROJECT_DIR.into()],
+        };
+        let check = |given: &str| super::check_write(&fence, given, Mode::WorkspaceWrite);
+        let in_cache = cache.join("wheel").display().to_string();
+        assert_eq!(allowed(check(&in_cache)), cache.join("wheel"));
+        assert_eq!(allowed(check("secretsfile")), ws.join("secretsfile"));
+        let why = denied(check("secrets/key"));
+        assert_eq!(
+            why,
+            format!(
+                "{} is inside {}, a protected path, which stays read-only in workspace-write \
+                 mode",
+                ws.join("secrets/key").display(),
+                ws.join("secrets").display()
+            )
+        );
+        // Inside every root, not only the workspace.
+        let in_cache_secret = cache.join("secrets/k").display().to_string();
+        denied(check(&in_cache_secret));
+        let why = denied(check(".agentd/config.toml"));
+        assert!(
+            why.contains("the project's own agentd configuration"),
+            "{why}"
+        );
+        let why = denied(check("../outside/x"));
+        assert!(
+            why.contains(&format!("and the writable roots {}", cache.display())),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn a_fence_takes_its_roots_and_protected_paths_from_the_policy() {
+        let profile = crate::profile::SandboxProfile {
+            writable_roots: vec!["/srv/extra".into()],
+            protected: vec!["secrets".into()],
+            ..Default::default()
+        };
+        let policy = profile.policy(
+            Mode::WorkspaceWrite,
+            Path::new("/w"),
+            confine_protocol::Network::Deny,
+        );
+        assert_eq!(
+            Fence::of(Path::new("/w"), &policy),
+            Fence {
+                workspace: "/w".into(),
+                roots: vec!["/srv/extra".into()],
+                protected: vec!["secrets".into()],
+            }
+        );
     }
 
     #[test]

@@ -1,0 +1,226 @@
+//! The sandbox profile's keys of `[sandbox]`: `writable_roots`, `cache` and `protected`, as
+//! the file gives them ([`ProfileSection`]), and what they resolve to once the environment is
+//! known ([`resolve`]): the `~` of a root taken from `$HOME`, each cache preset's directories
+//! ([`super::cache`]).
+//!
+//! ```toml
+//! [sandbox]
+//! writable_roots = ["~/scratch", "/srv/data"]   # absolute, or from the home directory
+//! cache = ["pip", "cargo"]                      # pip | npm | cargo | go
+//! protected = ["secrets", "deploy/keys"]        # read-only inside every writable root
+//! ```
+//!
+//! All three apply in workspace-write only (read-only stays read-only, danger-full-access needs
+//! none). A project may add protected paths in its own `.agentd/config.toml` ([`super::project`]).
+
+use std::fmt;
+use std::path::{Component, Path, PathBuf};
+
+use toml::Spanned;
+
+use super::cache::{self, CachePreset, ResolvedCache};
+use super::checks::line_at;
+use super::{ConfigError, Env};
+use crate::words::allowed;
+
+/// A list of `[sandbox]` as the file writes it.
+pub(super) type RawList = Option<Spanned<Vec<Spanned<String>>>>;
+
+/// A value of the file and the line it is on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lined<T> {
+    pub value: T,
+    pub line: usize,
+}
+
+/// Which file a value came from, as messages name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileKind {
+    /// agentd's configuration file.
+    Config,
+    /// A project's `.agentd/config.toml`.
+    Project,
+}
+
+impl fmt::Display for FileKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            FileKind::Config => "the configuration file",
+            FileKind::Project => "the project file",
+        })
+    }
+}
+
+/// The profile's keys of `[sandbox]`, checked as far as the file alone allows; `None` where
+/// the file does not set them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProfileSection {
+    /// As written: absolute, `~` or `~/…` (expanded by [`resolve`]).
+    pub writable_roots: Option<Vec<Lined<String>>>,
+    pub cache: Option<Vec<Lined<CachePreset>>>,
+    /// Relative subpaths, each component a plain name.
+    pub protected: Option<Vec<PathBuf>>,
+}
+
+impl ProfileSection {
+    /// Checks the three lists of the file at `path` whose text is `text`.
+    pub(super) fn parse(
+        writable_roots: RawList,
+        cache: RawList,
+        protected: RawList,
+        path: &Path,
+        text: &str,
+    ) -> Result<ProfileSection, ConfigError> {
+        let entries = |list: RawList| {
+            list.map(|list| {
+                list.into_inner()
+                    .into_iter()
+                    .map(|entry| Lined {
+                        line: line_at(text, entry.span().start),
+                        value: entry.into_inner(),
+                    })
+                    .collect::<Vec<_>>()
+            })
+        };
+        let writable_roots = match entries(writable_roots) {
+            None => None,
+            Some(roots) => {
+                for root in &roots {
+                    let v = &root.value;
+                    if !(v == "~" || v.starts_with("~/") || Path::new(v).is_absolute()) {
+                        return Err(ConfigError::RootNotAbsolute {
+                            path: path.to_owned(),
+                            line: root.line,
+                            value: v.clone(),
+                        });
+                    }
+                }
+                Some(roots)
+            }
+        };
+        let cache = match entries(cache) {
+            None => None,
+            Some(words) => {
+                let mut presets: Vec<Lined<CachePreset>> = Vec::new();
+                for word in words {
+                    let preset = word.value.parse::<CachePreset>().map_err(|unknown| {
+                        ConfigError::NotAllowed {
+                            path: path.to_owned(),
+                            line: word.line,
+                            key: "sandbox.cache",
+                            value: word.value.clone(),
+                            allowed: allowed(unknown.expected),
+                        }
+                    })?;
+                    if !presets.iter().any(|p| p.value == preset) {
+                        presets.push(Lined {
+                            value: preset,
+                            line: word.line,
+                        });
+                    }
+                }
+                Some(presets)
+            }
+        };
+        let protected = match entries(protected) {
+            None => None,
+            Some(list) => Some(subpaths(list, path, FileKind::Config)?),
+        };
+        Ok(ProfileSection {
+            writable_roots,
+            cache,
+            protected,
+        })
+    }
+}
+
+/// Each of `list` as a relative subpath (`secrets`, `deploy/keys`), each once; an absolute
+/// path, a `..` or `.` component, or an empty one is the error naming `path` (a `kind` file).
+pub(super) fn subpaths(
+    list: Vec<Lined<String>>,
+    path: &Path,
+    kind: FileKind,
+) -> Result<Vec<PathBuf>, ConfigError> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    for entry in list {
+        let given = Path::new(&entry.value);
+        let plain = given
+            .components()
+            .all(|part| matches!(part, Component::Normal(_)));
+        if entry.value.is_empty() || !plain || entry.value.split('/').any(|p| p == ".") {
+            return Err(ConfigError::NotASubpath {
+                kind,
+                path: path.to_owned(),
+                line: entry.line,
+                value: entry.value,
+            });
+        }
+        let normal: PathBuf = given.components().collect();
+        if !out.contains(&normal) {
+            out.push(normal);
+        }
+    }
+    Ok(out)
+}
+
+/// What the profile's keys say once the environment is known.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ResolvedProfile {
+    pub writable_roots: Vec<PathBuf>,
+    pub cache: Vec<ResolvedCache>,
+    pub protected: Vec<PathBuf>,
+}
+
+/// Expands the roots' `~` from `$HOME` and resolves the cache presets, from the environment
+/// `env`; errors name the file `path` and the entry's line.
+pub(super) fn resolve(
+    section: &ProfileSection,
+    path: &Path,
+    env: Env<'_>,
+) -> Result<ResolvedProfile, ConfigError> {
+    let home = env("HOME").filter(|home| !home.is_empty());
+    let mut writable_roots: Vec<PathBuf> = Vec::new();
+    for root in section.writable_roots.iter().flatten() {
+        let expanded = match root.value.strip_prefix('~') {
+            Some(rest) => home
+                .as_ref()
+                .map(|home| PathBuf::from(home).join(rest.trim_start_matches('/'))),
+            None => Some(PathBuf::from(&root.value)),
+        };
+        let expanded = expanded.filter(|dir| dir.is_absolute());
+        let Some(dir) = expanded else {
+            return Err(ConfigError::RootNeedsHome {
+                path: path.to_owned(),
+                line: root.line,
+                value: root.value.clone(),
+                home: home.as_ref().map(|h| h.to_string_lossy().into_owned()),
+            });
+        };
+        let dir: PathBuf = dir.components().collect();
+        if !writable_roots.contains(&dir) {
+            writable_roots.push(dir);
+        }
+    }
+    let mut cache = Vec::new();
+    for preset in section.cache.iter().flatten() {
+        let dirs = cache::resolve(preset.value, env).map_err(|source| ConfigError::Cache {
+            path: path.to_owned(),
+            line: preset.line,
+            preset: preset.value.as_str(),
+            source,
+        })?;
+        cache.push(ResolvedCache {
+            preset: preset.value,
+            dirs,
+        });
+    }
+    Ok(ResolvedProfile {
+        writable_roots,
+        cache,
+        protected: section.protected.clone().unwrap_or_default(),
+    })
+}
+
+#[cfg(test)]
+#[path = "sandbox_tests.rs"]
+mod tests;

@@ -1,0 +1,185 @@
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use crate::config::{CachePreset, ConfigError, Effective, Flags, LoadedConfig, Source};
+use crate::profile::{CacheDir, SandboxProfile};
+
+const FILE: &str = "/etc/agentd/agentd.toml";
+
+fn parse(text: &str) -> Result<LoadedConfig, ConfigError> {
+    LoadedConfig::parse(PathBuf::from(FILE), text)
+}
+
+/// The effective configuration of `text` in an environment holding exactly `vars`.
+fn merged(text: &str, vars: &[(&str, &str)]) -> Result<Effective, ConfigError> {
+    let map: BTreeMap<String, OsString> = vars
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), OsString::from(v)))
+        .collect();
+    let env = move |name: &str| map.get(name).cloned();
+    Effective::merge(&Flags::default(), parse(text)?, &env)
+}
+
+fn error(text: &str, vars: &[(&str, &str)]) -> String {
+    match merged(text, vars) {
+        Ok(config) => panic!("expected an error, got {:?}", config.sandbox_profile()),
+        Err(e) => e.to_string(),
+    }
+}
+
+const HOME: (&str, &str) = ("HOME", "/home/u");
+
+#[test]
+fn nothing_set_is_an_empty_profile_from_the_defaults() {
+    let config = merged("", &[HOME]).expect("merges");
+    assert_eq!(config.sandbox_profile(), SandboxProfile::default());
+    assert_eq!(config.writable_roots.source, Source::Default);
+    assert_eq!(config.cache.source, Source::Default);
+    assert_eq!(config.protected.source, Source::Default);
+}
+
+#[test]
+fn writable_roots_are_absolute_or_from_the_home_directory() {
+    let config = merged(
+        "[sandbox]\nwritable_roots = [\"~/scratch\", \"/srv/data/\", \"~\", \"/srv/data\"]\n",
+        &[HOME],
+    )
+    .expect("merges");
+    assert_eq!(
+        config.writable_roots.value,
+        [
+            PathBuf::from("/home/u/scratch"),
+            PathBuf::from("/srv/data"),
+            PathBuf::from("/home/u"),
+        ]
+    );
+    assert_eq!(config.writable_roots.source, Source::File(FILE.into()));
+}
+
+#[test]
+fn a_relative_writable_root_is_an_error_with_its_line() {
+    for bad in ["scratch", "./scratch", "~alice/scratch", ""] {
+        let text = format!("[sandbox]\nwritable_roots = [\n  \"/ok\",\n  {bad:?},\n]\n");
+        assert_eq!(
+            error(&text, &[HOME]),
+            format!(
+                "the configuration file {FILE}, line 4: sandbox.writable_roots lists {bad:?}, \
+                 which is not an absolute path; write it as /absolute/path, or ~/path from your \
+                 home directory"
+            )
+        );
+    }
+}
+
+#[test]
+fn a_root_from_the_home_directory_needs_an_absolute_home() {
+    let text = "[sandbox]\nwritable_roots = [\"~/scratch\"]\n";
+    assert_eq!(
+        error(text, &[]),
+        format!(
+            "the configuration file {FILE}, line 2: sandbox.writable_roots lists \"~/scratch\", \
+             and HOME is not set so it is not an absolute path; set HOME to your home directory \
+             or write the root as an absolute path"
+        )
+    );
+    assert!(
+        error(text, &[("HOME", "home")]).contains("and HOME is \"home\" so it is not an absolute"),
+        "{}",
+        error(text, &[("HOME", "home")])
+    );
+}
+
+#[test]
+fn cache_presets_resolve_to_the_tools_own_directories() {
+    let config = merged(
+        "[sandbox]\ncache = [\"pip\", \"cargo\", \"pip\"]\n",
+        &[HOME, ("PIP_CACHE_DIR", "/data/pip")],
+    )
+    .expect("merges");
+    let presets: Vec<CachePreset> = config.cache.value.iter().map(|c| c.preset).collect();
+    assert_eq!(presets, [CachePreset::Pip, CachePreset::Cargo]);
+    assert_eq!(
+        config.sandbox_profile().cache_dirs,
+        [
+            CacheDir {
+                preset: "pip",
+                path: "/data/pip".into()
+            },
+            CacheDir {
+                preset: "cargo",
+                path: "/home/u/.cargo/registry".into()
+            },
+            CacheDir {
+                preset: "cargo",
+                path: "/home/u/.cargo/git".into()
+            },
+        ]
+    );
+}
+
+#[test]
+fn an_unknown_preset_is_an_error_naming_the_known_ones() {
+    assert_eq!(
+        error("[sandbox]\ncache = [\"pip\", \"maven\"]\n", &[HOME]),
+        format!(
+            "the configuration file {FILE}, line 2: sandbox.cache = \"maven\" is not allowed; use \
+             one of \"pip\", \"npm\", \"cargo\" or \"go\""
+        )
+    );
+}
+
+#[test]
+fn a_preset_that_cannot_be_resolved_is_an_error_with_its_line() {
+    assert_eq!(
+        error("[sandbox]\n\ncache = [\"go\"]\n", &[HOME, ("GOPATH", "go")]),
+        format!(
+            "the configuration file {FILE}, line 3: sandbox.cache preset \"go\" cannot be used: \
+             GOPATH=go is not an absolute path; make it absolute or unset it"
+        )
+    );
+}
+
+#[test]
+fn protected_paths_are_relative_subpaths_without_dot_dot() {
+    let config = merged(
+        "[sandbox]\nprotected = [\"secrets\", \"deploy/keys/\"]\n",
+        &[HOME],
+    )
+    .expect("merges");
+    assert_eq!(
+        config.protected.value,
+        [PathBuf::from("secrets"), PathBuf::from("deploy/keys")]
+    );
+    for bad in ["/etc/passwd", "../x", "a/../../b", ".", ""] {
+        let text = format!("[sandbox]\nprotected = [{bad:?}]\n");
+        assert_eq!(
+            error(&text, &[HOME]),
+            format!(
+                "the configuration file {FILE}, line 2: sandbox.protected lists {bad:?}, which \
+                 is not a relative path inside the writable roots; give one such as secrets or \
+                 deploy/keys, without a leading /, . or .. components"
+            )
+        );
+    }
+}
+
+#[test]
+fn show_prints_each_setting_with_its_source_and_each_presets_directories() {
+    let config = merged(
+        "[sandbox]\nwritable_roots = [\"~/scratch\"]\ncache = [\"pip\", \"go\"]\n\
+         protected = [\"secrets\"]\n",
+        &[HOME, ("GOCACHE", "off")],
+    )
+    .expect("merges");
+    let text = config.show_with(&|_| None, None);
+    let expected = format!(
+        "sandbox.writable_roots = [\"/home/u/scratch\"]  ({FILE})\n\
+         sandbox.cache = [\"pip\", \"go\"]  ({FILE})\n  \
+         pip: \"/home/u/.cache/pip\" (~/.cache/pip)\n  \
+         go: \"/home/u/go/pkg/mod\" (~/go/pkg/mod)\n\
+         sandbox.protected = [\"secrets\"]  ({FILE})\n"
+    );
+    assert!(text.contains(&expected), "{text}");
+    assert!(Path::new(FILE).is_absolute());
+}

@@ -1,0 +1,147 @@
+//! `agentd run` with the sandbox profile of the configuration file, with the real agentd and
+//! helper on the real kernel: `[sandbox] cache` and `writable_roots` are merged with
+//! `--writable-root` (the facts name every extra root), and the workspace's
+//! `.agentd/config.toml` protects what it lists, as in a session. Each denial has its control.
+
+mod support;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::{Value, json};
+use support::acp::{Scratch, scratch_base};
+
+/// `agentd run --json --mode workspace-write ARGS` in the scratch's workspace, HOME in the
+/// scratch area.
+fn agentd_run(scratch: &Scratch, args: &[&str]) -> Output {
+    Command::new(support::binary("agentd"))
+        .args(["run", "--json", "--mode", "workspace-write"])
+        .args(args)
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", scratch.root.join("home"))
+        .env("XDG_CONFIG_HOME", scratch.root.join("config"))
+        .env("XDG_STATE_HOME", scratch.root.join("state"))
+        .current_dir(scratch.ws())
+        .output()
+        .expect("run agentd")
+}
+
+/// The facts: the last line of stderr.
+fn facts_of(out: &Output) -> Value {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let last = stderr.lines().last().unwrap_or_default();
+    serde_json::from_str(last).unwrap_or_else(|e| panic!("{e}: {stderr}"))
+}
+
+fn unavailable(facts: &Value) -> bool {
+    facts["runner_failure"]["stage"] == "unavailable"
+}
+
+fn display(path: &Path) -> String {
+    path.display().to_string()
+}
+
+#[test]
+fn the_configurations_cache_and_roots_are_merged_with_the_flags() {
+    let scratch = Scratch::new_in(&scratch_base(), "run-profile");
+    scratch.config("[sandbox]\ncache = [\"npm\"]\nwritable_roots = [\"~/extra\"]\n");
+    let home = scratch.root.join("home");
+    let flag_root = scratch.root.join("flagged");
+    std::fs::create_dir_all(home.join("extra")).expect("extra");
+    std::fs::create_dir_all(&flag_root).expect("flagged");
+    let command = format!(
+        "printf a > ~/.npm/a && printf b > ~/extra/b && printf c > {}/c",
+        flag_root.display()
+    );
+    let flag = display(&flag_root);
+    let out = agentd_run(
+        &scratch,
+        &["--writable-root", &flag, "--", "sh", "-c", &command],
+    );
+    let facts = facts_of(&out);
+    if unavailable(&facts) {
+        println!("SKIP: no sandbox backend here: {facts}");
+        return;
+    }
+    assert_eq!(out.status.code(), Some(0), "{facts}");
+    assert_eq!(
+        facts["writable_roots"],
+        json!([
+            display(&home.join("extra")),
+            display(&flag_root),
+            display(&home.join(".npm")),
+        ])
+    );
+    for (dir, name, content) in [
+        (&home.join(".npm"), "a", "a"),
+        (&home.join("extra"), "b", "b"),
+    ] {
+        assert_eq!(
+            std::fs::read_to_string(dir.join(name)).ok().as_deref(),
+            Some(content)
+        );
+    }
+    assert!(flag_root.join("c").exists());
+
+    // The control: without the configuration, the cache is outside every root and refused.
+    scratch.config("");
+    let out = agentd_run(&scratch, &["--", "sh", "-c", "printf z > ~/.npm/z"]);
+    let facts = facts_of(&out);
+    assert_ne!(out.status.code(), Some(0), "{facts}");
+    assert_eq!(facts["denials"], json!(["file-write"]), "{facts}");
+    assert_eq!(
+        facts["denied_paths"],
+        json!([display(&home.join(".npm/z"))])
+    );
+    assert!(facts.get("writable_roots").is_none(), "{facts}");
+    assert!(!home.join(".npm/z").exists());
+}
+
+#[test]
+fn the_project_file_protects_what_it_lists_in_agentd_run_too() {
+    let scratch = Scratch::new_in(&scratch_base(), "run-project");
+    let ws = scratch.ws();
+    std::fs::create_dir(ws.join(".agentd")).expect(".agentd");
+    std::fs::write(
+        ws.join(".agentd/config.toml"),
+        "[sandbox]\nprotected = [\"private\"]\n",
+    )
+    .expect("project");
+    std::fs::create_dir(ws.join("private")).expect("private");
+    std::fs::write(ws.join("private/data"), "orig").expect("data");
+    let out = agentd_run(
+        &scratch,
+        &[
+            "--backend",
+            "bwrap",
+            "--",
+            "sh",
+            "-c",
+            "printf x > private/data",
+        ],
+    );
+    let facts = facts_of(&out);
+    if unavailable(&facts) {
+        println!("SKIP bwrap: {facts}");
+        return;
+    }
+    assert_ne!(out.status.code(), Some(0), "{facts}");
+    assert_eq!(facts["denials"], json!(["protected-path"]), "{facts}");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("private/data"))
+            .ok()
+            .as_deref(),
+        Some("orig")
+    );
+    // The control: a sibling outside the protected path is written.
+    let out = agentd_run(
+        &scratch,
+        &["--backend", "bwrap", "--", "sh", "-c", "printf x > data"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", facts_of(&out));
+    assert_eq!(
+        std::fs::read_to_string(ws.join("data")).ok().as_deref(),
+        Some("x")
+    );
+}
