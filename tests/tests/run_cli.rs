@@ -1,6 +1,7 @@
 //! `agentd run` as a terminal user meets it, with the real agentd and helper: the `--json`
-//! facts line is a line of its own after output that did not end one, and an interrupted run
-//! exits as the interrupt would (130 for SIGINT, 143 for SIGTERM).
+//! facts line is a line of its own after output that did not end one, an interrupted run
+//! exits as the interrupt would (130 for SIGINT, 143 for SIGTERM), and `[sandbox]` of the
+//! configuration file applies as `agentd config show` lists it, a flag beating it.
 
 mod support;
 
@@ -91,4 +92,43 @@ fn an_interrupted_run_exits_as_the_interrupt_would() {
         assert_eq!(status.code(), Some(expected), "{signal}: {stderr}");
         assert!(stderr.contains("cancelled"), "{signal}: {stderr}");
     }
+}
+
+#[test]
+fn the_configuration_files_sandbox_mode_applies_and_a_flag_beats_it() {
+    let scratch = Scratch::new("run-config-mode");
+    let touch = |scratch: &Scratch, file: &str, flags: &[&str]| {
+        let mut args = flags.to_vec();
+        args.extend(["--json", "--", "touch", file]);
+        let out = agentd_run(scratch, &args).output().expect("run agentd");
+        let text = String::from_utf8_lossy(&out.stderr).into_owned();
+        let facts: Value = text
+            .lines()
+            .last()
+            .and_then(|l| serde_json::from_str(l).ok())
+            .unwrap_or_else(|| panic!("a facts line: {text}"));
+        (scratch.ws().join(file).exists(), facts)
+    };
+    // The control: without a configuration, agentd run's own default, read-only.
+    let (landed, facts) = touch(&scratch, "default.txt", &[]);
+    assert!(!landed, "{facts}");
+    assert_eq!(facts["denied"], true, "{facts}");
+    scratch.config("[sandbox]\nmode = \"workspace-write\"\n");
+    let show = Command::new(support::binary("agentd"))
+        .args(["config", "show"])
+        .env_clear()
+        .env("HOME", scratch.root.join("home"))
+        .env("XDG_CONFIG_HOME", scratch.root.join("config"))
+        .output()
+        .expect("config show");
+    let show = String::from_utf8_lossy(&show.stdout).into_owned();
+    let from_file = format!(
+        "sandbox.mode = \"workspace-write\"  ({})",
+        scratch.root.join("config/agentd/agentd.toml").display()
+    );
+    assert!(show.contains(&from_file), "{show}");
+    let (landed, facts) = touch(&scratch, "configured.txt", &[]);
+    assert!(landed, "the file's mode applies: {facts}");
+    let (landed, facts) = touch(&scratch, "flagged.txt", &["--mode", "read-only"]);
+    assert!(!landed, "the flag beats the file: {facts}");
 }

@@ -41,22 +41,23 @@ use crate::tools::ToolEnv;
 /// `agentd run [OPTIONS] -- ARGV...`
 #[derive(Debug, Args)]
 pub struct RunCommand {
-    /// How far the command may reach.
-    #[arg(long, value_parser = Word::<Mode>::new(MODE_WORDS), default_value_t = Mode::ReadOnly)]
-    pub mode: Mode,
+    /// How far the command may reach [default: sandbox.mode or AGENTD_SANDBOX_MODE when set,
+    /// else read-only].
+    #[arg(long, value_parser = Word::<Mode>::new(MODE_WORDS), value_name = "MODE")]
+    pub mode: Option<Mode>,
     /// The workspace root [default: the current directory].
     #[arg(long, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
-    /// Whether the command may use the network.
-    #[arg(long, value_parser = Word::<Network>::new(NETWORK_WORDS), default_value_t = Network::Deny)]
-    pub network: Network,
-    /// Which confinement backend to use.
+    /// Whether the command may use the network [default: sandbox.network when set, else deny].
+    #[arg(long, value_parser = Word::<Network>::new(NETWORK_WORDS), value_name = "NETWORK")]
+    pub network: Option<Network>,
+    /// Which confinement backend to use [default: sandbox.backend when set, else auto].
     #[arg(
         long,
         value_parser = Word::<BackendChoice>::new(BACKEND_CHOICE_WORDS),
-        default_value_t = BackendChoice::Auto
+        value_name = "BACKEND"
     )]
-    pub backend: BackendChoice,
+    pub backend: Option<BackendChoice>,
     /// Terminate the command after this many seconds (exit status 124).
     #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
     pub timeout: Option<u64>,
@@ -109,14 +110,15 @@ pub struct RunCommand {
 }
 
 impl RunCommand {
-    /// The job's arguments.
+    /// The job's arguments, with `agentd run`'s own defaults where a flag is absent (the
+    /// configuration's are applied by `run_command`).
     pub fn run_args(&self) -> RunArgs {
         RunArgs {
             argv: self.argv.clone(),
-            mode: self.mode,
+            mode: self.mode.unwrap_or(Mode::ReadOnly),
             workspace: self.workspace.clone(),
-            network: self.network,
-            backend: self.backend,
+            network: self.network.unwrap_or(Network::Deny),
+            backend: self.backend.unwrap_or(BackendChoice::Auto),
             timeout_secs: self.timeout,
             writable_roots: self.writable_roots.clone(),
             protected: self.protected.clone(),
@@ -154,8 +156,22 @@ pub(crate) async fn run_command(command: RunCommand) -> u8 {
         Ok(client) => client,
         Err(e) => return fail(&e),
     };
+    // A flag beats what the configuration sets (file or environment, as `config show` lists
+    // it); with neither, `agentd run`'s own defaults: read-only, no network, any backend.
     let args = RunArgs {
         profile: config.sandbox_profile(),
+        mode: command
+            .mode
+            .or(config.sandbox_mode.configured())
+            .unwrap_or(Mode::ReadOnly),
+        network: command
+            .network
+            .or(config.network.configured())
+            .unwrap_or(Network::Deny),
+        backend: command
+            .backend
+            .or(config.backend.configured())
+            .unwrap_or(BackendChoice::Auto),
         ..command.run_args()
     };
     let (interrupts, received) = match forward_signals() {

@@ -370,7 +370,7 @@ fn arguments_after_the_separator_are_kept_as_data() {
     .expect("parses");
     assert_eq!(run.argv, ["ls", "-la", "--json", "--", "--help"]);
     assert!(!run.json);
-    assert_eq!(run.mode, Mode::DangerFullAccess);
+    assert_eq!(run.mode, Some(Mode::DangerFullAccess));
 }
 
 #[test]

@@ -38,6 +38,14 @@ impl<T> Setting<T> {
     pub(super) fn default(value: T) -> Setting<T> {
         Setting::new(value, Source::Default)
     }
+
+    /// The value, when something set it (a file, a variable, a flag) rather than the default.
+    pub fn configured(&self) -> Option<T>
+    where
+        T: Clone,
+    {
+        (self.source != Source::Default).then(|| self.value.clone())
+    }
 }
 
 /// The file's value if it sets one, else `default`.

@@ -45,6 +45,11 @@ impl Effective {
             quoted(self.sandbox_mode.value.as_str()),
             &self.sandbox_mode.source,
         );
+        if self.sandbox_mode.configured().is_none() {
+            // `agentd run` takes a mode the file or the environment sets, and has its own
+            // default when neither does.
+            out.raw("  (agentd run without --mode: \"read-only\" unless this is set)".to_owned());
+        }
         out.value(
             "sandbox.network",
             quoted(self.network.value.as_str()),
