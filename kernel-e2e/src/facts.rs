@@ -103,7 +103,8 @@ pub struct RunnerFailure {
     pub detail: String,
 }
 
-/// One facts line, parsed strictly: every key present, nothing else.
+/// One facts line, parsed strictly: every key of [`KEYS`] present, of [`OPTIONAL_KEYS`] only
+/// when it has something to say, nothing else.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Facts {
     pub exit: Option<Exit>,
@@ -115,6 +116,10 @@ pub struct Facts {
     pub runner_failure: Option<RunnerFailure>,
     pub refused: Option<String>,
     pub timed_out: bool,
+    /// The paths the denials named; present only when `denied` and some denial named one.
+    pub denied_paths: Vec<String>,
+    /// The writable roots the command had besides the workspace; present only when some.
+    pub writable_roots: Vec<String>,
 }
 
 const KEYS: [&str; 8] = [
@@ -128,6 +133,9 @@ const KEYS: [&str; 8] = [
     "timed_out",
 ];
 
+/// Keys a facts line has only when they are not empty.
+const OPTIONAL_KEYS: [&str; 2] = ["denied_paths", "writable_roots"];
+
 impl Facts {
     /// Parses the facts line; the error says which part of the contract the line breaks.
     pub fn parse(line: &str) -> Result<Facts, String> {
@@ -135,7 +143,7 @@ impl Facts {
             serde_json::from_str(line).map_err(|e| format!("not one JSON object: {e}"))?;
         let object = value.as_object().ok_or("not a JSON object")?;
         for key in object.keys() {
-            if !KEYS.contains(&key.as_str()) {
+            if !KEYS.contains(&key.as_str()) && !OPTIONAL_KEYS.contains(&key.as_str()) {
                 return Err(format!("unexpected key {key:?}"));
             }
         }
@@ -177,6 +185,13 @@ impl Facts {
         if denied == denials.is_empty() {
             return Err(format!("denied is {denied} but denials is {denials:?}"));
         }
+        let denied_paths = optional_paths(object.get("denied_paths"), "denied_paths")?;
+        if !denied && !denied_paths.is_empty() {
+            return Err(format!(
+                "denied is false but denied_paths is {denied_paths:?}"
+            ));
+        }
+        let writable_roots = optional_paths(object.get("writable_roots"), "writable_roots")?;
         Ok(Facts {
             exit,
             backend,
@@ -186,6 +201,8 @@ impl Facts {
             runner_failure,
             refused: optional_string(field("refused")?, "refused")?,
             timed_out: boolean(field("timed_out")?, "timed_out")?,
+            denied_paths,
+            writable_roots,
         })
     }
 
@@ -360,6 +377,25 @@ impl Facts {
 }
 
 /// `denials`: an array of distinct known kinds.
+/// An optional list of absolute paths: absent, or a non-empty array of them.
+fn optional_paths(value: Option<&Value>, key: &str) -> Result<Vec<String>, String> {
+    let Some(value) = value else {
+        return Ok(Vec::new());
+    };
+    let list = value
+        .as_array()
+        .filter(|list| !list.is_empty())
+        .ok_or(format!(
+            "{key} is present but not a non-empty array: {value}"
+        ))?;
+    list.iter()
+        .map(|path| match path.as_str() {
+            Some(p) if p.starts_with('/') => Ok(p.to_owned()),
+            _ => Err(format!("{key} entry {path} is not an absolute path")),
+        })
+        .collect()
+}
+
 fn parse_denials(value: &Value) -> Result<Vec<String>, String> {
     let list = value
         .as_array()
@@ -492,6 +528,37 @@ mod tests {
             r#""denials":["file-write","network"]"#,
         );
         assert!(Facts::parse(&both).is_ok());
+    }
+
+    #[test]
+    fn the_optional_paths_are_non_empty_absolute_lists_and_denied_paths_needs_a_denial() {
+        let with = |extra: &str| {
+            RAN.replace(
+                r#""timed_out":false"#,
+                &format!(r#""timed_out":false,{extra}"#),
+            )
+        };
+        let facts = Facts::parse(&with(r#""denied_paths":["/w/x"],"writable_roots":["/c"]"#))
+            .expect("parses");
+        assert_eq!(facts.denied_paths, ["/w/x"]);
+        assert_eq!(facts.writable_roots, ["/c"]);
+        assert_eq!(
+            Facts::parse(RAN).expect("parses").denied_paths,
+            Vec::<String>::new()
+        );
+        for bad in [
+            r#""denied_paths":[]"#,
+            r#""denied_paths":["x"]"#,
+            r#""denied_paths":"/w/x""#,
+            r#""writable_roots":[1]"#,
+        ] {
+            assert!(Facts::parse(&with(bad)).is_err(), "{bad}");
+        }
+        let not_denied = with(r#""denied_paths":["/w/x"]"#).replace(
+            r#""denied":true,"denials":["file-write"]"#,
+            r#""denied":false,"denials":[]"#,
+        );
+        assert!(Facts::parse(&not_denied).is_err());
     }
 
     #[test]
