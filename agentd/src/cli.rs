@@ -12,6 +12,7 @@ pub mod exec;
 mod exit;
 pub mod run;
 pub mod sessions;
+mod signals;
 mod start;
 mod word;
 

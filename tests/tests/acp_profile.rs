@@ -403,3 +403,30 @@ fn a_cache_directory_that_cannot_be_created_stops_the_session_from_starting() {
     assert!(answer["result"]["sessionId"].is_string(), "{answer}");
     assert!(cache.join("pip").is_dir());
 }
+
+#[test]
+fn sandbox_env_sets_and_passes_variables_to_every_command() {
+    let mut tested = 0;
+    for backend in BACKENDS {
+        // agentd's own environment has XDG_CONFIG_HOME (the harness's), which a command does
+        // not inherit; `pass` hands it on, `set` sets one more.
+        let show = "printf '%s|%s' \"$PROFILE_SET\" \"$XDG_CONFIG_HOME\"";
+        let scratch = Scratch::new_in(&scratch_base(), &format!("profile-env-{backend}"));
+        let config = "[sandbox.env]\npass = [\"XDG_CONFIG_HOME\"]\nset = { PROFILE_SET = \"set by the \
+                      profile\" }\n";
+        let Some(results) = commands_on(backend, &scratch, config, &[show]) else {
+            continue;
+        };
+        let config_home = scratch.root.join("config").display().to_string();
+        assert_eq!(
+            text(&results[0]),
+            format!("set by the profile|{config_home}\n[exit code: 0]")
+        );
+        // The control: without [sandbox.env], neither reaches the command.
+        let plain = Scratch::new_in(&scratch_base(), &format!("profile-noenv-{backend}"));
+        let results = commands_on(backend, &plain, "", &[show]).expect("ran before");
+        assert_eq!(text(&results[0]), "|\n[exit code: 0]");
+        tested += 1;
+    }
+    assert_ne!(tested, 0, "no backend could run here");
+}

@@ -132,3 +132,42 @@ fn the_configuration_files_sandbox_mode_applies_and_a_flag_beats_it() {
     let (landed, facts) = touch(&scratch, "flagged.txt", &["--mode", "read-only"]);
     assert!(!landed, "the flag beats the file: {facts}");
 }
+
+#[test]
+fn sandbox_env_reaches_the_command_and_env_flags_beat_it() {
+    let scratch = Scratch::new("run-sandbox-env");
+    scratch.config(
+        "[sandbox.env]\npass = [\"HANDED_ON\"]\nset = { SET_ME = \"from the file\", BEATEN = \"file\" }\n",
+    );
+    let show = "printf '%s|%s|%s|%s' \"$SET_ME\" \"$HANDED_ON\" \"$BEATEN\" \"$NOT_PASSED\"";
+    let out = agentd_run(&scratch, &["--env", "BEATEN=flag", "--", "sh", "-c", show])
+        .env("HANDED_ON", "from agentd")
+        .env("NOT_PASSED", "stays behind")
+        .output()
+        .expect("run agentd");
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "from the file|from agentd|flag|"
+    );
+    // A passed name that looks like a secret is refused by the helper, with the reason.
+    scratch.config("[sandbox.env]\npass = [\"GITHUB_TOKEN\"]\n");
+    let out = agentd_run(&scratch, &["--json", "--", "true"])
+        .env("GITHUB_TOKEN", "t0ken")
+        .output()
+        .expect("run agentd");
+    assert_eq!(out.status.code(), Some(125), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let facts: Value = serde_json::from_str(stderr.lines().last().unwrap_or_default())
+        .unwrap_or_else(|_| panic!("facts: {stderr}"));
+    assert!(
+        facts["refused"]
+            .as_str()
+            .is_some_and(|r| r.contains("GITHUB_TOKEN")),
+        "{facts}"
+    );
+    assert!(
+        !stderr.contains("t0ken"),
+        "the value is never shown: {stderr}"
+    );
+}

@@ -113,7 +113,13 @@ impl AcpOptions {
             backend: config.backend.value,
             max_steps: u64::from(config.max_steps.value),
             command_timeout_ms: config.command_timeout_ms.value,
-            command_env: environment::command_environment(std::env::vars_os(), &[]),
+            command_env: environment::command_environment(
+                std::env::vars_os(),
+                &config
+                    .sandbox_env
+                    .value
+                    .explicit(crate::config::process_lookup),
+            ),
             profile: config.sandbox_profile(),
             composition: Composition::nothing(),
             delegation: config

@@ -12,8 +12,7 @@ use std::io;
 use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::Ordering;
 
 use clap::Args;
 use clap::builder::{OsStringValueParser, TypedValueParser};
@@ -22,6 +21,8 @@ use confine_protocol::vocabulary::{BACKEND_CHOICE_WORDS, MODE_WORDS, NETWORK_WOR
 use confine_protocol::{BackendChoice, ExitStatus, Mode, Network, Stage};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
+
+pub use super::signals::forward_signals;
 
 use super::args::HelperArgs;
 use super::exit::{EXIT_DID_NOT_RUN, EXIT_INTERRUPTED, EXIT_TIMED_OUT, fail, report};
@@ -158,8 +159,15 @@ pub(crate) async fn run_command(command: RunCommand) -> u8 {
     };
     // A flag beats what the configuration sets (file or environment, as `config show` lists
     // it); with neither, `agentd run`'s own defaults: read-only, no network, any backend.
+    // `[sandbox.env]` first, so that `--env` beats it.
+    let mut env = config
+        .sandbox_env
+        .value
+        .explicit(crate::config::process_lookup);
+    env.extend(command.run_args().env);
     let args = RunArgs {
         profile: config.sandbox_profile(),
+        env,
         mode: command
             .mode
             .or(config.sandbox_mode.configured())
@@ -321,34 +329,6 @@ pub fn interrupted_exit_code(facts: &Facts, received: i32) -> u8 {
         Ok(signal @ 1..=127) if ran => 128 + signal,
         _ => exit_code(facts),
     }
-}
-
-/// Forwards SIGINT and SIGTERM of this process as interrupts for [`run_job`], and keeps the
-/// number of the first one received (0 until then).
-///
-/// Installing the handlers replaces the default of dying at once: from here on the job decides
-/// what an interrupt means (cancel the command, then report how it ended).
-pub fn forward_signals() -> io::Result<(mpsc::UnboundedReceiver<()>, Arc<AtomicI32>)> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut interrupt = signal(SignalKind::interrupt())?;
-    let mut terminate = signal(SignalKind::terminate())?;
-    let (tx, rx) = mpsc::unbounded_channel();
-    let first = Arc::new(AtomicI32::new(0));
-    let received = first.clone();
-    tokio::spawn(async move {
-        loop {
-            let signal = tokio::select! {
-                Some(()) = interrupt.recv() => nix::libc::SIGINT,
-                Some(()) = terminate.recv() => nix::libc::SIGTERM,
-                else => return,
-            };
-            let _ = received.compare_exchange(0, signal, Ordering::SeqCst, Ordering::SeqCst);
-            if tx.send(()).is_err() {
-                return;
-            }
-        }
-    });
-    Ok((rx, first))
 }
 
 /// Runs one command through `client`, copying its stdout and stderr to `stdout` and `stderr` as

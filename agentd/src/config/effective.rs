@@ -14,6 +14,7 @@ use super::compaction::{CompactAt, CompactionPolicy, DEFAULT_KEEP_TURNS};
 use super::file::{LoadedConfig, absolute_dir};
 use super::models::{DEFAULT_MODEL_NAME, ModelsError, NamedModel, known_names};
 use super::sandbox;
+use super::sandbox_env::EnvSection;
 use super::{
     ConfigError, DEFAULT_COMMAND_TIMEOUT_MS, DEFAULT_MAX_STEPS, DEFAULT_SANDBOX_MODE, Env,
     FILE_NAME, Source, process_env,
@@ -124,6 +125,8 @@ pub struct Effective {
     pub cache: Setting<Vec<ResolvedCache>>,
     /// `sandbox.protected`: read-only inside every writable root.
     pub protected: Setting<Vec<PathBuf>>,
+    /// `[sandbox.env]`: variables every command gets besides the inherited ones.
+    pub sandbox_env: Setting<EnvSection>,
     pub approval_policy: Setting<ApprovalPolicy>,
     /// Tools that ask the user before every call (under [`ApprovalPolicy::Never`], whether set
     /// by a session or here, such a call is rejected without asking).
@@ -262,6 +265,11 @@ impl Effective {
             Vec::new(),
             &file,
         );
+        let sandbox_env = layered(
+            (!config.sandbox.env.is_empty()).then(|| config.sandbox.env.clone()),
+            EnvSection::default(),
+            &file,
+        );
 
         // [approval]
         let mut approval_policy = layered(config.approval.policy, ApprovalPolicy::Ask, &file);
@@ -340,6 +348,7 @@ impl Effective {
             writable_roots,
             cache,
             protected,
+            sandbox_env,
             approval_policy,
             ask_before,
             helper,

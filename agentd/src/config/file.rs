@@ -15,6 +15,7 @@ use super::checks::{is_variable_name, line_at};
 use super::compaction::{CompactionSection, RawCompaction, section};
 use super::models::{NamedModel, RawModels, default_model, named_models};
 use super::sandbox::{ProfileSection, RawList};
+use super::sandbox_env::{EnvSection, RawEnv};
 use super::{ConfigError, Env, FILE_NAME, process_env};
 use crate::agents::Personas;
 use crate::model::ModelConfig;
@@ -50,6 +51,8 @@ pub struct SandboxSection {
     pub backend: Option<BackendChoice>,
     /// `writable_roots`, `cache` and `protected`: the sandbox profile.
     pub profile: ProfileSection,
+    /// `[sandbox.env]`: the variables every command gets besides the inherited ones.
+    pub env: EnvSection,
 }
 
 /// The `[approval]` table: when the user is asked.
@@ -127,6 +130,7 @@ struct RawSandbox {
     writable_roots: RawList,
     cache: RawList,
     protected: RawList,
+    env: Option<RawEnv>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -259,6 +263,7 @@ impl LoadedConfig {
                 &path,
                 text,
             )?,
+            env: EnvSection::parse(raw_sandbox.env.unwrap_or_default(), &path, text)?,
         };
 
         let policy = checker.word("approval.policy", raw.approval.policy)?;

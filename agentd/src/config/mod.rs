@@ -92,8 +92,8 @@
 //!
 //! `file.rs` is the file format and its checks ([`LoadedConfig`]), `models.rs` its
 //! `[models.NAME]` tables and `default_model`, `agents.rs` its `[agents.NAME]` tables,
-//! `compaction.rs` its `[compaction]` table, `sandbox.rs` the profile's keys of `[sandbox]` and
-//! `cache.rs` the cache presets, `project.rs` a project's own file, `checks.rs` what they share,
+//! `compaction.rs` its `[compaction]` table, `sandbox.rs` the profile's keys of `[sandbox]`,
+//! `sandbox_env.rs` its `[sandbox.env]` and `cache.rs` the cache presets, `project.rs` a project's own file, `checks.rs` what they share,
 //! `effective.rs` the layering into [`Effective`] (and the models built from it), `helper.rs`
 //! how the effective configuration reaches confine-helper, and `show.rs` what `agentd config
 //! show` prints.
@@ -109,6 +109,7 @@ mod helper;
 mod models;
 mod project;
 mod sandbox;
+mod sandbox_env;
 mod show;
 
 use std::ffi::OsString;
@@ -134,6 +135,7 @@ pub use helper::HelperSetupError;
 pub use models::{DEFAULT_MODEL_NAME, ModelsError, NamedModel, is_model_name};
 pub use project::{parse_project, project_file, read_project};
 pub use sandbox::{FileKind, Lined, ProfileSection};
+pub use sandbox_env::{EnvSection, process_lookup};
 
 /// The configuration file's name, in `$XDG_CONFIG_HOME/agentd/` or `~/.config/agentd/`.
 pub const FILE_NAME: &str = "agentd.toml";
@@ -240,6 +242,17 @@ pub enum ConfigError {
     NotAToolName {
         path: PathBuf,
         line: usize,
+        name: String,
+    },
+    #[error(
+        "the configuration file {}, line {line}: {key} lists {name:?}, which is not a variable \
+         name (letters, digits and `_`, not starting with a digit)",
+        path.display()
+    )]
+    NotAVariableName {
+        path: PathBuf,
+        line: usize,
+        key: &'static str,
         name: String,
     },
     #[error(

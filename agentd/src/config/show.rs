@@ -46,9 +46,7 @@ impl Effective {
             &self.sandbox_mode.source,
         );
         if self.sandbox_mode.configured().is_none() {
-            // `agentd run` takes a mode the file or the environment sets, and has its own
-            // default when neither does.
-            out.raw("  (agentd run without --mode: \"read-only\" unless this is set)".to_owned());
+            out.raw("  (agentd run without --mode: \"read-only\" unless this is set)".into());
         }
         out.value(
             "sandbox.network",
@@ -361,6 +359,14 @@ impl Effective {
             paths(&self.protected.value),
             &self.protected.source,
         );
+        let (env, list) = (&self.sandbox_env, |v: Vec<String>| {
+            format!("[{}]", v.join(", "))
+        });
+        let pass = env.value.pass.iter().map(|n| quoted(n)).collect();
+        out.value("sandbox.env.pass", list(pass), &env.source);
+        // The names only: a value set here may be a credential.
+        let set = env.value.set.iter().map(|(n, _)| quoted(n)).collect();
+        out.value("sandbox.env.set", list(set), &env.source);
     }
 
     /// One persona, key by key. Its tools are shown resolved as for a child of the top level.

@@ -215,6 +215,7 @@ fn the_sandbox_table_is_read() {
             network: Some(Network::Allow),
             backend: Some(BackendChoice::Landlock),
             profile: ProfileSection::default(),
+            env: Default::default(),
         }
     );
     for (word, mode) in [
@@ -914,6 +915,8 @@ sandbox.backend = \"auto\"  (default)
 sandbox.writable_roots = []  (default)
 sandbox.cache = []  (default)
 sandbox.protected = []  (default)
+sandbox.env.pass = []  (default)
+sandbox.env.set = []  (default)
 approval.policy = \"ask\"  (default)
 approval.ask_before = [\"write_file\"]  (/etc/agentd/agentd.toml)
 helper.path = \"{helper}\"  (found next to agentd)
