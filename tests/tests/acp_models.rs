@@ -130,19 +130,8 @@ fn a_switch_is_answered_by_the_other_model_and_kept_by_session_load() {
     let scratch = Scratch::new("models-switch");
     two_models(&scratch, "");
     let mut client = AcpClient::start_configured(&scratch, &[]);
-    client.request(
-        "initialize",
-        json!({"protocolVersion": 1, "clientCapabilities": {}}),
-    );
-    let (new, _) = client.request(
-        "session/new",
-        json!({"cwd": scratch.ws(), "mcpServers": []}),
-    );
-    let session = new["result"]["sessionId"]
-        .as_str()
-        .expect("a session")
-        .to_owned();
-    let options = &new["result"]["configOptions"];
+    let (session, new) = client.new_session(&scratch.ws());
+    let options = &new["configOptions"];
     assert_eq!(
         option(options, "model"),
         Some(&json!({
@@ -218,19 +207,8 @@ fn with_one_model_no_model_option_is_advertised() {
     scratch.config("[model]\nprovider = \"scripted\"\nscript = \"default.toml\"\n");
     write_script(&scratch, "default.toml", DEFAULT_TURNS);
     let mut client = AcpClient::start_configured(&scratch, &[]);
-    client.request(
-        "initialize",
-        json!({"protocolVersion": 1, "clientCapabilities": {}}),
-    );
-    let (new, _) = client.request(
-        "session/new",
-        json!({"cwd": scratch.ws(), "mcpServers": []}),
-    );
-    let session = new["result"]["sessionId"]
-        .as_str()
-        .expect("a session")
-        .to_owned();
-    let ids: Vec<&Value> = new["result"]["configOptions"]
+    let (session, new) = client.new_session(&scratch.ws());
+    let ids: Vec<&Value> = new["configOptions"]
         .as_array()
         .expect("options")
         .iter()
@@ -442,19 +420,8 @@ fn a_model_that_cannot_be_built_is_listed_and_refused_when_selected() {
          api_key_env = \"AGENTD_TEST_UNSET_KEY\"\n",
     );
     let mut client = AcpClient::start_configured(&scratch, &[]);
-    client.request(
-        "initialize",
-        json!({"protocolVersion": 1, "clientCapabilities": {}}),
-    );
-    let (new, _) = client.request(
-        "session/new",
-        json!({"cwd": scratch.ws(), "mcpServers": []}),
-    );
-    let session = new["result"]["sessionId"]
-        .as_str()
-        .expect("a session")
-        .to_owned();
-    let listed = &option(&new["result"]["configOptions"], "model").expect("offered")["options"];
+    let (session, new) = client.new_session(&scratch.ws());
+    let listed = &option(&new["configOptions"], "model").expect("offered")["options"];
     assert_eq!(
         listed,
         &json!([

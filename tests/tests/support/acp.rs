@@ -299,16 +299,23 @@ impl AcpClient {
 
     /// `initialize` then `session/new` in the scratch's workspace; returns the session id.
     pub fn open_session(&mut self, cwd: &Path) -> String {
+        self.new_session(cwd).0
+    }
+
+    /// `initialize` then `session/new` in `cwd`, which must succeed; returns the session id and
+    /// the answer's result (its `configOptions`, `modes`).
+    pub fn new_session(&mut self, cwd: &Path) -> (String, Value) {
         let (init, _) = self.request(
             "initialize",
             json!({"protocolVersion": 1, "clientCapabilities": {}}),
         );
         assert_eq!(init["result"]["protocolVersion"], 1, "{init}");
         let (new, _) = self.request("session/new", json!({"cwd": cwd, "mcpServers": []}));
-        new["result"]["sessionId"]
+        let id = new["result"]["sessionId"]
             .as_str()
             .unwrap_or_else(|| panic!("session/new failed: {new}"))
-            .to_owned()
+            .to_owned();
+        (id, new["result"].clone())
     }
 
     /// `initialize` then `session/load` of `session` in `cwd`, which must succeed; returns the
