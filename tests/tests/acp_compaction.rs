@@ -263,6 +263,56 @@ fn a_long_history_is_summarised_twice_logged_shown_and_replayed_identically() {
     assert_eq!(notes[2], [note(&recorded[0], "turn")]);
     assert_eq!(notes[3], [note(&recorded[1], "turns")]);
 
+    // The whole story in one snapshot: what each request sent (role and the start of each
+    // message), the records and the notes, estimates and places normalised.
+    let outline = |request: &Received| -> String {
+        let lines: Vec<String> = messages(request)
+            .iter()
+            .map(|m| {
+                let text = m["content"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .replace(&scratch.root.display().to_string(), "<root>")
+                    .replace('\n', " ");
+                let start: String = text.chars().take(60).collect();
+                format!("  {}: {start}", m["role"].as_str().unwrap_or("?"))
+            })
+            .collect();
+        lines.join("\n")
+    };
+    let mut story = Vec::new();
+    for (n, request) in requests.iter().enumerate() {
+        let what = if is_summary_request(request) {
+            "summary request"
+        } else {
+            "request"
+        };
+        story.push(format!("{what} {}:\n{}", n + 1, outline(request)));
+    }
+    for record in &recorded {
+        story.push(format!(
+            "history/compacted turn {} through {}: {}",
+            record["turn"], record["through"], record["summary"]
+        ));
+    }
+    for (n, turn) in notes.iter().enumerate() {
+        for note in turn {
+            let note: String = note
+                .split_whitespace()
+                .map(|w| {
+                    if w.chars().all(|c| c.is_ascii_digit()) {
+                        "<n>"
+                    } else {
+                        w
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join(" ");
+            story.push(format!("note in turn {}: {note}", n + 1));
+        }
+    }
+    insta::assert_snapshot!("compaction_story", story.join("\n"));
+
     // session/load replays exactly what was shown.
     let shown: Vec<Value> = turns
         .iter()
