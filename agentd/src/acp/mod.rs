@@ -29,6 +29,7 @@ mod questions;
 mod sessions;
 mod set_knob;
 mod shown;
+mod stdio;
 mod switches;
 mod task;
 mod turn;
@@ -47,7 +48,7 @@ use agent_client_protocol::v1::schema::{
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{
-    Agent, Client, ConnectTo, Error, Stdio, on_receive_notification, on_receive_request,
+    Agent, Client, ConnectTo, Error, on_receive_notification, on_receive_request,
 };
 
 use crate::approval::Approvals;
@@ -68,7 +69,7 @@ pub fn stop_reason_after(answer: &crate::model::AssistantTurn) -> Option<&'stati
 /// session.
 pub async fn serve(options: AcpOptions) -> Result<(), Error> {
     let server = Server::new(options);
-    let served = ConnectTo::<Client>::connect_to(server.agent(), Stdio::new()).await;
+    let served = ConnectTo::<Client>::connect_to(server.agent(), stdio::transport()).await;
     server.close_all().await;
     served
 }

@@ -197,6 +197,20 @@ impl AcpClient {
         self.transcript.push((">", message));
     }
 
+    /// Writes `bytes` and a newline as one line, whatever they are (malformed input); noted in
+    /// the transcript as `{"raw": …}`.
+    pub fn write_line(&mut self, bytes: &[u8]) {
+        let stdin = self
+            .stdin
+            .as_mut()
+            .expect("the connection to agentd is open (not hung up)");
+        stdin.write_all(bytes).expect("write to agentd");
+        stdin.write_all(b"\n").expect("write to agentd");
+        stdin.flush().expect("flush");
+        let shown: String = String::from_utf8_lossy(bytes).chars().take(200).collect();
+        self.transcript.push((">", json!({ "raw": shown })));
+    }
+
     /// Closes agentd's stdin: the client ends the connection.
     pub fn hang_up(&mut self) {
         self.stdin = None;

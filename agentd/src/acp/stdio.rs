@@ -1,0 +1,67 @@
+//! The stdio transport of `agentd acp`: one JSON-RPC message per line, both ways.
+//!
+//! Lines are read as bytes and made text with every byte that is not UTF-8 replaced (U+FFFD),
+//! so that a line that is not UTF-8 is answered as any other malformed line is — with a
+//! JSON-RPC error, or ignored — instead of ending the connection, as a reader of text lines
+//! would. (JSON-RPC's messages are UTF-8; a line with such bytes cannot be one.)
+
+use std::io;
+
+use agent_client_protocol::Lines;
+use futures::{Sink, Stream};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+/// Where the lines agentd writes go.
+type Outgoing = std::pin::Pin<Box<dyn Sink<String, Error = io::Error> + Send>>;
+/// Where the lines agentd reads come from.
+type Incoming = std::pin::Pin<Box<dyn Stream<Item = io::Result<String>> + Send>>;
+
+/// The transport on this process's stdin and stdout.
+pub fn transport() -> Lines<Outgoing, Incoming> {
+    let incoming = futures::stream::unfold(
+        BufReader::new(tokio::io::stdin()),
+        |mut reader| async move {
+            let mut line = Vec::new();
+            match reader.read_until(b'\n', &mut line).await {
+                Ok(0) => None,
+                Ok(_) => Some((Ok(text_of(line)), reader)),
+                Err(e) => Some((Err(e), reader)),
+            }
+        },
+    );
+    let outgoing = futures::sink::unfold(tokio::io::stdout(), |mut out, line: String| async move {
+        out.write_all(line.as_bytes()).await?;
+        out.write_all(b"\n").await?;
+        out.flush().await?;
+        Ok::<_, io::Error>(out)
+    });
+    Lines::new(Box::pin(outgoing), Box::pin(incoming))
+}
+
+/// One line as text, without its line ending, bytes that are not UTF-8 replaced.
+fn text_of(mut line: Vec<u8>) -> String {
+    if line.last() == Some(&b'\n') {
+        line.pop();
+    }
+    if line.last() == Some(&b'\r') {
+        line.pop();
+    }
+    match String::from_utf8(line) {
+        Ok(text) => text,
+        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_is_text_without_its_ending_and_bytes_not_utf8_are_replaced() {
+        assert_eq!(text_of(b"{\"a\":1}\n".to_vec()), "{\"a\":1}");
+        assert_eq!(text_of(b"{}\r\n".to_vec()), "{}");
+        assert_eq!(text_of(b"last".to_vec()), "last");
+        assert_eq!(text_of(b"\xff\xfe x\n".to_vec()), "\u{fffd}\u{fffd} x");
+        assert_eq!(text_of("é".as_bytes().to_vec()), "é");
+    }
+}
