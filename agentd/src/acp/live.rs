@@ -68,6 +68,11 @@ async fn stream(
 
 #[cfg(test)]
 mod tests {
+    //! Each test runs on tokio's paused clock: the `sleep`s in a test's `driving` or `call`
+    //! future are the command's own timeline (when it prints, when it ends), the input whose
+    //! pace is under test; no test waits in real time, and none sleeps to let another task
+    //! catch up — each assertion comes after the futures under test have ended.
+
     use std::sync::{Arc, Mutex};
 
     use tokio::time::Instant;
@@ -184,7 +189,6 @@ mod tests {
             live.push(b"two\n");
         };
         tokio::join!(stream(&live, &cancel, LIVE_INTERVAL, &mut show), driving);
-        tokio::time::sleep(ms(1000)).await;
         assert!(shown.lock().expect("shown").is_empty());
         // Also when the call goes on after the cancel (a command given its grace to end).
         let (shown, show) = recorder(start);
@@ -211,7 +215,6 @@ mod tests {
         };
         let ended = showing(call, &live, &Cancel::never(), show).await;
         assert_eq!(ended.text, "done");
-        tokio::time::sleep(ms(1000)).await;
         assert!(shown.lock().expect("shown").is_empty());
         // A call that runs on: its output shows while it runs, and nothing after it ended, not
         // even what it wrote last.
@@ -224,8 +227,7 @@ mod tests {
             result()
         };
         showing(call, &live, &Cancel::never(), show).await;
-        tokio::time::sleep(ms(1000)).await;
         let shown = shown.lock().expect("shown").clone();
-        assert_eq!(shown, [(ms(1250), "first\n".to_owned())]);
+        assert_eq!(shown, [(ms(250), "first\n".to_owned())]);
     }
 }
