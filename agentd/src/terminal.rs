@@ -58,6 +58,22 @@ pub fn visible_bytes(bytes: &[u8]) -> Cow<'_, str> {
     Cow::Owned(shown)
 }
 
+/// `text` on one line for a person to read: its whitespace runs (newlines included) as one
+/// space, what a terminal would obey shown as [`visible`] does, and, when `max` is given, cut
+/// to at most that many characters, the last being `…`.
+pub fn one_line(text: &str, max: Option<usize>) -> String {
+    let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let line = visible(&line).into_owned();
+    match max {
+        Some(max) if line.chars().count() > max => {
+            let mut short: String = line.chars().take(max.saturating_sub(1)).collect();
+            short.push('…');
+            short
+        }
+        _ => line,
+    }
+}
+
 /// The characters [`visible`] escapes: C0 but `\n` and `\t`, DEL, C1 (Unicode's `Cc`), and
 /// the bidirectional formatting characters.
 fn is_escaped(c: char) -> bool {
@@ -134,6 +150,14 @@ mod tests {
         assert_eq!(visible("\u{2066}x\u{2069}"), "\\u{2066}x\\u{2069}");
         assert_eq!(visible("\u{200f}\u{61c}"), "\\u{200f}\\u{61c}");
         assert_eq!(visible("שלום"), "שלום", "right-to-left letters are text");
+    }
+
+    #[test]
+    fn one_line_joins_whitespace_escapes_controls_and_cuts() {
+        assert_eq!(one_line("a\n  b\tc", None), "a b c");
+        assert_eq!(one_line("x\u{1b}[2K", None), "x\\x1b[2K");
+        assert_eq!(one_line("abcdef", Some(4)), "abc…");
+        assert_eq!(one_line("abcd", Some(4)), "abcd");
     }
 
     #[test]

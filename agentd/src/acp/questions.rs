@@ -22,7 +22,7 @@ fn command(description: &ToolDescription) -> Option<&str> {
 fn question(description: &ToolDescription, wanted: Option<Mode>, text: String) -> Question {
     let title = match command(description) {
         Some(command) => {
-            let line = command.split_whitespace().collect::<Vec<_>>().join(" ");
+            let line = terminal::one_line(command, None);
             match wanted {
                 Some(mode) => format!("{line} (with {})", mode.as_str()),
                 None => line,
@@ -31,7 +31,7 @@ fn question(description: &ToolDescription, wanted: Option<Mode>, text: String) -
         None => description.title.clone(),
     };
     Question {
-        title: terminal::visible(&title).into_owned(),
+        title,
         kind: description.kind.as_str().to_owned(),
         input: description.input.clone(),
         text: terminal::visible(&text).into_owned(),

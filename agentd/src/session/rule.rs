@@ -46,7 +46,7 @@ impl Scope {
     /// `` `make` ``, `write_file`; what a terminal would obey shown as escapes.
     pub fn name(&self) -> String {
         let what = match &self.command {
-            Some(command) => format!("`{}`", crate::terminal::visible(&quoted(command))),
+            Some(command) => format!("`{}`", crate::terminal::one_line(command, Some(NAME_CHARS))),
             None => self.tool.clone(),
         };
         match self.mode {
@@ -54,15 +54,4 @@ impl Scope {
             None => what,
         }
     }
-}
-
-/// A command on one line, cut to [`NAME_CHARS`] characters.
-fn quoted(command: &str) -> String {
-    let line = command.split_whitespace().collect::<Vec<_>>().join(" ");
-    if line.chars().count() <= NAME_CHARS {
-        return line;
-    }
-    let mut short: String = line.chars().take(NAME_CHARS - 1).collect();
-    short.push('…');
-    short
 }

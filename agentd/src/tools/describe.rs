@@ -96,16 +96,9 @@ fn titled(verb: &str, what: Option<String>) -> String {
 }
 
 /// One line of at most [`TITLE_CHARS`] characters, with what a terminal or a bidirectional
-/// renderer would obey shown as escapes ([`crate::terminal::visible`]).
+/// renderer would obey shown as escapes.
 fn shorten(text: &str) -> String {
-    let line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    let line = crate::terminal::visible(&line).into_owned();
-    if line.chars().count() <= TITLE_CHARS {
-        return line;
-    }
-    let mut short: String = line.chars().take(TITLE_CHARS - 1).collect();
-    short.push('…');
-    short
+    crate::terminal::one_line(text, Some(TITLE_CHARS))
 }
 
 #[cfg(test)]
