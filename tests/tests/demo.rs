@@ -3,8 +3,6 @@
 
 mod support;
 
-use std::process::Command;
-
 use support::acp::{Scratch, scratch_base};
 
 #[test]
@@ -13,16 +11,7 @@ fn the_demo_passes_every_check_and_its_agent_exits_at_the_end_of_its_input() {
     let scratch = Scratch::new_in(&scratch_base(), "demo");
     let home = scratch.root.join("home");
     std::fs::create_dir_all(&home).expect("home");
-    let out = Command::new(support::binary("agentd"))
-        .arg("demo")
-        .env_clear()
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-        .env("HOME", &home)
-        .env("XDG_CONFIG_HOME", scratch.root.join("config"))
-        .env("XDG_STATE_HOME", scratch.root.join("state"))
-        .current_dir(scratch.ws())
-        .output()
-        .expect("run agentd demo");
+    let out = scratch.agentd("demo").output().expect("run agentd demo");
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),

@@ -5,8 +5,6 @@
 
 mod support;
 
-use std::process::Command;
-
 use serde_json::json;
 use support::acp::{AcpClient, Scratch};
 
@@ -42,16 +40,11 @@ fn session_new_refuses_a_workspace_that_holds_agentds_configuration_and_logs() {
 }
 
 fn agentd_run(scratch: &Scratch, workspace: &std::path::Path) -> std::process::Output {
-    Command::new(support::binary("agentd"))
-        .args(["run", "--json", "--mode", "workspace-write", "--workspace"])
+    scratch
+        .agentd("run")
+        .args(["--json", "--mode", "workspace-write", "--workspace"])
         .arg(workspace)
         .args(["--", "true"])
-        .env_clear()
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-        .env("HOME", scratch.root.join("home"))
-        .env("XDG_CONFIG_HOME", scratch.root.join("config"))
-        .env("XDG_STATE_HOME", scratch.root.join("state"))
-        .current_dir(scratch.ws())
         .output()
         .expect("run agentd")
 }

@@ -11,18 +11,10 @@ use std::time::Duration;
 use serde_json::Value;
 use support::acp::Scratch;
 
-/// `agentd run ARGS` with a small, known environment, in the scratch's workspace.
+/// `agentd run ARGS` with the scratch's small, known environment, in its workspace.
 fn agentd_run(scratch: &Scratch, args: &[&str]) -> Command {
-    let mut command = Command::new(support::binary("agentd"));
-    command
-        .arg("run")
-        .args(args)
-        .env_clear()
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-        .env("HOME", scratch.root.join("home"))
-        .env("XDG_CONFIG_HOME", scratch.root.join("config"))
-        .env("XDG_STATE_HOME", scratch.root.join("state"))
-        .current_dir(scratch.ws());
+    let mut command = scratch.agentd("run");
+    command.args(args);
     command
 }
 
@@ -114,11 +106,9 @@ fn the_configuration_files_sandbox_mode_applies_and_a_flag_beats_it() {
     assert!(!landed, "{facts}");
     assert_eq!(facts["denied"], true, "{facts}");
     scratch.config("[sandbox]\nmode = \"workspace-write\"\n");
-    let show = Command::new(support::binary("agentd"))
-        .args(["config", "show"])
-        .env_clear()
-        .env("HOME", scratch.root.join("home"))
-        .env("XDG_CONFIG_HOME", scratch.root.join("config"))
+    let show = scratch
+        .agentd("config")
+        .arg("show")
         .output()
         .expect("config show");
     let show = String::from_utf8_lossy(&show.stdout).into_owned();

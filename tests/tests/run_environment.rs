@@ -5,22 +5,16 @@
 
 mod support;
 
-use std::process::{Command, Output};
+use std::process::Output;
 
 use support::acp::Scratch;
 
 /// `agentd run ARGS` with a small, known environment plus `env`.
 fn agentd_run(scratch: &Scratch, args: &[&str], env: &[(&str, &str)]) -> Output {
-    Command::new(support::binary("agentd"))
-        .arg("run")
+    scratch
+        .agentd("run")
         .args(args)
-        .env_clear()
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-        .env("HOME", scratch.root.join("home"))
-        .env("XDG_CONFIG_HOME", scratch.root.join("config"))
-        .env("XDG_STATE_HOME", scratch.root.join("state"))
         .envs(env.iter().copied())
-        .current_dir(scratch.ws())
         .output()
         .expect("run agentd")
 }

@@ -6,7 +6,7 @@
 mod support;
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::{Value, json};
 use support::acp::{Scratch, scratch_base};
@@ -14,15 +14,10 @@ use support::acp::{Scratch, scratch_base};
 /// `agentd run --json --mode workspace-write ARGS` in the scratch's workspace, HOME in the
 /// scratch area.
 fn agentd_run(scratch: &Scratch, args: &[&str]) -> Output {
-    Command::new(support::binary("agentd"))
-        .args(["run", "--json", "--mode", "workspace-write"])
+    scratch
+        .agentd("run")
+        .args(["--json", "--mode", "workspace-write"])
         .args(args)
-        .env_clear()
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-        .env("HOME", scratch.root.join("home"))
-        .env("XDG_CONFIG_HOME", scratch.root.join("config"))
-        .env("XDG_STATE_HOME", scratch.root.join("state"))
-        .current_dir(scratch.ws())
         .output()
         .expect("run agentd")
 }

@@ -77,6 +77,21 @@ impl Scratch {
         self.root.join("state")
     }
 
+    /// `agentd SUBCOMMAND` with a small, known environment (PATH, and HOME and the XDG
+    /// directories inside the scratch area), in the workspace.
+    pub fn agentd(&self, subcommand: &str) -> Command {
+        let mut command = Command::new(binary("agentd"));
+        command
+            .arg(subcommand)
+            .env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env("HOME", self.root.join("home"))
+            .env("XDG_CONFIG_HOME", self.root.join("config"))
+            .env("XDG_STATE_HOME", self.root.join("state"))
+            .current_dir(self.ws());
+        command
+    }
+
     /// Writes `agentd.toml` where agentd finds it (`$XDG_CONFIG_HOME/agentd/`).
     pub fn config(&self, text: &str) {
         let dir = self.root.join("config").join("agentd");
