@@ -256,6 +256,7 @@ impl ChildLoop {
     async fn call(&self, call: &ToolCall) -> Result<(), Stopped> {
         let turn = self.run.turn;
         let description = tools::describe(&call.name, &call.arguments);
+        let asks = self.asks(call);
         self.record(
             Event::ToolCall {
                 turn,
@@ -264,13 +265,13 @@ impl ChildLoop {
                 title: description.title.clone(),
                 kind: description.kind.as_str().to_owned(),
                 input: description.input.clone(),
-                pending: self.asks(call),
+                pending: asks,
             },
             true,
         )?;
         self.show_progress();
         let result = self.result(call, &description).await;
-        if self.asks(call) {
+        if asks {
             // The permission request showed this call on its own: end it there too.
             self.show_status(&call.id, result.status);
         }

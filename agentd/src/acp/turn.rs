@@ -229,6 +229,10 @@ impl Turn<'_> {
                     return Ok(Ending::Stop(StopReason::Cancelled));
                 }
                 let description = tools::describe(&call.name, &call.arguments);
+                // Read once: whether it asks to escalate decides how it is announced and gated.
+                let requested = tools::requested_escalation(&self.session.tools, call);
+                let asks = self.state.options.ask_before.contains(&call.name)
+                    || matches!(requested, Ok(Some(_)));
                 self.show_synced(Event::ToolCall {
                     turn: self.number,
                     call_id: call.id.clone(),
@@ -236,7 +240,8 @@ impl Turn<'_> {
                     title: description.title.clone(),
                     kind: description.kind.as_str().to_owned(),
                     input: description.input.clone(),
-                    pending: self.asks(call),
+                    // It waits for a person before it may run.
+                    pending: asks,
                 })?;
                 // Taken before the gate reads the mode: a narrowing after it reaches a
                 // background task this call starts, however long the gate takes.
@@ -249,7 +254,7 @@ impl Turn<'_> {
                         None => self.delegate(call).await,
                     }
                 } else {
-                    match self.gate(call, &description).await {
+                    match self.gate(call, &description, requested).await {
                         Err(refused) => refused,
                         Ok(mode) => {
                             let live = LiveOutput::new();
@@ -299,6 +304,7 @@ impl Turn<'_> {
         &self,
         call: &ToolCall,
         description: &tools::ToolDescription,
+        requested: Result<Option<tools::Escalation>, tools::ArgsError>,
     ) -> Result<Mode, ToolResult> {
         let effective = self.session.effective_mode();
         let refused = |text: String, extra: serde_json::Value| {
@@ -308,7 +314,7 @@ impl Turn<'_> {
             }
             ToolResult::failed(text, facts)
         };
-        let escalation = match tools::requested_escalation(&self.session.tools, call) {
+        let escalation = match requested {
             Err(e) => {
                 let invalid = serde_json::json!({ "invalid_call": true });
                 return Err(refused(e.to_string(), invalid));
@@ -358,16 +364,6 @@ impl Turn<'_> {
                 serde_json::json!({ "escalation": wanted.as_str(), "approval": outcome.as_str() }),
             )),
         }
-    }
-
-    /// Whether the call waits for a person before it may run: a tool listed in
-    /// `approval.ask_before`, or a `bash` call that asks to escalate (announced `pending`).
-    fn asks(&self, call: &ToolCall) -> bool {
-        self.state.options.ask_before.contains(&call.name)
-            || matches!(
-                tools::requested_escalation(&self.session.tools, call),
-                Ok(Some(_))
-            )
     }
 
     /// Asks the user before a tool listed in `approval.ask_before` runs. `None` when the call
