@@ -37,6 +37,7 @@ pub mod composition;
 pub mod config;
 pub mod demo;
 pub mod denial;
+pub mod deny_read;
 pub mod environment;
 pub mod helper_client;
 pub mod knobs;
@@ -45,6 +46,7 @@ pub mod narrowing;
 pub mod profile;
 mod real_path;
 pub mod session;
+pub mod session_temp;
 pub mod terminal;
 #[cfg(test)]
 mod test_support;

@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use confine_protocol::{Mode, Network, Policy};
 
 use crate::denial::Scope;
+use crate::deny_read::{self, DenyRead};
 
 /// The project's own directory in a workspace: read-only to commands whenever it exists.
 pub const PROJECT_DIR: &str = ".agentd";
@@ -50,6 +51,10 @@ pub struct SandboxProfile {
     /// Relative subpaths kept read-only inside every writable root (`sandbox.protected`, a
     /// project file's, `agentd run --protect`), besides the repository metadata.
     pub protected: Vec<PathBuf>,
+    /// Loopback sockets inside the sandbox's own network namespace (`sandbox.local_binding`).
+    pub local_binding: bool,
+    /// What no confined command may read (`sandbox.deny_read`), expanded at each request.
+    pub deny_read: Vec<DenyRead>,
 }
 
 /// A cache directory that does not exist could not be created.
@@ -123,8 +128,22 @@ impl SandboxProfile {
 
     /// The policy of one command (or file operation) in `workspace` under `mode`: the extra
     /// roots in workspace-write only, the protected paths in every mode (they also decide how a
-    /// denial is judged).
-    pub fn policy(&self, mode: Mode, workspace: &Path, network: Network) -> Policy {
+    /// denial is judged), `local_binding`, and the denied reads as they are found now (in the
+    /// workspace and every extra root, whatever the mode). Fails only when a `**/` pattern's
+    /// walk is too large, so nothing runs with a match left unfound.
+    pub fn policy(
+        &self,
+        mode: Mode,
+        workspace: &Path,
+        network: Network,
+    ) -> Result<Policy, deny_read::TooLarge> {
+        let mut policy = self.writes(mode, workspace, network);
+        policy.deny_read = self.denied_reads(mode, workspace)?;
+        Ok(policy)
+    }
+
+    /// [`SandboxProfile::policy`] without its denied reads: what decides where a write may land.
+    pub fn writes(&self, mode: Mode, workspace: &Path, network: Network) -> Policy {
         let bytes = |path: &Path| path.as_os_str().as_bytes().to_vec();
         let writable_roots = match mode {
             Mode::WorkspaceWrite => self.roots().iter().map(|r| bytes(r)).collect(),
@@ -141,7 +160,28 @@ impl SandboxProfile {
                 .map(|p| bytes(p))
                 .collect(),
             never_writable: Vec::new(),
+            local_binding: self.local_binding,
+            deny_read: Vec::new(),
+            session_temp: None,
         }
+    }
+
+    /// The denied reads of a command in `workspace` as real paths (none in danger-full-access).
+    fn denied_reads(
+        &self,
+        mode: Mode,
+        workspace: &Path,
+    ) -> Result<Vec<Vec<u8>>, deny_read::TooLarge> {
+        if mode == Mode::DangerFullAccess || self.deny_read.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut roots = vec![workspace.to_path_buf()];
+        roots.extend(self.roots());
+        let found = deny_read::expand(&self.deny_read, &roots)?;
+        Ok(found
+            .iter()
+            .map(|p| p.as_os_str().as_bytes().to_vec())
+            .collect())
     }
 
     /// What a command started in `cwd` under `policy` is judged on: the policy's scope, with
@@ -176,6 +216,7 @@ mod tests {
                 path: "/srv/shared".into(),
             }],
             protected: vec!["secrets".into()],
+            ..SandboxProfile::default()
         }
     }
 
@@ -188,7 +229,7 @@ mod tests {
     #[test]
     fn the_extra_roots_apply_in_workspace_write_only() {
         let scratch = Scratch::new("profile-modes");
-        let write = profile().policy(Mode::WorkspaceWrite, &scratch.0, Network::Deny);
+        let write = profile().writes(Mode::WorkspaceWrite, &scratch.0, Network::Deny);
         assert_eq!(
             paths(&write.writable_roots),
             ["/srv/scratch", "/srv/shared"]
@@ -198,7 +239,7 @@ mod tests {
             Some(scratch.0.as_os_str().as_bytes())
         );
         for mode in [Mode::ReadOnly, Mode::DangerFullAccess] {
-            let policy = profile().policy(mode, &scratch.0, Network::Deny);
+            let policy = profile().writes(mode, &scratch.0, Network::Deny);
             assert_eq!(policy.writable_roots, Vec::<Vec<u8>>::new(), "{mode:?}");
             assert_eq!(paths(&policy.protected), ["secrets"], "{mode:?}");
         }
@@ -209,7 +250,7 @@ mod tests {
         let scratch = Scratch::new("profile-project");
         let protected = |p: &SandboxProfile| {
             paths(
-                &p.policy(Mode::WorkspaceWrite, &scratch.0, Network::Deny)
+                &p.writes(Mode::WorkspaceWrite, &scratch.0, Network::Deny)
                     .protected,
             )
         };
@@ -275,11 +316,47 @@ mod tests {
     fn in_read_only_mode_a_write_to_an_extra_root_is_judged_as_workspace_write_would_lift_it() {
         let scratch = Scratch::new("profile-scope");
         let profile = profile();
-        let read_only = profile.policy(Mode::ReadOnly, &scratch.0, Network::Deny);
+        let read_only = profile.writes(Mode::ReadOnly, &scratch.0, Network::Deny);
         let scope = profile.scope(&scratch.0, &read_only);
         assert!(scope.roots.contains(&PathBuf::from("/srv/scratch")));
-        let write = profile.policy(Mode::WorkspaceWrite, &scratch.0, Network::Deny);
+        let write = profile.writes(Mode::WorkspaceWrite, &scratch.0, Network::Deny);
         let scope = profile.scope(&scratch.0, &write);
         assert_eq!(scope.roots.len(), 3, "{:?}", scope.roots);
+    }
+
+    #[test]
+    fn denied_reads_are_found_per_request_in_confined_modes_and_local_binding_is_sent() {
+        let scratch = Scratch::new("profile-deny");
+        let ws = scratch.0.canonicalize().expect("ws");
+        std::fs::write(ws.join(".env"), "A=1").expect("write");
+        let profile = SandboxProfile {
+            deny_read: vec![crate::deny_read::parse("**/.env", None).expect("entry")],
+            local_binding: true,
+            ..SandboxProfile::default()
+        };
+        for mode in [Mode::ReadOnly, Mode::WorkspaceWrite] {
+            let policy = profile.policy(mode, &ws, Network::Deny).expect("policy");
+            assert_eq!(
+                paths(&policy.deny_read),
+                [ws.join(".env").display().to_string()]
+            );
+            assert!(policy.local_binding);
+        }
+        // Unconfined, nothing is denied; what decides writes has no denied reads.
+        let full = profile.policy(Mode::DangerFullAccess, &ws, Network::Deny);
+        assert!(full.expect("policy").deny_read.is_empty());
+        assert!(
+            profile
+                .writes(Mode::WorkspaceWrite, &ws, Network::Deny)
+                .deny_read
+                .is_empty()
+        );
+        // A file created after one request is found by the next.
+        std::fs::create_dir(ws.join("sub")).expect("mkdir");
+        std::fs::write(ws.join("sub/.env"), "B=2").expect("write");
+        let policy = profile
+            .policy(Mode::ReadOnly, &ws, Network::Deny)
+            .expect("policy");
+        assert_eq!(policy.deny_read.len(), 2);
     }
 }

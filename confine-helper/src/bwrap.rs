@@ -1,9 +1,11 @@
 //! The bubblewrap backend: the exact bwrap argument vector for one command.
 //!
 //! The order of mounts is the security property: `/` read-only first, fresh `/dev` and `/proc`,
-//! the command's private temp directory on `/tmp` (workspace-write), the writable roots, the pinned directories, then the
-//! protected paths, then the masks — later mounts win, so nothing writable can shadow a
-//! protected path. Every mount of a host path is made from a descriptor the helper opened and
+//! the command's `/tmp` in workspace-write (a private directory, or the session's), the
+//! writable roots, the pinned directories, then the protected paths, then the masks and the
+//! denied reads (an empty read-only tmpfs on a directory, an empty read-only file on a file) —
+//! later mounts win, so nothing writable can shadow a protected path or a denied read. Every
+//! mount of a host path is made from a descriptor the helper opened and
 //! checked (`--bind-fd`, `--ro-bind-fd`), never from a name bwrap would resolve again; bwrap
 //! also checks that what it mounted at each destination is that descriptor's file. Every string
 //! from the request goes after `--` or as the value of an option, never where bwrap would parse
@@ -43,7 +45,7 @@ pub(crate) type FdBind = (i32, PathBuf);
 #[derive(Debug)]
 pub(crate) struct Args<'a> {
     pub(crate) network_allowed: bool,
-    /// The command's private temp directory, bound on /tmp (workspace-write).
+    /// The command's temp directory, bound read-write on /tmp (workspace-write).
     pub(crate) tmp: Option<i32>,
     /// The descriptor of `/`, bound read-only.
     pub(crate) root_fd: i32,
@@ -51,6 +53,10 @@ pub(crate) struct Args<'a> {
     /// Directories on the way to protected paths, bound read-write onto themselves.
     pub(crate) pinned: &'a [FdBind],
     pub(crate) read_only: &'a [FdBind],
+    /// Denied directories, each covered by an empty read-only tmpfs.
+    pub(crate) denied_dirs: &'a [PathBuf],
+    /// Denied files, each covered by an empty read-only file bwrap makes from the descriptor.
+    pub(crate) denied_files: &'a [FdBind],
     pub(crate) masked: &'a [PathBuf],
     /// The descriptor number, in the command, that holds the seccomp program.
     pub(crate) seccomp_fd: i32,
@@ -99,6 +105,17 @@ pub(crate) fn argv(bwrap: &Path, a: &Args<'_>) -> Vec<Vec<u8>> {
     for m in a.masked {
         out.extend([b"--tmpfs".to_vec(), path(m)]);
     }
+    for d in a.denied_dirs {
+        out.extend([
+            b"--tmpfs".to_vec(),
+            path(d),
+            b"--remount-ro".to_vec(),
+            path(d),
+        ]);
+    }
+    for (fd, dest) in a.denied_files {
+        fd_bind(&mut out, "--ro-bind-data", (*fd, dest));
+    }
     out.extend([b"--chdir".to_vec(), a.cwd.to_vec()]);
     out.extend([b"--seccomp".to_vec(), a.seccomp_fd.to_string().into_bytes()]);
     out.push(b"--clearenv".to_vec());
@@ -132,6 +149,8 @@ mod tests {
                 writable: &[],
                 pinned: &[],
                 read_only: &[],
+                denied_dirs: &[],
+                denied_files: &[],
                 masked: &[],
                 seccomp_fd: 3,
                 cwd: b"/work",
@@ -152,7 +171,7 @@ mod tests {
     }
 
     #[test]
-    fn protected_paths_are_mounted_from_descriptors_after_roots_and_pins_and_masks_last() {
+    fn protected_paths_are_mounted_from_descriptors_after_roots_and_pins_and_denials_last() {
         let argv = argv(
             Path::new("/usr/bin/bwrap"),
             &Args {
@@ -165,6 +184,8 @@ mod tests {
                     (7, PathBuf::from("/w/.git")),
                     (8, PathBuf::from("/w/deps/m/.git")),
                 ],
+                denied_dirs: &[PathBuf::from("/home/u/.ssh")],
+                denied_files: &[(10, PathBuf::from("/w/.env"))],
                 masked: &[PathBuf::from("/run/confine")],
                 seccomp_fd: 3,
                 cwd: b"/w",
@@ -178,7 +199,8 @@ mod tests {
             t.contains(
                 "--ro-bind-fd 4 / --dev /dev --proc /proc --bind-fd 9 /tmp --bind-fd 5 /w \
                  --bind-fd 6 /w/deps --ro-bind-fd 7 /w/.git --ro-bind-fd 8 /w/deps/m/.git \
-                 --tmpfs /run/confine --chdir /w"
+                 --tmpfs /run/confine --tmpfs /home/u/.ssh --remount-ro /home/u/.ssh \
+                 --ro-bind-data 10 /w/.env --chdir /w"
             ),
             "{t}"
         );

@@ -14,6 +14,7 @@ use landlock::{
     Ruleset as LlRuleset, RulesetAttr, RulesetCreatedAttr, RulesetError, Scope,
 };
 
+use crate::confine::Grant;
 use crate::sys;
 
 /// A created ruleset and what it cannot enforce.
@@ -36,6 +37,9 @@ pub(crate) struct Plan<'a> {
     /// and checked: the rules are made from them, not from their names.
     pub(crate) writable: &'a [OwnedFd],
     pub(crate) network_denied: bool,
+    /// Denied reads outside the writable roots, as real paths: `/` is then granted as the tree
+    /// with them cut out ([`crate::confine::read_rules`]) instead of as one rule.
+    pub(crate) denied: &'a [&'a Path],
 }
 
 /// Why no ruleset was built; the text is the detail of a `RunnerFailed{landlock}`.
@@ -57,6 +61,10 @@ pub(crate) enum BuildError {
     Allow { path: PathBuf, source: RulesetError },
     #[error("allowing a writable root: {0}")]
     AllowRoot(#[source] RulesetError),
+    #[error("cutting the denied reads out of /: {0}")]
+    Cut(#[source] std::io::Error),
+    #[error("allowing the tree around the denied reads: {0}")]
+    AllowAround(#[source] RulesetError),
     #[error("the kernel did not create a ruleset")]
     NotCreated,
 }
@@ -89,11 +97,24 @@ pub(crate) fn build(plan: &Plan<'_>) -> Result<Ruleset, BuildError> {
     if plan.abi >= 3 {
         null_rights |= AccessFs::Truncate;
     }
+    let mut fixed = vec![(Path::new("/dev/null"), null_rights)];
+    if plan.denied.is_empty() {
+        fixed.push((Path::new("/"), read));
+    } else {
+        let file_read = read & AccessFs::from_file(abi);
+        for (fd, grant) in crate::confine::read_rules(plan.denied).map_err(BuildError::Cut)? {
+            let rights = match grant {
+                Grant::List => AccessFs::ReadDir.into(),
+                Grant::ReadDir => read,
+                Grant::ReadFile => file_read,
+            };
+            created = created
+                .add_rule(PathBeneath::new(fd, rights))
+                .map_err(BuildError::AllowAround)?;
+        }
+    }
     // `/` and `/dev/null` are owned by root; no command can swap them.
-    for (path, rights) in [
-        (Path::new("/"), read),
-        (Path::new("/dev/null"), null_rights),
-    ] {
+    for (path, rights) in fixed {
         let fd = PathFd::new(path).map_err(|source| BuildError::Open {
             path: path.to_owned(),
             source,

@@ -17,8 +17,10 @@
 //! - `ioctl(TIOCSTI)` and `ioctl(TIOCLINUX)`: pushing keystrokes into a terminal, compared on
 //!   the low 32 bits the kernel uses (CVE-2019-10063);
 //! - `socket()`: `AF_UNIX` is always denied (pathname and abstract sockets reach D-Bus, docker,
-//!   ssh-agent); with the network denied every family is; with it allowed only `AF_INET`,
-//!   `AF_INET6` and `AF_NETLINK` remain. `socketpair(AF_UNIX)` stays allowed;
+//!   ssh-agent); with the network denied every family is; with it allowed — or with
+//!   `local_binding` inside bwrap's own empty network namespace, where only its loopback
+//!   exists — only `AF_INET`, `AF_INET6` and `AF_NETLINK` remain. `socketpair(AF_UNIX)` stays
+//!   allowed;
 //! - `bpf`, `perf_event_open`, `kcmp`, `process_madvise`: kernel surfaces no tool needs, and
 //!   the last two reach into other processes;
 //! - scheduling and resources of other processes: `sched_setscheduler`, `sched_setparam`,
@@ -47,7 +49,9 @@ use seccompiler::{
 /// What varies between filters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct Variant {
-    pub(crate) network_allowed: bool,
+    /// `AF_INET`, `AF_INET6` and `AF_NETLINK` sockets may be created: the network is allowed,
+    /// or the command has its own network namespace and asked for `local_binding`.
+    pub(crate) inet_sockets: bool,
     pub(crate) read_only: bool,
     /// The command runs in its own IPC namespace (bwrap): SysV IPC and message queues stay.
     pub(crate) ipc_namespace: bool,
@@ -156,7 +160,7 @@ pub(crate) fn build(variant: Variant) -> Result<BpfProgram, FilterError> {
         libc::AF_INET6 as u64,
         libc::AF_NETLINK as u64,
     );
-    if variant.network_allowed {
+    if variant.inet_sockets {
         // Every family but AF_INET, AF_INET6 and AF_NETLINK, as ranges between them.
         rules.insert(
             libc::SYS_socket,
@@ -368,11 +372,11 @@ mod tests {
 
     #[test]
     fn every_variant_builds() {
-        for network_allowed in [false, true] {
+        for inet_sockets in [false, true] {
             for read_only in [false, true] {
                 for ipc_namespace in [false, true] {
                     let program = build(Variant {
-                        network_allowed,
+                        inet_sockets,
                         read_only,
                         ipc_namespace,
                     })
@@ -393,7 +397,7 @@ mod tests {
     #[test]
     fn bytes_are_eight_per_instruction() {
         let program = build(Variant {
-            network_allowed: false,
+            inet_sockets: false,
             read_only: false,
             ipc_namespace: false,
         })

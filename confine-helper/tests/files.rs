@@ -19,6 +19,9 @@ fn policy(mode: Mode, workspace: &std::path::Path) -> Policy {
         network: Network::Deny,
         protected: vec![],
         never_writable: vec![],
+        local_binding: false,
+        deny_read: Vec::new(),
+        session_temp: None,
     }
 }
 

@@ -42,6 +42,10 @@ pub struct Invocation {
     /// agentd's working directory, which the command inherits.
     pub cwd: PathBuf,
     pub writable_roots: Vec<PathBuf>,
+    /// `--deny-read ENTRY`: paths (or `**/NAME` patterns) the command may not read.
+    pub deny_read: Vec<OsString>,
+    /// `--local-binding`: loopback sockets inside the sandbox.
+    pub local_binding: bool,
     pub network_allow: bool,
     pub timeout_secs: Option<u64>,
     pub ceiling: Option<PathBuf>,
@@ -66,6 +70,8 @@ impl Invocation {
             workspace: workspace.to_owned(),
             cwd: workspace.to_owned(),
             writable_roots: Vec::new(),
+            deny_read: Vec::new(),
+            local_binding: false,
             network_allow: false,
             timeout_secs: None,
             ceiling: None,
@@ -80,6 +86,16 @@ impl Invocation {
 
     pub fn writable_root(mut self, root: impl Into<PathBuf>) -> Invocation {
         self.writable_roots.push(root.into());
+        self
+    }
+
+    pub fn deny_read(mut self, entry: impl Into<OsString>) -> Invocation {
+        self.deny_read.push(entry.into());
+        self
+    }
+
+    pub fn local_binding(mut self) -> Invocation {
+        self.local_binding = true;
         self
     }
 
@@ -143,6 +159,13 @@ impl Invocation {
         for root in &self.writable_roots {
             args.push("--writable-root".into());
             args.push(root.clone().into());
+        }
+        for entry in &self.deny_read {
+            args.push("--deny-read".into());
+            args.push(entry.clone());
+        }
+        if self.local_binding {
+            args.push("--local-binding".into());
         }
         args.push("--network".into());
         args.push(if self.network_allow { "allow" } else { "deny" }.into());

@@ -220,6 +220,13 @@ impl<'a> Cx<'a> {
         Ok(Probe::new(python, &self.shared.probe_script))
     }
 
+    /// The Python this cell's user can run, or a skip when there is none.
+    pub fn python_path(&self) -> Result<PathBuf, Stop> {
+        self.python
+            .map(Path::to_path_buf)
+            .ok_or_else(|| Stop::Skip(format!("no python3 that {} can run", self.user().name)))
+    }
+
     /// `/bin/sh -c SCRIPT`.
     pub fn sh(&self, script: &str) -> Vec<OsString> {
         vec!["/bin/sh".into(), "-c".into(), script.into()]

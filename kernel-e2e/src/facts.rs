@@ -120,6 +120,10 @@ pub struct Facts {
     pub denied_paths: Vec<String>,
     /// The writable roots the command had besides the workspace; present only when some.
     pub writable_roots: Vec<String>,
+    /// The paths the command was denied reading; present only when some.
+    pub deny_read: Vec<String>,
+    /// Loopback sockets inside the sandbox; present (and true) only when given.
+    pub local_binding: bool,
 }
 
 const KEYS: [&str; 8] = [
@@ -134,7 +138,12 @@ const KEYS: [&str; 8] = [
 ];
 
 /// Keys a facts line has only when they are not empty.
-const OPTIONAL_KEYS: [&str; 2] = ["denied_paths", "writable_roots"];
+const OPTIONAL_KEYS: [&str; 4] = [
+    "denied_paths",
+    "writable_roots",
+    "deny_read",
+    "local_binding",
+];
 
 impl Facts {
     /// Parses the facts line; the error says which part of the contract the line breaks.
@@ -192,6 +201,12 @@ impl Facts {
             ));
         }
         let writable_roots = optional_paths(object.get("writable_roots"), "writable_roots")?;
+        let deny_read = optional_paths(object.get("deny_read"), "deny_read")?;
+        let local_binding = match object.get("local_binding") {
+            None => false,
+            Some(Value::Bool(true)) => true,
+            Some(other) => return Err(format!("local_binding is present but not true: {other}")),
+        };
         Ok(Facts {
             exit,
             backend,
@@ -203,6 +218,8 @@ impl Facts {
             timed_out: boolean(field("timed_out")?, "timed_out")?,
             denied_paths,
             writable_roots,
+            deny_read,
+            local_binding,
         })
     }
 
@@ -352,6 +369,9 @@ impl Facts {
                         let allowed = m.starts_with("process limit")
                             || is_missing_path_gap(m)
                             || (backend == Backend::Landlock
+                                && !self.deny_read.is_empty()
+                                && m.starts_with(DENIED_NAMES_GAP))
+                            || (backend == Backend::Landlock
                                 && m.starts_with(PROCESS_VISIBILITY_GAP));
                         !allowed
                     })
@@ -375,6 +395,9 @@ impl Facts {
         Ok(())
     }
 }
+
+/// How Landlock names the one part of a denied directory it cannot deny: its entries' names.
+pub const DENIED_NAMES_GAP: &str = "names of the entries in the denied directory";
 
 /// `denials`: an array of distinct known kinds.
 /// An optional list of absolute paths: absent, or a non-empty array of them.

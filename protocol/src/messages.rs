@@ -85,6 +85,19 @@ wire! {
         /// Absolute paths (the requester's own configuration, state and binary) that no
         /// writable root may contain or lie inside, whether they exist or not.
         pub never_writable: Vec<Bytes>,
+        /// With the network denied: sockets on the loopback interface of the command's own,
+        /// empty network namespace (bind, listen, connect to 127.0.0.1 and ::1). Nothing
+        /// outside the sandbox is reachable through it; a backend without a network namespace
+        /// refuses the request.
+        pub local_binding: bool,
+        /// Absolute paths the command may not read, list or execute, in every confined mode:
+        /// files and directories that exist when the command starts. One that contains a
+        /// writable root is refused.
+        pub deny_read: Vec<Bytes>,
+        /// A directory the requester keeps for a whole session: the command's `/tmp` (and
+        /// `TMPDIR`) instead of a fresh one, writable in workspace-write and read-only in
+        /// read-only mode. Checked like a writable root; the helper never removes it.
+        pub session_temp: Option<Bytes>,
     }
 
     /// Resource limits of one command.

@@ -47,6 +47,9 @@ fn minimal_spawn() -> Spawn {
             network: Network::Deny,
             protected: Vec::new(),
             never_writable: Vec::new(),
+            local_binding: false,
+            deny_read: Vec::new(),
+            session_temp: None,
         },
         backend: BackendChoice::Auto,
         limits: Limits {

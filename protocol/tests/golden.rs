@@ -320,6 +320,9 @@ fn spawn() -> Spawn {
             network: Network::Deny,
             protected: vec![b".cargo".to_vec()],
             never_writable: vec![b"/home/u/.config/agentd".to_vec()],
+            local_binding: true,
+            deny_read: vec![b"/home/u/.ssh".to_vec()],
+            session_temp: Some(b"/tmp/agentd-session-a1b2c3".to_vec()),
         },
         backend: BackendChoice::Auto,
         limits: Limits {
@@ -350,6 +353,9 @@ fn minimal_spawn() -> Spawn {
             network: Network::Deny,
             protected: Vec::new(),
             never_writable: Vec::new(),
+            local_binding: false,
+            deny_read: Vec::new(),
+            session_temp: None,
         },
         backend: BackendChoice::Auto,
         limits: Limits {

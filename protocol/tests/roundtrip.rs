@@ -159,6 +159,9 @@ fn spawn(rng: &mut Rng) -> Spawn {
             network: rng.pick(&[Network::Deny, Network::Allow]),
             protected: rng.bytes_list(),
             never_writable: rng.bytes_list(),
+            local_binding: rng.bool(),
+            deny_read: rng.bytes_list(),
+            session_temp: rng.option(Rng::bytes),
         },
         backend: rng.pick(&[
             BackendChoice::Auto,

@@ -39,6 +39,17 @@ pub(super) enum AcpError {
     /// `session/set_config_option` asked for a model whose provider could not be built.
     #[error("{0}; fix that and start agentd again to select it")]
     ModelRefused(Unusable),
+    /// The session's temp directory could not be made.
+    #[error(
+        "cannot make the session's temp directory in {}: {source}; set TMPDIR to a writable \
+         directory",
+        base.display()
+    )]
+    SessionTemp {
+        base: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     /// The `cwd` of `session/new` is relative.
     #[error("cwd {} must be an absolute path", .0.display())]
     CwdNotAbsolute(PathBuf),
@@ -103,6 +114,7 @@ impl From<AcpError> for Error {
             | AcpError::Log(_)
             | AcpError::LogWrite(_)
             | AcpError::CacheDir(_)
+            | AcpError::SessionTemp { .. }
             | AcpError::Project(_) => ErrorCode::INTERNAL_ERROR,
         };
         Error::new(code, error.to_string())

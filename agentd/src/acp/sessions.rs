@@ -40,6 +40,7 @@ use crate::config::BuiltModel;
 use crate::config::read_project;
 use crate::narrowing;
 use crate::session::{Event, EventLog, LogError, Record, SessionLog, log};
+use crate::session_temp::SessionTemp;
 use crate::tools::{ClientFs, SpecOptions, Stopping, TASK, ToolEnv};
 use crate::words::ApprovalPolicy;
 
@@ -204,11 +205,13 @@ impl Sessions {
             .profile
             .create_cache_dirs()
             .map_err(AcpError::from)?;
+        let temp = session_temp()?;
         let id = log::new_id();
         let (log, first) =
             EventLog::create(&state.options.state_dir, &id, &cwd).map_err(AcpError::of_log)?;
-        let session =
-            Arc::new_cyclic(|me| Session::new(state, id, cwd, log, vec![first], cx.clone(), me));
+        let session = Arc::new_cyclic(|me| {
+            Session::new(state, id, cwd, log, vec![first], temp, cx.clone(), me)
+        });
         state.answerer.serve(&session.id, cx);
         self.insert(session.clone());
         Ok(session)
@@ -251,8 +254,18 @@ impl Sessions {
                 names.default_name()
             );
         }
+        let temp = session_temp()?;
         let session = Arc::new_cyclic(|me| {
-            Session::new(state, id.to_owned(), cwd, log, records, cx.clone(), me)
+            Session::new(
+                state,
+                id.to_owned(),
+                cwd,
+                log,
+                records,
+                temp,
+                cx.clone(),
+                me,
+            )
         });
         state.answerer.serve(&session.id, cx);
         self.insert(session.clone());
@@ -266,13 +279,23 @@ impl Sessions {
     }
 }
 
+/// A new session's own temp directory, or the error that keeps the session from starting.
+fn session_temp() -> Result<SessionTemp, AcpError> {
+    SessionTemp::create().map_err(|source| AcpError::SessionTemp {
+        base: std::env::temp_dir(),
+        source,
+    })
+}
+
 impl Session {
+    #[allow(clippy::too_many_arguments)]
     fn new(
         state: &Arc<AgentState>,
         id: String,
         cwd: PathBuf,
         log: EventLog,
         records: Vec<Record>,
+        temp: SessionTemp,
         cx: ConnectionTo<Client>,
         me: &Weak<Session>,
     ) -> Session {
@@ -291,6 +314,7 @@ impl Session {
             client_fs,
         )
         .with_profile(o.profile.clone())
+        .with_session_temp(temp)
         // Every command goes through confine-helper, which confines: escalation is offered,
         // and the turn gates it.
         .with_spec_options(SpecOptions::confining())
@@ -439,6 +463,8 @@ impl Session {
         }
         drop(idle);
         tasks.kill_all().await;
+        // Nothing of the session runs any more: its /tmp goes.
+        self.tools.end_session_temp();
     }
 
     /// The sandbox mode the session's tool calls run under now.

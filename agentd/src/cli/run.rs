@@ -26,13 +26,14 @@ pub use super::signals::forward_signals;
 
 use super::args::HelperArgs;
 use super::exit::{EXIT_DID_NOT_RUN, EXIT_INTERRUPTED, EXIT_TIMED_OUT, fail, report};
+use super::run_notes::denial_note;
 use super::word::Word;
 use crate::command::{
     Facts, KILL_GRACE, Waiting, copy_output, exec_failure_note, output_pipe, runner_failure_note,
     settle, wait_for_outcome,
 };
 use crate::config::{ConfigError, Effective, read_project};
-use crate::denial::Kind;
+use crate::deny_read::DenyRead;
 use crate::environment;
 use crate::helper_client::{ClientError, FailedAt, HelperClient, SpawnSpec};
 use crate::profile::{CacheDirError, SandboxProfile};
@@ -77,6 +78,15 @@ pub struct RunCommand {
     /// one.
     #[arg(long = "protect", value_name = "SUBPATH")]
     pub protected: Vec<PathBuf>,
+    /// Deny reading PATH in every confined mode; repeatable.
+    ///
+    /// An absolute path, `~/…`, or `**/NAME` for every NAME in the workspace and writable roots
+    /// (`*` and `?` allowed in NAME). It adds to `[sandbox] deny_read` of the configuration file.
+    #[arg(long = "deny-read", value_name = "PATH", value_parser = deny_read_entry)]
+    pub deny_read: Vec<DenyRead>,
+    /// Allow loopback sockets inside the sandbox's own network namespace (bwrap only).
+    #[arg(long)]
+    pub local_binding: bool,
     /// Limit the processes of the command's user (RLIMIT_NPROC).
     ///
     /// confine-helper lowers it further to its ceiling's max_processes.
@@ -123,6 +133,8 @@ impl RunCommand {
             timeout_secs: self.timeout,
             writable_roots: self.writable_roots.clone(),
             protected: self.protected.clone(),
+            deny_read: self.deny_read.clone(),
+            local_binding: self.local_binding,
             max_processes: self.max_processes,
             max_file_size: self.max_file_size,
             max_address_space: self.max_address_space,
@@ -220,6 +232,10 @@ pub struct RunArgs {
     /// Relative subpaths that stay read-only inside every writable root, on top of the helper's
     /// built-in list. confine-helper validates them.
     pub protected: Vec<PathBuf>,
+    /// Denied reads besides the configuration's.
+    pub deny_read: Vec<DenyRead>,
+    /// Loopback sockets inside the sandbox (or the configuration's `local_binding`).
+    pub local_binding: bool,
     /// RLIMIT_NPROC of the command; confine-helper lowers it to its ceiling.
     pub max_processes: Option<u64>,
     /// RLIMIT_FSIZE of the command, in bytes; confine-helper lowers it to its ceiling.
@@ -252,6 +268,8 @@ impl RunArgs {
             timeout_secs: None,
             writable_roots: Vec::new(),
             protected: Vec::new(),
+            deny_read: Vec::new(),
+            local_binding: false,
             max_processes: None,
             max_file_size: None,
             max_address_space: None,
@@ -289,6 +307,8 @@ pub enum RunError {
     CacheDir(#[from] CacheDirError),
     #[error(transparent)]
     Project(ConfigError),
+    #[error(transparent)]
+    DenyRead(#[from] crate::deny_read::TooLarge),
     #[error("interrupted before the command started")]
     Interrupted,
 }
@@ -462,7 +482,7 @@ fn prepare(args: &RunArgs) -> Result<SpawnSpec, RunError> {
         None => None,
     };
     let mut spec = SpawnSpec::new(args.argv.iter().cloned());
-    spec.policy = profile(args, &cwd).policy(args.mode, &workspace, args.network);
+    spec.policy = profile(args, &cwd).policy(args.mode, &workspace, args.network)?;
     spec.cwd = cwd;
     spec.env = environment::command_environment(std::env::vars_os(), &args.env);
     spec.backend = args.backend;
@@ -484,7 +504,27 @@ fn profile(args: &RunArgs, cwd: &Path) -> SandboxProfile {
         .writable_roots
         .extend(args.writable_roots.iter().map(|root| cwd.join(root)));
     profile.protect(args.protected.iter().cloned());
+    profile.local_binding |= args.local_binding;
+    for denied in &args.deny_read {
+        let denied = match denied {
+            DenyRead::Path(path) => DenyRead::Path(cwd.join(path)),
+            anywhere => anywhere.clone(),
+        };
+        if !profile.deny_read.contains(&denied) {
+            profile.deny_read.push(denied);
+        }
+    }
     profile
+}
+
+/// One `--deny-read`: as in the configuration file, with `~` from `$HOME`; a relative path is
+/// taken from the current directory when the command runs.
+fn deny_read_entry(entry: &str) -> Result<DenyRead, String> {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    if !entry.starts_with(['/', '~', '*']) && !entry.contains(['*', '?']) {
+        return Ok(DenyRead::Path(PathBuf::from(entry)));
+    }
+    crate::deny_read::parse(entry, home.as_deref()).map_err(|e| format!("{entry:?} {e}"))
 }
 
 /// The one-line notes for a human reader, without the `agentd: ` prefix.
@@ -539,34 +579,6 @@ fn notes(facts: &Facts, argv0: &OsStr, args: &RunArgs) -> Vec<String> {
         }
     }
     notes
-}
-
-/// What the sandbox denied, and which of `agentd run`'s options would allow it.
-fn denial_note(kind: Kind, mode: Mode) -> String {
-    let unconfined = "--mode danger-full-access runs the command unconfined";
-    match kind {
-        Kind::FileWrite if mode == Mode::ReadOnly => format!(
-            "the sandbox denied a file write: read-only mode writes nothing (--mode \
-             workspace-write makes the workspace writable, --writable-root DIR another \
-             directory; {unconfined})"
-        ),
-        Kind::FileWrite => format!(
-            "the sandbox denied a file write outside the writable roots (--writable-root DIR \
-             adds one, as do sandbox.writable_roots and sandbox.cache in agentd.toml; \
-             {unconfined})"
-        ),
-        Kind::ProtectedPath => format!(
-            "the sandbox denied a write to a protected path (git metadata, .agentd, or a \
-             protected path of --protect, sandbox.protected or .agentd/config.toml), read-only \
-             in every confined mode ({unconfined})"
-        ),
-        Kind::FileRead => format!("the sandbox denied a file read ({unconfined})"),
-        Kind::Network => "the sandbox denied network access (--network allow permits it)".into(),
-        Kind::SystemInterface => format!(
-            "the sandbox denied a system interface: Unix sockets, tracing, mounts and the like \
-             are filtered in every confined mode ({unconfined})"
-        ),
-    }
 }
 
 #[cfg(test)]

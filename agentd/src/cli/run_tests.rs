@@ -6,6 +6,7 @@ use confine_protocol::Ending;
 use super::*;
 use crate::cli::{Cli, Command};
 use crate::denial::Denial;
+use crate::denial::Kind;
 use crate::helper_client::Outcome;
 use crate::test_support::{confined_exit, refused, runner_failed};
 
@@ -115,7 +116,8 @@ fn a_denial_is_explained_with_the_option_that_would_allow_it() {
             "the sandbox denied a file write outside the writable roots (--writable-root \
              DIR adds one, as do sandbox.writable_roots and sandbox.cache in agentd.toml; \
              --mode danger-full-access runs the command unconfined)",
-            "the sandbox denied network access (--network allow permits it)",
+            "the sandbox denied network access (--network allow permits it; --local-binding \
+             permits loopback sockets inside the sandbox)",
             "denied: /home/u/.npm/_cacache",
         ]
     );
@@ -235,6 +237,7 @@ fn the_configurations_profile_and_the_flags_are_merged_and_roots_sent_in_workspa
             path: "/home/u/.cache/pip".into(),
         }],
         protected: vec!["secrets".into()],
+        ..SandboxProfile::default()
     };
     args.writable_roots = vec!["/extra".into()];
     args.protected = vec![".env".into(), "secrets".into()];

@@ -5,7 +5,7 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
-use confine_protocol::{Backend, Ending, Enforcement, ExitStatus, Layer, Policy};
+use confine_protocol::{Backend, Ending, Enforcement, ExitStatus, Layer, Mode, Network, Policy};
 use serde::Serialize;
 
 use crate::denial::{self, Denial, Scope};
@@ -34,6 +34,11 @@ pub struct Facts {
     /// The directories it was given to write besides the workspace (workspace-write with a
     /// sandbox profile's extra roots); empty when none.
     pub writable_roots: Vec<PathBuf>,
+    /// The paths it was denied reading (a sandbox profile's `deny_read`, as found when it
+    /// started); empty when none.
+    pub deny_read: Vec<PathBuf>,
+    /// Whether it was given loopback sockets inside its own network namespace.
+    pub local_binding: bool,
     /// What the confinement denied the command, as [`denial::classify`] judges it from the
     /// stderr tail; `None` when nothing was.
     pub denial: Option<Denial>,
@@ -82,11 +87,16 @@ impl Facts {
     /// These facts naming the writable roots besides the workspace that `policy`, the
     /// command's, gave it.
     pub fn given(mut self, policy: &Policy) -> Facts {
-        self.writable_roots = policy
-            .writable_roots
-            .iter()
-            .map(|root| PathBuf::from(OsStr::from_bytes(root)))
-            .collect();
+        let paths = |list: &[Vec<u8>]| {
+            list.iter()
+                .map(|p| PathBuf::from(OsStr::from_bytes(p)))
+                .collect()
+        };
+        self.writable_roots = paths(&policy.writable_roots);
+        self.deny_read = paths(&policy.deny_read);
+        self.local_binding = policy.local_binding
+            && policy.network == Network::Deny
+            && policy.mode != Mode::DangerFullAccess;
         self
     }
 
@@ -116,7 +126,8 @@ impl Facts {
         self.denial.is_some()
     }
 
-    /// `exit`, `backend`, `writable_roots` (only when there are any), `enforcement`, `denied`,
+    /// `exit`, `backend`, `writable_roots`, `deny_read` (each only when there are any),
+    /// `local_binding` (only when true), `enforcement`, `denied`,
     /// `denials`, `denied_paths` (only when a denial named a file), `runner_failure`,
     /// `refused`, `timed_out`. Terminal-safe ([`terminal::json_line`]): it ends agentd's stderr.
     pub fn to_json(&self) -> String {
@@ -146,6 +157,12 @@ impl Facts {
                 .iter()
                 .map(|r| r.to_string_lossy().into_owned())
                 .collect(),
+            deny_read: self
+                .deny_read
+                .iter()
+                .map(|r| r.to_string_lossy().into_owned())
+                .collect(),
+            local_binding: self.local_binding,
             enforcement: self.enforcement.as_ref().map(|e| {
                 let (level, missing): (&'static str, &[String]) = match e {
                     Enforcement::Full => ("full", &[]),
@@ -185,6 +202,10 @@ struct FactsJson<'a> {
     backend: Option<&'static str>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     writable_roots: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    deny_read: Vec<String>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    local_binding: bool,
     enforcement: Option<EnforcementJson<'a>>,
     denied: bool,
     denials: Vec<&'static str>,
@@ -336,6 +357,26 @@ mod tests {
         )
         .given(&SpawnSpec::new(["sh"]).policy);
         assert!(!plain.to_json().contains("writable_roots"));
+        assert!(!plain.to_json().contains("deny_read"));
+        assert!(!plain.to_json().contains("local_binding"));
+        let mut spec = SpawnSpec::new(["sh"]);
+        spec.policy.mode = confine_protocol::Mode::ReadOnly;
+        spec.policy.deny_read = vec![b"/home/u/.ssh".to_vec()];
+        spec.policy.local_binding = true;
+        let given = Facts::from_outcome(
+            Outcome::Exited(confined_exit(ExitStatus::Code(0), Ending::Exited)),
+            true,
+        )
+        .given(&spec.policy)
+        .to_json();
+        assert!(
+            given.contains(r#""deny_read":["/home/u/.ssh"],"local_binding":true,"#),
+            "{given}"
+        );
+        // Unconfined, loopback sockets are no setting of the sandbox's.
+        spec.policy.mode = confine_protocol::Mode::DangerFullAccess;
+        let unconfined = Facts::default().given(&spec.policy).to_json();
+        assert!(!unconfined.contains("local_binding"), "{unconfined}");
         assert!(!plain.to_json().contains("denied_paths"));
     }
 }

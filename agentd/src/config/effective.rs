@@ -20,6 +20,7 @@ use super::{
     FILE_NAME, Source, process_env,
 };
 use crate::agents::Personas;
+use crate::deny_read::DenyRead;
 use crate::model::{ModelConfig, ProviderKind};
 use crate::profile::{CacheDir, SandboxProfile};
 use crate::words::{ApprovalPolicy, allowed};
@@ -125,6 +126,10 @@ pub struct Effective {
     pub cache: Setting<Vec<ResolvedCache>>,
     /// `sandbox.protected`: read-only inside every writable root.
     pub protected: Setting<Vec<PathBuf>>,
+    /// `sandbox.local_binding`: loopback sockets in the sandbox's own network namespace.
+    pub local_binding: Setting<bool>,
+    /// `sandbox.deny_read`: what no confined command may read.
+    pub deny_read: Setting<Vec<DenyRead>>,
     /// `[sandbox.env]`: variables every command gets besides the inherited ones.
     pub sandbox_env: Setting<EnvSection>,
     pub approval_policy: Setting<ApprovalPolicy>,
@@ -265,6 +270,12 @@ impl Effective {
             Vec::new(),
             &file,
         );
+        let local_binding = layered(lists.local_binding, false, &file);
+        let deny_read = layered(
+            lists.deny_read.is_some().then_some(resolved.deny_read),
+            Vec::new(),
+            &file,
+        );
         let sandbox_env = layered(
             (!config.sandbox.env.is_empty()).then(|| config.sandbox.env.clone()),
             EnvSection::default(),
@@ -348,6 +359,8 @@ impl Effective {
             writable_roots,
             cache,
             protected,
+            local_binding,
+            deny_read,
             sandbox_env,
             approval_policy,
             ask_before,
@@ -431,6 +444,8 @@ impl Effective {
                 })
                 .collect(),
             protected: self.protected.value.clone(),
+            local_binding: self.local_binding.value,
+            deny_read: self.deny_read.value.clone(),
         }
     }
 

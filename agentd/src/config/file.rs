@@ -14,7 +14,7 @@ use super::agents::{RawAgents, personas};
 use super::checks::{is_variable_name, line_at};
 use super::compaction::{CompactionSection, RawCompaction, section};
 use super::models::{NamedModel, RawModels, default_model, named_models};
-use super::sandbox::{ProfileSection, RawList};
+use super::sandbox::{ProfileSection, RawList, RawProfile};
 use super::sandbox_env::{EnvSection, RawEnv};
 use super::{ConfigError, Env, FILE_NAME, process_env};
 use crate::agents::Personas;
@@ -130,6 +130,8 @@ struct RawSandbox {
     writable_roots: RawList,
     cache: RawList,
     protected: RawList,
+    local_binding: Option<bool>,
+    deny_read: RawList,
     env: Option<RawEnv>,
 }
 
@@ -257,9 +259,13 @@ impl LoadedConfig {
             network: checker.word("sandbox.network", raw_sandbox.network)?,
             backend: checker.word("sandbox.backend", raw_sandbox.backend)?,
             profile: ProfileSection::parse(
-                raw_sandbox.writable_roots,
-                raw_sandbox.cache,
-                raw_sandbox.protected,
+                RawProfile {
+                    writable_roots: raw_sandbox.writable_roots,
+                    cache: raw_sandbox.cache,
+                    protected: raw_sandbox.protected,
+                    local_binding: raw_sandbox.local_binding,
+                    deny_read: raw_sandbox.deny_read,
+                },
                 &path,
                 text,
             )?,

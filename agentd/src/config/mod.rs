@@ -111,6 +111,7 @@ mod project;
 mod sandbox;
 mod sandbox_env;
 mod show;
+mod show_sandbox;
 
 use std::ffi::OsString;
 use std::fmt;
@@ -334,6 +335,16 @@ pub enum ConfigError {
         path: PathBuf,
         line: usize,
         value: String,
+    },
+    #[error(
+        "the configuration file {}, line {line}: sandbox.deny_read lists {value:?}, which {reason}",
+        path.display()
+    )]
+    DenyRead {
+        path: PathBuf,
+        line: usize,
+        value: String,
+        reason: crate::deny_read::EntryError,
     },
     #[error(
         "the configuration file {}, line {line}: sandbox.writable_roots lists {value:?}, and {} \

@@ -21,6 +21,7 @@ use toml::Spanned;
 use super::cache::{self, CachePreset, ResolvedCache};
 use super::checks::line_at;
 use super::{ConfigError, Env};
+use crate::deny_read::{self, DenyRead, EntryError};
 use crate::words::allowed;
 
 /// A list of `[sandbox]` as the file writes it.
@@ -51,6 +52,15 @@ impl fmt::Display for FileKind {
     }
 }
 
+/// The profile's keys of `[sandbox]` as the file writes them.
+pub(super) struct RawProfile {
+    pub(super) writable_roots: RawList,
+    pub(super) cache: RawList,
+    pub(super) protected: RawList,
+    pub(super) local_binding: Option<bool>,
+    pub(super) deny_read: RawList,
+}
+
 /// The profile's keys of `[sandbox]`, checked as far as the file alone allows; `None` where
 /// the file does not set them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -60,17 +70,26 @@ pub struct ProfileSection {
     pub cache: Option<Vec<Lined<CachePreset>>>,
     /// Relative subpaths, each component a plain name.
     pub protected: Option<Vec<PathBuf>>,
+    /// Loopback sockets inside the sandbox's own network namespace.
+    pub local_binding: Option<bool>,
+    /// As written: absolute, `~/…` or `**/…` (checked; `~` expanded by [`resolve`]).
+    pub deny_read: Option<Vec<Lined<String>>>,
 }
 
 impl ProfileSection {
     /// Checks the three lists of the file at `path` whose text is `text`.
     pub(super) fn parse(
-        writable_roots: RawList,
-        cache: RawList,
-        protected: RawList,
+        raw: RawProfile,
         path: &Path,
         text: &str,
     ) -> Result<ProfileSection, ConfigError> {
+        let RawProfile {
+            writable_roots,
+            cache,
+            protected,
+            local_binding,
+            deny_read,
+        } = raw;
         let entries = |list: RawList| {
             list.map(|list| {
                 list.into_inner()
@@ -126,10 +145,19 @@ impl ProfileSection {
             None => None,
             Some(list) => Some(subpaths(list, path, FileKind::Config)?),
         };
+        let deny_read = entries(deny_read);
+        for entry in deny_read.iter().flatten() {
+            // The shape now; `~` once HOME is known.
+            if let Err(reason) = deny_read::parse(&entry.value, Some(Path::new("/"))) {
+                return Err(deny_read_error(path, entry, reason));
+            }
+        }
         Ok(ProfileSection {
             writable_roots,
             cache,
             protected,
+            local_binding,
+            deny_read,
         })
     }
 }
@@ -163,12 +191,22 @@ pub(super) fn subpaths(
     Ok(out)
 }
 
+fn deny_read_error(path: &Path, entry: &Lined<String>, reason: EntryError) -> ConfigError {
+    ConfigError::DenyRead {
+        path: path.to_owned(),
+        line: entry.line,
+        value: entry.value.clone(),
+        reason,
+    }
+}
+
 /// What the profile's keys say once the environment is known.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ResolvedProfile {
     pub writable_roots: Vec<PathBuf>,
     pub cache: Vec<ResolvedCache>,
     pub protected: Vec<PathBuf>,
+    pub deny_read: Vec<DenyRead>,
 }
 
 /// Expands the roots' `~` from `$HOME` and resolves the cache presets, from the environment
@@ -214,10 +252,20 @@ pub(super) fn resolve(
             dirs,
         });
     }
+    let mut deny_read: Vec<DenyRead> = Vec::new();
+    for entry in section.deny_read.iter().flatten() {
+        let home = home.as_ref().map(Path::new);
+        let denied = deny_read::parse(&entry.value, home)
+            .map_err(|reason| deny_read_error(path, entry, reason))?;
+        if !deny_read.contains(&denied) {
+            deny_read.push(denied);
+        }
+    }
     Ok(ResolvedProfile {
         writable_roots,
         cache,
         protected: section.protected.clone().unwrap_or_default(),
+        deny_read,
     })
 }
 

@@ -183,3 +183,58 @@ fn show_prints_each_setting_with_its_source_and_each_presets_directories() {
     assert!(text.contains(&expected), "{text}");
     assert!(Path::new(FILE).is_absolute());
 }
+
+#[test]
+fn deny_read_and_local_binding_are_read_with_their_sources_and_errors_name_the_line() {
+    use crate::deny_read::DenyRead;
+    let config = merged(
+        "[sandbox]\nlocal_binding = true\ndeny_read = [\"~/.ssh\", \"/etc/secret/\", \"**/.env*\", \"~/.ssh\"]\n",
+        &[HOME],
+    )
+    .expect("merges");
+    assert_eq!(
+        config.deny_read.value,
+        [
+            DenyRead::Path("/home/u/.ssh".into()),
+            DenyRead::Path("/etc/secret".into()),
+            DenyRead::Anywhere(vec![".env*".into()]),
+        ]
+    );
+    assert_eq!(config.deny_read.source, Source::File(FILE.into()));
+    assert!(config.local_binding.value);
+    let profile = config.sandbox_profile();
+    assert!(profile.local_binding);
+    assert_eq!(profile.deny_read.len(), 3);
+    let shown = config.show();
+    assert!(
+        shown.contains("sandbox.local_binding = true  (/etc/agentd/agentd.toml)"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains(
+            "sandbox.deny_read = [\"/home/u/.ssh\", \"/etc/secret\", \"**/.env*\"]  (/etc/agentd/agentd.toml)"
+        ),
+        "{shown}"
+    );
+    // Unset: off and empty, from the defaults.
+    let plain = merged("", &[HOME]).expect("merges");
+    assert!(!plain.local_binding.value);
+    assert_eq!(plain.deny_read.source, Source::Default);
+
+    let bad = error("[sandbox]\n\ndeny_read = [\"relative/path\"]\n", &[HOME]);
+    assert!(
+        bad.contains(
+            "line 3: sandbox.deny_read lists \"relative/path\", which is neither an absolute path"
+        ),
+        "{bad}"
+    );
+    let wild = error("[sandbox]\ndeny_read = [\"/srv/*.key\"]\n", &[HOME]);
+    assert!(
+        wild.contains("line 2") && wild.contains("wildcards"),
+        "{wild}"
+    );
+    let no_home = error("[sandbox]\ndeny_read = [\"~/.aws\"]\n", &[]);
+    assert!(no_home.contains("needs an absolute HOME"), "{no_home}");
+    let not_bool = parse("[sandbox]\nlocal_binding = \"yes\"\n").expect_err("a string");
+    assert!(not_bool.to_string().contains("local_binding"), "{not_bool}");
+}

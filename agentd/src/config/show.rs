@@ -325,50 +325,6 @@ impl Effective {
         );
     }
 
-    /// The sandbox profile's keys, each preset with the directories it resolved to and the rule
-    /// that gave each.
-    fn show_profile(&self, out: &mut Lines) {
-        let list = |items: Vec<String>| format!("[{}]", items.join(", "));
-        let paths = |paths: &[PathBuf]| list(paths.iter().map(|p| quoted_path(p)).collect());
-        out.value(
-            "sandbox.writable_roots",
-            paths(&self.writable_roots.value),
-            &self.writable_roots.source,
-        );
-        let presets = self.cache.value.iter();
-        out.value(
-            "sandbox.cache",
-            list(presets.map(|c| quoted(c.preset.as_str())).collect()),
-            &self.cache.source,
-        );
-        for cache in &self.cache.value {
-            let dirs: Vec<String> = cache
-                .dirs
-                .iter()
-                .map(|dir| format!("{} ({})", quoted_path(&dir.path), dir.rule))
-                .collect();
-            let dirs = if dirs.is_empty() {
-                "no directory".to_owned()
-            } else {
-                dirs.join(", ")
-            };
-            out.raw(format!("  {}: {dirs}", cache.preset.as_str()));
-        }
-        out.value(
-            "sandbox.protected",
-            paths(&self.protected.value),
-            &self.protected.source,
-        );
-        let (env, list) = (&self.sandbox_env, |v: Vec<String>| {
-            format!("[{}]", v.join(", "))
-        });
-        let pass = env.value.pass.iter().map(|n| quoted(n)).collect();
-        out.value("sandbox.env.pass", list(pass), &env.source);
-        // The names only: a value set here may be a credential.
-        let set = env.value.set.iter().map(|(n, _)| quoted(n)).collect();
-        out.value("sandbox.env.set", list(set), &env.source);
-    }
-
     /// One persona, key by key. Its tools are shown resolved as for a child of the top level.
     fn show_persona(&self, out: &mut Lines, persona: &Persona, env: Env<'_>) {
         let source = self.persona_source(&persona.name);
@@ -543,24 +499,24 @@ fn preview(text: &str) -> String {
 
 /// The text `config show` builds.
 #[derive(Default)]
-struct Lines(String);
+pub(super) struct Lines(String);
 
 impl Lines {
-    fn raw(&mut self, line: String) {
+    pub(super) fn raw(&mut self, line: String) {
         self.0.push_str(&line);
         self.0.push('\n');
     }
 
-    fn value(&mut self, key: &str, value: String, source: &Source) {
+    pub(super) fn value(&mut self, key: &str, value: String, source: &Source) {
         self.raw(format!("{key} = {value}  ({source})"));
     }
 }
 
-fn quoted(text: &str) -> String {
+pub(super) fn quoted(text: &str) -> String {
     format!("{text:?}")
 }
 
-fn quoted_path(path: &Path) -> String {
+pub(super) fn quoted_path(path: &Path) -> String {
     quoted(&path.display().to_string())
 }
 

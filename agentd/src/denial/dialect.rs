@@ -143,7 +143,22 @@ pub const NETWORK_CONTEXT: &[&str] = &[
     "HTTPConnection",
     "HTTPSConnection",
     "AF_INET",
+    // Python creating, binding or listening on a socket, as a traceback's source lines show it
+    // (`socket.socket()` is AF_INET; `python3 -c` shows no source, so such a denial stays a
+    // system interface).
+    "socket.socket(",
+    ".bind((",
+    ".listen(",
+    // Node's `net` errors ("listen EACCES: permission denied 127.0.0.1:8000").
+    "listen EACCES",
+    "listen EPERM",
+    "bind EACCES",
+    "bind EPERM",
 ];
+
+/// Words by which the same context shows the call was about a Unix socket, which the filter
+/// refuses in every confined mode: then it is a system interface, not the network.
+pub const UNIX_SOCKET_CONTEXT: &[&str] = &["AF_UNIX", "socket.AF_UNIX", "AddressFamily.AF_UNIX"];
 
 /// How many lines before a path-less denial line are searched for [`NETWORK_CONTEXT`]: the
 /// frames of a Python traceback, back to its [`TRACEBACK_START`], or else a few lines.

@@ -376,9 +376,13 @@ impl Judge<'_> {
             .rev()
             .find(|&j| lines[j].starts_with(dialect::TRACEBACK_START))
             .unwrap_or(i.saturating_sub(dialect::CONTEXT_LINES));
-        lines[start..=i]
+        let context = &lines[start..=i];
+        context
             .iter()
             .any(|line| has_any(line, dialect::NETWORK_CONTEXT))
+            && !context
+                .iter()
+                .any(|line| has_any(line, dialect::UNIX_SOCKET_CONTEXT))
     }
 
     /// A finding for each of `paths` whose `access` the sandbox forbids (refused as `meaning`

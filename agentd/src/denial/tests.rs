@@ -326,6 +326,26 @@ fn seccomp_denials_are_system_interface_denials() {
 }
 
 #[test]
+fn a_socket_a_script_creates_is_the_network_unless_it_is_a_unix_socket() {
+    let traceback = |source: &str| {
+        format!(
+            "Traceback (most recent call last):\n  File \"/w/srv.py\", line 2, in <module>\n    \
+             {source}\n  File \"/usr/lib/python3.11/socket.py\", line 232, in __init__\n    \
+             _socket.socket.__init__(self, family, type, proto, fileno)\n\
+             PermissionError: [Errno 1] Operation not permitted\n"
+        )
+    };
+    for run in [&BWRAP_RO, &BWRAP_WW, &LANDLOCK_RO, &LANDLOCK_WW] {
+        let inet = traceback("s = socket.socket(); s.bind(('127.0.0.1', 0))");
+        assert_kind(run, &FakeHost::root(), &inet, Kind::Network);
+        let unix = traceback("s = socket.socket(socket.AF_UNIX)");
+        assert_kind(run, &FakeHost::root(), &unix, Kind::SystemInterface);
+    }
+    let node = "Error: listen EACCES: permission denied 127.0.0.1:8000\n";
+    assert_kind(&LANDLOCK_WW, &FakeHost::root(), node, Kind::Network);
+}
+
+#[test]
 fn metadata_changes_in_read_only_mode_are_file_writes() {
     let root = FakeHost::root();
     let inside = "chmod: changing permissions of '/w/run.sh': Operation not permitted\n";

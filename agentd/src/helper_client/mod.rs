@@ -172,6 +172,9 @@ impl SpawnSpec {
                 network: Network::Deny,
                 protected: Vec::new(),
                 never_writable: Vec::new(),
+                local_binding: false,
+                deny_read: Vec::new(),
+                session_temp: None,
             },
             backend: BackendChoice::Auto,
             limits: Limits {

@@ -75,7 +75,9 @@ pub(crate) async fn launch(
     let mut spec = SpawnSpec::new([env.shell(), "-c", command]);
     spec.cwd = env.workspace().to_path_buf();
     spec.env = env.env().to_vec();
-    spec.policy = env.policy(mode);
+    spec.policy = env
+        .policy(mode)
+        .map_err(|e| not_run(FailedAt::Step(Stage::Prepare), e.to_string()))?;
     spec.backend = env.backend();
     spec.limits.timeout_ms = timeout_ms;
     spec.limits.kill_grace_ms = u32::try_from(KILL_GRACE.as_millis()).unwrap_or(u32::MAX);

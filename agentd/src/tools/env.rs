@@ -5,6 +5,7 @@
 
 use std::ffi::{OsStr, OsString};
 use std::future::Future;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
@@ -18,8 +19,10 @@ use super::spec::SpecOptions;
 use super::tasks::BackgroundTasks;
 use crate::composition::Composition;
 use crate::denial::Scope;
+use crate::deny_read::TooLarge;
 use crate::helper_client::HelperClient;
 use crate::profile::SandboxProfile;
+use crate::session_temp::SessionTemp;
 
 /// What a [`ClientFs`] method returns: a boxed future of the result or why not.
 pub type FsFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, ClientFsError>> + Send + 'a>>;
@@ -66,6 +69,9 @@ pub struct ToolEnv {
     profile: SandboxProfile,
     /// The protected paths the project file adds, as last read (each prompt reads it again).
     project: Mutex<Vec<PathBuf>>,
+    /// The session's temp directory, every command's `/tmp`; removed when the session ends
+    /// ([`ToolEnv::end_session_temp`]) or this is dropped.
+    temp: Mutex<Option<SessionTemp>>,
 }
 
 impl std::fmt::Debug for ToolEnv {
@@ -122,7 +128,26 @@ impl ToolEnv {
             // Nothing besides the workspace; a configured session sets it (`with_profile`).
             profile: SandboxProfile::default(),
             project: Mutex::new(Vec::new()),
+            // A fresh /tmp per command; a session sets its own (`with_session_temp`).
+            temp: Mutex::new(None),
         }
+    }
+
+    /// Gives every command of the session `temp` as its `/tmp`.
+    pub fn with_session_temp(self, temp: SessionTemp) -> ToolEnv {
+        *self.temp.lock().unwrap_or_else(PoisonError::into_inner) = Some(temp);
+        self
+    }
+
+    /// Removes the session's temp directory with everything in it: the session has ended, and
+    /// no command of it runs any more.
+    pub fn end_session_temp(&self) {
+        let temp = self
+            .temp
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        drop(temp);
     }
 
     /// Gives every command of the session `profile`'s writable roots and protected paths.
@@ -151,8 +176,21 @@ impl ToolEnv {
 
     /// The policy of a command or file operation of this session under `mode`: the only place
     /// one is built ([`SandboxProfile::policy`]).
-    pub fn policy(&self, mode: Mode) -> Policy {
-        self.profile().policy(mode, &self.workspace, self.network)
+    pub fn policy(&self, mode: Mode) -> Result<Policy, TooLarge> {
+        let mut policy = self.profile().policy(mode, &self.workspace, self.network)?;
+        policy.session_temp = self
+            .temp
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .map(|t| t.path().as_os_str().as_bytes().to_vec());
+        Ok(policy)
+    }
+
+    /// What decides where a write of this session may land under `mode`: its policy without
+    /// the denied reads ([`SandboxProfile::writes`]).
+    pub fn writes(&self, mode: Mode) -> Policy {
+        self.profile().writes(mode, &self.workspace, self.network)
     }
 
     /// What a command started in `cwd` under `policy` is judged on ([`SandboxProfile::scope`]).

@@ -161,7 +161,7 @@ async fn write_text(
 
 /// [`check_write`] off the async threads.
 async fn write_target(env: &ToolEnv, given: &str, mode: Mode) -> Result<PathBuf, Refusal> {
-    let fence = Fence::of(env.workspace(), &env.policy(mode));
+    let fence = Fence::of(env.workspace(), &env.writes(mode));
     let given = given.to_owned();
     blocking(move || check_write(&fence, &given, mode)).await
 }

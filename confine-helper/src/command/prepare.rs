@@ -107,6 +107,9 @@ fn probe(backend: Backend, ctx: &Context) -> Result<(), Unusable> {
             network: Network::Deny,
             protected: Vec::new(),
             never_writable: Vec::new(),
+            local_binding: false,
+            deny_read: Vec::new(),
+            session_temp: None,
         },
         backend: confine_protocol::BackendChoice::Auto,
         limits: Limits {

@@ -2,6 +2,7 @@
 //! protected paths, the backend and its arguments, the environment and the limits — all
 //! decided in the helper before anything forks.
 mod context;
+mod deny;
 mod not_run;
 mod request;
 
@@ -15,8 +16,10 @@ use crate::protect::Root;
 use crate::{bwrap, landlock, paths, seccomp};
 use context::inner_layer;
 pub(crate) use context::{Context, Unusable, candidates, layers, static_verdict, unavailable};
+pub(crate) use deny::{Grant, read_rules};
 pub(crate) use not_run::{NotRun, exec_failure_code};
 use not_run::{fail, refuse};
+use request::session_temp;
 pub(crate) use request::{check_environment, writable_roots};
 use request::{environment, protection, rlimits};
 
@@ -160,13 +163,28 @@ fn enforcement_of(missing: Vec<String>) -> Enforcement {
 pub(crate) const PROCESS_VISIBILITY_GAP: &str = "process isolation: other processes' command lines and \
     System V IPC keys are visible in /proc (no PID or IPC namespace)";
 
-/// The command's private temp directory (workspace-write only), removed when it ends.
-fn temp_dir(
-    spawn: &Spawn,
-    ctx: &Context,
-    cleanup: &mut Cleanup,
-) -> Result<Option<OwnedFd>, NotRun> {
-    if spawn.policy.mode != Mode::WorkspaceWrite {
+/// The command's `/tmp` as the host names it.
+#[derive(Debug)]
+struct Temp {
+    fd: OwnedFd,
+    path: PathBuf,
+    /// Writable (workspace-write), else bound read-only.
+    writable: bool,
+}
+
+/// The command's `/tmp`: the session's directory when the request names one (writable in
+/// workspace-write, read-only in read-only mode), else in workspace-write a private one removed
+/// when the command ends, else none.
+fn temp_dir(spawn: &Spawn, ctx: &Context, cleanup: &mut Cleanup) -> Result<Option<Temp>, NotRun> {
+    let writable = spawn.policy.mode == Mode::WorkspaceWrite;
+    if let Some(root) = session_temp(spawn, ctx)? {
+        return Ok(Some(Temp {
+            fd: root.fd,
+            path: root.path,
+            writable,
+        }));
+    }
+    if !writable {
         return Ok(None);
     }
     let dir = crate::sys::private_temp_dir(&ctx.temp_base)
@@ -174,8 +192,24 @@ fn temp_dir(
     cleanup.temp_dir = Some(dir.clone());
     let fd = paths::open_dir(&dir)
         .or_else(|e| fail(Stage::Prepare, format!("opening {}: {e}", dir.display())))?;
-    Ok(Some(fd))
+    Ok(Some(Temp {
+        fd,
+        path: dir,
+        writable: true,
+    }))
 }
+
+/// The request's denied reads that exist, checked against everything the command may write.
+fn denied_reads(
+    spawn: &Spawn,
+    roots: &[Root],
+    tmp: Option<&Temp>,
+) -> Result<Vec<deny::Denied>, NotRun> {
+    let mut writable: Vec<&Path> = roots.iter().map(|r| r.path.as_path()).collect();
+    writable.extend(tmp.filter(|t| t.writable).map(|t| t.path.as_path()));
+    deny::denied(spawn, &writable)
+}
+
 fn plan_backend(
     spawn: &Spawn,
     ctx: &Context,
@@ -184,8 +218,17 @@ fn plan_backend(
 ) -> Result<Plan, NotRun> {
     let rlimits = rlimits(spawn, &ctx.ceiling);
     let network_allowed = spawn.policy.network == Network::Allow;
+    let loopback = spawn.policy.local_binding && !network_allowed;
+    if loopback && !matches!(backend, Backend::Bwrap | Backend::None) {
+        return refuse(format!(
+            "local_binding needs a private network namespace, which the {} backend does not \
+             give: its TCP rules name ports, not addresses, so a loopback-only network cannot \
+             be enforced; use the bwrap backend (install bubblewrap) or drop local_binding",
+            backend.as_str()
+        ));
+    }
     let variant = seccomp::Variant {
-        network_allowed,
+        inet_sockets: network_allowed || loopback,
         read_only: spawn.policy.mode == Mode::ReadOnly,
         ipc_namespace: backend == Backend::Bwrap,
     };
@@ -204,6 +247,7 @@ fn plan_backend(
             let mut missing = protection.missing;
             let mut cleanup = Cleanup::default();
             let tmp = temp_dir(spawn, ctx, &mut cleanup)?;
+            let denied = denied_reads(spawn, roots, tmp.as_ref())?;
             let mut passed = Passed::default();
             let slash = paths::open_dir(Path::new("/"))
                 .or_else(|e| fail(Stage::Prepare, format!("opening /: {e}")))?;
@@ -220,10 +264,20 @@ fn plan_backend(
                     writable.push(passed.add_bind(duplicate(&root.fd, &root.path)?, &root.path)?);
                 }
             }
+            // A writable temp directory is bound on /tmp (the workspace and the roots, bound
+            // later, stay visible even when they lie under /tmp). A read-only one is not:
+            // bound on /tmp it would hide a workspace under /tmp, which read-only mode sees
+            // through `/` alone; the command finds it by TMPDIR, where `/` shows it.
+            let mut tmpdir = None;
             let tmp_fd = match tmp {
-                Some(fd) => {
-                    layer_writable.push(duplicate(&fd, Path::new("/tmp"))?);
-                    Some(passed.add(fd)?)
+                Some(tmp) if tmp.writable => {
+                    layer_writable.push(duplicate(&tmp.fd, Path::new("/tmp"))?);
+                    tmpdir = Some(PathBuf::from("/tmp"));
+                    Some(passed.add(tmp.fd)?)
+                }
+                Some(tmp) => {
+                    tmpdir = Some(tmp.path);
+                    None
                 }
                 None => None,
             };
@@ -235,6 +289,18 @@ fn plan_backend(
             for bind in protection.read_only {
                 read_only.push(passed.add_bind(bind.fd, &bind.path)?);
             }
+            let (mut denied_dirs, mut denied_files) = (Vec::new(), Vec::new());
+            for d in denied {
+                if d.dir {
+                    denied_dirs.push(d.path);
+                } else {
+                    // An empty file of bwrap's own, read-only: reads find nothing and writes
+                    // fail (`/dev/null` would take them silently).
+                    let empty = crate::sys::sealed_memfd(b"")
+                        .or_else(|e| fail(Stage::Prepare, format!("an empty memfd: {e}")))?;
+                    denied_files.push(passed.add_bind(empty, &d.path)?);
+                }
+            }
             // The second layer: Landlock, applied by `enter` inside the namespaces. The mount
             // layer already covers what this ABI's Landlock cannot (metadata, truncate, devices,
             // signals) and the network namespace the network, so the ruleset's own gaps are not
@@ -245,6 +311,9 @@ fn plan_backend(
                         abi: ctx.landlock_abi,
                         writable: &layer_writable,
                         network_denied: false,
+                        // The mounts hide the denied reads; the ruleset's rules would name the
+                        // host's /dev, /proc and /tmp, which are other mounts in here.
+                        denied: &[],
                     })
                     .or_else(|e| fail(Stage::Landlock, e.to_string()))?;
                     let (report_rd, report_wr) = nix::unistd::pipe2(
@@ -267,7 +336,6 @@ fn plan_backend(
                     (spawn.argv.clone(), None)
                 }
             };
-            let tmpdir = tmp_fd.map(|_| PathBuf::from("/tmp"));
             let command_env = environment(spawn, ctx, tmpdir.as_deref());
             let args = bwrap::Args {
                 network_allowed,
@@ -276,6 +344,8 @@ fn plan_backend(
                 writable: &writable,
                 pinned: &pinned,
                 read_only: &read_only,
+                denied_dirs: &denied_dirs,
+                denied_files: &denied_files,
                 masked: &ctx.masked,
                 seccomp_fd: crate::sys::COMMAND_SECCOMP_FD,
                 cwd: &spawn.cwd,
@@ -307,14 +377,43 @@ fn plan_backend(
             for root in roots {
                 writable.push(duplicate(&root.fd, &root.path)?);
             }
-            writable.extend(temp_dir(spawn, ctx, &mut cleanup)?);
+            let tmp = temp_dir(spawn, ctx, &mut cleanup)?;
+            let denied = denied_reads(spawn, roots, tmp.as_ref())?;
+            let tmpdir = tmp.as_ref().map(|t| t.path.clone());
+            if let Some(tmp) = tmp.filter(|t| t.writable) {
+                writable.push(tmp.fd);
+            }
+            let mut gaps = Vec::new();
+            let mut cut: Vec<&Path> = Vec::new();
+            for d in &denied {
+                if let Some(root) = roots.iter().find(|r| d.path.starts_with(&r.path)) {
+                    gaps.push(format!(
+                        "denied read {} inside the writable root {} (Landlock cannot take part \
+                         of a writable root back)",
+                        d.path.display(),
+                        root.path.display()
+                    ));
+                } else {
+                    if d.dir {
+                        gaps.push(format!(
+                            "names of the entries in the denied directory {} (their contents \
+                             stay denied; Landlock grants listing to the whole tree beneath a \
+                             directory)",
+                            d.path.display()
+                        ));
+                    }
+                    cut.push(&d.path);
+                }
+            }
             let ruleset = landlock::build(&landlock::Plan {
                 abi: ctx.landlock_abi,
                 writable: &writable,
                 network_denied: !network_allowed,
+                denied: &cut,
             })
             .or_else(|e| fail(Stage::Landlock, e.to_string()))?;
             let mut missing = ruleset.missing;
+            missing.extend(gaps);
             missing.push(PROCESS_VISIBILITY_GAP.to_owned());
             missing.extend(protection.read_only.iter().map(|b| {
                 format!(
@@ -326,7 +425,6 @@ fn plan_backend(
             let filter = ctx
                 .filter(variant)
                 .or_else(|e| fail(Stage::Seccomp, e.to_string()))?;
-            let tmpdir = cleanup.temp_dir.clone();
             Ok(Plan {
                 backend,
                 enforcement: Some(enforcement_of(missing)),

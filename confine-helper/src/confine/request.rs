@@ -76,27 +76,8 @@ pub(crate) fn writable_roots(spawn: &Spawn, ctx: &Context) -> Result<Vec<Root>, 
     let never_roots = never_roots(spawn, ctx);
     let mut roots: Vec<Root> = Vec::new();
     for raw in requested {
-        let root = open_root(&path_of(raw))?;
-        if let Some(p) = never_roots.iter().find(|p| p.starts_with(&root.path)) {
-            return refuse(format!(
-                "writable root {} would make {} writable, which is never allowed in a confined mode",
-                root.path.display(),
-                p.display()
-            ));
-        }
-        if let Err(reason) = ctx.ceiling.check_root(&root.path) {
-            return refuse(reason.to_string());
-        }
-        if let Some((p, whose)) = never
-            .iter()
-            .find(|(p, _)| p.starts_with(&root.path) || root.path.starts_with(p))
-        {
-            return refuse(format!(
-                "writable root {} would make {} ({whose}) writable, which is never allowed",
-                root.path.display(),
-                p.display()
-            ));
-        }
+        let root = open_root(&path_of(raw), "writable root")?;
+        check_root(&root, "writable root", ctx, &never, &never_roots)?;
         if !roots.iter().any(|r| r.path == root.path) {
             roots.push(root);
         }
@@ -104,40 +85,85 @@ pub(crate) fn writable_roots(spawn: &Spawn, ctx: &Context) -> Result<Vec<Root>, 
     Ok(roots)
 }
 
+/// The session's temp directory (`Policy::session_temp`) in a confined mode, opened and checked
+/// exactly like a writable root: it is one in workspace-write.
+pub(crate) fn session_temp(spawn: &Spawn, ctx: &Context) -> Result<Option<Root>, NotRun> {
+    let Some(raw) = &spawn.policy.session_temp else {
+        return Ok(None);
+    };
+    if spawn.policy.mode == Mode::DangerFullAccess {
+        return Ok(None);
+    }
+    const WHAT: &str = "session temp directory";
+    let root = open_root(&path_of(raw), WHAT)?;
+    let never = never_writable(spawn, ctx);
+    check_root(&root, WHAT, ctx, &never, &never_roots(spawn, ctx))?;
+    Ok(Some(root))
+}
+
+/// Refuses `root` (a `what`) when it would make a directory that is never writable writable,
+/// or when the ceiling forbids it.
+fn check_root(
+    root: &Root,
+    what: &str,
+    ctx: &Context,
+    never: &[(PathBuf, &'static str)],
+    never_roots: &[PathBuf],
+) -> Result<(), NotRun> {
+    if let Some(p) = never_roots.iter().find(|p| p.starts_with(&root.path)) {
+        return refuse(format!(
+            "{what} {} would make {} writable, which is never allowed in a confined mode",
+            root.path.display(),
+            p.display()
+        ));
+    }
+    if let Err(reason) = ctx.ceiling.check_root(&root.path) {
+        return refuse(reason.to_string());
+    }
+    if let Some((p, whose)) = never
+        .iter()
+        .find(|(p, _)| p.starts_with(&root.path) || root.path.starts_with(p))
+    {
+        return refuse(format!(
+            "{what} {} would make {} ({whose}) writable, which is never allowed",
+            root.path.display(),
+            p.display()
+        ));
+    }
+    Ok(())
+}
+
 /// Opens one requested root as it is named, without following any symbolic link on its path: a
 /// link could have been planted by a command (one of another session, writing where this root
 /// lies), and a root it redirected would be checked where the link points. The requester names
 /// roots by their real paths (agentd resolves the workspace once, when a session starts); every
 /// check is made on the path the kernel then reports for the descriptor.
-fn open_root(given: &Path) -> Result<Root, NotRun> {
+fn open_root(given: &Path, what: &str) -> Result<Root, NotRun> {
     if !given.is_absolute() {
         return refuse(format!(
-            "writable root {} is not an absolute path",
+            "{what} {} is not an absolute path",
             given.display()
         ));
     }
     let fd = match paths::open_dir(given) {
         Ok(fd) => fd,
         Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => {
-            return refuse(format!(
-                "writable root {} is not a directory",
-                given.display()
-            ));
+            return refuse(format!("{what} {} is not a directory", given.display()));
         }
         Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
             let real = std::fs::canonicalize(given)
                 .map(|real| format!(" ({})", real.display()))
                 .unwrap_or_default();
             return refuse(format!(
-                "writable root {} has a symbolic link in its path, which the helper does not \
+                "{what} {} has a symbolic link in its path, which the helper does not \
                  follow; name the directory by its real path{real}",
                 given.display()
             ));
         }
-        Err(e) => return refuse(format!("writable root {}: {e}", given.display())),
+        Err(e) => return refuse(format!("{what} {}: {e}", given.display())),
     };
     let path = paths::fd_path(fd.as_fd())
-        .map_err(|e| NotRun::Refused(format!("writable root {}: {e}", given.display())))?;
+        .map_err(|e| NotRun::Refused(format!("{what} {}: {e}", given.display())))?;
     Ok(Root { path, fd })
 }
 

@@ -165,6 +165,9 @@ pub fn spawn(id: u64, argv: &[&str]) -> Spawn {
             network: Network::Deny,
             protected: vec![],
             never_writable: vec![],
+            local_binding: false,
+            deny_read: Vec::new(),
+            session_temp: None,
         },
         backend: BackendChoice::Auto,
         limits: Limits {

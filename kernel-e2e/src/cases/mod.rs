@@ -18,6 +18,7 @@ mod lifecycle;
 mod network;
 mod policy;
 mod process;
+mod profile;
 mod protected;
 mod secrets;
 
@@ -34,6 +35,7 @@ pub fn all() -> Vec<Case> {
         policy::CASES,
         layers::CASES,
         denials::CASES,
+        profile::CASES,
     ]
     .concat()
 }

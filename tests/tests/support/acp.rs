@@ -63,7 +63,7 @@ impl Scratch {
     pub fn new_in(base: &Path, tag: &str) -> Scratch {
         let root = base.join(format!("agentd-acp-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
-        for dir in ["ws", "state", "config", "home"] {
+        for dir in ["ws", "state", "config", "home", "tmp"] {
             std::fs::create_dir_all(root.join(dir)).expect("scratch dirs");
         }
         Scratch { root }
@@ -160,6 +160,8 @@ impl AcpClient {
             .env("HOME", scratch.root.join("home"))
             .env("XDG_CONFIG_HOME", scratch.root.join("config"))
             .env("LANG", "C.UTF-8")
+            // Sessions make their temp directories here, where a test can look.
+            .env("TMPDIR", scratch.root.join("tmp"))
             .current_dir(scratch.ws());
         command
     }

@@ -40,8 +40,8 @@ impl OpError {
 }
 
 /// The policy a file operation of this session runs under: its commands' ([`ToolEnv::policy`]).
-fn policy(env: &ToolEnv, mode: Mode) -> Policy {
-    env.policy(mode)
+fn policy(env: &ToolEnv, mode: Mode) -> Result<Policy, OpError> {
+    env.policy(mode).map_err(OpError::failed)
 }
 
 /// Everything from `pipe` up to `cap` bytes (one more shows it was over).
@@ -173,7 +173,7 @@ pub(super) async fn confined_read(env: &ToolEnv, path: &Path, mode: Mode) -> Res
     };
     let (content, content_wr) = pipe("content")?;
     let (report, report_wr) = pipe("report")?;
-    let policy = policy(env, mode);
+    let policy = policy(env, mode)?;
     let spec = ReadSpec {
         path: path.to_owned(),
         max_bytes: MAX_TEXT_FILE,
@@ -228,7 +228,7 @@ pub(super) async fn confined_write(
     content: &[u8],
     mode: Mode,
 ) -> Result<Written, OpError> {
-    let policy = policy(env, mode);
+    let policy = policy(env, mode)?;
     let content = content_file(content)
         .map_err(|e| OpError::failed(format!("cannot stage the content: {e}")))?;
     let (report, report_wr) = crate::command::output_pipe().map_err(|e| {

@@ -393,7 +393,7 @@ mod tests {
             protected: vec!["secrets".into()],
             ..Default::default()
         };
-        let policy = profile.policy(
+        let policy = profile.writes(
             Mode::WorkspaceWrite,
             Path::new("/w"),
             confine_protocol::Network::Deny,

@@ -1,0 +1,38 @@
+//! `agentd run`'s notes on what the sandbox denied.
+
+use confine_protocol::Mode;
+
+use crate::denial::Kind;
+
+/// What the sandbox denied, and which of `agentd run`'s options would allow it.
+pub(super) fn denial_note(kind: Kind, mode: Mode) -> String {
+    let unconfined = "--mode danger-full-access runs the command unconfined";
+    match kind {
+        Kind::FileWrite if mode == Mode::ReadOnly => format!(
+            "the sandbox denied a file write: read-only mode writes nothing (--mode \
+             workspace-write makes the workspace writable, --writable-root DIR another \
+             directory; {unconfined})"
+        ),
+        Kind::FileWrite => format!(
+            "the sandbox denied a file write outside the writable roots (--writable-root DIR \
+             adds one, as do sandbox.writable_roots and sandbox.cache in agentd.toml; \
+             {unconfined})"
+        ),
+        Kind::ProtectedPath => format!(
+            "the sandbox denied a write to a protected path (git metadata, .agentd, or a \
+             protected path of --protect, sandbox.protected or .agentd/config.toml), read-only \
+             in every confined mode ({unconfined})"
+        ),
+        Kind::FileRead => format!(
+            "the sandbox denied a file read (sandbox.deny_read and --deny-read deny some paths \
+             in every confined mode; {unconfined})"
+        ),
+        Kind::Network => "the sandbox denied network access (--network allow permits it; \
+                          --local-binding permits loopback sockets inside the sandbox)"
+            .into(),
+        Kind::SystemInterface => format!(
+            "the sandbox denied a system interface: Unix sockets, tracing, mounts and the like \
+             are filtered in every confined mode ({unconfined})"
+        ),
+    }
+}

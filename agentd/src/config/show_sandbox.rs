@@ -1,0 +1,63 @@
+//! `agentd config show`'s lines for the sandbox profile.
+
+use std::path::PathBuf;
+
+use super::effective::Effective;
+use super::show::{Lines, quoted, quoted_path};
+
+impl Effective {
+    /// The sandbox profile's keys, each preset with the directories it resolved to and the rule
+    /// that gave each.
+    pub(super) fn show_profile(&self, out: &mut Lines) {
+        let list = |items: Vec<String>| format!("[{}]", items.join(", "));
+        let paths = |paths: &[PathBuf]| list(paths.iter().map(|p| quoted_path(p)).collect());
+        out.value(
+            "sandbox.writable_roots",
+            paths(&self.writable_roots.value),
+            &self.writable_roots.source,
+        );
+        let presets = self.cache.value.iter();
+        out.value(
+            "sandbox.cache",
+            list(presets.map(|c| quoted(c.preset.as_str())).collect()),
+            &self.cache.source,
+        );
+        for cache in &self.cache.value {
+            let dirs: Vec<String> = cache
+                .dirs
+                .iter()
+                .map(|dir| format!("{} ({})", quoted_path(&dir.path), dir.rule))
+                .collect();
+            let dirs = if dirs.is_empty() {
+                "no directory".to_owned()
+            } else {
+                dirs.join(", ")
+            };
+            out.raw(format!("  {}: {dirs}", cache.preset.as_str()));
+        }
+        out.value(
+            "sandbox.protected",
+            paths(&self.protected.value),
+            &self.protected.source,
+        );
+        out.value(
+            "sandbox.local_binding",
+            self.local_binding.value.to_string(),
+            &self.local_binding.source,
+        );
+        let denied = self.deny_read.value.iter().map(|d| quoted(&d.shown()));
+        out.value(
+            "sandbox.deny_read",
+            list(denied.collect()),
+            &self.deny_read.source,
+        );
+        let (env, list) = (&self.sandbox_env, |v: Vec<String>| {
+            format!("[{}]", v.join(", "))
+        });
+        let pass = env.value.pass.iter().map(|n| quoted(n)).collect();
+        out.value("sandbox.env.pass", list(pass), &env.source);
+        // The names only: a value set here may be a credential.
+        let set = env.value.set.iter().map(|(n, _)| quoted(n)).collect();
+        out.value("sandbox.env.set", list(set), &env.source);
+    }
+}

@@ -1,0 +1,132 @@
+//! A session's own temp directory over the real `agentd acp` wire and the real kernel, with a
+//! scripted model (RFC 0014): a file one command leaves in `$TMPDIR` is there for the next
+//! command of the same session, not for another session; a read-only session's commands can
+//! read theirs but not write it; and the directory is gone once the session closes. Both Linux
+//! backends where this machine has them (SKIP where not). agentd's TMPDIR is the scratch
+//! area's, where the test can look.
+
+mod support;
+
+use serde_json::{Value, json};
+use support::acp::{AcpClient, Scratch, normalized_updates};
+
+const BACKENDS: [&str; 2] = ["bwrap", "landlock"];
+
+/// One turn per command, then a closing text.
+fn script(commands: &[&str]) -> String {
+    let mut text = String::new();
+    for command in commands {
+        text.push_str(&format!(
+            "[[turn]]\n[[turn.tool_calls]]\nname = \"bash\"\narguments = {{ command = {} }}\n\n",
+            serde_json::to_string(command).expect("json")
+        ));
+    }
+    text.push_str("[[turn]]\ntext = \"Done.\"\n");
+    text
+}
+
+/// What the model read of each call of one prompt.
+fn outputs(scratch: &Scratch, session: &str, notes: &[Value]) -> Vec<String> {
+    let log = scratch.log(session);
+    normalized_updates(notes)
+        .into_iter()
+        .filter(|u| u["sessionUpdate"] == "tool_call_update")
+        .filter_map(|update| {
+            log.iter()
+                .find(|r| r["type"] == "tool/result" && r["call_id"] == update["toolCallId"])
+                .and_then(|r| r["output"].as_str().map(str::to_owned))
+        })
+        .collect()
+}
+
+/// The session temp directories agentd has made in the scratch's TMPDIR.
+fn session_dirs(scratch: &Scratch) -> Vec<String> {
+    std::fs::read_dir(scratch.root.join("tmp"))
+        .expect("scratch tmp")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with("agentd-session-"))
+        .collect()
+}
+
+#[test]
+fn tmp_files_last_for_the_session_stay_in_it_and_go_when_it_closes() {
+    let mut tested = 0;
+    for backend in BACKENDS {
+        let scratch = Scratch::new(&format!("session-temp-{backend}"));
+        scratch.config(&format!("[sandbox]\nbackend = \"{backend}\"\n"));
+        let script = scratch.script(&script(&[
+            "cat \"$TMPDIR/note\" 2>/dev/null || echo none yet",
+            "echo kept > \"$TMPDIR/note\" && echo wrote",
+            "cat \"$TMPDIR/note\"",
+        ]));
+        let mut client =
+            AcpClient::start(&scratch, &script, &["--sandbox-mode", "workspace-write"]);
+        let first = client.open_session(&scratch.ws());
+        let (answer, notes) = client.prompt(&first, "go");
+        assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+        let out = outputs(&scratch, &first, &notes);
+        if out.first().is_some_and(|o| o.contains("stage unavailable")) {
+            println!("SKIP {backend}: {}", out[0]);
+            continue;
+        }
+        assert_eq!(out.len(), 3, "{backend}: {out:?}");
+        assert!(out[0].contains("none yet"), "{backend}: {out:?}");
+        assert!(out[1].contains("wrote"), "{backend}: {out:?}");
+        // The next command of the same session finds the file.
+        assert!(out[2].contains("kept"), "{backend}: {out:?}");
+        assert_eq!(session_dirs(&scratch).len(), 1, "{backend}");
+
+        // Another session has its own: its first command finds nothing there.
+        let second = client.open_session(&scratch.ws());
+        assert_eq!(session_dirs(&scratch).len(), 2, "{backend}");
+        let (answer, notes) = client.prompt(&second, "go");
+        assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+        let out = outputs(&scratch, &second, &notes);
+        assert!(out[0].contains("none yet"), "{backend}: {out:?}");
+        let (close, _) = client.request("session/close", json!({"sessionId": first}));
+        assert!(close.get("error").is_none(), "{backend}: {close}");
+        // The first session's directory is gone with its file; the second's stays.
+        assert_eq!(session_dirs(&scratch).len(), 1, "{backend}");
+        let (close, _) = client.request("session/close", json!({"sessionId": second}));
+        assert!(close.get("error").is_none(), "{backend}: {close}");
+        assert!(session_dirs(&scratch).is_empty(), "{backend}");
+        tested += 1;
+    }
+    assert!(tested > 0, "no backend could run here");
+}
+
+#[test]
+fn a_read_only_session_reads_its_tmp_but_cannot_write_it() {
+    let mut tested = 0;
+    for backend in BACKENDS {
+        let scratch = Scratch::new(&format!("session-temp-ro-{backend}"));
+        scratch.config(&format!("[sandbox]\nbackend = \"{backend}\"\n"));
+        let script = scratch.script(&script(&[
+            "echo x > \"$TMPDIR/planted\" && echo wrote || echo refused",
+            "ls -a \"$TMPDIR\" && echo listed",
+        ]));
+        let mut client = AcpClient::start(&scratch, &script, &["--sandbox-mode", "read-only"]);
+        let session = client.open_session(&scratch.ws());
+        let (answer, notes) = client.prompt(&session, "go");
+        assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+        let out = outputs(&scratch, &session, &notes);
+        if out.first().is_some_and(|o| o.contains("stage unavailable")) {
+            println!("SKIP {backend}: {}", out[0]);
+            continue;
+        }
+        assert!(out[0].contains("refused"), "{backend}: {out:?}");
+        assert!(out[1].contains("listed"), "{backend}: {out:?}");
+        let dirs = session_dirs(&scratch);
+        assert_eq!(dirs.len(), 1, "{backend}");
+        let planted = scratch.root.join("tmp").join(&dirs[0]).join("planted");
+        assert!(
+            !planted.exists(),
+            "{backend}: a read-only command wrote its tmp"
+        );
+        // The control: the host can write there, so the refusal was the sandbox's.
+        std::fs::write(&planted, "x").expect("the host writes the session's tmp");
+        tested += 1;
+    }
+    assert!(tested > 0, "no backend could run here");
+}
