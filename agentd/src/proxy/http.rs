@@ -6,7 +6,7 @@
 //! header lines `name: value` with a token for a name, no folded lines, no stray carriage
 //! return, no NUL. What the proxy forwards it has read the same way the origin will, so a head
 //! the two could read differently is refused instead. A forwarded request gets the `Host` of
-//! its URL (the client's is dropped), loses the hop-by-hop headers (`Proxy-*`, `Connection`
+//! its URL (the client's is dropped, and the port is left out when it is 80), loses the hop-by-hop headers (`Proxy-*`, `Connection`
 //! and what it names, `Keep-Alive`) and gains `Connection: close`: one request per connection.
 
 use std::fmt;
@@ -106,13 +106,12 @@ pub fn parse(head: &[u8]) -> Result<Request, BadRequest> {
             kind: Kind::Connect,
         });
     }
-    let Url {
-        authority: url_authority,
-        host,
-        port,
-        path,
-    } = url(target)?;
-    let mut out = format!("{method} {path} {version}\r\nHost: {url_authority}\r\n").into_bytes();
+    let Url { host, port, path } = url(target)?;
+    let mut out = match port {
+        HTTP_PORT => format!("{method} {path} {version}\r\nHost: {host}\r\n"),
+        _ => format!("{method} {path} {version}\r\nHost: {host}:{port}\r\n"),
+    }
+    .into_bytes();
     let hop = hop_by_hop(&headers);
     for (name, value) in &headers {
         if !hop.iter().any(|h| h.eq_ignore_ascii_case(name)) {
@@ -187,8 +186,6 @@ fn is_token(b: u8) -> bool {
 
 /// An `http://` URL taken apart.
 struct Url {
-    /// `host[:port]` as written, for the `Host` header.
-    authority: String,
     host: String,
     port: u16,
     /// The path and query, `/` when there is none; the fragment dropped.
@@ -218,7 +215,6 @@ fn url(target: &str) -> Result<Url, BadRequest> {
         None => path.to_owned(),
     };
     Ok(Url {
-        authority: authority_text.to_owned(),
         host,
         port,
         path,

@@ -322,3 +322,7 @@ where
     while connections.join_next().await.is_some() {}
     ended
 }
+
+#[cfg(test)]
+#[path = "serve_tests.rs"]
+mod tests;
