@@ -71,7 +71,12 @@ pub struct Attempt<'a> {
 }
 
 /// Decides `attempt`, reports the decision through `on_decision` and, when allowed, connects.
-pub async fn open<R, C>(attempt: Attempt<'_>, policy: &Policy, resolver: &R, on_decision: &C) -> Gate
+pub async fn open<R, C>(
+    attempt: Attempt<'_>,
+    policy: &Policy,
+    resolver: &R,
+    on_decision: &C,
+) -> Gate
 where
     R: Resolve,
     C: Fn(Decision) + Sync,
@@ -93,21 +98,19 @@ where
     let deadline = Instant::now() + CONNECT_TIMEOUT;
     let addresses = match host {
         Host::Ip(ip) => vec![SocketAddr::new(ip, attempt.port)],
-        Host::Name(name) => {
-            match resolve(resolver, &name, attempt.port, deadline).await {
-                Ok(addresses) => match reachable(addresses, policy) {
-                    Ok(addresses) => addresses,
-                    Err(local) => {
-                        report(&local);
-                        return Gate::Refused(local);
-                    }
-                },
-                Err(error) => {
-                    report(&reason);
-                    return Gate::Failed(error);
+        Host::Name(name) => match resolve(resolver, &name, attempt.port, deadline).await {
+            Ok(addresses) => match reachable(addresses, policy) {
+                Ok(addresses) => addresses,
+                Err(local) => {
+                    report(&local);
+                    return Gate::Refused(local);
                 }
+            },
+            Err(error) => {
+                report(&reason);
+                return Gate::Failed(error);
             }
-        }
+        },
         // `decide` never allows an invalid host.
         Host::Invalid => {
             report(&Reason::NotAName);

@@ -45,9 +45,7 @@ pub enum BadRequest {
     Header,
     #[error("the head has a folded line, a stray carriage return or a NUL byte")]
     Framing,
-    #[error(
-        "this is a proxy: ask for an absolute URL (GET http://host/path) or CONNECT host:port"
-    )]
+    #[error("this is a proxy: ask for an absolute URL (GET http://host/path) or CONNECT host:port")]
     OriginForm,
     #[error("https URLs go through CONNECT (set HTTPS_PROXY to this proxy)")]
     Https,
@@ -79,7 +77,9 @@ pub fn parse(head: &[u8]) -> Result<Request, BadRequest> {
     if head.contains(&0) {
         return Err(BadRequest::Framing);
     }
-    let mut lines = head.split(|&b| b == b'\n').map(|line| line.strip_suffix(b"\r").unwrap_or(line));
+    let mut lines = head
+        .split(|&b| b == b'\n')
+        .map(|line| line.strip_suffix(b"\r").unwrap_or(line));
     let first = lines.next().unwrap_or_default();
     if !first.iter().all(|&b| b.is_ascii_graphic() || b == b' ') {
         return Err(BadRequest::NotAscii);
@@ -150,7 +150,10 @@ fn headers<'a>(
         if name.is_empty() || !name.iter().copied().all(is_token) {
             return Err(BadRequest::Header);
         }
-        out.push((String::from_utf8_lossy(name).into_owned(), value.trim_ascii()));
+        out.push((
+            String::from_utf8_lossy(name).into_owned(),
+            value.trim_ascii(),
+        ));
     }
     Ok(out)
 }
@@ -214,11 +217,7 @@ fn url(target: &str) -> Result<Url, BadRequest> {
         None if path.is_empty() => "/".to_owned(),
         None => path.to_owned(),
     };
-    Ok(Url {
-        host,
-        port,
-        path,
-    })
+    Ok(Url { host, port, path })
 }
 
 /// `host:port`, `[v6]:port` or (with a default port) `host`: the host as written and the port.

@@ -102,9 +102,15 @@ fn a_url_without_port_or_path_gets_port_80_and_slash() {
     );
     let (_, port, out) = forward("HEAD HTTP://example.com:?x=1 HTTP/1.1\r\n\r\n");
     assert_eq!(port, 80);
-    assert!(out.starts_with("HEAD /?x=1 HTTP/1.1\r\nHost: example.com\r\n"), "{out}");
+    assert!(
+        out.starts_with("HEAD /?x=1 HTTP/1.1\r\nHost: example.com\r\n"),
+        "{out}"
+    );
     let (_, _, out) = forward("GET http://example.com:80/ HTTP/1.1\r\n\r\n");
-    assert!(out.starts_with("GET / HTTP/1.1\r\nHost: example.com\r\n"), "{out}");
+    assert!(
+        out.starts_with("GET / HTTP/1.1\r\nHost: example.com\r\n"),
+        "{out}"
+    );
     let (host, port, _) = forward("GET http://[::1]:8080/ HTTP/1.1\r\n\r\n");
     assert_eq!((host.as_str(), port), ("[::1]", 8080));
 }
@@ -125,27 +131,81 @@ fn malformed_heads_are_refused_with_their_reason() {
         (b"\r\n\r\n", BadRequest::RequestLine),
         (b"GET\r\n\r\n", BadRequest::RequestLine),
         (b"GET http://example.com/\r\n\r\n", BadRequest::RequestLine),
-        (b"GET  http://example.com/ HTTP/1.1\r\n\r\n", BadRequest::RequestLine),
-        (b"GET http://example.com/ HTTP/1.1 x\r\n\r\n", BadRequest::RequestLine),
-        (b"G(T http://example.com/ HTTP/1.1\r\n\r\n", BadRequest::RequestLine),
-        (b"GET http://example.com/ HTTP/2\r\n\r\n", BadRequest::Version),
-        (b"GET http://example.com/ http/1.1\r\n\r\n", BadRequest::Version),
-        (b"GET http://ex\xc3\xa4mple.com/ HTTP/1.1\r\n\r\n", BadRequest::NotAscii),
-        (b"GET http://example.com/\x0b HTTP/1.1\r\n\r\n", BadRequest::NotAscii),
-        (b"GET http://example.com/ HTTP/1.1\r\nNoColon\r\n\r\n", BadRequest::Header),
-        (b"GET http://example.com/ HTTP/1.1\r\nName : v\r\n\r\n", BadRequest::Header),
-        (b"GET http://example.com/ HTTP/1.1\r\n: v\r\n\r\n", BadRequest::Header),
-        (b"GET http://example.com/ HTTP/1.1\r\nA: b\r\n folded\r\n\r\n", BadRequest::Framing),
-        (b"GET http://example.com/ HTTP/1.1\r\nA: b\rc\r\n\r\n", BadRequest::Framing),
-        (b"GET http://example.com/ HTTP/1.1\r\nA: b\0\r\n\r\n", BadRequest::Framing),
-        (b"GET / HTTP/1.1\r\nHost: example.com\r\n\r\n", BadRequest::OriginForm),
+        (
+            b"GET  http://example.com/ HTTP/1.1\r\n\r\n",
+            BadRequest::RequestLine,
+        ),
+        (
+            b"GET http://example.com/ HTTP/1.1 x\r\n\r\n",
+            BadRequest::RequestLine,
+        ),
+        (
+            b"G(T http://example.com/ HTTP/1.1\r\n\r\n",
+            BadRequest::RequestLine,
+        ),
+        (
+            b"GET http://example.com/ HTTP/2\r\n\r\n",
+            BadRequest::Version,
+        ),
+        (
+            b"GET http://example.com/ http/1.1\r\n\r\n",
+            BadRequest::Version,
+        ),
+        (
+            b"GET http://ex\xc3\xa4mple.com/ HTTP/1.1\r\n\r\n",
+            BadRequest::NotAscii,
+        ),
+        (
+            b"GET http://example.com/\x0b HTTP/1.1\r\n\r\n",
+            BadRequest::NotAscii,
+        ),
+        (
+            b"GET http://example.com/ HTTP/1.1\r\nNoColon\r\n\r\n",
+            BadRequest::Header,
+        ),
+        (
+            b"GET http://example.com/ HTTP/1.1\r\nName : v\r\n\r\n",
+            BadRequest::Header,
+        ),
+        (
+            b"GET http://example.com/ HTTP/1.1\r\n: v\r\n\r\n",
+            BadRequest::Header,
+        ),
+        (
+            b"GET http://example.com/ HTTP/1.1\r\nA: b\r\n folded\r\n\r\n",
+            BadRequest::Framing,
+        ),
+        (
+            b"GET http://example.com/ HTTP/1.1\r\nA: b\rc\r\n\r\n",
+            BadRequest::Framing,
+        ),
+        (
+            b"GET http://example.com/ HTTP/1.1\r\nA: b\0\r\n\r\n",
+            BadRequest::Framing,
+        ),
+        (
+            b"GET / HTTP/1.1\r\nHost: example.com\r\n\r\n",
+            BadRequest::OriginForm,
+        ),
         (b"OPTIONS * HTTP/1.1\r\n\r\n", BadRequest::OriginForm),
-        (b"GET https://example.com/ HTTP/1.1\r\n\r\n", BadRequest::Https),
-        (b"GET ftp://example.com/ HTTP/1.1\r\n\r\n", BadRequest::Scheme),
+        (
+            b"GET https://example.com/ HTTP/1.1\r\n\r\n",
+            BadRequest::Https,
+        ),
+        (
+            b"GET ftp://example.com/ HTTP/1.1\r\n\r\n",
+            BadRequest::Scheme,
+        ),
         (b"GET example.com/ HTTP/1.1\r\n\r\n", BadRequest::Scheme),
-        (b"GET http://user:pw@example.com/ HTTP/1.1\r\n\r\n", BadRequest::Credentials),
+        (
+            b"GET http://user:pw@example.com/ HTTP/1.1\r\n\r\n",
+            BadRequest::Credentials,
+        ),
         (b"GET http:///path HTTP/1.1\r\n\r\n", BadRequest::Authority),
-        (b"GET http://example.com:99999/ HTTP/1.1\r\n\r\n", BadRequest::Authority),
+        (
+            b"GET http://example.com:99999/ HTTP/1.1\r\n\r\n",
+            BadRequest::Authority,
+        ),
     ];
     for (head, error) in cases {
         assert_eq!(
@@ -165,7 +225,10 @@ fn the_proxy_answers_with_a_complete_one_line_response() {
         "HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain; charset=utf-8\r\n\
          Content-Length: 9\r\nConnection: close\r\n\r\nnot here\n"
     );
-    assert_eq!(BadRequest::TooLarge.status(), (431, "Request Header Fields Too Large"));
+    assert_eq!(
+        BadRequest::TooLarge.status(),
+        (431, "Request Header Fields Too Large")
+    );
     assert_eq!(BadRequest::Version.status().0, 505);
     assert_eq!(BadRequest::Header.status().0, 400);
 }

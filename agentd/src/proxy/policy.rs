@@ -98,7 +98,9 @@ pub fn is_host_local(ip: IpAddr) -> bool {
             v6.is_loopback()
                 || v6.is_unspecified()
                 || (v6.segments()[0] & 0xffc0) == 0xfe80
-                || v6.to_ipv4_mapped().is_some_and(|v4| is_host_local(IpAddr::V4(v4)))
+                || v6
+                    .to_ipv4_mapped()
+                    .is_some_and(|v4| is_host_local(IpAddr::V4(v4)))
         }
     }
 }
@@ -188,9 +190,7 @@ pub enum EntryProblem {
     Whitespace,
     #[error("has a scheme; write the host name alone, such as \"example.com\"")]
     Scheme,
-    #[error(
-        "has a port; an entry names a host only, and every port of an allowed host is allowed"
-    )]
+    #[error("has a port; an entry names a host only, and every port of an allowed host is allowed")]
     Port,
     #[error(
         "has a `*` that is not a leading `*.`; write \"*.example.com\" for every name below \
@@ -248,7 +248,10 @@ impl fmt::Display for Reason {
             Reason::Denied(entry) => write!(f, "denied by \"{entry}\" in {DENIED_KEY}"),
             Reason::NotAllowed => write!(f, "not in {ALLOWED_KEY}"),
             Reason::AddressNotListed => {
-                write!(f, "an IP address not in {ALLOWED_KEY}; ask for the host by name")
+                write!(
+                    f,
+                    "an IP address not in {ALLOWED_KEY}; ask for the host by name"
+                )
             }
             Reason::NotAName => write!(
                 f,

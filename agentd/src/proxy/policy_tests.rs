@@ -23,8 +23,16 @@ fn exact(name: &str) -> Pattern {
 #[test]
 fn an_exact_entry_allows_that_name_and_no_other() {
     let p = policy(&["example.com"], &[]);
-    assert_eq!(reason(&p, "example.com"), Reason::Allowed(exact("example.com")));
-    for other in ["www.example.com", "example.org", "badexample.com", "example.com.evil"] {
+    assert_eq!(
+        reason(&p, "example.com"),
+        Reason::Allowed(exact("example.com"))
+    );
+    for other in [
+        "www.example.com",
+        "example.org",
+        "badexample.com",
+        "example.com.evil",
+    ] {
         assert_eq!(reason(&p, other), Reason::NotAllowed, "{other}");
     }
 }
@@ -51,16 +59,26 @@ fn the_apex_and_its_names_below_need_both_entries() {
 fn matching_ignores_case_and_one_trailing_dot_on_both_sides() {
     let p = policy(&["Example.COM.", "*.Docs.Example.org"], &[]);
     for host in ["example.com", "EXAMPLE.com", "example.com.", "ExAmPlE.CoM."] {
-        assert_eq!(reason(&p, host), Reason::Allowed(exact("example.com")), "{host}");
+        assert_eq!(
+            reason(&p, host),
+            Reason::Allowed(exact("example.com")),
+            "{host}"
+        );
     }
     assert!(allows(&p, "API.docs.example.ORG."));
     assert_eq!(reason(&p, "example.com.."), Reason::NotAName);
-    assert_eq!(p.decide("Example.Com.").0, Host::Name("example.com".to_owned()));
+    assert_eq!(
+        p.decide("Example.Com.").0,
+        Host::Name("example.com".to_owned())
+    );
 }
 
 #[test]
 fn denied_wins_over_allowed() {
-    let p = policy(&["*.example.com", "example.com"], &["secret.example.com", "*.internal.example.com"]);
+    let p = policy(
+        &["*.example.com", "example.com"],
+        &["secret.example.com", "*.internal.example.com"],
+    );
     assert_eq!(
         reason(&p, "secret.example.com"),
         Reason::Denied(exact("secret.example.com"))
@@ -81,7 +99,14 @@ fn denied_wins_over_allowed() {
 #[test]
 fn ip_literals_and_numeric_forms_are_refused() {
     let p = policy(&["example.com", "*.example.com"], &[]);
-    for host in ["127.0.0.1", "::1", "[::1]", "[::ffff:127.0.0.1]", "10.0.0.1", "[2001:db8::1]"] {
+    for host in [
+        "127.0.0.1",
+        "::1",
+        "[::1]",
+        "[::ffff:127.0.0.1]",
+        "10.0.0.1",
+        "[2001:db8::1]",
+    ] {
         assert_eq!(reason(&p, host), Reason::AddressNotListed, "{host}");
     }
     // What resolvers would read as an address, and other things that are not names.
@@ -125,11 +150,17 @@ fn ip_literals_and_numeric_forms_are_refused() {
 
 #[test]
 fn names_that_only_look_numeric_in_part_are_names() {
-    let p = policy(&["1password.com", "*.0x1.example", "xn--bcher-kva.example"], &[]);
+    let p = policy(
+        &["1password.com", "*.0x1.example", "xn--bcher-kva.example"],
+        &[],
+    );
     assert!(allows(&p, "1password.com"));
     assert!(allows(&p, "123.0x1.example"));
     assert!(allows(&p, "xn--bcher-kva.example"), "punycode as given");
-    assert!(!allows(&p, "bücher.example"), "the Unicode form is not its punycode");
+    assert!(
+        !allows(&p, "bücher.example"),
+        "the Unicode form is not its punycode"
+    );
     assert_eq!(reason(&p, "_dmarc.example.com"), Reason::NotAllowed);
 }
 
@@ -141,7 +172,13 @@ fn an_ip_literal_is_allowed_only_when_listed_exactly() {
     assert!(allows(&p, "::1"));
     assert!(allows(&p, "[::1]"));
     assert!(allows(&p, "[2001:db8:0::1]"));
-    for host in ["127.0.0.2", "[::ffff:127.0.0.1]", "2130706433", "127.1", "localhost"] {
+    for host in [
+        "127.0.0.2",
+        "[::ffff:127.0.0.1]",
+        "2130706433",
+        "127.1",
+        "localhost",
+    ] {
         assert!(!allows(&p, host), "{host}");
     }
     let denied = policy(&["127.0.0.1"], &["127.0.0.1"]);
@@ -247,5 +284,8 @@ fn reasons_read_as_a_sentence_naming_the_key() {
         reason(&p, "bad.example.com").to_string(),
         "denied by \"bad.example.com\" in denied_domains"
     );
-    assert_eq!(reason(&p, "other.test").to_string(), "not in allowed_domains");
+    assert_eq!(
+        reason(&p, "other.test").to_string(),
+        "not in allowed_domains"
+    );
 }

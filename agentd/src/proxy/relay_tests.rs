@@ -8,7 +8,13 @@ use tokio::time::Instant;
 use super::*;
 
 /// A client and a host, with the relay between them running.
-fn relayed(idle: Duration) -> (DuplexStream, DuplexStream, JoinHandle<Result<(), RelayError>>) {
+fn relayed(
+    idle: Duration,
+) -> (
+    DuplexStream,
+    DuplexStream,
+    JoinHandle<Result<(), RelayError>>,
+) {
     let (client, proxy_client_end) = duplex(1024);
     let (host, proxy_host_end) = duplex(1024);
     let relay = tokio::spawn(relay(proxy_client_end, proxy_host_end, idle));
@@ -32,12 +38,19 @@ async fn bytes_go_both_ways_and_a_half_close_is_passed_on() {
     // The client is done sending; the host sees the end and may still answer.
     client.shutdown().await.expect("shutdown");
     let mut rest = Vec::new();
-    host.read_to_end(&mut rest).await.expect("end of the request");
+    host.read_to_end(&mut rest)
+        .await
+        .expect("end of the request");
     assert!(rest.is_empty());
-    host.write_all(b"late").await.expect("write after the client's end");
+    host.write_all(b"late")
+        .await
+        .expect("write after the client's end");
     host.shutdown().await.expect("shutdown");
     let mut late = Vec::new();
-    client.read_to_end(&mut late).await.expect("read to the end");
+    client
+        .read_to_end(&mut late)
+        .await
+        .expect("read to the end");
     assert_eq!(late, b"late");
     relay.await.expect("join").expect("both sides finished");
 }
@@ -85,12 +98,21 @@ async fn a_connection_silent_both_ways_ends_at_the_idle_timeout_counted_from_the
 
     let ends = moved + IDLE_TIMEOUT;
     let before = tokio::time::timeout_at(ends - Duration::from_millis(1), &mut relay).await;
-    assert!(before.is_err(), "the relay ended before the idle timeout: {before:?}");
+    assert!(
+        before.is_err(),
+        "the relay ended before the idle timeout: {before:?}"
+    );
     let ended = relay.await.expect("join");
-    assert!(matches!(ended, Err(RelayError::Idle(idle)) if idle == IDLE_TIMEOUT), "{ended:?}");
+    assert!(
+        matches!(ended, Err(RelayError::Idle(idle)) if idle == IDLE_TIMEOUT),
+        "{ended:?}"
+    );
     assert_eq!(Instant::now(), ends);
     let mut rest = Vec::new();
-    client.read_to_end(&mut rest).await.expect("the client sees the end");
+    client
+        .read_to_end(&mut rest)
+        .await
+        .expect("the client sees the end");
     assert!(rest.is_empty());
 }
 
@@ -101,8 +123,14 @@ async fn a_side_that_is_gone_ends_both_directions() {
     // The host's end reads as its end of sending; what the client sends next cannot be
     // delivered, which ends the relay.
     let mut rest = Vec::new();
-    client.read_to_end(&mut rest).await.expect("the host's end is passed on");
-    client.write_all(b"undeliverable").await.expect("written to the proxy");
+    client
+        .read_to_end(&mut rest)
+        .await
+        .expect("the host's end is passed on");
+    client
+        .write_all(b"undeliverable")
+        .await
+        .expect("written to the proxy");
     let ended = relay.await.expect("join");
     assert!(matches!(ended, Err(RelayError::Io(_))), "{ended:?}");
 }

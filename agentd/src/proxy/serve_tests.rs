@@ -57,10 +57,7 @@ async fn serve(input: &[u8], close: bool) -> Served {
         client.read_to_end(&mut answer).await.expect("read");
         answer
     };
-    let (answer, result) = tokio::join!(
-        client_side,
-        serve_one(proxy, &policy, &resolver, &record)
-    );
+    let (answer, result) = tokio::join!(client_side, serve_one(proxy, &policy, &resolver, &record));
     Served {
         answer,
         result,
@@ -83,7 +80,10 @@ async fn a_malformed_http_request_is_answered_400_with_the_reason() {
     ] {
         let served = serve(input, false).await;
         let answer = text(&served.answer);
-        assert!(answer.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{answer}");
+        assert!(
+            answer.starts_with("HTTP/1.1 400 Bad Request\r\n"),
+            "{answer}"
+        );
         assert!(matches!(served.result, Err(ServeError::BadRequest(_))));
         let reason = served.result.expect_err("bad").to_string();
         let body = answer.rsplit("\r\n\r\n").next().unwrap_or_default();
@@ -201,7 +201,10 @@ async fn socks5_refusals_get_the_ruleset_reply_and_unresolvable_hosts_host_unrea
 async fn a_socks4_client_is_rejected_in_socks4() {
     let served = serve(&[4, 1, 0, 80, 127, 0, 0, 1, 0], false).await;
     assert_eq!(served.answer, crate::proxy::socks5::SOCKS4_REJECTED);
-    assert!(matches!(served.result, Err(ServeError::Socks(SocksError::Socks4))));
+    assert!(matches!(
+        served.result,
+        Err(ServeError::Socks(SocksError::Socks4))
+    ));
 }
 
 /// A small deterministic generator of test input.
@@ -255,13 +258,23 @@ async fn no_input_hangs_or_panics_and_every_answer_is_in_a_protocol() {
     for input in &inputs {
         let started = Instant::now();
         let served = within(serve(input, true)).await;
-        assert_eq!(started.elapsed(), Duration::ZERO, "waited on {:?}", text(input));
+        assert_eq!(
+            started.elapsed(),
+            Duration::ZERO,
+            "waited on {:?}",
+            text(input)
+        );
         let answer = &served.answer;
         let in_a_protocol = answer.is_empty()
             || answer.starts_with(b"HTTP/1.1 ")
             || answer.first() == Some(&5)
             || answer.as_slice() == crate::proxy::socks5::SOCKS4_REJECTED;
-        assert!(in_a_protocol, "{:?} answered {:?}", text(input), text(answer));
+        assert!(
+            in_a_protocol,
+            "{:?} answered {:?}",
+            text(input),
+            text(answer)
+        );
         for decision in served.decisions.iter().filter(|d| d.allowed) {
             let host = decision.host.to_ascii_lowercase();
             assert_eq!(host.strip_suffix('.').unwrap_or(&host), "allowed.test");
@@ -292,20 +305,20 @@ async fn second_client_waits(limit: usize) -> Duration {
     );
     let reading = async {
         let mut answer = Vec::new();
-        second_client
-            .read_to_end(&mut answer)
-            .await
-            .expect("read");
+        second_client.read_to_end(&mut answer).await.expect("read");
         (answer, started.elapsed())
     };
     let bound = HANDSHAKE_TIMEOUT * 2;
-    let (served, (answer, waited)) = tokio::time::timeout(bound, async {
-        tokio::join!(serving, reading)
-    })
-    .await
-    .expect("both clients were served in time");
+    let (served, (answer, waited)) =
+        tokio::time::timeout(bound, async { tokio::join!(serving, reading) })
+            .await
+            .expect("both clients were served in time");
     served.expect("the stream of clients ended");
-    assert!(text(&answer).starts_with("HTTP/1.1 400 "), "{}", text(&answer));
+    assert!(
+        text(&answer).starts_with("HTTP/1.1 400 "),
+        "{}",
+        text(&answer)
+    );
     waited
 }
 

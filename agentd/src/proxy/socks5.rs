@@ -108,12 +108,8 @@ where
         return Err(SocksError::Version(version));
     }
     let host = match address_type {
-        ATYP_IPV4 => {
-            Ipv4Addr::from(client.array::<4>().await?).to_string()
-        }
-        ATYP_IPV6 => {
-            Ipv6Addr::from(client.array::<16>().await?).to_string()
-        }
+        ATYP_IPV4 => Ipv4Addr::from(client.array::<4>().await?).to_string(),
+        ATYP_IPV6 => Ipv6Addr::from(client.array::<16>().await?).to_string(),
         ATYP_DOMAIN => {
             let length = client.byte().await?;
             let name = client.take(usize::from(length)).await?;

@@ -59,7 +59,10 @@ async fn addresses_are_read_in_their_usual_text_form() {
     assert_eq!(request(&mut proxy).await.expect("v6").host, "2001:db8::1");
 
     let (_client, mut proxy) = client_sent(&connect(&domain(b"caf\xe9.test"))).await;
-    assert_eq!(request(&mut proxy).await.expect("bytes").host, "caf\u{fffd}.test");
+    assert_eq!(
+        request(&mut proxy).await.expect("bytes").host,
+        "caf\u{fffd}.test"
+    );
 }
 
 #[tokio::test]
@@ -79,7 +82,10 @@ async fn bind_udp_and_unknown_commands_are_not_supported() {
         bytes.extend_from_slice(&53u16.to_be_bytes());
         let (client, mut proxy) = client_sent(&bytes).await;
         let error = request(&mut proxy).await.expect_err("not connect");
-        assert!(matches!(error, SocksError::Command(c) if c == command), "{error}");
+        assert!(
+            matches!(error, SocksError::Command(c) if c == command),
+            "{error}"
+        );
         assert_eq!(
             answered(client, proxy).await,
             [5, 0, 5, 0x07, 0, 1, 0, 0, 0, 0, 0, 0]
