@@ -10,6 +10,8 @@
 //! command whether the confinement denied it something; every tool that runs commands uses both.
 //! [`profile`] is what a session's commands may write besides the workspace and what stays
 //! read-only inside it: every command's and file operation's policy is built from it.
+//! [`proxy`] is the network allow-list proxy: the hosts a confined command may reach, decided
+//! by name, each decision reported, everything else refused.
 //!
 //! A session is its log ([`session`]), at the bottom: its events hold plain values only, the
 //! protocol's and those of [`words`], the leaf that spells agentd's own vocabularies. Above the
@@ -44,6 +46,7 @@ pub mod knobs;
 pub mod model;
 pub mod narrowing;
 pub mod profile;
+pub mod proxy;
 mod real_path;
 pub mod session;
 pub mod session_temp;
