@@ -11,6 +11,7 @@ mod args;
 pub mod exec;
 mod exit;
 pub mod run;
+mod run_args;
 mod run_notes;
 pub mod sessions;
 mod signals;

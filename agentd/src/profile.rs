@@ -17,11 +17,13 @@ use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use confine_protocol::{Mode, Network, Policy};
 
 use crate::denial::Scope;
 use crate::deny_read::{self, DenyRead};
+use crate::proxy;
 
 /// The project's own directory in a workspace: read-only to commands whenever it exists.
 pub const PROJECT_DIR: &str = ".agentd";
@@ -55,6 +57,9 @@ pub struct SandboxProfile {
     pub local_binding: bool,
     /// What no confined command may read (`sandbox.deny_read`), expanded at each request.
     pub deny_read: Vec<DenyRead>,
+    /// `sandbox.network = "allow-list"`: the proxy's policy, through which a confined command
+    /// with the network denied reaches the hosts it allows (bwrap only).
+    pub allow_list: Option<Arc<proxy::Policy>>,
 }
 
 /// A cache directory that does not exist could not be created.
@@ -164,6 +169,13 @@ impl SandboxProfile {
             deny_read: Vec::new(),
             session_temp: None,
         }
+    }
+
+    /// The proxy policy of a command under `mode` with `network`: the allow-list's, when one is
+    /// configured and the command is confined without the network.
+    pub fn proxy(&self, mode: Mode, network: Network) -> Option<Arc<proxy::Policy>> {
+        let confined = mode != Mode::DangerFullAccess && network == Network::Deny;
+        self.allow_list.clone().filter(|_| confined)
     }
 
     /// The denied reads of a command in `workspace` as real paths (none in danger-full-access).

@@ -29,6 +29,8 @@ pub(crate) const REPORT_LANDLOCK: u8 = b'L';
 pub(crate) const REPORT_READY: u8 = b'R';
 /// The report's kind byte: `execve` of the command failed.
 pub(crate) const REPORT_EXEC: u8 = b'E';
+/// The report's kind byte: the proxy bridge could not be started; the command did not run.
+pub(crate) const REPORT_BRIDGE: u8 = b'B';
 /// Bytes of one report record: the kind and an errno.
 pub(crate) const REPORT_SIZE: usize = 5;
 /// Bytes `enter` writes at most: "ready", then an exec failure.
@@ -46,6 +48,8 @@ pub(crate) enum Entered {
     Ran,
     /// The layer is applied, and `execve` of the command failed with this errno.
     ExecFailed(i32),
+    /// The proxy bridge could not be started (this errno); the command did not run.
+    BridgeFailed(i32),
 }
 
 /// What `enter` was asked to do.
@@ -53,21 +57,35 @@ pub(crate) enum Entered {
 pub(crate) struct Enter {
     pub(crate) ruleset: RawFd,
     pub(crate) report: RawFd,
+    /// The proxy bridge's socket ([`crate::bridge`]), when the sandbox has one.
+    pub(crate) bridge: Option<RawFd>,
     pub(crate) argv: Vec<OsString>,
 }
 
-/// The argument vector that makes bwrap run `argv` through `enter`: `exe` is the descriptor
-/// number of this binary as the command sees it.
-pub(crate) fn argv(exe: RawFd, ruleset: RawFd, report: RawFd, argv: &[Vec<u8>]) -> Vec<Vec<u8>> {
+/// The descriptors `enter` is given, numbered as the command sees them.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Fds {
+    /// This binary.
+    pub(crate) exe: RawFd,
+    pub(crate) ruleset: RawFd,
+    pub(crate) report: RawFd,
+    pub(crate) bridge: Option<RawFd>,
+}
+
+/// The argument vector that makes bwrap run `argv` through `enter`.
+pub(crate) fn argv(fds: &Fds, argv: &[Vec<u8>]) -> Vec<Vec<u8>> {
     let mut out: Vec<Vec<u8>> = vec![
-        format!("/proc/self/fd/{exe}").into_bytes(),
+        format!("/proc/self/fd/{}", fds.exe).into_bytes(),
         b"enter".to_vec(),
         b"--ruleset".to_vec(),
-        ruleset.to_string().into_bytes(),
+        fds.ruleset.to_string().into_bytes(),
         b"--report".to_vec(),
-        report.to_string().into_bytes(),
-        b"--".to_vec(),
+        fds.report.to_string().into_bytes(),
     ];
+    if let Some(bridge) = fds.bridge {
+        out.extend([b"--bridge".to_vec(), bridge.to_string().into_bytes()]);
+    }
+    out.push(b"--".to_vec());
     out.extend(argv.iter().cloned());
     out
 }
@@ -78,7 +96,7 @@ pub(crate) enum UsageError {
     /// The value of this flag is not a descriptor number above stdio.
     #[error("{0} needs a descriptor number above 2")]
     Descriptor(&'static str),
-    #[error("enter takes --ruleset FD --report FD -- PROGRAM [ARGS...]")]
+    #[error("enter takes --ruleset FD --report FD [--bridge FD] -- PROGRAM [ARGS...]")]
     Shape,
 }
 
@@ -91,16 +109,24 @@ pub(crate) fn parse(args: &[OsString]) -> Result<Enter, UsageError> {
             .filter(|fd| *fd > 2)
             .ok_or(UsageError::Descriptor(flag))
     };
-    match args {
-        [r, ruleset, p, report, dashes, argv @ ..]
-            if r == "--ruleset" && p == "--report" && dashes == "--" && !argv.is_empty() =>
+    let (bridge, rest) = match args {
+        [r, ruleset, p, report, b, bridge, rest @ ..]
+            if r == "--ruleset" && p == "--report" && b == "--bridge" =>
         {
-            Ok(Enter {
-                ruleset: number("--ruleset", ruleset)?,
-                report: number("--report", report)?,
-                argv: argv.to_vec(),
-            })
+            (Some(number("--bridge", bridge)?), (ruleset, report, rest))
         }
+        [r, ruleset, p, report, rest @ ..] if r == "--ruleset" && p == "--report" => {
+            (None, (ruleset, report, rest))
+        }
+        _ => return Err(UsageError::Shape),
+    };
+    match rest {
+        (ruleset, report, [dashes, argv @ ..]) if dashes == "--" && !argv.is_empty() => Ok(Enter {
+            ruleset: number("--ruleset", ruleset)?,
+            report: number("--report", report)?,
+            bridge,
+            argv: argv.to_vec(),
+        }),
         _ => Err(UsageError::Shape),
     }
 }
@@ -118,6 +144,15 @@ pub(crate) fn main(enter: &Enter) -> ExitCode {
         // Nothing runs whether or not the record gets through.
         let _ = report(REPORT_LANDLOCK, errno);
         eprintln!("confine-helper: the Landlock layer could not be applied ({e}); nothing was run");
+        return ExitCode::from(126);
+    }
+    // The bridge runs under the layer too, in its own process outside the command's tree.
+    if let Some(control) = enter.bridge
+        && let Err(e) = crate::bridge::start(control)
+    {
+        let errno = e.raw_os_error().unwrap_or(0);
+        let _ = report(REPORT_BRIDGE, errno);
+        eprintln!("confine-helper: the proxy bridge could not be started ({e}); nothing was run");
         return ExitCode::from(126);
     }
     // Without "ready" on the pipe the helper would report that the sandbox was never built, so
@@ -159,6 +194,7 @@ pub(crate) fn decode_report(bytes: &[u8]) -> Entered {
     match (bytes.len(), record(0), record(REPORT_SIZE)) {
         (0, _, _) => Entered::Never,
         (REPORT_SIZE, Some((REPORT_LANDLOCK, errno)), _) => Entered::LayerFailed(errno),
+        (REPORT_SIZE, Some((REPORT_BRIDGE, errno)), _) => Entered::BridgeFailed(errno),
         (REPORT_SIZE, Some((REPORT_READY, 0)), _) => Entered::Ran,
         (REPORT_MAX, Some((REPORT_READY, 0)), Some((REPORT_EXEC, errno))) => {
             Entered::ExecFailed(errno)
@@ -177,7 +213,13 @@ mod tests {
 
     #[test]
     fn the_argv_bwrap_runs_parses_back() {
-        let built = argv(7, 8, 9, &[b"sh".to_vec(), b"-c".to_vec(), b"--".to_vec()]);
+        let fds = Fds {
+            exe: 7,
+            ruleset: 8,
+            report: 9,
+            bridge: None,
+        };
+        let built = argv(&fds, &[b"sh".to_vec(), b"-c".to_vec(), b"--".to_vec()]);
         let text: Vec<OsString> = built
             .iter()
             .map(|a| OsString::from(String::from_utf8_lossy(a).into_owned()))
@@ -189,7 +231,28 @@ mod tests {
             Ok(Enter {
                 ruleset: 8,
                 report: 9,
+                bridge: None,
                 argv: os(&["sh", "-c", "--"]),
+            })
+        );
+        let with_bridge = argv(
+            &Fds {
+                bridge: Some(10),
+                ..fds
+            },
+            &[b"true".to_vec()],
+        );
+        let text: Vec<OsString> = with_bridge
+            .iter()
+            .map(|a| OsString::from(String::from_utf8_lossy(a).into_owned()))
+            .collect();
+        assert_eq!(
+            parse(&text[2..]),
+            Ok(Enter {
+                ruleset: 8,
+                report: 9,
+                bridge: Some(10),
+                argv: os(&["true"]),
             })
         );
     }
@@ -212,6 +275,17 @@ mod tests {
             shape
         );
         assert!(parse(&os(&["--ruleset", "x", "--report", "9", "--", "x"])).is_err());
+        let bridge = parse(&os(&[
+            "--ruleset",
+            "8",
+            "--report",
+            "9",
+            "--bridge",
+            "2",
+            "--",
+            "x",
+        ]));
+        assert_eq!(bridge, Err(UsageError::Descriptor("--bridge")));
     }
 
     #[test]
@@ -223,6 +297,10 @@ mod tests {
         };
         let ready = record(REPORT_READY, 0);
         assert_eq!(decode_report(&[]), Entered::Never);
+        assert_eq!(
+            decode_report(&record(REPORT_BRIDGE, 98)),
+            Entered::BridgeFailed(98)
+        );
         assert_eq!(decode_report(&ready), Entered::Ran);
         let exec = [ready.clone(), record(REPORT_EXEC, 2)].concat();
         assert_eq!(decode_report(&exec), Entered::ExecFailed(2));

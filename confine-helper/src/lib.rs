@@ -16,6 +16,7 @@
 )]
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
+mod bridge;
 mod bwrap;
 mod ceiling;
 pub mod cli;

@@ -438,6 +438,11 @@ impl Server {
             take(spawn.stdio.stdout),
             take(spawn.stdio.stderr),
         ];
+        let proxy = if spawn.proxy {
+            conn.fds.pop_front()
+        } else {
+            None
+        };
         let in_flight = conn.in_flight;
         let refusal = if self.commands.contains_key(&(id, spawn.id)) {
             Some(format!(
@@ -455,7 +460,7 @@ impl Server {
             (Some(reason), _) => Err(crate::confine::NotRun::Refused(reason)),
             (None, Some(problem)) => Err(problem),
             (None, None) => command::check(&spawn)
-                .and_then(|()| command::prepare(&spawn, &self.ctx))
+                .and_then(|()| command::prepare(&spawn, &self.ctx, proxy))
                 .and_then(|plan| command::start(&spawn, stdio, plan)),
         };
         match started {

@@ -28,6 +28,10 @@ pub use vocabulary::UnknownWord;
 /// enforcement.
 pub const PROTECTED_SUBPATHS: [&str; 1] = [".git"];
 
+/// The port of the proxy bridge inside a sandbox that has one ([`Spawn::proxy`]), on
+/// `127.0.0.1`: the port of `HTTP_PROXY` and `ALL_PROXY` there.
+pub const PROXY_PORT: u16 = 3128;
+
 /// Bumped on every change that is not purely additive at the end of the handshake.
 pub const PROTOCOL_VERSION: u32 = 5;
 

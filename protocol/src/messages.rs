@@ -150,6 +150,14 @@ wire! {
         pub backend: BackendChoice,
         pub limits: Limits,
         pub stdio: Stdio,
+        /// One more descriptor follows the stdio ones: a Unix stream socket. The command's
+        /// sandbox then gets a bridge listening on `127.0.0.1:`[`crate::PROXY_PORT`] in its own,
+        /// empty network namespace, which for every connection made to it sends one end of a
+        /// new socketpair over that socket (`SCM_RIGHTS`, with one byte) and relays the
+        /// connection through the other: whoever holds the socket's peer decides where each
+        /// connection goes (agentd's allow-list proxy). bwrap only, with the network denied;
+        /// refused otherwise.
+        pub proxy: bool,
     }
 
     /// Terminate the whole tree of request `id`: SIGTERM now, SIGKILL after `grace_ms`.

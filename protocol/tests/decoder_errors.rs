@@ -64,6 +64,7 @@ fn minimal_spawn() -> Spawn {
             stdout: StdioSpec::Null,
             stderr: StdioSpec::Null,
         },
+        proxy: false,
     }
 }
 

@@ -337,6 +337,7 @@ fn spawn() -> Spawn {
             stdout: StdioSpec::Fd,
             stderr: StdioSpec::Fd,
         },
+        proxy: true,
     }
 }
 
@@ -370,6 +371,7 @@ fn minimal_spawn() -> Spawn {
             stdout: StdioSpec::Null,
             stderr: StdioSpec::Null,
         },
+        proxy: false,
     }
 }
 
@@ -528,6 +530,7 @@ fn samples() -> Vec<(String, Message)> {
                 stdout: spec,
                 stderr: spec,
             },
+            proxy: false,
             ..spawn()
         };
         request(

@@ -181,6 +181,7 @@ fn spawn(rng: &mut Rng) -> Spawn {
             stdout: stdio_spec(rng),
             stderr: stdio_spec(rng),
         },
+        proxy: false,
     }
 }
 

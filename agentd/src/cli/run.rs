@@ -11,7 +11,7 @@ use std::ffi::{OsStr, OsString};
 use std::io;
 use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStringExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 
 use clap::Args;
@@ -22,6 +22,7 @@ use confine_protocol::{BackendChoice, ExitStatus, Mode, Network, Stage};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 
+pub use super::run_args::RunArgs;
 pub use super::signals::forward_signals;
 
 use super::args::HelperArgs;
@@ -37,6 +38,7 @@ use crate::deny_read::DenyRead;
 use crate::environment;
 use crate::helper_client::{ClientError, FailedAt, HelperClient, SpawnSpec};
 use crate::profile::{CacheDirError, SandboxProfile};
+use crate::proxy::Gateway;
 use crate::terminal;
 use crate::tools::ToolEnv;
 
@@ -87,6 +89,20 @@ pub struct RunCommand {
     /// Allow loopback sockets inside the sandbox's own network namespace (bwrap only).
     #[arg(long)]
     pub local_binding: bool,
+    /// Let the command reach DOMAIN (`*.example.com`: its sub-domains) through the allow-list
+    /// proxy, with no other network; repeatable. Replaces `[sandbox] allowed_domains`.
+    #[arg(long = "allow-domain", value_name = "DOMAIN")]
+    pub allow_domains: Vec<String>,
+    /// Refuse DOMAIN even when --allow-domain allows it; repeatable.
+    #[arg(
+        long = "deny-domain",
+        value_name = "DOMAIN",
+        requires = "allow_domains"
+    )]
+    pub deny_domains: Vec<String>,
+    /// Let an allowed domain lead to this machine itself (127.0.0.1 and the like).
+    #[arg(long, requires = "allow_domains")]
+    pub allow_local_addresses: bool,
     /// Limit the processes of the command's user (RLIMIT_NPROC).
     ///
     /// confine-helper lowers it further to its ceiling's max_processes.
@@ -194,6 +210,18 @@ pub(crate) async fn run_command(command: RunCommand) -> u8 {
             .unwrap_or(BackendChoice::Auto),
         ..command.run_args()
     };
+    let mut args = args;
+    if !command.allow_domains.is_empty() {
+        let policy = crate::config::allow_list::policy(
+            &command.allow_domains,
+            &command.deny_domains,
+            command.allow_local_addresses,
+        );
+        match policy {
+            Ok(policy) => args.profile.allow_list = Some(std::sync::Arc::new(policy)),
+            Err(e) => return fail(&format!("--allow-domain: {e}")),
+        }
+    }
     let (interrupts, received) = match forward_signals() {
         Ok(forwarded) => forwarded,
         Err(e) => return fail(&format!("cannot listen for SIGINT and SIGTERM: {e}")),
@@ -210,72 +238,6 @@ pub(crate) async fn run_command(command: RunCommand) -> u8 {
         Err(e) => {
             report(&e);
             e.exit_code()
-        }
-    }
-}
-
-/// What to run and how, as `agentd run` takes it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RunArgs {
-    /// The command and its arguments.
-    pub argv: Vec<OsString>,
-    pub mode: Mode,
-    /// The workspace root; `None` means the current directory.
-    pub workspace: Option<PathBuf>,
-    pub network: Network,
-    pub backend: BackendChoice,
-    /// Wall-clock limit in whole seconds.
-    pub timeout_secs: Option<u64>,
-    /// Directories writable besides the workspace (workspace-write); relative ones are taken
-    /// from agentd's current directory. confine-helper canonicalizes and checks them.
-    pub writable_roots: Vec<PathBuf>,
-    /// Relative subpaths that stay read-only inside every writable root, on top of the helper's
-    /// built-in list. confine-helper validates them.
-    pub protected: Vec<PathBuf>,
-    /// Denied reads besides the configuration's.
-    pub deny_read: Vec<DenyRead>,
-    /// Loopback sockets inside the sandbox (or the configuration's `local_binding`).
-    pub local_binding: bool,
-    /// RLIMIT_NPROC of the command; confine-helper lowers it to its ceiling.
-    pub max_processes: Option<u64>,
-    /// RLIMIT_FSIZE of the command, in bytes; confine-helper lowers it to its ceiling.
-    pub max_file_size: Option<u64>,
-    /// RLIMIT_AS of the command, in bytes; confine-helper lowers it to its ceiling.
-    pub max_address_space: Option<u64>,
-    /// Variables set explicitly, on top of the inherited allow-list
-    /// ([`environment::command_environment`]); of two settings of one name the later wins.
-    pub env: Vec<(OsString, OsString)>,
-    /// Print the facts as one JSON object on the last line of stderr.
-    pub json: bool,
-    /// The configuration's sandbox profile, which `writable_roots` and `protected` add to.
-    pub profile: SandboxProfile,
-}
-
-impl RunArgs {
-    /// Read-only, current directory as workspace, no network, automatic backend, no timeout,
-    /// no further writable roots or protected paths, no resource limits, no explicit variables.
-    pub fn new<I, S>(argv: I) -> RunArgs
-    where
-        I: IntoIterator<Item = S>,
-        S: Into<OsString>,
-    {
-        RunArgs {
-            argv: argv.into_iter().map(Into::into).collect(),
-            mode: Mode::ReadOnly,
-            workspace: None,
-            network: Network::Deny,
-            backend: BackendChoice::Auto,
-            timeout_secs: None,
-            writable_roots: Vec::new(),
-            protected: Vec::new(),
-            deny_read: Vec::new(),
-            local_binding: false,
-            max_processes: None,
-            max_file_size: None,
-            max_address_space: None,
-            env: Vec::new(),
-            json: false,
-            profile: SandboxProfile::default(),
         }
     }
 }
@@ -382,7 +344,7 @@ where
         if let Some(own) = client.own_file_within(&workspace) {
             return Err(RunError::OwnFile { workspace, own });
         }
-        profile(&args, &spec.cwd).create_cache_dirs()?;
+        args.profile(&spec.cwd).create_cache_dirs()?;
     }
     // The project's own file may add protected paths; it is read confined, as a session reads
     // it. Unconfined, nothing is protected, so it is not read.
@@ -402,14 +364,18 @@ where
             }
         }
     }
-    let scope = profile(&args, &spec.cwd).scope(&spec.cwd, &spec.policy);
+    let scope = args.profile(&spec.cwd).scope(&spec.cwd, &spec.policy);
     let policy = spec.policy.clone();
     let (out_read, out_write) = output_pipe().map_err(RunError::Pipe)?;
     let (err_read, err_write) = output_pipe().map_err(RunError::Pipe)?;
-    let spec = SpawnSpec {
+    let mut spec = SpawnSpec {
         stdout: Some(out_write),
         stderr: Some(err_write),
         ..spec
+    };
+    let gateway = match args.profile.proxy(args.mode, args.network) {
+        Some(policy) => Some(Gateway::attach(&mut spec, policy).map_err(RunError::Pipe)?),
+        None => None,
     };
 
     let handle = tokio::select! {
@@ -429,9 +395,10 @@ where
 
     // The report starts on a line of its own, also after output that did not end one.
     let open_line = tail.last().is_some_and(|&byte| byte != b'\n');
-    let facts = Facts::from_outcome(ended.outcome, ended.started)
+    let mut facts = Facts::from_outcome(ended.outcome, ended.started)
         .given(&policy)
         .with_stderr_tail(tail, &scope);
+    facts.proxy = gateway.map(Gateway::finish);
     let argv0 = args
         .argv
         .first()
@@ -482,7 +449,9 @@ fn prepare(args: &RunArgs) -> Result<SpawnSpec, RunError> {
         None => None,
     };
     let mut spec = SpawnSpec::new(args.argv.iter().cloned());
-    spec.policy = profile(args, &cwd).policy(args.mode, &workspace, args.network)?;
+    spec.policy = args
+        .profile(&cwd)
+        .policy(args.mode, &workspace, args.network)?;
     spec.cwd = cwd;
     spec.env = environment::command_environment(std::env::vars_os(), &args.env);
     spec.backend = args.backend;
@@ -494,27 +463,6 @@ fn prepare(args: &RunArgs) -> Result<SpawnSpec, RunError> {
     // A closed stdin (EBADF) is not an error: the command then reads /dev/null.
     spec.stdin = io::stdin().as_fd().try_clone_to_owned().ok();
     Ok(spec)
-}
-
-/// The configuration's sandbox profile with the flags' roots (taken from `cwd` when relative)
-/// and protected paths added.
-fn profile(args: &RunArgs, cwd: &Path) -> SandboxProfile {
-    let mut profile = args.profile.clone();
-    profile
-        .writable_roots
-        .extend(args.writable_roots.iter().map(|root| cwd.join(root)));
-    profile.protect(args.protected.iter().cloned());
-    profile.local_binding |= args.local_binding;
-    for denied in &args.deny_read {
-        let denied = match denied {
-            DenyRead::Path(path) => DenyRead::Path(cwd.join(path)),
-            anywhere => anywhere.clone(),
-        };
-        if !profile.deny_read.contains(&denied) {
-            profile.deny_read.push(denied);
-        }
-    }
-    profile
 }
 
 /// One `--deny-read`: as in the configuration file, with `~` from `$HOME`; a relative path is

@@ -10,6 +10,8 @@ use serde::Serialize;
 
 use crate::denial::{self, Denial, Scope};
 use crate::helper_client::{FailedAt, Outcome};
+use crate::proxy::Decisions;
+use crate::proxy::gateway::Shown;
 use crate::terminal;
 
 /// A runner step that failed, as reported by the helper (or by agentd for a lost helper).
@@ -39,6 +41,8 @@ pub struct Facts {
     pub deny_read: Vec<PathBuf>,
     /// Whether it was given loopback sockets inside its own network namespace.
     pub local_binding: bool,
+    /// What the allow-list proxy decided for it; `None` when it had none.
+    pub proxy: Option<Decisions>,
     /// What the confinement denied the command, as [`denial::classify`] judges it from the
     /// stderr tail; `None` when nothing was.
     pub denial: Option<Denial>,
@@ -127,7 +131,8 @@ impl Facts {
     }
 
     /// `exit`, `backend`, `writable_roots`, `deny_read` (each only when there are any),
-    /// `local_binding` (only when true), `enforcement`, `denied`,
+    /// `local_binding` (only when true), `proxy` (the allow-list's decisions, only with one),
+    /// `enforcement`, `denied`,
     /// `denials`, `denied_paths` (only when a denial named a file), `runner_failure`,
     /// `refused`, `timed_out`. Terminal-safe ([`terminal::json_line`]): it ends agentd's stderr.
     pub fn to_json(&self) -> String {
@@ -163,6 +168,10 @@ impl Facts {
                 .map(|r| r.to_string_lossy().into_owned())
                 .collect(),
             local_binding: self.local_binding,
+            proxy: self.proxy.as_ref().map(|p| ProxyJson {
+                decisions: &p.kept,
+                total: p.total,
+            }),
             enforcement: self.enforcement.as_ref().map(|e| {
                 let (level, missing): (&'static str, &[String]) = match e {
                     Enforcement::Full => ("full", &[]),
@@ -206,6 +215,8 @@ struct FactsJson<'a> {
     deny_read: Vec<String>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     local_binding: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    proxy: Option<ProxyJson<'a>>,
     enforcement: Option<EnforcementJson<'a>>,
     denied: bool,
     denials: Vec<&'static str>,
@@ -214,6 +225,13 @@ struct FactsJson<'a> {
     runner_failure: Option<FailureJson<'a>>,
     refused: Option<&'a str>,
     timed_out: bool,
+}
+
+/// The allow-list proxy's decisions: the first ones, and how many there were.
+#[derive(Serialize)]
+struct ProxyJson<'a> {
+    decisions: &'a [Shown],
+    total: usize,
 }
 
 #[derive(Serialize)]

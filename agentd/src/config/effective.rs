@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use confine_protocol::{BackendChoice, Limits, Mode, Network, UnknownWord};
 
+use super::allow_list::AllowList;
 use super::cache::ResolvedCache;
 use super::checks::is_variable_name;
 use super::compaction::{CompactAt, CompactionPolicy, DEFAULT_KEEP_TURNS};
@@ -130,6 +131,8 @@ pub struct Effective {
     pub local_binding: Setting<bool>,
     /// `sandbox.deny_read`: what no confined command may read.
     pub deny_read: Setting<Vec<DenyRead>>,
+    /// `sandbox.network = "allow-list"` with its lists: the proxy's (with `network` deny).
+    pub allow_list: Setting<Option<AllowList>>,
     /// `[sandbox.env]`: variables every command gets besides the inherited ones.
     pub sandbox_env: Setting<EnvSection>,
     pub approval_policy: Setting<ApprovalPolicy>,
@@ -271,6 +274,7 @@ impl Effective {
             &file,
         );
         let local_binding = layered(lists.local_binding, false, &file);
+        let allow_list = layered(config.sandbox.allow_list.clone().map(Some), None, &file);
         let deny_read = layered(
             lists.deny_read.is_some().then_some(resolved.deny_read),
             Vec::new(),
@@ -361,6 +365,7 @@ impl Effective {
             protected,
             local_binding,
             deny_read,
+            allow_list,
             sandbox_env,
             approval_policy,
             ask_before,
@@ -446,6 +451,7 @@ impl Effective {
             protected: self.protected.value.clone(),
             local_binding: self.local_binding.value,
             deny_read: self.deny_read.value.clone(),
+            allow_list: self.allow_list.value.as_ref().map(|a| a.policy.clone()),
         }
     }
 

@@ -11,6 +11,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::agents::{RawAgents, personas};
+use super::allow_list::{self, AllowList, RawAllowList};
 use super::checks::{is_variable_name, line_at};
 use super::compaction::{CompactionSection, RawCompaction, section};
 use super::models::{NamedModel, RawModels, default_model, named_models};
@@ -53,6 +54,8 @@ pub struct SandboxSection {
     pub profile: ProfileSection,
     /// `[sandbox.env]`: the variables every command gets besides the inherited ones.
     pub env: EnvSection,
+    /// `network = "allow-list"`: the proxy's lists (`network` itself is then `deny`).
+    pub allow_list: Option<AllowList>,
 }
 
 /// The `[approval]` table: when the user is asked.
@@ -132,6 +135,9 @@ struct RawSandbox {
     protected: RawList,
     local_binding: Option<bool>,
     deny_read: RawList,
+    allowed_domains: RawList,
+    denied_domains: RawList,
+    allow_local_addresses: Option<bool>,
     env: Option<RawEnv>,
 }
 
@@ -253,7 +259,17 @@ impl LoadedConfig {
             model.script = model.script.take().map(resolve);
         }
 
-        let raw_sandbox = raw.sandbox;
+        let mut raw_sandbox = raw.sandbox;
+        let allow_list = allow_list::parse(
+            &mut raw_sandbox.network,
+            RawAllowList {
+                allowed: raw_sandbox.allowed_domains,
+                denied: raw_sandbox.denied_domains,
+                local_addresses: raw_sandbox.allow_local_addresses,
+            },
+            &path,
+            text,
+        )?;
         let sandbox = SandboxSection {
             mode: checker.word("sandbox.mode", raw_sandbox.mode)?,
             network: checker.word("sandbox.network", raw_sandbox.network)?,
@@ -270,6 +286,7 @@ impl LoadedConfig {
                 text,
             )?,
             env: EnvSection::parse(raw_sandbox.env.unwrap_or_default(), &path, text)?,
+            allow_list,
         };
 
         let policy = checker.word("approval.policy", raw.approval.policy)?;

@@ -99,6 +99,7 @@
 //! show` prints.
 
 mod agents;
+pub mod allow_list;
 mod built_models;
 mod cache;
 mod checks;
@@ -335,6 +336,12 @@ pub enum ConfigError {
         path: PathBuf,
         line: usize,
         value: String,
+    },
+    #[error("the configuration file {}, line {line}: {message}", path.display())]
+    AllowList {
+        path: PathBuf,
+        line: usize,
+        message: String,
     },
     #[error(
         "the configuration file {}, line {line}: sandbox.deny_read lists {value:?}, which {reason}",

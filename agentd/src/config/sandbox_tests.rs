@@ -238,3 +238,60 @@ fn deny_read_and_local_binding_are_read_with_their_sources_and_errors_name_the_l
     let not_bool = parse("[sandbox]\nlocal_binding = \"yes\"\n").expect_err("a string");
     assert!(not_bool.to_string().contains("local_binding"), "{not_bool}");
 }
+
+#[test]
+fn the_allow_list_is_a_network_word_with_its_lists_and_every_entry_is_checked_at_load() {
+    let config = merged(
+        "[sandbox]\nnetwork = \"allow-list\"\nallowed_domains = [\"pypi.org\", \"*.pythonhosted.org\"]\ndenied_domains = [\"upload.pypi.org\"]\n",
+        &[HOME],
+    )
+    .expect("merges");
+    // The sandbox itself has no network; the proxy reaches what the lists allow.
+    assert_eq!(config.network.value, confine_protocol::Network::Deny);
+    let list = config.allow_list.value.clone().expect("an allow-list");
+    assert_eq!(list.allowed, ["pypi.org", "*.pythonhosted.org"]);
+    assert_eq!(list.denied, ["upload.pypi.org"]);
+    assert!(!list.local_addresses);
+    let profile = config.sandbox_profile();
+    let policy = profile.allow_list.clone().expect("the proxy's policy");
+    assert!(policy.decide("files.pythonhosted.org").1.allows());
+    assert!(!policy.decide("upload.pypi.org").1.allows());
+    assert!(!policy.decide("example.com").1.allows());
+    let shown = config.show();
+    for line in [
+        "sandbox.network = \"allow-list\"  (/etc/agentd/agentd.toml)",
+        "sandbox.allowed_domains = [\"pypi.org\", \"*.pythonhosted.org\"]  (/etc/agentd/agentd.toml)",
+        "sandbox.allow_local_addresses = false  (/etc/agentd/agentd.toml)",
+    ] {
+        assert!(shown.contains(line), "{line}\n{shown}");
+    }
+    // Only confined commands without the network go through it.
+    use confine_protocol::{Mode, Network};
+    assert!(profile.proxy(Mode::ReadOnly, Network::Deny).is_some());
+    assert!(
+        profile
+            .proxy(Mode::DangerFullAccess, Network::Deny)
+            .is_none()
+    );
+    assert!(
+        profile
+            .proxy(Mode::WorkspaceWrite, Network::Allow)
+            .is_none()
+    );
+
+    let bad = error(
+        "[sandbox]\nnetwork = \"allow-list\"\nallowed_domains = [\"*bad*.org\"]\n",
+        &[HOME],
+    );
+    assert!(bad.contains("line 3") && bad.contains("*bad*.org"), "{bad}");
+    let stray = error("[sandbox]\n\nallowed_domains = [\"pypi.org\"]\n", &[HOME]);
+    assert!(
+        stray.contains("line 3: sandbox.allowed_domains needs sandbox.network = \"allow-list\""),
+        "{stray}"
+    );
+    let unknown = error("[sandbox]\nnetwork = \"some\"\n", &[HOME]);
+    assert!(
+        unknown.contains("use one of \"deny\", \"allow\" or \"allow-list\""),
+        "{unknown}"
+    );
+}

@@ -48,11 +48,12 @@ impl Effective {
         if self.sandbox_mode.configured().is_none() {
             out.raw("  (agentd run without --mode: \"read-only\" unless this is set)".into());
         }
-        out.value(
-            "sandbox.network",
-            quoted(self.network.value.as_str()),
-            &self.network.source,
-        );
+        let network = match &self.allow_list.value {
+            Some(_) => crate::config::allow_list::ALLOW_LIST,
+            None => self.network.value.as_str(),
+        };
+        out.value("sandbox.network", quoted(network), &self.network.source);
+        self.show_allow_list(&mut out);
         out.value(
             "sandbox.backend",
             quoted(self.backend.value.as_str()),

@@ -6,6 +6,27 @@ use super::effective::Effective;
 use super::show::{Lines, quoted, quoted_path};
 
 impl Effective {
+    /// The allow-list's lists, when `sandbox.network` is `allow-list`.
+    pub(super) fn show_allow_list(&self, out: &mut Lines) {
+        let Some(list) = &self.allow_list.value else {
+            return;
+        };
+        let words = |w: &[String]| {
+            format!(
+                "[{}]",
+                w.iter().map(|e| quoted(e)).collect::<Vec<_>>().join(", ")
+            )
+        };
+        let source = &self.allow_list.source;
+        out.value("sandbox.allowed_domains", words(&list.allowed), source);
+        out.value("sandbox.denied_domains", words(&list.denied), source);
+        out.value(
+            "sandbox.allow_local_addresses",
+            list.local_addresses.to_string(),
+            source,
+        );
+    }
+
     /// The sandbox profile's keys, each preset with the directories it resolved to and the rule
     /// that gave each.
     pub(super) fn show_profile(&self, out: &mut Lines) {

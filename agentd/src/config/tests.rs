@@ -216,6 +216,7 @@ fn the_sandbox_table_is_read() {
             backend: Some(BackendChoice::Landlock),
             profile: ProfileSection::default(),
             env: Default::default(),
+            allow_list: None,
         }
     );
     for (word, mode) in [
@@ -351,7 +352,7 @@ fn a_value_outside_its_vocabulary_names_the_file_line_key_and_allowed_values() {
         (
             "[sandbox]\n\nnetwork = \"some\"\n",
             "sandbox.network = \"some\"",
-            "\"deny\" or \"allow\"",
+            "\"deny\", \"allow\" or \"allow-list\"",
         ),
         (
             "[sandbox]\n\nbackend = \"docker\"\n",

@@ -150,6 +150,9 @@ pub struct SpawnSpec {
     pub stdout: Option<OwnedFd>,
     /// The command's stderr; `None` means `/dev/null`. Closed in agentd once handed over.
     pub stderr: Option<OwnedFd>,
+    /// The socket the sandbox's proxy bridge passes its connections over ([`Spawn::proxy`]);
+    /// `None` for none. Closed in agentd once handed over.
+    pub proxy: Option<OwnedFd>,
 }
 
 impl SpawnSpec {
@@ -187,10 +190,12 @@ impl SpawnSpec {
             stdin: None,
             stdout: None,
             stderr: None,
+            proxy: None,
         }
     }
 
-    /// The wire request and the descriptors that travel with it, in stdin, stdout, stderr order.
+    /// The wire request and the descriptors that travel with it, in stdin, stdout, stderr order,
+    /// then the proxy's socket.
     fn into_request(self, id: u64) -> (Spawn, Vec<OwnedFd>) {
         let mut fds = Vec::new();
         let mut place = |fd: Option<OwnedFd>| match fd {
@@ -205,6 +210,8 @@ impl SpawnSpec {
             stdout: place(self.stdout),
             stderr: place(self.stderr),
         };
+        let proxy = self.proxy.is_some();
+        fds.extend(self.proxy);
         let spawn = Spawn {
             id,
             argv: self.argv.into_iter().map(OsStringExt::into_vec).collect(),
@@ -221,6 +228,7 @@ impl SpawnSpec {
             backend: self.backend,
             limits: self.limits,
             stdio,
+            proxy,
         };
         (spawn, fds)
     }

@@ -16,6 +16,7 @@
 //! decision), [`relay`], and [`serve`] (one connection, and many at once).
 
 pub mod gate;
+pub mod gateway;
 pub mod handshake;
 pub mod http;
 pub mod policy;
@@ -25,6 +26,7 @@ pub mod socks5;
 pub mod upstream;
 
 pub use gate::{Decision, Protocol};
+pub use gateway::{Decisions, Gateway};
 pub use policy::{EntryProblem, Host, Pattern, Policy, PolicyError, Reason};
 pub use serve::{MAX_CONNECTIONS, ServeError, serve_all, serve_listener, serve_one};
 pub use upstream::{Resolve, SystemResolver};

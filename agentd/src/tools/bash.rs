@@ -18,6 +18,7 @@ use crate::cancel::Cancel;
 use crate::command::{self, Facts, KILL_GRACE, RunnerFailure, Waiting};
 use crate::denial::Scope;
 use crate::helper_client::{CommandHandle, FailedAt, SpawnSpec};
+use crate::proxy::Gateway;
 use crate::session::ToolStatus;
 
 /// How long a cancelled command's end is waited for before giving up on the helper.
@@ -33,6 +34,8 @@ pub(crate) struct Launched {
     scope: Scope,
     /// The policy it was sent with, which its facts name the extra roots of.
     policy: Policy,
+    /// The allow-list proxy it reaches the network through, if any.
+    gateway: Option<Gateway>,
 }
 
 /// The facts of a command that did not get to the helper.
@@ -83,6 +86,15 @@ pub(crate) async fn launch(
     spec.limits.kill_grace_ms = u32::try_from(KILL_GRACE.as_millis()).unwrap_or(u32::MAX);
     spec.stdout = Some(out_write);
     spec.stderr = Some(err_write);
+    let gateway = match env.proxy(mode) {
+        Some(policy) => Some(Gateway::attach(&mut spec, policy).map_err(|e| {
+            not_run(
+                FailedAt::Step(Stage::Pipe),
+                format!("agentd cannot open the network proxy's socket: {e}"),
+            )
+        })?),
+        None => None,
+    };
     let scope = env.scope(&spec.cwd, &spec.policy);
     let policy = spec.policy.clone();
     let handle = env
@@ -96,6 +108,7 @@ pub(crate) async fn launch(
         stderr,
         scope,
         policy,
+        gateway,
     })
 }
 
@@ -118,6 +131,7 @@ pub(crate) async fn finish(
         stderr,
         scope,
         policy,
+        gateway,
     } = launched;
     let mut tail = Vec::new();
     let mut out_sink = Collector(sink.clone());
@@ -141,6 +155,7 @@ pub(crate) async fn finish(
     if ended.given_up {
         facts.cancelled = true;
     }
+    facts.proxy = gateway.map(Gateway::finish);
     facts
 }
 

@@ -187,6 +187,11 @@ impl ToolEnv {
         Ok(policy)
     }
 
+    /// The allow-list proxy a command of this session under `mode` goes through, if any.
+    pub fn proxy(&self, mode: Mode) -> Option<Arc<crate::proxy::Policy>> {
+        self.profile.proxy(mode, self.network)
+    }
+
     /// What decides where a write of this session may land under `mode`: its policy without
     /// the denied reads ([`SandboxProfile::writes`]).
     pub fn writes(&self, mode: Mode) -> Policy {

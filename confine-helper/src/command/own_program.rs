@@ -107,6 +107,7 @@ impl OwnProgram<'_> {
                 max_address_space: None,
             },
             stdio: self.stdio,
+            proxy: false,
         };
         (spawn, problem)
     }

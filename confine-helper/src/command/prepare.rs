@@ -1,7 +1,7 @@
 //! Deciding how a request runs: the rules every request meets, the ceiling, the backend
 //! (probed once by running `true` confined, then cached) and its plan.
 
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 
 use confine_protocol::environment::DEFAULT_PATH;
@@ -48,17 +48,22 @@ pub(crate) fn check(spawn: &Spawn) -> Result<(), NotRun> {
 
 /// Decides how `spawn` runs: the ceiling (its environment rules first), the writable roots,
 /// the backend (probed once, then cached) and its plan.
-pub(crate) fn prepare(spawn: &Spawn, ctx: &Context) -> Result<Plan, NotRun> {
+pub(crate) fn prepare(
+    spawn: &Spawn,
+    ctx: &Context,
+    mut proxy: Option<OwnedFd>,
+) -> Result<Plan, NotRun> {
     confine::check_environment(spawn, ctx)?;
     let roots = confine::writable_roots(spawn, ctx)?;
     if spawn.policy.mode == Mode::DangerFullAccess {
-        return confine::plan(spawn, ctx, Backend::None, &roots);
+        // Unconfined, the command has the network itself: the bridge's socket is not needed.
+        return confine::plan(spawn, ctx, Backend::None, &roots, None);
     }
     let mut tried = Vec::new();
     for backend in confine::candidates(spawn.backend) {
         match verdict(backend, ctx) {
             Ok(()) => {
-                let plan = confine::plan(spawn, ctx, backend, &roots)?;
+                let plan = confine::plan(spawn, ctx, backend, &roots, proxy.take())?;
                 // bwrap reports its own exec failures as exit 1 with a message; answer them the
                 // same way on every backend instead.
                 if backend == Backend::Bwrap
@@ -124,6 +129,7 @@ fn probe(backend: Backend, ctx: &Context) -> Result<(), Unusable> {
             stdout: StdioSpec::Null,
             stderr: StdioSpec::Fd,
         },
+        proxy: false,
     };
     let describe = |not_run: NotRun| match not_run.into_reply(0) {
         Reply::RunnerFailed(f) => Unusable::RunnerFailed {
@@ -134,7 +140,7 @@ fn probe(backend: Backend, ctx: &Context) -> Result<(), Unusable> {
         Reply::Refused(r) => Unusable::Refused(r.reason),
         other => Unusable::NotStarted(Box::new(other)),
     };
-    let plan = confine::plan(&spawn, ctx, backend, &[]).map_err(describe)?;
+    let plan = confine::plan(&spawn, ctx, backend, &[], None).map_err(describe)?;
     let (err_rd, err_wr) =
         nix::unistd::pipe2(OFlag::O_CLOEXEC | OFlag::O_NONBLOCK).map_err(Unusable::Pipe)?;
     let mut running = start(&spawn, [None, None, Some(err_wr)], plan).map_err(describe)?;

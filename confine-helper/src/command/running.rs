@@ -294,6 +294,16 @@ impl Running {
                     ),
                 );
             }
+            (Some(Entered::BridgeFailed(errno)), _) => {
+                return not_run(
+                    Stage::Namespace,
+                    errno,
+                    format!(
+                        "starting the proxy bridge inside the sandbox failed: {}; nothing was run",
+                        nix::Error::from_raw(errno).desc()
+                    ),
+                );
+            }
             (Some(Entered::ExecFailed(errno)), _) => {
                 return exited(
                     ExitStatus::Code(exec_failure_code(errno)),
@@ -379,10 +389,11 @@ fn decode_wait_status(status: i32) -> ExitStatus {
     }
 }
 
-/// How many descriptors a request's stdio declares.
+/// How many descriptors a request declares: its stdio's, and the proxy's socket.
 pub(crate) fn declared_fds(spawn: &Spawn) -> usize {
     [spawn.stdio.stdin, spawn.stdio.stdout, spawn.stdio.stderr]
         .iter()
         .filter(|s| **s == StdioSpec::Fd)
         .count()
+        + usize::from(spawn.proxy)
 }

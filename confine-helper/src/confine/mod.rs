@@ -86,8 +86,9 @@ pub(crate) fn plan(
     ctx: &Context,
     backend: Backend,
     roots: &[Root],
+    proxy: Option<OwnedFd>,
 ) -> Result<Plan, NotRun> {
-    let mut plan = plan_backend(spawn, ctx, backend, roots)?;
+    let mut plan = plan_backend(spawn, ctx, backend, roots, proxy)?;
     let Some(enforcement) = plan.enforcement.take() else {
         return Ok(plan);
     };
@@ -163,6 +164,41 @@ fn enforcement_of(missing: Vec<String>) -> Enforcement {
 pub(crate) const PROCESS_VISIBILITY_GAP: &str = "process isolation: other processes' command lines and \
     System V IPC keys are visible in /proc (no PID or IPC namespace)";
 
+/// The proxy bridge's socket, when the request has one and `backend` can give the command the
+/// network namespace of its own the bridge listens in.
+fn bridge_socket(
+    spawn: &Spawn,
+    backend: Backend,
+    network_allowed: bool,
+    proxy: Option<OwnedFd>,
+) -> Result<Option<OwnedFd>, NotRun> {
+    if !spawn.proxy || backend == Backend::None {
+        return Ok(None);
+    }
+    if network_allowed {
+        return refuse(
+            "a proxy bridge was asked for with the network allowed; a command with the network \
+             needs no proxy"
+                .into(),
+        );
+    }
+    if backend != Backend::Bwrap {
+        return refuse(format!(
+            "the network allow-list needs a private network namespace, which the {} backend \
+             does not give: its TCP rules name ports, not addresses, so the proxy's port would \
+             reach any host; use the bwrap backend (install bubblewrap)",
+            backend.as_str()
+        ));
+    }
+    match proxy {
+        Some(fd) => Ok(Some(fd)),
+        None => fail(
+            Stage::Prepare,
+            "the proxy bridge's socket did not arrive with the request".into(),
+        ),
+    }
+}
+
 /// The command's `/tmp` as the host names it.
 #[derive(Debug)]
 struct Temp {
@@ -215,10 +251,12 @@ fn plan_backend(
     ctx: &Context,
     backend: Backend,
     roots: &[Root],
+    proxy: Option<OwnedFd>,
 ) -> Result<Plan, NotRun> {
     let rlimits = rlimits(spawn, &ctx.ceiling);
     let network_allowed = spawn.policy.network == Network::Allow;
-    let loopback = spawn.policy.local_binding && !network_allowed;
+    let proxy = bridge_socket(spawn, backend, network_allowed, proxy)?;
+    let loopback = (spawn.policy.local_binding || proxy.is_some()) && !network_allowed;
     if loopback && !matches!(backend, Backend::Bwrap | Backend::None) {
         return refuse(format!(
             "local_binding needs a private network namespace, which the {} backend does not \
@@ -323,10 +361,21 @@ fn plan_backend(
                     let exe_fd = passed.add(duplicate(exe, Path::new("/proc/self/exe"))?)?;
                     let ruleset_fd = passed.add(ruleset.fd)?;
                     let report_fd = passed.add(report_wr)?;
-                    (
-                        crate::enter::argv(exe_fd, ruleset_fd, report_fd, &spawn.argv),
-                        Some(report_rd),
-                    )
+                    let bridge_fd = proxy.map(|fd| passed.add(fd)).transpose()?;
+                    let fds = crate::enter::Fds {
+                        exe: exe_fd,
+                        ruleset: ruleset_fd,
+                        report: report_fd,
+                        bridge: bridge_fd,
+                    };
+                    (crate::enter::argv(&fds, &spawn.argv), Some(report_rd))
+                }
+                // The bridge runs in `enter`: without it, no allow-list.
+                Err(why) if proxy.is_some() => {
+                    return refuse(format!(
+                        "the network allow-list needs the helper's own layer inside the \
+                         sandbox, which cannot run here ({why})"
+                    ));
                 }
                 Err(why) => {
                     missing.push(format!(

@@ -205,6 +205,16 @@ pub(super) fn wait4(flags: c_int) -> SysResult<(libc::pid_t, c_int, libc::rusage
     Ok((pid, status, usage))
 }
 
+/// Waits for the child `pid` to end.
+pub(super) fn wait4_pid(pid: libc::pid_t) -> SysResult<(libc::pid_t, c_int, libc::rusage)> {
+    let mut status: c_int = 0;
+    // SAFETY: all-zero is a valid rusage.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: out-pointers to live stack values.
+    let pid = check(unsafe { libc::wait4(pid, &mut status, 0, &mut usage) })?;
+    Ok((pid, status, usage))
+}
+
 pub(super) fn setrlimit(resource: u32, value: u64) -> SysResult<()> {
     let limit = libc::rlimit {
         rlim_cur: value,

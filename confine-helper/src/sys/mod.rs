@@ -20,6 +20,7 @@
 
 mod call;
 mod caps;
+mod detach;
 mod exec;
 mod fds;
 mod layout;
@@ -28,6 +29,7 @@ mod shim;
 
 pub(crate) use call::{CStringArray, landlock_abi};
 pub(crate) use caps::holds_capabilities;
+pub(crate) use detach::detach;
 pub(crate) use exec::enter_landlock;
 pub(crate) use fds::{
     clear_environment, inherited_socket, own_received, poll, private_temp_dir, sanitize_fds,

@@ -182,6 +182,7 @@ pub fn spawn(id: u64, argv: &[&str]) -> Spawn {
             stdout: StdioSpec::Null,
             stderr: StdioSpec::Null,
         },
+        proxy: false,
     }
 }
 
