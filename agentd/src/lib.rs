@@ -10,6 +10,8 @@
 //! command whether the confinement denied it something; every tool that runs commands uses both.
 //! [`profile`] is what a session's commands may write besides the workspace and what stays
 //! read-only inside it: every command's and file operation's policy is built from it.
+//! [`mcp`] is the client of a session's MCP servers, each started through the helper like a
+//! command.
 //!
 //! A session is its log ([`session`]), at the bottom: its events hold plain values only, the
 //! protocol's and those of [`words`], the leaf that spells agentd's own vocabularies. Above the
@@ -40,6 +42,7 @@ pub mod denial;
 pub mod environment;
 pub mod helper_client;
 pub mod knobs;
+pub mod mcp;
 pub mod model;
 pub mod narrowing;
 pub mod profile;
