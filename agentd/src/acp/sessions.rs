@@ -17,6 +17,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
 
 use agent_client_protocol::Client;
 use agent_client_protocol::Error;
@@ -37,6 +38,7 @@ use crate::agents::lifecycle::AgentTree;
 use crate::approval::{Approvals, Asker};
 use crate::cancel::{self, Cancel, Canceller};
 use crate::config::BuiltModel;
+use crate::mcp::{McpServers, ServerSpec};
 use crate::config::read_project;
 use crate::narrowing;
 use crate::session::{Event, EventLog, LogError, Record, SessionLog, log};
@@ -172,11 +174,13 @@ impl Sessions {
         }
     }
 
-    /// Starts a new session in `cwd`, which must be an existing absolute directory.
+    /// Starts a new session in `cwd`, which must be an existing absolute directory, with the
+    /// MCP servers `mcp` (not started yet: see [`super::mcp::start`]).
     pub fn create(
         &self,
         state: &Arc<AgentState>,
         cwd: &Path,
+        mcp: Vec<ServerSpec>,
         cx: ConnectionTo<Client>,
     ) -> Result<Arc<Session>, Error> {
         if !cwd.is_absolute() {
@@ -208,17 +212,19 @@ impl Sessions {
         let (log, first) =
             EventLog::create(&state.options.state_dir, &id, &cwd).map_err(AcpError::of_log)?;
         let session =
-            Arc::new_cyclic(|me| Session::new(state, id, cwd, log, vec![first], cx.clone(), me));
+            Arc::new_cyclic(|me| Session::new(state, (id, cwd), log, vec![first], mcp, &cx, me));
         state.answerer.serve(&session.id, cx);
         self.insert(session.clone());
         Ok(session)
     }
 
-    /// The session `id`, from memory or else from its log.
+    /// The session `id`, from memory (with the MCP servers it has) or else from its log, with
+    /// the MCP servers `mcp`.
     pub fn load(
         &self,
         state: &Arc<AgentState>,
         id: &str,
+        mcp: Vec<ServerSpec>,
         cx: ConnectionTo<Client>,
     ) -> Result<Arc<Session>, Error> {
         if let Some(session) = self.get(id) {
@@ -252,7 +258,7 @@ impl Sessions {
             );
         }
         let session = Arc::new_cyclic(|me| {
-            Session::new(state, id.to_owned(), cwd, log, records, cx.clone(), me)
+            Session::new(state, (id.to_owned(), cwd), log, records, mcp, &cx, me)
         });
         state.answerer.serve(&session.id, cx);
         self.insert(session.clone());
@@ -269,18 +275,18 @@ impl Sessions {
 impl Session {
     fn new(
         state: &Arc<AgentState>,
-        id: String,
-        cwd: PathBuf,
+        (id, cwd): (String, PathBuf),
         log: EventLog,
         records: Vec<Record>,
-        cx: ConnectionTo<Client>,
+        mcp: Vec<ServerSpec>,
+        cx: &ConnectionTo<Client>,
         me: &Weak<Session>,
     ) -> Session {
         let (read, write) = state.client_fs.get().copied().unwrap_or((false, false));
         // The editor's file access only when it offers both directions: a tool that reads through
         // the editor must write through it too, or an unsaved buffer and the disk disagree.
         let client_fs: Option<Arc<dyn ClientFs>> =
-            (read && write).then(|| Arc::new(EditorFs::new(cx, id.clone())) as Arc<dyn ClientFs>);
+            (read && write).then(|| Arc::new(EditorFs::new(cx.clone(), id.clone())) as Arc<dyn ClientFs>);
         let o = &state.options;
         let tools = ToolEnv::new(
             o.helper.clone(),
@@ -294,12 +300,13 @@ impl Session {
         // Every command goes through confine-helper, which confines: escalation is offered,
         // and the turn gates it.
         .with_spec_options(SpecOptions::confining())
-        .with_composition(o.composition.clone());
+        .with_composition(o.composition.clone())
+        .with_mcp(McpServers::new(mcp, Duration::from_millis(o.command_timeout_ms)));
         // `task` only when a persona is configured: a session without one is offered exactly
         // the tools it always was.
         let tools = match o.delegation {
             true => {
-                let registry = tools.registry().clone();
+                let registry = tools.registry();
                 match registry.with(TASK) {
                     Ok(registry) => tools.with_registry(registry),
                     Err(_already) => tools,
@@ -425,6 +432,7 @@ impl Session {
         if let Err(e) = self.agents.close().await {
             eprintln!("agentd: session {}: closing its child agents: {e}", self.id);
         }
+        self.tools.mcp().stop_all();
         let tasks = self.tools.background();
         tasks.kill_all().await;
         let idle = self.turn.lock().await;
@@ -492,10 +500,16 @@ impl Session {
     /// mode to stop, and returns them to be waited for and reported
     /// ([`Session::report_stopped`]) before the switch is answered; `None` when there are none.
     pub fn switch(&self, switch: Switch) -> Result<Option<Stopping>, LogError> {
-        let tasks = self.tools.background();
-        let narrowed = self
-            .switches
-            .switch(self, &self.defaults, switch, &|to| tasks.would_stop(to))?;
+        let (tasks, mcp) = (self.tools.background(), self.tools.mcp());
+        let stops = |to| tasks.would_stop(to) || mcp.would_stop(to);
+        let narrowed = self.switches.switch(self, &self.defaults, switch, &stops)?;
+        for server in narrowed.map(|to| mcp.narrow(to)).unwrap_or_default() {
+            eprintln!(
+                "agentd: session {}: stopped the MCP server {server}, which ran under a wider \
+                 mode; its next call starts it again",
+                self.id
+            );
+        }
         Ok(narrowed
             .map(|to| tasks.narrow(to))
             .filter(|stopping| !stopping.is_empty()))

@@ -28,6 +28,9 @@ pub const MAX_LINE: usize = 8 * 1024 * 1024;
 /// wait for the server to read it.
 pub const WRITE_WAIT: Duration = Duration::from_secs(1);
 
+/// Why the connection ended when the server closed its output (it exited, most often).
+pub const OUTPUT_CLOSED: &str = "the server closed its output";
+
 /// JSON-RPC's error code for a method the receiver does not have.
 const METHOD_NOT_FOUND: i64 = -32601;
 
@@ -246,7 +249,7 @@ async fn read_loop<R: AsyncBufRead + Unpin>(
     let why = loop {
         match read_line(&mut read, max_line).await {
             Ok(Some(line)) => handle(&line, &shared, &writer).await,
-            Ok(None) => break "the server closed its output".to_owned(),
+            Ok(None) => break OUTPUT_CLOSED.to_owned(),
             Err(why) => break why,
         }
     };

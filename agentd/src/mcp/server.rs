@@ -15,7 +15,7 @@ use tokio::net::unix::pipe;
 use tokio::sync::watch;
 
 use super::protocol::{self, Initialized};
-use super::rpc::{RpcClient, RpcError};
+use super::rpc::{OUTPUT_CLOSED, RpcClient, RpcError};
 use crate::command::{
     self, KILL_GRACE, RunnerFailure, STDERR_TAIL, exec_failure_note, runner_failure_note,
 };
@@ -95,8 +95,10 @@ impl Running {
         let initialized = match protocol::initialize(&rpc, timeout).await {
             Ok(initialized) => initialized,
             Err(e) => {
+                // Explained first: a stop now would hide how it ended by itself.
+                let why = explained(&e, ended, &kept).await;
                 canceller.cancel(KILL_GRACE);
-                return Err(explained(&e, ended, &kept).await);
+                return Err(why);
             }
         };
         Ok(Running {
@@ -145,23 +147,25 @@ impl Running {
 }
 
 /// Why a request failed, for a person or the model: the error, and when the connection ended,
-/// how the process ended (waited for up to [`END_WAIT`]) and the end of its stderr.
+/// how the process ended (waited for up to [`END_WAIT`]; in place of the error when the
+/// server simply closed its output) and the end of its stderr.
 async fn explained(
     error: &RpcError,
     mut ended: watch::Receiver<Option<String>>,
     stderr: &Mutex<Vec<u8>>,
 ) -> String {
-    let mut text = error.to_string();
-    if !matches!(error, RpcError::Closed(_)) {
-        return text;
-    }
-    let end = tokio::time::timeout(END_WAIT, ended.wait_for(Option::is_some)).await;
-    if let Ok(Ok(end)) = end
-        && let Some(end) = end.as_ref()
-    {
-        text.push_str("; ");
-        text.push_str(end);
-    }
+    let RpcError::Closed(why) = error else {
+        return error.to_string();
+    };
+    let end = match tokio::time::timeout(END_WAIT, ended.wait_for(Option::is_some)).await {
+        Ok(Ok(end)) => end.clone(),
+        _ => None,
+    };
+    let mut text = match end {
+        Some(end) if why == OUTPUT_CLOSED => end,
+        Some(end) => format!("{error}; {end}"),
+        None => error.to_string(),
+    };
     let tail = stderr.lock().unwrap_or_else(PoisonError::into_inner).clone();
     let tail = String::from_utf8_lossy(&tail);
     let tail = tail.trim();

@@ -105,6 +105,8 @@ pub struct McpServers {
     slots: Vec<Slot>,
     exposed: Mutex<Vec<Exposed>>,
     ready: watch::Sender<bool>,
+    /// Set by the first [`McpServers::start_all`]: the servers start once.
+    started: AtomicBool,
     closed: AtomicBool,
     call_timeout: Duration,
 }
@@ -131,6 +133,7 @@ impl McpServers {
                 .collect(),
             exposed: Mutex::new(Vec::new()),
             ready,
+            started: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             call_timeout,
         }
@@ -147,12 +150,16 @@ impl McpServers {
     /// Starts every server under `placement`, all at once, and exposes their tools, each under
     /// its registry name unless `taken` says another tool has it or the name cannot be made.
     /// Returns one sentence per server that failed and per tool refused, for the client; a
-    /// server that failed has no tool. [`McpServers::ready`] holds once this returns.
+    /// server that failed has no tool. Only the first call starts anything (a later one is
+    /// `None`); the caller says when the tools are offered ([`McpServers::mark_ready`]).
     pub async fn start_all(
         &self,
         placement: &Placement<'_>,
-        taken: &dyn Fn(&str) -> bool,
-    ) -> Vec<String> {
+        taken: &(dyn Fn(&str) -> bool + Sync),
+    ) -> Option<Vec<String>> {
+        if self.started.swap(true, Ordering::SeqCst) {
+            return None;
+        }
         let starts = self.slots.iter().map(|slot| async move {
             let _one = slot.starting.lock().await;
             let listed = start_and_list(placement, &slot.spec).await;
@@ -194,8 +201,13 @@ impl McpServers {
                 }
             }
         }
+        Some(notices)
+    }
+
+    /// The servers' start has finished and their tools are offered: [`McpServers::ready`]
+    /// holds from now on.
+    pub fn mark_ready(&self) {
         self.ready.send_replace(true);
-        notices
     }
 
     /// Resolves once the servers' start has finished (at once when there are none).
