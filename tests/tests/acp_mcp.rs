@@ -71,7 +71,10 @@ fn told(client: &mut AcpClient) -> String {
             .expect("the client is told which servers did not start");
         let update = &message["params"]["update"];
         if update["sessionUpdate"] == "agent_message_chunk" {
-            return update["content"]["text"].as_str().unwrap_or_default().to_owned();
+            return update["content"]["text"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
         }
     }
 }
@@ -106,19 +109,52 @@ fn write_note(path: &str, text: &str) -> String {
     )
 }
 
+/// The Linux backends, each tested where this machine can run it.
+const BACKENDS: [&str; 2] = ["bwrap", "landlock"];
+
+/// The agent messages among some notifications, joined.
+fn agent_messages(notes: &[Value]) -> String {
+    notes
+        .iter()
+        .map(|n| &n["params"]["update"])
+        .filter(|u| u["sessionUpdate"] == "agent_message_chunk")
+        .filter_map(|u| u["content"]["text"].as_str())
+        .collect()
+}
+
 #[test]
 fn the_kernel_refuses_an_mcp_servers_write_in_read_only_and_workspace_write_allows_it() {
     if !python() {
         return;
     }
-    let scratch = Scratch::new("mcp-modes");
-    let (script, record) = script(&scratch, &format!("{}{DONE}", write_note("note.txt", "hello")));
+    for backend in BACKENDS {
+        denied_then_allowed(backend);
+    }
+}
+
+/// The test above under `backend`; prints SKIP when it cannot run here.
+fn denied_then_allowed(backend: &str) {
+    let scratch = Scratch::new(&format!("mcp-modes-{backend}"));
+    scratch.config(&format!("[sandbox]\nbackend = \"{backend}\"\n"));
+    let (script, record) = script(
+        &scratch,
+        &format!("{}{DONE}", write_note("note.txt", "hello")),
+    );
     let note = scratch.ws().join("note.txt");
 
     let mut client = AcpClient::start(&scratch, &script, &["--sandbox-mode", "read-only"]);
-    let session = open_with(&mut client, &scratch, json!([stdio("notes", &[], json!([]))]));
+    let session = open_with(
+        &mut client,
+        &scratch,
+        json!([stdio("notes", &[], json!([]))]),
+    );
     let (answer, notes) = client.prompt(&session, "write the note");
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let said = agent_messages(&notes);
+    if said.contains("cannot confine it on this machine") {
+        println!("SKIP {backend}: {said}");
+        return;
+    }
     assert!(!note.exists(), "the kernel refused the server's write");
     let denied = &results(&scratch, &session)[0];
     assert_eq!(denied["status"], "failed", "{denied}");
@@ -139,7 +175,10 @@ fn the_kernel_refuses_an_mcp_servers_write_in_read_only_and_workspace_write_allo
         .find(|u| u["sessionUpdate"] == "tool_call")
         .expect("the call was announced");
     assert_eq!(call["title"], "notes: write_note");
-    assert_eq!(call["rawInput"], json!({"path": "note.txt", "text": "hello"}));
+    assert_eq!(
+        call["rawInput"],
+        json!({"path": "note.txt", "text": "hello"})
+    );
     let logged = scratch
         .log(&session)
         .into_iter()
@@ -149,7 +188,8 @@ fn the_kernel_refuses_an_mcp_servers_write_in_read_only_and_workspace_write_allo
     assert_eq!(logged["kind"], "other");
     // The model was offered the tool with the server's schema, beside agentd's own.
     let offered = std::fs::read_to_string(&record).expect("recorded requests");
-    let first: Value = serde_json::from_str(offered.lines().next().expect("a request")).expect("json");
+    let first: Value =
+        serde_json::from_str(offered.lines().next().expect("a request")).expect("json");
     let names: Vec<&str> = first
         .as_array()
         .expect("tools")
@@ -172,7 +212,11 @@ fn the_kernel_refuses_an_mcp_servers_write_in_read_only_and_workspace_write_allo
 
     // The control: the same call in workspace-write writes the note.
     let mut client = AcpClient::start(&scratch, &script, &["--sandbox-mode", "workspace-write"]);
-    let session = open_with(&mut client, &scratch, json!([stdio("notes", &[], json!([]))]));
+    let session = open_with(
+        &mut client,
+        &scratch,
+        json!([stdio("notes", &[], json!([]))]),
+    );
     let (answer, _) = client.prompt(&session, "write the note");
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
     assert_eq!(
@@ -191,7 +235,9 @@ fn ask_before_an_mcp_tool_asks_and_a_rejected_call_does_not_reach_the_server() {
         return;
     }
     let scratch = Scratch::new("mcp-ask");
-    scratch.config("[approval]\nask_before = [\"mcp__notes__write_note\"]\n");
+    scratch.config(
+        "[approval]\nask_before = [\"mcp__notes__write_note\", \"mcp__notes__writenote\"]\n",
+    );
     let (script, _) = script(
         &scratch,
         &format!(
@@ -203,13 +249,26 @@ fn ask_before_an_mcp_tool_asks_and_a_rejected_call_does_not_reach_the_server() {
     let mut client = AcpClient::start(&scratch, &script, &["--sandbox-mode", "workspace-write"]);
     client.answers.push_back(Permission::Reject);
     client.answers.push_back(Permission::AllowOnce);
-    let session = open_with(&mut client, &scratch, json!([stdio("notes", &[], json!([]))]));
+    let session = open_with(
+        &mut client,
+        &scratch,
+        json!([stdio("notes", &[], json!([]))]),
+    );
+    // A misspelt entry would ask before nothing: the client is told.
+    assert_eq!(
+        told(&mut client),
+        "approval.ask_before lists mcp__notes__writenote, which names no tool of this session's \
+         MCP servers.\n"
+    );
     let (answer, _) = client.prompt(&session, "write both");
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
     assert_eq!(client.permission_requests.len(), 2);
     let asked = &client.permission_requests[0]["params"]["toolCall"];
     assert_eq!(asked["title"], "notes: write_note", "{asked}");
-    assert!(!scratch.ws().join("rejected.txt").exists(), "rejected: never ran");
+    assert!(
+        !scratch.ws().join("rejected.txt").exists(),
+        "rejected: never ran"
+    );
     // The control: allowed once, the same tool writes.
     assert_eq!(
         std::fs::read_to_string(scratch.ws().join("allowed.txt")).expect("allowed"),
@@ -235,7 +294,11 @@ fn a_narrowing_restarts_the_server_under_the_narrower_mode() {
         ),
     );
     let mut client = AcpClient::start(&scratch, &script, &["--sandbox-mode", "workspace-write"]);
-    let session = open_with(&mut client, &scratch, json!([stdio("notes", &[], json!([]))]));
+    let session = open_with(
+        &mut client,
+        &scratch,
+        json!([stdio("notes", &[], json!([]))]),
+    );
     let (answer, _) = client.prompt(&session, "write before");
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
     assert!(scratch.ws().join("before.txt").exists(), "written wide");
@@ -276,7 +339,8 @@ fn a_configured_server_gets_its_variables_and_one_with_a_secret_looking_variable
     let session = open_with(&mut client, &scratch, json!([]));
     let notice = told(&mut client);
     assert!(
-        notice.starts_with("The MCP server leaky did not start: confine-helper refused to start it"),
+        notice
+            .starts_with("The MCP server leaky did not start: confine-helper refused to start it"),
         "{notice}"
     );
     assert!(notice.contains("SERVICE_API_TOKEN"), "{notice}");
@@ -300,7 +364,10 @@ fn a_server_that_exits_at_start_and_an_http_server_leave_the_session_usable() {
     let scratch = Scratch::new("mcp-broken");
     let (script, record) = script(
         &scratch,
-        &format!("{}{DONE}", calling("mcp__notes__echo", "{ text = \"still here\" }")),
+        &format!(
+            "{}{DONE}",
+            calling("mcp__notes__echo", "{ text = \"still here\" }")
+        ),
     );
     let mut client = AcpClient::start(&scratch, &script, &["--sandbox-mode", "read-only"]);
     let servers = json!([
@@ -328,4 +395,121 @@ fn a_server_that_exits_at_start_and_an_http_server_leave_the_session_usable() {
     let offered = std::fs::read_to_string(&record).expect("recorded requests");
     assert!(!offered.contains("mcp__broken__"), "{offered}");
     assert!(!offered.contains("mcp__web__"), "{offered}");
+}
+
+/// The python processes whose arguments hold `tag`: the test servers started with it.
+fn servers_tagged(tag: &str) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|entry| {
+            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+            let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+            let program = Path::new(std::ffi::OsStr::new(std::str::from_utf8(args[0]).ok()?));
+            let python = program
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("python"));
+            (python && args.contains(&tag.as_bytes())).then_some(pid)
+        })
+        .collect()
+}
+
+/// A session whose `notes` server was started with `tag` and has answered one call; returns
+/// the session and the server's pid.
+fn running_server(client: &mut AcpClient, scratch: &Scratch, tag: &str) -> (String, u32) {
+    let session = open_with(client, scratch, json!([stdio("notes", &[tag], json!([]))]));
+    let (answer, _) = client.prompt(&session, "echo");
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let pids = servers_tagged(tag);
+    assert_eq!(pids.len(), 1, "one server runs for the session: {pids:?}");
+    (session, pids[0])
+}
+
+#[test]
+fn closing_the_session_or_the_connection_stops_its_server() {
+    if !python() {
+        return;
+    }
+    let scratch = Scratch::new("mcp-stop");
+    let (script, _) = script(
+        &scratch,
+        &format!("{}{DONE}", calling("mcp__notes__echo", "{ text = \"up\" }")),
+    );
+    let tag = format!("--tag=closed-{}", std::process::id());
+    let mut client = AcpClient::start(&scratch, &script, &["--sandbox-mode", "read-only"]);
+    let (session, pid) = running_server(&mut client, &scratch, &tag);
+    assert!(
+        support::alive(pid),
+        "the server runs while the session is open"
+    );
+    let (closed, _) = client.request("session/close", json!({ "sessionId": session }));
+    assert!(closed.get("result").is_some(), "{closed}");
+    assert!(
+        support::wait_gone(pid, Duration::from_secs(10)),
+        "session/close stopped the server"
+    );
+
+    let tag = format!("--tag=hung-up-{}", std::process::id());
+    let mut client = AcpClient::start(&scratch, &script, &["--sandbox-mode", "read-only"]);
+    let (_, pid) = running_server(&mut client, &scratch, &tag);
+    assert!(
+        support::alive(pid),
+        "the server runs while the client is connected"
+    );
+    client.hang_up();
+    assert!(
+        support::wait_gone(pid, Duration::from_secs(10)),
+        "the connection's end stopped the server"
+    );
+}
+
+#[test]
+fn a_loaded_session_starts_the_servers_its_client_gives_again() {
+    if !python() {
+        return;
+    }
+    let scratch = Scratch::new("mcp-load");
+    let echo = calling("mcp__notes__echo", "{ text = \"again\" }");
+    let (script, _) = script(&scratch, &format!("{echo}{DONE}{echo}{DONE}"));
+    let mut first = AcpClient::start(&scratch, &script, &["--sandbox-mode", "read-only"]);
+    let session = open_with(
+        &mut first,
+        &scratch,
+        json!([stdio("notes", &[], json!([]))]),
+    );
+    let (answer, _) = first.prompt(&session, "echo");
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    drop(first);
+
+    // A new agentd: the session's log comes back, and its servers start again. Two servers of
+    // one name would name the same tools: the second is not started, and the client is told.
+    let mut second = AcpClient::start(&scratch, &script, &["--sandbox-mode", "read-only"]);
+    let (init, _) = second.request(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {}}),
+    );
+    assert_eq!(init["result"]["protocolVersion"], 1, "{init}");
+    let servers = json!([
+        stdio("notes", &[], json!([])),
+        stdio("notes", &[], json!([]))
+    ]);
+    let (loaded, _) = second.request(
+        "session/load",
+        json!({"sessionId": session, "cwd": scratch.ws(), "mcpServers": servers}),
+    );
+    assert!(loaded.get("result").is_some(), "{loaded}");
+    assert_eq!(
+        told(&mut second),
+        "The MCP server notes is not started: another server of this session already names its \
+         tools mcp__notes__…; give each server its own name.\n"
+    );
+    let (answer, _) = second.prompt(&session, "echo again");
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let results = results(&scratch, &session);
+    assert_eq!(results.len(), 2);
+    assert_eq!(results[1]["output"], "again", "{}", results[1]);
 }

@@ -24,35 +24,51 @@ use super::updates;
 use crate::mcp::{ServerSpec, names};
 use crate::tools::start_mcp;
 
+/// A server as the configuration or the client gives it: its name, its program and arguments,
+/// its own variables.
+struct Given {
+    name: String,
+    argv: Vec<OsString>,
+    own: Vec<(OsString, OsString)>,
+}
+
 /// The servers a session has: the configuration's, then the client's, each with the commands'
 /// environment plus its own; and a sentence for each server not started.
 pub fn servers(options: &AcpOptions, requested: &[McpServer]) -> (Vec<ServerSpec>, Vec<String>) {
-    let mut specs: Vec<ServerSpec> = Vec::new();
     let mut notices = Vec::new();
-    let configured = options.mcp_servers.iter().map(|server| {
-        let argv = server.command.iter().map(OsString::from).collect();
-        let env = server.env.iter().map(|(n, v)| (n.into(), v.into())).collect();
-        (server.name.clone(), argv, env)
-    });
-    let given = requested.iter().filter_map(|server| match server {
-        McpServer::Stdio(stdio) => {
-            let mut argv = vec![stdio.command.clone().into_os_string()];
-            argv.extend(stdio.args.iter().map(OsString::from));
-            let env = stdio
+    let mut given: Vec<Given> = options
+        .mcp_servers
+        .iter()
+        .map(|server| Given {
+            name: server.name.clone(),
+            argv: server.command.iter().map(OsString::from).collect(),
+            own: server
                 .env
                 .iter()
-                .map(|var| (OsString::from(&var.name), OsString::from(&var.value)))
-                .collect();
-            Some((stdio.name.clone(), argv, env))
+                .map(|(n, v)| (n.into(), v.into()))
+                .collect(),
+        })
+        .collect();
+    for server in requested {
+        match server {
+            McpServer::Stdio(stdio) => {
+                let mut argv = vec![stdio.command.clone().into_os_string()];
+                argv.extend(stdio.args.iter().map(OsString::from));
+                given.push(Given {
+                    name: stdio.name.clone(),
+                    argv,
+                    own: stdio
+                        .env
+                        .iter()
+                        .map(|var| (OsString::from(&var.name), OsString::from(&var.value)))
+                        .collect(),
+                });
+            }
+            other => notices.push(not_stdio(other)),
         }
-        other => {
-            notices.push(not_stdio(other));
-            None
-        }
-    });
-    let all: Vec<(String, Vec<OsString>, Vec<(OsString, OsString)>)> =
-        configured.chain(given).collect();
-    for (name, argv, own) in all {
+    }
+    let mut specs: Vec<ServerSpec> = Vec::new();
+    for Given { name, argv, own } in given {
         let key = match names::server_key(&name) {
             Ok(key) => key,
             Err(e) => {
@@ -98,7 +114,12 @@ fn not_stdio(server: &McpServer) -> String {
 
 /// Starts the session's servers under its mode now, off the dispatch loop, and then tells the
 /// client, once, what did not start; `notices` are those [`servers`] gave.
-pub fn start(session: &Arc<Session>, ask_before: &[String], notices: Vec<String>, cx: ConnectionTo<Client>) {
+pub fn start(
+    session: &Arc<Session>,
+    ask_before: &[String],
+    notices: Vec<String>,
+    cx: ConnectionTo<Client>,
+) {
     let session = session.clone();
     let ask_before = ask_before.to_vec();
     tokio::spawn(async move {
@@ -127,7 +148,11 @@ fn unmatched(session: &Session, ask_before: &[String]) -> Vec<String> {
     ask_before
         .iter()
         .filter(|entry| names::split(entry).is_some())
-        .filter(|entry| !tools.iter().any(|tool| names::listed(&[(*entry).clone()], tool)))
+        .filter(|entry| {
+            !tools
+                .iter()
+                .any(|tool| names::listed(&[(*entry).clone()], tool))
+        })
         .map(|entry| {
             format!(
                 "approval.ask_before lists {entry}, which names no tool of this session's MCP \

@@ -38,8 +38,8 @@ use crate::agents::lifecycle::AgentTree;
 use crate::approval::{Approvals, Asker};
 use crate::cancel::{self, Cancel, Canceller};
 use crate::config::BuiltModel;
-use crate::mcp::{McpServers, ServerSpec};
 use crate::config::read_project;
+use crate::mcp::{McpServers, ServerSpec};
 use crate::narrowing;
 use crate::session::{Event, EventLog, LogError, Record, SessionLog, log};
 use crate::tools::{ClientFs, SpecOptions, Stopping, TASK, ToolEnv};
@@ -285,8 +285,8 @@ impl Session {
         let (read, write) = state.client_fs.get().copied().unwrap_or((false, false));
         // The editor's file access only when it offers both directions: a tool that reads through
         // the editor must write through it too, or an unsaved buffer and the disk disagree.
-        let client_fs: Option<Arc<dyn ClientFs>> =
-            (read && write).then(|| Arc::new(EditorFs::new(cx.clone(), id.clone())) as Arc<dyn ClientFs>);
+        let client_fs: Option<Arc<dyn ClientFs>> = (read && write)
+            .then(|| Arc::new(EditorFs::new(cx.clone(), id.clone())) as Arc<dyn ClientFs>);
         let o = &state.options;
         let tools = ToolEnv::new(
             o.helper.clone(),
@@ -301,7 +301,10 @@ impl Session {
         // and the turn gates it.
         .with_spec_options(SpecOptions::confining())
         .with_composition(o.composition.clone())
-        .with_mcp(McpServers::new(mcp, Duration::from_millis(o.command_timeout_ms)));
+        .with_mcp(McpServers::new(
+            mcp,
+            Duration::from_millis(o.command_timeout_ms),
+        ));
         // `task` only when a persona is configured: a session without one is offered exactly
         // the tools it always was.
         let tools = match o.delegation {

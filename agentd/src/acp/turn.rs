@@ -236,8 +236,8 @@ impl Turn<'_> {
                 let description = tools::describe(&call.name, &call.arguments);
                 // Read once: whether it asks to escalate decides how it is announced and gated.
                 let requested = tools::requested_escalation(&self.session.tools, call);
-                let asks = self.state.options.asks_before(&call.name)
-                    || matches!(requested, Ok(Some(_)));
+                let asks =
+                    self.state.options.asks_before(&call.name) || matches!(requested, Ok(Some(_)));
                 self.show_synced(Event::ToolCall {
                     turn: self.number,
                     call_id: call.id.clone(),

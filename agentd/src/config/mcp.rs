@@ -20,8 +20,8 @@ use std::path::Path;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::ConfigError;
 use super::checks::{is_variable_name, line_at};
+use super::{ConfigError, Source};
 use crate::mcp::names;
 
 /// `[mcp]` as the file writes it.
@@ -113,27 +113,31 @@ pub(super) fn servers(
             }
             env.push((var.into_inner(), value));
         }
-        out.push((McpServerConfig { name, command, env }, line_at(text, name_at)));
+        out.push((
+            McpServerConfig { name, command, env },
+            line_at(text, name_at),
+        ));
     }
     Ok(out.into_iter().map(|(server, _)| server).collect())
 }
 
-/// The lines `agentd config show` prints for the servers: each one's name, command and the
-/// names of its variables (never a value: one may be a credential).
-pub(super) fn show(servers: &[McpServerConfig]) -> Vec<String> {
-    servers
-        .iter()
-        .map(|server| {
-            let command: Vec<String> = server.command.iter().map(|a| format!("{a:?}")).collect();
-            let env: Vec<String> = server.env.iter().map(|(n, _)| format!("{n:?}")).collect();
-            format!(
-                "  {}: command = [{}], env = [{}]",
-                server.name,
-                command.join(", "),
-                env.join(", ")
-            )
-        })
-        .collect()
+/// The lines `agentd config show` prints for the servers: their names with where they came
+/// from, then each one's command and the names of its variables (never a value: one may be a
+/// credential).
+pub(super) fn show(servers: &[McpServerConfig], source: &Source) -> Vec<String> {
+    let names: Vec<String> = servers.iter().map(|s| format!("{:?}", s.name)).collect();
+    let mut lines = vec![format!("mcp.servers = [{}]  ({source})", names.join(", "))];
+    lines.extend(servers.iter().map(|server| {
+        let command: Vec<String> = server.command.iter().map(|a| format!("{a:?}")).collect();
+        let env: Vec<String> = server.env.iter().map(|(n, _)| format!("{n:?}")).collect();
+        format!(
+            "  {}: command = [{}], env = [{}]",
+            server.name,
+            command.join(", "),
+            env.join(", ")
+        )
+    }));
+    lines
 }
 
 #[cfg(test)]
@@ -173,8 +177,9 @@ mod tests {
             ]
         );
         assert_eq!(
-            show(&servers),
+            show(&servers, &Source::File("/c/agentd.toml".into())),
             [
+                "mcp.servers = [\"notes\", \"git\"]  (/c/agentd.toml)",
                 "  notes: command = [\"python3\", \"srv/notes.py\"], env = [\"A\", \"B\"]",
                 "  git: command = [\"/c/./bin/git-mcp\", \"--x\"], env = []",
             ]

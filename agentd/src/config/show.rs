@@ -71,9 +71,10 @@ impl Effective {
             &self.ask_before.source,
         );
 
-        let servers = &self.mcp_servers;
-        out.value("mcp.servers", servers.value.len().to_string(), &servers.source);
-        super::mcp::show(&servers.value).into_iter().for_each(|l| out.raw(l));
+        let (servers, from) = (&self.mcp_servers.value, &self.mcp_servers.source);
+        super::mcp::show(servers, from)
+            .into_iter()
+            .for_each(|l| out.raw(l));
         self.show_helper(&mut out, env, exe_dir);
 
         match &self.state_dir.value {

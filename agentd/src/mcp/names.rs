@@ -123,7 +123,10 @@ mod tests {
         assert_eq!(server_key("__git.hub__").as_deref(), Ok("git_hub"));
         assert_eq!(server_key("files-2").as_deref(), Ok("files-2"));
         assert_eq!(server_key("ünï").as_deref(), Ok("n"));
-        assert_eq!(server_key("__").unwrap_err(), NameError::Server("__".into()));
+        assert_eq!(
+            server_key("__").unwrap_err(),
+            NameError::Server("__".into())
+        );
         assert!(server_key("").is_err());
     }
 
@@ -138,14 +141,20 @@ mod tests {
         assert_eq!(split("bash"), None);
         assert_eq!(split("mcp__notes"), None);
         assert_eq!(split("mcp____x"), None);
-        assert_eq!(tool_name("s", "!!").unwrap_err(), NameError::Tool("!!".into()));
+        assert_eq!(
+            tool_name("s", "!!").unwrap_err(),
+            NameError::Tool("!!".into())
+        );
     }
 
     #[test]
     fn a_name_longer_than_model_apis_take_is_refused() {
         let long = "t".repeat(MAX_NAME);
         let err = tool_name("notes", &long).expect_err("too long");
-        assert!(err.to_string().contains("longer than 64 characters"), "{err}");
+        assert!(
+            err.to_string().contains("longer than 64 characters"),
+            "{err}"
+        );
         let fits = "t".repeat(MAX_NAME - "mcp__notes__".len());
         assert!(tool_name("notes", &fits).is_ok());
     }

@@ -300,7 +300,10 @@ mod tests {
         assert_eq!(tools.len(), 2);
         assert_eq!(tools[0].name, "echo");
         assert_eq!(tools[0].description, "Echo");
-        assert_eq!(tools[1].input_schema, json!({"type": "object", "properties": {}}));
+        assert_eq!(
+            tools[1].input_schema,
+            json!({"type": "object", "properties": {}})
+        );
         drop(client);
         let seen = within(server).await.expect("server");
         assert_eq!(seen.len(), 2);
@@ -366,8 +369,8 @@ mod tests {
             "[audio: audio/wav]\ninline\n[resource: file:///b]\n[resource link: file:///c]\n\
              [hologram content]\n[unknown content]"
         );
-        let structured = call_output(&json!({"content": [], "structuredContent": {"n": 1}}))
-            .expect("an output");
+        let structured =
+            call_output(&json!({"content": [], "structuredContent": {"n": 1}})).expect("an output");
         assert_eq!(structured.text, "{\"n\":1}");
         assert!(!structured.is_error);
     }

@@ -28,9 +28,6 @@ pub const MAX_LINE: usize = 8 * 1024 * 1024;
 /// wait for the server to read it.
 pub const WRITE_WAIT: Duration = Duration::from_secs(1);
 
-/// Why the connection ended when the server closed its output (it exited, most often).
-pub const OUTPUT_CLOSED: &str = "the server closed its output";
-
 /// JSON-RPC's error code for a method the receiver does not have.
 const METHOD_NOT_FOUND: i64 = -32601;
 
@@ -40,7 +37,7 @@ pub enum RpcError {
     #[error("the server did not answer {method} within {}", shown(*after))]
     Timeout { method: String, after: Duration },
     #[error("the connection to the server ended: {0}")]
-    Closed(String),
+    Closed(Closed),
     #[error("the server answered {method} with error {code}: {message}")]
     Server {
         method: String,
@@ -51,6 +48,31 @@ pub enum RpcError {
     Malformed { method: String, why: String },
     #[error("{method} was cancelled before the server answered")]
     Cancelled { method: String },
+}
+
+/// Why the connection to a server ended.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Closed {
+    /// The server closed its output: it exited, most often.
+    #[error("the server closed its output")]
+    Output,
+    /// The server no longer reads its input: it exited, most often.
+    #[error("writing to the server failed: {0}")]
+    Write(String),
+    #[error("reading the server's output failed: {0}")]
+    Read(String),
+    #[error("the server sent a line longer than {0} bytes, the most agentd reads")]
+    LineTooLong(usize),
+    #[error("a message could not be encoded: {0}")]
+    Encode(String),
+}
+
+impl Closed {
+    /// Whether the server's side went away (it ended, or closed its pipes), rather than agentd
+    /// ending a connection it could not go on with.
+    pub fn by_the_server(&self) -> bool {
+        matches!(self, Closed::Output | Closed::Write(_))
+    }
 }
 
 /// A duration as a person reads it: whole seconds, or milliseconds below one.
@@ -74,7 +96,7 @@ enum Reply {
 #[derive(Debug, Default)]
 struct Shared {
     waiting: HashMap<u64, oneshot::Sender<Reply>>,
-    ended: Option<String>,
+    ended: Option<Closed>,
 }
 
 type Writer = Arc<tokio::sync::Mutex<Box<dyn AsyncWrite + Send + Unpin>>>;
@@ -139,7 +161,7 @@ impl RpcClient {
     }
 
     /// Why the connection ended; `None` while it is open.
-    pub fn ended(&self) -> Option<String> {
+    pub fn ended(&self) -> Option<Closed> {
         lock(&self.shared).ended.clone()
     }
 
@@ -216,17 +238,14 @@ impl RpcClient {
     }
 
     fn closed(&self) -> RpcError {
-        RpcError::Closed(
-            self.ended()
-                .unwrap_or_else(|| "the connection closed".to_owned()),
-        )
+        RpcError::Closed(self.ended().unwrap_or(Closed::Output))
     }
 }
 
 /// Writes one message as one line.
 async fn send(writer: &Writer, message: &Value) -> Result<(), RpcError> {
-    let mut line = serde_json::to_vec(message)
-        .map_err(|e| RpcError::Closed(format!("a message could not be encoded: {e}")))?;
+    let mut line =
+        serde_json::to_vec(message).map_err(|e| RpcError::Closed(Closed::Encode(e.to_string())))?;
     line.push(b'\n');
     let mut writer = writer.lock().await;
     let written = async {
@@ -235,7 +254,7 @@ async fn send(writer: &Writer, message: &Value) -> Result<(), RpcError> {
     };
     written
         .await
-        .map_err(|e| RpcError::Closed(format!("writing to the server failed: {e}")))
+        .map_err(|e| RpcError::Closed(Closed::Write(e.to_string())))
 }
 
 /// Reads the server's lines until its output ends, routing each answer to its request; then
@@ -249,7 +268,7 @@ async fn read_loop<R: AsyncBufRead + Unpin>(
     let why = loop {
         match read_line(&mut read, max_line).await {
             Ok(Some(line)) => handle(&line, &shared, &writer).await,
-            Ok(None) => break OUTPUT_CLOSED.to_owned(),
+            Ok(None) => break Closed::Output,
             Err(why) => break why,
         }
     };
@@ -264,13 +283,13 @@ async fn read_loop<R: AsyncBufRead + Unpin>(
 async fn read_line<R: AsyncBufRead + Unpin>(
     read: &mut R,
     max: usize,
-) -> Result<Option<Vec<u8>>, String> {
+) -> Result<Option<Vec<u8>>, Closed> {
     let mut line = Vec::new();
     loop {
         let buf = read
             .fill_buf()
             .await
-            .map_err(|e| format!("reading the server's output failed: {e}"))?;
+            .map_err(|e| Closed::Read(e.to_string()))?;
         if buf.is_empty() {
             return Ok((!line.is_empty()).then_some(line));
         }
@@ -279,9 +298,7 @@ async fn read_line<R: AsyncBufRead + Unpin>(
             None => (buf.len(), false),
         };
         if line.len() + take > max {
-            return Err(format!(
-                "the server sent a line longer than {max} bytes, the most agentd reads"
-            ));
+            return Err(Closed::LineTooLong(max));
         }
         line.extend_from_slice(&buf[..take]);
         read.consume(if ends { take + 1 } else { take });
@@ -414,7 +431,11 @@ mod tests {
             );
             write(&mut out, &error).await;
             let m = next_message(&mut lines).await;
-            write(&mut out, &format!("{{\"jsonrpc\":\"2.0\",\"id\":{}}}\n", m["id"])).await;
+            write(
+                &mut out,
+                &format!("{{\"jsonrpc\":\"2.0\",\"id\":{}}}\n", m["id"]),
+            )
+            .await;
             (lines, out)
         });
         let never = Cancel::never();
@@ -449,7 +470,10 @@ mod tests {
         ))
         .await
         .expect_err("timed out");
-        assert_eq!(err.to_string(), "the server did not answer slow within 50 ms");
+        assert_eq!(
+            err.to_string(),
+            "the server did not answer slow within 50 ms"
+        );
         let request = next_message(&mut lines).await;
         let withdrawn = next_message(&mut lines).await;
         assert_eq!(withdrawn["method"], "notifications/cancelled");
@@ -494,9 +518,10 @@ mod tests {
         ))
         .await
         .expect_err("closed");
+        assert_eq!(err, RpcError::Closed(Closed::Output));
         assert_eq!(
-            err,
-            RpcError::Closed("the server closed its output".into())
+            err.to_string(),
+            "the connection to the server ended: the server closed its output"
         );
         let _lines = within(server).await.expect("server");
         let again = client

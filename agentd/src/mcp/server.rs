@@ -15,7 +15,7 @@ use tokio::net::unix::pipe;
 use tokio::sync::watch;
 
 use super::protocol::{self, Initialized};
-use super::rpc::{OUTPUT_CLOSED, RpcClient, RpcError};
+use super::rpc::{RpcClient, RpcError};
 use crate::command::{
     self, KILL_GRACE, RunnerFailure, STDERR_TAIL, exec_failure_note, runner_failure_note,
 };
@@ -148,7 +148,7 @@ impl Running {
 
 /// Why a request failed, for a person or the model: the error, and when the connection ended,
 /// how the process ended (waited for up to [`END_WAIT`]; in place of the error when the
-/// server simply closed its output) and the end of its stderr.
+/// server's side went away) and the end of its stderr.
 async fn explained(
     error: &RpcError,
     mut ended: watch::Receiver<Option<String>>,
@@ -162,11 +162,14 @@ async fn explained(
         _ => None,
     };
     let mut text = match end {
-        Some(end) if why == OUTPUT_CLOSED => end,
+        Some(end) if why.by_the_server() => end,
         Some(end) => format!("{error}; {end}"),
         None => error.to_string(),
     };
-    let tail = stderr.lock().unwrap_or_else(PoisonError::into_inner).clone();
+    let tail = stderr
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
     let tail = String::from_utf8_lossy(&tail);
     let tail = tail.trim();
     if !tail.is_empty() {

@@ -247,9 +247,7 @@ impl McpServers {
             let _one = slot.starting.lock().await;
             let current = slot.current().clone();
             match current {
-                Some(running)
-                    if running.policy() == &placement.policy && !running.has_ended() =>
-                {
+                Some(running) if running.policy() == &placement.policy && !running.has_ended() => {
                     running
                 }
                 stale => {
