@@ -127,8 +127,13 @@ pub fn start(
         if !session.tools.mcp().is_empty() {
             match session.read_project().await {
                 Ok(()) => {
-                    let mode = session.effective_mode();
+                    let mode = session.narrowest_mode();
                     notices.extend(start_mcp(&session.tools, mode).await);
+                    // A narrowing while they started found them not yet running.
+                    let now = session.narrowest_mode();
+                    if now < mode {
+                        session.tools.mcp().narrow(now);
+                    }
                 }
                 Err(e) => {
                     session.tools.mcp().stop_all();

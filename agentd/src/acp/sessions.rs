@@ -4,8 +4,8 @@
 //! with.
 //!
 //! `session/set_config_option` switches a knob with [`Session::switch`]; see [`super::switches`]
-//! for when the switch reaches the log. A switch that narrows the mode stops the background
-//! tasks running under a wider one; [`Session::report_stopped`] waits for their ends, records
+//! for when the switch reaches the log. A switch that narrows the mode stops the MCP servers
+//! and the background tasks running under a wider one; [`Session::report_stopped`] waits for their ends, records
 //! each stop and shows it to the editor, before the switch is answered. A session's model is a
 //! knob too ([`Session::selected_model`]); loading a session whose selected model is no longer
 //! configured prints one line saying it uses the default.
@@ -410,11 +410,11 @@ impl Session {
     /// Closes the session (`session/close`, and every session at the connection's end), in
     /// this order: no turn starts from now on and the running one is cancelled, as by
     /// `session/cancel`; the editor is no longer asked for the session's permissions (a request
-    /// of it is decided without the editor); every child agent is cancelled and torn down
-    /// ([`AgentTree::close`]); every background task is killed and waited for; the running turn
-    /// ends (its `turn/ended` is logged); the knob switches held for the next prompt are
-    /// written, as that prompt would have written them; a task a call started while the turn
-    /// was ending is killed too. Each wait is bounded by the kill grace of commands, the
+    /// of it is decided without the editor); its MCP servers are stopped and none starts again;
+    /// every child agent is cancelled and torn down ([`AgentTree::close`]); every background
+    /// task is killed and waited for; the running turn ends (its `turn/ended` is logged); the
+    /// knob switches held for the next prompt are written, as that prompt would have written
+    /// them; a task a call started while the turn was ending is killed too. Each wait is bounded by the kill grace of commands, the
     /// helper's answer and [`crate::agents::lifecycle::STOP_GRACE`]. Nothing else is logged: the
     /// log reads as after agentd stopped once its switches were written, and `session/load`
     /// continues it.
@@ -432,10 +432,10 @@ impl Session {
             }
         }
         self.answerer.unserve(&self.id);
+        self.tools.mcp().stop_all();
         if let Err(e) = self.agents.close().await {
             eprintln!("agentd: session {}: closing its child agents: {e}", self.id);
         }
-        self.tools.mcp().stop_all();
         let tasks = self.tools.background();
         tasks.kill_all().await;
         let idle = self.turn.lock().await;
@@ -455,6 +455,13 @@ impl Session {
     /// The sandbox mode the session's tool calls run under now.
     pub fn effective_mode(&self) -> Mode {
         switches::effective(self, &self.defaults).0
+    }
+
+    /// The narrower of the mode the session's calls run under now and the one the editor is
+    /// shown (a switch held for the next prompt): what its MCP servers start under.
+    pub fn narrowest_mode(&self) -> Mode {
+        let shown = self.switches.current(self, &self.defaults).0;
+        self.effective_mode().min(shown)
     }
 
     /// The session's approval policy now.
@@ -499,7 +506,8 @@ impl Session {
     }
 
     /// Switches a knob (`session/set_config_option`): now while a turn is open, else at the
-    /// next prompt. A narrowing of the mode tells every background task running under a wider
+    /// next prompt. A narrowing of the mode stops every MCP server running under a wider mode
+    /// (its next call starts it again), tells every background task running under a wider
     /// mode to stop, and returns them to be waited for and reported
     /// ([`Session::report_stopped`]) before the switch is answered; `None` when there are none.
     pub fn switch(&self, switch: Switch) -> Result<Option<Stopping>, LogError> {

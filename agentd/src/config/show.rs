@@ -70,11 +70,10 @@ impl Effective {
             format!("[{}]", tools.join(", ")),
             &self.ask_before.source,
         );
+        for line in super::mcp::show(&self.mcp_servers.value, &self.mcp_servers.source) {
+            out.raw(line);
+        }
 
-        let (servers, from) = (&self.mcp_servers.value, &self.mcp_servers.source);
-        super::mcp::show(servers, from)
-            .into_iter()
-            .for_each(|l| out.raw(l));
         self.show_helper(&mut out, env, exe_dir);
 
         match &self.state_dir.value {

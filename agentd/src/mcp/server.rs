@@ -83,7 +83,11 @@ impl Running {
         spec.stdout = Some(stdout_write);
         spec.stderr = Some(stderr_write);
         let handle = helper.spawn(spec).await.map_err(|e| e.to_string())?;
-        let canceller = handle.canceller();
+        // Until it is a `Running`, a start given up on (its future dropped) stops it too.
+        let guard = StopUnlessKept {
+            canceller: handle.canceller(),
+            kept: false,
+        };
         let (ended_tx, ended) = watch::channel(None);
         tokio::spawn(async move {
             let end = end_of(handle, &program).await;
@@ -97,13 +101,13 @@ impl Running {
             Err(e) => {
                 // Explained first: a stop now would hide how it ended by itself.
                 let why = explained(&e, ended, &kept).await;
-                canceller.cancel(KILL_GRACE);
+                drop(guard);
                 return Err(why);
             }
         };
         Ok(Running {
             rpc,
-            canceller,
+            canceller: guard.keep(),
             ended,
             stderr: kept,
             policy,
@@ -143,6 +147,27 @@ impl Running {
     /// stderr when the connection is gone.
     pub async fn explain(&self, error: &RpcError) -> String {
         explained(error, self.ended.clone(), &self.stderr).await
+    }
+}
+
+/// Stops a started server when dropped, unless [`StopUnlessKept::keep`] took it.
+struct StopUnlessKept {
+    canceller: Canceller,
+    kept: bool,
+}
+
+impl StopUnlessKept {
+    fn keep(mut self) -> Canceller {
+        self.kept = true;
+        self.canceller.clone()
+    }
+}
+
+impl Drop for StopUnlessKept {
+    fn drop(&mut self) {
+        if !self.kept {
+            self.canceller.cancel(KILL_GRACE);
+        }
     }
 }
 
