@@ -100,15 +100,15 @@ pub fn servers(options: &AcpOptions, requested: &[McpServer]) -> (Vec<ServerSpec
 
 /// Why a server that is not a stdio one is not started.
 fn not_stdio(server: &McpServer) -> String {
-    let (name, transport) = match server {
-        McpServer::Http(http) => (http.name.as_str(), "HTTP"),
-        McpServer::Sse(sse) => (sse.name.as_str(), "SSE"),
-        _ => ("of an unknown transport", "that"),
+    let (which, transport) = match server {
+        McpServer::Http(http) => (format!("The MCP server {}", http.name), "HTTP"),
+        McpServer::Sse(sse) => (format!("The MCP server {}", sse.name), "SSE"),
+        _ => ("An MCP server".to_owned(), "a transport other than stdio"),
     };
     format!(
-        "The MCP server {name} is not started: only stdio MCP servers are supported. agentd runs \
-         each one confined by its sandbox, which denies the network; a server reached over \
-         {transport} would run outside it."
+        "{which} is not started: only stdio MCP servers are supported. agentd runs each one \
+         confined by its sandbox, which denies the network; a server reached over {transport} \
+         would run outside it."
     )
 }
 
