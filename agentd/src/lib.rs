@@ -12,6 +12,8 @@
 //! read-only inside it: every command's and file operation's policy is built from it.
 //! [`proxy`] is the network allow-list proxy: the hosts a confined command may reach, decided
 //! by name, each decision reported, everything else refused.
+//! [`mcp`] is the client of a session's MCP servers, each started through the helper like a
+//! command.
 //!
 //! A session is its log ([`session`]), at the bottom: its events hold plain values only, the
 //! protocol's and those of [`words`], the leaf that spells agentd's own vocabularies. Above the
@@ -43,6 +45,7 @@ pub mod deny_read;
 pub mod environment;
 pub mod helper_client;
 pub mod knobs;
+pub mod mcp;
 pub mod model;
 pub mod narrowing;
 pub mod profile;

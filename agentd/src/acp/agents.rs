@@ -218,7 +218,7 @@ mod tests {
         assert!(specs.iter().all(|s| s.name != "bash"), "{specs:?}");
         let refused = denied
             .scope()
-            .admit(env.registry(), "bash")
+            .admit(&env.registry(), "bash")
             .expect_err("bash is refused");
         assert!(
             refused.to_string().contains("not available to this agent"),

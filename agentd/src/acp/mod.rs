@@ -8,6 +8,9 @@
 //! answered to that prompt; it never tears the connection down. Logs go to stderr only: stdout
 //! carries the protocol.
 //!
+//! A session's MCP servers start after `session/new` or `session/load` was answered, confined
+//! like its commands ([`mcp`]); its first prompt waits for them.
+//!
 //! `session/close` closes one session ([`Session::close`]); when the client closes the
 //! connection (agentd's stdin ends), every session is closed the same way before [`serve`]
 //! returns, so nothing a session started outlives agentd.
@@ -19,6 +22,7 @@ pub mod config_options;
 mod error;
 mod instructions;
 mod live;
+mod mcp;
 mod model_failure;
 mod models;
 mod options;
@@ -26,6 +30,7 @@ pub mod permission;
 mod project_docs;
 mod prompt;
 mod questions;
+mod session_roles;
 mod sessions;
 mod set_knob;
 mod shown;
@@ -148,16 +153,20 @@ fn handlers(state: &Arc<AgentState>) -> impl ConnectTo<Client> + 'static {
             on_receive_request!(),
         )
         .on_receive_request(
-            async move |req: NewSessionRequest, responder, cx: ConnectionTo<Client>| match s2
-                .sessions
-                .create(&s2, &req.cwd, cx)
-            {
-                Ok(session) => responder.respond(
-                    NewSessionResponse::new(session.id.clone())
-                        .config_options(session.config_options())
-                        .modes(session.modes()),
-                ),
-                Err(e) => responder.respond_with_error(e),
+            async move |req: NewSessionRequest, responder, cx: ConnectionTo<Client>| {
+                let (servers, notices) = mcp::servers(&s2.options, &req.mcp_servers);
+                match s2.sessions.create(&s2, &req.cwd, servers, cx.clone()) {
+                    Ok(session) => {
+                        let answered = responder.respond(
+                            NewSessionResponse::new(session.id.clone())
+                                .config_options(session.config_options())
+                                .modes(session.modes()),
+                        );
+                        mcp::start(&session, &s2.options.ask_before, notices, cx);
+                        answered
+                    }
+                    Err(e) => responder.respond_with_error(e),
+                }
             },
             on_receive_request!(),
         )
@@ -290,7 +299,8 @@ fn load_session(
     cx: ConnectionTo<Client>,
 ) -> Result<(), Error> {
     let id = req.session_id.to_string();
-    let session = match state.sessions.load(state, &id, cx.clone()) {
+    let (servers, notices) = mcp::servers(&state.options, &req.mcp_servers);
+    let session = match state.sessions.load(state, &id, servers, cx.clone()) {
         Ok(session) => session,
         Err(e) => return responder.respond_with_error(e),
     };
@@ -300,11 +310,13 @@ fn load_session(
             updates::update_for(&item),
         ))?;
     }
-    responder.respond(
+    let answered = responder.respond(
         LoadSessionResponse::new()
             .config_options(session.config_options())
             .modes(session.modes()),
-    )
+    );
+    mcp::start(&session, &state.options.ask_before, notices, cx);
+    answered
 }
 
 /// The sessions stored under `dir`, optionally only those of `cwd`.

@@ -9,7 +9,9 @@ use confine_protocol::{BackendChoice, Mode, Network};
 use super::models::Models;
 use crate::agents::{PersonaModel, Personas};
 use crate::composition::Composition;
-use crate::config::{BuiltModel, ConfigError, Effective, HelperSetupError, PersonaProviders};
+use crate::config::{
+    BuiltModel, ConfigError, Effective, HelperSetupError, McpServerConfig, PersonaProviders,
+};
 use crate::environment;
 use crate::helper_client::{ClientError, HelperClient};
 use crate::model::{ModelError, Provider};
@@ -76,6 +78,8 @@ pub struct AcpOptions {
     /// Whether sessions have the `task` tool: only when the configuration defines a persona,
     /// so a session without `[agents.NAME]` tables is offered exactly the tools it was.
     pub delegation: bool,
+    /// The MCP servers every session starts (`[[mcp.servers]]`).
+    pub mcp_servers: Vec<McpServerConfig>,
 }
 
 impl std::fmt::Debug for AcpOptions {
@@ -127,7 +131,14 @@ impl AcpOptions {
                 .iter()
                 .any(|p| !config.personas.is_built_in(&p.name)),
             personas: config.personas.clone(),
+            mcp_servers: config.mcp_servers.value.clone(),
         })
+    }
+
+    /// Whether a call of `tool` asks the user first: `approval.ask_before` lists it, or, for an
+    /// MCP tool, every tool of its server (`mcp__SERVER__*`).
+    pub fn asks_before(&self, tool: &str) -> bool {
+        crate::mcp::listed(&self.ask_before, tool)
     }
 
     /// The model a child agent of `persona` runs with: the persona's own table, else the

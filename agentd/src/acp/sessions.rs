@@ -4,8 +4,8 @@
 //! with.
 //!
 //! `session/set_config_option` switches a knob with [`Session::switch`]; see [`super::switches`]
-//! for when the switch reaches the log. A switch that narrows the mode stops the background
-//! tasks running under a wider one; [`Session::report_stopped`] waits for their ends, records
+//! for when the switch reaches the log. A switch that narrows the mode stops the MCP servers
+//! and the background tasks running under a wider one; [`Session::report_stopped`] waits for their ends, records
 //! each stop and shows it to the editor, before the switch is answered. A session's model is a
 //! knob too ([`Session::selected_model`]); loading a session whose selected model is no longer
 //! configured prints one line saying it uses the default.
@@ -17,6 +17,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
 
 use agent_client_protocol::Client;
 use agent_client_protocol::Error;
@@ -34,10 +35,11 @@ use super::options::AcpOptions;
 use super::switches::{self, Defaults, Switches};
 use super::{permission, updates};
 use crate::agents::lifecycle::AgentTree;
-use crate::approval::{Approvals, Asker};
+use crate::approval::Approvals;
 use crate::cancel::{self, Cancel, Canceller};
 use crate::config::BuiltModel;
 use crate::config::read_project;
+use crate::mcp::{McpServers, ServerSpec};
 use crate::narrowing;
 use crate::session::{Event, EventLog, LogError, Record, SessionLog, log};
 use crate::session_temp::SessionTemp;
@@ -173,11 +175,13 @@ impl Sessions {
         }
     }
 
-    /// Starts a new session in `cwd`, which must be an existing absolute directory.
+    /// Starts a new session in `cwd`, which must be an existing absolute directory, with the
+    /// MCP servers `mcp` (not started yet: see [`super::mcp::start`]).
     pub fn create(
         &self,
         state: &Arc<AgentState>,
         cwd: &Path,
+        mcp: Vec<ServerSpec>,
         cx: ConnectionTo<Client>,
     ) -> Result<Arc<Session>, Error> {
         if !cwd.is_absolute() {
@@ -210,18 +214,20 @@ impl Sessions {
         let (log, first) =
             EventLog::create(&state.options.state_dir, &id, &cwd).map_err(AcpError::of_log)?;
         let session = Arc::new_cyclic(|me| {
-            Session::new(state, id, cwd, log, vec![first], temp, cx.clone(), me)
+            Session::new(state, (id, cwd), log, vec![first], (temp, mcp), &cx, me)
         });
         state.answerer.serve(&session.id, cx);
         self.insert(session.clone());
         Ok(session)
     }
 
-    /// The session `id`, from memory or else from its log.
+    /// The session `id`, from memory (with the MCP servers it has) or else from its log, with
+    /// the MCP servers `mcp`.
     pub fn load(
         &self,
         state: &Arc<AgentState>,
         id: &str,
+        mcp: Vec<ServerSpec>,
         cx: ConnectionTo<Client>,
     ) -> Result<Arc<Session>, Error> {
         if let Some(session) = self.get(id) {
@@ -258,12 +264,11 @@ impl Sessions {
         let session = Arc::new_cyclic(|me| {
             Session::new(
                 state,
-                id.to_owned(),
-                cwd,
+                (id.to_owned(), cwd),
                 log,
                 records,
-                temp,
-                cx.clone(),
+                (temp, mcp),
+                &cx,
                 me,
             )
         });
@@ -288,22 +293,20 @@ fn session_temp() -> Result<SessionTemp, AcpError> {
 }
 
 impl Session {
-    #[allow(clippy::too_many_arguments)]
     fn new(
         state: &Arc<AgentState>,
-        id: String,
-        cwd: PathBuf,
+        (id, cwd): (String, PathBuf),
         log: EventLog,
         records: Vec<Record>,
-        temp: SessionTemp,
-        cx: ConnectionTo<Client>,
+        (temp, mcp): (SessionTemp, Vec<ServerSpec>),
+        cx: &ConnectionTo<Client>,
         me: &Weak<Session>,
     ) -> Session {
         let (read, write) = state.client_fs.get().copied().unwrap_or((false, false));
         // The editor's file access only when it offers both directions: a tool that reads through
         // the editor must write through it too, or an unsaved buffer and the disk disagree.
-        let client_fs: Option<Arc<dyn ClientFs>> =
-            (read && write).then(|| Arc::new(EditorFs::new(cx, id.clone())) as Arc<dyn ClientFs>);
+        let client_fs: Option<Arc<dyn ClientFs>> = (read && write)
+            .then(|| Arc::new(EditorFs::new(cx.clone(), id.clone())) as Arc<dyn ClientFs>);
         let o = &state.options;
         let tools = ToolEnv::new(
             o.helper.clone(),
@@ -318,12 +321,16 @@ impl Session {
         // Every command goes through confine-helper, which confines: escalation is offered,
         // and the turn gates it.
         .with_spec_options(SpecOptions::confining())
-        .with_composition(o.composition.clone());
+        .with_composition(o.composition.clone())
+        .with_mcp(McpServers::new(
+            mcp,
+            Duration::from_millis(o.command_timeout_ms),
+        ));
         // `task` only when a persona is configured: a session without one is offered exactly
         // the tools it always was.
         let tools = match o.delegation {
             true => {
-                let registry = tools.registry().clone();
+                let registry = tools.registry();
                 match registry.with(TASK) {
                     Ok(registry) => tools.with_registry(registry),
                     Err(_already) => tools,
@@ -424,11 +431,11 @@ impl Session {
     /// Closes the session (`session/close`, and every session at the connection's end), in
     /// this order: no turn starts from now on and the running one is cancelled, as by
     /// `session/cancel`; the editor is no longer asked for the session's permissions (a request
-    /// of it is decided without the editor); every child agent is cancelled and torn down
-    /// ([`AgentTree::close`]); every background task is killed and waited for; the running turn
-    /// ends (its `turn/ended` is logged); the knob switches held for the next prompt are
-    /// written, as that prompt would have written them; a task a call started while the turn
-    /// was ending is killed too. Each wait is bounded by the kill grace of commands, the
+    /// of it is decided without the editor); its MCP servers are stopped and none starts again;
+    /// every child agent is cancelled and torn down ([`AgentTree::close`]); every background
+    /// task is killed and waited for; the running turn ends (its `turn/ended` is logged); the
+    /// knob switches held for the next prompt are written, as that prompt would have written
+    /// them; a task a call started while the turn was ending is killed too. Each wait is bounded by the kill grace of commands, the
     /// helper's answer and [`crate::agents::lifecycle::STOP_GRACE`]. Nothing else is logged: the
     /// log reads as after agentd stopped once its switches were written, and `session/load`
     /// continues it.
@@ -446,6 +453,7 @@ impl Session {
             }
         }
         self.answerer.unserve(&self.id);
+        self.tools.mcp().stop_all();
         if let Err(e) = self.agents.close().await {
             eprintln!("agentd: session {}: closing its child agents: {e}", self.id);
         }
@@ -470,6 +478,13 @@ impl Session {
     /// The sandbox mode the session's tool calls run under now.
     pub fn effective_mode(&self) -> Mode {
         switches::effective(self, &self.defaults).0
+    }
+
+    /// The narrower of the mode the session's calls run under now and the one the editor is
+    /// shown (a switch held for the next prompt): what its MCP servers start under.
+    pub fn narrowest_mode(&self) -> Mode {
+        let shown = self.switches.current(self, &self.defaults).0;
+        self.effective_mode().min(shown)
     }
 
     /// The session's approval policy now.
@@ -514,14 +529,21 @@ impl Session {
     }
 
     /// Switches a knob (`session/set_config_option`): now while a turn is open, else at the
-    /// next prompt. A narrowing of the mode tells every background task running under a wider
+    /// next prompt. A narrowing of the mode stops every MCP server running under a wider mode
+    /// (its next call starts it again), tells every background task running under a wider
     /// mode to stop, and returns them to be waited for and reported
     /// ([`Session::report_stopped`]) before the switch is answered; `None` when there are none.
     pub fn switch(&self, switch: Switch) -> Result<Option<Stopping>, LogError> {
-        let tasks = self.tools.background();
-        let narrowed = self
-            .switches
-            .switch(self, &self.defaults, switch, &|to| tasks.would_stop(to))?;
+        let (tasks, mcp) = (self.tools.background(), self.tools.mcp());
+        let stops = |to| tasks.would_stop(to) || mcp.would_stop(to);
+        let narrowed = self.switches.switch(self, &self.defaults, switch, &stops)?;
+        for server in narrowed.map(|to| mcp.narrow(to)).unwrap_or_default() {
+            eprintln!(
+                "agentd: session {}: stopped the MCP server {server}, which ran under a wider \
+                 mode; its next call starts it again",
+                self.id
+            );
+        }
         Ok(narrowed
             .map(|to| tasks.narrow(to))
             .filter(|stopping| !stopping.is_empty()))
@@ -566,25 +588,5 @@ impl Session {
     /// The turn is over: switches are held again.
     pub fn hold_switches(&self) {
         self.switches.hold();
-    }
-}
-
-impl SessionLog for Session {
-    fn records(&self) -> Vec<Record> {
-        Session::records(self)
-    }
-
-    fn append(&self, event: Event, sync: bool) -> Result<Record, LogError> {
-        Session::append(self, event, sync)
-    }
-}
-
-impl Asker for Session {
-    fn agent(&self) -> &str {
-        &self.id
-    }
-
-    fn policy(&self) -> ApprovalPolicy {
-        self.effective_policy()
     }
 }

@@ -8,8 +8,8 @@
 //! held switch lives in memory only: a crash before the flush forgets it, and the reloaded
 //! session shows what its log says.
 //!
-//! One exception: a narrowing of the mode that stops a running background task (see
-//! [`crate::narrowing`]) is written at once, idle or not. The stop is a side effect that happens
+//! One exception: a narrowing of the mode that stops a running background task or MCP server
+//! (see [`crate::narrowing`]) is written at once, idle or not. The stop is a side effect that happens
 //! now, and the log must hold its cause before the record of the stop.
 
 use std::sync::Mutex;

@@ -320,7 +320,7 @@ impl ChildLoop {
             )
         };
         let scope = self.lineage.scope();
-        if let Err(not_offered) = scope.admit(session.tools.registry(), &call.name) {
+        if let Err(not_offered) = scope.admit(&session.tools.registry(), &call.name) {
             return refused(not_offered.to_string());
         }
         let cancel = self.ctx.signal();
@@ -353,7 +353,7 @@ impl ChildLoop {
 
     /// Whether the call asks a person first (a tool listed in `approval.ask_before`).
     fn asks(&self, call: &ToolCall) -> bool {
-        self.run.state.options.ask_before.contains(&call.name)
+        self.run.state.options.asks_before(&call.name)
     }
 
     /// Shows the editor the end of the child's call `call_id` (not recorded: the replay shows

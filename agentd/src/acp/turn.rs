@@ -72,6 +72,11 @@ pub async fn run(
     let Some(cancel) = session.begin_turn() else {
         return Err(AcpError::SessionNotFound(session.id.clone()).into());
     };
+    // The model is offered the tools of the session's MCP servers: their start ends first.
+    tokio::select! {
+        () = session.tools.mcp().ready() => {}
+        () = cancel.cancelled() => {}
+    }
     let turn = Turn {
         state,
         session,
@@ -231,8 +236,8 @@ impl Turn<'_> {
                 let description = tools::describe(&call.name, &call.arguments);
                 // Read once: whether it asks to escalate decides how it is announced and gated.
                 let requested = tools::requested_escalation(&self.session.tools, call);
-                let asks = self.state.options.ask_before.contains(&call.name)
-                    || matches!(requested, Ok(Some(_)));
+                let asks =
+                    self.state.options.asks_before(&call.name) || matches!(requested, Ok(Some(_)));
                 self.show_synced(Event::ToolCall {
                     turn: self.number,
                     call_id: call.id.clone(),
@@ -373,7 +378,7 @@ impl Turn<'_> {
         call: &ToolCall,
         description: &tools::ToolDescription,
     ) -> Option<ToolResult> {
-        if !self.state.options.ask_before.contains(&call.name) {
+        if !self.state.options.asks_before(&call.name) {
             return None;
         }
         let mode = self.session.effective_mode();

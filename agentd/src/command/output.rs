@@ -114,6 +114,13 @@ pub(crate) fn output_pipe() -> io::Result<(pipe::Receiver, OwnedFd)> {
     Ok((pipe::Receiver::from_owned_fd(read)?, write))
 }
 
+/// A pipe for a command's stdin: the read end to hand to confine-helper, and agentd's
+/// writing end. Both close on exec.
+pub(crate) fn input_pipe() -> io::Result<(OwnedFd, pipe::Sender)> {
+    let (read, write) = cloexec_pipe()?;
+    Ok((read, pipe::Sender::from_owned_fd(write)?))
+}
+
 #[cfg(not(target_vendor = "apple"))]
 fn cloexec_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok(nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?)

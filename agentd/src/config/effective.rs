@@ -13,6 +13,7 @@ use super::cache::ResolvedCache;
 use super::checks::is_variable_name;
 use super::compaction::{CompactAt, CompactionPolicy, DEFAULT_KEEP_TURNS};
 use super::file::{LoadedConfig, absolute_dir};
+use super::mcp::McpServerConfig;
 use super::models::{DEFAULT_MODEL_NAME, ModelsError, NamedModel, known_names};
 use super::sandbox;
 use super::sandbox_env::EnvSection;
@@ -162,6 +163,8 @@ pub struct Effective {
     /// them is called `general`, the built-in one. Only the file sets them
     /// ([`Effective::persona_source`]).
     pub personas: Personas,
+    /// `[[mcp.servers]]`: the MCP servers every session starts. Only the file sets them.
+    pub mcp_servers: Setting<Vec<McpServerConfig>>,
 }
 
 impl Effective {
@@ -351,6 +354,11 @@ impl Effective {
         let context_window = layered(window.map(Some), None, &file);
         let compact_at = layered(config.compaction.at, CompactAt::default(), &file);
         let keep_turns = layered(config.compaction.keep_turns, DEFAULT_KEEP_TURNS, &file);
+        let mcp_servers = layered(
+            (!config.mcp.is_empty()).then_some(config.mcp),
+            Vec::new(),
+            &file,
+        );
 
         Ok(Effective {
             model,
@@ -381,6 +389,7 @@ impl Effective {
             compact_at,
             keep_turns,
             personas: config.agents,
+            mcp_servers,
             file,
             file_found,
         })

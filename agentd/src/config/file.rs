@@ -14,11 +14,13 @@ use super::agents::{RawAgents, personas};
 use super::allow_list::{self, AllowList, RawAllowList};
 use super::checks::{is_variable_name, line_at};
 use super::compaction::{CompactionSection, RawCompaction, section};
+use super::mcp::{McpServerConfig, RawMcp, servers};
 use super::models::{NamedModel, RawModels, default_model, named_models};
 use super::sandbox::{ProfileSection, RawList, RawProfile};
 use super::sandbox_env::{EnvSection, RawEnv};
 use super::{ConfigError, Env, FILE_NAME, process_env};
 use crate::agents::Personas;
+use crate::mcp::names::is_ask_entry;
 use crate::model::ModelConfig;
 use crate::tools::{NAMES, TASK, is_tool_name};
 use crate::words::{ApprovalPolicy, allowed};
@@ -42,6 +44,8 @@ pub struct Config {
     pub compaction: CompactionSection,
     /// The `[agents.NAME]` tables, with the built-in `general` unless one is configured.
     pub agents: Personas,
+    /// The `[[mcp.servers]]` tables, in the file's order.
+    pub mcp: Vec<McpServerConfig>,
 }
 
 /// The `[sandbox]` table: how far the commands of new sessions may reach.
@@ -122,6 +126,7 @@ struct RawFile {
     compaction: Option<Spanned<RawCompaction>>,
     #[serde(default)]
     agents: RawAgents,
+    mcp: Option<RawMcp>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -298,6 +303,12 @@ impl LoadedConfig {
                 for name in list.into_inner() {
                     let name_line = checker.line(name.span().start);
                     let name = name.into_inner();
+                    // An MCP tool's name, or all of one server's: the servers a client gives
+                    // are known only when its session starts.
+                    if is_ask_entry(&name) {
+                        names.push(name);
+                        continue;
+                    }
                     if !is_tool_name(&name) {
                         return Err(ConfigError::NotAToolName {
                             path: path.clone(),
@@ -371,6 +382,7 @@ impl LoadedConfig {
         let compaction = section(raw.compaction, window, &path, text)?;
 
         let agents = personas(raw.agents, &models, &path, text)?;
+        let mcp = servers(raw.mcp, &path, text)?;
 
         Ok(LoadedConfig {
             path: Some(path.clone()),
@@ -386,6 +398,7 @@ impl LoadedConfig {
                 limits,
                 compaction,
                 agents,
+                mcp,
             },
         })
     }

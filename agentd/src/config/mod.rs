@@ -37,7 +37,8 @@
 //!
 //! [approval]
 //! policy = "ask"               # ask | never
-//! ask_before = ["write_file"]  # tools that ask the user before every call
+//! ask_before = ["write_file"]  # tools that ask the user before every call; an MCP tool as
+//!                              # "mcp__notes__write_note", all of a server's as "mcp__notes__*"
 //!
 //! [helper]                     # how to reach confine-helper
 //! path = "/usr/local/bin/confine-helper"     # or: socket = "/run/confine-helper.sock"
@@ -57,6 +58,11 @@
 //! max_processes = 512          # optional resource limits of every command
 //! max_file_size = 1073741824
 //! max_address_space = 8589934592
+//!
+//! [[mcp.servers]]              # an MCP server every session starts, confined (see mcp.rs)
+//! name = "notes"               # its tools are mcp__notes__TOOL
+//! command = ["python3", "notes.py"]          # its program and arguments
+//! env = { NOTES_FORMAT = "md" }              # optional: its own variables
 //!
 //! [agents.reviewer]            # a persona a child agent may be (see agentd::agents)
 //! description = "Reviews a change and reports problems"   # required: the model reads it
@@ -92,7 +98,7 @@
 //!
 //! `file.rs` is the file format and its checks ([`LoadedConfig`]), `models.rs` its
 //! `[models.NAME]` tables and `default_model`, `agents.rs` its `[agents.NAME]` tables,
-//! `compaction.rs` its `[compaction]` table, `sandbox.rs` the profile's keys of `[sandbox]`,
+//! `compaction.rs` its `[compaction]` table, `mcp.rs` its `[[mcp.servers]]`, `sandbox.rs` the profile's keys of `[sandbox]`,
 //! `sandbox_env.rs` its `[sandbox.env]` and `cache.rs` the cache presets, `project.rs` a project's own file, `checks.rs` what they share,
 //! `effective.rs` the layering into [`Effective`] (and the models built from it), `helper.rs`
 //! how the effective configuration reaches confine-helper, and `show.rs` what `agentd config
@@ -107,6 +113,7 @@ mod compaction;
 mod effective;
 mod file;
 mod helper;
+mod mcp;
 mod models;
 mod project;
 mod sandbox;
@@ -134,6 +141,7 @@ pub use file::{
     SessionSection, config_path,
 };
 pub use helper::HelperSetupError;
+pub use mcp::McpServerConfig;
 pub use models::{DEFAULT_MODEL_NAME, ModelsError, NamedModel, is_model_name};
 pub use project::{parse_project, project_file, read_project};
 pub use sandbox::{FileKind, Lined, ProfileSection};
@@ -259,7 +267,8 @@ pub enum ConfigError {
     },
     #[error(
         "the configuration file {}, line {line}: approval.ask_before lists {name:?}, which is \
-         not one of agentd's tools ({known})",
+         not one of agentd's tools ({known}) nor an MCP server's (mcp__SERVER__TOOL, or \
+         mcp__SERVER__* for every tool of one server)",
         path.display()
     )]
     UnknownAskBefore {
@@ -417,6 +426,12 @@ pub enum ConfigError {
         path.display()
     )]
     ProjectUnread { path: PathBuf, why: String },
+    #[error("the configuration file {}, line {line}: [[mcp.servers]] {why}", path.display())]
+    Mcp {
+        path: PathBuf,
+        line: usize,
+        why: String,
+    },
     #[error(transparent)]
     Persona(#[from] PersonaError),
     #[error(transparent)]

@@ -71,6 +71,9 @@ impl Effective {
             format!("[{}]", tools.join(", ")),
             &self.ask_before.source,
         );
+        for line in super::mcp::show(&self.mcp_servers.value, &self.mcp_servers.source) {
+            out.raw(line);
+        }
 
         self.show_helper(&mut out, env, exe_dir);
 

@@ -461,13 +461,59 @@ fn an_unknown_tool_in_ask_before_is_refused_naming_the_known_ones() {
         format!(
             "the configuration file {FILE}, line 4: approval.ask_before lists \"writefile\", \
              which is not one of agentd's tools (\"bash\", \"bash_output\", \"bash_kill\", \
-             \"read_file\", \"write_file\", \"edit_file\", \"task\")"
+             \"read_file\", \"write_file\", \"edit_file\", \"task\") nor an MCP server's \
+             (mcp__SERVER__TOOL, or mcp__SERVER__* for every tool of one server)"
         )
     );
     // The control: every tool agentd has may be listed.
     let every = "[approval]\nask_before = [\"bash\", \"bash_output\", \"bash_kill\", \
                  \"read_file\", \"write_file\", \"edit_file\", \"task\"]\n";
     assert!(parse(every).is_ok(), "{:?}", parse(every).err());
+}
+
+#[test]
+fn ask_before_may_list_mcp_tools_by_name_or_by_server() {
+    let config =
+        parse("[approval]\nask_before = [\"mcp__notes__write_note\", \"mcp__git__*\", \"bash\"]\n")
+            .expect("MCP entries are accepted");
+    assert_eq!(
+        config.config.approval.ask_before,
+        Some(vec![
+            "mcp__notes__write_note".to_owned(),
+            "mcp__git__*".to_owned(),
+            "bash".to_owned()
+        ])
+    );
+    for (entry, expected) in [
+        ("mcp__notes", "nor an MCP server's (mcp__SERVER__TOOL"),
+        ("mcp__*", "which is not a tool name"),
+        ("mcp__notes__wr*", "which is not a tool name"),
+    ] {
+        let err = parse(&format!("[approval]\nask_before = [\"{entry}\"]\n"))
+            .expect_err(entry)
+            .to_string();
+        assert!(err.contains(expected), "{entry}: {err}");
+    }
+}
+
+#[test]
+fn mcp_servers_come_from_the_file_and_show_without_their_values() {
+    let text = "[[mcp.servers]]\nname = \"notes\"\ncommand = [\"python3\", \"notes.py\"]\n\
+                env = { NOTES_KEY = \"s3cret\" }\n";
+    let config = merged(text, &Flags::default(), &no_env);
+    assert_eq!(config.mcp_servers.value.len(), 1);
+    assert_eq!(config.mcp_servers.value[0].command, ["python3", "notes.py"]);
+    let shown = config.show_with(&no_env, None);
+    assert!(
+        shown.contains(
+            "mcp.servers = [\"notes\"]  (/etc/agentd/agentd.toml)\n  notes: command = \
+             [\"python3\", \"notes.py\"], env = [\"NOTES_KEY\"]\n"
+        ),
+        "{shown}"
+    );
+    assert!(!shown.contains("s3cret"), "{shown}");
+    let err = parse("[mcp]\nservers = []\nextra = 1\n").expect_err("unknown key");
+    assert!(err.to_string().contains("extra"), "{err}");
 }
 
 #[test]
@@ -922,6 +968,7 @@ sandbox.env.pass = []  (default)
 sandbox.env.set = []  (default)
 approval.policy = \"ask\"  (default)
 approval.ask_before = [\"write_file\"]  (/etc/agentd/agentd.toml)
+mcp.servers = []  (default)
 helper.path = \"{helper}\"  (found next to agentd)
 helper.ceiling = unset  (default)
 session.state_dir = \"/tmp/sessions\"  (--state-dir)

@@ -63,7 +63,11 @@ pub fn describe(name: &str, arguments: &str) -> ToolDescription {
             delegation(field("persona"), field("description")),
             ToolKind::Think,
         ),
-        other => (other.to_owned(), ToolKind::Other),
+        other => match crate::mcp::names::split(other) {
+            // An MCP tool: by its server and its name.
+            Some((server, tool)) => (shorten(&format!("{server}: {tool}")), ToolKind::Other),
+            None => (other.to_owned(), ToolKind::Other),
+        },
     };
     ToolDescription { title, kind, input }
 }
@@ -181,6 +185,12 @@ mod tests {
             ),
             ("task", "{", "Delegate to", "think"),
             ("frobnicate", "{}", "frobnicate", "other"),
+            (
+                "mcp__notes__write_note",
+                r#"{"path":"a","text":"x"}"#,
+                "notes: write_note",
+                "other",
+            ),
         ];
         for (name, arguments, title, kind) in cases {
             let d = describe(name, arguments);

@@ -1,7 +1,7 @@
 //! What every tool call of one session shares ([`ToolEnv`]): the helper, the workspace, the
 //! sandbox profile and the policy every command and file operation is sent with, the commands'
 //! environment and the shell they run under, the editor's file access, the background tasks,
-//! the tools the session has (its registry) and how they are offered.
+//! the session's MCP servers, the tools the session has (its registry) and how they are offered.
 
 use std::ffi::{OsStr, OsString};
 use std::future::Future;
@@ -14,13 +14,14 @@ use std::sync::{Arc, Mutex, PoisonError};
 use confine_protocol::environment::DEFAULT_PATH;
 use confine_protocol::{BackendChoice, Mode, Network, Policy};
 
-use super::registry::ToolRegistry;
+use super::registry::{RegistryError, ToolRegistry};
 use super::spec::SpecOptions;
 use super::tasks::BackgroundTasks;
 use crate::composition::Composition;
 use crate::denial::Scope;
 use crate::deny_read::TooLarge;
 use crate::helper_client::HelperClient;
+use crate::mcp::McpServers;
 use crate::profile::SandboxProfile;
 use crate::session_temp::SessionTemp;
 
@@ -64,7 +65,9 @@ pub struct ToolEnv {
     background: BackgroundTasks,
     options: SpecOptions,
     composition: Composition,
-    registry: ToolRegistry,
+    /// Grows once, when the session's MCP servers have started ([`ToolEnv::register`]).
+    registry: Mutex<ToolRegistry>,
+    mcp: Arc<McpServers>,
     /// The configuration's sandbox profile.
     profile: SandboxProfile,
     /// The protected paths the project file adds, as last read (each prompt reads it again).
@@ -85,7 +88,8 @@ impl std::fmt::Debug for ToolEnv {
             .field("client_fs", &self.client_fs.is_some())
             .field("shell", &self.shell)
             .field("background", &self.background)
-            .field("registry", &self.registry)
+            .field("registry", &self.registry())
+            .field("mcp", &self.mcp)
             .field("profile", &self.profile())
             .finish()
     }
@@ -124,7 +128,9 @@ impl ToolEnv {
             // Trims nothing; the caller that learned the helper's grant sets it.
             composition: Composition::everything(),
             // The built-in tools; a session that has more registers them (`with_registry`).
-            registry: ToolRegistry::builtin(),
+            registry: Mutex::new(ToolRegistry::builtin()),
+            // No MCP server; a session that has some sets them (`with_mcp`).
+            mcp: Arc::new(McpServers::default()),
             // Nothing besides the workspace; a configured session sets it (`with_profile`).
             profile: SandboxProfile::default(),
             project: Mutex::new(Vec::new()),
@@ -203,15 +209,38 @@ impl ToolEnv {
         self.profile.scope(cwd, policy)
     }
 
-    /// The tools this session has.
-    pub fn registry(&self) -> &ToolRegistry {
-        &self.registry
+    /// The tools this session has now.
+    pub fn registry(&self) -> ToolRegistry {
+        self.registry
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// Gives the session the tools of `registry` (the built-in ones and those registered on top).
-    pub fn with_registry(mut self, registry: ToolRegistry) -> ToolEnv {
-        self.registry = registry;
+    pub fn with_registry(self, registry: ToolRegistry) -> ToolEnv {
+        *self.registry.lock().unwrap_or_else(PoisonError::into_inner) = registry;
         self
+    }
+
+    /// Adds a tool to the session's registry (an MCP server's, once the server started).
+    pub fn register(&self, name: &str) -> Result<(), RegistryError> {
+        self.registry
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .register(name)
+    }
+
+    /// Gives the session the MCP servers of `servers` (started with
+    /// [`start_mcp`](super::start_mcp)).
+    pub fn with_mcp(mut self, servers: McpServers) -> ToolEnv {
+        self.mcp = Arc::new(servers);
+        self
+    }
+
+    /// The session's MCP servers.
+    pub fn mcp(&self) -> &McpServers {
+        &self.mcp
     }
 
     /// The tools as this session offers them at most, whatever its mode.

@@ -1,5 +1,6 @@
 //! The tools a model calls: `bash` (with `bash_output` and `bash_kill` for background
-//! commands), `read_file`, `write_file` and `edit_file`.
+//! commands), `read_file`, `write_file` and `edit_file`, and those of the session's MCP servers
+//! (`mcp__<server>__<tool>`, see [`start_mcp`]).
 //!
 //! The agent loop offers the model the tools of [`offered`], announces each call with
 //! [`describe`] before running it, runs it with [`run`] (or [`run_scoped`]) and reports the
@@ -44,6 +45,7 @@ mod escalation;
 mod files;
 mod filter;
 mod live;
+mod mcp;
 mod output;
 mod registry;
 mod spec;
@@ -66,6 +68,7 @@ pub(crate) use files::read_context;
 pub use files::{MAX_TEXT_FILE, PROTECTED};
 pub use filter::{FilterError, FilterList, NotOffered, ToolFilter, ToolScope};
 pub use live::{LIVE_OUTPUT_CAP, LiveOutput};
+pub use mcp::start_mcp;
 pub use output::{
     BACKGROUND_OUTPUT_CAP, ESCALATION_HINT_PREFIX, MODEL_OUTPUT_CAP, denial_marker, denied_access,
     exit_marker, truncation_marker,
@@ -81,13 +84,14 @@ pub use tasks::{BackgroundTasks, NarrowingMark, Stopped, Stopping};
 
 /// The schemas of the tools an agent in `scope` has, as offered to a call whose session runs
 /// under `effective` (escalation only to the modes the helper grants above it), in the
-/// registry's order. A registered tool without a schema in [`spec_with`] is not offered.
+/// registry's order. A registered tool without a schema in [`spec_with`] or from its MCP
+/// server is not offered.
 pub fn offered(env: &ToolEnv, scope: &ToolScope, effective: Mode) -> Vec<ToolSpec> {
     let options = env.options_for(effective);
     scope
-        .resolve(env.registry())
+        .resolve(&env.registry())
         .names()
-        .filter_map(|name| spec_with(name, &options))
+        .filter_map(|name| spec_with(name, &options).or_else(|| mcp::spec(env, name)))
         .collect()
 }
 
@@ -96,9 +100,9 @@ pub fn offered(env: &ToolEnv, scope: &ToolScope, effective: Mode) -> Vec<ToolSpe
 pub fn offered_confined(env: &ToolEnv, scope: &ToolScope) -> Vec<ToolSpec> {
     let options = SpecOptions::default();
     scope
-        .resolve(env.registry())
+        .resolve(&env.registry())
         .names()
-        .filter_map(|name| spec_with(name, &options))
+        .filter_map(|name| spec_with(name, &options).or_else(|| mcp::spec(env, name)))
         .collect()
 }
 
@@ -116,11 +120,14 @@ pub async fn run_scoped(
     call: &ToolCall,
     ctx: CallContext,
 ) -> ToolResult {
-    if let Err(refused) = scope.admit(env.registry(), &call.name) {
+    if let Err(refused) = scope.admit(&env.registry(), &call.name) {
         return ToolResult::failed(
             refused.to_string(),
             json!({ "mode": ctx.mode.as_str(), "invalid_call": true }),
         );
+    }
+    if mcp::is_mcp_tool(env, &call.name) {
+        return mcp::run(env, call, ctx).await;
     }
     let parsed = match args::parse(&call.name, &call.arguments, env.spec_options()) {
         Ok(parsed) => parsed,
@@ -238,7 +245,7 @@ mod tests {
         assert_eq!(top, expected);
 
         let deny =
-            ToolFilter::new(None, Some(vec![BASH.to_owned()]), env.registry()).expect("a filter");
+            ToolFilter::new(None, Some(vec![BASH.to_owned()]), &env.registry()).expect("a filter");
         let child = ToolScope::top().child(Some(&deny), false);
         let offered_names = names(offered(&env, &child, Mode::WorkspaceWrite));
         assert!(

@@ -129,6 +129,15 @@ impl BackgroundTasks {
         NarrowingMark(self.lock().narrowings.len())
     }
 
+    /// The narrowest mode the session was narrowed to since `mark` was taken; `None` when it
+    /// was not.
+    pub fn narrowed_since(&self, mark: NarrowingMark) -> Option<Mode> {
+        self.lock()
+            .narrowings
+            .get(mark.0..)
+            .and_then(|since| since.iter().min().copied())
+    }
+
     /// Whether a narrowing to `to` would stop a running task.
     pub fn would_stop(&self, to: Mode) -> bool {
         self.lock()

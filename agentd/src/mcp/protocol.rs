@@ -1,0 +1,384 @@
+//! The part of the Model Context Protocol agentd speaks as a client: `initialize` and
+//! `notifications/initialized`, `tools/list` (every page), `tools/call`. agentd declares no
+//! capability of its own: it offers a server nothing to call back.
+//!
+//! A call's result is reduced to what a model reads: the text parts joined, every other part
+//! named (`[image: image/png]`), and whether the server said the call failed (`isError`).
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::rpc::{RpcClient, RpcError};
+use crate::cancel::Cancel;
+
+/// The protocol revision agentd asks for.
+pub const PROTOCOL_VERSION: &str = "2025-06-18";
+
+/// How long a server has to answer each request of its start: `initialize` and each page of
+/// `tools/list`.
+pub const START_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The most pages of `tools/list` read from one server.
+const MAX_PAGES: usize = 100;
+
+/// A tool a server offers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpTool {
+    /// Its name on the server.
+    pub name: String,
+    pub description: String,
+    /// The JSON schema of its arguments: always an object schema.
+    pub input_schema: Value,
+}
+
+/// What a server said at `initialize`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Initialized {
+    /// Whether it has tools (the `tools` capability).
+    pub has_tools: bool,
+    /// The protocol revision it answered with.
+    pub protocol_version: String,
+}
+
+/// A call's result as the model reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallOutput {
+    pub text: String,
+    /// The server reported that the tool failed.
+    pub is_error: bool,
+}
+
+/// `initialize`, then `notifications/initialized`.
+pub async fn initialize(rpc: &RpcClient, timeout: Duration) -> Result<Initialized, RpcError> {
+    let method = "initialize";
+    let params = json!({
+        "protocolVersion": PROTOCOL_VERSION,
+        "capabilities": {},
+        "clientInfo": { "name": "agentd", "version": env!("CARGO_PKG_VERSION") },
+    });
+    let result = rpc
+        .request(method, params, timeout, &Cancel::never())
+        .await?;
+    let malformed = |why: &str| RpcError::Malformed {
+        method: method.to_owned(),
+        why: why.to_owned(),
+    };
+    let Some(protocol_version) = result.get("protocolVersion").and_then(Value::as_str) else {
+        return Err(malformed("the answer has no protocolVersion"));
+    };
+    let has_tools = result
+        .get("capabilities")
+        .and_then(|c| c.get("tools"))
+        .is_some_and(|tools| !tools.is_null());
+    rpc.notify("notifications/initialized", json!({})).await?;
+    Ok(Initialized {
+        has_tools,
+        protocol_version: protocol_version.to_owned(),
+    })
+}
+
+/// Every tool of the server, following `nextCursor` page by page.
+pub async fn list_tools(rpc: &RpcClient, timeout: Duration) -> Result<Vec<McpTool>, RpcError> {
+    let method = "tools/list";
+    let malformed = |why: String| RpcError::Malformed {
+        method: method.to_owned(),
+        why,
+    };
+    let mut tools = Vec::new();
+    let mut cursor: Option<String> = None;
+    let mut seen = Vec::new();
+    for _ in 0..MAX_PAGES {
+        let params = match &cursor {
+            Some(cursor) => json!({ "cursor": cursor }),
+            None => json!({}),
+        };
+        let page = rpc
+            .request(method, params, timeout, &Cancel::never())
+            .await?;
+        let Some(listed) = page.get("tools").and_then(Value::as_array) else {
+            return Err(malformed("the answer has no tools list".to_owned()));
+        };
+        for tool in listed {
+            tools.push(tool_of(tool).map_err(&malformed)?);
+        }
+        cursor = match page.get("nextCursor") {
+            None | Some(Value::Null) => return Ok(tools),
+            Some(Value::String(next)) if !seen.contains(next) => Some(next.clone()),
+            Some(Value::String(next)) => {
+                return Err(malformed(format!("the cursor {next:?} came twice")));
+            }
+            Some(other) => return Err(malformed(format!("nextCursor {other} is not a string"))),
+        };
+        seen.extend(cursor.clone());
+    }
+    Err(malformed(format!(
+        "the list did not end within {MAX_PAGES} pages"
+    )))
+}
+
+fn tool_of(tool: &Value) -> Result<McpTool, String> {
+    let Some(name) = tool.get("name").and_then(Value::as_str) else {
+        return Err(format!("a tool has no name: {tool}"));
+    };
+    let description = tool
+        .get("description")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    let input_schema = match tool.get("inputSchema") {
+        Some(schema @ Value::Object(_)) => schema.clone(),
+        None => json!({ "type": "object", "properties": {} }),
+        Some(other) => {
+            return Err(format!(
+                "the tool {name:?} has an inputSchema that is not an object: {other}"
+            ));
+        }
+    };
+    Ok(McpTool {
+        name: name.to_owned(),
+        description,
+        input_schema,
+    })
+}
+
+/// `tools/call` of `name` with `arguments`, waiting at most `timeout` and until `cancel`.
+pub async fn call_tool(
+    rpc: &RpcClient,
+    name: &str,
+    arguments: Value,
+    timeout: Duration,
+    cancel: &Cancel,
+) -> Result<CallOutput, RpcError> {
+    let method = "tools/call";
+    let params = json!({ "name": name, "arguments": arguments });
+    let result = rpc.request(method, params, timeout, cancel).await?;
+    call_output(&result).map_err(|why| RpcError::Malformed {
+        method: method.to_owned(),
+        why,
+    })
+}
+
+/// A `tools/call` result as the model reads it.
+pub fn call_output(result: &Value) -> Result<CallOutput, String> {
+    let Value::Object(result) = result else {
+        return Err(format!("the result is not an object: {result}"));
+    };
+    let is_error = match result.get("isError") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(other) => return Err(format!("isError {other} is not a boolean")),
+    };
+    let parts: &[Value] = match result.get("content") {
+        None | Some(Value::Null) => &[],
+        Some(Value::Array(parts)) => parts,
+        Some(other) => return Err(format!("content {other} is not a list")),
+    };
+    let mut texts: Vec<String> = parts.iter().map(part_text).collect();
+    if texts.is_empty()
+        && let Some(structured) = result.get("structuredContent")
+    {
+        texts.push(structured.to_string());
+    }
+    Ok(CallOutput {
+        text: texts.join("\n"),
+        is_error,
+    })
+}
+
+/// One content part as text: a text part's text, anything else named.
+fn part_text(part: &Value) -> String {
+    let field = |key: &str| part.get(key).and_then(Value::as_str);
+    let kind = field("type").unwrap_or("unknown");
+    match kind {
+        "text" => field("text").unwrap_or_default().to_owned(),
+        "image" | "audio" => match field("mimeType") {
+            Some(mime) => format!("[{kind}: {mime}]"),
+            None => format!("[{kind}]"),
+        },
+        "resource" => {
+            let resource = part.get("resource");
+            let text = resource.and_then(|r| r.get("text")).and_then(Value::as_str);
+            let uri = resource.and_then(|r| r.get("uri")).and_then(Value::as_str);
+            match (text, uri) {
+                (Some(text), _) => text.to_owned(),
+                (None, Some(uri)) => format!("[resource: {uri}]"),
+                (None, None) => "[resource]".to_owned(),
+            }
+        }
+        "resource_link" => match field("uri") {
+            Some(uri) => format!("[resource link: {uri}]"),
+            None => "[resource link]".to_owned(),
+        },
+        other => format!("[{} content]", crate::terminal::one_line(other, Some(40))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+    use super::*;
+    use crate::test_support::within;
+
+    /// A server over an in-memory duplex that answers each request with `answer(request)`;
+    /// returns the client and the requests and notifications the server read.
+    fn serve(
+        answer: impl Fn(&Value) -> Value + Send + 'static,
+    ) -> (RpcClient, tokio::task::JoinHandle<Vec<Value>>) {
+        let (client_out, server_in) = tokio::io::duplex(64 * 1024);
+        let (mut server_out, client_in) = tokio::io::duplex(64 * 1024);
+        let client = RpcClient::new(client_in, client_out);
+        let server = tokio::spawn(async move {
+            let mut seen = Vec::new();
+            let mut lines = BufReader::new(server_in).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                let message: Value = serde_json::from_str(&line).expect("json");
+                if message.get("id").is_some() {
+                    let reply = json!({
+                        "jsonrpc": "2.0", "id": message["id"], "result": answer(&message)
+                    });
+                    let mut text = reply.to_string();
+                    text.push('\n');
+                    server_out.write_all(text.as_bytes()).await.expect("write");
+                }
+                seen.push(message);
+            }
+            seen
+        });
+        (client, server)
+    }
+
+    #[tokio::test]
+    async fn initialize_sends_agentds_revision_and_then_initialized() {
+        let (client, server) = serve(|_| {
+            json!({"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+                   "serverInfo": {"name": "s", "version": "1"}})
+        });
+        let init = within(initialize(&client, START_TIMEOUT))
+            .await
+            .expect("initialized");
+        assert_eq!(
+            init,
+            Initialized {
+                has_tools: true,
+                protocol_version: "2025-06-18".into()
+            }
+        );
+        drop(client);
+        let seen = within(server).await.expect("server");
+        assert_eq!(seen[0]["method"], "initialize");
+        assert_eq!(
+            seen[0]["params"],
+            json!({"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "agentd", "version": env!("CARGO_PKG_VERSION")}})
+        );
+        assert_eq!(seen[1]["method"], "notifications/initialized");
+    }
+
+    #[tokio::test]
+    async fn an_initialize_answer_without_a_revision_is_refused() {
+        let (client, _server) = serve(|_| json!({"capabilities": {}}));
+        let err = within(initialize(&client, START_TIMEOUT))
+            .await
+            .expect_err("malformed");
+        assert!(err.to_string().contains("no protocolVersion"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn the_tool_list_follows_every_cursor() {
+        let (client, server) = serve(|request| match request["params"]["cursor"].as_str() {
+            None => json!({"tools": [{"name": "echo", "description": "Echo",
+                                      "inputSchema": {"type": "object"}}],
+                           "nextCursor": "p2"}),
+            Some("p2") => json!({"tools": [{"name": "bare"}], "nextCursor": null}),
+            Some(other) => panic!("unexpected cursor {other}"),
+        });
+        let tools = within(list_tools(&client, START_TIMEOUT))
+            .await
+            .expect("tools");
+        assert_eq!(tools.len(), 2);
+        assert_eq!(tools[0].name, "echo");
+        assert_eq!(tools[0].description, "Echo");
+        assert_eq!(
+            tools[1].input_schema,
+            json!({"type": "object", "properties": {}})
+        );
+        drop(client);
+        let seen = within(server).await.expect("server");
+        assert_eq!(seen.len(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_tool_list_that_never_ends_is_refused() {
+        let (client, _server) = serve(|_| json!({"tools": [], "nextCursor": "again"}));
+        let err = within(list_tools(&client, START_TIMEOUT))
+            .await
+            .expect_err("loops");
+        assert!(err.to_string().contains("came twice"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_call_sends_name_and_arguments_and_reads_the_content() {
+        let (client, server) = serve(|_| {
+            json!({"content": [{"type": "text", "text": "wrote a.txt"},
+                               {"type": "image", "data": "AAAA", "mimeType": "image/png"}],
+                   "isError": false})
+        });
+        let output = within(call_tool(
+            &client,
+            "write_note",
+            json!({"path": "a.txt"}),
+            START_TIMEOUT,
+            &Cancel::never(),
+        ))
+        .await
+        .expect("called");
+        assert_eq!(
+            output,
+            CallOutput {
+                text: "wrote a.txt\n[image: image/png]".into(),
+                is_error: false
+            }
+        );
+        drop(client);
+        let seen = within(server).await.expect("server");
+        assert_eq!(
+            seen[0]["params"],
+            json!({"name": "write_note", "arguments": {"path": "a.txt"}})
+        );
+    }
+
+    #[test]
+    fn every_kind_of_content_part_reads_as_text() {
+        let output = call_output(&json!({
+            "content": [
+                {"type": "audio", "data": "", "mimeType": "audio/wav"},
+                {"type": "resource", "resource": {"uri": "file:///a", "text": "inline"}},
+                {"type": "resource", "resource": {"uri": "file:///b", "blob": "AA=="}},
+                {"type": "resource_link", "uri": "file:///c", "name": "c"},
+                {"type": "hologram"},
+                {"no": "type"}
+            ],
+            "isError": true
+        }))
+        .expect("an output");
+        assert!(output.is_error);
+        assert_eq!(
+            output.text,
+            "[audio: audio/wav]\ninline\n[resource: file:///b]\n[resource link: file:///c]\n\
+             [hologram content]\n[unknown content]"
+        );
+        let structured =
+            call_output(&json!({"content": [], "structuredContent": {"n": 1}})).expect("an output");
+        assert_eq!(structured.text, "{\"n\":1}");
+        assert!(!structured.is_error);
+    }
+
+    #[test]
+    fn a_result_of_the_wrong_shape_is_an_error() {
+        assert!(call_output(&json!([1])).is_err());
+        assert!(call_output(&json!({"content": "text"})).is_err());
+        assert!(call_output(&json!({"content": [], "isError": "yes"})).is_err());
+    }
+}

@@ -1,0 +1,361 @@
+//! The MCP servers of one session ([`McpServers`]): started once the session exists, each
+//! server's tools exposed under their registry names, every call handed to the server that
+//! offers the tool, every server stopped when the session closes.
+//!
+//! A server always runs under the policy of the call it serves. A call whose policy is not the
+//! one its server was started under (the session's mode was switched, or the project file
+//! protects other paths now), or whose server has ended, restarts the server first: stopped
+//! through confine-helper, started and initialized again under the call's policy. A narrowing
+//! of the mode ([`McpServers::narrow`]) stops every server running under a wider mode at once,
+//! as it stops background tasks; the next call starts it again, narrower. A restarted server
+//! keeps the tools it was first listed with: what the model was offered does not change in the
+//! middle of a session.
+
+use std::ffi::OsString;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use confine_protocol::{BackendChoice, Mode, Policy};
+use serde_json::Value;
+use tokio::sync::watch;
+
+use super::names;
+use super::protocol::{self, CallOutput, McpTool, START_TIMEOUT};
+use super::server::{Launch, Running};
+use crate::cancel::Cancel;
+use crate::helper_client::HelperClient;
+use crate::narrowing;
+
+/// One server a session has: its name as configured and its part of its tools' names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerSpec {
+    /// As the configuration or the client named it.
+    pub name: String,
+    /// Its tools' names start `mcp__<key>__` ([`names::server_key`]).
+    pub key: String,
+    pub argv: Vec<OsString>,
+    /// Its whole environment.
+    pub env: Vec<(OsString, OsString)>,
+}
+
+/// Where a server runs for one call (or for the session's start).
+#[derive(Debug, Clone)]
+pub struct Placement<'a> {
+    pub helper: &'a HelperClient,
+    pub workspace: &'a Path,
+    pub backend: BackendChoice,
+    pub policy: Policy,
+}
+
+impl Placement<'_> {
+    fn launch(&self, spec: &ServerSpec) -> Launch {
+        Launch {
+            argv: spec.argv.clone(),
+            cwd: self.workspace.to_owned(),
+            env: spec.env.clone(),
+            policy: self.policy.clone(),
+            backend: self.backend,
+        }
+    }
+}
+
+/// A tool of a server, under its registry name.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Exposed {
+    /// Its registry name, `mcp__<server>__<tool>`.
+    pub name: String,
+    /// The server's name as configured.
+    pub server: String,
+    pub tool: McpTool,
+    slot: usize,
+}
+
+/// Why a call of an MCP tool got no result from its server.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum McpCallError {
+    #[error("{0:?} is not a tool of this session's MCP servers")]
+    Unknown(String),
+    #[error("the MCP server {server} could not be started for this call: {why}")]
+    Start { server: String, why: String },
+    #[error("the MCP server {server} did not answer the call: {why}")]
+    Failed { server: String, why: String },
+    #[error("the session is closed: its MCP servers are stopped")]
+    Closed,
+}
+
+#[derive(Debug)]
+struct Slot {
+    spec: ServerSpec,
+    current: Mutex<Option<Arc<Running>>>,
+    /// Held while the server is (re)started, so that concurrent calls start it once.
+    starting: tokio::sync::Mutex<()>,
+}
+
+impl Slot {
+    fn current(&self) -> MutexGuard<'_, Option<Arc<Running>>> {
+        self.current.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The MCP servers of one session.
+#[derive(Debug)]
+pub struct McpServers {
+    slots: Vec<Slot>,
+    exposed: Mutex<Vec<Exposed>>,
+    ready: watch::Sender<bool>,
+    /// Set by the first [`McpServers::start_all`]: the servers start once.
+    started: AtomicBool,
+    closed: AtomicBool,
+    call_timeout: Duration,
+}
+
+impl Default for McpServers {
+    fn default() -> McpServers {
+        McpServers::new(Vec::new(), Duration::ZERO)
+    }
+}
+
+impl McpServers {
+    /// The servers of `specs`, none started yet; each call waits at most `call_timeout` for
+    /// its answer. With no server, [`McpServers::ready`] holds at once.
+    pub fn new(specs: Vec<ServerSpec>, call_timeout: Duration) -> McpServers {
+        let (ready, _) = watch::channel(specs.is_empty());
+        McpServers {
+            slots: specs
+                .into_iter()
+                .map(|spec| Slot {
+                    spec,
+                    current: Mutex::new(None),
+                    starting: tokio::sync::Mutex::new(()),
+                })
+                .collect(),
+            exposed: Mutex::new(Vec::new()),
+            ready,
+            started: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
+            call_timeout,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    fn exposed(&self) -> MutexGuard<'_, Vec<Exposed>> {
+        self.exposed.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Starts every server under `placement`, all at once, and exposes their tools, each under
+    /// its registry name unless `taken` says another tool has it or the name cannot be made.
+    /// Returns one sentence per server that failed and per tool refused, for the client; a
+    /// server that failed has no tool. Only the first call starts anything (a later one is
+    /// `None`); the caller says when the tools are offered ([`McpServers::mark_ready`]).
+    pub async fn start_all(
+        &self,
+        placement: &Placement<'_>,
+        taken: &(dyn Fn(&str) -> bool + Sync),
+    ) -> Option<Vec<String>> {
+        if self.started.swap(true, Ordering::SeqCst) {
+            return None;
+        }
+        let starts = self.slots.iter().map(|slot| async move {
+            let _one = slot.starting.lock().await;
+            let listed = start_and_list(placement, &slot.spec).await;
+            if let Ok(running) = &listed {
+                self.install(slot, running.0.clone());
+            }
+            listed.map(|(_, tools)| tools)
+        });
+        let started = futures::future::join_all(starts).await;
+        let mut notices = Vec::new();
+        for (index, (slot, listed)) in self.slots.iter().zip(started).enumerate() {
+            let name = &slot.spec.name;
+            let tools = match listed {
+                Ok(tools) => tools,
+                Err(why) => {
+                    notices.push(format!("The MCP server {name} did not start: {why}."));
+                    continue;
+                }
+            };
+            for tool in tools {
+                match names::tool_name(&slot.spec.key, &tool.name) {
+                    Ok(full) if taken(&full) || self.exposed().iter().any(|e| e.name == full) => {
+                        notices.push(format!(
+                            "The tool {:?} of the MCP server {name} is not offered: another \
+                             tool is already called {full}.",
+                            tool.name
+                        ));
+                    }
+                    Ok(full) => self.exposed().push(Exposed {
+                        name: full,
+                        server: name.clone(),
+                        tool,
+                        slot: index,
+                    }),
+                    Err(why) => notices.push(format!(
+                        "The tool {:?} of the MCP server {name} is not offered: {why}.",
+                        tool.name
+                    )),
+                }
+            }
+        }
+        Some(notices)
+    }
+
+    /// The servers' start has finished and their tools are offered: [`McpServers::ready`]
+    /// holds from now on.
+    pub fn mark_ready(&self) {
+        self.ready.send_replace(true);
+    }
+
+    /// Resolves once the servers' start has finished (at once when there are none).
+    pub async fn ready(&self) {
+        let mut ready = self.ready.subscribe();
+        let _ = ready.wait_for(|ready| *ready).await;
+    }
+
+    /// The registry names of every exposed tool, in the order exposed.
+    pub fn tool_names(&self) -> Vec<String> {
+        self.exposed().iter().map(|e| e.name.clone()).collect()
+    }
+
+    /// The exposed tool called `name`.
+    pub fn tool(&self, name: &str) -> Option<Exposed> {
+        self.exposed().iter().find(|e| e.name == name).cloned()
+    }
+
+    /// Calls the tool `name` with `arguments` on its server, running under `placement` (the
+    /// server is restarted first if it runs under another policy or has ended), waiting at most
+    /// the call timeout and until `cancel`.
+    pub async fn call(
+        &self,
+        name: &str,
+        arguments: Value,
+        placement: &Placement<'_>,
+        cancel: &Cancel,
+    ) -> Result<CallOutput, McpCallError> {
+        let Some(exposed) = self.tool(name) else {
+            return Err(McpCallError::Unknown(name.to_owned()));
+        };
+        let Some(slot) = self.slots.get(exposed.slot) else {
+            return Err(McpCallError::Unknown(name.to_owned()));
+        };
+        let server = slot.spec.name.clone();
+        let running = {
+            let _one = slot.starting.lock().await;
+            let current = slot.current().clone();
+            match current {
+                Some(running) if running.policy() == &placement.policy && !running.has_ended() => {
+                    running
+                }
+                stale => {
+                    if let Some(stale) = stale {
+                        stale.stop();
+                    }
+                    if self.closed.load(Ordering::SeqCst) {
+                        return Err(McpCallError::Closed);
+                    }
+                    let started = tokio::select! {
+                        started = Running::start(
+                            placement.helper,
+                            placement.launch(&slot.spec),
+                            START_TIMEOUT,
+                        ) => started,
+                        () = cancel.cancelled() => Err("the call was cancelled".to_owned()),
+                    };
+                    let running = Arc::new(started.map_err(|why| McpCallError::Start {
+                        server: server.clone(),
+                        why,
+                    })?);
+                    self.install(slot, running.clone());
+                    running
+                }
+            }
+        };
+        let called = protocol::call_tool(
+            running.rpc(),
+            &exposed.tool.name,
+            arguments,
+            self.call_timeout,
+            cancel,
+        )
+        .await;
+        match called {
+            Ok(output) => Ok(output),
+            Err(e) => Err(McpCallError::Failed {
+                server,
+                why: running.explain(&e).await,
+            }),
+        }
+    }
+
+    /// Makes `running` the slot's server, unless the session closed meanwhile: it is stopped
+    /// then.
+    fn install(&self, slot: &Slot, running: Arc<Running>) {
+        let mut current = slot.current();
+        if self.closed.load(Ordering::SeqCst) {
+            running.stop();
+            return;
+        }
+        if let Some(old) = current.replace(running) {
+            old.stop();
+        }
+    }
+
+    /// Whether a narrowing to `to` would stop a running server.
+    pub fn would_stop(&self, to: Mode) -> bool {
+        self.slots.iter().any(|slot| {
+            slot.current()
+                .as_ref()
+                .is_some_and(|r| !r.has_ended() && narrowing::stops(r.mode(), to))
+        })
+    }
+
+    /// The session's mode narrowed to `to`: every server running under a wider mode is
+    /// stopped. Returns their names.
+    pub fn narrow(&self, to: Mode) -> Vec<String> {
+        let mut stopped = Vec::new();
+        for slot in &self.slots {
+            let mut current = slot.current();
+            if current
+                .as_ref()
+                .is_some_and(|r| narrowing::stops(r.mode(), to))
+                && let Some(running) = current.take()
+            {
+                running.stop();
+                stopped.push(slot.spec.name.clone());
+            }
+        }
+        stopped
+    }
+
+    /// The session closed: every server is stopped, and none starts again.
+    pub fn stop_all(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        for slot in &self.slots {
+            if let Some(running) = slot.current().take() {
+                running.stop();
+            }
+        }
+        // A start still running finds the session closed when it installs its server.
+        self.ready.send_replace(true);
+    }
+}
+
+/// Starts one server and lists its tools (none when it has no `tools` capability). The error
+/// says why.
+async fn start_and_list(
+    placement: &Placement<'_>,
+    spec: &ServerSpec,
+) -> Result<(Arc<Running>, Vec<McpTool>), String> {
+    let running = Running::start(placement.helper, placement.launch(spec), START_TIMEOUT).await?;
+    if !running.initialized().has_tools {
+        return Ok((Arc::new(running), Vec::new()));
+    }
+    match protocol::list_tools(running.rpc(), START_TIMEOUT).await {
+        Ok(tools) => Ok((Arc::new(running), tools)),
+        Err(e) => Err(running.explain(&e).await),
+    }
+}

@@ -1,0 +1,515 @@
+//! MCP servers over the real wire and the real kernel: a stdio server given in `session/new`
+//! (`tests/external/mcp_server.py`) runs through confine-helper under the session's mode, so
+//! in read-only the kernel refuses its write (the file is not on the host, the model reads that
+//! the server reported an error) while in workspace-write the same call writes the file; its
+//! tools are offered to the model as `mcp__notes__…`; `approval.ask_before` asks before one;
+//! a narrowing restarts the server narrower; a server from `[[mcp.servers]]` gets its own
+//! variables and one with a secret-looking variable is refused; a server that exits at start
+//! and an HTTP server leave the session usable, the client told once why. Without python3
+//! every test prints SKIP and passes.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use support::acp::{AcpClient, Permission, Scratch};
+
+/// The test server.
+fn server_py() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("external/mcp_server.py")
+}
+
+/// Whether python3 runs here (on the PATH agentd's commands get); prints SKIP when not.
+fn python() -> bool {
+    let found = Command::new("python3")
+        .arg("-c")
+        .arg("pass")
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .status()
+        .is_ok_and(|s| s.success());
+    if !found {
+        println!("SKIP acp_mcp: python3 is not installed (apt-get install python3)");
+    }
+    found
+}
+
+/// The `mcpServers` entry of a stdio server running the test server with `args`.
+fn stdio(name: &str, args: &[&str], env: Value) -> Value {
+    let mut argv = vec![server_py().display().to_string()];
+    argv.extend(args.iter().map(|a| (*a).to_owned()));
+    json!({ "name": name, "command": "python3", "args": argv, "env": env })
+}
+
+/// `initialize`, then `session/new` in the workspace with `servers`; returns the session id.
+fn open_with(client: &mut AcpClient, scratch: &Scratch, servers: Value) -> String {
+    let (init, _) = client.request(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {}}),
+    );
+    assert_eq!(init["result"]["protocolVersion"], 1, "{init}");
+    let (new, _) = client.request(
+        "session/new",
+        json!({"cwd": scratch.ws(), "mcpServers": servers}),
+    );
+    new["result"]["sessionId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("session/new failed: {new}"))
+        .to_owned()
+}
+
+/// The first agent message after the answer to `session/new`: what the client is told of the
+/// servers that did not start.
+fn told(client: &mut AcpClient) -> String {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let message = client
+            .next(left)
+            .expect("the client is told which servers did not start");
+        let update = &message["params"]["update"];
+        if update["sessionUpdate"] == "agent_message_chunk" {
+            return update["content"]["text"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+        }
+    }
+}
+
+/// A call of `tool` with `arguments` (a TOML inline table), as a script turn.
+fn calling(tool: &str, arguments: &str) -> String {
+    format!("[[turn]]\n[[turn.tool_calls]]\nname = \"{tool}\"\narguments = {arguments}\n\n")
+}
+
+const DONE: &str = "[[turn]]\ntext = \"Done.\"\n\n";
+
+/// A script of `turns` whose model records the tools of every request in `offered.jsonl`.
+fn script(scratch: &Scratch, turns: &str) -> (PathBuf, PathBuf) {
+    let record = scratch.root.join("offered.jsonl");
+    let text = format!("record = \"{}\"\n\n{turns}", record.display());
+    (scratch.script(&text), record)
+}
+
+/// The `tool/result` records of a session's log.
+fn results(scratch: &Scratch, session: &str) -> Vec<Value> {
+    scratch
+        .log(session)
+        .into_iter()
+        .filter(|r| r["type"] == "tool/result")
+        .collect()
+}
+
+fn write_note(path: &str, text: &str) -> String {
+    calling(
+        "mcp__notes__write_note",
+        &format!("{{ path = \"{path}\", text = \"{text}\" }}"),
+    )
+}
+
+/// The Linux backends, each tested where this machine can run it.
+const BACKENDS: [&str; 2] = ["bwrap", "landlock"];
+
+/// The agent messages among some notifications, joined.
+fn agent_messages(notes: &[Value]) -> String {
+    notes
+        .iter()
+        .map(|n| &n["params"]["update"])
+        .filter(|u| u["sessionUpdate"] == "agent_message_chunk")
+        .filter_map(|u| u["content"]["text"].as_str())
+        .collect()
+}
+
+#[test]
+fn the_kernel_refuses_an_mcp_servers_write_in_read_only_and_workspace_write_allows_it() {
+    if !python() {
+        return;
+    }
+    for backend in BACKENDS {
+        denied_then_allowed(backend);
+    }
+}
+
+/// The test above under `backend`; prints SKIP when it cannot run here.
+fn denied_then_allowed(backend: &str) {
+    let scratch = Scratch::new(&format!("mcp-modes-{backend}"));
+    scratch.config(&format!("[sandbox]\nbackend = \"{backend}\"\n"));
+    let (script, record) = script(
+        &scratch,
+        &format!("{}{DONE}", write_note("note.txt", "hello")),
+    );
+    let note = scratch.ws().join("note.txt");
+
+    let mut client = AcpClient::start(&scratch, &script, &["--sandbox-mode", "read-only"]);
+    let session = open_with(
+        &mut client,
+        &scratch,
+        json!([stdio("notes", &[], json!([]))]),
+    );
+    let (answer, notes) = client.prompt(&session, "write the note");
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let said = agent_messages(&notes);
+    if said.contains("cannot confine it on this machine") {
+        println!("SKIP {backend}: {said}");
+        return;
+    }
+    assert!(!note.exists(), "the kernel refused the server's write");
+    let denied = &results(&scratch, &session)[0];
+    assert_eq!(denied["status"], "failed", "{denied}");
+    let output = denied["output"].as_str().expect("output");
+    assert!(output.starts_with("could not write note.txt: "), "{output}");
+    assert!(
+        output.ends_with("\n[the MCP server notes reported an error]"),
+        "{output}"
+    );
+    assert_eq!(denied["facts"]["mode"], "read-only");
+    assert_eq!(denied["facts"]["mcp_server"], "notes");
+    assert_eq!(denied["facts"]["is_error"], true);
+    // Shown as a call titled by server and tool, of kind `other` (ACP's default, left out on
+    // the wire), and recorded like every call.
+    let call = notes
+        .iter()
+        .map(|n| &n["params"]["update"])
+        .find(|u| u["sessionUpdate"] == "tool_call")
+        .expect("the call was announced");
+    assert_eq!(call["title"], "notes: write_note");
+    assert_eq!(
+        call["rawInput"],
+        json!({"path": "note.txt", "text": "hello"})
+    );
+    let logged = scratch
+        .log(&session)
+        .into_iter()
+        .find(|r| r["type"] == "tool/call")
+        .expect("the call is in the log");
+    assert_eq!(logged["tool"], "mcp__notes__write_note");
+    assert_eq!(logged["kind"], "other");
+    // The model was offered the tool with the server's schema, beside agentd's own.
+    let offered = std::fs::read_to_string(&record).expect("recorded requests");
+    let first: Value =
+        serde_json::from_str(offered.lines().next().expect("a request")).expect("json");
+    let names: Vec<&str> = first
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(names.contains(&"bash"), "{names:?}");
+    assert!(names.contains(&"mcp__notes__write_note"), "{names:?}");
+    assert!(names.contains(&"mcp__notes__echo"), "{names:?}");
+    let tool = first
+        .as_array()
+        .and_then(|all| all.iter().find(|t| t["name"] == "mcp__notes__write_note"))
+        .expect("write_note");
+    assert_eq!(tool["parameters"]["required"], json!(["path", "text"]));
+    assert_eq!(
+        tool["description"],
+        "Write a note to a file relative to the server's directory."
+    );
+    drop(client);
+
+    // The control: the same call in workspace-write writes the note.
+    let mut client = AcpClient::start(&scratch, &script, &["--sandbox-mode", "workspace-write"]);
+    let session = open_with(
+        &mut client,
+        &scratch,
+        json!([stdio("notes", &[], json!([]))]),
+    );
+    let (answer, _) = client.prompt(&session, "write the note");
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    assert_eq!(
+        std::fs::read_to_string(&note).expect("the note was written"),
+        "hello"
+    );
+    let written = &results(&scratch, &session)[0];
+    assert_eq!(written["status"], "completed", "{written}");
+    assert_eq!(written["output"], "wrote 5 characters to note.txt");
+    assert_eq!(written["facts"]["mode"], "workspace-write");
+}
+
+#[test]
+fn ask_before_an_mcp_tool_asks_and_a_rejected_call_does_not_reach_the_server() {
+    if !python() {
+        return;
+    }
+    let scratch = Scratch::new("mcp-ask");
+    scratch.config(
+        "[approval]\nask_before = [\"mcp__notes__write_note\", \"mcp__notes__writenote\"]\n",
+    );
+    let (script, _) = script(
+        &scratch,
+        &format!(
+            "{}{}{DONE}",
+            write_note("rejected.txt", "no"),
+            write_note("allowed.txt", "yes")
+        ),
+    );
+    let mut client = AcpClient::start(&scratch, &script, &["--sandbox-mode", "workspace-write"]);
+    client.answers.push_back(Permission::Reject);
+    client.answers.push_back(Permission::AllowOnce);
+    let session = open_with(
+        &mut client,
+        &scratch,
+        json!([stdio("notes", &[], json!([]))]),
+    );
+    // A misspelt entry would ask before nothing: the client is told.
+    assert_eq!(
+        told(&mut client),
+        "approval.ask_before lists mcp__notes__writenote, which names no tool of this session's \
+         MCP servers.\n"
+    );
+    let (answer, _) = client.prompt(&session, "write both");
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    assert_eq!(client.permission_requests.len(), 2);
+    let asked = &client.permission_requests[0]["params"]["toolCall"];
+    assert_eq!(asked["title"], "notes: write_note", "{asked}");
+    assert!(
+        !scratch.ws().join("rejected.txt").exists(),
+        "rejected: never ran"
+    );
+    // The control: allowed once, the same tool writes.
+    assert_eq!(
+        std::fs::read_to_string(scratch.ws().join("allowed.txt")).expect("allowed"),
+        "yes"
+    );
+    let results = results(&scratch, &session);
+    assert_eq!(results[0]["status"], "failed");
+    assert_eq!(results[1]["status"], "completed");
+}
+
+#[test]
+fn a_narrowing_restarts_the_server_under_the_narrower_mode() {
+    if !python() {
+        return;
+    }
+    let scratch = Scratch::new("mcp-narrow");
+    let (script, _) = script(
+        &scratch,
+        &format!(
+            "{}{DONE}{}{DONE}",
+            write_note("before.txt", "wide"),
+            write_note("after.txt", "narrow")
+        ),
+    );
+    let mut client = AcpClient::start(&scratch, &script, &["--sandbox-mode", "workspace-write"]);
+    let session = open_with(
+        &mut client,
+        &scratch,
+        json!([stdio("notes", &[], json!([]))]),
+    );
+    let (answer, _) = client.prompt(&session, "write before");
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    assert!(scratch.ws().join("before.txt").exists(), "written wide");
+    let (switched, _) = client.request(
+        "session/set_config_option",
+        json!({"sessionId": session, "configId": "sandbox-mode", "value": "read-only"}),
+    );
+    assert!(switched.get("result").is_some(), "{switched}");
+    let (answer, _) = client.prompt(&session, "write after");
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    assert!(
+        !scratch.ws().join("after.txt").exists(),
+        "the server no longer runs under workspace-write"
+    );
+    let after = &results(&scratch, &session)[1];
+    assert_eq!(after["facts"]["mode"], "read-only", "{after}");
+    assert_eq!(after["facts"]["is_error"], true, "{after}");
+}
+
+#[test]
+fn a_configured_server_gets_its_variables_and_one_with_a_secret_looking_variable_is_refused() {
+    if !python() {
+        return;
+    }
+    let scratch = Scratch::new("mcp-config");
+    let server = server_py().display().to_string();
+    scratch.config(&format!(
+        "[[mcp.servers]]\nname = \"notes\"\ncommand = [\"python3\", {server:?}]\n\
+         env = {{ MCP_ECHO_PREFIX = \"notes says: \" }}\n\n\
+         [[mcp.servers]]\nname = \"leaky\"\ncommand = [\"python3\", {server:?}]\n\
+         env = {{ SERVICE_API_TOKEN = \"t0ken\" }}\n"
+    ));
+    let (script, record) = script(
+        &scratch,
+        &format!("{}{DONE}", calling("mcp__notes__echo", "{ text = \"hi\" }")),
+    );
+    let mut client = AcpClient::start(&scratch, &script, &["--sandbox-mode", "read-only"]);
+    let session = open_with(&mut client, &scratch, json!([]));
+    let notice = told(&mut client);
+    assert!(
+        notice
+            .starts_with("The MCP server leaky did not start: confine-helper refused to start it"),
+        "{notice}"
+    );
+    assert!(notice.contains("SERVICE_API_TOKEN"), "{notice}");
+    assert!(!notice.contains("t0ken"), "never the value: {notice}");
+    // The control: the server without one runs, with its own variable.
+    let (answer, _) = client.prompt(&session, "echo");
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let echoed = &results(&scratch, &session)[0];
+    assert_eq!(echoed["status"], "completed", "{echoed}");
+    assert_eq!(echoed["output"], "notes says: hi");
+    let offered = std::fs::read_to_string(&record).expect("recorded requests");
+    assert!(offered.contains("mcp__notes__echo"), "{offered}");
+    assert!(!offered.contains("mcp__leaky__"), "{offered}");
+}
+
+#[test]
+fn a_server_that_exits_at_start_and_an_http_server_leave_the_session_usable() {
+    if !python() {
+        return;
+    }
+    let scratch = Scratch::new("mcp-broken");
+    let (script, record) = script(
+        &scratch,
+        &format!(
+            "{}{DONE}",
+            calling("mcp__notes__echo", "{ text = \"still here\" }")
+        ),
+    );
+    let mut client = AcpClient::start(&scratch, &script, &["--sandbox-mode", "read-only"]);
+    let servers = json!([
+        stdio("broken", &["--exit-at-start"], json!([])),
+        {"type": "http", "name": "web", "url": "http://127.0.0.1:9/mcp", "headers": []},
+        stdio("notes", &[], json!([])),
+    ]);
+    let session = open_with(&mut client, &scratch, servers);
+    let notice = told(&mut client);
+    let lines: Vec<&str> = notice.lines().collect();
+    assert_eq!(lines.len(), 2, "{notice}");
+    assert!(
+        lines[0].starts_with("The MCP server web is not started: only stdio MCP servers are"),
+        "{notice}"
+    );
+    assert_eq!(
+        lines[1],
+        "The MCP server broken did not start: it exited with code 3; its stderr ends with: \
+         mcp_server.py: told to exit at start."
+    );
+    let (answer, _) = client.prompt(&session, "echo");
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let echoed = &results(&scratch, &session)[0];
+    assert_eq!(echoed["output"], "still here", "{echoed}");
+    let offered = std::fs::read_to_string(&record).expect("recorded requests");
+    assert!(!offered.contains("mcp__broken__"), "{offered}");
+    assert!(!offered.contains("mcp__web__"), "{offered}");
+}
+
+/// The python processes whose arguments hold `tag`: the test servers started with it.
+fn servers_tagged(tag: &str) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|entry| {
+            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+            let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+            let program = Path::new(std::ffi::OsStr::new(std::str::from_utf8(args[0]).ok()?));
+            let python = program
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("python"));
+            (python && args.contains(&tag.as_bytes())).then_some(pid)
+        })
+        .collect()
+}
+
+/// A session whose `notes` server was started with `tag` and has answered one call; returns
+/// the session and the server's pid.
+fn running_server(client: &mut AcpClient, scratch: &Scratch, tag: &str) -> (String, u32) {
+    let session = open_with(client, scratch, json!([stdio("notes", &[tag], json!([]))]));
+    let (answer, _) = client.prompt(&session, "echo");
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let pids = servers_tagged(tag);
+    assert_eq!(pids.len(), 1, "one server runs for the session: {pids:?}");
+    (session, pids[0])
+}
+
+#[test]
+fn closing_the_session_or_the_connection_stops_its_server() {
+    if !python() {
+        return;
+    }
+    let scratch = Scratch::new("mcp-stop");
+    let (script, _) = script(
+        &scratch,
+        &format!("{}{DONE}", calling("mcp__notes__echo", "{ text = \"up\" }")),
+    );
+    let tag = format!("--tag=closed-{}", std::process::id());
+    let mut client = AcpClient::start(&scratch, &script, &["--sandbox-mode", "read-only"]);
+    let (session, pid) = running_server(&mut client, &scratch, &tag);
+    assert!(
+        support::alive(pid),
+        "the server runs while the session is open"
+    );
+    let (closed, _) = client.request("session/close", json!({ "sessionId": session }));
+    assert!(closed.get("result").is_some(), "{closed}");
+    assert!(
+        support::wait_gone(pid, Duration::from_secs(10)),
+        "session/close stopped the server"
+    );
+
+    let tag = format!("--tag=hung-up-{}", std::process::id());
+    let mut client = AcpClient::start(&scratch, &script, &["--sandbox-mode", "read-only"]);
+    let (_, pid) = running_server(&mut client, &scratch, &tag);
+    assert!(
+        support::alive(pid),
+        "the server runs while the client is connected"
+    );
+    client.hang_up();
+    assert!(
+        support::wait_gone(pid, Duration::from_secs(10)),
+        "the connection's end stopped the server"
+    );
+}
+
+#[test]
+fn a_loaded_session_starts_the_servers_its_client_gives_again() {
+    if !python() {
+        return;
+    }
+    let scratch = Scratch::new("mcp-load");
+    let echo = calling("mcp__notes__echo", "{ text = \"again\" }");
+    let (script, _) = script(&scratch, &format!("{echo}{DONE}{echo}{DONE}"));
+    let mut first = AcpClient::start(&scratch, &script, &["--sandbox-mode", "read-only"]);
+    let session = open_with(
+        &mut first,
+        &scratch,
+        json!([stdio("notes", &[], json!([]))]),
+    );
+    let (answer, _) = first.prompt(&session, "echo");
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    drop(first);
+
+    // A new agentd: the session's log comes back, and its servers start again. Two servers of
+    // one name would name the same tools: the second is not started, and the client is told.
+    let mut second = AcpClient::start(&scratch, &script, &["--sandbox-mode", "read-only"]);
+    let (init, _) = second.request(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {}}),
+    );
+    assert_eq!(init["result"]["protocolVersion"], 1, "{init}");
+    let servers = json!([
+        stdio("notes", &[], json!([])),
+        stdio("notes", &[], json!([]))
+    ]);
+    let (loaded, _) = second.request(
+        "session/load",
+        json!({"sessionId": session, "cwd": scratch.ws(), "mcpServers": servers}),
+    );
+    assert!(loaded.get("result").is_some(), "{loaded}");
+    assert_eq!(
+        told(&mut second),
+        "The MCP server notes is not started: another server of this session already names its \
+         tools mcp__notes__…; give each server its own name.\n"
+    );
+    let (answer, _) = second.prompt(&session, "echo again");
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let results = results(&scratch, &session);
+    assert_eq!(results.len(), 2);
+    assert_eq!(results[1]["output"], "again", "{}", results[1]);
+}
