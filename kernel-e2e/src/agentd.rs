@@ -46,6 +46,10 @@ pub struct Invocation {
     pub deny_read: Vec<OsString>,
     /// `--local-binding`: loopback sockets inside the sandbox.
     pub local_binding: bool,
+    /// `--allow-domain DOMAIN` (with `--allow-local-addresses`): the network allow-list.
+    pub allow_domains: Vec<String>,
+    /// `--config PATH`: agentd's configuration file.
+    pub config: Option<PathBuf>,
     pub network_allow: bool,
     pub timeout_secs: Option<u64>,
     pub ceiling: Option<PathBuf>,
@@ -72,6 +76,8 @@ impl Invocation {
             writable_roots: Vec::new(),
             deny_read: Vec::new(),
             local_binding: false,
+            allow_domains: Vec::new(),
+            config: None,
             network_allow: false,
             timeout_secs: None,
             ceiling: None,
@@ -91,6 +97,17 @@ impl Invocation {
 
     pub fn deny_read(mut self, entry: impl Into<OsString>) -> Invocation {
         self.deny_read.push(entry.into());
+        self
+    }
+
+    /// Reaching `domain` (which may lead to this machine) through the allow-list proxy.
+    pub fn allow_domain(mut self, domain: &str) -> Invocation {
+        self.allow_domains.push(domain.to_owned());
+        self
+    }
+
+    pub fn config(mut self, path: impl Into<PathBuf>) -> Invocation {
+        self.config = Some(path.into());
         self
     }
 
@@ -152,6 +169,10 @@ impl Invocation {
     /// agentd's arguments, `run` included.
     pub fn args(&self) -> Vec<OsString> {
         let mut args: Vec<OsString> = vec!["run".into(), "--json".into()];
+        if let Some(config) = &self.config {
+            args.push("--config".into());
+            args.push(config.clone().into());
+        }
         args.push("--mode".into());
         args.push(self.mode.as_str().into());
         args.push("--workspace".into());
@@ -166,6 +187,13 @@ impl Invocation {
         }
         if self.local_binding {
             args.push("--local-binding".into());
+        }
+        for domain in &self.allow_domains {
+            args.push("--allow-domain".into());
+            args.push(domain.into());
+        }
+        if !self.allow_domains.is_empty() {
+            args.push("--allow-local-addresses".into());
         }
         args.push("--network".into());
         args.push(if self.network_allow { "allow" } else { "deny" }.into());

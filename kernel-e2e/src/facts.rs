@@ -124,6 +124,8 @@ pub struct Facts {
     pub deny_read: Vec<String>,
     /// Loopback sockets inside the sandbox; present (and true) only when given.
     pub local_binding: bool,
+    /// What the allow-list proxy decided, `(host, allowed)` in order; present only with one.
+    pub proxy: Option<Vec<(String, bool)>>,
 }
 
 const KEYS: [&str; 8] = [
@@ -138,11 +140,12 @@ const KEYS: [&str; 8] = [
 ];
 
 /// Keys a facts line has only when they are not empty.
-const OPTIONAL_KEYS: [&str; 4] = [
+const OPTIONAL_KEYS: [&str; 5] = [
     "denied_paths",
     "writable_roots",
     "deny_read",
     "local_binding",
+    "proxy",
 ];
 
 impl Facts {
@@ -207,6 +210,10 @@ impl Facts {
             Some(Value::Bool(true)) => true,
             Some(other) => return Err(format!("local_binding is present but not true: {other}")),
         };
+        let proxy = match object.get("proxy") {
+            None => None,
+            Some(value) => Some(parse_proxy(value)?),
+        };
         Ok(Facts {
             exit,
             backend,
@@ -220,6 +227,7 @@ impl Facts {
             writable_roots,
             deny_read,
             local_binding,
+            proxy,
         })
     }
 
@@ -394,6 +402,39 @@ impl Facts {
         }
         Ok(())
     }
+}
+
+/// `proxy`: `{"decisions": [{host, port, protocol, allowed, reason}], "total": N}`, with no
+/// more decisions than the total.
+fn parse_proxy(value: &Value) -> Result<Vec<(String, bool)>, String> {
+    let bad = || format!("proxy is not {{decisions, total}}: {value}");
+    let object = value.as_object().ok_or_else(bad)?;
+    let total = object
+        .get("total")
+        .and_then(Value::as_u64)
+        .ok_or_else(bad)?;
+    let list = object
+        .get("decisions")
+        .and_then(Value::as_array)
+        .ok_or_else(bad)?;
+    if list.len() as u64 > total {
+        return Err(format!(
+            "proxy lists more decisions than its total: {value}"
+        ));
+    }
+    list.iter()
+        .map(|d| {
+            let host = d.get("host").and_then(Value::as_str);
+            let allowed = d.get("allowed").and_then(Value::as_bool);
+            let reason = d.get("reason").and_then(Value::as_str);
+            match (host, allowed, reason) {
+                (Some(host), Some(allowed), Some(_)) => Ok((host.to_owned(), allowed)),
+                _ => Err(format!(
+                    "a proxy decision lacks host, allowed or reason: {d}"
+                )),
+            }
+        })
+        .collect()
 }
 
 /// How Landlock names the one part of a denied directory it cannot deny: its entries' names.

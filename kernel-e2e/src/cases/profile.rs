@@ -28,6 +28,20 @@ pub const CASES: &[Case] = &[
         body: loopback_server_is_reachable_from_inside_only,
     },
     Case {
+        id: "P04",
+        title: "the network allow-list: an allowed name is reached through the proxy, another name, an IP literal and a direct connection are not",
+        modes: CONFINED,
+        exclusive: false,
+        body: the_allow_list_reaches_only_what_it_allows,
+    },
+    Case {
+        id: "P05",
+        title: "pip installs from a local index through the allow-list, its cache writable with the pip preset and untouched without it",
+        modes: &[Mode::WorkspaceWrite],
+        exclusive: false,
+        body: pip_installs_through_the_allow_list_with_its_cache_preset,
+    },
+    Case {
         id: "P03",
         title: "without local_binding binding a loopback socket is denied as the network",
         modes: CONFINED,
@@ -282,6 +296,298 @@ fn loopback_bind_is_denied_without_local_binding(cx: &mut Cx) -> Verdict {
         control.stdout.contains("inside ping"),
         "the control's server did not run: {:?}",
         control.stdout
+    );
+    Ok(())
+}
+
+/// Asks through the bridge for `localhost`, a name not allowed and an IP literal, then tries
+/// `localhost` without the proxy; one line per attempt.
+const CLIENT: &str = "\
+import os, sys, urllib.request
+# The proxy is asked for every host here, loopback literals too.
+os.environ.pop('no_proxy', None); os.environ.pop('NO_PROXY', None)
+port = sys.argv[1]
+proxied = urllib.request.build_opener(urllib.request.ProxyHandler({'http': 'http://127.0.0.1:3128'}))
+direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+for name, opener, host in [('allowed', proxied, 'localhost'), ('other', proxied, 'refused.invalid'),
+                           ('literal', proxied, '127.0.0.1'), ('direct', direct, 'localhost')]:
+    try:
+        print(name, 'got', opener.open(f'http://{host}:{port}/', timeout=10).read().decode(), flush=True)
+    except Exception as e:
+        print(name, 'failed', str(e).replace('\\n', ' '), flush=True)
+";
+
+/// A host HTTP server on 127.0.0.1 that answers `body` to every request and counts them.
+fn http_server(body: String) -> Result<(u16, Arc<Mutex<usize>>), crate::case::Stop> {
+    use std::io::{Read, Write};
+    let listener =
+        TcpListener::bind("127.0.0.1:0").map_err(|e| fail(format!("cannot listen: {e}")))?;
+    let port = listener
+        .local_addr()
+        .map_err(|e| fail(format!("no address: {e}")))?
+        .port();
+    let served = Arc::new(Mutex::new(0usize));
+    let count = served.clone();
+    // The thread ends with the suite's process; each connection is answered and closed.
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            let mut head = [0u8; 4096];
+            let _ = stream.read(&mut head);
+            let reply = format!(
+                "HTTP/1.0 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = stream.write_all(reply.as_bytes());
+            if let Ok(mut n) = count.lock() {
+                *n += 1;
+            }
+        }
+    });
+    Ok((port, served))
+}
+
+fn the_allow_list_reaches_only_what_it_allows(cx: &mut Cx) -> Verdict {
+    let python = cx.python_path()?;
+    let script = cx.file(&cx.ws.join("client.py"), CLIENT)?;
+    let body = format!("served-{}", cx.tag);
+    let (port, served) = http_server(body.clone())?;
+    let argv = vec![python.into(), script.into(), port.to_string().into()];
+    let run = cx.run(
+        "confined, allow-list",
+        &cx.confined(argv.clone()).allow_domain("localhost"),
+    )?;
+    if cx.cell.backend == Backend::Landlock {
+        let reason = run.refused()?;
+        ensure!(
+            reason.contains("allow-list") && reason.contains("bwrap"),
+            "the refusal does not say why the allow-list needs bwrap: {reason}"
+        );
+        return Ok(());
+    }
+    run.succeeded()?;
+    let out = &run.stdout;
+    ensure!(
+        out.contains(&format!("allowed got {body}")),
+        "the allowed name was not reached through the proxy: {out:?}"
+    );
+    for name in ["other", "literal", "direct"] {
+        ensure!(
+            out.contains(&format!("{name} failed")),
+            "the {name} attempt was not refused: {out:?}"
+        );
+    }
+    ensure!(
+        out.contains("other failed HTTP Error 403")
+            && out.contains("literal failed HTTP Error 403"),
+        "the proxy did not answer its refusals with 403: {out:?}"
+    );
+    let count = served.lock().map(|n| *n).unwrap_or(0);
+    ensure!(
+        count == 1,
+        "the host's server answered {count} requests; only the allowed one may reach it"
+    );
+    let decisions = run.ran()?.proxy.clone().unwrap_or_default();
+    ensure!(
+        decisions
+            == vec![
+                ("localhost".to_owned(), true),
+                ("refused.invalid".to_owned(), false),
+                ("127.0.0.1".to_owned(), false),
+            ],
+        "the facts' proxy decisions are {decisions:?}"
+    );
+
+    // The control: unconfined, the direct connection reaches the server.
+    let control = cx.run("control", &cx.control(argv))?;
+    control.succeeded()?;
+    ensure!(
+        control.stdout.contains(&format!("direct got {body}")),
+        "the control did not reach the host's server directly: {:?}",
+        control.stdout
+    );
+    Ok(())
+}
+
+/// Writes a minimal wheel of `tinypkg` 1.0 (`VALUE = 42`) to the path it is given.
+const WHEEL: &str = "\
+import base64, hashlib, sys, zipfile
+files = {'tinypkg/__init__.py': b'VALUE = 42\\n',
+         'tinypkg-1.0.dist-info/METADATA': b'Metadata-Version: 2.1\\nName: tinypkg\\nVersion: 1.0\\n',
+         'tinypkg-1.0.dist-info/WHEEL': b'Wheel-Version: 1.0\\nGenerator: e2e\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n'}
+record = []
+with zipfile.ZipFile(sys.argv[1], 'w') as wheel:
+    for path, data in files.items():
+        wheel.writestr(path, data)
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()
+        record.append(f'{path},sha256={digest},{len(data)}')
+    record.append('tinypkg-1.0.dist-info/RECORD,,')
+    wheel.writestr('tinypkg-1.0.dist-info/RECORD', '\\n'.join(record) + '\\n')
+";
+
+const WHEEL_NAME: &str = "tinypkg-1.0-py3-none-any.whl";
+
+/// A package index on 127.0.0.1 serving `wheel` as `tinypkg`, cacheable (as real indexes are);
+/// counts the downloads of the wheel.
+fn package_index(wheel: Vec<u8>) -> Result<(u16, Arc<Mutex<usize>>), crate::case::Stop> {
+    use std::io::{BufRead, BufReader, Write};
+    let listener =
+        TcpListener::bind("127.0.0.1:0").map_err(|e| fail(format!("cannot listen: {e}")))?;
+    let port = listener
+        .local_addr()
+        .map_err(|e| fail(format!("no address: {e}")))?
+        .port();
+    let downloads = Arc::new(Mutex::new(0usize));
+    let count = downloads.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let mut reader = BufReader::new(&stream);
+            let mut line = String::new();
+            let _ = reader.read_line(&mut line);
+            // The rest of the head, up to its empty line.
+            let mut header = String::new();
+            while reader.read_line(&mut header).is_ok_and(|n| n > 2) {
+                header.clear();
+            }
+            let path = line.split_whitespace().nth(1).unwrap_or("").to_owned();
+            let (status, kind, body) = if path.ends_with(".whl") {
+                if let Ok(mut n) = count.lock() {
+                    *n += 1;
+                }
+                ("200 OK", "application/octet-stream", wheel.clone())
+            } else if path.trim_end_matches('/').ends_with("/simple/tinypkg") {
+                let page =
+                    format!("<html><body><a href=\"{WHEEL_NAME}\">{WHEEL_NAME}</a></body></html>");
+                ("200 OK", "text/html", page.into_bytes())
+            } else {
+                ("404 Not Found", "text/plain", b"no such page".to_vec())
+            };
+            let head = format!(
+                "HTTP/1.0 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\n\
+                 Date: Thu, 01 Jan 2026 00:00:00 GMT\r\nCache-Control: max-age=600\r\n\r\n",
+                body.len()
+            );
+            let mut stream = &stream;
+            let _ = stream.write_all(head.as_bytes());
+            let _ = stream.write_all(&body);
+        }
+    });
+    Ok((port, downloads))
+}
+
+/// Whether `dir` holds any file, at any depth.
+fn holds_files(dir: &std::path::Path) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    entries.flatten().any(|e| {
+        let path = e.path();
+        path.is_file() || (path.is_dir() && holds_files(&path))
+    })
+}
+
+fn pip_installs_through_the_allow_list_with_its_cache_preset(cx: &mut Cx) -> Verdict {
+    let python = cx.python_path()?;
+    let wheel_path = cx.dir.join(WHEEL_NAME);
+    let built = std::process::Command::new(&python)
+        .arg("-c")
+        .arg(WHEEL)
+        .arg(&wheel_path)
+        .status()
+        .map_err(|e| fail(format!("cannot build the wheel: {e}")))?;
+    ensure!(built.success(), "building the test wheel failed: {built}");
+    let wheel = std::fs::read(&wheel_path).map_err(|e| fail(format!("the wheel: {e}")))?;
+    let (port, downloads) = package_index(wheel)?;
+    let list = "network = \"allow-list\"\nallowed_domains = [\"localhost\"]\nallow_local_addresses = true\n";
+    let with_preset = cx.file(
+        &cx.dir.join("with-preset.toml"),
+        &format!("[sandbox]\ncache = [\"pip\"]\n{list}"),
+    )?;
+    let without_preset = cx.file(
+        &cx.dir.join("without-preset.toml"),
+        &format!("[sandbox]\n{list}"),
+    )?;
+    let script = format!(
+        "{} -m venv venv && venv/bin/pip install --no-input --disable-pip-version-check \
+         --index-url http://localhost:{port}/simple/ --trusted-host localhost tinypkg && \
+         venv/bin/python -c 'import tinypkg; print(\"value\", tinypkg.VALUE)'",
+        python.display()
+    );
+    let install = |cx: &mut Cx,
+                   label: &str,
+                   config: &std::path::Path,
+                   cache: &std::path::Path,
+                   confined: bool| {
+        let ws = cx.dir.join(label);
+        cx.dir(&ws)?;
+        cx.dir(cache)?;
+        let argv = cx.sh(&script);
+        let base = if confined {
+            cx.confined_in(&ws, argv)
+        } else {
+            cx.control_in(&ws, argv)
+        };
+        let invocation = base
+            .config(config)
+            .env("PIP_CACHE_DIR", cache)
+            .command_env("PIP_CACHE_DIR", cache);
+        cx.run(label, &invocation)
+    };
+
+    let cache = cx.dir.join("cache-with");
+    let run = install(cx, "with-preset", &with_preset, &cache, true)?;
+    if cx.cell.backend == Backend::Landlock {
+        let reason = run.refused()?;
+        ensure!(
+            reason.contains("allow-list"),
+            "the refusal does not say why the allow-list needs bwrap: {reason}"
+        );
+        return Ok(());
+    }
+    run.succeeded()?;
+    ensure!(
+        run.stdout.contains("value 42"),
+        "pip did not install the package through the allow-list: {:?}",
+        run.stdout
+    );
+    let real = cache.canonicalize().unwrap_or(cache.clone());
+    let roots = &run.ran()?.writable_roots;
+    ensure!(
+        roots.contains(&real.to_string_lossy().into_owned()),
+        "the facts' writable_roots {roots:?} do not name the pip cache {}",
+        real.display()
+    );
+    ensure!(
+        holds_files(&cache),
+        "pip's cache on the host is empty after the install with the preset"
+    );
+    let after_first = downloads.lock().map(|n| *n).unwrap_or(0);
+    ensure!(
+        after_first == 1,
+        "the index served the wheel {after_first} times"
+    );
+
+    // Without the preset the cache is not writable: pip installs without it, and nothing of it
+    // reaches the host.
+    let cache = cx.dir.join("cache-without");
+    let run = install(cx, "without-preset", &without_preset, &cache, true)?;
+    run.succeeded()?;
+    ensure!(run.stdout.contains("value 42"), "{:?}", run.stdout);
+    ensure!(
+        !holds_files(&cache),
+        "pip wrote its cache on the host without the preset"
+    );
+    ensure!(
+        run.ran()?.writable_roots.is_empty(),
+        "writable roots were given without the preset"
+    );
+
+    // The control: unconfined, the same install fills that cache.
+    let cache = cx.dir.join("cache-control");
+    let control = install(cx, "control", &without_preset, &cache, false)?;
+    control.succeeded()?;
+    ensure!(
+        holds_files(&cache),
+        "the control's install left pip's cache empty, so the confined run's empty cache proves nothing"
     );
     Ok(())
 }
