@@ -568,11 +568,21 @@ pub fn find_helper(agentd: u32) -> Option<u32> {
 }
 
 /// Gives the child the process state an invocation asks for, between fork and exec.
+/// The most descriptors one run may hand agentd ([`Invocation::inherit`]).
+const MAX_INHERITED: usize = 16;
+
+/// Where inherited descriptors are parked while they are placed: above every target number.
+const PARK_ABOVE: RawFd = 512;
+
 fn prepare_process_state(
     command: &mut Command,
     core_unlimited: bool,
     inherit: Vec<(RawFd, RawFd)>,
 ) {
+    assert!(
+        inherit.len() <= MAX_INHERITED && inherit.iter().all(|&(_, to)| to < PARK_ABOVE),
+        "at most {MAX_INHERITED} inherited descriptors, each placed below {PARK_ABOVE}"
+    );
     if !core_unlimited && inherit.is_empty() {
         return;
     }
@@ -581,11 +591,22 @@ fn prepare_process_state(
             use nix::sys::resource::{RLIM_INFINITY, Resource, setrlimit};
             setrlimit(Resource::RLIMIT_CORE, RLIM_INFINITY, RLIM_INFINITY)?;
         }
-        for &(fd, as_fd) in &inherit {
-            // SAFETY: dup2 is async-signal-safe and touches only the child's descriptor table;
-            // `fd` stays open in the parent for the duration of the spawn. dup2 clears
-            // close-on-exec on the new number, which is the point: agentd inherits it.
-            if unsafe { nix::libc::dup2(fd, as_fd) } < 0 {
+        // Each source is first parked above every target, so that placing one cannot
+        // overwrite another source whose number is a target (the suite's own descriptors are
+        // numbered by whatever else it holds open).
+        let mut parked = [-1; MAX_INHERITED];
+        for (slot, &(fd, _)) in parked.iter_mut().zip(&inherit) {
+            // SAFETY: fcntl(F_DUPFD_CLOEXEC) is async-signal-safe and touches only the child's
+            // descriptor table; `fd` stays open in the parent for the duration of the spawn.
+            *slot = unsafe { nix::libc::fcntl(fd, nix::libc::F_DUPFD_CLOEXEC, PARK_ABOVE) };
+            if *slot < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+        for (&high, &(_, as_fd)) in parked.iter().zip(&inherit) {
+            // SAFETY: as above; dup2 clears close-on-exec on the new number, which is the
+            // point: agentd inherits it (the parked copy closes on exec).
+            if unsafe { nix::libc::dup2(high, as_fd) } < 0 {
                 return Err(std::io::Error::last_os_error());
             }
         }
