@@ -30,11 +30,12 @@ pub const DENIAL_TEXTS: [&str; 18] = [
 ];
 
 /// The kinds of denial agentd names in `denials`.
-pub const DENIAL_KINDS: [&str; 5] = [
+pub const DENIAL_KINDS: [&str; 6] = [
     "file-write",
     "protected-path",
     "file-read",
     "network",
+    "socket",
     "system-interface",
 ];
 

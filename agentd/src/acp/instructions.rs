@@ -12,14 +12,55 @@
 
 use std::path::Path;
 
+use crate::deny_read::DenyRead;
 use crate::knobs::policy;
+use crate::profile::SandboxProfile;
 use crate::words::ApprovalPolicy;
 
+/// What the sandbox profile changes for the model, when it changes anything: the further
+/// directories writable where the workspace is, the paths never readable, and the hosts the
+/// network allow-list reaches. `None` for a profile without them (the model is told nothing
+/// it would not find out itself).
+pub fn profile_section(profile: &SandboxProfile) -> Option<String> {
+    let mut lines = Vec::new();
+    let roots = profile.roots();
+    if !roots.is_empty() {
+        let roots: Vec<String> = roots.iter().map(|r| r.display().to_string()).collect();
+        lines.push(format!(
+            "Where commands may write the workspace, they may also write: {}.",
+            roots.join(", ")
+        ));
+    }
+    if !profile.deny_read.is_empty() {
+        let denied: Vec<String> = profile.deny_read.iter().map(DenyRead::shown).collect();
+        lines.push(format!(
+            "These are never readable to commands or the file tools: {}; do not try.",
+            denied.join(", ")
+        ));
+    }
+    if let Some(list) = &profile.allow_list {
+        let hosts: Vec<String> = list.allowed().iter().map(ToString::to_string).collect();
+        let hosts = if hosts.is_empty() {
+            "none".to_owned()
+        } else {
+            hosts.join(", ")
+        };
+        lines.push(format!(
+            "Commands reach the network only through a proxy (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY \
+             are set), which allows these hosts: {hosts}; any other host is refused with HTTP \
+             403."
+        ));
+    }
+    (!lines.is_empty()).then(|| lines.join("\n"))
+}
+
 /// The instructions for one model request under `approval`, with the project's `guidance`
-/// (its `AGENTS.md` files, [`super::project_docs`]) and this step's notices, in order.
+/// (its `AGENTS.md` files, [`super::project_docs`]), what the sandbox `profile` changes
+/// ([`profile_section`]) and this step's notices, in order.
 pub fn for_request(
     cwd: &Path,
     guidance: Option<&str>,
+    profile: Option<&str>,
     approval: ApprovalPolicy,
     notices: &[String],
 ) -> String {
@@ -31,8 +72,9 @@ pub fn for_request(
          refused that access (a file write, a write to git metadata, a file read, network access \
          or a system interface): do not retry the command unchanged; when the result offers \
          escalation, follow the bash tool's description, otherwise explain what is needed.\n\
-         Keep answers short and say what you changed.\n\n{guidance}{section}",
+         Keep answers short and say what you changed.\n\n{profile}{guidance}{section}",
         cwd = cwd.display(),
+        profile = profile.map(|p| format!("{p}\n\n")).unwrap_or_default(),
         guidance = guidance.map(|g| format!("{g}\n\n")).unwrap_or_default(),
         section = policy::section(approval),
     );
@@ -50,7 +92,7 @@ mod tests {
     #[test]
     fn the_sandbox_mode_is_not_stated() {
         for approval in [ApprovalPolicy::Ask, ApprovalPolicy::Never] {
-            let text = for_request(Path::new("/w"), None, approval, &[]);
+            let text = for_request(Path::new("/w"), None, None, approval, &[]);
             for word in ["read-only", "workspace-write", "danger-full-access"] {
                 assert!(!text.contains(word), "{word} in {text}");
             }
@@ -60,13 +102,13 @@ mod tests {
 
     #[test]
     fn the_approval_section_is_stated_under_never_and_a_marker_under_ask() {
-        let ask = for_request(Path::new("/w"), None, ApprovalPolicy::Ask, &[]);
+        let ask = for_request(Path::new("/w"), None, None, ApprovalPolicy::Ask, &[]);
         assert!(
             ask.ends_with("\n\n<!-- agentd-approval-policy:ask -->"),
             "{ask}"
         );
         assert!(!ask.contains("Approval prompts are disabled"), "{ask}");
-        let never = for_request(Path::new("/w"), None, ApprovalPolicy::Never, &[]);
+        let never = for_request(Path::new("/w"), None, None, ApprovalPolicy::Never, &[]);
         assert!(
             never.ends_with(&format!(
                 "<!-- agentd-approval-policy:never -->\n{}",
@@ -83,6 +125,7 @@ mod tests {
         let text = for_request(
             Path::new("/w"),
             Some("Project guidance: run make."),
+            None,
             ApprovalPolicy::Ask,
             &[],
         );
@@ -100,6 +143,7 @@ mod tests {
         let text = for_request(
             Path::new("/w"),
             None,
+            None,
             ApprovalPolicy::Never,
             &[notice.to_owned(), stopped.to_owned()],
         );
@@ -108,5 +152,41 @@ mod tests {
             "{text}"
         );
         assert_eq!(policy::told(&text), Some(ApprovalPolicy::Never));
+    }
+
+    #[test]
+    fn the_profile_is_told_only_when_it_changes_something_and_before_the_project_guidance() {
+        assert_eq!(profile_section(&SandboxProfile::default()), None);
+        let profile = SandboxProfile {
+            writable_roots: vec!["/srv/scratch".into()],
+            deny_read: vec![crate::deny_read::parse("**/.env", None).expect("entry")],
+            allow_list: Some(std::sync::Arc::new(
+                crate::proxy::Policy::new(["pypi.org", "*.pythonhosted.org"], [""; 0])
+                    .expect("policy"),
+            )),
+            ..SandboxProfile::default()
+        };
+        let section = profile_section(&profile).expect("a section");
+        assert_eq!(
+            section,
+            "Where commands may write the workspace, they may also write: /srv/scratch.\n\
+             These are never readable to commands or the file tools: **/.env; do not try.\n\
+             Commands reach the network only through a proxy (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY \
+             are set), which allows these hosts: pypi.org, *.pythonhosted.org; any other host is \
+             refused with HTTP 403."
+        );
+        let text = for_request(
+            Path::new("/w"),
+            Some("Guidance."),
+            Some(&section),
+            ApprovalPolicy::Ask,
+            &[],
+        );
+        assert!(
+            text.contains(&format!(
+                "say what you changed.\n\n{section}\n\nGuidance.\n\n"
+            )),
+            "{text}"
+        );
     }
 }

@@ -472,7 +472,14 @@ impl Turn<'_> {
         .into_iter()
         .flatten()
         .collect();
-        let instructions = instructions::for_request(&self.session.cwd, guidance, policy, &notices);
+        let profile = instructions::profile_section(&self.session.tools.profile());
+        let instructions = instructions::for_request(
+            &self.session.cwd,
+            guidance,
+            profile.as_deref(),
+            policy,
+            &notices,
+        );
         let effective = self.session.effective_mode();
         let specs = tools::offered(&self.session.tools, &tools::ToolScope::top(), effective);
         let tools = task::with_personas(specs, &self.state.options.personas);

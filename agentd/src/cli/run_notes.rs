@@ -30,6 +30,9 @@ pub(super) fn denial_note(kind: Kind, mode: Mode) -> String {
         Kind::Network => "the sandbox denied network access (--network allow permits it; \
                           --local-binding permits loopback sockets inside the sandbox)"
             .into(),
+        Kind::Socket => format!(
+            "the sandbox denied a Unix socket: confined commands cannot use them ({unconfined})"
+        ),
         Kind::SystemInterface => format!(
             "the sandbox denied a system interface: Unix sockets, tracing, mounts and the like \
              are filtered in every confined mode ({unconfined})"

@@ -157,8 +157,15 @@ pub const NETWORK_CONTEXT: &[&str] = &[
 ];
 
 /// Words by which the same context shows the call was about a Unix socket, which the filter
-/// refuses in every confined mode: then it is a system interface, not the network.
-pub const UNIX_SOCKET_CONTEXT: &[&str] = &["AF_UNIX", "socket.AF_UNIX", "AddressFamily.AF_UNIX"];
+/// refuses in every confined mode: then it is a `socket` denial, not the network.
+pub const UNIX_SOCKET_CONTEXT: &[&str] = &[
+    "AF_UNIX",
+    "socket.AF_UNIX",
+    "AddressFamily.AF_UNIX",
+    // Node's `net` errors on a pathname socket ("connect EPERM /var/run/docker.sock").
+    "connect EPERM /",
+    "connect EACCES /",
+];
 
 /// How many lines before a path-less denial line are searched for [`NETWORK_CONTEXT`]: the
 /// frames of a Python traceback, back to its [`TRACEBACK_START`], or else a few lines.

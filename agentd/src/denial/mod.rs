@@ -55,6 +55,10 @@ pub enum Kind {
     FileRead,
     /// The network, which the policy denied.
     Network,
+    /// A Unix socket (pathname or abstract: D-Bus, docker, ssh-agent), which the seccomp filter
+    /// refuses in every confined mode; named when the command's message shows the call was
+    /// about `AF_UNIX`.
+    Socket,
     /// A system interface the seccomp filter or Landlock's scopes refuse in every confined mode:
     /// Unix sockets, tracing, mounts, keyrings, signals to processes outside the sandbox.
     SystemInterface,
@@ -62,11 +66,12 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind, in order.
-    pub const ALL: [Kind; 5] = [
+    pub const ALL: [Kind; 6] = [
         Kind::FileWrite,
         Kind::ProtectedPath,
         Kind::FileRead,
         Kind::Network,
+        Kind::Socket,
         Kind::SystemInterface,
     ];
 
@@ -82,6 +87,7 @@ impl Kind {
             Kind::ProtectedPath => "protected-path",
             Kind::FileRead => "file-read",
             Kind::Network => "network",
+            Kind::Socket => "socket",
             Kind::SystemInterface => "system-interface",
         }
     }
@@ -297,6 +303,16 @@ struct Judge<'a> {
     checks_left: usize,
 }
 
+/// The lines that explain line `i`: back to the traceback it ends, or else a few lines.
+fn context_of<'a>(lines: &'a [&'a str], i: usize) -> &'a [&'a str] {
+    let earliest = i.saturating_sub(dialect::TRACEBACK_LINES);
+    let start = (earliest..i)
+        .rev()
+        .find(|&j| lines[j].starts_with(dialect::TRACEBACK_START))
+        .unwrap_or(i.saturating_sub(dialect::CONTEXT_LINES));
+    &lines[start..=i]
+}
+
 impl Judge<'_> {
     /// What line `i` of `lines` shows the sandbox denied: nothing, or one finding per path it
     /// denied (`mv a /x` names two).
@@ -314,6 +330,9 @@ impl Judge<'_> {
         let at = line.find(pattern.text).unwrap_or(0);
         let paths = named::paths(line, at);
         match pattern.meaning {
+            Meaning::NoNetwork if self.about_a_unix_socket(lines, i) => {
+                vec![Finding::always(Kind::Socket)]
+            }
             Meaning::NoNetwork => vec![Finding::always(Kind::Network)],
             Meaning::ReadOnlyMount => {
                 if paths.is_empty() {
@@ -338,6 +357,9 @@ impl Judge<'_> {
             Meaning::Filtered => {
                 if self.about_the_network(lines, i) {
                     return vec![Finding::always(Kind::Network)];
+                }
+                if self.about_a_unix_socket(lines, i) {
+                    return vec![Finding::always(Kind::Socket)];
                 }
                 if !paths.is_empty() && has_any(line, dialect::METADATA_PHRASES) {
                     // The filter refuses metadata changes in read-only mode only; in
@@ -366,23 +388,25 @@ impl Judge<'_> {
     }
 
     /// Whether the network is denied and line `i` is about a network call: the line itself,
-    /// the traceback it ends, or else the few lines before it say so.
+    /// the traceback it ends, or else the few lines before it say so (and not that it was a
+    /// Unix socket).
     fn about_the_network(&self, lines: &[&str], i: usize) -> bool {
         if self.scope.network != Network::Deny {
             return false;
         }
-        let earliest = i.saturating_sub(dialect::TRACEBACK_LINES);
-        let start = (earliest..i)
-            .rev()
-            .find(|&j| lines[j].starts_with(dialect::TRACEBACK_START))
-            .unwrap_or(i.saturating_sub(dialect::CONTEXT_LINES));
-        let context = &lines[start..=i];
+        let context = context_of(lines, i);
         context
             .iter()
             .any(|line| has_any(line, dialect::NETWORK_CONTEXT))
-            && !context
-                .iter()
-                .any(|line| has_any(line, dialect::UNIX_SOCKET_CONTEXT))
+            && !self.about_a_unix_socket(lines, i)
+    }
+
+    /// Whether line `i` (with the traceback it ends, or the few lines before it) is about a
+    /// Unix socket.
+    fn about_a_unix_socket(&self, lines: &[&str], i: usize) -> bool {
+        context_of(lines, i)
+            .iter()
+            .any(|line| has_any(line, dialect::UNIX_SOCKET_CONTEXT))
     }
 
     /// A finding for each of `paths` whose `access` the sandbox forbids (refused as `meaning`

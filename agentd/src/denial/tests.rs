@@ -326,7 +326,7 @@ fn seccomp_denials_are_system_interface_denials() {
 }
 
 #[test]
-fn a_socket_a_script_creates_is_the_network_unless_it_is_a_unix_socket() {
+fn a_socket_a_script_creates_is_the_network_and_a_unix_one_is_a_socket() {
     let traceback = |source: &str| {
         format!(
             "Traceback (most recent call last):\n  File \"/w/srv.py\", line 2, in <module>\n    \
@@ -339,10 +339,12 @@ fn a_socket_a_script_creates_is_the_network_unless_it_is_a_unix_socket() {
         let inet = traceback("s = socket.socket(); s.bind(('127.0.0.1', 0))");
         assert_kind(run, &FakeHost::root(), &inet, Kind::Network);
         let unix = traceback("s = socket.socket(socket.AF_UNIX)");
-        assert_kind(run, &FakeHost::root(), &unix, Kind::SystemInterface);
+        assert_kind(run, &FakeHost::root(), &unix, Kind::Socket);
     }
     let node = "Error: listen EACCES: permission denied 127.0.0.1:8000\n";
     assert_kind(&LANDLOCK_WW, &FakeHost::root(), node, Kind::Network);
+    let docker = "Error: connect EPERM /var/run/docker.sock\n";
+    assert_kind(&BWRAP_WW, &FakeHost::root(), docker, Kind::Socket);
 }
 
 #[test]

@@ -306,6 +306,11 @@ impl Policy {
         self.local_addresses
     }
 
+    /// The entries of `allowed_domains`, in order.
+    pub fn allowed(&self) -> &[Pattern] {
+        &self.allowed
+    }
+
     /// The host a client named (as written) read once, and why it may or may not be reached.
     /// Denied entries are looked at first: a host that both lists hold is refused.
     pub fn decide(&self, raw: &str) -> (Host, Reason) {

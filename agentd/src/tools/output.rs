@@ -41,6 +41,7 @@ pub fn denied_access(kind: Kind, mode: Mode) -> &'static str {
         Kind::ProtectedPath => "file write to git metadata",
         Kind::FileRead => "file read",
         Kind::Network => "network access",
+        Kind::Socket => "Unix socket",
         Kind::SystemInterface => "system interface (Unix sockets, tracing, mounts and the like)",
     }
 }
@@ -84,6 +85,7 @@ pub(crate) fn escalation_hint(denial: &Denial, granted: &[Mode]) -> Option<Strin
                     Kind::ProtectedPath => "writes to git metadata",
                     Kind::FileRead => "this read",
                     Kind::Network => "network access",
+                    Kind::Socket => "this Unix socket",
                     Kind::SystemInterface => "these system interfaces",
                 })
                 .collect();

@@ -43,7 +43,7 @@ pub const CASES: &[Case] = &[
     },
     Case {
         id: "P03",
-        title: "without local_binding binding a loopback socket is denied as the network",
+        title: "without local_binding binding a loopback socket is denied as the network, and a Unix socket as a socket",
         modes: CONFINED,
         exclusive: false,
         body: loopback_bind_is_denied_without_local_binding,
@@ -295,6 +295,22 @@ fn loopback_bind_is_denied_without_local_binding(cx: &mut Cx) -> Verdict {
     ensure!(
         control.stdout.contains("inside ping"),
         "the control's server did not run: {:?}",
+        control.stdout
+    );
+
+    // A Unix socket is denied as one (with or without local_binding), its traceback naming it.
+    let unix = cx.file(
+        &cx.ws.join("unix.py"),
+        "import socket\nsock = socket.socket(socket.AF_UNIX)\nprint('unix socket made')\n",
+    )?;
+    let argv = vec![cx.python_path()?.into(), unix.into()];
+    let run = cx.run("confined unix socket", &cx.confined(argv.clone()))?;
+    run.denied_as(&["socket"])?;
+    let control = cx.run("control unix socket", &cx.control(argv))?;
+    control.succeeded()?;
+    ensure!(
+        control.stdout.contains("unix socket made"),
+        "the control could not make a Unix socket: {:?}",
         control.stdout
     );
     Ok(())
