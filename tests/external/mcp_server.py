@@ -5,6 +5,8 @@ Tools:
   write_note {path, text}  writes text to path (relative to the current directory) and says
                            so; a write the system refuses is a result with isError.
   echo {text}              answers text, after $MCP_ECHO_PREFIX when that is set.
+  fetch {url}              answers the body at url, through the proxy the environment names;
+                           a failure is a result with isError.
 
 With --exit-at-start it says so on stderr and exits with code 3 before reading anything.
 """
@@ -35,6 +37,15 @@ TOOLS = [
             "required": ["text"],
         },
     },
+    {
+        "name": "fetch",
+        "description": "Answer the body at a URL.",
+        "inputSchema": {
+            "type": "object",
+            "properties": {"url": {"type": "string"}},
+            "required": ["url"],
+        },
+    },
 ]
 
 
@@ -58,6 +69,17 @@ def call(name, arguments):
         if not isinstance(text, str):
             return text_result("echo needs a text", True)
         return text_result(os.environ.get("MCP_ECHO_PREFIX", "") + text)
+    if name == "fetch":
+        import urllib.request
+
+        url = arguments.get("url")
+        if not isinstance(url, str):
+            return text_result("fetch needs a url", True)
+        try:
+            with urllib.request.urlopen(url, timeout=10) as answer:
+                return text_result(answer.read().decode("utf-8", "replace"))
+        except Exception as e:  # noqa: BLE001 - every failure is the tool's answer
+            return text_result(f"could not fetch {url}: {e}", True)
     return None
 
 

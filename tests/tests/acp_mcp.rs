@@ -513,3 +513,85 @@ fn a_loaded_session_starts_the_servers_its_client_gives_again() {
     assert_eq!(results.len(), 2);
     assert_eq!(results[1]["output"], "again", "{}", results[1]);
 }
+
+/// A host HTTP server on 127.0.0.1 answering `body`; counts the requests it answered.
+fn host_server(body: &'static str) -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::{Read, Write};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("listen");
+    let port = listener.local_addr().expect("address").port();
+    let served = std::sync::Arc::new(AtomicUsize::new(0));
+    let count = served.clone();
+    // The thread ends with the test's process.
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            let mut head = [0u8; 4096];
+            let _ = stream.read(&mut head);
+            let reply = format!(
+                "HTTP/1.0 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = stream.write_all(reply.as_bytes());
+            count.fetch_add(1, Ordering::SeqCst);
+        }
+    });
+    (port, served)
+}
+
+#[test]
+fn under_the_allow_list_a_server_reaches_the_allowed_host_through_the_proxy_only() {
+    if !python() {
+        return;
+    }
+    let scratch = Scratch::new("mcp-allow-list");
+    scratch.config(
+        "[sandbox]\nbackend = \"bwrap\"\nnetwork = \"allow-list\"\n\
+         allowed_domains = [\"localhost\"]\nallow_local_addresses = true\n",
+    );
+    let (port, served) = host_server("hello from the host");
+    let fetch = |host: &str| {
+        calling(
+            "mcp__notes__fetch",
+            &format!("{{ url = \"http://{host}:{port}/\" }}"),
+        )
+    };
+    let (script, _) = script(
+        &scratch,
+        &format!("{}{}{DONE}", fetch("localhost"), fetch("refused.invalid")),
+    );
+    let mut client = AcpClient::start(&scratch, &script, &["--sandbox-mode", "read-only"]);
+    let session = open_with(
+        &mut client,
+        &scratch,
+        json!([stdio("notes", &[], json!([]))]),
+    );
+    let (answer, notes) = client.prompt(&session, "fetch both");
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let said = agent_messages(&notes);
+    if said.contains("cannot confine it on this machine") || said.contains("bwrap is not") {
+        println!("SKIP bwrap: {said}");
+        return;
+    }
+    let results = results(&scratch, &session);
+    assert_eq!(results.len(), 2, "{results:#?}");
+    assert_eq!(results[0]["status"], "completed", "{}", results[0]);
+    assert_eq!(results[0]["output"], "hello from the host");
+    assert_eq!(
+        results[0]["facts"]["proxy"]["decisions"][0]["host"], "localhost",
+        "{}",
+        results[0]
+    );
+    assert_eq!(
+        results[0]["facts"]["proxy"]["decisions"][0]["allowed"],
+        true
+    );
+    assert_eq!(results[1]["status"], "failed", "{}", results[1]);
+    let refused = results[1]["output"].as_str().unwrap_or_default();
+    assert!(refused.contains("403"), "{refused}");
+    assert_eq!(
+        results[1]["facts"]["proxy"]["decisions"][0]["allowed"],
+        false
+    );
+    // Only the allowed request reached the host.
+    assert_eq!(served.load(std::sync::atomic::Ordering::SeqCst), 1);
+}

@@ -47,6 +47,9 @@ pub struct CallOutput {
     pub text: String,
     /// The server reported that the tool failed.
     pub is_error: bool,
+    /// What the allow-list proxy decided for the server since its previous call, when it has
+    /// one.
+    pub proxy: Option<crate::proxy::Decisions>,
 }
 
 /// `initialize`, then `notifications/initialized`.
@@ -183,6 +186,7 @@ pub fn call_output(result: &Value) -> Result<CallOutput, String> {
     Ok(CallOutput {
         text: texts.join("\n"),
         is_error,
+        proxy: None,
     })
 }
 
@@ -338,7 +342,8 @@ mod tests {
             output,
             CallOutput {
                 text: "wrote a.txt\n[image: image/png]".into(),
-                is_error: false
+                is_error: false,
+                proxy: None,
             }
         );
         drop(client);

@@ -20,6 +20,7 @@ use crate::command::{
     self, KILL_GRACE, RunnerFailure, STDERR_TAIL, exec_failure_note, runner_failure_note,
 };
 use crate::helper_client::{Canceller, CommandHandle, HelperClient, Outcome, SpawnSpec};
+use crate::proxy::Gateway;
 
 /// How long the end of a server whose connection closed is waited for, so that a message can
 /// say how it ended (its exit code, the helper's refusal).
@@ -35,6 +36,8 @@ pub struct Launch {
     pub env: Vec<(OsString, OsString)>,
     pub policy: Policy,
     pub backend: BackendChoice,
+    /// The allow-list proxy the server reaches the network through, if any.
+    pub proxy: Option<Arc<crate::proxy::Policy>>,
 }
 
 /// A started, initialized server.
@@ -47,6 +50,8 @@ pub struct Running {
     stderr: Arc<Mutex<Vec<u8>>>,
     policy: Policy,
     initialized: Initialized,
+    /// The allow-list proxy it reaches the network through, served as long as it runs.
+    gateway: Option<Gateway>,
 }
 
 impl Drop for Running {
@@ -82,6 +87,13 @@ impl Running {
         spec.stdin = Some(stdin_read);
         spec.stdout = Some(stdout_write);
         spec.stderr = Some(stderr_write);
+        let gateway = match launch.proxy {
+            Some(policy) => Some(
+                Gateway::attach(&mut spec, policy)
+                    .map_err(|e| format!("agentd cannot open the network proxy's socket: {e}"))?,
+            ),
+            None => None,
+        };
         let handle = helper.spawn(spec).await.map_err(|e| e.to_string())?;
         // Until it is a `Running`, a start given up on (its future dropped) stops it too.
         let guard = StopUnlessKept {
@@ -112,7 +124,13 @@ impl Running {
             stderr: kept,
             policy,
             initialized,
+            gateway,
         })
+    }
+
+    /// What the allow-list proxy decided for it since this was last asked; `None` without one.
+    pub fn take_decisions(&self) -> Option<crate::proxy::Decisions> {
+        self.gateway.as_ref().map(Gateway::take_decisions)
     }
 
     pub fn rpc(&self) -> &RpcClient {

@@ -47,6 +47,8 @@ pub struct Placement<'a> {
     pub workspace: &'a Path,
     pub backend: BackendChoice,
     pub policy: Policy,
+    /// The allow-list proxy a server under `policy` reaches the network through, if any.
+    pub proxy: Option<std::sync::Arc<crate::proxy::Policy>>,
 }
 
 impl Placement<'_> {
@@ -57,6 +59,7 @@ impl Placement<'_> {
             env: spec.env.clone(),
             policy: self.policy.clone(),
             backend: self.backend,
+            proxy: self.proxy.clone(),
         }
     }
 }
@@ -283,7 +286,10 @@ impl McpServers {
         )
         .await;
         match called {
-            Ok(output) => Ok(output),
+            Ok(mut output) => {
+                output.proxy = running.take_decisions();
+                Ok(output)
+            }
             Err(e) => Err(McpCallError::Failed {
                 server,
                 why: running.explain(&e).await,

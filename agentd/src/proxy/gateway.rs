@@ -141,6 +141,17 @@ impl Gateway {
         Ok(gateway)
     }
 
+    /// What was decided since the last time this was asked (or since it opened); the proxy
+    /// goes on serving. For a long-running program such as an MCP server.
+    pub fn take_decisions(&self) -> Decisions {
+        std::mem::take(
+            &mut *self
+                .decisions
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        )
+    }
+
     /// What was decided so far; the proxy stops serving.
     pub fn finish(self) -> Decisions {
         self.task.abort();

@@ -50,6 +50,7 @@ fn placement(env: &ToolEnv, mode: Mode) -> Result<Placement<'_>, String> {
         workspace: env.workspace(),
         backend: env.backend(),
         policy: env.policy(mode).map_err(|e| e.to_string())?,
+        proxy: env.proxy(mode),
     })
 }
 
@@ -119,9 +120,14 @@ pub(super) async fn run(env: &ToolEnv, call: &ToolCall, ctx: CallContext) -> Too
     {
         env.mcp().narrow(to);
     }
+    let proxy = |output: &crate::mcp::CallOutput| match &output.proxy {
+        Some(d) => json!({ "decisions": d.kept, "total": d.total }),
+        None => Value::Null,
+    };
     match called {
         Ok(output) if !output.is_error => {
-            ToolResult::completed(capped(&output.text), facts(json!({ "is_error": false })))
+            let extra = json!({ "is_error": false, "proxy": proxy(&output) });
+            ToolResult::completed(capped(&output.text), facts(without_null(extra)))
         }
         Ok(output) => {
             let marker = format!("[the MCP server {} reported an error]", exposed.server);
@@ -129,10 +135,19 @@ pub(super) async fn run(env: &ToolEnv, call: &ToolCall, ctx: CallContext) -> Too
                 text if text.is_empty() => marker,
                 text => format!("{text}\n{marker}"),
             };
-            ToolResult::failed(text, facts(json!({ "is_error": true })))
+            let extra = json!({ "is_error": true, "proxy": proxy(&output) });
+            ToolResult::failed(text, facts(without_null(extra)))
         }
         Err(e) => ToolResult::failed(e.to_string(), facts(json!({ "mcp_failure": true }))),
     }
+}
+
+/// `value` without its null members: a server without the allow-list has no `proxy` fact.
+fn without_null(mut value: Value) -> Value {
+    if let Value::Object(map) = &mut value {
+        map.retain(|_, v| !v.is_null());
+    }
+    value
 }
 
 /// The call's arguments: a JSON object (no text at all counts as `{}`).
