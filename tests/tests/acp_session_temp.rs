@@ -45,7 +45,7 @@ fn session_dirs(scratch: &Scratch) -> Vec<String> {
         .expect("scratch tmp")
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|name| name.starts_with("agentd-session-"))
+        .filter(|name| name.starts_with("agentd-session-") && !name.ends_with(".lock"))
         .collect()
 }
 
@@ -129,4 +129,29 @@ fn a_read_only_session_reads_its_tmp_but_cannot_write_it() {
         tested += 1;
     }
     assert!(tested > 0, "no backend could run here");
+}
+
+#[test]
+fn what_a_killed_agentd_left_is_removed_when_the_next_one_starts_and_live_sessions_stay() {
+    let scratch = Scratch::new("session-temp-killed");
+    let script = scratch.script(&script(&[]));
+    let mut killed = AcpClient::start(&scratch, &script, &["--sandbox-mode", "workspace-write"]);
+    killed.open_session(&scratch.ws());
+    assert_eq!(session_dirs(&scratch).len(), 1);
+    killed.child.kill().expect("SIGKILL agentd");
+    killed.child.wait().expect("reaped");
+    // It could not clean up: its directory (and its lock) are still there.
+    assert_eq!(session_dirs(&scratch).len(), 1);
+
+    let mut next = AcpClient::start(&scratch, &script, &["--sandbox-mode", "workspace-write"]);
+    // Answered only once it started, so the sweep has run.
+    next.open_session(&scratch.ws());
+    let dirs = session_dirs(&scratch);
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    // The one left is the new session's, and another agentd starting keeps it.
+    let mut third = AcpClient::start(&scratch, &script, &["--sandbox-mode", "workspace-write"]);
+    third.open_session(&scratch.ws());
+    let now = session_dirs(&scratch);
+    assert_eq!(now.len(), 2, "{now:?}");
+    assert!(now.contains(&dirs[0]), "{now:?}");
 }

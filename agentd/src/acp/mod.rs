@@ -73,6 +73,15 @@ pub fn stop_reason_after(answer: &crate::model::AssistantTurn) -> Option<&'stati
 /// Serves ACP on stdin/stdout until the client closes the connection, then closes every
 /// session.
 pub async fn serve(options: AcpOptions) -> Result<(), Error> {
+    // What an agentd of this user killed mid-session left in the temp directory.
+    let swept = crate::session_temp::sweep(&std::env::temp_dir());
+    if swept > 0 {
+        eprintln!(
+            "agentd: removed {swept} session temp director{} left by an agentd that was stopped \
+             without closing its sessions",
+            if swept == 1 { "y" } else { "ies" }
+        );
+    }
     let server = Server::new(options);
     let served = ConnectTo::<Client>::connect_to(server.agent(), stdio::transport()).await;
     server.close_all().await;
