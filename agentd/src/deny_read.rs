@@ -3,7 +3,8 @@
 //! real path of something that exists now. confine-helper enforces them (RFC 0014).
 //!
 //! An entry is an absolute path, `~` or `~/…` (from `$HOME`), or `**/` followed by a relative
-//! path whose last component may hold the wildcards `*` and `?` (`**/.env`, `**/.env.*`,
+//! path whose last component may hold the wildcard `*` ([`pattern::matches`], the ceiling's
+//! too) (`**/.env`, `**/.env.*`,
 //! `**/config/secrets.yml`): every entry of that name anywhere in the workspace and the extra
 //! writable roots, found by walking them at each request (without following links). A match
 //! that is a symbolic link is denied where it points, so a link cannot keep its target
@@ -12,6 +13,8 @@
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
+
+use confine_protocol::pattern;
 
 /// The most entries one request's walk looks at, over all roots; a tree larger than this fails
 /// the request rather than leaving a match unfound.
@@ -22,7 +25,7 @@ pub const MAX_WALK: usize = 200_000;
 pub enum DenyRead {
     /// An absolute path (`~` expanded).
     Path(PathBuf),
-    /// `**/…`: the relative path's components, the last possibly with wildcards.
+    /// `**/…`: the relative path's components, the last possibly with `*`.
     Anywhere(Vec<String>),
 }
 
@@ -40,8 +43,8 @@ impl DenyRead {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum EntryError {
     #[error(
-        "is neither an absolute path, `~/…`, nor `**/` followed by a relative path (wildcards \
-         `*` and `?` only in its last component)"
+        "is neither an absolute path, `~/…`, nor `**/` followed by a relative path (the \
+         wildcard `*` only in its last component)"
     )]
     Shape,
     #[error("needs an absolute HOME to expand `~`")]
@@ -53,7 +56,7 @@ pub fn parse(entry: &str, home: Option<&Path>) -> Result<DenyRead, EntryError> {
     if let Some(rest) = entry.strip_prefix("**/") {
         let parts: Vec<&str> = rest.split('/').collect();
         let plain = |p: &&str| !p.is_empty() && *p != "." && *p != ".." && *p != "**";
-        let wild = |p: &str| p.contains(['*', '?']);
+        let wild = |p: &str| p.contains('*');
         let (last, dirs) = parts.split_last().ok_or(EntryError::Shape)?;
         if !parts.iter().all(plain) || dirs.iter().any(|p| wild(p)) || last.is_empty() {
             return Err(EntryError::Shape);
@@ -62,7 +65,7 @@ pub fn parse(entry: &str, home: Option<&Path>) -> Result<DenyRead, EntryError> {
             parts.iter().map(|p| (*p).to_owned()).collect(),
         ));
     }
-    if entry.contains(['*', '?']) {
+    if entry.contains('*') {
         return Err(EntryError::Shape);
     }
     let path = match entry.strip_prefix('~') {
@@ -176,38 +179,7 @@ fn matches(pattern: &[String], path: &Path) -> bool {
     dirs.iter()
         .zip(tail)
         .all(|(want, got)| want.as_bytes() == got.as_bytes())
-        && glob(last.as_bytes(), tail[tail.len() - 1].as_bytes())
-}
-
-/// `*` (any run of bytes) and `?` (one byte) against `name`.
-fn glob(pattern: &[u8], name: &[u8]) -> bool {
-    let (mut p, mut n) = (0, 0);
-    let mut star: Option<(usize, usize)> = None;
-    while n < name.len() {
-        match pattern.get(p) {
-            Some(b'*') => {
-                star = Some((p, n));
-                p += 1;
-            }
-            Some(b'?') => {
-                p += 1;
-                n += 1;
-            }
-            Some(c) if *c == name[n] => {
-                p += 1;
-                n += 1;
-            }
-            _ => match star {
-                Some((sp, sn)) => {
-                    p = sp + 1;
-                    n = sn + 1;
-                    star = Some((sp, sn + 1));
-                }
-                None => return false,
-            },
-        }
-    }
-    pattern[p..].iter().all(|c| *c == b'*')
+        && pattern::matches(last.as_bytes(), tail[tail.len() - 1].as_bytes())
 }
 
 #[cfg(test)]
@@ -243,18 +215,6 @@ mod tests {
             assert_eq!(parse(bad, Some(home)), Err(EntryError::Shape), "{bad}");
         }
         assert_eq!(parse("~/.aws", None), Err(EntryError::NoHome));
-    }
-
-    #[test]
-    fn globs_match_whole_names() {
-        assert!(glob(b".env", b".env"));
-        assert!(glob(b".env*", b".env.local"));
-        assert!(glob(b"*.pem", b"key.pem"));
-        assert!(glob(b"id_?sa", b"id_rsa"));
-        assert!(!glob(b".env", b".envrc"));
-        assert!(!glob(b"*.pem", b"pem"));
-        assert!(glob(b"a*b*c", b"axxbyyc"));
-        assert!(!glob(b"a*b*c", b"axxbyy"));
     }
 
     #[test]

@@ -12,6 +12,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use confine_protocol::pattern;
 use confine_protocol::{Mode, UnknownWord, environment};
 use serde::Deserialize;
 
@@ -345,20 +346,9 @@ pub(crate) enum EnvRefusal {
     NotALocale { name: String },
 }
 
-/// `*` matches any run of characters; everything else matches itself.
+/// `*` matches any run of characters; everything else matches itself ([`pattern::matches`]).
 fn matches_pattern(pattern: &str, name: &str) -> bool {
-    match pattern.split_once('*') {
-        None => pattern == name,
-        Some((head, tail)) => {
-            let Some(rest) = name.strip_prefix(head) else {
-                return false;
-            };
-            if !tail.contains('*') {
-                return rest.len() >= tail.len() && rest.ends_with(tail);
-            }
-            (0..=rest.len()).any(|i| rest.is_char_boundary(i) && matches_pattern(tail, &rest[i..]))
-        }
-    }
+    pattern::matches(pattern.as_bytes(), name.as_bytes())
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@
 pub mod environment;
 pub mod frame;
 mod messages;
+pub mod pattern;
 pub mod vocabulary;
 
 pub use frame::{FrameDecoder, FrameError, MAX_FRAME, decode_payload, encode_frame};

@@ -83,7 +83,7 @@ pub struct RunCommand {
     /// Deny reading PATH in every confined mode; repeatable.
     ///
     /// An absolute path, `~/…`, or `**/NAME` for every NAME in the workspace and writable roots
-    /// (`*` and `?` allowed in NAME). It adds to `[sandbox] deny_read` of the configuration file.
+    /// (`*` allowed in NAME). It adds to `[sandbox] deny_read` of the configuration file.
     #[arg(long = "deny-read", value_name = "PATH", value_parser = deny_read_entry)]
     pub deny_read: Vec<DenyRead>,
     /// Allow loopback sockets inside the sandbox's own network namespace (bwrap only).
@@ -469,7 +469,7 @@ fn prepare(args: &RunArgs) -> Result<SpawnSpec, RunError> {
 /// taken from the current directory when the command runs.
 fn deny_read_entry(entry: &str) -> Result<DenyRead, String> {
     let home = std::env::var_os("HOME").map(PathBuf::from);
-    if !entry.starts_with(['/', '~', '*']) && !entry.contains(['*', '?']) {
+    if !entry.starts_with(['/', '~', '*']) && !entry.contains('*') {
         return Ok(DenyRead::Path(PathBuf::from(entry)));
     }
     crate::deny_read::parse(entry, home.as_deref()).map_err(|e| format!("{entry:?} {e}"))

@@ -230,7 +230,7 @@ fn deny_read_and_local_binding_are_read_with_their_sources_and_errors_name_the_l
     );
     let wild = error("[sandbox]\ndeny_read = [\"/srv/*.key\"]\n", &[HOME]);
     assert!(
-        wild.contains("line 2") && wild.contains("wildcards"),
+        wild.contains("line 2") && wild.contains("wildcard `*`"),
         "{wild}"
     );
     let no_home = error("[sandbox]\ndeny_read = [\"~/.aws\"]\n", &[]);
