@@ -18,8 +18,8 @@
 //!   the low 32 bits the kernel uses (CVE-2019-10063);
 //! - `socket()`: `AF_UNIX` is always denied (pathname and abstract sockets reach D-Bus, docker,
 //!   ssh-agent); with the network denied every family is; with it allowed — or with
-//!   `local_binding` inside bwrap's own empty network namespace, where only its loopback
-//!   exists — only `AF_INET`, `AF_INET6` and `AF_NETLINK` remain. `socketpair(AF_UNIX)` stays
+//!   `local_binding` or the allow-list's bridge inside bwrap's own empty network namespace,
+//!   where only its loopback exists — only `AF_INET`, `AF_INET6` and `AF_NETLINK` remain. `socketpair(AF_UNIX)` stays
 //!   allowed;
 //! - `bpf`, `perf_event_open`, `kcmp`, `process_madvise`: kernel surfaces no tool needs, and
 //!   the last two reach into other processes;

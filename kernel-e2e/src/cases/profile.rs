@@ -15,7 +15,7 @@ use crate::matrix::{Backend, CONFINED, Mode};
 pub const CASES: &[Case] = &[
     Case {
         id: "P01",
-        title: "denied reads: a home directory, `**/.env*` in the workspace and a link to them read nothing",
+        title: "denied reads: a home directory, `**/.env*` in the workspace and a link to them read nothing; the mask cannot be moved or linked away",
         modes: CONFINED,
         exclusive: false,
         body: denied_reads_read_nothing,
@@ -64,8 +64,11 @@ fn denied_reads_read_nothing(cx: &mut Cx) -> Verdict {
     cx.file(&ws.join("readme.txt"), &format!("readable-{tag}\n"))?;
     cx.symlink(&key, &ws.join("alias"))?;
     let before = PathState::of(&env);
+    // Then, as a command would try to get the content out from under its mask: move it, link
+    // it, and read what that made.
     let script = "cat \"$1/id\"; cat .env; cat app/.env.local; cat alias; ls \"$1\"; \
-                  cat readme.txt; echo planted >> .env; true";
+                  cat readme.txt; echo planted >> .env; mv .env moved; ln .env hard; \
+                  cat moved hard; true";
     let mut argv = cx.sh(script);
     argv.extend(["sh".into(), keys.clone().into()]);
     let with_denials =
@@ -117,6 +120,11 @@ fn denied_reads_read_nothing(cx: &mut Cx) -> Verdict {
                     path.display()
                 );
             }
+            // There the command could move it too: put it back for the control.
+            for made in ["moved", "hard"] {
+                let _ = std::fs::remove_file(ws.join(made));
+            }
+            cx.file(&env, &format!("ws-secret-{tag}\n"))?;
         }
         (backend, _) => {
             ensure!(
@@ -124,6 +132,12 @@ fn denied_reads_read_nothing(cx: &mut Cx) -> Verdict {
                 "the confined run read a denied file of the workspace: {out:?}"
             );
             cx.unchanged(&env, &before)?;
+            for made in ["moved", "hard"] {
+                ensure!(
+                    !ws.join(made).exists(),
+                    "the denied .env was {made} out from under its mask"
+                );
+            }
             if backend == Backend::Landlock {
                 ensure!(
                     missing
@@ -145,6 +159,10 @@ fn denied_reads_read_nothing(cx: &mut Cx) -> Verdict {
     // The control: unconfined, the same command reads every one of them.
     let control = cx.run("control", &with_denials(cx.control(argv)))?;
     control.succeeded()?;
+    ensure!(
+        ws.join("moved").exists(),
+        "the control could not move .env, so the confined run's failing to proves nothing"
+    );
     for secret in ["home-secret", "ws-secret", "nested-secret"] {
         ensure!(
             control.stdout.contains(secret),
@@ -333,40 +351,59 @@ for name, opener, host in [('allowed', proxied, 'localhost'), ('other', proxied,
         print(name, 'failed', str(e).replace('\\n', ' '), flush=True)
 ";
 
-/// A host HTTP server on 127.0.0.1 that answers `body` to every request and counts them.
-fn http_server(body: String) -> Result<(u16, Arc<Mutex<usize>>), crate::case::Stop> {
-    use std::io::{Read, Write};
+/// What the test server answers to one path: status, content type, body, and whether the
+/// request counts (the server counts the requests that matter to a case).
+type Page = (&'static str, &'static str, Vec<u8>, bool);
+
+/// A host HTTP server on 127.0.0.1 answering each request with `respond(path)`, cacheable (as
+/// real indexes are: pip caches only what says so), one request per connection; returns its
+/// port and how many counted requests it answered. The thread ends with the suite's process.
+fn http_server(
+    respond: impl Fn(&str) -> Page + Send + 'static,
+) -> Result<(u16, Arc<Mutex<usize>>), crate::case::Stop> {
+    use std::io::{BufRead, BufReader, Write};
     let listener =
         TcpListener::bind("127.0.0.1:0").map_err(|e| fail(format!("cannot listen: {e}")))?;
     let port = listener
         .local_addr()
         .map_err(|e| fail(format!("no address: {e}")))?
         .port();
-    let served = Arc::new(Mutex::new(0usize));
-    let count = served.clone();
-    // The thread ends with the suite's process; each connection is answered and closed.
+    let counted = Arc::new(Mutex::new(0usize));
+    let count = counted.clone();
     std::thread::spawn(move || {
-        for mut stream in listener.incoming().flatten() {
-            let mut head = [0u8; 4096];
-            let _ = stream.read(&mut head);
-            let reply = format!(
-                "HTTP/1.0 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+        for stream in listener.incoming().flatten() {
+            let mut reader = BufReader::new(&stream);
+            let mut line = String::new();
+            let _ = reader.read_line(&mut line);
+            // The rest of the head, up to its empty line.
+            let mut header = String::new();
+            while reader.read_line(&mut header).is_ok_and(|n| n > 2) {
+                header.clear();
+            }
+            let path = line.split_whitespace().nth(1).unwrap_or("");
+            let (status, kind, body, counts) = respond(path);
+            let head = format!(
+                "HTTP/1.0 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\n\
+                 Date: Thu, 01 Jan 2026 00:00:00 GMT\r\nCache-Control: max-age=600\r\n\r\n",
                 body.len()
             );
-            let _ = stream.write_all(reply.as_bytes());
-            if let Ok(mut n) = count.lock() {
+            let mut stream = &stream;
+            let _ = stream.write_all(head.as_bytes());
+            let _ = stream.write_all(&body);
+            if counts && let Ok(mut n) = count.lock() {
                 *n += 1;
             }
         }
     });
-    Ok((port, served))
+    Ok((port, counted))
 }
 
 fn the_allow_list_reaches_only_what_it_allows(cx: &mut Cx) -> Verdict {
     let python = cx.python_path()?;
     let script = cx.file(&cx.ws.join("client.py"), CLIENT)?;
     let body = format!("served-{}", cx.tag);
-    let (port, served) = http_server(body.clone())?;
+    let page = body.clone().into_bytes();
+    let (port, served) = http_server(move |_| ("200 OK", "text/plain", page.clone(), true))?;
     let argv = vec![python.into(), script.into(), port.to_string().into()];
     let run = cx.run(
         "confined, allow-list",
@@ -442,52 +479,24 @@ with zipfile.ZipFile(sys.argv[1], 'w') as wheel:
 
 const WHEEL_NAME: &str = "tinypkg-1.0-py3-none-any.whl";
 
-/// A package index on 127.0.0.1 serving `wheel` as `tinypkg`, cacheable (as real indexes are);
-/// counts the downloads of the wheel.
+/// A package index serving `wheel` as `tinypkg`; counts the downloads of the wheel.
 fn package_index(wheel: Vec<u8>) -> Result<(u16, Arc<Mutex<usize>>), crate::case::Stop> {
-    use std::io::{BufRead, BufReader, Write};
-    let listener =
-        TcpListener::bind("127.0.0.1:0").map_err(|e| fail(format!("cannot listen: {e}")))?;
-    let port = listener
-        .local_addr()
-        .map_err(|e| fail(format!("no address: {e}")))?
-        .port();
-    let downloads = Arc::new(Mutex::new(0usize));
-    let count = downloads.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            let mut reader = BufReader::new(&stream);
-            let mut line = String::new();
-            let _ = reader.read_line(&mut line);
-            // The rest of the head, up to its empty line.
-            let mut header = String::new();
-            while reader.read_line(&mut header).is_ok_and(|n| n > 2) {
-                header.clear();
-            }
-            let path = line.split_whitespace().nth(1).unwrap_or("").to_owned();
-            let (status, kind, body) = if path.ends_with(".whl") {
-                if let Ok(mut n) = count.lock() {
-                    *n += 1;
-                }
-                ("200 OK", "application/octet-stream", wheel.clone())
-            } else if path.trim_end_matches('/').ends_with("/simple/tinypkg") {
-                let page =
-                    format!("<html><body><a href=\"{WHEEL_NAME}\">{WHEEL_NAME}</a></body></html>");
-                ("200 OK", "text/html", page.into_bytes())
-            } else {
-                ("404 Not Found", "text/plain", b"no such page".to_vec())
-            };
-            let head = format!(
-                "HTTP/1.0 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\n\
-                 Date: Thu, 01 Jan 2026 00:00:00 GMT\r\nCache-Control: max-age=600\r\n\r\n",
-                body.len()
-            );
-            let mut stream = &stream;
-            let _ = stream.write_all(head.as_bytes());
-            let _ = stream.write_all(&body);
+    http_server(move |path| {
+        if path.ends_with(".whl") {
+            ("200 OK", "application/octet-stream", wheel.clone(), true)
+        } else if path.trim_end_matches('/').ends_with("/simple/tinypkg") {
+            let page =
+                format!("<html><body><a href=\"{WHEEL_NAME}\">{WHEEL_NAME}</a></body></html>");
+            ("200 OK", "text/html", page.into_bytes(), false)
+        } else {
+            (
+                "404 Not Found",
+                "text/plain",
+                b"no such page".to_vec(),
+                false,
+            )
         }
-    });
-    Ok((port, downloads))
+    })
 }
 
 /// Whether `dir` holds any file, at any depth.
