@@ -227,3 +227,66 @@ fn owned(raw: std::os::fd::RawFd) -> OwnedFd {
     // SAFETY: SCM_RIGHTS installed `raw` in this process just now and nothing else owns it.
     unsafe { OwnedFd::from_raw_fd(raw) }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::IoSlice;
+
+    use nix::sys::socket::{ControlMessage, sendmsg};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+
+    /// Sends `fds` with one byte over `socket`, as the bridge does (or a command that got
+    /// hold of it would).
+    fn pass(socket: &OwnedFd, fds: &[std::os::fd::RawFd]) {
+        sendmsg::<()>(
+            socket.as_raw_fd(),
+            &[IoSlice::new(b"c")],
+            &[ControlMessage::ScmRights(fds)],
+            MsgFlags::empty(),
+            None,
+        )
+        .expect("sendmsg");
+    }
+
+    #[tokio::test]
+    async fn only_a_socket_end_is_served_and_anything_else_is_closed_unread() {
+        let policy = Arc::new(Policy::new(["allowed.test"], [""; 0]).expect("policy"));
+        let mut gateway = Gateway::open(policy).expect("open");
+        let socket = gateway.take_socket().expect("the bridge's end");
+
+        // A forged pass: a pipe's write end instead of a socket. It is closed unread, so the
+        // read end sees the end of file and nothing the proxy would have answered.
+        let (pipe_read, pipe_write) = nix::unistd::pipe().expect("pipe");
+        pass(&socket, &[pipe_write.as_raw_fd()]);
+        drop(pipe_write);
+        let mut pipe = tokio::net::unix::pipe::Receiver::from_owned_fd(pipe_read).expect("pipe");
+        let mut got = Vec::new();
+        crate::test_support::within(pipe.read_to_end(&mut got))
+            .await
+            .expect("read");
+        assert!(got.is_empty(), "{got:?}");
+
+        // The control: a socket end is served, and a refused host is answered.
+        let (ours, theirs) = std::os::unix::net::UnixStream::pair().expect("pair");
+        pass(&socket, &[theirs.as_raw_fd()]);
+        drop(theirs);
+        ours.set_nonblocking(true).expect("nonblocking");
+        let mut client = UnixStream::from_std(ours).expect("tokio");
+        client
+            .write_all(b"CONNECT refused.test:443 HTTP/1.1\r\nHost: refused.test:443\r\n\r\n")
+            .await
+            .expect("write");
+        let mut answer = Vec::new();
+        crate::test_support::within(client.read_to_end(&mut answer))
+            .await
+            .expect("read");
+        let answer = String::from_utf8_lossy(&answer);
+        assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
+        let decisions = gateway.finish();
+        assert_eq!(decisions.total, 1);
+        assert_eq!(decisions.kept[0].host, "refused.test");
+        assert!(!decisions.kept[0].allowed);
+    }
+}
