@@ -19,8 +19,9 @@
 //! - `socket()`: `AF_UNIX` is always denied (pathname and abstract sockets reach D-Bus, docker,
 //!   ssh-agent); with the network denied every family is; with it allowed — or with
 //!   `local_binding` or the allow-list's bridge inside bwrap's own empty network namespace,
-//!   where only its loopback exists — only `AF_INET`, `AF_INET6` and `AF_NETLINK` remain. `socketpair(AF_UNIX)` stays
-//!   allowed;
+//!   where only its loopback exists — only `AF_INET`, `AF_INET6` and `AF_NETLINK` remain.
+//!   `socketpair(AF_UNIX)` stays allowed for `SOCK_STREAM` and `SOCK_SEQPACKET` only: a datagram
+//!   pair sends to any named socket given as `sendto`'s destination;
 //! - `bpf`, `perf_event_open`, `kcmp`, `process_madvise`: kernel surfaces no tool needs, and
 //!   the last two reach into other processes;
 //! - scheduling and resources of other processes: `sched_setscheduler`, `sched_setparam`,
@@ -79,6 +80,10 @@ const FS_IOC_FSSETXATTR: u64 = 0x401C_5820;
 const TIOCLINUX: u64 = 0x541C;
 const IOPRIO_WHO_PROCESS: u64 = 1;
 const IOPRIO_WHO_PGRP: u64 = 2;
+/// The bits of a socket type that name it (the kernel's `SOCK_TYPE_MASK`).
+const SOCK_TYPE_MASK: u64 = 0xF;
+/// The socket types `socketpair(AF_UNIX, …)` may make: they reach only each other.
+const PAIR_TYPES: [u64; 2] = [libc::SOCK_STREAM as u64, libc::SOCK_SEQPACKET as u64];
 
 /// Why no filter was built: the rule table or the prologue is inconsistent, which the tests rule
 /// out. The text is the detail of a `RunnerFailed{seccomp}`.
@@ -226,14 +231,22 @@ pub(crate) fn build(variant: Variant) -> Result<BpfProgram, FilterError> {
             rules.insert(nr, vec![]);
         }
     }
-    rules.insert(
-        libc::SYS_socketpair,
-        vec![rule(vec![cond(
-            0,
-            SeccompCmpOp::Ne,
-            libc::AF_UNIX as u64,
-        )?])?],
-    );
+    // socketpair: only AF_UNIX, and only of the connection-oriented types. A datagram socket
+    // (SOCK_DGRAM, or SOCK_RAW, which AF_UNIX turns into one) takes a destination on every
+    // `sendto`/`sendmsg` even when it was made as a pair, so it would reach any pathname or
+    // abstract datagram socket of the host (journald, syslog, a user's own daemons) without
+    // ever calling `socket()` or `connect()`. A stream or seqpacket pair ignores or refuses a
+    // destination. The type is compared on its low four bits, as the kernel reads it
+    // (SOCK_TYPE_MASK; SOCK_NONBLOCK and SOCK_CLOEXEC sit above them).
+    let unix = libc::AF_UNIX as u64;
+    let mut pair_rules = vec![rule(vec![cond(0, SeccompCmpOp::Ne, unix)?])?];
+    for kind in (0..=SOCK_TYPE_MASK).filter(|k| !PAIR_TYPES.contains(k)) {
+        pair_rules.push(rule(vec![
+            cond(0, SeccompCmpOp::Eq, unix)?,
+            cond(1, SeccompCmpOp::MaskedEq(SOCK_TYPE_MASK), kind)?,
+        ])?);
+    }
+    rules.insert(libc::SYS_socketpair, pair_rules);
     if variant.read_only {
         for nr in metadata_syscalls() {
             rules.insert(nr, vec![]);

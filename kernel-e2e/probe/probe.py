@@ -457,6 +457,14 @@ def unix_sendto(address):
         s.sendto(PAYLOAD, address)
 
 
+def pair_sendto(address):
+    # A datagram pair takes a destination on every send, so it could reach named sockets
+    # without socket() or connect().
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    with a, b:
+        a.sendto(PAYLOAD, address)
+
+
 def socketpair():
     a, b = socket.socketpair()
     a.sendall(b"x")
@@ -816,7 +824,9 @@ OPS = {
     "unix-sendto": (unix_sendto, 1),
     "abstract-connect": (lambda name: unix_connect("\0" + name), 1),
     "abstract-sendto": (lambda name: unix_sendto("\0" + name), 1),
+    "abstract-pair-sendto": (lambda name: pair_sendto("\0" + name), 1),
     "socketpair": (socketpair, 0),
+    "pair-sendto": (pair_sendto, 1),
     "io-uring-setup": (io_uring_setup, 0),
     "io-uring-enter": (lambda: io_uring_call("io_uring_enter"), 0),
     "io-uring-register": (lambda: io_uring_call("io_uring_register"), 0),

@@ -36,7 +36,8 @@ pub const CASES: &[Case] = &[
     },
     Case {
         id: "T40",
-        title: "abstract Unix sockets outside the sandbox cannot be reached, while socketpair works",
+        title: "abstract Unix sockets outside the sandbox cannot be reached, a datagram socketpair \
+                included, while a stream socketpair works",
         modes: CONFINED,
         exclusive: false,
         body: abstract_sockets_cannot_be_reached,
@@ -126,13 +127,27 @@ fn a_pathname_socket_cannot_be_reached(cx: &mut Cx) -> Verdict {
     std::fs::create_dir_all(&dir).map_err(|e| fail(format!("cannot create {dir:?}: {e}")))?;
     let daemon = UnixCanary::pathname(&dir)
         .map_err(|e| fail(format!("cannot create the fixture sockets: {e}")))?;
-    attempt_and_control(cx, &daemon, "unix-connect", "unix-sendto", true)
+    attempt_and_control(
+        cx,
+        &daemon,
+        ["unix-connect", "unix-sendto", "pair-sendto"],
+        true,
+    )
 }
 
 fn abstract_sockets_cannot_be_reached(cx: &mut Cx) -> Verdict {
     let daemon = UnixCanary::abstract_names(&cx.tag)
         .map_err(|e| fail(format!("cannot create the abstract sockets: {e}")))?;
-    attempt_and_control(cx, &daemon, "abstract-connect", "abstract-sendto", false)?;
+    attempt_and_control(
+        cx,
+        &daemon,
+        [
+            "abstract-connect",
+            "abstract-sendto",
+            "abstract-pair-sendto",
+        ],
+        false,
+    )?;
 
     // What stays allowed: a connected pair made inside, reaching nothing outside.
     let probe = cx.probe()?.op("socketpair", Vec::<String>::new());
@@ -140,19 +155,20 @@ fn abstract_sockets_cannot_be_reached(cx: &mut Cx) -> Verdict {
     run.succeeded()
 }
 
-/// Connects and sends to `daemon` confined (also with the network allowed, when asked), then as
-/// a control; the daemon must hear only from the control.
+/// Connects, sends from a datagram socket and sends from a datagram socketpair (which needs
+/// neither `socket()` nor `connect()`) to `daemon` confined (also with the network allowed, when
+/// asked), then as a control; the daemon must hear only from the control.
 fn attempt_and_control(
     cx: &mut Cx,
     daemon: &UnixCanary,
-    connect: &str,
-    send: &str,
+    [connect, send, pair_send]: [&str; 3],
     with_network_too: bool,
 ) -> Verdict {
     let probe = cx
         .probe()?
         .step("connect", connect, [&daemon.stream_address])
-        .step("send", send, [&daemon.dgram_address]);
+        .step("send", send, [&daemon.dgram_address])
+        .step("pair", pair_send, [&daemon.dgram_address]);
     let mut confined = vec![("confined", cx.confined(probe.argv()))];
     if with_network_too {
         confined.push((
@@ -165,6 +181,7 @@ fn attempt_and_control(
         run.denied()?;
         run.step_fails_with("connect", &["EPERM"])?;
         run.step_fails_with("send", &["EPERM"])?;
+        run.step_fails_with("pair", &["EPERM"])?;
         ensure!(
             daemon.connections() == 0,
             "the socket accepted a connection from the {label} run"
@@ -177,7 +194,7 @@ fn attempt_and_control(
     let control = cx.run("control", &cx.control(probe.argv()))?;
     control.succeeded()?;
     ensure!(
-        daemon.connections() == 1 && daemon.datagrams() == 1,
+        daemon.connections() == 1 && daemon.datagrams() == 2,
         "the control run did not reach the sockets: the probe does not work"
     );
     Ok(())
