@@ -168,6 +168,7 @@ impl SandboxProfile {
             local_binding: self.local_binding,
             deny_read: Vec::new(),
             session_temp: None,
+            unix_sockets: Vec::new(),
         }
     }
 

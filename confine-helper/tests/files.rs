@@ -22,6 +22,7 @@ fn policy(mode: Mode, workspace: &std::path::Path) -> Policy {
         local_binding: false,
         deny_read: Vec::new(),
         session_temp: None,
+        unix_sockets: Vec::new(),
     }
 }
 

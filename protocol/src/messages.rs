@@ -98,6 +98,12 @@ wire! {
         /// `TMPDIR`) instead of a fresh one, writable in workspace-write and read-only in
         /// read-only mode. Checked like a writable root; the helper never removes it.
         pub session_temp: Option<Bytes>,
+        /// Absolute paths of named Unix sockets a command may connect to, as the requester's
+        /// configuration names them. Every other `connect` of a Unix socket is refused. The
+        /// helper connects on the command's behalf (it supervises `connect`), so only these
+        /// exact names reach these sockets; a backend that cannot supervise refuses the
+        /// request.
+        pub unix_sockets: Vec<Bytes>,
     }
 
     /// Resource limits of one command.

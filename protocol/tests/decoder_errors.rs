@@ -50,6 +50,7 @@ fn minimal_spawn() -> Spawn {
             local_binding: false,
             deny_read: Vec::new(),
             session_temp: None,
+            unix_sockets: Vec::new(),
         },
         backend: BackendChoice::Auto,
         limits: Limits {

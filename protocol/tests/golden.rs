@@ -323,6 +323,7 @@ fn spawn() -> Spawn {
             local_binding: true,
             deny_read: vec![b"/home/u/.ssh".to_vec()],
             session_temp: Some(b"/tmp/agentd-session-a1b2c3".to_vec()),
+            unix_sockets: vec![b"/run/docker.sock".to_vec()],
         },
         backend: BackendChoice::Auto,
         limits: Limits {
@@ -357,6 +358,7 @@ fn minimal_spawn() -> Spawn {
             local_binding: false,
             deny_read: Vec::new(),
             session_temp: None,
+            unix_sockets: Vec::new(),
         },
         backend: BackendChoice::Auto,
         limits: Limits {

@@ -162,6 +162,7 @@ fn spawn(rng: &mut Rng) -> Spawn {
             local_binding: rng.bool(),
             deny_read: rng.bytes_list(),
             session_temp: rng.option(Rng::bytes),
+            unix_sockets: rng.bytes_list(),
         },
         backend: rng.pick(&[
             BackendChoice::Auto,

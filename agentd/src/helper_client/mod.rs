@@ -178,6 +178,7 @@ impl SpawnSpec {
                 local_binding: false,
                 deny_read: Vec::new(),
                 session_temp: None,
+                unix_sockets: Vec::new(),
             },
             backend: BackendChoice::Auto,
             limits: Limits {

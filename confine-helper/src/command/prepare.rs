@@ -115,6 +115,7 @@ fn probe(backend: Backend, ctx: &Context) -> Result<(), Unusable> {
             local_binding: false,
             deny_read: Vec::new(),
             session_temp: None,
+            unix_sockets: Vec::new(),
         },
         backend: confine_protocol::BackendChoice::Auto,
         limits: Limits {

@@ -168,6 +168,7 @@ pub fn spawn(id: u64, argv: &[&str]) -> Spawn {
             local_binding: false,
             deny_read: Vec::new(),
             session_temp: None,
+            unix_sockets: Vec::new(),
         },
         backend: BackendChoice::Auto,
         limits: Limits {
