@@ -22,6 +22,7 @@ use serde::Deserialize;
 struct File {
     max_mode: Option<String>,
     allow_network: Option<bool>,
+    allow_unix_sockets: Option<bool>,
     writable_roots_under: Option<Vec<PathBuf>>,
     never_writable: Option<Vec<PathBuf>>,
     env_allow: Option<Vec<String>>,
@@ -37,6 +38,8 @@ struct File {
 pub(crate) struct Ceiling {
     pub(crate) max_mode: Mode,
     pub(crate) allow_network: bool,
+    /// A request may list named Unix sockets to connect to (`Policy::unix_sockets`).
+    pub(crate) allow_unix_sockets: bool,
     /// Each inner list is one source's constraint: a writable root must be under one of its
     /// entries, for every list.
     pub(crate) writable_roots_under: Vec<Vec<PathBuf>>,
@@ -110,6 +113,7 @@ impl Default for Ceiling {
         Ceiling {
             max_mode: Mode::DangerFullAccess,
             allow_network: true,
+            allow_unix_sockets: true,
             writable_roots_under: Vec::new(),
             never_writable: Vec::new(),
             env_allow: Vec::new(),
@@ -216,6 +220,9 @@ impl Ceiling {
         }
         if let Some(allow) = file.allow_network {
             self.allow_network &= allow;
+        }
+        if let Some(allow) = file.allow_unix_sockets {
+            self.allow_unix_sockets &= allow;
         }
         if let Some(roots) = file.writable_roots_under {
             if let Some(bad) = roots.iter().find(|p| !p.is_absolute()) {
@@ -377,6 +384,9 @@ mod tests {
             Err(Refusal::Network)
         ));
         assert!(c.check_mode(Mode::ReadOnly, false).is_ok());
+        let c = narrowed(&["allow_unix_sockets = false", "allow_unix_sockets = true"]);
+        assert!(!c.allow_unix_sockets);
+        assert!(Ceiling::default().allow_unix_sockets);
     }
 
     #[test]

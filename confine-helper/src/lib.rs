@@ -35,6 +35,7 @@ mod service;
 mod sys;
 #[cfg(test)]
 mod test_support;
+mod unix_sockets;
 
 /// Logs one line to stderr, prefixed with the helper's name and pid.
 #[macro_export]

@@ -16,12 +16,15 @@
 //!   are in memory), so it answers `ENOSYS`, which makes libc fall back to `clone`;
 //! - `ioctl(TIOCSTI)` and `ioctl(TIOCLINUX)`: pushing keystrokes into a terminal, compared on
 //!   the low 32 bits the kernel uses (CVE-2019-10063);
-//! - `socket()`: `AF_UNIX` is always denied (pathname and abstract sockets reach D-Bus, docker,
-//!   ssh-agent); with the network denied every family is; with it allowed — or with
-//!   `local_binding` or the allow-list's bridge inside bwrap's own empty network namespace,
-//!   where only its loopback exists — only `AF_INET`, `AF_INET6` and `AF_NETLINK` remain.
-//!   `socketpair(AF_UNIX)` stays allowed for `SOCK_STREAM` and `SOCK_SEQPACKET` only: a datagram
-//!   pair sends to any named socket given as `sendto`'s destination;
+//! - `socket()`: `AF_UNIX` is denied (pathname and abstract sockets reach D-Bus, docker,
+//!   ssh-agent) unless the request lists `unix_sockets`, and then only of the stream and
+//!   seqpacket types, whose every `connect` a second filter hands to the shim
+//!   ([`connect_notify_program`], `crate::unix_sockets`); with the network denied every other
+//!   family is denied; with it allowed — or with `local_binding` or the allow-list's bridge
+//!   inside bwrap's own empty network namespace, where only its loopback exists — `AF_INET`,
+//!   `AF_INET6` and `AF_NETLINK` remain. `socketpair(AF_UNIX)` stays allowed for `SOCK_STREAM`
+//!   and `SOCK_SEQPACKET` only: a datagram pair sends to any named socket given as `sendto`'s
+//!   destination;
 //! - `bpf`, `perf_event_open`, `kcmp`, `process_madvise`: kernel surfaces no tool needs, and
 //!   the last two reach into other processes;
 //! - scheduling and resources of other processes: `sched_setscheduler`, `sched_setparam`,
@@ -53,6 +56,9 @@ pub(crate) struct Variant {
     /// `AF_INET`, `AF_INET6` and `AF_NETLINK` sockets may be created: the network is allowed,
     /// or the command has its own network namespace and asked for `local_binding`.
     pub(crate) inet_sockets: bool,
+    /// `AF_UNIX` stream and seqpacket sockets may be created: the request lists
+    /// `unix_sockets`, and every `connect` goes to the shim ([`connect_notify_program`]).
+    pub(crate) unix_sockets: bool,
     pub(crate) read_only: bool,
     /// The command runs in its own IPC namespace (bwrap): SysV IPC and message queues stay.
     pub(crate) ipc_namespace: bool,
@@ -92,8 +98,8 @@ pub(crate) enum FilterError {
     /// seccompiler refused a condition, a rule or the filter.
     #[error("{0}")]
     Rules(#[from] BackendError),
-    #[error("clone3's number: {0}")]
-    Clone3(#[source] TryFromIntError),
+    #[error("{0}'s number: {1}")]
+    SyscallNumber(&'static str, #[source] TryFromIntError),
     #[error("prologue length: {0}")]
     Prologue(#[source] TryFromIntError),
 }
@@ -160,31 +166,20 @@ pub(crate) fn build(variant: Variant) -> Result<BpfProgram, FilterError> {
             rule(vec![cond(1, SeccompCmpOp::Eq, TIOCLINUX)?])?,
         ],
     );
-    let (inet, inet6, netlink) = (
+    let (unix, inet, inet6, netlink) = (
+        libc::AF_UNIX as u64,
         libc::AF_INET as u64,
         libc::AF_INET6 as u64,
         libc::AF_NETLINK as u64,
     );
-    if variant.inet_sockets {
-        // Every family but AF_INET, AF_INET6 and AF_NETLINK, as ranges between them.
-        rules.insert(
-            libc::SYS_socket,
-            vec![
-                rule(vec![cond(0, SeccompCmpOp::Lt, inet)?])?,
-                rule(vec![
-                    cond(0, SeccompCmpOp::Gt, inet)?,
-                    cond(0, SeccompCmpOp::Lt, inet6)?,
-                ])?,
-                rule(vec![
-                    cond(0, SeccompCmpOp::Gt, inet6)?,
-                    cond(0, SeccompCmpOp::Lt, netlink)?,
-                ])?,
-                rule(vec![cond(0, SeccompCmpOp::Gt, netlink)?])?,
-            ],
-        );
-    } else {
-        rules.insert(libc::SYS_socket, vec![]);
+    let mut families = Vec::new();
+    if variant.unix_sockets {
+        families.push(unix);
     }
+    if variant.inet_sockets {
+        families.extend([inet, inet6, netlink]);
+    }
+    rules.insert(libc::SYS_socket, socket_rules(&families)?);
     // Resource limits and scheduling of other processes (the shim, the helper, agentd, the
     // user's editor): a command may only change its own (pid 0).
     rules.insert(
@@ -238,14 +233,8 @@ pub(crate) fn build(variant: Variant) -> Result<BpfProgram, FilterError> {
     // ever calling `socket()` or `connect()`. A stream or seqpacket pair ignores or refuses a
     // destination. The type is compared on its low four bits, as the kernel reads it
     // (SOCK_TYPE_MASK; SOCK_NONBLOCK and SOCK_CLOEXEC sit above them).
-    let unix = libc::AF_UNIX as u64;
     let mut pair_rules = vec![rule(vec![cond(0, SeccompCmpOp::Ne, unix)?])?];
-    for kind in (0..=SOCK_TYPE_MASK).filter(|k| !PAIR_TYPES.contains(k)) {
-        pair_rules.push(rule(vec![
-            cond(0, SeccompCmpOp::Eq, unix)?,
-            cond(1, SeccompCmpOp::MaskedEq(SOCK_TYPE_MASK), kind)?,
-        ])?);
-    }
+    pair_rules.extend(unix_datagram_rules()?);
     rules.insert(libc::SYS_socketpair, pair_rules);
     if variant.read_only {
         for nr in metadata_syscalls() {
@@ -268,6 +257,80 @@ pub(crate) fn build(variant: Variant) -> Result<BpfProgram, FilterError> {
     let mut program = prologue()?;
     program.extend(body);
     Ok(program)
+}
+
+/// `socket()`'s rules: every family but `allowed` (sorted) is denied, and `AF_UNIX`, when
+/// allowed, only of the connection-oriented types (see `unix_datagram_rules`).
+fn socket_rules(allowed: &[u64]) -> Result<Vec<SeccompRule>, FilterError> {
+    let cond =
+        |op: SeccompCmpOp, value: u64| SeccompCondition::new(0, SeccompCmpArgLen::Dword, op, value);
+    let (Some(first), Some(last)) = (allowed.first(), allowed.last()) else {
+        // No rule condition: every socket() is denied.
+        return Ok(Vec::new());
+    };
+    let mut rules = vec![SeccompRule::new(vec![cond(SeccompCmpOp::Lt, *first)?])?];
+    for pair in allowed.windows(2) {
+        if let [low, high] = pair
+            && high - low > 1
+        {
+            rules.push(SeccompRule::new(vec![
+                cond(SeccompCmpOp::Gt, *low)?,
+                cond(SeccompCmpOp::Lt, *high)?,
+            ])?);
+        }
+    }
+    rules.push(SeccompRule::new(vec![cond(SeccompCmpOp::Gt, *last)?])?);
+    if allowed.contains(&(libc::AF_UNIX as u64)) {
+        rules.extend(unix_datagram_rules()?);
+    }
+    Ok(rules)
+}
+
+/// Rules matching an `AF_UNIX` socket (or pair) of any type but `SOCK_STREAM` and
+/// `SOCK_SEQPACKET`. A datagram socket (`SOCK_DGRAM`, or `SOCK_RAW`, which `AF_UNIX` turns into
+/// one) takes a destination on every `sendto`/`sendmsg`, even when it was made as a pair or
+/// connected, so it would reach any pathname or abstract datagram socket of the host
+/// (journald, syslog, a user's own daemons) without ever calling `connect()`. A stream or
+/// seqpacket socket ignores or refuses a destination. The type is compared on its low four
+/// bits, as the kernel reads it (`SOCK_TYPE_MASK`; `SOCK_NONBLOCK` and `SOCK_CLOEXEC` sit above
+/// them).
+fn unix_datagram_rules() -> Result<Vec<SeccompRule>, FilterError> {
+    let cond = |arg: u8, op: SeccompCmpOp, value: u64| {
+        SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value)
+    };
+    let mut rules = Vec::new();
+    for kind in (0..=SOCK_TYPE_MASK).filter(|k| !PAIR_TYPES.contains(k)) {
+        rules.push(SeccompRule::new(vec![
+            cond(0, SeccompCmpOp::Eq, libc::AF_UNIX as u64)?,
+            cond(1, SeccompCmpOp::MaskedEq(SOCK_TYPE_MASK), kind)?,
+        ])?);
+    }
+    Ok(rules)
+}
+
+/// The filter that hands every `connect` to the shim (`SECCOMP_RET_USER_NOTIF`), for
+/// `unix_sockets`; it allows everything else, which the command's main filter then judges. A
+/// foreign architecture or an x32 call is left to the main filter, which kills it.
+pub(crate) fn connect_notify_program() -> Result<BpfProgram, FilterError> {
+    const LD_W_ABS: u16 = opcode(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS);
+    const JEQ_K: u16 = opcode(libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K);
+    const RET_K: u16 = opcode(libc::BPF_RET | libc::BPF_K);
+    const OFFSET_NR: u32 = 0;
+    const OFFSET_ARCH: u32 = 4;
+    let insn = |code: u16, jt: u8, jf: u8, k: u32| sock_filter { code, jt, jf, k };
+    let connect =
+        u32::try_from(libc::SYS_connect).map_err(|e| FilterError::SyscallNumber("connect", e))?;
+    Ok(vec![
+        // 0: arch; 1: a foreign one → 5 (allow)
+        insn(LD_W_ABS, 0, 0, OFFSET_ARCH),
+        insn(JEQ_K, 0, 3, arch::AUDIT),
+        // 2: nr; 3: not connect → 5
+        insn(LD_W_ABS, 0, 0, OFFSET_NR),
+        insn(JEQ_K, 0, 1, connect),
+        // 4, 5
+        insn(RET_K, 0, 0, libc::SECCOMP_RET_USER_NOTIF),
+        insn(RET_K, 0, 0, libc::SECCOMP_RET_ALLOW),
+    ])
 }
 
 /// System V IPC and POSIX message queues: keyed by the IPC namespace, not by a path.
@@ -351,7 +414,8 @@ fn prologue() -> Result<BpfProgram, FilterError> {
         p.push(insn(RET_K, 0, 0, kill));
     }
     // nr == clone3 → ENOSYS, else skip the return.
-    let clone3 = u32::try_from(libc::SYS_clone3).map_err(FilterError::Clone3)?;
+    let clone3 =
+        u32::try_from(libc::SYS_clone3).map_err(|e| FilterError::SyscallNumber("clone3", e))?;
     p.push(insn(JEQ_K, 0, 1, clone3));
     p.push(insn(RET_K, 0, 0, enosys));
     // Patch instruction 1's false branch to land right after the prologue.
@@ -386,15 +450,18 @@ mod tests {
     #[test]
     fn every_variant_builds() {
         for inet_sockets in [false, true] {
-            for read_only in [false, true] {
-                for ipc_namespace in [false, true] {
-                    let program = build(Variant {
-                        inet_sockets,
-                        read_only,
-                        ipc_namespace,
-                    })
-                    .expect("filter");
-                    assert!(program.len() < 4096, "BPF programs are capped at 4096");
+            for unix_sockets in [false, true] {
+                for read_only in [false, true] {
+                    for ipc_namespace in [false, true] {
+                        let program = build(Variant {
+                            inet_sockets,
+                            unix_sockets,
+                            read_only,
+                            ipc_namespace,
+                        })
+                        .expect("filter");
+                        assert!(program.len() < 4096, "BPF programs are capped at 4096");
+                    }
                 }
             }
         }
@@ -411,6 +478,7 @@ mod tests {
     fn bytes_are_eight_per_instruction() {
         let program = build(Variant {
             inet_sockets: false,
+            unix_sockets: false,
             read_only: false,
             ipc_namespace: false,
         })

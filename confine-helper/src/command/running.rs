@@ -18,7 +18,7 @@ use nix::unistd::Pid;
 use crate::confine::{Cleanup, Confinement, NotRun, Plan, exec_failure_code};
 use crate::enter::Entered;
 use crate::record::Record;
-use crate::sys::{self, CStringArray, ChildConfine, Prepared};
+use crate::sys::{self, CStringArray, ChildConfine, Prepared, Sockets};
 
 /// A command the helper has forked and not yet reported as ended.
 #[derive(Debug)]
@@ -127,6 +127,10 @@ pub(crate) fn start(
             _ => Vec::new(),
         },
         rlimits: plan.rlimits.clone(),
+        sockets: plan.unix_sockets.as_ref().map(|u| Sockets {
+            notify: &u.notify,
+            listed: &u.listed,
+        }),
     };
     let started_at = Instant::now();
     let shim = sys::fork_shim(&prepared).map_err(|e| {

@@ -13,6 +13,7 @@ use confine_protocol::{Backend, Enforcement, EnvVar, Layer, Mode, Network, Spawn
 use nix::libc;
 
 use crate::protect::Root;
+use crate::unix_sockets::Listed;
 use crate::{bwrap, landlock, paths, seccomp};
 use context::inner_layer;
 pub(crate) use context::{Context, Unusable, candidates, layers, static_verdict, unavailable};
@@ -20,6 +21,7 @@ pub(crate) use deny::{Grant, read_rules};
 pub(crate) use not_run::{NotRun, exec_failure_code};
 use not_run::{fail, refuse};
 use request::session_temp;
+use request::unix_sockets;
 pub(crate) use request::{check_environment, writable_roots};
 use request::{environment, protection, rlimits};
 
@@ -56,6 +58,16 @@ pub(crate) struct Plan {
     pub(crate) confinement: Confinement,
     pub(crate) rlimits: Vec<(u32, u64)>,
     pub(crate) cleanup: Cleanup,
+    /// The request lists `unix_sockets`: the command's `connect` calls go to its shim.
+    pub(crate) unix_sockets: Option<UnixSockets>,
+}
+
+/// What `unix_sockets` needs: the filter that hands every `connect` to the shim, and the
+/// listed sockets the shim judges by ([`crate::unix_sockets`]).
+#[derive(Debug)]
+pub(crate) struct UnixSockets {
+    pub(crate) notify: seccompiler::BpfProgram,
+    pub(crate) listed: Vec<Listed>,
 }
 
 /// Host-side things a plan created and the command's end removes: only the per-command temp
@@ -199,6 +211,41 @@ fn bridge_socket(
     }
 }
 
+/// The request's `unix_sockets`, when `backend` confines and can supervise `connect` so that
+/// only they are reached: bwrap, with its own network namespace, where abstract names are the
+/// sandbox's own. Landlock shares the host's, where a command allowed Unix sockets could bind
+/// abstract names that host programs connect to; with the network allowed bwrap shares it too.
+fn confined_unix_sockets(
+    spawn: &Spawn,
+    ctx: &Context,
+    backend: Backend,
+    roots: &[Root],
+    network_allowed: bool,
+) -> Result<Option<UnixSockets>, NotRun> {
+    if spawn.policy.unix_sockets.is_empty() || backend == Backend::None {
+        return Ok(None);
+    }
+    if backend != Backend::Bwrap {
+        return refuse(format!(
+            "unix_sockets needs a private network namespace, which the {} backend does not \
+             give: abstract socket names would be shared with the host; use the bwrap backend \
+             (install bubblewrap) or drop unix_sockets",
+            backend.as_str()
+        ));
+    }
+    if network_allowed {
+        return refuse(
+            "unix_sockets needs the network denied (the sandbox's own network namespace keeps \
+             abstract socket names private); drop unix_sockets or deny the network"
+                .into(),
+        );
+    }
+    let listed = unix_sockets(spawn, ctx, roots)?;
+    let notify =
+        seccomp::connect_notify_program().or_else(|e| fail(Stage::Seccomp, e.to_string()))?;
+    Ok(Some(UnixSockets { notify, listed }))
+}
+
 /// The command's `/tmp` as the host names it.
 #[derive(Debug)]
 struct Temp {
@@ -265,8 +312,10 @@ fn plan_backend(
             backend.as_str()
         ));
     }
+    let sockets = confined_unix_sockets(spawn, ctx, backend, roots, network_allowed)?;
     let variant = seccomp::Variant {
         inet_sockets: network_allowed || loopback,
+        unix_sockets: sockets.is_some(),
         read_only: spawn.policy.mode == Mode::ReadOnly,
         ipc_namespace: backend == Backend::Bwrap,
     };
@@ -417,6 +466,7 @@ fn plan_backend(
                 },
                 rlimits,
                 cleanup,
+                unix_sockets: sockets,
             })
         }
         Backend::Landlock => {
@@ -487,6 +537,7 @@ fn plan_backend(
                 },
                 rlimits,
                 cleanup,
+                unix_sockets: None,
             })
         }
         Backend::None => Ok(Plan {
@@ -498,6 +549,7 @@ fn plan_backend(
             confinement: Confinement::None,
             rlimits,
             cleanup: Cleanup::default(),
+            unix_sockets: None,
         }),
         Backend::Seatbelt => fail(Stage::Unavailable, "seatbelt is the macOS backend".into()),
     }

@@ -15,6 +15,7 @@ use super::not_run::{NotRun, fail, refuse};
 use crate::ceiling::{Ceiling, EnvVerdict};
 use crate::paths;
 use crate::protect::{self, Protection, Root};
+use crate::unix_sockets::{Listed, MAX_PATH_LEN};
 
 fn path_of(bytes: &[u8]) -> PathBuf {
     PathBuf::from(OsStr::from_bytes(bytes))
@@ -165,6 +166,80 @@ fn open_root(given: &Path, what: &str) -> Result<Root, NotRun> {
     let path = paths::fd_path(fd.as_fd())
         .map_err(|e| NotRun::Refused(format!("{what} {}: {e}", given.display())))?;
     Ok(Root { path, fd })
+}
+
+/// The request's named Unix sockets, each resolved now to the socket the shim will connect a
+/// command to when it names it. Refused: a name that is not absolute or too long for a socket
+/// address, something that is not a socket, and a socket the command could swap — one inside a
+/// writable root or the session's temp directory — or one of the helper's own (its service
+/// socket would let a command ask for unconfined commands). A name with nothing behind it yet
+/// is kept: connecting to it fails as a missing socket does.
+pub(crate) fn unix_sockets(
+    spawn: &Spawn,
+    ctx: &Context,
+    roots: &[Root],
+) -> Result<Vec<Listed>, NotRun> {
+    let names = &spawn.policy.unix_sockets;
+    if names.is_empty() {
+        return Ok(Vec::new());
+    }
+    if !ctx.ceiling.allow_unix_sockets {
+        return refuse(
+            "ceiling allow_unix_sockets is false: no Unix socket may be named for commands".into(),
+        );
+    }
+    let mut writable: Vec<PathBuf> = roots.iter().map(|r| r.path.clone()).collect();
+    writable.extend(spawn.policy.session_temp.as_deref().map(path_of));
+    let own: Vec<&PathBuf> = ctx.own_paths.iter().chain(&ctx.masked).collect();
+    let mut listed = Vec::new();
+    for name in names {
+        let given = path_of(name);
+        let what = format!("unix_sockets entry {}", given.display());
+        if !given.is_absolute() || name.contains(&0) {
+            return refuse(format!("{what} is not an absolute path"));
+        }
+        if name.len() > MAX_PATH_LEN {
+            return refuse(format!(
+                "{what} is longer than a Unix socket address holds ({MAX_PATH_LEN} bytes)"
+            ));
+        }
+        let real = match std::fs::canonicalize(&given) {
+            Ok(real) => real,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                listed.push(Listed::new(name.clone(), None));
+                continue;
+            }
+            Err(e) => return refuse(format!("{what}: {e}")),
+        };
+        let is_socket = std::fs::metadata(&real)
+            .map(|m| std::os::unix::fs::FileTypeExt::is_socket(&m.file_type()))
+            .or_else(|e| refuse(format!("{what}: {e}")))?;
+        if !is_socket {
+            return refuse(format!("{what} is not a socket ({})", real.display()));
+        }
+        if let Some(root) = writable.iter().find(|w| real.starts_with(w)) {
+            return refuse(format!(
+                "{what} lies inside {}, which the command may write: it could put another \
+                 socket there",
+                root.display()
+            ));
+        }
+        if let Some(p) = own.iter().find(|p| real.starts_with(p)) {
+            return refuse(format!(
+                "{what} is one of the helper's own files ({}), which commands never reach",
+                p.display()
+            ));
+        }
+        let real_bytes = real.as_os_str().as_bytes();
+        if real_bytes.len() > MAX_PATH_LEN {
+            return refuse(format!(
+                "{what} is {}, longer than a Unix socket address holds ({MAX_PATH_LEN} bytes)",
+                real.display()
+            ));
+        }
+        listed.push(Listed::new(name.clone(), Some(real_bytes)));
+    }
+    Ok(listed)
 }
 
 /// Refuses a request one of whose variables the ceiling refuses ([`Ceiling::env_verdict`]):

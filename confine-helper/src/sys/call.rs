@@ -268,6 +268,230 @@ pub(super) fn seccomp_set_filter(filter: &[seccompiler::sock_filter]) -> SysResu
     .map(drop)
 }
 
+/// Loads `filter` as this thread's seccomp filter with a listener for its `USER_NOTIF`
+/// answers; returns the listener's descriptor (close-on-exec, as the kernel makes it).
+pub(super) fn seccomp_new_listener(filter: &[seccompiler::sock_filter]) -> SysResult<c_int> {
+    let program = libc::sock_fprog {
+        len: u16::try_from(filter.len()).map_err(|_| Errno::EINVAL)?,
+        filter: filter.as_ptr().cast_mut().cast(),
+    };
+    // SAFETY: as in `seccomp_set_filter`; the kernel copies the program and returns a number.
+    let fd = check(unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER,
+            libc::SECCOMP_FILTER_FLAG_NEW_LISTENER,
+            &program,
+        )
+    })?;
+    c_int::try_from(fd).map_err(|_| Errno::EBADF)
+}
+
+/// A connected pair of close-on-exec `SOCK_SEQPACKET` Unix sockets.
+pub(super) fn socketpair_cloexec() -> SysResult<[c_int; 2]> {
+    let mut ends = [0 as c_int; 2];
+    // SAFETY: socketpair writes two descriptor numbers into the live two-element array.
+    check(unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+            0,
+            ends.as_mut_ptr(),
+        )
+    })?;
+    Ok(ends)
+}
+
+/// Room for one descriptor's control message, aligned as `cmsghdr` needs.
+#[repr(C, align(8))]
+struct OneFdControl([u8; 24]);
+
+/// Sends descriptor `fd` over the Unix socket `sock` with one byte of data.
+pub(super) fn send_fd(sock: c_int, fd: c_int) -> SysResult<()> {
+    let mut byte = [0u8; 1];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: byte.len(),
+    };
+    let mut control = OneFdControl([0; 24]);
+    // SAFETY: an all-zero msghdr is valid (null pointers, zero lengths); the fields that matter
+    // are set below.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.0.as_mut_ptr().cast();
+    // SAFETY: CMSG_SPACE only computes a size.
+    msg.msg_controllen = unsafe { libc::CMSG_SPACE(4) } as _;
+    // SAFETY: `msg` describes the live control buffer, which holds one header and one int.
+    let header = unsafe { libc::CMSG_FIRSTHDR(&msg) };
+    if header.is_null() {
+        return Err(Errno::EINVAL);
+    }
+    // SAFETY: `header` points into `control`, aligned and large enough for a cmsghdr and an int.
+    unsafe {
+        (*header).cmsg_level = libc::SOL_SOCKET;
+        (*header).cmsg_type = libc::SCM_RIGHTS;
+        (*header).cmsg_len = libc::CMSG_LEN(4) as _;
+        libc::CMSG_DATA(header).cast::<c_int>().write_unaligned(fd);
+    }
+    // SAFETY: `msg` points at live buffers for the duration of the call.
+    check(unsafe { libc::sendmsg(sock, &msg, libc::MSG_NOSIGNAL) }).map(drop)
+}
+
+/// Receives one descriptor sent by [`send_fd`] on `sock`, close-on-exec, without waiting.
+pub(super) fn recv_fd(sock: c_int) -> SysResult<c_int> {
+    let mut byte = [0u8; 1];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: byte.len(),
+    };
+    let mut control = OneFdControl([0; 24]);
+    // SAFETY: as in `send_fd`.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.0.as_mut_ptr().cast();
+    msg.msg_controllen = control.0.len() as _;
+    // SAFETY: `msg` points at live buffers the kernel writes at most their lengths into.
+    check(unsafe { libc::recvmsg(sock, &mut msg, libc::MSG_DONTWAIT | libc::MSG_CMSG_CLOEXEC) })?;
+    // SAFETY: `msg` now describes what the kernel wrote into `control`.
+    let header = unsafe { libc::CMSG_FIRSTHDR(&msg) };
+    if header.is_null() {
+        return Err(Errno::EBADMSG);
+    }
+    // SAFETY: a non-null header points into `control`; its level, type and length say whether
+    // one int follows it.
+    unsafe {
+        if (*header).cmsg_level != libc::SOL_SOCKET
+            || (*header).cmsg_type != libc::SCM_RIGHTS
+            || (*header).cmsg_len != libc::CMSG_LEN(4) as _
+        {
+            return Err(Errno::EBADMSG);
+        }
+        Ok(libc::CMSG_DATA(header).cast::<c_int>().read_unaligned())
+    }
+}
+
+/// Waits for the next notification on a seccomp listener.
+pub(super) fn notif_recv(listener: c_int) -> SysResult<libc::seccomp_notif> {
+    // SAFETY: an all-zero seccomp_notif is what the kernel requires as input.
+    let mut notif: libc::seccomp_notif = unsafe { std::mem::zeroed() };
+    // SAFETY: the kernel writes one seccomp_notif into the live value.
+    check(unsafe { libc::ioctl(listener, libc::SECCOMP_IOCTL_NOTIF_RECV, &mut notif) })?;
+    Ok(notif)
+}
+
+/// Answers notification `id`: the system call returns 0, or fails with `errno`.
+pub(super) fn notif_send(listener: c_int, id: u64, errno: Option<Errno>) -> SysResult<()> {
+    let mut resp = libc::seccomp_notif_resp {
+        id,
+        val: 0,
+        error: errno.map_or(0, |e| -(e as i32)),
+        flags: 0,
+    };
+    // SAFETY: the kernel reads one seccomp_notif_resp from the live value.
+    check(unsafe { libc::ioctl(listener, libc::SECCOMP_IOCTL_NOTIF_SEND, &mut resp) }).map(drop)
+}
+
+/// Whether notification `id` is still pending: its task is alive and still in the call.
+pub(super) fn notif_id_valid(listener: c_int, id: u64) -> SysResult<()> {
+    let mut id = id;
+    // SAFETY: the kernel reads one u64 from the live value.
+    check(unsafe { libc::ioctl(listener, libc::SECCOMP_IOCTL_NOTIF_ID_VALID, &mut id) }).map(drop)
+}
+
+/// `pidfd_open`'s flag for a pidfd of one thread (Linux 6.9): its value is `O_EXCL`'s.
+pub(super) const PIDFD_THREAD: c_uint = libc::O_EXCL.unsigned_abs();
+
+pub(super) fn pidfd_open(pid: libc::pid_t, flags: c_uint) -> SysResult<c_int> {
+    // SAFETY: numbers only.
+    let fd = check(unsafe { libc::syscall(libc::SYS_pidfd_open, pid, flags) })?;
+    c_int::try_from(fd).map_err(|_| Errno::EBADF)
+}
+
+/// A close-on-exec duplicate, in this process, of descriptor `fd` of the process `pidfd` names.
+pub(super) fn pidfd_getfd(pidfd: c_int, fd: c_int) -> SysResult<c_int> {
+    // SAFETY: numbers only.
+    let got = check(unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd, fd, 0) })?;
+    c_int::try_from(got).map_err(|_| Errno::EBADF)
+}
+
+/// Reads `buf.len()` bytes at `address` in process `pid`; a short read is `EFAULT`.
+pub(super) fn read_process_memory(pid: libc::pid_t, address: u64, buf: &mut [u8]) -> SysResult<()> {
+    let local = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    let remote = libc::iovec {
+        iov_base: usize::try_from(address).map_err(|_| Errno::EFAULT)? as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
+    // SAFETY: the kernel writes at most `buf.len()` bytes into the live local buffer; the
+    // remote address is only read in the other process, where the kernel checks it.
+    let n = check(unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) })?;
+    if count(n) == buf.len() {
+        Ok(())
+    } else {
+        Err(Errno::EFAULT)
+    }
+}
+
+/// The size of a `T` as a socket option's length.
+fn socklen_of<T>() -> SysResult<libc::socklen_t> {
+    libc::socklen_t::try_from(std::mem::size_of::<T>()).map_err(|_| Errno::EINVAL)
+}
+
+/// An integer socket option of `fd`.
+pub(super) fn getsockopt_int(fd: c_int, level: c_int, name: c_int) -> SysResult<c_int> {
+    let mut value: c_int = 0;
+    let mut len = socklen_of::<c_int>()?;
+    // SAFETY: the kernel writes at most `len` bytes into the live value and updates `len`.
+    check(unsafe { libc::getsockopt(fd, level, name, (&raw mut value).cast(), &mut len) })?;
+    Ok(value)
+}
+
+/// The send timeout of socket `fd` (which also bounds its `connect`).
+pub(super) fn send_timeout(fd: c_int) -> SysResult<libc::timeval> {
+    let mut value = libc::timeval {
+        tv_sec: 0,
+        tv_usec: 0,
+    };
+    let mut len = socklen_of::<libc::timeval>()?;
+    // SAFETY: the kernel writes at most `len` bytes into the live value and updates `len`.
+    check(unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_SNDTIMEO,
+            (&raw mut value).cast(),
+            &mut len,
+        )
+    })?;
+    Ok(value)
+}
+
+pub(super) fn set_send_timeout(fd: c_int, value: &libc::timeval) -> SysResult<()> {
+    let len = socklen_of::<libc::timeval>()?;
+    // SAFETY: the kernel reads `len` bytes from the live value.
+    check(unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_SNDTIMEO,
+            (value as *const libc::timeval).cast(),
+            len,
+        )
+    })
+    .map(drop)
+}
+
+/// `connect(fd, address)` with the address as the bytes of a `sockaddr` of any family.
+pub(super) fn connect(fd: c_int, address: &[u8]) -> SysResult<()> {
+    let len = libc::socklen_t::try_from(address.len()).map_err(|_| Errno::EINVAL)?;
+    // SAFETY: the kernel copies `len` bytes from the live slice before using them.
+    check(unsafe { libc::connect(fd, address.as_ptr().cast(), len) }).map(drop)
+}
+
 /// Tries `execve`; returns only when it failed, with why.
 pub(super) fn execve(program: &CStr, argv: &CStringArray, envp: &CStringArray) -> Errno {
     // SAFETY: `program` is NUL-terminated; `argv` and `envp` are null-terminated arrays of

@@ -24,7 +24,14 @@ const STANDARD_SIGNALS: std::ops::Range<c_int> = 1..32;
 const FIRST_NON_STDIO_FD: u32 = 3;
 
 /// The command: runs in the shim's session and process group, then becomes the target.
-pub(super) fn command_main(p: &Prepared<'_>, report_fd: c_int, shim_pid: libc::pid_t) -> ! {
+/// `listener_to` is the socket on which the command sends the shim the listener of its
+/// `connect` filter, when the request lists `unix_sockets`.
+pub(super) fn command_main(
+    p: &Prepared<'_>,
+    report_fd: c_int,
+    shim_pid: libc::pid_t,
+    listener_to: Option<c_int>,
+) -> ! {
     let empty = call::sigset(&[]);
     or_fail(
         call::sigprocmask(libc::SIG_SETMASK, &empty),
@@ -54,6 +61,25 @@ pub(super) fn command_main(p: &Prepared<'_>, report_fd: c_int, shim_pid: libc::p
         );
     }
     or_fail(call::chdir(&p.cwd), report_fd, Stage::Chdir);
+    if let (Some(sockets), Some(to_shim)) = (p.sockets, listener_to) {
+        // Loaded first, so that everything this process becomes — bwrap, its sandbox, the
+        // command and its children — hands its `connect` calls to the shim. Loading a filter
+        // needs no_new_privs; a filter that nobody answers fails the calls (`ENOSYS`), so a
+        // listener that never reaches the shim fails closed.
+        or_fail(
+            call::prctl(libc::PR_SET_NO_NEW_PRIVS, 1),
+            report_fd,
+            Stage::NoNewPrivs,
+        );
+        let listener = or_fail(
+            call::seccomp_new_listener(sockets.notify),
+            report_fd,
+            Stage::Seccomp,
+        );
+        or_fail(call::send_fd(to_shim, listener), report_fd, Stage::Seccomp);
+        let _ = call::close(listener);
+        let _ = call::close(to_shim);
+    }
     match p.confine {
         ChildConfine::None => {}
         ChildConfine::Bwrap { .. } => {

@@ -10,6 +10,7 @@ use nix::errno::Errno;
 
 use super::call::{self, CStringArray};
 use crate::record::Record;
+use crate::unix_sockets::Listed;
 
 /// Order byte on the ctl pipe: SIGTERM the tree.
 pub(crate) const CTL_TERMINATE: u8 = b'T';
@@ -60,6 +61,17 @@ pub(crate) struct Prepared<'a> {
     pub(crate) passed: Vec<RawFd>,
     /// `(resource, limit)` pairs set as both soft and hard limits.
     pub(crate) rlimits: Vec<(u32, u64)>,
+    /// The request lists `unix_sockets`: the command hands its `connect` calls to the shim.
+    pub(crate) sockets: Option<Sockets<'a>>,
+}
+
+/// What `unix_sockets` needs in the shim and the command: the filter that hands `connect` to
+/// the shim, which the command loads before anything else confines it, and the listed sockets
+/// the shim judges by.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Sockets<'a> {
+    pub(crate) notify: &'a [seccompiler::sock_filter],
+    pub(crate) listed: &'a [Listed],
 }
 
 impl Prepared<'_> {

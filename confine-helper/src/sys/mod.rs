@@ -20,6 +20,7 @@
 
 mod call;
 mod caps;
+mod connect;
 mod detach;
 mod exec;
 mod fds;
@@ -37,6 +38,6 @@ pub(crate) use fds::{
 };
 pub(crate) use layout::{
     COMMAND_FIRST_PASSED_FD, COMMAND_SECCOMP_FD, CTL_KILL, CTL_TERMINATE, ChildConfine,
-    MAX_PASSED_FDS, Prepared,
+    MAX_PASSED_FDS, Prepared, Sockets,
 };
 pub(crate) use shim::fork_shim;

@@ -89,3 +89,61 @@ fn parent_of(proc_fd: c_int, name: &[u8]) -> Option<libc::pid_t> {
     let end = rest.iter().position(|b| *b == b' ')?;
     parse_pid(&rest[..end])
 }
+
+/// The thread group (process) of thread `tid`, from `/proc/<tid>/status`.
+pub(super) fn thread_group_of(tid: libc::pid_t) -> Option<libc::pid_t> {
+    const PREFIX: &[u8] = b"/proc/";
+    const SUFFIX: &[u8] = b"/status\0";
+    const FIELD: &[u8] = b"\nTgid:";
+    let mut digits = [0u8; PID_DIGITS];
+    let mut n = u32::try_from(tid).ok()?;
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + u8::try_from(n % 10).ok()?;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    let digits = &digits[at..];
+    let mut path = [0u8; STAT_PATH_SIZE + PREFIX.len()];
+    let len = PREFIX.len() + digits.len();
+    path[..PREFIX.len()].copy_from_slice(PREFIX);
+    path[PREFIX.len()..len].copy_from_slice(digits);
+    path[len..len + SUFFIX.len()].copy_from_slice(SUFFIX);
+    let path = CStr::from_bytes_until_nul(&path).ok()?;
+    let fd = call::open(path, libc::O_RDONLY | libc::O_CLOEXEC).ok()?;
+    let mut status = [0u8; STAT_PREFIX_SIZE];
+    let n = call::read_full(fd, &mut status);
+    let _ = call::close(fd);
+    let status = &status[..n];
+    let start = status.windows(FIELD.len()).position(|w| w == FIELD)? + FIELD.len();
+    let value = status[start..].trim_ascii_start();
+    let end = value.iter().position(|b| !b.is_ascii_digit())?;
+    parse_pid(&value[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_thread_belongs_to_its_process() {
+        let me = call::getpid();
+        assert_eq!(thread_group_of(me), Some(me));
+        let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            // SAFETY: gettid takes no arguments.
+            let _ = tid_tx.send(unsafe { libc::gettid() });
+            // Alive until the test has looked it up.
+            let _ = done_rx.recv();
+        });
+        let tid = tid_rx.recv().expect("tid");
+        assert_ne!(tid, me);
+        assert_eq!(thread_group_of(tid), Some(me));
+        drop(done_tx);
+        thread.join().expect("thread");
+    }
+}

@@ -11,6 +11,7 @@ use nix::errno::Errno;
 use nix::libc;
 
 use super::call;
+use super::connect;
 use super::exec;
 use super::layout::{
     CTL_TERMINATE, FD_CONFINE, FD_CTL, FD_FIRST_PASSED, FD_PARK, FD_STATUS, FIXED_FDS,
@@ -18,6 +19,7 @@ use super::layout::{
 };
 use super::proc_scan;
 use crate::record::Record;
+use crate::unix_sockets::Listed;
 
 /// Positions in the shim's parking array (see [`FIXED_FDS`]).
 const SLOT_STATUS: usize = 3;
@@ -67,14 +69,26 @@ fn shim_main(p: &Prepared<'_>) -> ! {
     }
 
     let [exec_rd, exec_wr] = or_fail(call::pipe2_cloexec(), status_fd, Stage::Pipe);
+    // The command sends its `connect` filter's listener back on this pair.
+    let listener_pair = p
+        .sockets
+        .map(|_| or_fail(call::socketpair_cloexec(), status_fd, Stage::Seccomp));
     let shim_pid = call::getpid();
     // SAFETY: the shim is single-threaded (a fork of the single-threaded helper); the child
     // runs `command_main`, async-signal-safe calls on pre-built data, and execs or exits.
     let child = or_fail(unsafe { call::fork() }, status_fd, Stage::Fork);
     if child == 0 {
-        exec::command_main(p, exec_wr, shim_pid);
+        exec::command_main(
+            p,
+            exec_wr,
+            shim_pid,
+            listener_pair.map(|[_, to_shim]| to_shim),
+        );
     }
     let _ = call::close(exec_wr);
+    if let Some([_, to_shim]) = listener_pair {
+        let _ = call::close(to_shim);
+    }
     for fd in 0..STDIO_FDS {
         let _ = call::close(fd);
     }
@@ -89,9 +103,20 @@ fn shim_main(p: &Prepared<'_>) -> ! {
         let _ = call::write(status_fd, &raw);
         call::exit(0);
     }
+    // The command sent the listener before its execve; without it its `connect` calls fail
+    // (`ENOSYS`), closed, as nobody answers them.
+    let listener = listener_pair.and_then(|[from_command, _]| {
+        let listener = call::recv_fd(from_command).ok();
+        let _ = call::close(from_command);
+        listener
+    });
     let pid = u32::try_from(child).unwrap_or(0);
     write_record(status_fd, Record::Started { pid });
-    supervise(child, sigfd, status_fd)
+    let sockets = p
+        .sockets
+        .zip(listener)
+        .map(|(s, listener)| (listener, s.listed));
+    supervise(child, sigfd, status_fd, sockets)
 }
 
 /// Parks every descriptor the shim keeps above the final layout, then places them at fixed
@@ -166,9 +191,16 @@ fn lay_out_descriptors(p: &Prepared<'_>) {
     );
 }
 
-/// The shim's loop: reap children, obey ctl orders, report the main process's end.
-fn supervise(main: libc::pid_t, sigfd: c_int, status_fd: c_int) -> ! {
+/// The shim's loop: reap children, obey ctl orders, answer the command's `connect` calls when
+/// `sockets` (the listener and the listed sockets) is given, report the main process's end.
+fn supervise(
+    main: libc::pid_t,
+    sigfd: c_int,
+    status_fd: c_int,
+    sockets: Option<(c_int, &[Listed])>,
+) -> ! {
     let mut main_status: Option<(c_int, libc::rusage)> = None;
+    let mut sockets = sockets;
     loop {
         let mut fds = [
             libc::pollfd {
@@ -178,6 +210,12 @@ fn supervise(main: libc::pid_t, sigfd: c_int, status_fd: c_int) -> ! {
             },
             libc::pollfd {
                 fd: sigfd,
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                // poll skips a negative descriptor.
+                fd: sockets.map_or(-1, |(listener, _)| listener),
                 events: libc::POLLIN,
                 revents: 0,
             },
@@ -209,6 +247,17 @@ fn supervise(main: libc::pid_t, sigfd: c_int, status_fd: c_int) -> ! {
                     kill_tree(main, &mut main_status);
                     finish(status_fd, main_status);
                 }
+            }
+        }
+        if let Some((listener, listed)) = sockets {
+            let ready = fds[2].revents;
+            if ready & libc::POLLIN != 0 {
+                connect::answer_one(listener, listed);
+            } else if ready != 0 {
+                // No process uses the filter any more (or the listener broke): nothing more
+                // will arrive.
+                let _ = call::close(listener);
+                sockets = None;
             }
         }
     }

@@ -1,0 +1,301 @@
+//! `Policy::unix_sockets` on the real kernel: a confined command reaches the Unix sockets its
+//! request lists and no other, whatever it does to the address while the shim judges it. Each
+//! host socket is served by a thread here that counts its connections, so "not reached" is a
+//! fact of the host, not of the command's output.
+
+mod support;
+
+use std::io::Write;
+use std::os::unix::net::UnixListener;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use confine_protocol::{BackendChoice, Mode, Network, Reply, Spawn};
+use support::{Peer, Scratch, run_captured, spawn};
+
+/// A host socket that answers every connection with its name and counts them.
+struct Server {
+    count: Arc<AtomicUsize>,
+}
+
+impl Server {
+    fn start(path: &Path, name: &'static str) -> Server {
+        let listener = UnixListener::bind(path).expect("bind host socket");
+        let count = Arc::new(AtomicUsize::new(0));
+        let seen = Arc::clone(&count);
+        std::thread::spawn(move || {
+            for mut stream in listener.incoming().flatten() {
+                seen.fetch_add(1, Ordering::SeqCst);
+                let _ = stream.write_all(name.as_bytes());
+            }
+        });
+        Server { count }
+    }
+
+    fn connections(&self) -> usize {
+        self.count.load(Ordering::SeqCst)
+    }
+}
+
+fn bwrap_usable(peer: &mut Peer) -> bool {
+    peer.send(&confine_protocol::Request::Info, &[]);
+    let Reply::Info(info) = peer.reply() else {
+        panic!("expected Info");
+    };
+    info.backends
+        .iter()
+        .any(|b| b.usable && b.backend == confine_protocol::Backend::Bwrap)
+}
+
+/// A read-only bwrap command running `script` with python3, listing `listed`.
+fn confined(script: &str, listed: &[&Path], backend: BackendChoice) -> Spawn {
+    let mut request = spawn(1, &["python3", "-c", script]);
+    request.policy.mode = Mode::ReadOnly;
+    request.policy.network = Network::Deny;
+    request.backend = backend;
+    request.policy.unix_sockets = listed
+        .iter()
+        .map(|p| p.as_os_str().as_encoded_bytes().to_vec())
+        .collect();
+    request
+}
+
+fn exit_code(replies: &[Reply]) -> Option<i32> {
+    replies.iter().find_map(|r| match r {
+        Reply::Exited(e) => match e.status {
+            confine_protocol::ExitStatus::Code(c) => Some(c),
+            _ => None,
+        },
+        _ => None,
+    })
+}
+
+fn refusal(replies: &[Reply]) -> Option<String> {
+    replies.iter().find_map(|r| match r {
+        Reply::Refused(r) => Some(r.reason.clone()),
+        _ => None,
+    })
+}
+
+/// Connects to each path given in argv, from a thread that is not the process's first (whose
+/// descriptor table the shim must still find), and prints `NAME ok REPLY` or `NAME err ERRNO`.
+const CONNECT_EACH: &str = r#"
+import socket, sys, threading
+def connect_each():
+    for path in sys.argv[1:]:
+        label = path.rsplit('/', 1)[-1] if not path.startswith('@') else path
+        try:
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        except OSError as e:
+            print(label, 'socket-err', e.errno); continue
+        try:
+            s.connect(path.replace('@', '\0', 1) if path.startswith('@') else path)
+            print(label, 'ok', s.recv(64).decode())
+        except OSError as e:
+            print(label, 'err', e.errno)
+t = threading.Thread(target=connect_each); t.start(); t.join()
+try:
+    socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    print('dgram ok')
+except OSError as e:
+    print('dgram err', e.errno)
+"#;
+
+fn run_script(peer: &mut Peer, request: Spawn, args: &[&Path]) -> (Vec<Reply>, String) {
+    let mut request = request;
+    request.argv.extend(
+        args.iter()
+            .map(|p| p.as_os_str().as_encoded_bytes().to_vec()),
+    );
+    run_captured(peer, request)
+}
+
+#[test]
+fn a_listed_socket_is_reached_and_no_other_is() {
+    let mut peer = Peer::embedded();
+    peer.greet();
+    if !bwrap_usable(&mut peer) {
+        println!("SKIP a_listed_socket_is_reached_and_no_other_is: bwrap is not usable here");
+        return;
+    }
+    let dir = Scratch::new("unix-sockets");
+    let allowed_path = dir.0.join("allowed.sock");
+    let other_path = dir.0.join("other.sock");
+    let alias = dir.0.join("alias.sock");
+    let allowed = Server::start(&allowed_path, "hello-allowed");
+    let other = Server::start(&other_path, "hello-other");
+    std::os::unix::fs::symlink(&other_path, &alias).expect("symlink");
+    let abstract_name = Path::new("@confine-helper-test-abstract");
+    let targets = [
+        allowed_path.as_path(),
+        other_path.as_path(),
+        alias.as_path(),
+        abstract_name,
+    ];
+
+    let (replies, out) = run_script(
+        &mut peer,
+        confined(CONNECT_EACH, &[&allowed_path], BackendChoice::Bwrap),
+        &targets,
+    );
+    assert_eq!(exit_code(&replies), Some(0), "{replies:?}\n{out}");
+    assert!(out.contains("allowed.sock ok hello-allowed"), "{out}");
+    assert!(out.contains("other.sock err 1\n"), "{out}");
+    // A link to an unlisted socket is judged by its name, not followed by the shim.
+    assert!(out.contains("alias.sock err 1\n"), "{out}");
+    // Abstract names are the sandbox's own network namespace's: nothing is bound there.
+    assert!(
+        out.contains("@confine-helper-test-abstract err 111"),
+        "{out}"
+    );
+    // Datagram sockets reach any named socket through sendto: never created.
+    assert!(out.contains("dgram err 1"), "{out}");
+    assert_eq!(allowed.connections(), 1, "{out}");
+    assert_eq!(other.connections(), 0, "{out}");
+
+    // Control: without the list, no Unix socket is even created, and nothing is reached.
+    let (replies, out) = run_script(
+        &mut peer,
+        confined(CONNECT_EACH, &[], BackendChoice::Bwrap),
+        &targets[..1],
+    );
+    assert_eq!(exit_code(&replies), Some(0), "{replies:?}\n{out}");
+    assert!(out.contains("allowed.sock socket-err 1"), "{out}");
+    assert_eq!(allowed.connections(), 1, "{out}");
+
+    // Control: the other socket answers when it is the one listed.
+    let (replies, out) = run_script(
+        &mut peer,
+        confined(CONNECT_EACH, &[&other_path], BackendChoice::Bwrap),
+        &targets[1..2],
+    );
+    assert_eq!(exit_code(&replies), Some(0), "{replies:?}\n{out}");
+    assert!(out.contains("other.sock ok hello-other"), "{out}");
+    assert_eq!(other.connections(), 1, "{out}");
+}
+
+/// One thread rewrites the address buffer between the listed and an unlisted path while the
+/// main thread calls `connect(2)` with it, over and over: the shim reads the address once, so a
+/// connect either is refused or reaches the listed socket, never the other one.
+const FLIP_WHILE_CONNECTING: &str = r#"
+import ctypes, socket, struct, sys, threading
+libc = ctypes.CDLL(None, use_errno=True)
+allowed, other = sys.argv[1].encode(), sys.argv[2].encode()
+def addr(path):
+    return struct.pack('H', socket.AF_UNIX) + path + b'\0' * (108 - len(path))
+a, o = addr(allowed), addr(other)
+buf = ctypes.create_string_buffer(a, len(a))
+stop = False
+def flip():
+    while not stop:
+        ctypes.memmove(buf, o, len(o))
+        ctypes.memmove(buf, a, len(a))
+t = threading.Thread(target=flip); t.start()
+reached, refused = 0, 0
+for _ in range(400):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    if libc.connect(s.fileno(), buf, len(a)) == 0:
+        got = s.recv(64).decode()
+        if got != 'hello-allowed':
+            print('REACHED', got)
+        reached += 1
+    else:
+        refused += 1
+    s.close()
+stop = True; t.join()
+print('reached', reached, 'refused', refused)
+"#;
+
+#[test]
+fn an_address_rewritten_while_it_is_judged_never_reaches_an_unlisted_socket() {
+    let mut peer = Peer::embedded();
+    peer.greet();
+    if !bwrap_usable(&mut peer) {
+        println!(
+            "SKIP an_address_rewritten_while_it_is_judged_never_reaches_an_unlisted_socket: \
+             bwrap is not usable here"
+        );
+        return;
+    }
+    let dir = Scratch::new("unix-race");
+    let allowed_path = dir.0.join("a.sock");
+    let other_path = dir.0.join("o.sock");
+    let allowed = Server::start(&allowed_path, "hello-allowed");
+    let other = Server::start(&other_path, "hello-other");
+    let (replies, out) = run_script(
+        &mut peer,
+        confined(
+            FLIP_WHILE_CONNECTING,
+            &[&allowed_path],
+            BackendChoice::Bwrap,
+        ),
+        &[&allowed_path, &other_path],
+    );
+    assert_eq!(exit_code(&replies), Some(0), "{replies:?}\n{out}");
+    assert!(!out.contains("REACHED"), "{out}");
+    assert_eq!(other.connections(), 0, "{out}");
+    let counts: Vec<usize> = out
+        .split_whitespace()
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    let [reached, refused] = counts[..] else {
+        panic!("no counts in {out}");
+    };
+    assert_eq!(reached + refused, 400, "{out}");
+    assert_eq!(allowed.connections(), reached, "{out}");
+    // The race was run: both addresses reached the shim, so a connect that got the other
+    // socket would have been seen.
+    assert!(reached > 0 && refused > 0, "{out}");
+}
+
+#[test]
+fn backends_and_modes_that_cannot_keep_the_list_refuse_it() {
+    let mut peer = Peer::embedded();
+    peer.greet();
+    let dir = Scratch::new("unix-refusals");
+    let sock = dir.0.join("s.sock");
+    let _server = Server::start(&sock, "x");
+
+    let landlock = confined("pass", &[&sock], BackendChoice::Landlock);
+    let (replies, _) = run_captured(&mut peer, landlock);
+    match refusal(&replies) {
+        Some(reason) => assert!(reason.contains("private network namespace"), "{reason}"),
+        // No Landlock here: the request fails as unavailable, still not run.
+        None => assert!(
+            replies.iter().any(|r| matches!(r, Reply::RunnerFailed(_))),
+            "{replies:?}"
+        ),
+    }
+
+    if !bwrap_usable(&mut peer) {
+        println!("SKIP the bwrap half of backends_and_modes_that_cannot_keep_the_list_refuse_it");
+        return;
+    }
+    let mut networked = confined("pass", &[&sock], BackendChoice::Bwrap);
+    networked.policy.network = Network::Allow;
+    let reason = refusal(&run_captured(&mut peer, networked).0).expect("refused");
+    assert!(reason.contains("needs the network denied"), "{reason}");
+
+    let relative = confined("pass", &[Path::new("s.sock")], BackendChoice::Bwrap);
+    let reason = refusal(&run_captured(&mut peer, relative).0).expect("refused");
+    assert!(reason.contains("is not an absolute path"), "{reason}");
+
+    let file = dir.0.join("plain");
+    std::fs::write(&file, "").expect("write");
+    let not_socket = confined("pass", &[&file], BackendChoice::Bwrap);
+    let reason = refusal(&run_captured(&mut peer, not_socket).0).expect("refused");
+    assert!(reason.contains("is not a socket"), "{reason}");
+
+    // A socket where the command may write could be replaced by another one.
+    let mut inside = confined("pass", &[&sock], BackendChoice::Bwrap);
+    inside.policy.mode = Mode::WorkspaceWrite;
+    inside.policy.workspace_root = Some(dir.0.as_os_str().as_encoded_bytes().to_vec());
+    inside.cwd = inside.policy.workspace_root.clone().expect("root");
+    let reason = refusal(&run_captured(&mut peer, inside).0).expect("refused");
+    assert!(reason.contains("which the command may write"), "{reason}");
+
+    // Control: the same socket, listed in read-only mode, runs.
+    let (replies, _) = run_captured(&mut peer, confined("pass", &[&sock], BackendChoice::Bwrap));
+    assert_eq!(exit_code(&replies), Some(0), "{replies:?}");
+}
