@@ -46,6 +46,8 @@ pub struct Invocation {
     pub deny_read: Vec<OsString>,
     /// `--local-binding`: loopback sockets inside the sandbox.
     pub local_binding: bool,
+    /// `--unix-socket PATH`: named Unix sockets the command may connect to.
+    pub unix_sockets: Vec<PathBuf>,
     /// `--allow-domain DOMAIN` (with `--allow-local-addresses`): the network allow-list.
     pub allow_domains: Vec<String>,
     /// `--config PATH`: agentd's configuration file.
@@ -76,6 +78,7 @@ impl Invocation {
             writable_roots: Vec::new(),
             deny_read: Vec::new(),
             local_binding: false,
+            unix_sockets: Vec::new(),
             allow_domains: Vec::new(),
             config: None,
             network_allow: false,
@@ -113,6 +116,11 @@ impl Invocation {
 
     pub fn local_binding(mut self) -> Invocation {
         self.local_binding = true;
+        self
+    }
+
+    pub fn unix_socket(mut self, path: impl Into<PathBuf>) -> Invocation {
+        self.unix_sockets.push(path.into());
         self
     }
 
@@ -187,6 +195,10 @@ impl Invocation {
         }
         if self.local_binding {
             args.push("--local-binding".into());
+        }
+        for socket in &self.unix_sockets {
+            args.push("--unix-socket".into());
+            args.push(socket.clone().into());
         }
         for domain in &self.allow_domains {
             args.push("--allow-domain".into());

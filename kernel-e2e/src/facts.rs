@@ -125,6 +125,8 @@ pub struct Facts {
     pub deny_read: Vec<String>,
     /// Loopback sockets inside the sandbox; present (and true) only when given.
     pub local_binding: bool,
+    /// The named Unix sockets the command could connect to; present only when some.
+    pub unix_sockets: Vec<String>,
     /// What the allow-list proxy decided, `(host, allowed)` in order; present only with one.
     pub proxy: Option<Vec<(String, bool)>>,
 }
@@ -141,11 +143,12 @@ const KEYS: [&str; 8] = [
 ];
 
 /// Keys a facts line has only when they are not empty.
-const OPTIONAL_KEYS: [&str; 5] = [
+const OPTIONAL_KEYS: [&str; 6] = [
     "denied_paths",
     "writable_roots",
     "deny_read",
     "local_binding",
+    "unix_sockets",
     "proxy",
 ];
 
@@ -211,6 +214,7 @@ impl Facts {
             Some(Value::Bool(true)) => true,
             Some(other) => return Err(format!("local_binding is present but not true: {other}")),
         };
+        let unix_sockets = optional_paths(object.get("unix_sockets"), "unix_sockets")?;
         let proxy = match object.get("proxy") {
             None => None,
             Some(value) => Some(parse_proxy(value)?),
@@ -228,6 +232,7 @@ impl Facts {
             writable_roots,
             deny_read,
             local_binding,
+            unix_sockets,
             proxy,
         })
     }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use crate::agentd::{OnReady, ReadyHook};
 use crate::case::{Case, Cx, RunChecks, Verdict, fail};
 use crate::ensure;
-use crate::fixtures::{PathState, TcpCanary};
+use crate::fixtures::{PathState, TcpCanary, UnixCanary};
 use crate::matrix::{Backend, CONFINED, Mode};
 
 pub const CASES: &[Case] = &[
@@ -40,6 +40,13 @@ pub const CASES: &[Case] = &[
         modes: &[Mode::WorkspaceWrite],
         exclusive: false,
         body: pip_installs_through_the_allow_list_with_its_cache_preset,
+    },
+    Case {
+        id: "P06",
+        title: "unix_sockets: the listed host socket is reached; another one, a link to it and a datagram are not; Landlock refuses the list",
+        modes: CONFINED,
+        exclusive: false,
+        body: only_the_listed_unix_socket_is_reached,
     },
     Case {
         id: "P03",
@@ -613,6 +620,87 @@ fn pip_installs_through_the_allow_list_with_its_cache_preset(cx: &mut Cx) -> Ver
     ensure!(
         holds_files(&cache),
         "the control's install left pip's cache empty, so the confined run's empty cache proves nothing"
+    );
+    Ok(())
+}
+
+/// Host sockets in two directories of the user's home: the listed one and another.
+fn two_daemons(cx: &mut Cx) -> Result<(UnixCanary, UnixCanary), crate::case::Stop> {
+    let mut daemon = |name: &str| {
+        let dir = cx.home_path(name);
+        cx.dir(&dir)?;
+        UnixCanary::pathname(&dir)
+            .map_err(|e| fail(format!("cannot create the fixture sockets in {dir:?}: {e}")))
+    };
+    Ok((daemon("listed")?, daemon("other")?))
+}
+
+fn only_the_listed_unix_socket_is_reached(cx: &mut Cx) -> Verdict {
+    let (listed, other) = two_daemons(cx)?;
+    let alias = cx.symlink(
+        std::path::Path::new(&other.stream_address),
+        &cx.ws.join("alias.sock"),
+    )?;
+    let probe = cx
+        .probe()?
+        .step("listed", "unix-connect", [&listed.stream_address])
+        .step("other", "unix-connect", [&other.stream_address])
+        .step("alias", "unix-connect", [alias.to_string_lossy().as_ref()])
+        .step("send", "unix-sendto", [&other.dgram_address]);
+    let with_list = |invocation: crate::agentd::Invocation| {
+        invocation.unix_socket(&listed.stream_address)
+    };
+    if cx.cell.backend == Backend::Landlock {
+        // Without a network namespace, abstract names would be shared with the host: refused.
+        let run = cx.run("confined, unix_sockets", &with_list(cx.confined(probe.argv())))?;
+        let reason = run.refused()?;
+        ensure!(
+            reason.contains("unix_sockets") && reason.contains("bwrap"),
+            "the refusal does not say why unix_sockets needs bwrap: {reason}"
+        );
+        ensure!(
+            listed.connections() == 0,
+            "the listed socket was reached by a refused request"
+        );
+        return Ok(());
+    }
+    let run = cx.run("confined, unix_sockets", &with_list(cx.confined(probe.argv())))?;
+    let facts = run.ran()?.clone();
+    ensure!(
+        facts.unix_sockets == [listed.stream_address.clone()],
+        "the facts' unix_sockets {:?} do not name the listed socket",
+        facts.unix_sockets
+    );
+    run.step_ok("listed")?;
+    run.step_fails_with("other", &["EPERM"])?;
+    // A link is judged by the name the command gave, never followed to what it names.
+    run.step_fails_with("alias", &["EPERM"])?;
+    // Datagram sockets take a destination on every send: never created.
+    run.step_fails_with("send", &["EPERM"])?;
+    ensure!(
+        listed.connections() == 1,
+        "the listed socket did not hear from the sandbox"
+    );
+    ensure!(
+        other.connections() == 0 && other.datagrams() == 0,
+        "an unlisted socket heard from the sandbox"
+    );
+
+    // Without the list the same command reaches neither.
+    let run = cx.run("confined, no list", &cx.confined(probe.argv()))?;
+    run.ran()?;
+    run.step_fails_with("listed", &["EPERM"])?;
+    ensure!(
+        listed.connections() == 0,
+        "the listed socket heard from a sandbox that did not list it"
+    );
+
+    // The control: unconfined, every socket answers (the link reaches the other one).
+    let control = cx.run("control", &with_list(cx.control(probe.argv())))?;
+    control.succeeded()?;
+    ensure!(
+        listed.connections() == 1 && other.connections() == 2 && other.datagrams() == 1,
+        "the control did not reach every socket, so the confined run's refusals prove nothing"
     );
     Ok(())
 }
