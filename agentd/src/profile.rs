@@ -11,6 +11,10 @@
 //! keeps read-only inside every writable root (besides the repository metadata it always
 //! protects); `.agentd` joins them whenever the workspace has one, so that no command can
 //! rewrite the project file that a later turn or session reads.
+//!
+//! The named Unix sockets (`[sandbox] unix_sockets`) apply in both confined modes and are sent
+//! as the user names them, unresolved: the command connects by that name, and confine-helper,
+//! which connects on its behalf, resolves and checks each itself.
 
 use std::fs::DirBuilder;
 use std::io;
@@ -57,6 +61,9 @@ pub struct SandboxProfile {
     pub local_binding: bool,
     /// What no confined command may read (`sandbox.deny_read`), expanded at each request.
     pub deny_read: Vec<DenyRead>,
+    /// The named Unix sockets a confined command may connect to (`sandbox.unix_sockets`,
+    /// `agentd run --unix-socket`): absolute, as configured — the helper resolves them.
+    pub unix_sockets: Vec<PathBuf>,
     /// `sandbox.network = "allow-list"`: the proxy's policy, through which a confined command
     /// with the network denied reaches the hosts it allows (bwrap only).
     pub allow_list: Option<Arc<proxy::Policy>>,
@@ -133,9 +140,10 @@ impl SandboxProfile {
 
     /// The policy of one command (or file operation) in `workspace` under `mode`: the extra
     /// roots in workspace-write only, the protected paths in every mode (they also decide how a
-    /// denial is judged), `local_binding`, and the denied reads as they are found now (in the
-    /// workspace and every extra root, whatever the mode). Fails only when a `**/` pattern's
-    /// walk is too large, so nothing runs with a match left unfound.
+    /// denial is judged), `local_binding`, the Unix sockets in the confined modes, and the
+    /// denied reads as they are found now (in the workspace and every extra root, whatever the
+    /// mode). Fails only when a `**/` pattern's walk is too large, so nothing runs with a match
+    /// left unfound.
     pub fn policy(
         &self,
         mode: Mode,
@@ -154,6 +162,14 @@ impl SandboxProfile {
             Mode::WorkspaceWrite => self.roots().iter().map(|r| bytes(r)).collect(),
             Mode::ReadOnly | Mode::DangerFullAccess => Vec::new(),
         };
+        // Unconfined, every socket is reachable: a list would only have the helper refuse a
+        // request that confines nothing.
+        let unix_sockets = match mode {
+            Mode::ReadOnly | Mode::WorkspaceWrite => {
+                self.unix_sockets.iter().map(|s| bytes(s)).collect()
+            }
+            Mode::DangerFullAccess => Vec::new(),
+        };
         Policy {
             mode,
             workspace_root: Some(bytes(workspace)),
@@ -168,7 +184,7 @@ impl SandboxProfile {
             local_binding: self.local_binding,
             deny_read: Vec::new(),
             session_temp: None,
-            unix_sockets: Vec::new(),
+            unix_sockets,
         }
     }
 
@@ -335,6 +351,40 @@ mod tests {
         let write = profile.writes(Mode::WorkspaceWrite, &scratch.0, Network::Deny);
         let scope = profile.scope(&scratch.0, &write);
         assert_eq!(scope.roots.len(), 3, "{:?}", scope.roots);
+    }
+
+    #[test]
+    fn unix_sockets_are_sent_as_named_in_the_confined_modes_only() {
+        let scratch = Scratch::new("profile-sockets");
+        let profile = SandboxProfile {
+            unix_sockets: vec!["/var/run/docker.sock".into(), "/run/a/../b.sock".into()],
+            ..SandboxProfile::default()
+        };
+        for mode in [Mode::ReadOnly, Mode::WorkspaceWrite] {
+            for network in [Network::Deny, Network::Allow] {
+                let policy = profile.policy(mode, &scratch.0, network).expect("policy");
+                assert_eq!(
+                    paths(&policy.unix_sockets),
+                    ["/var/run/docker.sock", "/run/a/../b.sock"],
+                    "{mode:?} {network:?}"
+                );
+                let writes = profile.writes(mode, &scratch.0, network);
+                assert_eq!(writes.unix_sockets, policy.unix_sockets, "{mode:?}");
+            }
+        }
+        // Unconfined, every socket is reachable: nothing to send.
+        let full = profile
+            .policy(Mode::DangerFullAccess, &scratch.0, Network::Deny)
+            .expect("policy");
+        assert!(full.unix_sockets.is_empty());
+        // Without the setting, none in any mode.
+        let plain = SandboxProfile::default();
+        assert!(
+            plain
+                .writes(Mode::WorkspaceWrite, &scratch.0, Network::Deny)
+                .unix_sockets
+                .is_empty()
+        );
     }
 
     #[test]

@@ -132,6 +132,9 @@ pub struct Effective {
     pub local_binding: Setting<bool>,
     /// `sandbox.deny_read`: what no confined command may read.
     pub deny_read: Setting<Vec<DenyRead>>,
+    /// `sandbox.unix_sockets`: the named Unix sockets a confined command may connect to, `~`
+    /// expanded, otherwise as written.
+    pub unix_sockets: Setting<Vec<PathBuf>>,
     /// `sandbox.network = "allow-list"` with its lists: the proxy's (with `network` deny).
     pub allow_list: Setting<Option<AllowList>>,
     /// `[sandbox.env]`: variables every command gets besides the inherited ones.
@@ -283,6 +286,14 @@ impl Effective {
             Vec::new(),
             &file,
         );
+        let unix_sockets = layered(
+            lists
+                .unix_sockets
+                .is_some()
+                .then_some(resolved.unix_sockets),
+            Vec::new(),
+            &file,
+        );
         let sandbox_env = layered(
             (!config.sandbox.env.is_empty()).then(|| config.sandbox.env.clone()),
             EnvSection::default(),
@@ -373,6 +384,7 @@ impl Effective {
             protected,
             local_binding,
             deny_read,
+            unix_sockets,
             allow_list,
             sandbox_env,
             approval_policy,
@@ -442,7 +454,8 @@ impl Effective {
     }
 
     /// The sandbox profile the configuration gives every session (and `agentd run`): its
-    /// writable roots, its cache presets' directories and its protected paths.
+    /// writable roots, its cache presets' directories, its protected paths, its denied reads,
+    /// its Unix sockets and the rest of `[sandbox]`'s profile.
     pub fn sandbox_profile(&self) -> SandboxProfile {
         SandboxProfile {
             writable_roots: self.writable_roots.value.clone(),
@@ -460,6 +473,7 @@ impl Effective {
             protected: self.protected.value.clone(),
             local_binding: self.local_binding.value,
             deny_read: self.deny_read.value.clone(),
+            unix_sockets: self.unix_sockets.value.clone(),
             allow_list: self.allow_list.value.as_ref().map(|a| a.policy.clone()),
         }
     }

@@ -54,7 +54,8 @@ pub struct SandboxSection {
     pub mode: Option<Mode>,
     pub network: Option<Network>,
     pub backend: Option<BackendChoice>,
-    /// `writable_roots`, `cache` and `protected`: the sandbox profile.
+    /// `writable_roots`, `cache`, `protected`, `local_binding`, `deny_read` and
+    /// `unix_sockets`: the sandbox profile.
     pub profile: ProfileSection,
     /// `[sandbox.env]`: the variables every command gets besides the inherited ones.
     pub env: EnvSection,
@@ -140,6 +141,7 @@ struct RawSandbox {
     protected: RawList,
     local_binding: Option<bool>,
     deny_read: RawList,
+    unix_sockets: RawList,
     allowed_domains: RawList,
     denied_domains: RawList,
     allow_local_addresses: Option<bool>,
@@ -286,6 +288,7 @@ impl LoadedConfig {
                     protected: raw_sandbox.protected,
                     local_binding: raw_sandbox.local_binding,
                     deny_read: raw_sandbox.deny_read,
+                    unix_sockets: raw_sandbox.unix_sockets,
                 },
                 &path,
                 text,

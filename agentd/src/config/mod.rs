@@ -144,7 +144,9 @@ pub use helper::HelperSetupError;
 pub use mcp::McpServerConfig;
 pub use models::{DEFAULT_MODEL_NAME, ModelsError, NamedModel, is_model_name};
 pub use project::{parse_project, project_file, read_project};
-pub use sandbox::{FileKind, Lined, ProfileSection};
+pub use sandbox::{
+    FileKind, Lined, ProfileSection, SocketEntryError, absolute_or_home, expand_home,
+};
 pub use sandbox_env::{EnvSection, process_lookup};
 
 /// The configuration file's name, in `$XDG_CONFIG_HOME/agentd/` or `~/.config/agentd/`.
@@ -363,17 +365,33 @@ pub enum ConfigError {
         reason: crate::deny_read::EntryError,
     },
     #[error(
-        "the configuration file {}, line {line}: sandbox.writable_roots lists {value:?}, and {} \
-         so it is not an absolute path; set HOME to your home directory or write the root as an \
+        "the configuration file {}, line {line}: sandbox.{key} lists {value:?}, and {} so it is \
+         not an absolute path; set HOME to your home directory or write the {what} as an \
          absolute path",
         path.display(),
         match home { Some(home) => format!("HOME is {home:?}"), None => "HOME is not set".to_owned() }
     )]
-    RootNeedsHome {
+    NeedsHome {
+        path: PathBuf,
+        line: usize,
+        /// `writable_roots` or `unix_sockets`.
+        key: &'static str,
+        /// What one entry is, as the message names it: `root`, `socket`.
+        what: &'static str,
+        value: String,
+        home: Option<String>,
+    },
+    #[error(
+        "the configuration file {}, line {line}: sandbox.unix_sockets lists {value:?}, which \
+         {reason}; write each as the absolute path a program connects to (such as \
+         /var/run/docker.sock), or as ~/path from your home directory",
+        path.display()
+    )]
+    UnixSocket {
         path: PathBuf,
         line: usize,
         value: String,
-        home: Option<String>,
+        reason: SocketEntryError,
     },
     #[error(
         "the configuration file {}, line {line}: sandbox.cache preset {preset:?} cannot be \

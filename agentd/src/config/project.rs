@@ -185,6 +185,18 @@ mod tests {
     }
 
     #[test]
+    fn a_project_file_cannot_name_unix_sockets_since_it_may_only_narrow() {
+        let error = parse("[sandbox]\nprotected = []\nunix_sockets = [\"/var/run/docker.sock\"]\n")
+            .expect_err("unix_sockets widens");
+        assert_eq!(
+            error.to_string(),
+            "the project file /w/.agentd/config.toml, line 3: sandbox.unix_sockets is not read \
+             from a project file; only [sandbox] protected is (a project file may only add \
+             protected paths): remove it, or set it in agentd.toml"
+        );
+    }
+
+    #[test]
     fn a_protected_path_must_stay_inside_the_roots() {
         for bad in ["/etc", "../up", "a/../b", ".", "./a", "a/./b", ""] {
             let text = format!("[sandbox]\nprotected = [\n  {bad:?},\n]\n");

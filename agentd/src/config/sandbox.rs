@@ -12,6 +12,10 @@
 //!
 //! All three apply in workspace-write only (read-only stays read-only, danger-full-access needs
 //! none). A project may add protected paths in its own `.agentd/config.toml` ([`super::project`]).
+//!
+//! `unix_sockets` names the Unix sockets a confined command may connect to, in the forms of
+//! `writable_roots` (and `~` expanded the same way, [`expand_home`]), but kept as written
+//! otherwise: a program connects by name, and the helper resolves and checks the names itself.
 
 use std::fmt;
 use std::path::{Component, Path, PathBuf};
@@ -59,6 +63,7 @@ pub(super) struct RawProfile {
     pub(super) protected: RawList,
     pub(super) local_binding: Option<bool>,
     pub(super) deny_read: RawList,
+    pub(super) unix_sockets: RawList,
 }
 
 /// The profile's keys of `[sandbox]`, checked as far as the file alone allows; `None` where
@@ -74,6 +79,34 @@ pub struct ProfileSection {
     pub local_binding: Option<bool>,
     /// As written: absolute, `~/…` or `**/…` (checked; `~` expanded by [`resolve`]).
     pub deny_read: Option<Vec<Lined<String>>>,
+    /// As written: absolute, `~` or `~/…`, without NUL (`~` expanded by [`resolve`]).
+    pub unix_sockets: Option<Vec<Lined<String>>>,
+}
+
+/// Why a `unix_sockets` entry is not one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum SocketEntryError {
+    #[error("is not an absolute path, `~` or `~/…`")]
+    NotAbsolute,
+    #[error("contains a NUL byte, which no path can")]
+    Nul,
+}
+
+/// Whether `value` is written in a form [`expand_home`] takes: absolute, `~` or `~/…`.
+pub fn absolute_or_home(value: &str) -> bool {
+    value == "~" || value.starts_with("~/") || Path::new(value).is_absolute()
+}
+
+/// `value`, of a form [`absolute_or_home`] accepts, with a leading `~` taken from `home`;
+/// `None` when that does not give an absolute path (no home, or a relative one).
+pub fn expand_home(value: &str, home: Option<&Path>) -> Option<PathBuf> {
+    let expanded = match value.strip_prefix('~') {
+        // `~` alone is the home directory as HOME writes it, not with a `/` joined on.
+        Some("") => home.map(Path::to_path_buf),
+        Some(rest) => home.map(|home| home.join(rest.trim_start_matches('/'))),
+        None => Some(PathBuf::from(value)),
+    };
+    expanded.filter(|path| path.is_absolute())
 }
 
 impl ProfileSection {
@@ -89,6 +122,7 @@ impl ProfileSection {
             protected,
             local_binding,
             deny_read,
+            unix_sockets,
         } = raw;
         let entries = |list: RawList| {
             list.map(|list| {
@@ -106,7 +140,7 @@ impl ProfileSection {
             Some(roots) => {
                 for root in &roots {
                     let v = &root.value;
-                    if !(v == "~" || v.starts_with("~/") || Path::new(v).is_absolute()) {
+                    if !absolute_or_home(v) {
                         return Err(ConfigError::RootNotAbsolute {
                             path: path.to_owned(),
                             line: root.line,
@@ -152,12 +186,29 @@ impl ProfileSection {
                 return Err(deny_read_error(path, entry, reason));
             }
         }
+        let unix_sockets = entries(unix_sockets);
+        for entry in unix_sockets.iter().flatten() {
+            let reason = if entry.value.contains('\0') {
+                SocketEntryError::Nul
+            } else if !absolute_or_home(&entry.value) {
+                SocketEntryError::NotAbsolute
+            } else {
+                continue;
+            };
+            return Err(ConfigError::UnixSocket {
+                path: path.to_owned(),
+                line: entry.line,
+                value: entry.value.clone(),
+                reason,
+            });
+        }
         Ok(ProfileSection {
             writable_roots,
             cache,
             protected,
             local_binding,
             deny_read,
+            unix_sockets,
         })
     }
 }
@@ -207,32 +258,31 @@ pub struct ResolvedProfile {
     pub cache: Vec<ResolvedCache>,
     pub protected: Vec<PathBuf>,
     pub deny_read: Vec<DenyRead>,
+    /// `~` expanded, otherwise as written.
+    pub unix_sockets: Vec<PathBuf>,
 }
 
-/// Expands the roots' `~` from `$HOME` and resolves the cache presets, from the environment
-/// `env`; errors name the file `path` and the entry's line.
+/// Expands the roots' and the sockets' `~` from `$HOME` and resolves the cache presets, from the
+/// environment `env`; errors name the file `path` and the entry's line.
 pub(super) fn resolve(
     section: &ProfileSection,
     path: &Path,
     env: Env<'_>,
 ) -> Result<ResolvedProfile, ConfigError> {
     let home = env("HOME").filter(|home| !home.is_empty());
+    let needs_home = |key, what, entry: &Lined<String>| ConfigError::NeedsHome {
+        path: path.to_owned(),
+        line: entry.line,
+        key,
+        what,
+        value: entry.value.clone(),
+        home: home.as_ref().map(|h| h.to_string_lossy().into_owned()),
+    };
+    let home_dir = home.as_deref().map(Path::new);
     let mut writable_roots: Vec<PathBuf> = Vec::new();
     for root in section.writable_roots.iter().flatten() {
-        let expanded = match root.value.strip_prefix('~') {
-            Some(rest) => home
-                .as_ref()
-                .map(|home| PathBuf::from(home).join(rest.trim_start_matches('/'))),
-            None => Some(PathBuf::from(&root.value)),
-        };
-        let expanded = expanded.filter(|dir| dir.is_absolute());
-        let Some(dir) = expanded else {
-            return Err(ConfigError::RootNeedsHome {
-                path: path.to_owned(),
-                line: root.line,
-                value: root.value.clone(),
-                home: home.as_ref().map(|h| h.to_string_lossy().into_owned()),
-            });
+        let Some(dir) = expand_home(&root.value, home_dir) else {
+            return Err(needs_home("writable_roots", "root", root));
         };
         let dir: PathBuf = dir.components().collect();
         if !writable_roots.contains(&dir) {
@@ -254,11 +304,19 @@ pub(super) fn resolve(
     }
     let mut deny_read: Vec<DenyRead> = Vec::new();
     for entry in section.deny_read.iter().flatten() {
-        let home = home.as_ref().map(Path::new);
-        let denied = deny_read::parse(&entry.value, home)
+        let denied = deny_read::parse(&entry.value, home_dir)
             .map_err(|reason| deny_read_error(path, entry, reason))?;
         if !deny_read.contains(&denied) {
             deny_read.push(denied);
+        }
+    }
+    let mut unix_sockets: Vec<PathBuf> = Vec::new();
+    for entry in section.unix_sockets.iter().flatten() {
+        let Some(socket) = expand_home(&entry.value, home_dir) else {
+            return Err(needs_home("unix_sockets", "socket", entry));
+        };
+        if !unix_sockets.contains(&socket) {
+            unix_sockets.push(socket);
         }
     }
     Ok(ResolvedProfile {
@@ -266,6 +324,7 @@ pub(super) fn resolve(
         cache,
         protected: section.protected.clone().unwrap_or_default(),
         deny_read,
+        unix_sockets,
     })
 }
 

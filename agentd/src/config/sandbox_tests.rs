@@ -295,3 +295,97 @@ fn the_allow_list_is_a_network_word_with_its_lists_and_every_entry_is_checked_at
         "{unknown}"
     );
 }
+
+#[test]
+fn unix_sockets_are_absolute_or_from_the_home_directory_and_otherwise_kept_as_written() {
+    let config = merged(
+        "[sandbox]\nunix_sockets = [\n  \"/var/run/docker.sock\",\n  \"~/.ssh/agent.sock\",\n  \
+         \"/run/a/../b.sock\",\n  \"~\",\n  \"/var/run/docker.sock\",\n]\n",
+        &[HOME],
+    )
+    .expect("merges");
+    // Not resolved: the `..` stays, as the program connects by that name.
+    assert_eq!(
+        config.unix_sockets.value,
+        [
+            PathBuf::from("/var/run/docker.sock"),
+            PathBuf::from("/home/u/.ssh/agent.sock"),
+            PathBuf::from("/run/a/../b.sock"),
+            PathBuf::from("/home/u"),
+        ]
+    );
+    assert_eq!(config.unix_sockets.source, Source::File(FILE.into()));
+    assert_eq!(
+        config.sandbox_profile().unix_sockets,
+        config.unix_sockets.value
+    );
+    let shown = config.show();
+    assert!(
+        shown.contains(
+            "sandbox.unix_sockets = [\"/var/run/docker.sock\", \"/home/u/.ssh/agent.sock\", \
+             \"/run/a/../b.sock\", \"/home/u\"]  (/etc/agentd/agentd.toml)\n"
+        ),
+        "{shown}"
+    );
+    // Unset: none, from the defaults, and shown so.
+    let plain = merged("", &[HOME]).expect("merges");
+    assert!(plain.unix_sockets.value.is_empty());
+    assert_eq!(plain.unix_sockets.source, Source::Default);
+    assert!(
+        plain
+            .show()
+            .contains("sandbox.unix_sockets = []  (default)\n"),
+        "{}",
+        plain.show()
+    );
+}
+
+#[test]
+fn a_unix_socket_that_is_not_an_absolute_path_is_an_error_naming_the_line_and_the_forms() {
+    let shape = "is not an absolute path, `~` or `~/…`";
+    for (written, bad, reason) in [
+        ("\"docker.sock\"", "docker.sock", shape),
+        ("\"./run/x.sock\"", "./run/x.sock", shape),
+        ("\"~alice/x.sock\"", "~alice/x.sock", shape),
+        ("\"\"", "", shape),
+        (
+            "\"/run/x\\u0000.sock\"",
+            "/run/x\0.sock",
+            "contains a NUL byte, which no path can",
+        ),
+    ] {
+        let text = format!("[sandbox]\nunix_sockets = [\n  \"/ok.sock\",\n  {written},\n]\n");
+        assert_eq!(
+            error(&text, &[HOME]),
+            format!(
+                "the configuration file {FILE}, line 4: sandbox.unix_sockets lists {bad:?}, \
+                 which {reason}; write each as the absolute path a program connects to (such as \
+                 /var/run/docker.sock), or as ~/path from your home directory"
+            )
+        );
+    }
+    assert!(
+        parse("[sandbox]\nunix_sockets = \"/var/run/docker.sock\"\n")
+            .expect_err("a string, not a list")
+            .to_string()
+            .contains("unix_sockets"),
+    );
+}
+
+#[test]
+fn a_unix_socket_from_the_home_directory_needs_an_absolute_home() {
+    let text = "[sandbox]\n\nunix_sockets = [\"~/.ssh/agent.sock\"]\n";
+    assert_eq!(
+        error(text, &[]),
+        format!(
+            "the configuration file {FILE}, line 3: sandbox.unix_sockets lists \
+             \"~/.ssh/agent.sock\", and HOME is not set so it is not an absolute path; set HOME \
+             to your home directory or write the socket as an absolute path"
+        )
+    );
+    assert!(
+        error(text, &[("HOME", "home")]).contains("and HOME is \"home\" so it is not an absolute"),
+        "{}",
+        error(text, &[("HOME", "home")])
+    );
+}

@@ -72,6 +72,11 @@ impl Effective {
             list(denied.collect()),
             &self.deny_read.source,
         );
+        out.value(
+            "sandbox.unix_sockets",
+            paths(&self.unix_sockets.value),
+            &self.unix_sockets.source,
+        );
         let (env, list) = (&self.sandbox_env, |v: Vec<String>| {
             format!("[{}]", v.join(", "))
         });
