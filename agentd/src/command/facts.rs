@@ -41,6 +41,9 @@ pub struct Facts {
     pub deny_read: Vec<PathBuf>,
     /// Whether it was given loopback sockets inside its own network namespace.
     pub local_binding: bool,
+    /// The named Unix sockets it was let connect to (a sandbox profile's `unix_sockets`, as
+    /// configured); empty when none.
+    pub unix_sockets: Vec<PathBuf>,
     /// What the allow-list proxy decided for it; `None` when it had none.
     pub proxy: Option<Decisions>,
     /// What the confinement denied the command, as [`denial::classify`] judges it from the
@@ -88,8 +91,8 @@ impl Facts {
         facts
     }
 
-    /// These facts naming the writable roots besides the workspace that `policy`, the
-    /// command's, gave it.
+    /// These facts naming what `policy`, the command's, gave it besides the workspace: the
+    /// writable roots, the denied reads, loopback sockets and Unix sockets.
     pub fn given(mut self, policy: &Policy) -> Facts {
         let paths = |list: &[Vec<u8>]| {
             list.iter()
@@ -101,6 +104,9 @@ impl Facts {
         self.local_binding = policy.local_binding
             && policy.network == Network::Deny
             && policy.mode != Mode::DangerFullAccess;
+        if policy.mode != Mode::DangerFullAccess {
+            self.unix_sockets = paths(&policy.unix_sockets);
+        }
         self
     }
 
@@ -131,7 +137,8 @@ impl Facts {
     }
 
     /// `exit`, `backend`, `writable_roots`, `deny_read` (each only when there are any),
-    /// `local_binding` (only when true), `proxy` (the allow-list's decisions, only with one),
+    /// `local_binding` (only when true), `unix_sockets` (only when there are any), `proxy` (the
+    /// allow-list's decisions, only with one),
     /// `enforcement`, `denied`,
     /// `denials`, `denied_paths` (only when a denial named a file), `runner_failure`,
     /// `refused`, `timed_out`. Terminal-safe ([`terminal::json_line`]): it ends agentd's stderr.
@@ -168,6 +175,11 @@ impl Facts {
                 .map(|r| r.to_string_lossy().into_owned())
                 .collect(),
             local_binding: self.local_binding,
+            unix_sockets: self
+                .unix_sockets
+                .iter()
+                .map(|s| s.to_string_lossy().into_owned())
+                .collect(),
             proxy: self.proxy.as_ref().map(|p| ProxyJson {
                 decisions: &p.kept,
                 total: p.total,
@@ -215,6 +227,8 @@ struct FactsJson<'a> {
     deny_read: Vec<String>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     local_binding: bool,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    unix_sockets: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     proxy: Option<ProxyJson<'a>>,
     enforcement: Option<EnforcementJson<'a>>,
@@ -396,5 +410,44 @@ mod tests {
         let unconfined = Facts::default().given(&spec.policy).to_json();
         assert!(!unconfined.contains("local_binding"), "{unconfined}");
         assert!(!plain.to_json().contains("denied_paths"));
+    }
+
+    #[test]
+    fn the_json_names_the_unix_sockets_a_confined_command_could_connect_to_only_when_there_are_any()
+    {
+        let exited = || {
+            Facts::from_outcome(
+                Outcome::Exited(confined_exit(ExitStatus::Code(0), Ending::Exited)),
+                true,
+            )
+        };
+        let mut spec = SpawnSpec::new(["docker", "ps"]);
+        spec.policy.mode = confine_protocol::Mode::WorkspaceWrite;
+        spec.policy.deny_read = vec![b"/home/u/.ssh".to_vec()];
+        spec.policy.unix_sockets = vec![
+            b"/var/run/docker.sock".to_vec(),
+            b"/home/u/.ssh/agent.sock".to_vec(),
+        ];
+        let facts = exited().given(&spec.policy);
+        assert_eq!(
+            facts.unix_sockets,
+            [
+                PathBuf::from("/var/run/docker.sock"),
+                PathBuf::from("/home/u/.ssh/agent.sock")
+            ]
+        );
+        let given = facts.to_json();
+        assert!(
+            given.contains(
+                r#""deny_read":["/home/u/.ssh"],"unix_sockets":["/var/run/docker.sock","/home/u/.ssh/agent.sock"],"enforcement":"#
+            ),
+            "{given}"
+        );
+        let plain = exited().given(&SpawnSpec::new(["sh"]).policy).to_json();
+        assert!(!plain.contains("unix_sockets"), "{plain}");
+        // Unconfined, no socket is the sandbox's to allow.
+        spec.policy.mode = confine_protocol::Mode::DangerFullAccess;
+        let unconfined = exited().given(&spec.policy).to_json();
+        assert!(!unconfined.contains("unix_sockets"), "{unconfined}");
     }
 }
