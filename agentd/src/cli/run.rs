@@ -33,7 +33,9 @@ use crate::command::{
     Facts, KILL_GRACE, Waiting, copy_output, exec_failure_note, output_pipe, runner_failure_note,
     settle, wait_for_outcome,
 };
-use crate::config::{ConfigError, Effective, read_project};
+use crate::config::{
+    ConfigError, Effective, SocketEntryError, absolute_or_home, expand_home, read_project,
+};
 use crate::deny_read::DenyRead;
 use crate::environment;
 use crate::helper_client::{ClientError, FailedAt, HelperClient, SpawnSpec};
@@ -89,6 +91,14 @@ pub struct RunCommand {
     /// Allow loopback sockets inside the sandbox's own network namespace (bwrap only).
     #[arg(long)]
     pub local_binding: bool,
+    /// Let the command connect to the named Unix socket PATH; repeatable.
+    ///
+    /// An absolute path, `~/…`, or a path relative to the current directory, used as named
+    /// (the command connects by that name). It adds to `[sandbox] unix_sockets` of the
+    /// configuration file. confine-helper connects on the command's behalf (bwrap with the
+    /// network denied only); any other Unix socket is refused.
+    #[arg(long = "unix-socket", value_name = "PATH", value_parser = unix_socket_entry)]
+    pub unix_sockets: Vec<PathBuf>,
     /// Let the command reach DOMAIN (`*.example.com`: its sub-domains) through the allow-list
     /// proxy, with no other network; repeatable. Replaces `[sandbox] allowed_domains`.
     #[arg(long = "allow-domain", value_name = "DOMAIN")]
@@ -151,6 +161,7 @@ impl RunCommand {
             protected: self.protected.clone(),
             deny_read: self.deny_read.clone(),
             local_binding: self.local_binding,
+            unix_sockets: self.unix_sockets.clone(),
             max_processes: self.max_processes,
             max_file_size: self.max_file_size,
             max_address_space: self.max_address_space,
@@ -475,6 +486,27 @@ fn deny_read_entry(entry: &str) -> Result<DenyRead, String> {
     crate::deny_read::parse(entry, home.as_deref()).map_err(|e| format!("{entry:?} {e}"))
 }
 
+/// One `--unix-socket`: as in the configuration file, with `~` from `$HOME`; a relative path is
+/// taken from the current directory when the command runs.
+fn unix_socket_entry(entry: &str) -> Result<PathBuf, String> {
+    if entry.is_empty() {
+        return Err("an empty path names no socket; give the socket's path".to_owned());
+    }
+    if !entry.starts_with('~') {
+        return Ok(PathBuf::from(entry));
+    }
+    if !absolute_or_home(entry) {
+        return Err(format!(
+            "{entry:?} {}; write ~/path from your home directory",
+            SocketEntryError::NotAbsolute
+        ));
+    }
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    expand_home(entry, home.as_deref()).ok_or_else(|| {
+        format!("{entry:?} needs an absolute HOME to expand `~`; set HOME or give the full path")
+    })
+}
+
 /// The one-line notes for a human reader, without the `agentd: ` prefix.
 fn notes(facts: &Facts, argv0: &OsStr, args: &RunArgs) -> Vec<String> {
     let mut notes = Vec::new();
@@ -515,7 +547,7 @@ fn notes(facts: &Facts, argv0: &OsStr, args: &RunArgs) -> Vec<String> {
             denial
                 .kinds
                 .iter()
-                .map(|&kind| denial_note(kind, args.mode)),
+                .map(|&kind| denial_note(kind, args.mode, &facts.unix_sockets)),
         );
         if !denial.paths.is_empty() {
             let paths: Vec<String> = denial

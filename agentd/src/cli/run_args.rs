@@ -30,6 +30,9 @@ pub struct RunArgs {
     pub deny_read: Vec<DenyRead>,
     /// Loopback sockets inside the sandbox (or the configuration's `local_binding`).
     pub local_binding: bool,
+    /// Named Unix sockets the command may connect to besides the configuration's; relative
+    /// ones are taken from agentd's current directory.
+    pub unix_sockets: Vec<PathBuf>,
     /// RLIMIT_NPROC of the command; confine-helper lowers it to its ceiling.
     pub max_processes: Option<u64>,
     /// RLIMIT_FSIZE of the command, in bytes; confine-helper lowers it to its ceiling.
@@ -64,6 +67,7 @@ impl RunArgs {
             protected: Vec::new(),
             deny_read: Vec::new(),
             local_binding: false,
+            unix_sockets: Vec::new(),
             max_processes: None,
             max_file_size: None,
             max_address_space: None,
@@ -73,8 +77,8 @@ impl RunArgs {
         }
     }
 
-    /// The configuration's sandbox profile with the flags' roots (taken from `cwd` when relative)
-    /// and protected paths added.
+    /// The configuration's sandbox profile with the flags' roots, denied reads and Unix sockets
+    /// (taken from `cwd` when relative) and protected paths added.
     pub fn profile(&self, cwd: &Path) -> SandboxProfile {
         let args = self;
         let mut profile = args.profile.clone();
@@ -90,6 +94,12 @@ impl RunArgs {
             };
             if !profile.deny_read.contains(&denied) {
                 profile.deny_read.push(denied);
+            }
+        }
+        for socket in &args.unix_sockets {
+            let socket = cwd.join(socket);
+            if !profile.unix_sockets.contains(&socket) {
+                profile.unix_sockets.push(socket);
             }
         }
         profile

@@ -1,11 +1,14 @@
 //! `agentd run`'s notes on what the sandbox denied.
 
+use std::path::PathBuf;
+
 use confine_protocol::Mode;
 
 use crate::denial::Kind;
 
-/// What the sandbox denied, and which of `agentd run`'s options would allow it.
-pub(super) fn denial_note(kind: Kind, mode: Mode) -> String {
+/// What the sandbox denied, and which of `agentd run`'s options would allow it; a command that
+/// was let connect to `unix_sockets` has them named, since only those were reachable.
+pub(super) fn denial_note(kind: Kind, mode: Mode, unix_sockets: &[PathBuf]) -> String {
     let unconfined = "--mode danger-full-access runs the command unconfined";
     match kind {
         Kind::FileWrite if mode == Mode::ReadOnly => format!(
@@ -30,9 +33,21 @@ pub(super) fn denial_note(kind: Kind, mode: Mode) -> String {
         Kind::Network => "the sandbox denied network access (--network allow permits it; \
                           --local-binding permits loopback sockets inside the sandbox)"
             .into(),
-        Kind::Socket => format!(
-            "the sandbox denied a Unix socket: confined commands cannot use them ({unconfined})"
+        Kind::Socket if unix_sockets.is_empty() => format!(
+            "the sandbox denied a Unix socket: confined commands may connect only to those \
+             sandbox.unix_sockets or --unix-socket PATH names, none here ({unconfined})"
         ),
+        Kind::Socket => {
+            let named: Vec<String> = unix_sockets
+                .iter()
+                .map(|s| s.display().to_string())
+                .collect();
+            format!(
+                "the sandbox denied a Unix socket: confined commands may connect only to those \
+                 sandbox.unix_sockets or --unix-socket PATH names, here {} ({unconfined})",
+                named.join(", ")
+            )
+        }
         Kind::SystemInterface => format!(
             "the sandbox denied a system interface: Unix sockets, tracing, mounts and the like \
              are filtered in every confined mode ({unconfined})"

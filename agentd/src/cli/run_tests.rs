@@ -623,3 +623,103 @@ fn the_env_help_lists_the_inherited_variables() {
     let help = env.get_long_help().expect("long help").to_string();
     assert!(help.contains(&environment::inherited_summary()), "{help}");
 }
+
+#[test]
+fn unix_sockets_repeat_in_order_and_a_relative_one_is_taken_from_the_current_directory() {
+    let run = parse(&[
+        "agentd",
+        "run",
+        "--unix-socket",
+        "/var/run/docker.sock",
+        "--unix-socket",
+        "run/app.sock",
+        "--",
+        "docker",
+        "ps",
+    ])
+    .expect("parses");
+    let mut args = run.run_args();
+    assert_eq!(
+        args.unix_sockets,
+        [
+            PathBuf::from("/var/run/docker.sock"),
+            PathBuf::from("run/app.sock")
+        ]
+    );
+    // They add to the configuration's, each once, in every confined mode.
+    args.profile = SandboxProfile {
+        unix_sockets: vec![
+            "/home/u/.ssh/agent.sock".into(),
+            "/var/run/docker.sock".into(),
+        ],
+        ..SandboxProfile::default()
+    };
+    let cwd = std::env::current_dir().expect("cwd");
+    let expected = [
+        b"/home/u/.ssh/agent.sock".to_vec(),
+        b"/var/run/docker.sock".to_vec(),
+        cwd.join("run/app.sock").into_os_string().into_vec(),
+    ];
+    for mode in [Mode::ReadOnly, Mode::WorkspaceWrite] {
+        args.mode = mode;
+        let spec = prepare(&args).expect("prepares");
+        assert_eq!(spec.policy.unix_sockets, expected, "{mode:?}");
+    }
+    args.mode = Mode::DangerFullAccess;
+    assert!(
+        prepare(&args)
+            .expect("prepares")
+            .policy
+            .unix_sockets
+            .is_empty()
+    );
+}
+
+#[test]
+fn a_unix_socket_flag_takes_the_home_directory_and_refuses_what_names_no_socket() {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let from_home = parse(&["agentd", "run", "--unix-socket", "~/agent.sock", "--", "ls"]);
+    match home.filter(|h| h.is_absolute()) {
+        Some(home) => assert_eq!(
+            from_home.expect("parses").unix_sockets,
+            [home.join("agent.sock")]
+        ),
+        None => assert!(from_home.is_err()),
+    }
+    for bad in ["", "~alice/agent.sock"] {
+        let error = parse(&["agentd", "run", "--unix-socket", bad, "--", "ls"])
+            .expect_err("not a socket's path");
+        assert!(error.to_string().contains("--unix-socket"), "{error}");
+    }
+}
+
+#[test]
+fn a_denied_unix_socket_is_explained_with_the_sockets_the_command_could_reach() {
+    let mut facts = Facts::from_outcome(
+        Outcome::Exited(confined_exit(ExitStatus::Code(1), Ending::Exited)),
+        true,
+    );
+    facts.denial = Some(Denial {
+        kinds: vec![Kind::Socket],
+        lifted_by: Some(Mode::DangerFullAccess),
+        paths: Vec::new(),
+    });
+    let args = RunArgs::new(["node"]);
+    assert_eq!(
+        notes(&facts, OsStr::new("node"), &args),
+        [
+            "the sandbox denied a Unix socket: confined commands may connect only to those \
+             sandbox.unix_sockets or --unix-socket PATH names, none here (--mode \
+             danger-full-access runs the command unconfined)"
+        ]
+    );
+    facts.unix_sockets = vec!["/var/run/docker.sock".into(), "/run/app.sock".into()];
+    assert_eq!(
+        notes(&facts, OsStr::new("node"), &args),
+        [
+            "the sandbox denied a Unix socket: confined commands may connect only to those \
+             sandbox.unix_sockets or --unix-socket PATH names, here /var/run/docker.sock, \
+             /run/app.sock (--mode danger-full-access runs the command unconfined)"
+        ]
+    );
+}
