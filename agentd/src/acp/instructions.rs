@@ -18,8 +18,8 @@ use crate::profile::SandboxProfile;
 use crate::words::ApprovalPolicy;
 
 /// What the sandbox profile changes for the model, when it changes anything: the further
-/// directories writable where the workspace is, the paths never readable, and the hosts the
-/// network allow-list reaches. `None` for a profile without them (the model is told nothing
+/// directories writable where the workspace is, the paths never readable, the Unix sockets
+/// commands may connect to, and the hosts the network allow-list reaches. `None` for a profile without them (the model is told nothing
 /// it would not find out itself).
 pub fn profile_section(profile: &SandboxProfile) -> Option<String> {
     let mut lines = Vec::new();
@@ -36,6 +36,18 @@ pub fn profile_section(profile: &SandboxProfile) -> Option<String> {
         lines.push(format!(
             "These are never readable to commands or the file tools: {}; do not try.",
             denied.join(", ")
+        ));
+    }
+    if !profile.unix_sockets.is_empty() {
+        let sockets: Vec<String> = profile
+            .unix_sockets
+            .iter()
+            .map(|s| s.display().to_string())
+            .collect();
+        lines.push(format!(
+            "Commands may connect to these Unix sockets: {}; connecting to any other Unix socket \
+             is refused.",
+            sockets.join(", ")
         ));
     }
     if let Some(list) = &profile.allow_list {
@@ -187,6 +199,45 @@ mod tests {
                 "say what you changed.\n\n{section}\n\nGuidance.\n\n"
             )),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn the_unix_sockets_are_told_with_what_happens_to_any_other_only_when_there_are_some() {
+        let profile = SandboxProfile {
+            unix_sockets: vec![
+                "/var/run/docker.sock".into(),
+                "/home/u/.ssh/agent.sock".into(),
+            ],
+            ..SandboxProfile::default()
+        };
+        assert_eq!(
+            profile_section(&profile).as_deref(),
+            Some(
+                "Commands may connect to these Unix sockets: /var/run/docker.sock, \
+                 /home/u/.ssh/agent.sock; connecting to any other Unix socket is refused."
+            )
+        );
+        let with_reads = SandboxProfile {
+            deny_read: vec![crate::deny_read::parse("**/.env", None).expect("entry")],
+            ..profile
+        };
+        assert_eq!(
+            profile_section(&with_reads).as_deref(),
+            Some(
+                "These are never readable to commands or the file tools: **/.env; do not try.\n\
+                 Commands may connect to these Unix sockets: /var/run/docker.sock, \
+                 /home/u/.ssh/agent.sock; connecting to any other Unix socket is refused."
+            )
+        );
+        // Without them, nothing is added (the profile above without sockets is told as before).
+        let without = SandboxProfile {
+            unix_sockets: Vec::new(),
+            ..with_reads
+        };
+        assert_eq!(
+            profile_section(&without).as_deref(),
+            Some("These are never readable to commands or the file tools: **/.env; do not try.")
         );
     }
 }
