@@ -22,6 +22,7 @@ mod ceiling;
 pub mod cli;
 mod command;
 mod confine;
+mod connects;
 mod enter;
 mod files;
 mod git;
@@ -35,7 +36,6 @@ mod service;
 mod sys;
 #[cfg(test)]
 mod test_support;
-mod unix_sockets;
 
 /// Logs one line to stderr, prefixed with the helper's name and pid.
 #[macro_export]

@@ -56,6 +56,11 @@ pub(crate) struct Variant {
     /// `AF_INET`, `AF_INET6` and `AF_NETLINK` sockets may be created: the network is allowed,
     /// or the command has its own network namespace and asked for `local_binding`.
     pub(crate) inet_sockets: bool,
+    /// With `inet_sockets`: only `AF_INET` and `AF_INET6` stream sockets, and no TCP Fast Open
+    /// sends (`MSG_FASTOPEN` connects without `connect()`). For a command that shares the
+    /// host's network namespace and whose every `connect` its shim judges (the allow-list under
+    /// Landlock): a datagram socket would send anywhere without one.
+    pub(crate) tcp_only: bool,
     /// `AF_UNIX` stream and seqpacket sockets may be created: the request lists
     /// `unix_sockets`, and every `connect` goes to the shim ([`connect_notify_program`]).
     pub(crate) unix_sockets: bool,
@@ -176,10 +181,34 @@ pub(crate) fn build(variant: Variant) -> Result<BpfProgram, FilterError> {
     if variant.unix_sockets {
         families.push(unix);
     }
-    if variant.inet_sockets {
+    if variant.inet_sockets && variant.tcp_only {
+        families.extend([inet, inet6]);
+    } else if variant.inet_sockets {
         families.extend([inet, inet6, netlink]);
     }
-    rules.insert(libc::SYS_socket, socket_rules(&families)?);
+    let mut socket = socket_rules(&families)?;
+    if variant.inet_sockets && variant.tcp_only {
+        for family in [inet, inet6] {
+            socket.extend(types_but(family, &[libc::SOCK_STREAM as u64])?);
+        }
+        // The flags argument of sendto, sendmsg and sendmmsg.
+        let fastopen = libc::MSG_FASTOPEN as u64;
+        for (nr, flags_arg) in [
+            (libc::SYS_sendto, 3),
+            (libc::SYS_sendmsg, 2),
+            (libc::SYS_sendmmsg, 3),
+        ] {
+            rules.insert(
+                nr,
+                vec![rule(vec![cond(
+                    flags_arg,
+                    SeccompCmpOp::MaskedEq(fastopen),
+                    fastopen,
+                )?])?],
+            );
+        }
+    }
+    rules.insert(libc::SYS_socket, socket);
     // Resource limits and scheduling of other processes (the shim, the helper, agentd, the
     // user's editor): a command may only change its own (pid 0).
     rules.insert(
@@ -295,13 +324,19 @@ fn socket_rules(allowed: &[u64]) -> Result<Vec<SeccompRule>, FilterError> {
 /// bits, as the kernel reads it (`SOCK_TYPE_MASK`; `SOCK_NONBLOCK` and `SOCK_CLOEXEC` sit above
 /// them).
 fn unix_datagram_rules() -> Result<Vec<SeccompRule>, FilterError> {
+    types_but(libc::AF_UNIX as u64, &PAIR_TYPES)
+}
+
+/// Rules matching a socket (or pair) of `family` of any type but `allowed`, compared on the
+/// type's low four bits.
+fn types_but(family: u64, allowed: &[u64]) -> Result<Vec<SeccompRule>, FilterError> {
     let cond = |arg: u8, op: SeccompCmpOp, value: u64| {
         SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value)
     };
     let mut rules = Vec::new();
-    for kind in (0..=SOCK_TYPE_MASK).filter(|k| !PAIR_TYPES.contains(k)) {
+    for kind in (0..=SOCK_TYPE_MASK).filter(|k| !allowed.contains(k)) {
         rules.push(SeccompRule::new(vec![
-            cond(0, SeccompCmpOp::Eq, libc::AF_UNIX as u64)?,
+            cond(0, SeccompCmpOp::Eq, family)?,
             cond(1, SeccompCmpOp::MaskedEq(SOCK_TYPE_MASK), kind)?,
         ])?);
     }
@@ -450,17 +485,20 @@ mod tests {
     #[test]
     fn every_variant_builds() {
         for inet_sockets in [false, true] {
-            for unix_sockets in [false, true] {
-                for read_only in [false, true] {
-                    for ipc_namespace in [false, true] {
-                        let program = build(Variant {
-                            inet_sockets,
-                            unix_sockets,
-                            read_only,
-                            ipc_namespace,
-                        })
-                        .expect("filter");
-                        assert!(program.len() < 4096, "BPF programs are capped at 4096");
+            for tcp_only in [false, true] {
+                for unix_sockets in [false, true] {
+                    for read_only in [false, true] {
+                        for ipc_namespace in [false, true] {
+                            let program = build(Variant {
+                                inet_sockets,
+                                tcp_only,
+                                unix_sockets,
+                                read_only,
+                                ipc_namespace,
+                            })
+                            .expect("filter");
+                            assert!(program.len() < 4096, "BPF programs are capped at 4096");
+                        }
                     }
                 }
             }
@@ -478,6 +516,7 @@ mod tests {
     fn bytes_are_eight_per_instruction() {
         let program = build(Variant {
             inet_sockets: false,
+            tcp_only: false,
             unix_sockets: false,
             read_only: false,
             ipc_namespace: false,

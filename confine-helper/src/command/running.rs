@@ -18,7 +18,7 @@ use nix::unistd::Pid;
 use crate::confine::{Cleanup, Confinement, NotRun, Plan, exec_failure_code};
 use crate::enter::Entered;
 use crate::record::Record;
-use crate::sys::{self, CStringArray, ChildConfine, Prepared, Sockets};
+use crate::sys::{self, CStringArray, ChildConfine, Connects, Prepared};
 
 /// A command the helper has forked and not yet reported as ended.
 #[derive(Debug)]
@@ -90,6 +90,7 @@ pub(crate) fn start(
             ruleset,
             filter,
             drop_caps,
+            ..
         } => ChildConfine::Landlock {
             ruleset_fd: ruleset.as_raw_fd(),
             filter: if u16::try_from(filter.len()).is_ok() {
@@ -124,12 +125,20 @@ pub(crate) fn start(
         confine,
         passed: match &plan.confinement {
             Confinement::Bwrap { passed, .. } => passed.iter().map(AsRawFd::as_raw_fd).collect(),
+            // Kept by the shim alone (the command receives no passed descriptor without bwrap).
+            Confinement::Landlock {
+                proxy: Some(proxy), ..
+            } => vec![proxy.as_raw_fd()],
             _ => Vec::new(),
         },
         rlimits: plan.rlimits.clone(),
-        sockets: plan.unix_sockets.as_ref().map(|u| Sockets {
-            notify: &u.notify,
-            listed: &u.listed,
+        connects: plan.connects.as_ref().map(|c| Connects {
+            notify: &c.notify,
+            rules: &c.rules,
+            proxy: matches!(
+                plan.confinement,
+                Confinement::Landlock { proxy: Some(_), .. }
+            ),
         }),
     };
     let started_at = Instant::now();

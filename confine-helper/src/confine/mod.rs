@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 use confine_protocol::{Backend, Enforcement, EnvVar, Layer, Mode, Network, Spawn, Stage};
 use nix::libc;
 
+use crate::connects::Rules;
 use crate::protect::Root;
-use crate::unix_sockets::Listed;
 use crate::{bwrap, landlock, paths, seccomp};
 use context::inner_layer;
 pub(crate) use context::{Context, Unusable, candidates, layers, static_verdict, unavailable};
@@ -43,6 +43,8 @@ pub(crate) enum Confinement {
         ruleset: OwnedFd,
         filter: seccompiler::BpfProgram,
         drop_caps: bool,
+        /// The requester's proxy socket, which the shim keeps: the allow-list under Landlock.
+        proxy: Option<OwnedFd>,
     },
 }
 
@@ -58,16 +60,25 @@ pub(crate) struct Plan {
     pub(crate) confinement: Confinement,
     pub(crate) rlimits: Vec<(u32, u64)>,
     pub(crate) cleanup: Cleanup,
-    /// The request lists `unix_sockets`: the command's `connect` calls go to its shim.
-    pub(crate) unix_sockets: Option<UnixSockets>,
+    /// The command's `connect` calls go to its shim (`unix_sockets`, the allow-list under
+    /// Landlock).
+    pub(crate) connects: Option<Connects>,
 }
 
-/// What `unix_sockets` needs: the filter that hands every `connect` to the shim, and the
-/// listed sockets the shim judges by ([`crate::unix_sockets`]).
+/// What connect supervision needs: the filter that hands every `connect` to the shim, and the
+/// rules the shim judges by ([`crate::connects`]).
 #[derive(Debug)]
-pub(crate) struct UnixSockets {
+pub(crate) struct Connects {
     pub(crate) notify: seccompiler::BpfProgram,
-    pub(crate) listed: Vec<Listed>,
+    pub(crate) rules: Rules,
+}
+
+impl Connects {
+    fn new(rules: Rules) -> Result<Connects, NotRun> {
+        let notify =
+            seccomp::connect_notify_program().or_else(|e| fail(Stage::Seccomp, e.to_string()))?;
+        Ok(Connects { notify, rules })
+    }
 }
 
 /// Host-side things a plan created and the command's end removes: only the per-command temp
@@ -173,13 +184,18 @@ fn enforcement_of(missing: Vec<String>) -> Enforcement {
 /// What the Landlock backend cannot hide without namespaces: the command cannot signal, trace
 /// or read the memory, environment or descriptors of outside processes, but `/proc` still lists
 /// them with their command lines, and `/proc/sysvipc` the keys of their IPC objects.
+/// The Landlock ABI whose rules control TCP binds and connects (Linux 6.7).
+const LANDLOCK_NET_ABI: u32 = 4;
+
 pub(crate) const PROCESS_VISIBILITY_GAP: &str = "process isolation: other processes' command lines and \
     System V IPC keys are visible in /proc (no PID or IPC namespace)";
 
-/// The proxy bridge's socket, when the request has one and `backend` can give the command the
-/// network namespace of its own the bridge listens in.
+/// The proxy's socket, when the request has one and `backend` can keep the command to the proxy:
+/// bwrap gives it a network namespace of its own, where the bridge listens; under Landlock the
+/// shim answers its every `connect` and Landlock's TCP rules keep it from listening.
 fn bridge_socket(
     spawn: &Spawn,
+    ctx: &Context,
     backend: Backend,
     network_allowed: bool,
     proxy: Option<OwnedFd>,
@@ -194,12 +210,12 @@ fn bridge_socket(
                 .into(),
         );
     }
-    if backend != Backend::Bwrap {
+    if backend == Backend::Landlock && ctx.landlock_abi < LANDLOCK_NET_ABI {
         return refuse(format!(
-            "the network allow-list needs a private network namespace, which the {} backend \
-             does not give: its TCP rules name ports, not addresses, so the proxy's port would \
-             reach any host; use the bwrap backend (install bubblewrap)",
-            backend.as_str()
+            "the network allow-list under Landlock needs its TCP rules (ABI {LANDLOCK_NET_ABI}, \
+             Linux 6.7), which keep a command from listening on the host's ports; this kernel \
+             has ABI {}: use the bwrap backend (install bubblewrap)",
+            ctx.landlock_abi
         ));
     }
     match proxy {
@@ -211,8 +227,8 @@ fn bridge_socket(
     }
 }
 
-/// The request's `unix_sockets`, when `backend` confines and can supervise `connect` so that
-/// only they are reached: bwrap, with its own network namespace, where abstract names are the
+/// The request's `unix_sockets`, checked, when `backend` confines and can supervise `connect`
+/// so that only they are reached: bwrap, with its own network namespace, where abstract names are the
 /// sandbox's own. Landlock shares the host's, where a command allowed Unix sockets could bind
 /// abstract names that host programs connect to; with the network allowed bwrap shares it too.
 fn confined_unix_sockets(
@@ -221,7 +237,7 @@ fn confined_unix_sockets(
     backend: Backend,
     roots: &[Root],
     network_allowed: bool,
-) -> Result<Option<UnixSockets>, NotRun> {
+) -> Result<Option<Vec<crate::connects::Listed>>, NotRun> {
     if spawn.policy.unix_sockets.is_empty() || backend == Backend::None {
         return Ok(None);
     }
@@ -240,10 +256,7 @@ fn confined_unix_sockets(
                 .into(),
         );
     }
-    let listed = unix_sockets(spawn, ctx, roots)?;
-    let notify =
-        seccomp::connect_notify_program().or_else(|e| fail(Stage::Seccomp, e.to_string()))?;
-    Ok(Some(UnixSockets { notify, listed }))
+    unix_sockets(spawn, ctx, roots).map(Some)
 }
 
 /// The command's `/tmp` as the host names it.
@@ -302,9 +315,9 @@ fn plan_backend(
 ) -> Result<Plan, NotRun> {
     let rlimits = rlimits(spawn, &ctx.ceiling);
     let network_allowed = spawn.policy.network == Network::Allow;
-    let proxy = bridge_socket(spawn, backend, network_allowed, proxy)?;
+    let proxy = bridge_socket(spawn, ctx, backend, network_allowed, proxy)?;
     let loopback = (spawn.policy.local_binding || proxy.is_some()) && !network_allowed;
-    if loopback && !matches!(backend, Backend::Bwrap | Backend::None) {
+    if spawn.policy.local_binding && !network_allowed && backend == Backend::Landlock {
         return refuse(format!(
             "local_binding needs a private network namespace, which the {} backend does not \
              give: its TCP rules name ports, not addresses, so a loopback-only network cannot \
@@ -312,10 +325,13 @@ fn plan_backend(
             backend.as_str()
         ));
     }
-    let sockets = confined_unix_sockets(spawn, ctx, backend, roots, network_allowed)?;
+    let listed = confined_unix_sockets(spawn, ctx, backend, roots, network_allowed)?;
+    // Under Landlock the command shares the host's network: TCP to the proxy only.
+    let host_proxy = proxy.is_some() && backend == Backend::Landlock;
     let variant = seccomp::Variant {
         inet_sockets: network_allowed || loopback,
-        unix_sockets: sockets.is_some(),
+        tcp_only: host_proxy,
+        unix_sockets: listed.is_some(),
         read_only: spawn.policy.mode == Mode::ReadOnly,
         ipc_namespace: backend == Backend::Bwrap,
     };
@@ -466,7 +482,14 @@ fn plan_backend(
                 },
                 rlimits,
                 cleanup,
-                unix_sockets: sockets,
+                connects: listed
+                    .map(|listed| {
+                        Connects::new(Rules {
+                            listed,
+                            own_network: true,
+                        })
+                    })
+                    .transpose()?,
             })
         }
         Backend::Landlock => {
@@ -534,10 +557,18 @@ fn plan_backend(
                     ruleset: ruleset.fd,
                     filter,
                     drop_caps: ctx.drop_caps,
+                    proxy,
                 },
                 rlimits,
                 cleanup,
-                unix_sockets: None,
+                connects: host_proxy
+                    .then(|| {
+                        Connects::new(Rules {
+                            listed: Vec::new(),
+                            own_network: false,
+                        })
+                    })
+                    .transpose()?,
             })
         }
         Backend::None => Ok(Plan {
@@ -549,7 +580,7 @@ fn plan_backend(
             confinement: Confinement::None,
             rlimits,
             cleanup: Cleanup::default(),
-            unix_sockets: None,
+            connects: None,
         }),
         Backend::Seatbelt => fail(Stage::Unavailable, "seatbelt is the macOS backend".into()),
     }

@@ -13,9 +13,9 @@ use nix::libc;
 use super::context::Context;
 use super::not_run::{NotRun, fail, refuse};
 use crate::ceiling::{Ceiling, EnvVerdict};
+use crate::connects::{Listed, MAX_PATH_LEN};
 use crate::paths;
 use crate::protect::{self, Protection, Root};
-use crate::unix_sockets::{Listed, MAX_PATH_LEN};
 
 fn path_of(bytes: &[u8]) -> PathBuf {
     PathBuf::from(OsStr::from_bytes(bytes))

@@ -492,6 +492,69 @@ pub(super) fn connect(fd: c_int, address: &[u8]) -> SysResult<()> {
     check(unsafe { libc::connect(fd, address.as_ptr().cast(), len) }).map(drop)
 }
 
+/// Room for any socket address (`sizeof(struct sockaddr_storage)`).
+pub(super) const ADDRESS_ROOM: usize = 128;
+
+/// A non-blocking, close-on-exec TCP listener on `127.0.0.1`, on a port the kernel picks.
+pub(super) fn loopback_listener(backlog: c_int) -> SysResult<c_int> {
+    // SAFETY: numbers only.
+    let fd = check(unsafe {
+        libc::socket(
+            libc::AF_INET,
+            libc::SOCK_STREAM | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
+            0,
+        )
+    })?;
+    let address = libc::sockaddr_in {
+        sin_family: libc::sa_family_t::try_from(libc::AF_INET).map_err(|_| Errno::EINVAL)?,
+        sin_port: 0,
+        sin_addr: libc::in_addr {
+            s_addr: u32::from(std::net::Ipv4Addr::LOCALHOST).to_be(),
+        },
+        sin_zero: [0; 8],
+    };
+    let len = socklen_of::<libc::sockaddr_in>()?;
+    // SAFETY: the kernel reads `len` bytes from the live address.
+    let bound = check(unsafe { libc::bind(fd, (&raw const address).cast(), len) })
+        // SAFETY: numbers only.
+        .and_then(|_| check(unsafe { libc::listen(fd, backlog) }));
+    if let Err(errno) = bound {
+        let _ = close(fd);
+        return Err(errno);
+    }
+    Ok(fd)
+}
+
+/// The local address of socket `fd`, and its length.
+pub(super) fn local_address(fd: c_int) -> SysResult<([u8; ADDRESS_ROOM], usize)> {
+    let mut address = [0u8; ADDRESS_ROOM];
+    let mut len = libc::socklen_t::try_from(ADDRESS_ROOM).map_err(|_| Errno::EINVAL)?;
+    // SAFETY: the kernel writes at most `len` bytes into the live buffer and updates `len`.
+    check(unsafe { libc::getsockname(fd, address.as_mut_ptr().cast(), &mut len) })?;
+    Ok((address, usize::try_from(len).unwrap_or(0).min(ADDRESS_ROOM)))
+}
+
+/// Accepts one queued connection on the non-blocking `listener` (close-on-exec); returns it
+/// and its peer's address. `EAGAIN` when none is queued.
+pub(super) fn accept_nonblocking(listener: c_int) -> SysResult<(c_int, [u8; ADDRESS_ROOM], usize)> {
+    let mut address = [0u8; ADDRESS_ROOM];
+    let mut len = libc::socklen_t::try_from(ADDRESS_ROOM).map_err(|_| Errno::EINVAL)?;
+    // SAFETY: the kernel writes at most `len` bytes into the live buffer and updates `len`.
+    let fd = check(unsafe {
+        libc::accept4(
+            listener,
+            address.as_mut_ptr().cast(),
+            &mut len,
+            libc::SOCK_CLOEXEC,
+        )
+    })?;
+    Ok((
+        fd,
+        address,
+        usize::try_from(len).unwrap_or(0).min(ADDRESS_ROOM),
+    ))
+}
+
 /// Tries `execve`; returns only when it failed, with why.
 pub(super) fn execve(program: &CStr, argv: &CStringArray, envp: &CStringArray) -> Errno {
     // SAFETY: `program` is NUL-terminated; `argv` and `envp` are null-terminated arrays of

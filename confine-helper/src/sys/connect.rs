@@ -1,16 +1,22 @@
-//! The shim's side of `unix_sockets`: answering the command's `connect` calls that its seccomp
-//! filter hands over (`USER_NOTIF`), one at a time, from the shim's poll loop.
+//! The shim's side of connect supervision (`unix_sockets`, the allow-list under Landlock):
+//! answering the command's `connect` calls that its seccomp filter hands over (`USER_NOTIF`),
+//! one at a time, from the shim's poll loop.
 //!
 //! For each: the address is read once from the command's memory, the socket is taken from the
 //! command's descriptor table (`pidfd_getfd`: the same open socket, not a copy), the verdict is
-//! made on those two ([`crate::unix_sockets::judge`] for Unix sockets; loopback `AF_INET` and
-//! `AF_INET6` sockets of the sandbox's own network namespace are connected as asked; every
-//! other family is refused), and the shim connects that socket itself. The command's system
-//! call then returns what the shim's `connect` returned. Whatever the command changes after the
-//! read (the address, which socket its descriptor names) changes nothing that was decided.
+//! made on those two ([`crate::connects`]; any family but Unix and IP is refused), and the shim
+//! connects that socket itself. The command's system call then returns what the shim's
+//! `connect` returned. Whatever the command changes after the read (the address, which socket
+//! its descriptor names) changes nothing that was decided.
 //!
-//! Nothing here allocates: the buffers are on the stack and the listed sockets were built
-//! before the fork, like everything else the shim uses.
+//! The proxy, where the command shares the host's network: the shim listens on an ephemeral
+//! loopback port of its own, connects the command's socket there, accepts that connection — the
+//! one whose peer is the command's socket, any other is closed — and passes it to the requester
+//! over the proxy's control socket, as the bridge does inside bwrap. The command keeps a real
+//! TCP socket; the proxy serves the other end.
+//!
+//! Nothing here allocates: the buffers are on the stack and the rules were built before the
+//! fork, like everything else the shim uses.
 
 use std::ffi::c_int;
 
@@ -18,7 +24,7 @@ use nix::errno::Errno;
 use nix::libc;
 
 use super::{call, proc_scan};
-use crate::unix_sockets::{Listed, Verdict, judge};
+use crate::connects::{Rules, Verdict, judge_inet, judge_unix};
 
 /// The largest address `connect` takes (`sizeof(struct sockaddr_storage)`).
 const MAX_ADDRESS_LEN: usize = 128;
@@ -29,44 +35,111 @@ const CONNECT_BOUND: libc::timeval = libc::timeval {
     tv_sec: 1,
     tv_usec: 0,
 };
+/// Connections the shim's proxy listener queues; it accepts each as soon as it is made.
+const PROXY_BACKLOG: c_int = 16;
 
-/// Takes one pending notification off `listener` and answers it. A notification whose task
-/// has gone answers nothing.
-pub(super) fn answer_one(listener: c_int, listed: &[Listed]) {
-    let Ok(notif) = call::notif_recv(listener) else {
-        return;
-    };
-    let outcome = connect_for(listener, &notif, listed);
-    let _ = call::notif_send(listener, notif.id, outcome.err());
+/// What the shim holds to answer `connect` calls.
+#[derive(Debug)]
+pub(super) struct Supervisor<'a> {
+    pub(super) listener: c_int,
+    pub(super) rules: &'a Rules,
+    /// The requester's proxy socket, where the command may reach the proxy.
+    pub(super) proxy_control: Option<c_int>,
+    /// The shim's own loopback listener for proxy connections, made at the first one.
+    pub(super) proxy_listener: Option<c_int>,
 }
 
-/// Connects the command's socket as the verdict says; the command's `connect` gets the result.
-fn connect_for(
-    listener: c_int,
-    notif: &libc::seccomp_notif,
-    listed: &[Listed],
-) -> Result<(), Errno> {
-    if i64::from(notif.data.nr) != libc::SYS_connect {
-        return Err(Errno::EPERM);
+impl Supervisor<'_> {
+    /// Takes one pending notification off the listener and answers it. A notification whose
+    /// task has gone answers nothing.
+    pub(super) fn answer_one(&mut self) {
+        let Ok(notif) = call::notif_recv(self.listener) else {
+            return;
+        };
+        let outcome = self.connect_for(&notif);
+        let _ = call::notif_send(self.listener, notif.id, outcome.err());
     }
-    let pid = libc::pid_t::try_from(notif.pid).map_err(|_| Errno::ESRCH)?;
-    // connect(int fd, const struct sockaddr *addr, socklen_t addrlen): the kernel reads the
-    // int arguments from the low 32 bits of the registers.
-    let [fd_arg, address_at, len_arg, ..] = notif.data.args;
-    let fd = low_int(fd_arg);
-    let len = usize::try_from(low_int(len_arg)).map_err(|_| Errno::EINVAL)?;
-    if len > MAX_ADDRESS_LEN {
-        return Err(Errno::EINVAL);
+
+    /// Connects the command's socket as the verdict says; the command's `connect` gets the
+    /// result.
+    fn connect_for(&mut self, notif: &libc::seccomp_notif) -> Result<(), Errno> {
+        if i64::from(notif.data.nr) != libc::SYS_connect {
+            return Err(Errno::EPERM);
+        }
+        let pid = libc::pid_t::try_from(notif.pid).map_err(|_| Errno::ESRCH)?;
+        // connect(int fd, const struct sockaddr *addr, socklen_t addrlen): the kernel reads
+        // the int arguments from the low 32 bits of the registers.
+        let [fd_arg, address_at, len_arg, ..] = notif.data.args;
+        let fd = low_int(fd_arg);
+        let len = usize::try_from(low_int(len_arg)).map_err(|_| Errno::EINVAL)?;
+        if len > MAX_ADDRESS_LEN {
+            return Err(Errno::EINVAL);
+        }
+        let mut buf = [0u8; MAX_ADDRESS_LEN];
+        let address = &mut buf[..len];
+        let pidfd = pidfd_of(pid)?;
+        let socket = read_and_take(self.listener, notif.id, pid, pidfd, address_at, address, fd);
+        let _ = call::close(pidfd);
+        let socket = socket?;
+        let result = self.connect_socket(socket, address);
+        let _ = call::close(socket);
+        result
     }
-    let mut buf = [0u8; MAX_ADDRESS_LEN];
-    let address = &mut buf[..len];
-    let pidfd = pidfd_of(pid)?;
-    let socket = read_and_take(listener, notif.id, pid, pidfd, address_at, address, fd);
-    let _ = call::close(pidfd);
-    let socket = socket?;
-    let result = connect_socket(socket, address, listed);
-    let _ = call::close(socket);
-    result
+
+    fn connect_socket(&mut self, socket: c_int, address: &[u8]) -> Result<(), Errno> {
+        let verdict = match call::getsockopt_int(socket, libc::SOL_SOCKET, libc::SO_DOMAIN)? {
+            libc::AF_UNIX => judge_unix(address, self.rules),
+            libc::AF_INET | libc::AF_INET6 => judge_inet(address, self.rules),
+            _ => Verdict::Refuse(Errno::EPERM),
+        };
+        match verdict {
+            Verdict::Connect(to) => bounded_connect(socket, to),
+            Verdict::Proxy => self.connect_to_proxy(socket),
+            Verdict::Refuse(errno) => Err(errno),
+        }
+    }
+
+    /// Connects `socket` to the shim's own listener and hands the accepted end to the proxy.
+    fn connect_to_proxy(&mut self, socket: c_int) -> Result<(), Errno> {
+        let control = self.proxy_control.ok_or(Errno::EPERM)?;
+        let listener = match self.proxy_listener {
+            Some(listener) => listener,
+            None => {
+                let listener = call::loopback_listener(PROXY_BACKLOG)?;
+                self.proxy_listener = Some(listener);
+                listener
+            }
+        };
+        let (at, at_len) = call::local_address(listener)?;
+        match bounded_connect(socket, &at[..at_len]) {
+            // A non-blocking socket: the handshake on the loopback completes at once, and the
+            // connection must be accepted and handed over before the command's call returns.
+            Err(Errno::EINPROGRESS) => wait_connected(socket)?,
+            other => other?,
+        }
+        let (command_end, command_len) = call::local_address(socket)?;
+        let accepted = loop {
+            let (accepted, peer, peer_len) = call::accept_nonblocking(listener)?;
+            if peer[..peer_len] == command_end[..command_len] {
+                break accepted;
+            }
+            // Someone else on this machine found the port: not the command's connection.
+            let _ = call::close(accepted);
+        };
+        let sent = call::send_fd(control, accepted);
+        let _ = call::close(accepted);
+        // The requester gone: the command's socket is connected to nothing that answers.
+        sent.map_err(|_| Errno::ECONNREFUSED)
+    }
+}
+
+impl Drop for Supervisor<'_> {
+    fn drop(&mut self) {
+        let _ = call::close(self.listener);
+        if let Some(listener) = self.proxy_listener {
+            let _ = call::close(listener);
+        }
+    }
 }
 
 /// A pidfd of thread `tid`, whose descriptor table is its process's: of the thread itself
@@ -99,17 +172,6 @@ fn read_and_take(
     call::pidfd_getfd(pidfd, fd)
 }
 
-fn connect_socket(socket: c_int, address: &[u8], listed: &[Listed]) -> Result<(), Errno> {
-    match call::getsockopt_int(socket, libc::SOL_SOCKET, libc::SO_DOMAIN)? {
-        libc::AF_UNIX => match judge(address, listed) {
-            Verdict::Connect(to) => bounded_connect(socket, to),
-            Verdict::Refuse(errno) => Err(errno),
-        },
-        libc::AF_INET | libc::AF_INET6 => bounded_connect(socket, address),
-        _ => Err(Errno::EPERM),
-    }
-}
-
 /// `connect` with the socket's send timeout at most [`CONNECT_BOUND`] for the call, then set
 /// back to what the command had.
 fn bounded_connect(socket: c_int, address: &[u8]) -> Result<(), Errno> {
@@ -123,6 +185,23 @@ fn bounded_connect(socket: c_int, address: &[u8]) -> Result<(), Errno> {
     let result = call::connect(socket, address);
     let _ = call::set_send_timeout(socket, &before);
     result
+}
+
+/// Waits (at most [`CONNECT_BOUND`]) for the connection `socket` started to be made.
+fn wait_connected(socket: c_int) -> Result<(), Errno> {
+    let mut fds = [libc::pollfd {
+        fd: socket,
+        events: libc::POLLOUT,
+        revents: 0,
+    }];
+    let bound_ms = c_int::try_from(CONNECT_BOUND.tv_sec * 1000).unwrap_or(c_int::MAX);
+    if call::poll(&mut fds, bound_ms)? == 0 {
+        return Err(Errno::ETIMEDOUT);
+    }
+    match call::getsockopt_int(socket, libc::SOL_SOCKET, libc::SO_ERROR)? {
+        0 => Ok(()),
+        errno => Err(Errno::from_raw(errno)),
+    }
 }
 
 /// An `int` argument as the kernel reads it from a 64-bit register.

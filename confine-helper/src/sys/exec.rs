@@ -25,7 +25,7 @@ const FIRST_NON_STDIO_FD: u32 = 3;
 
 /// The command: runs in the shim's session and process group, then becomes the target.
 /// `listener_to` is the socket on which the command sends the shim the listener of its
-/// `connect` filter, when the request lists `unix_sockets`.
+/// `connect` filter, when the shim supervises `connect`.
 pub(super) fn command_main(
     p: &Prepared<'_>,
     report_fd: c_int,
@@ -61,7 +61,7 @@ pub(super) fn command_main(
         );
     }
     or_fail(call::chdir(&p.cwd), report_fd, Stage::Chdir);
-    if let (Some(sockets), Some(to_shim)) = (p.sockets, listener_to) {
+    if let (Some(connects), Some(to_shim)) = (p.connects, listener_to) {
         // Loaded first, so that everything this process becomes — bwrap, its sandbox, the
         // command and its children — hands its `connect` calls to the shim. Loading a filter
         // needs no_new_privs; a filter that nobody answers fails the calls (`ENOSYS`), so a
@@ -72,7 +72,7 @@ pub(super) fn command_main(
             Stage::NoNewPrivs,
         );
         let listener = or_fail(
-            call::seccomp_new_listener(sockets.notify),
+            call::seccomp_new_listener(connects.notify),
             report_fd,
             Stage::Seccomp,
         );

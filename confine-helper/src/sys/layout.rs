@@ -9,8 +9,8 @@ use confine_protocol::Stage;
 use nix::errno::Errno;
 
 use super::call::{self, CStringArray};
+use crate::connects::Rules;
 use crate::record::Record;
-use crate::unix_sockets::Listed;
 
 /// Order byte on the ctl pipe: SIGTERM the tree.
 pub(crate) const CTL_TERMINATE: u8 = b'T';
@@ -61,17 +61,21 @@ pub(crate) struct Prepared<'a> {
     pub(crate) passed: Vec<RawFd>,
     /// `(resource, limit)` pairs set as both soft and hard limits.
     pub(crate) rlimits: Vec<(u32, u64)>,
-    /// The request lists `unix_sockets`: the command hands its `connect` calls to the shim.
-    pub(crate) sockets: Option<Sockets<'a>>,
+    /// The command hands its `connect` calls to the shim (`unix_sockets`, the allow-list
+    /// under Landlock).
+    pub(crate) connects: Option<Connects<'a>>,
 }
 
-/// What `unix_sockets` needs in the shim and the command: the filter that hands `connect` to
-/// the shim, which the command loads before anything else confines it, and the listed sockets
-/// the shim judges by.
+/// What connect supervision needs in the shim and the command: the filter that hands
+/// `connect` to the shim, which the command loads before anything else confines it, and the
+/// rules the shim judges by.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Sockets<'a> {
+pub(crate) struct Connects<'a> {
     pub(crate) notify: &'a [seccompiler::sock_filter],
-    pub(crate) listed: &'a [Listed],
+    pub(crate) rules: &'a Rules,
+    /// The first passed descriptor is the requester's proxy socket, which the shim keeps (the
+    /// command, not bwrap, is executed: nothing else is passed).
+    pub(crate) proxy: bool,
 }
 
 impl Prepared<'_> {

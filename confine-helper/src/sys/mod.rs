@@ -37,7 +37,7 @@ pub(crate) use fds::{
     sealed_memfd, write_raw,
 };
 pub(crate) use layout::{
-    COMMAND_FIRST_PASSED_FD, COMMAND_SECCOMP_FD, CTL_KILL, CTL_TERMINATE, ChildConfine,
-    MAX_PASSED_FDS, Prepared, Sockets,
+    COMMAND_FIRST_PASSED_FD, COMMAND_SECCOMP_FD, CTL_KILL, CTL_TERMINATE, ChildConfine, Connects,
+    MAX_PASSED_FDS, Prepared,
 };
 pub(crate) use shim::fork_shim;

@@ -11,7 +11,7 @@ use nix::errno::Errno;
 use nix::libc;
 
 use super::call;
-use super::connect;
+use super::connect::Supervisor;
 use super::exec;
 use super::layout::{
     CTL_TERMINATE, FD_CONFINE, FD_CTL, FD_FIRST_PASSED, FD_PARK, FD_STATUS, FIXED_FDS,
@@ -19,7 +19,6 @@ use super::layout::{
 };
 use super::proc_scan;
 use crate::record::Record;
-use crate::unix_sockets::Listed;
 
 /// Positions in the shim's parking array (see [`FIXED_FDS`]).
 const SLOT_STATUS: usize = 3;
@@ -71,7 +70,7 @@ fn shim_main(p: &Prepared<'_>) -> ! {
     let [exec_rd, exec_wr] = or_fail(call::pipe2_cloexec(), status_fd, Stage::Pipe);
     // The command sends its `connect` filter's listener back on this pair.
     let listener_pair = p
-        .sockets
+        .connects
         .map(|_| or_fail(call::socketpair_cloexec(), status_fd, Stage::Seccomp));
     let shim_pid = call::getpid();
     // SAFETY: the shim is single-threaded (a fork of the single-threaded helper); the child
@@ -112,11 +111,13 @@ fn shim_main(p: &Prepared<'_>) -> ! {
     });
     let pid = u32::try_from(child).unwrap_or(0);
     write_record(status_fd, Record::Started { pid });
-    let sockets = p
-        .sockets
-        .zip(listener)
-        .map(|(s, listener)| (listener, s.listed));
-    supervise(child, sigfd, status_fd, sockets)
+    let supervisor = p.connects.zip(listener).map(|(c, listener)| Supervisor {
+        listener,
+        rules: c.rules,
+        proxy_control: c.proxy.then_some(FD_FIRST_PASSED),
+        proxy_listener: None,
+    });
+    supervise(child, sigfd, status_fd, supervisor)
 }
 
 /// Parks every descriptor the shim keeps above the final layout, then places them at fixed
@@ -192,15 +193,15 @@ fn lay_out_descriptors(p: &Prepared<'_>) {
 }
 
 /// The shim's loop: reap children, obey ctl orders, answer the command's `connect` calls when
-/// `sockets` (the listener and the listed sockets) is given, report the main process's end.
+/// it has a `supervisor`, report the main process's end.
 fn supervise(
     main: libc::pid_t,
     sigfd: c_int,
     status_fd: c_int,
-    sockets: Option<(c_int, &[Listed])>,
+    supervisor: Option<Supervisor<'_>>,
 ) -> ! {
     let mut main_status: Option<(c_int, libc::rusage)> = None;
-    let mut sockets = sockets;
+    let mut supervisor = supervisor;
     loop {
         let mut fds = [
             libc::pollfd {
@@ -215,7 +216,7 @@ fn supervise(
             },
             libc::pollfd {
                 // poll skips a negative descriptor.
-                fd: sockets.map_or(-1, |(listener, _)| listener),
+                fd: supervisor.as_ref().map_or(-1, |s| s.listener),
                 events: libc::POLLIN,
                 revents: 0,
             },
@@ -249,16 +250,15 @@ fn supervise(
                 }
             }
         }
-        if let Some((listener, listed)) = sockets {
-            let ready = fds[2].revents;
-            if ready & libc::POLLIN != 0 {
-                connect::answer_one(listener, listed);
-            } else if ready != 0 {
-                // No process uses the filter any more (or the listener broke): nothing more
-                // will arrive.
-                let _ = call::close(listener);
-                sockets = None;
-            }
+        let ready = fds[2].revents;
+        if let Some(answering) = supervisor.as_mut()
+            && ready & libc::POLLIN != 0
+        {
+            answering.answer_one();
+        } else if ready != 0 {
+            // No process uses the filter any more (or the listener broke): nothing more will
+            // arrive.
+            supervisor = None;
         }
     }
 }

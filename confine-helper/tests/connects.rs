@@ -299,3 +299,135 @@ fn backends_and_modes_that_cannot_keep_the_list_refuse_it() {
     let (replies, _) = run_captured(&mut peer, confined("pass", &[&sock], BackendChoice::Bwrap));
     assert_eq!(exit_code(&replies), Some(0), "{replies:?}");
 }
+
+/// Under Landlock the command shares the host's network: with the allow-list it reaches the
+/// proxy (the requester's end of `Spawn::proxy` receives a real TCP socket) and nothing else.
+const PROXY_CLIENT: &str = r#"
+import socket, sys
+canary = int(sys.argv[1])
+def attempt(label, action):
+    try:
+        print(label, 'ok', action(), flush=True)
+    except OSError as e:
+        print(label, 'err', e.errno, flush=True)
+def proxy():
+    s = socket.create_connection(('127.0.0.1', 3128), timeout=5)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    s.sendall(b'GET http://example.test/ HTTP/1.0\r\n\r\n')
+    return s.recv(64).decode().split()[-1]
+attempt('proxy', proxy)
+attempt('direct', lambda: socket.create_connection(('127.0.0.1', canary), timeout=5) and 'reached')
+attempt('udp', lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM) and 'made')
+def listen():
+    s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(); return 'listening'
+attempt('listen', listen)
+def fastopen():
+    s = socket.socket()
+    return s.sendto(b'x', socket.MSG_FASTOPEN, ('127.0.0.1', canary))
+attempt('fastopen', fastopen)
+"#;
+
+#[test]
+fn under_landlock_the_allow_list_reaches_the_proxy_and_nothing_else() {
+    use std::io::{BufRead, BufReader};
+    use std::net::TcpListener;
+    use std::os::fd::AsFd;
+
+    let mut peer = Peer::embedded();
+    peer.greet();
+    peer.send(&confine_protocol::Request::Info, &[]);
+    let Reply::Info(info) = peer.reply() else {
+        panic!("expected Info");
+    };
+    if !info
+        .backends
+        .iter()
+        .any(|b| b.usable && b.backend == confine_protocol::Backend::Landlock)
+    {
+        println!(
+            "SKIP under_landlock_the_allow_list_reaches_the_proxy_and_nothing_else: no Landlock"
+        );
+        return;
+    }
+    let canary = TcpListener::bind("127.0.0.1:0").expect("canary");
+    canary.set_nonblocking(true).expect("nonblocking");
+    let canary_port = canary.local_addr().expect("port").port();
+
+    // The requester's end: every socket passed over it is served one answer.
+    let (ours, theirs) = std::os::unix::net::UnixStream::pair().expect("pair");
+    let served = Arc::new(AtomicUsize::new(0));
+    let count = Arc::clone(&served);
+    std::thread::spawn(move || {
+        loop {
+            let mut byte = [0u8; 1];
+            let mut iov = [std::io::IoSliceMut::new(&mut byte)];
+            let mut space = nix::cmsg_space!([std::os::fd::RawFd; 1]);
+            let Ok(msg) = nix::sys::socket::recvmsg::<()>(
+                std::os::fd::AsRawFd::as_raw_fd(&ours),
+                &mut iov,
+                Some(&mut space),
+                nix::sys::socket::MsgFlags::empty(),
+            ) else {
+                return;
+            };
+            let fds: Vec<i32> = msg
+                .cmsgs()
+                .expect("cmsgs")
+                .flat_map(|c| match c {
+                    nix::sys::socket::ControlMessageOwned::ScmRights(fds) => fds,
+                    _ => Vec::new(),
+                })
+                .collect();
+            if msg.bytes == 0 && fds.is_empty() {
+                return;
+            }
+            for fd in fds {
+                // SAFETY: the descriptor was just received and is owned by nothing else.
+                let stream =
+                    unsafe { <std::net::TcpStream as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+                let mut line = String::new();
+                let _ = BufReader::new(&stream).read_line(&mut line);
+                count.fetch_add(1, Ordering::SeqCst);
+                let _ = (&stream).write_all(b"HTTP/1.0 200 OK\r\n\r\nproxied");
+            }
+        }
+    });
+
+    let mut request = spawn(1, &["python3", "-c", PROXY_CLIENT]);
+    request.argv.push(canary_port.to_string().into_bytes());
+    request.policy.mode = Mode::ReadOnly;
+    request.backend = BackendChoice::Landlock;
+    request.proxy = true;
+    let (mut out, w) = support::pipe();
+    request.stdio.stdout = confine_protocol::StdioSpec::Fd;
+    peer.send(
+        &confine_protocol::Request::Spawn(request.clone()),
+        &[w.as_fd(), theirs.as_fd()],
+    );
+    drop((w, theirs));
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut out, &mut text).expect("output");
+    let replies = peer.until_end(1);
+    assert_eq!(exit_code(&replies), Some(0), "{replies:?}\n{text}");
+    assert!(text.contains("proxy ok proxied"), "{text}");
+    assert_eq!(served.load(Ordering::SeqCst), 1, "{text}");
+    for denied in ["direct err 1", "udp err 1", "fastopen err 1"] {
+        assert!(text.contains(denied), "{denied}: {text}");
+    }
+    // Landlock's TCP rules: no port of the host's may be listened on.
+    assert!(text.contains("listen err 13"), "{text}");
+    assert!(
+        canary.accept().is_err(),
+        "the host's listener heard from the sandbox"
+    );
+
+    // The control: unconfined, the same client reaches the host's listener directly.
+    request.policy.mode = Mode::DangerFullAccess;
+    request.proxy = false;
+    let (_, text) = run_captured(&mut peer, request);
+    assert!(text.contains("direct ok reached"), "{text}");
+    assert!(
+        canary.accept().is_ok(),
+        "the control did not reach the listener"
+    );
+}
