@@ -26,7 +26,7 @@ use serde::de::DeserializeOwned;
 #[derive(Debug, Clone, PartialEq)]
 enum Message {
     Hello(Hello),
-    Request(Request),
+    Request(Box<Request>),
     Reply(Reply),
 }
 
@@ -34,7 +34,7 @@ impl Message {
     fn encode(&self) -> Vec<u8> {
         match self {
             Message::Hello(m) => encode_frame(m),
-            Message::Request(m) => encode_frame(m),
+            Message::Request(m) => encode_frame(m.as_ref()),
             Message::Reply(m) => encode_frame(m),
         }
         .expect("every golden sample encodes")
@@ -44,7 +44,7 @@ impl Message {
     fn decode_same_type(&self, frame: &[u8]) -> Result<Message, FrameError> {
         match self {
             Message::Hello(_) => decode_frame(frame).map(Message::Hello),
-            Message::Request(_) => decode_frame(frame).map(Message::Request),
+            Message::Request(_) => decode_frame(frame).map(|r| Message::Request(Box::new(r))),
             Message::Reply(_) => decode_frame(frame).map(Message::Reply),
         }
     }
@@ -473,7 +473,7 @@ fn samples() -> Vec<(String, Message)> {
         },
     );
 
-    let mut request = |name: String, m: Request| out.push((name, Message::Request(m)));
+    let mut request = |name: String, m: Request| out.push((name, Message::Request(Box::new(m))));
     for r in walk(Request::Spawn(spawn()), next_request) {
         request(format!("request.{}", request_name(&r)), r);
     }

@@ -430,3 +430,40 @@ fn sandbox_env_sets_and_passes_variables_to_every_command() {
     }
     assert_ne!(tested, 0, "no backend could run here");
 }
+
+#[test]
+fn file_tools_work_under_socket_settings_their_backend_refuses_for_commands() {
+    let mut tested = 0;
+    for backend in BACKENDS {
+        let scratch = Scratch::new_in(&scratch_base(), &format!("profile-sockets-{backend}"));
+        let written = scratch.ws().join("note.txt").display().to_string();
+        let calls: [Call<'_>; 3] = [
+            (
+                "write_file",
+                &[("path", written.as_str()), ("content", "kept")],
+            ),
+            ("read_file", &[("path", written.as_str())]),
+            ("bash", &[("command", "true")]),
+        ];
+        let config = "local_binding = true\nunix_sockets = [\"/run/agentd-test-absent.sock\"]\n";
+        let Some(results) = run_on(backend, &scratch, config, &calls) else {
+            continue;
+        };
+        // The helper's reader and writer open no socket: the settings do not reach them.
+        assert_eq!(results[0]["status"], "completed", "{}", text(&results[0]));
+        assert_eq!(results[1]["status"], "completed", "{}", text(&results[1]));
+        assert!(text(&results[1]).contains("kept"), "{}", text(&results[1]));
+        assert_eq!(read(Path::new(&written)).as_deref(), Some("kept"));
+        // The control: the settings are in force for commands, which Landlock refuses.
+        match backend {
+            "landlock" => {
+                assert_eq!(results[2]["status"], "failed", "{}", text(&results[2]));
+                let refused = results[2]["rawOutput"]["refused"].as_str().unwrap_or("");
+                assert!(refused.contains("bwrap"), "{}", results[2]);
+            }
+            _ => assert_eq!(results[2]["status"], "completed", "{}", text(&results[2])),
+        }
+        tested += 1;
+    }
+    assert_ne!(tested, 0, "no backend could run here");
+}

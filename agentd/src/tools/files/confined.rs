@@ -39,9 +39,15 @@ impl OpError {
     }
 }
 
-/// The policy a file operation of this session runs under: its commands' ([`ToolEnv::policy`]).
+/// The policy a file operation of this session runs under: its commands' ([`ToolEnv::policy`])
+/// without their sockets. The helper's reader and writer open no socket, and a backend that
+/// cannot keep loopback sockets or named Unix sockets to the sandbox refuses a request that asks
+/// for them: a file operation must not fail for a setting it does not use.
 fn policy(env: &ToolEnv, mode: Mode) -> Result<Policy, OpError> {
-    env.policy(mode).map_err(OpError::failed)
+    let mut policy = env.policy(mode).map_err(OpError::failed)?;
+    policy.local_binding = false;
+    policy.unix_sockets.clear();
+    Ok(policy)
 }
 
 /// Everything from `pipe` up to `cap` bytes (one more shows it was over).
