@@ -25,6 +25,10 @@
 //!   `AF_INET6` and `AF_NETLINK` remain. `socketpair(AF_UNIX)` stays allowed for `SOCK_STREAM`
 //!   and `SOCK_SEQPACKET` only: a datagram pair sends to any named socket given as `sendto`'s
 //!   destination;
+//! - under Landlock with the allow-list (`tcp_only`), where the command shares the host's
+//!   network and its shim lets its `connect` reach only the proxy: `AF_INET`/`AF_INET6` stream
+//!   sockets only (a datagram needs no `connect`), and `sendto`/`sendmsg`/`sendmmsg` with
+//!   `MSG_FASTOPEN` (TCP Fast Open connects without `connect()`);
 //! - `bpf`, `perf_event_open`, `kcmp`, `process_madvise`: kernel surfaces no tool needs, and
 //!   the last two reach into other processes;
 //! - scheduling and resources of other processes: `sched_setscheduler`, `sched_setparam`,
