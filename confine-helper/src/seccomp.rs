@@ -351,12 +351,6 @@ fn types_but(family: u64, allowed: &[u64]) -> Result<Vec<SeccompRule>, FilterErr
 /// `unix_sockets`; it allows everything else, which the command's main filter then judges. A
 /// foreign architecture or an x32 call is left to the main filter, which kills it.
 pub(crate) fn connect_notify_program() -> Result<BpfProgram, FilterError> {
-    const LD_W_ABS: u16 = opcode(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS);
-    const JEQ_K: u16 = opcode(libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K);
-    const RET_K: u16 = opcode(libc::BPF_RET | libc::BPF_K);
-    const OFFSET_NR: u32 = 0;
-    const OFFSET_ARCH: u32 = 4;
-    let insn = |code: u16, jt: u8, jf: u8, k: u32| sock_filter { code, jt, jf, k };
     let connect =
         u32::try_from(libc::SYS_connect).map_err(|e| FilterError::SyscallNumber("connect", e))?;
     Ok(vec![
@@ -430,13 +424,6 @@ fn metadata_syscalls() -> Vec<i64> {
 /// `ENOSYS`. For any other architecture tag they fall through to seccompiler's own check, which
 /// kills the process. Every jump lands inside the prologue or on the first instruction after it.
 fn prologue() -> Result<BpfProgram, FilterError> {
-    const LD_W_ABS: u16 = opcode(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS);
-    const JEQ_K: u16 = opcode(libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K);
-    const JGE_K: u16 = opcode(libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K);
-    const RET_K: u16 = opcode(libc::BPF_RET | libc::BPF_K);
-    const OFFSET_NR: u32 = 0;
-    const OFFSET_ARCH: u32 = 4;
-    let insn = |code: u16, jt: u8, jf: u8, k: u32| sock_filter { code, jt, jf, k };
     let kill = libc::SECCOMP_RET_KILL_PROCESS;
     let enosys = libc::SECCOMP_RET_ERRNO | (libc::ENOSYS.unsigned_abs() & libc::SECCOMP_RET_DATA);
     let mut p = vec![
@@ -461,6 +448,19 @@ fn prologue() -> Result<BpfProgram, FilterError> {
     let after = p.len();
     p[1].jf = u8::try_from(after - 2).map_err(FilterError::Prologue)?;
     Ok(p)
+}
+
+// The hand-written instructions' opcodes, and where `seccomp_data` holds the call's number and
+// architecture.
+const LD_W_ABS: u16 = opcode(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS);
+const JEQ_K: u16 = opcode(libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K);
+const JGE_K: u16 = opcode(libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K);
+const RET_K: u16 = opcode(libc::BPF_RET | libc::BPF_K);
+const OFFSET_NR: u32 = 0;
+const OFFSET_ARCH: u32 = 4;
+
+fn insn(code: u16, jt: u8, jf: u8, k: u32) -> sock_filter {
+    sock_filter { code, jt, jf, k }
 }
 
 /// A BPF opcode as an instruction holds it: the kernel's constants are `u32`, the field is

@@ -306,22 +306,40 @@ pub(super) fn socketpair_cloexec() -> SysResult<[c_int; 2]> {
 #[repr(C, align(8))]
 struct OneFdControl([u8; 24]);
 
-/// Sends descriptor `fd` over the Unix socket `sock` with one byte of data.
-pub(super) fn send_fd(sock: c_int, fd: c_int) -> SysResult<()> {
-    let mut byte = [0u8; 1];
-    let mut iov = libc::iovec {
-        iov_base: byte.as_mut_ptr().cast(),
-        iov_len: byte.len(),
-    };
-    let mut control = OneFdControl([0; 24]);
+/// A `msghdr` for one byte (`iov`) and the first `control_len` bytes of `control`. The
+/// pointers are valid while `iov` and `control` are.
+fn one_fd_message(
+    iov: &mut libc::iovec,
+    control: &mut OneFdControl,
+    control_len: usize,
+) -> libc::msghdr {
     // SAFETY: an all-zero msghdr is valid (null pointers, zero lengths); the fields that matter
     // are set below.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
+    msg.msg_iov = iov;
     msg.msg_iovlen = 1;
     msg.msg_control = control.0.as_mut_ptr().cast();
+    msg.msg_controllen = control_len.min(control.0.len()) as _;
+    msg
+}
+
+/// The one-element `iovec` of `byte`.
+fn one_byte(byte: &mut [u8; 1]) -> libc::iovec {
+    libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: byte.len(),
+    }
+}
+
+/// Sends descriptor `fd` over the Unix socket `sock` with one byte of data. (nix's `sendmsg`
+/// allocates its control buffer; this runs between fork and exec.)
+pub(super) fn send_fd(sock: c_int, fd: c_int) -> SysResult<()> {
+    let mut byte = [0u8; 1];
+    let mut iov = one_byte(&mut byte);
+    let mut control = OneFdControl([0; 24]);
     // SAFETY: CMSG_SPACE only computes a size.
-    msg.msg_controllen = unsafe { libc::CMSG_SPACE(4) } as _;
+    let space = unsafe { libc::CMSG_SPACE(4) };
+    let msg = one_fd_message(&mut iov, &mut control, usize::try_from(space).unwrap_or(0));
     // SAFETY: `msg` describes the live control buffer, which holds one header and one int.
     let header = unsafe { libc::CMSG_FIRSTHDR(&msg) };
     if header.is_null() {
@@ -341,17 +359,9 @@ pub(super) fn send_fd(sock: c_int, fd: c_int) -> SysResult<()> {
 /// Receives one descriptor sent by [`send_fd`] on `sock`, close-on-exec, without waiting.
 pub(super) fn recv_fd(sock: c_int) -> SysResult<c_int> {
     let mut byte = [0u8; 1];
-    let mut iov = libc::iovec {
-        iov_base: byte.as_mut_ptr().cast(),
-        iov_len: byte.len(),
-    };
+    let mut iov = one_byte(&mut byte);
     let mut control = OneFdControl([0; 24]);
-    // SAFETY: as in `send_fd`.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control.0.as_mut_ptr().cast();
-    msg.msg_controllen = control.0.len() as _;
+    let mut msg = one_fd_message(&mut iov, &mut control, usize::MAX);
     // SAFETY: `msg` points at live buffers the kernel writes at most their lengths into.
     check(unsafe { libc::recvmsg(sock, &mut msg, libc::MSG_DONTWAIT | libc::MSG_CMSG_CLOEXEC) })?;
     // SAFETY: `msg` now describes what the kernel wrote into `control`.
