@@ -6,7 +6,8 @@
 //! [`confine`] decides how it is confined ([`ceiling`], `paths` and `protect` for what stays
 //! read-only, `git` for what a repository consists of, `bwrap`, `landlock`, `seccomp`); `files`
 //! is the file reader and writer that run confined for agentd's file tools; `enter` applies
-//! Landlock inside a bwrap sandbox, as the second layer;
+//! Landlock inside a bwrap sandbox, as the second layer; `connects` judges the `connect` calls
+//! a command's shim answers for it (`unix_sockets`, the allow-list under Landlock);
 //! [`service`] sets up the listening socket; `sys` holds every `unsafe` block.
 
 #![warn(

@@ -17,6 +17,10 @@
 //! The command reports a failed setup step to the shim over a third, close-on-exec pipe before
 //! `execve`; once `execve` succeeds the command holds no descriptor of any of these pipes, so it
 //! cannot forge a record.
+//!
+//! Where the shim supervises `connect` ([`connect`]: `unix_sockets`, the allow-list under
+//! Landlock), the command loads one more filter first and sends its listener to the shim over
+//! a socketpair; the shim answers each `connect` from its poll loop, on stack buffers too.
 
 mod call;
 mod caps;
