@@ -14,6 +14,8 @@
 //! by name, each decision reported, everything else refused.
 //! [`mcp`] is the client of a session's MCP servers, each started through the helper like a
 //! command.
+//! [`http_client`] is the one HTTP/1.1 client stack agentd's own connections use: the model
+//! provider's and those to MCP servers reached over HTTP.
 //!
 //! A session is its log ([`session`]), at the bottom: its events hold plain values only, the
 //! protocol's and those of [`words`], the leaf that spells agentd's own vocabularies. Above the
@@ -44,6 +46,7 @@ pub mod denial;
 pub mod deny_read;
 pub mod environment;
 pub mod helper_client;
+pub mod http_client;
 pub mod knobs;
 pub mod mcp;
 pub mod model;

@@ -25,7 +25,6 @@ mod family;
 pub mod openai;
 mod retry;
 pub mod scripted;
-mod sse;
 mod stream;
 
 use std::fmt;

@@ -3,23 +3,8 @@
 //!
 //! # The HTTP stack
 //!
-//! One streamed `POST` per turn needs little of an HTTP library: no redirects, cookies, HTTP/2 or
-//! connection pool. Two stacks were weighed:
-//!
-//! * `reqwest` (0.13, default features off). Its rustls feature now brings the aws-lc-rs
-//!   provider, whose build wants cmake/nasm; `rustls-no-provider` avoids that but still pulls in
-//!   the platform certificate verifier, `url` with its Unicode (ICU) tables, `tower` and
-//!   `tower-http`: about 210 lines of `cargo tree -e normal` for a hello-world against 59 below.
-//! * hyper 1 (`client`, `http1`) with `hyper-util`'s tokio adapter, `tokio-rustls` over rustls
-//!   with the `ring` provider, and the Mozilla roots compiled in from `webpki-roots`. About 30
-//!   small crates; `ring` builds its C and pre-generated assembly with the system C compiler
-//!   alone, and no system certificate store is needed.
-//!
-//! For agentd the second meant 22 more crates (`cargo tree -p agentd -e normal`: 77 lines before,
-//! 128 after) and about 10 s of clean debug build on two cores, half of it rustls itself.
-//!
-//! This module uses the second. It wires the pieces by hand: one connection per request (TCP,
-//! then TLS for `https://`, then an HTTP/1.1 handshake), driven inside the future
+//! [`crate::http_client`], shared with the MCP client: one connection per request (TCP, then
+//! TLS for `https://`, then an HTTP/1.1 handshake), driven inside the future
 //! [`Provider::complete`] returns rather than in a spawned task, so dropping that future drops the
 //! socket and the server sees the connection close at once. Proxies (`HTTPS_PROXY`) are not
 //! supported.
@@ -36,7 +21,7 @@
 //!   headers or no body byte within the idle timeout, an answer that ended before any of it was
 //!   delivered. Never once a delta was delivered: the user has seen it, and a second answer
 //!   would differ.
-//! * The stream: server-sent events ([`super::sse`]) assembled by [`super::stream`]; `[DONE]` or
+//! * The stream: server-sent events ([`crate::http_client::sse`]) assembled by [`super::stream`]; `[DONE]` or
 //!   a clean end after a `finish_reason` ends it. A server that ignores `stream: true` and
 //!   answers one JSON completion is understood too.
 //! * The request: the history in the chat-completions format; each assistant message carries
@@ -47,7 +32,6 @@ mod request;
 mod settings;
 
 use std::fmt;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
@@ -55,7 +39,6 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
 use hyper::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HOST, HeaderValue, USER_AGENT};
 use hyper::{Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::time::{Instant, timeout, timeout_at};
@@ -63,17 +46,17 @@ use tokio_rustls::TlsConnector;
 use tokio_rustls::rustls;
 
 use super::retry;
-use super::sse::SseParser;
 use super::stream::{Flow, StreamState, server_message};
 use super::{AssistantTurn, ChatRequest, CompleteFuture, Delta, ModelError, Provider, excerpt};
-use request::Endpoint;
+use crate::http_client::sse::SseParser;
+use crate::http_client::{self, Target, chain, tls_connector};
 pub use request::EndpointError;
 pub use settings::OpenAiSettings;
 
 /// The chat-completions provider.
 pub struct OpenAiProvider {
     settings: OpenAiSettings,
-    endpoint: Endpoint,
+    endpoint: Target,
     authorization: Option<HeaderValue>,
     tls: Option<TlsConnector>,
 }
@@ -119,7 +102,7 @@ impl OpenAiProvider {
     /// A provider for these settings. Fails, with a message for the `[model]` table, when the
     /// base URL is not an `http(s)://` URL or the key cannot be sent in a header.
     pub fn new(settings: OpenAiSettings) -> Result<OpenAiProvider, SetupError> {
-        let endpoint = Endpoint::parse(&settings.base_url)?;
+        let endpoint = request::endpoint(&settings.base_url)?;
         let authorization = match &settings.api_key {
             None => None,
             Some(key) => {
@@ -150,7 +133,7 @@ impl OpenAiProvider {
             .header(HOST, self.endpoint.authority.as_str())
             .header(CONTENT_TYPE, "application/json")
             .header(ACCEPT, "text/event-stream")
-            .header(USER_AGENT, concat!("agentd/", env!("CARGO_PKG_VERSION")))
+            .header(USER_AGENT, http_client::USER_AGENT)
             .body(Full::new(body))
             .unwrap_or_default();
         if let Some(value) = &self.authorization {
@@ -210,20 +193,15 @@ impl OpenAiProvider {
         let Some(tls) = &self.tls else {
             return self.exchange(tcp, body, on_delta).await;
         };
-        let server_name = rustls::pki_types::ServerName::try_from(self.endpoint.host.clone())
-            .map_err(|e| Failure::Fatal(self.unreachable(format!("not a TLS server name: {e}"))))?;
-        let stream = match timeout_at(deadline, tls.connect(server_name, tcp)).await {
+        let handshake = http_client::tls(tls, &self.endpoint.host, tcp);
+        let stream = match timeout_at(deadline, handshake).await {
             Err(_) => return Err(connect_timed_out()),
-            // rustls reports its own failures (certificates, protocol) as InvalidData; those
-            // will not change on a second try.
-            Ok(Err(e)) if e.kind() == std::io::ErrorKind::InvalidData => {
-                return Err(Failure::Fatal(
-                    self.unreachable(format!("the TLS handshake failed: {e}")),
-                ));
+            Ok(Err(e)) if e.is_final() => {
+                return Err(Failure::Fatal(self.unreachable(e.to_string())));
             }
             Ok(Err(e)) => {
                 return Err(Failure::Retry {
-                    error: self.unreachable(format!("the TLS handshake failed: {e}")),
+                    error: self.unreachable(e.to_string()),
                     retry_after: None,
                 });
             }
@@ -242,14 +220,8 @@ impl OpenAiProvider {
     where
         S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
-        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(io))
-            .await
-            .map_err(|e| Failure::Retry {
-                error: self.interrupted(format!("the HTTP handshake failed: {}", chain(&e))),
-                retry_after: None,
-            })?;
         let request = self.request(body.clone());
-        let work = async {
+        let work = |mut sender: hyper::client::conn::http1::SendRequest<Full<Bytes>>| async move {
             let response = match timeout(self.settings.idle_timeout, async {
                 sender.ready().await?;
                 sender.send_request(request).await
@@ -276,18 +248,12 @@ impl OpenAiProvider {
             };
             self.read_response(response, on_delta).await
         };
-        let mut connection = std::pin::pin!(connection);
-        let mut work = std::pin::pin!(work);
-        let mut connection_done = false;
-        loop {
-            tokio::select! {
-                biased;
-                result = &mut work => return result,
-                // Once the connection is done (closed or failed), what it delivered is still
-                // buffered for `work`, which sees any failure as a body error.
-                _ = &mut connection, if !connection_done => connection_done = true,
-            }
-        }
+        http_client::exchange(io, work)
+            .await
+            .map_err(|e| Failure::Retry {
+                error: self.interrupted(format!("the HTTP handshake failed: {}", chain(&e))),
+                retry_after: None,
+            })?
     }
 
     async fn read_response(
@@ -522,33 +488,6 @@ impl Provider for OpenAiProvider {
             self.settings.base_url.trim()
         )
     }
-}
-
-fn tls_connector() -> Result<TlsConnector, rustls::Error> {
-    let mut roots = rustls::RootCertStore::empty();
-    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(TlsConnector::from(Arc::new(config)))
-}
-
-/// An error and its sources, joined.
-fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let more = cause.to_string();
-        if !text.contains(&more) {
-            text.push_str(": ");
-            text.push_str(&more);
-        }
-        source = cause.source();
-    }
-    text
 }
 
 #[cfg(test)]

@@ -21,11 +21,11 @@
 
 use serde_json::Value;
 
-use super::sse::SseEvent;
 use super::{
     AssistantTurn, Delta, FinishReason, ModelError, Reasoning, ReasoningField, ToolCall, Usage,
     excerpt,
 };
+use crate::http_client::sse::SseEvent;
 
 /// Whether the stream goes on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

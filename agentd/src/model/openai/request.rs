@@ -1,28 +1,13 @@
-//! What a chat-completions request is made of: where it goes ([`Endpoint`], from
+//! What a chat-completions request is made of: where it goes ([`endpoint`], from
 //! `model.base_url`) and its JSON body, the history in the wire format with each assistant
 //! message's reasoning sent back where the rule says.
 
-use hyper::Uri;
 use serde_json::{Map, Value, json};
 
 use super::settings::OpenAiSettings;
+use crate::http_client::{Target, TargetError};
 use crate::model::family::ReasoningReturn;
 use crate::model::{ChatRequest, Message, ReasoningField};
-
-/// Where requests go.
-#[derive(Debug, Clone)]
-pub(super) struct Endpoint {
-    pub(super) https: bool,
-    /// The host to connect to and to name in TLS (an IPv6 literal without brackets).
-    pub(super) host: String,
-    pub(super) port: u16,
-    /// The `Host` header.
-    pub(super) authority: String,
-    /// The request target: the path and query of `.../chat/completions`.
-    pub(super) target: String,
-    /// The full URL, for messages.
-    pub(super) url: String,
-}
 
 /// Why `model.base_url` names no endpoint.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -41,51 +26,21 @@ pub enum EndpointError {
     NotHttp(String),
 }
 
-impl Endpoint {
-    pub(super) fn parse(base_url: &str) -> Result<Endpoint, EndpointError> {
-        let base_url = base_url.trim();
-        let after_scheme = base_url.split_once("://").map_or("", |(_, rest)| rest);
-        let authority_part = after_scheme.split(['/', '?']).next().unwrap_or("");
-        if authority_part.contains('@') {
-            return Err(EndpointError::Credentials);
-        }
-        let not_http = || EndpointError::NotHttp(base_url.to_owned());
-        let (base, query) = match base_url.split_once('?') {
-            Some((base, query)) => (base, Some(query)),
-            None => (base_url, None),
-        };
-        let url = match query {
-            Some(query) => format!("{}/chat/completions?{query}", base.trim_end_matches('/')),
-            None => format!("{}/chat/completions", base.trim_end_matches('/')),
-        };
-        let uri: Uri = url.parse().map_err(|_| not_http())?;
-        let https = match uri.scheme_str() {
-            Some("https") => true,
-            Some("http") => false,
-            _ => return Err(not_http()),
-        };
-        let authority = uri.authority().ok_or_else(not_http)?;
-        let host = authority.host();
-        if host.is_empty() {
-            return Err(not_http());
-        }
-        let host = host
-            .strip_prefix('[')
-            .and_then(|h| h.strip_suffix(']'))
-            .unwrap_or(host);
-        let target = uri
-            .path_and_query()
-            .map_or("/chat/completions", |pq| pq.as_str())
-            .to_owned();
-        Ok(Endpoint {
-            https,
-            host: host.to_owned(),
-            port: authority.port_u16().unwrap_or(if https { 443 } else { 80 }),
-            authority: authority.as_str().to_owned(),
-            target,
-            url,
-        })
-    }
+/// Where requests go: `.../chat/completions` below `base_url`, its query kept.
+pub(super) fn endpoint(base_url: &str) -> Result<Target, EndpointError> {
+    let base_url = base_url.trim();
+    let (base, query) = match base_url.split_once('?') {
+        Some((base, query)) => (base, Some(query)),
+        None => (base_url, None),
+    };
+    let url = match query {
+        Some(query) => format!("{}/chat/completions?{query}", base.trim_end_matches('/')),
+        None => format!("{}/chat/completions", base.trim_end_matches('/')),
+    };
+    Target::parse(&url).map_err(|e| match e {
+        TargetError::Credentials(_) => EndpointError::Credentials,
+        TargetError::NotHttp(_) => EndpointError::NotHttp(base_url.to_owned()),
+    })
 }
 
 /// The JSON body of a request for `req`.
@@ -208,16 +163,16 @@ mod tests {
 
     #[test]
     fn base_urls_become_endpoints() {
-        let e = Endpoint::parse("https://api.deepseek.com/v1/").expect("parses");
+        let e = endpoint("https://api.deepseek.com/v1/").expect("parses");
         assert!(e.https);
         assert_eq!((e.host.as_str(), e.port), ("api.deepseek.com", 443));
         assert_eq!(e.target, "/v1/chat/completions");
         assert_eq!(e.url, "https://api.deepseek.com/v1/chat/completions");
-        let e = Endpoint::parse("http://[::1]:8080/v1?api-version=2").expect("parses");
+        let e = endpoint("http://[::1]:8080/v1?api-version=2").expect("parses");
         assert_eq!((e.host.as_str(), e.port), ("::1", 8080));
         assert_eq!(e.authority, "[::1]:8080");
         assert_eq!(e.target, "/v1/chat/completions?api-version=2");
-        let e = Endpoint::parse("http://localhost").expect("parses");
+        let e = endpoint("http://localhost").expect("parses");
         assert_eq!((e.target.as_str(), e.port), ("/chat/completions", 80));
     }
 

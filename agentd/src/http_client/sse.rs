@@ -1,4 +1,5 @@
-//! A parser of server-sent events, fed the body bytes as they arrive.
+//! A parser of server-sent events, fed the body bytes as they arrive: the model's streamed
+//! answers and the answers of MCP servers over HTTP are both event streams.
 //!
 //! It follows the event-stream rules: lines end in CRLF, LF or a lone CR (a CRLF split across
 //! two reads is still one line end); `field:value` with one optional space after the colon; a line
