@@ -107,6 +107,7 @@ fn a_denial_is_explained_with_the_option_that_would_allow_it() {
         kinds: vec![Kind::FileWrite, Kind::Network],
         lifted_by: Some(Mode::DangerFullAccess),
         paths: vec!["/home/u/.npm/_cacache".into()],
+        worked_around: Vec::new(),
     });
     let mut args = RunArgs::new(["curl"]);
     args.mode = Mode::WorkspaceWrite;
@@ -703,6 +704,7 @@ fn a_denied_unix_socket_is_explained_with_the_sockets_the_command_could_reach() 
         kinds: vec![Kind::Socket],
         lifted_by: Some(Mode::DangerFullAccess),
         paths: Vec::new(),
+        worked_around: Vec::new(),
     });
     let args = RunArgs::new(["node"]);
     assert_eq!(

@@ -366,6 +366,28 @@ mod tests {
     }
 
     #[test]
+    fn json_of_a_success_the_sandbox_denied_a_write_that_a_tool_worked_around() {
+        let mut facts = Facts::from_outcome(
+            Outcome::Exited(confined_exit(ExitStatus::Code(0), Ending::Exited)),
+            true,
+        );
+        facts.denial = Some(Denial {
+            kinds: vec![Kind::FileWrite],
+            lifted_by: Some(confine_protocol::Mode::DangerFullAccess),
+            paths: vec!["/home/u/.cache/pip".into()],
+            worked_around: vec![denial::WorkedAround {
+                path: "/home/u/.cache/pip".into(),
+                instead: "pip disabled its cache",
+            }],
+        });
+        assert!(facts.denied());
+        assert_eq!(
+            facts.to_json(),
+            r#"{"exit":{"code":0},"backend":"bwrap","enforcement":{"level":"full","missing":[],"layers":["namespaces","landlock","seccomp"]},"denied":true,"denials":["file-write"],"denied_paths":["/home/u/.cache/pip"],"runner_failure":null,"refused":null,"timed_out":false}"#
+        );
+    }
+
+    #[test]
     fn the_json_names_the_extra_writable_roots_and_the_denied_paths_only_when_there_are_any() {
         let mut spec = SpawnSpec::new(["sh"]);
         spec.policy.writable_roots = vec![b"/home/u/.cache/pip".to_vec()];
@@ -378,6 +400,7 @@ mod tests {
             kinds: vec![Kind::FileWrite],
             lifted_by: Some(confine_protocol::Mode::DangerFullAccess),
             paths: vec!["/home/u/.npm/x".into()],
+            worked_around: Vec::new(),
         });
         assert_eq!(
             facts.to_json(),

@@ -35,6 +35,8 @@ pub trait Host {
     fn resolve(&self, path: &Path) -> Option<PathBuf>;
     /// Whether the user could make `access` on the resolved `path` without a sandbox.
     fn permits(&self, path: &Path, access: Access) -> bool;
+    /// Whether the user is root, whom some tools judge by other checks than `access(2)`.
+    fn is_root(&self) -> bool;
 }
 
 /// The machine agentd runs on.
@@ -70,6 +72,10 @@ impl Host for RealHost {
                 me.is_root() || fs::metadata(path).is_ok_and(|meta| meta.uid() == me.as_raw())
             }
         }
+    }
+
+    fn is_root(&self) -> bool {
+        geteuid().is_root()
     }
 }
 

@@ -23,10 +23,17 @@
 //! was not the problem, which is worse than missing a denial. So a `Permission denied` that names
 //! no path counts only when the line is about the network; only `EROFS`, which no program
 //! produces but a read-only mount, counts without a path.
+//!
+//! One exception to "only when the command failed": a tool's own report that it worked around a
+//! denied write ([`recovered`]: pip disabling its cache) counts whatever the exit code, since the
+//! tool succeeds precisely by working around it. It is an exact sentence naming a path, and the
+//! path is judged as any file write's (points 2 and 3), so it can be no looser than a failure's
+//! line.
 
 pub mod dialect;
 pub mod host;
 mod named;
+mod recovered;
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -104,6 +111,18 @@ pub struct Denial {
     /// The files a denied access named, as real paths, each once, in the order the command
     /// printed them (at most [`MAX_HOST_CHECKS`]); empty when none named one.
     pub paths: Vec<PathBuf>,
+    /// The denied accesses a tool reported working around, in the order of `paths`; empty when
+    /// none did. A command that exited 0 yet was denied something has at least one.
+    pub worked_around: Vec<WorkedAround>,
+}
+
+/// A denied access a tool reported working around, so that the command could go on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkedAround {
+    /// The file it named, as a real path (one of [`Denial::paths`]).
+    pub path: PathBuf,
+    /// What the tool did instead, in words: "pip disabled its cache".
+    pub instead: &'static str,
 }
 
 /// What the command was allowed, as agentd asked for it: the ground its messages are judged on.
@@ -165,13 +184,16 @@ pub struct Evidence<'a> {
 }
 
 /// What the sandbox denied the command, if anything. Something only when all hold:
-/// - the command exited by itself with a non-zero code (not killed by a signal);
+/// - the command exited by itself (not killed by a signal);
 /// - no runner step failed and the request was not refused (a runner failure always outranks
 ///   a denial);
 /// - the backend confines (bwrap, Landlock, Seatbelt; never `none`);
-/// - a line of the stderr tail shows that backend's denial ([`dialect::find`]), is not a known
-///   look-alike ([`dialect::NOT_SANDBOX_DENIALS`]), and what it names is something the sandbox
-///   forbids and the user could do without it (see the module documentation).
+/// - a line of the stderr tail either shows that backend's denial ([`dialect::find`]) while the
+///   command exited non-zero, and is not a known look-alike ([`dialect::NOT_SANDBOX_DENIALS`]);
+///   or, whatever the exit code, is a tool's report that it worked around a denied write
+///   ([`recovered::REPORTS`]);
+/// - what that line names is something the sandbox forbids and the user could do without it
+///   (see the module documentation).
 pub fn classify(evidence: &Evidence<'_>) -> Option<Denial> {
     classify_on(evidence, &RealHost)
 }
@@ -184,10 +206,10 @@ pub fn classify_on(evidence: &Evidence<'_>, host: &dyn Host) -> Option<Denial> {
     let Some(ExitStatus::Code(code)) = evidence.exit else {
         return None;
     };
-    if code == 0 {
+    let backend = evidence.backend?;
+    if backend == Backend::None {
         return None;
     }
-    let backend = evidence.backend?;
     let text = String::from_utf8_lossy(evidence.stderr_tail);
     let lines: Vec<&str> = text
         .split('\n')
@@ -198,10 +220,26 @@ pub fn classify_on(evidence: &Evidence<'_>, host: &dyn Host) -> Option<Denial> {
         host,
         checks_left: MAX_HOST_CHECKS,
     };
-    let findings: Vec<Finding> = (0..lines.len())
-        .flat_map(|i| judge.line(backend, &lines, i))
-        .collect();
-    combine(&findings)
+    let mut findings = Vec::new();
+    let mut worked_around = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        if code != 0 {
+            findings.extend(judge.line(backend, &lines, i));
+        }
+        if let Some((finding, instead)) = judge.recovered(line) {
+            let around = finding
+                .path
+                .clone()
+                .map(|path| WorkedAround { path, instead });
+            if let Some(around) = around.filter(|a| !worked_around.contains(a)) {
+                worked_around.push(around);
+            }
+            findings.push(finding);
+        }
+    }
+    let mut denial = combine(&findings)?;
+    denial.worked_around = worked_around;
+    Some(denial)
 }
 
 /// What the sandbox denied a file tool's own `access` of `path` (absolute), which failed with
@@ -284,6 +322,7 @@ fn combine(findings: &[Finding]) -> Option<Denial> {
         kinds,
         lifted_by,
         paths,
+        worked_around: Vec::new(),
     })
 }
 
@@ -372,6 +411,18 @@ impl Judge<'_> {
                 vec![Finding::always(Kind::SystemInterface)]
             }
         }
+    }
+
+    /// What a tool's report in `line` ([`recovered::find`]) shows the sandbox denied, and what
+    /// the tool did instead: a write of the path it names, judged as a write refused by the
+    /// backend's rules (inside a writable root, the file's own in workspace-write).
+    fn recovered(&mut self, line: &str) -> Option<(Finding, &'static str)> {
+        let (report, given) = recovered::find(line)?;
+        if !report.for_root && self.host.is_root() {
+            return None;
+        }
+        let finding = self.path_finding(Path::new(given), Access::Write, Meaning::FileAccess)?;
+        Some((finding, report.instead))
     }
 
     /// A read-only mount refused a write that named no path.

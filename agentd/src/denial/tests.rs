@@ -66,6 +66,10 @@ impl Host for FakeHost {
             Access::Metadata => under(path, &self.owned),
         }
     }
+
+    fn is_root(&self) -> bool {
+        self.owned.iter().any(|p| p == Path::new("/"))
+    }
 }
 
 /// How a command ran, for [`judged`].
@@ -535,7 +539,7 @@ fn each_backend_counts_only_its_own_texts() {
 // How the command ended.
 
 #[test]
-fn success_is_never_a_denial() {
+fn success_without_a_tools_report_is_never_a_denial() {
     let ok = Run {
         code: 0,
         ..BWRAP_RO
@@ -606,6 +610,154 @@ fn an_empty_stderr_is_not_a_denial() {
     assert_none(&BWRAP_RO, &FakeHost::root(), "");
 }
 
+// A tool's report that it worked around a denied write.
+
+/// pip's warning when `access(2)` says its cache directory is not writable.
+fn pip_warning(path: &str) -> String {
+    format!(
+        "WARNING: The directory '{path}' or its parent directory is not owned or is not writable \
+         by the current user. The cache has been disabled. Check the permissions and owner of \
+         that directory. If executing pip with sudo, you should use sudo's -H flag.\n"
+    )
+}
+
+const SUCCEEDED: Run = Run {
+    code: 0,
+    ..BWRAP_WW
+};
+
+#[test]
+fn pips_disabled_cache_after_a_success_is_a_file_write_naming_the_cache() {
+    let stderr = pip_warning("/home/u/.cache/pip");
+    for run in [
+        &SUCCEEDED,
+        &Run {
+            code: 0,
+            ..LANDLOCK_RO
+        },
+        &BWRAP_WW,
+    ] {
+        let denial = judged(run, &FakeHost::user(), &stderr).expect("denied");
+        assert_eq!(denial.kinds, [Kind::FileWrite]);
+        assert_eq!(denial.lifted_by, Some(Mode::DangerFullAccess));
+        assert_eq!(denial.paths, [PathBuf::from("/home/u/.cache/pip")]);
+        assert_eq!(
+            denial.worked_around,
+            [WorkedAround {
+                path: "/home/u/.cache/pip".into(),
+                instead: "pip disabled its cache",
+            }]
+        );
+    }
+}
+
+#[test]
+fn pips_report_beside_a_failures_own_denial_counts_both_in_the_order_printed() {
+    let stderr = format!(
+        "{}sh: 1: cannot create /home/u/x: Read-only file system\n",
+        pip_warning("/home/u/.cache/pip")
+    );
+    let denial = judged(&BWRAP_WW, &FakeHost::user(), &stderr).expect("denied");
+    assert_eq!(denial.kinds, [Kind::FileWrite]);
+    assert_eq!(
+        denial.paths,
+        [PathBuf::from("/home/u/.cache/pip"), "/home/u/x".into()]
+    );
+    assert_eq!(denial.worked_around.len(), 1);
+}
+
+#[test]
+fn pips_report_on_a_cache_inside_a_writable_root_is_not_a_denial() {
+    assert_none(&SUCCEEDED, &FakeHost::user(), &pip_warning("/w/.cache/pip"));
+    // Relative to the command's directory, the same.
+    assert_none(&SUCCEEDED, &FakeHost::user(), &pip_warning(".cache/pip"));
+    // In read-only mode the workspace was not writable: workspace-write lifts it.
+    let read_only = Run {
+        code: 0,
+        ..BWRAP_RO
+    };
+    let denial =
+        judged(&read_only, &FakeHost::user(), &pip_warning("/w/.cache/pip")).expect("denied");
+    assert_eq!(denial.kinds, [Kind::FileWrite]);
+    assert_eq!(denial.lifted_by, Some(Mode::WorkspaceWrite));
+}
+
+#[test]
+fn pips_report_on_a_protected_path_is_a_protected_path_denial() {
+    let denial =
+        judged(&SUCCEEDED, &FakeHost::user(), &pip_warning("/w/.git/pip")).expect("denied");
+    assert_eq!(denial.kinds, [Kind::ProtectedPath]);
+    assert_eq!(denial.paths, [PathBuf::from("/w/.git/pip")]);
+}
+
+#[test]
+fn pips_report_on_a_directory_the_user_could_not_write_anyway_is_not_a_denial() {
+    assert_none(
+        &SUCCEEDED,
+        &FakeHost::user(),
+        &pip_warning("/root/.cache/pip"),
+    );
+    assert_none(&SUCCEEDED, &FakeHost::user(), &pip_warning("/sys/pip"));
+}
+
+#[test]
+fn pips_report_as_root_is_about_ownership_and_not_a_denial() {
+    assert_none(
+        &SUCCEEDED,
+        &FakeHost::root(),
+        &pip_warning("/home/u/.cache/pip"),
+    );
+}
+
+#[test]
+fn pips_report_unconfined_after_a_runner_failure_or_a_signal_is_not_a_denial() {
+    let stderr = pip_warning("/home/u/.cache/pip");
+    let unconfined = Run {
+        backend: Backend::None,
+        mode: Mode::DangerFullAccess,
+        ..SUCCEEDED
+    };
+    assert_none(&unconfined, &FakeHost::user(), &stderr);
+    let scope = scope_of(Mode::WorkspaceWrite, Path::new("/w"));
+    let ran = Evidence {
+        exit: Some(ExitStatus::Code(0)),
+        backend: Some(Backend::Bwrap),
+        runner_failed: false,
+        refused: false,
+        stderr_tail: stderr.as_bytes(),
+        scope: &scope,
+    };
+    assert!(classify_on(&ran, &FakeHost::user()).is_some());
+    for evidence in [
+        Evidence {
+            runner_failed: true,
+            ..ran
+        },
+        Evidence {
+            exit: Some(ExitStatus::Signal(9)),
+            ..ran
+        },
+    ] {
+        assert_eq!(
+            classify_on(&evidence, &FakeHost::user()),
+            None,
+            "{evidence:?}"
+        );
+    }
+}
+
+#[test]
+fn a_success_whose_stderr_has_no_report_is_not_a_denial() {
+    for stderr in [
+        "",
+        "Successfully installed tinypkg-1.0\n",
+        "WARNING: Running pip as the 'root' user can result in broken permissions\n",
+        "touch: cannot touch '/home/u/x': Permission denied\n",
+    ] {
+        assert_none(&SUCCEEDED, &FakeHost::user(), stderr);
+    }
+}
+
 // The real host.
 
 #[test]
@@ -649,4 +801,33 @@ fn on_the_real_host_a_write_outside_the_workspace_is_denied_unless_the_user_coul
     assert_eq!(locked_write.is_some(), nix::unistd::geteuid().is_root());
     std::fs::set_permissions(&locked, std::os::unix::fs::PermissionsExt::from_mode(0o755))
         .expect("chmod back");
+}
+
+#[test]
+fn on_the_real_host_pips_report_after_a_success_is_denied_unless_the_user_is_root() {
+    let scratch = crate::test_support::Scratch::new("denial-real-host-pip");
+    let workspace = scratch.0.join("ws");
+    let cache = scratch.0.join("cache");
+    for dir in [&workspace, &cache] {
+        std::fs::create_dir(dir).expect("mkdir");
+    }
+    let scope = scope_of(Mode::WorkspaceWrite, &workspace);
+    let stderr = pip_warning(&cache.display().to_string());
+    let denial = classify(&Evidence {
+        exit: Some(ExitStatus::Code(0)),
+        backend: Some(Backend::Bwrap),
+        runner_failed: false,
+        refused: false,
+        stderr_tail: stderr.as_bytes(),
+        scope: &scope,
+    });
+    // As root pip's warning is about the directory's owner, which no sandbox changes.
+    if nix::unistd::geteuid().is_root() {
+        assert_eq!(denial, None);
+    } else {
+        let denial = denial.expect("a writable directory outside the workspace");
+        assert_eq!(denial.kinds, [Kind::FileWrite]);
+        let real = cache.canonicalize().expect("canonical");
+        assert_eq!(denial.paths, [real]);
+    }
 }

@@ -431,6 +431,7 @@ mod tests {
                 kinds: kinds.to_vec(),
                 lifted_by,
                 paths: Vec::new(),
+                worked_around: Vec::new(),
             }),
             ..ran(ExitStatus::Code(2))
         }
@@ -704,6 +705,7 @@ mod tests {
                 kinds: vec![Kind::FileWrite],
                 lifted_by: None,
                 paths: Vec::new(),
+                worked_around: Vec::new(),
             }),
             ..Facts::default()
         };
