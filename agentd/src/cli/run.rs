@@ -27,7 +27,7 @@ pub use super::signals::forward_signals;
 
 use super::args::HelperArgs;
 use super::exit::{EXIT_DID_NOT_RUN, EXIT_INTERRUPTED, EXIT_TIMED_OUT, fail, report};
-use super::run_notes::denial_note;
+use super::run_notes::denial_notes;
 use super::word::Word;
 use crate::command::{
     Facts, KILL_GRACE, Waiting, copy_output, exec_failure_note, output_pipe, runner_failure_note,
@@ -542,22 +542,7 @@ fn notes(facts: &Facts, argv0: &OsStr, args: &RunArgs) -> Vec<String> {
     if facts.cancelled {
         notes.push("the command was cancelled".to_owned());
     }
-    if let Some(denial) = &facts.denial {
-        notes.extend(
-            denial
-                .kinds
-                .iter()
-                .map(|&kind| denial_note(kind, args.mode, &facts.unix_sockets)),
-        );
-        if !denial.paths.is_empty() {
-            let paths: Vec<String> = denial
-                .paths
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect();
-            notes.push(format!("denied: {}", paths.join(", ")));
-        }
-    }
+    notes.extend(denial_notes(facts, args.mode));
     notes
 }
 

@@ -2,13 +2,49 @@
 
 use std::path::PathBuf;
 
-use confine_protocol::Mode;
+use confine_protocol::{ExitStatus, Mode};
 
+use crate::command::Facts;
 use crate::denial::Kind;
+
+/// The notes on what the sandbox denied a command run under `mode`, if anything: one per kind
+/// ([`denial_note`]), then the paths denied, each with what a tool did instead when it reported
+/// working around it. A command can succeed and still have been denied something (pip without
+/// its cache): then the first note says that it succeeded, so that nobody reads the denial as
+/// the cause of a failure.
+pub(super) fn denial_notes(facts: &Facts, mode: Mode) -> Vec<String> {
+    let Some(denial) = &facts.denial else {
+        return Vec::new();
+    };
+    let succeeded = facts.exit == Some(ExitStatus::Code(0));
+    let mut notes: Vec<String> = denial
+        .kinds
+        .iter()
+        .map(|&kind| denial_note(kind, mode, &facts.unix_sockets))
+        .collect();
+    if succeeded && let Some(first) = notes.first_mut() {
+        *first = format!("the command succeeded, but {first}");
+    }
+    if !denial.paths.is_empty() {
+        let paths: Vec<String> = denial
+            .paths
+            .iter()
+            .map(|path| {
+                let shown = path.display();
+                match denial.worked_around.iter().find(|w| &w.path == path) {
+                    Some(around) => format!("{shown} ({})", around.instead),
+                    None => shown.to_string(),
+                }
+            })
+            .collect();
+        notes.push(format!("denied: {}", paths.join(", ")));
+    }
+    notes
+}
 
 /// What the sandbox denied, and which of `agentd run`'s options would allow it; a command that
 /// was let connect to `unix_sockets` has them named, since only those were reachable.
-pub(super) fn denial_note(kind: Kind, mode: Mode, unix_sockets: &[PathBuf]) -> String {
+fn denial_note(kind: Kind, mode: Mode, unix_sockets: &[PathBuf]) -> String {
     let unconfined = "--mode danger-full-access runs the command unconfined";
     match kind {
         Kind::FileWrite if mode == Mode::ReadOnly => format!(

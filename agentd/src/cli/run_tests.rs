@@ -695,6 +695,34 @@ fn a_unix_socket_flag_takes_the_home_directory_and_refuses_what_names_no_socket(
 }
 
 #[test]
+fn a_denial_a_tool_worked_around_says_the_command_succeeded_and_what_the_tool_did() {
+    let mut facts = Facts::from_outcome(
+        Outcome::Exited(confined_exit(ExitStatus::Code(0), Ending::Exited)),
+        true,
+    );
+    facts.denial = Some(Denial {
+        kinds: vec![Kind::FileWrite],
+        lifted_by: Some(Mode::DangerFullAccess),
+        paths: vec!["/home/u/.cache/pip".into(), "/home/u/x".into()],
+        worked_around: vec![crate::denial::WorkedAround {
+            path: "/home/u/.cache/pip".into(),
+            instead: "pip disabled its cache",
+        }],
+    });
+    let mut args = RunArgs::new(["pip"]);
+    args.mode = Mode::WorkspaceWrite;
+    assert_eq!(
+        notes(&facts, OsStr::new("pip"), &args),
+        [
+            "the command succeeded, but the sandbox denied a file write outside the writable \
+             roots (--writable-root DIR adds one, as do sandbox.writable_roots and sandbox.cache \
+             in agentd.toml; --mode danger-full-access runs the command unconfined)",
+            "denied: /home/u/.cache/pip (pip disabled its cache), /home/u/x",
+        ]
+    );
+}
+
+#[test]
 fn a_denied_unix_socket_is_explained_with_the_sockets_the_command_could_reach() {
     let mut facts = Facts::from_outcome(
         Outcome::Exited(confined_exit(ExitStatus::Code(1), Ending::Exited)),
