@@ -301,7 +301,9 @@ impl Spool {
 /// A command that ran gets, in this order: the shell's message when the command could not be
 /// executed, `[terminated by signal N]`, `[timed out after N ms]`, `[cancelled]`, a
 /// [`denial_marker`] per kind denied, then the [`escalation_hint`] when one of the modes in
-/// `escalation` lifts the denial, and last [`exit_marker`]. A command that did not run gets `[cancelled]` if it was,
+/// `escalation` lifts the denial and the command did not succeed (one that exited 0 worked
+/// around what it was denied, as pip does without its cache: retrying it with more access fixes
+/// nothing), and last [`exit_marker`]. A command that did not run gets `[cancelled]` if it was,
 /// then the refusal or runner-failure text ([`runner_failure_text`]) and no exit marker; a
 /// runner failure outranks a denial.
 pub(crate) fn end_markers(
@@ -345,7 +347,9 @@ pub(crate) fn end_markers(
     }
     if let Some(denial) = &facts.denial {
         lines.extend(denial.kinds.iter().map(|&kind| denial_marker(kind, mode)));
-        lines.extend(escalation_hint(denial, escalation));
+        if status != ExitStatus::Code(0) {
+            lines.extend(escalation_hint(denial, escalation));
+        }
     }
     lines.push(exit_marker(exit_code(status)));
     lines
@@ -594,6 +598,23 @@ mod tests {
             ),
             ["[exit code: 1]"]
         );
+    }
+
+    #[test]
+    fn a_command_that_succeeded_despite_a_denial_gets_the_marker_but_no_hint_and_succeeded() {
+        let facts = Facts {
+            exit: Some(ExitStatus::Code(0)),
+            ..denied(&[Kind::FileWrite], Some(Mode::DangerFullAccess))
+        };
+        assert_eq!(
+            end_markers(&facts, Mode::WorkspaceWrite, None, "bash", BOTH),
+            [
+                "[sandbox: file write outside the writable roots denied under workspace-write \
+                 mode]",
+                "[exit code: 0]",
+            ]
+        );
+        assert!(succeeded(&facts));
     }
 
     #[test]
