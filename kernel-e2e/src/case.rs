@@ -400,8 +400,12 @@ fn setup(path: &Path, e: std::io::Error) -> Stop {
 pub trait RunChecks {
     /// The facts of a command that ran (not refused, no runner failure).
     fn ran(&self) -> Result<&Facts, Stop>;
-    /// The command ran and exited 0.
+    /// The command ran and exited 0 (whether or not a tool in it worked around a denial; see
+    /// [`RunChecks::succeeded_denied_as`]).
     fn succeeded(&self) -> Verdict;
+    /// [`RunChecks::succeeded`], and agentd named exactly these kinds of denial: a tool reported
+    /// working around what the sandbox denied it ([`crate::facts::RECOVERED_TEXTS`]).
+    fn succeeded_denied_as(&self, kinds: &[&str]) -> Verdict;
     /// The command ran, exited non-zero, and agentd classified it as denied.
     fn denied(&self) -> Verdict;
     /// [`RunChecks::denied`], and agentd named exactly these kinds of denial.
@@ -456,6 +460,20 @@ impl RunChecks for Run {
             "the {} run should have succeeded but exited {:?}",
             self.label,
             facts.exit
+        );
+        Ok(())
+    }
+
+    fn succeeded_denied_as(&self, kinds: &[&str]) -> Verdict {
+        self.succeeded()?;
+        let facts = self.ran()?;
+        ensure!(
+            facts.denied && facts.denials == kinds,
+            "the {} run succeeded and should have been denied {kinds:?} that it worked around, \
+             but the facts say denied {} {:?}",
+            self.label,
+            facts.denied,
+            facts.denials
         );
         Ok(())
     }

@@ -29,6 +29,15 @@ pub const DENIAL_TEXTS: [&str; 18] = [
     "dial udp",
 ];
 
+/// The words of the tools' own reports that they worked around a denied write (pip disabling
+/// its cache). agentd counts such a report whatever the exit code, 0 included; a report is a
+/// write denial only, so a command that succeeded is denied nothing else.
+pub const RECOVERED_TEXTS: [&str; 1] =
+    ["or its parent directory is not owned or is not writable by the current user"];
+
+/// The kinds of denial a tool's report can be: a write.
+const RECOVERED_KINDS: [&str; 2] = ["file-write", "protected-path"];
+
 /// The kinds of denial agentd names in `denials`.
 pub const DENIAL_KINDS: [&str; 6] = [
     "file-write",
@@ -244,9 +253,11 @@ impl Facts {
 
     /// Checks the rules that hold for every run, whatever the case: agentd's exit status matches
     /// the facts, and `denied` is never without its evidence: a confined command that failed by
-    /// itself with a denial text on stderr. (The converse is not a rule: a program's own
-    /// `Permission denied` on a file its user may not read is not the sandbox's, and agentd says
-    /// so; the cases assert `denied` where the sandbox did deny.)
+    /// itself with a denial text on stderr, or that exited by itself with a tool's report of a
+    /// denied write it worked around (then, if it succeeded, only writes are denied). (The
+    /// converse is not a rule: a program's own `Permission denied` on a file its user may not
+    /// read is not the sandbox's, and agentd says so; the cases assert `denied` where the sandbox
+    /// did deny.)
     pub fn check_consistency(
         &self,
         agentd_status: Option<i32>,
@@ -276,21 +287,36 @@ impl Facts {
             ));
         }
         let denial_text = DENIAL_TEXTS.iter().any(|t| stderr_tail.contains(t));
+        let report = RECOVERED_TEXTS.iter().any(|t| stderr_tail.contains(t));
         let confined = matches!(
             self.backend.as_deref(),
             Some("bwrap" | "landlock" | "seatbelt")
         );
-        let evidence = matches!(self.exit, Some(Exit::Code(c)) if c != 0)
-            && self.runner_failure.is_none()
+        let failed = matches!(self.exit, Some(Exit::Code(c)) if c != 0);
+        let exited = matches!(self.exit, Some(Exit::Code(_)));
+        let evidence = self.runner_failure.is_none()
             && confined
-            && denial_text;
+            && ((failed && denial_text) || (exited && report));
         if self.denied && !evidence {
             return Err(format!(
                 "denied is true but the backend is {:?}, the exit is {:?} and the command's \
-                 stderr tail {} denial text",
+                 stderr tail {} denial text and {} tool's report of a denied write",
                 self.backend,
                 self.exit,
-                if denial_text { "has" } else { "has no" }
+                if denial_text { "has" } else { "has no" },
+                if report { "a" } else { "no" }
+            ));
+        }
+        if self.denied
+            && self.exit == Some(Exit::Code(0))
+            && let Some(kind) = self
+                .denials
+                .iter()
+                .find(|k| !RECOVERED_KINDS.contains(&k.as_str()))
+        {
+            return Err(format!(
+                "the command succeeded, yet denials names {kind:?}: only a write a tool worked \
+                 around can be denied to a command that succeeded"
             ));
         }
         Ok(())
@@ -688,6 +714,38 @@ mod tests {
                 .check_consistency(Some(1), "cat: /etc/shadow: Permission denied")
                 .is_ok()
         );
+    }
+
+    #[test]
+    fn a_success_is_denied_only_with_a_tools_report_of_a_write_it_worked_around() {
+        const PIP: &str = "WARNING: The directory '/home/u/.cache/pip' or its parent directory \
+                           is not owned or is not writable by the current user. The cache has \
+                           been disabled.";
+        let line = RAN.replace(r#""exit":{"code":1}"#, r#""exit":{"code":0}"#);
+        let facts = Facts::parse(&line).expect("parses");
+        assert!(facts.check_consistency(Some(0), PIP).is_ok());
+        // Denial texts are no evidence on a success: the command's own words, not a failure.
+        assert!(
+            facts
+                .check_consistency(Some(0), "sh: cannot create x: Read-only file system")
+                .is_err()
+        );
+        assert!(facts.check_consistency(Some(0), "").is_err());
+        // A report counts on a failure too.
+        assert!(
+            Facts::parse(RAN)
+                .expect("parses")
+                .check_consistency(Some(1), PIP)
+                .is_ok()
+        );
+        // What a success was denied can only be a write.
+        let network = line.replace(r#""denials":["file-write"]"#, r#""denials":["network"]"#);
+        let network = Facts::parse(&network).expect("parses");
+        assert!(network.check_consistency(Some(0), PIP).is_err());
+        // Unconfined, a report is pip's own.
+        let unconfined = line.replace(r#""backend":"bwrap""#, r#""backend":"none""#);
+        let unconfined = Facts::parse(&unconfined).expect("parses");
+        assert!(unconfined.check_consistency(Some(0), PIP).is_err());
     }
 
     #[test]

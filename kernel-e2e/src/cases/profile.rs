@@ -583,7 +583,10 @@ fn pip_installs_through_the_allow_list_with_its_cache_preset(cx: &mut Cx) -> Ver
     );
 
     // Without the preset the cache is not writable: pip installs without it, and nothing of it
-    // reaches the host.
+    // reaches the host. pip says so only when its own check sees it: as an unprivileged user it
+    // asks access(2), which bwrap's read-only mount answers and Landlock does not govern; as root
+    // it checks only that root owns the directory. What it says, agentd reports as the denied
+    // write of the cache directory.
     let cache = cx.dir.join("cache-without");
     let run = install(cx, "without-preset", &without_preset, &cache, true)?;
     run.succeeded()?;
@@ -596,6 +599,41 @@ fn pip_installs_through_the_allow_list_with_its_cache_preset(cx: &mut Cx) -> Ver
         run.ran()?.writable_roots.is_empty(),
         "writable roots were given without the preset"
     );
+    let real = cache.canonicalize().unwrap_or(cache.clone());
+    let root = cx.user().uid == 0;
+    if !root && cx.cell.backend == Backend::Bwrap {
+        let warning = format!(
+            "The directory '{}' or its parent directory is not owned or is not writable",
+            real.display()
+        );
+        ensure!(
+            run.command_stderr_tail().contains(&warning),
+            "pip did not say it disabled its cache {}: {:?}",
+            real.display(),
+            run.command_stderr_tail()
+        );
+        run.succeeded_denied_as(&["file-write"])?;
+        let paths = &run.ran()?.denied_paths;
+        ensure!(
+            paths.contains(&real.to_string_lossy().into_owned()),
+            "the facts' denied_paths {paths:?} do not name the pip cache {}",
+            real.display()
+        );
+    } else {
+        cx.note(if root {
+            "as root pip checks only that root owns its cache directory: it says nothing and its \
+             cache writes fail silently, so no denial is reported"
+        } else {
+            "under Landlock pip's access(2) check of its cache directory passes (Landlock does \
+             not govern access(2)): it says nothing and its cache writes fail silently, so no \
+             denial is reported"
+        });
+        ensure!(
+            !run.ran()?.denied,
+            "pip said nothing, yet the facts say denied {:?}",
+            run.ran()?.denials
+        );
+    }
 
     // The control: unconfined, the same install fills that cache.
     let cache = cx.dir.join("cache-control");
