@@ -12,6 +12,8 @@
 //! never started: agentd's sandbox denies commands the network, and a server agentd reached over
 //! the network itself would escape the sandbox entirely (RFC 0015).
 
+pub mod endpoint;
+pub mod http;
 pub mod names;
 pub mod protocol;
 pub mod rpc;

@@ -1,6 +1,7 @@
 //! The part of the Model Context Protocol agentd speaks as a client: `initialize` and
-//! `notifications/initialized`, `tools/list` (every page), `tools/call`. agentd declares no
-//! capability of its own: it offers a server nothing to call back.
+//! `notifications/initialized`, `tools/list` (every page), `tools/call`, over either transport
+//! ([`Rpc`]: stdio or streamable HTTP). agentd declares no capability of its own: it offers a
+//! server nothing to call back.
 //!
 //! A call's result is reduced to what a model reads: the text parts joined, every other part
 //! named (`[image: image/png]`), and whether the server said the call failed (`isError`).
@@ -9,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::rpc::{RpcClient, RpcError};
+use super::rpc::{Rpc, RpcError};
 use crate::cancel::Cancel;
 
 /// The protocol revision agentd asks for.
@@ -53,7 +54,7 @@ pub struct CallOutput {
 }
 
 /// `initialize`, then `notifications/initialized`.
-pub async fn initialize(rpc: &RpcClient, timeout: Duration) -> Result<Initialized, RpcError> {
+pub async fn initialize(rpc: &impl Rpc, timeout: Duration) -> Result<Initialized, RpcError> {
     let method = "initialize";
     let params = json!({
         "protocolVersion": PROTOCOL_VERSION,
@@ -82,7 +83,7 @@ pub async fn initialize(rpc: &RpcClient, timeout: Duration) -> Result<Initialize
 }
 
 /// Every tool of the server, following `nextCursor` page by page.
-pub async fn list_tools(rpc: &RpcClient, timeout: Duration) -> Result<Vec<McpTool>, RpcError> {
+pub async fn list_tools(rpc: &impl Rpc, timeout: Duration) -> Result<Vec<McpTool>, RpcError> {
     let method = "tools/list";
     let malformed = |why: String| RpcError::Malformed {
         method: method.to_owned(),
@@ -147,7 +148,7 @@ fn tool_of(tool: &Value) -> Result<McpTool, String> {
 
 /// `tools/call` of `name` with `arguments`, waiting at most `timeout` and until `cancel`.
 pub async fn call_tool(
-    rpc: &RpcClient,
+    rpc: &impl Rpc,
     name: &str,
     arguments: Value,
     timeout: Duration,
@@ -223,6 +224,7 @@ mod tests {
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
     use super::*;
+    use crate::mcp::rpc::RpcClient;
     use crate::test_support::within;
 
     /// A server over an in-memory duplex that answers each request with `answer(request)`;

@@ -1,5 +1,8 @@
-//! JSON-RPC 2.0 as a stdio MCP server speaks it: one JSON object per line each way, requests
-//! with numeric ids answered in any order.
+//! JSON-RPC 2.0 with an MCP server: what the MCP requests need of a connection, whichever
+//! transport carries it ([`Rpc`]), why a request got no usable answer ([`RpcError`], for both
+//! transports), how one message from a server is read ([`read_message`]) — and the stdio
+//! connection ([`RpcClient`]): one JSON object per line each way, requests with numeric ids
+//! answered in any order. The streamable HTTP one is [`super::http`].
 //!
 //! The server is not trusted to behave. A line longer than [`MAX_LINE`] ends the connection (no
 //! unbounded buffer); a line that is not a JSON object is skipped (servers print stray text);
@@ -10,6 +13,7 @@
 //! roots).
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -20,6 +24,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::cancel::Cancel;
+use crate::proxy::Reason;
 
 /// The longest line a server may send, in bytes; a longer one ends the connection.
 pub const MAX_LINE: usize = 8 * 1024 * 1024;
@@ -30,6 +35,27 @@ pub const WRITE_WAIT: Duration = Duration::from_secs(1);
 
 /// JSON-RPC's error code for a method the receiver does not have.
 const METHOD_NOT_FOUND: i64 = -32601;
+
+/// What the MCP requests need of a connection to a server: stdio ([`RpcClient`]) or streamable
+/// HTTP ([`super::http::HttpClient`]).
+pub trait Rpc: Sync {
+    /// Sends `method` with `params` and waits, at most `timeout` and until `cancel`, for the
+    /// result. A request given up on is withdrawn with `notifications/cancelled`.
+    fn request(
+        &self,
+        method: &str,
+        params: Value,
+        timeout: Duration,
+        cancel: &Cancel,
+    ) -> impl Future<Output = Result<Value, RpcError>> + Send;
+
+    /// Sends the notification `method` with `params`.
+    fn notify(
+        &self,
+        method: &str,
+        params: Value,
+    ) -> impl Future<Output = Result<(), RpcError>> + Send;
+}
 
 /// Why a request got no usable answer.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -48,6 +74,60 @@ pub enum RpcError {
     Malformed { method: String, why: String },
     #[error("{method} was cancelled before the server answered")]
     Cancelled { method: String },
+    #[error("{method} failed: {why}")]
+    Http { method: String, why: HttpFailure },
+}
+
+/// Why an exchange with a server over HTTP gave no usable answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HttpFailure {
+    /// The session's network is denied under the call's mode and it has no allow-list: agentd
+    /// connects to nothing.
+    #[error(
+        "the session's network is denied, so agentd does not connect to {host}; set \
+         sandbox.network = \"allow\", or \"allow-list\" with {host} in sandbox.allowed_domains, \
+         or switch the session to danger-full-access"
+    )]
+    NetworkDenied { host: String },
+    /// The session's allow-list refuses the host.
+    #[error(
+        "the network allow-list refuses {host:?}: {reason}; {}",
+        allowing(reason)
+    )]
+    Refused { host: String, reason: Reason },
+    #[error("agentd could not reach the server: {0}")]
+    Unreachable(String),
+    #[error("the server answered HTTP {status}: {body}")]
+    Status { status: u16, body: String },
+    /// A request of the server's session was answered 404: the server ended that session.
+    #[error("the server ended its MCP session (HTTP 404); the next call starts a new one")]
+    SessionEnded,
+    #[error("the server's answer is longer than {0} bytes, the most agentd reads")]
+    TooLarge(usize),
+    #[error(
+        "the server answered with Content-Type {0:?}, neither application/json nor \
+         text/event-stream"
+    )]
+    ContentType(String),
+    #[error("the server's event stream ended without the answer")]
+    NoAnswer,
+    #[error("the connection to the server broke: {0}")]
+    Broken(String),
+    /// The server was stopped while the request waited: the session's mode narrowed, or the
+    /// session closed.
+    #[error("agentd stopped the server (the session's mode narrowed, or the session closed)")]
+    Stopped,
+}
+
+/// What would let the session reach a host the allow-list refuses for `reason`.
+fn allowing(reason: &Reason) -> &'static str {
+    match reason {
+        Reason::Denied(_) => "sandbox.denied_domains lists it, which no allowed entry overrides",
+        Reason::LocalAddress(_) => {
+            "set sandbox.allow_local_addresses = true to let an allowed name lead to this machine"
+        }
+        _ => "add it to sandbox.allowed_domains to let the session reach it",
+    }
 }
 
 /// Why the connection to a server ended.
@@ -86,10 +166,70 @@ fn shown(after: Duration) -> String {
 
 /// What came back for one request.
 #[derive(Debug)]
-enum Reply {
+pub(super) enum Reply {
     Result(Value),
     Error { code: i64, message: String },
     Malformed(String),
+}
+
+impl Reply {
+    /// The reply to `method` as its caller takes it.
+    pub(super) fn into_result(self, method: &str) -> Result<Value, RpcError> {
+        match self {
+            Reply::Result(value) => Ok(value),
+            Reply::Error { code, message } => Err(RpcError::Server {
+                method: method.to_owned(),
+                code,
+                message,
+            }),
+            Reply::Malformed(why) => Err(RpcError::Malformed {
+                method: method.to_owned(),
+                why,
+            }),
+        }
+    }
+}
+
+/// One message from a server, read.
+#[derive(Debug)]
+pub(super) enum Message {
+    /// The answer to agentd's request `id`.
+    Answer { id: u64, reply: Reply },
+    /// A request of the server's own, with agentd's answer to send back.
+    Request { answer: Value },
+    /// A notification (progress, logging, list changes), an answer to no request of agentd's,
+    /// or no JSON-RPC at all: nothing agentd acts on.
+    Other,
+}
+
+/// Reads one message from a server: `None` when it is not a JSON object.
+pub(super) fn read_message(bytes: &[u8]) -> Option<Message> {
+    let Ok(Value::Object(message)) = serde_json::from_slice::<Value>(bytes) else {
+        return None;
+    };
+    Some(match (message.get("method"), message.get("id")) {
+        (Some(method), Some(id)) => Message::Request {
+            answer: match method.as_str() {
+                Some("ping") => json!({ "jsonrpc": "2.0", "id": id, "result": {} }),
+                _ => json!({
+                    "jsonrpc": "2.0",
+                    "id": id,
+                    "error": {
+                        "code": METHOD_NOT_FOUND,
+                        "message": "agentd offers MCP servers no methods but ping"
+                    }
+                }),
+            },
+        },
+        (None, Some(id)) => match id.as_u64() {
+            Some(id) => Message::Answer {
+                id,
+                reply: reply_of(&message),
+            },
+            None => Message::Other,
+        },
+        _ => Message::Other,
+    })
 }
 
 /// The requests waiting for an answer, and why the connection ended once it did.
@@ -165,9 +305,19 @@ impl RpcClient {
         lock(&self.shared).ended.clone()
     }
 
-    /// Sends `method` with `params` and waits, at most `timeout` and until `cancel`, for the
-    /// result. A request given up on is withdrawn with `notifications/cancelled`.
-    pub async fn request(
+    /// Tells the server that request `id` is no longer waited for (best effort).
+    async fn withdraw(&self, id: u64, why: &RpcError) {
+        let params = json!({ "requestId": id, "reason": why.to_string() });
+        let _ = self.notify("notifications/cancelled", params).await;
+    }
+
+    fn closed(&self) -> RpcError {
+        RpcError::Closed(self.ended().unwrap_or(Closed::Output))
+    }
+}
+
+impl Rpc for RpcClient {
+    async fn request(
         &self,
         method: &str,
         params: Value,
@@ -205,22 +355,11 @@ impl RpcClient {
                 return Err(e);
             }
         };
-        match reply {
-            Reply::Result(value) => Ok(value),
-            Reply::Error { code, message } => Err(RpcError::Server {
-                method: method.to_owned(),
-                code,
-                message,
-            }),
-            Reply::Malformed(why) => Err(RpcError::Malformed {
-                method: method.to_owned(),
-                why,
-            }),
-        }
+        reply.into_result(method)
     }
 
-    /// Sends the notification `method` with `params`, waiting at most [`WRITE_WAIT`].
-    pub async fn notify(&self, method: &str, params: Value) -> Result<(), RpcError> {
+    /// Waits at most [`WRITE_WAIT`] for the server to read it.
+    async fn notify(&self, method: &str, params: Value) -> Result<(), RpcError> {
         let message = json!({ "jsonrpc": "2.0", "method": method, "params": params });
         match tokio::time::timeout(WRITE_WAIT, send(&self.writer, &message)).await {
             Ok(sent) => sent,
@@ -229,16 +368,6 @@ impl RpcClient {
                 after: WRITE_WAIT,
             }),
         }
-    }
-
-    /// Tells the server that request `id` is no longer waited for (best effort).
-    async fn withdraw(&self, id: u64, why: &RpcError) {
-        let params = json!({ "requestId": id, "reason": why.to_string() });
-        let _ = self.notify("notifications/cancelled", params).await;
-    }
-
-    fn closed(&self) -> RpcError {
-        RpcError::Closed(self.ended().unwrap_or(Closed::Output))
     }
 }
 
@@ -308,38 +437,19 @@ async fn read_line<R: AsyncBufRead + Unpin>(
     }
 }
 
-/// One line from the server: an answer, a request of its own, a notification, or something
-/// to skip.
+/// One line from the server: an answer is routed to its request, a request of the server's
+/// answered, anything else skipped.
 async fn handle(line: &[u8], shared: &Mutex<Shared>, writer: &Writer) {
-    let Ok(Value::Object(message)) = serde_json::from_slice::<Value>(line) else {
-        return;
-    };
-    match (message.get("method"), message.get("id")) {
-        (Some(method), Some(id)) => {
-            let answer = match method.as_str() {
-                Some("ping") => json!({ "jsonrpc": "2.0", "id": id, "result": {} }),
-                _ => json!({
-                    "jsonrpc": "2.0",
-                    "id": id,
-                    "error": {
-                        "code": METHOD_NOT_FOUND,
-                        "message": "agentd offers MCP servers no methods but ping"
-                    }
-                }),
-            };
+    match read_message(line) {
+        Some(Message::Answer { id, reply }) => {
+            if let Some(waiting) = lock(shared).waiting.remove(&id) {
+                let _ = waiting.send(reply);
+            }
+        }
+        Some(Message::Request { answer }) => {
             let _ = tokio::time::timeout(WRITE_WAIT, send(writer, &answer)).await;
         }
-        (None, Some(id)) => {
-            let Some(id) = id.as_u64() else {
-                return;
-            };
-            let Some(waiting) = lock(shared).waiting.remove(&id) else {
-                return;
-            };
-            let _ = waiting.send(reply_of(&message));
-        }
-        // Notifications (progress, logging, list changes): nothing agentd acts on.
-        _ => {}
+        Some(Message::Other) | None => {}
     }
 }
 
