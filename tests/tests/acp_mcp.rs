@@ -5,8 +5,12 @@
 //! tools are offered to the model as `mcp__notes__…`; `approval.ask_before` asks before one;
 //! a narrowing restarts the server narrower; a server from `[[mcp.servers]]` gets its own
 //! variables and one with a secret-looking variable is refused; a server that exits at start
-//! and an HTTP server leave the session usable, the client told once why. Without python3
-//! every test prints SKIP and passes.
+//! and an SSE server leave the session usable, the client told once why. A streamable HTTP
+//! server (`tests/external/mcp_http_server.py`, which logs every request it receives) is
+//! started and called only as far as the session's network policy reaches its host: with the
+//! network allowed, in danger-full-access, under the allow-list for an allowed name — and never
+//! reached with the network denied, for a host the allow-list refuses, or after a narrowing
+//! that denies it. Without python3 every test prints SKIP and passes.
 
 mod support;
 
@@ -357,7 +361,7 @@ fn a_configured_server_gets_its_variables_and_one_with_a_secret_looking_variable
 }
 
 #[test]
-fn a_server_that_exits_at_start_and_an_http_server_leave_the_session_usable() {
+fn a_server_that_exits_at_start_and_an_sse_server_leave_the_session_usable() {
     if !python() {
         return;
     }
@@ -372,15 +376,17 @@ fn a_server_that_exits_at_start_and_an_http_server_leave_the_session_usable() {
     let mut client = AcpClient::start(&scratch, &script, &["--sandbox-mode", "read-only"]);
     let servers = json!([
         stdio("broken", &["--exit-at-start"], json!([])),
-        {"type": "http", "name": "web", "url": "http://127.0.0.1:9/mcp", "headers": []},
+        {"type": "sse", "name": "web", "url": "http://127.0.0.1:9/sse", "headers": []},
         stdio("notes", &[], json!([])),
     ]);
     let session = open_with(&mut client, &scratch, servers);
     let notice = told(&mut client);
     let lines: Vec<&str> = notice.lines().collect();
     assert_eq!(lines.len(), 2, "{notice}");
-    assert!(
-        lines[0].starts_with("The MCP server web is not started: only stdio MCP servers are"),
+    assert_eq!(
+        lines[0],
+        "The MCP server web is not started: its transport, HTTP with SSE (MCP 2024-11-05), is \
+         not supported; give the server's streamable HTTP endpoint as an \"http\" server instead.",
         "{notice}"
     );
     assert_eq!(
@@ -594,4 +600,301 @@ fn under_the_allow_list_a_server_reaches_the_allowed_host_through_the_proxy_only
     );
     // Only the allowed request reached the host.
     assert_eq!(served.load(std::sync::atomic::Ordering::SeqCst), 1);
+}
+
+/// The streamable HTTP test server, running on the host until dropped; every request it
+/// received is a line of its log.
+struct WebServer {
+    child: std::process::Child,
+    port: u16,
+    log: PathBuf,
+}
+
+impl WebServer {
+    /// Starts it, answering as an event stream when `sse`; `tag` names its log.
+    fn start(scratch: &Scratch, tag: &str, sse: bool) -> WebServer {
+        use std::io::BufRead;
+        let log = scratch.root.join(format!("{tag}.jsonl"));
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("external/mcp_http_server.py");
+        let mut command = Command::new("python3");
+        command.arg(script).arg("--log").arg(&log);
+        if sse {
+            command.arg("--sse");
+        }
+        let mut child = command
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("start the HTTP test server");
+        let stdout = child.stdout.take().expect("its stdout");
+        let mut line = String::new();
+        std::io::BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("read its port");
+        let port = line
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("a port: {line:?}"));
+        WebServer { child, port, log }
+    }
+
+    fn url(&self, host: &str) -> String {
+        format!("http://{host}:{}/mcp", self.port)
+    }
+
+    /// The `mcpServers` entry of this server named `name`, at `host`, with an `X-Test` header.
+    fn entry(&self, name: &str, host: &str) -> Value {
+        json!({"type": "http", "name": name, "url": self.url(host),
+               "headers": [{"name": "X-Test", "value": name}]})
+    }
+
+    /// Every request it received, in order.
+    fn requests(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .map(|line| serde_json::from_str(line).expect("a log line is JSON"))
+            .collect()
+    }
+
+    /// The JSON-RPC methods of the requests it received.
+    fn methods(&self) -> Vec<String> {
+        self.requests()
+            .iter()
+            .map(|r| r["body"]["method"].as_str().unwrap_or("?").to_owned())
+            .collect()
+    }
+}
+
+impl Drop for WebServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// What a server is asked when a session starts it and then calls its tool once.
+const STARTED_AND_CALLED: [&str; 4] = [
+    "initialize",
+    "notifications/initialized",
+    "tools/list",
+    "tools/call",
+];
+
+#[test]
+fn with_the_network_allowed_an_http_servers_tool_is_called_and_answers_as_json_or_a_stream() {
+    if !python() {
+        return;
+    }
+    let scratch = Scratch::new("mcp-http-allowed");
+    scratch.config("[sandbox]\nnetwork = \"allow\"\n");
+    let json_server = WebServer::start(&scratch, "json", false);
+    let stream_server = WebServer::start(&scratch, "stream", true);
+    let (script, record) = script(
+        &scratch,
+        &format!(
+            "{}{}{DONE}",
+            calling("mcp__web__write_note", "{ text = \"hello\" }"),
+            calling("mcp__stream__write_note", "{ text = \"streamed\" }"),
+        ),
+    );
+    let mut client = AcpClient::start(&scratch, &script, &["--sandbox-mode", "read-only"]);
+    let servers = json!([
+        json_server.entry("web", "127.0.0.1"),
+        stream_server.entry("stream", "127.0.0.1")
+    ]);
+    let session = open_with(&mut client, &scratch, servers);
+    let (answer, notes) = client.prompt(&session, "note it");
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let results = results(&scratch, &session);
+    assert_eq!(results.len(), 2, "{results:#?}");
+    assert_eq!(results[0]["status"], "completed", "{}", results[0]);
+    assert_eq!(results[0]["output"], "noted: hello (note 1)");
+    assert_eq!(results[0]["facts"]["mcp_server"], "web");
+    assert_eq!(results[0]["facts"]["mode"], "read-only");
+    assert!(
+        results[0]["facts"].get("proxy").is_none(),
+        "no allow-list here"
+    );
+    assert_eq!(results[1]["status"], "completed", "{}", results[1]);
+    assert_eq!(results[1]["output"], "noted: streamed (note 1)");
+    // Announced, titled and offered like a stdio server's tool.
+    let titles: Vec<&Value> = notes
+        .iter()
+        .map(|n| &n["params"]["update"])
+        .filter(|u| u["sessionUpdate"] == "tool_call")
+        .map(|u| &u["title"])
+        .collect();
+    assert_eq!(
+        titles,
+        [&json!("web: write_note"), &json!("stream: write_note")]
+    );
+    let offered = std::fs::read_to_string(&record).expect("recorded requests");
+    assert!(offered.contains("mcp__web__write_note"), "{offered}");
+    // What reached each server: the start and one call, the session's id and its own header
+    // with every request after `initialize`.
+    for (server, name) in [(&json_server, "web"), (&stream_server, "stream")] {
+        assert_eq!(server.methods(), STARTED_AND_CALLED, "{name}");
+        let requests = server.requests();
+        assert!(requests[0]["session"].is_null(), "{}", requests[0]);
+        for request in &requests {
+            assert_eq!(request["x_test"], name, "{request}");
+        }
+        for request in &requests[1..] {
+            assert_eq!(request["session"], "sess-1", "{request}");
+            assert_eq!(request["protocol_version"], "2025-06-18", "{request}");
+        }
+    }
+}
+
+#[test]
+fn with_the_network_denied_an_http_server_is_not_started_and_never_reached() {
+    if !python() {
+        return;
+    }
+    let scratch = Scratch::new("mcp-http-denied");
+    let server = WebServer::start(&scratch, "web", false);
+    let (script, record) = script(
+        &scratch,
+        &format!(
+            "{}{DONE}",
+            calling("mcp__web__write_note", "{ text = \"hello\" }")
+        ),
+    );
+    let mut client = AcpClient::start(&scratch, &script, &["--sandbox-mode", "workspace-write"]);
+    let session = open_with(
+        &mut client,
+        &scratch,
+        json!([server.entry("web", "127.0.0.1")]),
+    );
+    assert_eq!(
+        told(&mut client),
+        "The MCP server web did not start: the session's network is denied, so agentd does not \
+         connect to 127.0.0.1; set sandbox.network = \"allow\", or \"allow-list\" with 127.0.0.1 \
+         in sandbox.allowed_domains, or switch the session to danger-full-access.\n"
+    );
+    let (answer, _) = client.prompt(&session, "note it");
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let offered = std::fs::read_to_string(&record).expect("recorded requests");
+    assert!(!offered.contains("mcp__web__"), "{offered}");
+    assert_eq!(results(&scratch, &session)[0]["status"], "failed");
+    drop(client);
+    assert_eq!(
+        server.requests(),
+        Vec::<Value>::new(),
+        "nothing reached the server"
+    );
+
+    // The control: the same server in danger-full-access, which has the network, is reached.
+    let mut client = AcpClient::start(&scratch, &script, &["--sandbox-mode", "danger-full-access"]);
+    let session = open_with(
+        &mut client,
+        &scratch,
+        json!([server.entry("web", "127.0.0.1")]),
+    );
+    let (answer, _) = client.prompt(&session, "note it");
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let called = &results(&scratch, &session)[0];
+    assert_eq!(called["status"], "completed", "{called}");
+    assert_eq!(called["output"], "noted: hello (note 1)");
+    assert_eq!(server.methods(), STARTED_AND_CALLED);
+}
+
+#[test]
+fn under_the_allow_list_an_http_server_at_an_allowed_name_is_called_and_one_elsewhere_is_not() {
+    if !python() {
+        return;
+    }
+    let scratch = Scratch::new("mcp-http-allow-list");
+    let allowed = WebServer::start(&scratch, "allowed", false);
+    let refused = WebServer::start(&scratch, "refused", false);
+    scratch.config(&format!(
+        "[sandbox]\nnetwork = \"allow-list\"\nallowed_domains = [\"localhost\"]\n\
+         allow_local_addresses = true\n\n\
+         [[mcp.servers]]\nname = \"web\"\nurl = \"{}\"\nheaders = {{ X-Test = \"configured\" }}\n",
+        allowed.url("localhost")
+    ));
+    let (script, record) = script(
+        &scratch,
+        &format!(
+            "{}{DONE}",
+            calling("mcp__web__write_note", "{ text = \"hello\" }")
+        ),
+    );
+    let mut client = AcpClient::start(&scratch, &script, &["--sandbox-mode", "read-only"]);
+    let session = open_with(
+        &mut client,
+        &scratch,
+        json!([refused.entry("elsewhere", "127.0.0.1")]),
+    );
+    assert_eq!(
+        told(&mut client),
+        "The MCP server elsewhere did not start: the network allow-list refuses \"127.0.0.1\": \
+         an IP address not in allowed_domains; ask for the host by name; add it to \
+         sandbox.allowed_domains to let the session reach it.\n"
+    );
+    let (answer, _) = client.prompt(&session, "note it");
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let called = &results(&scratch, &session)[0];
+    assert_eq!(called["status"], "completed", "{called}");
+    assert_eq!(called["output"], "noted: hello (note 1)");
+    // Every connection of the start and the call went through the allow-list, and each
+    // decision is recorded with the call.
+    let decisions = &called["facts"]["proxy"];
+    assert_eq!(decisions["total"], 4, "{decisions}");
+    assert_eq!(decisions["decisions"][0]["host"], "localhost");
+    assert_eq!(decisions["decisions"][0]["allowed"], true);
+    let offered = std::fs::read_to_string(&record).expect("recorded requests");
+    assert!(!offered.contains("mcp__elsewhere__"), "{offered}");
+    assert_eq!(allowed.methods(), STARTED_AND_CALLED);
+    assert_eq!(allowed.requests()[3]["x_test"], "configured");
+    assert_eq!(
+        refused.requests(),
+        Vec::<Value>::new(),
+        "nothing reached it"
+    );
+}
+
+#[test]
+fn a_narrowing_that_denies_the_network_stops_an_http_server_and_its_next_call_is_refused() {
+    if !python() {
+        return;
+    }
+    let scratch = Scratch::new("mcp-http-narrow");
+    let server = WebServer::start(&scratch, "web", false);
+    let (script, _) = script(
+        &scratch,
+        &format!(
+            "{}{DONE}{}{DONE}",
+            calling("mcp__web__write_note", "{ text = \"before\" }"),
+            calling("mcp__web__write_note", "{ text = \"after\" }")
+        ),
+    );
+    let mut client = AcpClient::start(&scratch, &script, &["--sandbox-mode", "danger-full-access"]);
+    let session = open_with(
+        &mut client,
+        &scratch,
+        json!([server.entry("web", "127.0.0.1")]),
+    );
+    let (answer, _) = client.prompt(&session, "note before");
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let (switched, _) = client.request(
+        "session/set_config_option",
+        json!({"sessionId": session, "configId": "sandbox-mode", "value": "workspace-write"}),
+    );
+    assert!(switched.get("result").is_some(), "{switched}");
+    let (answer, _) = client.prompt(&session, "note after");
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let results = results(&scratch, &session);
+    assert_eq!(results[0]["status"], "completed", "{}", results[0]);
+    assert_eq!(results[1]["status"], "failed", "{}", results[1]);
+    assert_eq!(
+        results[1]["output"],
+        "the MCP server web could not be started for this call: the session's network is \
+         denied, so agentd does not connect to 127.0.0.1; set sandbox.network = \"allow\", or \
+         \"allow-list\" with 127.0.0.1 in sandbox.allowed_domains, or switch the session to \
+         danger-full-access"
+    );
+    assert_eq!(results[1]["facts"]["mode"], "workspace-write");
+    // The first call reached it; nothing after the narrowing did.
+    assert_eq!(server.methods(), STARTED_AND_CALLED);
 }

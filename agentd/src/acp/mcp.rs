@@ -2,10 +2,11 @@
 //! client gives in `session/new` or `session/load` (`mcpServers`), as one list of servers to
 //! start ([`servers`]), and their start once the session was answered ([`start`]).
 //!
-//! Only stdio servers are started, each through confine-helper (see [`crate::mcp`]). An HTTP or
-//! SSE server is not: agentd's sandbox denies commands the network, and a server agentd itself
-//! reached over the network would be outside the sandbox; the client is told. A server whose
-//! name makes the same tool names as another's is not started either. The start runs after the
+//! A stdio server is started through confine-helper (see [`crate::mcp`]); a streamable HTTP
+//! server is reached by agentd itself, only as far as the session's network policy allows its
+//! host: a refused one does not start, and the client is told why. An SSE server (the older
+//! HTTP transport) is not started, nor is one whose URL or headers cannot be used, nor one whose
+//! name makes the same tool names as another's; the client is told. The start runs after the
 //! answer, off the dispatch loop; the session's first prompt waits for it. What did not start,
 //! and an `approval.ask_before` entry that names no tool of the session, is told once: one line
 //! on stderr each and one agent message to the client, not recorded (a `session/load` starts the
@@ -16,20 +17,28 @@ use std::sync::Arc;
 
 use agent_client_protocol::Client;
 use agent_client_protocol::v1::ConnectionTo;
-use agent_client_protocol::v1::schema::{McpServer, SessionNotification};
+use agent_client_protocol::v1::schema::{McpServer, McpServerHttp, SessionNotification};
 
 use super::options::AcpOptions;
 use super::sessions::Session;
 use super::updates;
-use crate::mcp::{ServerSpec, names};
+use crate::mcp::endpoint::Endpoint;
+use crate::mcp::{ServerSpec, Transport, names};
 use crate::tools::start_mcp;
 
-/// A server as the configuration or the client gives it: its name, its program and arguments,
-/// its own variables.
+/// A server as the configuration or the client gives it: its name, and how it is reached.
 struct Given {
     name: String,
-    argv: Vec<OsString>,
-    own: Vec<(OsString, OsString)>,
+    reached: Reached,
+}
+
+enum Reached {
+    /// A program and its arguments, and its own variables.
+    Command {
+        argv: Vec<OsString>,
+        own: Vec<(OsString, OsString)>,
+    },
+    Http(Endpoint),
 }
 
 /// The servers a session has: the configuration's, then the client's, each with the commands'
@@ -41,12 +50,17 @@ pub fn servers(options: &AcpOptions, requested: &[McpServer]) -> (Vec<ServerSpec
         .iter()
         .map(|server| Given {
             name: server.name.clone(),
-            argv: server.command.iter().map(OsString::from).collect(),
-            own: server
-                .env
-                .iter()
-                .map(|(n, v)| (n.into(), v.into()))
-                .collect(),
+            reached: match &server.http {
+                Some(endpoint) => Reached::Http(endpoint.clone()),
+                None => Reached::Command {
+                    argv: server.command.iter().map(OsString::from).collect(),
+                    own: server
+                        .env
+                        .iter()
+                        .map(|(n, v)| (n.into(), v.into()))
+                        .collect(),
+                },
+            },
         })
         .collect();
     for server in requested {
@@ -54,21 +68,30 @@ pub fn servers(options: &AcpOptions, requested: &[McpServer]) -> (Vec<ServerSpec
             McpServer::Stdio(stdio) => {
                 let mut argv = vec![stdio.command.clone().into_os_string()];
                 argv.extend(stdio.args.iter().map(OsString::from));
+                let own = stdio
+                    .env
+                    .iter()
+                    .map(|var| (OsString::from(&var.name), OsString::from(&var.value)))
+                    .collect();
                 given.push(Given {
                     name: stdio.name.clone(),
-                    argv,
-                    own: stdio
-                        .env
-                        .iter()
-                        .map(|var| (OsString::from(&var.name), OsString::from(&var.value)))
-                        .collect(),
+                    reached: Reached::Command { argv, own },
                 });
             }
-            other => notices.push(not_stdio(other)),
+            McpServer::Http(http) => match endpoint(http) {
+                Ok(endpoint) => given.push(Given {
+                    name: http.name.clone(),
+                    reached: Reached::Http(endpoint),
+                }),
+                Err(e) => {
+                    notices.push(format!("The MCP server {} is not started: {e}.", http.name))
+                }
+            },
+            other => notices.push(not_supported(other)),
         }
     }
     let mut specs: Vec<ServerSpec> = Vec::new();
-    for Given { name, argv, own } in given {
+    for Given { name, reached } in given {
         let key = match names::server_key(&name) {
             Ok(key) => key,
             Err(e) => {
@@ -83,33 +106,49 @@ pub fn servers(options: &AcpOptions, requested: &[McpServer]) -> (Vec<ServerSpec
             ));
             continue;
         }
-        let mut env = options.command_env.clone();
-        for (var, value) in own {
-            env.retain(|(existing, _)| *existing != var);
-            env.push((var, value));
-        }
+        let transport = match reached {
+            Reached::Http(endpoint) => Transport::Http(endpoint),
+            Reached::Command { argv, own } => {
+                let mut env = options.command_env.clone();
+                for (var, value) in own {
+                    env.retain(|(existing, _)| *existing != var);
+                    env.push((var, value));
+                }
+                Transport::Stdio { argv, env }
+            }
+        };
         specs.push(ServerSpec {
             name,
             key,
-            argv,
-            env,
+            transport,
         });
     }
     (specs, notices)
 }
 
-/// Why a server that is not a stdio one is not started.
-fn not_stdio(server: &McpServer) -> String {
-    let (which, transport) = match server {
-        McpServer::Http(http) => (format!("The MCP server {}", http.name), "HTTP"),
-        McpServer::Sse(sse) => (format!("The MCP server {}", sse.name), "SSE"),
-        _ => ("An MCP server".to_owned(), "a transport other than stdio"),
-    };
-    format!(
-        "{which} is not started: only stdio MCP servers are supported. agentd runs each one \
-         confined by its sandbox, which denies the network; a server reached over {transport} \
-         would run outside it."
-    )
+/// The endpoint of a client's HTTP server: its URL and headers, checked.
+fn endpoint(http: &McpServerHttp) -> Result<Endpoint, crate::mcp::endpoint::EndpointError> {
+    let headers: Vec<(String, String)> = http
+        .headers
+        .iter()
+        .map(|h| (h.name.clone(), h.value.clone()))
+        .collect();
+    Endpoint::new(&http.url, &headers)
+}
+
+/// Why a server of a transport agentd does not speak is not started.
+fn not_supported(server: &McpServer) -> String {
+    match server {
+        McpServer::Sse(sse) => format!(
+            "The MCP server {} is not started: its transport, HTTP with SSE (MCP 2024-11-05), is \
+             not supported; give the server's streamable HTTP endpoint as an \"http\" server \
+             instead.",
+            sse.name
+        ),
+        _ => "An MCP server is not started: its transport is not one agentd speaks (stdio or \
+              streamable HTTP)."
+            .to_owned(),
+    }
 }
 
 /// Starts the session's servers under its mode now, off the dispatch loop, and then tells the

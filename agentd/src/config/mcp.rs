@@ -6,13 +6,20 @@
 //! name = "notes"                                 # its tools are mcp__notes__TOOL
 //! command = ["python3", "servers/notes.py"]      # the program and its arguments
 //! env = { NOTES_FORMAT = "markdown" }            # optional: set for the server only
+//!
+//! [[mcp.servers]]
+//! name = "tracker"
+//! url = "https://mcp.example.com/mcp"            # a streamable HTTP server, instead of a command
+//! headers = { Authorization = "Bearer …" }       # optional: sent with every request to it
 //! ```
 //!
-//! A server runs through confine-helper like a command (RFC 0015): under the session's mode, in
-//! its workspace, with the environment commands get plus its own `env`. A name in `env` that
-//! looks like a secret is refused by confine-helper unless its ceiling's `env_allow` lists it,
-//! as for `[sandbox.env]`. A program given as a relative path with a `/` is taken from the
-//! file's directory; a bare name is looked up on the commands' `PATH`.
+//! A server with a `command` runs through confine-helper like a command (RFC 0015): under the
+//! session's mode, in its workspace, with the environment commands get plus its own `env`. A
+//! name in `env` that looks like a secret is refused by confine-helper unless its ceiling's
+//! `env_allow` lists it, as for `[sandbox.env]`. A program given as a relative path with a `/`
+//! is taken from the file's directory; a bare name is looked up on the commands' `PATH`. A
+//! server with a `url` is reached by agentd itself, only when the session's network policy
+//! allows its host; its `headers` are never printed, since one may be a credential.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -22,6 +29,7 @@ use toml::Spanned;
 
 use super::checks::{is_variable_name, line_at};
 use super::{ConfigError, Source};
+use crate::mcp::endpoint::{Endpoint, EndpointError};
 use crate::mcp::names;
 
 /// `[mcp]` as the file writes it.
@@ -36,19 +44,25 @@ pub(super) struct RawMcp {
 #[serde(deny_unknown_fields)]
 struct RawServer {
     name: Spanned<String>,
-    command: Spanned<Vec<String>>,
+    command: Option<Spanned<Vec<String>>>,
     #[serde(default)]
     env: BTreeMap<Spanned<String>, String>,
+    url: Option<Spanned<String>>,
+    #[serde(default)]
+    headers: BTreeMap<Spanned<String>, String>,
 }
 
-/// One `[[mcp.servers]]` table, checked.
+/// One `[[mcp.servers]]` table, checked: a server agentd starts (`command`) or one it reaches
+/// over HTTP (`http`), never both.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct McpServerConfig {
     pub name: String,
-    /// The program and its arguments; never empty.
+    /// The program and its arguments; empty exactly when the server is reached over `http`.
     pub command: Vec<String>,
-    /// Its own variables, by name.
+    /// Its own variables, by name (a server agentd starts only).
     pub env: Vec<(String, String)>,
+    /// Its URL and headers, for a server reached over streamable HTTP.
+    pub http: Option<Endpoint>,
 }
 
 /// Checks every `[[mcp.servers]]` table of the file at `path` (whose text is `text`).
@@ -86,8 +100,59 @@ pub(super) fn servers(
                 ),
             ));
         }
-        let command_at = server.command.span().start;
-        let mut command = server.command.into_inner();
+        let command = match (server.command, server.url) {
+            (None, None) => {
+                return Err(error(
+                    name_at,
+                    format!(
+                        "name = {name:?} has neither a command nor a url; give command = \
+                         [\"program\", \"args\"…] for a server agentd starts, or url = \
+                         \"https://…\" for one it reaches over streamable HTTP"
+                    ),
+                ));
+            }
+            (Some(_), Some(url)) => {
+                return Err(error(
+                    url.span().start,
+                    "has both a command and a url; a server is either a program agentd starts \
+                     (command) or one it reaches over HTTP (url)"
+                        .to_owned(),
+                ));
+            }
+            (Some(command), None) => {
+                if let Some((header, _)) = server.headers.first_key_value() {
+                    return Err(error(
+                        header.span().start,
+                        "headers are sent to a server at a url; a server agentd starts gets env"
+                            .to_owned(),
+                    ));
+                }
+                command
+            }
+            (None, Some(url)) => {
+                if let Some((var, _)) = server.env.first_key_value() {
+                    return Err(error(
+                        var.span().start,
+                        "env is set for a server agentd starts; one at a url gets headers"
+                            .to_owned(),
+                    ));
+                }
+                let endpoint =
+                    http_endpoint(url, server.headers).map_err(|(at, why)| error(at, why))?;
+                out.push((
+                    McpServerConfig {
+                        name,
+                        command: Vec::new(),
+                        env: Vec::new(),
+                        http: Some(endpoint),
+                    },
+                    line_at(text, name_at),
+                ));
+                continue;
+            }
+        };
+        let command_at = command.span().start;
+        let mut command = command.into_inner();
         let Some(program) = command.first_mut() else {
             return Err(error(
                 command_at,
@@ -114,11 +179,44 @@ pub(super) fn servers(
             env.push((var.into_inner(), value));
         }
         out.push((
-            McpServerConfig { name, command, env },
+            McpServerConfig {
+                name,
+                command,
+                env,
+                http: None,
+            },
             line_at(text, name_at),
         ));
     }
     Ok(out.into_iter().map(|(server, _)| server).collect())
+}
+
+/// The endpoint of `url` with `headers`; the error is where in the file and why.
+fn http_endpoint(
+    url: Spanned<String>,
+    headers: BTreeMap<Spanned<String>, String>,
+) -> Result<Endpoint, (usize, String)> {
+    let url_at = url.span().start;
+    let spans: Vec<(String, usize)> = headers
+        .keys()
+        .map(|name| (name.get_ref().clone(), name.span().start))
+        .collect();
+    let headers: Vec<(String, String)> = headers
+        .into_iter()
+        .map(|(name, value)| (name.into_inner(), value))
+        .collect();
+    Endpoint::new(url.get_ref(), &headers).map_err(|e| {
+        let at = match &e {
+            EndpointError::HeaderName(name)
+            | EndpointError::HeaderValue(name)
+            | EndpointError::Reserved(name) => spans
+                .iter()
+                .find(|(header, _)| header == name)
+                .map_or(url_at, |(_, at)| *at),
+            EndpointError::Credentials(_) | EndpointError::NotHttp(_) => url_at,
+        };
+        (at, format!("url = {:?}: {e}", url.get_ref()))
+    })
 }
 
 /// The lines `agentd config show` prints for the servers: their names with where they came
@@ -128,6 +226,19 @@ pub(super) fn show(servers: &[McpServerConfig], source: &Source) -> Vec<String> 
     let names: Vec<String> = servers.iter().map(|s| format!("{:?}", s.name)).collect();
     let mut lines = vec![format!("mcp.servers = [{}]  ({source})", names.join(", "))];
     lines.extend(servers.iter().map(|server| {
+        if let Some(http) = &server.http {
+            let headers: Vec<String> = http
+                .header_names()
+                .iter()
+                .map(|n| format!("{n:?}"))
+                .collect();
+            return format!(
+                "  {}: url = {:?}, headers = [{}]",
+                server.name,
+                http.url(),
+                headers.join(", ")
+            );
+        }
         let command: Vec<String> = server.command.iter().map(|a| format!("{a:?}")).collect();
         let env: Vec<String> = server.env.iter().map(|(n, _)| format!("{n:?}")).collect();
         format!(
@@ -168,11 +279,13 @@ mod tests {
                     name: "notes".into(),
                     command: vec!["python3".into(), "srv/notes.py".into()],
                     env: vec![("A".into(), "1".into()), ("B".into(), "2".into())],
+                    http: None,
                 },
                 McpServerConfig {
                     name: "git".into(),
                     command: vec!["/c/./bin/git-mcp".into(), "--x".into()],
                     env: vec![],
+                    http: None,
                 },
             ]
         );
@@ -185,6 +298,39 @@ mod tests {
             ]
         );
         assert_eq!(parse("").expect("none"), []);
+    }
+
+    #[test]
+    fn a_server_at_a_url_is_read_with_its_headers_and_shown_without_their_values() {
+        let servers = parse(
+            "[[mcp.servers]]\nname = \"tracker\"\nurl = \"https://mcp.example.com/mcp\"\n\
+             headers = { Authorization = \"Bearer s3cret\", X-Team = \"a\" }\n",
+        )
+        .expect("parses");
+        let expected = Endpoint::new(
+            "https://mcp.example.com/mcp",
+            &[
+                ("Authorization".into(), "Bearer s3cret".into()),
+                ("X-Team".into(), "a".into()),
+            ],
+        )
+        .expect("an endpoint");
+        assert_eq!(
+            servers,
+            [McpServerConfig {
+                name: "tracker".into(),
+                command: vec![],
+                env: vec![],
+                http: Some(expected),
+            }]
+        );
+        let shown = show(&servers, &Source::File("/c/agentd.toml".into()));
+        assert_eq!(
+            shown[1],
+            "  tracker: url = \"https://mcp.example.com/mcp\", headers = [\"authorization\", \
+             \"x-team\"]"
+        );
+        assert!(!format!("{shown:?}{servers:?}").contains("s3cret"));
     }
 
     #[test]
@@ -207,6 +353,38 @@ mod tests {
             (
                 "[[mcp.servers]]\nname = \"a\"\ncommand = [\"x\"]\nenv = { \"NOT OK\" = \"v\" }\n",
                 "line 4: [[mcp.servers]] env lists \"NOT OK\", which is not a variable name",
+            ),
+            (
+                "[[mcp.servers]]\nname = \"a\"\n",
+                "line 2: [[mcp.servers]] name = \"a\" has neither a command nor a url",
+            ),
+            (
+                "[[mcp.servers]]\nname = \"a\"\ncommand = [\"x\"]\nurl = \"http://h/mcp\"\n",
+                "line 4: [[mcp.servers]] has both a command and a url",
+            ),
+            (
+                "[[mcp.servers]]\nname = \"a\"\nurl = \"ftp://h/mcp\"\n",
+                "line 3: [[mcp.servers]] url = \"ftp://h/mcp\": the URL \"ftp://h/mcp\" is not an \
+                 http:// or https:// URL with a host",
+            ),
+            (
+                "[[mcp.servers]]\nname = \"a\"\nurl = \"https://me:pw@h/mcp\"\n",
+                "contains a user name or password; put a credential in a header instead",
+            ),
+            (
+                "[[mcp.servers]]\nname = \"a\"\nurl = \"http://h/mcp\"\n\
+                 headers = { Accept = \"*/*\" }\n",
+                "line 4: [[mcp.servers]] url = \"http://h/mcp\": the header Accept is set by \
+                 agentd itself; leave it out",
+            ),
+            (
+                "[[mcp.servers]]\nname = \"a\"\nurl = \"http://h/mcp\"\nenv = { A = \"1\" }\n",
+                "line 4: [[mcp.servers]] env is set for a server agentd starts; one at a url gets \
+                 headers",
+            ),
+            (
+                "[[mcp.servers]]\nname = \"a\"\ncommand = [\"x\"]\nheaders = { A = \"1\" }\n",
+                "line 4: [[mcp.servers]] headers are sent to a server at a url",
             ),
         ];
         for (text, expected) in cases {

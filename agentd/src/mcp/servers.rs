@@ -5,11 +5,13 @@
 //! A server always runs under the policy of the call it serves. A call whose policy is not the
 //! one its server was started under (the session's mode was switched, or the project file
 //! protects other paths now), or whose server has ended, restarts the server first: stopped
-//! through confine-helper, started and initialized again under the call's policy. A narrowing
-//! of the mode ([`McpServers::narrow`]) stops every server running under a wider mode at once,
-//! as it stops background tasks; the next call starts it again, narrower. A restarted server
-//! keeps the tools it was first listed with: what the model was offered does not change in the
-//! middle of a session.
+//! through confine-helper, started and initialized again under the call's policy. A server
+//! reached over HTTP is started under the call's network reach ([`Reach`]) instead, and started
+//! again when a call's reach is another: whether its host may be reached is decided at every
+//! call. A narrowing of the mode ([`McpServers::narrow`]) stops every server started under a
+//! wider mode at once, as it stops background tasks; the next call starts it again, narrower.
+//! A restarted server keeps the tools it was first listed with: what the model was offered does
+//! not change in the middle of a session.
 
 use std::ffi::OsString;
 use std::path::Path;
@@ -21,23 +23,38 @@ use confine_protocol::{BackendChoice, Mode, Policy};
 use serde_json::Value;
 use tokio::sync::watch;
 
+use super::endpoint::{Endpoint, Reach};
+use super::http_server::HttpServer;
 use super::names;
-use super::protocol::{self, CallOutput, McpTool, START_TIMEOUT};
+use super::protocol::{CallOutput, McpTool, START_TIMEOUT};
 use super::server::{Launch, Running};
+use super::started::Started;
 use crate::cancel::Cancel;
 use crate::helper_client::HelperClient;
 use crate::narrowing;
 
-/// One server a session has: its name as configured and its part of its tools' names.
+/// One server a session has: its name as configured, its part of its tools' names, and how it
+/// is reached.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerSpec {
     /// As the configuration or the client named it.
     pub name: String,
     /// Its tools' names start `mcp__<key>__` ([`names::server_key`]).
     pub key: String,
-    pub argv: Vec<OsString>,
-    /// Its whole environment.
-    pub env: Vec<(OsString, OsString)>,
+    pub transport: Transport,
+}
+
+/// How a server is reached.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Transport {
+    /// A command agentd starts through confine-helper, spoken to over its stdin and stdout.
+    Stdio {
+        argv: Vec<OsString>,
+        /// Its whole environment.
+        env: Vec<(OsString, OsString)>,
+    },
+    /// A server at a URL, spoken to over streamable HTTP.
+    Http(Endpoint),
 }
 
 /// Where a server runs for one call (or for the session's start).
@@ -52,14 +69,33 @@ pub struct Placement<'a> {
 }
 
 impl Placement<'_> {
-    fn launch(&self, spec: &ServerSpec) -> Launch {
-        Launch {
-            argv: spec.argv.clone(),
-            cwd: self.workspace.to_owned(),
-            env: spec.env.clone(),
-            policy: self.policy.clone(),
-            backend: self.backend,
-            proxy: self.proxy.clone(),
+    /// How far a server over HTTP may be reached from here.
+    fn reach(&self) -> Reach {
+        Reach::of(&self.policy, self.proxy.as_ref())
+    }
+
+    /// Starts and initializes the server of `spec` here.
+    async fn start(&self, spec: &ServerSpec) -> Result<Started, String> {
+        match &spec.transport {
+            Transport::Stdio { argv, env } => {
+                let launch = Launch {
+                    argv: argv.clone(),
+                    cwd: self.workspace.to_owned(),
+                    env: env.clone(),
+                    policy: self.policy.clone(),
+                    backend: self.backend,
+                    proxy: self.proxy.clone(),
+                };
+                let running = Running::start(self.helper, launch, START_TIMEOUT).await?;
+                Ok(Started::Stdio(running))
+            }
+            Transport::Http(endpoint) => {
+                let mode = self.policy.mode;
+                let reach = self.reach();
+                let server =
+                    HttpServer::start(endpoint.clone(), reach, mode, START_TIMEOUT).await?;
+                Ok(Started::Http(server))
+            }
         }
     }
 }
@@ -91,13 +127,13 @@ pub enum McpCallError {
 #[derive(Debug)]
 struct Slot {
     spec: ServerSpec,
-    current: Mutex<Option<Arc<Running>>>,
+    current: Mutex<Option<Arc<Started>>>,
     /// Held while the server is (re)started, so that concurrent calls start it once.
     starting: tokio::sync::Mutex<()>,
 }
 
 impl Slot {
-    fn current(&self) -> MutexGuard<'_, Option<Arc<Running>>> {
+    fn current(&self) -> MutexGuard<'_, Option<Arc<Started>>> {
         self.current.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
@@ -230,8 +266,8 @@ impl McpServers {
     }
 
     /// Calls the tool `name` with `arguments` on its server, running under `placement` (the
-    /// server is restarted first if it runs under another policy or has ended), waiting at most
-    /// the call timeout and until `cancel`.
+    /// server is restarted first if it runs under another policy, or another reach for one over
+    /// HTTP, or has ended), waiting at most the call timeout and until `cancel`.
     pub async fn call(
         &self,
         name: &str,
@@ -250,7 +286,10 @@ impl McpServers {
             let _one = slot.starting.lock().await;
             let current = slot.current().clone();
             match current {
-                Some(running) if running.policy() == &placement.policy && !running.has_ended() => {
+                Some(running)
+                    if running.serves(&placement.policy, &placement.reach())
+                        && !running.has_ended() =>
+                {
                     running
                 }
                 stale => {
@@ -261,11 +300,7 @@ impl McpServers {
                         return Err(McpCallError::Closed);
                     }
                     let started = tokio::select! {
-                        started = Running::start(
-                            placement.helper,
-                            placement.launch(&slot.spec),
-                            START_TIMEOUT,
-                        ) => started,
+                        started = placement.start(&slot.spec) => started,
                         () = cancel.cancelled() => Err("the call was cancelled".to_owned()),
                     };
                     let running = Arc::new(started.map_err(|why| McpCallError::Start {
@@ -277,14 +312,9 @@ impl McpServers {
                 }
             }
         };
-        let called = protocol::call_tool(
-            running.rpc(),
-            &exposed.tool.name,
-            arguments,
-            self.call_timeout,
-            cancel,
-        )
-        .await;
+        let called = running
+            .call_tool(&exposed.tool.name, arguments, self.call_timeout, cancel)
+            .await;
         match called {
             Ok(mut output) => {
                 output.proxy = running.take_decisions();
@@ -299,7 +329,7 @@ impl McpServers {
 
     /// Makes `running` the slot's server, unless the session closed meanwhile: it is stopped
     /// then.
-    fn install(&self, slot: &Slot, running: Arc<Running>) {
+    fn install(&self, slot: &Slot, running: Arc<Started>) {
         let mut current = slot.current();
         if self.closed.load(Ordering::SeqCst) {
             running.stop();
@@ -319,7 +349,7 @@ impl McpServers {
         })
     }
 
-    /// The session's mode narrowed to `to`: every server running under a wider mode is
+    /// The session's mode narrowed to `to`: every server started under a wider mode is
     /// stopped. Returns their names.
     pub fn narrow(&self, to: Mode) -> Vec<String> {
         let mut stopped = Vec::new();
@@ -355,12 +385,12 @@ impl McpServers {
 async fn start_and_list(
     placement: &Placement<'_>,
     spec: &ServerSpec,
-) -> Result<(Arc<Running>, Vec<McpTool>), String> {
-    let running = Running::start(placement.helper, placement.launch(spec), START_TIMEOUT).await?;
+) -> Result<(Arc<Started>, Vec<McpTool>), String> {
+    let running = placement.start(spec).await?;
     if !running.initialized().has_tools {
         return Ok((Arc::new(running), Vec::new()));
     }
-    match protocol::list_tools(running.rpc(), START_TIMEOUT).await {
+    match running.list_tools(START_TIMEOUT).await {
         Ok(tools) => Ok((Arc::new(running), tools)),
         Err(e) => Err(running.explain(&e).await),
     }
