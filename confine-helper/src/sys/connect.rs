@@ -23,7 +23,7 @@ use std::ffi::c_int;
 use nix::errno::Errno;
 use nix::libc;
 
-use super::{call, proc_scan};
+use super::{call, proc_scan, socket_call};
 use crate::connects::{Rules, Verdict, judge_inet, judge_unix};
 
 /// The largest address `connect` takes (`sizeof(struct sockaddr_storage)`).
@@ -87,7 +87,8 @@ impl Supervisor<'_> {
     }
 
     fn connect_socket(&mut self, socket: c_int, address: &[u8]) -> Result<(), Errno> {
-        let verdict = match call::getsockopt_int(socket, libc::SOL_SOCKET, libc::SO_DOMAIN)? {
+        let verdict = match socket_call::getsockopt_int(socket, libc::SOL_SOCKET, libc::SO_DOMAIN)?
+        {
             libc::AF_UNIX => judge_unix(address, self.rules),
             libc::AF_INET | libc::AF_INET6 => judge_inet(address, self.rules),
             _ => Verdict::Refuse(Errno::EPERM),
@@ -105,28 +106,28 @@ impl Supervisor<'_> {
         let listener = match self.proxy_listener {
             Some(listener) => listener,
             None => {
-                let listener = call::loopback_listener(PROXY_BACKLOG)?;
+                let listener = socket_call::loopback_listener(PROXY_BACKLOG)?;
                 self.proxy_listener = Some(listener);
                 listener
             }
         };
-        let (at, at_len) = call::local_address(listener)?;
+        let (at, at_len) = socket_call::local_address(listener)?;
         match bounded_connect(socket, &at[..at_len]) {
             // A non-blocking socket: the handshake on the loopback completes at once, and the
             // connection must be accepted and handed over before the command's call returns.
             Err(Errno::EINPROGRESS) => wait_connected(socket)?,
             other => other?,
         }
-        let (command_end, command_len) = call::local_address(socket)?;
+        let (command_end, command_len) = socket_call::local_address(socket)?;
         let accepted = loop {
-            let (accepted, peer, peer_len) = call::accept_nonblocking(listener)?;
+            let (accepted, peer, peer_len) = socket_call::accept_nonblocking(listener)?;
             if peer[..peer_len] == command_end[..command_len] {
                 break accepted;
             }
             // Someone else on this machine found the port: not the command's connection.
             let _ = call::close(accepted);
         };
-        let sent = call::send_fd(control, accepted);
+        let sent = socket_call::send_fd(control, accepted);
         let _ = call::close(accepted);
         // The requester gone: the command's socket is connected to nothing that answers.
         sent.map_err(|_| Errno::ECONNREFUSED)
@@ -175,15 +176,15 @@ fn read_and_take(
 /// `connect` with the socket's send timeout at most [`CONNECT_BOUND`] for the call, then set
 /// back to what the command had.
 fn bounded_connect(socket: c_int, address: &[u8]) -> Result<(), Errno> {
-    let before = call::send_timeout(socket)?;
+    let before = socket_call::send_timeout(socket)?;
     let unbounded = before.tv_sec == 0 && before.tv_usec == 0;
     let longer = (before.tv_sec, before.tv_usec) > (CONNECT_BOUND.tv_sec, CONNECT_BOUND.tv_usec);
     if !(unbounded || longer) {
-        return call::connect(socket, address);
+        return socket_call::connect(socket, address);
     }
-    call::set_send_timeout(socket, &CONNECT_BOUND)?;
-    let result = call::connect(socket, address);
-    let _ = call::set_send_timeout(socket, &before);
+    socket_call::set_send_timeout(socket, &CONNECT_BOUND)?;
+    let result = socket_call::connect(socket, address);
+    let _ = socket_call::set_send_timeout(socket, &before);
     result
 }
 
@@ -198,7 +199,7 @@ fn wait_connected(socket: c_int) -> Result<(), Errno> {
     if call::poll(&mut fds, bound_ms)? == 0 {
         return Err(Errno::ETIMEDOUT);
     }
-    match call::getsockopt_int(socket, libc::SOL_SOCKET, libc::SO_ERROR)? {
+    match socket_call::getsockopt_int(socket, libc::SOL_SOCKET, libc::SO_ERROR)? {
         0 => Ok(()),
         errno => Err(Errno::from_raw(errno)),
     }

@@ -16,6 +16,7 @@ use super::layout::{
     COMMAND_FIRST_PASSED_FD, COMMAND_SECCOMP_FD, ChildConfine, EXIT_SETUP_FAILED, FD_CONFINE,
     FD_FIRST_PASSED, Prepared, fail, fd_at, or_fail, write_record,
 };
+use super::socket_call;
 use crate::record::Record;
 
 /// The standard signals, 1 to 31, whose dispositions the command resets.
@@ -76,7 +77,11 @@ pub(super) fn command_main(
             report_fd,
             Stage::Seccomp,
         );
-        or_fail(call::send_fd(to_shim, listener), report_fd, Stage::Seccomp);
+        or_fail(
+            socket_call::send_fd(to_shim, listener),
+            report_fd,
+            Stage::Seccomp,
+        );
         let _ = call::close(listener);
         let _ = call::close(to_shim);
     }

@@ -1,5 +1,6 @@
 //! Every `unsafe` block of the helper lives under this module, one per system call, each in a
-//! small function of [`call`] (or beside the one safe wrapper that needs it in [`fds`]).
+//! small function of [`call`] or, for sockets, [`socket_call`] (or beside the one safe wrapper
+//! that needs it in [`fds`]).
 //!
 //! The largest part is the code that runs between `fork` and `execve`. The helper forks a
 //! *supervisor* ("shim", [`shim`]) per command; the shim forks the command ([`exec`]) and stays
@@ -31,6 +32,7 @@ mod fds;
 mod layout;
 mod proc_scan;
 mod shim;
+mod socket_call;
 
 pub(crate) use call::{CStringArray, landlock_abi};
 pub(crate) use caps::holds_capabilities;

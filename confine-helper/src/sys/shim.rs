@@ -18,6 +18,7 @@ use super::layout::{
     MAX_PASSED_FDS, Prepared, STDIO_FDS, fail, fd_at, or_fail, write_record,
 };
 use super::proc_scan;
+use super::socket_call;
 use crate::record::Record;
 
 /// Positions in the shim's parking array (see [`FIXED_FDS`]).
@@ -71,7 +72,7 @@ fn shim_main(p: &Prepared<'_>) -> ! {
     // The command sends its `connect` filter's listener back on this pair.
     let listener_pair = p
         .connects
-        .map(|_| or_fail(call::socketpair_cloexec(), status_fd, Stage::Seccomp));
+        .map(|_| or_fail(socket_call::socketpair_cloexec(), status_fd, Stage::Seccomp));
     let shim_pid = call::getpid();
     // SAFETY: the shim is single-threaded (a fork of the single-threaded helper); the child
     // runs `command_main`, async-signal-safe calls on pre-built data, and execs or exits.
@@ -105,7 +106,7 @@ fn shim_main(p: &Prepared<'_>) -> ! {
     // The command sent the listener before its execve; without it its `connect` calls fail
     // (`ENOSYS`), closed, as nobody answers them.
     let listener = listener_pair.and_then(|[from_command, _]| {
-        let listener = call::recv_fd(from_command).ok();
+        let listener = socket_call::recv_fd(from_command).ok();
         let _ = call::close(from_command);
         listener
     });

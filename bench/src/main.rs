@@ -1,0 +1,147 @@
+//! `agentd-bench`: what confinement costs per command, measured side by side with a bare spawn
+//! and with the tools people would use instead, in one run on this machine.
+//!
+//! `cargo build --release -p agentd -p confine-helper -p agentd-bench && target/release/agentd-bench`
+//! prints the table (and writes it with `--out FILE`); `--quick` runs a few rounds only, to show
+//! the benchmark still works. The binaries it measures are the ones beside it. Codex's
+//! `codex sandbox` and Anthropic's `srt` are measured when they are installed (on `PATH`, or
+//! named by `AGENTD_BENCH_CODEX` / `AGENTD_BENCH_SRT`), and reported as skipped otherwise.
+//!
+//! Sections: per command inside one long-lived agentd (the agent's path: one helper
+//! connection, many commands); whole processes (`agentd run` against bare `/bin/true`, the
+//! `bwrap` CLI, Codex and srt); 64 commands at once; output throughput; resident memory.
+
+mod sections;
+mod stats;
+mod table;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// What a run measures and where its binaries are.
+#[derive(Debug, Clone)]
+pub struct Setup {
+    /// Rounds per section (the first is a warm-up, not counted).
+    pub rounds: usize,
+    /// Bytes of output in the throughput section.
+    pub output_bytes: u64,
+    pub agentd: PathBuf,
+    pub helper: PathBuf,
+    pub bwrap: Option<PathBuf>,
+    pub codex: Option<PathBuf>,
+    pub srt: Option<PathBuf>,
+    /// The run's own directory, removed at its end: the workspace and agentd's files beside it.
+    pub scratch: PathBuf,
+    /// `scratch/ws`.
+    pub workspace: PathBuf,
+}
+
+const USAGE: &str = "usage: agentd-bench [--quick] [--out FILE]";
+
+fn main() -> ExitCode {
+    let mut quick = false;
+    let mut out: Option<PathBuf> = None;
+    let mut args = std::env::args_os().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.to_str() {
+            Some("--quick") => quick = true,
+            Some("--out") => match args.next() {
+                Some(path) => out = Some(PathBuf::from(path)),
+                None => {
+                    eprintln!("{USAGE}");
+                    return ExitCode::from(2);
+                }
+            },
+            Some("--help" | "-h") => {
+                println!("{USAGE}");
+                return ExitCode::SUCCESS;
+            }
+            _ => {
+                eprintln!("agentd-bench: unknown argument {arg:?}\n{USAGE}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let setup = match setup(quick) {
+        Ok(setup) => setup,
+        Err(why) => {
+            eprintln!("agentd-bench: {why}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("agentd-bench: no runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(sections::all(&setup));
+    let _ = std::fs::remove_dir_all(&setup.scratch);
+    let tables = match result {
+        Ok(tables) => tables,
+        Err(why) => {
+            eprintln!("agentd-bench: {why}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let text = table::render(&tables, &setup, quick);
+    print!("{text}");
+    if let Some(path) = out
+        && let Err(e) = std::fs::write(&path, &text)
+    {
+        eprintln!("agentd-bench: cannot write {}: {e}", path.display());
+        return ExitCode::FAILURE;
+    }
+    ExitCode::SUCCESS
+}
+
+fn setup(quick: bool) -> Result<Setup, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("where am I: {e}"))?;
+    let dir = exe
+        .parent()
+        .ok_or("the benchmark's binary has no directory")?
+        .to_path_buf();
+    let beside = |name: &str| -> Result<PathBuf, String> {
+        let path = dir.join(name);
+        if path.is_file() {
+            Ok(path)
+        } else {
+            Err(format!(
+                "{} is missing: build it with `cargo build --release -p agentd -p confine-helper \
+                 -p agentd-bench` (the benchmark measures the binaries beside it)",
+                path.display()
+            ))
+        }
+    };
+    let scratch = std::env::temp_dir().join(format!("agentd-bench-{}", std::process::id()));
+    let workspace = scratch.join("ws");
+    std::fs::create_dir_all(&workspace)
+        .map_err(|e| format!("cannot create {}: {e}", workspace.display()))?;
+    Ok(Setup {
+        rounds: if quick { 4 } else { 101 },
+        output_bytes: if quick { 64 << 20 } else { 1 << 30 },
+        agentd: beside("agentd")?,
+        helper: beside("confine-helper")?,
+        bwrap: on_path("bwrap", None),
+        codex: on_path("codex", Some("AGENTD_BENCH_CODEX")),
+        srt: on_path("srt", Some("AGENTD_BENCH_SRT")),
+        scratch,
+        workspace,
+    })
+}
+
+/// `name` as the variable `env` names it, else found on `PATH`.
+fn on_path(name: &str, env: Option<&str>) -> Option<PathBuf> {
+    if let Some(path) = env.and_then(std::env::var_os).map(PathBuf::from) {
+        return path.is_file().then_some(path);
+    }
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|dir| PathBuf::from(dir).join(name))
+        .find(|path| path.is_file())
+}

@@ -1,0 +1,667 @@
+//! The benchmark's sections: what each variant runs, and the rounds that interleave them.
+
+use std::io::Read;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use agentd::helper_client::{HelperClient, HelperEndpoint, Outcome, SpawnSpec};
+use confine_protocol::{Backend, BackendChoice, ExitStatus, Mode};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+use crate::Setup;
+use crate::stats::Samples;
+
+/// The commands of one section.
+const PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+/// Commands at once in the concurrency section.
+const CONCURRENT: usize = 64;
+/// How long a command in flight for the memory figure sleeps (it is cancelled once counted).
+const IN_FLIGHT_SLEEP: &str = "30";
+
+/// One measured variant of a section.
+#[derive(Debug, Clone)]
+pub struct Row {
+    pub variant: String,
+    pub samples: Samples,
+    /// The section's baseline has no ratio to itself.
+    pub baseline: bool,
+    pub note: String,
+}
+
+/// One section of the table.
+#[derive(Debug, Clone)]
+pub struct Table {
+    pub title: String,
+    pub rows: Vec<Row>,
+    /// Rows that are a figure, not a time: (what, value).
+    pub figures: Vec<(String, String)>,
+    /// What was not measured, and why.
+    pub skipped: Vec<String>,
+}
+
+impl Table {
+    fn new(title: &str) -> Table {
+        Table {
+            title: title.to_owned(),
+            rows: Vec::new(),
+            figures: Vec::new(),
+            skipped: Vec::new(),
+        }
+    }
+}
+
+/// Every section, in order.
+pub async fn all(setup: &Setup) -> Result<Vec<Table>, String> {
+    let client = HelperClient::new(HelperEndpoint::Embedded(setup.helper.clone()));
+    client
+        .connect()
+        .await
+        .map_err(|e| format!("cannot start confine-helper: {e}"))?;
+    let backends = usable_backends(&client).await?;
+    let step = |what: &str| eprintln!("agentd-bench: {what}…");
+    step("per command");
+    let per_command = per_command(setup, &client, &backends).await?;
+    step("whole process");
+    let whole_process = whole_process(setup, &backends).await?;
+    step("64 at once");
+    let concurrent = concurrent(setup, &client).await?;
+    step("output");
+    let throughput = throughput(setup, &client).await?;
+    step("memory");
+    let memory = memory(setup, &client).await?;
+    Ok(vec![
+        per_command,
+        whole_process,
+        concurrent,
+        throughput,
+        memory,
+    ])
+}
+
+async fn usable_backends(client: &HelperClient) -> Result<Vec<Backend>, String> {
+    let info = client
+        .info()
+        .await
+        .map_err(|e| format!("cannot ask confine-helper what it can do: {e}"))?;
+    Ok(info
+        .backends
+        .iter()
+        .filter(|b| b.usable)
+        .map(|b| b.backend)
+        .collect())
+}
+
+fn choice(backend: Backend) -> BackendChoice {
+    match backend {
+        Backend::Bwrap => BackendChoice::Bwrap,
+        Backend::Landlock => BackendChoice::Landlock,
+        Backend::Seatbelt => BackendChoice::Seatbelt,
+        Backend::None => BackendChoice::Auto,
+    }
+}
+
+/// `/bin/true` through the helper under `mode` on `backend`, in the workspace.
+fn true_spec(setup: &Setup, mode: Mode, backend: BackendChoice) -> SpawnSpec {
+    let mut spec = SpawnSpec::new(["/bin/true"]);
+    spec.policy.mode = mode;
+    spec.policy.workspace_root = Some(setup.workspace.as_os_str().as_encoded_bytes().to_vec());
+    spec.cwd = setup.workspace.clone();
+    spec.env = vec![("PATH".into(), PATH.into())];
+    spec.backend = backend;
+    spec
+}
+
+async fn run_spec(client: &HelperClient, spec: SpawnSpec) -> Result<(), String> {
+    let handle = client
+        .spawn(spec)
+        .await
+        .map_err(|e| format!("spawn: {e}"))?;
+    match handle.wait().await {
+        Outcome::Exited(e) if e.status == ExitStatus::Code(0) => Ok(()),
+        other => Err(format!("a measured command did not succeed: {other:?}")),
+    }
+}
+
+async fn run_process(program: &Path, args: &[&str], env: &[(&str, &Path)]) -> Result<(), String> {
+    let mut command = tokio::process::Command::new(program);
+    command
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    let status = command
+        .status()
+        .await
+        .map_err(|e| format!("cannot run {}: {e}", program.display()))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} {} failed: {status}",
+            program.display(),
+            args.join(" ")
+        ))
+    }
+}
+
+/// The raw `bwrap` CLI with the profile the helper gives a read-only command: `/` read-only,
+/// fresh `/dev`, `/proc` and `/tmp`, every namespace but the mount namespace's parent's.
+fn bwrap_args(workspace: &Path) -> Vec<String> {
+    let ws = workspace.display().to_string();
+    [
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--tmpfs",
+        "/tmp",
+        "--ro-bind",
+        &ws,
+        &ws,
+        "--unshare-user",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-net",
+        "--die-with-parent",
+        "--new-session",
+        "--chdir",
+        &ws,
+        "--",
+        "/bin/true",
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect()
+}
+
+/// Runs `rounds` rounds of every variant in order (the first round uncounted); each variant's
+/// run is timed alone.
+async fn interleave<V, F>(rounds: usize, variants: &[V], mut run: F) -> Result<Vec<Samples>, String>
+where
+    F: AsyncFnMut(&V) -> Result<(), String>,
+{
+    let mut samples = vec![Samples::default(); variants.len()];
+    for round in 0..rounds {
+        for (i, variant) in variants.iter().enumerate() {
+            let started = Instant::now();
+            run(variant).await?;
+            if round > 0 {
+                samples[i].0.push(started.elapsed());
+            }
+        }
+    }
+    Ok(samples)
+}
+
+fn rows(names: Vec<String>, samples: Vec<Samples>, notes: Vec<String>) -> Vec<Row> {
+    names
+        .into_iter()
+        .zip(samples)
+        .zip(notes)
+        .enumerate()
+        .map(|(i, ((variant, samples), note))| Row {
+            variant,
+            samples,
+            baseline: i == 0,
+            note,
+        })
+        .collect()
+}
+
+#[derive(Debug, Clone)]
+enum PerCommand {
+    Bare,
+    Helper(Mode, BackendChoice),
+    RawBwrap(PathBuf),
+}
+
+async fn per_command(
+    setup: &Setup,
+    client: &HelperClient,
+    backends: &[Backend],
+) -> Result<Table, String> {
+    let mut table = Table::new("Per command, inside one long-lived agentd (`/bin/true`)");
+    let mut variants = vec![
+        (
+            "bare `tokio::process` spawn".to_owned(),
+            PerCommand::Bare,
+            "baseline".to_owned(),
+        ),
+        (
+            "helper, danger-full-access".to_owned(),
+            PerCommand::Helper(Mode::DangerFullAccess, BackendChoice::Auto),
+            String::new(),
+        ),
+    ];
+    for backend in [Backend::Landlock, Backend::Bwrap] {
+        if !backends.contains(&backend) {
+            table
+                .skipped
+                .push(format!("{}: not usable here", backend.as_str()));
+            continue;
+        }
+        for mode in [Mode::ReadOnly, Mode::WorkspaceWrite] {
+            variants.push((
+                format!("helper, {}, {}", mode.as_str(), backend.as_str()),
+                PerCommand::Helper(mode, choice(backend)),
+                String::new(),
+            ));
+        }
+    }
+    match &setup.bwrap {
+        Some(bwrap) => variants.push((
+            "raw `bwrap` CLI, read-only profile".to_owned(),
+            PerCommand::RawBwrap(bwrap.clone()),
+            "namespaces and mounts only: no seccomp filter, no Landlock layer".to_owned(),
+        )),
+        None => table
+            .skipped
+            .push("raw bwrap CLI: bwrap is not installed".into()),
+    }
+    let kinds: Vec<PerCommand> = variants.iter().map(|(_, k, _)| k.clone()).collect();
+    let args = bwrap_args(&setup.workspace);
+    let samples = interleave(setup.rounds, &kinds, async |kind: &PerCommand| match kind {
+        PerCommand::Bare => run_process(Path::new("/bin/true"), &[], &[]).await,
+        PerCommand::Helper(mode, backend) => {
+            run_spec(client, true_spec(setup, *mode, *backend)).await
+        }
+        PerCommand::RawBwrap(bwrap) => {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            run_process(bwrap, &args, &[]).await
+        }
+    })
+    .await?;
+    let (names, notes) = variants.into_iter().map(|(n, _, note)| (n, note)).unzip();
+    table.rows = rows(names, samples, notes);
+    Ok(table)
+}
+
+#[derive(Debug, Clone)]
+struct Process {
+    program: PathBuf,
+    args: Vec<String>,
+}
+
+async fn whole_process(setup: &Setup, backends: &[Backend]) -> Result<Table, String> {
+    let mut table = Table::new("Whole process (`/bin/true`)");
+    let ws = setup.workspace.display().to_string();
+    let agentd = |args: &[&str]| Process {
+        program: setup.agentd.clone(),
+        args: ["run", "--workspace", &ws]
+            .iter()
+            .chain(args)
+            .chain(&["--", "/bin/true"])
+            .map(|s| (*s).to_owned())
+            .collect(),
+    };
+    let mut variants: Vec<(String, Process)> = vec![
+        (
+            "bare `/bin/true`".into(),
+            Process {
+                program: PathBuf::from("/bin/true"),
+                args: Vec::new(),
+            },
+        ),
+        (
+            "`agentd run --mode danger-full-access`".into(),
+            agentd(&["--mode", "danger-full-access"]),
+        ),
+        (
+            "`agentd run --mode read-only` (auto)".into(),
+            agentd(&["--mode", "read-only"]),
+        ),
+    ];
+    for backend in [Backend::Landlock, Backend::Bwrap] {
+        if backends.contains(&backend) {
+            variants.push((
+                format!(
+                    "`agentd run --mode read-only --backend {}`",
+                    backend.as_str()
+                ),
+                agentd(&["--mode", "read-only", "--backend", backend.as_str()]),
+            ));
+        }
+    }
+    if let Some(bwrap) = &setup.bwrap {
+        variants.push((
+            "raw `bwrap` CLI, read-only profile".into(),
+            Process {
+                program: bwrap.clone(),
+                args: bwrap_args(&setup.workspace),
+            },
+        ));
+    }
+    let codex_home = setup.agentd.with_file_name("agentd-bench-codex-home");
+    match &setup.codex {
+        Some(codex) => {
+            std::fs::create_dir_all(&codex_home)
+                .map_err(|e| format!("cannot create {}: {e}", codex_home.display()))?;
+            variants.push((
+                "`codex sandbox -P :read-only`".into(),
+                Process {
+                    program: codex.clone(),
+                    args: ["sandbox", "-P", ":read-only", "--", "/bin/true"]
+                        .map(str::to_owned)
+                        .to_vec(),
+                },
+            ));
+        }
+        None => table.skipped.push(
+            "Codex: `codex` is not installed (`npm install -g @openai/codex`, or set \
+             AGENTD_BENCH_CODEX)"
+                .into(),
+        ),
+    }
+    match &setup.srt {
+        Some(srt) => {
+            let settings = setup.scratch.join("srt-settings.json");
+            std::fs::write(
+                &settings,
+                format!(
+                    "{{\"filesystem\":{{\"denyRead\":[],\"allowWrite\":[\"{ws}\"],\"denyWrite\":[]}},\
+                     \"network\":{{\"allowedDomains\":[],\"deniedDomains\":[]}}}}"
+                ),
+            )
+            .map_err(|e| format!("cannot write {}: {e}", settings.display()))?;
+            variants.push((
+                "`srt`".into(),
+                Process {
+                    program: srt.clone(),
+                    args: vec![
+                        "--settings".into(),
+                        settings.display().to_string(),
+                        "--".into(),
+                        "/bin/true".into(),
+                    ],
+                },
+            ));
+        }
+        None => table.skipped.push(
+            "srt: `srt` is not installed (`npm install -g @anthropic-ai/sandbox-runtime`, or \
+             set AGENTD_BENCH_SRT)"
+                .into(),
+        ),
+    }
+    // agentd reads no configuration of the person running the benchmark.
+    let config = setup.scratch.join("config");
+    let processes: Vec<Process> = variants.iter().map(|(_, p)| p.clone()).collect();
+    let samples = interleave(setup.rounds, &processes, async |p: &Process| {
+        let args: Vec<&str> = p.args.iter().map(String::as_str).collect();
+        run_process(
+            &p.program,
+            &args,
+            &[("XDG_CONFIG_HOME", &config), ("CODEX_HOME", &codex_home)],
+        )
+        .await
+    })
+    .await?;
+    let names = variants.into_iter().map(|(n, _)| n).collect::<Vec<_>>();
+    let notes = vec![String::new(); names.len()];
+    table.rows = rows(names, samples, notes);
+    Ok(table)
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Many {
+    Bare,
+    Confined,
+}
+
+async fn concurrent(setup: &Setup, client: &HelperClient) -> Result<Table, String> {
+    let mut table = Table::new("64 commands at once (`/bin/true`, wall time of all)");
+    let rounds = (setup.rounds / 5).max(3);
+    let samples = interleave(
+        rounds,
+        &[Many::Bare, Many::Confined],
+        async |many: &Many| {
+            let mut tasks = tokio::task::JoinSet::new();
+            for _ in 0..CONCURRENT {
+                match many {
+                    Many::Bare => {
+                        tasks.spawn(run_process_owned(PathBuf::from("/bin/true")));
+                    }
+                    Many::Confined => {
+                        let client = client.clone();
+                        let spec = true_spec(setup, Mode::ReadOnly, BackendChoice::Auto);
+                        tasks.spawn(async move { run_spec(&client, spec).await });
+                    }
+                }
+            }
+            let mut failures = 0usize;
+            while let Some(done) = tasks.join_next().await {
+                if !matches!(done, Ok(Ok(()))) {
+                    failures += 1;
+                }
+            }
+            match failures {
+                0 => Ok(()),
+                n => Err(format!("{n} of {CONCURRENT} concurrent commands failed")),
+            }
+        },
+    )
+    .await?;
+    table.rows = rows(
+        vec![
+            "64 bare spawns".into(),
+            "64 confined, read-only (auto)".into(),
+        ],
+        samples,
+        vec![String::new(), "zero failures".into()],
+    );
+    Ok(table)
+}
+
+async fn run_process_owned(program: PathBuf) -> Result<(), String> {
+    run_process(&program, &[], &[]).await
+}
+
+/// Reads `from` to its end on a blocking thread; returns the byte count.
+async fn drain(from: OwnedFd) -> Result<u64, String> {
+    tokio::task::spawn_blocking(move || {
+        let mut file = std::fs::File::from(from);
+        let mut buf = vec![0u8; 1 << 16];
+        let mut total = 0u64;
+        loop {
+            match file.read(&mut buf) {
+                Ok(0) => return Ok(total),
+                Ok(n) => total += n as u64,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(format!("reading the output: {e}")),
+            }
+        }
+    })
+    .await
+    .map_err(|e| format!("the reader stopped: {e}"))?
+}
+
+fn pipe() -> Result<(OwnedFd, OwnedFd), String> {
+    nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| format!("pipe: {e}"))
+}
+
+async fn throughput(setup: &Setup, client: &HelperClient) -> Result<Table, String> {
+    let bytes = setup.output_bytes;
+    let mut table = Table::new(&format!(
+        "Output: {} MiB from `head -c` read by agentd",
+        bytes >> 20
+    ));
+    let count = bytes.to_string();
+    let rounds = (setup.rounds / 20).max(3);
+    let samples = interleave(
+        rounds,
+        &[Many::Bare, Many::Confined],
+        async |many: &Many| {
+            let (read, write) = pipe()?;
+            let reader = tokio::spawn(drain(read));
+            match many {
+                Many::Bare => {
+                    let status = tokio::process::Command::new("head")
+                        .args(["-c", &count, "/dev/zero"])
+                        .stdout(Stdio::from(write))
+                        .status()
+                        .await
+                        .map_err(|e| format!("head: {e}"))?;
+                    if !status.success() {
+                        return Err(format!("head failed: {status}"));
+                    }
+                }
+                Many::Confined => {
+                    let mut spec = SpawnSpec::new(["head", "-c", &count, "/dev/zero"]);
+                    spec.env = vec![("PATH".into(), PATH.into())];
+                    spec.stdout = Some(write);
+                    run_spec(client, spec).await?;
+                }
+            }
+            let got = reader.await.map_err(|e| format!("reader: {e}"))??;
+            if got == bytes {
+                Ok(())
+            } else {
+                Err(format!("read {got} bytes of {bytes}"))
+            }
+        },
+    )
+    .await?;
+    let rate = |s: &Samples| {
+        let secs = s.median().as_secs_f64();
+        if secs > 0.0 {
+            format!("{:.0} MiB/s", (bytes as f64 / secs) / f64::from(1u32 << 20))
+        } else {
+            String::new()
+        }
+    };
+    let notes = samples.iter().map(rate).collect();
+    table.rows = rows(
+        vec!["bare pipe".into(), "confined, read-only (auto)".into()],
+        samples,
+        notes,
+    );
+    Ok(table)
+}
+
+/// Resident memory of `pid`, from `/proc/PID/status`.
+fn rss(pid: u32) -> Option<String> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(format!("{:.1} MiB", kib / 1024.0))
+}
+
+async fn memory(setup: &Setup, client: &HelperClient) -> Result<Table, String> {
+    let mut table = Table::new("Resident memory and start-up");
+    let helper = client.helper_pid().ok_or("no helper pid")?;
+    table.figures.push((
+        "confine-helper, idle".into(),
+        rss(helper).unwrap_or_else(|| "unknown".into()),
+    ));
+    let mut handles = Vec::new();
+    for _ in 0..CONCURRENT {
+        let mut spec = SpawnSpec::new(["sleep", IN_FLIGHT_SLEEP]);
+        spec.env = vec![("PATH".into(), PATH.into())];
+        let mut handle = client
+            .spawn(spec)
+            .await
+            .map_err(|e| format!("spawn: {e}"))?;
+        handle
+            .started()
+            .await
+            .ok_or("a command in flight did not start")?;
+        handles.push(handle);
+    }
+    table.figures.push((
+        format!("confine-helper, {CONCURRENT} commands in flight"),
+        rss(helper).unwrap_or_else(|| "unknown".into()),
+    ));
+    for handle in handles {
+        handle.cancel(Duration::ZERO);
+        let _ = handle.wait().await;
+    }
+    let (started, rss) = agentd_acp(setup).await?;
+    table.figures.push((
+        "`agentd acp` start to `initialize` answered".into(),
+        crate::stats::ms(started),
+    ));
+    table
+        .figures
+        .push(("agentd, idle with one session".into(), rss));
+    table.skipped.push(
+        "agentd after a 1,000-turn session, `session/load` of a 10,000-event log and the log's \
+         fsync per tool call: not measured yet"
+            .into(),
+    );
+    Ok(table)
+}
+
+/// Starts `agentd acp` with a scripted model; returns the time to the answer of `initialize`
+/// and its resident memory once a session is open.
+async fn agentd_acp(setup: &Setup) -> Result<(Duration, String), String> {
+    let root = setup.scratch.join("acp");
+    let script = root.join("model.toml");
+    std::fs::create_dir_all(root.join("state")).map_err(|e| format!("acp dirs: {e}"))?;
+    std::fs::write(&script, "[[turn]]\ntext = \"ok\"\n").map_err(|e| format!("script: {e}"))?;
+    let started = Instant::now();
+    let mut child = tokio::process::Command::new(&setup.agentd)
+        .arg("acp")
+        .arg("--model-script")
+        .arg(&script)
+        .arg("--state-dir")
+        .arg(root.join("state"))
+        .env_clear()
+        .env("PATH", PATH)
+        .env("HOME", &root)
+        .env("XDG_CONFIG_HOME", root.join("config"))
+        .current_dir(&setup.workspace)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| format!("cannot start agentd acp: {e}"))?;
+    let pid = child.id().ok_or("agentd acp has no pid")?;
+    let mut stdin = child.stdin.take().ok_or("no stdin")?;
+    let mut lines = BufReader::new(child.stdout.take().ok_or("no stdout")?).lines();
+    let mut ask = async |id: u32, message: String| -> Result<(), String> {
+        stdin
+            .write_all(format!("{message}\n").as_bytes())
+            .await
+            .map_err(|e| format!("writing to agentd: {e}"))?;
+        let needle = format!("\"id\":{id},");
+        while let Some(line) = lines
+            .next_line()
+            .await
+            .map_err(|e| format!("reading agentd: {e}"))?
+        {
+            if line.contains(&needle) {
+                return match line.contains("\"result\"") {
+                    true => Ok(()),
+                    false => Err(format!("agentd refused request {id}: {line}")),
+                };
+            }
+        }
+        Err(format!("agentd ended before answering request {id}"))
+    };
+    ask(
+        1,
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}"#
+            .into(),
+    )
+    .await?;
+    let to_initialize = started.elapsed();
+    let cwd = setup.workspace.display().to_string();
+    ask(
+        2,
+        format!(
+            r#"{{"jsonrpc":"2.0","id":2,"method":"session/new","params":{{"cwd":"{cwd}","mcpServers":[]}}}}"#
+        ),
+    )
+    .await?;
+    let memory = rss(pid).unwrap_or_else(|| "unknown".into());
+    let _ = child.kill().await;
+    Ok((to_initialize, memory))
+}
