@@ -45,8 +45,8 @@ use std::sync::Arc;
 use agent_client_protocol::v1::schema::{
     AgentCapabilities, CancelNotification, CloseSessionRequest, CloseSessionResponse,
     Implementation, InitializeRequest, InitializeResponse, ListSessionsRequest,
-    ListSessionsResponse, LoadSessionRequest, LoadSessionResponse, NewSessionRequest,
-    NewSessionResponse, PromptCapabilities, PromptRequest, SessionCapabilities,
+    ListSessionsResponse, LoadSessionRequest, LoadSessionResponse, McpCapabilities,
+    NewSessionRequest, NewSessionResponse, PromptCapabilities, PromptRequest, SessionCapabilities,
     SessionCloseCapabilities, SessionInfo, SessionListCapabilities, SessionNotification,
     SetSessionConfigOptionRequest, SetSessionConfigOptionResponse, SetSessionModeRequest,
     SetSessionModeResponse,
@@ -147,6 +147,9 @@ fn handlers(state: &Arc<AgentState>) -> impl ConnectTo<Client> + 'static {
                         .agent_capabilities(
                             AgentCapabilities::new()
                                 .load_session(true)
+                                // Streamable HTTP servers, when the session's network policy
+                                // reaches their host (RFC 0015); not the older SSE transport.
+                                .mcp_capabilities(McpCapabilities::new().http(true))
                                 .prompt_capabilities(
                                     PromptCapabilities::new().embedded_context(true),
                                 )
