@@ -1,0 +1,46 @@
+//! The benchmark still works: a quick run (a few rounds, 64 MiB of output) finishes and prints
+//! every section with its figures. Nothing here judges a figure: timings belong to the report,
+//! never to an assertion.
+
+use std::process::Command;
+
+#[test]
+fn a_quick_run_prints_every_section_with_its_figures() {
+    let out = Command::new(env!("CARGO_BIN_EXE_agentd-bench"))
+        .arg("--quick")
+        .output()
+        .expect("run agentd-bench");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}\n{stdout}");
+    for section in [
+        "## Per command, inside one long-lived agentd",
+        "## Whole process",
+        "## 64 commands at once",
+        "## Output:",
+        "## Resident memory and start-up",
+    ] {
+        assert!(stdout.contains(section), "no {section:?} in:\n{stdout}");
+    }
+    for row in [
+        "| bare `tokio::process` spawn |",
+        "| helper, danger-full-access |",
+        "| `agentd run --mode danger-full-access` |",
+        "| 64 confined, read-only (auto) |",
+        "| confined, read-only (auto) |",
+        "| confine-helper, idle |",
+        "| agentd, idle with one session |",
+    ] {
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with(row))
+            .unwrap_or_else(|| panic!("no row {row:?} in:\n{stdout}"));
+        assert!(
+            line.contains(" ms |") || line.contains(" MiB |"),
+            "the row has no figure: {line}"
+        );
+    }
+    // Each time row has a ratio to its section's baseline.
+    let ratios = stdout.lines().filter(|l| l.contains("× |")).count();
+    assert!(ratios >= 8, "too few ratios:\n{stdout}");
+}
