@@ -36,15 +36,23 @@ pub struct Setup {
     pub workspace: PathBuf,
 }
 
-const USAGE: &str = "usage: agentd-bench [--quick] [--out FILE]";
+const USAGE: &str = "usage: agentd-bench [--quick] [--rounds N] [--out FILE]";
 
 fn main() -> ExitCode {
     let mut quick = false;
+    let mut rounds: Option<usize> = None;
     let mut out: Option<PathBuf> = None;
     let mut args = std::env::args_os().skip(1);
     while let Some(arg) = args.next() {
         match arg.to_str() {
             Some("--quick") => quick = true,
+            Some("--rounds") => match args.next().and_then(|n| n.to_str()?.parse().ok()) {
+                Some(n) if n > 1 => rounds = Some(n),
+                _ => {
+                    eprintln!("agentd-bench: --rounds takes a number above 1\n{USAGE}");
+                    return ExitCode::from(2);
+                }
+            },
             Some("--out") => match args.next() {
                 Some(path) => out = Some(PathBuf::from(path)),
                 None => {
@@ -63,7 +71,10 @@ fn main() -> ExitCode {
         }
     }
     let setup = match setup(quick) {
-        Ok(setup) => setup,
+        Ok(setup) => Setup {
+            rounds: rounds.unwrap_or(setup.rounds),
+            ..setup
+        },
         Err(why) => {
             eprintln!("agentd-bench: {why}");
             return ExitCode::FAILURE;

@@ -315,9 +315,12 @@ fn terminate_tree() {
 
 /// SIGKILLs every descendant and reaps it. Killing direct children makes their own children
 /// ours (we are their subreaper), so repeating until no child is left reaches the whole tree,
-/// however deep, including processes that called setsid or double-forked.
+/// however deep, including processes that called setsid or double-forked. A descendant whose
+/// parent died was handed to us before that parent could be reaped, so once we have no child
+/// at all there is no descendant either: the usual end, a command that left nothing behind,
+/// costs no scan of `/proc`.
 fn kill_tree(main: libc::pid_t, main_status: &mut Option<(c_int, libc::rusage)>) {
-    loop {
+    while reap(main, main_status, libc::WNOHANG) {
         proc_scan::signal_children(libc::SIGKILL);
         if !reap(main, main_status, 0) {
             return;
