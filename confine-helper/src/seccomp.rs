@@ -26,9 +26,10 @@
 //!   and `SOCK_SEQPACKET` only: a datagram pair sends to any named socket given as `sendto`'s
 //!   destination;
 //! - under Landlock with the allow-list (`tcp_only`), where the command shares the host's
-//!   network and its shim lets its `connect` reach only the proxy: `AF_INET`/`AF_INET6` stream
-//!   sockets only (a datagram needs no `connect`), and `sendto`/`sendmsg`/`sendmmsg` with
-//!   `MSG_FASTOPEN` (TCP Fast Open connects without `connect()`);
+//!   network and its shim lets its `connect` reach only the proxy: `AF_INET`/`AF_INET6` TCP
+//!   stream sockets only (a datagram needs no `connect`, nor does SCTP, which associates by
+//!   `setsockopt`), and `sendto`/`sendmsg`/`sendmmsg` with `MSG_FASTOPEN` (TCP Fast Open
+//!   connects without `connect()`);
 //! - `bpf`, `perf_event_open`, `kcmp`, `process_madvise`: kernel surfaces no tool needs, and
 //!   the last two reach into other processes;
 //! - scheduling and resources of other processes: `sched_setscheduler`, `sched_setparam`,
@@ -194,6 +195,13 @@ pub(crate) fn build(variant: Variant) -> Result<BpfProgram, FilterError> {
     if variant.inet_sockets && variant.tcp_only {
         for family in [inet, inet6] {
             socket.extend(types_but(family, &[libc::SOCK_STREAM as u64])?);
+            // A stream of another protocol than TCP: SCTP associates by `setsockopt`
+            // (`SCTP_SOCKOPT_CONNECTX`) without `connect()`, and Landlock's rules are TCP's.
+            socket.push(rule(vec![
+                cond(0, SeccompCmpOp::Eq, family)?,
+                cond(2, SeccompCmpOp::Ne, 0)?,
+                cond(2, SeccompCmpOp::Ne, libc::IPPROTO_TCP as u64)?,
+            ])?);
         }
         // The flags argument of sendto, sendmsg and sendmmsg.
         let fastopen = libc::MSG_FASTOPEN as u64;

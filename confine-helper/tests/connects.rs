@@ -318,6 +318,8 @@ def proxy():
 attempt('proxy', proxy)
 attempt('direct', lambda: socket.create_connection(('127.0.0.1', canary), timeout=5) and 'reached')
 attempt('udp', lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM) and 'made')
+attempt('sctp', lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM, 132) and 'made')
+attempt('tcp', lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP) and 'made')
 def listen():
     s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(); return 'listening'
 attempt('listen', listen)
@@ -411,7 +413,9 @@ fn under_landlock_the_allow_list_reaches_the_proxy_and_nothing_else() {
     assert_eq!(exit_code(&replies), Some(0), "{replies:?}\n{text}");
     assert!(text.contains("proxy ok proxied"), "{text}");
     assert_eq!(served.load(Ordering::SeqCst), 1, "{text}");
-    for denied in ["direct err 1", "udp err 1", "fastopen err 1"] {
+    // A TCP socket named by its protocol is still TCP: made (the control of the SCTP line).
+    assert!(text.contains("tcp ok made"), "{text}");
+    for denied in ["direct err 1", "udp err 1", "sctp err 1", "fastopen err 1"] {
         assert!(text.contains(denied), "{denied}: {text}");
     }
     // Landlock's TCP rules: no port of the host's may be listened on.
