@@ -190,3 +190,42 @@ fn a_read_file_request_copies_the_file_and_refuses_a_fifo() {
     assert_eq!(exit_code(&replies), Some(1), "{replies:?}");
     assert!(report.contains("more than"), "{report:?}");
 }
+
+#[test]
+fn a_helper_installed_under_tmp_still_writes_in_a_sandbox_whose_tmp_is_its_own() {
+    // Under bwrap a workspace-write command's /tmp is a private directory, which hides the
+    // host's /tmp: a writer run by its path there would not be found.
+    let installed = Scratch::new("installed");
+    let copy = installed.0.join("confine-helper");
+    std::fs::copy(support::HELPER, &copy).expect("copy the helper");
+    let ws = Scratch::new("write-from-tmp");
+    let ws_path = std::fs::canonicalize(&ws.0).expect("canonical");
+    let target = ws_path.join("written.txt");
+    let mut peer = Peer::embedded_program(&copy, None, |_| {});
+    peer.greet();
+    peer.send(&Request::Info, &[]);
+    let Reply::Info(info) = peer.reply() else {
+        panic!("expected Info");
+    };
+    if !info
+        .backends
+        .iter()
+        .any(|b| b.usable && b.backend == confine_protocol::Backend::Bwrap)
+    {
+        println!("SKIP a_helper_installed_under_tmp_still_writes…: bwrap is not usable here");
+        return;
+    }
+    let mut request = write_request(1, &target, Mode::WorkspaceWrite, &ws_path);
+    request.backend = BackendChoice::Bwrap;
+    let (replies, report) = write(&mut peer, request, b"from a helper under /tmp");
+    assert_eq!(
+        exit_code(&replies),
+        Some(0),
+        "{replies:?} {}",
+        String::from_utf8_lossy(&report)
+    );
+    assert_eq!(
+        std::fs::read(&target).expect("written"),
+        b"from a helper under /tmp"
+    );
+}

@@ -259,6 +259,25 @@ fn confined_unix_sockets(
     unix_sockets(spawn, ctx, roots).map(Some)
 }
 
+/// `argv`, with the helper's own binary (the file reader and writer) named by the descriptor
+/// `enter` holds of it. By its path it may not be there at all: a helper installed under `/tmp`
+/// is hidden by a workspace-write command's own `/tmp`. `enter` executes the descriptor's
+/// `/proc/self/fd` name, which the kernel opens before it closes the descriptor on `execve`.
+fn own_program_by_descriptor(argv: &[Vec<u8>], ctx: &Context, exe_fd: i32) -> Vec<Vec<u8>> {
+    let own = ctx
+        .self_exe
+        .as_ref()
+        .map(|exe| exe.as_os_str().as_encoded_bytes());
+    match argv.split_first() {
+        Some((program, rest)) if own == Some(program.as_slice()) => {
+            let mut argv = vec![format!("/proc/self/fd/{exe_fd}").into_bytes()];
+            argv.extend(rest.iter().cloned());
+            argv
+        }
+        _ => argv.to_vec(),
+    }
+}
+
 /// The command's `/tmp` as the host names it.
 #[derive(Debug)]
 struct Temp {
@@ -433,7 +452,8 @@ fn plan_backend(
                         report: report_fd,
                         bridge: bridge_fd,
                     };
-                    (crate::enter::argv(&fds, &spawn.argv), Some(report_rd))
+                    let argv = own_program_by_descriptor(&spawn.argv, ctx, exe_fd);
+                    (crate::enter::argv(&fds, &argv), Some(report_rd))
                 }
                 // The bridge runs in `enter`: without it, no allow-list.
                 Err(why) if proxy.is_some() => {

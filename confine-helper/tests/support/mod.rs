@@ -34,9 +34,18 @@ impl Peer {
 
     /// Starts an embedded helper after `adjust` has had its say on the command.
     pub fn embedded_with(log: Option<&Path>, adjust: impl FnOnce(&mut Command)) -> Peer {
+        Peer::embedded_program(Path::new(HELPER), log, adjust)
+    }
+
+    /// Starts the helper binary at `program` (a copy, say) embedded.
+    pub fn embedded_program(
+        program: &Path,
+        log: Option<&Path>,
+        adjust: impl FnOnce(&mut Command),
+    ) -> Peer {
         let (ours, theirs) = UnixStream::pair().expect("socketpair");
         let theirs_fd = theirs.as_raw_fd();
-        let mut cmd = Command::new(HELPER);
+        let mut cmd = Command::new(program);
         cmd.args(["--fd", "3"])
             .stdin(ProcStdio::null())
             .stdout(ProcStdio::null());
