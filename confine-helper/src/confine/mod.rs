@@ -20,8 +20,8 @@ pub(crate) use context::{Context, Unusable, candidates, layers, static_verdict, 
 pub(crate) use deny::{Grant, read_rules};
 pub(crate) use not_run::{NotRun, exec_failure_code};
 use not_run::{fail, refuse};
+use request::confined_unix_sockets;
 use request::session_temp;
-use request::unix_sockets;
 pub(crate) use request::{check_environment, writable_roots};
 use request::{environment, protection, rlimits};
 
@@ -225,38 +225,6 @@ fn bridge_socket(
             "the proxy bridge's socket did not arrive with the request".into(),
         ),
     }
-}
-
-/// The request's `unix_sockets`, checked, when `backend` confines and can supervise `connect`
-/// so that only they are reached: bwrap, with its own network namespace, where abstract names are the
-/// sandbox's own. Landlock shares the host's, where a command allowed Unix sockets could bind
-/// abstract names that host programs connect to; with the network allowed bwrap shares it too.
-fn confined_unix_sockets(
-    spawn: &Spawn,
-    ctx: &Context,
-    backend: Backend,
-    roots: &[Root],
-    network_allowed: bool,
-) -> Result<Option<Vec<crate::connects::Listed>>, NotRun> {
-    if spawn.policy.unix_sockets.is_empty() || backend == Backend::None {
-        return Ok(None);
-    }
-    if backend != Backend::Bwrap {
-        return refuse(format!(
-            "unix_sockets needs a private network namespace, which the {} backend does not \
-             give: abstract socket names would be shared with the host; use the bwrap backend \
-             (install bubblewrap) or drop unix_sockets",
-            backend.as_str()
-        ));
-    }
-    if network_allowed {
-        return refuse(
-            "unix_sockets needs the network denied (the sandbox's own network namespace keeps \
-             abstract socket names private); drop unix_sockets or deny the network"
-                .into(),
-        );
-    }
-    unix_sockets(spawn, ctx, roots).map(Some)
 }
 
 /// `argv`, with the helper's own binary (the file reader and writer) named by the descriptor

@@ -7,7 +7,9 @@ use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
-use confine_protocol::{EnvVar, Mode, Network, PROTECTED_SUBPATHS as PROTECTED, Spawn, Stage};
+use confine_protocol::{
+    Backend, EnvVar, Mode, Network, PROTECTED_SUBPATHS as PROTECTED, Spawn, Stage,
+};
 use nix::libc;
 
 use super::context::Context;
@@ -168,17 +170,45 @@ fn open_root(given: &Path, what: &str) -> Result<Root, NotRun> {
     Ok(Root { path, fd })
 }
 
+/// The request's `unix_sockets`, checked, when `backend` confines and can supervise `connect`
+/// so that only they are reached: bwrap, with its own network namespace, where abstract names are the
+/// sandbox's own. Landlock shares the host's, where a command allowed Unix sockets could bind
+/// abstract names that host programs connect to; with the network allowed bwrap shares it too.
+pub(crate) fn confined_unix_sockets(
+    spawn: &Spawn,
+    ctx: &Context,
+    backend: Backend,
+    roots: &[Root],
+    network_allowed: bool,
+) -> Result<Option<Vec<Listed>>, NotRun> {
+    if spawn.policy.unix_sockets.is_empty() || backend == Backend::None {
+        return Ok(None);
+    }
+    if backend != Backend::Bwrap {
+        return refuse(format!(
+            "unix_sockets needs a private network namespace, which the {} backend does not \
+             give: abstract socket names would be shared with the host; use the bwrap backend \
+             (install bubblewrap) or drop unix_sockets",
+            backend.as_str()
+        ));
+    }
+    if network_allowed {
+        return refuse(
+            "unix_sockets needs the network denied (the sandbox's own network namespace keeps \
+             abstract socket names private); drop unix_sockets or deny the network"
+                .into(),
+        );
+    }
+    unix_sockets(spawn, ctx, roots).map(Some)
+}
+
 /// The request's named Unix sockets, each resolved now to the socket the shim will connect a
 /// command to when it names it. Refused: a name that is not absolute or too long for a socket
 /// address, something that is not a socket, and a socket the command could swap — one inside a
 /// writable root or the session's temp directory — or one of the helper's own (its service
 /// socket would let a command ask for unconfined commands). A name with nothing behind it yet
 /// is kept: connecting to it fails as a missing socket does.
-pub(crate) fn unix_sockets(
-    spawn: &Spawn,
-    ctx: &Context,
-    roots: &[Root],
-) -> Result<Vec<Listed>, NotRun> {
+fn unix_sockets(spawn: &Spawn, ctx: &Context, roots: &[Root]) -> Result<Vec<Listed>, NotRun> {
     let names = &spawn.policy.unix_sockets;
     if names.is_empty() {
         return Ok(Vec::new());
