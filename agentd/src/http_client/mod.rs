@@ -198,6 +198,9 @@ pub fn chain(error: &dyn std::error::Error) -> String {
 }
 
 #[cfg(test)]
+pub(crate) mod test_server;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

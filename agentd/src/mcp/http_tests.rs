@@ -8,72 +8,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 
 use super::*;
 use crate::cancel;
+use crate::http_client::test_server::{Received, accept};
 use crate::proxy::Reason;
 use crate::test_support::within;
-
-/// A request as the server received it.
-#[derive(Debug)]
-struct Received {
-    head: String,
-    body: Vec<u8>,
-}
-
-impl Received {
-    fn header(&self, name: &str) -> Option<String> {
-        self.head.lines().skip(1).find_map(|line| {
-            let (key, value) = line.split_once(':')?;
-            key.trim()
-                .eq_ignore_ascii_case(name)
-                .then(|| value.trim().to_owned())
-        })
-    }
-
-    fn json(&self) -> Value {
-        serde_json::from_slice(&self.body).expect("the request body is JSON")
-    }
-}
 
 async fn listen() -> (TcpListener, SocketAddr) {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let address = listener.local_addr().expect("address");
     (listener, address)
-}
-
-/// Accepts one connection and reads its request.
-async fn accept(listener: &TcpListener) -> (TcpStream, Received) {
-    let (mut stream, _) = listener.accept().await.expect("accept");
-    let mut buffer = Vec::new();
-    let mut chunk = [0u8; 4096];
-    let head_end = loop {
-        if let Some(at) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
-            break at + 4;
-        }
-        let n = stream.read(&mut chunk).await.expect("read the request");
-        assert!(n > 0, "the client closed before a whole request head");
-        buffer.extend_from_slice(&chunk[..n]);
-    };
-    let head = String::from_utf8(buffer[..head_end].to_vec()).expect("UTF-8 head");
-    let mut received = Received {
-        head,
-        body: Vec::new(),
-    };
-    let length: usize = received
-        .header("content-length")
-        .expect("a content-length")
-        .parse()
-        .expect("a number");
-    while buffer.len() < head_end + length {
-        let n = stream.read(&mut chunk).await.expect("read the body");
-        assert!(n > 0, "the client closed before the whole body");
-        buffer.extend_from_slice(&chunk[..n]);
-    }
-    received.body = buffer[head_end..head_end + length].to_vec();
-    (stream, received)
 }
 
 async fn write(stream: &mut TcpStream, text: &str) {

@@ -10,89 +10,19 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 
+use crate::http_client::test_server::accept;
+use crate::test_support::within;
+
 use super::{OpenAiProvider, OpenAiSettings};
 use crate::model::{
     AssistantTurn, ChatRequest, Delta, FailureKind, FinishReason, Message, ModelError, Provider,
     Reasoning, ReasoningField, ReasoningReturn, TokenLimitField, ToolCall, ToolSpec, Usage,
 };
 
-/// Fails a test that would otherwise hang.
-async fn within<F: Future>(future: F) -> F::Output {
-    tokio::time::timeout(Duration::from_secs(20), future)
-        .await
-        .expect("the test finished in time")
-}
-
-/// A request as the server received it.
-#[derive(Debug)]
-struct Received {
-    head: String,
-    body: Vec<u8>,
-}
-
-impl Received {
-    fn request_line(&self) -> &str {
-        self.head.lines().next().unwrap_or("")
-    }
-
-    fn header(&self, name: &str) -> Option<String> {
-        self.head.lines().skip(1).find_map(|line| {
-            let (key, value) = line.split_once(':')?;
-            key.trim()
-                .eq_ignore_ascii_case(name)
-                .then(|| value.trim().to_owned())
-        })
-    }
-
-    fn json(&self) -> Value {
-        serde_json::from_slice(&self.body).expect("the request body is JSON")
-    }
-}
-
 async fn listen() -> (TcpListener, String) {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let address = listener.local_addr().expect("address");
     (listener, format!("http://{address}/v1"))
-}
-
-async fn read_request(stream: &mut TcpStream) -> Received {
-    let mut buffer = Vec::new();
-    let mut chunk = [0u8; 4096];
-    let head_end = loop {
-        if let Some(at) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
-            break at + 4;
-        }
-        let n = stream.read(&mut chunk).await.expect("read the request");
-        assert!(
-            n > 0,
-            "the client closed before sending a whole request head"
-        );
-        buffer.extend_from_slice(&chunk[..n]);
-    };
-    let head = String::from_utf8(buffer[..head_end].to_vec()).expect("UTF-8 head");
-    let mut received = Received {
-        head,
-        body: Vec::new(),
-    };
-    let length: usize = received
-        .header("content-length")
-        .expect("a content-length")
-        .parse()
-        .expect("a number");
-    while buffer.len() < head_end + length {
-        let n = stream.read(&mut chunk).await.expect("read the body");
-        assert!(n > 0, "the client closed before sending the whole body");
-        buffer.extend_from_slice(&chunk[..n]);
-    }
-    received.body = buffer[head_end..head_end + length].to_vec();
-    received
-}
-
-/// Accepts one connection and reads its request.
-async fn accept(listener: &TcpListener) -> (TcpStream, Received) {
-    let (mut stream, _) = listener.accept().await.expect("accept");
-    let received = read_request(&mut stream).await;
-    (stream, received)
 }
 
 const STREAM_HEAD: &str = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\
