@@ -11,6 +11,7 @@
 //! connection, many commands); whole processes (`agentd run` against bare `/bin/true`, the
 //! `bwrap` CLI, Codex and srt); 64 commands at once; output throughput; resident memory.
 
+mod memory;
 mod sections;
 mod stats;
 mod table;
@@ -34,14 +35,25 @@ pub struct Setup {
     pub scratch: PathBuf,
     /// `scratch/ws`.
     pub workspace: PathBuf,
+    /// The sections to run (`--only`); empty runs them all.
+    pub only: Vec<String>,
 }
 
-const USAGE: &str = "usage: agentd-bench [--quick] [--rounds N] [--out FILE]";
+impl Setup {
+    /// Whether the section named `name` runs.
+    pub fn runs(&self, name: &str) -> bool {
+        self.only.is_empty() || self.only.iter().any(|o| o == name)
+    }
+}
+
+const USAGE: &str = "usage: agentd-bench [--quick] [--rounds N] [--out FILE] [--only SECTION,...]\n\
+                     sections: per-command, whole-process, concurrent, output, files, memory, session";
 
 fn main() -> ExitCode {
     let mut quick = false;
     let mut rounds: Option<usize> = None;
     let mut out: Option<PathBuf> = None;
+    let mut only: Vec<String> = Vec::new();
     let mut args = std::env::args_os().skip(1);
     while let Some(arg) = args.next() {
         match arg.to_str() {
@@ -60,6 +72,13 @@ fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             },
+            Some("--only") => match args.next().and_then(|s| s.into_string().ok()) {
+                Some(list) => only.extend(list.split(',').map(str::to_owned)),
+                None => {
+                    eprintln!("agentd-bench: --only takes section names\n{USAGE}");
+                    return ExitCode::from(2);
+                }
+            },
             Some("--help" | "-h") => {
                 println!("{USAGE}");
                 return ExitCode::SUCCESS;
@@ -70,9 +89,14 @@ fn main() -> ExitCode {
             }
         }
     }
+    if let Some(unknown) = only.iter().find(|o| !sections::SECTIONS.contains(&o.as_str())) {
+        eprintln!("agentd-bench: no section is called {unknown:?}\n{USAGE}");
+        return ExitCode::from(2);
+    }
     let setup = match setup(quick) {
         Ok(setup) => Setup {
             rounds: rounds.unwrap_or(setup.rounds),
+            only,
             ..setup
         },
         Err(why) => {
@@ -142,6 +166,7 @@ fn setup(quick: bool) -> Result<Setup, String> {
         srt: on_path("srt", Some("AGENTD_BENCH_SRT")),
         scratch,
         workspace,
+        only: Vec::new(),
     })
 }
 

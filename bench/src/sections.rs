@@ -4,21 +4,18 @@ use std::io::Read;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use agentd::helper_client::{HelperClient, HelperEndpoint, Outcome, SpawnSpec};
 use confine_protocol::{Backend, BackendChoice, ExitStatus, Mode};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 use crate::Setup;
 use crate::stats::Samples;
 
-/// The commands of one section.
-const PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+/// The commands' `PATH`.
+pub const PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 /// Commands at once in the concurrency section.
-const CONCURRENT: usize = 64;
-/// How long a command in flight for the memory figure sleeps (it is cancelled once counted).
-const IN_FLIGHT_SLEEP: &str = "30";
+pub const CONCURRENT: usize = 64;
 
 /// One measured variant of a section.
 #[derive(Debug, Clone)]
@@ -42,7 +39,7 @@ pub struct Table {
 }
 
 impl Table {
-    fn new(title: &str) -> Table {
+    pub fn new(title: &str) -> Table {
         Table {
             title: title.to_owned(),
             rows: Vec::new(),
@@ -52,7 +49,18 @@ impl Table {
     }
 }
 
-/// Every section, in order.
+/// The sections' names, in the order they run (`--only` picks among them).
+pub const SECTIONS: &[&str] = &[
+    "per-command",
+    "whole-process",
+    "concurrent",
+    "output",
+    "files",
+    "memory",
+    "session",
+];
+
+/// Every section `setup` runs, in order.
 pub async fn all(setup: &Setup) -> Result<Vec<Table>, String> {
     let client = HelperClient::new(HelperEndpoint::Embedded(setup.helper.clone()));
     client
@@ -60,24 +68,19 @@ pub async fn all(setup: &Setup) -> Result<Vec<Table>, String> {
         .await
         .map_err(|e| format!("cannot start confine-helper: {e}"))?;
     let backends = usable_backends(&client).await?;
-    let step = |what: &str| eprintln!("agentd-bench: {what}…");
-    step("per command");
-    let per_command = per_command(setup, &client, &backends).await?;
-    step("whole process");
-    let whole_process = whole_process(setup, &backends).await?;
-    step("64 at once");
-    let concurrent = concurrent(setup, &client).await?;
-    step("output");
-    let throughput = throughput(setup, &client).await?;
-    step("memory");
-    let memory = memory(setup, &client).await?;
-    Ok(vec![
-        per_command,
-        whole_process,
-        concurrent,
-        throughput,
-        memory,
-    ])
+    let mut tables = Vec::new();
+    for name in SECTIONS.iter().filter(|name| setup.runs(name)) {
+        eprintln!("agentd-bench: {name}…");
+        tables.push(match *name {
+            "per-command" => per_command(setup, &client, &backends).await?,
+            "whole-process" => whole_process(setup, &backends).await?,
+            "concurrent" => concurrent(setup, &client).await?,
+            "output" => throughput(setup, &client).await?,
+            "memory" => crate::memory::memory(setup, &client).await?,
+            _ => continue,
+        });
+    }
+    Ok(tables)
 }
 
 async fn usable_backends(client: &HelperClient) -> Result<Vec<Backend>, String> {
@@ -543,125 +546,4 @@ async fn throughput(setup: &Setup, client: &HelperClient) -> Result<Table, Strin
         notes,
     );
     Ok(table)
-}
-
-/// Resident memory of `pid`, from `/proc/PID/status`.
-fn rss(pid: u32) -> Option<String> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
-    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(format!("{:.1} MiB", kib / 1024.0))
-}
-
-async fn memory(setup: &Setup, client: &HelperClient) -> Result<Table, String> {
-    let mut table = Table::new("Resident memory and start-up");
-    let helper = client.helper_pid().ok_or("no helper pid")?;
-    table.figures.push((
-        "confine-helper, idle".into(),
-        rss(helper).unwrap_or_else(|| "unknown".into()),
-    ));
-    let mut handles = Vec::new();
-    for _ in 0..CONCURRENT {
-        let mut spec = SpawnSpec::new(["sleep", IN_FLIGHT_SLEEP]);
-        spec.env = vec![("PATH".into(), PATH.into())];
-        let mut handle = client
-            .spawn(spec)
-            .await
-            .map_err(|e| format!("spawn: {e}"))?;
-        handle
-            .started()
-            .await
-            .ok_or("a command in flight did not start")?;
-        handles.push(handle);
-    }
-    table.figures.push((
-        format!("confine-helper, {CONCURRENT} commands in flight"),
-        rss(helper).unwrap_or_else(|| "unknown".into()),
-    ));
-    for handle in handles {
-        handle.cancel(Duration::ZERO);
-        let _ = handle.wait().await;
-    }
-    let (started, rss) = agentd_acp(setup).await?;
-    table.figures.push((
-        "`agentd acp` start to `initialize` answered".into(),
-        crate::stats::ms(started),
-    ));
-    table
-        .figures
-        .push(("agentd, idle with one session".into(), rss));
-    table.skipped.push(
-        "agentd after a 1,000-turn session, `session/load` of a 10,000-event log and the log's \
-         fsync per tool call: not measured yet"
-            .into(),
-    );
-    Ok(table)
-}
-
-/// Starts `agentd acp` with a scripted model; returns the time to the answer of `initialize`
-/// and its resident memory once a session is open.
-async fn agentd_acp(setup: &Setup) -> Result<(Duration, String), String> {
-    let root = setup.scratch.join("acp");
-    let script = root.join("model.toml");
-    std::fs::create_dir_all(root.join("state")).map_err(|e| format!("acp dirs: {e}"))?;
-    std::fs::write(&script, "[[turn]]\ntext = \"ok\"\n").map_err(|e| format!("script: {e}"))?;
-    let started = Instant::now();
-    let mut child = tokio::process::Command::new(&setup.agentd)
-        .arg("acp")
-        .arg("--model-script")
-        .arg(&script)
-        .arg("--state-dir")
-        .arg(root.join("state"))
-        .env_clear()
-        .env("PATH", PATH)
-        .env("HOME", &root)
-        .env("XDG_CONFIG_HOME", root.join("config"))
-        .current_dir(&setup.workspace)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| format!("cannot start agentd acp: {e}"))?;
-    let pid = child.id().ok_or("agentd acp has no pid")?;
-    let mut stdin = child.stdin.take().ok_or("no stdin")?;
-    let mut lines = BufReader::new(child.stdout.take().ok_or("no stdout")?).lines();
-    let mut ask = async |id: u32, message: String| -> Result<(), String> {
-        stdin
-            .write_all(format!("{message}\n").as_bytes())
-            .await
-            .map_err(|e| format!("writing to agentd: {e}"))?;
-        let needle = format!("\"id\":{id},");
-        while let Some(line) = lines
-            .next_line()
-            .await
-            .map_err(|e| format!("reading agentd: {e}"))?
-        {
-            if line.contains(&needle) {
-                return match line.contains("\"result\"") {
-                    true => Ok(()),
-                    false => Err(format!("agentd refused request {id}: {line}")),
-                };
-            }
-        }
-        Err(format!("agentd ended before answering request {id}"))
-    };
-    ask(
-        1,
-        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}"#
-            .into(),
-    )
-    .await?;
-    let to_initialize = started.elapsed();
-    let cwd = setup.workspace.display().to_string();
-    ask(
-        2,
-        format!(
-            r#"{{"jsonrpc":"2.0","id":2,"method":"session/new","params":{{"cwd":"{cwd}","mcpServers":[]}}}}"#
-        ),
-    )
-    .await?;
-    let memory = rss(pid).unwrap_or_else(|| "unknown".into());
-    let _ = child.kill().await;
-    Ok((to_initialize, memory))
 }
