@@ -171,7 +171,13 @@ impl AcpClient {
     }
 
     fn spawn_with(scratch: &Scratch, args: &[&std::ffi::OsStr], stderr: Stdio) -> AcpClient {
-        let mut child = AcpClient::command(scratch, args)
+        AcpClient::spawn_command(AcpClient::command(scratch, args), stderr)
+    }
+
+    /// Starts `command` (an `agentd acp`, see [`AcpClient::command`], maybe run by a wrapper,
+    /// see [`wrapped`]) with the client's side of its stdin and stdout.
+    pub fn spawn_command(mut command: Command, stderr: Stdio) -> AcpClient {
+        let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(stderr)
@@ -381,6 +387,26 @@ impl Drop for AcpClient {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// `command` run by `wrapper` (a program and its first arguments), in the same directory with
+/// the same environment (cleared, then what `command` sets).
+pub fn wrapped(command: &Command, wrapper: &[&std::ffi::OsStr]) -> Command {
+    let (program, leading) = wrapper.split_first().expect("a wrapper program");
+    let mut out = Command::new(program);
+    out.args(leading)
+        .arg(command.get_program())
+        .args(command.get_args())
+        .env_clear();
+    for (key, value) in command.get_envs() {
+        if let Some(value) = value {
+            out.env(key, value);
+        }
+    }
+    if let Some(dir) = command.get_current_dir() {
+        out.current_dir(dir);
+    }
+    out
 }
 
 /// The transcript as stable text: ids, paths and times replaced by placeholders.
