@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use crate::confine::Context;
+use crate::confine::verdict_cache::{self, Use, VerdictCache};
 use crate::log;
 use crate::server::{PeerRule, Server};
 use crate::{ceiling, service, sys};
@@ -247,8 +248,10 @@ pub fn main() -> ExitCode {
         Invocation::Embedded { fd, .. } => fd,
         _ => -1,
     };
-    // The only environment read: where the user's ceiling lives. Then it is cleared.
+    // The only environment read: where the user's ceiling and verdict cache live. Then it is
+    // cleared.
     let xdg = std::env::var_os("XDG_CONFIG_HOME").map(PathBuf::from);
+    let xdg_cache = std::env::var_os("XDG_CACHE_HOME").map(PathBuf::from);
     let env_home = std::env::var_os("HOME").map(PathBuf::from);
     if let Err(e) = sanitize(keep) {
         eprintln!("confine-helper: cannot sanitize the process: {e}");
@@ -275,11 +278,13 @@ pub fn main() -> ExitCode {
             return crate::files::read_main(&path, max_bytes);
         }
         Invocation::Probe { json, ceiling } => {
-            let ctx = context(xdg, env_home, ceiling, None);
+            let mut ctx = context(xdg, env_home.clone(), ceiling, None);
+            with_verdict_cache(&mut ctx, xdg_cache, env_home, Use::WriteOnly);
             return probe(&ctx, json);
         }
         Invocation::Embedded { fd, ceiling } => {
-            let ctx = context(xdg, env_home, ceiling, None);
+            let mut ctx = context(xdg, env_home.clone(), ceiling, None);
+            with_verdict_cache(&mut ctx, xdg_cache, env_home, Use::ReadAndWrite);
             embedded(fd, ctx)
         }
         Invocation::Serve {
@@ -340,6 +345,36 @@ fn context(
         .map(|h| std::fs::canonicalize(&h).unwrap_or(h))
         .collect();
     Context::new(ceiling, homes, own, socket_dir.into_iter().collect())
+}
+
+/// Gives an embedded helper (or `probe`, which only rewrites it) the verdict cache of this user,
+/// and makes its directory one of the helper's own paths, never inside a writable root. A
+/// service keeps its verdicts for its whole life and needs none.
+fn with_verdict_cache(
+    ctx: &mut Context,
+    xdg_cache: Option<PathBuf>,
+    env_home: Option<PathBuf>,
+    how: Use,
+) {
+    let uid = nix::unistd::geteuid();
+    let home = nix::unistd::User::from_uid(uid)
+        .ok()
+        .flatten()
+        .map(|u| u.dir)
+        .or(env_home);
+    let Some(dir) = verdict_cache::dir(xdg_cache.as_deref(), home.as_deref()) else {
+        return;
+    };
+    ctx.verdict_cache = VerdictCache::open(
+        &dir,
+        ctx.bwrap.as_deref(),
+        ctx.landlock_abi,
+        ctx.drop_caps,
+        how,
+    );
+    if ctx.verdict_cache.is_some() {
+        ctx.own_paths.push(crate::paths::resolve(&dir));
+    }
 }
 
 /// Prints every backend's verdict; exits non-zero when no backend is usable.

@@ -8,7 +8,8 @@
 //! is the file reader and writer that run confined for agentd's file tools; `enter` applies
 //! Landlock inside a bwrap sandbox, as the second layer; `connects` judges the `connect` calls
 //! a command's shim answers for it (`unix_sockets`, the allow-list under Landlock);
-//! [`service`] sets up the listening socket; `sys` holds every `unsafe` block.
+//! [`service`] sets up the listening socket and accepts the peers it allows; `sys` holds every
+//! `unsafe` block.
 
 #![warn(
     clippy::cast_possible_truncation,

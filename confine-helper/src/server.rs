@@ -19,6 +19,7 @@ use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg, send};
 use crate::command::{self, Running};
 use crate::confine::Context;
 use crate::log;
+use crate::service;
 use crate::sys;
 
 /// Why the helper drops a connection; the text is what its log line says.
@@ -91,6 +92,8 @@ pub(crate) struct PeerRule {
 #[derive(Debug)]
 pub(crate) struct Server {
     listener: Option<(UnixListener, PeerRule)>,
+    /// Whether the listener rests after a failed accept.
+    pause: service::Pause,
     conns: HashMap<ConnId, Conn>,
     next_conn: ConnId,
     commands: HashMap<(ConnId, u64), Running>,
@@ -120,6 +123,7 @@ impl Server {
     fn new(listener: Option<(UnixListener, PeerRule)>, ctx: Context) -> Server {
         Server {
             listener,
+            pause: service::Pause::default(),
             conns: HashMap::new(),
             next_conn: 0,
             commands: HashMap::new(),
@@ -199,7 +203,9 @@ impl Server {
             });
             tokens.push(token);
         };
-        if let Some((listener, _)) = &self.listener {
+        if let Some((listener, _)) = &self.listener
+            && self.pause.until().is_none()
+        {
             add(listener.as_raw_fd(), libc::POLLIN, Token::Listener);
         }
         for (id, conn) in &self.conns {
@@ -231,7 +237,11 @@ impl Server {
                 None
             }
         });
-        match command_timers.chain(conn_timers).min() {
+        match command_timers
+            .chain(conn_timers)
+            .chain(self.pause.until())
+            .min()
+        {
             None => -1,
             Some(at) => {
                 let ms = at.saturating_duration_since(now).as_micros().div_ceil(1000);
@@ -241,6 +251,7 @@ impl Server {
     }
 
     fn on_timers(&mut self, now: Instant) {
+        self.pause.wake(now);
         for cmd in self.commands.values_mut() {
             if cmd.deadline.is_some_and(|d| d <= now) {
                 let grace = cmd.kill_grace;
@@ -274,38 +285,7 @@ impl Server {
         let Some((listener, rule)) = &self.listener else {
             return;
         };
-        let mut accepted = Vec::new();
-        loop {
-            let sock = match listener.accept() {
-                Ok((sock, _)) => sock,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    log!("accept failed: {e}");
-                    break;
-                }
-            };
-            let cred = match nix::sys::socket::getsockopt(
-                &sock,
-                nix::sys::socket::sockopt::PeerCredentials,
-            ) {
-                Ok(cred) => cred,
-                Err(e) => {
-                    log!("refused a peer whose credentials cannot be read: {e}");
-                    continue;
-                }
-            };
-            if !rule.allowed_uids.contains(&cred.uid()) {
-                log!(
-                    "refused peer uid {} (pid {}): not in the allowed uids {:?}",
-                    cred.uid(),
-                    cred.pid(),
-                    rule.allowed_uids
-                );
-                continue;
-            }
-            accepted.push((sock, format!("peer uid {} pid {}", cred.uid(), cred.pid())));
-        }
+        let accepted = service::accept(listener, &rule.allowed_uids, &mut self.pause);
         for (sock, label) in accepted {
             self.add_conn(sock, label);
         }

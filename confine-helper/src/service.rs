@@ -3,12 +3,94 @@
 //! The socket's directory must be private (0700, ours) because the directory, not the socket
 //! file, is what keeps other users from reaching it; the socket itself is 0600. Every peer is
 //! then checked by `SO_PEERCRED` against the allowed uids.
+//!
+//! A connection the helper cannot accept (it has no descriptor left) stays in the backlog while
+//! the listener rests for [`ACCEPT_PAUSE`]: polled again at once, it would wake the loop over and
+//! over, logging a failed accept each time, until a descriptor is freed.
 
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use nix::sys::stat::{Mode, umask};
+
+use crate::log;
+
+/// How long the listener rests after a failed accept.
+pub(crate) const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
+
+/// Whether the listener rests after a failed accept, and whether that failure was logged.
+#[derive(Debug, Default)]
+pub(crate) struct Pause {
+    until: Option<Instant>,
+    /// Logged once per run of failures; the next accepted connection ends the run.
+    logged: bool,
+}
+
+impl Pause {
+    /// When the listener is polled again, while it rests.
+    pub(crate) fn until(&self) -> Option<Instant> {
+        self.until
+    }
+
+    /// Ends the rest once its time has come.
+    pub(crate) fn wake(&mut self, now: Instant) {
+        if self.until.is_some_and(|until| until <= now) {
+            self.until = None;
+        }
+    }
+}
+
+/// Accepts every pending connection. A peer whose uid (by `SO_PEERCRED`) is not in
+/// `allowed_uids` is logged and dropped without a word; each accepted one comes with the label
+/// its log lines carry. A failed accept makes the listener rest (`pause`).
+pub(crate) fn accept(
+    listener: &UnixListener,
+    allowed_uids: &[u32],
+    pause: &mut Pause,
+) -> Vec<(UnixStream, String)> {
+    let mut accepted = Vec::new();
+    loop {
+        let sock = match listener.accept() {
+            Ok((sock, _)) => sock,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                if !pause.logged {
+                    log!(
+                        "accept failed: {e}; waiting connections are retried every {} ms \
+                         (logged once until one is accepted)",
+                        ACCEPT_PAUSE.as_millis()
+                    );
+                    pause.logged = true;
+                }
+                pause.until = Some(Instant::now() + ACCEPT_PAUSE);
+                break;
+            }
+        };
+        pause.logged = false;
+        let cred =
+            match nix::sys::socket::getsockopt(&sock, nix::sys::socket::sockopt::PeerCredentials) {
+                Ok(cred) => cred,
+                Err(e) => {
+                    log!("refused a peer whose credentials cannot be read: {e}");
+                    continue;
+                }
+            };
+        if !allowed_uids.contains(&cred.uid()) {
+            log!(
+                "refused peer uid {} (pid {}): not in the allowed uids {:?}",
+                cred.uid(),
+                cred.pid(),
+                allowed_uids
+            );
+            continue;
+        }
+        accepted.push((sock, format!("peer uid {} pid {}", cred.uid(), cred.pid())));
+    }
+    accepted
+}
 
 /// Why the service socket could not be set up.
 #[derive(Debug, thiserror::Error)]

@@ -10,7 +10,7 @@ use std::os::unix::fs::PermissionsExt;
 use confine_protocol::{
     Cancel, Ending, ExitStatus, Hello, Mode, Reply, Request, Stage, StdioSpec, encode_frame,
 };
-use support::{Peer, Scratch, pipe, run_captured, spawn};
+use support::{Peer, Scratch, pipe, run_captured, spawn, usable_backends};
 
 fn exited(replies: &[Reply]) -> &confine_protocol::Exited {
     match replies.last() {
@@ -514,22 +514,6 @@ fn inherited_descriptors_and_environment_reach_neither_the_helper_nor_the_comman
         Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::PermissionDenied),
     }
     drop(leaked_fd);
-}
-
-/// The backends this machine can use, as the helper reports them.
-fn usable_backends(peer: &mut Peer) -> Vec<confine_protocol::BackendChoice> {
-    peer.send(&Request::Info, &[]);
-    let Reply::Info(info) = peer.reply() else {
-        panic!("expected Info");
-    };
-    info.backends
-        .iter()
-        .filter(|b| b.usable)
-        .map(|b| match b.backend {
-            confine_protocol::Backend::Bwrap => confine_protocol::BackendChoice::Bwrap,
-            _ => confine_protocol::BackendChoice::Landlock,
-        })
-        .collect()
 }
 
 #[test]

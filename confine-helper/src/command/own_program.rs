@@ -88,6 +88,10 @@ impl OwnProgram<'_> {
             problem = Some(NotRun::Refused(
                 "the path of a file to read or write must be absolute".into(),
             ));
+        } else if self.path.contains(&0) {
+            problem = Some(NotRun::Refused(
+                "the path of a file to read or write contains a NUL byte".into(),
+            ));
         }
         let mut argv = vec![exe];
         argv.extend(self.args);

@@ -43,7 +43,36 @@ pub(crate) fn check(spawn: &Spawn) -> Result<(), NotRun> {
             return refuse(format!("environment entry {i} has a NUL byte in its value"));
         }
     }
+    if let Some(field) = nul_in_policy(&spawn.policy) {
+        return refuse(format!("policy.{field} contains a NUL byte"));
+    }
     Ok(())
+}
+
+/// The policy path that holds a NUL byte, named as its field. No path can hold one: caught
+/// here, it is refused in the field's name rather than failing wherever it is first opened.
+fn nul_in_policy(policy: &Policy) -> Option<String> {
+    let has_nul = |path: &Vec<u8>| path.contains(&0);
+    for (name, path) in [
+        ("workspace_root", &policy.workspace_root),
+        ("session_temp", &policy.session_temp),
+    ] {
+        if path.as_ref().is_some_and(has_nul) {
+            return Some(name.to_owned());
+        }
+    }
+    for (name, list) in [
+        ("writable_roots", &policy.writable_roots),
+        ("protected", &policy.protected),
+        ("never_writable", &policy.never_writable),
+        ("deny_read", &policy.deny_read),
+        ("unix_sockets", &policy.unix_sockets),
+    ] {
+        if let Some(i) = list.iter().position(has_nul) {
+            return Some(format!("{name}[{i}]"));
+        }
+    }
+    None
 }
 
 /// Decides how `spawn` runs: the ceiling (its environment rules first), the writable roots,

@@ -251,6 +251,11 @@ impl Running {
         (started, false)
     }
 
+    /// The backend that confines the command.
+    pub(crate) fn backend(&self) -> Backend {
+        self.backend
+    }
+
     /// Reaps the shim (it has closed its status pipe, so it is exiting) and turns what it
     /// reported into the terminal reply.
     pub(crate) fn finish(mut self) -> Reply {

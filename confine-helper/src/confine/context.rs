@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use confine_protocol::{Backend, BackendChoice, ExitStatus, Layer, Mode, Reply, Stage};
 
 use super::not_run::NotRun;
+use super::verdict_cache::VerdictCache;
 use crate::ceiling::Ceiling;
 use crate::{bwrap, landlock, paths, seccomp};
 
@@ -35,6 +36,8 @@ pub(crate) struct Context {
     /// descriptor as the `enter` step, whatever is at its path later.
     pub(crate) exe: Option<OwnedFd>,
     verdicts: RefCell<HashMap<Backend, Result<(), Unusable>>>,
+    /// Usable verdicts kept across helper processes, when this helper keeps them.
+    pub(crate) verdict_cache: Option<VerdictCache>,
     filters: RefCell<HashMap<seccomp::Variant, seccompiler::BpfProgram>>,
 }
 impl Context {
@@ -74,6 +77,7 @@ impl Context {
             )
             .ok(),
             verdicts: RefCell::new(HashMap::new()),
+            verdict_cache: None,
             filters: RefCell::new(HashMap::new()),
         }
     }
@@ -85,6 +89,28 @@ impl Context {
 
     pub(crate) fn set_verdict(&self, backend: Backend, verdict: Result<(), Unusable>) {
         self.verdicts.borrow_mut().insert(backend, verdict);
+    }
+
+    /// Whether another helper process already found `backend` usable here (its probe can be
+    /// skipped).
+    pub(crate) fn usable_before(&self, backend: Backend) -> bool {
+        self.verdict_cache
+            .as_ref()
+            .is_some_and(|cache| cache.usable(backend))
+    }
+
+    /// Keeps a probe's outcome for later helper processes.
+    pub(crate) fn keep_probed(&self, backend: Backend, usable: bool) {
+        if let Some(cache) = &self.verdict_cache {
+            cache.record(backend, usable);
+        }
+    }
+
+    /// Drops `backend`'s verdict, here and for later helper processes, after it failed to build
+    /// a command's confinement: the next request that needs it probes it again.
+    pub(crate) fn forget_verdict(&self, backend: Backend) {
+        self.verdicts.borrow_mut().remove(&backend);
+        self.keep_probed(backend, false);
     }
 
     /// The seccomp filter for `variant`, built once.

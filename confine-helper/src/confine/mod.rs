@@ -5,6 +5,7 @@ mod context;
 mod deny;
 mod not_run;
 mod request;
+pub(crate) mod verdict_cache;
 
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};

@@ -3,17 +3,18 @@
 
 #![allow(dead_code)]
 
-use std::io::{Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio as ProcStdio};
+use std::sync::mpsc;
 use std::time::Duration;
 
 use confine_protocol::{
-    BackendChoice, EnvVar, FrameDecoder, Hello, Limits, Mode, Network, Policy, Reply, Request,
-    Spawn, Stdio, StdioSpec, encode_frame,
+    Backend, BackendChoice, EnvVar, FrameDecoder, Hello, Limits, Mode, Network, Policy, Reply,
+    Request, Spawn, Stdio, StdioSpec, encode_frame,
 };
 use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
 
@@ -234,4 +235,109 @@ impl Drop for Scratch {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
+}
+
+/// A helper in service mode whose log lines arrive on a channel.
+pub struct Service {
+    pub child: Child,
+    lines: mpsc::Receiver<String>,
+    pub socket: PathBuf,
+}
+
+impl Service {
+    /// Starts `confine-helper serve` on `dir/run/helper.sock` with `extra` arguments and waits
+    /// until it serves.
+    pub fn start(dir: &Path, extra: &[&str]) -> Service {
+        Service::start_with(dir, extra, |_| {})
+    }
+
+    /// Starts the service after `adjust` has had its say on the command.
+    pub fn start_with(dir: &Path, extra: &[&str], adjust: impl FnOnce(&mut Command)) -> Service {
+        let socket = dir.join("run").join("helper.sock");
+        let mut command = Command::new(HELPER);
+        command
+            .args(["serve", "--socket"])
+            .arg(&socket)
+            .args(extra)
+            .stdin(ProcStdio::null())
+            .stdout(ProcStdio::null())
+            .stderr(ProcStdio::piped());
+        adjust(&mut command);
+        let mut child = command.spawn().expect("spawn confine-helper serve");
+        let stderr = child.stderr.take().expect("stderr");
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let service = Service {
+            child,
+            lines,
+            socket,
+        };
+        service.expect_log("serving");
+        service
+    }
+
+    /// Waits for a log line containing `words`; returns it.
+    pub fn expect_log(&self, words: &str) -> String {
+        self.expect_log_within(words, Duration::from_secs(20))
+    }
+
+    /// Waits up to `limit` for a log line containing `words`; returns it.
+    pub fn expect_log_within(&self, words: &str, limit: Duration) -> String {
+        let until = std::time::Instant::now() + limit;
+        loop {
+            let left = until.saturating_duration_since(std::time::Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) if line.contains(words) => return line,
+                Ok(_) => {}
+                Err(e) => panic!("no log line containing {words:?}: {e}"),
+            }
+        }
+    }
+
+    /// Every log line that arrives within `window`.
+    pub fn log_within(&self, window: Duration) -> Vec<String> {
+        let until = std::time::Instant::now() + window;
+        let mut lines = Vec::new();
+        while let Ok(line) = self
+            .lines
+            .recv_timeout(until.saturating_duration_since(std::time::Instant::now()))
+        {
+            lines.push(line);
+        }
+        lines
+    }
+
+    pub fn still_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The backends this helper can use here, as it reports them.
+pub fn usable_backends(peer: &mut Peer) -> Vec<BackendChoice> {
+    peer.send(&Request::Info, &[]);
+    let Reply::Info(info) = peer.reply() else {
+        panic!("expected Info");
+    };
+    info.backends
+        .iter()
+        .filter(|b| b.usable)
+        .filter_map(|b| match b.backend {
+            Backend::Bwrap => Some(BackendChoice::Bwrap),
+            Backend::Landlock => Some(BackendChoice::Landlock),
+            _ => None,
+        })
+        .collect()
 }
