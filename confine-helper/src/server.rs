@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use confine_protocol::{
     Backend, BackendReport, Ending, FrameDecoder, FrameError, Grant, Hello, HelperInfo, Mode,
-    Network, Reply, Request, Spawn, StdioSpec, check_hello, decode_payload, encode_frame,
+    Network, Reply, Request, Spawn, Stage, StdioSpec, check_hello, decode_payload, encode_frame,
 };
 use nix::libc;
 use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg, send};
@@ -466,7 +466,13 @@ impl Server {
             self.reply(key.0, &started);
         }
         if ended && let Some(cmd) = self.commands.remove(&key) {
+            let backend = cmd.backend();
             let reply = cmd.finish();
+            if let Reply::RunnerFailed(failed) = &reply
+                && builds_confinement(failed.stage)
+            {
+                self.ctx.forget_verdict(backend);
+            }
             if let Some(conn) = self.conns.get_mut(&key.0) {
                 conn.in_flight -= 1;
             }
@@ -529,6 +535,20 @@ impl Server {
             log!("{}: {why}", conn.label);
         }
     }
+}
+
+/// Whether a runner failure at `stage` means the backend could not build the confinement (its
+/// verdict is then dropped, and the next request that needs it probes it again).
+fn builds_confinement(stage: Stage) -> bool {
+    matches!(
+        stage,
+        Stage::Namespace
+            | Stage::RunnerExec
+            | Stage::Landlock
+            | Stage::Seccomp
+            | Stage::NoNewPrivs
+            | Stage::Capabilities
+    )
 }
 
 /// Every backend's verdict (probing those not yet probed) and the Landlock ABI.
