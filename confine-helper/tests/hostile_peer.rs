@@ -1395,8 +1395,11 @@ fn a_newline_in_paths_argv_and_environment_is_plain_data_and_confinement_holds()
     let secret = host.0.join("secret\nfile");
     std::fs::write(&canary, "original\n").expect("canary");
     std::fs::write(&secret, "secret\n").expect("secret");
-    // Exit 10, plus 2 if the host canary was written and 1 if the denied file's content was
-    // read (bwrap covers a denied file with an empty one, Landlock denies opening it).
+    // Exit 10, plus 2 if the canary's path could be written and 1 if the denied file's content
+    // was read (bwrap covers a denied file with an empty one, Landlock denies opening it). When
+    // the build's temp directory lies under /tmp, a workspace-write bwrap sandbox has its own
+    // /tmp, where bwrap makes the denied file's directory, so the write may land there: the host
+    // file is what tells.
     let script = "pwd; printf '%s|' \"$1\" \"$V\"; echo; echo in > inside || exit 5; w=0; r=0; \
                   echo pwned > \"$CANARY\" && w=1; grep -q secret \"$DENIED\" 2> /dev/null && r=1; \
                   exit $((10 + w * 2 + r))";
@@ -1435,10 +1438,10 @@ fn a_newline_in_paths_argv_and_environment_is_plain_data_and_confinement_holds()
         let (replies, out) = run_captured(&mut peer, request(Mode::WorkspaceWrite, backend));
         assert_eq!(out, expected, "{what}: output");
         let e = exited(&replies);
-        assert_eq!(
-            e.status,
-            ExitStatus::Code(10),
-            "{what}: 12 means the host canary was written, 11 the denied file read"
+        assert!(
+            matches!(e.status, ExitStatus::Code(10 | 12)),
+            "{what}: 11 or 13 means the denied file was read: {:?}",
+            e.status
         );
         assert_confined_facts(e, backend, &what);
         assert!(
