@@ -21,11 +21,11 @@ pub(super) enum AcpError {
     /// The session's log does not start with its header.
     #[error("session {0} has no header")]
     NoHeader(String),
-    /// A log could not be read or listed.
-    #[error(transparent)]
-    Log(LogError),
+    /// A log could not be created, read or listed.
+    #[error("{0}{hint}", hint = full_hint(.0))]
+    Log(#[source] LogError),
     /// An event could not be appended to the session's log.
-    #[error("cannot write the session log: {0}")]
+    #[error("cannot write the session log: {0}{hint}", hint = full_hint(.0))]
     LogWrite(#[source] LogError),
     /// `session/prompt` while a turn of the session runs.
     #[error("a prompt is already running in session {0}; cancel it or wait for it to end")]
@@ -79,6 +79,17 @@ pub(super) enum AcpError {
     /// until it is fixed.
     #[error(transparent)]
     Project(ConfigError),
+}
+
+/// What to do when the session log's file system is full.
+fn full_hint(error: &LogError) -> &'static str {
+    match error {
+        LogError::Io { source, .. } if source.kind() == std::io::ErrorKind::StorageFull => {
+            "; free space on its file system, then try again (the log keeps what was recorded \
+             before)"
+        }
+        _ => "",
+    }
 }
 
 impl AcpError {
@@ -151,6 +162,24 @@ mod tests {
                 "message": "Invalid params",
                 "data": "cwd rel must be an absolute path"
             })
+        );
+        let full = || LogError::Io {
+            path: "/state/s.jsonl".into(),
+            source: std::io::Error::from(std::io::ErrorKind::StorageFull),
+        };
+        assert_eq!(
+            wire(AcpError::LogWrite(full())),
+            serde_json::json!({
+                "code": -32603,
+                "message": "cannot write the session log: /state/s.jsonl: no storage space; free \
+                            space on its file system, then try again (the log keeps what was \
+                            recorded before)"
+            })
+        );
+        assert!(
+            AcpError::Log(full())
+                .to_string()
+                .ends_with("try again (the log keeps what was recorded before)")
         );
         assert!(matches!(
             AcpError::of_log(LogError::BadId("../x".into())),

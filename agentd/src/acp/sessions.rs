@@ -239,8 +239,8 @@ impl Sessions {
             EventLog::open(&state.options.state_dir, id).map_err(AcpError::of_log)?;
         if let Some(bytes) = report.dropped_torn_bytes {
             eprintln!(
-                "agentd: session {id}: dropped a torn last line of {bytes} bytes (agentd stopped \
-                 while writing it)"
+                "agentd: session {id}: dropped a torn last line of {bytes} bytes (agentd stopped, \
+                 or its disk filled, while writing it)"
             );
         }
         let cwd = match records.first().map(|r| &r.event) {

@@ -3,8 +3,11 @@
 //! Appends are single `write` calls of whole lines. [`EventLog::sync`] fsyncs; callers sync at
 //! turn boundaries and before side effects that must survive a crash (a tool call is logged and
 //! synced before it runs). A crash can leave a torn last line: loading drops it with a warning
-//! and truncates the file back to the last whole line, so the next append starts clean. Any
-//! other malformed line is an error naming the file and line — nothing is silently skipped.
+//! and truncates the file back to the last whole line, so the next append starts clean. A write
+//! the file system takes only in part (a full disk) is cut off the same way at once, and again
+//! before the next append if that cut failed: a later append never lands after a torn line,
+//! where it would make a malformed line in the middle. Any other malformed line is an error
+//! naming the file and line — nothing is silently skipped.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Seek, SeekFrom, Write};
@@ -55,6 +58,10 @@ pub struct EventLog {
     path: PathBuf,
     file: File,
     next_seq: u64,
+    /// The length of the whole lines in the file.
+    len: u64,
+    /// A failed append may have left part of its line after them.
+    torn: bool,
 }
 
 /// What loading a log found besides its records.
@@ -133,13 +140,26 @@ impl EventLog {
             path,
             file,
             next_seq: 0,
+            len: 0,
+            torn: false,
         };
-        let first = log.append(Event::SessionCreated {
+        let header = Event::SessionCreated {
             id: id.to_owned(),
             cwd: cwd.to_owned(),
             agent: format!("agentd {}", env!("CARGO_PKG_VERSION")),
-        })?;
-        log.sync()?;
+        };
+        let first = match log
+            .append(header)
+            .and_then(|first| log.sync().map(|()| first))
+        {
+            Ok(first) => first,
+            // A log without its header would never load: a session that could not start leaves
+            // none.
+            Err(e) => {
+                let _ = std::fs::remove_file(&log.path);
+                return Err(e);
+            }
+        };
         // The directory entry must survive a crash too.
         if let Ok(d) = File::open(dir) {
             let _ = d.sync_all();
@@ -183,6 +203,8 @@ impl EventLog {
                 path,
                 file,
                 next_seq,
+                len: good_len as u64,
+                torn: false,
             },
             records,
             report,
@@ -210,12 +232,31 @@ impl EventLog {
             source,
         })?;
         line.push(b'\n');
-        self.file.write_all(&line).map_err(|source| LogError::Io {
-            path: self.path.clone(),
-            source,
-        })?;
+        self.cut_torn()?;
+        if let Err(source) = self.file.write_all(&line) {
+            self.torn = true;
+            // At once if it can; else before the next append (which fails while it cannot).
+            let _ = self.cut_torn();
+            return Err(LogError::Io {
+                path: self.path.clone(),
+                source,
+            });
+        }
+        self.len += line.len() as u64;
         self.next_seq += 1;
         Ok(record)
+    }
+
+    /// Cuts the file back to its whole lines after a failed append.
+    fn cut_torn(&mut self) -> Result<(), LogError> {
+        if self.torn {
+            self.file.set_len(self.len).map_err(|source| LogError::Io {
+                path: self.path.clone(),
+                source,
+            })?;
+            self.torn = false;
+        }
+        Ok(())
     }
 
     /// Makes every appended event durable.
@@ -441,6 +482,32 @@ mod tests {
             "the new event follows the last whole line"
         );
         assert_eq!(report, LoadReport::default());
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn after_a_failed_append_the_next_one_starts_after_the_last_whole_line() {
+        let (_scratch, dir) = scratch("failed-append");
+        let id = new_id();
+        let (mut log, _) = EventLog::create(&dir, &id, Path::new("/w")).expect("create");
+        log.append(Event::TurnStarted { turn: 1 }).expect("append");
+        let path = log.path().to_owned();
+        // What a full disk leaves: part of a line, and a cut that failed too (a read-only
+        // handle can neither write nor cut).
+        let mut other = OpenOptions::new().append(true).open(&path).expect("open");
+        other
+            .write_all(br#"{"v":1,"seq":2,"at_ms":5,"ty"#)
+            .expect("part");
+        let writable = std::mem::replace(&mut log.file, File::open(&path).expect("read-only"));
+        assert!(log.append(Event::TurnStarted { turn: 2 }).is_err());
+        log.file = writable;
+        log.append(Event::TurnStarted { turn: 3 }).expect("append");
+        drop(log);
+        let (records, report) = read_log(&dir, &id).expect("read");
+        assert_eq!(report, LoadReport::default(), "no torn line left");
+        let seqs: Vec<u64> = records.iter().map(|r| r.seq).collect();
+        assert_eq!(seqs, [0, 1, 2]);
+        assert_eq!(records[2].event, Event::TurnStarted { turn: 3 });
         let _ = std::fs::remove_dir_all(dir);
     }
 
