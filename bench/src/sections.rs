@@ -74,7 +74,7 @@ pub async fn all(setup: &Setup) -> Result<Vec<Table>, String> {
         tables.push(match *name {
             "per-command" => per_command(setup, &client, &backends).await?,
             "whole-process" => whole_process(setup, &backends).await?,
-            "concurrent" => concurrent(setup, &client).await?,
+            "concurrent" => concurrent(setup, &client, &backends).await?,
             "output" => throughput(setup, &client).await?,
             "memory" => crate::memory::memory(setup, &client).await?,
             _ => continue,
@@ -187,7 +187,11 @@ fn bwrap_args(workspace: &Path) -> Vec<String> {
 
 /// Runs `rounds` rounds of every variant in order (the first round uncounted); each variant's
 /// run is timed alone.
-async fn interleave<V, F>(rounds: usize, variants: &[V], mut run: F) -> Result<Vec<Samples>, String>
+pub async fn interleave<V, F>(
+    rounds: usize,
+    variants: &[V],
+    mut run: F,
+) -> Result<Vec<Samples>, String>
 where
     F: AsyncFnMut(&V) -> Result<(), String>,
 {
@@ -412,58 +416,84 @@ async fn whole_process(setup: &Setup, backends: &[Backend]) -> Result<Table, Str
     Ok(table)
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 enum Many {
     Bare,
-    Confined,
+    Confined(BackendChoice),
+    RawBwrap(PathBuf),
 }
 
-async fn concurrent(setup: &Setup, client: &HelperClient) -> Result<Table, String> {
+async fn concurrent(
+    setup: &Setup,
+    client: &HelperClient,
+    backends: &[Backend],
+) -> Result<Table, String> {
     let mut table = Table::new("64 commands at once (`/bin/true`, wall time of all)");
     let rounds = (setup.rounds / 5).max(3);
-    let samples = interleave(
-        rounds,
-        &[Many::Bare, Many::Confined],
-        async |many: &Many| {
-            let mut tasks = tokio::task::JoinSet::new();
-            for _ in 0..CONCURRENT {
-                match many {
-                    Many::Bare => {
-                        tasks.spawn(run_process_owned(PathBuf::from("/bin/true")));
-                    }
-                    Many::Confined => {
-                        let client = client.clone();
-                        let spec = true_spec(setup, Mode::ReadOnly, BackendChoice::Auto);
-                        tasks.spawn(async move { run_spec(&client, spec).await });
-                    }
+    let mut variants = vec![
+        ("64 bare spawns".to_owned(), Many::Bare, String::new()),
+        (
+            "64 confined, read-only (auto)".to_owned(),
+            Many::Confined(BackendChoice::Auto),
+            "zero failures".to_owned(),
+        ),
+    ];
+    if backends.contains(&Backend::Landlock) {
+        variants.push((
+            "64 confined, read-only, landlock".to_owned(),
+            Many::Confined(BackendChoice::Landlock),
+            "zero failures".to_owned(),
+        ));
+    }
+    match &setup.bwrap {
+        Some(bwrap) => variants.push((
+            "64 raw `bwrap` CLI, read-only profile".to_owned(),
+            Many::RawBwrap(bwrap.clone()),
+            "the namespaces alone: what bounds 64 sandboxes at once".to_owned(),
+        )),
+        None => table
+            .skipped
+            .push("64 raw bwrap CLI: bwrap is not installed".into()),
+    }
+    let kinds: Vec<Many> = variants.iter().map(|(_, k, _)| k.clone()).collect();
+    let args = bwrap_args(&setup.workspace);
+    let samples = interleave(rounds, &kinds, async |many: &Many| {
+        let mut tasks = tokio::task::JoinSet::new();
+        for _ in 0..CONCURRENT {
+            match many {
+                Many::Bare => {
+                    tasks.spawn(run_process_owned(PathBuf::from("/bin/true"), Vec::new()));
+                }
+                Many::Confined(backend) => {
+                    let client = client.clone();
+                    let spec = true_spec(setup, Mode::ReadOnly, *backend);
+                    tasks.spawn(async move { run_spec(&client, spec).await });
+                }
+                Many::RawBwrap(bwrap) => {
+                    tasks.spawn(run_process_owned(bwrap.clone(), args.clone()));
                 }
             }
-            let mut failures = 0usize;
-            while let Some(done) = tasks.join_next().await {
-                if !matches!(done, Ok(Ok(()))) {
-                    failures += 1;
-                }
+        }
+        let mut failures = 0usize;
+        while let Some(done) = tasks.join_next().await {
+            if !matches!(done, Ok(Ok(()))) {
+                failures += 1;
             }
-            match failures {
-                0 => Ok(()),
-                n => Err(format!("{n} of {CONCURRENT} concurrent commands failed")),
-            }
-        },
-    )
+        }
+        match failures {
+            0 => Ok(()),
+            n => Err(format!("{n} of {CONCURRENT} concurrent commands failed")),
+        }
+    })
     .await?;
-    table.rows = rows(
-        vec![
-            "64 bare spawns".into(),
-            "64 confined, read-only (auto)".into(),
-        ],
-        samples,
-        vec![String::new(), "zero failures".into()],
-    );
+    let (names, notes) = variants.into_iter().map(|(n, _, note)| (n, note)).unzip();
+    table.rows = rows(names, samples, notes);
     Ok(table)
 }
 
-async fn run_process_owned(program: PathBuf) -> Result<(), String> {
-    run_process(&program, &[], &[]).await
+async fn run_process_owned(program: PathBuf, args: Vec<String>) -> Result<(), String> {
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    run_process(&program, &args, &[]).await
 }
 
 /// Reads `from` to its end on a blocking thread; returns the byte count.
@@ -499,7 +529,7 @@ async fn throughput(setup: &Setup, client: &HelperClient) -> Result<Table, Strin
     let rounds = (setup.rounds / 20).max(3);
     let samples = interleave(
         rounds,
-        &[Many::Bare, Many::Confined],
+        &[Many::Bare, Many::Confined(BackendChoice::Auto)],
         async |many: &Many| {
             let (read, write) = pipe()?;
             let reader = tokio::spawn(drain(read));
@@ -515,7 +545,7 @@ async fn throughput(setup: &Setup, client: &HelperClient) -> Result<Table, Strin
                         return Err(format!("head failed: {status}"));
                     }
                 }
-                Many::Confined => {
+                Many::Confined(_) | Many::RawBwrap(_) => {
                     let mut spec = SpawnSpec::new(["head", "-c", &count, "/dev/zero"]);
                     spec.env = vec![("PATH".into(), PATH.into())];
                     spec.stdout = Some(write);
