@@ -847,14 +847,27 @@ fn seqs(log: &[Value], pick: impl Fn(&Value) -> bool) -> Vec<u64> {
         .collect()
 }
 
+/// Why strace cannot trace a program here, if it cannot.
+fn strace_unavailable() -> Option<String> {
+    let traced = std::process::Command::new("strace")
+        .args(["-f", "-qq", "-o", "/dev/null", "true"])
+        .stdin(std::process::Stdio::null())
+        .output();
+    match traced {
+        Err(e) => Some(format!("strace cannot be run ({e})")),
+        Ok(out) if !out.status.success() => Some(format!(
+            "strace cannot trace here ({}): {:?}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        )),
+        Ok(_) => None,
+    }
+}
+
 #[test]
 fn every_acknowledgement_follows_the_sync_of_what_it_acknowledges() {
-    let found = std::process::Command::new("strace")
-        .arg("-V")
-        .stdout(std::process::Stdio::null())
-        .status();
-    if !found.is_ok_and(|s| s.success()) {
-        println!("SKIP: strace is not installed: the order of syncs and answers cannot be watched");
+    if let Some(why) = strace_unavailable() {
+        println!("SKIP: {why}: the order of syncs and answers cannot be watched");
         return;
     }
     let scratch = Scratch::new("durability-strace");
