@@ -94,16 +94,28 @@ impl Context {
     /// Whether another helper process already found `backend` usable here (its probe can be
     /// skipped).
     pub(crate) fn usable_before(&self, backend: Backend) -> bool {
-        self.verdict_cache
-            .as_ref()
-            .is_some_and(|cache| cache.usable(backend))
+        self.keeps_verdict(backend)
+            && self
+                .verdict_cache
+                .as_ref()
+                .is_some_and(|cache| cache.usable(backend))
     }
 
     /// Keeps a probe's outcome for later helper processes.
     pub(crate) fn keep_probed(&self, backend: Backend, usable: bool) {
-        if let Some(cache) = &self.verdict_cache {
+        if let Some(cache) = &self.verdict_cache
+            && (self.keeps_verdict(backend) || !usable)
+        {
             cache.record(backend, usable);
         }
+    }
+
+    /// Whether a kept verdict for `backend` is safe to trust: a backend that failed to build a
+    /// command's confinement must say so as a runner failure, which drops the verdict. bwrap
+    /// does only with the Landlock layer, whose report tells a sandbox never built from a
+    /// command that failed; without it bwrap's own failure reads as the command's exit 1.
+    fn keeps_verdict(&self, backend: Backend) -> bool {
+        backend != Backend::Bwrap || inner_layer(self).is_ok()
     }
 
     /// Drops `backend`'s verdict, here and for later helper processes, after it failed to build
