@@ -9,10 +9,16 @@
 //!
 //! Sections: per command inside one long-lived agentd (the agent's path: one helper
 //! connection, many commands); whole processes (`agentd run` against bare `/bin/true`, the
-//! `bwrap` CLI, Codex and srt); 64 commands at once; output throughput; resident memory.
+//! `bwrap` CLI, Codex and srt); 64 commands at once; output throughput; the file tools' confined
+//! writes against a plain write; resident memory; a session's log (`session/load` of 10,000
+//! events, its fsync per tool call) and agentd's memory along a long session.
 
+mod acp;
+mod files;
+mod long_session;
 mod memory;
 mod sections;
+mod session;
 mod stats;
 mod table;
 
@@ -26,6 +32,8 @@ pub struct Setup {
     pub rounds: usize,
     /// Bytes of output in the throughput section.
     pub output_bytes: u64,
+    /// Prompts in the long session whose memory the session section follows.
+    pub long_session_turns: usize,
     pub agentd: PathBuf,
     pub helper: PathBuf,
     pub bwrap: Option<PathBuf>,
@@ -89,7 +97,10 @@ fn main() -> ExitCode {
             }
         }
     }
-    if let Some(unknown) = only.iter().find(|o| !sections::SECTIONS.contains(&o.as_str())) {
+    if let Some(unknown) = only
+        .iter()
+        .find(|o| !sections::SECTIONS.contains(&o.as_str()))
+    {
         eprintln!("agentd-bench: no section is called {unknown:?}\n{USAGE}");
         return ExitCode::from(2);
     }
@@ -159,6 +170,11 @@ fn setup(quick: bool) -> Result<Setup, String> {
     Ok(Setup {
         rounds: if quick { 4 } else { 101 },
         output_bytes: if quick { 64 << 20 } else { 1 << 30 },
+        long_session_turns: if quick {
+            long_session::QUICK_TURNS
+        } else {
+            long_session::FULL_TURNS
+        },
         agentd: beside("agentd")?,
         helper: beside("confine-helper")?,
         bwrap: on_path("bwrap", None),

@@ -76,7 +76,9 @@ pub async fn all(setup: &Setup) -> Result<Vec<Table>, String> {
             "whole-process" => whole_process(setup, &backends).await?,
             "concurrent" => concurrent(setup, &client, &backends).await?,
             "output" => throughput(setup, &client).await?,
+            "files" => crate::files::files(setup, &client).await?,
             "memory" => crate::memory::memory(setup, &client).await?,
+            "session" => crate::session::session(setup).await?,
             _ => continue,
         });
     }

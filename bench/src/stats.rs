@@ -1,4 +1,5 @@
-//! Medians, 95th percentiles and ratios of interleaved samples.
+//! Medians, 95th percentiles and ratios of interleaved samples, and how the report writes times
+//! and counts.
 //!
 //! Every variant of a section is measured once per round, in the same order, so that what
 //! drifts during a run (the CPU's clock, a page cache, another process) falls on all of them
@@ -53,6 +54,14 @@ pub fn ms(d: Duration) -> String {
     format!("{:.2} ms", d.as_secs_f64() * 1e3)
 }
 
+/// A count with a comma between thousands, as the report writes counts.
+pub fn thousands(n: usize) -> String {
+    match n {
+        0..1000 => n.to_string(),
+        _ => format!("{},{:03}", thousands(n / 1000), n % 1000),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -70,6 +79,14 @@ mod tests {
         assert_eq!(many.median(), Duration::from_millis(50));
         assert_eq!(many.p95(), Duration::from_millis(95));
         assert_eq!(Samples::default().median(), Duration::ZERO);
+    }
+
+    #[test]
+    fn counts_have_a_comma_between_thousands() {
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1000), "1,000");
+        assert_eq!(thousands(10_000), "10,000");
+        assert_eq!(thousands(1_002_003), "1,002,003");
     }
 
     #[test]

@@ -18,7 +18,9 @@ fn a_quick_run_prints_every_section_with_its_figures() {
         "## Whole process",
         "## 64 commands at once",
         "## Output:",
+        "## File tools:",
         "## Resident memory and start-up",
+        "## Session:",
     ] {
         assert!(stdout.contains(section), "no {section:?} in:\n{stdout}");
     }
@@ -30,6 +32,10 @@ fn a_quick_run_prints_every_section_with_its_figures() {
         "| confined, read-only (auto) |",
         "| confine-helper, idle |",
         "| agentd, idle with one session |",
+        "| plain `std::fs::write` from agentd |",
+        "| start to `session/load` of 10,000 events answered |",
+        "| the log's fsync per tool call",
+        "| agentd after turn ",
     ] {
         let line = stdout
             .lines()

@@ -1,0 +1,274 @@
+//! The file tools section: a `write_file` and an `edit_file` as agentd runs them for the model
+//! (`agentd::tools::run`: the fence, a confined read, the helper's writer), and the helper's
+//! writer alone, against a plain write of the same bytes from agentd itself. One long-lived
+//! helper connection, a workspace of their own under the run's workspace, a small file.
+
+use std::io::Read;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+
+use agentd::cancel::Cancel;
+use agentd::helper_client::{HelperClient, Outcome, WriteSpec};
+use agentd::model::ToolCall;
+use agentd::session::ToolStatus;
+use agentd::session_temp::SessionTemp;
+use agentd::tools::{CallContext, NarrowingMark, ToolEnv, ToolResult};
+use confine_protocol::{Backend, BackendChoice, ExitStatus, Mode, Network};
+use serde_json::json;
+
+use crate::Setup;
+use crate::sections::{PATH, Row, Table, interleave};
+
+/// The size of the file written.
+const FILE_BYTES: usize = 4 * 1024;
+/// How long the helper's writer may take (agentd's file tools give it as long).
+const WRITER_TIMEOUT_MS: u64 = 60_000;
+/// The largest report the helper's writer sends.
+const REPORT_CAP: u64 = 64 * 1024;
+/// The two words an edit swaps, one for the other, round after round.
+const EDITED: [&str; 2] = ["alpha", "omega"];
+
+/// One measured way of writing the file.
+#[derive(Debug, Clone, Copy)]
+enum Op<'a> {
+    /// `std::fs::write` from agentd's own process.
+    Plain,
+    /// The helper's writer through `HelperClient::write_file`, as the file tools ask it.
+    Writer(&'a ToolEnv),
+    WriteFile(&'a ToolEnv, Mode),
+    EditFile(&'a ToolEnv),
+}
+
+/// `FILE_BYTES` of text lines, with the first of [`EDITED`] once in it.
+fn content() -> String {
+    let mut text = format!("{}\n", EDITED[0]);
+    let mut line = 0;
+    while text.len() < FILE_BYTES {
+        line += 1;
+        text.push_str(&format!(
+            "line {line:04} of the file the benchmark writes\n"
+        ));
+    }
+    text.truncate(FILE_BYTES);
+    text
+}
+
+/// A session's tool environment as agentd builds one for an editor without file access of
+/// its own: commands' `PATH`, no network, its own `/tmp`.
+fn tool_env(client: &HelperClient, dir: &Path, backend: BackendChoice) -> Result<ToolEnv, String> {
+    let temp = SessionTemp::create().map_err(|e| format!("cannot create a session temp: {e}"))?;
+    Ok(ToolEnv::new(
+        client.clone(),
+        dir.to_owned(),
+        vec![("PATH".into(), PATH.into())],
+        Network::Deny,
+        backend,
+        None,
+    )
+    .with_session_temp(temp))
+}
+
+/// Runs one tool call as the agent loop does; `Err` unless it completed.
+async fn call(
+    env: &ToolEnv,
+    mode: Mode,
+    name: &str,
+    arguments: String,
+) -> Result<ToolResult, String> {
+    let call = ToolCall {
+        id: "call_bench".to_owned(),
+        name: name.to_owned(),
+        arguments,
+    };
+    let ctx = CallContext {
+        mode,
+        cancel: Cancel::never(),
+        narrowings: NarrowingMark::default(),
+        live: None,
+    };
+    let result = agentd::tools::run(env, &call, ctx).await;
+    match result.status {
+        ToolStatus::Completed => Ok(result),
+        ToolStatus::Failed => Err(format!("{name} failed: {}", result.text)),
+    }
+}
+
+async fn write_file(
+    env: &ToolEnv,
+    mode: Mode,
+    path: &str,
+    text: &str,
+) -> Result<ToolResult, String> {
+    let arguments = json!({"path": path, "content": text}).to_string();
+    call(env, mode, "write_file", arguments).await
+}
+
+/// The content as an anonymous file the writer reads from its start, as the file tools stage it.
+fn staged(content: &[u8]) -> Result<OwnedFd, String> {
+    use nix::sys::memfd::{MFdFlags, memfd_create};
+    let stage = || -> nix::Result<OwnedFd> {
+        let fd = memfd_create(c"agentd-bench-write", MFdFlags::MFD_CLOEXEC)?;
+        let mut written = 0;
+        while written < content.len() {
+            written += nix::unistd::write(&fd, &content[written..])?;
+        }
+        nix::unistd::lseek(&fd, 0, nix::unistd::Whence::SeekSet)?;
+        Ok(fd)
+    };
+    stage().map_err(|e| format!("cannot stage the content: {e}"))
+}
+
+/// The helper's writer replacing `path` with `content` under `env`'s workspace-write policy,
+/// asked as agentd's file tools ask it (their policy has no sockets: the writer opens none).
+async fn helper_write(env: &ToolEnv, path: PathBuf, content: &[u8]) -> Result<(), String> {
+    let mut policy = env
+        .policy(Mode::WorkspaceWrite)
+        .map_err(|e| format!("no policy: {e}"))?;
+    policy.local_binding = false;
+    policy.unix_sockets.clear();
+    let (report, report_wr) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+        .map_err(|e| format!("cannot create the report's pipe: {e}"))?;
+    let spec = WriteSpec {
+        path,
+        make_parents: true,
+        policy,
+        backend: env.backend(),
+        timeout_ms: Some(WRITER_TIMEOUT_MS),
+        content: staged(content)?,
+        report: report_wr,
+    };
+    let handle = env
+        .helper()
+        .write_file(spec)
+        .await
+        .map_err(|e| format!("the helper's writer: {e}"))?;
+    let report = tokio::task::spawn_blocking(move || {
+        let mut bytes = Vec::new();
+        std::fs::File::from(report)
+            .take(REPORT_CAP)
+            .read_to_end(&mut bytes)
+            .map(|_| bytes)
+    });
+    let outcome = handle.wait().await;
+    let report = report
+        .await
+        .map_err(|e| format!("the report's reader stopped: {e}"))?
+        .map_err(|e| format!("reading the writer's report: {e}"))?;
+    match outcome {
+        Outcome::Exited(e)
+            if e.status == ExitStatus::Code(0) && report.starts_with(b"written\0") =>
+        {
+            Ok(())
+        }
+        other => Err(format!(
+            "the helper's writer did not write: {other:?}, report {:?}",
+            String::from_utf8_lossy(&report)
+        )),
+    }
+}
+
+pub async fn files(setup: &Setup, client: &HelperClient) -> Result<Table, String> {
+    let mut table = Table::new(&format!(
+        "File tools: a {} KiB file written by agentd",
+        FILE_BYTES / 1024
+    ));
+    let dir = setup.workspace.join("files");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let text = content();
+    let auto = tool_env(client, &dir, BackendChoice::Auto)?;
+    let dir = auto.workspace().to_owned();
+    // Which backend `auto` picks here names its rows; the call also shows the path works.
+    let first = write_file(&auto, Mode::WorkspaceWrite, "edit.txt", &text).await?;
+    let backend = first.facts["backend"]
+        .as_str()
+        .unwrap_or("unknown")
+        .to_owned();
+    let info = client
+        .info()
+        .await
+        .map_err(|e| format!("cannot ask confine-helper what it can do: {e}"))?;
+    let landlock_usable = info
+        .backends
+        .iter()
+        .any(|b| b.backend == Backend::Landlock && b.usable);
+    let landlock = match (landlock_usable, backend.as_str()) {
+        (true, "landlock") | (false, _) => None,
+        (true, _) => Some(tool_env(client, &dir, BackendChoice::Landlock)?),
+    };
+    let mut variants = vec![
+        (
+            "plain `std::fs::write` from agentd".to_owned(),
+            Op::Plain,
+            "baseline".to_owned(),
+        ),
+        (
+            format!("the helper's writer alone, workspace-write ({backend})"),
+            Op::Writer(&auto),
+            "`HelperClient::write_file`: the confined write itself".to_owned(),
+        ),
+        (
+            format!("`write_file`, workspace-write ({backend})"),
+            Op::WriteFile(&auto, Mode::WorkspaceWrite),
+            "the tool: the fence, a confined read of the file (the editor's diff), the writer"
+                .to_owned(),
+        ),
+        (
+            format!("`edit_file`, workspace-write ({backend})"),
+            Op::EditFile(&auto),
+            "the tool: a confined read, the replacement, the writer".to_owned(),
+        ),
+    ];
+    match &landlock {
+        Some(env) => variants.push((
+            "`write_file`, workspace-write (landlock)".to_owned(),
+            Op::WriteFile(env, Mode::WorkspaceWrite),
+            String::new(),
+        )),
+        None if !landlock_usable => table
+            .skipped
+            .push("`write_file` under landlock: not usable here".into()),
+        None => {}
+    }
+    variants.push((
+        "`write_file`, danger-full-access".to_owned(),
+        Op::WriteFile(&auto, Mode::DangerFullAccess),
+        "the helper's reader and writer, nothing confined".to_owned(),
+    ));
+    let ops: Vec<Op<'_>> = variants.iter().map(|(_, op, _)| *op).collect();
+    let mut edits = 0usize;
+    let samples = interleave(setup.rounds, &ops, async |op: &Op<'_>| match *op {
+        Op::Plain => std::fs::write(dir.join("plain.txt"), &text)
+            .map_err(|e| format!("cannot write {}: {e}", dir.join("plain.txt").display())),
+        Op::Writer(env) => helper_write(env, dir.join("writer.txt"), text.as_bytes()).await,
+        Op::WriteFile(env, mode) => {
+            let path = format!("write-{}-{}.txt", env.backend().as_str(), mode.as_str());
+            write_file(env, mode, &path, &text).await.map(drop)
+        }
+        Op::EditFile(env) => {
+            let (old, new) = (EDITED[edits % 2], EDITED[(edits + 1) % 2]);
+            edits += 1;
+            let arguments =
+                json!({"path": "edit.txt", "old_string": old, "new_string": new}).to_string();
+            call(env, Mode::WorkspaceWrite, "edit_file", arguments)
+                .await
+                .map(drop)
+        }
+    })
+    .await?;
+    auto.end_session_temp();
+    if let Some(env) = &landlock {
+        env.end_session_temp();
+    }
+    table.rows = variants
+        .into_iter()
+        .zip(samples)
+        .enumerate()
+        .map(|(i, ((variant, _, note), samples))| Row {
+            variant,
+            samples,
+            baseline: i == 0,
+            note,
+        })
+        .collect();
+    Ok(table)
+}
