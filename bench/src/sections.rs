@@ -275,6 +275,11 @@ async fn per_command(
             .skipped
             .push("raw bwrap CLI: bwrap is not installed".into()),
     }
+    // For a profile of one variant (`perf stat`, `perf sched`): only it beside the baseline.
+    if let Some(only) = std::env::var_os("AGENTD_BENCH_VARIANT") {
+        let only = only.to_string_lossy().into_owned();
+        variants.retain(|(name, kind, _)| matches!(kind, PerCommand::Bare) || name.contains(&only));
+    }
     let kinds: Vec<PerCommand> = variants.iter().map(|(_, k, _)| k.clone()).collect();
     let args = bwrap_args(&setup.workspace);
     let samples = interleave(setup.rounds, &kinds, async |kind: &PerCommand| match kind {
