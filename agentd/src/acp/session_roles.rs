@@ -11,6 +11,10 @@ impl SessionLog for Session {
         Session::records(self)
     }
 
+    fn with_records(&self, f: &mut dyn FnMut(&[Record])) {
+        Session::with_records(self, f);
+    }
+
     fn append(&self, event: Event, sync: bool) -> Result<Record, LogError> {
         Session::append(self, event, sync)
     }

@@ -376,6 +376,15 @@ impl Session {
         self.log.lock().map(|l| l.1.clone()).unwrap_or_default()
     }
 
+    /// What `f` makes of every record so far, read in place under the log's lock: `f` must not
+    /// call back into this session.
+    pub fn with_records<R>(&self, f: impl FnOnce(&[Record]) -> R) -> R {
+        match self.log.lock() {
+            Ok(guard) => f(&guard.1),
+            Err(_) => f(&[]),
+        }
+    }
+
     /// Appends one event; `sync` makes it durable before returning.
     pub fn append(&self, event: Event, sync: bool) -> Result<Record, LogError> {
         self.append_as(None, event, sync)
@@ -494,8 +503,8 @@ impl Session {
 
     /// The model the session's next request goes to: its last selection, else the default.
     pub fn selected_model(&self) -> &BuiltModel {
-        self.models
-            .select(self.defaults.models.effective(&self.records()))
+        let name = self.with_records(|records| self.defaults.models.effective(records).to_owned());
+        self.models.select(&name)
     }
 
     /// The models the session may select.

@@ -46,11 +46,12 @@ struct Held {
 
 /// The effective values: the log's last switches, else the defaults.
 pub fn effective(log: &dyn SessionLog, defaults: &Defaults) -> (Mode, ApprovalPolicy) {
-    let records = log.records();
-    (
-        sandbox::effective(&records, defaults.mode),
-        policy::effective(&records, defaults.policy),
-    )
+    crate::session::read(log, |records| {
+        (
+            sandbox::effective(records, defaults.mode),
+            policy::effective(records, defaults.policy),
+        )
+    })
 }
 
 impl Switches {
@@ -73,7 +74,9 @@ impl Switches {
     /// The model the editor is shown: the held switch, else the effective model.
     pub fn current_model(&self, log: &dyn SessionLog, defaults: &Defaults) -> String {
         let held = self.held().ok().and_then(|held| held.model.clone());
-        held.unwrap_or_else(|| defaults.models.effective(&log.records()).to_owned())
+        held.unwrap_or_else(|| {
+            crate::session::read(log, |records| defaults.models.effective(records).to_owned())
+        })
     }
 
     /// Switches a knob: appended now while a turn is open, held otherwise. A switch to the value
@@ -92,7 +95,9 @@ impl Switches {
         let (mode, policy) = (held.mode.unwrap_or(mode), held.policy.unwrap_or(policy));
         let model = match &held.model {
             Some(model) => model.clone(),
-            None => defaults.models.effective(&log.records()).to_owned(),
+            None => {
+                crate::session::read(log, |records| defaults.models.effective(records).to_owned())
+            }
         };
         let narrowed = match &switch {
             Switch::Mode(m) if narrowing::narrows(mode, *m) => Some(*m),

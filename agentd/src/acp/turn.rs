@@ -81,7 +81,7 @@ pub async fn run(
         state,
         session,
         cx,
-        number: fold::last_turn(&session.records()) + 1,
+        number: session.with_records(fold::last_turn) + 1,
         cancel,
     };
     let ending = turn.drive(prompt).await;
@@ -461,17 +461,17 @@ impl Turn<'_> {
 
     /// The next step's request as the log now makes it, and the instructions in it.
     fn request(&self, guidance: Option<&str>) -> (ChatRequest, String) {
-        let records = self.session.records();
-        let policy = policy::effective(&records, self.session.defaults.policy);
-        // Told once, in this request only: the next one states the policy it names, and a
-        // stopped task is news only until the model was told.
-        let notices: Vec<String> = [
-            policy::notice(&records, policy),
-            narrowing::notice(&records),
-        ]
-        .into_iter()
-        .flatten()
-        .collect();
+        let (policy, notices, history) = self.session.with_records(|records| {
+            let policy = policy::effective(records, self.session.defaults.policy);
+            // Told once, in this request only: the next one states the policy it names, and a
+            // stopped task is news only until the model was told.
+            let notices: Vec<String> =
+                [policy::notice(records, policy), narrowing::notice(records)]
+                    .into_iter()
+                    .flatten()
+                    .collect();
+            (policy, notices, fold::history(records))
+        });
         let profile = instructions::profile_section(&self.session.tools.profile());
         let instructions = instructions::for_request(
             &self.session.cwd,
@@ -484,7 +484,7 @@ impl Turn<'_> {
         let specs = tools::offered(&self.session.tools, &tools::ToolScope::top(), effective);
         let tools = task::with_personas(specs, &self.state.options.personas);
         let mut messages = vec![Message::system(instructions.clone())];
-        messages.extend(fold::history(&records));
+        messages.extend(history);
         let request = ChatRequest {
             messages,
             tools,

@@ -226,7 +226,8 @@ impl Approvals {
             return (Outcome::Rejected, None);
         }
         if let Some(scope) = &request.ask.scope
-            && let Some((rule, allow)) = rules::deciding(&asker.records(), scope)
+            && let Some((rule, allow)) =
+                crate::session::read(asker, |records| rules::deciding(records, scope))
         {
             let outcome = if allow {
                 Outcome::AllowedAlways
