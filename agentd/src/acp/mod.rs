@@ -21,6 +21,7 @@ mod compaction;
 pub mod config_options;
 mod error;
 mod instructions;
+mod line_writer;
 mod live;
 mod mcp;
 mod model_failure;

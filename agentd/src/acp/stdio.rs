@@ -9,7 +9,9 @@ use std::io;
 
 use agent_client_protocol::Lines;
 use futures::{Sink, Stream};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+use super::line_writer::LineSink;
 
 /// Where the lines agentd writes go.
 type Outgoing = std::pin::Pin<Box<dyn Sink<String, Error = io::Error> + Send>>;
@@ -29,13 +31,10 @@ pub fn transport() -> Lines<Outgoing, Incoming> {
             }
         },
     );
-    let outgoing = futures::sink::unfold(tokio::io::stdout(), |mut out, line: String| async move {
-        out.write_all(line.as_bytes()).await?;
-        out.write_all(b"\n").await?;
-        out.flush().await?;
-        Ok::<_, io::Error>(out)
-    });
-    Lines::new(Box::pin(outgoing), Box::pin(incoming))
+    Lines::new(
+        Box::pin(LineSink::new(tokio::io::stdout())),
+        Box::pin(incoming),
+    )
 }
 
 /// One line as text, without its line ending, bytes that are not UTF-8 replaced.
