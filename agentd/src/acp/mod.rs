@@ -83,8 +83,21 @@ pub async fn serve(options: AcpOptions) -> Result<(), Error> {
             if swept == 1 { "y" } else { "ies" }
         );
     }
+    serve_on(options, tokio::io::stdin(), tokio::io::stdout()).await
+}
+
+/// Serves ACP over `reader` and `writer`, one JSON-RPC message per line both ways, exactly as
+/// [`serve`] does over stdin and stdout (the same line reader, the same agent), until `reader`
+/// ends; then closes every session. For driving the whole input path in one process: the fuzz
+/// target of `fuzz/` feeds it arbitrary lines.
+pub async fn serve_on<R, W>(options: AcpOptions, reader: R, writer: W) -> Result<(), Error>
+where
+    R: tokio::io::AsyncRead + Send + Unpin + 'static,
+    W: tokio::io::AsyncWrite + Send + Unpin + 'static,
+{
     let server = Server::new(options);
-    let served = ConnectTo::<Client>::connect_to(server.agent(), stdio::transport()).await;
+    let served =
+        ConnectTo::<Client>::connect_to(server.agent(), stdio::lines(reader, writer)).await;
     server.close_all().await;
     served
 }

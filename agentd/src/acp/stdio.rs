@@ -1,4 +1,5 @@
-//! The stdio transport of `agentd acp`: one JSON-RPC message per line, both ways.
+//! The line transport of `agentd acp`: one JSON-RPC message per line, both ways, on stdin and
+//! stdout (or on any pair of byte streams: [`super::serve_on`]).
 //!
 //! Lines are read as bytes and made text with every byte that is not UTF-8 replaced (U+FFFD),
 //! so that a line that is not UTF-8 is answered as any other malformed line is — with a
@@ -9,7 +10,7 @@ use std::io;
 
 use agent_client_protocol::Lines;
 use futures::{Sink, Stream};
-use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, BufReader};
 
 use super::line_writer::LineSink;
 
@@ -18,23 +19,22 @@ type Outgoing = std::pin::Pin<Box<dyn Sink<String, Error = io::Error> + Send>>;
 /// Where the lines agentd reads come from.
 type Incoming = std::pin::Pin<Box<dyn Stream<Item = io::Result<String>> + Send>>;
 
-/// The transport on this process's stdin and stdout.
-pub fn transport() -> Lines<Outgoing, Incoming> {
-    let incoming = futures::stream::unfold(
-        BufReader::new(tokio::io::stdin()),
-        |mut reader| async move {
-            let mut line = Vec::new();
-            match reader.read_until(b'\n', &mut line).await {
-                Ok(0) => None,
-                Ok(_) => Some((Ok(text_of(line)), reader)),
-                Err(e) => Some((Err(e), reader)),
-            }
-        },
-    );
-    Lines::new(
-        Box::pin(LineSink::new(tokio::io::stdout())),
-        Box::pin(incoming),
-    )
+/// The transport over a pair of byte streams, stdin and stdout for `agentd acp`: what `reader`
+/// gives, line by line, and the lines agentd writes, into `writer`.
+pub fn lines<R, W>(reader: R, writer: W) -> Lines<Outgoing, Incoming>
+where
+    R: AsyncRead + Send + Unpin + 'static,
+    W: AsyncWrite + Send + Unpin + 'static,
+{
+    let incoming = futures::stream::unfold(BufReader::new(reader), |mut reader| async move {
+        let mut line = Vec::new();
+        match reader.read_until(b'\n', &mut line).await {
+            Ok(0) => None,
+            Ok(_) => Some((Ok(text_of(line)), reader)),
+            Err(e) => Some((Err(e), reader)),
+        }
+    });
+    Lines::new(Box::pin(LineSink::new(writer)), Box::pin(incoming))
 }
 
 /// One line as text, without its line ending, bytes that are not UTF-8 replaced.
