@@ -1,5 +1,5 @@
-//! Finding the shim's children by scanning `/proc`, on stack buffers only: the shim signals
-//! every process whose parent it is, including orphans the kernel handed to it as subreaper.
+//! Finding the shim's children in `/proc`, on stack buffers only: the shim signals every
+//! process whose parent it is, including orphans the kernel handed to it as subreaper.
 
 use std::ffi::{CStr, c_int};
 
@@ -21,8 +21,61 @@ const PID_DIGITS: usize = 10;
 /// Between the `)` that ends the command name and the parent pid: `) S `.
 const PPID_AFTER_NAME: usize = 4;
 
-/// Sends `sig` to every process whose parent is this process.
+/// Sends `sig` to every process whose parent is this process: those the kernel lists as this
+/// thread's children (`/proc/thread-self/children`, one read of a few bytes), else — on a
+/// kernel without that file — every process `/proc` names whose parent is this one. The shim is
+/// single-threaded, so its thread's children are all of its children, orphans handed to it as
+/// subreaper included. Either list is a snapshot: the caller signals and reaps until no child
+/// is left, so a child that arrives after the read is found on the next round.
 pub(super) fn signal_children(sig: c_int) {
+    if signal_listed_children(sig).is_none() {
+        scan_for_children(sig);
+    }
+}
+
+/// Signals each pid of `/proc/thread-self/children` (space-separated decimal pids); `None` when
+/// the file cannot be read.
+fn signal_listed_children(sig: c_int) -> Option<()> {
+    let fd = call::open(
+        c"/proc/thread-self/children",
+        libc::O_RDONLY | libc::O_CLOEXEC,
+    )
+    .ok()?;
+    let mut buf = [0u8; DIRENT_BUFFER];
+    // A pid may straddle two reads: its digits so far are carried over.
+    let mut digits = [0u8; PID_DIGITS];
+    let mut held = 0usize;
+    let mut ok = true;
+    loop {
+        let n = match call::read(fd, &mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(_) => {
+                ok = false;
+                break;
+            }
+        };
+        for b in &buf[..n] {
+            if b.is_ascii_digit() && held < digits.len() {
+                digits[held] = *b;
+                held += 1;
+            } else {
+                if let Some(pid) = parse_pid(&digits[..held]) {
+                    let _ = call::kill(pid, sig);
+                }
+                held = 0;
+            }
+        }
+    }
+    if let Some(pid) = parse_pid(&digits[..held]) {
+        let _ = call::kill(pid, sig);
+    }
+    let _ = call::close(fd);
+    ok.then_some(())
+}
+
+/// Sends `sig` to every process `/proc` names whose parent is this process.
+fn scan_for_children(sig: c_int) {
     let me = call::getpid();
     let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC;
     let Ok(proc_fd) = call::open(c"/proc", flags) else {
@@ -127,6 +180,57 @@ pub(super) fn thread_group_of(tid: libc::pid_t) -> Option<libc::pid_t> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Both ways of finding children reach a child that waits for a signal. Each runs in a
+    /// forked, single-threaded process of its own, as in the shim, so that the scan cannot
+    /// touch the children of other tests.
+    #[test]
+    fn a_child_is_signalled_from_the_list_and_from_the_scan() {
+        for by_list in [true, false] {
+            // SAFETY: the forked process only forks, signals through `/proc` on stack
+            // buffers, waits and exits: async-signal-safe calls, as the shim makes them.
+            let tester = match unsafe { libc::fork() } {
+                0 => {
+                    // SAFETY: the grandchild only pauses until a signal ends it: SIGKILL from
+                    // the test, else its own SIGALRM (so a miss fails instead of hanging).
+                    let child = match unsafe { libc::fork() } {
+                        0 => loop {
+                            // SAFETY: alarm and pause take plain integers or nothing.
+                            unsafe {
+                                libc::alarm(10);
+                                libc::pause();
+                            }
+                        },
+                        pid => pid,
+                    };
+                    let listed = if by_list {
+                        signal_listed_children(libc::SIGKILL).is_some()
+                    } else {
+                        scan_for_children(libc::SIGKILL);
+                        true
+                    };
+                    let mut status = 0;
+                    // SAFETY: waits for the grandchild forked above.
+                    let reaped = unsafe { libc::waitpid(child, &raw mut status, 0) };
+                    let killed = reaped == child
+                        && libc::WIFSIGNALED(status)
+                        && libc::WTERMSIG(status) == libc::SIGKILL;
+                    // SAFETY: _exit ends the forked process without running the harness's code.
+                    unsafe { libc::_exit(if listed && killed { 0 } else { 1 }) }
+                }
+                -1 => panic!("fork failed"),
+                pid => pid,
+            };
+            let mut status = 0;
+            // SAFETY: waits for the process forked above.
+            let reaped = unsafe { libc::waitpid(tester, &raw mut status, 0) };
+            assert_eq!(reaped, tester);
+            assert!(
+                libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+                "by_list {by_list}: the child was not found and killed ({status})"
+            );
+        }
+    }
 
     #[test]
     fn a_thread_belongs_to_its_process() {
