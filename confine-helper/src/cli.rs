@@ -285,6 +285,7 @@ pub fn main() -> ExitCode {
         Invocation::Embedded { fd, ceiling } => {
             let mut ctx = context(xdg, env_home.clone(), ceiling, None);
             with_verdict_cache(&mut ctx, xdg_cache, env_home, Use::ReadAndWrite);
+            sys::sweep_orphaned_temp_dirs(&ctx.temp_base);
             embedded(fd, ctx)
         }
         Invocation::Serve {
@@ -294,6 +295,7 @@ pub fn main() -> ExitCode {
         } => {
             let dir = socket.parent().map(PathBuf::from);
             let ctx = context(xdg, env_home, ceiling, dir);
+            sys::sweep_orphaned_temp_dirs(&ctx.temp_base);
             serve(socket, allowed_uids, ctx)
         }
     };

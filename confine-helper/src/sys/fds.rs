@@ -5,7 +5,6 @@
 use std::ffi::c_int;
 use std::io;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
-use std::path::{Path, PathBuf};
 
 use nix::errno::Errno;
 use nix::libc;
@@ -112,32 +111,4 @@ pub(crate) fn sealed_memfd(bytes: &[u8]) -> io::Result<OwnedFd> {
         nix::fcntl::FcntlArg::F_ADD_SEALS(nix::fcntl::SealFlag::from_bits_truncate(seals)),
     )?;
     Ok(fd)
-}
-
-/// Creates a fresh 0700 directory for one command under `base` (itself created 0700 and
-/// checked to be this user's real directory, not a symlink someone planted).
-pub(crate) fn private_temp_dir(base: &Path) -> io::Result<PathBuf> {
-    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
-    let me = nix::unistd::geteuid().as_raw();
-    match std::fs::DirBuilder::new().mode(0o700).create(base) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(e),
-    }
-    let meta = std::fs::symlink_metadata(base)?;
-    if !meta.is_dir() || meta.uid() != me || meta.mode() & 0o077 != 0 {
-        return Err(io::Error::other(format!(
-            "{} is not a private directory of uid {me}",
-            base.display()
-        )));
-    }
-    let mut random = [0u8; 8];
-    // SAFETY: getrandom fills at most the live 8-byte buffer.
-    let got = unsafe { libc::getrandom(random.as_mut_ptr().cast(), random.len(), 0) };
-    if usize::try_from(got).ok() != Some(random.len()) {
-        return Err(io::Error::last_os_error());
-    }
-    let dir = base.join(format!("cmd-{:016x}", u64::from_ne_bytes(random)));
-    std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
-    Ok(dir)
 }

@@ -33,17 +33,18 @@ mod layout;
 mod proc_scan;
 mod shim;
 mod socket_call;
+mod temp_dirs;
 
 pub(crate) use call::{CStringArray, landlock_abi};
 pub(crate) use caps::holds_capabilities;
 pub(crate) use detach::detach;
 pub(crate) use exec::enter_landlock;
 pub(crate) use fds::{
-    clear_environment, inherited_socket, own_received, poll, private_temp_dir, sanitize_fds,
-    sealed_memfd, write_raw,
+    clear_environment, inherited_socket, own_received, poll, sanitize_fds, sealed_memfd, write_raw,
 };
 pub(crate) use layout::{
     COMMAND_FIRST_PASSED_FD, COMMAND_SECCOMP_FD, CTL_KILL, CTL_TERMINATE, ChildConfine, Connects,
     MAX_PASSED_FDS, Prepared,
 };
 pub(crate) use shim::fork_shim;
+pub(crate) use temp_dirs::{private_temp_dir, sweep_orphaned_temp_dirs};

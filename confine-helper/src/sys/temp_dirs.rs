@@ -1,0 +1,153 @@
+//! Per-command temp directories under the helper's private base (`/tmp/confine-helper-<uid>`):
+//! made for a command, removed at its end, and — for a helper killed before it could remove
+//! them — removed by the next helper of the same user.
+//!
+//! A directory's name says whose it is: `cmd-<pid namespace>-<helper pid>-<random>`. A helper
+//! removes at its start the directories of helpers of its own pid namespace that no longer run
+//! (`kill(pid, 0)` fails with `ESRCH`); a pid that runs again, as anything, keeps its
+//! directories, and directories of other pid namespaces or of the older naming are left alone.
+//! Removal never follows a link a command made inside its directory.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use nix::libc;
+
+/// Creates a fresh 0700 directory for one command under `base` (itself created 0700 and
+/// checked to be this user's real directory, not a symlink someone planted).
+pub(crate) fn private_temp_dir(base: &Path) -> io::Result<PathBuf> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let me = nix::unistd::geteuid().as_raw();
+    match std::fs::DirBuilder::new().mode(0o700).create(base) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e),
+    }
+    let meta = std::fs::symlink_metadata(base)?;
+    if !meta.is_dir() || meta.uid() != me || meta.mode() & 0o077 != 0 {
+        return Err(io::Error::other(format!(
+            "{} is not a private directory of uid {me}",
+            base.display()
+        )));
+    }
+    let mut random = [0u8; 8];
+    // SAFETY: getrandom fills at most the live 8-byte buffer.
+    let got = unsafe { libc::getrandom(random.as_mut_ptr().cast(), random.len(), 0) };
+    if usize::try_from(got).ok() != Some(random.len()) {
+        return Err(io::Error::last_os_error());
+    }
+    let dir = base.join(format!(
+        "cmd-{}-{}-{:016x}",
+        own_pid_namespace(),
+        std::process::id(),
+        u64::from_ne_bytes(random)
+    ));
+    std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
+    Ok(dir)
+}
+
+/// Removes the per-command directories under `base` left by helpers of this pid namespace that
+/// no longer run. Returns how many were removed.
+pub(crate) fn sweep_orphaned_temp_dirs(base: &Path) -> usize {
+    use std::os::unix::fs::MetadataExt;
+    let me = nix::unistd::geteuid().as_raw();
+    // Only the helper's own private base, never a directory someone else made or linked.
+    let private = std::fs::symlink_metadata(base)
+        .is_ok_and(|m| m.is_dir() && m.uid() == me && m.mode() & 0o077 == 0);
+    let Ok(entries) = std::fs::read_dir(base)
+        .map_err(|_| ())
+        .and_then(|e| if private { Ok(e) } else { Err(()) })
+    else {
+        return 0;
+    };
+    let ns = own_pid_namespace();
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some((entry_ns, pid)) = name.to_str().and_then(owner_of) else {
+            continue;
+        };
+        if entry_ns != ns || pid == std::process::id() || helper_alive(pid) {
+            continue;
+        }
+        if std::fs::remove_dir_all(entry.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
+/// The pid namespace and helper pid a directory name `cmd-<ns>-<pid>-<random>` names.
+fn owner_of(name: &str) -> Option<(u64, u32)> {
+    let mut parts = name.strip_prefix("cmd-")?.splitn(3, '-');
+    let ns = parts.next()?.parse().ok()?;
+    let pid = parts.next()?.parse().ok()?;
+    parts.next()?;
+    Some((ns, pid))
+}
+
+/// Whether a process `pid` exists (of any user: `EPERM` means it does).
+fn helper_alive(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return true;
+    };
+    !matches!(
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None),
+        Err(nix::errno::Errno::ESRCH)
+    )
+}
+
+/// The inode of this process's pid namespace (`0` when it cannot be read: then only
+/// directories also named with `0` are ever swept).
+fn own_pid_namespace() -> u64 {
+    std::fs::read_link("/proc/self/ns/pid")
+        .ok()
+        .and_then(|link| {
+            let text = link.to_str()?.to_owned();
+            text.strip_prefix("pid:[")?.strip_suffix(']')?.parse().ok()
+        })
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_directories_of_helpers_that_no_longer_run_here_are_swept() {
+        let base =
+            std::env::temp_dir().join(format!("confine-helper-sweep-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let mine = private_temp_dir(&base).expect("a directory of this helper");
+        std::fs::write(mine.join("kept"), b"x").expect("write");
+        let ns = own_pid_namespace();
+        // A pid that no longer runs: a child that has been reaped.
+        let mut child = std::process::Command::new("true").spawn().expect("spawn");
+        let gone = child.id();
+        child.wait().expect("wait");
+        let orphaned = base.join(format!("cmd-{ns}-{gone}-00000000000000aa"));
+        std::fs::create_dir(&orphaned).expect("orphaned dir");
+        // A command's link inside it must not be followed.
+        let outside = base.with_extension("outside");
+        std::fs::create_dir_all(&outside).expect("outside");
+        std::fs::write(outside.join("precious"), b"x").expect("write");
+        std::os::unix::fs::symlink(&outside, orphaned.join("link")).expect("link");
+        let other_ns = base.join(format!("cmd-{}-{gone}-00000000000000bb", ns + 1));
+        let old_name = base.join("cmd-00000000000000cc");
+        let alive = base.join(format!("cmd-{ns}-1-00000000000000dd"));
+        for dir in [&other_ns, &old_name, &alive] {
+            std::fs::create_dir(dir).expect("dir");
+        }
+        assert_eq!(sweep_orphaned_temp_dirs(&base), 1);
+        assert!(!orphaned.exists(), "the orphaned directory is gone");
+        assert!(
+            outside.join("precious").exists(),
+            "the link was not followed"
+        );
+        for dir in [&mine, &other_ns, &old_name, &alive] {
+            assert!(dir.exists(), "{} was kept", dir.display());
+        }
+        std::fs::remove_dir_all(&base).expect("cleanup");
+        std::fs::remove_dir_all(&outside).expect("cleanup");
+    }
+}
