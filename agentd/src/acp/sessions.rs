@@ -376,8 +376,7 @@ impl Session {
         self.log.lock().map(|l| l.1.clone()).unwrap_or_default()
     }
 
-    /// What `f` makes of every record so far, read in place under the log's lock: `f` must not
-    /// call back into this session.
+    /// `f` of every record so far, read in place under the log's lock (`f` must not call back).
     pub fn with_records<R>(&self, f: impl FnOnce(&[Record]) -> R) -> R {
         match self.log.lock() {
             Ok(guard) => f(&guard.1),
