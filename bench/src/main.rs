@@ -17,6 +17,7 @@ mod acp;
 mod files;
 mod long_session;
 mod memory;
+mod output;
 mod sections;
 mod session;
 mod stats;

@@ -1,7 +1,5 @@
 //! The benchmark's sections: what each variant runs, and the rounds that interleave them.
 
-use std::io::Read;
-use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Instant;
@@ -75,7 +73,7 @@ pub async fn all(setup: &Setup) -> Result<Vec<Table>, String> {
             "per-command" => per_command(setup, &client, &backends).await?,
             "whole-process" => whole_process(setup, &backends).await?,
             "concurrent" => concurrent(setup, &client, &backends).await?,
-            "output" => throughput(setup, &client).await?,
+            "output" => crate::output::throughput(setup, &client, &backends).await?,
             "files" => crate::files::files(setup, &client).await?,
             "memory" => crate::memory::memory(setup, &client).await?,
             "session" => crate::session::session(setup).await?,
@@ -118,7 +116,7 @@ fn true_spec(setup: &Setup, mode: Mode, backend: BackendChoice) -> SpawnSpec {
     spec
 }
 
-async fn run_spec(client: &HelperClient, spec: SpawnSpec) -> Result<(), String> {
+pub async fn run_spec(client: &HelperClient, spec: SpawnSpec) -> Result<(), String> {
     let handle = client
         .spawn(spec)
         .await
@@ -210,7 +208,7 @@ where
     Ok(samples)
 }
 
-fn rows(names: Vec<String>, samples: Vec<Samples>, notes: Vec<String>) -> Vec<Row> {
+pub fn rows(names: Vec<String>, samples: Vec<Samples>, notes: Vec<String>) -> Vec<Row> {
     names
         .into_iter()
         .zip(samples)
@@ -501,86 +499,4 @@ async fn concurrent(
 async fn run_process_owned(program: PathBuf, args: Vec<String>) -> Result<(), String> {
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     run_process(&program, &args, &[]).await
-}
-
-/// Reads `from` to its end on a blocking thread; returns the byte count.
-async fn drain(from: OwnedFd) -> Result<u64, String> {
-    tokio::task::spawn_blocking(move || {
-        let mut file = std::fs::File::from(from);
-        let mut buf = vec![0u8; 1 << 16];
-        let mut total = 0u64;
-        loop {
-            match file.read(&mut buf) {
-                Ok(0) => return Ok(total),
-                Ok(n) => total += n as u64,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(format!("reading the output: {e}")),
-            }
-        }
-    })
-    .await
-    .map_err(|e| format!("the reader stopped: {e}"))?
-}
-
-fn pipe() -> Result<(OwnedFd, OwnedFd), String> {
-    nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| format!("pipe: {e}"))
-}
-
-async fn throughput(setup: &Setup, client: &HelperClient) -> Result<Table, String> {
-    let bytes = setup.output_bytes;
-    let mut table = Table::new(&format!(
-        "Output: {} MiB from `head -c` read by agentd",
-        bytes >> 20
-    ));
-    let count = bytes.to_string();
-    let rounds = (setup.rounds / 20).max(3);
-    let samples = interleave(
-        rounds,
-        &[Many::Bare, Many::Confined(BackendChoice::Auto)],
-        async |many: &Many| {
-            let (read, write) = pipe()?;
-            let reader = tokio::spawn(drain(read));
-            match many {
-                Many::Bare => {
-                    let status = tokio::process::Command::new("head")
-                        .args(["-c", &count, "/dev/zero"])
-                        .stdout(Stdio::from(write))
-                        .status()
-                        .await
-                        .map_err(|e| format!("head: {e}"))?;
-                    if !status.success() {
-                        return Err(format!("head failed: {status}"));
-                    }
-                }
-                Many::Confined(_) | Many::RawBwrap(_) => {
-                    let mut spec = SpawnSpec::new(["head", "-c", &count, "/dev/zero"]);
-                    spec.env = vec![("PATH".into(), PATH.into())];
-                    spec.stdout = Some(write);
-                    run_spec(client, spec).await?;
-                }
-            }
-            let got = reader.await.map_err(|e| format!("reader: {e}"))??;
-            if got == bytes {
-                Ok(())
-            } else {
-                Err(format!("read {got} bytes of {bytes}"))
-            }
-        },
-    )
-    .await?;
-    let rate = |s: &Samples| {
-        let secs = s.median().as_secs_f64();
-        if secs > 0.0 {
-            format!("{:.0} MiB/s", (bytes as f64 / secs) / f64::from(1u32 << 20))
-        } else {
-            String::new()
-        }
-    };
-    let notes = samples.iter().map(rate).collect();
-    table.rows = rows(
-        vec!["bare pipe".into(), "confined, read-only (auto)".into()],
-        samples,
-        notes,
-    );
-    Ok(table)
 }
