@@ -30,8 +30,8 @@ use super::exit::{EXIT_DID_NOT_RUN, EXIT_INTERRUPTED, EXIT_TIMED_OUT, fail, repo
 use super::run_notes::denial_notes;
 use super::word::Word;
 use crate::command::{
-    Facts, KILL_GRACE, Waiting, copy_output, exec_failure_note, output_pipe, runner_failure_note,
-    settle, wait_for_outcome,
+    Facts, KILL_GRACE, Waiting, copy_output, exec_failure_note, runner_failure_note, settle,
+    wait_for_outcome, wide_output_pipe,
 };
 use crate::config::{
     ConfigError, Effective, SocketEntryError, absolute_or_home, expand_home, read_project,
@@ -377,8 +377,8 @@ where
     }
     let scope = args.profile(&spec.cwd).scope(&spec.cwd, &spec.policy);
     let policy = spec.policy.clone();
-    let (out_read, out_write) = output_pipe().map_err(RunError::Pipe)?;
-    let (err_read, err_write) = output_pipe().map_err(RunError::Pipe)?;
+    let (out_read, out_write) = wide_output_pipe().map_err(RunError::Pipe)?;
+    let (err_read, err_write) = wide_output_pipe().map_err(RunError::Pipe)?;
     let mut spec = SpawnSpec {
         stdout: Some(out_write),
         stderr: Some(err_write),

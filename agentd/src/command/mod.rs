@@ -13,7 +13,7 @@ use std::time::Duration;
 
 pub use facts::{Facts, RunnerFailure};
 pub(crate) use notes::{exec_failure_note, runner_failure_note};
-pub(crate) use output::{copy_output, input_pipe, output_pipe};
+pub(crate) use output::{copy_output, input_pipe, output_pipe, wide_output_pipe};
 pub(crate) use wait::{Waiting, settle, wait_for_outcome};
 
 /// How much of the end of the command's stderr is kept for classifying failures.

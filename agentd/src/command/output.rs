@@ -114,6 +114,23 @@ pub(crate) fn output_pipe() -> io::Result<(pipe::Receiver, OwnedFd)> {
     Ok((pipe::Receiver::from_owned_fd(read)?, write))
 }
 
+/// An output pipe of `agentd run`'s one command, made as large as the system lets a user make
+/// one: each copy to agentd's own stream then carries what the command wrote meanwhile (up to
+/// 1 MiB rather than 64 KiB), so a fast writer costs far fewer trips. Only for the one command
+/// of `agentd run`: pipes a user holds count against a per-user budget
+/// (`/proc/sys/fs/pipe-user-pages-soft`), which many concurrent commands would exhaust for the
+/// user's other programs. Best effort: a refused size leaves the default.
+pub(crate) fn wide_output_pipe() -> io::Result<(pipe::Receiver, OwnedFd)> {
+    let (read, write) = cloexec_pipe()?;
+    #[cfg(target_os = "linux")]
+    let _ = nix::fcntl::fcntl(&read, nix::fcntl::FcntlArg::F_SETPIPE_SZ(WIDE_PIPE_BYTES));
+    Ok((pipe::Receiver::from_owned_fd(read)?, write))
+}
+
+/// The capacity asked for a wide output pipe: the default `/proc/sys/fs/pipe-max-size`.
+#[cfg(target_os = "linux")]
+const WIDE_PIPE_BYTES: nix::libc::c_int = 1 << 20;
+
 /// A pipe for a command's stdin: the read end to hand to confine-helper, and agentd's
 /// writing end. Both close on exec.
 pub(crate) fn input_pipe() -> io::Result<(OwnedFd, pipe::Sender)> {
