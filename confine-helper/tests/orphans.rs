@@ -41,12 +41,13 @@ fn the_next_helper_removes_the_temp_dirs_of_a_killed_one_and_keeps_a_running_one
     let ws = dir.0.join("ws");
     std::fs::create_dir_all(&ws).expect("workspace");
 
-    let mut running = Peer::embedded();
+    // Each helper logs to a file of its own, not into the test's output.
+    let mut running = Peer::embedded_with_log(Some(&dir.0.join("running.log")));
     running.greet();
     sleeping(&mut running, 1, &ws);
     let running_pid = running.child.as_ref().expect("child").id();
 
-    let mut killed = Peer::embedded();
+    let mut killed = Peer::embedded_with_log(Some(&dir.0.join("killed.log")));
     killed.greet();
     sleeping(&mut killed, 1, &ws);
     let mut child = killed.child.take().expect("child");
@@ -69,7 +70,7 @@ fn the_next_helper_removes_the_temp_dirs_of_a_killed_one_and_keeps_a_running_one
         "a helper killed with SIGKILL cannot remove its directories (the case swept)"
     );
 
-    let mut next = Peer::embedded();
+    let mut next = Peer::embedded_with_log(Some(&dir.0.join("next.log")));
     next.greet();
     for d in &left {
         assert!(
