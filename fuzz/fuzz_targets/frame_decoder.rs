@@ -27,6 +27,10 @@ use confine_protocol::{
 };
 use libfuzzer_sys::fuzz_target;
 
+#[path = "../../protocol/tests/support/stream.rs"]
+mod stream;
+use stream::{Outcome, at_once, drain};
+
 /// Heap bytes a decode may hold per payload byte: the widest element of a decoded list (an
 /// `EnvVar`, two `Vec`s) is 48 bytes and takes at least 2 payload bytes, a `Vec` grown element by
 /// element holds at most twice its elements, and the element contents are payload bytes.
@@ -104,32 +108,6 @@ where
 /// The errors a decoder reports about a length prefix, the only ones framing can give.
 fn is_prefix_error(error: &FrameError) -> bool {
     matches!(error, FrameError::Empty | FrameError::TooLarge { .. })
-}
-
-/// What a decoder made of a stream: its payloads, then the error that stopped it (the
-/// connection is closed there, whatever was buffered) or the bytes it still buffers.
-#[derive(Debug, PartialEq)]
-struct Outcome {
-    payloads: Vec<Vec<u8>>,
-    end: Result<usize, FrameError>,
-}
-
-/// Takes every whole payload out of `decoder`; `Err` when it reports a bad prefix.
-fn drain(decoder: &mut FrameDecoder, payloads: &mut Vec<Vec<u8>>) -> Result<(), FrameError> {
-    while let Some(payload) = decoder.next_payload()? {
-        payloads.push(payload);
-    }
-    Ok(())
-}
-
-fn at_once(stream: &[u8]) -> Outcome {
-    let mut decoder = FrameDecoder::new();
-    let mut payloads = Vec::new();
-    let end = decoder
-        .feed(stream)
-        .and_then(|()| drain(&mut decoder, &mut payloads))
-        .map(|()| decoder.buffered());
-    Outcome { payloads, end }
 }
 
 fn chunked(stream: &[u8], sizes: &[u8]) -> Outcome {

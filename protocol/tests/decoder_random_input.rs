@@ -23,6 +23,7 @@ use confine_protocol::frame::HEADER_LEN;
 use confine_protocol::*;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use support::stream::{Outcome, at_once, drain};
 use support::{Rng, hello, reply, request, seed};
 
 const ITERATIONS: usize = 3_000;
@@ -95,31 +96,6 @@ fn measured_decode<T: DeserializeOwned>(payload: &[u8]) -> (Result<T, FrameError
 // ---------------------------------------------------------------------------------------------
 // The properties.
 // ---------------------------------------------------------------------------------------------
-
-/// What a decoder made of a stream: its payloads, then the error that stopped it (the
-/// connection is closed there) or the bytes it still buffers.
-#[derive(Debug, PartialEq)]
-struct Outcome {
-    payloads: Vec<Vec<u8>>,
-    end: Result<usize, FrameError>,
-}
-
-fn drain(decoder: &mut FrameDecoder, payloads: &mut Vec<Vec<u8>>) -> Result<(), FrameError> {
-    while let Some(payload) = decoder.next_payload()? {
-        payloads.push(payload);
-    }
-    Ok(())
-}
-
-fn at_once(stream: &[u8]) -> Outcome {
-    let mut decoder = FrameDecoder::new();
-    let mut payloads = Vec::new();
-    let end = decoder
-        .feed(stream)
-        .and_then(|()| drain(&mut decoder, &mut payloads))
-        .map(|()| decoder.buffered());
-    Outcome { payloads, end }
-}
 
 /// Chunk sizes that favour the interesting splits: single bytes, a cut inside a prefix, and
 /// everything at once.

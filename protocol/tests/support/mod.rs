@@ -6,6 +6,8 @@
 
 #![allow(dead_code)]
 
+pub mod stream;
+
 use confine_protocol::*;
 
 /// SplitMix64: tiny, fast, and every seed (zero included) gives a full-period stream.
