@@ -24,7 +24,7 @@ use confine_protocol::*;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use support::stream::{Outcome, at_once, drain};
-use support::{Rng, hello, reply, request, seed};
+use support::{Rng, chunk_len, hello, reply, request, seed};
 
 const ITERATIONS: usize = 3_000;
 const DEFAULT_SEED: u64 = 0x5eed_dec0_de00_0001;
@@ -96,18 +96,6 @@ fn measured_decode<T: DeserializeOwned>(payload: &[u8]) -> (Result<T, FrameError
 // ---------------------------------------------------------------------------------------------
 // The properties.
 // ---------------------------------------------------------------------------------------------
-
-/// Chunk sizes that favour the interesting splits: single bytes, a cut inside a prefix, and
-/// everything at once.
-fn chunk_len(rng: &mut Rng, remaining: usize) -> usize {
-    let len = match rng.below(6) {
-        0 => 1,
-        1 => 1 + rng.below(4),
-        2 => remaining,
-        _ => 1 + rng.below(remaining.min(64)),
-    };
-    len.clamp(1, remaining)
-}
 
 /// Feeds `stream` in random chunks, taking payloads out after each, as the helper's read loop
 /// does; checks the decoder's bookkeeping on the way.

@@ -12,25 +12,13 @@ use std::fmt::Debug;
 use confine_protocol::*;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use support::{Rng, hello, reply, request, seed};
+use support::{Rng, chunk_len, hello, reply, request, seed};
 
 const ITERATIONS: usize = 2_000;
 const DEFAULT_SEED: u64 = 0x5eed_c0f1_ae00_0001;
 
 fn base_seed() -> u64 {
     seed("ROUNDTRIP_SEED", DEFAULT_SEED)
-}
-
-/// Chunk sizes that favour the interesting splits: single bytes, a cut inside the prefix, and
-/// whole frames at once.
-fn chunk_len(rng: &mut Rng, remaining: usize) -> usize {
-    let len = match rng.below(6) {
-        0 => 1,
-        1 => 1 + rng.below(4),
-        2 => remaining,
-        _ => 1 + rng.below(remaining.min(64)),
-    };
-    len.clamp(1, remaining)
 }
 
 /// Feeds `stream` in random chunks and takes every message out as soon as it is complete.

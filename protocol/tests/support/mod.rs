@@ -310,3 +310,15 @@ pub fn reply(rng: &mut Rng) -> Reply {
         }),
     }
 }
+
+/// Chunk sizes that favour the interesting splits: single bytes, a cut inside a prefix, and
+/// everything at once.
+pub fn chunk_len(rng: &mut Rng, remaining: usize) -> usize {
+    let len = match rng.below(6) {
+        0 => 1,
+        1 => 1 + rng.below(4),
+        2 => remaining,
+        _ => 1 + rng.below(remaining.min(64)),
+    };
+    len.clamp(1, remaining)
+}
