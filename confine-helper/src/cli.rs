@@ -7,7 +7,7 @@ use std::ffi::OsString;
 use std::io;
 use std::os::fd::RawFd;
 use std::os::unix::net::UnixStream;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use crate::confine::Context;
@@ -278,13 +278,18 @@ pub fn main() -> ExitCode {
             return crate::files::read_main(&path, max_bytes);
         }
         Invocation::Probe { json, ceiling } => {
-            let mut ctx = context(xdg, env_home.clone(), ceiling, None);
-            with_verdict_cache(&mut ctx, xdg_cache, env_home, Use::WriteOnly);
+            let ctx = context(
+                xdg,
+                env_home,
+                ceiling,
+                None,
+                Some((xdg_cache, Use::WriteOnly)),
+            );
             return probe(&ctx, json);
         }
         Invocation::Embedded { fd, ceiling } => {
-            let mut ctx = context(xdg, env_home.clone(), ceiling, None);
-            with_verdict_cache(&mut ctx, xdg_cache, env_home, Use::ReadAndWrite);
+            let verdicts = Some((xdg_cache, Use::ReadAndWrite));
+            let ctx = context(xdg, env_home, ceiling, None, verdicts);
             sys::sweep_orphaned_temp_dirs(&ctx.temp_base);
             embedded(fd, ctx)
         }
@@ -294,7 +299,7 @@ pub fn main() -> ExitCode {
             ceiling,
         } => {
             let dir = socket.parent().map(PathBuf::from);
-            let ctx = context(xdg, env_home, ceiling, dir);
+            let ctx = context(xdg, env_home, ceiling, dir, None);
             sys::sweep_orphaned_temp_dirs(&ctx.temp_base);
             serve(socket, allowed_uids, ctx)
         }
@@ -308,12 +313,14 @@ pub fn main() -> ExitCode {
     }
 }
 
-/// The helper's view of itself: ceiling, homes, its own paths that must stay unwritable.
+/// The helper's view of itself: ceiling, homes, its own paths that must stay unwritable, and
+/// the verdict cache when `verdicts` names the cache's base (`$XDG_CACHE_HOME`) and its use.
 fn context(
     xdg: Option<PathBuf>,
     env_home: Option<PathBuf>,
     explicit: Option<PathBuf>,
     socket_dir: Option<PathBuf>,
+    verdicts: Option<(Option<PathBuf>, Use)>,
 ) -> Context {
     let uid = nix::unistd::geteuid();
     let passwd_home = nix::unistd::User::from_uid(uid)
@@ -346,25 +353,18 @@ fn context(
         .flatten()
         .map(|h| std::fs::canonicalize(&h).unwrap_or(h))
         .collect();
-    Context::new(ceiling, homes, own, socket_dir.into_iter().collect())
+    let mut ctx = Context::new(ceiling, homes, own, socket_dir.into_iter().collect());
+    if let Some((xdg_cache, how)) = verdicts {
+        with_verdict_cache(&mut ctx, xdg_cache.as_deref(), home.as_deref(), how);
+    }
+    ctx
 }
 
-/// Gives an embedded helper (or `probe`, which only rewrites it) the verdict cache of this user,
-/// and makes its directory one of the helper's own paths, never inside a writable root. A
-/// service keeps its verdicts for its whole life and needs none.
-fn with_verdict_cache(
-    ctx: &mut Context,
-    xdg_cache: Option<PathBuf>,
-    env_home: Option<PathBuf>,
-    how: Use,
-) {
-    let uid = nix::unistd::geteuid();
-    let home = nix::unistd::User::from_uid(uid)
-        .ok()
-        .flatten()
-        .map(|u| u.dir)
-        .or(env_home);
-    let Some(dir) = verdict_cache::dir(xdg_cache.as_deref(), home.as_deref()) else {
+/// Gives an embedded helper (or `probe`, which only rewrites it) the verdict cache of the user
+/// whose home is `home`, and makes its directory one of the helper's own paths, never inside a
+/// writable root. A service keeps its verdicts for its whole life and needs none.
+fn with_verdict_cache(ctx: &mut Context, xdg_cache: Option<&Path>, home: Option<&Path>, how: Use) {
+    let Some(dir) = verdict_cache::dir(xdg_cache, home) else {
         return;
     };
     ctx.verdict_cache = VerdictCache::open(

@@ -132,14 +132,21 @@ mod tests {
         std::fs::create_dir_all(&outside).expect("outside");
         std::fs::write(outside.join("precious"), b"x").expect("write");
         std::os::unix::fs::symlink(&outside, orphaned.join("link")).expect("link");
+        // Nor a link that stands where a directory would, named as an orphaned one.
+        let planted = base.join(format!("cmd-{ns}-{gone}-00000000000000ee"));
+        std::os::unix::fs::symlink(&outside, &planted).expect("planted link");
         let other_ns = base.join(format!("cmd-{}-{gone}-00000000000000bb", ns + 1));
         let old_name = base.join("cmd-00000000000000cc");
         let alive = base.join(format!("cmd-{ns}-1-00000000000000dd"));
         for dir in [&other_ns, &old_name, &alive] {
             std::fs::create_dir(dir).expect("dir");
         }
-        assert_eq!(sweep_orphaned_temp_dirs(&base), 1);
+        assert_eq!(sweep_orphaned_temp_dirs(&base), 2);
         assert!(!orphaned.exists(), "the orphaned directory is gone");
+        assert!(
+            std::fs::symlink_metadata(&planted).is_err(),
+            "the planted link itself is gone"
+        );
         assert!(
             outside.join("precious").exists(),
             "the link was not followed"
