@@ -1,0 +1,4 @@
+//! Writes the generated files (`docs/contracts/`, the man pages and shell completions) from the
+//! code.
+
+fn main() {}
