@@ -13,16 +13,19 @@ use std::process::ExitCode;
 use crate::confine::Context;
 use crate::confine::verdict_cache::{self, Use, VerdictCache};
 use crate::log;
-use crate::server::{PeerRule, Server};
+use crate::server::Server;
 use crate::{ceiling, service, sys};
 
 const USAGE: &str = "\
 usage:
-  confine-helper --fd N [--ceiling PATH]
-      serve agentd over the connected Unix socket inherited as descriptor N (embedded mode)
-  confine-helper serve --socket PATH [--allow-uid UID]... [--ceiling PATH]
-      listen on PATH (its directory must be private: 0700) and serve peers whose uid is allowed
-      (default: this process's own uid)
+  confine-helper --fd N [--ceiling PATH] [--served-from SOCKET]
+      serve agentd over the connected Unix socket inherited as descriptor N (embedded mode);
+      --served-from names the service socket a root service accepted it on
+  confine-helper serve --socket PATH [--allow-uid UID]... [--group GROUP] [--ceiling PATH]
+      listen on PATH (its directory must be private: 0700; with --group, the socket is 0660
+      and GROUP's) and serve peers whose uid is allowed (default: this process's own uid) or
+      who are members of GROUP; run as root, it serves each peer by a helper running as that
+      peer; under systemd it takes the socket the socket unit passes (LISTEN_FDS)
   confine-helper probe [--json] [--ceiling PATH]
       probe every backend, print the verdicts, the Landlock ABI and the selection
   confine-helper write-file [--parents] -- PATH
@@ -42,10 +45,13 @@ pub(crate) enum Invocation {
     Embedded {
         fd: RawFd,
         ceiling: Option<PathBuf>,
+        /// The service socket a root service accepted the connection on.
+        served_from: Option<PathBuf>,
     },
     Serve {
         socket: PathBuf,
         allowed_uids: Vec<u32>,
+        group: Option<String>,
         ceiling: Option<PathBuf>,
     },
     Probe {
@@ -152,12 +158,23 @@ pub(crate) fn parse(args: &[OsString]) -> Result<Invocation, UsageError> {
             if fd < 3 {
                 return Err(UsageError::Stdio(fd));
             }
-            let ceiling = match rest {
-                [] => None,
-                ["--ceiling", path] => Some(PathBuf::from(path)),
-                [other, ..] => return Err(UsageError::Option((*other).to_owned())),
-            };
-            Ok(Invocation::Embedded { fd, ceiling })
+            let (mut ceiling, mut served_from) = (None, None);
+            let mut rest = rest;
+            loop {
+                match rest {
+                    [] => break,
+                    ["--ceiling", path, more @ ..] => (ceiling, rest) = (Some(path.into()), more),
+                    ["--served-from", path, more @ ..] => {
+                        (served_from, rest) = (Some(PathBuf::from(path)), more);
+                    }
+                    [other, ..] => return Err(UsageError::Option((*other).to_owned())),
+                }
+            }
+            Ok(Invocation::Embedded {
+                fd,
+                ceiling,
+                served_from,
+            })
         }
         ["probe", rest @ ..] => {
             let mut json = false;
@@ -183,6 +200,7 @@ pub(crate) fn parse(args: &[OsString]) -> Result<Invocation, UsageError> {
         ["serve", rest @ ..] => {
             let mut socket = None;
             let mut allowed_uids = Vec::new();
+            let mut group = None;
             let mut ceiling = None;
             let mut it = rest.iter();
             while let Some(flag) = it.next() {
@@ -192,6 +210,7 @@ pub(crate) fn parse(args: &[OsString]) -> Result<Invocation, UsageError> {
                 match *flag {
                     "--socket" => socket = Some(PathBuf::from(value)),
                     "--ceiling" => ceiling = Some(PathBuf::from(value)),
+                    "--group" => group = Some((*value).to_owned()),
                     "--allow-uid" => {
                         allowed_uids.push(value.parse().map_err(|_| UsageError::NotANumber {
                             flag: "--allow-uid",
@@ -213,6 +232,7 @@ pub(crate) fn parse(args: &[OsString]) -> Result<Invocation, UsageError> {
             Ok(Invocation::Serve {
                 socket,
                 allowed_uids,
+                group,
                 ceiling,
             })
         }
@@ -244,12 +264,22 @@ pub fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let activated = match &invocation {
+        Invocation::Serve { .. } => match socket_activation() {
+            Ok(fd) => fd,
+            Err(e) => {
+                eprintln!("confine-helper: {e}");
+                return ExitCode::FAILURE;
+            }
+        },
+        _ => None,
+    };
     let keep = match invocation {
         Invocation::Embedded { fd, .. } => fd,
-        _ => -1,
+        _ => activated.unwrap_or(-1),
     };
-    // The only environment read: where the user's ceiling and verdict cache live. Then it is
-    // cleared.
+    // The only environment read besides systemd's two variables: where the user's ceiling and
+    // verdict cache live. Then it is cleared.
     let xdg = std::env::var_os("XDG_CONFIG_HOME").map(PathBuf::from);
     let xdg_cache = std::env::var_os("XDG_CACHE_HOME").map(PathBuf::from);
     let env_home = std::env::var_os("HOME").map(PathBuf::from);
@@ -285,23 +315,38 @@ pub fn main() -> ExitCode {
                 None,
                 Some((xdg_cache, Use::WriteOnly)),
             );
-            return probe(&ctx, json);
+            return crate::probe::print(&ctx, json);
         }
-        Invocation::Embedded { fd, ceiling } => {
+        Invocation::Embedded {
+            fd,
+            ceiling,
+            served_from,
+        } => {
+            if served_from.is_some() && !nix::unistd::geteuid().is_root() && can_become_root() {
+                log!("started for a service peer, yet able to become root again: refusing");
+                return ExitCode::FAILURE;
+            }
             let verdicts = Some((xdg_cache, Use::ReadAndWrite));
-            let ctx = context(xdg, env_home, ceiling, None, verdicts);
+            let dir = served_from
+                .as_deref()
+                .and_then(Path::parent)
+                .map(PathBuf::from);
+            let ctx = context(xdg, env_home, ceiling, dir, verdicts);
             sys::sweep_orphaned_temp_dirs(&ctx.temp_base);
             embedded(fd, ctx)
         }
         Invocation::Serve {
             socket,
             allowed_uids,
+            group,
             ceiling,
         } => {
-            let dir = socket.parent().map(PathBuf::from);
-            let ctx = context(xdg, env_home, ceiling, dir, None);
-            sys::sweep_orphaned_temp_dirs(&ctx.temp_base);
-            serve(socket, allowed_uids, ctx)
+            let (dir, own_ceiling) = (socket.parent().map(PathBuf::from), ceiling.clone());
+            serve(socket, allowed_uids, group, ceiling, activated, || {
+                let ctx = context(xdg, env_home, own_ceiling, dir, None);
+                sys::sweep_orphaned_temp_dirs(&ctx.temp_base);
+                ctx
+            })
         }
     };
     match result {
@@ -379,89 +424,6 @@ fn with_verdict_cache(ctx: &mut Context, xdg_cache: Option<&Path>, home: Option<
     }
 }
 
-/// Prints every backend's verdict; exits non-zero when no backend is usable.
-fn probe(ctx: &Context, json: bool) -> ExitCode {
-    let info = crate::server::info(ctx);
-    let selected = info
-        .backends
-        .iter()
-        .find(|b| b.usable)
-        .map(|b| b.backend.as_str());
-    if json {
-        let backends: Vec<String> = info
-            .backends
-            .iter()
-            .map(|b| {
-                format!(
-                    "{{\"backend\":{},\"usable\":{},\"detail\":{}}}",
-                    json_string(b.backend.as_str()),
-                    b.usable,
-                    json_string(&b.detail)
-                )
-            })
-            .collect();
-        println!(
-            "{{\"software\":{},\"landlock_abi\":{},\"backends\":[{}],\"selected\":{},\"ceiling\":{{\"sources\":[{}],\"max_mode\":{},\"allow_network\":{},\"broken\":{}}}}}",
-            json_string(&info.software),
-            info.landlock_abi
-                .map_or("null".to_owned(), |a| a.to_string()),
-            backends.join(","),
-            selected.map_or("null".to_owned(), json_string),
-            ctx.ceiling
-                .sources
-                .iter()
-                .map(|p| json_string(&p.display().to_string()))
-                .collect::<Vec<_>>()
-                .join(","),
-            json_string(ctx.ceiling.max_mode.as_str()),
-            ctx.ceiling.allow_network,
-            ctx.ceiling
-                .broken
-                .as_ref()
-                .map_or("null".to_owned(), |b| json_string(&b.to_string())),
-        );
-    } else {
-        println!("{}", info.software);
-        match info.landlock_abi {
-            Some(abi) => println!("landlock ABI: {abi}"),
-            None => println!("landlock ABI: none"),
-        }
-        for b in &info.backends {
-            let verdict = if b.usable { "usable" } else { "unusable" };
-            println!("{:<9} {verdict}: {}", b.backend.as_str(), b.detail);
-        }
-        println!(
-            "selected: {}",
-            selected.unwrap_or("none (confined modes will fail closed)")
-        );
-        if let Some(broken) = &ctx.ceiling.broken {
-            println!("ceiling: BROKEN: {broken}");
-        }
-    }
-    if selected.is_some() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    }
-}
-
-/// A JSON string literal.
-fn json_string(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push('"');
-    for c in text.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
 /// Closes inherited descriptors, clears the environment and makes the process undumpable,
 /// before anything is read from a peer.
 fn sanitize(keep: RawFd) -> std::io::Result<()> {
@@ -482,6 +444,13 @@ enum ServeError {
     Cloexec { fd: RawFd, source: nix::Error },
     #[error("{0}")]
     Listen(#[from] service::ServiceError),
+    /// A helper that is not root was asked to serve another uid.
+    #[error(
+        "this helper is not root, so it would run the commands of {0} as its own uid; run the \
+         service as root (it serves each peer by a helper running as that peer), or give each \
+         user a helper of their own"
+    )]
+    OtherUid(String),
     /// The event loop failed.
     #[error("{0}")]
     Run(#[source] io::Error),
@@ -499,12 +468,78 @@ fn embedded(fd: RawFd, ctx: Context) -> Result<(), ServeError> {
     Server::embedded(sock, ctx).run().map_err(ServeError::Run)
 }
 
-fn serve(socket: PathBuf, allowed_uids: Vec<u32>, ctx: Context) -> Result<(), ServeError> {
-    let listener = service::listen(&socket)?;
-    log!("serving {} for uids {:?}", socket.display(), allowed_uids);
-    Server::service(listener, PeerRule { allowed_uids }, ctx)
+/// Service mode (see `service`): a root helper that admits other uids hands each peer to a
+/// helper running as it; a helper that is not root serves its own uid alone; a helper that
+/// admits no uid but its own serves it itself.
+fn serve(
+    socket: PathBuf,
+    uids: Vec<u32>,
+    group: Option<String>,
+    ceiling: Option<PathBuf>,
+    activated: Option<RawFd>,
+    context: impl FnOnce() -> Context,
+) -> Result<(), ServeError> {
+    let group = group.as_deref().map(service::Group::named).transpose()?;
+    let me = nix::unistd::geteuid();
+    let admission = service::Admission { uids, group };
+    let handoff = admission.admits_others(me.as_raw());
+    if handoff && !me.is_root() {
+        let others = match &admission.group {
+            Some(group) => format!("the members of group {}", group.name),
+            None => format!("uids {:?}", admission.uids),
+        };
+        return Err(ServeError::OtherUid(others));
+    }
+    let listener = match activated {
+        Some(fd) => service::inherited(fd, &socket, admission.group.as_ref())?,
+        None => service::listen(&socket, admission.group.as_ref())?,
+    };
+    let admits = match &admission.group {
+        Some(g) => format!(
+            "uids {:?} and the members of group {}",
+            admission.uids, g.name
+        ),
+        None => format!("uids {:?}", admission.uids),
+    };
+    if handoff {
+        log!(
+            "serving {} for {admits}, each peer by a helper running as that peer",
+            socket.display()
+        );
+        let handoff = service::Handoff { ceiling, socket };
+        return service::serve_by_handoff(listener, admission, handoff).map_err(ServeError::Run);
+    }
+    log!("serving {} for {admits}", socket.display());
+    Server::service(listener, admission, context())
         .run()
         .map_err(ServeError::Run)
+}
+
+/// The listening socket systemd passed (`LISTEN_PID` is this process, `LISTEN_FDS` one
+/// descriptor, number 3), if it passed one.
+fn socket_activation() -> Result<Option<RawFd>, String> {
+    let Some(pid) = std::env::var_os("LISTEN_PID") else {
+        return Ok(None);
+    };
+    if pid.to_str() != Some(&std::process::id().to_string()) {
+        return Ok(None);
+    }
+    match std::env::var_os("LISTEN_FDS")
+        .as_deref()
+        .and_then(|n| n.to_str())
+    {
+        Some("1") => Ok(Some(3)),
+        other => Err(format!(
+            "the service manager passed {} sockets (LISTEN_FDS); the socket unit must have \
+             exactly one ListenStream",
+            other.unwrap_or("no number of")
+        )),
+    }
+}
+
+/// Whether this process, started as a peer's uid, could set its uid back to root.
+fn can_become_root() -> bool {
+    nix::unistd::setuid(nix::unistd::Uid::from_raw(0)).is_ok()
 }
 
 #[cfg(test)]
@@ -521,11 +556,49 @@ mod tests {
             parse(&args(&["--fd", "3"])),
             Ok(Invocation::Embedded {
                 fd: 3,
-                ceiling: None
+                ceiling: None,
+                served_from: None
             })
         );
         assert!(parse(&args(&["--fd", "1"])).is_err());
         assert!(parse(&args(&["--fd", "x"])).is_err());
+        assert_eq!(
+            parse(&args(&[
+                "--fd",
+                "5",
+                "--served-from",
+                "/run/c/h.sock",
+                "--ceiling",
+                "/c.toml"
+            ])),
+            Ok(Invocation::Embedded {
+                fd: 5,
+                ceiling: Some("/c.toml".into()),
+                served_from: Some("/run/c/h.sock".into())
+            })
+        );
+        assert!(parse(&args(&["--fd", "5", "--served-from"])).is_err());
+    }
+
+    #[test]
+    fn serve_takes_a_group() {
+        let me = nix::unistd::geteuid().as_raw();
+        assert_eq!(
+            parse(&args(&[
+                "serve",
+                "--socket",
+                "/s",
+                "--group",
+                "confine-helper"
+            ])),
+            Ok(Invocation::Serve {
+                socket: "/s".into(),
+                allowed_uids: vec![me],
+                group: Some("confine-helper".into()),
+                ceiling: None
+            })
+        );
+        assert!(parse(&args(&["serve", "--socket", "/s", "--group"])).is_err());
     }
 
     #[test]
@@ -536,6 +609,7 @@ mod tests {
             Ok(Invocation::Serve {
                 socket: "/run/x/s".into(),
                 allowed_uids: vec![me],
+                group: None,
                 ceiling: None
             })
         );
@@ -552,6 +626,7 @@ mod tests {
             Ok(Invocation::Serve {
                 socket: "/s".into(),
                 allowed_uids: vec![7, 8],
+                group: None,
                 ceiling: None
             })
         );

@@ -30,6 +30,7 @@ mod files;
 mod git;
 mod landlock;
 mod paths;
+mod probe;
 mod protect;
 mod record;
 mod seccomp;

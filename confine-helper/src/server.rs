@@ -83,15 +83,9 @@ struct Conn {
     in_flight: usize,
 }
 
-/// Who may connect in service mode.
-#[derive(Debug, Clone)]
-pub(crate) struct PeerRule {
-    pub(crate) allowed_uids: Vec<u32>,
-}
-
 #[derive(Debug)]
 pub(crate) struct Server {
-    listener: Option<(UnixListener, PeerRule)>,
+    listener: Option<(UnixListener, service::Admission)>,
     /// Whether the listener rests after a failed accept.
     pause: service::Pause,
     conns: HashMap<ConnId, Conn>,
@@ -115,12 +109,16 @@ impl Server {
         server
     }
 
-    /// A helper accepting connections on `listener` from peers `rule` allows.
-    pub(crate) fn service(listener: UnixListener, rule: PeerRule, ctx: Context) -> Server {
-        Server::new(Some((listener, rule)), ctx)
+    /// A helper accepting connections on `listener` from the peers `admission` admits.
+    pub(crate) fn service(
+        listener: UnixListener,
+        admission: service::Admission,
+        ctx: Context,
+    ) -> Server {
+        Server::new(Some((listener, admission)), ctx)
     }
 
-    fn new(listener: Option<(UnixListener, PeerRule)>, ctx: Context) -> Server {
+    fn new(listener: Option<(UnixListener, service::Admission)>, ctx: Context) -> Server {
         Server {
             listener,
             pause: service::Pause::default(),
@@ -282,12 +280,15 @@ impl Server {
     }
 
     fn accept(&mut self) {
-        let Some((listener, rule)) = &self.listener else {
+        let Some((listener, admission)) = &self.listener else {
             return;
         };
-        let accepted = service::accept(listener, &rule.allowed_uids, &mut self.pause);
-        for (sock, label) in accepted {
-            self.add_conn(sock, label);
+        let mut accepted = Vec::new();
+        service::accept(listener, admission, &mut self.pause, |sock, peer| {
+            accepted.push((sock, peer));
+        });
+        for (sock, peer) in accepted {
+            self.add_conn(sock, peer.label());
         }
     }
 

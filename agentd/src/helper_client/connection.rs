@@ -156,6 +156,7 @@ impl Connection {
             HelperEndpoint::Service(socket) => {
                 let stream = UnixStream::connect(socket).await.map_err(|source| {
                     EstablishError::Fatal(ClientError::Connect {
+                        hint: super::connect_hint::connect_hint(socket, &source),
                         socket: socket.clone(),
                         source,
                     })

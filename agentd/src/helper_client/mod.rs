@@ -32,6 +32,7 @@
 //! ```
 
 mod command;
+mod connect_hint;
 mod connection;
 mod embedded;
 pub mod locate;
@@ -81,17 +82,13 @@ pub enum ClientError {
         #[source]
         source: std::io::Error,
     },
-    #[error(
-        "cannot connect to confine-helper at {}: {source}; start it with \
-         `confine-helper serve --socket {}`, or drop --helper-socket and helper.socket to let \
-         agentd start its own helper",
-        socket.display(),
-        socket.display()
-    )]
+    #[error("cannot connect to confine-helper at {}: {source}; {hint}", socket.display())]
     Connect {
         socket: PathBuf,
         #[source]
         source: std::io::Error,
+        /// What to do, from the cause: see `connect_hint`.
+        hint: String,
     },
     #[error(
         "confine-helper at {helper} did not complete the handshake within {seconds} s and was \

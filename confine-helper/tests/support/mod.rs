@@ -255,14 +255,18 @@ impl Service {
     pub fn start_with(dir: &Path, extra: &[&str], adjust: impl FnOnce(&mut Command)) -> Service {
         let socket = dir.join("run").join("helper.sock");
         let mut command = Command::new(HELPER);
+        command.args(["serve", "--socket"]).arg(&socket).args(extra);
+        adjust(&mut command);
+        Service::start_command(socket, command)
+    }
+
+    /// Starts `command`, a helper (or a program that executes one) serving `socket`, and waits
+    /// until it serves.
+    pub fn start_command(socket: PathBuf, mut command: Command) -> Service {
         command
-            .args(["serve", "--socket"])
-            .arg(&socket)
-            .args(extra)
             .stdin(ProcStdio::null())
             .stdout(ProcStdio::null())
             .stderr(ProcStdio::piped());
-        adjust(&mut command);
         let mut child = command.spawn().expect("spawn confine-helper serve");
         let stderr = child.stderr.take().expect("stderr");
         let (tx, lines) = mpsc::channel();

@@ -1,0 +1,19 @@
+//! Service mode: `confine-helper serve`, a helper other processes connect to over a named socket.
+//!
+//! Who may connect is decided twice: by the file system (the socket's mode, group and
+//! directory, [`socket`]) and, for every connection, by the peer's `SO_PEERCRED` uid against
+//! the admission rule ([`admit`]): listed uids, or members of the service's group.
+//!
+//! A helper that is not root serves only its own uid, in its own event loop: it would run the
+//! commands of any other uid as itself. A root helper never serves a peer itself: for each
+//! admitted peer it starts a helper of its own that drops to the peer's uid and gid before it
+//! reads anything ([`handoff`]), so every peer's commands run as that peer, confined exactly as
+//! in embedded mode.
+
+mod admit;
+mod handoff;
+mod socket;
+
+pub(crate) use admit::{Admission, Pause, accept};
+pub(crate) use handoff::{Handoff, serve_by_handoff};
+pub(crate) use socket::{Group, ServiceError, inherited, listen};
