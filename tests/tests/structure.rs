@@ -504,35 +504,3 @@ fn paths_are_found_through_crate_super_and_child_uses_but_not_strings_or_re_expo
         ]
     );
 }
-
-/// The toolchain the MSRV job of `.github/workflows/ci.yml` builds with is the `rust-version`
-/// the workspace declares, so the declaration is checked by a build and cannot drift from it.
-#[test]
-fn the_msrv_job_builds_the_declared_rust_version() {
-    let root = workspace();
-    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).expect("read Cargo.toml");
-    let declared = manifest
-        .lines()
-        .find_map(|l| l.strip_prefix("rust-version = "))
-        .map(|v| v.trim().trim_matches('"').to_owned())
-        .expect("the workspace declares a rust-version");
-    let ci = std::fs::read_to_string(root.join(".github/workflows/ci.yml")).expect("read ci.yml");
-    let job = ci
-        .split("\n  msrv:\n")
-        .nth(1)
-        .expect("ci.yml has an msrv job");
-    let toolchain = job
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("- uses: dtolnay/rust-toolchain@"))
-        .expect("the msrv job installs a toolchain");
-    assert_eq!(
-        toolchain, declared,
-        "the msrv job builds with {toolchain}, the workspace declares rust-version {declared}"
-    );
-    assert!(
-        job.lines()
-            .take_while(|l| !l.starts_with("  ") || l.starts_with("    "))
-            .any(|l| l.contains("cargo check --workspace --all-targets --locked")),
-        "the msrv job does not build the whole workspace"
-    );
-}

@@ -1,0 +1,566 @@
+//! The promises of the GitHub workflows (`.github/workflows/*.yml`), checked where they can be:
+//! CI's test job runs `.ci/run`; the MSRV job builds with the `rust-version` of the root
+//! `Cargo.toml`, read when it runs; every leg of the confinement suite fails unless its count line
+//! shows cases passed and none failed, and the legs cover bwrap and Landlock on x64 and arm64;
+//! the release attaches both architectures' packages with their checksums; every job has a
+//! runner, steps and a timeout, and every action a pinned major version.
+//!
+//! The files are read as text: a small reader of the indented block structure the workflows are
+//! written in, no YAML library. The scripts that decide something (the MSRV job's reading of
+//! `Cargo.toml`, the suite's count-line check) are taken out of the workflow and run with bash
+//! on inputs that must pass and inputs that must fail.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the tests crate lives in the workspace")
+        .to_owned()
+}
+
+fn read(relative: &str) -> String {
+    let path = workspace().join(relative);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
+}
+
+/// A workflow file's lines.
+struct Workflow {
+    name: String,
+    text: String,
+}
+
+impl Workflow {
+    fn open(name: &str) -> Workflow {
+        Workflow {
+            name: name.to_owned(),
+            text: read(&format!(".github/workflows/{name}")),
+        }
+    }
+
+    fn lines(&self) -> Vec<&str> {
+        self.text.lines().collect()
+    }
+
+    /// The lines of job `id`.
+    fn job(&self, id: &str) -> Vec<&str> {
+        let lines = self.lines();
+        let jobs = nested(&lines, "jobs").unwrap_or_else(|| panic!("{}: no jobs", self.name));
+        nested(&jobs, id).unwrap_or_else(|| panic!("{}: no job {id}", self.name))
+    }
+
+    /// Every job's id and lines.
+    fn jobs(&self) -> Vec<(String, Vec<&str>)> {
+        let lines = self.lines();
+        let jobs = nested(&lines, "jobs").unwrap_or_else(|| panic!("{}: no jobs", self.name));
+        let indent = key_indent(&jobs);
+        jobs.iter()
+            .filter(|l| indent_of(l) == indent && !is_comment(l))
+            .filter_map(|l| l.trim().strip_suffix(':'))
+            .map(|id| (id.to_owned(), nested(&jobs, id).unwrap_or_default()))
+            .collect()
+    }
+}
+
+fn indent_of(line: &str) -> usize {
+    line.len() - line.trim_start().len()
+}
+
+fn is_comment(line: &str) -> bool {
+    line.trim_start().starts_with('#')
+}
+
+/// The indentation of the keys among `lines`: the shallowest of its lines that are not blank
+/// or comments.
+fn key_indent(lines: &[&str]) -> usize {
+    lines
+        .iter()
+        .filter(|l| !l.trim().is_empty() && !is_comment(l))
+        .map(|l| indent_of(l))
+        .min()
+        .unwrap_or(0)
+}
+
+/// The entry `key:` among `lines`, at their key indentation: its inline value (empty when the
+/// value is nested) and the lines nested under it.
+fn entry<'a>(lines: &[&'a str], key: &str) -> Option<(String, Vec<&'a str>)> {
+    let indent = key_indent(lines);
+    let at = lines.iter().position(|l| {
+        indent_of(l) == indent
+            && l.trim_start()
+                .strip_prefix(key)
+                .is_some_and(|rest| rest.starts_with(':'))
+    })?;
+    let inline = lines[at].trim_start()[key.len() + 1..].trim();
+    let inline = inline.trim_matches('"').to_owned();
+    let under = lines[at + 1..]
+        .iter()
+        .take_while(|l| l.trim().is_empty() || indent_of(l) > indent)
+        .copied()
+        .collect();
+    Some((inline, under))
+}
+
+fn nested<'a>(lines: &[&'a str], key: &str) -> Option<Vec<&'a str>> {
+    entry(lines, key).map(|(_, under)| under)
+}
+
+fn value(lines: &[&str], key: &str) -> Option<String> {
+    entry(lines, key).map(|(inline, _)| inline)
+}
+
+/// The items of a block sequence (`- …` lines), each with its dash turned into indentation so
+/// its keys line up.
+fn items(lines: &[&str]) -> Vec<Vec<String>> {
+    let indent = key_indent(lines);
+    let mut out: Vec<Vec<String>> = Vec::new();
+    for line in lines {
+        if indent_of(line) == indent && line.trim_start().starts_with("- ") {
+            out.push(vec![line.replacen("- ", "  ", 1)]);
+        } else if let Some(item) = out.last_mut() {
+            item.push((*line).to_owned());
+        }
+    }
+    out
+}
+
+fn steps(job: &[&str]) -> Vec<Vec<String>> {
+    items(&nested(job, "steps").unwrap_or_default())
+}
+
+fn refs(item: &[String]) -> Vec<&str> {
+    item.iter().map(String::as_str).collect()
+}
+
+/// A step's `run:` script, a block scalar (`run: |`) unindented, or its one line.
+fn script(step: &[String]) -> Option<String> {
+    let (inline, under) = entry(&refs(step), "run")?;
+    if inline != "|" {
+        return Some(inline);
+    }
+    let indent = under
+        .iter()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| indent_of(l))
+        .min()
+        .unwrap_or(0);
+    let lines: Vec<&str> = under
+        .iter()
+        .map(|l| {
+            if l.trim().is_empty() {
+                ""
+            } else {
+                &l[indent..]
+            }
+        })
+        .collect();
+    Some(lines.join("\n") + "\n")
+}
+
+/// The first step whose `run:` script contains `needle` and not `unless`, and that script.
+fn step_running_unless(job: &[&str], needle: &str, unless: &str) -> (Vec<String>, String) {
+    steps(job)
+        .into_iter()
+        .find_map(|step| {
+            let run = script(&step)?;
+            (run.contains(needle) && !run.contains(unless)).then_some((step, run))
+        })
+        .unwrap_or_else(|| panic!("no step runs {needle:?} (without {unless:?})"))
+}
+
+fn step_running(job: &[&str], needle: &str) -> (Vec<String>, String) {
+    step_running_unless(job, needle, "\0")
+}
+
+/// A directory of its own under the system's temporary directory, removed when dropped.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Scratch {
+        let dir =
+            std::env::temp_dir().join(format!("agentd-workflows-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("make a scratch directory");
+        Scratch(dir)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Runs `script` as a workflow step with `shell: bash` does (`bash -eo pipefail`).
+fn bash(script: &str, dir: &Path, env: &[(&str, &Path)], vars: &[(&str, &str)]) -> Output {
+    let mut command = Command::new("bash");
+    command.args(["--noprofile", "--norc", "-eo", "pipefail", "-c", script]);
+    command.current_dir(dir);
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    for (k, v) in vars {
+        command.env(k, v);
+    }
+    command.output().expect("run bash")
+}
+
+fn declared_rust_version(manifest: &str) -> String {
+    manifest
+        .lines()
+        .find_map(|l| l.strip_prefix("rust-version = "))
+        .map(|v| v.trim().trim_matches('"').to_owned())
+        .expect("the workspace declares a rust-version")
+}
+
+#[test]
+fn the_ci_test_job_runs_the_ci_script_as_root() {
+    let ci = Workflow::open("ci.yml");
+    let job = ci.job("test");
+    let (_, run) = step_running(&job, ".ci/run");
+    let run = run.trim();
+    assert!(
+        run.starts_with("sudo ") && run.ends_with(" bash .ci/run"),
+        "ci.yml's test job must run the whole of .ci/run as root, as CI does; it runs: {run}"
+    );
+}
+
+#[test]
+fn the_msrv_job_builds_with_the_rust_version_cargo_toml_declares() {
+    let declared = declared_rust_version(&read("Cargo.toml"));
+    let ci = Workflow::open("ci.yml");
+    let job = ci.job("msrv");
+    let steps = steps(&job);
+    let at = |pred: &dyn Fn(&[String]) -> bool, what: &str| {
+        steps
+            .iter()
+            .position(|s| pred(s))
+            .unwrap_or_else(|| panic!("the msrv job has no step that {what}"))
+    };
+    let reads = at(
+        &|s| value(&refs(s), "id").as_deref() == Some("msrv"),
+        "has id msrv",
+    );
+    let installs = at(
+        &|s| {
+            value(&refs(s), "uses").as_deref() == Some("dtolnay/rust-toolchain@master")
+                && nested(&refs(s), "with")
+                    .and_then(|with| value(&with, "toolchain"))
+                    .as_deref()
+                    == Some("${{ steps.msrv.outputs.version }}")
+        },
+        "installs the toolchain steps.msrv.outputs.version names",
+    );
+    let checks = at(
+        &|s| {
+            script(s).is_some_and(|r| r.trim() == "cargo check --workspace --all-targets --locked")
+        },
+        "runs cargo check --workspace --all-targets --locked",
+    );
+    assert!(
+        reads < installs && installs < checks,
+        "the msrv job must read the version, then install it, then build"
+    );
+
+    // The step's script, run on the real Cargo.toml, gives the declared version.
+    let read_version = script(&steps[reads]).expect("the msrv step runs a script");
+    let scratch = Scratch::new("msrv");
+    let output = scratch.0.join("output");
+    let run = |dir: &Path| {
+        let _ = std::fs::remove_file(&output);
+        let out = bash(&read_version, dir, &[("GITHUB_OUTPUT", &output)], &[]);
+        let written = std::fs::read_to_string(&output).unwrap_or_default();
+        (
+            out.status.success(),
+            written,
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let (ok, written, stdout) = run(&workspace());
+    assert!(ok, "the msrv step fails on the real Cargo.toml: {stdout}");
+    assert_eq!(written.trim(), format!("version={declared}"));
+
+    // It reads the file rather than knowing an answer: another declaration gives another
+    // version, and a manifest without one fails the step.
+    let other = scratch.0.join("other");
+    std::fs::create_dir_all(&other).expect("mkdir");
+    let manifest = other.join("Cargo.toml");
+    std::fs::write(&manifest, "[workspace.package]\nrust-version = \"9.87\"\n").expect("write");
+    let (ok, written, _) = run(&other);
+    assert!(
+        ok && written.trim() == "version=9.87",
+        "the msrv step must read rust-version from Cargo.toml: for 9.87 it wrote {written:?}"
+    );
+    std::fs::write(&manifest, "[workspace.package]\nedition = \"2024\"\n").expect("write");
+    let (ok, written, stdout) = run(&other);
+    assert!(
+        !ok && written.is_empty(),
+        "no rust-version must fail the step"
+    );
+    assert!(stdout.contains("::error"), "{stdout}");
+}
+
+/// The count line of kernel-e2e/src/report.rs with these numbers, from its own format string.
+fn count_line(passed: usize, failed: usize, skipped: usize) -> String {
+    let report = read("kernel-e2e/src/report.rs");
+    let template = "\"kernel-e2e: {} passed, {} failed, {} skipped\"";
+    assert!(
+        report.contains(template),
+        "kernel-e2e/src/report.rs no longer prints {template}: update e2e.yml's count-line check and this test"
+    );
+    format!("kernel-e2e: {passed} passed, {failed} failed, {skipped} skipped")
+}
+
+#[test]
+fn every_e2e_leg_fails_unless_its_count_line_shows_cases_passed_and_none_failed() {
+    let e2e = Workflow::open("e2e.yml");
+    let job = e2e.job("kernel");
+    let (suite, run) = step_running(&job, "cargo test -p kernel-e2e");
+    let words = run.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        words.contains("2>&1 | tee \"$RUNNER_TEMP/kernel-e2e.log\""),
+        "the suite's output must go to $RUNNER_TEMP/kernel-e2e.log: {run}"
+    );
+    assert_eq!(
+        value(&refs(&suite), "shell").as_deref(),
+        Some("bash"),
+        "the suite's step needs shell: bash (-o pipefail), or the tee hides its exit status"
+    );
+    let preserved = run
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("--preserve-env="))
+        .unwrap_or_default();
+    assert!(
+        preserved.split(',').any(|v| v == "KERNEL_E2E_BACKENDS"),
+        "sudo drops KERNEL_E2E_BACKENDS unless --preserve-env lists it, and the suite then runs every backend: {run}"
+    );
+
+    // The count line is checked by a step of its own, which reads the log.
+    let (check, check_run) = step_running_unless(&job, "$RUNNER_TEMP/kernel-e2e.log", "cargo test");
+    assert_eq!(value(&refs(&check), "shell").as_deref(), Some("bash"));
+
+    let scratch = Scratch::new("e2e");
+    let judge = |log: &str| {
+        std::fs::write(scratch.0.join("kernel-e2e.log"), log).expect("write log");
+        let out = bash(
+            &check_run,
+            &scratch.0,
+            &[("RUNNER_TEMP", &scratch.0)],
+            &[
+                ("KERNEL_E2E_BACKENDS", "landlock"),
+                ("RUNNER_ARCH", "ARM64"),
+            ],
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success() || stdout.contains("::error::"),
+            "a failing check says why: {stdout}"
+        );
+        out.status.success()
+    };
+    let suite_output = |passed, failed, skipped| {
+        let line = count_line(passed, failed, skipped);
+        format!(
+            "backend landlock:\nPASS T01: …\n{line}\nall backends (1.0s on 4 workers):\n{line}\n"
+        )
+    };
+    assert!(judge(&suite_output(120, 0, 2)), "cases passed, none failed");
+    assert!(
+        !judge(&suite_output(118, 4, 0)),
+        "a failed case must fail the leg"
+    );
+    assert!(
+        !judge(&suite_output(0, 0, 122)),
+        "every case skipped must fail the leg"
+    );
+    assert!(
+        !judge(&format!(
+            "all backends (0.0s on 4 workers):\n{}\n",
+            count_line(0, 0, 0)
+        )),
+        "a backend name the suite does not know runs nothing and must fail the leg"
+    );
+    assert!(
+        !judge("error: could not compile `kernel-e2e`\n"),
+        "output without a count line must fail the leg"
+    );
+}
+
+#[test]
+fn the_e2e_matrix_runs_bwrap_on_ubuntu_latest_and_landlock_on_x64_and_arm64() {
+    let e2e = Workflow::open("e2e.yml");
+    let job = e2e.job("kernel");
+    assert_eq!(value(&job, "runs-on").as_deref(), Some("${{ matrix.os }}"));
+    let env = nested(&job, "env").expect("the kernel job sets env");
+    assert_eq!(
+        value(&env, "KERNEL_E2E_BACKENDS").as_deref(),
+        Some("${{ matrix.backend }}")
+    );
+    let matrix = nested(&job, "strategy")
+        .and_then(|s| nested(&s, "matrix"))
+        .and_then(|m| nested(&m, "include"))
+        .expect("the kernel job has strategy.matrix.include");
+    let legs: Vec<(String, String)> = items(&matrix)
+        .iter()
+        .map(|leg| {
+            let leg = refs(leg);
+            (
+                value(&leg, "backend").unwrap_or_default(),
+                value(&leg, "os").unwrap_or_default(),
+            )
+        })
+        .collect();
+    for (backend, os) in [
+        ("bwrap", "ubuntu-latest"),
+        ("landlock", "ubuntu-24.04"),
+        ("landlock", "ubuntu-24.04-arm"),
+    ] {
+        assert!(
+            legs.iter().any(|(b, o)| b == backend && o == os),
+            "no {backend} leg on {os}: {legs:?}"
+        );
+    }
+    // Each name must be one the suite knows (kernel-e2e/src/matrix.rs): another selects no
+    // backend at all.
+    let names = read("kernel-e2e/src/matrix.rs");
+    for (backend, _) in &legs {
+        assert!(
+            names.contains(&format!("=> \"{backend}\",")),
+            "{backend} is not a backend of kernel-e2e/src/matrix.rs"
+        );
+    }
+    assert!(
+        e2e.jobs().iter().any(|(id, _)| id == "helper-as-user"),
+        "the helper-as-user job is gone"
+    );
+}
+
+#[test]
+fn the_deny_job_checks_advisories_bans_licenses_and_sources() {
+    let ci = Workflow::open("ci.yml");
+    let job = ci.job("deny");
+    let checks: Vec<String> = nested(&job, "strategy")
+        .and_then(|s| nested(&s, "matrix"))
+        .and_then(|m| nested(&m, "checks"))
+        .map(|c| {
+            items(&c)
+                .iter()
+                .map(|i| i.join(" ").trim().to_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    let all = checks.join(" ");
+    for check in ["advisories", "bans", "licenses", "sources"] {
+        assert!(
+            all.split_whitespace().any(|c| c == check),
+            "no {check} in {checks:?}"
+        );
+    }
+    let step = steps(&job)
+        .into_iter()
+        .find(|s| value(&refs(s), "uses").as_deref() == Some("EmbarkStudios/cargo-deny-action@v2"))
+        .expect("the deny job runs EmbarkStudios/cargo-deny-action@v2");
+    let with = nested(&refs(&step), "with").unwrap_or_default();
+    assert_eq!(
+        value(&with, "command").as_deref(),
+        Some("check ${{ matrix.checks }}")
+    );
+    assert!(workspace().join("deny.toml").is_file(), "no deny.toml");
+}
+
+#[test]
+fn the_release_attaches_both_architectures_packages_and_their_checksums() {
+    let release = Workflow::open("release.yml");
+    let lines = release.lines();
+    let on = nested(&lines, "on").expect("release.yml has triggers");
+    let tags = nested(&on, "push")
+        .and_then(|p| nested(&p, "tags"))
+        .unwrap_or_default();
+    assert!(
+        tags.iter().any(|t| t.trim() == "- \"v*\""),
+        "not run on tags v*: {tags:?}"
+    );
+    assert!(entry(&on, "workflow_dispatch").is_some());
+
+    let debs = release.job("debs");
+    let oses = nested(&debs, "strategy")
+        .and_then(|s| nested(&s, "matrix"))
+        .and_then(|m| value(&m, "os"))
+        .unwrap_or_default();
+    assert_eq!(oses, "[ubuntu-24.04, ubuntu-24.04-arm]");
+    step_running(&debs, "cargo install --locked cargo-deb");
+    step_running(&debs, "packaging/build-debs target/debian");
+
+    let publish = release.job("publish");
+    let permissions = nested(&publish, "permissions").unwrap_or_default();
+    assert_eq!(value(&permissions, "contents").as_deref(), Some("write"));
+    let (_, sums) = step_running(&publish, "> SHA256SUMS");
+    assert!(sums.contains("sha256sum"), "{sums}");
+    let (_, upload) = step_running(&publish, "gh release upload");
+    assert!(
+        upload.contains("dist/SHA256SUMS") && upload.contains("dist/*.deb"),
+        "{upload}"
+    );
+    assert!(
+        upload.contains("gh release create"),
+        "a missing release must be created"
+    );
+}
+
+#[test]
+fn every_job_has_a_runner_steps_and_a_timeout_and_every_action_a_pinned_major_version() {
+    let dir = workspace().join(".github/workflows");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .expect("read .github/workflows")
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.ends_with(".yml") || n.ends_with(".yaml"))
+        .collect();
+    names.sort();
+    assert!(names.len() >= 4, "{names:?}");
+    let mut problems = Vec::new();
+    for name in &names {
+        let workflow = Workflow::open(name);
+        let jobs = workflow.jobs();
+        if jobs.is_empty() {
+            problems.push(format!("{name}: no jobs"));
+        }
+        for (id, job) in &jobs {
+            for key in ["runs-on", "timeout-minutes"] {
+                if value(job, key).is_none_or(|v| v.is_empty()) {
+                    problems.push(format!("{name}: job {id} has no {key}"));
+                }
+            }
+            if steps(job).is_empty() {
+                problems.push(format!("{name}: job {id} has no steps"));
+            }
+        }
+        for line in workflow.lines() {
+            let Some(action) = line
+                .trim_start()
+                .trim_start_matches("- ")
+                .strip_prefix("uses: ")
+            else {
+                continue;
+            };
+            let (repo, version) = action.split_once('@').unwrap_or((action, ""));
+            let major = version.strip_prefix('v').is_some_and(|v| {
+                v.split('.')
+                    .all(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+            });
+            // dtolnay/rust-toolchain names the toolchain in its ref: stable, a version, or master
+            // with a `toolchain:` input.
+            let toolchain = repo == "dtolnay/rust-toolchain"
+                && (matches!(version, "stable" | "master")
+                    || version
+                        .split('.')
+                        .all(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())));
+            if !(major || toolchain) {
+                problems.push(format!(
+                    "{name}: `{action}` is not pinned to a major version"
+                ));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
