@@ -1,0 +1,378 @@
+//! The packaged systemd units' service mode, run without systemd: the `ExecStart` line of
+//! `packaging/confine-helper/confine-helper.service` as written (the helper binds its socket
+//! itself), and as the socket unit would start it (the socket made from
+//! `confine-helper.socket`'s settings and passed as descriptor 3 with `LISTEN_PID` and
+//! `LISTEN_FDS`). Both as root, with two users made for the test: a member of the unit's group,
+//! whose command runs as itself and confined (a write outside its workspace, to a file it owns,
+//! leaves the file as it was), and a user outside the group, who cannot connect, is told which
+//! group it needs, and gets nothing run. Opened to everyone, the socket still refuses the
+//! outsider by its credentials.
+
+mod support;
+
+use std::os::fd::{AsRawFd, IntoRawFd, OwnedFd};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+
+/// The users this test makes (and keeps, like the confinement suite's user).
+const MEMBER: &str = "agentd-svc-member";
+const OUTSIDER: &str = "agentd-svc-outsider";
+
+fn unit(name: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../packaging/confine-helper")
+        .join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The value of `key=` in a unit file (the last one, as systemd reads it).
+fn setting(text: &str, key: &str) -> String {
+    text.lines()
+        .filter_map(|line| line.trim().strip_prefix(key)?.strip_prefix('='))
+        .next_back()
+        .unwrap_or_else(|| panic!("no {key}= in the unit"))
+        .trim()
+        .to_owned()
+}
+
+fn run(program: &str, args: &[&str]) -> Output {
+    Command::new(program)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("{program}: {e}"))
+}
+
+/// The uid and gid of `name`, made (with `useradd`) if missing, in `groups` (as their login
+/// would make it: `usermod -G` replaces the list).
+fn user(name: &str, groups: &[&str]) -> (u32, u32) {
+    if nix::unistd::User::from_name(name).ok().flatten().is_none() {
+        let out = run("useradd", &["--system", "--no-create-home", name]);
+        assert!(out.status.success(), "useradd {name}: {out:?}");
+    }
+    let out = run("usermod", &["-G", &groups.join(","), name]);
+    assert!(out.status.success(), "usermod {name}: {out:?}");
+    let user = nix::unistd::User::from_name(name)
+        .expect("user lookup")
+        .expect("the user just made");
+    (user.uid.as_raw(), user.gid.as_raw())
+}
+
+fn group(name: &str) -> u32 {
+    if nix::unistd::Group::from_name(name).ok().flatten().is_none() {
+        let out = run("groupadd", &["--system", name]);
+        assert!(out.status.success(), "groupadd {name}: {out:?}");
+    }
+    nix::unistd::Group::from_name(name)
+        .expect("group lookup")
+        .expect("the group just made")
+        .gid
+        .as_raw()
+}
+
+/// A root-owned directory tree for this test, removed when dropped.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(base: &str, tag: &str) -> Scratch {
+        let dir = Path::new(base).join(format!("agentd-units-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("scratch");
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        Scratch(dir)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Stops a service and returns its log (its stderr, which its peers' helpers share).
+fn stop(mut service: Child) -> String {
+    let _ = service.kill();
+    let out = service.wait_with_output().expect("the service's log");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Where everything lives: the binaries (root-owned, reachable by every user), the socket, and
+/// a home and a workspace per user.
+struct Layout {
+    _bin: Scratch,
+    _run: Scratch,
+    _homes: Scratch,
+    helper: PathBuf,
+    agentd: PathBuf,
+    socket: PathBuf,
+    homes: PathBuf,
+}
+
+impl Layout {
+    fn new(tag: &str, listen_stream: &str) -> Layout {
+        let bin = Scratch::new("/var/tmp", &format!("{tag}-bin"));
+        let helper = bin.0.join("confine-helper");
+        let agentd = bin.0.join("agentd");
+        for (from, to) in [("confine-helper", &helper), ("agentd", &agentd)] {
+            std::fs::copy(support::binary(from), to).expect("copy a binary");
+        }
+        let run = Scratch::new("/run", tag);
+        let socket = run.0.join("sock").join(
+            Path::new(listen_stream)
+                .file_name()
+                .expect("the socket's name"),
+        );
+        let homes = Scratch::new("/var/tmp", &format!("{tag}-homes"));
+        Layout {
+            helper,
+            agentd,
+            socket,
+            homes: homes.0.clone(),
+            _bin: bin,
+            _run: run,
+            _homes: homes,
+        }
+    }
+
+    /// The unit's `ExecStart`, its binary and socket replaced by this layout's.
+    fn exec_start(&self, service: &str, listen_stream: &str) -> Command {
+        let line = setting(service, "ExecStart");
+        let mut words = line.split_whitespace().map(|w| {
+            if w == listen_stream {
+                self.socket.to_str().expect("utf-8").to_owned()
+            } else {
+                w.to_owned()
+            }
+        });
+        let program = words.next().expect("a program");
+        assert_eq!(program, "/usr/bin/confine-helper", "{line}");
+        let mut command = Command::new(&self.helper);
+        command
+            .args(words)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        command
+    }
+
+    /// `agentd run` as `user` (with its groups, by `runuser`), in a workspace of its own.
+    fn agentd_run(&self, user: &str, (uid, gid): (u32, u32), script: &str) -> (Output, PathBuf) {
+        let home = self.homes.join(user);
+        let ws = home.join("ws");
+        std::fs::create_dir_all(&ws).expect("workspace");
+        for dir in [&home, &ws] {
+            std::os::unix::fs::chown(dir, Some(uid), Some(gid)).expect("chown");
+        }
+        let out = Command::new("runuser")
+            .args(["-u", user, "--", "env", "-i"])
+            .arg(format!("HOME={}", home.display()))
+            .arg("PATH=/usr/bin:/bin")
+            .arg(&self.agentd)
+            .args([
+                "run",
+                "--json",
+                "--mode",
+                "workspace-write",
+                "--helper-socket",
+            ])
+            .arg(&self.socket)
+            .arg("--workspace")
+            .arg(&ws)
+            .args(["--", "sh", "-c", script])
+            .current_dir(&ws)
+            .output()
+            .expect("runuser agentd run");
+        (out, home)
+    }
+}
+
+/// The socket `confine-helper.socket` describes, made as systemd makes it.
+fn socket_as_the_unit_makes_it(socket_unit: &str, path: &Path) -> OwnedFd {
+    let dir = path.parent().expect("the socket's directory");
+    let mode = |text: String| u32::from_str_radix(&text, 8).expect("an octal mode");
+    std::fs::create_dir_all(dir).expect("mkdir");
+    std::fs::set_permissions(
+        dir,
+        std::fs::Permissions::from_mode(mode(setting(socket_unit, "DirectoryMode"))),
+    )
+    .expect("chmod");
+    let sock = nix::sys::socket::socket(
+        nix::sys::socket::AddressFamily::Unix,
+        nix::sys::socket::SockType::Stream,
+        nix::sys::socket::SockFlag::SOCK_CLOEXEC,
+        None,
+    )
+    .expect("socket");
+    let addr = nix::sys::socket::UnixAddr::new(path).expect("address");
+    nix::sys::socket::bind(sock.as_raw_fd(), &addr).expect("bind");
+    nix::sys::socket::listen(&sock, nix::sys::socket::Backlog::new(64).expect("backlog"))
+        .expect("listen");
+    assert_eq!(setting(socket_unit, "SocketUser"), "root");
+    let gid = group(&setting(socket_unit, "SocketGroup"));
+    std::os::unix::fs::chown(path, Some(0), Some(gid)).expect("chown");
+    std::fs::set_permissions(
+        path,
+        std::fs::Permissions::from_mode(mode(setting(socket_unit, "SocketMode"))),
+    )
+    .expect("chmod");
+    sock
+}
+
+/// Starts `command` with `listener` as descriptor 3 and `LISTEN_PID`/`LISTEN_FDS` naming it,
+/// as systemd starts a socket-activated service.
+fn activated(command: Command, listener: OwnedFd) -> Command {
+    let program = command.get_program().to_owned();
+    let args: Vec<_> = command.get_args().map(ToOwned::to_owned).collect();
+    let mut shell = Command::new("sh");
+    shell
+        .args(["-c", "LISTEN_PID=$$ LISTEN_FDS=1 exec \"$0\" \"$@\""])
+        .arg(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    // SAFETY: dup2 and fcntl are async-signal-safe; `listener` lives in the closure.
+    unsafe {
+        shell.pre_exec(move || {
+            if listener.as_raw_fd() == 3 {
+                let none = nix::fcntl::FdFlag::empty();
+                nix::fcntl::fcntl(&listener, nix::fcntl::FcntlArg::F_SETFD(none))?;
+            } else {
+                let _ = nix::unistd::dup2_raw(&listener, 3)?.into_raw_fd();
+            }
+            Ok(())
+        });
+    }
+    drop(command);
+    shell
+}
+
+/// Waits (by connecting, which the listening socket answers at once) until the socket exists.
+fn until_listening(socket: &Path, service: &mut Child) {
+    let start = std::time::Instant::now();
+    while std::os::unix::net::UnixStream::connect(socket).is_err() {
+        assert!(
+            service.try_wait().expect("try_wait").is_none(),
+            "the service exited before it listened"
+        );
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(30),
+            "the service did not listen on {} within 30 s",
+            socket.display()
+        );
+        std::thread::yield_now();
+    }
+}
+
+/// The last line of `agentd run --json`'s stderr: the command's facts.
+fn facts(out: &Output) -> serde_json::Value {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let last = stderr.lines().last().unwrap_or_default();
+    serde_json::from_str(last).unwrap_or_else(|e| panic!("no facts ({e}): {stderr}"))
+}
+
+/// The member is served as itself and confined; the outsider cannot connect and is told why.
+fn check_both_users(layout: &Layout, group_name: &str, member: (u32, u32), outsider: (u32, u32)) {
+    let script = "id -u > who; echo changed > \"$HOME/outside\" || true";
+    // The file outside the workspace is the member's own: only the sandbox can stop the write.
+    let home = layout.homes.join(MEMBER);
+    std::fs::create_dir_all(&home).expect("home");
+    std::os::unix::fs::chown(&home, Some(member.0), Some(member.1)).expect("chown");
+    let outside = home.join("outside");
+    std::fs::write(&outside, "original\n").expect("canary");
+    std::os::unix::fs::chown(&outside, Some(member.0), Some(member.1)).expect("chown");
+    let (out, home) = layout.agentd_run(MEMBER, member, script);
+    assert!(out.status.success(), "the member was not served: {out:?}");
+    let who = std::fs::read_to_string(home.join("ws/who")).expect("the command's output");
+    assert_eq!(
+        who.trim(),
+        member.0.to_string(),
+        "the command ran as another uid"
+    );
+    assert_eq!(
+        std::fs::metadata(home.join("ws/who")).expect("who").uid(),
+        member.0
+    );
+    assert_eq!(
+        std::fs::read_to_string(&outside).expect("canary"),
+        "original\n",
+        "a write outside the workspace reached the host"
+    );
+    let facts = facts(&out);
+    assert_eq!(facts["refused"], serde_json::Value::Null, "{facts}");
+    assert_eq!(facts["runner_failure"], serde_json::Value::Null, "{facts}");
+
+    let (out, home) = layout.agentd_run(OUTSIDER, outsider, "id -u > who");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{stderr}");
+    assert!(
+        stderr.contains("Permission denied") && stderr.contains(&format!("group {group_name}")),
+        "the hint does not name the group: {stderr}"
+    );
+    assert!(!home.join("ws/who").exists(), "the outsider's command ran");
+}
+
+#[test]
+fn the_packaged_units_serve_a_member_of_their_group_as_itself_and_refuse_anyone_else() {
+    const NAME: &str =
+        "the_packaged_units_serve_a_member_of_their_group_as_itself_and_refuse_anyone_else";
+    if !nix::unistd::geteuid().is_root() {
+        println!("SKIP {NAME}: making users and a root service needs root");
+        return;
+    }
+    let service = unit("confine-helper.service");
+    let socket_unit = unit("confine-helper.socket");
+    let listen_stream = setting(&socket_unit, "ListenStream");
+    let group_name = setting(&socket_unit, "SocketGroup");
+    assert!(
+        setting(&service, "ExecStart").contains(&format!("--group {group_name}")),
+        "the service and the socket unit name different groups"
+    );
+    group(&group_name);
+    let member = user(MEMBER, &[&group_name]);
+    let outsider = user(OUTSIDER, &[]);
+
+    // The ExecStart line alone: the helper binds the socket itself.
+    let layout = Layout::new("bound", &listen_stream);
+    let mut child = layout
+        .exec_start(&service, &listen_stream)
+        .spawn()
+        .expect("start the ExecStart line");
+    until_listening(&layout.socket, &mut child);
+    let dir = std::fs::metadata(layout.socket.parent().expect("dir")).expect("dir");
+    assert_eq!(dir.mode() & 0o777, 0o750);
+    check_both_users(&layout, &group_name, member, outsider);
+
+    // Opened to everyone, the outsider reaches the socket and is refused by its credentials.
+    std::fs::set_permissions(&layout.socket, std::fs::Permissions::from_mode(0o666))
+        .expect("chmod");
+    std::fs::set_permissions(
+        layout.socket.parent().expect("dir"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .expect("chmod");
+    let (out, home) = layout.agentd_run(OUTSIDER, outsider, "id -u > who");
+    assert_eq!(out.status.code(), Some(125), "{out:?}");
+    assert!(!home.join("ws/who").exists(), "the outsider's command ran");
+    let log = stop(child);
+    assert!(
+        log.contains(&format!("refused peer uid {}", outsider.0)),
+        "the refusal was not logged: {log}"
+    );
+    assert!(
+        log.contains("served by helper pid") && log.contains(&format!("as uid {}", member.0)),
+        "{log}"
+    );
+
+    // As the socket unit starts it: the socket made from the unit's settings, passed in.
+    let layout = Layout::new("activated", &listen_stream);
+    let listener = socket_as_the_unit_makes_it(&socket_unit, &layout.socket);
+    let mut child = activated(layout.exec_start(&service, &listen_stream), listener)
+        .spawn()
+        .expect("start the ExecStart line as the socket unit would");
+    until_listening(&layout.socket, &mut child);
+    check_both_users(&layout, &group_name, member, outsider);
+    let log = stop(child);
+    assert!(log.contains("served by helper pid"), "{log}");
+}
