@@ -108,5 +108,5 @@ fn listed_member(group: &str, uid: Uid) -> bool {
     let (Ok(Some(user)), Ok(Some(group))) = (User::from_uid(uid), Group::from_name(group)) else {
         return false;
     };
-    user.gid == group.gid || group.mem.iter().any(|m| *m == user.name)
+    user.gid == group.gid || group.mem.contains(&user.name)
 }
