@@ -19,7 +19,7 @@ use serde::Deserialize;
 /// One ceiling file as written. Every field is optional; absent means "no narrowing here".
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct File {
+pub(crate) struct File {
     max_mode: Option<String>,
     allow_network: Option<bool>,
     allow_unix_sockets: Option<bool>,
@@ -201,7 +201,7 @@ fn read_source(path: &Path, required: bool, owners: &[u32]) -> Result<Option<Fil
         })
 }
 
-fn parse(text: &str) -> Result<File, toml::de::Error> {
+pub(crate) fn parse(text: &str) -> Result<File, toml::de::Error> {
     toml::from_str(text)
 }
 

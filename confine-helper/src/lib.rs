@@ -25,6 +25,7 @@ pub mod cli;
 mod command;
 mod confine;
 mod connects;
+pub mod contract;
 mod enter;
 mod files;
 mod git;
