@@ -84,7 +84,7 @@ impl<'de> Deserialize<'de> for RawPersonaModel {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawFilter {
+pub(super) struct RawFilter {
     allow: Option<Vec<Spanned<String>>>,
     deny: Option<Vec<Spanned<String>>>,
 }

@@ -109,7 +109,7 @@ pub struct LimitsSection {
 /// The file as written, before its values are checked.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawFile {
+pub(super) struct RawFile {
     model: Option<ModelConfig>,
     #[serde(default)]
     models: RawModels,
@@ -132,7 +132,7 @@ struct RawFile {
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawSandbox {
+pub(super) struct RawSandbox {
     mode: Option<Spanned<String>>,
     network: Option<Spanned<String>>,
     backend: Option<Spanned<String>>,
@@ -150,21 +150,21 @@ struct RawSandbox {
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawApproval {
+pub(super) struct RawApproval {
     policy: Option<Spanned<String>>,
     ask_before: Option<Spanned<Vec<Spanned<String>>>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawSession {
+pub(super) struct RawSession {
     state_dir: Option<PathBuf>,
     max_steps: Option<Spanned<u32>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawLimits {
+pub(super) struct RawLimits {
     command_timeout_ms: Option<Spanned<u64>>,
     max_processes: Option<Spanned<u64>>,
     max_file_size: Option<Spanned<u64>>,

@@ -42,7 +42,7 @@ pub(super) struct RawMcp {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawServer {
+pub(super) struct RawServer {
     name: Spanned<String>,
     command: Option<Spanned<Vec<String>>>,
     #[serde(default)]

@@ -77,18 +77,8 @@
 //! helper for a delegated sub-task), which a table of that name replaces; only the file sets
 //! them, and `config show` prints each with its source.
 //!
-//! | Setting | Variable | Flag |
-//! |---|---|---|
-//! | `model.model` | `AGENTD_MODEL` | |
-//! | `model.base_url` | `AGENTD_BASE_URL` | |
-//! | `model.api_key_env` | `AGENTD_API_KEY_ENV` | |
-//! | `model.provider`, `model.script` | | `--model-script FILE` |
-//! | `sandbox.mode` | `AGENTD_SANDBOX_MODE` | |
-//! | `approval.policy` | `AGENTD_APPROVAL_POLICY` | |
-//! | `session.state_dir` | `AGENTD_STATE_DIR` | `--state-dir DIR` |
-//! | `helper.path` | `AGENTD_HELPER` | `--helper PATH` |
-//! | `helper.socket` | | `--helper-socket PATH` |
-//! | `helper.ceiling` | | `--helper-ceiling PATH` |
+//! The variables and flags that override a key are in [`KEYS`], with every key's type and
+//! default (generated into `docs/contracts/agentd-toml.md`).
 //!
 //! An empty variable counts as unset.
 //!
@@ -101,8 +91,8 @@
 //! `compaction.rs` its `[compaction]` table, `mcp.rs` its `[[mcp.servers]]`, `sandbox.rs` the profile's keys of `[sandbox]`,
 //! `sandbox_env.rs` its `[sandbox.env]` and `cache.rs` the cache presets, `project.rs` a project's own file, `checks.rs` what they share,
 //! `effective.rs` the layering into [`Effective`] (and the models built from it), `helper.rs`
-//! how the effective configuration reaches confine-helper, and `show.rs` what `agentd config
-//! show` prints.
+//! how the effective configuration reaches confine-helper, `show.rs` what `agentd config
+//! show` prints, and `keys.rs` every key in one table ([`KEYS`]).
 
 mod agents;
 pub mod allow_list;
@@ -113,6 +103,7 @@ mod compaction;
 mod effective;
 mod file;
 mod helper;
+mod keys;
 mod mcp;
 mod models;
 mod project;
@@ -141,6 +132,7 @@ pub use file::{
     SessionSection, config_path,
 };
 pub use helper::HelperSetupError;
+pub use keys::{ConfigKey, KEYS};
 pub use mcp::McpServerConfig;
 pub use models::{DEFAULT_MODEL_NAME, ModelsError, NamedModel, is_model_name};
 pub use project::{parse_project, project_file, read_project};
