@@ -1,0 +1,120 @@
+//! agentd's man pages (`packaging/agentd/man/`: `agentd.1` and one page per subcommand, named
+//! as `clap_mangen::generate_to` names them) and its shell completions
+//! (`packaging/agentd/completions/`), from agentd's own command line (`agentd::cli::Cli`).
+
+use agentd::cli::Cli;
+use clap::CommandFactory;
+use clap_complete::Shell;
+use clap_mangen::Man;
+
+use crate::generated::{Generated, NOTICE};
+
+const MAN_DIR: &str = "packaging/agentd/man";
+const COMPLETIONS_DIR: &str = "packaging/agentd/completions";
+
+/// The date in every page's title line: none, so that a page changes only when the command
+/// line does, never with the day it was generated on.
+const MAN_DATE: &str = "";
+
+/// The page of `cmd`, then those of its subcommands, as `clap_mangen::generate_to` makes them
+/// (hidden subcommands have none).
+fn collect(cmd: clap::Command, out: &mut Vec<Generated>) -> Result<(), String> {
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()).cloned() {
+        collect(sub, out)?;
+    }
+    let man = Man::new(cmd).date(MAN_DATE);
+    let mut page = Vec::new();
+    man.render(&mut page)
+        .map_err(|e| format!("cannot render {}: {e}", man.get_filename()))?;
+    let page = String::from_utf8(page).map_err(|e| format!("{}: {e}", man.get_filename()))?;
+    out.push(Generated::commented(
+        &format!("{MAN_DIR}/{}", man.get_filename()),
+        ".\\\"",
+        &page,
+    ));
+    Ok(())
+}
+
+pub fn pages() -> Result<Vec<Generated>, String> {
+    // As `clap_mangen::generate_to` does: no `help` subcommand, and built once from the top so
+    // that each subcommand knows its full name (`agentd-config-show`).
+    let mut cmd = Cli::command().disable_help_subcommand(true);
+    cmd.build();
+    let mut out = Vec::new();
+    collect(cmd, &mut out)?;
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(out)
+}
+
+pub fn completions() -> Result<Vec<Generated>, String> {
+    [
+        (Shell::Bash, "agentd.bash"),
+        (Shell::Zsh, "_agentd"),
+        (Shell::Fish, "agentd.fish"),
+    ]
+    .into_iter()
+    .map(|(shell, name)| {
+        let mut script = Vec::new();
+        clap_complete::generate(shell, &mut Cli::command(), "agentd", &mut script);
+        let script = String::from_utf8(script).map_err(|e| format!("{name}: {e}"))?;
+        let path = format!("{COMPLETIONS_DIR}/{name}");
+        // zsh finds a completion function by its first line, `#compdef agentd`: the notice
+        // comes right after it.
+        Ok(match script.split_once('\n') {
+            Some((first, rest)) if first.starts_with("#compdef") => Generated {
+                path,
+                text: format!("{first}\n# {NOTICE}\n{rest}"),
+            },
+            _ => Generated::commented(&path, "#", &script),
+        })
+    })
+    .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_visible_subcommand_has_a_page_named_after_its_full_name() {
+        let pages = pages().expect("pages");
+        let names: Vec<&str> = pages.iter().map(|p| p.path.as_str()).collect();
+        for expected in [
+            "agentd.1",
+            "agentd-run.1",
+            "agentd-exec.1",
+            "agentd-acp.1",
+            "agentd-config.1",
+            "agentd-config-show.1",
+            "agentd-sessions-list.1",
+        ] {
+            assert!(
+                names.contains(&format!("{MAN_DIR}/{expected}").as_str()),
+                "{names:?}"
+            );
+        }
+        assert!(!names.iter().any(|n| n.contains("help")), "{names:?}");
+        let run = pages
+            .iter()
+            .find(|p| p.path.ends_with("/agentd-run.1"))
+            .expect("run");
+        assert!(run.text.starts_with(&format!(".\\\" {NOTICE}\n")));
+        assert!(run.text.contains("\\-\\-mode"), "{}", run.text);
+    }
+
+    #[test]
+    fn each_completion_starts_with_the_notice_where_its_shell_allows() {
+        for file in completions().expect("completions") {
+            let mut lines = file.text.lines();
+            let first = lines.next().unwrap_or_default();
+            let notice = format!("# {NOTICE}");
+            if file.path.ends_with("/_agentd") {
+                assert_eq!(first, "#compdef agentd");
+                assert_eq!(lines.next(), Some(notice.as_str()));
+            } else {
+                assert_eq!(first, notice);
+            }
+            assert!(file.text.contains("sessions"), "{}", file.path);
+        }
+    }
+}

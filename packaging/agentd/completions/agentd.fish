@@ -1,0 +1,141 @@
+# Generated from the code by `cargo run -p agentd-docgen`; do not edit by hand.
+# Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
+function __fish_agentd_global_optspecs
+    string join \n h/help V/version
+end
+
+function __fish_agentd_needs_command
+    # Figure out if the current invocation already has a command.
+    set -l cmd (commandline -opc)
+    set -e cmd[1]
+    argparse -s (__fish_agentd_global_optspecs) -- $cmd 2>/dev/null
+    or return
+    if set -q argv[1]
+        # Also print the command, so this can be used to figure out what it is.
+        echo $argv[1]
+        return 1
+    end
+    return 0
+end
+
+function __fish_agentd_using_subcommand
+    set -l cmd (__fish_agentd_needs_command)
+    test -z "$cmd"
+    and return 1
+    contains -- $cmd[1] $argv
+end
+
+complete -c agentd -n "__fish_agentd_needs_command" -s h -l help -d 'Print help'
+complete -c agentd -n "__fish_agentd_needs_command" -s V -l version -d 'Print version'
+complete -c agentd -n "__fish_agentd_needs_command" -f -a "run" -d 'Run one command through confine-helper and exit with its status'
+complete -c agentd -n "__fish_agentd_needs_command" -f -a "config" -d 'Show agentd\'s configuration'
+complete -c agentd -n "__fish_agentd_needs_command" -f -a "sessions" -d 'List and show the sessions agentd has recorded'
+complete -c agentd -n "__fish_agentd_needs_command" -f -a "acp" -d 'Serve the Agent Client Protocol (v1) on stdin/stdout, for an editor such as Zed or any ACP client. Logs go to stderr'
+complete -c agentd -n "__fish_agentd_needs_command" -f -a "exec" -d 'Run one prompt headless, through the agent `agentd acp` serves, and exit'
+complete -c agentd -n "__fish_agentd_needs_command" -f -a "demo" -d 'Run a short scripted session end to end and print what happened: a file read, a write inside the workspace, and a write outside it that the sandbox refuses. Exits 0 when everything happened as it should'
+complete -c agentd -n "__fish_agentd_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c agentd -n "__fish_agentd_using_subcommand run" -l mode -d 'How far the command may reach [default: sandbox.mode or AGENTD_SANDBOX_MODE when set, else read-only]' -r -f -a "read-only\t''
+workspace-write\t''
+danger-full-access\t''"
+complete -c agentd -n "__fish_agentd_using_subcommand run" -l workspace -d 'The workspace root [default: the current directory]' -r -F
+complete -c agentd -n "__fish_agentd_using_subcommand run" -l network -d 'Whether the command may use the network [default: sandbox.network when set, else deny]' -r -f -a "deny\t''
+allow\t''"
+complete -c agentd -n "__fish_agentd_using_subcommand run" -l backend -d 'Which confinement backend to use [default: sandbox.backend when set, else auto]' -r -f -a "auto\t''
+bwrap\t''
+landlock\t''
+seatbelt\t''"
+complete -c agentd -n "__fish_agentd_using_subcommand run" -l timeout -d 'Terminate the command after this many seconds (exit status 124)' -r
+complete -c agentd -n "__fish_agentd_using_subcommand run" -l writable-root -d 'Also let the command write DIR (workspace-write); repeatable' -r -F
+complete -c agentd -n "__fish_agentd_using_subcommand run" -l protect -d 'Keep SUBPATH read-only inside every writable root; repeatable' -r -F
+complete -c agentd -n "__fish_agentd_using_subcommand run" -l deny-read -d 'Deny reading PATH in every confined mode; repeatable' -r
+complete -c agentd -n "__fish_agentd_using_subcommand run" -l unix-socket -d 'Let the command connect to the named Unix socket PATH; repeatable' -r -F
+complete -c agentd -n "__fish_agentd_using_subcommand run" -l allow-domain -d 'Let the command reach DOMAIN (`*.example.com`: its sub-domains) through the allow-list proxy, with no other network; repeatable. Replaces `[sandbox] allowed_domains`' -r
+complete -c agentd -n "__fish_agentd_using_subcommand run" -l deny-domain -d 'Refuse DOMAIN even when --allow-domain allows it; repeatable' -r
+complete -c agentd -n "__fish_agentd_using_subcommand run" -l max-processes -d 'Limit the processes of the command\'s user (RLIMIT_NPROC)' -r
+complete -c agentd -n "__fish_agentd_using_subcommand run" -l max-file-size -d 'Limit the size of any file the command writes, in bytes (RLIMIT_FSIZE)' -r
+complete -c agentd -n "__fish_agentd_using_subcommand run" -l max-address-space -d 'Limit the command\'s virtual memory, in bytes (RLIMIT_AS)' -r
+complete -c agentd -n "__fish_agentd_using_subcommand run" -l env -d 'Set a variable for the command; repeatable, a later one wins' -r
+complete -c agentd -n "__fish_agentd_using_subcommand run" -l helper -d 'The confine-helper binary to start (overrides AGENTD_HELPER, helper.path and helper.socket)' -r -F
+complete -c agentd -n "__fish_agentd_using_subcommand run" -l helper-socket -d 'Connect to a confine-helper serving on this socket instead of starting one (overrides AGENTD_HELPER, helper.path and helper.socket)' -r -F
+complete -c agentd -n "__fish_agentd_using_subcommand run" -l helper-ceiling -d 'Start confine-helper with this ceiling file, which can only narrow what it allows' -r -F
+complete -c agentd -n "__fish_agentd_using_subcommand run" -l config -d 'The configuration file, which must exist [default: $XDG_CONFIG_HOME/agentd/agentd.toml, else ~/.config/agentd/agentd.toml, if present]' -r -F
+complete -c agentd -n "__fish_agentd_using_subcommand run" -l local-binding -d 'Allow loopback sockets inside the sandbox\'s own network namespace (bwrap only)'
+complete -c agentd -n "__fish_agentd_using_subcommand run" -l allow-local-addresses -d 'Let an allowed domain lead to this machine itself (127.0.0.1 and the like)'
+complete -c agentd -n "__fish_agentd_using_subcommand run" -l json -d 'Print the facts as one JSON object on the last line of stderr'
+complete -c agentd -n "__fish_agentd_using_subcommand run" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c agentd -n "__fish_agentd_using_subcommand config; and not __fish_seen_subcommand_from show help" -s h -l help -d 'Print help'
+complete -c agentd -n "__fish_agentd_using_subcommand config; and not __fish_seen_subcommand_from show help" -f -a "show" -d 'Print every effective setting and where it comes from (default, file, environment or flag), one per line'
+complete -c agentd -n "__fish_agentd_using_subcommand config; and not __fish_seen_subcommand_from show help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c agentd -n "__fish_agentd_using_subcommand config; and __fish_seen_subcommand_from show" -l helper -d 'The confine-helper binary to start (overrides AGENTD_HELPER, helper.path and helper.socket)' -r -F
+complete -c agentd -n "__fish_agentd_using_subcommand config; and __fish_seen_subcommand_from show" -l helper-socket -d 'Connect to a confine-helper serving on this socket instead of starting one (overrides AGENTD_HELPER, helper.path and helper.socket)' -r -F
+complete -c agentd -n "__fish_agentd_using_subcommand config; and __fish_seen_subcommand_from show" -l helper-ceiling -d 'Start confine-helper with this ceiling file, which can only narrow what it allows' -r -F
+complete -c agentd -n "__fish_agentd_using_subcommand config; and __fish_seen_subcommand_from show" -l config -d 'The configuration file, which must exist [default: $XDG_CONFIG_HOME/agentd/agentd.toml, else ~/.config/agentd/agentd.toml, if present]' -r -F
+complete -c agentd -n "__fish_agentd_using_subcommand config; and __fish_seen_subcommand_from show" -l state-dir -d 'Keep session logs in DIR (overrides AGENTD_STATE_DIR and session.state_dir) [default: $XDG_STATE_HOME/agentd/sessions]' -r -F
+complete -c agentd -n "__fish_agentd_using_subcommand config; and __fish_seen_subcommand_from show" -l model-script -d 'Answer prompts with the turns scripted in FILE instead of asking a model server (model.provider = "scripted", model.script = FILE)' -r -F
+complete -c agentd -n "__fish_agentd_using_subcommand config; and __fish_seen_subcommand_from show" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c agentd -n "__fish_agentd_using_subcommand config; and __fish_seen_subcommand_from help" -f -a "show" -d 'Print every effective setting and where it comes from (default, file, environment or flag), one per line'
+complete -c agentd -n "__fish_agentd_using_subcommand config; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c agentd -n "__fish_agentd_using_subcommand sessions; and not __fish_seen_subcommand_from list show help" -s h -l help -d 'Print help'
+complete -c agentd -n "__fish_agentd_using_subcommand sessions; and not __fish_seen_subcommand_from list show help" -f -a "list" -d 'List the sessions in the state directory, one per line, most recently updated last: id, last update (UTC), turns, working directory, first prompt'
+complete -c agentd -n "__fish_agentd_using_subcommand sessions; and not __fish_seen_subcommand_from list show help" -f -a "show" -d 'Print the transcript of one session'
+complete -c agentd -n "__fish_agentd_using_subcommand sessions; and not __fish_seen_subcommand_from list show help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c agentd -n "__fish_agentd_using_subcommand sessions; and __fish_seen_subcommand_from list" -l helper -d 'The confine-helper binary to start (overrides AGENTD_HELPER, helper.path and helper.socket)' -r -F
+complete -c agentd -n "__fish_agentd_using_subcommand sessions; and __fish_seen_subcommand_from list" -l helper-socket -d 'Connect to a confine-helper serving on this socket instead of starting one (overrides AGENTD_HELPER, helper.path and helper.socket)' -r -F
+complete -c agentd -n "__fish_agentd_using_subcommand sessions; and __fish_seen_subcommand_from list" -l helper-ceiling -d 'Start confine-helper with this ceiling file, which can only narrow what it allows' -r -F
+complete -c agentd -n "__fish_agentd_using_subcommand sessions; and __fish_seen_subcommand_from list" -l config -d 'The configuration file, which must exist [default: $XDG_CONFIG_HOME/agentd/agentd.toml, else ~/.config/agentd/agentd.toml, if present]' -r -F
+complete -c agentd -n "__fish_agentd_using_subcommand sessions; and __fish_seen_subcommand_from list" -l state-dir -d 'Keep session logs in DIR (overrides AGENTD_STATE_DIR and session.state_dir) [default: $XDG_STATE_HOME/agentd/sessions]' -r -F
+complete -c agentd -n "__fish_agentd_using_subcommand sessions; and __fish_seen_subcommand_from list" -l model-script -d 'Answer prompts with the turns scripted in FILE instead of asking a model server (model.provider = "scripted", model.script = FILE)' -r -F
+complete -c agentd -n "__fish_agentd_using_subcommand sessions; and __fish_seen_subcommand_from list" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c agentd -n "__fish_agentd_using_subcommand sessions; and __fish_seen_subcommand_from show" -l helper -d 'The confine-helper binary to start (overrides AGENTD_HELPER, helper.path and helper.socket)' -r -F
+complete -c agentd -n "__fish_agentd_using_subcommand sessions; and __fish_seen_subcommand_from show" -l helper-socket -d 'Connect to a confine-helper serving on this socket instead of starting one (overrides AGENTD_HELPER, helper.path and helper.socket)' -r -F
+complete -c agentd -n "__fish_agentd_using_subcommand sessions; and __fish_seen_subcommand_from show" -l helper-ceiling -d 'Start confine-helper with this ceiling file, which can only narrow what it allows' -r -F
+complete -c agentd -n "__fish_agentd_using_subcommand sessions; and __fish_seen_subcommand_from show" -l config -d 'The configuration file, which must exist [default: $XDG_CONFIG_HOME/agentd/agentd.toml, else ~/.config/agentd/agentd.toml, if present]' -r -F
+complete -c agentd -n "__fish_agentd_using_subcommand sessions; and __fish_seen_subcommand_from show" -l state-dir -d 'Keep session logs in DIR (overrides AGENTD_STATE_DIR and session.state_dir) [default: $XDG_STATE_HOME/agentd/sessions]' -r -F
+complete -c agentd -n "__fish_agentd_using_subcommand sessions; and __fish_seen_subcommand_from show" -l model-script -d 'Answer prompts with the turns scripted in FILE instead of asking a model server (model.provider = "scripted", model.script = FILE)' -r -F
+complete -c agentd -n "__fish_agentd_using_subcommand sessions; and __fish_seen_subcommand_from show" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c agentd -n "__fish_agentd_using_subcommand sessions; and __fish_seen_subcommand_from help" -f -a "list" -d 'List the sessions in the state directory, one per line, most recently updated last: id, last update (UTC), turns, working directory, first prompt'
+complete -c agentd -n "__fish_agentd_using_subcommand sessions; and __fish_seen_subcommand_from help" -f -a "show" -d 'Print the transcript of one session'
+complete -c agentd -n "__fish_agentd_using_subcommand sessions; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c agentd -n "__fish_agentd_using_subcommand acp" -l helper -d 'The confine-helper binary to start (overrides AGENTD_HELPER, helper.path and helper.socket)' -r -F
+complete -c agentd -n "__fish_agentd_using_subcommand acp" -l helper-socket -d 'Connect to a confine-helper serving on this socket instead of starting one (overrides AGENTD_HELPER, helper.path and helper.socket)' -r -F
+complete -c agentd -n "__fish_agentd_using_subcommand acp" -l helper-ceiling -d 'Start confine-helper with this ceiling file, which can only narrow what it allows' -r -F
+complete -c agentd -n "__fish_agentd_using_subcommand acp" -l config -d 'The configuration file, which must exist [default: $XDG_CONFIG_HOME/agentd/agentd.toml, else ~/.config/agentd/agentd.toml, if present]' -r -F
+complete -c agentd -n "__fish_agentd_using_subcommand acp" -l state-dir -d 'Keep session logs in DIR (overrides AGENTD_STATE_DIR and session.state_dir) [default: $XDG_STATE_HOME/agentd/sessions]' -r -F
+complete -c agentd -n "__fish_agentd_using_subcommand acp" -l model-script -d 'Answer prompts with the turns scripted in FILE instead of asking a model server (model.provider = "scripted", model.script = FILE)' -r -F
+complete -c agentd -n "__fish_agentd_using_subcommand acp" -l sandbox-mode -d 'The sandbox mode of new sessions (overrides AGENTD_SANDBOX_MODE and sandbox.mode)' -r -f -a "read-only\t''
+workspace-write\t''
+danger-full-access\t''"
+complete -c agentd -n "__fish_agentd_using_subcommand acp" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c agentd -n "__fish_agentd_using_subcommand exec" -l helper -d 'The confine-helper binary to start (overrides AGENTD_HELPER, helper.path and helper.socket)' -r -F
+complete -c agentd -n "__fish_agentd_using_subcommand exec" -l helper-socket -d 'Connect to a confine-helper serving on this socket instead of starting one (overrides AGENTD_HELPER, helper.path and helper.socket)' -r -F
+complete -c agentd -n "__fish_agentd_using_subcommand exec" -l helper-ceiling -d 'Start confine-helper with this ceiling file, which can only narrow what it allows' -r -F
+complete -c agentd -n "__fish_agentd_using_subcommand exec" -l config -d 'The configuration file, which must exist [default: $XDG_CONFIG_HOME/agentd/agentd.toml, else ~/.config/agentd/agentd.toml, if present]' -r -F
+complete -c agentd -n "__fish_agentd_using_subcommand exec" -l state-dir -d 'Keep session logs in DIR (overrides AGENTD_STATE_DIR and session.state_dir) [default: $XDG_STATE_HOME/agentd/sessions]' -r -F
+complete -c agentd -n "__fish_agentd_using_subcommand exec" -l model-script -d 'Answer prompts with the turns scripted in FILE instead of asking a model server (model.provider = "scripted", model.script = FILE)' -r -F
+complete -c agentd -n "__fish_agentd_using_subcommand exec" -l sandbox-mode -d 'The sandbox mode of the session (overrides AGENTD_SANDBOX_MODE and sandbox.mode)' -r -f -a "read-only\t''
+workspace-write\t''
+danger-full-access\t''"
+complete -c agentd -n "__fish_agentd_using_subcommand exec" -l cwd -d 'The session\'s working directory, its workspace [default: the current directory]' -r -F
+complete -c agentd -n "__fish_agentd_using_subcommand exec" -l approve -d 'Which permission requests to allow, once: none; escalations (a command asking for a wider sandbox mode); all. The others are rejected' -r -f -a "none\t''
+escalations\t''
+all\t''"
+complete -c agentd -n "__fish_agentd_using_subcommand exec" -l json -d 'Print NDJSON on stdout: the params of every session/update, each permission request with its answer, and last {"stopReason": ...} or {"error": ...}'
+complete -c agentd -n "__fish_agentd_using_subcommand exec" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c agentd -n "__fish_agentd_using_subcommand demo" -l helper -d 'The confine-helper binary to start (overrides AGENTD_HELPER, helper.path and helper.socket)' -r -F
+complete -c agentd -n "__fish_agentd_using_subcommand demo" -l helper-socket -d 'Connect to a confine-helper serving on this socket instead of starting one (overrides AGENTD_HELPER, helper.path and helper.socket)' -r -F
+complete -c agentd -n "__fish_agentd_using_subcommand demo" -l helper-ceiling -d 'Start confine-helper with this ceiling file, which can only narrow what it allows' -r -F
+complete -c agentd -n "__fish_agentd_using_subcommand demo" -l config -d 'The configuration file, which must exist [default: $XDG_CONFIG_HOME/agentd/agentd.toml, else ~/.config/agentd/agentd.toml, if present]' -r -F
+complete -c agentd -n "__fish_agentd_using_subcommand demo" -l sandbox-mode -d 'The sandbox mode of the demo session' -r -f -a "read-only\t''
+workspace-write\t''
+danger-full-access\t''"
+complete -c agentd -n "__fish_agentd_using_subcommand demo" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c agentd -n "__fish_agentd_using_subcommand help; and not __fish_seen_subcommand_from run config sessions acp exec demo help" -f -a "run" -d 'Run one command through confine-helper and exit with its status'
+complete -c agentd -n "__fish_agentd_using_subcommand help; and not __fish_seen_subcommand_from run config sessions acp exec demo help" -f -a "config" -d 'Show agentd\'s configuration'
+complete -c agentd -n "__fish_agentd_using_subcommand help; and not __fish_seen_subcommand_from run config sessions acp exec demo help" -f -a "sessions" -d 'List and show the sessions agentd has recorded'
+complete -c agentd -n "__fish_agentd_using_subcommand help; and not __fish_seen_subcommand_from run config sessions acp exec demo help" -f -a "acp" -d 'Serve the Agent Client Protocol (v1) on stdin/stdout, for an editor such as Zed or any ACP client. Logs go to stderr'
+complete -c agentd -n "__fish_agentd_using_subcommand help; and not __fish_seen_subcommand_from run config sessions acp exec demo help" -f -a "exec" -d 'Run one prompt headless, through the agent `agentd acp` serves, and exit'
+complete -c agentd -n "__fish_agentd_using_subcommand help; and not __fish_seen_subcommand_from run config sessions acp exec demo help" -f -a "demo" -d 'Run a short scripted session end to end and print what happened: a file read, a write inside the workspace, and a write outside it that the sandbox refuses. Exits 0 when everything happened as it should'
+complete -c agentd -n "__fish_agentd_using_subcommand help; and not __fish_seen_subcommand_from run config sessions acp exec demo help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c agentd -n "__fish_agentd_using_subcommand help; and __fish_seen_subcommand_from config" -f -a "show" -d 'Print every effective setting and where it comes from (default, file, environment or flag), one per line'
+complete -c agentd -n "__fish_agentd_using_subcommand help; and __fish_seen_subcommand_from sessions" -f -a "list" -d 'List the sessions in the state directory, one per line, most recently updated last: id, last update (UTC), turns, working directory, first prompt'
+complete -c agentd -n "__fish_agentd_using_subcommand help; and __fish_seen_subcommand_from sessions" -f -a "show" -d 'Print the transcript of one session'
