@@ -52,6 +52,13 @@ impl Listed {
             address: real.map(address_of),
         }
     }
+
+    /// The socket's real path when the request was checked: `address` without the family and
+    /// the terminating NUL. `None` when nothing was there then.
+    pub(crate) fn real_path(&self) -> Option<&[u8]> {
+        let address = self.address.as_deref()?;
+        address.get(FAMILY_LEN..address.len().saturating_sub(1))
+    }
 }
 
 /// How one command's `connect` calls are judged.

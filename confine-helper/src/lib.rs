@@ -18,7 +18,11 @@
 )]
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
+// The Linux backends (bwrap, Landlock and seccomp, and `enter`, the Landlock layer inside
+// bwrap) are built on Linux alone; macOS has the Seatbelt backend.
+#[cfg(target_os = "linux")]
 mod bridge;
+#[cfg(target_os = "linux")]
 mod bwrap;
 mod ceiling;
 pub mod cli;
@@ -26,14 +30,18 @@ mod command;
 mod confine;
 mod connects;
 pub mod contract;
+#[cfg(target_os = "linux")]
 mod enter;
 mod files;
 mod git;
+#[cfg(target_os = "linux")]
 mod landlock;
 mod paths;
 mod probe;
 mod protect;
 mod record;
+mod seatbelt;
+#[cfg(target_os = "linux")]
 mod seccomp;
 mod server;
 mod service;

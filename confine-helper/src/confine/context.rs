@@ -76,7 +76,7 @@ impl Context {
                 nix::sys::stat::Mode::empty(),
             )
             .ok(),
-            verdicts: RefCell::new(HashMap::new()),
+            verdicts: RefCell::new(unprobed().into_iter().collect()),
             verdict_cache: None,
             filters: RefCell::new(HashMap::new()),
         }
@@ -141,7 +141,10 @@ impl Context {
 /// The backends `choice` allows, in preference order.
 pub(crate) fn candidates(choice: BackendChoice) -> Vec<Backend> {
     match choice {
+        #[cfg(not(target_os = "macos"))]
         BackendChoice::Auto => vec![Backend::Bwrap, Backend::Landlock],
+        #[cfg(target_os = "macos")]
+        BackendChoice::Auto => vec![Backend::Seatbelt],
         BackendChoice::Bwrap => vec![Backend::Bwrap],
         BackendChoice::Landlock => vec![Backend::Landlock],
         BackendChoice::Seatbelt => vec![Backend::Seatbelt],
@@ -158,8 +161,15 @@ pub(crate) enum Unusable {
     NoBwrap,
     #[error("this kernel does not offer Landlock (needs Linux 5.13+ with landlock in lsm=)")]
     NoLandlock,
+    #[cfg(not(target_os = "macos"))]
     #[error("seatbelt is the macOS backend; this is Linux")]
     Seatbelt,
+    #[cfg(target_os = "macos")]
+    #[error(
+        "sandbox-exec is missing (looked for {})",
+        crate::seatbelt::SANDBOX_EXEC
+    )]
+    NoSandboxExec,
     #[error("not a confinement backend")]
     NotABackend,
     /// The probe's run was refused (by the ceiling's `refuse_partial`, say).
@@ -202,11 +212,41 @@ pub(crate) fn static_verdict(backend: Backend, ctx: &Context) -> Result<(), Unus
     match backend {
         Backend::Bwrap if ctx.bwrap.is_none() => Err(Unusable::NoBwrap),
         Backend::Landlock if ctx.landlock_abi == 0 => Err(Unusable::NoLandlock),
-        Backend::Seatbelt => Err(Unusable::Seatbelt),
+        Backend::Seatbelt => seatbelt_verdict(),
         Backend::None => Err(Unusable::NotABackend),
         _ => Ok(()),
     }
 }
+
+/// Seatbelt's verdict, known without a probe: on macOS, usable when `sandbox-exec` is there.
+fn seatbelt_verdict() -> Result<(), Unusable> {
+    #[cfg(target_os = "macos")]
+    return if Path::new(crate::seatbelt::SANDBOX_EXEC).exists() {
+        Ok(())
+    } else {
+        Err(Unusable::NoSandboxExec)
+    };
+    #[cfg(not(target_os = "macos"))]
+    Err(Unusable::Seatbelt)
+}
+
+/// The verdicts a helper starts with, taken unprobed: on macOS Seatbelt's, the sole candidate
+/// (nothing could be chosen instead). A profile `sandbox-exec` refuses fails that command as a
+/// runner failure, which drops the verdict, and the next command probes it.
+fn unprobed() -> Vec<(Backend, Result<(), Unusable>)> {
+    if cfg!(target_os = "macos") {
+        vec![(Backend::Seatbelt, seatbelt_verdict())]
+    } else {
+        Vec::new()
+    }
+}
+
+/// What gives a machine a usable backend.
+#[cfg(not(target_os = "macos"))]
+const FIX: &str = "install bubblewrap (e.g. apt-get install bubblewrap) with unprivileged user \
+    namespaces enabled, or use a kernel with Landlock enabled";
+#[cfg(target_os = "macos")]
+const FIX: &str = "restore /usr/bin/sandbox-exec, which is part of macOS (the seatbelt backend)";
 
 /// The message of `RunnerFailed{unavailable}`: what was tried, why each failed, what to do.
 pub(crate) fn unavailable(mode: Mode, tried: &[(Backend, Unusable)]) -> NotRun {
@@ -218,10 +258,8 @@ pub(crate) fn unavailable(mode: Mode, tried: &[(Backend, Unusable)]) -> NotRun {
         Stage::Unavailable,
         0,
         format!(
-            "no usable sandbox backend for {} ({}); nothing was run unconfined. To fix: install \
-             bubblewrap (e.g. apt-get install bubblewrap) with unprivileged user namespaces \
-             enabled, or use a kernel with Landlock enabled, or run with danger-full-access to \
-             run without confinement",
+            "no usable sandbox backend for {} ({}); nothing was run unconfined. To fix: {FIX}, \
+             or run with danger-full-access to run without confinement",
             mode.as_str(),
             reasons.join("; ")
         ),

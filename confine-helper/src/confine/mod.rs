@@ -15,7 +15,7 @@ use nix::libc;
 
 use crate::connects::Rules;
 use crate::protect::Root;
-use crate::{bwrap, landlock, paths, seccomp};
+use crate::{bwrap, landlock, paths, seatbelt, seccomp};
 use context::inner_layer;
 pub(crate) use context::{Context, Unusable, candidates, layers, static_verdict, unavailable};
 pub(crate) use deny::{Grant, read_rules};
@@ -571,6 +571,27 @@ fn plan_backend(
             cleanup: Cleanup::default(),
             connects: None,
         }),
-        Backend::Seatbelt => fail(Stage::Unavailable, "seatbelt is the macOS backend".into()),
+        Backend::Seatbelt => {
+            let protection = protection(spawn, roots)?;
+            let mut cleanup = Cleanup::default();
+            let tmp = temp_dir(spawn, ctx, &mut cleanup)?;
+            let denied = denied_reads(spawn, roots, tmp.as_ref())?;
+            let mut checked =
+                seatbelt::Checked::new(spawn, roots, protection, &ctx.own_paths, listed);
+            checked.deny_read = denied.into_iter().map(|d| d.path).collect();
+            checked.temp = tmp.as_ref().map(|t| (t.path.clone(), t.writable));
+            let (argv, missing) = checked.command()?;
+            Ok(Plan {
+                backend,
+                enforcement: Some(enforcement_of(missing)),
+                layers,
+                argv,
+                env: environment(spawn, ctx, tmp.as_ref().map(|t| t.path.as_path())),
+                confinement: Confinement::None,
+                rlimits,
+                cleanup,
+                connects: None,
+            })
+        }
     }
 }

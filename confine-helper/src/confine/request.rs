@@ -172,7 +172,8 @@ fn open_root(given: &Path, what: &str) -> Result<Root, NotRun> {
 
 /// The request's `unix_sockets`, checked, when `backend` confines and can supervise `connect`
 /// so that only they are reached: bwrap, with its own network namespace, where abstract names are the
-/// sandbox's own. Landlock shares the host's, where a command allowed Unix sockets could bind
+/// sandbox's own; Seatbelt, whose rules name the sockets a command may connect to (macOS has no
+/// abstract names). Landlock shares the host's, where a command allowed Unix sockets could bind
 /// abstract names that host programs connect to; with the network allowed bwrap shares it too.
 pub(crate) fn confined_unix_sockets(
     spawn: &Spawn,
@@ -184,7 +185,7 @@ pub(crate) fn confined_unix_sockets(
     if spawn.policy.unix_sockets.is_empty() || backend == Backend::None {
         return Ok(None);
     }
-    if backend != Backend::Bwrap {
+    if backend == Backend::Landlock {
         return refuse(format!(
             "unix_sockets needs a private network namespace, which the {} backend does not \
              give: abstract socket names would be shared with the host; use the bwrap backend \

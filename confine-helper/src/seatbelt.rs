@@ -1,0 +1,451 @@
+//! The macOS backend: a Seatbelt profile (SBPL) for `/usr/bin/sandbox-exec -p PROFILE -- argv`,
+//! generated from what the plan decided.
+//!
+//! [`profile`] is a pure function of a [`Profile`]: the same input gives the same text, which the
+//! snapshots under `src/snapshots/` pin for every mode, network and kind of protected path. It
+//! takes paths as given; [`Checked::command`] builds its input from the request's checked parts
+//! (the writable roots the helper opened, the repository walk, the denied reads, the temp
+//! directory), all canonical (`/tmp` is `/private/tmp` on macOS): Seatbelt matches the paths
+//! the kernel resolves, never a symbolic link's name.
+//!
+//! The profile allows by default and takes away what the mode does not give; SBPL lets the
+//! last matching rule win, so the order below is the security property:
+//!
+//! 1. `(deny file-write*)`, then writes allowed to `/dev/null`, the writable roots and the
+//!    command's temp directory (workspace-write only);
+//! 2. writes denied again to every protected path (its repository metadata, the request's
+//!    protected subpaths, agentd's and the helper's own files), as a `literal` and a `subpath`,
+//!    so a protected path that does not exist yet cannot be created either (`mkdir .git`);
+//! 3. every directory between a writable root and a protected or denied path is pinned: it
+//!    cannot be removed, renamed away or created (rules name paths, so a renamed parent would
+//!    carry a protected path out of its rule); hard links are refused (a second name is a path
+//!    no rule names);
+//! 4. reads, writes and execution denied for the denied reads;
+//! 5. other processes: their information and signals denied but within the command's own
+//!    sandbox, System V IPC of existing objects denied, Apple Events denied;
+//! 6. the network: everything denied unless the policy allows it, except each listed Unix socket
+//!    and, for the allow-list, `localhost:3128`; with the network allowed, Unix sockets are still
+//!    denied (as `socket(AF_UNIX)` is on Linux).
+//!
+//! Path strings are escaped (`\` and `"`); a path that is not UTF-8, holds a control character,
+//! or is not a plain absolute path is refused ([`ProfileError`]) rather than written into a
+//! profile that could mean something else.
+
+use std::fmt::Write as _;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+
+use confine_protocol::{Mode, PROTECTED_SUBPATHS, PROXY_PORT, Spawn, Stage};
+
+use crate::confine::NotRun;
+use crate::connects::Listed;
+use crate::paths;
+use crate::protect::{Protection, Root};
+
+/// The only `sandbox-exec` the helper runs: the system's, never one found on a search path.
+pub(crate) const SANDBOX_EXEC: &str = "/usr/bin/sandbox-exec";
+
+/// What the command's network may reach.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Net {
+    /// Nothing (but the listed Unix sockets).
+    Denied,
+    /// Everything but Unix sockets.
+    Allowed,
+    /// Only the allow-list's proxy, `localhost:`[`PROXY_PORT`] (and the listed Unix sockets).
+    Proxy,
+}
+
+/// What a command's profile says, as the plan decided it; every path absolute and canonical.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Profile {
+    pub(crate) mode: Mode,
+    /// Writable (workspace-write only): the workspace and the extra roots.
+    pub(crate) writable: Vec<PathBuf>,
+    /// The command's writable temp directory (workspace-write only).
+    pub(crate) temp: Option<PathBuf>,
+    /// Kept read-only, themselves and everything beneath, whether they exist or not.
+    pub(crate) read_only: Vec<PathBuf>,
+    /// Directories on the way from a writable root to a read-only or denied path: never
+    /// removed, renamed or created.
+    pub(crate) pinned: Vec<PathBuf>,
+    /// Neither read, written nor executed, themselves and everything beneath.
+    pub(crate) deny_read: Vec<PathBuf>,
+    pub(crate) network: Net,
+    /// The Unix sockets the command may connect to, by their real paths.
+    pub(crate) unix_sockets: Vec<PathBuf>,
+}
+
+/// Why no profile can say what was asked; nothing is run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum ProfileError {
+    #[error(
+        "{what} {path} is not valid UTF-8, and a Seatbelt profile names paths as UTF-8 text; \
+         nothing was run: rename it, or leave it out of the policy"
+    )]
+    NotUtf8 { what: &'static str, path: String },
+    #[error(
+        "{what} {path} holds a control character (a newline, a tab, NUL, ...), which the helper \
+         never writes into a Seatbelt profile; nothing was run: rename it, or leave it out of \
+         the policy"
+    )]
+    Control { what: &'static str, path: String },
+    #[error(
+        "{what} {path} is not a plain absolute path (it must start with /, without ., .., an \
+         empty component or a trailing /); nothing was run"
+    )]
+    NotPlain { what: &'static str, path: String },
+    #[error("danger-full-access runs without a sandbox: it has no Seatbelt profile")]
+    Unconfined,
+}
+
+/// `path` as an SBPL string literal: quoted, `\` and `"` escaped. Refused: a path that is not
+/// UTF-8 (the profile is text), holds a control character (NUL would cut the string where the
+/// sandbox reads it; no path a request may name needs one, and the rest are refused with it so
+/// the profile stays one rule per line), or is not plain (a name Seatbelt would not match as
+/// written).
+fn quoted(path: &Path, what: &'static str) -> Result<String, ProfileError> {
+    let Some(text) = path.to_str() else {
+        return Err(ProfileError::NotUtf8 {
+            what,
+            path: String::from_utf8_lossy(path.as_os_str().as_bytes()).into_owned(),
+        });
+    };
+    if text.chars().any(char::is_control) {
+        return Err(ProfileError::Control {
+            what,
+            path: text.escape_debug().to_string(),
+        });
+    }
+    // Compared as bytes: `Path`'s own equality ignores `.`, repeated and trailing slashes.
+    let plain = path.is_absolute()
+        && path.components().collect::<PathBuf>().as_os_str() == path.as_os_str()
+        && path
+            .components()
+            .all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
+    if !plain {
+        return Err(ProfileError::NotPlain {
+            what,
+            path: text.to_owned(),
+        });
+    }
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        if matches!(c, '\\' | '"') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('"');
+    Ok(out)
+}
+
+/// The filters of a rule that holds a path itself and everything beneath it; `literal` as well
+/// as `subpath`, so that the path is covered before it exists.
+const EXACT: &[&str] = &["literal", "subpath"];
+
+/// One block of path rules: a comment, then one rule `(HEAD (FILTER "path")...)` per path.
+struct Block<'a> {
+    comment: &'a str,
+    head: &'a str,
+    filters: &'a [&'a str],
+    paths: &'a [PathBuf],
+    what: &'static str,
+}
+
+/// The SBPL text of `p`.
+pub(crate) fn profile(p: &Profile) -> Result<String, ProfileError> {
+    let writes = match p.mode {
+        Mode::ReadOnly => false,
+        Mode::WorkspaceWrite => true,
+        Mode::DangerFullAccess => return Err(ProfileError::Unconfined),
+    };
+    let temp: Vec<PathBuf> = p.temp.iter().cloned().collect();
+    // Read-only mode writes nothing but /dev/null: no root, no temp directory, and nothing
+    // writable to take back.
+    let written = |paths: &'_ [PathBuf]| if writes { paths.len() } else { 0 };
+    let blocks = [
+        Block {
+            comment: "; The workspace-write mode's writable roots and temp directory.",
+            head: "allow file-write*",
+            filters: &["subpath"],
+            paths: &p.writable[..written(&p.writable)],
+            what: "writable root",
+        },
+        Block {
+            comment: "",
+            head: "allow file-write*",
+            filters: &["subpath"],
+            paths: &temp[..written(&temp)],
+            what: "temp directory",
+        },
+        Block {
+            comment: "; Protected paths stay read-only, even before they exist.",
+            head: "deny file-write*",
+            filters: EXACT,
+            paths: &p.read_only[..written(&p.read_only)],
+            what: "protected path",
+        },
+        Block {
+            comment: "; The directories on their way are neither removed, renamed nor made.",
+            head: "deny file-write-unlink file-write-create",
+            filters: &["literal"],
+            paths: &p.pinned[..written(&p.pinned)],
+            what: "pinned directory",
+        },
+        Block {
+            comment: "; Denied reads: neither read, written nor executed.",
+            head: "deny file-read* file-write* process-exec",
+            filters: EXACT,
+            paths: &p.deny_read,
+            what: "denied read",
+        },
+    ];
+    let mut out = String::from(
+        "(version 1)\n\
+         (allow default)\n\
+         ; Writes: nothing but /dev/null, and in workspace-write what the blocks below allow.\n\
+         (deny file-write*)\n\
+         (allow file-write* (literal \"/dev/null\"))\n\
+         ; A hard link is a second name, which no rule names.\n\
+         (deny file-link)\n",
+    );
+    for block in blocks {
+        if !block.paths.is_empty() && !block.comment.is_empty() {
+            let _ = writeln!(out, "{}", block.comment);
+        }
+        for path in block.paths {
+            let path = quoted(path, block.what)?;
+            let filters: Vec<String> = block
+                .filters
+                .iter()
+                .map(|f| format!("({f} {path})"))
+                .collect();
+            let _ = writeln!(out, "({} {})", block.head, filters.join(" "));
+        }
+    }
+    out.push_str(
+        "; Other processes: only the command's own sandbox is seen and signalled.\n\
+         (deny process-info*)\n\
+         (allow process-info* (target same-sandbox))\n\
+         (deny signal)\n\
+         (allow signal (target same-sandbox))\n\
+         (deny ipc-sysv-shm ipc-sysv-sem ipc-sysv-msg)\n\
+         (deny appleevent-send)\n",
+    );
+    match p.network {
+        Net::Allowed => out.push_str(
+            "; The network is allowed; Unix sockets are not.\n\
+             (deny network-outbound (remote unix-socket))\n\
+             (deny network-bind (local unix-socket))\n",
+        ),
+        Net::Denied => out.push_str("; The network is denied.\n(deny network*)\n"),
+        Net::Proxy => {
+            let _ = writeln!(
+                out,
+                "; The network is the allow-list's proxy alone.\n(deny network*)\n\
+                 (allow network-outbound (remote ip \"localhost:{PROXY_PORT}\"))"
+            );
+        }
+    }
+    if p.network != Net::Allowed {
+        if !p.unix_sockets.is_empty() {
+            out.push_str("; The listed Unix sockets.\n");
+        }
+        for socket in &p.unix_sockets {
+            let path = quoted(socket, "unix socket")?;
+            let _ = writeln!(
+                out,
+                "(allow network-outbound (remote unix-socket (path-literal {path})))"
+            );
+        }
+    }
+    Ok(out)
+}
+
+/// `sandbox-exec`'s argv: the profile, then the command after `--`, so a program name that
+/// starts with `-` is never taken for an option.
+pub(crate) fn argv(profile: String, command: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    let mut argv = vec![
+        SANDBOX_EXEC.as_bytes().to_vec(),
+        b"-p".to_vec(),
+        profile.into_bytes(),
+        b"--".to_vec(),
+    ];
+    argv.extend(command.iter().cloned());
+    argv
+}
+
+/// What Seatbelt cannot take away that the Linux backends do; each is part of every Seatbelt
+/// run's `Partial` fact.
+pub(crate) const GAPS: [&str; 3] = [
+    "session services: Mach services (launchd, LaunchServices, the pasteboard) stay reachable, \
+     and through them a command can have a program started outside the sandbox (launchctl, \
+     open)",
+    "process isolation: other processes are listed with their command lines and environments \
+     (sysctl KERN_PROCARGS2), and their scheduling is not guarded; Seatbelt has no rule for \
+     either",
+    "POSIX shared memory and semaphores: one namespace for all of the user's processes, so a \
+     command can open and change those of processes outside the sandbox",
+];
+
+/// The allow-list's gap under Seatbelt: the port is the host's.
+pub(crate) const PROXY_GAP: &str = "the network allow-list: 127.0.0.1:3128 is the host's port \
+    (no network namespace), so whatever listens there gets the command's connections";
+
+/// The request's parts the plan has checked, from which [`Checked::command`] builds the profile.
+#[derive(Debug)]
+pub(crate) struct Checked<'a> {
+    spawn: &'a Spawn,
+    roots: &'a [Root],
+    protection: Protection,
+    own_paths: &'a [PathBuf],
+    listed: Option<Vec<Listed>>,
+    /// The command's temp directory and whether it is writable.
+    pub(crate) temp: Option<(PathBuf, bool)>,
+    /// The denied reads that exist, by their real paths.
+    pub(crate) deny_read: Vec<PathBuf>,
+}
+
+impl<'a> Checked<'a> {
+    pub(crate) fn new(
+        spawn: &'a Spawn,
+        roots: &'a [Root],
+        protection: Protection,
+        own_paths: &'a [PathBuf],
+        listed: Option<Vec<Listed>>,
+    ) -> Checked<'a> {
+        Checked {
+            spawn,
+            roots,
+            protection,
+            own_paths,
+            listed,
+            temp: None,
+            deny_read: Vec::new(),
+        }
+    }
+
+    /// The profile this request gets.
+    pub(crate) fn profile(&self) -> Result<Profile, NotRun> {
+        let policy = &self.spawn.policy;
+        if policy.local_binding && policy.network != confine_protocol::Network::Allow {
+            return Err(NotRun::Refused(
+                "local_binding needs a private network namespace, which the seatbelt backend \
+                 does not give: its rules can allow the host's loopback, not a loopback of the \
+                 command's own; drop local_binding"
+                    .into(),
+            ));
+        }
+        let network = match (policy.network, self.spawn.proxy) {
+            (confine_protocol::Network::Allow, _) => Net::Allowed,
+            (confine_protocol::Network::Deny, true) => Net::Proxy,
+            (confine_protocol::Network::Deny, false) => Net::Denied,
+        };
+        let temp = match &self.temp {
+            Some((path, true)) => Some(std::fs::canonicalize(path).map_err(|e| {
+                NotRun::RunnerFailed(
+                    Stage::Prepare,
+                    0,
+                    format!("resolving the temp directory {}: {e}", path.display()),
+                )
+            })?),
+            _ => None,
+        };
+        let writable: Vec<PathBuf> = self.roots.iter().map(|r| r.path.clone()).collect();
+        let mut read_only: Vec<PathBuf> = Vec::new();
+        for root in &writable {
+            let names = PROTECTED_SUBPATHS.iter().map(PathBuf::from).chain(
+                policy
+                    .protected
+                    .iter()
+                    .map(|raw| PathBuf::from(std::ffi::OsStr::from_bytes(raw))),
+            );
+            for name in names {
+                let relative = name.strip_prefix("/").unwrap_or(&name);
+                push_new(&mut read_only, root.join(relative));
+            }
+        }
+        for bind in &self.protection.read_only {
+            push_new(&mut read_only, bind.path.clone());
+        }
+        let own = self.own_paths.iter().cloned();
+        let requester = policy
+            .never_writable
+            .iter()
+            .map(|raw| PathBuf::from(std::ffi::OsStr::from_bytes(raw)))
+            .filter(|p| p.is_absolute())
+            .map(|p| paths::resolve(&p));
+        for path in own.chain(requester) {
+            push_new(&mut read_only, path);
+        }
+        let mut areas = writable.clone();
+        areas.extend(temp.clone());
+        let mut pinned = Vec::new();
+        for kept in read_only.iter().chain(&self.deny_read) {
+            for dir in on_the_way(&areas, kept) {
+                push_new(&mut pinned, dir);
+            }
+        }
+        let unix_sockets = self
+            .listed
+            .iter()
+            .flatten()
+            .filter_map(Listed::real_path)
+            .map(|p| PathBuf::from(std::ffi::OsStr::from_bytes(p)))
+            .collect();
+        Ok(Profile {
+            mode: policy.mode,
+            writable,
+            temp,
+            read_only,
+            pinned,
+            deny_read: self.deny_read.clone(),
+            network,
+            unix_sockets,
+        })
+    }
+
+    /// `sandbox-exec`'s argv for the request, and what it leaves unenforced.
+    pub(crate) fn command(self) -> Result<(Vec<Vec<u8>>, Vec<String>), NotRun> {
+        let profile_input = self.profile()?;
+        let text = profile(&profile_input).map_err(|e| NotRun::Refused(e.to_string()))?;
+        let mut missing = self.protection.missing;
+        missing.extend(GAPS.iter().map(|gap| (*gap).to_owned()));
+        if profile_input.network == Net::Proxy {
+            missing.push(PROXY_GAP.to_owned());
+        }
+        Ok((argv(text, &self.spawn.argv), missing))
+    }
+}
+
+fn push_new(list: &mut Vec<PathBuf>, path: PathBuf) {
+    if !list.contains(&path) {
+        list.push(path);
+    }
+}
+
+/// The directories strictly between the outermost of `areas` that holds `path` and `path`,
+/// parents first; none when no area holds it.
+fn on_the_way(areas: &[PathBuf], path: &Path) -> Vec<PathBuf> {
+    let Some(area) = areas
+        .iter()
+        .filter(|a| path.starts_with(a) && path != a.as_path())
+        .min_by_key(|a| a.components().count())
+    else {
+        return Vec::new();
+    };
+    let mut dirs: Vec<PathBuf> = path
+        .ancestors()
+        .skip(1)
+        .take_while(|d| *d != area.as_path())
+        .map(Path::to_path_buf)
+        .collect();
+    dirs.reverse();
+    dirs
+}
+
+#[cfg(test)]
+#[path = "seatbelt_tests.rs"]
+mod tests;

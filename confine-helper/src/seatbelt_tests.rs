@@ -1,0 +1,710 @@
+//! The Seatbelt profile: its text for every mode, network and kind of protected path (insta
+//! snapshots of fixed, made-up macOS paths), how paths are written into it, and the plan that
+//! builds it from a real request on this machine.
+
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use confine_protocol::{
+    Backend, BackendChoice, Enforcement, Limits, Mode, Network, Policy, Spawn, Stdio, StdioSpec,
+};
+
+use super::*;
+use crate::ceiling::Ceiling;
+use crate::confine::{self, Context, NotRun};
+use crate::test_support::Scratch;
+
+// ---------------------------------------------------------------------------------------------
+// A reader of SBPL as `sandbox-exec` reads it: lists, atoms, strings (where `\` escapes the next
+// character) and `;` comments. The tests judge the profile by what it parses to, not by its
+// text: a path that closed its string early would show as forms of its own.
+
+#[derive(Debug, Clone, PartialEq)]
+enum Form {
+    Atom(String),
+    Str(String),
+    List(Vec<Form>),
+}
+
+fn read(text: &str) -> Vec<Form> {
+    let chars: Vec<char> = text.chars().collect();
+    let mut stack: Vec<Vec<Form>> = vec![Vec::new()];
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        match c {
+            ';' => {
+                while i < chars.len() && chars[i] != '\n' {
+                    i += 1;
+                }
+            }
+            '(' => {
+                stack.push(Vec::new());
+                i += 1;
+            }
+            ')' => {
+                let list = stack.pop().expect("a ) closes an open list");
+                stack
+                    .last_mut()
+                    .expect("a ) inside a list")
+                    .push(Form::List(list));
+                i += 1;
+            }
+            '"' => {
+                let mut s = String::new();
+                i += 1;
+                loop {
+                    match chars.get(i) {
+                        Some('"') => break,
+                        Some('\\') => i += 1,
+                        Some(_) => {}
+                        None => panic!("an unterminated string in {text}"),
+                    }
+                    s.push(*chars.get(i).unwrap_or_else(|| panic!("a \\ ends {text}")));
+                    i += 1;
+                }
+                stack.last_mut().expect("open").push(Form::Str(s));
+                i += 1;
+            }
+            c if c.is_whitespace() => i += 1,
+            _ => {
+                let start = i;
+                while i < chars.len() && !chars[i].is_whitespace() && !"();\"".contains(chars[i]) {
+                    i += 1;
+                }
+                let atom = chars[start..i].iter().collect();
+                stack.last_mut().expect("open").push(Form::Atom(atom));
+            }
+        }
+    }
+    assert_eq!(stack.len(), 1, "every list is closed");
+    stack.pop().expect("the top level")
+}
+
+/// A form written back as SBPL, for messages and comparisons.
+fn show(form: &Form) -> String {
+    match form {
+        Form::Atom(a) => a.clone(),
+        Form::Str(s) => format!("{s:?}"),
+        Form::List(items) => format!("({})", items.iter().map(show).collect::<Vec<_>>().join(" ")),
+    }
+}
+
+/// Every rule of the profile as written back.
+fn rules_of(text: &str) -> Vec<String> {
+    read(text).iter().map(show).collect()
+}
+
+/// Every string literal of the profile, decoded.
+fn strings_of(text: &str) -> Vec<String> {
+    fn walk(form: &Form, out: &mut Vec<String>) {
+        match form {
+            Form::Str(s) => out.push(s.clone()),
+            Form::List(items) => items.iter().for_each(|f| walk(f, out)),
+            Form::Atom(_) => {}
+        }
+    }
+    let mut out = Vec::new();
+    read(text).iter().for_each(|f| walk(f, &mut out));
+    out
+}
+
+#[test]
+fn the_reader_sees_a_string_closed_early_as_forms_of_its_own() {
+    // The control of the escaping tests: written unescaped, the hostile name of
+    // `a_path_written_to_widen_the_profile_stays_one_literal` becomes a rule.
+    let raw = format!("(allow file-write* (subpath \"{BALANCED}\"))");
+    let rules = rules_of(&raw);
+    assert!(
+        rules.contains(&"(allow file-write* (subpath \"/\"))".to_owned()),
+        "{rules:?}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Paths as SBPL strings.
+
+fn path(text: &str) -> PathBuf {
+    PathBuf::from(text)
+}
+
+#[test]
+fn quotes_backslashes_and_scheme_punctuation_stay_inside_one_string() {
+    for name in [
+        "/Users/dev/with \"quotes\"",
+        "/Users/dev/back\\slash\\",
+        "/Users/dev/(parens) and spaces",
+        "/Users/dev/semi;colon ; not a comment",
+        "/Users/dev/#hash 'single' `tick`",
+        "/Users/dev/ünïcödé ✓",
+    ] {
+        let text = quoted(Path::new(name), "writable root").expect("a printable path");
+        assert_eq!(strings_of(&text), [name], "{text}");
+        assert_eq!(read(&text).len(), 1, "one string: {text}");
+    }
+}
+
+#[test]
+fn control_characters_and_bytes_that_are_not_utf8_are_refused_naming_the_path() {
+    for name in [
+        "/Users/dev/new\nline",
+        "/Users/dev/tab\there",
+        "/Users/dev/nul\0byte",
+        "/Users/dev/carriage\rreturn",
+        "/Users/dev/del\u{7f}",
+        "/Users/dev/c1\u{85}",
+    ] {
+        let err = quoted(Path::new(name), "denied read").expect_err(name);
+        assert!(matches!(err, ProfileError::Control { .. }), "{err:?}");
+        let message = err.to_string();
+        assert!(message.starts_with("denied read /Users/dev/"), "{message}");
+        assert!(
+            !message.contains('\n'),
+            "the message shows it escaped: {message}"
+        );
+    }
+    let bytes = std::ffi::OsStr::from_bytes(b"/Users/dev/latin1-\xe9t\xe9");
+    let err = quoted(Path::new(bytes), "protected path").expect_err("not UTF-8");
+    assert_eq!(
+        err,
+        ProfileError::NotUtf8 {
+            what: "protected path",
+            path: "/Users/dev/latin1-\u{fffd}t\u{fffd}".into()
+        }
+    );
+    // The control: the same names without the offending character pass.
+    assert!(quoted(Path::new("/Users/dev/newline"), "denied read").is_ok());
+    assert!(quoted(Path::new("/Users/dev/latin1-ete"), "protected path").is_ok());
+}
+
+#[test]
+fn only_plain_absolute_paths_are_written() {
+    for name in [
+        "relative/path",
+        "/Users/dev/../etc",
+        "/Users/dev/./x",
+        "/Users//dev",
+        "/Users/dev/",
+        "",
+    ] {
+        let err = quoted(Path::new(name), "writable root").expect_err(name);
+        assert!(
+            matches!(err, ProfileError::NotPlain { .. }),
+            "{name}: {err:?}"
+        );
+    }
+    assert_eq!(
+        quoted(Path::new("/"), "writable root").as_deref(),
+        Ok("\"/\"")
+    );
+}
+
+/// A workspace-write profile with `hostile` in every place a path goes.
+fn everywhere(hostile: &Path) -> Profile {
+    Profile {
+        mode: Mode::WorkspaceWrite,
+        writable: vec![hostile.to_owned()],
+        temp: Some(hostile.join("tmp")),
+        read_only: vec![hostile.join(".git")],
+        pinned: vec![hostile.join("sub")],
+        deny_read: vec![hostile.join("secret")],
+        network: Net::Denied,
+        unix_sockets: vec![hostile.join("sock")],
+    }
+}
+
+/// A directory name that, written unescaped, would close its rule and add one of its own.
+const BALANCED: &str = "/Users/dev/x\")) (allow file-write* (subpath \"/\")) (x (y \"";
+
+#[test]
+fn a_path_written_to_widen_the_profile_stays_one_literal() {
+    for hostile in [
+        BALANCED,
+        "/Users/dev/x\")(allow file-write* (subpath \"/\")",
+        "/Users/dev/x\\\")) (allow file-write* (subpath \"/\")) (x \\\"",
+    ] {
+        widening_is_one_literal(Path::new(hostile));
+    }
+}
+
+fn widening_is_one_literal(hostile: &Path) {
+    let text = profile(&everywhere(hostile)).expect("printable paths are written");
+    let rules = rules_of(&text);
+    assert!(
+        !rules
+            .iter()
+            .any(|r| r == "(allow file-write* (subpath \"/\"))"),
+        "{text}"
+    );
+    let widening: Vec<&String> = rules
+        .iter()
+        .filter(|r| r.starts_with("(allow file-write*"))
+        .collect();
+    assert_eq!(
+        widening.len(),
+        3,
+        "/dev/null, the root, the temp dir: {widening:?}"
+    );
+    let strings = strings_of(&text);
+    for expected in ["", "/tmp", "/.git", "/sub", "/secret", "/sock"] {
+        let whole = format!("{}{expected}", hostile.display());
+        assert!(strings.contains(&whole), "{whole} in {strings:?}");
+    }
+}
+
+#[test]
+fn a_control_character_is_refused_wherever_a_path_goes() {
+    let newline = path("/Users/dev/x\n(allow file-write* (subpath \"/\"))");
+    for place in 0..6 {
+        let mut p = everywhere(Path::new("/Users/dev/fine"));
+        match place {
+            0 => p.writable = vec![newline.clone()],
+            1 => p.temp = Some(newline.clone()),
+            2 => p.read_only = vec![newline.clone()],
+            3 => p.pinned = vec![newline.clone()],
+            4 => p.deny_read = vec![newline.clone()],
+            _ => p.unix_sockets = vec![newline.clone()],
+        }
+        assert!(
+            matches!(profile(&p), Err(ProfileError::Control { .. })),
+            "place {place}"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The profile's rules.
+
+#[test]
+fn read_only_mode_writes_nothing_but_dev_null_whatever_it_is_given() {
+    let mut p = everywhere(Path::new("/Users/dev/project"));
+    p.mode = Mode::ReadOnly;
+    let rules = rules_of(&profile(&p).expect("a profile"));
+    let allowed: Vec<&String> = rules
+        .iter()
+        .filter(|r| r.starts_with("(allow file-write"))
+        .collect();
+    assert_eq!(allowed, ["(allow file-write* (literal \"/dev/null\"))"]);
+    // The control: the same input in workspace-write allows the root.
+    p.mode = Mode::WorkspaceWrite;
+    let rules = rules_of(&profile(&p).expect("a profile"));
+    assert!(rules.contains(&"(allow file-write* (subpath \"/Users/dev/project\"))".to_owned()));
+    p.mode = Mode::DangerFullAccess;
+    assert_eq!(profile(&p), Err(ProfileError::Unconfined));
+}
+
+#[test]
+fn protections_come_after_the_writes_they_take_back() {
+    let text = profile(&everywhere(Path::new("/Users/dev/project"))).expect("a profile");
+    let rules = rules_of(&text);
+    let at = |rule: &str| {
+        rules
+            .iter()
+            .position(|r| r == rule)
+            .unwrap_or_else(|| panic!("{rule} in {text}"))
+    };
+    let root = at("(allow file-write* (subpath \"/Users/dev/project\"))");
+    let git = at(
+        "(deny file-write* (literal \"/Users/dev/project/.git\") (subpath \"/Users/dev/project/.git\"))",
+    );
+    let pin = at("(deny file-write-unlink file-write-create (literal \"/Users/dev/project/sub\"))");
+    let secret = at(
+        "(deny file-read* file-write* process-exec (literal \"/Users/dev/project/secret\") (subpath \"/Users/dev/project/secret\"))",
+    );
+    assert!(at("(deny file-write*)") < root && root < git && git < pin && pin < secret);
+    assert_eq!(rules[0], "(version 1)");
+    assert_eq!(rules[1], "(allow default)");
+}
+
+#[test]
+fn the_network_rules_follow_the_policy_and_unix_sockets_need_a_denied_network() {
+    let mut p = everywhere(Path::new("/Users/dev/project"));
+    let socket =
+        "(allow network-outbound (remote unix-socket (path-literal \"/Users/dev/project/sock\")))";
+    let proxy = "(allow network-outbound (remote ip \"localhost:3128\"))";
+    let denied = "(deny network*)";
+    for (network, want, unwanted) in [
+        (Net::Denied, vec![denied, socket], vec![proxy]),
+        (Net::Proxy, vec![denied, proxy, socket], vec![]),
+        (
+            Net::Allowed,
+            vec![
+                "(deny network-outbound (remote unix-socket))",
+                "(deny network-bind (local unix-socket))",
+            ],
+            vec![denied, proxy, socket],
+        ),
+    ] {
+        p.network = network;
+        let rules = rules_of(&profile(&p).expect("a profile"));
+        for rule in want {
+            assert!(
+                rules.iter().any(|r| r == rule),
+                "{network:?}: {rule} in {rules:?}"
+            );
+        }
+        for rule in unwanted {
+            assert!(!rules.iter().any(|r| r == rule), "{network:?}: not {rule}");
+        }
+    }
+}
+
+#[test]
+fn the_directories_on_the_way_are_those_below_the_outermost_writable_area() {
+    let areas = [path("/w"), path("/w/inner"), path("/t")];
+    assert_eq!(
+        on_the_way(&areas, Path::new("/w/inner/a/b/.git")),
+        [path("/w/inner"), path("/w/inner/a"), path("/w/inner/a/b")]
+    );
+    assert_eq!(
+        on_the_way(&areas, Path::new("/w/.git")),
+        Vec::<PathBuf>::new()
+    );
+    assert_eq!(on_the_way(&areas, Path::new("/t/x/y")), [path("/t/x")]);
+    assert_eq!(
+        on_the_way(&areas, Path::new("/elsewhere/x/y")),
+        Vec::<PathBuf>::new()
+    );
+    assert_eq!(on_the_way(&areas, Path::new("/w")), Vec::<PathBuf>::new());
+    // A sibling whose name starts like an area is no part of it.
+    assert_eq!(
+        on_the_way(&areas, Path::new("/wx/a/b")),
+        Vec::<PathBuf>::new()
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Snapshots: every mode, network and kind of protected path, with fixed made-up paths.
+
+const ROOT: &str = "/Users/dev/project";
+
+/// One case of protected paths, as the plan would decide it for `ROOT` in workspace-write. The
+/// same input in read-only mode shows what that mode leaves out.
+fn case(name: &str, mode: Mode, network: Net) -> Profile {
+    let root = path(ROOT);
+    let mut p = Profile {
+        mode,
+        writable: vec![root.clone()],
+        temp: Some(path(
+            "/private/tmp/confine-helper-501/cmd-4026531836-812-1f2e3d4c",
+        )),
+        // Always: the root's repository by name, and the helper's and agentd's own files.
+        read_only: vec![
+            root.join(".git"),
+            path("/usr/local/bin/confine-helper"),
+            path("/Users/dev/Library/Application Support/agentd"),
+        ],
+        pinned: Vec::new(),
+        deny_read: Vec::new(),
+        network,
+        unix_sockets: Vec::new(),
+    };
+    match name {
+        "none" => {}
+        "git_metadata" => {
+            // A submodule's .git file and a linked worktree's, found by the repository walk.
+            p.read_only.push(root.join("vendor/lib/.git"));
+            p.read_only.push(root.join("worktrees/feature/.git"));
+            p.pinned = vec![
+                root.join("vendor"),
+                root.join("vendor/lib"),
+                root.join("worktrees"),
+                root.join("worktrees/feature"),
+            ];
+        }
+        "profile_protected" => {
+            p.read_only.push(root.join(".agentd"));
+            p.read_only.push(root.join("deploy/keys"));
+            p.pinned = vec![root.join("deploy")];
+        }
+        "deny_read" => {
+            p.deny_read = vec![path("/Users/dev/.ssh"), root.join("config/.env")];
+            p.pinned = vec![root.join("config")];
+        }
+        "unix_socket" => p.unix_sockets = vec![path("/private/var/run/docker.sock")],
+        other => panic!("no case {other}"),
+    }
+    p
+}
+
+#[test]
+fn snapshots_of_every_mode_network_and_protected_path() {
+    let mut settings = insta::Settings::clone_current();
+    settings.set_prepend_module_to_snapshot(false);
+    settings.set_snapshot_path("snapshots");
+    settings.bind(|| {
+        for (mode, mode_name) in [
+            (Mode::ReadOnly, "read_only"),
+            (Mode::WorkspaceWrite, "workspace_write"),
+        ] {
+            for (network, network_name) in [
+                (Net::Denied, "network_denied"),
+                (Net::Allowed, "network_allowed"),
+                (Net::Proxy, "allow_list"),
+            ] {
+                for name in [
+                    "none",
+                    "git_metadata",
+                    "profile_protected",
+                    "deny_read",
+                    "unix_socket",
+                ] {
+                    let text = profile(&case(name, mode, network)).expect("a profile");
+                    insta::assert_snapshot!(
+                        format!("seatbelt__{mode_name}__{network_name}__{name}"),
+                        text
+                    );
+                }
+            }
+        }
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
+// The plan: a real request on this machine, through `confine::plan`.
+
+fn spawn(mode: Mode, workspace: &Path) -> Spawn {
+    Spawn {
+        id: 1,
+        argv: vec![b"-dash-first".to_vec(), b"arg".to_vec()],
+        cwd: workspace.as_os_str().as_bytes().to_vec(),
+        env: Vec::new(),
+        policy: Policy {
+            mode,
+            workspace_root: Some(workspace.as_os_str().as_bytes().to_vec()),
+            writable_roots: Vec::new(),
+            network: Network::Deny,
+            protected: Vec::new(),
+            never_writable: Vec::new(),
+            local_binding: false,
+            deny_read: Vec::new(),
+            session_temp: None,
+            unix_sockets: Vec::new(),
+        },
+        backend: BackendChoice::Seatbelt,
+        limits: Limits {
+            timeout_ms: None,
+            kill_grace_ms: 0,
+            max_processes: None,
+            max_file_size: None,
+            max_address_space: None,
+        },
+        stdio: Stdio {
+            stdin: StdioSpec::Null,
+            stdout: StdioSpec::Null,
+            stderr: StdioSpec::Null,
+        },
+        proxy: false,
+    }
+}
+
+fn context(scratch: &Scratch) -> Context {
+    let mut ctx = Context::new(Ceiling::default(), Vec::new(), Vec::new(), Vec::new());
+    ctx.temp_base = scratch.0.join("temp-base");
+    ctx
+}
+
+/// The plan's profile, after checking the argv around it.
+fn planned(spawn: &Spawn, ctx: &Context) -> Result<(confine::Plan, String), NotRun> {
+    let roots = confine::writable_roots(spawn, ctx)?;
+    let plan = confine::plan(spawn, ctx, Backend::Seatbelt, &roots, None)?;
+    assert_eq!(plan.backend, Backend::Seatbelt);
+    assert_eq!(plan.argv[0], SANDBOX_EXEC.as_bytes());
+    assert_eq!(plan.argv[1], b"-p");
+    assert_eq!(plan.argv[3], b"--", "the command follows --");
+    assert_eq!(plan.argv[4..], spawn.argv[..]);
+    assert!(matches!(plan.confinement, confine::Confinement::None));
+    let text = String::from_utf8(plan.argv[2].clone()).expect("a profile is UTF-8");
+    Ok((plan, text))
+}
+
+fn not_run_text(not_run: NotRun) -> String {
+    match not_run {
+        NotRun::Refused(why) | NotRun::RunnerFailed(_, _, why) => why,
+        NotRun::ExecFailed(errno, ..) => format!("exec failed: {errno}"),
+    }
+}
+
+#[test]
+fn a_workspace_that_is_a_repository_is_writable_but_its_git_metadata_is_not() {
+    let scratch = Scratch::new("seatbelt-plan-git");
+    let ws = scratch.0.join("repo");
+    std::fs::create_dir_all(ws.join(".git/hooks")).expect("a repository");
+    std::fs::create_dir_all(ws.join("src")).expect("a source directory");
+    let ctx = context(&scratch);
+    let (plan, text) = planned(&spawn(Mode::WorkspaceWrite, &ws), &ctx).expect("a plan");
+    let rules = rules_of(&text);
+    let ws_text = ws.display().to_string();
+    let git = ws.join(".git").display().to_string();
+    let write = format!("(allow file-write* (subpath {ws_text:?}))");
+    let deny_git = format!("(deny file-write* (literal {git:?}) (subpath {git:?}))");
+    let (write_at, git_at) = (
+        rules.iter().position(|r| *r == write),
+        rules.iter().position(|r| *r == deny_git),
+    );
+    assert!(write_at.is_some(), "{write} in {text}");
+    assert!(
+        git_at > write_at,
+        "{deny_git} after the root's rule in {text}"
+    );
+    // The command's own temp directory, made for it and removed with the plan.
+    let temp = plan.cleanup.temp_dir.clone().expect("a private temp dir");
+    let temp_rule = format!(
+        "(allow file-write* (subpath {:?}))",
+        std::fs::canonicalize(&temp)
+            .expect("it exists")
+            .display()
+            .to_string()
+    );
+    assert!(rules.contains(&temp_rule), "{temp_rule} in {text}");
+    let tmpdir = plan
+        .env
+        .iter()
+        .find(|v| v.name == b"TMPDIR")
+        .expect("TMPDIR");
+    assert_eq!(tmpdir.value, temp.as_os_str().as_bytes());
+    // Whatever is protected, Seatbelt's own gaps make the run partial, naming each.
+    let Some(Enforcement::Partial { missing }) = &plan.enforcement else {
+        panic!("partial: {:?}", plan.enforcement);
+    };
+    for gap in GAPS {
+        assert!(missing.iter().any(|m| m == gap), "{gap} in {missing:?}");
+    }
+    assert!(plan.layers.is_empty(), "the protocol has no Seatbelt layer");
+    drop(plan);
+    assert!(
+        !temp.exists(),
+        "the plan's cleanup removed {}",
+        temp.display()
+    );
+    // The control: read-only mode has no rule for the workspace and no temp directory.
+    let (plan, text) = planned(&spawn(Mode::ReadOnly, &ws), &ctx).expect("a plan");
+    assert!(!rules_of(&text).contains(&write), "{text}");
+    assert!(!rules_of(&text).contains(&deny_git), "{text}");
+    assert!(plan.cleanup.temp_dir.is_none());
+}
+
+#[test]
+fn a_submodule_a_protected_path_and_a_denied_read_get_their_rules_and_pins() {
+    let scratch = Scratch::new("seatbelt-plan-paths");
+    let ws = scratch.0.join("ws");
+    std::fs::create_dir_all(ws.join("secrets/inner")).expect("a protected directory");
+    std::fs::create_dir_all(ws.join("config")).expect("a config directory");
+    std::fs::write(ws.join("config/.env"), "TOKEN=x").expect("a denied file");
+    let outside = scratch.0.join("outside");
+    std::fs::create_dir_all(&outside).expect("a directory outside");
+    let mut request = spawn(Mode::WorkspaceWrite, &ws);
+    request.policy.protected = vec![b"secrets".to_vec(), b"deploy/keys".to_vec()];
+    request.policy.deny_read = vec![
+        ws.join("config/.env").as_os_str().as_bytes().to_vec(),
+        outside.as_os_str().as_bytes().to_vec(),
+    ];
+    let ctx = context(&scratch);
+    let (_, text) = planned(&request, &ctx).expect("a plan");
+    let rules = rules_of(&text);
+    let shown = |p: PathBuf| format!("{:?}", p.display().to_string());
+    for rule in [
+        format!(
+            "(deny file-write* (literal {}) (subpath {}))",
+            shown(ws.join("secrets")),
+            shown(ws.join("secrets"))
+        ),
+        // Not there yet: kept from being made, and so is the directory on its way.
+        format!(
+            "(deny file-write* (literal {}) (subpath {}))",
+            shown(ws.join("deploy/keys")),
+            shown(ws.join("deploy/keys"))
+        ),
+        format!(
+            "(deny file-write-unlink file-write-create (literal {}))",
+            shown(ws.join("deploy"))
+        ),
+        format!(
+            "(deny file-write-unlink file-write-create (literal {}))",
+            shown(ws.join("config"))
+        ),
+        format!(
+            "(deny file-read* file-write* process-exec (literal {}) (subpath {}))",
+            shown(ws.join("config/.env")),
+            shown(ws.join("config/.env"))
+        ),
+        format!(
+            "(deny file-read* file-write* process-exec (literal {}) (subpath {}))",
+            shown(outside.clone()),
+            shown(outside.clone())
+        ),
+    ] {
+        assert!(rules.contains(&rule), "{rule} in {text}");
+    }
+    // Nothing outside the writable areas is pinned: it cannot be moved anyway.
+    assert!(!text.contains(&format!("(literal {})", shown(scratch.0.clone()))));
+}
+
+#[test]
+fn a_listed_unix_socket_is_allowed_by_its_real_path_and_local_binding_is_refused() {
+    let scratch = Scratch::new("seatbelt-plan-socket");
+    let ws = scratch.0.join("ws");
+    std::fs::create_dir_all(&ws).expect("a workspace");
+    let sockets = scratch.0.join("sockets");
+    std::fs::create_dir_all(&sockets).expect("a socket directory");
+    let socket = sockets.join("agent.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&socket).expect("a socket");
+    std::os::unix::fs::symlink(&sockets, scratch.0.join("link")).expect("a link");
+    let mut request = spawn(Mode::WorkspaceWrite, &ws);
+    request.policy.unix_sockets = vec![
+        scratch
+            .0
+            .join("link/agent.sock")
+            .as_os_str()
+            .as_bytes()
+            .to_vec(),
+        b"/nothing/there.sock".to_vec(),
+    ];
+    let ctx = context(&scratch);
+    let (_, text) = planned(&request, &ctx).expect("a plan");
+    let rules = rules_of(&text);
+    let allowed: Vec<&String> = rules
+        .iter()
+        .filter(|r| r.starts_with("(allow network-outbound"))
+        .collect();
+    assert_eq!(
+        allowed,
+        [&format!(
+            "(allow network-outbound (remote unix-socket (path-literal {:?})))",
+            socket.display().to_string()
+        )],
+        "the real path only; a name with nothing behind it gets no rule"
+    );
+    assert!(rules.contains(&"(deny network*)".to_owned()));
+    request.policy.local_binding = true;
+    let why = not_run_text(planned(&request, &ctx).expect_err("refused"));
+    assert!(
+        why.starts_with("local_binding needs a private network namespace"),
+        "{why}"
+    );
+    // The control: with the network allowed, local_binding changes nothing.
+    request.policy.local_binding = true;
+    request.policy.unix_sockets.clear();
+    request.policy.network = Network::Allow;
+    assert!(planned(&request, &ctx).is_ok());
+}
+
+#[test]
+fn a_path_no_profile_can_name_refuses_the_command() {
+    let scratch = Scratch::new("seatbelt-plan-refused");
+    let ws = scratch.0.join("ws");
+    std::fs::create_dir_all(&ws).expect("a workspace");
+    let mut request = spawn(Mode::WorkspaceWrite, &ws);
+    request.policy.protected = vec![b"new\nline".to_vec()];
+    let ctx = context(&scratch);
+    let why = not_run_text(planned(&request, &ctx).expect_err("refused"));
+    assert!(
+        why.starts_with(&format!(
+            "protected path {}/new\\nline holds a control",
+            ws.display()
+        )),
+        "{why}"
+    );
+    request.policy.protected = vec![b"newline".to_vec()];
+    assert!(planned(&request, &ctx).is_ok(), "the control");
+}
