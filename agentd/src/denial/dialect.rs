@@ -105,6 +105,7 @@ pub const DIALECT: &[Pattern] = &[
     p("Operation not permitted", Meaning::Filtered, LINUX),
     p(": operation not permitted", Meaning::Filtered, LINUX),
     p("Operation not permitted", Meaning::FileAccess, SEATBELT),
+    p(": operation not permitted", Meaning::FileAccess, SEATBELT),
 ];
 
 /// The first pattern of `backend`'s dialect that `line` shows; the network's patterns only when

@@ -536,6 +536,84 @@ fn each_backend_counts_only_its_own_texts() {
     }
 }
 
+const SEATBELT_RO: Run = Run {
+    backend: Backend::Seatbelt,
+    mode: Mode::ReadOnly,
+    network: Network::Deny,
+    code: 1,
+};
+const SEATBELT_WW: Run = Run {
+    backend: Backend::Seatbelt,
+    mode: Mode::WorkspaceWrite,
+    network: Network::Deny,
+    code: 1,
+};
+
+#[test]
+fn seatbelt_denies_file_writes_with_eperm_in_every_spelling() {
+    // The profile's (deny file-write*) answers EPERM; programs print it as strerror does, as
+    // Python does, and as Go and libuv (node, npm) spell it.
+    for host in [FakeHost::root(), FakeHost::user()] {
+        for stderr in [
+            "sh: 1: cannot create /home/u/x: Operation not permitted\n",
+            "bash: line 1: /home/u/x: Operation not permitted\n",
+            "touch: /tmp/x: Operation not permitted\n",
+            "mkdir: /home/u/d: Operation not permitted\n",
+            "Traceback (most recent call last):\n  File \"<string>\", line 1, in <module>\n\
+             PermissionError: [Errno 1] Operation not permitted: '/home/u/c'\n",
+            "npm error Error: EPERM: operation not permitted, mkdir '/home/u/.npm/_cacache'\n",
+            "open /home/u/.cache/go-build/x: operation not permitted\n",
+        ] {
+            assert_kind(&SEATBELT_WW, &host, stderr, Kind::FileWrite);
+            let denial = judged(&SEATBELT_RO, &host, stderr).expect("denied");
+            assert_eq!(denial.kinds, [Kind::FileWrite], "{stderr}");
+            assert_eq!(denial.lifted_by, Some(Mode::DangerFullAccess), "{stderr}");
+        }
+    }
+    let user = FakeHost::user();
+    // Inside the workspace: lifted by workspace-write in read-only mode, a protected path in
+    // every mode (the profile keeps git metadata and the request's protected paths read-only,
+    // whether they exist or not).
+    let denial = judged(
+        &SEATBELT_RO,
+        &user,
+        "touch: out.txt: Operation not permitted\n",
+    )
+    .expect("denied");
+    assert_eq!(denial.kinds, [Kind::FileWrite]);
+    assert_eq!(denial.lifted_by, Some(Mode::WorkspaceWrite));
+    for stderr in [
+        "fatal: Unable to create '/w/.git/index.lock': Operation not permitted\n",
+        "mkdir: .git: Operation not permitted\n",
+        "sh: 1: cannot create .env: Operation not permitted\n",
+    ] {
+        for run in [&SEATBELT_WW, &SEATBELT_RO] {
+            assert_kind(run, &user, stderr, Kind::ProtectedPath);
+        }
+    }
+    // A denied read reads as one.
+    assert_kind(
+        &SEATBELT_WW,
+        &user,
+        "cat: /home/u/.ssh/id_ed25519: Operation not permitted\n",
+        Kind::FileRead,
+    );
+    // The look-alikes: a write the profile allowed (the workspace, in workspace-write) failed
+    // for its own reasons; the user could not have written there anyway; bash's refused signal
+    // names no file. (`/bin/kill`'s `kill: 1234: Operation not permitted` reads as a write of
+    // the file `1234`, a false denial the classifier does not tell apart.)
+    for (run, stderr) in [
+        (&SEATBELT_WW, "touch: out.txt: Operation not permitted\n"),
+        (&SEATBELT_WW, "touch: /etc/x: Operation not permitted\n"),
+        (
+            &SEATBELT_RO,
+            "bash: line 1: kill: (1234) - Operation not permitted\n",
+        ),
+    ] {
+        assert_none(run, &user, stderr);
+    }
+}
+
 // How the command ended.
 
 #[test]
