@@ -45,6 +45,8 @@ pub(crate) struct Root {
 #[derive(Debug)]
 pub(crate) struct Bind {
     pub(crate) path: PathBuf,
+    /// What bwrap mounts; Seatbelt's rules name the path.
+    #[cfg_attr(not(target_os = "linux"), expect(dead_code, reason = "bwrap's alone"))]
     pub(crate) fd: OwnedFd,
 }
 
@@ -57,6 +59,9 @@ pub(crate) struct Protection {
     pub(crate) read_only: Vec<Bind>,
     /// Sentences naming what could not be protected because it does not exist (yet).
     pub(crate) missing: Vec<String>,
+    /// The protected paths among `missing` that do not exist, each with its sentence's index
+    /// there: a backend whose rules name paths (Seatbelt) keeps them from being created.
+    pub(crate) absent: Vec<(PathBuf, usize)>,
 }
 
 /// Why the protected paths cannot be kept read-only at all; nothing is run. The text is the
@@ -124,11 +129,14 @@ pub(crate) fn protect(roots: &[Root], extra: &[PathBuf]) -> Result<Protection, P
         walk.repository(index, PathBuf::new(), 0)?;
         for name in extra {
             if let Found::Missing(at) = walk.keep_read_only(index, name)? {
-                walk.out.missing.push(format!(
-                    "protected path {}: {} does not exist yet, so a command can create it",
-                    root.path.join(name).display(),
-                    at.display()
-                ));
+                walk.absent(
+                    root.path.join(name),
+                    format!(
+                        "protected path {}: {} does not exist yet, so a command can create it",
+                        root.path.join(name).display(),
+                        at.display()
+                    ),
+                );
             }
         }
     }
@@ -174,6 +182,12 @@ fn dup(fd: &OwnedFd, at: &Path) -> Result<OwnedFd, ProtectError> {
 }
 
 impl Walk<'_> {
+    /// Names `path`, a protected path that does not exist, as missing with `sentence`.
+    fn absent(&mut self, path: PathBuf, sentence: String) {
+        self.out.absent.push((path, self.out.missing.len()));
+        self.out.missing.push(sentence);
+    }
+
     fn binds(&self) -> usize {
         self.out.pinned.len() + self.out.read_only.len()
     }
@@ -313,11 +327,12 @@ impl Walk<'_> {
                     Found::Present(fd, Kind::Dir) => Ok(Some(GitDir { path: real, fd })),
                     Found::Present(..) | Found::Blocked => Ok(None),
                     Found::Missing(at) => {
-                        self.out.missing.push(format!(
+                        let sentence = format!(
                             "{what} {} does not exist ({} is missing), so a command can create it",
                             real.display(),
                             at.display()
-                        ));
+                        );
+                        self.absent(real, sentence);
                         Ok(None)
                     }
                 }
@@ -394,21 +409,24 @@ impl Walk<'_> {
         depth: usize,
     ) -> Result<(), ProtectError> {
         let root = self.roots[index].path.clone();
+        let dot = root.join(worktree).join(".git");
         if depth == 0 {
-            self.out.missing.push(format!(
+            let sentence = format!(
                 "repository {}: there is none yet, so a command can create one whose config and \
                  hooks git would use when run there later",
-                root.join(".git").display()
-            ));
+                dot.display()
+            );
+            self.absent(dot, sentence);
             return Ok(());
         }
-        if at != root.join(worktree).join(".git") {
-            self.out.missing.push(format!(
+        if at != dot {
+            let sentence = format!(
                 "submodule {}: {} does not exist, so a command can create a repository there \
                  that git status in the superproject would enter",
                 root.join(worktree).display(),
                 at.display()
-            ));
+            );
+            self.absent(dot, sentence);
             return Ok(());
         }
         // The submodule's directory exists but is not populated: keep it read-only.

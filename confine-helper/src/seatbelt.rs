@@ -367,8 +367,10 @@ impl<'a> Checked<'a> {
                 push_new(&mut read_only, root.join(relative));
             }
         }
-        for bind in &self.protection.read_only {
-            push_new(&mut read_only, bind.path.clone());
+        let walked = self.protection.read_only.iter().map(|b| &b.path);
+        let absent = self.protection.absent.iter().map(|(path, _)| path);
+        for path in walked.chain(absent) {
+            push_new(&mut read_only, path.clone());
         }
         let own = self.own_paths.iter().cloned();
         let requester = policy
@@ -411,7 +413,13 @@ impl<'a> Checked<'a> {
     pub(crate) fn command(self) -> Result<(Vec<Vec<u8>>, Vec<String>), NotRun> {
         let profile_input = self.profile()?;
         let text = profile(&profile_input).map_err(|e| NotRun::Refused(e.to_string()))?;
-        let mut missing = self.protection.missing;
+        // A protected path that does not exist yet is ruled by name like the others: what the
+        // Linux backends report missing for it is enforced here.
+        let absent: Vec<usize> = self.protection.absent.iter().map(|(_, i)| *i).collect();
+        let mut missing: Vec<String> = (self.protection.missing.into_iter().enumerate())
+            .filter(|(i, _)| !absent.contains(i))
+            .map(|(_, sentence)| sentence)
+            .collect();
         missing.extend(GAPS.iter().map(|gap| (*gap).to_owned()));
         if profile_input.network == Net::Proxy {
             missing.push(PROXY_GAP.to_owned());

@@ -585,6 +585,39 @@ fn a_workspace_that_is_a_repository_is_writable_but_its_git_metadata_is_not() {
 }
 
 #[test]
+fn a_protected_path_that_does_not_exist_yet_is_enforced_by_name_not_reported_missing() {
+    let scratch = Scratch::new("seatbelt-plan-absent");
+    let ws = scratch.0.join("ws");
+    std::fs::create_dir_all(&ws).expect("a workspace without a repository");
+    let mut request = spawn(Mode::WorkspaceWrite, &ws);
+    request.policy.protected = vec![b"deploy/keys".to_vec()];
+    let ctx = context(&scratch);
+    // The control: the repository walk names both as missing, which the Linux backends report.
+    let roots = confine::writable_roots(&request, &ctx).expect("roots");
+    let walked = crate::protect::protect(&roots, &[path("deploy/keys")]).expect("a walk");
+    let absent: Vec<&PathBuf> = walked.absent.iter().map(|(p, _)| p).collect();
+    assert_eq!(absent, [&ws.join(".git"), &ws.join("deploy/keys")]);
+    assert_eq!(walked.missing.len(), 2, "{:?}", walked.missing);
+    assert!(
+        walked.missing[0].starts_with("repository "),
+        "{:?}",
+        walked.missing
+    );
+    // Under Seatbelt both are ruled by name, so only Seatbelt's own gaps are missing.
+    let (plan, text) = planned(&request, &ctx).expect("a plan");
+    let Some(Enforcement::Partial { missing }) = &plan.enforcement else {
+        panic!("partial: {:?}", plan.enforcement);
+    };
+    assert_eq!(missing, &GAPS.map(str::to_owned).to_vec());
+    let rules = rules_of(&text);
+    for absent in absent {
+        let shown = format!("{:?}", absent.display().to_string());
+        let rule = format!("(deny file-write* (literal {shown}) (subpath {shown}))");
+        assert!(rules.contains(&rule), "{rule} in {text}");
+    }
+}
+
+#[test]
 fn a_submodule_a_protected_path_and_a_denied_read_get_their_rules_and_pins() {
     let scratch = Scratch::new("seatbelt-plan-paths");
     let ws = scratch.0.join("ws");
