@@ -291,8 +291,12 @@ pub(crate) const GAPS: [&str; 3] = [
 ];
 
 /// The allow-list's gap under Seatbelt: the port is the host's.
-pub(crate) const PROXY_GAP: &str = "the network allow-list: 127.0.0.1:3128 is the host's port \
-    (no network namespace), so whatever listens there gets the command's connections";
+pub(crate) fn proxy_gap() -> String {
+    format!(
+        "the network allow-list: 127.0.0.1:{PROXY_PORT} is the host's port (no network \
+         namespace), so whatever listens there gets the command's connections"
+    )
+}
 
 /// The request's parts the plan has checked, from which [`Checked::command`] builds the profile.
 #[derive(Debug)]
@@ -422,7 +426,7 @@ impl<'a> Checked<'a> {
             .collect();
         missing.extend(GAPS.iter().map(|gap| (*gap).to_owned()));
         if profile_input.network == Net::Proxy {
-            missing.push(PROXY_GAP.to_owned());
+            missing.push(proxy_gap());
         }
         Ok((argv(text, &self.spawn.argv), missing))
     }

@@ -723,6 +723,42 @@ fn a_listed_unix_socket_is_allowed_by_its_real_path_and_local_binding_is_refused
 }
 
 #[test]
+fn the_allow_list_reaches_the_proxy_port_alone_and_says_the_port_is_the_hosts() {
+    let scratch = Scratch::new("seatbelt-plan-proxy");
+    let ws = scratch.0.join("ws");
+    std::fs::create_dir_all(&ws).expect("a workspace");
+    let mut request = spawn(Mode::WorkspaceWrite, &ws);
+    request.proxy = true;
+    let ctx = context(&scratch);
+    let roots = confine::writable_roots(&request, &ctx).expect("roots");
+    let (ours, _theirs) = std::os::unix::net::UnixStream::pair().expect("a socket pair");
+    let plan = confine::plan(&request, &ctx, Backend::Seatbelt, &roots, Some(ours.into()))
+        .expect("a plan");
+    let text = String::from_utf8(plan.argv[2].clone()).expect("UTF-8");
+    let rules = rules_of(&text);
+    let network: Vec<&String> = rules.iter().filter(|r| r.contains("network")).collect();
+    assert_eq!(
+        network,
+        [
+            "(deny network*)",
+            "(allow network-outbound (remote ip \"localhost:3128\"))"
+        ]
+    );
+    let Some(Enforcement::Partial { missing }) = &plan.enforcement else {
+        panic!("partial: {:?}", plan.enforcement);
+    };
+    assert!(missing.contains(&proxy_gap()), "{missing:?}");
+    // The control: without the allow-list the port is not reachable and not named.
+    request.proxy = false;
+    let (plan, text) = planned(&request, &ctx).expect("a plan");
+    assert!(!text.contains("localhost:3128"), "{text}");
+    let Some(Enforcement::Partial { missing }) = &plan.enforcement else {
+        panic!("partial: {:?}", plan.enforcement);
+    };
+    assert!(!missing.contains(&proxy_gap()), "{missing:?}");
+}
+
+#[test]
 fn a_path_no_profile_can_name_refuses_the_command() {
     let scratch = Scratch::new("seatbelt-plan-refused");
     let ws = scratch.0.join("ws");
