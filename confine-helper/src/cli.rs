@@ -248,6 +248,7 @@ pub fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
     // Inside a bwrap sandbox, between the namespaces and the command: nothing to sanitize (bwrap
     // gave it exactly the command's descriptors and environment), nothing else to do.
+    #[cfg(target_os = "linux")]
     if args.first().is_some_and(|a| a == "enter") {
         return match crate::enter::parse(&args[1..]) {
             Ok(enter) => crate::enter::main(&enter),
@@ -424,12 +425,12 @@ fn with_verdict_cache(ctx: &mut Context, xdg_cache: Option<&Path>, home: Option<
     }
 }
 
-/// Closes inherited descriptors, clears the environment and makes the process undumpable,
-/// before anything is read from a peer.
+/// Closes inherited descriptors, clears the environment and keeps other processes of the user
+/// out (undumpable on Linux, no debugger on macOS), before anything is read from a peer.
 fn sanitize(keep: RawFd) -> std::io::Result<()> {
     sys::sanitize_fds(keep)?;
     sys::clear_environment();
-    nix::sys::prctl::set_dumpable(false)?;
+    sys::forbid_tracing()?;
     Ok(())
 }
 
@@ -451,6 +452,13 @@ enum ServeError {
          user a helper of their own"
     )]
     OtherUid(String),
+    /// A root helper on macOS was asked to serve other uids.
+    #[cfg(target_os = "macos")]
+    #[error(
+        "serving other users needs a helper per peer started by a root service, which this \
+         helper does on Linux only; on macOS run a service as each user, admitting that user alone"
+    )]
+    NoHandoff,
     /// The event loop failed.
     #[error("{0}")]
     Run(#[source] io::Error),
@@ -490,6 +498,10 @@ fn serve(
         };
         return Err(ServeError::OtherUid(others));
     }
+    #[cfg(target_os = "macos")]
+    if handoff {
+        return Err(ServeError::NoHandoff);
+    }
     let listener = match activated {
         Some(fd) => service::inherited(fd, &socket, admission.group.as_ref())?,
         None => service::listen(&socket, admission.group.as_ref())?,
@@ -501,6 +513,7 @@ fn serve(
         ),
         None => format!("uids {:?}", admission.uids),
     };
+    #[cfg(target_os = "linux")]
     if handoff {
         log!(
             "serving {} for {admits}, each peer by a helper running as that peer",
@@ -509,6 +522,8 @@ fn serve(
         let handoff = service::Handoff { ceiling, socket };
         return service::serve_by_handoff(listener, admission, handoff).map_err(ServeError::Run);
     }
+    #[cfg(target_os = "macos")]
+    let _ = ceiling;
     log!("serving {} for {admits}", socket.display());
     Server::service(listener, admission, context())
         .run()

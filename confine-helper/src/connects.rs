@@ -81,6 +81,10 @@ fn address_of(path: &[u8]) -> Vec<u8> {
 }
 
 /// What the shim does with one `connect`.
+#[cfg_attr(
+    not(target_os = "linux"),
+    allow(dead_code, reason = "the Linux shim's")
+)]
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Verdict<'a> {
     /// Connect the command's socket to this address.
@@ -92,10 +96,18 @@ pub(crate) enum Verdict<'a> {
 }
 
 /// Bytes of a `sockaddr_in`: family, port, address, padding.
+#[cfg_attr(
+    not(target_os = "linux"),
+    allow(dead_code, reason = "the Linux shim's")
+)]
 const SOCKADDR_IN_LEN: usize = 16;
 
 /// Judges `address`, the bytes the command gave `connect` for an `AF_INET` or `AF_INET6`
 /// socket.
+#[cfg_attr(
+    not(target_os = "linux"),
+    allow(dead_code, reason = "the Linux shim's")
+)]
 pub(crate) fn judge_inet<'a>(address: &'a [u8], rules: &Rules) -> Verdict<'a> {
     if rules.own_network {
         return Verdict::Connect(address);
@@ -119,6 +131,10 @@ pub(crate) fn judge_inet<'a>(address: &'a [u8], rules: &Rules) -> Verdict<'a> {
 }
 
 /// Judges `address`, the bytes the command gave `connect` for a Unix socket.
+#[cfg_attr(
+    not(target_os = "linux"),
+    allow(dead_code, reason = "the Linux shim's")
+)]
 pub(crate) fn judge_unix<'a>(address: &'a [u8], rules: &'a Rules) -> Verdict<'a> {
     let listed = &rules.listed;
     let family = match address.get(..FAMILY_LEN) {

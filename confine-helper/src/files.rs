@@ -22,8 +22,10 @@
 //!
 //! The reader opens the path as a path (`O_PATH`, following links), checks that it is a regular
 //! file of at most the given size, and only then opens it for reading through `/proc/self/fd`,
-//! so a FIFO or device is never opened; it copies the content to standard output and reports on
-//! standard error: `read` NUL byte count NUL the real path, or `failed` as above.
+//! so a FIFO or device is never opened (on macOS, which has no `O_PATH`, the path is opened for
+//! reading without waiting, and only a regular file is read); it copies the content to standard
+//! output and reports on standard error: `read` NUL byte count NUL the real path, or `failed`
+//! as above.
 
 use std::ffi::OsStr;
 use std::io::{self, Read, Write};
@@ -86,13 +88,77 @@ pub(crate) fn read_main(path: &Path, max_bytes: u64) -> ExitCode {
     report(&mut io::stderr().lock(), record, ok)
 }
 
-fn read(path: &Path, max_bytes: u64) -> Result<(u64, PathBuf), Failed> {
-    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
-    let located = std::fs::OpenOptions::new()
+/// The file `path` names, following links, opened only as a path (`O_PATH`): nothing of a
+/// FIFO or a device is opened before its kind is known.
+#[cfg(target_os = "linux")]
+fn locate(path: &Path) -> Result<std::fs::File, Failed> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(nix::libc::O_PATH | nix::libc::O_CLOEXEC)
         .open(path)
-        .map_err(|e| io_failed(&e, format!("cannot open {}", path.display())))?;
+        .map_err(|e| io_failed(&e, format!("cannot open {}", path.display())))
+}
+
+/// The file `path` names, following links, opened for reading without waiting and without
+/// becoming a controlling terminal: macOS has no `O_PATH`, so a FIFO is opened (at once, with
+/// no writer needed) and a device too before their kind is known; neither is read.
+#[cfg(target_os = "macos")]
+fn locate(path: &Path) -> Result<std::fs::File, Failed> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY | nix::libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| io_failed(&e, format!("cannot open {}", path.display())))
+}
+
+/// The located regular file, opened for reading through `/proc/self/fd` (which reaches exactly
+/// that file), and its real path.
+#[cfg(target_os = "linux")]
+fn reopen(located: std::fs::File, path: &Path) -> Result<(std::fs::File, PathBuf), Failed> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let proc_path = format!(
+        "/proc/self/fd/{}",
+        std::os::fd::AsRawFd::as_raw_fd(&located)
+    );
+    let real = std::fs::read_link(&proc_path).unwrap_or_else(|_| path.to_owned());
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY | nix::libc::O_CLOEXEC)
+        .open(&proc_path)
+        .map_err(|e| io_failed(&e, format!("cannot read {}", path.display())))?;
+    Ok((file, real))
+}
+
+/// The located regular file, already open for reading, and its real path.
+#[cfg(target_os = "macos")]
+fn reopen(located: std::fs::File, path: &Path) -> Result<(std::fs::File, PathBuf), Failed> {
+    let real = real_path(&located).unwrap_or_else(|| path.to_owned());
+    Ok((located, real))
+}
+
+/// The path the kernel has for an open file: `/proc/self/fd`'s link on Linux.
+#[cfg(target_os = "linux")]
+fn real_path(file: &std::fs::File) -> Option<PathBuf> {
+    std::fs::read_link(format!(
+        "/proc/self/fd/{}",
+        std::os::fd::AsRawFd::as_raw_fd(file)
+    ))
+    .ok()
+}
+
+/// The path the kernel has for an open file: `F_GETPATH` on macOS.
+#[cfg(target_os = "macos")]
+fn real_path(file: &std::fs::File) -> Option<PathBuf> {
+    let mut real = PathBuf::new();
+    nix::fcntl::fcntl(file, nix::fcntl::FcntlArg::F_GETPATH(&mut real)).ok()?;
+    Some(real)
+}
+
+fn read(path: &Path, max_bytes: u64) -> Result<(u64, PathBuf), Failed> {
+    use std::os::unix::fs::FileTypeExt;
+    let located = locate(path)?;
     let meta = located
         .metadata()
         .map_err(|e| io_failed(&e, format!("cannot inspect {}", path.display())))?;
@@ -120,16 +186,7 @@ fn read(path: &Path, max_bytes: u64) -> Result<(u64, PathBuf), Failed> {
             ),
         ));
     }
-    let proc_path = format!(
-        "/proc/self/fd/{}",
-        std::os::fd::AsRawFd::as_raw_fd(&located)
-    );
-    let real = std::fs::read_link(&proc_path).unwrap_or_else(|_| path.to_owned());
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY | nix::libc::O_CLOEXEC)
-        .open(&proc_path)
-        .map_err(|e| io_failed(&e, format!("cannot read {}", path.display())))?;
+    let (file, real) = reopen(located, path)?;
     let copied = io::copy(&mut file.take(max_bytes + 1), &mut io::stdout().lock())
         .map_err(|e| io_failed(&e, format!("cannot read {}", path.display())))?;
     if copied > max_bytes {
@@ -242,11 +299,7 @@ fn write(path: &Path, make_parents: bool) -> Result<Written, Failed> {
         );
     }
     let (bytes, file) = result?;
-    let path = std::fs::read_link(format!(
-        "/proc/self/fd/{}",
-        std::os::fd::AsRawFd::as_raw_fd(&file)
-    ))
-    .unwrap_or(target);
+    let path = real_path(&file).unwrap_or(target);
     Ok(Written {
         created: existing.is_none(),
         bytes,
@@ -275,7 +328,7 @@ fn target_of(path: &Path) -> Result<PathBuf, Failed> {
     }
 }
 
-fn kind_of(mode: u32) -> &'static str {
+fn kind_of(mode: nix::libc::mode_t) -> &'static str {
     match mode & nix::libc::S_IFMT {
         nix::libc::S_IFDIR => "a directory",
         nix::libc::S_IFIFO => "a FIFO",
@@ -307,7 +360,7 @@ fn fill_and_rename(
     temp: &Path,
     name: &OsStr,
     file: OwnedFd,
-    old_mode: Option<u32>,
+    old_mode: Option<nix::libc::mode_t>,
 ) -> Result<(u64, std::fs::File), Failed> {
     let mut file = std::fs::File::from(file);
     let mut content = Vec::new();

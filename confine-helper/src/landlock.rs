@@ -14,7 +14,7 @@ use landlock::{
     Ruleset as LlRuleset, RulesetAttr, RulesetCreatedAttr, RulesetError, Scope,
 };
 
-use crate::confine::Grant;
+use crate::confine::deny::Grant;
 use crate::sys;
 
 /// A created ruleset and what it cannot enforce.
@@ -38,7 +38,7 @@ pub(crate) struct Plan<'a> {
     pub(crate) writable: &'a [OwnedFd],
     pub(crate) network_denied: bool,
     /// Denied reads outside the writable roots, as real paths: `/` is then granted as the tree
-    /// with them cut out ([`crate::confine::read_rules`]) instead of as one rule.
+    /// with them cut out ([`crate::confine::deny::read_rules`]) instead of as one rule.
     pub(crate) denied: &'a [&'a Path],
 }
 
@@ -102,7 +102,7 @@ pub(crate) fn build(plan: &Plan<'_>) -> Result<Ruleset, BuildError> {
         fixed.push((Path::new("/"), read));
     } else {
         let file_read = read & AccessFs::from_file(abi);
-        for (fd, grant) in crate::confine::read_rules(plan.denied).map_err(BuildError::Cut)? {
+        for (fd, grant) in crate::confine::deny::read_rules(plan.denied).map_err(BuildError::Cut)? {
             let rights = match grant {
                 Grant::List => AccessFs::ReadDir.into(),
                 Grant::ReadDir => read,

@@ -8,12 +8,26 @@
 //! hands the descriptor — not the name — to the backend. Files the helper reads inside a
 //! writable root (git's metadata) are opened the same way, non-blocking, and only if they are
 //! regular files, so a FIFO or a device put there cannot stall the helper.
+//!
+//! On macOS the same guarantees come from `O_NOFOLLOW_ANY` (a link anywhere on the way is
+//! `ELOOP`; macOS 11), a `..` or absolute name refused before the call in place of
+//! `RESOLVE_BENEATH`, `O_SYMLINK` for a link at the end, and `F_GETPATH` for the path a
+//! descriptor names. macOS has no `O_PATH`: descriptors are opened for reading, non-blocking
+//! (so a FIFO opens at once), which needs read permission; a socket file cannot be opened at
+//! all, and is an error where Linux reports its kind.
 
-use std::io::{self, Read};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::io;
+#[cfg(target_os = "linux")]
+use std::io::Read;
+#[cfg(target_os = "linux")]
+use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Component, Path, PathBuf};
 
+#[cfg(target_os = "linux")]
 use nix::fcntl::{OFlag, OpenHow, ResolveFlag, openat2};
+#[cfg(target_os = "macos")]
+use nix::fcntl::{OFlag, openat};
 use nix::sys::stat::{Mode, SFlag, fstat};
 
 /// What a descriptor names.
@@ -41,10 +55,30 @@ pub(crate) fn kind(fd: BorrowedFd<'_>) -> io::Result<Kind> {
 /// `(st_dev, st_ino)` of `fd`.
 pub(crate) fn identity(fd: BorrowedFd<'_>) -> io::Result<(u64, u64)> {
     let st = fstat(fd)?;
-    Ok((st.st_dev, st.st_ino))
+    #[cfg(target_os = "linux")]
+    let dev = st.st_dev;
+    // A signed 32-bit number on macOS: only compared, so its bits are kept as they are.
+    #[cfg(target_os = "macos")]
+    let dev = u64::from(st.st_dev.cast_unsigned());
+    Ok((dev, st.st_ino))
 }
 
 /// The path the kernel has for `fd`, which is where it is now, whatever name it was opened by.
+#[cfg(target_os = "macos")]
+pub(crate) fn fd_path(fd: BorrowedFd<'_>) -> io::Result<PathBuf> {
+    let mut path = PathBuf::new();
+    nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_GETPATH(&mut path))?;
+    if !path.is_absolute() {
+        return Err(io::Error::other(format!(
+            "it has no path any more ({})",
+            path.display()
+        )));
+    }
+    Ok(path)
+}
+
+/// The path the kernel has for `fd`, which is where it is now, whatever name it was opened by.
+#[cfg(target_os = "linux")]
 pub(crate) fn fd_path(fd: BorrowedFd<'_>) -> io::Result<PathBuf> {
     let path = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))?;
     if !path.is_absolute() || path.as_os_str().as_encoded_bytes().ends_with(b" (deleted)") {
@@ -56,6 +90,7 @@ pub(crate) fn fd_path(fd: BorrowedFd<'_>) -> io::Result<PathBuf> {
     Ok(path)
 }
 
+#[cfg(target_os = "linux")]
 fn how(flags: OFlag, resolve: ResolveFlag) -> OpenHow {
     OpenHow::new()
         .flags(flags | OFlag::O_CLOEXEC)
@@ -65,6 +100,7 @@ fn how(flags: OFlag, resolve: ResolveFlag) -> OpenHow {
 
 /// Opens the absolute `path` as an `O_PATH` descriptor of a directory, refusing a symbolic
 /// link on any component (`ELOOP`).
+#[cfg(target_os = "linux")]
 pub(crate) fn open_dir(path: &Path) -> io::Result<OwnedFd> {
     Ok(openat2(
         nix::fcntl::AT_FDCWD,
@@ -79,6 +115,7 @@ pub(crate) fn open_dir(path: &Path) -> io::Result<OwnedFd> {
 /// Opens the entry `name` beneath the directory `dir` as an `O_PATH` descriptor without
 /// following any symbolic link: a link on the way is `ELOOP`, a link at the end is returned
 /// itself ([`Kind::Symlink`]), `..` out of `dir` is `EXDEV`.
+#[cfg(target_os = "linux")]
 pub(crate) fn open_entry(dir: BorrowedFd<'_>, name: &Path) -> io::Result<OwnedFd> {
     Ok(openat2(
         dir,
@@ -88,6 +125,28 @@ pub(crate) fn open_entry(dir: BorrowedFd<'_>, name: &Path) -> io::Result<OwnedFd
             ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS,
         ),
     )?)
+}
+
+/// Opens the absolute `path`, whatever it is, without following a symbolic link anywhere on it
+/// (a link, the last component included, is `ELOOP`): `O_PATH` on Linux, for reading on macOS.
+#[cfg(target_os = "linux")]
+pub(crate) fn open_unfollowed(path: &Path) -> nix::Result<OwnedFd> {
+    openat2(
+        nix::fcntl::AT_FDCWD,
+        path,
+        how(
+            OFlag::O_PATH | OFlag::O_NOFOLLOW,
+            ResolveFlag::RESOLVE_NO_SYMLINKS,
+        ),
+    )
+}
+
+/// Opens the absolute `path`, whatever it is, without following a symbolic link anywhere on it
+/// (a link, the last component included, is `ELOOP`): `O_PATH` on Linux, for reading on macOS.
+#[cfg(target_os = "macos")]
+pub(crate) fn open_unfollowed(path: &Path) -> nix::Result<OwnedFd> {
+    let flags = OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_NOCTTY | no_links();
+    nix::fcntl::open(path, flags, Mode::empty())
 }
 
 /// Why [`read_small`] returned nothing.
@@ -122,6 +181,7 @@ pub(crate) fn read_small(dir: BorrowedFd<'_>, name: &Path, cap: u64) -> Result<V
 
 /// Reads the file an `O_PATH` descriptor names, if it is a regular file of at most `cap`
 /// bytes. The descriptor is reopened through `/proc/self/fd`, which reaches exactly that file.
+#[cfg(target_os = "linux")]
 pub(crate) fn read_regular(fd: BorrowedFd<'_>, cap: u64) -> Result<Vec<u8>, ReadError> {
     use std::os::unix::fs::OpenOptionsExt;
     match kind(fd) {
@@ -151,6 +211,7 @@ pub(crate) fn list_dir(
     name: &Path,
 ) -> io::Result<Option<Vec<std::ffi::OsString>>> {
     use std::os::unix::ffi::OsStrExt;
+    #[cfg(target_os = "linux")]
     let opened = openat2(
         dir,
         name,
@@ -159,6 +220,15 @@ pub(crate) fn list_dir(
             ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS,
         ),
     );
+    #[cfg(target_os = "macos")]
+    let opened = beneath(name).and_then(|()| {
+        openat(
+            dir,
+            name,
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY | no_links(),
+            Mode::empty(),
+        )
+    });
     let fd = match opened {
         Ok(fd) => fd,
         Err(nix::Error::ENOENT) => return Ok(None),
@@ -173,6 +243,98 @@ pub(crate) fn list_dir(
         }
     }
     Ok(Some(names))
+}
+
+/// `O_NOFOLLOW_ANY`: a symbolic link on any component, the last included, is `ELOOP`.
+#[cfg(target_os = "macos")]
+fn no_links() -> OFlag {
+    OFlag::from_bits_retain(nix::libc::O_NOFOLLOW_ANY) | OFlag::O_CLOEXEC
+}
+
+/// `RESOLVE_BENEATH` by hand: with no link followed, only an absolute name or a `..` step can
+/// leave the directory (`EXDEV`, as Linux says it).
+#[cfg(target_os = "macos")]
+fn beneath(name: &Path) -> nix::Result<()> {
+    if name
+        .components()
+        .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
+    {
+        Ok(())
+    } else {
+        Err(nix::Error::EXDEV)
+    }
+}
+
+/// Opens the absolute `path` as a descriptor of a directory, refusing a symbolic link on any
+/// component (`ELOOP`).
+#[cfg(target_os = "macos")]
+pub(crate) fn open_dir(path: &Path) -> io::Result<OwnedFd> {
+    Ok(nix::fcntl::open(
+        path,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | no_links(),
+        Mode::empty(),
+    )?)
+}
+
+/// Opens the entry `name` beneath the directory `dir` without following any symbolic link: a
+/// link on the way is `ELOOP`, a link at the end is returned itself ([`Kind::Symlink`]), `..`
+/// out of `dir` is `EXDEV`. Opened for reading, non-blocking, without becoming a controlling
+/// terminal.
+#[cfg(target_os = "macos")]
+pub(crate) fn open_entry(dir: BorrowedFd<'_>, name: &Path) -> io::Result<OwnedFd> {
+    beneath(name)?;
+    let flags = OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_NOCTTY;
+    match openat(dir, name, flags | no_links(), Mode::empty()) {
+        // A link on the way, or only at the end: the parent, opened as strictly, tells which;
+        // the last component alone is then opened as itself.
+        Err(nix::Error::ELOOP) => {
+            let last = name.file_name().ok_or(nix::Error::ELOOP)?;
+            let parent = match name.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p,
+                _ => Path::new("."),
+            };
+            let parent = openat(
+                dir,
+                parent,
+                OFlag::O_RDONLY | OFlag::O_DIRECTORY | no_links(),
+                Mode::empty(),
+            )?;
+            let itself = OFlag::from_bits_retain(nix::libc::O_SYMLINK) | OFlag::O_CLOEXEC;
+            Ok(openat(parent.as_fd(), last, flags | itself, Mode::empty())?)
+        }
+        other => Ok(other?),
+    }
+}
+
+/// Reads the file a descriptor names, if it is a regular file of at most `cap` bytes, from its
+/// start (the descriptor was opened for reading).
+#[cfg(target_os = "macos")]
+pub(crate) fn read_regular(fd: BorrowedFd<'_>, cap: u64) -> Result<Vec<u8>, ReadError> {
+    use std::os::unix::fs::FileExt;
+    match kind(fd) {
+        Ok(Kind::File) => {}
+        Ok(other) => return Err(ReadError::Unusable(Unusable::NotRegular(other))),
+        Err(e) => return Err(ReadError::Unusable(Unusable::Io(e))),
+    }
+    let file = std::fs::File::from(
+        fd.try_clone_to_owned()
+            .map_err(|e| ReadError::Unusable(Unusable::Io(e)))?,
+    );
+    let mut bytes = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let n = file
+            .read_at(&mut chunk, bytes.len() as u64)
+            .map_err(|e| ReadError::Unusable(Unusable::Io(e)))?;
+        if n == 0 {
+            break;
+        }
+        bytes.extend_from_slice(&chunk[..n]);
+        if bytes.len() as u64 > cap {
+            return Err(ReadError::Unusable(Unusable::TooLarge(cap)));
+        }
+    }
+    Ok(bytes)
 }
 
 /// `path` with symbolic links resolved as far as it exists, and the rest appended as written

@@ -304,7 +304,7 @@ impl Server {
                 conn.sock.as_raw_fd(),
                 &mut iov,
                 Some(&mut cmsg),
-                MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_CMSG_CLOEXEC,
+                sys::RECV_FLAGS,
             );
             let (bytes, truncated) = match received {
                 Ok(msg) => {
@@ -500,11 +500,7 @@ impl Server {
             return;
         };
         while !conn.out.is_empty() {
-            match send(
-                conn.sock.as_raw_fd(),
-                &conn.out,
-                MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL,
-            ) {
+            match send(conn.sock.as_raw_fd(), &conn.out, sys::SEND_FLAGS) {
                 Ok(n) => {
                     conn.out.drain(..n);
                 }

@@ -3,6 +3,10 @@
 //! host socket is served by a thread here that counts its connections, so "not reached" is a
 //! fact of the host, not of the command's output.
 
+// Linux only: these tests drive the bwrap and Landlock backends, `/proc` or Linux's own
+// system calls. On macOS `macos_supervision.rs` drives the helper.
+#![cfg(target_os = "linux")]
+
 mod support;
 
 use std::io::Write;

@@ -1,6 +1,10 @@
 //! `WriteFile` and `ReadFile` on the wire: the helper's own writer and reader run as commands
 //! under the request's policy and report what they did.
 
+// Linux only: these tests drive the bwrap and Landlock backends, `/proc` or Linux's own
+// system calls. On macOS `macos_supervision.rs` drives the helper.
+#![cfg(target_os = "linux")]
+
 mod support;
 
 use std::io::{Read, Write};

@@ -8,6 +8,10 @@
 //! `protocol/tests/decoder_errors.rs` pins the decoder's answer to each malformed input; here the
 //! same bytes go to the running helper over its socket.
 
+// Linux only: these tests drive the bwrap and Landlock backends, `/proc` or Linux's own
+// system calls. On macOS `macos_supervision.rs` drives the helper.
+#![cfg(target_os = "linux")]
+
 mod support;
 
 use std::io::{Read, Write};

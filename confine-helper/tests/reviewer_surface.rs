@@ -517,14 +517,20 @@ fn reading_order_problems(readme: &str, sources: &[(String, String)]) -> Vec<Str
     problems
 }
 
-/// `[dependencies]` of a Cargo.toml: name → its features, sorted.
+/// `[dependencies]` of a Cargo.toml, and those of its `[target.'cfg(…)'.dependencies]`
+/// sections: name → its features, sorted.
 fn dependencies(manifest: &str) -> BTreeMap<String, Vec<String>> {
     let mut out = BTreeMap::new();
-    let body = manifest
-        .lines()
-        .skip_while(|l| l.trim() != "[dependencies]")
-        .skip(1)
-        .take_while(|l| !l.starts_with('['));
+    let mut in_dependencies = false;
+    let body = manifest.lines().filter(|l| {
+        if l.starts_with('[') {
+            let header = l.trim();
+            in_dependencies = header == "[dependencies]"
+                || (header.starts_with("[target.") && header.ends_with(".dependencies]"));
+            return false;
+        }
+        in_dependencies
+    });
     for line in body {
         if line.trim_start().starts_with('#') {
             continue;
@@ -845,6 +851,14 @@ mod tests {
         let added = manifest.replacen("[dependencies]\n", "[dependencies]\nlibc = \"0.2\"\n", 1);
         assert_eq!(
             dependency_problems(&readme, &added),
+            ["the README does not list the dependency libc"]
+        );
+        // A platform's own section counts as much as the common one.
+        let linux = "[target.'cfg(target_os = \"linux\")'.dependencies]\n";
+        assert!(manifest.contains(linux), "the manifest has a Linux section");
+        let targeted = manifest.replacen(linux, &format!("{linux}libc = \"0.2\"\n"), 1);
+        assert_eq!(
+            dependency_problems(&readme, &targeted),
             ["the README does not list the dependency libc"]
         );
         let fewer = manifest.replacen("\"uio\", ", "", 1);

@@ -1,6 +1,10 @@
 //! Service mode: a helper listening on a path, the peer-uid check, and a bad peer that must not
 //! take the service down for the others.
 
+// Linux only: these tests drive the bwrap and Landlock backends, `/proc` or Linux's own
+// system calls. On macOS `macos_supervision.rs` drives the helper.
+#![cfg(target_os = "linux")]
+
 mod support;
 
 use std::io::Write;

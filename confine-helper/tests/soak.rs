@@ -17,6 +17,10 @@
 //! enough for the test suite. The figures each run prints (with `--nocapture`) are the ones
 //! `docs/reliability.md` reports.
 
+// Linux only: these tests drive the bwrap and Landlock backends, `/proc` or Linux's own
+// system calls. On macOS `macos_supervision.rs` drives the helper.
+#![cfg(target_os = "linux")]
+
 #[path = "support/proc_watch.rs"]
 mod proc_watch;
 mod support;

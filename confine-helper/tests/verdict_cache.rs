@@ -7,6 +7,10 @@
 //! The broken machine is a private user namespace whose `max_user_namespaces` is 0, so nothing
 //! outside the test is touched.
 
+// Linux only: these tests drive the bwrap and Landlock backends, `/proc` or Linux's own
+// system calls. On macOS `macos_supervision.rs` drives the helper.
+#![cfg(target_os = "linux")]
+
 mod support;
 
 use std::os::fd::AsRawFd;

@@ -16,9 +16,12 @@ use nix::sys::wait::{WaitPidFlag, waitpid};
 use nix::unistd::Pid;
 
 use crate::confine::{Cleanup, Confinement, NotRun, Plan, exec_failure_code};
+#[cfg(target_os = "linux")]
 use crate::enter::Entered;
 use crate::record::Record;
-use crate::sys::{self, CStringArray, ChildConfine, Connects, Prepared};
+#[cfg(target_os = "linux")]
+use crate::sys::Connects;
+use crate::sys::{self, CStringArray, ChildConfine, Prepared};
 
 /// A command the helper has forked and not yet reported as ended.
 #[derive(Debug)]
@@ -38,6 +41,7 @@ pub(crate) struct Running {
     enforcement: Option<Enforcement>,
     layers: Vec<Layer>,
     /// The read end of `enter`'s report pipe (bwrap with the Landlock layer).
+    #[cfg(target_os = "linux")]
     layer_report: Option<OwnedFd>,
     cleanup: Cleanup,
     pending: Vec<u8>,
@@ -47,7 +51,7 @@ pub(crate) struct Running {
 pub(crate) fn start(
     spawn: &Spawn,
     stdio: [Option<OwnedFd>; 3],
-    mut plan: Plan,
+    plan: Plan,
 ) -> Result<Running, NotRun> {
     let failed = |stage: Stage, err: nix::Error, what: &str| {
         NotRun::RunnerFailed(stage, err as i32, format!("{what}: {}", err.desc()))
@@ -71,21 +75,25 @@ pub(crate) fn start(
     let stdio_raw = [raw(&stdio[0]), raw(&stdio[1]), raw(&stdio[2])];
 
     let (status_rd, status_wr) =
-        nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|e| failed(Stage::Pipe, e, "status pipe"))?;
-    let (ctl_rd, ctl_wr) =
-        nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|e| failed(Stage::Pipe, e, "ctl pipe"))?;
+        pipe_cloexec().map_err(|e| failed(Stage::Pipe, e, "status pipe"))?;
+    let (ctl_rd, ctl_wr) = pipe_cloexec().map_err(|e| failed(Stage::Pipe, e, "ctl pipe"))?;
     nix::fcntl::fcntl(&status_rd, nix::fcntl::FcntlArg::F_SETFL(OFlag::O_NONBLOCK))
         .map_err(|e| failed(Stage::Pipe, e, "status pipe"))?;
 
+    #[cfg(target_os = "linux")]
+    let mut plan = plan;
+    #[cfg(target_os = "linux")]
     let layer_report = match &mut plan.confinement {
         Confinement::Bwrap { report, .. } => report.take(),
         _ => None,
     };
     let confine = match &plan.confinement {
         Confinement::None => ChildConfine::None,
+        #[cfg(target_os = "linux")]
         Confinement::Bwrap { seccomp, .. } => ChildConfine::Bwrap {
             seccomp_fd: seccomp.as_raw_fd(),
         },
+        #[cfg(target_os = "linux")]
         Confinement::Landlock {
             ruleset,
             filter,
@@ -105,8 +113,10 @@ pub(crate) fn start(
             drop_caps: *drop_caps,
         },
     };
+    // bwrap and sandbox-exec are named by their paths, and search the command's PATH
+    // themselves.
     let programs = match plan.backend {
-        Backend::Bwrap => vec![c_string(&plan.argv[0])],
+        Backend::Bwrap | Backend::Seatbelt => vec![c_string(&plan.argv[0])],
         _ => program_candidates(spawn),
     };
     let prepared = Prepared {
@@ -124,14 +134,17 @@ pub(crate) fn start(
         ctl_rd: ctl_rd.as_raw_fd(),
         confine,
         passed: match &plan.confinement {
+            #[cfg(target_os = "linux")]
             Confinement::Bwrap { passed, .. } => passed.iter().map(AsRawFd::as_raw_fd).collect(),
             // Kept by the shim alone (the command receives no passed descriptor without bwrap).
+            #[cfg(target_os = "linux")]
             Confinement::Landlock {
                 proxy: Some(proxy), ..
             } => vec![proxy.as_raw_fd()],
             _ => Vec::new(),
         },
         rlimits: plan.rlimits.clone(),
+        #[cfg(target_os = "linux")]
         connects: plan.connects.as_ref().map(|c| Connects {
             notify: &c.notify,
             rules: &c.rules,
@@ -168,11 +181,32 @@ pub(crate) fn start(
         backend: plan.backend,
         enforcement: plan.enforcement,
         layers: plan.layers,
+        #[cfg(target_os = "linux")]
         layer_report,
         cleanup: plan.cleanup,
         pending: Vec::new(),
         outcome: None,
     })
+}
+
+/// A pipe whose ends are close-on-exec. On macOS, which has no `pipe2`, the flag is set after
+/// `pipe`: the helper is single-threaded, so no fork can come in between.
+pub(super) fn pipe_cloexec() -> nix::Result<(OwnedFd, OwnedFd)> {
+    #[cfg(target_os = "linux")]
+    {
+        nix::unistd::pipe2(OFlag::O_CLOEXEC)
+    }
+    #[cfg(target_os = "macos")]
+    {
+        let (rd, wr) = nix::unistd::pipe()?;
+        for end in [&rd, &wr] {
+            nix::fcntl::fcntl(
+                end,
+                nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
+            )?;
+        }
+        Ok((rd, wr))
+    }
 }
 
 /// Callers have already refused NUL bytes, so this cannot fail; an empty string is the
@@ -259,8 +293,13 @@ impl Running {
     /// Reaps the shim (it has closed its status pipe, so it is exiting) and turns what it
     /// reported into the terminal reply.
     pub(crate) fn finish(mut self) -> Reply {
+        // __WALL (Linux): the shim is a child whatever its exit signal.
+        #[cfg(target_os = "linux")]
+        let flags = Some(WaitPidFlag::__WALL);
+        #[cfg(target_os = "macos")]
+        let flags: Option<WaitPidFlag> = None;
         let shim_status = loop {
-            match waitpid(self.shim, Some(WaitPidFlag::__WALL)) {
+            match waitpid(self.shim, flags) {
                 Err(nix::Error::EINTR) => continue,
                 other => break other,
             }
@@ -287,12 +326,15 @@ impl Running {
         };
         // What `enter` reported from inside the sandbox: a layer that failed means the command
         // never ran; an exec failure is the command's; nothing at all means bwrap ended before
-        // it ran `enter`, so the sandbox was never built.
+        // it ran `enter`, so the sandbox was never built. (Linux only: macOS has no `enter`.)
+        #[cfg(target_os = "linux")]
         let entered = self.layer_report.as_ref().map(|fd| {
             let mut buf = [0u8; crate::enter::REPORT_MAX];
             let n = nix::unistd::read(fd, &mut buf).unwrap_or(0);
             crate::enter::decode_report(&buf[..n])
         });
+        #[cfg(target_os = "macos")]
+        let entered: Option<std::convert::Infallible> = None;
         let not_run = |stage, errno, detail| {
             Reply::RunnerFailed(RunnerFailed {
                 id: self.id,
@@ -302,6 +344,7 @@ impl Running {
             })
         };
         match (entered, &self.outcome) {
+            #[cfg(target_os = "linux")]
             (Some(Entered::LayerFailed(errno)), _) => {
                 return not_run(
                     Stage::Landlock,
@@ -312,6 +355,7 @@ impl Running {
                     ),
                 );
             }
+            #[cfg(target_os = "linux")]
             (Some(Entered::BridgeFailed(errno)), _) => {
                 return not_run(
                     Stage::Namespace,
@@ -322,6 +366,7 @@ impl Running {
                     ),
                 );
             }
+            #[cfg(target_os = "linux")]
             (Some(Entered::ExecFailed(errno)), _) => {
                 return exited(
                     ExitStatus::Code(exec_failure_code(errno)),
@@ -329,17 +374,25 @@ impl Running {
                     usage(0, 0, 0),
                 );
             }
-            // The runner's own exec: under bwrap the program executed is bwrap, not the command.
-            (_, Some(Record::ExecFailed { errno })) if self.backend == Backend::Bwrap => {
+            // The runner's own exec: under bwrap (sandbox-exec) the program executed is bwrap
+            // (sandbox-exec), not the command.
+            (_, Some(Record::ExecFailed { errno }))
+                if matches!(self.backend, Backend::Bwrap | Backend::Seatbelt) =>
+            {
+                let runner = match self.backend {
+                    Backend::Seatbelt => "sandbox-exec",
+                    _ => "bwrap",
+                };
                 return not_run(
                     Stage::RunnerExec,
                     *errno,
                     format!(
-                        "executing bwrap failed: {}; nothing was run",
+                        "executing {runner} failed: {}; nothing was run",
                         nix::Error::from_raw(*errno).desc()
                     ),
                 );
             }
+            #[cfg(target_os = "linux")]
             (Some(Entered::Never), Some(Record::Exited { wait_status, .. }))
                 if self.ending == Ending::Exited =>
             {

@@ -11,7 +11,9 @@ use confine_protocol::{Backend, BackendChoice, ExitStatus, Layer, Mode, Reply, S
 use super::not_run::NotRun;
 use super::verdict_cache::VerdictCache;
 use crate::ceiling::Ceiling;
-use crate::{bwrap, landlock, paths, seccomp};
+use crate::paths;
+#[cfg(target_os = "linux")]
+use crate::{bwrap, landlock, seccomp};
 
 /// What the helper knows about itself and this machine, computed once.
 #[derive(Debug)]
@@ -38,6 +40,7 @@ pub(crate) struct Context {
     verdicts: RefCell<HashMap<Backend, Result<(), Unusable>>>,
     /// Usable verdicts kept across helper processes, when this helper keeps them.
     pub(crate) verdict_cache: Option<VerdictCache>,
+    #[cfg(target_os = "linux")]
     filters: RefCell<HashMap<seccomp::Variant, seccompiler::BpfProgram>>,
 }
 impl Context {
@@ -48,7 +51,11 @@ impl Context {
         masked: Vec<PathBuf>,
     ) -> Context {
         let uid = nix::unistd::geteuid().as_raw();
+        #[cfg(target_os = "linux")]
         let bwrap = bwrap::find();
+        // bwrap, Landlock and the capabilities the Landlock command drops are Linux's.
+        #[cfg(target_os = "macos")]
+        let bwrap: Option<PathBuf> = None;
         let self_exe = std::env::current_exe()
             .ok()
             .and_then(|p| std::fs::canonicalize(p).ok());
@@ -66,18 +73,33 @@ impl Context {
             own_paths,
             masked,
             bwrap,
+            #[cfg(target_os = "linux")]
             landlock_abi: landlock::kernel_abi(),
+            #[cfg(target_os = "macos")]
+            landlock_abi: 0,
+            #[cfg(target_os = "linux")]
             drop_caps: crate::sys::holds_capabilities(),
+            #[cfg(target_os = "macos")]
+            drop_caps: false,
+            // macOS's /tmp is a link to /private/tmp, and no link is followed to a directory
+            // the helper makes writable.
+            #[cfg(target_os = "linux")]
             temp_base: PathBuf::from(format!("/tmp/confine-helper-{uid}")),
+            #[cfg(target_os = "macos")]
+            temp_base: PathBuf::from(format!("/private/tmp/confine-helper-{uid}")),
             self_exe,
+            #[cfg(target_os = "linux")]
             exe: nix::fcntl::open(
                 c"/proc/self/exe",
                 nix::fcntl::OFlag::O_RDONLY | nix::fcntl::OFlag::O_CLOEXEC,
                 nix::sys::stat::Mode::empty(),
             )
             .ok(),
+            #[cfg(target_os = "macos")]
+            exe: None,
             verdicts: RefCell::new(unprobed().into_iter().collect()),
             verdict_cache: None,
+            #[cfg(target_os = "linux")]
             filters: RefCell::new(HashMap::new()),
         }
     }
@@ -126,6 +148,7 @@ impl Context {
     }
 
     /// The seccomp filter for `variant`, built once.
+    #[cfg(target_os = "linux")]
     pub(crate) fn filter(
         &self,
         variant: seccomp::Variant,
@@ -157,10 +180,16 @@ pub(crate) fn candidates(choice: BackendChoice) -> Vec<Backend> {
 /// errno, not as an `io::Error`.
 #[derive(Debug, Clone, thiserror::Error)]
 pub(crate) enum Unusable {
+    #[cfg(target_os = "linux")]
     #[error("bwrap is not installed (looked in {})", bwrap::SEARCH.join(", "))]
     NoBwrap,
+    #[cfg(target_os = "linux")]
     #[error("this kernel does not offer Landlock (needs Linux 5.13+ with landlock in lsm=)")]
     NoLandlock,
+    /// bwrap or Landlock asked for on macOS.
+    #[cfg(target_os = "macos")]
+    #[error("{} is a Linux backend; on macOS the backend is seatbelt", .0.as_str())]
+    LinuxOnly(Backend),
     #[cfg(not(target_os = "macos"))]
     #[error("seatbelt is the macOS backend; this is Linux")]
     Seatbelt,
@@ -210,10 +239,18 @@ fn said(stderr: &str) -> String {
 /// Why a backend cannot be used before any probe, if that is already known.
 pub(crate) fn static_verdict(backend: Backend, ctx: &Context) -> Result<(), Unusable> {
     match backend {
+        #[cfg(target_os = "linux")]
         Backend::Bwrap if ctx.bwrap.is_none() => Err(Unusable::NoBwrap),
+        #[cfg(target_os = "linux")]
         Backend::Landlock if ctx.landlock_abi == 0 => Err(Unusable::NoLandlock),
+        #[cfg(target_os = "macos")]
+        Backend::Bwrap | Backend::Landlock => {
+            let _ = ctx;
+            Err(Unusable::LinuxOnly(backend))
+        }
         Backend::Seatbelt => seatbelt_verdict(),
         Backend::None => Err(Unusable::NotABackend),
+        #[cfg(target_os = "linux")]
         _ => Ok(()),
     }
 }
@@ -298,8 +335,11 @@ pub(crate) fn layers(backend: Backend, ctx: &Context) -> Vec<Layer> {
 
 #[cfg(test)]
 mod tests {
+    #[cfg(target_os = "linux")]
     use super::*;
 
+    // The verdicts' texts name the Linux backends.
+    #[cfg(target_os = "linux")]
     #[test]
     fn verdicts_read_as_the_runner_said_them() {
         let failed = Unusable::RunnerFailed {

@@ -24,7 +24,6 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use confine_protocol::Spawn;
-use nix::fcntl::{OFlag, OpenHow, ResolveFlag, openat2};
 
 use super::not_run::{NotRun, refuse};
 use crate::paths::{self, Kind};
@@ -34,10 +33,16 @@ use crate::paths::{self, Kind};
 pub(crate) struct Denied {
     /// As the kernel reports it for the descriptor it was opened by.
     pub(crate) path: PathBuf,
+    /// bwrap mounts a directory and a file differently; Seatbelt's rules need no kind.
+    #[cfg_attr(not(target_os = "linux"), expect(dead_code, reason = "bwrap's alone"))]
     pub(crate) dir: bool,
 }
 
 /// What one rule of [`read_rules`] grants.
+#[cfg_attr(
+    not(target_os = "linux"),
+    allow(dead_code, reason = "Landlock's alone")
+)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Grant {
     /// A directory on the way to a denied path: listing only.
@@ -60,10 +65,7 @@ pub(crate) fn denied(spawn: &Spawn, writable: &[&Path]) -> Result<Vec<Denied>, N
                 given.display()
             ));
         }
-        let how = OpenHow::new()
-            .flags(OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)
-            .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS);
-        let fd = match openat2(nix::fcntl::AT_FDCWD, &given, how) {
+        let fd = match paths::open_unfollowed(&given) {
             Ok(fd) => fd,
             Err(nix::Error::ENOENT) => continue,
             Err(nix::Error::ELOOP) => return link_refusal(&given),
@@ -108,6 +110,10 @@ fn link_refusal<T>(given: &Path) -> Result<T, NotRun> {
 /// The read rules that grant everything but `denied` (none of them `/`): listing on each
 /// directory on the way from `/` to a denied path, full reading on each other entry of those
 /// directories. Symbolic links get no rule: what a link reaches is judged where it points.
+#[cfg_attr(
+    not(target_os = "linux"),
+    allow(dead_code, reason = "Landlock's alone")
+)]
 pub(crate) fn read_rules(denied: &[&Path]) -> std::io::Result<Vec<(OwnedFd, Grant)>> {
     let cut: BTreeSet<&Path> = denied.iter().copied().collect();
     let mut ways: BTreeSet<&Path> = BTreeSet::new();
@@ -149,8 +155,11 @@ pub(crate) fn read_rules(denied: &[&Path]) -> std::io::Result<Vec<(OwnedFd, Gran
 
 #[cfg(test)]
 mod tests {
+    #[cfg(target_os = "linux")]
     use super::*;
 
+    // The read rules are Landlock's.
+    #[cfg(target_os = "linux")]
     #[test]
     fn the_tree_is_granted_around_the_denied_path_and_not_through_it() {
         let base = std::env::temp_dir().join(format!("deny-rules-{}", std::process::id()));

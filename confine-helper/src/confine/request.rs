@@ -313,7 +313,7 @@ pub(crate) fn environment(spawn: &Spawn, ctx: &Context, tmpdir: Option<&Path>) -
 }
 
 /// RLIMITs: core dumps always off, the rest the lower of request and ceiling.
-pub(crate) fn rlimits(spawn: &Spawn, ceiling: &Ceiling) -> Vec<(u32, u64)> {
+pub(crate) fn rlimits(spawn: &Spawn, ceiling: &Ceiling) -> Vec<(crate::sys::Resource, u64)> {
     let lower = |a: Option<u64>, b: Option<u64>| match (a, b) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),

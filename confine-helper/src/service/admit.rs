@@ -1,9 +1,11 @@
-//! Who may connect: every connection's `SO_PEERCRED` uid against the admission rule.
+//! Who may connect: every connection's `SO_PEERCRED` uid (`LOCAL_PEERCRED` on macOS) against
+//! the admission rule.
 //!
 //! A connection the helper cannot accept (it has no descriptor left) stays in the backlog while
 //! the listener rests for [`ACCEPT_PAUSE`]: polled again at once, it would wake the loop over and
 //! over, logging a failed accept each time, until a descriptor is freed.
 
+#[cfg(target_os = "linux")]
 use std::ffi::CString;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::time::{Duration, Instant};
@@ -49,6 +51,11 @@ pub(crate) struct Admission {
 #[derive(Debug)]
 pub(crate) struct Peer {
     pub(crate) uid: u32,
+    /// What a root service's helper for the peer runs as (Linux).
+    #[cfg_attr(
+        not(target_os = "linux"),
+        expect(dead_code, reason = "the handoff's alone")
+    )]
     pub(crate) gid: u32,
     pub(crate) pid: i32,
 }
@@ -93,6 +100,7 @@ impl Admission {
 
 /// Whether the user of `uid` is a member of `gid`: as its primary group or in the group
 /// database, as its login would make it.
+#[cfg(target_os = "linux")]
 fn member_of(uid: u32, gid: u32) -> Result<bool, String> {
     let user = User::from_uid(Uid::from_raw(uid))
         .map_err(|e| e.to_string())?
@@ -103,6 +111,47 @@ fn member_of(uid: u32, gid: u32) -> Result<bool, String> {
     let name = CString::new(user.name).map_err(|e| e.to_string())?;
     let groups = nix::unistd::getgrouplist(&name, user.gid).map_err(|e| e.to_string())?;
     Ok(groups.contains(&Gid::from_raw(gid)))
+}
+
+/// Whether the user of `uid` is a member of `gid`: as its primary group or as a member the
+/// group's entry names. (Membership macOS's directory service derives otherwise, through a
+/// nested group, is not seen: such a user is refused.)
+#[cfg(target_os = "macos")]
+fn member_of(uid: u32, gid: u32) -> Result<bool, String> {
+    let user = User::from_uid(Uid::from_raw(uid))
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| "the uid has no user".to_owned())?;
+    if user.gid.as_raw() == gid {
+        return Ok(true);
+    }
+    let group = nix::unistd::Group::from_gid(Gid::from_raw(gid))
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| "the gid has no group".to_owned())?;
+    Ok(group.mem.contains(&user.name))
+}
+
+/// The peer's uid, gid and pid, as the kernel recorded them when it connected.
+#[cfg(target_os = "linux")]
+fn peer_of(sock: &UnixStream) -> nix::Result<Peer> {
+    let cred = nix::sys::socket::getsockopt(sock, nix::sys::socket::sockopt::PeerCredentials)?;
+    Ok(Peer {
+        uid: cred.uid(),
+        gid: cred.gid(),
+        pid: cred.pid(),
+    })
+}
+
+/// The peer's uid, effective gid and pid, as the kernel recorded them when it connected.
+#[cfg(target_os = "macos")]
+fn peer_of(sock: &UnixStream) -> nix::Result<Peer> {
+    use nix::sys::socket::{getsockopt, sockopt};
+    let cred = getsockopt(sock, sockopt::LocalPeerCred)?;
+    let pid = getsockopt(sock, sockopt::LocalPeerPid)?;
+    Ok(Peer {
+        uid: cred.uid(),
+        gid: cred.groups().first().copied().ok_or(nix::Error::EINVAL)?,
+        pid,
+    })
 }
 
 /// Accepts every pending connection, one at a time. A peer `admission` refuses is logged and
@@ -133,27 +182,17 @@ pub(crate) fn accept(
             }
         };
         pause.logged = false;
-        let cred =
-            match nix::sys::socket::getsockopt(&sock, nix::sys::socket::sockopt::PeerCredentials) {
-                Ok(cred) => cred,
-                Err(e) => {
-                    log!("refused a peer whose credentials cannot be read: {e}");
-                    continue;
-                }
-            };
-        if let Some(why) = admission.refuses(cred.uid()) {
-            log!(
-                "refused peer uid {} (pid {}): {why}",
-                cred.uid(),
-                cred.pid()
-            );
+        let peer = match peer_of(&sock) {
+            Ok(peer) => peer,
+            Err(e) => {
+                log!("refused a peer whose credentials cannot be read: {e}");
+                continue;
+            }
+        };
+        if let Some(why) = admission.refuses(peer.uid) {
+            log!("refused peer uid {} (pid {}): {why}", peer.uid, peer.pid);
             continue;
         }
-        let peer = Peer {
-            uid: cred.uid(),
-            gid: cred.gid(),
-            pid: cred.pid(),
-        };
         admitted(sock, peer);
     }
 }

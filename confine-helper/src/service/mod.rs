@@ -11,9 +11,13 @@
 //! in embedded mode.
 
 mod admit;
+// A root service's helper per peer (Linux: `/proc/self/exe`, a signalfd). On macOS a service
+// serves its own uid alone.
+#[cfg(target_os = "linux")]
 mod handoff;
 mod socket;
 
 pub(crate) use admit::{Admission, Pause, accept};
+#[cfg(target_os = "linux")]
 pub(crate) use handoff::{Handoff, serve_by_handoff};
 pub(crate) use socket::{Group, ServiceError, inherited, listen};

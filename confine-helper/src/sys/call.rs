@@ -6,7 +6,9 @@
 //! Descriptors are raw numbers on purpose: in the shim and the command the descriptor table is
 //! the process's own, laid out by the shim, and no Rust value owns those numbers.
 
-use std::ffi::{CStr, CString, c_char, c_int, c_uint, c_ulong};
+#[cfg(target_os = "linux")]
+use std::ffi::c_ulong;
+use std::ffi::{CStr, CString, c_char, c_int, c_uint};
 
 use nix::errno::{Errno, ErrnoSentinel};
 use nix::libc;
@@ -62,6 +64,7 @@ pub(super) fn setsid() -> SysResult<()> {
     check(unsafe { libc::setsid() }).map(drop)
 }
 
+#[cfg(target_os = "linux")]
 /// `prctl` with one integer argument (every option the helper uses takes no pointer).
 pub(super) fn prctl(option: c_int, arg: c_ulong) -> SysResult<()> {
     // SAFETY: integer arguments only; the unused ones are zero as the kernel requires.
@@ -73,6 +76,7 @@ pub(super) fn getpid() -> libc::pid_t {
     unsafe { libc::getpid() }
 }
 
+#[cfg(target_os = "linux")]
 pub(super) fn getppid() -> libc::pid_t {
     // SAFETY: getppid cannot fail and touches no memory.
     unsafe { libc::getppid() }
@@ -84,9 +88,25 @@ pub(super) fn dup_cloexec_above(fd: c_int, min: c_int) -> SysResult<c_int> {
     check(unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, min) })
 }
 
+#[cfg(target_os = "linux")]
 pub(super) fn dup3_cloexec(old: c_int, new: c_int) -> SysResult<()> {
     // SAFETY: dup3 only changes this process's descriptor table.
     check(unsafe { libc::dup3(old, new, libc::O_CLOEXEC) }).map(drop)
+}
+
+/// macOS has no `dup3`: `dup2`, then close-on-exec on the copy. Only the forked, single-threaded
+/// shim calls it, so no other thread can fork between the two calls.
+#[cfg(target_os = "macos")]
+pub(super) fn dup3_cloexec(old: c_int, new: c_int) -> SysResult<()> {
+    dup2(old, new)?;
+    set_cloexec(new)
+}
+
+/// Marks `fd` close-on-exec.
+#[cfg(target_os = "macos")]
+pub(super) fn set_cloexec(fd: c_int) -> SysResult<()> {
+    // SAFETY: F_SETFD only changes a flag of this process's descriptor table.
+    check(unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) }).map(drop)
 }
 
 /// Duplicates `old` onto `new` without close-on-exec: `new` stays open across `execve`.
@@ -100,15 +120,74 @@ pub(super) fn close(fd: c_int) -> SysResult<()> {
     check(unsafe { libc::close(fd) }).map(drop)
 }
 
+#[cfg(target_os = "linux")]
 pub(super) fn close_range(first: c_uint, last: c_uint, flags: c_int) -> SysResult<()> {
     // SAFETY: closes (or flags) descriptors this process owns; none is used afterwards.
     check(unsafe { libc::close_range(first, last, flags) }).map(drop)
 }
 
+/// macOS has no `close_range`: every number from `first` to `last` is closed in turn, up to the
+/// soft `RLIMIT_NOFILE` (no descriptor this process opened can lie above it; one inherited from
+/// a parent that lowered the limit afterwards can, and is not closed). Only `flags` 0 (close)
+/// is supported.
+#[cfg(target_os = "macos")]
+pub(super) fn close_range(first: c_uint, last: c_uint, flags: c_int) -> SysResult<()> {
+    if flags != 0 {
+        return Err(Errno::EINVAL);
+    }
+    let end = c_uint::try_from(open_files_limit()).unwrap_or(c_uint::MAX);
+    for fd in first..=last.min(end.saturating_sub(1)) {
+        let Ok(fd) = c_int::try_from(fd) else {
+            break;
+        };
+        // EBADF (nothing there) is the usual answer; there is nothing else to do about another.
+        let _ = close(fd);
+    }
+    Ok(())
+}
+
+/// The most descriptors worth closing on macOS: the soft `RLIMIT_NOFILE`, at most
+/// [`MAX_CLOSED_DESCRIPTORS`].
+#[cfg(target_os = "macos")]
+fn open_files_limit() -> u64 {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: the kernel writes one rlimit into the live value.
+    match check(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) }) {
+        Ok(_) => limit.rlim_cur.min(MAX_CLOSED_DESCRIPTORS),
+        Err(_) => MAX_CLOSED_DESCRIPTORS,
+    }
+}
+
+/// A bound on the numbers [`close_range`] walks on macOS, whose `RLIMIT_NOFILE` may be
+/// unlimited: `OPEN_MAX`, times 100.
+#[cfg(target_os = "macos")]
+const MAX_CLOSED_DESCRIPTORS: u64 = 1_024_000;
+
+#[cfg(target_os = "linux")]
 pub(super) fn pipe2_cloexec() -> SysResult<[c_int; 2]> {
     let mut ends = [0 as c_int; 2];
     // SAFETY: pipe2 writes two descriptor numbers into the live two-element array.
     check(unsafe { libc::pipe2(ends.as_mut_ptr(), libc::O_CLOEXEC) })?;
+    Ok(ends)
+}
+
+/// macOS has no `pipe2`: `pipe`, then close-on-exec on both ends. Only the forked,
+/// single-threaded shim calls it, so no other thread can fork in between.
+#[cfg(target_os = "macos")]
+pub(super) fn pipe2_cloexec() -> SysResult<[c_int; 2]> {
+    let mut ends = [0 as c_int; 2];
+    // SAFETY: pipe writes two descriptor numbers into the live two-element array.
+    check(unsafe { libc::pipe(ends.as_mut_ptr()) })?;
+    for fd in ends {
+        if let Err(errno) = set_cloexec(fd) {
+            let _ = close(ends[0]);
+            let _ = close(ends[1]);
+            return Err(errno);
+        }
+    }
     Ok(ends)
 }
 
@@ -141,11 +220,13 @@ pub(super) fn open(path: &CStr, flags: c_int) -> SysResult<c_int> {
     check(unsafe { libc::open(path.as_ptr(), flags) })
 }
 
+#[cfg(target_os = "linux")]
 pub(super) fn openat(dir: c_int, path: &CStr, flags: c_int) -> SysResult<c_int> {
     // SAFETY: `path` is NUL-terminated; openat takes no other pointer.
     check(unsafe { libc::openat(dir, path.as_ptr(), flags) })
 }
 
+#[cfg(target_os = "linux")]
 /// Directory entries of `dir` as `linux_dirent64` records into `buf`; 0 at the end.
 pub(super) fn getdents64(dir: c_int, buf: &mut [u8]) -> SysResult<usize> {
     // SAFETY: the kernel writes at most `buf.len()` bytes into the live buffer.
@@ -177,6 +258,7 @@ pub(super) fn sigprocmask(how: c_int, set: &libc::sigset_t) -> SysResult<()> {
     check(unsafe { libc::sigprocmask(how, set, std::ptr::null_mut()) }).map(drop)
 }
 
+#[cfg(target_os = "linux")]
 pub(super) fn signalfd(set: &libc::sigset_t) -> SysResult<c_int> {
     // SAFETY: `set` is an initialized signal set; -1 asks for a new descriptor.
     check(unsafe { libc::signalfd(-1, set, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK) })
@@ -215,7 +297,13 @@ pub(super) fn wait4_pid(pid: libc::pid_t) -> SysResult<(libc::pid_t, c_int, libc
     Ok((pid, status, usage))
 }
 
-pub(super) fn setrlimit(resource: u32, value: u64) -> SysResult<()> {
+/// The type of a resource number of `setrlimit` (glibc's `__rlimit_resource_t`, else `int`).
+#[cfg(target_os = "linux")]
+pub(crate) type Resource = u32;
+#[cfg(target_os = "macos")]
+pub(crate) type Resource = c_int;
+
+pub(super) fn setrlimit(resource: Resource, value: u64) -> SysResult<()> {
     let limit = libc::rlimit {
         rlim_cur: value,
         rlim_max: value,
@@ -229,11 +317,13 @@ pub(super) fn chdir(path: &CStr) -> SysResult<()> {
     check(unsafe { libc::chdir(path.as_ptr()) }).map(drop)
 }
 
+#[cfg(target_os = "linux")]
 pub(super) fn landlock_restrict_self(ruleset: c_int) -> SysResult<()> {
     // SAFETY: a descriptor number and zero flags; a wrong number fails.
     check(unsafe { libc::syscall(libc::SYS_landlock_restrict_self, ruleset, 0u32) }).map(drop)
 }
 
+#[cfg(target_os = "linux")]
 /// The running kernel's Landlock ABI version, or 0 without Landlock.
 pub(crate) fn landlock_abi() -> u32 {
     const LANDLOCK_CREATE_RULESET_VERSION: u32 = 1;
@@ -249,6 +339,7 @@ pub(crate) fn landlock_abi() -> u32 {
     u32::try_from(rc).unwrap_or(0)
 }
 
+#[cfg(target_os = "linux")]
 /// Loads the BPF program `filter` as this thread's seccomp filter.
 pub(super) fn seccomp_set_filter(filter: &[seccompiler::sock_filter]) -> SysResult<()> {
     let program = libc::sock_fprog {
@@ -268,6 +359,7 @@ pub(super) fn seccomp_set_filter(filter: &[seccompiler::sock_filter]) -> SysResu
     .map(drop)
 }
 
+#[cfg(target_os = "linux")]
 /// Loads `filter` as this thread's seccomp filter with a listener for its `USER_NOTIF`
 /// answers; returns the listener's descriptor (close-on-exec, as the kernel makes it).
 pub(super) fn seccomp_new_listener(filter: &[seccompiler::sock_filter]) -> SysResult<c_int> {
@@ -287,6 +379,7 @@ pub(super) fn seccomp_new_listener(filter: &[seccompiler::sock_filter]) -> SysRe
     c_int::try_from(fd).map_err(|_| Errno::EBADF)
 }
 
+#[cfg(target_os = "linux")]
 /// Waits for the next notification on a seccomp listener.
 pub(super) fn notif_recv(listener: c_int) -> SysResult<libc::seccomp_notif> {
     // SAFETY: an all-zero seccomp_notif is what the kernel requires as input.
@@ -296,6 +389,7 @@ pub(super) fn notif_recv(listener: c_int) -> SysResult<libc::seccomp_notif> {
     Ok(notif)
 }
 
+#[cfg(target_os = "linux")]
 /// Answers notification `id`: the system call returns 0, or fails with `errno`.
 pub(super) fn notif_send(listener: c_int, id: u64, errno: Option<Errno>) -> SysResult<()> {
     let mut resp = libc::seccomp_notif_resp {
@@ -308,6 +402,7 @@ pub(super) fn notif_send(listener: c_int, id: u64, errno: Option<Errno>) -> SysR
     check(unsafe { libc::ioctl(listener, libc::SECCOMP_IOCTL_NOTIF_SEND, &mut resp) }).map(drop)
 }
 
+#[cfg(target_os = "linux")]
 /// Whether notification `id` is still pending: its task is alive and still in the call.
 pub(super) fn notif_id_valid(listener: c_int, id: u64) -> SysResult<()> {
     let mut id = id;
@@ -315,15 +410,18 @@ pub(super) fn notif_id_valid(listener: c_int, id: u64) -> SysResult<()> {
     check(unsafe { libc::ioctl(listener, libc::SECCOMP_IOCTL_NOTIF_ID_VALID, &mut id) }).map(drop)
 }
 
+#[cfg(target_os = "linux")]
 /// `pidfd_open`'s flag for a pidfd of one thread (Linux 6.9): its value is `O_EXCL`'s.
 pub(super) const PIDFD_THREAD: c_uint = libc::O_EXCL.unsigned_abs();
 
+#[cfg(target_os = "linux")]
 pub(super) fn pidfd_open(pid: libc::pid_t, flags: c_uint) -> SysResult<c_int> {
     // SAFETY: numbers only.
     let fd = check(unsafe { libc::syscall(libc::SYS_pidfd_open, pid, flags) })?;
     c_int::try_from(fd).map_err(|_| Errno::EBADF)
 }
 
+#[cfg(target_os = "linux")]
 /// A close-on-exec duplicate, in this process, of descriptor `fd` of the process `pidfd` names.
 pub(super) fn pidfd_getfd(pidfd: c_int, fd: c_int) -> SysResult<c_int> {
     // SAFETY: numbers only.
@@ -331,6 +429,7 @@ pub(super) fn pidfd_getfd(pidfd: c_int, fd: c_int) -> SysResult<c_int> {
     c_int::try_from(got).map_err(|_| Errno::EBADF)
 }
 
+#[cfg(target_os = "linux")]
 /// Reads `buf.len()` bytes at `address` in process `pid`; a short read is `EFAULT`.
 pub(super) fn read_process_memory(pid: libc::pid_t, address: u64, buf: &mut [u8]) -> SysResult<()> {
     let local = libc::iovec {
@@ -365,15 +464,18 @@ pub(super) fn execve(program: &CStr, argv: &CStringArray, envp: &CStringArray) -
     Errno::last()
 }
 
+#[cfg(target_os = "linux")]
 /// `capget`/`capset`'s header and data for version 3 (two 32-bit halves).
 pub(super) const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
 
+#[cfg(target_os = "linux")]
 #[repr(C)]
 pub(super) struct CapHeader {
     pub(super) version: u32,
     pub(super) pid: c_int,
 }
 
+#[cfg(target_os = "linux")]
 #[repr(C)]
 #[derive(Clone, Copy, Default)]
 pub(super) struct CapData {
@@ -382,6 +484,7 @@ pub(super) struct CapData {
     pub(super) inheritable: u32,
 }
 
+#[cfg(target_os = "linux")]
 pub(super) fn capget(header: &CapHeader) -> SysResult<[CapData; 2]> {
     let mut data = [CapData::default(); 2];
     // SAFETY: capget writes two CapData structs (version 3) into the live array.
@@ -389,6 +492,7 @@ pub(super) fn capget(header: &CapHeader) -> SysResult<[CapData; 2]> {
     Ok(data)
 }
 
+#[cfg(target_os = "linux")]
 pub(super) fn capset(header: &CapHeader, data: &[CapData; 2]) -> SysResult<()> {
     // SAFETY: capset reads the header and two CapData structs (version 3) from live values.
     check(unsafe { libc::syscall(libc::SYS_capset, header, data.as_ptr()) }).map(drop)

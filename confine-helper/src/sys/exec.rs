@@ -1,9 +1,11 @@
 //! The command's own path from the shim's fork to `execve`: signals back to their defaults,
-//! the death signal, limits, working directory, its confinement, then the `PATH` search as
-//! `execvp` does it. A failed step is reported to the shim and ends the process; once `execve`
-//! succeeds the command holds none of the helper's pipes.
+//! the death signal (Linux) or a session of its own (macOS), limits, working directory, its
+//! confinement, then the `PATH` search as `execvp` does it. A failed step is reported to the
+//! shim and ends the process; once `execve` succeeds the command holds none of the helper's
+//! pipes.
 
 use std::ffi::c_int;
+#[cfg(target_os = "linux")]
 use std::os::fd::RawFd;
 
 use confine_protocol::Stage;
@@ -11,22 +13,27 @@ use nix::errno::Errno;
 use nix::libc;
 
 use super::call;
+#[cfg(target_os = "linux")]
 use super::caps;
+#[cfg(target_os = "linux")]
 use super::layout::{
-    COMMAND_FIRST_PASSED_FD, COMMAND_SECCOMP_FD, ChildConfine, EXIT_SETUP_FAILED, FD_CONFINE,
-    FD_FIRST_PASSED, Prepared, fail, fd_at, or_fail, write_record,
+    COMMAND_FIRST_PASSED_FD, COMMAND_SECCOMP_FD, FD_CONFINE, FD_FIRST_PASSED, fail, fd_at,
 };
+use super::layout::{ChildConfine, EXIT_SETUP_FAILED, Prepared, or_fail, write_record};
+#[cfg(target_os = "linux")]
 use super::socket_call;
 use crate::record::Record;
 
 /// The standard signals, 1 to 31, whose dispositions the command resets.
 const STANDARD_SIGNALS: std::ops::Range<c_int> = 1..32;
 /// The first descriptor above stdio.
+#[cfg(target_os = "linux")]
 const FIRST_NON_STDIO_FD: u32 = 3;
 
-/// The command: runs in the shim's session and process group, then becomes the target.
-/// `listener_to` is the socket on which the command sends the shim the listener of its
-/// `connect` filter, when the shim supervises `connect`.
+/// The command: runs in the shim's session and process group on Linux (in a session and group
+/// of its own on macOS), then becomes the target. `listener_to` is the socket on which the
+/// command sends the shim the listener of its `connect` filter, when the shim supervises
+/// `connect` (Linux).
 pub(super) fn command_main(
     p: &Prepared<'_>,
     report_fd: c_int,
@@ -45,15 +52,7 @@ pub(super) fn command_main(
             let _ = call::set_disposition(sig, libc::SIG_DFL);
         }
     }
-    let deathsig = libc::c_ulong::from(libc::SIGKILL.unsigned_abs());
-    or_fail(
-        call::prctl(libc::PR_SET_PDEATHSIG, deathsig),
-        report_fd,
-        Stage::DeathSignal,
-    );
-    if call::getppid() != shim_pid {
-        fail(report_fd, Stage::DeathSignal, Errno::ESRCH);
-    }
+    lifetime(report_fd, shim_pid);
     for (resource, value) in &p.rlimits {
         or_fail(
             call::setrlimit(*resource, *value),
@@ -62,6 +61,7 @@ pub(super) fn command_main(
         );
     }
     or_fail(call::chdir(&p.cwd), report_fd, Stage::Chdir);
+    #[cfg(target_os = "linux")]
     if let (Some(connects), Some(to_shim)) = (p.connects, listener_to) {
         // Loaded first, so that everything this process becomes — bwrap, its sandbox, the
         // command and its children — hands its `connect` calls to the shim. Loading a filter
@@ -85,8 +85,11 @@ pub(super) fn command_main(
         let _ = call::close(listener);
         let _ = call::close(to_shim);
     }
+    #[cfg(target_os = "macos")]
+    let _ = listener_to;
     match p.confine {
         ChildConfine::None => {}
+        #[cfg(target_os = "linux")]
         ChildConfine::Bwrap { .. } => {
             // bwrap reads the program and its mounts' descriptors from these numbers; dup2
             // leaves them open across execve (bwrap closes each once it has used it). Every
@@ -105,6 +108,9 @@ pub(super) fn command_main(
                 or_fail(call::dup2(from, to), report_fd, Stage::Prepare);
             }
         }
+        #[cfg(target_os = "macos")]
+        ChildConfine::Never(never, _) => match never {},
+        #[cfg(target_os = "linux")]
         ChildConfine::Landlock {
             filter, drop_caps, ..
         } => {
@@ -150,6 +156,31 @@ pub(super) fn command_main(
     call::exit(EXIT_SETUP_FAILED)
 }
 
+/// The command dies with its shim: `PR_SET_PDEATHSIG`, then a check that the shim did not
+/// die before it was set (the parent would then be another process already).
+#[cfg(target_os = "linux")]
+fn lifetime(report_fd: c_int, shim_pid: libc::pid_t) {
+    let deathsig = libc::c_ulong::from(libc::SIGKILL.unsigned_abs());
+    or_fail(
+        call::prctl(libc::PR_SET_PDEATHSIG, deathsig),
+        report_fd,
+        Stage::DeathSignal,
+    );
+    if call::getppid() != shim_pid {
+        fail(report_fd, Stage::DeathSignal, Errno::ESRCH);
+    }
+}
+
+/// macOS has no death signal: the command instead leads a session and process group of its
+/// own (`setsid`), which the shim signals as one (`kill(-pgid)`) without signalling itself.
+/// A shim killed by SIGKILL (it ignores the other signals) leaves the command running: nothing
+/// on macOS ties a process's life to its parent's.
+#[cfg(target_os = "macos")]
+fn lifetime(report_fd: c_int, shim_pid: libc::pid_t) {
+    let _ = shim_pid;
+    or_fail(call::setsid(), report_fd, Stage::Setsid);
+}
+
 fn is_search_miss(errno: Errno) -> bool {
     matches!(
         errno,
@@ -161,6 +192,7 @@ fn is_search_miss(errno: Errno) -> bool {
 /// on descriptor `ruleset` applied to this process, every descriptor above stdio marked
 /// close-on-exec, and `SIGPIPE` back to its default (the Rust runtime ignores it, and an
 /// ignored disposition would survive `execve` into the command).
+#[cfg(target_os = "linux")]
 pub(crate) fn enter_landlock(ruleset: RawFd) -> std::io::Result<()> {
     call::prctl(libc::PR_SET_NO_NEW_PRIVS, 1)?;
     call::landlock_restrict_self(ruleset)?;

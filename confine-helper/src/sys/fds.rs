@@ -8,17 +8,32 @@ use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 
 use nix::errno::Errno;
 use nix::libc;
+use nix::sys::socket::MsgFlags;
 
 use super::call;
 
 /// Writes a short report (at most `PIPE_BUF` bytes, so a pipe takes it whole or not at all) to
 /// descriptor `fd` in one call.
+#[cfg(target_os = "linux")]
 pub(crate) fn write_raw(fd: RawFd, bytes: &[u8]) -> io::Result<()> {
     match call::write(fd, bytes)? {
         n if n == bytes.len() => Ok(()),
         _ => Err(io::Error::from(io::ErrorKind::WriteZero)),
     }
 }
+
+/// Received descriptors are close-on-exec as they arrive (Linux); macOS has no such flag, and
+/// [`own_received`] sets it before anything can fork.
+#[cfg(target_os = "linux")]
+pub(crate) const RECV_FLAGS: MsgFlags = MsgFlags::MSG_DONTWAIT.union(MsgFlags::MSG_CMSG_CLOEXEC);
+#[cfg(target_os = "macos")]
+pub(crate) const RECV_FLAGS: MsgFlags = MsgFlags::MSG_DONTWAIT;
+/// A peer gone while a reply is written is an error, never SIGPIPE (Linux's flag; on macOS the
+/// signal is ignored, as the Rust runtime leaves it).
+#[cfg(target_os = "linux")]
+pub(crate) const SEND_FLAGS: MsgFlags = MsgFlags::MSG_DONTWAIT.union(MsgFlags::MSG_NOSIGNAL);
+#[cfg(target_os = "macos")]
+pub(crate) const SEND_FLAGS: MsgFlags = MsgFlags::MSG_DONTWAIT;
 
 /// `poll(2)` over raw descriptors; EINTR is reported as zero ready.
 pub(crate) fn poll(fds: &mut [libc::pollfd], timeout_ms: c_int) -> io::Result<usize> {
@@ -65,11 +80,20 @@ pub(crate) fn clear_environment() {
     }
 }
 
-/// Takes ownership of descriptors received via SCM_RIGHTS.
+/// Takes ownership of descriptors received via SCM_RIGHTS. On macOS, which cannot receive
+/// them close-on-exec, the flag is set here; the helper is single-threaded, so nothing forks
+/// before.
 pub(crate) fn own_received(fds: &[RawFd]) -> Vec<OwnedFd> {
     fds.iter()
         // SAFETY: the kernel just installed these descriptors for us; nothing else owns them.
         .map(|fd| unsafe { OwnedFd::from_raw_fd(*fd) })
+        .inspect(|_fd| {
+            #[cfg(target_os = "macos")]
+            let _ = nix::fcntl::fcntl(
+                _fd,
+                nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
+            );
+        })
         .collect()
 }
 
@@ -93,7 +117,26 @@ pub(crate) fn inherited_socket(fd: RawFd) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
+/// Keeps other processes of the same user from reading or changing this one: undumpable
+/// (`PR_SET_DUMPABLE` 0: no `ptrace`, no `/proc/<pid>/mem`, no core dump). The forked shim
+/// inherits it; `execve` of the command ends it.
+#[cfg(target_os = "linux")]
+pub(crate) fn forbid_tracing() -> io::Result<()> {
+    Ok(nix::sys::prctl::set_dumpable(false)?)
+}
+
+/// Keeps debuggers out of this process: `ptrace(PT_DENY_ATTACH)` refuses `PT_ATTACH` and
+/// DTrace from then on (a process already traced is ended by the kernel). It is not inherited
+/// by `fork`: the shim asks for it again. It does not cover `task_for_pid`, which the system
+/// grants or refuses by its own rules (code signing, System Integrity Protection), nor core
+/// dumps, which `RLIMIT_CORE` 0 turns off for commands.
+#[cfg(target_os = "macos")]
+pub(crate) fn forbid_tracing() -> io::Result<()> {
+    Ok(super::macos_call::deny_attach()?)
+}
+
 /// An anonymous, sealed, close-on-exec file holding `bytes`, positioned at its start.
+#[cfg(target_os = "linux")]
 pub(crate) fn sealed_memfd(bytes: &[u8]) -> io::Result<OwnedFd> {
     use nix::sys::memfd::{MFdFlags, memfd_create};
     let fd = memfd_create(

@@ -8,7 +8,8 @@ use std::os::fd::RawFd;
 use confine_protocol::Stage;
 use nix::errno::Errno;
 
-use super::call::{self, CStringArray};
+use super::call::{self, CStringArray, Resource};
+#[cfg(target_os = "linux")]
 use crate::connects::Rules;
 use crate::record::Record;
 
@@ -27,8 +28,10 @@ pub(super) const FD_CONFINE: c_int = 5;
 /// Where the shim keeps the descriptors bwrap's mounts are made from, in order.
 pub(super) const FD_FIRST_PASSED: c_int = 6;
 /// Where the command finds the seccomp program it hands to bwrap (`--seccomp 3`).
+#[cfg(target_os = "linux")]
 pub(crate) const COMMAND_SECCOMP_FD: c_int = 3;
 /// Where the command (bwrap) finds the descriptors of its mounts (`--bind-fd 4 …`), in order.
+#[cfg(target_os = "linux")]
 pub(crate) const COMMAND_FIRST_PASSED_FD: c_int = 4;
 /// The most descriptors one command is handed for bwrap's mounts.
 pub(crate) const MAX_PASSED_FDS: usize = 300;
@@ -38,6 +41,12 @@ pub(super) const FD_PARK: c_int = 10;
 /// stdin, stdout, stderr, status, ctl, confinement: the descriptors every shim places, in this
 /// order in its parking array.
 pub(super) const FIXED_FDS: usize = 6;
+const MICROS_PER_SECOND: u64 = 1_000_000;
+/// `ru_maxrss` is in KiB on Linux, in bytes on macOS.
+#[cfg(target_os = "linux")]
+const MAX_RSS_PER_KIB: u64 = 1;
+#[cfg(target_os = "macos")]
+const MAX_RSS_PER_KIB: u64 = 1024;
 /// The exit code of a forked process whose setup failed (the record says why).
 pub(super) const EXIT_SETUP_FAILED: c_int = 127;
 
@@ -60,15 +69,17 @@ pub(crate) struct Prepared<'a> {
     /// at [`COMMAND_FIRST_PASSED_FD`] on, in this order.
     pub(crate) passed: Vec<RawFd>,
     /// `(resource, limit)` pairs set as both soft and hard limits.
-    pub(crate) rlimits: Vec<(u32, u64)>,
+    pub(crate) rlimits: Vec<(Resource, u64)>,
     /// The command hands its `connect` calls to the shim (`unix_sockets`, the allow-list
     /// under Landlock).
+    #[cfg(target_os = "linux")]
     pub(crate) connects: Option<Connects<'a>>,
 }
 
 /// What connect supervision needs in the shim and the command: the filter that hands
 /// `connect` to the shim, which the command loads before anything else confines it, and the
 /// rules the shim judges by.
+#[cfg(target_os = "linux")]
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Connects<'a> {
     pub(crate) notify: &'a [seccompiler::sock_filter],
@@ -85,29 +96,40 @@ impl Prepared<'_> {
     }
 }
 
-/// What the command applies to itself before `execve`.
+/// What the command applies to itself before `execve`. On macOS only `None`: there the
+/// command is `sandbox-exec`, which confines itself before it executes the target.
 #[derive(Debug)]
 pub(crate) enum ChildConfine<'a> {
     None,
     /// The command is bwrap; it reads its seccomp program from this descriptor.
+    #[cfg(target_os = "linux")]
     Bwrap {
         seccomp_fd: RawFd,
     },
     /// Drop capabilities (when `drop_caps`), set no_new_privs, enter the ruleset, load the
     /// filter.
+    #[cfg(target_os = "linux")]
     Landlock {
         ruleset_fd: RawFd,
         filter: &'a [seccompiler::sock_filter],
         drop_caps: bool,
     },
+    /// No value: it only carries the lifetime the Linux variants borrow with.
+    #[cfg(target_os = "macos")]
+    #[expect(dead_code, reason = "it has no value to make")]
+    Never(std::convert::Infallible, std::marker::PhantomData<&'a ()>),
 }
 
 impl ChildConfine<'_> {
     pub(super) fn fd(&self) -> Option<RawFd> {
         match self {
             ChildConfine::None => None,
+            #[cfg(target_os = "linux")]
             ChildConfine::Bwrap { seccomp_fd } => Some(*seccomp_fd),
+            #[cfg(target_os = "linux")]
             ChildConfine::Landlock { ruleset_fd, .. } => Some(*ruleset_fd),
+            #[cfg(target_os = "macos")]
+            ChildConfine::Never(never, _) => match *never {},
         }
     }
 }
@@ -143,4 +165,27 @@ pub(super) fn or_fail<T>(result: Result<T, Errno>, fd: c_int, stage: Stage) -> T
         Ok(value) => value,
         Err(errno) => fail(fd, stage, errno),
     }
+}
+
+/// Reports the main process's end, if it was reaped, and ends the shim.
+pub(super) fn finish(status_fd: c_int, main_status: Option<(c_int, nix::libc::rusage)>) -> ! {
+    if let Some((status, usage)) = main_status {
+        let micros = |t: nix::libc::timeval| {
+            let seconds = u64::try_from(t.tv_sec).unwrap_or(0);
+            let micros = u64::try_from(t.tv_usec).unwrap_or(0);
+            seconds
+                .saturating_mul(MICROS_PER_SECOND)
+                .saturating_add(micros)
+        };
+        write_record(
+            status_fd,
+            Record::Exited {
+                wait_status: status,
+                user_us: micros(usage.ru_utime),
+                sys_us: micros(usage.ru_stime),
+                max_rss_kib: u64::try_from(usage.ru_maxrss).unwrap_or(0) / MAX_RSS_PER_KIB,
+            },
+        );
+    }
+    call::exit(0)
 }

@@ -22,29 +22,53 @@
 //! Where the shim supervises `connect` ([`connect`]: `unix_sockets`, the allow-list under
 //! Landlock), the command loads one more filter first and sends its listener to the shim over
 //! a socketpair; the shim answers each `connect` from its poll loop, on stack buffers too.
+//!
+//! On macOS the same shim runs with what macOS offers: no subreaper, no signalfd, no death
+//! signal, no `close_range`, `pipe2` or `dup3`. The command leads a session of its own; the
+//! shim waits with kqueue and finds the tree by process group and libproc's lists of children
+//! (`macos_tree`, whose comment says what it cannot reach); the missing calls have macOS
+//! bodies in [`call`] with the Linux signatures. The rule that nothing allocates between `fork`
+//! and `execve` holds there too.
 
 mod call;
+#[cfg(target_os = "linux")]
 mod caps;
+#[cfg(target_os = "linux")]
 mod connect;
+#[cfg(target_os = "linux")]
 mod detach;
 mod exec;
 mod fds;
 mod layout;
+#[cfg(target_os = "macos")]
+mod macos_call;
+#[cfg(target_os = "macos")]
+mod macos_tree;
+#[cfg(target_os = "linux")]
 mod proc_scan;
 mod shim;
+#[cfg(target_os = "linux")]
 mod socket_call;
 mod temp_dirs;
 
-pub(crate) use call::{CStringArray, landlock_abi};
+pub(crate) use call::CStringArray;
+pub(crate) use call::Resource;
+#[cfg(target_os = "linux")]
+pub(crate) use call::landlock_abi;
+#[cfg(target_os = "linux")]
 pub(crate) use caps::holds_capabilities;
+#[cfg(target_os = "linux")]
 pub(crate) use detach::detach;
+#[cfg(target_os = "linux")]
 pub(crate) use exec::enter_landlock;
 pub(crate) use fds::{
-    clear_environment, inherited_socket, own_received, poll, sanitize_fds, sealed_memfd, write_raw,
+    RECV_FLAGS, SEND_FLAGS, clear_environment, forbid_tracing, inherited_socket, own_received,
+    poll, sanitize_fds,
 };
-pub(crate) use layout::{
-    COMMAND_FIRST_PASSED_FD, COMMAND_SECCOMP_FD, CTL_KILL, CTL_TERMINATE, ChildConfine, Connects,
-    MAX_PASSED_FDS, Prepared,
-};
+#[cfg(target_os = "linux")]
+pub(crate) use fds::{sealed_memfd, write_raw};
+#[cfg(target_os = "linux")]
+pub(crate) use layout::{COMMAND_FIRST_PASSED_FD, COMMAND_SECCOMP_FD, Connects, MAX_PASSED_FDS};
+pub(crate) use layout::{CTL_KILL, CTL_TERMINATE, ChildConfine, Prepared};
 pub(crate) use shim::fork_shim;
 pub(crate) use temp_dirs::{private_temp_dir, sweep_orphaned_temp_dirs};

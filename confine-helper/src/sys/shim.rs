@@ -1,8 +1,13 @@
-//! The shim: the helper's child for one command. It becomes a session leader and a child
-//! subreaper, lays out its descriptors, forks the command, and stays behind as the one process
-//! that can find and reap the whole tree — including descendants that called `setsid` and
-//! double-forked: when they are orphaned the kernel hands them to the shim, not to init.
+//! The shim: the helper's child for one command. It becomes a session leader and, on Linux, a
+//! child subreaper, lays out its descriptors, forks the command, and stays behind as the one
+//! process that can find and reap the whole tree — including descendants that called `setsid`
+//! and double-forked: when they are orphaned the kernel hands them to the shim, not to init.
 //! It never runs command code, so the records it writes can be trusted.
+//!
+//! macOS has no subreaper: there the shim finds the tree by the command's process group and by
+//! walking the kernel's lists of children, and waits with kqueue ([`super::macos_tree`], which
+//! says what it cannot reach). The rest — descriptors, the command's fork, the records — is the
+//! same code on both.
 
 use std::ffi::{c_int, c_uint};
 
@@ -11,13 +16,20 @@ use nix::errno::Errno;
 use nix::libc;
 
 use super::call;
+#[cfg(target_os = "linux")]
 use super::connect::Supervisor;
 use super::exec;
+#[cfg(target_os = "linux")]
+use super::layout::CTL_TERMINATE;
+#[cfg(target_os = "linux")]
+use super::layout::finish;
 use super::layout::{
-    CTL_TERMINATE, FD_CONFINE, FD_CTL, FD_FIRST_PASSED, FD_PARK, FD_STATUS, FIXED_FDS,
-    MAX_PASSED_FDS, Prepared, STDIO_FDS, fail, fd_at, or_fail, write_record,
+    FD_CONFINE, FD_CTL, FD_FIRST_PASSED, FD_PARK, FD_STATUS, FIXED_FDS, MAX_PASSED_FDS, Prepared,
+    STDIO_FDS, fail, fd_at, or_fail, write_record,
 };
+#[cfg(target_os = "linux")]
 use super::proc_scan;
+#[cfg(target_os = "linux")]
 use super::socket_call;
 use crate::record::Record;
 
@@ -26,10 +38,11 @@ const SLOT_STATUS: usize = 3;
 const SLOT_CTL: usize = 4;
 const SLOT_CONFINE: usize = 5;
 /// `poll` without a timeout.
+#[cfg(target_os = "linux")]
 const WAIT_FOREVER: c_int = -1;
 /// The size of one record a signalfd returns (`struct signalfd_siginfo`).
+#[cfg(target_os = "linux")]
 const SIGNALFD_INFO_SIZE: usize = std::mem::size_of::<libc::signalfd_siginfo>();
-const MICROS_PER_SECOND: u64 = 1_000_000;
 /// The last descriptor number `close_range` can name.
 const LAST_FD: c_uint = c_uint::MAX;
 
@@ -47,32 +60,58 @@ pub(crate) fn fork_shim(prepared: &Prepared<'_>) -> std::io::Result<libc::pid_t>
 
 fn shim_main(p: &Prepared<'_>) -> ! {
     or_fail(call::setsid(), p.status_wr, Stage::Setsid);
+    #[cfg(target_os = "linux")]
     or_fail(
         call::prctl(libc::PR_SET_CHILD_SUBREAPER, 1),
+        p.status_wr,
+        Stage::Supervise,
+    );
+    // The helper's own refusal of debuggers is not inherited by fork on macOS.
+    #[cfg(target_os = "macos")]
+    or_fail(
+        super::macos_call::deny_attach(),
         p.status_wr,
         Stage::Supervise,
     );
     lay_out_descriptors(p);
     let status_fd = FD_STATUS;
 
-    // SIGCHLD arrives through a signalfd; SIGTERM sent to our process group while terminating
-    // the tree must not end the shim itself. The command resets both.
-    let mask = call::sigset(&[libc::SIGCHLD]);
-    or_fail(
-        call::sigprocmask(libc::SIG_BLOCK, &mask),
-        status_fd,
-        Stage::Signals,
-    );
-    let sigfd = or_fail(call::signalfd(&mask), status_fd, Stage::Signals);
+    // SIGCHLD arrives through a signalfd (Linux; on macOS the shim waits with kqueue); SIGTERM
+    // sent to our process group while terminating the tree must not end the shim itself. The
+    // command resets both.
+    #[cfg(target_os = "linux")]
+    let sigfd = {
+        let mask = call::sigset(&[libc::SIGCHLD]);
+        or_fail(
+            call::sigprocmask(libc::SIG_BLOCK, &mask),
+            status_fd,
+            Stage::Signals,
+        );
+        or_fail(call::signalfd(&mask), status_fd, Stage::Signals)
+    };
     for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGPIPE] {
         let _ = call::set_disposition(sig, libc::SIG_IGN);
     }
+    // The kqueue the shim waits on, made before the command (which does not inherit it).
+    #[cfg(target_os = "macos")]
+    let kq = {
+        let kq = or_fail(super::macos_call::kqueue(), status_fd, Stage::Supervise);
+        or_fail(
+            super::macos_tree::watch_control(kq),
+            status_fd,
+            Stage::Supervise,
+        );
+        kq
+    };
 
     let [exec_rd, exec_wr] = or_fail(call::pipe2_cloexec(), status_fd, Stage::Pipe);
     // The command sends its `connect` filter's listener back on this pair.
+    #[cfg(target_os = "linux")]
     let listener_pair = p
         .connects
         .map(|_| or_fail(socket_call::socketpair_cloexec(), status_fd, Stage::Seccomp));
+    #[cfg(target_os = "macos")]
+    let listener_pair: Option<[c_int; 2]> = None;
     let shim_pid = call::getpid();
     // SAFETY: the shim is single-threaded (a fork of the single-threaded helper); the child
     // runs `command_main`, async-signal-safe calls on pre-built data, and execs or exits.
@@ -103,22 +142,30 @@ fn shim_main(p: &Prepared<'_>) -> ! {
         let _ = call::write(status_fd, &raw);
         call::exit(0);
     }
-    // The command sent the listener before its execve; without it its `connect` calls fail
-    // (`ENOSYS`), closed, as nobody answers them.
-    let listener = listener_pair.and_then(|[from_command, _]| {
-        let listener = socket_call::recv_fd(from_command).ok();
-        let _ = call::close(from_command);
-        listener
-    });
     let pid = u32::try_from(child).unwrap_or(0);
-    write_record(status_fd, Record::Started { pid });
-    let supervisor = p.connects.zip(listener).map(|(c, listener)| Supervisor {
-        listener,
-        rules: c.rules,
-        proxy_control: c.proxy.then_some(FD_FIRST_PASSED),
-        proxy_listener: None,
-    });
-    supervise(child, sigfd, status_fd, supervisor)
+    #[cfg(target_os = "linux")]
+    {
+        // The command sent the listener before its execve; without it its `connect` calls fail
+        // (`ENOSYS`), closed, as nobody answers them.
+        let listener = listener_pair.and_then(|[from_command, _]| {
+            let listener = socket_call::recv_fd(from_command).ok();
+            let _ = call::close(from_command);
+            listener
+        });
+        write_record(status_fd, Record::Started { pid });
+        let supervisor = p.connects.zip(listener).map(|(c, listener)| Supervisor {
+            listener,
+            rules: c.rules,
+            proxy_control: c.proxy.then_some(FD_FIRST_PASSED),
+            proxy_listener: None,
+        });
+        supervise(child, sigfd, status_fd, supervisor)
+    }
+    #[cfg(target_os = "macos")]
+    {
+        write_record(status_fd, Record::Started { pid });
+        super::macos_tree::supervise(child, kq, status_fd)
+    }
 }
 
 /// Parks every descriptor the shim keeps above the final layout, then places them at fixed
@@ -195,6 +242,7 @@ fn lay_out_descriptors(p: &Prepared<'_>) {
 
 /// The shim's loop: reap children, obey ctl orders, answer the command's `connect` calls when
 /// it has a `supervisor`, report the main process's end.
+#[cfg(target_os = "linux")]
 fn supervise(
     main: libc::pid_t,
     sigfd: c_int,
@@ -264,30 +312,9 @@ fn supervise(
     }
 }
 
-fn finish(status_fd: c_int, main_status: Option<(c_int, libc::rusage)>) -> ! {
-    if let Some((status, usage)) = main_status {
-        let micros = |t: libc::timeval| {
-            let seconds = u64::try_from(t.tv_sec).unwrap_or(0);
-            let micros = u64::try_from(t.tv_usec).unwrap_or(0);
-            seconds
-                .saturating_mul(MICROS_PER_SECOND)
-                .saturating_add(micros)
-        };
-        write_record(
-            status_fd,
-            Record::Exited {
-                wait_status: status,
-                user_us: micros(usage.ru_utime),
-                sys_us: micros(usage.ru_stime),
-                max_rss_kib: u64::try_from(usage.ru_maxrss).unwrap_or(0),
-            },
-        );
-    }
-    call::exit(0)
-}
-
 /// Reaps children (waiting for one unless `flags` has WNOHANG, then every one that has already
 /// ended), remembering the main process's status. Returns false once no child is left.
+#[cfg(target_os = "linux")]
 fn reap(main: libc::pid_t, main_status: &mut Option<(c_int, libc::rusage)>, flags: c_int) -> bool {
     let mut flags = flags;
     loop {
@@ -307,6 +334,7 @@ fn reap(main: libc::pid_t, main_status: &mut Option<(c_int, libc::rusage)>, flag
 
 /// SIGTERM to the command's process group and to every direct child (orphans that were handed
 /// to the shim after escaping the group). A courtesy before the kill, not a guarantee.
+#[cfg(target_os = "linux")]
 fn terminate_tree() {
     // The shim ignores SIGTERM, so signalling its own group spares it.
     let _ = call::kill(-call::getpid(), libc::SIGTERM);
@@ -319,6 +347,7 @@ fn terminate_tree() {
 /// parent died was handed to us before that parent could be reaped, so once we have no child
 /// at all there is no descendant either: the usual end, a command that left nothing behind,
 /// costs no scan of `/proc`.
+#[cfg(target_os = "linux")]
 fn kill_tree(main: libc::pid_t, main_status: &mut Option<(c_int, libc::rusage)>) {
     while reap(main, main_status, libc::WNOHANG) {
         proc_scan::signal_children(libc::SIGKILL);

@@ -1,12 +1,13 @@
-//! Per-command temp directories under the helper's private base (`/tmp/confine-helper-<uid>`):
-//! made for a command, removed at its end, and — for a helper killed before it could remove
-//! them — removed by the next helper of the same user.
+//! Per-command temp directories under the helper's private base (`/tmp/confine-helper-<uid>`, on
+//! macOS `/private/tmp/confine-helper-<uid>`): made for a command, removed at its end, and — for
+//! a helper killed before it could remove them — removed by the next helper of the same user.
 //!
-//! A directory's name says whose it is: `cmd-<pid namespace>-<helper pid>-<random>`. A helper
-//! removes at its start the directories of helpers of its own pid namespace that no longer run
-//! (`kill(pid, 0)` fails with `ESRCH`); a pid that runs again, as anything, keeps its
-//! directories, and directories of other pid namespaces or of the older naming are left alone.
-//! Removal never follows a link a command made inside its directory.
+//! A directory's name says whose it is: `cmd-<pid namespace>-<helper pid>-<random>` (the pid
+//! namespace is `0` on macOS, which has none). A helper removes at its start the directories of
+//! helpers of its own pid namespace that no longer run (`kill(pid, 0)` fails with `ESRCH`); a
+//! pid that runs again, as anything, keeps its directories, and directories of other pid
+//! namespaces or of the older naming are left alone. Removal never follows a link a command
+//! made inside its directory.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -30,12 +31,7 @@ pub(crate) fn private_temp_dir(base: &Path) -> io::Result<PathBuf> {
             base.display()
         )));
     }
-    let mut random = [0u8; 8];
-    // SAFETY: getrandom fills at most the live 8-byte buffer.
-    let got = unsafe { libc::getrandom(random.as_mut_ptr().cast(), random.len(), 0) };
-    if usize::try_from(got).ok() != Some(random.len()) {
-        return Err(io::Error::last_os_error());
-    }
+    let random = random_bytes()?;
     let dir = base.join(format!(
         "cmd-{}-{}-{:016x}",
         own_pid_namespace(),
@@ -44,6 +40,29 @@ pub(crate) fn private_temp_dir(base: &Path) -> io::Result<PathBuf> {
     ));
     std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
     Ok(dir)
+}
+
+/// Eight random bytes from the kernel.
+#[cfg(target_os = "linux")]
+fn random_bytes() -> io::Result<[u8; 8]> {
+    let mut random = [0u8; 8];
+    // SAFETY: getrandom fills at most the live 8-byte buffer.
+    let got = unsafe { libc::getrandom(random.as_mut_ptr().cast(), random.len(), 0) };
+    if usize::try_from(got).ok() != Some(random.len()) {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(random)
+}
+
+/// Eight random bytes from the kernel.
+#[cfg(target_os = "macos")]
+fn random_bytes() -> io::Result<[u8; 8]> {
+    let mut random = [0u8; 8];
+    // SAFETY: getentropy fills exactly the live 8-byte buffer (at most 256 bytes are allowed).
+    if unsafe { libc::getentropy(random.as_mut_ptr().cast(), random.len()) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(random)
 }
 
 /// Removes the per-command directories under `base` left by helpers of this pid namespace that
@@ -99,6 +118,7 @@ fn helper_alive(pid: u32) -> bool {
 
 /// The inode of this process's pid namespace (`0` when it cannot be read: then only
 /// directories also named with `0` are ever swept).
+#[cfg(target_os = "linux")]
 fn own_pid_namespace() -> u64 {
     std::fs::read_link("/proc/self/ns/pid")
         .ok()
@@ -107,6 +127,12 @@ fn own_pid_namespace() -> u64 {
             text.strip_prefix("pid:[")?.strip_suffix(']')?.parse().ok()
         })
         .unwrap_or(0)
+}
+
+/// macOS has one pid space: every helper's directories are named with `0`.
+#[cfg(target_os = "macos")]
+fn own_pid_namespace() -> u64 {
+    0
 }
 
 #[cfg(test)]

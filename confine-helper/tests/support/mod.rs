@@ -199,7 +199,22 @@ pub fn spawn(id: u64, argv: &[&str]) -> Spawn {
 
 /// A pipe whose write end goes to the command as stdout; returns (read end, write end).
 pub fn pipe() -> (std::fs::File, OwnedFd) {
+    #[cfg(target_os = "linux")]
     let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).expect("pipe");
+    // No pipe2 on macOS: the flag is set after (a test's own fork could take the ends along in
+    // between, which only keeps a pipe open longer).
+    #[cfg(target_os = "macos")]
+    let (r, w) = {
+        let (r, w) = nix::unistd::pipe().expect("pipe");
+        for end in [&r, &w] {
+            nix::fcntl::fcntl(
+                end,
+                nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
+            )
+            .expect("close-on-exec");
+        }
+        (r, w)
+    };
     (std::fs::File::from(r), w)
 }
 
