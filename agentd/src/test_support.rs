@@ -119,7 +119,11 @@ impl Peer {
                 self.stream.as_raw_fd(),
                 &mut iov,
                 Some(&mut space),
+                // macOS has no such flag; these tests' descriptors are closed when they end.
+                #[cfg(target_os = "linux")]
                 MsgFlags::MSG_CMSG_CLOEXEC,
+                #[cfg(target_os = "macos")]
+                MsgFlags::empty(),
             )
             .expect("recvmsg");
             for cmsg in msg.cmsgs().expect("cmsgs") {
@@ -220,7 +224,21 @@ pub fn refused(reason: &str) -> Facts {
 }
 
 pub fn pipe() -> (tokio::net::unix::pipe::Receiver, OwnedFd) {
+    #[cfg(target_os = "linux")]
     let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).expect("pipe");
+    // No pipe2 on macOS: the ends are made close-on-exec just after.
+    #[cfg(target_os = "macos")]
+    let (read, write) = {
+        let (read, write) = nix::unistd::pipe().expect("pipe");
+        for end in [&read, &write] {
+            nix::fcntl::fcntl(
+                end,
+                nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
+            )
+            .expect("close-on-exec");
+        }
+        (read, write)
+    };
     let read = tokio::net::unix::pipe::Receiver::from_owned_fd(read).expect("receiver");
     (read, write)
 }

@@ -66,9 +66,7 @@ fn permission_hint(socket: &Path) -> String {
     if mode & 0o060 == 0 && path == socket || mode & 0o010 == 0 && path == dir {
         return format!("{what}; only its owner may use it: run agentd as {owner}");
     }
-    let in_process = nix::unistd::getgroups()
-        .map(|groups| groups.contains(&Gid::from_raw(meta.gid())))
-        .unwrap_or(false);
+    let in_process = in_session_groups(Gid::from_raw(meta.gid()));
     let in_database = group.as_deref().is_some_and(|name| listed_member(name, me));
     match (in_process, in_database) {
         (false, true) => format!(
@@ -83,15 +81,27 @@ fn permission_hint(socket: &Path) -> String {
     }
 }
 
+/// Whether this process holds `gid` among its supplementary groups.
+#[cfg(target_os = "linux")]
+fn in_session_groups(gid: Gid) -> bool {
+    nix::unistd::getgroups().is_ok_and(|groups| groups.contains(&gid))
+}
+
+/// Whether this process holds `gid`: on macOS, whose `getgroups` answers from the directory
+/// service rather than from the process, only its effective group is trusted here, so a hint
+/// may say "log in again" where the group is already held.
+#[cfg(target_os = "macos")]
+fn in_session_groups(gid: Gid) -> bool {
+    nix::unistd::getegid() == gid
+}
+
 /// Whether `uid` has the `bits` (of `rwx` = 4, 2, 1) on a file of `meta`, by its mode alone.
 fn may(meta: &std::fs::Metadata, uid: Uid, bits: u32) -> bool {
     let mode = meta.mode();
     if uid.is_root() {
         return true;
     }
-    let in_group = nix::unistd::getgroups()
-        .map(|g| g.contains(&Gid::from_raw(meta.gid())))
-        .unwrap_or(false)
+    let in_group = in_session_groups(Gid::from_raw(meta.gid()))
         || nix::unistd::getegid().as_raw() == meta.gid();
     if meta.uid() == uid.as_raw() {
         mode & (bits << 6) != 0

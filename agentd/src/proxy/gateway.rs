@@ -177,13 +177,8 @@ async fn receive(control: &UnixStream) -> io::Result<Option<UnixStream>> {
             let mut byte = [0u8; 1];
             let mut iov = [io::IoSliceMut::new(&mut byte)];
             let mut space = nix::cmsg_space!([std::os::fd::RawFd; 4]);
-            let msg = recvmsg::<()>(
-                control.as_raw_fd(),
-                &mut iov,
-                Some(&mut space),
-                MsgFlags::MSG_CMSG_CLOEXEC,
-            )
-            .map_err(io::Error::from)?;
+            let msg = recvmsg::<()>(control.as_raw_fd(), &mut iov, Some(&mut space), RECV_FLAGS)
+                .map_err(io::Error::from)?;
             let mut fds: Vec<OwnedFd> = Vec::new();
             for cmsg in msg.cmsgs().map_err(io::Error::from)? {
                 if let ControlMessageOwned::ScmRights(raw) = cmsg {
@@ -225,8 +220,22 @@ fn is_socket(fd: &OwnedFd) -> bool {
 fn owned(raw: std::os::fd::RawFd) -> OwnedFd {
     use std::os::fd::FromRawFd;
     // SAFETY: SCM_RIGHTS installed `raw` in this process just now and nothing else owns it.
-    unsafe { OwnedFd::from_raw_fd(raw) }
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    // macOS cannot receive it close-on-exec; until this call a command another thread spawns
+    // could inherit it (agentd is multi-threaded): a gap Linux does not have.
+    #[cfg(target_os = "macos")]
+    let _ = nix::fcntl::fcntl(
+        &fd,
+        nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
+    );
+    fd
 }
+
+/// Received descriptors close-on-exec as they arrive (Linux; see [`owned`] for macOS).
+#[cfg(target_os = "linux")]
+const RECV_FLAGS: MsgFlags = MsgFlags::MSG_CMSG_CLOEXEC;
+#[cfg(target_os = "macos")]
+const RECV_FLAGS: MsgFlags = MsgFlags::empty();
 
 #[cfg(test)]
 mod tests {

@@ -217,14 +217,41 @@ pub(super) struct Written {
 
 /// The content as an anonymous file the writer reads from its start.
 fn content_file(content: &[u8]) -> io::Result<OwnedFd> {
-    use nix::sys::memfd::{MFdFlags, memfd_create};
-    let fd = memfd_create(c"agentd-write", MFdFlags::MFD_CLOEXEC)?;
+    #[cfg(target_os = "linux")]
+    let fd = {
+        use nix::sys::memfd::{MFdFlags, memfd_create};
+        memfd_create(c"agentd-write", MFdFlags::MFD_CLOEXEC)?
+    };
+    #[cfg(target_os = "macos")]
+    let fd = unlinked_file()?;
     let mut written = 0;
     while written < content.len() {
         written += nix::unistd::write(&fd, &content[written..])?;
     }
     nix::unistd::lseek(&fd, 0, nix::unistd::Whence::SeekSet)?;
     Ok(fd)
+}
+
+/// macOS has no memfd: a new file of this user's alone in the temp directory, removed at once,
+/// so that only the descriptor names it.
+#[cfg(target_os = "macos")]
+fn unlinked_file() -> io::Result<OwnedFd> {
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let path = std::env::temp_dir().join(format!(
+        "agentd-write-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)?;
+    std::fs::remove_file(&path)?;
+    Ok(OwnedFd::from(file))
 }
 
 /// Has the helper's writer replace `target` with `content`, confined under `mode`.

@@ -4,6 +4,7 @@
 
 use std::fs;
 use std::io;
+#[cfg(target_os = "linux")]
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::Path;
@@ -185,9 +186,16 @@ pub(crate) enum OpenError {
 /// opens nothing), then, once checked, for reading through `/proc/self/fd`, which reaches
 /// exactly the file checked. `Ok(None)` when it does not exist.
 pub(super) fn open_regular(path: &Path) -> Result<Option<(fs::File, fs::Metadata)>, OpenError> {
+    // macOS has no `O_PATH`: the path is opened for reading without waiting (a FIFO opens at
+    // once, with no writer) and without becoming a controlling terminal, and only a regular
+    // file is then read, from that same descriptor.
+    #[cfg(target_os = "linux")]
+    let flags = nix::libc::O_PATH;
+    #[cfg(target_os = "macos")]
+    let flags = nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY;
     let located = fs::OpenOptions::new()
         .read(true)
-        .custom_flags(nix::libc::O_PATH)
+        .custom_flags(flags)
         .open(path);
     let located = match located {
         Ok(file) => file,
@@ -201,6 +209,9 @@ pub(super) fn open_regular(path: &Path) -> Result<Option<(fs::File, fs::Metadata
     if !meta.is_file() {
         return Err(OpenError::NotRegular(kind_of(&meta)));
     }
+    #[cfg(target_os = "macos")]
+    let file = located;
+    #[cfg(target_os = "linux")]
     let file = fs::OpenOptions::new()
         .read(true)
         .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY)
