@@ -85,6 +85,8 @@ fn is_missing_path_gap(gap: &str) -> bool {
 
 /// How the Landlock backend names what it cannot hide without namespaces.
 const PROCESS_VISIBILITY_GAP: &str = "process isolation: ";
+/// How a run on macOS names the process tree its shim cannot always end.
+const SEATBELT_TREE_GAP: &str = "process tree: ";
 
 /// agentd's exit status when the command did not run.
 pub const EXIT_DID_NOT_RUN: i32 = 125;
@@ -347,6 +349,8 @@ impl Facts {
         let layers: &[&str] = match backend {
             Backend::Bwrap => &["namespaces", "landlock", "seccomp"],
             Backend::Landlock => &["landlock", "seccomp"],
+            // sandbox-exec is one layer the protocol has no name for.
+            Backend::Seatbelt => &[],
         };
         if enforcement.layers != layers {
             return Err(format!(
@@ -378,6 +382,17 @@ impl Facts {
             }
         }
         match (backend, mode) {
+            // Every Seatbelt run is partial: what the profile cannot take away, and the process
+            // tree the shim cannot end without a subreaper (RFC 0001, "macOS").
+            (Backend::Seatbelt, _) => {
+                if enforcement.level != "partial" || !names(SEATBELT_TREE_GAP) {
+                    return Err(format!(
+                        "seatbelt cannot end a process tree that left its group, yet enforcement \
+                         is {:?} missing {:?}",
+                        enforcement.level, enforcement.missing
+                    ));
+                }
+            }
             (Backend::Landlock, Mode::WorkspaceWrite) => {
                 if enforcement.level != "partial" {
                     return Err(format!(

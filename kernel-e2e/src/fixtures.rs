@@ -8,10 +8,14 @@
 use std::fs;
 use std::io::{self, ErrorKind};
 use std::net::{TcpListener, UdpSocket};
+#[cfg(target_os = "linux")]
 use std::os::fd::{AsFd, FromRawFd, OwnedFd, RawFd};
+#[cfg(target_os = "linux")]
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::net::{SocketAddr, UnixDatagram, UnixListener};
+#[cfg(target_os = "linux")]
+use std::os::unix::net::SocketAddr;
+use std::os::unix::net::{UnixDatagram, UnixListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -153,7 +157,18 @@ impl UnixCanary {
         )
     }
 
+    /// Sockets in the abstract namespace: Linux's alone.
+    #[cfg(target_os = "macos")]
+    pub fn abstract_names(tag: &str) -> io::Result<UnixCanary> {
+        let _ = tag;
+        Err(io::Error::new(
+            ErrorKind::Unsupported,
+            "abstract socket names are Linux's",
+        ))
+    }
+
     /// Sockets in the abstract namespace, which has no permissions at all.
+    #[cfg(target_os = "linux")]
     pub fn abstract_names(tag: &str) -> io::Result<UnixCanary> {
         let stream = format!("{tag}-stream");
         let dgram = format!("{tag}-dgram");
@@ -271,8 +286,59 @@ impl Drop for CanaryProcess {
     }
 }
 
+/// Waits until process `pid` has exited, at most `limit`; whether it did. Waits on kqueue's
+/// `NOTE_EXIT`, so it returns the moment the process is gone, and works for processes that are
+/// not our children (registering for one already gone fails with `ESRCH`).
+#[cfg(target_os = "macos")]
+pub fn wait_gone(pid: u32, limit: Duration) -> bool {
+    use nix::sys::event::{EvFlags, EventFilter, FilterFlag, KEvent, Kqueue};
+    let Ok(kq) = Kqueue::new() else {
+        return false;
+    };
+    let watch = KEvent::new(
+        pid as usize,
+        EventFilter::EVFILT_PROC,
+        EvFlags::EV_ADD | EvFlags::EV_ONESHOT,
+        FilterFlag::NOTE_EXIT,
+        0,
+        0,
+    );
+    let deadline = Instant::now() + limit;
+    let mut changes = vec![watch];
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let timeout = nix::libc::timespec {
+            tv_sec: left.as_secs().try_into().unwrap_or(nix::libc::time_t::MAX),
+            tv_nsec: left.subsec_nanos().into(),
+        };
+        let mut events = [KEvent::new(
+            0,
+            EventFilter::EVFILT_PROC,
+            EvFlags::empty(),
+            FilterFlag::empty(),
+            0,
+            0,
+        )];
+        match kq.kevent(&changes, &mut events, Some(timeout)) {
+            Ok(0) => return false,
+            Ok(_) => {
+                // An error in the registration comes back as an event flagged EV_ERROR.
+                let ev = &events[0];
+                if ev.flags().contains(EvFlags::EV_ERROR) {
+                    return ev.data() == nix::libc::ESRCH as isize;
+                }
+                return true;
+            }
+            Err(nix::errno::Errno::EINTR) => changes.clear(),
+            Err(nix::errno::Errno::ESRCH) => return true,
+            Err(_) => return false,
+        }
+    }
+}
+
 /// Waits until process `pid` has exited, at most `limit`; whether it did. Waits on a pidfd, so
 /// it returns the moment the process is gone, and works for processes that are not our children.
+#[cfg(target_os = "linux")]
 pub fn wait_gone(pid: u32, limit: Duration) -> bool {
     use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
     // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1; no memory is
@@ -348,6 +414,30 @@ impl Drop for Daemon {
 }
 
 /// pids of processes whose command line contains `tag`: what a command left behind.
+#[cfg(target_os = "macos")]
+pub fn tagged_processes(tag: &str) -> Vec<u32> {
+    // No /proc on macOS: every process's pid and arguments as ps prints them.
+    let me = std::process::id();
+    let Ok(out) = Command::new("/bin/ps")
+        .args(["-axww", "-o", "pid=,args="])
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+    else {
+        return Vec::new();
+    };
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|line| {
+            let (pid, args) = line.trim_start().split_once(' ')?;
+            let pid: u32 = pid.parse().ok()?;
+            (pid != me && contains(args.as_bytes(), tag.as_bytes())).then_some(pid)
+        })
+        .collect()
+}
+
+/// pids of processes whose command line contains `tag`: what a command left behind.
+#[cfg(target_os = "linux")]
 pub fn tagged_processes(tag: &str) -> Vec<u32> {
     let me = std::process::id();
     let Ok(entries) = fs::read_dir("/proc") else {
@@ -384,7 +474,18 @@ pub struct TmpfsMount {
 }
 
 impl TmpfsMount {
+    /// Needs CAP_SYS_ADMIN; the caller skips the case when this fails. Linux only.
+    #[cfg(target_os = "macos")]
+    pub fn new(path: &Path, user: &Identity) -> io::Result<TmpfsMount> {
+        let _ = (path, user);
+        Err(io::Error::new(
+            ErrorKind::Unsupported,
+            "a tmpfs fixture is Linux's",
+        ))
+    }
+
     /// Needs CAP_SYS_ADMIN; the caller skips the case when this fails.
+    #[cfg(target_os = "linux")]
     pub fn new(path: &Path, user: &Identity) -> io::Result<TmpfsMount> {
         use nix::mount::{MsFlags, mount};
         fs::create_dir_all(path)?;
@@ -405,8 +506,11 @@ impl TmpfsMount {
 
 impl Drop for TmpfsMount {
     fn drop(&mut self) {
-        use nix::mount::{MntFlags, umount2};
-        let _ = umount2(&self.path, MntFlags::MNT_DETACH);
+        #[cfg(target_os = "linux")]
+        {
+            use nix::mount::{MntFlags, umount2};
+            let _ = umount2(&self.path, MntFlags::MNT_DETACH);
+        }
     }
 }
 

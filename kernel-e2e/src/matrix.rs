@@ -4,22 +4,29 @@ use std::fmt;
 
 use crate::users::Identity;
 
-/// A Linux confinement backend, as `agentd run --backend` names it.
+/// A confinement backend, as `agentd run --backend` names it: bwrap and Landlock on Linux,
+/// Seatbelt on macOS.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Backend {
     Bwrap,
     Landlock,
+    Seatbelt,
 }
 
 impl Backend {
-    /// Every Linux backend, in the order the report lists them.
+    /// Every backend of this platform, in the order the report lists them.
+    #[cfg(target_os = "linux")]
     pub const ALL: [Backend; 2] = [Backend::Bwrap, Backend::Landlock];
+    /// Every backend of this platform, in the order the report lists them.
+    #[cfg(target_os = "macos")]
+    pub const ALL: [Backend; 1] = [Backend::Seatbelt];
 
     /// The name used on agentd's command line and in the facts' `backend` field.
     pub fn as_str(self) -> &'static str {
         match self {
             Backend::Bwrap => "bwrap",
             Backend::Landlock => "landlock",
+            Backend::Seatbelt => "seatbelt",
         }
     }
 }

@@ -125,7 +125,7 @@ fn run(started: Instant) -> Result<bool, String> {
     let catalogue = cases::all();
     let mut jobs = VecDeque::new();
     for &backend in &backends {
-        let skip = unavailable(backend, runners[0].python.as_deref(), &shared.probe_script);
+        let unusable = unavailable(backend, runners[0].python.as_deref(), &shared.probe_script);
         for (user_rank, user) in users.iter().enumerate() {
             for mode in [Mode::ReadOnly, Mode::WorkspaceWrite] {
                 for (case_rank, case) in catalogue.iter().enumerate() {
@@ -142,7 +142,9 @@ fn run(started: Instant) -> Result<bool, String> {
                                 user: user.clone(),
                             },
                             user_rank,
-                            skip: skip.clone(),
+                            skip: unusable
+                                .clone()
+                                .or_else(|| cases::not_for(backend, case.id)),
                         });
                     }
                 }
@@ -293,6 +295,10 @@ fn prepare_run_root() -> Result<Shared, String> {
             .map_err(|e| format!("cannot create {}: {e}", path.display()))
     };
     make(&run_root)?;
+    // By its real path: on macOS /var is a link to /private/var, and the helper follows no
+    // link to a workspace.
+    let run_root = fs::canonicalize(&run_root)
+        .map_err(|e| format!("cannot resolve {}: {e}", run_root.display()))?;
     make(&run_root.join("config"))?;
     let probe_script = run_root.join("probe.py");
     fs::write(&probe_script, probe::SOURCE)
@@ -351,6 +357,8 @@ fn find_python(user: &Identity, probe_script: &Path) -> Option<PathBuf> {
 /// Why `backend` cannot run on this machine at all, if it cannot.
 fn unavailable(backend: Backend, python: Option<&Path>, probe_script: &Path) -> Option<String> {
     match backend {
+        Backend::Seatbelt => (!Path::new(cases::SANDBOX_EXEC).exists())
+            .then(|| format!("{} is missing", cases::SANDBOX_EXEC)),
         Backend::Bwrap => cases::find_tool("bwrap")
             .is_none()
             .then(|| "bwrap is not installed (install bubblewrap)".to_owned()),

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use crate::case::{Case, Cx, Stop, Verdict};
 use crate::ensure;
 use crate::fixtures::PathState;
+use crate::matrix::Backend;
 
 mod denials;
 mod filesystem;
@@ -21,6 +22,28 @@ mod process;
 mod profile;
 mod protected;
 mod secrets;
+
+/// The program the Seatbelt backend runs commands under.
+pub(crate) const SANDBOX_EXEC: &str = "/usr/bin/sandbox-exec";
+
+/// The cases that apply to Seatbelt: writes outside the writable roots reach nothing and the
+/// canaries stay as they were (T01), the workspace, `$TMPDIR` and `/dev/null` stay writable
+/// (T02), read-only mode (T03), a repository's `.git` inside the workspace stays read-only
+/// (T15), the network denied (T28). The others test what the Linux backends are made of
+/// (namespaces, seccomp, Landlock's rules, `/proc`, bwrap's mounts, the shim's `connect`
+/// supervision) or fixtures only Linux has (tmpfs mounts, abstract sockets, pidfds).
+pub(crate) const SEATBELT_CASES: [&str; 5] = ["T01", "T02", "T03", "T15", "T28"];
+
+/// Why case `id` is not run on `backend`, if it is not.
+pub(crate) fn not_for(backend: Backend, id: &str) -> Option<String> {
+    (backend == Backend::Seatbelt && !SEATBELT_CASES.contains(&id)).then(|| {
+        format!(
+            "not a Seatbelt case: it tests the Linux backends' own mechanisms or needs a Linux \
+             fixture; the Seatbelt cases are {}",
+            SEATBELT_CASES.join(", ")
+        )
+    })
+}
 
 /// Every case, in catalogue order.
 pub fn all() -> Vec<Case> {

@@ -165,7 +165,8 @@ fn writes_into_the_repository_are_denied(cx: &mut Cx) -> Verdict {
         &cx.confined_in(&ws, probe.argv()),
     )?;
     match cx.cell.backend {
-        Backend::Bwrap => {
+        // Seatbelt keeps a repository inside a writable root read-only as bwrap does.
+        Backend::Bwrap | Backend::Seatbelt => {
             run.denied()?;
             for (label, _, _) in REPOSITORY_WRITES {
                 run.step_denied(label)?;
@@ -219,7 +220,7 @@ fn git_inside_reads_but_cannot_write(cx: &mut Cx) -> Verdict {
         status == Some(0),
         "git status inside the sandbox exited {status:?}: the repository must stay readable"
     );
-    if cx.cell.backend == Backend::Bwrap {
+    if matches!(cx.cell.backend, Backend::Bwrap | Backend::Seatbelt) {
         ensure!(
             add.is_some_and(|c| c != 0) && commit.is_some_and(|c| c != 0),
             "inside the sandbox git add exited {add:?} and git commit {commit:?}: the index is \
@@ -636,7 +637,7 @@ fn plant_then_run_git(cx: &mut Cx, indirection: &Indirection, control: bool) -> 
     let backend = cx.cell.backend;
     match (control, backend) {
         (true, _) => plant.succeeded()?,
-        (false, Backend::Bwrap) => plant.denied()?,
+        (false, Backend::Bwrap | Backend::Seatbelt) => plant.denied()?,
         (false, Backend::Landlock) => names_protected(&plant, &attack.named)?,
     }
 
@@ -665,7 +666,7 @@ fn plant_then_run_git(cx: &mut Cx, indirection: &Indirection, control: bool) -> 
             "planted unconfined, the payload did not run when the user ran git status and git \
              commit on the host: this indirection does not work here, so denying it proves nothing"
         ),
-        (false, Backend::Bwrap) => {
+        (false, Backend::Bwrap | Backend::Seatbelt) => {
             ensure!(
                 !ran,
                 "the payload the confined command planted ran when the user ran git on the host"
@@ -714,7 +715,8 @@ fn protected_paths_cannot_be_renamed_away(cx: &mut Cx) -> Verdict {
     let before = snapshot(&paths(&watched));
     let run = cx.run("confined", &cx.confined_in(&ws, renames(cx, &ws)?.argv()))?;
     match cx.cell.backend {
-        Backend::Bwrap => {
+        // Seatbelt keeps a repository inside a writable root read-only as bwrap does.
+        Backend::Bwrap | Backend::Seatbelt => {
             run.denied()?;
             for (label, _, _) in RENAMES {
                 run.step_fails_with(label, RENAME_REFUSED)?;
@@ -939,7 +941,7 @@ fn the_git_directory_of_a_git_file_stays_read_only(cx: &mut Cx) -> Verdict {
         }
         let run = cx.run(&format!("confined, git directory {place}"), &invocation)?;
         match (cx.cell.backend, another_root) {
-            (Backend::Bwrap, _) => {
+            (Backend::Bwrap | Backend::Seatbelt, _) => {
                 run.denied()?;
                 for step in ["config", "hook", "commondir", "index-lock", "gitfile"] {
                     run.step_denied(step)?;
