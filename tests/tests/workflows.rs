@@ -437,6 +437,71 @@ fn the_e2e_matrix_runs_bwrap_on_ubuntu_latest_and_landlock_on_x64_and_arm64() {
 }
 
 #[test]
+fn the_e2e_matrix_runs_seatbelt_on_macos_as_the_runners_user_with_the_helpers_tests() {
+    let e2e = Workflow::open("e2e.yml");
+    let job = e2e.job("kernel");
+    let matrix = nested(&job, "strategy")
+        .and_then(|s| nested(&s, "matrix"))
+        .and_then(|m| nested(&m, "include"))
+        .expect("the kernel job has strategy.matrix.include");
+    assert!(
+        items(&matrix).iter().any(|leg| {
+            let leg = refs(leg);
+            value(&leg, "backend").as_deref() == Some("seatbelt")
+                && value(&leg, "os").as_deref() == Some("macos-latest")
+        }),
+        "no seatbelt leg on macos-latest"
+    );
+    let on = |step: &[String]| value(&refs(step), "if");
+    let macos = Some("runner.os == 'macOS'".to_owned());
+    // Root and apt are Linux's: a step that needs them must not run on macOS.
+    for step in steps(&job) {
+        let run = script(&step).unwrap_or_default();
+        if run.contains("sudo") || run.contains("apt-get") {
+            assert_eq!(
+                on(&step).as_deref(),
+                Some("runner.os == 'Linux'"),
+                "a step with sudo or apt-get runs on the macOS leg too: {run}"
+            );
+        }
+    }
+    let macos_runs: Vec<String> = steps(&job)
+        .iter()
+        .filter(|step| on(step) == macos)
+        .filter_map(|step| script(step))
+        .collect();
+    assert!(
+        macos_runs
+            .iter()
+            .any(|run| run.trim() == "cargo test -p confine-helper"),
+        "the macOS leg does not run the helper's tests: {macos_runs:?}"
+    );
+    assert!(
+        macos_runs.iter().any(|run| {
+            let words = run.split_whitespace().collect::<Vec<_>>().join(" ");
+            words.starts_with("cargo test -p kernel-e2e 2>&1 | tee \"$RUNNER_TEMP/kernel-e2e.log\"")
+        }),
+        "the macOS leg does not run the suite as its user into the log the count line is read \
+         from: {macos_runs:?}"
+    );
+    // The count-line step is the legs' common one.
+    let (check, _) = step_running_unless(&job, "$RUNNER_TEMP/kernel-e2e.log", "cargo test");
+    assert!(
+        !on(&check).unwrap_or_default().contains("runner.os"),
+        "the count line is checked on every leg"
+    );
+
+    let ci = Workflow::open("ci.yml");
+    let macos_job = ci.job("macos");
+    assert_eq!(
+        value(&macos_job, "runs-on").as_deref(),
+        Some("macos-latest")
+    );
+    let (_, check) = step_running(&macos_job, "cargo check --workspace --all-targets");
+    assert!(check.contains("--exclude"), "{check}");
+}
+
+#[test]
 fn the_deny_job_checks_advisories_bans_licenses_and_sources() {
     let ci = Workflow::open("ci.yml");
     let job = ci.job("deny");
