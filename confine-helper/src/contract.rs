@@ -149,65 +149,11 @@ pub const CEILING_KEYS: &[CeilingKey] = &[
 
 #[cfg(test)]
 mod tests {
-    use std::fmt;
-
     use serde::Deserialize;
-    use serde::de::{self, Deserializer, Visitor};
 
     use super::*;
     use crate::ceiling::{Ceiling, File, parse};
-
-    /// What `T`'s derived `Deserialize` hands `deserialize_struct`: the names of the keys it
-    /// accepts. The probe answers that call with the names, as its error, and every other call
-    /// with no names.
-    fn struct_fields<T: for<'de> Deserialize<'de>>() -> &'static [&'static str] {
-        match T::deserialize(Probe) {
-            Err(Fields(names)) => names,
-            Ok(_) => &[],
-        }
-    }
-
-    struct Probe;
-
-    #[derive(Debug)]
-    struct Fields(&'static [&'static str]);
-
-    impl fmt::Display for Fields {
-        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            write!(f, "fields {:?}", self.0)
-        }
-    }
-
-    impl std::error::Error for Fields {}
-
-    impl de::Error for Fields {
-        fn custom<T: fmt::Display>(_: T) -> Self {
-            Fields(&[])
-        }
-    }
-
-    impl<'de> Deserializer<'de> for Probe {
-        type Error = Fields;
-
-        fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, Fields> {
-            Err(Fields(&[]))
-        }
-
-        fn deserialize_struct<V: Visitor<'de>>(
-            self,
-            _: &'static str,
-            fields: &'static [&'static str],
-            _: V,
-        ) -> Result<V::Value, Fields> {
-            Err(Fields(fields))
-        }
-
-        serde::forward_to_deserialize_any! {
-            bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
-            option unit unit_struct newtype_struct seq tuple tuple_struct map enum identifier
-            ignored_any
-        }
-    }
+    use crate::serde_fields::struct_fields;
 
     fn sample(toml: TomlType) -> &'static str {
         match toml {

@@ -43,6 +43,9 @@ mod record;
 mod seatbelt;
 #[cfg(target_os = "linux")]
 mod seccomp;
+#[cfg(test)]
+#[path = "../../tests/shared/serde_fields.rs"]
+mod serde_fields;
 mod server;
 mod service;
 mod sys;
