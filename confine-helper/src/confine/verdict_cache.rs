@@ -33,12 +33,14 @@ const FILE_NAME: &str = "verdicts";
 /// A file larger than this is not a cache this helper wrote.
 const MAX_FILE_BYTES: u64 = 16 << 10;
 /// The sysctls that decide whether an unprivileged user namespace can be made.
+#[cfg(target_os = "linux")]
 const USERNS_SYSCTLS: [&str; 3] = [
     "/proc/sys/user/max_user_namespaces",
     "/proc/sys/kernel/unprivileged_userns_clone",
     "/proc/sys/kernel/apparmor_restrict_unprivileged_userns",
 ];
 /// The namespaces a probe's outcome depends on.
+#[cfg(target_os = "linux")]
 const NAMESPACES: [&str; 4] = ["user", "mnt", "pid", "net"];
 
 /// The cache of one helper process: where the file is, the fingerprints of this process, and
@@ -212,7 +214,17 @@ fn private_dir(dir: &Path) -> Option<()> {
 }
 
 /// What every backend's verdict depends on, as one line. The binary is the running one (the
+/// link's target is this process's own executable, whatever is at its path now). Linux's: on
+/// macOS Seatbelt is taken unprobed, so there is nothing to keep and no cache is opened.
+#[cfg(target_os = "macos")]
+fn common_fingerprint(landlock_abi: u32, holds_caps: bool) -> Option<String> {
+    let _ = (landlock_abi, holds_caps);
+    None
+}
+
+/// What every backend's verdict depends on, as one line. The binary is the running one (the
 /// link's target is this process's own executable, whatever is at its path now).
+#[cfg(target_os = "linux")]
 fn common_fingerprint(landlock_abi: u32, holds_caps: bool) -> Option<String> {
     let exe = file_identity(&std::fs::metadata("/proc/self/exe").ok()?);
     let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
@@ -277,12 +289,16 @@ fn file_identity(meta: &std::fs::Metadata) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[cfg(target_os = "linux")]
     use std::os::unix::fs::PermissionsExt;
 
+    // A cache exists only where backends are probed: Linux.
+    #[cfg(target_os = "linux")]
     fn cache(dir: &Path, how: Use) -> VerdictCache {
         VerdictCache::open(dir, Some(Path::new("/bin/sh")), 7, false, how).unwrap()
     }
 
+    #[cfg(target_os = "linux")]
     fn scratch(name: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!(
             "confine-helper-verdicts-{name}-{}",
@@ -292,6 +308,7 @@ mod tests {
         dir
     }
 
+    #[cfg(target_os = "linux")]
     #[test]
     fn a_usable_verdict_is_kept_for_the_next_process_and_a_failure_drops_it() {
         let dir = scratch("kept");
@@ -314,6 +331,7 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
+    #[cfg(target_os = "linux")]
     #[test]
     fn an_entry_under_another_fingerprint_is_not_usable() {
         let dir = scratch("other");
@@ -348,6 +366,7 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
+    #[cfg(target_os = "linux")]
     #[test]
     fn a_file_others_can_write_or_a_shared_directory_is_ignored() {
         let dir = scratch("perms");
