@@ -93,9 +93,10 @@ pub(crate) fn prepare(
         match verdict(backend, ctx) {
             Ok(()) => {
                 let plan = confine::plan(spawn, ctx, backend, &roots, proxy.take())?;
-                // bwrap reports its own exec failures as exit 1 with a message; answer them the
-                // same way on every backend instead.
-                if backend == Backend::Bwrap
+                // bwrap (and sandbox-exec, with its own exit status) reports its own exec
+                // failures as an exit with a message; answer them the same way on every backend
+                // instead.
+                if matches!(backend, Backend::Bwrap | Backend::Seatbelt)
                     && let Some(errno) = exec_error(spawn)
                 {
                     return Err(NotRun::ExecFailed(
