@@ -5,10 +5,12 @@
 // system calls. On macOS `macos_supervision.rs` drives the helper.
 #![cfg(target_os = "linux")]
 
+#[path = "../../tests/shared/socket_activation.rs"]
+mod socket_activation;
 mod support;
 
 use std::io::Write;
-use std::os::fd::{AsRawFd, IntoRawFd};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -204,30 +206,9 @@ fn activated(path: &Path, socket_mode: u32, listening: bool, args: &[&str]) -> C
             .expect("listen");
     }
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(socket_mode)).expect("chmod");
-    let mut command = Command::new("sh");
-    command
-        .args([
-            "-c",
-            "LISTEN_PID=$$ LISTEN_FDS=1 exec \"$0\" \"$@\"",
-            HELPER,
-            "serve",
-        ])
-        .args(args);
-    // SAFETY: dup2 is async-signal-safe; `sock` lives in the closure as long as the command.
-    unsafe {
-        command.pre_exec(move || {
-            if sock.as_raw_fd() == 3 {
-                // dup2 onto itself would keep close-on-exec.
-                let none = nix::fcntl::FdFlag::empty();
-                nix::fcntl::fcntl(&sock, nix::fcntl::FcntlArg::F_SETFD(none))?;
-            } else {
-                // The duplicate at 3 is the child's; its number is all it needs.
-                let _ = nix::unistd::dup2_raw(&sock, 3)?.into_raw_fd();
-            }
-            Ok(())
-        });
-    }
-    command
+    let mut full = vec!["serve"];
+    full.extend(args);
+    socket_activation::activated(HELPER.as_ref(), &full, sock)
 }
 
 #[test]

@@ -8,11 +8,12 @@
 //! group it needs, and gets nothing run. Opened to everyone, the socket still refuses the
 //! outsider by its credentials.
 
+#[path = "../shared/socket_activation.rs"]
+mod socket_activation;
 mod support;
 
-use std::os::fd::{AsRawFd, IntoRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 
@@ -219,32 +220,15 @@ fn socket_as_the_unit_makes_it(socket_unit: &str, path: &Path) -> OwnedFd {
     sock
 }
 
-/// Starts `command` with `listener` as descriptor 3 and `LISTEN_PID`/`LISTEN_FDS` naming it,
+/// `command` started with `listener` as descriptor 3 and `LISTEN_PID`/`LISTEN_FDS` naming it,
 /// as systemd starts a socket-activated service.
 fn activated(command: Command, listener: OwnedFd) -> Command {
-    let program = command.get_program().to_owned();
     let args: Vec<_> = command.get_args().map(ToOwned::to_owned).collect();
-    let mut shell = Command::new("sh");
+    let mut shell = socket_activation::activated(command.get_program(), &args, listener);
     shell
-        .args(["-c", "LISTEN_PID=$$ LISTEN_FDS=1 exec \"$0\" \"$@\""])
-        .arg(program)
-        .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
-    // SAFETY: dup2 and fcntl are async-signal-safe; `listener` lives in the closure.
-    unsafe {
-        shell.pre_exec(move || {
-            if listener.as_raw_fd() == 3 {
-                let none = nix::fcntl::FdFlag::empty();
-                nix::fcntl::fcntl(&listener, nix::fcntl::FcntlArg::F_SETFD(none))?;
-            } else {
-                let _ = nix::unistd::dup2_raw(&listener, 3)?.into_raw_fd();
-            }
-            Ok(())
-        });
-    }
-    drop(command);
     shell
 }
 
