@@ -145,7 +145,10 @@ fn serve_as_a_user(dir: &Path, args: &[&str]) -> (Command, Option<Scratch>, u32)
         std::fs::set_permissions(&bin.0, std::fs::Permissions::from_mode(0o755)).expect("chmod");
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777)).expect("chmod");
         let helper = bin.0.join("confine-helper");
-        std::fs::copy(HELPER, &helper).expect("copy the helper");
+        // Copied by another process: a copy written here could still be open for writing in
+        // a child another test forks meanwhile, and executing it would fail (ETXTBSY).
+        let copied = Command::new("cp").arg(HELPER).arg(&helper).status();
+        assert!(copied.expect("cp").success(), "copy the helper");
         command = Command::new(&helper);
         command.uid(65534).gid(65534);
         (copy, uid) = (Some(bin), 65534);
