@@ -53,6 +53,13 @@ pub(super) fn watch_readable(kq: c_int, fd: c_int) -> SysResult<()> {
     change(kq, &event(ident, libc::EVFILT_READ, libc::EV_ADD, 0))
 }
 
+/// Stops watching `fd` on `kq`: a pipe at its end of file is readable for ever, and would wake
+/// every wait.
+pub(super) fn unwatch_readable(kq: c_int, fd: c_int) -> SysResult<()> {
+    let ident = usize::try_from(fd).map_err(|_| Errno::EBADF)?;
+    change(kq, &event(ident, libc::EVFILT_READ, libc::EV_DELETE, 0))
+}
+
 /// Asks `kq` for one event when process `pid` exits. `Ok(false)` when it already has: the
 /// kernel finds no such process (a zombie included) and refuses the registration, and once
 /// registered the exit cannot be missed (the kernel marks a process exited before it posts

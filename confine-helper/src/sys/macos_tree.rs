@@ -87,8 +87,10 @@ pub(super) fn supervise(main: libc::pid_t, kq: c_int, status_fd: c_int) -> ! {
     }
 }
 
-/// Kills what is left of the tree, reaps the command and reports its end.
+/// Kills what is left of the tree, reaps the command and reports its end. No order is read any
+/// more: the control pipe stops waking the waits.
 fn end(main: libc::pid_t, kq: c_int, status_fd: c_int) -> ! {
+    let _ = macos_call::unwatch_readable(kq, FD_CTL);
     kill_tree(main, kq);
     let main_status = loop {
         match call::wait4_pid(main) {
