@@ -12,7 +12,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// The crates whose sources are checked, by their `src` directory.
-const CRATES: [&str; 4] = ["protocol/src", "confine-helper/src", "agentd/src", "docgen/src"];
+const CRATES: [&str; 4] = [
+    "protocol/src",
+    "confine-helper/src",
+    "agentd/src",
+    "docgen/src",
+];
 
 /// The most lines the non-test part of one file may have.
 const MAX_LINES: usize = 600;
