@@ -20,6 +20,8 @@ use std::process::{Child, Command, Output, Stdio};
 /// The users this test makes (and keeps, like the confinement suite's user).
 const MEMBER: &str = "agentd-svc-member";
 const OUTSIDER: &str = "agentd-svc-outsider";
+/// A second group of the member's, which its commands must have too.
+const EXTRA_GROUP: &str = "agentd-svc-extra";
 
 fn unit(name: &str) -> String {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -258,7 +260,8 @@ fn facts(out: &Output) -> serde_json::Value {
 
 /// The member is served as itself and confined; the outsider cannot connect and is told why.
 fn check_both_users(layout: &Layout, group_name: &str, member: (u32, u32), outsider: (u32, u32)) {
-    let script = "id -u > who; echo changed > \"$HOME/outside\" || true";
+    let script =
+        "id -u > who; cat \"$HOME/extra-only\" > extra; echo changed > \"$HOME/outside\" || true";
     // The file outside the workspace is the member's own: only the sandbox can stop the write.
     let home = layout.homes.join(MEMBER);
     std::fs::create_dir_all(&home).expect("home");
@@ -266,6 +269,10 @@ fn check_both_users(layout: &Layout, group_name: &str, member: (u32, u32), outsi
     let outside = home.join("outside");
     std::fs::write(&outside, "original\n").expect("canary");
     std::os::unix::fs::chown(&outside, Some(member.0), Some(member.1)).expect("chown");
+    let extra_only = home.join("extra-only");
+    std::fs::write(&extra_only, "for the extra group\n").expect("the extra group's file");
+    std::os::unix::fs::chown(&extra_only, Some(0), Some(group(EXTRA_GROUP))).expect("chown");
+    std::fs::set_permissions(&extra_only, std::fs::Permissions::from_mode(0o040)).expect("chmod");
     let (out, home) = layout.agentd_run(MEMBER, member, script);
     assert!(out.status.success(), "the member was not served: {out:?}");
     let who = std::fs::read_to_string(home.join("ws/who")).expect("the command's output");
@@ -277,6 +284,14 @@ fn check_both_users(layout: &Layout, group_name: &str, member: (u32, u32), outsi
     assert_eq!(
         std::fs::metadata(home.join("ws/who")).expect("who").uid(),
         member.0
+    );
+    // With the member's groups, as its login has them: a file only the extra group may read is
+    // read. (Not by `id -G`: inside bwrap's user namespace an unmapped group shows as nogroup,
+    // though the kernel still grants by it.)
+    assert_eq!(
+        std::fs::read_to_string(home.join("ws/extra")).unwrap_or_default(),
+        "for the extra group\n",
+        "the command could not read a file of the member's extra group"
     );
     assert_eq!(
         std::fs::read_to_string(&outside).expect("canary"),
@@ -314,7 +329,8 @@ fn the_packaged_units_serve_a_member_of_their_group_as_itself_and_refuse_anyone_
         "the service and the socket unit name different groups"
     );
     group(&group_name);
-    let member = user(MEMBER, &[&group_name]);
+    group(EXTRA_GROUP);
+    let member = user(MEMBER, &[&group_name, EXTRA_GROUP]);
     let outsider = user(OUTSIDER, &[]);
 
     // The ExecStart line alone: the helper binds the socket itself.

@@ -3,15 +3,15 @@
 //!
 //! The root process accepts, checks the peer's credentials ([`super::accept`]) and starts
 //! `confine-helper --fd N --served-from SOCKET` with the connection as descriptor N, after the
-//! child has set its gid and uid to the peer's (and dropped every supplementary group) and
+//! child has taken the peer's user's supplementary groups, gid and uid (`sys::run_as`) and
 //! before it executes: the new helper never held root, so nothing a peer sends is ever read by
-//! a root process, and its commands run as the peer, confined exactly as in embedded mode.
-//! The peer's own supplementary groups are not given back: a file the peer reaches only through
-//! one of them is out of its commands' reach (fewer rights, never more).
+//! a root process, and its commands run as the peer, with the groups its login gives it,
+//! confined exactly as in embedded mode.
 //!
 //! The root process keeps nothing of a connection once its helper started, and reaps its
 //! helpers as they end (SIGCHLD through a signalfd).
 
+use std::ffi::CString;
 use std::os::fd::AsFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::os::unix::process::CommandExt;
@@ -24,7 +24,7 @@ use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
-use nix::unistd::{Uid, User};
+use nix::unistd::{Gid, Uid, User, getgrouplist};
 
 use super::admit::{Admission, Pause, Peer, accept};
 use crate::log;
@@ -93,11 +93,17 @@ pub(crate) fn serve_by_handoff(
 /// Starts the helper that serves `sock` as `peer`; `sock` is closed here when the caller drops
 /// it, the helper holding its own copy.
 fn start(sock: &UnixStream, peer: &Peer, handoff: &Handoff) -> std::io::Result<()> {
-    // The peer's login group when it has a user, else the group it connected with.
-    let gid = User::from_uid(Uid::from_raw(peer.uid))
-        .ok()
-        .flatten()
-        .map_or(peer.gid, |u| u.gid.as_raw());
+    // The peer's user: its login group and its supplementary groups, as its login has them;
+    // without a user, the group it connected with alone.
+    let user = User::from_uid(Uid::from_raw(peer.uid)).ok().flatten();
+    let gid = user.as_ref().map_or(Gid::from_raw(peer.gid), |u| u.gid);
+    let groups = match &user {
+        Some(user) => CString::new(user.name.as_bytes())
+            .ok()
+            .and_then(|name| getgrouplist(&name, gid).ok())
+            .unwrap_or_else(|| vec![gid]),
+        None => vec![gid],
+    };
     // The one descriptor that crosses `execve`. The root process is single-threaded, so no
     // other spawn can inherit it in between.
     fcntl(sock, FcntlArg::F_SETFD(FdFlag::empty()))?;
@@ -118,21 +124,30 @@ fn start(sock: &UnixStream, peer: &Peer, handoff: &Handoff) -> std::io::Result<(
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::inherit());
+    let shown_groups: Vec<String> = groups.iter().map(ToString::to_string).collect();
+    let shown_groups = shown_groups.join(",");
     if peer.uid != 0 {
-        // Set in the child before `execve`: the supplementary groups dropped, then the gid,
-        // then the uid (real, effective and saved), so it cannot become root again.
-        helper.uid(peer.uid).gid(gid);
+        // In the child before `execve`: the groups, the gid, then the uid (real, effective and
+        // saved), so that it cannot become root again (checked there too).
+        crate::sys::run_as(&mut helper, Uid::from_raw(peer.uid), gid, groups);
     }
     let spawned = helper.spawn();
     fcntl(sock, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC))?;
     let child = spawned?;
-    log!(
-        "{}: served by helper pid {} as uid {} gid {}",
-        peer.label(),
-        child.id(),
-        peer.uid,
-        if peer.uid == 0 { 0 } else { gid }
-    );
+    if peer.uid == 0 {
+        log!(
+            "{}: served by helper pid {} as root",
+            peer.label(),
+            child.id()
+        );
+    } else {
+        log!(
+            "{}: served by helper pid {} as uid {} gid {gid} groups {shown_groups}",
+            peer.label(),
+            child.id(),
+            peer.uid,
+        );
+    }
     Ok(())
 }
 

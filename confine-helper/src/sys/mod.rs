@@ -39,6 +39,8 @@ mod connect;
 mod detach;
 mod exec;
 mod fds;
+#[cfg(target_os = "linux")]
+mod identity;
 mod layout;
 #[cfg(target_os = "macos")]
 mod macos_call;
@@ -67,6 +69,8 @@ pub(crate) use fds::{
 };
 #[cfg(target_os = "linux")]
 pub(crate) use fds::{sealed_memfd, write_raw};
+#[cfg(target_os = "linux")]
+pub(crate) use identity::run_as;
 #[cfg(target_os = "linux")]
 pub(crate) use layout::{COMMAND_FIRST_PASSED_FD, COMMAND_SECCOMP_FD, Connects, MAX_PASSED_FDS};
 pub(crate) use layout::{CTL_KILL, CTL_TERMINATE, ChildConfine, Prepared};
