@@ -4,10 +4,10 @@
 //! It checks that each package is of this machine's architecture and its binaries are
 //! executables for it; that the installed `agentd run` and `agentd demo` work against the
 //! installed helper as root and as a user made for the test, confined (a write outside the
-//! workspace, to a file the user may write, leaves it unchanged, and the facts say the sandbox
-//! refused it); that an install whose helper is broken fails closed (exit 125, nothing runs);
-//! and that `dpkg --purge` leaves none of the packages' files, no ceiling and no configuration
-//! directory behind.
+//! workspace, to a file the user may write, leaves it unchanged, a new file there is not
+//! created, and the facts say the sandbox refused it); that an install whose helper is broken
+//! fails closed (exit 125, nothing runs); and that `dpkg --purge` leaves none of the packages'
+//! files, no ceiling and no configuration directory behind.
 //!
 //! It changes the machine, so it runs only as root, with `dpkg` and `cargo-deb`, and only where
 //! neither package is installed already (it would replace it); otherwise it prints SKIP and
@@ -170,9 +170,11 @@ impl Drop for Place {
 /// The installed `agentd run` confines a command as `user`, and `agentd demo` succeeds.
 fn check_confined(tag: &str, user: Option<&str>, ids: (u32, u32)) {
     let place = Place::new(tag, ids);
+    let created = place.home.join("created-outside");
     let script = format!(
-        "echo inside > inside; echo changed > {}",
-        place.outside.display()
+        "echo inside > inside; echo changed > {}; echo new > {}",
+        place.outside.display(),
+        created.display()
     );
     let ws = place.ws.to_str().expect("utf-8");
     let out = place.agentd(
@@ -200,6 +202,10 @@ fn check_confined(tag: &str, user: Option<&str>, ids: (u32, u32)) {
         std::fs::read_to_string(&place.outside).expect("canary"),
         "original\n",
         "{tag}: a write outside the workspace reached the host: {all}"
+    );
+    assert!(
+        !created.exists(),
+        "{tag}: a file was created outside the workspace: {all}"
     );
     assert_ne!(out.status.code(), Some(0), "{tag}: {all}");
     let facts = String::from_utf8_lossy(&out.stderr)
