@@ -311,3 +311,41 @@ fn a_group_socket_is_0660_and_the_group_s_in_a_directory_only_the_helper_writes(
     assert!(err.contains("others could replace the socket"), "{err}");
     assert!(!run.join("helper.sock").exists());
 }
+
+#[test]
+fn the_service_socket_is_never_a_socket_a_command_may_connect_to() {
+    const NAME: &str = "the_service_socket_is_never_a_socket_a_command_may_connect_to";
+    let dir = Scratch::new("own-socket");
+    let service = Service::start(&dir.0, &[]);
+    let mut peer = Peer::connect(&service.socket).expect("connect");
+    peer.greet();
+    // Another socket, outside any writable root: the control, which may be listed.
+    let elsewhere = Scratch::new("other-socket");
+    let other = elsewhere.0.join("other.sock");
+    let _listening = std::os::unix::net::UnixListener::bind(&other).expect("bind");
+    let request = |id: u64, socket: &Path| {
+        let mut request = spawn(id, &["true"]);
+        request.policy.mode = confine_protocol::Mode::ReadOnly;
+        request.backend = confine_protocol::BackendChoice::Bwrap;
+        request.policy.unix_sockets = vec![socket.as_os_str().as_encoded_bytes().to_vec()];
+        request
+    };
+
+    peer.send(&Request::Spawn(request(1, &other)), &[]);
+    match peer.until_end(1).as_slice() {
+        [.., Reply::Exited(e)] => assert_eq!(e.status, ExitStatus::Code(0)),
+        other => {
+            println!("SKIP {NAME}: the control did not run under bwrap here: {other:?}");
+            return;
+        }
+    }
+    peer.send(&Request::Spawn(request(2, &service.socket)), &[]);
+    match peer.until_end(2).as_slice() {
+        [Reply::Refused(r)] => assert!(
+            r.reason.contains("one of the helper's own files"),
+            "refused for another reason: {}",
+            r.reason
+        ),
+        other => panic!("the service socket was accepted as a unix_sockets entry: {other:?}"),
+    }
+}
