@@ -10,7 +10,6 @@ mod socket_activation;
 mod support;
 
 use std::io::Write;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -192,22 +191,7 @@ fn activated(path: &Path, socket_mode: u32, listening: bool, args: &[&str]) -> C
     let dir = path.parent().expect("dir");
     std::fs::create_dir_all(dir).expect("mkdir");
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).expect("chmod");
-    let sock = nix::sys::socket::socket(
-        nix::sys::socket::AddressFamily::Unix,
-        nix::sys::socket::SockType::Stream,
-        nix::sys::socket::SockFlag::SOCK_CLOEXEC,
-        None,
-    )
-    .expect("socket");
-    nix::sys::socket::bind(
-        sock.as_raw_fd(),
-        &nix::sys::socket::UnixAddr::new(path).expect("address"),
-    )
-    .expect("bind");
-    if listening {
-        nix::sys::socket::listen(&sock, nix::sys::socket::Backlog::new(16).expect("backlog"))
-            .expect("listen");
-    }
+    let sock = socket_activation::bound(path, listening);
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(socket_mode)).expect("chmod");
     let mut full = vec!["serve"];
     full.extend(args);

@@ -5,6 +5,7 @@
 use std::ffi::OsStr;
 use std::os::fd::{AsRawFd, IntoRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
+use std::path::Path;
 use std::process::Command;
 
 /// `program ARGS`, started by a shell that sets `LISTEN_PID` to its own pid (which `exec`
@@ -31,4 +32,23 @@ pub fn activated<S: AsRef<OsStr>>(program: &OsStr, args: &[S], listener: OwnedFd
         });
     }
     shell
+}
+
+/// A Unix stream socket bound at `path`, listening unless `listening` is false, as a service
+/// manager makes the socket it passes.
+pub fn bound(path: &Path, listening: bool) -> OwnedFd {
+    use nix::sys::socket::{AddressFamily, Backlog, SockFlag, SockType, UnixAddr};
+    let sock = nix::sys::socket::socket(
+        AddressFamily::Unix,
+        SockType::Stream,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )
+    .expect("socket");
+    let addr = UnixAddr::new(path).expect("address");
+    nix::sys::socket::bind(sock.as_raw_fd(), &addr).expect("bind");
+    if listening {
+        nix::sys::socket::listen(&sock, Backlog::new(64).expect("backlog")).expect("listen");
+    }
+    sock
 }

@@ -200,17 +200,7 @@ fn socket_as_the_unit_makes_it(socket_unit: &str, path: &Path) -> OwnedFd {
         std::fs::Permissions::from_mode(mode(setting(socket_unit, "DirectoryMode"))),
     )
     .expect("chmod");
-    let sock = nix::sys::socket::socket(
-        nix::sys::socket::AddressFamily::Unix,
-        nix::sys::socket::SockType::Stream,
-        nix::sys::socket::SockFlag::SOCK_CLOEXEC,
-        None,
-    )
-    .expect("socket");
-    let addr = nix::sys::socket::UnixAddr::new(path).expect("address");
-    nix::sys::socket::bind(sock.as_raw_fd(), &addr).expect("bind");
-    nix::sys::socket::listen(&sock, nix::sys::socket::Backlog::new(64).expect("backlog"))
-        .expect("listen");
+    let sock = socket_activation::bound(path, true);
     assert_eq!(setting(socket_unit, "SocketUser"), "root");
     let gid = group(&setting(socket_unit, "SocketGroup"));
     std::os::unix::fs::chown(path, Some(0), Some(gid)).expect("chown");

@@ -98,9 +98,8 @@ impl Admission {
     }
 }
 
-/// Whether the user of `uid` is a member of `gid`: as its primary group or in the group
-/// database, as its login would make it.
-#[cfg(target_os = "linux")]
+/// Whether the user of `uid` is a member of `gid`: as its primary group, or as the group
+/// database lists it ([`listed_member`]).
 fn member_of(uid: u32, gid: u32) -> Result<bool, String> {
     let user = User::from_uid(Uid::from_raw(uid))
         .map_err(|e| e.to_string())?
@@ -108,25 +107,24 @@ fn member_of(uid: u32, gid: u32) -> Result<bool, String> {
     if user.gid.as_raw() == gid {
         return Ok(true);
     }
-    let name = CString::new(user.name).map_err(|e| e.to_string())?;
+    listed_member(&user, gid)
+}
+
+/// Whether the group database makes `user` a member of `gid`, as its login would.
+#[cfg(target_os = "linux")]
+fn listed_member(user: &User, gid: u32) -> Result<bool, String> {
+    let name = CString::new(user.name.as_bytes()).map_err(|e| e.to_string())?;
     let groups = nix::unistd::getgrouplist(&name, user.gid).map_err(|e| e.to_string())?;
     Ok(groups.contains(&Gid::from_raw(gid)))
 }
 
-/// Whether the user of `uid` is a member of `gid`: as its primary group or as a member the
-/// group's entry names. (Membership macOS's directory service derives otherwise, through a
-/// nested group, is not seen: such a user is refused.)
+/// Whether the group's entry names `user` as a member. (Membership macOS's directory service
+/// derives otherwise, through a nested group, is not seen: such a user is refused.)
 #[cfg(target_os = "macos")]
-fn member_of(uid: u32, gid: u32) -> Result<bool, String> {
-    let user = User::from_uid(Uid::from_raw(uid))
-        .map_err(|e| e.to_string())?
-        .ok_or_else(|| "the uid has no user".to_owned())?;
-    if user.gid.as_raw() == gid {
-        return Ok(true);
-    }
+fn listed_member(user: &User, gid: u32) -> Result<bool, String> {
     let group = nix::unistd::Group::from_gid(Gid::from_raw(gid))
         .map_err(|e| e.to_string())?
-        .ok_or_else(|| "the gid has no group".to_owned())?;
+        .ok_or_else(|| format!("no group has gid {gid}"))?;
     Ok(group.mem.contains(&user.name))
 }
 
