@@ -43,12 +43,14 @@ mod record;
 mod seatbelt;
 #[cfg(target_os = "linux")]
 mod seccomp;
-#[cfg(test)]
-#[path = "../../tests/shared/serde_fields.rs"]
-mod serde_fields;
 mod server;
 mod service;
 mod sys;
+
+// Compiled for the unit tests only.
+#[cfg(test)]
+#[path = "../../tests/shared/serde_fields.rs"]
+mod serde_fields;
 #[cfg(test)]
 mod test_support;
 
