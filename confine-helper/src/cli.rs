@@ -492,11 +492,7 @@ fn serve(
     let admission = service::Admission { uids, group };
     let handoff = admission.admits_others(me.as_raw());
     if handoff && !me.is_root() {
-        let others = match &admission.group {
-            Some(group) => format!("the members of group {}", group.name),
-            None => format!("uids {:?}", admission.uids),
-        };
-        return Err(ServeError::OtherUid(others));
+        return Err(ServeError::OtherUid(admission.to_string()));
     }
     #[cfg(target_os = "macos")]
     if handoff {
@@ -506,17 +502,10 @@ fn serve(
         Some(fd) => service::inherited(fd, &socket, admission.group.as_ref())?,
         None => service::listen(&socket, admission.group.as_ref())?,
     };
-    let admits = match &admission.group {
-        Some(g) => format!(
-            "uids {:?} and the members of group {}",
-            admission.uids, g.name
-        ),
-        None => format!("uids {:?}", admission.uids),
-    };
     #[cfg(target_os = "linux")]
     if handoff {
         log!(
-            "serving {} for {admits}, each peer by a helper running as that peer",
+            "serving {} for {admission}, each peer by a helper running as that peer",
             socket.display()
         );
         let handoff = service::Handoff { ceiling, socket };
@@ -524,7 +513,7 @@ fn serve(
     }
     #[cfg(target_os = "macos")]
     let _ = ceiling;
-    log!("serving {} for {admits}", socket.display());
+    log!("serving {} for {admission}", socket.display());
     Server::service(listener, admission, context())
         .run()
         .map_err(ServeError::Run)

@@ -67,6 +67,17 @@ impl Peer {
     }
 }
 
+/// Whom the rule admits, for the log and for errors: `uids [..]`, and the group's members.
+impl std::fmt::Display for Admission {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "uids {:?}", self.uids)?;
+        match &self.group {
+            Some(group) => write!(f, " and the members of group {}", group.name),
+            None => Ok(()),
+        }
+    }
+}
+
 impl Admission {
     /// Whether a uid other than `me` may be admitted.
     pub(crate) fn admits_others(&self, me: u32) -> bool {

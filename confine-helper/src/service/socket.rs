@@ -56,13 +56,9 @@ pub(crate) enum ServiceError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error(
-        "socket directory {path} is not safe: {why}; use a directory only this user can enter \
-         (chmod 700), or choose another --socket path"
-    )]
-    UnsafeDir { path: PathBuf, why: String },
+    /// `why` ends with what to do.
     #[error("socket directory {path} is not safe: {why}")]
-    UnsafeGroupDir { path: PathBuf, why: String },
+    UnsafeDir { path: PathBuf, why: String },
     #[error("socket {path} is not safe: {why}")]
     UnsafeSocket { path: PathBuf, why: String },
     #[error("another confine-helper is already serving {0}")]
@@ -231,15 +227,19 @@ fn check_dir(dir: &Path, group: Option<&Group>) -> Result<(), ServiceError> {
             _ => None,
         }
     };
-    match (why, group) {
-        (None, _) => Ok(()),
-        (Some(why), None) => Err(ServiceError::UnsafeDir {
+    // Without a group, the fix is always the same private directory.
+    let fix = match group {
+        None => {
+            "; use a directory only this user can enter (chmod 700), or choose another \
+                 --socket path"
+        }
+        Some(_) => "",
+    };
+    match why {
+        None => Ok(()),
+        Some(why) => Err(ServiceError::UnsafeDir {
             path: dir.to_owned(),
-            why,
-        }),
-        (Some(why), Some(_)) => Err(ServiceError::UnsafeGroupDir {
-            path: dir.to_owned(),
-            why,
+            why: format!("{why}{fix}"),
         }),
     }
 }
