@@ -160,7 +160,18 @@ impl Layout {
     }
 
     /// `agentd run` as `user` (with its groups, by `runuser`), in a workspace of its own.
-    fn agentd_run(&self, user: &str, (uid, gid): (u32, u32), script: &str) -> (Output, PathBuf) {
+    fn agentd_run(&self, user: &str, ids: (u32, u32), script: &str) -> (Output, PathBuf) {
+        self.agentd_run_with(user, ids, &[], script)
+    }
+
+    /// `agentd run` as `user` with `extra` options besides the layout's.
+    fn agentd_run_with(
+        &self,
+        user: &str,
+        (uid, gid): (u32, u32),
+        extra: &[&str],
+        script: &str,
+    ) -> (Output, PathBuf) {
         let home = self.homes.join(user);
         let ws = home.join("ws");
         std::fs::create_dir_all(&ws).expect("workspace");
@@ -182,6 +193,7 @@ impl Layout {
             .arg(&self.socket)
             .arg("--workspace")
             .arg(&ws)
+            .args(extra)
             .args(["--", "sh", "-c", script])
             .current_dir(&ws)
             .output()
@@ -291,6 +303,19 @@ fn check_both_users(layout: &Layout, group_name: &str, member: (u32, u32), outsi
     let facts = facts(&out);
     assert_eq!(facts["refused"], serde_json::Value::Null, "{facts}");
     assert_eq!(facts["runner_failure"], serde_json::Value::Null, "{facts}");
+
+    // The service socket is never one a member's command may connect to: the member's helper
+    // knows it as one of its own (`--served-from`), though it never bound it.
+    let socket = layout.socket.to_str().expect("utf-8");
+    let (out, home) =
+        layout.agentd_run_with(MEMBER, member, &["--unix-socket", socket], "id -u > listed");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{stderr}");
+    assert!(
+        stderr.contains("one of the helper's own files"),
+        "refused for another reason: {stderr}"
+    );
+    assert!(!home.join("ws/listed").exists(), "the command ran");
 
     let (out, home) = layout.agentd_run(OUTSIDER, outsider, "id -u > who");
     let stderr = String::from_utf8_lossy(&out.stderr);
