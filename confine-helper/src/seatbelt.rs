@@ -35,7 +35,7 @@ use std::fmt::Write as _;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
-use confine_protocol::{Mode, PROTECTED_SUBPATHS, PROXY_PORT, Spawn, Stage};
+use confine_protocol::{Mode, PROTECTED_SUBPATHS, PROXY_PORT, Spawn};
 
 use crate::confine::NotRun;
 use crate::connects::Listed;
@@ -306,7 +306,8 @@ pub(crate) struct Checked<'a> {
     protection: Protection,
     own_paths: &'a [PathBuf],
     listed: Option<Vec<Listed>>,
-    /// The command's temp directory and whether it is writable.
+    /// The command's temp directory, by the real path it was checked at, and whether it is
+    /// writable.
     pub(crate) temp: Option<(PathBuf, bool)>,
     /// The denied reads that exist, by their real paths.
     pub(crate) deny_read: Vec<PathBuf>,
@@ -347,14 +348,11 @@ impl<'a> Checked<'a> {
             (confine_protocol::Network::Deny, true) => Net::Proxy,
             (confine_protocol::Network::Deny, false) => Net::Denied,
         };
+        // Already the real path: the kernel's for a session's directory, and one opened with no
+        // link on its way for a private one. Resolving its name again would follow a link
+        // planted there since.
         let temp = match &self.temp {
-            Some((path, true)) => Some(std::fs::canonicalize(path).map_err(|e| {
-                NotRun::RunnerFailed(
-                    Stage::Prepare,
-                    0,
-                    format!("resolving the temp directory {}: {e}", path.display()),
-                )
-            })?),
+            Some((path, true)) => Some(path.clone()),
             _ => None,
         };
         let writable: Vec<PathBuf> = self.roots.iter().map(|r| r.path.clone()).collect();

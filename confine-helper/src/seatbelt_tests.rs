@@ -584,6 +584,25 @@ fn a_workspace_that_is_a_repository_is_writable_but_its_git_metadata_is_not() {
     assert!(plan.cleanup.temp_dir.is_none());
 }
 
+/// The temp directory is ruled by the path the plan checked, never by its name resolved again: a
+/// link planted there since would otherwise make its target writable.
+#[test]
+fn the_temp_directory_is_ruled_as_checked_and_not_resolved_again() {
+    let scratch = Scratch::new("seatbelt-temp-link");
+    let checked_at = scratch.0.join("session-temp");
+    let elsewhere = scratch.0.join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).expect("a directory the command must not write");
+    std::os::unix::fs::symlink(&elsewhere, &checked_at).expect("a planted link");
+    let request = spawn(Mode::WorkspaceWrite, &scratch.0.join("ws"));
+    let mut checked = Checked::new(&request, &[], Default::default(), &[], None);
+    checked.temp = Some((checked_at.clone(), true));
+    let profile = checked.profile().expect("a profile");
+    assert_eq!(profile.temp.as_deref(), Some(checked_at.as_path()));
+    let text = super::profile(&profile).expect("its text");
+    let target = format!("{:?}", elsewhere.display().to_string());
+    assert!(!text.contains(&target), "{target} is not named in {text}");
+}
+
 #[test]
 fn a_protected_path_that_does_not_exist_yet_is_enforced_by_name_not_reported_missing() {
     let scratch = Scratch::new("seatbelt-plan-absent");
