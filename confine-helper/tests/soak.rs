@@ -518,3 +518,66 @@ fn thousands_of_commands_under_bwrap_leave_the_helper_as_they_found_it() {
 fn thousands_of_commands_under_landlock_leave_the_helper_as_they_found_it() {
     soak(BackendChoice::Landlock);
 }
+
+// Controls: each rule the soaks judge by fails where it should, so a soak that passes has been
+// judged by rules that can fail.
+
+#[test]
+fn the_growth_rule_passes_the_slack_and_fails_a_footprint_grown_past_it() {
+    use proc_watch::{FD_SLACK, Footprint, GROWTH_PERCENT, RSS_SLACK_KIB};
+    let warm = Footprint {
+        fds: Some(100),
+        rss_kib: 4_000,
+    };
+    let fds_limit = 100 + GROWTH_PERCENT + FD_SLACK;
+    let rss_limit = 4_000 + 4_000 * GROWTH_PERCENT / 100 + RSS_SLACK_KIB;
+    let at_limit = Footprint {
+        fds: Some(fds_limit),
+        rss_kib: rss_limit,
+    };
+    proc_watch::assert_stable("at the limit", warm, at_limit);
+    let grown = [
+        Footprint {
+            fds: Some(fds_limit + 1),
+            ..warm
+        },
+        Footprint {
+            rss_kib: rss_limit + 1,
+            ..warm
+        },
+    ];
+    for end in grown {
+        let verdict = std::panic::catch_unwind(|| proc_watch::assert_stable("grown", warm, end));
+        assert!(verdict.is_err(), "{end} passed as no growth over {warm}");
+    }
+}
+
+#[test]
+fn the_child_rule_sees_a_running_child_then_a_zombie_then_nothing() {
+    use nix::sys::wait::{Id, WaitPidFlag, waitid};
+    let me = std::process::id();
+    let mut child = std::process::Command::new("cat")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn cat");
+    let pid = child.id();
+    let state = || {
+        proc_watch::children(me)
+            .into_iter()
+            .find(|c| c.pid == pid)
+            .map(|c| c.state)
+    };
+    let running = state().expect("a running child is listed");
+    assert_ne!(running, 'Z', "a running child is no zombie");
+    // `cat` ends at the end of its input; waiting with WNOWAIT leaves it unreaped: a zombie.
+    drop(child.stdin.take());
+    waitid(
+        Id::Pid(nix::unistd::Pid::from_raw(pid as i32)),
+        WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT,
+    )
+    .expect("wait for cat's end without reaping it");
+    assert_eq!(state(), Some('Z'), "an ended, unreaped child is a zombie");
+    child.wait().expect("reap cat");
+    assert_eq!(state(), None, "a reaped child is no child any more");
+}
