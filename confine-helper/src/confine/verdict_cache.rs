@@ -208,9 +208,7 @@ fn private_dir(dir: &Path) -> Option<()> {
             .mode(0o700)
             .create(dir);
     }
-    let meta = std::fs::symlink_metadata(dir).ok()?;
-    let euid = nix::unistd::geteuid().as_raw();
-    (meta.is_dir() && meta.uid() == euid && meta.mode() & 0o077 == 0).then_some(())
+    crate::sys::is_private_dir(&std::fs::symlink_metadata(dir).ok()?).then_some(())
 }
 
 /// What every backend's verdict depends on, as one line. The binary is the running one (the

@@ -75,4 +75,4 @@ pub(crate) use identity::run_as;
 pub(crate) use layout::{COMMAND_FIRST_PASSED_FD, COMMAND_SECCOMP_FD, Connects, MAX_PASSED_FDS};
 pub(crate) use layout::{CTL_KILL, CTL_TERMINATE, ChildConfine, Prepared};
 pub(crate) use shim::fork_shim;
-pub(crate) use temp_dirs::{private_temp_dir, sweep_orphaned_temp_dirs};
+pub(crate) use temp_dirs::{is_private_dir, private_temp_dir, sweep_orphaned_temp_dirs};

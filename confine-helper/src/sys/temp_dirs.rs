@@ -17,18 +17,17 @@ use nix::libc;
 /// Creates a fresh 0700 directory for one command under `base` (itself created 0700 and
 /// checked to be this user's real directory, not a symlink someone planted).
 pub(crate) fn private_temp_dir(base: &Path) -> io::Result<PathBuf> {
-    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
-    let me = nix::unistd::geteuid().as_raw();
+    use std::os::unix::fs::DirBuilderExt;
     match std::fs::DirBuilder::new().mode(0o700).create(base) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
         Err(e) => return Err(e),
     }
-    let meta = std::fs::symlink_metadata(base)?;
-    if !meta.is_dir() || meta.uid() != me || meta.mode() & 0o077 != 0 {
+    if !is_private_dir(&std::fs::symlink_metadata(base)?) {
         return Err(io::Error::other(format!(
-            "{} is not a private directory of uid {me}",
-            base.display()
+            "{} is not a private directory of uid {}",
+            base.display(),
+            nix::unistd::geteuid()
         )));
     }
     let random = random_bytes()?;
@@ -40,6 +39,13 @@ pub(crate) fn private_temp_dir(base: &Path) -> io::Result<PathBuf> {
     ));
     std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
     Ok(dir)
+}
+
+/// Whether `meta` (taken without following a link) is a directory of this process's user that
+/// nobody else can read, write or enter.
+pub(crate) fn is_private_dir(meta: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    meta.is_dir() && meta.uid() == nix::unistd::geteuid().as_raw() && meta.mode() & 0o077 == 0
 }
 
 /// Eight random bytes from the kernel.
@@ -68,15 +74,11 @@ fn random_bytes() -> io::Result<[u8; 8]> {
 /// Removes the per-command directories under `base` left by helpers of this pid namespace that
 /// no longer run. Returns how many were removed.
 pub(crate) fn sweep_orphaned_temp_dirs(base: &Path) -> usize {
-    use std::os::unix::fs::MetadataExt;
-    let me = nix::unistd::geteuid().as_raw();
     // Only the helper's own private base, never a directory someone else made or linked.
-    let private = std::fs::symlink_metadata(base)
-        .is_ok_and(|m| m.is_dir() && m.uid() == me && m.mode() & 0o077 == 0);
-    let Ok(entries) = std::fs::read_dir(base)
-        .map_err(|_| ())
-        .and_then(|e| if private { Ok(e) } else { Err(()) })
-    else {
+    if !std::fs::symlink_metadata(base).is_ok_and(|m| is_private_dir(&m)) {
+        return 0;
+    }
+    let Ok(entries) = std::fs::read_dir(base) else {
         return 0;
     };
     let ns = own_pid_namespace();
@@ -182,5 +184,34 @@ mod tests {
         }
         std::fs::remove_dir_all(&base).expect("cleanup");
         std::fs::remove_dir_all(&outside).expect("cleanup");
+    }
+
+    #[test]
+    fn a_base_others_can_enter_is_not_swept() {
+        use std::os::unix::fs::PermissionsExt;
+        let base =
+            std::env::temp_dir().join(format!("confine-helper-shared-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        private_temp_dir(&base).expect("a private base");
+        let mut child = std::process::Command::new("true").spawn().expect("spawn");
+        let gone = child.id();
+        child.wait().expect("wait");
+        let orphaned = base.join(format!(
+            "cmd-{}-{gone}-00000000000000aa",
+            own_pid_namespace()
+        ));
+        std::fs::create_dir(&orphaned).expect("orphaned dir");
+        std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        assert!(
+            private_temp_dir(&base).is_err(),
+            "no directory is made there"
+        );
+        assert_eq!(sweep_orphaned_temp_dirs(&base), 0);
+        assert!(orphaned.exists(), "nothing was removed from a shared base");
+        // The control: the same base, private again, is swept.
+        std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+        assert_eq!(sweep_orphaned_temp_dirs(&base), 1);
+        assert!(!orphaned.exists(), "the orphaned directory is gone");
+        std::fs::remove_dir_all(&base).expect("cleanup");
     }
 }
