@@ -14,12 +14,16 @@
 //! --test acp_fuzzed_input` replays it. Without the variable the default seed keeps CI
 //! deterministic.
 
+/// The seeded generator and seed reading of the protocol's randomized tests.
+#[path = "../../protocol/tests/support/mod.rs"]
+mod seeded;
 mod support;
 
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
+use seeded::Rng;
 use serde_json::{Map, Value, json};
 use support::acp::{AcpClient, Scratch};
 
@@ -30,42 +34,6 @@ const STRUCTURED: usize = 400;
 const BATCHES: usize = 40;
 const BATCH_LEN: usize = 8;
 const LIMIT: Duration = Duration::from_secs(60);
-
-/// SplitMix64: tiny, and every seed gives a full-period stream.
-struct Rng(u64);
-
-impl Rng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n`; `n` must be positive.
-    fn below(&mut self, n: usize) -> usize {
-        (self.next_u64() % n as u64) as usize
-    }
-
-    fn pick<T: Clone>(&mut self, options: &[T]) -> T {
-        options[self.below(options.len())].clone()
-    }
-}
-
-fn base_seed() -> u64 {
-    match std::env::var("ACP_FUZZ_SEED") {
-        Ok(text) => {
-            let text = text.trim();
-            let parsed = match text.strip_prefix("0x") {
-                Some(hex) => u64::from_str_radix(hex, 16),
-                None => text.parse(),
-            };
-            parsed.unwrap_or_else(|e| panic!("ACP_FUZZ_SEED={text:?} is not a u64: {e}"))
-        }
-        Err(_) => DEFAULT_SEED,
-    }
-}
 
 /// The sessions the requests name: one that stays open (unless a mutation closes it) and one
 /// the `session/close` template closes.
@@ -327,7 +295,7 @@ impl Run {
 
 #[test]
 fn mutated_requests_are_each_answered_and_agentd_keeps_serving() {
-    let seed = base_seed();
+    let seed = seeded::seed("ACP_FUZZ_SEED", DEFAULT_SEED);
     let mut rng = Rng(seed);
     let scratch = Scratch::new("fuzzed-input");
     let script = scratch.script("[[turn]]\ntext = \"Hello.\"\n");
@@ -357,7 +325,7 @@ fn mutated_requests_are_each_answered_and_agentd_keeps_serving() {
     let templates = templates(&ws, &sessions);
 
     for n in 0..STRUCTURED {
-        let (method, params) = rng.pick(&templates);
+        let (method, params) = templates[rng.below(templates.len())].clone();
         let (mut method, mut params) = (method.to_owned(), params);
         mutate_structure(&mut rng, &mut method, &mut params);
         let id = format!("s-{n}");
@@ -367,7 +335,7 @@ fn mutated_requests_are_each_answered_and_agentd_keeps_serving() {
 
     for batch in 0..BATCHES {
         for n in 0..BATCH_LEN {
-            let (method, params) = rng.pick(&templates);
+            let (method, params) = templates[rng.below(templates.len())].clone();
             let id = format!("b-{batch}-{n}");
             let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
             let mut bytes = line.to_string().into_bytes();
