@@ -6,7 +6,7 @@ use std::io::ErrorKind;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-use nix::unistd::{Gid, Group, Uid, User};
+use nix::unistd::{AccessFlags, Gid, Group, Uid, User, access};
 
 /// The hint for a failed `connect` to `socket`.
 pub(crate) fn connect_hint(socket: &Path, error: &std::io::Error) -> String {
@@ -41,7 +41,9 @@ fn permission_hint(socket: &Path) -> String {
     };
     let dir = socket.parent().unwrap_or(Path::new("/"));
     let (path, meta) = match std::fs::metadata(dir) {
-        Ok(meta) if !may(&meta, me, 0o1) => (dir, meta),
+        // The kernel's own answer (as the denial classifier asks it), not one worked out from
+        // the mode bits.
+        Ok(meta) if access(dir, AccessFlags::X_OK).is_err() => (dir, meta),
         _ => match std::fs::metadata(socket) {
             Ok(meta) => (socket, meta),
             Err(_) => {
@@ -63,7 +65,8 @@ fn permission_hint(socket: &Path) -> String {
         "{who} may not connect: {} is mode {mode:o}, owner {owner}, group {shown_group}",
         path.display()
     );
-    if mode & 0o060 == 0 && path == socket || mode & 0o010 == 0 && path == dir {
+    // Connecting takes write permission on the socket, search permission on its directory.
+    if mode & 0o020 == 0 && path == socket || mode & 0o010 == 0 && path == dir {
         return format!("{what}; only its owner may use it: run agentd as {owner}");
     }
     let in_process = in_session_groups(Gid::from_raw(meta.gid()));
@@ -81,10 +84,12 @@ fn permission_hint(socket: &Path) -> String {
     }
 }
 
-/// Whether this process holds `gid` among its supplementary groups.
+/// Whether this process holds `gid`: its effective group, or among its supplementary groups
+/// (which need not list the effective one).
 #[cfg(target_os = "linux")]
 fn in_session_groups(gid: Gid) -> bool {
-    nix::unistd::getgroups().is_ok_and(|groups| groups.contains(&gid))
+    nix::unistd::getegid() == gid
+        || nix::unistd::getgroups().is_ok_and(|groups| groups.contains(&gid))
 }
 
 /// Whether this process holds `gid`: on macOS, whose `getgroups` answers from the directory
@@ -95,23 +100,6 @@ fn in_session_groups(gid: Gid) -> bool {
     nix::unistd::getegid() == gid
 }
 
-/// Whether `uid` has the `bits` (of `rwx` = 4, 2, 1) on a file of `meta`, by its mode alone.
-fn may(meta: &std::fs::Metadata, uid: Uid, bits: u32) -> bool {
-    let mode = meta.mode();
-    if uid.is_root() {
-        return true;
-    }
-    let in_group = in_session_groups(Gid::from_raw(meta.gid()))
-        || nix::unistd::getegid().as_raw() == meta.gid();
-    if meta.uid() == uid.as_raw() {
-        mode & (bits << 6) != 0
-    } else if in_group {
-        mode & (bits << 3) != 0
-    } else {
-        mode & bits != 0
-    }
-}
-
 /// Whether the group database lists `uid`'s user as a member of `group` (or it is the user's
 /// login group).
 fn listed_member(group: &str, uid: Uid) -> bool {
@@ -119,4 +107,64 @@ fn listed_member(group: &str, uid: Uid) -> bool {
         return false;
     };
     user.gid == group.gid || group.mem.contains(&user.name)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::net::{UnixListener, UnixStream};
+
+    use super::*;
+    use crate::test_support::Scratch;
+
+    fn hint_of_connect(socket: &Path) -> String {
+        let error = UnixStream::connect(socket).expect_err("nothing accepts there");
+        connect_hint(socket, &error)
+    }
+
+    #[test]
+    fn nothing_there_and_nobody_listening_have_their_own_hints() {
+        let scratch = Scratch::new("connect-hint-cause");
+        let socket = scratch.0.join("helper.sock");
+        assert!(hint_of_connect(&socket).starts_with("no helper is serving there"));
+        drop(UnixListener::bind(&socket).expect("bind"));
+        assert!(
+            hint_of_connect(&socket).starts_with("the socket is there but no helper listens"),
+            "a socket left by a stopped service"
+        );
+    }
+
+    #[test]
+    fn a_socket_its_group_may_only_read_is_its_owners_alone() {
+        let scratch = Scratch::new("connect-hint-mode");
+        let socket = scratch.0.join("helper.sock");
+        let _listener = UnixListener::bind(&socket).expect("bind");
+        let socket_gid = std::fs::metadata(&socket).expect("socket").gid();
+        assert_eq!(
+            socket_gid,
+            nix::unistd::getegid().as_raw(),
+            "made in our group"
+        );
+        let hint_with = |mode: u32| {
+            std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(mode))
+                .expect("chmod");
+            connect_hint(&socket, &std::io::Error::from(ErrorKind::PermissionDenied))
+        };
+        let owner = User::from_uid(nix::unistd::geteuid())
+            .ok()
+            .flatten()
+            .map_or_else(|| nix::unistd::geteuid().to_string(), |u| u.name);
+        let only_owner = format!("only its owner may use it: run agentd as {owner}");
+        // Read without write does not let the group connect.
+        let read_only = hint_with(0o640);
+        assert!(read_only.contains("is mode 640"), "{read_only}");
+        assert!(read_only.ends_with(&only_owner), "{read_only}");
+        // The control: a group that may write is told about the group.
+        let group = hint_with(0o660);
+        assert!(!group.contains("only its owner"), "{group}");
+        assert!(group.contains("group"), "{group}");
+        // The socket's group is this process's effective group: it is held already, whatever
+        // the supplementary groups list.
+        assert!(!group.contains("this session is not yet"), "{group}");
+    }
 }
