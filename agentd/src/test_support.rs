@@ -223,24 +223,9 @@ pub fn refused(reason: &str) -> Facts {
     )
 }
 
+/// A command's output pipe as agentd makes one (both ends close-on-exec, on every platform).
 pub fn pipe() -> (tokio::net::unix::pipe::Receiver, OwnedFd) {
-    #[cfg(target_os = "linux")]
-    let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).expect("pipe");
-    // No pipe2 on macOS: the ends are made close-on-exec just after.
-    #[cfg(target_os = "macos")]
-    let (read, write) = {
-        let (read, write) = nix::unistd::pipe().expect("pipe");
-        for end in [&read, &write] {
-            nix::fcntl::fcntl(
-                end,
-                nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
-            )
-            .expect("close-on-exec");
-        }
-        (read, write)
-    };
-    let read = tokio::net::unix::pipe::Receiver::from_owned_fd(read).expect("receiver");
-    (read, write)
+    crate::command::output_pipe().expect("pipe")
 }
 
 /// A session log in memory, starting with its `session/created` header.
