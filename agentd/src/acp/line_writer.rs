@@ -51,12 +51,17 @@ impl LineSink {
                 self.writer = None;
                 e
             }
-            _ => io::Error::new(
-                io::ErrorKind::BrokenPipe,
-                "agentd's output writer has ended",
-            ),
+            _ => ended(),
         }
     }
+}
+
+/// The error of a send after the writer has ended, when its own error is not at hand.
+fn ended() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::BrokenPipe,
+        "agentd's output writer has ended",
+    )
 }
 
 impl Sink<String> for LineSink {
@@ -71,12 +76,7 @@ impl Sink<String> for LineSink {
     }
 
     fn start_send(mut self: Pin<&mut Self>, line: String) -> io::Result<()> {
-        self.queue.start_send(line).map_err(|_| {
-            io::Error::new(
-                io::ErrorKind::BrokenPipe,
-                "agentd's output writer has ended",
-            )
-        })
+        self.queue.start_send(line).map_err(|_| ended())
     }
 
     /// Queued is as far as a flush goes: the writer writes without being asked.
