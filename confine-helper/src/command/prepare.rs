@@ -11,7 +11,7 @@ use confine_protocol::{
 use nix::fcntl::OFlag;
 use nix::libc;
 
-use super::running::{pipe_cloexec, program_candidates, start};
+use super::running::{program_candidates, start};
 use crate::confine::{self, Context, NotRun, Plan, Unusable};
 use crate::sys;
 
@@ -180,7 +180,7 @@ fn probe(backend: Backend, ctx: &Context) -> Result<(), Unusable> {
         other => Unusable::NotStarted(Box::new(other)),
     };
     let plan = confine::plan(&spawn, ctx, backend, &[], None).map_err(describe)?;
-    let (err_rd, err_wr) = pipe_cloexec().map_err(Unusable::Pipe)?;
+    let (err_rd, err_wr) = sys::pipe_cloexec().map_err(Unusable::Pipe)?;
     nix::fcntl::fcntl(&err_rd, nix::fcntl::FcntlArg::F_SETFL(OFlag::O_NONBLOCK))
         .map_err(Unusable::Pipe)?;
     let mut running = start(&spawn, [None, None, Some(err_wr)], plan).map_err(describe)?;

@@ -75,8 +75,8 @@ pub(crate) fn start(
     let stdio_raw = [raw(&stdio[0]), raw(&stdio[1]), raw(&stdio[2])];
 
     let (status_rd, status_wr) =
-        pipe_cloexec().map_err(|e| failed(Stage::Pipe, e, "status pipe"))?;
-    let (ctl_rd, ctl_wr) = pipe_cloexec().map_err(|e| failed(Stage::Pipe, e, "ctl pipe"))?;
+        sys::pipe_cloexec().map_err(|e| failed(Stage::Pipe, e, "status pipe"))?;
+    let (ctl_rd, ctl_wr) = sys::pipe_cloexec().map_err(|e| failed(Stage::Pipe, e, "ctl pipe"))?;
     nix::fcntl::fcntl(&status_rd, nix::fcntl::FcntlArg::F_SETFL(OFlag::O_NONBLOCK))
         .map_err(|e| failed(Stage::Pipe, e, "status pipe"))?;
 
@@ -187,26 +187,6 @@ pub(crate) fn start(
         pending: Vec::new(),
         outcome: None,
     })
-}
-
-/// A pipe whose ends are close-on-exec. On macOS, which has no `pipe2`, the flag is set after
-/// `pipe`: the helper is single-threaded, so no fork can come in between.
-pub(super) fn pipe_cloexec() -> nix::Result<(OwnedFd, OwnedFd)> {
-    #[cfg(target_os = "linux")]
-    {
-        nix::unistd::pipe2(OFlag::O_CLOEXEC)
-    }
-    #[cfg(target_os = "macos")]
-    {
-        let (rd, wr) = nix::unistd::pipe()?;
-        for end in [&rd, &wr] {
-            nix::fcntl::fcntl(
-                end,
-                nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
-            )?;
-        }
-        Ok((rd, wr))
-    }
 }
 
 /// Callers have already refused NUL bytes, so this cannot fail; an empty string is the

@@ -174,8 +174,8 @@ pub(super) fn pipe2_cloexec() -> SysResult<[c_int; 2]> {
     Ok(ends)
 }
 
-/// macOS has no `pipe2`: `pipe`, then close-on-exec on both ends. Only the forked,
-/// single-threaded shim calls it, so no other thread can fork in between.
+/// macOS has no `pipe2`: `pipe`, then close-on-exec on both ends. Only single-threaded
+/// processes call it (the helper, its forked shim), so no other thread can fork in between.
 #[cfg(target_os = "macos")]
 pub(super) fn pipe2_cloexec() -> SysResult<[c_int; 2]> {
     let mut ends = [0 as c_int; 2];

@@ -35,6 +35,14 @@ pub(crate) const SEND_FLAGS: MsgFlags = MsgFlags::MSG_DONTWAIT.union(MsgFlags::M
 #[cfg(target_os = "macos")]
 pub(crate) const SEND_FLAGS: MsgFlags = MsgFlags::MSG_DONTWAIT;
 
+/// A pipe whose ends are close-on-exec (on macOS, which has no `pipe2`, flagged after `pipe`:
+/// the helper is single-threaded, so no fork comes in between).
+pub(crate) fn pipe_cloexec() -> nix::Result<(OwnedFd, OwnedFd)> {
+    let [rd, wr] = call::pipe2_cloexec()?;
+    // SAFETY: the kernel just made both descriptors; nothing else owns them.
+    Ok(unsafe { (OwnedFd::from_raw_fd(rd), OwnedFd::from_raw_fd(wr)) })
+}
+
 /// `poll(2)` over raw descriptors; EINTR is reported as zero ready.
 pub(crate) fn poll(fds: &mut [libc::pollfd], timeout_ms: c_int) -> io::Result<usize> {
     match call::poll(fds, timeout_ms) {
