@@ -8,22 +8,16 @@
 mod support;
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
 use support::acp::Scratch;
+use support::workspace;
 
 /// The crates a user installs from source (`cargo install confine-helper agentd`) and the one
 /// they need; every other member of the workspace is `publish = false`.
 const PUBLISHED: [&str; 3] = ["confine-protocol", "confine-helper", "agentd"];
-
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("the tests crate lives in the workspace")
-        .to_owned()
-}
 
 /// `cargo metadata --locked --format-version 1` of the workspace: every package of the lock
 /// file with its declared `rust_version`, and the resolved graph.

@@ -8,6 +8,14 @@ pub mod model_server;
 
 use std::path::PathBuf;
 
+/// The workspace's root: the parent of this crate's directory.
+pub fn workspace() -> PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the tests crate lives in the workspace")
+        .to_owned()
+}
+
 /// The cargo target directory holding this test binary's sibling executables.
 pub fn bin_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("current_exe");
