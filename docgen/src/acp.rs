@@ -163,11 +163,19 @@ offered (the current one is still listed, as the select's value).
 
 ",
     );
-    let first = ask("", Mode::DangerFullAccess)?;
-    body.push_str(&json_block(&first.initialize));
+    let by_ceiling = Mode::ALL
+        .iter()
+        .map(|&max_mode| Ok((max_mode, ask("", max_mode)?)))
+        .collect::<Result<Vec<_>, String>>()?;
+    // `initialize` as answered under the widest ceiling.
+    let widest = by_ceiling
+        .iter()
+        .find(|(max_mode, _)| *max_mode == Mode::DangerFullAccess)
+        .ok_or("Mode::ALL lacks danger-full-access")?;
+    body.push_str(&json_block(&widest.1.initialize));
     body.push_str("\n## session/new, by ceiling\n");
-    for max_mode in Mode::ALL.iter().copied() {
-        let answers = ask("", max_mode)?;
+    for (max_mode, answers) in &by_ceiling {
+        let max_mode = *max_mode;
         let current = DEFAULT_SANDBOX_MODE.min(max_mode);
         let given = match current == DEFAULT_SANDBOX_MODE {
             true => String::new(),
