@@ -80,30 +80,22 @@ struct Run {
     code: i32,
 }
 
-const BWRAP_RO: Run = Run {
-    backend: Backend::Bwrap,
-    mode: Mode::ReadOnly,
-    network: Network::Deny,
-    code: 1,
-};
-const BWRAP_WW: Run = Run {
-    backend: Backend::Bwrap,
-    mode: Mode::WorkspaceWrite,
-    network: Network::Deny,
-    code: 1,
-};
-const LANDLOCK_RO: Run = Run {
-    backend: Backend::Landlock,
-    mode: Mode::ReadOnly,
-    network: Network::Deny,
-    code: 1,
-};
-const LANDLOCK_WW: Run = Run {
-    backend: Backend::Landlock,
-    mode: Mode::WorkspaceWrite,
-    network: Network::Deny,
-    code: 1,
-};
+/// A command confined by `backend` in `mode`, the network denied, that exited 1.
+const fn failed(backend: Backend, mode: Mode) -> Run {
+    Run {
+        backend,
+        mode,
+        network: Network::Deny,
+        code: 1,
+    }
+}
+
+const BWRAP_RO: Run = failed(Backend::Bwrap, Mode::ReadOnly);
+const BWRAP_WW: Run = failed(Backend::Bwrap, Mode::WorkspaceWrite);
+const LANDLOCK_RO: Run = failed(Backend::Landlock, Mode::ReadOnly);
+const LANDLOCK_WW: Run = failed(Backend::Landlock, Mode::WorkspaceWrite);
+const SEATBELT_RO: Run = failed(Backend::Seatbelt, Mode::ReadOnly);
+const SEATBELT_WW: Run = failed(Backend::Seatbelt, Mode::WorkspaceWrite);
 
 /// The scope of a command started in its workspace `ws` with the network denied.
 fn scope_of(mode: Mode, ws: &Path) -> Scope {
@@ -148,6 +140,16 @@ fn assert_none(run: &Run, host: &FakeHost, stderr: &str) {
     assert_eq!(judged(run, host, stderr), None, "{stderr}");
 }
 
+/// A write outside every writable root, denied alike in workspace-write (`ww`) and read-only
+/// (`ro`) mode, and lifted by danger-full-access alone.
+#[track_caller]
+fn assert_write_outside_the_roots(ww: &Run, ro: &Run, host: &FakeHost, stderr: &str) {
+    assert_kind(ww, host, stderr, Kind::FileWrite);
+    let denial = judged(ro, host, stderr).expect("denied");
+    assert_eq!(denial.kinds, [Kind::FileWrite], "{stderr}");
+    assert_eq!(denial.lifted_by, Some(Mode::DangerFullAccess), "{stderr}");
+}
+
 // True denials, per dialect.
 
 #[test]
@@ -162,9 +164,7 @@ fn bwraps_read_only_mounts_deny_writes_outside_the_roots() {
         "Error: EROFS: read-only file system, open '/etc/x'\n",
         "go: open /root/.cache/go-build/trim.txt: read-only file system\n",
     ] {
-        assert_kind(&BWRAP_WW, &root, stderr, Kind::FileWrite);
-        let denial = judged(&BWRAP_RO, &root, stderr).expect("denied");
-        assert_eq!(denial.lifted_by, Some(Mode::DangerFullAccess), "{stderr}");
+        assert_write_outside_the_roots(&BWRAP_WW, &BWRAP_RO, &root, stderr);
     }
 }
 
@@ -182,8 +182,7 @@ fn landlock_denies_writes_outside_the_roots_with_eacces() {
             "error: failed to open `/home/u/x`: Permission denied (os error 13)\n",
             "open /home/u/.cache/go-build/x: permission denied\n",
         ] {
-            assert_kind(&LANDLOCK_WW, &host, stderr, Kind::FileWrite);
-            assert_kind(&LANDLOCK_RO, &host, stderr, Kind::FileWrite);
+            assert_write_outside_the_roots(&LANDLOCK_WW, &LANDLOCK_RO, &host, stderr);
         }
     }
 }
@@ -536,19 +535,6 @@ fn each_backend_counts_only_its_own_texts() {
     }
 }
 
-const SEATBELT_RO: Run = Run {
-    backend: Backend::Seatbelt,
-    mode: Mode::ReadOnly,
-    network: Network::Deny,
-    code: 1,
-};
-const SEATBELT_WW: Run = Run {
-    backend: Backend::Seatbelt,
-    mode: Mode::WorkspaceWrite,
-    network: Network::Deny,
-    code: 1,
-};
-
 #[test]
 fn seatbelt_denies_file_writes_with_eperm_in_every_spelling() {
     // The profile's (deny file-write*) answers EPERM; programs print it as strerror does, as
@@ -564,10 +550,7 @@ fn seatbelt_denies_file_writes_with_eperm_in_every_spelling() {
             "npm error Error: EPERM: operation not permitted, mkdir '/home/u/.npm/_cacache'\n",
             "open /home/u/.cache/go-build/x: operation not permitted\n",
         ] {
-            assert_kind(&SEATBELT_WW, &host, stderr, Kind::FileWrite);
-            let denial = judged(&SEATBELT_RO, &host, stderr).expect("denied");
-            assert_eq!(denial.kinds, [Kind::FileWrite], "{stderr}");
-            assert_eq!(denial.lifted_by, Some(Mode::DangerFullAccess), "{stderr}");
+            assert_write_outside_the_roots(&SEATBELT_WW, &SEATBELT_RO, &host, stderr);
         }
     }
     let user = FakeHost::user();
