@@ -20,15 +20,10 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use support::users::{run, system_user};
+
 const PACKAGES: [&str; 2] = ["agentd", "confine-helper"];
 const USER: &str = "agentd-pkg-user";
-
-fn run(program: &str, args: &[&str]) -> Output {
-    Command::new(program)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("{program}: {e}"))
-}
 
 fn text(out: &Output) -> String {
     format!(
@@ -102,18 +97,6 @@ fn check_executable(path: &Path) {
         "{} is for another machine",
         path.display()
     );
-}
-
-/// The user this test runs commands as, made if missing; its uid and gid.
-fn user() -> (u32, u32) {
-    if nix::unistd::User::from_name(USER).ok().flatten().is_none() {
-        let out = run("useradd", &["--system", "--no-create-home", USER]);
-        assert!(out.status.success(), "useradd: {}", text(&out));
-    }
-    let user = nix::unistd::User::from_name(USER)
-        .expect("lookup")
-        .expect("the user just made");
-    (user.uid.as_raw(), user.gid.as_raw())
 }
 
 /// A directory for one run as `(uid, gid)`: its home, a workspace in it, and a file outside
@@ -275,7 +258,7 @@ fn the_packages_install_confine_as_root_and_as_a_user_fail_closed_and_leave_noth
         println!("SKIP {NAME}: {why}");
         return;
     }
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let root = support::workspace();
     let out_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("rehearsal-debs");
     let _ = std::fs::remove_dir_all(&out_dir);
     let built = Command::new("bash")
@@ -325,9 +308,9 @@ fn the_packages_install_confine_as_root_and_as_a_user_fail_closed_and_leave_noth
     assert!(Path::new("/etc/confine-helper/ceiling.toml").is_file());
 
     check_confined("root", None, (0, 0));
-    check_confined("user", Some(USER), user());
+    check_confined("user", Some(USER), system_user(USER, &[]));
     check_broken_install_fails_closed();
-    check_confined("restored", Some(USER), user());
+    check_confined("restored", Some(USER), system_user(USER, &[]));
 
     let purge = run("dpkg", &["--purge", "agentd", "confine-helper"]);
     assert!(purge.status.success(), "dpkg --purge: {}", text(&purge));

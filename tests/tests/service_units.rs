@@ -17,6 +17,8 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 
+use support::users::{system_group, system_user};
+
 /// The users this test makes (and keeps, like the confinement suite's user).
 const MEMBER: &str = "agentd-svc-member";
 const OUTSIDER: &str = "agentd-svc-outsider";
@@ -24,8 +26,8 @@ const OUTSIDER: &str = "agentd-svc-outsider";
 const EXTRA_GROUP: &str = "agentd-svc-extra";
 
 fn unit(name: &str) -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../packaging/confine-helper")
+    let path = support::workspace()
+        .join("packaging/confine-helper")
         .join(name);
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
@@ -38,40 +40,6 @@ fn setting(text: &str, key: &str) -> String {
         .unwrap_or_else(|| panic!("no {key}= in the unit"))
         .trim()
         .to_owned()
-}
-
-fn run(program: &str, args: &[&str]) -> Output {
-    Command::new(program)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("{program}: {e}"))
-}
-
-/// The uid and gid of `name`, made (with `useradd`) if missing, in `groups` (as their login
-/// would make it: `usermod -G` replaces the list).
-fn user(name: &str, groups: &[&str]) -> (u32, u32) {
-    if nix::unistd::User::from_name(name).ok().flatten().is_none() {
-        let out = run("useradd", &["--system", "--no-create-home", name]);
-        assert!(out.status.success(), "useradd {name}: {out:?}");
-    }
-    let out = run("usermod", &["-G", &groups.join(","), name]);
-    assert!(out.status.success(), "usermod {name}: {out:?}");
-    let user = nix::unistd::User::from_name(name)
-        .expect("user lookup")
-        .expect("the user just made");
-    (user.uid.as_raw(), user.gid.as_raw())
-}
-
-fn group(name: &str) -> u32 {
-    if nix::unistd::Group::from_name(name).ok().flatten().is_none() {
-        let out = run("groupadd", &["--system", name]);
-        assert!(out.status.success(), "groupadd {name}: {out:?}");
-    }
-    nix::unistd::Group::from_name(name)
-        .expect("group lookup")
-        .expect("the group just made")
-        .gid
-        .as_raw()
 }
 
 /// A root-owned directory tree for this test, removed when dropped.
@@ -214,7 +182,7 @@ fn socket_as_the_unit_makes_it(socket_unit: &str, path: &Path) -> OwnedFd {
     .expect("chmod");
     let sock = socket_activation::bound(path, true);
     assert_eq!(setting(socket_unit, "SocketUser"), "root");
-    let gid = group(&setting(socket_unit, "SocketGroup"));
+    let gid = system_group(&setting(socket_unit, "SocketGroup"));
     std::os::unix::fs::chown(path, Some(0), Some(gid)).expect("chown");
     std::fs::set_permissions(
         path,
@@ -273,7 +241,7 @@ fn check_both_users(layout: &Layout, group_name: &str, member: (u32, u32), outsi
     std::os::unix::fs::chown(&outside, Some(member.0), Some(member.1)).expect("chown");
     let extra_only = home.join("extra-only");
     std::fs::write(&extra_only, "for the extra group\n").expect("the extra group's file");
-    std::os::unix::fs::chown(&extra_only, Some(0), Some(group(EXTRA_GROUP))).expect("chown");
+    std::os::unix::fs::chown(&extra_only, Some(0), Some(system_group(EXTRA_GROUP))).expect("chown");
     std::fs::set_permissions(&extra_only, std::fs::Permissions::from_mode(0o040)).expect("chmod");
     let (out, home) = layout.agentd_run(MEMBER, member, script);
     assert!(out.status.success(), "the member was not served: {out:?}");
@@ -343,10 +311,10 @@ fn the_packaged_units_serve_a_member_of_their_group_as_itself_and_refuse_anyone_
         setting(&service, "ExecStart").contains(&format!("--group {group_name}")),
         "the service and the socket unit name different groups"
     );
-    group(&group_name);
-    group(EXTRA_GROUP);
-    let member = user(MEMBER, &[&group_name, EXTRA_GROUP]);
-    let outsider = user(OUTSIDER, &[]);
+    system_group(&group_name);
+    system_group(EXTRA_GROUP);
+    let member = system_user(MEMBER, &[&group_name, EXTRA_GROUP]);
+    let outsider = system_user(OUTSIDER, &[]);
 
     // The ExecStart line alone: the helper binds the socket itself.
     let layout = Layout::new("bound", &listen_stream);
