@@ -149,7 +149,7 @@ impl SandboxProfile {
         mode: Mode,
         workspace: &Path,
         network: Network,
-    ) -> Result<Policy, deny_read::TooLarge> {
+    ) -> Result<Policy, deny_read::ExpandError> {
         let mut policy = self.writes(mode, workspace, network);
         policy.deny_read = self.denied_reads(mode, workspace)?;
         Ok(policy)
@@ -200,7 +200,7 @@ impl SandboxProfile {
         &self,
         mode: Mode,
         workspace: &Path,
-    ) -> Result<Vec<Vec<u8>>, deny_read::TooLarge> {
+    ) -> Result<Vec<Vec<u8>>, deny_read::ExpandError> {
         if mode == Mode::DangerFullAccess || self.deny_read.is_empty() {
             return Ok(Vec::new());
         }

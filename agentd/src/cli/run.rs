@@ -281,7 +281,7 @@ pub enum RunError {
     #[error(transparent)]
     Project(ConfigError),
     #[error(transparent)]
-    DenyRead(#[from] crate::deny_read::TooLarge),
+    DenyRead(#[from] crate::deny_read::ExpandError),
     #[error("interrupted before the command started")]
     Interrupted,
 }

@@ -19,7 +19,7 @@ use super::spec::SpecOptions;
 use super::tasks::BackgroundTasks;
 use crate::composition::Composition;
 use crate::denial::Scope;
-use crate::deny_read::TooLarge;
+use crate::deny_read::ExpandError;
 use crate::helper_client::HelperClient;
 use crate::mcp::McpServers;
 use crate::profile::SandboxProfile;
@@ -182,7 +182,7 @@ impl ToolEnv {
 
     /// The policy of a command or file operation of this session under `mode`: the only place
     /// one is built ([`SandboxProfile::policy`]).
-    pub fn policy(&self, mode: Mode) -> Result<Policy, TooLarge> {
+    pub fn policy(&self, mode: Mode) -> Result<Policy, ExpandError> {
         let mut policy = self.profile().policy(mode, &self.workspace, self.network)?;
         policy.session_temp = self
             .temp

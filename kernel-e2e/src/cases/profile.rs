@@ -3,6 +3,7 @@
 //! danger-full-access as the control that must reach what the sandbox denied.
 
 use std::net::{TcpListener, TcpStream};
+use std::os::unix::fs::PermissionsExt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -47,6 +48,13 @@ pub const CASES: &[Case] = &[
         modes: CONFINED,
         exclusive: false,
         body: only_the_listed_unix_socket_is_reached,
+    },
+    Case {
+        id: "P07",
+        title: "denied reads cannot be hidden from the `**/` walk: a workspace directory made unlistable (as a user) or moved deeper than a path can name fails the next command, naming it; another user's unreachable directory is passed over",
+        modes: CONFINED,
+        exclusive: false,
+        body: the_deny_read_walk_cannot_be_hidden_from,
     },
     Case {
         id: "P03",
@@ -178,6 +186,151 @@ fn denied_reads_read_nothing(cx: &mut Cx) -> Verdict {
             control.stdout
         );
     }
+    Ok(())
+}
+
+/// A directory name of 250 bytes: twenty of them nest deeper than a path can name.
+const LONG_NAME_BYTES: usize = 250;
+/// How many of them the hiding command nests `app/` under.
+const LONG_NAME_LEVELS: usize = 20;
+
+fn the_deny_read_walk_cannot_be_hidden_from(cx: &mut Cx) -> Verdict {
+    let tag = cx.tag.clone();
+    let ws = cx.ws.clone();
+    let secret = format!("hidden-secret-{tag}");
+    cx.file(&ws.join("app/.env"), &format!("{secret}\n"))?;
+    let hide_in_ww = |cx: &Cx, script: &str, args: &[&str]| {
+        let mut argv = cx.sh(script);
+        argv.push("sh".into());
+        argv.extend(args.iter().map(Into::into));
+        let mut invocation = cx.confined(argv);
+        invocation.mode = Mode::WorkspaceWrite;
+        invocation.deny_read("**/.env")
+    };
+    let read = |cx: &Cx, script: &str, args: &[&str], confined: bool| {
+        let mut argv = cx.sh(script);
+        argv.push("sh".into());
+        argv.extend(args.iter().map(Into::into));
+        let invocation = if confined {
+            cx.confined(argv)
+        } else {
+            cx.control(argv)
+        };
+        invocation.deny_read("**/.env")
+    };
+    let did_not_run = |run: &crate::agentd::Run, why: &str, path: &str| -> Verdict {
+        ensure!(
+            run.status == Some(125),
+            "agentd exited {:?}, not 125: a `**/` pattern it could not look for everywhere \
+             must keep the command from running",
+            run.status
+        );
+        ensure!(
+            run.stderr.contains(why) && run.stderr.contains(path),
+            "agentd's refusal does not say {why:?} of {path}: {:?}",
+            run.stderr
+        );
+        ensure!(
+            !run.stdout.contains("ran-") && !run.stdout.contains("hidden-secret"),
+            "the command ran although its denied reads could not all be found: {:?}",
+            run.stdout
+        );
+        Ok(())
+    };
+
+    // 1. The directory made unlistable by a confined command. agentd as root lists it anyway
+    //    and denies what it holds; as any other user it cannot, and must not run the next one.
+    let hide = cx.run("hide (chmod)", &hide_in_ww(cx, "chmod 000 app", &[]))?;
+    hide.succeeded()?;
+    let reader = "chmod 700 app; echo ran-$$; cat app/.env";
+    if cx.user().is_root() {
+        let run = cx.run("confined (chmod)", &read(cx, reader, &[], true))?;
+        let facts = run.ran()?;
+        let env = ws.canonicalize().unwrap_or(ws.clone()).join("app/.env");
+        ensure!(
+            facts
+                .deny_read
+                .contains(&env.to_string_lossy().into_owned()),
+            "as root agentd can list the directory, so its .env must be denied: {:?}",
+            facts.deny_read
+        );
+        let gap = cx.cell.backend == Backend::Landlock && cx.mode() == Mode::WorkspaceWrite;
+        ensure!(
+            gap || !run.stdout.contains(&secret),
+            "the confined run read the hidden .env: {:?}",
+            run.stdout
+        );
+    } else {
+        let run = cx.run_unreported("confined (chmod)", &read(cx, reader, &[], true))?;
+        did_not_run(
+            &run,
+            "cannot look through",
+            &ws.join("app").to_string_lossy(),
+        )?;
+    }
+    std::fs::set_permissions(ws.join("app"), std::fs::Permissions::from_mode(0o700))
+        .map_err(|e| fail(format!("restoring app's mode: {e}")))?;
+    let control = cx.run("control (chmod)", &read(cx, "cat app/.env", &[], false))?;
+    control.succeeded()?;
+    ensure!(
+        control.stdout.contains(&secret),
+        "the control could not read app/.env, so the confined run's failing to proves nothing: \
+         {:?}",
+        control.stdout
+    );
+
+    // 2. The directory moved under a chain of directories longer than a path can name: the
+    //    walk follows it by descriptor and finds the .env, which no path can deny.
+    let long = "d".repeat(LONG_NAME_BYTES);
+    let levels = LONG_NAME_LEVELS.to_string();
+    // Each step names short paths only: the shell could not `cd` that deep.
+    let bury = "set -e; mkdir c; mv app c/; i=0; \
+                while [ $i -lt \"$2\" ]; do mkdir t; mv c \"t/$1\"; mv t c; i=$((i+1)); done; \
+                mv c deep";
+    let hide = cx.run("hide (deep)", &hide_in_ww(cx, bury, &[&long, &levels]))?;
+    hide.succeeded()?;
+    let dig = "echo ran-$$; find deep -name .env -execdir cat {} \\;";
+    let run = cx.run_unreported("confined (deep)", &read(cx, dig, &[], true))?;
+    did_not_run(
+        &run,
+        "longer than the kernel can name",
+        &ws.join("deep").to_string_lossy(),
+    )?;
+    let control = cx.run("control (deep)", &read(cx, dig, &[], false))?;
+    control.succeeded()?;
+    ensure!(
+        control.stdout.contains(&secret),
+        "the control could not read the buried .env, so the confined run's failing to proves \
+         nothing: {:?}",
+        control.stdout
+    );
+    std::fs::remove_dir_all(ws.join("deep"))
+        .map_err(|e| fail(format!("removing the buried directories: {e}")))?;
+
+    // 3. What no command of this user could read either is no reason to refuse: a directory
+    //    root owns and keeps to itself (a container's volume, say) is passed over.
+    if cx.user().is_root() {
+        cx.note("as root every directory can be listed: the passed-over case is a user's");
+        return Ok(());
+    }
+    let volume = ws.join("volume");
+    std::fs::create_dir(&volume)
+        .map_err(|e| fail(format!("creating {}: {e}", volume.display())))?;
+    std::fs::write(volume.join(".env"), format!("{secret}\n"))
+        .map_err(|e| fail(format!("writing the volume's .env: {e}")))?;
+    std::fs::set_permissions(&volume, std::fs::Permissions::from_mode(0o700))
+        .map_err(|e| fail(format!("closing {}: {e}", volume.display())))?;
+    let run = cx.run(
+        "confined (volume)",
+        &read(cx, "echo ran-$$; cat volume/.env || true", &[], true),
+    )?;
+    run.succeeded()?;
+    ensure!(
+        run.stdout.contains("ran-") && !run.stdout.contains(&secret),
+        "a directory this user cannot search either must neither stop the command nor be \
+         read: {:?}",
+        run.stdout
+    );
     Ok(())
 }
 
