@@ -109,6 +109,7 @@ mod file_tools {
             cancel: Cancel::never(),
             narrowings: Default::default(),
             live: None,
+            owner: None,
         }
     }
 

@@ -97,6 +97,7 @@ mod tools {
             cancel: Cancel::never(),
             narrowings: Default::default(),
             live: None,
+            owner: None,
         }
     }
 
@@ -412,6 +413,7 @@ mod tools {
                 cancel,
                 narrowings: Default::default(),
                 live: None,
+                owner: None,
             },
         ))
         .await;
@@ -605,6 +607,7 @@ mod tools {
                 cancel,
                 narrowings: Default::default(),
                 live: None,
+                owner: None,
             },
         );
         tokio::pin!(tool);

@@ -85,6 +85,7 @@ async fn call(
         cancel: Cancel::never(),
         narrowings: NarrowingMark::default(),
         live: None,
+        owner: None,
     };
     let result = agentd::tools::run(env, &call, ctx).await;
     match result.status {

@@ -686,6 +686,87 @@ fn the_same_child_fed_a_line_completes_and_writes_the_file() {
     assert_eq!(task["output"], "Saved the line in got.txt.");
 }
 
+/// The runner starts a background command that holds the FIFO `feed` open, and waits until it
+/// runs (it says so through the FIFO `started`) before it answers; then the top level starts
+/// one of its own on `feed2` (the control: it outlives the turn).
+const RUN_IN_BACKGROUND: &str = r#"
+[[turn]]
+[[turn.tool_calls]]
+name = "task"
+arguments = { persona = "runner", prompt = "Start the watcher in the background.", description = "start a watcher" }
+
+[[turn]]
+[[turn.tool_calls]]
+name = "bash"
+arguments = { command = "exec 3<>feed2; : > ready2; read -r line <&3", run_in_background = true }
+
+[[turn]]
+text = "Both watchers were started."
+
+[[agents.runner.turn]]
+[[agents.runner.turn.tool_calls]]
+name = "bash"
+arguments = { command = "exec 3<>feed; echo up > started; read -r line <&3", run_in_background = true }
+
+[[agents.runner.turn]]
+[[agents.runner.turn.tool_calls]]
+name = "bash"
+arguments = { command = "cat started" }
+
+[[agents.runner.turn]]
+text = "The watcher runs."
+"#;
+
+#[test]
+fn a_childs_background_task_ends_with_the_child_and_the_top_levels_outlives_the_turn() {
+    let scratch = Scratch::new_in(&scratch_base(), "subagent-background");
+    scratch.config(RUNNERS);
+    let ws = scratch.ws();
+    for fifo in ["feed", "feed2", "started"] {
+        nix::unistd::mkfifo(
+            &ws.join(fifo),
+            nix::sys::stat::Mode::from_bits_truncate(0o600),
+        )
+        .expect("mkfifo");
+    }
+    let script = scratch.script(RUN_IN_BACKGROUND);
+    let mut client = AcpClient::start(&scratch, &script, &["--sandbox-mode", "workspace-write"]);
+    let session = client.open_session(&ws);
+    let (answer, _) = client.prompt(&session, "Start the watchers.");
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+
+    let log = scratch.log(&session);
+    let child_start = result_of(&log, Some("agent-1"), "call_runner_1_1");
+    assert_eq!(child_start["output"], "started background task task-1");
+    // The child answered only once its watcher ran: it said so through `started`.
+    let watcher_ran = result_of(&log, Some("agent-1"), "call_runner_2_1");
+    assert_eq!(watcher_ran["output"], "up\n[exit code: 0]");
+    // The child's answer came with its task stopped, and by then nothing held its FIFO.
+    let task = result_of(&log, None, "call_1_1");
+    assert_eq!(task["status"], "completed", "{task}");
+    assert_eq!(
+        task["output"],
+        "The watcher runs.\n[the background tasks it started were stopped when it ended: task-1]"
+    );
+    let left = fifo::holders_of(&ws.join("feed"));
+    assert!(
+        left.is_empty(),
+        "the child's background command outlived the child: {left:?}"
+    );
+    assert!(!reads(&ws.join("feed")), "a process still reads feed");
+
+    // The control: the top level's own background task still runs after its turn ended.
+    assert!(
+        support::wait_for_file(&ws, "ready2", LIMIT),
+        "the top level's background command did not start"
+    );
+    assert!(
+        !fifo::holders_of(&ws.join("feed2")).is_empty(),
+        "the top level's background task ended with the turn"
+    );
+    assert!(reads(&ws.join("feed2")), "the top level's task reads feed2");
+}
+
 const FLAKY_AND_STEADY: &str = r#"
 [agents.flaky]
 description = "A helper whose model fails"

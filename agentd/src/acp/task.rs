@@ -28,7 +28,7 @@ use crate::cancel::Cancel;
 use crate::model::{ChatRequest, FinishReason, Message, ModelError, ToolCall, ToolSpec};
 use crate::session::fold::{self, ReplayItem};
 use crate::session::{Event, LogError, Record, ToolStatus};
-use crate::tools::{self, CallContext, TASK, ToolDescription, ToolResult};
+use crate::tools::{self, CallContext, TASK, TaskOwner, ToolDescription, ToolResult};
 
 /// What a `task` call and the child it starts run with; cheap to clone.
 #[derive(Clone)]
@@ -145,8 +145,14 @@ pub fn run_task<'a>(
         };
         let tag = session.agent_events.tag(child.id());
         let _report = child.teardown().await;
-        let facts = json!({ "agent": tag, "persona": persona.name });
-        match outcome {
+        // Its outcome told its background tasks to stop; the parent hears of them once they
+        // have ended.
+        let stopped = session.tools.background().ended_with(&tag).await;
+        let mut facts = json!({ "agent": tag, "persona": persona.name });
+        if !stopped.is_empty() {
+            facts["stopped_tasks"] = json!(stopped);
+        }
+        let mut result = match outcome {
             Outcome::Completed(answer) => ToolResult::completed(answer, facts),
             Outcome::Failed(Failure::Error(reason)) => {
                 ToolResult::failed(format!("the child agent {tag} failed: {reason}"), facts)
@@ -158,7 +164,15 @@ pub fn run_task<'a>(
             Outcome::Cancelled => {
                 ToolResult::failed(format!("the child agent {tag} was cancelled"), facts)
             }
+        };
+        if !stopped.is_empty() {
+            result.text = format!(
+                "{}\n[the background tasks it started were stopped when it ended: {}]",
+                result.text,
+                stopped.join(", ")
+            );
         }
+        result
     })
 }
 
@@ -347,6 +361,11 @@ impl ChildLoop {
             // A child's commands show nothing while they run: its calls show as lines under
             // the `task` call once they end.
             live: None,
+            // Nothing of a child outlives its outcome: its background tasks end with it.
+            owner: Some(TaskOwner {
+                agent: self.tag.clone(),
+                ended: self.ctx.signal(),
+            }),
         };
         tools::run_scoped(&session.tools, scope, call, context).await
     }

@@ -268,6 +268,7 @@ impl Turn<'_> {
                                 cancel: self.cancel.clone(),
                                 narrowings,
                                 live: Some(live.clone()),
+                                owner: None,
                             };
                             let running = tools::run(&self.session.tools, call, context);
                             live::showing(running, &live, &self.cancel, |text| {

@@ -28,7 +28,7 @@ use super::bash::{self, ANSWER_WAIT};
 use super::call::{CallContext, ToolResult};
 use super::env::ToolEnv;
 use super::output::{self, OutputSink};
-use super::tasks::{BackgroundTasks, Stopped, Stopping, Task};
+use super::tasks::{BackgroundTasks, StopCause, Stopped, Stopping, Task};
 use crate::command::Facts;
 use crate::narrowing;
 use crate::session::ToolStatus;
@@ -87,21 +87,30 @@ impl Task {
         let facts = state.facts.clone()?;
         drop(state);
         // Only its facts reach anyone (the narrowing's report): no escalation to offer.
-        Some(self.ended_result("", &facts, Some(to), shell, &[]))
+        Some(self.ended_result("", &facts, Some(StopCause::Narrowed(to)), shell, &[]))
     }
 
-    /// The result of the ended task: `output`, the stop marker if a narrowing stopped it, its
-    /// end markers, and its facts with its id.
+    /// The result of the ended task: `output`, the stop marker if a narrowing or its child
+    /// agent's end stopped it, its end markers, and its facts with its id.
     fn ended_result(
         &self,
         output: &str,
         facts: &Facts,
-        stopped_by: Option<Mode>,
+        cause: Option<StopCause>,
         shell: &str,
         escalation: &[Mode],
     ) -> ToolResult {
-        let output = match stopped_by {
-            Some(to) => output::join(output, &[narrowing::marker(self.mode, to)]),
+        let output = match &cause {
+            Some(StopCause::Narrowed(to)) => {
+                output::join(output, &[narrowing::marker(self.mode, *to)])
+            }
+            Some(StopCause::OwnerEnded(agent)) => output::join(
+                output,
+                &[format!(
+                    "[stopped: the child agent {agent} that started it ended; nothing of a child \
+                     outlives it]"
+                )],
+            ),
             None => output.to_owned(),
         };
         let markers = bash::Markers { shell, escalation };
@@ -109,8 +118,14 @@ impl Task {
         if let Value::Object(map) = &mut result.facts {
             map.insert("task_id".to_owned(), json!(self.id));
             map.insert("running".to_owned(), json!(false));
-            if let Some(to) = stopped_by {
-                map.insert("narrowed_to".to_owned(), json!(to.as_str()));
+            match cause {
+                Some(StopCause::Narrowed(to)) => {
+                    map.insert("narrowed_to".to_owned(), json!(to.as_str()));
+                }
+                Some(StopCause::OwnerEnded(agent)) => {
+                    map.insert("stopped_with_agent".to_owned(), json!(agent));
+                }
+                None => {}
             }
         }
         result
@@ -118,10 +133,10 @@ impl Task {
 
     /// The output not read yet, then `[still running]` or the end markers; marks it read.
     fn report(&self, env: &ToolEnv) -> ToolResult {
-        let (text, facts, stopped_by) = {
+        let (text, facts, cause) = {
             let mut state = self.lock_state();
-            let stopped_by = Task::stopped_by(&state);
-            (state.unread.take_text(), state.facts.clone(), stopped_by)
+            let cause = Task::stop_cause(&state, self.owner.as_deref());
+            (state.unread.take_text(), state.facts.clone(), cause)
         };
         match facts {
             None => ToolResult::completed(
@@ -130,7 +145,7 @@ impl Task {
             ),
             Some(facts) => {
                 let escalation = env.options_for(self.mode).escalation;
-                self.ended_result(&text, &facts, stopped_by, env.shell(), &escalation)
+                self.ended_result(&text, &facts, cause, env.shell(), &escalation)
             }
         }
     }
@@ -162,9 +177,10 @@ pub(crate) async fn start(
             return bash::ended("", &facts, mode, args.timeout_ms, &markers);
         }
     };
-    let (task, killed, done) = env
-        .background()
-        .add(mode, args.timeout_ms, call_id, ctx.narrowings);
+    let owner = ctx.owner.as_ref().map(|o| o.agent.as_str());
+    let (task, killed, done) =
+        env.background()
+            .add(mode, args.timeout_ms, call_id, ctx.narrowings, owner);
     let (started_tx, started_rx) = oneshot::channel();
     let sink: Arc<Mutex<dyn OutputSink>> = task.state.clone();
     let state = task.state.clone();
@@ -173,6 +189,16 @@ pub(crate) async fn start(
         state.lock().unwrap_or_else(PoisonError::into_inner).facts = Some(facts);
         done.send_replace(true);
     });
+    // A child's task ends with the child: once its outcome is claimed (already, perhaps).
+    if let Some(owner) = ctx.owner.clone() {
+        let task = task.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                () = owner.ended.cancelled() => task.stop_with_owner(),
+                () = task.wait_done() => {}
+            }
+        });
+    }
     // A cancelled turn stops waiting here, but not the task.
     let started = tokio::select! {
         started = started_rx => started.is_ok(),

@@ -319,6 +319,7 @@ mod tests {
                 cancel: Cancel::never(),
                 narrowings: Default::default(),
                 live: None,
+                owner: None,
             },
         ))
         .await;
@@ -413,6 +414,7 @@ mod tests {
                 cancel: Cancel::never(),
                 narrowings: Default::default(),
                 live: None,
+                owner: None,
             },
         ))
         .await;
@@ -450,6 +452,7 @@ mod tests {
                 cancel,
                 narrowings: Default::default(),
                 live: None,
+                owner: None,
             },
         ))
         .await;

@@ -23,6 +23,18 @@ pub struct CallContext {
     /// of the call; `None` shows nothing while it runs (a child agent's calls). Never read by
     /// the model, never logged.
     pub live: Option<LiveOutput>,
+    /// The child agent making the call, when it is one: a background task it starts ends when
+    /// its outcome is claimed. `None` for the top level, whose tasks belong to the session.
+    pub owner: Option<TaskOwner>,
+}
+
+/// The child agent a background task belongs to.
+#[derive(Debug, Clone)]
+pub struct TaskOwner {
+    /// Its id, as its records are tagged (`agent-1`).
+    pub agent: String,
+    /// Fires once its outcome is claimed (its cancellation token).
+    pub ended: Cancel,
 }
 
 /// What a call produced.

@@ -58,7 +58,7 @@ use crate::model::{ToolCall, ToolSpec};
 
 pub use args::{ArgsError, ESCALATION_NOT_OFFERED, Escalation, Problem};
 pub use bash::ANSWER_WAIT;
-pub use call::{CallContext, ToolResult};
+pub use call::{CallContext, TaskOwner, ToolResult};
 pub use describe::{ToolDescription, ToolKind, describe};
 pub use env::{ClientFs, ClientFsError, FsFuture, ToolEnv};
 pub use escalation::{
@@ -190,6 +190,7 @@ mod tests {
             cancel: Cancel::never(),
             narrowings: NarrowingMark::default(),
             live: None,
+            owner: None,
         }
     }
 

@@ -43,6 +43,8 @@ pub(super) struct Task {
     /// The model's id of the call that started the task.
     pub(super) call_id: String,
     pub(super) mode: Mode,
+    /// The child agent that started it, whose end ends it; `None` for the top level's.
+    pub(super) owner: Option<String>,
     pub(super) timeout_ms: Option<u64>,
     pub(super) state: Arc<Mutex<TaskState>>,
     pub(super) kill: cancel::Canceller,
@@ -57,6 +59,8 @@ pub(super) struct TaskState {
     pub(super) facts: Option<Facts>,
     /// The mode of the narrowing that told the task to stop.
     pub(super) stopped_by: Option<Mode>,
+    /// Whether the end of the child agent that started it told the task to stop.
+    pub(super) owner_ended: bool,
     /// Whether the starting call answered that the task runs: from then on a narrowing, not
     /// that call, reports the task's stop.
     pub(super) announced: bool,
@@ -70,6 +74,15 @@ pub struct Stopping {
     pub(super) wait: Vec<Arc<Task>>,
     /// Those this narrowing stopped whose starting call had already answered.
     pub(super) report: Vec<Arc<Task>>,
+}
+
+/// Why a task that did not end by itself was stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum StopCause {
+    /// A narrowing of the session's mode, to this mode.
+    Narrowed(Mode),
+    /// The end of the child agent that started it.
+    OwnerEnded(String),
 }
 
 /// A task a narrowing stopped, as the session records and shows it.
@@ -200,15 +213,39 @@ impl BackgroundTasks {
         self.lock().tasks.iter().find(|t| t.id == id).cloned()
     }
 
-    /// A new task of call `call_id`, whose mode was decided at `mark`; returns it, the side its
-    /// driver listens to for a kill, and the side that says it is done. A narrowing since `mark`
-    /// below `mode` stops it at once.
+    /// Waits until every task the child agent `agent` started has ended (each was told to stop
+    /// when the child's outcome was claimed); returns the ids of those its end stopped, in the
+    /// order started.
+    pub async fn ended_with(&self, agent: &str) -> Vec<String> {
+        let owned: Vec<Arc<Task>> = self
+            .lock()
+            .tasks
+            .iter()
+            .filter(|t| t.owner.as_deref() == Some(agent))
+            .cloned()
+            .collect();
+        let mut stopped = Vec::new();
+        for task in owned {
+            task.wait_done().await;
+            if Task::stop_cause(&task.lock_state(), task.owner.as_deref())
+                .is_some_and(|c| matches!(c, StopCause::OwnerEnded(_)))
+            {
+                stopped.push(task.id.clone());
+            }
+        }
+        stopped
+    }
+
+    /// A new task of call `call_id` made by `owner` (a child agent; `None` for the top level),
+    /// whose mode was decided at `mark`; returns it, the side its driver listens to for a kill,
+    /// and the side that says it is done. A narrowing since `mark` below `mode` stops it at once.
     pub(super) fn add(
         &self,
         mode: Mode,
         timeout_ms: Option<u64>,
         call_id: &str,
         mark: NarrowingMark,
+        owner: Option<&str>,
     ) -> (Arc<Task>, cancel::Cancel, watch::Sender<bool>) {
         let (kill, killed) = cancel::pair();
         let (done_tx, done) = watch::channel(false);
@@ -223,11 +260,13 @@ impl BackgroundTasks {
             id: format!("task-{}", list.started),
             call_id: call_id.to_owned(),
             mode,
+            owner: owner.map(str::to_owned),
             timeout_ms,
             state: Arc::new(Mutex::new(TaskState {
                 unread: Spool::new(BACKGROUND_OUTPUT_CAP),
                 facts: None,
                 stopped_by: missed,
+                owner_ended: false,
                 announced: false,
             })),
             kill,
@@ -262,6 +301,30 @@ impl Task {
     pub(super) fn stopped_by(state: &TaskState) -> Option<Mode> {
         let facts = state.facts.as_ref()?;
         state.stopped_by.filter(|_| facts.cancelled)
+    }
+
+    /// What stopped the task, once it ended because of it (not by itself first): a narrowing,
+    /// else the end of `owner`, the child agent that started it.
+    pub(super) fn stop_cause(state: &TaskState, owner: Option<&str>) -> Option<StopCause> {
+        if let Some(to) = Task::stopped_by(state) {
+            return Some(StopCause::Narrowed(to));
+        }
+        let cancelled = state.facts.as_ref()?.cancelled;
+        let owner = owner.filter(|_| cancelled && state.owner_ended)?;
+        Some(StopCause::OwnerEnded(owner.to_owned()))
+    }
+
+    /// The child agent that started the task has ended: the task stops too, unless it already
+    /// ended by itself.
+    pub(super) fn stop_with_owner(&self) {
+        {
+            let mut state = self.lock_state();
+            if state.facts.is_some() {
+                return;
+            }
+            state.owner_ended = true;
+        }
+        self.kill.cancel();
     }
 
     pub(super) async fn wait_done(&self) {
