@@ -10,11 +10,16 @@
 //! environment), its `/tmp`, its masks. Nothing here is a security check; these are ordinary
 //! careful file operations.
 //!
-//! The writer reads the content from standard input to its end and writes it atomically: a new
-//! file in the target's directory, its permissions copied from the old one, synced, renamed
-//! over the target. A symbolic link at the target is written through (to the regular file it
-//! names); a directory, FIFO, socket or device is refused, without ever being opened. Its report
-//! is one record on standard output, fields separated by NUL bytes:
+//! The writer reads the content from standard input to its end before it makes anything, then
+//! writes it atomically: a new file in the target's directory, its permissions copied from the
+//! old one, synced, then given the target's name. On Linux the new file has no name until then
+//! (`O_TMPFILE`), so a kill at any point leaves nothing in the user's tree, but for the two
+//! system calls between linking it under a temporary name and renaming that over an existing
+//! target; elsewhere it has a temporary name while it is written. A temporary name a killed
+//! writer left is removed by the next write in that directory once it is ten minutes old. A
+//! symbolic link at the target is written through (to the regular file it names); a directory,
+//! FIFO, socket or device is refused, without ever being opened. Its report is one record on
+//! standard output, fields separated by NUL bytes:
 //!
 //! - `written` NUL `created` (`1` or `0`) NUL byte count NUL the path really written (what
 //!   the kernel reports for the new file after the rename);
@@ -230,6 +235,7 @@ fn write(path: &Path, make_parents: bool) -> Result<Written, Failed> {
     let parent = path
         .parent()
         .ok_or_else(|| failed(nix::libc::EINVAL, "it has no parent directory"))?;
+    let content = read_content()?;
     if make_parents {
         std::fs::create_dir_all(parent).map_err(|e| {
             io_failed(
@@ -271,11 +277,121 @@ fn write(path: &Path, make_parents: bool) -> Result<Written, Failed> {
             ),
         ));
     }
+    sweep_stale(&dir_fd);
+    place(
+        &dir_fd,
+        &dir,
+        &name,
+        &content,
+        existing.map(|st| st.st_mode),
+    )?;
+    // The kernel's path of the directory, with the name the file now has there (an unnamed
+    // file's own descriptor keeps the path it was made with).
+    let dir_file = std::fs::File::from(dir_fd);
+    let path = real_path(&dir_file).map_or(target, |dir| dir.join(&name));
+    Ok(Written {
+        created: existing.is_none(),
+        bytes: content.len() as u64,
+        path,
+    })
+}
+
+/// The whole content, read from standard input before anything is made: a writer killed while
+/// agentd still sends it leaves nothing behind.
+fn read_content() -> Result<Vec<u8>, Failed> {
+    let mut content = Vec::new();
+    io::stdin()
+        .lock()
+        .read_to_end(&mut content)
+        .map_err(|e| io_failed(&e, "cannot read the content"))?;
+    Ok(content)
+}
+
+/// Puts `content` in place as `name` in `dir`, atomically.
+///
+/// On Linux the file is made without a name (`O_TMPFILE`), filled and synced, then given its
+/// name: linked as `name` when there is none, else linked under a temporary name and renamed
+/// over it. A kill before that leaves nothing; one between the link and the rename (two system
+/// calls) leaves the temporary name, which the next write in that directory removes
+/// ([`sweep_stale`]). A file system without `O_TMPFILE` gets [`place_named`].
+#[cfg(target_os = "linux")]
+fn place(
+    dir: &OwnedFd,
+    dir_path: &Path,
+    name: &OsStr,
+    content: &[u8],
+    old_mode: Option<nix::libc::mode_t>,
+) -> Result<(), Failed> {
+    let unnamed = nix::fcntl::openat(
+        dir,
+        ".",
+        OFlag::O_TMPFILE | OFlag::O_WRONLY | OFlag::O_CLOEXEC,
+        Mode::from_bits_truncate(0o666),
+    );
+    let file = match unnamed {
+        Ok(file) => file,
+        Err(nix::Error::EOPNOTSUPP | nix::Error::EISDIR | nix::Error::EINVAL) => {
+            return place_named(dir, dir_path, name, content, old_mode);
+        }
+        Err(e) => {
+            return Err(nix_failed(
+                e,
+                format!("cannot create a file in {}", dir_path.display()),
+            ));
+        }
+    };
+    let file = fill(file, content, old_mode)?;
+    let proc_path = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&file));
+    let link = |to: &OsStr| {
+        nix::unistd::linkat(dir, proc_path.as_str(), dir, to, AtFlags::AT_SYMLINK_FOLLOW)
+    };
+    if old_mode.is_none() {
+        match link(name) {
+            Ok(()) => return Ok(()),
+            // Made since it was looked at: replaced like an old one.
+            Err(nix::Error::EEXIST) => {}
+            Err(e) => return Err(nix_failed(e, "cannot put the new file in place")),
+        }
+    }
+    let mut attempt = 0;
+    let temp = loop {
+        let temp = temp_name(attempt);
+        match link(temp.as_os_str()) {
+            Ok(()) => break temp,
+            Err(nix::Error::EEXIST) if attempt + 1 < TEMP_ATTEMPTS => attempt += 1,
+            Err(e) => return Err(nix_failed(e, "cannot put the new file in place")),
+        }
+    };
+    rename_over(dir, &temp, name)
+}
+
+/// macOS has no `O_TMPFILE`: [`place_named`].
+#[cfg(target_os = "macos")]
+fn place(
+    dir: &OwnedFd,
+    dir_path: &Path,
+    name: &OsStr,
+    content: &[u8],
+    old_mode: Option<nix::libc::mode_t>,
+) -> Result<(), Failed> {
+    place_named(dir, dir_path, name, content, old_mode)
+}
+
+/// Puts `content` in place through a new file under a temporary name in `dir`, renamed over
+/// `name` once filled and synced. A kill in between leaves the temporary name, which the next
+/// write in that directory removes ([`sweep_stale`]).
+fn place_named(
+    dir: &OwnedFd,
+    dir_path: &Path,
+    name: &OsStr,
+    content: &[u8],
+    old_mode: Option<nix::libc::mode_t>,
+) -> Result<(), Failed> {
     let mut attempt = 0;
     let (temp, file) = loop {
         let temp = temp_name(attempt);
         match nix::fcntl::openat(
-            &dir_fd,
+            dir,
             temp.as_os_str(),
             OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
             Mode::from_bits_truncate(0o666),
@@ -285,26 +401,89 @@ fn write(path: &Path, make_parents: bool) -> Result<Written, Failed> {
             Err(e) => {
                 return Err(nix_failed(
                     e,
-                    format!("cannot create a file in {}", dir.display()),
+                    format!("cannot create a file in {}", dir_path.display()),
                 ));
             }
         }
     };
-    let result = fill_and_rename(&dir_fd, &temp, &name, file, existing.map(|st| st.st_mode));
-    if result.is_err() {
-        let _ = nix::unistd::unlinkat(
-            &dir_fd,
-            temp.as_os_str(),
-            nix::unistd::UnlinkatFlags::NoRemoveDir,
-        );
+    if let Err(f) = fill(file, content, old_mode) {
+        remove(dir, &temp);
+        return Err(f);
     }
-    let (bytes, file) = result?;
-    let path = real_path(&file).unwrap_or(target);
-    Ok(Written {
-        created: existing.is_none(),
-        bytes,
-        path,
+    rename_over(dir, &temp, name)
+}
+
+/// Writes `content` into `file`, takes over the old file's permissions and syncs it.
+fn fill(
+    file: OwnedFd,
+    content: &[u8],
+    old_mode: Option<nix::libc::mode_t>,
+) -> Result<std::fs::File, Failed> {
+    let mut file = std::fs::File::from(file);
+    file.write_all(content)
+        .map_err(|e| io_failed(&e, "cannot write the content"))?;
+    if let Some(mode) = old_mode {
+        fchmod(file.as_fd(), Mode::from_bits_truncate(mode & 0o7777))
+            .map_err(|e| nix_failed(e, "cannot keep the file's permissions"))?;
+    }
+    file.sync_all()
+        .map_err(|e| io_failed(&e, "cannot sync the file"))?;
+    Ok(file)
+}
+
+/// Renames `temp` over `name` in `dir`; removes `temp` if that fails.
+fn rename_over(dir: &OwnedFd, temp: &Path, name: &OsStr) -> Result<(), Failed> {
+    nix::fcntl::renameat(dir, temp.as_os_str(), dir, name).map_err(|e| {
+        remove(dir, temp);
+        nix_failed(e, "cannot put the new file in place")
     })
+}
+
+fn remove(dir: &OwnedFd, temp: &Path) {
+    let _ = nix::unistd::unlinkat(
+        dir,
+        temp.as_os_str(),
+        nix::unistd::UnlinkatFlags::NoRemoveDir,
+    );
+}
+
+/// The start and end of every temporary name the writer makes ([`temp_name`]).
+const TEMP_PREFIX: &str = ".agentd-write-";
+const TEMP_SUFFIX: &str = ".tmp";
+/// A temporary name untouched for this long belongs to a writer that was killed: no live
+/// writer keeps one longer than it takes to write and sync content it already holds.
+const STALE_TEMP: std::time::Duration = std::time::Duration::from_secs(10 * 60);
+
+/// Removes what killed writers left in `dir`: regular files with a temporary name of the
+/// writer's, last modified more than [`STALE_TEMP`] ago. Anything it cannot read or remove is
+/// left as it is.
+fn sweep_stale(dir: &OwnedFd) {
+    let Ok(listed) = nix::dir::Dir::openat(
+        dir,
+        ".",
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    ) else {
+        return;
+    };
+    let Ok(now) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) else {
+        return;
+    };
+    for entry in listed.into_iter().flatten() {
+        let name = OsStr::from_bytes(entry.file_name().to_bytes());
+        let bytes = name.as_bytes();
+        if !bytes.starts_with(TEMP_PREFIX.as_bytes()) || !bytes.ends_with(TEMP_SUFFIX.as_bytes()) {
+            continue;
+        }
+        let Ok(st) = fstatat(dir, name, AtFlags::AT_SYMLINK_NOFOLLOW) else {
+            continue;
+        };
+        let modified = u64::try_from(st.st_mtime).unwrap_or(u64::MAX);
+        let stale = now.as_secs().saturating_sub(modified) > STALE_TEMP.as_secs();
+        if st.st_mode & nix::libc::S_IFMT == nix::libc::S_IFREG && stale {
+            remove(dir, Path::new(name));
+        }
+    }
 }
 
 /// Where a write of `path` goes: `path` itself, or, when it is a symbolic link, the regular
@@ -345,38 +524,10 @@ fn temp_name(attempt: u32) -> PathBuf {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());
     PathBuf::from(format!(
-        ".agentd-write-{}-{nanos:08x}-{attempt}.tmp",
+        "{TEMP_PREFIX}{}-{nanos:08x}-{attempt}{TEMP_SUFFIX}",
         std::process::id()
     ))
 }
 
 /// How many names are tried before giving up on an existing one.
 const TEMP_ATTEMPTS: u32 = 8;
-
-/// Copies standard input into `file`, takes over the old file's permissions, syncs and renames
-/// it over `name`. Returns the byte count and the still-open file.
-fn fill_and_rename(
-    dir: &OwnedFd,
-    temp: &Path,
-    name: &OsStr,
-    file: OwnedFd,
-    old_mode: Option<nix::libc::mode_t>,
-) -> Result<(u64, std::fs::File), Failed> {
-    let mut file = std::fs::File::from(file);
-    let mut content = Vec::new();
-    io::stdin()
-        .lock()
-        .read_to_end(&mut content)
-        .map_err(|e| io_failed(&e, "cannot read the content"))?;
-    file.write_all(&content)
-        .map_err(|e| io_failed(&e, "cannot write the content"))?;
-    if let Some(mode) = old_mode {
-        fchmod(file.as_fd(), Mode::from_bits_truncate(mode & 0o7777))
-            .map_err(|e| nix_failed(e, "cannot keep the file's permissions"))?;
-    }
-    file.sync_all()
-        .map_err(|e| io_failed(&e, "cannot sync the file"))?;
-    nix::fcntl::renameat(dir, temp.as_os_str(), dir, name)
-        .map_err(|e| nix_failed(e, "cannot put the new file in place"))?;
-    Ok((content.len() as u64, file))
-}

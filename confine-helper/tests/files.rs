@@ -233,3 +233,196 @@ fn a_helper_installed_under_tmp_still_writes_in_a_sandbox_whose_tmp_is_its_own()
         b"from a helper under /tmp"
     );
 }
+
+/// The Linux backends to run a test on here: Landlock, and bwrap when it is installed (a fact
+/// of the machine, not the helper's verdict). CI installs bwrap.
+fn backends() -> Vec<BackendChoice> {
+    let bwrap = std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join("bwrap").is_file()));
+    if bwrap {
+        vec![BackendChoice::Bwrap, BackendChoice::Landlock]
+    } else {
+        println!("SKIP bwrap: not installed here; Landlock only");
+        vec![BackendChoice::Landlock]
+    }
+}
+
+/// The names in `dir`, sorted.
+fn names(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .expect("list")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Starts a write of `target` whose content comes from a pipe the test keeps open: the writer
+/// waits for the rest. Returns the pipe's write end (the content sent so far is `b"partial"`)
+/// and the report's read end.
+fn write_left_waiting(peer: &mut Peer, request: WriteFile) -> (std::fs::File, std::fs::File) {
+    let (content_rd, content_wr) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).expect("pipe");
+    let mut content_wr = std::fs::File::from(content_wr);
+    content_wr.write_all(b"partial").expect("content");
+    let (report, report_wr) = pipe();
+    let id = request.id;
+    peer.send(
+        &Request::WriteFile(request),
+        &[content_rd.as_fd(), report_wr.as_fd()],
+    );
+    drop((content_rd, report_wr));
+    assert!(
+        matches!(peer.reply(), Reply::Started(s) if s.id == id),
+        "the writer started"
+    );
+    (content_wr, report)
+}
+
+#[test]
+fn a_writer_killed_while_the_content_arrives_leaves_nothing_in_the_directory() {
+    let ws = Scratch::new("write-killed");
+    let ws_path = std::fs::canonicalize(&ws.0).expect("canonical");
+    std::fs::write(ws_path.join("old.txt"), "old").expect("old file");
+    let mut peer = Peer::embedded();
+    peer.greet();
+    let mut id = 10;
+    for backend in backends() {
+        for name in ["old.txt", "new.txt"] {
+            id += 1;
+            let mut request =
+                write_request(id, &ws_path.join(name), Mode::WorkspaceWrite, &ws_path);
+            request.backend = backend;
+            let (content, _report) = write_left_waiting(&mut peer, request);
+            peer.send(
+                &Request::Cancel(confine_protocol::Cancel { id, grace_ms: 0 }),
+                &[],
+            );
+            let replies = peer.until_end(id);
+            assert!(
+                matches!(replies.last(), Some(Reply::Exited(e)) if matches!(e.status, ExitStatus::Signal(_))),
+                "{backend:?} {name}: the writer was killed: {replies:?}"
+            );
+            drop(content);
+            assert_eq!(
+                names(&ws_path),
+                ["old.txt"],
+                "{backend:?}: a writer killed while writing {name} left something behind"
+            );
+            assert_eq!(
+                std::fs::read_to_string(ws_path.join("old.txt")).expect("old"),
+                "old"
+            );
+        }
+        // The control: the same write, its content ended, puts exactly the file in place.
+        id += 1;
+        let mut request =
+            write_request(id, &ws_path.join("new.txt"), Mode::WorkspaceWrite, &ws_path);
+        request.backend = backend;
+        let (content, mut report) = write_left_waiting(&mut peer, request);
+        drop(content);
+        let mut text = Vec::new();
+        report.read_to_end(&mut text).expect("report");
+        assert_eq!(exit_code(&peer.until_end(id)), Some(0), "{backend:?}");
+        assert!(
+            text.starts_with(b"written\0"),
+            "{:?}",
+            String::from_utf8_lossy(&text)
+        );
+        assert_eq!(names(&ws_path), ["new.txt", "old.txt"], "{backend:?}");
+        assert_eq!(
+            std::fs::read(ws_path.join("new.txt")).expect("new"),
+            b"partial"
+        );
+        std::fs::remove_file(ws_path.join("new.txt")).expect("remove new.txt");
+    }
+}
+
+#[test]
+fn writers_killed_at_any_point_leave_the_old_file_or_the_new_one_and_nothing_else() {
+    let ws = Scratch::new("write-raced");
+    let ws_path = std::fs::canonicalize(&ws.0).expect("canonical");
+    let target = ws_path.join("big.bin");
+    let old = vec![b'o'; 64];
+    let new = vec![b'n'; 4 << 20];
+    std::fs::write(&target, &old).expect("old file");
+    let mut peer = Peer::embedded();
+    peer.greet();
+    let mut outcomes = std::collections::BTreeSet::new();
+    for (i, backend) in backends().into_iter().cycle().take(24).enumerate() {
+        let id = 100 + i as u64;
+        let mut request = write_request(id, &target, Mode::WorkspaceWrite, &ws_path);
+        request.backend = backend;
+        let (report, report_wr) = pipe();
+        let content = content(&new);
+        peer.send(
+            &Request::WriteFile(request),
+            &[content.as_fd(), report_wr.as_fd()],
+        );
+        drop((content, report_wr, report));
+        assert!(matches!(peer.reply(), Reply::Started(_)));
+        // Killed as soon as it runs: before, during or after its write, as it happens.
+        peer.send(
+            &Request::Cancel(confine_protocol::Cancel { id, grace_ms: 0 }),
+            &[],
+        );
+        peer.until_end(id);
+        assert_eq!(
+            names(&ws_path),
+            ["big.bin"],
+            "{backend:?}: attempt {i} left a file"
+        );
+        let now = std::fs::read(&target).expect("target");
+        assert!(now == old || now == new, "attempt {i} left a partial file");
+        outcomes.insert(now == new);
+        std::fs::write(&target, &old).expect("reset");
+    }
+    println!(
+        "writers completed before the kill in some attempts: {}",
+        outcomes.contains(&true)
+    );
+}
+
+#[test]
+fn a_temporary_name_a_killed_writer_left_is_removed_by_the_next_write_once_stale() {
+    let ws = Scratch::new("write-sweep");
+    let ws_path = std::fs::canonicalize(&ws.0).expect("canonical");
+    let stale = ws_path.join(".agentd-write-4242-0badf00d-0.tmp");
+    let fresh = ws_path.join(".agentd-write-4243-0badf00d-0.tmp");
+    let other = ws_path.join(".agentd-write-notes.txt");
+    for path in [&stale, &fresh, &other] {
+        std::fs::write(path, "left").expect("plant");
+    }
+    let hour_ago = nix::sys::time::TimeSpec::from_duration(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("clock")
+            - std::time::Duration::from_secs(3600),
+    );
+    for path in [&stale, &other] {
+        nix::sys::stat::utimensat(
+            nix::fcntl::AT_FDCWD,
+            path,
+            &hour_ago,
+            &hour_ago,
+            nix::sys::stat::UtimensatFlags::NoFollowSymlink,
+        )
+        .expect("age it");
+    }
+    let mut peer = Peer::embedded();
+    peer.greet();
+    let (replies, _) = write(
+        &mut peer,
+        write_request(7, &ws_path.join("new.txt"), Mode::WorkspaceWrite, &ws_path),
+        b"new",
+    );
+    assert_eq!(exit_code(&replies), Some(0), "{replies:?}");
+    // The stale temporary name is gone; a fresh one (a writer at work) and another name stay.
+    assert_eq!(
+        names(&ws_path),
+        [
+            ".agentd-write-4243-0badf00d-0.tmp",
+            ".agentd-write-notes.txt",
+            "new.txt"
+        ]
+    );
+}
