@@ -67,6 +67,38 @@ pub struct SandboxProfile {
     /// `sandbox.network = "allow-list"`: the proxy's policy, through which a confined command
     /// with the network denied reaches the hosts it allows (bwrap only).
     pub allow_list: Option<Arc<proxy::Policy>>,
+    /// The resource limits of every command (`[limits]`); confine-helper's defaults and
+    /// ceiling where unset.
+    pub limits: ResourceLimits,
+}
+
+/// The resource limits a configuration sets (`limits.max_*`); each unset one is left to
+/// confine-helper.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ResourceLimits {
+    /// The most tasks a command's tree may have at once.
+    pub max_processes: Option<u64>,
+    /// RLIMIT_FSIZE, in bytes.
+    pub max_file_size: Option<u64>,
+    /// RLIMIT_AS, in bytes.
+    pub max_address_space: Option<u64>,
+    /// The most memory a command's tree may use at once, in bytes.
+    pub max_memory: Option<u64>,
+}
+
+impl ResourceLimits {
+    /// Sets in `limits` each limit given here, leaving the others as they are.
+    pub fn apply(&self, limits: &mut confine_protocol::Limits) {
+        let set = |to: &mut Option<u64>, from: Option<u64>| {
+            if from.is_some() {
+                *to = from;
+            }
+        };
+        set(&mut limits.max_processes, self.max_processes);
+        set(&mut limits.max_file_size, self.max_file_size);
+        set(&mut limits.max_address_space, self.max_address_space);
+        set(&mut limits.max_memory, self.max_memory);
+    }
 }
 
 /// A cache directory that does not exist could not be created.

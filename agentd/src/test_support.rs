@@ -11,8 +11,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use confine_protocol::{
-    Backend, Ending, Enforcement, ExitStatus, Exited, FrameDecoder, Hello, Layer, Refused, Reply,
-    Request, Usage, decode_payload, encode_frame,
+    Backend, Cap, Caps, Ending, Enforcement, ExitStatus, Exited, FrameDecoder, Hello, Layer,
+    Refused, Reply, Request, Usage, decode_payload, encode_frame,
 };
 use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
 
@@ -177,6 +177,10 @@ pub fn exited(id: u64, code: i32, ending: Ending) -> Reply {
             sys_us: 0,
             max_rss_kib: 0,
         },
+        caps: Caps {
+            processes: None,
+            memory: None,
+        },
     })
 }
 
@@ -195,6 +199,13 @@ pub fn confined_exit(status: ExitStatus, ending: Ending) -> Exited {
             user_us: 1,
             sys_us: 1,
             max_rss_kib: 1,
+        },
+        caps: Caps {
+            processes: Some(Cap {
+                max: 2048,
+                reached: None,
+            }),
+            memory: None,
         },
     }
 }

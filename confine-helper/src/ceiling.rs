@@ -30,6 +30,7 @@ pub(crate) struct File {
     max_processes: Option<u64>,
     max_file_size: Option<u64>,
     max_address_space: Option<u64>,
+    max_memory: Option<u64>,
     refuse_partial: Option<bool>,
 }
 
@@ -51,6 +52,7 @@ pub(crate) struct Ceiling {
     pub(crate) max_processes: Option<u64>,
     pub(crate) max_file_size: Option<u64>,
     pub(crate) max_address_space: Option<u64>,
+    pub(crate) max_memory: Option<u64>,
     pub(crate) refuse_partial: bool,
     /// Files that were read, for `probe`.
     pub(crate) sources: Vec<PathBuf>,
@@ -121,6 +123,7 @@ impl Default for Ceiling {
             max_processes: None,
             max_file_size: None,
             max_address_space: None,
+            max_memory: None,
             refuse_partial: false,
             sources: Vec::new(),
             broken: None,
@@ -248,6 +251,7 @@ impl Ceiling {
         self.max_processes = min_limit(self.max_processes, file.max_processes);
         self.max_file_size = min_limit(self.max_file_size, file.max_file_size);
         self.max_address_space = min_limit(self.max_address_space, file.max_address_space);
+        self.max_memory = min_limit(self.max_memory, file.max_memory);
         self.refuse_partial |= file.refuse_partial.unwrap_or(false);
         Ok(())
     }

@@ -333,7 +333,7 @@ pub fn main() -> ExitCode {
                 .and_then(Path::parent)
                 .map(PathBuf::from);
             let ctx = context(xdg, env_home, ceiling, dir, verdicts);
-            sys::sweep_orphaned_temp_dirs(&ctx.temp_base);
+            ctx.sweep_orphans();
             embedded(fd, ctx)
         }
         Invocation::Serve {
@@ -345,7 +345,7 @@ pub fn main() -> ExitCode {
             let (dir, own_ceiling) = (socket.parent().map(PathBuf::from), ceiling.clone());
             serve(socket, allowed_uids, group, ceiling, activated, || {
                 let ctx = context(xdg, env_home, own_ceiling, dir, None);
-                sys::sweep_orphaned_temp_dirs(&ctx.temp_base);
+                ctx.sweep_orphans();
                 ctx
             })
         }

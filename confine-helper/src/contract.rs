@@ -117,7 +117,9 @@ pub const CEILING_KEYS: &[CeilingKey] = &[
         toml: TomlType::Integer,
         values: "a count",
         default: "no limit",
-        narrows: "The most RLIMIT_NPROC a command gets; a request's lower limit is kept.",
+        narrows: "The most tasks (processes and threads) a confined command's tree may have at \
+                  once, counted for that tree alone; a request's lower cap is kept, and a \
+                  request without one gets 2048.",
         combine: "The smallest of the sources.",
     },
     CeilingKey {
@@ -134,6 +136,17 @@ pub const CEILING_KEYS: &[CeilingKey] = &[
         values: "bytes",
         default: "no limit",
         narrows: "The most RLIMIT_AS a command gets; a request's lower limit is kept.",
+        combine: "The smallest of the sources.",
+    },
+    CeilingKey {
+        name: "max_memory",
+        toml: TomlType::Integer,
+        values: "bytes",
+        default: "no limit",
+        narrows: "The most memory a confined command's tree may use at once, where the kernel \
+                  counts it for the tree (a helper running as root, in a cgroup of the \
+                  command's own); a request's lower cap is kept, and a request without one gets \
+                  half of the machine's memory.",
         combine: "The smallest of the sources.",
     },
     CeilingKey {
@@ -223,6 +236,7 @@ mod tests {
                 "max_processes" => limit(built_in.max_processes),
                 "max_file_size" => limit(built_in.max_file_size),
                 "max_address_space" => limit(built_in.max_address_space),
+                "max_memory" => limit(built_in.max_memory),
                 "refuse_partial" => built_in.refuse_partial.to_string(),
                 other => panic!("no default known for the ceiling key {other}"),
             };

@@ -59,6 +59,9 @@ pub(crate) struct Enter {
     pub(crate) report: RawFd,
     /// The proxy bridge's socket ([`crate::bridge`]), when the sandbox has one.
     pub(crate) bridge: Option<RawFd>,
+    /// The process cap, set as `RLIMIT_NPROC` in bwrap's user namespace (a helper that is not
+    /// root; `confine::caps`).
+    pub(crate) max_processes: Option<u64>,
     pub(crate) argv: Vec<OsString>,
 }
 
@@ -72,8 +75,9 @@ pub(crate) struct Fds {
     pub(crate) bridge: Option<RawFd>,
 }
 
-/// The argument vector that makes bwrap run `argv` through `enter`.
-pub(crate) fn argv(fds: &Fds, argv: &[Vec<u8>]) -> Vec<Vec<u8>> {
+/// The argument vector that makes bwrap run `argv` through `enter`, capped at `max_processes`
+/// tasks when given.
+pub(crate) fn argv(fds: &Fds, max_processes: Option<u64>, argv: &[Vec<u8>]) -> Vec<Vec<u8>> {
     let mut out: Vec<Vec<u8>> = vec![
         format!("/proc/self/fd/{}", fds.exe).into_bytes(),
         b"enter".to_vec(),
@@ -84,6 +88,9 @@ pub(crate) fn argv(fds: &Fds, argv: &[Vec<u8>]) -> Vec<Vec<u8>> {
     ];
     if let Some(bridge) = fds.bridge {
         out.extend([b"--bridge".to_vec(), bridge.to_string().into_bytes()]);
+    }
+    if let Some(n) = max_processes {
+        out.extend([b"--max-processes".to_vec(), n.to_string().into_bytes()]);
     }
     out.push(b"--".to_vec());
     out.extend(argv.iter().cloned());
@@ -96,7 +103,12 @@ pub(crate) enum UsageError {
     /// The value of this flag is not a descriptor number above stdio.
     #[error("{0} needs a descriptor number above 2")]
     Descriptor(&'static str),
-    #[error("enter takes --ruleset FD --report FD [--bridge FD] -- PROGRAM [ARGS...]")]
+    #[error("--max-processes needs a count of at least 1")]
+    Count,
+    #[error(
+        "enter takes --ruleset FD --report FD [--bridge FD] [--max-processes N] -- PROGRAM \
+         [ARGS...]"
+    )]
     Shape,
 }
 
@@ -109,24 +121,39 @@ pub(crate) fn parse(args: &[OsString]) -> Result<Enter, UsageError> {
             .filter(|fd| *fd > 2)
             .ok_or(UsageError::Descriptor(flag))
     };
-    let (bridge, rest) = match args {
-        [r, ruleset, p, report, b, bridge, rest @ ..]
-            if r == "--ruleset" && p == "--report" && b == "--bridge" =>
-        {
-            (Some(number("--bridge", bridge)?), (ruleset, report, rest))
-        }
-        [r, ruleset, p, report, rest @ ..] if r == "--ruleset" && p == "--report" => {
-            (None, (ruleset, report, rest))
-        }
-        _ => return Err(UsageError::Shape),
+    let [r, ruleset, p, report, rest @ ..] = args else {
+        return Err(UsageError::Shape);
     };
+    if r != "--ruleset" || p != "--report" {
+        return Err(UsageError::Shape);
+    }
+    let mut enter = Enter {
+        ruleset: number("--ruleset", ruleset)?,
+        report: number("--report", report)?,
+        bridge: None,
+        max_processes: None,
+        argv: Vec::new(),
+    };
+    let mut rest = rest;
+    // The optional flags, each at most once and in this order.
+    if let [flag, value, after @ ..] = rest
+        && flag == "--bridge"
+    {
+        enter.bridge = Some(number("--bridge", value)?);
+        rest = after;
+    }
+    if let [flag, value, after @ ..] = rest
+        && flag == "--max-processes"
+    {
+        let count = value.to_str().and_then(|v| v.parse::<u64>().ok());
+        enter.max_processes = Some(count.filter(|n| *n > 0).ok_or(UsageError::Count)?);
+        rest = after;
+    }
     match rest {
-        (ruleset, report, [dashes, argv @ ..]) if dashes == "--" && !argv.is_empty() => Ok(Enter {
-            ruleset: number("--ruleset", ruleset)?,
-            report: number("--report", report)?,
-            bridge,
-            argv: argv.to_vec(),
-        }),
+        [dashes, argv @ ..] if dashes == "--" && !argv.is_empty() => {
+            enter.argv = argv.to_vec();
+            Ok(enter)
+        }
         _ => Err(UsageError::Shape),
     }
 }
@@ -139,7 +166,7 @@ pub(crate) fn main(enter: &Enter) -> ExitCode {
         record[1..].copy_from_slice(&errno.to_ne_bytes());
         sys::write_raw(enter.report, &record)
     };
-    if let Err(e) = sys::enter_landlock(enter.ruleset) {
+    if let Err(e) = sys::enter_landlock(enter.ruleset, enter.max_processes) {
         let errno = e.raw_os_error().unwrap_or(0);
         // Nothing runs whether or not the record gets through.
         let _ = report(REPORT_LANDLOCK, errno);
@@ -219,7 +246,11 @@ mod tests {
             report: 9,
             bridge: None,
         };
-        let built = argv(&fds, &[b"sh".to_vec(), b"-c".to_vec(), b"--".to_vec()]);
+        let built = argv(
+            &fds,
+            None,
+            &[b"sh".to_vec(), b"-c".to_vec(), b"--".to_vec()],
+        );
         let text: Vec<OsString> = built
             .iter()
             .map(|a| OsString::from(String::from_utf8_lossy(a).into_owned()))
@@ -232,6 +263,7 @@ mod tests {
                 ruleset: 8,
                 report: 9,
                 bridge: None,
+                max_processes: None,
                 argv: os(&["sh", "-c", "--"]),
             })
         );
@@ -240,6 +272,7 @@ mod tests {
                 bridge: Some(10),
                 ..fds
             },
+            Some(2048),
             &[b"true".to_vec()],
         );
         let text: Vec<OsString> = with_bridge
@@ -252,6 +285,7 @@ mod tests {
                 ruleset: 8,
                 report: 9,
                 bridge: Some(10),
+                max_processes: Some(2048),
                 argv: os(&["true"]),
             })
         );
@@ -286,6 +320,33 @@ mod tests {
             "x",
         ]));
         assert_eq!(bridge, Err(UsageError::Descriptor("--bridge")));
+        for count in ["0", "-1", "x"] {
+            let capped = parse(&os(&[
+                "--ruleset",
+                "8",
+                "--report",
+                "9",
+                "--max-processes",
+                count,
+                "--",
+                "x",
+            ]));
+            assert_eq!(capped, Err(UsageError::Count), "{count}");
+        }
+        // Out of order, the flags are the program's.
+        let swapped = parse(&os(&[
+            "--ruleset",
+            "8",
+            "--report",
+            "9",
+            "--max-processes",
+            "5",
+            "--bridge",
+            "10",
+            "--",
+            "x",
+        ]));
+        assert_eq!(swapped, shape);
     }
 
     #[test]

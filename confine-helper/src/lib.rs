@@ -25,6 +25,8 @@ mod bridge;
 #[cfg(target_os = "linux")]
 mod bwrap;
 mod ceiling;
+#[cfg(target_os = "linux")]
+mod cgroup;
 pub mod cli;
 mod command;
 mod confine;

@@ -488,6 +488,7 @@ fn spawn(mode: Mode, workspace: &Path) -> Spawn {
             max_processes: None,
             max_file_size: None,
             max_address_space: None,
+            max_memory: None,
         },
         stdio: Stdio {
             stdin: StdioSpec::Null,

@@ -140,6 +140,9 @@ pub struct Facts {
     pub unix_sockets: Vec<String>,
     /// What the allow-list proxy decided, `(host, allowed)` in order; present only with one.
     pub proxy: Option<Vec<(String, bool)>>,
+    /// The caps the command's tree ran into (`processes`, `memory_bytes`) with their values;
+    /// present only when it ran into one the kernel counts.
+    pub caps_reached: Vec<(String, u64)>,
 }
 
 const KEYS: [&str; 8] = [
@@ -154,13 +157,14 @@ const KEYS: [&str; 8] = [
 ];
 
 /// Keys a facts line has only when they are not empty.
-const OPTIONAL_KEYS: [&str; 6] = [
+const OPTIONAL_KEYS: [&str; 7] = [
     "denied_paths",
     "writable_roots",
     "deny_read",
     "local_binding",
     "unix_sockets",
     "proxy",
+    "caps_reached",
 ];
 
 impl Facts {
@@ -230,6 +234,21 @@ impl Facts {
             None => None,
             Some(value) => Some(parse_proxy(value)?),
         };
+        let caps_reached = match object.get("caps_reached") {
+            None => Vec::new(),
+            Some(Value::Object(caps)) if !caps.is_empty() => caps
+                .iter()
+                .map(|(name, max)| match (name.as_str(), max.as_u64()) {
+                    ("processes" | "memory_bytes", Some(max)) => Ok((name.clone(), max)),
+                    _ => Err(format!("caps_reached has {name:?}: {max}")),
+                })
+                .collect::<Result<_, _>>()?,
+            Some(other) => {
+                return Err(format!(
+                    "caps_reached is present but not a non-empty object: {other}"
+                ));
+            }
+        };
         Ok(Facts {
             exit,
             backend,
@@ -245,6 +264,7 @@ impl Facts {
             local_binding,
             unix_sockets,
             proxy,
+            caps_reached,
         })
     }
 

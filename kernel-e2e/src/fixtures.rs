@@ -549,3 +549,31 @@ pub fn listing(dir: &Path) -> Vec<String> {
     found.sort();
     found
 }
+
+/// A process of a user that sleeps until dropped: the user's other work, which a per-command
+/// cap must not count. Not tagged, so it is never taken for a command's survivor.
+#[derive(Debug)]
+pub struct Sleeper(std::process::Child);
+
+/// How long a [`Sleeper`] would sleep if nothing ended it first.
+const SLEEPER_SECONDS: &str = "600";
+
+impl Sleeper {
+    pub fn start(user: &crate::users::Identity) -> io::Result<Sleeper> {
+        let mut command = Command::new("/bin/sleep");
+        command
+            .arg(SLEEPER_SECONDS)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        user.apply(&mut command);
+        command.spawn().map(Sleeper)
+    }
+}
+
+impl Drop for Sleeper {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

@@ -34,7 +34,7 @@ pub const PROTECTED_SUBPATHS: [&str; 1] = [".git"];
 pub const PROXY_PORT: u16 = 3128;
 
 /// Bumped on every change that is not purely additive at the end of the handshake.
-pub const PROTOCOL_VERSION: u32 = 6;
+pub const PROTOCOL_VERSION: u32 = 7;
 
 /// FNV-1a (64-bit) of [`SCHEMA_TEXT`]: the message definitions themselves.
 pub const SCHEMA_HASH: u64 = fnv1a64(SCHEMA_TEXT.as_bytes());

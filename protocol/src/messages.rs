@@ -113,12 +113,18 @@ wire! {
         pub timeout_ms: Option<u64>,
         /// Time between SIGTERM and SIGKILL when the timeout fires.
         pub kill_grace_ms: u32,
-        /// RLIMIT_NPROC of the command (the helper's ceiling may lower it).
+        /// The most tasks (processes and threads) the command's tree may have at once,
+        /// counted for that tree alone. `None`: the helper's ceiling, else its default; the
+        /// ceiling may lower it. Confined modes only.
         pub max_processes: Option<u64>,
         /// RLIMIT_FSIZE of the command, in bytes.
         pub max_file_size: Option<u64>,
         /// RLIMIT_AS of the command, in bytes.
         pub max_address_space: Option<u64>,
+        /// The most memory the command's tree may use at once, in bytes, where the kernel
+        /// counts it for the tree (a cgroup of its own). `None`: the helper's ceiling, else its
+        /// default; the ceiling may lower it. Confined modes only.
+        pub max_memory: Option<u64>,
     }
 
     /// Where one of the command's standard streams comes from.
@@ -260,6 +266,23 @@ wire! {
         pub max_rss_kib: u64,
     }
 
+    /// A cap on what a command's whole tree may hold at once.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct Cap {
+        pub max: u64,
+        /// Whether the tree ran into it; `None` where the kernel does not say.
+        pub reached: Option<bool>,
+    }
+
+    /// The caps a confined command's tree ran under; `None` where none was applied.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct Caps {
+        /// Tasks (processes and threads) at once.
+        pub processes: Option<Cap>,
+        /// Memory, in bytes.
+        pub memory: Option<Cap>,
+    }
+
     /// The command ran and ended; its whole tree is gone.
     #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
     pub struct Exited {
@@ -275,6 +298,7 @@ wire! {
         /// nothing was confined.
         pub layers: Vec<Layer>,
         pub usage: Usage,
+        pub caps: Caps,
     }
 
     /// The runner step that failed; the command did not run.
@@ -307,6 +331,10 @@ wire! {
         Supervise,
         /// Preparing the sandbox before fork: paths, rulesets, filters.
         Prepare,
+        /// Joining the command's own cgroup (its process and memory caps).
+        Cgroup,
+        /// Making the user namespace the command's process cap is counted in.
+        UserNamespace,
     }
 
     /// A runner step failed before the command could run. Reported out of band: the command
@@ -421,11 +449,13 @@ impl Stage {
             Stage::RunnerExec => "runner-exec",
             Stage::Supervise => "supervise",
             Stage::Prepare => "prepare",
+            Stage::Cgroup => "cgroup",
+            Stage::UserNamespace => "user-namespace",
         }
     }
 
     /// Every stage, in wire order.
-    pub const ALL: [Stage; 18] = [
+    pub const ALL: [Stage; 20] = [
         Stage::Unavailable,
         Stage::Pipe,
         Stage::Fork,
@@ -444,6 +474,8 @@ impl Stage {
         Stage::RunnerExec,
         Stage::Supervise,
         Stage::Prepare,
+        Stage::Cgroup,
+        Stage::UserNamespace,
     ];
 
     /// The stage with this wire index, for the helper's fixed-size child records.

@@ -59,6 +59,7 @@ fn minimal_spawn() -> Spawn {
             max_processes: None,
             max_file_size: None,
             max_address_space: None,
+            max_memory: None,
         },
         stdio: Stdio {
             stdin: StdioSpec::Null,

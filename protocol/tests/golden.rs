@@ -229,7 +229,9 @@ fn next_stage(stage: &Stage) -> Option<Stage> {
         Stage::Namespace => Some(Stage::RunnerExec),
         Stage::RunnerExec => Some(Stage::Supervise),
         Stage::Supervise => Some(Stage::Prepare),
-        Stage::Prepare => None,
+        Stage::Prepare => Some(Stage::Cgroup),
+        Stage::Cgroup => Some(Stage::UserNamespace),
+        Stage::UserNamespace => None,
     }
 }
 
@@ -332,6 +334,7 @@ fn spawn() -> Spawn {
             max_processes: Some(512),
             max_file_size: None,
             max_address_space: Some(1 << 32),
+            max_memory: Some(1 << 30),
         },
         stdio: Stdio {
             stdin: StdioSpec::Null,
@@ -367,6 +370,7 @@ fn minimal_spawn() -> Spawn {
             max_processes: None,
             max_file_size: None,
             max_address_space: None,
+            max_memory: None,
         },
         stdio: Stdio {
             stdin: StdioSpec::Null,
@@ -413,6 +417,13 @@ fn exited() -> Exited {
             user_us: 20_000,
             sys_us: 10_000,
             max_rss_kib: 4_096,
+        },
+        caps: Caps {
+            processes: Some(Cap {
+                max: 2_048,
+                reached: Some(false),
+            }),
+            memory: None,
         },
     }
 }
@@ -491,6 +502,7 @@ fn samples() -> Vec<(String, Message)> {
                 max_processes: Some(u64::MAX),
                 max_file_size: Some(u64::MAX),
                 max_address_space: Some(u64::MAX),
+                max_memory: Some(u64::MAX),
             },
             ..spawn()
         }),
@@ -579,6 +591,39 @@ fn samples() -> Vec<(String, Message)> {
                 user_us: u64::MAX,
                 sys_us: u64::MAX,
                 max_rss_kib: u64::MAX,
+            },
+            caps: Caps {
+                processes: Some(Cap {
+                    max: u64::MAX,
+                    reached: Some(true),
+                }),
+                memory: Some(Cap {
+                    max: u64::MAX,
+                    reached: Some(true),
+                }),
+            },
+            ..exited()
+        }),
+    );
+    for (name, reached) in [("unknown", None), ("no", Some(false)), ("yes", Some(true))] {
+        let cap = Cap { max: 64, reached };
+        reply(
+            format!("reply.exited.caps.reached_{name}"),
+            Reply::Exited(Exited {
+                caps: Caps {
+                    processes: Some(cap),
+                    memory: Some(cap),
+                },
+                ..exited()
+            }),
+        );
+    }
+    reply(
+        "reply.exited.caps.none".to_owned(),
+        Reply::Exited(Exited {
+            caps: Caps {
+                processes: None,
+                memory: None,
             },
             ..exited()
         }),

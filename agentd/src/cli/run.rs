@@ -39,7 +39,7 @@ use crate::config::{
 use crate::deny_read::DenyRead;
 use crate::environment;
 use crate::helper_client::{ClientError, FailedAt, HelperClient, SpawnSpec};
-use crate::profile::{CacheDirError, SandboxProfile};
+use crate::profile::{CacheDirError, ResourceLimits, SandboxProfile};
 use crate::proxy::Gateway;
 use crate::terminal;
 use crate::tools::ToolEnv;
@@ -113,9 +113,11 @@ pub struct RunCommand {
     /// Let an allowed domain lead to this machine itself (127.0.0.1 and the like).
     #[arg(long, requires = "allow_domains")]
     pub allow_local_addresses: bool,
-    /// Limit the processes of the command's user (RLIMIT_NPROC).
+    /// Cap the tasks (processes and threads) the command's tree may have at once; confined
+    /// modes only.
     ///
-    /// confine-helper lowers it further to its ceiling's max_processes.
+    /// Counted for the command's tree alone. Without it confine-helper caps it at 2048, and
+    /// lowers it further to its ceiling's max_processes.
     #[arg(long, value_name = "N")]
     pub max_processes: Option<u64>,
     /// Limit the size of any file the command writes, in bytes (RLIMIT_FSIZE).
@@ -128,6 +130,13 @@ pub struct RunCommand {
     /// confine-helper lowers it further to its ceiling's max_address_space.
     #[arg(long, value_name = "BYTES")]
     pub max_address_space: Option<u64>,
+    /// Cap the memory the command's tree may use at once, in bytes; confined modes only.
+    ///
+    /// Enforced where confine-helper can count a tree's memory (run as root: a cgroup of the
+    /// command's own). Without it, half of the machine's memory, lowered further to the
+    /// ceiling's max_memory.
+    #[arg(long, value_name = "BYTES")]
+    pub max_memory: Option<u64>,
     /// Set a variable for the command; repeatable, a later one wins.
     #[arg(
         long = "env",
@@ -165,6 +174,7 @@ impl RunCommand {
             max_processes: self.max_processes,
             max_file_size: self.max_file_size,
             max_address_space: self.max_address_space,
+            max_memory: self.max_memory,
             env: self.env.clone(),
             json: self.json,
             profile: SandboxProfile::default(),
@@ -468,9 +478,15 @@ fn prepare(args: &RunArgs) -> Result<SpawnSpec, RunError> {
     spec.backend = args.backend;
     spec.limits.timeout_ms = timeout_ms;
     spec.limits.kill_grace_ms = u32::try_from(KILL_GRACE.as_millis()).unwrap_or(u32::MAX);
-    spec.limits.max_processes = args.max_processes;
-    spec.limits.max_file_size = args.max_file_size;
-    spec.limits.max_address_space = args.max_address_space;
+    // The configuration's limits, then the flags', which beat them.
+    args.profile.limits.apply(&mut spec.limits);
+    ResourceLimits {
+        max_processes: args.max_processes,
+        max_file_size: args.max_file_size,
+        max_address_space: args.max_address_space,
+        max_memory: args.max_memory,
+    }
+    .apply(&mut spec.limits);
     // A closed stdin (EBADF) is not an error: the command then reads /dev/null.
     spec.stdin = io::stdin().as_fd().try_clone_to_owned().ok();
     Ok(spec)
@@ -542,6 +558,7 @@ fn notes(facts: &Facts, argv0: &OsStr, args: &RunArgs) -> Vec<String> {
     if facts.cancelled {
         notes.push("the command was cancelled".to_owned());
     }
+    notes.extend(facts.caps_reached_notes());
     notes.extend(denial_notes(facts, args.mode));
     notes
 }

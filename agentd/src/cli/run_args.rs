@@ -33,12 +33,16 @@ pub struct RunArgs {
     /// Named Unix sockets the command may connect to besides the configuration's; relative
     /// ones are taken from agentd's current directory.
     pub unix_sockets: Vec<PathBuf>,
-    /// RLIMIT_NPROC of the command; confine-helper lowers it to its ceiling.
+    /// The most tasks the command's tree may have at once; confine-helper's default, lowered
+    /// to its ceiling, when `None`.
     pub max_processes: Option<u64>,
     /// RLIMIT_FSIZE of the command, in bytes; confine-helper lowers it to its ceiling.
     pub max_file_size: Option<u64>,
     /// RLIMIT_AS of the command, in bytes; confine-helper lowers it to its ceiling.
     pub max_address_space: Option<u64>,
+    /// The most memory the command's tree may use at once, in bytes, where confine-helper can
+    /// count it; its default, lowered to its ceiling, when `None`.
+    pub max_memory: Option<u64>,
     /// Variables set explicitly, on top of the inherited allow-list
     /// ([`environment::command_environment`]); of two settings of one name the later wins.
     pub env: Vec<(OsString, OsString)>,
@@ -71,6 +75,7 @@ impl RunArgs {
             max_processes: None,
             max_file_size: None,
             max_address_space: None,
+            max_memory: None,
             env: Vec::new(),
             json: false,
             profile: SandboxProfile::default(),

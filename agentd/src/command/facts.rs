@@ -5,7 +5,9 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
-use confine_protocol::{Backend, Ending, Enforcement, ExitStatus, Layer, Mode, Network, Policy};
+use confine_protocol::{
+    Backend, Caps, Ending, Enforcement, ExitStatus, Layer, Mode, Network, Policy,
+};
 use serde::Serialize;
 
 use crate::denial::{self, Denial, Scope};
@@ -13,6 +15,15 @@ use crate::helper_client::{FailedAt, Outcome};
 use crate::proxy::Decisions;
 use crate::proxy::gateway::Shown;
 use crate::terminal;
+
+/// Which cap on a command's tree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CapKind {
+    /// Tasks (processes and threads) at once.
+    Processes,
+    /// Memory, in bytes.
+    Memory,
+}
 
 /// A runner step that failed, as reported by the helper (or by agentd for a lost helper).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,6 +44,8 @@ pub struct Facts {
     pub enforcement: Option<Enforcement>,
     /// The layers that confined it, in the order the helper applied them.
     pub layers: Vec<Layer>,
+    /// The caps on its whole tree, and whether it ran into them; `None` when it did not run.
+    pub caps: Option<Caps>,
     /// The directories it was given to write besides the workspace (workspace-write with a
     /// sandbox profile's extra roots); empty when none.
     pub writable_roots: Vec<PathBuf>,
@@ -75,6 +88,7 @@ impl Facts {
                 facts.backend = Some(exited.backend);
                 facts.enforcement = exited.enforcement;
                 facts.layers = exited.layers;
+                facts.caps = Some(exited.caps);
                 facts.timed_out = exited.ending == Ending::TimedOut;
                 facts.cancelled = exited.ending == Ending::Cancelled;
                 facts.exec_errno = exited.exec_errno;
@@ -136,12 +150,50 @@ impl Facts {
         self.denial.is_some()
     }
 
+    /// The caps its tree ran into, as the kernel counted: `(what, cap)` for the process cap
+    /// (tasks at once) and the memory cap (bytes).
+    pub fn caps_reached(&self) -> Vec<(CapKind, u64)> {
+        let Some(caps) = &self.caps else {
+            return Vec::new();
+        };
+        [
+            (CapKind::Processes, caps.processes),
+            (CapKind::Memory, caps.memory),
+        ]
+        .into_iter()
+        .filter_map(|(kind, cap)| {
+            cap.filter(|c| c.reached == Some(true))
+                .map(|c| (kind, c.max))
+        })
+        .collect()
+    }
+
+    /// A sentence for each cap the tree ran into, saying what to do.
+    pub fn caps_reached_notes(&self) -> Vec<String> {
+        self.caps_reached()
+            .into_iter()
+            .map(|(kind, max)| match kind {
+                CapKind::Processes => format!(
+                    "the command reached its process cap of {max} tasks at once: forks past it \
+                     failed; raise limits.max_processes (agentd run --max-processes) if it needs \
+                     more"
+                ),
+                CapKind::Memory => format!(
+                    "the command reached its memory cap of {} MiB: the kernel reclaimed or killed \
+                     within it; raise limits.max_memory (agentd run --max-memory) if it needs more",
+                    max / (1024 * 1024)
+                ),
+            })
+            .collect()
+    }
+
     /// `exit`, `backend`, `writable_roots`, `deny_read` (each only when there are any),
     /// `local_binding` (only when true), `unix_sockets` (only when there are any), `proxy` (the
     /// allow-list's decisions, only with one),
     /// `enforcement`, `denied`,
     /// `denials`, `denied_paths` (only when a denial named a file), `runner_failure`,
-    /// `refused`, `timed_out`. Terminal-safe ([`terminal::json_line`]): it ends agentd's stderr.
+    /// `refused`, `timed_out`, `caps_reached` (`processes`, `memory_bytes`: the caps the tree
+    /// ran into, only when it did). Terminal-safe ([`terminal::json_line`]): it ends agentd's stderr.
     pub fn to_json(&self) -> String {
         match terminal::json_line(&self.json_form()) {
             Ok(line) => line,
@@ -213,6 +265,14 @@ impl Facts {
             }),
             refused: self.refused.as_deref(),
             timed_out: self.timed_out,
+            caps_reached: self
+                .caps_reached()
+                .into_iter()
+                .map(|(kind, max)| match kind {
+                    CapKind::Processes => ("processes", max),
+                    CapKind::Memory => ("memory_bytes", max),
+                })
+                .collect(),
         }
     }
 }
@@ -239,6 +299,9 @@ struct FactsJson<'a> {
     runner_failure: Option<FailureJson<'a>>,
     refused: Option<&'a str>,
     timed_out: bool,
+    /// The caps the tree ran into, by name, each with its value.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    caps_reached: std::collections::BTreeMap<&'static str, u64>,
 }
 
 /// The allow-list proxy's decisions: the first ones, and how many there were.
@@ -276,6 +339,47 @@ mod tests {
     use crate::denial::Kind;
     use crate::helper_client::SpawnSpec;
     use crate::test_support::{confined_exit, refused, runner_failed};
+
+    #[test]
+    fn the_caps_a_tree_reached_are_named_and_those_it_did_not_or_cannot_tell_are_not() {
+        let with_caps = |processes: Option<bool>, memory: Option<bool>| {
+            let mut exited = confined_exit(ExitStatus::Code(1), Ending::Exited);
+            exited.caps = Caps {
+                processes: Some(confine_protocol::Cap {
+                    max: 2048,
+                    reached: processes,
+                }),
+                memory: Some(confine_protocol::Cap {
+                    max: 64 << 20,
+                    reached: memory,
+                }),
+            };
+            Facts::from_outcome(Outcome::Exited(exited), true)
+        };
+        let reached = with_caps(Some(true), Some(true));
+        assert!(
+            reached
+                .to_json()
+                .ends_with(r#""caps_reached":{"memory_bytes":67108864,"processes":2048}}"#),
+            "{}",
+            reached.to_json()
+        );
+        let notes = reached.caps_reached_notes();
+        assert_eq!(notes.len(), 2, "{notes:?}");
+        assert!(
+            notes[0].contains("process cap of 2048 tasks") && notes[0].contains("max_processes")
+        );
+        assert!(notes[1].contains("memory cap of 64 MiB") && notes[1].contains("max_memory"));
+        // The controls: caps not reached, or where the kernel cannot tell, say nothing.
+        for quiet in [with_caps(Some(false), Some(false)), with_caps(None, None)] {
+            assert!(
+                !quiet.to_json().contains("caps_reached"),
+                "{}",
+                quiet.to_json()
+            );
+            assert!(quiet.caps_reached_notes().is_empty());
+        }
+    }
 
     #[test]
     fn json_of_a_normal_exit() {

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
-use confine_protocol::{BackendChoice, Limits, Mode, Network, UnknownWord};
+use confine_protocol::{BackendChoice, Mode, Network, UnknownWord};
 
 use super::allow_list::AllowList;
 use super::cache::ResolvedCache;
@@ -24,7 +24,7 @@ use super::{
 use crate::agents::Personas;
 use crate::deny_read::DenyRead;
 use crate::model::{ModelConfig, ProviderKind};
-use crate::profile::{CacheDir, SandboxProfile};
+use crate::profile::{CacheDir, ResourceLimits, SandboxProfile};
 use crate::words::{ApprovalPolicy, allowed};
 
 /// An effective value and where it came from.
@@ -156,6 +156,7 @@ pub struct Effective {
     pub max_processes: Setting<Option<u64>>,
     pub max_file_size: Setting<Option<u64>>,
     pub max_address_space: Setting<Option<u64>>,
+    pub max_memory: Setting<Option<u64>>,
     /// `model.context_window`: without it the history is never compacted.
     pub context_window: Setting<Option<u64>>,
     /// `compaction.threshold` or `compaction.compact_at`.
@@ -397,6 +398,7 @@ impl Effective {
             max_processes: optional(limits.max_processes),
             max_file_size: optional(limits.max_file_size),
             max_address_space: optional(limits.max_address_space),
+            max_memory: optional(limits.max_memory),
             context_window,
             compact_at,
             keep_turns,
@@ -475,26 +477,18 @@ impl Effective {
             deny_read: self.deny_read.value.clone(),
             unix_sockets: self.unix_sockets.value.clone(),
             allow_list: self.allow_list.value.as_ref().map(|a| a.policy.clone()),
+            limits: ResourceLimits {
+                max_processes: self.max_processes.value,
+                max_file_size: self.max_file_size.value,
+                max_address_space: self.max_address_space.value,
+                max_memory: self.max_memory.value,
+            },
         }
     }
 
     /// The default timeout of a command.
     pub fn command_timeout(&self) -> Duration {
         Duration::from_millis(self.command_timeout_ms.value)
-    }
-
-    /// Sets the resource limits the configuration gives (`limits.max_*`) in `limits`, leaving
-    /// the others as they are.
-    pub fn apply_resource_limits(&self, limits: &mut Limits) {
-        if let Some(n) = self.max_processes.value {
-            limits.max_processes = Some(n);
-        }
-        if let Some(n) = self.max_file_size.value {
-            limits.max_file_size = Some(n);
-        }
-        if let Some(n) = self.max_address_space.value {
-            limits.max_address_space = Some(n);
-        }
     }
 }
 

@@ -98,12 +98,16 @@ pub struct SessionSection {
 pub struct LimitsSection {
     /// The timeout of a command that does not ask for its own, in milliseconds.
     pub command_timeout_ms: Option<u64>,
-    /// RLIMIT_NPROC (confine-helper may lower it to its ceiling).
+    /// The most tasks a command's tree may have at once (confine-helper's default and ceiling
+    /// otherwise).
     pub max_processes: Option<u64>,
     /// RLIMIT_FSIZE, in bytes.
     pub max_file_size: Option<u64>,
     /// RLIMIT_AS, in bytes.
     pub max_address_space: Option<u64>,
+    /// The most memory a command's tree may use at once, in bytes, where confine-helper can
+    /// count it (its default and ceiling otherwise).
+    pub max_memory: Option<u64>,
 }
 
 /// The file as written, before its values are checked.
@@ -169,6 +173,7 @@ pub(super) struct RawLimits {
     max_processes: Option<Spanned<u64>>,
     max_file_size: Option<Spanned<u64>>,
     max_address_space: Option<Spanned<u64>>,
+    max_memory: Option<Spanned<u64>>,
 }
 
 /// A configuration file and what it says.
@@ -366,6 +371,7 @@ impl LoadedConfig {
             max_file_size: checker.positive("limits.max_file_size", raw.limits.max_file_size)?,
             max_address_space: checker
                 .positive("limits.max_address_space", raw.limits.max_address_space)?,
+            max_memory: checker.positive("limits.max_memory", raw.limits.max_memory)?,
         };
 
         let models = named_models(raw.models, &path, text)?;

@@ -245,8 +245,10 @@ pub const KEYS: &[ConfigKey] = &[
         .doc("The latest turns that stay verbatim."),
     ConfigKey::new("limits.command_timeout_ms", "integer, at least 1", "120000")
         .doc("The timeout of a command that does not ask for its own, in milliseconds."),
-    ConfigKey::new("limits.max_processes", "integer, at least 1", "unset")
-        .doc("RLIMIT_NPROC of every command; confine-helper's ceiling may lower it."),
+    ConfigKey::new("limits.max_processes", "integer, at least 1", "unset").doc(
+        "The most tasks (processes and threads) a confined command's tree may have at \
+             once; unset, confine-helper's 2048. Its ceiling may lower it.",
+    ),
     ConfigKey::new(
         "limits.max_file_size",
         "integer: bytes, at least 1",
@@ -259,6 +261,11 @@ pub const KEYS: &[ConfigKey] = &[
         "unset",
     )
     .doc("RLIMIT_AS of every command."),
+    ConfigKey::new("limits.max_memory", "integer: bytes, at least 1", "unset").doc(
+        "The most memory a confined command's tree may use at once, where confine-helper \
+             can count it (run as root: a cgroup); unset, half of the machine's. Its ceiling \
+             may lower it.",
+    ),
     ConfigKey::new("agents.NAME.description", "string", "required")
         .doc("What the persona is for; the model reads it."),
     ConfigKey::new("agents.NAME.instructions", "string", "required")

@@ -58,6 +58,7 @@
 //! max_processes = 512          # optional resource limits of every command
 //! max_file_size = 1073741824
 //! max_address_space = 8589934592
+//! max_memory = 8589934592
 //!
 //! [[mcp.servers]]              # an MCP server every session starts, confined (see mcp.rs)
 //! name = "notes"               # its tools are mcp__notes__TOOL

@@ -102,6 +102,7 @@ impl Effective {
             ("limits.max_processes", &self.max_processes),
             ("limits.max_file_size", &self.max_file_size),
             ("limits.max_address_space", &self.max_address_space),
+            ("limits.max_memory", &self.max_memory),
         ] {
             out.value(
                 key,

@@ -308,6 +308,7 @@ fn the_session_and_limits_tables_are_read() {
             max_processes: Some(512),
             max_file_size: Some(1 << 30),
             max_address_space: Some(8 << 30),
+            max_memory: None,
         }
     );
 }
@@ -325,8 +326,9 @@ fn configured_limits_are_applied_and_the_others_kept() {
         max_processes: None,
         max_file_size: Some(10),
         max_address_space: None,
+        max_memory: None,
     };
-    config.apply_resource_limits(&mut limits);
+    config.sandbox_profile().limits.apply(&mut limits);
     assert_eq!(
         limits,
         Limits {
@@ -335,6 +337,7 @@ fn configured_limits_are_applied_and_the_others_kept() {
             max_processes: Some(64),
             max_file_size: Some(10),
             max_address_space: Some(4096),
+            max_memory: None,
         }
     );
 }

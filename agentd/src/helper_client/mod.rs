@@ -184,6 +184,7 @@ impl SpawnSpec {
                 max_processes: None,
                 max_file_size: None,
                 max_address_space: None,
+                max_memory: None,
             },
             stdin: None,
             stdout: None,

@@ -84,6 +84,7 @@ pub(crate) async fn launch(
     spec.backend = env.backend();
     spec.limits.timeout_ms = timeout_ms;
     spec.limits.kill_grace_ms = u32::try_from(KILL_GRACE.as_millis()).unwrap_or(u32::MAX);
+    env.profile().limits.apply(&mut spec.limits);
     spec.stdout = Some(out_write);
     spec.stderr = Some(err_write);
     let gateway = match env.proxy(mode) {

@@ -345,6 +345,7 @@ pub(crate) fn end_markers(
     if facts.cancelled {
         lines.push("[cancelled]".to_owned());
     }
+    lines.extend(facts.caps_reached_notes().iter().map(|n| format!("[{n}]")));
     if let Some(denial) = &facts.denial {
         lines.extend(denial.kinds.iter().map(|&kind| denial_marker(kind, mode)));
         if status != ExitStatus::Code(0) {

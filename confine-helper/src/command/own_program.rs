@@ -109,6 +109,7 @@ impl OwnProgram<'_> {
                 max_processes: None,
                 max_file_size: None,
                 max_address_space: None,
+                max_memory: None,
             },
             stdio: self.stdio,
             proxy: false,

@@ -162,6 +162,7 @@ fn probe(backend: Backend, ctx: &Context) -> Result<(), Unusable> {
             max_processes: None,
             max_file_size: None,
             max_address_space: None,
+            max_memory: None,
         },
         stdio: Stdio {
             stdin: StdioSpec::Null,

@@ -15,7 +15,7 @@ use nix::libc;
 use nix::sys::wait::{WaitPidFlag, waitpid};
 use nix::unistd::Pid;
 
-use crate::confine::{Cleanup, Confinement, NotRun, Plan, exec_failure_code};
+use crate::confine::{Applied, Cleanup, Confinement, NotRun, Plan, Planned, exec_failure_code};
 #[cfg(target_os = "linux")]
 use crate::enter::Entered;
 use crate::record::Record;
@@ -43,6 +43,8 @@ pub(crate) struct Running {
     /// The read end of `enter`'s report pipe (bwrap with the Landlock layer).
     #[cfg(target_os = "linux")]
     layer_report: Option<OwnedFd>,
+    /// The caps on the tree; a cgroup among them is read at the end and removed with it.
+    caps: Planned,
     cleanup: Cleanup,
     pending: Vec<u8>,
     outcome: Option<Record>,
@@ -98,6 +100,7 @@ pub(crate) fn start(
             ruleset,
             filter,
             drop_caps,
+            user_namespace,
             ..
         } => ChildConfine::Landlock {
             ruleset_fd: ruleset.as_raw_fd(),
@@ -111,6 +114,7 @@ pub(crate) fn start(
                 ));
             },
             drop_caps: *drop_caps,
+            user_namespace: user_namespace.as_ref(),
         },
     };
     // bwrap and sandbox-exec are named by their paths, and search the command's PATH
@@ -144,6 +148,11 @@ pub(crate) fn start(
             _ => Vec::new(),
         },
         rlimits: plan.rlimits.clone(),
+        cgroup_procs: match &plan.caps.applied {
+            #[cfg(target_os = "linux")]
+            Applied::Cgroup(cgroup) => cgroup.procs().iter().map(AsRawFd::as_raw_fd).collect(),
+            _ => Vec::new(),
+        },
         #[cfg(target_os = "linux")]
         connects: plan.connects.as_ref().map(|c| Connects {
             notify: &c.notify,
@@ -183,6 +192,7 @@ pub(crate) fn start(
         layers: plan.layers,
         #[cfg(target_os = "linux")]
         layer_report,
+        caps: plan.caps,
         cleanup: plan.cleanup,
         pending: Vec::new(),
         outcome: None,
@@ -284,6 +294,7 @@ impl Running {
                 other => break other,
             }
         };
+        let caps = self.caps.at_end();
         self.cleanup.run();
         let wall_us = u64::try_from(self.started_at.elapsed().as_micros()).unwrap_or(u64::MAX);
         let usage = |user_us, sys_us, max_rss_kib| Usage {
@@ -302,6 +313,7 @@ impl Running {
                 enforcement: self.enforcement.clone(),
                 layers: self.layers.clone(),
                 usage,
+                caps,
             })
         };
         // What `enter` reported from inside the sandbox: a layer that failed means the command

@@ -1,7 +1,7 @@
 //! What the helper knows about itself and this machine, computed once, and what it decides
 //! from that alone: which backends a request may use, which are usable, and their layers.
 
-use std::cell::RefCell;
+use std::cell::{OnceCell, RefCell};
 use std::collections::HashMap;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
@@ -42,6 +42,16 @@ pub(crate) struct Context {
     pub(crate) verdict_cache: Option<VerdictCache>,
     #[cfg(target_os = "linux")]
     filters: RefCell<HashMap<seccomp::Variant, seccompiler::BpfProgram>>,
+    /// Where commands' own cgroups can go (a root helper's caps), found at first use.
+    #[cfg(target_os = "linux")]
+    cgroups: OnceCell<crate::cgroup::Cgroups>,
+    /// Whether this user may make a user namespace (a Landlock command's process cap), found
+    /// at first use.
+    #[cfg(target_os = "linux")]
+    user_namespace: OnceCell<bool>,
+    /// The machine's memory in bytes, read at first use.
+    #[cfg(target_os = "linux")]
+    memory_total: OnceCell<Option<u64>>,
 }
 impl Context {
     pub(crate) fn new(
@@ -101,7 +111,54 @@ impl Context {
             verdict_cache: None,
             #[cfg(target_os = "linux")]
             filters: RefCell::new(HashMap::new()),
+            #[cfg(target_os = "linux")]
+            cgroups: OnceCell::new(),
+            #[cfg(target_os = "linux")]
+            user_namespace: OnceCell::new(),
+            #[cfg(target_os = "linux")]
+            memory_total: OnceCell::new(),
         }
+    }
+
+    /// Removes what helpers of this user killed before their commands ended left behind: their
+    /// commands' temp directories and, as root, their commands' cgroups.
+    pub(crate) fn sweep_orphans(&self) {
+        crate::sys::sweep_orphaned_temp_dirs(&self.temp_base);
+        #[cfg(target_os = "linux")]
+        if nix::unistd::geteuid().is_root() {
+            self.cgroups().sweep();
+        }
+    }
+
+    /// Where commands' own cgroups can go; looked for once, and only by a root helper.
+    #[cfg(target_os = "linux")]
+    pub(crate) fn cgroups(&self) -> &crate::cgroup::Cgroups {
+        self.cgroups.get_or_init(|| {
+            if nix::unistd::geteuid().is_root() {
+                crate::cgroup::Cgroups::find()
+            } else {
+                crate::cgroup::Cgroups::default()
+            }
+        })
+    }
+
+    /// Whether this user may make a user namespace here; tried once.
+    #[cfg(target_os = "linux")]
+    pub(crate) fn user_namespace_usable(&self) -> bool {
+        *self
+            .user_namespace
+            .get_or_init(crate::sys::user_namespace_usable)
+    }
+
+    /// The machine's memory in bytes (`MemTotal`), if it can be read.
+    #[cfg(target_os = "linux")]
+    pub(crate) fn memory_total(&self) -> Option<u64> {
+        *self.memory_total.get_or_init(|| {
+            let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+            let kib = info.lines().find_map(|l| l.strip_prefix("MemTotal:"))?;
+            let kib: u64 = kib.trim().strip_suffix("kB")?.trim().parse().ok()?;
+            kib.checked_mul(1024)
+        })
     }
 
     /// A backend's cached verdict, if it has been probed.

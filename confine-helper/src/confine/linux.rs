@@ -25,6 +25,7 @@ pub(super) struct Start<'a> {
     /// The request's `unix_sockets`, checked.
     pub(super) listed: Option<Vec<Listed>>,
     pub(super) rlimits: Vec<(Resource, u64)>,
+    pub(super) caps: super::caps::Planned,
     pub(super) layers: Vec<Layer>,
     pub(super) network_allowed: bool,
 }
@@ -105,6 +106,7 @@ pub(super) fn plan(backend: Backend, start: Start<'_>) -> Result<Plan, NotRun> {
         proxy,
         listed,
         rlimits,
+        mut caps,
         layers,
         network_allowed,
     } = start;
@@ -216,7 +218,8 @@ pub(super) fn plan(backend: Backend, start: Start<'_>) -> Result<Plan, NotRun> {
                         bridge: bridge_fd,
                     };
                     let argv = own_program_by_descriptor(&spawn.argv, ctx, exe_fd);
-                    (crate::enter::argv(&fds, &argv), Some(report_rd))
+                    let processes = caps.in_user_namespace();
+                    (crate::enter::argv(&fds, processes, &argv), Some(report_rd))
                 }
                 // The bridge runs in `enter`: without it, no allow-list.
                 Err(why) if proxy.is_some() => {
@@ -229,6 +232,10 @@ pub(super) fn plan(backend: Backend, start: Start<'_>) -> Result<Plan, NotRun> {
                     missing.push(format!(
                         "the Landlock layer inside the namespaces ({why}): FIFOs, sockets and \
                          devices outside the writable roots are not kept read-only by mounts"
+                    ));
+                    caps.without_user_namespace(&format!(
+                        "the helper's own step inside the sandbox, which sets it, cannot run \
+                         here ({why})"
                     ));
                     (spawn.argv.clone(), None)
                 }
@@ -264,6 +271,7 @@ pub(super) fn plan(backend: Backend, start: Start<'_>) -> Result<Plan, NotRun> {
                     report,
                 },
                 rlimits,
+                caps,
                 cleanup,
                 connects: listed
                     .map(|listed| {
@@ -341,8 +349,10 @@ pub(super) fn plan(backend: Backend, start: Start<'_>) -> Result<Plan, NotRun> {
                     filter,
                     drop_caps: ctx.drop_caps,
                     proxy,
+                    user_namespace: caps.in_user_namespace().map(crate::sys::UserNamespace::new),
                 },
                 rlimits,
+                caps,
                 cleanup,
                 connects: host_proxy
                     .then(|| {

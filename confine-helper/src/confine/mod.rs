@@ -1,6 +1,7 @@
 //! From a request to a confinement plan: the ceiling, writable roots held by descriptor,
 //! protected paths, the backend and its arguments, the environment and the limits — all
 //! decided in the helper before anything forks.
+mod caps;
 mod context;
 pub(crate) mod deny;
 #[cfg(target_os = "linux")]
@@ -13,10 +14,10 @@ pub(crate) mod verdict_cache;
 use std::os::fd::OwnedFd;
 
 use confine_protocol::{Backend, Enforcement, Network, Spawn, Stage};
-use nix::libc;
 
 use crate::protect::Root;
 use crate::seatbelt;
+pub(crate) use caps::{Applied, Planned};
 pub(crate) use context::{Context, Unusable, candidates, layers, static_verdict, unavailable};
 pub(crate) use not_run::{NotRun, exec_failure_code};
 use not_run::{fail, refuse};
@@ -43,11 +44,7 @@ pub(crate) fn plan(
         Enforcement::Full => Vec::new(),
         Enforcement::Partial { missing } => missing,
     };
-    // Root is exempt from RLIMIT_NPROC: a process limit asked for does not bind.
-    let nproc = plan.rlimits.iter().any(|(r, _)| *r == libc::RLIMIT_NPROC);
-    if nproc && nix::unistd::geteuid().is_root() {
-        missing.push("process limit (max_processes): root is exempt from RLIMIT_NPROC".to_owned());
-    }
+    missing.extend(plan.caps.missing.clone());
     // macOS has no subreaper: the shim cannot promise the whole tree ends (sys/macos_tree.rs).
     #[cfg(target_os = "macos")]
     missing.push(TREE_GAP.to_owned());
@@ -126,6 +123,7 @@ fn plan_backend(
     proxy: Option<OwnedFd>,
 ) -> Result<Plan, NotRun> {
     let rlimits = rlimits(spawn, &ctx.ceiling);
+    let caps = caps::plan(spawn, ctx, backend);
     let network_allowed = spawn.policy.network == Network::Allow;
     let proxy = bridge_socket(spawn, ctx, backend, network_allowed, proxy)?;
     if spawn.policy.local_binding && !network_allowed && backend == Backend::Landlock {
@@ -152,6 +150,7 @@ fn plan_backend(
                 proxy,
                 listed,
                 rlimits,
+                caps,
                 layers,
                 network_allowed,
             },
@@ -169,6 +168,7 @@ fn plan_backend(
             env: environment(spawn, ctx, None),
             confinement: Confinement::None,
             rlimits,
+            caps,
             cleanup: Cleanup::default(),
             connects: None,
         }),
@@ -190,6 +190,7 @@ fn plan_backend(
                 env: environment(spawn, ctx, tmp.as_ref().map(|t| t.path.as_path())),
                 confinement: Confinement::None,
                 rlimits,
+                caps,
                 cleanup,
                 connects: None,
             })

@@ -2,8 +2,8 @@
 //! planning steps that decide it and the command code that reports it.
 
 use confine_protocol::{
-    Backend, Ending, Enforcement, ExitStatus, Exited, Layer, Refused, Reply, RunnerFailed, Stage,
-    Usage,
+    Backend, Caps, Ending, Enforcement, ExitStatus, Exited, Layer, Refused, Reply, RunnerFailed,
+    Stage, Usage,
 };
 use nix::libc;
 
@@ -40,6 +40,11 @@ impl NotRun {
                     user_us: 0,
                     sys_us: 0,
                     max_rss_kib: 0,
+                },
+                // It never ran: no cap held anything.
+                caps: Caps {
+                    processes: None,
+                    memory: None,
                 },
             }),
         }

@@ -39,6 +39,8 @@ pub(crate) enum Confinement {
         drop_caps: bool,
         /// The requester's proxy socket, which the shim keeps: the allow-list under Landlock.
         proxy: Option<OwnedFd>,
+        /// The user namespace the command makes to count its process cap in.
+        user_namespace: Option<crate::sys::UserNamespace>,
     },
 }
 
@@ -53,6 +55,8 @@ pub(crate) struct Plan {
     pub(crate) env: Vec<EnvVar>,
     pub(crate) confinement: Confinement,
     pub(crate) rlimits: Vec<(Resource, u64)>,
+    /// The caps on the command's whole tree, and how they are applied.
+    pub(crate) caps: super::caps::Planned,
     pub(crate) cleanup: Cleanup,
     /// The command's `connect` calls go to its shim (`unix_sockets`, the allow-list under
     /// Landlock). Always `None` on macOS, where the shim supervises no `connect`.

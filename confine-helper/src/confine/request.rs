@@ -319,11 +319,9 @@ pub(crate) fn rlimits(spawn: &Spawn, ceiling: &Ceiling) -> Vec<(crate::sys::Reso
         (a, b) => a.or(b),
     };
     let mut limits = vec![(libc::RLIMIT_CORE, 0)];
+    // The process cap is not among them: set here it would count every process of the user
+    // (`caps`).
     let wanted = [
-        (
-            libc::RLIMIT_NPROC,
-            lower(spawn.limits.max_processes, ceiling.max_processes),
-        ),
         (
             libc::RLIMIT_FSIZE,
             lower(spawn.limits.max_file_size, ceiling.max_file_size),

@@ -312,6 +312,13 @@ pub(super) fn setrlimit(resource: Resource, value: u64) -> SysResult<()> {
     check(unsafe { libc::setrlimit(resource, &limit) }).map(drop)
 }
 
+/// Moves the caller into new namespaces (`CLONE_NEWUSER`: a user namespace of its own).
+#[cfg(target_os = "linux")]
+pub(super) fn unshare(flags: c_int) -> SysResult<()> {
+    // SAFETY: unshare takes flags only.
+    check(unsafe { libc::unshare(flags) }).map(drop)
+}
+
 pub(super) fn chdir(path: &CStr) -> SysResult<()> {
     // SAFETY: `path` is NUL-terminated.
     check(unsafe { libc::chdir(path.as_ptr()) }).map(drop)

@@ -30,8 +30,7 @@ const STANDARD_SIGNALS: std::ops::Range<c_int> = 1..32;
 #[cfg(target_os = "linux")]
 const FIRST_NON_STDIO_FD: u32 = 3;
 
-/// The command: runs in the shim's session and process group on Linux (in a session and group
-/// of its own on macOS), then becomes the target. `listener_to` is the socket on which the
+/// The command: leads a session and process group of its own, then becomes the target. `listener_to` is the socket on which the
 /// command sends the shim the listener of its `connect` filter, when the shim supervises
 /// `connect` (Linux).
 pub(super) fn command_main(
@@ -112,8 +111,18 @@ pub(super) fn command_main(
         ChildConfine::Never(never, _) => match never {},
         #[cfg(target_os = "linux")]
         ChildConfine::Landlock {
-            filter, drop_caps, ..
+            filter,
+            drop_caps,
+            user_namespace,
+            ..
         } => {
+            if let Some(ns) = user_namespace {
+                or_fail(
+                    super::user_namespace::enter(ns),
+                    report_fd,
+                    Stage::UserNamespace,
+                );
+            }
             if drop_caps {
                 caps::drop_all(report_fd);
             }
@@ -156,10 +165,15 @@ pub(super) fn command_main(
     call::exit(EXIT_SETUP_FAILED)
 }
 
-/// The command dies with its shim: `PR_SET_PDEATHSIG`, then a check that the shim did not
-/// die before it was set (the parent would then be another process already).
+/// The command leads a session and process group of its own (`setsid`), which the shim kills
+/// as one — a fork bomb's whole group in one call, however fast it forks — and whose
+/// scheduling the kernel keeps apart from the shim's where it groups tasks by session
+/// (autogroup): a command's tree cannot starve the shim that must end it. Then it dies with
+/// its shim: `PR_SET_PDEATHSIG`, and a check that the shim did not die before it was set (the
+/// parent would then be another process already).
 #[cfg(target_os = "linux")]
 fn lifetime(report_fd: c_int, shim_pid: libc::pid_t) {
+    or_fail(call::setsid(), report_fd, Stage::Setsid);
     let deathsig = libc::c_ulong::from(libc::SIGKILL.unsigned_abs());
     or_fail(
         call::prctl(libc::PR_SET_PDEATHSIG, deathsig),
@@ -188,12 +202,16 @@ fn is_search_miss(errno: Errno) -> bool {
     )
 }
 
-/// `confine-helper enter`'s one step before `execvp`: no new privileges, the Landlock ruleset
-/// on descriptor `ruleset` applied to this process, every descriptor above stdio marked
+/// `confine-helper enter`'s one step before `execvp`: the process cap counted in bwrap's user
+/// namespace (`processes`, when there is one), no new privileges, the Landlock ruleset on
+/// descriptor `ruleset` applied to this process, every descriptor above stdio marked
 /// close-on-exec, and `SIGPIPE` back to its default (the Rust runtime ignores it, and an
 /// ignored disposition would survive `execve` into the command).
 #[cfg(target_os = "linux")]
-pub(crate) fn enter_landlock(ruleset: RawFd) -> std::io::Result<()> {
+pub(crate) fn enter_landlock(ruleset: RawFd, processes: Option<u64>) -> std::io::Result<()> {
+    if let Some(processes) = processes {
+        call::setrlimit(libc::RLIMIT_NPROC, processes)?;
+    }
     call::prctl(libc::PR_SET_NO_NEW_PRIVS, 1)?;
     call::landlock_restrict_self(ruleset)?;
     call::close_range(

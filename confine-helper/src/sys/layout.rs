@@ -70,6 +70,9 @@ pub(crate) struct Prepared<'a> {
     pub(crate) passed: Vec<RawFd>,
     /// `(resource, limit)` pairs set as both soft and hard limits.
     pub(crate) rlimits: Vec<(Resource, u64)>,
+    /// `cgroup.procs` of the command's own cgroups (its caps, as root): the shim joins them
+    /// before it forks the command.
+    pub(crate) cgroup_procs: Vec<RawFd>,
     /// The command hands its `connect` calls to the shim (`unix_sockets`, the allow-list
     /// under Landlock).
     #[cfg(target_os = "linux")]
@@ -113,6 +116,9 @@ pub(crate) enum ChildConfine<'a> {
         ruleset_fd: RawFd,
         filter: &'a [seccompiler::sock_filter],
         drop_caps: bool,
+        /// The user namespace the command counts its process cap in (a helper that is not
+        /// root), made before anything else confines it.
+        user_namespace: Option<&'a super::UserNamespace>,
     },
     /// No value: it only carries the lifetime the Linux variants borrow with.
     #[cfg(target_os = "macos")]

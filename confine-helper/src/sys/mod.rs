@@ -52,6 +52,8 @@ mod shim;
 #[cfg(target_os = "linux")]
 mod socket_call;
 mod temp_dirs;
+#[cfg(target_os = "linux")]
+mod user_namespace;
 
 pub(crate) use call::CStringArray;
 pub(crate) use call::Resource;
@@ -75,4 +77,8 @@ pub(crate) use identity::run_as;
 pub(crate) use layout::{COMMAND_FIRST_PASSED_FD, COMMAND_SECCOMP_FD, Connects, MAX_PASSED_FDS};
 pub(crate) use layout::{CTL_KILL, CTL_TERMINATE, ChildConfine, Prepared};
 pub(crate) use shim::fork_shim;
-pub(crate) use temp_dirs::{is_private_dir, private_temp_dir, sweep_orphaned_temp_dirs};
+pub(crate) use temp_dirs::{
+    is_private_dir, orphaned, owned_name, private_temp_dir, sweep_orphaned_temp_dirs,
+};
+#[cfg(target_os = "linux")]
+pub(crate) use user_namespace::{UserNamespace, usable as user_namespace_usable};

@@ -59,6 +59,12 @@ pub(crate) fn fork_shim(prepared: &Prepared<'_>) -> std::io::Result<libc::pid_t>
 }
 
 fn shim_main(p: &Prepared<'_>) -> ! {
+    // The command's own cgroups first: everything the shim forks from now on is counted there.
+    for fd in &p.cgroup_procs {
+        let joined =
+            call::write(*fd, b"0").and_then(|n| if n == 1 { Ok(()) } else { Err(Errno::EIO) });
+        or_fail(joined, p.status_wr, Stage::Cgroup);
+    }
     or_fail(call::setsid(), p.status_wr, Stage::Setsid);
     #[cfg(target_os = "linux")]
     or_fail(
@@ -290,7 +296,7 @@ fn supervise(
         if fds[0].revents != 0 {
             let mut order = [0u8; 1];
             match (call::read(FD_CTL, &mut order), order[0]) {
-                (Ok(1), CTL_TERMINATE) => terminate_tree(),
+                (Ok(1), CTL_TERMINATE) => terminate_tree(main),
                 (Err(Errno::EINTR), _) => {}
                 _ => {
                     // `K`, end of file (the helper is gone), or anything unexpected: kill.
@@ -335,20 +341,22 @@ fn reap(main: libc::pid_t, main_status: &mut Option<(c_int, libc::rusage)>, flag
 /// SIGTERM to the command's process group and to every direct child (orphans that were handed
 /// to the shim after escaping the group). A courtesy before the kill, not a guarantee.
 #[cfg(target_os = "linux")]
-fn terminate_tree() {
-    // The shim ignores SIGTERM, so signalling its own group spares it.
-    let _ = call::kill(-call::getpid(), libc::SIGTERM);
+fn terminate_tree(main: libc::pid_t) {
+    // The command leads its own group (`exec::lifetime`): its pid is the group's id.
+    let _ = call::kill(-main, libc::SIGTERM);
     proc_scan::signal_children(libc::SIGTERM);
 }
 
-/// SIGKILLs every descendant and reaps it. Killing direct children makes their own children
-/// ours (we are their subreaper), so repeating until no child is left reaches the whole tree,
-/// however deep, including processes that called setsid or double-forked. A descendant whose
-/// parent died was handed to us before that parent could be reaped, so once we have no child
-/// at all there is no descendant either: the usual end, a command that left nothing behind,
-/// costs no scan of `/proc`.
+/// SIGKILLs every descendant and reaps it: first the command's whole process group at once,
+/// then every direct child. Killing direct children makes their own children ours (we are
+/// their subreaper), so repeating until no child is left reaches the whole tree, however deep,
+/// including processes that called setsid or double-forked. A descendant whose parent died was
+/// handed to us before that parent could be reaped, so once we have no child at all there is
+/// no descendant either: the usual end, a command that left nothing behind, costs no scan of
+/// `/proc`.
 #[cfg(target_os = "linux")]
 fn kill_tree(main: libc::pid_t, main_status: &mut Option<(c_int, libc::rusage)>) {
+    let _ = call::kill(-main, libc::SIGKILL);
     while reap(main, main_status, libc::WNOHANG) {
         proc_scan::signal_children(libc::SIGKILL);
         if !reap(main, main_status, 0) {

@@ -30,15 +30,32 @@ pub(crate) fn private_temp_dir(base: &Path) -> io::Result<PathBuf> {
             nix::unistd::geteuid()
         )));
     }
+    let dir = base.join(owned_name(TEMP_DIR_PREFIX)?);
+    std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
+    Ok(dir)
+}
+
+/// How a per-command temp directory's name starts.
+const TEMP_DIR_PREFIX: &str = "cmd-";
+
+/// A fresh name that says which helper made it: `<prefix><pid namespace>-<helper pid>-<random>`
+/// ([`orphaned`] reads it back).
+pub(crate) fn owned_name(prefix: &str) -> io::Result<String> {
     let random = random_bytes()?;
-    let dir = base.join(format!(
-        "cmd-{}-{}-{:016x}",
+    Ok(format!(
+        "{prefix}{}-{}-{:016x}",
         own_pid_namespace(),
         std::process::id(),
         u64::from_ne_bytes(random)
-    ));
-    std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
-    Ok(dir)
+    ))
+}
+
+/// Whether `name` is an [`owned_name`] with `prefix` of a helper of this pid namespace that no
+/// longer runs.
+pub(crate) fn orphaned(name: &str, prefix: &str) -> bool {
+    owner_of(name, prefix).is_some_and(|(ns, pid)| {
+        ns == own_pid_namespace() && pid != std::process::id() && !helper_alive(pid)
+    })
 }
 
 /// Whether `meta` (taken without following a link) is a directory of this process's user that
@@ -81,14 +98,10 @@ pub(crate) fn sweep_orphaned_temp_dirs(base: &Path) -> usize {
     let Ok(entries) = std::fs::read_dir(base) else {
         return 0;
     };
-    let ns = own_pid_namespace();
     let mut removed = 0;
     for entry in entries.flatten() {
         let name = entry.file_name();
-        let Some((entry_ns, pid)) = name.to_str().and_then(owner_of) else {
-            continue;
-        };
-        if entry_ns != ns || pid == std::process::id() || helper_alive(pid) {
+        if !name.to_str().is_some_and(|n| orphaned(n, TEMP_DIR_PREFIX)) {
             continue;
         }
         if std::fs::remove_dir_all(entry.path()).is_ok() {
@@ -98,9 +111,9 @@ pub(crate) fn sweep_orphaned_temp_dirs(base: &Path) -> usize {
     removed
 }
 
-/// The pid namespace and helper pid a directory name `cmd-<ns>-<pid>-<random>` names.
-fn owner_of(name: &str) -> Option<(u64, u32)> {
-    let mut parts = name.strip_prefix("cmd-")?.splitn(3, '-');
+/// The pid namespace and helper pid a name `<prefix><ns>-<pid>-<random>` names.
+fn owner_of(name: &str, prefix: &str) -> Option<(u64, u32)> {
+    let mut parts = name.strip_prefix(prefix)?.splitn(3, '-');
     let ns = parts.next()?.parse().ok()?;
     let pid = parts.next()?.parse().ok()?;
     parts.next()?;

@@ -187,6 +187,7 @@ pub fn spawn(id: u64, argv: &[&str]) -> Spawn {
             max_processes: None,
             max_file_size: None,
             max_address_space: None,
+            max_memory: None,
         },
         stdio: Stdio {
             stdin: StdioSpec::Null,

@@ -8,7 +8,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 use crate::agentd::{OnReady, ReadyHook, Run};
-use crate::case::{Case, Cx, RunChecks, Verdict, fail, roots_before};
+use crate::case::{Case, Cx, RunChecks, Stop, Verdict, fail, roots_before};
 use crate::ensure;
 use crate::facts::Exit;
 use crate::fixtures::{tagged_processes, wait_gone};
@@ -18,10 +18,24 @@ use crate::matrix::{CONFINED, WORKSPACE_WRITE};
 pub const CASES: &[Case] = &[
     Case {
         id: "T54",
-        title: "a fork bomb stops at the ceiling's process limit and leaves nothing behind",
+        title: "forks stop at the ceiling's process cap, counted for the command's tree alone, and leave nothing behind",
         modes: CONFINED,
         exclusive: true,
         body: a_fork_bomb_is_contained,
+    },
+    Case {
+        id: "T91",
+        title: "a fork bomb under the default process cap is held at it while the host forks freely, and ends with nothing left",
+        modes: CONFINED,
+        exclusive: true,
+        body: a_real_fork_bomb_is_held_at_the_default_cap,
+    },
+    Case {
+        id: "T92",
+        title: "the memory cap stops a command that outgrows it (root: a cgroup of its own); a command under it, and any command as a user, is not stopped",
+        modes: CONFINED,
+        exclusive: true,
+        body: the_memory_cap_stops_a_command_that_outgrows_it,
     },
     Case {
         id: "T55",
@@ -82,37 +96,33 @@ fn a_fork_bomb_is_contained(cx: &mut Cx) -> Verdict {
         "fork-count",
         [BOMB_SIZE.to_string(), cx.tag.clone()],
     );
+    // Other processes of the user do not count: the cap holds the command's tree alone. A few
+    // more than the cap are kept running meanwhile, as this user.
+    let others = user_processes(cx, PROCESS_CEILING + 8)?;
     let run = cx.run(
         "confined",
         &cx.confined(probe.argv()).ceiling(&ceiling).timeout(30),
     )?;
+    drop(others);
     run.ran()?;
     cx.no_survivors("the confined run")?;
     let forked: usize = run
         .probe
         .data("forked")
-        .and_then(|n| n.parse().ok())
-        .ok_or_else(|| fail("the bomb did not say how many processes it made"))?;
-    if cx.user().uid == 0 {
-        // Root is exempt from RLIMIT_NPROC: the limit cannot bind, and the facts must say so.
-        let facts = run.facts.as_ref().map_err(|e| fail(e.clone()))?;
-        let gap = facts
-            .enforcement
-            .as_ref()
-            .filter(|e| e.level == "partial")
-            .is_some_and(|e| e.missing.iter().any(|m| m.starts_with("process limit")));
-        ensure!(
-            gap,
-            "as root the process limit cannot bind, yet the facts do not say so: {:?}",
-            facts.enforcement
-        );
-    } else {
-        ensure!(
-            forked < BOMB_SIZE,
-            "the bomb made all {forked} processes despite max_processes = {PROCESS_CEILING}"
-        );
-        run.step_fails_with("bomb", &["EAGAIN"])?;
-    }
+        .ok_or_else(|| fail("the bomb did not say how many processes it made"))?
+        .parse()
+        .map_err(|e| fail(format!("the bomb's count: {e}")))?;
+    ensure!(
+        forked < BOMB_SIZE,
+        "the bomb made all {forked} processes despite max_processes = {PROCESS_CEILING}"
+    );
+    ensure!(
+        forked + 8 >= PROCESS_CEILING,
+        "the bomb made only {forked} processes under a cap of {PROCESS_CEILING}: the user's \
+         other processes were counted against the command's cap"
+    );
+    run.step_fails_with("bomb", &["EAGAIN"])?;
+    check_caps_reached(cx, &run, PROCESS_CEILING)?;
 
     // The helper is still there and still confines.
     let after = cx.run(
@@ -128,6 +138,162 @@ fn a_fork_bomb_is_contained(cx: &mut Cx) -> Verdict {
         control.probe.data("forked") == Some(BOMB_SIZE.to_string().as_str()),
         "unconfined the bomb made only {:?} processes: the probe does not work",
         control.probe.data("forked")
+    );
+    Ok(())
+}
+
+/// Where the kernel counts the tree (root: a cgroup), the facts must name the process cap as
+/// reached; as another user (a user namespace's `RLIMIT_NPROC`) the kernel does not say, and
+/// the facts must not claim it.
+fn check_caps_reached(cx: &Cx, run: &Run, cap: usize) -> Verdict {
+    let facts = run.facts.as_ref().map_err(|e| fail(e.clone()))?;
+    let expected: Vec<(String, u64)> = if cx.user().is_root() {
+        vec![("processes".to_owned(), cap as u64)]
+    } else {
+        Vec::new()
+    };
+    ensure!(
+        facts.caps_reached == expected,
+        "the facts' caps_reached is {:?}, not {expected:?}",
+        facts.caps_reached
+    );
+    Ok(())
+}
+
+/// `count` processes of the cell's user that sleep until dropped: the user's other work.
+fn user_processes(cx: &Cx, count: usize) -> Result<Vec<crate::fixtures::Sleeper>, Stop> {
+    (0..count)
+        .map(|_| crate::fixtures::Sleeper::start(cx.user()))
+        .collect::<Result<_, _>>()
+        .map_err(|e| fail(format!("starting the user's other processes: {e}")))
+}
+
+/// The process cap of a request that names none (confine-helper's).
+const DEFAULT_PROCESS_CAP: usize = 2048;
+/// The bomb counts as saturated once this share of the cap runs at once (9 in 10).
+const SATURATED_TENTHS: usize = 9;
+/// How long the bomb is given to grow to the cap.
+const BOMB_GROWTH: Duration = Duration::from_secs(20);
+/// What a count of the bomb may exceed the cap by: a scan of `/proc` is no snapshot, and while
+/// it reads, processes of a bomb that keeps forking end and others start (1 to 30 too many were
+/// seen here), besides bwrap's own two. A cap that did not hold would be passed by thousands.
+const BOMB_SLACK: usize = DEFAULT_PROCESS_CAP / 20;
+
+fn a_real_fork_bomb_is_held_at_the_default_cap(cx: &mut Cx) -> Verdict {
+    // The classic bomb, in bash, which waits and retries a fork that failed (dash gives up and
+    // exits, and its bomb dies out at the cap by itself); started in the background, its
+    // failures' messages dropped. The script says `ready` and waits for its stdin, while the
+    // hook below watches the host.
+    let script = format!(
+        "bash -c ':(){{ :|:& }};: {tag}' 2>/dev/null & echo ready; read -r line; : {tag}",
+        tag = cx.tag
+    );
+    let tag = cx.tag.clone();
+    let seen = Arc::new(Mutex::new((0usize, None::<String>)));
+    let watch = seen.clone();
+    let hook = ReadyHook::new(move |_pids| {
+        let deadline = std::time::Instant::now() + BOMB_GROWTH;
+        let mut peak = 0;
+        while std::time::Instant::now() < deadline {
+            peak = peak.max(tagged_processes(&tag).len());
+            if peak * 10 >= DEFAULT_PROCESS_CAP * SATURATED_TENTHS {
+                break;
+            }
+        }
+        // The host keeps forking: a process of the suite starts and ends meanwhile.
+        let host = std::process::Command::new("/bin/true")
+            .status()
+            .map(|s| s.success());
+        let mut seen = watch
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        seen.0 = peak.max(tagged_processes(&tag).len());
+        seen.1 = match host {
+            Ok(true) => None,
+            other => Some(format!(
+                "the host could not run /bin/true meanwhile: {other:?}"
+            )),
+        };
+        Ok(())
+    });
+    let run = cx.run(
+        "confined",
+        &cx.confined(cx.sh(&script))
+            .on_ready(OnReady::Call(hook))
+            .timeout(120),
+    )?;
+    cx.no_survivors("the confined bomb")?;
+    let (peak, host) = seen
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone();
+    if let Some(host) = host {
+        return Err(fail(host));
+    }
+    cx.note(format!("the bomb peaked at {peak} processes"));
+    ensure!(
+        peak <= DEFAULT_PROCESS_CAP + BOMB_SLACK,
+        "the bomb ran {peak} processes at once, past the default cap of {DEFAULT_PROCESS_CAP}"
+    );
+    // The control: the bomb really grew to the cap, so the cap is what held it.
+    ensure!(
+        peak * 10 >= DEFAULT_PROCESS_CAP * SATURATED_TENTHS,
+        "the bomb reached only {peak} processes within {BOMB_GROWTH:?}: it never met the cap, so \
+         holding at it proves nothing"
+    );
+    run.ran()?;
+    check_caps_reached(cx, &run, DEFAULT_PROCESS_CAP)
+}
+
+/// What the memory hog allocates and touches, and the cap it runs under.
+const HOG_BYTES: u64 = 256 << 20;
+const MEMORY_CAP: u64 = 64 << 20;
+
+fn the_memory_cap_stops_a_command_that_outgrows_it(cx: &mut Cx) -> Verdict {
+    let python = cx.python_path()?;
+    let hog = vec![
+        python.into_os_string(),
+        "-c".into(),
+        format!("x = b'\\x01' * {HOG_BYTES}; print('held', len(x))").into(),
+        cx.tag.clone().into(),
+    ];
+    let ceiling = cx.ceiling("memory.toml", &format!("max_memory = {MEMORY_CAP}\n"))?;
+    let run = cx.run("confined", &cx.confined(hog.clone()).ceiling(&ceiling))?;
+    let facts = run.ran()?.clone();
+    cx.no_survivors("the confined hog")?;
+    if cx.user().is_root() {
+        // Killed: by the signal itself, or, under bwrap, as its init reports a killed child.
+        let killed = matches!(facts.exit, Some(Exit::Signal(9)) | Some(Exit::Code(137)));
+        ensure!(
+            killed && !run.stdout.contains("held"),
+            "the hog outgrew a memory cap of {MEMORY_CAP} bytes and was not stopped: exit {:?}, \
+             stdout {:?}",
+            facts.exit,
+            run.stdout
+        );
+        ensure!(
+            facts.caps_reached == vec![("memory_bytes".to_owned(), MEMORY_CAP)],
+            "the facts' caps_reached is {:?}, not the memory cap",
+            facts.caps_reached
+        );
+    } else {
+        // Only a cgroup counts a tree's memory, and only root gets one: the cap is not applied,
+        // and the facts must not say it was reached.
+        ensure!(
+            run.stdout.contains(&format!("held {HOG_BYTES}")) && facts.caps_reached.is_empty(),
+            "as a user the memory cap cannot be applied, yet the hog did not run through: exit \
+             {:?}, caps_reached {:?}",
+            facts.exit,
+            facts.caps_reached
+        );
+    }
+    // The control: under the default cap (half the machine) the same hog holds its bytes.
+    let control = cx.run("control", &cx.confined(hog))?;
+    control.succeeded()?;
+    ensure!(
+        control.stdout.contains(&format!("held {HOG_BYTES}")),
+        "without the small cap the hog did not hold its bytes: {:?}",
+        control.stdout
     );
     Ok(())
 }

@@ -51,9 +51,10 @@ complete -c agentd -n "__fish_agentd_using_subcommand run" -l deny-read -d 'Deny
 complete -c agentd -n "__fish_agentd_using_subcommand run" -l unix-socket -d 'Let the command connect to the named Unix socket PATH; repeatable' -r -F
 complete -c agentd -n "__fish_agentd_using_subcommand run" -l allow-domain -d 'Let the command reach DOMAIN (`*.example.com`: its sub-domains) through the allow-list proxy, with no other network; repeatable. Replaces `[sandbox] allowed_domains`' -r
 complete -c agentd -n "__fish_agentd_using_subcommand run" -l deny-domain -d 'Refuse DOMAIN even when --allow-domain allows it; repeatable' -r
-complete -c agentd -n "__fish_agentd_using_subcommand run" -l max-processes -d 'Limit the processes of the command\'s user (RLIMIT_NPROC)' -r
+complete -c agentd -n "__fish_agentd_using_subcommand run" -l max-processes -d 'Cap the tasks (processes and threads) the command\'s tree may have at once; confined modes only' -r
 complete -c agentd -n "__fish_agentd_using_subcommand run" -l max-file-size -d 'Limit the size of any file the command writes, in bytes (RLIMIT_FSIZE)' -r
 complete -c agentd -n "__fish_agentd_using_subcommand run" -l max-address-space -d 'Limit the command\'s virtual memory, in bytes (RLIMIT_AS)' -r
+complete -c agentd -n "__fish_agentd_using_subcommand run" -l max-memory -d 'Cap the memory the command\'s tree may use at once, in bytes; confined modes only' -r
 complete -c agentd -n "__fish_agentd_using_subcommand run" -l env -d 'Set a variable for the command; repeatable, a later one wins' -r
 complete -c agentd -n "__fish_agentd_using_subcommand run" -l helper -d 'The confine-helper binary to start (overrides AGENTD_HELPER, helper.path and helper.socket)' -r -F
 complete -c agentd -n "__fish_agentd_using_subcommand run" -l helper-socket -d 'Connect to a confine-helper serving on this socket instead of starting one (overrides AGENTD_HELPER, helper.path and helper.socket)' -r -F

@@ -187,6 +187,7 @@ pub fn spawn(rng: &mut Rng) -> Spawn {
             max_processes: rng.option(|r| r.u64()),
             max_file_size: rng.option(|r| r.u64()),
             max_address_space: rng.option(|r| r.u64()),
+            max_memory: rng.option(|r| r.u64()),
         },
         stdio: Stdio {
             stdin: stdio_spec(rng),
@@ -270,6 +271,17 @@ pub fn exited(rng: &mut Rng) -> Exited {
             sys_us: rng.u64(),
             max_rss_kib: rng.u64(),
         },
+        caps: Caps {
+            processes: rng.option(cap),
+            memory: rng.option(cap),
+        },
+    }
+}
+
+fn cap(rng: &mut Rng) -> Cap {
+    Cap {
+        max: rng.u64(),
+        reached: rng.option(|r| r.bool()),
     }
 }
 
