@@ -98,17 +98,24 @@ impl Effective {
             self.command_timeout_ms.value.to_string(),
             &self.command_timeout_ms.source,
         );
-        for (key, setting) in [
-            ("limits.max_processes", &self.max_processes),
-            ("limits.max_file_size", &self.max_file_size),
-            ("limits.max_address_space", &self.max_address_space),
-            ("limits.max_memory", &self.max_memory),
+        for (key, setting, unset) in [
+            (
+                "limits.max_processes",
+                &self.max_processes,
+                "unset (confine-helper's cap: 2048 tasks at once)",
+            ),
+            ("limits.max_file_size", &self.max_file_size, "unset"),
+            ("limits.max_address_space", &self.max_address_space, "unset"),
+            (
+                "limits.max_memory",
+                &self.max_memory,
+                "unset (confine-helper's cap where it can count memory: half the machine's)",
+            ),
         ] {
-            out.value(
-                key,
-                optional(setting.value.map(|n| n.to_string())),
-                &setting.source,
-            );
+            let value = setting
+                .value
+                .map_or_else(|| unset.to_owned(), |n| n.to_string());
+            out.value(key, value, &setting.source);
         }
 
         for persona in self.personas.iter() {
