@@ -211,8 +211,8 @@ pub enum Reason {
     AddressNotListed,
     /// Neither a DNS name nor an IP address.
     NotAName,
-    /// An allowed host whose every address is this machine's or its link's ([`super::local`]), each
-    /// with why: a name's addresses as resolved, or a listed address.
+    /// An allowed host whose every address is this machine's or its link's
+    /// ([`super::local`]), each with why: a name's addresses as resolved, or a listed address.
     LocalAddresses(Vec<LocalAddress>),
 }
 
@@ -280,9 +280,9 @@ impl Policy {
         })
     }
 
-    /// The same policy, but an allowed host may lead to this machine or its link ([`super::local`])
-    /// and still be reached: for a name that is meant to be this machine, such as a development
-    /// server's.
+    /// The same policy, but an allowed host may lead to this machine or its link
+    /// ([`super::local`]) and still be reached: for a name that is meant to be this machine,
+    /// such as a development server's.
     pub fn allowing_local_addresses(self) -> Policy {
         Policy {
             local_addresses: true,

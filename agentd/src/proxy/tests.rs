@@ -441,10 +441,13 @@ async fn an_allowed_name_that_leads_to_loopback_is_refused_unless_the_policy_all
         let strict = Proxy::start(policy.clone()).await;
         let (mut client, head) = tunnel(&strict, "allowed.test", upstream.port, b"").await;
         assert!(head.starts_with("HTTP/1.1 403 "), "{head}");
+        let body = rest(&mut client).await;
         assert!(
-            rest(&mut client)
-                .await
-                .contains("leads only to this machine or its link, where an allowed host may not lead: 127.0.0.1 (loopback)")
+            body.contains(
+                "leads only to this machine or its link, where an allowed host may not lead: \
+                 127.0.0.1 (loopback)"
+            ),
+            "{body}"
         );
         let decision = &strict.decisions()[0];
         assert!(!decision.allowed);
