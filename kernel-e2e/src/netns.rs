@@ -14,6 +14,7 @@ use std::fs::File;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::{Duration, Instant};
 
 use nix::mount::{MsFlags, mount};
 use nix::sched::{CloneFlags, setns, unshare};
@@ -161,15 +162,43 @@ fn new_namespace() -> Result<OwnedFd, Stop> {
 }
 
 /// Loopback up, and `link` up with its two addresses (IPv6 without duplicate detection, which
-/// would leave it unusable for a moment).
+/// would leave it unusable for a while), once both are routed as this machine's.
 fn configure(link: &str, v4: &str, v6: &str) -> Result<(), Stop> {
-    let v4 = format!("{v4}{PREFIX_V4}");
-    let v6 = format!("{v6}{PREFIX_V6}");
+    let v4_prefix = format!("{v4}{PREFIX_V4}");
+    let v6_prefix = format!("{v6}{PREFIX_V6}");
     ip(&["link", "set", "lo", "up"]).map_err(fail)?;
-    ip(&["addr", "add", &v4, "dev", link]).map_err(fail)?;
-    ip(&["-6", "addr", "add", &v6, "dev", link, "nodad"])
+    ip(&["addr", "add", &v4_prefix, "dev", link]).map_err(fail)?;
+    ip(&["-6", "addr", "add", &v6_prefix, "dev", link, "nodad"])
         .map_err(|e| Stop::Skip(format!("cannot give {link} an IPv6 address: {e}")))?;
-    ip(&["link", "set", link, "up"]).map_err(fail)
+    ip(&["link", "set", link, "up"]).map_err(fail)?;
+    wait_until_local(v4)?;
+    wait_until_local(v6)
+}
+
+/// How long an address may take to be routed as this machine's once its link is up: the
+/// kernel installs an IPv6 address's route from a work queue, after `ip` has returned.
+const ADDRESS_READY: Duration = Duration::from_secs(10);
+const POLL: Duration = Duration::from_millis(10);
+
+/// Waits, at most [`ADDRESS_READY`], until the kernel routes `address` as this machine's.
+fn wait_until_local(address: &str) -> Result<(), Stop> {
+    let deadline = Instant::now() + ADDRESS_READY;
+    loop {
+        let output = Command::new("ip")
+            .args(["route", "get", address])
+            .output()
+            .map_err(|e| fail(format!("cannot run ip: {e}")))?;
+        if output.stdout.starts_with(b"local ") {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Err(fail(format!(
+                "{address} was not routed as this machine's within {ADDRESS_READY:?}: {}",
+                String::from_utf8_lossy(&output.stdout).trim()
+            )));
+        }
+        std::thread::sleep(POLL);
+    }
 }
 
 /// `ip ARGS` in the calling thread's network namespace; the error says what it said.
