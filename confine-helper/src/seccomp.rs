@@ -3,8 +3,8 @@
 //! The filter is default-allow with a deny list: confinement of files is the backend's job
 //! (mount namespace or Landlock); seccomp closes the kernel interfaces that would get around
 //! it or reach outside the sandbox. Each rule and why:
-//! - `ptrace`, `process_vm_readv/writev`: reading or steering other processes of the same user
-//!   (agentd, the helper, the user's shell);
+//! - `ptrace`, `process_vm_readv/writev`, `pidfd_getfd`: reading or steering other processes of
+//!   the same user (agentd, the helper, the user's shell), or taking their descriptors;
 //! - `io_uring_*`: performs socket, connect and open operations without the filtered system
 //!   calls;
 //! - `keyctl`, `add_key`, `request_key`: the kernel keyring holds credentials;
@@ -16,6 +16,11 @@
 //!   are in memory), so it answers `ENOSYS`, which makes libc fall back to `clone`;
 //! - `ioctl(TIOCSTI)` and `ioctl(TIOCLINUX)`: pushing keystrokes into a terminal, compared on
 //!   the low 32 bits the kernel uses (CVE-2019-10063);
+//! - `name_to_handle_at`, `open_by_handle_at`: opening a file by its handle bypasses the path
+//!   walk, and with it every mount and Landlock rule on the way (the "shocker" escape);
+//! - `userfaultfd`, and `ioctl(USERFAULTFD_IOC_NEW)` on `/dev/userfaultfd`: stalling the kernel
+//!   on a page fault in the middle of a system call is how kernel races are won;
+//! - `memfd_secret`: memory the kernel itself cannot read, a place to hide from inspection;
 //! - `socket()`: `AF_UNIX` is denied (pathname and abstract sockets reach D-Bus, docker,
 //!   ssh-agent) unless the request lists `unix_sockets`, and then only of the stream and
 //!   seqpacket types, whose every `connect` a second filter hands to the shim
@@ -94,6 +99,8 @@ const FS_IOC_SETFLAGS: u64 = 0x4008_6602;
 const FS_IOC_SETFLAGS_32: u64 = 0x4004_6602;
 const FS_IOC_FSSETXATTR: u64 = 0x401C_5820;
 const TIOCLINUX: u64 = 0x541C;
+/// `_IO(0xAA, 0x00)`: a userfaultfd from `/dev/userfaultfd`, which root can open.
+const USERFAULTFD_IOC_NEW: u64 = 0xAA00;
 const IOPRIO_WHO_PROCESS: u64 = 1;
 const IOPRIO_WHO_PGRP: u64 = 2;
 /// The bits of a socket type that name it (the kernel's `SOCK_TYPE_MASK`).
@@ -122,6 +129,11 @@ pub(crate) fn build(variant: Variant) -> Result<BpfProgram, FilterError> {
         libc::SYS_ptrace,
         libc::SYS_process_vm_readv,
         libc::SYS_process_vm_writev,
+        libc::SYS_pidfd_getfd,
+        libc::SYS_name_to_handle_at,
+        libc::SYS_open_by_handle_at,
+        libc::SYS_userfaultfd,
+        libc::SYS_memfd_secret,
         libc::SYS_io_uring_setup,
         libc::SYS_io_uring_enter,
         libc::SYS_io_uring_register,
@@ -174,6 +186,7 @@ pub(crate) fn build(variant: Variant) -> Result<BpfProgram, FilterError> {
         vec![
             rule(vec![cond(1, SeccompCmpOp::Eq, TIOCSTI)?])?,
             rule(vec![cond(1, SeccompCmpOp::Eq, TIOCLINUX)?])?,
+            rule(vec![cond(1, SeccompCmpOp::Eq, USERFAULTFD_IOC_NEW)?])?,
         ],
     );
     let (unix, inet, inet6, netlink) = (
@@ -494,26 +507,122 @@ pub(crate) fn to_bytes(program: &[sock_filter]) -> Vec<u8> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn every_variant_builds() {
+    /// Every variant of the filter.
+    fn variants() -> Vec<Variant> {
+        let mut all = Vec::new();
         for inet_sockets in [false, true] {
             for tcp_only in [false, true] {
                 for unix_sockets in [false, true] {
                     for read_only in [false, true] {
                         for ipc_namespace in [false, true] {
-                            let program = build(Variant {
+                            all.push(Variant {
                                 inet_sockets,
                                 tcp_only,
                                 unix_sockets,
                                 read_only,
                                 ipc_namespace,
-                            })
-                            .expect("filter");
-                            assert!(program.len() < 4096, "BPF programs are capped at 4096");
+                            });
                         }
                     }
                 }
             }
+        }
+        all
+    }
+
+    #[test]
+    fn every_variant_builds() {
+        for variant in variants() {
+            let program = build(variant).expect("filter");
+            assert!(program.len() < 4096, "BPF programs are capped at 4096");
+        }
+    }
+
+    // The classic BPF the filters are made of, as the kernel runs it on a `seccomp_data`.
+    const ALU_AND_K: u16 = opcode(libc::BPF_ALU | libc::BPF_AND | libc::BPF_K);
+    const JA: u16 = opcode(libc::BPF_JMP | libc::BPF_JA);
+    const JGT_K: u16 = opcode(libc::BPF_JMP | libc::BPF_JGT | libc::BPF_K);
+    const JSET_K: u16 = opcode(libc::BPF_JMP | libc::BPF_JSET | libc::BPF_K);
+    /// `seccomp_data`: nr, arch, instruction pointer, then six arguments.
+    const OFFSET_ARGS: usize = 16;
+    const ALLOW: u32 = libc::SECCOMP_RET_ALLOW;
+    const EPERM: u32 = libc::SECCOMP_RET_ERRNO | libc::EPERM as u32;
+
+    /// What `program` answers to system call `nr` with `args`, on this architecture.
+    fn answer(program: &[sock_filter], nr: i64, args: [u64; 6]) -> u32 {
+        let mut data = Vec::new();
+        data.extend_from_slice(&i32::try_from(nr).expect("a call number").to_ne_bytes());
+        data.extend_from_slice(&arch::AUDIT.to_ne_bytes());
+        data.extend_from_slice(&0u64.to_ne_bytes());
+        for arg in args {
+            data.extend_from_slice(&arg.to_ne_bytes());
+        }
+        assert_eq!(data.len(), OFFSET_ARGS + 48);
+        let (mut a, mut pc) = (0u32, 0usize);
+        loop {
+            let insn = &program[pc];
+            let k = insn.k;
+            let jump = |taken: bool| usize::from(if taken { insn.jt } else { insn.jf });
+            pc += 1 + match insn.code {
+                LD_W_ABS => {
+                    let at = k as usize;
+                    a = u32::from_ne_bytes(data[at..at + 4].try_into().expect("a word"));
+                    0
+                }
+                ALU_AND_K => {
+                    a &= k;
+                    0
+                }
+                JA => k as usize,
+                JEQ_K => jump(a == k),
+                JGT_K => jump(a > k),
+                JGE_K => jump(a >= k),
+                JSET_K => jump(a & k != 0),
+                RET_K => return k,
+                other => panic!("an instruction this interpreter does not know: {other:#x}"),
+            };
+        }
+    }
+
+    #[test]
+    fn descriptor_theft_file_handles_userfaultfd_and_secret_memory_are_refused() {
+        let refused = [
+            ("pidfd_getfd", libc::SYS_pidfd_getfd),
+            ("name_to_handle_at", libc::SYS_name_to_handle_at),
+            ("open_by_handle_at", libc::SYS_open_by_handle_at),
+            ("userfaultfd", libc::SYS_userfaultfd),
+            ("memfd_secret", libc::SYS_memfd_secret),
+        ];
+        // The controls: their neighbours, which tools need, are let through by the same program.
+        let allowed = [
+            ("getpid", libc::SYS_getpid),
+            ("pidfd_open", libc::SYS_pidfd_open),
+            ("memfd_create", libc::SYS_memfd_create),
+            ("openat", libc::SYS_openat),
+        ];
+        for variant in variants() {
+            let program = build(variant).expect("filter");
+            for (name, nr) in refused {
+                assert_eq!(answer(&program, nr, [0; 6]), EPERM, "{name}, {variant:?}");
+            }
+            for (name, nr) in allowed {
+                assert_eq!(answer(&program, nr, [0; 6]), ALLOW, "{name}, {variant:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_userfaultfd_from_the_device_is_refused_on_the_commands_low_32_bits() {
+        // FIONREAD: how many bytes are waiting to be read.
+        let fionread: u64 = 0x541B;
+        for variant in variants() {
+            let program = build(variant).expect("filter");
+            let ioctl = |cmd: u64| answer(&program, libc::SYS_ioctl, [3, cmd, 0, 0, 0, 0]);
+            assert_eq!(ioctl(USERFAULTFD_IOC_NEW), EPERM, "{variant:?}");
+            assert_eq!(ioctl(USERFAULTFD_IOC_NEW | 1 << 32), EPERM, "{variant:?}");
+            assert_eq!(ioctl(TIOCSTI), EPERM, "{variant:?}");
+            // The control: another request on the same call goes through.
+            assert_eq!(ioctl(fionread), ALLOW, "{variant:?}");
         }
     }
 

@@ -57,6 +57,12 @@ SYSCALLS = {
         "landlock_create_ruleset": 444,
         "ioprio_set": 251,
         "ioprio_get": 252,
+        "pidfd_open": 434,
+        "pidfd_getfd": 438,
+        "name_to_handle_at": 303,
+        "open_by_handle_at": 304,
+        "userfaultfd": 323,
+        "memfd_secret": 447,
     },
     "aarch64": {
         "ptrace": 117,
@@ -85,6 +91,12 @@ SYSCALLS = {
         "landlock_create_ruleset": 444,
         "ioprio_set": 30,
         "ioprio_get": 31,
+        "pidfd_open": 434,
+        "pidfd_getfd": 438,
+        "name_to_handle_at": 264,
+        "open_by_handle_at": 265,
+        "userfaultfd": 282,
+        "memfd_secret": 447,
     },
 }
 
@@ -94,6 +106,10 @@ PTRACE_SEIZE = 0x4206
 TIOCSTI = 0x5412
 TIOCLINUX = 0x541C
 TIOCSCTTY = 0x540E
+O_CLOEXEC = 0o2000000
+UFFD_USER_MODE_ONLY = 1
+USERFAULTFD_IOC_NEW = 0xAA00
+MAX_HANDLE_SZ = 128
 AF_VSOCK = 40
 AF_BLUETOOTH = 31
 ETH_P_ALL = 0x0003
@@ -635,6 +651,57 @@ def tiocsti():
     os.close(master)
 
 
+def pidfd_getfd():
+    """Takes this process's own stdin through a pidfd of itself, which the kernel allows."""
+    pidfd = syscall("pidfd_open", os.getpid(), 0)
+    try:
+        os.close(syscall("pidfd_getfd", pidfd, 0, 0))
+    finally:
+        os.close(pidfd)
+
+
+def file_handle_buffer():
+    """A `struct file_handle` with room for the largest handle."""
+    handle = ctypes.create_string_buffer(8 + MAX_HANDLE_SZ)
+    struct.pack_into("I", handle, 0, MAX_HANDLE_SZ)
+    return handle
+
+
+def name_to_handle():
+    # The kernel answers with the handle, or EOPNOTSUPP on a file system without them.
+    mount_id = ctypes.c_int()
+    syscall("name_to_handle_at", -100, b".", file_handle_buffer(), ctypes.byref(mount_id), 0)
+
+
+def open_by_handle():
+    # A mount descriptor that is not one: the kernel answers EBADF, a filter answers first.
+    # (Kernels before 6.9 check CAP_DAC_READ_SEARCH first: EPERM for everyone but root.)
+    syscall("open_by_handle_at", -1, file_handle_buffer(), os.O_RDONLY)
+
+
+def userfaultfd():
+    # User-mode faults only: what the kernel grants everyone (5.11 and later).
+    os.close(syscall("userfaultfd", O_CLOEXEC | UFFD_USER_MODE_ONLY))
+
+
+def userfaultfd_device():
+    """A userfaultfd by ioctl on /dev/userfaultfd, which only root may open."""
+    fd = os.open("/dev/userfaultfd", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        ret = libc.ioctl(fd, USERFAULTFD_IOC_NEW, ctypes.c_void_p(O_CLOEXEC))
+        if ret < 0:
+            e = ctypes.get_errno()
+            raise OSError(e, os.strerror(e))
+        os.close(ret)
+    finally:
+        os.close(fd)
+
+
+def memfd_secret():
+    # ENOSYS from a kernel without secret memory (secretmem off); a filter answers EPERM.
+    os.close(syscall("memfd_secret", O_CLOEXEC))
+
+
 def memfd_exec(script):
     """Copies /bin/sh into an anonymous memory file and executes it from there."""
     fd = syscall("memfd_create", b"agentd-e2e-payload", 0)
@@ -843,6 +910,12 @@ OPS = {
     "mount-api": (mount_api, 0),
     "tiocsti": (tiocsti, 0),
     "memfd-exec": (memfd_exec, 1),
+    "pidfd-getfd": (pidfd_getfd, 0),
+    "name-to-handle": (name_to_handle, 0),
+    "open-by-handle": (open_by_handle, 0),
+    "userfaultfd": (userfaultfd, 0),
+    "userfaultfd-device": (userfaultfd_device, 0),
+    "memfd-secret": (memfd_secret, 0),
     "status": (status, 0),
     "fds": (fds, 0),
     "env": (env, 0),

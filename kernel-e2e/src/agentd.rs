@@ -48,8 +48,10 @@ pub struct Invocation {
     pub local_binding: bool,
     /// `--unix-socket PATH`: named Unix sockets the command may connect to.
     pub unix_sockets: Vec<PathBuf>,
-    /// `--allow-domain DOMAIN` (with `--allow-local-addresses`): the network allow-list.
+    /// `--allow-domain DOMAIN`: the network allow-list.
     pub allow_domains: Vec<String>,
+    /// `--allow-local-addresses`: an allowed domain may lead to this machine.
+    pub local_addresses: bool,
     /// `--config PATH`: agentd's configuration file.
     pub config: Option<PathBuf>,
     pub network_allow: bool,
@@ -80,6 +82,7 @@ impl Invocation {
             local_binding: false,
             unix_sockets: Vec::new(),
             allow_domains: Vec::new(),
+            local_addresses: false,
             config: None,
             network_allow: false,
             timeout_secs: None,
@@ -105,6 +108,13 @@ impl Invocation {
 
     /// Reaching `domain` (which may lead to this machine) through the allow-list proxy.
     pub fn allow_domain(mut self, domain: &str) -> Invocation {
+        self.local_addresses = true;
+        self.strict_domain(domain)
+    }
+
+    /// Reaching `domain` through the allow-list proxy, unless it leads to this machine (no
+    /// `--allow-local-addresses` unless [`Invocation::allow_domain`] asks for it).
+    pub fn strict_domain(mut self, domain: &str) -> Invocation {
         self.allow_domains.push(domain.to_owned());
         self
     }
@@ -204,7 +214,7 @@ impl Invocation {
             args.push("--allow-domain".into());
             args.push(domain.into());
         }
-        if !self.allow_domains.is_empty() {
+        if self.local_addresses {
             args.push("--allow-local-addresses".into());
         }
         args.push("--network".into());

@@ -138,11 +138,21 @@ pub struct Facts {
     pub local_binding: bool,
     /// The named Unix sockets the command could connect to; present only when some.
     pub unix_sockets: Vec<String>,
-    /// What the allow-list proxy decided, `(host, allowed)` in order; present only with one.
-    pub proxy: Option<Vec<(String, bool)>>,
+    /// What the allow-list proxy decided, in order; present only with one.
+    pub proxy: Option<Vec<ProxyDecision>>,
     /// The caps the command's tree ran into (`processes`, `memory_bytes`) with their values;
     /// present only when it ran into one the kernel counts.
     pub caps_reached: Vec<(String, u64)>,
+}
+
+/// One decision of the allow-list proxy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProxyDecision {
+    /// The host as the command named it.
+    pub host: String,
+    pub allowed: bool,
+    /// Why, as a sentence.
+    pub reason: String,
 }
 
 const KEYS: [&str; 8] = [
@@ -473,7 +483,7 @@ impl Facts {
 
 /// `proxy`: `{"decisions": [{host, port, protocol, allowed, reason}], "total": N}`, with no
 /// more decisions than the total.
-fn parse_proxy(value: &Value) -> Result<Vec<(String, bool)>, String> {
+fn parse_proxy(value: &Value) -> Result<Vec<ProxyDecision>, String> {
     let bad = || format!("proxy is not {{decisions, total}}: {value}");
     let object = value.as_object().ok_or_else(bad)?;
     let total = object
@@ -495,7 +505,11 @@ fn parse_proxy(value: &Value) -> Result<Vec<(String, bool)>, String> {
             let allowed = d.get("allowed").and_then(Value::as_bool);
             let reason = d.get("reason").and_then(Value::as_str);
             match (host, allowed, reason) {
-                (Some(host), Some(allowed), Some(_)) => Ok((host.to_owned(), allowed)),
+                (Some(host), Some(allowed), Some(reason)) => Ok(ProxyDecision {
+                    host: host.to_owned(),
+                    allowed,
+                    reason: reason.to_owned(),
+                }),
                 _ => Err(format!(
                     "a proxy decision lacks host, allowed or reason: {d}"
                 )),

@@ -17,6 +17,7 @@ pub mod facts;
 pub mod fixtures;
 pub mod git;
 pub mod matrix;
+pub mod netns;
 pub mod probe;
 pub mod report;
 pub mod suite;

@@ -110,7 +110,8 @@ pub struct RunCommand {
         requires = "allow_domains"
     )]
     pub deny_domains: Vec<String>,
-    /// Let an allowed domain lead to this machine itself (127.0.0.1 and the like).
+    /// Let an allowed domain (or a listed address) lead to this machine itself: loopback, any
+    /// address of its interfaces, its link-local neighbours.
     #[arg(long, requires = "allow_domains")]
     pub allow_local_addresses: bool,
     /// Cap the tasks (processes and threads) the command's tree may have at once; confined

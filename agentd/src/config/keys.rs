@@ -159,8 +159,10 @@ pub const KEYS: &[ConfigKey] = &[
         "[]",
     )
     .doc("Hosts refused even when allowed_domains matches them; only with the allow-list."),
-    ConfigKey::new("sandbox.allow_local_addresses", "boolean", "false")
-        .doc("Whether an allowed name may lead to this machine itself; only with the allow-list."),
+    ConfigKey::new("sandbox.allow_local_addresses", "boolean", "false").doc(
+        "Whether an allowed name (or a listed address) may lead to this machine itself: \
+             loopback, any address of its interfaces, its link; only with the allow-list.",
+    ),
     ConfigKey::new(
         "sandbox.backend",
         "string: \"auto\", \"bwrap\", \"landlock\" or \"seatbelt\"",

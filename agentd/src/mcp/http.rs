@@ -10,13 +10,13 @@
 //! and only as far as the call's network policy reaches ([`Reach`]). With the network allowed
 //! (or in danger-full-access) it connects directly; under the allow-list every connection goes
 //! through the allow-list proxy's own gate ([`crate::proxy::gate::open`]): decided by the host's
-//! name, the host-local rule applied to what it resolves to, the [`Decision`] recorded as the
-//! proxy records a command's; with the network denied it connects to nothing. The server is not
-//! trusted to behave: an answer longer than [`MAX_ANSWER`] bytes is refused, each request has a
-//! deadline and a cancel (after which it is withdrawn with `notifications/cancelled`), a stop
-//! ([`HttpClient::stop`]) ends every request at once, and the server's own requests in an event
-//! stream are answered as the stdio client answers them. One connection per message: nothing
-//! is kept open between calls.
+//! name, the rule against this machine and its link applied to every address it leads to, the
+//! [`Decision`] recorded as the proxy records a command's; with the network denied it connects
+//! to nothing. The server is not trusted to behave: an answer longer than [`MAX_ANSWER`] bytes is
+//! refused, each request has a deadline and a cancel (after which it is withdrawn with
+//! `notifications/cancelled`), a stop ([`HttpClient::stop`]) ends every request at once, and the
+//! server's own requests in an event stream are answered as the stdio client answers them. One
+//! connection per message: nothing is kept open between calls.
 
 use std::fmt;
 use std::future::Future;
@@ -172,7 +172,7 @@ impl HttpClient {
                 let resolved =
                     upstream::resolve(&SystemResolver, host, target.port, deadline).await;
                 let addresses = resolved.map_err(|e| unreachable(&e))?;
-                upstream::connect(&addresses, deadline)
+                upstream::connect(&addresses, deadline, |_| Ok(()))
                     .await
                     .map_err(|e| unreachable(&e))?
             }

@@ -463,3 +463,53 @@ async fn under_the_allow_list_only_an_allowed_host_is_connected_to_and_every_dec
         "taken once"
     );
 }
+
+#[tokio::test]
+async fn a_listed_address_of_this_machine_is_refused_unless_local_addresses_are_allowed() {
+    let policy = crate::proxy::Policy::new(["127.0.0.1"], [""; 0]).expect("a policy");
+
+    let (listener, address) = listen().await;
+    let strict = client(address, Reach::AllowList(Arc::new(policy.clone())));
+    let err = within(strict.request("initialize", json!({}), WAIT, &Cancel::never()))
+        .await
+        .expect_err("refused");
+    let loopback = crate::proxy::LocalAddress {
+        ip: address.ip(),
+        why: crate::proxy::Local::Loopback,
+    };
+    assert_eq!(
+        err,
+        RpcError::Http {
+            method: "initialize".into(),
+            why: HttpFailure::Refused {
+                host: "127.0.0.1".into(),
+                reason: Reason::LocalAddresses(vec![loopback]),
+            }
+        }
+    );
+    assert!(
+        err.to_string().ends_with(
+            "; set sandbox.allow_local_addresses = true to let an allowed name lead to this \
+             machine"
+        ),
+        "{err}"
+    );
+    let decisions = strict.take_decisions().expect("decisions");
+    assert_eq!((decisions.total, decisions.kept[0].allowed), (1, false));
+    assert!(!has_waiting_connection(listener));
+
+    // The control: with local addresses allowed, the same server is reached.
+    let (listener, address) = listen().await;
+    let lenient = client(
+        address,
+        Reach::AllowList(Arc::new(policy.allowing_local_addresses())),
+    );
+    let server = async {
+        let (mut stream, request) = accept(&listener).await;
+        answer_json(&mut stream, "", &result(&request, json!({"ok": true}))).await;
+    };
+    let never = Cancel::never();
+    let asking = lenient.request("tools/list", json!({}), WAIT, &never);
+    let ((), answer) = within(async { tokio::join!(server, asking) }).await;
+    assert_eq!(answer.expect("answered"), json!({"ok": true}));
+}

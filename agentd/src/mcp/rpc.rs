@@ -123,7 +123,7 @@ pub enum HttpFailure {
 fn allowing(reason: &Reason) -> &'static str {
     match reason {
         Reason::Denied(_) => "sandbox.denied_domains lists it, which no allowed entry overrides",
-        Reason::LocalAddress(_) => {
+        Reason::LocalAddresses(_) => {
             "set sandbox.allow_local_addresses = true to let an allowed name lead to this machine"
         }
         _ => "add it to sandbox.allowed_domains to let the session reach it",

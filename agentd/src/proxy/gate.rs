@@ -1,6 +1,8 @@
-//! The one place a connection attempt is decided, whatever protocol asked: the host checked
-//! against the policy, then — for an allowed name — resolved and its addresses checked, the
-//! [`Decision`] reported once, and only then a connection made. A refused name is never
+//! The one place a connection attempt is decided, whatever protocol asked — a command's, or
+//! agentd's own for an HTTP MCP server: the host checked against the policy, then — for an
+//! allowed name — resolved, every address it leads to (a listed address too) judged against
+//! this machine and its link ([`local`]), the [`Decision`] reported once, and only then a
+//! connection made, to an address judged again right before it. A refused name is never
 //! resolved, so a refusal does not even leak as a DNS query.
 
 use std::fmt;
@@ -9,7 +11,8 @@ use std::net::SocketAddr;
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
-use super::policy::{Host, Policy, Reason, is_host_local};
+use super::local;
+use super::policy::{Host, Policy, Reason};
 use super::upstream::{CONNECT_TIMEOUT, DialError, Resolve, connect, resolve};
 
 /// The protocol a client asked in.
@@ -99,13 +102,7 @@ where
     let addresses = match host {
         Host::Ip(ip) => vec![SocketAddr::new(ip, attempt.port)],
         Host::Name(name) => match resolve(resolver, &name, attempt.port, deadline).await {
-            Ok(addresses) => match reachable(addresses, policy) {
-                Ok(addresses) => addresses,
-                Err(local) => {
-                    report(&local);
-                    return Gate::Refused(local);
-                }
-            },
+            Ok(addresses) => addresses,
             Err(error) => {
                 report(&reason);
                 return Gate::Failed(error);
@@ -117,26 +114,40 @@ where
             return Gate::Refused(Reason::NotAName);
         }
     };
+    let addresses = match reachable(addresses, policy) {
+        Ok(addresses) => addresses,
+        Err(local) => {
+            report(&local);
+            return Gate::Refused(local);
+        }
+    };
     report(&reason);
-    match connect(&addresses, deadline).await {
+    // Judged again right before each connection: an address that has become this machine's
+    // since (an interface got it) is passed over like one that was from the start.
+    let admit = |address: SocketAddr| {
+        if policy.local_addresses() {
+            return Ok(());
+        }
+        match local::judge(address) {
+            None => Ok(()),
+            Some(why) => Err(DialError::Local { address, why }),
+        }
+    };
+    match connect(&addresses, deadline, admit).await {
         Ok(stream) => Gate::Open(stream),
         Err(error) => Gate::Failed(error),
     }
 }
 
-/// The addresses a name may lead to: all of them when the policy allows host-local ones, else
-/// those that are not; none left is a refusal naming the first local one.
+/// The addresses an allowed host may lead to: all of them when the policy allows local ones,
+/// else those that are not this machine's or its link's ([`local::judge`]); none left is a
+/// refusal naming each address and why.
 fn reachable(addresses: Vec<SocketAddr>, policy: &Policy) -> Result<Vec<SocketAddr>, Reason> {
     if policy.local_addresses() {
         return Ok(addresses);
     }
-    let first_local = addresses.iter().find(|a| is_host_local(a.ip())).copied();
-    let kept: Vec<SocketAddr> = addresses
-        .into_iter()
-        .filter(|a| !is_host_local(a.ip()))
-        .collect();
-    match first_local {
-        Some(local) if kept.is_empty() => Err(Reason::LocalAddress(local.ip())),
-        _ => Ok(kept),
+    match local::sort_out(addresses) {
+        (elsewhere, local) if elsewhere.is_empty() => Err(Reason::LocalAddresses(local)),
+        (elsewhere, _) => Ok(elsewhere),
     }
 }

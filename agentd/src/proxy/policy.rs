@@ -10,6 +10,8 @@
 use std::fmt;
 use std::net::IpAddr;
 
+use super::local::LocalAddress;
+
 /// The longest DNS name, in characters, without its trailing dot.
 const MAX_NAME: usize = 253;
 
@@ -82,27 +84,6 @@ fn is_number(label: &str) -> bool {
         return hex.bytes().all(|b| b.is_ascii_hexdigit());
     }
     !label.is_empty() && label.bytes().all(|b| b.is_ascii_digit())
-}
-
-/// Whether an address is the proxy's own host or its link: loopback, unspecified (`0.0.0.0/8`,
-/// `::`), link-local (`169.254.0.0/16` with the cloud metadata service, `fe80::/10`) or the
-/// broadcast address, also in IPv4-mapped IPv6 form. A name may not lead there unless the
-/// policy says so ([`Policy::allowing_local_addresses`]): the proxy runs outside the sandbox, so
-/// its loopback is the host's.
-pub fn is_host_local(ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(v4) => {
-            v4.is_loopback() || v4.is_link_local() || v4.octets()[0] == 0 || v4.is_broadcast()
-        }
-        IpAddr::V6(v6) => {
-            v6.is_loopback()
-                || v6.is_unspecified()
-                || (v6.segments()[0] & 0xffc0) == 0xfe80
-                || v6
-                    .to_ipv4_mapped()
-                    .is_some_and(|v4| is_host_local(IpAddr::V4(v4)))
-        }
-    }
 }
 
 /// One entry of a list, checked.
@@ -230,8 +211,9 @@ pub enum Reason {
     AddressNotListed,
     /// Neither a DNS name nor an IP address.
     NotAName,
-    /// An allowed name whose every address is host-local ([`is_host_local`]).
-    LocalAddress(IpAddr),
+    /// An allowed host whose every address is this machine's or its link's
+    /// ([`super::local`]), each with why: a name's addresses as resolved, or a listed address.
+    LocalAddresses(Vec<LocalAddress>),
 }
 
 impl Reason {
@@ -257,11 +239,18 @@ impl fmt::Display for Reason {
                 f,
                 "not a DNS name, so not in {ALLOWED_KEY} (numeric host forms are refused)"
             ),
-            Reason::LocalAddress(ip) => write!(
-                f,
-                "resolves to {ip}, an address of the proxy's own host or link, which an allowed \
-                 name may not lead to"
-            ),
+            Reason::LocalAddresses(addresses) => {
+                f.write_str(
+                    "leads only to this machine or its link, where an allowed host may not lead: ",
+                )?;
+                for (n, address) in addresses.iter().enumerate() {
+                    if n > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{address}")?;
+                }
+                Ok(())
+            }
         }
     }
 }
@@ -291,8 +280,8 @@ impl Policy {
         })
     }
 
-    /// The same policy, but an allowed name may resolve to a host-local address
-    /// ([`is_host_local`]) and still be reached: for a name that is meant to be the host itself,
+    /// The same policy, but an allowed host may lead to this machine or its link
+    /// ([`super::local`]) and still be reached: for a name that is meant to be this machine,
     /// such as a development server's.
     pub fn allowing_local_addresses(self) -> Policy {
         Policy {
@@ -301,7 +290,7 @@ impl Policy {
         }
     }
 
-    /// Whether an allowed name may lead to a host-local address.
+    /// Whether an allowed host may lead to this machine or its link.
     pub fn local_addresses(&self) -> bool {
         self.local_addresses
     }

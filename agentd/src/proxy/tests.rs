@@ -408,13 +408,27 @@ async fn socks5_to_an_ip_literal_is_refused_by_the_ruleset() {
 #[tokio::test]
 async fn an_ip_literal_listed_exactly_is_reached_without_resolving() {
     within(async {
-        let upstream = Upstream::echo().await;
+        let mut upstream = Upstream::echo().await;
         let policy = Policy::new(["127.0.0.1"], [] as [&str; 0]).expect("policy");
-        let proxy = Proxy::start(policy).await;
-        let (mut client, reply) = socks5(&proxy, &[1, 127, 0, 0, 1], upstream.port).await;
+        // Listed, and still this machine: refused unless local addresses are allowed too.
+        let strict = Proxy::start(policy.clone()).await;
+        let (_, reply) = socks5(&strict, &[1, 127, 0, 0, 1], upstream.port).await;
+        assert_eq!(reply[1], 2, "connection not allowed by ruleset");
+        assert_eq!(
+            strict.decisions()[0].reason,
+            Reason::LocalAddresses(vec![LocalAddress {
+                ip: [127, 0, 0, 1].into(),
+                why: Local::Loopback,
+            }])
+        );
+        assert!(upstream.reports().is_empty());
+
+        let lenient = Proxy::start(policy.allowing_local_addresses()).await;
+        let (mut client, reply) = socks5(&lenient, &[1, 127, 0, 0, 1], upstream.port).await;
         assert_eq!(reply[1], 0);
         assert_eq!(echoed(&mut client, b"literal").await, b"literal");
-        assert!(proxy.asked().is_empty());
+        assert!(lenient.asked().is_empty());
+        assert!(strict.asked().is_empty());
     })
     .await;
 }
@@ -427,10 +441,23 @@ async fn an_allowed_name_that_leads_to_loopback_is_refused_unless_the_policy_all
         let strict = Proxy::start(policy.clone()).await;
         let (mut client, head) = tunnel(&strict, "allowed.test", upstream.port, b"").await;
         assert!(head.starts_with("HTTP/1.1 403 "), "{head}");
-        assert!(rest(&mut client).await.contains("resolves to 127.0.0.1"));
+        let body = rest(&mut client).await;
+        assert!(
+            body.contains(
+                "leads only to this machine or its link, where an allowed host may not lead: \
+                 127.0.0.1 (loopback)"
+            ),
+            "{body}"
+        );
         let decision = &strict.decisions()[0];
         assert!(!decision.allowed);
-        assert_eq!(decision.reason, Reason::LocalAddress([127, 0, 0, 1].into()));
+        assert_eq!(
+            decision.reason,
+            Reason::LocalAddresses(vec![LocalAddress {
+                ip: [127, 0, 0, 1].into(),
+                why: Local::Loopback,
+            }])
+        );
         assert!(upstream.reports().is_empty());
 
         let lenient = Proxy::start(policy.allowing_local_addresses()).await;
@@ -459,6 +486,54 @@ async fn an_allowed_host_that_refuses_the_connection_is_told_to_the_client() {
                 .await
                 .contains("cannot reach allowed.test")
         );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn connecting_passes_over_an_address_its_caller_does_not_admit() {
+    within(async {
+        let mut passed_over = Upstream::echo().await;
+        let mut admitted = Upstream::echo().await;
+        let addresses =
+            [passed_over.port, admitted.port].map(|port| SocketAddr::from(([127, 0, 0, 1], port)));
+        let deadline = tokio::time::Instant::now() + upstream::CONNECT_TIMEOUT;
+        let first = addresses[0];
+        let refuse_first = |address: SocketAddr| {
+            if address != first {
+                return Ok(());
+            }
+            Err(upstream::DialError::Local {
+                address,
+                why: Local::Loopback,
+            })
+        };
+        let mut stream = upstream::connect(&addresses, deadline, refuse_first)
+            .await
+            .expect("the second address");
+        stream.write_all(b"x").await.expect("write");
+        let mut byte = [0u8];
+        stream.read_exact(&mut byte).await.expect("the echo");
+        assert!(
+            passed_over.reports().is_empty(),
+            "the first was connected to"
+        );
+        assert_eq!(admitted.reports().len(), 1);
+
+        // The control of the refusal: with none admitted, nothing is reached, and the error is
+        // the last address's.
+        let none = |address: SocketAddr| {
+            Err(upstream::DialError::Local {
+                address,
+                why: Local::Loopback,
+            })
+        };
+        match upstream::connect(&addresses, deadline, none).await {
+            Err(upstream::DialError::Local { address, .. }) => assert_eq!(address, addresses[1]),
+            other => panic!("{other:?}"),
+        }
+        assert!(passed_over.reports().is_empty());
+        assert!(admitted.reports().is_empty(), "no second connection");
     })
     .await;
 }

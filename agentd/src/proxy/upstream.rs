@@ -1,6 +1,6 @@
 //! Reaching an allowed host: its name resolved by the proxy (through [`Resolve`], so that tests
-//! can say where a name leads without touching `/etc/hosts`), then each address tried in turn,
-//! all within one deadline.
+//! can say where a name leads without touching `/etc/hosts`), then each address the caller
+//! admits tried in turn, all within one deadline.
 
 use std::future::Future;
 use std::io;
@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use tokio::net::TcpStream;
 use tokio::time::{Instant, timeout_at};
+
+use super::local::Local;
 
 /// How long resolving and connecting to an allowed host may take together.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -56,6 +58,10 @@ pub enum DialError {
     NoAddress,
     #[error("no answer within {0:?}")]
     Timeout(Duration),
+    /// The address was judged right before connecting, and found to be this machine's or its
+    /// link's, which it was not when the attempt was decided.
+    #[error("did not connect to {address}: it is now {why}")]
+    Local { address: SocketAddr, why: Local },
     #[error("cannot connect to {address}: {source}")]
     Connect {
         address: SocketAddr,
@@ -91,10 +97,22 @@ pub async fn resolve<R: Resolve>(
     Ok(addresses)
 }
 
-/// Connects to the first of `addresses` that answers before `deadline`.
-pub async fn connect(addresses: &[SocketAddr], deadline: Instant) -> Result<TcpStream, DialError> {
+/// Connects to the first of `addresses` that `admit` lets through and that answers before
+/// `deadline`; the error is the last address's.
+pub async fn connect<A>(
+    addresses: &[SocketAddr],
+    deadline: Instant,
+    admit: A,
+) -> Result<TcpStream, DialError>
+where
+    A: Fn(SocketAddr) -> Result<(), DialError>,
+{
     let mut last = DialError::NoAddress;
     for &address in addresses {
+        if let Err(refused) = admit(address) {
+            last = refused;
+            continue;
+        }
         match timeout_at(deadline, TcpStream::connect(address)).await {
             Err(_) => return Err(DialError::Timeout(CONNECT_TIMEOUT)),
             Ok(Ok(stream)) => return Ok(stream),

@@ -5,6 +5,7 @@ use super::{all_changed, all_unchanged, find_tool, skip_unless, snapshot, sysctl
 use crate::case::{Case, Cx, RunChecks, Verdict, fail};
 use crate::ensure;
 use crate::fixtures::{CanaryProcess, Liveness};
+use crate::matrix::Backend;
 use crate::matrix::CONFINED;
 use crate::probe::Outcome;
 
@@ -50,6 +51,14 @@ pub const CASES: &[Case] = &[
         modes: CONFINED,
         exclusive: false,
         body: code_run_from_memory_is_still_confined,
+    },
+    Case {
+        id: "T90",
+        title: "pidfd_getfd, file handles (name_to_handle_at, open_by_handle_at), userfaultfd \
+                (the call and /dev/userfaultfd) and memfd_secret are refused",
+        modes: CONFINED,
+        exclusive: false,
+        body: handles_fault_handling_and_secret_memory_are_refused,
     },
 ];
 
@@ -272,4 +281,63 @@ fn code_run_from_memory_is_still_confined(cx: &mut Cx) -> Verdict {
     let control = cx.run("control", &cx.control(probe.argv()))?;
     control.succeeded()?;
     all_changed(&before)
+}
+
+/// The probe's steps for calls the filter refuses whatever the command: (step, system call).
+const REFUSED_CALLS: [(&str, &str); 5] = [
+    ("pidfd-getfd", "pidfd_getfd"),
+    ("name-to-handle", "name_to_handle_at"),
+    ("open-by-handle", "open_by_handle_at"),
+    ("userfaultfd", "userfaultfd"),
+    ("memfd-secret", "memfd_secret"),
+];
+
+fn handles_fault_handling_and_secret_memory_are_refused(cx: &mut Cx) -> Verdict {
+    let mut probe = cx.probe()?;
+    for (step, _) in REFUSED_CALLS {
+        probe = probe.op(step, Vec::<String>::new());
+    }
+    let probe = probe.op("userfaultfd-device", Vec::<String>::new());
+    let run = cx.run("confined", &cx.confined(probe.argv()))?;
+    run.denied()?;
+    for (step, _) in REFUSED_CALLS {
+        run.step_fails_with(step, &["EPERM"])?;
+    }
+    // bwrap's own /dev has no userfaultfd device; under Landlock the filter answers the ioctl,
+    // and only root could open the device in the first place.
+    run.step_fails_with("userfaultfd-device", &["EPERM", "ENOENT", "EACCES"])?;
+
+    // The control: unconfined, the kernel itself answers each call — the call succeeds, or
+    // fails with the kernel's own error (EBADF for the handle's bogus mount descriptor, ENOSYS
+    // for secret memory the kernel has off), never the filter's EPERM.
+    let control = cx.run("control", &cx.control(probe.argv()))?;
+    control.ran()?;
+    for (step, call) in REFUSED_CALLS {
+        let outcome = control.step(step)?;
+        if outcome.errno() == Some("EPERM") && step == "open-by-handle" && !cx.user().is_root() {
+            cx.note(format!(
+                "this kernel refuses {call} to {} itself (CAP_DAC_READ_SEARCH checked before \
+                 the descriptor): only the root run tells the filter's EPERM from the kernel's",
+                cx.user().name
+            ));
+            continue;
+        }
+        ensure!(
+            outcome.errno() != Some("EPERM"),
+            "unconfined, {call} {outcome}: the probe cannot tell the filter's refusal from the \
+             kernel's"
+        );
+    }
+    let device = control.step("userfaultfd-device")?;
+    if *device == Outcome::Ok {
+        if cx.cell.backend == Backend::Landlock {
+            run.step_fails_with("userfaultfd-device", &["EPERM"])?;
+        }
+    } else {
+        cx.note(format!(
+            "unconfined, USERFAULTFD_IOC_NEW on /dev/userfaultfd {device} (it needs root and \
+             the device): only the refusal is shown, not the control"
+        ));
+    }
+    Ok(())
 }

@@ -1,6 +1,8 @@
-//! P. The sandbox profile's settings (RFC 0014): denied reads and loopback sockets. Each case
-//! runs the setting confined, checks the host and the facts, and runs the same command in
-//! danger-full-access as the control that must reach what the sandbox denied.
+//! P. The sandbox profile's settings (RFC 0014): denied reads and loopback sockets, and the
+//! network allow-list (RFC 0016). Each case runs the setting confined, checks the host and the
+//! facts, and runs the same command in danger-full-access as the control that must reach what
+//! the sandbox denied — except P08, whose refusals are the proxy's own: its controls are the
+//! same requests to another machine, and to this one with local addresses allowed.
 
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::fs::PermissionsExt;
@@ -12,6 +14,7 @@ use crate::case::{Case, Cx, RunChecks, Verdict, fail};
 use crate::ensure;
 use crate::fixtures::{PathState, TcpCanary, UnixCanary};
 use crate::matrix::{Backend, CONFINED, Mode};
+use crate::netns::{HERE_V4, HERE_V6, NetLab};
 
 pub const CASES: &[Case] = &[
     Case {
@@ -34,6 +37,13 @@ pub const CASES: &[Case] = &[
         modes: CONFINED,
         exclusive: false,
         body: the_allow_list_reaches_only_what_it_allows,
+    },
+    Case {
+        id: "P08",
+        title: "the allow-list never leads to this machine: a name resolving to an address of its own interface (IPv4, IPv6, IPv4-mapped, or that and 127.0.0.1) is refused over HTTP, CONNECT and SOCKS5; another machine's is reached, and this one with allow_local_addresses",
+        modes: CONFINED,
+        exclusive: false,
+        body: the_allow_list_never_leads_to_this_machine,
     },
     Case {
         id: "P05",
@@ -521,9 +531,17 @@ type Page = (&'static str, &'static str, Vec<u8>, bool);
 fn http_server(
     respond: impl Fn(&str) -> Page + Send + 'static,
 ) -> Result<(u16, Arc<Mutex<usize>>), crate::case::Stop> {
-    use std::io::{BufRead, BufReader, Write};
     let listener =
         TcpListener::bind("127.0.0.1:0").map_err(|e| fail(format!("cannot listen: {e}")))?;
+    serve_http(listener, respond)
+}
+
+/// [`http_server`] on a listener of the caller's.
+fn serve_http(
+    listener: TcpListener,
+    respond: impl Fn(&str) -> Page + Send + 'static,
+) -> Result<(u16, Arc<Mutex<usize>>), crate::case::Stop> {
+    use std::io::{BufRead, BufReader, Write};
     let port = listener
         .local_addr()
         .map_err(|e| fail(format!("no address: {e}")))?
@@ -591,7 +609,13 @@ fn the_allow_list_reaches_only_what_it_allows(cx: &mut Cx) -> Verdict {
         count == 1,
         "the host's server answered {count} requests; only the allowed one may reach it"
     );
-    let decisions = run.ran()?.proxy.clone().unwrap_or_default();
+    let decisions: Vec<(String, bool)> = run
+        .ran()?
+        .proxy
+        .iter()
+        .flatten()
+        .map(|d| (d.host.clone(), d.allowed))
+        .collect();
     ensure!(
         decisions
             == vec![
@@ -609,6 +633,224 @@ fn the_allow_list_reaches_only_what_it_allows(cx: &mut Cx) -> Verdict {
         control.stdout.contains(&format!("direct got {body}")),
         "the control did not reach the host's server directly: {:?}",
         control.stdout
+    );
+    Ok(())
+}
+
+/// Asks the proxy for each name given, by HTTP forwarding, `CONNECT` and SOCKS5, and prints
+/// `NAME PROTOCOL got BODY` or `NAME PROTOCOL failed WHY`. Names starting `remote` are asked on
+/// the second port, the others on the first.
+const LAB_CLIENT: &str = "\
+import os, socket, sys, urllib.request
+os.environ.pop('no_proxy', None); os.environ.pop('NO_PROXY', None)
+PROXY = ('127.0.0.1', 3128)
+here_port, there_port = int(sys.argv[1]), int(sys.argv[2])
+
+def exactly(s, n):
+    data = b''
+    while len(data) < n:
+        chunk = s.recv(n - len(data))
+        if not chunk:
+            raise OSError(f'the proxy closed after {data!r}')
+        data += chunk
+    return data
+
+def rest(s):
+    data = b''
+    while chunk := s.recv(65536):
+        data += chunk
+    return data
+
+def get(s, host):
+    s.sendall(f'GET / HTTP/1.0\\r\\nHost: {host}\\r\\n\\r\\n'.encode())
+    return rest(s).split(b'\\r\\n\\r\\n', 1)[-1].decode()
+
+def http(host, port):
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({'http': 'http://%s:%d' % PROXY}))
+    return opener.open(f'http://{host}:{port}/', timeout=20).read().decode()
+
+def connect(host, port):
+    with socket.create_connection(PROXY, timeout=20) as s:
+        s.sendall(f'CONNECT {host}:{port} HTTP/1.1\\r\\nHost: {host}:{port}\\r\\n\\r\\n'.encode())
+        head = b''
+        while not head.endswith(b'\\r\\n\\r\\n'):
+            head += exactly(s, 1)
+        status = head.split(b'\\r\\n', 1)[0].decode()
+        if status.split()[1] != '200':
+            raise OSError(f'{status}: {rest(s).decode().strip()}')
+        return get(s, host)
+
+def socks5(host, port):
+    with socket.create_connection(PROXY, timeout=20) as s:
+        s.sendall(b'\\x05\\x01\\x00')
+        if exactly(s, 2) != b'\\x05\\x00':
+            raise OSError('no SOCKS5 method')
+        name = host.encode()
+        s.sendall(b'\\x05\\x01\\x00\\x03' + bytes([len(name)]) + name + port.to_bytes(2, 'big'))
+        reply = exactly(s, 10)
+        if reply[1] != 0:
+            raise OSError(f'SOCKS5 reply {reply[1]}')
+        return get(s, host)
+
+for name in sys.argv[3:]:
+    port = there_port if name.startswith('remote') else here_port
+    for protocol, ask in [('http', http), ('connect', connect), ('socks5', socks5)]:
+        try:
+            print(name, protocol, 'got', ask(name, port), flush=True)
+        except Exception as e:
+            print(name, protocol, 'failed', str(e).replace('\\n', ' '), flush=True)
+";
+
+/// The names of the lab's host file: here's addresses in each form, here's and loopback
+/// together, and there's.
+const LAB_HOSTS: &str = "\
+10.77.0.1 self4.test both.test
+fd77::1 self6.test
+::ffff:10.77.0.1 selfmapped.test
+127.0.0.1 both.test
+10.77.0.2 remote4.test
+fd77::2 remote6.test
+::ffff:10.77.0.2 remotemapped.test
+";
+
+const LAB_SELF: [&str; 4] = ["self4.test", "self6.test", "selfmapped.test", "both.test"];
+const LAB_REMOTE: [&str; 3] = ["remote4.test", "remote6.test", "remotemapped.test"];
+const LAB_PROTOCOLS: [&str; 3] = ["http", "connect", "socks5"];
+
+/// Why the proxy refuses an address of this machine, as a decision's reason says it.
+const THIS_MACHINE: &str = "(an address of this machine (the kernel's route to it is local))";
+
+/// A service bound to `::` (IPv4 too) in one of the lab's namespaces, answering `body`.
+fn lab_server(
+    lab: &NetLab,
+    there: bool,
+    body: String,
+) -> Result<(u16, Arc<Mutex<usize>>), crate::case::Stop> {
+    let bind = || TcpListener::bind("[::]:0").map_err(|e| fail(format!("cannot listen: {e}")));
+    let listener = if there {
+        lab.in_there(bind)??
+    } else {
+        lab.in_here(bind)??
+    };
+    let page = body.into_bytes();
+    serve_http(listener, move |_| {
+        ("200 OK", "text/plain", page.clone(), true)
+    })
+}
+
+fn the_allow_list_never_leads_to_this_machine(cx: &mut Cx) -> Verdict {
+    let python = cx.python_path()?;
+    let hosts = cx.file(&cx.dir.join("hosts"), LAB_HOSTS)?;
+    let lab = NetLab::new(&hosts)?;
+    let (here_body, there_body) = (format!("here-{}", cx.tag), format!("there-{}", cx.tag));
+    let (here_port, here_served) = lab_server(&lab, false, here_body.clone())?;
+    let (there_port, there_served) = lab_server(&lab, true, there_body.clone())?;
+    let script = cx.file(&cx.ws.join("client.py"), LAB_CLIENT)?;
+    let argv = |names: &[&str]| {
+        let mut argv: Vec<std::ffi::OsString> = vec![
+            python.clone().into(),
+            script.clone().into(),
+            here_port.to_string().into(),
+            there_port.to_string().into(),
+        ];
+        argv.extend(names.iter().map(Into::into));
+        argv
+    };
+    let served = |counter: &Arc<Mutex<usize>>| counter.lock().map(|n| *n).unwrap_or(0);
+
+    // Every name allowed, local addresses not: this machine's are refused, the other machine's
+    // reached.
+    let mut strict = cx.confined(argv(&[LAB_SELF.as_slice(), LAB_REMOTE.as_slice()].concat()));
+    for name in LAB_SELF.iter().chain(&LAB_REMOTE) {
+        strict = strict.strict_domain(name);
+    }
+    let run = lab.here(|| cx.run("confined, allow-list", &strict))??;
+    let facts = run.ran()?.clone();
+    let out = &run.stdout;
+    for name in LAB_SELF {
+        for protocol in LAB_PROTOCOLS {
+            ensure!(
+                out.contains(&format!("{name} {protocol} failed")),
+                "{name} over {protocol} was not refused: {out:?}"
+            );
+        }
+    }
+    for name in LAB_REMOTE {
+        for protocol in LAB_PROTOCOLS {
+            ensure!(
+                out.contains(&format!("{name} {protocol} got {there_body}")),
+                "{name} over {protocol} did not reach the other machine: {out:?}"
+            );
+        }
+    }
+    ensure!(
+        served(&here_served) == 0,
+        "this machine's service answered {} requests through the allow-list",
+        served(&here_served)
+    );
+    ensure!(
+        served(&there_served) == LAB_REMOTE.len() * LAB_PROTOCOLS.len(),
+        "the other machine's service answered {} requests, not one per name and protocol",
+        served(&there_served)
+    );
+    let decisions = facts.proxy.unwrap_or_default();
+    ensure!(
+        decisions.len() == (LAB_SELF.len() + LAB_REMOTE.len()) * LAB_PROTOCOLS.len(),
+        "the facts hold {} decisions: {decisions:?}",
+        decisions.len()
+    );
+    for decision in &decisions {
+        let remote = LAB_REMOTE.contains(&decision.host.as_str());
+        ensure!(
+            decision.allowed == remote,
+            "the decision on {} says allowed = {}: {}",
+            decision.host,
+            decision.allowed,
+            decision.reason
+        );
+        let expected = match decision.host.as_str() {
+            "self4.test" => vec![format!("{HERE_V4} {THIS_MACHINE}")],
+            "self6.test" => vec![format!("{HERE_V6} {THIS_MACHINE}")],
+            "selfmapped.test" => vec![format!("::ffff:{HERE_V4} {THIS_MACHINE}")],
+            "both.test" => vec![
+                format!("{HERE_V4} {THIS_MACHINE}"),
+                "127.0.0.1 (loopback)".to_owned(),
+            ],
+            _ => Vec::new(),
+        };
+        for part in expected {
+            ensure!(
+                decision.reason.contains(&part),
+                "the refusal of {} does not say {part:?}: {}",
+                decision.host,
+                decision.reason
+            );
+        }
+    }
+
+    // The control: with local addresses allowed, the same requests reach this machine's
+    // service, every one.
+    let mut lenient = cx.confined(argv(&LAB_SELF));
+    for name in LAB_SELF {
+        lenient = lenient.allow_domain(name);
+    }
+    let run = lab.here(|| cx.run("confined, allow-list with local addresses", &lenient))??;
+    run.succeeded()?;
+    for name in LAB_SELF {
+        for protocol in LAB_PROTOCOLS {
+            ensure!(
+                run.stdout
+                    .contains(&format!("{name} {protocol} got {here_body}")),
+                "with local addresses allowed, {name} over {protocol} did not reach this \
+                 machine's service: {:?}",
+                run.stdout
+            );
+        }
+    }
+    ensure!(
+        served(&here_served) == LAB_SELF.len() * LAB_PROTOCOLS.len(),
+        "this machine's service answered {} requests, not one per name and protocol",
+        served(&here_served)
     );
     Ok(())
 }

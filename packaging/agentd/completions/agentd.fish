@@ -61,7 +61,7 @@ complete -c agentd -n "__fish_agentd_using_subcommand run" -l helper-socket -d '
 complete -c agentd -n "__fish_agentd_using_subcommand run" -l helper-ceiling -d 'Start confine-helper with this ceiling file, which can only narrow what it allows' -r -F
 complete -c agentd -n "__fish_agentd_using_subcommand run" -l config -d 'The configuration file, which must exist [default: $XDG_CONFIG_HOME/agentd/agentd.toml, else ~/.config/agentd/agentd.toml, if present]' -r -F
 complete -c agentd -n "__fish_agentd_using_subcommand run" -l local-binding -d 'Allow loopback sockets inside the sandbox\'s own network namespace (bwrap only)'
-complete -c agentd -n "__fish_agentd_using_subcommand run" -l allow-local-addresses -d 'Let an allowed domain lead to this machine itself (127.0.0.1 and the like)'
+complete -c agentd -n "__fish_agentd_using_subcommand run" -l allow-local-addresses -d 'Let an allowed domain (or a listed address) lead to this machine itself: loopback, any address of its interfaces, its link-local neighbours'
 complete -c agentd -n "__fish_agentd_using_subcommand run" -l json -d 'Print the facts as one JSON object on the last line of stderr'
 complete -c agentd -n "__fish_agentd_using_subcommand run" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c agentd -n "__fish_agentd_using_subcommand config; and not __fish_seen_subcommand_from show help" -s h -l help -d 'Print help'
