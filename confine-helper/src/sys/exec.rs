@@ -55,7 +55,7 @@ pub(super) fn command_main(
     lifetime(report_fd, shim_pid);
     for (resource, value) in &p.rlimits {
         or_fail(
-            call::setrlimit(*resource, *value),
+            call::setrlimit(*resource, *value, *value),
             report_fd,
             Stage::Rlimits,
         );
