@@ -379,6 +379,70 @@ fn the_packaged_units_serve_a_member_of_their_group_as_itself_and_refuse_anyone_
     assert!(log.contains("served by helper pid"), "{log}");
 }
 
+/// A share of the machine a unit setting gives as a percentage (`33%`), as a number.
+fn percent(value: &str) -> Option<u32> {
+    value.strip_suffix('%')?.parse().ok()
+}
+
+#[test]
+fn the_packaged_service_bounds_its_tasks_and_memory_and_delegates_its_cgroup_to_the_helper() {
+    const NAME: &str =
+        "the_packaged_service_bounds_its_tasks_and_memory_and_delegates_its_cgroup_to_the_helper";
+    let service = unit("confine-helper.service");
+    // A share of the machine, never all of it: the rest of the system and its other users
+    // keep theirs.
+    for key in ["TasksMax", "MemoryMax"] {
+        let value = setting(&service, key);
+        assert!(
+            percent(&value).is_some_and(|p| (1..100).contains(&p)),
+            "{key}={value} is not a share of the machine below 100%"
+        );
+    }
+    // A cgroup per member only where systemd hands the unit's cgroup over, and handed over only
+    // to a helper that uses it: either alone would let the two managers fight over it.
+    let delegated = setting(&service, "ExecStart").contains("--delegated-cgroup");
+    assert_eq!(setting(&service, "Delegate"), "yes");
+    assert!(delegated, "Delegate=yes, but the helper is not told so");
+    // systemd reads the units as written, where it is installed (a copy whose program exists
+    // and whose manual page is not looked up). The control: a value it cannot read is reported.
+    let verify = |text: &str| -> Option<String> {
+        let dir = Scratch::new("/var/tmp", "verify");
+        let socket = unit("confine-helper.socket");
+        for (name, text) in [
+            ("confine-helper.service", text),
+            ("confine-helper.socket", &socket),
+        ] {
+            let usable: Vec<&str> = text
+                .lines()
+                .filter(|line| !line.starts_with("Documentation="))
+                .collect();
+            let usable = usable
+                .join("\n")
+                .replace("/usr/bin/confine-helper", "/bin/true");
+            std::fs::write(dir.0.join(name), usable).expect("a copy of the unit");
+        }
+        let out = Command::new("systemd-analyze")
+            .arg("verify")
+            .arg(dir.0.join("confine-helper.service"))
+            .output()
+            .ok()?;
+        Some(format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    };
+    match verify(&service) {
+        None => println!("SKIP {NAME} (systemd's reading): no systemd-analyze here"),
+        Some(said) => {
+            assert_eq!(said, "", "systemd-analyze verify");
+            let broken = service.replace("TasksMax=", "TasksMax=many");
+            let said = verify(&broken).expect("systemd-analyze ran a moment ago");
+            assert!(said.contains("many33%"), "{said}");
+        }
+    }
+}
+
 /// How long a test waits for an event of the service (a log line, a file a command makes).
 const LIMIT: Duration = Duration::from_secs(30);
 
