@@ -45,9 +45,9 @@ A connection is a stream of frames: a {HEADER_LEN}-byte little-endian payload le
 postcard-encoded message of that many bytes (at least one, at most `MAX_FRAME`). Each side first
 sends a bare `Hello`; both compare its protocol version and schema hash with their own and close
 the connection on any difference. A service that will not serve a connection (a cap on its
-connections is reached) sends a refusal instead of its greeting and closes: a `Hello` of
-protocol version {REFUSAL_VERSION}, which no protocol has, whose `software` is the reason, for a
-person (`Hello::refusal`). After the greetings agentd sends `Request`s and the helper answers with
+connections is reached) sends a refusal instead of its greeting and closes: a `Hello` of protocol
+version {REFUSAL_VERSION}, which no protocol has, whose `software` is the reason, for a person
+(`Hello::refusal`). After the greetings agentd sends `Request`s and the helper answers with
 `Reply`s. A `Spawn` (and a `WriteFile` or `ReadFile`) carries its descriptors as `SCM_RIGHTS`
 ancillary data of the same `sendmsg`. Any error in a frame or a message closes the connection.
 
