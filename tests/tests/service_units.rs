@@ -477,9 +477,19 @@ impl LogLines {
     }
 }
 
+/// A running service, stopped when dropped, also when a test fails on the way.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// The packaged service's `ExecStart` line, for its group (made if missing), with `extra`
 /// arguments, started in a layout of its own and listening; and its log.
-fn unit_service(tag: &str, extra: &[&str]) -> (Layout, Child, LogLines) {
+fn unit_service(tag: &str, extra: &[&str]) -> (Layout, Running, LogLines) {
     let service = unit("confine-helper.service");
     let listen_stream = setting(&unit("confine-helper.socket"), "ListenStream");
     system_group(&setting(&unit("confine-helper.socket"), "SocketGroup"));
@@ -490,8 +500,9 @@ fn unit_service(tag: &str, extra: &[&str]) -> (Layout, Child, LogLines) {
         .spawn()
         .expect("start the ExecStart line");
     let log = LogLines::of(&mut child);
-    until_listening(&layout.socket, &mut child);
-    (layout, child, log)
+    let mut running = Running(child);
+    until_listening(&layout.socket, &mut running.0);
+    (layout, running, log)
 }
 
 #[test]
@@ -507,7 +518,7 @@ fn a_member_past_its_cap_is_told_which_by_agentd_while_another_member_is_served(
     system_group(EXTRA_GROUP);
     let member = system_user(MEMBER, &[&group, EXTRA_GROUP]);
     let second = system_user(SECOND_MEMBER, &[&group]);
-    let (layout, child, log) = unit_service("capped", &["--max-per-user", "1"]);
+    let (layout, _running, log) = unit_service("capped", &["--max-per-user", "1"]);
 
     // The member's one connection: an `agentd run` whose command waits for a line.
     let script = ": > started; read line; echo \"$line\" > done";
@@ -566,7 +577,6 @@ fn a_member_past_its_cap_is_told_which_by_agentd_while_another_member_is_served(
         std::fs::read_to_string(ws.join("done")).expect("done"),
         "go\n"
     );
-    drop(stop(child));
 }
 
 /// `echo WORD` run through `client` (unconfined: this is about the connection); its output.
@@ -597,7 +607,7 @@ fn agentd_s_next_command_runs_on_a_new_connection_after_the_service_closed_an_id
         return;
     }
     // Root is admitted (its own uid), served by a helper of its own like any member.
-    let (layout, child, log) = unit_service("idle", &["--idle-limit", "1"]);
+    let (layout, _running, log) = unit_service("idle", &["--idle-limit", "1"]);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -621,5 +631,4 @@ fn agentd_s_next_command_runs_on_a_new_connection_after_the_service_closed_an_id
             "{served}"
         );
     });
-    drop(stop(child));
 }
