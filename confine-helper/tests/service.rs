@@ -790,3 +790,26 @@ fn a_user_s_own_service_caps_its_connections_too() {
         std::thread::yield_now();
     }
 }
+
+#[test]
+fn a_service_that_serves_its_own_uid_itself_refuses_what_only_a_hand_off_has() {
+    for option in [&["--idle-limit", "5"][..], &["--delegated-cgroup"]] {
+        let dir = Scratch::new("own-options");
+        let out = Command::new(HELPER)
+            .args(["serve", "--socket"])
+            .arg(dir.0.join("run").join("helper.sock"))
+            .args(option)
+            .output()
+            .expect("run");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{option:?}: it served: {err}");
+        assert!(
+            err.contains(&format!("{} is for a root service", option[0])),
+            "{option:?}: {err}"
+        );
+    }
+    // The control: without them, the same service serves.
+    let dir = Scratch::new("own-options");
+    let service = Service::start(&dir.0, &["--max-per-user", "4"]);
+    assert!(service.socket.exists());
+}
