@@ -35,6 +35,13 @@ use super::cgroup::{CgroupError, Cgroups};
 use super::live::{Caps, Live, refuse};
 use crate::log;
 
+/// How long a root service's helper keeps a connection that was greeted and then runs no
+/// command and sends nothing, by default (`--idle-limit`). agentd holds its connection for a
+/// whole session and connects again, transparently, for the next command after it was closed;
+/// five minutes spares a person thinking between two prompts a new helper, and frees the place
+/// of a session left open, or of a peer that only holds connections, soon.
+pub(crate) const IDLE_LIMIT: Duration = Duration::from_secs(300);
+
 /// What every peer's helper is started with besides its connection, and how many may run.
 #[derive(Debug)]
 pub(crate) struct Handoff {

@@ -10,7 +10,6 @@ use std::collections::HashMap;
 use std::hash::Hash;
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
-use std::time::Duration;
 
 use confine_protocol::{Hello, encode_frame};
 
@@ -27,13 +26,6 @@ pub(crate) const MAX_PER_USER: usize = 16;
 /// their own cap. In a root service each is a helper process of a few MB, so idle helpers stay
 /// under about 1 GB.
 pub(crate) const MAX_CONNECTIONS: usize = 256;
-
-/// How long a root service's helper keeps a connection that was greeted and then runs no
-/// command and sends nothing, by default (`--idle-limit`). agentd holds its connection for a
-/// whole session and connects again, transparently, for the next command after it was closed;
-/// five minutes spares a person thinking between two prompts a new helper, and frees the place
-/// of a session left open, or of a peer that only holds connections, soon.
-pub(crate) const IDLE_LIMIT: Duration = Duration::from_secs(300);
 
 /// The caps a service enforces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

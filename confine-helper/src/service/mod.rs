@@ -24,6 +24,6 @@ mod socket;
 
 pub(crate) use admit::{Admission, Pause, accept};
 #[cfg(target_os = "linux")]
-pub(crate) use handoff::{Handoff, serve_by_handoff};
-pub(crate) use live::{Caps, IDLE_LIMIT, Live, refuse};
+pub(crate) use handoff::{Handoff, IDLE_LIMIT, serve_by_handoff};
+pub(crate) use live::{Caps, Live, refuse};
 pub(crate) use socket::{Group, ServiceError, inherited, listen};
