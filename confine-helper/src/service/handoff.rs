@@ -3,7 +3,7 @@
 //!
 //! The root process accepts, checks the peer's credentials ([`super::accept`]) and the caps on
 //! its connections ([`super::live`]), and starts `confine-helper --fd N --served-from SOCKET`
-//! with the connection as descriptor N, after the child has taken the resource limits of the
+//! with the connection as descriptor N, after the child has taken the process limit of the
 //! peer's process, joined the peer's cgroup (where the service has one per peer,
 //! [`super::cgroup`]) and taken the peer's user's supplementary groups, gid and uid
 //! (`sys::run_as`), before it executes: the new helper never held root, so nothing a peer sends

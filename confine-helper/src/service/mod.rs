@@ -7,7 +7,7 @@
 //!
 //! A helper that is not root serves only its own uid, in its own event loop: it would run the
 //! commands of any other uid as itself. A root helper never serves a peer itself: for each
-//! admitted peer it starts a helper of its own that takes the peer's resource limits, and its
+//! admitted peer it starts a helper of its own that takes the peer's process limit, and its
 //! cgroup where there is one per peer ([`cgroup`]), then drops to the peer's uid and gid before
 //! it reads anything ([`handoff`]), so every peer's commands run as that peer, confined exactly
 //! as in embedded mode.
