@@ -4,28 +4,33 @@
 //! descriptor is the connection, so it is the one descriptor kept open.
 
 use std::ffi::OsString;
-use std::io;
 use std::os::fd::RawFd;
-use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
 use crate::confine::Context;
 use crate::confine::verdict_cache::{self, Use, VerdictCache};
 use crate::log;
-use crate::server::Server;
-use crate::{ceiling, service, sys};
+use crate::serve::{Serving, embedded, serve, socket_activation};
+use crate::{ceiling, sys};
 
 const USAGE: &str = "\
 usage:
-  confine-helper --fd N [--ceiling PATH] [--served-from SOCKET]
+  confine-helper --fd N [--ceiling PATH] [--served-from SOCKET [--idle-limit SECONDS]]
       serve agentd over the connected Unix socket inherited as descriptor N (embedded mode);
-      --served-from names the service socket a root service accepted it on
+      --served-from names the service socket a root service accepted it on, --idle-limit how
+      long a connection that runs nothing and sends nothing is kept (0: for ever)
   confine-helper serve --socket PATH [--allow-uid UID]... [--group GROUP] [--ceiling PATH]
+                       [--max-per-user N] [--max-connections N] [--idle-limit SECONDS]
+                       [--delegated-cgroup]
       listen on PATH (its directory must be private: 0700; with --group, the socket is 0660
       and GROUP's) and serve peers whose uid is allowed (default: this process's own uid) or
-      who are members of GROUP; run as root, it serves each peer by a helper running as that
-      peer; under systemd it takes the socket the socket unit passes (LISTEN_FDS)
+      who are members of GROUP, at most N connections per uid (default 16) and N in all
+      (default 256); run as root, it serves each peer by a helper running as that peer, with
+      the limits of the peer's process, which closes a connection idle for SECONDS (default
+      300) and, with --delegated-cgroup, runs in a cgroup per uid under the service's own;
+      under systemd it takes the socket the socket unit passes (LISTEN_FDS)
   confine-helper probe [--json] [--ceiling PATH]
       probe every backend, print the verdicts, the Landlock ABI and the selection
   confine-helper write-file [--parents] -- PATH
@@ -47,12 +52,15 @@ pub(crate) enum Invocation {
         ceiling: Option<PathBuf>,
         /// The service socket a root service accepted the connection on.
         served_from: Option<PathBuf>,
+        /// How long a connection of a root service's peer is kept idle; zero keeps it.
+        idle_limit: Option<Duration>,
     },
     Serve {
         socket: PathBuf,
         allowed_uids: Vec<u32>,
         group: Option<String>,
         ceiling: Option<PathBuf>,
+        serving: Serving,
     },
     Probe {
         json: bool,
@@ -84,6 +92,10 @@ pub(crate) enum UsageError {
     /// `flag` takes a number and got `value`.
     #[error("{flag} needs a number, got {value:?}")]
     NotANumber { flag: &'static str, value: String },
+    #[error("{0} must be above 0: a service that takes no connection serves nobody")]
+    Zero(&'static str),
+    #[error("--idle-limit is for a helper a root service starts, with --served-from")]
+    IdleWithoutService,
     #[error("--fd {0}: descriptors 0-2 are stdio, not a socket")]
     Stdio(RawFd),
     /// This flag is the last argument.
@@ -158,7 +170,7 @@ pub(crate) fn parse(args: &[OsString]) -> Result<Invocation, UsageError> {
             if fd < 3 {
                 return Err(UsageError::Stdio(fd));
             }
-            let (mut ceiling, mut served_from) = (None, None);
+            let (mut ceiling, mut served_from, mut idle_limit) = (None, None, None);
             let mut rest = rest;
             loop {
                 match rest {
@@ -167,13 +179,20 @@ pub(crate) fn parse(args: &[OsString]) -> Result<Invocation, UsageError> {
                     ["--served-from", path, more @ ..] => {
                         (served_from, rest) = (Some(PathBuf::from(path)), more);
                     }
+                    ["--idle-limit", secs, more @ ..] => {
+                        (idle_limit, rest) = (Some(seconds("--idle-limit", secs)?), more);
+                    }
                     [other, ..] => return Err(UsageError::Option((*other).to_owned())),
                 }
+            }
+            if idle_limit.is_some() && served_from.is_none() {
+                return Err(UsageError::IdleWithoutService);
             }
             Ok(Invocation::Embedded {
                 fd,
                 ceiling,
                 served_from,
+                idle_limit,
             })
         }
         ["probe", rest @ ..] => {
@@ -202,8 +221,13 @@ pub(crate) fn parse(args: &[OsString]) -> Result<Invocation, UsageError> {
             let mut allowed_uids = Vec::new();
             let mut group = None;
             let mut ceiling = None;
+            let mut serving = Serving::default();
             let mut it = rest.iter();
             while let Some(flag) = it.next() {
+                if *flag == "--delegated-cgroup" {
+                    serving.delegated_cgroup = true;
+                    continue;
+                }
                 let value = it
                     .next()
                     .ok_or_else(|| UsageError::NoValue((*flag).to_owned()))?;
@@ -211,6 +235,11 @@ pub(crate) fn parse(args: &[OsString]) -> Result<Invocation, UsageError> {
                     "--socket" => socket = Some(PathBuf::from(value)),
                     "--ceiling" => ceiling = Some(PathBuf::from(value)),
                     "--group" => group = Some((*value).to_owned()),
+                    "--max-per-user" => serving.caps.per_user = cap("--max-per-user", value)?,
+                    "--max-connections" => {
+                        serving.caps.total = cap("--max-connections", value)?;
+                    }
+                    "--idle-limit" => serving.idle_limit = Some(seconds("--idle-limit", value)?),
                     "--allow-uid" => {
                         allowed_uids.push(value.parse().map_err(|_| UsageError::NotANumber {
                             flag: "--allow-uid",
@@ -234,12 +263,38 @@ pub(crate) fn parse(args: &[OsString]) -> Result<Invocation, UsageError> {
                 allowed_uids,
                 group,
                 ceiling,
+                serving,
             })
         }
         ["--version"] | ["-V"] => Ok(Invocation::Version),
         ["--help"] | ["-h"] => Ok(Invocation::Help),
         [] => Err(UsageError::NoMode),
         [other, ..] => Err(UsageError::Argument((*other).to_owned())),
+    }
+}
+
+/// The number `flag` takes.
+fn number(flag: &'static str, value: &str) -> Result<u64, UsageError> {
+    value.parse().map_err(|_| UsageError::NotANumber {
+        flag,
+        value: value.to_owned(),
+    })
+}
+
+/// A duration in seconds.
+fn seconds(flag: &'static str, value: &str) -> Result<Duration, UsageError> {
+    number(flag, value).map(Duration::from_secs)
+}
+
+/// A cap on connections: a number above 0.
+fn cap(flag: &'static str, value: &str) -> Result<usize, UsageError> {
+    match usize::try_from(number(flag, value)?) {
+        Ok(0) => Err(UsageError::Zero(flag)),
+        Ok(n) => Ok(n),
+        Err(_) => Err(UsageError::NotANumber {
+            flag,
+            value: value.to_owned(),
+        }),
     }
 }
 
@@ -322,6 +377,7 @@ pub fn main() -> ExitCode {
             fd,
             ceiling,
             served_from,
+            idle_limit,
         } => {
             if served_from.is_some() && !nix::unistd::geteuid().is_root() && can_become_root() {
                 log!("started for a service peer, yet able to become root again: refusing");
@@ -334,16 +390,18 @@ pub fn main() -> ExitCode {
                 .map(PathBuf::from);
             let ctx = context(xdg, env_home, ceiling, dir, verdicts);
             ctx.sweep_orphans();
-            embedded(fd, ctx)
+            embedded(fd, ctx, idle_limit.filter(|limit| !limit.is_zero()))
         }
         Invocation::Serve {
             socket,
             allowed_uids,
             group,
             ceiling,
+            serving,
         } => {
             let (dir, own_ceiling) = (socket.parent().map(PathBuf::from), ceiling.clone());
-            serve(socket, allowed_uids, group, ceiling, activated, || {
+            let rule = (allowed_uids, group);
+            serve(socket, rule, ceiling, serving, activated, || {
                 let ctx = context(xdg, env_home, own_ceiling, dir, None);
                 ctx.sweep_orphans();
                 ctx
@@ -434,113 +492,6 @@ fn sanitize(keep: RawFd) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Why serving ended in failure; logged, and the helper exits 1.
-#[derive(Debug, thiserror::Error)]
-enum ServeError {
-    /// The descriptor of `--fd` is not an open socket.
-    #[error("--fd {fd}: {source}")]
-    NotASocket { fd: RawFd, source: io::Error },
-    /// The connection cannot be marked close-on-exec.
-    #[error("--fd {fd}: {source}")]
-    Cloexec { fd: RawFd, source: nix::Error },
-    #[error("{0}")]
-    Listen(#[from] service::ServiceError),
-    /// A helper that is not root was asked to serve another uid.
-    #[error(
-        "this helper is not root, so it would run the commands of {0} as its own uid; run the \
-         service as root (it serves each peer by a helper running as that peer), or give each \
-         user a helper of their own"
-    )]
-    OtherUid(String),
-    /// A root helper on macOS was asked to serve other uids.
-    #[cfg(target_os = "macos")]
-    #[error(
-        "serving other users needs a helper per peer started by a root service, which this \
-         helper does on Linux only; on macOS run a service as each user, admitting that user alone"
-    )]
-    NoHandoff,
-    /// The event loop failed.
-    #[error("{0}")]
-    Run(#[source] io::Error),
-}
-
-fn embedded(fd: RawFd, ctx: Context) -> Result<(), ServeError> {
-    let owned =
-        sys::inherited_socket(fd).map_err(|source| ServeError::NotASocket { fd, source })?;
-    let sock = UnixStream::from(owned);
-    nix::fcntl::fcntl(
-        &sock,
-        nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
-    )
-    .map_err(|source| ServeError::Cloexec { fd, source })?;
-    Server::embedded(sock, ctx).run().map_err(ServeError::Run)
-}
-
-/// Service mode (see `service`): a root helper that admits other uids hands each peer to a
-/// helper running as it; a helper that is not root serves its own uid alone; a helper that
-/// admits no uid but its own serves it itself.
-fn serve(
-    socket: PathBuf,
-    uids: Vec<u32>,
-    group: Option<String>,
-    ceiling: Option<PathBuf>,
-    activated: Option<RawFd>,
-    context: impl FnOnce() -> Context,
-) -> Result<(), ServeError> {
-    let group = group.as_deref().map(service::Group::named).transpose()?;
-    let me = nix::unistd::geteuid();
-    let admission = service::Admission { uids, group };
-    let handoff = admission.admits_others(me.as_raw());
-    if handoff && !me.is_root() {
-        return Err(ServeError::OtherUid(admission.to_string()));
-    }
-    #[cfg(target_os = "macos")]
-    if handoff {
-        return Err(ServeError::NoHandoff);
-    }
-    let listener = match activated {
-        Some(fd) => service::inherited(fd, &socket, admission.group.as_ref())?,
-        None => service::listen(&socket, admission.group.as_ref())?,
-    };
-    #[cfg(target_os = "linux")]
-    if handoff {
-        log!(
-            "serving {} for {admission}, each peer by a helper running as that peer",
-            socket.display()
-        );
-        let handoff = service::Handoff { ceiling, socket };
-        return service::serve_by_handoff(listener, admission, handoff).map_err(ServeError::Run);
-    }
-    #[cfg(target_os = "macos")]
-    let _ = ceiling;
-    log!("serving {} for {admission}", socket.display());
-    Server::service(listener, admission, context())
-        .run()
-        .map_err(ServeError::Run)
-}
-
-/// The listening socket systemd passed (`LISTEN_PID` is this process, `LISTEN_FDS` one
-/// descriptor, number 3), if it passed one.
-fn socket_activation() -> Result<Option<RawFd>, String> {
-    let Some(pid) = std::env::var_os("LISTEN_PID") else {
-        return Ok(None);
-    };
-    if pid.to_str() != Some(&std::process::id().to_string()) {
-        return Ok(None);
-    }
-    match std::env::var_os("LISTEN_FDS")
-        .as_deref()
-        .and_then(|n| n.to_str())
-    {
-        Some("1") => Ok(Some(3)),
-        other => Err(format!(
-            "the service manager passed {} sockets (LISTEN_FDS); the socket unit must have \
-             exactly one ListenStream",
-            other.unwrap_or("no number of")
-        )),
-    }
-}
-
 /// Whether this process, started as a peer's uid, could set its uid back to root.
 fn can_become_root() -> bool {
     nix::unistd::setuid(nix::unistd::Uid::from_raw(0)).is_ok()
@@ -561,7 +512,8 @@ mod tests {
             Ok(Invocation::Embedded {
                 fd: 3,
                 ceiling: None,
-                served_from: None
+                served_from: None,
+                idle_limit: None
             })
         );
         assert!(parse(&args(&["--fd", "1"])).is_err());
@@ -578,10 +530,33 @@ mod tests {
             Ok(Invocation::Embedded {
                 fd: 5,
                 ceiling: Some("/c.toml".into()),
-                served_from: Some("/run/c/h.sock".into())
+                served_from: Some("/run/c/h.sock".into()),
+                idle_limit: None
             })
         );
         assert!(parse(&args(&["--fd", "5", "--served-from"])).is_err());
+        // A root service's helper is given how long it keeps an idle connection; an embedded
+        // helper, serving agentd alone, is not.
+        assert_eq!(
+            parse(&args(&[
+                "--fd",
+                "5",
+                "--served-from",
+                "/run/c/h.sock",
+                "--idle-limit",
+                "7"
+            ])),
+            Ok(Invocation::Embedded {
+                fd: 5,
+                ceiling: None,
+                served_from: Some("/run/c/h.sock".into()),
+                idle_limit: Some(Duration::from_secs(7))
+            })
+        );
+        assert_eq!(
+            parse(&args(&["--fd", "5", "--idle-limit", "7"])),
+            Err(UsageError::IdleWithoutService)
+        );
     }
 
     #[test]
@@ -599,7 +574,8 @@ mod tests {
                 socket: "/s".into(),
                 allowed_uids: vec![me],
                 group: Some("confine-helper".into()),
-                ceiling: None
+                ceiling: None,
+                serving: Serving::default()
             })
         );
         assert!(parse(&args(&["serve", "--socket", "/s", "--group"])).is_err());
@@ -614,7 +590,8 @@ mod tests {
                 socket: "/run/x/s".into(),
                 allowed_uids: vec![me],
                 group: None,
-                ceiling: None
+                ceiling: None,
+                serving: Serving::default()
             })
         );
         assert_eq!(
@@ -631,8 +608,68 @@ mod tests {
                 socket: "/s".into(),
                 allowed_uids: vec![7, 8],
                 group: None,
-                ceiling: None
+                ceiling: None,
+                serving: Serving::default()
             })
+        );
+    }
+
+    #[test]
+    fn serve_takes_its_caps_idle_limit_and_cgroup_or_the_defaults() {
+        let Ok(Invocation::Serve { serving, .. }) = parse(&args(&["serve", "--socket", "/s"]))
+        else {
+            panic!("serve --socket /s");
+        };
+        assert_eq!(
+            serving.caps,
+            crate::service::Caps {
+                per_user: 16,
+                total: 256
+            }
+        );
+        assert_eq!(
+            (serving.idle_limit, serving.delegated_cgroup),
+            (None, false)
+        );
+        let given = parse(&args(&[
+            "serve",
+            "--delegated-cgroup",
+            "--socket",
+            "/s",
+            "--max-per-user",
+            "2",
+            "--max-connections",
+            "3",
+            "--idle-limit",
+            "0",
+        ]));
+        let Ok(Invocation::Serve { serving, .. }) = given else {
+            panic!("{given:?}");
+        };
+        assert_eq!(
+            serving,
+            Serving {
+                caps: crate::service::Caps {
+                    per_user: 2,
+                    total: 3
+                },
+                idle_limit: Some(Duration::ZERO),
+                delegated_cgroup: true
+            }
+        );
+        assert_eq!(
+            parse(&args(&["serve", "--socket", "/s", "--max-per-user", "0"])),
+            Err(UsageError::Zero("--max-per-user"))
+        );
+        assert!(
+            parse(&args(&[
+                "serve",
+                "--socket",
+                "/s",
+                "--max-connections",
+                "x"
+            ]))
+            .is_err()
         );
     }
 

@@ -45,6 +45,7 @@ mod record;
 mod seatbelt;
 #[cfg(target_os = "linux")]
 mod seccomp;
+mod serve;
 mod server;
 mod service;
 mod sys;

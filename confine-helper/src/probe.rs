@@ -1,13 +1,17 @@
-//! `confine-helper probe`: every backend's verdict, the Landlock ABI, the selection and the
-//! ceiling, as text or as one JSON line.
+//! What the helper says of itself: the `Info` reply ([`info`]: every backend's verdict, the
+//! Landlock ABI, the grant of the ceiling), and `confine-helper probe`, which prints it with the
+//! selection and the ceiling, as text or as one JSON line.
 
 use std::process::ExitCode;
 
+use confine_protocol::{Backend, BackendReport, Grant, HelperInfo, Mode, Network};
+
+use crate::command;
 use crate::confine::Context;
 
 /// Prints every backend's verdict; exits non-zero when no backend is usable.
 pub(crate) fn print(ctx: &Context, json: bool) -> ExitCode {
-    let info = crate::server::info(ctx);
+    let info = info(ctx);
     let selected = info
         .backends
         .iter()
@@ -68,6 +72,51 @@ pub(crate) fn print(ctx: &Context, json: bool) -> ExitCode {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
+    }
+}
+
+/// Every backend's verdict (probing those not yet probed) and the Landlock ABI.
+pub(crate) fn info(ctx: &Context) -> HelperInfo {
+    HelperInfo {
+        software: format!("confine-helper {}", env!("CARGO_PKG_VERSION")),
+        pid: std::process::id(),
+        backends: [Backend::Bwrap, Backend::Landlock]
+            .into_iter()
+            .map(|backend| {
+                let verdict = command::verdict(backend, ctx);
+                BackendReport {
+                    backend,
+                    usable: verdict.is_ok(),
+                    detail: verdict.map_or_else(|why| why.to_string(), |()| "usable".into()),
+                    layers: crate::confine::layers(backend, ctx),
+                }
+            })
+            .collect(),
+        landlock_abi: Some(ctx.landlock_abi).filter(|abi| *abi > 0),
+        grant: grant(&ctx.ceiling),
+    }
+}
+
+/// The ceiling as a requester needs it to offer only what will be granted. A broken ceiling
+/// refuses every request; it is announced as the narrowest grant.
+fn grant(ceiling: &crate::ceiling::Ceiling) -> Grant {
+    let broken = ceiling.broken.is_some();
+    Grant {
+        max_mode: if broken {
+            Mode::ReadOnly
+        } else {
+            ceiling.max_mode
+        },
+        network: if ceiling.allow_network && !broken {
+            Network::Allow
+        } else {
+            Network::Deny
+        },
+        sources: ceiling
+            .sources
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect(),
     }
 }
 

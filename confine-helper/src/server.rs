@@ -10,8 +10,8 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::time::{Duration, Instant};
 
 use confine_protocol::{
-    Backend, BackendReport, Ending, FrameDecoder, FrameError, Grant, Hello, HelperInfo, Mode,
-    Network, Reply, Request, Spawn, Stage, StdioSpec, check_hello, decode_payload, encode_frame,
+    Ending, FrameDecoder, FrameError, Hello, HelperInfo, Reply, Request, Spawn, Stage, StdioSpec,
+    check_hello, decode_payload, encode_frame,
 };
 use nix::libc;
 use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg, send};
@@ -51,6 +51,9 @@ enum Closed {
     NoGreeting,
     #[error("a frame was left half-sent for 30 s")]
     Stalled,
+    /// Greeted, then this many seconds with no command running and nothing sent.
+    #[error("idle for {0} s with no command running (--idle-limit); closed to free its place")]
+    Idle(u64),
     #[error("cannot encode a reply: {0}")]
     Encode(FrameError),
     #[error("the peer does not read its replies")]
@@ -80,6 +83,8 @@ struct Conn {
     greeted: bool,
     connected_at: Instant,
     last_input: Instant,
+    /// When its last command ended: with `last_input`, where an idle spell starts.
+    last_ended: Instant,
     in_flight: usize,
 }
 
@@ -88,6 +93,12 @@ pub(crate) struct Server {
     listener: Option<(UnixListener, service::Admission)>,
     /// Whether the listener rests after a failed accept.
     pause: service::Pause,
+    /// The caps on a service's connections, and its connections under their peers' uids.
+    caps: service::Caps,
+    live: service::Live<ConnId>,
+    /// How long a greeted connection may stay with no command running and nothing sent: a
+    /// helper serving a peer of a root service (`--served-from`) frees its place.
+    idle_limit: Option<Duration>,
     conns: HashMap<ConnId, Conn>,
     next_conn: ConnId,
     commands: HashMap<(ConnId, u64), Running>,
@@ -102,26 +113,37 @@ enum Token {
 }
 
 impl Server {
-    /// A helper serving one inherited connection; it exits when that connection is gone.
-    pub(crate) fn embedded(sock: UnixStream, ctx: Context) -> Server {
-        let mut server = Server::new(None, ctx);
+    /// A helper serving one inherited connection; it exits when that connection is gone, or
+    /// once it has been idle for `idle_limit`.
+    pub(crate) fn embedded(sock: UnixStream, ctx: Context, idle_limit: Option<Duration>) -> Server {
+        let mut server = Server::new(None, service::Caps::default(), ctx);
+        server.idle_limit = idle_limit;
         server.add_conn(sock, "agentd".into());
         server
     }
 
-    /// A helper accepting connections on `listener` from the peers `admission` admits.
+    /// A helper accepting connections on `listener` from the peers `admission` admits, up to
+    /// `caps`.
     pub(crate) fn service(
         listener: UnixListener,
         admission: service::Admission,
+        caps: service::Caps,
         ctx: Context,
     ) -> Server {
-        Server::new(Some((listener, admission)), ctx)
+        Server::new(Some((listener, admission)), caps, ctx)
     }
 
-    fn new(listener: Option<(UnixListener, service::Admission)>, ctx: Context) -> Server {
+    fn new(
+        listener: Option<(UnixListener, service::Admission)>,
+        caps: service::Caps,
+        ctx: Context,
+    ) -> Server {
         Server {
             listener,
             pause: service::Pause::default(),
+            caps,
+            live: service::Live::new(),
+            idle_limit: None,
             conns: HashMap::new(),
             next_conn: 0,
             commands: HashMap::new(),
@@ -130,10 +152,10 @@ impl Server {
         }
     }
 
-    fn add_conn(&mut self, sock: UnixStream, label: String) {
+    fn add_conn(&mut self, sock: UnixStream, label: String) -> Option<ConnId> {
         if let Err(e) = sock.set_nonblocking(true) {
             log!("{label}: cannot make the connection non-blocking: {e}; closing it");
-            return;
+            return None;
         }
         let now = Instant::now();
         let mut conn = Conn {
@@ -145,19 +167,21 @@ impl Server {
             greeted: false,
             connected_at: now,
             last_input: now,
+            last_ended: now,
             in_flight: 0,
         };
         match encode_frame(&self.hello) {
             Ok(frame) => conn.out.extend_from_slice(&frame),
             Err(e) => {
                 log!("cannot encode the greeting: {e}");
-                return;
+                return None;
             }
         }
         let id = self.next_conn;
         self.next_conn += 1;
         self.conns.insert(id, conn);
         self.flush(id);
+        Some(id)
     }
 
     /// Runs until there is nothing left to serve (embedded mode) or forever (service mode).
@@ -169,7 +193,6 @@ impl Server {
             let (mut fds, tokens) = self.poll_set();
             let timeout = self.poll_timeout();
             sys::poll(&mut fds, timeout)?;
-            self.on_timers(Instant::now());
             for (pfd, token) in fds.iter().zip(tokens) {
                 if pfd.revents == 0 {
                     continue;
@@ -187,6 +210,8 @@ impl Server {
                     Token::Command(key) => self.on_status(key),
                 }
             }
+            // After what arrived is handled: a request that came with its deadline counts.
+            self.on_timers(Instant::now());
         }
     }
 
@@ -226,15 +251,10 @@ impl Server {
             .values()
             .flat_map(|c| [c.deadline, c.kill_at])
             .flatten();
-        let conn_timers = self.conns.values().filter_map(|c| {
-            if !c.greeted {
-                Some(c.connected_at + HELLO_LIMIT)
-            } else if c.decoder.buffered() > 0 {
-                Some(c.last_input + STALL_LIMIT)
-            } else {
-                None
-            }
-        });
+        let conn_timers = self
+            .conns
+            .values()
+            .filter_map(|c| deadline(c, self.idle_limit).map(|(at, _)| at));
         match command_timers
             .chain(conn_timers)
             .chain(self.pause.until())
@@ -264,14 +284,8 @@ impl Server {
             .conns
             .iter()
             .filter_map(|(id, c)| {
-                if !c.greeted && now >= c.connected_at + HELLO_LIMIT {
-                    Some((*id, Closed::NoGreeting))
-                } else if c.greeted && c.decoder.buffered() > 0 && now >= c.last_input + STALL_LIMIT
-                {
-                    Some((*id, Closed::Stalled))
-                } else {
-                    None
-                }
+                let (at, why) = deadline(c, self.idle_limit)?;
+                (now >= at).then_some((*id, why))
             })
             .collect();
         for (id, why) in stalled {
@@ -288,7 +302,11 @@ impl Server {
             accepted.push((sock, peer));
         });
         for (sock, peer) in accepted {
-            self.add_conn(sock, peer.label());
+            if let Some(why) = self.live.over_cap(peer.uid, self.caps) {
+                service::refuse(sock, &peer, &why);
+            } else if let Some(id) = self.add_conn(sock, peer.label()) {
+                self.live.add(id, peer.uid);
+            }
         }
     }
 
@@ -392,7 +410,7 @@ impl Server {
     }
 
     fn info(&self) -> HelperInfo {
-        info(&self.ctx)
+        crate::probe::info(&self.ctx)
     }
 
     /// Runs `spawn` with the descriptors that came with it; `problem` is why it must not run
@@ -476,6 +494,7 @@ impl Server {
             }
             if let Some(conn) = self.conns.get_mut(&key.0) {
                 conn.in_flight -= 1;
+                conn.last_ended = Instant::now();
             }
             self.reply(key.0, &reply);
         }
@@ -517,6 +536,9 @@ impl Server {
         let Some(conn) = self.conns.remove(&id) else {
             return;
         };
+        // Closed before it is logged: once the line is there, the peer sees the end.
+        drop(conn.sock);
+        self.live.remove(&id);
         let mut killed = 0;
         for ((conn_id, _), cmd) in self.commands.iter_mut() {
             if *conn_id == id && cmd.ctl.take().is_some() {
@@ -534,6 +556,21 @@ impl Server {
     }
 }
 
+/// When `conn` is cut off unless something happens first, and why: no greeting within
+/// `HELLO_LIMIT`, a frame left half-sent for `STALL_LIMIT`, or, with `idle_limit`, nothing
+/// running and nothing sent for that long.
+fn deadline(conn: &Conn, idle_limit: Option<Duration>) -> Option<(Instant, Closed)> {
+    if !conn.greeted {
+        return Some((conn.connected_at + HELLO_LIMIT, Closed::NoGreeting));
+    }
+    if conn.decoder.buffered() > 0 {
+        return Some((conn.last_input + STALL_LIMIT, Closed::Stalled));
+    }
+    let limit = idle_limit.filter(|_| conn.in_flight == 0)?;
+    let since = conn.last_input.max(conn.last_ended);
+    Some((since + limit, Closed::Idle(limit.as_secs())))
+}
+
 /// Whether a runner failure at `stage` means the backend could not build the confinement (its
 /// verdict is then dropped, and the next request that needs it probes it again).
 fn builds_confinement(stage: Stage) -> bool {
@@ -546,49 +583,4 @@ fn builds_confinement(stage: Stage) -> bool {
             | Stage::NoNewPrivs
             | Stage::Capabilities
     )
-}
-
-/// Every backend's verdict (probing those not yet probed) and the Landlock ABI.
-pub(crate) fn info(ctx: &Context) -> HelperInfo {
-    HelperInfo {
-        software: format!("confine-helper {}", env!("CARGO_PKG_VERSION")),
-        pid: std::process::id(),
-        backends: [Backend::Bwrap, Backend::Landlock]
-            .into_iter()
-            .map(|backend| {
-                let verdict = command::verdict(backend, ctx);
-                BackendReport {
-                    backend,
-                    usable: verdict.is_ok(),
-                    detail: verdict.map_or_else(|why| why.to_string(), |()| "usable".into()),
-                    layers: crate::confine::layers(backend, ctx),
-                }
-            })
-            .collect(),
-        landlock_abi: Some(ctx.landlock_abi).filter(|abi| *abi > 0),
-        grant: grant(&ctx.ceiling),
-    }
-}
-
-/// The ceiling as a requester needs it to offer only what will be granted. A broken ceiling
-/// refuses every request; it is announced as the narrowest grant.
-fn grant(ceiling: &crate::ceiling::Ceiling) -> Grant {
-    let broken = ceiling.broken.is_some();
-    Grant {
-        max_mode: if broken {
-            Mode::ReadOnly
-        } else {
-            ceiling.max_mode
-        },
-        network: if ceiling.allow_network && !broken {
-            Network::Allow
-        } else {
-            Network::Deny
-        },
-        sources: ceiling
-            .sources
-            .iter()
-            .map(|p| p.display().to_string())
-            .collect(),
-    }
 }

@@ -16,7 +16,7 @@ mod support;
 
 use std::io::{Read, Write};
 use std::net::Shutdown;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
@@ -30,7 +30,10 @@ use confine_protocol::{
     encode_frame,
 };
 use serde::Serialize;
-use support::{Peer, Scratch, Service, pipe, run_captured, spawn, usable_backends};
+use support::{
+    Peer, Scratch, Service, connect_as, open_to_everyone, pipe, run_captured, spawn,
+    usable_backends,
+};
 
 /// The helper's `HELLO_LIMIT` (RFC 0001): a peer that has not greeted by then is cut off.
 const HELLO_LIMIT: Duration = Duration::from_secs(10);
@@ -715,7 +718,9 @@ fn cpu_ticks(pid: u32) -> u64 {
 
 #[test]
 fn a_helper_out_of_descriptors_rests_its_listener_and_serves_again_once_one_is_free() {
-    let mut target = Target::start_with("out-of-fds", &[], |cmd| {
+    // Caps above the descriptors, so that the descriptors run out first.
+    let caps = ["--max-per-user", "1024", "--max-connections", "1024"];
+    let mut target = Target::start_with("out-of-fds", &caps, |cmd| {
         // SAFETY: setrlimit is async-signal-safe; the closure touches no shared state.
         unsafe {
             cmd.pre_exec(|| {
@@ -794,37 +799,6 @@ fn other_user() -> Result<(u32, u32), String> {
     Ok((user.uid.as_raw(), user.gid.as_raw()))
 }
 
-/// A socket connected to `path` by a process running as `uid`: `SO_PEERCRED` records the
-/// credentials of the process that calls `connect(2)`.
-fn connect_as(uid: u32, gid: u32, path: &Path) -> std::io::Result<UnixStream> {
-    use nix::sys::socket::{AddressFamily, SockFlag, SockType, UnixAddr, connect, socket};
-    let sock: OwnedFd = socket(
-        AddressFamily::Unix,
-        SockType::Stream,
-        SockFlag::SOCK_CLOEXEC,
-        None,
-    )?;
-    let addr = UnixAddr::new(path)?;
-    let fd = sock.as_raw_fd();
-    let mut child = std::process::Command::new("/bin/true");
-    child.uid(uid).gid(gid);
-    // SAFETY: connect is async-signal-safe; the address was built before the fork.
-    unsafe {
-        child.pre_exec(move || connect(fd, &addr).map_err(std::io::Error::from));
-    }
-    child.status()?;
-    Ok(UnixStream::from(sock))
-}
-
-/// Opens the socket and its directory to every user: only `SO_PEERCRED` is left to refuse.
-fn open_to_everyone(socket: &Path) {
-    let mode = |p: &Path, m| std::fs::set_permissions(p, std::fs::Permissions::from_mode(m));
-    let run = socket.parent().expect("socket dir");
-    mode(run.parent().expect("scratch dir"), 0o755).expect("chmod scratch");
-    mode(run, 0o755).expect("chmod run");
-    mode(socket, 0o666).expect("chmod socket");
-}
-
 #[test]
 fn a_peer_of_another_uid_is_refused_by_its_credentials_unless_allowed() {
     const NAME: &str = "a_peer_of_another_uid_is_refused_by_its_credentials_unless_allowed";
@@ -844,12 +818,15 @@ fn a_peer_of_another_uid_is_refused_by_its_credentials_unless_allowed() {
     let canary = target.host.0.join("ran");
 
     // The private directory alone keeps another user out.
-    let denied = connect_as(uid, gid, &socket).expect_err("another uid reached a 0700 directory");
+    let Err(denied) = connect_as((uid, gid), &socket, 1, None) else {
+        panic!("another uid reached a 0700 directory");
+    };
     assert_eq!(denied.raw_os_error(), Some(nix::libc::EACCES), "{denied}");
 
     // With the files open to everyone, SO_PEERCRED still refuses: no greeting, nothing runs.
     open_to_everyone(&socket);
-    let mut peer = Peer::over(connect_as(uid, gid, &socket).expect("connect as the other uid"));
+    let mut held = connect_as((uid, gid), &socket, 1, None).expect("connect as the other uid");
+    let mut peer = Peer::over(held.socks.remove(0));
     let frames = [
         encode_frame(&Hello::ours("other-uid")).expect("encode"),
         encode_frame(&Request::Spawn(canary_spawn(1, &canary))).expect("encode"),
@@ -870,9 +847,9 @@ fn a_peer_of_another_uid_is_refused_by_its_credentials_unless_allowed() {
         &["--allow-uid", "0", "--allow-uid", &uid.to_string()],
     );
     open_to_everyone(&allowed.service.socket);
-    let mut peer = Peer::over(
-        connect_as(uid, gid, &allowed.service.socket).expect("connect as the other uid"),
-    );
+    let mut held =
+        connect_as((uid, gid), &allowed.service.socket, 1, None).expect("connect as the other uid");
+    let mut peer = Peer::over(held.socks.remove(0));
     peer.greet();
     allowed.assert_serves(&mut peer, "a connection from the allowed uid");
     allowed.assert_serving("the allowed uid was served");

@@ -10,13 +10,19 @@ mod socket_activation;
 mod support;
 
 use std::io::Write;
+use std::os::fd::AsFd;
 use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::{Duration, Instant};
 
-use confine_protocol::{ExitStatus, Reply, Request, encode_frame};
-use support::{HELPER, Peer, Scratch, Service, spawn};
+use confine_protocol::{ExitStatus, Hello, Mode, Reply, Request, StdioSpec, encode_frame};
+use support::{
+    HELPER, Peer, Scratch, Service, connect_as, helper_for_every_user, open_to_everyone,
+    run_captured, spawn, usable_backends, users,
+};
 
 #[test]
 fn the_socket_is_private_to_its_owner() {
@@ -140,14 +146,8 @@ fn a_greeting_that_is_not_a_hello_is_a_protocol_error() {
 fn serve_as_a_user(dir: &Path, args: &[&str]) -> (Command, Option<Scratch>, u32) {
     let (mut command, copy, uid);
     if nix::unistd::geteuid().is_root() {
-        let bin = Scratch::new("user-bin");
-        std::fs::set_permissions(&bin.0, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        let (helper, bin) = helper_for_every_user();
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777)).expect("chmod");
-        let helper = bin.0.join("confine-helper");
-        // Copied by another process: a copy written here could still be open for writing in
-        // a child another test forks meanwhile, and executing it would fail (ETXTBSY).
-        let copied = Command::new("cp").arg(HELPER).arg(&helper).status();
-        assert!(copied.expect("cp").success(), "copy the helper");
         command = Command::new(&helper);
         command.uid(65534).gid(65534);
         (copy, uid) = (Some(bin), 65534);
@@ -332,4 +332,484 @@ fn the_service_socket_is_never_a_socket_a_command_may_connect_to() {
         ),
         other => panic!("the service socket was accepted as a unix_sockets entry: {other:?}"),
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// What one peer may hold of a root service: its connections (helpers) per uid and in all, its
+// own process limit, its place when idle, and a cgroup per uid.
+// ---------------------------------------------------------------------------------------------
+
+/// The users these tests make (and keep): one for each test that counts a user's processes,
+/// and one whose commands show that the service still serves everyone else.
+const NPROC_USER: &str = "confine-svc-nproc";
+const CAPPED_USER: &str = "confine-svc-capped";
+const OTHER_USER: &str = "confine-svc-other";
+
+/// A root service serving `uids`, each by a helper of its own started from a copy of the
+/// helper every user can execute, with `extra` arguments; its socket open to everyone. The
+/// scratch directories go with it.
+fn root_service(tag: &str, uids: &[u32], extra: &[&str]) -> (Service, [Scratch; 2]) {
+    let dir = Scratch::new(tag);
+    let (helper, bin) = helper_for_every_user();
+    let socket = dir.0.join("run").join("helper.sock");
+    let mut command = Command::new(helper);
+    command.args(["serve", "--socket"]).arg(&socket);
+    for uid in uids {
+        command.args(["--allow-uid", &uid.to_string()]);
+    }
+    command.args(extra);
+    let service = Service::start_command(socket, command);
+    open_to_everyone(&service.socket);
+    (service, [dir, bin])
+}
+
+/// How a service answered a connection: served (it greeted; ours is sent back), or refused,
+/// with the reason its refusal gives.
+enum Answer {
+    Served(Peer),
+    Refused(String),
+}
+
+fn answer(sock: UnixStream) -> Answer {
+    let mut peer = Peer::over(sock);
+    let hello: Hello = peer.read_message().expect("a greeting or a refusal");
+    match hello.refused() {
+        Some(reason) => Answer::Refused(reason.to_owned()),
+        None => {
+            peer.send_raw(&encode_frame(&Hello::ours("service-test")).expect("encode"));
+            Answer::Served(peer)
+        }
+    }
+}
+
+/// The served peers and the refusals among `answers`.
+fn sort(answers: Vec<Answer>) -> (Vec<Peer>, Vec<String>) {
+    let (mut served, mut refused) = (Vec::new(), Vec::new());
+    for answer in answers {
+        match answer {
+            Answer::Served(peer) => served.push(peer),
+            Answer::Refused(reason) => refused.push(reason),
+        }
+    }
+    (served, refused)
+}
+
+/// The output of `id -u` run confined (read-only, the first usable backend) by the helper
+/// serving `peer`; `None` when no backend is usable here.
+fn confined_uid(peer: &mut Peer) -> Option<String> {
+    let backend = usable_backends(peer).first().copied()?;
+    let mut request = spawn(1, &["id", "-u"]);
+    request.policy.mode = Mode::ReadOnly;
+    request.backend = backend;
+    let (replies, out) = run_captured(peer, request);
+    match replies.last() {
+        Some(Reply::Exited(e)) => assert_eq!(e.status, ExitStatus::Code(0), "{replies:?}"),
+        other => panic!("the confined command did not run: {other:?}"),
+    }
+    Some(out.trim().to_owned())
+}
+
+/// Checks that the service serves `user` a confined command of its own, as itself.
+fn assert_serves_confined(service: &Service, user: (u32, u32), name: &str) {
+    let mut held = connect_as(user, &service.socket, 1, None).expect("connect");
+    let Answer::Served(mut peer) = answer(held.socks.remove(0)) else {
+        panic!("{name}: the other user was refused");
+    };
+    match confined_uid(&mut peer) {
+        Some(uid) => assert_eq!(uid, user.0.to_string(), "{name}: ran as another uid"),
+        None => println!("SKIP {name} (the confined control): no usable backend here"),
+    }
+}
+
+#[test]
+fn a_user_holds_no_more_helpers_than_its_process_limit_allows_while_another_is_served() {
+    const NAME: &str =
+        "a_user_holds_no_more_helpers_than_its_process_limit_allows_while_another_is_served";
+    if !nix::unistd::geteuid().is_root() {
+        println!("SKIP {NAME}: making users and a root service needs root");
+        return;
+    }
+    let limited = users::system_user(NPROC_USER, &[]);
+    let other = users::system_user(OTHER_USER, &[]);
+    let (service, _dirs) = root_service("nproc", &[limited.0, other.0], &[]);
+    // The user's one process, connecting TRIES times, may have LIMIT processes: the kernel
+    // checks the count when a helper takes the uid, before counting it, so the user reaches
+    // LIMIT + 1 at most: its own process and LIMIT helpers.
+    const LIMIT: u64 = 3;
+    const TRIES: usize = 6;
+    let mut held =
+        connect_as(limited, &service.socket, TRIES, Some(LIMIT)).expect("connect as the user");
+    let answers: Vec<Answer> = held.socks.drain(..).map(answer).collect();
+    let (served, refused) = sort(answers);
+    assert!(
+        !served.is_empty() && served.len() as u64 <= LIMIT,
+        "{} helpers served a user limited to {LIMIT} processes; refused: {refused:?}",
+        served.len()
+    );
+    assert_eq!(served.len() + refused.len(), TRIES);
+    for reason in &refused {
+        assert!(
+            reason.contains(&format!("uid {}", limited.0))
+                && reason.contains(&format!("RLIMIT_NPROC {LIMIT}")),
+            "the refusal does not name the limit: {reason}"
+        );
+    }
+    let line = service.expect_log(&format!("RLIMIT_NPROC {LIMIT}"));
+    assert!(
+        line.contains(&format!(
+            "refused peer uid {} (pid {})",
+            limited.0,
+            held.pid()
+        )),
+        "{line}"
+    );
+    // The control: another user is served meanwhile, its command confined and its own.
+    assert_serves_confined(&service, other, NAME);
+}
+
+#[test]
+fn a_user_past_a_cap_is_refused_naming_it_while_others_are_served() {
+    const NAME: &str = "a_user_past_a_cap_is_refused_naming_it_while_others_are_served";
+    if !nix::unistd::geteuid().is_root() {
+        println!("SKIP {NAME}: making users and a root service needs root");
+        return;
+    }
+    let capped = users::system_user(CAPPED_USER, &[]);
+    let other = users::system_user(OTHER_USER, &[]);
+    let caps = ["--max-per-user", "2", "--max-connections", "3"];
+    let (service, _dirs) = root_service("caps", &[capped.0, other.0], &caps);
+
+    let mut held = connect_as(capped, &service.socket, 3, None).expect("connect");
+    let (mut served, refused) = sort(held.socks.drain(..).map(answer).collect());
+    assert_eq!(served.len(), 2, "refused: {refused:?}");
+    let [reason] = refused.as_slice() else {
+        panic!("expected one refusal: {refused:?}");
+    };
+    assert!(
+        reason.contains(&format!(
+            "uid {} has reached the cap on connections per user, 2 (--max-per-user)",
+            capped.0
+        )),
+        "{reason}"
+    );
+    let line = service.expect_log("--max-per-user");
+    assert!(
+        line.contains(&format!("refused peer uid {}", capped.0)),
+        "{line}"
+    );
+
+    // Another user has its own count, up to the cap of all connections.
+    let mut others = connect_as(other, &service.socket, 2, None).expect("connect");
+    let (mut other_served, refused) = sort(others.socks.drain(..).map(answer).collect());
+    assert_eq!(other_served.len(), 1, "refused: {refused:?}");
+    let [reason] = refused.as_slice() else {
+        panic!("expected one refusal: {refused:?}");
+    };
+    assert!(
+        reason.contains("its cap on connections for all users, 3 (--max-connections)"),
+        "{reason}"
+    );
+    // The control: the other user's served connection runs its confined command.
+    match confined_uid(&mut other_served[0]) {
+        Some(uid) => assert_eq!(uid, other.0.to_string()),
+        None => println!("SKIP {NAME} (the confined control): no usable backend here"),
+    }
+
+    // A connection that ends frees its place once its helper is reaped: the other user is
+    // served again (bounded: each try is refused at once until then).
+    drop(served.pop());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let mut again = connect_as(other, &service.socket, 1, None).expect("connect");
+        match answer(again.socks.remove(0)) {
+            Answer::Served(_) => break,
+            Answer::Refused(reason) => {
+                assert!(Instant::now() < deadline, "no place came free: {reason}");
+                std::thread::yield_now();
+            }
+        }
+    }
+}
+
+#[test]
+fn an_idle_connection_is_closed_after_the_idle_limit_and_one_running_a_command_is_not() {
+    const NAME: &str =
+        "an_idle_connection_is_closed_after_the_idle_limit_and_one_running_a_command_is_not";
+    if !nix::unistd::geteuid().is_root() {
+        println!("SKIP {NAME}: only a root service starts a helper per peer");
+        return;
+    }
+    let dir = Scratch::new("idle");
+    // Root is served by a helper of its own once another uid is admitted too.
+    let service = Service::start(
+        &dir.0,
+        &[
+            "--allow-uid",
+            "0",
+            "--allow-uid",
+            "4242",
+            "--idle-limit",
+            "1",
+        ],
+    );
+    let mut busy = Peer::connect(&service.socket).expect("connect");
+    busy.greet();
+    let (command_stdin, mut writer) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+        .map(|(r, w)| (r, std::fs::File::from(w)))
+        .expect("pipe");
+    let mut request = spawn(1, &["sh", "-c", "read line; exit 5"]);
+    request.stdio.stdin = StdioSpec::Fd;
+    busy.send(&Request::Spawn(request), &[command_stdin.as_fd()]);
+    drop(command_stdin);
+    assert!(
+        matches!(busy.reply(), Reply::Started(_)),
+        "the command did not start"
+    );
+
+    // Greeted and then idle, twice in a row: closed each time (EOF, within the peer's read
+    // timeout), while the busy connection's last request is older than both.
+    for round in 0..2 {
+        let mut idle = Peer::connect(&service.socket).expect("connect");
+        idle.greet();
+        assert!(
+            idle.read_message::<Reply>().is_none(),
+            "round {round}: the idle connection was not closed"
+        );
+        let line = service.expect_log("idle for 1 s");
+        assert!(line.contains("--idle-limit"), "{line}");
+    }
+    // The control: the connection whose command runs is still served.
+    busy.send(&Request::Info, &[]);
+    assert!(
+        matches!(busy.reply(), Reply::Info(_)),
+        "a connection running a command was closed"
+    );
+    // Its command ends: idle then, it is closed in turn.
+    writer.write_all(b"go\n").expect("write");
+    drop(writer);
+    match busy.until_end(1).last() {
+        Some(Reply::Exited(e)) => assert_eq!(e.status, ExitStatus::Code(5)),
+        other => panic!("the command did not end: {other:?}"),
+    }
+    assert!(
+        busy.read_message::<Reply>().is_none(),
+        "the connection was kept once idle"
+    );
+}
+
+/// A cgroup of this test's own on the cgroup v2 hierarchy, removed (with the children the
+/// service made in it) when dropped; `None` when there is no v2 hierarchy this process may
+/// write, with why.
+struct TestCgroup {
+    dir: PathBuf,
+    /// Its path in the hierarchy, as `/proc/PID/cgroup` shows it.
+    name: String,
+}
+
+impl TestCgroup {
+    fn new(tag: &str) -> Result<TestCgroup, String> {
+        let mountinfo =
+            std::fs::read_to_string("/proc/self/mountinfo").map_err(|e| e.to_string())?;
+        let mount = mountinfo
+            .lines()
+            .find_map(|line| {
+                let (mount, fs) = line.split_once(" - ")?;
+                let mut fields = mount.split_whitespace().skip(3);
+                let (root, point) = (fields.next()?, fields.next()?);
+                (fs.starts_with("cgroup2 ") && root == "/").then(|| PathBuf::from(point))
+            })
+            .ok_or("no cgroup v2 hierarchy is mounted")?;
+        let name = format!("/confine-helper-test-{tag}-{}", std::process::id());
+        let dir = mount.join(&name[1..]);
+        std::fs::create_dir(&dir).map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
+        Ok(TestCgroup { dir, name })
+    }
+
+    /// `command`, started in this cgroup (by a shell that joins it, then executes it).
+    fn run_in(&self, command: &Command) -> Command {
+        let mut shell = Command::new("sh");
+        shell
+            .args(["-c", "echo $$ > \"$0/cgroup.procs\" && exec \"$@\""])
+            .arg(&self.dir)
+            .arg(command.get_program())
+            .args(command.get_args());
+        shell
+    }
+}
+
+impl Drop for TestCgroup {
+    /// Removes the cgroups once the processes left in them have ended (a helper ends with its
+    /// connection; bounded).
+    fn drop(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        for dir in [
+            self.dir.join("service"),
+            self.dir.join("uid-0"),
+            self.dir.clone(),
+        ] {
+            let empty =
+                || std::fs::read_to_string(dir.join("cgroup.procs")).map_or(true, |p| p.is_empty());
+            while !empty() && Instant::now() < deadline {
+                std::thread::yield_now();
+            }
+            let _ = std::fs::remove_dir(&dir);
+        }
+    }
+}
+
+/// The cgroup v2 path of process `pid`, as `/proc/PID/cgroup` shows it.
+fn cgroup_of(pid: &str) -> String {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).expect("its cgroups");
+    text.lines()
+        .find_map(|line| line.strip_prefix("0::"))
+        .expect("a cgroup v2 line")
+        .to_owned()
+}
+
+#[test]
+fn a_peer_s_helper_and_its_commands_run_in_a_cgroup_of_its_uid_when_the_cgroup_is_delegated() {
+    const NAME: &str =
+        "a_peer_s_helper_and_its_commands_run_in_a_cgroup_of_its_uid_when_the_cgroup_is_delegated";
+    if !nix::unistd::geteuid().is_root() {
+        println!("SKIP {NAME}: only a root service starts a helper per peer");
+        return;
+    }
+    // Served as root by a helper of its own: another uid is admitted too.
+    let rule = ["--allow-uid", "0", "--allow-uid", "4242"];
+    let served_in = |delegated: bool| -> Option<(String, String, String)> {
+        let cgroup = match TestCgroup::new(if delegated { "on" } else { "off" }) {
+            Ok(cgroup) => cgroup,
+            Err(why) => {
+                println!("SKIP {NAME}: {why}");
+                return None;
+            }
+        };
+        let dir = Scratch::new("cgroup");
+        let socket = dir.0.join("run").join("helper.sock");
+        let mut helper = Command::new(HELPER);
+        helper.args(["serve", "--socket"]).arg(&socket).args(rule);
+        if delegated {
+            helper.arg("--delegated-cgroup");
+        }
+        let service = Service::start_command(socket.clone(), cgroup.run_in(&helper));
+        let mut peer = Peer::connect(&socket).expect("connect");
+        peer.greet();
+        let line = service.expect_log("served by helper pid");
+        let pid = line
+            .split("served by helper pid ")
+            .nth(1)
+            .and_then(|rest| rest.split(' ').next())
+            .expect("the helper's pid")
+            .trim_end_matches(',')
+            .to_owned();
+        let (replies, command) = run_captured(&mut peer, spawn(1, &["cat", "/proc/self/cgroup"]));
+        assert!(
+            matches!(replies.last(), Some(Reply::Exited(_))),
+            "{replies:?}"
+        );
+        let command = command
+            .lines()
+            .find_map(|line| line.strip_prefix("0::"))
+            .expect("the command's cgroup")
+            .to_owned();
+        let found = (
+            cgroup_of(&service.child.id().to_string()),
+            cgroup_of(&pid),
+            command,
+        );
+        // The helper ends with its connection and, reaped, its uid's cgroup goes (bounded).
+        drop(peer);
+        let uid_dir = cgroup.dir.join("uid-0");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while uid_dir.exists() && Instant::now() < deadline {
+            std::thread::yield_now();
+        }
+        assert!(
+            !uid_dir.exists(),
+            "the uid's cgroup outlived its last helper"
+        );
+        drop(service);
+        Some((
+            cgroup.name.clone(),
+            found.0,
+            format!("{}|{}", found.1, found.2),
+        ))
+    };
+    let Some((name, service, helper_and_command)) = served_in(true) else {
+        return;
+    };
+    assert_eq!(
+        service,
+        format!("{name}/service"),
+        "the service is not in its leaf"
+    );
+    assert_eq!(
+        helper_and_command,
+        format!("{name}/uid-0|{name}/uid-0"),
+        "the helper and its command are not in the uid's cgroup"
+    );
+    // The control: without --delegated-cgroup, the helper stays in the service's cgroup.
+    let Some((name, service, helper_and_command)) = served_in(false) else {
+        return;
+    };
+    assert_eq!(service, name);
+    assert_eq!(helper_and_command, format!("{name}|{name}"));
+}
+
+#[test]
+fn a_user_s_own_service_caps_its_connections_too() {
+    let dir = Scratch::new("own-caps");
+    let service = Service::start(&dir.0, &["--max-per-user", "1"]);
+    let first = UnixStream::connect(&service.socket).expect("connect");
+    let Answer::Served(mut served) = answer(first) else {
+        panic!("the first connection was refused");
+    };
+    let second = UnixStream::connect(&service.socket).expect("connect");
+    let Answer::Refused(reason) = answer(second) else {
+        panic!("a connection past --max-per-user 1 was served");
+    };
+    assert!(
+        reason.contains("the cap on connections per user, 1 (--max-per-user)"),
+        "{reason}"
+    );
+    // The control: the first is served all along, and its place frees once it ends.
+    served.send(&Request::Spawn(spawn(1, &["sh", "-c", "exit 4"])), &[]);
+    match served.until_end(1).last() {
+        Some(Reply::Exited(e)) => assert_eq!(e.status, ExitStatus::Code(4)),
+        other => panic!("the served connection was not served: {other:?}"),
+    }
+    drop(served);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while let Answer::Refused(reason) =
+        answer(UnixStream::connect(&service.socket).expect("connect"))
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the place never came free: {reason}"
+        );
+        std::thread::yield_now();
+    }
+}
+
+#[test]
+fn a_service_that_serves_its_own_uid_itself_refuses_what_only_a_hand_off_has() {
+    for option in [&["--idle-limit", "5"][..], &["--delegated-cgroup"]] {
+        let dir = Scratch::new("own-options");
+        let out = Command::new(HELPER)
+            .args(["serve", "--socket"])
+            .arg(dir.0.join("run").join("helper.sock"))
+            .args(option)
+            .output()
+            .expect("run");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{option:?}: it served: {err}");
+        assert!(
+            err.contains(&format!("{} is for a root service", option[0])),
+            "{option:?}: {err}"
+        );
+    }
+    // The control: without them, the same service serves.
+    let dir = Scratch::new("own-options");
+    let service = Service::start(&dir.0, &["--max-per-user", "4"]);
+    assert!(service.socket.exists());
 }

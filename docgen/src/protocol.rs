@@ -2,7 +2,7 @@
 //! definitions of `confine-protocol`, from the text its `wire!` block compiles and hashes.
 
 use confine_protocol::frame::HEADER_LEN;
-use confine_protocol::{MAX_FRAME, PROTOCOL_VERSION, SCHEMA_HASH, SCHEMA_TEXT};
+use confine_protocol::{MAX_FRAME, PROTOCOL_VERSION, REFUSAL_VERSION, SCHEMA_HASH, SCHEMA_TEXT};
 
 use crate::generated::Generated;
 
@@ -44,7 +44,10 @@ The wire protocol between agentd and confine-helper (the crate `confine-protocol
 A connection is a stream of frames: a {HEADER_LEN}-byte little-endian payload length, then one
 postcard-encoded message of that many bytes (at least one, at most `MAX_FRAME`). Each side first
 sends a bare `Hello`; both compare its protocol version and schema hash with their own and close
-the connection on any difference. After that agentd sends `Request`s and the helper answers with
+the connection on any difference. A service that will not serve a connection (a cap on its
+connections is reached) sends a refusal instead of its greeting and closes: a `Hello` of protocol
+version {REFUSAL_VERSION}, which no protocol has, whose `software` is the reason, for a person
+(`Hello::refusal`). After the greetings agentd sends `Request`s and the helper answers with
 `Reply`s. A `Spawn` (and a `WriteFile` or `ReadFile`) carries its descriptors as `SCM_RIGHTS`
 ancillary data of the same `sendmsg`. Any error in a frame or a message closes the connection.
 

@@ -1,10 +1,12 @@
 //! The wire protocol between `agentd` and `confine-helper`.
 //!
 //! A connection is a stream of frames (see [`frame`]). Each side first sends a bare [`Hello`];
-//! both check it with [`check_hello`] and close on a mismatch. After that agentd sends
-//! [`Request`]s and the helper answers with [`Reply`]s. A `Spawn` frame carries the command's
-//! stdio descriptors as SCM_RIGHTS ancillary data on the same `sendmsg`, so output never flows
-//! through the helper. Any protocol error closes the connection: nothing is guessed.
+//! both check it with [`check_hello`] and close on a mismatch. A service that refuses a
+//! connection sends a refusal ([`Hello::refusal`]) in place of its greeting and closes. After
+//! the greetings agentd sends [`Request`]s and the helper answers with [`Reply`]s. A `Spawn`
+//! frame carries the command's stdio descriptors as SCM_RIGHTS ancillary data on the same
+//! `sendmsg`, so output never flows through the helper. Any protocol error closes the
+//! connection: nothing is guessed.
 //!
 //! Beside the wire, [`environment`] holds the rules for a command's environment that both sides
 //! apply, so that they cannot differ.
@@ -36,6 +38,13 @@ pub const PROXY_PORT: u16 = 3128;
 /// Bumped on every change that is not purely additive at the end of the handshake.
 pub const PROTOCOL_VERSION: u32 = 7;
 
+/// The protocol version of a refusal: a [`Hello`] with it, sent in place of a service's
+/// greeting, says that nothing will be served on this connection, and its `software` says why,
+/// for a person to read (see [`Hello::refusal`]). No protocol ever had this version, so a peer
+/// that does not know refusals refuses the pair as a mismatch, whose message names that
+/// `software`, the reason, all the same.
+pub const REFUSAL_VERSION: u32 = 0;
+
 /// FNV-1a (64-bit) of [`SCHEMA_TEXT`]: the message definitions themselves.
 pub const SCHEMA_HASH: u64 = fnv1a64(SCHEMA_TEXT.as_bytes());
 
@@ -58,6 +67,21 @@ impl Hello {
             schema_hash: SCHEMA_HASH,
             software: software.to_owned(),
         }
+    }
+
+    /// A refusal carrying `reason` ([`REFUSAL_VERSION`]): a service that will not serve a
+    /// connection sends it instead of its greeting and closes, without reading anything.
+    pub fn refusal(reason: &str) -> Hello {
+        Hello {
+            protocol_version: REFUSAL_VERSION,
+            schema_hash: 0,
+            software: reason.to_owned(),
+        }
+    }
+
+    /// Why the peer refused the connection, when this greeting is a refusal.
+    pub fn refused(&self) -> Option<&str> {
+        (self.protocol_version == REFUSAL_VERSION).then_some(self.software.as_str())
     }
 }
 

@@ -510,6 +510,23 @@ fn check_hello_rejects_a_different_schema_hash() {
 }
 
 #[test]
+fn a_refusal_is_read_as_one_and_never_matches_a_protocol_that_names_its_reason() {
+    let reason = "confine-helper service: uid 1001 has reached the cap on connections per user, 16";
+    let refusal = Hello::refusal(reason);
+    assert_eq!(refusal.refused(), Some(reason));
+    // The control: a greeting of this protocol is no refusal.
+    assert_eq!(Hello::ours("confine-helper").refused(), None);
+    // A peer that does not look for refusals still refuses the pair, and says why.
+    let mismatch = check_hello(&Hello::ours("agentd 0.1.0"), &refusal).unwrap_err();
+    assert!(mismatch.to_string().contains(reason), "{mismatch}");
+    // It decodes as any greeting does: the same frame, whatever the build.
+    let frame = encode_frame(&refusal).expect("encode");
+    let mut decoder = FrameDecoder::new();
+    decoder.feed(&frame).expect("feed");
+    assert_eq!(decoder.next_message::<Hello>(), Ok(Some(refusal)));
+}
+
+#[test]
 fn the_mismatch_message_names_both_sides_versions_hashes_and_software() {
     let ours = Hello {
         protocol_version: 1,

@@ -484,6 +484,13 @@ fn samples() -> Vec<(String, Message)> {
         },
     );
 
+    hello_sample(
+        "hello.refusal",
+        Hello::refusal(
+            "confine-helper service: uid 1001 has reached the cap on connections per user, 16",
+        ),
+    );
+
     let mut request = |name: String, m: Request| out.push((name, Message::Request(Box::new(m))));
     for r in walk(Request::Spawn(spawn()), next_request) {
         request(format!("request.{}", request_name(&r)), r);

@@ -12,16 +12,23 @@
 mod socket_activation;
 mod support;
 
+use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
 
+use agentd::helper_client::{HelperClient, HelperEndpoint, Outcome, SpawnSpec};
+use confine_protocol::{ExitStatus, Mode};
 use support::users::{system_group, system_user};
 
 /// The users this test makes (and keeps, like the confinement suite's user).
 const MEMBER: &str = "agentd-svc-member";
 const OUTSIDER: &str = "agentd-svc-outsider";
+/// A second member, served while the first is at its cap.
+const SECOND_MEMBER: &str = "agentd-svc-second";
 /// A second group of the member's, which its commands must have too.
 const EXTRA_GROUP: &str = "agentd-svc-extra";
 
@@ -136,17 +143,31 @@ impl Layout {
     fn agentd_run_with(
         &self,
         user: &str,
-        (uid, gid): (u32, u32),
+        ids: (u32, u32),
         extra: &[&str],
         script: &str,
     ) -> (Output, PathBuf) {
+        let (mut command, home) = self.agentd_command(user, ids, extra, script);
+        let out = command.output().expect("runuser agentd run");
+        (out, home)
+    }
+
+    /// The command of `agentd run` as `user`, and the user's home (its workspace is `ws` there).
+    fn agentd_command(
+        &self,
+        user: &str,
+        (uid, gid): (u32, u32),
+        extra: &[&str],
+        script: &str,
+    ) -> (Command, PathBuf) {
         let home = self.homes.join(user);
         let ws = home.join("ws");
         std::fs::create_dir_all(&ws).expect("workspace");
         for dir in [&home, &ws] {
             std::os::unix::fs::chown(dir, Some(uid), Some(gid)).expect("chown");
         }
-        let out = Command::new("runuser")
+        let mut command = Command::new("runuser");
+        command
             .args(["-u", user, "--", "env", "-i"])
             .arg(format!("HOME={}", home.display()))
             .arg("PATH=/usr/bin:/bin")
@@ -163,10 +184,8 @@ impl Layout {
             .arg(&ws)
             .args(extra)
             .args(["--", "sh", "-c", script])
-            .current_dir(&ws)
-            .output()
-            .expect("runuser agentd run");
-        (out, home)
+            .current_dir(&ws);
+        (command, home)
     }
 }
 
@@ -358,4 +377,258 @@ fn the_packaged_units_serve_a_member_of_their_group_as_itself_and_refuse_anyone_
     check_both_users(&layout, &group_name, member, outsider);
     let log = stop(child);
     assert!(log.contains("served by helper pid"), "{log}");
+}
+
+/// A share of the machine a unit setting gives as a percentage (`33%`), as a number.
+fn percent(value: &str) -> Option<u32> {
+    value.strip_suffix('%')?.parse().ok()
+}
+
+#[test]
+fn the_packaged_service_bounds_its_tasks_and_memory_and_delegates_its_cgroup_to_the_helper() {
+    const NAME: &str =
+        "the_packaged_service_bounds_its_tasks_and_memory_and_delegates_its_cgroup_to_the_helper";
+    let service = unit("confine-helper.service");
+    // A share of the machine, never all of it: the rest of the system and its other users
+    // keep theirs.
+    for key in ["TasksMax", "MemoryMax"] {
+        let value = setting(&service, key);
+        assert!(
+            percent(&value).is_some_and(|p| (1..100).contains(&p)),
+            "{key}={value} is not a share of the machine below 100%"
+        );
+    }
+    // A cgroup per member only where systemd hands the unit's cgroup over, and handed over only
+    // to a helper that uses it: either alone would let the two managers fight over it.
+    let delegated = setting(&service, "ExecStart").contains("--delegated-cgroup");
+    assert_eq!(setting(&service, "Delegate"), "yes");
+    assert!(delegated, "Delegate=yes, but the helper is not told so");
+    // systemd reads the units as written, where it is installed (a copy whose program exists
+    // and whose manual page is not looked up). The control: a value it cannot read is reported.
+    let verify = |text: &str| -> Option<String> {
+        let dir = Scratch::new("/var/tmp", "verify");
+        let socket = unit("confine-helper.socket");
+        for (name, text) in [
+            ("confine-helper.service", text),
+            ("confine-helper.socket", &socket),
+        ] {
+            let usable: Vec<&str> = text
+                .lines()
+                .filter(|line| !line.starts_with("Documentation="))
+                .collect();
+            let usable = usable
+                .join("\n")
+                .replace("/usr/bin/confine-helper", "/bin/true");
+            std::fs::write(dir.0.join(name), usable).expect("a copy of the unit");
+        }
+        let out = Command::new("systemd-analyze")
+            .arg("verify")
+            .arg(dir.0.join("confine-helper.service"))
+            .output()
+            .ok()?;
+        Some(format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    };
+    match verify(&service) {
+        None => println!("SKIP {NAME} (systemd's reading): no systemd-analyze here"),
+        Some(said) => {
+            assert_eq!(said, "", "systemd-analyze verify");
+            let broken = service.replace("TasksMax=", "TasksMax=many");
+            let said = verify(&broken).expect("systemd-analyze ran a moment ago");
+            assert!(said.contains("many33%"), "{said}");
+        }
+    }
+}
+
+/// How long a test waits for an event of the service (a log line, a file a command makes).
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// The lines a running service logs, as they come.
+struct LogLines(mpsc::Receiver<String>);
+
+impl LogLines {
+    fn of(service: &mut Child) -> LogLines {
+        let stderr = service.stderr.take().expect("the service's stderr");
+        let (lines, receiver) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if lines.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        LogLines(receiver)
+    }
+
+    /// Waits (up to `LIMIT`) for a line holding `words`, returning it.
+    fn wait_for(&self, words: &str) -> String {
+        let deadline = std::time::Instant::now() + LIMIT;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.0.recv_timeout(left) {
+                Ok(line) if line.contains(words) => return line,
+                Ok(_) => {}
+                Err(e) => panic!("the service logged no line holding {words:?}: {e}"),
+            }
+        }
+    }
+}
+
+/// A running service, stopped when dropped, also when a test fails on the way.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The packaged service's `ExecStart` line, for its group (made if missing), with `extra`
+/// arguments, started in a layout of its own and listening; and its log.
+fn unit_service(tag: &str, extra: &[&str]) -> (Layout, Running, LogLines) {
+    let service = unit("confine-helper.service");
+    let listen_stream = setting(&unit("confine-helper.socket"), "ListenStream");
+    system_group(&setting(&unit("confine-helper.socket"), "SocketGroup"));
+    let layout = Layout::new(tag, &listen_stream);
+    let mut child = layout
+        .exec_start(&service, &listen_stream)
+        .args(extra)
+        .spawn()
+        .expect("start the ExecStart line");
+    let log = LogLines::of(&mut child);
+    let mut running = Running(child);
+    until_listening(&layout.socket, &mut running.0);
+    (layout, running, log)
+}
+
+#[test]
+fn a_member_past_its_cap_is_told_which_by_agentd_while_another_member_is_served() {
+    const NAME: &str =
+        "a_member_past_its_cap_is_told_which_by_agentd_while_another_member_is_served";
+    if !nix::unistd::geteuid().is_root() {
+        println!("SKIP {NAME}: making users and a root service needs root");
+        return;
+    }
+    let group = setting(&unit("confine-helper.socket"), "SocketGroup");
+    system_group(&group);
+    system_group(EXTRA_GROUP);
+    let member = system_user(MEMBER, &[&group, EXTRA_GROUP]);
+    let second = system_user(SECOND_MEMBER, &[&group]);
+    let (layout, _running, log) = unit_service("capped", &["--max-per-user", "1"]);
+
+    // The member's one connection: an `agentd run` whose command waits for a line.
+    let script = ": > started; read line; echo \"$line\" > done";
+    let (mut first, home) = layout.agentd_command(MEMBER, member, &[], script);
+    let ws = home.join("ws");
+    let mut first = first
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the first agentd run");
+    assert!(
+        support::wait_for_file(&ws, "started", LIMIT),
+        "the first command did not start"
+    );
+
+    // A second one is refused: agentd says which cap, in the service's words, and runs nothing.
+    let (out, _) = layout.agentd_run(MEMBER, member, ": > second");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "confine-helper service: uid {} has reached the cap on connections per user, 1 \
+             (--max-per-user)",
+            member.0
+        )),
+        "agentd did not show the cap: {stderr}"
+    );
+    assert!(
+        !stderr.contains("protocol mismatch"),
+        "agentd took the refusal for another protocol: {stderr}"
+    );
+    assert!(!ws.join("second").exists(), "the refused command ran");
+    let line = log.wait_for("--max-per-user");
+    assert!(
+        line.contains(&format!("refused peer uid {}", member.0)),
+        "{line}"
+    );
+
+    // The control: another member is served meanwhile, as itself.
+    let (out, second_home) = layout.agentd_run(SECOND_MEMBER, second, "id -u > who");
+    assert!(
+        out.status.success(),
+        "the second member was not served: {out:?}"
+    );
+    let who = std::fs::read_to_string(second_home.join("ws/who")).expect("its output");
+    assert_eq!(who.trim(), second.0.to_string());
+
+    // The first command, never disturbed, ends once it has its line.
+    let mut stdin = first.stdin.take().expect("stdin");
+    stdin.write_all(b"go\n").expect("write the line");
+    drop(stdin);
+    let out = first.wait_with_output().expect("the first agentd run");
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("done")).expect("done"),
+        "go\n"
+    );
+}
+
+/// `echo WORD` run through `client` (unconfined: this is about the connection); its output.
+async fn echo(client: &HelperClient, word: &str) -> String {
+    let (mut output, stdout) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+        .map(|(r, w)| (std::fs::File::from(r), w))
+        .expect("pipe");
+    let mut spec = SpawnSpec::new(["echo", word]);
+    spec.policy.mode = Mode::DangerFullAccess;
+    spec.env = vec![("PATH".into(), "/usr/bin:/bin".into())];
+    spec.stdout = Some(stdout);
+    let handle = client.spawn(spec).await.expect("the command was taken");
+    match handle.wait().await {
+        Outcome::Exited(exited) => assert_eq!(exited.status, ExitStatus::Code(0)),
+        other => panic!("echo {word} did not run: {other:?}"),
+    }
+    let mut text = String::new();
+    output.read_to_string(&mut text).expect("its output");
+    text
+}
+
+#[test]
+fn agentd_s_next_command_runs_on_a_new_connection_after_the_service_closed_an_idle_one() {
+    const NAME: &str =
+        "agentd_s_next_command_runs_on_a_new_connection_after_the_service_closed_an_idle_one";
+    if !nix::unistd::geteuid().is_root() {
+        println!("SKIP {NAME}: a root service, whose helpers close idle connections, needs root");
+        return;
+    }
+    // Root is admitted (its own uid), served by a helper of its own like any member.
+    let (layout, _running, log) = unit_service("idle", &["--idle-limit", "1"]);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime.block_on(async {
+        let client = HelperClient::new(HelperEndpoint::Service(layout.socket.clone()));
+        assert_eq!(echo(&client, "one").await, "one\n");
+        // Nothing runs, nothing is sent: the helper serving agentd closes the connection.
+        let closed = log.wait_for("idle for 1 s");
+        assert!(closed.contains("--idle-limit"), "{closed}");
+        let idle_helper = closed
+            .strip_prefix("confine-helper[")
+            .and_then(|rest| rest.split(']').next())
+            .expect("the helper's pid")
+            .to_owned();
+        // The next command runs, served by a new helper.
+        assert_eq!(echo(&client, "two").await, "two\n");
+        let served = log.wait_for("served by helper pid");
+        assert!(
+            !served.contains(&format!("served by helper pid {idle_helper},")),
+            "{served}"
+        );
+    });
 }

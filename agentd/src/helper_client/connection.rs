@@ -30,6 +30,9 @@ use super::{ClientError, HelperEndpoint, socket_io};
 /// How long the helper has to answer our greeting.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The most of a service's refusal shown: the reason is a sentence.
+const MAX_REFUSAL_CHARS: usize = 1024;
+
 /// A frame waiting for the writer, with the descriptors that must ride on its first byte.
 #[derive(Debug)]
 struct Outgoing {
@@ -200,6 +203,22 @@ impl Connection {
     /// Whether requests may still be submitted.
     pub fn is_alive(&self) -> bool {
         !self.shared.routes().dead
+    }
+
+    /// Whether the helper has closed its end, seen on the socket itself, before the reader
+    /// has come to it: a service closes a connection it finds idle, and a request queued on
+    /// it then would be lost, where a new connection serves it.
+    pub fn hung_up(&self) -> bool {
+        use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+        let fd = std::os::fd::AsFd::as_fd(&self.shared.stream);
+        // Hang-ups are reported whatever is asked for.
+        let mut fds = [PollFd::new(fd, PollFlags::empty())];
+        match poll(&mut fds, PollTimeout::ZERO) {
+            Ok(_) => fds[0]
+                .revents()
+                .is_some_and(|r| r.intersects(PollFlags::POLLHUP | PollFlags::POLLERR)),
+            Err(_) => false,
+        }
     }
 
     /// The embedded helper's process id.
@@ -377,7 +396,9 @@ impl Shared {
 }
 
 /// Sends our greeting, reads the helper's, and checks they match. Returns the stream and any
-/// bytes that arrived after the greeting.
+/// bytes that arrived after the greeting. A service that refuses the connection sends a
+/// refusal instead and closes, perhaps before our greeting is written: it is read all the same,
+/// and its reason is the error.
 async fn handshake(
     mut stream: UnixStream,
     hello: &Hello,
@@ -386,9 +407,14 @@ async fn handshake(
     let exchange = async {
         let frame =
             encode_frame(hello).map_err(|e| EstablishError::Fatal(ClientError::BadGreeting(e)))?;
-        if let Err(e) = stream.write_all(&frame).await {
-            return Err(closed_or_fatal(e));
-        }
+        // Why our greeting could not be written, when the helper had gone: its own may wait.
+        let unwritten = match stream.write_all(&frame).await {
+            Ok(()) => None,
+            Err(e) => match closed_or_fatal(e) {
+                EstablishError::ClosedEarly(why) => Some(why),
+                fatal => return Err(fatal),
+            },
+        };
         let mut decoder = FrameDecoder::new();
         let mut buf = [0u8; 4096];
         let payload = loop {
@@ -402,10 +428,13 @@ async fn handshake(
                 Err(e) => return Err(closed_or_fatal(e)),
             };
             if n == 0 {
-                return Err(EstablishError::ClosedEarly(match decoder.finish() {
-                    Ok(()) => "end of file".to_owned(),
-                    Err(e) => e.to_string(),
-                }));
+                return Err(EstablishError::ClosedEarly(
+                    match (unwritten, decoder.finish()) {
+                        (Some(why), _) => why,
+                        (None, Ok(())) => "end of file".to_owned(),
+                        (None, Err(e)) => e.to_string(),
+                    },
+                ));
             }
             if let Err(e) = decoder.feed(&buf[..n]) {
                 return Err(EstablishError::Fatal(ClientError::BadGreeting(e)));
@@ -413,6 +442,11 @@ async fn handshake(
         };
         let peer: Hello = decode_payload(&payload)
             .map_err(|e| EstablishError::Fatal(ClientError::BadGreeting(e)))?;
+        if let Some(reason) = peer.refused() {
+            return Err(EstablishError::Fatal(ClientError::Refused {
+                reason: crate::terminal::one_line(reason, Some(MAX_REFUSAL_CHARS)),
+            }));
+        }
         check_hello(hello, &peer).map_err(|e| EstablishError::Fatal(e.into()))?;
         Ok(decoder)
     };

@@ -97,6 +97,10 @@ pub enum ClientError {
     HandshakeTimeout { helper: String, seconds: u64 },
     #[error(transparent)]
     Mismatch(#[from] Mismatch),
+    /// The service would not serve this connection, and says why (a cap on its connections,
+    /// the user's process limit): its words, shown as they are.
+    #[error("{reason}")]
+    Refused { reason: String },
     #[error(
         "confine-helper sent an invalid greeting: {0}; install matching versions of agentd and \
          confine-helper"
@@ -581,7 +585,7 @@ impl HelperClient {
             .unwrap_or_else(PoisonError::into_inner);
         current
             .as_ref()
-            .filter(|connection| connection.is_alive())
+            .filter(|connection| connection.is_alive() && !connection.hung_up())
             .cloned()
     }
 }

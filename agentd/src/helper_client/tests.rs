@@ -280,6 +280,102 @@ async fn a_protocol_mismatch_is_an_error_naming_both_sides() {
 }
 
 #[tokio::test]
+async fn a_service_s_refusal_is_the_error_in_its_own_words() {
+    let scratch = Scratch::new("refusal");
+    let (listener, client) = fake_service(&scratch);
+    let reason = "confine-helper service: uid 1001 has reached the cap on connections per user, 16 \
+                  (--max-per-user); end some agentd sessions of this user";
+    let helper = tokio::task::spawn_blocking(move || {
+        // As the root service does: its refusal, written at once, and the connection closed
+        // without reading a byte.
+        let (mut stream, _) = listener.accept().expect("accept");
+        let refusal = Hello::refusal(&format!("{reason}\x1b[2J"));
+        stream
+            .write_all(&encode_frame(&refusal).expect("encode"))
+            .expect("send the refusal");
+        drop(stream);
+        // The control: a greeting of this protocol is served.
+        let mut peer = Peer::accept(&listener);
+        let spawn = peer.spawn();
+        peer.send(&exited(spawn.id, 0, Ending::Exited));
+        assert!(peer.request().is_none());
+    });
+    let err = within(client.spawn(SpawnSpec::new(["x"])))
+        .await
+        .expect_err("refused");
+    assert!(matches!(err, ClientError::Refused { .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(text.starts_with(reason), "{text}");
+    assert!(
+        text.ends_with("\\x1b[2J"),
+        "what a terminal obeys is shown, not sent: {text}"
+    );
+    let handle = within(client.spawn(SpawnSpec::new(["x"])))
+        .await
+        .expect("served once the service takes the connection");
+    assert!(matches!(within(handle.wait()).await, Outcome::Exited(_)));
+    drop(client);
+    within(helper).await.expect("fake helper");
+}
+
+#[tokio::test]
+async fn a_connection_the_service_closed_while_idle_is_replaced_by_the_next_request() {
+    let scratch = Scratch::new("idle");
+    let (listener, client) = fake_service(&scratch);
+    let (close_tx, close_rx) = std::sync::mpsc::channel();
+    let (closed_tx, closed_rx) = std::sync::mpsc::channel();
+    // A thread of its own, which a failed test leaves waiting for a connection, where a
+    // blocking task would keep the runtime from ending.
+    let helper = std::thread::spawn(move || {
+        let mut first = Peer::accept(&listener);
+        let a = first.spawn();
+        first.send(&exited(a.id, 0, Ending::Exited));
+        // Idle: the service closes it, as a root service's helper does past its idle limit.
+        close_rx.recv().expect("told to close");
+        drop(first);
+        let _ = closed_tx.send(());
+        let mut second = Peer::accept(&listener);
+        let b = second.spawn();
+        second.send(&exited(b.id, 3, Ending::Exited));
+        assert!(second.request().is_none());
+    });
+    let a = within(client.spawn(SpawnSpec::new(["a"])))
+        .await
+        .expect("a");
+    assert!(matches!(within(a.wait()).await, Outcome::Exited(_)));
+    // Closed and waited for without yielding: this test's runtime has one thread, so agentd's
+    // reader cannot come to the end of the first connection before the next request is made.
+    close_tx.send(()).expect("the fake service waits");
+    closed_rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the service closed the first connection");
+    let first = client
+        .inner
+        .current
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone()
+        .expect("the first connection");
+    assert!(first.is_alive(), "the reader has not seen the end yet");
+    assert!(
+        client.live_connection().is_none(),
+        "a connection whose helper hung up is not used again"
+    );
+    let b = within(client.spawn(SpawnSpec::new(["b"])))
+        .await
+        .expect("b");
+    let Outcome::Exited(exited) = within(b.wait()).await else {
+        panic!("the command after an idle close did not run");
+    };
+    assert_eq!(exited.status, ExitStatus::Code(3));
+    drop(client);
+    within(tokio::task::spawn_blocking(move || helper.join()))
+        .await
+        .expect("joined")
+        .expect("fake helper");
+}
+
+#[tokio::test]
 async fn a_missing_service_socket_is_an_error_that_says_how_to_start_it() {
     let scratch = Scratch::new("nosocket");
     let client = HelperClient::new(HelperEndpoint::Service(scratch.0.join("absent.sock")));

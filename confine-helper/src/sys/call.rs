@@ -303,10 +303,12 @@ pub(crate) type Resource = u32;
 #[cfg(target_os = "macos")]
 pub(crate) type Resource = c_int;
 
-pub(super) fn setrlimit(resource: Resource, value: u64) -> SysResult<()> {
+/// Sets this process's `resource` limit: `soft` (what binds) and `hard` (how far it may be
+/// raised again).
+pub(super) fn setrlimit(resource: Resource, soft: u64, hard: u64) -> SysResult<()> {
     let limit = libc::rlimit {
-        rlim_cur: value,
-        rlim_max: value,
+        rlim_cur: soft,
+        rlim_max: hard,
     };
     // SAFETY: `limit` is a live rlimit struct.
     check(unsafe { libc::setrlimit(resource, &limit) }).map(drop)

@@ -54,7 +54,7 @@ pub(super) fn command_main(
     lifetime(report_fd, shim_pid);
     for (resource, value) in &p.rlimits {
         or_fail(
-            call::setrlimit(*resource, *value),
+            call::setrlimit(*resource, *value, *value),
             report_fd,
             Stage::Rlimits,
         );
@@ -210,7 +210,7 @@ fn is_search_miss(errno: Errno) -> bool {
 #[cfg(target_os = "linux")]
 pub(crate) fn enter_landlock(ruleset: RawFd, processes: Option<u64>) -> std::io::Result<()> {
     if let Some(processes) = processes {
-        call::setrlimit(libc::RLIMIT_NPROC, processes)?;
+        call::setrlimit(libc::RLIMIT_NPROC, processes, processes)?;
     }
     call::prctl(libc::PR_SET_NO_NEW_PRIVS, 1)?;
     call::landlock_restrict_self(ruleset)?;

@@ -62,7 +62,7 @@ fn write_file(path: &std::ffi::CStr, bytes: &[u8]) -> SysResult<()> {
 /// its tasks there.
 pub(super) fn enter(ns: &UserNamespace) -> SysResult<()> {
     make(ns)?;
-    call::setrlimit(libc::RLIMIT_NPROC, ns.processes)
+    call::setrlimit(libc::RLIMIT_NPROC, ns.processes, ns.processes)
 }
 
 /// The namespace alone, mapped.

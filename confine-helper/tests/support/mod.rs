@@ -18,6 +18,9 @@ use confine_protocol::{
 };
 use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
 
+#[path = "../../../tests/shared/users.rs"]
+pub mod users;
+
 pub const HELPER: &str = env!("CARGO_BIN_EXE_confine-helper");
 
 /// One connection to a helper.
@@ -156,6 +159,103 @@ impl Peer {
             }
         }
     }
+}
+
+/// Sockets connected to a service by one process running as another user, which stays alive
+/// until this is dropped: `SO_PEERCRED` records the credentials and the pid of the process that
+/// calls `connect(2)`, and a root service gives the helper it starts the limits that process has.
+pub struct ConnectedAs {
+    pub socks: Vec<UnixStream>,
+    /// `cat`, as the user, reading a pipe only this end writes: it ends when the pipe closes.
+    holder: Child,
+}
+
+impl ConnectedAs {
+    /// The connecting process's pid.
+    pub fn pid(&self) -> u32 {
+        self.holder.id()
+    }
+}
+
+impl Drop for ConnectedAs {
+    fn drop(&mut self) {
+        drop(self.holder.stdin.take());
+        let _ = self.holder.wait();
+    }
+}
+
+/// `count` sockets connected to `path` by one process running as `uid` and `gid` (as root),
+/// with `max_processes` as its `RLIMIT_NPROC` when given; the first `connect` that fails is the
+/// error.
+pub fn connect_as(
+    (uid, gid): (u32, u32),
+    path: &Path,
+    count: usize,
+    max_processes: Option<u64>,
+) -> std::io::Result<ConnectedAs> {
+    use nix::sys::socket::{AddressFamily, SockFlag, SockType, UnixAddr, connect, socket};
+    let socks: Vec<OwnedFd> = (0..count)
+        .map(|_| {
+            socket(
+                AddressFamily::Unix,
+                SockType::Stream,
+                SockFlag::SOCK_CLOEXEC,
+                None,
+            )
+        })
+        .collect::<nix::Result<_>>()?;
+    let fds: Vec<i32> = socks.iter().map(AsRawFd::as_raw_fd).collect();
+    let addr = UnixAddr::new(path)?;
+    let mut holder = Command::new("cat");
+    holder
+        .uid(uid)
+        .gid(gid)
+        .stdin(ProcStdio::piped())
+        .stdout(ProcStdio::null());
+    // SAFETY: setrlimit and connect are async-signal-safe; the address and the list of
+    // descriptors were built before the fork, and the closure allocates nothing.
+    unsafe {
+        holder.pre_exec(move || {
+            if let Some(limit) = max_processes {
+                let nproc = nix::sys::resource::Resource::RLIMIT_NPROC;
+                nix::sys::resource::setrlimit(nproc, limit, limit)?;
+            }
+            for fd in &fds {
+                connect(*fd, &addr)?;
+            }
+            Ok(())
+        });
+    }
+    let holder = holder.spawn()?;
+    Ok(ConnectedAs {
+        socks: socks.into_iter().map(UnixStream::from).collect(),
+        holder,
+    })
+}
+
+/// Opens the socket and its directory to every user: only `SO_PEERCRED` is left to refuse.
+pub fn open_to_everyone(socket: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &Path, m| std::fs::set_permissions(p, std::fs::Permissions::from_mode(m));
+    let run = socket.parent().expect("socket dir");
+    mode(run.parent().expect("scratch dir"), 0o755).expect("chmod scratch");
+    mode(run, 0o755).expect("chmod run");
+    mode(socket, 0o666).expect("chmod socket");
+}
+
+/// A copy of the helper every user can execute (the checkout may lie where only its owner can
+/// go): a root service's helper for another user executes the service's own binary as that
+/// user. Returns the copy and the directory that holds it, removed when dropped.
+pub fn helper_for_every_user() -> (PathBuf, Scratch) {
+    use std::os::unix::fs::PermissionsExt;
+    let bin = Scratch::new("every-user-bin");
+    std::fs::set_permissions(&bin.0, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let helper = bin.0.join("confine-helper");
+    // Copied by another process: a copy written here could still be open for writing in a
+    // child another test forks meanwhile, and executing it would fail (ETXTBSY).
+    let copied = Command::new("cp").arg(HELPER).arg(&helper).status();
+    assert!(copied.expect("cp").success(), "copy the helper");
+    (helper, bin)
 }
 
 /// A danger-full-access spawn of `argv` with no stdio.

@@ -5,6 +5,7 @@
 pub mod acp;
 pub mod fifo;
 pub mod model_server;
+#[path = "../../shared/users.rs"]
 pub mod users;
 
 use std::path::PathBuf;

@@ -1,5 +1,6 @@
 //! System users and groups the root-only tests make (and keep, like the confinement suite's
-//! user), and the one way they run a program and read its output.
+//! user), and the one way they run a program and read its output. Used by the scenario tests
+//! and by confine-helper's service tests, through `#[path]`.
 
 use std::process::{Command, Output};
 
