@@ -15,7 +15,7 @@ use crate::test_support::within;
 
 use super::{OpenAiProvider, OpenAiSettings};
 use crate::model::{
-    AssistantTurn, ChatRequest, Delta, FailureKind, FinishReason, Message, ModelError, Provider,
+    AssistantTurn, ChatRequest, Delta, Deltas, FailureKind, FinishReason, Message, ModelError, Provider,
     Reasoning, ReasoningField, ReasoningReturn, TokenLimitField, ToolCall, ToolSpec, Usage,
 };
 
@@ -97,10 +97,7 @@ async fn complete(
     provider: &OpenAiProvider,
     req: &ChatRequest,
 ) -> (Vec<Delta>, Result<AssistantTurn, ModelError>) {
-    let mut deltas = Vec::new();
-    let mut on_delta = |d: Delta| deltas.push(d);
-    let result = within(provider.complete(req, &mut on_delta)).await;
-    (deltas, result)
+    within(crate::test_support::answer_of(provider, req)).await
 }
 
 fn server<F, T>(listener: TcpListener, serve: impl FnOnce(TcpListener) -> F) -> JoinHandle<T>
@@ -531,11 +528,8 @@ async fn dropping_the_call_closes_the_connection() {
     });
     let provider = provider(settings(&base_url));
     let req = hello();
-    let (first_delta, mut got_delta) = tokio::sync::mpsc::unbounded_channel();
-    let mut on_delta = move |d: Delta| {
-        let _ = first_delta.send(d);
-    };
-    let call = provider.complete(&req, &mut on_delta);
+    let (mut deltas, mut got_delta) = Deltas::channel();
+    let call = provider.complete(&req, &mut deltas);
     tokio::select! {
         result = call => panic!("the answer cannot finish: {result:?}"),
         delta = within(got_delta.recv()) => assert_eq!(delta, Some(Delta::Text("first".into()))),
