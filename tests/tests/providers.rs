@@ -16,8 +16,7 @@ use std::time::Duration;
 use agentd::model::openai::{OpenAiProvider, OpenAiSettings};
 use agentd::model::{
     AssistantTurn, ChatRequest, Delta, Deltas, MaxTokensField, Message, ModelError, Provider,
-    Reasoning,
-    ReasoningField, SendReasoning, ToolCall,
+    Reasoning, ReasoningField, SendReasoning, ToolCall,
 };
 use serde_json::{Value, json};
 use support::model_server::{ModelServer, Received, Reply, assistant_messages, fixture};

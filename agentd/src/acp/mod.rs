@@ -49,9 +49,8 @@ use agent_client_protocol::v1::schema::{
     Implementation, InitializeRequest, InitializeResponse, ListSessionsRequest,
     ListSessionsResponse, LoadSessionRequest, LoadSessionResponse, McpCapabilities,
     NewSessionRequest, NewSessionResponse, PromptCapabilities, PromptRequest, SessionCapabilities,
-    SessionCloseCapabilities, SessionInfo, SessionListCapabilities,
-    SetSessionConfigOptionRequest, SetSessionConfigOptionResponse, SetSessionModeRequest,
-    SetSessionModeResponse,
+    SessionCloseCapabilities, SessionInfo, SessionListCapabilities, SetSessionConfigOptionRequest,
+    SetSessionConfigOptionResponse, SetSessionModeRequest, SetSessionModeResponse,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{
@@ -66,8 +65,8 @@ use set_knob::Asked;
 
 pub use options::{AcpOptions, AcpStartError};
 pub use outgoing::{MESSAGE_OVERHEAD, OUTGOING_BUDGET};
-pub use stdio::MAX_LINE;
 pub use sessions::{AgentState, Session, Sessions};
+pub use stdio::{MAX_ERROR_LINE, MAX_LINE};
 
 /// The stop reason, as its wire name, that a model answer ends a prompt turn with, or `None`
 /// when the turn goes on to run the answer's tool calls.

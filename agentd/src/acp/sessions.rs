@@ -391,7 +391,11 @@ impl Session {
 
     /// Shows the editor `update` of this session once the connection's budget has room for it
     /// ([`Outgoing::send`]); an error when the client has gone.
-    pub async fn show(&self, cx: &ConnectionTo<Client>, update: SessionUpdate) -> Result<(), Error> {
+    pub async fn show(
+        &self,
+        cx: &ConnectionTo<Client>,
+        update: SessionUpdate,
+    ) -> Result<(), Error> {
         self.outgoing.send(cx, &self.id, update).await
     }
 

@@ -12,6 +12,13 @@
 //! line in the error's `data`, so a megabyte of garbage came back whole. Every other line goes
 //! to the crate, which answers what is JSON but no request it knows. The answers given here go
 //! into the line writer's queue, in order with the connection's own lines.
+//!
+//! What a client sent comes back in some errors all the same: the crate's `invalid params`
+//! carries the params it could not read (and serde's reason quoting the value), `method not
+//! found` the method's name, agentd's `session … not found` the id it was given. So an error
+//! response longer than [`MAX_ERROR_LINE`] is written with its message and its data cut to
+//! [`ERROR_TEXT_CAP`] each ([`shortened_error`]); its id, which JSON-RPC must return as sent,
+//! stays whole.
 
 use std::io;
 use std::sync::Arc;
@@ -28,6 +35,16 @@ use super::outgoing::Outgoing;
 /// `fs/read_text_file` request, whose file agentd reads only up to 32 MiB itself
 /// (`MAX_TEXT_FILE`), leaving room for JSON's escapes.
 pub const MAX_LINE: usize = 64 << 20;
+
+/// The longest error response agentd writes whole, in bytes; a longer one is cut.
+pub const MAX_ERROR_LINE: usize = 4096;
+
+/// What is kept of a long error response's message, and of its data's JSON text: the start.
+const ERROR_TEXT_CAP: usize = 1024;
+
+/// How a response's line starts (and a request's, which goes on `"method"`), as the crate writes
+/// them; an update's starts with its method.
+const RESPONSE_START: &str = r#"{"jsonrpc":"2.0","id":"#;
 
 /// Where the lines agentd writes go.
 type OutgoingLines = std::pin::Pin<Box<dyn Sink<String, Error = io::Error> + Send>>;
@@ -48,6 +65,7 @@ where
 {
     let sink = LineSink::new(writer, outgoing);
     let answers = sink.lines();
+    let sink = sink.with(|line| std::future::ready(Ok::<_, io::Error>(shortened_error(line))));
     let incoming = futures::stream::unfold(
         (BufReader::new(reader), answers),
         |(mut reader, mut answers)| async move {
@@ -55,12 +73,13 @@ where
                 let answer = match read_line(&mut reader, MAX_LINE).await {
                     Err(e) => return Some((Err(e), (reader, answers))),
                     Ok(Line::End) => return None,
-                    Ok(Line::Text(text)) => match serde_json::from_str::<serde_json::Value>(&text)
-                    {
-                        // The crate parses it again: a line is kept no longer than that.
-                        Ok(_) => return Some((Ok(text), (reader, answers))),
-                        Err(e) => not_json(text.len(), &e),
-                    },
+                    Ok(Line::Text(text)) => {
+                        match serde_json::from_str::<serde_json::Value>(&text) {
+                            // The crate parses it again: a line is kept no longer than that.
+                            Ok(_) => return Some((Ok(text), (reader, answers))),
+                            Err(e) => not_json(text.len(), &e),
+                        }
+                    }
                     Ok(Line::TooLong(bytes)) => too_long(bytes),
                 };
                 // A writer that has ended takes no answer; the next read ends too.
@@ -152,6 +171,51 @@ fn too_long(bytes: u64) -> String {
     )))
 }
 
+/// `line` as agentd writes it: unchanged, unless it is an error response longer than
+/// [`MAX_ERROR_LINE`], whose message and data are then cut to their first [`ERROR_TEXT_CAP`]
+/// bytes, saying how much was left out.
+fn shortened_error(line: String) -> String {
+    if line.len() <= MAX_ERROR_LINE || !line.starts_with(RESPONSE_START) {
+        return line;
+    }
+    let Ok(mut response) = serde_json::from_str::<serde_json::Value>(&line) else {
+        return line;
+    };
+    let Some(error) = response.get_mut("error").and_then(|e| e.as_object_mut()) else {
+        return line;
+    };
+    if let Some(serde_json::Value::String(message)) = error.get_mut("message") {
+        *message = cut(message);
+    }
+    if let Some(data) = error.get_mut("data") {
+        let text = match &*data {
+            serde_json::Value::String(text) => text.clone(),
+            other => other.to_string(),
+        };
+        if text.len() > ERROR_TEXT_CAP {
+            *data = serde_json::Value::String(cut(&text));
+        }
+    }
+    serde_json::to_string(&response).unwrap_or(line)
+}
+
+/// The first [`ERROR_TEXT_CAP`] bytes of `text` (never half a character), and how many more
+/// there were.
+fn cut(text: &str) -> String {
+    if text.len() <= ERROR_TEXT_CAP {
+        return text.to_owned();
+    }
+    let mut end = ERROR_TEXT_CAP;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(
+        "{}… ({} more bytes left out)",
+        &text[..end],
+        text.len() - end
+    )
+}
+
 /// `error` as the line of a JSON-RPC response whose request is unknown (id `null`), written as
 /// the ACP crate writes its own.
 fn answer(error: Error) -> String {
@@ -210,12 +274,62 @@ mod tests {
     }
 
     #[test]
+    fn a_long_error_is_cut_and_every_other_line_is_written_as_it_is() {
+        let big = "Q".repeat(100_000);
+        let invalid = serde_json::json!({
+            "jsonrpc": "2.0", "id": 7, "error": {
+                "code": -32602, "message": "Invalid params",
+                "data": {"error": format!("invalid type: string {big:?}"), "json": {"cwd": big}},
+            },
+        })
+        .to_string();
+        let cut = shortened_error(invalid);
+        assert!(cut.len() < MAX_ERROR_LINE, "{} bytes", cut.len());
+        let cut: serde_json::Value = serde_json::from_str(&cut).expect("JSON");
+        assert_eq!(cut["id"], 7);
+        assert_eq!(cut["error"]["code"], -32602);
+        assert_eq!(cut["error"]["message"], "Invalid params");
+        let data = cut["error"]["data"].as_str().expect("the data as text");
+        assert!(
+            data.starts_with(r#"{"error":"invalid type: string \"QQQ"#),
+            "{data:.80}"
+        );
+        assert!(data.ends_with("more bytes left out)"), "{data}");
+        let message = format!(
+            r#"{{"jsonrpc":"2.0","id":"x","error":{{"code":-32002,"message":"session {big} not found"}}}}"#
+        );
+        let cut: serde_json::Value = serde_json::from_str(&shortened_error(message)).expect("JSON");
+        let message = cut["error"]["message"].as_str().expect("message");
+        assert!(
+            message.starts_with("session QQQ") && message.len() < 1100,
+            "{message:.80}"
+        );
+        // The control: a long result, a long update and a short error pass as they are.
+        for line in [
+            format!(r#"{{"jsonrpc":"2.0","id":1,"result":{{"text":"{big}"}}}}"#),
+            format!(
+                r#"{{"jsonrpc":"2.0","method":"session/update","params":{{"error":"{big}"}}}}"#
+            ),
+            r#"{"jsonrpc":"2.0","id":2,"error":{"code":-32601,"message":"Method not found"}}"#
+                .to_owned(),
+        ] {
+            assert_eq!(shortened_error(line.clone()), line);
+        }
+    }
+
+    #[test]
     fn the_answers_to_a_line_that_is_no_message_are_short_and_do_not_echo_it() {
         let line = format!("SECRET {}", "z".repeat(10_000));
         let error = serde_json::from_str::<serde_json::Value>(&line).expect_err("not JSON");
-        for (answer, code) in [(not_json(line.len(), &error), -32700), (too_long(1 << 30), -32600)] {
+        for (answer, code) in [
+            (not_json(line.len(), &error), -32700),
+            (too_long(1 << 30), -32600),
+        ] {
             assert!(answer.len() < 400, "{answer}");
-            assert!(!answer.contains("SECRET") && !answer.contains("zzz"), "{answer}");
+            assert!(
+                !answer.contains("SECRET") && !answer.contains("zzz"),
+                "{answer}"
+            );
             let answer: serde_json::Value = serde_json::from_str(&answer).expect("JSON");
             assert_eq!(answer["jsonrpc"], "2.0");
             assert_eq!(answer["id"], serde_json::Value::Null);

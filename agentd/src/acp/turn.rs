@@ -47,8 +47,7 @@ use crate::cancel::Cancel;
 use crate::config::CompactionPolicy;
 use crate::knobs::policy;
 use crate::model::{
-    AssistantTurn, ChatRequest, Delta, Deltas, FinishReason, Message, Provider, Reasoning,
-    ToolCall,
+    AssistantTurn, ChatRequest, Delta, Deltas, FinishReason, Message, Provider, Reasoning, ToolCall,
 };
 use crate::narrowing;
 use crate::session::fold;
@@ -444,7 +443,9 @@ impl Turn<'_> {
         match outcome {
             Ok(answer) => {
                 // The reasoning and text were streamed as they came: record them without
-                // showing them again.
+                // showing them again. (What was shown is the answer: one copy of a long answer
+                // less while it is recorded.)
+                drop(shown);
                 self.record(Event::model_output(self.number, step, &answer), false)?;
                 Ok(Some(Ok(answer)))
             }
@@ -543,7 +544,10 @@ impl Turn<'_> {
     /// Shows the editor what the running call `call_id` printed so far; not recorded (see
     /// [`live`]).
     async fn show_live(&self, call_id: &str, text: String) {
-        let _ = self.session.show(self.cx, updates::live_output(call_id, text)).await;
+        let _ = self
+            .session
+            .show(self.cx, updates::live_output(call_id, text))
+            .await;
     }
 
     /// Shows the editor one part of the answer in progress: its text or its reasoning, kept in
@@ -556,7 +560,10 @@ impl Turn<'_> {
                 shown.text.push_str(&text);
             }
             Delta::Reasoning(text) => {
-                let _ = self.session.show(self.cx, updates::agent_thought(&text)).await;
+                let _ = self
+                    .session
+                    .show(self.cx, updates::agent_thought(&text))
+                    .await;
                 shown.reasoning.push_str(&text);
             }
             Delta::ToolCallStarted { .. } | Delta::ToolCallArguments { .. } => {}

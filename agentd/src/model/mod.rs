@@ -303,11 +303,7 @@ pub trait Provider: Send + Sync {
     ///
     /// Deltas already delivered stay delivered if the call then fails; a provider never retries
     /// once it has delivered one.
-    fn complete<'a>(
-        &'a self,
-        req: &'a ChatRequest,
-        deltas: &'a mut Deltas,
-    ) -> CompleteFuture<'a>;
+    fn complete<'a>(&'a self, req: &'a ChatRequest, deltas: &'a mut Deltas) -> CompleteFuture<'a>;
 
     /// A short description for logs and status lines, e.g. `deepseek-chat at https://...`.
     fn describe(&self) -> String;

@@ -167,11 +167,7 @@ impl OpenAiProvider {
     }
 
     /// One attempt: connect, send, read the answer.
-    async fn attempt(
-        &self,
-        body: &Bytes,
-        deltas: &mut Deltas,
-    ) -> Result<AssistantTurn, Failure> {
+    async fn attempt(&self, body: &Bytes, deltas: &mut Deltas) -> Result<AssistantTurn, Failure> {
         let deadline = Instant::now() + self.settings.connect_timeout;
         let connect_timed_out = || Failure::Retry {
             error: self.unreachable(format!(
@@ -447,11 +443,7 @@ const MAX_ERROR_BODY: usize = 8 << 10;
 const MAX_JSON_BODY: usize = 64 << 20;
 
 impl Provider for OpenAiProvider {
-    fn complete<'a>(
-        &'a self,
-        req: &'a ChatRequest,
-        deltas: &'a mut Deltas,
-    ) -> CompleteFuture<'a> {
+    fn complete<'a>(&'a self, req: &'a ChatRequest, deltas: &'a mut Deltas) -> CompleteFuture<'a> {
         Box::pin(async move {
             let body = Bytes::from(request::request_body(&self.settings, req));
             let mut attempts = 0u32;

@@ -15,8 +15,9 @@ use crate::test_support::within;
 
 use super::{OpenAiProvider, OpenAiSettings};
 use crate::model::{
-    AssistantTurn, ChatRequest, Delta, Deltas, FailureKind, FinishReason, Message, ModelError, Provider,
-    Reasoning, ReasoningField, ReasoningReturn, TokenLimitField, ToolCall, ToolSpec, Usage,
+    AssistantTurn, ChatRequest, Delta, Deltas, FailureKind, FinishReason, Message, ModelError,
+    Provider, Reasoning, ReasoningField, ReasoningReturn, TokenLimitField, ToolCall, ToolSpec,
+    Usage,
 };
 
 async fn listen() -> (TcpListener, String) {

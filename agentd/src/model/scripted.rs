@@ -308,7 +308,11 @@ const STREAM_READ: usize = 64 * 1024;
 /// UTF-8 are an error naming the file. The file is opened and read on tokio's blocking pool, so
 /// a FIFO is read as its writer writes (a read still blocked when the call is dropped ends when
 /// the writer writes or closes).
-async fn stream_file(path: &Path, deltas: &mut Deltas, text: &mut String) -> Result<(), ModelError> {
+async fn stream_file(
+    path: &Path,
+    deltas: &mut Deltas,
+    text: &mut String,
+) -> Result<(), ModelError> {
     let failed = |detail: String| ModelError::Script {
         path: path.to_owned(),
         detail,
@@ -349,7 +353,9 @@ async fn stream_file(path: &Path, deltas: &mut Deltas, text: &mut String) -> Res
     if unfinished.is_empty() {
         Ok(())
     } else {
-        Err(failed("the stream ends inside a UTF-8 character".to_owned()))
+        Err(failed(
+            "the stream ends inside a UTF-8 character".to_owned(),
+        ))
     }
 }
 
@@ -383,11 +389,7 @@ fn split_after_whitespace(text: &str) -> Vec<&str> {
 }
 
 impl Provider for ScriptedProvider {
-    fn complete<'a>(
-        &'a self,
-        req: &'a ChatRequest,
-        deltas: &'a mut Deltas,
-    ) -> CompleteFuture<'a> {
+    fn complete<'a>(&'a self, req: &'a ChatRequest, deltas: &'a mut Deltas) -> CompleteFuture<'a> {
         Box::pin(self.answer(req, deltas))
     }
 
