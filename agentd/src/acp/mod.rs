@@ -64,7 +64,7 @@ use outgoing::Outgoing;
 use set_knob::Asked;
 
 pub use options::{AcpOptions, AcpStartError};
-pub use outgoing::{MESSAGE_OVERHEAD, OUTGOING_BUDGET};
+pub use outgoing::OUTGOING_BUDGET;
 pub use sessions::{AgentState, Session, Sessions};
 pub use stdio::{MAX_ERROR_LINE, MAX_LINE};
 

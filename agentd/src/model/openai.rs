@@ -50,7 +50,7 @@ use super::stream::{Flow, StreamState, server_message};
 use super::{
     AssistantTurn, ChatRequest, CompleteFuture, Delta, Deltas, ModelError, Provider, excerpt,
 };
-use crate::http_client::sse::SseParser;
+use crate::http_client::sse::{SseEvent, SseParser};
 use crate::http_client::{self, Target, chain, tls_connector};
 pub use request::EndpointError;
 pub use settings::OpenAiSettings;
@@ -274,9 +274,6 @@ impl OpenAiProvider {
             });
         // Whether anything reached the caller decides whether a failure may be retried.
         let delivered = AtomicBool::new(false);
-        // The deltas of one event, delivered before the next frame is read: while the caller
-        // is behind, the body is not read and the server's writes wait.
-        let mut pending = Vec::new();
         let failed = |error: ModelError| {
             if delivered.load(Ordering::Relaxed) {
                 Failure::Fatal(error)
@@ -338,31 +335,24 @@ impl OpenAiProvider {
                 })
             })?;
             for event in events.drain(..) {
-                let flow = state
-                    .on_event(&event, &mut |d| pending.push(d))
-                    .map_err(Failure::Fatal)?;
-                deliver(&mut pending, deltas, &delivered).await;
-                if flow == Flow::Done {
+                if take_event(&mut state, &event, deltas, &delivered).await? == Flow::Done {
                     return state.finish().map_err(Failure::Fatal);
                 }
             }
         }
         if json_body {
             let text = String::from_utf8_lossy(&whole);
+            let mut pending = Vec::new();
             state
                 .on_chunk(&text, &mut |d| pending.push(d))
                 .map_err(Failure::Fatal)?;
-            deliver(&mut pending, deltas, &delivered).await;
+            deliver(pending, deltas, &delivered).await;
             return state.finish().map_err(Failure::Fatal);
         }
-        if let Some(event) = parser.finish() {
-            let flow = state
-                .on_event(&event, &mut |d| pending.push(d))
-                .map_err(Failure::Fatal)?;
-            deliver(&mut pending, deltas, &delivered).await;
-            if flow == Flow::Done {
-                return state.finish().map_err(Failure::Fatal);
-            }
+        if let Some(event) = parser.finish()
+            && take_event(&mut state, &event, deltas, &delivered).await? == Flow::Done
+        {
+            return state.finish().map_err(Failure::Fatal);
         }
         if !state.finished() {
             let detail = if received == 0 {
@@ -431,9 +421,25 @@ impl OpenAiProvider {
     }
 }
 
-/// Hands the deltas of one event to `deltas`, in order, noting in `delivered` that some were.
-async fn deliver(pending: &mut Vec<Delta>, deltas: &mut Deltas, delivered: &AtomicBool) {
-    for delta in pending.drain(..) {
+/// Takes in one event and hands its deltas on ([`deliver`]) before the next frame is read: while
+/// the caller is behind, the body is not read and the server's writes wait.
+async fn take_event(
+    state: &mut StreamState,
+    event: &SseEvent,
+    deltas: &mut Deltas,
+    delivered: &AtomicBool,
+) -> Result<Flow, Failure> {
+    let mut pending = Vec::new();
+    let flow = state
+        .on_event(event, &mut |d| pending.push(d))
+        .map_err(Failure::Fatal)?;
+    deliver(pending, deltas, delivered).await;
+    Ok(flow)
+}
+
+/// Hands `pending` to `deltas`, in order, noting in `delivered` that some were.
+async fn deliver(pending: Vec<Delta>, deltas: &mut Deltas, delivered: &AtomicBool) {
+    for delta in pending {
         delivered.store(true, Ordering::Relaxed);
         deltas.send(delta).await;
     }
