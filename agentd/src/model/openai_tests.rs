@@ -843,9 +843,11 @@ async fn a_caller_that_takes_no_delta_stops_the_provider_reading_the_answer() {
     let reading = async {
         // Taking nothing, until the server cannot write and the provider's queue is full (or,
         // without a bound, the server wrote everything).
-        while !done.load(Ordering::SeqCst)
-            && !(blocked.load(Ordering::SeqCst) && reader.len() >= DELTAS_AHEAD)
-        {
+        let stopped = || {
+            done.load(Ordering::SeqCst)
+                || (blocked.load(Ordering::SeqCst) && reader.len() >= DELTAS_AHEAD)
+        };
+        while !stopped() {
             tokio::task::yield_now().await;
         }
         // Then as many more turns of the runtime as the provider would need to read on, were it
