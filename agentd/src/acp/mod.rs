@@ -8,6 +8,11 @@
 //! answered to that prompt; it never tears the connection down. Logs go to stderr only: stdout
 //! carries the protocol.
 //!
+//! Every `session/update` leaves through one gate, the connection's byte budget (`outgoing`),
+//! which the line writer refills as it writes: a client that stops reading holds back the
+//! model's stream, a replay and live output instead of filling agentd's memory. The line
+//! transport (`stdio`) caps a line at [`MAX_LINE`] and answers what is not JSON itself.
+//!
 //! A session's MCP servers start after `session/new` or `session/load` was answered, confined
 //! like its commands ([`mcp`]); its first prompt waits for them.
 //!
@@ -64,7 +69,7 @@ use outgoing::Outgoing;
 use set_knob::Asked;
 
 pub use options::{AcpOptions, AcpStartError};
-pub use outgoing::OUTGOING_BUDGET;
+pub use outgoing::{MESSAGE_OVERHEAD, OUTGOING_BUDGET};
 pub use sessions::{AgentState, Session, Sessions};
 pub use stdio::{MAX_ERROR_LINE, MAX_LINE};
 
