@@ -18,12 +18,31 @@ use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
 
 use crate::command::Facts;
 use crate::helper_client::{FailedAt, HelperClient, HelperEndpoint, Outcome, RunnerFailed};
+use crate::model::{AssistantTurn, ChatRequest, Delta, Deltas, ModelError, Provider};
 
 /// Fails a test that would otherwise hang.
 pub async fn within<F: Future>(future: F) -> F::Output {
     tokio::time::timeout(Duration::from_secs(20), future)
         .await
         .expect("the test finished in time")
+}
+
+/// What `provider` answers `req`, with every delta it delivered on the way, in order.
+pub async fn answer_of(
+    provider: &dyn Provider,
+    req: &ChatRequest,
+) -> (Vec<Delta>, Result<AssistantTurn, ModelError>) {
+    let (mut deltas, mut reader) = Deltas::channel();
+    let answering = async move { provider.complete(req, &mut deltas).await };
+    let reading = async {
+        let mut all = Vec::new();
+        while let Some(delta) = reader.recv().await {
+            all.push(delta);
+        }
+        all
+    };
+    let (answer, delivered) = tokio::join!(answering, reading);
+    (delivered, answer)
 }
 
 /// A scratch directory removed when dropped.

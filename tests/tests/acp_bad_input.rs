@@ -3,12 +3,23 @@
 //! `initialize` and a flood of cancels. Each is answered with a JSON-RPC error (or, for a
 //! notification or a line that is no message, ignored; the 10 MiB prompt, being valid, is
 //! answered), agentd keeps serving, and a session opened before goes on unaffected: its next
-//! prompt is answered.
+//! prompt is answered. No answer echoes what was sent: a line that is not JSON is answered with
+//! where it broke, and an error quoting a megabyte a request carried (invalid params, an unknown
+//! method, an unknown session) is cut to `MAX_ERROR_LINE`.
+//!
+//! Lines over agentd's cap (`MAX_LINE`, 64 MiB): one of four times the cap and one a byte over it
+//! are each answered with a short error under the id `null`, without being kept (agentd's peak
+//! memory grows by less than twice the cap while the long one passes) or echoed, and the next
+//! request is served; the control, a line of exactly the cap, is a request like any other.
 
+/// Reads memory figures of a process, as the soaks do.
+#[path = "../../confine-helper/tests/support/proc_watch.rs"]
+mod proc_watch;
 mod support;
 
 use std::time::Duration;
 
+use agentd::acp::{MAX_ERROR_LINE, MAX_LINE};
 use serde_json::{Value, json};
 use support::acp::{AcpClient, Scratch};
 
@@ -42,6 +53,7 @@ fn bad_input_is_answered_with_errors_and_agentd_keeps_serving_its_sessions() {
     let (first, _) = client.prompt(&session, "hello");
     assert_eq!(first["result"]["stopReason"], "end_turn", "{first}");
 
+    let mib = "q".repeat(1 << 20);
     let huge = format!(
         r#"{{"jsonrpc":"2.0","id":"huge","method":"session/prompt","params":{{"sessionId":"{session}","prompt":[{{"type":"text","text":"{}"}}]}}}}"#,
         "x".repeat(10 * 1024 * 1024)
@@ -52,7 +64,23 @@ fn bad_input_is_answered_with_errors_and_agentd_keeps_serving_its_sessions() {
         ("unknown-session", br#"{"jsonrpc":"2.0","id":"unknown-session","method":"session/prompt","params":{"sessionId":"not-a-session","prompt":[{"type":"text","text":"hi"}]}}"#.to_vec()),
         ("no-params", br#"{"jsonrpc":"2.0","id":"no-params","method":"session/prompt"}"#.to_vec()),
         ("huge", huge.into_bytes()),
+        // What a client sent, a megabyte of it, in a place an error would quote it.
+        ("wrong-types-big", format!(r#"{{"jsonrpc":"2.0","id":"wrong-types-big","method":"session/new","params":{{"cwd":"/tmp","mcpServers":"{mib}"}}}}"#).into_bytes()),
+        ("unknown-method-big", format!(r#"{{"jsonrpc":"2.0","id":"unknown-method-big","method":"{mib}","params":{{}}}}"#).into_bytes()),
+        ("unknown-session-big", format!(r#"{{"jsonrpc":"2.0","id":"unknown-session-big","method":"session/prompt","params":{{"sessionId":"{mib}","prompt":[]}}}}"#).into_bytes()),
     ];
+    // A line that is not JSON is answered without being echoed.
+    let garbage = format!("{{not json {}", "g".repeat(1 << 20));
+    client.write_line(garbage.as_bytes());
+    let parse_error = response(&mut client, &Value::Null).expect("an answer to a line not JSON");
+    assert_eq!(parse_error["error"]["code"], -32700, "{parse_error}");
+    let shown = parse_error.to_string();
+    assert!(
+        shown.len() < 1024,
+        "the error does not echo the line: {}…",
+        &shown[..300]
+    );
+
     // Lines that are not JSON-RPC at all, and a flood of cancels for sessions real and not.
     client.write_line(b"{not json");
     client.write_line(b"\xff\xfe not utf-8");
@@ -83,8 +111,9 @@ fn bad_input_is_answered_with_errors_and_agentd_keeps_serving_its_sessions() {
         }
         let shown = answer.to_string();
         assert!(
-            shown.len() < 64 * 1024,
-            "{id}: the error does not echo a huge input"
+            shown.len() < MAX_ERROR_LINE,
+            "{id}: the error does not echo a huge input ({} bytes)",
+            shown.len()
         );
     }
 
@@ -95,4 +124,67 @@ fn bad_input_is_answered_with_errors_and_agentd_keeps_serving_its_sessions() {
         client.child.try_wait().expect("status").is_none(),
         "agentd is still running"
     );
+}
+
+/// A `session/list` request with the id `id` that is exactly `bytes` bytes long, padded in its
+/// `_meta` (which every request may carry, and agentd ignores).
+fn padded_list(id: &str, bytes: usize) -> Vec<u8> {
+    let head = format!(
+        r#"{{"jsonrpc":"2.0","id":"{id}","method":"session/list","params":{{"_meta":{{"pad":""#
+    );
+    let tail = r#""}}}"#;
+    let pad = bytes - head.len() - tail.len();
+    [head.as_bytes(), &vec![b'p'; pad], tail.as_bytes()].concat()
+}
+
+/// Reads the answer to a line over the cap: a short error under the id `null` that says so.
+fn refused(client: &mut AcpClient, bytes: usize) {
+    let answer = response(client, &Value::Null).expect("an answer to the line over the cap");
+    let shown = answer.to_string();
+    assert!(shown.len() < 1024, "a short answer: {}…", &shown[..300]);
+    assert!(!shown.contains("ppp"), "the line is not echoed: {shown}");
+    assert_eq!(answer["error"]["code"], -32600, "{answer}");
+    assert!(
+        shown.contains(&format!("({bytes} bytes)")) && shown.contains("64 MiB"),
+        "{answer}"
+    );
+}
+
+#[test]
+fn a_line_over_the_cap_is_answered_short_unkept_and_the_next_is_served_and_one_at_the_cap_is_a_request()
+ {
+    let scratch = Scratch::new("line-cap");
+    let script = scratch.script("[[turn]]\ntext = \"Still here.\"\n");
+    let mut client = AcpClient::start(&scratch, &script, &[]);
+    let session = client.open_session(&scratch.ws());
+    let pid = client.child.id();
+    let before = proc_watch::status_kib(pid, "VmHWM");
+
+    let long = 4 * MAX_LINE;
+    client.write_line(&padded_list("long", long));
+    refused(&mut client, long);
+    let grown = proc_watch::status_kib(pid, "VmHWM") - before;
+    eprintln!("a line of {long} bytes passed: agentd's peak memory grew by {grown} KiB");
+    assert!(
+        grown < 2 * (MAX_LINE as u64 >> 10),
+        "agentd's peak memory grew by {grown} KiB while a line of {long} bytes passed: it kept \
+         the line"
+    );
+    let (listed, _) = client.request("session/list", json!({}));
+    assert!(listed.get("result").is_some(), "the next request: {listed}");
+
+    // A byte over the cap is refused the same way; a line of exactly the cap is served.
+    client.write_line(&padded_list("over", MAX_LINE + 1));
+    refused(&mut client, MAX_LINE + 1);
+    client.write_line(&padded_list("at-cap", MAX_LINE));
+    let served = response(&mut client, &json!("at-cap")).expect("an answer at the cap");
+    let shown = served.to_string();
+    assert!(
+        served.get("result").is_some(),
+        "{}",
+        &shown[..shown.len().min(300)]
+    );
+
+    let (next, _) = client.prompt(&session, "are you there?");
+    assert_eq!(next["result"]["stopReason"], "end_turn", "{next}");
 }

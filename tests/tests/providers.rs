@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use agentd::model::openai::{OpenAiProvider, OpenAiSettings};
 use agentd::model::{
-    AssistantTurn, ChatRequest, Delta, MaxTokensField, Message, ModelError, Provider, Reasoning,
-    ReasoningField, SendReasoning, ToolCall,
+    AssistantTurn, ChatRequest, Delta, Deltas, MaxTokensField, Message, ModelError, Provider,
+    Reasoning, ReasoningField, SendReasoning, ToolCall,
 };
 use serde_json::{Value, json};
 use support::model_server::{ModelServer, Received, Reply, assistant_messages, fixture};
@@ -90,9 +90,16 @@ async fn complete(
     provider: &OpenAiProvider,
     req: &ChatRequest,
 ) -> (Vec<Delta>, Result<AssistantTurn, ModelError>) {
-    let mut deltas = Vec::new();
-    let mut on_delta = |d: Delta| deltas.push(d);
-    let result = within(provider.complete(req, &mut on_delta)).await;
+    let (mut deltas, mut reader) = Deltas::channel();
+    let answering = async move { provider.complete(req, &mut deltas).await };
+    let reading = async {
+        let mut all = Vec::new();
+        while let Some(delta) = reader.recv().await {
+            all.push(delta);
+        }
+        all
+    };
+    let (result, deltas) = within(async { tokio::join!(answering, reading) }).await;
     (deltas, result)
 }
 

@@ -1,5 +1,6 @@
-//! The shape of the source tree, checked: no import cycle between the files of a crate, and no
-//! file whose non-test part is over 600 lines.
+//! The shape of the source tree, checked: no import cycle between the files of a crate, no
+//! file whose non-test part is over 600 lines, and one way out of agentd for the notifications
+//! it sends its client (the gate of `session/update`s, RFC 0003's "The transport").
 //!
 //! A file depends on another when it names an item of the other's module: through `crate::…`,
 //! `super::…`, or a `use` of a child module's path. Declaring a child (`mod x;`) and
@@ -461,6 +462,36 @@ fn no_file_is_over_the_line_limit() {
         long.is_empty(),
         "files whose non-test part is over {MAX_LINES} lines:\n  {}",
         long.join("\n  ")
+    );
+}
+
+/// The files of agentd that may send a notification to the other side of an ACP connection:
+/// the gate every `session/update` goes through, and `agentd exec`'s client, which sends its
+/// agent a `session/cancel`.
+const NOTIFICATION_SENDERS: [&str; 2] = ["agentd/src/acp/outgoing.rs", "agentd/src/cli/exec.rs"];
+
+#[test]
+fn agentd_sends_its_clients_notifications_only_through_the_gate() {
+    let root = workspace();
+    let mut elsewhere = Vec::new();
+    for file in sources(&root.join("agentd/src")) {
+        let name = file
+            .strip_prefix(&root)
+            .unwrap_or(&file)
+            .display()
+            .to_string();
+        let text = std::fs::read_to_string(&file).expect("read source");
+        if code_of(&text).contains("send_notification")
+            && !NOTIFICATION_SENDERS.contains(&name.as_str())
+        {
+            elsewhere.push(name);
+        }
+    }
+    assert!(
+        elsewhere.is_empty(),
+        "these files send notifications around the gate of session updates (acp/outgoing.rs: \
+         send them with Session::show):\n  {}",
+        elsewhere.join("\n  ")
     );
 }
 

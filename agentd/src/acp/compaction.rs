@@ -19,10 +19,9 @@ use agent_client_protocol::Client;
 use agent_client_protocol::v1::ConnectionTo;
 
 use super::sessions::Session;
-use super::updates;
 use crate::cancel::Cancel;
 use crate::config::CompactionPolicy;
-use crate::model::{ChatRequest, Delta, Message, Provider, estimate_tokens, excerpt};
+use crate::model::{ChatRequest, Deltas, Message, Provider, estimate_tokens, excerpt};
 use crate::session::{EVENT_VERSION, Event, LogError, Record, fold};
 
 /// What the summary request asks of the model.
@@ -82,7 +81,7 @@ impl Compaction<'_> {
         };
         let summary_request = summary_request(&fold::history_through(&records, through));
         // Not streamed to the editor: it is shown the note the record makes.
-        let mut ignore = |_: Delta| {};
+        let mut ignore = Deltas::ignored();
         let outcome = tokio::select! {
             answer = self.provider.complete(&summary_request, &mut ignore) => Some(answer),
             () = self.cancel.cancelled() => None,
@@ -126,7 +125,7 @@ impl Compaction<'_> {
             *estimate_after = after;
         }
         let record = self.session.append(event, true)?;
-        updates::notify(self.cx, &self.session.id, &record);
+        self.session.show_record(self.cx, &record).await;
         Ok(Compacted::Done)
     }
 

@@ -4,15 +4,23 @@
 //! The connection hands each message to the sink and waits for the sink's flush. Writing and
 //! flushing stdout for each line cost two trips through tokio's blocking pool per message: a
 //! `session/load` that replays 10,000 events (5,555 messages) spent most of its time there.
-//! Here a send waits only for room in a bounded queue (so a client that stops reading still
-//! holds agentd back); the writer takes a line, then every line queued behind it, and writes
-//! them with one `write` and one flush. Order is the queue's. Closing the sink waits until the
-//! writer has written and flushed everything queued, so nothing is lost when agentd ends; a
-//! failed write ends the writer, and the next send or the close reports it.
+//! Here a send waits only for room in a bounded queue; the writer takes a line, then every line
+//! queued behind it, and writes them with one `write` and one flush. Order is the queue's.
+//! Closing the sink waits until the writer has written and flushed everything queued, so nothing
+//! is lost when agentd ends; a failed write ends the writer, and the next send or the close
+//! reports it.
+//!
+//! This queue alone does not hold a client that stops reading back: the ACP crate queues ahead
+//! of it without bound. What does is the budget of [`Outgoing`], which every `session/update`
+//! takes from before it is sent and which the writer gives back here, once the update's line is
+//! written; when the writer ends it closes the budget, so that no sender waits for a client that
+//! is gone. The writer's own buffer stays at [`MAX_BATCH_BYTES`]: a longer line is written from
+//! where it is, so a long line leaves no large buffer behind.
 
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use futures::channel::mpsc;
@@ -20,9 +28,11 @@ use futures::{Sink, StreamExt};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::task::JoinHandle;
 
+use super::outgoing::{self, Outgoing};
+
 /// Lines queued before a send waits for the writer.
 const QUEUED_LINES: usize = 256;
-/// Bytes joined into one write at most (a single longer line is written whole).
+/// Bytes joined into one write at most: the writer's buffer (a longer line is written alone).
 const MAX_BATCH_BYTES: usize = 1 << 20;
 
 /// The sink of the lines agentd writes, one JSON-RPC message each, without line endings.
@@ -32,16 +42,23 @@ pub struct LineSink {
 }
 
 impl LineSink {
-    /// Starts the writer of `out` on the current runtime.
-    pub fn new<W>(out: W) -> LineSink
+    /// Starts the writer of `out` on the current runtime; it gives the costs of the updates it
+    /// writes back to `outgoing`.
+    pub fn new<W>(out: W, outgoing: Arc<Outgoing>) -> LineSink
     where
         W: AsyncWrite + Send + Unpin + 'static,
     {
         let (queue, lines) = mpsc::channel(QUEUED_LINES);
         LineSink {
             queue,
-            writer: Some(tokio::spawn(write_lines(lines, out))),
+            writer: Some(tokio::spawn(write_lines(lines, out, outgoing))),
         }
+    }
+
+    /// Another way into the writer's queue, in order with the connection's lines: for the
+    /// answers agentd's line reader gives itself (see `stdio`).
+    pub fn lines(&self) -> mpsc::Sender<String> {
+        self.queue.clone()
     }
 
     /// Why the writer stopped taking lines: its own error, once it has ended.
@@ -99,30 +116,69 @@ impl Sink<String> for LineSink {
     }
 }
 
-/// Writes every line `lines` gives, each followed by a newline, joining those already queued.
-async fn write_lines<W>(mut lines: mpsc::Receiver<String>, mut out: W) -> io::Result<()>
+/// Writes every line `lines` gives, then closes `outgoing`'s budget, however it ended.
+async fn write_lines<W>(
+    mut lines: mpsc::Receiver<String>,
+    mut out: W,
+    outgoing: Arc<Outgoing>,
+) -> io::Result<()>
 where
     W: AsyncWrite + Unpin,
 {
-    let mut batch = Vec::new();
-    while let Some(line) = lines.next().await {
-        batch.clear();
-        batch.extend_from_slice(line.as_bytes());
-        batch.push(b'\n');
-        while batch.len() < MAX_BATCH_BYTES {
-            match lines.try_recv() {
-                Ok(line) => {
-                    batch.extend_from_slice(line.as_bytes());
-                    batch.push(b'\n');
+    let written = write_all_lines(&mut lines, &mut out, &outgoing).await;
+    outgoing.close();
+    written
+}
+
+/// Writes every line `lines` gives, each followed by a newline, joining those already queued up
+/// to [`MAX_BATCH_BYTES`]; gives the costs of the updates back once they are written.
+async fn write_all_lines<W>(
+    lines: &mut mpsc::Receiver<String>,
+    out: &mut W,
+    outgoing: &Outgoing,
+) -> io::Result<()>
+where
+    W: AsyncWrite + Unpin,
+{
+    let mut batch = Vec::with_capacity(MAX_BATCH_BYTES);
+    // A line taken from the queue that did not fit in the batch: the next one starts with it.
+    let mut held: Option<String> = None;
+    loop {
+        let line = match held.take() {
+            Some(line) => line,
+            None => match lines.next().await {
+                Some(line) => line,
+                None => return Ok(()),
+            },
+        };
+        let mut updates = usize::from(outgoing::is_update_line(&line));
+        if line.len() >= MAX_BATCH_BYTES {
+            out.write_all(line.as_bytes()).await?;
+            out.write_all(b"\n").await?;
+        } else {
+            batch.clear();
+            append(&mut batch, &line);
+            // Anything more queued, until the batch is full or the queue empty (or closed: its
+            // rest is read at the top).
+            while let Ok(next) = lines.try_recv() {
+                if batch.len() + next.len() >= MAX_BATCH_BYTES {
+                    held = Some(next);
+                    break;
                 }
-                // Nothing more queued, or the queue closed (its rest is read at the top).
-                _ => break,
+                updates += usize::from(outgoing::is_update_line(&next));
+                append(&mut batch, &next);
             }
+            out.write_all(&batch).await?;
         }
-        out.write_all(&batch).await?;
         out.flush().await?;
+        outgoing.written(updates);
     }
-    Ok(())
+}
+
+/// Adds `line` and its newline to `batch`.
+fn append(batch: &mut Vec<u8>, line: &str) {
+    batch.extend_from_slice(line.as_bytes());
+    batch.push(b'\n');
 }
 
 #[cfg(test)]
@@ -134,7 +190,7 @@ mod tests {
     #[tokio::test]
     async fn every_line_arrives_in_order_and_close_waits_for_the_last() {
         let (ours, mut theirs) = tokio::io::duplex(64);
-        let mut sink = LineSink::new(ours);
+        let mut sink = LineSink::new(ours, Outgoing::unbounded());
         let reader = tokio::spawn(async move {
             let mut text = String::new();
             theirs.read_to_string(&mut text).await.map(|_| text)
@@ -152,10 +208,35 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn lines_longer_than_a_batch_arrive_whole_and_in_order_among_short_ones() {
+        let (ours, mut theirs) = tokio::io::duplex(64 * 1024);
+        let mut sink = LineSink::new(ours, Outgoing::unbounded());
+        let reader = tokio::spawn(async move {
+            let mut text = String::new();
+            theirs.read_to_string(&mut text).await.map(|_| text)
+        });
+        let sent: Vec<String> = (0..40)
+            .map(|i| match i % 4 {
+                0 => format!("{i}:{}", "L".repeat(MAX_BATCH_BYTES + i)),
+                1 => format!("{i}:{}", "m".repeat(MAX_BATCH_BYTES / 2)),
+                _ => format!("{i}:short"),
+            })
+            .collect();
+        for line in &sent {
+            sink.send(line.clone()).await.expect("send");
+        }
+        sink.close().await.expect("close");
+        drop(sink);
+        let text = reader.await.expect("reader").expect("read");
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines, sent);
+    }
+
+    #[tokio::test]
     async fn a_reader_gone_is_an_error_not_a_hang() {
         let (ours, theirs) = tokio::io::duplex(16);
         drop(theirs);
-        let mut sink = LineSink::new(ours);
+        let mut sink = LineSink::new(ours, Outgoing::unbounded());
         let mut failed = false;
         // The first lines may only be queued; the writer's failure reaches a later send or the
         // close.

@@ -10,6 +10,12 @@
 //!
 //! The updates are not recorded: they are progress, and what `session/load` shows of the call
 //! is its result, which is also what the editor shows of it last.
+//!
+//! An update waits for the connection's budget like any other (`outgoing`): while the editor
+//! does not read, the one due waits, the command runs on and its live copy keeps only its newest
+//! bytes, so that what the editor is shown once it reads again is the copy as it is then. Each
+//! update replaces the last, so none that was skipped is missed; the command is never held back
+//! by the editor (its output also feeds the model's copy, and its timeout runs on).
 
 use std::time::Duration;
 
@@ -21,16 +27,17 @@ use crate::tools::{LiveOutput, ToolResult};
 pub const LIVE_INTERVAL: Duration = Duration::from_millis(200);
 
 /// Runs a tool call (`call`) while showing its live output with `show`; returns the call's
-/// result. `show` is never called once the call ended or `cancel` fired: what the editor is
-/// shown next of the call is its result.
-pub async fn showing<F>(
+/// result. `show` is never called once the call ended or `cancel` fired, and one still waiting
+/// then is dropped: what the editor is shown next of the call is its result.
+pub async fn showing<F, S>(
     call: F,
     live: &LiveOutput,
     cancel: &Cancel,
-    mut show: impl FnMut(String),
+    mut show: impl FnMut(String) -> S,
 ) -> ToolResult
 where
     F: Future<Output = ToolResult>,
+    S: Future<Output = ()>,
 {
     tokio::pin!(call);
     tokio::select! {
@@ -42,12 +49,12 @@ where
 }
 
 /// Shows `live` with `show` each time output came, `interval` after it came, until `cancel`
-/// fires; never returns before.
-async fn stream(
+/// fires; never returns before. Output that comes while `show` waits is shown by the next one.
+async fn stream<S: Future<Output = ()>>(
     live: &LiveOutput,
     cancel: &Cancel,
     interval: Duration,
-    show: &mut impl FnMut(String),
+    show: &mut impl FnMut(String) -> S,
 ) {
     loop {
         tokio::select! {
@@ -61,7 +68,11 @@ async fn stream(
             () = tokio::time::sleep(interval) => {}
         }
         if let Some(text) = live.take() {
-            show(text);
+            tokio::select! {
+                biased;
+                () = cancel.cancelled() => return,
+                () = show(text) => {}
+            }
         }
     }
 }
@@ -85,11 +96,12 @@ mod tests {
     /// What was shown, each with when (from the start of the test, in the paused clock).
     type Shown = Arc<Mutex<Vec<(Duration, String)>>>;
 
-    fn recorder(start: Instant) -> (Shown, impl FnMut(String)) {
+    fn recorder(start: Instant) -> (Shown, impl FnMut(String) -> std::future::Ready<()>) {
         let shown: Shown = Arc::default();
         let log = shown.clone();
         let show = move |text: String| {
             log.lock().expect("shown").push((start.elapsed(), text));
+            std::future::ready(())
         };
         (shown, show)
     }
@@ -160,6 +172,48 @@ mod tests {
         let body = last.split_once('\n').map_or("", |(_, body)| body);
         assert_eq!(body.len(), LIVE_OUTPUT_CAP);
         assert!(body.ends_with(&line));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn while_an_update_waits_for_the_editor_no_other_is_made_and_the_next_is_the_newest() {
+        let start = Instant::now();
+        let live = LiveOutput::new();
+        let (canceller, cancel) = cancel::pair();
+        // The editor takes an update once it reads again: when the test gives a permit.
+        let reading = Arc::new(tokio::sync::Semaphore::new(0));
+        let shown: Shown = Arc::default();
+        let mut show = {
+            let (shown, reading) = (shown.clone(), reading.clone());
+            move |text: String| {
+                let (shown, reading) = (shown.clone(), reading.clone());
+                async move {
+                    if let Ok(permit) = reading.acquire().await {
+                        permit.forget();
+                    }
+                    shown.lock().expect("shown").push((start.elapsed(), text));
+                }
+            }
+        };
+        let driving = async {
+            // 3 s of output, 15 intervals, while the editor does not read.
+            for i in 0..600 {
+                live.push(format!("line {i}\n").as_bytes());
+                tokio::time::sleep(ms(5)).await;
+            }
+            reading.add_permits(100);
+            tokio::time::sleep(ms(1000)).await;
+            canceller.cancel();
+        };
+        tokio::join!(stream(&live, &cancel, LIVE_INTERVAL, &mut show), driving);
+        let shown = shown.lock().expect("shown").clone();
+        // The first, due at 200 ms, waited until the editor read at 3 s; the second came an
+        // interval later with everything printed meanwhile. (The control, an editor that
+        // reads: `a_flood_is_shown_at_most_once_an_interval_and_bounded`, 10 to 15 updates.)
+        assert_eq!(shown.len(), 2, "{shown:?}");
+        assert_eq!(shown[0].0, ms(3000));
+        assert!(shown[0].1.starts_with("line 0\n") && !shown[0].1.contains("line 41\n"));
+        assert_eq!(shown[1].0, ms(3200));
+        assert!(shown[1].1.starts_with("line 0\n") && shown[1].1.ends_with("line 599\n"));
     }
 
     #[tokio::test(start_paused = true)]

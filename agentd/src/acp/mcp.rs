@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use agent_client_protocol::Client;
 use agent_client_protocol::v1::ConnectionTo;
-use agent_client_protocol::v1::schema::{McpServer, McpServerHttp, SessionNotification};
+use agent_client_protocol::v1::schema::{McpServer, McpServerHttp};
 
 use super::options::AcpOptions;
 use super::sessions::Session;
@@ -181,7 +181,7 @@ pub fn start(
             }
         }
         notices.extend(unmatched(&session, &ask_before));
-        tell(&session, &notices, &cx);
+        tell(&session, &notices, &cx).await;
     });
 }
 
@@ -207,7 +207,7 @@ fn unmatched(session: &Session, ask_before: &[String]) -> Vec<String> {
 }
 
 /// Tells the person once: a line each on stderr, one agent message to the client.
-fn tell(session: &Session, notices: &[String], cx: &ConnectionTo<Client>) {
+async fn tell(session: &Session, notices: &[String], cx: &ConnectionTo<Client>) {
     if notices.is_empty() {
         return;
     }
@@ -215,8 +215,5 @@ fn tell(session: &Session, notices: &[String], cx: &ConnectionTo<Client>) {
         eprintln!("agentd: session {}: {notice}", session.id);
     }
     let text = format!("{}\n", notices.join("\n"));
-    let _ = cx.send_notification(SessionNotification::new(
-        session.id.clone(),
-        updates::agent_text(&text),
-    ));
+    let _ = session.show(cx, updates::agent_text(&text)).await;
 }

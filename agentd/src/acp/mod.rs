@@ -8,6 +8,11 @@
 //! answered to that prompt; it never tears the connection down. Logs go to stderr only: stdout
 //! carries the protocol.
 //!
+//! Every `session/update` leaves through one gate, the connection's byte budget (`outgoing`),
+//! which the line writer refills as it writes: a client that stops reading holds back the
+//! model's stream, a replay and live output instead of filling agentd's memory. The line
+//! transport (`stdio`) caps a line at [`MAX_LINE`] and answers what is not JSON itself.
+//!
 //! A session's MCP servers start after `session/new` or `session/load` was answered, confined
 //! like its commands ([`mcp`]); its first prompt waits for them.
 //!
@@ -27,6 +32,7 @@ mod mcp;
 mod model_failure;
 mod models;
 mod options;
+mod outgoing;
 pub mod permission;
 mod project_docs;
 mod prompt;
@@ -48,9 +54,8 @@ use agent_client_protocol::v1::schema::{
     Implementation, InitializeRequest, InitializeResponse, ListSessionsRequest,
     ListSessionsResponse, LoadSessionRequest, LoadSessionResponse, McpCapabilities,
     NewSessionRequest, NewSessionResponse, PromptCapabilities, PromptRequest, SessionCapabilities,
-    SessionCloseCapabilities, SessionInfo, SessionListCapabilities, SessionNotification,
-    SetSessionConfigOptionRequest, SetSessionConfigOptionResponse, SetSessionModeRequest,
-    SetSessionModeResponse,
+    SessionCloseCapabilities, SessionInfo, SessionListCapabilities, SetSessionConfigOptionRequest,
+    SetSessionConfigOptionResponse, SetSessionModeRequest, SetSessionModeResponse,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{
@@ -60,10 +65,13 @@ use agent_client_protocol::{
 use crate::approval::Approvals;
 use crate::session::{LogError, fold, log};
 use error::AcpError;
+use outgoing::Outgoing;
 use set_knob::Asked;
 
 pub use options::{AcpOptions, AcpStartError};
+pub use outgoing::{MESSAGE_OVERHEAD, OUTGOING_BUDGET};
 pub use sessions::{AgentState, Session, Sessions};
+pub use stdio::{MAX_ERROR_LINE, MAX_LINE};
 
 /// The stop reason, as its wire name, that a model answer ends a prompt turn with, or `None`
 /// when the turn goes on to run the answer's tool calls.
@@ -95,9 +103,10 @@ where
     R: tokio::io::AsyncRead + Send + Unpin + 'static,
     W: tokio::io::AsyncWrite + Send + Unpin + 'static,
 {
-    let server = Server::new(options);
-    let served =
-        ConnectTo::<Client>::connect_to(server.agent(), stdio::lines(reader, writer)).await;
+    let outgoing = Outgoing::bounded();
+    let server = Server::with_outgoing(options, outgoing.clone());
+    let transport = stdio::lines(reader, writer, outgoing);
+    let served = ConnectTo::<Client>::connect_to(server.agent(), transport).await;
     server.close_all().await;
     served
 }
@@ -110,8 +119,14 @@ pub struct Server {
 }
 
 impl Server {
-    /// An agent that serves no session yet.
+    /// An agent that serves no session yet, to a client in this process that takes every
+    /// message as it is sent (`agentd exec`): its updates wait for no budget.
     pub fn new(options: AcpOptions) -> Server {
+        Server::with_outgoing(options, Outgoing::unbounded())
+    }
+
+    /// An agent whose updates go through `outgoing`.
+    fn with_outgoing(options: AcpOptions, outgoing: Arc<Outgoing>) -> Server {
         let answerer = Arc::new(permission::AcpAnswerer::default());
         Server {
             state: Arc::new(AgentState {
@@ -120,6 +135,7 @@ impl Server {
                 client_fs: std::sync::OnceLock::new(),
                 approvals: Approvals::new(vec![answerer.clone()]),
                 answerer,
+                outgoing,
             }),
         }
     }
@@ -199,14 +215,14 @@ fn handlers(state: &Arc<AgentState>) -> impl ConnectTo<Client> + 'static {
         .on_receive_request(
             async move |req: LoadSessionRequest, responder, cx: ConnectionTo<Client>| {
                 let Some(closing) = s3.sessions.closing(&req.session_id.to_string()) else {
-                    return load_session(&s3, req, responder, cx);
+                    return load_session(&s3, req, responder, cx).await;
                 };
                 // Loaded again while its close runs: once the close has finished, off the
                 // dispatch loop.
                 let state = s3.clone();
                 tokio::spawn(async move {
                     closing.close().await;
-                    let _ = load_session(&state, req, responder, cx);
+                    let _ = load_session(&state, req, responder, cx).await;
                 });
                 Ok(())
             },
@@ -267,6 +283,7 @@ fn handlers(state: &Arc<AgentState>) -> impl ConnectTo<Client> + 'static {
                         Err(e) => responder.respond_with_error(e),
                     },
                 )
+                .await
             },
             on_receive_request!(),
         )
@@ -284,6 +301,7 @@ fn handlers(state: &Arc<AgentState>) -> impl ConnectTo<Client> + 'static {
                     Ok(()) => responder.respond(SetSessionModeResponse::new()),
                     Err(e) => responder.respond_with_error(e),
                 })
+                .await
             },
             on_receive_request!(),
         )
@@ -317,8 +335,9 @@ fn handlers(state: &Arc<AgentState>) -> impl ConnectTo<Client> + 'static {
 }
 
 /// `session/load`: the session from memory or its log, its whole history, then the answer
-/// (the protocol orders them so).
-fn load_session(
+/// (the protocol orders them so). The history goes through the connection's budget: for a
+/// client that does not read it, the replay waits, and the dispatch loop with it.
+async fn load_session(
     state: &Arc<AgentState>,
     req: LoadSessionRequest,
     responder: Responder<LoadSessionResponse>,
@@ -331,10 +350,7 @@ fn load_session(
         Err(e) => return responder.respond_with_error(e),
     };
     for item in fold::replay(&session.records()) {
-        cx.send_notification(SessionNotification::new(
-            req.session_id.clone(),
-            updates::update_for(&item),
-        ))?;
+        session.show(&cx, updates::update_for(&item)).await?;
     }
     let answered = responder.respond(
         LoadSessionResponse::new()

@@ -5,7 +5,7 @@
 //!
 //! `session/set_config_option` switches a knob with [`Session::switch`]; see [`super::switches`]
 //! for when the switch reaches the log. A switch that narrows the mode stops the MCP servers
-//! and the background tasks running under a wider one; [`Session::report_stopped`] waits for their ends, records
+//! and the background tasks running under a wider one; `set_knob` waits for their ends, records
 //! each stop and shows it to the editor, before the switch is answered. A session's model is a
 //! knob too ([`Session::selected_model`]); loading a session whose selected model is no longer
 //! configured prints one line saying it uses the default.
@@ -23,7 +23,7 @@ use agent_client_protocol::Client;
 use agent_client_protocol::Error;
 use agent_client_protocol::v1::ConnectionTo;
 
-use agent_client_protocol::v1::schema::SessionConfigOption;
+use agent_client_protocol::v1::schema::{SessionConfigOption, SessionUpdate};
 use confine_protocol::Mode;
 
 use super::agents::LogEvents;
@@ -32,6 +32,7 @@ use super::config_options::{self, Switch};
 use super::error::AcpError;
 use super::models::Models;
 use super::options::AcpOptions;
+use super::outgoing::Outgoing;
 use super::switches::{self, Defaults, Switches};
 use super::{permission, updates};
 use crate::agents::lifecycle::AgentTree;
@@ -40,8 +41,7 @@ use crate::cancel::{self, Cancel, Canceller};
 use crate::config::BuiltModel;
 use crate::config::read_project;
 use crate::mcp::{McpServers, ServerSpec};
-use crate::narrowing;
-use crate::session::{Event, EventLog, LogError, Record, SessionLog, log};
+use crate::session::{Event, EventLog, LogError, Record, SessionLog, fold, log};
 use crate::session_temp::SessionTemp;
 use crate::tools::{ClientFs, SpecOptions, Stopping, TASK, ToolEnv};
 use crate::words::ApprovalPolicy;
@@ -58,6 +58,8 @@ pub struct AgentState {
     pub approvals: Approvals,
     /// The chain's answerer for this connection's sessions.
     pub answerer: Arc<permission::AcpAnswerer>,
+    /// The gate of the connection's updates.
+    pub outgoing: Arc<Outgoing>,
 }
 
 /// Every session loaded in this process, by id: the open ones, and those being closed.
@@ -85,6 +87,8 @@ pub struct Session {
     closed: tokio::sync::OnceCell<()>,
     /// Asks the editor on the session's behalf, until the session is closed.
     answerer: Arc<permission::AcpAnswerer>,
+    /// What every update the session shows the editor goes through.
+    outgoing: Arc<Outgoing>,
     pub tools: ToolEnv,
     /// The knobs' values when the log has no switch.
     pub defaults: Defaults,
@@ -349,6 +353,7 @@ impl Session {
             signal: Mutex::new(TurnSignal::default()),
             closed: tokio::sync::OnceCell::new(),
             answerer: state.answerer.clone(),
+            outgoing: state.outgoing.clone(),
             tools,
             defaults: Defaults {
                 mode: o.default_mode,
@@ -381,6 +386,25 @@ impl Session {
         match self.log.lock() {
             Ok(guard) => f(&guard.1),
             Err(_) => f(&[]),
+        }
+    }
+
+    /// Shows the editor `update` of this session once the connection's budget has room for it
+    /// ([`Outgoing::send`]); an error when the client has gone.
+    pub async fn show(
+        &self,
+        cx: &ConnectionTo<Client>,
+        update: SessionUpdate,
+    ) -> Result<(), Error> {
+        self.outgoing.send(cx, &self.id, update).await
+    }
+
+    /// Shows the editor what one just appended record means, if anything: the live stream,
+    /// derived from the log as `session/load` derives its replay. A client that went away
+    /// misses it; the log still has it.
+    pub async fn show_record(&self, cx: &ConnectionTo<Client>, record: &Record) {
+        for item in fold::replay_items(record) {
+            let _ = self.show(cx, updates::update_for(&item)).await;
         }
     }
 
@@ -540,7 +564,7 @@ impl Session {
     /// next prompt. A narrowing of the mode stops every MCP server running under a wider mode
     /// (its next call starts it again), tells every background task running under a wider
     /// mode to stop, and returns them to be waited for and reported
-    /// ([`Session::report_stopped`]) before the switch is answered; `None` when there are none.
+    /// (`set_knob`) before the switch is answered; `None` when there are none.
     pub fn switch(&self, switch: Switch) -> Result<Option<Stopping>, LogError> {
         let (tasks, mcp) = (self.tools.background(), self.tools.mcp());
         let stops = |to| tasks.would_stop(to) || mcp.would_stop(to);
@@ -555,37 +579,6 @@ impl Session {
         Ok(narrowed
             .map(|to| tasks.narrow(to))
             .filter(|stopping| !stopping.is_empty()))
-    }
-
-    /// Waits until the tasks a narrowing stopped have ended, then records each stop
-    /// (`task/stopped`, synced) and shows it to the editor as the end of the call that started
-    /// the task.
-    pub async fn report_stopped(
-        &self,
-        stopping: Stopping,
-        cx: &ConnectionTo<Client>,
-    ) -> Result<(), LogError> {
-        for stopped in stopping.ended(self.tools.shell()).await {
-            let text = narrowing::client_text(
-                &stopped.task_id,
-                stopped.ran_under,
-                stopped.narrowed_to,
-                stopped.confirmed,
-            );
-            let record = self.append(
-                Event::TaskStopped {
-                    task_id: stopped.task_id,
-                    call_id: stopped.call_id,
-                    ran_under: stopped.ran_under,
-                    narrowed_to: stopped.narrowed_to,
-                    text,
-                    facts: stopped.facts,
-                },
-                true,
-            )?;
-            updates::notify(cx, &self.id, &record);
-        }
-        Ok(())
     }
 
     /// A turn opens: the held switches are written, and later ones are written at once.

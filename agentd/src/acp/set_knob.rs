@@ -7,14 +7,15 @@
 use std::sync::Arc;
 
 use agent_client_protocol::v1::ConnectionTo;
-use agent_client_protocol::v1::schema::{
-    ConfigOptionUpdate, CurrentModeUpdate, SessionNotification, SessionUpdate,
-};
+use agent_client_protocol::v1::schema::{ConfigOptionUpdate, CurrentModeUpdate, SessionUpdate};
 use agent_client_protocol::{Client, Error};
 
 use super::config_options::Switch;
 use super::error::AcpError;
 use super::sessions::Session;
+use crate::narrowing;
+use crate::session::{Event, LogError};
+use crate::tools::Stopping;
 
 /// Which request asked for the switch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,7 +29,7 @@ pub enum Asked {
 /// recorded and shown. A mode the helper would not run is refused, and so is a model whose
 /// provider could not be built (the current one may stay selected). Before the answer, the
 /// editor is told the new mode the other way it may track it.
-pub fn switch(
+pub async fn switch(
     session: Arc<Session>,
     switch: Switch,
     asked: Asked,
@@ -54,23 +55,54 @@ pub fn switch(
         Err(e) => return respond(&session, Err(log_error(e))),
     };
     let Some(stopping) = stopping else {
-        announce(&session, &switch, asked, &cx);
+        announce(&session, &switch, asked, &cx).await;
         return respond(&session, Ok(()));
     };
     // The narrowing stopped tasks: their ends are waited for (up to the kill grace and the
     // helper's answer) off the dispatch loop, and each stop is shown before the answer.
     tokio::spawn(async move {
-        let reported = session.report_stopped(stopping, &cx).await;
+        let reported = report_stopped(&session, stopping, &cx).await;
         if reported.is_ok() {
-            announce(&session, &switch, asked, &cx);
+            announce(&session, &switch, asked, &cx).await;
         }
         let _ = respond(&session, reported.map_err(log_error));
     });
     Ok(())
 }
 
+/// Waits until the tasks a narrowing stopped have ended, then records each stop
+/// (`task/stopped`, synced) and shows it to the editor as the end of the call that started the
+/// task.
+async fn report_stopped(
+    session: &Session,
+    stopping: Stopping,
+    cx: &ConnectionTo<Client>,
+) -> Result<(), LogError> {
+    for stopped in stopping.ended(session.tools.shell()).await {
+        let text = narrowing::client_text(
+            &stopped.task_id,
+            stopped.ran_under,
+            stopped.narrowed_to,
+            stopped.confirmed,
+        );
+        let record = session.append(
+            Event::TaskStopped {
+                task_id: stopped.task_id,
+                call_id: stopped.call_id,
+                ran_under: stopped.ran_under,
+                narrowed_to: stopped.narrowed_to,
+                text,
+                facts: stopped.facts,
+            },
+            true,
+        )?;
+        session.show_record(cx, &record).await;
+    }
+    Ok(())
+}
+
 /// Tells the editor of a sandbox-mode switch the way the request did not.
-fn announce(session: &Session, switch: &Switch, asked: Asked, cx: &ConnectionTo<Client>) {
+async fn announce(session: &Session, switch: &Switch, asked: Asked, cx: &ConnectionTo<Client>) {
     if !matches!(switch, Switch::Mode(_)) {
         return;
     }
@@ -82,5 +114,5 @@ fn announce(session: &Session, switch: &Switch, asked: Asked, cx: &ConnectionTo<
             SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(session.config_options()))
         }
     };
-    let _ = cx.send_notification(SessionNotification::new(session.id.clone(), update));
+    let _ = session.show(cx, update).await;
 }

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use agent_client_protocol::Client;
 use agent_client_protocol::v1::ConnectionTo;
-use agent_client_protocol::v1::schema::{SessionNotification, ToolCallStatus};
+use agent_client_protocol::v1::schema::ToolCallStatus;
 use serde::Deserialize;
 use serde_json::json;
 
@@ -25,7 +25,7 @@ use crate::agents::lifecycle::{AgentId, ChildContext, ChildError, Failure, Outco
 use crate::agents::{Lineage, Personas};
 use crate::approval;
 use crate::cancel::Cancel;
-use crate::model::{ChatRequest, FinishReason, Message, ModelError, ToolCall, ToolSpec};
+use crate::model::{ChatRequest, Deltas, FinishReason, Message, ModelError, ToolCall, ToolSpec};
 use crate::session::fold::{self, ReplayItem};
 use crate::session::{Event, LogError, Record, ToolStatus};
 use crate::tools::{self, CallContext, TASK, TaskOwner, ToolDescription, ToolResult};
@@ -241,7 +241,7 @@ impl ChildLoop {
                 },
                 false,
             )?;
-            let mut ignore = |_| {};
+            let mut ignore = Deltas::ignored();
             let answer = tokio::select! {
                 answer = provider.complete(&request, &mut ignore) => answer,
                 () = self.ctx.cancelled() => return Err(Stopped::Cancelled),
@@ -283,11 +283,11 @@ impl ChildLoop {
             },
             true,
         )?;
-        self.show_progress();
+        self.show_progress().await;
         let result = self.result(call, &description).await;
         if asks {
             // The permission request showed this call on its own: end it there too.
-            self.show_status(&call.id, result.status);
+            self.show_status(&call.id, result.status).await;
         }
         self.record(
             Event::ToolResult {
@@ -300,13 +300,13 @@ impl ChildLoop {
             },
             false,
         )?;
-        self.show_progress();
+        self.show_progress().await;
         Ok(())
     }
 
     /// Shows the child's calls so far as an update of the top-level `task` call, when it is a
     /// first-level child (as [`fold::replay`] shows them again).
-    fn show_progress(&self) {
+    async fn show_progress(&self) {
         let Some(call_id) = &self.parent_call else {
             return;
         };
@@ -316,10 +316,7 @@ impl ChildLoop {
             lines: fold::task_progress(&session.records(), &self.tag),
         };
         let update = updates::update_for(&item);
-        let _ = self
-            .run
-            .cx
-            .send_notification(SessionNotification::new(session.id.clone(), update));
+        let _ = session.show(&self.run.cx, update).await;
     }
 
     /// The result of one call: refused when the child's scope does not have the tool or the
@@ -377,17 +374,13 @@ impl ChildLoop {
 
     /// Shows the editor the end of the child's call `call_id` (not recorded: the replay shows
     /// it under the `task` call).
-    fn show_status(&self, call_id: &str, status: ToolStatus) {
+    async fn show_status(&self, call_id: &str, status: ToolStatus) {
         let status = match status {
             ToolStatus::Completed => ToolCallStatus::Completed,
             ToolStatus::Failed => ToolCallStatus::Failed,
         };
         let update = updates::status(call_id, status);
-        let session = &self.run.session;
-        let _ = self
-            .run
-            .cx
-            .send_notification(SessionNotification::new(session.id.clone(), update));
+        let _ = self.run.session.show(&self.run.cx, update).await;
     }
 
     /// Asks the user before a tool listed in `approval.ask_before` runs, naming the child.

@@ -29,9 +29,7 @@
 use std::sync::Arc;
 
 use agent_client_protocol::v1::ConnectionTo;
-use agent_client_protocol::v1::schema::{
-    ContentBlock, PromptResponse, SessionNotification, StopReason, ToolCallStatus,
-};
+use agent_client_protocol::v1::schema::{ContentBlock, PromptResponse, StopReason, ToolCallStatus};
 use agent_client_protocol::{Client, Error};
 
 use super::compaction::{Compacted, Compaction};
@@ -49,7 +47,7 @@ use crate::cancel::Cancel;
 use crate::config::CompactionPolicy;
 use crate::knobs::policy;
 use crate::model::{
-    AssistantTurn, ChatRequest, Delta, FinishReason, Message, Provider, Reasoning, ToolCall,
+    AssistantTurn, ChatRequest, Delta, Deltas, FinishReason, Message, Provider, Reasoning, ToolCall,
 };
 use crate::narrowing;
 use crate::session::fold;
@@ -181,21 +179,21 @@ impl Turn<'_> {
 
     /// The model the session has selected now, with how its history is compacted, or the
     /// ending of a turn whose model cannot be used (recorded and shown as step `step`'s).
-    fn model(&self, step: u64) -> Result<Result<ModelInUse, Ending>, LogError> {
+    async fn model(&self, step: u64) -> Result<Result<ModelInUse, Ending>, LogError> {
         let models = self.session.models();
         let model = self.session.selected_model();
         match models.provider_of(model) {
             Ok(provider) => Ok(Ok((provider, model.compaction))),
             Err(why) => {
                 let failure = ModelFailure::unusable(&why);
-                self.show(failure.event(self.number, step))?;
+                self.show(failure.event(self.number, step)).await?;
                 Ok(Err(Ending::Failed(failure)))
             }
         }
     }
 
     async fn steps(&self, guidance: Option<&str>) -> Result<Ending, LogError> {
-        let (provider, compaction) = match self.model(1)? {
+        let (provider, compaction) = match self.model(1).await? {
             Ok(model) => model,
             Err(ending) => return Ok(ending),
         };
@@ -217,7 +215,7 @@ impl Turn<'_> {
                 return Ok(Ending::Stop(StopReason::Cancelled));
             }
             // Read at every request: a switch during the turn reaches its next request.
-            let provider = match self.model(step)? {
+            let provider = match self.model(step).await? {
                 Ok((provider, _)) => provider,
                 Err(ending) => return Ok(ending),
             };
@@ -247,7 +245,8 @@ impl Turn<'_> {
                     input: description.input.clone(),
                     // It waits for a person before it may run.
                     pending: asks,
-                })?;
+                })
+                .await?;
                 // Taken before the gate reads the mode: a narrowing after it reaches a
                 // background task this call starts, however long the gate takes.
                 let narrowings = self.session.tools.background().mark();
@@ -271,8 +270,9 @@ impl Turn<'_> {
                                 owner: None,
                             };
                             let running = tools::run(&self.session.tools, call, context);
-                            live::showing(running, &live, &self.cancel, |text| {
-                                self.show_live(&call.id, text);
+                            let call_id = &call.id;
+                            live::showing(running, &live, &self.cancel, move |text| {
+                                self.show_live(call_id, text)
                             })
                             .await
                         }
@@ -285,7 +285,8 @@ impl Turn<'_> {
                     output: result.text,
                     facts: result.facts,
                     diff: result.diff,
-                })?;
+                })
+                .await?;
             }
         }
         Ok(Ending::Stop(StopReason::MaxTurnRequests))
@@ -362,7 +363,7 @@ impl Turn<'_> {
             .await;
         match approval::escalation_refusal(wanted, outcome) {
             None => {
-                self.show_running(&call.id);
+                self.show_running(&call.id).await;
                 Ok(wanted)
             }
             Some(text) => Err(refused(
@@ -390,7 +391,7 @@ impl Turn<'_> {
             .request(&**self.session, ask, &self.cancel)
             .await;
         let Some(text) = approval::tool_refusal(&call.name, outcome) else {
-            self.show_running(&call.id);
+            self.show_running(&call.id).await;
             return None;
         };
         Some(ToolResult::failed(
@@ -418,25 +419,22 @@ impl Turn<'_> {
             },
             false,
         )?;
-        let cx = self.cx.clone();
-        let session_id = self.session.id.clone();
         let mut shown = Shown::default();
-        let mut on_delta = |delta: Delta| {
-            let update = match delta {
-                Delta::Text(text) => {
-                    shown.text.push_str(&text);
-                    updates::agent_text(&text)
-                }
-                Delta::Reasoning(text) => {
-                    shown.reasoning.push_str(&text);
-                    updates::agent_thought(&text)
-                }
-                Delta::ToolCallStarted { .. } | Delta::ToolCallArguments { .. } => return,
-            };
-            let _ = cx.send_notification(SessionNotification::new(session_id.clone(), update));
+        // The answer is shown as it comes, at the pace the editor reads it: the provider reads
+        // no further ahead than the deltas' queue (see `Deltas`).
+        let (deltas, mut arriving) = Deltas::channel();
+        let request = &request;
+        let answering = async move {
+            let mut deltas = deltas;
+            provider.complete(request, &mut deltas).await
+        };
+        let showing = async {
+            while let Some(delta) = arriving.recv().await {
+                self.show_delta(delta, &mut shown).await;
+            }
         };
         let outcome = tokio::select! {
-            answer = provider.complete(&request, &mut on_delta) => Some(answer),
+            (answer, ()) = async { tokio::join!(answering, showing) } => Some(answer),
             () = self.cancel.cancelled() => None,
         };
         let Some(outcome) = outcome else {
@@ -446,7 +444,9 @@ impl Turn<'_> {
         match outcome {
             Ok(answer) => {
                 // The reasoning and text were streamed as they came: record them without
-                // showing them again.
+                // showing them again. (What was shown is the answer: one copy of a long answer
+                // less while it is recorded.)
+                drop(shown);
                 self.record(Event::model_output(self.number, step, &answer), false)?;
                 Ok(Some(Ok(answer)))
             }
@@ -454,7 +454,7 @@ impl Turn<'_> {
                 eprintln!("agentd: session {}: model error: {e}", self.session.id);
                 self.record_incomplete(step, shown)?;
                 let failure = ModelFailure::of(&e);
-                self.show(failure.event(self.number, step))?;
+                self.show(failure.event(self.number, step)).await?;
                 Ok(Some(Err(failure)))
             }
         }
@@ -522,39 +522,53 @@ impl Turn<'_> {
     }
 
     /// Records an event and shows the editor what it means.
-    fn show(&self, event: Event) -> Result<(), LogError> {
+    async fn show(&self, event: Event) -> Result<(), LogError> {
         let record = self.record(event, false)?;
-        self.notify(&record);
+        self.session.show_record(self.cx, &record).await;
         Ok(())
     }
 
     /// Like [`Turn::show`], durable before anything it announces happens.
-    fn show_synced(&self, event: Event) -> Result<(), LogError> {
+    async fn show_synced(&self, event: Event) -> Result<(), LogError> {
         let record = self.record(event, true)?;
-        self.notify(&record);
+        self.session.show_record(self.cx, &record).await;
         Ok(())
-    }
-
-    fn notify(&self, record: &Record) {
-        updates::notify(self.cx, &self.session.id, record);
     }
 
     /// Shows the editor that the call `call_id`, announced `pending`, was allowed and runs; not
     /// recorded (its result ends it).
-    fn show_running(&self, call_id: &str) {
+    async fn show_running(&self, call_id: &str) {
         let update = updates::status(call_id, ToolCallStatus::InProgress);
-        let _ = self
-            .cx
-            .send_notification(SessionNotification::new(self.session.id.clone(), update));
+        let _ = self.session.show(self.cx, update).await;
     }
 
     /// Shows the editor what the running call `call_id` printed so far; not recorded (see
     /// [`live`]).
-    fn show_live(&self, call_id: &str, text: String) {
-        let update = updates::live_output(call_id, text);
+    async fn show_live(&self, call_id: &str, text: String) {
         let _ = self
-            .cx
-            .send_notification(SessionNotification::new(self.session.id.clone(), update));
+            .session
+            .show(self.cx, updates::live_output(call_id, text))
+            .await;
+    }
+
+    /// Shows the editor one part of the answer in progress: its text or its reasoning, kept in
+    /// `shown` once it was handed on (a part still waiting when the turn is cancelled was not
+    /// shown).
+    async fn show_delta(&self, delta: Delta, shown: &mut Shown) {
+        match delta {
+            Delta::Text(text) => {
+                let _ = self.session.show(self.cx, updates::agent_text(&text)).await;
+                shown.text.push_str(&text);
+            }
+            Delta::Reasoning(text) => {
+                let _ = self
+                    .session
+                    .show(self.cx, updates::agent_thought(&text))
+                    .await;
+                shown.reasoning.push_str(&text);
+            }
+            Delta::ToolCallStarted { .. } | Delta::ToolCallArguments { .. } => {}
+        }
     }
 }
 

@@ -1,27 +1,17 @@
 //! From what the session recorded to what the editor is shown: one conversion, used by the live
-//! stream and by `session/load`, so a replay shows what was shown.
+//! stream and by `session/load`, so a replay shows what was shown. Every update goes to the
+//! editor through its session ([`super::Session::show`]), and so through the connection's one
+//! gate (`outgoing`).
 
-use agent_client_protocol::Client;
-use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
-    ContentBlock, ContentChunk, SessionNotification, SessionUpdate, ToolCall, ToolCallContent,
-    ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
+    ContentBlock, ContentChunk, SessionUpdate, ToolCall, ToolCallContent, ToolCallStatus,
+    ToolCallUpdate, ToolCallUpdateFields, ToolKind,
 };
 
 use super::shown;
 pub use crate::clock::rfc3339;
-use crate::session::fold::{self, ReplayItem};
-use crate::session::{Record, ToolStatus};
-
-/// Shows the editor what one just appended record of session `session_id` means, if anything:
-/// the live stream, derived from the log as `session/load` derives its replay.
-pub fn notify(cx: &ConnectionTo<Client>, session_id: &str, record: &Record) {
-    for item in fold::replay_items(record) {
-        let update = update_for(&item);
-        // A client that went away misses the update; the log still has it.
-        let _ = cx.send_notification(SessionNotification::new(session_id.to_owned(), update));
-    }
-}
+use crate::session::ToolStatus;
+use crate::session::fold::ReplayItem;
 
 /// The ACP update for one recorded item.
 pub fn update_for(item: &ReplayItem) -> SessionUpdate {

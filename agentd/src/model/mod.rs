@@ -4,7 +4,8 @@
 //! model may call), hands it to a [`Provider`] and gets back an [`AssistantTurn`]: the text, the
 //! model's reasoning when it shows it, the tool calls, why the model stopped and, when the server
 //! says, the token usage. While the turn is produced the provider reports [`Delta`]s so the loop
-//! can stream reasoning, text and tool calls to the editor as they arrive.
+//! can stream reasoning, text and tool calls to the editor as they arrive, through a bounded
+//! queue ([`Deltas`]) that holds the provider back when the loop falls behind.
 //!
 //! Two providers exist: [`openai::OpenAiProvider`], a client of any OpenAI-compatible
 //! chat-completions endpoint (OpenAI, DeepSeek, vLLM, llama.cpp server, Ollama), and
@@ -19,6 +20,7 @@
 //! its connection inside that future, so dropping it closes the socket at once.
 
 mod config;
+mod deltas;
 mod error;
 mod estimate;
 mod family;
@@ -34,6 +36,7 @@ use std::pin::Pin;
 use serde::{Deserialize, Serialize};
 
 pub use config::{ContextWindow, ModelConfig, ProviderKind, Temperature, build_provider};
+pub use deltas::{DELTAS_AHEAD, Deltas};
 pub use error::{FailureKind, ModelError};
 pub use estimate::{BYTES_PER_TOKEN, estimate_tokens};
 pub use family::{Family, MaxTokensField, ReasoningReturn, SendReasoning, TokenLimitField};
@@ -293,18 +296,14 @@ pub type CompleteFuture<'a> =
 /// Something that answers a chat history with a model turn.
 ///
 /// Usable as `Arc<dyn Provider>` from any tokio task. Dropping the returned future cancels the
-/// request: network activity stops and nothing more is delivered to `on_delta`.
+/// request: network activity stops and nothing more is delivered to `deltas`.
 pub trait Provider: Send + Sync {
-    /// Produces the next assistant turn for `req`, reporting its parts to `on_delta` as they
-    /// arrive.
+    /// Produces the next assistant turn for `req`, delivering its parts to `deltas` as they
+    /// arrive, and reading no more of the answer while `deltas`' reader is behind.
     ///
     /// Deltas already delivered stay delivered if the call then fails; a provider never retries
     /// once it has delivered one.
-    fn complete<'a>(
-        &'a self,
-        req: &'a ChatRequest,
-        on_delta: &'a mut (dyn FnMut(Delta) + Send),
-    ) -> CompleteFuture<'a>;
+    fn complete<'a>(&'a self, req: &'a ChatRequest, deltas: &'a mut Deltas) -> CompleteFuture<'a>;
 
     /// A short description for logs and status lines, e.g. `deepseek-chat at https://...`.
     fn describe(&self) -> String;

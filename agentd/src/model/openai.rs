@@ -47,8 +47,10 @@ use tokio_rustls::rustls;
 
 use super::retry;
 use super::stream::{Flow, StreamState, server_message};
-use super::{AssistantTurn, ChatRequest, CompleteFuture, Delta, ModelError, Provider, excerpt};
-use crate::http_client::sse::SseParser;
+use super::{
+    AssistantTurn, ChatRequest, CompleteFuture, Delta, Deltas, ModelError, Provider, excerpt,
+};
+use crate::http_client::sse::{SseEvent, SseParser};
 use crate::http_client::{self, Target, chain, tls_connector};
 pub use request::EndpointError;
 pub use settings::OpenAiSettings;
@@ -165,11 +167,7 @@ impl OpenAiProvider {
     }
 
     /// One attempt: connect, send, read the answer.
-    async fn attempt(
-        &self,
-        body: &Bytes,
-        on_delta: &mut (dyn FnMut(Delta) + Send),
-    ) -> Result<AssistantTurn, Failure> {
+    async fn attempt(&self, body: &Bytes, deltas: &mut Deltas) -> Result<AssistantTurn, Failure> {
         let deadline = Instant::now() + self.settings.connect_timeout;
         let connect_timed_out = || Failure::Retry {
             error: self.unreachable(format!(
@@ -191,7 +189,7 @@ impl OpenAiProvider {
         };
         let _ = tcp.set_nodelay(true);
         let Some(tls) = &self.tls else {
-            return self.exchange(tcp, body, on_delta).await;
+            return self.exchange(tcp, body, deltas).await;
         };
         let handshake = http_client::tls(tls, &self.endpoint.host, tcp);
         let stream = match timeout_at(deadline, handshake).await {
@@ -207,7 +205,7 @@ impl OpenAiProvider {
             }
             Ok(Ok(stream)) => stream,
         };
-        self.exchange(stream, body, on_delta).await
+        self.exchange(stream, body, deltas).await
     }
 
     /// Runs the HTTP exchange over `io`, driving the connection in this same future.
@@ -215,7 +213,7 @@ impl OpenAiProvider {
         &self,
         io: S,
         body: &Bytes,
-        on_delta: &mut (dyn FnMut(Delta) + Send),
+        deltas: &mut Deltas,
     ) -> Result<AssistantTurn, Failure>
     where
         S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
@@ -246,7 +244,7 @@ impl OpenAiProvider {
                 }
                 Ok(Ok(response)) => response,
             };
-            self.read_response(response, on_delta).await
+            self.read_response(response, deltas).await
         };
         http_client::exchange(io, work)
             .await
@@ -259,7 +257,7 @@ impl OpenAiProvider {
     async fn read_response(
         &self,
         response: Response<Incoming>,
-        on_delta: &mut (dyn FnMut(Delta) + Send),
+        deltas: &mut Deltas,
     ) -> Result<AssistantTurn, Failure> {
         let status = response.status();
         if !status.is_success() {
@@ -276,10 +274,6 @@ impl OpenAiProvider {
             });
         // Whether anything reached the caller decides whether a failure may be retried.
         let delivered = AtomicBool::new(false);
-        let mut on_delta = |delta: Delta| {
-            delivered.store(true, Ordering::Relaxed);
-            on_delta(delta);
-        };
         let failed = |error: ModelError| {
             if delivered.load(Ordering::Relaxed) {
                 Failure::Fatal(error)
@@ -341,27 +335,22 @@ impl OpenAiProvider {
                 })
             })?;
             for event in events.drain(..) {
-                if state
-                    .on_event(&event, &mut on_delta)
-                    .map_err(Failure::Fatal)?
-                    == Flow::Done
-                {
+                if take_event(&mut state, &event, deltas, &delivered).await? == Flow::Done {
                     return state.finish().map_err(Failure::Fatal);
                 }
             }
         }
         if json_body {
             let text = String::from_utf8_lossy(&whole);
+            let mut pending = Vec::new();
             state
-                .on_chunk(&text, &mut on_delta)
+                .on_chunk(&text, &mut |d| pending.push(d))
                 .map_err(Failure::Fatal)?;
+            deliver(pending, deltas, &delivered).await;
             return state.finish().map_err(Failure::Fatal);
         }
         if let Some(event) = parser.finish()
-            && state
-                .on_event(&event, &mut on_delta)
-                .map_err(Failure::Fatal)?
-                == Flow::Done
+            && take_event(&mut state, &event, deltas, &delivered).await? == Flow::Done
         {
             return state.finish().map_err(Failure::Fatal);
         }
@@ -432,21 +421,41 @@ impl OpenAiProvider {
     }
 }
 
+/// Takes in one event and hands its deltas on ([`deliver`]) before the next frame is read: while
+/// the caller is behind, the body is not read and the server's writes wait.
+async fn take_event(
+    state: &mut StreamState,
+    event: &SseEvent,
+    deltas: &mut Deltas,
+    delivered: &AtomicBool,
+) -> Result<Flow, Failure> {
+    let mut pending = Vec::new();
+    let flow = state
+        .on_event(event, &mut |d| pending.push(d))
+        .map_err(Failure::Fatal)?;
+    deliver(pending, deltas, delivered).await;
+    Ok(flow)
+}
+
+/// Hands `pending` to `deltas`, in order, noting in `delivered` that some were.
+async fn deliver(pending: Vec<Delta>, deltas: &mut Deltas, delivered: &AtomicBool) {
+    for delta in pending {
+        delivered.store(true, Ordering::Relaxed);
+        deltas.send(delta).await;
+    }
+}
+
 const MAX_ERROR_BODY: usize = 8 << 10;
 const MAX_JSON_BODY: usize = 64 << 20;
 
 impl Provider for OpenAiProvider {
-    fn complete<'a>(
-        &'a self,
-        req: &'a ChatRequest,
-        on_delta: &'a mut (dyn FnMut(Delta) + Send),
-    ) -> CompleteFuture<'a> {
+    fn complete<'a>(&'a self, req: &'a ChatRequest, deltas: &'a mut Deltas) -> CompleteFuture<'a> {
         Box::pin(async move {
             let body = Bytes::from(request::request_body(&self.settings, req));
             let mut attempts = 0u32;
             loop {
                 attempts += 1;
-                match self.attempt(&body, &mut *on_delta).await {
+                match self.attempt(&body, &mut *deltas).await {
                     Ok(turn) => return Ok(turn),
                     Err(Failure::Fatal(error)) if attempts == 1 => return Err(error),
                     Err(Failure::Fatal(error)) => {

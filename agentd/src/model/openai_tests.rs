@@ -15,8 +15,9 @@ use crate::test_support::within;
 
 use super::{OpenAiProvider, OpenAiSettings};
 use crate::model::{
-    AssistantTurn, ChatRequest, Delta, FailureKind, FinishReason, Message, ModelError, Provider,
-    Reasoning, ReasoningField, ReasoningReturn, TokenLimitField, ToolCall, ToolSpec, Usage,
+    AssistantTurn, ChatRequest, DELTAS_AHEAD, Delta, Deltas, FailureKind, FinishReason, Message,
+    ModelError, Provider, Reasoning, ReasoningField, ReasoningReturn, TokenLimitField, ToolCall,
+    ToolSpec, Usage,
 };
 
 async fn listen() -> (TcpListener, String) {
@@ -97,10 +98,7 @@ async fn complete(
     provider: &OpenAiProvider,
     req: &ChatRequest,
 ) -> (Vec<Delta>, Result<AssistantTurn, ModelError>) {
-    let mut deltas = Vec::new();
-    let mut on_delta = |d: Delta| deltas.push(d);
-    let result = within(provider.complete(req, &mut on_delta)).await;
-    (deltas, result)
+    within(crate::test_support::answer_of(provider, req)).await
 }
 
 fn server<F, T>(listener: TcpListener, serve: impl FnOnce(TcpListener) -> F) -> JoinHandle<T>
@@ -531,11 +529,8 @@ async fn dropping_the_call_closes_the_connection() {
     });
     let provider = provider(settings(&base_url));
     let req = hello();
-    let (first_delta, mut got_delta) = tokio::sync::mpsc::unbounded_channel();
-    let mut on_delta = move |d: Delta| {
-        let _ = first_delta.send(d);
-    };
-    let call = provider.complete(&req, &mut on_delta);
+    let (mut deltas, mut got_delta) = Deltas::channel();
+    let call = provider.complete(&req, &mut deltas);
     tokio::select! {
         result = call => panic!("the answer cannot finish: {result:?}"),
         delta = within(got_delta.recv()) => assert_eq!(delta, Some(Delta::Text("first".into()))),
@@ -793,5 +788,99 @@ async fn an_error_event_mid_stream_is_reported() {
         matches!(&err, ModelError::Server { message } if message == "model overloaded"),
         "{err}"
     );
+    within(server).await.expect("server");
+}
+
+#[tokio::test]
+async fn a_caller_that_takes_no_delta_stops_the_provider_reading_the_answer() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    // Far more than the sockets' buffers hold: 4 KiB words, 24 MiB in all.
+    const WORDS: usize = 6 * 1024;
+    let word = |n: usize| format!("{n:08}{} ", "w".repeat(4 * 1024 - 9));
+    let (listener, base_url) = listen().await;
+    // Whether the server waits for room to write now, and whether it wrote the whole answer.
+    let (blocked, done) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let (server_blocked, server_done) = (blocked.clone(), done.clone());
+    let server = server(listener, move |listener| async move {
+        let (mut stream, _) = accept(&listener).await;
+        stream
+            .write_all(STREAM_HEAD.as_bytes())
+            .await
+            .expect("write");
+        for n in 0..WORDS {
+            let data = format!("data: {}\n\n", text_chunk(&word(n)));
+            let framed = format!("{:x}\r\n{data}\r\n", data.len());
+            let mut at = 0;
+            while at < framed.len() {
+                match stream.try_write(&framed.as_bytes()[at..]) {
+                    Ok(n) => at += n,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                        server_blocked.store(true, Ordering::SeqCst);
+                        stream.writable().await.expect("writable");
+                        server_blocked.store(false, Ordering::SeqCst);
+                    }
+                    Err(e) => panic!("write: {e}"),
+                }
+            }
+        }
+        server_done.store(true, Ordering::SeqCst);
+        write_chunk(&mut stream, &format!("data: {}\n\n", finish_chunk("stop"))).await;
+        write_chunk(&mut stream, "data: [DONE]\n\n").await;
+        stream.write_all(b"0\r\n\r\n").await.expect("write");
+    });
+    let provider = provider(settings(&base_url));
+    let req = hello();
+    let (deltas, mut reader) = Deltas::channel();
+    let (provider, req) = (&provider, &req);
+    let answering = async move {
+        let mut deltas = deltas;
+        provider.complete(req, &mut deltas).await
+    };
+    let reading = async {
+        // Taking nothing, until the server cannot write and the provider's queue is full (or,
+        // without a bound, the server wrote everything).
+        let stopped = || {
+            done.load(Ordering::SeqCst)
+                || (blocked.load(Ordering::SeqCst) && reader.len() >= DELTAS_AHEAD)
+        };
+        while !stopped() {
+            tokio::task::yield_now().await;
+        }
+        // Then as many more turns of the runtime as the provider would need to read on, were it
+        // not held back: what it holds must stay at the queue's bound.
+        let mut queued = reader.len();
+        for _ in 0..10_000 {
+            if done.load(Ordering::SeqCst) {
+                break;
+            }
+            tokio::task::yield_now().await;
+            queued = queued.max(reader.len());
+        }
+        let whole = done.load(Ordering::SeqCst);
+        let mut text = String::new();
+        while let Some(delta) = reader.recv().await {
+            if let Delta::Text(t) = delta {
+                text.push_str(&t);
+            }
+        }
+        (queued, whole, text)
+    };
+    let (answer, (queued, whole, text)) = within(async { tokio::join!(answering, reading) }).await;
+    assert!(
+        !whole,
+        "the server wrote the whole answer to a caller that took nothing"
+    );
+    assert_eq!(
+        queued, DELTAS_AHEAD,
+        "the provider read no further than its queue"
+    );
+    let expected: String = (0..WORDS).map(word).collect();
+    assert_eq!(text.len(), expected.len());
+    assert!(text == expected, "every word, in order");
+    assert_eq!(answer.expect("the answer").text, expected);
     within(server).await.expect("server");
 }

@@ -18,7 +18,10 @@
 //! error = "simulated outage"      # fail instead of answering
 //! ```
 //!
-//! Keys of a turn, all optional: `text`; `reasoning`, delivered before the text; `tool_calls`,
+//! Keys of a turn, all optional: `text`; `stream`, a file (relative to the script) whose
+//! content follows `text` as more of the answer, read as it arrives until its end — a FIFO a
+//! test writes to, which fills up once agentd stops taking the answer; `reasoning`, delivered
+//! before the text; `tool_calls`,
 //! each with a `name` and `arguments` (a
 //! table, sent as its JSON text, or a string, sent verbatim even if it is not valid JSON);
 //! `finish` (`stop`, `tool_calls`, `length`, `content_filter` or anything else; by default
@@ -50,8 +53,8 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::{
-    AssistantTurn, ChatRequest, CompleteFuture, Delta, FinishReason, Message, ModelError, Provider,
-    Reasoning, ToolCall,
+    AssistantTurn, ChatRequest, CompleteFuture, Delta, Deltas, FinishReason, Message, ModelError,
+    Provider, Reasoning, ToolCall,
 };
 
 /// The scripted provider.
@@ -86,6 +89,7 @@ struct AgentScript {
 #[serde(deny_unknown_fields)]
 struct ScriptedTurn {
     text: Option<String>,
+    stream: Option<PathBuf>,
     reasoning: Option<String>,
     #[serde(default)]
     tool_calls: Vec<ScriptedCall>,
@@ -163,7 +167,7 @@ impl ScriptedProvider {
     async fn answer(
         &self,
         req: &ChatRequest,
-        on_delta: &mut (dyn FnMut(Delta) + Send),
+        deltas: &mut Deltas,
     ) -> Result<AssistantTurn, ModelError> {
         let position = req
             .messages
@@ -184,7 +188,14 @@ impl ScriptedProvider {
             None => (&self.turns, "call_".to_owned()),
         };
         let Some(turn) = turns.get(position) else {
-            return Ok(stream_turn("", Self::END_TEXT, Vec::new(), None, on_delta));
+            let answer = Answer {
+                reasoning: "",
+                text: Self::END_TEXT,
+                stream: None,
+                tool_calls: Vec::new(),
+                finish: None,
+            };
+            return answer.deliver(deltas).await;
         };
         if let Some(ms) = turn.delay_ms {
             // The simulated latency of the model itself.
@@ -210,65 +221,151 @@ impl ScriptedProvider {
                 },
             })
             .collect();
-        Ok(stream_turn(
-            turn.reasoning.as_deref().unwrap_or(""),
-            turn.text.as_deref().unwrap_or(""),
-            calls,
-            turn.finish.as_deref(),
-            on_delta,
+        let stream = turn
+            .stream
+            .as_ref()
+            .map(|path| self.origin.parent().unwrap_or(Path::new(".")).join(path));
+        let answer = Answer {
+            reasoning: turn.reasoning.as_deref().unwrap_or(""),
+            text: turn.text.as_deref().unwrap_or(""),
+            stream: stream.as_deref(),
+            tool_calls: calls,
+            finish: turn.finish.as_deref(),
+        };
+        answer.deliver(deltas).await
+    }
+}
+
+/// One scripted answer, before it is delivered.
+struct Answer<'a> {
+    reasoning: &'a str,
+    text: &'a str,
+    /// The file whose content follows `text`.
+    stream: Option<&'a Path>,
+    tool_calls: Vec<ToolCall>,
+    finish: Option<&'a str>,
+}
+
+impl Answer<'_> {
+    /// Delivers the answer as deltas and returns it.
+    async fn deliver(self, deltas: &mut Deltas) -> Result<AssistantTurn, ModelError> {
+        for piece in split_after_whitespace(self.reasoning) {
+            deltas.send(Delta::Reasoning(piece.to_owned())).await;
+        }
+        for piece in split_after_whitespace(self.text) {
+            deltas.send(Delta::Text(piece.to_owned())).await;
+        }
+        let mut text = self.text.to_owned();
+        if let Some(path) = self.stream {
+            stream_file(path, deltas, &mut text).await?;
+        }
+        for (index, call) in self.tool_calls.iter().enumerate() {
+            deltas
+                .send(Delta::ToolCallStarted {
+                    index,
+                    id: call.id.clone(),
+                    name: call.name.clone(),
+                })
+                .await;
+            let mut middle = call.arguments.len() / 2;
+            while !call.arguments.is_char_boundary(middle) {
+                middle -= 1;
+            }
+            let (first, second) = call.arguments.split_at(middle);
+            for fragment in [first, second] {
+                if !fragment.is_empty() {
+                    let fragment = fragment.to_owned();
+                    deltas
+                        .send(Delta::ToolCallArguments { index, fragment })
+                        .await;
+                }
+            }
+        }
+        let finish = match self.finish {
+            Some(reason) => FinishReason::from(reason),
+            None if self.tool_calls.is_empty() => FinishReason::Stop,
+            None => FinishReason::ToolCalls,
+        };
+        Ok(AssistantTurn {
+            text,
+            reasoning: (!self.reasoning.is_empty()).then(|| Reasoning {
+                text: self.reasoning.to_owned(),
+                field: None,
+            }),
+            tool_calls: self.tool_calls,
+            finish,
+            usage: None,
+        })
+    }
+}
+
+/// The most of a `stream` file read at once.
+const STREAM_READ: usize = 64 * 1024;
+
+/// Reads the file at `path` to its end as it arrives, delivering it as text deltas (cut after
+/// whitespace, as `text` is) and adding it to `text`; the next read waits until the deltas
+/// before it are taken. A character cut by a read waits for its last bytes; bytes that are not
+/// UTF-8 are an error naming the file. The file is opened and read on tokio's blocking pool, so
+/// a FIFO is read as its writer writes (a read still blocked when the call is dropped ends when
+/// the writer writes or closes).
+async fn stream_file(
+    path: &Path,
+    deltas: &mut Deltas,
+    text: &mut String,
+) -> Result<(), ModelError> {
+    let failed = |detail: String| ModelError::Script {
+        path: path.to_owned(),
+        detail,
+    };
+    let owned = path.to_owned();
+    let mut file = blocking(move || std::fs::File::open(owned))
+        .await
+        .map_err(|e| failed(format!("cannot open the stream: {e}")))?;
+    let mut unfinished = Vec::new();
+    loop {
+        let (back, chunk) = blocking(move || {
+            use std::io::Read;
+            let mut chunk = vec![0; STREAM_READ];
+            let read = file.read(&mut chunk)?;
+            chunk.truncate(read);
+            Ok((file, chunk))
+        })
+        .await
+        .map_err(|e| failed(format!("cannot read the stream: {e}")))?;
+        file = back;
+        if chunk.is_empty() {
+            break;
+        }
+        unfinished.extend_from_slice(&chunk);
+        let whole = match std::str::from_utf8(&unfinished) {
+            Ok(all) => all.len(),
+            Err(e) if e.error_len().is_none() => e.valid_up_to(),
+            Err(e) => return Err(failed(format!("the stream is not UTF-8: {e}"))),
+        };
+        let rest = unfinished.split_off(whole);
+        let piece = String::from_utf8(std::mem::replace(&mut unfinished, rest))
+            .map_err(|e| failed(format!("the stream is not UTF-8: {e}")))?;
+        for word in split_after_whitespace(&piece) {
+            deltas.send(Delta::Text(word.to_owned())).await;
+        }
+        text.push_str(&piece);
+    }
+    if unfinished.is_empty() {
+        Ok(())
+    } else {
+        Err(failed(
+            "the stream ends inside a UTF-8 character".to_owned(),
         ))
     }
 }
 
-/// Delivers a turn as deltas and returns it.
-fn stream_turn(
-    reasoning: &str,
-    text: &str,
-    tool_calls: Vec<ToolCall>,
-    finish: Option<&str>,
-    on_delta: &mut (dyn FnMut(Delta) + Send),
-) -> AssistantTurn {
-    for piece in split_after_whitespace(reasoning) {
-        on_delta(Delta::Reasoning(piece.to_owned()));
-    }
-    for piece in split_after_whitespace(text) {
-        on_delta(Delta::Text(piece.to_owned()));
-    }
-    for (index, call) in tool_calls.iter().enumerate() {
-        on_delta(Delta::ToolCallStarted {
-            index,
-            id: call.id.clone(),
-            name: call.name.clone(),
-        });
-        let mut middle = call.arguments.len() / 2;
-        while !call.arguments.is_char_boundary(middle) {
-            middle -= 1;
-        }
-        let (first, second) = call.arguments.split_at(middle);
-        for fragment in [first, second] {
-            if !fragment.is_empty() {
-                on_delta(Delta::ToolCallArguments {
-                    index,
-                    fragment: fragment.to_owned(),
-                });
-            }
-        }
-    }
-    let finish = match finish {
-        Some(reason) => FinishReason::from(reason),
-        None if tool_calls.is_empty() => FinishReason::Stop,
-        None => FinishReason::ToolCalls,
-    };
-    AssistantTurn {
-        text: text.to_owned(),
-        reasoning: (!reasoning.is_empty()).then(|| Reasoning {
-            text: reasoning.to_owned(),
-            field: None,
-        }),
-        tool_calls,
-        finish,
-        usage: None,
-    }
+/// `work` on tokio's blocking pool.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> std::io::Result<T> + Send + 'static,
+) -> std::io::Result<T> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(std::io::Error::other)?
 }
 
 /// `text` cut after each run of whitespace: "a b  c" gives "a ", "b  ", "c".
@@ -292,12 +389,8 @@ fn split_after_whitespace(text: &str) -> Vec<&str> {
 }
 
 impl Provider for ScriptedProvider {
-    fn complete<'a>(
-        &'a self,
-        req: &'a ChatRequest,
-        on_delta: &'a mut (dyn FnMut(Delta) + Send),
-    ) -> CompleteFuture<'a> {
-        Box::pin(self.answer(req, on_delta))
+    fn complete<'a>(&'a self, req: &'a ChatRequest, deltas: &'a mut Deltas) -> CompleteFuture<'a> {
+        Box::pin(self.answer(req, deltas))
     }
 
     fn describe(&self) -> String {
@@ -353,10 +446,7 @@ finish = "length"
         provider: &ScriptedProvider,
         req: &ChatRequest,
     ) -> (Vec<Delta>, Result<AssistantTurn, ModelError>) {
-        let mut deltas = Vec::new();
-        let mut on_delta = |d: Delta| deltas.push(d);
-        let result = provider.complete(req, &mut on_delta).await;
-        (deltas, result)
+        crate::test_support::answer_of(provider, req).await
     }
 
     #[tokio::test]

@@ -2,7 +2,8 @@
 //! resident memory (which must not grow once it is warm), its children (none may be left, and no
 //! zombie), the mounts it sees, and the helper's per-command temp directories. It needs only the
 //! standard library and nix's `geteuid`, so agentd's soak (`tests/tests/soak.rs`, which includes
-//! this file by path) and the helper's (`confine-helper/tests/soak.rs`) judge by the same rules.
+//! this file by path) and the helper's (`confine-helper/tests/soak.rs`) judge by the same rules;
+//! agentd's memory bounds (`tests/tests/acp_backpressure.rs`, `acp_bad_input.rs`) read it too.
 
 #![allow(dead_code)]
 
@@ -45,14 +46,20 @@ pub fn footprint(pid: u32) -> Footprint {
         Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => None,
         Err(e) => panic!("listing /proc/{pid}/fd: {e}"),
     };
+    let rss_kib = status_kib(pid, "VmRSS");
+    Footprint { fds, rss_kib }
+}
+
+/// A memory figure of `/proc/PID/status` in KiB: `VmRSS` (resident now), `VmHWM` (the peak of
+/// resident memory so far).
+pub fn status_kib(pid: u32, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
         .unwrap_or_else(|e| panic!("reading /proc/{pid}/status: {e}"));
-    let rss_kib = status
+    status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or_else(|| panic!("no VmRSS in /proc/{pid}/status"));
-    Footprint { fds, rss_kib }
+        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
 }
 
 /// The highest descriptor count and resident memory among `samples`.
