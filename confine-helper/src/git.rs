@@ -342,7 +342,11 @@ mod tests {
         };
         std::fs::create_dir_all(&dir).expect("mkdir");
         if git(&["init", "-q"]).is_err() {
-            eprintln!("SKIP a_real_index_written_by_git_is_read: git is not installed");
+            crate::skip::skip(
+                "a_real_index_written_by_git_is_read",
+                crate::skip::Need::Git,
+                "git is not installed",
+            );
             return;
         }
         std::fs::write(dir.join("f"), "x").expect("write");

@@ -55,6 +55,9 @@ mod sys;
 #[path = "../../tests/shared/serde_fields.rs"]
 mod serde_fields;
 #[cfg(test)]
+#[path = "../../tests/shared/skip.rs"]
+mod skip;
+#[cfg(test)]
 mod test_support;
 
 /// Logs one line to stderr, prefixed with the helper's name and pid.

@@ -101,7 +101,11 @@ fn submodules_and_linked_worktrees_keep_their_git_entries_read_only() {
     std::fs::create_dir_all(&up).expect("mkdir");
     std::fs::create_dir_all(&ws).expect("mkdir");
     if !git(&up, &["init", "-q"]) {
-        eprintln!("SKIP submodules_and_linked_worktrees_keep_their_git_entries_read_only: no git");
+        crate::skip::skip(
+            "submodules_and_linked_worktrees_keep_their_git_entries_read_only",
+            crate::skip::Need::Git,
+            "git is not installed",
+        );
         return;
     }
     std::fs::write(up.join("f"), "x").expect("write");

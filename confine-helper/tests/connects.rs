@@ -16,7 +16,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use confine_protocol::{BackendChoice, Mode, Network, Reply, Spawn};
-use support::{Peer, Scratch, run_captured, spawn};
+use support::skip::{Need, skip, skip_part};
+use support::{Peer, Scratch, available, backend_works, run_captured, spawn};
 
 /// A host socket that answers every connection with its name and counts them.
 struct Server {
@@ -42,14 +43,24 @@ impl Server {
     }
 }
 
-fn bwrap_usable(peer: &mut Peer) -> bool {
-    peer.send(&confine_protocol::Request::Info, &[]);
-    let Reply::Info(info) = peer.reply() else {
-        panic!("expected Info");
-    };
-    info.backends
-        .iter()
-        .any(|b| b.usable && b.backend == confine_protocol::Backend::Bwrap)
+/// Whether python3, which the confined commands run, is installed and `backend` works here
+/// (judged without the helper); a SKIP line for `test` when not.
+fn can_run(test: &str, backend: BackendChoice) -> bool {
+    if !available::on_path("python3") {
+        skip(
+            test,
+            Need::Python3,
+            "python3 is not installed (apt-get install python3)",
+        );
+        return false;
+    }
+    match backend_works(backend) {
+        Ok(()) => true,
+        Err((need, why)) => {
+            skip(test, need, why);
+            false
+        }
+    }
 }
 
 /// A read-only bwrap command running `script` with python3, listing `listed`.
@@ -117,12 +128,14 @@ fn run_script(peer: &mut Peer, request: Spawn, args: &[&Path]) -> (Vec<Reply>, S
 
 #[test]
 fn a_listed_socket_is_reached_and_no_other_is() {
-    let mut peer = Peer::embedded();
-    peer.greet();
-    if !bwrap_usable(&mut peer) {
-        println!("SKIP a_listed_socket_is_reached_and_no_other_is: bwrap is not usable here");
+    if !can_run(
+        "a_listed_socket_is_reached_and_no_other_is",
+        BackendChoice::Bwrap,
+    ) {
         return;
     }
+    let mut peer = Peer::embedded();
+    peer.greet();
     let dir = Scratch::new("unix-sockets");
     let allowed_path = dir.0.join("allowed.sock");
     let other_path = dir.0.join("other.sock");
@@ -213,15 +226,12 @@ print('reached', reached, 'refused', refused)
 
 #[test]
 fn an_address_rewritten_while_it_is_judged_never_reaches_an_unlisted_socket() {
-    let mut peer = Peer::embedded();
-    peer.greet();
-    if !bwrap_usable(&mut peer) {
-        println!(
-            "SKIP an_address_rewritten_while_it_is_judged_never_reaches_an_unlisted_socket: \
-             bwrap is not usable here"
-        );
+    const NAME: &str = "an_address_rewritten_while_it_is_judged_never_reaches_an_unlisted_socket";
+    if !can_run(NAME, BackendChoice::Bwrap) {
         return;
     }
+    let mut peer = Peer::embedded();
+    peer.greet();
     let dir = Scratch::new("unix-race");
     let allowed_path = dir.0.join("a.sock");
     let other_path = dir.0.join("o.sock");
@@ -255,6 +265,7 @@ fn an_address_rewritten_while_it_is_judged_never_reaches_an_unlisted_socket() {
 
 #[test]
 fn backends_and_modes_that_cannot_keep_the_list_refuse_it() {
+    const NAME: &str = "backends_and_modes_that_cannot_keep_the_list_refuse_it";
     let mut peer = Peer::embedded();
     peer.greet();
     let dir = Scratch::new("unix-refusals");
@@ -263,17 +274,23 @@ fn backends_and_modes_that_cannot_keep_the_list_refuse_it() {
 
     let landlock = confined("pass", &[&sock], BackendChoice::Landlock);
     let (replies, _) = run_captured(&mut peer, landlock);
-    match refusal(&replies) {
-        Some(reason) => assert!(reason.contains("private network namespace"), "{reason}"),
+    match available::landlock() {
+        Ok(()) => {
+            let reason = refusal(&replies).unwrap_or_else(|| panic!("not refused: {replies:?}"));
+            assert!(reason.contains("private network namespace"), "{reason}");
+        }
         // No Landlock here: the request fails as unavailable, still not run.
-        None => assert!(
-            replies.iter().any(|r| matches!(r, Reply::RunnerFailed(_))),
-            "{replies:?}"
-        ),
+        Err(why) => {
+            assert!(
+                replies.iter().any(|r| matches!(r, Reply::RunnerFailed(_))),
+                "{replies:?}"
+            );
+            skip_part(NAME, "the Landlock refusal", Need::Landlock, why);
+        }
     }
 
-    if !bwrap_usable(&mut peer) {
-        println!("SKIP the bwrap half of backends_and_modes_that_cannot_keep_the_list_refuse_it");
+    if let Err((need, why)) = backend_works(BackendChoice::Bwrap) {
+        skip_part(NAME, "bwrap", need, why);
         return;
     }
     let mut networked = confined("pass", &[&sock], BackendChoice::Bwrap);
@@ -339,22 +356,12 @@ fn under_landlock_the_allow_list_reaches_the_proxy_and_nothing_else() {
     use std::net::TcpListener;
     use std::os::fd::AsFd;
 
-    let mut peer = Peer::embedded();
-    peer.greet();
-    peer.send(&confine_protocol::Request::Info, &[]);
-    let Reply::Info(info) = peer.reply() else {
-        panic!("expected Info");
-    };
-    if !info
-        .backends
-        .iter()
-        .any(|b| b.usable && b.backend == confine_protocol::Backend::Landlock)
-    {
-        println!(
-            "SKIP under_landlock_the_allow_list_reaches_the_proxy_and_nothing_else: no Landlock"
-        );
+    const NAME: &str = "under_landlock_the_allow_list_reaches_the_proxy_and_nothing_else";
+    if !can_run(NAME, BackendChoice::Landlock) {
         return;
     }
+    let mut peer = Peer::embedded();
+    peer.greet();
     let canary = TcpListener::bind("127.0.0.1:0").expect("canary");
     canary.set_nonblocking(true).expect("nonblocking");
     let canary_port = canary.local_addr().expect("port").port();

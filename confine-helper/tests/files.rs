@@ -13,7 +13,8 @@ use std::os::fd::{AsFd, OwnedFd};
 use confine_protocol::{
     BackendChoice, ExitStatus, Mode, Network, Policy, ReadFile, Reply, Request, WriteFile,
 };
-use support::{Peer, Scratch, pipe, spawn};
+use support::skip::{Need, skip};
+use support::{Peer, Scratch, available_backends, backend_works, pipe, spawn};
 
 fn policy(mode: Mode, workspace: &std::path::Path) -> Policy {
     Policy {
@@ -199,6 +200,12 @@ fn a_read_file_request_copies_the_file_and_refuses_a_fifo() {
 fn a_helper_installed_under_tmp_still_writes_in_a_sandbox_whose_tmp_is_its_own() {
     // Under bwrap a workspace-write command's /tmp is a private directory, which hides the
     // host's /tmp: a writer run by its path there would not be found.
+    const NAME: &str =
+        "a_helper_installed_under_tmp_still_writes_in_a_sandbox_whose_tmp_is_its_own";
+    if let Err((need, why)) = backend_works(BackendChoice::Bwrap) {
+        skip(NAME, need, why);
+        return;
+    }
     let installed = Scratch::new("installed");
     let copy = installed.0.join("confine-helper");
     std::fs::copy(support::HELPER, &copy).expect("copy the helper");
@@ -207,18 +214,6 @@ fn a_helper_installed_under_tmp_still_writes_in_a_sandbox_whose_tmp_is_its_own()
     let target = ws_path.join("written.txt");
     let mut peer = Peer::embedded_program(&copy, None, |_| {});
     peer.greet();
-    peer.send(&Request::Info, &[]);
-    let Reply::Info(info) = peer.reply() else {
-        panic!("expected Info");
-    };
-    if !info
-        .backends
-        .iter()
-        .any(|b| b.usable && b.backend == confine_protocol::Backend::Bwrap)
-    {
-        println!("SKIP a_helper_installed_under_tmp_still_writes…: bwrap is not usable here");
-        return;
-    }
     let mut request = write_request(1, &target, Mode::WorkspaceWrite, &ws_path);
     request.backend = BackendChoice::Bwrap;
     let (replies, report) = write(&mut peer, request, b"from a helper under /tmp");
@@ -234,17 +229,14 @@ fn a_helper_installed_under_tmp_still_writes_in_a_sandbox_whose_tmp_is_its_own()
     );
 }
 
-/// The Linux backends to run a test on here: Landlock, and bwrap when it is installed (a fact
-/// of the machine, not the helper's verdict). CI installs bwrap.
-fn backends() -> Vec<BackendChoice> {
-    let bwrap = std::env::var_os("PATH")
-        .is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join("bwrap").is_file()));
-    if bwrap {
-        vec![BackendChoice::Bwrap, BackendChoice::Landlock]
-    } else {
-        println!("SKIP bwrap: not installed here; Landlock only");
-        vec![BackendChoice::Landlock]
+/// The Linux backends to run `test` on here: those that work on this machine (judged without
+/// the helper); a SKIP line for each missing one, and for the test when none works.
+fn backends(test: &str) -> Vec<BackendChoice> {
+    let backends = available_backends(test);
+    if backends.is_empty() {
+        skip(test, Need::Backend, "neither bwrap nor Landlock works here");
     }
+    backends
 }
 
 /// The names in `dir`, sorted.
@@ -280,13 +272,14 @@ fn write_left_waiting(peer: &mut Peer, request: WriteFile) -> (std::fs::File, st
 
 #[test]
 fn a_writer_killed_while_the_content_arrives_leaves_nothing_in_the_directory() {
+    const NAME: &str = "a_writer_killed_while_the_content_arrives_leaves_nothing_in_the_directory";
     let ws = Scratch::new("write-killed");
     let ws_path = std::fs::canonicalize(&ws.0).expect("canonical");
     std::fs::write(ws_path.join("old.txt"), "old").expect("old file");
     let mut peer = Peer::embedded();
     peer.greet();
     let mut id = 10;
-    for backend in backends() {
+    for backend in backends(NAME) {
         for name in ["old.txt", "new.txt"] {
             id += 1;
             let mut request =
@@ -339,6 +332,12 @@ fn a_writer_killed_while_the_content_arrives_leaves_nothing_in_the_directory() {
 
 #[test]
 fn writers_killed_at_any_point_leave_the_old_file_or_the_new_one_and_nothing_else() {
+    const NAME: &str =
+        "writers_killed_at_any_point_leave_the_old_file_or_the_new_one_and_nothing_else";
+    let backends = backends(NAME);
+    if backends.is_empty() {
+        return;
+    }
     let ws = Scratch::new("write-raced");
     let ws_path = std::fs::canonicalize(&ws.0).expect("canonical");
     let target = ws_path.join("big.bin");
@@ -348,7 +347,7 @@ fn writers_killed_at_any_point_leave_the_old_file_or_the_new_one_and_nothing_els
     let mut peer = Peer::embedded();
     peer.greet();
     let mut outcomes = std::collections::BTreeSet::new();
-    for (i, backend) in backends().into_iter().cycle().take(24).enumerate() {
+    for (i, backend) in backends.into_iter().cycle().take(24).enumerate() {
         let id = 100 + i as u64;
         let mut request = write_request(id, &target, Mode::WorkspaceWrite, &ws_path);
         request.backend = backend;

@@ -19,9 +19,10 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use confine_protocol::{ExitStatus, Hello, Mode, Reply, Request, StdioSpec, encode_frame};
+use support::skip::{Need, skip, skip_part};
 use support::{
-    HELPER, Peer, Scratch, Service, connect_as, helper_for_every_user, open_to_everyone,
-    run_captured, spawn, usable_backends, users,
+    HELPER, Peer, Scratch, Service, available, available_backends, connect_as,
+    helper_for_every_user, open_to_everyone, run_captured, spawn, users,
 };
 
 #[test]
@@ -61,9 +62,11 @@ fn a_socket_directory_other_users_can_enter_is_rejected() {
 fn a_peer_whose_uid_is_not_allowed_is_refused_and_logged() {
     const NAME: &str = "a_peer_whose_uid_is_not_allowed_is_refused_and_logged";
     if !nix::unistd::geteuid().is_root() {
-        println!(
-            "SKIP {NAME}: a helper that is not root refuses to serve another uid at all \
-             (a_helper_that_is_not_root_refuses_to_serve_another_uid)"
+        skip(
+            NAME,
+            Need::Root,
+            "a helper that is not root refuses to serve another uid at all \
+             (a_helper_that_is_not_root_refuses_to_serve_another_uid)",
         );
         return;
     }
@@ -256,13 +259,17 @@ fn a_group_socket_is_0660_and_the_group_s_in_a_directory_only_the_helper_writes(
     // A group the helper's user may give its files: its own primary group.
     let gid = nix::unistd::getegid();
     let Ok(Some(group)) = nix::unistd::Group::from_gid(gid) else {
-        println!("SKIP {NAME}: the primary group {gid} has no name");
+        skip(
+            NAME,
+            Need::Users,
+            format!("the primary group {gid} has no name"),
+        );
         return;
     };
     let dir = Scratch::new("group");
     if !nix::unistd::geteuid().is_root() {
         // Not root, it serves no other uid: the group option is refused (tested above).
-        println!("SKIP {NAME}: only root serves a group");
+        skip(NAME, Need::Root, "only root serves a group");
         return;
     }
     let service = Service::start(&dir.0, &["--group", &group.name]);
@@ -299,6 +306,10 @@ fn a_group_socket_is_0660_and_the_group_s_in_a_directory_only_the_helper_writes(
 #[test]
 fn the_service_socket_is_never_a_socket_a_command_may_connect_to() {
     const NAME: &str = "the_service_socket_is_never_a_socket_a_command_may_connect_to";
+    if let Err(why) = available::bwrap() {
+        skip(NAME, Need::Bwrap, why);
+        return;
+    }
     let dir = Scratch::new("own-socket");
     let service = Service::start(&dir.0, &[]);
     let mut peer = Peer::connect(&service.socket).expect("connect");
@@ -315,12 +326,13 @@ fn the_service_socket_is_never_a_socket_a_command_may_connect_to() {
         request
     };
 
+    // The control, with bwrap working here (judged above without the helper): a socket
+    // elsewhere is listed and the command runs. Were every listed socket refused, this fails.
     peer.send(&Request::Spawn(request(1, &other)), &[]);
     match peer.until_end(1).as_slice() {
         [.., Reply::Exited(e)] => assert_eq!(e.status, ExitStatus::Code(0)),
         other => {
-            println!("SKIP {NAME}: the control did not run under bwrap here: {other:?}");
-            return;
+            panic!("the control, listing a socket elsewhere, did not run under bwrap: {other:?}")
         }
     }
     peer.send(&Request::Spawn(request(2, &service.socket)), &[]);
@@ -394,10 +406,10 @@ fn sort(answers: Vec<Answer>) -> (Vec<Peer>, Vec<String>) {
     (served, refused)
 }
 
-/// The output of `id -u` run confined (read-only, the first usable backend) by the helper
-/// serving `peer`; `None` when no backend is usable here.
-fn confined_uid(peer: &mut Peer) -> Option<String> {
-    let backend = usable_backends(peer).first().copied()?;
+/// The output of `id -u` run confined (read-only, the first backend that works here) by the
+/// helper serving `peer`; `None` when no backend works here.
+fn confined_uid(peer: &mut Peer, test: &str) -> Option<String> {
+    let backend = available_backends(test).first().copied()?;
     let mut request = spawn(1, &["id", "-u"]);
     request.policy.mode = Mode::ReadOnly;
     request.backend = backend;
@@ -415,9 +427,14 @@ fn assert_serves_confined(service: &Service, user: (u32, u32), name: &str) {
     let Answer::Served(mut peer) = answer(held.socks.remove(0)) else {
         panic!("{name}: the other user was refused");
     };
-    match confined_uid(&mut peer) {
+    match confined_uid(&mut peer, name) {
         Some(uid) => assert_eq!(uid, user.0.to_string(), "{name}: ran as another uid"),
-        None => println!("SKIP {name} (the confined control): no usable backend here"),
+        None => skip_part(
+            name,
+            "the confined control",
+            Need::Backend,
+            "no backend works here",
+        ),
     }
 }
 
@@ -426,7 +443,11 @@ fn a_user_holds_no_more_helpers_than_its_process_limit_allows_while_another_is_s
     const NAME: &str =
         "a_user_holds_no_more_helpers_than_its_process_limit_allows_while_another_is_served";
     if !nix::unistd::geteuid().is_root() {
-        println!("SKIP {NAME}: making users and a root service needs root");
+        skip(
+            NAME,
+            Need::Root,
+            "making users and a root service needs root",
+        );
         return;
     }
     let limited = users::system_user(NPROC_USER, &[]);
@@ -471,7 +492,11 @@ fn a_user_holds_no_more_helpers_than_its_process_limit_allows_while_another_is_s
 fn a_user_past_a_cap_is_refused_naming_it_while_others_are_served() {
     const NAME: &str = "a_user_past_a_cap_is_refused_naming_it_while_others_are_served";
     if !nix::unistd::geteuid().is_root() {
-        println!("SKIP {NAME}: making users and a root service needs root");
+        skip(
+            NAME,
+            Need::Root,
+            "making users and a root service needs root",
+        );
         return;
     }
     let capped = users::system_user(CAPPED_USER, &[]);
@@ -510,9 +535,14 @@ fn a_user_past_a_cap_is_refused_naming_it_while_others_are_served() {
         "{reason}"
     );
     // The control: the other user's served connection runs its confined command.
-    match confined_uid(&mut other_served[0]) {
+    match confined_uid(&mut other_served[0], NAME) {
         Some(uid) => assert_eq!(uid, other.0.to_string()),
-        None => println!("SKIP {NAME} (the confined control): no usable backend here"),
+        None => skip_part(
+            NAME,
+            "the confined control",
+            Need::Backend,
+            "no backend works here",
+        ),
     }
 
     // A connection that ends frees its place once its helper is reaped: the other user is
@@ -536,7 +566,11 @@ fn an_idle_connection_is_closed_after_the_idle_limit_and_one_running_a_command_i
     const NAME: &str =
         "an_idle_connection_is_closed_after_the_idle_limit_and_one_running_a_command_is_not";
     if !nix::unistd::geteuid().is_root() {
-        println!("SKIP {NAME}: only a root service starts a helper per peer");
+        skip(
+            NAME,
+            Need::Root,
+            "only a root service starts a helper per peer",
+        );
         return;
     }
     let dir = Scratch::new("idle");
@@ -671,7 +705,11 @@ fn a_peer_s_helper_and_its_commands_run_in_a_cgroup_of_its_uid_when_the_cgroup_i
     const NAME: &str =
         "a_peer_s_helper_and_its_commands_run_in_a_cgroup_of_its_uid_when_the_cgroup_is_delegated";
     if !nix::unistd::geteuid().is_root() {
-        println!("SKIP {NAME}: only a root service starts a helper per peer");
+        skip(
+            NAME,
+            Need::Root,
+            "only a root service starts a helper per peer",
+        );
         return;
     }
     // Served as root by a helper of its own: another uid is admitted too.
@@ -680,7 +718,7 @@ fn a_peer_s_helper_and_its_commands_run_in_a_cgroup_of_its_uid_when_the_cgroup_i
         let cgroup = match TestCgroup::new(if delegated { "on" } else { "off" }) {
             Ok(cgroup) => cgroup,
             Err(why) => {
-                println!("SKIP {NAME}: {why}");
+                skip(NAME, Need::Cgroup2, why);
                 return None;
             }
         };

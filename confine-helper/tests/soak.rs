@@ -406,9 +406,8 @@ fn soak(choice: BackendChoice) {
     let name = format!("soak {choice:?}");
     let mut peer = Peer::embedded();
     peer.greet();
-    let usable = support::usable_backends(&mut peer);
-    if !usable.contains(&choice) {
-        println!("SKIP {name}: the helper reports {choice:?} unusable here (usable: {usable:?})");
+    if let Err((need, why)) = support::backend_works(choice) {
+        support::skip::skip(&name, need, why);
         return;
     }
     let counts = counts();
@@ -495,7 +494,7 @@ fn soak(choice: BackendChoice) {
     proc_watch::assert_stable(&name, warm, end);
     proc_watch::assert_no_children(&name, pid);
     proc_watch::assert_same_mounts(&name, std::process::id(), &mounts);
-    temp.assert_none_left(&name, Some(&soak.marker));
+    temp.assert_none_left(&name, pid, Some(&soak.marker));
     let outside: Vec<_> = std::fs::read_dir(&soak.outside.0)
         .expect("list outside")
         .flatten()

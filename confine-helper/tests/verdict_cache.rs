@@ -20,7 +20,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use confine_protocol::{Backend, ExitStatus, Mode, Reply, Request, Stage};
-use support::{HELPER, Peer, Scratch};
+use support::skip::{Need, skip};
+use support::{HELPER, Peer, Scratch, available};
 
 /// Probes while bwrap works (writing a usable entry), optionally rewrites that entry to match
 /// the state to come, exhausts user namespaces, then serves on descriptor 3.
@@ -42,12 +43,9 @@ echo 0 > /proc/sys/user/max_user_namespaces
 exec env XDG_CACHE_HOME="$cache" "$helper" --fd 3
 "#;
 
-fn skip(why: &str) -> bool {
-    eprintln!("SKIP: {why}");
-    true
-}
-
-fn cannot_run() -> bool {
+/// Whether this machine cannot make the broken state (user namespaces to exhaust, a bwrap
+/// that works until then, Landlock to confine instead); a SKIP line for `test` when it cannot.
+fn cannot_run(test: &str) -> bool {
     let ok = |program: &str, args: &[&str]| {
         Command::new(program)
             .args(args)
@@ -56,13 +54,16 @@ fn cannot_run() -> bool {
             .status()
             .is_ok_and(|s| s.success())
     };
-    if !Path::new("/usr/bin/bwrap").exists() && !Path::new("/bin/bwrap").exists() {
-        return skip("bwrap is not installed");
-    }
-    if !ok("unshare", &["-Urm", "true"]) {
-        return skip("unshare -Urm (an unprivileged user namespace) is not available");
-    }
-    if !ok(
+    let missing = if let Err(why) = available::bwrap() {
+        Some((Need::Bwrap, why))
+    } else if let Err(why) = available::landlock() {
+        Some((Need::Landlock, why))
+    } else if !ok("unshare", &["-Urm", "true"]) {
+        Some((
+            Need::UserNamespace,
+            "unshare -Urm (an unprivileged user namespace) is not available".to_owned(),
+        ))
+    } else if !ok(
         "unshare",
         &[
             "-Ur",
@@ -71,21 +72,35 @@ fn cannot_run() -> bool {
             "echo 0 > /proc/sys/user/max_user_namespaces",
         ],
     ) {
-        return skip("max_user_namespaces cannot be lowered in a private user namespace");
-    }
-    false
+        Some((
+            Need::UserNamespace,
+            "max_user_namespaces cannot be lowered in a private user namespace".to_owned(),
+        ))
+    } else {
+        None
+    };
+    missing.is_some_and(|(need, why)| {
+        skip(test, need, why);
+        true
+    })
 }
 
 /// The helper only runs a root-owned bwrap; in a namespace of a user other than root, root's
 /// files belong to nobody.
-fn bwrap_unusable_in_namespace() -> bool {
+fn bwrap_unusable_in_namespace(test: &str) -> bool {
     let owner = Command::new("unshare")
         .args(["-Ur", "sh", "-c", "stat -L -c %u \"$(command -v bwrap)\""])
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
         .unwrap_or_default();
-    owner != "0"
-        && skip("in a private user namespace of this user bwrap is not root's: run as root")
+    owner != "0" && {
+        skip(
+            test,
+            Need::Root,
+            "in a private user namespace of this user bwrap is not root's: run as root",
+        );
+        true
+    }
 }
 
 /// A helper started by [`SCRIPT`] in a fresh user namespace.
@@ -148,7 +163,7 @@ fn cached_bwrap(cache: &Path) -> bool {
 
 #[test]
 fn without_a_stale_entry_the_broken_backend_is_probed_and_landlock_confines() {
-    if cannot_run() {
+    if cannot_run("without_a_stale_entry_the_broken_backend_is_probed_and_landlock_confines") {
         return;
     }
     let dir = Scratch::new("verdicts-control");
@@ -161,7 +176,8 @@ fn without_a_stale_entry_the_broken_backend_is_probed_and_landlock_confines() {
 
 #[test]
 fn a_stale_usable_entry_fails_closed_and_is_dropped() {
-    if cannot_run() || bwrap_unusable_in_namespace() {
+    const NAME: &str = "a_stale_usable_entry_fails_closed_and_is_dropped";
+    if cannot_run(NAME) || bwrap_unusable_in_namespace(NAME) {
         return;
     }
     let dir = Scratch::new("verdicts-stale");

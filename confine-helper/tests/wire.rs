@@ -14,7 +14,8 @@ use std::os::unix::fs::PermissionsExt;
 use confine_protocol::{
     Cancel, Ending, ExitStatus, Hello, Mode, Reply, Request, Stage, StdioSpec, encode_frame,
 };
-use support::{Peer, Scratch, pipe, run_captured, spawn, usable_backends};
+use support::skip::{Need, skip};
+use support::{Peer, Scratch, available_backends, pipe, run_captured, spawn};
 
 fn exited(replies: &[Reply]) -> &confine_protocol::Exited {
     match replies.last() {
@@ -527,9 +528,10 @@ fn exec_failures_read_the_same_on_every_backend() {
     std::fs::write(&file, "echo no\n").expect("write");
     let mut peer = Peer::embedded();
     peer.greet();
-    let backends = usable_backends(&mut peer);
+    const NAME: &str = "exec_failures_read_the_same_on_every_backend";
+    let backends = available_backends(NAME);
     if backends.is_empty() {
-        println!("SKIP exec_failures_read_the_same_on_every_backend: no usable backend here");
+        skip(NAME, Need::Backend, "no backend works here");
         return;
     }
     for backend in backends {

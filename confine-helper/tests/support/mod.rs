@@ -18,6 +18,10 @@ use confine_protocol::{
 };
 use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
 
+#[path = "../../../tests/shared/available.rs"]
+pub mod available;
+#[path = "../../../tests/shared/skip.rs"]
+pub mod skip;
 #[path = "../../../tests/shared/users.rs"]
 pub mod users;
 
@@ -445,19 +449,42 @@ impl Drop for Service {
     }
 }
 
-/// The backends this helper can use here, as it reports them.
-pub fn usable_backends(peer: &mut Peer) -> Vec<BackendChoice> {
+/// Whether `backend` works on this machine, judged without the helper (`available.rs`); what
+/// is missing and why when it does not.
+pub fn backend_works(backend: BackendChoice) -> Result<(), (skip::Need, String)> {
+    match backend {
+        BackendChoice::Bwrap => available::bwrap().map_err(|why| (skip::Need::Bwrap, why)),
+        BackendChoice::Landlock => available::landlock().map_err(|why| (skip::Need::Landlock, why)),
+        other => Err((
+            skip::Need::Backend,
+            format!("{other:?} is not a Linux backend"),
+        )),
+    }
+}
+
+/// The backends that work on this machine, judged without the helper (`available.rs`), in the
+/// helper's order of preference; a SKIP line for `test` names each one missing. Whether the
+/// helper agrees is `availability.rs`'s test.
+pub fn available_backends(test: &str) -> Vec<BackendChoice> {
+    let mut usable = Vec::new();
+    for backend in [BackendChoice::Bwrap, BackendChoice::Landlock] {
+        match backend_works(backend) {
+            Ok(()) => usable.push(backend),
+            Err((need, why)) => skip::skip_part(test, need.name(), need, why),
+        }
+    }
+    usable
+}
+
+/// The backends the helper on `peer` reports usable (`HelperInfo`), with its reason for each
+/// one it does not: what the availability test holds against [`available_backends`].
+pub fn reported_backends(peer: &mut Peer) -> Vec<(Backend, Result<(), String>)> {
     peer.send(&Request::Info, &[]);
     let Reply::Info(info) = peer.reply() else {
         panic!("expected Info");
     };
     info.backends
-        .iter()
-        .filter(|b| b.usable)
-        .filter_map(|b| match b.backend {
-            Backend::Bwrap => Some(BackendChoice::Bwrap),
-            Backend::Landlock => Some(BackendChoice::Landlock),
-            _ => None,
-        })
+        .into_iter()
+        .map(|b| (b.backend, if b.usable { Ok(()) } else { Err(b.detail) }))
         .collect()
 }

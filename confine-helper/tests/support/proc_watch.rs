@@ -90,9 +90,12 @@ pub fn assert_stable(what: &str, warm: Footprint, end: Footprint) {
              allowed)",
             allowed(warm, FD_SLACK)
         ),
-        _ => println!(
-            "SKIP {what}, descriptors: the process is undumpable and this user is not root, so \
-             its /proc/PID/fd cannot be listed"
+        _ => crate::support::skip::skip_part(
+            what,
+            "descriptors",
+            crate::support::skip::Need::Root,
+            "the process is undumpable and this user is not root, so its /proc/PID/fd cannot be \
+             listed",
         ),
     }
     assert!(
@@ -202,13 +205,16 @@ impl TempDirs {
         TempDirs { base, before }
     }
 
-    /// Asserts that no directory is left that was not there before, and none holding a file
-    /// named `marker` (which every soak command that could write its temp directory left in
-    /// it, if the soak's commands leave one): every command's temp directory was removed when
-    /// it ended. A helper of this uid that is not the soak's, running a command right now, shows
-    /// here too: the message says so.
-    pub fn assert_none_left(&self, what: &str, marker: Option<&str>) {
-        let now = entries(&self.base);
+    /// Asserts that no directory of helper `helper` (its pid is in their names:
+    /// `cmd-<pid namespace>-<pid>-<random>`) is left that was not there before, and none holding
+    /// a file named `marker` (which every soak command that could write its temp directory left
+    /// in it, if the soak's commands leave one): every command's temp directory was removed
+    /// when it ended. Other helpers of this uid share the directory; their entries are theirs,
+    /// and are not looked at.
+    pub fn assert_none_left(&self, what: &str, helper: u32, marker: Option<&str>) {
+        let pid = helper.to_string();
+        let ours = |name: &&String| name.split('-').nth(2) == Some(pid.as_str());
+        let now: BTreeSet<String> = entries(&self.base).iter().filter(ours).cloned().collect();
         let marked: Vec<&String> = now
             .iter()
             .filter(|name| marker.is_some_and(|m| self.base.join(name).join(m).exists()))
@@ -221,8 +227,8 @@ impl TempDirs {
         let added: Vec<&String> = now.difference(&self.before).collect();
         assert!(
             added.is_empty(),
-            "{what}: directories left in {} that were not there before: {added:?} (or another \
-             helper of this uid is running commands now)",
+            "{what}: directories of helper {helper} left in {} that were not there before: \
+             {added:?}",
             self.base.display()
         );
     }

@@ -1,0 +1,155 @@
+//! What this machine offers the sandbox, judged without asking confine-helper: whether a
+//! root-owned bubblewrap builds its namespaces here, and whether the kernel offers Landlock.
+//!
+//! Tests that run a backend only where it can work take the answer from here, never from the
+//! helper's own report (`HelperInfo.backends`): a helper that wrongly called a backend unusable
+//! would otherwise turn every test of that backend into a SKIP and a pass. Each crate's
+//! availability test (`confine-helper/tests/availability.rs`, `tests/tests/availability.rs`,
+//! kernel-e2e's T00) checks the other direction: where this module says a backend works, the
+//! helper must say it is usable. Used through `#[path]` by the helper's tests, the scenario
+//! tests and the confinement suite.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// Where the helper looks for bwrap (`confine-helper/src/bwrap.rs`, `SEARCH`): a bwrap anywhere
+/// else is not one the helper runs, so it does not count here either.
+pub const BWRAP_PATHS: [&str; 3] = ["/usr/bin/bwrap", "/bin/bwrap", "/usr/local/bin/bwrap"];
+
+/// The first installed bwrap only root can change (owned by root, no group or other write bit,
+/// nor on its directory): the only kind the helper agrees to run.
+pub fn bwrap_binary() -> Result<PathBuf, String> {
+    use std::os::unix::fs::MetadataExt;
+    let locked =
+        |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.uid() == 0 && m.mode() & 0o022 == 0);
+    let installed: Vec<PathBuf> = BWRAP_PATHS
+        .iter()
+        .filter_map(|p| std::fs::canonicalize(p).ok())
+        .collect();
+    installed
+        .iter()
+        .find(|real| real.is_file() && locked(real) && real.parent().is_some_and(locked))
+        .cloned()
+        .ok_or_else(|| match installed.first() {
+            None => format!(
+                "bwrap is not installed at {} (apt-get install bubblewrap)",
+                BWRAP_PATHS.join(", ")
+            ),
+            Some(real) => format!(
+                "{} is not owned by root or is writable by others, so the helper would not run it",
+                real.display()
+            ),
+        })
+}
+
+/// Whether bwrap makes the namespaces the helper asks of it (a user, pid, IPC, UTS and network
+/// namespace, `/` read-only, a fresh `/dev` and `/proc`) and runs `true` in them, run as the
+/// user `as_user` sets on the command (the current one when it sets none).
+pub fn bwrap_runs(as_user: impl FnOnce(&mut Command)) -> Result<(), String> {
+    let bwrap = bwrap_binary()?;
+    let mut command = Command::new(&bwrap);
+    command
+        .args([
+            "--unshare-user",
+            "--unshare-pid",
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--unshare-net",
+            "--die-with-parent",
+            "--new-session",
+            "--ro-bind",
+            "/",
+            "/",
+            "--dev",
+            "/dev",
+            "--proc",
+            "/proc",
+            "--",
+            "true",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    as_user(&mut command);
+    let out = command
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", bwrap.display()))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    Err(format!(
+        "{} cannot make its namespaces here ({}): {}; an unprivileged user namespace is needed \
+         (kernel.unprivileged_userns_clone, user.max_user_namespaces, or an AppArmor rule for bwrap)",
+        bwrap.display(),
+        out.status,
+        String::from_utf8_lossy(&out.stderr).trim()
+    ))
+}
+
+/// The kernel's Landlock ABI version, asked of the kernel itself (`landlock_create_ruleset`'s
+/// version query): at least 1 where Landlock is built in and enabled among the LSMs.
+#[cfg(target_os = "linux")]
+pub fn landlock_abi() -> Result<u32, String> {
+    use nix::libc;
+    /// `LANDLOCK_CREATE_RULESET_VERSION` of `<linux/landlock.h>`.
+    const VERSION_QUERY: libc::c_uint = 1;
+    // SAFETY: with the version flag the kernel reads neither the (null) attribute pointer nor
+    // its (zero) size; it returns the ABI version or -1 and sets errno.
+    let abi = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            VERSION_QUERY,
+        )
+    };
+    if abi >= 1 {
+        return u32::try_from(abi).map_err(|e| format!("Landlock ABI {abi}: {e}"));
+    }
+    let errno = std::io::Error::last_os_error();
+    Err(match errno.raw_os_error() {
+        Some(libc::ENOSYS) => "this kernel is built without Landlock (5.13 or later has it)".into(),
+        Some(libc::EOPNOTSUPP) => {
+            "Landlock is built in but not enabled: add it to the kernel's lsm= list".into()
+        }
+        _ => format!("the kernel's Landlock version query failed: {errno}"),
+    })
+}
+
+/// Landlock is Linux's.
+#[cfg(not(target_os = "linux"))]
+pub fn landlock_abi() -> Result<u32, String> {
+    Err("Landlock is Linux's".into())
+}
+
+/// Whether bwrap works here for the current user, judged once per process.
+pub fn bwrap() -> Result<(), String> {
+    static VERDICT: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    VERDICT.get_or_init(|| bwrap_runs(|_| {})).clone()
+}
+
+/// Whether Landlock works here, judged once per process.
+pub fn landlock() -> Result<(), String> {
+    static VERDICT: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    VERDICT.get_or_init(|| landlock_abi().map(drop)).clone()
+}
+
+/// The PATH a confined command gets unless told otherwise (the helper's `DEFAULT_PATH`, and
+/// what these tests give their commands).
+pub const COMMAND_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// Whether an executable `program` is in a directory of `path` (a `PATH`-style list).
+pub fn in_path(program: &str, path: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::env::split_paths(path).any(|dir| {
+        std::fs::metadata(dir.join(program))
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    })
+}
+
+/// Whether `program` is where a confined command looks for it ([`COMMAND_PATH`]).
+pub fn on_path(program: &str) -> bool {
+    in_path(program, COMMAND_PATH)
+}
