@@ -56,6 +56,9 @@ pub mod proxy;
 mod real_path;
 pub mod session;
 pub mod session_temp;
+#[cfg(test)]
+#[path = "../../tests/shared/skip.rs"]
+mod skip;
 pub mod terminal;
 #[cfg(test)]
 mod test_support;

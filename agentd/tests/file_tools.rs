@@ -5,7 +5,14 @@
 //! `tests/tools.rs`. Where a test waits for a command to reach some point, the command says so
 //! through a FIFO: nothing here sleeps to synchronise.
 
+#[path = "../../tests/shared/available.rs"]
+mod available;
+#[path = "../../tests/shared/skip.rs"]
+mod skip;
+
 mod file_tools {
+    use super::available;
+    use super::skip::{self, Need};
     use std::ffi::OsString;
     use std::io::Read;
     use std::os::unix::fs::PermissionsExt;
@@ -128,22 +135,26 @@ mod file_tools {
         within(run(env, &call, ctx(mode))).await
     }
 
-    /// The backends usable here, each with a session on it; a SKIP line for the others.
+    /// The backends that work on this machine (judged without the helper), each with a
+    /// session on it; a SKIP line for the others, and for `test` when none works.
     async fn usable_backends(ws: &Workspace, test: &str) -> Vec<(BackendChoice, ToolEnv)> {
         let mut usable = Vec::new();
-        for backend in [BackendChoice::Bwrap, BackendChoice::Landlock] {
-            let env = env(ws, backend);
-            let probe = tool(&env, Mode::ReadOnly, "bash", json!({"command": "true"})).await;
-            if probe.facts["runner_failure"].is_null() && probe.status == ToolStatus::Completed {
-                usable.push((backend, env));
-            } else {
-                println!("SKIP {test} on {backend:?}: {}", probe.text);
+        for (backend, works, need) in [
+            (BackendChoice::Bwrap, available::bwrap(), Need::Bwrap),
+            (
+                BackendChoice::Landlock,
+                available::landlock(),
+                Need::Landlock,
+            ),
+        ] {
+            match works {
+                Ok(()) => usable.push((backend, env(ws, backend))),
+                Err(why) => skip::skip_part(test, need.name(), need, why),
             }
         }
-        assert!(
-            !usable.is_empty(),
-            "no backend is usable here, so {test} proves nothing"
-        );
+        if usable.is_empty() {
+            skip::skip(test, Need::Backend, "neither bwrap nor Landlock works here");
+        }
         usable
     }
 
@@ -414,13 +425,12 @@ mod file_tools {
         let which = Workspace::new("race-backends");
         let backends = usable_backends(&which, "symlink_swap_race").await;
         drop(which);
-        if std::process::Command::new("python3")
-            .arg("-c")
-            .arg("pass")
-            .status()
-            .map_or(true, |s| !s.success())
-        {
-            println!("SKIP the_symlink_swap_race: python3 is not installed");
+        if !available::on_path("python3") {
+            skip::skip(
+                "the_symlink_swap_race_never_leads_a_file_tool_out_of_the_sandbox",
+                Need::Python3,
+                "python3 is not installed (apt-get install python3)",
+            );
             return;
         }
         for (backend, _) in backends {
@@ -694,7 +704,16 @@ mod file_tools {
         // The control: a HOME elsewhere (and a root inside a HOME is fine).
         match run_with_home(&ws, &ws.root).await {
             Outcome::Refused(r) => panic!("refused with HOME elsewhere: {}", r.reason),
-            Outcome::RunnerFailed(f) => println!("SKIP the control: {}", f.detail),
+            // Without a backend nothing confined runs; with one, a control that fails fails.
+            Outcome::RunnerFailed(f) if available::bwrap().or(available::landlock()).is_err() => {
+                skip::skip_part(
+                    "the_commands_home_is_never_a_writable_root_nor_inside_one",
+                    "the control",
+                    Need::Backend,
+                    f.detail,
+                );
+            }
+            Outcome::RunnerFailed(f) => panic!("the control, with HOME elsewhere, failed: {f:?}"),
             Outcome::Exited(e) => assert_eq!(e.status, confine_protocol::ExitStatus::Code(0)),
         }
         // The same through the tools: a session whose HOME is its workspace runs nothing.

@@ -10,7 +10,8 @@
 //! started and called only as far as the session's network policy reaches its host: with the
 //! network allowed, in danger-full-access, under the allow-list for an allowed name — and never
 //! reached with the network denied, for a host the allow-list refuses, or after a narrowing
-//! that denies it. Without python3 every test prints SKIP and passes.
+//! that denies it. Without python3 every test says SKIP; so does a backend this machine lacks
+//! (judged without the helper).
 
 mod support;
 
@@ -26,16 +27,21 @@ fn server_py() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("external/mcp_server.py")
 }
 
-/// Whether python3 runs here (on the PATH agentd's commands get); prints SKIP when not.
+/// Whether python3 runs here (on the PATH agentd's commands get); a SKIP line for the running
+/// test when not.
 fn python() -> bool {
     let found = Command::new("python3")
         .arg("-c")
         .arg("pass")
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("PATH", support::available::COMMAND_PATH)
         .status()
         .is_ok_and(|s| s.success());
     if !found {
-        println!("SKIP acp_mcp: python3 is not installed (apt-get install python3)");
+        support::skip::skip(
+            &support::skip::this_test(),
+            support::skip::Need::Python3,
+            "python3 is not installed (apt-get install python3)",
+        );
     }
     found
 }
@@ -113,9 +119,6 @@ fn write_note(path: &str, text: &str) -> String {
     )
 }
 
-/// The Linux backends, each tested where this machine can run it.
-const BACKENDS: [&str; 2] = ["bwrap", "landlock"];
-
 /// The agent messages among some notifications, joined.
 fn agent_messages(notes: &[Value]) -> String {
     notes
@@ -131,12 +134,12 @@ fn the_kernel_refuses_an_mcp_servers_write_in_read_only_and_workspace_write_allo
     if !python() {
         return;
     }
-    for backend in BACKENDS {
+    for backend in support::backends() {
         denied_then_allowed(backend);
     }
 }
 
-/// The test above under `backend`; prints SKIP when it cannot run here.
+/// The test above under `backend`, one that works here.
 fn denied_then_allowed(backend: &str) {
     let scratch = Scratch::new(&format!("mcp-modes-{backend}"));
     scratch.config(&format!("[sandbox]\nbackend = \"{backend}\"\n"));
@@ -155,10 +158,10 @@ fn denied_then_allowed(backend: &str) {
     let (answer, notes) = client.prompt(&session, "write the note");
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
     let said = agent_messages(&notes);
-    if said.contains("cannot confine it on this machine") {
-        println!("SKIP {backend}: {said}");
-        return;
-    }
+    assert!(
+        !said.contains("cannot confine it on this machine"),
+        "{backend} works here, but the server was not confined by it: {said}"
+    );
     assert!(!note.exists(), "the kernel refused the server's write");
     let denied = &results(&scratch, &session)[0];
     assert_eq!(denied["status"], "failed", "{denied}");
@@ -549,6 +552,10 @@ fn under_the_allow_list_a_server_reaches_the_allowed_host_through_the_proxy_only
     if !python() {
         return;
     }
+    if let Err((need, why)) = support::backend_works("bwrap") {
+        support::skip::skip(&support::skip::this_test(), need, why);
+        return;
+    }
     let scratch = Scratch::new("mcp-allow-list");
     scratch.config(
         "[sandbox]\nbackend = \"bwrap\"\nnetwork = \"allow-list\"\n\
@@ -574,10 +581,10 @@ fn under_the_allow_list_a_server_reaches_the_allowed_host_through_the_proxy_only
     let (answer, notes) = client.prompt(&session, "fetch both");
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
     let said = agent_messages(&notes);
-    if said.contains("cannot confine it on this machine") || said.contains("bwrap is not") {
-        println!("SKIP bwrap: {said}");
-        return;
-    }
+    assert!(
+        !said.contains("cannot confine it on this machine") && !said.contains("bwrap is not"),
+        "bwrap works here, but the server was not confined by it: {said}"
+    );
     let results = results(&scratch, &session);
     assert_eq!(results.len(), 2, "{results:#?}");
     assert_eq!(results[0]["status"], "completed", "{}", results[0]);

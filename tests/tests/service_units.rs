@@ -319,7 +319,11 @@ fn the_packaged_units_serve_a_member_of_their_group_as_itself_and_refuse_anyone_
     const NAME: &str =
         "the_packaged_units_serve_a_member_of_their_group_as_itself_and_refuse_anyone_else";
     if !nix::unistd::geteuid().is_root() {
-        println!("SKIP {NAME}: making users and a root service needs root");
+        support::skip::skip(
+            NAME,
+            support::skip::Need::Root,
+            "making users and a root service needs root",
+        );
         return;
     }
     let service = unit("confine-helper.service");
@@ -433,7 +437,12 @@ fn the_packaged_service_bounds_its_tasks_and_memory_and_delegates_its_cgroup_to_
         ))
     };
     match verify(&service) {
-        None => println!("SKIP {NAME} (systemd's reading): no systemd-analyze here"),
+        None => support::skip::skip_part(
+            NAME,
+            "systemd's reading",
+            support::skip::Need::SystemdAnalyze,
+            "no systemd-analyze here (apt-get install systemd)",
+        ),
         Some(said) => {
             assert_eq!(said, "", "systemd-analyze verify");
             let broken = service.replace("TasksMax=", "TasksMax=many");
@@ -510,7 +519,11 @@ fn a_member_past_its_cap_is_told_which_by_agentd_while_another_member_is_served(
     const NAME: &str =
         "a_member_past_its_cap_is_told_which_by_agentd_while_another_member_is_served";
     if !nix::unistd::geteuid().is_root() {
-        println!("SKIP {NAME}: making users and a root service needs root");
+        support::skip::skip(
+            NAME,
+            support::skip::Need::Root,
+            "making users and a root service needs root",
+        );
         return;
     }
     let group = setting(&unit("confine-helper.socket"), "SocketGroup");
@@ -603,7 +616,11 @@ fn agentd_s_next_command_runs_on_a_new_connection_after_the_service_closed_an_id
     const NAME: &str =
         "agentd_s_next_command_runs_on_a_new_connection_after_the_service_closed_an_idle_one";
     if !nix::unistd::geteuid().is_root() {
-        println!("SKIP {NAME}: a root service, whose helpers close idle connections, needs root");
+        support::skip::skip(
+            NAME,
+            support::skip::Need::Root,
+            "a root service, whose helpers close idle connections, needs root",
+        );
         return;
     }
     // Root is admitted (its own uid), served by a helper of its own like any member.

@@ -867,7 +867,11 @@ fn strace_unavailable() -> Option<String> {
 #[test]
 fn every_acknowledgement_follows_the_sync_of_what_it_acknowledges() {
     if let Some(why) = strace_unavailable() {
-        println!("SKIP: {why}: the order of syncs and answers cannot be watched");
+        support::skip::skip(
+            "every_acknowledgement_follows_the_sync_of_what_it_acknowledges",
+            support::skip::Need::Strace,
+            format!("{why}: the order of syncs and answers cannot be watched"),
+        );
         return;
     }
     let scratch = Scratch::new("durability-strace");

@@ -175,7 +175,11 @@ fn shown(prompt: &str, notes: &[Value]) -> Vec<Value> {
 fn a_full_disk_fails_the_turn_with_its_cause_and_leaves_a_log_that_loads() {
     let scratch = Scratch::new("full-disk");
     if let Some(why) = namespaces_unavailable(&scratch) {
-        println!("SKIP: {why}");
+        support::skip::skip(
+            "a_full_disk_fails_the_turn_with_its_cause_and_leaves_a_log_that_loads",
+            support::skip::Need::UserNamespace,
+            why,
+        );
         return;
     }
     let script = scratch.script(&script());

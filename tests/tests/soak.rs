@@ -253,6 +253,10 @@ fn soak(backend: &str) {
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     let name = format!("agentd soak {backend}");
+    if let Err((need, why)) = support::backend_works(backend) {
+        support::skip::skip(&name, need, why);
+        return;
+    }
     let scratch = Scratch::new_in(&scratch_base(), &format!("soak-{backend}"));
     let outside = scratch.root.join("outside");
     std::fs::create_dir_all(&outside).expect("outside dir");
@@ -264,7 +268,7 @@ fn soak(backend: &str) {
     let agentd = client.child.id();
     let mounts = proc_watch::mounts(agentd);
 
-    // A backend this machine cannot run fails the first command as unavailable.
+    // A first session starts the helper before anything is measured.
     let probe = client.open_session(&scratch.ws());
     let (answer, notes) = client.prompt(&probe, "go");
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
@@ -272,12 +276,10 @@ fn soak(backend: &str) {
         .iter()
         .map(|n| &n["params"]["update"])
         .find(|u| u["sessionUpdate"] == "tool_call_update" && u.get("status").is_some());
-    if let Some(failure) =
-        first.filter(|u| u["rawOutput"]["runner_failure"]["stage"] == "unavailable")
-    {
-        println!("SKIP {name}: {}", failure["rawOutput"]["runner_failure"]);
-        return;
-    }
+    assert!(
+        first.is_some_and(|u| u["rawOutput"]["backend"] == backend),
+        "{name}: {backend} works here, but the first command did not run under it: {first:?}"
+    );
     let (closed, _) = client.request("session/close", json!({"sessionId": probe}));
     assert_eq!(closed["result"], json!({}), "{closed}");
 
@@ -328,7 +330,7 @@ fn soak(backend: &str) {
         support::wait_gone(helper, Duration::from_secs(10)),
         "{name}: the helper outlived agentd"
     );
-    temp.assert_none_left(&name, None);
+    temp.assert_none_left(&name, helper, None);
     let sessions_left: Vec<_> = std::fs::read_dir(scratch.root.join("tmp"))
         .expect("scratch tmp")
         .flatten()

@@ -106,6 +106,7 @@ mod in_a_namespace {
     use super::{at, v4, v6};
     use crate::proxy::gate::{Attempt, Gate, open};
     use crate::proxy::{Decision, Policy, Protocol, Reason};
+    use crate::skip::{Need, skip};
     use crate::test_support::within;
 
     /// How long an IPv6 address may take to be routed as this machine's once its link is up:
@@ -118,15 +119,15 @@ mod in_a_namespace {
     /// SKIP line) where that cannot be made: not root, no `ip`, a kernel without IPv6 or veth.
     fn in_namespace<T: Send>(name: &str, test: impl FnOnce() -> T + Send) -> Option<T> {
         if !nix::unistd::Uid::effective().is_root() {
-            println!("SKIP {name}: making a network namespace needs root");
+            skip(name, Need::Root, "making a network namespace needs root");
             return None;
         }
         if !std::path::Path::new("/proc/sys/net/ipv6").exists() {
-            println!("SKIP {name}: the kernel has no IPv6");
+            skip(name, Need::Ip, "the kernel has no IPv6");
             return None;
         }
         if Command::new("ip").arg("-V").output().is_err() {
-            println!("SKIP {name}: `ip` (iproute2) is not installed");
+            skip(name, Need::Ip, "`ip` (iproute2) is not installed");
             return None;
         }
         std::thread::scope(|scope| {
@@ -137,7 +138,7 @@ mod in_a_namespace {
                     "link", "add", "lab0", "type", "veth", "peer", "name", "lab1",
                 ];
                 if let Err(why) = run_ip(&veth) {
-                    println!("SKIP {name}: cannot make a veth pair: {why}");
+                    skip(name, Need::Ip, format!("cannot make a veth pair: {why}"));
                     return None;
                 }
                 ip(&["link", "set", "lo", "up"]);

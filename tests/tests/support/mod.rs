@@ -3,12 +3,57 @@
 #![allow(dead_code)]
 
 pub mod acp;
+#[path = "../../shared/available.rs"]
+pub mod available;
 pub mod fifo;
 pub mod model_server;
+#[path = "../../shared/skip.rs"]
+pub mod skip;
 #[path = "../../shared/users.rs"]
 pub mod users;
 
 use std::path::PathBuf;
+
+/// The Linux backends, as agentd's configuration (`[sandbox] backend`) names them.
+pub const BACKENDS: [&str; 2] = ["bwrap", "landlock"];
+
+/// Whether `backend` works on this machine, judged without the helper (`available.rs`); what
+/// is missing and why when it does not.
+pub fn backend_works(backend: &str) -> Result<(), (skip::Need, String)> {
+    match backend {
+        "bwrap" => available::bwrap().map_err(|why| (skip::Need::Bwrap, why)),
+        "landlock" => available::landlock().map_err(|why| (skip::Need::Landlock, why)),
+        other => Err((
+            skip::Need::Backend,
+            format!("{other} is not a Linux backend"),
+        )),
+    }
+}
+
+/// The backends the running test runs on: those that work here, judged without the helper
+/// (so that a helper which wrongly calls one unusable fails the test instead of skipping it).
+/// Each missing one is a SKIP line; the test's own when none works.
+pub fn backends() -> Vec<&'static str> {
+    let test = skip::this_test();
+    let usable: Vec<&'static str> = BACKENDS
+        .into_iter()
+        .filter(|backend| match backend_works(backend) {
+            Ok(()) => true,
+            Err((need, why)) => {
+                skip::skip_part(&test, backend, need, why);
+                false
+            }
+        })
+        .collect();
+    if usable.is_empty() {
+        skip::skip(
+            &test,
+            skip::Need::Backend,
+            "neither bwrap nor Landlock works here",
+        );
+    }
+    usable
+}
 
 /// The workspace's root: the parent of this crate's directory.
 pub fn workspace() -> PathBuf {
