@@ -262,7 +262,12 @@ impl Run {
             if result.is_some() == error.is_some() || error.is_some_and(|e| !e["code"].is_i64()) {
                 self.fail(&format!("neither one result nor one error: {message}"));
             }
-            if &message["id"] == id {
+            // JSON-RPC's response always has an id, `null` when the request's could not be
+            // read: a missing one is not `null` (indexing a missing key would read as `null`).
+            let Some(answered) = message.get("id") else {
+                self.fail(&format!("a response without an id: {message}"));
+            };
+            if answered == id {
                 return message;
             }
         }
