@@ -7,12 +7,15 @@ happened as JSON lines on stdout. --steps is a JSON array, run in order (default
 "hello", answered allow):
 
     {"set": ID, "value": V}        session/set_config_option
-    {"prompt": TEXT, "permission": "allow"|"reject"|"cancel", "cancelOn": KIND, "cancelDelayMs": MS}
+    {"prompt": TEXT, "permission": "allow"|"reject"|"cancel", "cancelOn": KIND, "cancelWhen": FILE}
                                    session/prompt; each session/request_permission of this prompt
                                    is answered with the option of kind allow_once (allow) or
                                    reject_once (reject), else cancelled; with cancelOn,
-                                   session/cancel is sent MS after the first session/update of
-                                   that kind (e.g. "tool_call")
+                                   session/cancel is sent after the first session/update of that
+                                   kind (e.g. "tool_call"), and with cancelWhen only once FILE
+                                   exists in the session's directory (a marker the command writes
+                                   when it runs; looked for until it appears, an error if it has
+                                   not within 30 s)
     {"checkpoint": NAME}           prints a checkpoint event and waits for a line on this client's
                                    stdin (or its end), so that a caller can look at the machine
                                    between two steps
@@ -48,6 +51,22 @@ def emit(event):
     sys.stdout.flush()
 
 
+# How long a cancelWhen marker may take to appear before the step fails: a liveness bound.
+MARKER_LIMIT = 30.0
+# How often the marker is looked for: polling with a deadline, for an event (the file appearing),
+# not a wait that assumes anything happened.
+MARKER_POLL = 0.01
+
+
+async def appears(path):
+    """Returns once `path` exists; raises if it has not appeared within MARKER_LIMIT seconds."""
+    deadline = asyncio.get_running_loop().time() + MARKER_LIMIT
+    while not os.path.exists(path):
+        if asyncio.get_running_loop().time() > deadline:
+            raise TimeoutError(f"{path} did not appear within {MARKER_LIMIT} s")
+        await asyncio.sleep(MARKER_POLL)
+
+
 def dump(model):
     return model.model_dump(mode="json", by_alias=True, exclude_none=True)
 
@@ -55,7 +74,8 @@ def dump(model):
 class Client:
     """Answers the agent's requests for the prompt step that is running."""
 
-    def __init__(self):
+    def __init__(self, cwd):
+        self.cwd = cwd
         self.step = None
         self.conn = None
         self.session_id = None
@@ -85,10 +105,15 @@ class Client:
         kind = dump(update).get("sessionUpdate")
         if self.cancel_armed and kind == self.step.get("cancelOn"):
             self.cancel_armed = False
-            self.cancel_task = asyncio.create_task(self.cancel_later(self.step.get("cancelDelayMs", 0)))
+            self.cancel_task = asyncio.create_task(self.cancel_when(self.step.get("cancelWhen")))
 
-    async def cancel_later(self, delay_ms):
-        await asyncio.sleep(delay_ms / 1000)
+    async def cancel_when(self, marker):
+        if marker is not None:
+            try:
+                await appears(os.path.join(self.cwd, marker))
+            except TimeoutError as error:
+                emit({"event": "error", "type": type(error).__name__, "message": str(error)})
+                os._exit(1)
         emit({"event": "cancel"})
         await self.conn.cancel(session_id=self.session_id)
 
@@ -156,7 +181,7 @@ async def with_agent(args, client, agent, body):
 
 
 async def run(args):
-    client = Client()
+    client = Client(args.cwd)
 
     async def first(conn):
         session = await conn.new_session(cwd=args.cwd, mcp_servers=[])

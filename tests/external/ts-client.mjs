@@ -7,12 +7,16 @@
 // --steps is a JSON array, run in order (default: one prompt "hello", answered allow):
 //   {"set": ID, "value": V}            session/set_config_option
 //   {"prompt": TEXT, "permission": "allow"|"reject"|"cancel",
-//    "cancelOn": KIND, "cancelDelayMs": MS}
+//    "cancelOn": KIND, "cancelWhen": FILE}
 //                                      session/prompt; each session/request_permission of this
 //                                      prompt is answered with the option of kind allow_once
 //                                      (allow) or reject_once (reject), else cancelled; with
-//                                      cancelOn, session/cancel is sent MS after the first
-//                                      session/update of that kind (e.g. "tool_call")
+//                                      cancelOn, session/cancel is sent after the first
+//                                      session/update of that kind (e.g. "tool_call"), and with
+//                                      cancelWhen only once FILE exists in the session's
+//                                      directory (a marker the command writes when it runs;
+//                                      watched, never waited for by time: an error if it has
+//                                      not appeared within 30 s)
 //   {"checkpoint": NAME}               prints a checkpoint event and waits for a line on this
 //                                      client's stdin (or its end), so that a caller can look at
 //                                      the machine between two steps
@@ -29,6 +33,8 @@
 // exit on its own once its stdin is closed, then is killed). A failure prints
 // {"event":"error",...} and exits 1.
 import { spawn } from "node:child_process";
+import { existsSync, watch } from "node:fs";
+import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { Readable, Writable } from "node:stream";
 import * as acp from "@agentclientprotocol/sdk";
@@ -134,17 +140,52 @@ async function withAgent(body) {
   return result;
 }
 
+// How long a cancelWhen marker may take to appear before the step fails: a liveness bound.
+const MARKER_LIMIT_MS = 30000;
+
+// Resolves once `path` exists, watching its directory; rejects if it has not appeared within
+// MARKER_LIMIT_MS. `stop()` gives up at once (the prompt ended first).
+function appears(path) {
+  let stop;
+  const found = new Promise((resolve, reject) => {
+    let watcher;
+    let timer;
+    const end = (error) => {
+      clearTimeout(timer);
+      watcher?.close();
+      if (error) reject(error);
+      else resolve();
+    };
+    stop = () => end();
+    timer = setTimeout(() => end(new Error(`${path} did not appear within ${MARKER_LIMIT_MS} ms`)), MARKER_LIMIT_MS);
+    watcher = watch(join(path, ".."), () => {
+      if (existsSync(path)) end();
+    });
+    if (existsSync(path)) end();
+  });
+  return { found, stop: () => stop() };
+}
+
 async function prompt(ctx, sessionId, step) {
   promptStep = step;
-  let cancelTimer;
+  let marker;
+  let cancelled = Promise.resolve();
   let cancelArmed = step.cancelOn !== undefined;
   onUpdate = (update) => {
     if (cancelArmed && update.sessionUpdate === step.cancelOn) {
       cancelArmed = false;
-      cancelTimer = setTimeout(() => {
-        emit({ event: "cancel" });
-        ctx.notify(acp.methods.agent.session.cancel, { sessionId });
-      }, step.cancelDelayMs ?? 0);
+      marker = step.cancelWhen === undefined ? null : appears(join(cwd, step.cancelWhen));
+      cancelled = (marker ? marker.found : Promise.resolve()).then(
+        () => {
+          if (promptStep !== step) return;
+          emit({ event: "cancel" });
+          ctx.notify(acp.methods.agent.session.cancel, { sessionId });
+        },
+        (error) => {
+          emit({ event: "error", message: String(error?.message ?? error), code: null, data: null });
+          process.exit(1);
+        },
+      );
     }
   };
   try {
@@ -154,10 +195,11 @@ async function prompt(ctx, sessionId, step) {
     });
     emit({ event: "done", stopReason: result.stopReason });
   } finally {
-    clearTimeout(cancelTimer);
+    marker?.stop();
     onUpdate = () => {};
     promptStep = null;
   }
+  await cancelled;
 }
 
 /// Runs steps from `first` on one agent; returns the index of the reload step that ends it,
