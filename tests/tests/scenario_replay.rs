@@ -35,6 +35,7 @@
 //!     {"wait_for_file": "bg.done"},
 //!     {"feed": {"fifo": "feed", "line": "one"}},
 //!     {"fifo_readers": {"fifo": "feed", "running": true}},
+//!     {"helper_idle": {}},
 //!     {"restart_and_load": {}}
 //!   ],
 //!   "expect": { "files": {"out.txt": "hi\n"}, "absent": ["../outside.txt"], "...": "see below" }
@@ -64,7 +65,12 @@
 //!   reading (it is opened without blocking). `fifo_readers` checks on the host who holds a
 //!   workspace FIFO: `running: true` requires a process that reads it and notes every process
 //!   that has it open (from `/proc`); `running: false` requires that none reads it and that
-//!   every process noted before is gone.
+//!   every process noted before is gone. `helper_idle` waits until agentd's helper runs no
+//!   command: it has no child left, so it reaped each one and sent agentd its end (before any
+//!   reply to a request that comes after); a command the session runs next is answered after
+//!   that end on the helper's one connection, so agentd has it once that command's result
+//!   arrives. The helper's children are read from `/proc`, which cannot be watched: polled,
+//!   with a deadline.
 //!   `restart_and_load` kills agentd (SIGKILL), starts it again, sends `initialize` and
 //!   `session/load`, and requires the replayed updates to equal the live ones (agent text chunks
 //!   joined, each prompt as a user message; the knobs' `current_mode_update` and
@@ -109,6 +115,8 @@
 //! The scratch areas live under the target directory, not `/tmp`: workspace-write makes `/tmp`
 //! writable, so a write "outside the workspace" must aim elsewhere to be outside the sandbox.
 
+#[path = "../../confine-helper/tests/support/proc_watch.rs"]
+mod proc_watch;
 mod support;
 
 use std::path::{Path, PathBuf};
@@ -210,6 +218,7 @@ enum Step {
         fifo: String,
         running: bool,
     },
+    HelperIdle,
     RestartAndLoad,
 }
 
@@ -338,6 +347,7 @@ impl Step {
                 "wait_for_file",
                 "feed",
                 "fifo_readers",
+                "helper_idle",
                 "restart_and_load",
             ],
             "step",
@@ -382,13 +392,17 @@ impl Step {
                     .expect("fifo_readers.running: true or false"),
             };
         }
+        if map.contains_key("helper_idle") {
+            assert_eq!(map.len(), 1, "{value}");
+            return Step::HelperIdle;
+        }
         if map.contains_key("restart_and_load") {
             assert_eq!(map.len(), 1, "{value}");
             return Step::RestartAndLoad;
         }
         panic!(
             "a step is prompt, set_config_option, cancel_after_permission, wait_for_file, feed, \
-             fifo_readers or restart_and_load: {value}"
+             fifo_readers, helper_idle or restart_and_load: {value}"
         );
     }
 }
@@ -502,6 +516,7 @@ impl Play {
             Step::WaitForFile(path) => self.wait_for_file(path),
             Step::Feed { fifo, line } => self.feed(fifo, line),
             Step::FifoReaders { fifo, running } => self.fifo_readers(fifo, *running),
+            Step::HelperIdle => self.helper_idle(),
             Step::RestartAndLoad => self.restart_and_load(),
         }
     }
@@ -709,6 +724,32 @@ impl Play {
             self.failures.push(format!(
                 "processes that held {fifo} are still alive: {alive:?}"
             ));
+        }
+    }
+
+    /// Waits until agentd's helper has no child process; see the module documentation.
+    fn helper_idle(&mut self) {
+        let agentd = self.client.child.id();
+        let helpers: Vec<u32> = proc_watch::children(agentd)
+            .into_iter()
+            .filter(|c| c.name == "confine-helper")
+            .map(|c| c.pid)
+            .collect();
+        let [helper] = helpers[..] else {
+            self.failures
+                .push(format!("agentd should have one helper, it has {helpers:?}"));
+            return;
+        };
+        let deadline = Instant::now() + LIMIT;
+        while !proc_watch::children(helper).is_empty() {
+            if Instant::now() > deadline {
+                self.failures.push(format!(
+                    "the helper still runs {:?} after {LIMIT:?}",
+                    proc_watch::children(helper)
+                ));
+                return;
+            }
+            std::thread::yield_now();
         }
     }
 
