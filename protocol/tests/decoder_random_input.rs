@@ -15,8 +15,6 @@
 
 mod support;
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::fmt::Debug;
 
 use confine_protocol::frame::HEADER_LEN;
@@ -36,61 +34,12 @@ const ALLOC_PER_PAYLOAD_BYTE: usize = 64;
 /// What a decode may hold besides: an error's message.
 const ALLOC_SLACK: usize = 4096;
 
-// ---------------------------------------------------------------------------------------------
-// Heap held by this thread: the tests of this file run in parallel, each measures its own.
-// ---------------------------------------------------------------------------------------------
-
-thread_local! {
-    static LIVE: Cell<usize> = const { Cell::new(0) };
-    static PEAK: Cell<usize> = const { Cell::new(0) };
-}
-
-fn note_alloc(size: usize) {
-    let _ = LIVE.try_with(|live| {
-        live.set(live.get() + size);
-        let _ = PEAK.try_with(|peak| peak.set(peak.get().max(live.get())));
-    });
-}
-
-fn note_free(size: usize) {
-    // A block freed by another thread than its own makes a count run low: saturate.
-    let _ = LIVE.try_with(|live| live.set(live.get().saturating_sub(size)));
-}
-
-/// The system allocator, counting per thread.
-struct Counting;
-
-// SAFETY: every call is passed to `System` unchanged; the counters only observe the sizes.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        note_alloc(layout.size());
-        // SAFETY: the caller's contract for `alloc` is `System.alloc`'s.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        note_free(layout.size());
-        // SAFETY: `ptr` came from this allocator, that is from `System`, with `layout`.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        note_alloc(new_size);
-        note_free(layout.size());
-        // SAFETY: the caller's contract for `realloc` is `System.realloc`'s.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
 #[global_allocator]
-static ALLOCATOR: Counting = Counting;
+static ALLOCATOR: support::heap::Counting = support::heap::Counting;
 
 /// `decode_payload::<T>(payload)` and the most heap it held at once.
 fn measured_decode<T: DeserializeOwned>(payload: &[u8]) -> (Result<T, FrameError>, usize) {
-    let before = LIVE.with(Cell::get);
-    PEAK.with(|peak| peak.set(before));
-    let decoded = decode_payload::<T>(payload);
-    (decoded, PEAK.with(Cell::get) - before)
+    support::heap::measured(|| decode_payload::<T>(payload))
 }
 
 // ---------------------------------------------------------------------------------------------

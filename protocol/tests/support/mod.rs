@@ -6,6 +6,7 @@
 
 #![allow(dead_code)]
 
+pub mod heap;
 pub mod stream;
 
 use confine_protocol::*;
