@@ -10,6 +10,8 @@
 //! [`suite::main`]): cases are many, run in parallel, and report per backend.
 
 pub mod agentd;
+#[path = "../../tests/shared/available.rs"]
+pub mod available;
 pub mod binaries;
 pub mod case;
 pub mod cases;
@@ -20,5 +22,7 @@ pub mod matrix;
 pub mod netns;
 pub mod probe;
 pub mod report;
+#[path = "../../tests/shared/skip.rs"]
+pub mod skip;
 pub mod suite;
 pub mod users;

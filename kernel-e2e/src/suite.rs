@@ -12,6 +12,7 @@ use std::thread;
 use std::time::{Instant, SystemTime};
 
 use crate::agentd::Launcher;
+use crate::available;
 use crate::binaries::{BUILD_COMMAND, Binaries};
 use crate::case::{Case, Cx, Shared, Stop};
 use crate::cases;
@@ -19,6 +20,7 @@ use crate::fixtures;
 use crate::matrix::{Backend, Cell, Mode};
 use crate::probe;
 use crate::report::{self, CaseResult, Verdict};
+use crate::skip::Need;
 use crate::users::Identity;
 
 /// The PATH agentd (and so every command) gets: the system's, nothing from the caller's.
@@ -64,21 +66,16 @@ pub fn main() -> ExitCode {
 }
 
 fn run(started: Instant) -> Result<bool, String> {
-    let only_cases = list_from_env("KERNEL_E2E_CASES");
-    let only_backends = list_from_env("KERNEL_E2E_BACKENDS");
+    let catalogue = cases::all();
+    let only_cases = list_from_env("KERNEL_E2E_CASES")?;
+    let only_backends = list_from_env("KERNEL_E2E_BACKENDS")?;
     let workers = std::env::var("KERNEL_E2E_JOBS")
         .ok()
         .and_then(|n| n.parse().ok())
         .filter(|&n| n > 0)
         .unwrap_or(DEFAULT_WORKERS);
-    let backends: Vec<Backend> = Backend::ALL
-        .into_iter()
-        .filter(|b| {
-            only_backends
-                .as_ref()
-                .is_none_or(|only| only.iter().any(|o| o == b.as_str()))
-        })
-        .collect();
+    let backends = selected_backends(only_backends.as_deref())?;
+    check_cases(only_cases.as_deref(), &catalogue)?;
 
     let binaries = Binaries::locate()?;
     if let Some(note) = staleness(&binaries) {
@@ -99,6 +96,15 @@ fn run(started: Instant) -> Result<bool, String> {
             binaries.share()?
         };
         let python = find_python(user, &shared.probe_script);
+        if python.is_none()
+            && let Some(variable) = Need::Python3.required_by()
+        {
+            return Err(format!(
+                "no python3 that {} can run, and {variable}=1 requires one: the precise attempts \
+                 of most cases would skip (install python3)",
+                user.name
+            ));
+        }
         runners.push(Runner {
             launcher: Launcher {
                 binaries,
@@ -122,11 +128,19 @@ fn run(started: Instant) -> Result<bool, String> {
             .map_or_else(|| "none".into(), |p| p.display().to_string()),
     );
 
-    let catalogue = cases::all();
+    required_tools()?;
     let mut jobs = VecDeque::new();
     for &backend in &backends {
-        let unusable = unavailable(backend, runners[0].python.as_deref(), &shared.probe_script);
         for (user_rank, user) in users.iter().enumerate() {
+            let unusable = unavailable(backend, user);
+            if let Some(why) = &unusable
+                && let Some(variable) = need_of(backend).required_by()
+            {
+                return Err(format!(
+                    "{backend} cannot run here for {}, and {variable}=1 requires it: {why}",
+                    user.name
+                ));
+            }
             for mode in [Mode::ReadOnly, Mode::WorkspaceWrite] {
                 for (case_rank, case) in catalogue.iter().enumerate() {
                     let selected = only_cases
@@ -153,6 +167,17 @@ fn run(started: Instant) -> Result<bool, String> {
     }
 
     let total_jobs = jobs.len();
+    if total_jobs == 0 {
+        return Err(format!(
+            "no case of {} applies to {}: nothing would be checked",
+            only_cases.map_or("the catalogue".to_owned(), |c| c.join(",")),
+            backends
+                .iter()
+                .map(|b| b.as_str())
+                .collect::<Vec<_>>()
+                .join(",")
+        ));
+    }
     eprintln!("suite: running {total_jobs} cases on {workers} workers");
     let run_root = shared.run_root.clone();
     let (exclusive, parallel): (VecDeque<Job>, VecDeque<Job>) =
@@ -354,34 +379,77 @@ fn find_python(user: &Identity, probe_script: &Path) -> Option<PathBuf> {
         })
 }
 
-/// Why `backend` cannot run on this machine at all, if it cannot.
-fn unavailable(backend: Backend, python: Option<&Path>, probe_script: &Path) -> Option<String> {
+/// The backends `only` names (all of this platform's when it is unset); an error for a name
+/// that is none of them, or for a filter that names none: a run of no backend checks nothing.
+fn selected_backends(only: Option<&[String]>) -> Result<Vec<Backend>, String> {
+    let Some(only) = only else {
+        return Ok(Backend::ALL.to_vec());
+    };
+    let known: Vec<&str> = Backend::ALL.iter().map(|b| b.as_str()).collect();
+    if let Some(unknown) = only.iter().find(|o| !known.contains(&o.as_str())) {
+        return Err(format!(
+            "KERNEL_E2E_BACKENDS names {unknown:?}, which is not a backend of this platform ({})",
+            known.join(", ")
+        ));
+    }
+    Ok(Backend::ALL
+        .into_iter()
+        .filter(|b| only.iter().any(|o| o == b.as_str()))
+        .collect())
+}
+
+/// An error for a case id `only` names that is not in the catalogue.
+fn check_cases(only: Option<&[String]>, catalogue: &[Case]) -> Result<(), String> {
+    let unknown: Vec<&str> = only
+        .unwrap_or_default()
+        .iter()
+        .filter(|id| !catalogue.iter().any(|c| c.id == id.as_str()))
+        .map(String::as_str)
+        .collect();
+    if unknown.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "KERNEL_E2E_CASES names {}, which the catalogue does not have",
+            unknown.join(", ")
+        ))
+    }
+}
+
+/// What requires `backend` of a run (`AGENTD_REQUIRE_<NEED>`, `tests/shared/skip.rs`).
+fn need_of(backend: Backend) -> Need {
+    match backend {
+        Backend::Bwrap => Need::Bwrap,
+        Backend::Landlock => Need::Landlock,
+        Backend::Seatbelt => Need::Backend,
+    }
+}
+
+/// An error when a tool some cases skip without is missing though the run requires it:
+/// `ip` (P08's network), git (the repository cases).
+fn required_tools() -> Result<(), String> {
+    for (need, tool) in [(Need::Ip, "ip"), (Need::Git, "git")] {
+        if cases::find_tool(tool).is_none()
+            && let Some(variable) = need.required_by()
+        {
+            return Err(format!(
+                "{tool} is not installed, and {variable}=1 requires it: the cases that need it \
+                 would skip"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Why `backend` cannot run on this machine for `user`, if it cannot: judged without the
+/// helper (`tests/shared/available.rs`), so that a helper which wrongly calls a backend
+/// unusable fails every case of it instead of skipping them, and T00 says why.
+fn unavailable(backend: Backend, user: &Identity) -> Option<String> {
     match backend {
         Backend::Seatbelt => (!Path::new(cases::SANDBOX_EXEC).exists())
             .then(|| format!("{} is missing", cases::SANDBOX_EXEC)),
-        Backend::Bwrap => cases::find_tool("bwrap")
-            .is_none()
-            .then(|| "bwrap is not installed (install bubblewrap)".to_owned()),
-        Backend::Landlock => {
-            let python = python?;
-            let output = Command::new(python)
-                .args(["-I", "-B"])
-                .arg(probe_script)
-                .arg("landlock-abi")
-                .stdin(Stdio::null())
-                .output()
-                .ok()?;
-            let report = probe::Report::parse(&String::from_utf8_lossy(&output.stdout));
-            match report.data("landlock-abi") {
-                Some(_) => None,
-                None => Some(format!(
-                    "Landlock is not available in this kernel ({})",
-                    report
-                        .step("landlock-abi")
-                        .map_or_else(|| "no answer".into(), ToString::to_string)
-                )),
-            }
-        }
+        Backend::Bwrap => available::bwrap_runs(|command| user.apply(command)).err(),
+        Backend::Landlock => available::landlock_abi().err(),
     }
 }
 
@@ -433,14 +501,63 @@ fn newest_mtime(dir: &Path) -> Option<SystemTime> {
     newest
 }
 
-fn list_from_env(name: &str) -> Option<Vec<String>> {
-    std::env::var(name)
-        .ok()
-        .filter(|v| !v.trim().is_empty())
-        .map(|v| {
-            v.split(',')
-                .map(|s| s.trim().to_owned())
-                .filter(|s| !s.is_empty())
-                .collect()
-        })
+/// The comma-separated list in variable `name`: `None` when it is unset, an error when it is
+/// set but names nothing (an empty filter would select nothing and check nothing).
+fn list_from_env(name: &str) -> Result<Option<Vec<String>>, String> {
+    list_of(name, std::env::var_os(name))
+}
+
+/// [`list_from_env`] of the variable's value.
+fn list_of(name: &str, value: Option<OsString>) -> Result<Option<Vec<String>>, String> {
+    let Some(value) = value else {
+        return Ok(None);
+    };
+    let value = value
+        .into_string()
+        .map_err(|v| format!("{name} is not UTF-8: {v:?}"))?;
+    let list: Vec<String> = value
+        .split(',')
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .collect();
+    if list.is_empty() {
+        return Err(format!(
+            "{name} is set but names nothing ({value:?}): unset it to run everything"
+        ));
+    }
+    Ok(Some(list))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_filter_that_names_nothing_or_what_is_not_there_is_an_error() {
+        let set = |v: &str| Some(OsString::from(v));
+        for empty in ["", " ", ",", " , ,"] {
+            let err = list_of("KERNEL_E2E_BACKENDS", set(empty)).expect_err(empty);
+            assert!(err.contains("names nothing"), "{err}");
+        }
+        // The control: unset runs everything, a list is read as it is written.
+        assert_eq!(list_of("KERNEL_E2E_BACKENDS", None), Ok(None));
+        assert_eq!(
+            list_of("KERNEL_E2E_CASES", set(" T01, T28 ,")),
+            Ok(Some(vec!["T01".to_owned(), "T28".to_owned()]))
+        );
+
+        let unknown = selected_backends(Some(&["bwrap".to_owned(), "nosuch".to_owned()]));
+        assert!(unknown.expect_err("nosuch").contains("\"nosuch\""));
+        assert_eq!(selected_backends(None), Ok(Backend::ALL.to_vec()));
+        let first = Backend::ALL[0];
+        assert_eq!(
+            selected_backends(Some(&[first.as_str().to_owned()])),
+            Ok(vec![first])
+        );
+
+        let catalogue = cases::all();
+        let err = check_cases(Some(&["T01".to_owned(), "T999".to_owned()]), &catalogue);
+        assert!(err.expect_err("T999").contains("T999"));
+        assert_eq!(check_cases(Some(&["T01".to_owned()]), &catalogue), Ok(()));
+    }
 }

@@ -11,6 +11,7 @@ use crate::ensure;
 use crate::fixtures::PathState;
 use crate::matrix::Backend;
 
+mod availability;
 mod denials;
 mod filesystem;
 mod ipc;
@@ -48,6 +49,7 @@ pub(crate) fn not_for(backend: Backend, id: &str) -> Option<String> {
 /// Every case, in catalogue order.
 pub fn all() -> Vec<Case> {
     [
+        availability::CASES,
         filesystem::CASES,
         protected::CASES,
         secrets::CASES,
