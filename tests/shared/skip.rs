@@ -51,6 +51,9 @@ pub enum Need {
     TypescriptSdk,
     /// The Python ACP SDK.
     PythonSdk,
+    /// What the packed-install rehearsal needs besides root: dpkg, cargo-deb, and neither
+    /// package installed already.
+    InstallRehearsal,
 }
 
 impl Need {
@@ -72,6 +75,7 @@ impl Need {
             Need::Acpx => "ACPX",
             Need::TypescriptSdk => "TYPESCRIPT_SDK",
             Need::PythonSdk => "PYTHON_SDK",
+            Need::InstallRehearsal => "INSTALL_REHEARSAL",
         }
     }
 

@@ -10,9 +10,9 @@
 //! files, no ceiling and no configuration directory behind.
 //!
 //! It changes the machine, so it runs only as root, with `dpkg` and `cargo-deb`, and only where
-//! neither package is installed already (it would replace it); otherwise it prints SKIP and
-//! why. `.ci/run` sets `AGENTD_REQUIRE_INSTALL_REHEARSAL=1`, which turns every such SKIP into a
-//! failure, so CI cannot pass without the rehearsal.
+//! neither package is installed already (it would replace it); otherwise it skips and says why
+//! (`tests/shared/skip.rs`). As root, `.ci/run` sets `AGENTD_REQUIRE_INSTALL_REHEARSAL=1`,
+//! which turns such a SKIP into a failure, so CI cannot pass without the rehearsal.
 
 mod support;
 
@@ -20,6 +20,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use support::skip::Need;
 use support::users::{run, system_user};
 
 const PACKAGES: [&str; 2] = ["agentd", "confine-helper"];
@@ -40,19 +41,20 @@ fn installed(package: &str) -> bool {
 }
 
 /// Why the rehearsal cannot run here, if it cannot.
-fn cannot_run() -> Option<String> {
+fn cannot_run() -> Option<(Need, String)> {
     if !nix::unistd::geteuid().is_root() {
-        return Some("installing packages needs root".into());
+        return Some((Need::Root, "installing packages needs root".into()));
     }
+    let missing = |why: &str| Some((Need::InstallRehearsal, why.to_owned()));
     if Command::new("dpkg").arg("--version").output().is_err() {
-        return Some("dpkg is not installed".into());
+        return missing("dpkg is not installed");
     }
     let deb = Command::new("cargo").args(["deb", "--version"]).output();
     if !deb.is_ok_and(|out| out.status.success()) {
-        return Some("cargo-deb is not installed (cargo install --locked cargo-deb)".into());
+        return missing("cargo-deb is not installed (cargo install --locked cargo-deb)");
     }
     if let Some(package) = PACKAGES.iter().find(|p| installed(p)) {
-        return Some(format!(
+        return missing(&format!(
             "the package {package} is installed on this machine, and the rehearsal would \
              replace and then remove it"
         ));
@@ -250,12 +252,8 @@ fn check_broken_install_fails_closed() {
 fn the_packages_install_confine_as_root_and_as_a_user_fail_closed_and_leave_nothing() {
     const NAME: &str =
         "the_packages_install_confine_as_root_and_as_a_user_fail_closed_and_leave_nothing";
-    if let Some(why) = cannot_run() {
-        assert!(
-            std::env::var_os("AGENTD_REQUIRE_INSTALL_REHEARSAL").is_none(),
-            "{NAME} must run here (AGENTD_REQUIRE_INSTALL_REHEARSAL is set) but cannot: {why}"
-        );
-        println!("SKIP {NAME}: {why}");
+    if let Some((need, why)) = cannot_run() {
+        support::skip::skip(NAME, need, why);
         return;
     }
     let root = support::workspace();
