@@ -162,7 +162,10 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn the_tree_is_granted_around_the_denied_path_and_not_through_it() {
-        let base = std::env::temp_dir().join(format!("deny-rules-{}", std::process::id()));
+        // A scratch directory of this test's own, removed even when an assertion fails. The
+        // walk lists every directory on the way to it, the temporary directory among them.
+        let scratch = crate::test_support::Scratch::new("deny-rules");
+        let base = &scratch.0;
         let secret = base.join("home/.ssh");
         std::fs::create_dir_all(&secret).unwrap();
         std::fs::create_dir_all(base.join("home/proj")).unwrap();
@@ -171,7 +174,8 @@ mod tests {
         let real = std::fs::canonicalize(&secret).unwrap();
         let rules = read_rules(&[real.as_path()]).unwrap();
         // Other tests create and remove their own entries of the temporary directory, beside
-        // `base`, meanwhile: one removed since its rule was made has no path to compare.
+        // the scratch directory, meanwhile: one removed since its rule was made has no path to
+        // compare; only the entries of the scratch directory and `/` are compared.
         let named: Vec<(PathBuf, Grant)> = rules
             .iter()
             .filter_map(|(fd, g)| Some((paths::fd_path(fd.as_fd()).ok()?, *g)))
@@ -187,6 +191,5 @@ mod tests {
                 .iter()
                 .any(|(p, _)| p == &real || p == &home.join("link"))
         );
-        std::fs::remove_dir_all(&base).unwrap();
     }
 }
