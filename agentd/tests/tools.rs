@@ -18,7 +18,7 @@ mod tools {
     use std::ffi::OsString;
     use std::io::{Read, Write};
     use std::path::{Path, PathBuf};
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
 
     use agentd::cancel::{self, Cancel};
     use agentd::environment;
@@ -211,18 +211,14 @@ mod tools {
     async fn a_timeout_terminates_the_command_and_says_after_how_long() {
         let workspace = Workspace::new("timeout");
         let env = env(&workspace);
-        let begun = Instant::now();
+        // The timeout, not the command (which would sleep for over 16 minutes), ends it: `bash`
+        // answers at all within the test's liveness bound (`within`).
         let result = bash(
             &env,
             Mode::ReadOnly,
-            json!({"command": "echo before; exec sleep 30", "timeout": 300}),
+            json!({"command": "echo before; exec sleep 1000", "timeout": 300}),
         )
         .await;
-        assert!(
-            begun.elapsed() < Duration::from_secs(10),
-            "{:?}",
-            begun.elapsed()
-        );
         assert_eq!(result.status, ToolStatus::Failed);
         let lines: Vec<&str> = result.text.lines().collect();
         assert_eq!(lines[0], "before");
@@ -611,13 +607,13 @@ mod tools {
     }
 
     #[tokio::test]
-    async fn a_turn_cancel_stops_a_foreground_command_within_a_second() {
+    async fn a_turn_cancel_stops_a_foreground_command() {
         let workspace = Workspace::new("cancel");
         let ready = workspace.fifo("ready");
         let env = env(&workspace);
         let (canceller, cancel) = cancel::pair();
         let running = drain(ready);
-        let call = call("bash", json!({"command": "echo ok > ready; sleep 100"}));
+        let call = call("bash", json!({"command": "echo ok > ready; sleep 1000"}));
         let tool = run(
             &env,
             &call,
@@ -635,15 +631,10 @@ mod tools {
                 result = &mut tool => panic!("ended before the cancel: {}", result.text),
                 text = running => assert_eq!(text.expect("ready"), "ok\n"),
             }
-            let cancelled_at = Instant::now();
+            // The cancel, not the command (which would sleep for over 16 minutes), ends it: at
+            // all within the test's liveness bound (`within`).
             canceller.cancel();
-            let result = (&mut tool).await;
-            assert!(
-                cancelled_at.elapsed() < Duration::from_secs(1),
-                "{:?}",
-                cancelled_at.elapsed()
-            );
-            result
+            (&mut tool).await
         })
         .await;
         assert_eq!(result.status, ToolStatus::Failed);

@@ -522,10 +522,10 @@ fn a_session_cancel_while_a_prompt_waits_resolves_it_cancelled_and_a_late_answer
     }
     let pending = client.permission_requests[0]["id"].clone();
 
-    let cancelled_at = Instant::now();
+    // Unanswered, the request would wait for ever: the cancel ends the prompt, at all within a
+    // liveness bound however loaded the machine.
     client.notify("session/cancel", json!({"sessionId": session}));
-    let (answer, notes) = client.until_response(id, Duration::from_secs(5));
-    assert!(cancelled_at.elapsed() <= Duration::from_secs(1));
+    let (answer, notes) = client.until_response(id, Duration::from_secs(30));
     assert_eq!(answer["result"]["stopReason"], "cancelled", "{answer}");
     assert_eq!(
         result_text(&tool_results(&notes)[0]),

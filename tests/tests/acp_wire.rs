@@ -3,12 +3,15 @@
 
 mod support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::json;
 use support::acp::{AcpClient, Scratch, normalized_updates, render, without_live_output};
 
 /// A model that reads a file, writes another, then says it is done.
+/// How long a cancelled prompt may take to be answered: a liveness bound, not a measurement.
+const CANCEL_LIVENESS: Duration = Duration::from_secs(30);
+
 const READ_WRITE_SCRIPT: &str = r#"
 [[turn]]
 text = "Reading the note, then writing the answer."
@@ -124,7 +127,7 @@ fn processes_with(needle: &str) -> Vec<String> {
 }
 
 #[test]
-fn cancelling_a_prompt_ends_it_within_a_second_and_kills_the_command() {
+fn cancelling_a_prompt_ends_it_and_kills_the_command() {
     let scratch = Scratch::new("cancel");
     let tag = format!("997.{}", std::process::id());
     let script = scratch.script(&sleeper_script(&tag));
@@ -143,10 +146,10 @@ fn cancelling_a_prompt_ends_it_within_a_second_and_kills_the_command() {
         "the command is running before the cancel"
     );
 
-    let cancelled_at = Instant::now();
+    // The cancel, not the command (which sleeps for over 16 minutes), ends the prompt: it is
+    // answered at all within a liveness bound, however loaded the machine.
     client.notify("session/cancel", json!({"sessionId": session}));
-    let (answer, _) = client.until_response(id, Duration::from_secs(1));
-    assert!(cancelled_at.elapsed() <= Duration::from_secs(1));
+    let (answer, _) = client.until_response(id, CANCEL_LIVENESS);
     assert_eq!(answer["result"]["stopReason"], "cancelled", "{answer}");
     assert_eq!(
         processes_with(&tag),

@@ -33,8 +33,9 @@ use support::skip::{self, Need};
 const CLIENT_LIMIT: Duration = Duration::from_secs(120);
 /// How long the processes of a finished run get to exit on their own.
 const EXIT_GRACE: Duration = Duration::from_secs(10);
-/// How long after a cancelled prompt has ended its command may take to be gone.
-const CANCEL_GRACE: Duration = Duration::from_secs(2);
+/// How long after a cancelled prompt has ended its command may take to be gone: a liveness
+/// bound (the command would sleep for over 16 minutes), never a measurement.
+const CANCEL_GRACE: Duration = Duration::from_secs(30);
 
 const ACPX_VERSION: &str = "0.19.1";
 const TS_SDK_VERSION: &str = "2.4.0";

@@ -11,6 +11,9 @@ use agentd::helper_client::{FailedAt, HelperClient, HelperEndpoint, Outcome, Spa
 use confine_protocol::{ExitStatus, Mode};
 use support::{binary, wait_gone};
 
+/// How long what a test waits for may take to happen: a liveness bound, never a measurement.
+const LIVENESS: Duration = Duration::from_secs(30);
+
 fn client() -> HelperClient {
     HelperClient::new(HelperEndpoint::Embedded(binary("confine-helper")))
 }
@@ -82,7 +85,7 @@ where
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn killing_the_helper_fails_the_running_command_within_a_second_and_the_next_respawns_it() {
+async fn killing_the_helper_fails_the_running_command_and_the_next_respawns_it() {
     let client = client();
     let mut spec = SpawnSpec::new(["sleep", "1000"]);
     spec.policy.mode = Mode::DangerFullAccess;
@@ -96,9 +99,11 @@ async fn killing_the_helper_fails_the_running_command_within_a_second_and_the_ne
         nix::sys::signal::Signal::SIGKILL,
     )
     .expect("kill -9 the helper");
-    let outcome = tokio::time::timeout(Duration::from_secs(1), handle.wait())
+    // The helper's death, not the command (which sleeps for over 16 minutes), ends it: at all
+    // within a liveness bound, however loaded the machine.
+    let outcome = tokio::time::timeout(LIVENESS, handle.wait())
         .await
-        .expect("the command ended within a second of the helper's death");
+        .expect("the command ended after the helper's death");
     match outcome {
         Outcome::RunnerFailed(f) => {
             assert_eq!(f.stage, FailedAt::HelperExited);
@@ -107,7 +112,7 @@ async fn killing_the_helper_fails_the_running_command_within_a_second_and_the_ne
         other => panic!("expected a runner failure, got {other:?}"),
     }
     assert!(
-        wait_gone(started.pid, Duration::from_secs(1)),
+        wait_gone(started.pid, LIVENESS),
         "the command's tree died with its helper"
     );
 
