@@ -216,7 +216,7 @@ fn min_limit(a: Option<u64>, b: Option<u64>) -> Option<u64> {
 }
 
 impl Ceiling {
-    fn narrow(&mut self, file: File) -> Result<(), ValueError> {
+    pub(crate) fn narrow(&mut self, file: File) -> Result<(), ValueError> {
         if let Some(mode) = file.max_mode {
             let mode: Mode = mode.parse().map_err(ValueError::MaxMode)?;
             self.max_mode = self.max_mode.min(mode);

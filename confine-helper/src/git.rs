@@ -72,6 +72,10 @@ const MODE_TYPE: u32 = 0o170000;
 /// ctime, mtime, dev, ino, mode, uid, gid, size: ten 32-bit words.
 const STAT_BYTES: usize = 40;
 const NAME_MASK: u16 = 0x0fff;
+/// The longest entry name taken, `PATH_MAX`: no longer path can be opened. Version 4 builds
+/// each name on the previous one, a few bytes an entry; without a cap a crafted index of n
+/// bytes would make names, and gitlinks, of n bytes each, n² in all.
+const MAX_NAME: usize = 4096;
 const EXTENDED: u16 = 0x4000;
 
 /// Why an index file yields no gitlinks; the text is part of a `Partial` enforcement fact.
@@ -177,7 +181,10 @@ fn entries(
             (rest[..nul].to_vec(), start + size)
         };
         let recorded = usize::from(flags & NAME_MASK);
-        if name.is_empty() || (recorded != usize::from(NAME_MASK) && recorded != name.len()) {
+        if name.is_empty()
+            || name.len() > MAX_NAME
+            || (recorded != usize::from(NAME_MASK) && recorded != name.len())
+        {
             return Err(bad);
         }
         if next > bytes.len() {

@@ -35,6 +35,10 @@ pub mod contract;
 #[cfg(target_os = "linux")]
 mod enter;
 mod files;
+// The parsers of what a command may have written, for fuzz/ and the randomized tests only.
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 mod git;
 #[cfg(target_os = "linux")]
 mod landlock;
