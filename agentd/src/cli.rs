@@ -55,7 +55,7 @@ pub enum Command {
     /// Exit status: the command's own; 128+N if killed by signal N; 124 on timeout; 125 if the
     /// command did not run (refused, runner failure, helper problem, bad arguments); 130 or 143
     /// when agentd itself was interrupted (SIGINT, SIGTERM) and cancelled the command.
-    Run(RunCommand),
+    Run(Box<RunCommand>),
     /// Show agentd's configuration.
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -138,7 +138,7 @@ pub struct SessionsShow {
 /// Carries out a parsed command line and says how agentd should exit.
 pub async fn execute(cli: Cli) -> ExitCode {
     match cli.command {
-        Command::Run(command) => ExitCode::from(run::run_command(command).await),
+        Command::Run(command) => ExitCode::from(run::run_command(*command).await),
         Command::Config(ConfigCommand::Show(args)) => ExitCode::from(config_show(&args)),
         Command::Sessions(SessionsCommand::List(args)) => ExitCode::from(sessions_list(&args)),
         Command::Sessions(SessionsCommand::Show(show)) => {

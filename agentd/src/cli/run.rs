@@ -11,7 +11,7 @@ use std::ffi::{OsStr, OsString};
 use std::io;
 use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStringExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
 use clap::Args;
@@ -54,6 +54,10 @@ pub struct RunCommand {
     /// The workspace root [default: the current directory].
     #[arg(long, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
+    /// Where the command runs [default: the current directory when it lies inside the
+    /// workspace, else the workspace].
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<PathBuf>,
     /// Whether the command may use the network [default: sandbox.network when set, else deny].
     #[arg(long, value_parser = Word::<Network>::new(NETWORK_WORDS), value_name = "NETWORK")]
     pub network: Option<Network>,
@@ -164,6 +168,7 @@ impl RunCommand {
             argv: self.argv.clone(),
             mode: self.mode.unwrap_or(Mode::ReadOnly),
             workspace: self.workspace.clone(),
+            cwd: self.cwd.clone(),
             network: self.network.unwrap_or(Network::Deny),
             backend: self.backend.unwrap_or(BackendChoice::Auto),
             timeout_secs: self.timeout,
@@ -279,6 +284,16 @@ pub enum RunError {
     },
     #[error("the workspace {} is not a directory; pass a directory with --workspace", path.display())]
     WorkspaceNotDirectory { path: PathBuf },
+    #[error(
+        "the working directory {}: {source}; pass an existing directory with --cwd, or leave \
+         --cwd out to run in the workspace",
+        path.display()
+    )]
+    Cwd {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
     #[error("{}", crate::helper_client::own_file_refusal(workspace, own))]
     OwnFile { workspace: PathBuf, own: PathBuf },
     #[error("--timeout {0} is too large")]
@@ -447,13 +462,40 @@ where
     Ok(facts)
 }
 
+/// Where the command runs, by its real path: `cwd` (from `here`) when given; else `here` when
+/// it lies inside the workspace, as a shell started there would; else the workspace itself.
+fn working_directory(
+    cwd: Option<&Path>,
+    here: &Path,
+    workspace: &Path,
+) -> Result<PathBuf, RunError> {
+    let chosen = match cwd {
+        Some(dir) => here.join(dir),
+        None => match here.canonicalize() {
+            Ok(real) if real.starts_with(workspace) => real,
+            _ => return Ok(workspace.to_owned()),
+        },
+    };
+    let real = chosen.canonicalize().map_err(|source| RunError::Cwd {
+        path: chosen.clone(),
+        source,
+    })?;
+    if !real.is_dir() {
+        return Err(RunError::Cwd {
+            path: chosen,
+            source: io::Error::from(io::ErrorKind::NotADirectory),
+        });
+    }
+    Ok(real)
+}
+
 /// Everything of the spawn request that does not need a pipe.
 fn prepare(args: &RunArgs) -> Result<SpawnSpec, RunError> {
     if args.argv.is_empty() {
         return Err(RunError::NoCommand);
     }
-    let cwd = std::env::current_dir().map_err(RunError::CurrentDir)?;
-    let workspace = args.workspace.clone().unwrap_or_else(|| cwd.clone());
+    let here = std::env::current_dir().map_err(RunError::CurrentDir)?;
+    let workspace = args.workspace.clone().unwrap_or_else(|| here.clone());
     let workspace = workspace
         .canonicalize()
         .map_err(|source| RunError::Workspace {
@@ -463,6 +505,7 @@ fn prepare(args: &RunArgs) -> Result<SpawnSpec, RunError> {
     if !workspace.is_dir() {
         return Err(RunError::WorkspaceNotDirectory { path: workspace });
     }
+    let cwd = working_directory(args.cwd.as_deref(), &here, &workspace)?;
     let timeout_ms = match args.timeout_secs {
         Some(secs) => Some(
             secs.checked_mul(1000)
@@ -472,7 +515,7 @@ fn prepare(args: &RunArgs) -> Result<SpawnSpec, RunError> {
     };
     let mut spec = SpawnSpec::new(args.argv.iter().cloned());
     spec.policy = args
-        .profile(&cwd)
+        .profile(&here)
         .policy(args.mode, &workspace, args.network)?;
     spec.cwd = cwd;
     spec.env = environment::command_environment(std::env::vars_os(), &args.env);

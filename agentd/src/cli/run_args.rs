@@ -16,6 +16,9 @@ pub struct RunArgs {
     pub mode: Mode,
     /// The workspace root; `None` means the current directory.
     pub workspace: Option<PathBuf>,
+    /// Where the command runs; `None`: the current directory inside the workspace, else the
+    /// workspace.
+    pub cwd: Option<PathBuf>,
     pub network: Network,
     pub backend: BackendChoice,
     /// Wall-clock limit in whole seconds.
@@ -64,6 +67,7 @@ impl RunArgs {
             argv: argv.into_iter().map(Into::into).collect(),
             mode: Mode::ReadOnly,
             workspace: None,
+            cwd: None,
             network: Network::Deny,
             backend: BackendChoice::Auto,
             timeout_secs: None,

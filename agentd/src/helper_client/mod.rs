@@ -180,6 +180,7 @@ impl SpawnSpec {
                 deny_read: Vec::new(),
                 session_temp: None,
                 unix_sockets: Vec::new(),
+                visible: Vec::new(),
             },
             backend: BackendChoice::Auto,
             limits: Limits {

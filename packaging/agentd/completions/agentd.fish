@@ -38,6 +38,7 @@ complete -c agentd -n "__fish_agentd_using_subcommand run" -l mode -d 'How far t
 workspace-write\t''
 danger-full-access\t''"
 complete -c agentd -n "__fish_agentd_using_subcommand run" -l workspace -d 'The workspace root [default: the current directory]' -r -F
+complete -c agentd -n "__fish_agentd_using_subcommand run" -l cwd -d 'Where the command runs [default: the current directory when it lies inside the workspace, else the workspace]' -r -F
 complete -c agentd -n "__fish_agentd_using_subcommand run" -l network -d 'Whether the command may use the network [default: sandbox.network when set, else deny]' -r -f -a "deny\t''
 allow\t''"
 complete -c agentd -n "__fish_agentd_using_subcommand run" -l backend -d 'Which confinement backend to use [default: sandbox.backend when set, else auto]' -r -f -a "auto\t''
