@@ -23,6 +23,7 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 
 pub use super::run_args::RunArgs;
+use super::run_args::{deny_read_entry, unix_socket_entry};
 pub use super::signals::forward_signals;
 
 use super::args::HelperArgs;
@@ -33,9 +34,7 @@ use crate::command::{
     Facts, KILL_GRACE, Waiting, copy_output, exec_failure_note, runner_failure_note, settle,
     wait_for_outcome, wide_output_pipe,
 };
-use crate::config::{
-    ConfigError, Effective, SocketEntryError, absolute_or_home, expand_home, read_project,
-};
+use crate::config::{ConfigError, Effective, read_project};
 use crate::deny_read::DenyRead;
 use crate::environment;
 use crate::helper_client::{ClientError, FailedAt, HelperClient, SpawnSpec};
@@ -534,37 +533,6 @@ fn prepare(args: &RunArgs) -> Result<SpawnSpec, RunError> {
     // A closed stdin (EBADF) is not an error: the command then reads /dev/null.
     spec.stdin = io::stdin().as_fd().try_clone_to_owned().ok();
     Ok(spec)
-}
-
-/// One `--deny-read`: as in the configuration file, with `~` from `$HOME`; a relative path is
-/// taken from the current directory when the command runs.
-fn deny_read_entry(entry: &str) -> Result<DenyRead, String> {
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    if !entry.starts_with(['/', '~', '*']) && !entry.contains('*') {
-        return Ok(DenyRead::Path(PathBuf::from(entry)));
-    }
-    crate::deny_read::parse(entry, home.as_deref()).map_err(|e| format!("{entry:?} {e}"))
-}
-
-/// One `--unix-socket`: as in the configuration file, with `~` from `$HOME`; a relative path is
-/// taken from the current directory when the command runs.
-fn unix_socket_entry(entry: &str) -> Result<PathBuf, String> {
-    if entry.is_empty() {
-        return Err("an empty path names no socket; give the socket's path".to_owned());
-    }
-    if !entry.starts_with('~') {
-        return Ok(PathBuf::from(entry));
-    }
-    if !absolute_or_home(entry) {
-        return Err(format!(
-            "{entry:?} {}; write ~/path from your home directory",
-            SocketEntryError::NotAbsolute
-        ));
-    }
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    expand_home(entry, home.as_deref()).ok_or_else(|| {
-        format!("{entry:?} needs an absolute HOME to expand `~`; set HOME or give the full path")
-    })
 }
 
 /// The one-line notes for a human reader, without the `agentd: ` prefix.
