@@ -38,8 +38,10 @@ use super::{permission, updates};
 use crate::agents::lifecycle::AgentTree;
 use crate::approval::Approvals;
 use crate::cancel::{self, Cancel, Canceller};
+use crate::composition::Composition;
 use crate::config::BuiltModel;
 use crate::config::read_project;
+use crate::knobs::sandbox;
 use crate::mcp::{McpServers, ServerSpec};
 use crate::session::{Event, EventLog, LogError, Record, SessionLog, fold, log};
 use crate::session_temp::SessionTemp;
@@ -99,6 +101,9 @@ pub struct Session {
     pub agents: AgentTree,
     /// Where their lifecycle is logged, and the tags of their records.
     pub agent_events: Arc<LogEvents>,
+    /// What the editor is told each time the session is opened: why it runs read-only when its
+    /// mode says workspace-write.
+    opening_notice: Option<String>,
 }
 
 /// The running turn's cancel signal, and whether the session is closed (no turn starts then).
@@ -180,7 +185,9 @@ impl Sessions {
     }
 
     /// Starts a new session in `cwd`, which must be an existing absolute directory, with the
-    /// MCP servers `mcp` (not started yet: see [`super::mcp::start`]).
+    /// MCP servers `mcp` (not started yet: see [`super::mcp::start`]). A directory that may not
+    /// be writable (`/`, the home directory, one over agentd's own files) opens too, without
+    /// workspace-write ([`Session::opening_notice`]).
     pub fn create(
         &self,
         state: &Arc<AgentState>,
@@ -197,16 +204,6 @@ impl Sessions {
         })?;
         if !cwd.is_dir() {
             return Err(AcpError::CwdNotDirectory(cwd).into());
-        }
-        if cwd.parent().is_none() {
-            return Err(AcpError::CwdIsRoot.into());
-        }
-        if let Some(own) = state.options.helper.own_file_within(&cwd) {
-            return Err(AcpError::OwnFile {
-                workspace: cwd,
-                own,
-            }
-            .into());
         }
         state
             .options
@@ -288,6 +285,15 @@ impl Sessions {
     }
 }
 
+/// Why a session whose log and configuration say workspace-write runs read-only, for the
+/// editor: `None` unless the workspace is why (`composition` refuses workspace-write for it).
+fn opening_notice(composition: &Composition, records: &[Record], default: Mode) -> Option<String> {
+    let why = composition.workspace_refusal()?;
+    (sandbox::effective(records, default) == Mode::WorkspaceWrite).then(|| {
+        format!("This session runs read-only, although its sandbox mode is workspace-write: {why}.")
+    })
+}
+
 /// A new session's own temp directory, or the error that keeps the session from starting.
 fn session_temp() -> Result<SessionTemp, AcpError> {
     SessionTemp::create().map_err(|source| AcpError::SessionTemp {
@@ -312,6 +318,12 @@ impl Session {
         let client_fs: Option<Arc<dyn ClientFs>> = (read && write)
             .then(|| Arc::new(EditorFs::new(cx.clone(), id.clone())) as Arc<dyn ClientFs>);
         let o = &state.options;
+        let refusal = o
+            .helper
+            .workspace_refusal(&cwd, crate::environment::home(&o.command_env));
+        let workspace_writable = refusal.is_none();
+        let composition = o.composition.clone().for_workspace(refusal);
+        let opening_notice = opening_notice(&composition, &records, o.default_mode);
         let tools = ToolEnv::new(
             o.helper.clone(),
             cwd.clone(),
@@ -325,7 +337,7 @@ impl Session {
         // Every command goes through confine-helper, which confines: escalation is offered,
         // and the turn gates it.
         .with_spec_options(SpecOptions::confining())
-        .with_composition(o.composition.clone())
+        .with_composition(composition)
         .with_mcp(McpServers::new(
             mcp,
             Duration::from_millis(o.command_timeout_ms),
@@ -359,12 +371,35 @@ impl Session {
                 mode: o.default_mode,
                 policy: o.default_policy,
                 models: o.models.names(),
+                workspace_writable,
             },
             switches: Switches::default(),
             models: o.models.clone(),
             agents,
             agent_events,
+            opening_notice,
         }
+    }
+
+    /// Tells the editor, when the session opens (its `session/new` or `session/load` answered),
+    /// why it runs read-only although its mode is workspace-write; nothing otherwise.
+    pub async fn tell_opening(&self, cx: &ConnectionTo<Client>) {
+        if let Some(notice) = &self.opening_notice {
+            self.tell(std::slice::from_ref(notice), cx).await;
+        }
+    }
+
+    /// Tells the person `notices`, once: a line each on stderr, one agent message to the editor
+    /// (not recorded: each opening of the session tells again).
+    pub async fn tell(&self, notices: &[String], cx: &ConnectionTo<Client>) {
+        if notices.is_empty() {
+            return;
+        }
+        for notice in notices {
+            eprintln!("agentd: session {}: {notice}", self.id);
+        }
+        let text = format!("{}\n", notices.join("\n"));
+        let _ = self.show(cx, updates::agent_text(&text)).await;
     }
 
     /// Reads the workspace's project file again (confined, [`read_project`]) and gives the

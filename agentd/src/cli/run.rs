@@ -38,7 +38,7 @@ use crate::config::{
 };
 use crate::deny_read::DenyRead;
 use crate::environment;
-use crate::helper_client::{ClientError, FailedAt, HelperClient, SpawnSpec};
+use crate::helper_client::{ClientError, FailedAt, HelperClient, SpawnSpec, WorkspaceRefusal};
 use crate::profile::{CacheDirError, ResourceLimits, SandboxProfile};
 use crate::proxy::Gateway;
 use crate::terminal;
@@ -279,8 +279,8 @@ pub enum RunError {
     },
     #[error("the workspace {} is not a directory; pass a directory with --workspace", path.display())]
     WorkspaceNotDirectory { path: PathBuf },
-    #[error("{}", crate::helper_client::own_file_refusal(workspace, own))]
-    OwnFile { workspace: PathBuf, own: PathBuf },
+    #[error(transparent)]
+    NotWritable(#[from] WorkspaceRefusal),
     #[error("--timeout {0} is too large")]
     TimeoutTooLarge(u64),
     #[error("cannot create a pipe for the command's output: {0}")]
@@ -363,8 +363,8 @@ where
         .map(|w| PathBuf::from(<OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(w)))
         .unwrap_or_default();
     if args.mode == Mode::WorkspaceWrite {
-        if let Some(own) = client.own_file_within(&workspace) {
-            return Err(RunError::OwnFile { workspace, own });
+        if let Some(refusal) = client.workspace_refusal(&workspace, environment::home(&spec.env)) {
+            return Err(refusal.into());
         }
         args.profile(&spec.cwd).create_cache_dirs()?;
     }
