@@ -33,6 +33,7 @@ mod live;
 mod mcp;
 mod model_failure;
 mod models;
+mod notices;
 mod options;
 mod outgoing;
 pub mod permission;
@@ -206,7 +207,7 @@ fn handlers(state: &Arc<AgentState>) -> impl ConnectTo<Client> + 'static {
                                 .config_options(session.config_options())
                                 .modes(session.modes()),
                         );
-                        session.tell_opening(&cx).await;
+                        notices::tell_opening(&session, &cx).await;
                         mcp::start(&session, &s2.options.ask_before, notices, cx);
                         answered
                     }
@@ -360,7 +361,7 @@ async fn load_session(
             .config_options(session.config_options())
             .modes(session.modes()),
     );
-    session.tell_opening(&cx).await;
+    notices::tell_opening(&session, &cx).await;
     mcp::start(&session, &state.options.ask_before, notices, cx);
     answered
 }

@@ -38,10 +38,8 @@ use super::{permission, updates};
 use crate::agents::lifecycle::AgentTree;
 use crate::approval::Approvals;
 use crate::cancel::{self, Cancel, Canceller};
-use crate::composition::Composition;
 use crate::config::BuiltModel;
 use crate::config::read_project;
-use crate::knobs::sandbox;
 use crate::mcp::{McpServers, ServerSpec};
 use crate::session::{Event, EventLog, LogError, Record, SessionLog, fold, log};
 use crate::session_temp::SessionTemp;
@@ -101,9 +99,6 @@ pub struct Session {
     pub agents: AgentTree,
     /// Where their lifecycle is logged, and the tags of their records.
     pub agent_events: Arc<LogEvents>,
-    /// What the editor is told each time the session is opened: why it runs read-only when its
-    /// mode says workspace-write.
-    opening_notice: Option<String>,
 }
 
 /// The running turn's cancel signal, and whether the session is closed (no turn starts then).
@@ -187,7 +182,7 @@ impl Sessions {
     /// Starts a new session in `cwd`, which must be an existing absolute directory, with the
     /// MCP servers `mcp` (not started yet: see [`super::mcp::start`]). A directory that may not
     /// be writable (`/`, the home directory, one over agentd's own files) opens too, without
-    /// workspace-write ([`Session::opening_notice`]).
+    /// workspace-write ([`super::notices::tell_opening`]).
     pub fn create(
         &self,
         state: &Arc<AgentState>,
@@ -285,15 +280,6 @@ impl Sessions {
     }
 }
 
-/// Why a session whose log and configuration say workspace-write runs read-only, for the
-/// editor: `None` unless the workspace is why (`composition` refuses workspace-write for it).
-fn opening_notice(composition: &Composition, records: &[Record], default: Mode) -> Option<String> {
-    let why = composition.workspace_refusal()?;
-    (sandbox::effective(records, default) == Mode::WorkspaceWrite).then(|| {
-        format!("This session runs read-only, although its sandbox mode is workspace-write: {why}.")
-    })
-}
-
 /// A new session's own temp directory, or the error that keeps the session from starting.
 fn session_temp() -> Result<SessionTemp, AcpError> {
     SessionTemp::create().map_err(|source| AcpError::SessionTemp {
@@ -323,7 +309,6 @@ impl Session {
             .workspace_refusal(&cwd, crate::environment::home(&o.command_env));
         let workspace_writable = refusal.is_none();
         let composition = o.composition.clone().for_workspace(refusal);
-        let opening_notice = opening_notice(&composition, &records, o.default_mode);
         let tools = ToolEnv::new(
             o.helper.clone(),
             cwd.clone(),
@@ -377,29 +362,7 @@ impl Session {
             models: o.models.clone(),
             agents,
             agent_events,
-            opening_notice,
         }
-    }
-
-    /// Tells the editor, when the session opens (its `session/new` or `session/load` answered),
-    /// why it runs read-only although its mode is workspace-write; nothing otherwise.
-    pub async fn tell_opening(&self, cx: &ConnectionTo<Client>) {
-        if let Some(notice) = &self.opening_notice {
-            self.tell(std::slice::from_ref(notice), cx).await;
-        }
-    }
-
-    /// Tells the person `notices`, once: a line each on stderr, one agent message to the editor
-    /// (not recorded: each opening of the session tells again).
-    pub async fn tell(&self, notices: &[String], cx: &ConnectionTo<Client>) {
-        if notices.is_empty() {
-            return;
-        }
-        for notice in notices {
-            eprintln!("agentd: session {}: {notice}", self.id);
-        }
-        let text = format!("{}\n", notices.join("\n"));
-        let _ = self.show(cx, updates::agent_text(&text)).await;
     }
 
     /// Reads the workspace's project file again (confined, [`read_project`]) and gives the
