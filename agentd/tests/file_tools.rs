@@ -14,7 +14,9 @@ mod file_tools {
 
     use agentd::cancel::Cancel;
     use agentd::environment;
-    use agentd::helper_client::{HelperClient, HelperEndpoint, Outcome, SpawnSpec};
+    use agentd::helper_client::{
+        HelperClient, HelperEndpoint, Outcome, SpawnSpec, WorkspaceRefusal,
+    };
     use agentd::model::ToolCall;
     use agentd::session::{LoggedDiff, Omission, ToolStatus};
     use agentd::tools::{CallContext, ToolEnv, ToolResult, run};
@@ -760,7 +762,10 @@ mod file_tools {
         )
         .expect("client");
         assert_eq!(
-            client.own_file_within(&ws.ws).as_deref(),
+            client
+                .workspace_refusal(&ws.ws, None)
+                .as_ref()
+                .map(WorkspaceRefusal::path),
             Some(own.as_path()),
             "agentd's own check sees it"
         );

@@ -68,7 +68,7 @@ pub async fn run(
     session.read_project().await?;
     // A prompt that reached the session before its close began: the session is gone.
     let Some(cancel) = session.begin_turn() else {
-        return Err(AcpError::SessionNotFound(session.id.clone()).into());
+        return Err(AcpError::NotOpen(session.id.clone()).into());
     };
     // The model is offered the tools of the session's MCP servers: their start ends first.
     tokio::select! {

@@ -37,7 +37,7 @@ use crate::command::{
 use crate::config::{ConfigError, Effective, read_project};
 use crate::deny_read::DenyRead;
 use crate::environment;
-use crate::helper_client::{ClientError, FailedAt, HelperClient, SpawnSpec};
+use crate::helper_client::{ClientError, FailedAt, HelperClient, SpawnSpec, WorkspaceRefusal};
 use crate::profile::{CacheDirError, ResourceLimits, SandboxProfile};
 use crate::proxy::Gateway;
 use crate::terminal;
@@ -293,8 +293,8 @@ pub enum RunError {
         #[source]
         source: io::Error,
     },
-    #[error("{}", crate::helper_client::own_file_refusal(workspace, own))]
-    OwnFile { workspace: PathBuf, own: PathBuf },
+    #[error(transparent)]
+    NotWritable(#[from] WorkspaceRefusal),
     #[error("--timeout {0} is too large")]
     TimeoutTooLarge(u64),
     #[error("cannot create a pipe for the command's output: {0}")]
@@ -377,8 +377,8 @@ where
         .map(|w| PathBuf::from(<OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(w)))
         .unwrap_or_default();
     if args.mode == Mode::WorkspaceWrite {
-        if let Some(own) = client.own_file_within(&workspace) {
-            return Err(RunError::OwnFile { workspace, own });
+        if let Some(refusal) = client.workspace_refusal(&workspace, environment::home(&spec.env)) {
+            return Err(refusal.into());
         }
         args.profile(&spec.cwd).create_cache_dirs()?;
     }
