@@ -577,7 +577,8 @@ fn under_never_nobody_is_asked_and_the_model_is_told_with_one_notice() {
     assert!(!scratch.ws().join("allowed.txt").exists());
     assert_eq!(
         result_text(&tool_results(&notes)[0]),
-        "the user rejected tool \"write_file\""
+        "tool \"write_file\" was rejected by the approval policy (never): approval prompts are \
+         disabled in this session"
     );
 
     let log = scratch.log(&session);
