@@ -118,7 +118,7 @@ pub enum ConfigCommand {
 /// `agentd sessions ...`
 #[derive(Debug, Subcommand)]
 pub enum SessionsCommand {
-    /// List the sessions in the state directory, one per line, most recently updated last:
+    /// List the sessions in the state directory, one per line, most recently updated first:
     /// id, last update (UTC), turns, working directory, first prompt.
     List(AgentArgs),
     /// Print the transcript of one session.
@@ -128,7 +128,8 @@ pub enum SessionsCommand {
 /// `agentd sessions show ID`
 #[derive(Debug, Args)]
 pub struct SessionsShow {
-    /// The session's id, as `agentd sessions list` prints it.
+    /// The session's id, as `agentd sessions list` prints it, or enough of its beginning to
+    /// name one session.
     #[arg(value_name = "ID")]
     pub id: String,
     #[command(flatten)]

@@ -296,7 +296,9 @@ mod file_tools {
             assert_eq!(first.status, ToolStatus::Completed, "{}", first.text);
             assert!(first.text.starts_with("line 1\nline 2\n"), "{}", first.text);
             assert!(
-                first.text.ends_with("line 2000\n[showed lines 1-2000 of 4500; read on with offset=2001]"),
+                first.text.ends_with(
+                    "line 2000\n[showed lines 1-2000 of 4500; read on with offset=2001]"
+                ),
                 "{}",
                 &first.text[first.text.len().saturating_sub(120)..]
             );
