@@ -327,17 +327,11 @@ impl Session {
             mcp,
             Duration::from_millis(o.command_timeout_ms),
         ));
-        // `task` only when a persona is configured: a session without one is offered exactly
-        // the tools it always was.
-        let tools = match o.delegation {
-            true => {
-                let registry = tools.registry();
-                match registry.with(TASK) {
-                    Ok(registry) => tools.with_registry(registry),
-                    Err(_already) => tools,
-                }
-            }
-            false => tools,
+        // `task` in every session: the built-in `general` persona is always there to start.
+        let registry = tools.registry();
+        let tools = match registry.with(TASK) {
+            Ok(registry) => tools.with_registry(registry),
+            Err(_already) => tools,
         };
         let log_of: Weak<dyn SessionLog> = me.clone();
         let agent_events = Arc::new(LogEvents::new(log_of, &records));
