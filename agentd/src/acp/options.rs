@@ -75,11 +75,12 @@ pub struct AcpOptions {
     pub composition: Composition,
     /// The personas a `task` call may start (`[agents.NAME]` and the built-in `general`).
     pub personas: Personas,
-    /// Whether sessions have the `task` tool: only when the configuration defines a persona,
-    /// so a session without `[agents.NAME]` tables is offered exactly the tools it was.
-    pub delegation: bool,
     /// The MCP servers every session starts (`[[mcp.servers]]`).
     pub mcp_servers: Vec<McpServerConfig>,
+    /// Whether a model failure is also logged on stderr as it happens: an editor keeps
+    /// agentd's stderr as a log; `agentd exec`, whose stderr is the person's, reports the
+    /// failure once, as the prompt's error.
+    pub log_model_errors: bool,
 }
 
 impl std::fmt::Debug for AcpOptions {
@@ -126,12 +127,9 @@ impl AcpOptions {
             ),
             profile: config.sandbox_profile(),
             composition: Composition::nothing(),
-            delegation: config
-                .personas
-                .iter()
-                .any(|p| !config.personas.is_built_in(&p.name)),
             personas: config.personas.clone(),
             mcp_servers: config.mcp_servers.value.clone(),
+            log_model_errors: true,
         })
     }
 
