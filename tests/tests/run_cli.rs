@@ -162,20 +162,6 @@ fn sandbox_env_reaches_the_command_and_env_flags_beat_it() {
     );
 }
 
-/// The Linux backends to try here: Landlock, and bwrap where it is installed (a fact of the
-/// machine; CI installs it).
-fn linux_backends() -> Vec<&'static str> {
-    let bwrap = ["/usr/bin/bwrap", "/bin/bwrap", "/usr/local/bin/bwrap"]
-        .iter()
-        .any(|p| std::path::Path::new(p).is_file());
-    if bwrap {
-        vec!["bwrap", "landlock"]
-    } else {
-        eprintln!("SKIP bwrap: not installed here; Landlock only");
-        vec!["landlock"]
-    }
-}
-
 #[test]
 fn a_command_runs_in_the_workspace_and_a_working_directory_under_tmp_stays_visible() {
     // Someone trying things: a checkout under /tmp, agentd started there, the workspace
@@ -203,7 +189,8 @@ fn a_command_runs_in_the_workspace_and_a_working_directory_under_tmp_stays_visib
             String::from_utf8_lossy(&out.stderr).into_owned(),
         )
     };
-    for backend in linux_backends() {
+    // The backends that work here, judged without the helper (`support::backends`).
+    for backend in support::backends() {
         // By default the command runs in the workspace, and writes there.
         let (code, out, err) = run(backend, &[], "pwd; echo made > made.txt");
         assert_eq!(code, Some(0), "{backend}: {err}");
