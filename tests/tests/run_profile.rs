@@ -88,6 +88,17 @@ fn the_configurations_cache_and_roots_are_merged_with_the_flags() {
     assert!(!home.join(".npm/z").exists());
 }
 
+/// Under bwrap, a write of the file the project file protects; run again without the project
+/// file, the same command is the control.
+const WRITE_PRIVATE: [&str; 6] = [
+    "--backend",
+    "bwrap",
+    "--",
+    "sh",
+    "-c",
+    "printf x > private/data",
+];
+
 #[test]
 fn the_project_file_protects_what_it_lists_in_agentd_run_too() {
     if let Err((need, why)) = support::backend_works("bwrap") {
@@ -104,17 +115,7 @@ fn the_project_file_protects_what_it_lists_in_agentd_run_too() {
     .expect("project");
     std::fs::create_dir(ws.join("private")).expect("private");
     std::fs::write(ws.join("private/data"), "orig").expect("data");
-    let out = agentd_run(
-        &scratch,
-        &[
-            "--backend",
-            "bwrap",
-            "--",
-            "sh",
-            "-c",
-            "printf x > private/data",
-        ],
-    );
+    let out = agentd_run(&scratch, &WRITE_PRIVATE);
     let facts = facts_of(&out);
     assert_ne!(out.status.code(), Some(0), "{facts}");
     assert_eq!(facts["denials"], json!(["protected-path"]), "{facts}");
@@ -126,17 +127,7 @@ fn the_project_file_protects_what_it_lists_in_agentd_run_too() {
     );
     // The control: without the project file, the same command writes the same file.
     std::fs::remove_file(ws.join(".agentd/config.toml")).expect("remove the project file");
-    let out = agentd_run(
-        &scratch,
-        &[
-            "--backend",
-            "bwrap",
-            "--",
-            "sh",
-            "-c",
-            "printf x > private/data",
-        ],
-    );
+    let out = agentd_run(&scratch, &WRITE_PRIVATE);
     assert_eq!(out.status.code(), Some(0), "{}", facts_of(&out));
     assert_eq!(
         std::fs::read_to_string(ws.join("private/data"))
