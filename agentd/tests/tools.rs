@@ -649,6 +649,58 @@ mod tools {
     }
 
     #[tokio::test]
+    async fn a_command_runs_under_each_backend_this_machine_offers_and_under_no_other() {
+        // agentd's availability test: whether a backend works is judged without the helper
+        // (`tests/shared/available.rs`), and the helper agentd runs must agree both ways, so
+        // that the tests here that run only the backends that work can trust that judgement.
+        const NAME: &str =
+            "a_command_runs_under_each_backend_this_machine_offers_and_under_no_other";
+        let mut ran = 0;
+        for (backend, name, works, need) in [
+            (
+                BackendChoice::Bwrap,
+                "bwrap",
+                available::bwrap(),
+                Need::Bwrap,
+            ),
+            (
+                BackendChoice::Landlock,
+                "landlock",
+                available::landlock(),
+                Need::Landlock,
+            ),
+        ] {
+            let workspace = Workspace::new(&format!("availability-{name}"));
+            let env = env_with(&workspace, backend);
+            let result = bash(&env, Mode::ReadOnly, json!({"command": "echo ran"})).await;
+            match works {
+                Ok(()) => {
+                    assert_eq!(
+                        result.facts["backend"], name,
+                        "{name} works on this machine (checked without the helper), but the \
+                         command did not run under it: {}",
+                        result.text
+                    );
+                    assert_eq!(result.status, ToolStatus::Completed, "{}", result.text);
+                    assert!(result.text.starts_with("ran\n"), "{}", result.text);
+                    ran += 1;
+                }
+                Err(why) => {
+                    assert_eq!(
+                        result.facts["runner_failure"]["stage"], "unavailable",
+                        "{name} does not work on this machine ({why}), yet the command ran: {}",
+                        result.text
+                    );
+                    skip::skip_part(NAME, name, need, why);
+                }
+            }
+        }
+        if ran == 0 {
+            skip::skip(NAME, Need::Backend, "neither bwrap nor Landlock works here");
+        }
+    }
+
+    #[tokio::test]
     async fn a_runner_failure_says_the_sandbox_is_unavailable_and_never_denied() {
         let workspace = Workspace::new("unavailable");
         // Seatbelt is the macOS backend: on Linux it can never be used.
