@@ -189,28 +189,6 @@ fn installed<T>(client: &str, flow: &str, found: Result<T, String>) -> Option<T>
     }
 }
 
-#[test]
-fn every_external_client_a_run_requires_is_installed() {
-    const NAME: &str = "every_external_client_a_run_requires_is_installed";
-    let found = [
-        ("acpx", acpx().map(|_| ())),
-        ("typescript-sdk", typescript_sdk().map(|_| ())),
-        ("python-sdk", python_sdk().map(|_| ())),
-    ];
-    for (client, result) in &found {
-        if let Err(reason) = result {
-            skip::skip_part(NAME, client, need_of(client), reason);
-        }
-    }
-    if found.iter().all(|(_, result)| result.is_err()) {
-        skip::skip(
-            NAME,
-            Need::Acpx,
-            "none of the three external ACP clients is installed",
-        );
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // A scratch area and client runs
 
