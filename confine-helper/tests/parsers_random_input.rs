@@ -5,43 +5,31 @@
 //! `commondir` and worktree `gitdir` files, and ceiling files. The parsers are reached through
 //! the crate's `fuzzing` module (the feature this crate's tests enable).
 //!
-//! What must hold: nothing panics; what a parser holds on the heap, and what it returns, stays
-//! in proportion to the bytes it was given, never to a count or length they claim; every
-//! gitlink it returns is a relative path of plain components, none `.git`; a shared index is
-//! named `sharedindex.` and the hex of an object name; an index built whole (before any damage)
-//! yields exactly the gitlinks it was built with; a `.git` file or `commondir` yields its first
-//! line, trimmed, joined to where it is.
+//! What must hold is stated once, in `support/parser_bounds.rs`, which the fuzz targets share:
+//! nothing panics, heap and results stay in proportion to the input, gitlinks are plain relative
+//! paths, pointer files yield their first line where they lie. Here besides: an index built
+//! whole (before any damage) yields exactly the gitlinks it was built with.
 //!
 //! Seeded: a failure names its seed, and `PARSERS_SEED=<seed> cargo test -p confine-helper
 //! --test parsers_random_input` replays it. Without the variable the default seed keeps CI
 //! deterministic.
 
-/// The seeded generator of the protocol's randomized tests, and its heap counter.
+/// What the parsers must hold, and the heap counter (this binary's global allocator).
+#[path = "support/parser_bounds.rs"]
+mod bounds;
+/// The seeded generator of the protocol's randomized tests.
 #[path = "../../protocol/tests/support/mod.rs"]
 mod seeded;
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
-use confine_helper::fuzzing;
+use bounds::{MAX_NAME, Pointer, check_ceiling, check_index, check_pointer, plain};
 use seeded::Rng;
-use seeded::heap::{Counting, measured};
-
-#[global_allocator]
-static ALLOCATOR: Counting = Counting;
 
 const ITERATIONS: usize = 3_000;
 const DEFAULT_SEED: u64 = 0x5eed_91d0_1dec_0001;
-
-/// Heap bytes a parse may hold, and bytes it may return, per input byte: an index entry takes
-/// at least 62 bytes and yields at most one gitlink of at most `MAX_NAME` bytes (a `PathBuf`'s
-/// 24 besides), and a `Vec` grown element by element holds at most twice its elements.
-const HEAP_PER_INPUT_BYTE: usize = 160;
-/// What a parse may hold besides: the name being built, an error's message, toml's tables.
-const HEAP_SLACK: usize = 64 * 1024;
-/// The longest name of an index entry the helper takes: `PATH_MAX`.
-const MAX_NAME: usize = 4096;
 
 /// Object-name sizes: SHA-1 and SHA-256.
 const HASHES: [usize; 2] = [20, 32];
@@ -81,15 +69,6 @@ fn name(rng: &mut Rng) -> Vec<u8> {
         name.extend(std::iter::repeat_n(b'z', rng.below(5000)));
     }
     name
-}
-
-/// Whether the helper takes `name` as a gitlink's path: relative, plain components, no `.git`.
-fn plain(name: &[u8]) -> bool {
-    !name.is_empty()
-        && name.len() <= MAX_NAME
-        && Path::new(OsStr::from_bytes(name))
-            .components()
-            .all(|c| matches!(c, Component::Normal(part) if part != ".git"))
 }
 
 /// An index built whole: its bytes, and the gitlinks and shared index it must yield.
@@ -209,42 +188,27 @@ fn damage(rng: &mut Rng, bytes: &mut Vec<u8>) {
     }
 }
 
-/// Parses `bytes` as an index, checking every property; returns what it yielded.
-fn check_index(bytes: &[u8], context: &str) -> Result<(Vec<PathBuf>, Option<String>), String> {
-    let (parsed, held) = measured(|| fuzzing::index(bytes));
-    let bound = bytes.len() * HEAP_PER_INPUT_BYTE + HEAP_SLACK;
+#[test]
+fn the_heap_counter_sees_what_is_held_while_it_measures() {
+    // The control of every heap bound here: the counter is this binary's allocator, and a
+    // parse that held more than its bound would be seen holding it.
+    let (block, held) = bounds::heap::measured(|| vec![1u8; 100_000]);
     assert!(
-        held <= bound,
-        "parsing {} index bytes held {held} heap bytes (bound {bound}); {context}",
-        bytes.len()
+        held >= block.len(),
+        "held {held} while making {} bytes",
+        block.len()
     );
-    if let Ok((gitlinks, shared)) = &parsed {
-        let returned: usize = gitlinks.iter().map(|p| p.as_os_str().len() + 24).sum();
-        assert!(
-            returned <= bound,
-            "{} index bytes yielded {returned} bytes of gitlinks; {context}",
-            bytes.len()
-        );
-        for link in gitlinks {
-            assert!(
-                plain(link.as_os_str().as_bytes()),
-                "a gitlink that is no plain relative path: {link:?}; {context}"
-            );
-        }
-        if let Some(shared) = shared {
-            let hex = shared
-                .strip_prefix("sharedindex.")
-                .unwrap_or_else(|| panic!("shared index {shared:?}; {context}"));
-            assert!(
-                [40, 64].contains(&hex.len())
-                    && hex
-                        .bytes()
-                        .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)),
-                "shared index {shared:?}; {context}"
-            );
-        }
-    }
-    parsed
+    let mut rng = Rng(DEFAULT_SEED);
+    let built = std::iter::repeat_with(|| index(&mut rng))
+        .find(|built| !built.gitlinks.is_empty())
+        .expect("an index with a gitlink");
+    let (parsed, held) = bounds::heap::measured(|| confine_helper::fuzzing::index(&built.bytes));
+    let (gitlinks, _) = parsed.expect("an index built whole parses");
+    let names: usize = gitlinks.iter().map(|p| p.as_os_str().len()).sum();
+    assert!(
+        held >= names,
+        "a parse that returned {names} bytes of names held {held}"
+    );
 }
 
 #[test]
@@ -295,7 +259,7 @@ fn a_version_4_index_whose_names_grow_by_their_prefix_is_held_to_the_bound() {
         bytes.push(0);
     }
     bytes.extend(std::iter::repeat_n(0, hash));
-    let parsed = check_index(&bytes, "names growing by their prefix");
+    let parsed = check_index(&bytes, &"names growing by their prefix");
     assert!(
         parsed.is_err(),
         "names past {MAX_NAME} bytes are no paths: {:?}",
@@ -306,16 +270,6 @@ fn a_version_4_index_whose_names_grow_by_their_prefix_is_held_to_the_bound() {
 // ---------------------------------------------------------------------------------------------
 // `.git` files, `commondir` and worktree `gitdir` files.
 // ---------------------------------------------------------------------------------------------
-
-/// The first line of `content`, without its trailing whitespace.
-fn first_line(content: &[u8]) -> &[u8] {
-    let line = content.split(|b| *b == b'\n').next().unwrap_or_default();
-    let end = line
-        .iter()
-        .rposition(|b| !b.is_ascii_whitespace())
-        .map_or(0, |i| i + 1);
-    &line[..end]
-}
 
 /// A pointer file's content: a path (relative, absolute, odd), maybe after `gitdir: `, maybe
 /// with trailing whitespace and more lines.
@@ -347,27 +301,12 @@ fn gitfiles_and_commondirs_yield_their_first_line_where_they_are() {
         if rng.below(8) == 0 {
             damage(&mut rng, &mut content);
         }
-        let bound = content.len() * HEAP_PER_INPUT_BYTE + HEAP_SLACK + base.as_os_str().len();
-        let (gitfile, held) = measured(|| fuzzing::gitfile(&content, base));
-        assert!(held <= bound, "held {held} (bound {bound}); {context}");
-        let line = content
-            .strip_prefix(b"gitdir: ")
-            .map(first_line)
-            .filter(|line| !line.is_empty());
-        assert_eq!(
-            gitfile,
-            line.map(|l| base.join(OsStr::from_bytes(l))),
-            "{content:?}; {context}"
-        );
-        for parse in [fuzzing::commondir, fuzzing::worktree_gitfile] {
-            let (target, held) = measured(|| parse(&content, base));
-            assert!(held <= bound, "held {held} (bound {bound}); {context}");
-            let line = Some(first_line(&content)).filter(|l| !l.is_empty());
-            assert_eq!(
-                target,
-                line.map(|l| base.join(OsStr::from_bytes(l))),
-                "{content:?}; {context}"
-            );
+        for which in [
+            Pointer::GitFile,
+            Pointer::CommonDir,
+            Pointer::WorktreeGitdir,
+        ] {
+            check_pointer(which, &content, base, &context);
         }
     }
 }
@@ -434,19 +373,16 @@ fn ceiling(rng: &mut Rng) -> String {
 #[test]
 fn ceiling_files_of_every_shape_are_read_within_bounds() {
     // The control: the parser under test tells a ceiling from a broken one.
-    assert_eq!(fuzzing::ceiling("max_mode = \"read-only\"\n"), Ok(()));
-    assert!(fuzzing::ceiling("max_mode = \"yolo\"\n").is_err());
+    assert_eq!(
+        check_ceiling("max_mode = \"read-only\"\n", &"control"),
+        Ok(())
+    );
+    assert!(check_ceiling("max_mode = \"yolo\"\n", &"control").is_err());
     let seed = seeded::seed("PARSERS_SEED", DEFAULT_SEED);
     let mut rng = Rng(seed);
     for n in 0..ITERATIONS {
         let context = format!("iteration {n}, seed {seed:#x} (PARSERS_SEED replays it)");
         let text = ceiling(&mut rng);
-        let (_, held) = measured(|| fuzzing::ceiling(&text));
-        let bound = text.len() * HEAP_PER_INPUT_BYTE + HEAP_SLACK;
-        assert!(
-            held <= bound,
-            "reading {} ceiling bytes held {held} heap bytes (bound {bound}); {context}",
-            text.len()
-        );
+        let _ = check_ceiling(&text, &context);
     }
 }
