@@ -14,9 +14,11 @@
 //! --test parsers_random_input` replays it. Without the variable the default seed keeps CI
 //! deterministic.
 
-/// What the parsers must hold, and the heap counter (this binary's global allocator).
+/// What the parsers must hold; it makes the heap counter this binary's global allocator.
 #[path = "support/parser_bounds.rs"]
 mod bounds;
+
+use seeded::heap;
 /// The seeded generator of the protocol's randomized tests.
 #[path = "../../protocol/tests/support/mod.rs"]
 mod seeded;
@@ -192,7 +194,7 @@ fn damage(rng: &mut Rng, bytes: &mut Vec<u8>) {
 fn the_heap_counter_sees_what_is_held_while_it_measures() {
     // The control of every heap bound here: the counter is this binary's allocator, and a
     // parse that held more than its bound would be seen holding it.
-    let (block, held) = bounds::heap::measured(|| vec![1u8; 100_000]);
+    let (block, held) = heap::measured(|| vec![1u8; 100_000]);
     assert!(
         held >= block.len(),
         "held {held} while making {} bytes",
@@ -202,7 +204,7 @@ fn the_heap_counter_sees_what_is_held_while_it_measures() {
     let built = std::iter::repeat_with(|| index(&mut rng))
         .find(|built| !built.gitlinks.is_empty())
         .expect("an index with a gitlink");
-    let (parsed, held) = bounds::heap::measured(|| confine_helper::fuzzing::index(&built.bytes));
+    let (parsed, held) = heap::measured(|| confine_helper::fuzzing::index(&built.bytes));
     let (gitlinks, _) = parsed.expect("an index built whole parses");
     let names: usize = gitlinks.iter().map(|p| p.as_os_str().len()).sum();
     assert!(

@@ -15,6 +15,8 @@ use libfuzzer_sys::fuzz_target;
 
 #[path = "../../confine-helper/tests/support/parser_bounds.rs"]
 mod bounds;
+#[path = "../../protocol/tests/support/heap.rs"]
+mod heap;
 
 fuzz_target!(|data: &[u8]| {
     // The helper reads the file as UTF-8 text; other bytes are a broken ceiling before parsing.

@@ -20,6 +20,8 @@ use libfuzzer_sys::fuzz_target;
 
 #[path = "../../confine-helper/tests/support/parser_bounds.rs"]
 mod bounds;
+#[path = "../../protocol/tests/support/heap.rs"]
+mod heap;
 
 use bounds::Pointer;
 

@@ -1,8 +1,8 @@
 //! What the helper's parsers of bytes a command may have written must hold, whatever the bytes:
 //! the one statement of it, for the randomized test (`tests/parsers_random_input.rs`) and the
 //! fuzz targets (`fuzz/fuzz_targets/git_files.rs`, `ceiling_file.rs`), which include this file
-//! through `#[path]`. It brings the heap counter with it (the protocol tests' `heap.rs`) as the
-//! including crate's global allocator.
+//! through `#[path]`. It makes the heap counter (the protocol tests' `heap.rs`, which the
+//! including crate declares at its root as `heap`) that crate's global allocator.
 //!
 //! - nothing panics;
 //! - a parse holds heap in proportion to the bytes it was given, never to a count or length
@@ -21,8 +21,7 @@ use std::path::{Component, Path, PathBuf};
 
 use confine_helper::fuzzing;
 
-#[path = "../../../protocol/tests/support/heap.rs"]
-pub mod heap;
+use crate::heap;
 
 #[global_allocator]
 static ALLOCATOR: heap::Counting = heap::Counting;
