@@ -451,6 +451,6 @@ fn list_sessions(
             info.updated_at(updates::rfc3339(summary.updated_ms)),
         ));
     }
-    found.sort_by(|a, b| b.0.cmp(&a.0));
+    found.sort_by_key(|(updated_ms, _)| std::cmp::Reverse(*updated_ms));
     Ok(found.into_iter().map(|(_, info)| info).collect())
 }
