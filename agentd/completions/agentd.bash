@@ -565,7 +565,7 @@ _agentd() {
             return 0
             ;;
         agentd__subcmd__run)
-            opts="-h --mode --workspace --network --backend --timeout --writable-root --protect --deny-read --local-binding --unix-socket --allow-domain --deny-domain --allow-local-addresses --max-processes --max-file-size --max-address-space --max-memory --env --json --helper --helper-socket --helper-ceiling --config --help"
+            opts="-h --mode --workspace --cwd --network --backend --timeout --writable-root --protect --deny-read --local-binding --unix-socket --allow-domain --deny-domain --allow-local-addresses --max-processes --max-file-size --max-address-space --max-memory --env --json --helper --helper-socket --helper-ceiling --config --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -576,6 +576,10 @@ _agentd() {
                     return 0
                     ;;
                 --workspace)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cwd)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

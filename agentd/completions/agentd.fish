@@ -40,6 +40,7 @@ complete -c agentd -n "__fish_agentd_using_subcommand run" -l mode -d 'How far t
 workspace-write\t''
 danger-full-access\t''"
 complete -c agentd -n "__fish_agentd_using_subcommand run" -l workspace -d 'The workspace root [default: the current directory]' -r -F
+complete -c agentd -n "__fish_agentd_using_subcommand run" -l cwd -d 'Where the command runs [default: the current directory when it lies inside the workspace, else the workspace]' -r -F
 complete -c agentd -n "__fish_agentd_using_subcommand run" -l network -d 'Whether the command may use the network [default: sandbox.network when set, else deny]' -r -f -a "deny\t''
 allow\t''"
 complete -c agentd -n "__fish_agentd_using_subcommand run" -l backend -d 'Which confinement backend to use [default: sandbox.backend when set, else auto]' -r -f -a "auto\t''
@@ -79,7 +80,7 @@ complete -c agentd -n "__fish_agentd_using_subcommand config; and __fish_seen_su
 complete -c agentd -n "__fish_agentd_using_subcommand config; and __fish_seen_subcommand_from help" -f -a "show" -d 'Print every effective setting and where it comes from (default, file, environment or flag), one per line'
 complete -c agentd -n "__fish_agentd_using_subcommand config; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c agentd -n "__fish_agentd_using_subcommand sessions; and not __fish_seen_subcommand_from list show help" -s h -l help -d 'Print help'
-complete -c agentd -n "__fish_agentd_using_subcommand sessions; and not __fish_seen_subcommand_from list show help" -f -a "list" -d 'List the sessions in the state directory, one per line, most recently updated last: id, last update (UTC), turns, working directory, first prompt'
+complete -c agentd -n "__fish_agentd_using_subcommand sessions; and not __fish_seen_subcommand_from list show help" -f -a "list" -d 'List the sessions in the state directory, one per line, most recently updated first: id, last update (UTC), turns, working directory, first prompt'
 complete -c agentd -n "__fish_agentd_using_subcommand sessions; and not __fish_seen_subcommand_from list show help" -f -a "show" -d 'Print the transcript of one session'
 complete -c agentd -n "__fish_agentd_using_subcommand sessions; and not __fish_seen_subcommand_from list show help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c agentd -n "__fish_agentd_using_subcommand sessions; and __fish_seen_subcommand_from list" -l helper -d 'The confine-helper binary to start (overrides AGENTD_HELPER, helper.path and helper.socket)' -r -F
@@ -96,7 +97,7 @@ complete -c agentd -n "__fish_agentd_using_subcommand sessions; and __fish_seen_
 complete -c agentd -n "__fish_agentd_using_subcommand sessions; and __fish_seen_subcommand_from show" -l state-dir -d 'Keep session logs in DIR (overrides AGENTD_STATE_DIR and session.state_dir) [default: $XDG_STATE_HOME/agentd/sessions]' -r -F
 complete -c agentd -n "__fish_agentd_using_subcommand sessions; and __fish_seen_subcommand_from show" -l model-script -d 'Answer prompts with the turns scripted in FILE instead of asking a model server (model.provider = "scripted", model.script = FILE)' -r -F
 complete -c agentd -n "__fish_agentd_using_subcommand sessions; and __fish_seen_subcommand_from show" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c agentd -n "__fish_agentd_using_subcommand sessions; and __fish_seen_subcommand_from help" -f -a "list" -d 'List the sessions in the state directory, one per line, most recently updated last: id, last update (UTC), turns, working directory, first prompt'
+complete -c agentd -n "__fish_agentd_using_subcommand sessions; and __fish_seen_subcommand_from help" -f -a "list" -d 'List the sessions in the state directory, one per line, most recently updated first: id, last update (UTC), turns, working directory, first prompt'
 complete -c agentd -n "__fish_agentd_using_subcommand sessions; and __fish_seen_subcommand_from help" -f -a "show" -d 'Print the transcript of one session'
 complete -c agentd -n "__fish_agentd_using_subcommand sessions; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c agentd -n "__fish_agentd_using_subcommand acp" -l helper -d 'The confine-helper binary to start (overrides AGENTD_HELPER, helper.path and helper.socket)' -r -F
@@ -145,5 +146,5 @@ complete -c agentd -n "__fish_agentd_using_subcommand help; and not __fish_seen_
 complete -c agentd -n "__fish_agentd_using_subcommand help; and not __fish_seen_subcommand_from run config sessions acp exec demo completions man help" -f -a "man" -d 'Print a manual page (roff), agentd\'s or a subcommand\'s, or write them all into a directory (the pages the Debian package installs)'
 complete -c agentd -n "__fish_agentd_using_subcommand help; and not __fish_seen_subcommand_from run config sessions acp exec demo completions man help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c agentd -n "__fish_agentd_using_subcommand help; and __fish_seen_subcommand_from config" -f -a "show" -d 'Print every effective setting and where it comes from (default, file, environment or flag), one per line'
-complete -c agentd -n "__fish_agentd_using_subcommand help; and __fish_seen_subcommand_from sessions" -f -a "list" -d 'List the sessions in the state directory, one per line, most recently updated last: id, last update (UTC), turns, working directory, first prompt'
+complete -c agentd -n "__fish_agentd_using_subcommand help; and __fish_seen_subcommand_from sessions" -f -a "list" -d 'List the sessions in the state directory, one per line, most recently updated first: id, last update (UTC), turns, working directory, first prompt'
 complete -c agentd -n "__fish_agentd_using_subcommand help; and __fish_seen_subcommand_from sessions" -f -a "show" -d 'Print the transcript of one session'

@@ -58,7 +58,7 @@ pub enum Command {
     /// Exit status: the command's own; 128+N if killed by signal N; 124 on timeout; 125 if the
     /// command did not run (refused, runner failure, helper problem, bad arguments); 130 or 143
     /// when agentd itself was interrupted (SIGINT, SIGTERM) and cancelled the command.
-    Run(RunCommand),
+    Run(Box<RunCommand>),
     /// Show agentd's configuration.
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -134,7 +134,7 @@ pub enum ConfigCommand {
 /// `agentd sessions ...`
 #[derive(Debug, Subcommand)]
 pub enum SessionsCommand {
-    /// List the sessions in the state directory, one per line, most recently updated last:
+    /// List the sessions in the state directory, one per line, most recently updated first:
     /// id, last update (UTC), turns, working directory, first prompt.
     List(AgentArgs),
     /// Print the transcript of one session.
@@ -144,7 +144,8 @@ pub enum SessionsCommand {
 /// `agentd sessions show ID`
 #[derive(Debug, Args)]
 pub struct SessionsShow {
-    /// The session's id, as `agentd sessions list` prints it.
+    /// The session's id, as `agentd sessions list` prints it, or enough of its beginning to
+    /// name one session.
     #[arg(value_name = "ID")]
     pub id: String,
     #[command(flatten)]
@@ -154,7 +155,7 @@ pub struct SessionsShow {
 /// Carries out a parsed command line and says how agentd should exit.
 pub async fn execute(cli: Cli) -> ExitCode {
     match cli.command {
-        Command::Run(command) => ExitCode::from(run::run_command(command).await),
+        Command::Run(command) => ExitCode::from(run::run_command(*command).await),
         Command::Config(ConfigCommand::Show(args)) => ExitCode::from(config_show(&args)),
         Command::Sessions(SessionsCommand::List(args)) => ExitCode::from(sessions_list(&args)),
         Command::Sessions(SessionsCommand::Show(show)) => {

@@ -1,6 +1,8 @@
 //! What this agentd can actually grant, learned from confine-helper once at start: the helper's
 //! ceiling (widest mode, network) and whether a backend that confines is usable for the
-//! configured backend choice.
+//! configured backend choice; and, for a session, whether its workspace may be writable at all
+//! (a session opened in `/`, in the home directory or over agentd's own files may not be
+//! workspace-write: [`Composition::for_workspace`]).
 //!
 //! Every lever agentd shows follows it — the sandbox-mode select, the bash tool's
 //! `sandbox_permissions`, `session/set_config_option` — so the model and the user are never
@@ -10,6 +12,8 @@
 //! the helper, never run more.
 
 use confine_protocol::{Backend, BackendChoice, HelperInfo, Mode, Network};
+
+use crate::helper_client::WorkspaceRefusal;
 
 /// What the helper grants and what this machine can confine with.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,6 +27,9 @@ pub struct Composition {
     /// `None` when a backend that confines is usable for the configured choice; otherwise why
     /// none is, as the helper reported each backend.
     pub unconfinable: Option<String>,
+    /// Why the workspace may not be writable, for a session whose workspace-write would make
+    /// writable what no command may write (the helper would refuse its every command).
+    pub workspace: Option<WorkspaceRefusal>,
 }
 
 /// How to get a sandbox backend on this platform: what every message that finds none says.
@@ -46,6 +53,7 @@ impl Composition {
             network: Network::Deny,
             ceiling_sources: Vec::new(),
             unconfinable: Some("confine-helper has not been asked yet".into()),
+            workspace: None,
         }
     }
 
@@ -56,6 +64,7 @@ impl Composition {
             network: Network::Allow,
             ceiling_sources: Vec::new(),
             unconfinable: None,
+            workspace: None,
         }
     }
 
@@ -93,13 +102,30 @@ impl Composition {
             network: info.grant.network,
             ceiling_sources: info.grant.sources.clone(),
             unconfinable,
+            workspace: None,
         }
     }
 
-    /// Why `mode` cannot be offered, or `None` when it can: above the helper's ceiling, or a
-    /// confined mode with no backend to confine it.
+    /// This composition for a session in a workspace that `refusal` (when given) says may not be
+    /// writable: workspace-write is neither offered nor switched to, nor escalated to, and its
+    /// refusal says why.
+    pub fn for_workspace(self, refusal: Option<WorkspaceRefusal>) -> Composition {
+        Composition {
+            workspace: refusal,
+            ..self
+        }
+    }
+
+    /// Why `mode` cannot be offered, or `None` when it can: above the helper's ceiling, a
+    /// confined mode with no backend to confine it, or workspace-write in a workspace that may
+    /// not be writable.
     pub fn refusal(&self, mode: Mode) -> Option<String> {
         if let Some(why) = self.ceiling_refusal(mode) {
+            return Some(why);
+        }
+        if mode == Mode::WorkspaceWrite
+            && let Some(why) = self.workspace_refusal()
+        {
             return Some(why);
         }
         if mode != Mode::DangerFullAccess
@@ -113,6 +139,16 @@ impl Composition {
             ));
         }
         None
+    }
+
+    /// Why the session's workspace may not be writable, if it may not: the reason, the path and
+    /// where a session's workspace comes from.
+    pub fn workspace_refusal(&self) -> Option<String> {
+        let refusal = self.workspace.as_ref()?;
+        Some(format!(
+            "{refusal} (a session's workspace is the directory the editor opens it in: open it in \
+             a project's directory to let it write)"
+        ))
     }
 
     /// Why the helper's ceiling refuses `mode`, if it does.
@@ -237,6 +273,24 @@ mod tests {
         let why = c.refusal(Mode::ReadOnly).expect("refused");
         assert!(why.contains("bwrap: bwrap is not installed"), "{why}");
         assert!(why.contains("install bubblewrap"), "{why}");
+    }
+
+    #[test]
+    fn a_workspace_that_may_not_be_writable_offers_neither_workspace_write_nor_its_escalation() {
+        let all = Composition::from_info(&info(Mode::DangerFullAccess, true), BackendChoice::Auto);
+        let home = all.clone().for_workspace(Some(WorkspaceRefusal::Home {
+            workspace: "/home/u".into(),
+            home: "/home/u".into(),
+        }));
+        assert_eq!(
+            home.modes(Mode::ReadOnly),
+            [Mode::ReadOnly, Mode::DangerFullAccess]
+        );
+        assert_eq!(home.escalations(Mode::ReadOnly), [Mode::DangerFullAccess]);
+        let why = home.refusal(Mode::WorkspaceWrite).expect("refused");
+        assert!(why.contains("the home directory /home/u"), "{why}");
+        // The control: the same helper, in a project's directory.
+        assert!(all.for_workspace(None).offers(Mode::WorkspaceWrite));
     }
 
     #[test]

@@ -11,6 +11,7 @@
 
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::Path;
 
 use confine_protocol::environment::{
     LOCALE_CATEGORIES, is_locale_category, is_locale_value, looks_secret,
@@ -89,6 +90,16 @@ where
     env
 }
 
+/// The home directory a command of environment `env` gets: its last `HOME`, when absolute (the
+/// one confine-helper never lets a command's writable root hold).
+pub fn home(env: &[(OsString, OsString)]) -> Option<&Path> {
+    env.iter()
+        .rev()
+        .find(|(name, _)| name == "HOME")
+        .map(|(_, value)| Path::new(value))
+        .filter(|home| home.is_absolute())
+}
+
 /// An explicit `NAME=VALUE` that is not one.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AssignmentError {
@@ -124,6 +135,14 @@ mod tests {
             .iter()
             .map(|(n, v)| (OsString::from(n), OsString::from(v)))
             .collect()
+    }
+
+    #[test]
+    fn a_commands_home_is_its_last_absolute_home() {
+        let env = vars(&[("HOME", "/home/u"), ("PATH", "/bin"), ("HOME", "/home/v")]);
+        assert_eq!(home(&env), Some(Path::new("/home/v")));
+        assert_eq!(home(&vars(&[("HOME", "rel")])), None);
+        assert_eq!(home(&vars(&[("PATH", "/bin")])), None);
     }
 
     #[test]

@@ -217,6 +217,7 @@ impl SandboxProfile {
             deny_read: Vec::new(),
             session_temp: None,
             unix_sockets,
+            visible: Vec::new(),
         }
     }
 

@@ -14,7 +14,9 @@ mod file_tools {
 
     use agentd::cancel::Cancel;
     use agentd::environment;
-    use agentd::helper_client::{HelperClient, HelperEndpoint, Outcome, SpawnSpec};
+    use agentd::helper_client::{
+        HelperClient, HelperEndpoint, Outcome, SpawnSpec, WorkspaceRefusal,
+    };
     use agentd::model::ToolCall;
     use agentd::session::{LoggedDiff, Omission, ToolStatus};
     use agentd::tools::{CallContext, ToolEnv, ToolResult, run};
@@ -280,6 +282,46 @@ mod file_tools {
                 denied.diff, None,
                 "a write that did not happen changed nothing"
             );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_large_file_is_read_in_windows_of_2000_lines_each_saying_how_to_read_on() {
+        let ws = Workspace::new("read-window");
+        let text: String = (1..=4500).map(|n| format!("line {n}\n")).collect();
+        let path = ws.ws.join("big.txt");
+        std::fs::write(&path, &text).expect("big.txt");
+        for (_, env) in usable_backends(&ws, "read_window").await {
+            let first = tool(&env, Mode::ReadOnly, "read_file", json!({"path": path})).await;
+            assert_eq!(first.status, ToolStatus::Completed, "{}", first.text);
+            assert!(first.text.starts_with("line 1\nline 2\n"), "{}", first.text);
+            assert!(
+                first.text.ends_with(
+                    "line 2000\n[showed lines 1-2000 of 4500; read on with offset=2001]"
+                ),
+                "{}",
+                &first.text[first.text.len().saturating_sub(120)..]
+            );
+            assert_eq!(first.facts["lines"], json!([1, 2000]));
+            // Reading on from where it said, and to the end, which needs no notice.
+            let last = tool(
+                &env,
+                Mode::ReadOnly,
+                "read_file",
+                json!({"path": path, "offset": 4001}),
+            )
+            .await;
+            assert!(last.text.starts_with("line 4001\n"), "{}", last.text);
+            assert!(last.text.ends_with("line 4500\n"), "{}", last.text);
+            // The control: a limit of its own is kept, larger than the default too.
+            let asked = tool(
+                &env,
+                Mode::ReadOnly,
+                "read_file",
+                json!({"path": path, "limit": 3000}),
+            )
+            .await;
+            assert_eq!(asked.facts["lines"], json!([1, 3000]));
         }
     }
 
@@ -722,7 +764,10 @@ mod file_tools {
         )
         .expect("client");
         assert_eq!(
-            client.own_file_within(&ws.ws).as_deref(),
+            client
+                .workspace_refusal(&ws.ws, None)
+                .as_ref()
+                .map(WorkspaceRefusal::path),
             Some(own.as_path()),
             "agentd's own check sees it"
         );

@@ -1,8 +1,8 @@
 //! The bubblewrap backend: the exact bwrap argument vector for one command.
 //!
 //! The order of mounts is the security property: `/` read-only first, fresh `/dev` and `/proc`,
-//! the command's `/tmp` in workspace-write (a private directory, or the session's), the
-//! writable roots, the pinned directories, then the protected paths, then the masks and the
+//! the command's `/tmp` in workspace-write (a private directory, or the session's), what of the
+//! host's `/tmp` the command must see (read-only), the writable roots, the pinned directories, then the protected paths, then the masks and the
 //! denied reads (an empty read-only tmpfs on a directory, an empty read-only file on a file) —
 //! later mounts win, so nothing writable can shadow a protected path or a denied read. Every
 //! mount of a host path is made from a descriptor the helper opened and
@@ -49,6 +49,9 @@ pub(crate) struct Args<'a> {
     pub(crate) tmp: Option<i32>,
     /// The descriptor of `/`, bound read-only.
     pub(crate) root_fd: i32,
+    /// What the command must see that its `/tmp` would hide (its working directory, the
+    /// request's visible paths), bound read-only over it.
+    pub(crate) shown: &'a [FdBind],
     pub(crate) writable: &'a [FdBind],
     /// Directories on the way to protected paths, bound read-write onto themselves.
     pub(crate) pinned: &'a [FdBind],
@@ -95,6 +98,9 @@ pub(crate) fn argv(bwrap: &Path, a: &Args<'_>) -> Vec<Vec<u8>> {
     out.extend(["--dev", "/dev", "--proc", "/proc"].map(|f| f.as_bytes().to_vec()));
     if let Some(fd) = a.tmp {
         fd_bind(&mut out, "--bind-fd", (fd, Path::new("/tmp")));
+    }
+    for (fd, dest) in a.shown {
+        fd_bind(&mut out, "--ro-bind-fd", (*fd, dest));
     }
     for (fd, dest) in a.writable.iter().chain(a.pinned) {
         fd_bind(&mut out, "--bind-fd", (*fd, dest));
@@ -146,6 +152,7 @@ mod tests {
                 network_allowed: false,
                 tmp: None,
                 root_fd: 4,
+                shown: &[],
                 writable: &[],
                 pinned: &[],
                 read_only: &[],
@@ -171,13 +178,14 @@ mod tests {
     }
 
     #[test]
-    fn protected_paths_are_mounted_from_descriptors_after_roots_and_pins_and_denials_last() {
+    fn what_tmp_hides_is_shown_before_the_roots_and_protected_paths_after_them_and_denials_last() {
         let argv = argv(
             Path::new("/usr/bin/bwrap"),
             &Args {
                 network_allowed: true,
                 tmp: Some(9),
                 root_fd: 4,
+                shown: &[(11, PathBuf::from("/tmp/checkout/tool.py"))],
                 writable: &[(5, PathBuf::from("/w"))],
                 pinned: &[(6, PathBuf::from("/w/deps"))],
                 read_only: &[
@@ -197,8 +205,8 @@ mod tests {
         assert!(!t.contains("--unshare-net"));
         assert!(
             t.contains(
-                "--ro-bind-fd 4 / --dev /dev --proc /proc --bind-fd 9 /tmp --bind-fd 5 /w \
-                 --bind-fd 6 /w/deps --ro-bind-fd 7 /w/.git --ro-bind-fd 8 /w/deps/m/.git \
+                "--ro-bind-fd 4 / --dev /dev --proc /proc --bind-fd 9 /tmp \
+                 --ro-bind-fd 11 /tmp/checkout/tool.py --bind-fd 5 /w --bind-fd 6 /w/deps --ro-bind-fd 7 /w/.git --ro-bind-fd 8 /w/deps/m/.git \
                  --tmpfs /run/confine --tmpfs /home/u/.ssh --remount-ro /home/u/.ssh \
                  --ro-bind-data 10 /w/.env --chdir /w"
             ),

@@ -57,8 +57,12 @@ pub(crate) fn print(ctx: &Context, json: bool) -> ExitCode {
             None => println!("landlock ABI: none"),
         }
         for b in &info.backends {
-            let verdict = if b.usable { "usable" } else { "unusable" };
-            println!("{:<9} {verdict}: {}", b.backend.as_str(), b.detail);
+            // A usable backend's detail says only that; an unusable one's says why.
+            if b.usable {
+                println!("{:<9} usable", b.backend.as_str());
+            } else {
+                println!("{:<9} unusable: {}", b.backend.as_str(), b.detail);
+            }
         }
         println!(
             "selected: {}",

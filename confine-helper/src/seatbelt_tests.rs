@@ -480,6 +480,7 @@ fn spawn(mode: Mode, workspace: &Path) -> Spawn {
             deny_read: Vec::new(),
             session_temp: None,
             unix_sockets: Vec::new(),
+            visible: Vec::new(),
         },
         backend: BackendChoice::Seatbelt,
         limits: Limits {

@@ -27,6 +27,7 @@ fn policy(mode: Mode, workspace: &std::path::Path) -> Policy {
         deny_read: Vec::new(),
         session_temp: None,
         unix_sockets: Vec::new(),
+        visible: Vec::new(),
     }
 }
 

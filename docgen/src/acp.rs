@@ -71,6 +71,7 @@ fn options(root: &Path, config: &str, max_mode: Mode) -> Result<AcpOptions, Stri
         network: Network::Deny,
         ceiling_sources: Vec::new(),
         unconfinable: None,
+        workspace: None,
     };
     Ok(options)
 }

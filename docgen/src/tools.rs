@@ -34,6 +34,7 @@ fn session_tools(max_mode: Mode) -> ToolEnv {
         network: Network::Deny,
         ceiling_sources: Vec::new(),
         unconfinable: None,
+        workspace: None,
     });
     match env.registry().with(TASK) {
         Ok(registry) => env.with_registry(registry),

@@ -104,6 +104,12 @@ wire! {
         /// exact names reach these sockets; a backend that cannot supervise refuses the
         /// request.
         pub unix_sockets: Vec<Bytes>,
+        /// Absolute real paths the command must see, read-only, wherever they are — also where
+        /// its private `/tmp` would hide the host's: a configured program's files, say. Its
+        /// working directory always is. The requester names them from its own configuration,
+        /// never from a command; one inside a denied read, or with a link on its way, is
+        /// refused.
+        pub visible: Vec<Bytes>,
     }
 
     /// Resource limits of one command.

@@ -51,6 +51,7 @@ fn minimal_spawn() -> Spawn {
             deny_read: Vec::new(),
             session_temp: None,
             unix_sockets: Vec::new(),
+            visible: Vec::new(),
         },
         backend: BackendChoice::Auto,
         limits: Limits {

@@ -326,6 +326,7 @@ fn spawn() -> Spawn {
             deny_read: vec![b"/home/u/.ssh".to_vec()],
             session_temp: Some(b"/tmp/agentd-session-a1b2c3".to_vec()),
             unix_sockets: vec![b"/run/docker.sock".to_vec()],
+            visible: vec![b"/opt/tools/server.py".to_vec()],
         },
         backend: BackendChoice::Auto,
         limits: Limits {
@@ -362,6 +363,7 @@ fn minimal_spawn() -> Spawn {
             deny_read: Vec::new(),
             session_temp: None,
             unix_sockets: Vec::new(),
+            visible: Vec::new(),
         },
         backend: BackendChoice::Auto,
         limits: Limits {

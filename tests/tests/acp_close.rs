@@ -108,7 +108,14 @@ fn prompt(client: &mut AcpClient, session: &str, text: &str) -> u64 {
 }
 
 fn not_found(session: &str) -> Value {
-    json!({"code": -32002, "message": format!("session {session} not found")})
+    json!({
+        "code": -32002,
+        "message": format!(
+            "session {session} is not open: open it with session/new, or with session/load if \
+             it was recorded (session/list lists those that were)"
+        ),
+        "data": {"sessionId": session},
+    })
 }
 
 /// Reads until every request of `ids` is answered; the answers by id, and the updates seen.

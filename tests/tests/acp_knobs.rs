@@ -193,27 +193,31 @@ fn invalid_values_and_ids_get_the_specified_errors_and_record_nothing() {
         (
             "sandbox-mode",
             json!("yolo"),
-            "unknown sandbox-mode value \"yolo\"",
+            "unknown sandbox-mode value \"yolo\"; the values are: read-only, workspace-write, \
+             danger-full-access",
         ),
         (
             "approval-policy",
             json!("on-request"),
-            "unknown approval-policy value \"on-request\"",
+            "unknown approval-policy value \"on-request\"; the values are: ask, never",
         ),
         (
             "sandbox-mode",
             json!(true),
-            "config option sandbox-mode is a select; boolean values are not accepted",
+            "config option sandbox-mode is a select; boolean values are not accepted: give one \
+             of its values",
         ),
         (
             "approval-policy",
             json!(false),
-            "config option approval-policy is a select; boolean values are not accepted",
+            "config option approval-policy is a select; boolean values are not accepted: give \
+             one of its values",
         ),
         (
             "reasoning-effort",
             json!("high"),
-            "unknown config option \"reasoning-effort\"",
+            "unknown config option \"reasoning-effort\"; the options are: sandbox-mode, \
+             approval-policy",
         ),
     ];
     for (id, value, message) in cases {
@@ -573,7 +577,8 @@ fn under_never_nobody_is_asked_and_the_model_is_told_with_one_notice() {
     assert!(!scratch.ws().join("allowed.txt").exists());
     assert_eq!(
         result_text(&tool_results(&notes)[0]),
-        "the user rejected tool \"write_file\""
+        "tool \"write_file\" was rejected by the approval policy (never): approval prompts are \
+         disabled in this session"
     );
 
     let log = scratch.log(&session);
@@ -650,7 +655,11 @@ fn session_modes_switch_the_same_sandbox_knob_as_the_config_option() {
     );
     assert_eq!(
         refused["error"],
-        json!({"code": -32602, "message": "unknown sandbox-mode value \"yolo\""}),
+        json!({
+            "code": -32602,
+            "message": "unknown sandbox-mode value \"yolo\"; the values are: read-only, \
+                        workspace-write, danger-full-access"
+        }),
         "{refused}"
     );
 

@@ -898,3 +898,53 @@ fn a_narrowing_that_denies_the_network_stops_an_http_server_and_its_next_call_is
     // The first call reached it; nothing after the narrowing did.
     assert_eq!(server.methods(), STARTED_AND_CALLED);
 }
+
+#[test]
+fn a_server_whose_script_lies_under_tmp_outside_the_workspace_starts_in_workspace_write() {
+    if !python() {
+        return;
+    }
+    // The script where someone trying things keeps a checkout: under /tmp, which a
+    // workspace-write command's own /tmp hides under bwrap, away from the workspace.
+    let checkout = Scratch::new_in(Path::new("/tmp"), "mcp-script-under-tmp");
+    let script_copy = checkout.ws().join("mcp_server.py");
+    std::fs::copy(server_py(), &script_copy).expect("copy the server");
+    for backend in BACKENDS {
+        let scratch = Scratch::new_in(
+            &support::acp::scratch_base(),
+            &format!("mcp-under-tmp-{backend}"),
+        );
+        scratch.config(&format!("[sandbox]\nbackend = \"{backend}\"\n"));
+        let (script, _) = script(
+            &scratch,
+            &format!("{}{DONE}", write_note("note.txt", "hello")),
+        );
+        let mut client =
+            AcpClient::start(&scratch, &script, &["--sandbox-mode", "workspace-write"]);
+        let server = json!({
+            "name": "notes",
+            "command": "python3",
+            "args": [script_copy.display().to_string()],
+            "env": [],
+        });
+        let session = open_with(&mut client, &scratch, json!([server]));
+        let (answer, notes) = client.prompt(&session, "write the note");
+        assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+        let said = agent_messages(&notes);
+        if said.contains("cannot confine it on this machine") {
+            println!("SKIP {backend}: {said}");
+            continue;
+        }
+        assert!(
+            !said.contains("did not start"),
+            "{backend}: the server under /tmp did not start: {said}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(scratch.ws().join("note.txt"))
+                .ok()
+                .as_deref(),
+            Some("hello"),
+            "{backend}: the server wrote its note: {said}"
+        );
+    }
+}

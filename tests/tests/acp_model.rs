@@ -237,7 +237,7 @@ fn a_model_that_always_fails_ends_the_prompt_with_an_internal_error() {
     );
     let live = normalized_updates(&notes);
     let shown = texts_of("agent_message_chunk", &live);
-    assert_eq!(shown, [format!("The model request failed: {message}")]);
+    assert_eq!(shown, [format!("\n\nThe model request failed: {message}")]);
     let replayed = restart_and_load(&mut client, &scratch, &session);
     assert_eq!(replayed, as_replayed("Hello?", &notes));
 }
@@ -294,7 +294,7 @@ fn an_answer_that_breaks_off_is_shown_logged_and_replayed_then_reported() {
     let shown = texts_of("agent_message_chunk", &live);
     assert_eq!(shown.len(), 1, "{live:#?}");
     assert!(
-        shown[0].starts_with("notes.txt says: hello from The model request failed: "),
+        shown[0].starts_with("notes.txt says: hello from \n\nThe model request failed: "),
         "the partial text, then the failure: {shown:?}"
     );
     let log = scratch.log(&session);

@@ -219,7 +219,7 @@ fn with_one_model_no_model_option_is_advertised() {
     assert_eq!(refused["error"]["code"], -32602, "{refused}");
     assert_eq!(
         refused["error"]["message"],
-        "unknown config option \"model\""
+        "unknown config option \"model\"; the options are: sandbox-mode, approval-policy"
     );
     let (answer, notes) = client.prompt(&session, "Who answers?");
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");

@@ -1,6 +1,7 @@
 //! What `session/new` takes as a workspace, over the real wire: an existing absolute directory
-//! other than `/`. A relative path, a file, a missing path and `/` are each refused with
-//! invalid params saying what to give instead, and no session log is written.
+//! (`/` and the home directory too: `acp_sessions_anywhere.rs`). A relative path, a file and a
+//! missing path are each refused with invalid params whose message says what is wrong and what
+//! to give instead, the path in `data`, and no session log is written.
 
 mod support;
 
@@ -14,7 +15,7 @@ fn new_session(client: &mut AcpClient, cwd: &str) -> Value {
 }
 
 #[test]
-fn session_new_takes_an_absolute_directory_other_than_the_root() {
+fn session_new_takes_an_existing_absolute_directory() {
     let scratch = Scratch::new("session-cwd");
     let file = scratch.ws().join("notes.txt");
     std::fs::write(&file, "x").expect("file");
@@ -29,26 +30,36 @@ fn session_new_takes_an_absolute_directory_other_than_the_root() {
     let refused = [
         (
             "relative",
-            "cwd relative must be an absolute path".to_owned(),
+            "cwd relative is not an absolute path: give the workspace's directory as an absolute \
+             path"
+                .to_owned(),
         ),
         (
             file.as_str(),
             format!("cwd {file} is not a directory: give the workspace's directory"),
         ),
         (
-            "/",
-            "cwd / would make the whole file system the workspace (writable in \
-             workspace-write): give a project's directory"
-                .to_owned(),
+            missing.as_str(),
+            format!(
+                "cwd {missing} cannot be used: No such file or directory (os error 2); give an \
+                 existing directory"
+            ),
         ),
     ];
-    for (cwd, data) in &refused {
+    for (cwd, message) in &refused {
         let answer = new_session(&mut client, cwd);
         assert_eq!(answer["error"]["code"], -32602, "{cwd}: {answer}");
-        assert_eq!(answer["error"]["data"], json!(data), "{cwd}: {answer}");
+        assert_eq!(
+            answer["error"]["message"],
+            json!(message),
+            "{cwd}: {answer}"
+        );
+        assert_eq!(
+            answer["error"]["data"],
+            json!({"cwd": cwd}),
+            "{cwd}: {answer}"
+        );
     }
-    let answer = new_session(&mut client, &missing);
-    assert_eq!(answer["error"]["code"], -32602, "{answer}");
     let sessions = scratch.state();
     let logs = || {
         std::fs::read_dir(&sessions).map_or(0, |dir| {

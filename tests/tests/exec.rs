@@ -171,18 +171,20 @@ error = "simulated outage"
 "#;
     let ran = exec_script(&scratch, failing, &[], "hello");
     assert_eq!(ran.status, Some(1), "{ran:?}");
-    // What the editor is shown of the failure, as the agent's text, then the error itself.
+    // The failure is said once, on stderr, as the prompt's error: not also as the agent's text
+    // an editor is shown, nor as agentd's log line of it.
+    assert_eq!(ran.stdout, "");
+    let said: Vec<&str> = ran
+        .stderr
+        .lines()
+        .filter(|line| line.contains("simulated outage"))
+        .collect();
     assert_eq!(
-        ran.stdout,
-        "The model request failed: scripted model failure (turn 1): simulated outage\n"
-    );
-    // agentd's own log line of the failure comes first; the last line is the prompt's error.
-    assert_eq!(
-        ran.stderr.lines().last(),
-        Some(
+        said,
+        [
             "agentd: the prompt failed: scripted model failure (turn 1): simulated outage \
              {\"kind\":\"scripted\",\"status\":null,\"retries\":0}"
-        ),
+        ],
         "{}",
         ran.stderr
     );

@@ -1,6 +1,6 @@
 //! agentd's own files — its configuration, session logs and binary — are never writable by a
-//! command: a workspace that holds them is refused at `session/new` and by `agentd run`, with
-//! the path named. A command that could write them would change what agentd runs at its next
+//! command: a session whose workspace holds them opens read-only and refuses a switch to
+//! workspace-write, and `agentd run` refuses such a workspace, each naming the path. A command that could write them would change what agentd runs at its next
 //! start (`helper.path`, `[model]`) or the logs its modes and approvals are replayed from.
 
 mod support;
@@ -11,7 +11,7 @@ use support::acp::{AcpClient, Scratch};
 const SCRIPT: &str = "[[turn]]\ntext = \"ok\"\n";
 
 #[test]
-fn session_new_refuses_a_workspace_that_holds_agentds_configuration_and_logs() {
+fn a_session_whose_workspace_holds_agentds_configuration_and_logs_may_not_be_workspace_write() {
     let scratch = Scratch::new("own-files");
     let script = scratch.script(SCRIPT);
     let mut client = AcpClient::start(&scratch, &script, &[]);
@@ -23,8 +23,19 @@ fn session_new_refuses_a_workspace_that_holds_agentds_configuration_and_logs() {
     // The scratch root holds `config/` (XDG_CONFIG_HOME, so agentd's configuration
     // directory) and `state/` (the session logs).
     let root = std::fs::canonicalize(&scratch.root).expect("root");
-    let (refused, _) = client.request("session/new", json!({"cwd": root, "mcpServers": []}));
-    let message = refused["error"].to_string();
+    let switch = |client: &mut AcpClient, cwd: &std::path::Path| {
+        let (opened, _) = client.request("session/new", json!({"cwd": cwd, "mcpServers": []}));
+        let session = opened["result"]["sessionId"].clone();
+        assert!(session.is_string(), "the session opens: {opened}");
+        client
+            .request(
+                "session/set_config_option",
+                json!({"sessionId": session, "configId": "sandbox-mode", "value": "workspace-write"}),
+            )
+            .0
+    };
+    let refused = switch(&mut client, &root);
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
     assert!(
         refused["error"]["code"] == -32602 && message.contains("agentd's own"),
         "{refused}"
@@ -34,9 +45,9 @@ fn session_new_refuses_a_workspace_that_holds_agentds_configuration_and_logs() {
             || message.contains(&root.join("state").display().to_string()),
         "the refusal names the path: {refused}"
     );
-    // The control: the workspace beside them opens.
-    let session = client.open_session(&scratch.ws());
-    assert!(!session.is_empty());
+    // The control: the workspace beside them may be workspace-write.
+    let taken = switch(&mut client, &scratch.ws());
+    assert!(taken["result"]["configOptions"].is_array(), "{taken}");
 }
 
 fn agentd_run(scratch: &Scratch, workspace: &std::path::Path) -> std::process::Output {

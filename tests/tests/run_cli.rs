@@ -161,3 +161,84 @@ fn sandbox_env_reaches_the_command_and_env_flags_beat_it() {
         "the value is never shown: {stderr}"
     );
 }
+
+/// The Linux backends to try here: Landlock, and bwrap where it is installed (a fact of the
+/// machine; CI installs it).
+fn linux_backends() -> Vec<&'static str> {
+    let bwrap = ["/usr/bin/bwrap", "/bin/bwrap", "/usr/local/bin/bwrap"]
+        .iter()
+        .any(|p| std::path::Path::new(p).is_file());
+    if bwrap {
+        vec!["bwrap", "landlock"]
+    } else {
+        eprintln!("SKIP bwrap: not installed here; Landlock only");
+        vec!["landlock"]
+    }
+}
+
+#[test]
+fn a_command_runs_in_the_workspace_and_a_working_directory_under_tmp_stays_visible() {
+    // Someone trying things: a checkout under /tmp, agentd started there, the workspace
+    // elsewhere — whose command's own /tmp, under bwrap, is a private directory.
+    let here = Scratch::new_in(std::path::Path::new("/tmp"), "run-cwd-under-tmp");
+    let checkout = here.ws();
+    std::fs::write(checkout.join("notes.txt"), "from the checkout\n").expect("notes");
+    let elsewhere = Scratch::new_in(&support::acp::scratch_base(), "run-cwd-ws");
+    let ws = elsewhere.ws();
+    let run = |backend: &str, extra: &[&str], script: &str| {
+        let mut args = vec![
+            "--backend",
+            backend,
+            "--mode",
+            "workspace-write",
+            "--workspace",
+            ws.to_str().expect("utf-8"),
+        ];
+        args.extend_from_slice(extra);
+        args.extend(["--", "sh", "-c", script]);
+        let out = agentd_run(&here, &args).output().expect("run agentd");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    for backend in linux_backends() {
+        // By default the command runs in the workspace, and writes there.
+        let (code, out, err) = run(backend, &[], "pwd; echo made > made.txt");
+        assert_eq!(code, Some(0), "{backend}: {err}");
+        assert_eq!(out.trim(), ws.to_str().expect("utf-8"), "{backend}: {err}");
+        assert_eq!(
+            std::fs::read_to_string(ws.join("made.txt")).expect("made.txt"),
+            "made\n"
+        );
+        std::fs::remove_file(ws.join("made.txt")).expect("remove made.txt");
+        // Asked to run where agentd was started, it runs there and sees it, read-only: the
+        // private /tmp shows the directory as it is on the host, nothing else of the host's
+        // /tmp. (Before, bwrap could not even change into it.)
+        let (code, out, err) = run(
+            backend,
+            &["--cwd", "."],
+            "pwd; cat notes.txt; echo x > written.txt || echo not-written",
+        );
+        assert_eq!(code, Some(0), "{backend}: {err}");
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(
+            lines,
+            [
+                checkout.to_str().expect("utf-8"),
+                "from the checkout",
+                "not-written"
+            ],
+            "{backend}: {err}"
+        );
+        assert!(!checkout.join("written.txt").exists());
+    }
+    // A --cwd that is not there is agentd's own clear error, and nothing runs.
+    let (code, _, err) = run("landlock", &["--cwd", "no-such-dir"], "echo ran");
+    assert_eq!(code, Some(125), "{err}");
+    assert!(
+        err.contains("no-such-dir") && err.contains("--cwd"),
+        "the error names the directory and the flag: {err}"
+    );
+}

@@ -30,7 +30,7 @@
 //!     {"set_config_option": {"configId": "sandbox-mode", "value": "workspace-write"},
 //!      "expectCurrent": {"sandbox-mode": "workspace-write"}},
 //!     {"set_config_option": {"configId": "sandbox-mode", "value": "yolo"},
-//!      "expectError": {"code": -32602, "message": "unknown sandbox-mode value \"yolo\""}},
+//!      "expectError": {"code": -32602, "message": "unknown sandbox-mode value \"yolo\"; …"}},
 //!     {"cancel_after_permission": "text of a prompt"},
 //!     {"wait_for_file": "bg.done"},
 //!     {"feed": {"fifo": "feed", "line": "one"}},

@@ -3,18 +3,22 @@
 //! the `session/new` and `session/load` answers and set with `session/set_config_option`.
 //!
 //! A value is checked against the closed vocabulary of its knob (for `model`, the configured
-//! models), and an invalid request is answered `-32602` with one of these messages:
+//! models), and an invalid request is answered `-32602` with one of these messages, each naming
+//! what may be given instead:
 //!
-//! - `config option <id> is a select; boolean values are not accepted`
-//! - `unknown sandbox-mode value "<v>"` / `unknown approval-policy value "<v>"`
+//! - `config option <id> is a select; boolean values are not accepted: give one of its values`
+//! - `unknown sandbox-mode value "<v>"; the values are: read-only, workspace-write,
+//!   danger-full-access` / `unknown approval-policy value "<v>"; the values are: ask, never`
 //! - `unknown model value "<v>"; the models are: <names>`
-//! - `unknown config option "<id>"` (also `model` when it is not offered)
+//! - `unknown config option "<id>"; the options are: sandbox-mode, approval-policy` (and
+//!   `model` when it is offered; when it is not, `model` is unknown too)
 
 use agent_client_protocol::v1::schema::{
     SessionConfigOption, SessionConfigOptionCategory, SessionConfigOptionValue,
     SessionConfigSelectOption, SessionMode, SessionModeState,
 };
 use confine_protocol::Mode;
+use confine_protocol::vocabulary::UnknownWord;
 
 use crate::words::ApprovalPolicy;
 
@@ -98,24 +102,31 @@ fn mode_description(mode: Mode) -> &'static str {
 pub fn parse_mode_id(id: &str) -> Result<Switch, ConfigOptionError> {
     id.parse()
         .map(Switch::Mode)
-        .map_err(|_| ConfigOptionError::UnknownValue {
+        .map_err(|unknown: UnknownWord| ConfigOptionError::UnknownValue {
             option: SANDBOX_MODE,
             value: id.to_owned(),
+            expected: unknown.expected,
         })
 }
 
 /// Why a `session/set_config_option` asks for no switch: the message of its `-32602` error.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigOptionError {
-    /// The id names no option.
-    #[error("unknown config option \"{0}\"")]
-    UnknownOption(String),
+    /// The id names no option; `known` lists those there are.
+    #[error("unknown config option \"{id}\"; the options are: {known}")]
+    UnknownOption { id: String, known: String },
     /// The option (its id) is a select, and the value is not a value id.
-    #[error("config option {0} is a select; boolean values are not accepted")]
+    #[error(
+        "config option {0} is a select; boolean values are not accepted: give one of its values"
+    )]
     NotAValueId(&'static str),
-    /// The value is not a word of the option's (its id's) vocabulary.
-    #[error("unknown {option} value \"{value}\"")]
-    UnknownValue { option: &'static str, value: String },
+    /// The value is not a word of the option's (its id's) vocabulary, `expected`.
+    #[error("unknown {option} value \"{value}\"; the values are: {}", expected.join(", "))]
+    UnknownValue {
+        option: &'static str,
+        value: String,
+        expected: &'static [&'static str],
+    },
     /// The value names no configured model; `known` lists them.
     #[error("unknown model value \"{value}\"; the models are: {known}")]
     UnknownModel { value: String, known: String },
@@ -132,7 +143,16 @@ pub fn parse(
         SANDBOX_MODE => SANDBOX_MODE,
         APPROVAL_POLICY => APPROVAL_POLICY,
         MODEL if !models.is_empty() => MODEL,
-        other => return Err(ConfigOptionError::UnknownOption(other.to_owned())),
+        other => {
+            let mut known = vec![SANDBOX_MODE, APPROVAL_POLICY];
+            if !models.is_empty() {
+                known.push(MODEL);
+            }
+            return Err(ConfigOptionError::UnknownOption {
+                id: other.to_owned(),
+                known: known.join(", "),
+            });
+        }
     };
     let SessionConfigOptionValue::ValueId { value } = value else {
         return Err(ConfigOptionError::NotAValueId(option));
@@ -148,13 +168,14 @@ pub fn parse(
         return Ok(Switch::Model(word.to_owned()));
     }
     let switch = if option == SANDBOX_MODE {
-        word.parse().ok().map(Switch::Mode)
+        word.parse().map(Switch::Mode)
     } else {
-        word.parse().ok().map(Switch::Policy)
+        word.parse().map(Switch::Policy)
     };
-    switch.ok_or_else(|| ConfigOptionError::UnknownValue {
+    switch.map_err(|unknown| ConfigOptionError::UnknownValue {
         option,
         value: word.to_owned(),
+        expected: unknown.expected,
     })
 }
 
@@ -164,6 +185,15 @@ mod tests {
     use serde_json::json;
 
     const ALL: [Mode; 3] = [Mode::ReadOnly, Mode::WorkspaceWrite, Mode::DangerFullAccess];
+    /// What an unknown sandbox-mode value is told.
+    const MODES: &str = "read-only, workspace-write, danger-full-access";
+    /// What an unknown option is told, when no model can be chosen.
+    const OPTIONS: &str = "the options are: sandbox-mode, approval-policy";
+
+    fn not_a_value_of_model() -> String {
+        "config option model is a select; boolean values are not accepted: give one of its values"
+            .into()
+    }
 
     #[test]
     fn session_modes_are_the_sandbox_modes_given_with_the_current_one() {
@@ -183,7 +213,9 @@ mod tests {
         assert_eq!(parse_mode_id("read-only"), Ok(Switch::Mode(Mode::ReadOnly)));
         assert_eq!(
             parse_mode_id("yolo").map_err(|e| e.to_string()),
-            Err("unknown sandbox-mode value \"yolo\"".to_owned())
+            Err(format!(
+                "unknown sandbox-mode value \"yolo\"; the values are: {MODES}"
+            ))
         );
     }
 
@@ -272,35 +304,45 @@ mod tests {
 
     #[test]
     fn invalid_requests_get_the_specified_messages() {
+        let not_a_value = |id: &str| {
+            format!(
+                "config option {id} is a select; boolean values are not accepted: give one of its \
+                 values"
+            )
+        };
         assert_eq!(
             message("sandbox-mode", &SessionConfigOptionValue::boolean(true)),
-            Err("config option sandbox-mode is a select; boolean values are not accepted".into())
+            Err(not_a_value("sandbox-mode"))
         );
         assert_eq!(
             message("approval-policy", &SessionConfigOptionValue::boolean(false)),
-            Err(
-                "config option approval-policy is a select; boolean values are not accepted".into()
-            )
+            Err(not_a_value("approval-policy"))
         );
         assert_eq!(
             message("sandbox-mode", &id("yolo")),
-            Err("unknown sandbox-mode value \"yolo\"".into())
+            Err(format!(
+                "unknown sandbox-mode value \"yolo\"; the values are: {MODES}"
+            ))
         );
         assert_eq!(
             message("approval-policy", &id("on-request")),
-            Err("unknown approval-policy value \"on-request\"".into())
+            Err("unknown approval-policy value \"on-request\"; the values are: ask, never".into())
         );
         assert_eq!(
             message("sandbox-mode", &id("Read-Only")),
-            Err("unknown sandbox-mode value \"Read-Only\"".into())
+            Err(format!(
+                "unknown sandbox-mode value \"Read-Only\"; the values are: {MODES}"
+            ))
         );
         assert_eq!(
             message("reasoning-effort", &id("high")),
-            Err("unknown config option \"reasoning-effort\"".into())
+            Err(format!(
+                "unknown config option \"reasoning-effort\"; {OPTIONS}"
+            ))
         );
         assert_eq!(
             message("sandbox_mode", &SessionConfigOptionValue::boolean(true)),
-            Err("unknown config option \"sandbox_mode\"".into()),
+            Err(format!("unknown config option \"sandbox_mode\"; {OPTIONS}")),
             "an unknown id is named before its value is looked at"
         );
     }
@@ -346,12 +388,19 @@ mod tests {
         assert_eq!(
             parse("model", &SessionConfigOptionValue::boolean(true), &models())
                 .map_err(|e| e.to_string()),
-            Err("config option model is a select; boolean values are not accepted".into())
+            Err(not_a_value_of_model())
         );
         assert_eq!(
             message("model", &id("default")),
-            Err("unknown config option \"model\"".into()),
+            Err(format!("unknown config option \"model\"; {OPTIONS}")),
             "one model: no option"
+        );
+        assert_eq!(
+            parse("effort", &id("high"), &models()).map_err(|e| e.to_string()),
+            Err(format!(
+                "unknown config option \"effort\"; {OPTIONS}, model"
+            )),
+            "several models: the option is listed"
         );
     }
 }

@@ -1,12 +1,15 @@
 //! The JSON-RPC errors the ACP handlers answer with: one typed error, [`AcpError`], whose
-//! variant decides the SDK's error code and whose text is the message the client shows.
+//! variant decides the SDK's error code, whose text — what went wrong and what to do — is the
+//! error's `message`, the one line clients show, and whose values (an id, a path, a mode) are
+//! its `data`.
 
 use std::path::PathBuf;
 
 use agent_client_protocol::{Error, ErrorCode};
 use confine_protocol::Mode;
+use serde_json::json;
 
-use super::config_options::ConfigOptionError;
+use super::config_options::{ConfigOptionError, SANDBOX_MODE};
 use super::models::Unusable;
 use crate::config::ConfigError;
 use crate::profile::CacheDirError;
@@ -15,11 +18,23 @@ use crate::session::LogError;
 /// Why an ACP request is answered with an error.
 #[derive(Debug, thiserror::Error)]
 pub(super) enum AcpError {
-    /// The session id names no session (also an id agentd would never generate).
-    #[error("session {0} not found")]
+    /// The session id names no recorded session (also an id agentd would never generate).
+    #[error(
+        "session {0} not found: no session of that id is recorded in agentd's state directory; \
+         session/list lists those that are"
+    )]
     SessionNotFound(String),
+    /// The session id names no session open on this connection (never opened, or closed).
+    #[error(
+        "session {0} is not open: open it with session/new, or with session/load if it was \
+         recorded (session/list lists those that were)"
+    )]
+    NotOpen(String),
     /// The session's log does not start with its header.
-    #[error("session {0} has no header")]
+    #[error(
+        "session {0} cannot be loaded: its log does not begin with the session/created record \
+         (it was cut or edited); the session cannot be continued"
+    )]
     NoHeader(String),
     /// A log could not be created, read or listed.
     #[error("{0}{hint}", hint = full_hint(.0))]
@@ -51,10 +66,13 @@ pub(super) enum AcpError {
         source: std::io::Error,
     },
     /// The `cwd` of `session/new` is relative.
-    #[error("cwd {} must be an absolute path", .0.display())]
+    #[error(
+        "cwd {} is not an absolute path: give the workspace's directory as an absolute path",
+        .0.display()
+    )]
     CwdNotAbsolute(PathBuf),
     /// The `cwd` of `session/new` cannot be resolved.
-    #[error("cwd {}: {source}", path.display())]
+    #[error("cwd {} cannot be used: {source}; give an existing directory", path.display())]
     CwdUnusable {
         path: PathBuf,
         #[source]
@@ -63,15 +81,6 @@ pub(super) enum AcpError {
     /// The `cwd` of `session/new` is not a directory.
     #[error("cwd {} is not a directory: give the workspace's directory", .0.display())]
     CwdNotDirectory(PathBuf),
-    /// The `cwd` of `session/new` is the root directory.
-    #[error(
-        "cwd / would make the whole file system the workspace (writable in workspace-write): \
-         give a project's directory"
-    )]
-    CwdIsRoot,
-    /// The `cwd` of `session/new` holds (or lies inside) one of agentd's own files.
-    #[error("{}", crate::helper_client::own_file_refusal(workspace, own))]
-    OwnFile { workspace: PathBuf, own: PathBuf },
     /// A cache preset's directory could not be created when the session started.
     #[error(transparent)]
     CacheDir(#[from] CacheDirError),
@@ -102,33 +111,57 @@ impl AcpError {
     }
 }
 
-impl From<AcpError> for Error {
-    /// The SDK's error: `-32002` (resource not found) for an unknown session, `-32602` (invalid
-    /// params) for a request that cannot be done as asked, `-32603` (internal error) for a
-    /// failure of agentd's own. A refused `cwd` keeps the SDK's "Invalid params" message and
-    /// says why in `data`.
-    fn from(error: AcpError) -> Error {
-        let code = match &error {
-            AcpError::SessionNotFound(_) => ErrorCode::RESOURCE_NOT_FOUND,
+impl AcpError {
+    /// The SDK's error code: `-32002` (resource not found) for an unknown session or one not
+    /// open, `-32602`
+    /// (invalid params) for a request that cannot be done as asked, `-32603` (internal error)
+    /// for a failure of agentd's own.
+    fn code(&self) -> ErrorCode {
+        match self {
+            AcpError::SessionNotFound(_) | AcpError::NotOpen(_) => ErrorCode::RESOURCE_NOT_FOUND,
             AcpError::PromptRunning(_)
             | AcpError::ConfigOption(_)
             | AcpError::ModeRefused { .. }
-            | AcpError::ModelRefused(_) => ErrorCode::INVALID_PARAMS,
-            AcpError::CwdNotAbsolute(_)
+            | AcpError::ModelRefused(_)
+            | AcpError::CwdNotAbsolute(_)
             | AcpError::CwdUnusable { .. }
-            | AcpError::CwdNotDirectory(_)
-            | AcpError::CwdIsRoot
-            | AcpError::OwnFile { .. } => {
-                return Error::invalid_params().data(error.to_string());
-            }
+            | AcpError::CwdNotDirectory(_) => ErrorCode::INVALID_PARAMS,
             AcpError::NoHeader(_)
             | AcpError::Log(_)
             | AcpError::LogWrite(_)
             | AcpError::CacheDir(_)
             | AcpError::SessionTemp { .. }
             | AcpError::Project(_) => ErrorCode::INTERNAL_ERROR,
-        };
-        Error::new(code, error.to_string())
+        }
+    }
+
+    /// The values the message names, for a client that acts on them: the session's id (as
+    /// ACP's own `session_not_found` gives it), the `cwd` refused, the mode refused.
+    fn data(&self) -> Option<serde_json::Value> {
+        match self {
+            AcpError::SessionNotFound(id) | AcpError::NotOpen(id) | AcpError::NoHeader(id) => {
+                Some(json!({ "sessionId": id }))
+            }
+            AcpError::CwdNotAbsolute(cwd)
+            | AcpError::CwdUnusable { path: cwd, .. }
+            | AcpError::CwdNotDirectory(cwd) => Some(json!({ "cwd": cwd })),
+            AcpError::ModeRefused { mode, .. } => {
+                Some(json!({ "configId": SANDBOX_MODE, "value": mode.as_str() }))
+            }
+            _ => None,
+        }
+    }
+}
+
+impl From<AcpError> for Error {
+    /// The SDK's error: the code of [`AcpError::code`], the error's sentence as `message`, its
+    /// values as `data`.
+    fn from(error: AcpError) -> Error {
+        let wire = Error::new(error.code(), error.to_string());
+        match error.data() {
+            Some(data) => wire.data(data),
+            None => wire,
+        }
     }
 }
 
@@ -141,7 +174,12 @@ mod tests {
         let wire = |error: AcpError| serde_json::to_value(Error::from(error)).expect("json");
         assert_eq!(
             wire(AcpError::SessionNotFound("abc".into())),
-            serde_json::json!({"code": -32002, "message": "session abc not found"})
+            serde_json::json!({
+                "code": -32002,
+                "message": "session abc not found: no session of that id is recorded in agentd's \
+                            state directory; session/list lists those that are",
+                "data": {"sessionId": "abc"}
+            })
         );
         assert_eq!(
             wire(AcpError::PromptRunning("abc".into())),
@@ -152,15 +190,27 @@ mod tests {
             })
         );
         assert_eq!(
-            wire(AcpError::NoHeader("abc".into())),
-            serde_json::json!({"code": -32603, "message": "session abc has no header"})
+            wire(AcpError::NoHeader("abc".into()))["code"],
+            serde_json::json!(-32603)
         );
         assert_eq!(
             wire(AcpError::CwdNotAbsolute("rel".into())),
             serde_json::json!({
                 "code": -32602,
-                "message": "Invalid params",
-                "data": "cwd rel must be an absolute path"
+                "message": "cwd rel is not an absolute path: give the workspace's directory as an \
+                            absolute path",
+                "data": {"cwd": "rel"}
+            })
+        );
+        assert_eq!(
+            wire(AcpError::ModeRefused {
+                mode: Mode::WorkspaceWrite,
+                why: "the ceiling".into()
+            }),
+            serde_json::json!({
+                "code": -32602,
+                "message": "sandbox-mode cannot be switched to workspace-write: the ceiling",
+                "data": {"configId": "sandbox-mode", "value": "workspace-write"}
             })
         );
         let full = || LogError::Io {

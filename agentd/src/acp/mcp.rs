@@ -19,9 +19,9 @@ use agent_client_protocol::Client;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{McpServer, McpServerHttp};
 
+use super::notices::tell;
 use super::options::AcpOptions;
 use super::sessions::Session;
-use super::updates;
 use crate::mcp::endpoint::Endpoint;
 use crate::mcp::{ServerSpec, Transport, names};
 use crate::tools::start_mcp;
@@ -204,16 +204,4 @@ fn unmatched(session: &Session, ask_before: &[String]) -> Vec<String> {
             )
         })
         .collect()
-}
-
-/// Tells the person once: a line each on stderr, one agent message to the client.
-async fn tell(session: &Session, notices: &[String], cx: &ConnectionTo<Client>) {
-    if notices.is_empty() {
-        return;
-    }
-    for notice in notices {
-        eprintln!("agentd: session {}: {notice}", session.id);
-    }
-    let text = format!("{}\n", notices.join("\n"));
-    let _ = session.show(cx, updates::agent_text(&text)).await;
 }

@@ -14,7 +14,9 @@
 //! transport (`stdio`) caps a line at [`MAX_LINE`] and answers what is not JSON itself.
 //!
 //! A session's MCP servers start after `session/new` or `session/load` was answered, confined
-//! like its commands ([`mcp`]); its first prompt waits for them.
+//! like its commands ([`mcp`]); its first prompt waits for them. A session opened where its
+//! workspace may not be writable (`/`, the home directory) runs read-only instead of
+//! workspace-write, and says so to the editor right after that answer.
 //!
 //! `session/close` closes one session ([`Session::close`]); when the client closes the
 //! connection (agentd's stdin ends), every session is closed the same way before [`serve`]
@@ -31,6 +33,7 @@ mod live;
 mod mcp;
 mod model_failure;
 mod models;
+mod notices;
 mod options;
 mod outgoing;
 pub mod permission;
@@ -204,6 +207,7 @@ fn handlers(state: &Arc<AgentState>) -> impl ConnectTo<Client> + 'static {
                                 .config_options(session.config_options())
                                 .modes(session.modes()),
                         );
+                        notices::tell_opening(&session, &cx).await;
                         mcp::start(&session, &s2.options.ask_before, notices, cx);
                         answered
                     }
@@ -242,7 +246,7 @@ fn handlers(state: &Arc<AgentState>) -> impl ConnectTo<Client> + 'static {
             async move |req: PromptRequest, responder, cx: ConnectionTo<Client>| {
                 let id = req.session_id.to_string();
                 let Some(session) = s5.sessions.get(&id) else {
-                    return responder.respond_with_error(AcpError::SessionNotFound(id).into());
+                    return responder.respond_with_error(AcpError::NotOpen(id).into());
                 };
                 let state = s5.clone();
                 // The turn waits on the model, on commands and on the client: off the
@@ -262,7 +266,7 @@ fn handlers(state: &Arc<AgentState>) -> impl ConnectTo<Client> + 'static {
             async move |req: SetSessionConfigOptionRequest, responder, cx: ConnectionTo<Client>| {
                 let id = req.session_id.to_string();
                 let Some(session) = s7.sessions.get(&id) else {
-                    return responder.respond_with_error(AcpError::SessionNotFound(id).into());
+                    return responder.respond_with_error(AcpError::NotOpen(id).into());
                 };
                 let models = match session.models().offered() {
                     true => session.defaults.models.names().to_vec(),
@@ -291,7 +295,7 @@ fn handlers(state: &Arc<AgentState>) -> impl ConnectTo<Client> + 'static {
             async move |req: SetSessionModeRequest, responder, cx: ConnectionTo<Client>| {
                 let id = req.session_id.to_string();
                 let Some(session) = s9.sessions.get(&id) else {
-                    return responder.respond_with_error(AcpError::SessionNotFound(id).into());
+                    return responder.respond_with_error(AcpError::NotOpen(id).into());
                 };
                 let switch = match config_options::parse_mode_id(&req.mode_id.0) {
                     Ok(switch) => switch,
@@ -310,7 +314,7 @@ fn handlers(state: &Arc<AgentState>) -> impl ConnectTo<Client> + 'static {
                 // Closing twice: the second finds no session.
                 let id = req.session_id.to_string();
                 let Some(session) = s8.sessions.begin_close(&id) else {
-                    return responder.respond_with_error(AcpError::SessionNotFound(id).into());
+                    return responder.respond_with_error(AcpError::NotOpen(id).into());
                 };
                 let state = s8.clone();
                 // The close waits for the turn, the children and the tasks to end: off the
@@ -357,6 +361,7 @@ async fn load_session(
             .config_options(session.config_options())
             .modes(session.modes()),
     );
+    notices::tell_opening(&session, &cx).await;
     mcp::start(&session, &state.options.ask_before, notices, cx);
     answered
 }

@@ -80,6 +80,10 @@ pub struct AcpOptions {
     pub delegation: bool,
     /// The MCP servers every session starts (`[[mcp.servers]]`).
     pub mcp_servers: Vec<McpServerConfig>,
+    /// Whether a model failure is also logged on stderr as it happens: an editor keeps
+    /// agentd's stderr as a log; `agentd exec`, whose stderr is the person's, reports the
+    /// failure once, as the prompt's error.
+    pub log_model_errors: bool,
 }
 
 impl std::fmt::Debug for AcpOptions {
@@ -132,6 +136,7 @@ impl AcpOptions {
                 .any(|p| !config.personas.is_built_in(&p.name)),
             personas: config.personas.clone(),
             mcp_servers: config.mcp_servers.value.clone(),
+            log_model_errors: true,
         })
     }
 

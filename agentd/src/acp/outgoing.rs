@@ -31,7 +31,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{SessionNotification, SessionUpdate};
-use agent_client_protocol::{Client, Error};
+use agent_client_protocol::{Client, Error, ErrorCode};
 use tokio::sync::Semaphore;
 
 /// The most bytes of `session/update` notifications agentd keeps queued for a client that does
@@ -116,7 +116,7 @@ impl Outgoing {
             .free
             .acquire_many(cost)
             .await
-            .map_err(|_| Error::into_internal_error(writer_ended()))?
+            .map_err(|_| Error::new(ErrorCode::INTERNAL_ERROR, writer_ended().to_string()))?
             .forget();
         let mut queued = budget.queued();
         queued.push_back(cost);

@@ -180,7 +180,9 @@ impl Sessions {
     }
 
     /// Starts a new session in `cwd`, which must be an existing absolute directory, with the
-    /// MCP servers `mcp` (not started yet: see [`super::mcp::start`]).
+    /// MCP servers `mcp` (not started yet: see [`super::mcp::start`]). A directory that may not
+    /// be writable (`/`, the home directory, one over agentd's own files) opens too, without
+    /// workspace-write ([`super::notices::tell_opening`]).
     pub fn create(
         &self,
         state: &Arc<AgentState>,
@@ -197,16 +199,6 @@ impl Sessions {
         })?;
         if !cwd.is_dir() {
             return Err(AcpError::CwdNotDirectory(cwd).into());
-        }
-        if cwd.parent().is_none() {
-            return Err(AcpError::CwdIsRoot.into());
-        }
-        if let Some(own) = state.options.helper.own_file_within(&cwd) {
-            return Err(AcpError::OwnFile {
-                workspace: cwd,
-                own,
-            }
-            .into());
         }
         state
             .options
@@ -312,6 +304,11 @@ impl Session {
         let client_fs: Option<Arc<dyn ClientFs>> = (read && write)
             .then(|| Arc::new(EditorFs::new(cx.clone(), id.clone())) as Arc<dyn ClientFs>);
         let o = &state.options;
+        let refusal = o
+            .helper
+            .workspace_refusal(&cwd, crate::environment::home(&o.command_env));
+        let workspace_writable = refusal.is_none();
+        let composition = o.composition.clone().for_workspace(refusal);
         let tools = ToolEnv::new(
             o.helper.clone(),
             cwd.clone(),
@@ -325,7 +322,7 @@ impl Session {
         // Every command goes through confine-helper, which confines: escalation is offered,
         // and the turn gates it.
         .with_spec_options(SpecOptions::confining())
-        .with_composition(o.composition.clone())
+        .with_composition(composition)
         .with_mcp(McpServers::new(
             mcp,
             Duration::from_millis(o.command_timeout_ms),
@@ -359,6 +356,7 @@ impl Session {
                 mode: o.default_mode,
                 policy: o.default_policy,
                 models: o.models.names(),
+                workspace_writable,
             },
             switches: Switches::default(),
             models: o.models.clone(),

@@ -13,6 +13,13 @@
 //! to the crate, which answers what is JSON but no request it knows. The answers given here go
 //! into the line writer's queue, in order with the connection's own lines.
 //!
+//! The crate answers some requests itself — an unknown method, params it cannot read, a request
+//! before `initialize` — with the bare name JSON-RPC gives the code as the message (`Method not
+//! found`, `Invalid params`) and the reason in `data`, which clients do not show. Such an error
+//! is written with a sentence in its message instead, saying what was wrong (the data's text)
+//! and what to do ([`worded_error`]); its code and data stay as they are. agentd's own errors
+//! carry their sentence from the start (`acp::error`).
+//!
 //! What a client sent comes back in some errors all the same: the crate's `invalid params`
 //! carries the params it could not read (and serde's reason quoting the value), `method not
 //! found` the method's name, agentd's `session … not found` the id it was given. So an error
@@ -23,8 +30,9 @@
 use std::io;
 use std::sync::Arc;
 
-use agent_client_protocol::{Error, Lines, RawJsonRpcId, RawJsonRpcMessage};
+use agent_client_protocol::{Error, ErrorCode, Lines, RawJsonRpcId, RawJsonRpcMessage};
 use futures::{Sink, SinkExt, Stream};
+use serde_json::json;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncWrite, BufReader};
 
 use super::line_writer::LineSink;
@@ -46,6 +54,9 @@ const ERROR_TEXT_CAP: usize = 1024;
 /// them; an update's starts with its method.
 const RESPONSE_START: &str = r#"{"jsonrpc":"2.0","id":"#;
 
+/// What an error response holds, as the crate writes it.
+const ERROR_START: &str = r#""error":{"#;
+
 /// Where the lines agentd writes go.
 type OutgoingLines = std::pin::Pin<Box<dyn Sink<String, Error = io::Error> + Send>>;
 /// Where the lines agentd reads come from.
@@ -65,7 +76,8 @@ where
 {
     let sink = LineSink::new(writer, outgoing);
     let answers = sink.lines();
-    let sink = sink.with(|line| std::future::ready(Ok::<_, io::Error>(shortened_error(line))));
+    let sink = sink
+        .with(|line| std::future::ready(Ok::<_, io::Error>(shortened_error(worded_error(line)))));
     let incoming = futures::stream::unfold(
         (BufReader::new(reader), answers),
         |(mut reader, mut answers)| async move {
@@ -157,18 +169,113 @@ fn text_of(mut line: Vec<u8>) -> String {
 /// The answer to a line of `bytes` bytes that is not JSON: a parse error saying where it broke
 /// (serde_json's reasons name a position and what was expected, never the input).
 fn not_json(bytes: usize, error: &serde_json::Error) -> String {
-    answer(Error::parse_error().data(format!(
-        "the line ({bytes} bytes) is not JSON: {error}; agentd reads one JSON-RPC message a line"
-    )))
+    answer(
+        Error::new(
+            ErrorCode::PARSE_ERROR,
+            format!(
+                "the line ({bytes} bytes) is not JSON: {error}; agentd reads one JSON-RPC message \
+                 a line"
+            ),
+        )
+        .data(json!({ "bytes": bytes })),
+    )
 }
 
 /// The answer to a line over [`MAX_LINE`], of `bytes` bytes, read and dropped.
 fn too_long(bytes: u64) -> String {
-    answer(Error::invalid_request().data(format!(
-        "the line ({bytes} bytes) is longer than agentd's cap on one ACP message ({} MiB); it was \
-         dropped unread",
-        MAX_LINE >> 20
-    )))
+    answer(
+        Error::new(
+            ErrorCode::INVALID_REQUEST,
+            format!(
+                "the line ({bytes} bytes) is longer than agentd's cap on one ACP message ({} MiB); \
+                 it was dropped unread: send less in one message (a prompt's resources as links, \
+                 say)",
+                MAX_LINE >> 20
+            ),
+        )
+        .data(json!({ "bytes": bytes, "cap": MAX_LINE })),
+    )
+}
+
+/// `line` as agentd writes it: unchanged, unless it is an error response whose message is the
+/// bare name JSON-RPC gives its code (`Invalid params`), as the ACP crate answers what it
+/// handles itself; then the message is a sentence saying what was wrong — the data's text —
+/// and what to do ([`sentence`]).
+fn worded_error(line: String) -> String {
+    if !line.starts_with(RESPONSE_START) || !line.contains(ERROR_START) {
+        return line;
+    }
+    let Ok(mut response) = serde_json::from_str::<serde_json::Value>(&line) else {
+        return line;
+    };
+    let Some(error) = response.get_mut("error").and_then(|e| e.as_object_mut()) else {
+        return line;
+    };
+    let code = match error.get("code").and_then(serde_json::Value::as_i64) {
+        Some(code) => i32::try_from(code).map(ErrorCode::from),
+        None => return line,
+    };
+    let Ok(code) = code else {
+        return line;
+    };
+    let bare = code.to_string();
+    if error.get("message").and_then(serde_json::Value::as_str) != Some(bare.as_str()) {
+        return line;
+    }
+    // The crate's reason: the data's text, or the `error` of its object (which also holds the
+    // params it could not read, not repeated in the message).
+    let detail = match error.get("data") {
+        None | Some(serde_json::Value::Null) => None,
+        Some(serde_json::Value::String(text)) => Some(text.clone()),
+        Some(serde_json::Value::Object(data)) => match data.get("error") {
+            Some(serde_json::Value::String(text)) => Some(text.clone()),
+            _ => Some(serde_json::Value::Object(data.clone()).to_string()),
+        },
+        Some(other) => Some(other.to_string()),
+    };
+    error.insert(
+        "message".to_owned(),
+        serde_json::Value::String(sentence(code, &bare, detail.as_deref())),
+    );
+    serde_json::to_string(&response).unwrap_or(line)
+}
+
+/// The message of an error of `code`, whose bare name is `bare`, with the reason `detail` (its
+/// data's text): what was wrong and what to do.
+fn sentence(code: ErrorCode, bare: &str, detail: Option<&str>) -> String {
+    let because = detail.map(|d| format!(": {d}")).unwrap_or_default();
+    match code {
+        ErrorCode::PARSE_ERROR => {
+            format!("the message is not JSON{because}; agentd reads one JSON-RPC message a line")
+        }
+        ErrorCode::INVALID_REQUEST => format!(
+            "the message is not a request agentd can take{because}; send JSON-RPC 2.0 requests \
+             of the Agent Client Protocol v1, initialize first"
+        ),
+        ErrorCode::METHOD_NOT_FOUND => format!(
+            "agentd does not serve this method{because}; it speaks the Agent Client Protocol v1: \
+             check the method's name and the protocol version the client speaks"
+        ),
+        ErrorCode::INVALID_PARAMS => format!(
+            "the request's params are not what its method takes{because}; send them as the Agent \
+             Client Protocol v1 describes that method"
+        ),
+        ErrorCode::INTERNAL_ERROR => format!(
+            "agentd could not handle the request{because}; this is agentd's fault: try again, and \
+             report it if it persists"
+        ),
+        ErrorCode::REQUEST_CANCELLED => {
+            format!("the request was cancelled{because}; send it again if it is still wanted")
+        }
+        ErrorCode::AUTH_REQUIRED => format!(
+            "the request needs authentication first{because}; authenticate as the initialize \
+             answer's authMethods say"
+        ),
+        ErrorCode::RESOURCE_NOT_FOUND => {
+            format!("what the request names was not found{because}; check the id or path it gives")
+        }
+        _ => format!("the request failed ({bare}){because}"),
+    }
 }
 
 /// `line` as agentd writes it: unchanged, unless it is an error response longer than
@@ -223,7 +330,8 @@ fn answer(error: Error) -> String {
     serde_json::to_string(&response).unwrap_or_else(|_| {
         // A response of a null id and an error with a text cannot fail to serialize; were it to,
         // the client still learns that a line was refused.
-        r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}"#.to_owned()
+        r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"a line was refused: it is not a JSON-RPC message agentd can read"}}"#
+            .to_owned()
     })
 }
 
@@ -314,6 +422,57 @@ mod tests {
                 .to_owned(),
         ] {
             assert_eq!(shortened_error(line.clone()), line);
+        }
+    }
+
+    #[test]
+    fn a_bare_json_rpc_message_becomes_a_sentence_with_the_reason_and_the_rest_is_kept() {
+        let worded = |line: &str| -> serde_json::Value {
+            serde_json::from_str(&worded_error(line.to_owned())).expect("JSON")
+        };
+        let unknown = worded(
+            r#"{"jsonrpc":"2.0","id":2,"error":{"code":-32601,"message":"Method not found","data":"no/such"}}"#,
+        );
+        assert_eq!(unknown["id"], 2);
+        assert_eq!(unknown["error"]["code"], -32601);
+        assert_eq!(unknown["error"]["data"], "no/such");
+        assert_eq!(
+            unknown["error"]["message"],
+            "agentd does not serve this method: no/such; it speaks the Agent Client Protocol v1: \
+             check the method's name and the protocol version the client speaks"
+        );
+        let params = worded(
+            r#"{"jsonrpc":"2.0","id":"p","error":{"code":-32602,"message":"Invalid params","data":{"error":"missing field `cwd`","json":{"mcpServers":[]},"phase":"deserialization"}}}"#,
+        );
+        assert_eq!(params["error"]["data"]["json"], json!({"mcpServers": []}));
+        assert_eq!(
+            params["error"]["message"],
+            "the request's params are not what its method takes: missing field `cwd`; send them \
+             as the Agent Client Protocol v1 describes that method"
+        );
+        let internal = worded(
+            r#"{"jsonrpc":"2.0","id":3,"error":{"code":-32603,"message":"Internal error"}}"#,
+        );
+        let message = internal["error"]["message"].as_str().expect("message");
+        assert!(
+            message.starts_with("agentd could not handle the request; "),
+            "{message}"
+        );
+        for code in [
+            -32700, -32600, -32601, -32602, -32603, -32800, -32000, -32002,
+        ] {
+            let bare = ErrorCode::from(code).to_string();
+            let line = json!({"jsonrpc": "2.0", "id": 1, "error": {"code": code, "message": bare}});
+            let worded = worded(&line.to_string());
+            assert_ne!(worded["error"]["message"], bare.as_str(), "{code}");
+        }
+        // The control: agentd's own sentences, results and updates pass as they are.
+        for line in [
+            r#"{"jsonrpc":"2.0","id":4,"error":{"code":-32602,"message":"unknown sandbox-mode value \"x\"; the values are: read-only"}}"#,
+            r#"{"jsonrpc":"2.0","id":5,"result":{"error":{"code":-32602,"message":"Invalid params"}}}"#,
+            r#"{"jsonrpc":"2.0","method":"session/update","params":{"error":{"code":-32601,"message":"Method not found"}}}"#,
+        ] {
+            assert_eq!(worded_error(line.to_owned()), line);
         }
     }
 

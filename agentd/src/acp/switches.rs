@@ -8,6 +8,10 @@
 //! held switch lives in memory only: a crash before the flush forgets it, and the reloaded
 //! session shows what its log says.
 //!
+//! A session whose workspace may not be writable (opened in `/`, in the home directory, over
+//! agentd's own files) runs read-only where its default or its log says workspace-write
+//! ([`Defaults::runnable`]), in [`effective`], the one place the knobs' values are read.
+//!
 //! One exception: a narrowing of the mode that stops a running background task or MCP server
 //! (see [`crate::narrowing`]) is written at once, idle or not. The stop is a side effect that happens
 //! now, and the log must hold its cause before the record of the stop.
@@ -23,13 +27,27 @@ use crate::narrowing;
 use crate::session::{LogError, SessionLog};
 use crate::words::ApprovalPolicy;
 
-/// The knobs' values when the log has no switch (the configuration's), and the models a
-/// session may select.
+/// The knobs' values when the log has no switch (the configuration's), the models a session
+/// may select, and whether its workspace may be writable.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Defaults {
     pub mode: Mode,
     pub policy: ApprovalPolicy,
     pub models: ModelNames,
+    /// `false` when workspace-write would make writable what no command may write: the session
+    /// then runs read-only instead.
+    pub workspace_writable: bool,
+}
+
+impl Defaults {
+    /// The mode a session whose default or log says `mode` runs under: `mode`, but read-only for
+    /// workspace-write where the workspace may not be writable.
+    pub fn runnable(&self, mode: Mode) -> Mode {
+        match mode {
+            Mode::WorkspaceWrite if !self.workspace_writable => Mode::ReadOnly,
+            other => other,
+        }
+    }
 }
 
 /// One session's held switches, and whether a turn is open.
@@ -44,11 +62,12 @@ struct Held {
     model: Option<String>,
 }
 
-/// The effective values: the log's last switches, else the defaults.
+/// The effective values: the log's last switches, else the defaults; the mode as it can run
+/// ([`Defaults::runnable`]).
 pub fn effective(log: &dyn SessionLog, defaults: &Defaults) -> (Mode, ApprovalPolicy) {
     crate::session::read(log, |records| {
         (
-            sandbox::effective(records, defaults.mode),
+            defaults.runnable(sandbox::effective(records, defaults.mode)),
             policy::effective(records, defaults.policy),
         )
     })
@@ -159,6 +178,7 @@ mod tests {
             mode: Mode::ReadOnly,
             policy: ApprovalPolicy::Ask,
             models: ModelNames::new("default".into(), ["fast".into()]),
+            workspace_writable: true,
         }
     }
 
@@ -207,6 +227,43 @@ mod tests {
             }]
         );
         assert_eq!(effective(&log, &defaults()).0, Mode::WorkspaceWrite);
+    }
+
+    #[test]
+    fn where_the_workspace_may_not_be_writable_workspace_write_runs_read_only() {
+        let log = MemoryLog::new();
+        let unwritable = Defaults {
+            mode: Mode::WorkspaceWrite,
+            workspace_writable: false,
+            ..defaults()
+        };
+        assert_eq!(
+            effective(&log, &unwritable).0,
+            Mode::ReadOnly,
+            "the default"
+        );
+        log.push(Event::SandboxModeSet {
+            mode: Mode::DangerFullAccess,
+        });
+        assert_eq!(
+            effective(&log, &unwritable).0,
+            Mode::DangerFullAccess,
+            "unconfined does not depend on the workspace"
+        );
+        log.push(Event::SandboxModeSet {
+            mode: Mode::WorkspaceWrite,
+        });
+        assert_eq!(
+            effective(&log, &unwritable).0,
+            Mode::ReadOnly,
+            "a logged switch"
+        );
+        // The control: the same log where the workspace may be writable.
+        let writable = Defaults {
+            workspace_writable: true,
+            ..unwritable
+        };
+        assert_eq!(effective(&log, &writable).0, Mode::WorkspaceWrite);
     }
 
     #[test]

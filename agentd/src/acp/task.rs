@@ -397,11 +397,12 @@ impl ChildLoop {
         let child = format!("the child agent {} ({})", self.tag, self.ctx.persona());
         let mode = self.run.session.effective_mode();
         let ask = questions::listed(call, description, mode, Some(&child));
-        let outcome = state
+        let decision = state
             .approvals
-            .request(&*self.run.session, ask, cancel)
+            .decision(&*self.run.session, ask, cancel)
             .await;
-        let text = approval::tool_refusal(&call.name, outcome)?;
+        let outcome = decision.outcome;
+        let text = approval::tool_refusal(&call.name, decision)?;
         Some(ToolResult::failed(
             text,
             json!({ "approval": outcome.as_str() }),

@@ -68,7 +68,7 @@ pub async fn run(
     session.read_project().await?;
     // A prompt that reached the session before its close began: the session is gone.
     let Some(cancel) = session.begin_turn() else {
-        return Err(AcpError::SessionNotFound(session.id.clone()).into());
+        return Err(AcpError::NotOpen(session.id.clone()).into());
     };
     // The model is offered the tools of the session's MCP servers: their start ends first.
     tokio::select! {
@@ -356,12 +356,13 @@ impl Turn<'_> {
             effective,
             &escalation.justification,
         );
-        let outcome = self
+        let decision = self
             .state
             .approvals
-            .request(&**self.session, ask, &self.cancel)
+            .decision(&**self.session, ask, &self.cancel)
             .await;
-        match approval::escalation_refusal(wanted, outcome) {
+        let outcome = decision.outcome;
+        match approval::escalation_refusal(wanted, decision) {
             None => {
                 self.show_running(&call.id).await;
                 Ok(wanted)
@@ -385,12 +386,13 @@ impl Turn<'_> {
         }
         let mode = self.session.effective_mode();
         let ask = questions::listed(call, description, mode, None);
-        let outcome = self
+        let decision = self
             .state
             .approvals
-            .request(&**self.session, ask, &self.cancel)
+            .decision(&**self.session, ask, &self.cancel)
             .await;
-        let Some(text) = approval::tool_refusal(&call.name, outcome) else {
+        let outcome = decision.outcome;
+        let Some(text) = approval::tool_refusal(&call.name, decision) else {
             self.show_running(&call.id).await;
             return None;
         };
@@ -451,7 +453,9 @@ impl Turn<'_> {
                 Ok(Some(Ok(answer)))
             }
             Err(e) => {
-                eprintln!("agentd: session {}: model error: {e}", self.session.id);
+                if self.state.options.log_model_errors {
+                    eprintln!("agentd: session {}: model error: {e}", self.session.id);
+                }
                 self.record_incomplete(step, shown)?;
                 let failure = ModelFailure::of(&e);
                 self.show(failure.event(self.number, step)).await?;

@@ -141,6 +141,12 @@ impl Approvals {
     /// Asks for approval of `ask` on behalf of `asker`, and records the audit pair in its log.
     /// See the module documentation for every way this ends; it never fails.
     pub async fn request(&self, asker: &dyn Asker, ask: Ask, cancel: &Cancel) -> Outcome {
+        self.decision(asker, ask, cancel).await.outcome
+    }
+
+    /// As [`Approvals::request`], and whether the approval policy `never` decided (nobody was
+    /// asked), which the refusal told to the model says.
+    pub async fn decision(&self, asker: &dyn Asker, ask: Ask, cancel: &Cancel) -> Decision {
         let id = fresh_id();
         let asked = asker.append(
             Event::ApprovalAsked {
@@ -156,7 +162,7 @@ impl Approvals {
                 "agentd: session {}: cannot record an approval request ({e}); nothing is granted",
                 asker.agent()
             );
-            return self.decided(asker, id, Outcome::Unavailable, None);
+            return Decision::asked(self.decided(asker, id, Outcome::Unavailable, None));
         }
         let scope = ask.scope.clone();
         let request = Request {
@@ -165,7 +171,13 @@ impl Approvals {
             ask,
             cancel: cancel.clone(),
         };
-        let (outcome, rule) = self.decide(asker, request).await;
+        // The policy `never` decides here, before any rule or answerer, so nothing can bypass it.
+        let by_policy = !request.cancel.is_cancelled() && asker.policy() == ApprovalPolicy::Never;
+        let (outcome, rule) = if by_policy {
+            (Outcome::Rejected, None)
+        } else {
+            self.decide(asker, request).await
+        };
         let outcome = match (rule.is_none(), outcome.always(), scope) {
             // A person's "always": the rule is durable before the decision it records.
             (true, Some(allow), Some(scope)) => {
@@ -188,7 +200,10 @@ impl Approvals {
             (true, Some(_), None) => outcome.once(),
             _ => outcome,
         };
-        self.decided(asker, id, outcome, rule)
+        Decision {
+            outcome: self.decided(asker, id, outcome, rule),
+            by_policy,
+        }
     }
 
     /// Records how request `id` ended, durable before whatever the decision lets happen.
@@ -216,14 +231,11 @@ impl Approvals {
         }
     }
 
-    /// The outcome, and the rule that decided it when one did.
+    /// The outcome, and the rule that decided it when one did (the policy `never` has been
+    /// applied already).
     async fn decide(&self, asker: &dyn Asker, request: Request) -> (Outcome, Option<String>) {
         if request.cancel.is_cancelled() {
             return (Outcome::Cancelled, None);
-        }
-        // Decided here, before any rule or answerer, so nothing can bypass it.
-        if asker.policy() == ApprovalPolicy::Never {
-            return (Outcome::Rejected, None);
         }
         if let Some(scope) = &request.ask.scope
             && let Some((rule, allow)) =
@@ -272,6 +284,27 @@ impl Approvals {
     }
 }
 
+/// How a request ended, and whether the approval policy `never` decided it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Decision {
+    pub outcome: Outcome,
+    /// The policy `never` rejected the request before anyone could be asked.
+    pub by_policy: bool,
+}
+
+impl Decision {
+    fn asked(outcome: Outcome) -> Decision {
+        Decision {
+            outcome,
+            by_policy: false,
+        }
+    }
+}
+
+/// What the model is told when the policy `never` refused: nobody was asked.
+const POLICY_NEVER_REFUSED: &str =
+    "rejected by the approval policy (never): approval prompts are disabled in this session";
+
 /// Asks each answerer in turn until one decides.
 async fn ask_chain(chain: &[Arc<dyn Answerer>], request: &Request) -> Outcome {
     for answerer in chain {
@@ -294,9 +327,12 @@ async fn ask_chain(chain: &[Arc<dyn Answerer>], request: &Request) -> Outcome {
 
 /// What a tool call that needed approval answers the model when it was not allowed to run
 /// (`None` when it was).
-pub fn tool_refusal(tool: &str, outcome: Outcome) -> Option<String> {
-    match outcome {
+pub fn tool_refusal(tool: &str, decision: Decision) -> Option<String> {
+    match decision.outcome {
         Outcome::AllowedOnce | Outcome::AllowedAlways => None,
+        Outcome::Rejected if decision.by_policy => {
+            Some(format!("tool \"{tool}\" was {POLICY_NEVER_REFUSED}"))
+        }
         Outcome::Rejected | Outcome::RejectedAlways => {
             Some(format!("the user rejected tool \"{tool}\""))
         }
@@ -309,10 +345,13 @@ pub fn tool_refusal(tool: &str, outcome: Outcome) -> Option<String> {
 
 /// The text a refused escalation of one command to `mode` answers the model with; `None` when
 /// it was allowed.
-pub fn escalation_refusal(mode: confine_protocol::Mode, outcome: Outcome) -> Option<String> {
+pub fn escalation_refusal(mode: confine_protocol::Mode, decision: Decision) -> Option<String> {
     let m = mode.as_str();
-    match outcome {
+    match decision.outcome {
         Outcome::AllowedOnce | Outcome::AllowedAlways => None,
+        Outcome::Rejected if decision.by_policy => Some(format!(
+            "escalating this command to \"{m}\" was {POLICY_NEVER_REFUSED}"
+        )),
         Outcome::Rejected | Outcome::RejectedAlways => Some(format!(
             "the user rejected escalating this command to \"{m}\""
         )),

@@ -297,10 +297,40 @@ async fn under_never_the_seam_rejects_before_any_answerer_runs_and_still_audits(
     let asker = TestAsker::new(ApprovalPolicy::Never);
     let allows = Fixed::new(Reply::outcome(Outcome::AllowedOnce));
     let approvals = Approvals::new(vec![allows.clone()]);
-    let outcome = within(approvals.request(&asker, ask(), &Cancel::never())).await;
-    assert_eq!(outcome, Outcome::Rejected);
+    let decision = within(approvals.decision(&asker, ask(), &Cancel::never())).await;
+    assert_eq!(
+        decision,
+        Decision {
+            outcome: Outcome::Rejected,
+            by_policy: true
+        }
+    );
     assert_eq!(allows.calls(), 0);
     assert_eq!(asker.pairs()[0].1, Outcome::Rejected);
+    // What the model is told names the policy, not a person who was never asked; the control:
+    // a person's rejection under `ask` says the user rejected.
+    assert_eq!(
+        tool_refusal("write_file", decision).as_deref(),
+        Some(
+            "tool \"write_file\" was rejected by the approval policy (never): approval prompts \
+             are disabled in this session"
+        )
+    );
+    assert_eq!(
+        escalation_refusal(confine_protocol::Mode::WorkspaceWrite, decision).as_deref(),
+        Some(
+            "escalating this command to \"workspace-write\" was rejected by the approval policy \
+             (never): approval prompts are disabled in this session"
+        )
+    );
+    let person = TestAsker::new(ApprovalPolicy::Ask);
+    let rejects = Approvals::new(vec![Fixed::new(Reply::outcome(Outcome::Rejected))]);
+    let decision = within(rejects.decision(&person, ask(), &Cancel::never())).await;
+    assert!(!decision.by_policy);
+    assert_eq!(
+        escalation_refusal(confine_protocol::Mode::WorkspaceWrite, decision).as_deref(),
+        Some("the user rejected escalating this command to \"workspace-write\"")
+    );
 }
 
 #[tokio::test]
@@ -451,17 +481,20 @@ fn the_outcomes_are_spelt_as_the_vocabulary_in_the_log() {
 
 #[test]
 fn a_tool_that_was_not_allowed_says_why() {
-    assert_eq!(tool_refusal("write_file", Outcome::AllowedOnce), None);
     assert_eq!(
-        tool_refusal("write_file", Outcome::Rejected).as_deref(),
+        tool_refusal("write_file", Decision::asked(Outcome::AllowedOnce)),
+        None
+    );
+    assert_eq!(
+        tool_refusal("write_file", Decision::asked(Outcome::Rejected)).as_deref(),
         Some("the user rejected tool \"write_file\"")
     );
     assert_eq!(
-        tool_refusal("write_file", Outcome::Cancelled).as_deref(),
+        tool_refusal("write_file", Decision::asked(Outcome::Cancelled)).as_deref(),
         Some("approval for tool \"write_file\" was cancelled")
     );
     assert_eq!(
-        tool_refusal("write_file", Outcome::Unavailable).as_deref(),
+        tool_refusal("write_file", Decision::asked(Outcome::Unavailable)).as_deref(),
         Some("tool \"write_file\" requires approval, but no approval channel is available")
     );
 }

@@ -229,7 +229,9 @@ struct Started {
 async fn start_turn(command: &ExecCommand) -> Result<Started, StartError> {
     let prompt = read_prompt(&command.prompt).await?;
     let cwd = workspace(command.cwd.as_deref())?;
-    let options = start::agent_options(&command.agent, command.sandbox_mode).await?;
+    let mut options = start::agent_options(&command.agent, command.sandbox_mode).await?;
+    // The prompt's error is the one line a model failure gets.
+    options.log_model_errors = false;
     // A model that cannot be built would fail the prompt: say so before starting.
     if let Err(e) = &options.models.default_model().provider {
         return Err(StartError::Model(e.clone()));

@@ -11,7 +11,7 @@ use std::ffi::{OsStr, OsString};
 use std::io;
 use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStringExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
 use clap::Args;
@@ -23,6 +23,7 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 
 pub use super::run_args::RunArgs;
+use super::run_args::{deny_read_entry, unix_socket_entry};
 pub use super::signals::forward_signals;
 
 use super::args::HelperArgs;
@@ -33,12 +34,10 @@ use crate::command::{
     Facts, KILL_GRACE, Waiting, copy_output, exec_failure_note, runner_failure_note, settle,
     wait_for_outcome, wide_output_pipe,
 };
-use crate::config::{
-    ConfigError, Effective, SocketEntryError, absolute_or_home, expand_home, read_project,
-};
+use crate::config::{ConfigError, Effective, read_project};
 use crate::deny_read::DenyRead;
 use crate::environment;
-use crate::helper_client::{ClientError, FailedAt, HelperClient, SpawnSpec};
+use crate::helper_client::{ClientError, FailedAt, HelperClient, SpawnSpec, WorkspaceRefusal};
 use crate::profile::{CacheDirError, ResourceLimits, SandboxProfile};
 use crate::proxy::Gateway;
 use crate::terminal;
@@ -54,6 +53,10 @@ pub struct RunCommand {
     /// The workspace root [default: the current directory].
     #[arg(long, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
+    /// Where the command runs [default: the current directory when it lies inside the
+    /// workspace, else the workspace].
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<PathBuf>,
     /// Whether the command may use the network [default: sandbox.network when set, else deny].
     #[arg(long, value_parser = Word::<Network>::new(NETWORK_WORDS), value_name = "NETWORK")]
     pub network: Option<Network>,
@@ -164,6 +167,7 @@ impl RunCommand {
             argv: self.argv.clone(),
             mode: self.mode.unwrap_or(Mode::ReadOnly),
             workspace: self.workspace.clone(),
+            cwd: self.cwd.clone(),
             network: self.network.unwrap_or(Network::Deny),
             backend: self.backend.unwrap_or(BackendChoice::Auto),
             timeout_secs: self.timeout,
@@ -279,8 +283,18 @@ pub enum RunError {
     },
     #[error("the workspace {} is not a directory; pass a directory with --workspace", path.display())]
     WorkspaceNotDirectory { path: PathBuf },
-    #[error("{}", crate::helper_client::own_file_refusal(workspace, own))]
-    OwnFile { workspace: PathBuf, own: PathBuf },
+    #[error(
+        "the working directory {}: {source}; pass an existing directory with --cwd, or leave \
+         --cwd out to run in the workspace",
+        path.display()
+    )]
+    Cwd {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error(transparent)]
+    NotWritable(#[from] WorkspaceRefusal),
     #[error("--timeout {0} is too large")]
     TimeoutTooLarge(u64),
     #[error("cannot create a pipe for the command's output: {0}")]
@@ -363,8 +377,8 @@ where
         .map(|w| PathBuf::from(<OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(w)))
         .unwrap_or_default();
     if args.mode == Mode::WorkspaceWrite {
-        if let Some(own) = client.own_file_within(&workspace) {
-            return Err(RunError::OwnFile { workspace, own });
+        if let Some(refusal) = client.workspace_refusal(&workspace, environment::home(&spec.env)) {
+            return Err(refusal.into());
         }
         args.profile(&spec.cwd).create_cache_dirs()?;
     }
@@ -447,13 +461,40 @@ where
     Ok(facts)
 }
 
+/// Where the command runs, by its real path: `cwd` (from `here`) when given; else `here` when
+/// it lies inside the workspace, as a shell started there would; else the workspace itself.
+fn working_directory(
+    cwd: Option<&Path>,
+    here: &Path,
+    workspace: &Path,
+) -> Result<PathBuf, RunError> {
+    let chosen = match cwd {
+        Some(dir) => here.join(dir),
+        None => match here.canonicalize() {
+            Ok(real) if real.starts_with(workspace) => real,
+            _ => return Ok(workspace.to_owned()),
+        },
+    };
+    let real = chosen.canonicalize().map_err(|source| RunError::Cwd {
+        path: chosen.clone(),
+        source,
+    })?;
+    if !real.is_dir() {
+        return Err(RunError::Cwd {
+            path: chosen,
+            source: io::Error::from(io::ErrorKind::NotADirectory),
+        });
+    }
+    Ok(real)
+}
+
 /// Everything of the spawn request that does not need a pipe.
 fn prepare(args: &RunArgs) -> Result<SpawnSpec, RunError> {
     if args.argv.is_empty() {
         return Err(RunError::NoCommand);
     }
-    let cwd = std::env::current_dir().map_err(RunError::CurrentDir)?;
-    let workspace = args.workspace.clone().unwrap_or_else(|| cwd.clone());
+    let here = std::env::current_dir().map_err(RunError::CurrentDir)?;
+    let workspace = args.workspace.clone().unwrap_or_else(|| here.clone());
     let workspace = workspace
         .canonicalize()
         .map_err(|source| RunError::Workspace {
@@ -463,6 +504,7 @@ fn prepare(args: &RunArgs) -> Result<SpawnSpec, RunError> {
     if !workspace.is_dir() {
         return Err(RunError::WorkspaceNotDirectory { path: workspace });
     }
+    let cwd = working_directory(args.cwd.as_deref(), &here, &workspace)?;
     let timeout_ms = match args.timeout_secs {
         Some(secs) => Some(
             secs.checked_mul(1000)
@@ -472,7 +514,7 @@ fn prepare(args: &RunArgs) -> Result<SpawnSpec, RunError> {
     };
     let mut spec = SpawnSpec::new(args.argv.iter().cloned());
     spec.policy = args
-        .profile(&cwd)
+        .profile(&here)
         .policy(args.mode, &workspace, args.network)?;
     spec.cwd = cwd;
     spec.env = environment::command_environment(std::env::vars_os(), &args.env);
@@ -491,37 +533,6 @@ fn prepare(args: &RunArgs) -> Result<SpawnSpec, RunError> {
     // A closed stdin (EBADF) is not an error: the command then reads /dev/null.
     spec.stdin = io::stdin().as_fd().try_clone_to_owned().ok();
     Ok(spec)
-}
-
-/// One `--deny-read`: as in the configuration file, with `~` from `$HOME`; a relative path is
-/// taken from the current directory when the command runs.
-fn deny_read_entry(entry: &str) -> Result<DenyRead, String> {
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    if !entry.starts_with(['/', '~', '*']) && !entry.contains('*') {
-        return Ok(DenyRead::Path(PathBuf::from(entry)));
-    }
-    crate::deny_read::parse(entry, home.as_deref()).map_err(|e| format!("{entry:?} {e}"))
-}
-
-/// One `--unix-socket`: as in the configuration file, with `~` from `$HOME`; a relative path is
-/// taken from the current directory when the command runs.
-fn unix_socket_entry(entry: &str) -> Result<PathBuf, String> {
-    if entry.is_empty() {
-        return Err("an empty path names no socket; give the socket's path".to_owned());
-    }
-    if !entry.starts_with('~') {
-        return Ok(PathBuf::from(entry));
-    }
-    if !absolute_or_home(entry) {
-        return Err(format!(
-            "{entry:?} {}; write ~/path from your home directory",
-            SocketEntryError::NotAbsolute
-        ));
-    }
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    expand_home(entry, home.as_deref()).ok_or_else(|| {
-        format!("{entry:?} needs an absolute HOME to expand `~`; set HOME or give the full path")
-    })
 }
 
 /// The one-line notes for a human reader, without the `agentd: ` prefix.

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use confine_protocol::{BackendChoice, Mode, Network};
 
+use crate::config::{SocketEntryError, absolute_or_home, expand_home};
 use crate::deny_read::DenyRead;
 use crate::profile::SandboxProfile;
 
@@ -16,6 +17,9 @@ pub struct RunArgs {
     pub mode: Mode,
     /// The workspace root; `None` means the current directory.
     pub workspace: Option<PathBuf>,
+    /// Where the command runs; `None`: the current directory inside the workspace, else the
+    /// workspace.
+    pub cwd: Option<PathBuf>,
     pub network: Network,
     pub backend: BackendChoice,
     /// Wall-clock limit in whole seconds.
@@ -64,6 +68,7 @@ impl RunArgs {
             argv: argv.into_iter().map(Into::into).collect(),
             mode: Mode::ReadOnly,
             workspace: None,
+            cwd: None,
             network: Network::Deny,
             backend: BackendChoice::Auto,
             timeout_secs: None,
@@ -109,4 +114,35 @@ impl RunArgs {
         }
         profile
     }
+}
+
+/// One `--deny-read`: as in the configuration file, with `~` from `$HOME`; a relative path is
+/// taken from the current directory when the command runs.
+pub(super) fn deny_read_entry(entry: &str) -> Result<DenyRead, String> {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    if !entry.starts_with(['/', '~', '*']) && !entry.contains('*') {
+        return Ok(DenyRead::Path(PathBuf::from(entry)));
+    }
+    crate::deny_read::parse(entry, home.as_deref()).map_err(|e| format!("{entry:?} {e}"))
+}
+
+/// One `--unix-socket`: as in the configuration file, with `~` from `$HOME`; a relative path is
+/// taken from the current directory when the command runs.
+pub(super) fn unix_socket_entry(entry: &str) -> Result<PathBuf, String> {
+    if entry.is_empty() {
+        return Err("an empty path names no socket; give the socket's path".to_owned());
+    }
+    if !entry.starts_with('~') {
+        return Ok(PathBuf::from(entry));
+    }
+    if !absolute_or_home(entry) {
+        return Err(format!(
+            "{entry:?} {}; write ~/path from your home directory",
+            SocketEntryError::NotAbsolute
+        ));
+    }
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    expand_home(entry, home.as_deref()).ok_or_else(|| {
+        format!("{entry:?} needs an absolute HOME to expand `~`; set HOME or give the full path")
+    })
 }

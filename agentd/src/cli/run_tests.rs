@@ -335,7 +335,7 @@ fn the_request_carries_the_workspace_mode_and_timeout() {
 fn parse(args: &[&str]) -> Result<RunCommand, clap::Error> {
     let cli = Cli::try_parse_from(args)?;
     match cli.command {
-        Command::Run(run) => Ok(run),
+        Command::Run(run) => Ok(*run),
         other => panic!("not run: {other:?}"),
     }
 }
@@ -752,4 +752,29 @@ fn a_denied_unix_socket_is_explained_with_the_sockets_the_command_could_reach() 
              /run/app.sock (--mode danger-full-access runs the command unconfined)"
         ]
     );
+}
+
+#[test]
+fn the_command_runs_where_started_inside_the_workspace_else_in_the_workspace_or_in_cwd() {
+    let scratch = crate::test_support::Scratch::new("run-cwd");
+    let ws = scratch.0.canonicalize().unwrap().join("ws");
+    let inside = ws.join("src");
+    let outside = scratch.0.canonicalize().unwrap().join("elsewhere");
+    for dir in [&inside, &outside] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    // Started inside the workspace, as a shell there would.
+    assert_eq!(working_directory(None, &inside, &ws).unwrap(), inside);
+    // Started elsewhere: the workspace.
+    assert_eq!(working_directory(None, &outside, &ws).unwrap(), ws);
+    // Asked for, from where it was started.
+    assert_eq!(
+        working_directory(Some(Path::new("../../elsewhere")), &inside, &ws).unwrap(),
+        outside
+    );
+    let missing = working_directory(Some(Path::new("gone")), &outside, &ws).unwrap_err();
+    assert!(missing.to_string().contains("--cwd"), "{missing}");
+    std::fs::write(outside.join("file"), "").unwrap();
+    let file = working_directory(Some(Path::new("file")), &outside, &ws).unwrap_err();
+    assert!(matches!(file, RunError::Cwd { .. }), "{file}");
 }

@@ -16,6 +16,17 @@ pub enum ShowError {
         dir.display()
     )]
     Unknown { id: String, dir: PathBuf },
+    #[error(
+        "{prefix} begins the ids of {} sessions in {} ({}); give more of the id",
+        matches.len(),
+        dir.display(),
+        matches.join(", ")
+    )]
+    Ambiguous {
+        prefix: String,
+        dir: PathBuf,
+        matches: Vec<String>,
+    },
     #[error(transparent)]
     Log(LogError),
 }
@@ -23,8 +34,8 @@ pub enum ShowError {
 /// What `sessions list` found.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Listing {
-    /// For standard output: one line per session, newest last, or one line saying there are
-    /// none; terminal-safe.
+    /// For standard output: one line per session, the most recently updated first, or one line
+    /// saying there are none; terminal-safe.
     pub lines: Vec<String>,
     /// For standard error: warnings (a torn last line, which a crash can leave).
     pub warnings: Vec<String>,
@@ -55,7 +66,7 @@ pub fn list(dir: &Path) -> Result<Listing, LogError> {
         }
         return Ok(listing);
     }
-    summaries.sort_by(|a, b| (a.updated_ms, &a.id).cmp(&(b.updated_ms, &b.id)));
+    summaries.sort_by(|a, b| (b.updated_ms, &b.id).cmp(&(a.updated_ms, &a.id)));
     let turns: Vec<String> = summaries
         .iter()
         .map(|s| match s.turns {
@@ -78,17 +89,16 @@ pub fn list(dir: &Path) -> Result<Listing, LogError> {
 }
 
 /// The transcript of session `id` under `dir`, terminal-safe, and any warning about its log.
+/// `id` may be the beginning of one session's id only.
 pub fn show(dir: &Path, id: &str) -> Result<(String, Vec<String>), ShowError> {
-    let (records, report) = match read_log(dir, id) {
-        Ok(read) => read,
-        Err(LogError::NotFound(id)) => {
-            return Err(ShowError::Unknown {
-                id,
-                dir: dir.to_owned(),
-            });
-        }
-        Err(e) => return Err(ShowError::Log(e)),
-    };
+    let id = &resolve(dir, id)?;
+    let (records, report) = read_log(dir, id).map_err(|e| match e {
+        LogError::NotFound(id) => ShowError::Unknown {
+            id,
+            dir: dir.to_owned(),
+        },
+        e => ShowError::Log(e),
+    })?;
     let warnings = report
         .dropped_torn_bytes
         .map(|bytes| torn_warning(dir, id, bytes))
@@ -98,6 +108,35 @@ pub fn show(dir: &Path, id: &str) -> Result<(String, Vec<String>), ShowError> {
         terminal::visible(&transcript(&records)).into_owned(),
         warnings,
     ))
+}
+
+/// The one session id under `dir` that `given` is, or begins; only ids the directory lists
+/// are ever returned, so nothing the user typed reaches a path.
+fn resolve(dir: &Path, given: &str) -> Result<String, ShowError> {
+    let ids = list_ids(dir).map_err(ShowError::Log)?;
+    if ids.iter().any(|id| id == given) {
+        return Ok(given.to_owned());
+    }
+    let mut matches: Vec<String> = if given.is_empty() {
+        Vec::new()
+    } else {
+        ids.into_iter().filter(|id| id.starts_with(given)).collect()
+    };
+    match matches.len() {
+        1 => Ok(matches.remove(0)),
+        0 => Err(ShowError::Unknown {
+            id: given.to_owned(),
+            dir: dir.to_owned(),
+        }),
+        _ => {
+            matches.sort();
+            Err(ShowError::Ambiguous {
+                prefix: given.to_owned(),
+                dir: dir.to_owned(),
+                matches,
+            })
+        }
+    }
 }
 
 fn torn_warning(dir: &Path, id: &str, bytes: usize) -> String {
@@ -171,7 +210,7 @@ mod tests {
     }
 
     #[test]
-    fn sessions_are_listed_one_per_line_newest_last() {
+    fn sessions_are_listed_one_per_line_newest_first() {
         let scratch = Scratch::new("sessions-list");
         let dir = scratch.0.join("sessions");
         let older = session(&dir, "/srv/a", &["fix the build\nand more", "again"]);
@@ -189,20 +228,23 @@ mod tests {
         assert_eq!(listing.lines.len(), 2, "{:?}", listing.lines);
         let first = &listing.lines[0];
         let last = &listing.lines[1];
-        assert!(first.starts_with(&format!("{newer}  ")), "{first}");
+        assert!(first.starts_with(&format!("{older}  ")), "{first}");
         assert!(
-            first.ends_with("  0 turns  /srv/b  (no prompt yet)"),
+            first.ends_with("  3 turns  /srv/a  fix the build"),
             "{first}"
         );
-        assert!(last.starts_with(&format!("{older}  ")), "{last}");
-        assert!(last.ends_with("  3 turns  /srv/a  fix the build"), "{last}");
+        assert!(last.starts_with(&format!("{newer}  ")), "{last}");
+        assert!(
+            last.ends_with("  0 turns  /srv/b  (no prompt yet)"),
+            "{last}"
+        );
         // YYYY-MM-DD HH:MM after the id.
-        let date = &last[older.len() + 2..older.len() + 18];
+        let date = &first[older.len() + 2..older.len() + 18];
         let shape: String = date
             .chars()
             .map(|c| if c.is_ascii_digit() { 'd' } else { c })
             .collect();
-        assert_eq!(shape, "dddd-dd-dd dd:dd", "{last}");
+        assert_eq!(shape, "dddd-dd-dd dd:dd", "{first}");
     }
 
     #[test]
@@ -317,5 +359,24 @@ mod tests {
         assert!(text.contains("0123abcd"), "{text}");
         assert!(text.contains(&dir.display().to_string()), "{text}");
         assert!(show(&dir, "../etc/passwd").is_err());
+    }
+
+    #[test]
+    fn show_takes_the_beginning_of_one_id_and_names_every_match_of_an_ambiguous_one() {
+        let scratch = Scratch::new("sessions-prefix");
+        let dir = scratch.0.join("sessions");
+        let a = session(&dir, "/w", &["first"]);
+        let b = session(&dir, "/w", &["second"]);
+        // The ids share their beginning (the time they were made) and differ later.
+        let common = a.chars().zip(b.chars()).take_while(|(x, y)| x == y).count();
+        let (text, _) = show(&dir, &a[..=common]).expect("a's unique beginning");
+        assert!(text.contains("first") && !text.contains("second"), "{text}");
+        // The control: the whole id shows the same.
+        assert_eq!(show(&dir, &a).expect("a").0, text);
+        let err = show(&dir, &a[..common]).expect_err("both begin so");
+        assert!(matches!(&err, ShowError::Ambiguous { matches, .. } if matches.len() == 2));
+        let said = err.to_string();
+        assert!(said.contains(&a) && said.contains(&b), "{said}");
+        assert!(matches!(show(&dir, ""), Err(ShowError::Unknown { .. })));
     }
 }

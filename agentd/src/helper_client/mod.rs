@@ -39,6 +39,7 @@ pub mod locate;
 mod socket_io;
 #[cfg(test)]
 mod tests;
+mod workspace;
 
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
@@ -55,6 +56,7 @@ use confine_protocol::{
 pub use command::{Canceller, CommandHandle, FailedAt, Outcome, RunnerFailed};
 pub use connection::Lost;
 pub use locate::{LocateError, LocateInputs, locate_helper};
+pub use workspace::WorkspaceRefusal;
 
 use crate::command::KILL_GRACE;
 
@@ -180,6 +182,7 @@ impl SpawnSpec {
                 deny_read: Vec::new(),
                 session_temp: None,
                 unix_sockets: Vec::new(),
+                visible: Vec::new(),
             },
             backend: BackendChoice::Auto,
             limits: Limits {
@@ -266,17 +269,6 @@ impl WriteSpec {
         };
         (write, vec![self.content, self.report])
     }
-}
-
-/// Why a workspace holding one of agentd's own files is refused.
-pub fn own_file_refusal(workspace: &Path, own: &Path) -> String {
-    format!(
-        "the workspace {} would make {} writable, and that is agentd's own configuration, session \
-         state or program: a command there could change what agentd runs or replays next. Use a \
-         directory that does not contain it (nor lies inside it) as the workspace",
-        workspace.display(),
-        own.display()
-    )
 }
 
 /// A file to read, confined: the helper's reader runs under `policy` exactly as a command
@@ -444,17 +436,20 @@ impl HelperClient {
         self.send(id, &Request::WriteFile(write), fds).await
     }
 
-    /// The first of agentd's own files (see [`HelperClient::configured`]) that a writable root
-    /// at `dir` would contain or lie inside, with symbolic links resolved on both sides. The
-    /// helper refuses such a root for every command; callers use this to refuse a workspace
-    /// once, up front, with the path named.
-    pub fn own_file_within(&self, dir: &Path) -> Option<PathBuf> {
-        let dir = resolved(dir);
+    /// Why `dir` may not be a workspace-write workspace, with symbolic links resolved: it is
+    /// `/`, holds one of agentd's own files or lies inside one, or is `home` (the `HOME` the
+    /// commands get) or holds it. The helper refuses such a root for every command; callers use
+    /// this to decide once, up front, with the path named.
+    pub fn workspace_refusal(&self, dir: &Path, home: Option<&Path>) -> Option<WorkspaceRefusal> {
+        workspace::refusal(resolved(dir), self.own_files(), home.map(resolved))
+    }
+
+    /// agentd's own files (see [`HelperClient::configured`]), resolved.
+    fn own_files(&self) -> impl Iterator<Item = PathBuf> + '_ {
         self.inner
             .never_writable
             .iter()
             .map(|raw| resolved(Path::new(std::ffi::OsStr::from_bytes(raw))))
-            .find(|own| own.starts_with(&dir) || dir.starts_with(own))
     }
 
     /// Asks the helper to read a file, confined by `spec.policy`: the helper's own reader runs

@@ -5,7 +5,7 @@
 //! ([`Running::stop`], also when dropped): confine-helper then kills its whole process tree.
 
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -60,6 +60,29 @@ impl Drop for Running {
     }
 }
 
+/// The files a server's command line names by absolute path that exist — its program, its
+/// script — by their real paths: the helper shows them to the server wherever they are, also
+/// where its private `/tmp` would hide them. The command line is the user's configuration,
+/// never a model's.
+fn visible_files(argv: &[OsString]) -> Vec<Vec<u8>> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut visible: Vec<Vec<u8>> = Vec::new();
+    for arg in argv {
+        let path = Path::new(arg);
+        if !path.is_absolute() {
+            continue;
+        }
+        let Ok(real) = path.canonicalize() else {
+            continue;
+        };
+        let bytes = real.as_os_str().as_bytes().to_vec();
+        if !visible.contains(&bytes) {
+            visible.push(bytes);
+        }
+    }
+    visible
+}
+
 impl Running {
     /// Starts the server through `helper` and initializes it, each request of the start
     /// waited for at most `timeout`. The error says why, with how the process ended and the end
@@ -79,10 +102,12 @@ impl Running {
         let (stdout, stdout_write) = command::output_pipe().map_err(pipe_failed)?;
         let (stderr, stderr_write) = command::output_pipe().map_err(pipe_failed)?;
         let policy = launch.policy.clone();
+        let visible = visible_files(&launch.argv);
         let mut spec = SpawnSpec::new(launch.argv);
         spec.cwd = launch.cwd;
         spec.env = launch.env;
         spec.policy = launch.policy;
+        spec.policy.visible = visible;
         spec.backend = launch.backend;
         spec.stdin = Some(stdin_read);
         spec.stdout = Some(stdout_write);

@@ -249,10 +249,15 @@ fn replay_item(record: &Record) -> Option<ReplayItem> {
     }
 }
 
-/// How a failed model call is shown to the user: what happened, in the words of the error.
+/// How a failed model call is shown to the user: what happened, in the words of the error, as
+/// a paragraph of its own — after the text the failed answer had already shown, if any (a
+/// leading blank line is nothing to a markdown view when there was none).
 pub fn model_error_text(message: &str) -> String {
-    format!("The model request failed: {message}")
+    format!("{MODEL_ERROR_LEAD}{message}")
 }
+
+/// How [`model_error_text`] begins.
+pub const MODEL_ERROR_LEAD: &str = "\n\nThe model request failed: ";
 
 /// The chat history a model is given for the next step: every prompt, every model answer (with
 /// the reasoning it showed; the provider decides what of it goes back) and every tool result,
@@ -883,7 +888,7 @@ mod tests {
                 ReplayItem::AgentThought("One file.".into()),
                 ReplayItem::AgentText("There are".into()),
                 ReplayItem::AgentText(
-                    "The model request failed: the connection to the model server at http://x \
+                    "\n\nThe model request failed: the connection to the model server at http://x \
                      failed: reset"
                         .into()
                 ),

@@ -50,6 +50,53 @@ pub enum LogError {
     NoHeader { path: PathBuf },
     #[error("invalid session id {0:?}")]
     BadId(String),
+    /// The directory of session logs cannot be made, written in or read: a read-only home or
+    /// state directory, a path through a file. Said like a configuration error, with the
+    /// settings that choose another directory.
+    #[error(
+        "cannot {what} the directory of session logs {}: {source}; {}, or use another one: \
+         --state-dir DIR, AGENTD_STATE_DIR=DIR or session.state_dir in agentd.toml choose it, \
+         and without them it is $XDG_STATE_HOME/agentd/sessions (else \
+         ~/.local/state/agentd/sessions), so setting XDG_STATE_HOME moves it too",
+        dir.display(),
+        what.fix()
+    )]
+    StateDir {
+        dir: PathBuf,
+        what: StateDirUse,
+        source: std::io::Error,
+    },
+}
+
+/// What agentd could not do with the directory of session logs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StateDirUse {
+    /// Make it (and the directories above it).
+    Create,
+    /// Make a session's log in it.
+    Write,
+    /// List the logs in it.
+    Read,
+}
+
+impl StateDirUse {
+    /// What makes the directory usable for this.
+    fn fix(self) -> &'static str {
+        match self {
+            StateDirUse::Create | StateDirUse::Write => "make it a directory agentd can write",
+            StateDirUse::Read => "make it a directory agentd can read",
+        }
+    }
+}
+
+impl std::fmt::Display for StateDirUse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            StateDirUse::Create => "create",
+            StateDirUse::Write => "create a session log in",
+            StateDirUse::Read => "read",
+        })
+    }
 }
 
 /// An open session log, positioned for appending.
@@ -115,9 +162,12 @@ pub fn path_of(dir: &Path, id: &str) -> Result<PathBuf, LogError> {
 impl EventLog {
     /// Creates the log of a new session and writes (and syncs) its first event, returned.
     pub fn create(dir: &Path, id: &str, cwd: &Path) -> Result<(EventLog, Record), LogError> {
-        let io = |source| LogError::Io {
-            path: dir.to_owned(),
-            source,
+        let unusable = |what| {
+            move |source| LogError::StateDir {
+                dir: dir.to_owned(),
+                what,
+                source,
+            }
         };
         // Only the user reads what a session holds (prompts, file contents, command output):
         // the directories agentd makes are 0700, the logs 0600.
@@ -125,17 +175,14 @@ impl EventLog {
             .recursive(true)
             .mode(PRIVATE_DIR)
             .create(dir)
-            .map_err(io)?;
+            .map_err(unusable(StateDirUse::Create))?;
         let path = path_of(dir, id)?;
         let file = OpenOptions::new()
             .append(true)
             .create_new(true)
             .mode(PRIVATE_FILE)
             .open(&path)
-            .map_err(|source| LogError::Io {
-                path: path.clone(),
-                source,
-            })?;
+            .map_err(unusable(StateDirUse::Write))?;
         let mut log = EventLog {
             path,
             file,
@@ -171,7 +218,7 @@ impl EventLog {
     pub fn open(dir: &Path, id: &str) -> Result<(EventLog, Vec<Record>, LoadReport), LogError> {
         let path = path_of(dir, id)?;
         if !path.exists() {
-            return Err(LogError::NotFound(id.to_owned()));
+            return Err(missing(dir, id));
         }
         let (records, report, good_len) = read_records(&path)?;
         let mut file = OpenOptions::new()
@@ -276,9 +323,29 @@ impl EventLog {
 pub fn read_log(dir: &Path, id: &str) -> Result<(Vec<Record>, LoadReport), LogError> {
     let path = path_of(dir, id)?;
     if !path.exists() {
-        return Err(LogError::NotFound(id.to_owned()));
+        return Err(missing(dir, id));
     }
     read_records(&path).map(|(records, report, _)| (records, report))
+}
+
+/// Why the log of session `id` is not in `dir`: the directory cannot be read (a path through a
+/// file, a directory agentd may not search), or there is no such session in it (a directory not
+/// made yet holds none).
+fn missing(dir: &Path, id: &str) -> LogError {
+    let unusable = match std::fs::metadata(dir) {
+        Ok(meta) if meta.is_dir() => None,
+        Ok(_) => Some(std::io::Error::from(std::io::ErrorKind::NotADirectory)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => Some(e),
+    };
+    match unusable {
+        Some(source) => LogError::StateDir {
+            dir: dir.to_owned(),
+            what: StateDirUse::Read,
+            source,
+        },
+        None => LogError::NotFound(id.to_owned()),
+    }
 }
 
 /// Why one line of a log is not a record.
@@ -375,8 +442,9 @@ pub fn list_ids(dir: &Path) -> Result<Vec<String>, LogError> {
         Ok(entries) => entries,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(source) => {
-            return Err(LogError::Io {
-                path: dir.to_owned(),
+            return Err(LogError::StateDir {
+                dir: dir.to_owned(),
+                what: StateDirUse::Read,
                 source,
             });
         }
@@ -434,6 +502,70 @@ mod tests {
         assert_eq!(mode_of(&path), 0o644, "the control");
         EventLog::open(&dir, &id).expect("open");
         assert_eq!(mode_of(&path), 0o600);
+    }
+
+    #[test]
+    fn a_state_directory_that_cannot_be_made_or_read_is_said_with_the_settings_that_move_it() {
+        let (scratch, _) = scratch("state-dir");
+        // A path through a regular file fails for root too (ENOTDIR), unlike a read-only mode.
+        let file = scratch.0.join("file");
+        std::fs::write(&file, "x").expect("file");
+        let dir = file.join("sessions");
+        let Err(created) = EventLog::create(&dir, &new_id(), Path::new("/work")) else {
+            panic!("a log under a regular file was created");
+        };
+        assert!(
+            matches!(&created, LogError::StateDir { what: StateDirUse::Create, dir: d, .. } if *d == dir),
+            "{created:?}"
+        );
+        let message = created.to_string();
+        assert!(
+            message.starts_with(&format!(
+                "cannot create the directory of session logs {}: ",
+                dir.display()
+            )),
+            "{message}"
+        );
+        for setting in [
+            "--state-dir DIR",
+            "AGENTD_STATE_DIR",
+            "session.state_dir",
+            "XDG_STATE_HOME",
+        ] {
+            assert!(message.contains(setting), "{setting}: {message}");
+        }
+        let listed = list_ids(&dir).expect_err("a listing under a regular file");
+        assert!(
+            listed
+                .to_string()
+                .starts_with("cannot read the directory of session logs"),
+            "{listed}"
+        );
+        for unread in [
+            read_log(&dir, "0123-abcd").map(drop),
+            EventLog::open(&dir, "0123-abcd").map(drop),
+        ] {
+            assert!(
+                matches!(
+                    unread,
+                    Err(LogError::StateDir {
+                        what: StateDirUse::Read,
+                        ..
+                    })
+                ),
+                "{unread:?}"
+            );
+        }
+        // The control: the same calls in a directory.
+        let usable = scratch.0.join("state/sessions");
+        let id = new_id();
+        EventLog::create(&usable, &id, Path::new("/work")).expect("create");
+        assert_eq!(list_ids(&usable).expect("list").len(), 1);
+        read_log(&usable, &id).expect("read");
+        assert!(matches!(
+            read_log(&usable, "0123-abcd"),
+            Err(LogError::NotFound(_))
+        ));
     }
 
     #[test]

@@ -16,7 +16,7 @@ pub use diff::{Before, DIFF_TEXT_CAP, LoggedDiff, Omission};
 pub use event::{
     AgentOutcome, EVENT_VERSION, Event, LoggedToolCall, PromptResource, Record, ToolStatus,
 };
-pub use log::{EventLog, LoadReport, LogError};
+pub use log::{EventLog, LoadReport, LogError, StateDirUse};
 pub use rule::Scope;
 
 /// What `f` makes of `log`'s records, read in place ([`SessionLog::with_records`]): the reads

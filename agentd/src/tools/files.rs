@@ -45,7 +45,7 @@ use super::args::{EditArgs, ReadArgs, WriteArgs};
 use super::call::ToolResult;
 use super::env::ToolEnv;
 use super::output::denial_marker;
-use super::spec::READ_CAP;
+use super::spec::{READ_CAP, READ_LINES};
 use crate::command::Facts;
 use crate::session::{Before, DIFF_TEXT_CAP, LoggedDiff};
 use confined::{OpError, Read, Written, confined_read, confined_write};
@@ -226,7 +226,8 @@ pub(crate) async fn read_file(env: &ToolEnv, args: ReadArgs, mode: Mode) -> Tool
         Err(error) => return op_failed(error, mode, &path, "read"),
     };
     let mut facts = file_facts(mode, &read.path, read.facts.as_deref());
-    match window(&read.text, args.offset, args.limit, READ_CAP) {
+    let limit = args.limit.or(Some(READ_LINES));
+    match window(&read.text, args.offset, limit, READ_CAP) {
         Ok(shown) => {
             facts["lines"] = json!([shown.first, shown.last]);
             facts["total_lines"] = json!(shown.total);

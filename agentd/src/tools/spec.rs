@@ -31,8 +31,11 @@ pub const NAMES: [&str; 6] = [
 pub const DEFAULT_TIMEOUT_MS: u64 = 120_000;
 /// The longest time limit a call may ask for, in milliseconds.
 pub const MAX_TIMEOUT_MS: u64 = 600_000;
-/// The most `read_file` returns in one call.
-pub const READ_CAP: usize = 256 * 1024;
+/// The most `read_file` returns in one call, in bytes.
+pub const READ_CAP: usize = 128 * 1024;
+/// The most lines `read_file` returns in one call that names no `limit`: a window a model reads
+/// on from, rather than a whole large file in its context.
+pub const READ_LINES: u64 = 2000;
 
 /// Variations of the offered tools. Everything is off by default.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -151,9 +154,10 @@ const BASH_KILL_DESCRIPTION: &str = "Stop a background task started by bash with
 run_in_background and wait for it to end. Returns its output not read yet and its end markers.";
 
 const READ_FILE_DESCRIPTION: &str = "Read a UTF-8 text file. Returns the file's text as it is \
-(no line numbers), at most 256 KiB per call. offset (the first line to return, counting from 1) \
-and limit (how many lines) select a window of lines; when the result stops before the end of \
-the file, a last line in brackets says which offset to read on from.";
+(no line numbers), at most 2000 lines (unless limit says otherwise) and 128 KiB per call. offset \
+(the first line to return, counting from 1) and limit (how many lines) select a window of \
+lines; when the result stops before the end of the file, a last line in brackets says which \
+lines it showed and which offset to read on from.";
 
 const WRITE_FILE_DESCRIPTION: &str = "Create a file or replace its whole content, creating \
 missing parent directories. To change part of an existing file, prefer edit_file.";
@@ -233,7 +237,7 @@ fn read_parameters() -> Value {
             "limit": {
                 "type": "integer",
                 "minimum": 1,
-                "description": "How many lines to return at most. Default: to the end of the file (within 256 KiB).",
+                "description": "How many lines to return at most. Default 2000 (within 128 KiB).",
             },
         },
         "required": ["path"],

@@ -154,6 +154,7 @@ fn probe(backend: Backend, ctx: &Context) -> Result<(), Unusable> {
             deny_read: Vec::new(),
             session_temp: None,
             unix_sockets: Vec::new(),
+            visible: Vec::new(),
         },
         backend: confine_protocol::BackendChoice::Auto,
         limits: Limits {

@@ -97,6 +97,69 @@ fn own_program_by_descriptor(argv: &[Vec<u8>], ctx: &Context, exe_fd: i32) -> Ve
     }
 }
 
+/// Where bwrap binds a command's private temp directory, hiding the host's.
+const TMP: &str = "/tmp";
+
+/// What a command must see though its private `/tmp` hides it (bwrap, with a writable temp
+/// directory on `/tmp`): its working directory and the request's `visible` paths that lie
+/// under `/tmp` and outside every writable root (those are bound anyway), each opened as named
+/// with no link on its way, to be bound read-only over the private directory. Nothing else of
+/// the host's `/tmp` shows, whoever owns it. A working directory that is `/tmp` itself is the
+/// command's own `/tmp`. A visible path that does not exist shows nothing; a working directory
+/// that does not exist, one with a link on its way, and one inside a denied read are refused.
+fn hidden_by_tmp(
+    spawn: &Spawn,
+    roots: &[Root],
+    denied: &[super::deny::Denied],
+) -> Result<Vec<(OwnedFd, PathBuf)>, NotRun> {
+    use std::os::unix::ffi::OsStrExt;
+    let tmp = Path::new(TMP);
+    let cwd = std::iter::once((spawn.cwd.as_slice(), true));
+    let visible = spawn.policy.visible.iter().map(|p| (p.as_slice(), false));
+    let mut shown: Vec<(OwnedFd, PathBuf)> = Vec::new();
+    for (raw, is_cwd) in cwd.chain(visible) {
+        let path = PathBuf::from(std::ffi::OsStr::from_bytes(raw));
+        let what = if is_cwd {
+            "the working directory"
+        } else {
+            "visible path"
+        };
+        if !path.is_absolute() || raw.contains(&0) {
+            return refuse(format!("{what} {} is not an absolute path", path.display()));
+        }
+        let hidden = path.starts_with(tmp) && path != tmp;
+        let covered = |p: &Path| {
+            roots.iter().any(|r| p.starts_with(&r.path))
+                || shown.iter().any(|(_, s)| p.starts_with(s))
+        };
+        if !hidden || covered(&path) {
+            continue;
+        }
+        if let Some(d) = denied.iter().find(|d| path.starts_with(&d.path)) {
+            return refuse(format!(
+                "{what} {} lies inside the denied read {}",
+                path.display(),
+                d.path.display()
+            ));
+        }
+        let fd = match paths::open_unfollowed(&path) {
+            Ok(fd) => fd,
+            Err(nix::Error::ENOENT) if !is_cwd => continue,
+            Err(nix::Error::ELOOP) => {
+                return refuse(format!(
+                    "{what} {} has a symbolic link on its path, which the helper does not \
+                     follow; name it by its real path",
+                    path.display()
+                ));
+            }
+            Err(e) => return refuse(format!("{what} {}: {}", path.display(), e.desc())),
+        };
+        shown.retain(|(_, s)| !s.starts_with(&path));
+        shown.push((fd, path));
+    }
+    Ok(shown)
+}
+
 /// The plan for `backend`, bwrap or Landlock.
 pub(super) fn plan(backend: Backend, start: Start<'_>) -> Result<Plan, NotRun> {
     let Start {
@@ -168,6 +231,14 @@ pub(super) fn plan(backend: Backend, start: Start<'_>) -> Result<Plan, NotRun> {
                 }
                 None => None,
             };
+            // What the private /tmp would hide of what the command must see, bound read-only
+            // over it (before the roots, which may lie inside and stay writable).
+            let mut shown = Vec::new();
+            if tmp_fd.is_some() {
+                for (fd, path) in hidden_by_tmp(spawn, roots, &denied)? {
+                    shown.push(passed.add_bind(fd, &path)?);
+                }
+            }
             let mut pinned = Vec::new();
             for bind in protection.pinned {
                 pinned.push(passed.add_bind(bind.fd, &bind.path)?);
@@ -245,6 +316,7 @@ pub(super) fn plan(backend: Backend, start: Start<'_>) -> Result<Plan, NotRun> {
                 network_allowed,
                 tmp: tmp_fd,
                 root_fd,
+                shown: &shown,
                 writable: &writable,
                 pinned: &pinned,
                 read_only: &read_only,

@@ -279,6 +279,7 @@ pub fn spawn(id: u64, argv: &[&str]) -> Spawn {
             deny_read: Vec::new(),
             session_temp: None,
             unix_sockets: Vec::new(),
+            visible: Vec::new(),
         },
         backend: BackendChoice::Auto,
         limits: Limits {

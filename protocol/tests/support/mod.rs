@@ -174,6 +174,7 @@ pub fn spawn(rng: &mut Rng) -> Spawn {
             deny_read: rng.bytes_list(),
             session_temp: rng.option(Rng::bytes),
             unix_sockets: rng.bytes_list(),
+            visible: rng.bytes_list(),
         },
         backend: rng.pick(&[
             BackendChoice::Auto,

@@ -18,6 +18,7 @@ use agent_client_protocol::v1::schema::{
 use serde_json::{Value, json};
 
 use super::approve::Decision;
+use crate::session::fold::MODEL_ERROR_LEAD;
 use crate::terminal;
 
 /// A tool call as it was announced, for its line and for a permission request about it.
@@ -70,8 +71,11 @@ impl Output {
         }
         match &note.update {
             SessionUpdate::AgentMessageChunk(chunk) if !self.json => {
+                // A model failure is shown to an editor as the agent's text; here, the
+                // prompt's error on stderr says it, once.
                 if let ContentBlock::Text(text) = &chunk.content
                     && !text.text.is_empty()
+                    && !text.text.starts_with(MODEL_ERROR_LEAD)
                 {
                     let _ = self
                         .stdout
