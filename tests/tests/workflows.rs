@@ -703,6 +703,12 @@ fn ci_run_runs_the_readmes_two_commands_from_a_copy_under_tmp_and_the_first_as_a
             "the step main-job lacks {needle}: {step}"
         );
     }
+    // A command's /tmp is private under bubblewrap: a home there would be hidden from the
+    // demo's commands, and their write to ~ would fail without the sandbox refusing it.
+    assert!(
+        step.contains("home=\"$(mktemp -d /var/tmp/"),
+        "the user's home is not outside /tmp: {step}"
+    );
     assert!(
         function(&ci, "cleanup").contains("userdel --force \"$ci_user\""),
         "the user the step makes is not removed"
