@@ -4,12 +4,14 @@
 //! command takes ([`HelperArgs`], or [`AgentArgs`] for the commands that run or inspect sessions)
 //! beat the `AGENTD_*` environment variables, which beat the configuration file. Each subcommand
 //! with more to it than a call has its file: [`run`] for `agentd run`, [`exec`] for `agentd
-//! exec`, [`sessions`] for `agentd sessions`; the flags they share are in `args.rs`, the exit
-//! statuses in `exit.rs`, how `agentd acp` and `agentd exec` start the agent in `start.rs`.
+//! exec`, [`sessions`] for `agentd sessions`, [`manuals`] for `agentd man` and `agentd
+//! completions`; the flags they share are in `args.rs`, the exit statuses in `exit.rs`, how
+//! `agentd acp` and `agentd exec` start the agent in `start.rs`.
 
 mod args;
 pub mod exec;
 mod exit;
+pub mod manuals;
 pub mod run;
 mod run_args;
 mod run_notes;
@@ -32,6 +34,7 @@ pub use exit::{
     EXIT_DID_NOT_RUN, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_MAX_TOKENS, EXIT_MAX_TURN_REQUESTS,
     EXIT_REFUSAL, EXIT_TIMED_OUT, EXIT_TURN_FAILED,
 };
+pub use manuals::{CompletionsCommand, ManCommand};
 pub use run::RunCommand;
 
 use crate::config::ConfigError;
@@ -77,6 +80,19 @@ pub enum Command {
     /// inside the workspace, and a write outside it that the sandbox refuses. Exits 0 when
     /// everything happened as it should.
     Demo(DemoCommand),
+    /// Print the completion script for a shell (the one the Debian package installs).
+    ///
+    /// bash: `agentd completions bash > ~/.local/share/bash-completion/completions/agentd`;
+    /// zsh: `agentd completions zsh > ~/.zfunc/_agentd`, with `fpath+=~/.zfunc` before
+    /// `compinit` in ~/.zshrc; fish: `agentd completions fish >
+    /// ~/.config/fish/completions/agentd.fish`.
+    Completions(CompletionsCommand),
+    /// Print a manual page (roff), agentd's or a subcommand's, or write them all into a
+    /// directory (the pages the Debian package installs).
+    ///
+    /// `agentd man run | man -l -` reads one; `agentd man --dir ~/.local/share/man/man1` installs
+    /// them all for `man agentd-run`.
+    Man(ManCommand),
 }
 
 /// `agentd demo [OPTIONS]`
@@ -148,6 +164,8 @@ pub async fn execute(cli: Cli) -> ExitCode {
         Command::Acp(command) => ExitCode::from(acp_command(command).await),
         Command::Exec(command) => ExitCode::from(exec::exec_command(command).await),
         Command::Demo(command) => ExitCode::from(demo_command(command).await),
+        Command::Completions(command) => ExitCode::from(manuals::completions_command(&command)),
+        Command::Man(command) => ExitCode::from(manuals::man_command(&command)),
     }
 }
 

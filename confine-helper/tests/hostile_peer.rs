@@ -802,31 +802,8 @@ fn a_helper_out_of_descriptors_rests_its_listener_and_serves_again_once_one_is_f
 // A peer of another uid.
 // ---------------------------------------------------------------------------------------------
 
-/// The name of the unprivileged user (the one the confinement suite uses).
-const OTHER_USER: &str = "agentd-e2e";
-
-/// The unprivileged user's uid and gid, created if missing.
-fn other_user() -> Result<(u32, u32), String> {
-    let lookup = || {
-        nix::unistd::User::from_name(OTHER_USER)
-            .map_err(|e| format!("cannot look up {OTHER_USER}: {e}"))
-    };
-    let user = match lookup()? {
-        Some(user) => user,
-        None => {
-            let status = std::process::Command::new("useradd")
-                .args(["--no-create-home", "--shell", "/bin/sh", "--user-group"])
-                .arg(OTHER_USER)
-                .status()
-                .map_err(|e| format!("cannot run useradd: {e}"))?;
-            if !status.success() {
-                return Err(format!("useradd {OTHER_USER} failed: {status}"));
-            }
-            lookup()?.ok_or_else(|| format!("{OTHER_USER} is missing after useradd"))?
-        }
-    };
-    Ok((user.uid.as_raw(), user.gid.as_raw()))
-}
+/// The unprivileged user this test makes, and removes when it ends (`support::users`).
+const OTHER_USER: &str = "confine-peer-other";
 
 #[test]
 fn a_peer_of_another_uid_is_refused_by_its_credentials_unless_allowed() {
@@ -839,13 +816,8 @@ fn a_peer_of_another_uid_is_refused_by_its_credentials_unless_allowed() {
         );
         return;
     }
-    let (uid, gid) = match other_user() {
-        Ok(ids) => ids,
-        Err(e) => {
-            skip(NAME, Need::Users, format!("no unprivileged user: {e}"));
-            return;
-        }
-    };
+    let other = support::users::system_user(OTHER_USER, &[]);
+    let (uid, gid) = other.ids();
     let mut target = Target::start("uid", &[]);
     let socket = target.service.socket.clone();
     let canary = target.host.0.join("ran");

@@ -351,8 +351,8 @@ fn the_service_socket_is_never_a_socket_a_command_may_connect_to() {
 // own process limit, its place when idle, and a cgroup per uid.
 // ---------------------------------------------------------------------------------------------
 
-/// The users these tests make (and keep): one for each test that counts a user's processes,
-/// and one whose commands show that the service still serves everyone else.
+/// The users these tests make (and remove when they end): one for each test that counts a
+/// user's processes, and one whose commands show that the service still serves everyone else.
 const NPROC_USER: &str = "confine-svc-nproc";
 const CAPPED_USER: &str = "confine-svc-capped";
 const OTHER_USER: &str = "confine-svc-other";
@@ -450,8 +450,9 @@ fn a_user_holds_no_more_helpers_than_its_process_limit_allows_while_another_is_s
         );
         return;
     }
-    let limited = users::system_user(NPROC_USER, &[]);
-    let other = users::system_user(OTHER_USER, &[]);
+    let limited_user = users::system_user(NPROC_USER, &[]);
+    let other_user = users::system_user(OTHER_USER, &[]);
+    let (limited, other) = (limited_user.ids(), other_user.ids());
     let (service, _dirs) = root_service("nproc", &[limited.0, other.0], &[]);
     // The user's one process, connecting TRIES times, may have LIMIT processes: the kernel
     // checks the count when a helper takes the uid, before counting it, so the user reaches
@@ -499,8 +500,9 @@ fn a_user_past_a_cap_is_refused_naming_it_while_others_are_served() {
         );
         return;
     }
-    let capped = users::system_user(CAPPED_USER, &[]);
-    let other = users::system_user(OTHER_USER, &[]);
+    let capped_user = users::system_user(CAPPED_USER, &[]);
+    let other_user = users::system_user(OTHER_USER, &[]);
+    let (capped, other) = (capped_user.ids(), other_user.ids());
     let caps = ["--max-per-user", "2", "--max-connections", "3"];
     let (service, _dirs) = root_service("caps", &[capped.0, other.0], &caps);
 

@@ -10,11 +10,7 @@ pub const NOTICE: &str =
 
 /// Directories (relative to the workspace) that hold only generated files: a file in them that
 /// the code no longer generates is stale too.
-pub const OWNED_DIRS: [&str; 3] = [
-    "docs/contracts",
-    "packaging/agentd/man",
-    "packaging/agentd/completions",
-];
+pub const OWNED_DIRS: [&str; 3] = ["docs/contracts", "agentd/man", "agentd/completions"];
 
 /// One file: its path relative to the workspace, `/`-separated, and its whole text.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,6 +1,8 @@
-//! agentd's man pages (`packaging/agentd/man/`: `agentd.1` and one page per subcommand, named
-//! as `clap_mangen::generate_to` names them) and its shell completions
-//! (`packaging/agentd/completions/`), from agentd's own command line (`agentd::cli::Cli`).
+//! agentd's man pages (`agentd/man/`: `agentd.1` and one page per subcommand, named as
+//! `clap_mangen::generate_to` names them) and its shell completions (`agentd/completions/`),
+//! from agentd's own command line (`agentd::cli::Cli`). They live in agentd's crate because
+//! agentd embeds them (`agentd man`, `agentd completions`), and a published crate can embed only
+//! its own files.
 
 use agentd::cli::Cli;
 use clap::CommandFactory;
@@ -9,8 +11,8 @@ use clap_mangen::Man;
 
 use crate::generated::{Generated, NOTICE};
 
-const MAN_DIR: &str = "packaging/agentd/man";
-const COMPLETIONS_DIR: &str = "packaging/agentd/completions";
+const MAN_DIR: &str = "agentd/man";
+const COMPLETIONS_DIR: &str = "agentd/completions";
 
 /// The date in every page's title line: none, so that a page changes only when the command
 /// line does, never with the day it was generated on.

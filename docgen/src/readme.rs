@@ -24,8 +24,8 @@ fn what(path: &str) -> &'static str {
             "the built-in tools' schemas as the model is offered them under this ceiling, with \
              and without escalation (JSON; the notice is its `$comment`)"
         }
-        p if p.starts_with("packaging/agentd/man/") => "a man page of agentd or a subcommand",
-        p if p.starts_with("packaging/agentd/completions/") => "agentd's completions for a shell",
+        p if p.starts_with("agentd/man/") => "a man page of agentd or a subcommand",
+        p if p.starts_with("agentd/completions/") => "agentd's completions for a shell",
         _ => "",
     }
 }
@@ -36,8 +36,9 @@ pub fn readme(files: &[Generated]) -> Generated {
 
 The exact statement of what agentd and confine-helper promise the outside: the helper protocol,
 the tools the model sees, the ACP session settings, the ceiling file and `agentd.toml`. Every
-file here, and agentd's man pages and shell completions under `packaging/agentd/`, is generated
-from the code by one command:
+file here, and agentd's man pages and shell completions under `agentd/man/` and
+`agentd/completions/` (which the Debian package installs and `agentd man` and `agentd completions`
+print), is generated from the code by one command:
 
 ```sh
 cargo run -p agentd-docgen              # writes every file below

@@ -72,14 +72,11 @@ fn the_check_names_an_edited_file_and_a_file_no_longer_generated() {
     assert!(!said.contains("agentd-toml.md"), "{said}");
 
     generate(&tree.0);
-    let stray = tree.0.join("packaging/agentd/man/agentd-removed.1");
+    let stray = tree.0.join("agentd/man/agentd-removed.1");
     std::fs::write(&stray, ".TH agentd-removed 1\n").expect("a stray page");
     let left_over = check(&tree.0);
     assert_eq!(left_over.status.code(), Some(1));
-    assert!(
-        stderr(&left_over)
-            .contains("packaging/agentd/man/agentd-removed.1 is in a generated directory")
-    );
+    assert!(stderr(&left_over).contains("agentd/man/agentd-removed.1 is in a generated directory"));
 
     generate(&tree.0);
     assert!(

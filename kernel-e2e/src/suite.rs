@@ -83,8 +83,12 @@ fn run(started: Instant) -> Result<bool, String> {
     }
     let me = Identity::current()?;
     let mut users = vec![me.clone()];
+    // Held to the end of the run: the user goes with it if the suite made it.
+    let mut _unprivileged = None;
     if me.is_root() {
-        users.push(Identity::unprivileged()?);
+        let (identity, account) = Identity::unprivileged()?;
+        users.push(identity);
+        _unprivileged = Some(account);
     }
 
     let shared = prepare_run_root()?;

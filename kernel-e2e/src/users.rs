@@ -12,6 +12,9 @@ use std::process::Command;
 
 use nix::unistd::{Uid, User};
 
+#[path = "../../tests/shared/users.rs"]
+pub mod accounts;
+
 /// The name of the unprivileged user the suite creates when it runs as root.
 pub const UNPRIVILEGED_USER: &str = "agentd-e2e";
 
@@ -46,34 +49,22 @@ impl Identity {
         })
     }
 
-    /// The unprivileged user, created with a home directory if it does not exist yet.
-    pub fn unprivileged() -> Result<Identity, String> {
-        let lookup = || {
-            User::from_name(UNPRIVILEGED_USER)
-                .map_err(|e| format!("cannot look up user {UNPRIVILEGED_USER}: {e}"))
+    /// The unprivileged user, created with a home directory if it does not exist yet; it is
+    /// removed, home and all, when the returned hold is dropped, if the suite made it (the
+    /// scenario tests' accounts, `tests/shared/users.rs`, work the same way).
+    pub fn unprivileged() -> Result<(Identity, accounts::User), String> {
+        let home = PathBuf::from(format!("/home/{UNPRIVILEGED_USER}"));
+        let new = accounts::NewUser {
+            groups: &[],
+            home: Some(&home),
+            system: false,
         };
-        let user = match lookup()? {
-            Some(user) => user,
-            None => {
-                let home = format!("/home/{UNPRIVILEGED_USER}");
-                let status = Command::new("useradd")
-                    .args(["--create-home", "--home-dir", &home, "--shell", "/bin/sh"])
-                    .args(["--user-group", UNPRIVILEGED_USER])
-                    .status()
-                    .map_err(|e| format!("cannot run useradd: {e}"))?;
-                if !status.success() {
-                    return Err(format!("useradd {UNPRIVILEGED_USER} failed: {status}"));
-                }
-                lookup()?.ok_or_else(|| {
-                    format!("useradd succeeded but {UNPRIVILEGED_USER} cannot be found")
-                })?
-            }
-        };
+        let user = accounts::try_user(UNPRIVILEGED_USER, new)?;
         let identity = Identity {
-            name: user.name,
-            uid: user.uid.as_raw(),
-            gid: user.gid.as_raw(),
-            home: user.dir,
+            name: user.name.clone(),
+            uid: user.uid,
+            gid: user.gid,
+            home: user.home.clone(),
             current: false,
         };
         // An existing account may have lost its home; the home canaries need one.
@@ -85,7 +76,7 @@ impl Identity {
                 .and_then(|()| identity.give(&identity.home))
                 .map_err(|e| format!("cannot create {}: {e}", identity.home.display()))?;
         }
-        Ok(identity)
+        Ok((identity, user))
     }
 
     pub fn is_root(&self) -> bool {

@@ -9,8 +9,8 @@
 //!   lands in the middle of that line. So skips are collected and printed to stderr once the
 //!   test binary has finished, after libtest's summary: `SKIP <test>: <reason>`, one a line.
 //! - A test binary in which every test that ran skipped checked nothing: it fails then (exit
-//!   101, after its summary), unless each of them skipped for want of root, which is the
-//!   run's own choice (run it as root to cover them).
+//!   101, after its summary), unless each of them skipped for the run's own choice: not root
+//!   (run it as root to cover them), or a test the run did not ask for ([`Need::OptIn`]).
 
 #![allow(dead_code)]
 
@@ -27,7 +27,7 @@ pub enum Need {
     Landlock,
     /// Either backend: required when either is.
     Backend,
-    /// Running as root; never required (CI's root jobs run them).
+    /// Running as root; never required (CI's root jobs run them), and the run's own choice.
     Root,
     /// System users and groups the test makes or looks up.
     Users,
@@ -51,9 +51,10 @@ pub enum Need {
     TypescriptSdk,
     /// The Python ACP SDK.
     PythonSdk,
-    /// What the packed-install rehearsal needs besides root: dpkg, cargo-deb, and neither
-    /// package installed already.
-    InstallRehearsal,
+    /// A test that changes the machine and runs only where the run asks for it (the
+    /// packed-install rehearsal: `AGENTD_INSTALL_REHEARSAL=1`); asked, it must run. Never
+    /// required by an `AGENTD_REQUIRE_` variable: asking for it is requiring it.
+    OptIn,
 }
 
 impl Need {
@@ -75,7 +76,7 @@ impl Need {
             Need::Acpx => "ACPX",
             Need::TypescriptSdk => "TYPESCRIPT_SDK",
             Need::PythonSdk => "PYTHON_SDK",
-            Need::InstallRehearsal => "INSTALL_REHEARSAL",
+            Need::OptIn => "OPT_IN",
         }
     }
 
@@ -94,6 +95,8 @@ impl Need {
             Need::Backend => set(Need::Backend)
                 .or_else(|| set(Need::Bwrap))
                 .or_else(|| set(Need::Landlock)),
+            // The run's own choices.
+            Need::Root | Need::OptIn => None,
             need => set(need),
         }
     }
@@ -158,7 +161,7 @@ fn record(line: String, need: Need, whole: bool) {
 }
 
 /// Prints every skip after the harness's summary; fails the binary (exit 101) when every test
-/// that ran skipped, and not all of them for want of root.
+/// that ran skipped, and not all of them for the run's own choice (root, an opt-in).
 extern "C" fn report() {
     let skips = SKIPS.lock().unwrap_or_else(PoisonError::into_inner);
     let binary = std::env::current_exe()
@@ -175,11 +178,11 @@ extern "C" fn report() {
         .filter(|s| s.whole)
         .filter_map(|s| s.thread.as_deref())
         .collect();
-    let only_root = skips
+    let only_chosen = skips
         .iter()
         .filter(|s| s.whole)
-        .all(|s| s.need == Need::Root);
-    let nothing_ran = !only_root && selected_tests().is_some_and(|n| n > 0 && skipped.len() >= n);
+        .all(|s| matches!(s.need, Need::Root | Need::OptIn));
+    let nothing_ran = !only_chosen && selected_tests().is_some_and(|n| n > 0 && skipped.len() >= n);
     if nothing_ran {
         text.push_str(&format!(
             "FAILED {binary}: every test that ran skipped, so nothing was checked; install what \

@@ -205,7 +205,7 @@ fn initialize_advertises_session_close() {
     let init = initialize(&mut client);
     assert_eq!(
         init["result"]["agentCapabilities"]["sessionCapabilities"],
-        json!({"list": {}, "close": {}}),
+        json!({"list": {}, "resume": {}, "close": {}}),
         "{init}"
     );
 }

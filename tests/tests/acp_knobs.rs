@@ -105,9 +105,21 @@ fn session_new_advertises_both_knobs_as_selects() {
                 "type": "select",
                 "currentValue": "read-only",
                 "options": [
-                    {"value": "read-only", "name": "read-only"},
-                    {"value": "workspace-write", "name": "workspace-write"},
-                    {"value": "danger-full-access", "name": "danger-full-access"},
+                    {
+                        "value": "read-only",
+                        "name": "Read only",
+                        "description": "Commands may read files but change nothing.",
+                    },
+                    {
+                        "value": "workspace-write",
+                        "name": "Workspace write",
+                        "description": "Commands may change files inside the workspace only.",
+                    },
+                    {
+                        "value": "danger-full-access",
+                        "name": "Full access (no sandbox)",
+                        "description": "Commands run without the file sandbox.",
+                    },
                 ],
             },
             {
@@ -117,8 +129,16 @@ fn session_new_advertises_both_knobs_as_selects() {
                 "type": "select",
                 "currentValue": "ask",
                 "options": [
-                    {"value": "ask", "name": "ask"},
-                    {"value": "never", "name": "never"},
+                    {
+                        "value": "ask",
+                        "name": "Ask",
+                        "description": "Permission prompts reach you.",
+                    },
+                    {
+                        "value": "never",
+                        "name": "Never ask",
+                        "description": "Nobody is asked: what needs approval is rejected automatically.",
+                    },
                 ],
             },
         ])

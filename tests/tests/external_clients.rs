@@ -1432,7 +1432,7 @@ fn acpx_persistent_session_is_cancelled_then_reloaded_by_a_fresh_agent() {
         .unwrap_or_else(|| panic!("no session id\n{run_new}"))
         .to_owned();
 
-    // set: a switch acpx remembers and sends again after each session/load.
+    // set: a switch acpx remembers and sends again after each reconnect.
     let run_set = run(
         &scratch,
         acpx(&["set", "sandbox-mode", "workspace-write"]),
@@ -1484,9 +1484,11 @@ fn acpx_persistent_session_is_cancelled_then_reloaded_by_a_fresh_agent() {
         lines: &lines,
         run: &first,
     };
-    // A reconnect: the session is loaded, the switch sent again, then the prompt.
-    let (load, _) = wire.exchange("session/load");
+    // A reconnect: the session is resumed (agentd offers session/resume, which acpx prefers to
+    // session/load: nothing is replayed), the switch sent again, then the prompt.
+    let (load, _) = wire.exchange("session/resume");
     assert_eq!(load["params"]["sessionId"], session.as_str());
+    assert!(wire.requests("session/load").is_empty(), "{first}");
     assert!(wire.requests("session/new").is_empty(), "{first}");
     let (set, _) = wire.exchange("session/set_config_option");
     assert_eq!(set["params"]["value"], "workspace-write", "{set}");
@@ -1509,7 +1511,7 @@ fn acpx_persistent_session_is_cancelled_then_reloaded_by_a_fresh_agent() {
     assert_eq!(ends[1]["status"], "failed", "{}", ends[1]);
     assert_eq!(ends[1]["rawOutput"]["cancelled"], true, "{}", ends[1]);
 
-    // Nothing of the first prompt runs now: the next prompt starts a fresh agent, which loads
+    // Nothing of the first prompt runs now: the next prompt starts a fresh agent, which resumes
     // the session from its log and goes on at the model's third turn.
     assert_eq!(processes_under(&scratch.root), Vec::<u32>::new());
     let second = run(
@@ -1528,7 +1530,7 @@ fn acpx_persistent_session_is_cancelled_then_reloaded_by_a_fresh_agent() {
         init["result"]["agentCapabilities"]["loadSession"], true,
         "{init}"
     );
-    let (load, loaded) = wire.exchange("session/load");
+    let (load, loaded) = wire.exchange("session/resume");
     assert_eq!(load["params"]["sessionId"], session.as_str());
     assert_eq!(
         current(&loaded["result"]["configOptions"], "sandbox-mode"),

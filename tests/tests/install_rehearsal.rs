@@ -6,25 +6,64 @@
 //! installed helper as root and as a user made for the test, confined (a write outside the
 //! workspace, to a file the user may write, leaves it unchanged, a new file there is not
 //! created, and the facts say the sandbox refused it); that an install whose helper is broken
-//! fails closed (exit 125, nothing runs); and that `dpkg --purge` leaves none of the packages'
-//! files, no ceiling and no configuration directory behind.
+//! fails closed (exit 125, nothing runs); that `dpkg --purge` leaves none of the packages'
+//! files, no ceiling and no configuration directory behind; and that a rehearsal interrupted
+//! once installed (SIGINT to its process group, as Ctrl-C sends it; SIGTERM) leaves the machine
+//! as it found it.
 //!
-//! It changes the machine, so it runs only as root, with `dpkg` and `cargo-deb`, and only where
-//! neither package is installed already (it would replace it); otherwise it skips and says why
-//! (`tests/shared/skip.rs`). As root, `.ci/run` sets `AGENTD_REQUIRE_INSTALL_REHEARSAL=1`,
-//! which turns such a SKIP into a failure, so CI cannot pass without the rehearsal.
+//! It changes the machine — the packages go in system-wide, the helper's creates the system
+//! group `confine-helper`, and a user is made — so it runs only when asked:
+//! `AGENTD_INSTALL_REHEARSAL=1` (`.ci/run` sets it as root). Asked, it must run: where it
+//! cannot (not root, no `dpkg` or `cargo-deb`, a package installed already, which it would
+//! replace) it fails and says why. Not asked, it says SKIP after the run and passes: not asking
+//! is the run's own choice (`tests/shared/skip.rs`, `Need::OptIn`).
+//!
+//! What it installs is removed on every exit path by a keeper: a process started before `dpkg
+//! -i`, in a process group of its own (a Ctrl-C at the terminal does not reach it), ignoring
+//! SIGINT, SIGTERM and SIGHUP, that waits for the end of its stdin, a pipe only the rehearsal's
+//! process writes to. The kernel closes that pipe however the process ends — a failed check, a
+//! signal, SIGKILL — and the keeper then purges both packages (`postrm` removes the group it
+//! made), removes the test's user and, were it left, the group. A signal handler could not
+//! cover SIGKILL, nor a signal that arrives while the handler cannot run cleanup safely. What
+//! the keeper cannot outlive: the whole machine or container going, or something that kills
+//! every process of the session (a CI runner's cancel); it writes what it did to
+//! `rehearsal-keeper-PID.log` in the tests' scratch directory (`CARGO_TARGET_TMPDIR`).
+//! (A throwaway root, `dpkg --root`, would not do: the maintainer scripts then run chrooted
+//! there and need a whole system in it, as the confined `agentd run` would.)
 
 mod support;
 
+use std::io::Read;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, ChildStdin, Command, Output, Stdio};
+use std::time::Duration;
 
-use support::skip::Need;
-use support::users::{run, system_user};
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use support::users::{MARK, run, system_user};
 
+const NAME: &str =
+    "the_packages_install_confine_as_root_and_as_a_user_fail_closed_and_leave_nothing";
 const PACKAGES: [&str; 2] = ["agentd", "confine-helper"];
 const USER: &str = "agentd-pkg-user";
+/// The group the helper's package makes (`packaging/confine-helper/debian/postinst`).
+const GROUP: &str = "confine-helper";
+
+/// The opt-in: `1` runs the rehearsal, and then it must run.
+const OPT_IN: &str = "AGENTD_INSTALL_REHEARSAL";
+/// Set in the copy of this test that is interrupted: the directory where it says it installed
+/// the packages (the file `installed`, holding its keeper's pid), and the packages, after it.
+const INTERRUPTED: &str = "AGENTD_INSTALL_REHEARSAL_INTERRUPTED";
+
+/// How long `dpkg -i` of both packages may take, in the copy that is interrupted.
+const INSTALL_LIMIT: Duration = Duration::from_secs(300);
+/// How long the keeper may take to purge both packages once its rehearsal has ended.
+const KEEPER_LIMIT: Duration = Duration::from_secs(60);
+/// How many times the keeper tries `dpkg --purge`, a second apart, while an interrupted
+/// `dpkg` still holds dpkg's lock.
+const PURGE_TRIES: u32 = 60;
 
 fn text(out: &Output) -> String {
     format!(
@@ -40,21 +79,33 @@ fn installed(package: &str) -> bool {
         .starts_with(b"install ok installed")
 }
 
-/// Why the rehearsal cannot run here, if it cannot.
-fn cannot_run() -> Option<(Need, String)> {
-    if !nix::unistd::geteuid().is_root() {
-        return Some((Need::Root, "installing packages needs root".into()));
+/// Whether the rehearsal was asked for: `Ok(false)` when not, an error for a value that is
+/// neither unset nor `1`.
+fn asked() -> Result<bool, String> {
+    match std::env::var_os(OPT_IN) {
+        None => Ok(false),
+        Some(value) if value == "1" => Ok(true),
+        Some(value) if value.is_empty() || value == "0" => Ok(false),
+        Some(value) => Err(format!(
+            "{OPT_IN} is {value:?}: set it to 1 to run the rehearsal, or leave it unset"
+        )),
     }
-    let missing = |why: &str| Some((Need::InstallRehearsal, why.to_owned()));
+}
+
+/// Why the rehearsal cannot run here, if it cannot.
+fn cannot_run() -> Option<String> {
+    if !nix::unistd::geteuid().is_root() {
+        return Some("installing packages needs root".into());
+    }
     if Command::new("dpkg").arg("--version").output().is_err() {
-        return missing("dpkg is not installed");
+        return Some("dpkg is not installed".into());
     }
     let deb = Command::new("cargo").args(["deb", "--version"]).output();
     if !deb.is_ok_and(|out| out.status.success()) {
-        return missing("cargo-deb is not installed (cargo install --locked cargo-deb)");
+        return Some("cargo-deb is not installed (cargo install --locked cargo-deb)".into());
     }
     if let Some(package) = PACKAGES.iter().find(|p| installed(p)) {
-        return missing(&format!(
+        return Some(format!(
             "the package {package} is installed on this machine, and the rehearsal would \
              replace and then remove it"
         ));
@@ -62,12 +113,107 @@ fn cannot_run() -> Option<(Need, String)> {
     None
 }
 
-/// Purges both packages when dropped, so a failed check never leaves them installed.
-struct Installed;
+/// What the rehearsal may leave on the machine: each package's state, the group, the user and
+/// its group, as `dpkg-query` and `getent` show them. Equal before and after, or it left some.
+fn traces() -> Vec<String> {
+    let mut found: Vec<String> = PACKAGES
+        .iter()
+        .map(|p| format!("{p}: {}", installed(p)))
+        .collect();
+    for (database, name) in [("group", GROUP), ("passwd", USER), ("group", USER)] {
+        let entry = run("getent", &[database, name]);
+        found.push(format!(
+            "{database} {name}: {}",
+            String::from_utf8_lossy(&entry.stdout).trim()
+        ));
+    }
+    found
+}
 
-impl Drop for Installed {
+/// Removes what the rehearsal installs once the rehearsal's process has ended, however it
+/// ended (see the top of this file). Dropped, it closes its pipe and waits for the removal.
+struct Keeper {
+    child: Child,
+    pipe: Option<ChildStdin>,
+    log: PathBuf,
+}
+
+/// The keeper's script: `$1` the user, `$2` its comment when the tests made it, `$3` whether
+/// the group existed before (`yes`/`no`), `$4` how many times to try the purge.
+const KEEPER: &str = r#"
+trap '' INT TERM HUP PIPE
+cat >/dev/null
+echo "the rehearsal's process has ended; removing what it installed"
+tries=0
+until dpkg --purge agentd confine-helper; do
+  tries=$((tries + 1))
+  if [ "$tries" -ge "$4" ]; then
+    echo "dpkg --purge agentd confine-helper failed $tries times: run it by hand" >&2
+    exit 1
+  fi
+  sleep 1
+done
+if [ "$(getent passwd "$1" | cut -d: -f5)" = "$2" ]; then
+  userdel --force "$1" && echo "removed the user $1"
+fi
+if [ "$3" = no ] && getent group confine-helper >/dev/null; then
+  groupdel confine-helper && echo "removed the group confine-helper"
+fi
+exit 0
+"#;
+
+impl Keeper {
+    fn start() -> Keeper {
+        let log = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("rehearsal-keeper-{}.log", std::process::id()));
+        let out = std::fs::File::create(&log).expect("the keeper's log");
+        let err = out.try_clone().expect("the keeper's log");
+        let group_before = run("getent", &["group", GROUP]).status.success();
+        let mut child = Command::new("sh")
+            .args(["-c", KEEPER, "rehearsal-keeper", USER, MARK])
+            .arg(if group_before { "yes" } else { "no" })
+            .arg(PURGE_TRIES.to_string())
+            .stdin(Stdio::piped())
+            .stdout(out)
+            .stderr(err)
+            .process_group(0)
+            .spawn()
+            .expect("start the keeper");
+        let pipe = child.stdin.take();
+        Keeper { child, pipe, log }
+    }
+
+    /// Ends the keeper's wait and waits for its removal; what it did, or why it failed.
+    fn finish(&mut self) -> Result<String, String> {
+        drop(self.pipe.take());
+        let status = self.child.wait().map_err(|e| format!("the keeper: {e}"))?;
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        if status.success() {
+            Ok(log)
+        } else {
+            Err(format!("the keeper failed ({status}): {log}"))
+        }
+    }
+}
+
+impl Drop for Keeper {
     fn drop(&mut self) {
-        let _ = run("dpkg", &["--purge", "agentd", "confine-helper"]);
+        if self.pipe.is_some()
+            && let Err(e) = self.finish()
+        {
+            eprintln!("{e}");
+        }
+    }
+}
+
+/// `dpkg -i` of `debs`, with both packages then installed.
+fn install(debs: &[String]) {
+    let mut args = vec!["-i"];
+    args.extend(debs.iter().map(String::as_str));
+    let install = run("dpkg", &args);
+    assert!(install.status.success(), "dpkg -i: {}", text(&install));
+    for package in PACKAGES {
+        assert!(installed(package), "{package} is not installed");
     }
 }
 
@@ -248,14 +394,9 @@ fn check_broken_install_fails_closed() {
     }
 }
 
-#[test]
-fn the_packages_install_confine_as_root_and_as_a_user_fail_closed_and_leave_nothing() {
-    const NAME: &str =
-        "the_packages_install_confine_as_root_and_as_a_user_fail_closed_and_leave_nothing";
-    if let Some((need, why)) = cannot_run() {
-        support::skip::skip(NAME, need, why);
-        return;
-    }
+/// Both packages built by `packaging/build-debs`, each checked to be of this machine's
+/// architecture; their paths.
+fn build_debs() -> Vec<String> {
     let root = support::workspace();
     let out_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("rehearsal-debs");
     let _ = std::fs::remove_dir_all(&out_dir);
@@ -280,15 +421,124 @@ fn the_packages_install_confine_as_root_and_as_a_user_fail_closed_and_leave_noth
             "{deb}"
         );
     }
+    debs
+}
 
-    let _purge = Installed;
-    let mut args = vec!["-i"];
-    args.extend(debs.iter().map(String::as_str));
-    let install = run("dpkg", &args);
-    assert!(install.status.success(), "dpkg -i: {}", text(&install));
+/// The copy of this test that is interrupted: it installs `debs` under a keeper, says so in
+/// `dir/installed` (its keeper's pid), and waits for a signal.
+fn install_and_wait(dir: &Path, debs: &[String]) {
+    let keeper = Keeper::start();
+    install(debs);
+    let said = dir.join("installed.new");
+    std::fs::write(&said, keeper.child.id().to_string()).expect("say it installed");
+    std::fs::rename(&said, dir.join("installed")).expect("say it installed");
+    // Its stdin is a pipe the interrupting test never writes to: this waits for the signal.
+    let mut nothing = Vec::new();
+    let _ = std::io::stdin().read_to_end(&mut nothing);
+    panic!("the interrupting test closed the pipe instead of sending a signal");
+}
+
+/// A copy of this test, interrupted by `signal` to its whole process group once it has
+/// installed the packages, leaves the machine as `before`.
+fn interrupted_rehearsal_leaves_nothing(signal: Signal, debs: &[String], before: &[String]) {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
+        "rehearsal-interrupted-{}-{signal}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch");
+    let given = std::env::join_paths(
+        std::iter::once(dir.as_os_str()).chain(debs.iter().map(|d| d.as_ref())),
+    )
+    .expect("the paths given to the copy");
+    let copy = Command::new(std::env::current_exe().expect("this test binary"))
+        .args(["--exact", NAME, "--nocapture", "--test-threads", "1"])
+        .env(OPT_IN, "1")
+        .env(INTERRUPTED, given)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .expect("start a copy of the rehearsal");
+    let group = Pid::from_raw(i32::try_from(copy.id()).expect("a pid"));
+    let log =
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("rehearsal-keeper-{}.log", copy.id()));
+    let said = support::wait_for_file(&dir, "installed", INSTALL_LIMIT);
+    // The control: the packages are installed when the signal comes, so the check below can
+    // fail.
+    let installed_then: Vec<bool> = PACKAGES.iter().map(|p| installed(p)).collect();
+    let sent = killpg(group, if said { signal } else { Signal::SIGKILL });
+    let out = copy.wait_with_output().expect("wait for the copy");
+    let all = text(&out);
+    assert!(
+        said,
+        "the copy did not install the packages: {}: {all}",
+        out.status
+    );
+    assert!(sent.is_ok(), "{signal} to the copy: {sent:?}: {all}");
+    assert_eq!(installed_then, [true, true], "{all}");
+    assert_eq!(
+        out.status.signal(),
+        Some(signal as i32),
+        "the copy was not ended by {signal}: {}: {all}",
+        out.status
+    );
+    let keeper: u32 = std::fs::read_to_string(dir.join("installed"))
+        .expect("the keeper's pid")
+        .parse()
+        .expect("a pid");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        support::wait_gone(keeper, KEEPER_LIMIT),
+        "the keeper (pid {keeper}) did not end within {KEEPER_LIMIT:?}"
+    );
+    assert_eq!(
+        traces(),
+        before,
+        "the rehearsal interrupted by {signal} left this behind; the keeper's log ({}): {}",
+        log.display(),
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+}
+
+#[test]
+fn the_packages_install_confine_as_root_and_as_a_user_fail_closed_and_leave_nothing() {
+    if let Some(given) = std::env::var_os(INTERRUPTED) {
+        let mut paths = std::env::split_paths(&given);
+        let dir = paths.next().expect("the directory");
+        let debs: Vec<String> = paths.map(|p| p.to_string_lossy().into_owned()).collect();
+        install_and_wait(&dir, &debs);
+        return;
+    }
+    match asked() {
+        Ok(true) => {}
+        Ok(false) => {
+            support::skip::skip(
+                NAME,
+                support::skip::Need::OptIn,
+                format!(
+                    "set {OPT_IN}=1 to run it (it installs the packages system-wide and removes \
+                     them)"
+                ),
+            );
+            return;
+        }
+        Err(e) => panic!("{NAME}: {e}"),
+    }
+    if let Some(why) = cannot_run() {
+        panic!("{NAME} must run here ({OPT_IN}=1) but cannot: {why}");
+    }
+    let before = traces();
+    let debs = build_debs();
+    for signal in [Signal::SIGINT, Signal::SIGTERM] {
+        interrupted_rehearsal_leaves_nothing(signal, &debs, &before);
+    }
+
+    let mut keeper = Keeper::start();
+    install(&debs);
     let mut files = Vec::new();
     for package in PACKAGES {
-        assert!(installed(package), "{package} is not installed");
         let listed = run("dpkg", &["-L", package]);
         files.extend(
             String::from_utf8_lossy(&listed.stdout)
@@ -306,9 +556,11 @@ fn the_packages_install_confine_as_root_and_as_a_user_fail_closed_and_leave_noth
     assert!(Path::new("/etc/confine-helper/ceiling.toml").is_file());
 
     check_confined("root", None, (0, 0));
-    check_confined("user", Some(USER), system_user(USER, &[]));
+    let user = system_user(USER, &[]);
+    check_confined("user", Some(USER), user.ids());
     check_broken_install_fails_closed();
-    check_confined("restored", Some(USER), system_user(USER, &[]));
+    check_confined("restored", Some(USER), user.ids());
+    drop(user);
 
     let purge = run("dpkg", &["--purge", "agentd", "confine-helper"]);
     assert!(purge.status.success(), "dpkg --purge: {}", text(&purge));
@@ -327,4 +579,7 @@ fn the_packages_install_confine_as_root_and_as_a_user_fail_closed_and_leave_noth
     ] {
         assert!(!Path::new(dir).exists(), "{dir} is left after the purge");
     }
+    let kept = keeper.finish();
+    assert!(kept.is_ok(), "{kept:?}");
+    assert_eq!(traces(), before, "the rehearsal left this behind");
 }

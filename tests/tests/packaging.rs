@@ -3,7 +3,9 @@
 //! page of confine-helper names every mode and flag of its usage; the packaged default ceiling
 //! sets nothing, documents every key the helper reads, and its examples are valid; the agentd
 //! package depends on the helper of exactly its own version; the Debian changelog's newest
-//! entry is that version; and every file the Debian packages take from the source exists.
+//! entry is that version; every file the Debian packages take from the source exists; and
+//! `agentd man` and `agentd completions` print exactly the pages and scripts the agentd package
+//! installs, for those who install with cargo.
 
 mod support;
 
@@ -497,5 +499,99 @@ fn every_file_the_debian_packages_take_from_the_source_exists() {
         missing.is_empty(),
         "files the Debian packages install are missing (the man pages and completions of agentd \
          are written by `cargo run -p agentd-docgen`): {missing:?}"
+    );
+}
+
+/// agentd's binary run with `args`.
+fn agentd(args: &[&str]) -> std::process::Output {
+    Command::new(support::binary("agentd"))
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("agentd {args:?}: {e}"))
+}
+
+/// The files of `dir` (under `agentd/`), by name, with their text.
+fn generated(dir: &str) -> Vec<(String, String)> {
+    let dir = workspace().join("agentd").join(dir);
+    let mut files: Vec<(String, String)> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .flatten()
+        .map(|entry| {
+            let text = std::fs::read_to_string(entry.path()).expect("a generated file");
+            (entry.file_name().to_string_lossy().into_owned(), text)
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn agentd_man_and_completions_print_the_files_the_package_installs() {
+    let pages = generated("man");
+    assert!(pages.len() >= 10, "{pages:?}");
+    for (file, text) in &pages {
+        let name = file.strip_suffix(".1").expect("a page of section 1");
+        let args: Vec<&str> = match name.strip_prefix("agentd-") {
+            Some(sub) => vec!["man", sub],
+            None => vec!["man"],
+        };
+        let out = agentd(&args);
+        assert!(out.status.success(), "agentd {args:?}: {out:?}");
+        assert!(
+            out.stdout == text.as_bytes(),
+            "`agentd {}` does not print agentd/man/{file}: rebuild agentd after `cargo run -p \
+             agentd-docgen`",
+            args.join(" ")
+        );
+    }
+    // The control: two pages differ, so the comparison above can fail.
+    assert_ne!(
+        agentd(&["man", "run"]).stdout,
+        agentd(&["man", "exec"]).stdout
+    );
+
+    let scratch = Scratch::new("man-dir");
+    let dir = scratch.root.join("share/man/man1");
+    let out = agentd(&["man", "--dir", dir.to_str().expect("utf-8")]);
+    assert!(out.status.success(), "agentd man --dir: {out:?}");
+    let written: Vec<(String, String)> = pages
+        .iter()
+        .map(|(file, _)| {
+            let text = std::fs::read_to_string(dir.join(file)).unwrap_or_default();
+            (file.clone(), text)
+        })
+        .collect();
+    assert_eq!(written, pages, "agentd man --dir");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).lines().count(),
+        pages.len(),
+        "one written path per line: {out:?}"
+    );
+
+    let scripts = generated("completions");
+    for (shell, file) in [
+        ("bash", "agentd.bash"),
+        ("zsh", "_agentd"),
+        ("fish", "agentd.fish"),
+    ] {
+        let out = agentd(&["completions", shell]);
+        assert!(out.status.success(), "agentd completions {shell}: {out:?}");
+        let text = scripts
+            .iter()
+            .find(|(name, _)| name == file)
+            .map(|(_, text)| text.as_bytes());
+        assert!(
+            Some(out.stdout.as_slice()) == text,
+            "`agentd completions {shell}` does not print agentd/completions/{file}"
+        );
+    }
+    let out = agentd(&["completions", "tcsh"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{stderr}");
+    assert!(out.stdout.is_empty(), "{out:?}");
+    assert!(
+        stderr.contains("invalid value 'tcsh' for '<SHELL>'")
+            && stderr.contains("[possible values: bash, zsh, fish]"),
+        "{stderr}"
     );
 }

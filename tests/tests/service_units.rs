@@ -22,9 +22,9 @@ use std::time::Duration;
 
 use agentd::helper_client::{HelperClient, HelperEndpoint, Outcome, SpawnSpec};
 use confine_protocol::{ExitStatus, Mode};
-use support::users::{system_group, system_user};
+use support::users::{Group, system_group, system_user};
 
-/// The users this test makes (and keeps, like the confinement suite's user).
+/// The users this test makes, and removes when it ends (`support::users`).
 const MEMBER: &str = "agentd-svc-member";
 const OUTSIDER: &str = "agentd-svc-outsider";
 /// A second member, served while the first is at its cap.
@@ -189,8 +189,9 @@ impl Layout {
     }
 }
 
-/// The socket `confine-helper.socket` describes, made as systemd makes it.
-fn socket_as_the_unit_makes_it(socket_unit: &str, path: &Path) -> OwnedFd {
+/// The socket `confine-helper.socket` describes, made as systemd makes it; `group` is the
+/// unit's `SocketGroup`, held by the caller.
+fn socket_as_the_unit_makes_it(socket_unit: &str, path: &Path, group: &Group) -> OwnedFd {
     let dir = path.parent().expect("the socket's directory");
     let mode = |text: String| u32::from_str_radix(&text, 8).expect("an octal mode");
     std::fs::create_dir_all(dir).expect("mkdir");
@@ -201,8 +202,8 @@ fn socket_as_the_unit_makes_it(socket_unit: &str, path: &Path) -> OwnedFd {
     .expect("chmod");
     let sock = socket_activation::bound(path, true);
     assert_eq!(setting(socket_unit, "SocketUser"), "root");
-    let gid = system_group(&setting(socket_unit, "SocketGroup"));
-    std::os::unix::fs::chown(path, Some(0), Some(gid)).expect("chown");
+    assert_eq!(setting(socket_unit, "SocketGroup"), group.name);
+    std::os::unix::fs::chown(path, Some(0), Some(group.gid)).expect("chown");
     std::fs::set_permissions(
         path,
         std::fs::Permissions::from_mode(mode(setting(socket_unit, "SocketMode"))),
@@ -248,7 +249,13 @@ fn facts(out: &Output) -> serde_json::Value {
 }
 
 /// The member is served as itself and confined; the outsider cannot connect and is told why.
-fn check_both_users(layout: &Layout, group_name: &str, member: (u32, u32), outsider: (u32, u32)) {
+fn check_both_users(
+    layout: &Layout,
+    group_name: &str,
+    extra: &Group,
+    member: (u32, u32),
+    outsider: (u32, u32),
+) {
     let script =
         "id -u > who; cat \"$HOME/extra-only\" > extra; echo changed > \"$HOME/outside\" || true";
     // The file outside the workspace is the member's own: only the sandbox can stop the write.
@@ -260,7 +267,7 @@ fn check_both_users(layout: &Layout, group_name: &str, member: (u32, u32), outsi
     std::os::unix::fs::chown(&outside, Some(member.0), Some(member.1)).expect("chown");
     let extra_only = home.join("extra-only");
     std::fs::write(&extra_only, "for the extra group\n").expect("the extra group's file");
-    std::os::unix::fs::chown(&extra_only, Some(0), Some(system_group(EXTRA_GROUP))).expect("chown");
+    std::os::unix::fs::chown(&extra_only, Some(0), Some(extra.gid)).expect("chown");
     std::fs::set_permissions(&extra_only, std::fs::Permissions::from_mode(0o040)).expect("chmod");
     let (out, home) = layout.agentd_run(MEMBER, member, script);
     assert!(out.status.success(), "the member was not served: {out:?}");
@@ -334,10 +341,12 @@ fn the_packaged_units_serve_a_member_of_their_group_as_itself_and_refuse_anyone_
         setting(&service, "ExecStart").contains(&format!("--group {group_name}")),
         "the service and the socket unit name different groups"
     );
-    system_group(&group_name);
-    system_group(EXTRA_GROUP);
-    let member = system_user(MEMBER, &[&group_name, EXTRA_GROUP]);
-    let outsider = system_user(OUTSIDER, &[]);
+    // Held to the end of the test, after the services below are stopped: then removed.
+    let group = system_group(&group_name);
+    let extra = system_group(EXTRA_GROUP);
+    let member_user = system_user(MEMBER, &[&group_name, EXTRA_GROUP]);
+    let outsider_user = system_user(OUTSIDER, &[]);
+    let (member, outsider) = (member_user.ids(), outsider_user.ids());
 
     // The ExecStart line alone: the helper binds the socket itself.
     let layout = Layout::new("bound", &listen_stream);
@@ -348,7 +357,7 @@ fn the_packaged_units_serve_a_member_of_their_group_as_itself_and_refuse_anyone_
     until_listening(&layout.socket, &mut child);
     let dir = std::fs::metadata(layout.socket.parent().expect("dir")).expect("dir");
     assert_eq!(dir.mode() & 0o777, 0o750);
-    check_both_users(&layout, &group_name, member, outsider);
+    check_both_users(&layout, &group_name, &extra, member, outsider);
 
     // Opened to everyone, the outsider reaches the socket and is refused by its credentials.
     std::fs::set_permissions(&layout.socket, std::fs::Permissions::from_mode(0o666))
@@ -373,12 +382,12 @@ fn the_packaged_units_serve_a_member_of_their_group_as_itself_and_refuse_anyone_
 
     // As the socket unit starts it: the socket made from the unit's settings, passed in.
     let layout = Layout::new("activated", &listen_stream);
-    let listener = socket_as_the_unit_makes_it(&socket_unit, &layout.socket);
+    let listener = socket_as_the_unit_makes_it(&socket_unit, &layout.socket, &group);
     let mut child = activated(layout.exec_start(&service, &listen_stream), listener)
         .spawn()
         .expect("start the ExecStart line as the socket unit would");
     until_listening(&layout.socket, &mut child);
-    check_both_users(&layout, &group_name, member, outsider);
+    check_both_users(&layout, &group_name, &extra, member, outsider);
     let log = stop(child);
     assert!(log.contains("served by helper pid"), "{log}");
 }
@@ -496,12 +505,13 @@ impl Drop for Running {
     }
 }
 
-/// The packaged service's `ExecStart` line, for its group (made if missing), with `extra`
-/// arguments, started in a layout of its own and listening; and its log.
-fn unit_service(tag: &str, extra: &[&str]) -> (Layout, Running, LogLines) {
+/// The packaged service's `ExecStart` line, for its group (held: made if missing), with `extra`
+/// arguments, started in a layout of its own and listening; and its log. Bound in this order,
+/// the service stops before the group can go.
+fn unit_service(tag: &str, extra: &[&str]) -> (Group, Layout, Running, LogLines) {
     let service = unit("confine-helper.service");
     let listen_stream = setting(&unit("confine-helper.socket"), "ListenStream");
-    system_group(&setting(&unit("confine-helper.socket"), "SocketGroup"));
+    let group = system_group(&setting(&unit("confine-helper.socket"), "SocketGroup"));
     let layout = Layout::new(tag, &listen_stream);
     let mut child = layout
         .exec_start(&service, &listen_stream)
@@ -511,7 +521,7 @@ fn unit_service(tag: &str, extra: &[&str]) -> (Layout, Running, LogLines) {
     let log = LogLines::of(&mut child);
     let mut running = Running(child);
     until_listening(&layout.socket, &mut running.0);
-    (layout, running, log)
+    (group, layout, running, log)
 }
 
 #[test]
@@ -527,11 +537,12 @@ fn a_member_past_its_cap_is_told_which_by_agentd_while_another_member_is_served(
         return;
     }
     let group = setting(&unit("confine-helper.socket"), "SocketGroup");
-    system_group(&group);
-    system_group(EXTRA_GROUP);
-    let member = system_user(MEMBER, &[&group, EXTRA_GROUP]);
-    let second = system_user(SECOND_MEMBER, &[&group]);
-    let (layout, _running, log) = unit_service("capped", &["--max-per-user", "1"]);
+    let _group = system_group(&group);
+    let _extra = system_group(EXTRA_GROUP);
+    let member_user = system_user(MEMBER, &[&group, EXTRA_GROUP]);
+    let second_user = system_user(SECOND_MEMBER, &[&group]);
+    let (member, second) = (member_user.ids(), second_user.ids());
+    let (_unit_group, layout, _running, log) = unit_service("capped", &["--max-per-user", "1"]);
 
     // The member's one connection: an `agentd run` whose command waits for a line.
     let script = ": > started; read line; echo \"$line\" > done";
@@ -624,7 +635,7 @@ fn agentd_s_next_command_runs_on_a_new_connection_after_the_service_closed_an_id
         return;
     }
     // Root is admitted (its own uid), served by a helper of its own like any member.
-    let (layout, _running, log) = unit_service("idle", &["--idle-limit", "1"]);
+    let (_group, layout, _running, log) = unit_service("idle", &["--idle-limit", "1"]);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

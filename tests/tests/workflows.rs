@@ -629,3 +629,149 @@ fn every_job_has_a_runner_steps_and_a_timeout_and_every_action_a_pinned_major_ve
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+/// The README's first shell block, its two lines: the main job's command and the test command.
+fn readme_commands() -> (String, String) {
+    let readme = read("README.md");
+    let block = readme
+        .split("```sh\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("the README opens with a sh block");
+    match block.lines().collect::<Vec<_>>().as_slice() {
+        [first, test] => ((*first).to_owned(), (*test).to_owned()),
+        other => panic!("the README's first block is not its two commands: {other:?}"),
+    }
+}
+
+/// The value of `.ci/run`'s line `name='VALUE'`.
+fn assignment(script: &str, name: &str) -> String {
+    script
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}='"))?.strip_suffix('\''))
+        .map(str::to_owned)
+        .unwrap_or_else(|| panic!(".ci/run has no line {name}='...'"))
+}
+
+/// `.ci/run`'s function `name`, from `name() {` to the `}` that closes it.
+fn function(script: &str, name: &str) -> String {
+    let start = script
+        .find(&format!("\n{name}() {{\n"))
+        .unwrap_or_else(|| panic!(".ci/run has no function {name}"));
+    let body = &script[start + 1..];
+    let end = body.find("\n}\n").expect("the function's end");
+    body[..end + 3].to_owned()
+}
+
+#[test]
+fn ci_run_runs_the_readmes_two_commands_from_a_copy_under_tmp_and_the_first_as_a_user_it_makes() {
+    let (first, test) = readme_commands();
+    let ci = read(".ci/run");
+    assert_eq!(
+        assignment(&ci, "readme_first"),
+        first,
+        ".ci/run's readme_first is not the README's first command"
+    );
+    assert_eq!(
+        assignment(&ci, "readme_test"),
+        test,
+        ".ci/run's readme_test is not the README's test command"
+    );
+    // The control: the reader tells two commands apart.
+    assert_ne!(first, test);
+
+    let step = function(&ci, "step_test");
+    assert!(
+        step.contains("new_scratch")
+            && step.contains("copy_checkout")
+            && step.contains("eval \"$readme_test\""),
+        "the step test does not run the README's test command in a copy: {step}"
+    );
+    assert!(
+        function(&ci, "new_scratch").contains("mktemp -d \"/tmp/agentd ci."),
+        "the copy is not under /tmp in a path with a space"
+    );
+    let step = function(&ci, "step_main_job");
+    for needle in [
+        "useradd",
+        "runuser -u \"$7\"",
+        "\"$readme_first\"",
+        "copy_checkout",
+    ] {
+        assert!(
+            step.contains(needle),
+            "the step main-job lacks {needle}: {step}"
+        );
+    }
+    // A command's /tmp is private under bubblewrap: a home there would be hidden from the
+    // demo's commands, and their write to ~ would fail without the sandbox refusing it.
+    assert!(
+        step.contains("home=\"$(mktemp -d /var/tmp/"),
+        "the user's home is not outside /tmp: {step}"
+    );
+    assert!(
+        function(&ci, "cleanup").contains("userdel --force \"$ci_user\""),
+        "the user the step makes is not removed"
+    );
+    let all = ci
+        .split("\n  all)\n")
+        .nth(1)
+        .and_then(|rest| rest.split(";;").next())
+        .expect("the whole run's steps");
+    let order: Vec<&str> = all.split_whitespace().collect();
+    assert_eq!(order, ["install", "step_test", "step_main_job"]);
+}
+
+#[test]
+fn ci_run_copies_the_checkout_as_git_sees_it_into_a_path_with_a_space() {
+    let scratch = Scratch::new("copy");
+    let repo = scratch.0.join("a checkout");
+    let copy = scratch.0.join("the copy");
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(args)
+            .current_dir(&repo)
+            .output()
+            .expect("git");
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+    };
+    std::fs::create_dir_all(repo.join("src")).expect("a checkout");
+    for (path, text) in [
+        (".gitignore", "/target\n"),
+        ("src/kept.rs", "committed\n"),
+        ("src/gone.rs", "committed, then deleted\n"),
+    ] {
+        std::fs::write(repo.join(path), text).expect("a file");
+    }
+    git(&["init", "-q"]);
+    git(&["add", "."]);
+    git(&["commit", "-q", "-m", "c"]);
+    std::fs::write(repo.join("src/kept.rs"), "changed, not committed\n").expect("an edit");
+    std::fs::remove_file(repo.join("src/gone.rs")).expect("a deletion");
+    std::fs::write(repo.join("src/new file.rs"), "untracked\n").expect("an untracked file");
+    std::fs::create_dir_all(repo.join("target/debug")).expect("target");
+    std::fs::write(repo.join("target/debug/agentd"), "built\n").expect("a build");
+
+    let script = format!(
+        "{}\ncopy_checkout \"$COPY\"\n",
+        function(&read(".ci/run"), "copy_checkout")
+    );
+    let out = bash(&script, &repo, &[("COPY", &copy), ("checkout", &repo)], &[]);
+    assert!(out.status.success(), "copy_checkout: {out:?}");
+    let read_copy = |path: &str| std::fs::read_to_string(copy.join(path)).ok();
+    assert_eq!(
+        read_copy("src/kept.rs").as_deref(),
+        Some("changed, not committed\n")
+    );
+    assert_eq!(read_copy("src/new file.rs").as_deref(), Some("untracked\n"));
+    assert_eq!(read_copy(".gitignore").as_deref(), Some("/target\n"));
+    // The control of what is left out: each is in the checkout.
+    assert!(repo.join("target/debug/agentd").exists());
+    assert_eq!(
+        read_copy("target/debug/agentd"),
+        None,
+        "the build was copied"
+    );
+    assert_eq!(read_copy("src/gone.rs"), None, "a deleted file came back");
+}

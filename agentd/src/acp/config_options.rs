@@ -49,11 +49,17 @@ pub enum Switch {
 pub fn options(mode: Mode, modes: &[Mode], approval: ApprovalPolicy) -> Vec<SessionConfigOption> {
     let modes: Vec<SessionConfigSelectOption> = modes
         .iter()
-        .map(|m| SessionConfigSelectOption::new(m.as_str(), m.as_str()))
+        .map(|m| {
+            SessionConfigSelectOption::new(m.as_str(), mode_name(*m))
+                .description(mode_description(*m).to_owned())
+        })
         .collect();
     let policies: Vec<SessionConfigSelectOption> = ApprovalPolicy::ALL
         .iter()
-        .map(|p| SessionConfigSelectOption::new(p.as_str(), p.as_str()))
+        .map(|p| {
+            let (name, description) = policy_words(*p);
+            SessionConfigSelectOption::new(p.as_str(), name).description(description.to_owned())
+        })
         .collect();
     vec![
         SessionConfigOption::select(SANDBOX_MODE, "Sandbox", mode.as_str(), modes)
@@ -83,9 +89,29 @@ pub fn model_option(current: &str, models: &[(&str, &str)]) -> SessionConfigOpti
 pub fn session_modes(mode: Mode, modes: &[Mode]) -> SessionModeState {
     let available = modes
         .iter()
-        .map(|m| SessionMode::new(m.as_str(), m.as_str()).description(mode_description(*m)))
+        .map(|m| SessionMode::new(m.as_str(), mode_name(*m)).description(mode_description(*m)))
         .collect();
     SessionModeState::new(mode.as_str(), available)
+}
+
+/// A sandbox mode's name, for the person choosing it (its id is the configuration's word).
+fn mode_name(mode: Mode) -> &'static str {
+    match mode {
+        Mode::ReadOnly => "Read only",
+        Mode::WorkspaceWrite => "Workspace write",
+        Mode::DangerFullAccess => "Full access (no sandbox)",
+    }
+}
+
+/// An approval policy's name and what it means, for the person choosing it.
+fn policy_words(policy: ApprovalPolicy) -> (&'static str, &'static str) {
+    match policy {
+        ApprovalPolicy::Ask => ("Ask", "Permission prompts reach you."),
+        ApprovalPolicy::Never => (
+            "Never ask",
+            "Nobody is asked: what needs approval is rejected automatically.",
+        ),
+    }
 }
 
 /// What a session mode means, for the person choosing it.
@@ -229,7 +255,11 @@ mod tests {
         .expect("json");
         assert_eq!(
             wire[0]["options"],
-            json!([{"value": "read-only", "name": "read-only"}])
+            json!([{
+                "value": "read-only",
+                "name": "Read only",
+                "description": "Commands may read files but change nothing."
+            }])
         );
     }
 
@@ -248,9 +278,21 @@ mod tests {
                     "type": "select",
                     "currentValue": "read-only",
                     "options": [
-                        {"value": "read-only", "name": "read-only"},
-                        {"value": "workspace-write", "name": "workspace-write"},
-                        {"value": "danger-full-access", "name": "danger-full-access"},
+                        {
+                            "value": "read-only",
+                            "name": "Read only",
+                            "description": "Commands may read files but change nothing.",
+                        },
+                        {
+                            "value": "workspace-write",
+                            "name": "Workspace write",
+                            "description": "Commands may change files inside the workspace only.",
+                        },
+                        {
+                            "value": "danger-full-access",
+                            "name": "Full access (no sandbox)",
+                            "description": "Commands run without the file sandbox.",
+                        },
                     ],
                 },
                 {
@@ -260,8 +302,16 @@ mod tests {
                     "type": "select",
                     "currentValue": "ask",
                     "options": [
-                        {"value": "ask", "name": "ask"},
-                        {"value": "never", "name": "never"},
+                        {
+                            "value": "ask",
+                            "name": "Ask",
+                            "description": "Permission prompts reach you.",
+                        },
+                        {
+                            "value": "never",
+                            "name": "Never ask",
+                            "description": "Nobody is asked: what needs approval is rejected automatically.",
+                        },
                     ],
                 },
             ])

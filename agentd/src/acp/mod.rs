@@ -52,15 +52,16 @@ mod updates;
 
 use std::sync::Arc;
 
+use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
     AgentCapabilities, CancelNotification, CloseSessionRequest, CloseSessionResponse,
     Implementation, InitializeRequest, InitializeResponse, ListSessionsRequest,
-    ListSessionsResponse, LoadSessionRequest, LoadSessionResponse, McpCapabilities,
-    NewSessionRequest, NewSessionResponse, PromptCapabilities, PromptRequest, SessionCapabilities,
-    SessionCloseCapabilities, SessionInfo, SessionListCapabilities, SetSessionConfigOptionRequest,
+    ListSessionsResponse, LoadSessionRequest, LoadSessionResponse, McpCapabilities, McpServer,
+    NewSessionRequest, NewSessionResponse, PromptCapabilities, PromptRequest, ResumeSessionRequest,
+    ResumeSessionResponse, SessionCapabilities, SessionCloseCapabilities, SessionInfo,
+    SessionListCapabilities, SessionResumeCapabilities, SetSessionConfigOptionRequest,
     SetSessionConfigOptionResponse, SetSessionModeRequest, SetSessionModeResponse,
 };
-use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{
     Agent, Client, ConnectTo, Error, on_receive_notification, on_receive_request,
 };
@@ -157,7 +158,8 @@ impl Server {
 
 /// The handlers of every request and notification the agent answers.
 fn handlers(state: &Arc<AgentState>) -> impl ConnectTo<Client> + 'static {
-    let (s1, s2, s3, s4, s5, s6, s7, s8, s9) = (
+    let (s1, s2, s3, s4, s5, s6, s7, s8, s9, s10) = (
+        state.clone(),
         state.clone(),
         state.clone(),
         state.clone(),
@@ -189,6 +191,7 @@ fn handlers(state: &Arc<AgentState>) -> impl ConnectTo<Client> + 'static {
                                 .session_capabilities(
                                     SessionCapabilities::new()
                                         .list(SessionListCapabilities::new())
+                                        .resume(SessionResumeCapabilities::new())
                                         .close(SessionCloseCapabilities::new()),
                                 ),
                         )
@@ -218,17 +221,45 @@ fn handlers(state: &Arc<AgentState>) -> impl ConnectTo<Client> + 'static {
         )
         .on_receive_request(
             async move |req: LoadSessionRequest, responder, cx: ConnectionTo<Client>| {
-                let Some(closing) = s3.sessions.closing(&req.session_id.to_string()) else {
-                    return load_session(&s3, req, responder, cx).await;
-                };
-                // Loaded again while its close runs: once the close has finished, off the
-                // dispatch loop.
-                let state = s3.clone();
-                tokio::spawn(async move {
-                    closing.close().await;
-                    let _ = load_session(&state, req, responder, cx).await;
-                });
-                Ok(())
+                let id = req.session_id.to_string();
+                reopen(
+                    &s3,
+                    id,
+                    req.mcp_servers,
+                    Replay::Whole,
+                    cx,
+                    move |opened| match opened {
+                        Ok(session) => responder.respond(
+                            LoadSessionResponse::new()
+                                .config_options(session.config_options())
+                                .modes(session.modes()),
+                        ),
+                        Err(e) => responder.respond_with_error(e),
+                    },
+                )
+                .await
+            },
+            on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |req: ResumeSessionRequest, responder, cx: ConnectionTo<Client>| {
+                let id = req.session_id.to_string();
+                reopen(
+                    &s10,
+                    id,
+                    req.mcp_servers,
+                    Replay::None,
+                    cx,
+                    move |opened| match opened {
+                        Ok(session) => responder.respond(
+                            ResumeSessionResponse::new()
+                                .config_options(session.config_options())
+                                .modes(session.modes()),
+                        ),
+                        Err(e) => responder.respond_with_error(e),
+                    },
+                )
+                .await
             },
             on_receive_request!(),
         )
@@ -338,40 +369,71 @@ fn handlers(state: &Arc<AgentState>) -> impl ConnectTo<Client> + 'static {
         )
 }
 
-/// `session/load`: the session from memory or its log, its whole history, then the answer
-/// (the protocol orders them so). The history goes through the connection's budget: for a
-/// client that does not read it, the replay waits, and the dispatch loop with it.
-async fn load_session(
+/// What a reopened session shows of its past before the answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Replay {
+    /// `session/load`: the whole history, before the answer (the protocol orders them so).
+    Whole,
+    /// `session/resume`: nothing; the editor keeps what it showed.
+    None,
+}
+
+/// `session/load` and `session/resume`: the session `id` from memory or its log, with the MCP
+/// servers `mcp`; its history as `replay` says, then `answer` (with the session, or the error
+/// that kept it from opening); then what the opening tells. A session being closed is reopened
+/// once its close has finished, off the dispatch loop.
+async fn reopen(
     state: &Arc<AgentState>,
-    req: LoadSessionRequest,
-    responder: Responder<LoadSessionResponse>,
+    id: String,
+    mcp: Vec<McpServer>,
+    replay: Replay,
     cx: ConnectionTo<Client>,
+    answer: impl FnOnce(Result<&Session, Error>) -> Result<(), Error> + Send + 'static,
 ) -> Result<(), Error> {
-    let id = req.session_id.to_string();
-    let (servers, notices) = mcp::servers(&state.options, &req.mcp_servers);
-    let session = match state.sessions.load(state, &id, servers, cx.clone()) {
-        Ok(session) => session,
-        Err(e) => return responder.respond_with_error(e),
+    let Some(closing) = state.sessions.closing(&id) else {
+        return open_stored(state, &id, &mcp, replay, cx, answer).await;
     };
-    for item in fold::replay(&session.records()) {
-        session.show(&cx, updates::update_for(&item)).await?;
+    let state = state.clone();
+    tokio::spawn(async move {
+        closing.close().await;
+        let _ = open_stored(&state, &id, &mcp, replay, cx, answer).await;
+    });
+    Ok(())
+}
+
+/// [`reopen`] once no close of the session runs. The history goes through the connection's
+/// budget: for a client that does not read it, the replay waits, and the dispatch loop with it.
+async fn open_stored(
+    state: &Arc<AgentState>,
+    id: &str,
+    mcp: &[McpServer],
+    replay: Replay,
+    cx: ConnectionTo<Client>,
+    answer: impl FnOnce(Result<&Session, Error>) -> Result<(), Error>,
+) -> Result<(), Error> {
+    let (servers, notices) = mcp::servers(&state.options, mcp);
+    let session = match state.sessions.load(state, id, servers, cx.clone()) {
+        Ok(session) => session,
+        Err(e) => return answer(Err(e)),
+    };
+    if replay == Replay::Whole {
+        for item in fold::replay(&session.records()) {
+            session.show(&cx, updates::update_for(&item)).await?;
+        }
     }
-    let answered = responder.respond(
-        LoadSessionResponse::new()
-            .config_options(session.config_options())
-            .modes(session.modes()),
-    );
+    let answered = answer(Ok(&session));
     notices::tell_opening(&session, &cx).await;
     mcp::start(&session, &state.options.ask_before, notices, cx);
     answered
 }
 
-/// The sessions stored under `dir`, optionally only those of `cwd`.
+/// The sessions stored under `dir`, optionally only those of `cwd`, the most recently updated
+/// first.
 fn list_sessions(
     dir: &std::path::Path,
     cwd: Option<&std::path::Path>,
 ) -> Result<Vec<SessionInfo>, LogError> {
-    let mut out = Vec::new();
+    let mut found = Vec::new();
     for id in log::list_ids(dir)? {
         let Ok((records, _)) = log::read_log(dir, &id) else {
             continue;
@@ -384,7 +446,11 @@ fn list_sessions(
         if let Some(title) = summary.title {
             info = info.title(title);
         }
-        out.push(info.updated_at(updates::rfc3339(summary.updated_ms)));
+        found.push((
+            summary.updated_ms,
+            info.updated_at(updates::rfc3339(summary.updated_ms)),
+        ));
     }
-    Ok(out)
+    found.sort_by_key(|(updated_ms, _)| std::cmp::Reverse(*updated_ms));
+    Ok(found.into_iter().map(|(_, info)| info).collect())
 }

@@ -86,7 +86,7 @@ impl HelperArgs {
 }
 
 /// A path that is not empty (an empty one would silently mean the current directory).
-fn non_empty_path() -> impl TypedValueParser<Value = PathBuf> {
+pub(super) fn non_empty_path() -> impl TypedValueParser<Value = PathBuf> {
     OsStringValueParser::new().try_map(|value: OsString| {
         if value.is_empty() {
             Err("the path is empty")

@@ -20,6 +20,9 @@ _agentd() {
             agentd,acp)
                 cmd="agentd__subcmd__acp"
                 ;;
+            agentd,completions)
+                cmd="agentd__subcmd__completions"
+                ;;
             agentd,config)
                 cmd="agentd__subcmd__config"
                 ;;
@@ -31,6 +34,9 @@ _agentd() {
                 ;;
             agentd,help)
                 cmd="agentd__subcmd__help"
+                ;;
+            agentd,man)
+                cmd="agentd__subcmd__man"
                 ;;
             agentd,run)
                 cmd="agentd__subcmd__run"
@@ -53,6 +59,9 @@ _agentd() {
             agentd__subcmd__help,acp)
                 cmd="agentd__subcmd__help__subcmd__acp"
                 ;;
+            agentd__subcmd__help,completions)
+                cmd="agentd__subcmd__help__subcmd__completions"
+                ;;
             agentd__subcmd__help,config)
                 cmd="agentd__subcmd__help__subcmd__config"
                 ;;
@@ -64,6 +73,9 @@ _agentd() {
                 ;;
             agentd__subcmd__help,help)
                 cmd="agentd__subcmd__help__subcmd__help"
+                ;;
+            agentd__subcmd__help,man)
+                cmd="agentd__subcmd__help__subcmd__man"
                 ;;
             agentd__subcmd__help,run)
                 cmd="agentd__subcmd__help__subcmd__run"
@@ -105,7 +117,7 @@ _agentd() {
 
     case "${cmd}" in
         agentd)
-            opts="-h -V --help --version run config sessions acp exec demo help"
+            opts="-h -V --help --version run config sessions acp exec demo completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -153,6 +165,20 @@ _agentd() {
                     COMPREPLY=($(compgen -W "read-only workspace-write danger-full-access" -- "${cur}"))
                     return 0
                     ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agentd__subcmd__completions)
+            opts="-h --help bash zsh fish"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
                 *)
                     COMPREPLY=()
                     ;;
@@ -339,7 +365,7 @@ _agentd() {
             return 0
             ;;
         agentd__subcmd__help)
-            opts="run config sessions acp exec demo help"
+            opts="run config sessions acp exec demo completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -353,6 +379,20 @@ _agentd() {
             return 0
             ;;
         agentd__subcmd__help__subcmd__acp)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agentd__subcmd__help__subcmd__completions)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -436,6 +476,20 @@ _agentd() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        agentd__subcmd__help__subcmd__man)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         agentd__subcmd__help__subcmd__run)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -485,6 +539,24 @@ _agentd() {
                 return 0
             fi
             case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agentd__subcmd__man)
+            opts="-h --dir --help acp completions config config-show demo exec man run sessions sessions-list sessions-show"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
