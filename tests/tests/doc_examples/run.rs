@@ -95,11 +95,13 @@ impl Places {
             .unwrap_or(Path::new("/nonexistent"))
     }
 
-    /// `command` with each placeholder replaced by its path.
+    /// `command` with each placeholder replaced by its path, as one shell word: a checkout may
+    /// live in a path with a space. (A placeholder is written bare in an example's command,
+    /// never inside quotes.)
     pub fn substitute(&self, command: &str) -> String {
         let mut out = command.to_owned();
         for (name, path) in &self.pairs {
-            out = out.replace(name, &path.to_string_lossy());
+            out = out.replace(name, &shell_word(&path.to_string_lossy()));
         }
         out
     }
@@ -115,6 +117,15 @@ impl Places {
         }
         out
     }
+}
+
+/// `text` as one word of `sh`: as it is when it needs no quoting, else in single quotes.
+fn shell_word(text: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "/._-+,:=@%".contains(c);
+    if !text.is_empty() && text.chars().all(plain) {
+        return text.to_owned();
+    }
+    format!("'{}'", text.replace('\'', "'\\''"))
 }
 
 impl Drop for Places {
