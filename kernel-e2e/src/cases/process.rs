@@ -4,7 +4,7 @@
 use super::{all_changed, all_unchanged, find_tool, skip_unless, snapshot, sysctl};
 use crate::case::{Case, Cx, RunChecks, Verdict, fail};
 use crate::ensure;
-use crate::fixtures::{CanaryProcess, Liveness};
+use crate::fixtures::{CanaryProcess, Liveness, wait_gone};
 use crate::matrix::Backend;
 use crate::matrix::CONFINED;
 use crate::probe::Outcome;
@@ -62,6 +62,9 @@ pub const CASES: &[Case] = &[
     },
 ];
 
+/// How long a canary the control killed may take to exit: a liveness bound, not a timing.
+const CANARY_EXIT_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 fn signals_cannot_reach_outside_processes(cx: &mut Cx) -> Verdict {
     let mut canary = CanaryProcess::spawn(cx.user())
         .map_err(|e| fail(format!("cannot start a canary process: {e}")))?;
@@ -105,6 +108,9 @@ fn signals_cannot_reach_outside_processes(cx: &mut Cx) -> Verdict {
         .step("kill-canary", "kill", ["KILL", pid.as_str()]);
     let control = cx.run("control", &cx.control(control_probe.argv()).interactive())?;
     control.succeeded()?;
+    // The kill was sent; the canary's exit is the kernel's to finish: wait for it (bounded),
+    // then judge.
+    let _ = wait_gone(canary.pid(), CANARY_EXIT_LIMIT);
     let state = canary.liveness();
     ensure!(
         state == Liveness::Dead,
