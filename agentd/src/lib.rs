@@ -54,6 +54,9 @@ pub mod narrowing;
 pub mod profile;
 pub mod proxy;
 mod real_path;
+#[cfg(test)]
+#[path = "../../tests/shared/route_events.rs"]
+mod route_events;
 pub mod session;
 pub mod session_temp;
 #[cfg(test)]

@@ -22,6 +22,8 @@ pub mod matrix;
 pub mod netns;
 pub mod probe;
 pub mod report;
+#[path = "../../tests/shared/route_events.rs"]
+pub mod route_events;
 #[path = "../../tests/shared/skip.rs"]
 pub mod skip;
 pub mod suite;

@@ -20,6 +20,7 @@ use nix::mount::{MsFlags, mount};
 use nix::sched::{CloneFlags, setns, unshare};
 
 use crate::case::{Stop, fail};
+use crate::route_events::RouteEvents;
 
 /// Here's addresses, and there's.
 pub const HERE_V4: &str = "10.77.0.1";
@@ -170,35 +171,45 @@ fn configure(link: &str, v4: &str, v6: &str) -> Result<(), Stop> {
     ip(&["addr", "add", &v4_prefix, "dev", link]).map_err(fail)?;
     ip(&["-6", "addr", "add", &v6_prefix, "dev", link, "nodad"])
         .map_err(|e| Stop::Skip(format!("cannot give {link} an IPv6 address: {e}")))?;
+    // Before the link comes up: no notice of the routes it brings is missed.
+    let events = RouteEvents::subscribe()
+        .map_err(|e| fail(format!("cannot subscribe to route notices: {e}")))?;
     ip(&["link", "set", link, "up"]).map_err(fail)?;
-    wait_until_local(v4)?;
-    wait_until_local(v6)
+    wait_until_local(&events, v4)?;
+    wait_until_local(&events, v6)
 }
 
 /// How long an address may take to be routed as this machine's once its link is up: the
 /// kernel installs an IPv6 address's route from a work queue, after `ip` has returned.
 const ADDRESS_READY: Duration = Duration::from_secs(10);
-const POLL: Duration = Duration::from_millis(10);
 
-/// Waits, at most [`ADDRESS_READY`], until the kernel routes `address` as this machine's.
-fn wait_until_local(address: &str) -> Result<(), Stop> {
-    let deadline = Instant::now() + ADDRESS_READY;
-    loop {
-        let output = Command::new("ip")
-            .args(["route", "get", address])
-            .output()
-            .map_err(|e| fail(format!("cannot run ip: {e}")))?;
-        if output.stdout.starts_with(b"local ") {
-            return Ok(());
+/// Waits, at most [`ADDRESS_READY`], until the kernel routes `address` as this machine's:
+/// asked again at each route notice of `events`.
+fn wait_until_local(events: &RouteEvents, address: &str) -> Result<(), Stop> {
+    let mut said = String::new();
+    let mut error = None;
+    let mut local = || match Command::new("ip").args(["route", "get", address]).output() {
+        Ok(output) => {
+            said = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+            output.stdout.starts_with(b"local ")
         }
-        if Instant::now() >= deadline {
-            return Err(fail(format!(
-                "{address} was not routed as this machine's within {ADDRESS_READY:?}: {}",
-                String::from_utf8_lossy(&output.stdout).trim()
-            )));
+        Err(e) => {
+            error = Some(format!("cannot run ip: {e}"));
+            true
         }
-        std::thread::sleep(POLL);
+    };
+    let routed = events
+        .until(Instant::now() + ADDRESS_READY, &mut local)
+        .map_err(|e| fail(format!("reading route notices: {e}")))?;
+    if let Some(error) = error {
+        return Err(fail(error));
     }
+    if !routed {
+        return Err(fail(format!(
+            "{address} was not routed as this machine's within {ADDRESS_READY:?}: {said}"
+        )));
+    }
+    Ok(())
 }
 
 /// `ip ARGS` in the calling thread's network namespace; the error says what it said.

@@ -106,13 +106,13 @@ mod in_a_namespace {
     use super::{at, v4, v6};
     use crate::proxy::gate::{Attempt, Gate, open};
     use crate::proxy::{Decision, Policy, Protocol, Reason};
+    use crate::route_events::RouteEvents;
     use crate::skip::{Need, skip};
     use crate::test_support::within;
 
     /// How long an IPv6 address may take to be routed as this machine's once its link is up:
     /// the kernel installs the route from a work queue, after `ip` has returned.
     const ADDRESS_READY: Duration = Duration::from_secs(10);
-    const POLL: Duration = Duration::from_millis(10);
 
     /// Runs `test` on a thread of its own in a fresh network namespace whose loopback is up and
     /// where `lab0`, one end of a veth pair, holds `10.77.0.1/24` and `fd77::1/64`; `None` (and a
@@ -144,25 +144,28 @@ mod in_a_namespace {
                 ip(&["link", "set", "lo", "up"]);
                 ip(&["addr", "add", "10.77.0.1/24", "dev", "lab0"]);
                 ip(&["-6", "addr", "add", "fd77::1/64", "dev", "lab0", "nodad"]);
+                // Before the links come up: no notice of the routes they bring is missed.
+                let events = RouteEvents::subscribe().expect("a subscription to route notices");
                 ip(&["link", "set", "lab0", "up"]);
                 ip(&["link", "set", "lab1", "up"]);
-                wait_until_local(v6("fd77::1"));
+                wait_until_local(&events, v6("fd77::1"));
                 Some(test())
             });
             thread.join().expect("the namespace's thread")
         })
     }
 
-    /// Waits, at most [`ADDRESS_READY`], until the kernel routes `ip` as this machine's.
-    fn wait_until_local(ip: IpAddr) {
-        let deadline = Instant::now() + ADDRESS_READY;
-        while route::lookup(ip, 80) != Ok(route::RouteType::LOCAL) {
-            assert!(
-                Instant::now() < deadline,
-                "{ip} was not routed locally within {ADDRESS_READY:?}"
-            );
-            std::thread::sleep(POLL);
-        }
+    /// Waits, at most [`ADDRESS_READY`], until the kernel routes `ip` as this machine's: looked
+    /// up again at each route notice of `events`.
+    fn wait_until_local(events: &RouteEvents, ip: IpAddr) {
+        let local = || route::lookup(ip, 80) == Ok(route::RouteType::LOCAL);
+        let routed = events
+            .until(Instant::now() + ADDRESS_READY, local)
+            .expect("route notices");
+        assert!(
+            routed,
+            "{ip} was not routed locally within {ADDRESS_READY:?}"
+        );
     }
 
     /// Runs `ip ARGS` in the calling thread's network namespace (a child process takes its parent
