@@ -296,7 +296,7 @@ fn pointer(rng: &mut Rng) -> Vec<u8> {
 fn gitfiles_and_commondirs_yield_their_first_line_where_they_are() {
     let seed = seeded::seed("PARSERS_SEED", DEFAULT_SEED);
     let mut rng = Rng(seed);
-    let base = Path::new("/work/repo/sub");
+    let base = Path::new("/srv/repo/sub");
     for n in 0..ITERATIONS {
         let context = format!("iteration {n}, seed {seed:#x} (PARSERS_SEED replays it)");
         let mut content = pointer(&mut rng);

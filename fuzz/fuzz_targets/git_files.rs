@@ -26,7 +26,7 @@ mod heap;
 use bounds::Pointer;
 
 /// Where the pointer files lie.
-const BASE: &str = "/work/repo/.git/worktrees/w";
+const BASE: &str = "/srv/repo/.git/worktrees/w";
 
 fuzz_target!(|data: &[u8]| {
     let Some((&which, bytes)) = data.split_first() else {

@@ -487,7 +487,7 @@ mod tests {
         // Made under the usual umask (022), which alone would leave both readable by anyone.
         let dir = scratch.0.join("state/agentd/sessions");
         let id = new_id();
-        let (log, _) = EventLog::create(&dir, &id, Path::new("/work")).expect("create");
+        let (log, _) = EventLog::create(&dir, &id, Path::new("/srv/ws")).expect("create");
         drop(log);
         assert_eq!(mode_of(&dir), 0o700);
         assert_eq!(
@@ -511,7 +511,7 @@ mod tests {
         let file = scratch.0.join("file");
         std::fs::write(&file, "x").expect("file");
         let dir = file.join("sessions");
-        let Err(created) = EventLog::create(&dir, &new_id(), Path::new("/work")) else {
+        let Err(created) = EventLog::create(&dir, &new_id(), Path::new("/srv/ws")) else {
             panic!("a log under a regular file was created");
         };
         assert!(
@@ -559,7 +559,7 @@ mod tests {
         // The control: the same calls in a directory.
         let usable = scratch.0.join("state/sessions");
         let id = new_id();
-        EventLog::create(&usable, &id, Path::new("/work")).expect("create");
+        EventLog::create(&usable, &id, Path::new("/srv/ws")).expect("create");
         assert_eq!(list_ids(&usable).expect("list").len(), 1);
         read_log(&usable, &id).expect("read");
         assert!(matches!(
@@ -572,7 +572,7 @@ mod tests {
     fn a_created_log_reopens_with_every_event_in_order() {
         let (_scratch, dir) = scratch("reopen");
         let id = new_id();
-        let (mut log, _) = EventLog::create(&dir, &id, Path::new("/work")).expect("create");
+        let (mut log, _) = EventLog::create(&dir, &id, Path::new("/srv/ws")).expect("create");
         log.append(Event::TurnStarted { turn: 1 }).expect("append");
         log.append(Event::PromptSubmitted {
             turn: 1,
