@@ -76,6 +76,7 @@ pub use options::{AcpOptions, AcpStartError};
 pub use outgoing::{MESSAGE_OVERHEAD, OUTGOING_BUDGET};
 pub use sessions::{AgentState, Session, Sessions};
 pub use stdio::{MAX_ERROR_LINE, MAX_LINE};
+pub use updates::{is_model_error, model_error};
 
 /// The stop reason, as its wire name, that a model answer ends a prompt turn with, or `None`
 /// when the turn goes on to run the answer's tool calls.

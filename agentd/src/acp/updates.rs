@@ -21,6 +21,7 @@ pub fn update_for(item: &ReplayItem) -> SessionUpdate {
         }
         ReplayItem::AgentThought(text) => agent_thought(text),
         ReplayItem::AgentText(text) => agent_text(text),
+        ReplayItem::ModelError(text) => model_error(text),
         ReplayItem::ToolCall {
             call_id,
             title,
@@ -91,6 +92,33 @@ pub fn status(call_id: &str, status: ToolCallStatus) -> SessionUpdate {
 /// A piece of the agent's answer text.
 pub fn agent_text(text: &str) -> SessionUpdate {
     SessionUpdate::AgentMessageChunk(ContentChunk::new(ContentBlock::from(text.to_owned())))
+}
+
+/// The agent's text of a failed model call, marked in `_meta` (`agentd.modelError`) as agentd's
+/// own: `agentd exec` leaves it out of stdout by that mark, which the model's text cannot carry.
+pub fn model_error(text: &str) -> SessionUpdate {
+    let mut meta = serde_json::Map::new();
+    meta.insert(
+        "agentd".to_owned(),
+        serde_json::json!({ MODEL_ERROR_MARK: true }),
+    );
+    SessionUpdate::AgentMessageChunk(
+        ContentChunk::new(ContentBlock::from(text.to_owned())).meta(meta),
+    )
+}
+
+/// The key of [`model_error`]'s mark under `_meta.agentd`.
+const MODEL_ERROR_MARK: &str = "modelError";
+
+/// Whether `chunk` is [`model_error`]'s.
+pub fn is_model_error(chunk: &ContentChunk) -> bool {
+    chunk
+        .meta
+        .as_ref()
+        .and_then(|meta| meta.get("agentd"))
+        .and_then(|agentd| agentd.get(MODEL_ERROR_MARK))
+        .and_then(serde_json::Value::as_bool)
+        == Some(true)
 }
 
 /// A piece of the reasoning the model showed.

@@ -67,6 +67,9 @@ pub enum ReplayItem {
     /// The reasoning the model showed.
     AgentThought(String),
     AgentText(String),
+    /// A failed model call, as the agent's text ([`model_error_text`]), marked as agentd's own
+    /// words so that no text of the model can pass for it.
+    ModelError(String),
     ToolCall {
         call_id: String,
         title: String,
@@ -193,7 +196,9 @@ pub fn replay_items(record: &Record) -> Vec<ReplayItem> {
 fn replay_item(record: &Record) -> Option<ReplayItem> {
     match &record.event {
         Event::PromptSubmitted { text, .. } => Some(ReplayItem::UserText(text.clone())),
-        Event::ModelError { message, .. } => Some(ReplayItem::AgentText(model_error_text(message))),
+        Event::ModelError { message, .. } => {
+            Some(ReplayItem::ModelError(model_error_text(message)))
+        }
         Event::HistoryCompacted {
             through,
             estimate_before,
@@ -257,7 +262,7 @@ pub fn model_error_text(message: &str) -> String {
 }
 
 /// How [`model_error_text`] begins.
-pub const MODEL_ERROR_LEAD: &str = "\n\nThe model request failed: ";
+const MODEL_ERROR_LEAD: &str = "\n\nThe model request failed: ";
 
 /// The chat history a model is given for the next step: every prompt, every model answer (with
 /// the reasoning it showed; the provider decides what of it goes back) and every tool result,
@@ -887,7 +892,7 @@ mod tests {
             [
                 ReplayItem::AgentThought("One file.".into()),
                 ReplayItem::AgentText("There are".into()),
-                ReplayItem::AgentText(
+                ReplayItem::ModelError(
                     "\n\nThe model request failed: the connection to the model server at http://x \
                      failed: reset"
                         .into()

@@ -18,7 +18,7 @@ use agent_client_protocol::v1::schema::{
 use serde_json::{Value, json};
 
 use super::approve::Decision;
-use crate::session::fold::MODEL_ERROR_LEAD;
+use crate::acp::is_model_error;
 use crate::terminal;
 
 /// A tool call as it was announced, for its line and for a permission request about it.
@@ -75,7 +75,7 @@ impl Output {
                 // prompt's error on stderr says it, once.
                 if let ContentBlock::Text(text) = &chunk.content
                     && !text.text.is_empty()
-                    && !text.text.starts_with(MODEL_ERROR_LEAD)
+                    && !is_model_error(chunk)
                 {
                     let _ = self
                         .stdout

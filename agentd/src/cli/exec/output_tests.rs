@@ -184,3 +184,13 @@ fn an_error_ends_the_json_and_is_said_on_stderr() {
     assert_eq!(out.text(), "{\"error\":{\"message\":\"no model\"}}\n");
     assert_eq!(err.text(), "agentd: no model\n");
 }
+
+#[test]
+fn a_model_failure_is_left_out_of_stdout_by_its_mark_and_the_models_own_words_never_are() {
+    let (mut output, out, _) = output(false);
+    let failure = crate::session::fold::model_error_text("the server answered 500");
+    // The model's own text, made to read as a failure: printed, since only agentd marks one.
+    output.update(&text(&failure));
+    output.update(&note(crate::acp::model_error(&failure)));
+    assert_eq!(out.text(), failure);
+}
