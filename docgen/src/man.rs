@@ -24,17 +24,74 @@ fn collect(cmd: clap::Command, out: &mut Vec<Generated>) -> Result<(), String> {
     for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()).cloned() {
         collect(sub, out)?;
     }
-    let man = Man::new(cmd).date(MAN_DATE);
+    let man = Man::new(cmd.clone()).date(MAN_DATE);
     let mut page = Vec::new();
     man.render(&mut page)
         .map_err(|e| format!("cannot render {}: {e}", man.get_filename()))?;
     let page = String::from_utf8(page).map_err(|e| format!("{}: {e}", man.get_filename()))?;
+    let page = synopsis_with_values(&page, &cmd);
     out.push(Generated::commented(
         &format!("{MAN_DIR}/{}", man.get_filename()),
         ".\\\"",
         &page,
     ));
     Ok(())
+}
+
+/// `page` with each option of its synopsis followed by the value it takes (`--mode MODE`, as in
+/// the OPTIONS section), which the generated synopsis leaves out; an option given more than once
+/// is marked `...`.
+fn synopsis_with_values(page: &str, cmd: &clap::Command) -> String {
+    let mut lines: Vec<String> = page.lines().map(str::to_owned).collect();
+    let Some(at) = lines
+        .iter()
+        .position(|l| l == ".SH SYNOPSIS")
+        .map(|i| i + 1)
+    else {
+        return page.to_owned();
+    };
+    let Some(line) = lines.get_mut(at) else {
+        return page.to_owned();
+    };
+    for arg in cmd.get_arguments().filter(|a| !a.is_hide_set()) {
+        let (Some(long), Some(values)) = (arg.get_long(), arg.get_value_names()) else {
+            continue;
+        };
+        let takes_values = arg.get_num_args().is_some_and(|n| n.takes_values());
+        if !takes_values {
+            continue;
+        }
+        let flag = format!("\\fB\\-\\-{}\\fR", roff_escape(long));
+        let values: Vec<String> = values
+            .iter()
+            .map(|v| format!("\\fI{}\\fR", roff_escape(v)))
+            .collect();
+        let repeated = matches!(arg.get_action(), clap::ArgAction::Append);
+        let with = format!(
+            "{flag} {}{}",
+            values.join(" "),
+            if repeated { "..." } else { "" }
+        );
+        // The flag is followed by `]` (optional) or `>` (required) in the synopsis; match one
+        // of those so `--deny-read` does not also match `--deny-read-extra`.
+        for end in ["]", ">", " "] {
+            let found = format!("{flag}{end}");
+            if line.contains(&found) {
+                *line = line.replacen(&found, &format!("{with}{end}"), 1);
+                break;
+            }
+        }
+    }
+    let mut out = lines.join("\n");
+    if page.ends_with('\n') {
+        out.push('\n');
+    }
+    out
+}
+
+/// `text` as roff shows it literally: hyphens as `\-`, backslashes doubled.
+fn roff_escape(text: &str) -> String {
+    text.replace('\\', "\\\\").replace('-', "\\-")
 }
 
 pub fn pages() -> Result<Vec<Generated>, String> {
@@ -102,6 +159,20 @@ mod tests {
             .expect("run");
         assert!(run.text.starts_with(&format!(".\\\" {NOTICE}\n")));
         assert!(run.text.contains("\\-\\-mode"), "{}", run.text);
+        let synopsis = run
+            .text
+            .lines()
+            .skip_while(|l| *l != ".SH SYNOPSIS")
+            .nth(1)
+            .expect("a synopsis line");
+        for shown in [
+            "\\fB\\-\\-mode\\fR \\fIMODE\\fR]",
+            "\\fB\\-\\-writable\\-root\\fR \\fIDIR\\fR...]",
+            "\\fB\\-\\-env\\fR \\fINAME=VALUE\\fR...]",
+            "\\fB\\-\\-json\\fR]",
+        ] {
+            assert!(synopsis.contains(shown), "{shown} not in {synopsis}");
+        }
     }
 
     #[test]
