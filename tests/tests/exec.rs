@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use support::acp::{LiveOutput, Scratch, scratch_base};
+use support::acp::{LiveOutput, Scratch, is_enforcement_notice, scratch_base};
 
 /// How one `agentd exec` ended.
 #[derive(Debug)]
@@ -399,8 +399,7 @@ text = "Done."
     );
 }
 
-/// Facts that vary with the machine become placeholders (see `acp_wire`), and the line a
-/// person is shown about partial enforcement is left out.
+/// Facts that vary with the machine become placeholders (see `acp_wire`).
 fn redact_volatile(line: &mut Value) {
     if let Some(raw) = line.pointer_mut("/update/rawOutput") {
         for key in ["backend", "enforcement"] {
@@ -408,13 +407,6 @@ fn redact_volatile(line: &mut Value) {
                 raw[key] = json!(format!("<{key}>"));
             }
         }
-    }
-    if let Some(Value::Array(content)) = line.pointer_mut("/update/content") {
-        content.retain(|block| {
-            !block["content"]["text"]
-                .as_str()
-                .is_some_and(|text| text.starts_with("Partial sandbox ("))
-        });
     }
 }
 
@@ -447,6 +439,10 @@ fn the_json_lines_all_parse_and_end_with_the_stop_reason() {
     for mut line in lines {
         // Live output depends on how fast the command ran: left out.
         if line.get("update").is_some_and(|u| live.is_live(u)) {
+            continue;
+        }
+        // So is the notice of partial enforcement, which only some hosts' backends give.
+        if line.get("update").is_some_and(is_enforcement_notice) {
             continue;
         }
         redact_volatile(&mut line);

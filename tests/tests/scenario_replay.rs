@@ -124,8 +124,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
 use support::acp::{
-    AcpClient, LiveOutput, Permission, Scratch, normalized_updates, render, scratch_base,
-    without_live_output,
+    AcpClient, LiveOutput, Permission, Scratch, is_enforcement_notice, normalized_updates, render,
+    scratch_base, without_live_output,
 };
 use support::fifo;
 
@@ -917,24 +917,31 @@ impl Normaliser {
         text
     }
 
-    /// The line a tool result shows a person about partial enforcement, when `text` is one:
-    /// under the host's backend, gone (empty), since whether there is one depends on the host;
-    /// under `forced`, without the gaps that depend on the kernel's Landlock ABI.
-    fn enforcement_line(&self, text: &str) -> Option<String> {
-        let gaps = text.strip_prefix("Partial sandbox (")?;
-        if self.host_backend {
-            return Some(String::new());
+    /// The notice of what the sandbox does not enforce, when `message` is one: under the host's
+    /// backend, gone (`false`), since whether there is one depends on the host; under `forced`,
+    /// without the gaps that depend on the kernel's Landlock ABI, and gone if none is left.
+    fn enforcement_notice(&self, message: &mut Value) -> bool {
+        let Some(update) = message.pointer_mut("/params/update") else {
+            return true;
+        };
+        if !is_enforcement_notice(update) {
+            return true;
         }
-        let (backend, gaps) = gaps.split_once("): not enforced — ")?;
-        let gaps = gaps.strip_suffix('.').unwrap_or(gaps);
-        let kept: Vec<&str> = gaps
-            .split("; ")
-            .filter(|gap| !gap.contains("(Landlock ABI < "))
+        if self.host_backend {
+            return false;
+        }
+        let Some(Value::String(text)) = update.pointer_mut("/content/text") else {
+            return true;
+        };
+        let kept: Vec<&str> = text
+            .lines()
+            .filter(|line| !line.contains("(Landlock ABI < "))
             .collect();
-        Some(format!(
-            "Partial sandbox ({backend}): not enforced — {}.",
-            kept.join("; ")
-        ))
+        if kept.len() < 2 {
+            return false;
+        }
+        *text = format!("{}\n", kept.join("\n"));
+        true
     }
 
     /// A tool result's facts (`rawOutput` on the wire, `facts` in the log).
@@ -996,19 +1003,11 @@ impl Normaliser {
                 self.facts(raw);
             }
             if let Some(Value::Array(content)) = update.get_mut("content") {
-                content.retain_mut(|item| match item.pointer_mut("/content/text") {
-                    Some(Value::String(text)) => match self.enforcement_line(text) {
-                        Some(line) => {
-                            *text = line;
-                            !text.is_empty()
-                        }
-                        None => {
-                            *text = self.output(text);
-                            true
-                        }
-                    },
-                    _ => true,
-                });
+                for item in content.iter_mut() {
+                    if let Some(Value::String(text)) = item.pointer_mut("/content/text") {
+                        *text = self.output(text);
+                    }
+                }
             }
         }
     }
@@ -1016,6 +1015,7 @@ impl Normaliser {
     /// The transcript as text, one message a line.
     fn transcript(&mut self, transcript: &[(&'static str, Value)]) -> String {
         let mut messages = transcript.to_vec();
+        messages.retain_mut(|(_, message)| self.enforcement_notice(message));
         for (direction, message) in &mut messages {
             self.message(direction, message);
         }

@@ -19,7 +19,7 @@ use agent_client_protocol::Client;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{McpServer, McpServerHttp};
 
-use super::notices::tell;
+use super::notices::{MCP, tell};
 use super::options::AcpOptions;
 use super::sessions::Session;
 use crate::mcp::endpoint::Endpoint;
@@ -181,7 +181,7 @@ pub fn start(
             }
         }
         notices.extend(unmatched(&session, &ask_before));
-        tell(&session, &notices, &cx).await;
+        tell(&session, MCP, &notices, &cx).await;
     });
 }
 

@@ -76,7 +76,7 @@ pub use options::{AcpOptions, AcpStartError};
 pub use outgoing::{MESSAGE_OVERHEAD, OUTGOING_BUDGET};
 pub use sessions::{AgentState, Session, Sessions};
 pub use stdio::{MAX_ERROR_LINE, MAX_LINE};
-pub use updates::{is_model_error, model_error};
+pub use updates::{is_model_error, is_notice, model_error, notice};
 
 /// The stop reason, as its wire name, that a model answer ends a prompt turn with, or `None`
 /// when the turn goes on to run the answer's tool calls.
@@ -419,6 +419,9 @@ async fn open_stored(
     };
     if replay == Replay::Whole {
         for item in fold::replay(&session.records()) {
+            if let Some(notice) = session.enforcement_notice(&item) {
+                session.show(&cx, notice).await?;
+            }
             session.show(&cx, updates::update_for(&item)).await?;
         }
     }

@@ -14,7 +14,7 @@
 //! session leaves the open ones at once ([`Sessions::begin_close`]), so later requests for its
 //! id find no session, and a `session/load` of it waits for the close and then reads its log.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
@@ -34,7 +34,7 @@ use super::models::Models;
 use super::options::AcpOptions;
 use super::outgoing::Outgoing;
 use super::switches::{self, Defaults, Switches};
-use super::{permission, updates};
+use super::{notices, permission, updates};
 use crate::agents::lifecycle::AgentTree;
 use crate::approval::Approvals;
 use crate::cancel::{self, Cancel, Canceller};
@@ -99,6 +99,9 @@ pub struct Session {
     pub agents: AgentTree,
     /// Where their lifecycle is logged, and the tags of their records.
     pub agent_events: Arc<LogEvents>,
+    /// The enforcement gaps the person was told of since the session was opened
+    /// ([`notices::enforcement`]).
+    told_gaps: Mutex<HashSet<String>>,
 }
 
 /// The running turn's cancel signal, and whether the session is closed (no turn starts then).
@@ -356,6 +359,7 @@ impl Session {
             models: o.models.clone(),
             agents,
             agent_events,
+            told_gaps: Mutex::new(HashSet::new()),
         }
     }
 
@@ -396,8 +400,25 @@ impl Session {
     /// misses it; the log still has it.
     pub async fn show_record(&self, cx: &ConnectionTo<Client>, record: &Record) {
         for item in fold::replay_items(record) {
+            if let Some(notice) = self.enforcement_notice(&item) {
+                let _ = self.show(cx, notice).await;
+            }
             let _ = self.show(cx, updates::update_for(&item)).await;
         }
+    }
+
+    /// The notice of what the sandbox did not enforce, before the first result of this opening
+    /// of the session that shows a gap not told yet.
+    pub fn enforcement_notice(&self, item: &fold::ReplayItem) -> Option<SessionUpdate> {
+        let fold::ReplayItem::ToolResult { call_id, facts, .. } = item else {
+            return None;
+        };
+        let mut told = self
+            .told_gaps
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let text = notices::enforcement(facts, &mut told)?;
+        Some(notices::enforcement_update(&self.id, call_id, &text))
     }
 
     /// Appends one event; `sync` makes it durable before returning.

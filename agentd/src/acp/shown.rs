@@ -42,12 +42,10 @@ pub fn content(
 }
 
 /// The lines a person reads first about a tool call that ended with `status`, `facts` and the
-/// model's text `output`: at most one on how the sandbox stopped it, then at most one naming
-/// what the sandbox did not enforce.
+/// model's text `output`: at most one, on how the sandbox stopped it. What the sandbox did not
+/// enforce is told once per session instead ([`enforcement_gaps`]).
 pub fn person_lines(status: ToolStatus, facts: &Value, output: &str) -> Vec<String> {
-    let mut lines: Vec<String> = ending_line(status, facts, output).into_iter().collect();
-    lines.extend(enforcement_line(facts));
-    lines
+    ending_line(status, facts, output).into_iter().collect()
 }
 
 /// How the sandbox stopped the call, if it did: the helper refused it, its runner failed, or
@@ -103,9 +101,10 @@ fn ending_line(status: ToolStatus, facts: &Value, output: &str) -> Option<String
     Some(format!("{blocked} ({word}){what}{retry}."))
 }
 
-/// The line naming what the sandbox did not enforce, when the facts say the enforcement was
-/// partial: each gap by its name (what it says before its first `: `).
-fn enforcement_line(facts: &Value) -> Option<String> {
+/// What the sandbox did not enforce for a call, when its facts say the enforcement was partial:
+/// the backend and each gap as the helper wrote it. Told once per session as a notice of its
+/// own (`notices::enforcement`), not on every result.
+pub fn enforcement_gaps(facts: &Value) -> Option<(&str, Vec<&str>)> {
     let enforcement = facts.get("enforcement")?;
     if enforcement.get("level").and_then(Value::as_str) != Some("partial") {
         return None;
@@ -116,17 +115,31 @@ fn enforcement_line(facts: &Value) -> Option<String> {
         .into_iter()
         .flatten()
         .filter_map(Value::as_str)
-        .map(gap_name)
         .collect();
     let backend = facts.get("backend").and_then(Value::as_str).unwrap_or("");
-    let gaps = if gaps.is_empty() {
-        "not named".to_owned()
-    } else {
-        gaps.join("; ")
-    };
-    Some(format!(
-        "Partial sandbox ({backend}): not enforced — {gaps}."
-    ))
+    Some((backend, gaps))
+}
+
+/// One gap in plain words for a person: what a command can do because of it. The helper's own
+/// sentence where there is no plainer one.
+pub fn plain_gap(gap: &str) -> String {
+    let name = gap_name(gap);
+    if let Some(repository) = name.strip_prefix("repository ") {
+        return format!(
+            "a command could create a git repository at {repository} (there is none yet), and \
+             git run there later would use its config and hooks"
+        );
+    }
+    match name {
+        "file metadata outside writable roots" => "a command can change the permissions, owner, \
+            times and extended attributes of files outside the writable roots (Landlock does not \
+            control them)"
+            .to_owned(),
+        "process isolation" => "a command can see other processes' command lines and System V \
+            IPC keys in /proc (no PID or IPC namespace)"
+            .to_owned(),
+        _ => gap.to_owned(),
+    }
 }
 
 /// The name of one enforcement gap: what it says before its first `: ` outside parentheses

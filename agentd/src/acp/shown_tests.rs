@@ -70,7 +70,7 @@ fn a_denial_under_workspace_write_names_what_and_without_a_hint_does_not_promise
 }
 
 #[test]
-fn partial_enforcement_is_one_line_naming_each_gap() {
+fn partial_enforcement_is_left_out_of_each_result_and_its_gaps_are_read_in_plain_words() {
     let mut facts = command_facts("workspace-write", 0, &[]);
     facts["backend"] = json!("landlock");
     facts["enforcement"] = json!({
@@ -78,29 +78,33 @@ fn partial_enforcement_is_one_line_naming_each_gap() {
         "missing": [
             "file metadata outside writable roots: chmod, chown, utimes, xattrs (Landlock does not control them)",
             "ioctl on devices (Landlock ABI < 5)",
-            "the Landlock layer inside the namespaces (no Landlock: disabled): FIFOs are not kept read-only",
             "repository /ws/.git: there is none yet, so a command can create one",
         ],
         "layers": ["landlock", "seccomp"],
     });
+    assert!(person_lines(ToolStatus::Completed, &facts, "[exit code: 0]").is_empty());
+    let (backend, gaps) = enforcement_gaps(&facts).expect("partial");
+    assert_eq!(backend, "landlock");
+    let plain: Vec<String> = gaps.iter().map(|gap| plain_gap(gap)).collect();
     assert_eq!(
-        person_lines(ToolStatus::Completed, &facts, "[exit code: 0]"),
+        plain,
         [
-            "Partial sandbox (landlock): not enforced — file metadata outside writable roots; ioctl \
-          on devices (Landlock ABI < 5); the Landlock layer inside the namespaces (no Landlock: \
-          disabled); repository /ws/.git."
+            "a command can change the permissions, owner, times and extended attributes of files \
+             outside the writable roots (Landlock does not control them)",
+            "ioctl on devices (Landlock ABI < 5)",
+            "a command could create a git repository at /ws/.git (there is none yet), and git run \
+             there later would use its config and hooks",
         ]
     );
-    // A denial under it: the denial first, then the gaps.
+    // A denial under it: the denial's line alone.
     facts["denied"] = json!(true);
     facts["denials"] = json!(["network"]);
     let lines = person_lines(ToolStatus::Failed, &facts, "[exit code: 1]");
-    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert_eq!(lines.len(), 1, "{lines:?}");
     assert!(lines[0].starts_with("Blocked by the sandbox"), "{lines:?}");
-    assert!(
-        lines[1].starts_with("Partial sandbox (landlock)"),
-        "{lines:?}"
-    );
+    // The control: full enforcement has no gaps.
+    facts["enforcement"] = json!({"level": "full", "missing": [], "layers": ["bwrap"]});
+    assert_eq!(enforcement_gaps(&facts), None);
 }
 
 #[test]

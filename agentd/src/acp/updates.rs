@@ -4,8 +4,8 @@
 //! gate (`outgoing`).
 
 use agent_client_protocol::v1::schema::{
-    ContentBlock, ContentChunk, SessionUpdate, ToolCall, ToolCallContent, ToolCallStatus,
-    ToolCallUpdate, ToolCallUpdateFields, ToolKind,
+    ContentBlock, ContentChunk, MessageId, SessionUpdate, ToolCall, ToolCallContent,
+    ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
 };
 
 use super::shown;
@@ -110,15 +110,39 @@ pub fn model_error(text: &str) -> SessionUpdate {
 /// The key of [`model_error`]'s mark under `_meta.agentd`.
 const MODEL_ERROR_MARK: &str = "modelError";
 
+/// The key of [`notice`]'s mark under `_meta.agentd`: what the notice is about.
+const NOTICE_MARK: &str = "notice";
+
+/// What agentd itself tells the person, apart from the agent's answer: a message of its own
+/// (`messageId` `agentd-notice-<id>`), marked in `_meta` (`agentd.notice`: `kind`), so an editor
+/// that tells messages apart shows it by itself and `agentd exec` prints it on stderr, not as
+/// part of the answer. `id` names it uniquely in the session.
+pub fn notice(kind: &str, id: &str, text: &str) -> SessionUpdate {
+    let mut meta = serde_json::Map::new();
+    meta.insert(
+        "agentd".to_owned(),
+        serde_json::json!({ NOTICE_MARK: kind }),
+    );
+    SessionUpdate::AgentMessageChunk(
+        ContentChunk::new(ContentBlock::from(text.to_owned()))
+            .message_id(MessageId::new(format!("agentd-notice-{id}")))
+            .meta(meta),
+    )
+}
+
+/// Whether `chunk` is a [`notice`]'s.
+pub fn is_notice(chunk: &ContentChunk) -> bool {
+    agentd_mark(chunk, NOTICE_MARK).is_some_and(serde_json::Value::is_string)
+}
+
 /// Whether `chunk` is [`model_error`]'s.
 pub fn is_model_error(chunk: &ContentChunk) -> bool {
-    chunk
-        .meta
-        .as_ref()
-        .and_then(|meta| meta.get("agentd"))
-        .and_then(|agentd| agentd.get(MODEL_ERROR_MARK))
-        .and_then(serde_json::Value::as_bool)
-        == Some(true)
+    agentd_mark(chunk, MODEL_ERROR_MARK).and_then(serde_json::Value::as_bool) == Some(true)
+}
+
+/// The value of agentd's mark `key` (`_meta.agentd.<key>`) on `chunk`, if it has one.
+fn agentd_mark<'a>(chunk: &'a ContentChunk, key: &str) -> Option<&'a serde_json::Value> {
+    chunk.meta.as_ref()?.get("agentd")?.get(key)
 }
 
 /// A piece of the reasoning the model showed.

@@ -452,6 +452,20 @@ impl LiveOutput {
     }
 }
 
+/// The kind of agentd's own notice `update` is (`_meta.agentd.notice`: `enforcement`, `mcp`,
+/// `workspace`), if it is one.
+pub fn notice_kind(update: &Value) -> Option<&str> {
+    update
+        .pointer("/_meta/agentd/notice")
+        .and_then(Value::as_str)
+}
+
+/// Whether `update` is the notice of what the sandbox does not enforce, which there is only
+/// where the host's backend enforces partly.
+pub fn is_enforcement_notice(update: &Value) -> bool {
+    notice_kind(update) == Some("enforcement")
+}
+
 /// Whether `update` is a `tool_call_update` with nothing but a status: a call a person allowed
 /// now runs, or a child agent's call that asked has ended. Unrecorded progress like live output:
 /// a replay shows the call's result instead.

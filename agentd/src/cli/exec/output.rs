@@ -18,7 +18,7 @@ use agent_client_protocol::v1::schema::{
 use serde_json::{Value, json};
 
 use super::approve::Decision;
-use crate::acp::is_model_error;
+use crate::acp::{is_model_error, is_notice};
 use crate::terminal;
 
 /// A tool call as it was announced, for its line and for a permission request about it.
@@ -72,10 +72,12 @@ impl Output {
         match &note.update {
             SessionUpdate::AgentMessageChunk(chunk) if !self.json => {
                 // A model failure is shown to an editor as the agent's text; here, the
-                // prompt's error on stderr says it, once.
+                // prompt's error on stderr says it, once. agentd's notices are not the answer:
+                // the agent wrote them on stderr as it told them.
                 if let ContentBlock::Text(text) = &chunk.content
                     && !text.text.is_empty()
                     && !is_model_error(chunk)
+                    && !is_notice(chunk)
                 {
                     let _ = self
                         .stdout

@@ -194,3 +194,14 @@ fn a_model_failure_is_left_out_of_stdout_by_its_mark_and_the_models_own_words_ne
     output.update(&note(crate::acp::model_error(&failure)));
     assert_eq!(out.text(), failure);
 }
+
+#[test]
+fn agentds_notices_are_left_out_of_the_answer_on_stdout_and_look_alike_text_is_not() {
+    let (mut output, out, _) = output(false);
+    let told = "The sandbox (bwrap) does not enforce everything in this session:\n";
+    output.update(&note(crate::acp::notice("enforcement", "e-1", told)));
+    assert_eq!(out.text(), "", "the agent told it on stderr");
+    // The control: the same words as the agent's own text are part of the answer.
+    output.update(&text(told));
+    assert_eq!(out.text(), told);
+}
