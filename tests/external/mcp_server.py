@@ -7,6 +7,7 @@ Tools:
   echo {text}              answers text, after $MCP_ECHO_PREFIX when that is set.
   fetch {url}              answers the body at url, through the proxy the environment names;
                            a failure is a result with isError.
+  tiny_image {}            answers a line of text, a 1x1 PNG image and a link to a file.
 
 With --exit-at-start it says so on stderr and exits with code 3 before reading anything.
 """
@@ -46,7 +47,17 @@ TOOLS = [
             "required": ["url"],
         },
     },
+    {
+        "name": "tiny_image",
+        "description": "Answer a tiny image.",
+        "inputSchema": {"type": "object", "properties": {}},
+    },
 ]
+
+# A 1x1 transparent PNG.
+TINY_PNG = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+)
 
 
 def text_result(text, is_error=False):
@@ -69,6 +80,15 @@ def call(name, arguments):
         if not isinstance(text, str):
             return text_result("echo needs a text", True)
         return text_result(os.environ.get("MCP_ECHO_PREFIX", "") + text)
+    if name == "tiny_image":
+        return {
+            "content": [
+                {"type": "text", "text": "a tiny image:"},
+                {"type": "image", "data": TINY_PNG, "mimeType": "image/png"},
+                {"type": "resource_link", "uri": "file:///srv/tiny.png", "name": "tiny.png"},
+            ],
+            "isError": False,
+        }
     if name == "fetch":
         import urllib.request
 

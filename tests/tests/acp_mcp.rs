@@ -523,6 +523,60 @@ fn a_loaded_session_starts_the_servers_its_client_gives_again() {
     assert_eq!(results[1]["output"], "again", "{}", results[1]);
 }
 
+#[test]
+fn an_mcp_image_reaches_the_editor_as_an_image_and_the_model_reads_it_named() {
+    if !python() {
+        return;
+    }
+    let scratch = Scratch::new("mcp-image");
+    let image = calling("mcp__notes__tiny_image", "{}");
+    let (script, _) = script(&scratch, &format!("{image}{DONE}"));
+    let mut client = AcpClient::start(&scratch, &script, &["--sandbox-mode", "read-only"]);
+    let session = open_with(
+        &mut client,
+        &scratch,
+        json!([stdio("notes", &[], json!([]))]),
+    );
+    let (answer, notes) = client.prompt(&session, "show the image");
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let shown = |notes: &[Value]| -> Vec<Value> {
+        notes
+            .iter()
+            .map(|n| &n["params"]["update"])
+            .filter(|u| u["sessionUpdate"] == "tool_call_update")
+            .filter_map(|u| u["content"].as_array())
+            .flatten()
+            .map(|c| c["content"].clone())
+            .collect()
+    };
+    let live = shown(&notes);
+    let png = live
+        .iter()
+        .find(|c| c["type"] == "image")
+        .unwrap_or_else(|| panic!("no image among {live:?}"));
+    assert_eq!(png["mimeType"], "image/png");
+    assert!(
+        png["data"].as_str().is_some_and(|d| d.starts_with("iVBOR")),
+        "{png}"
+    );
+    assert!(
+        live.iter()
+            .any(|c| c["type"] == "resource_link" && c["uri"] == "file:///srv/tiny.png"),
+        "{live:?}"
+    );
+    // The model reads the parts named, never their bytes.
+    let result = &results(&scratch, &session)[0];
+    assert_eq!(
+        result["output"],
+        "a tiny image:\n[image: image/png]\n[resource link: file:///srv/tiny.png]"
+    );
+    // A replay shows the same.
+    drop(client);
+    let mut again = AcpClient::start(&scratch, &script, &["--sandbox-mode", "read-only"]);
+    let (_, replay) = again.load_session(&scratch.ws(), &session);
+    assert_eq!(shown(&replay), live);
+}
+
 /// A host HTTP server on 127.0.0.1 answering `body`; counts the requests it answered.
 fn host_server(body: &'static str) -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
     use std::io::{Read, Write};

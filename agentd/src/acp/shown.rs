@@ -38,7 +38,20 @@ pub fn content(
         .collect();
     content.extend(diff.map(diff_content));
     content.push(text(editor_output(facts, output)));
+    content.extend(shown_parts(facts));
     content
+}
+
+/// The parts of an MCP result the editor is shown as they are (an image, a resource), after the
+/// text that names them; a part ACP cannot read is left out (the text names it still).
+fn shown_parts(facts: &Value) -> impl Iterator<Item = ToolCallContent> + '_ {
+    facts
+        .get(crate::tools::SHOWN_CONTENT)
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|part| serde_json::from_value::<ContentBlock>(part.clone()).ok())
+        .map(ToolCallContent::from)
 }
 
 /// The lines a person reads first about a tool call that ended with `status`, `facts` and the

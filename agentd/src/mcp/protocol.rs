@@ -4,7 +4,9 @@
 //! server nothing to call back.
 //!
 //! A call's result is reduced to what a model reads: the text parts joined, every other part
-//! named (`[image: image/png]`), and whether the server said the call failed (`isError`).
+//! named (`[image: image/png]`), and whether the server said the call failed (`isError`). The
+//! parts that are not text (images, audio, resources and links to them) are also kept as they
+//! are for the editor to show ([`CallOutput::shown`]), checked and within [`SHOWN_CAP`].
 
 use std::time::Duration;
 
@@ -46,6 +48,9 @@ pub struct Initialized {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CallOutput {
     pub text: String,
+    /// The parts that are not text, as the editor is shown them (MCP's content parts are ACP's
+    /// content blocks): each well formed, [`SHOWN_CAP`] bytes in all at most.
+    pub shown: Vec<Value>,
     /// The server reported that the tool failed.
     pub is_error: bool,
     /// What the allow-list proxy decided for the server since its previous call, when it has
@@ -186,9 +191,86 @@ pub fn call_output(result: &Value) -> Result<CallOutput, String> {
     }
     Ok(CallOutput {
         text: texts.join("\n"),
+        shown: shown_parts(parts),
         is_error,
         proxy: None,
     })
+}
+
+/// The most bytes of a call's parts the editor is shown (their JSON), so one call cannot make a
+/// session log or the connection carry megabytes: a small image fits, a large one is named.
+pub const SHOWN_CAP: usize = 256 * 1024;
+
+/// The longest URI and MIME type of a part shown to the editor.
+const SHOWN_FIELD_CAP: usize = 2048;
+
+/// The non-text `parts` the editor can show, in order: those whose fields are what ACP expects
+/// (a string `data` of base64 and a `mimeType` for an image or audio; a `uri` and a `name` for a
+/// link; a `uri` and a string `text` or `blob` for a resource), each rebuilt from those fields
+/// only, while they fit in [`SHOWN_CAP`]. A part that does not fit, or is malformed, is left out:
+/// the model's text names it still.
+fn shown_parts(parts: &[Value]) -> Vec<Value> {
+    let mut shown = Vec::new();
+    let mut left = SHOWN_CAP;
+    for part in parts.iter().filter_map(shown_part) {
+        let size = part.to_string().len();
+        if size > left {
+            continue;
+        }
+        left -= size;
+        shown.push(part);
+    }
+    shown
+}
+
+/// One part as the editor is shown it, if it is one it can show.
+fn shown_part(part: &Value) -> Option<Value> {
+    let field = |value: &Value, key: &str| {
+        value
+            .get(key)
+            .and_then(Value::as_str)
+            .filter(|s| s.len() <= SHOWN_FIELD_CAP && !s.chars().any(char::is_control))
+            .map(str::to_owned)
+    };
+    let base64 = |value: &Value, key: &str| {
+        value
+            .get(key)
+            .and_then(Value::as_str)
+            .filter(|data| {
+                data.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='))
+            })
+            .map(str::to_owned)
+    };
+    match part.get("type").and_then(Value::as_str)? {
+        kind @ ("image" | "audio") => Some(json!({
+            "type": kind,
+            "data": base64(part, "data")?,
+            "mimeType": field(part, "mimeType")?,
+        })),
+        "resource_link" => Some(json!({
+            "type": "resource_link",
+            "uri": field(part, "uri")?,
+            "name": field(part, "name").or_else(|| field(part, "uri"))?,
+        })),
+        "resource" => {
+            let resource = part.get("resource")?;
+            let mut out = json!({ "uri": field(resource, "uri")? });
+            if let Some(mime) = field(resource, "mimeType") {
+                out["mimeType"] = json!(mime);
+            }
+            match (
+                resource.get("text").and_then(Value::as_str),
+                base64(resource, "blob"),
+            ) {
+                (Some(text), _) => out["text"] = json!(text),
+                (None, Some(blob)) => out["blob"] = json!(blob),
+                (None, None) => return None,
+            }
+            Some(json!({ "type": "resource", "resource": out }))
+        }
+        _ => None,
+    }
 }
 
 /// One content part as text: a text part's text, anything else named.
@@ -344,6 +426,7 @@ mod tests {
             output,
             CallOutput {
                 text: "wrote a.txt\n[image: image/png]".into(),
+                shown: vec![json!({"type": "image", "data": "AAAA", "mimeType": "image/png"})],
                 is_error: false,
                 proxy: None,
             }
@@ -354,6 +437,27 @@ mod tests {
             seen[0]["params"],
             json!({"name": "write_note", "arguments": {"path": "a.txt"}})
         );
+    }
+
+    #[test]
+    fn the_editor_is_shown_only_well_formed_parts_within_the_cap() {
+        let big = "A".repeat(SHOWN_CAP);
+        let output = call_output(&json!({"content": [
+            {"type": "image", "data": "not base64!", "mimeType": "image/png"},
+            {"type": "image", "data": "AAAA", "mimeType": "image/png\u{1b}[2J"},
+            {"type": "image", "data": "AAAA"},
+            {"type": "image", "data": big, "mimeType": "image/png"},
+            {"type": "image", "data": "AAAA", "mimeType": "image/png", "uri": "x", "_meta": {}},
+            {"type": "resource", "resource": {"uri": "file:///n"}},
+        ]}))
+        .expect("an output");
+        // Only the well formed image that fits, without the fields ACP does not define.
+        assert_eq!(
+            output.shown,
+            [json!({"type": "image", "data": "AAAA", "mimeType": "image/png"})]
+        );
+        // The model's text still names every part.
+        assert_eq!(output.text.lines().count(), 6, "{}", output.text);
     }
 
     #[test]
@@ -375,6 +479,16 @@ mod tests {
             output.text,
             "[audio: audio/wav]\ninline\n[resource: file:///b]\n[resource link: file:///c]\n\
              [hologram content]\n[unknown content]"
+        );
+        // What the editor is shown of them: the parts it can show, rebuilt from their fields.
+        assert_eq!(
+            output.shown,
+            [
+                json!({"type": "audio", "data": "", "mimeType": "audio/wav"}),
+                json!({"type": "resource", "resource": {"uri": "file:///a", "text": "inline"}}),
+                json!({"type": "resource", "resource": {"uri": "file:///b", "blob": "AA=="}}),
+                json!({"type": "resource_link", "uri": "file:///c", "name": "c"}),
+            ]
         );
         let structured =
             call_output(&json!({"content": [], "structuredContent": {"n": 1}})).expect("an output");

@@ -77,6 +77,10 @@ pub(super) fn is_mcp_tool(env: &ToolEnv, name: &str) -> bool {
     env.mcp().tool(name).is_some()
 }
 
+/// The fact holding the parts of an MCP result the editor is shown as they are (ACP content
+/// blocks): images, audio, resources (`crate::mcp::CallOutput::shown`).
+pub const SHOWN_CONTENT: &str = "content";
+
 /// Runs one call of an MCP tool.
 pub(super) async fn run(env: &ToolEnv, call: &ToolCall, ctx: CallContext) -> ToolResult {
     let mode = ctx.mode;
@@ -124,9 +128,19 @@ pub(super) async fn run(env: &ToolEnv, call: &ToolCall, ctx: CallContext) -> Too
         Some(d) => json!({ "decisions": d.kept, "total": d.total }),
         None => Value::Null,
     };
+    // The parts the editor can show (an image, a resource): beside the facts, never read by the
+    // model, which reads them named in the text.
+    let shown = |output: &crate::mcp::CallOutput| match output.shown.as_slice() {
+        [] => Value::Null,
+        parts => json!(parts),
+    };
     match called {
         Ok(output) if !output.is_error => {
-            let extra = json!({ "is_error": false, "proxy": proxy(&output) });
+            let extra = json!({
+                "is_error": false,
+                "proxy": proxy(&output),
+                SHOWN_CONTENT: shown(&output),
+            });
             ToolResult::completed(capped(&output.text), facts(without_null(extra)))
         }
         Ok(output) => {
@@ -135,7 +149,11 @@ pub(super) async fn run(env: &ToolEnv, call: &ToolCall, ctx: CallContext) -> Too
                 text if text.is_empty() => marker,
                 text => format!("{text}\n{marker}"),
             };
-            let extra = json!({ "is_error": true, "proxy": proxy(&output) });
+            let extra = json!({
+                "is_error": true,
+                "proxy": proxy(&output),
+                SHOWN_CONTENT: shown(&output),
+            });
             ToolResult::failed(text, facts(without_null(extra)))
         }
         Err(e) => ToolResult::failed(e.to_string(), facts(json!({ "mcp_failure": true }))),

@@ -68,7 +68,7 @@ pub(crate) use files::read_context;
 pub use files::{MAX_TEXT_FILE, PROTECTED};
 pub use filter::{FilterError, FilterList, NotOffered, ToolFilter, ToolScope};
 pub use live::{LIVE_OUTPUT_CAP, LiveOutput};
-pub use mcp::start_mcp;
+pub use mcp::{SHOWN_CONTENT, start_mcp};
 pub use output::{
     BACKGROUND_OUTPUT_CAP, ESCALATION_HINT_PREFIX, MODEL_OUTPUT_CAP, denial_marker, denied_access,
     exit_marker, truncation_marker,
