@@ -33,7 +33,7 @@ fn run_on(backend: &str, scratch: &Scratch, mode: &str, commands: &[&str]) -> Ve
     scratch.config(&format!("[sandbox]\nbackend = \"{backend}\"\n"));
     let results = run(scratch, mode, commands);
     assert_eq!(
-        results[0]["rawOutput"]["backend"], backend,
+        results[0]["_meta"]["agentd"]["facts"]["backend"], backend,
         "{backend} works here, but the command did not run under it: {}",
         results[0]
     );
@@ -134,7 +134,10 @@ fn a_write_outside_is_a_file_write(scratch: &Scratch, results: &[Value]) {
         .filter(|l| !l.starts_with("[sandbox: escalation available"))
         .collect();
     assert_eq!(shown.last(), Some(&without_hint.join("\n")), "{shown:?}");
-    assert_eq!(results[0]["rawOutput"]["denials"], json!(["file-write"]));
+    assert_eq!(
+        results[0]["_meta"]["agentd"]["facts"]["denials"],
+        json!(["file-write"])
+    );
     assert!(!outside.exists(), "the write outside reached the host");
 
     // The control: the same write inside the workspace lands, with no marker.
@@ -211,7 +214,10 @@ fn network_and_unix_sockets_are_named(results: &[Value]) {
         "{}",
         lines[1]
     );
-    assert_eq!(results[0]["rawOutput"]["denials"], json!(["network"]));
+    assert_eq!(
+        results[0]["_meta"]["agentd"]["facts"]["denials"],
+        json!(["network"])
+    );
 
     assert_eq!(results[1]["status"], "failed", "{}", results[1]);
     assert_eq!(
@@ -222,7 +228,7 @@ fn network_and_unix_sockets_are_named(results: &[Value]) {
         text(&results[1])
     );
     assert_eq!(
-        results[1]["rawOutput"]["denials"],
+        results[1]["_meta"]["agentd"]["facts"]["denials"],
         json!(["system-interface"])
     );
 }
@@ -250,7 +256,10 @@ fn a_closed_file_is_judged_by_its_user(scratch: &Scratch, secret: &Path, confine
             "{}",
             text(&confined[0])
         );
-        assert_eq!(confined[0]["rawOutput"]["denials"], json!(["file-read"]));
+        assert_eq!(
+            confined[0]["_meta"]["agentd"]["facts"]["denials"],
+            json!(["file-read"])
+        );
         assert_eq!(control[0]["status"], "completed", "{}", control[0]);
         assert_eq!(text(&control[0]), "secret\n[exit code: 0]");
     } else {
@@ -261,7 +270,7 @@ fn a_closed_file_is_judged_by_its_user(scratch: &Scratch, secret: &Path, confine
             "{}",
             text(&confined[0])
         );
-        assert_eq!(confined[0]["rawOutput"]["denied"], false);
+        assert_eq!(confined[0]["_meta"]["agentd"]["facts"]["denied"], false);
         assert_eq!(control[0]["status"], "failed", "{}", control[0]);
         assert!(text(&control[0]).contains("Permission denied"));
         // And what it may read, it reads in the sandbox too.
@@ -300,7 +309,14 @@ fn no_marker_on_any(results: &[Value]) {
             "{}",
             text(result)
         );
-        assert_eq!(result["rawOutput"]["denied"], false, "{result}");
-        assert_eq!(result["rawOutput"]["denials"], json!([]), "{result}");
+        assert_eq!(
+            result["_meta"]["agentd"]["facts"]["denied"], false,
+            "{result}"
+        );
+        assert_eq!(
+            result["_meta"]["agentd"]["facts"]["denials"],
+            json!([]),
+            "{result}"
+        );
     }
 }

@@ -108,9 +108,9 @@ fn an_allowed_escalation_runs_that_one_command_under_workspace_write() {
         "{shown}"
     );
     assert!(!shown.contains("escalation available"), "{shown}");
-    assert_eq!(results[0]["rawOutput"]["denied"], true);
+    assert_eq!(results[0]["_meta"]["agentd"]["facts"]["denied"], true);
     assert_eq!(
-        results[0]["rawOutput"]["denials"],
+        results[0]["_meta"]["agentd"]["facts"]["denials"],
         serde_json::json!(["file-write"])
     );
 
@@ -123,9 +123,12 @@ fn an_allowed_escalation_runs_that_one_command_under_workspace_write() {
     assert_eq!(asked["toolCall"]["toolCallId"], results[1]["toolCallId"]);
 
     assert_eq!(results[1]["status"], "completed", "{}", results[1]);
-    assert_eq!(results[1]["rawOutput"]["mode"], "workspace-write");
+    assert_eq!(
+        results[1]["_meta"]["agentd"]["facts"]["mode"],
+        "workspace-write"
+    );
     assert!(
-        results[1]["rawOutput"]["backend"].is_string(),
+        results[1]["_meta"]["agentd"]["facts"]["backend"].is_string(),
         "{}",
         results[1]
     );
@@ -135,8 +138,8 @@ fn an_allowed_escalation_runs_that_one_command_under_workspace_write() {
     );
 
     // The grant was for that call only: the next plain write is read-only again.
-    assert_eq!(results[2]["rawOutput"]["mode"], "read-only");
-    assert_eq!(results[2]["rawOutput"]["denied"], true);
+    assert_eq!(results[2]["_meta"]["agentd"]["facts"]["mode"], "read-only");
+    assert_eq!(results[2]["_meta"]["agentd"]["facts"]["denied"], true);
     assert!(!scratch.ws().join("later.txt").exists());
 
     let log = scratch.log(&session);

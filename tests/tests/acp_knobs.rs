@@ -157,8 +157,14 @@ fn a_switch_to_workspace_write_is_honoured_by_the_next_command() {
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
     assert!(!out.exists(), "read-only: the write is denied");
     let results = tool_results(&notes);
-    assert_eq!(results[0]["rawOutput"]["mode"], "read-only", "{results:?}");
-    assert_eq!(results[0]["rawOutput"]["denied"], true, "{results:?}");
+    assert_eq!(
+        results[0]["_meta"]["agentd"]["facts"]["mode"], "read-only",
+        "{results:?}"
+    );
+    assert_eq!(
+        results[0]["_meta"]["agentd"]["facts"]["denied"], true,
+        "{results:?}"
+    );
 
     // Idle: the switch is held and shown, not yet written.
     let switched = set(
@@ -181,8 +187,11 @@ fn a_switch_to_workspace_write_is_honoured_by_the_next_command() {
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
     assert_eq!(std::fs::read_to_string(&out).expect("out.txt"), "hi\n");
     let results = tool_results(&notes);
-    assert_eq!(results[0]["rawOutput"]["mode"], "workspace-write");
-    assert_eq!(results[0]["rawOutput"]["denied"], false);
+    assert_eq!(
+        results[0]["_meta"]["agentd"]["facts"]["mode"],
+        "workspace-write"
+    );
+    assert_eq!(results[0]["_meta"]["agentd"]["facts"]["denied"], false);
 
     // Written inside the second turn, right after its prompt.
     let log = scratch.log(&session);
@@ -320,7 +329,7 @@ fn after_kill_9_and_session_load_the_current_values_are_unchanged() {
     let (answer, notes) = second.prompt(&session, "write now");
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
     assert_eq!(
-        tool_results(&notes)[0]["rawOutput"]["mode"],
+        tool_results(&notes)[0]["_meta"]["agentd"]["facts"]["mode"],
         "workspace-write"
     );
 }

@@ -202,10 +202,23 @@ fn a_running_command_shows_its_first_line_before_it_ends() {
         "first\nsecond go\n[exit code: 0]",
         "{result}"
     );
-    assert_eq!(result["rawOutput"]["exit"], json!({"code": 0}), "{result}");
-    assert_eq!(result["rawOutput"]["mode"], "workspace-write", "{result}");
-    assert_eq!(result["rawOutput"]["cancelled"], false, "{result}");
-    assert_eq!(result["rawOutput"]["denied"], false, "{result}");
+    assert_eq!(
+        result["_meta"]["agentd"]["facts"]["exit"],
+        json!({"code": 0}),
+        "{result}"
+    );
+    assert_eq!(
+        result["_meta"]["agentd"]["facts"]["mode"], "workspace-write",
+        "{result}"
+    );
+    assert_eq!(
+        result["_meta"]["agentd"]["facts"]["cancelled"], false,
+        "{result}"
+    );
+    assert_eq!(
+        result["_meta"]["agentd"]["facts"]["denied"], false,
+        "{result}"
+    );
 
     // The log has the call and its result, nothing of the live output.
     let log = scratch.log(&session);
@@ -282,7 +295,10 @@ fn a_cancelled_command_shows_nothing_after_its_result() {
     assert_eq!(result, updates.len() - 1, "nothing after the result");
     let result = updates[result];
     assert_eq!(result["status"], "failed", "{result}");
-    assert_eq!(result["rawOutput"]["cancelled"], true, "{result}");
+    assert_eq!(
+        result["_meta"]["agentd"]["facts"]["cancelled"], true,
+        "{result}"
+    );
     let text = result_text(result);
     assert!(text.starts_with("first\n"), "{text}");
     assert!(text.contains("[cancelled]"), "{text}");

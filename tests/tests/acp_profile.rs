@@ -64,7 +64,7 @@ fn run_on(backend: &str, scratch: &Scratch, config: &str, calls: &[Call<'_>]) ->
         .collect();
     assert_eq!(results.len(), calls.len(), "{results:#?}");
     assert_eq!(
-        results[0]["rawOutput"]["backend"], backend,
+        results[0]["_meta"]["agentd"]["facts"]["backend"], backend,
         "{backend} works here, but the call did not run under it: {}",
         results[0]
     );
@@ -84,7 +84,7 @@ fn text(result: &Value) -> String {
 }
 
 fn missing(result: &Value) -> Vec<String> {
-    result["rawOutput"]["enforcement"]["missing"]
+    result["_meta"]["agentd"]["facts"]["enforcement"]["missing"]
         .as_array()
         .into_iter()
         .flatten()
@@ -114,7 +114,7 @@ fn a_cache_preset_makes_its_directory_writable_and_without_it_the_write_is_denie
             .mode();
         assert_eq!(mode & 0o777, 0o700);
         assert_eq!(
-            results[0]["rawOutput"]["writable_roots"],
+            results[0]["_meta"]["agentd"]["facts"]["writable_roots"],
             json!([pip.display().to_string()])
         );
 
@@ -125,12 +125,19 @@ fn a_cache_preset_makes_its_directory_writable_and_without_it_the_write_is_denie
         std::fs::create_dir_all(&pip).expect("the directory exists: only the sandbox refuses");
         let results = commands_on(backend, &without, "", &[command]);
         assert_eq!(results[0]["status"], "failed", "{}", text(&results[0]));
-        assert_eq!(results[0]["rawOutput"]["denials"], json!(["file-write"]));
         assert_eq!(
-            results[0]["rawOutput"]["denied_paths"],
+            results[0]["_meta"]["agentd"]["facts"]["denials"],
+            json!(["file-write"])
+        );
+        assert_eq!(
+            results[0]["_meta"]["agentd"]["facts"]["denied_paths"],
             json!([pip.join("probe").display().to_string()])
         );
-        assert!(results[0]["rawOutput"].get("writable_roots").is_none());
+        assert!(
+            results[0]["_meta"]["agentd"]["facts"]
+                .get("writable_roots")
+                .is_none()
+        );
         assert!(
             !pip.join("probe").exists(),
             "the denied write reached the host"
@@ -156,7 +163,7 @@ fn a_writable_root_is_writable_by_commands_and_file_tools_and_without_it_is_deni
         for result in &results {
             assert_eq!(result["status"], "completed", "{}", text(result));
             assert_eq!(
-                result["rawOutput"]["writable_roots"],
+                result["_meta"]["agentd"]["facts"]["writable_roots"],
                 json!([extra.display().to_string()])
             );
         }
@@ -178,7 +185,7 @@ fn a_writable_root_is_writable_by_commands_and_file_tools_and_without_it_is_deni
         let results = run_on(backend, &without, "", &calls);
         assert_eq!(results[0]["status"], "failed", "{}", text(&results[0]));
         assert_eq!(
-            results[0]["rawOutput"]["denied_paths"],
+            results[0]["_meta"]["agentd"]["facts"]["denied_paths"],
             json!([extra.join("by-command").display().to_string()])
         );
         assert_eq!(results[1]["status"], "failed", "{}", text(&results[1]));
@@ -223,11 +230,11 @@ fn a_protected_path_stays_read_only_while_its_sibling_is_written() {
         if backend == "bwrap" {
             assert_eq!(results[0]["status"], "failed", "{}", text(&results[0]));
             assert_eq!(
-                results[0]["rawOutput"]["denials"],
+                results[0]["_meta"]["agentd"]["facts"]["denials"],
                 json!(["protected-path"])
             );
             assert_eq!(
-                results[0]["rawOutput"]["denied_paths"],
+                results[0]["_meta"]["agentd"]["facts"]["denied_paths"],
                 json!([secret.display().to_string()])
             );
             assert_eq!(
@@ -293,9 +300,12 @@ fn the_project_file_adds_a_protected_path_and_cannot_itself_be_written() {
                 .zip([ws.join("private/data"), project.clone()])
             {
                 assert_eq!(result["status"], "failed", "{}", text(result));
-                assert_eq!(result["rawOutput"]["denials"], json!(["protected-path"]));
                 assert_eq!(
-                    result["rawOutput"]["denied_paths"],
+                    result["_meta"]["agentd"]["facts"]["denials"],
+                    json!(["protected-path"])
+                );
+                assert_eq!(
+                    result["_meta"]["agentd"]["facts"]["denied_paths"],
                     json!([path.display().to_string()])
                 );
             }
@@ -447,7 +457,9 @@ fn file_tools_work_under_socket_settings_their_backend_refuses_for_commands() {
         match backend {
             "landlock" => {
                 assert_eq!(results[2]["status"], "failed", "{}", text(&results[2]));
-                let refused = results[2]["rawOutput"]["refused"].as_str().unwrap_or("");
+                let refused = results[2]["_meta"]["agentd"]["facts"]["refused"]
+                    .as_str()
+                    .unwrap_or("");
                 assert!(refused.contains("bwrap"), "{}", results[2]);
             }
             _ => assert_eq!(results[2]["status"], "completed", "{}", text(&results[2])),

@@ -44,7 +44,7 @@ fn assert_ran_under(backend: &str, notes: &[Value]) {
         .filter(|u| u["sessionUpdate"] == "tool_call_update")
     {
         assert_eq!(
-            update["rawOutput"]["backend"], backend,
+            update["_meta"]["agentd"]["facts"]["backend"], backend,
             "{backend} works here, but the command did not run under it: {update}"
         );
     }

@@ -50,9 +50,19 @@ fn a_prompt_runs_confined_tools_and_ends_the_turn() {
     assert_eq!(results.len(), 2, "{updates:#?}");
     for result in &results {
         assert_eq!(result["status"], "completed", "{result}");
-        assert_eq!(result["rawOutput"]["exit"], json!({"code": 0}), "{result}");
-        assert_eq!(result["rawOutput"]["mode"], "workspace-write", "{result}");
-        assert_eq!(result["rawOutput"]["denied"], false, "{result}");
+        assert_eq!(
+            result["_meta"]["agentd"]["facts"]["exit"],
+            json!({"code": 0}),
+            "{result}"
+        );
+        assert_eq!(
+            result["_meta"]["agentd"]["facts"]["mode"], "workspace-write",
+            "{result}"
+        );
+        assert_eq!(
+            result["_meta"]["agentd"]["facts"]["denied"], false,
+            "{result}"
+        );
     }
     // The last block: a line for a person may come first on a host with partial enforcement.
     let cat = results[0]["content"]
@@ -79,10 +89,15 @@ fn a_prompt_runs_confined_tools_and_ends_the_turn() {
 /// enforcement, which there is only where the host's backend enforces partly, is left out of
 /// the transcript.)
 fn redact_volatile(message: &mut serde_json::Value) {
-    if let Some(raw) = message.pointer_mut("/params/update/rawOutput") {
-        for key in ["backend", "enforcement"] {
-            if raw.get(key).is_some() {
-                raw[key] = json!(format!("<{key}>"));
+    for at in [
+        "/params/update/rawOutput",
+        "/params/update/_meta/agentd/facts",
+    ] {
+        if let Some(raw) = message.pointer_mut(at) {
+            for key in ["backend", "enforcement"] {
+                if raw.get(key).is_some() {
+                    raw[key] = json!(format!("<{key}>"));
+                }
             }
         }
     }

@@ -401,10 +401,12 @@ text = "Done."
 
 /// Facts that vary with the machine become placeholders (see `acp_wire`).
 fn redact_volatile(line: &mut Value) {
-    if let Some(raw) = line.pointer_mut("/update/rawOutput") {
-        for key in ["backend", "enforcement"] {
-            if raw.get(key).is_some() {
-                raw[key] = json!(format!("<{key}>"));
+    for at in ["/update/rawOutput", "/update/_meta/agentd/facts"] {
+        if let Some(raw) = line.pointer_mut(at) {
+            for key in ["backend", "enforcement"] {
+                if raw.get(key).is_some() {
+                    raw[key] = json!(format!("<{key}>"));
+                }
             }
         }
     }

@@ -944,7 +944,8 @@ impl Normaliser {
         true
     }
 
-    /// A tool result's facts (`rawOutput` on the wire, `facts` in the log).
+    /// A tool result's facts (`rawOutput` compact and `_meta.agentd.facts` whole on the wire,
+    /// `facts` in the log).
     fn facts(&self, facts: &mut Value) {
         let Some(map) = facts.as_object_mut() else {
             return;
@@ -1001,6 +1002,9 @@ impl Normaliser {
         if let Some(update) = message.pointer_mut("/params/update") {
             if let Some(raw) = update.get_mut("rawOutput") {
                 self.facts(raw);
+            }
+            if let Some(facts) = update.pointer_mut("/_meta/agentd/facts") {
+                self.facts(facts);
             }
             if let Some(Value::Array(content)) = update.get_mut("content") {
                 for item in content.iter_mut() {

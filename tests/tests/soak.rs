@@ -229,7 +229,7 @@ fn check_results(what: &str, backend: &str, notes: &[Value]) {
     assert!(read.contains("written"), "{what}: read_file showed {read}");
     let outside = result("call_2_2", "failed");
     for (bash, code) in [(inside, 0), (outside, DENIED)] {
-        let raw = &bash["rawOutput"];
+        let raw = &bash["_meta"]["agentd"]["facts"];
         assert_eq!(raw["backend"], backend, "{what}: {bash}");
         assert_eq!(raw["exit"]["code"], code, "{what}: {bash}");
         assert!(
@@ -277,7 +277,7 @@ fn soak(backend: &str) {
         .map(|n| &n["params"]["update"])
         .find(|u| u["sessionUpdate"] == "tool_call_update" && u.get("status").is_some());
     assert!(
-        first.is_some_and(|u| u["rawOutput"]["backend"] == backend),
+        first.is_some_and(|u| u["_meta"]["agentd"]["facts"]["backend"] == backend),
         "{name}: {backend} works here, but the first command did not run under it: {first:?}"
     );
     let (closed, _) = client.request("session/close", json!({"sessionId": probe}));

@@ -114,6 +114,47 @@ fn ending_line(status: ToolStatus, facts: &Value, output: &str) -> Option<String
     Some(format!("{blocked} ({word}){what}{retry}."))
 }
 
+/// The facts of a call as `rawOutput` carries them: a few lines a client that prints
+/// `rawOutput` shows beside the call's text without folding the output away. Every fact that
+/// says something happened, each as one short value: `exit`, `mode`, `backend`, `enforcement` by
+/// its level, `denials` and `denied_paths` when there are any, `refused`, `runner_failure` by its
+/// stage, `timed_out`/`cancelled`/`denied`/`is_error` when true, and the other short facts of a
+/// file or MCP call (path, server, tool, task). Nulls, falses, empty lists, and what is long (the
+/// gaps' sentences, the layers, the parts shown as content, the lines of a read) are left out:
+/// the full facts are the update's `_meta.agentd.facts` and the log's.
+pub fn compact_facts(facts: &Value) -> Value {
+    let Some(map) = facts.as_object() else {
+        return facts.clone();
+    };
+    let mut out = serde_json::Map::new();
+    for (key, value) in map {
+        let kept = match (key.as_str(), value) {
+            (_, Value::Null | Value::Bool(false)) => None,
+            ("enforcement", enforcement) => enforcement.get("level").cloned(),
+            ("runner_failure", failure) => failure.get("stage").cloned(),
+            ("exit", exit) => Some(exit.clone()),
+            (_, Value::Array(items)) if items.is_empty() => None,
+            (_, Value::Array(items))
+                if items.len() <= COMPACT_LIST && items.iter().all(Value::is_string) =>
+            {
+                Some(value.clone())
+            }
+            (_, Value::Array(_) | Value::Object(_)) => None,
+            (_, Value::String(text)) if text.len() > COMPACT_TEXT => None,
+            _ => Some(value.clone()),
+        };
+        if let Some(kept) = kept {
+            out.insert(key.clone(), kept);
+        }
+    }
+    Value::Object(out)
+}
+
+/// The most items of a list of facts `rawOutput` keeps ([`compact_facts`]).
+const COMPACT_LIST: usize = 8;
+/// The longest text fact `rawOutput` keeps ([`compact_facts`]).
+const COMPACT_TEXT: usize = 400;
+
 /// What the sandbox did not enforce for a call, when its facts say the enforcement was partial:
 /// the backend and each gap as the helper wrote it. Told once per session as a notice of its
 /// own (`notices::enforcement`), not on every result.

@@ -265,3 +265,47 @@ fn the_first_changed_line_of_appends_and_cuts() {
     assert_eq!(first_changed_line("", "x"), Some(1));
     assert_eq!(first_changed_line("x", ""), Some(1));
 }
+
+#[test]
+fn raw_output_keeps_what_happened_in_a_few_short_facts() {
+    let mut facts = command_facts("workspace-write", 0, &[]);
+    facts["backend"] = json!("bwrap");
+    facts["enforcement"] = json!({
+        "level": "partial",
+        "missing": ["repository /ws/.git: there is none yet, so a command can create one"],
+        "layers": ["namespaces", "landlock", "seccomp"],
+    });
+    let compact = compact_facts(&facts);
+    assert_eq!(compact["exit"], json!({"code": 0}));
+    assert_eq!(compact["mode"], "workspace-write");
+    assert_eq!(compact["backend"], "bwrap");
+    assert_eq!(compact["enforcement"], "partial");
+    for gone in [
+        "denied",
+        "denials",
+        "runner_failure",
+        "refused",
+        "timed_out",
+    ] {
+        assert!(compact.get(gone).is_none(), "{gone}: {compact}");
+    }
+    // What did happen is kept, each as one short value.
+    facts["denied"] = json!(true);
+    facts["denials"] = json!(["file-write"]);
+    facts["runner_failure"] = json!({"stage": "landlock", "message": "a long story"});
+    let compact = compact_facts(&facts);
+    assert_eq!(compact["denied"], true);
+    assert_eq!(compact["denials"], json!(["file-write"]));
+    assert_eq!(compact["runner_failure"], "landlock");
+    // The control: the full facts carry everything.
+    let update = serde_json::to_value(update_for(&ReplayItem::ToolResult {
+        call_id: "c".into(),
+        status: ToolStatus::Completed,
+        output: "[exit code: 0]".into(),
+        facts: facts.clone(),
+        diff: None,
+    }))
+    .expect("json");
+    assert_eq!(update["_meta"]["agentd"]["facts"], facts);
+    assert_eq!(update["rawOutput"], compact_facts(&facts));
+}

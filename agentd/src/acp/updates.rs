@@ -46,17 +46,20 @@ pub fn update_for(item: &ReplayItem) -> SessionUpdate {
             output,
             facts,
             diff,
-        } => SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
-            call_id.clone(),
-            ToolCallUpdateFields::new()
-                .status(match status {
-                    ToolStatus::Completed => ToolCallStatus::Completed,
-                    ToolStatus::Failed => ToolCallStatus::Failed,
-                })
-                .content(shown::content(*status, facts, output, diff.as_ref()))
-                .locations(shown::locations(facts, diff.as_ref()))
-                .raw_output(facts.clone()),
-        )),
+        } => SessionUpdate::ToolCallUpdate(
+            ToolCallUpdate::new(
+                call_id.clone(),
+                ToolCallUpdateFields::new()
+                    .status(match status {
+                        ToolStatus::Completed => ToolCallStatus::Completed,
+                        ToolStatus::Failed => ToolCallStatus::Failed,
+                    })
+                    .content(shown::content(*status, facts, output, diff.as_ref()))
+                    .locations(shown::locations(facts, diff.as_ref()))
+                    .raw_output(shown::compact_facts(facts)),
+            )
+            .meta(facts_meta(facts)),
+        ),
         // A child agent's progress: the parent's `task` call, still running, with a line per
         // tool call the child finished.
         ReplayItem::TaskProgress { call_id, lines } => {
@@ -69,6 +72,17 @@ pub fn update_for(item: &ReplayItem) -> SessionUpdate {
         }
     }
 }
+
+/// A result's full facts, as its update carries them (`_meta.agentd.facts`) beside the compact
+/// ones of `rawOutput`.
+fn facts_meta(facts: &serde_json::Value) -> serde_json::Map<String, serde_json::Value> {
+    let mut meta = serde_json::Map::new();
+    meta.insert("agentd".to_owned(), serde_json::json!({ FACTS_KEY: facts }));
+    meta
+}
+
+/// The key of a result's full facts under its update's `_meta.agentd`.
+const FACTS_KEY: &str = "facts";
 
 /// What a running command of call `call_id` printed so far, as its live copy shows it (see
 /// `acp::live`): the call's content, replaced by the next update of the call. Never recorded.
