@@ -4,7 +4,8 @@
 //!
 //! - `script.toml` — the scripted model (see `agentd::model::scripted`);
 //! - `input.json` — what the client does and what must hold afterwards (format below);
-//! - `agentd.toml` (optional) — written as agentd's configuration file;
+//! - `agentd.toml` (optional) — written as agentd's configuration file, with `<external>`
+//!   replaced by the path of `tests/external/` (whose MCP test server a scenario may start);
 //! - `models/` (optional) — copied beside it: the scripts of `[models.NAME]` tables (a named
 //!   model's `script` is relative to the configuration file);
 //! - `files/` (optional) — copied into the workspace before agentd starts.
@@ -98,7 +99,8 @@
 //! denial texts in tool output (which differ per backend) become `<denial>`, and the line a
 //! tool result shows a person about partial enforcement is left out. Under `forced`, only the
 //! enforcement gaps that depend on the kernel's Landlock ABI (`… (Landlock ABI < N)`) are left
-//! out, of the facts and of that line. Everything else — tool result texts, agent text, option lists, errors, the
+//! out, of the facts and of that line, and the lines of agent text (`/status`) that name one.
+//! Everything else — tool result texts, agent text, option lists, errors, the
 //! instructions the model was given — is pinned character for character.
 //!
 //! ## Live output
@@ -167,6 +169,12 @@ scenarios! {
     delegation: "delegation",
     file_edits: "file-edits",
     model_choice: "model-choice",
+    command_status: "command-status",
+    command_mcp: "command-mcp",
+    command_compact: "command-compact",
+    command_init: "command-init",
+    commands_only_from_the_user: "commands-only-from-the-user",
+    plan: "plan",
 }
 
 fn scenarios_dir() -> PathBuf {
@@ -463,7 +471,9 @@ impl Play {
         }
         let config = dir.join("agentd.toml");
         if config.is_file() {
-            scratch.config(&std::fs::read_to_string(&config).expect("agentd.toml"));
+            let external = Path::new(env!("CARGO_MANIFEST_DIR")).join("external");
+            let text = std::fs::read_to_string(&config).expect("agentd.toml");
+            scratch.config(&text.replace("<external>", &external.display().to_string()));
         }
         let models = dir.join("models");
         if models.is_dir() {
@@ -795,9 +805,13 @@ impl Play {
             .filter(|u| {
                 u["sessionUpdate"] != "current_mode_update"
                     && u["sessionUpdate"] != "config_option_update"
+                    && u["sessionUpdate"] != "available_commands_update"
             })
             .collect();
-        let replayed = normalized_updates(&replay);
+        let replayed: Vec<Value> = normalized_updates(&replay)
+            .into_iter()
+            .filter(|u| u["sessionUpdate"] != "available_commands_update")
+            .collect();
         if live != replayed {
             self.failures.push(format!(
                 "session/load replayed other updates than were shown live:\n{}",
@@ -862,6 +876,9 @@ const DENIAL_TEXTS: &[&str] = &[
     "Permission denied",
     "Operation not permitted",
 ];
+
+/// How an enforcement gap that depends on the kernel's Landlock ABI names it.
+const LANDLOCK_ABI_GAP: &str = "(Landlock ABI < ";
 
 struct Normaliser {
     host_backend: bool,
@@ -929,12 +946,23 @@ impl Normaliser {
         let gaps = gaps.strip_suffix('.').unwrap_or(gaps);
         let kept: Vec<&str> = gaps
             .split("; ")
-            .filter(|gap| !gap.contains("(Landlock ABI < "))
+            .filter(|gap| !gap.contains(LANDLOCK_ABI_GAP))
             .collect();
         Some(format!(
             "Partial sandbox ({backend}): not enforced — {}.",
             kept.join("; ")
         ))
+    }
+
+    /// Agent text (agentd's own answer to `/status`): under `forced`, without the lines that
+    /// name a gap depending on the kernel's Landlock ABI.
+    fn agent_text(&self, text: &str) -> String {
+        if self.host_backend || !text.contains(LANDLOCK_ABI_GAP) {
+            return text.to_owned();
+        }
+        text.split_inclusive('\n')
+            .filter(|line| !line.contains(LANDLOCK_ABI_GAP))
+            .collect()
     }
 
     /// A tool result's facts (`rawOutput` on the wire, `facts` in the log).
@@ -949,7 +977,7 @@ impl Normaliser {
                 }
             }
         } else if let Some(Value::Array(missing)) = facts.pointer_mut("/enforcement/missing") {
-            missing.retain(|m| !m.as_str().is_some_and(|m| m.contains("(Landlock ABI < ")));
+            missing.retain(|m| !m.as_str().is_some_and(|m| m.contains(LANDLOCK_ABI_GAP)));
         }
     }
 
@@ -992,6 +1020,11 @@ impl Normaliser {
             message["params"]["requestId"] = self.agent_id(&id);
         }
         if let Some(update) = message.pointer_mut("/params/update") {
+            if update["sessionUpdate"] == "agent_message_chunk"
+                && let Some(Value::String(text)) = update.pointer_mut("/content/text")
+            {
+                *text = self.agent_text(text);
+            }
             if let Some(raw) = update.get_mut("rawOutput") {
                 self.facts(raw);
             }
@@ -1066,6 +1099,11 @@ impl Normaliser {
                     map.insert("instructions".into(), json!("(unchanged)"));
                 }
                 told = Some(now);
+            }
+            if kind == "command/output"
+                && let Some(Value::String(text)) = map.get_mut("text")
+            {
+                *text = self.agent_text(text);
             }
             if kind == "task/stopped"
                 && let Some(facts) = map.get_mut("facts")

@@ -24,6 +24,7 @@
 
 mod agents;
 mod client_fs;
+mod commands;
 mod compaction;
 pub mod config_options;
 mod error;
@@ -211,6 +212,7 @@ fn handlers(state: &Arc<AgentState>) -> impl ConnectTo<Client> + 'static {
                                 .config_options(session.config_options())
                                 .modes(session.modes()),
                         );
+                        commands::advertise(&session, &cx).await;
                         notices::tell_opening(&session, &cx).await;
                         mcp::start(&session, &s2.options.ask_before, notices, cx);
                         answered
@@ -423,6 +425,7 @@ async fn open_stored(
         }
     }
     let answered = answer(Ok(&session));
+    commands::advertise(&session, &cx).await;
     notices::tell_opening(&session, &cx).await;
     mcp::start(&session, &state.options.ask_before, notices, cx);
     answered

@@ -43,7 +43,7 @@ use crate::config::read_project;
 use crate::mcp::{McpServers, ServerSpec};
 use crate::session::{Event, EventLog, LogError, Record, SessionLog, fold, log};
 use crate::session_temp::SessionTemp;
-use crate::tools::{ClientFs, SpecOptions, Stopping, TASK, ToolEnv};
+use crate::tools::{ClientFs, SpecOptions, Stopping, TASK, ToolEnv, UPDATE_PLAN};
 use crate::words::ApprovalPolicy;
 
 /// The agent's shared state: options, sessions, what the client can do, and who answers
@@ -328,11 +328,16 @@ impl Session {
             Duration::from_millis(o.command_timeout_ms),
         ));
         // `task` in every session: the built-in `general` persona is always there to start.
-        let registry = tools.registry();
-        let tools = match registry.with(TASK) {
-            Ok(registry) => tools.with_registry(registry),
-            Err(_already) => tools,
-        };
+        // `update_plan` too: the top-level agent's plan, which the editor shows.
+        let mut registry = tools.registry();
+        for name in [TASK, UPDATE_PLAN] {
+            if !registry.contains(name)
+                && let Err(e) = registry.register(name)
+            {
+                eprintln!("agentd: session {id}: {e}; the model is not offered it");
+            }
+        }
+        let tools = tools.with_registry(registry);
         let log_of: Weak<dyn SessionLog> = me.clone();
         let agent_events = Arc::new(LogEvents::new(log_of, &records));
         let agents = AgentTree::new(agent_events.clone());

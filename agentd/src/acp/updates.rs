@@ -4,14 +4,15 @@
 //! gate (`outgoing`).
 
 use agent_client_protocol::v1::schema::{
-    ContentBlock, ContentChunk, SessionUpdate, ToolCall, ToolCallContent, ToolCallStatus,
-    ToolCallUpdate, ToolCallUpdateFields, ToolKind,
+    ContentBlock, ContentChunk, Plan, PlanEntry, PlanEntryPriority, PlanEntryStatus,
+    SessionUpdate, ToolCall, ToolCallContent, ToolCallStatus, ToolCallUpdate,
+    ToolCallUpdateFields, ToolKind,
 };
 
 use super::shown;
 pub use crate::clock::rfc3339;
-use crate::session::ToolStatus;
 use crate::session::fold::ReplayItem;
+use crate::session::{PlanItem, PlanPriority, PlanStatus, ToolStatus};
 
 /// The ACP update for one recorded item.
 pub fn update_for(item: &ReplayItem) -> SessionUpdate {
@@ -57,6 +58,7 @@ pub fn update_for(item: &ReplayItem) -> SessionUpdate {
                 .locations(shown::locations(facts, diff.as_ref()))
                 .raw_output(facts.clone()),
         )),
+        ReplayItem::Plan(entries) => plan(entries),
         // A child agent's progress: the parent's `task` call, still running, with a line per
         // tool call the child finished.
         ReplayItem::TaskProgress { call_id, lines } => {
@@ -68,6 +70,30 @@ pub fn update_for(item: &ReplayItem) -> SessionUpdate {
             ))
         }
     }
+}
+
+/// The agent's whole plan, as ACP's `plan` update (the editor replaces the plan it showed).
+pub fn plan(entries: &[PlanItem]) -> SessionUpdate {
+    SessionUpdate::Plan(Plan::new(
+        entries
+            .iter()
+            .map(|entry| {
+                PlanEntry::new(
+                    entry.content.clone(),
+                    match entry.priority {
+                        PlanPriority::High => PlanEntryPriority::High,
+                        PlanPriority::Medium => PlanEntryPriority::Medium,
+                        PlanPriority::Low => PlanEntryPriority::Low,
+                    },
+                    match entry.status {
+                        PlanStatus::Pending => PlanEntryStatus::Pending,
+                        PlanStatus::InProgress => PlanEntryStatus::InProgress,
+                        PlanStatus::Completed => PlanEntryStatus::Completed,
+                    },
+                )
+            })
+            .collect(),
+    ))
 }
 
 /// What a running command of call `call_id` printed so far, as its live copy shows it (see
