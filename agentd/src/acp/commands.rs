@@ -288,7 +288,10 @@ fn server_line(report: &ServerReport) -> String {
     match &report.state {
         ServerState::Starting => format!("{name}: starting"),
         ServerState::Running(mode) => {
-            format!("{name}: running, confined under {} ({offered})", mode.as_str())
+            format!(
+                "{name}: running, confined under {} ({offered})",
+                mode.as_str()
+            )
         }
         ServerState::Stopped => format!(
             "{name}: stopped (the session's mode narrowed, or it ended); the next call of one of \
@@ -365,7 +368,12 @@ mod tests {
             .map(|c| c.name.as_str())
             .collect();
         assert_eq!(names, ["init", "compact", "status", "mcp"]);
-        assert!(update.available_commands.iter().all(|c| !c.description.is_empty()));
+        assert!(
+            update
+                .available_commands
+                .iter()
+                .all(|c| !c.description.is_empty())
+        );
         assert!(update.available_commands[0].input.is_some());
     }
 
@@ -393,7 +401,11 @@ mod tests {
     #[test]
     fn init_asks_for_agents_md_and_passes_on_what_the_user_added() {
         let prompt = init_prompt(std::path::Path::new("/srv/project"), "mention the fuzzers");
-        assert!(prompt.starts_with("Write or update AGENTS.md at the root of this project (/srv/project)"));
+        assert!(
+            prompt.starts_with(
+                "Write or update AGENTS.md at the root of this project (/srv/project)"
+            )
+        );
         assert!(prompt.ends_with("\n\nThe user adds: mention the fuzzers"));
         assert!(!init_prompt(std::path::Path::new("/srv/p"), "").contains("The user adds"));
     }

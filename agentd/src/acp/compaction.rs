@@ -150,7 +150,11 @@ impl Compaction<'_> {
         };
         let summary = match outcome {
             None => return Ok(Summarised::Cancelled),
-            Some(Err(e)) => return Ok(Summarised::Failed(format!("the summary request failed: {e}"))),
+            Some(Err(e)) => {
+                return Ok(Summarised::Failed(format!(
+                    "the summary request failed: {e}"
+                )));
+            }
             Some(Ok(answer)) if answer.finish.cut_off() => {
                 return Ok(Summarised::Failed(format!(
                     "the summary was cut off (finish: {}); raise model.max_tokens",

@@ -16,15 +16,8 @@
 //! sent after what was shown and the failure are in the log, so `session/load` replays them.
 //!
 //! Before the first request of a turn whose history nears the model's context window, the older
-//! turns are summarised ([`super::compaction`]).
-//!
-//! A prompt that starts with a slash command ([`commands::parse`]) runs it instead
-//! ([`Turn::command`]): `/status` and `/mcp` are answered by agentd, `/compact` summarises the
-//! history now, `/init` runs as a turn whose prompt agentd wrote. Nothing else reaches
-//! [`commands::parse`]: the model's text and tool results never run a command.
-//!
-//! An `update_plan` call of the model records the plan (`plan/updated`) and shows it as ACP's
-//! `plan` update; its tool call is shown as every call is.
+//! turns are summarised ([`super::compaction`]). A prompt that starts with a slash command runs
+//! it instead, and the model's `update_plan` sets its plan: what agentd answers itself ([`own`]).
 //!
 //! Knob switches held while the session was idle are written right after the prompt. Each tool
 //! call runs under the session's effective sandbox mode at the moment it starts, so a switch
@@ -40,8 +33,7 @@ use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{ContentBlock, PromptResponse, StopReason, ToolCallStatus};
 use agent_client_protocol::{Client, Error};
 
-use super::commands::{self, Command, Invocation};
-use super::compaction::{Compacted, Compaction, Summarised};
+use super::compaction::{Compacted, Compaction};
 use super::error::AcpError;
 use super::model_failure::ModelFailure;
 use super::project_docs;
@@ -61,7 +53,7 @@ use crate::model::{
 use crate::narrowing;
 use crate::session::fold;
 use crate::session::{Event, LogError, Record};
-use crate::tools::{self, CallContext, LiveOutput, TASK, ToolResult, UPDATE_PLAN};
+use crate::tools::{self, CallContext, LiveOutput, TASK, ToolResult};
 use confine_protocol::Mode;
 
 /// Runs the prompt and returns the answer to `session/prompt`.
@@ -91,10 +83,7 @@ pub async fn run(
         number: session.with_records(fold::last_turn) + 1,
         cancel,
     };
-    let ending = match commands::parse(prompt) {
-        Some(invocation) => turn.command(&invocation, prompt).await,
-        None => turn.drive(prompt, None).await,
-    };
+    let ending = turn.answer(prompt).await;
     session.hold_switches();
     session.end_turn();
     let ending = ending.map_err(AcpError::LogWrite)?;
@@ -134,6 +123,9 @@ pub(crate) fn stop_after(answer: &AssistantTurn) -> Option<StopReason> {
     }
 }
 
+#[path = "turn_own.rs"]
+mod own;
+
 struct Turn<'a> {
     state: &'a Arc<AgentState>,
     session: &'a Arc<Session>,
@@ -143,24 +135,8 @@ struct Turn<'a> {
 }
 
 impl Turn<'_> {
-    /// Runs the turn of `blocks`, the person's prompt; or, with `written`, of the prompt agentd
-    /// wrote for the command whose `command/run` is recorded already.
-    async fn drive(
-        &self,
-        blocks: &[ContentBlock],
-        written: Option<(Command, String)>,
-    ) -> Result<Ending, LogError> {
-        let prompt = match written {
-            None => Event::PromptSubmitted {
-                turn: self.number,
-                text: prompt::text(blocks),
-            },
-            Some((command, text)) => Event::CommandPrompt {
-                turn: self.number,
-                command: command.name().to_owned(),
-                text,
-            },
-        };
+    /// Runs the turn of `blocks`, recording `prompt` first (see [`Turn::prompt_event`]).
+    async fn drive(&self, blocks: &[ContentBlock], prompt: Event) -> Result<Ending, LogError> {
         self.record(prompt, false)?;
         self.session.flush_switches()?;
         let resources =
@@ -198,104 +174,6 @@ impl Turn<'_> {
             true,
         )?;
         Ok(ending)
-    }
-
-    /// Runs the slash command of `invocation`, typed as `blocks`: recorded as what the person
-    /// typed (`command/run`), then answered by agentd or run as a turn (see [`commands`]).
-    async fn command(
-        &self,
-        invocation: &Invocation,
-        blocks: &[ContentBlock],
-    ) -> Result<Ending, LogError> {
-        let command = invocation.command;
-        self.record(
-            Event::CommandRun {
-                turn: self.number,
-                command: command.name().to_owned(),
-                input: prompt::text(blocks),
-            },
-            true,
-        )?;
-        // A switch made while idle counts from this prompt on, as for any prompt: `/status`
-        // tells the mode the person chose.
-        self.session.flush_switches()?;
-        let answer = match command {
-            Command::Init => {
-                let written = commands::init_prompt(&self.session.cwd, &invocation.rest);
-                return self.drive(blocks, Some((command, written))).await;
-            }
-            Command::Compact => return self.compact().await,
-            Command::Status => commands::status(self.session, &self.cancel).await,
-            Command::Mcp => commands::mcp(self.session),
-        };
-        self.answer(command, answer).await
-    }
-
-    /// agentd's own answer to `command`, recorded and shown as the agent's text.
-    async fn answer(&self, command: Command, text: String) -> Result<Ending, LogError> {
-        self.show(Event::CommandOutput {
-            turn: self.number,
-            command: command.name().to_owned(),
-            text,
-        })
-        .await?;
-        Ok(Ending::Stop(StopReason::EndTurn))
-    }
-
-    /// `/compact`: every turn before this one summarised now, by the session's model; the
-    /// summary's note, or agentd's answer saying why there is none.
-    async fn compact(&self) -> Result<Ending, LogError> {
-        let provider = match self.model(1).await? {
-            Ok((provider, _)) => provider,
-            Err(ending) => return Ok(ending),
-        };
-        // The estimates are of the request the next turn starts with, guidance included.
-        let docs = project_docs::read(
-            &self.session.tools,
-            &self.session.cwd,
-            self.session.effective_mode(),
-        )
-        .await;
-        let guidance = project_docs::section(&docs);
-        let compaction = Compaction {
-            session: self.session,
-            cx: self.cx,
-            provider: &*provider,
-            turn: self.number,
-            cancel: &self.cancel,
-        };
-        match compaction.now(&self.request(guidance.as_deref()).0).await? {
-            Summarised::Done => Ok(Ending::Stop(StopReason::EndTurn)),
-            Summarised::Cancelled => Ok(Ending::Stop(StopReason::Cancelled)),
-            Summarised::Failed(why) => {
-                let text = format!("The history was not compacted: {why}.\n");
-                self.answer(Command::Compact, text).await
-            }
-        }
-    }
-
-    /// Sets the plan an `update_plan` call gives: recorded and shown as ACP's `plan` update.
-    /// The result the model reads, or the refusal of a malformed plan (nothing recorded).
-    async fn update_plan(&self, call: &ToolCall) -> Result<ToolResult, LogError> {
-        let entries = match tools::plan::parse(&call.arguments) {
-            Ok(entries) => entries,
-            Err(e) => {
-                let invalid = serde_json::json!({ "invalid_call": true });
-                return Ok(ToolResult::failed(e.to_string(), invalid));
-            }
-        };
-        let text = tools::plan::result_text(&entries);
-        let steps = entries.len();
-        self.show(Event::PlanUpdated {
-            turn: self.number,
-            call_id: call.id.clone(),
-            entries,
-        })
-        .await?;
-        Ok(ToolResult::completed(
-            text,
-            serde_json::json!({ "plan_steps": steps }),
-        ))
     }
 
     /// The model the session has selected now, with how its history is compacted, or the
@@ -372,19 +250,14 @@ impl Turn<'_> {
                 // background task this call starts, however long the gate takes.
                 let narrowings = self.session.tools.background().mark();
                 let delegates = call.name == TASK && self.session.tools.registry().contains(TASK);
-                let plans =
-                    call.name == UPDATE_PLAN && self.session.tools.registry().contains(UPDATE_PLAN);
                 let result = if delegates {
                     // `ask_before` gates a delegation as it gates any other tool.
                     match self.approve(call, &description).await {
                         Some(refused) => refused,
                         None => self.delegate(call).await,
                     }
-                } else if plans {
-                    match self.approve(call, &description).await {
-                        Some(refused) => refused,
-                        None => self.update_plan(call).await?,
-                    }
+                } else if self.plans(call) {
+                    self.plan_call(call, &description).await?
                 } else {
                     match self.gate(call, &description, requested).await {
                         Err(refused) => refused,

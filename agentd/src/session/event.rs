@@ -117,6 +117,15 @@ pub enum PlanStatus {
     Completed,
 }
 
+/// A plan as `agentd sessions show` prints it: a line per entry, its status first.
+pub fn plan_text(entries: &[PlanItem]) -> String {
+    let lines: Vec<String> = entries
+        .iter()
+        .map(|e| format!("    [{}] {}", e.status.as_str(), e.content))
+        .collect();
+    lines.join("\n")
+}
+
 impl PlanStatus {
     /// ACP's word for it.
     pub fn as_str(self) -> &'static str {

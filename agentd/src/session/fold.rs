@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use super::diff::LoggedDiff;
-use super::event::{AgentOutcome, Event, PlanItem, PromptResource, Record, ToolStatus};
+use super::event::{AgentOutcome, Event, PlanItem, PromptResource, Record, ToolStatus, plan_text};
 use crate::model::{Message, ToolCall};
 
 /// What `agentd sessions list` shows of a session.
@@ -25,11 +25,8 @@ pub fn summarize(records: &[Record]) -> Summary {
         Some(Event::SessionCreated { id, cwd, .. }) => (id.clone(), cwd.clone()),
         _ => (String::new(), PathBuf::new()),
     };
-    // What the user typed: a slash command's input, not the prompt agentd wrote for it.
     let title = records.iter().find_map(|r| match &r.event {
-        Event::PromptSubmitted { text, .. } | Event::CommandRun { input: text, .. } => {
-            Some(shorten(text.lines().next().unwrap_or(""), 60))
-        }
+        Event::PromptSubmitted { text, .. } => Some(shorten(text.lines().next().unwrap_or(""), 60)),
         _ => None,
     });
     Summary {
@@ -458,22 +455,12 @@ pub fn transcript(records: &[Record]) -> String {
                 format!("session {id} in {} ({agent})", cwd.display())
             }
             Event::PromptSubmitted { turn, text } => format!("[turn {turn}] user: {text}"),
-            Event::CommandRun {
-                turn,
-                command,
-                input,
-            } => format!("[turn {turn}] user: {input} (the command /{command})"),
+            Event::CommandRun { turn, input, .. } => format!("[turn {turn}] user: {input}"),
             Event::CommandPrompt { text, .. } => {
-                format!("  agentd's prompt for it:\n{}", indent(text, "    "))
+                format!("  agentd's prompt:\n{}", indent(text, "    "))
             }
             Event::CommandOutput { text, .. } => format!("  agentd:\n{}", indent(text, "    ")),
-            Event::PlanUpdated { entries, .. } => {
-                let lines: Vec<String> = entries
-                    .iter()
-                    .map(|e| format!("    [{}] {}", e.status.as_str(), e.content))
-                    .collect();
-                format!("  plan:\n{}", lines.join("\n"))
-            }
+            Event::PlanUpdated { entries, .. } => format!("  plan:\n{}", plan_text(entries)),
             Event::PromptResources { resources, .. } => {
                 let each: Vec<String> = resources
                     .iter()

@@ -110,7 +110,9 @@ fn the_reserved_task_follows_delegation_not_filters() {
 
 #[test]
 fn update_plan_is_the_top_levels_alone_whatever_the_filters() {
-    let registry = ToolRegistry::builtin().with(UPDATE_PLAN).expect("registers");
+    let registry = ToolRegistry::builtin()
+        .with(UPDATE_PLAN)
+        .expect("registers");
     assert!(ToolScope::top().resolve(&registry).contains(UPDATE_PLAN));
     // A child has it neither by delegation nor without a filter.
     for child in [
@@ -122,10 +124,10 @@ fn update_plan_is_the_top_levels_alone_whatever_the_filters() {
         assert!(matches!(refused, NotOffered::Hidden { .. }), "{refused}");
     }
     // No filter may name it.
-    let err = ToolFilter::new(None, Some(names(&[UPDATE_PLAN])), &registry)
-        .expect_err("reserved");
+    let err = ToolFilter::new(None, Some(names(&[UPDATE_PLAN])), &registry).expect_err("reserved");
     assert!(
-        err.to_string().contains("only the top-level agent has update_plan"),
+        err.to_string()
+            .contains("only the top-level agent has update_plan"),
         "{err}"
     );
 }

@@ -135,9 +135,15 @@ mod tests {
                 r#"{"plan":[{"content":"x","priority":"high","status":"done"}]}"#,
                 "unknown variant `done`",
             ),
-            (&format!(r#"{{"plan":[{}]}}"#, step("  ")), "step 1 of the plan is empty"),
             (
-                &format!(r#"{{"plan":[{}]}}"#, step(&"x".repeat(MAX_PLAN_ENTRY_CHARS + 1))),
+                &format!(r#"{{"plan":[{}]}}"#, step("  ")),
+                "step 1 of the plan is empty",
+            ),
+            (
+                &format!(
+                    r#"{{"plan":[{}]}}"#,
+                    step(&"x".repeat(MAX_PLAN_ENTRY_CHARS + 1))
+                ),
                 "step 1 of the plan has 501 characters",
             ),
             (
