@@ -92,7 +92,9 @@
 //! ## Normalisation
 //!
 //! Session ids, the workspace, state and scratch paths, the ids of the agent's requests and the
-//! approval ids (also where a decision names the rule that made it) become placeholders; log records lose their times. The agent's
+//! approval ids (also where a decision names the rule that made it) become placeholders; log records lose their times.
+//! A compaction's token estimates (in its note and its `history/compacted`) become `<n>`: they
+//! count the bytes of instructions that name the scratch workspace, whose path varies. The agent's
 //! `$/cancel_request` after a `session/cancel` arrives at a varying place among the other
 //! messages; it is moved to the end of that step and marked `<~`. Under `backend: host`, a tool
 //! result's `backend` and `enforcement` become `<backend>` and `<enforcement>`, and the kernel's
@@ -873,6 +875,18 @@ const DENIAL_TEXTS: &[&str] = &[
     "Operation not permitted",
 ];
 
+/// A compaction's note with its estimates as `<n>`: `… (estimated <n> → <n> tokens).`
+fn without_estimates(text: &str) -> String {
+    const LEAD: &str = "(estimated ";
+    let Some(start) = text.find(LEAD) else {
+        return text.to_owned();
+    };
+    let Some(end) = text[start..].find(" tokens)") else {
+        return text.to_owned();
+    };
+    format!("{}{LEAD}<n> → <n>{}", &text[..start], &text[start + end..])
+}
+
 /// How an enforcement gap that depends on the kernel's Landlock ABI names it.
 const LANDLOCK_ABI_GAP: &str = "(Landlock ABI < ";
 
@@ -1016,6 +1030,11 @@ impl Normaliser {
             message["params"]["requestId"] = self.agent_id(&id);
         }
         if let Some(update) = message.pointer_mut("/params/update") {
+            if update["sessionUpdate"] == "agent_thought_chunk"
+                && let Some(Value::String(text)) = update.pointer_mut("/content/text")
+            {
+                *text = without_estimates(text);
+            }
             if update["sessionUpdate"] == "agent_message_chunk"
                 && let Some(Value::String(text)) = update.pointer_mut("/content/text")
             {
@@ -1095,6 +1114,11 @@ impl Normaliser {
                     map.insert("instructions".into(), json!("(unchanged)"));
                 }
                 told = Some(now);
+            }
+            if kind == "history/compacted" {
+                for key in ["estimate_before", "estimate_after"] {
+                    map.insert(key.into(), json!("<n>"));
+                }
             }
             if kind == "command/output"
                 && let Some(Value::String(text)) = map.get_mut("text")

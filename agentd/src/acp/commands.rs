@@ -226,12 +226,7 @@ fn enforcement(facts: &Value) -> Option<String> {
     if level == "full" {
         return Some(format!("Sandbox: {backend}, fully enforced"));
     }
-    let missing: Vec<String> = enforcement
-        .get("missing")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
+    let missing: Vec<String> = super::shown::gaps(enforcement)
         .map(|gap| format!("  - {gap}"))
         .collect();
     let gaps = if missing.is_empty() {

@@ -110,14 +110,7 @@ fn enforcement_line(facts: &Value) -> Option<String> {
     if enforcement.get("level").and_then(Value::as_str) != Some("partial") {
         return None;
     }
-    let gaps: Vec<&str> = enforcement
-        .get("missing")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .map(gap_name)
-        .collect();
+    let gaps: Vec<&str> = gaps(enforcement).map(gap_name).collect();
     let backend = facts.get("backend").and_then(Value::as_str).unwrap_or("");
     let gaps = if gaps.is_empty() {
         "not named".to_owned()
@@ -127,6 +120,16 @@ fn enforcement_line(facts: &Value) -> Option<String> {
     Some(format!(
         "Partial sandbox ({backend}): not enforced — {gaps}."
     ))
+}
+
+/// What a command's `enforcement` fact says was not enforced, each gap in the helper's sentence.
+pub(super) fn gaps(enforcement: &Value) -> impl Iterator<Item = &str> {
+    enforcement
+        .get("missing")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
 }
 
 /// The name of one enforcement gap: what it says before its first `: ` outside parentheses

@@ -33,7 +33,7 @@ use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{ContentBlock, PromptResponse, StopReason, ToolCallStatus};
 use agent_client_protocol::{Client, Error};
 
-use super::compaction::{Compacted, Compaction};
+use super::compaction::Compacted;
 use super::error::AcpError;
 use super::model_failure::ModelFailure;
 use super::project_docs;
@@ -152,13 +152,7 @@ impl Turn<'_> {
         }
         self.record(Event::TurnStarted { turn: self.number }, true)?;
         // Read once a turn, under the mode its calls start with, and stated in each request.
-        let docs = project_docs::read(
-            &self.session.tools,
-            &self.session.cwd,
-            self.session.effective_mode(),
-        )
-        .await;
-        let guidance = project_docs::section(&docs);
+        let guidance = self.guidance().await;
         let ending = self.steps(guidance.as_deref()).await?;
         // A cancel outranks whatever the turn was doing when it came, a failure included.
         let ending = if self.cancel.is_cancelled() {
@@ -174,6 +168,14 @@ impl Turn<'_> {
             true,
         )?;
         Ok(ending)
+    }
+
+    /// The project's guidance (`AGENTS.md`), read now under the session's mode, for the
+    /// requests of this turn.
+    async fn guidance(&self) -> Option<String> {
+        let mode = self.session.effective_mode();
+        let docs = project_docs::read(&self.session.tools, &self.session.cwd, mode).await;
+        project_docs::section(&docs)
     }
 
     /// The model the session has selected now, with how its history is compacted, or the
@@ -197,13 +199,7 @@ impl Turn<'_> {
             Err(ending) => return Ok(ending),
         };
         if let Some(policy) = compaction {
-            let compaction = Compaction {
-                session: self.session,
-                cx: self.cx,
-                provider: &*provider,
-                turn: self.number,
-                cancel: &self.cancel,
-            };
+            let compaction = self.compaction(&*provider);
             let request = self.request(guidance).0;
             if compaction.before_turn(&policy, &request).await? == Compacted::Cancelled {
                 return Ok(Ending::Stop(StopReason::Cancelled));

@@ -12,9 +12,9 @@ use agent_client_protocol::v1::schema::{ContentBlock, StopReason};
 
 use super::super::commands::{self, Command, Invocation};
 use super::super::compaction::{Compaction, Summarised};
-use super::super::{project_docs, prompt};
+use super::super::prompt;
 use super::{Ending, Turn};
-use crate::model::ToolCall;
+use crate::model::{Provider, ToolCall};
 use crate::session::{Event, LogError};
 use crate::tools::{self, ToolResult, UPDATE_PLAN};
 
@@ -94,27 +94,29 @@ impl Turn<'_> {
             Err(ending) => return Ok(ending),
         };
         // The estimates are of the request the next turn starts with, guidance included.
-        let docs = project_docs::read(
-            &self.session.tools,
-            &self.session.cwd,
-            self.session.effective_mode(),
-        )
-        .await;
-        let guidance = project_docs::section(&docs);
-        let compaction = Compaction {
-            session: self.session,
-            cx: self.cx,
-            provider: &*provider,
-            turn: self.number,
-            cancel: &self.cancel,
-        };
-        match compaction.now(&self.request(guidance.as_deref()).0).await? {
+        let guidance = self.guidance().await;
+        match self
+            .compaction(&*provider)
+            .now(&self.request(guidance.as_deref()).0)
+            .await?
+        {
             Summarised::Done => Ok(Ending::Stop(StopReason::EndTurn)),
             Summarised::Cancelled => Ok(Ending::Stop(StopReason::Cancelled)),
             Summarised::Failed(why) => {
                 let text = format!("The history was not compacted: {why}.\n");
                 self.reply(Command::Compact, text).await
             }
+        }
+    }
+
+    /// Compaction of this turn's session by `provider`.
+    pub(super) fn compaction<'a>(&'a self, provider: &'a dyn Provider) -> Compaction<'a> {
+        Compaction {
+            session: self.session,
+            cx: self.cx,
+            provider,
+            turn: self.number,
+            cancel: &self.cancel,
         }
     }
 
