@@ -308,6 +308,14 @@ impl Agent {
     fn show(&mut self, message: &Value) {
         let update = &message["params"]["update"];
         match update["sessionUpdate"].as_str() {
+            // agentd's own notice (what the sandbox does not enforce here): its own lines.
+            Some("agent_message_chunk") if update.pointer("/_meta/agentd/notice").is_some() => {
+                self.flush_text();
+                let text = update["content"]["text"].as_str().unwrap_or_default();
+                for line in text.lines() {
+                    say!("agentd: {line}");
+                }
+            }
             Some("agent_message_chunk") => {
                 self.text
                     .push_str(update["content"]["text"].as_str().unwrap_or_default());

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 use agentd::composition::Composition;
 use agentd::helper_client::{HelperClient, HelperEndpoint};
-use agentd::tools::{self, SpecOptions, TASK, ToolEnv, ToolScope};
+use agentd::tools::{self, SpecOptions, TASK, ToolEnv, ToolScope, UPDATE_PLAN};
 use confine_protocol::{BackendChoice, Mode, Network};
 use serde_json::{Map, Value, json};
 
@@ -36,10 +36,13 @@ fn session_tools(max_mode: Mode) -> ToolEnv {
         unconfinable: None,
         workspace: None,
     });
-    match env.registry().with(TASK) {
-        Ok(registry) => env.with_registry(registry),
-        Err(_already) => env,
+    let mut registry = env.registry();
+    for name in [TASK, UPDATE_PLAN] {
+        if !registry.contains(name) {
+            let _ = registry.register(name);
+        }
     }
+    env.with_registry(registry)
 }
 
 fn specs(specs: Vec<agentd::model::ToolSpec>) -> Value {
@@ -58,7 +61,8 @@ escalation: the modes bash's sandbox_permissions offers (the fields exist only w
 empty). On a machine with no usable backend, escalation offers danger-full-access alone, where the \
 ceiling allows it. child_agents: what a child \
 agent is offered, never escalating. The task tool is offered only when agentd.toml defines a \
-persona; its description then ends with the personas, \"The personas: NAME (DESCRIPTION); ...\".";
+persona; its description then ends with the personas, \"The personas: NAME (DESCRIPTION); ...\". \
+update_plan is the top-level agent's alone: child agents are not offered it.";
 
 pub fn schemas() -> Vec<Generated> {
     Mode::ALL

@@ -64,8 +64,17 @@ fn a_resumed_session_shows_no_history_and_goes_on_where_it_ended() {
         "{resumed}"
     );
     assert_eq!(shown_messages(&notes), Vec::<Value>::new(), "{notes:#?}");
-    let (answer, _) = client.prompt(&session, "What was the number?");
+    let (answer, after) = client.prompt(&session, "What was the number?");
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    // The slash commands are listed right after the answer, as after session/new and load.
+    let listed = notes
+        .iter()
+        .chain(&after)
+        .any(|n| n["params"]["update"]["sessionUpdate"] == "available_commands_update");
+    assert!(
+        listed,
+        "no available_commands_update after the resume: {after:#?}"
+    );
     // The resumed session went on: its second prompt is its turn 2, with turn 1 before it.
     let turns: Vec<Value> = scratch
         .log(&session)

@@ -7,7 +7,9 @@
 //! long command and session/load by a fresh agent process, and checks what the client saw, the
 //! stop reasons, and what landed on disk. One
 //! more acpx flow runs against a local model server that answers HTTP 500 every time: the
-//! prompt ends in a JSON-RPC error and acpx exits non-zero.
+//! prompt ends in a JSON-RPC error and acpx exits non-zero. acpx and the Python SDK each show
+//! agentd's slash commands (the `available_commands_update` after `session/new`, and `/status`
+//! answered by agentd without the model) and a plan (the model's `update_plan` as ACP's `plan`).
 //!
 //! Where the clients are found: the npm packages in `tests/external/node_modules` or in
 //! `$AGENTD_CI_CACHE/npm/node_modules`, the Python SDK in `$AGENTD_CI_CACHE/venv` or in the
@@ -619,11 +621,14 @@ fn current(options: &Value, id: &str) -> String {
 
 /// Updates with consecutive agent text chunks joined: the live stream sends the model's text in
 /// pieces, a replay sends it whole; and without status-only updates (a call a person allowed now
-/// runs), which are not recorded: the call's result is what both show.
+/// runs), which are not recorded: the call's result is what both show; nor the list of slash
+/// commands every opening sends, which is state, never replayed.
 fn joined(updates: &[&Value]) -> Vec<Value> {
     let mut out: Vec<Value> = Vec::new();
     for &update in updates {
-        if support::acp::is_status_only(update) {
+        if support::acp::is_status_only(update)
+            || update["sessionUpdate"] == "available_commands_update"
+        {
             continue;
         }
         if update["sessionUpdate"] == "agent_message_chunk"
@@ -1039,6 +1044,128 @@ fn python_sdk_client_runs_the_whole_flow() {
         .arg("--")
         .args(scratch.agent(&SDK_SCRIPT.replace("TAG", &tag)));
     sdk_flow("py_client", &scratch, command, &tag);
+}
+
+/// A model that sets a plan of two steps, then answers.
+const PLAN_SCRIPT: &str = r#"
+[[turn]]
+[[turn.tool_calls]]
+name = "update_plan"
+arguments = { plan = [
+  { content = "Read the notes", priority = "high", status = "completed" },
+  { content = "Write the answer", priority = "medium", status = "in_progress" },
+] }
+
+[[turn]]
+text = "Planned."
+"#;
+
+/// The plan [`PLAN_SCRIPT`] sets, as ACP's `plan` update carries it.
+fn planned() -> Value {
+    json!([
+        {"content": "Read the notes", "priority": "high", "status": "completed"},
+        {"content": "Write the answer", "priority": "medium", "status": "in_progress"},
+    ])
+}
+
+/// The commands agentd advertises, checked in the `available_commands_update` a client got.
+fn assert_commands_advertised(updates: &[&Value], context: &dyn std::fmt::Display) {
+    let advertised: Vec<&Value> = updates
+        .iter()
+        .copied()
+        .filter(|u| u["sessionUpdate"] == "available_commands_update")
+        .collect();
+    assert!(
+        !advertised.is_empty(),
+        "no available_commands_update\n{context}"
+    );
+    let names: Vec<&str> = advertised[0]["availableCommands"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    assert_eq!(names, ["init", "compact", "status", "mcp"], "{context}");
+}
+
+/// agentd's answer to `/status` in a read-only session without MCP servers, as a client shows
+/// it.
+fn assert_status_answer(text: &str, context: &dyn std::fmt::Display) {
+    for line in [
+        "Session: ",
+        "Model: ",
+        "Sandbox mode: read-only",
+        "Sandbox: ",
+        "Approval policy: ask",
+        "MCP servers: none",
+    ] {
+        assert!(
+            text.contains(line),
+            "the /status answer lacks {line:?}: {text:?}\n{context}"
+        );
+    }
+}
+
+#[test]
+fn python_sdk_client_shows_agentds_slash_commands_and_the_plan() {
+    let flow = "python_sdk_client_shows_agentds_slash_commands_and_the_plan";
+    let Some(python) = installed("python-sdk", flow, python_sdk()) else {
+        return;
+    };
+    let scratch = Scratch::new("py-commands");
+    let steps = json!([{"prompt": "/status"}, {"prompt": "Plan it."}]);
+    let mut command = scratch.command(python);
+    command
+        .arg(external_dir().join("py_client.py"))
+        .args(["--steps", &steps.to_string()])
+        .arg("--")
+        .args(scratch.agent(PLAN_SCRIPT));
+    let run = run(&scratch, command, Leftovers::Fail);
+    assert!(run.status.success(), "py_client failed\n{run}");
+    let events = run.json_lines();
+    assert!(
+        events.iter().all(|e| e["event"] != "error"),
+        "an error\n{run}"
+    );
+    let updates_at = |step: u64| -> Vec<&Value> {
+        events
+            .iter()
+            .filter(|e| e["event"] == "update" && e["step"] == step)
+            .map(|e| &e["update"])
+            .collect()
+    };
+    let done = |step: u64| -> Vec<&Value> {
+        events
+            .iter()
+            .filter(|e| e["event"] == "done" && e["step"] == step)
+            .map(|e| &e["stopReason"])
+            .collect()
+    };
+    let all: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["event"] == "update")
+        .map(|e| &e["update"])
+        .collect();
+    assert_commands_advertised(&all, &run);
+
+    // 0: /status, answered by agentd: no model turn, no tool call.
+    let status = updates_at(0);
+    assert_status_answer(&agent_text(&status), &run);
+    assert!(
+        status.iter().all(|u| u["sessionUpdate"] != "tool_call"),
+        "{run}"
+    );
+    assert_eq!(done(0), [&json!("end_turn")], "{run}");
+
+    // 1: the model's update_plan reaches the client as ACP's plan, whole.
+    let plans: Vec<&Value> = updates_at(1)
+        .into_iter()
+        .filter(|u| u["sessionUpdate"] == "plan")
+        .collect();
+    assert_eq!(plans.len(), 1, "{run}");
+    assert_eq!(plans[0]["entries"], planned(), "{run}");
+    assert_eq!(agent_text(&updates_at(1)), "Planned.", "{run}");
+    assert_eq!(done(1), [&json!("end_turn")], "{run}");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1541,4 +1668,51 @@ fn acpx_persistent_session_is_cancelled_then_reloaded_by_a_fresh_agent() {
     let (_, done) = wire.exchange("session/prompt");
     assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
     assert_eq!(agent_text(&wire.updates()), "Back after the reload.");
+}
+
+#[test]
+fn acpx_shows_agentds_slash_commands_and_the_plan() {
+    let flow = "acpx_shows_agentds_slash_commands_and_the_plan";
+    let Some(cli) = installed("acpx", flow, acpx()) else {
+        return;
+    };
+    // /status: agentd's own answer, the commands advertised before it.
+    let scratch = Scratch::new("acpx-status");
+    let mut command = acpx_command(&scratch, &cli, PLAN_SCRIPT, &[]);
+    command.args(["exec", "/status"]);
+    let run_status = run(&scratch, command, Leftovers::Fail);
+    assert_eq!(run_status.status.code(), Some(0), "{run_status}");
+    let lines = run_status.json_lines();
+    let wire = Wire {
+        lines: &lines,
+        run: &run_status,
+    };
+    let updates = wire.updates();
+    assert_commands_advertised(&updates, &run_status);
+    assert_status_answer(&agent_text(&updates), &run_status);
+    assert!(
+        updates.iter().all(|u| u["sessionUpdate"] != "tool_call"),
+        "{run_status}"
+    );
+    let (_, done) = wire.exchange("session/prompt");
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+
+    // A plan: the model's update_plan reaches acpx as ACP's plan, whole.
+    let scratch = Scratch::new("acpx-plan");
+    let mut command = acpx_command(&scratch, &cli, PLAN_SCRIPT, &[]);
+    command.args(["exec", "Plan it."]);
+    let run_plan = run(&scratch, command, Leftovers::Fail);
+    assert_eq!(run_plan.status.code(), Some(0), "{run_plan}");
+    let lines = run_plan.json_lines();
+    let wire = Wire {
+        lines: &lines,
+        run: &run_plan,
+    };
+    let plans: Vec<&Value> = wire
+        .updates()
+        .into_iter()
+        .filter(|u| u["sessionUpdate"] == "plan")
+        .collect();
+    assert_eq!(plans.len(), 1, "{run_plan}");
+    assert_eq!(plans[0]["entries"], planned(), "{run_plan}");
 }

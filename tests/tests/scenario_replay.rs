@@ -4,7 +4,8 @@
 //!
 //! - `script.toml` — the scripted model (see `agentd::model::scripted`);
 //! - `input.json` — what the client does and what must hold afterwards (format below);
-//! - `agentd.toml` (optional) — written as agentd's configuration file;
+//! - `agentd.toml` (optional) — written as agentd's configuration file, with `<external>`
+//!   replaced by the path of `tests/external/` (whose MCP test server a scenario may start);
 //! - `models/` (optional) — copied beside it: the scripts of `[models.NAME]` tables (a named
 //!   model's `script` is relative to the configuration file);
 //! - `files/` (optional) — copied into the workspace before agentd starts.
@@ -91,14 +92,17 @@
 //! ## Normalisation
 //!
 //! Session ids, the workspace, state and scratch paths, the ids of the agent's requests and the
-//! approval ids (also where a decision names the rule that made it) become placeholders; log records lose their times. The agent's
+//! approval ids (also where a decision names the rule that made it) become placeholders; log records lose their times.
+//! A compaction's token estimates (in its note and its `history/compacted`) become `<n>`: they
+//! count the bytes of instructions that name the scratch workspace, whose path varies. The agent's
 //! `$/cancel_request` after a `session/cancel` arrives at a varying place among the other
 //! messages; it is moved to the end of that step and marked `<~`. Under `backend: host`, a tool
 //! result's `backend` and `enforcement` become `<backend>` and `<enforcement>`, and the kernel's
 //! denial texts in tool output (which differ per backend) become `<denial>`, and the line a
 //! tool result shows a person about partial enforcement is left out. Under `forced`, only the
 //! enforcement gaps that depend on the kernel's Landlock ABI (`… (Landlock ABI < N)`) are left
-//! out, of the facts and of that line. Everything else — tool result texts, agent text, option lists, errors, the
+//! out, of the facts and of that line, and the lines of agent text (`/status`) that name one.
+//! Everything else — tool result texts, agent text, option lists, errors, the
 //! instructions the model was given — is pinned character for character.
 //!
 //! ## Live output
@@ -167,6 +171,12 @@ scenarios! {
     delegation: "delegation",
     file_edits: "file-edits",
     model_choice: "model-choice",
+    command_status: "command-status",
+    command_mcp: "command-mcp",
+    command_compact: "command-compact",
+    command_init: "command-init",
+    commands_only_from_the_user: "commands-only-from-the-user",
+    plan: "plan",
 }
 
 fn scenarios_dir() -> PathBuf {
@@ -463,7 +473,9 @@ impl Play {
         }
         let config = dir.join("agentd.toml");
         if config.is_file() {
-            scratch.config(&std::fs::read_to_string(&config).expect("agentd.toml"));
+            let external = Path::new(env!("CARGO_MANIFEST_DIR")).join("external");
+            let text = std::fs::read_to_string(&config).expect("agentd.toml");
+            scratch.config(&text.replace("<external>", &external.display().to_string()));
         }
         let models = dir.join("models");
         if models.is_dir() {
@@ -863,6 +875,21 @@ const DENIAL_TEXTS: &[&str] = &[
     "Operation not permitted",
 ];
 
+/// A compaction's note with its estimates as `<n>`: `… (estimated <n> → <n> tokens).`
+fn without_estimates(text: &str) -> String {
+    const LEAD: &str = "(estimated ";
+    let Some(start) = text.find(LEAD) else {
+        return text.to_owned();
+    };
+    let Some(end) = text[start..].find(" tokens)") else {
+        return text.to_owned();
+    };
+    format!("{}{LEAD}<n> → <n>{}", &text[..start], &text[start + end..])
+}
+
+/// How an enforcement gap that depends on the kernel's Landlock ABI names it.
+const LANDLOCK_ABI_GAP: &str = "(Landlock ABI < ";
+
 struct Normaliser {
     host_backend: bool,
     /// Literal replacements, longest first.
@@ -935,13 +962,24 @@ impl Normaliser {
         };
         let kept: Vec<&str> = text
             .lines()
-            .filter(|line| !line.contains("(Landlock ABI < "))
+            .filter(|line| !line.contains(LANDLOCK_ABI_GAP))
             .collect();
         if kept.len() < 2 {
             return false;
         }
         *text = format!("{}\n", kept.join("\n"));
         true
+    }
+
+    /// Agent text (agentd's own answer to `/status`): under `forced`, without the lines that
+    /// name a gap depending on the kernel's Landlock ABI.
+    fn agent_text(&self, text: &str) -> String {
+        if self.host_backend || !text.contains(LANDLOCK_ABI_GAP) {
+            return text.to_owned();
+        }
+        text.split_inclusive('\n')
+            .filter(|line| !line.contains(LANDLOCK_ABI_GAP))
+            .collect()
     }
 
     /// A tool result's facts (`rawOutput` compact and `_meta.agentd.facts` whole on the wire,
@@ -957,7 +995,7 @@ impl Normaliser {
                 }
             }
         } else if let Some(Value::Array(missing)) = facts.pointer_mut("/enforcement/missing") {
-            missing.retain(|m| !m.as_str().is_some_and(|m| m.contains("(Landlock ABI < ")));
+            missing.retain(|m| !m.as_str().is_some_and(|m| m.contains(LANDLOCK_ABI_GAP)));
         }
     }
 
@@ -1000,6 +1038,16 @@ impl Normaliser {
             message["params"]["requestId"] = self.agent_id(&id);
         }
         if let Some(update) = message.pointer_mut("/params/update") {
+            if update["sessionUpdate"] == "agent_thought_chunk"
+                && let Some(Value::String(text)) = update.pointer_mut("/content/text")
+            {
+                *text = without_estimates(text);
+            }
+            if update["sessionUpdate"] == "agent_message_chunk"
+                && let Some(Value::String(text)) = update.pointer_mut("/content/text")
+            {
+                *text = self.agent_text(text);
+            }
             if let Some(raw) = update.get_mut("rawOutput") {
                 self.facts(raw);
             }
@@ -1070,6 +1118,16 @@ impl Normaliser {
                     map.insert("instructions".into(), json!("(unchanged)"));
                 }
                 told = Some(now);
+            }
+            if kind == "history/compacted" {
+                for key in ["estimate_before", "estimate_after"] {
+                    map.insert(key.into(), json!("<n>"));
+                }
+            }
+            if kind == "command/output"
+                && let Some(Value::String(text)) = map.get_mut("text")
+            {
+                *text = self.agent_text(text);
             }
             if kind == "task/stopped"
                 && let Some(facts) = map.get_mut("facts")

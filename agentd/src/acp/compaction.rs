@@ -10,6 +10,10 @@
 //! model error, an empty or cut-off answer) records nothing: the turn goes on with the whole
 //! history, and a line on stderr says why. A cancel during it cancels the turn.
 //!
+//! The user's `/compact` ([`Compaction::now`], `acp::commands`) summarises every turn before
+//! it at once, whatever the estimate and whether or not the model has a compaction policy; what
+//! came of it is the same record, or the reason it did not happen as agentd's answer.
+//!
 //! The summary request sends the older turns as one text (a transcript), not as chat messages:
 //! without tools on offer, some servers refuse a history with tool calls in it, and the
 //! reasoning a provider wants back with them is no use to a summary. Each tool result in it is cut
@@ -55,31 +59,89 @@ pub struct Compaction<'a> {
     pub session: &'a Session,
     pub cx: &'a ConnectionTo<Client>,
     pub provider: &'a dyn Provider,
-    pub policy: CompactionPolicy,
     pub turn: u64,
     pub cancel: &'a Cancel,
 }
 
+/// How one summary request ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Summarised {
+    /// The summary was recorded and shown.
+    Done,
+    /// Nothing was recorded, for this reason.
+    Failed(String),
+    /// Cancelled during the request; nothing was recorded.
+    Cancelled,
+}
+
 impl Compaction<'_> {
-    /// Compacts the history first if `request`, the turn's first request, is over the
+    /// Compacts the history first if `request`, the turn's first request, is over `policy`'s
     /// threshold.
-    pub async fn before_turn(&self, request: &ChatRequest) -> Result<Compacted, LogError> {
+    pub async fn before_turn(
+        &self,
+        policy: &CompactionPolicy,
+        request: &ChatRequest,
+    ) -> Result<Compacted, LogError> {
         let records = self.session.records();
         let estimate_before = estimate_tokens(request);
-        let through = match plan(&records, self.turn, &self.policy, estimate_before) {
+        let through = match plan(&records, self.turn, policy, estimate_before) {
             Plan::Under => return Ok(Compacted::Unneeded),
             Plan::NothingOlder => {
                 self.note(&format!(
                     "the request's estimate ({estimate_before} tokens) is over the compaction \
                      threshold ({} tokens), but only the latest {} turns are left and they are \
                      kept verbatim",
-                    self.policy.compact_at, self.policy.keep_turns
+                    policy.compact_at, policy.keep_turns
                 ));
                 return Ok(Compacted::Unneeded);
             }
             Plan::Through(through) => through,
         };
-        let summary_request = summary_request(&fold::history_through(&records, through));
+        Ok(match self.summarise(&records, through, request).await? {
+            Summarised::Done => Compacted::Done,
+            Summarised::Failed(why) => {
+                self.note(&why);
+                Compacted::Failed
+            }
+            Summarised::Cancelled => {
+                eprintln!(
+                    "agentd: session {}: turn {}: cancelled during the summary request; the \
+                     history was not compacted",
+                    self.session.id, self.turn
+                );
+                Compacted::Cancelled
+            }
+        })
+    }
+
+    /// Compacts every turn before this one now, whatever the estimate (the user's `/compact`);
+    /// `request` is the request the session's next turn would start with. `Failed` also when
+    /// there is nothing to compact.
+    pub async fn now(&self, request: &ChatRequest) -> Result<Summarised, LogError> {
+        let records = self.session.records();
+        let through = self.turn.saturating_sub(1);
+        // Nothing new since the latest summary (or since the start): no turn of the model's.
+        let compacted = fold::compacted_through(&records);
+        let since = fold::history_through(&records, through).len();
+        if through <= compacted || since <= fold::history_through(&records, compacted).len() {
+            return Ok(Summarised::Failed(
+                "there is no conversation to compact yet (every earlier turn is summarised \
+                 already, or there is none)"
+                    .to_owned(),
+            ));
+        }
+        self.summarise(&records, through, request).await
+    }
+
+    /// Asks for the summary of the turns up to `through` and records it, shown to the editor.
+    async fn summarise(
+        &self,
+        records: &[Record],
+        through: u64,
+        request: &ChatRequest,
+    ) -> Result<Summarised, LogError> {
+        let estimate_before = estimate_tokens(request);
+        let summary_request = summary_request(&fold::history_through(records, through));
         // Not streamed to the editor: it is shown the note the record makes.
         let mut ignore = Deltas::ignored();
         let outcome = tokio::select! {
@@ -87,28 +149,22 @@ impl Compaction<'_> {
             () = self.cancel.cancelled() => None,
         };
         let summary = match outcome {
-            None => {
-                eprintln!(
-                    "agentd: session {}: turn {}: cancelled during the summary request; the \
-                     history was not compacted",
-                    self.session.id, self.turn
-                );
-                return Ok(Compacted::Cancelled);
-            }
+            None => return Ok(Summarised::Cancelled),
             Some(Err(e)) => {
-                self.note(&format!("the summary request failed: {e}"));
-                return Ok(Compacted::Failed);
+                return Ok(Summarised::Failed(format!(
+                    "the summary request failed: {e}"
+                )));
             }
             Some(Ok(answer)) if answer.finish.cut_off() => {
-                self.note(&format!(
+                return Ok(Summarised::Failed(format!(
                     "the summary was cut off (finish: {}); raise model.max_tokens",
                     answer.finish
-                ));
-                return Ok(Compacted::Failed);
+                )));
             }
             Some(Ok(answer)) if answer.text.trim().is_empty() => {
-                self.note("the model answered the summary request with no text");
-                return Ok(Compacted::Failed);
+                return Ok(Summarised::Failed(
+                    "the model answered the summary request with no text".to_owned(),
+                ));
             }
             Some(Ok(answer)) => answer.text.trim().to_owned(),
         };
@@ -120,13 +176,13 @@ impl Compaction<'_> {
             estimate_before,
             estimate_after: 0,
         };
-        let after = estimate_after(&records, &event, request);
+        let after = estimate_after(records, &event, request);
         if let Event::HistoryCompacted { estimate_after, .. } = &mut event {
             *estimate_after = after;
         }
         let record = self.session.append(event, true)?;
         self.session.show_record(self.cx, &record).await;
-        Ok(Compacted::Done)
+        Ok(Summarised::Done)
     }
 
     /// One line on stderr about a compaction that did not happen.

@@ -7,7 +7,8 @@
 //! host: a refused one does not start, and the client is told why. An SSE server (the older
 //! HTTP transport) is not started, nor is one whose URL or headers cannot be used, nor one whose
 //! name makes the same tool names as another's; the client is told. The start runs after the
-//! answer, off the dispatch loop; the session's first prompt waits for it. What did not start,
+//! answer, off the dispatch loop; the session's first prompt waits for it and for what it
+//! tells. What did not start,
 //! and an `approval.ask_before` entry that names no tool of the session, is told once: one line
 //! on stderr each and one agent message to the client, not recorded (a `session/load` starts the
 //! servers again and tells again).
@@ -161,6 +162,8 @@ pub fn start(
 ) {
     let session = session.clone();
     let ask_before = ask_before.to_vec();
+    // What `/status` and `/mcp` say of the servers that never had a chance to start.
+    session.tools.mcp().note_unstarted(&notices);
     tokio::spawn(async move {
         let mut notices = notices;
         if !session.tools.mcp().is_empty() {
@@ -182,6 +185,9 @@ pub fn start(
         }
         notices.extend(unmatched(&session, &ask_before));
         tell(&session, MCP, &notices, &cx).await;
+        // Only now: the session's first prompt (and its answer) comes after what was told,
+        // and a start that gave up early does not leave it waiting.
+        session.tools.mcp().mark_ready();
     });
 }
 

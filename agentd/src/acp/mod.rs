@@ -24,6 +24,7 @@
 
 mod agents;
 mod client_fs;
+mod commands;
 mod compaction;
 pub mod config_options;
 mod error;
@@ -47,6 +48,7 @@ mod shown;
 mod stdio;
 mod switches;
 mod task;
+mod told;
 mod turn;
 mod updates;
 
@@ -76,7 +78,8 @@ pub use options::{AcpOptions, AcpStartError};
 pub use outgoing::{MESSAGE_OVERHEAD, OUTGOING_BUDGET};
 pub use sessions::{AgentState, Session, Sessions};
 pub use stdio::{MAX_ERROR_LINE, MAX_LINE};
-pub use updates::{is_model_error, is_notice, model_error, notice};
+pub use told::ENFORCEMENT as ENFORCEMENT_NOTICE;
+pub use updates::{is_model_error, is_notice, model_error, notice, notice_kind};
 
 /// The stop reason, as its wire name, that a model answer ends a prompt turn with, or `None`
 /// when the turn goes on to run the answer's tool calls.
@@ -211,6 +214,7 @@ fn handlers(state: &Arc<AgentState>) -> impl ConnectTo<Client> + 'static {
                                 .config_options(session.config_options())
                                 .modes(session.modes()),
                         );
+                        commands::advertise(&session, &cx).await;
                         notices::tell_opening(&session, &cx).await;
                         mcp::start(&session, &s2.options.ask_before, notices, cx);
                         answered
@@ -419,13 +423,14 @@ async fn open_stored(
     };
     if replay == Replay::Whole {
         for item in fold::replay(&session.records()) {
-            if let Some(notice) = session.enforcement_notice(&item) {
+            if let Some(notice) = session.told_gaps.notice(&item) {
                 session.show(&cx, notice).await?;
             }
             session.show(&cx, updates::update_for(&item)).await?;
         }
     }
     let answered = answer(Ok(&session));
+    commands::advertise(&session, &cx).await;
     notices::tell_opening(&session, &cx).await;
     mcp::start(&session, &state.options.ask_before, notices, cx);
     answered

@@ -14,7 +14,7 @@
 //! session leaves the open ones at once ([`Sessions::begin_close`]), so later requests for its
 //! id find no session, and a `session/load` of it waits for the close and then reads its log.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
@@ -34,7 +34,8 @@ use super::models::Models;
 use super::options::AcpOptions;
 use super::outgoing::Outgoing;
 use super::switches::{self, Defaults, Switches};
-use super::{notices, permission, updates};
+use super::told::ToldGaps;
+use super::{permission, updates};
 use crate::agents::lifecycle::AgentTree;
 use crate::approval::Approvals;
 use crate::cancel::{self, Cancel, Canceller};
@@ -43,7 +44,7 @@ use crate::config::read_project;
 use crate::mcp::{McpServers, ServerSpec};
 use crate::session::{Event, EventLog, LogError, Record, SessionLog, fold, log};
 use crate::session_temp::SessionTemp;
-use crate::tools::{ClientFs, SpecOptions, Stopping, TASK, ToolEnv};
+use crate::tools::{ClientFs, SpecOptions, Stopping, TASK, ToolEnv, UPDATE_PLAN};
 use crate::words::ApprovalPolicy;
 
 /// The agent's shared state: options, sessions, what the client can do, and who answers
@@ -99,9 +100,8 @@ pub struct Session {
     pub agents: AgentTree,
     /// Where their lifecycle is logged, and the tags of their records.
     pub agent_events: Arc<LogEvents>,
-    /// The enforcement gaps the person was told of since the session was opened
-    /// ([`notices::enforcement`]).
-    told_gaps: Mutex<HashSet<String>>,
+    /// The enforcement gaps the person was told of since the session was opened.
+    pub told_gaps: ToldGaps,
 }
 
 /// The running turn's cancel signal, and whether the session is closed (no turn starts then).
@@ -331,11 +331,16 @@ impl Session {
             Duration::from_millis(o.command_timeout_ms),
         ));
         // `task` in every session: the built-in `general` persona is always there to start.
-        let registry = tools.registry();
-        let tools = match registry.with(TASK) {
-            Ok(registry) => tools.with_registry(registry),
-            Err(_already) => tools,
-        };
+        // `update_plan` too: the top-level agent's plan, which the editor shows.
+        let mut registry = tools.registry();
+        for name in [TASK, UPDATE_PLAN] {
+            if !registry.contains(name)
+                && let Err(e) = registry.register(name)
+            {
+                eprintln!("agentd: session {id}: {e}; the model is not offered it");
+            }
+        }
+        let tools = tools.with_registry(registry);
         let log_of: Weak<dyn SessionLog> = me.clone();
         let agent_events = Arc::new(LogEvents::new(log_of, &records));
         let agents = AgentTree::new(agent_events.clone());
@@ -359,7 +364,7 @@ impl Session {
             models: o.models.clone(),
             agents,
             agent_events,
-            told_gaps: Mutex::new(HashSet::new()),
+            told_gaps: ToldGaps::default(),
         }
     }
 
@@ -400,25 +405,11 @@ impl Session {
     /// misses it; the log still has it.
     pub async fn show_record(&self, cx: &ConnectionTo<Client>, record: &Record) {
         for item in fold::replay_items(record) {
-            if let Some(notice) = self.enforcement_notice(&item) {
+            if let Some(notice) = self.told_gaps.notice(&item) {
                 let _ = self.show(cx, notice).await;
             }
             let _ = self.show(cx, updates::update_for(&item)).await;
         }
-    }
-
-    /// The notice of what the sandbox did not enforce, before the first result of this opening
-    /// of the session that shows a gap not told yet.
-    pub fn enforcement_notice(&self, item: &fold::ReplayItem) -> Option<SessionUpdate> {
-        let fold::ReplayItem::ToolResult { call_id, facts, .. } = item else {
-            return None;
-        };
-        let mut told = self
-            .told_gaps
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let text = notices::enforcement(facts, &mut told)?;
-        Some(notices::enforcement_update(&self.id, call_id, &text))
     }
 
     /// Appends one event; `sync` makes it durable before returning.

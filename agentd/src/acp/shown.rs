@@ -163,13 +163,7 @@ pub fn enforcement_gaps(facts: &Value) -> Option<(&str, Vec<&str>)> {
     if enforcement.get("level").and_then(Value::as_str) != Some("partial") {
         return None;
     }
-    let gaps: Vec<&str> = enforcement
-        .get("missing")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .collect();
+    let gaps: Vec<&str> = gaps(enforcement).collect();
     let backend = facts.get("backend").and_then(Value::as_str).unwrap_or("");
     Some((backend, gaps))
 }
@@ -194,6 +188,16 @@ pub fn plain_gap(gap: &str) -> String {
             .to_owned(),
         _ => gap.to_owned(),
     }
+}
+
+/// What a command's `enforcement` fact says was not enforced, each gap in the helper's sentence.
+pub(super) fn gaps(enforcement: &Value) -> impl Iterator<Item = &str> {
+    enforcement
+        .get("missing")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
 }
 
 /// The name of one enforcement gap: what it says before its first `: ` outside parentheses

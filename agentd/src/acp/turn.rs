@@ -16,7 +16,8 @@
 //! sent after what was shown and the failure are in the log, so `session/load` replays them.
 //!
 //! Before the first request of a turn whose history nears the model's context window, the older
-//! turns are summarised ([`super::compaction`]).
+//! turns are summarised ([`super::compaction`]). A prompt that starts with a slash command runs
+//! it instead, and the model's `update_plan` sets its plan: what agentd answers itself ([`own`]).
 //!
 //! Knob switches held while the session was idle are written right after the prompt. Each tool
 //! call runs under the session's effective sandbox mode at the moment it starts, so a switch
@@ -32,7 +33,7 @@ use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{ContentBlock, PromptResponse, StopReason, ToolCallStatus};
 use agent_client_protocol::{Client, Error};
 
-use super::compaction::{Compacted, Compaction};
+use super::compaction::Compacted;
 use super::error::AcpError;
 use super::model_failure::ModelFailure;
 use super::project_docs;
@@ -82,7 +83,7 @@ pub async fn run(
         number: session.with_records(fold::last_turn) + 1,
         cancel,
     };
-    let ending = turn.drive(prompt).await;
+    let ending = turn.answer(prompt).await;
     session.hold_switches();
     session.end_turn();
     let ending = ending.map_err(AcpError::LogWrite)?;
@@ -122,6 +123,9 @@ pub(crate) fn stop_after(answer: &AssistantTurn) -> Option<StopReason> {
     }
 }
 
+#[path = "turn_own.rs"]
+mod own;
+
 struct Turn<'a> {
     state: &'a Arc<AgentState>,
     session: &'a Arc<Session>,
@@ -131,14 +135,9 @@ struct Turn<'a> {
 }
 
 impl Turn<'_> {
-    async fn drive(&self, blocks: &[ContentBlock]) -> Result<Ending, LogError> {
-        self.record(
-            Event::PromptSubmitted {
-                turn: self.number,
-                text: prompt::text(blocks),
-            },
-            false,
-        )?;
+    /// Runs the turn of `blocks`, recording `prompt` first (see [`Turn::prompt_event`]).
+    async fn drive(&self, blocks: &[ContentBlock], prompt: Event) -> Result<Ending, LogError> {
+        self.record(prompt, false)?;
         self.session.flush_switches()?;
         let resources =
             prompt::resources(&self.session.tools, blocks, self.session.effective_mode()).await;
@@ -153,13 +152,7 @@ impl Turn<'_> {
         }
         self.record(Event::TurnStarted { turn: self.number }, true)?;
         // Read once a turn, under the mode its calls start with, and stated in each request.
-        let docs = project_docs::read(
-            &self.session.tools,
-            &self.session.cwd,
-            self.session.effective_mode(),
-        )
-        .await;
-        let guidance = project_docs::section(&docs);
+        let guidance = self.guidance().await;
         let ending = self.steps(guidance.as_deref()).await?;
         // A cancel outranks whatever the turn was doing when it came, a failure included.
         let ending = if self.cancel.is_cancelled() {
@@ -175,6 +168,14 @@ impl Turn<'_> {
             true,
         )?;
         Ok(ending)
+    }
+
+    /// The project's guidance (`AGENTS.md`), read now under the session's mode, for the
+    /// requests of this turn.
+    async fn guidance(&self) -> Option<String> {
+        let mode = self.session.effective_mode();
+        let docs = project_docs::read(&self.session.tools, &self.session.cwd, mode).await;
+        project_docs::section(&docs)
     }
 
     /// The model the session has selected now, with how its history is compacted, or the
@@ -198,15 +199,9 @@ impl Turn<'_> {
             Err(ending) => return Ok(ending),
         };
         if let Some(policy) = compaction {
-            let compaction = Compaction {
-                session: self.session,
-                cx: self.cx,
-                provider: &*provider,
-                policy,
-                turn: self.number,
-                cancel: &self.cancel,
-            };
-            if compaction.before_turn(&self.request(guidance).0).await? == Compacted::Cancelled {
+            let compaction = self.compaction(&*provider);
+            let request = self.request(guidance).0;
+            if compaction.before_turn(&policy, &request).await? == Compacted::Cancelled {
                 return Ok(Ending::Stop(StopReason::Cancelled));
             }
         }
@@ -257,6 +252,8 @@ impl Turn<'_> {
                         Some(refused) => refused,
                         None => self.delegate(call).await,
                     }
+                } else if self.plans(call) {
+                    self.plan_call(call, &description).await?
                 } else {
                     match self.gate(call, &description, requested).await {
                         Err(refused) => refused,

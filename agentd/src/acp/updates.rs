@@ -4,14 +4,15 @@
 //! gate (`outgoing`).
 
 use agent_client_protocol::v1::schema::{
-    ContentBlock, ContentChunk, MessageId, SessionUpdate, ToolCall, ToolCallContent,
-    ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
+    ContentBlock, ContentChunk, MessageId, Plan, PlanEntry, PlanEntryPriority, PlanEntryStatus,
+    SessionUpdate, ToolCall, ToolCallContent, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields,
+    ToolKind,
 };
 
 use super::shown;
 pub use crate::clock::rfc3339;
-use crate::session::ToolStatus;
 use crate::session::fold::ReplayItem;
+use crate::session::{PlanItem, PlanPriority, PlanStatus, ToolStatus};
 
 /// The ACP update for one recorded item.
 pub fn update_for(item: &ReplayItem) -> SessionUpdate {
@@ -60,6 +61,7 @@ pub fn update_for(item: &ReplayItem) -> SessionUpdate {
             )
             .meta(facts_meta(facts)),
         ),
+        ReplayItem::Plan(entries) => plan(entries),
         // A child agent's progress: the parent's `task` call, still running, with a line per
         // tool call the child finished.
         ReplayItem::TaskProgress { call_id, lines } => {
@@ -83,6 +85,30 @@ fn facts_meta(facts: &serde_json::Value) -> serde_json::Map<String, serde_json::
 
 /// The key of a result's full facts under its update's `_meta.agentd`.
 const FACTS_KEY: &str = "facts";
+
+/// The agent's whole plan, as ACP's `plan` update (the editor replaces the plan it showed).
+pub fn plan(entries: &[PlanItem]) -> SessionUpdate {
+    SessionUpdate::Plan(Plan::new(
+        entries
+            .iter()
+            .map(|entry| {
+                PlanEntry::new(
+                    entry.content.clone(),
+                    match entry.priority {
+                        PlanPriority::High => PlanEntryPriority::High,
+                        PlanPriority::Medium => PlanEntryPriority::Medium,
+                        PlanPriority::Low => PlanEntryPriority::Low,
+                    },
+                    match entry.status {
+                        PlanStatus::Pending => PlanEntryStatus::Pending,
+                        PlanStatus::InProgress => PlanEntryStatus::InProgress,
+                        PlanStatus::Completed => PlanEntryStatus::Completed,
+                    },
+                )
+            })
+            .collect(),
+    ))
+}
 
 /// What a running command of call `call_id` printed so far, as its live copy shows it (see
 /// `acp::live`): the call's content, replaced by the next update of the call. Never recorded.
@@ -146,7 +172,12 @@ pub fn notice(kind: &str, id: &str, text: &str) -> SessionUpdate {
 
 /// Whether `chunk` is a [`notice`]'s.
 pub fn is_notice(chunk: &ContentChunk) -> bool {
-    agentd_mark(chunk, NOTICE_MARK).is_some_and(serde_json::Value::is_string)
+    notice_kind(chunk).is_some()
+}
+
+/// The kind of [`notice`] `chunk` is, if it is one.
+pub fn notice_kind(chunk: &ContentChunk) -> Option<&str> {
+    agentd_mark(chunk, NOTICE_MARK).and_then(serde_json::Value::as_str)
 }
 
 /// Whether `chunk` is [`model_error`]'s.

@@ -27,4 +27,6 @@ pub mod started;
 
 pub use names::{NameError, listed};
 pub use protocol::{CallOutput, McpTool};
-pub use servers::{Exposed, McpCallError, McpServers, Placement, ServerSpec, Transport};
+pub use servers::{
+    Exposed, McpCallError, McpServers, Placement, ServerReport, ServerSpec, ServerState, Transport,
+};

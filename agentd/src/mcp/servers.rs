@@ -111,6 +111,34 @@ pub struct Exposed {
     slot: usize,
 }
 
+/// Where one server of a session stands, for the person who asks (`/status`, `/mcp`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerReport {
+    /// As the configuration or the client named it.
+    pub name: String,
+    /// Its tools' names start `mcp__<key>__`.
+    pub key: String,
+    pub state: ServerState,
+    /// The tools it offers, as the server lists them, in the order exposed.
+    pub tools: Vec<McpTool>,
+}
+
+/// Where a server stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ServerState {
+    /// The session's start of its servers has not finished yet.
+    Starting,
+    /// It runs, confined under this mode.
+    Running(Mode),
+    /// It did not start, for this reason; its tools are not offered.
+    Failed(String),
+    /// It ran and is stopped now (a narrowing of the mode, or it ended); the next call of one
+    /// of its tools starts it again.
+    Stopped,
+    /// The session is closed: it is stopped and none starts again.
+    Closed,
+}
+
 /// Why a call of an MCP tool got no result from its server.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum McpCallError {
@@ -128,6 +156,8 @@ pub enum McpCallError {
 struct Slot {
     spec: ServerSpec,
     current: Mutex<Option<Arc<Started>>>,
+    /// Why the session's start of it failed, if it did.
+    failed: Mutex<Option<String>>,
     /// Held while the server is (re)started, so that concurrent calls start it once.
     starting: tokio::sync::Mutex<()>,
 }
@@ -142,6 +172,9 @@ impl Slot {
 #[derive(Debug)]
 pub struct McpServers {
     slots: Vec<Slot>,
+    /// A sentence for each server the session was given but could not start at all (its
+    /// transport, its name, its URL): these have no slot.
+    unstarted: Mutex<Vec<String>>,
     exposed: Mutex<Vec<Exposed>>,
     ready: watch::Sender<bool>,
     /// Set by the first [`McpServers::start_all`]: the servers start once.
@@ -167,9 +200,11 @@ impl McpServers {
                 .map(|spec| Slot {
                     spec,
                     current: Mutex::new(None),
+                    failed: Mutex::new(None),
                     starting: tokio::sync::Mutex::new(()),
                 })
                 .collect(),
+            unstarted: Mutex::new(Vec::new()),
             exposed: Mutex::new(Vec::new()),
             ready,
             started: AtomicBool::new(false),
@@ -215,6 +250,7 @@ impl McpServers {
                 Ok(tools) => tools,
                 Err(why) => {
                     notices.push(format!("The MCP server {name} did not start: {why}."));
+                    *slot.failed.lock().unwrap_or_else(PoisonError::into_inner) = Some(why);
                     continue;
                 }
             };
@@ -253,6 +289,62 @@ impl McpServers {
     pub async fn ready(&self) {
         let mut ready = self.ready.subscribe();
         let _ = ready.wait_for(|ready| *ready).await;
+    }
+
+    /// Keeps `sentences`, one per server the session was given but could not start at all,
+    /// for [`McpServers::unstarted`].
+    pub fn note_unstarted(&self, sentences: &[String]) {
+        self.unstarted
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .extend(sentences.iter().cloned());
+    }
+
+    /// What [`McpServers::note_unstarted`] kept.
+    pub fn unstarted(&self) -> Vec<String> {
+        self.unstarted
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Where each server stands now, in the order given, with the tools it offers.
+    pub fn report(&self) -> Vec<ServerReport> {
+        let exposed = self.exposed().clone();
+        let ready = *self.ready.borrow();
+        self.slots
+            .iter()
+            .enumerate()
+            .map(|(index, slot)| {
+                let failed = slot
+                    .failed
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .clone();
+                let running = slot
+                    .current()
+                    .as_ref()
+                    .filter(|r| !r.has_ended())
+                    .map(|r| r.mode());
+                let state = match (failed, running) {
+                    (Some(why), _) => ServerState::Failed(why),
+                    _ if self.closed.load(Ordering::SeqCst) => ServerState::Closed,
+                    (None, Some(mode)) => ServerState::Running(mode),
+                    (None, None) if !ready => ServerState::Starting,
+                    (None, None) => ServerState::Stopped,
+                };
+                ServerReport {
+                    name: slot.spec.name.clone(),
+                    key: slot.spec.key.clone(),
+                    state,
+                    tools: exposed
+                        .iter()
+                        .filter(|e| e.slot == index)
+                        .map(|e| e.tool.clone())
+                        .collect(),
+                }
+            })
+            .collect()
     }
 
     /// The registry names of every exposed tool, in the order exposed.

@@ -91,6 +91,52 @@ pub struct LoggedToolCall {
     pub arguments: String,
 }
 
+/// One entry of the agent's plan, with ACP's `PlanEntry` words for its priority and status.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanItem {
+    pub content: String,
+    pub priority: PlanPriority,
+    pub status: PlanStatus,
+}
+
+/// How much a plan entry matters (ACP's `PlanEntryPriority`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlanPriority {
+    High,
+    Medium,
+    Low,
+}
+
+/// Where a plan entry stands (ACP's `PlanEntryStatus`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlanStatus {
+    Pending,
+    InProgress,
+    Completed,
+}
+
+/// A plan as `agentd sessions show` prints it: a line per entry, its status first.
+pub fn plan_text(entries: &[PlanItem]) -> String {
+    let lines: Vec<String> = entries
+        .iter()
+        .map(|e| format!("    [{}] {}", e.status.as_str(), e.content))
+        .collect();
+    lines.join("\n")
+}
+
+impl PlanStatus {
+    /// ACP's word for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PlanStatus::Pending => "pending",
+            PlanStatus::InProgress => "in_progress",
+            PlanStatus::Completed => "completed",
+        }
+    }
+}
+
 /// How a tool call ended, as shown to the editor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -113,6 +159,42 @@ pub enum Event {
     /// The user's prompt, as text.
     #[serde(rename = "prompt/submitted")]
     PromptSubmitted { turn: u64, text: String },
+    /// The user's prompt `input` (as typed) ran agentd's slash command `command` (`status`,
+    /// `mcp`, `compact`, `init`; see `acp::commands`) as turn `turn`. Replayed as the user's
+    /// message; never the model's history.
+    #[serde(rename = "command/run")]
+    CommandRun {
+        turn: u64,
+        command: String,
+        input: String,
+    },
+    /// The prompt agentd wrote for the slash command `command` of turn `turn` (`init`), in
+    /// place of the user's: the model reads it as the turn's user message (it is history, as a
+    /// `prompt/submitted` is); the editor's replay shows the `command/run` before it instead.
+    #[serde(rename = "command/prompt")]
+    CommandPrompt {
+        turn: u64,
+        command: String,
+        text: String,
+    },
+    /// What agentd itself answered the slash command `command` of turn `turn`, without the
+    /// model: shown to the editor as the agent's text, live and on replay; never the model's
+    /// history.
+    #[serde(rename = "command/output")]
+    CommandOutput {
+        turn: u64,
+        command: String,
+        text: String,
+    },
+    /// The top-level agent's plan, whole, as its `update_plan` call `call_id` of turn `turn`
+    /// set it: shown to the editor as an ACP `plan` update (which replaces the plan shown
+    /// before), live and on replay. The call's result is the model's record of it.
+    #[serde(rename = "plan/updated")]
+    PlanUpdated {
+        turn: u64,
+        call_id: String,
+        entries: Vec<PlanItem>,
+    },
     /// The resources the prompt before it attached or linked, read for the model (only when
     /// it had some). The model reads them after the prompt's text; the editor's replay shows
     /// the prompt as it was written, with links named.

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use super::diff::LoggedDiff;
-use super::event::{AgentOutcome, Event, PromptResource, Record, ToolStatus};
+use super::event::{AgentOutcome, Event, PlanItem, PromptResource, Record, ToolStatus, plan_text};
 use crate::model::{Message, ToolCall};
 
 /// What `agentd sessions list` shows of a session.
@@ -44,7 +44,9 @@ pub fn last_turn(records: &[Record]) -> u64 {
     records
         .iter()
         .filter_map(|r| match r.event {
-            Event::TurnStarted { turn } | Event::PromptSubmitted { turn, .. } => Some(turn),
+            Event::TurnStarted { turn }
+            | Event::PromptSubmitted { turn, .. }
+            | Event::CommandRun { turn, .. } => Some(turn),
             _ => None,
         })
         .max()
@@ -86,6 +88,8 @@ pub enum ReplayItem {
         /// The change a file tool made, as its `tool/result` kept it.
         diff: Option<LoggedDiff>,
     },
+    /// The agent's plan, whole (it replaces the plan shown before).
+    Plan(Vec<PlanItem>),
     /// What a child agent has done so far, shown as an update of its parent's `task` call
     /// `call_id`: one line per tool call of the child, in order, running or with how it ended
     /// (see [`task_progress`]). Each update carries every line so far.
@@ -196,6 +200,9 @@ pub fn replay_items(record: &Record) -> Vec<ReplayItem> {
 fn replay_item(record: &Record) -> Option<ReplayItem> {
     match &record.event {
         Event::PromptSubmitted { text, .. } => Some(ReplayItem::UserText(text.clone())),
+        Event::CommandRun { input, .. } => Some(ReplayItem::UserText(input.clone())),
+        Event::CommandOutput { text, .. } => Some(ReplayItem::AgentText(text.clone())),
+        Event::PlanUpdated { entries, .. } => Some(ReplayItem::Plan(entries.clone())),
         Event::ModelError { message, .. } => {
             Some(ReplayItem::ModelError(model_error_text(message)))
         }
@@ -347,6 +354,7 @@ fn compacted_history(records: &[Record], through: Option<u64>) -> Vec<Message> {
 fn turn_of(event: &Event) -> Option<u64> {
     match event {
         Event::PromptSubmitted { turn, .. }
+        | Event::CommandPrompt { turn, .. }
         | Event::PromptResources { turn, .. }
         | Event::ModelOutput { turn, .. }
         | Event::ToolResult { turn, .. } => Some(*turn),
@@ -373,7 +381,7 @@ fn history_from<'a>(records: impl Iterator<Item = &'a Record>) -> Vec<Message> {
     };
     for record in records {
         match &record.event {
-            Event::PromptSubmitted { text, .. } => {
+            Event::PromptSubmitted { text, .. } | Event::CommandPrompt { text, .. } => {
                 close_pending(&mut out, &mut pending);
                 out.push(Message::user(text.clone()));
             }
@@ -447,6 +455,12 @@ pub fn transcript(records: &[Record]) -> String {
                 format!("session {id} in {} ({agent})", cwd.display())
             }
             Event::PromptSubmitted { turn, text } => format!("[turn {turn}] user: {text}"),
+            Event::CommandRun { turn, input, .. } => format!("[turn {turn}] user: {input}"),
+            Event::CommandPrompt { text, .. } => {
+                format!("  agentd's prompt:\n{}", indent(text, "    "))
+            }
+            Event::CommandOutput { text, .. } => format!("  agentd:\n{}", indent(text, "    ")),
+            Event::PlanUpdated { entries, .. } => format!("  plan:\n{}", plan_text(entries)),
             Event::PromptResources { resources, .. } => {
                 let each: Vec<String> = resources
                     .iter()

@@ -3,7 +3,9 @@
 
 use serde_json::{Value, json};
 
-use super::spec::{BASH, BASH_KILL, BASH_OUTPUT, EDIT_FILE, READ_FILE, TASK, WRITE_FILE};
+use super::spec::{
+    BASH, BASH_KILL, BASH_OUTPUT, EDIT_FILE, READ_FILE, TASK, UPDATE_PLAN, WRITE_FILE,
+};
 
 /// What kind of thing a call does, with ACP's `ToolKind` names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -11,7 +13,7 @@ pub enum ToolKind {
     Execute,
     Read,
     Edit,
-    /// Delegation: a child agent works on it.
+    /// Delegation (a child agent works on it), or the agent's plan.
     Think,
     Other,
 }
@@ -63,6 +65,7 @@ pub fn describe(name: &str, arguments: &str) -> ToolDescription {
             delegation(field("persona"), field("description")),
             ToolKind::Think,
         ),
+        UPDATE_PLAN => ("Update the plan".to_owned(), ToolKind::Think),
         other => match crate::mcp::names::split(other) {
             // An MCP tool: by its server and its name.
             Some((server, tool)) => (shorten(&format!("{server}: {tool}")), ToolKind::Other),

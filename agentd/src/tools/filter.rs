@@ -156,6 +156,8 @@ fn check_name(
 pub struct ToolScope {
     filters: Vec<ToolFilter>,
     delegation: bool,
+    /// The top-level agent's scope, which has the session's own tools (`update_plan`).
+    top: bool,
 }
 
 impl ToolScope {
@@ -164,6 +166,7 @@ impl ToolScope {
         ToolScope {
             filters: Vec::new(),
             delegation: true,
+            top: true,
         }
     }
 
@@ -176,6 +179,7 @@ impl ToolScope {
         ToolScope {
             filters,
             delegation,
+            top: false,
         }
     }
 
@@ -197,6 +201,7 @@ impl ToolScope {
             .filter(|(name, admission)| match admission {
                 Admission::Filtered => self.filters.iter().all(|f| f.passes(name)),
                 Admission::Reserved => self.delegation,
+                Admission::TopLevel => self.top,
             })
             .map(|(name, _)| name.to_owned())
             .collect();

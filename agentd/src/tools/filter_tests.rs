@@ -2,7 +2,7 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use super::*;
-use crate::tools::registry::TASK;
+use crate::tools::registry::{TASK, UPDATE_PLAN};
 
 fn names(list: &[&str]) -> Vec<String> {
     list.iter().map(|n| (*n).to_owned()).collect()
@@ -105,6 +105,30 @@ fn the_reserved_task_follows_delegation_not_filters() {
         !ToolScope::top()
             .resolve(&ToolRegistry::builtin())
             .contains(TASK)
+    );
+}
+
+#[test]
+fn update_plan_is_the_top_levels_alone_whatever_the_filters() {
+    let registry = ToolRegistry::builtin()
+        .with(UPDATE_PLAN)
+        .expect("registers");
+    assert!(ToolScope::top().resolve(&registry).contains(UPDATE_PLAN));
+    // A child has it neither by delegation nor without a filter.
+    for child in [
+        ToolScope::top().child(None, true),
+        ToolScope::top().child(None, false),
+    ] {
+        assert!(!child.resolve(&registry).contains(UPDATE_PLAN));
+        let refused = child.admit(&registry, UPDATE_PLAN).expect_err("hidden");
+        assert!(matches!(refused, NotOffered::Hidden { .. }), "{refused}");
+    }
+    // No filter may name it.
+    let err = ToolFilter::new(None, Some(names(&[UPDATE_PLAN])), &registry).expect_err("reserved");
+    assert!(
+        err.to_string()
+            .contains("only the top-level agent has update_plan"),
+        "{err}"
     );
 }
 

@@ -16,10 +16,12 @@ use crate::model::{ToolCall, ToolSpec};
 use crate::narrowing;
 
 /// Starts the session's MCP servers under `mode` and registers their tools after those it
-/// has; a prompt waits until they are ([`McpServers::ready`]). Returns a sentence per server
-/// that failed and per tool not offered, for the client.
+/// has. Returns a sentence per server that failed and per tool not offered, for the client; the
+/// caller marks the servers ready ([`McpServers::mark_ready`]) once the client was told, and a
+/// prompt waits until then ([`McpServers::ready`]).
 ///
 /// [`McpServers::ready`]: crate::mcp::McpServers::ready
+/// [`McpServers::mark_ready`]: crate::mcp::McpServers::mark_ready
 pub async fn start_mcp(env: &ToolEnv, mode: Mode) -> Vec<String> {
     if env.mcp().is_empty() {
         return Vec::new();
@@ -38,7 +40,6 @@ pub async fn start_mcp(env: &ToolEnv, mode: Mode) -> Vec<String> {
             notices.push(format!("The MCP tool {name} is not offered: {e}."));
         }
     }
-    env.mcp().mark_ready();
     notices
 }
 

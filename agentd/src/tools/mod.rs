@@ -47,6 +47,7 @@ mod filter;
 mod live;
 mod mcp;
 mod output;
+pub mod plan;
 mod registry;
 mod spec;
 mod tasks;
@@ -74,7 +75,8 @@ pub use output::{
     exit_marker, truncation_marker,
 };
 pub use registry::{
-    Admission, RESERVED, RegistryError, TASK, ToolRegistry, ToolSet, is_tool_name, reserved_because,
+    Admission, RESERVED, RegistryError, TASK, ToolRegistry, ToolSet, UPDATE_PLAN, is_tool_name,
+    reserved_because,
 };
 pub use spec::{
     BASH, BASH_KILL, BASH_OUTPUT, DEFAULT_TIMEOUT_MS, EDIT_FILE, MAX_TIMEOUT_MS, NAMES, READ_CAP,

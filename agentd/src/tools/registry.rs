@@ -5,17 +5,18 @@
 //! A registered tool is admitted in one of two ways ([`Admission`]). Most are *filtered*: an
 //! agent has them unless a tool filter on its way down from the top level hides them. A few
 //! names are *reserved* ([`RESERVED`]): a filter may not name them, because something else
-//! decides whether an agent has them. Today that is `task` (starting a child agent), which an
-//! agent has when its depth cap lets it start a child; see RFC 0007.
+//! decides whether an agent has them: `task` (starting a child agent), which an agent has when
+//! its depth cap lets it start a child (RFC 0007), and `update_plan`, which only the top-level
+//! agent has: the plan is the session's, shown to the editor (RFC 0003).
 
 use std::fmt;
 
 use super::spec::NAMES;
 
-pub use super::spec::TASK;
+pub use super::spec::{TASK, UPDATE_PLAN};
 
 /// The names no tool filter may name, each decided by its own rule.
-pub const RESERVED: [&str; 1] = [TASK];
+pub const RESERVED: [&str; 2] = [TASK, UPDATE_PLAN];
 
 /// Why a filter may not name a reserved tool, for the message that refuses it.
 pub fn reserved_because(name: &str) -> Option<&'static str> {
@@ -23,6 +24,10 @@ pub fn reserved_because(name: &str) -> Option<&'static str> {
         TASK => Some(
             "whether an agent may start child agents is decided by max_depth, not by a tool \
              filter",
+        ),
+        UPDATE_PLAN => Some(
+            "the plan is the session's, shown to the editor: only the top-level agent has \
+             update_plan",
         ),
         _ => None,
     }
@@ -35,6 +40,8 @@ pub enum Admission {
     Filtered,
     /// By the tool's own rule (for `task`: the agent may start a child), never by a filter.
     Reserved,
+    /// The top-level agent's alone (`update_plan`), never by a filter.
+    TopLevel,
 }
 
 /// A tool could not be registered.
@@ -88,10 +95,10 @@ impl ToolRegistry {
                 name: name.to_owned(),
             });
         }
-        let admission = if RESERVED.contains(&name) {
-            Admission::Reserved
-        } else {
-            Admission::Filtered
+        let admission = match name {
+            UPDATE_PLAN => Admission::TopLevel,
+            _ if RESERVED.contains(&name) => Admission::Reserved,
+            _ => Admission::Filtered,
         };
         self.tools.push((name.to_owned(), admission));
         Ok(())

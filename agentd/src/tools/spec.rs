@@ -15,6 +15,13 @@ pub const WRITE_FILE: &str = "write_file";
 pub const EDIT_FILE: &str = "edit_file";
 /// The tool that starts a child agent. Reserved: no tool filter may name it.
 pub const TASK: &str = "task";
+/// The tool that sets the top-level agent's plan, which the editor shows. Reserved: only the
+/// top-level agent has it, and no tool filter may name it.
+pub const UPDATE_PLAN: &str = "update_plan";
+/// The most entries a plan may have.
+pub const MAX_PLAN_ENTRIES: usize = 50;
+/// The longest a plan entry's content may be, in characters.
+pub const MAX_PLAN_ENTRY_CHARS: usize = 500;
 
 /// The built-in tools, in the order [`super::ToolRegistry::builtin`] registers them (the order
 /// the model sees them in).
@@ -92,6 +99,7 @@ pub fn spec_with(name: &str, options: &SpecOptions) -> Option<ToolSpec> {
         WRITE_FILE => (WRITE_FILE_DESCRIPTION, write_parameters()),
         EDIT_FILE => (EDIT_FILE_DESCRIPTION, edit_parameters()),
         TASK => (TASK_DESCRIPTION, task_parameters_of_task()),
+        UPDATE_PLAN => (UPDATE_PLAN_DESCRIPTION, plan_parameters()),
         _ => return None,
     };
     Some(ToolSpec {
@@ -130,6 +138,43 @@ const TASK_DESCRIPTION: &str = "Delegate a self-contained sub-task to a child ag
 persona. The child works with its own tools (at most yours, never escalating the sandbox) and \
 answers with one final report, which is this call's result. Give it everything it needs in \
 prompt: it does not see this conversation.";
+
+const UPDATE_PLAN_DESCRIPTION: &str = "Set your plan for the user's request, which the user \
+sees beside the conversation: the whole plan each time (it replaces the one before), each step \
+with its priority and status. Use it for work of several steps: make the plan before you start, \
+mark a step in_progress when you begin it and completed as soon as it is done, and add, change \
+or drop steps as you learn more. Keep one step in_progress at a time. Skip it for a question or \
+a single quick change.";
+
+/// The `update_plan` tool's parameters: ACP's `PlanEntry` fields.
+fn plan_parameters() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "plan": {
+                "type": "array",
+                "maxItems": MAX_PLAN_ENTRIES,
+                "description": "Every step of the plan, in order.",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "content": {
+                            "type": "string",
+                            "maxLength": MAX_PLAN_ENTRY_CHARS,
+                            "description": "What the step does, in a short sentence.",
+                        },
+                        "priority": {"type": "string", "enum": ["high", "medium", "low"]},
+                        "status": {"type": "string", "enum": ["pending", "in_progress", "completed"]},
+                    },
+                    "required": ["content", "priority", "status"],
+                    "additionalProperties": false,
+                },
+            },
+        },
+        "required": ["plan"],
+        "additionalProperties": false,
+    })
+}
 
 /// The `task` tool's parameters.
 fn task_parameters_of_task() -> Value {

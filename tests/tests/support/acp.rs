@@ -497,14 +497,19 @@ pub fn without_live_output(
 
 /// The `session/update` payloads of some notifications, with consecutive agent text chunks
 /// joined, and consecutive thought chunks (the live stream sends the model's reasoning and text
-/// in pieces, a replay sends each whole), and without live output (see [`LiveOutput`]: a replay
-/// has none; the call's result is what both show last).
+/// in pieces, a replay sends each whole), without live output (see [`LiveOutput`]: a replay
+/// has none; the call's result is what both show last), and without the
+/// `available_commands_update` every opening of a session sends after its answer (state, not
+/// history: it is never replayed).
 pub fn normalized_updates(notes: &[Value]) -> Vec<Value> {
     let mut out: Vec<Value> = Vec::new();
     let mut live = LiveOutput::default();
     for note in notes {
         let update = note["params"]["update"].clone();
-        if live.is_live(&update) || is_status_only(&update) {
+        if live.is_live(&update)
+            || is_status_only(&update)
+            || update["sessionUpdate"] == "available_commands_update"
+        {
             continue;
         }
         let kind = update["sessionUpdate"].clone();

@@ -18,7 +18,7 @@ use agent_client_protocol::v1::schema::{
 use serde_json::{Value, json};
 
 use super::approve::Decision;
-use crate::acp::{is_model_error, is_notice};
+use crate::acp::{ENFORCEMENT_NOTICE, is_model_error, is_notice, notice_kind};
 use crate::terminal;
 
 /// A tool call as it was announced, for its line and for a permission request about it.
@@ -70,10 +70,21 @@ impl Output {
             self.json_line(note);
         }
         match &note.update {
+            // What the sandbox does not enforce: told only to the client, so said here, on
+            // stderr, beside the calls.
+            SessionUpdate::AgentMessageChunk(chunk)
+                if notice_kind(chunk) == Some(ENFORCEMENT_NOTICE) =>
+            {
+                if let ContentBlock::Text(text) = &chunk.content {
+                    for line in text.text.lines() {
+                        self.person(&format!("agentd: {line}"));
+                    }
+                }
+            }
             SessionUpdate::AgentMessageChunk(chunk) if !self.json => {
                 // A model failure is shown to an editor as the agent's text; here, the
-                // prompt's error on stderr says it, once. agentd's notices are not the answer:
-                // the agent wrote them on stderr as it told them.
+                // prompt's error on stderr says it, once. agentd's other notices are not the
+                // answer: the agent wrote them on stderr as it told them.
                 if let ContentBlock::Text(text) = &chunk.content
                     && !text.text.is_empty()
                     && !is_model_error(chunk)

@@ -197,10 +197,22 @@ fn a_model_failure_is_left_out_of_stdout_by_its_mark_and_the_models_own_words_ne
 
 #[test]
 fn agentds_notices_are_left_out_of_the_answer_on_stdout_and_look_alike_text_is_not() {
-    let (mut output, out, _) = output(false);
+    let (mut output, out, err) = output(false);
     let told = "The sandbox (bwrap) does not enforce everything in this session:\n";
     output.update(&note(crate::acp::notice("enforcement", "e-1", told)));
+    assert_eq!(out.text(), "");
+    assert_eq!(
+        err.text(),
+        format!("agentd: {told}"),
+        "said beside the calls"
+    );
+    output.update(&note(crate::acp::notice(
+        "mcp",
+        "mcp",
+        "The MCP server x …\n",
+    )));
     assert_eq!(out.text(), "", "the agent told it on stderr");
+    assert_eq!(err.text(), format!("agentd: {told}"));
     // The control: the same words as the agent's own text are part of the answer.
     output.update(&text(told));
     assert_eq!(out.text(), told);
