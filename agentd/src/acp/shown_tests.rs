@@ -176,6 +176,7 @@ fn write_update(diff: LoggedDiff) -> Value {
         output: "Created /ws/a.txt (3 bytes)".into(),
         facts: json!({"mode": "workspace-write", "path": "/ws/a.txt", "bytes": 3}),
         diff: Some(diff),
+        nested: None,
     };
     serde_json::to_value(update_for(&item)).expect("json")
 }

@@ -51,6 +51,7 @@ use crate::model::{
 };
 use crate::narrowing;
 use crate::session::fold;
+use crate::session::nested;
 use crate::session::{Event, LogError, Record};
 use crate::tools::{self, CallContext, LiveOutput, TASK, ToolResult};
 use confine_protocol::Mode;
@@ -300,7 +301,17 @@ impl Turn<'_> {
             cx: self.cx.clone(),
             turn: self.number,
         };
-        task::run_task(&run, AgentId::TOP, &Lineage::top(), call, &self.cancel).await
+        // A top-level call is shown under its own id.
+        let shown = &call.id;
+        task::run_task(
+            &run,
+            AgentId::TOP,
+            &Lineage::top(),
+            call,
+            shown,
+            &self.cancel,
+        )
+        .await
     }
 
     /// Decides the mode a call runs under, asking the user when it must: an escalation (one
@@ -444,7 +455,9 @@ impl Turn<'_> {
             return Ok(None);
         };
         match outcome {
-            Ok(answer) => {
+            Ok(mut answer) => {
+                // Its calls' ids are shown to the editor: none may look like a child's call.
+                nested::own_top_level_ids(&mut answer);
                 // The reasoning and text were streamed as they came: record them without
                 // showing them again. (What was shown is the answer: one copy of a long answer
                 // less while it is recorded.)
