@@ -82,7 +82,11 @@ fn a_child_agent_reads_a_file_and_its_answer_is_the_task_result() {
         .iter()
         .filter(|u| u["sessionUpdate"] == "tool_call")
         .collect();
-    assert_eq!(calls.len(), 3, "the task call and two child calls: {updates:#?}");
+    assert_eq!(
+        calls.len(),
+        3,
+        "the task call and two child calls: {updates:#?}"
+    );
     let task_id = calls[0]["toolCallId"].clone();
     assert_eq!(calls[0]["title"], "Delegate to reader: read a.txt");
     assert!(calls[0].get("_meta").is_none(), "{}", calls[0]);
@@ -129,10 +133,16 @@ fn a_child_agent_reads_a_file_and_its_answer_is_the_task_result() {
     assert!(read.ends_with("hello from the file\n"), "{read:?}");
     let (status, refused) = ended(&child_id(2));
     assert_eq!(status, "failed");
-    assert!(refused.contains("not available to this agent"), "{refused:?}");
+    assert!(
+        refused.contains("not available to this agent"),
+        "{refused:?}"
+    );
     assert_eq!(
         ended(&task_id),
-        (json!("completed"), "a.txt says hello from the file.".to_owned())
+        (
+            json!("completed"),
+            "a.txt says hello from the file.".to_owned()
+        )
     );
 
     // The child could not run bash: no file, and its bash call was refused.
