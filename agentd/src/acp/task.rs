@@ -280,18 +280,7 @@ impl ChildLoop {
         let description = tools::describe(&call.name, &call.arguments);
         let asks = self.asks(call);
         let shown = self
-            .record_shown(
-                Event::ToolCall {
-                    turn,
-                    call_id: call.id.clone(),
-                    tool: call.name.clone(),
-                    title: description.title.clone(),
-                    kind: description.kind.as_str().to_owned(),
-                    input: description.input.clone(),
-                    pending: asks,
-                },
-                true,
-            )
+            .record_shown(Event::tool_call(turn, call, &description, asks), true)
             .await?;
         let result = self.result(call, &description, &shown).await;
         self.record_shown(

@@ -237,17 +237,9 @@ impl Turn<'_> {
                 let requested = tools::requested_escalation(&self.session.tools, call);
                 let asks =
                     self.state.options.asks_before(&call.name) || matches!(requested, Ok(Some(_)));
-                self.show_synced(Event::ToolCall {
-                    turn: self.number,
-                    call_id: call.id.clone(),
-                    tool: call.name.clone(),
-                    title: description.title.clone(),
-                    kind: description.kind.as_str().to_owned(),
-                    input: description.input.clone(),
-                    // It waits for a person before it may run.
-                    pending: asks,
-                })
-                .await?;
+                // `asks`: it waits for a person before it may run.
+                self.show_synced(Event::tool_call(self.number, call, &description, asks))
+                    .await?;
                 // Taken before the gate reads the mode: a narrowing after it reaches a
                 // background task this call starts, however long the gate takes.
                 let narrowings = self.session.tools.background().mark();

@@ -521,7 +521,7 @@ fn indent(text: &str, prefix: &str) -> String {
 
 #[cfg(test)]
 #[path = "fold_compaction_tests.rs"]
-mod compaction_tests;
+pub(crate) mod compaction_tests;
 
 #[cfg(test)]
 mod tests {

@@ -5,22 +5,7 @@ use std::collections::HashSet;
 use super::*;
 use crate::model::{FinishReason, ToolCall};
 use crate::session::ToolStatus;
-use crate::session::event::EVENT_VERSION;
-
-/// A log of these events, each of the agent given (`None`: the top level or the session).
-fn log(events: Vec<(Option<&str>, Event)>) -> Vec<Record> {
-    events
-        .into_iter()
-        .enumerate()
-        .map(|(seq, (agent, event))| Record {
-            v: EVENT_VERSION,
-            seq: seq as u64,
-            at_ms: 1000 + seq as u64,
-            agent: agent.map(str::to_owned),
-            event,
-        })
-        .collect()
-}
+use crate::session::fold::compaction_tests::records as log;
 
 fn call(id: &str, title: &str) -> Event {
     Event::ToolCall {
