@@ -117,8 +117,7 @@ fn a_child_agent_reads_a_file_and_its_answer_is_the_task_result() {
     let ended = |id: &Value| -> (Value, String) {
         let end = updates
             .iter()
-            .filter(|u| u["toolCallId"] == *id && u.get("status").is_some())
-            .next_back()
+            .rfind(|u| u["toolCallId"] == *id && u.get("status").is_some())
             .unwrap_or_else(|| panic!("{id} did not end: {updates:#?}"));
         let texts: Vec<&str> = end["content"]
             .as_array()

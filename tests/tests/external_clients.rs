@@ -1595,8 +1595,7 @@ fn assert_nested_child_call(updates: &[&Value], context: &dyn std::fmt::Display)
     assert_ne!(child["toolCallId"], task["toolCallId"], "{context}");
     let end = updates
         .iter()
-        .filter(|u| u["toolCallId"] == child["toolCallId"] && u.get("status").is_some())
-        .next_back()
+        .rfind(|u| u["toolCallId"] == child["toolCallId"] && u.get("status").is_some())
         .unwrap_or_else(|| panic!("the child's call never ended\n{context}"));
     assert_eq!(end["status"], "completed", "{context}");
     assert!(
