@@ -303,7 +303,7 @@ impl ChildLoop {
     async fn record_shown(&self, event: Event, sync: bool) -> Result<String, Stopped> {
         let record = self.record(event, sync)?;
         let session = &self.run.session;
-        let items = session.with_records(|records| nested::items_of(records, record.seq));
+        let items = session.with_records(|records| fold::items_of(records, record.seq));
         let mut shown = None;
         for item in &items {
             if let ReplayItem::ToolCall { call_id, .. } | ReplayItem::ToolResult { call_id, .. } =

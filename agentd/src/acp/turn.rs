@@ -50,9 +50,7 @@ use crate::model::{
     AssistantTurn, ChatRequest, Delta, Deltas, FinishReason, Message, Provider, Reasoning, ToolCall,
 };
 use crate::narrowing;
-use crate::session::fold;
-use crate::session::nested;
-use crate::session::{Event, LogError, Record};
+use crate::session::{Event, LogError, Record, fold, nested};
 use crate::tools::{self, CallContext, LiveOutput, TASK, ToolResult};
 use confine_protocol::Mode;
 
@@ -237,7 +235,6 @@ impl Turn<'_> {
                 let requested = tools::requested_escalation(&self.session.tools, call);
                 let asks =
                     self.state.options.asks_before(&call.name) || matches!(requested, Ok(Some(_)));
-                // `asks`: it waits for a person before it may run.
                 self.show_synced(Event::tool_call(self.number, call, &description, asks))
                     .await?;
                 // Taken before the gate reads the mode: a narrowing after it reaches a
@@ -285,7 +282,7 @@ impl Turn<'_> {
         Ok(Ending::Stop(StopReason::MaxTurnRequests))
     }
 
-    /// Runs a `task` call of the top-level agent: a child agent answers it (see [`task`]).
+    /// Runs a top-level `task` call, shown under its own id: a child agent answers it ([`task`]).
     async fn delegate(&self, call: &ToolCall) -> ToolResult {
         let run = TaskRun {
             state: self.state.clone(),
@@ -293,14 +290,12 @@ impl Turn<'_> {
             cx: self.cx.clone(),
             turn: self.number,
         };
-        // A top-level call is shown under its own id.
-        let shown = &call.id;
         task::run_task(
             &run,
             AgentId::TOP,
             &Lineage::top(),
             call,
-            shown,
+            &call.id,
             &self.cancel,
         )
         .await

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use super::diff::LoggedDiff;
 use super::event::{AgentOutcome, Event, PromptResource, Record, ToolStatus};
-use super::nested::{self, Nested};
+use super::nested::{Children, Nested};
 use crate::model::{Message, ToolCall};
 
 /// What `agentd sessions list` shows of a session.
@@ -95,10 +95,72 @@ pub enum ReplayItem {
 
 /// Every record that an editor showed live, in the same order. A child agent's tool calls are
 /// shown as calls of their own, nested under the `task` call that started the child (see
-/// [`nested`]).
+/// [`super::nested`]).
 pub fn replay(records: &[Record]) -> Vec<ReplayItem> {
-    let mut children = nested::Children::default();
-    records.iter().flat_map(|r| children.items(r)).collect()
+    let mut children = Children::default();
+    records
+        .iter()
+        .flat_map(|r| shown(&mut children, r))
+        .collect()
+}
+
+/// What the editor is shown for the record `seq` of `records`, given those before it: how a
+/// child's loop shows a record it has just written, as [`replay`] shows it again. (Records
+/// written after it, by another agent meanwhile, do not count.)
+pub fn items_of(records: &[Record], seq: u64) -> Vec<ReplayItem> {
+    let mut children = Children::default();
+    for record in records {
+        if record.seq == seq {
+            return shown(&mut children, record);
+        }
+        // What these showed was shown when they were written; only where they leave matters.
+        let _ = children.place(record);
+    }
+    Vec::new()
+}
+
+/// What the editor is shown for `record`, the next record after those `children` took in: a
+/// top-level record as [`replay_items`] says; a child's tool call and result as a nested call.
+fn shown(children: &mut Children, record: &Record) -> Vec<ReplayItem> {
+    let place = children.place(record);
+    if record.is_top_level() {
+        return replay_items(record);
+    }
+    let Some((nested, id)) = place else {
+        return Vec::new();
+    };
+    let item = match replay_item(record) {
+        Some(ReplayItem::ToolCall {
+            title,
+            kind,
+            input,
+            pending,
+            ..
+        }) => ReplayItem::ToolCall {
+            call_id: id,
+            title,
+            kind,
+            input,
+            pending,
+            nested: Some(nested),
+        },
+        Some(ReplayItem::ToolResult {
+            status,
+            output,
+            facts,
+            diff,
+            ..
+        }) => ReplayItem::ToolResult {
+            call_id: id,
+            status,
+            output,
+            facts,
+            diff,
+            nested: Some(nested),
+        },
+        _ => return Vec::new(),
+    };
+    vec![item]
 }
 
 /// The tag of the top-level agent as a parent in `agent/started`.
@@ -107,7 +169,7 @@ pub const TOP_AGENT: &str = "agent-0";
 /// What the editor is shown for one record, in order: the live stream and `session/load` both
 /// go through this, so a replay shows what was shown. A child agent's record shows nothing
 /// here: its calls are shown nested, which depends on the records before it
-/// ([`nested::Children`]).
+/// ([`Children`]).
 pub fn replay_items(record: &Record) -> Vec<ReplayItem> {
     if !record.is_top_level() {
         return Vec::new();

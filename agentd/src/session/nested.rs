@@ -1,7 +1,8 @@
 //! How a child agent's tool calls are shown to the editor: each as a tool call of its own,
 //! nested under the `task` call that started the child (RFC 0007, "A child's calls in the
-//! editor"). The fold from records to what is shown lives here, so that the live stream and
-//! `session/load` show the same calls under the same ids.
+//! editor"). [`Children`] places each of a child's records; `fold::replay` and `fold::items_of`
+//! turn them into what is shown, so that the live stream and `session/load` show the same calls
+//! under the same ids.
 //!
 //! The id of a nested call is made by agentd, never taken from a model:
 //! `<parent call id>/<agent tag>/<n>`, where the parent call id is the id the editor was shown
@@ -15,7 +16,6 @@
 use std::collections::HashMap;
 
 use super::event::{Event, Record};
-use super::fold::{self, ReplayItem};
 use crate::model::AssistantTurn;
 
 /// What separates the parts of a nested call's id; never in a top-level call's id.
@@ -56,8 +56,7 @@ pub fn own_top_level_ids(answer: &mut AssistantTurn) {
     }
 }
 
-/// The session's child agents as far as the records read so far tell, and what each record
-/// shows the editor.
+/// The session's child agents as far as the records read so far tell.
 #[derive(Debug, Default)]
 pub struct Children {
     /// Each child's place: the call it was started by, and its persona.
@@ -67,52 +66,10 @@ pub struct Children {
 }
 
 impl Children {
-    /// What the editor is shown for `record`, the next record of the session: a top-level
-    /// record as [`fold::replay_items`] says; a child's tool call and result as a nested call.
-    pub fn items(&mut self, record: &Record) -> Vec<ReplayItem> {
-        let place = self.place(record);
-        if record.is_top_level() {
-            return fold::replay_items(record);
-        }
-        let Some((nested, id)) = place else {
-            return Vec::new();
-        };
-        match &record.event {
-            Event::ToolCall {
-                title,
-                kind,
-                input,
-                pending,
-                ..
-            } => vec![ReplayItem::ToolCall {
-                call_id: id,
-                title: title.clone(),
-                kind: kind.clone(),
-                input: input.clone(),
-                pending: *pending,
-                nested: Some(nested),
-            }],
-            Event::ToolResult {
-                status,
-                output,
-                facts,
-                diff,
-                ..
-            } => vec![ReplayItem::ToolResult {
-                call_id: id,
-                status: *status,
-                output: output.clone(),
-                facts: facts.clone(),
-                diff: diff.clone(),
-                nested: Some(nested),
-            }],
-            _ => Vec::new(),
-        }
-    }
-
-    /// Takes in `record`; for a child's tool call or result, where it sits and the id it is
-    /// shown under.
-    fn place(&mut self, record: &Record) -> Option<(Nested, String)> {
+    /// Takes in `record`, the next record of the session; for a child's tool call or result,
+    /// where it sits and the id it is shown under (`None` for any other record, and for a
+    /// child whose `agent/started` is not in the log, a damaged or cut one: it has no place).
+    pub fn place(&mut self, record: &Record) -> Option<(Nested, String)> {
         if let Event::AgentStarted {
             agent,
             persona,
@@ -130,7 +87,6 @@ impl Children {
             );
         }
         let agent = record.agent.as_ref()?;
-        // A child whose start is not in the log (a damaged or cut log) has no place to show.
         let nested = self.started.get(agent)?;
         match &record.event {
             Event::ToolCall { .. } => {
@@ -147,21 +103,6 @@ impl Children {
             _ => None,
         }
     }
-}
-
-/// What the editor is shown for the record `seq` of `records`, given those before it: how a
-/// child's loop shows a record it has just written, as [`fold::replay`] shows it again.
-/// (Records written after it, by another agent meanwhile, do not count.)
-pub fn items_of(records: &[Record], seq: u64) -> Vec<ReplayItem> {
-    let mut children = Children::default();
-    for record in records {
-        if record.seq == seq {
-            return children.items(record);
-        }
-        // What these showed was shown when they were written; only where they leave matters.
-        let _ = children.place(record);
-    }
-    Vec::new()
 }
 
 #[cfg(test)]

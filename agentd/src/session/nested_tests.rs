@@ -6,6 +6,7 @@ use super::*;
 use crate::model::{FinishReason, ToolCall};
 use crate::session::ToolStatus;
 use crate::session::fold::compaction_tests::records as log;
+use crate::session::fold::{self, ReplayItem};
 
 fn call(id: &str, title: &str) -> Event {
     Event::ToolCall {
@@ -213,7 +214,7 @@ fn what_a_child_shows_live_is_what_the_replay_shows() {
     let live: Vec<ReplayItem> = records
         .iter()
         .filter(|r| !r.is_top_level())
-        .flat_map(|r| items_of(&records, r.seq))
+        .flat_map(|r| fold::items_of(&records, r.seq))
         .collect();
     let replayed: Vec<ReplayItem> = fold::replay(&records)
         .into_iter()
@@ -233,10 +234,10 @@ fn what_a_child_shows_live_is_what_the_replay_shows() {
         .map(|r| r.seq)
         .unwrap_or(u64::MAX);
     assert_eq!(
-        items_of(&records[..=first_child_call as usize], first_child_call),
-        items_of(&records, first_child_call)
+        fold::items_of(&records[..=first_child_call as usize], first_child_call),
+        fold::items_of(&records, first_child_call)
     );
-    assert_eq!(items_of(&records, u64::MAX), []);
+    assert_eq!(fold::items_of(&records, u64::MAX), []);
 }
 
 #[test]
@@ -247,7 +248,7 @@ fn a_childs_call_without_its_start_shows_nothing() {
         (Some("agent-1"), result("k", "a")),
     ]);
     assert_eq!(shown_calls(&records).len(), 1);
-    assert_eq!(items_of(&records, 1), []);
+    assert_eq!(fold::items_of(&records, 1), []);
     // The control: with its start, the same call shows.
     let mut with_start = records.clone();
     with_start.insert(
@@ -258,5 +259,5 @@ fn a_childs_call_without_its_start_shows_nothing() {
         record.seq = seq as u64;
     }
     assert_eq!(shown_calls(&with_start).len(), 2);
-    assert_eq!(items_of(&with_start, 2).len(), 1);
+    assert_eq!(fold::items_of(&with_start, 2).len(), 1);
 }
