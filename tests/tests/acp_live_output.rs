@@ -197,6 +197,24 @@ fn until_live(client: &mut AcpClient, id: u64, call: &str, line: &str) -> Value 
     }
 }
 
+/// The command of `call` (of the prompt `id`) printed its first line and is blocked on the FIFO:
+/// reads until the editor is shown that line, only then lets the command go on (it prints its
+/// second line and exits), and reads to the prompt's end (`end_turn`); returns what came after
+/// the line.
+fn first_line_then_the_rest(
+    client: &mut AcpClient,
+    scratch: &Scratch,
+    id: u64,
+    call: &str,
+) -> Vec<Value> {
+    let first = until_live(client, id, call, "first");
+    assert_eq!(only_text(&first), "first\n", "{first}");
+    feed(&scratch.ws(), "go");
+    let (answer, notes) = client.until_response(id, LIMIT);
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    notes
+}
+
 /// The updates of `call` among `notes`, in order.
 fn updates_of<'a>(notes: &'a [Value], call: &str) -> Vec<&'a Value> {
     notes
@@ -212,15 +230,7 @@ fn a_running_command_shows_its_first_line_before_it_ends() {
     let (mut client, session) = start(&scratch, TWO_LINES);
     let id = prompt(&mut client, &session);
     let call = until_tool_call(&mut client, id);
-
-    // The command printed its first line and is blocked on the FIFO: the editor sees the line.
-    let first = until_live(&mut client, id, &call, "first");
-    assert_eq!(only_text(&first), "first\n", "{first}");
-
-    // Only now may the command go on: it prints its second line and exits.
-    feed(&scratch.ws(), "go");
-    let (answer, notes) = client.until_response(id, LIMIT);
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let notes = first_line_then_the_rest(&mut client, &scratch, id, &call);
     let rest = updates_of(&notes, &call);
     let results: Vec<usize> = (0..rest.len())
         .filter(|&i| is_result(rest[i], &call))
@@ -342,14 +352,8 @@ fn a_childs_running_command_shows_its_first_line_on_its_nested_call() {
         .unwrap_or_default()
         .to_owned();
 
-    // The child's command printed its first line and is blocked on the FIFO: the editor sees
-    // the line on the child's call.
-    let first = until_live(&mut client, id, &call, "first");
-    assert_eq!(only_text(&first), "first\n", "{first}");
-
-    feed(&scratch.ws(), "go");
-    let (answer, notes) = client.until_response(id, LIMIT);
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    // The editor sees the child's first line on the child's call.
+    let notes = first_line_then_the_rest(&mut client, &scratch, id, &call);
     let rest = updates_of(&notes, &call);
     let result = rest
         .iter()
