@@ -4,7 +4,8 @@
 //! editor was shown the first line does the test feed the FIFO, letting the command print its
 //! second line and exit. Its result — both lines and the facts — comes last, and is what
 //! `session/load` shows of it. A command that prints nothing shows nothing before its result; a
-//! cancelled one shows nothing after it.
+//! cancelled one shows nothing after it. A child agent's command shows its first line the same
+//! way, on its own call nested under the `task` call (RFC 0007).
 
 mod support;
 
@@ -44,14 +45,45 @@ const TWO_LINES: &str =
 /// Prints nothing: marks that it holds `feed`, blocks reading it, and exits.
 const SILENT: &str = "exec 3<>feed; : > ready; read -r line <&3";
 
-/// A session of `agentd acp` in workspace-write, with the FIFO `feed` in its workspace.
+/// The scripted model: a `task` call to the built-in `general` persona, whose child makes one
+/// bash call of `command` and answers.
+fn child_script(command: &str) -> String {
+    format!(
+        r#"
+[[turn]]
+[[turn.tool_calls]]
+name = "task"
+arguments = {{ persona = "general", prompt = "Run it.", description = "run it" }}
+
+[[turn]]
+text = "The child ran it."
+
+[[agents.general.turn]]
+[[agents.general.turn.tool_calls]]
+name = "bash"
+arguments = {{ command = "{}" }}
+
+[[agents.general.turn]]
+text = "It ended."
+"#,
+        command.replace('\\', "\\\\").replace('"', "\\\"")
+    )
+}
+
+/// A session of `agentd acp` in workspace-write, with the FIFO `feed` in its workspace, whose
+/// model runs `command` itself.
 fn start(scratch: &Scratch, command: &str) -> (AcpClient, String) {
+    start_with(scratch, &script(command))
+}
+
+/// As [`start`], with the model's script `text`.
+fn start_with(scratch: &Scratch, text: &str) -> (AcpClient, String) {
     nix::unistd::mkfifo(
         &scratch.ws().join("feed"),
         nix::sys::stat::Mode::from_bits_truncate(0o600),
     )
     .expect("mkfifo feed");
-    let script = scratch.script(&script(command));
+    let script = scratch.script(text);
     let mut client = AcpClient::start(scratch, &script, &["--sandbox-mode", "workspace-write"]);
     let session = client.open_session(&scratch.ws());
     (client, session)
@@ -116,8 +148,9 @@ fn result_text(update: &Value) -> &str {
         .unwrap_or_default()
 }
 
-/// Reads until the `tool_call` of the prompt `id`; returns its id. Fails if the prompt ends.
-fn until_tool_call(client: &mut AcpClient, id: u64) -> String {
+/// Reads until the `tool_call` of the prompt `id`'s command (past a `task` call that delegates
+/// it); returns that call. Fails if the prompt ends.
+fn until_command_call(client: &mut AcpClient, id: u64) -> Value {
     let deadline = Instant::now() + LIMIT;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -125,14 +158,20 @@ fn until_tool_call(client: &mut AcpClient, id: u64) -> String {
         assert!(!is_answer(&message, id), "the prompt ended: {message}");
         if let Some(update) = update(&message)
             && update["sessionUpdate"] == "tool_call"
+            && update["kind"] != "think"
         {
             assert_eq!(update["kind"], "execute", "{update}");
-            return update["toolCallId"]
-                .as_str()
-                .expect("a tool call id")
-                .to_owned();
+            return update.clone();
         }
     }
+}
+
+/// Reads until the `tool_call` of the prompt `id`; returns its id. Fails if the prompt ends.
+fn until_tool_call(client: &mut AcpClient, id: u64) -> String {
+    until_command_call(client, id)["toolCallId"]
+        .as_str()
+        .expect("a tool call id")
+        .to_owned()
 }
 
 /// Reads until the editor is shown live output of `call` holding `line`; returns that update.
@@ -158,6 +197,24 @@ fn until_live(client: &mut AcpClient, id: u64, call: &str, line: &str) -> Value 
     }
 }
 
+/// The command of `call` (of the prompt `id`) printed its first line and is blocked on the FIFO:
+/// reads until the editor is shown that line, only then lets the command go on (it prints its
+/// second line and exits), and reads to the prompt's end (`end_turn`); returns what came after
+/// the line.
+fn first_line_then_the_rest(
+    client: &mut AcpClient,
+    scratch: &Scratch,
+    id: u64,
+    call: &str,
+) -> Vec<Value> {
+    let first = until_live(client, id, call, "first");
+    assert_eq!(only_text(&first), "first\n", "{first}");
+    feed(&scratch.ws(), "go");
+    let (answer, notes) = client.until_response(id, LIMIT);
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    notes
+}
+
 /// The updates of `call` among `notes`, in order.
 fn updates_of<'a>(notes: &'a [Value], call: &str) -> Vec<&'a Value> {
     notes
@@ -173,15 +230,7 @@ fn a_running_command_shows_its_first_line_before_it_ends() {
     let (mut client, session) = start(&scratch, TWO_LINES);
     let id = prompt(&mut client, &session);
     let call = until_tool_call(&mut client, id);
-
-    // The command printed its first line and is blocked on the FIFO: the editor sees the line.
-    let first = until_live(&mut client, id, &call, "first");
-    assert_eq!(only_text(&first), "first\n", "{first}");
-
-    // Only now may the command go on: it prints its second line and exits.
-    feed(&scratch.ws(), "go");
-    let (answer, notes) = client.until_response(id, LIMIT);
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let notes = first_line_then_the_rest(&mut client, &scratch, id, &call);
     let rest = updates_of(&notes, &call);
     let results: Vec<usize> = (0..rest.len())
         .filter(|&i| is_result(rest[i], &call))
@@ -302,4 +351,38 @@ fn a_cancelled_command_shows_nothing_after_its_result() {
     let text = result_text(result);
     assert!(text.starts_with("first\n"), "{text}");
     assert!(text.contains("[cancelled]"), "{text}");
+}
+
+#[test]
+fn a_childs_running_command_shows_its_first_line_on_its_nested_call() {
+    let scratch = Scratch::new("live-child");
+    let (mut client, session) = start_with(&scratch, &child_script(TWO_LINES));
+    let id = prompt(&mut client, &session);
+    let announced = until_command_call(&mut client, id);
+    assert_eq!(
+        announced["_meta"]["agentd"]["persona"], "general",
+        "the child's call, nested: {announced}"
+    );
+    let call = announced["toolCallId"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+
+    // The editor sees the child's first line on the child's call.
+    let notes = first_line_then_the_rest(&mut client, &scratch, id, &call);
+    let rest = updates_of(&notes, &call);
+    let result = rest
+        .iter()
+        .position(|u| is_result(u, &call))
+        .unwrap_or_else(|| panic!("no result: {rest:#?}"));
+    assert_eq!(
+        result,
+        rest.len() - 1,
+        "nothing after the result: {rest:#?}"
+    );
+    assert_eq!(rest[result]["status"], "completed", "{}", rest[result]);
+    assert_eq!(
+        result_text(rest[result]),
+        "first\nsecond go\n[exit code: 0]"
+    );
 }

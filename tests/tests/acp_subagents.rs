@@ -6,6 +6,9 @@
 //! cap is smaller than the depth it would start at; a turn cancelled while a child's command runs
 //! ends the child and its process; a child whose model fails answers its `task` call with a
 //! failed result and the turn goes on; an `approval.ask_before` of a child's call names the child.
+//! Each of a child's tool calls reaches the editor as a call of its own, under an id agentd makes,
+//! nested (`_meta.agentd.parentToolCallId`) under the `task` call that started the child, and its
+//! permission requests name that call; `session/load` replays them, `session/resume` does not.
 //! Checked in the editor's updates, on the host and in the session log.
 
 mod support;
@@ -72,32 +75,73 @@ fn a_child_agent_reads_a_file_and_its_answer_is_the_task_result() {
     let (answer, notes) = client.prompt(&session, "Ask the reader what a.txt says.");
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
 
-    // The editor sees one task call, with the child's calls as its updates, and its result.
+    // The editor sees the task call, with the child's answer as its result, and each of the
+    // child's calls as a call of its own nested under it, under an id agentd made.
     let updates = normalized_updates(&notes);
-    let task_calls: Vec<&Value> = updates
+    let calls: Vec<&Value> = updates
         .iter()
         .filter(|u| u["sessionUpdate"] == "tool_call")
         .collect();
     assert_eq!(
-        task_calls.len(),
-        1,
-        "only the task call is a call of its own: {updates:#?}"
+        calls.len(),
+        3,
+        "the task call and two child calls: {updates:#?}"
     );
-    let task_id = task_calls[0]["toolCallId"].clone();
-    let of_task: Vec<String> = updates
+    let task_id = calls[0]["toolCallId"].clone();
+    assert_eq!(calls[0]["title"], "Delegate to reader: read a.txt");
+    assert!(calls[0].get("_meta").is_none(), "{}", calls[0]);
+    let nested: Vec<(&Value, &Value, &Value)> = calls[1..]
         .iter()
-        .filter(|u| u["sessionUpdate"] == "tool_call_update" && u["toolCallId"] == task_id)
-        .map(|u| u.to_string())
+        .map(|c| {
+            (
+                &c["toolCallId"],
+                &c["title"],
+                &c["_meta"]["agentd"]["parentToolCallId"],
+            )
+        })
         .collect();
-    assert!(
-        of_task.iter().any(|u| u.contains("read_file")),
-        "the child's read_file shows under the task call: {of_task:#?}"
+    let child_id = |n: u32| json!(format!("{}/agent-1/{n}", task_id.as_str().unwrap_or("")));
+    assert_eq!(
+        nested,
+        [
+            (&child_id(1), &json!("reader: Read a.txt"), &task_id),
+            (
+                &child_id(2),
+                &json!("reader: printf x > child-bash.txt"),
+                &task_id
+            ),
+        ],
+        "{updates:#?}"
     );
-    assert!(
-        of_task
+    // How a call ended: its status and the text of its content, as a top-level call's shows.
+    let ended = |id: &Value| -> (Value, String) {
+        let end = updates
             .iter()
-            .any(|u| u.contains("a.txt says hello from the file.")),
-        "the child's answer is the task call's result: {of_task:#?}"
+            .rfind(|u| u["toolCallId"] == *id && u.get("status").is_some())
+            .unwrap_or_else(|| panic!("{id} did not end: {updates:#?}"));
+        let texts: Vec<&str> = end["content"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c["content"]["text"].as_str())
+            .collect();
+        (end["status"].clone(), texts.join("\n"))
+    };
+    let (status, read) = ended(&child_id(1));
+    assert_eq!(status, "completed");
+    assert!(read.ends_with("hello from the file\n"), "{read:?}");
+    let (status, refused) = ended(&child_id(2));
+    assert_eq!(status, "failed");
+    assert!(
+        refused.contains("not available to this agent"),
+        "{refused:?}"
+    );
+    assert_eq!(
+        ended(&task_id),
+        (
+            json!("completed"),
+            "a.txt says hello from the file.".to_owned()
+        )
     );
 
     // The child could not run bash: no file, and its bash call was refused.
@@ -152,7 +196,7 @@ fn a_child_agent_reads_a_file_and_its_answer_is_the_task_result() {
         .collect();
     assert!(parent_requests[0]["tools"].to_string().contains("\"task\""));
 
-    // session/load replays the task call with the child's progress under it.
+    // session/load replays the child's calls nested under the task call.
     drop(client);
     let mut again = AcpClient::start(&scratch, &script, &[]);
     again.request(
@@ -164,15 +208,34 @@ fn a_child_agent_reads_a_file_and_its_answer_is_the_task_result() {
         serde_json::json!({"sessionId": session, "cwd": scratch.ws(), "mcpServers": []}),
     );
     assert!(loaded.get("error").is_none(), "{loaded}");
-    let replayed = normalized_updates(&replay)
-        .iter()
-        .filter(|u| u["toolCallId"] == task_id)
-        .map(|u| u.to_string())
-        .collect::<Vec<_>>();
-    assert!(
-        replayed.iter().any(|u| u.contains("read_file")),
-        "session/load replays the child's calls under the task call: {replayed:#?}"
+    let replayed: Vec<Value> = normalized_updates(&replay)
+        .into_iter()
+        .filter(|u| u["sessionUpdate"] == "tool_call")
+        .collect();
+    let live: Vec<Value> = calls.into_iter().cloned().collect();
+    assert_eq!(
+        replayed, live,
+        "session/load replays the child's calls nested under the task call"
     );
+
+    // session/resume shows nothing again, the child's calls included (the load above, the
+    // control, showed them).
+    drop(again);
+    let mut resumed = AcpClient::start(&scratch, &script, &[]);
+    resumed.request(
+        "initialize",
+        serde_json::json!({"protocolVersion": 1, "clientCapabilities": {}}),
+    );
+    let (answer, notes) = resumed.request(
+        "session/resume",
+        serde_json::json!({"sessionId": session, "cwd": scratch.ws(), "mcpServers": []}),
+    );
+    assert!(answer["result"].is_object(), "{answer}");
+    let shown: Vec<&Value> = notes
+        .iter()
+        .filter(|n| n["method"] == "session/update")
+        .collect();
+    assert!(shown.is_empty(), "session/resume replayed: {shown:#?}");
 }
 
 /// Kills `client` (SIGKILL), starts agentd again and loads `session`: the replayed updates must
@@ -335,7 +398,8 @@ fn a_third_level_is_refused_under_max_depth_2_before_anything_is_created() {
         starts(&log),
         [
             json!(["agent-1", "agent-0", 1, "planner", "call_1_1"]),
-            json!(["agent-2", "agent-1", 2, "planner", "call_planner_1_1"]),
+            // As the editor was shown the planner's task call, not as its model named it.
+            json!(["agent-2", "agent-1", 2, "planner", "call_1_1/agent-1/1"]),
         ],
         "{log:#?}"
     );
@@ -389,9 +453,9 @@ fn a_third_level_is_refused_under_max_depth_2_before_anything_is_created() {
     assert_eq!(top["output"], "My part is planned.", "{top}");
 }
 
-/// Live, only a first-level child's calls are shown, as updates of the top-level `task` call; a
-/// grandchild's show only as its parent's `task` line. `session/load` replays exactly that: no
-/// update of the child's own `task` call (`call_planner_1_1`, an id the editor was never shown).
+/// Live, a grandchild's calls are shown nested under its parent's `task` call, which is nested
+/// under the top-level one; no id is a model's (`call_planner_1_1`). `session/load` replays
+/// exactly what was shown.
 #[test]
 fn session_load_replays_a_grandchilds_session_as_it_was_shown_live() {
     let scratch = Scratch::new("subagent-depth-load");
@@ -402,6 +466,33 @@ fn session_load_replays_a_grandchilds_session_as_it_was_shown_live() {
     let (answer, notes) = client.prompt(&session, "Plan the change.");
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
     assert_eq!(of_type(&scratch.log(&session), "agent/started").len(), 2);
+    let calls: Vec<Value> = normalized_updates(&notes)
+        .into_iter()
+        .filter(|u| u["sessionUpdate"] == "tool_call")
+        .map(|c| {
+            json!([
+                c["toolCallId"],
+                c["title"],
+                c["_meta"]["agentd"]["parentToolCallId"]
+            ])
+        })
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            json!(["call_1_1", "Delegate to planner: plan", null]),
+            json!([
+                "call_1_1/agent-1/1",
+                "planner: Delegate to planner: plan a part",
+                "call_1_1"
+            ]),
+            json!([
+                "call_1_1/agent-1/1/agent-2/1",
+                "planner: Delegate to planner: plan a part",
+                "call_1_1/agent-1/1"
+            ]),
+        ]
+    );
     assert_load_replays(
         client,
         &scratch,
@@ -905,14 +996,32 @@ fn an_ask_before_of_a_childs_call_names_the_child_and_its_persona() {
     let (answer, notes) = client.prompt(&session, "Ask the reader what a.txt says.");
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
 
-    // Both of the child's reads asked through session/request_permission, each for its call.
-    let asked: Vec<&Value> = client
+    // Both of the child's reads asked through session/request_permission, each for its call as
+    // the editor was shown it (nested under the task call, announced pending), titled with the
+    // persona.
+    let asked: Vec<(&Value, &Value)> = client
         .permission_requests
         .iter()
-        .map(|r| &r["params"]["toolCall"]["toolCallId"])
+        .map(|r| {
+            (
+                &r["params"]["toolCall"]["toolCallId"],
+                &r["params"]["toolCall"]["title"],
+            )
+        })
         .collect();
-    assert_eq!(asked, ["call_reader_1_1", "call_reader_2_1"]);
+    let title = json!("reader: Read a.txt");
+    let (first, second) = (json!("call_1_1/agent-1/1"), json!("call_1_1/agent-1/2"));
+    assert_eq!(asked, [(&first, &title), (&second, &title)]);
     assert!(client.answers.is_empty() && client.unoffered.is_empty());
+    let updates = normalized_updates(&notes);
+    for id in [&first, &second] {
+        let announced = updates
+            .iter()
+            .find(|u| u["sessionUpdate"] == "tool_call" && u["toolCallId"] == *id)
+            .unwrap_or_else(|| panic!("{id} was not announced: {updates:#?}"));
+        assert_eq!(announced["status"], Value::Null, "pending: {announced}");
+        assert_eq!(announced["_meta"]["agentd"]["parentToolCallId"], "call_1_1");
+    }
 
     let log = scratch.log(&session);
     let rejected = result_of(&log, Some("agent-1"), "call_reader_1_1");
@@ -941,8 +1050,8 @@ fn an_ask_before_of_a_childs_call_names_the_child_and_its_persona() {
     assert_eq!(
         pairs,
         [
-            json!(["read_file", "call_reader_1_1", reason, "rejected"]),
-            json!(["read_file", "call_reader_2_1", reason, "allowed-once"]),
+            json!(["read_file", "call_1_1/agent-1/1", reason, "rejected"]),
+            json!(["read_file", "call_1_1/agent-1/2", reason, "allowed-once"]),
         ],
         "{log:#?}"
     );

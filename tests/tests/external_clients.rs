@@ -5,7 +5,8 @@
 //! session/new, session/set_config_option, a bash call, a permission prompt answered allow (the
 //! allowed write arrives as ACP diff content), reject and cancelled, session/cancel during a
 //! long command and session/load by a fresh agent process, and checks what the client saw, the
-//! stop reasons, and what landed on disk. One
+//! stop reasons, and what landed on disk. acpx and the Python SDK client each also show a
+//! subagent's tool call, nested under the `task` call by `_meta.agentd.parentToolCallId`. One
 //! more acpx flow runs against a local model server that answers HTTP 500 every time: the
 //! prompt ends in a JSON-RPC error and acpx exits non-zero. acpx and the Python SDK each show
 //! agentd's slash commands (the `available_commands_update` after `session/new`, and `/status`
@@ -1715,4 +1716,117 @@ fn acpx_shows_agentds_slash_commands_and_the_plan() {
         .collect();
     assert_eq!(plans.len(), 1, "{run_plan}");
     assert_eq!(plans[0]["entries"], planned(), "{run_plan}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// A subagent's tool call
+
+/// The top level delegates to the built-in `general` persona (nothing is configured), whose
+/// child runs one command and answers.
+const SUBAGENT_SCRIPT: &str = r#"
+[[turn]]
+[[turn.tool_calls]]
+name = "task"
+arguments = { persona = "general", prompt = "Say hello from a command.", description = "say hello" }
+
+[[turn]]
+text = "The helper said hello."
+
+[[agents.general.turn]]
+[[agents.general.turn.tool_calls]]
+name = "bash"
+arguments = { command = "echo hello from the child" }
+
+[[agents.general.turn]]
+text = "It printed hello."
+"#;
+
+/// The prompt that makes [`SUBAGENT_SCRIPT`] delegate.
+const SUBAGENT_PROMPT: &str = "Ask a helper to say hello";
+
+/// Checks that `updates` (every `session/update` a client received, in order) show the `task`
+/// call and the child's command as a tool call of its own, nested under it by
+/// `_meta.agentd.parentToolCallId`, titled with the persona and ended with the command's output.
+fn assert_nested_child_call(updates: &[&Value], context: &dyn std::fmt::Display) {
+    let calls: Vec<&Value> = updates
+        .iter()
+        .copied()
+        .filter(|u| u["sessionUpdate"] == "tool_call")
+        .collect();
+    let task = calls
+        .iter()
+        .find(|c| c["title"] == "Delegate to general: say hello")
+        .unwrap_or_else(|| panic!("no task call\n{context}"));
+    let child = calls
+        .iter()
+        .find(|c| c["_meta"]["agentd"]["parentToolCallId"] == task["toolCallId"])
+        .unwrap_or_else(|| panic!("no call nested under the task call\n{context}"));
+    assert_eq!(
+        child["title"], "general: echo hello from the child",
+        "{context}"
+    );
+    assert_eq!(child["kind"], "execute", "{context}");
+    assert_eq!(child["_meta"]["agentd"]["persona"], "general", "{context}");
+    assert_ne!(child["toolCallId"], task["toolCallId"], "{context}");
+    let end = updates
+        .iter()
+        .rfind(|u| u["toolCallId"] == child["toolCallId"] && u.get("status").is_some())
+        .unwrap_or_else(|| panic!("the child's call never ended\n{context}"));
+    assert_eq!(end["status"], "completed", "{context}");
+    assert!(
+        result_text(end).contains("hello from the child"),
+        "{end}\n{context}"
+    );
+}
+
+#[test]
+fn acpx_shows_a_subagents_tool_call_nested_under_the_task_call() {
+    let flow = "acpx_shows_a_subagents_tool_call_nested_under_the_task_call";
+    let Some(cli) = installed("acpx", flow, acpx()) else {
+        return;
+    };
+    let scratch = Scratch::new("acpx-subagent");
+    let mut command = acpx_command(&scratch, &cli, SUBAGENT_SCRIPT, &["--approve-all"]);
+    command.args(["exec", SUBAGENT_PROMPT]);
+    let run = run(&scratch, command, Leftovers::Fail);
+    assert!(run.status.success(), "{run}");
+    let lines = run.json_lines();
+    let wire = Wire {
+        lines: &lines,
+        run: &run,
+    };
+    let (_, done) = wire.exchange("session/prompt");
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    assert_nested_child_call(&wire.updates(), &run);
+}
+
+#[test]
+fn python_sdk_client_shows_a_subagents_tool_call_nested_under_the_task_call() {
+    let flow = "python_sdk_client_shows_a_subagents_tool_call_nested_under_the_task_call";
+    let Some(python) = installed("python-sdk", flow, python_sdk()) else {
+        return;
+    };
+    let scratch = Scratch::new("py-subagent");
+    let mut command = scratch.command(python);
+    command
+        .arg(external_dir().join("py_client.py"))
+        .args(["--steps", &json!([{"prompt": SUBAGENT_PROMPT}]).to_string()])
+        .arg("--")
+        .args(scratch.agent(SUBAGENT_SCRIPT));
+    let run = run(&scratch, command, Leftovers::Fail);
+    assert!(run.status.success(), "{run}");
+    let events = run.json_lines();
+    assert!(events.iter().all(|e| e["event"] != "error"), "{run}");
+    assert!(
+        events
+            .iter()
+            .any(|e| e["event"] == "done" && e["stopReason"] == "end_turn"),
+        "{run}"
+    );
+    let updates: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["event"] == "update")
+        .map(|e| &e["update"])
+        .collect();
+    assert_nested_child_call(&updates, &run);
 }

@@ -169,6 +169,7 @@ scenarios! {
     widening_keeps_task: "widening-keeps-task",
     thoughts_and_cut_off_answers: "thoughts-and-cut-off-answers",
     delegation: "delegation",
+    subagent_tool_calls: "subagent-tool-calls",
     file_edits: "file-edits",
     model_choice: "model-choice",
     command_status: "command-status",

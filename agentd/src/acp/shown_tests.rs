@@ -180,6 +180,7 @@ fn write_update(diff: LoggedDiff) -> Value {
         output: "Created /ws/a.txt (3 bytes)".into(),
         facts: json!({"mode": "workspace-write", "path": "/ws/a.txt", "bytes": 3}),
         diff: Some(diff),
+        nested: None,
     };
     serde_json::to_value(update_for(&item)).expect("json")
 }
@@ -304,6 +305,7 @@ fn raw_output_keeps_what_happened_in_a_few_short_facts() {
         output: "[exit code: 0]".into(),
         facts: facts.clone(),
         diff: None,
+        nested: None,
     }))
     .expect("json");
     assert_eq!(update["_meta"]["agentd"]["facts"], facts);

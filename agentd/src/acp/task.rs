@@ -6,8 +6,10 @@
 //! which logs `agent/started`. The child is told its persona's instructions and the prompt, is
 //! offered the tools of its scope, without escalation, and runs each call under the session's
 //! effective mode after admitting it against its scope, before any approval is asked. Its
-//! records are tagged with its id. Its finished tool calls are shown to the editor as progress
-//! of a top-level `task` call. Cancelling the turn cancels the child.
+//! records are tagged with its id. Each of its tool calls is shown to the editor as a call of
+//! its own, nested under the `task` call that started the child ([`nested`]), with the content a
+//! top-level call of the same tool gets; its permission requests name that nested call.
+//! Cancelling the turn cancels the child.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -20,15 +22,16 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::sessions::{AgentState, Session};
-use super::{questions, updates};
+use super::{live, questions, updates};
 use crate::agents::lifecycle::{AgentId, ChildContext, ChildError, Failure, Outcome};
 use crate::agents::{Lineage, Personas};
 use crate::approval;
 use crate::cancel::Cancel;
 use crate::model::{ChatRequest, Deltas, FinishReason, Message, ModelError, ToolCall, ToolSpec};
 use crate::session::fold::{self, ReplayItem};
-use crate::session::{Event, LogError, Record, ToolStatus};
-use crate::tools::{self, CallContext, TASK, TaskOwner, ToolDescription, ToolResult};
+use crate::session::nested;
+use crate::session::{Event, LogError, Record};
+use crate::tools::{self, CallContext, LiveOutput, TASK, TaskOwner, ToolDescription, ToolResult};
 
 /// What a `task` call and the child it starts run with; cheap to clone.
 #[derive(Clone)]
@@ -64,6 +67,11 @@ pub enum TaskError {
     CutOff(&'static str),
     #[error("the child reached the step limit ({0} model requests) without answering")]
     StepLimit(u64),
+    #[error(
+        "the child's tool call (record {0} of the session log) has no place to be shown: its \
+         agent/started record is missing"
+    )]
+    NotShown(u64),
 }
 
 type ToolFuture<'a> = Pin<Box<dyn Future<Output = ToolResult> + Send + 'a>>;
@@ -80,13 +88,15 @@ pub fn with_personas(mut specs: Vec<ToolSpec>, personas: &Personas) -> Vec<ToolS
     specs
 }
 
-/// Runs a `task` call of the agent `parent` (whose place is `lineage`): starts the child,
-/// waits for its outcome or the cancel, and answers with the child's final text.
+/// Runs a `task` call of the agent `parent` (whose place is `lineage`), shown to the editor as
+/// `shown_call_id`: starts the child, whose calls are shown nested under that id, waits for its
+/// outcome or the cancel, and answers with the child's final text.
 pub fn run_task<'a>(
     run: &'a TaskRun,
     parent: AgentId,
     lineage: &'a Lineage,
     call: &'a ToolCall,
+    shown_call_id: &'a str,
     cancel: &'a Cancel,
 ) -> ToolFuture<'a> {
     Box::pin(async move {
@@ -117,19 +127,18 @@ pub fn run_task<'a>(
             Ok(pending) => pending,
             Err(e) => return refused(e.to_string()),
         };
-        session.agent_events.expect_start(parent, &call.id);
+        // `agent/started` names the call as the editor was shown it: the child's calls are
+        // nested under that id.
+        session.agent_events.expect_start(parent, shown_call_id);
         let body_run = run.clone();
         let prompt = args.prompt;
         let instructions = persona.instructions.clone();
-        let shows_progress = parent == AgentId::TOP;
-        let parent_call = call.id.clone();
         let child = match pending.launch(move |ctx| async move {
             let child = ChildLoop {
                 tag: body_run.session.agent_events.tag(ctx.id()),
                 run: body_run,
                 ctx,
                 lineage: child_lineage,
-                parent_call: shows_progress.then_some(parent_call),
             };
             child.drive(&instructions, &prompt).await
         }) {
@@ -182,8 +191,6 @@ struct ChildLoop {
     ctx: ChildContext,
     tag: String,
     lineage: Lineage,
-    /// The top-level `task` call its progress is shown under; `None` below the first level.
-    parent_call: Option<String>,
 }
 
 impl ChildLoop {
@@ -266,30 +273,17 @@ impl ChildLoop {
         Err(Stopped::Failed(TaskError::StepLimit(max_steps)))
     }
 
-    /// Announces, admits, runs and records one tool call of the child.
+    /// Announces, admits, runs and records one tool call of the child, shown to the editor as
+    /// a call of its own.
     async fn call(&self, call: &ToolCall) -> Result<(), Stopped> {
         let turn = self.run.turn;
         let description = tools::describe(&call.name, &call.arguments);
         let asks = self.asks(call);
-        self.record(
-            Event::ToolCall {
-                turn,
-                call_id: call.id.clone(),
-                tool: call.name.clone(),
-                title: description.title.clone(),
-                kind: description.kind.as_str().to_owned(),
-                input: description.input.clone(),
-                pending: asks,
-            },
-            true,
-        )?;
-        self.show_progress().await;
-        let result = self.result(call, &description).await;
-        if asks {
-            // The permission request showed this call on its own: end it there too.
-            self.show_status(&call.id, result.status).await;
-        }
-        self.record(
+        let shown = self
+            .record_shown(Event::tool_call(turn, call, &description, asks), true)
+            .await?;
+        let result = self.result(call, &description, &shown).await;
+        self.record_shown(
             Event::ToolResult {
                 turn,
                 call_id: call.id.clone(),
@@ -299,29 +293,41 @@ impl ChildLoop {
                 diff: result.diff,
             },
             false,
-        )?;
-        self.show_progress().await;
+        )
+        .await?;
         Ok(())
     }
 
-    /// Shows the child's calls so far as an update of the top-level `task` call, when it is a
-    /// first-level child (as [`fold::replay`] shows them again).
-    async fn show_progress(&self) {
-        let Some(call_id) = &self.parent_call else {
-            return;
-        };
+    /// Writes one of the child's records and shows the editor what it means, as
+    /// [`fold::replay`] shows it again; the id the editor knows the call by.
+    async fn record_shown(&self, event: Event, sync: bool) -> Result<String, Stopped> {
+        let record = self.record(event, sync)?;
         let session = &self.run.session;
-        let item = ReplayItem::TaskProgress {
-            call_id: call_id.clone(),
-            lines: fold::task_progress(&session.records(), &self.tag),
-        };
-        let update = updates::update_for(&item);
-        let _ = session.show(&self.run.cx, update).await;
+        let items = session.with_records(|records| fold::items_of(records, record.seq));
+        let mut shown = None;
+        for item in &items {
+            if let ReplayItem::ToolCall { call_id, .. } | ReplayItem::ToolResult { call_id, .. } =
+                item
+            {
+                shown = Some(call_id.clone());
+            }
+            if let Some(notice) = session.told_gaps.notice(item) {
+                let _ = session.show(&self.run.cx, notice).await;
+            }
+            let _ = session.show(&self.run.cx, updates::update_for(item)).await;
+        }
+        shown.ok_or(Stopped::Failed(TaskError::NotShown(record.seq)))
     }
 
-    /// The result of one call: refused when the child's scope does not have the tool or the
-    /// call asks to escalate, else run (a `task` call starts a grandchild).
-    async fn result(&self, call: &ToolCall, description: &ToolDescription) -> ToolResult {
+    /// The result of one call, shown to the editor as `shown`: refused when the child's scope
+    /// does not have the tool or the call asks to escalate, else run (a `task` call starts a
+    /// grandchild, nested under `shown`).
+    async fn result(
+        &self,
+        call: &ToolCall,
+        description: &ToolDescription,
+        shown: &str,
+    ) -> ToolResult {
         let session = &self.run.session;
         let mode = session.effective_mode();
         let refused = |text: String| {
@@ -342,29 +348,44 @@ impl ChildLoop {
         }
         // `ask_before` gates a delegation too: a person who lists `task` is asked before any
         // child starts, at every level.
-        if let Some(refusal) = self.approve(call, description, &cancel).await {
+        if let Some(refusal) = self.approve(call, description, shown, &cancel).await {
             return refusal;
         }
         if call.name == TASK {
-            return run_task(&self.run, self.ctx.id(), &self.lineage, call, &cancel).await;
+            return run_task(
+                &self.run,
+                self.ctx.id(),
+                &self.lineage,
+                call,
+                shown,
+                &cancel,
+            )
+            .await;
         }
         // The mark is taken before the mode is read: a narrowing in between still reaches a
         // background task this call starts under the wider mode.
         let narrowings = session.tools.background().mark();
+        let live = LiveOutput::new();
         let context = CallContext {
             mode: session.effective_mode(),
-            cancel,
+            cancel: cancel.clone(),
             narrowings,
-            // A child's commands show nothing while they run: its calls show as lines under
-            // the `task` call once they end.
-            live: None,
+            // What a child's command prints so far is shown on its nested call, as a top-level
+            // call's is.
+            live: Some(live.clone()),
             // Nothing of a child outlives its outcome: its background tasks end with it.
             owner: Some(TaskOwner {
                 agent: self.tag.clone(),
                 ended: self.ctx.signal(),
             }),
         };
-        tools::run_scoped(&session.tools, scope, call, context).await
+        let running = tools::run_scoped(&session.tools, scope, call, context);
+        live::showing(running, &live, &cancel, |text| async move {
+            let _ = session
+                .show(&self.run.cx, updates::live_output(shown, text))
+                .await;
+        })
+        .await
     }
 
     /// Whether the call asks a person first (a tool listed in `approval.ask_before`).
@@ -372,37 +393,36 @@ impl ChildLoop {
         self.run.state.options.asks_before(&call.name)
     }
 
-    /// Shows the editor the end of the child's call `call_id` (not recorded: the replay shows
-    /// it under the `task` call).
-    async fn show_status(&self, call_id: &str, status: ToolStatus) {
-        let status = match status {
-            ToolStatus::Completed => ToolCallStatus::Completed,
-            ToolStatus::Failed => ToolCallStatus::Failed,
-        };
-        let update = updates::status(call_id, status);
-        let _ = self.run.session.show(&self.run.cx, update).await;
-    }
-
-    /// Asks the user before a tool listed in `approval.ask_before` runs, naming the child.
+    /// Asks the user before a tool listed in `approval.ask_before` runs, naming the child: the
+    /// request is attached to the nested call `shown` and titled with the persona.
     async fn approve(
         &self,
         call: &ToolCall,
         description: &ToolDescription,
+        shown: &str,
         cancel: &Cancel,
     ) -> Option<ToolResult> {
         let state = &self.run.state;
         if !self.asks(call) {
             return None;
         }
-        let child = format!("the child agent {} ({})", self.tag, self.ctx.persona());
+        let persona = self.ctx.persona();
+        let child = format!("the child agent {} ({persona})", self.tag);
         let mode = self.run.session.effective_mode();
-        let ask = questions::listed(call, description, mode, Some(&child));
+        let mut ask = questions::listed(call, description, mode, Some(&child));
+        ask.call_id = Some(shown.to_owned());
+        ask.question.title = nested::title(persona, &ask.question.title);
         let decision = state
             .approvals
             .decision(&*self.run.session, ask, cancel)
             .await;
         let outcome = decision.outcome;
-        let text = approval::tool_refusal(&call.name, decision)?;
+        let Some(text) = approval::tool_refusal(&call.name, decision) else {
+            // Announced pending: it runs now.
+            let update = updates::status(shown, ToolCallStatus::InProgress);
+            let _ = self.run.session.show(&self.run.cx, update).await;
+            return None;
+        };
         Some(ToolResult::failed(
             text,
             json!({ "approval": outcome.as_str() }),

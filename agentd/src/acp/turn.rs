@@ -51,8 +51,7 @@ use crate::model::{
     AssistantTurn, ChatRequest, Delta, Deltas, FinishReason, Message, Provider, Reasoning, ToolCall,
 };
 use crate::narrowing;
-use crate::session::fold;
-use crate::session::{Event, LogError, Record};
+use crate::session::{Event, LogError, Record, fold, nested};
 use crate::tools::{self, CallContext, LiveOutput, TASK, ToolResult};
 use confine_protocol::Mode;
 
@@ -231,17 +230,8 @@ impl Turn<'_> {
                 let requested = tools::requested_escalation(&self.session.tools, call);
                 let asks =
                     self.state.options.asks_before(&call.name) || matches!(requested, Ok(Some(_)));
-                self.show_synced(Event::ToolCall {
-                    turn: self.number,
-                    call_id: call.id.clone(),
-                    tool: call.name.clone(),
-                    title: description.title.clone(),
-                    kind: description.kind.as_str().to_owned(),
-                    input: description.input.clone(),
-                    // It waits for a person before it may run.
-                    pending: asks,
-                })
-                .await?;
+                self.show_synced(Event::tool_call(self.number, call, &description, asks))
+                    .await?;
                 // Taken before the gate reads the mode: a narrowing after it reaches a
                 // background task this call starts, however long the gate takes.
                 let narrowings = self.session.tools.background().mark();
@@ -289,7 +279,7 @@ impl Turn<'_> {
         Ok(Ending::Stop(StopReason::MaxTurnRequests))
     }
 
-    /// Runs a `task` call of the top-level agent: a child agent answers it (see [`task`]).
+    /// Runs a top-level `task` call, shown under its own id: a child agent answers it ([`task`]).
     async fn delegate(&self, call: &ToolCall) -> ToolResult {
         let run = TaskRun {
             state: self.state.clone(),
@@ -297,7 +287,15 @@ impl Turn<'_> {
             cx: self.cx.clone(),
             turn: self.number,
         };
-        task::run_task(&run, AgentId::TOP, &Lineage::top(), call, &self.cancel).await
+        task::run_task(
+            &run,
+            AgentId::TOP,
+            &Lineage::top(),
+            call,
+            &call.id,
+            &self.cancel,
+        )
+        .await
     }
 
     /// Decides the mode a call runs under, asking the user when it must: an escalation (one
@@ -441,7 +439,9 @@ impl Turn<'_> {
             return Ok(None);
         };
         match outcome {
-            Ok(answer) => {
+            Ok(mut answer) => {
+                // Its calls' ids are shown to the editor: none may look like a child's call.
+                nested::own_top_level_ids(&mut answer);
                 // The reasoning and text were streamed as they came: record them without
                 // showing them again. (What was shown is the answer: one copy of a long answer
                 // less while it is recorded.)

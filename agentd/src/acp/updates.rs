@@ -12,6 +12,7 @@ use agent_client_protocol::v1::schema::{
 use super::shown;
 pub use crate::clock::rfc3339;
 use crate::session::fold::ReplayItem;
+use crate::session::nested::{self, Nested};
 use crate::session::{PlanItem, PlanPriority, PlanStatus, ToolStatus};
 
 /// The ACP update for one recorded item.
@@ -23,21 +24,31 @@ pub fn update_for(item: &ReplayItem) -> SessionUpdate {
         ReplayItem::AgentThought(text) => agent_thought(text),
         ReplayItem::AgentText(text) => agent_text(text),
         ReplayItem::ModelError(text) => model_error(text),
+        // A child agent's call is titled with its persona and names its parent call in
+        // `_meta`, so an editor can show it under the `task` call.
         ReplayItem::ToolCall {
             call_id,
             title,
             kind,
             input,
             pending,
+            nested,
         } => SessionUpdate::ToolCall(
-            ToolCall::new(call_id.clone(), title.clone())
-                .kind(tool_kind(kind))
-                .status(if *pending {
-                    ToolCallStatus::Pending
-                } else {
-                    ToolCallStatus::InProgress
-                })
-                .raw_input(input.clone()),
+            ToolCall::new(
+                call_id.clone(),
+                match nested {
+                    Some(nested) => nested::title(&nested.persona, title),
+                    None => title.clone(),
+                },
+            )
+            .kind(tool_kind(kind))
+            .status(if *pending {
+                ToolCallStatus::Pending
+            } else {
+                ToolCallStatus::InProgress
+            })
+            .raw_input(input.clone())
+            .meta(nested.as_ref().map(nesting_meta)),
         ),
         // What a person reads first, the diff of a write, then the model's text (see
         // `shown`): all of it from the record, so `session/load` shows the same.
@@ -47,6 +58,7 @@ pub fn update_for(item: &ReplayItem) -> SessionUpdate {
             output,
             facts,
             diff,
+            nested,
         } => SessionUpdate::ToolCallUpdate(
             ToolCallUpdate::new(
                 call_id.clone(),
@@ -59,27 +71,24 @@ pub fn update_for(item: &ReplayItem) -> SessionUpdate {
                     .locations(shown::locations(facts, diff.as_ref()))
                     .raw_output(shown::compact_facts(facts)),
             )
-            .meta(facts_meta(facts)),
+            .meta(result_meta(facts, nested.as_ref())),
         ),
         ReplayItem::Plan(entries) => plan(entries),
-        // A child agent's progress: the parent's `task` call, still running, with a line per
-        // tool call the child finished.
-        ReplayItem::TaskProgress { call_id, lines } => {
-            SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
-                call_id.clone(),
-                ToolCallUpdateFields::new().content(vec![ToolCallContent::from(
-                    ContentBlock::from(lines.join("\n")),
-                )]),
-            ))
-        }
     }
 }
 
-/// A result's full facts, as its update carries them (`_meta.agentd.facts`) beside the compact
-/// ones of `rawOutput`.
-fn facts_meta(facts: &serde_json::Value) -> serde_json::Map<String, serde_json::Value> {
-    let mut meta = serde_json::Map::new();
-    meta.insert("agentd".to_owned(), serde_json::json!({ FACTS_KEY: facts }));
+/// A result's `_meta.agentd`: its full facts and, for a child's call, where it is nested.
+fn result_meta(
+    facts: &serde_json::Value,
+    nested: Option<&Nested>,
+) -> serde_json::Map<String, serde_json::Value> {
+    let mut meta = nested.map(nesting_meta).unwrap_or_default();
+    let agentd = meta
+        .entry("agentd")
+        .or_insert_with(|| serde_json::json!({}));
+    if let Some(agentd) = agentd.as_object_mut() {
+        agentd.insert(FACTS_KEY.to_owned(), facts.clone());
+    }
     meta
 }
 
@@ -110,6 +119,25 @@ pub fn plan(entries: &[PlanItem]) -> SessionUpdate {
     ))
 }
 
+/// The `_meta` of a child agent's call: `{"agentd": {"parentToolCallId", "agent", "persona"}}`,
+/// every value agentd's own (the parent call's id as the editor was shown it, the child's tag,
+/// the persona's name), none taken from a model's text.
+fn nesting_meta(nested: &Nested) -> serde_json::Map<String, serde_json::Value> {
+    let mut meta = serde_json::Map::new();
+    meta.insert(
+        "agentd".to_owned(),
+        serde_json::json!({
+            PARENT_TOOL_CALL_ID: nested.parent_call_id,
+            "agent": nested.agent,
+            "persona": nested.persona,
+        }),
+    );
+    meta
+}
+
+/// The key under `_meta.agentd` of a child's call that names the call it is nested under.
+pub const PARENT_TOOL_CALL_ID: &str = "parentToolCallId";
+
 /// What a running command of call `call_id` printed so far, as its live copy shows it (see
 /// `acp::live`): the call's content, replaced by the next update of the call. Never recorded.
 pub fn live_output(call_id: &str, text: String) -> SessionUpdate {
@@ -119,9 +147,8 @@ pub fn live_output(call_id: &str, text: String) -> SessionUpdate {
     ))
 }
 
-/// The call `call_id` now has `status`: running once a person allowed it, or ended when the
-/// editor has no other update for it (a child agent's call that asked). Never recorded: the
-/// call's result, or the `task` call's, is what a replay shows.
+/// The call `call_id` now has `status`: running once a person allowed it. Never recorded: the
+/// call's result is what a replay shows.
 pub fn status(call_id: &str, status: ToolCallStatus) -> SessionUpdate {
     SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
         call_id.to_owned(),
@@ -205,5 +232,74 @@ pub fn tool_kind(kind: &str) -> ToolKind {
         "search" => ToolKind::Search,
         "think" => ToolKind::Think,
         _ => ToolKind::Other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(nested: Option<Nested>) -> serde_json::Value {
+        let item = ReplayItem::ToolCall {
+            call_id: "t1/agent-1/1".into(),
+            title: "Read a.txt".into(),
+            kind: "read".into(),
+            input: serde_json::json!({"path": "a.txt"}),
+            pending: true,
+            nested,
+        };
+        serde_json::to_value(update_for(&item)).unwrap_or_default()
+    }
+
+    #[test]
+    fn a_childs_call_is_titled_with_its_persona_and_names_its_parent_in_meta() {
+        let nested = call(Some(Nested {
+            parent_call_id: "t1".into(),
+            agent: "agent-1".into(),
+            persona: "reader".into(),
+        }));
+        assert_eq!(nested["title"], "reader: Read a.txt", "{nested}");
+        assert_eq!(
+            nested["_meta"],
+            serde_json::json!({"agentd": {"parentToolCallId": "t1", "agent": "agent-1", "persona": "reader"}})
+        );
+        // The control: a top-level call has its own title and no `_meta`.
+        let top = call(None);
+        assert_eq!(top["title"], "Read a.txt", "{top}");
+        assert!(top.get("_meta").is_none(), "{top}");
+    }
+
+    #[test]
+    fn a_childs_result_carries_its_nesting_and_its_full_facts_in_meta() {
+        let facts = serde_json::json!({"exit": {"code": 0}, "denied": false, "mode": "read-only"});
+        let item = |nested| ReplayItem::ToolResult {
+            call_id: "t1/agent-1/1".into(),
+            status: ToolStatus::Completed,
+            output: "[exit code: 0]".into(),
+            facts: facts.clone(),
+            diff: None,
+            nested,
+        };
+        let nested = Nested {
+            parent_call_id: "t1".into(),
+            agent: "agent-1".into(),
+            persona: "reader".into(),
+        };
+        let shown = serde_json::to_value(update_for(&item(Some(nested)))).unwrap_or_default();
+        assert_eq!(
+            shown["_meta"]["agentd"]["parentToolCallId"], "t1",
+            "{shown}"
+        );
+        assert_eq!(shown["_meta"]["agentd"]["facts"], facts, "{shown}");
+        assert!(
+            shown["rawOutput"].get("denied").is_none(),
+            "compact: {shown}"
+        );
+        let top = serde_json::to_value(update_for(&item(None))).unwrap_or_default();
+        assert!(
+            top["_meta"]["agentd"].get("parentToolCallId").is_none(),
+            "{top}"
+        );
+        assert_eq!(top["_meta"]["agentd"]["facts"], facts, "{top}");
     }
 }

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use super::diff::LoggedDiff;
 use super::event::{AgentOutcome, Event, PlanItem, PromptResource, Record, ToolStatus, plan_text};
+use super::nested::{Children, Nested};
 use crate::model::{Message, ToolCall};
 
 /// What `agentd sessions list` shows of a session.
@@ -79,6 +80,8 @@ pub enum ReplayItem {
         input: serde_json::Value,
         /// It waits for a person's approval before it may run.
         pending: bool,
+        /// Where a child agent's call sits; `None` for a top-level call.
+        nested: Option<Nested>,
     },
     ToolResult {
         call_id: String,
@@ -87,95 +90,89 @@ pub enum ReplayItem {
         facts: serde_json::Value,
         /// The change a file tool made, as its `tool/result` kept it.
         diff: Option<LoggedDiff>,
+        /// Where a child agent's call sits; `None` for a top-level call.
+        nested: Option<Nested>,
     },
     /// The agent's plan, whole (it replaces the plan shown before).
     Plan(Vec<PlanItem>),
-    /// What a child agent has done so far, shown as an update of its parent's `task` call
-    /// `call_id`: one line per tool call of the child, in order, running or with how it ended
-    /// (see [`task_progress`]). Each update carries every line so far.
-    TaskProgress {
-        call_id: String,
-        lines: Vec<String>,
-    },
 }
 
-/// Every record that an editor showed live, in the same order. A first-level child agent's
-/// records are shown as progress of the top-level `task` call that started it: after each of
-/// its tool calls and tool results, the lines of [`task_progress`] up to it. A deeper agent's
-/// records show only through its parent's lines (its parent's `task` call running).
+/// Every record that an editor showed live, in the same order; a child agent's tool calls
+/// nested under the `task` call that started the child ([`super::nested`]).
 pub fn replay(records: &[Record]) -> Vec<ReplayItem> {
-    let mut out = Vec::new();
-    for (i, record) in records.iter().enumerate() {
-        out.extend(replay_items(record));
-        let shows = matches!(
-            record.event,
-            Event::ToolCall { .. } | Event::ToolResult { .. }
-        );
-        if let (true, Some(agent)) = (shows, &record.agent)
-            && let Some(call_id) = task_call_of(records, agent)
-        {
-            out.push(ReplayItem::TaskProgress {
-                call_id,
-                lines: task_progress(&records[..=i], agent),
-            });
-        }
-    }
-    out
+    let mut children = Children::default();
+    records
+        .iter()
+        .flat_map(|r| shown(&mut children, r))
+        .collect()
 }
 
-/// The top-level `task` call that started the first-level child agent `agent`; `None` for an
-/// agent started by another child (its progress is not a top-level call's).
-pub fn task_call_of(records: &[Record], agent: &str) -> Option<String> {
-    records.iter().find_map(|r| match &r.event {
-        Event::AgentStarted {
-            agent: a,
-            parent,
-            call_id,
+/// What the editor is shown for the record `seq` of `records`, given those before it: how a
+/// child's loop shows a record it has just written, as [`replay`] shows it again. (Records
+/// written after it, by another agent meanwhile, do not count.)
+pub fn items_of(records: &[Record], seq: u64) -> Vec<ReplayItem> {
+    let mut children = Children::default();
+    for record in records {
+        if record.seq == seq {
+            return shown(&mut children, record);
+        }
+        // What these showed was shown when they were written; only where they leave matters.
+        let _ = children.place(record);
+    }
+    Vec::new()
+}
+
+/// What the editor is shown for `record`, the next record after those `children` took in: a
+/// top-level record as [`replay_items`] says; a child's tool call and result as a nested call.
+fn shown(children: &mut Children, record: &Record) -> Vec<ReplayItem> {
+    let place = children.place(record);
+    if record.is_top_level() {
+        return replay_items(record);
+    }
+    let Some((nested, id)) = place else {
+        return Vec::new();
+    };
+    let item = match replay_item(record) {
+        Some(ReplayItem::ToolCall {
+            title,
+            kind,
+            input,
+            pending,
             ..
-        } if a == agent && parent == TOP_AGENT => Some(call_id.clone()),
-        _ => None,
-    })
+        }) => ReplayItem::ToolCall {
+            call_id: id,
+            title,
+            kind,
+            input,
+            pending,
+            nested: Some(nested),
+        },
+        Some(ReplayItem::ToolResult {
+            status,
+            output,
+            facts,
+            diff,
+            ..
+        }) => ReplayItem::ToolResult {
+            call_id: id,
+            status,
+            output,
+            facts,
+            diff,
+            nested: Some(nested),
+        },
+        _ => return Vec::new(),
+    };
+    vec![item]
 }
 
 /// The tag of the top-level agent as a parent in `agent/started`.
 pub const TOP_AGENT: &str = "agent-0";
 
-/// One line per tool call of the child agent `agent`, in order, as its parent's `task` call
-/// shows them: `bash: ls -la → running` until its result, then `→ completed` or `→ failed`.
-pub fn task_progress(records: &[Record], agent: &str) -> Vec<String> {
-    let mut lines: Vec<(String, String, &str)> = Vec::new();
-    for record in records.iter().filter(|r| r.is_of(agent)) {
-        match &record.event {
-            Event::ToolCall {
-                call_id,
-                tool,
-                title,
-                ..
-            } => lines.push((call_id.clone(), format!("{tool}: {title}"), "running")),
-            Event::ToolResult {
-                call_id, status, ..
-            } => {
-                let status = match status {
-                    ToolStatus::Completed => "completed",
-                    ToolStatus::Failed => "failed",
-                };
-                match lines.iter_mut().rev().find(|(id, _, _)| id == call_id) {
-                    Some(line) => line.2 = status,
-                    None => lines.push((call_id.clone(), call_id.clone(), status)),
-                }
-            }
-            _ => {}
-        }
-    }
-    lines
-        .into_iter()
-        .map(|(_, what, status)| format!("{what} → {status}"))
-        .collect()
-}
-
 /// What the editor is shown for one record, in order: the live stream and `session/load` both
-/// go through this, so a replay shows what was shown. A child agent's record shows nothing of
-/// its own: its parent's `task` call shows its progress (see [`replay`]).
+/// go through this, so a replay shows what was shown. A child agent's record shows nothing
+/// here: its calls are shown nested, which depends on the records before it
+/// ([`Children`]).
 pub fn replay_items(record: &Record) -> Vec<ReplayItem> {
     if !record.is_top_level() {
         return Vec::new();
@@ -229,6 +226,7 @@ fn replay_item(record: &Record) -> Option<ReplayItem> {
             kind: kind.clone(),
             input: input.clone(),
             pending: *pending,
+            nested: None,
         }),
         Event::ToolResult {
             call_id,
@@ -243,6 +241,7 @@ fn replay_item(record: &Record) -> Option<ReplayItem> {
             output: output.clone(),
             facts: facts.clone(),
             diff: diff.clone(),
+            nested: None,
         }),
         // The end of the call that started the task, as the editor saw it then.
         Event::TaskStopped {
@@ -256,6 +255,7 @@ fn replay_item(record: &Record) -> Option<ReplayItem> {
             output: text.clone(),
             facts: facts.clone(),
             diff: None,
+            nested: None,
         }),
         _ => None,
     }
@@ -596,7 +596,7 @@ fn indent(text: &str, prefix: &str) -> String {
 
 #[cfg(test)]
 #[path = "fold_compaction_tests.rs"]
-mod compaction_tests;
+pub(crate) mod compaction_tests;
 
 #[cfg(test)]
 mod tests {
@@ -833,6 +833,7 @@ mod tests {
                 output: text.into(),
                 facts: serde_json::json!({"task_id": "task-1", "narrowed_to": "read-only"}),
                 diff: None,
+                nested: None,
             })
         );
         assert!(transcript(&full).ends_with(&format!("  {text}\n")));
@@ -1023,45 +1024,37 @@ mod tests {
     }
 
     #[test]
-    fn a_childs_tool_calls_replay_as_progress_of_the_task_call() {
+    fn a_childs_tool_calls_replay_as_calls_nested_under_the_task_call() {
         let records = with_a_child();
         let items = replay(&records);
         let plain = replay(&sample());
         assert_eq!(items[..plain.len()], plain[..]);
+        let nested = Some(Nested {
+            parent_call_id: "t1".into(),
+            agent: "agent-1".into(),
+            persona: "general".into(),
+        });
         assert_eq!(
             items[plain.len()..],
             [
-                ReplayItem::TaskProgress {
-                    call_id: "t1".into(),
-                    lines: vec!["read_file: Read a.txt → running".into()],
+                ReplayItem::ToolCall {
+                    call_id: "t1/agent-1/1".into(),
+                    title: "Read a.txt".into(),
+                    kind: "read".into(),
+                    input: serde_json::json!({"path": "a.txt"}),
+                    pending: false,
+                    nested: nested.clone(),
                 },
-                ReplayItem::TaskProgress {
-                    call_id: "t1".into(),
-                    lines: vec!["read_file: Read a.txt → completed".into()],
+                ReplayItem::ToolResult {
+                    call_id: "t1/agent-1/1".into(),
+                    status: ToolStatus::Completed,
+                    output: "hello".into(),
+                    facts: serde_json::json!({}),
+                    diff: None,
+                    nested,
                 }
             ]
         );
-        assert_eq!(task_call_of(&records, "agent-1").as_deref(), Some("t1"));
-        // A grandchild (started by agent-1) is no top-level call's: it shows only through
-        // agent-1's own `task` line.
-        let mut deeper = records.clone();
-        deeper.insert(
-            sample().len(),
-            Record {
-                v: EVENT_VERSION,
-                seq: 99,
-                at_ms: 1,
-                agent: None,
-                event: Event::AgentStarted {
-                    agent: "agent-2".into(),
-                    parent: "agent-1".into(),
-                    depth: 2,
-                    persona: "general".into(),
-                    call_id: "k9".into(),
-                },
-            },
-        );
-        assert_eq!(task_call_of(&deeper, "agent-2"), None);
         let t = transcript(&records);
         assert!(
             t.contains("  agent-1 started by agent-0 (persona general, depth 1)\n"),

@@ -4,7 +4,8 @@
 use super::*;
 use crate::session::event::{EVENT_VERSION, LoggedToolCall};
 
-fn records(events: Vec<(Option<&str>, Event)>) -> Vec<Record> {
+/// A log of these events, each of the agent given (`None`: the top level or the session).
+pub(crate) fn records(events: Vec<(Option<&str>, Event)>) -> Vec<Record> {
     events
         .into_iter()
         .enumerate()

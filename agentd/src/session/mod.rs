@@ -10,6 +10,7 @@ pub mod diff;
 pub mod event;
 pub mod fold;
 pub mod log;
+pub mod nested;
 pub mod rule;
 
 pub use diff::{Before, DIFF_TEXT_CAP, LoggedDiff, Omission};
