@@ -2,7 +2,10 @@
 //! becomes `session/request_permission`, attached to the tool call the editor was already shown.
 //!
 //! The request stands on its own: its `toolCall` carries the call's title, kind and arguments,
-//! status `pending`, and as content the line a person reads first (see [`crate::approval::Question`]).
+//! status `pending`, and as content the line a person reads first (see [`crate::approval::Question`]);
+//! for a file tool's write, also the change it will make as an ACP `diff` (path, `oldText`
+//! absent for a new file, `newText`) and the file as its `locations`, with the first line it
+//! changes.
 //! The options are "Allow once" (`allow-once`, kind `allow_once`) and "Reject" (`reject-once`,
 //! kind `reject_once`), and, when the request has a scope, "Always allow …" (`allow-always`,
 //! kind `allow_always`) and "Always reject …" (`reject-always`, kind `reject_always`) naming it.
@@ -100,14 +103,20 @@ impl Answerer for AcpAnswerer {
 /// The `session/request_permission` for the tool call `call_id` of `session_id`, asking `ask`.
 pub fn permission_request(session_id: &str, call_id: &str, ask: &Ask) -> RequestPermissionRequest {
     let question = &ask.question;
-    let fields = ToolCallUpdateFields::new()
+    let mut content = vec![ToolCallContent::from(ContentBlock::from(
+        question.text.clone(),
+    ))];
+    content.extend(question.diff.as_ref().map(super::shown::diff_content));
+    let mut fields = ToolCallUpdateFields::new()
         .title(question.title.clone())
         .kind(super::updates::tool_kind(&question.kind))
         .status(ToolCallStatus::Pending)
         .raw_input(question.input.clone())
-        .content(vec![ToolCallContent::from(ContentBlock::from(
-            question.text.clone(),
-        ))]);
+        .content(content);
+    if let Some(diff) = &question.diff {
+        let path = serde_json::json!({ "path": diff.path() });
+        fields = fields.locations(super::shown::locations(&path, Some(diff)));
+    }
     let mut options = vec![PermissionOption::new(
         ALLOW_ONCE,
         "Allow once",
@@ -185,6 +194,7 @@ mod tests {
                 input: json!({"command": "npm install", "sandbox_permissions": "workspace-write"}),
                 text: "Run `npm install` with workspace-write (now read-only): needs node_modules"
                     .into(),
+                diff: None,
             },
             scope: Some(crate::approval::Scope::command(
                 "bash",

@@ -1,6 +1,6 @@
 //! The questions a turn puts to a person through the approval seam, each readable on its own:
-//! the call as it was announced, one line saying what would run, how and why, and what an
-//! "always" answer would cover.
+//! the call as it was announced, one line saying what would run, how and why, what an "always"
+//! answer would cover and, for a file tool's write, the change it will make ([`proposing`]).
 
 use confine_protocol::Mode;
 use serde_json::Value;
@@ -8,7 +8,7 @@ use serde_json::Value;
 use crate::approval::{Ask, Question, Scope};
 use crate::model::ToolCall;
 use crate::terminal;
-use crate::tools::{BASH, ToolDescription};
+use crate::tools::{BASH, Proposal, ToolDescription};
 
 /// The command of a `bash` call, as announced.
 fn command(description: &ToolDescription) -> Option<&str> {
@@ -20,26 +20,28 @@ fn command(description: &ToolDescription) -> Option<&str> {
 /// else), with the mode an escalation asks for; every text a person reads with the characters a
 /// terminal or a bidirectional renderer would obey shown as escapes ([`terminal::visible`]).
 fn question(description: &ToolDescription, wanted: Option<Mode>, text: String) -> Question {
-    let title = match command(description) {
-        Some(command) => {
-            let line = terminal::one_line(command, None);
-            match wanted {
-                Some(mode) => format!("{line} (with {})", mode.as_str()),
-                None => line,
-            }
-        }
+    let line = match command(description) {
+        Some(command) => terminal::one_line(command, None),
         None => description.title.clone(),
+    };
+    let title = match wanted {
+        Some(mode) => format!("{line} (with {})", mode.as_str()),
+        None => line,
     };
     Question {
         title,
         kind: description.kind.as_str().to_owned(),
         input: description.input.clone(),
         text: terminal::visible(&text).into_owned(),
+        diff: None,
     }
 }
 
-/// The question for running the `bash` call `call` once under `wanted` instead of the session's
-/// `effective` mode, for `justification`; "always" covers this exact command under `wanted`.
+/// The question for running the `bash`, `write_file` or `edit_file` call `call` once under
+/// `wanted` instead of the session's `effective` mode, for `justification`; for `bash`,
+/// "always" covers this exact command under `wanted`. A file tool's question names the path
+/// (`Write /srv/notes.txt with danger-full-access (now workspace-write): …`); it is asked once
+/// only until [`proposing`] adds the change and the one file an "always" covers.
 pub fn escalation(
     call: &ToolCall,
     description: &ToolDescription,
@@ -47,9 +49,13 @@ pub fn escalation(
     effective: Mode,
     justification: &str,
 ) -> Ask {
-    let command = command(description).unwrap_or_default();
+    let bash = (call.name == BASH).then(|| command(description).unwrap_or_default());
+    let what = match bash {
+        Some(command) => format!("Run `{command}`"),
+        None => description.title.clone(),
+    };
     let text = format!(
-        "Run `{command}` with {} (now {}): {justification}",
+        "{what} with {} (now {}): {justification}",
         wanted.as_str(),
         effective.as_str()
     );
@@ -61,14 +67,27 @@ pub fn escalation(
             wanted.as_str()
         )),
         question: question(description, Some(wanted), text),
-        scope: Some(Scope::command(&call.name, command, Some(wanted))),
+        scope: bash.map(|command| Scope::command(&call.name, command, Some(wanted))),
+    }
+}
+
+/// `ask` for a file tool's write, with the change `proposal` will make (the write writes
+/// exactly that text, to that file, or nothing), and an "always" that covers that one file
+/// (its real path) under `wanted` when the write escalates, rather than every call of the tool.
+pub fn proposing(ask: Ask, proposal: &Proposal, wanted: Option<Mode>) -> Ask {
+    let mut question = ask.question;
+    question.diff = Some(proposal.diff());
+    Ask {
+        scope: Some(Scope::file(&ask.tool, proposal.target(), wanted)),
+        question,
+        ..ask
     }
 }
 
 /// The question for a call of a tool listed in `approval.ask_before`, which would run under
 /// `mode`; `child` names the child agent that calls it (`the child agent agent-1 (reader)`),
 /// `None` for the top-level agent. "Always" covers the exact command for `bash`, and every call
-/// of the tool otherwise.
+/// of the tool otherwise, until [`proposing`] narrows a file tool's to one file.
 pub fn listed(
     call: &ToolCall,
     description: &ToolDescription,

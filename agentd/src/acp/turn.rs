@@ -254,13 +254,13 @@ impl Turn<'_> {
                 let result = if delegates {
                     // `ask_before` gates a delegation as it gates any other tool.
                     match self.approve(call, &description).await {
-                        Some(refused) => refused,
-                        None => self.delegate(call).await,
+                        Err(refused) => refused,
+                        Ok(_) => self.delegate(call).await,
                     }
                 } else {
                     match self.gate(call, &description, requested).await {
                         Err(refused) => refused,
-                        Ok(mode) => {
+                        Ok((mode, proposal)) => {
                             let live = LiveOutput::new();
                             let context = CallContext {
                                 mode,
@@ -269,7 +269,16 @@ impl Turn<'_> {
                                 live: Some(live.clone()),
                                 owner: None,
                             };
-                            let running = tools::run(&self.session.tools, call, context);
+                            let tools = &self.session.tools;
+                            // A write a person was shown writes exactly what was shown.
+                            let running = async move {
+                                match proposal {
+                                    Some(proposal) => {
+                                        tools::run_proposed(tools, proposal, context).await
+                                    }
+                                    None => tools::run(tools, call, context).await,
+                                }
+                            };
                             let call_id = &call.id;
                             live::showing(running, &live, &self.cancel, move |text| {
                                 self.show_live(call_id, text)
@@ -304,15 +313,16 @@ impl Turn<'_> {
     }
 
     /// Decides the mode a call runs under, asking the user when it must: an escalation (one
-    /// command under a wider mode) goes through the gate and the seam; any other call runs under
-    /// the session's effective mode, after `ask_before`. `Err` is the result it answers instead
-    /// of running.
+    /// command or one write under a wider mode) goes through the gate and the seam; any other
+    /// call runs under the session's effective mode, after `ask_before`. A file tool's write
+    /// that a person is asked about comes back as the [`tools::Proposal`] they were shown, to be
+    /// written as it is. `Err` is the result it answers instead of running.
     async fn gate(
         &self,
         call: &ToolCall,
         description: &tools::ToolDescription,
         requested: Result<Option<tools::Escalation>, tools::ArgsError>,
-    ) -> Result<Mode, ToolResult> {
+    ) -> Result<(Mode, Option<tools::Proposal>), ToolResult> {
         let effective = self.session.effective_mode();
         let refused = |text: String, extra: serde_json::Value| {
             let mut facts = serde_json::json!({ "mode": effective.as_str() });
@@ -327,11 +337,9 @@ impl Turn<'_> {
                 return Err(refused(e.to_string(), invalid));
             }
             Ok(None) => {
-                return match self.approve(call, description).await {
-                    Some(refusal) => Err(refusal),
-                    // Read again: the user may have switched the mode while asked.
-                    None => Ok(self.session.effective_mode()),
-                };
+                let proposal = self.approve(call, description).await?;
+                // Read again: the user may have switched the mode while asked.
+                return Ok((self.session.effective_mode(), proposal));
             }
             Ok(Some(escalation)) => escalation,
         };
@@ -356,6 +364,16 @@ impl Turn<'_> {
             effective,
             &escalation.justification,
         );
+        // A write is computed under the mode it asks for before anyone is asked; one that
+        // cannot be made there (git metadata, say) asks nobody.
+        let (ask, proposal) = match tools::propose(&self.session.tools, call, wanted).await {
+            None => (ask, None),
+            Some(Err(cannot)) => return Err(cannot),
+            Some(Ok(proposal)) => (
+                questions::proposing(ask, &proposal, Some(wanted)),
+                Some(proposal),
+            ),
+        };
         let decision = self
             .state
             .approvals
@@ -365,7 +383,7 @@ impl Turn<'_> {
         match approval::escalation_refusal(wanted, decision) {
             None => {
                 self.show_running(&call.id).await;
-                Ok(wanted)
+                Ok((wanted, proposal))
             }
             Some(text) => Err(refused(
                 text,
@@ -374,18 +392,25 @@ impl Turn<'_> {
         }
     }
 
-    /// Asks the user before a tool listed in `approval.ask_before` runs. `None` when the call
-    /// may run; otherwise the result it answers instead.
+    /// Asks the user before a tool listed in `approval.ask_before` runs. `Ok` when the call may
+    /// run, with the write the person was shown for a file tool; otherwise the result it
+    /// answers instead.
     async fn approve(
         &self,
         call: &ToolCall,
         description: &tools::ToolDescription,
-    ) -> Option<ToolResult> {
+    ) -> Result<Option<tools::Proposal>, ToolResult> {
         if !self.state.options.asks_before(&call.name) {
-            return None;
+            return Ok(None);
         }
         let mode = self.session.effective_mode();
         let ask = questions::listed(call, description, mode, None);
+        let (ask, proposal) = match tools::propose(&self.session.tools, call, mode).await {
+            None => (ask, None),
+            // It could not be written: nobody is asked about it.
+            Some(Err(cannot)) => return Err(cannot),
+            Some(Ok(proposal)) => (questions::proposing(ask, &proposal, None), Some(proposal)),
+        };
         let decision = self
             .state
             .approvals
@@ -394,9 +419,9 @@ impl Turn<'_> {
         let outcome = decision.outcome;
         let Some(text) = approval::tool_refusal(&call.name, decision) else {
             self.show_running(&call.id).await;
-            return None;
+            return Ok(proposal);
         };
-        Some(ToolResult::failed(
+        Err(ToolResult::failed(
             text,
             serde_json::json!({ "approval": outcome.as_str() }),
         ))

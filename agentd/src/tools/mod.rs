@@ -65,7 +65,7 @@ pub use escalation::{
     GateContext, GateError, escalation_gate, requested_escalation, strictly_widens,
 };
 pub(crate) use files::read_context;
-pub use files::{MAX_TEXT_FILE, PROTECTED};
+pub use files::{MAX_TEXT_FILE, PROTECTED, Proposal};
 pub use filter::{FilterError, FilterList, NotOffered, ToolFilter, ToolScope};
 pub use live::{LIVE_OUTPUT_CAP, LiveOutput};
 pub use mcp::start_mcp;
@@ -104,6 +104,33 @@ pub fn offered_confined(env: &ToolEnv, scope: &ToolScope) -> Vec<ToolSpec> {
         .names()
         .filter_map(|name| spec_with(name, &options).or_else(|| mcp::spec(env, name)))
         .collect()
+}
+
+/// The change a `write_file` or `edit_file` call of the top-level agent would make under
+/// `mode`, computed without writing anything, for a person to approve: `None` for any other
+/// call and for one [`run`] would refuse anyway (its tool not registered, its arguments
+/// malformed); `Some(Err)` is the result the call answers instead (the fence refused the path,
+/// the file cannot be read, the edit does not apply). Give the proposal to [`run_proposed`] so
+/// the write writes exactly what was shown.
+pub async fn propose(
+    env: &ToolEnv,
+    call: &ToolCall,
+    mode: Mode,
+) -> Option<Result<Proposal, ToolResult>> {
+    if ToolScope::top().admit(&env.registry(), &call.name).is_err() {
+        return None;
+    }
+    match args::parse(&call.name, &call.arguments, env.spec_options()).ok()? {
+        args::Call::WriteFile(args) => Some(files::propose_write(env, args, mode).await),
+        args::Call::EditFile(args) => Some(files::propose_edit(env, args, mode).await),
+        _ => None,
+    }
+}
+
+/// Writes what [`propose`] proposed (and a person was shown), under the call's mode: exactly
+/// that text to that file, or nothing.
+pub async fn run_proposed(env: &ToolEnv, proposal: Proposal, ctx: CallContext) -> ToolResult {
+    files::commit(env, proposal, ctx.mode).await
 }
 
 /// Runs one call of the top-level agent, which has every registered tool. Never panics on what
@@ -345,13 +372,17 @@ mod tests {
         assert_eq!(outside.facts["denials"], json!(["file-write"]));
     }
 
-    /// An editor's file access over an in-memory map.
+    /// An editor's file reads over an in-memory map, noting every path asked for.
     #[derive(Default)]
-    struct Buffers(Mutex<std::collections::HashMap<PathBuf, String>>);
+    struct Buffers {
+        texts: Mutex<std::collections::HashMap<PathBuf, String>>,
+        asked: Mutex<Vec<PathBuf>>,
+    }
 
     impl ClientFs for Buffers {
         fn read_text<'a>(&'a self, path: &'a Path) -> FsFuture<'a, String> {
-            let text = self.0.lock().expect("buffers").get(path).cloned();
+            self.asked.lock().expect("asked").push(path.to_path_buf());
+            let text = self.texts.lock().expect("buffers").get(path).cloned();
             Box::pin(async move {
                 text.ok_or_else(|| ClientFsError::Read {
                     path: path.to_owned(),
@@ -359,84 +390,91 @@ mod tests {
                 })
             })
         }
+    }
 
-        fn write_text<'a>(&'a self, path: &'a Path, content: &'a str) -> FsFuture<'a, ()> {
-            self.0
-                .lock()
-                .expect("buffers")
-                .insert(path.to_path_buf(), content.to_owned());
-            Box::pin(async { Ok(()) })
+    impl Buffers {
+        fn asked(&self) -> usize {
+            self.asked.lock().expect("asked").len()
         }
     }
 
     #[tokio::test]
-    async fn the_editors_file_access_is_used_only_unconfined() {
+    async fn the_editor_reads_only_where_no_denied_read_could_apply_and_never_writes() {
         let scratch = Scratch::new("tools-clientfs");
         let buffers = Arc::new(Buffers::default());
         let env = offline_env(&scratch, Some(buffers.clone()));
         let path = env.workspace().join("unsaved.rs");
+        std::fs::write(&path, "on disk\n").expect("write");
+        std::os::unix::fs::symlink(&path, env.workspace().join("link.rs")).expect("symlink");
+        std::fs::create_dir(env.workspace().join("src")).expect("mkdir");
         buffers
-            .0
+            .texts
             .lock()
             .expect("buffers")
             .insert(path.clone(), "fn main() {}\n".to_owned());
+        async fn read(env: &ToolEnv, arguments: &str, mode: Mode) -> ToolResult {
+            within(run(env, &call("read_file", arguments), ctx(mode))).await
+        }
 
-        let read = within(run(
-            &env,
-            &call("read_file", r#"{"path":"unsaved.rs"}"#),
-            ctx(Mode::DangerFullAccess),
-        ))
-        .await;
-        assert_eq!(read.text, "fn main() {}\n");
+        // No denied read, a path inside the workspace: the editor answers, in every mode.
+        for mode in [Mode::ReadOnly, Mode::WorkspaceWrite, Mode::DangerFullAccess] {
+            let shown = read(&env, r#"{"path":"unsaved.rs"}"#, mode).await;
+            assert_eq!(shown.text, "fn main() {}\n", "{mode:?}");
+            assert_eq!(shown.facts["read_by"], "editor");
+        }
+        assert_eq!(buffers.asked(), 3);
 
-        let edited = within(run(
-            &env,
-            &call(
-                "edit_file",
-                r#"{"path":"unsaved.rs","old_string":"{}","new_string":"{ run() }"}"#,
-            ),
-            ctx(Mode::DangerFullAccess),
-        ))
-        .await;
-        assert_eq!(edited.status, ToolStatus::Completed, "{}", edited.text);
-        assert_eq!(
-            buffers
-                .0
-                .lock()
-                .expect("buffers")
-                .get(&path)
-                .map(String::as_str),
-            Some("fn main() { run() }\n")
-        );
-        // Nothing touched the disk.
-        assert!(!path.exists());
-
-        // Confined, the editor is asked neither to read nor to write: it would read or write
-        // wherever the path points when it does (its own /proc/self/environ, say). Both go to
-        // the helper (absent here) instead.
-        for (name, arguments) in [
-            ("write_file", r#"{"path":"unsaved.rs","content":"x"}"#),
-            ("read_file", r#"{"path":"unsaved.rs"}"#),
-            ("read_file", r#"{"path":"/proc/self/environ"}"#),
+        // Confined, a `..`, a link or a path outside the workspace goes to the helper (absent
+        // here) instead: the editor reads wherever the path points when it gets there (its own
+        // /proc/self/environ, say).
+        for arguments in [
+            r#"{"path":"src/../unsaved.rs"}"#,
+            r#"{"path":"link.rs"}"#,
+            r#"{"path":"/proc/self/environ"}"#,
+            r#"{"path":"missing.rs"}"#,
         ] {
-            let confined =
-                within(run(&env, &call(name, arguments), ctx(Mode::WorkspaceWrite))).await;
-            assert_eq!(confined.status, ToolStatus::Failed, "{name} {arguments}");
+            let confined = read(&env, arguments, Mode::WorkspaceWrite).await;
+            assert_eq!(confined.status, ToolStatus::Failed, "{arguments}");
             assert!(
                 confined.text.contains("confine-helper"),
                 "{}",
                 confined.text
             );
         }
-        assert_eq!(
-            buffers
-                .0
-                .lock()
-                .expect("buffers")
-                .get(&path)
-                .map(String::as_str),
-            Some("fn main() { run() }\n")
+        assert_eq!(buffers.asked(), 3, "the editor was not asked");
+
+        // A session that denies any read never asks the editor in a confined mode.
+        let profile = crate::profile::SandboxProfile {
+            deny_read: vec![crate::deny_read::parse("**/.env", None).expect("entry")],
+            ..Default::default()
+        };
+        let denying = offline_env(&scratch, Some(buffers.clone())).with_profile(profile);
+        let confined = read(&denying, r#"{"path":"unsaved.rs"}"#, Mode::ReadOnly).await;
+        assert!(
+            confined.text.contains("confine-helper"),
+            "{}",
+            confined.text
         );
+        assert_eq!(buffers.asked(), 3);
+        let unconfined = read(&denying, r#"{"path":"unsaved.rs"}"#, Mode::DangerFullAccess).await;
+        assert_eq!(
+            unconfined.text, "fn main() {}\n",
+            "the control: nothing is denied there"
+        );
+
+        // Writes go to the helper's writer in every mode, danger-full-access too: the editor is
+        // never asked, and its buffer stays as it was.
+        for mode in [Mode::WorkspaceWrite, Mode::DangerFullAccess] {
+            let written = within(run(
+                &env,
+                &call("write_file", r#"{"path":"unsaved.rs","content":"x"}"#),
+                ctx(mode),
+            ))
+            .await;
+            assert_eq!(written.status, ToolStatus::Failed, "{mode:?}");
+            assert!(written.text.contains("confine-helper"), "{}", written.text);
+        }
+        assert_eq!(std::fs::read_to_string(&path).expect("read"), "on disk\n");
 
         let denied = within(run(
             &env,
@@ -446,6 +484,5 @@ mod tests {
         .await;
         assert_eq!(denied.status, ToolStatus::Failed);
         assert!(denied.text.contains("stays read-only"), "{}", denied.text);
-        assert_eq!(buffers.0.lock().expect("buffers").len(), 1);
     }
 }
