@@ -313,4 +313,57 @@ mod tests {
         let no_call = request(None);
         assert_eq!(within(answerer.answer(&no_call)).await, Reply::Next);
     }
+
+    #[test]
+    fn a_file_tools_request_carries_the_change_and_its_location() {
+        let diff = crate::session::LoggedDiff::of(
+            std::path::Path::new("/srv/ws/notes.txt"),
+            crate::session::Before::Text("one\ntwo\n".into()),
+            "one\n2\n",
+        );
+        let ask = Ask {
+            tool: "edit_file".into(),
+            call_id: Some("c".into()),
+            reason: None,
+            question: crate::approval::Question {
+                title: "Edit notes.txt".into(),
+                kind: "edit".into(),
+                input: json!({"path": "notes.txt"}),
+                text: "Edit notes.txt: edit_file is listed in approval.ask_before".into(),
+                diff: Some(diff),
+            },
+            scope: Some(crate::approval::Scope::file(
+                "edit_file",
+                std::path::Path::new("/srv/ws/notes.txt"),
+                None,
+            )),
+        };
+        let wire = serde_json::to_value(permission_request("s1", "c", &ask)).expect("json");
+        assert_eq!(
+            wire["toolCall"]["content"][1],
+            json!({"type": "diff", "path": "/srv/ws/notes.txt", "oldText": "one\ntwo\n", "newText": "one\n2\n"})
+        );
+        assert_eq!(
+            wire["toolCall"]["locations"],
+            json!([{"path": "/srv/ws/notes.txt", "line": 2}])
+        );
+        assert_eq!(
+            wire["options"][1]["name"],
+            "Always allow edit_file on /srv/ws/notes.txt in this session"
+        );
+        // Without a change, neither.
+        let plain = Ask {
+            question: crate::approval::Question {
+                diff: None,
+                ..ask.question.clone()
+            },
+            ..ask
+        };
+        let wire = serde_json::to_value(permission_request("s1", "c", &plain)).expect("json");
+        assert_eq!(
+            wire["toolCall"]["content"].as_array().map(Vec::len),
+            Some(1)
+        );
+        assert!(wire["toolCall"].get("locations").is_none());
+    }
 }

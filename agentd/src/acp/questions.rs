@@ -77,6 +77,11 @@ pub fn escalation(
 pub fn proposing(ask: Ask, proposal: &Proposal, wanted: Option<Mode>) -> Ask {
     let mut question = ask.question;
     question.diff = Some(proposal.diff());
+    // A link or a `..` in the path as given: the person reads where the write lands.
+    if let Some(target) = proposal.lands_elsewhere() {
+        let lands = format!("\nThe write lands on {}.", target.display());
+        question.text.push_str(&terminal::visible(&lands));
+    }
     Ask {
         scope: Some(Scope::file(&ask.tool, proposal.target(), wanted)),
         question,
@@ -254,6 +259,89 @@ mod tests {
             listed(&c, &d, Mode::ReadOnly, None).scope,
             None,
             "no command: once only"
+        );
+    }
+
+    #[test]
+    fn a_file_escalation_names_the_path_the_mode_now_and_why_and_is_once_only_until_proposed() {
+        let (c, d) = call(
+            "write_file",
+            r#"{"path":"../notes.txt","content":"x","sandbox_permissions":"danger-full-access","justification":"it lives beside the workspace"}"#,
+        );
+        let ask = escalation(
+            &c,
+            &d,
+            Mode::DangerFullAccess,
+            Mode::WorkspaceWrite,
+            "it lives beside the workspace",
+        );
+        assert_eq!(
+            ask.question.text,
+            "Write ../notes.txt with danger-full-access (now workspace-write): it lives beside \
+             the workspace"
+        );
+        assert_eq!(
+            ask.question.title,
+            "Write ../notes.txt (with danger-full-access)"
+        );
+        assert_eq!(
+            ask.reason.as_deref(),
+            Some("escalate sandbox to danger-full-access: it lives beside the workspace")
+        );
+        assert_eq!(ask.scope, None);
+    }
+
+    #[tokio::test]
+    async fn a_proposed_write_shows_its_change_and_always_covers_its_one_real_file() {
+        use crate::test_support::{Scratch, within};
+        let scratch = Scratch::new("questions-proposing");
+        let env = tools::ToolEnv::new(
+            crate::helper_client::HelperClient::new(crate::helper_client::HelperEndpoint::Service(
+                scratch.0.join("no-helper.sock"),
+            )),
+            scratch.0.clone(),
+            Vec::new(),
+            confine_protocol::Network::Deny,
+            confine_protocol::BackendChoice::Auto,
+            None,
+        );
+        let ws = env.workspace().to_path_buf();
+        std::fs::create_dir(ws.join("real")).expect("mkdir");
+        std::os::unix::fs::symlink(ws.join("real"), ws.join("link")).expect("symlink");
+        let (c, d) = call("write_file", r#"{"path":"link/new.txt","content":"hi\n"}"#);
+        let proposal = within(tools::propose(&env, &c, Mode::WorkspaceWrite))
+            .await
+            .expect("a write")
+            .expect("proposed");
+        let ask = proposing(listed(&c, &d, Mode::WorkspaceWrite, None), &proposal, None);
+        let target = ws.join("real/new.txt");
+        assert_eq!(
+            ask.scope,
+            Some(Scope::file("write_file", &target, None)),
+            "the real path, not the link"
+        );
+        assert_ne!(ask.scope, Some(Scope::tool("write_file")));
+        assert_eq!(
+            ask.question.text,
+            format!(
+                "Write link/new.txt: write_file is listed in approval.ask_before\nThe write lands \
+                 on {}.",
+                target.display()
+            )
+        );
+        assert_eq!(ask.question.diff, Some(proposal.diff()));
+        let escalated = proposing(
+            escalation(&c, &d, Mode::DangerFullAccess, Mode::WorkspaceWrite, "j"),
+            &proposal,
+            Some(Mode::DangerFullAccess),
+        );
+        assert_eq!(
+            escalated.scope,
+            Some(Scope::file(
+                "write_file",
+                &target,
+                Some(Mode::DangerFullAccess)
+            ))
         );
     }
 }

@@ -259,6 +259,9 @@ pub struct Proposal {
     /// Where the write lands: the real path the fence resolved, with every link followed. The
     /// write lands there or nowhere.
     target: PathBuf,
+    /// The path as given names the target only through a link or a `..`: a person is told
+    /// where the write lands.
+    elsewhere: bool,
     /// The text before, read by the helper's reader under the call's mode.
     before: Before,
     /// The exact text the write writes.
@@ -289,6 +292,12 @@ impl Proposal {
         &self.target
     }
 
+    /// Where the write lands, when the path as the call gave it names that file only through a
+    /// link or a `..` (`None` when it names it as it is).
+    pub fn lands_elsewhere(&self) -> Option<&Path> {
+        self.elsewhere.then_some(self.target.as_path())
+    }
+
     /// The change as a person is shown it: the text before (none for a new file) and the
     /// exact text after.
     pub fn diff(&self) -> LoggedDiff {
@@ -313,6 +322,7 @@ pub(crate) async fn propose_write(
     let before = text_before(env, &target, mode).await;
     Ok(Proposal {
         tool: Tool::Write,
+        elsewhere: absolute(env.workspace(), Path::new(&args.path)) != target,
         given: args.path,
         target,
         before,
@@ -348,6 +358,7 @@ pub(crate) async fn propose_edit(
     })?;
     Ok(Proposal {
         tool: Tool::Edit,
+        elsewhere: absolute(env.workspace(), Path::new(&args.path)) != target,
         given: args.path,
         target,
         before: Before::Text(read.text),
@@ -364,6 +375,7 @@ pub(crate) async fn commit(env: &ToolEnv, proposal: Proposal, mode: Mode) -> Too
         tool,
         given,
         target,
+        elsewhere: _,
         before,
         after,
         replacements,

@@ -485,4 +485,96 @@ mod tests {
         assert_eq!(denied.status, ToolStatus::Failed);
         assert!(denied.text.contains("stays read-only"), "{}", denied.text);
     }
+
+    #[tokio::test]
+    async fn what_comes_from_the_editor_is_read_in_the_same_window() {
+        let scratch = Scratch::new("tools-clientfs-window");
+        let buffers = Arc::new(Buffers::default());
+        let env = offline_env(&scratch, Some(buffers.clone()));
+        let path = env.workspace().join("long.txt");
+        std::fs::write(&path, "short on disk\n").expect("write");
+        let long: String = (1..=2003).map(|n| format!("{n}\n")).collect();
+        buffers.texts.lock().expect("buffers").insert(path, long);
+        let first = within(run(
+            &env,
+            &call("read_file", r#"{"path":"long.txt"}"#),
+            ctx(Mode::WorkspaceWrite),
+        ))
+        .await;
+        assert_eq!(first.facts["read_by"], "editor");
+        assert!(
+            first
+                .text
+                .ends_with("2000\n[showed lines 1-2000 of 2003; read on with offset=2001]"),
+            "{}",
+            &first.text[first.text.len() - 80..]
+        );
+        let rest = within(run(
+            &env,
+            &call("read_file", r#"{"path":"long.txt","offset":2001}"#),
+            ctx(Mode::WorkspaceWrite),
+        ))
+        .await;
+        assert_eq!(rest.text, "2001\n2002\n2003\n");
+    }
+
+    #[tokio::test]
+    async fn a_write_is_proposed_before_anything_is_written_at_its_real_path() {
+        let scratch = Scratch::new("tools-propose");
+        let env = offline_env(&scratch, None);
+        let ws = env.workspace().to_path_buf();
+        std::fs::create_dir_all(ws.join("real/sub")).expect("mkdir");
+        std::os::unix::fs::symlink(ws.join("real"), ws.join("link")).expect("symlink");
+        let propose = |arguments: &str| {
+            let call = call("write_file", arguments);
+            let env = &env;
+            async move { within(super::propose(env, &call, Mode::WorkspaceWrite)).await }
+        };
+        let plain = propose(r#"{"path":"new.txt","content":"hi\n"}"#)
+            .await
+            .expect("a write")
+            .expect("proposed");
+        assert_eq!(plain.target(), ws.join("new.txt"));
+        assert_eq!(plain.lands_elsewhere(), None);
+        assert_eq!(
+            plain.diff(),
+            crate::session::LoggedDiff::of(
+                &ws.join("new.txt"),
+                crate::session::Before::Created,
+                "hi\n"
+            )
+        );
+        for (given, lands) in [
+            ("real/sub/../new.txt", ws.join("real/new.txt")),
+            ("link/new.txt", ws.join("real/new.txt")),
+            ("./link/sub/../../new.txt", ws.join("new.txt")),
+        ] {
+            let arguments = json!({"path": given, "content": "x"}).to_string();
+            let proposal = propose(&arguments)
+                .await
+                .expect("a write")
+                .expect("proposed");
+            assert_eq!(proposal.target(), lands, "{given}");
+            assert_eq!(proposal.lands_elsewhere(), Some(lands.as_path()), "{given}");
+        }
+        assert!(!ws.join("new.txt").exists(), "nothing was written");
+        // Git metadata stays read-only under workspace-write, also when a call escalates to it:
+        // the proposal is refused before anyone could be asked.
+        let protected = propose(r#"{"path":".git/config","content":"x"}"#)
+            .await
+            .expect("a write")
+            .expect_err("refused");
+        assert!(
+            protected.text.contains("stays read-only"),
+            "{}",
+            protected.text
+        );
+        let read = within(super::propose(
+            &env,
+            &call("read_file", r#"{"path":"new.txt"}"#),
+            Mode::WorkspaceWrite,
+        ))
+        .await;
+        assert!(read.is_none(), "only writes are proposed");
+    }
 }
