@@ -86,15 +86,21 @@ where
         .unwrap_or_else(|e| Err(e.into()))
 }
 
+/// What a confined command sees a fresh, private copy of, never the host's (RFC 0002): the
+/// kernel's views of processes (another process's environment, agentd's own among them), the
+/// devices, and `/tmp`. A path under one of them is read through the editor only when the
+/// workspace itself lies there (then the command sees it too: the workspace is bound in).
+const HIDDEN_FROM_COMMANDS: [&str; 4] = ["/proc", "/sys", "/dev", "/tmp"];
+
 /// Whether the editor may answer a read of `path` under `mode` ([`ToolEnv::client_fs`] offers
 /// reads): only where no denied read could apply, since the editor reads as the editor,
 /// wherever the path points when it gets there. In danger-full-access nothing is hidden from a
 /// command. In a confined mode the session must deny no read (`sandbox.deny_read` is empty: a
 /// denied path that a command of the session links to, or swaps a directory for, between any
 /// check here and the editor's read would otherwise be read), and the path, made absolute, must
-/// have no `..` and lie inside the workspace both as given and as resolved now: what else a
-/// confined command cannot read (other processes' `/proc`, agentd's own environment, the
-/// host's `/tmp` behind the command's private one) is outside it.
+/// have no `..` and lie inside the workspace both as given and as resolved now, and not under
+/// what else a confined command cannot read ([`HIDDEN_FROM_COMMANDS`]: a session opened at `/`
+/// has `/proc` in its workspace).
 async fn editor_may_read(env: &ToolEnv, path: &Path, mode: Mode) -> bool {
     if mode == Mode::DangerFullAccess {
         return true;
@@ -103,7 +109,13 @@ async fn editor_may_read(env: &ToolEnv, path: &Path, mode: Mode) -> bool {
         return false;
     }
     let workspace = env.workspace().to_path_buf();
+    let hidden = |path: &Path| {
+        HIDDEN_FROM_COMMANDS
+            .iter()
+            .any(|root| path.starts_with(root) && !workspace.starts_with(root))
+    };
     let lexical = path.starts_with(&workspace)
+        && !hidden(path)
         && !path
             .components()
             .any(|c| matches!(c, std::path::Component::ParentDir));

@@ -443,6 +443,31 @@ mod tests {
         }
         assert_eq!(buffers.asked(), 3, "the editor was not asked");
 
+        // A session opened at `/` has `/proc` in its workspace, but no confined command sees
+        // the host's processes (agentd's own environment among them): never the editor there.
+        let at_root = ToolEnv::new(
+            HelperClient::new(HelperEndpoint::Service(scratch.0.join("no-helper.sock"))),
+            PathBuf::from("/"),
+            Vec::new(),
+            Network::Deny,
+            BackendChoice::Auto,
+            Some(buffers.clone()),
+        );
+        let environ = format!("/proc/{}/environ", std::process::id());
+        buffers
+            .texts
+            .lock()
+            .expect("buffers")
+            .insert(PathBuf::from(&environ), "KEY=secret".to_owned());
+        let arguments = json!({ "path": environ }).to_string();
+        let hidden = read(&at_root, &arguments, Mode::ReadOnly).await;
+        assert!(hidden.text.contains("confine-helper"), "{}", hidden.text);
+        assert_eq!(buffers.asked(), 3);
+        // The control: in danger-full-access a command could read it too, and the editor does.
+        let unconfined = read(&at_root, &arguments, Mode::DangerFullAccess).await;
+        assert_eq!(unconfined.text, "KEY=secret");
+        assert_eq!(buffers.asked(), 4);
+
         // A session that denies any read never asks the editor in a confined mode.
         let profile = crate::profile::SandboxProfile {
             deny_read: vec![crate::deny_read::parse("**/.env", None).expect("entry")],
@@ -455,7 +480,7 @@ mod tests {
             "{}",
             confined.text
         );
-        assert_eq!(buffers.asked(), 3);
+        assert_eq!(buffers.asked(), 4);
         let unconfined = read(&denying, r#"{"path":"unsaved.rs"}"#, Mode::DangerFullAccess).await;
         assert_eq!(
             unconfined.text, "fn main() {}\n",
