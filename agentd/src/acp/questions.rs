@@ -295,16 +295,7 @@ mod tests {
     async fn a_proposed_write_shows_its_change_and_always_covers_its_one_real_file() {
         use crate::test_support::{Scratch, within};
         let scratch = Scratch::new("questions-proposing");
-        let env = tools::ToolEnv::new(
-            crate::helper_client::HelperClient::new(crate::helper_client::HelperEndpoint::Service(
-                scratch.0.join("no-helper.sock"),
-            )),
-            scratch.0.clone(),
-            Vec::new(),
-            confine_protocol::Network::Deny,
-            confine_protocol::BackendChoice::Auto,
-            None,
-        );
+        let env = crate::test_support::offline_tools(&scratch, scratch.0.clone(), None);
         let ws = env.workspace().to_path_buf();
         std::fs::create_dir(ws.join("real")).expect("mkdir");
         std::os::unix::fs::symlink(ws.join("real"), ws.join("link")).expect("symlink");

@@ -183,24 +183,16 @@ mod tests {
     use std::path::{Path, PathBuf};
     use std::sync::{Arc, Mutex};
 
-    use confine_protocol::{BackendChoice, Mode, Network};
+    use confine_protocol::Mode;
 
     use super::*;
     use crate::cancel::Cancel;
-    use crate::helper_client::{HelperClient, HelperEndpoint};
     use crate::session::ToolStatus;
     use crate::test_support::{Scratch, within};
 
     /// A tool environment whose helper is never reached.
     fn offline_env(scratch: &Scratch, client_fs: Option<Arc<dyn ClientFs>>) -> ToolEnv {
-        ToolEnv::new(
-            HelperClient::new(HelperEndpoint::Service(scratch.0.join("no-helper.sock"))),
-            scratch.0.clone(),
-            Vec::new(),
-            Network::Deny,
-            BackendChoice::Auto,
-            client_fs,
-        )
+        crate::test_support::offline_tools(scratch, scratch.0.clone(), client_fs)
     }
 
     fn call(name: &str, arguments: &str) -> ToolCall {
@@ -445,14 +437,8 @@ mod tests {
 
         // A session opened at `/` has `/proc` in its workspace, but no confined command sees
         // the host's processes (agentd's own environment among them): never the editor there.
-        let at_root = ToolEnv::new(
-            HelperClient::new(HelperEndpoint::Service(scratch.0.join("no-helper.sock"))),
-            PathBuf::from("/"),
-            Vec::new(),
-            Network::Deny,
-            BackendChoice::Auto,
-            Some(buffers.clone()),
-        );
+        let at_root =
+            crate::test_support::offline_tools(&scratch, PathBuf::from("/"), Some(buffers.clone()));
         let environ = format!("/proc/{}/environ", std::process::id());
         buffers
             .texts
