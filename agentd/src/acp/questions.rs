@@ -71,6 +71,12 @@ pub fn escalation(
     }
 }
 
+/// `ask` without an "always": a file tool's call whose change could not be computed, so no
+/// one file can be named for a rule.
+pub fn once_only(ask: Ask) -> Ask {
+    Ask { scope: None, ..ask }
+}
+
 /// `ask` for a file tool's write, with the change `proposal` will make (the write writes
 /// exactly that text, to that file, or nothing), and an "always" that covers that one file
 /// (its real path) under `wanted` when the write escalates, rather than every call of the tool.
@@ -321,6 +327,8 @@ mod tests {
             )
         );
         assert_eq!(ask.question.diff, Some(proposal.diff()));
+        assert_eq!(once_only(ask.clone()).scope, None);
+        assert_eq!(once_only(ask.clone()).question, ask.question);
         let escalated = proposing(
             escalation(&c, &d, Mode::DangerFullAccess, Mode::WorkspaceWrite, "j"),
             &proposal,

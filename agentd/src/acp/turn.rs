@@ -407,8 +407,10 @@ impl Turn<'_> {
         let ask = questions::listed(call, description, mode, None);
         let (ask, proposal) = match tools::propose(&self.session.tools, call, mode).await {
             None => (ask, None),
-            // It could not be written: nobody is asked about it.
-            Some(Err(cannot)) => return Err(cannot),
+            // No change can be shown (the fence refuses it under this mode, the edit does not
+            // apply): asked as the call, once only, and run as any call once allowed — under
+            // the mode then, which the person may switch while asked.
+            Some(Err(_)) => (questions::once_only(ask), None),
             Some(Ok(proposal)) => (questions::proposing(ask, &proposal, None), Some(proposal)),
         };
         let decision = self
