@@ -588,4 +588,43 @@ mod tests {
         .await;
         assert!(read.is_none(), "only writes are proposed");
     }
+
+    #[tokio::test]
+    async fn a_proposal_whose_path_now_resolves_elsewhere_writes_nothing() {
+        let scratch = Scratch::new("tools-proposal-swapped");
+        let env = offline_env(&scratch, None);
+        let ws = env.workspace().to_path_buf();
+        std::fs::create_dir_all(ws.join("shown")).expect("mkdir");
+        std::fs::create_dir_all(ws.join("other")).expect("mkdir");
+        std::os::unix::fs::symlink(ws.join("shown"), ws.join("dir")).expect("symlink");
+        let call = call("write_file", r#"{"path":"dir/notes.txt","content":"x"}"#);
+        let propose = || within(super::propose(&env, &call, Mode::WorkspaceWrite));
+        let proposal = propose().await.expect("a write").expect("proposed");
+        assert_eq!(proposal.target(), ws.join("shown/notes.txt"));
+        // The control: not swapped, the write goes on to the helper (absent here).
+        let unswapped = within(run_proposed(
+            &env,
+            proposal.clone(),
+            ctx(Mode::WorkspaceWrite),
+        ))
+        .await;
+        assert!(
+            unswapped.text.contains("confine-helper"),
+            "{}",
+            unswapped.text
+        );
+        // A command swaps the link for one to another directory while the person is asked.
+        std::fs::remove_file(ws.join("dir")).expect("unlink");
+        std::os::unix::fs::symlink(ws.join("other"), ws.join("dir")).expect("symlink");
+        let swapped = within(run_proposed(&env, proposal, ctx(Mode::WorkspaceWrite))).await;
+        assert_eq!(swapped.status, ToolStatus::Failed);
+        assert!(
+            swapped.text.contains("now resolves to")
+                && swapped.text.contains("nothing was written"),
+            "{}",
+            swapped.text
+        );
+        assert!(!ws.join("other/notes.txt").exists());
+        assert!(!ws.join("shown/notes.txt").exists());
+    }
 }
