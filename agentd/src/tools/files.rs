@@ -1,7 +1,7 @@
 //! `read_file`, `write_file` and `edit_file`.
 //!
 //! agentd neither reads nor writes a file for the model itself: it hands the request to
-//! confine-helper, which runs its own reader or writer as a command under exactly the plan a
+//! confine-helper (or, for some reads, to the editor, below), which runs its own reader or writer as a command under exactly the plan a
 //! `bash` command of the call's mode gets ([`HelperClient::read_file`],
 //! [`HelperClient::write_file`]). What a read may see and where a write may land is decided by
 //! the kernel: a concurrent command that swaps a directory on the path for a symbolic link can
@@ -23,7 +23,8 @@
 //! The editor's own file access ([`super::ClientFs`]) is used only to read, for `read_file`
 //! and agentd's own context, and only where no denied read could apply ([`editor_may_read`]):
 //! in danger-full-access, where nothing is hidden from a command, or when the session denies
-//! no read and the path lies, as given and as resolved now, inside the workspace. The editor
+//! no read and the path lies, as given and as resolved now, inside the workspace and outside
+//! what a confined command cannot see ([`HIDDEN_FROM_COMMANDS`]). The editor
 //! never writes: every write is the helper's confined writer's, in every mode, and the editor
 //! learns of it from the tool call's diff and location.
 //!
@@ -260,7 +261,7 @@ pub(crate) async fn read_file(env: &ToolEnv, args: ReadArgs, mode: Mode) -> Tool
 }
 
 /// The change a `write_file` or `edit_file` call will make, computed before anything is
-/// written: what a person asked to approve the call is shown, and exactly what [`commit`]
+/// written: what a person asked to approve the call is shown, and exactly what `commit`
 /// writes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Proposal {

@@ -22,9 +22,12 @@
 //! The file tools go through it too: confine-helper runs its own reader or writer as a command
 //! under the same plan ([`HelperClient::read_file`], [`HelperClient::write_file`]), so the
 //! kernel decides what a read may see and where a write may land, exactly as for a command of
-//! that mode. Before a write, a fence in trusted code (`files::fence::check_write`) refuses with a
-//! clear sentence what the sandbox would refuse anyway: nothing in read-only; outside the
-//! workspace or into git metadata in workspace-write.
+//! that mode; the one exception is a read through the editor where no denied read could apply
+//! (`files::editor_may_read`), and nothing is ever written through it. Before a write, a fence
+//! in trusted code (`files::fence::check_write`) refuses with a clear sentence what the sandbox
+//! would refuse anyway: nothing in read-only; outside the workspace or into git metadata in
+//! workspace-write. A write a person is asked about is computed first ([`propose`]) and then
+//! written exactly as shown ([`run_proposed`]).
 //!
 //! Nothing a model sends makes a tool panic: an unknown tool, malformed JSON, missing or
 //! mistyped fields all give a [`ToolStatus::Failed`] result saying what was wrong and the shape

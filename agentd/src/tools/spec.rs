@@ -71,7 +71,7 @@ impl SpecOptions {
         }
     }
 
-    /// Whether the [`ESCALATING`] tools have the escalation fields.
+    /// Whether the `ESCALATING` tools have the escalation fields.
     pub fn escalates(&self) -> bool {
         !self.escalation.is_empty()
     }
