@@ -89,6 +89,26 @@ impl Drop for Scratch {
     }
 }
 
+/// The tools of a session in `workspace` whose helper is never reached (a socket in `scratch`
+/// nobody listens on), with the editor's reads `client_fs`: what the fence and the editor do
+/// before any helper would be asked.
+pub fn offline_tools(
+    scratch: &Scratch,
+    workspace: PathBuf,
+    client_fs: Option<std::sync::Arc<dyn crate::tools::ClientFs>>,
+) -> crate::tools::ToolEnv {
+    crate::tools::ToolEnv::new(
+        HelperClient::new(crate::helper_client::HelperEndpoint::Service(
+            scratch.0.join("no-helper.sock"),
+        )),
+        workspace,
+        Vec::new(),
+        confine_protocol::Network::Deny,
+        confine_protocol::BackendChoice::Auto,
+        client_fs,
+    )
+}
+
 /// A listening fake helper and the client pointed at it.
 pub fn fake_service(scratch: &Scratch) -> (UnixListener, HelperClient) {
     let socket = scratch.0.join("helper.sock");

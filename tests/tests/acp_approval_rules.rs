@@ -164,7 +164,7 @@ fn a_rule_never_widens_past_the_helpers_ceiling() {
 }
 
 #[test]
-fn reject_always_for_a_listed_tool_rejects_its_next_call_without_asking() {
+fn reject_always_for_a_file_tool_rejects_its_next_write_of_that_file_and_asks_for_another() {
     let scratch = Scratch::new("rules-reject-always");
     scratch.config("[approval]\nask_before = [\"write_file\"]\n");
     let write = |path: &str| {
@@ -173,7 +173,13 @@ fn reject_always_for_a_listed_tool_rejects_its_next_call_without_asking() {
              \"{path}\", content = \"x\" }}\n\n"
         )
     };
-    let script = scratch.script(&format!("{}{}{DONE}", write("a.txt"), write("b.txt")));
+    // The same file by another spelling, then another file.
+    let script = scratch.script(&format!(
+        "{}{}{}{DONE}",
+        write("a.txt"),
+        write("./sub/../a.txt"),
+        write("b.txt")
+    ));
     let mut client = AcpClient::start(&scratch, &script, &["--sandbox-mode", "workspace-write"]);
     client
         .answers
@@ -182,11 +188,24 @@ fn reject_always_for_a_listed_tool_rejects_its_next_call_without_asking() {
     // rejects the second call.
     client.permission = Permission::AllowOnce;
     let session = client.open_session(&scratch.ws());
-    let (answer, _) = client.prompt(&session, "write both");
+    let (answer, _) = client.prompt(&session, "write them");
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
-    assert_eq!(client.permission_requests.len(), 1);
+    assert_eq!(
+        client.permission_requests.len(),
+        2,
+        "a.txt once, then b.txt, which the rule does not cover"
+    );
+    let always = &client.permission_requests[0]["params"]["options"][3]["name"];
+    let real = std::fs::canonicalize(scratch.ws()).expect("ws");
+    assert_eq!(
+        always,
+        &json!(format!(
+            "Always reject write_file on {} in this session",
+            real.join("a.txt").display()
+        ))
+    );
     assert!(!scratch.ws().join("a.txt").exists());
-    assert!(!scratch.ws().join("b.txt").exists());
+    assert!(scratch.ws().join("b.txt").exists());
     let log = scratch.log(&session);
     let outcomes: Vec<Value> = of_type(&log, "approval/decided")
         .iter()
@@ -194,6 +213,10 @@ fn reject_always_for_a_listed_tool_rejects_its_next_call_without_asking() {
         .collect();
     assert_eq!(
         outcomes,
-        [json!("rejected-always"), json!("rejected-always")]
+        [
+            json!("rejected-always"),
+            json!("rejected-always"),
+            json!("allowed-once")
+        ]
     );
 }

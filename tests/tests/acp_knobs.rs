@@ -476,6 +476,14 @@ fn each_answer_to_a_permission_prompt_has_its_outcome_on_disk_in_the_result_and_
         // Pending is ACP's default status, left out on the wire.
         assert_eq!(call.get("status"), None, "{call}");
         let request = &client.permission_requests[i];
+        // The change it will write, as an ACP diff of the file it lands on, located there, and
+        // an "always" for that one file.
+        let content = &call["rawInput"]["content"];
+        let target = std::fs::canonicalize(scratch.ws())
+            .expect("the workspace")
+            .join(file)
+            .display()
+            .to_string();
         assert_eq!(
             request["params"],
             json!({
@@ -486,16 +494,20 @@ fn each_answer_to_a_permission_prompt_has_its_outcome_on_disk_in_the_result_and_
                     "kind": "edit",
                     "status": "pending",
                     "rawInput": call["rawInput"],
-                    "content": [{"type": "content", "content": {"type": "text",
-                        "text": format!("Write {file}: write_file is listed in approval.ask_before")}}],
+                    "content": [
+                        {"type": "content", "content": {"type": "text",
+                            "text": format!("Write {file}: write_file is listed in approval.ask_before")}},
+                        {"type": "diff", "path": target, "newText": content},
+                    ],
+                    "locations": [{"path": target, "line": 1}],
                 },
                 "options": [
                     {"optionId": "allow-once", "name": "Allow once", "kind": "allow_once"},
                     {"optionId": "allow-always", "kind": "allow_always",
-                     "name": "Always allow write_file in this session"},
+                     "name": format!("Always allow write_file on {target} in this session")},
                     {"optionId": "reject-once", "name": "Reject", "kind": "reject_once"},
                     {"optionId": "reject-always", "kind": "reject_always",
-                     "name": "Always reject write_file in this session"},
+                     "name": format!("Always reject write_file on {target} in this session")},
                 ],
             })
         );

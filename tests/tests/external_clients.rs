@@ -770,18 +770,24 @@ impl Answer {
     }
 }
 
-/// The options of every permission prompt for `write_file` in `approval.ask_before`: allow
-/// once, allow always, reject once, reject always.
-fn assert_offered(options: &Value) {
+/// The options of every permission prompt for `write_file` of `file` in `approval.ask_before`:
+/// allow once, allow always, reject once, reject always, the "always" ones for that one file,
+/// named by its whole real path.
+fn assert_offered(options: &Value, file: &str) {
+    let name = |i: usize| options[i]["name"].as_str().unwrap_or_default().to_owned();
+    let always = |verb: &str, name: &str| {
+        name.starts_with(&format!("Always {verb} write_file on /"))
+            && name.ends_with(&format!("/ws/{file} in this session"))
+    };
+    assert!(always("allow", &name(1)), "{options}");
+    assert!(always("reject", &name(3)), "{options}");
     assert_eq!(
         options,
         &json!([
             {"optionId": "allow-once", "name": "Allow once", "kind": "allow_once"},
-            {"optionId": "allow-always", "name": "Always allow write_file in this session",
-             "kind": "allow_always"},
+            {"optionId": "allow-always", "name": name(1), "kind": "allow_always"},
             {"optionId": "reject-once", "name": "Reject", "kind": "reject_once"},
-            {"optionId": "reject-always", "name": "Always reject write_file in this session",
-             "kind": "reject_always"},
+            {"optionId": "reject-always", "name": name(3), "kind": "reject_always"},
         ])
     );
 }
@@ -939,7 +945,7 @@ fn check_sdk_events(events: &[Value], scratch: &Scratch, run: &Run) {
         let (call, end) = the_call(&updates, run);
         let asked = one(step, "permission");
         assert_eq!(asked["toolCall"]["toolCallId"], call["toolCallId"]);
-        assert_offered(&asked["options"]);
+        assert_offered(&asked["options"], answer.file());
         assert_eq!(asked["answered"], answer.outcome(), "{answer:?}");
         answer.assert_result(call, end, scratch);
         assert_eq!(stop_reason(step), "end_turn", "{answer:?}");
@@ -1337,7 +1343,7 @@ fn acpx_exec_flow(flow: &str, answer: Answer, permission_options: &[&str], rc: i
         asked[0]["params"]["toolCall"]["toolCallId"],
         call["toolCallId"]
     );
-    assert_offered(&asked[0]["params"]["options"]);
+    assert_offered(&asked[0]["params"]["options"], answer.file());
     let reply = lines
         .iter()
         .find(|m| m["id"] == asked[0]["id"] && m.get("method").is_none())

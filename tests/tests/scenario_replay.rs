@@ -26,6 +26,7 @@
 //!   "backend": "host",
 //!   "fifos": ["feed"],
 //!   "permissionAnswers": ["allow_once", "reject_once", "cancelled"],
+//!   "editorBuffers": {"notes.txt": "unsaved text\n"},
 //!   "steps": [
 //!     {"prompt": "text of a prompt, run to its end"},
 //!     {"set_config_option": {"configId": "sandbox-mode", "value": "workspace-write"},
@@ -55,6 +56,11 @@
 //!   with no answer left is answered `cancelled`. A kind the request does not offer is answered
 //!   `cancelled` and fails the scenario, so the agent cannot absorb it; so do answers left
 //!   unused at the end.
+//! - `editorBuffers`: the editor's unsaved buffers, by path relative to the workspace. When
+//!   present (even empty), `initialize` advertises `fs.readTextFile` (never `fs.writeTextFile`),
+//!   and the harness answers agentd's `fs/read_text_file` of one of these files with its text,
+//!   any other with an error. Any `fs/write_text_file` fails the scenario: agentd never writes
+//!   through the editor.
 //! - Steps: `prompt` sends `session/prompt` and reads to its answer. `set_config_option` sends
 //!   those params plus the session id; `expectError` is the exact JSON-RPC error, `expectCurrent`
 //!   the `currentValue` of options in the answer. `cancel_after_permission` sends a prompt,
@@ -84,7 +90,8 @@
 //!   `{tool, call_id, reason, outcome}`; `toolResults`, by call id, the logged `tool/result`'s
 //!   `status`, exact `text`, `contains` (substrings), `facts` (JSON pointer → exact value),
 //!   `factsInclude` (JSON pointer → items the array there holds) and `diff` (JSON pointer into
-//!   the logged `diff` → exact value, `null` for absent); `instructions`, where the
+//!   the logged `diff` → exact value, `null` for absent); `editorReads`, the paths (relative
+//!   to the workspace) agentd asked the editor to read, in order; `instructions`, where the
 //!   logged `model/request` instructions `changedAt` (`"turn.step"` of each request whose
 //!   instructions differ from the request before) and, for each `containing` text, the requests
 //!   `at` which they contain it.
@@ -178,6 +185,12 @@ scenarios! {
     command_init: "command-init",
     commands_only_from_the_user: "commands-only-from-the-user",
     plan: "plan",
+    fs_escalation_approved: "fs-escalation-approved",
+    fs_escalation_rejected: "fs-escalation-rejected",
+    approval_card_diff: "approval-card-diff",
+    editor_reads: "editor-reads",
+    editor_reads_denied: "editor-reads-denied",
+    read_file_window: "read-file-window",
 }
 
 fn scenarios_dir() -> PathBuf {
@@ -209,6 +222,8 @@ struct Scenario {
     host_backend: bool,
     fifos: Vec<String>,
     answers: Vec<String>,
+    /// The editor's buffers, by path relative to the workspace (`editorBuffers`).
+    editor_buffers: Option<Vec<(String, String)>>,
     steps: Vec<Step>,
     expect: Map<String, Value>,
 }
@@ -278,11 +293,20 @@ impl Scenario {
                 "backend",
                 "fifos",
                 "permissionAnswers",
+                "editorBuffers",
                 "steps",
                 "expect",
             ],
             "input.json",
         );
+        let editor_buffers = top.get("editorBuffers").map(|buffers| {
+            buffers
+                .as_object()
+                .unwrap_or_else(|| panic!("editorBuffers: expected an object, got {buffers}"))
+                .iter()
+                .map(|(path, text)| (path.clone(), string(text, "editorBuffers")))
+                .collect()
+        });
         let host_backend = match top.get("backend").and_then(Value::as_str) {
             None | Some("host") => true,
             Some("forced") => false,
@@ -324,6 +348,7 @@ impl Scenario {
                         "approvals",
                         "toolResults",
                         "instructions",
+                        "editorReads",
                     ],
                     "expect",
                 )
@@ -340,6 +365,7 @@ impl Scenario {
             host_backend,
             fifos: strings(top.get("fifos"), "fifos"),
             answers,
+            editor_buffers,
             steps,
             expect,
         }
@@ -437,6 +463,8 @@ struct Play {
     stop_reasons: Vec<String>,
     /// Permission requests of the agentd processes before the current one.
     earlier_requests: usize,
+    /// The editor file requests of the agentd processes before the current one.
+    earlier_fs_requests: Vec<Value>,
     /// The processes `fifo_readers` found holding each FIFO open.
     holders: std::collections::HashMap<String, Vec<u32>>,
     failures: Vec<String>,
@@ -489,6 +517,7 @@ impl Play {
         client
             .answers
             .extend(scenario.answers.iter().map(|a| answer_of(a)));
+        client.editor_buffers = editor_buffers(&scratch, scenario);
         let session = client.open_session(&scratch.ws());
         Play {
             scratch,
@@ -500,6 +529,7 @@ impl Play {
             live: Vec::new(),
             stop_reasons: Vec::new(),
             earlier_requests: 0,
+            earlier_fs_requests: Vec::new(),
             holders: std::collections::HashMap::new(),
             failures: Vec::new(),
         }
@@ -777,18 +807,25 @@ impl Play {
         let mut next = start_client(&self.scratch, &self.script, &self.args);
         next.answers = std::mem::take(&mut self.client.answers);
         next.permission = self.client.permission.clone();
+        next.editor_buffers = self.client.editor_buffers.clone();
         let old = std::mem::replace(&mut self.client, next);
         self.earlier.extend(old.transcript.iter().cloned());
         self.earlier
             .push(("--", json!("agentd killed (SIGKILL) and started again")));
         self.earlier_requests += old.permission_requests.len();
+        self.earlier_fs_requests
+            .extend(old.fs_requests.iter().cloned());
         let unoffered = old.unoffered.clone();
         drop(old);
         self.client.unoffered.extend(unoffered);
 
+        let capabilities = match self.client.editor_buffers {
+            Some(_) => json!({"fs": {"readTextFile": true, "writeTextFile": false}}),
+            None => json!({}),
+        };
         let (init, _) = self.client.request(
             "initialize",
-            json!({"protocolVersion": 1, "clientCapabilities": {}}),
+            json!({"protocolVersion": 1, "clientCapabilities": capabilities}),
         );
         if init["result"]["agentCapabilities"]["loadSession"] != true {
             self.failures
@@ -828,6 +865,21 @@ impl Play {
     fn permission_requests(&self) -> usize {
         self.earlier_requests + self.client.permission_requests.len()
     }
+}
+
+/// The editor's buffers of `scenario` by the absolute paths agentd asks for (the workspace's
+/// real path: agentd resolves it once).
+fn editor_buffers(
+    scratch: &Scratch,
+    scenario: &Scenario,
+) -> Option<std::collections::HashMap<PathBuf, String>> {
+    let ws = std::fs::canonicalize(scratch.ws()).expect("the workspace's real path");
+    scenario.editor_buffers.as_ref().map(|buffers| {
+        buffers
+            .iter()
+            .map(|(path, text)| (ws.join(path), text.clone()))
+            .collect()
+    })
 }
 
 fn start_client(scratch: &Scratch, script: &Path, args: &[String]) -> AcpClient {
@@ -1175,6 +1227,34 @@ fn check(play: &Play, scenario: &Scenario, log: &[Value], failures: &mut Vec<Str
             Ok(got) if got == want => {}
             Ok(got) => fail(format!("{path}: expected {want:?}, found {got:?}")),
             Err(e) => fail(format!("{path}: expected {want:?}, cannot read it: {e}")),
+        }
+    }
+    let ws_real = std::fs::canonicalize(&ws).expect("the workspace's real path");
+    let fs_requests: Vec<&Value> = play
+        .earlier_fs_requests
+        .iter()
+        .chain(&play.client.fs_requests)
+        .collect();
+    for request in &fs_requests {
+        if request["method"] == "fs/write_text_file" {
+            fail(format!("agentd asked the editor to write: {request}"));
+        }
+    }
+    if let Some(reads) = expect.get("editorReads") {
+        let want = strings(Some(reads), "editorReads");
+        let got: Vec<String> = fs_requests
+            .iter()
+            .filter(|r| r["method"] == "fs/read_text_file")
+            .map(|r| {
+                let path = Path::new(r["params"]["path"].as_str().unwrap_or_default());
+                path.strip_prefix(&ws_real)
+                    .unwrap_or(path)
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .collect();
+        if want != got {
+            fail(format!("editor reads: expected {want:?}, got {got:?}"));
         }
     }
     for path in strings(expect.get("absent"), "absent") {

@@ -44,7 +44,8 @@ const KILLS: usize = 20;
 const ANSWER: Duration = Duration::from_secs(60);
 
 /// The model's side: three prompts' worth of tool calls and answers. `write_file` asks first
-/// (see [`CONFIG`]).
+/// (see [`CONFIG`]); the last write is of the file the "always" answer covers, so the rule
+/// decides it.
 const SCRIPT: &str = r#"
 [[turn]]
 [[turn.tool_calls]]
@@ -80,7 +81,7 @@ text = "Second prompt done."
 [[turn]]
 [[turn.tool_calls]]
 name = "write_file"
-arguments = { path = "f.txt", content = "f" }
+arguments = { path = "e.txt", content = "f" }
 
 [[turn]]
 text = "Third prompt done."

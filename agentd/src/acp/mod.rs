@@ -180,7 +180,7 @@ fn handlers(state: &Arc<AgentState>) -> impl ConnectTo<Client> + 'static {
         .on_receive_request(
             async move |req: InitializeRequest, responder, _cx| {
                 let fs = &req.client_capabilities.fs;
-                let _ = s1.client_fs.set((fs.read_text_file, fs.write_text_file));
+                let _ = s1.client_fs.set(fs.read_text_file);
                 responder.respond(
                     InitializeResponse::new(req.protocol_version)
                         .agent_capabilities(

@@ -2,7 +2,10 @@
 //! becomes `session/request_permission`, attached to the tool call the editor was already shown.
 //!
 //! The request stands on its own: its `toolCall` carries the call's title, kind and arguments,
-//! status `pending`, and as content the line a person reads first (see [`crate::approval::Question`]).
+//! status `pending`, and as content the line a person reads first (see [`crate::approval::Question`]);
+//! for a file tool's write, also the change it will make as an ACP `diff` (path, `oldText`
+//! absent for a new file, `newText`) and the file as its `locations`, with the first line it
+//! changes.
 //! The options are "Allow once" (`allow-once`, kind `allow_once`) and "Reject" (`reject-once`,
 //! kind `reject_once`), and, when the request has a scope, "Always allow …" (`allow-always`,
 //! kind `allow_always`) and "Always reject …" (`reject-always`, kind `reject_always`) naming it.
@@ -100,14 +103,20 @@ impl Answerer for AcpAnswerer {
 /// The `session/request_permission` for the tool call `call_id` of `session_id`, asking `ask`.
 pub fn permission_request(session_id: &str, call_id: &str, ask: &Ask) -> RequestPermissionRequest {
     let question = &ask.question;
-    let fields = ToolCallUpdateFields::new()
+    let mut content = vec![ToolCallContent::from(ContentBlock::from(
+        question.text.clone(),
+    ))];
+    content.extend(question.diff.as_ref().map(super::shown::diff_content));
+    let mut fields = ToolCallUpdateFields::new()
         .title(question.title.clone())
         .kind(super::updates::tool_kind(&question.kind))
         .status(ToolCallStatus::Pending)
         .raw_input(question.input.clone())
-        .content(vec![ToolCallContent::from(ContentBlock::from(
-            question.text.clone(),
-        ))]);
+        .content(content);
+    if let Some(diff) = &question.diff {
+        let path = serde_json::json!({ "path": diff.path() });
+        fields = fields.locations(super::shown::locations(&path, Some(diff)));
+    }
     let mut options = vec![PermissionOption::new(
         ALLOW_ONCE,
         "Allow once",
@@ -185,6 +194,7 @@ mod tests {
                 input: json!({"command": "npm install", "sandbox_permissions": "workspace-write"}),
                 text: "Run `npm install` with workspace-write (now read-only): needs node_modules"
                     .into(),
+                diff: None,
             },
             scope: Some(crate::approval::Scope::command(
                 "bash",
@@ -302,5 +312,58 @@ mod tests {
         assert_eq!(within(answerer.answer(&foreign)).await, Reply::Next);
         let no_call = request(None);
         assert_eq!(within(answerer.answer(&no_call)).await, Reply::Next);
+    }
+
+    #[test]
+    fn a_file_tools_request_carries_the_change_and_its_location() {
+        let diff = crate::session::LoggedDiff::of(
+            std::path::Path::new("/srv/ws/notes.txt"),
+            crate::session::Before::Text("one\ntwo\n".into()),
+            "one\n2\n",
+        );
+        let ask = Ask {
+            tool: "edit_file".into(),
+            call_id: Some("c".into()),
+            reason: None,
+            question: crate::approval::Question {
+                title: "Edit notes.txt".into(),
+                kind: "edit".into(),
+                input: json!({"path": "notes.txt"}),
+                text: "Edit notes.txt: edit_file is listed in approval.ask_before".into(),
+                diff: Some(diff),
+            },
+            scope: Some(crate::approval::Scope::file(
+                "edit_file",
+                std::path::Path::new("/srv/ws/notes.txt"),
+                None,
+            )),
+        };
+        let wire = serde_json::to_value(permission_request("s1", "c", &ask)).expect("json");
+        assert_eq!(
+            wire["toolCall"]["content"][1],
+            json!({"type": "diff", "path": "/srv/ws/notes.txt", "oldText": "one\ntwo\n", "newText": "one\n2\n"})
+        );
+        assert_eq!(
+            wire["toolCall"]["locations"],
+            json!([{"path": "/srv/ws/notes.txt", "line": 2}])
+        );
+        assert_eq!(
+            wire["options"][1]["name"],
+            "Always allow edit_file on /srv/ws/notes.txt in this session"
+        );
+        // Without a change, neither.
+        let plain = Ask {
+            question: crate::approval::Question {
+                diff: None,
+                ..ask.question.clone()
+            },
+            ..ask
+        };
+        let wire = serde_json::to_value(permission_request("s1", "c", &plain)).expect("json");
+        assert_eq!(
+            wire["toolCall"]["content"].as_array().map(Vec::len),
+            Some(1)
+        );
+        assert!(wire["toolCall"].get("locations").is_none());
     }
 }

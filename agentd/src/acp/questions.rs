@@ -1,6 +1,6 @@
 //! The questions a turn puts to a person through the approval seam, each readable on its own:
-//! the call as it was announced, one line saying what would run, how and why, and what an
-//! "always" answer would cover.
+//! the call as it was announced, one line saying what would run, how and why, what an "always"
+//! answer would cover and, for a file tool's write, the change it will make ([`proposing`]).
 
 use confine_protocol::Mode;
 use serde_json::Value;
@@ -8,7 +8,7 @@ use serde_json::Value;
 use crate::approval::{Ask, Question, Scope};
 use crate::model::ToolCall;
 use crate::terminal;
-use crate::tools::{BASH, ToolDescription};
+use crate::tools::{BASH, Proposal, ToolDescription};
 
 /// The command of a `bash` call, as announced.
 fn command(description: &ToolDescription) -> Option<&str> {
@@ -20,26 +20,28 @@ fn command(description: &ToolDescription) -> Option<&str> {
 /// else), with the mode an escalation asks for; every text a person reads with the characters a
 /// terminal or a bidirectional renderer would obey shown as escapes ([`terminal::visible`]).
 fn question(description: &ToolDescription, wanted: Option<Mode>, text: String) -> Question {
-    let title = match command(description) {
-        Some(command) => {
-            let line = terminal::one_line(command, None);
-            match wanted {
-                Some(mode) => format!("{line} (with {})", mode.as_str()),
-                None => line,
-            }
-        }
+    let line = match command(description) {
+        Some(command) => terminal::one_line(command, None),
         None => description.title.clone(),
+    };
+    let title = match wanted {
+        Some(mode) => format!("{line} (with {})", mode.as_str()),
+        None => line,
     };
     Question {
         title,
         kind: description.kind.as_str().to_owned(),
         input: description.input.clone(),
         text: terminal::visible(&text).into_owned(),
+        diff: None,
     }
 }
 
-/// The question for running the `bash` call `call` once under `wanted` instead of the session's
-/// `effective` mode, for `justification`; "always" covers this exact command under `wanted`.
+/// The question for running the `bash`, `write_file` or `edit_file` call `call` once under
+/// `wanted` instead of the session's `effective` mode, for `justification`; for `bash`,
+/// "always" covers this exact command under `wanted`. A file tool's question names the path
+/// (`Write /srv/notes.txt with danger-full-access (now workspace-write): …`); it is asked once
+/// only until [`proposing`] adds the change and the one file an "always" covers.
 pub fn escalation(
     call: &ToolCall,
     description: &ToolDescription,
@@ -47,9 +49,13 @@ pub fn escalation(
     effective: Mode,
     justification: &str,
 ) -> Ask {
-    let command = command(description).unwrap_or_default();
+    let bash = (call.name == BASH).then(|| command(description).unwrap_or_default());
+    let what = match bash {
+        Some(command) => format!("Run `{command}`"),
+        None => description.title.clone(),
+    };
     let text = format!(
-        "Run `{command}` with {} (now {}): {justification}",
+        "{what} with {} (now {}): {justification}",
         wanted.as_str(),
         effective.as_str()
     );
@@ -61,14 +67,38 @@ pub fn escalation(
             wanted.as_str()
         )),
         question: question(description, Some(wanted), text),
-        scope: Some(Scope::command(&call.name, command, Some(wanted))),
+        scope: bash.map(|command| Scope::command(&call.name, command, Some(wanted))),
+    }
+}
+
+/// `ask` without an "always": a file tool's call whose change could not be computed, so no
+/// one file can be named for a rule.
+pub fn once_only(ask: Ask) -> Ask {
+    Ask { scope: None, ..ask }
+}
+
+/// `ask` for a file tool's write, with the change `proposal` will make (the write writes
+/// exactly that text, to that file, or nothing), and an "always" that covers that one file
+/// (its real path) under `wanted` when the write escalates, rather than every call of the tool.
+pub fn proposing(ask: Ask, proposal: &Proposal, wanted: Option<Mode>) -> Ask {
+    let mut question = ask.question;
+    question.diff = Some(proposal.diff());
+    // A link or a `..` in the path as given: the person reads where the write lands.
+    if let Some(target) = proposal.lands_elsewhere() {
+        let lands = format!("\nThe write lands on {}.", target.display());
+        question.text.push_str(&terminal::visible(&lands));
+    }
+    Ask {
+        scope: Some(Scope::file(&ask.tool, proposal.target(), wanted)),
+        question,
+        ..ask
     }
 }
 
 /// The question for a call of a tool listed in `approval.ask_before`, which would run under
 /// `mode`; `child` names the child agent that calls it (`the child agent agent-1 (reader)`),
 /// `None` for the top-level agent. "Always" covers the exact command for `bash`, and every call
-/// of the tool otherwise.
+/// of the tool otherwise, until [`proposing`] narrows a file tool's to one file.
 pub fn listed(
     call: &ToolCall,
     description: &ToolDescription,
@@ -235,6 +265,82 @@ mod tests {
             listed(&c, &d, Mode::ReadOnly, None).scope,
             None,
             "no command: once only"
+        );
+    }
+
+    #[test]
+    fn a_file_escalation_names_the_path_the_mode_now_and_why_and_is_once_only_until_proposed() {
+        let (c, d) = call(
+            "write_file",
+            r#"{"path":"../notes.txt","content":"x","sandbox_permissions":"danger-full-access","justification":"it lives beside the workspace"}"#,
+        );
+        let ask = escalation(
+            &c,
+            &d,
+            Mode::DangerFullAccess,
+            Mode::WorkspaceWrite,
+            "it lives beside the workspace",
+        );
+        assert_eq!(
+            ask.question.text,
+            "Write ../notes.txt with danger-full-access (now workspace-write): it lives beside \
+             the workspace"
+        );
+        assert_eq!(
+            ask.question.title,
+            "Write ../notes.txt (with danger-full-access)"
+        );
+        assert_eq!(
+            ask.reason.as_deref(),
+            Some("escalate sandbox to danger-full-access: it lives beside the workspace")
+        );
+        assert_eq!(ask.scope, None);
+    }
+
+    #[tokio::test]
+    async fn a_proposed_write_shows_its_change_and_always_covers_its_one_real_file() {
+        use crate::test_support::{Scratch, within};
+        let scratch = Scratch::new("questions-proposing");
+        let env = crate::test_support::offline_tools(&scratch, scratch.0.clone(), None);
+        let ws = env.workspace().to_path_buf();
+        std::fs::create_dir(ws.join("real")).expect("mkdir");
+        std::os::unix::fs::symlink(ws.join("real"), ws.join("link")).expect("symlink");
+        let (c, d) = call("write_file", r#"{"path":"link/new.txt","content":"hi\n"}"#);
+        let proposal = within(tools::propose(&env, &c, Mode::WorkspaceWrite))
+            .await
+            .expect("a write")
+            .expect("proposed");
+        let ask = proposing(listed(&c, &d, Mode::WorkspaceWrite, None), &proposal, None);
+        let target = ws.join("real/new.txt");
+        assert_eq!(
+            ask.scope,
+            Some(Scope::file("write_file", &target, None)),
+            "the real path, not the link"
+        );
+        assert_ne!(ask.scope, Some(Scope::tool("write_file")));
+        assert_eq!(
+            ask.question.text,
+            format!(
+                "Write link/new.txt: write_file is listed in approval.ask_before\nThe write lands \
+                 on {}.",
+                target.display()
+            )
+        );
+        assert_eq!(ask.question.diff, Some(proposal.diff()));
+        assert_eq!(once_only(ask.clone()).scope, None);
+        assert_eq!(once_only(ask.clone()).question, ask.question);
+        let escalated = proposing(
+            escalation(&c, &d, Mode::DangerFullAccess, Mode::WorkspaceWrite, "j"),
+            &proposal,
+            Some(Mode::DangerFullAccess),
+        );
+        assert_eq!(
+            escalated.scope,
+            Some(Scope::file(
+                "write_file",
+                &target,
+                Some(Mode::DangerFullAccess)
+            ))
         );
     }
 }

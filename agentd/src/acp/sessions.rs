@@ -53,8 +53,9 @@ use crate::words::ApprovalPolicy;
 pub struct AgentState {
     pub options: AcpOptions,
     pub sessions: Sessions,
-    /// The client's `fs.readTextFile` / `fs.writeTextFile` capabilities, set at `initialize`.
-    pub client_fs: std::sync::OnceLock<(bool, bool)>,
+    /// The client's `fs.readTextFile` capability, set at `initialize` (`fs.writeTextFile` is
+    /// never used).
+    pub client_fs: std::sync::OnceLock<bool>,
     /// The approval chain: the editor, through [`permission::AcpAnswerer`].
     pub approvals: Approvals,
     /// The chain's answerer for this connection's sessions.
@@ -301,11 +302,10 @@ impl Session {
         cx: &ConnectionTo<Client>,
         me: &Weak<Session>,
     ) -> Session {
-        let (read, write) = state.client_fs.get().copied().unwrap_or((false, false));
-        // The editor's file access only when it offers both directions: a tool that reads through
-        // the editor must write through it too, or an unsaved buffer and the disk disagree.
-        let client_fs: Option<Arc<dyn ClientFs>> = (read && write)
-            .then(|| Arc::new(EditorFs::new(cx.clone(), id.clone())) as Arc<dyn ClientFs>);
+        // The editor's reads when it offers them; it is never asked to write.
+        let read = state.client_fs.get().copied().unwrap_or(false);
+        let client_fs: Option<Arc<dyn ClientFs>> =
+            read.then(|| Arc::new(EditorFs::new(cx.clone(), id.clone())) as Arc<dyn ClientFs>);
         let o = &state.options;
         let refusal = o
             .helper

@@ -40,18 +40,14 @@ use super::project_docs;
 use super::prompt;
 use super::sessions::{AgentState, Session};
 use super::task::{self, TaskRun};
-use super::{instructions, live, questions, updates};
+use super::{live, questions, updates};
 use crate::agents::Lineage;
 use crate::agents::lifecycle::AgentId;
 use crate::approval;
 use crate::cancel::Cancel;
 use crate::config::CompactionPolicy;
-use crate::knobs::policy;
-use crate::model::{
-    AssistantTurn, ChatRequest, Delta, Deltas, FinishReason, Message, Provider, Reasoning, ToolCall,
-};
-use crate::narrowing;
-use crate::session::{Event, LogError, Record, fold, nested};
+use crate::model::{AssistantTurn, Delta, FinishReason, Provider, Reasoning, ToolCall};
+use crate::session::{Event, LogError, Record, fold};
 use crate::tools::{self, CallContext, LiveOutput, TASK, ToolResult};
 use confine_protocol::Mode;
 
@@ -122,6 +118,8 @@ pub(crate) fn stop_after(answer: &AssistantTurn) -> Option<StopReason> {
     }
 }
 
+#[path = "turn_model.rs"]
+mod model;
 #[path = "turn_own.rs"]
 mod own;
 
@@ -239,15 +237,15 @@ impl Turn<'_> {
                 let result = if delegates {
                     // `ask_before` gates a delegation as it gates any other tool.
                     match self.approve(call, &description).await {
-                        Some(refused) => refused,
-                        None => self.delegate(call).await,
+                        Err(refused) => refused,
+                        Ok(_) => self.delegate(call).await,
                     }
                 } else if self.plans(call) {
                     self.plan_call(call, &description).await?
                 } else {
                     match self.gate(call, &description, requested).await {
                         Err(refused) => refused,
-                        Ok(mode) => {
+                        Ok((mode, proposal)) => {
                             let live = LiveOutput::new();
                             let context = CallContext {
                                 mode,
@@ -256,7 +254,16 @@ impl Turn<'_> {
                                 live: Some(live.clone()),
                                 owner: None,
                             };
-                            let running = tools::run(&self.session.tools, call, context);
+                            let tools = &self.session.tools;
+                            // A write a person was shown writes exactly what was shown.
+                            let running = async move {
+                                match proposal {
+                                    Some(proposal) => {
+                                        tools::run_proposed(tools, proposal, context).await
+                                    }
+                                    None => tools::run(tools, call, context).await,
+                                }
+                            };
                             let call_id = &call.id;
                             live::showing(running, &live, &self.cancel, move |text| {
                                 self.show_live(call_id, text)
@@ -299,15 +306,16 @@ impl Turn<'_> {
     }
 
     /// Decides the mode a call runs under, asking the user when it must: an escalation (one
-    /// command under a wider mode) goes through the gate and the seam; any other call runs under
-    /// the session's effective mode, after `ask_before`. `Err` is the result it answers instead
-    /// of running.
+    /// command or one write under a wider mode) goes through the gate and the seam; any other
+    /// call runs under the session's effective mode, after `ask_before`. A file tool's write
+    /// that a person is asked about comes back as the [`tools::Proposal`] they were shown, to be
+    /// written as it is. `Err` is the result it answers instead of running.
     async fn gate(
         &self,
         call: &ToolCall,
         description: &tools::ToolDescription,
         requested: Result<Option<tools::Escalation>, tools::ArgsError>,
-    ) -> Result<Mode, ToolResult> {
+    ) -> Result<(Mode, Option<tools::Proposal>), ToolResult> {
         let effective = self.session.effective_mode();
         let refused = |text: String, extra: serde_json::Value| {
             let mut facts = serde_json::json!({ "mode": effective.as_str() });
@@ -322,11 +330,9 @@ impl Turn<'_> {
                 return Err(refused(e.to_string(), invalid));
             }
             Ok(None) => {
-                return match self.approve(call, description).await {
-                    Some(refusal) => Err(refusal),
-                    // Read again: the user may have switched the mode while asked.
-                    None => Ok(self.session.effective_mode()),
-                };
+                let proposal = self.approve(call, description).await?;
+                // Read again: the user may have switched the mode while asked.
+                return Ok((self.session.effective_mode(), proposal));
             }
             Ok(Some(escalation)) => escalation,
         };
@@ -351,6 +357,16 @@ impl Turn<'_> {
             effective,
             &escalation.justification,
         );
+        // A write is computed under the mode it asks for before anyone is asked; one that
+        // cannot be made there (git metadata, say) asks nobody.
+        let (ask, proposal) = match tools::propose(&self.session.tools, call, wanted).await {
+            None => (ask, None),
+            Some(Err(cannot)) => return Err(cannot),
+            Some(Ok(proposal)) => (
+                questions::proposing(ask, &proposal, Some(wanted)),
+                Some(proposal),
+            ),
+        };
         let decision = self
             .state
             .approvals
@@ -360,7 +376,7 @@ impl Turn<'_> {
         match approval::escalation_refusal(wanted, decision) {
             None => {
                 self.show_running(&call.id).await;
-                Ok(wanted)
+                Ok((wanted, proposal))
             }
             Some(text) => Err(refused(
                 text,
@@ -369,18 +385,27 @@ impl Turn<'_> {
         }
     }
 
-    /// Asks the user before a tool listed in `approval.ask_before` runs. `None` when the call
-    /// may run; otherwise the result it answers instead.
+    /// Asks the user before a tool listed in `approval.ask_before` runs. `Ok` when the call may
+    /// run, with the write the person was shown for a file tool; otherwise the result it
+    /// answers instead.
     async fn approve(
         &self,
         call: &ToolCall,
         description: &tools::ToolDescription,
-    ) -> Option<ToolResult> {
+    ) -> Result<Option<tools::Proposal>, ToolResult> {
         if !self.state.options.asks_before(&call.name) {
-            return None;
+            return Ok(None);
         }
         let mode = self.session.effective_mode();
         let ask = questions::listed(call, description, mode, None);
+        let (ask, proposal) = match tools::propose(&self.session.tools, call, mode).await {
+            None => (ask, None),
+            // No change can be shown (the fence refuses it under this mode, the edit does not
+            // apply): asked as the call, once only, and run as any call once allowed — under
+            // the mode then, which the person may switch while asked.
+            Some(Err(_)) => (questions::once_only(ask), None),
+            Some(Ok(proposal)) => (questions::proposing(ask, &proposal, None), Some(proposal)),
+        };
         let decision = self
             .state
             .approvals
@@ -389,110 +414,12 @@ impl Turn<'_> {
         let outcome = decision.outcome;
         let Some(text) = approval::tool_refusal(&call.name, decision) else {
             self.show_running(&call.id).await;
-            return None;
+            return Ok(proposal);
         };
-        Some(ToolResult::failed(
+        Err(ToolResult::failed(
             text,
             serde_json::json!({ "approval": outcome.as_str() }),
         ))
-    }
-
-    /// One model request. `None` when cancelled; `Some(Err)` when the model failed (recorded
-    /// and shown). What was shown of an answer that did not end is recorded as incomplete.
-    async fn ask(
-        &self,
-        provider: &dyn Provider,
-        step: u64,
-        guidance: Option<&str>,
-    ) -> Result<Option<Result<AssistantTurn, ModelFailure>>, LogError> {
-        let (request, instructions) = self.request(guidance);
-        self.record(
-            Event::ModelRequest {
-                turn: self.number,
-                step,
-                model: provider.describe(),
-                instructions,
-                tools: request.tools.iter().map(|s| s.name.clone()).collect(),
-            },
-            false,
-        )?;
-        let mut shown = Shown::default();
-        // The answer is shown as it comes, at the pace the editor reads it: the provider reads
-        // no further ahead than the deltas' queue (see `Deltas`).
-        let (deltas, mut arriving) = Deltas::channel();
-        let request = &request;
-        let answering = async move {
-            let mut deltas = deltas;
-            provider.complete(request, &mut deltas).await
-        };
-        let showing = async {
-            while let Some(delta) = arriving.recv().await {
-                self.show_delta(delta, &mut shown).await;
-            }
-        };
-        let outcome = tokio::select! {
-            (answer, ()) = async { tokio::join!(answering, showing) } => Some(answer),
-            () = self.cancel.cancelled() => None,
-        };
-        let Some(outcome) = outcome else {
-            self.record_incomplete(step, shown)?;
-            return Ok(None);
-        };
-        match outcome {
-            Ok(mut answer) => {
-                // Its calls' ids are shown to the editor: none may look like a child's call.
-                nested::own_top_level_ids(&mut answer);
-                // The reasoning and text were streamed as they came: record them without
-                // showing them again. (What was shown is the answer: one copy of a long answer
-                // less while it is recorded.)
-                drop(shown);
-                self.record(Event::model_output(self.number, step, &answer), false)?;
-                Ok(Some(Ok(answer)))
-            }
-            Err(e) => {
-                if self.state.options.log_model_errors {
-                    eprintln!("agentd: session {}: model error: {e}", self.session.id);
-                }
-                self.record_incomplete(step, shown)?;
-                let failure = ModelFailure::of(&e);
-                self.show(failure.event(self.number, step)).await?;
-                Ok(Some(Err(failure)))
-            }
-        }
-    }
-
-    /// The next step's request as the log now makes it, and the instructions in it.
-    fn request(&self, guidance: Option<&str>) -> (ChatRequest, String) {
-        let (policy, notices, history) = self.session.with_records(|records| {
-            let policy = policy::effective(records, self.session.defaults.policy);
-            // Told once, in this request only: the next one states the policy it names, and a
-            // stopped task is news only until the model was told.
-            let notices: Vec<String> =
-                [policy::notice(records, policy), narrowing::notice(records)]
-                    .into_iter()
-                    .flatten()
-                    .collect();
-            (policy, notices, fold::history(records))
-        });
-        let profile = instructions::profile_section(&self.session.tools.profile());
-        let instructions = instructions::for_request(
-            &self.session.cwd,
-            guidance,
-            profile.as_deref(),
-            policy,
-            &notices,
-        );
-        let effective = self.session.effective_mode();
-        let specs = tools::offered(&self.session.tools, &tools::ToolScope::top(), effective);
-        let tools = task::with_personas(specs, &self.state.options.personas);
-        let mut messages = vec![Message::system(instructions.clone())];
-        messages.extend(history);
-        let request = ChatRequest {
-            messages,
-            tools,
-            agent: None,
-        };
-        (request, instructions)
     }
 
     /// Records what the editor was shown of an answer that did not end, if anything.

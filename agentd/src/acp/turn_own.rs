@@ -132,8 +132,9 @@ impl Turn<'_> {
         description: &tools::ToolDescription,
     ) -> Result<ToolResult, LogError> {
         match self.approve(call, description).await {
-            Some(refused) => Ok(refused),
-            None => self.update_plan(call).await,
+            Err(refused) => Ok(refused),
+            // A plan writes no file: there is no change to show.
+            Ok(_) => self.update_plan(call).await,
         }
     }
 

@@ -68,6 +68,9 @@ pub struct Question {
     /// What a person reads first, e.g. ``Run `npm install` with workspace-write (now
     /// read-only): needs to write node_modules``.
     pub text: String,
+    /// For a file tool's write, the change it will make, computed before anything is written:
+    /// the write writes exactly this text to this file, or nothing.
+    pub diff: Option<crate::session::LoggedDiff>,
 }
 
 /// One request as the answerers see it.

@@ -83,6 +83,40 @@ mod tests {
     }
 
     #[test]
+    fn a_file_rule_decides_that_one_file_for_that_tool_and_mode() {
+        let notes = Scope::file("edit_file", std::path::Path::new("/srv/ws/notes.txt"), None);
+        let records = vec![at(0, record(&notes, "r1", true))];
+        assert_eq!(deciding(&records, &notes), Some(("r1".into(), true)));
+        for other in [
+            Scope::file("edit_file", std::path::Path::new("/srv/ws/other.txt"), None),
+            Scope::file(
+                "write_file",
+                std::path::Path::new("/srv/ws/notes.txt"),
+                None,
+            ),
+            Scope::file(
+                "edit_file",
+                std::path::Path::new("/srv/ws/notes.txt"),
+                Some(Mode::DangerFullAccess),
+            ),
+            Scope::tool("edit_file"),
+        ] {
+            assert_eq!(deciding(&records, &other), None, "{other:?}");
+        }
+        assert_eq!(notes.name(), "edit_file on /srv/ws/notes.txt");
+        let json = serde_json::to_value(record(&notes, "r1", true)).expect("json");
+        assert_eq!(
+            json,
+            serde_json::json!({"type": "approval/rule", "id": "r1", "tool": "edit_file",
+                               "path": "/srv/ws/notes.txt", "allow": true})
+        );
+        assert_eq!(
+            serde_json::from_value::<Event>(json).expect("back"),
+            record(&notes, "r1", true)
+        );
+    }
+
+    #[test]
     fn a_scope_is_named_as_the_person_saw_it() {
         assert_eq!(
             Scope::command("bash", "npm install", Some(Mode::WorkspaceWrite)).name(),

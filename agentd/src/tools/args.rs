@@ -50,6 +50,8 @@ pub(crate) struct ReadArgs {
 pub(crate) struct WriteArgs {
     pub path: String,
     pub content: String,
+    /// The wider mode this one write asks for, with its justification.
+    pub escalation: Option<Escalation>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,6 +60,8 @@ pub(crate) struct EditArgs {
     pub old_string: String,
     pub new_string: String,
     pub replace_all: bool,
+    /// The wider mode this one edit asks for, with its justification.
+    pub escalation: Option<Escalation>,
 }
 
 /// Why a call's arguments were refused. The text is for the model: it says what was wrong and
@@ -177,13 +181,14 @@ fn number_given(value: &Value) -> String {
     }
 }
 
-/// Whether a bash call's arguments name either escalation field.
+/// Whether a call's arguments name either escalation field.
 fn mentions_escalation(arguments: &str) -> bool {
     serde_json::from_str::<Value>(arguments)
         .is_ok_and(|v| v.get("sandbox_permissions").is_some() || v.get("justification").is_some())
 }
 
-/// The escalation a bash call asks for, with the validation texts of the specification.
+/// The escalation a call of an escalating tool asks for, with the validation texts of the
+/// specification.
 fn escalation(fields: &Fields<'_>) -> Result<Option<Escalation>, ArgsError> {
     let mode = fields.string_opt("sandbox_permissions")?;
     let justification = fields.string_opt("justification")?;
@@ -210,7 +215,7 @@ fn escalation(fields: &Fields<'_>) -> Result<Option<Escalation>, ArgsError> {
 
 /// Checks the arguments of a call of tool `name` against the tools as `options` offer them.
 pub(crate) fn parse(name: &str, arguments: &str, options: &SpecOptions) -> Result<Call, ArgsError> {
-    if name == spec::BASH && !options.escalates() && mentions_escalation(arguments) {
+    if spec::ESCALATING.contains(&name) && !options.escalates() && mentions_escalation(arguments) {
         return Err(ArgsError::EscalationNotOffered);
     }
     let Some(tool) = spec::spec_with(name, options) else {
@@ -247,6 +252,7 @@ pub(crate) fn parse(name: &str, arguments: &str, options: &SpecOptions) -> Resul
         spec::WRITE_FILE => Call::WriteFile(WriteArgs {
             path: fields.path()?,
             content: fields.string("content")?,
+            escalation: escalation(&fields)?,
         }),
         spec::EDIT_FILE => {
             let args = EditArgs {
@@ -254,6 +260,7 @@ pub(crate) fn parse(name: &str, arguments: &str, options: &SpecOptions) -> Resul
                 old_string: fields.string("old_string")?,
                 new_string: fields.string("new_string")?,
                 replace_all: fields.boolean("replace_all")?.unwrap_or(false),
+                escalation: escalation(&fields)?,
             };
             if args.old_string.is_empty() {
                 return Err(fields.problem(Problem::EmptyOldString));
@@ -558,7 +565,8 @@ mod tests {
             ok("write_file", r#"{"path":"a","content":""}"#),
             Call::WriteFile(WriteArgs {
                 path: "a".to_owned(),
-                content: String::new()
+                content: String::new(),
+                escalation: None,
             })
         );
         assert!(err("write_file", r#"{"path":"a"}"#).contains("\"content\" is missing"));
@@ -575,7 +583,8 @@ mod tests {
                 path: "a".to_owned(),
                 old_string: "x".to_owned(),
                 new_string: "y".to_owned(),
-                replace_all: true
+                replace_all: true,
+                escalation: None,
             })
         );
         assert!(

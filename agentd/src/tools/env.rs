@@ -36,21 +36,16 @@ pub enum ClientFsError {
         path: PathBuf,
         source: Box<dyn std::error::Error + Send + Sync>,
     },
-    #[error("the editor could not write {}: {source}", path.display())]
-    Write {
-        path: PathBuf,
-        source: Box<dyn std::error::Error + Send + Sync>,
-    },
 }
 
-/// The editor's own file access, which sees its unsaved buffers: the ACP layer implements it
-/// with `fs/read_text_file` and `fs/write_text_file` when the client offers them. When a
-/// [`ToolEnv`] has one, the file tools use it in danger-full-access only: the editor reads and
-/// writes as the editor, wherever a path points when it gets there, which no check made earlier
-/// can pin (and `/proc/self/environ` would be the editor's). Paths are absolute.
+/// The editor's own file reads, which see its unsaved buffers: the ACP layer implements it with
+/// `fs/read_text_file` when the client offers that. The editor reads as the editor, wherever a
+/// path points when it gets there, which no check made earlier can pin (and
+/// `/proc/self/environ` would be the editor's): `read_file` uses it only where no denied read
+/// could apply (see `files.rs`). Nothing is ever written through the editor. Paths are
+/// absolute.
 pub trait ClientFs: Send + Sync {
     fn read_text<'a>(&'a self, path: &'a Path) -> FsFuture<'a, String>;
-    fn write_text<'a>(&'a self, path: &'a Path, content: &'a str) -> FsFuture<'a, ()>;
 }
 
 /// What every tool call of one session shares.

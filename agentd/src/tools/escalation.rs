@@ -7,21 +7,23 @@ use confine_protocol::Mode;
 
 use super::args::{self, ArgsError, ESCALATION_NOT_OFFERED, Escalation};
 use super::env::ToolEnv;
-use super::spec::BASH;
+use super::spec::ESCALATING;
 use crate::model::ToolCall;
 
-/// The wider mode a `bash` call asks for, checked as `run` would check it: `Ok(None)` for any
-/// other call or a plain one, `Err` (the text for the model) when the request is malformed or
+/// The wider mode a call of an escalating tool (`bash`, `write_file`, `edit_file`) asks for,
+/// checked as `run` would check it: `Ok(None)` for any other call or a plain one, `Err` (the text for the model) when the request is malformed or
 /// not offered. The caller gates and asks for approval before running the call under the mode.
 pub fn requested_escalation(
     env: &ToolEnv,
     call: &ToolCall,
 ) -> Result<Option<Escalation>, ArgsError> {
-    if call.name != BASH {
+    if !ESCALATING.contains(&call.name.as_str()) {
         return Ok(None);
     }
     match args::parse(&call.name, &call.arguments, env.spec_options())? {
         args::Call::Bash(args) => Ok(args.escalation),
+        args::Call::WriteFile(args) => Ok(args.escalation),
+        args::Call::EditFile(args) => Ok(args.escalation),
         _ => Ok(None),
     }
 }
@@ -114,7 +116,7 @@ mod tests {
 
     use super::*;
     use crate::helper_client::HelperClient;
-    use crate::tools::spec::{SpecOptions, spec_with};
+    use crate::tools::spec::{BASH, SpecOptions, spec_with};
 
     fn bash_call(arguments: &str) -> ToolCall {
         ToolCall {
@@ -320,5 +322,53 @@ mod tests {
         );
         let malformed = bash_call(r#"{"command":"x","justification":"j"}"#);
         assert!(requested_escalation(&env, &malformed).is_err());
+        for (name, arguments) in [
+            (
+                "write_file",
+                r#"{"path":"/srv/x","content":"y","sandbox_permissions":"danger-full-access","justification":"j"}"#,
+            ),
+            (
+                "edit_file",
+                r#"{"path":"/srv/x","old_string":"a","new_string":"b","sandbox_permissions":"danger-full-access","justification":"j"}"#,
+            ),
+        ] {
+            let call = ToolCall {
+                id: "f".into(),
+                name: name.into(),
+                arguments: arguments.into(),
+            };
+            assert_eq!(
+                requested_escalation(&env, &call)
+                    .expect("valid")
+                    .map(|e| e.mode),
+                Some(Mode::DangerFullAccess),
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn file_tools_have_the_escalation_fields_exactly_when_bash_has_them() {
+        for name in ["write_file", "edit_file"] {
+            let with = spec_with(name, &SpecOptions::confining()).expect("spec");
+            assert_eq!(
+                with.parameters["properties"]["sandbox_permissions"]["enum"],
+                json!(["workspace-write", "danger-full-access"]),
+                "{name}"
+            );
+            assert!(with.description.contains("Sandbox escalation"), "{name}");
+            let without = spec_with(name, &SpecOptions::default()).expect("spec");
+            assert!(
+                without.parameters["properties"]
+                    .get("sandbox_permissions")
+                    .is_none()
+            );
+            assert!(!without.description.contains("escalat"), "{name}");
+            let asked = r#"{"path":"a","content":"x","sandbox_permissions":"workspace-write","justification":"j"}"#;
+            let refused = args::parse("write_file", asked, &SpecOptions::default())
+                .map(|_| ())
+                .map_err(|e| e.to_string());
+            assert_eq!(refused, Err(ESCALATION_NOT_OFFERED.to_owned()));
+        }
     }
 }

@@ -1,7 +1,7 @@
 //! `read_file`, `write_file` and `edit_file`.
 //!
 //! agentd neither reads nor writes a file for the model itself: it hands the request to
-//! confine-helper, which runs its own reader or writer as a command under exactly the plan a
+//! confine-helper (or, for some reads, to the editor, below), which runs its own reader or writer as a command under exactly the plan a
 //! `bash` command of the call's mode gets ([`HelperClient::read_file`],
 //! [`HelperClient::write_file`]). What a read may see and where a write may land is decided by
 //! the kernel: a concurrent command that swaps a directory on the path for a symbolic link can
@@ -14,9 +14,19 @@
 //! the same call made just before the write found (nothing for a file the writer created). The
 //! model's text is the same with or without it.
 //!
-//! The editor's own file access ([`super::ClientFs`]) is used only in danger-full-access, where
-//! nothing is confined: it reads and writes as the editor, wherever the path points when it
-//! gets there. In confined modes the editor learns of a write from the tool call's location.
+//! A write is computed before anything is written ([`Proposal`]): where it lands (the real
+//! path the fence resolved), the text before (read by the helper's reader under the call's
+//! mode) and the exact text after. A call that must be approved first shows that change to a
+//! person, and the write then writes exactly that text, to that path or not at all
+//! ([`commit`]).
+//!
+//! The editor's own file access ([`super::ClientFs`]) is used only to read, for `read_file`
+//! and agentd's own context, and only where no denied read could apply ([`editor_may_read`]):
+//! in danger-full-access, where nothing is hidden from a command, or when the session denies
+//! no read and the path lies, as given and as resolved now, inside the workspace and outside
+//! what a confined command cannot see ([`HIDDEN_FROM_COMMANDS`]). The editor
+//! never writes: every write is the helper's confined writer's, in every mode, and the editor
+//! learns of it from the tool call's diff and location.
 //!
 //! [`check_write`] runs before a write, as a fence in trusted code: it refuses, with a clear
 //! sentence, what the sandbox would refuse anyway (outside the workspace and the sandbox
@@ -35,7 +45,6 @@ mod fence;
 mod text;
 
 use std::fs;
-use std::io;
 use std::path::{Path, PathBuf};
 
 use confine_protocol::Mode;
@@ -48,14 +57,14 @@ use super::output::denial_marker;
 use super::spec::{READ_CAP, READ_LINES};
 use crate::command::Facts;
 use crate::session::{Before, DIFF_TEXT_CAP, LoggedDiff};
-use confined::{OpError, Read, Written, confined_read, confined_write};
+use confined::{OpError, Read, confined_read, confined_write};
 use fence::{Fence, Refusal, absolute, check_write};
 use text::{OpenError, apply_edit, checked_text, open_regular, window};
 
 pub use confined::MAX_TEXT_FILE;
 pub use fence::PROTECTED;
 
-/// Why file work done here, around the editor's read or write, failed.
+/// Why file work done here, around the editor's read, failed.
 #[derive(Debug, thiserror::Error)]
 enum LocalError {
     /// The work, run off the async threads, did not finish.
@@ -64,13 +73,6 @@ enum LocalError {
     /// The file the editor is to read is not opened.
     #[error(transparent)]
     Open(#[from] OpenError),
-    /// The directory of a file the editor is to write cannot be made.
-    #[error("cannot create the directory {}: {source}", dir.display())]
-    CreateDir {
-        dir: PathBuf,
-        #[source]
-        source: io::Error,
-    },
 }
 
 /// Runs blocking file work off the async threads.
@@ -85,12 +87,67 @@ where
         .unwrap_or_else(|e| Err(e.into()))
 }
 
-/// Reads the text at `path`: through the editor in danger-full-access when it offers that
-/// (a local file that is not a regular file is refused first, so it cannot be made to block),
-/// else confined by the helper. The editor reads as the editor, wherever a path points: in
-/// confined modes that would see what no command may see (its own `/proc/self/environ`, say).
+/// What a confined command sees a fresh, private copy of, never the host's (RFC 0002): the
+/// kernel's views of processes (another process's environment, agentd's own among them), the
+/// devices, and `/tmp`. A path under one of them is read through the editor only when the
+/// workspace itself lies there (then the command sees it too: the workspace is bound in).
+const HIDDEN_FROM_COMMANDS: [&str; 4] = ["/proc", "/sys", "/dev", "/tmp"];
+
+/// Whether the editor may answer a read of `path` under `mode` ([`ToolEnv::client_fs`] offers
+/// reads): only where no denied read could apply, since the editor reads as the editor,
+/// wherever the path points when it gets there. In danger-full-access nothing is hidden from a
+/// command. In workspace-write never: a command of the session could swap the path after any
+/// check. In read-only no command of the session writes (a narrowing stopped the wider ones),
+/// and the session must deny no read (`sandbox.deny_read` is empty: a
+/// denied path that a command of the session links to, or swaps a directory for, between any
+/// check here and the editor's read would otherwise be read), and the path, made absolute, must
+/// have no `..` and lie inside the workspace both as given and as resolved now, and not under
+/// what else a confined command cannot read ([`HIDDEN_FROM_COMMANDS`]: a session opened at `/`
+/// has `/proc` in its workspace).
+async fn editor_may_read(env: &ToolEnv, path: &Path, mode: Mode) -> bool {
+    match mode {
+        Mode::DangerFullAccess => return true,
+        // A command of the session may write the workspace, so it may swap the path for a link
+        // between any check here and the editor's read: a link to what the editor can read and
+        // a command cannot (the host's /tmp, another process's environment). Read confined.
+        Mode::WorkspaceWrite => return false,
+        Mode::ReadOnly => {}
+    }
+    if !env.profile().deny_read.is_empty() {
+        return false;
+    }
+    let workspace = env.workspace().to_path_buf();
+    let hidden = |path: &Path| {
+        HIDDEN_FROM_COMMANDS
+            .iter()
+            .any(|root| path.starts_with(root) && !workspace.starts_with(root))
+    };
+    let lexical = path.starts_with(&workspace)
+        && !hidden(path)
+        && !path
+            .components()
+            .any(|c| matches!(c, std::path::Component::ParentDir));
+    if !lexical {
+        return false;
+    }
+    let local = path.to_path_buf();
+    blocking(move || {
+        Ok::<_, tokio::task::JoinError>(
+            fs::canonicalize(&local)
+                .is_ok_and(|real| real == local && real.starts_with(&workspace)),
+        )
+    })
+    .await
+    .unwrap_or(false)
+}
+
+/// Reads the text at `path` for `read_file`: through the editor where it offers reads and
+/// [`editor_may_read`] allows it (a local file that is not a regular file is refused first, so
+/// it cannot be made to block), else confined by the helper.
 async fn read_text(env: &ToolEnv, path: &Path, mode: Mode) -> Result<Read, OpError> {
-    if let (Mode::DangerFullAccess, Some(client)) = (mode, env.client_fs()) {
+    if let Some(client) = env.client_fs()
+        && editor_may_read(env, path, mode).await
+    {
         let local = path.to_path_buf();
         blocking(move || open_regular(&local).map(drop).map_err(LocalError::from))
             .await
@@ -107,7 +164,8 @@ async fn read_text(env: &ToolEnv, path: &Path, mode: Mode) -> Result<Read, OpErr
 }
 
 /// The text of `path` for agentd's own context (a project's `AGENTS.md`), read as `read_file`
-/// reads it under `mode`: confined by the helper, or by the editor in danger-full-access. `Err`
+/// reads it under `mode`: by the editor where [`editor_may_read`] allows it, else confined by
+/// the helper. `Err`
 /// is why not, as a sentence: the sandbox's refusal, a file that is not text, or one over `cap`
 /// bytes (read whole or not at all).
 pub(crate) async fn read_context(
@@ -126,37 +184,6 @@ pub(crate) async fn read_context(
         ));
     }
     Ok(read.text)
-}
-
-/// Writes `content` to `target` (checked by [`check_write`]): through the editor in
-/// danger-full-access when it offers that, else confined by the helper.
-async fn write_text(
-    env: &ToolEnv,
-    target: &Path,
-    content: String,
-    mode: Mode,
-) -> Result<Written, OpError> {
-    if let (Mode::DangerFullAccess, Some(client)) = (mode, env.client_fs()) {
-        let created = fs::symlink_metadata(target).is_err();
-        if let Some(dir) = target.parent() {
-            let dir = dir.to_path_buf();
-            blocking(move || {
-                fs::create_dir_all(&dir).map_err(|source| LocalError::CreateDir { dir, source })
-            })
-            .await
-            .map_err(OpError::failed)?;
-        }
-        client
-            .write_text(target, &content)
-            .await
-            .map_err(OpError::failed)?;
-        return Ok(Written {
-            path: target.to_owned(),
-            created,
-            facts: None,
-        });
-    }
-    confined_write(env, target, content.as_bytes(), mode).await
 }
 
 /// [`check_write`] off the async threads.
@@ -226,6 +253,9 @@ pub(crate) async fn read_file(env: &ToolEnv, args: ReadArgs, mode: Mode) -> Tool
         Err(error) => return op_failed(error, mode, &path, "read"),
     };
     let mut facts = file_facts(mode, &read.path, read.facts.as_deref());
+    if read.facts.is_none() {
+        facts["read_by"] = json!("editor");
+    }
     let limit = args.limit.or(Some(READ_LINES));
     match window(&read.text, args.offset, limit, READ_CAP) {
         Ok(shown) => {
@@ -237,40 +267,206 @@ pub(crate) async fn read_file(env: &ToolEnv, args: ReadArgs, mode: Mode) -> Tool
     }
 }
 
-pub(crate) async fn write_file(env: &ToolEnv, args: WriteArgs, mode: Mode) -> ToolResult {
-    let target = match write_target(env, &args.path, mode).await {
-        Ok(target) => target,
-        Err(refusal) => return refused(refusal, mode, &args.path, "write"),
-    };
+/// The change a `write_file` or `edit_file` call will make, computed before anything is
+/// written: what a person asked to approve the call is shown, and exactly what `commit`
+/// writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Proposal {
+    /// The call's tool.
+    tool: Tool,
+    /// The path as the call gave it.
+    given: String,
+    /// Where the write lands: the real path the fence resolved, with every link followed. The
+    /// write lands there or nowhere.
+    target: PathBuf,
+    /// The path as given names the target only through a link or a `..`: a person is told
+    /// where the write lands.
+    elsewhere: bool,
+    /// The text before, read by the helper's reader under the call's mode.
+    before: Before,
+    /// The exact text the write writes.
+    after: String,
+    /// How many replacements an edit makes.
+    replacements: usize,
+}
+
+/// The file tool that proposes a write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Tool {
+    Write,
+    Edit,
+}
+
+impl Tool {
+    fn verb(self) -> &'static str {
+        match self {
+            Tool::Write => "write",
+            Tool::Edit => "edit",
+        }
+    }
+}
+
+impl Proposal {
+    /// The file the write lands on: the real path, which is what an "always" answer covers.
+    pub fn target(&self) -> &Path {
+        &self.target
+    }
+
+    /// Where the write lands, when the path as the call gave it names that file only through a
+    /// link or a `..` (`None` when it names it as it is).
+    pub fn lands_elsewhere(&self) -> Option<&Path> {
+        self.elsewhere.then_some(self.target.as_path())
+    }
+
+    /// The change as a person is shown it: the text before (none for a new file) and the
+    /// exact text after.
+    pub fn diff(&self) -> LoggedDiff {
+        diff_of(
+            &self.target,
+            self.before.clone(),
+            kept(&self.after).as_deref(),
+        )
+    }
+}
+
+/// The write a `write_file` call proposes under `mode`; `Err` is the result it answers when it
+/// cannot be made (the fence refused the path).
+pub(crate) async fn propose_write(
+    env: &ToolEnv,
+    args: WriteArgs,
+    mode: Mode,
+) -> Result<Proposal, ToolResult> {
+    let target = write_target(env, &args.path, mode)
+        .await
+        .map_err(|refusal| refused(refusal, mode, &args.path, "write"))?;
     let before = text_before(env, &target, mode).await;
-    let bytes = args.content.len();
-    let after = kept(&args.content);
-    match write_text(env, &target, args.content, mode).await {
-        Ok(written) => {
-            let mut facts = file_facts(mode, &written.path, written.facts.as_deref());
-            facts["bytes"] = json!(bytes);
+    Ok(Proposal {
+        tool: Tool::Write,
+        elsewhere: absolute(env.workspace(), Path::new(&args.path)) != target,
+        given: args.path,
+        target,
+        before,
+        after: args.content,
+        replacements: 0,
+    })
+}
+
+/// The edit an `edit_file` call proposes under `mode`: the file read by the helper's reader
+/// and the replacement made in that text. `Err` is the result it answers instead.
+pub(crate) async fn propose_edit(
+    env: &ToolEnv,
+    args: EditArgs,
+    mode: Mode,
+) -> Result<Proposal, ToolResult> {
+    let target = write_target(env, &args.path, mode)
+        .await
+        .map_err(|refusal| refused(refusal, mode, &args.path, "edit"))?;
+    let read = confined_read(env, &target, mode)
+        .await
+        .map_err(|error| op_failed(error, mode, &target, "edit"))?;
+    let (after, replacements) = apply_edit(
+        &read.text,
+        &args.old_string,
+        &args.new_string,
+        args.replace_all,
+    )
+    .map_err(|why| {
+        ToolResult::failed(
+            format!("cannot edit {}: {why}", target.display()),
+            file_facts(mode, &read.path, read.facts.as_deref()),
+        )
+    })?;
+    Ok(Proposal {
+        tool: Tool::Edit,
+        elsewhere: absolute(env.workspace(), Path::new(&args.path)) != target,
+        given: args.path,
+        target,
+        before: Before::Text(read.text),
+        after,
+        replacements,
+    })
+}
+
+/// Writes `proposal` under `mode` with the helper's confined writer: exactly its text, to its
+/// target. The fence is asked again under `mode` (the mode may have changed while a person was
+/// asked); a path that now resolves elsewhere (a link swapped in since) writes nothing.
+pub(crate) async fn commit(env: &ToolEnv, proposal: Proposal, mode: Mode) -> ToolResult {
+    let Proposal {
+        tool,
+        given,
+        target,
+        elsewhere: _,
+        before,
+        after,
+        replacements,
+    } = proposal;
+    let verb = tool.verb();
+    let now = match write_target(env, &given, mode).await {
+        Ok(now) => now,
+        Err(refusal) => return refused(refusal, mode, &given, verb),
+    };
+    if now != target {
+        return ToolResult::failed(
+            format!(
+                "cannot {verb} {given}: it now resolves to {}, not to {} as when the change was \
+                 prepared; nothing was written",
+                now.display(),
+                target.display()
+            ),
+            json!({ "mode": mode.as_str(), "path": given }),
+        );
+    }
+    let bytes = after.len();
+    let kept_after = kept(&after);
+    let written = match confined_write(env, &target, after.as_bytes(), mode).await {
+        Ok(written) => written,
+        Err(error) => return op_failed(error, mode, &target, verb),
+    };
+    let mut facts = file_facts(mode, &written.path, written.facts.as_deref());
+    facts["bytes"] = json!(bytes);
+    let before = match before {
+        _ if written.created => Before::Created,
+        // It existed after all when the writer came: what it held is not known.
+        Before::Created => Before::Unread,
+        before => before,
+    };
+    let diff = diff_of(&written.path, before, kept_after.as_deref());
+    let text = match tool {
+        Tool::Write => {
             let verb = if written.created {
                 "Created"
             } else {
                 "Overwrote"
             };
-            let before = match before {
-                _ if written.created => Before::Created,
-                Some(text) => Before::Text(text),
-                None => Before::Unread,
-            };
-            let diff = diff_of(&written.path, before, after.as_deref());
-            ToolResult::completed(
-                format!("{verb} {} ({bytes} bytes)", written.path.display()),
-                facts,
-            )
-            .with_diff(diff)
+            format!("{verb} {} ({bytes} bytes)", written.path.display())
         }
-        Err(error) => op_failed(error, mode, &target, "write"),
+        Tool::Edit => {
+            facts["replacements"] = json!(replacements);
+            let plural = if replacements == 1 { "" } else { "s" };
+            format!(
+                "Edited {}: {replacements} replacement{plural}",
+                written.path.display()
+            )
+        }
+    };
+    ToolResult::completed(text, facts).with_diff(diff)
+}
+
+pub(crate) async fn write_file(env: &ToolEnv, args: WriteArgs, mode: Mode) -> ToolResult {
+    match propose_write(env, args, mode).await {
+        Ok(proposal) => commit(env, proposal, mode).await,
+        Err(result) => result,
     }
 }
 
-/// A copy of what a write writes, when a diff can keep it (the writer takes the content).
+pub(crate) async fn edit_file(env: &ToolEnv, args: EditArgs, mode: Mode) -> ToolResult {
+    match propose_edit(env, args, mode).await {
+        Ok(proposal) => commit(env, proposal, mode).await,
+        Err(result) => result,
+    }
+}
+
+/// A copy of what a write writes, when a diff can keep it.
 fn kept(content: &str) -> Option<String> {
     (content.len() <= DIFF_TEXT_CAP).then(|| content.to_owned())
 }
@@ -283,68 +479,21 @@ fn diff_of(path: &Path, before: Before, after: Option<&str>) -> LoggedDiff {
     }
 }
 
-/// The text `target` holds before a write replaces it, for the editor's diff; `None` when it
-/// was not read (it does not exist, or is not text). Read as a read of the call would be: by
-/// the helper, confined under `mode`, or by the editor in danger-full-access, where a file
-/// that does not exist is not asked for. Whether the write created the file is the writer's
-/// word, not this.
-async fn text_before(env: &ToolEnv, target: &Path, mode: Mode) -> Option<String> {
-    if mode == Mode::DangerFullAccess {
-        let local = target.to_path_buf();
-        let exists = tokio::task::spawn_blocking(move || local.exists())
+/// What `target` holds before a write replaces it: nothing for a file that does not exist
+/// (it will be created), its text as the helper's reader reads it under `mode`, or unread (it
+/// exists but is not text, or the read failed). Whether the write created the file is the
+/// writer's word, not this.
+async fn text_before(env: &ToolEnv, target: &Path, mode: Mode) -> Before {
+    let local = target.to_path_buf();
+    let exists =
+        blocking(move || Ok::<_, tokio::task::JoinError>(local.symlink_metadata().is_ok()))
             .await
-            .unwrap_or(false);
-        if !exists {
-            return None;
-        }
+            .unwrap_or(true);
+    if !exists {
+        return Before::Created;
     }
-    read_text(env, target, mode)
-        .await
-        .ok()
-        .map(|read| read.text)
-}
-
-pub(crate) async fn edit_file(env: &ToolEnv, args: EditArgs, mode: Mode) -> ToolResult {
-    let target = match write_target(env, &args.path, mode).await {
-        Ok(target) => target,
-        Err(refusal) => return refused(refusal, mode, &args.path, "edit"),
-    };
-    let read = match read_text(env, &target, mode).await {
-        Ok(read) => read,
-        Err(error) => return op_failed(error, mode, &target, "edit"),
-    };
-    let (edited, replacements) = match apply_edit(
-        &read.text,
-        &args.old_string,
-        &args.new_string,
-        args.replace_all,
-    ) {
-        Ok(edit) => edit,
-        Err(why) => {
-            return ToolResult::failed(
-                format!("cannot edit {}: {why}", target.display()),
-                file_facts(mode, &read.path, read.facts.as_deref()),
-            );
-        }
-    };
-    let bytes = edited.len();
-    let after = kept(&edited);
-    match write_text(env, &target, edited, mode).await {
-        Ok(written) => {
-            let mut facts = file_facts(mode, &written.path, written.facts.as_deref());
-            facts["bytes"] = json!(bytes);
-            facts["replacements"] = json!(replacements);
-            let plural = if replacements == 1 { "" } else { "s" };
-            let diff = diff_of(&written.path, Before::Text(read.text), after.as_deref());
-            ToolResult::completed(
-                format!(
-                    "Edited {}: {replacements} replacement{plural}",
-                    written.path.display()
-                ),
-                facts,
-            )
-            .with_diff(diff)
-        }
-        Err(error) => op_failed(error, mode, &target, "edit"),
+    match confined_read(env, target, mode).await {
+        Ok(read) => Before::Text(read.text),
+        Err(_) => Before::Unread,
     }
 }

@@ -22,9 +22,12 @@
 //! The file tools go through it too: confine-helper runs its own reader or writer as a command
 //! under the same plan ([`HelperClient::read_file`], [`HelperClient::write_file`]), so the
 //! kernel decides what a read may see and where a write may land, exactly as for a command of
-//! that mode. Before a write, a fence in trusted code (`files::fence::check_write`) refuses with a
-//! clear sentence what the sandbox would refuse anyway: nothing in read-only; outside the
-//! workspace or into git metadata in workspace-write.
+//! that mode; the one exception is a read through the editor where no denied read could apply
+//! (`files::editor_may_read`), and nothing is ever written through it. Before a write, a fence
+//! in trusted code (`files::fence::check_write`) refuses with a clear sentence what the sandbox
+//! would refuse anyway: nothing in read-only; outside the workspace or into git metadata in
+//! workspace-write. A write a person is asked about is computed first ([`propose`]) and then
+//! written exactly as shown ([`run_proposed`]).
 //!
 //! Nothing a model sends makes a tool panic: an unknown tool, malformed JSON, missing or
 //! mistyped fields all give a [`ToolStatus::Failed`] result saying what was wrong and the shape
@@ -66,7 +69,7 @@ pub use escalation::{
     GateContext, GateError, escalation_gate, requested_escalation, strictly_widens,
 };
 pub(crate) use files::read_context;
-pub use files::{MAX_TEXT_FILE, PROTECTED};
+pub use files::{MAX_TEXT_FILE, PROTECTED, Proposal};
 pub use filter::{FilterError, FilterList, NotOffered, ToolFilter, ToolScope};
 pub use live::{LIVE_OUTPUT_CAP, LiveOutput};
 pub use mcp::{SHOWN_CONTENT, start_mcp};
@@ -106,6 +109,33 @@ pub fn offered_confined(env: &ToolEnv, scope: &ToolScope) -> Vec<ToolSpec> {
         .names()
         .filter_map(|name| spec_with(name, &options).or_else(|| mcp::spec(env, name)))
         .collect()
+}
+
+/// The change a `write_file` or `edit_file` call of the top-level agent would make under
+/// `mode`, computed without writing anything, for a person to approve: `None` for any other
+/// call and for one [`run`] would refuse anyway (its tool not registered, its arguments
+/// malformed); `Some(Err)` is the result the call answers instead (the fence refused the path,
+/// the file cannot be read, the edit does not apply). Give the proposal to [`run_proposed`] so
+/// the write writes exactly what was shown.
+pub async fn propose(
+    env: &ToolEnv,
+    call: &ToolCall,
+    mode: Mode,
+) -> Option<Result<Proposal, ToolResult>> {
+    if ToolScope::top().admit(&env.registry(), &call.name).is_err() {
+        return None;
+    }
+    match args::parse(&call.name, &call.arguments, env.spec_options()).ok()? {
+        args::Call::WriteFile(args) => Some(files::propose_write(env, args, mode).await),
+        args::Call::EditFile(args) => Some(files::propose_edit(env, args, mode).await),
+        _ => None,
+    }
+}
+
+/// Writes what [`propose`] proposed (and a person was shown), under the call's mode: exactly
+/// that text to that file, or nothing.
+pub async fn run_proposed(env: &ToolEnv, proposal: Proposal, ctx: CallContext) -> ToolResult {
+    files::commit(env, proposal, ctx.mode).await
 }
 
 /// Runs one call of the top-level agent, which has every registered tool. Never panics on what
@@ -158,24 +188,16 @@ mod tests {
     use std::path::{Path, PathBuf};
     use std::sync::{Arc, Mutex};
 
-    use confine_protocol::{BackendChoice, Mode, Network};
+    use confine_protocol::Mode;
 
     use super::*;
     use crate::cancel::Cancel;
-    use crate::helper_client::{HelperClient, HelperEndpoint};
     use crate::session::ToolStatus;
     use crate::test_support::{Scratch, within};
 
     /// A tool environment whose helper is never reached.
     fn offline_env(scratch: &Scratch, client_fs: Option<Arc<dyn ClientFs>>) -> ToolEnv {
-        ToolEnv::new(
-            HelperClient::new(HelperEndpoint::Service(scratch.0.join("no-helper.sock"))),
-            scratch.0.clone(),
-            Vec::new(),
-            Network::Deny,
-            BackendChoice::Auto,
-            client_fs,
-        )
+        crate::test_support::offline_tools(scratch, scratch.0.clone(), client_fs)
     }
 
     fn call(name: &str, arguments: &str) -> ToolCall {
@@ -347,13 +369,17 @@ mod tests {
         assert_eq!(outside.facts["denials"], json!(["file-write"]));
     }
 
-    /// An editor's file access over an in-memory map.
+    /// An editor's file reads over an in-memory map, noting every path asked for.
     #[derive(Default)]
-    struct Buffers(Mutex<std::collections::HashMap<PathBuf, String>>);
+    struct Buffers {
+        texts: Mutex<std::collections::HashMap<PathBuf, String>>,
+        asked: Mutex<Vec<PathBuf>>,
+    }
 
     impl ClientFs for Buffers {
         fn read_text<'a>(&'a self, path: &'a Path) -> FsFuture<'a, String> {
-            let text = self.0.lock().expect("buffers").get(path).cloned();
+            self.asked.lock().expect("asked").push(path.to_path_buf());
+            let text = self.texts.lock().expect("buffers").get(path).cloned();
             Box::pin(async move {
                 text.ok_or_else(|| ClientFsError::Read {
                     path: path.to_owned(),
@@ -361,84 +387,119 @@ mod tests {
                 })
             })
         }
+    }
 
-        fn write_text<'a>(&'a self, path: &'a Path, content: &'a str) -> FsFuture<'a, ()> {
-            self.0
-                .lock()
-                .expect("buffers")
-                .insert(path.to_path_buf(), content.to_owned());
-            Box::pin(async { Ok(()) })
+    impl Buffers {
+        fn asked(&self) -> usize {
+            self.asked.lock().expect("asked").len()
         }
     }
 
     #[tokio::test]
-    async fn the_editors_file_access_is_used_only_unconfined() {
+    async fn the_editor_reads_only_where_no_denied_read_could_apply_and_never_writes() {
         let scratch = Scratch::new("tools-clientfs");
         let buffers = Arc::new(Buffers::default());
         let env = offline_env(&scratch, Some(buffers.clone()));
         let path = env.workspace().join("unsaved.rs");
+        std::fs::write(&path, "on disk\n").expect("write");
+        std::os::unix::fs::symlink(&path, env.workspace().join("link.rs")).expect("symlink");
+        std::fs::create_dir(env.workspace().join("src")).expect("mkdir");
         buffers
-            .0
+            .texts
             .lock()
             .expect("buffers")
             .insert(path.clone(), "fn main() {}\n".to_owned());
+        async fn read(env: &ToolEnv, arguments: &str, mode: Mode) -> ToolResult {
+            within(run(env, &call("read_file", arguments), ctx(mode))).await
+        }
 
-        let read = within(run(
-            &env,
-            &call("read_file", r#"{"path":"unsaved.rs"}"#),
-            ctx(Mode::DangerFullAccess),
-        ))
-        .await;
-        assert_eq!(read.text, "fn main() {}\n");
-
-        let edited = within(run(
-            &env,
-            &call(
-                "edit_file",
-                r#"{"path":"unsaved.rs","old_string":"{}","new_string":"{ run() }"}"#,
-            ),
-            ctx(Mode::DangerFullAccess),
-        ))
-        .await;
-        assert_eq!(edited.status, ToolStatus::Completed, "{}", edited.text);
-        assert_eq!(
-            buffers
-                .0
-                .lock()
-                .expect("buffers")
-                .get(&path)
-                .map(String::as_str),
-            Some("fn main() { run() }\n")
+        // No denied read, a path inside the workspace: the editor answers where no command of the
+        // session can swap the path (read-only) or nothing is hidden (danger-full-access).
+        for mode in [Mode::ReadOnly, Mode::DangerFullAccess] {
+            let shown = read(&env, r#"{"path":"unsaved.rs"}"#, mode).await;
+            assert_eq!(shown.text, "fn main() {}\n", "{mode:?}");
+            assert_eq!(shown.facts["read_by"], "editor");
+        }
+        assert_eq!(buffers.asked(), 2);
+        // In workspace-write a command could swap it for a link after any check: confined.
+        let swappable = read(&env, r#"{"path":"unsaved.rs"}"#, Mode::WorkspaceWrite).await;
+        assert!(
+            swappable.text.contains("confine-helper"),
+            "{}",
+            swappable.text
         );
-        // Nothing touched the disk.
-        assert!(!path.exists());
+        assert_eq!(buffers.asked(), 2);
 
-        // Confined, the editor is asked neither to read nor to write: it would read or write
-        // wherever the path points when it does (its own /proc/self/environ, say). Both go to
-        // the helper (absent here) instead.
-        for (name, arguments) in [
-            ("write_file", r#"{"path":"unsaved.rs","content":"x"}"#),
-            ("read_file", r#"{"path":"unsaved.rs"}"#),
-            ("read_file", r#"{"path":"/proc/self/environ"}"#),
+        // Confined, a `..`, a link or a path outside the workspace goes to the helper (absent
+        // here) instead: the editor reads wherever the path points when it gets there (its own
+        // /proc/self/environ, say).
+        for arguments in [
+            r#"{"path":"src/../unsaved.rs"}"#,
+            r#"{"path":"link.rs"}"#,
+            r#"{"path":"/proc/self/environ"}"#,
+            r#"{"path":"missing.rs"}"#,
         ] {
-            let confined =
-                within(run(&env, &call(name, arguments), ctx(Mode::WorkspaceWrite))).await;
-            assert_eq!(confined.status, ToolStatus::Failed, "{name} {arguments}");
+            let confined = read(&env, arguments, Mode::WorkspaceWrite).await;
+            assert_eq!(confined.status, ToolStatus::Failed, "{arguments}");
             assert!(
                 confined.text.contains("confine-helper"),
                 "{}",
                 confined.text
             );
         }
-        assert_eq!(
-            buffers
-                .0
-                .lock()
-                .expect("buffers")
-                .get(&path)
-                .map(String::as_str),
-            Some("fn main() { run() }\n")
+        assert_eq!(buffers.asked(), 2, "the editor was not asked");
+
+        // A session opened at `/` has `/proc` in its workspace, but no confined command sees
+        // the host's processes (agentd's own environment among them): never the editor there.
+        let at_root =
+            crate::test_support::offline_tools(&scratch, PathBuf::from("/"), Some(buffers.clone()));
+        let environ = format!("/proc/{}/environ", std::process::id());
+        buffers
+            .texts
+            .lock()
+            .expect("buffers")
+            .insert(PathBuf::from(&environ), "KEY=secret".to_owned());
+        let arguments = json!({ "path": environ }).to_string();
+        let hidden = read(&at_root, &arguments, Mode::ReadOnly).await;
+        assert!(hidden.text.contains("confine-helper"), "{}", hidden.text);
+        assert_eq!(buffers.asked(), 2);
+        // The control: in danger-full-access a command could read it too, and the editor does.
+        let unconfined = read(&at_root, &arguments, Mode::DangerFullAccess).await;
+        assert_eq!(unconfined.text, "KEY=secret");
+        assert_eq!(buffers.asked(), 3);
+
+        // A session that denies any read never asks the editor in a confined mode.
+        let profile = crate::profile::SandboxProfile {
+            deny_read: vec![crate::deny_read::parse("**/.env", None).expect("entry")],
+            ..Default::default()
+        };
+        let denying = offline_env(&scratch, Some(buffers.clone())).with_profile(profile);
+        let confined = read(&denying, r#"{"path":"unsaved.rs"}"#, Mode::ReadOnly).await;
+        assert!(
+            confined.text.contains("confine-helper"),
+            "{}",
+            confined.text
         );
+        assert_eq!(buffers.asked(), 3);
+        let unconfined = read(&denying, r#"{"path":"unsaved.rs"}"#, Mode::DangerFullAccess).await;
+        assert_eq!(
+            unconfined.text, "fn main() {}\n",
+            "the control: nothing is denied there"
+        );
+
+        // Writes go to the helper's writer in every mode, danger-full-access too: the editor is
+        // never asked, and its buffer stays as it was.
+        for mode in [Mode::WorkspaceWrite, Mode::DangerFullAccess] {
+            let written = within(run(
+                &env,
+                &call("write_file", r#"{"path":"unsaved.rs","content":"x"}"#),
+                ctx(mode),
+            ))
+            .await;
+            assert_eq!(written.status, ToolStatus::Failed, "{mode:?}");
+            assert!(written.text.contains("confine-helper"), "{}", written.text);
+        }
+        assert_eq!(std::fs::read_to_string(&path).expect("read"), "on disk\n");
 
         let denied = within(run(
             &env,
@@ -448,6 +509,136 @@ mod tests {
         .await;
         assert_eq!(denied.status, ToolStatus::Failed);
         assert!(denied.text.contains("stays read-only"), "{}", denied.text);
-        assert_eq!(buffers.0.lock().expect("buffers").len(), 1);
+    }
+
+    #[tokio::test]
+    async fn what_comes_from_the_editor_is_read_in_the_same_window() {
+        let scratch = Scratch::new("tools-clientfs-window");
+        let buffers = Arc::new(Buffers::default());
+        let env = offline_env(&scratch, Some(buffers.clone()));
+        let path = env.workspace().join("long.txt");
+        std::fs::write(&path, "short on disk\n").expect("write");
+        let long: String = (1..=2003).map(|n| format!("{n}\n")).collect();
+        buffers.texts.lock().expect("buffers").insert(path, long);
+        let first = within(run(
+            &env,
+            &call("read_file", r#"{"path":"long.txt"}"#),
+            ctx(Mode::WorkspaceWrite),
+        ))
+        .await;
+        assert_eq!(first.facts["read_by"], "editor");
+        assert!(
+            first
+                .text
+                .ends_with("2000\n[showed lines 1-2000 of 2003; read on with offset=2001]"),
+            "{}",
+            &first.text[first.text.len() - 80..]
+        );
+        let rest = within(run(
+            &env,
+            &call("read_file", r#"{"path":"long.txt","offset":2001}"#),
+            ctx(Mode::WorkspaceWrite),
+        ))
+        .await;
+        assert_eq!(rest.text, "2001\n2002\n2003\n");
+    }
+
+    #[tokio::test]
+    async fn a_write_is_proposed_before_anything_is_written_at_its_real_path() {
+        let scratch = Scratch::new("tools-propose");
+        let env = offline_env(&scratch, None);
+        let ws = env.workspace().to_path_buf();
+        std::fs::create_dir_all(ws.join("real/sub")).expect("mkdir");
+        std::os::unix::fs::symlink(ws.join("real"), ws.join("link")).expect("symlink");
+        let propose = |arguments: &str| {
+            let call = call("write_file", arguments);
+            let env = &env;
+            async move { within(super::propose(env, &call, Mode::WorkspaceWrite)).await }
+        };
+        let plain = propose(r#"{"path":"new.txt","content":"hi\n"}"#)
+            .await
+            .expect("a write")
+            .expect("proposed");
+        assert_eq!(plain.target(), ws.join("new.txt"));
+        assert_eq!(plain.lands_elsewhere(), None);
+        assert_eq!(
+            plain.diff(),
+            crate::session::LoggedDiff::of(
+                &ws.join("new.txt"),
+                crate::session::Before::Created,
+                "hi\n"
+            )
+        );
+        for (given, lands) in [
+            ("real/sub/../new.txt", ws.join("real/new.txt")),
+            ("link/new.txt", ws.join("real/new.txt")),
+            ("./link/sub/../../new.txt", ws.join("new.txt")),
+        ] {
+            let arguments = json!({"path": given, "content": "x"}).to_string();
+            let proposal = propose(&arguments)
+                .await
+                .expect("a write")
+                .expect("proposed");
+            assert_eq!(proposal.target(), lands, "{given}");
+            assert_eq!(proposal.lands_elsewhere(), Some(lands.as_path()), "{given}");
+        }
+        assert!(!ws.join("new.txt").exists(), "nothing was written");
+        // Git metadata stays read-only under workspace-write, also when a call escalates to it:
+        // the proposal is refused before anyone could be asked.
+        let protected = propose(r#"{"path":".git/config","content":"x"}"#)
+            .await
+            .expect("a write")
+            .expect_err("refused");
+        assert!(
+            protected.text.contains("stays read-only"),
+            "{}",
+            protected.text
+        );
+        let read = within(super::propose(
+            &env,
+            &call("read_file", r#"{"path":"new.txt"}"#),
+            Mode::WorkspaceWrite,
+        ))
+        .await;
+        assert!(read.is_none(), "only writes are proposed");
+    }
+
+    #[tokio::test]
+    async fn a_proposal_whose_path_now_resolves_elsewhere_writes_nothing() {
+        let scratch = Scratch::new("tools-proposal-swapped");
+        let env = offline_env(&scratch, None);
+        let ws = env.workspace().to_path_buf();
+        std::fs::create_dir_all(ws.join("shown")).expect("mkdir");
+        std::fs::create_dir_all(ws.join("other")).expect("mkdir");
+        std::os::unix::fs::symlink(ws.join("shown"), ws.join("dir")).expect("symlink");
+        let call = call("write_file", r#"{"path":"dir/notes.txt","content":"x"}"#);
+        let propose = || within(super::propose(&env, &call, Mode::WorkspaceWrite));
+        let proposal = propose().await.expect("a write").expect("proposed");
+        assert_eq!(proposal.target(), ws.join("shown/notes.txt"));
+        // The control: not swapped, the write goes on to the helper (absent here).
+        let unswapped = within(run_proposed(
+            &env,
+            proposal.clone(),
+            ctx(Mode::WorkspaceWrite),
+        ))
+        .await;
+        assert!(
+            unswapped.text.contains("confine-helper"),
+            "{}",
+            unswapped.text
+        );
+        // A command swaps the link for one to another directory while the person is asked.
+        std::fs::remove_file(ws.join("dir")).expect("unlink");
+        std::os::unix::fs::symlink(ws.join("other"), ws.join("dir")).expect("symlink");
+        let swapped = within(run_proposed(&env, proposal, ctx(Mode::WorkspaceWrite))).await;
+        assert_eq!(swapped.status, ToolStatus::Failed);
+        assert!(
+            swapped.text.contains("now resolves to")
+                && swapped.text.contains("nothing was written"),
+            "{}",
+            swapped.text
+        );
+        assert!(!ws.join("other/notes.txt").exists());
+        assert!(!ws.join("shown/notes.txt").exists());
     }
 }

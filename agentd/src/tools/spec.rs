@@ -34,6 +34,9 @@ pub const NAMES: [&str; 6] = [
     EDIT_FILE,
 ];
 
+/// The tools whose calls may ask to run under a wider mode (`sandbox_permissions`).
+pub const ESCALATING: [&str; 3] = [BASH, WRITE_FILE, EDIT_FILE];
+
 /// A foreground command's time limit when the call gives none, in milliseconds.
 pub const DEFAULT_TIMEOUT_MS: u64 = 120_000;
 /// The longest time limit a call may ask for, in milliseconds.
@@ -48,8 +51,9 @@ pub const READ_LINES: u64 = 2000;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct SpecOptions {
-    /// The modes `bash`'s `sandbox_permissions` offers (with `justification`): one command may
-    /// ask to run under one of them, with the user's consent. Empty: the fields do not exist.
+    /// The modes the `sandbox_permissions` of `bash`, `write_file` and `edit_file` offer (with
+    /// `justification`): one command, or one write, may ask to run under one of them, with the
+    /// user's consent. Empty: the fields do not exist.
     pub escalation: Vec<Mode>,
 }
 
@@ -74,7 +78,7 @@ impl SpecOptions {
         }
     }
 
-    /// Whether `bash` has the escalation fields.
+    /// Whether the `ESCALATING` tools have the escalation fields.
     pub fn escalates(&self) -> bool {
         !self.escalation.is_empty()
     }
@@ -91,20 +95,30 @@ pub fn spec_with(name: &str, options: &SpecOptions) -> Option<ToolSpec> {
     } else {
         BASH_DESCRIPTION.to_owned()
     };
-    let (description, parameters) = match name {
-        BASH => (bash_description.as_str(), bash_parameters(options)),
-        BASH_OUTPUT => (BASH_OUTPUT_DESCRIPTION, task_parameters()),
-        BASH_KILL => (BASH_KILL_DESCRIPTION, task_parameters()),
-        READ_FILE => (READ_FILE_DESCRIPTION, read_parameters()),
-        WRITE_FILE => (WRITE_FILE_DESCRIPTION, write_parameters()),
-        EDIT_FILE => (EDIT_FILE_DESCRIPTION, edit_parameters()),
-        TASK => (TASK_DESCRIPTION, task_parameters_of_task()),
-        UPDATE_PLAN => (UPDATE_PLAN_DESCRIPTION, plan_parameters()),
+    let file_description = |description: &str| {
+        if options.escalates() {
+            format!("{description} {FILE_ESCALATION_TEACHING}")
+        } else {
+            description.to_owned()
+        }
+    };
+    let (description, mut parameters) = match name {
+        BASH => (bash_description, bash_parameters()),
+        BASH_OUTPUT => (BASH_OUTPUT_DESCRIPTION.to_owned(), task_parameters()),
+        BASH_KILL => (BASH_KILL_DESCRIPTION.to_owned(), task_parameters()),
+        READ_FILE => (READ_FILE_DESCRIPTION.to_owned(), read_parameters()),
+        WRITE_FILE => (file_description(WRITE_FILE_DESCRIPTION), write_parameters()),
+        EDIT_FILE => (file_description(EDIT_FILE_DESCRIPTION), edit_parameters()),
+        TASK => (TASK_DESCRIPTION.to_owned(), task_parameters_of_task()),
+        UPDATE_PLAN => (UPDATE_PLAN_DESCRIPTION.to_owned(), plan_parameters()),
         _ => return None,
     };
+    if ESCALATING.contains(&name) {
+        escalation_fields(&mut parameters, name, options);
+    }
     Some(ToolSpec {
         name: name.to_owned(),
-        description: description.to_owned(),
+        description,
         parameters,
     })
 }
@@ -133,6 +147,16 @@ approve; a marker without that line is a denial no escalation can lift. Do not a
 approval prompt is the consent. Never escalate preemptively, before a \
 real denial. A rejection is final for that command. If the instructions say approvals are \
 disabled, a denial is final.";
+
+/// How a file tool escalates, in the `write_file` and `edit_file` descriptions only when the
+/// fields exist.
+const FILE_ESCALATION_TEACHING: &str = "Sandbox escalation: when this write was refused by the \
+sandbox (a [sandbox: … denied …] marker) and the task really needs it, retry the same call \
+once, in this same turn, with sandbox_permissions set to the narrowest mode that allows it \
+(workspace-write for a file inside the workspace in read-only mode; danger-full-access for a \
+file outside the workspace) and justification set to one sentence the user reads, with the \
+change, when asked to approve. Git metadata and protected paths stay read-only in every \
+confined mode. Never escalate preemptively; a rejection is final for that write.";
 
 const TASK_DESCRIPTION: &str = "Delegate a self-contained sub-task to a child agent of a \
 persona. The child works with its own tools (at most yours, never escalating the sandbox) and \
@@ -214,8 +238,8 @@ occurrence. Read the file first to copy old_string exactly.";
 
 const PATH_DESCRIPTION: &str = "The file's path: relative to the workspace directory, or absolute.";
 
-fn bash_parameters(options: &SpecOptions) -> Value {
-    let mut parameters = json!({
+fn bash_parameters() -> Value {
+    json!({
         "type": "object",
         "properties": {
             "command": {
@@ -239,20 +263,26 @@ fn bash_parameters(options: &SpecOptions) -> Value {
         },
         "required": ["command"],
         "additionalProperties": false,
-    });
-    if options.escalates() {
-        let modes: Vec<&str> = options.escalation.iter().map(|m| m.as_str()).collect();
-        parameters["properties"]["sandbox_permissions"] = json!({
-            "type": "string",
-            "enum": modes,
-            "description": "Run this one command under a wider sandbox mode, after a denial; the user is asked first. Requires justification.",
-        });
-        parameters["properties"]["justification"] = json!({
-            "type": "string",
-            "description": "One sentence for the user: why this command needs the wider mode. Only together with sandbox_permissions.",
-        });
+    })
+}
+
+/// Adds `sandbox_permissions` and `justification` to the parameters of the escalating tool
+/// `name` when `options` offer escalation.
+fn escalation_fields(parameters: &mut Value, name: &str, options: &SpecOptions) {
+    if !options.escalates() {
+        return;
     }
-    parameters
+    let what = if name == BASH { "command" } else { "write" };
+    let modes: Vec<&str> = options.escalation.iter().map(|m| m.as_str()).collect();
+    parameters["properties"]["sandbox_permissions"] = json!({
+        "type": "string",
+        "enum": modes,
+        "description": format!("Run this one {what} under a wider sandbox mode, after a denial; the user is asked first. Requires justification."),
+    });
+    parameters["properties"]["justification"] = json!({
+        "type": "string",
+        "description": format!("One sentence for the user: why this {what} needs the wider mode. Only together with sandbox_permissions."),
+    });
 }
 
 fn task_parameters() -> Value {

@@ -1,7 +1,7 @@
 //! A scripted ACP client: drives the real `agentd acp` over stdio, line by line, answers the
 //! agent's requests as told, and keeps the whole transcript for snapshots.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -47,6 +47,12 @@ pub struct AcpClient {
     pub permission_requests: Vec<Value>,
     /// The kinds asked for by [`Permission::Kind`] that a request did not offer.
     pub unoffered: Vec<String>,
+    /// The editor's buffers, by absolute path: when set, `initialize` advertises
+    /// `fs.readTextFile` (never `fs.writeTextFile`) and `fs/read_text_file` of one of these
+    /// paths answers its text; any other read is answered an error.
+    pub editor_buffers: Option<HashMap<PathBuf, String>>,
+    /// Every `fs/read_text_file` and `fs/write_text_file` request agentd sent, in order.
+    pub fs_requests: Vec<Value>,
 }
 
 /// A scratch area for one test: a workspace, a state dir, a config home.
@@ -205,6 +211,17 @@ impl AcpClient {
             answers: VecDeque::new(),
             permission_requests: Vec::new(),
             unoffered: Vec::new(),
+            editor_buffers: None,
+            fs_requests: Vec::new(),
+        }
+    }
+
+    /// The capabilities `initialize` advertises: none, or `fs.readTextFile` when the client
+    /// has editor buffers.
+    fn capabilities(&self) -> Value {
+        match self.editor_buffers {
+            Some(_) => json!({"fs": {"readTextFile": true, "writeTextFile": false}}),
+            None => json!({}),
         }
     }
 
@@ -297,7 +314,25 @@ impl AcpClient {
                     None => json!({"outcome": {"outcome": "cancelled"}}),
                 }
             }
-            _ => {
+            Some("fs/read_text_file") => {
+                self.fs_requests.push(request.clone());
+                let path = PathBuf::from(request["params"]["path"].as_str().unwrap_or_default());
+                let text = self
+                    .editor_buffers
+                    .as_ref()
+                    .and_then(|buffers| buffers.get(&path).cloned());
+                match text {
+                    Some(text) => json!({"content": text}),
+                    None => {
+                        self.write(json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32002, "message": "no such buffer in the test client"}}));
+                        return;
+                    }
+                }
+            }
+            method => {
+                if method == Some("fs/write_text_file") {
+                    self.fs_requests.push(request.clone());
+                }
                 self.write(json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "not supported by the test client"}}));
                 return;
             }
@@ -342,9 +377,10 @@ impl AcpClient {
     /// `initialize` then `session/new` in `cwd`, which must succeed; returns the session id and
     /// the answer's result (its `configOptions`, `modes`).
     pub fn new_session(&mut self, cwd: &Path) -> (String, Value) {
+        let capabilities = self.capabilities();
         let (init, _) = self.request(
             "initialize",
-            json!({"protocolVersion": 1, "clientCapabilities": {}}),
+            json!({"protocolVersion": 1, "clientCapabilities": capabilities}),
         );
         assert_eq!(init["result"]["protocolVersion"], 1, "{init}");
         let (new, _) = self.request("session/new", json!({"cwd": cwd, "mcpServers": []}));
@@ -358,9 +394,10 @@ impl AcpClient {
     /// `initialize` then `session/load` of `session` in `cwd`, which must succeed; returns the
     /// load's answer and the updates it replayed.
     pub fn load_session(&mut self, cwd: &Path, session: &str) -> (Value, Vec<Value>) {
+        let capabilities = self.capabilities();
         let (init, _) = self.request(
             "initialize",
-            json!({"protocolVersion": 1, "clientCapabilities": {}}),
+            json!({"protocolVersion": 1, "clientCapabilities": capabilities}),
         );
         assert_eq!(init["result"]["protocolVersion"], 1, "{init}");
         let (loaded, notes) = self.request(

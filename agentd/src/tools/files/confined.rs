@@ -211,7 +211,7 @@ pub(super) struct Written {
     /// The file the kernel says was written.
     pub(super) path: PathBuf,
     pub(super) created: bool,
-    /// The run's facts; `None` when the editor wrote it.
+    /// The run's facts (only the helper's writer writes, so always there).
     pub(super) facts: Option<Box<Facts>>,
 }
 
