@@ -38,7 +38,8 @@
 //!     {"feed": {"fifo": "feed", "line": "one"}},
 //!     {"fifo_readers": {"fifo": "feed", "running": true}},
 //!     {"helper_idle": {}},
-//!     {"restart_and_load": {}}
+//!     {"restart_and_load": {}},
+//!     {"restart_and_resume": {}}
 //!   ],
 //!   "expect": { "files": {"out.txt": "hi\n"}, "absent": ["../outside.txt"], "...": "see below" }
 //! }
@@ -83,6 +84,9 @@
 //!   joined, each prompt as a user message; the knobs' `current_mode_update` and
 //!   `config_option_update` left out: they are state, which the load answers in its result;
 //!   live output left out, see below).
+//!   `restart_and_resume` kills and starts agentd the same way, then sends `session/resume`,
+//!   and requires that nothing of the session's history comes with its answer (only state:
+//!   the commands, the knobs); the steps after it go on in the same session.
 //! - `expect` (all optional): `files` (path → exact content) and `absent` (paths), relative to
 //!   the workspace; `stopReasons`, one per prompt in order; `permissionRequests`, how many were
 //!   received; `events` (`present`/`absent` event types) and `eventCounts` (type → count) in the
@@ -179,6 +183,7 @@ scenarios! {
     subagent_tool_calls: "subagent-tool-calls",
     file_edits: "file-edits",
     model_choice: "model-choice",
+    resume: "resume",
     command_status: "command-status",
     command_mcp: "command-mcp",
     command_compact: "command-compact",
@@ -247,6 +252,7 @@ enum Step {
     },
     HelperIdle,
     RestartAndLoad,
+    RestartAndResume,
 }
 
 /// The object `value`, whose keys must all be in `allowed`.
@@ -387,6 +393,7 @@ impl Step {
                 "fifo_readers",
                 "helper_idle",
                 "restart_and_load",
+                "restart_and_resume",
             ],
             "step",
         );
@@ -438,9 +445,13 @@ impl Step {
             assert_eq!(map.len(), 1, "{value}");
             return Step::RestartAndLoad;
         }
+        if map.contains_key("restart_and_resume") {
+            assert_eq!(map.len(), 1, "{value}");
+            return Step::RestartAndResume;
+        }
         panic!(
             "a step is prompt, set_config_option, cancel_after_permission, wait_for_file, feed, \
-             fifo_readers, helper_idle or restart_and_load: {value}"
+             fifo_readers, helper_idle, restart_and_load or restart_and_resume: {value}"
         );
     }
 }
@@ -562,6 +573,7 @@ impl Play {
             Step::FifoReaders { fifo, running } => self.fifo_readers(fifo, *running),
             Step::HelperIdle => self.helper_idle(),
             Step::RestartAndLoad => self.restart_and_load(),
+            Step::RestartAndResume => self.restart_and_resume(),
         }
     }
 
@@ -798,6 +810,61 @@ impl Play {
     }
 
     fn restart_and_load(&mut self) {
+        self.restart();
+        let (loaded, replay) = self.client.request(
+            "session/load",
+            json!({"sessionId": self.session, "cwd": self.scratch.ws(), "mcpServers": []}),
+        );
+        if loaded.get("result").is_none() {
+            self.failures.push(format!("session/load failed: {loaded}"));
+        }
+        // The knobs' current values are state, not history: `session/load` answers them in its
+        // result (`configOptions`, `modes`), not as replayed updates.
+        let live: Vec<Value> = normalized_updates(&self.live)
+            .into_iter()
+            .filter(|u| {
+                u["sessionUpdate"] != "current_mode_update"
+                    && u["sessionUpdate"] != "config_option_update"
+            })
+            .collect();
+        let replayed = normalized_updates(&replay);
+        if live != replayed {
+            self.failures.push(format!(
+                "session/load replayed other updates than were shown live:\n{}",
+                first_difference(&live, &replayed)
+            ));
+        }
+    }
+
+    /// Kills agentd, starts it again and resumes the session: the answer comes with none of the
+    /// session's history (the editor keeps what it showed), only state.
+    fn restart_and_resume(&mut self) {
+        self.restart();
+        let (resumed, notes) = self.client.request(
+            "session/resume",
+            json!({"sessionId": self.session, "cwd": self.scratch.ws(), "mcpServers": []}),
+        );
+        if resumed.get("result").is_none() {
+            self.failures
+                .push(format!("session/resume failed: {resumed}"));
+        }
+        let state = [
+            "available_commands_update",
+            "current_mode_update",
+            "config_option_update",
+        ];
+        for note in &notes {
+            let kind = note["params"]["update"]["sessionUpdate"].as_str();
+            if !kind.is_some_and(|kind| state.contains(&kind)) {
+                self.failures
+                    .push(format!("session/resume replayed history: {note}"));
+            }
+        }
+    }
+
+    /// Kills agentd (SIGKILL), starts it again with the same answers and buffers, and sends
+    /// `initialize`.
+    fn restart(&mut self) {
         nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(self.client.child.id() as i32),
             nix::sys::signal::Signal::SIGKILL,
@@ -830,29 +897,6 @@ impl Play {
         if init["result"]["agentCapabilities"]["loadSession"] != true {
             self.failures
                 .push(format!("the restarted agent cannot load sessions: {init}"));
-        }
-        let (loaded, replay) = self.client.request(
-            "session/load",
-            json!({"sessionId": self.session, "cwd": self.scratch.ws(), "mcpServers": []}),
-        );
-        if loaded.get("result").is_none() {
-            self.failures.push(format!("session/load failed: {loaded}"));
-        }
-        // The knobs' current values are state, not history: `session/load` answers them in its
-        // result (`configOptions`, `modes`), not as replayed updates.
-        let live: Vec<Value> = normalized_updates(&self.live)
-            .into_iter()
-            .filter(|u| {
-                u["sessionUpdate"] != "current_mode_update"
-                    && u["sessionUpdate"] != "config_option_update"
-            })
-            .collect();
-        let replayed = normalized_updates(&replay);
-        if live != replayed {
-            self.failures.push(format!(
-                "session/load replayed other updates than were shown live:\n{}",
-                first_difference(&live, &replayed)
-            ));
         }
     }
 
