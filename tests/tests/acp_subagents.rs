@@ -1180,3 +1180,64 @@ fn ask_before_task_asks_before_a_child_starts() {
         }
     }
 }
+
+/// The parent delegates to the built-in `general` persona, whose child edits `a.txt`.
+const CHILD_EDITS: &str = r#"
+[[turn]]
+[[turn.tool_calls]]
+name = "task"
+arguments = { persona = "general", prompt = "Change hello to bye in a.txt.", description = "edit a.txt" }
+
+[[turn]]
+text = "Done."
+
+[[agents.general.turn]]
+[[agents.general.turn.tool_calls]]
+name = "edit_file"
+arguments = { path = "a.txt", old_string = "hello", new_string = "bye" }
+
+[[agents.general.turn]]
+text = "a.txt says bye now."
+"#;
+
+#[test]
+fn a_childs_file_edit_is_asked_with_its_diff_and_an_always_for_that_file() {
+    let scratch = Scratch::new("subagent-edit-card");
+    scratch.config("[approval]\nask_before = [\"edit_file\"]\n");
+    std::fs::write(scratch.ws().join("a.txt"), "hello from the file\n").expect("a.txt");
+    let script = scratch.script(CHILD_EDITS);
+    let mut client = AcpClient::start(&scratch, &script, &["--sandbox-mode", "workspace-write"]);
+    client.answers.extend([Permission::AllowOnce]);
+    client.permission = Permission::Cancel;
+    let session = client.open_session(&scratch.ws());
+    let (answer, _) = client.prompt(&session, "Have a.txt say bye.");
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+
+    assert_eq!(client.permission_requests.len(), 1);
+    let request = &client.permission_requests[0]["params"];
+    let call = &request["toolCall"];
+    assert_eq!(call["toolCallId"], "call_1_1/agent-1/1", "{call}");
+    let diff = call["content"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == "diff"))
+        .unwrap_or_else(|| panic!("no diff in the card: {call}"));
+    assert!(
+        diff["path"].as_str().is_some_and(|p| p.ends_with("/a.txt")),
+        "{diff}"
+    );
+    assert_eq!(diff["oldText"], "hello from the file\n");
+    assert_eq!(diff["newText"], "bye from the file\n");
+    let always = request["options"]
+        .as_array()
+        .and_then(|o| o.iter().find(|o| o["kind"] == "allow_always"))
+        .unwrap_or_else(|| panic!("no allow_always: {request}"));
+    assert!(
+        always["name"].as_str().is_some_and(|n| n.contains("a.txt")),
+        "the always covers that one file: {always}"
+    );
+    // What was shown is what was written.
+    assert_eq!(
+        std::fs::read_to_string(scratch.ws().join("a.txt")).expect("a.txt"),
+        "bye from the file\n"
+    );
+}

@@ -8,7 +8,7 @@ use serde_json::Value;
 use crate::approval::{Ask, Question, Scope};
 use crate::model::ToolCall;
 use crate::terminal;
-use crate::tools::{BASH, Proposal, ToolDescription};
+use crate::tools::{self, BASH, Proposal, ToolDescription, ToolEnv};
 
 /// The command of a `bash` call, as announced.
 fn command(description: &ToolDescription) -> Option<&str> {
@@ -75,6 +75,24 @@ pub fn escalation(
 /// one file can be named for a rule.
 pub fn once_only(ask: Ask) -> Ask {
     Ask { scope: None, ..ask }
+}
+
+/// `ask`, the question of a call listed in `approval.ask_before` under `mode`, with the change
+/// the call would write when it is a file tool's ([`proposing`]), and that change, which the
+/// write must then write. When no change can be shown (the fence refuses it under this mode, the
+/// edit does not apply), the call is asked as it is, once only, and runs as any call once
+/// allowed — under the mode then, which the person may switch while asked.
+pub async fn listed_with_change(
+    ask: Ask,
+    env: &ToolEnv,
+    call: &ToolCall,
+    mode: Mode,
+) -> (Ask, Option<Proposal>) {
+    match tools::propose(env, call, mode).await {
+        None => (ask, None),
+        Some(Err(_)) => (once_only(ask), None),
+        Some(Ok(proposal)) => (proposing(ask, &proposal, None), Some(proposal)),
+    }
 }
 
 /// `ask` for a file tool's write, with the change `proposal` will make (the write writes

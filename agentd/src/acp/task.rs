@@ -348,9 +348,10 @@ impl ChildLoop {
         }
         // `ask_before` gates a delegation too: a person who lists `task` is asked before any
         // child starts, at every level.
-        if let Some(refusal) = self.approve(call, description, shown, &cancel).await {
-            return refusal;
-        }
+        let proposal = match self.approve(call, description, shown, &cancel).await {
+            Ok(proposal) => proposal,
+            Err(refusal) => return refusal,
+        };
         if call.name == TASK {
             return run_task(
                 &self.run,
@@ -379,7 +380,13 @@ impl ChildLoop {
                 ended: self.ctx.signal(),
             }),
         };
-        let running = tools::run_scoped(&session.tools, scope, call, context);
+        // A write the person was shown writes exactly that, or nothing.
+        let running = async {
+            match proposal {
+                Some(proposal) => tools::run_proposed(&session.tools, proposal, context).await,
+                None => tools::run_scoped(&session.tools, scope, call, context).await,
+            }
+        };
         live::showing(running, &live, &cancel, |text| async move {
             let _ = session
                 .show(&self.run.cx, updates::live_output(shown, text))
@@ -394,22 +401,27 @@ impl ChildLoop {
     }
 
     /// Asks the user before a tool listed in `approval.ask_before` runs, naming the child: the
-    /// request is attached to the nested call `shown` and titled with the persona.
+    /// request is attached to the nested call `shown` and titled with the persona. A file
+    /// tool's card carries the change it will write and an "always" for that one file, as a
+    /// top-level call's does. `Ok` when the call may run, with the write the person was shown;
+    /// otherwise the result it answers instead.
     async fn approve(
         &self,
         call: &ToolCall,
         description: &ToolDescription,
         shown: &str,
         cancel: &Cancel,
-    ) -> Option<ToolResult> {
+    ) -> Result<Option<tools::Proposal>, ToolResult> {
         let state = &self.run.state;
         if !self.asks(call) {
-            return None;
+            return Ok(None);
         }
         let persona = self.ctx.persona();
         let child = format!("the child agent {} ({persona})", self.tag);
         let mode = self.run.session.effective_mode();
-        let mut ask = questions::listed(call, description, mode, Some(&child));
+        let ask = questions::listed(call, description, mode, Some(&child));
+        let (mut ask, proposal) =
+            questions::listed_with_change(ask, &self.run.session.tools, call, mode).await;
         ask.call_id = Some(shown.to_owned());
         ask.question.title = nested::title(persona, &ask.question.title);
         let decision = state
@@ -421,9 +433,9 @@ impl ChildLoop {
             // Announced pending: it runs now.
             let update = updates::status(shown, ToolCallStatus::InProgress);
             let _ = self.run.session.show(&self.run.cx, update).await;
-            return None;
+            return Ok(proposal);
         };
-        Some(ToolResult::failed(
+        Err(ToolResult::failed(
             text,
             json!({ "approval": outcome.as_str() }),
         ))

@@ -398,14 +398,8 @@ impl Turn<'_> {
         }
         let mode = self.session.effective_mode();
         let ask = questions::listed(call, description, mode, None);
-        let (ask, proposal) = match tools::propose(&self.session.tools, call, mode).await {
-            None => (ask, None),
-            // No change can be shown (the fence refuses it under this mode, the edit does not
-            // apply): asked as the call, once only, and run as any call once allowed — under
-            // the mode then, which the person may switch while asked.
-            Some(Err(_)) => (questions::once_only(ask), None),
-            Some(Ok(proposal)) => (questions::proposing(ask, &proposal, None), Some(proposal)),
-        };
+        let (ask, proposal) =
+            questions::listed_with_change(ask, &self.session.tools, call, mode).await;
         let decision = self
             .state
             .approvals

@@ -523,7 +523,7 @@ mod tests {
         let first = within(run(
             &env,
             &call("read_file", r#"{"path":"long.txt"}"#),
-            ctx(Mode::WorkspaceWrite),
+            ctx(Mode::ReadOnly),
         ))
         .await;
         assert_eq!(first.facts["read_by"], "editor");
@@ -537,7 +537,7 @@ mod tests {
         let rest = within(run(
             &env,
             &call("read_file", r#"{"path":"long.txt","offset":2001}"#),
-            ctx(Mode::WorkspaceWrite),
+            ctx(Mode::ReadOnly),
         ))
         .await;
         assert_eq!(rest.text, "2001\n2002\n2003\n");
