@@ -535,9 +535,11 @@ pub fn without_live_output(
 /// The `session/update` payloads of some notifications, with consecutive agent text chunks
 /// joined, and consecutive thought chunks (the live stream sends the model's reasoning and text
 /// in pieces, a replay sends each whole), without live output (see [`LiveOutput`]: a replay
-/// has none; the call's result is what both show last), and without the
+/// has none; the call's result is what both show last), without the
 /// `available_commands_update` every opening of a session sends after its answer (state, not
-/// history: it is never replayed).
+/// history: it is never replayed), and without the notice of partial enforcement, which only
+/// some hosts' backends give ([`is_enforcement_notice`]). Chunks of different messages
+/// (`messageId`: agentd's notices have their own) are not joined.
 pub fn normalized_updates(notes: &[Value]) -> Vec<Value> {
     let mut out: Vec<Value> = Vec::new();
     let mut live = LiveOutput::default();
@@ -546,6 +548,7 @@ pub fn normalized_updates(notes: &[Value]) -> Vec<Value> {
         if live.is_live(&update)
             || is_status_only(&update)
             || update["sessionUpdate"] == "available_commands_update"
+            || is_enforcement_notice(&update)
         {
             continue;
         }
@@ -553,6 +556,7 @@ pub fn normalized_updates(notes: &[Value]) -> Vec<Value> {
         if (kind == "agent_message_chunk" || kind == "agent_thought_chunk")
             && let Some(last) = out.last_mut()
             && last["sessionUpdate"] == kind
+            && last.get("messageId") == update.get("messageId")
         {
             let joined = format!(
                 "{}{}",
