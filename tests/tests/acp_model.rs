@@ -118,7 +118,7 @@ fn a_deepseek_thinking_tool_turn_completes_with_its_reasoning_sent_back() {
     let result = updates_of("tool_call_update", &live);
     assert_eq!(result.len(), 1, "{live:#?}");
     assert_eq!(result[0]["status"], "completed", "{}", result[0]);
-    // The last block: a line for a person may come first on a host with partial enforcement.
+    // The model's text is the last block (a denied call's line for a person comes first).
     let output = result[0]["content"]
         .as_array()
         .and_then(|blocks| blocks.last())

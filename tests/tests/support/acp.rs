@@ -489,6 +489,16 @@ impl LiveOutput {
     }
 }
 
+/// Asserts that the tool result `update` is a command that completed under `mode`, exited 0
+/// and was denied nothing, by its full facts (`_meta.agentd.facts`).
+pub fn assert_ran_clean(update: &Value, mode: &str) {
+    let facts = &update["_meta"]["agentd"]["facts"];
+    assert_eq!(update["status"], "completed", "{update}");
+    assert_eq!(facts["exit"], json!({"code": 0}), "{update}");
+    assert_eq!(facts["mode"], mode, "{update}");
+    assert_eq!(facts["denied"], false, "{update}");
+}
+
 /// The kind of agentd's own notice `update` is (`_meta.agentd.notice`: `enforcement`, `mcp`,
 /// `workspace`), if it is one.
 pub fn notice_kind(update: &Value) -> Option<&str> {
