@@ -39,7 +39,9 @@
 //!     {"fifo_readers": {"fifo": "feed", "running": true}},
 //!     {"helper_idle": {}},
 //!     {"restart_and_load": {}},
-//!     {"restart_and_resume": {}}
+//!     {"restart_and_resume": {}},
+//!     {"record_tree": "before"},
+//!     {"same_tree": "before"}
 //!   ],
 //!   "expect": { "files": {"out.txt": "hi\n"}, "absent": ["../outside.txt"], "...": "see below" }
 //! }
@@ -87,6 +89,10 @@
 //!   `restart_and_resume` kills and starts agentd the same way, then sends `session/resume`,
 //!   and requires that nothing of the session's history comes with its answer (only state:
 //!   the commands, the knobs); the steps after it go on in the same session.
+//!   `record_tree` reads the workspace on the host (every entry but `.git`, without following
+//!   links: its kind, a file's bytes and executable bit, a link's target) and keeps it under the
+//!   given name; `same_tree` requires the workspace to be exactly the tree kept under that name
+//!   now, and fails naming every path that differs.
 //! - `expect` (all optional): `files` (path → exact content) and `absent` (paths), relative to
 //!   the workspace; `stopReasons`, one per prompt in order; `permissionRequests`, how many were
 //!   received; `events` (`present`/`absent` event types) and `eventCounts` (type → count) in the
@@ -196,6 +202,7 @@ scenarios! {
     editor_reads: "editor-reads",
     editor_reads_denied: "editor-reads-denied",
     read_file_window: "read-file-window",
+    undo_turn: "undo-turn",
 }
 
 fn scenarios_dir() -> PathBuf {
@@ -253,6 +260,8 @@ enum Step {
     HelperIdle,
     RestartAndLoad,
     RestartAndResume,
+    RecordTree(String),
+    SameTree(String),
 }
 
 /// The object `value`, whose keys must all be in `allowed`.
@@ -394,6 +403,8 @@ impl Step {
                 "helper_idle",
                 "restart_and_load",
                 "restart_and_resume",
+                "record_tree",
+                "same_tree",
             ],
             "step",
         );
@@ -449,9 +460,18 @@ impl Step {
             assert_eq!(map.len(), 1, "{value}");
             return Step::RestartAndResume;
         }
+        if let Some(name) = map.get("record_tree") {
+            assert_eq!(map.len(), 1, "{value}");
+            return Step::RecordTree(string(name, "record_tree"));
+        }
+        if let Some(name) = map.get("same_tree") {
+            assert_eq!(map.len(), 1, "{value}");
+            return Step::SameTree(string(name, "same_tree"));
+        }
         panic!(
             "a step is prompt, set_config_option, cancel_after_permission, wait_for_file, feed, \
-             fifo_readers, helper_idle, restart_and_load or restart_and_resume: {value}"
+             fifo_readers, helper_idle, restart_and_load, restart_and_resume, record_tree or \
+             same_tree: {value}"
         );
     }
 }
@@ -478,6 +498,8 @@ struct Play {
     earlier_fs_requests: Vec<Value>,
     /// The processes `fifo_readers` found holding each FIFO open.
     holders: std::collections::HashMap<String, Vec<u32>>,
+    /// The workspace trees `record_tree` kept, by name.
+    trees: std::collections::HashMap<String, Tree>,
     failures: Vec<String>,
 }
 
@@ -542,6 +564,7 @@ impl Play {
             earlier_requests: 0,
             earlier_fs_requests: Vec::new(),
             holders: std::collections::HashMap::new(),
+            trees: std::collections::HashMap::new(),
             failures: Vec::new(),
         }
     }
@@ -574,6 +597,22 @@ impl Play {
             Step::HelperIdle => self.helper_idle(),
             Step::RestartAndLoad => self.restart_and_load(),
             Step::RestartAndResume => self.restart_and_resume(),
+            Step::RecordTree(name) => {
+                let tree = read_tree(&self.scratch.ws());
+                self.trees.insert(name.clone(), tree);
+            }
+            Step::SameTree(name) => {
+                let Some(kept) = self.trees.get(name) else {
+                    self.failures
+                        .push(format!("same_tree {name}: no tree was recorded as {name}"));
+                    return;
+                };
+                let now = read_tree(&self.scratch.ws());
+                for difference in tree_differences(kept, &now) {
+                    self.failures
+                        .push(format!("same_tree {name}: {difference}"));
+                }
+            }
         }
     }
 
@@ -946,6 +985,76 @@ fn first_difference(live: &[Value], replayed: &[Value]) -> String {
         live.get(at).map_or("(none)".into(), Value::to_string),
         replayed.get(at).map_or("(none)".into(), Value::to_string),
     )
+}
+
+/// One entry of a workspace as `record_tree` keeps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Entry {
+    Dir,
+    /// Its bytes and whether it is executable.
+    File(Vec<u8>, bool),
+    /// Its target.
+    Link(PathBuf),
+    /// A FIFO, socket or device: only its kind.
+    Other,
+}
+
+/// A workspace read on the host: every entry by its path relative to the workspace.
+type Tree = std::collections::BTreeMap<PathBuf, Entry>;
+
+/// The workspace `root` as it is now, `.git` left out, no link followed.
+fn read_tree(root: &Path) -> Tree {
+    use std::os::unix::fs::PermissionsExt;
+    let mut tree = Tree::new();
+    let mut pending = vec![root.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        let entries = std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        for entry in entries {
+            let entry = entry.unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+            let path = entry.path();
+            let relative = path
+                .strip_prefix(root)
+                .expect("under the root")
+                .to_path_buf();
+            if relative == Path::new(".git") {
+                continue;
+            }
+            let meta = std::fs::symlink_metadata(&path)
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let kind = if meta.is_symlink() {
+                Entry::Link(std::fs::read_link(&path).expect("link target"))
+            } else if meta.is_dir() {
+                pending.push(path.clone());
+                Entry::Dir
+            } else if meta.is_file() {
+                let bytes =
+                    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                Entry::File(bytes, meta.permissions().mode() & 0o111 != 0)
+            } else {
+                Entry::Other
+            };
+            tree.insert(relative, kind);
+        }
+    }
+    tree
+}
+
+/// Each path where `now` is not `kept`, in words.
+fn tree_differences(kept: &Tree, now: &Tree) -> Vec<String> {
+    let mut differences = Vec::new();
+    for (path, entry) in kept {
+        match now.get(path) {
+            None => differences.push(format!("{} is missing", path.display())),
+            Some(found) if found != entry => {
+                differences.push(format!("{} is {found:?}, was {entry:?}", path.display()));
+            }
+            Some(_) => {}
+        }
+    }
+    for path in now.keys().filter(|path| !kept.contains_key(*path)) {
+        differences.push(format!("{} was not there", path.display()));
+    }
+    differences
 }
 
 fn copy_tree(from: &Path, to: &Path) {

@@ -1,4 +1,5 @@
-//! The slash commands a person types in the editor: `/init`, `/compact`, `/status`, `/mcp`.
+//! The slash commands a person types in the editor: `/init`, `/compact`, `/status`, `/mcp`,
+//! `/undo`.
 //! They are advertised with ACP's `available_commands_update` once a session is open
 //! ([`advertise`], after `session/new`, `session/load` and `session/resume`), and a prompt runs
 //! one when its first text block starts with `/` and a known command's name, alone or followed
@@ -42,14 +43,17 @@ pub enum Command {
     Status,
     /// agentd lists the session's MCP servers and their tools.
     Mcp,
+    /// agentd restores the workspace to before the last turn not yet undone (RFC 0020).
+    Undo,
 }
 
 /// Every command, in the order the editor lists them.
-pub const ALL: [Command; 4] = [
+pub const ALL: [Command; 5] = [
     Command::Init,
     Command::Compact,
     Command::Status,
     Command::Mcp,
+    Command::Undo,
 ];
 
 impl Command {
@@ -60,6 +64,7 @@ impl Command {
             Command::Compact => "compact",
             Command::Status => "status",
             Command::Mcp => "mcp",
+            Command::Undo => "undo",
         }
     }
 
@@ -78,6 +83,10 @@ impl Command {
                  and MCP servers; answered by agentd, not the model"
             }
             Command::Mcp => "List the session's MCP servers, their state and their tools",
+            Command::Undo => {
+                "Take back the last turn: restore the workspace (what its commands changed too) \
+                 to how it was before it, after showing the diff for approval"
+            }
         }
     }
 
@@ -362,7 +371,7 @@ mod tests {
             .iter()
             .map(|c| c.name.as_str())
             .collect();
-        assert_eq!(names, ["init", "compact", "status", "mcp"]);
+        assert_eq!(names, ["init", "compact", "status", "mcp", "undo"]);
         assert!(
             update
                 .available_commands

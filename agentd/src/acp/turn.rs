@@ -122,6 +122,8 @@ pub(crate) fn stop_after(answer: &AssistantTurn) -> Option<StopReason> {
 mod model;
 #[path = "turn_own.rs"]
 mod own;
+#[path = "turn_undo.rs"]
+mod undo;
 
 struct Turn<'a> {
     state: &'a Arc<AgentState>,
@@ -148,6 +150,8 @@ impl Turn<'_> {
             )?;
         }
         self.record(Event::TurnStarted { turn: self.number }, true)?;
+        // Before anything of the turn can change a file.
+        self.checkpoint_before().await?;
         // Read once a turn, under the mode its calls start with, and stated in each request.
         let guidance = self.guidance().await;
         let ending = self.steps(guidance.as_deref()).await?;
@@ -157,6 +161,7 @@ impl Turn<'_> {
         } else {
             ending
         };
+        self.checkpoint_after().await?;
         self.record(
             Event::TurnEnded {
                 turn: self.number,

@@ -3,7 +3,7 @@
 //!
 //! A prompt that starts with a slash command runs it ([`Turn::command`]): `/status` and `/mcp`
 //! are answered by agentd, `/compact` summarises the history now, `/init` runs as a turn whose
-//! prompt agentd wrote. `commands::parse` sees the person's prompt and nothing else: the model's
+//! prompt agentd wrote, `/undo` restores the workspace after asking (`turn_undo.rs`). `commands::parse` sees the person's prompt and nothing else: the model's
 //! text and tool results never run a command. An `update_plan` call records the plan
 //! (`plan/updated`) and shows it as ACP's `plan` update, between the call and its result, which
 //! are shown as every call's are.
@@ -71,12 +71,13 @@ impl Turn<'_> {
             Command::Compact => return self.compact().await,
             Command::Status => commands::status(self.session, &self.cancel).await,
             Command::Mcp => commands::mcp(self.session),
+            Command::Undo => return self.undo().await,
         };
         self.reply(command, answer).await
     }
 
     /// agentd's own answer to `command`, recorded and shown as the agent's text.
-    async fn reply(&self, command: Command, text: String) -> Result<Ending, LogError> {
+    pub(super) async fn reply(&self, command: Command, text: String) -> Result<Ending, LogError> {
         self.show(Event::CommandOutput {
             turn: self.number,
             command: command.name().to_owned(),

@@ -420,11 +420,45 @@ fn history_from<'a>(records: impl Iterator<Item = &'a Record>) -> Vec<Message> {
                     out.push(Message::tool(call_id.clone(), output.clone()));
                 }
             }
+            // The model must not go on from files that are no longer there.
+            Event::CheckpointRestored {
+                turn,
+                changes,
+                still_differs,
+                ..
+            } => {
+                close_pending(&mut out, &mut pending);
+                out.push(Message::user(undone_note(*turn, changes, still_differs)));
+            }
             _ => {}
         }
     }
     close_pending(&mut out, &mut pending);
     out
+}
+
+/// What the model is told of an undo: the workspace is as before turn `turn`, what changed, and
+/// what still differs.
+fn undone_note(turn: u64, changes: &[crate::checkpoint::Change], differs: &[PathBuf]) -> String {
+    let mut note = format!(
+        "[agentd] The user undid turn {turn} and every turn after it: the workspace was restored \
+         to how it was before turn {turn}. What those turns changed on disk is gone; read files \
+         again before relying on them. Restored:"
+    );
+    for change in changes {
+        note.push_str(&format!(
+            "\n- {} ({})",
+            change.path.display(),
+            change.kind.as_str()
+        ));
+    }
+    if !differs.is_empty() {
+        note.push_str("\nStill different from before that turn:");
+        for path in differs {
+            note.push_str(&format!("\n- {}", path.display()));
+        }
+    }
+    note
 }
 
 /// What the model reads of a prompt's resources, after the prompt's text.

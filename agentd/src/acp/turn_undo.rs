@@ -1,0 +1,488 @@
+//! A turn's checkpoints, and `/undo` (RFC 0020).
+//!
+//! Every turn that can act — a prompt for the model, `/init` — records the session's writable
+//! roots before its first side effect (`t{N}`, right after `turn/started`) and again when it
+//! ends (`t{N}-end`), and logs what changed between the two (`turn/changes`). Both are agentd's
+//! own work in its own store: a failure to record tells the person undo will not cover the
+//! turn, and the turn goes on.
+//!
+//! `/undo` restores the roots to how they were before the last turn not yet undone: the
+//! turns with a checkpoint, each later `checkpoint/restored` taking back every turn from the
+//! one it restored ([`undoable`]). What it would change is shown first, with the diff, in a
+//! permission card asked through the approval seam as any request (so the approval policy
+//! `never` refuses it and the audit trail records who decided); nothing changes unless it is
+//! allowed. The restore itself runs confined under the session's workspace-write policy
+//! ([`checkpoint::restore`]), and what still differs afterwards is said, never hidden.
+
+use std::path::{Path, PathBuf};
+
+use agent_client_protocol::v1::schema::StopReason;
+use confine_protocol::Mode;
+use serde_json::json;
+
+use super::super::commands::Command;
+use super::super::updates;
+use super::{Ending, Turn};
+use crate::approval::{Ask, Question};
+use crate::checkpoint::{self, Change, ChangeKind, RestorePlan, Scope, Store};
+use crate::session::{Event, LogError, Record, RestoredBy};
+
+/// The id of the permission card `/undo` asks with: no tool call of the model has it.
+const UNDO_CALL: &str = "agentd-undo";
+
+/// The most changed paths a reply lists one by one; the rest are counted.
+const LISTED_PATHS: usize = 40;
+
+impl Turn<'_> {
+    /// The session's checkpoint store, when checkpoints are on.
+    fn store(&self) -> Option<Store> {
+        let settings = &self.state.options.checkpoints;
+        settings
+            .enabled
+            .then(|| Store::at(&self.state.options.state_dir))
+    }
+
+    /// What a checkpoint of this session covers.
+    fn checkpoint_scope(&self) -> Scope {
+        let tools = &self.session.tools;
+        let profile = tools.profile();
+        let mut roots = vec![tools.workspace().to_path_buf()];
+        roots.extend(profile.writable_roots.iter().cloned());
+        let mut protected: Vec<PathBuf> = [".git", ".agentd"].map(PathBuf::from).to_vec();
+        protected.extend(profile.protected.iter().cloned());
+        Scope {
+            roots,
+            protected,
+            max_bytes: self.state.options.checkpoints.max_bytes,
+        }
+    }
+
+    /// Records the checkpoint before this turn's first side effect, after pruning old ones; a
+    /// failure is told to the person (undo will not cover this turn), not fatal.
+    pub(super) async fn checkpoint_before(&self) -> Result<(), LogError> {
+        let Some(store) = self.store() else {
+            return Ok(());
+        };
+        let retention = self.state.options.checkpoints.retention;
+        let session = self.session.id.clone();
+        let label = checkpoint::before_turn(self.number);
+        let scope = self.checkpoint_scope();
+        let worked = tokio::task::spawn_blocking(move || {
+            // Pruning is housekeeping: a failure costs disk space, never this turn's checkpoint.
+            let _ = store.prune(&retention, std::time::SystemTime::now());
+            store.record(&session, &label, &scope).map(|r| (label, r))
+        })
+        .await;
+        match worked {
+            Ok(Ok((label, recorded))) => {
+                if recorded.over_cap {
+                    let over = recorded
+                        .left_out
+                        .iter()
+                        .filter(|l| l.why == checkpoint::LeftOutWhy::OverCap)
+                        .count();
+                    self.notice(&format!(
+                        "The checkpoint before this turn left out {over} file(s) over its size \
+                         cap ([checkpoints] max_bytes = {} bytes): /undo will not restore them.",
+                        self.state.options.checkpoints.max_bytes
+                    ))
+                    .await;
+                }
+                self.record(
+                    Event::CheckpointRecorded {
+                        turn: self.number,
+                        label,
+                        files: recorded.files,
+                        bytes: recorded.bytes,
+                        left_out: recorded.left_out.into_iter().map(|l| l.path).collect(),
+                        over_cap: recorded.over_cap,
+                    },
+                    false,
+                )?;
+            }
+            Ok(Err(e)) => {
+                self.notice(&format!(
+                    "No checkpoint was recorded before this turn, so /undo cannot take it back: \
+                     {e}"
+                ))
+                .await;
+            }
+            Err(e) => {
+                self.notice(&format!(
+                    "No checkpoint was recorded before this turn, so /undo cannot take it back: \
+                     {e}"
+                ))
+                .await;
+            }
+        }
+        Ok(())
+    }
+
+    /// Records the checkpoint after this turn and logs what the turn changed, when the turn
+    /// has its checkpoint from before.
+    pub(super) async fn checkpoint_after(&self) -> Result<(), LogError> {
+        let Some(store) = self.store() else {
+            return Ok(());
+        };
+        let before = checkpoint::before_turn(self.number);
+        let recorded_before = self.session.with_records(|records| {
+            records.iter().any(
+                |r| matches!(&r.event, Event::CheckpointRecorded { label, .. } if *label == before),
+            )
+        });
+        if !recorded_before {
+            return Ok(());
+        }
+        let session = self.session.id.clone();
+        let after = checkpoint::after_turn(self.number);
+        let scope = self.checkpoint_scope();
+        let changes = tokio::task::spawn_blocking(move || {
+            store.record(&session, &after, &scope)?;
+            store.changes(&session, &before, &after)
+        })
+        .await;
+        match changes {
+            Ok(Ok(changes)) => {
+                self.record(
+                    Event::TurnChanges {
+                        turn: self.number,
+                        changes,
+                    },
+                    false,
+                )?;
+            }
+            Ok(Err(e)) => {
+                self.notice(&format!(
+                    "What this turn changed was not recorded (no checkpoint after it): {e}"
+                ))
+                .await;
+            }
+            Err(e) => {
+                self.notice(&format!(
+                    "What this turn changed was not recorded (no checkpoint after it): {e}"
+                ))
+                .await;
+            }
+        }
+        Ok(())
+    }
+
+    /// Shows the person a notice of this turn's checkpoints; not recorded.
+    async fn notice(&self, text: &str) {
+        let id = format!("checkpoint-{}", self.number);
+        let _ = self
+            .session
+            .show(
+                self.cx,
+                updates::notice("checkpoint", &id, &format!("{text}\n")),
+            )
+            .await;
+    }
+
+    /// `/undo`: the workspace restored to before the last turn not yet undone, once the person
+    /// saw what would change and allowed it.
+    pub(super) async fn undo(&self) -> Result<Ending, LogError> {
+        let Some(store) = self.store() else {
+            return self
+                .reply(
+                    Command::Undo,
+                    "Nothing was restored: checkpoints are off ([checkpoints] enabled = false), \
+                     so no turn can be undone.\n"
+                        .to_owned(),
+                )
+                .await;
+        };
+        let Some(turn) = self.session.with_records(undoable) else {
+            return self
+                .reply(
+                    Command::Undo,
+                    "Nothing to undo: no turn of this session that is not already undone has a \
+                     checkpoint.\n"
+                        .to_owned(),
+                )
+                .await;
+        };
+        let session = self.session.id.clone();
+        let label = checkpoint::before_turn(turn);
+        let scope = self.checkpoint_scope();
+        let planned = {
+            let store = store.clone();
+            tokio::task::spawn_blocking(move || store.plan_restore(&session, &label, &scope)).await
+        };
+        let plan = match planned {
+            Ok(Ok(plan)) => plan,
+            Ok(Err(e)) => return self.undo_failed(turn, &e.to_string()).await,
+            Err(e) => return self.undo_failed(turn, &e.to_string()).await,
+        };
+        if plan.changes.is_empty() {
+            return self
+                .reply(
+                    Command::Undo,
+                    format!(
+                        "Nothing to restore: the workspace is already as it was before turn \
+                         {turn}.\n"
+                    ),
+                )
+                .await;
+        }
+        let decision = self
+            .state
+            .approvals
+            .decision(
+                &**self.session,
+                undo_ask(turn, &plan, &self.session.cwd),
+                &self.cancel,
+            )
+            .await;
+        if !decision.outcome.allows() {
+            let why = if decision.by_policy {
+                "the approval policy is never, so nobody can allow it (`agentd sessions undo` \
+                 restores from a terminal)"
+            } else {
+                "it was not allowed"
+            };
+            return self
+                .reply(
+                    Command::Undo,
+                    format!("Nothing was restored: {why}. The workspace is unchanged.\n"),
+                )
+                .await;
+        }
+        let tools = &self.session.tools;
+        let policy = match tools.policy(Mode::WorkspaceWrite) {
+            Ok(policy) => policy,
+            Err(e) => return self.undo_failed(turn, &e.to_string()).await,
+        };
+        let restored = checkpoint::restore(
+            &store,
+            &self.session.id,
+            &plan,
+            tools.helper(),
+            policy,
+            tools.backend(),
+        )
+        .await;
+        let restored = match restored {
+            Ok(restored) => restored,
+            Err(e) => return self.undo_failed(turn, &e.to_string()).await,
+        };
+        self.record(
+            Event::CheckpointRestored {
+                turn,
+                label: plan.label.clone(),
+                changes: restored.changed.clone(),
+                still_differs: restored.still_differs.clone(),
+                by: RestoredBy::Editor,
+            },
+            true,
+        )?;
+        let mut text = format!(
+            "Restored the workspace to how it was before turn {turn}: {}.\n",
+            counted(&restored.changed)
+        );
+        text.push_str(&listed(&restored.changed, &self.session.cwd));
+        if !restored.still_differs.is_empty() {
+            text.push_str(&format!(
+                "These paths still differ from the checkpoint (something changed them during \
+                 the restore, or the sandbox refused the write):\n{}",
+                paths(&restored.still_differs, &self.session.cwd)
+            ));
+        }
+        self.reply(Command::Undo, text).await
+    }
+
+    /// The reply of an `/undo` that could not be carried out.
+    async fn undo_failed(&self, turn: u64, why: &str) -> Result<Ending, LogError> {
+        self.reply(
+            Command::Undo,
+            format!("Turn {turn} was not undone: {why}\n"),
+        )
+        .await?;
+        Ok(Ending::Stop(StopReason::EndTurn))
+    }
+}
+
+/// The turn `/undo` takes back now: the last one recorded with a checkpoint, where each
+/// `checkpoint/restored` took back the turns from the one it restored on (so a second `/undo`
+/// goes one turn further back).
+pub fn undoable(records: &[Record]) -> Option<u64> {
+    let mut turns: Vec<u64> = Vec::new();
+    for record in records {
+        match &record.event {
+            Event::CheckpointRecorded { turn, label, .. }
+                if checkpoint::turn_of(label) == Some(*turn) =>
+            {
+                turns.push(*turn);
+            }
+            Event::CheckpointRestored { turn, .. } => turns.retain(|t| t < turn),
+            _ => {}
+        }
+    }
+    turns.last().copied()
+}
+
+/// The permission card of an `/undo` of `turn`: what it changes, and the diff.
+fn undo_ask(turn: u64, plan: &RestorePlan, workspace: &Path) -> Ask {
+    let mut text = format!(
+        "Restore the workspace to how it was before turn {turn}: {}.\n{}",
+        counted(&plan.changes),
+        listed(&plan.changes, workspace)
+    );
+    if !plan.diff.is_empty() {
+        text.push_str(&format!("\n```diff\n{}\n```\n", plan.diff.trim_end()));
+    }
+    Ask {
+        tool: "undo".to_owned(),
+        call_id: Some(UNDO_CALL.to_owned()),
+        reason: Some(format!(
+            "/undo restores the workspace to before turn {turn}"
+        )),
+        question: Question {
+            title: format!("Undo turn {turn}"),
+            kind: "edit".to_owned(),
+            input: json!({ "turn": turn }),
+            text,
+            diff: None,
+        },
+        scope: None,
+    }
+}
+
+/// `3 paths (1 added, 1 modified, 1 deleted)`.
+fn counted(changes: &[Change]) -> String {
+    let count = |kind: ChangeKind| changes.iter().filter(|c| c.kind == kind).count();
+    let parts: Vec<String> = [
+        ChangeKind::Added,
+        ChangeKind::Modified,
+        ChangeKind::Deleted,
+        ChangeKind::TypeChanged,
+    ]
+    .into_iter()
+    .filter(|kind| count(*kind) > 0)
+    .map(|kind| format!("{} {}", count(kind), kind.as_str().replace('_', " ")))
+    .collect();
+    let n = changes.len();
+    let noun = if n == 1 { "path" } else { "paths" };
+    format!("{n} {noun} ({})", parts.join(", "))
+}
+
+/// One line per change, `  added        path` (relative to the workspace when inside it), at
+/// most [`LISTED_PATHS`].
+fn listed(changes: &[Change], workspace: &Path) -> String {
+    let mut text = String::new();
+    for change in changes.iter().take(LISTED_PATHS) {
+        text.push_str(&format!(
+            "  {:<12} {}\n",
+            change.kind.as_str().replace('_', " "),
+            shown(&change.path, workspace)
+        ));
+    }
+    if changes.len() > LISTED_PATHS {
+        text.push_str(&format!("  … and {} more\n", changes.len() - LISTED_PATHS));
+    }
+    text
+}
+
+/// One line per path.
+fn paths(paths: &[PathBuf], workspace: &Path) -> String {
+    paths
+        .iter()
+        .map(|p| format!("  {}\n", shown(p, workspace)))
+        .collect()
+}
+
+/// `path` on one line, relative to `workspace` when inside it.
+fn shown(path: &Path, workspace: &Path) -> String {
+    let relative = path.strip_prefix(workspace).unwrap_or(path);
+    crate::terminal::one_line(&relative.display().to_string(), None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::EVENT_VERSION;
+
+    fn record(seq: u64, event: Event) -> Record {
+        Record {
+            v: EVENT_VERSION,
+            seq,
+            at_ms: 0,
+            agent: None,
+            event,
+        }
+    }
+
+    fn recorded(turn: u64) -> Event {
+        Event::CheckpointRecorded {
+            turn,
+            label: checkpoint::before_turn(turn),
+            files: 1,
+            bytes: 1,
+            left_out: Vec::new(),
+            over_cap: false,
+        }
+    }
+
+    fn restored(turn: u64) -> Event {
+        Event::CheckpointRestored {
+            turn,
+            label: checkpoint::before_turn(turn),
+            changes: Vec::new(),
+            still_differs: Vec::new(),
+            by: RestoredBy::Editor,
+        }
+    }
+
+    fn undoable_after(events: Vec<Event>) -> Option<u64> {
+        let records: Vec<Record> = events
+            .into_iter()
+            .enumerate()
+            .map(|(i, e)| record(i as u64, e))
+            .collect();
+        undoable(&records)
+    }
+
+    #[test]
+    fn each_undo_goes_one_turn_further_back_and_a_new_turn_is_undone_first() {
+        assert_eq!(undoable_after(vec![]), None);
+        assert_eq!(undoable_after(vec![recorded(1), recorded(2)]), Some(2));
+        assert_eq!(
+            undoable_after(vec![recorded(1), recorded(2), restored(2)]),
+            Some(1)
+        );
+        assert_eq!(
+            undoable_after(vec![recorded(1), recorded(2), restored(2), restored(1)]),
+            None
+        );
+        // A turn after an undo is the next to undo; the undone one stays undone.
+        assert_eq!(
+            undoable_after(vec![recorded(1), recorded(2), restored(2), recorded(4)]),
+            Some(4)
+        );
+        assert_eq!(
+            undoable_after(vec![
+                recorded(1),
+                recorded(2),
+                restored(2),
+                recorded(4),
+                restored(4)
+            ]),
+            Some(1)
+        );
+        // A restore to an earlier turn (from the command line) takes back every later turn.
+        assert_eq!(
+            undoable_after(vec![recorded(1), recorded(2), recorded(3), restored(2)]),
+            Some(1)
+        );
+        // The after-turn checkpoint is not a turn to undo.
+        let after = Event::CheckpointRecorded {
+            turn: 3,
+            label: checkpoint::after_turn(3),
+            files: 0,
+            bytes: 0,
+            left_out: Vec::new(),
+            over_cap: false,
+        };
+        assert_eq!(undoable_after(vec![recorded(1), after]), Some(1));
+    }
+}
