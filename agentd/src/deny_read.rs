@@ -352,7 +352,7 @@ impl Walk<'_> {
 }
 
 /// Opens a directory (relative to `parent` when given) for listing, refusing a link.
-fn open_dir(parent: Option<&Dir>, path: &Path) -> Result<Dir, Errno> {
+pub(crate) fn open_dir(parent: Option<&Dir>, path: &Path) -> Result<Dir, Errno> {
     let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
     match parent {
         Some(parent) => Dir::openat(parent, path, flags | OFlag::O_NOFOLLOW, Mode::empty()),

@@ -93,6 +93,8 @@ pub enum LeftOutWhy {
     NotRegular,
     /// Over the checkpoint's size cap (`[checkpoints] max_bytes`).
     OverCap,
+    /// This user may not read it (a file or directory without read permission).
+    Unreadable,
 }
 
 impl LeftOutWhy {
@@ -102,6 +104,7 @@ impl LeftOutWhy {
             LeftOutWhy::Ignored => "ignored",
             LeftOutWhy::NotRegular => "not-regular",
             LeftOutWhy::OverCap => "over-cap",
+            LeftOutWhy::Unreadable => "unreadable",
         }
     }
 
@@ -110,6 +113,7 @@ impl LeftOutWhy {
             LeftOutWhy::Ignored,
             LeftOutWhy::NotRegular,
             LeftOutWhy::OverCap,
+            LeftOutWhy::Unreadable,
         ]
         .into_iter()
         .find(|why| why.as_str() == word)

@@ -1,17 +1,48 @@
 //! The store on disk: where it is, and recording, comparing, planning and pruning checkpoints.
+//!
+//! ```text
+//! <state_dir>/checkpoints/            0700
+//!   lock                              shared by records and restores, exclusive for a prune
+//!   objects/ab/cdef…                  file contents by SHA-256 (objects::Objects)
+//!   sessions/<session>/<label>        one manifest per checkpoint (manifest::Manifest)
+//! ```
+//!
+//! Every write is a new file renamed into place, so a crash mid-record leaves the earlier
+//! checkpoints as they were: the new manifest appears only once every object it names is
+//! written and synced.
 
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
-use super::{Change, CheckpointError, Recorded, RestorePlan, Retention, STORE_DIR, Scope};
+use nix::fcntl::{Flock, FlockArg};
+
+use super::manifest::{Entry, Kind, Manifest};
+use super::objects::{Objects, PRIVATE_FILE};
+use super::walk::{RACY, Sink, walk};
+use super::{
+    Change, ChangeKind, CheckpointError, LeftOut, LeftOutWhy, Recorded, RestorePlan, Retention,
+    STORE_DIR, Scope,
+};
 
 /// The longest session id or label the store takes (a file name).
 pub const MAX_NAME: usize = 128;
+/// The mode of the store's directories: its user's alone.
+const PRIVATE_DIR: u32 = 0o700;
+const SESSIONS: &str = "sessions";
+const OBJECTS: &str = "objects";
+const LOCK: &str = "lock";
 
 /// `<state_dir>/checkpoints`.
 #[derive(Debug, Clone)]
 pub struct Store {
     dir: PathBuf,
+    /// How recently before a checkpoint a file may have changed for its stat still to be
+    /// trusted by the next record ([`RACY`]; shorter only in tests).
+    racy: Duration,
 }
 
 /// What [`Store::prune`] removed.
@@ -22,17 +53,248 @@ pub struct Pruned {
     pub bytes: u64,
 }
 
+/// Whether `name` may name a session or a checkpoint: a plain file name.
+fn check_name(name: &str) -> Result<(), CheckpointError> {
+    let plain = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_');
+    if name.is_empty()
+        || name.len() > MAX_NAME
+        || name.starts_with('.')
+        || name.starts_with('-')
+        || !name.chars().all(plain)
+    {
+        return Err(CheckpointError::BadName {
+            name: name.to_owned(),
+        });
+    }
+    Ok(())
+}
+
+/// The order of labels: `t1`, `t1-end`, `t2`, …, then any other label by name.
+fn order(label: &str) -> (u8, u64, u8, String) {
+    let (turn, end) = match label.strip_suffix("-end") {
+        Some(turn) => (turn, 1),
+        None => (label, 0),
+    };
+    match turn.strip_prefix('t').and_then(|n| n.parse().ok()) {
+        Some(n) => (0, n, end, String::new()),
+        None => (1, 0, 0, label.to_owned()),
+    }
+}
+
+fn nanos_since_epoch(at: SystemTime) -> i128 {
+    at.duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| i128::try_from(d.as_nanos()).unwrap_or(i128::MAX))
+        .unwrap_or(0)
+}
+
+/// One path where two states differ, with what each holds.
+pub(super) struct Difference {
+    /// Absolute.
+    pub path: PathBuf,
+    /// Which root, and where below it.
+    pub root: usize,
+    pub rel: PathBuf,
+    pub now: Now,
+    pub then: Option<Entry>,
+    pub kind: ChangeKind,
+}
+
+/// What a path holds now.
+pub(super) enum Now {
+    Absent,
+    Is(Entry),
+    /// Not looked at now (left out: ignored, unreadable, or a FIFO, socket or device).
+    Unknown(LeftOutWhy),
+}
+
+/// Whether `path` or a directory above it is one of `set`.
+fn under(set: &HashSet<PathBuf>, path: &Path) -> bool {
+    !set.is_empty() && path.ancestors().any(|a| set.contains(a))
+}
+
+/// Where `now` differs from `then`, leaving out what `then` left out (a restore never touches
+/// it). Sorted by path.
+pub(super) fn differences(now: &Manifest, then: &Manifest) -> Vec<Difference> {
+    let then_out: HashSet<PathBuf> = then.left_out_paths().into_iter().collect();
+    let now_out: HashMap<PathBuf, LeftOutWhy> = now
+        .left_out
+        .iter()
+        .map(|o| (now.path(o.root, &o.rel), o.why))
+        .collect();
+    let now_out_set: HashSet<PathBuf> = now_out.keys().cloned().collect();
+    let now_by = now.by_path();
+    let then_by = then.by_path();
+    let mut out = Vec::new();
+    for e in &then.entries {
+        let path = then.path(e.root, &e.rel);
+        let kind = match now_by.get(&path) {
+            Some(n) if n.kind != e.kind => ChangeKind::TypeChanged,
+            Some(n) if !n.same_as(e) => ChangeKind::Modified,
+            Some(_) => continue,
+            None => match now_out.get(&path) {
+                Some(LeftOutWhy::NotRegular) => ChangeKind::TypeChanged,
+                Some(_) => ChangeKind::Modified,
+                None if under(&now_out_set, &path) => ChangeKind::Modified,
+                None => ChangeKind::Added,
+            },
+        };
+        let now_state = match now_by.get(&path) {
+            Some(n) => Now::Is((*n).clone()),
+            None => match now_out.get(&path) {
+                Some(why) => Now::Unknown(*why),
+                None if under(&now_out_set, &path) => Now::Unknown(LeftOutWhy::Ignored),
+                None => Now::Absent,
+            },
+        };
+        out.push(Difference {
+            path,
+            root: e.root,
+            rel: e.rel.clone(),
+            now: now_state,
+            then: Some(e.clone()),
+            kind,
+        });
+    }
+    for n in &now.entries {
+        let path = now.path(n.root, &n.rel);
+        if then_by.contains_key(&path) || under(&then_out, &path) {
+            continue;
+        }
+        out.push(Difference {
+            path,
+            root: n.root,
+            rel: n.rel.clone(),
+            now: Now::Is(n.clone()),
+            then: None,
+            kind: ChangeKind::Deleted,
+        });
+    }
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    out
+}
+
 impl Store {
     /// The store of the session logs in `state_dir`. Nothing is created until it records.
     pub fn at(state_dir: &Path) -> Store {
         Store {
             dir: state_dir.join(STORE_DIR),
+            racy: RACY,
         }
     }
 
     /// Where it is.
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// This store with stats trusted after `racy` instead of [`RACY`] (tests).
+    #[cfg(test)]
+    pub(super) fn with_racy(mut self, racy: Duration) -> Store {
+        self.racy = racy;
+        self
+    }
+
+    pub(super) fn objects(&self) -> Objects {
+        Objects::at(self.dir.join(OBJECTS))
+    }
+
+    fn failed(&self, path: &Path) -> impl FnOnce(std::io::Error) -> CheckpointError + use<> {
+        let path = path.to_owned();
+        move |source| CheckpointError::Store { path, source }
+    }
+
+    /// Creates the store (0700) if it is not there, and checks that no one else may use it.
+    fn ensure(&self) -> Result<(), CheckpointError> {
+        match std::fs::DirBuilder::new()
+            .mode(PRIVATE_DIR)
+            .create(&self.dir)
+        {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(self.failed(&self.dir)(e)),
+        }
+        let meta = self
+            .dir
+            .symlink_metadata()
+            .map_err(self.failed(&self.dir))?;
+        let mode = meta.permissions().mode() & 0o7777;
+        if !meta.is_dir() || mode & 0o077 != 0 {
+            return Err(CheckpointError::StoreOpen {
+                path: self.dir.clone(),
+                mode,
+            });
+        }
+        Ok(())
+    }
+
+    /// The store's lock: shared while recording or restoring, exclusive while pruning, so a
+    /// prune never removes an object a record is about to name.
+    fn lock(&self, exclusive: bool) -> Result<Flock<File>, CheckpointError> {
+        self.ensure()?;
+        let path = self.dir.join(LOCK);
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(PRIVATE_FILE)
+            .open(&path)
+            .map_err(self.failed(&path))?;
+        let arg = if exclusive {
+            FlockArg::LockExclusive
+        } else {
+            FlockArg::LockShared
+        };
+        Flock::lock(file, arg).map_err(|(_, errno)| self.failed(&path)(errno.into()))
+    }
+
+    fn session_dir(&self, session: &str) -> Result<PathBuf, CheckpointError> {
+        check_name(session)?;
+        Ok(self.dir.join(SESSIONS).join(session))
+    }
+
+    pub(super) fn load(&self, session: &str, label: &str) -> Result<Manifest, CheckpointError> {
+        check_name(label)?;
+        let path = self.session_dir(session)?.join(label);
+        let bytes = match std::fs::read(&path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(CheckpointError::NoCheckpoint {
+                    session: session.to_owned(),
+                    label: label.to_owned(),
+                    have: self.labels(session)?,
+                });
+            }
+            Err(e) => return Err(self.failed(&path)(e)),
+        };
+        Manifest::decode(&bytes).map_err(|why| CheckpointError::Damaged { path, why })
+    }
+
+    /// Writes `manifest` as `label` of `session`: synced under a temporary name, renamed.
+    fn save(&self, session: &str, label: &str, manifest: &Manifest) -> Result<(), CheckpointError> {
+        let dir = self.session_dir(session)?;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(PRIVATE_DIR)
+            .create(&dir)
+            .map_err(self.failed(&dir))?;
+        let temp = dir.join(format!(".{label}.{}", std::process::id()));
+        let write = || -> std::io::Result<()> {
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(PRIVATE_FILE)
+                .open(&temp)?;
+            file.write_all(&manifest.encode())?;
+            file.sync_all()?;
+            std::fs::rename(&temp, dir.join(label))?;
+            File::open(&dir)?.sync_all()
+        };
+        write().map_err(|e| {
+            let _ = std::fs::remove_file(&temp);
+            self.failed(&dir)(e)
+        })
     }
 
     /// Records `scope` now as checkpoint `label` of `session` (labels: `t{N}` = before turn
@@ -43,8 +305,61 @@ impl Store {
         label: &str,
         scope: &Scope,
     ) -> Result<Recorded, CheckpointError> {
-        let _ = (session, label, scope);
-        Err(CheckpointError::Join("unfinished".into()))
+        self.record_counting(session, label, scope)
+            .map(|(recorded, _)| recorded)
+    }
+
+    /// [`Store::record`], and how many files' content it read.
+    pub(super) fn record_counting(
+        &self,
+        session: &str,
+        label: &str,
+        scope: &Scope,
+    ) -> Result<(Recorded, u64), CheckpointError> {
+        check_name(session)?;
+        check_name(label)?;
+        let _lock = self.lock(false)?;
+        let shadow = match self.labels(session)?.last() {
+            Some(last) => self.load(session, last).ok(),
+            None => None,
+        };
+        let objects = self.objects();
+        let started = nanos_since_epoch(SystemTime::now());
+        let walked = walk(
+            &scope.roots,
+            scope,
+            shadow.as_ref(),
+            Sink::Store(&objects),
+            scope.max_bytes,
+            started,
+            self.racy,
+        )?;
+        if walked.reads > 0 {
+            // The objects just written reach the disk before the manifest that names them.
+            let dir = File::open(&self.dir).map_err(self.failed(&self.dir))?;
+            nix::unistd::syncfs(&dir).map_err(|e| self.failed(&self.dir)(e.into()))?;
+        }
+        let manifest = walked.manifest;
+        self.save(session, label, &manifest)?;
+        let mut recorded = Recorded {
+            over_cap: manifest.over_cap,
+            ..Recorded::default()
+        };
+        for e in &manifest.entries {
+            if e.kind != Kind::Dir {
+                recorded.files += 1;
+                recorded.bytes += e.size;
+            }
+        }
+        recorded.left_out = manifest
+            .left_out
+            .iter()
+            .map(|o| LeftOut {
+                path: manifest.path(o.root, &o.rel),
+                why: o.why,
+            })
+            .collect();
+        Ok((recorded, walked.reads))
     }
 
     /// What changed from checkpoint `from` to checkpoint `to` (both of `session`).
@@ -54,8 +369,34 @@ impl Store {
         from: &str,
         to: &str,
     ) -> Result<Vec<Change>, CheckpointError> {
-        let _ = (session, from, to);
-        Err(CheckpointError::Join("unfinished".into()))
+        let from = self.load(session, from)?;
+        let to = self.load(session, to)?;
+        Ok(differences(&from, &to)
+            .into_iter()
+            .map(|d| Change {
+                path: d.path,
+                kind: d.kind,
+            })
+            .collect())
+    }
+
+    /// The state of the checkpoint's roots now, compared with it.
+    pub(super) fn compare_now(
+        &self,
+        then: &Manifest,
+        scope: &Scope,
+    ) -> Result<Vec<Difference>, CheckpointError> {
+        let started = nanos_since_epoch(SystemTime::now());
+        let now = walk(
+            &then.roots,
+            scope,
+            Some(then),
+            Sink::Hash,
+            u64::MAX,
+            started,
+            self.racy,
+        )?;
+        Ok(differences(&now.manifest, then))
     }
 
     /// What restoring `scope` to checkpoint `label` would change now: the changes and a
@@ -66,19 +407,89 @@ impl Store {
         label: &str,
         scope: &Scope,
     ) -> Result<RestorePlan, CheckpointError> {
-        let _ = (session, label, scope);
-        Err(CheckpointError::Join("unfinished".into()))
+        let _lock = self.lock(false)?;
+        let then = self.load(session, label)?;
+        let found = self.compare_now(&then, scope)?;
+        super::restore::plan(self, label, &then, found, scope)
     }
 
     /// The labels recorded for `session`, oldest first.
     pub fn labels(&self, session: &str) -> Result<Vec<String>, CheckpointError> {
-        let _ = session;
-        Ok(Vec::new())
+        let dir = self.session_dir(session)?;
+        let listing = match std::fs::read_dir(&dir) {
+            Ok(listing) => listing,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(self.failed(&dir)(e)),
+        };
+        let mut labels: Vec<String> = listing
+            .flatten()
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter(|name| check_name(name).is_ok())
+            .collect();
+        labels.sort_by_key(|l| order(l));
+        Ok(labels)
     }
 
-    /// Drops checkpoints (and the objects no checkpoint needs) by age and count.
+    /// Drops checkpoints (and the objects no checkpoint needs) by age and count: a checkpoint
+    /// older than `max_age`, and all but the newest `max_per_session` of each session.
     pub fn prune(&self, retention: &Retention, now: SystemTime) -> Result<Pruned, CheckpointError> {
-        let _ = (retention, now);
-        Ok(Pruned::default())
+        if !self.dir.exists() {
+            return Ok(Pruned::default());
+        }
+        let _lock = self.lock(true)?;
+        let mut pruned = Pruned::default();
+        let sessions = self.dir.join(SESSIONS);
+        let listing = match std::fs::read_dir(&sessions) {
+            Ok(listing) => listing.flatten().collect::<Vec<_>>(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(self.failed(&sessions)(e)),
+        };
+        let mut needed: HashSet<Vec<u8>> = HashSet::new();
+        for session in listing {
+            let Some(name) = session.file_name().to_str().map(str::to_owned) else {
+                continue;
+            };
+            if check_name(&name).is_err() {
+                continue;
+            }
+            let labels = self.labels(&name)?;
+            let keep_from = labels.len().saturating_sub(retention.max_per_session);
+            for (i, label) in labels.iter().enumerate() {
+                let path = session.path().join(label);
+                let old = path
+                    .metadata()
+                    .and_then(|m| m.modified())
+                    .is_ok_and(|at| now.duration_since(at).is_ok_and(|a| a > retention.max_age));
+                if i < keep_from || old {
+                    std::fs::remove_file(&path).map_err(self.failed(&path))?;
+                    pruned.checkpoints += 1;
+                    continue;
+                }
+                match self.load(&name, label) {
+                    Ok(m) => needed.extend(
+                        m.entries
+                            .into_iter()
+                            .filter(|e| e.kind == Kind::File)
+                            .map(|e| e.data),
+                    ),
+                    // A damaged manifest restores nothing; its objects are not kept for it.
+                    Err(CheckpointError::Damaged { .. }) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            if self.labels(&name)?.is_empty() {
+                let _ = std::fs::remove_dir(session.path());
+            }
+        }
+        let objects = self.objects();
+        objects.sweep(now);
+        for (hash, path, size) in objects.all().map_err(self.failed(&self.dir))? {
+            if !needed.contains(hash.as_bytes()) {
+                std::fs::remove_file(&path).map_err(self.failed(&path))?;
+                pruned.objects += 1;
+                pruned.bytes += size;
+            }
+        }
+        Ok(pruned)
     }
 }
