@@ -348,7 +348,18 @@ fn undo_ask(turn: u64, plan: &RestorePlan, workspace: &Path) -> Ask {
     }
 }
 
-/// `3 paths (1 added, 1 modified, 1 deleted)`.
+/// What a restore does to a path that differs like this, in words: `change` goes from the state
+/// now to the checkpoint's, so an `added` path is one the restore brings back.
+fn restoring(kind: ChangeKind) -> &'static str {
+    match kind {
+        ChangeKind::Added => "brought back",
+        ChangeKind::Modified => "reverted",
+        ChangeKind::Deleted => "removed",
+        ChangeKind::TypeChanged => "replaced",
+    }
+}
+
+/// `3 paths (1 brought back, 1 reverted, 1 removed)`.
 fn counted(changes: &[Change]) -> String {
     let count = |kind: ChangeKind| changes.iter().filter(|c| c.kind == kind).count();
     let parts: Vec<String> = [
@@ -359,21 +370,21 @@ fn counted(changes: &[Change]) -> String {
     ]
     .into_iter()
     .filter(|kind| count(*kind) > 0)
-    .map(|kind| format!("{} {}", count(kind), kind.as_str().replace('_', " ")))
+    .map(|kind| format!("{} {}", count(kind), restoring(kind)))
     .collect();
     let n = changes.len();
     let noun = if n == 1 { "path" } else { "paths" };
     format!("{n} {noun} ({})", parts.join(", "))
 }
 
-/// One line per change, `  added        path` (relative to the workspace when inside it), at
+/// One line per change, `  brought back path` (relative to the workspace when inside it), at
 /// most [`LISTED_PATHS`].
 fn listed(changes: &[Change], workspace: &Path) -> String {
     let mut text = String::new();
     for change in changes.iter().take(LISTED_PATHS) {
         text.push_str(&format!(
             "  {:<12} {}\n",
-            change.kind.as_str().replace('_', " "),
+            restoring(change.kind),
             shown(&change.path, workspace)
         ));
     }
