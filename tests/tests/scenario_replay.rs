@@ -53,6 +53,9 @@
 //!   one, whose facts are then pinned as they are.
 //! - `fifos`: FIFOs made in the workspace before agentd starts, for the host and a command of the
 //!   session to talk through without timing.
+//! - `backgroundWrites`: workspace paths a background task writes whenever it gets to; a
+//!   turn's `turn/changes` in the snapshot leaves them out, since whether the turn's end saw
+//!   the write depends on timing.
 //! - `permissionAnswers`: consumed first in, first out by the agent's `session/request_permission`
 //!   requests. Each is an option kind (`allow_once`, `reject_once`, `allow_always`,
 //!   `reject_always`), answered with the offered option of that kind, or `cancelled`. A request
@@ -233,6 +236,8 @@ struct Scenario {
     args: Vec<String>,
     host_backend: bool,
     fifos: Vec<String>,
+    /// Workspace paths a background task writes whenever it gets to (`backgroundWrites`).
+    background_writes: Vec<String>,
     answers: Vec<String>,
     /// The editor's buffers, by path relative to the workspace (`editorBuffers`).
     editor_buffers: Option<Vec<(String, String)>>,
@@ -307,6 +312,7 @@ impl Scenario {
                 "args",
                 "backend",
                 "fifos",
+                "backgroundWrites",
                 "permissionAnswers",
                 "editorBuffers",
                 "steps",
@@ -379,6 +385,7 @@ impl Scenario {
             args: strings(top.get("args"), "args"),
             host_backend,
             fifos: strings(top.get("fifos"), "fifos"),
+            background_writes: strings(top.get("backgroundWrites"), "backgroundWrites"),
             answers,
             editor_buffers,
             steps,
@@ -1104,6 +1111,8 @@ struct Normaliser {
     agent_ids: Vec<Value>,
     /// Approval ids, in the order first seen.
     approval_ids: Vec<String>,
+    /// The absolute paths of the scenario's `backgroundWrites`.
+    background_writes: Vec<String>,
 }
 
 impl Normaliser {
@@ -1128,6 +1137,7 @@ impl Normaliser {
             replacements,
             agent_ids: Vec::new(),
             approval_ids: Vec::new(),
+            background_writes: Vec::new(),
         }
     }
 
@@ -1324,6 +1334,15 @@ impl Normaliser {
                     map.insert("instructions".into(), json!("(unchanged)"));
                 }
                 told = Some(now);
+            }
+            // Whether a turn's end saw a background task's write depends on timing.
+            if kind == "turn/changes"
+                && let Some(Value::Array(changes)) = map.get_mut("changes")
+            {
+                changes.retain(|change| {
+                    let path = change["path"].as_str().unwrap_or_default();
+                    !self.background_writes.iter().any(|p| p == path)
+                });
             }
             if kind == "history/compacted" {
                 for key in ["estimate_before", "estimate_after"] {
@@ -1724,6 +1743,11 @@ fn replay(name: &str) {
     check_live_output(&transcript, &mut failures);
     let (transcript, _) = without_live_output(&transcript);
     let mut normaliser = Normaliser::new(&play, scenario.host_backend);
+    normaliser.background_writes = scenario
+        .background_writes
+        .iter()
+        .map(|p| play.scratch.ws().join(p).display().to_string())
+        .collect();
     let text = format!(
         "{}\n--- session log ---\n{}",
         normaliser.transcript(&transcript),
