@@ -36,6 +36,7 @@ pub mod acp;
 pub mod agents;
 pub mod approval;
 pub mod cancel;
+pub mod checkpoint;
 pub mod cli;
 pub mod clock;
 pub mod command;

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::diff::LoggedDiff;
 use super::rule::Scope;
+use crate::checkpoint::Change;
 use crate::model::{AssistantTurn, Reasoning, ToolCall};
 use crate::tools::ToolDescription;
 use crate::words::{ApprovalPolicy, Outcome};
@@ -400,12 +401,60 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
     },
+    /// The state of the workspace and the session's other writable roots was recorded as
+    /// checkpoint `label` (`t{N}` before turn N's first side effect, `t{N}-end` after it) in
+    /// agentd's checkpoint store (see [`crate::checkpoint`]): `files` regular files and links of
+    /// `bytes` bytes; `left_out` the paths not recorded (ignored, FIFOs/sockets/devices, over the
+    /// size cap), `over_cap` when the cap left some out. Log-only: never model history, never
+    /// replayed to the editor.
+    #[serde(rename = "checkpoint/recorded")]
+    CheckpointRecorded {
+        turn: u64,
+        label: String,
+        files: u64,
+        bytes: u64,
+        left_out: Vec<PathBuf>,
+        over_cap: bool,
+    },
+    /// What turn `turn` changed in the recorded roots: its checkpoint `t{N}` against
+    /// `t{N}-end`. Log-only.
+    #[serde(rename = "turn/changes")]
+    TurnChanges { turn: u64, changes: Vec<Change> },
+    /// The recorded roots were restored to checkpoint `label` (the state before turn `turn`):
+    /// `changes` what the restore changed, `still_differs` the paths that differed from the
+    /// checkpoint when it was checked again afterwards (a concurrent change, or a write the
+    /// sandbox refused); `by` who asked for it. Log-only.
+    #[serde(rename = "checkpoint/restored")]
+    CheckpointRestored {
+        turn: u64,
+        label: String,
+        changes: Vec<Change>,
+        still_differs: Vec<PathBuf>,
+        by: RestoredBy,
+    },
     /// An output of a child agent its parent had not taken when the child was torn down.
     #[serde(rename = "agent/output")]
     AgentOutput { agent: String, text: String },
     /// A message held for a child agent that it never applied; dropped at its teardown.
     #[serde(rename = "agent/injection-dropped")]
     AgentInjectionDropped { agent: String, text: String },
+}
+
+/// Who asked for a `checkpoint/restored`: the editor (`/undo`) or `agentd sessions undo`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RestoredBy {
+    Editor,
+    Cli,
+}
+
+impl RestoredBy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RestoredBy::Editor => "editor",
+            RestoredBy::Cli => "cli",
+        }
+    }
 }
 
 /// The word `agent/ended` records.

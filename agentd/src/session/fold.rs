@@ -577,6 +577,51 @@ pub fn transcript(records: &[Record]) -> String {
             Event::AgentInjectionDropped { agent, text } => {
                 format!("  {agent} dropped a held message: {text}")
             }
+            Event::CheckpointRecorded {
+                label,
+                files,
+                bytes,
+                left_out,
+                over_cap,
+                ..
+            } => {
+                let mut s = format!("  checkpoint {label}: {files} files, {bytes} bytes");
+                if !left_out.is_empty() {
+                    s.push_str(&format!(", {} left out", left_out.len()));
+                }
+                if *over_cap {
+                    s.push_str(" (over the size cap)");
+                }
+                s
+            }
+            Event::TurnChanges { turn, changes } => {
+                let mut s = format!("  turn {turn} changed {} paths", changes.len());
+                for change in changes {
+                    s.push_str(&format!(
+                        "\n    {} {}",
+                        change.kind.as_str(),
+                        change.path.display()
+                    ));
+                }
+                s
+            }
+            Event::CheckpointRestored {
+                label,
+                changes,
+                still_differs,
+                by,
+                ..
+            } => {
+                let mut s = format!(
+                    "  restored checkpoint {label} (by {}): {} paths changed",
+                    by.as_str(),
+                    changes.len()
+                );
+                for path in still_differs {
+                    s.push_str(&format!("\n    still differs: {}", path.display()));
+                }
+                s
+            }
         };
         if let Some(agent) = &r.agent {
             out.push_str(&format!("  [{agent}]"));

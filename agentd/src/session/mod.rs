@@ -17,7 +17,7 @@ pub mod rule;
 pub use diff::{Before, DIFF_TEXT_CAP, LoggedDiff, Omission};
 pub use event::{
     AgentOutcome, EVENT_VERSION, Event, LoggedToolCall, PlanItem, PlanPriority, PlanStatus,
-    PromptResource, Record, ToolStatus,
+    PromptResource, Record, RestoredBy, ToolStatus,
 };
 pub use log::{EventLog, LoadReport, LogError, StateDirUse};
 pub use rule::Scope;
