@@ -4,8 +4,9 @@
 
 use serde_json::Value;
 
+use crate::checkpoint::Change;
 use crate::session::ToolStatus;
-use crate::session::audit::{Approval, Call, Entry, Sandbox};
+use crate::session::audit::{Approval, Call, Entry, Sandbox, TurnChanges, Undo};
 use crate::terminal;
 
 /// The trail as text: one block per entry, a blank line between blocks; terminal-safe.
@@ -17,6 +18,8 @@ pub fn text(entries: &[Entry]) -> String {
         .iter()
         .map(|entry| match entry {
             Entry::Call(call) => call_text(call),
+            Entry::Changes(changes) => changes_text(changes),
+            Entry::Undo(undo) => undo_text(undo),
         })
         .collect();
     terminal::visible(&blocks.join("\n")).into_owned()
@@ -198,4 +201,44 @@ fn ended_text(call: &Call) -> String {
         what.push_str(&format!(", {ms} ms (from the log's record times)"));
     }
     what
+}
+
+/// A line per changed path: how, then the path.
+fn change_lines(changes: &[Change]) -> Vec<String> {
+    changes
+        .iter()
+        .map(|c| format!("  {} {}", c.kind.as_str(), c.path.display()))
+        .collect()
+}
+
+fn changes_text(changes: &TurnChanges) -> String {
+    let mut lines = vec![format!(
+        "#{} {} turn {} changed {} files",
+        changes.seq,
+        changes.at,
+        changes.turn,
+        changes.changes.len()
+    )];
+    lines.extend(change_lines(&changes.changes));
+    lines.join("\n") + "\n"
+}
+
+fn undo_text(undo: &Undo) -> String {
+    let mut lines = vec![format!(
+        "#{} {} undo to the start of turn {} (checkpoint {}), asked by the {}: {} changes",
+        undo.seq,
+        undo.at,
+        undo.turn,
+        undo.label,
+        undo.by,
+        undo.changes.len()
+    )];
+    lines.extend(change_lines(&undo.changes));
+    if !undo.still_differs.is_empty() {
+        lines.push(format!(
+            "  still differs after the restore: {}",
+            undo.still_differs.join(", ")
+        ));
+    }
+    lines.join("\n") + "\n"
 }

@@ -1,7 +1,8 @@
 //! The audit trail of a session (`agentd sessions audit`, RFC 0019): one [`Entry`] per tool
 //! call, in the order the calls were recorded, the top-level agent's and every child agent's,
 //! each saying what ran, under which mode and why, who approved it, how the sandbox held it and
-//! how it ended; and one per turn that recorded the files it changed or an undo.
+//! how it ended; one per turn whose checkpoints recorded the files it changed (`turn/changes`,
+//! commands' changes included); one per undo (`checkpoint/restored`).
 //!
 //! Everything is read from the session's log, which agentd alone writes: a `tool/call`, its
 //! `approval/asked`, `approval/rule` and `approval/decided`, the facts of its `tool/result`
@@ -18,6 +19,7 @@ use serde_json::Value;
 use super::event::{Event, Record, ToolStatus};
 use super::nested::Children;
 use super::rule::Scope;
+use crate::checkpoint::Change;
 use crate::clock::rfc3339;
 use crate::words::{ApprovalPolicy, Outcome};
 
@@ -41,6 +43,50 @@ const FROM_RECORDS: &str = "records";
 pub enum Entry {
     /// A tool call.
     Call(Box<Call>),
+    /// What a turn changed in the recorded roots, as its checkpoints tell (`turn/changes`).
+    Changes(TurnChanges),
+    /// An undo: the recorded roots restored to the state before a turn (`checkpoint/restored`).
+    Undo(Undo),
+}
+
+impl Entry {
+    /// The sequence number of the record the entry starts at.
+    pub fn seq(&self) -> u64 {
+        match self {
+            Entry::Call(call) => call.seq,
+            Entry::Changes(changes) => changes.seq,
+            Entry::Undo(undo) => undo.seq,
+        }
+    }
+}
+
+/// The files a turn changed, commands' changes included.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TurnChanges {
+    pub v: u32,
+    pub seq: u64,
+    pub at_ms: u64,
+    pub at: String,
+    pub turn: u64,
+    /// Each changed path (absolute) and how: `added`, `modified`, `deleted`, `type_changed`.
+    pub changes: Vec<Change>,
+}
+
+/// An undo, and what it changed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Undo {
+    pub v: u32,
+    pub seq: u64,
+    pub at_ms: u64,
+    pub at: String,
+    /// The turn whose start the roots were restored to, and its checkpoint's label.
+    pub turn: u64,
+    pub label: String,
+    /// Who asked: `editor` (`/undo`) or `cli` (`agentd sessions undo`).
+    pub by: &'static str,
+    pub changes: Vec<Change>,
+    /// Paths that still differed from the checkpoint when checked after the restore.
+    pub still_differs: Vec<String>,
 }
 
 /// A tool call as the log recorded it. Fields the log says nothing of are `null` (or empty).
@@ -194,6 +240,7 @@ pub fn trail(records: &[Record]) -> Vec<Entry> {
     // When a call that was asked for was allowed: its run starts then, not at its record.
     let mut allowed_ms: HashMap<usize, u64> = HashMap::new();
     let mut children = Children::default();
+    let mut turns: Vec<Entry> = Vec::new();
     for record in records {
         let placed = children.place(record);
         let agent = record.agent.clone().unwrap_or_else(|| TOP_AGENT.to_owned());
@@ -329,13 +376,48 @@ pub fn trail(records: &[Record]) -> Vec<Entry> {
             Event::TaskStopped { task_id, facts, .. } => {
                 task_end(&mut calls, &by_task, task_id, facts, record.seq);
             }
+            Event::TurnChanges { turn, changes } => {
+                turns.push(Entry::Changes(TurnChanges {
+                    v: AUDIT_VERSION,
+                    seq: record.seq,
+                    at_ms: record.at_ms,
+                    at: rfc3339(record.at_ms),
+                    turn: *turn,
+                    changes: changes.clone(),
+                }));
+            }
+            Event::CheckpointRestored {
+                turn,
+                label,
+                changes,
+                still_differs,
+                by,
+            } => {
+                turns.push(Entry::Undo(Undo {
+                    v: AUDIT_VERSION,
+                    seq: record.seq,
+                    at_ms: record.at_ms,
+                    at: rfc3339(record.at_ms),
+                    turn: *turn,
+                    label: label.clone(),
+                    by: by.as_str(),
+                    changes: changes.clone(),
+                    still_differs: still_differs
+                        .iter()
+                        .map(|p| p.to_string_lossy().into_owned())
+                        .collect(),
+                }));
+            }
             _ => {}
         }
     }
-    calls
+    let mut entries: Vec<Entry> = calls
         .into_iter()
         .map(|c| Entry::Call(Box::new(c)))
-        .collect()
+        .chain(turns)
+        .collect();
+    entries.sort_by_key(Entry::seq);
+    entries
 }
 
 /// The approval of the call that asked request `id`.

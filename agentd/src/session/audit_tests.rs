@@ -71,7 +71,10 @@ fn ran(mode: &str, exit: i32) -> Value {
 fn calls(records: &[Record]) -> Vec<Call> {
     trail(records)
         .into_iter()
-        .map(|Entry::Call(call)| *call)
+        .filter_map(|entry| match entry {
+            Entry::Call(call) => Some(*call),
+            _ => None,
+        })
         .collect()
 }
 
@@ -424,4 +427,54 @@ fn each_entry_is_versioned_and_keeps_its_shape_in_json() {
     );
     assert_eq!(entry["at"], "1970-01-01T00:16:40Z");
     assert_eq!(entry["target"], json!({"command": "true"}));
+}
+
+#[test]
+fn a_turns_changes_and_an_undo_are_entries_in_their_place() {
+    use crate::checkpoint::{Change, ChangeKind};
+    use crate::session::event::RestoredBy;
+    let change = |path: &str, kind| Change {
+        path: path.into(),
+        kind,
+    };
+    let log = records(vec![
+        (None, call("c1", "bash", json!({"command": "rm old.txt"}))),
+        (
+            None,
+            result("c1", ToolStatus::Completed, ran("workspace-write", 0)),
+        ),
+        (
+            None,
+            Event::TurnChanges {
+                turn: 1,
+                changes: vec![change("/ws/old.txt", ChangeKind::Deleted)],
+            },
+        ),
+        (
+            None,
+            Event::CheckpointRestored {
+                turn: 1,
+                label: "t1".into(),
+                changes: vec![change("/ws/old.txt", ChangeKind::Added)],
+                still_differs: vec![],
+                by: RestoredBy::Editor,
+            },
+        ),
+    ]);
+    let entries = trail(&log);
+    assert_eq!(
+        entries.iter().map(Entry::seq).collect::<Vec<_>>(),
+        [0, 2, 3]
+    );
+    let json = serde_json::to_value(&entries).expect("json");
+    assert_eq!(json[1]["entry"], "changes");
+    assert_eq!(
+        json[1]["changes"],
+        json!([{"path": "/ws/old.txt", "kind": "deleted"}])
+    );
+    assert_eq!(json[2]["entry"], "undo");
+    assert_eq!(
+        (json[2]["turn"].clone(), json[2]["by"].clone()),
+        (json!(1), json!("editor"))
+    );
 }
