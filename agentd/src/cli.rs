@@ -407,6 +407,13 @@ mod tests {
         assert_eq!(show.id, "abc-123");
         assert_eq!(show.agent.state_dir, Some("/s".into()));
         assert!(Cli::try_parse_from(["agentd", "sessions", "show"]).is_err());
+        let cli = Cli::try_parse_from(["agentd", "sessions", "audit", "abc", "--json"])
+            .expect("sessions audit parses");
+        let Command::Sessions(SessionsCommand::Audit(audit)) = cli.command else {
+            panic!("not sessions audit");
+        };
+        assert_eq!((audit.id.as_str(), audit.json), ("abc", true));
+        assert!(Cli::try_parse_from(["agentd", "sessions", "audit"]).is_err());
     }
 
     #[test]
