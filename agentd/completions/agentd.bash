@@ -86,11 +86,17 @@ _agentd() {
             agentd__subcmd__help__subcmd__config,show)
                 cmd="agentd__subcmd__help__subcmd__config__subcmd__show"
                 ;;
+            agentd__subcmd__help__subcmd__sessions,audit)
+                cmd="agentd__subcmd__help__subcmd__sessions__subcmd__audit"
+                ;;
             agentd__subcmd__help__subcmd__sessions,list)
                 cmd="agentd__subcmd__help__subcmd__sessions__subcmd__list"
                 ;;
             agentd__subcmd__help__subcmd__sessions,show)
                 cmd="agentd__subcmd__help__subcmd__sessions__subcmd__show"
+                ;;
+            agentd__subcmd__sessions,audit)
+                cmd="agentd__subcmd__sessions__subcmd__audit"
                 ;;
             agentd__subcmd__sessions,help)
                 cmd="agentd__subcmd__sessions__subcmd__help"
@@ -100,6 +106,9 @@ _agentd() {
                 ;;
             agentd__subcmd__sessions,show)
                 cmd="agentd__subcmd__sessions__subcmd__show"
+                ;;
+            agentd__subcmd__sessions__subcmd__help,audit)
+                cmd="agentd__subcmd__sessions__subcmd__help__subcmd__audit"
                 ;;
             agentd__subcmd__sessions__subcmd__help,help)
                 cmd="agentd__subcmd__sessions__subcmd__help__subcmd__help"
@@ -505,8 +514,22 @@ _agentd() {
             return 0
             ;;
         agentd__subcmd__help__subcmd__sessions)
-            opts="list show"
+            opts="list show audit"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agentd__subcmd__help__subcmd__sessions__subcmd__audit)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -663,7 +686,7 @@ _agentd() {
             return 0
             ;;
         agentd__subcmd__sessions)
-            opts="-h --help list show help"
+            opts="-h --help list show audit help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -676,9 +699,61 @@ _agentd() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        agentd__subcmd__sessions__subcmd__help)
-            opts="list show help"
+        agentd__subcmd__sessions__subcmd__audit)
+            opts="-h --json --helper --helper-socket --helper-ceiling --config --state-dir --model-script --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --helper)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --helper-socket)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --helper-ceiling)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --state-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --model-script)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agentd__subcmd__sessions__subcmd__help)
+            opts="list show audit help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agentd__subcmd__sessions__subcmd__help__subcmd__audit)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi

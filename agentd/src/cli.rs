@@ -9,6 +9,7 @@
 //! `agentd acp` and `agentd exec` start the agent in `start.rs`.
 
 mod args;
+mod audit;
 pub mod exec;
 mod exit;
 pub mod manuals;
@@ -139,6 +140,29 @@ pub enum SessionsCommand {
     List(AgentArgs),
     /// Print the transcript of one session.
     Show(SessionsShow),
+    /// Print the audit trail of one session: every tool call in order (the child agents' too)
+    /// with its time (UTC), agent, tool, command or path, the mode it ran under and why, the
+    /// approval asked and what decided it, the sandbox's backend, layers and enforcement,
+    /// denials, how it ended and how long it took.
+    ///
+    /// Read from the session's log alone, which no confined command can write. A torn or
+    /// malformed line is warned about on stderr and the rest audited.
+    Audit(SessionsAudit),
+}
+
+/// `agentd sessions audit ID [--json]`
+#[derive(Debug, Args)]
+pub struct SessionsAudit {
+    /// The session's id, as `agentd sessions list` prints it, or enough of its beginning to
+    /// name one session.
+    #[arg(value_name = "ID")]
+    pub id: String,
+    /// Print one JSON document: an array of entries, each with its shape's version `v`
+    /// (RFC 0019).
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub agent: AgentArgs,
 }
 
 /// `agentd sessions show ID`
@@ -161,6 +185,7 @@ pub async fn execute(cli: Cli) -> ExitCode {
         Command::Sessions(SessionsCommand::Show(show)) => {
             ExitCode::from(sessions_show(&show.agent, &show.id))
         }
+        Command::Sessions(SessionsCommand::Audit(audit)) => ExitCode::from(sessions_audit(&audit)),
         Command::Acp(command) => ExitCode::from(acp_command(command).await),
         Command::Exec(command) => ExitCode::from(exec::exec_command(command).await),
         Command::Demo(command) => ExitCode::from(demo_command(command).await),
@@ -265,12 +290,30 @@ fn sessions_show(args: &AgentArgs, id: &str) -> u8 {
         Ok(dir) => dir,
         Err(e) => return failure(&e),
     };
-    match sessions::show(&dir, id) {
-        Ok((transcript, warnings)) => {
+    printed(sessions::show(&dir, id))
+}
+
+fn sessions_audit(audit: &SessionsAudit) -> u8 {
+    let dir = match state_dir(&audit.agent) {
+        Ok(dir) => dir,
+        Err(e) => return failure(&e),
+    };
+    let format = if audit.json {
+        sessions::AuditFormat::Json
+    } else {
+        sessions::AuditFormat::Text
+    };
+    printed(sessions::audit(&dir, &audit.id, format))
+}
+
+/// Prints what a sessions command made, its warnings first on stderr, and says how to exit.
+fn printed(made: Result<(String, Vec<String>), sessions::ShowError>) -> u8 {
+    match made {
+        Ok((out, warnings)) => {
             for warning in &warnings {
                 report(warning);
             }
-            print!("{transcript}");
+            print!("{out}");
             0
         }
         Err(e) => failure(&e),
@@ -364,6 +407,13 @@ mod tests {
         assert_eq!(show.id, "abc-123");
         assert_eq!(show.agent.state_dir, Some("/s".into()));
         assert!(Cli::try_parse_from(["agentd", "sessions", "show"]).is_err());
+        let cli = Cli::try_parse_from(["agentd", "sessions", "audit", "abc", "--json"])
+            .expect("sessions audit parses");
+        let Command::Sessions(SessionsCommand::Audit(audit)) = cli.command else {
+            panic!("not sessions audit");
+        };
+        assert_eq!((audit.id.as_str(), audit.json), ("abc", true));
+        assert!(Cli::try_parse_from(["agentd", "sessions", "audit"]).is_err());
     }
 
     #[test]

@@ -165,7 +165,7 @@ impl Approvals {
                 "agentd: session {}: cannot record an approval request ({e}); nothing is granted",
                 asker.agent()
             );
-            return Decision::asked(self.decided(asker, id, Outcome::Unavailable, None));
+            return Decision::asked(self.decided(asker, id, Outcome::Unavailable, None, None));
         }
         let scope = ask.scope.clone();
         let request = Request {
@@ -204,20 +204,34 @@ impl Approvals {
             _ => outcome,
         };
         Decision {
-            outcome: self.decided(asker, id, outcome, rule),
+            outcome: self.decided(
+                asker,
+                id,
+                outcome,
+                rule,
+                by_policy.then_some(ApprovalPolicy::Never),
+            ),
             by_policy,
         }
     }
 
-    /// Records how request `id` ended, durable before whatever the decision lets happen.
+    /// Records how request `id` ended, and the rule or the policy that decided it when one
+    /// did, durable before whatever the decision lets happen.
     fn decided(
         &self,
         asker: &dyn Asker,
         id: String,
         outcome: Outcome,
         rule: Option<String>,
+        policy: Option<ApprovalPolicy>,
     ) -> Outcome {
-        match asker.append(Event::ApprovalDecided { id, outcome, rule }, true) {
+        let event = Event::ApprovalDecided {
+            id,
+            outcome,
+            rule,
+            policy,
+        };
+        match asker.append(event, true) {
             Ok(_) => outcome,
             Err(e) => {
                 eprintln!(

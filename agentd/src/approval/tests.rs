@@ -292,6 +292,14 @@ async fn an_answer_outside_the_vocabulary_makes_the_request_unavailable() {
     }
 }
 
+/// The policy the last `approval/decided` of `asker`'s log names as what decided.
+fn deciding_policy(asker: &TestAsker) -> Option<ApprovalPolicy> {
+    asker.log.events().iter().rev().find_map(|e| match e {
+        Event::ApprovalDecided { policy, .. } => Some(*policy),
+        _ => None,
+    })?
+}
+
 #[tokio::test]
 async fn under_never_the_seam_rejects_before_any_answerer_runs_and_still_audits() {
     let asker = TestAsker::new(ApprovalPolicy::Never);
@@ -307,6 +315,8 @@ async fn under_never_the_seam_rejects_before_any_answerer_runs_and_still_audits(
     );
     assert_eq!(allows.calls(), 0);
     assert_eq!(asker.pairs()[0].1, Outcome::Rejected);
+    // The log names the policy as what decided (the audit trail reads it there).
+    assert_eq!(deciding_policy(&asker), Some(ApprovalPolicy::Never));
     // What the model is told names the policy, not a person who was never asked; the control:
     // a person's rejection under `ask` says the user rejected.
     assert_eq!(
@@ -327,6 +337,7 @@ async fn under_never_the_seam_rejects_before_any_answerer_runs_and_still_audits(
     let rejects = Approvals::new(vec![Fixed::new(Reply::outcome(Outcome::Rejected))]);
     let decision = within(rejects.decision(&person, ask(), &Cancel::never())).await;
     assert!(!decision.by_policy);
+    assert_eq!(deciding_policy(&person), None);
     assert_eq!(
         escalation_refusal(confine_protocol::Mode::WorkspaceWrite, decision).as_deref(),
         Some("the user rejected escalating this command to \"workspace-write\"")
@@ -462,6 +473,7 @@ fn the_outcomes_are_spelt_as_the_vocabulary_in_the_log() {
         id: "x".into(),
         outcome: Outcome::AllowedOnce,
         rule: None,
+        policy: None,
     };
     assert_eq!(
         serde_json::to_value(&event).expect("json"),

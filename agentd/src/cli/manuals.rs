@@ -18,7 +18,7 @@ use super::exit::failure;
 
 /// Every manual page, by name (`agentd-config-show`, read as `man agentd-config-show`), as
 /// docgen wrote it.
-const PAGES: [(&str, &str); 12] = [
+const PAGES: [(&str, &str); 13] = [
     ("agentd", include_str!("../../man/agentd.1")),
     ("agentd-acp", include_str!("../../man/agentd-acp.1")),
     (
@@ -37,6 +37,10 @@ const PAGES: [(&str, &str); 12] = [
     (
         "agentd-sessions",
         include_str!("../../man/agentd-sessions.1"),
+    ),
+    (
+        "agentd-sessions-audit",
+        include_str!("../../man/agentd-sessions-audit.1"),
     ),
     (
         "agentd-sessions-list",

@@ -1,11 +1,14 @@
-//! `agentd sessions list` and `agentd sessions show ID`: what the session logs under the state
-//! directory say, read without changing them, and safe to print: a log holds what commands
-//! printed and what a model wrote, so every line is passed through [`terminal::visible`].
+//! `agentd sessions list`, `agentd sessions show ID` and `agentd sessions audit ID`: what the
+//! session logs under the state directory say, read without changing them, and safe to print:
+//! a log holds what commands printed and what a model wrote, so every line is passed through
+//! [`terminal::visible`].
 
 use std::path::{Path, PathBuf};
 
+use super::audit;
+use crate::session::audit::trail;
 use crate::session::fold::{Summary, summarize, transcript};
-use crate::session::log::{self, LogError, list_ids, read_log};
+use crate::session::log::{self, LogError, list_ids, read_log, read_log_around_damage};
 use crate::terminal;
 
 /// `sessions show` could not show the session.
@@ -29,6 +32,19 @@ pub enum ShowError {
     },
     #[error(transparent)]
     Log(LogError),
+    /// The trail could not be written as JSON (it holds nothing that cannot be).
+    #[error("cannot write the audit trail of session {id} as JSON: {source}")]
+    Json {
+        id: String,
+        source: serde_json::Error,
+    },
+}
+
+/// How `sessions audit` prints the trail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuditFormat {
+    Text,
+    Json,
 }
 
 /// What `sessions list` found.
@@ -108,6 +124,42 @@ pub fn show(dir: &Path, id: &str) -> Result<(String, Vec<String>), ShowError> {
         terminal::visible(&transcript(&records)).into_owned(),
         warnings,
     ))
+}
+
+/// The audit trail of session `id` under `dir` (see [`crate::session::audit`]) as `format`
+/// says, terminal-safe, and any warning about its log: a torn last line, and each malformed
+/// line, which is left out and the rest audited. `id` may be the beginning of one session's id
+/// only.
+pub fn audit(
+    dir: &Path,
+    id: &str,
+    format: AuditFormat,
+) -> Result<(String, Vec<String>), ShowError> {
+    let id = &resolve(dir, id)?;
+    let (records, report) = read_log_around_damage(dir, id).map_err(|e| match e {
+        LogError::NotFound(id) => ShowError::Unknown {
+            id,
+            dir: dir.to_owned(),
+        },
+        e => ShowError::Log(e),
+    })?;
+    let mut warnings: Vec<String> = report
+        .dropped_torn_bytes
+        .map(|bytes| torn_warning(dir, id, bytes))
+        .into_iter()
+        .collect();
+    warnings.extend(report.skipped.iter().map(|line| {
+        format!("warning: {line}; the line is left out, so the trail may lack what it held")
+    }));
+    let entries = trail(&records);
+    let out = match format {
+        AuditFormat::Text => audit::text(&entries),
+        AuditFormat::Json => audit::json(&entries).map_err(|source| ShowError::Json {
+            id: id.clone(),
+            source,
+        })?,
+    };
+    Ok((out, warnings))
 }
 
 /// The one session id under `dir` that `given` is, or begins; only ids the directory lists

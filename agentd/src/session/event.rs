@@ -338,13 +338,16 @@ pub enum Event {
         reason: Option<String>,
     },
     /// How the approval request `id` ended; `rule` names the `approval/rule` that decided it
-    /// without asking anyone. Log-only.
+    /// without asking anyone, `policy` the approval policy that did (`never`: nobody was
+    /// asked; absent in older logs). Log-only.
     #[serde(rename = "approval/decided")]
     ApprovalDecided {
         id: String,
         outcome: Outcome,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         rule: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        policy: Option<ApprovalPolicy>,
     },
     /// An "always" answer to the approval request `id`: from here on, in this session, every
     /// request of the same scope — `tool`, and for `bash` the exact `command`, and for an

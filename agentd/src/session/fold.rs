@@ -850,6 +850,7 @@ mod tests {
                     id: "a1".into(),
                     outcome: crate::approval::Outcome::AllowedAlways,
                     rule: None,
+                    policy: None,
                 },
             ],
         );

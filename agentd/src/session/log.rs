@@ -116,6 +116,18 @@ pub struct EventLog {
 pub struct LoadReport {
     /// A torn last line was dropped (its byte length).
     pub dropped_torn_bytes: Option<usize>,
+    /// The malformed lines left out, each said as [`LogError::Malformed`] says it (file, line,
+    /// why); only [`read_log_around_damage`] leaves any out, every other read fails on one.
+    pub skipped: Vec<String>,
+}
+
+/// What a read does with a malformed line that is not the last.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Damage {
+    /// Fail, naming the file and line: a session is never replayed without a record.
+    Refuse,
+    /// Leave it out and say so in the report: for reading what the rest holds.
+    Skip,
 }
 
 fn now_ms() -> u64 {
@@ -220,7 +232,7 @@ impl EventLog {
         if !path.exists() {
             return Err(missing(dir, id));
         }
-        let (records, report, good_len) = read_records(&path)?;
+        let (records, report, good_len) = read_records(&path, Damage::Refuse)?;
         let mut file = OpenOptions::new()
             .append(true)
             .open(&path)
@@ -325,7 +337,19 @@ pub fn read_log(dir: &Path, id: &str) -> Result<(Vec<Record>, LoadReport), LogEr
     if !path.exists() {
         return Err(missing(dir, id));
     }
-    read_records(&path).map(|(records, report, _)| (records, report))
+    read_records(&path, Damage::Refuse).map(|(records, report, _)| (records, report))
+}
+
+/// Reads a log as [`read_log`] does, but leaves out a malformed line instead of failing, and
+/// names each in [`LoadReport::skipped`]: for reading what the rest of a damaged log holds
+/// (`agentd sessions audit`), never for replaying a session. The first record must still be
+/// the session's, and a line of a newer agentd still fails the read.
+pub fn read_log_around_damage(dir: &Path, id: &str) -> Result<(Vec<Record>, LoadReport), LogError> {
+    let path = path_of(dir, id)?;
+    if !path.exists() {
+        return Err(missing(dir, id));
+    }
+    read_records(&path, Damage::Skip).map(|(records, report, _)| (records, report))
 }
 
 /// Why the log of session `id` is not in `dir`: the directory cannot be read (a path through a
@@ -384,8 +408,9 @@ fn parse_line(line: &[u8], path: &Path, line_no: usize) -> Result<Record, LineEr
 }
 
 /// Parses every line. A last line without its newline that does not parse is torn: dropped and
-/// reported. Returns the byte length of the whole lines kept.
-fn read_records(path: &Path) -> Result<(Vec<Record>, LoadReport, usize), LogError> {
+/// reported; any other that does not parse is as `damage` says. Returns the byte length of the
+/// whole lines read.
+fn read_records(path: &Path, damage: Damage) -> Result<(Vec<Record>, LoadReport, usize), LogError> {
     let bytes = std::fs::read(path).map_err(|source| LogError::Io {
         path: path.to_owned(),
         source,
@@ -414,13 +439,22 @@ fn read_records(path: &Path) -> Result<(Vec<Record>, LoadReport, usize), LogErro
                     found: u32::try_from(found).unwrap_or(u32::MAX),
                 });
             }
+            Err(LineError::Depth(invalid)) if damage == Damage::Skip => {
+                report
+                    .skipped
+                    .push(LogError::BadDepth(Box::new(invalid)).to_string());
+            }
             Err(LineError::Depth(invalid)) => return Err(LogError::BadDepth(Box::new(invalid))),
             Err(LineError::Json(source)) => {
-                return Err(LogError::Malformed {
+                let malformed = LogError::Malformed {
                     path: path.to_owned(),
                     line: line_no,
                     source,
-                });
+                };
+                match damage {
+                    Damage::Skip => report.skipped.push(malformed.to_string()),
+                    Damage::Refuse => return Err(malformed),
+                }
             }
         }
         offset += line.len() + usize::from(complete);

@@ -2,10 +2,11 @@
 //!
 //! [`event`] defines what is recorded ([`diff`]: the change a file tool made, kept for the
 //! editor), [`log`] stores it (one JSONL file per session, fsync at turn boundaries and before
-//! side effects), and [`fold`] derives everything else from it. A session restarted from its log
+//! side effects), and [`fold`] derives everything else from it ([`audit`]: the audit trail). A session restarted from its log
 //! is the same session: restart immunity and isolation between sessions follow from replay, not
 //! from state kept anywhere else.
 
+pub mod audit;
 pub mod diff;
 pub mod event;
 pub mod fold;
