@@ -39,6 +39,7 @@ pub(super) fn denial_notes(facts: &Facts, mode: Mode) -> Vec<String> {
             .collect();
         notes.push(format!("denied: {}", paths.join(", ")));
     }
+    notes.extend(facts.credential_notes.iter().cloned());
     notes
 }
 

@@ -487,6 +487,33 @@ mod tests {
             "the control: nothing is denied there"
         );
 
+        // The built-in credential stores: a workspace that is the home directory, holding
+        // ~/.ssh/id_ed25519, has a denied path inside it: confined. A project directory of a
+        // user with the same key holds none: the editor answers.
+        std::fs::create_dir(env.workspace().join(".ssh")).expect("mkdir");
+        std::fs::write(env.workspace().join(".ssh/id_ed25519"), "key").expect("key");
+        let of_home = |home: &Path| crate::profile::SandboxProfile {
+            credentials: crate::credentials::resolve(home, &[]),
+            ..Default::default()
+        };
+        let at_home =
+            offline_env(&scratch, Some(buffers.clone())).with_profile(of_home(env.workspace()));
+        let confined = read(&at_home, r#"{"path":"unsaved.rs"}"#, Mode::ReadOnly).await;
+        assert!(
+            confined.text.contains("confine-helper"),
+            "{}",
+            confined.text
+        );
+        assert_eq!(buffers.asked(), 4);
+        let home = Scratch::new("tools-clientfs-home");
+        std::fs::create_dir(home.0.join(".ssh")).expect("mkdir");
+        std::fs::write(home.0.join(".ssh/id_ed25519"), "key").expect("key");
+        let project = offline_env(&scratch, Some(buffers.clone())).with_profile(of_home(&home.0));
+        let shown = read(&project, r#"{"path":"unsaved.rs"}"#, Mode::ReadOnly).await;
+        assert_eq!(shown.text, "fn main() {}\n");
+        assert_eq!(buffers.asked(), 5);
+        std::fs::remove_dir_all(env.workspace().join(".ssh")).expect("rm");
+
         // Writes go to the helper's writer in every mode, danger-full-access too: the editor is
         // never asked, and its buffer stays as it was.
         for mode in [Mode::WorkspaceWrite, Mode::DangerFullAccess] {

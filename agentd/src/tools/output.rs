@@ -348,6 +348,12 @@ pub(crate) fn end_markers(
     lines.extend(facts.caps_reached_notes().iter().map(|n| format!("[{n}]")));
     if let Some(denial) = &facts.denial {
         lines.extend(denial.kinds.iter().map(|&kind| denial_marker(kind, mode)));
+        lines.extend(
+            facts
+                .credential_notes
+                .iter()
+                .map(|n| format!("[sandbox: {n}]")),
+        );
         if status != ExitStatus::Code(0) {
             lines.extend(escalation_hint(denial, escalation));
         }
