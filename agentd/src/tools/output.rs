@@ -475,7 +475,10 @@ mod tests {
         let lifted = judged(crate::credentials::resolve(&home, &["~/.ssh/*"]));
         assert_eq!(
             lifted,
-            ["[sandbox: file read denied under read-only mode]", "[exit code: 1]"]
+            [
+                "[sandbox: file read denied under read-only mode]",
+                "[exit code: 1]"
+            ]
         );
     }
 
