@@ -42,6 +42,7 @@ pub mod clock;
 pub mod command;
 pub mod composition;
 pub mod config;
+pub mod credentials;
 pub mod demo;
 pub mod denial;
 pub mod deny_read;

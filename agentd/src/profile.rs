@@ -25,6 +25,7 @@ use std::sync::Arc;
 
 use confine_protocol::{Mode, Network, Policy};
 
+use crate::credentials::{self, Credential};
 use crate::denial::Scope;
 use crate::deny_read::{self, DenyRead};
 use crate::proxy;
@@ -61,6 +62,9 @@ pub struct SandboxProfile {
     pub local_binding: bool,
     /// What no confined command may read (`sandbox.deny_read`), expanded at each request.
     pub deny_read: Vec<DenyRead>,
+    /// The built-in credential stores no confined command may read, but those the profile
+    /// lifts (`sandbox.lift_deny_read`), found at each request ([`credentials::expand`]).
+    pub credentials: Vec<Credential>,
     /// The named Unix sockets a confined command may connect to (`sandbox.unix_sockets`,
     /// `agentd run --unix-socket`): absolute, as configured — the helper resolves them.
     pub unix_sockets: Vec<PathBuf>,
@@ -228,18 +232,32 @@ impl SandboxProfile {
         self.allow_list.clone().filter(|_| confined)
     }
 
-    /// The denied reads of a command in `workspace` as real paths (none in danger-full-access).
+    /// The denied reads of a command in `workspace` as real paths (none in danger-full-access):
+    /// the configured ones, then the built-in credential stores that exist now.
     fn denied_reads(
         &self,
         mode: Mode,
         workspace: &Path,
     ) -> Result<Vec<Vec<u8>>, deny_read::ExpandError> {
-        if mode == Mode::DangerFullAccess || self.deny_read.is_empty() {
+        if mode == Mode::DangerFullAccess {
             return Ok(Vec::new());
         }
         let mut roots = vec![workspace.to_path_buf()];
         roots.extend(self.roots());
-        let found = deny_read::expand(&self.deny_read, &roots)?;
+        let mut found = if self.deny_read.is_empty() {
+            Vec::new()
+        } else {
+            deny_read::expand(&self.deny_read, &roots)?
+        };
+        let real_roots: Vec<PathBuf> = roots
+            .iter()
+            .map(|r| r.canonicalize().unwrap_or_else(|_| r.clone()))
+            .collect();
+        for (path, _) in credentials::expand(&self.credentials, &real_roots) {
+            if !found.contains(&path) {
+                found.push(path);
+            }
+        }
         Ok(found
             .iter()
             .map(|p| p.as_os_str().as_bytes().to_vec())
@@ -251,6 +269,9 @@ impl SandboxProfile {
     /// a write there (and nothing wider is needed).
     pub fn scope(&self, cwd: &Path, policy: &Policy) -> Scope {
         let mut scope = Scope::of(cwd, policy);
+        if policy.mode != Mode::DangerFullAccess {
+            scope.credentials = self.credentials.clone();
+        }
         if policy.mode == Mode::ReadOnly {
             for root in self.roots() {
                 let root = root.canonicalize().unwrap_or(root);

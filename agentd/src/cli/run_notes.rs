@@ -39,6 +39,7 @@ pub(super) fn denial_notes(facts: &Facts, mode: Mode) -> Vec<String> {
             .collect();
         notes.push(format!("denied: {}", paths.join(", ")));
     }
+    notes.extend(facts.credential_notes.iter().cloned());
     notes
 }
 
@@ -63,8 +64,9 @@ fn denial_note(kind: Kind, mode: Mode, unix_sockets: &[PathBuf]) -> String {
              in every confined mode ({unconfined})"
         ),
         Kind::FileRead => format!(
-            "the sandbox denied a file read (sandbox.deny_read and --deny-read deny some paths \
-             in every confined mode; {unconfined})"
+            "the sandbox denied a file read (sandbox.deny_read, --deny-read and the built-in \
+             credential stores that sandbox.lift_deny_read does not lift deny some paths in \
+             every confined mode; {unconfined})"
         ),
         Kind::Network => "the sandbox denied network access (--network allow permits it; \
                           --local-binding permits loopback sockets inside the sandbox)"

@@ -122,6 +122,14 @@ fn a_denial_is_explained_with_the_option_that_would_allow_it() {
             "denied: /home/u/.npm/_cacache",
         ]
     );
+    // A denied credential store's sentence follows, as the model reads it.
+    facts.credential_notes = vec!["/home/u/.npmrc is a credential store".into()];
+    let with_note = notes(&facts, OsStr::new("curl"), &args);
+    assert_eq!(
+        with_note.last().map(String::as_str),
+        Some("/home/u/.npmrc is a credential store")
+    );
+    facts.credential_notes.clear();
     // With --json the facts say it: "denials".
     args.json = true;
     assert!(notes(&facts, OsStr::new("curl"), &args).is_empty());

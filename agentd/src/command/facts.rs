@@ -10,6 +10,7 @@ use confine_protocol::{
 };
 use serde::Serialize;
 
+use crate::credentials;
 use crate::denial::{self, Denial, Scope};
 use crate::helper_client::{FailedAt, Outcome};
 use crate::proxy::Decisions;
@@ -73,6 +74,9 @@ pub struct Facts {
     pub started: bool,
     /// The last [`STDERR_TAIL`](super::STDERR_TAIL) bytes of the command's stderr.
     pub stderr_tail: Vec<u8>,
+    /// For each denied read of a built-in credential store, the sentence saying so and how to
+    /// lift it ([`credentials::lift_note`]).
+    pub credential_notes: Vec<String>,
 }
 
 impl Facts {
@@ -129,6 +133,11 @@ impl Facts {
     pub fn with_stderr_tail(mut self, stderr_tail: Vec<u8>, scope: &Scope) -> Facts {
         self.stderr_tail = stderr_tail;
         self.denial = denial::classify(&self.denial_evidence(scope));
+        self.credential_notes = self
+            .denial
+            .as_ref()
+            .map(|denial| credentials::lift_notes(denial, &scope.credentials))
+            .unwrap_or_default();
         self
     }
 

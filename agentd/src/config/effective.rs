@@ -15,13 +15,14 @@ use super::compaction::{CompactAt, CompactionPolicy, DEFAULT_KEEP_TURNS};
 use super::file::{LoadedConfig, absolute_dir};
 use super::mcp::McpServerConfig;
 use super::models::{DEFAULT_MODEL_NAME, ModelsError, NamedModel, known_names};
-use super::sandbox;
+use super::sandbox::{self, Lined};
 use super::sandbox_env::EnvSection;
 use super::{
     ConfigError, DEFAULT_COMMAND_TIMEOUT_MS, DEFAULT_MAX_STEPS, DEFAULT_SANDBOX_MODE, Env,
     FILE_NAME, Source, process_env,
 };
 use crate::agents::Personas;
+use crate::credentials::{self, Credential};
 use crate::deny_read::DenyRead;
 use crate::model::{ModelConfig, ProviderKind};
 use crate::profile::{CacheDir, ResourceLimits, SandboxProfile};
@@ -132,6 +133,13 @@ pub struct Effective {
     pub local_binding: Setting<bool>,
     /// `sandbox.deny_read`: what no confined command may read.
     pub deny_read: Setting<Vec<DenyRead>>,
+    /// The file's line of each of `deny_read`, in order.
+    pub deny_read_lines: Vec<usize>,
+    /// Every built-in denied read from the home directory ([`credentials::resolve`]), those
+    /// lifted included; `None` when no home directory is known.
+    pub credentials: Option<Vec<Credential>>,
+    /// `sandbox.lift_deny_read`: the built-in denied reads commands may read, with their lines.
+    pub lift_deny_read: Setting<Vec<Lined<String>>>,
     /// `sandbox.unix_sockets`: the named Unix sockets a confined command may connect to, `~`
     /// expanded, otherwise as written.
     pub unix_sockets: Setting<Vec<PathBuf>>,
@@ -287,6 +295,9 @@ impl Effective {
             Vec::new(),
             &file,
         );
+        let deny_read_lines = resolved.deny_read_lines;
+        let lift_deny_read = layered(lists.lift_deny_read.clone(), Vec::new(), &file);
+        let credentials = credentials_home(env).map(|home| credentials::resolve(&home, &[]));
         let unix_sockets = layered(
             lists
                 .unix_sockets
@@ -385,6 +396,9 @@ impl Effective {
             protected,
             local_binding,
             deny_read,
+            deny_read_lines,
+            credentials,
+            lift_deny_read,
             unix_sockets,
             allow_list,
             sandbox_env,
@@ -419,7 +433,7 @@ impl Effective {
     }
 
     /// The configuration file as messages should name it.
-    fn file_for_messages(&self) -> String {
+    pub(super) fn file_for_messages(&self) -> String {
         match &self.file {
             Some(path) => path.display().to_string(),
             None => {
@@ -475,6 +489,7 @@ impl Effective {
             protected: self.protected.value.clone(),
             local_binding: self.local_binding.value,
             deny_read: self.deny_read.value.clone(),
+            credentials: self.denied_credentials(),
             unix_sockets: self.unix_sockets.value.clone(),
             allow_list: self.allow_list.value.as_ref().map(|a| a.policy.clone()),
             limits: ResourceLimits {
@@ -486,10 +501,40 @@ impl Effective {
         }
     }
 
+    /// The built-in denied reads in force: every one but those `sandbox.lift_deny_read` names.
+    pub fn denied_credentials(&self) -> Vec<Credential> {
+        let lifted: Vec<&str> = self
+            .lift_deny_read
+            .value
+            .iter()
+            .map(|l| l.value.as_str())
+            .collect();
+        self.credentials
+            .iter()
+            .flatten()
+            .filter(|c| !lifted.contains(&c.built_in.entry))
+            .cloned()
+            .collect()
+    }
+
     /// The default timeout of a command.
     pub fn command_timeout(&self) -> Duration {
         Duration::from_millis(self.command_timeout_ms.value)
     }
+}
+
+/// The home directory the built-in denied reads are taken from: `$HOME`, as `~` is everywhere
+/// in the configuration, when it is absolute; else the user's entry in the password database,
+/// so that an unset `HOME` does not leave the user's credentials readable.
+fn credentials_home(env: Env<'_>) -> Option<PathBuf> {
+    let home = env("HOME").map(PathBuf::from).filter(|h| h.is_absolute());
+    home.or_else(|| {
+        nix::unistd::User::from_uid(nix::unistd::getuid())
+            .ok()
+            .flatten()
+            .map(|user| user.dir)
+            .filter(|dir| dir.is_absolute())
+    })
 }
 
 /// Where session logs go by default: `$XDG_STATE_HOME/agentd/sessions` (only if absolute), else

@@ -194,7 +194,13 @@ pub const KEYS: &[ConfigKey] = &[
         "array of strings: absolute or ~/ paths",
         "[]",
     )
-    .doc("What no confined command may read, list or execute."),
+    .doc("What no confined command may read, list or execute, besides the built-in set."),
+    ConfigKey::new(
+        "sandbox.lift_deny_read",
+        "array of strings: built-in denied reads, as config show lists them",
+        "[]",
+    )
+    .doc("Built-in denied reads (credential stores) that commands may read after all."),
     ConfigKey::new(
         "sandbox.unix_sockets",
         "array of strings: absolute or ~/ paths",

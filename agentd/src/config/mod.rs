@@ -358,6 +358,17 @@ pub enum ConfigError {
         reason: crate::deny_read::EntryError,
     },
     #[error(
+        "the configuration file {}, line {line}: sandbox.lift_deny_read lists {value:?}, which \
+         is not a built-in denied read; name one exactly as listed: {known}",
+        path.display()
+    )]
+    LiftDenyRead {
+        path: PathBuf,
+        line: usize,
+        value: String,
+        known: String,
+    },
+    #[error(
         "the configuration file {}, line {line}: sandbox.{key} lists {value:?}, and {} so it is \
          not an absolute path; set HOME to your home directory or write the {what} as an \
          absolute path",

@@ -13,6 +13,9 @@
 //! All three apply in workspace-write only (read-only stays read-only, danger-full-access needs
 //! none). A project may add protected paths in its own `.agentd/config.toml` ([`super::project`]).
 //!
+//! `lift_deny_read` names built-in denied reads ([`credentials`]) to let commands read: each
+//! must be one exactly, checked when the file is read.
+//!
 //! `unix_sockets` names the Unix sockets a confined command may connect to, in the forms of
 //! `writable_roots` (and `~` expanded the same way, [`expand_home`]), but kept as written
 //! otherwise: a program connects by name, and the helper resolves and checks the names itself.
@@ -25,6 +28,7 @@ use toml::Spanned;
 use super::cache::{self, CachePreset, ResolvedCache};
 use super::checks::line_at;
 use super::{ConfigError, Env};
+use crate::credentials;
 use crate::deny_read::{self, DenyRead, EntryError};
 use crate::words::allowed;
 
@@ -63,6 +67,7 @@ pub(super) struct RawProfile {
     pub(super) protected: RawList,
     pub(super) local_binding: Option<bool>,
     pub(super) deny_read: RawList,
+    pub(super) lift_deny_read: RawList,
     pub(super) unix_sockets: RawList,
 }
 
@@ -79,6 +84,8 @@ pub struct ProfileSection {
     pub local_binding: Option<bool>,
     /// As written: absolute, `~/…` or `**/…` (checked; `~` expanded by [`resolve`]).
     pub deny_read: Option<Vec<Lined<String>>>,
+    /// Built-in denied reads lifted, each named exactly as [`credentials::built_in`] lists it.
+    pub lift_deny_read: Option<Vec<Lined<String>>>,
     /// As written: absolute, `~` or `~/…`, without NUL (`~` expanded by [`resolve`]).
     pub unix_sockets: Option<Vec<Lined<String>>>,
 }
@@ -122,6 +129,7 @@ impl ProfileSection {
             protected,
             local_binding,
             deny_read,
+            lift_deny_read,
             unix_sockets,
         } = raw;
         let entries = |list: RawList| {
@@ -186,6 +194,17 @@ impl ProfileSection {
                 return Err(deny_read_error(path, entry, reason));
             }
         }
+        let lift_deny_read = entries(lift_deny_read);
+        for entry in lift_deny_read.iter().flatten() {
+            if credentials::named(&entry.value).is_none() {
+                return Err(ConfigError::LiftDenyRead {
+                    path: path.to_owned(),
+                    line: entry.line,
+                    value: entry.value.clone(),
+                    known: credentials::names(),
+                });
+            }
+        }
         let unix_sockets = entries(unix_sockets);
         for entry in unix_sockets.iter().flatten() {
             let reason = if entry.value.contains('\0') {
@@ -208,6 +227,7 @@ impl ProfileSection {
             protected,
             local_binding,
             deny_read,
+            lift_deny_read,
             unix_sockets,
         })
     }
@@ -258,6 +278,8 @@ pub struct ResolvedProfile {
     pub cache: Vec<ResolvedCache>,
     pub protected: Vec<PathBuf>,
     pub deny_read: Vec<DenyRead>,
+    /// The line of each of `deny_read`, in order.
+    pub deny_read_lines: Vec<usize>,
     /// `~` expanded, otherwise as written.
     pub unix_sockets: Vec<PathBuf>,
 }
@@ -303,11 +325,13 @@ pub(super) fn resolve(
         });
     }
     let mut deny_read: Vec<DenyRead> = Vec::new();
+    let mut deny_read_lines: Vec<usize> = Vec::new();
     for entry in section.deny_read.iter().flatten() {
         let denied = deny_read::parse(&entry.value, home_dir)
             .map_err(|reason| deny_read_error(path, entry, reason))?;
         if !deny_read.contains(&denied) {
             deny_read.push(denied);
+            deny_read_lines.push(entry.line);
         }
     }
     let mut unix_sockets: Vec<PathBuf> = Vec::new();
@@ -324,6 +348,7 @@ pub(super) fn resolve(
         cache,
         protected: section.protected.clone().unwrap_or_default(),
         deny_read,
+        deny_read_lines,
         unix_sockets,
     })
 }

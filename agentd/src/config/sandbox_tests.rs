@@ -33,7 +33,13 @@ const HOME: (&str, &str) = ("HOME", "/home/u");
 #[test]
 fn nothing_set_is_an_empty_profile_from_the_defaults() {
     let config = merged("", &[HOME]).expect("merges");
-    assert_eq!(config.sandbox_profile(), SandboxProfile::default());
+    assert_eq!(
+        config.sandbox_profile(),
+        SandboxProfile {
+            credentials: crate::credentials::resolve(Path::new("/home/u"), &[]),
+            ..SandboxProfile::default()
+        }
+    );
     assert_eq!(config.writable_roots.source, Source::Default);
     assert_eq!(config.cache.source, Source::Default);
     assert_eq!(config.protected.source, Source::Default);
@@ -388,4 +394,53 @@ fn a_unix_socket_from_the_home_directory_needs_an_absolute_home() {
         "{}",
         error(text, &[("HOME", "home")])
     );
+}
+
+#[test]
+fn a_built_in_denied_read_is_lifted_by_its_exact_name_and_config_show_says_where() {
+    let text =
+        "[sandbox]\ndeny_read = [\"/srv/keys\"]\nlift_deny_read = [\n  \"~/.kube/config\",\n]\n";
+    let config = merged(text, &[HOME]).expect("merges");
+    let entries: Vec<&str> = config
+        .sandbox_profile()
+        .credentials
+        .iter()
+        .map(|c| c.built_in.entry)
+        .collect();
+    assert!(!entries.contains(&"~/.kube/config"), "{entries:?}");
+    assert!(entries.contains(&"~/.ssh/*") && entries.contains(&"~/.npmrc"));
+    let shown = config.show_with(&|_| None, None);
+    for line in [
+        "sandbox.lift_deny_read = [\"~/.kube/config\"]  (/etc/agentd/agentd.toml)",
+        "  denied: \"/home/u/.ssh/*\" (built in: ~/.ssh/*)",
+        "  lifted: \"/home/u/.kube/config\" (built in: ~/.kube/config; lifted by \
+         /etc/agentd/agentd.toml, line 4)",
+        "  denied: \"/srv/keys\" (/etc/agentd/agentd.toml, line 2)",
+    ] {
+        assert!(shown.lines().any(|l| l == line), "{line}\n{shown}");
+    }
+    // The control: without the key the same entry is denied.
+    let plain = merged("", &[HOME]).expect("merges");
+    assert!(
+        plain
+            .sandbox_profile()
+            .credentials
+            .iter()
+            .any(|c| c.built_in.entry == "~/.kube/config")
+    );
+}
+
+#[test]
+fn lifting_what_is_not_a_built_in_entry_is_an_error_naming_the_line_and_the_entries() {
+    for bad in ["~/.ssh", "~/.kube", "/home/u/.npmrc", "**/.env"] {
+        let text = format!("[sandbox]\nlift_deny_read = [\n  \"~/.npmrc\",\n  {bad:?},\n]\n");
+        assert_eq!(
+            error(&text, &[HOME]),
+            format!(
+                "the configuration file {FILE}, line 4: sandbox.lift_deny_read lists {bad:?}, \
+                 which is not a built-in denied read; name one exactly as listed: {}",
+                crate::credentials::names()
+            )
+        );
+    }
 }

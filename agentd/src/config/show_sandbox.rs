@@ -27,6 +27,42 @@ impl Effective {
         );
     }
 
+    /// Every denied read of a confined command, one a line, with where it comes from: the
+    /// built-in credential stores (or, lifted, which line lifted them), then the file's own.
+    fn show_denied_reads(&self, out: &mut Lines) {
+        let file = self.file_for_messages();
+        let Some(credentials) = &self.credentials else {
+            out.raw(
+                "  no built-in denied reads: no home directory is known (HOME is not absolute \
+                 and the user has none)"
+                    .to_owned(),
+            );
+            return self.show_configured_reads(out, &file);
+        };
+        for credential in credentials {
+            let entry = credential.built_in.entry;
+            let shown = quoted(&credential.shown());
+            let lifted = self.lift_deny_read.value.iter().find(|l| l.value == entry);
+            match lifted {
+                Some(l) => out.raw(format!(
+                    "  lifted: {shown} (built in: {entry}; lifted by {file}, line {})",
+                    l.line
+                )),
+                None => out.raw(format!("  denied: {shown} (built in: {entry})")),
+            }
+        }
+        self.show_configured_reads(out, &file);
+    }
+
+    fn show_configured_reads(&self, out: &mut Lines, file: &str) {
+        for (denied, line) in self.deny_read.value.iter().zip(&self.deny_read_lines) {
+            out.raw(format!(
+                "  denied: {} ({file}, line {line})",
+                quoted(&denied.shown())
+            ));
+        }
+    }
+
     /// The sandbox profile's keys, each preset with the directories it resolved to and the rule
     /// that gave each.
     pub(super) fn show_profile(&self, out: &mut Lines) {
@@ -72,6 +108,13 @@ impl Effective {
             list(denied.collect()),
             &self.deny_read.source,
         );
+        let lifted = self.lift_deny_read.value.iter().map(|l| quoted(&l.value));
+        out.value(
+            "sandbox.lift_deny_read",
+            list(lifted.collect()),
+            &self.lift_deny_read.source,
+        );
+        self.show_denied_reads(out);
         out.value(
             "sandbox.unix_sockets",
             paths(&self.unix_sockets.value),

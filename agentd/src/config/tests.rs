@@ -928,6 +928,20 @@ max_steps = 30
 max_processes = 512
 ";
 
+/// `config show`'s line for each built-in denied read from `home`, none lifted.
+fn built_in_lines(home: &str) -> String {
+    crate::credentials::resolve(Path::new(home), &[])
+        .iter()
+        .map(|c| {
+            format!(
+                "  denied: {:?} (built in: {})\n",
+                c.shown(),
+                c.built_in.entry
+            )
+        })
+        .collect()
+}
+
 #[test]
 fn show_prints_every_value_with_its_source_and_no_secret() {
     let scratch = Scratch::new("config-show");
@@ -967,7 +981,8 @@ sandbox.cache = []  (default)
 sandbox.protected = []  (default)
 sandbox.local_binding = false  (default)
 sandbox.deny_read = []  (default)
-sandbox.unix_sockets = []  (default)
+sandbox.lift_deny_read = []  (default)
+{built_in}sandbox.unix_sockets = []  (default)
 sandbox.env.pass = []  (default)
 sandbox.env.set = []  (default)
 approval.policy = \"ask\"  (default)
@@ -988,7 +1003,8 @@ agents.general.model = unset (the session's model)  (default)
 agents.general.tools = unset (its parent's tools)  (default)
 agents.general.max_depth = 1  (default)
 ",
-        helper = exe_dir.join("confine-helper").display()
+        helper = exe_dir.join("confine-helper").display(),
+        built_in = built_in_lines("/home/u")
     );
     assert_eq!(text, expected);
     assert!(!text.contains("sk-very-secret"), "{text}");

@@ -139,6 +139,9 @@ pub struct Scope {
     /// Relative subpaths that stay read-only inside every root, besides
     /// [`PROTECTED_SUBPATHS`].
     pub protected: Vec<PathBuf>,
+    /// The built-in credential stores the command was denied (none unconfined): a denied read
+    /// of one is told how to lift it ([`crate::credentials::lift_notes`]).
+    pub credentials: Vec<crate::credentials::Credential>,
 }
 
 impl Scope {
@@ -161,6 +164,7 @@ impl Scope {
             cwd: cwd.to_path_buf(),
             roots,
             protected: policy.protected.iter().map(path).collect(),
+            credentials: Vec::new(),
         }
     }
 }

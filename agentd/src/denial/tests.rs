@@ -112,6 +112,7 @@ fn judged(run: &Run, host: &FakeHost, stderr: &str) -> Option<Denial> {
         cwd: "/w".into(),
         roots: vec!["/w".into()],
         protected: vec![".env".into()],
+        credentials: Vec::new(),
     };
     classify_on(
         &Evidence {

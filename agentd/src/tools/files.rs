@@ -93,14 +93,35 @@ where
 /// workspace itself lies there (then the command sees it too: the workspace is bound in).
 const HIDDEN_FROM_COMMANDS: [&str; 4] = ["/proc", "/sys", "/dev", "/tmp"];
 
+/// Whether a read `profile` denies could be reached through `workspace`: a `**/` pattern (it
+/// matches inside it), or a denied path, as found now, inside the workspace or holding it.
+fn denied_near(profile: &crate::profile::SandboxProfile, workspace: &Path) -> bool {
+    use crate::deny_read::DenyRead;
+    let real = workspace
+        .canonicalize()
+        .unwrap_or_else(|_| workspace.to_path_buf());
+    let near = |denied: &Path| denied.starts_with(&real) || real.starts_with(denied);
+    let configured = profile.deny_read.iter().any(|entry| match entry {
+        DenyRead::Anywhere(_) => true,
+        DenyRead::Path(path) => near(&path.canonicalize().unwrap_or_else(|_| path.clone())),
+    });
+    configured
+        || crate::credentials::expand(&profile.credentials, &[])
+            .iter()
+            .any(|(denied, _)| near(denied))
+}
+
 /// Whether the editor may answer a read of `path` under `mode` ([`ToolEnv::client_fs`] offers
 /// reads): only where no denied read could apply, since the editor reads as the editor,
 /// wherever the path points when it gets there. In danger-full-access nothing is hidden from a
 /// command. In workspace-write never: a command of the session could swap the path after any
 /// check. In read-only no command of the session writes (a narrowing stopped the wider ones),
-/// and the session must deny no read (`sandbox.deny_read` is empty: a
-/// denied path that a command of the session links to, or swaps a directory for, between any
-/// check here and the editor's read would otherwise be read), and the path, made absolute, must
+/// and no denied read may be within reach of the workspace ([`denied_near`]: no `**/` pattern,
+/// and no denied path, as found now, inside the workspace or holding it — a denied path that a
+/// command of the session links to, or swaps a directory for, between any check here and the
+/// editor's read would otherwise be read; one elsewhere, the built-in credential stores of a
+/// project directory's user, is never reached through a path inside the workspace), and the
+/// path, made absolute, must
 /// have no `..` and lie inside the workspace both as given and as resolved now, and not under
 /// what else a confined command cannot read ([`HIDDEN_FROM_COMMANDS`]: a session opened at `/`
 /// has `/proc` in its workspace).
@@ -113,10 +134,15 @@ async fn editor_may_read(env: &ToolEnv, path: &Path, mode: Mode) -> bool {
         Mode::WorkspaceWrite => return false,
         Mode::ReadOnly => {}
     }
-    if !env.profile().deny_read.is_empty() {
+    let workspace = env.workspace().to_path_buf();
+    let profile = env.profile();
+    let near = {
+        let workspace = workspace.clone();
+        blocking(move || Ok::<_, tokio::task::JoinError>(denied_near(&profile, &workspace))).await
+    };
+    if near.unwrap_or(true) {
         return false;
     }
-    let workspace = env.workspace().to_path_buf();
     let hidden = |path: &Path| {
         HIDDEN_FROM_COMMANDS
             .iter()
@@ -229,6 +255,11 @@ fn op_failed(error: OpError, mode: Mode, path: &Path, verb: &str) -> ToolResult 
                 .iter()
                 .flat_map(|denial| &denial.kinds)
                 .map(|&kind| denial_marker(kind, mode))
+                .chain(
+                    run.credential_notes
+                        .iter()
+                        .map(|n| format!("[sandbox: {n}]")),
+                )
                 .collect();
             ToolResult::failed(
                 format!(
@@ -246,12 +277,42 @@ fn op_failed(error: OpError, mode: Mode, path: &Path, verb: &str) -> ToolResult 
     }
 }
 
+/// The result of a confined read of a built-in credential store, which bwrap shows as an empty
+/// file: the sentence saying what it is and how to lift it, instead of an empty text the model
+/// would take for the file's content. `None` for any other read.
+async fn credential_read(env: &ToolEnv, read: &Read, mode: Mode) -> Option<ToolResult> {
+    let facts = read.facts.as_deref()?;
+    if mode == Mode::DangerFullAccess {
+        return None;
+    }
+    let credentials = env.profile().credentials;
+    let path = read.path.clone();
+    let denying = blocking(move || {
+        Ok::<_, tokio::task::JoinError>(crate::credentials::denying(&credentials, &path))
+    })
+    .await
+    .ok()
+    .flatten()?;
+    let note = crate::credentials::lift_note(&read.path, denying);
+    Some(ToolResult::failed(
+        format!(
+            "cannot read {}: {note}\n{}",
+            read.path.display(),
+            denial_marker(crate::denial::Kind::FileRead, mode)
+        ),
+        file_facts(mode, &read.path, Some(facts)),
+    ))
+}
+
 pub(crate) async fn read_file(env: &ToolEnv, args: ReadArgs, mode: Mode) -> ToolResult {
     let path = absolute(env.workspace(), Path::new(&args.path));
     let read = match read_text(env, &path, mode).await {
         Ok(read) => read,
         Err(error) => return op_failed(error, mode, &path, "read"),
     };
+    if let Some(refused) = credential_read(env, &read, mode).await {
+        return refused;
+    }
     let mut facts = file_facts(mode, &read.path, read.facts.as_deref());
     if read.facts.is_none() {
         facts["read_by"] = json!("editor");

@@ -422,13 +422,18 @@ mod tests {
         }
         assert_eq!(buffers.asked(), 2);
         // In workspace-write a command could swap it for a link after any check: confined.
-        let swappable = read(&env, r#"{"path":"unsaved.rs"}"#, Mode::WorkspaceWrite).await;
-        assert!(
-            swappable.text.contains("confine-helper"),
-            "{}",
-            swappable.text
-        );
-        assert_eq!(buffers.asked(), 2);
+        /// Reads `unsaved.rs` under `mode` and checks the helper was asked (absent here), not
+        /// the editor, which has been asked `asked` times in all.
+        async fn read_confined(env: &ToolEnv, mode: Mode, buffers: &Buffers, asked: usize) {
+            let confined = read(env, r#"{"path":"unsaved.rs"}"#, mode).await;
+            assert!(
+                confined.text.contains("confine-helper"),
+                "{}",
+                confined.text
+            );
+            assert_eq!(buffers.asked(), asked);
+        }
+        read_confined(&env, Mode::WorkspaceWrite, &buffers, 2).await;
 
         // Confined, a `..`, a link or a path outside the workspace goes to the helper (absent
         // here) instead: the editor reads wherever the path points when it gets there (its own
@@ -486,6 +491,27 @@ mod tests {
             unconfined.text, "fn main() {}\n",
             "the control: nothing is denied there"
         );
+
+        // The built-in credential stores: a workspace that is the home directory, holding
+        // ~/.ssh/id_ed25519, has a denied path inside it: confined. A project directory of a
+        // user with the same key holds none: the editor answers.
+        std::fs::create_dir(env.workspace().join(".ssh")).expect("mkdir");
+        std::fs::write(env.workspace().join(".ssh/id_ed25519"), "key").expect("key");
+        let of_home = |home: &Path| crate::profile::SandboxProfile {
+            credentials: crate::credentials::resolve(home, &[]),
+            ..Default::default()
+        };
+        let at_home =
+            offline_env(&scratch, Some(buffers.clone())).with_profile(of_home(env.workspace()));
+        read_confined(&at_home, Mode::ReadOnly, &buffers, 4).await;
+        let home = Scratch::new("tools-clientfs-home");
+        std::fs::create_dir(home.0.join(".ssh")).expect("mkdir");
+        std::fs::write(home.0.join(".ssh/id_ed25519"), "key").expect("key");
+        let project = offline_env(&scratch, Some(buffers.clone())).with_profile(of_home(&home.0));
+        let shown = read(&project, r#"{"path":"unsaved.rs"}"#, Mode::ReadOnly).await;
+        assert_eq!(shown.text, "fn main() {}\n");
+        assert_eq!(buffers.asked(), 5);
+        std::fs::remove_dir_all(env.workspace().join(".ssh")).expect("rm");
 
         // Writes go to the helper's writer in every mode, danger-full-access too: the editor is
         // never asked, and its buffer stays as it was.

@@ -348,6 +348,12 @@ pub(crate) fn end_markers(
     lines.extend(facts.caps_reached_notes().iter().map(|n| format!("[{n}]")));
     if let Some(denial) = &facts.denial {
         lines.extend(denial.kinds.iter().map(|&kind| denial_marker(kind, mode)));
+        lines.extend(
+            facts
+                .credential_notes
+                .iter()
+                .map(|n| format!("[sandbox: {n}]")),
+        );
         if status != ExitStatus::Code(0) {
             lines.extend(escalation_hint(denial, escalation));
         }
@@ -429,6 +435,52 @@ mod tests {
 
     const BOTH: &[Mode] = &[Mode::WorkspaceWrite, Mode::DangerFullAccess];
     const DFA: &[Mode] = &[Mode::DangerFullAccess];
+
+    #[test]
+    fn a_denied_read_of_a_built_in_credential_store_says_so_and_how_to_lift_it() {
+        let scratch = crate::test_support::Scratch::new("output-credential");
+        let home = scratch.0.canonicalize().expect("home");
+        std::fs::create_dir(home.join(".ssh")).expect("mkdir");
+        let key = home.join(".ssh/id_rsa");
+        std::fs::write(&key, "key").expect("key");
+        let mut policy = crate::helper_client::SpawnSpec::new(["cat"]).policy;
+        policy.mode = Mode::ReadOnly;
+        policy.workspace_root = Some(home.join("ws").as_os_str().as_encoded_bytes().to_vec());
+        let stderr = format!("cat: {}: Permission denied\n", key.display());
+        let judged = |credentials: Vec<crate::credentials::Credential>| {
+            let mut scope = crate::denial::Scope::of(&home, &policy);
+            scope.credentials = credentials;
+            let facts = Facts {
+                backend: Some(Backend::Landlock),
+                ..ran(ExitStatus::Code(1))
+            };
+            markers(&facts.with_stderr_tail(stderr.clone().into_bytes(), &scope))
+        };
+        let lines = judged(crate::credentials::resolve(&home, &[]));
+        let note = format!(
+            "[sandbox: {} is a credential store (SSH private keys) kept unreadable by default; \
+             to let commands read it, add lift_deny_read = [\"~/.ssh/*\"] to [sandbox] in \
+             agentd.toml]",
+            key.display()
+        );
+        assert_eq!(
+            lines,
+            [
+                "[sandbox: file read denied under read-only mode]".to_owned(),
+                note,
+                "[exit code: 1]".to_owned(),
+            ]
+        );
+        // The control: the same denial of a path no built-in entry in force denies (lifted).
+        let lifted = judged(crate::credentials::resolve(&home, &["~/.ssh/*"]));
+        assert_eq!(
+            lifted,
+            [
+                "[sandbox: file read denied under read-only mode]",
+                "[exit code: 1]"
+            ]
+        );
+    }
 
     fn denied(kinds: &[Kind], lifted_by: Option<Mode>) -> Facts {
         Facts {

@@ -12,6 +12,7 @@ use crate::fixtures::PathState;
 use crate::matrix::Backend;
 
 mod availability;
+mod credentials;
 mod denials;
 mod filesystem;
 mod ipc;
@@ -61,6 +62,7 @@ pub fn all() -> Vec<Case> {
         layers::CASES,
         denials::CASES,
         profile::CASES,
+        credentials::CASES,
     ]
     .concat()
 }

@@ -138,6 +138,8 @@ fn interpret(
             });
             match denial {
                 Some(denial) => {
+                    facts.credential_notes =
+                        crate::credentials::lift_notes(&denial, &tried.scope.credentials);
                     facts.denial = Some(denial);
                     Err(OpError::Denied(what, facts))
                 }
