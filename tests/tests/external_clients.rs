@@ -1092,7 +1092,11 @@ fn assert_commands_advertised(updates: &[&Value], context: &dyn std::fmt::Displa
         .flatten()
         .filter_map(|c| c["name"].as_str())
         .collect();
-    assert_eq!(names, ["init", "compact", "status", "mcp", "undo"], "{context}");
+    assert_eq!(
+        names,
+        ["init", "compact", "status", "mcp", "undo"],
+        "{context}"
+    );
 }
 
 /// agentd's answer to `/status` in a read-only session without MCP servers, as a client shows

@@ -252,7 +252,12 @@ fn a_full_disk_fails_the_turn_with_its_cause_and_leaves_a_log_that_loads() {
     let kinds: Vec<&Value> = halfway[before.len()..].iter().map(|r| &r["type"]).collect();
     assert_eq!(
         kinds,
-        ["prompt/submitted", "turn/started", "model/request"],
+        [
+            "prompt/submitted",
+            "turn/started",
+            "checkpoint/recorded",
+            "model/request"
+        ],
         "what fit"
     );
     replayed.extend(shown("second", &[]));

@@ -156,8 +156,9 @@ fn normalized_json(mut trail: Value) -> Value {
         if entry["duration_ms"].is_number() {
             entry["duration_ms"] = json!("<n>");
         }
-        let sandbox = &mut entry["sandbox"];
-        if sandbox["backend"].is_string() {
+        if let Some(sandbox) = entry.get_mut("sandbox")
+            && sandbox["backend"].is_string()
+        {
             sandbox["backend"] = json!("<backend>");
             sandbox["enforcement"] = json!("<enforcement>");
             sandbox["missing"] = json!("<missing>");

@@ -212,12 +212,11 @@ fn change_lines(changes: &[Change]) -> Vec<String> {
 }
 
 fn changes_text(changes: &TurnChanges) -> String {
+    let count = changes.changes.len();
+    let noun = if count == 1 { "path" } else { "paths" };
     let mut lines = vec![format!(
-        "#{} {} turn {} changed {} files",
-        changes.seq,
-        changes.at,
-        changes.turn,
-        changes.changes.len()
+        "#{} {} turn {} changed {count} {noun}",
+        changes.seq, changes.at, changes.turn
     )];
     lines.extend(change_lines(&changes.changes));
     lines.join("\n") + "\n"
