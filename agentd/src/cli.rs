@@ -18,6 +18,7 @@ mod run_notes;
 pub mod sessions;
 mod signals;
 mod start;
+mod undo;
 mod word;
 
 use std::ffi::OsString;
@@ -139,6 +140,29 @@ pub enum SessionsCommand {
     List(AgentArgs),
     /// Print the transcript of one session.
     Show(SessionsShow),
+    /// Restore the session's workspace (and its other writable roots) to how it was before a
+    /// turn, from its checkpoints: prints the changes and their diff first, then restores them
+    /// confined, as a workspace-write command would write. Exits non-zero when a path still
+    /// differs afterwards.
+    Undo(SessionsUndo),
+}
+
+/// `agentd sessions undo ID [--turn N] [--dry-run]`
+#[derive(Debug, Args)]
+pub struct SessionsUndo {
+    /// The session's id, as `agentd sessions list` prints it, or enough of its beginning to
+    /// name one session.
+    #[arg(value_name = "ID")]
+    pub id: String,
+    /// Restore to before this turn (default: the last turn not yet undone that has a
+    /// checkpoint).
+    #[arg(long, value_name = "N")]
+    pub turn: Option<u64>,
+    /// Print what would change, and change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    #[command(flatten)]
+    pub agent: AgentArgs,
 }
 
 /// `agentd sessions show ID`
@@ -160,6 +184,9 @@ pub async fn execute(cli: Cli) -> ExitCode {
         Command::Sessions(SessionsCommand::List(args)) => ExitCode::from(sessions_list(&args)),
         Command::Sessions(SessionsCommand::Show(show)) => {
             ExitCode::from(sessions_show(&show.agent, &show.id))
+        }
+        Command::Sessions(SessionsCommand::Undo(undo)) => {
+            ExitCode::from(undo::undo_command(&undo.agent, &undo.id, undo.turn, undo.dry_run).await)
         }
         Command::Acp(command) => ExitCode::from(acp_command(command).await),
         Command::Exec(command) => ExitCode::from(exec::exec_command(command).await),

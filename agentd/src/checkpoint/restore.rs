@@ -7,8 +7,8 @@
 //! kind); one `mkdir -p` of the directories it had; `ln -s -T` per link (a link is made, never
 //! written through); the helper's own writer (`HelperClient::write_file`, the one the file
 //! tools use) per file whose content differs, reading the object straight from the store;
-//! then `chmod` of the files written and of modes that differ, directories last and deepest
-//! first. FIFOs, sockets and devices are never recreated, `.git` and protected paths never
+//! then, after a scan, `chmod` of the modes that still differ (files, then directories deepest
+//! first). FIFOs, sockets and devices are never recreated, `.git` and protected paths never
 //! named. Each step's failure is noted and the next goes on; then the roots are scanned again
 //! and every path that still differs from the checkpoint is reported.
 
@@ -57,8 +57,6 @@ pub(super) struct Ops {
     links: Vec<(OsString, PathBuf)>,
     /// Object, file.
     pub(super) writes: Vec<(String, PathBuf)>,
-    /// Mode, path: files, then directories deepest first.
-    pub(super) chmod: Vec<(u32, PathBuf)>,
     /// What the walk after the restore skips, as the one before it did.
     protected: Vec<PathBuf>,
 }
@@ -76,7 +74,6 @@ pub(super) fn plan(
         protected: scope.protected.clone(),
         ..Ops::default()
     };
-    let mut dir_modes: Vec<(u32, PathBuf)> = Vec::new();
     let mut diff = String::new();
     for d in &found {
         let now_kind = match &d.now {
@@ -100,7 +97,6 @@ pub(super) fn plan(
                     if !same_kind {
                         ops.mkdir.push(d.path.clone());
                     }
-                    dir_modes.push((t.mode, d.path.clone()));
                 }
                 Kind::Link => {
                     if !same_kind {
@@ -121,7 +117,6 @@ pub(super) fn plan(
                         }
                         ops.writes.push((hash, d.path.clone()));
                     }
-                    ops.chmod.push((t.mode, d.path.clone()));
                 }
             }
         }
@@ -140,13 +135,6 @@ pub(super) fn plan(
             diff.push_str(&format!("{}: {}\n", d.path.display(), describe(d)));
         }
     }
-    dir_modes.sort_by(|a, b| {
-        b.1.components()
-            .count()
-            .cmp(&a.1.components().count())
-            .then(a.1.cmp(&b.1))
-    });
-    ops.chmod.extend(dir_modes);
     Ok(RestorePlan {
         label: label.to_owned(),
         changes: found
@@ -244,6 +232,8 @@ pub async fn restore(
     policy: Policy,
     backend: BackendChoice,
 ) -> Result<Restored, CheckpointError> {
+    // Shared with records, so no prune removes an object while it is being written back.
+    let _lock = store.lock(false)?;
     let then = store.load(session, &plan.label)?;
     let runner = Runner {
         helper,
@@ -287,29 +277,21 @@ pub async fn restore(
     for (hash, path) in &ops.writes {
         runner.write(store, hash, path, &mut failed).await?;
     }
-    let modes: Vec<OsString> = ops
-        .chmod
-        .iter()
-        .flat_map(|(mode, path)| {
-            [
-                OsString::from(format!("{mode:o}")),
-                path.as_os_str().to_owned(),
-            ]
-        })
-        .collect();
-    runner
-        .batches(&each_pair("chmod --"), &modes, 2, &mut failed)
-        .await?;
-
     let scope = Scope {
         roots: then.roots.clone(),
         protected: ops.protected.clone(),
         max_bytes: u64::MAX,
     };
-    let store_for_scan = store.clone();
-    let rescan = tokio::task::spawn_blocking(move || store_for_scan.compare_now(&then, &scope))
-        .await
-        .map_err(|e| CheckpointError::Join(e.to_string()))??;
+    // Modes last, and only where they still differ: a chmod names its path like any write,
+    // and under Landlock (which does not govern metadata) the fewer of them the better.
+    let modes: Vec<OsString> = mode_changes(scan(store, &then, &scope).await?)
+        .into_iter()
+        .flat_map(|(mode, path)| [OsString::from(format!("{mode:o}")), path.into_os_string()])
+        .collect();
+    runner
+        .batches(&each_pair("chmod --"), &modes, 2, &mut failed)
+        .await?;
+    let rescan = scan(store, &then, &scope).await?;
     let still_differs: Vec<PathBuf> = rescan.into_iter().map(|d| d.path).collect();
     let changed = plan
         .changes
@@ -322,6 +304,40 @@ pub async fn restore(
         still_differs,
         failed,
     })
+}
+
+/// The roots compared with `then` now, off the async threads.
+async fn scan(
+    store: &Store,
+    then: &Manifest,
+    scope: &Scope,
+) -> Result<Vec<Difference>, CheckpointError> {
+    let (store, then, scope) = (store.clone(), then.clone(), scope.clone());
+    tokio::task::spawn_blocking(move || store.compare_now(&then, &scope))
+        .await
+        .map_err(|e| CheckpointError::Join(e.to_string()))?
+}
+
+/// The modes to set so that `found` differs in nothing else: files first, then directories,
+/// deepest first (a directory made read-only last).
+fn mode_changes(found: Vec<Difference>) -> Vec<(u32, PathBuf)> {
+    let mut modes: Vec<(bool, usize, u32, PathBuf)> = found
+        .into_iter()
+        .filter_map(|d| match (&d.now, &d.then) {
+            (Now::Is(n), Some(t))
+                if n.kind == t.kind && n.data == t.data && t.kind != Kind::Link =>
+            {
+                let depth = d.path.components().count();
+                Some((t.kind == Kind::Dir, usize::MAX - depth, t.mode, d.path))
+            }
+            _ => None,
+        })
+        .collect();
+    modes.sort();
+    modes
+        .into_iter()
+        .map(|(_, _, mode, path)| (mode, path))
+        .collect()
 }
 
 /// `sh -c` running `command "$1" "$2"` for each pair of its arguments (the paths are

@@ -229,7 +229,7 @@ impl Store {
 
     /// The store's lock: shared while recording or restoring, exclusive while pruning, so a
     /// prune never removes an object a record is about to name.
-    fn lock(&self, exclusive: bool) -> Result<Flock<File>, CheckpointError> {
+    pub(super) fn lock(&self, exclusive: bool) -> Result<Flock<File>, CheckpointError> {
         self.ensure()?;
         let path = self.dir.join(LOCK);
         let file = std::fs::OpenOptions::new()

@@ -261,7 +261,6 @@ fn changes_between_checkpoints_and_a_plan_back() {
         "new/file goes with new"
     );
     assert!(plan.ops.writes.iter().any(|(_, p)| *p == w("gone")));
-    assert!(plan.ops.chmod.contains(&(0o755, w("run.sh"))));
     assert_eq!(
         std::fs::read_to_string(w("edit")).ok().as_deref(),
         Some("one\nTWO\nthree\n"),
