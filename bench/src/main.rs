@@ -14,6 +14,7 @@
 //! events, its fsync per tool call) and agentd's memory along a long session.
 
 mod acp;
+mod checkpoints;
 mod files;
 mod long_session;
 mod memory;
@@ -56,7 +57,8 @@ impl Setup {
 }
 
 const USAGE: &str = "usage: agentd-bench [--quick] [--rounds N] [--out FILE] [--only SECTION,...]\n\
-                     sections: per-command, whole-process, concurrent, output, files, memory, session";
+                     sections: per-command, whole-process, concurrent, output, files, memory, session, \
+                     checkpoints";
 
 fn main() -> ExitCode {
     let mut quick = false;

@@ -32,6 +32,7 @@ use serde::{Deserialize, Serialize};
 
 pub use restore::{Restored, restore};
 pub use store::{Pruned, Store};
+pub use walk::RACY;
 
 /// The name of the store's directory under the state directory.
 pub const STORE_DIR: &str = "checkpoints";
