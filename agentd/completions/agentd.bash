@@ -92,6 +92,9 @@ _agentd() {
             agentd__subcmd__help__subcmd__sessions,show)
                 cmd="agentd__subcmd__help__subcmd__sessions__subcmd__show"
                 ;;
+            agentd__subcmd__help__subcmd__sessions,undo)
+                cmd="agentd__subcmd__help__subcmd__sessions__subcmd__undo"
+                ;;
             agentd__subcmd__sessions,help)
                 cmd="agentd__subcmd__sessions__subcmd__help"
                 ;;
@@ -101,6 +104,9 @@ _agentd() {
             agentd__subcmd__sessions,show)
                 cmd="agentd__subcmd__sessions__subcmd__show"
                 ;;
+            agentd__subcmd__sessions,undo)
+                cmd="agentd__subcmd__sessions__subcmd__undo"
+                ;;
             agentd__subcmd__sessions__subcmd__help,help)
                 cmd="agentd__subcmd__sessions__subcmd__help__subcmd__help"
                 ;;
@@ -109,6 +115,9 @@ _agentd() {
                 ;;
             agentd__subcmd__sessions__subcmd__help,show)
                 cmd="agentd__subcmd__sessions__subcmd__help__subcmd__show"
+                ;;
+            agentd__subcmd__sessions__subcmd__help,undo)
+                cmd="agentd__subcmd__sessions__subcmd__help__subcmd__undo"
                 ;;
             *)
                 ;;
@@ -505,7 +514,7 @@ _agentd() {
             return 0
             ;;
         agentd__subcmd__help__subcmd__sessions)
-            opts="list show"
+            opts="list show undo"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -533,6 +542,20 @@ _agentd() {
             return 0
             ;;
         agentd__subcmd__help__subcmd__sessions__subcmd__show)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agentd__subcmd__help__subcmd__sessions__subcmd__undo)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -663,7 +686,7 @@ _agentd() {
             return 0
             ;;
         agentd__subcmd__sessions)
-            opts="-h --help list show help"
+            opts="-h --help list show undo help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -677,7 +700,7 @@ _agentd() {
             return 0
             ;;
         agentd__subcmd__sessions__subcmd__help)
-            opts="list show help"
+            opts="list show undo help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -719,6 +742,20 @@ _agentd() {
             return 0
             ;;
         agentd__subcmd__sessions__subcmd__help__subcmd__show)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agentd__subcmd__sessions__subcmd__help__subcmd__undo)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -777,6 +814,48 @@ _agentd() {
                 return 0
             fi
             case "${prev}" in
+                --helper)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --helper-socket)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --helper-ceiling)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --state-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --model-script)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agentd__subcmd__sessions__subcmd__undo)
+            opts="-h --turn --dry-run --helper --helper-socket --helper-ceiling --config --state-dir --model-script --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --turn)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --helper)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0

@@ -203,6 +203,18 @@ impl Store {
         move |source| CheckpointError::Store { path, source }
     }
 
+    /// `scope` with the state directory (the logs and this store) protected: a root that holds
+    /// it (a read-only session in the home directory) must not record the store into itself.
+    fn without_state(&self, scope: &Scope) -> Scope {
+        let mut scope = scope.clone();
+        if let Some(state) = self.dir.parent() {
+            scope
+                .protected
+                .push(state.canonicalize().unwrap_or_else(|_| state.to_owned()));
+        }
+        scope
+    }
+
     /// Creates the store (0700) if it is not there, and checks that no one else may use it.
     fn ensure(&self) -> Result<(), CheckpointError> {
         match std::fs::DirBuilder::new()
@@ -325,6 +337,7 @@ impl Store {
         };
         let objects = self.objects();
         let started = nanos_since_epoch(SystemTime::now());
+        let scope = &self.without_state(scope);
         let walked = walk(
             &scope.roots,
             scope,
@@ -387,6 +400,7 @@ impl Store {
         scope: &Scope,
     ) -> Result<Vec<Difference>, CheckpointError> {
         let started = nanos_since_epoch(SystemTime::now());
+        let scope = &self.without_state(scope);
         let now = walk(
             &then.roots,
             scope,

@@ -360,3 +360,23 @@ fn a_manifest_reads_back_as_written() {
     torn.truncate(torn.len() / 2);
     assert!(manifest::Manifest::decode(&torn).is_err());
 }
+
+#[test]
+fn a_root_that_holds_the_state_directory_does_not_record_it() {
+    let f = fixture("state-inside");
+    let state = f.ws.join(".local/state/agentd");
+    std::fs::create_dir_all(&state).expect("state dir");
+    write(&f.ws.join("notes.txt"), "x");
+    let store = Store::at(&state);
+    store.record("s1", "t1", &scope(&f.ws)).expect("first");
+    let (second, reads) = store
+        .record_counting("s1", "t2", &scope(&f.ws))
+        .expect("second");
+    assert_eq!(
+        second.files, 1,
+        "only notes.txt, not the store's own files: {second:?}"
+    );
+    assert!(reads <= 1, "{reads}");
+    // The control: the store is there to be recorded, had it not been left out.
+    assert!(state.join("checkpoints/sessions/s1/t1").exists());
+}

@@ -18,7 +18,7 @@ use super::exit::failure;
 
 /// Every manual page, by name (`agentd-config-show`, read as `man agentd-config-show`), as
 /// docgen wrote it.
-const PAGES: [(&str, &str); 12] = [
+const PAGES: [(&str, &str); 13] = [
     ("agentd", include_str!("../../man/agentd.1")),
     ("agentd-acp", include_str!("../../man/agentd-acp.1")),
     (
@@ -45,6 +45,10 @@ const PAGES: [(&str, &str); 12] = [
     (
         "agentd-sessions-show",
         include_str!("../../man/agentd-sessions-show.1"),
+    ),
+    (
+        "agentd-sessions-undo",
+        include_str!("../../man/agentd-sessions-undo.1"),
     ),
 ];
 
