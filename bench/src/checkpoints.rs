@@ -1,4 +1,4 @@
-//! The checkpoints section: recording a 10,000-file, 200 MB workspace into agentd's checkpoint
+//! The checkpoints section: recording a 10,000-file, 200 MB workspace (a tenth in a quick run) into agentd's checkpoint
 //! store, first into an empty store and then again (the incremental record every turn makes,
 //! whose target is 50 ms), against a plain walk that `lstat`s every path; then planning and
 //! restoring a turn's changes through confine-helper, as `agentd sessions undo` does.
@@ -15,8 +15,10 @@ use crate::Setup;
 use crate::sections::{Row, Table, rows};
 use crate::stats::Samples;
 
-/// Directories of the workspace, and files in each: 10,000 files.
-const DIRS: usize = 100;
+/// Files of the workspace: 10,000 (200 MB); a quick run's 1,000 (20 MB).
+pub const FULL_FILES: usize = 10_000;
+pub const QUICK_FILES: usize = 1_000;
+/// Files in each directory of the workspace.
 const FILES_PER_DIR: usize = 100;
 /// Bytes of each file: 10,000 of them make 200 MB.
 const FILE_BYTES: usize = 20_000;
@@ -85,11 +87,16 @@ fn size_of(dir: &Path) -> u64 {
 }
 
 pub async fn checkpoints(setup: &Setup, client: &HelperClient) -> Result<Table, String> {
-    let mut table = Table::new("Checkpoints (10,000 files, 200 MB)");
+    let files = setup.checkpoint_files;
+    let mut table = Table::new(&format!(
+        "Checkpoints ({} files, {} MB)",
+        crate::stats::thousands(files),
+        files * FILE_BYTES / 1_000_000
+    ));
     let root = setup.workspace.join("checkpoints");
     let ws = root.join("ws");
     let state = setup.scratch.join("checkpoint-state");
-    for i in 0..DIRS * FILES_PER_DIR {
+    for i in 0..files {
         let path = file(&ws, i);
         if i % FILES_PER_DIR == 0 {
             std::fs::create_dir_all(path.parent().unwrap_or(&ws)).map_err(io("create", &ws))?;
@@ -118,7 +125,7 @@ pub async fn checkpoints(setup: &Setup, client: &HelperClient) -> Result<Table, 
         if round > 0 {
             first.0.push(started.elapsed());
         }
-        if recorded.files != (DIRS * FILES_PER_DIR) as u64 {
+        if recorded.files != files as u64 {
             return Err(format!("the first record took {} files", recorded.files));
         }
     }
@@ -149,7 +156,7 @@ pub async fn checkpoints(setup: &Setup, client: &HelperClient) -> Result<Table, 
             .map_err(|e| e.to_string())?;
         let unchanged_took = started.elapsed();
         for k in 0..CHANGED {
-            let i = (round * CHANGED + k) % (DIRS * FILES_PER_DIR);
+            let i = (round * CHANGED + k) % files;
             std::fs::write(file(&ws, i), content(i, round + 1)).map_err(io("write", &ws))?;
         }
         let started = Instant::now();
@@ -187,11 +194,14 @@ pub async fn checkpoints(setup: &Setup, client: &HelperClient) -> Result<Table, 
         .map_err(|e| e.to_string())?;
     for round in 0..setup.rounds.min(RESTORE_ROUNDS + 1) {
         for i in 0..MODIFIED {
-            std::fs::write(file(&ws, i * 7), content(i * 7, 1000 + round))
-                .map_err(io("write", &ws))?;
+            std::fs::write(
+                file(&ws, i * 7 % files),
+                content(i * 7 % files, 1000 + round),
+            )
+            .map_err(io("write", &ws))?;
         }
         for i in 0..DELETED {
-            let path = file(&ws, 5000 + i);
+            let path = file(&ws, files / 2 + i);
             std::fs::remove_file(&path).map_err(io("remove", &path))?;
         }
         for i in 0..ADDED {

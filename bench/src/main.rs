@@ -36,6 +36,8 @@ pub struct Setup {
     pub output_bytes: u64,
     /// Prompts in the long session whose memory the session section follows.
     pub long_session_turns: usize,
+    /// Files of the checkpoint section's workspace (10,000; 1,000 in a quick run).
+    pub checkpoint_files: usize,
     pub agentd: PathBuf,
     pub helper: PathBuf,
     pub bwrap: Option<PathBuf>,
@@ -177,6 +179,11 @@ fn setup(quick: bool) -> Result<Setup, String> {
             long_session::QUICK_TURNS
         } else {
             long_session::FULL_TURNS
+        },
+        checkpoint_files: if quick {
+            checkpoints::QUICK_FILES
+        } else {
+            checkpoints::FULL_FILES
         },
         agentd: beside("agentd")?,
         helper: beside("confine-helper")?,
