@@ -380,3 +380,87 @@ fn a_root_that_holds_the_state_directory_does_not_record_it() {
     // The control: the store is there to be recorded, had it not been left out.
     assert!(state.join("checkpoints/sessions/s1/t1").exists());
 }
+
+#[test]
+fn the_events_keep_their_names_and_show_in_the_transcript_only() {
+    use crate::session::fold::{history, replay, transcript};
+    use crate::session::{EVENT_VERSION, Event, Record, RestoredBy};
+    let change = Change {
+        path: PathBuf::from("/w/a"),
+        kind: ChangeKind::TypeChanged,
+    };
+    let events = [
+        Event::SessionCreated {
+            id: "abc".into(),
+            cwd: "/w".into(),
+            agent: "agentd test".into(),
+        },
+        Event::CheckpointRecorded {
+            turn: 1,
+            label: before_turn(1),
+            files: 3,
+            bytes: 42,
+            left_out: vec![PathBuf::from("/w/big")],
+            over_cap: true,
+        },
+        Event::TurnChanges {
+            turn: 1,
+            changes: vec![change.clone()],
+        },
+        Event::CheckpointRestored {
+            turn: 1,
+            label: before_turn(1),
+            changes: vec![change],
+            still_differs: vec![PathBuf::from("/w/b")],
+            by: RestoredBy::Cli,
+        },
+    ];
+    let records: Vec<Record> = events
+        .into_iter()
+        .enumerate()
+        .map(|(i, event)| Record {
+            v: EVENT_VERSION,
+            seq: i as u64,
+            at_ms: 1000,
+            agent: None,
+            event,
+        })
+        .collect();
+    let json: Vec<serde_json::Value> = records
+        .iter()
+        .map(|r| serde_json::to_value(r).expect("json"))
+        .collect();
+    assert_eq!(json[1]["type"], "checkpoint/recorded");
+    assert_eq!(json[1]["left_out"], serde_json::json!(["/w/big"]));
+    assert_eq!(json[2]["type"], "turn/changes");
+    assert_eq!(
+        json[2]["changes"],
+        serde_json::json!([{"path": "/w/a", "kind": "type_changed"}])
+    );
+    assert_eq!(json[3]["type"], "checkpoint/restored");
+    assert_eq!(json[3]["by"], "cli");
+    for (value, record) in json.iter().zip(&records) {
+        let back: Record = serde_json::from_value(value.clone()).expect("reads back");
+        assert_eq!(&back, record);
+    }
+    let text = transcript(&records);
+    assert!(text.contains("checkpoint t1: 3 files, 42 bytes, 1 left out (over the size cap)"));
+    assert!(
+        text.contains("turn 1 changed 1 paths\n    type_changed /w/a"),
+        "{text}"
+    );
+    assert!(
+        text.contains("restored checkpoint t1 (by cli): 1 paths changed"),
+        "{text}"
+    );
+    assert!(text.contains("still differs: /w/b"), "{text}");
+    let recorded_only = &records[..3];
+    assert!(
+        history(recorded_only).is_empty(),
+        "never the model's history"
+    );
+    assert!(
+        replay(recorded_only).is_empty(),
+        "never replayed to the editor"
+    );
+}
