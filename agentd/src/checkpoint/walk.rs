@@ -132,7 +132,8 @@ struct Walker<'a> {
     manifest: Manifest,
 }
 
-/// A file's permission bits.
+/// A file's permission bits. (`mode_t` is narrower than `u32` on macOS.)
+#[allow(clippy::useless_conversion)]
 fn mode_of(st: &FileStat) -> u32 {
     u32::from(st.st_mode) & 0o7777
 }
