@@ -63,6 +63,27 @@ pub struct Scope {
     pub max_bytes: u64,
 }
 
+impl Scope {
+    /// What a checkpoint of a session in `workspace` with `profile` covers: the workspace, then
+    /// the configured `writable_roots` (not the cache presets' directories: a cache is not the
+    /// session's work); `.git`, `.agentd` and the profile's `protected` left out.
+    pub fn for_session(
+        workspace: &std::path::Path,
+        profile: &crate::profile::SandboxProfile,
+        max_bytes: u64,
+    ) -> Scope {
+        let mut roots = vec![workspace.to_owned()];
+        roots.extend(profile.writable_roots.iter().cloned());
+        let mut protected: Vec<PathBuf> = [".git", ".agentd"].map(PathBuf::from).to_vec();
+        protected.extend(profile.protected.iter().cloned());
+        Scope {
+            roots,
+            protected,
+            max_bytes,
+        }
+    }
+}
+
 /// What [`Store::record`] recorded.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Recorded {

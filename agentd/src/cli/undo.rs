@@ -13,7 +13,7 @@ use super::args::AgentArgs;
 use super::exit::{EXIT_FAILURE, report};
 use super::sessions::{ShowError, resolve};
 use crate::checkpoint::{self, CheckpointError, RestorePlan, Restored, Scope, Store};
-use crate::config::{ConfigError, Effective, read_project};
+use crate::config::{ConfigError, Effective, protect_project};
 use crate::helper_client::{HelperClient, WorkspaceRefusal};
 use crate::session::log::{EventLog, LogError, read_log};
 use crate::session::{Event, Record, RestoredBy};
@@ -144,7 +144,11 @@ async fn undo(
         },
     };
     let label = checkpoint::before_turn(turn);
-    let scope = scope(&config, &workspace);
+    let scope = Scope::for_session(
+        &workspace,
+        &config.sandbox_profile(),
+        config.checkpoints().max_bytes,
+    );
     let plan = {
         let (store, id, label, scope) = (store.clone(), id.clone(), label.clone(), scope.clone());
         tokio::task::spawn_blocking(move || store.plan_restore(&id, &label, &scope))
@@ -177,20 +181,6 @@ async fn undo(
     } else {
         EXIT_FAILURE
     })
-}
-
-/// What a checkpoint of a session in `workspace` covers, as a session records it.
-fn scope(config: &Effective, workspace: &Path) -> Scope {
-    let profile = config.sandbox_profile();
-    let mut roots = vec![workspace.to_owned()];
-    roots.extend(profile.writable_roots.iter().cloned());
-    let mut protected: Vec<PathBuf> = [".git", ".agentd"].map(PathBuf::from).to_vec();
-    protected.extend(profile.protected.iter().cloned());
-    Scope {
-        roots,
-        protected,
-        max_bytes: config.checkpoints().max_bytes,
-    }
 }
 
 /// The helper and the workspace-write policy of `workspace`, as `agentd run --mode
@@ -232,12 +222,7 @@ async fn restorer(
         backend,
         None,
     );
-    for path in read_project(&reader).await? {
-        let path = std::os::unix::ffi::OsStrExt::as_bytes(path.as_os_str()).to_vec();
-        if !policy.protected.contains(&path) {
-            policy.protected.push(path);
-        }
-    }
+    protect_project(&reader, &mut policy).await?;
     policy.local_binding = false;
     policy.unix_sockets.clear();
     Ok((client, policy, backend))

@@ -147,7 +147,7 @@ pub use helper::HelperSetupError;
 pub use keys::{ConfigKey, KEYS};
 pub use mcp::McpServerConfig;
 pub use models::{DEFAULT_MODEL_NAME, ModelsError, NamedModel, is_model_name};
-pub use project::{parse_project, project_file, read_project};
+pub use project::{parse_project, project_file, protect_project, read_project};
 pub use sandbox::{
     FileKind, Lined, ProfileSection, SocketEntryError, absolute_or_home, expand_home,
 };
