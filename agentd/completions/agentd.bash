@@ -570,7 +570,7 @@ _agentd() {
             return 0
             ;;
         agentd__subcmd__man)
-            opts="-h --dir --help acp completions config config-show demo exec man run sessions sessions-list sessions-show"
+            opts="-h --dir --help acp completions config config-show demo exec man run sessions sessions-list sessions-show sessions-undo"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
