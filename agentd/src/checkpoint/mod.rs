@@ -15,10 +15,12 @@
 //! policy the caller gives ([`restore`]), then the roots are scanned again and whatever still
 //! differs from the checkpoint is reported, never assumed.
 
+mod compare;
 mod diff_text;
 mod ignore;
 mod manifest;
 mod objects;
+mod plan;
 mod restore;
 mod store;
 #[cfg(test)]
@@ -183,7 +185,7 @@ pub struct RestorePlan {
     pub changes: Vec<Change>,
     /// A unified diff of the text files (binary and large files named as such).
     pub diff: String,
-    ops: restore::Ops,
+    ops: plan::Ops,
 }
 
 /// How long checkpoints are kept, and how many per session.
