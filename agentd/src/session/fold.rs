@@ -1,5 +1,5 @@
 //! Pure folds over a session's records: its summary, what an editor is shown on
-//! `session/load`, and the transcript `agentd sessions show` prints.
+//! `session/load`, and (from `transcript.rs`) the transcript `agentd sessions show` prints.
 
 use std::path::PathBuf;
 
