@@ -464,3 +464,29 @@ fn the_events_keep_their_names_and_show_in_the_transcript_only() {
         "never replayed to the editor"
     );
 }
+
+#[test]
+fn a_fifo_swapped_in_after_the_lstat_is_not_waited_on_nor_read() {
+    // The walk's open of a file it saw regular: were a FIFO put there meanwhile, an open
+    // without O_NONBLOCK would wait for a writer forever.
+    let f = fixture("fifo-race");
+    nix::unistd::mkfifo(&f.ws.join("was-a-file"), nix::sys::stat::Mode::S_IRWXU).expect("fifo");
+    write(&f.ws.join("file"), "content");
+    let ws = f.ws.clone();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let dir = std::fs::File::open(&ws).expect("dir");
+        let fifo = walk::open_regular(&dir, std::ffi::OsStr::new("was-a-file"));
+        let file = walk::open_regular(&dir, std::ffi::OsStr::new("file"));
+        let _ = tx.send((fifo.map(|f| f.is_some()), file.map(|f| f.is_some())));
+    });
+    let (fifo, file) = rx
+        .recv_timeout(WALK_DEADLINE)
+        .expect("the opens returned (the FIFO was not waited on)");
+    assert_eq!(
+        fifo,
+        Ok(false),
+        "a FIFO is opened without waiting and not taken"
+    );
+    assert_eq!(file, Ok(true), "the control: a regular file is taken");
+}
