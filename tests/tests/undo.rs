@@ -212,7 +212,7 @@ fn sessions_undo_restores_the_workspace_byte_for_byte_and_a_dry_run_changes_noth
         assert_ne!(again.status.code(), Some(0));
         let err = text(&again.stderr);
         assert!(
-            err.contains("no turn left to undo: the turns with one are 1"),
+            err.contains("no turn left to undo (each is undone already): the turns with one are 1"),
             "{err}"
         );
     }

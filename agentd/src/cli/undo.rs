@@ -20,7 +20,8 @@ use crate::session::{Event, Record, RestoredBy};
 use crate::terminal;
 use crate::tools::ToolEnv;
 
-/// Why `sessions undo` restored nothing.
+/// Why `sessions undo` stopped (before restoring anything, but for a log it could not append
+/// to afterwards).
 #[derive(Debug, thiserror::Error)]
 pub enum UndoError {
     #[error(transparent)]
@@ -43,9 +44,16 @@ pub enum UndoError {
         turn: u64,
         have: Vec<u64>,
     },
-    #[error("session {id} has no turn left to undo: {}", turns_with(have))]
+    #[error(
+        "session {id} has no turn left to undo (each is undone already): {}; `--turn N` \
+         restores to before one of them again",
+        turns_with(have)
+    )]
     NothingToUndo { id: String, have: Vec<u64> },
-    #[error("session {id} has no session/created record, so its workspace is unknown")]
+    #[error(
+        "session {id} has no session/created record, so its workspace is unknown; its log is \
+         damaged, and nothing can be restored from it"
+    )]
     NoWorkspace { id: String },
     #[error(
         "the session's workspace {} is gone ({source}); nothing can be restored into it",
