@@ -95,6 +95,9 @@ _agentd() {
             agentd__subcmd__help__subcmd__sessions,show)
                 cmd="agentd__subcmd__help__subcmd__sessions__subcmd__show"
                 ;;
+            agentd__subcmd__help__subcmd__sessions,undo)
+                cmd="agentd__subcmd__help__subcmd__sessions__subcmd__undo"
+                ;;
             agentd__subcmd__sessions,audit)
                 cmd="agentd__subcmd__sessions__subcmd__audit"
                 ;;
@@ -107,6 +110,9 @@ _agentd() {
             agentd__subcmd__sessions,show)
                 cmd="agentd__subcmd__sessions__subcmd__show"
                 ;;
+            agentd__subcmd__sessions,undo)
+                cmd="agentd__subcmd__sessions__subcmd__undo"
+                ;;
             agentd__subcmd__sessions__subcmd__help,audit)
                 cmd="agentd__subcmd__sessions__subcmd__help__subcmd__audit"
                 ;;
@@ -118,6 +124,9 @@ _agentd() {
                 ;;
             agentd__subcmd__sessions__subcmd__help,show)
                 cmd="agentd__subcmd__sessions__subcmd__help__subcmd__show"
+                ;;
+            agentd__subcmd__sessions__subcmd__help,undo)
+                cmd="agentd__subcmd__sessions__subcmd__help__subcmd__undo"
                 ;;
             *)
                 ;;
@@ -514,7 +523,7 @@ _agentd() {
             return 0
             ;;
         agentd__subcmd__help__subcmd__sessions)
-            opts="list show audit"
+            opts="list show audit undo"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -569,8 +578,22 @@ _agentd() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        agentd__subcmd__help__subcmd__sessions__subcmd__undo)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         agentd__subcmd__man)
-            opts="-h --dir --help acp completions config config-show demo exec man run sessions sessions-list sessions-show"
+            opts="-h --dir --help acp completions config config-show demo exec man run sessions sessions-audit sessions-list sessions-show sessions-undo"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -686,7 +709,7 @@ _agentd() {
             return 0
             ;;
         agentd__subcmd__sessions)
-            opts="-h --help list show audit help"
+            opts="-h --help list show audit undo help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -738,7 +761,7 @@ _agentd() {
             return 0
             ;;
         agentd__subcmd__sessions__subcmd__help)
-            opts="list show audit help"
+            opts="list show audit undo help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -807,6 +830,20 @@ _agentd() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        agentd__subcmd__sessions__subcmd__help__subcmd__undo)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         agentd__subcmd__sessions__subcmd__list)
             opts="-h --helper --helper-socket --helper-ceiling --config --state-dir --model-script --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -852,6 +889,48 @@ _agentd() {
                 return 0
             fi
             case "${prev}" in
+                --helper)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --helper-socket)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --helper-ceiling)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --state-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --model-script)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agentd__subcmd__sessions__subcmd__undo)
+            opts="-h --turn --dry-run --helper --helper-socket --helper-ceiling --config --state-dir --model-script --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --turn)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --helper)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0

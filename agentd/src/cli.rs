@@ -19,6 +19,7 @@ mod run_notes;
 pub mod sessions;
 mod signals;
 mod start;
+mod undo;
 mod word;
 
 use std::ffi::OsString;
@@ -148,6 +149,11 @@ pub enum SessionsCommand {
     /// Read from the session's log alone, which no confined command can write. A torn or
     /// malformed line is warned about on stderr and the rest audited.
     Audit(SessionsAudit),
+    /// Restore the session's workspace (and its other writable roots) to how it was before a
+    /// turn, from its checkpoints: prints the changes and their diff first, then restores them
+    /// confined, as a workspace-write command would write. Exits non-zero when a path still
+    /// differs afterwards.
+    Undo(SessionsUndo),
 }
 
 /// `agentd sessions audit ID [--json]`
@@ -161,6 +167,24 @@ pub struct SessionsAudit {
     /// (RFC 0019).
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub agent: AgentArgs,
+}
+
+/// `agentd sessions undo ID [--turn N] [--dry-run]`
+#[derive(Debug, Args)]
+pub struct SessionsUndo {
+    /// The session's id, as `agentd sessions list` prints it, or enough of its beginning to
+    /// name one session.
+    #[arg(value_name = "ID")]
+    pub id: String,
+    /// Restore to before this turn (default: the last turn not yet undone that has a
+    /// checkpoint).
+    #[arg(long, value_name = "N")]
+    pub turn: Option<u64>,
+    /// Print what would change, and change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
     #[command(flatten)]
     pub agent: AgentArgs,
 }
@@ -186,6 +210,9 @@ pub async fn execute(cli: Cli) -> ExitCode {
             ExitCode::from(sessions_show(&show.agent, &show.id))
         }
         Command::Sessions(SessionsCommand::Audit(audit)) => ExitCode::from(sessions_audit(&audit)),
+        Command::Sessions(SessionsCommand::Undo(undo)) => {
+            ExitCode::from(undo::undo_command(&undo.agent, &undo.id, undo.turn, undo.dry_run).await)
+        }
         Command::Acp(command) => ExitCode::from(acp_command(command).await),
         Command::Exec(command) => ExitCode::from(exec::exec_command(command).await),
         Command::Demo(command) => ExitCode::from(demo_command(command).await),

@@ -14,6 +14,7 @@
 //! events, its fsync per tool call) and agentd's memory along a long session.
 
 mod acp;
+mod checkpoints;
 mod files;
 mod long_session;
 mod memory;
@@ -35,6 +36,8 @@ pub struct Setup {
     pub output_bytes: u64,
     /// Prompts in the long session whose memory the session section follows.
     pub long_session_turns: usize,
+    /// Files of the checkpoint section's workspace (10,000; 1,000 in a quick run).
+    pub checkpoint_files: usize,
     pub agentd: PathBuf,
     pub helper: PathBuf,
     pub bwrap: Option<PathBuf>,
@@ -56,7 +59,8 @@ impl Setup {
 }
 
 const USAGE: &str = "usage: agentd-bench [--quick] [--rounds N] [--out FILE] [--only SECTION,...]\n\
-                     sections: per-command, whole-process, concurrent, output, files, memory, session";
+                     sections: per-command, whole-process, concurrent, output, files, memory, session, \
+                     checkpoints";
 
 fn main() -> ExitCode {
     let mut quick = false;
@@ -175,6 +179,11 @@ fn setup(quick: bool) -> Result<Setup, String> {
             long_session::QUICK_TURNS
         } else {
             long_session::FULL_TURNS
+        },
+        checkpoint_files: if quick {
+            checkpoints::QUICK_FILES
+        } else {
+            checkpoints::FULL_FILES
         },
         agentd: beside("agentd")?,
         helper: beside("confine-helper")?,

@@ -56,6 +56,7 @@ pub const SECTIONS: &[&str] = &[
     "files",
     "memory",
     "session",
+    "checkpoints",
 ];
 
 /// Every section `setup` runs, in order.
@@ -77,6 +78,7 @@ pub async fn all(setup: &Setup) -> Result<Vec<Table>, String> {
             "files" => crate::files::files(setup, &client).await?,
             "memory" => crate::memory::memory(setup, &client).await?,
             "session" => crate::session::session(setup).await?,
+            "checkpoints" => crate::checkpoints::checkpoints(setup, &client).await?,
             _ => continue,
         });
     }

@@ -21,6 +21,7 @@ fn a_quick_run_prints_every_section_with_its_figures() {
         "## File tools:",
         "## Resident memory and start-up",
         "## Session:",
+        "## Checkpoints (",
     ] {
         assert!(stdout.contains(section), "no {section:?} in:\n{stdout}");
     }
@@ -36,6 +37,8 @@ fn a_quick_run_prints_every_section_with_its_figures() {
         "| start to `session/load` of 10,000 events answered |",
         "| the log's fsync per tool call",
         "| agentd after turn ",
+        "| incremental record, nothing changed |",
+        "| restore through confine-helper ",
     ] {
         let line = stdout
             .lines()

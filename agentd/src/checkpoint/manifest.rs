@@ -204,11 +204,7 @@ impl Manifest {
         if next("version tag")? != b"V" || next("version")? != VERSION {
             return Err("it is not a version 1 checkpoint manifest".into());
         }
-        loop {
-            let tag = match fields_next(&mut next)? {
-                Some(tag) => tag,
-                None => break,
-            };
+        while let Ok(tag) = next("tag") {
             match tag {
                 b"T" => manifest.started_ns = number(next("time")?, "time")?,
                 b"R" => manifest
@@ -260,16 +256,6 @@ impl Manifest {
             }
         }
         Ok(manifest)
-    }
-}
-
-/// The next tag, or `None` at the end.
-fn fields_next<'a>(
-    next: &mut impl FnMut(&str) -> Result<&'a [u8], String>,
-) -> Result<Option<&'a [u8]>, String> {
-    match next("tag") {
-        Ok(tag) => Ok(Some(tag)),
-        Err(_) => Ok(None),
     }
 }
 

@@ -15,10 +15,12 @@
 //! policy the caller gives ([`restore`]), then the roots are scanned again and whatever still
 //! differs from the checkpoint is reported, never assumed.
 
+mod compare;
 mod diff_text;
 mod ignore;
 mod manifest;
 mod objects;
+mod plan;
 mod restore;
 mod store;
 #[cfg(test)]
@@ -32,6 +34,7 @@ use serde::{Deserialize, Serialize};
 
 pub use restore::{Restored, restore};
 pub use store::{Pruned, Store};
+pub use walk::RACY;
 
 /// The name of the store's directory under the state directory.
 pub const STORE_DIR: &str = "checkpoints";
@@ -60,6 +63,27 @@ pub struct Scope {
     pub roots: Vec<PathBuf>,
     pub protected: Vec<PathBuf>,
     pub max_bytes: u64,
+}
+
+impl Scope {
+    /// What a checkpoint of a session in `workspace` with `profile` covers: the workspace, then
+    /// the configured `writable_roots` (not the cache presets' directories: a cache is not the
+    /// session's work); `.git`, `.agentd` and the profile's `protected` left out.
+    pub fn for_session(
+        workspace: &std::path::Path,
+        profile: &crate::profile::SandboxProfile,
+        max_bytes: u64,
+    ) -> Scope {
+        let mut roots = vec![workspace.to_owned()];
+        roots.extend(profile.writable_roots.iter().cloned());
+        let mut protected: Vec<PathBuf> = [".git", ".agentd"].map(PathBuf::from).to_vec();
+        protected.extend(profile.protected.iter().cloned());
+        Scope {
+            roots,
+            protected,
+            max_bytes,
+        }
+    }
 }
 
 /// What [`Store::record`] recorded.
@@ -161,7 +185,7 @@ pub struct RestorePlan {
     pub changes: Vec<Change>,
     /// A unified diff of the text files (binary and large files named as such).
     pub diff: String,
-    ops: restore::Ops,
+    ops: plan::Ops,
 }
 
 /// How long checkpoints are kept, and how many per session.

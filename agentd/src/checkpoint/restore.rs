@@ -7,25 +7,22 @@
 //! kind); one `mkdir -p` of the directories it had; `ln -s -T` per link (a link is made, never
 //! written through); the helper's own writer (`HelperClient::write_file`, the one the file
 //! tools use) per file whose content differs, reading the object straight from the store;
-//! then `chmod` of the files written and of modes that differ, directories last and deepest
-//! first. FIFOs, sockets and devices are never recreated, `.git` and protected paths never
+//! then, after a scan, `chmod` of the modes that still differ (files, then directories deepest
+//! first). FIFOs, sockets and devices are never recreated, `.git` and protected paths never
 //! named. Each step's failure is noted and the next goes on; then the roots are scanned again
 //! and every path that still differs from the checkpoint is reported.
 
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use confine_protocol::{BackendChoice, ExitStatus, Policy};
 
-use super::diff_text::{Side, file_diff};
+use super::compare::{Difference, Now};
 use super::manifest::{Kind, Manifest};
-use super::store::{Difference, Now};
-use super::walk::open_below;
 use super::{Change, CheckpointError, RestorePlan, Scope, Store};
 use crate::helper_client::{HelperClient, Outcome, SpawnSpec, WriteSpec};
-use crate::session::DIFF_TEXT_CAP;
 
 /// The `PATH` of the restore's commands.
 const PATH: &str = "/usr/local/bin:/usr/bin:/bin";
@@ -48,191 +45,6 @@ pub struct Restored {
     pub failed: Vec<String>,
 }
 
-/// The operations a plan carries out, all by absolute path, all confined.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub(super) struct Ops {
-    pub(super) remove: Vec<PathBuf>,
-    mkdir: Vec<PathBuf>,
-    /// Target, link.
-    links: Vec<(OsString, PathBuf)>,
-    /// Object, file.
-    pub(super) writes: Vec<(String, PathBuf)>,
-    /// Mode, path: files, then directories deepest first.
-    pub(super) chmod: Vec<(u32, PathBuf)>,
-    /// What the walk after the restore skips, as the one before it did.
-    protected: Vec<PathBuf>,
-}
-
-/// The plan of restoring to `then` (checkpoint `label`) from the state `found` differs by.
-pub(super) fn plan(
-    store: &Store,
-    label: &str,
-    then: &Manifest,
-    found: Vec<Difference>,
-    scope: &Scope,
-) -> Result<RestorePlan, CheckpointError> {
-    let objects = store.objects();
-    let mut ops = Ops {
-        protected: scope.protected.clone(),
-        ..Ops::default()
-    };
-    let mut dir_modes: Vec<(u32, PathBuf)> = Vec::new();
-    let mut diff = String::new();
-    for d in &found {
-        let now_kind = match &d.now {
-            Now::Is(e) => Some(e.kind),
-            _ => None,
-        };
-        let kind_changes = match (&d.now, &d.then) {
-            (Now::Is(n), Some(t)) => n.kind != t.kind || (t.kind == Kind::Link && !n.same_as(t)),
-            (Now::Is(_), None) => true,
-            (Now::Unknown(super::LeftOutWhy::NotRegular), Some(_)) => true,
-            _ => false,
-        };
-        if kind_changes && !ops.remove.iter().any(|r| d.path.starts_with(r)) {
-            ops.remove.push(d.path.clone());
-        }
-        let removed = kind_changes;
-        if let Some(t) = &d.then {
-            let same_kind = now_kind == Some(t.kind) && !removed;
-            match t.kind {
-                Kind::Dir => {
-                    if !same_kind {
-                        ops.mkdir.push(d.path.clone());
-                    }
-                    dir_modes.push((t.mode, d.path.clone()));
-                }
-                Kind::Link => {
-                    if !same_kind {
-                        let target = OsString::from_vec(t.data.clone());
-                        ops.links.push((target, d.path.clone()));
-                    }
-                }
-                Kind::File => {
-                    let hash = String::from_utf8_lossy(&t.data).into_owned();
-                    let content_same =
-                        matches!(&d.now, Now::Is(n) if same_kind && n.data == t.data);
-                    if !content_same {
-                        if !objects.exists(&hash) {
-                            return Err(CheckpointError::MissingObject {
-                                hash,
-                                path: d.path.clone(),
-                            });
-                        }
-                        ops.writes.push((hash, d.path.clone()));
-                    }
-                    ops.chmod.push((t.mode, d.path.clone()));
-                }
-            }
-        }
-        let same_content = matches!((&d.now, &d.then),
-            (Now::Is(n), Some(t)) if n.kind == t.kind && n.data == t.data);
-        let shows_file = !same_content
-            && (d.then.as_ref().is_some_and(|t| t.kind == Kind::File)
-                || now_kind == Some(Kind::File));
-        if shows_file {
-            diff.push_str(&file_diff(
-                &d.path.to_string_lossy(),
-                &now_side(then, d),
-                &then_side(store, d),
-            ));
-        } else {
-            diff.push_str(&format!("{}: {}\n", d.path.display(), describe(d)));
-        }
-    }
-    dir_modes.sort_by(|a, b| {
-        b.1.components()
-            .count()
-            .cmp(&a.1.components().count())
-            .then(a.1.cmp(&b.1))
-    });
-    ops.chmod.extend(dir_modes);
-    Ok(RestorePlan {
-        label: label.to_owned(),
-        changes: found
-            .into_iter()
-            .map(|d| Change {
-                path: d.path,
-                kind: d.kind,
-            })
-            .collect(),
-        diff,
-        ops,
-    })
-}
-
-/// A difference that is no file's content, in words.
-fn describe(d: &Difference) -> String {
-    let what = |kind: Kind, data: &[u8]| match kind {
-        Kind::Dir => "a directory".to_owned(),
-        Kind::Link => format!("a link to {}", String::from_utf8_lossy(data)),
-        Kind::File => "a file".to_owned(),
-    };
-    let now = match &d.now {
-        Now::Absent => "nothing".to_owned(),
-        Now::Is(e) => what(e.kind, &e.data),
-        Now::Unknown(why) => format!("left out ({})", why.as_str()),
-    };
-    let then = match &d.then {
-        None => "nothing".to_owned(),
-        Some(e) => what(e.kind, &e.data),
-    };
-    if let (Now::Is(n), Some(t)) = (&d.now, &d.then)
-        && now == then
-    {
-        format!("mode now {:o}; after the restore {:o}", n.mode, t.mode)
-    } else {
-        format!("now {now}; after the restore {then}")
-    }
-}
-
-/// What the file is now, for the diff: read without following a link.
-fn now_side(then: &Manifest, d: &Difference) -> Side {
-    match &d.now {
-        Now::Absent => Side::Absent,
-        Now::Is(e) if e.kind == Kind::File => match then.roots.get(d.root) {
-            Some(root) => match open_below(root, &d.rel) {
-                Some(file) => read_capped(file),
-                None => Side::Other("gone".into()),
-            },
-            None => Side::Other("unknown".into()),
-        },
-        Now::Is(e) if e.kind == Kind::Link => {
-            Side::Other(format!("a link to {}", String::from_utf8_lossy(&e.data)))
-        }
-        Now::Is(_) => Side::Other("a directory".into()),
-        Now::Unknown(why) => Side::Other(format!("left out ({})", why.as_str())),
-    }
-}
-
-/// What the file is in the checkpoint, for the diff.
-fn then_side(store: &Store, d: &Difference) -> Side {
-    match &d.then {
-        None => Side::Absent,
-        Some(e) if e.kind == Kind::File => {
-            match store.objects().open(&String::from_utf8_lossy(&e.data)) {
-                Ok(file) => read_capped(file),
-                Err(_) => Side::Other("missing from the store".into()),
-            }
-        }
-        Some(e) if e.kind == Kind::Link => {
-            Side::Other(format!("a link to {}", String::from_utf8_lossy(&e.data)))
-        }
-        Some(_) => Side::Other("a directory".into()),
-    }
-}
-
-/// A file's bytes, up to one more than a diff shows.
-fn read_capped(file: std::fs::File) -> Side {
-    use std::io::Read;
-    let mut bytes = Vec::new();
-    let cap = u64::try_from(DIFF_TEXT_CAP).unwrap_or(u64::MAX) + 1;
-    match file.take(cap).read_to_end(&mut bytes) {
-        Ok(_) => Side::Bytes(bytes),
-        Err(e) => Side::Other(format!("unreadable ({e})")),
-    }
-}
-
 /// Applies `plan` through confinement, then scans again and reports any path that still
 /// differs from the checkpoint (a concurrent change, a refused write): never claims a success
 /// it did not see.
@@ -244,6 +56,8 @@ pub async fn restore(
     policy: Policy,
     backend: BackendChoice,
 ) -> Result<Restored, CheckpointError> {
+    // Shared with records, so no prune removes an object while it is being written back.
+    let _lock = store.lock(false)?;
     let then = store.load(session, &plan.label)?;
     let runner = Runner {
         helper,
@@ -287,29 +101,21 @@ pub async fn restore(
     for (hash, path) in &ops.writes {
         runner.write(store, hash, path, &mut failed).await?;
     }
-    let modes: Vec<OsString> = ops
-        .chmod
-        .iter()
-        .flat_map(|(mode, path)| {
-            [
-                OsString::from(format!("{mode:o}")),
-                path.as_os_str().to_owned(),
-            ]
-        })
-        .collect();
-    runner
-        .batches(&each_pair("chmod --"), &modes, 2, &mut failed)
-        .await?;
-
     let scope = Scope {
         roots: then.roots.clone(),
         protected: ops.protected.clone(),
         max_bytes: u64::MAX,
     };
-    let store_for_scan = store.clone();
-    let rescan = tokio::task::spawn_blocking(move || store_for_scan.compare_now(&then, &scope))
-        .await
-        .map_err(|e| CheckpointError::Join(e.to_string()))??;
+    // Modes last, and only where they still differ: a chmod names its path like any write,
+    // and under Landlock (which does not govern metadata) the fewer of them the better.
+    let modes: Vec<OsString> = mode_changes(scan(store, &then, &scope).await?)
+        .into_iter()
+        .flat_map(|(mode, path)| [OsString::from(format!("{mode:o}")), path.into_os_string()])
+        .collect();
+    runner
+        .batches(&each_pair("chmod --"), &modes, 2, &mut failed)
+        .await?;
+    let rescan = scan(store, &then, &scope).await?;
     let still_differs: Vec<PathBuf> = rescan.into_iter().map(|d| d.path).collect();
     let changed = plan
         .changes
@@ -322,6 +128,40 @@ pub async fn restore(
         still_differs,
         failed,
     })
+}
+
+/// The roots compared with `then` now, off the async threads.
+async fn scan(
+    store: &Store,
+    then: &Manifest,
+    scope: &Scope,
+) -> Result<Vec<Difference>, CheckpointError> {
+    let (store, then, scope) = (store.clone(), then.clone(), scope.clone());
+    tokio::task::spawn_blocking(move || store.compare_now(&then, &scope))
+        .await
+        .map_err(|e| CheckpointError::Join(e.to_string()))?
+}
+
+/// The modes to set so that `found` differs in nothing else: files first, then directories,
+/// deepest first (a directory made read-only last).
+fn mode_changes(found: Vec<Difference>) -> Vec<(u32, PathBuf)> {
+    let mut modes: Vec<(bool, usize, u32, PathBuf)> = found
+        .into_iter()
+        .filter_map(|d| match (&d.now, &d.then) {
+            (Now::Is(n), Some(t))
+                if n.kind == t.kind && n.data == t.data && t.kind != Kind::Link =>
+            {
+                let depth = d.path.components().count();
+                Some((t.kind == Kind::Dir, usize::MAX - depth, t.mode, d.path))
+            }
+            _ => None,
+        })
+        .collect();
+    modes.sort();
+    modes
+        .into_iter()
+        .map(|(_, _, mode, path)| (mode, path))
+        .collect()
 }
 
 /// `sh -c` running `command "$1" "$2"` for each pair of its arguments (the paths are

@@ -11,7 +11,7 @@
 //! checkpoints as they were: the new manifest appears only once every object it names is
 //! written and synced.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::fs::File;
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
@@ -20,13 +20,11 @@ use std::time::{Duration, SystemTime};
 
 use nix::fcntl::{Flock, FlockArg};
 
-use super::manifest::{Entry, Kind, Manifest};
+use super::compare::{Difference, differences};
+use super::manifest::{Kind, Manifest};
 use super::objects::{Objects, PRIVATE_FILE};
 use super::walk::{RACY, Sink, walk};
-use super::{
-    Change, ChangeKind, CheckpointError, LeftOut, LeftOutWhy, Recorded, RestorePlan, Retention,
-    STORE_DIR, Scope,
-};
+use super::{Change, CheckpointError, LeftOut, Recorded, RestorePlan, Retention, STORE_DIR, Scope};
 
 /// The longest session id or label the store takes (a file name).
 pub const MAX_NAME: usize = 128;
@@ -87,92 +85,6 @@ fn nanos_since_epoch(at: SystemTime) -> i128 {
         .unwrap_or(0)
 }
 
-/// One path where two states differ, with what each holds.
-pub(super) struct Difference {
-    /// Absolute.
-    pub path: PathBuf,
-    /// Which root, and where below it.
-    pub root: usize,
-    pub rel: PathBuf,
-    pub now: Now,
-    pub then: Option<Entry>,
-    pub kind: ChangeKind,
-}
-
-/// What a path holds now.
-pub(super) enum Now {
-    Absent,
-    Is(Entry),
-    /// Not looked at now (left out: ignored, unreadable, or a FIFO, socket or device).
-    Unknown(LeftOutWhy),
-}
-
-/// Whether `path` or a directory above it is one of `set`.
-fn under(set: &HashSet<PathBuf>, path: &Path) -> bool {
-    !set.is_empty() && path.ancestors().any(|a| set.contains(a))
-}
-
-/// Where `now` differs from `then`, leaving out what `then` left out (a restore never touches
-/// it). Sorted by path.
-pub(super) fn differences(now: &Manifest, then: &Manifest) -> Vec<Difference> {
-    let then_out: HashSet<PathBuf> = then.left_out_paths().into_iter().collect();
-    let now_out: HashMap<PathBuf, LeftOutWhy> = now
-        .left_out
-        .iter()
-        .map(|o| (now.path(o.root, &o.rel), o.why))
-        .collect();
-    let now_out_set: HashSet<PathBuf> = now_out.keys().cloned().collect();
-    let now_by = now.by_path();
-    let then_by = then.by_path();
-    let mut out = Vec::new();
-    for e in &then.entries {
-        let path = then.path(e.root, &e.rel);
-        let kind = match now_by.get(&path) {
-            Some(n) if n.kind != e.kind => ChangeKind::TypeChanged,
-            Some(n) if !n.same_as(e) => ChangeKind::Modified,
-            Some(_) => continue,
-            None => match now_out.get(&path) {
-                Some(LeftOutWhy::NotRegular) => ChangeKind::TypeChanged,
-                Some(_) => ChangeKind::Modified,
-                None if under(&now_out_set, &path) => ChangeKind::Modified,
-                None => ChangeKind::Added,
-            },
-        };
-        let now_state = match now_by.get(&path) {
-            Some(n) => Now::Is((*n).clone()),
-            None => match now_out.get(&path) {
-                Some(why) => Now::Unknown(*why),
-                None if under(&now_out_set, &path) => Now::Unknown(LeftOutWhy::Ignored),
-                None => Now::Absent,
-            },
-        };
-        out.push(Difference {
-            path,
-            root: e.root,
-            rel: e.rel.clone(),
-            now: now_state,
-            then: Some(e.clone()),
-            kind,
-        });
-    }
-    for n in &now.entries {
-        let path = now.path(n.root, &n.rel);
-        if then_by.contains_key(&path) || under(&then_out, &path) {
-            continue;
-        }
-        out.push(Difference {
-            path,
-            root: n.root,
-            rel: n.rel.clone(),
-            now: Now::Is(n.clone()),
-            then: None,
-            kind: ChangeKind::Deleted,
-        });
-    }
-    out.sort_by(|a, b| a.path.cmp(&b.path));
-    out
-}
-
 impl Store {
     /// The store of the session logs in `state_dir`. Nothing is created until it records.
     pub fn at(state_dir: &Path) -> Store {
@@ -203,6 +115,18 @@ impl Store {
         move |source| CheckpointError::Store { path, source }
     }
 
+    /// `scope` with the state directory (the logs and this store) protected: a root that holds
+    /// it (a read-only session in the home directory) must not record the store into itself.
+    fn without_state(&self, scope: &Scope) -> Scope {
+        let mut scope = scope.clone();
+        if let Some(state) = self.dir.parent() {
+            scope
+                .protected
+                .push(state.canonicalize().unwrap_or_else(|_| state.to_owned()));
+        }
+        scope
+    }
+
     /// Creates the store (0700) if it is not there, and checks that no one else may use it.
     fn ensure(&self) -> Result<(), CheckpointError> {
         match std::fs::DirBuilder::new()
@@ -229,7 +153,7 @@ impl Store {
 
     /// The store's lock: shared while recording or restoring, exclusive while pruning, so a
     /// prune never removes an object a record is about to name.
-    fn lock(&self, exclusive: bool) -> Result<Flock<File>, CheckpointError> {
+    pub(super) fn lock(&self, exclusive: bool) -> Result<Flock<File>, CheckpointError> {
         self.ensure()?;
         let path = self.dir.join(LOCK);
         let file = std::fs::OpenOptions::new()
@@ -325,6 +249,7 @@ impl Store {
         };
         let objects = self.objects();
         let started = nanos_since_epoch(SystemTime::now());
+        let scope = &self.without_state(scope);
         let walked = walk(
             &scope.roots,
             scope,
@@ -387,6 +312,7 @@ impl Store {
         scope: &Scope,
     ) -> Result<Vec<Difference>, CheckpointError> {
         let started = nanos_since_epoch(SystemTime::now());
+        let scope = &self.without_state(scope);
         let now = walk(
             &then.roots,
             scope,
@@ -410,7 +336,7 @@ impl Store {
         let _lock = self.lock(false)?;
         let then = self.load(session, label)?;
         let found = self.compare_now(&then, scope)?;
-        super::restore::plan(self, label, &then, found, scope)
+        super::plan::plan(&self.objects(), label, &then, found, scope)
     }
 
     /// The labels recorded for `session`, oldest first.

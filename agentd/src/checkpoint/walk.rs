@@ -37,7 +37,7 @@ const MAX_IGNORE_FILE: u64 = 1024 * 1024;
 /// How long before a checkpoint's walk began a file must have last changed for its stat to
 /// be trusted next time: file times come from a coarse clock, and some file systems keep them
 /// to the second or two.
-pub(super) const RACY: std::time::Duration = std::time::Duration::from_secs(2);
+pub const RACY: std::time::Duration = std::time::Duration::from_secs(2);
 /// The name skipped everywhere: a repository's own files are never recorded nor restored.
 const GIT: &str = ".git";
 
@@ -132,7 +132,8 @@ struct Walker<'a> {
     manifest: Manifest,
 }
 
-/// A file's permission bits.
+/// A file's permission bits. (`mode_t` is narrower than `u32` on macOS.)
+#[allow(clippy::useless_conversion)]
 fn mode_of(st: &FileStat) -> u32 {
     u32::from(st.st_mode) & 0o7777
 }

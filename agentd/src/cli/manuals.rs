@@ -18,7 +18,7 @@ use super::exit::failure;
 
 /// Every manual page, by name (`agentd-config-show`, read as `man agentd-config-show`), as
 /// docgen wrote it.
-const PAGES: [(&str, &str); 13] = [
+const PAGES: [(&str, &str); 14] = [
     ("agentd", include_str!("../../man/agentd.1")),
     ("agentd-acp", include_str!("../../man/agentd-acp.1")),
     (
@@ -49,6 +49,10 @@ const PAGES: [(&str, &str); 13] = [
     (
         "agentd-sessions-show",
         include_str!("../../man/agentd-sessions-show.1"),
+    ),
+    (
+        "agentd-sessions-undo",
+        include_str!("../../man/agentd-sessions-undo.1"),
     ),
 ];
 

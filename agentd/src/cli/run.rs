@@ -10,7 +10,6 @@
 use std::ffi::{OsStr, OsString};
 use std::io;
 use std::os::fd::AsFd;
-use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
@@ -34,7 +33,7 @@ use crate::command::{
     Facts, KILL_GRACE, Waiting, copy_output, exec_failure_note, runner_failure_note, settle,
     wait_for_outcome, wide_output_pipe,
 };
-use crate::config::{ConfigError, Effective, read_project};
+use crate::config::{ConfigError, Effective, protect_project};
 use crate::deny_read::DenyRead;
 use crate::environment;
 use crate::helper_client::{ClientError, FailedAt, HelperClient, SpawnSpec, WorkspaceRefusal};
@@ -393,12 +392,9 @@ where
             args.backend,
             None,
         );
-        for path in read_project(&reader).await.map_err(RunError::Project)? {
-            let path = path.into_os_string().into_vec();
-            if !spec.policy.protected.contains(&path) {
-                spec.policy.protected.push(path);
-            }
-        }
+        protect_project(&reader, &mut spec.policy)
+            .await
+            .map_err(RunError::Project)?;
     }
     let scope = args.profile(&spec.cwd).scope(&spec.cwd, &spec.policy);
     let policy = spec.policy.clone();

@@ -1,5 +1,7 @@
 //! `agentd run`'s flags, exit statuses and notes, and the request it prepares.
 
+use std::os::unix::ffi::OsStringExt;
+
 use clap::Parser;
 use confine_protocol::Ending;
 

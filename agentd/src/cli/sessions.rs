@@ -164,7 +164,7 @@ pub fn audit(
 
 /// The one session id under `dir` that `given` is, or begins; only ids the directory lists
 /// are ever returned, so nothing the user typed reaches a path.
-fn resolve(dir: &Path, given: &str) -> Result<String, ShowError> {
+pub(super) fn resolve(dir: &Path, given: &str) -> Result<String, ShowError> {
     let ids = list_ids(dir).map_err(ShowError::Log)?;
     if ids.iter().any(|id| id == given) {
         return Ok(given.to_owned());

@@ -10,6 +10,9 @@ use confine_protocol::{BackendChoice, Mode, Network, UnknownWord};
 
 use super::allow_list::AllowList;
 use super::cache::ResolvedCache;
+use super::checkpoints::{
+    Checkpoints, DEFAULT_MAX_AGE_DAYS, DEFAULT_MAX_BYTES, DEFAULT_MAX_PER_SESSION,
+};
 use super::checks::is_variable_name;
 use super::compaction::{CompactAt, CompactionPolicy, DEFAULT_KEEP_TURNS};
 use super::file::{LoadedConfig, absolute_dir};
@@ -171,6 +174,14 @@ pub struct Effective {
     pub compact_at: Setting<CompactAt>,
     /// `compaction.keep_turns`.
     pub keep_turns: Setting<u64>,
+    /// `checkpoints.enabled`.
+    pub checkpoints_enabled: Setting<bool>,
+    /// `checkpoints.max_bytes`.
+    pub checkpoint_max_bytes: Setting<u64>,
+    /// `checkpoints.max_age_days`.
+    pub checkpoint_max_age_days: Setting<u64>,
+    /// `checkpoints.max_per_session`.
+    pub checkpoint_max_per_session: Setting<u64>,
     /// The personas a child agent may be: the file's `[agents.NAME]` tables and, unless one of
     /// them is called `general`, the built-in one. Only the file sets them
     /// ([`Effective::persona_source`]).
@@ -377,6 +388,13 @@ impl Effective {
         let context_window = layered(window.map(Some), None, &file);
         let compact_at = layered(config.compaction.at, CompactAt::default(), &file);
         let keep_turns = layered(config.compaction.keep_turns, DEFAULT_KEEP_TURNS, &file);
+        // [checkpoints]
+        let points = &config.checkpoints;
+        let checkpoints_enabled = layered(points.enabled, true, &file);
+        let checkpoint_max_bytes = layered(points.max_bytes, DEFAULT_MAX_BYTES, &file);
+        let checkpoint_max_age_days = layered(points.max_age_days, DEFAULT_MAX_AGE_DAYS, &file);
+        let checkpoint_max_per_session =
+            layered(points.max_per_session, DEFAULT_MAX_PER_SESSION, &file);
         let mcp_servers = layered(
             (!config.mcp.is_empty()).then_some(config.mcp),
             Vec::new(),
@@ -416,6 +434,10 @@ impl Effective {
             context_window,
             compact_at,
             keep_turns,
+            checkpoints_enabled,
+            checkpoint_max_bytes,
+            checkpoint_max_age_days,
+            checkpoint_max_per_session,
             personas: config.agents,
             mcp_servers,
             file,
@@ -440,6 +462,16 @@ impl Effective {
                 format!("a configuration file given with --config (~/.config/agentd/{FILE_NAME})")
             }
         }
+    }
+
+    /// `[checkpoints]`: whether sessions record checkpoints, their cap and their retention.
+    pub fn checkpoints(&self) -> Checkpoints {
+        Checkpoints::of(
+            self.checkpoints_enabled.value,
+            self.checkpoint_max_bytes.value,
+            self.checkpoint_max_age_days.value,
+            self.checkpoint_max_per_session.value,
+        )
     }
 
     /// How sessions using the default model compact their history; `None`, never, without its

@@ -12,6 +12,7 @@ use toml::Spanned;
 
 use super::agents::{RawAgents, personas};
 use super::allow_list::{self, AllowList, RawAllowList};
+use super::checkpoints::{CheckpointsSection, RawCheckpoints};
 use super::checks::{is_variable_name, line_at};
 use super::compaction::{CompactionSection, RawCompaction, section};
 use super::mcp::{McpServerConfig, RawMcp, servers};
@@ -42,6 +43,8 @@ pub struct Config {
     pub limits: LimitsSection,
     /// The `[compaction]` table (checked against `model.context_window`).
     pub compaction: CompactionSection,
+    /// The `[checkpoints]` table.
+    pub checkpoints: CheckpointsSection,
     /// The `[agents.NAME]` tables, with the built-in `general` unless one is configured.
     pub agents: Personas,
     /// The `[[mcp.servers]]` tables, in the file's order.
@@ -129,6 +132,8 @@ pub(super) struct RawFile {
     #[serde(default)]
     limits: RawLimits,
     compaction: Option<Spanned<RawCompaction>>,
+    #[serde(default)]
+    checkpoints: RawCheckpoints,
     #[serde(default)]
     agents: RawAgents,
     mcp: Option<RawMcp>,
@@ -376,6 +381,17 @@ impl LoadedConfig {
             max_memory: checker.positive("limits.max_memory", raw.limits.max_memory)?,
         };
 
+        let checkpoints = CheckpointsSection {
+            enabled: raw.checkpoints.enabled,
+            max_bytes: checker.positive("checkpoints.max_bytes", raw.checkpoints.max_bytes)?,
+            max_age_days: checker
+                .positive("checkpoints.max_age_days", raw.checkpoints.max_age_days)?,
+            max_per_session: checker.positive(
+                "checkpoints.max_per_session",
+                raw.checkpoints.max_per_session,
+            )?,
+        };
+
         let models = named_models(raw.models, &path, text)?;
         let default_model = default_model(raw.default_model, model.as_ref(), &models, &path, text)?;
         if default_model.is_some() {
@@ -408,6 +424,7 @@ impl LoadedConfig {
                 session,
                 limits,
                 compaction,
+                checkpoints,
                 agents,
                 mcp,
             },

@@ -251,6 +251,18 @@ pub const KEYS: &[ConfigKey] = &[
         .doc("Compact above this many estimated tokens instead; not with threshold."),
     ConfigKey::new("compaction.keep_turns", "integer", "2")
         .doc("The latest turns that stay verbatim."),
+    ConfigKey::new("checkpoints.enabled", "boolean", "true")
+        .doc("Record the writable roots before and after every turn, for /undo and sessions undo."),
+    ConfigKey::new(
+        "checkpoints.max_bytes",
+        "integer: bytes, at least 1",
+        "536870912",
+    )
+    .doc("File content one checkpoint takes; larger files are left out, with a notice."),
+    ConfigKey::new("checkpoints.max_age_days", "integer, at least 1", "30")
+        .doc("Checkpoints older than this many days are pruned."),
+    ConfigKey::new("checkpoints.max_per_session", "integer, at least 1", "100")
+        .doc("Only the newest this many checkpoints of a session are kept."),
     ConfigKey::new("limits.command_timeout_ms", "integer, at least 1", "120000")
         .doc("The timeout of a command that does not ask for its own, in milliseconds."),
     ConfigKey::new("limits.max_processes", "integer, at least 1", "unset").doc(

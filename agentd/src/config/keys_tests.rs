@@ -10,6 +10,7 @@ use super::*;
 mod serde_fields;
 use crate::cli::{Cli, Command, ConfigCommand};
 use crate::config::agents::{RawFilter, RawPersona};
+use crate::config::checkpoints::RawCheckpoints;
 use crate::config::compaction::RawCompaction;
 use crate::config::file::{HelperSection, RawApproval, RawFile, RawLimits, RawSandbox, RawSession};
 use crate::config::mcp::{RawMcp, RawServer};
@@ -30,6 +31,7 @@ fn tables() -> Vec<(&'static str, &'static [&'static str])> {
         ("session", struct_fields::<RawSession>()),
         ("limits", struct_fields::<RawLimits>()),
         ("compaction", struct_fields::<RawCompaction>()),
+        ("checkpoints", struct_fields::<RawCheckpoints>()),
         ("agents.NAME", struct_fields::<RawPersona>()),
         ("agents.NAME.tools", struct_fields::<RawFilter>()),
         ("mcp", struct_fields::<RawMcp>()),

@@ -53,6 +53,12 @@
 //! # compact_at = 100000        # share of the window, or this many tokens (not both)
 //! keep_turns = 2               # the latest turns that stay verbatim
 //!
+//! [checkpoints]                # the state before and after every turn, for /undo (checkpoints.rs)
+//! enabled = true
+//! max_bytes = 536870912        # content one checkpoint takes; larger files are left out, said
+//! max_age_days = 30            # pruned when older
+//! max_per_session = 100        # and all but the newest this many of a session
+//!
 //! [limits]
 //! command_timeout_ms = 120000  # default timeout of a command
 //! max_processes = 512          # optional resource limits of every command
@@ -99,6 +105,7 @@ mod agents;
 pub mod allow_list;
 mod built_models;
 mod cache;
+mod checkpoints;
 mod checks;
 mod compaction;
 mod effective;
@@ -123,6 +130,10 @@ use confine_protocol::Mode;
 pub use agents::PersonaError;
 pub use built_models::{BuiltModel, PersonaProviders};
 pub use cache::{CACHE_PRESET_WORDS, CacheDirRule, CacheError, CachePreset, ResolvedCache};
+pub use checkpoints::{
+    Checkpoints, CheckpointsSection, DEFAULT_MAX_AGE_DAYS, DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_PER_SESSION,
+};
 pub use compaction::{
     CompactAt, CompactionPolicy, CompactionSection, DEFAULT_COMPACT_SHARE, DEFAULT_KEEP_TURNS,
     Share,
@@ -136,7 +147,7 @@ pub use helper::HelperSetupError;
 pub use keys::{ConfigKey, KEYS};
 pub use mcp::McpServerConfig;
 pub use models::{DEFAULT_MODEL_NAME, ModelsError, NamedModel, is_model_name};
-pub use project::{parse_project, project_file, read_project};
+pub use project::{parse_project, project_file, protect_project, read_project};
 pub use sandbox::{
     FileKind, Lined, ProfileSection, SocketEntryError, absolute_or_home, expand_home,
 };

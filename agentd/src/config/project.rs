@@ -34,6 +34,21 @@ pub fn project_file(workspace: &Path) -> PathBuf {
     workspace.join(PROJECT_DIR).join(PROJECT_FILE)
 }
 
+/// Adds the protected paths of the project file of `env`'s workspace ([`read_project`]) to
+/// `policy`, each once: what `agentd run` and `agentd sessions undo` send.
+pub async fn protect_project(
+    env: &ToolEnv,
+    policy: &mut confine_protocol::Policy,
+) -> Result<(), ConfigError> {
+    for path in read_project(env).await? {
+        let path = std::os::unix::ffi::OsStringExt::into_vec(path.into_os_string());
+        if !policy.protected.contains(&path) {
+            policy.protected.push(path);
+        }
+    }
+    Ok(())
+}
+
 /// The protected paths the project file of `env`'s workspace adds; none when it has none. The
 /// file is read confined under read-only mode ([`tools::read_context`]); one that cannot be
 /// read, or says anything but `[sandbox] protected`, is the error.

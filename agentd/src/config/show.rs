@@ -118,6 +118,22 @@ impl Effective {
             out.value(key, value, &setting.source);
         }
 
+        out.value(
+            "checkpoints.enabled",
+            self.checkpoints_enabled.value.to_string(),
+            &self.checkpoints_enabled.source,
+        );
+        for (key, setting) in [
+            ("checkpoints.max_bytes", &self.checkpoint_max_bytes),
+            ("checkpoints.max_age_days", &self.checkpoint_max_age_days),
+            (
+                "checkpoints.max_per_session",
+                &self.checkpoint_max_per_session,
+            ),
+        ] {
+            out.value(key, setting.value.to_string(), &setting.source);
+        }
+
         for persona in self.personas.iter() {
             self.show_persona(&mut out, persona, env);
         }

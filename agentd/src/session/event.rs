@@ -423,7 +423,7 @@ pub enum Event {
     /// The recorded roots were restored to checkpoint `label` (the state before turn `turn`):
     /// `changes` what the restore changed, `still_differs` the paths that differed from the
     /// checkpoint when it was checked again afterwards (a concurrent change, or a write the
-    /// sandbox refused); `by` who asked for it. Log-only.
+    /// sandbox refused); `by` who asked for it. Never replayed to the editor.
     #[serde(rename = "checkpoint/restored")]
     CheckpointRestored {
         turn: u64,

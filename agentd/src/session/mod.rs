@@ -13,6 +13,7 @@ pub mod fold;
 pub mod log;
 pub mod nested;
 pub mod rule;
+mod transcript;
 
 pub use diff::{Before, DIFF_TEXT_CAP, LoggedDiff, Omission};
 pub use event::{

@@ -1,0 +1,258 @@
+//! The checkpoints section: recording a 10,000-file, 200 MB workspace (a tenth in a quick run) into agentd's checkpoint
+//! store, first into an empty store and then again (the incremental record every turn makes,
+//! whose target is 50 ms), against a plain walk that `lstat`s every path; then planning and
+//! restoring a turn's changes through confine-helper, as `agentd sessions undo` does.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use agentd::checkpoint::{RACY, Scope, Store, restore};
+use agentd::helper_client::HelperClient;
+use agentd::profile::SandboxProfile;
+use confine_protocol::{BackendChoice, Mode, Network};
+
+use crate::Setup;
+use crate::sections::{Row, Table, rows};
+use crate::stats::Samples;
+
+/// Files of the workspace: 10,000 (200 MB); a quick run's 1,000 (20 MB).
+pub const FULL_FILES: usize = 10_000;
+pub const QUICK_FILES: usize = 1_000;
+/// Files in each directory of the workspace.
+const FILES_PER_DIR: usize = 100;
+/// Bytes of each file: 10,000 of them make 200 MB.
+const FILE_BYTES: usize = 20_000;
+/// Records into an empty store (each writes 200 MB).
+const FIRST_ROUNDS: usize = 3;
+/// Restores measured (each runs about 130 confined steps).
+const RESTORE_ROUNDS: usize = 6;
+/// What a measured turn changes: files modified, deleted and added.
+const MODIFIED: usize = 100;
+const DELETED: usize = 10;
+const ADDED: usize = 10;
+/// The files an incremental record with changes finds changed.
+const CHANGED: usize = 10;
+/// The session the benchmark's checkpoints belong to.
+const SESSION: &str = "bench";
+
+fn file(ws: &Path, i: usize) -> PathBuf {
+    ws.join(format!("d{:03}", i / FILES_PER_DIR))
+        .join(format!("f{:03}.txt", i % FILES_PER_DIR))
+}
+
+/// Content of file `i`, distinct per file (so every file is its own object), in `round`.
+fn content(i: usize, round: usize) -> Vec<u8> {
+    let line = format!("file {i} round {round} of the checkpoint benchmark\n");
+    line.as_bytes()
+        .iter()
+        .copied()
+        .cycle()
+        .take(FILE_BYTES)
+        .collect()
+}
+
+fn io(what: &str, path: &Path) -> impl FnOnce(std::io::Error) -> String {
+    let path = path.display().to_string();
+    let what = what.to_owned();
+    move |e| format!("cannot {what} {path}: {e}")
+}
+
+/// The plain baseline: every path `lstat`ed, directories listed.
+fn walk_stat(dir: &Path) -> Result<usize, String> {
+    let mut seen = 0;
+    for entry in std::fs::read_dir(dir).map_err(io("list", dir))? {
+        let path = entry.map_err(io("list", dir))?.path();
+        let meta = path.symlink_metadata().map_err(io("stat", &path))?;
+        seen += 1;
+        if meta.is_dir() {
+            seen += walk_stat(&path)?;
+        }
+    }
+    Ok(seen)
+}
+
+/// Bytes under `dir`.
+fn size_of(dir: &Path) -> u64 {
+    let Ok(listing) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    listing
+        .flatten()
+        .map(|e| match e.metadata() {
+            Ok(m) if m.is_dir() => size_of(&e.path()),
+            Ok(m) => m.len(),
+            Err(_) => 0,
+        })
+        .sum()
+}
+
+pub async fn checkpoints(setup: &Setup, client: &HelperClient) -> Result<Table, String> {
+    let files = setup.checkpoint_files;
+    let mut table = Table::new(&format!(
+        "Checkpoints ({} files, {} MB)",
+        crate::stats::thousands(files),
+        files * FILE_BYTES / 1_000_000
+    ));
+    let root = setup.workspace.join("checkpoints");
+    let ws = root.join("ws");
+    let state = setup.scratch.join("checkpoint-state");
+    for i in 0..files {
+        let path = file(&ws, i);
+        if i % FILES_PER_DIR == 0 {
+            std::fs::create_dir_all(path.parent().unwrap_or(&ws)).map_err(io("create", &ws))?;
+        }
+        std::fs::write(&path, content(i, 0)).map_err(io("write", &path))?;
+    }
+    let scope = Scope {
+        roots: vec![ws.clone()],
+        protected: vec![PathBuf::from(".git"), PathBuf::from(".agentd")],
+        max_bytes: u64::MAX,
+    };
+    // Stats are trusted only for files older than the racy window: let it pass, as it has
+    // for all but a turn's last few files in a real session.
+    tokio::time::sleep(RACY).await;
+
+    let rounds = setup.rounds.min(FIRST_ROUNDS + 1);
+    let mut first = Samples::default();
+    for round in 0..rounds {
+        let _ = std::fs::remove_dir_all(&state);
+        std::fs::create_dir_all(&state).map_err(io("create", &state))?;
+        let store = Store::at(&state);
+        let started = Instant::now();
+        let recorded = store
+            .record(SESSION, "t0", &scope)
+            .map_err(|e| e.to_string())?;
+        if round > 0 {
+            first.0.push(started.elapsed());
+        }
+        if recorded.files != files as u64 {
+            return Err(format!("the first record took {} files", recorded.files));
+        }
+    }
+    let store = Store::at(&state);
+    table.figures.push((
+        "first record, into an empty store (median)".into(),
+        crate::stats::ms(first.median()),
+    ));
+    table.figures.push((
+        "the store after it".into(),
+        format!("{:.1} MB", size_of(&state) as f64 / 1e6),
+    ));
+
+    let mut label = 0u64;
+    let mut next = || {
+        label += 1;
+        format!("t{label}")
+    };
+    let (mut stat, mut unchanged, mut changed) =
+        (Samples::default(), Samples::default(), Samples::default());
+    for round in 0..setup.rounds {
+        let started = Instant::now();
+        walk_stat(&ws)?;
+        let stat_took = started.elapsed();
+        let started = Instant::now();
+        store
+            .record(SESSION, &next(), &scope)
+            .map_err(|e| e.to_string())?;
+        let unchanged_took = started.elapsed();
+        for k in 0..CHANGED {
+            let i = (round * CHANGED + k) % files;
+            std::fs::write(file(&ws, i), content(i, round + 1)).map_err(io("write", &ws))?;
+        }
+        let started = Instant::now();
+        store
+            .record(SESSION, &next(), &scope)
+            .map_err(|e| e.to_string())?;
+        let changed_took = started.elapsed();
+        if round > 0 {
+            stat.0.push(stat_took);
+            unchanged.0.push(unchanged_took);
+            changed.0.push(changed_took);
+        }
+    }
+    table.rows = rows(
+        vec![
+            "a plain walk that `lstat`s every path".into(),
+            "incremental record, nothing changed".into(),
+            format!("incremental record, {CHANGED} files changed"),
+        ],
+        vec![stat, unchanged, changed],
+        vec![
+            "baseline: what an unchanged file must cost at least".into(),
+            "a stat per file; the manifest written and synced".into(),
+            "their content read and stored; the files changed just before the previous record \
+             are read again (racy window)"
+                .into(),
+        ],
+    );
+
+    let policy = SandboxProfile::default().writes(Mode::WorkspaceWrite, &ws, Network::Deny);
+    let (mut plans, mut restores) = (Samples::default(), Samples::default());
+    let before = next();
+    store
+        .record(SESSION, &before, &scope)
+        .map_err(|e| e.to_string())?;
+    for round in 0..setup.rounds.min(RESTORE_ROUNDS + 1) {
+        for i in 0..MODIFIED {
+            std::fs::write(
+                file(&ws, i * 7 % files),
+                content(i * 7 % files, 1000 + round),
+            )
+            .map_err(io("write", &ws))?;
+        }
+        for i in 0..DELETED {
+            let path = file(&ws, files / 2 + i);
+            std::fs::remove_file(&path).map_err(io("remove", &path))?;
+        }
+        for i in 0..ADDED {
+            let path = ws.join(format!("d000/new{i}.txt"));
+            std::fs::write(&path, b"new").map_err(io("write", &path))?;
+        }
+        let started = Instant::now();
+        let plan = store
+            .plan_restore(SESSION, &before, &scope)
+            .map_err(|e| e.to_string())?;
+        let plan_took = started.elapsed();
+        let started = Instant::now();
+        let restored = restore(
+            &store,
+            SESSION,
+            &plan,
+            client,
+            policy.clone(),
+            BackendChoice::Auto,
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+        let restore_took = started.elapsed();
+        if !restored.still_differs.is_empty() {
+            return Err(format!(
+                "the restore left {} paths different: {:?}",
+                restored.still_differs.len(),
+                restored.failed
+            ));
+        }
+        if round > 0 {
+            plans.0.push(plan_took);
+            restores.0.push(restore_took);
+        }
+    }
+    let n = MODIFIED + DELETED + ADDED;
+    table.rows.push(Row {
+        variant: format!("plan of a restore ({n} paths: diff included)"),
+        samples: plans,
+        baseline: false,
+        note: "a scan of the workspace against the checkpoint, and the diff text".into(),
+    });
+    table.rows.push(Row {
+        variant: format!(
+            "restore through confine-helper ({MODIFIED} modified, {DELETED} deleted, {ADDED} added)"
+        ),
+        samples: restores,
+        baseline: false,
+        note: "one `rm`, a helper's writer per file, two scans; workspace-write, auto backend"
+            .into(),
+    });
+    let _ = std::fs::remove_dir_all(&root);
+    Ok(table)
+}
