@@ -12,8 +12,6 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::denial::Denial;
-
 /// What a built-in entry denies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Shape {
@@ -258,10 +256,10 @@ pub fn lift_note(path: &Path, b: &BuiltIn) -> String {
     )
 }
 
-/// The lines of [`lift_note`] for each path of `denial` that a built-in entry of `list` denied.
-pub fn lift_notes(denial: &Denial, list: &[Credential]) -> Vec<String> {
-    denial
-        .paths
+/// The lines of [`lift_note`] for each of a denial's `paths` that a built-in entry of `list`
+/// denied.
+pub fn lift_notes(paths: &[PathBuf], list: &[Credential]) -> Vec<String> {
+    paths
         .iter()
         .filter_map(|path| denying(list, path).map(|b| lift_note(path, b)))
         .collect()

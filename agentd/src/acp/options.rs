@@ -82,32 +82,7 @@ pub struct AcpOptions {
     /// failure once, as the prompt's error.
     pub log_model_errors: bool,
     /// Whether and how turns are checkpointed for `/undo` (`[checkpoints]`, RFC 0020).
-    pub checkpoints: CheckpointSettings,
-}
-
-/// The `[checkpoints]` settings a session uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CheckpointSettings {
-    /// Record a checkpoint before and after every turn.
-    pub enabled: bool,
-    /// The most bytes of file content one checkpoint takes.
-    pub max_bytes: u64,
-    /// How long checkpoints are kept, and how many per session.
-    pub retention: crate::checkpoint::Retention,
-}
-
-impl CheckpointSettings {
-    /// The settings of the configuration's `[checkpoints]`.
-    pub fn from_config(_config: &Effective) -> CheckpointSettings {
-        CheckpointSettings {
-            enabled: true,
-            max_bytes: 512 * 1024 * 1024,
-            retention: crate::checkpoint::Retention {
-                max_age: std::time::Duration::from_secs(30 * 24 * 3600),
-                max_per_session: 100,
-            },
-        }
-    }
+    pub checkpoints: crate::config::Checkpoints,
 }
 
 impl std::fmt::Debug for AcpOptions {
@@ -157,7 +132,7 @@ impl AcpOptions {
             personas: config.personas.clone(),
             mcp_servers: config.mcp_servers.value.clone(),
             log_model_errors: true,
-            checkpoints: CheckpointSettings::from_config(config),
+            checkpoints: config.checkpoints(),
         })
     }
 

@@ -16,7 +16,6 @@
 
 use std::path::{Path, PathBuf};
 
-use agent_client_protocol::v1::schema::StopReason;
 use confine_protocol::Mode;
 use serde_json::json;
 
@@ -25,7 +24,8 @@ use super::super::updates;
 use super::{Ending, Turn};
 use crate::approval::{Ask, Question};
 use crate::checkpoint::{self, Change, ChangeKind, RestorePlan, Scope, Store};
-use crate::session::{Event, LogError, Record, RestoredBy};
+use crate::session::undoable::last_undoable;
+use crate::session::{Event, LogError, RestoredBy};
 
 /// The id of the permission card `/undo` asks with: no tool call of the model has it.
 const UNDO_CALL: &str = "agentd-undo";
@@ -45,16 +45,11 @@ impl Turn<'_> {
     /// What a checkpoint of this session covers.
     fn checkpoint_scope(&self) -> Scope {
         let tools = &self.session.tools;
-        let profile = tools.profile();
-        let mut roots = vec![tools.workspace().to_path_buf()];
-        roots.extend(profile.writable_roots.iter().cloned());
-        let mut protected: Vec<PathBuf> = [".git", ".agentd"].map(PathBuf::from).to_vec();
-        protected.extend(profile.protected.iter().cloned());
-        Scope {
-            roots,
-            protected,
-            max_bytes: self.state.options.checkpoints.max_bytes,
-        }
+        Scope::for_session(
+            tools.workspace(),
+            &tools.profile(),
+            self.state.options.checkpoints.max_bytes,
+        )
     }
 
     /// Records the checkpoint before this turn's first side effect, after pruning old ones; a
@@ -192,7 +187,20 @@ impl Turn<'_> {
                 )
                 .await;
         };
-        let Some(turn) = self.session.with_records(undoable) else {
+        // A turn whose checkpoint was pruned cannot be undone; the one before it can.
+        let labels = {
+            let (store, session) = (store.clone(), self.session.id.clone());
+            tokio::task::spawn_blocking(move || store.labels(&session)).await
+        };
+        let labels = match labels {
+            Ok(Ok(labels)) => labels,
+            Ok(Err(e)) => return self.undo_failed(&e.to_string()).await,
+            Err(e) => return self.undo_failed(&e.to_string()).await,
+        };
+        let last = self
+            .session
+            .with_records(|records| last_undoable(records, &labels));
+        let Some(turn) = last else {
             return self
                 .reply(
                     Command::Undo,
@@ -211,8 +219,8 @@ impl Turn<'_> {
         };
         let plan = match planned {
             Ok(Ok(plan)) => plan,
-            Ok(Err(e)) => return self.undo_failed(turn, &e.to_string()).await,
-            Err(e) => return self.undo_failed(turn, &e.to_string()).await,
+            Ok(Err(e)) => return self.undo_failed(&format!("turn {turn}: {e}")).await,
+            Err(e) => return self.undo_failed(&format!("turn {turn}: {e}")).await,
         };
         if plan.changes.is_empty() {
             return self
@@ -251,7 +259,7 @@ impl Turn<'_> {
         let tools = &self.session.tools;
         let policy = match tools.policy(Mode::WorkspaceWrite) {
             Ok(policy) => policy,
-            Err(e) => return self.undo_failed(turn, &e.to_string()).await,
+            Err(e) => return self.undo_failed(&format!("turn {turn}: {e}")).await,
         };
         let restored = checkpoint::restore(
             &store,
@@ -264,7 +272,7 @@ impl Turn<'_> {
         .await;
         let restored = match restored {
             Ok(restored) => restored,
-            Err(e) => return self.undo_failed(turn, &e.to_string()).await,
+            Err(e) => return self.undo_failed(&format!("turn {turn}: {e}")).await,
         };
         self.record(
             Event::CheckpointRestored {
@@ -291,34 +299,11 @@ impl Turn<'_> {
         self.reply(Command::Undo, text).await
     }
 
-    /// The reply of an `/undo` that could not be carried out.
-    async fn undo_failed(&self, turn: u64, why: &str) -> Result<Ending, LogError> {
-        self.reply(
-            Command::Undo,
-            format!("Turn {turn} was not undone: {why}\n"),
-        )
-        .await?;
-        Ok(Ending::Stop(StopReason::EndTurn))
+    /// The reply of an `/undo` that could not be carried out, and why.
+    async fn undo_failed(&self, why: &str) -> Result<Ending, LogError> {
+        self.reply(Command::Undo, format!("Nothing was undone: {why}\n"))
+            .await
     }
-}
-
-/// The turn `/undo` takes back now: the last one recorded with a checkpoint, where each
-/// `checkpoint/restored` took back the turns from the one it restored on (so a second `/undo`
-/// goes one turn further back).
-pub fn undoable(records: &[Record]) -> Option<u64> {
-    let mut turns: Vec<u64> = Vec::new();
-    for record in records {
-        match &record.event {
-            Event::CheckpointRecorded { turn, label, .. }
-                if checkpoint::turn_of(label) == Some(*turn) =>
-            {
-                turns.push(*turn);
-            }
-            Event::CheckpointRestored { turn, .. } => turns.retain(|t| t < turn),
-            _ => {}
-        }
-    }
-    turns.last().copied()
 }
 
 /// The permission card of an `/undo` of `turn`: what it changes, and the diff.
@@ -406,94 +391,4 @@ fn paths(paths: &[PathBuf], workspace: &Path) -> String {
 fn shown(path: &Path, workspace: &Path) -> String {
     let relative = path.strip_prefix(workspace).unwrap_or(path);
     crate::terminal::one_line(&relative.display().to_string(), None)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::session::EVENT_VERSION;
-
-    fn record(seq: u64, event: Event) -> Record {
-        Record {
-            v: EVENT_VERSION,
-            seq,
-            at_ms: 0,
-            agent: None,
-            event,
-        }
-    }
-
-    fn recorded(turn: u64) -> Event {
-        Event::CheckpointRecorded {
-            turn,
-            label: checkpoint::before_turn(turn),
-            files: 1,
-            bytes: 1,
-            left_out: Vec::new(),
-            over_cap: false,
-        }
-    }
-
-    fn restored(turn: u64) -> Event {
-        Event::CheckpointRestored {
-            turn,
-            label: checkpoint::before_turn(turn),
-            changes: Vec::new(),
-            still_differs: Vec::new(),
-            by: RestoredBy::Editor,
-        }
-    }
-
-    fn undoable_after(events: Vec<Event>) -> Option<u64> {
-        let records: Vec<Record> = events
-            .into_iter()
-            .enumerate()
-            .map(|(i, e)| record(i as u64, e))
-            .collect();
-        undoable(&records)
-    }
-
-    #[test]
-    fn each_undo_goes_one_turn_further_back_and_a_new_turn_is_undone_first() {
-        assert_eq!(undoable_after(vec![]), None);
-        assert_eq!(undoable_after(vec![recorded(1), recorded(2)]), Some(2));
-        assert_eq!(
-            undoable_after(vec![recorded(1), recorded(2), restored(2)]),
-            Some(1)
-        );
-        assert_eq!(
-            undoable_after(vec![recorded(1), recorded(2), restored(2), restored(1)]),
-            None
-        );
-        // A turn after an undo is the next to undo; the undone one stays undone.
-        assert_eq!(
-            undoable_after(vec![recorded(1), recorded(2), restored(2), recorded(4)]),
-            Some(4)
-        );
-        assert_eq!(
-            undoable_after(vec![
-                recorded(1),
-                recorded(2),
-                restored(2),
-                recorded(4),
-                restored(4)
-            ]),
-            Some(1)
-        );
-        // A restore to an earlier turn (from the command line) takes back every later turn.
-        assert_eq!(
-            undoable_after(vec![recorded(1), recorded(2), recorded(3), restored(2)]),
-            Some(1)
-        );
-        // The after-turn checkpoint is not a turn to undo.
-        let after = Event::CheckpointRecorded {
-            turn: 3,
-            label: checkpoint::after_turn(3),
-            files: 0,
-            bytes: 0,
-            left_out: Vec::new(),
-            over_cap: false,
-        };
-        assert_eq!(undoable_after(vec![recorded(1), after]), Some(1));
-    }
 }

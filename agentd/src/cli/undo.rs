@@ -16,7 +16,8 @@ use crate::checkpoint::{self, CheckpointError, RestorePlan, Restored, Scope, Sto
 use crate::config::{ConfigError, Effective, protect_project};
 use crate::helper_client::{HelperClient, WorkspaceRefusal};
 use crate::session::log::{EventLog, LogError, read_log};
-use crate::session::{Event, Record, RestoredBy};
+use crate::session::undoable::last_undoable;
+use crate::session::{Event, RestoredBy};
 use crate::terminal;
 use crate::tools::ToolEnv;
 
@@ -98,21 +99,6 @@ pub(crate) async fn undo_command(
     }
 }
 
-/// The turns that have a `t{N}` checkpoint and that no later restore took back, in order: a
-/// `checkpoint/restored` to before turn N takes back N and every turn after it.
-fn undoable(records: &[Record], labels: &[String]) -> Vec<u64> {
-    let has = |turn: u64| labels.iter().any(|l| *l == checkpoint::before_turn(turn));
-    let mut turns: Vec<u64> = Vec::new();
-    for record in records.iter().filter(|r| r.is_top_level()) {
-        match &record.event {
-            Event::TurnStarted { turn } if has(*turn) && !turns.contains(turn) => turns.push(*turn),
-            Event::CheckpointRestored { turn, .. } => turns.retain(|t| t < turn),
-            _ => {}
-        }
-    }
-    turns
-}
-
 async fn undo(
     agent: &AgentArgs,
     given: &str,
@@ -146,8 +132,8 @@ async fn undo(
     let turn = match turn {
         Some(turn) if have.contains(&turn) => turn,
         Some(turn) => return Err(UndoError::NoTurn { id, turn, have }),
-        None => match undoable(&records, &labels).last() {
-            Some(turn) => *turn,
+        None => match last_undoable(&records, &labels) {
+            Some(turn) => turn,
             None => return Err(UndoError::NothingToUndo { id, have }),
         },
     };

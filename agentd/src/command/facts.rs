@@ -136,7 +136,7 @@ impl Facts {
         self.credential_notes = self
             .denial
             .as_ref()
-            .map(|denial| credentials::lift_notes(denial, &scope.credentials))
+            .map(|denial| credentials::lift_notes(&denial.paths, &scope.credentials))
             .unwrap_or_default();
         self
     }

@@ -1,12 +1,10 @@
 //! The effective configuration: the built-in defaults, then the file, then the `AGENTD_*`
 //! environment variables, then the flags, each value with where it came from.
 
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 use std::time::Duration;
 
-use confine_protocol::{BackendChoice, Mode, Network, UnknownWord};
+use confine_protocol::{BackendChoice, Mode, Network};
 
 use super::allow_list::AllowList;
 use super::cache::ResolvedCache;
@@ -15,7 +13,9 @@ use super::checkpoints::{
 };
 use super::checks::is_variable_name;
 use super::compaction::{CompactAt, CompactionPolicy, DEFAULT_KEEP_TURNS};
-use super::file::{LoadedConfig, absolute_dir};
+use super::file::LoadedConfig;
+pub use super::from_env::default_state_dir;
+use super::from_env::{absolute, credentials_home, env_path, env_string, env_word};
 use super::mcp::McpServerConfig;
 use super::models::{DEFAULT_MODEL_NAME, ModelsError, NamedModel, known_names};
 use super::sandbox::{self, Lined};
@@ -29,7 +29,7 @@ use crate::credentials::{self, Credential};
 use crate::deny_read::DenyRead;
 use crate::model::{ModelConfig, ProviderKind};
 use crate::profile::{CacheDir, ResourceLimits, SandboxProfile};
-use crate::words::{ApprovalPolicy, allowed};
+use crate::words::ApprovalPolicy;
 
 /// An effective value and where it came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -553,79 +553,4 @@ impl Effective {
     pub fn command_timeout(&self) -> Duration {
         Duration::from_millis(self.command_timeout_ms.value)
     }
-}
-
-/// The home directory the built-in denied reads are taken from: `$HOME`, as `~` is everywhere
-/// in the configuration, when it is absolute; else the user's entry in the password database,
-/// so that an unset `HOME` does not leave the user's credentials readable.
-fn credentials_home(env: Env<'_>) -> Option<PathBuf> {
-    let home = env("HOME").map(PathBuf::from).filter(|h| h.is_absolute());
-    home.or_else(|| {
-        nix::unistd::User::from_uid(nix::unistd::getuid())
-            .ok()
-            .flatten()
-            .map(|user| user.dir)
-            .filter(|dir| dir.is_absolute())
-    })
-}
-
-/// Where session logs go by default: `$XDG_STATE_HOME/agentd/sessions` (only if absolute), else
-/// `$HOME/.local/state/agentd/sessions`.
-pub fn default_state_dir(
-    xdg_state_home: Option<OsString>,
-    home: Option<OsString>,
-) -> Option<PathBuf> {
-    if let Some(dir) = absolute_dir(xdg_state_home) {
-        return Some(dir.join("agentd").join("sessions"));
-    }
-    let home = absolute_dir(home)?;
-    Some(
-        home.join(".local")
-            .join("state")
-            .join("agentd")
-            .join("sessions"),
-    )
-}
-
-/// The value of `var`, or `None` when unset or empty.
-fn env_string(env: Env<'_>, var: &'static str) -> Result<Option<String>, ConfigError> {
-    match env(var) {
-        None => Ok(None),
-        Some(value) if value.is_empty() => Ok(None),
-        Some(value) => value
-            .into_string()
-            .map(Some)
-            .map_err(|_| ConfigError::EnvNotUnicode { var }),
-    }
-}
-
-fn env_path(env: Env<'_>, var: &'static str) -> Result<Option<PathBuf>, ConfigError> {
-    Ok(env(var)
-        .filter(|value| !value.is_empty())
-        .map(PathBuf::from))
-}
-
-fn env_word<T: FromStr<Err = UnknownWord>>(
-    env: Env<'_>,
-    var: &'static str,
-) -> Result<Option<T>, ConfigError> {
-    let Some(value) = env_string(env, var)? else {
-        return Ok(None);
-    };
-    match value.parse() {
-        Ok(word) => Ok(Some(word)),
-        Err(unknown) => Err(ConfigError::EnvNotAllowed {
-            var,
-            value,
-            allowed: allowed(unknown.expected),
-        }),
-    }
-}
-
-fn absolute(path: &Path, origin: &Source) -> Result<PathBuf, ConfigError> {
-    std::path::absolute(path).map_err(|source| ConfigError::Absolute {
-        path: path.to_owned(),
-        origin: origin.clone(),
-        source,
-    })
 }

@@ -110,6 +110,7 @@ mod checks;
 mod compaction;
 mod effective;
 mod file;
+mod from_env;
 mod helper;
 mod keys;
 mod mcp;

@@ -14,6 +14,7 @@ pub mod log;
 pub mod nested;
 pub mod rule;
 mod transcript;
+pub mod undoable;
 
 pub use diff::{Before, DIFF_TEXT_CAP, LoggedDiff, Omission};
 pub use event::{

@@ -139,7 +139,7 @@ fn interpret(
             match denial {
                 Some(denial) => {
                     facts.credential_notes =
-                        crate::credentials::lift_notes(&denial, &tried.scope.credentials);
+                        crate::credentials::lift_notes(&denial.paths, &tried.scope.credentials);
                     facts.denial = Some(denial);
                     Err(OpError::Denied(what, facts))
                 }
