@@ -94,10 +94,20 @@ fn session_with_checkpoint(scratch: &Scratch) -> String {
     let id = new_id();
     let (mut log, _) = EventLog::create(&scratch.state(), &id, &scratch.ws()).expect("log");
     log.append(Event::TurnStarted { turn: 1 }).expect("turn");
-    log.sync().expect("sync");
-    Store::at(&scratch.state())
+    let recorded = Store::at(&scratch.state())
         .record(&id, "t1", &scope(&scratch.ws()))
         .expect("checkpoint t1");
+    // As a session's turn logs it.
+    log.append(Event::CheckpointRecorded {
+        turn: 1,
+        label: "t1".to_owned(),
+        files: recorded.files,
+        bytes: recorded.bytes,
+        left_out: recorded.left_out.into_iter().map(|l| l.path).collect(),
+        over_cap: recorded.over_cap,
+    })
+    .expect("checkpoint/recorded");
+    log.sync().expect("sync");
     id
 }
 
