@@ -103,7 +103,8 @@
 //!   `{tool, call_id, reason, outcome}`; `toolResults`, by call id, the logged `tool/result`'s
 //!   `status`, exact `text`, `contains` (substrings), `facts` (JSON pointer → exact value),
 //!   `factsInclude` (JSON pointer → items the array there holds) and `diff` (JSON pointer into
-//!   the logged `diff` → exact value, `null` for absent); `editorReads`, the paths (relative
+//!   the logged `diff` → exact value, `null` for absent); `storeLacks`, texts no file of the
+//!   checkpoint store (`<state>/checkpoints`, which must exist) holds; `editorReads`, the paths (relative
 //!   to the workspace) agentd asked the editor to read, in order; `instructions`, where the
 //!   logged `model/request` instructions `changedAt` (`"turn.step"` of each request whose
 //!   instructions differ from the request before) and, for each `containing` text, the requests
@@ -370,6 +371,7 @@ impl Scenario {
                         "toolResults",
                         "instructions",
                         "editorReads",
+                        "storeLacks",
                     ],
                     "expect",
                 )
@@ -1046,6 +1048,29 @@ fn read_tree(root: &Path) -> Tree {
     tree
 }
 
+/// Every regular file under `dir`, with its bytes, no link followed.
+fn files_under(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut found = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            match entry.file_type() {
+                Ok(kind) if kind.is_dir() => pending.push(path),
+                Ok(kind) if kind.is_file() => {
+                    let bytes = std::fs::read(&path).unwrap_or_default();
+                    found.push((path, bytes));
+                }
+                _ => {}
+            }
+        }
+    }
+    found
+}
+
 /// Each path where `now` is not `kept`, in words.
 fn tree_differences(kept: &Tree, now: &Tree) -> Vec<String> {
     let mut differences = Vec::new();
@@ -1432,6 +1457,31 @@ fn check(play: &Play, scenario: &Scenario, log: &[Value], failures: &mut Vec<Str
     for path in strings(expect.get("absent"), "absent") {
         if ws.join(&path).exists() {
             fail(format!("{path} exists and should not"));
+        }
+    }
+    let lacks = strings(expect.get("storeLacks"), "storeLacks");
+    if !lacks.is_empty() {
+        let store = play.scratch.state().join("checkpoints");
+        let mut files = 0;
+        for (path, bytes) in files_under(&store) {
+            files += 1;
+            for text in &lacks {
+                if bytes
+                    .windows(text.len())
+                    .any(|window| window == text.as_bytes())
+                {
+                    fail(format!(
+                        "the checkpoint store's {} holds {text:?}",
+                        path.display()
+                    ));
+                }
+            }
+        }
+        if files == 0 {
+            fail(format!(
+                "storeLacks: no checkpoint store under {}",
+                store.display()
+            ));
         }
     }
     if let Some(reasons) = expect.get("stopReasons") {

@@ -42,14 +42,21 @@ impl Turn<'_> {
             .then(|| Store::at(&self.state.options.state_dir))
     }
 
-    /// What a checkpoint of this session covers.
-    fn checkpoint_scope(&self) -> Scope {
+    /// What a checkpoint of this session covers, the paths its commands may not read left out
+    /// (as a read-only or workspace-write command's request names them now); `Err` when they
+    /// cannot be found, and then nothing is recorded or restored.
+    fn checkpoint_scope(&self) -> Result<Scope, String> {
         let tools = &self.session.tools;
-        Scope::for_session(
+        let denied = tools
+            .policy(Mode::ReadOnly)
+            .map_err(|e| e.to_string())?
+            .deny_read;
+        Ok(Scope::for_session(
             tools.workspace(),
             &tools.profile(),
+            &denied,
             self.state.options.checkpoints.max_bytes,
-        )
+        ))
     }
 
     /// Records the checkpoint before this turn's first side effect, after pruning old ones; a
@@ -61,7 +68,17 @@ impl Turn<'_> {
         let retention = self.state.options.checkpoints.retention;
         let session = self.session.id.clone();
         let label = checkpoint::before_turn(self.number);
-        let scope = self.checkpoint_scope();
+        let scope = match self.checkpoint_scope() {
+            Ok(scope) => scope,
+            Err(why) => {
+                self.notice(&format!(
+                    "No checkpoint was recorded before this turn, so /undo cannot take it back: \
+                     {why}"
+                ))
+                .await;
+                return Ok(());
+            }
+        };
         let worked = tokio::task::spawn_blocking(move || {
             // Pruning is housekeeping: a failure costs disk space, never this turn's checkpoint.
             let _ = store.prune(&retention, std::time::SystemTime::now());
@@ -130,7 +147,16 @@ impl Turn<'_> {
         }
         let session = self.session.id.clone();
         let after = checkpoint::after_turn(self.number);
-        let scope = self.checkpoint_scope();
+        let scope = match self.checkpoint_scope() {
+            Ok(scope) => scope,
+            Err(why) => {
+                self.notice(&format!(
+                    "What this turn changed was not recorded (no checkpoint after it): {why}"
+                ))
+                .await;
+                return Ok(());
+            }
+        };
         let changes = tokio::task::spawn_blocking(move || {
             store.record(&session, &after, &scope)?;
             store.changes(&session, &before, &after)
@@ -212,7 +238,10 @@ impl Turn<'_> {
         };
         let session = self.session.id.clone();
         let label = checkpoint::before_turn(turn);
-        let scope = self.checkpoint_scope();
+        let scope = match self.checkpoint_scope() {
+            Ok(scope) => scope,
+            Err(why) => return self.undo_failed(&format!("turn {turn}: {why}")).await,
+        };
         let planned = {
             let store = store.clone();
             tokio::task::spawn_blocking(move || store.plan_restore(&session, &label, &scope)).await

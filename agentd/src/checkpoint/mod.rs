@@ -68,16 +68,28 @@ pub struct Scope {
 impl Scope {
     /// What a checkpoint of a session in `workspace` with `profile` covers: the workspace, then
     /// the configured `writable_roots` (not the cache presets' directories: a cache is not the
-    /// session's work); `.git`, `.agentd` and the profile's `protected` left out.
+    /// session's work); `.git`, `.agentd` and the profile's `protected` left out, and so is every
+    /// path the session's commands may not read (`denied`: a request's `Policy::deny_read`, real
+    /// paths — `sandbox.deny_read`, its `**/` matches, the built-in credential stores). The
+    /// store is read by agentd, not by a confined command, and is readable wherever the state
+    /// directory is: what the sandbox hides from commands must not reach it, nor be restored.
     pub fn for_session(
         workspace: &std::path::Path,
         profile: &crate::profile::SandboxProfile,
+        denied: &[Vec<u8>],
         max_bytes: u64,
     ) -> Scope {
-        let mut roots = vec![workspace.to_owned()];
-        roots.extend(profile.writable_roots.iter().cloned());
+        use std::os::unix::ffi::OsStrExt;
+        let real = |path: &std::path::Path| path.canonicalize().unwrap_or_else(|_| path.to_owned());
+        let mut roots = vec![real(workspace)];
+        roots.extend(profile.writable_roots.iter().map(|root| real(root)));
         let mut protected: Vec<PathBuf> = [".git", ".agentd"].map(PathBuf::from).to_vec();
         protected.extend(profile.protected.iter().cloned());
+        protected.extend(
+            denied
+                .iter()
+                .map(|path| PathBuf::from(std::ffi::OsStr::from_bytes(path))),
+        );
         Scope {
             roots,
             protected,

@@ -138,9 +138,14 @@ async fn undo(
         },
     };
     let label = checkpoint::before_turn(turn);
+    let profile = config.sandbox_profile();
+    let denied = profile
+        .policy(Mode::ReadOnly, &workspace, Network::Deny)?
+        .deny_read;
     let scope = Scope::for_session(
         &workspace,
-        &config.sandbox_profile(),
+        &profile,
+        &denied,
         config.checkpoints().max_bytes,
     );
     let plan = {
