@@ -450,11 +450,11 @@ fn the_events_keep_their_names_and_show_in_the_transcript_only() {
     let text = transcript(&records);
     assert!(text.contains("checkpoint t1: 3 files, 42 bytes, 1 left out (over the size cap)"));
     assert!(
-        text.contains("turn 1 changed 1 paths\n    type_changed /w/a"),
+        text.contains("turn 1 changed 1 path\n    type_changed /w/a"),
         "{text}"
     );
     assert!(
-        text.contains("restored checkpoint t1 (by cli): 1 paths changed"),
+        text.contains("restored checkpoint t1 (by cli): 1 path changed"),
         "{text}"
     );
     assert!(text.contains("still differs: /w/b"), "{text}");

@@ -142,7 +142,11 @@ pub fn transcript(records: &[Record]) -> String {
                 over_cap,
                 ..
             } => {
-                let mut s = format!("  checkpoint {label}: {files} files, {bytes} bytes");
+                let mut s = format!(
+                    "  checkpoint {label}: {}, {}",
+                    counted(*files, "file", "files"),
+                    counted(*bytes, "byte", "bytes")
+                );
                 if !left_out.is_empty() {
                     s.push_str(&format!(", {} left out", left_out.len()));
                 }
@@ -152,7 +156,14 @@ pub fn transcript(records: &[Record]) -> String {
                 s
             }
             Event::TurnChanges { turn, changes } => {
-                let mut s = format!("  turn {turn} changed {} paths", changes.len());
+                let mut s = if changes.is_empty() {
+                    format!("  turn {turn} changed nothing")
+                } else {
+                    format!(
+                        "  turn {turn} changed {}",
+                        counted(changes.len() as u64, "path", "paths")
+                    )
+                };
                 for change in changes {
                     s.push_str(&format!(
                         "\n    {} {}",
@@ -170,9 +181,9 @@ pub fn transcript(records: &[Record]) -> String {
                 ..
             } => {
                 let mut s = format!(
-                    "  restored checkpoint {label} (by {}): {} paths changed",
+                    "  restored checkpoint {label} (by {}): {} changed",
                     by.as_str(),
-                    changes.len()
+                    counted(changes.len() as u64, "path", "paths")
                 );
                 for path in still_differs {
                     s.push_str(&format!("\n    still differs: {}", path.display()));
@@ -194,4 +205,13 @@ fn indent(text: &str, prefix: &str) -> String {
         .map(|l| format!("{prefix}{l}"))
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// `1 file`, `2 files`.
+fn counted(n: u64, one: &str, many: &str) -> String {
+    if n == 1 {
+        format!("{n} {one}")
+    } else {
+        format!("{n} {many}")
+    }
 }
