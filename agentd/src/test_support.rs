@@ -331,3 +331,14 @@ impl crate::session::SessionLog for MemoryLog {
         Ok(record)
     }
 }
+
+/// A top-level record of `event` with sequence number `seq`, at time 0.
+pub fn record(seq: u64, event: crate::session::Event) -> crate::session::Record {
+    crate::session::Record {
+        v: crate::session::EVENT_VERSION,
+        seq,
+        at_ms: 0,
+        agent: None,
+        event,
+    }
+}

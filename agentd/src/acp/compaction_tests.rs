@@ -3,22 +3,13 @@
 
 use super::*;
 use crate::model::ToolCall;
+use crate::test_support::record;
 
 fn policy(compact_at: u64, keep_turns: u64) -> CompactionPolicy {
     CompactionPolicy {
         context_window: compact_at * 2,
         compact_at,
         keep_turns,
-    }
-}
-
-fn record(seq: u64, event: Event) -> Record {
-    Record {
-        v: EVENT_VERSION,
-        seq,
-        at_ms: 0,
-        agent: None,
-        event,
     }
 }
 

@@ -35,17 +35,8 @@ pub fn last_undoable(records: &[Record], labels: &[String]) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session::{EVENT_VERSION, RestoredBy};
-
-    fn record(seq: u64, event: Event) -> Record {
-        Record {
-            v: EVENT_VERSION,
-            seq,
-            at_ms: 0,
-            agent: None,
-            event,
-        }
-    }
+    use crate::session::RestoredBy;
+    use crate::test_support::record;
 
     fn recorded(turn: u64) -> Event {
         Event::CheckpointRecorded {
