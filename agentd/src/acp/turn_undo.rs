@@ -251,6 +251,20 @@ impl Turn<'_> {
             Ok(Err(e)) => return self.undo_failed(&format!("turn {turn}: {e}")).await,
             Err(e) => return self.undo_failed(&format!("turn {turn}: {e}")).await,
         };
+        let label = checkpoint::before_turn(turn);
+        let left_out = self.session.with_records(|records| {
+            records
+                .iter()
+                .find_map(|r| match &r.event {
+                    Event::CheckpointRecorded {
+                        label: recorded,
+                        left_out,
+                        ..
+                    } if *recorded == label && r.is_top_level() => Some(left_out.clone()),
+                    _ => None,
+                })
+                .unwrap_or_default()
+        });
         if plan.changes.is_empty() {
             return self
                 .reply(
@@ -267,7 +281,7 @@ impl Turn<'_> {
             .approvals
             .decision(
                 &**self.session,
-                undo_ask(turn, &plan, &self.session.cwd),
+                undo_ask(turn, &plan, &left_out, &self.session.cwd),
                 &self.cancel,
             )
             .await;
@@ -336,12 +350,25 @@ impl Turn<'_> {
 }
 
 /// The permission card of an `/undo` of `turn`: what it changes, and the diff.
-fn undo_ask(turn: u64, plan: &RestorePlan, workspace: &Path) -> Ask {
+fn undo_ask(turn: u64, plan: &RestorePlan, left_out: &[PathBuf], workspace: &Path) -> Ask {
     let mut text = format!(
         "Restore the workspace to how it was before turn {turn}: {}.\n{}",
         counted(&plan.changes),
         listed(&plan.changes, workspace)
     );
+    if !left_out.is_empty() {
+        let n = left_out.len();
+        let noun = if n == 1 { "path was" } else { "paths were" };
+        text.push_str(&format!(
+            "{n} {noun} left out of the checkpoint (ignored by the workspace, FIFOs, sockets or \
+             devices, unreadable, or over the size cap) and stay as they are:\n"
+        ));
+        let shown: Vec<PathBuf> = left_out.iter().take(LISTED_PATHS).cloned().collect();
+        text.push_str(&paths(&shown, workspace));
+        if n > LISTED_PATHS {
+            text.push_str(&format!("  … and {} more\n", n - LISTED_PATHS));
+        }
+    }
     if !plan.diff.is_empty() {
         text.push_str(&format!("\n```diff\n{}\n```\n", plan.diff.trim_end()));
     }
