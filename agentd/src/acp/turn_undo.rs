@@ -68,8 +68,20 @@ impl Turn<'_> {
         let retention = self.state.options.checkpoints.retention;
         let session = self.session.id.clone();
         let label = checkpoint::before_turn(self.number);
-        let scope = match self.checkpoint_scope() {
-            Ok(scope) => scope,
+        let recorded = match self.checkpoint_scope() {
+            Ok(scope) => {
+                in_store(move || {
+                    // Pruning is housekeeping: a failure costs disk space, never this turn's
+                    // checkpoint.
+                    let _ = store.prune(&retention, std::time::SystemTime::now());
+                    store.record(&session, &label, &scope).map(|r| (label, r))
+                })
+                .await
+            }
+            Err(why) => Err(why),
+        };
+        let (label, recorded) = match recorded {
+            Ok(recorded) => recorded,
             Err(why) => {
                 self.notice(&format!(
                     "No checkpoint was recorded before this turn, so /undo cannot take it back: \
@@ -79,54 +91,30 @@ impl Turn<'_> {
                 return Ok(());
             }
         };
-        let worked = tokio::task::spawn_blocking(move || {
-            // Pruning is housekeeping: a failure costs disk space, never this turn's checkpoint.
-            let _ = store.prune(&retention, std::time::SystemTime::now());
-            store.record(&session, &label, &scope).map(|r| (label, r))
-        })
-        .await;
-        match worked {
-            Ok(Ok((label, recorded))) => {
-                if recorded.over_cap {
-                    let over = recorded
-                        .left_out
-                        .iter()
-                        .filter(|l| l.why == checkpoint::LeftOutWhy::OverCap)
-                        .count();
-                    self.notice(&format!(
-                        "The checkpoint before this turn left out {over} file(s) over its size \
-                         cap ([checkpoints] max_bytes = {} bytes): /undo will not restore them.",
-                        self.state.options.checkpoints.max_bytes
-                    ))
-                    .await;
-                }
-                self.record(
-                    Event::CheckpointRecorded {
-                        turn: self.number,
-                        label,
-                        files: recorded.files,
-                        bytes: recorded.bytes,
-                        left_out: recorded.left_out.into_iter().map(|l| l.path).collect(),
-                        over_cap: recorded.over_cap,
-                    },
-                    false,
-                )?;
-            }
-            Ok(Err(e)) => {
-                self.notice(&format!(
-                    "No checkpoint was recorded before this turn, so /undo cannot take it back: \
-                     {e}"
-                ))
-                .await;
-            }
-            Err(e) => {
-                self.notice(&format!(
-                    "No checkpoint was recorded before this turn, so /undo cannot take it back: \
-                     {e}"
-                ))
-                .await;
-            }
+        if recorded.over_cap {
+            let over = recorded
+                .left_out
+                .iter()
+                .filter(|l| l.why == checkpoint::LeftOutWhy::OverCap)
+                .count();
+            self.notice(&format!(
+                "The checkpoint before this turn left out {over} file(s) over its size cap \
+                 ([checkpoints] max_bytes = {} bytes): /undo will not restore them.",
+                self.state.options.checkpoints.max_bytes
+            ))
+            .await;
         }
+        self.record(
+            Event::CheckpointRecorded {
+                turn: self.number,
+                label,
+                files: recorded.files,
+                bytes: recorded.bytes,
+                left_out: recorded.left_out.into_iter().map(|l| l.path).collect(),
+                over_cap: recorded.over_cap,
+            },
+            false,
+        )?;
         Ok(())
     }
 
@@ -147,23 +135,18 @@ impl Turn<'_> {
         }
         let session = self.session.id.clone();
         let after = checkpoint::after_turn(self.number);
-        let scope = match self.checkpoint_scope() {
-            Ok(scope) => scope,
-            Err(why) => {
-                self.notice(&format!(
-                    "What this turn changed was not recorded (no checkpoint after it): {why}"
-                ))
-                .await;
-                return Ok(());
+        let changes = match self.checkpoint_scope() {
+            Ok(scope) => {
+                in_store(move || {
+                    store.record(&session, &after, &scope)?;
+                    store.changes(&session, &before, &after)
+                })
+                .await
             }
+            Err(why) => Err(why),
         };
-        let changes = tokio::task::spawn_blocking(move || {
-            store.record(&session, &after, &scope)?;
-            store.changes(&session, &before, &after)
-        })
-        .await;
         match changes {
-            Ok(Ok(changes)) => {
+            Ok(changes) => {
                 self.record(
                     Event::TurnChanges {
                         turn: self.number,
@@ -172,15 +155,9 @@ impl Turn<'_> {
                     false,
                 )?;
             }
-            Ok(Err(e)) => {
+            Err(why) => {
                 self.notice(&format!(
-                    "What this turn changed was not recorded (no checkpoint after it): {e}"
-                ))
-                .await;
-            }
-            Err(e) => {
-                self.notice(&format!(
-                    "What this turn changed was not recorded (no checkpoint after it): {e}"
+                    "What this turn changed was not recorded (no checkpoint after it): {why}"
                 ))
                 .await;
             }
@@ -216,12 +193,11 @@ impl Turn<'_> {
         // A turn whose checkpoint was pruned cannot be undone; the one before it can.
         let labels = {
             let (store, session) = (store.clone(), self.session.id.clone());
-            tokio::task::spawn_blocking(move || store.labels(&session)).await
+            in_store(move || store.labels(&session)).await
         };
         let labels = match labels {
-            Ok(Ok(labels)) => labels,
-            Ok(Err(e)) => return self.undo_failed(&e.to_string()).await,
-            Err(e) => return self.undo_failed(&e.to_string()).await,
+            Ok(labels) => labels,
+            Err(why) => return self.undo_failed(&why).await,
         };
         let last = self
             .session
@@ -244,12 +220,11 @@ impl Turn<'_> {
         };
         let planned = {
             let store = store.clone();
-            tokio::task::spawn_blocking(move || store.plan_restore(&session, &label, &scope)).await
+            in_store(move || store.plan_restore(&session, &label, &scope)).await
         };
         let plan = match planned {
-            Ok(Ok(plan)) => plan,
-            Ok(Err(e)) => return self.undo_failed(&format!("turn {turn}: {e}")).await,
-            Err(e) => return self.undo_failed(&format!("turn {turn}: {e}")).await,
+            Ok(plan) => plan,
+            Err(why) => return self.undo_failed(&format!("turn {turn}: {why}")).await,
         };
         let label = checkpoint::before_turn(turn);
         let left_out = self.session.with_records(|records| {
@@ -346,6 +321,16 @@ impl Turn<'_> {
     async fn undo_failed(&self, why: &str) -> Result<Ending, LogError> {
         self.reply(Command::Undo, format!("Nothing was undone: {why}\n"))
             .await
+    }
+}
+
+/// `work` on the store, off the async threads; its error or the task's, in words.
+async fn in_store<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, checkpoint::CheckpointError> + Send + 'static,
+) -> Result<T, String> {
+    match tokio::task::spawn_blocking(work).await {
+        Ok(done) => done.map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
     }
 }
 
