@@ -54,7 +54,9 @@ impl Listed {
     }
 
     /// The socket's real path when the request was checked: `address` without the family and
-    /// the terminating NUL. `None` when nothing was there then.
+    /// the terminating NUL. `None` when nothing was there then. Only the Seatbelt profile names
+    /// it, so it is built where that is.
+    #[cfg(any(target_os = "macos", test))]
     pub(crate) fn real_path(&self) -> Option<&[u8]> {
         let address = self.address.as_deref()?;
         address.get(FAMILY_LEN..address.len().saturating_sub(1))

@@ -206,7 +206,7 @@ pub(crate) fn main(enter: &Enter) -> ExitCode {
     );
     // The helper reports the exec failure from the record above; the status is the shell's
     // convention for the rare reader of bwrap's own exit.
-    let code = crate::confine::exec_failure_code(errno);
+    let code = crate::record::exec_failure_code(errno);
     ExitCode::from(u8::try_from(code).unwrap_or(126))
 }
 

@@ -46,7 +46,6 @@ mod paths;
 mod probe;
 mod protect;
 mod record;
-mod seatbelt;
 #[cfg(target_os = "linux")]
 mod seccomp;
 mod serve;

@@ -2,6 +2,12 @@
 //! decoded here in safe code. One `write` of [`Record::SIZE`] bytes, below `PIPE_BUF`, so
 //! records never interleave or tear.
 
+/// The exit status an `execve` that failed with `errno` stands for, by the shell's convention:
+/// 127 when the program was not found, 126 when it could not run.
+pub(crate) fn exec_failure_code(errno: i32) -> i32 {
+    if errno == nix::libc::ENOENT { 127 } else { 126 }
+}
+
 /// A fixed-size message from a shim to the helper.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Record {

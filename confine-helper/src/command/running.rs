@@ -15,10 +15,10 @@ use nix::libc;
 use nix::sys::wait::{WaitPidFlag, waitpid};
 use nix::unistd::Pid;
 
-use crate::confine::{Applied, Cleanup, Confinement, NotRun, Plan, Planned, exec_failure_code};
+use crate::confine::{Applied, Cleanup, Confinement, NotRun, Plan, Planned};
 #[cfg(target_os = "linux")]
 use crate::enter::Entered;
-use crate::record::Record;
+use crate::record::{Record, exec_failure_code};
 #[cfg(target_os = "linux")]
 use crate::sys::Connects;
 use crate::sys::{self, CStringArray, ChildConfine, Prepared};

@@ -253,7 +253,7 @@ pub(crate) enum Unusable {
     #[cfg(target_os = "macos")]
     #[error(
         "sandbox-exec is missing (looked for {})",
-        crate::seatbelt::SANDBOX_EXEC
+        super::seatbelt::SANDBOX_EXEC
     )]
     NoSandboxExec,
     #[error("not a confinement backend")]
@@ -315,7 +315,7 @@ pub(crate) fn static_verdict(backend: Backend, ctx: &Context) -> Result<(), Unus
 /// Seatbelt's verdict, known without a probe: on macOS, usable when `sandbox-exec` is there.
 fn seatbelt_verdict() -> Result<(), Unusable> {
     #[cfg(target_os = "macos")]
-    return if Path::new(crate::seatbelt::SANDBOX_EXEC).exists() {
+    return if Path::new(super::seatbelt::SANDBOX_EXEC).exists() {
         Ok(())
     } else {
         Err(Unusable::NoSandboxExec)

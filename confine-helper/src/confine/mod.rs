@@ -9,6 +9,9 @@ mod linux;
 mod not_run;
 mod plan;
 mod request;
+// The macOS backend; on Linux only its unit tests build it (its snapshots run everywhere).
+#[cfg(any(target_os = "macos", test))]
+mod seatbelt;
 pub(crate) mod verdict_cache;
 
 use std::os::fd::OwnedFd;
@@ -16,16 +19,18 @@ use std::os::fd::OwnedFd;
 use confine_protocol::{Backend, Enforcement, Network, Spawn, Stage};
 
 use crate::protect::Root;
-use crate::seatbelt;
 pub(crate) use caps::{Applied, Planned};
 pub(crate) use context::{Context, Unusable, candidates, layers, static_verdict, unavailable};
-pub(crate) use not_run::{NotRun, exec_failure_code};
+pub(crate) use not_run::NotRun;
 use not_run::{fail, refuse};
 pub(crate) use plan::{Cleanup, Confinement, Plan};
+#[cfg(any(target_os = "macos", test))]
 use plan::{denied_reads, enforcement_of, temp_dir};
 use request::confined_unix_sockets;
+#[cfg(any(target_os = "macos", test))]
+use request::protection;
 pub(crate) use request::{check_environment, writable_roots};
-use request::{environment, protection, rlimits};
+use request::{environment, rlimits};
 
 /// Builds the plan for `backend`, which the caller has selected (and probed), and states what it
 /// cannot enforce.
@@ -172,6 +177,14 @@ fn plan_backend(
             cleanup: Cleanup::default(),
             connects: None,
         }),
+        // Seatbelt on Linux is refused before any plan (`static_verdict`); this arm keeps a
+        // request that gets here anyway from running unconfined.
+        #[cfg(not(any(target_os = "macos", test)))]
+        Backend::Seatbelt => fail(
+            Stage::Unavailable,
+            "seatbelt is the macOS backend; this is Linux".into(),
+        ),
+        #[cfg(any(target_os = "macos", test))]
         Backend::Seatbelt => {
             let protection = protection(spawn, roots)?;
             let mut cleanup = Cleanup::default();

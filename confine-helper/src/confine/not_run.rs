@@ -5,7 +5,8 @@ use confine_protocol::{
     Backend, Caps, Ending, Enforcement, ExitStatus, Exited, Layer, Refused, Reply, RunnerFailed,
     Stage, Usage,
 };
-use nix::libc;
+
+use crate::record::exec_failure_code;
 
 /// Why a spawn produced no running command.
 #[derive(Debug)]
@@ -57,9 +58,4 @@ pub(crate) fn refuse<T>(reason: String) -> Result<T, NotRun> {
 
 pub(crate) fn fail<T>(stage: Stage, detail: String) -> Result<T, NotRun> {
     Err(NotRun::RunnerFailed(stage, 0, detail))
-}
-
-/// The shell's convention: 127 when the program was not found, 126 when it could not run.
-pub(crate) fn exec_failure_code(errno: i32) -> i32 {
-    if errno == libc::ENOENT { 127 } else { 126 }
 }

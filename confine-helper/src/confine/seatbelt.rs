@@ -2,7 +2,7 @@
 //! generated from what the plan decided.
 //!
 //! [`profile`] is a pure function of a [`Profile`]: the same input gives the same text, which the
-//! snapshots under `src/snapshots/` pin for every mode, network and kind of protected path. It
+//! snapshots under `src/confine/snapshots/` pin for every mode, network and kind of protected path. It
 //! takes paths as given; [`Checked::command`] builds its input from the request's checked parts
 //! (the writable roots the helper opened, the repository walk, the denied reads, the temp
 //! directory), all canonical (`/tmp` is `/private/tmp` on macOS): Seatbelt matches the paths
@@ -30,6 +30,9 @@
 //! Path strings are escaped (`\` and `"`); a path that is not UTF-8, holds a control character,
 //! or is not a plain absolute path is refused ([`ProfileError`]) rather than written into a
 //! profile that could mean something else.
+//!
+//! Built for macOS and for the unit tests only: the Linux helper holds no Seatbelt code, while
+//! the profile's snapshots still run wherever the tests do.
 
 use std::fmt::Write as _;
 use std::os::unix::ffi::OsStrExt;
@@ -37,7 +40,7 @@ use std::path::{Component, Path, PathBuf};
 
 use confine_protocol::{Mode, PROTECTED_SUBPATHS, PROXY_PORT, Spawn};
 
-use crate::confine::NotRun;
+use super::not_run::NotRun;
 use crate::connects::Listed;
 use crate::paths;
 use crate::protect::{Protection, Root};
