@@ -31,7 +31,6 @@ pub mod cli;
 mod command;
 mod confine;
 mod connects;
-pub mod contract;
 #[cfg(target_os = "linux")]
 mod enter;
 mod files;
@@ -54,9 +53,6 @@ mod service;
 mod sys;
 
 // Compiled for the unit tests only.
-#[cfg(test)]
-#[path = "../../tests/shared/serde_fields.rs"]
-mod serde_fields;
 #[cfg(test)]
 #[path = "../../tests/shared/skip.rs"]
 mod skip;

@@ -1,7 +1,7 @@
-//! `docs/contracts/ceiling.md`: every key of confine-helper's ceiling file, from the table the
-//! helper's own tests hold equal to its parser (`confine_helper::contract`).
+//! `docs/contracts/ceiling.md`: every key of confine-helper's ceiling file, from the table whose
+//! tests hold it equal to the helper's parser (`ceiling_keys`).
 
-use confine_helper::contract::{CEILING_KEYS, SYSTEM_FILE};
+use crate::ceiling_keys::{CEILING_KEYS, SYSTEM_FILE};
 
 use crate::generated::Generated;
 

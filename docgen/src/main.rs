@@ -8,6 +8,7 @@
 
 mod acp;
 mod ceiling;
+mod ceiling_keys;
 mod config;
 mod generated;
 mod man;
