@@ -224,7 +224,7 @@ mod tests {
     }
 
     /// What the helper reports of its ceiling (the `ceiling` object of the probe's JSON) when
-    /// given `text` as its `--ceiling` file, with no user ceiling of the caller's in the way.
+    /// given `text` as its `--ceiling` file.
     fn ceiling_with(scratch: &Scratch, text: &str) -> serde_json::Value {
         let file = scratch.0.join("ceiling.toml");
         std::fs::write(&file, text).expect("write the ceiling file");
@@ -244,12 +244,17 @@ mod tests {
         report["ceiling"].clone()
     }
 
+    /// The probe in a scratch home and XDG directories: no user ceiling is read, and the
+    /// verdicts it keeps stay in the scratch directory.
     fn probe(scratch: &Scratch, args: &[&str]) -> Output {
         Command::new(helper())
             .args(["probe", "--json"])
             .args(args)
-            .env("XDG_CONFIG_HOME", scratch.0.join("config"))
+            .env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
             .env("HOME", &scratch.0)
+            .env("XDG_CONFIG_HOME", scratch.0.join("config"))
+            .env("XDG_CACHE_HOME", scratch.0.join("cache"))
             .output()
             .expect("the helper runs")
     }
