@@ -780,6 +780,7 @@ mod file_tools {
             HelperEndpoint::Embedded(helper_binary()),
             None,
             vec![own.clone()],
+            None,
         )
         .expect("client");
         assert_eq!(
@@ -809,9 +810,13 @@ mod file_tools {
         assert!(!ws.ws.join(".config").exists());
         // The control: the same client in a workspace that does not hold it.
         let other = Workspace::new("own-files-control");
-        let client =
-            HelperClient::configured(HelperEndpoint::Embedded(helper_binary()), None, vec![own])
-                .expect("client");
+        let client = HelperClient::configured(
+            HelperEndpoint::Embedded(helper_binary()),
+            None,
+            vec![own],
+            None,
+        )
+        .expect("client");
         let env = env_with(&other, BackendChoice::Auto, client, None);
         let result = tool(
             &env,

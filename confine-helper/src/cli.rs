@@ -33,10 +33,6 @@ usage:
       under systemd it takes the socket the socket unit passes (LISTEN_FDS)
   confine-helper probe [--json] [--ceiling PATH]
       probe every backend, print the verdicts, the Landlock ABI and the selection
-  confine-helper write-file [--parents] -- PATH
-      replace PATH with standard input (the writer agentd's file tools run confined)
-  confine-helper read-file --max BYTES -- PATH
-      copy the regular file PATH to standard output (the reader agentd's file tools run confined)
   confine-helper enter --ruleset FD --report FD -- PROGRAM [ARGS...]
       apply a Landlock ruleset and execute PROGRAM (the second layer inside a bwrap sandbox)
   confine-helper --version
@@ -66,14 +62,6 @@ pub(crate) enum Invocation {
         json: bool,
         ceiling: Option<PathBuf>,
     },
-    WriteFile {
-        path: PathBuf,
-        make_parents: bool,
-    },
-    ReadFile {
-        path: PathBuf,
-        max_bytes: u64,
-    },
     Version,
     Help,
 }
@@ -81,12 +69,6 @@ pub(crate) enum Invocation {
 /// What is wrong with the command line; printed before the usage, and the helper exits 2.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 pub(crate) enum UsageError {
-    #[error("write-file takes [--parents] -- PATH")]
-    WriteFile,
-    #[error("read-file takes --max BYTES -- PATH")]
-    ReadFile,
-    #[error("--max needs a number of bytes, got {0:?}")]
-    MaxBytes(OsString),
     #[error("arguments must be UTF-8")]
     NotUtf8,
     /// `flag` takes a number and got `value`.
@@ -125,37 +107,6 @@ pub(crate) fn parse(args: &[OsString]) -> Result<Invocation, UsageError> {
         .any(|a| a == "--help" || a == "-h")
     {
         return Ok(Invocation::Help);
-    }
-    // The writer's path need not be UTF-8.
-    if args.first().is_some_and(|a| a == "write-file") {
-        return match &args[1..] {
-            [dashes, path] if dashes == "--" => Ok(Invocation::WriteFile {
-                path: PathBuf::from(path),
-                make_parents: false,
-            }),
-            [flag, dashes, path] if flag == "--parents" && dashes == "--" => {
-                Ok(Invocation::WriteFile {
-                    path: PathBuf::from(path),
-                    make_parents: true,
-                })
-            }
-            _ => Err(UsageError::WriteFile),
-        };
-    }
-    if args.first().is_some_and(|a| a == "read-file") {
-        return match &args[1..] {
-            [flag, max, dashes, path] if flag == "--max" && dashes == "--" => {
-                let max_bytes = max
-                    .to_str()
-                    .and_then(|m| m.parse().ok())
-                    .ok_or_else(|| UsageError::MaxBytes(max.clone()))?;
-                Ok(Invocation::ReadFile {
-                    path: PathBuf::from(path),
-                    max_bytes,
-                })
-            }
-            _ => Err(UsageError::ReadFile),
-        };
     }
     let text: Vec<&str> = args
         .iter()
@@ -356,12 +307,6 @@ pub fn main() -> ExitCode {
         Invocation::Help => {
             println!("{USAGE}");
             return ExitCode::SUCCESS;
-        }
-        Invocation::WriteFile { path, make_parents } => {
-            return crate::files::write_main(&path, make_parents);
-        }
-        Invocation::ReadFile { path, max_bytes } => {
-            return crate::files::read_main(&path, max_bytes);
         }
         Invocation::Probe { json, ceiling } => {
             let ctx = context(
@@ -674,27 +619,6 @@ mod tests {
     }
 
     #[test]
-    fn the_writer_takes_one_path_after_dashes() {
-        assert_eq!(
-            parse(&args(&["write-file", "--parents", "--", "/w/a b"])),
-            Ok(Invocation::WriteFile {
-                path: "/w/a b".into(),
-                make_parents: true
-            })
-        );
-        assert!(parse(&args(&["write-file", "/w/x"])).is_err());
-        assert_eq!(
-            parse(&args(&["read-file", "--max", "10", "--", "/w/x"])),
-            Ok(Invocation::ReadFile {
-                path: "/w/x".into(),
-                max_bytes: 10
-            })
-        );
-        assert!(parse(&args(&["read-file", "--max", "ten", "--", "/w/x"])).is_err());
-        assert!(parse(&args(&["write-file", "--", "/a", "/b"])).is_err());
-    }
-
-    #[test]
     fn unknown_or_incomplete_arguments_are_rejected() {
         assert!(parse(&args(&[])).is_err());
         assert!(parse(&args(&["serve"])).is_err());
@@ -712,19 +636,15 @@ mod tests {
             &["probe", "--json", "-h"],
             &["serve", "--help"],
             &["serve", "--socket", "/s", "--help"],
-            &["write-file", "--help"],
-            &["read-file", "-h"],
+            &["enter", "--help"],
             &["--fd", "3", "--help"],
         ] {
             assert_eq!(parse(&args(list)), Ok(Invocation::Help), "{list:?}");
         }
-        assert_eq!(
-            parse(&args(&["write-file", "--", "--help"])),
-            Ok(Invocation::WriteFile {
-                path: PathBuf::from("--help"),
-                make_parents: false
-            }),
-            "a path named --help is a path"
+        assert_ne!(
+            parse(&args(&["probe", "--", "--help"])),
+            Ok(Invocation::Help),
+            "after dashes, --help is an argument"
         );
     }
 
@@ -753,10 +673,6 @@ mod tests {
         assert_eq!(
             text(&["probe", "--bogus"]),
             Err("unknown option \"--bogus\" for probe".into())
-        );
-        assert_eq!(
-            text(&["read-file", "--max", "ten", "--", "/w/x"]),
-            Err("--max needs a number of bytes, got \"ten\"".into())
         );
         assert_eq!(text(&["run"]), Err("unknown argument \"run\"".into()));
     }

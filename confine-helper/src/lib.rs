@@ -4,8 +4,7 @@
 //! Modules, one concern each: [`cli`] parses arguments and sanitizes the process; [`server`] is
 //! the single-threaded event loop; [`command`] turns one request into a supervised process;
 //! [`confine`] decides how it is confined ([`ceiling`], `paths` and `protect` for what stays
-//! read-only, `git` for what a repository consists of, `bwrap`, `landlock`, `seccomp`); `files`
-//! is the file reader and writer that run confined for agentd's file tools; `enter` applies
+//! read-only, `git` for what a repository consists of, `bwrap`, `landlock`, `seccomp`); `enter` applies
 //! Landlock inside a bwrap sandbox, as the second layer; `connects` judges the `connect` calls
 //! a command's shim answers for it (`unix_sockets`, the allow-list under Landlock);
 //! [`service`] sets up the listening socket and accepts the peers it allows; `sys` holds every
@@ -33,7 +32,6 @@ mod confine;
 mod connects;
 #[cfg(target_os = "linux")]
 mod enter;
-mod files;
 // The parsers of what a command may have written, for fuzz/ and the randomized tests only.
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]

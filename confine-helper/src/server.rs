@@ -387,15 +387,7 @@ impl Server {
             Err(e) => return self.close(id, Closed::Protocol(e)),
         };
         match request {
-            Request::Spawn(spawn) => self.on_spawn(id, spawn, None),
-            Request::WriteFile(write) => {
-                let (spawn, problem) = command::write_spawn(&write, &self.ctx);
-                self.on_spawn(id, spawn, problem)
-            }
-            Request::ReadFile(read) => {
-                let (spawn, problem) = command::read_spawn(&read, &self.ctx);
-                self.on_spawn(id, spawn, problem)
-            }
+            Request::Spawn(spawn) => self.on_spawn(id, spawn),
             Request::Cancel(cancel) => {
                 let grace = Duration::from_millis(u64::from(cancel.grace_ms));
                 if let Some(cmd) = self.commands.get_mut(&(id, cancel.id)) {
@@ -413,9 +405,9 @@ impl Server {
         crate::probe::info(&self.ctx)
     }
 
-    /// Runs `spawn` with the descriptors that came with it; `problem` is why it must not run
-    /// (its descriptors are taken all the same, so the stream of descriptors stays in step).
-    fn on_spawn(&mut self, id: ConnId, spawn: Spawn, problem: Option<crate::confine::NotRun>) {
+    /// Runs `spawn` with the descriptors that came with it (taken even when it must not run, so
+    /// the stream of descriptors stays in step).
+    fn on_spawn(&mut self, id: ConnId, spawn: Spawn) {
         let Some(conn) = self.conns.get_mut(&id) else {
             return;
         };
@@ -455,10 +447,9 @@ impl Server {
         } else {
             None
         };
-        let started = match (refusal, problem) {
-            (Some(reason), _) => Err(crate::confine::NotRun::Refused(reason)),
-            (None, Some(problem)) => Err(problem),
-            (None, None) => command::check(&spawn)
+        let started = match refusal {
+            Some(reason) => Err(crate::confine::NotRun::Refused(reason)),
+            None => command::check(&spawn)
                 .and_then(|()| command::prepare(&spawn, &self.ctx, proxy))
                 .and_then(|plan| command::start(&spawn, stdio, plan)),
         };

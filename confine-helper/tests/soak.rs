@@ -34,11 +34,10 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use confine_protocol::{
-    Backend, BackendChoice, ExitStatus, Exited, Mode, Policy, ReadFile, Reply, Request, Spawn,
-    WriteFile,
+    Backend, BackendChoice, ExitStatus, Exited, Mode, Policy, Reply, Request, Spawn,
 };
 use proc_watch::TempDirs;
-use support::{Peer, Scratch, pipe, spawn};
+use support::{Peer, READER_STDIO, Scratch, WRITER_STDIO, file_io, file_spawn, pipe, spawn};
 
 /// How many requests of each kind one backend gets.
 #[derive(Debug, Clone, Copy)]
@@ -218,14 +217,15 @@ impl Soak {
         let (report, report_wr) = pipe();
         if id % 4 == 3 {
             let (content, content_wr) = pipe();
-            let request = Request::ReadFile(ReadFile {
+            let request = Request::Spawn(file_spawn(
                 id,
-                path: bytes(&kept),
-                max_bytes: 1024,
-                policy: self.policy(Mode::ReadOnly),
-                backend: self.backend,
-                timeout_ms: Some(30_000),
-            });
+                &file_io(),
+                &["read", "--max", "1024"],
+                &kept,
+                self.policy(Mode::ReadOnly),
+                self.backend,
+                READER_STDIO,
+            ));
             return Job {
                 request,
                 send: vec![content_wr, report_wr],
@@ -262,14 +262,15 @@ impl Soak {
             ),
         };
         let content = format!("file {id}\n").into_bytes();
-        let request = Request::WriteFile(WriteFile {
+        let request = Request::Spawn(file_spawn(
             id,
-            path: bytes(&path),
-            make_parents: false,
-            policy: self.policy(mode),
-            backend: self.backend,
-            timeout_ms: Some(30_000),
-        });
+            &file_io(),
+            &["write"],
+            &path,
+            self.policy(mode),
+            self.backend,
+            WRITER_STDIO,
+        ));
         let check: Check = Box::new(move |e, out| {
             if !allowed {
                 expect_code(e, 1)?;

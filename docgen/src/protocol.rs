@@ -48,7 +48,7 @@ the connection on any difference. A service that will not serve a connection (a 
 connections is reached) sends a refusal instead of its greeting and closes: a `Hello` of protocol
 version {REFUSAL_VERSION}, which no protocol has, whose `software` is the reason, for a person
 (`Hello::refusal`). After the greetings agentd sends `Request`s and the helper answers with
-`Reply`s. A `Spawn` (and a `WriteFile` or `ReadFile`) carries its descriptors as `SCM_RIGHTS`
+`Reply`s. A `Spawn` carries its descriptors as `SCM_RIGHTS`
 ancillary data of the same `sendmsg`. Any error in a frame or a message closes the connection.
 
 postcard encodes an enum variant by its index and a struct's fields by position, so variants and

@@ -35,8 +35,13 @@ pub const PROTECTED_SUBPATHS: [&str; 1] = [".git"];
 /// `127.0.0.1`: the port of `HTTP_PROXY` and `ALL_PROXY` there.
 pub const PROXY_PORT: u16 = 3128;
 
+/// The file name of the file reader and writer agentd runs confined (crate `file-io`), installed
+/// beside the helper: agentd looks for it there, and the helper executes exactly that program
+/// by a descriptor inside a bwrap sandbox. Not on the wire: a request names it by its path.
+pub const FILE_IO_PROGRAM: &str = "confine-file-io";
+
 /// Bumped on every change that is not purely additive at the end of the handshake.
-pub const PROTOCOL_VERSION: u32 = 7;
+pub const PROTOCOL_VERSION: u32 = 8;
 
 /// The protocol version of a refusal: a [`Hello`] with it, sent in place of a service's
 /// greeting, says that nothing will be served on this connection, and its `software` says why,

@@ -185,47 +185,12 @@ wire! {
         pub grace_ms: u32,
     }
 
-    /// Replace the file at `path` with new content, confined by `policy`: the helper runs its
-    /// own writer as a command under exactly the plan a `Spawn` with this policy would get, so
-    /// the kernel decides where the write may land. Two descriptors follow the frame: the
-    /// content (read to its end) and the pipe that receives the writer's one-line report.
-    /// Answered like a `Spawn`: `Started`, then `Exited` (code 0: written) or a refusal or
-    /// runner failure.
-    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-    pub struct WriteFile {
-        pub id: u64,
-        pub path: Bytes,
-        /// Create missing parent directories.
-        pub make_parents: bool,
-        pub policy: Policy,
-        pub backend: BackendChoice,
-        pub timeout_ms: Option<u64>,
-    }
-
-    /// Read the regular file at `path`, confined by `policy`: the helper runs its own reader as
-    /// a command under exactly the plan a `Spawn` with this policy would get, so the file is
-    /// what a command of that policy could read (its own `/proc`, its own `/tmp`). Two
-    /// descriptors follow the frame: the pipe that receives the content, and the pipe that
-    /// receives the reader's one-line report. Answered like a `Spawn`.
-    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-    pub struct ReadFile {
-        pub id: u64,
-        pub path: Bytes,
-        /// Files larger than this are refused, not cut.
-        pub max_bytes: u64,
-        pub policy: Policy,
-        pub backend: BackendChoice,
-        pub timeout_ms: Option<u64>,
-    }
-
     /// What agentd sends after the handshake.
     #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
     pub enum Request {
         Spawn(Spawn),
         Cancel(Cancel),
         Info,
-        WriteFile(WriteFile),
-        ReadFile(ReadFile),
     }
 
     /// How a command ended.

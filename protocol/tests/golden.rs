@@ -242,9 +242,7 @@ fn next_request(request: &Request) -> Option<Request> {
             grace_ms: 2_000,
         })),
         Request::Cancel(_) => Some(Request::Info),
-        Request::Info => Some(Request::WriteFile(write_file())),
-        Request::WriteFile(_) => Some(Request::ReadFile(read_file())),
-        Request::ReadFile(_) => None,
+        Request::Info => None,
     }
 }
 
@@ -253,8 +251,6 @@ fn request_name(request: &Request) -> &'static str {
         Request::Spawn(_) => "spawn",
         Request::Cancel(_) => "cancel",
         Request::Info => "info",
-        Request::WriteFile(_) => "write_file",
-        Request::ReadFile(_) => "read_file",
     }
 }
 
@@ -380,28 +376,6 @@ fn minimal_spawn() -> Spawn {
             stderr: StdioSpec::Null,
         },
         proxy: false,
-    }
-}
-
-fn read_file() -> ReadFile {
-    ReadFile {
-        id: 10,
-        path: b"/ws/src/main.rs".to_vec(),
-        max_bytes: 32 * 1024 * 1024,
-        policy: spawn().policy,
-        backend: BackendChoice::Bwrap,
-        timeout_ms: None,
-    }
-}
-
-fn write_file() -> WriteFile {
-    WriteFile {
-        id: 9,
-        path: b"/ws/src/lib.rs".to_vec(),
-        make_parents: true,
-        policy: spawn().policy,
-        backend: BackendChoice::Auto,
-        timeout_ms: Some(30_000),
     }
 }
 

@@ -157,6 +157,8 @@ pub struct Effective {
     pub helper: Setting<HelperChoice>,
     /// The ceiling file of an embedded helper.
     pub helper_ceiling: Setting<Option<PathBuf>>,
+    /// The file reader and writer's path, when given; unset, it is searched for.
+    pub helper_file_io: Setting<Option<PathBuf>>,
     /// Where session logs are kept; `None` when no location is known (see
     /// [`Effective::state_dir`]).
     pub state_dir: Setting<Option<PathBuf>>,
@@ -358,6 +360,15 @@ impl Effective {
         } else {
             Setting::default(None)
         };
+        let helper_file_io = if let Some(path) = env_path(env, "AGENTD_FILE_IO")? {
+            let source = Source::Env("AGENTD_FILE_IO");
+            Setting::new(Some(absolute(&path, &source)?), source)
+        } else if let Some(path) = &config.helper.file_io {
+            let source = from_file();
+            Setting::new(Some(absolute(path, &source)?), source)
+        } else {
+            Setting::default(None)
+        };
 
         // [session]
         let state_dir = if let Some(dir) = &flags.state_dir {
@@ -424,6 +435,7 @@ impl Effective {
             ask_before,
             helper,
             helper_ceiling,
+            helper_file_io,
             state_dir,
             max_steps,
             command_timeout_ms,

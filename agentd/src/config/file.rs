@@ -85,6 +85,9 @@ pub struct HelperSection {
     /// A ceiling file for the helper agentd starts (`confine-helper --fd 3 --ceiling PATH`).
     /// Not for service mode: a service helper reads its own ceiling.
     pub ceiling: Option<PathBuf>,
+    /// The file reader and writer agentd runs confined (`confine-file-io`); unset, the one
+    /// beside the helper, else beside agentd.
+    pub file_io: Option<PathBuf>,
 }
 
 /// The `[session]` table.
@@ -365,6 +368,7 @@ impl LoadedConfig {
             path: helper.path.map(resolve),
             socket: helper.socket.map(resolve),
             ceiling: helper.ceiling.map(resolve),
+            file_io: helper.file_io.map(resolve),
         };
 
         let session = SessionSection {

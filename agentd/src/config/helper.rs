@@ -8,7 +8,8 @@ use super::effective::{Effective, HelperChoice, default_state_dir};
 use super::file::config_path;
 use super::{Env, Source, process_env};
 use crate::helper_client::{
-    ClientError, HelperClient, HelperEndpoint, LocateError, LocateInputs, locate_helper,
+    ClientError, GivenFileIo, HelperClient, HelperEndpoint, LocateError, LocateInputs,
+    locate_helper,
 };
 
 /// confine-helper cannot be set up as configured.
@@ -62,7 +63,18 @@ impl Effective {
             endpoint,
             ceiling,
             self.own_paths(&process_env),
+            self.given_file_io(),
         )?)
+    }
+
+    /// The file reader and writer's path as configured, and by what; `None` to search.
+    pub fn given_file_io(&self) -> Option<GivenFileIo> {
+        let path = self.helper_file_io.value.clone()?;
+        let by = match &self.helper_file_io.source {
+            Source::File(file) => format!("helper.file_io in {}", file.display()),
+            other => other.to_string(),
+        };
+        Some(GivenFileIo { path, by })
     }
 
     /// agentd's own files, which no command may ever write: a command that could would run
@@ -106,7 +118,5 @@ impl Effective {
 }
 
 pub(super) fn exe_dir() -> Option<PathBuf> {
-    std::env::current_exe()
-        .ok()
-        .and_then(|exe| exe.parent().map(Path::to_owned))
+    crate::helper_client::locate::agentd_dir()
 }

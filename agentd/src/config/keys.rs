@@ -231,6 +231,12 @@ pub const KEYS: &[ConfigKey] = &[
     ConfigKey::new("helper.ceiling", "string: a path", "unset")
         .flag("--helper-ceiling PATH")
         .doc("A ceiling file for the helper agentd starts; not with socket."),
+    ConfigKey::new("helper.file_io", "string: a path", "unset (searched)")
+        .env("AGENTD_FILE_IO")
+        .doc(
+            "The confine-file-io binary the file tools run confined; unset: the one next to the \
+              helper agentd starts, else next to agentd.",
+        ),
     ConfigKey::new(
         "session.state_dir",
         "string: a path",

@@ -106,6 +106,7 @@ fn sample(name: &str) -> &'static str {
         "AGENTD_BASE_URL" => "http://127.0.0.1:9/v1",
         "AGENTD_API_KEY_ENV" => "SOME_KEY",
         "AGENTD_HELPER" | "--helper" => "/opt/confine-helper",
+        "AGENTD_FILE_IO" => "/opt/confine-file-io",
         "AGENTD_STATE_DIR" | "--state-dir" => "/srv/state",
         "--helper-socket" => "/run/confine-helper/socket",
         "--helper-ceiling" => "/etc/agentd/ceiling.toml",

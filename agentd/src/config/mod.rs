@@ -43,6 +43,7 @@
 //! [helper]                     # how to reach confine-helper
 //! path = "/usr/local/bin/confine-helper"     # or: socket = "/run/confine-helper.sock"
 //! ceiling = "ceiling.toml"     # embedded helper only
+//! file_io = "/usr/local/bin/confine-file-io"  # default: beside the helper, else beside agentd
 //!
 //! [session]
 //! state_dir = "/path"          # default: $XDG_STATE_HOME/agentd/sessions

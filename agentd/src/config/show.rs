@@ -447,6 +447,11 @@ impl Effective {
             optional(self.helper_ceiling.value.as_deref().map(quoted_path)),
             &self.helper_ceiling.source,
         );
+        out.value(
+            "helper.file_io",
+            optional(self.helper_file_io.value.as_deref().map(quoted_path)),
+            &self.helper_file_io.source,
+        );
     }
 }
 

@@ -38,9 +38,7 @@ impl LocateInputs {
         config_value: Option<PathBuf>,
         config_file: Option<PathBuf>,
     ) -> LocateInputs {
-        let exe_dir = std::env::current_exe()
-            .ok()
-            .and_then(|exe| exe.parent().map(Path::to_owned));
+        let exe_dir = agentd_dir();
         LocateInputs {
             flag,
             env_value: None,
@@ -50,6 +48,13 @@ impl LocateInputs {
             path_var: std::env::var_os("PATH"),
         }
     }
+}
+
+/// The directory of agentd's own executable.
+pub fn agentd_dir() -> Option<PathBuf> {
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(Path::to_owned))
 }
 
 /// Where a candidate came from; named in messages so users know which setting to change.
@@ -221,13 +226,14 @@ fn check_explicit(origin: Origin, path: &Path) -> Result<PathBuf, LocateError> {
     }
 }
 
-enum Probe {
+/// What is at a path where a program is looked for.
+pub(super) enum Probe {
     Absent,
     Executable,
     NotExecutable,
 }
 
-fn probe(path: &Path) -> Probe {
+pub(super) fn probe(path: &Path) -> Probe {
     match std::fs::metadata(path) {
         Ok(meta) if meta.is_file() && meta.permissions().mode() & 0o111 != 0 => Probe::Executable,
         Ok(_) => Probe::NotExecutable,

@@ -35,6 +35,7 @@ mod command;
 mod connect_hint;
 mod connection;
 mod embedded;
+mod file_io;
 pub mod locate;
 mod socket_io;
 #[cfg(test)]
@@ -50,11 +51,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use confine_protocol::{
     BackendChoice, EnvVar, FrameError, Hello, HelperInfo, Limits, Mismatch, Mode, Network, Policy,
-    ReadFile, Request, Spawn, Stdio, StdioSpec, WriteFile, encode_frame,
+    Request, Spawn, Stdio, StdioSpec, encode_frame,
 };
 
 pub use command::{Canceller, CommandHandle, FailedAt, Outcome, RunnerFailed};
 pub use connection::Lost;
+pub use file_io::{FileOpError, GivenFileIo, ReadSpec, WriteSpec, locate_file_io};
 pub use locate::{LocateError, LocateInputs, locate_helper};
 pub use workspace::WorkspaceRefusal;
 
@@ -130,6 +132,10 @@ pub enum ClientError {
         socket.display()
     )]
     CeilingForService { socket: PathBuf },
+    /// A file read or write that could not be asked: its program is missing, or the request
+    /// could not mean what it says.
+    #[error(transparent)]
+    FileOp(#[from] FileOpError),
 }
 
 /// What to run and under which rules. Build one with [`SpawnSpec::new`], then adjust the fields.
@@ -240,68 +246,6 @@ impl SpawnSpec {
     }
 }
 
-/// A file to replace, confined: the helper's writer runs under `policy` exactly as a command
-/// would (see [`HelperClient::write_file`]).
-#[derive(Debug)]
-pub struct WriteSpec {
-    /// The file, absolute.
-    pub path: PathBuf,
-    /// Create missing parent directories.
-    pub make_parents: bool,
-    pub policy: Policy,
-    pub backend: BackendChoice,
-    pub timeout_ms: Option<u64>,
-    /// The new content, read by the writer to its end (a sealed memfd, say).
-    pub content: OwnedFd,
-    /// Where the writer's one-line report goes.
-    pub report: OwnedFd,
-}
-
-impl WriteSpec {
-    fn into_request(self, id: u64) -> (WriteFile, Vec<OwnedFd>) {
-        let write = WriteFile {
-            id,
-            path: self.path.into_os_string().into_vec(),
-            make_parents: self.make_parents,
-            policy: self.policy,
-            backend: self.backend,
-            timeout_ms: self.timeout_ms,
-        };
-        (write, vec![self.content, self.report])
-    }
-}
-
-/// A file to read, confined: the helper's reader runs under `policy` exactly as a command
-/// would (see [`HelperClient::read_file`]).
-#[derive(Debug)]
-pub struct ReadSpec {
-    /// The file, absolute.
-    pub path: PathBuf,
-    /// Larger files are refused.
-    pub max_bytes: u64,
-    pub policy: Policy,
-    pub backend: BackendChoice,
-    pub timeout_ms: Option<u64>,
-    /// Where the content goes.
-    pub content: OwnedFd,
-    /// Where the reader's one-line report goes.
-    pub report: OwnedFd,
-}
-
-impl ReadSpec {
-    fn into_request(self, id: u64) -> (ReadFile, Vec<OwnedFd>) {
-        let read = ReadFile {
-            id,
-            path: self.path.into_os_string().into_vec(),
-            max_bytes: self.max_bytes,
-            policy: self.policy,
-            backend: self.backend,
-            timeout_ms: self.timeout_ms,
-        };
-        (read, vec![self.content, self.report])
-    }
-}
-
 /// `path` with symbolic links resolved as far as it exists, the rest appended as written.
 fn resolved(path: &Path) -> PathBuf {
     for existing in path.ancestors() {
@@ -332,6 +276,8 @@ struct Inner {
     hello: Hello,
     /// agentd's own files, added to every request's `Policy::never_writable`.
     never_writable: Vec<Vec<u8>>,
+    /// The file reader and writer ([`locate_file_io`]), or why there is none.
+    file_io: Result<PathBuf, FileOpError>,
     next_id: AtomicU64,
     current: Mutex<Option<Arc<Connection>>>,
     /// Held while a connection is being made, so concurrent first requests start one helper.
@@ -341,7 +287,7 @@ struct Inner {
 impl HelperClient {
     /// A client for `endpoint`. Nothing is started or connected until the first request.
     pub fn new(endpoint: HelperEndpoint) -> HelperClient {
-        HelperClient::build(endpoint, None, Vec::new())
+        HelperClient::build(endpoint, None, Vec::new(), None)
     }
 
     /// A client for `endpoint` whose embedded helper is started with `--ceiling ceiling`
@@ -354,31 +300,49 @@ impl HelperClient {
         endpoint: HelperEndpoint,
         ceiling: Option<PathBuf>,
     ) -> Result<HelperClient, ClientError> {
-        HelperClient::configured(endpoint, ceiling, Vec::new())
+        HelperClient::configured(endpoint, ceiling, Vec::new(), None)
     }
 
     /// [`HelperClient::with_ceiling`] that also marks `never_writable` (agentd's own
     /// configuration, state and binary) in every request: the helper refuses any writable root
-    /// that contains one of them or lies inside one.
+    /// that contains one of them or lies inside one. `file_io` is the file reader and writer's
+    /// path when one is configured; unset, it is searched for ([`locate_file_io`]).
     pub fn configured(
         endpoint: HelperEndpoint,
         ceiling: Option<PathBuf>,
         never_writable: Vec<PathBuf>,
+        file_io: Option<GivenFileIo>,
     ) -> Result<HelperClient, ClientError> {
         if let (HelperEndpoint::Service(socket), Some(_)) = (&endpoint, &ceiling) {
             return Err(ClientError::CeilingForService {
                 socket: socket.clone(),
             });
         }
-        Ok(HelperClient::build(endpoint, ceiling, never_writable))
+        Ok(HelperClient::build(
+            endpoint,
+            ceiling,
+            never_writable,
+            file_io,
+        ))
     }
 
     fn build(
         endpoint: HelperEndpoint,
         ceiling: Option<PathBuf>,
-        never_writable: Vec<PathBuf>,
+        mut never_writable: Vec<PathBuf>,
+        file_io: Option<GivenFileIo>,
     ) -> HelperClient {
         let software = format!("agentd {}", env!("CARGO_PKG_VERSION"));
+        let helper = match &endpoint {
+            HelperEndpoint::Embedded(path) => Some(path.as_path()),
+            HelperEndpoint::Service(_) => None,
+        };
+        let file_io = locate_file_io(file_io.as_ref(), helper, locate::agentd_dir().as_deref());
+        // The program runs again under whatever policy the next operation has (an approved
+        // write's wider one): no command may replace it.
+        if let Ok(program) = &file_io {
+            never_writable.push(program.clone());
+        }
         HelperClient {
             inner: Arc::new(Inner {
                 endpoint,
@@ -388,6 +352,7 @@ impl HelperClient {
                     .into_iter()
                     .map(|p| p.into_os_string().into_vec())
                     .collect(),
+                file_io,
                 next_id: AtomicU64::new(1),
                 current: Mutex::new(None),
                 connecting: tokio::sync::Mutex::new(()),
@@ -426,14 +391,17 @@ impl HelperClient {
     }
 
     /// Asks the helper to replace a file with the content in `spec`, confined by its policy:
-    /// the helper's own writer runs as a command under the plan a `bash` command of the same
-    /// policy would get. The handle ends like a command's: exit code 0 when written, with the
-    /// writer's report on `spec.report`.
+    /// the file writer runs as a command under the plan a `bash` command of the same policy
+    /// would get. The handle ends like a command's: exit code 0 when written, with the writer's
+    /// report on `spec.report`.
     pub async fn write_file(&self, spec: WriteSpec) -> Result<CommandHandle, ClientError> {
-        let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
-        let (mut write, fds) = spec.into_request(id);
-        self.mark_own_paths(&mut write.policy);
-        self.send(id, &Request::WriteFile(write), fds).await
+        let program = self.file_io()?;
+        self.spawn(spec.into_spawn(program)?).await
+    }
+
+    /// The file reader and writer, or why there is none.
+    fn file_io(&self) -> Result<&Path, FileOpError> {
+        self.inner.file_io.as_deref().map_err(Clone::clone)
     }
 
     /// Why `dir` may not be a workspace-write workspace, with symbolic links resolved: it is
@@ -452,15 +420,13 @@ impl HelperClient {
             .map(|raw| resolved(Path::new(std::ffi::OsStr::from_bytes(raw))))
     }
 
-    /// Asks the helper to read a file, confined by `spec.policy`: the helper's own reader runs
-    /// as a command under the plan a `bash` command of the same policy would get, so it sees
-    /// what such a command sees (its own `/proc` and `/tmp`, never agentd's). The content
-    /// arrives on `spec.content`, the report on `spec.report`; read both while waiting.
+    /// Asks the helper to read a file, confined by `spec.policy`: the file reader runs as a
+    /// command under the plan a `bash` command of the same policy would get, so it sees what
+    /// such a command sees (its own `/proc` and `/tmp`, never agentd's). The content arrives on
+    /// `spec.content`, the report on `spec.report`; read both while waiting.
     pub async fn read_file(&self, spec: ReadSpec) -> Result<CommandHandle, ClientError> {
-        let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
-        let (mut read, fds) = spec.into_request(id);
-        self.mark_own_paths(&mut read.policy);
-        self.send(id, &Request::ReadFile(read), fds).await
+        let program = self.file_io()?;
+        self.spawn(spec.into_spawn(program)?).await
     }
 
     fn mark_own_paths(&self, policy: &mut Policy) {

@@ -1,10 +1,8 @@
 //! One command's life in the helper: the request is checked, everything the forked processes
 //! need is built, the shim is forked, and its records become replies.
 
-mod own_program;
 mod prepare;
 mod running;
 
-pub(crate) use own_program::{read_spawn, write_spawn};
 pub(crate) use prepare::{check, prepare, verdict};
 pub(crate) use running::{Running, declared_fds, start};

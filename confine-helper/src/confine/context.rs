@@ -32,8 +32,14 @@ pub(crate) struct Context {
     /// The helper holds capabilities (it runs as root): the Landlock child drops them.
     pub(crate) drop_caps: bool,
     pub(crate) temp_base: PathBuf,
-    /// The helper's own binary, which runs confined as the writer of `WriteFile` requests.
-    pub(crate) self_exe: Option<PathBuf>,
+    /// The file reader and writer agentd runs confined ([`FILE_IO_PROGRAM`] beside the helper's
+    /// own binary), resolved: a command whose program is this path runs it by [`Self::file_io`].
+    ///
+    /// [`FILE_IO_PROGRAM`]: confine_protocol::FILE_IO_PROGRAM
+    pub(crate) file_io_path: Option<PathBuf>,
+    /// That program, opened once: bwrap's sandbox executes it from this descriptor, as it does
+    /// the helper's `enter` step, since by its path it may be hidden there.
+    pub(crate) file_io: Option<OwnedFd>,
     /// The running binary itself (`/proc/self/exe`), opened once: bwrap executes it from this
     /// descriptor as the `enter` step, whatever is at its path later.
     pub(crate) exe: Option<OwnedFd>,
@@ -69,10 +75,15 @@ impl Context {
         let self_exe = std::env::current_exe()
             .ok()
             .and_then(|p| std::fs::canonicalize(p).ok());
+        let file_io_path = self_exe.as_deref().and_then(Path::parent).and_then(|dir| {
+            std::fs::canonicalize(dir.join(confine_protocol::FILE_IO_PROGRAM)).ok()
+        });
         let mut own_paths: Vec<PathBuf> = own_paths.iter().map(|p| paths::resolve(p)).collect();
         // The binary that builds the sandbox must never end up writable by a command.
         own_paths.extend(bwrap.iter().filter_map(|p| std::fs::canonicalize(p).ok()));
-        own_paths.extend(self_exe.clone());
+        own_paths.extend(self_exe);
+        // Nor the program agentd's file operations run, whose next run may have a wider policy.
+        own_paths.extend(file_io_path.clone());
         Context {
             ceiling,
             never_roots: [Path::new("/tmp"), Path::new("/dev/shm")]
@@ -97,7 +108,18 @@ impl Context {
             temp_base: PathBuf::from(format!("/tmp/confine-helper-{uid}")),
             #[cfg(target_os = "macos")]
             temp_base: PathBuf::from(format!("/private/tmp/confine-helper-{uid}")),
-            self_exe,
+            #[cfg(target_os = "linux")]
+            file_io: file_io_path.as_deref().and_then(|path| {
+                nix::fcntl::open(
+                    path,
+                    nix::fcntl::OFlag::O_RDONLY | nix::fcntl::OFlag::O_CLOEXEC,
+                    nix::sys::stat::Mode::empty(),
+                )
+                .ok()
+            }),
+            #[cfg(target_os = "macos")]
+            file_io: None,
+            file_io_path,
             #[cfg(target_os = "linux")]
             exe: nix::fcntl::open(
                 c"/proc/self/exe",

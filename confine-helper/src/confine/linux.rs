@@ -78,22 +78,28 @@ fn duplicate(fd: &OwnedFd, path: &Path) -> Result<OwnedFd, NotRun> {
         )
     })
 }
-/// `argv`, with the helper's own binary (the file reader and writer) named by the descriptor
-/// `enter` holds of it. By its path it may not be there at all: a helper installed under `/tmp`
-/// is hidden by a workspace-write command's own `/tmp`. `enter` executes the descriptor's
+/// `argv`, with the file reader and writer beside the helper ([`Context::file_io_path`]) named
+/// by a descriptor of it passed to `enter`, when `argv` runs exactly that program; any other
+/// `argv` as it is. By its path it may not be there at all: a helper installed under `/tmp` is
+/// hidden by a workspace-write command's own `/tmp`. `enter` executes the descriptor's
 /// `/proc/self/fd` name, which the kernel opens before it closes the descriptor on `execve`.
-fn own_program_by_descriptor(argv: &[Vec<u8>], ctx: &Context, exe_fd: i32) -> Vec<Vec<u8>> {
-    let own = ctx
-        .self_exe
+fn file_io_by_descriptor(
+    argv: &[Vec<u8>],
+    ctx: &Context,
+    passed: &mut Passed,
+) -> Result<Vec<Vec<u8>>, NotRun> {
+    let program = ctx
+        .file_io_path
         .as_ref()
-        .map(|exe| exe.as_os_str().as_encoded_bytes());
-    match argv.split_first() {
-        Some((program, rest)) if own == Some(program.as_slice()) => {
-            let mut argv = vec![format!("/proc/self/fd/{exe_fd}").into_bytes()];
+        .map(|path| path.as_os_str().as_encoded_bytes());
+    match (argv.split_first(), &ctx.file_io, &ctx.file_io_path) {
+        (Some((first, rest)), Some(fd), Some(path)) if program == Some(first.as_slice()) => {
+            let fd = passed.add(duplicate(fd, path)?)?;
+            let mut argv = vec![format!("/proc/self/fd/{fd}").into_bytes()];
             argv.extend(rest.iter().cloned());
-            argv
+            Ok(argv)
         }
-        _ => argv.to_vec(),
+        _ => Ok(argv.to_vec()),
     }
 }
 
@@ -288,7 +294,7 @@ pub(super) fn plan(backend: Backend, start: Start<'_>) -> Result<Plan, NotRun> {
                         report: report_fd,
                         bridge: bridge_fd,
                     };
-                    let argv = own_program_by_descriptor(&spawn.argv, ctx, exe_fd);
+                    let argv = file_io_by_descriptor(&spawn.argv, ctx, &mut passed)?;
                     let processes = caps.in_user_namespace();
                     (crate::enter::argv(&fds, processes, &argv), Some(report_rd))
                 }

@@ -303,6 +303,57 @@ pub fn spawn(id: u64, argv: &[&str]) -> Spawn {
     }
 }
 
+/// The file reader and writer beside the helper under test, resolved: the program the helper
+/// runs by its descriptor. A workspace build makes it (`cargo build -p confine-file-io`).
+pub fn file_io() -> PathBuf {
+    let program = Path::new(HELPER).with_file_name(confine_protocol::FILE_IO_PROGRAM);
+    assert!(
+        program.is_file(),
+        "{} is missing: build it with `cargo build -p confine-file-io` (a workspace build does)",
+        program.display()
+    );
+    std::fs::canonicalize(&program).expect("resolve the file reader and writer")
+}
+
+/// The `Spawn` agentd makes of a file read or write: `program` in the mode `args` names on
+/// `path`, in `/`, with no environment and no kill grace, under `policy` and `backend`.
+pub fn file_spawn(
+    id: u64,
+    program: &Path,
+    args: &[&str],
+    path: &Path,
+    policy: Policy,
+    backend: BackendChoice,
+    stdio: Stdio,
+) -> Spawn {
+    let mut argv = vec![program.as_os_str().as_encoded_bytes().to_vec()];
+    argv.extend(args.iter().map(|a| a.as_bytes().to_vec()));
+    argv.extend([b"--".to_vec(), path.as_os_str().as_encoded_bytes().to_vec()]);
+    let mut request = spawn(id, &[]);
+    request.argv = argv;
+    request.env = Vec::new();
+    request.policy = policy;
+    request.backend = backend;
+    request.limits.timeout_ms = Some(30_000);
+    request.limits.kill_grace_ms = 0;
+    request.stdio = stdio;
+    request
+}
+
+/// A writer's stdio: the content in, the report out.
+pub const WRITER_STDIO: Stdio = Stdio {
+    stdin: StdioSpec::Fd,
+    stdout: StdioSpec::Fd,
+    stderr: StdioSpec::Null,
+};
+
+/// A reader's stdio: the content and the report out.
+pub const READER_STDIO: Stdio = Stdio {
+    stdin: StdioSpec::Null,
+    stdout: StdioSpec::Fd,
+    stderr: StdioSpec::Fd,
+};
+
 /// A pipe whose write end goes to the command as stdout; returns (read end, write end).
 pub fn pipe() -> (std::fs::File, OwnedFd) {
     #[cfg(target_os = "linux")]

@@ -201,34 +201,12 @@ pub fn spawn(rng: &mut Rng) -> Spawn {
 }
 
 pub fn request(rng: &mut Rng) -> Request {
-    match rng.below(5) {
+    match rng.below(3) {
         0 => Request::Spawn(spawn(rng)),
         1 => Request::Cancel(Cancel {
             id: rng.u64(),
             grace_ms: rng.u32(),
         }),
-        2 => {
-            let s = spawn(rng);
-            Request::WriteFile(WriteFile {
-                id: s.id,
-                path: s.cwd,
-                make_parents: rng.below(2) == 0,
-                policy: s.policy,
-                backend: s.backend,
-                timeout_ms: s.limits.timeout_ms,
-            })
-        }
-        3 => {
-            let s = spawn(rng);
-            Request::ReadFile(ReadFile {
-                id: s.id,
-                path: s.cwd,
-                max_bytes: rng.u64(),
-                policy: s.policy,
-                backend: s.backend,
-                timeout_ms: s.limits.timeout_ms,
-            })
-        }
         _ => Request::Info,
     }
 }

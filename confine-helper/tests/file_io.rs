@@ -1,5 +1,8 @@
-//! `WriteFile` and `ReadFile` on the wire: the helper's own writer and reader run as commands
-//! under the request's policy and report what they did.
+//! The file reader and writer (`confine-file-io`, beside the helper) run as agentd runs them: a
+//! `Spawn` under a mode's policy, on each backend. What the program itself does is tested in
+//! `file-io/tests/files.rs`; here, that the sandbox decides where a write lands, that the
+//! program runs in a bwrap sandbox whose `/tmp` hides its path, and that a writer the helper
+//! kills leaves nothing behind.
 
 // Linux only: these tests drive the bwrap and Landlock backends, `/proc` or Linux's own
 // system calls. On macOS `macos_supervision.rs` drives the helper.
@@ -10,11 +13,12 @@ mod support;
 use std::io::{Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
 
-use confine_protocol::{
-    BackendChoice, ExitStatus, Mode, Network, Policy, ReadFile, Reply, Request, WriteFile,
-};
+use confine_protocol::{BackendChoice, ExitStatus, Mode, Network, Policy, Reply, Request, Spawn};
 use support::skip::{Need, skip};
-use support::{Peer, Scratch, available_backends, backend_works, pipe, spawn};
+use support::{
+    Peer, READER_STDIO, Scratch, WRITER_STDIO, available_backends, backend_works, file_io,
+    file_spawn, pipe,
+};
 
 fn policy(mode: Mode, workspace: &std::path::Path) -> Policy {
     Policy {
@@ -43,12 +47,12 @@ fn content(content: &[u8]) -> OwnedFd {
 }
 
 /// Sends `write` with `bytes` and returns the replies and the writer's report.
-fn write(peer: &mut Peer, write: WriteFile, bytes: &[u8]) -> (Vec<Reply>, Vec<u8>) {
+fn write(peer: &mut Peer, write: Spawn, bytes: &[u8]) -> (Vec<Reply>, Vec<u8>) {
     let (mut report, report_wr) = pipe();
     let id = write.id;
     let content = content(bytes);
     peer.send(
-        &Request::WriteFile(write),
+        &Request::Spawn(write),
         &[content.as_fd(), report_wr.as_fd()],
     );
     drop((content, report_wr));
@@ -67,19 +71,21 @@ fn exit_code(replies: &[Reply]) -> Option<i32> {
     })
 }
 
-fn write_request(id: u64, path: &std::path::Path, mode: Mode, ws: &std::path::Path) -> WriteFile {
-    WriteFile {
+/// A write of `path` with its parents made, as agentd asks for one.
+fn write_request(id: u64, path: &std::path::Path, mode: Mode, ws: &std::path::Path) -> Spawn {
+    file_spawn(
         id,
-        path: path.as_os_str().as_encoded_bytes().to_vec(),
-        make_parents: true,
-        policy: policy(mode, ws),
-        backend: BackendChoice::Auto,
-        timeout_ms: Some(30_000),
-    }
+        &file_io(),
+        &["write", "--parents"],
+        path,
+        policy(mode, ws),
+        BackendChoice::Auto,
+        WRITER_STDIO,
+    )
 }
 
 #[test]
-fn a_write_file_request_writes_and_reports_the_real_path() {
+fn a_write_in_a_mode_that_allows_it_lands_and_reports_the_real_path() {
     let ws = Scratch::new("write");
     let ws_path = std::fs::canonicalize(&ws.0).expect("canonical");
     let target = ws_path.join("sub/new.txt");
@@ -130,29 +136,7 @@ fn a_write_the_mode_does_not_allow_is_reported_failed_and_changes_nothing() {
 }
 
 #[test]
-fn a_relative_path_is_refused_and_its_descriptors_are_still_taken() {
-    let ws = Scratch::new("write-rel");
-    let mut peer = Peer::embedded();
-    peer.greet();
-    let mut request = write_request(
-        3,
-        std::path::Path::new("rel.txt"),
-        Mode::WorkspaceWrite,
-        &ws.0,
-    );
-    request.path = b"rel.txt".to_vec();
-    let (replies, _) = write(&mut peer, request, b"x");
-    assert!(
-        matches!(&replies[..], [Reply::Refused(r)] if r.reason.contains("absolute")),
-        "{replies:?}"
-    );
-    // The connection is in step: the next request runs with its own descriptors.
-    let (replies, out) = support::run_captured(&mut peer, spawn(4, &["echo", "next"]));
-    assert_eq!(out, "next\n", "{replies:?}");
-}
-
-#[test]
-fn a_read_file_request_copies_the_file_and_refuses_a_fifo() {
+fn a_read_copies_the_file_and_refuses_a_fifo() {
     let ws = Scratch::new("read");
     let ws_path = std::fs::canonicalize(&ws.0).expect("canonical");
     std::fs::write(ws_path.join("a.txt"), "content\n").expect("write");
@@ -162,16 +146,18 @@ fn a_read_file_request_copies_the_file_and_refuses_a_fifo() {
     let mut read = |id: u64, name: &str, max_bytes: u64| {
         let (mut content, content_wr) = pipe();
         let (mut report, report_wr) = pipe();
-        let request = ReadFile {
+        let max = max_bytes.to_string();
+        let request = file_spawn(
             id,
-            path: ws_path.join(name).as_os_str().as_encoded_bytes().to_vec(),
-            max_bytes,
-            policy: policy(Mode::ReadOnly, &ws_path),
-            backend: BackendChoice::Auto,
-            timeout_ms: Some(30_000),
-        };
+            &file_io(),
+            &["read", "--max", &max],
+            &ws_path.join(name),
+            policy(Mode::ReadOnly, &ws_path),
+            BackendChoice::Auto,
+            READER_STDIO,
+        );
         peer.send(
-            &Request::ReadFile(request),
+            &Request::Spawn(request),
             &[content_wr.as_fd(), report_wr.as_fd()],
         );
         drop((content_wr, report_wr));
@@ -209,15 +195,57 @@ fn a_helper_installed_under_tmp_still_writes_in_a_sandbox_whose_tmp_is_its_own()
     }
     let installed = Scratch::new("installed");
     let copy = installed.0.join("confine-helper");
-    std::fs::copy(support::HELPER, &copy).expect("copy the helper");
+    let program = installed.0.join(confine_protocol::FILE_IO_PROGRAM);
+    let elsewhere = Scratch::new("not-beside");
+    let stranger = elsewhere.0.join(confine_protocol::FILE_IO_PROGRAM);
+    // Copied by another process: a copy written here could still be open for writing in a
+    // child another test forks meanwhile, and executing it would fail (ETXTBSY).
+    for (from, to) in [
+        (std::path::PathBuf::from(support::HELPER), &copy),
+        (file_io(), &program),
+        (file_io(), &stranger),
+    ] {
+        let copied = std::process::Command::new("cp").arg(&from).arg(to).status();
+        assert!(copied.expect("cp").success(), "copy {}", from.display());
+    }
     let ws = Scratch::new("write-from-tmp");
     let ws_path = std::fs::canonicalize(&ws.0).expect("canonical");
     let target = ws_path.join("written.txt");
     let mut peer = Peer::embedded_program(&copy, None, |_| {});
     peer.greet();
-    let mut request = write_request(1, &target, Mode::WorkspaceWrite, &ws_path);
-    request.backend = BackendChoice::Bwrap;
-    let (replies, report) = write(&mut peer, request, b"from a helper under /tmp");
+    let request_for = |id, program: &std::path::Path| {
+        file_spawn(
+            id,
+            &std::fs::canonicalize(program).expect("canonical"),
+            &["write", "--parents"],
+            &target,
+            policy(Mode::WorkspaceWrite, &ws_path),
+            BackendChoice::Bwrap,
+            WRITER_STDIO,
+        )
+    };
+    // The control: the same program, but not the one beside the helper, is run by its path,
+    // which the sandbox's own /tmp hides.
+    if std::fs::canonicalize(&stranger)
+        .expect("canonical")
+        .starts_with("/tmp")
+    {
+        let (replies, report) = write(&mut peer, request_for(1, &stranger), b"by its path");
+        assert_ne!(
+            exit_code(&replies),
+            Some(0),
+            "{replies:?} {}",
+            String::from_utf8_lossy(&report)
+        );
+        assert!(!target.exists(), "a program hidden by /tmp wrote");
+    } else {
+        println!("SKIP {NAME} (control): the scratch directory is not under /tmp");
+    }
+    let (replies, report) = write(
+        &mut peer,
+        request_for(2, &program),
+        b"from a helper under /tmp",
+    );
     assert_eq!(
         exit_code(&replies),
         Some(0),
@@ -253,14 +281,14 @@ fn names(dir: &std::path::Path) -> Vec<String> {
 /// Starts a write of `target` whose content comes from a pipe the test keeps open: the writer
 /// waits for the rest. Returns the pipe's write end (the content sent so far is `b"partial"`)
 /// and the report's read end.
-fn write_left_waiting(peer: &mut Peer, request: WriteFile) -> (std::fs::File, std::fs::File) {
+fn write_left_waiting(peer: &mut Peer, request: Spawn) -> (std::fs::File, std::fs::File) {
     let (content_rd, content_wr) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).expect("pipe");
     let mut content_wr = std::fs::File::from(content_wr);
     content_wr.write_all(b"partial").expect("content");
     let (report, report_wr) = pipe();
     let id = request.id;
     peer.send(
-        &Request::WriteFile(request),
+        &Request::Spawn(request),
         &[content_rd.as_fd(), report_wr.as_fd()],
     );
     drop((content_rd, report_wr));
@@ -355,7 +383,7 @@ fn writers_killed_at_any_point_leave_the_old_file_or_the_new_one_and_nothing_els
         let (report, report_wr) = pipe();
         let content = content(&new);
         peer.send(
-            &Request::WriteFile(request),
+            &Request::Spawn(request),
             &[content.as_fd(), report_wr.as_fd()],
         );
         drop((content, report_wr, report));

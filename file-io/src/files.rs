@@ -1,8 +1,8 @@
-//! `confine-helper write-file` and `read-file`: the writer and reader agentd's file tools use,
-//! run confined.
+//! `confine-file-io write` and `read`: the writer and reader agentd's file tools use, run
+//! confined.
 //!
-//! A `WriteFile` or `ReadFile` request becomes a command like any other — same plan, same
-//! backend, same kernel checks — whose program is this binary in one of these modes. So where a
+//! agentd asks confine-helper to `Spawn` this program under the policy a `bash` command of the
+//! same mode gets — same plan, same backend, same kernel checks. So where a
 //! write may land, and what a read may see, is decided by the kernel on every system call the
 //! process makes, exactly as for a `bash` command of the same mode: a concurrent command that
 //! swaps a directory on the path for a symbolic link changes which name is reached, never what

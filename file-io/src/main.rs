@@ -1,0 +1,168 @@
+//! `confine-file-io`: the file reader and writer agentd's file tools and checkpoint restore
+//! use, a program of its own that only ever runs confined.
+//!
+//! agentd never runs it itself: it asks confine-helper to `Spawn` it, under the policy and
+//! backend a `bash` command of the same mode would get, so every system call it makes is
+//! checked by the kernel against that sandbox. Nothing in it decides what may be read or
+//! written, and a wrong answer of its own can only make a file operation fail or report
+//! wrongly: it is not part of the helper's trusted core nor of its line count
+//! (`confine-helper/README.md`, RFC 0001 "Code map and size"). confine-helper knows it only as
+//! the program beside its own binary, which it executes inside a bwrap sandbox by a descriptor
+//! it holds, as its own `enter` step (a program under `/tmp` is hidden by a command's private
+//! `/tmp` otherwise).
+//!
+//! ```text
+//! confine-file-io write [--parents] -- PATH     replace PATH with standard input
+//! confine-file-io read --max BYTES -- PATH      copy the regular file PATH to standard output
+//! ```
+//!
+//! What each does and the report it prints are in [`files`]. A wrong command line exits 2 with
+//! the usage on standard error.
+
+#![warn(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::cast_possible_wrap
+)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
+mod files;
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+const USAGE: &str = "\
+usage:
+  confine-file-io write [--parents] -- PATH
+      replace PATH with standard input, atomically; report on standard output
+  confine-file-io read --max BYTES -- PATH
+      copy the regular file PATH (at most BYTES) to standard output; report on standard error
+agentd runs this program confined, through confine-helper; it is not meant to be run by hand.";
+
+/// The exit code of a wrong command line.
+const USAGE_EXIT: u8 = 2;
+
+/// What the command line asked for.
+#[derive(Debug, PartialEq, Eq)]
+enum Invocation {
+    Write { path: PathBuf, make_parents: bool },
+    Read { path: PathBuf, max_bytes: u64 },
+}
+
+/// What is wrong with the command line.
+#[derive(Debug, PartialEq, Eq)]
+enum UsageError {
+    Write,
+    Read,
+    MaxBytes(OsString),
+    NoMode,
+}
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            UsageError::Write => f.write_str("write takes [--parents] -- PATH"),
+            UsageError::Read => f.write_str("read takes --max BYTES -- PATH"),
+            UsageError::MaxBytes(value) => {
+                write!(f, "--max needs a number of bytes, got {value:?}")
+            }
+            UsageError::NoMode => f.write_str("the first argument must be write or read"),
+        }
+    }
+}
+
+/// Parses the command line (without the program's name). Paths need not be UTF-8.
+fn parse(args: &[OsString]) -> Result<Invocation, UsageError> {
+    let Some((mode, rest)) = args.split_first() else {
+        return Err(UsageError::NoMode);
+    };
+    if mode == "write" {
+        return match rest {
+            [dashes, path] if dashes == "--" => Ok(Invocation::Write {
+                path: PathBuf::from(path),
+                make_parents: false,
+            }),
+            [flag, dashes, path] if flag == "--parents" && dashes == "--" => {
+                Ok(Invocation::Write {
+                    path: PathBuf::from(path),
+                    make_parents: true,
+                })
+            }
+            _ => Err(UsageError::Write),
+        };
+    }
+    if mode == "read" {
+        return match rest {
+            [flag, max, dashes, path] if flag == "--max" && dashes == "--" => {
+                let max_bytes = max
+                    .to_str()
+                    .and_then(|m| m.parse().ok())
+                    .ok_or_else(|| UsageError::MaxBytes(max.clone()))?;
+                Ok(Invocation::Read {
+                    path: PathBuf::from(path),
+                    max_bytes,
+                })
+            }
+            _ => Err(UsageError::Read),
+        };
+    }
+    Err(UsageError::NoMode)
+}
+
+fn main() -> ExitCode {
+    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    match parse(&args) {
+        Ok(Invocation::Write { path, make_parents }) => files::write_main(&path, make_parents),
+        Ok(Invocation::Read { path, max_bytes }) => files::read_main(&path, max_bytes),
+        Err(e) => {
+            eprintln!("confine-file-io: {e}\n{USAGE}");
+            ExitCode::from(USAGE_EXIT)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(words: &[&str]) -> Vec<OsString> {
+        words.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn the_modes_parse_and_anything_else_is_a_usage_error() {
+        assert_eq!(
+            parse(&args(&["write", "--parents", "--", "/w/a b"])),
+            Ok(Invocation::Write {
+                path: PathBuf::from("/w/a b"),
+                make_parents: true
+            })
+        );
+        assert_eq!(
+            parse(&args(&["write", "--", "--help"])),
+            Ok(Invocation::Write {
+                path: PathBuf::from("--help"),
+                make_parents: false
+            })
+        );
+        assert_eq!(
+            parse(&args(&["read", "--max", "10", "--", "/w/x"])),
+            Ok(Invocation::Read {
+                path: PathBuf::from("/w/x"),
+                max_bytes: 10
+            })
+        );
+        assert_eq!(parse(&args(&["write", "/w/x"])), Err(UsageError::Write));
+        assert_eq!(
+            parse(&args(&["write", "--", "/a", "/b"])),
+            Err(UsageError::Write)
+        );
+        assert_eq!(
+            parse(&args(&["read", "--max", "ten", "--", "/w/x"])),
+            Err(UsageError::MaxBytes(OsString::from("ten")))
+        );
+        assert_eq!(parse(&args(&[])), Err(UsageError::NoMode));
+        assert_eq!(parse(&args(&["--help"])), Err(UsageError::NoMode));
+    }
+}
