@@ -1245,7 +1245,6 @@ fn argv_that_looks_like_bwrap_options_reaches_the_command_as_plain_arguments() {
 // NUL and newline in paths, argv and the environment.
 // ---------------------------------------------------------------------------------------------
 
-/// Sends a `WriteFile` or `ReadFile` with the two descriptors each takes; returns the replies.
 #[test]
 fn a_nul_byte_in_any_path_is_refused_naming_the_field() {
     const NAME: &str = "a_nul_byte_in_any_path_is_refused_naming_the_field";

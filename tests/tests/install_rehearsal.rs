@@ -546,7 +546,11 @@ fn the_packages_install_confine_as_root_and_as_a_user_fail_closed_and_leave_noth
                 .map(PathBuf::from),
         );
     }
-    for binary in ["/usr/bin/agentd", "/usr/bin/confine-helper"] {
+    for binary in [
+        "/usr/bin/agentd",
+        "/usr/bin/confine-helper",
+        "/usr/bin/confine-file-io",
+    ] {
         assert!(
             files.iter().any(|f| f == Path::new(binary)),
             "{binary} is not in the packages"

@@ -17,9 +17,14 @@ use serde_json::Value;
 use support::acp::Scratch;
 use support::workspace;
 
-/// The crates a user installs from source (`cargo install confine-helper agentd`) and the one
-/// they need; every other member of the workspace is `publish = false`.
-const PUBLISHED: [&str; 3] = ["confine-protocol", "confine-helper", "agentd"];
+/// The crates a user installs from source (`cargo install confine-helper confine-file-io
+/// agentd`) and the one they need; every other member of the workspace is `publish = false`.
+const PUBLISHED: [&str; 4] = [
+    "confine-protocol",
+    "confine-helper",
+    "confine-file-io",
+    "agentd",
+];
 
 /// `cargo metadata --locked --format-version 1` of the workspace: every package of the lock
 /// file with its declared `rust_version`, and the resolved graph.

@@ -333,8 +333,9 @@ mod tests {
         );
         assert!(!scratch.0.join("a.txt").exists());
 
-        // Writes that pass the fence go to confine-helper (tests/tools.rs runs them); without
-        // one they fail, and nothing is written by agentd itself.
+        // Writes that pass the fence go to confine-helper as a run of confine-file-io
+        // (tests/tools.rs runs them); without the program (none is beside this test binary) they
+        // fail before anything is sent, and nothing is written by agentd itself.
         let unconfined = run(
             "write_file",
             json!({"path": "dir/a.txt", "content": "x"}).to_string(),
@@ -343,7 +344,8 @@ mod tests {
         .await;
         assert_eq!(unconfined.status, ToolStatus::Failed);
         assert!(
-            unconfined.text.contains("cannot connect to confine-helper"),
+            unconfined.text.contains("confine-file-io")
+                && unconfined.text.contains("was not found"),
             "{}",
             unconfined.text
         );
