@@ -5,8 +5,8 @@
 //!
 //! In order: one `rm -rf` of what must go (what the checkpoint does not have, and what changed
 //! kind); one `mkdir -p` of the directories it had; `ln -s -T` per link (a link is made, never
-//! written through); the helper's own writer (`HelperClient::write_file`, the one the file
-//! tools use) per file whose content differs, reading the object straight from the store;
+//! written through); the file writer, `confine-file-io`, run confined
+//! (`HelperClient::write_file`, the one the file tools use) per file whose content differs, reading the object straight from the store;
 //! then, after a scan, `chmod` of the modes that still differ (files, then directories deepest
 //! first). FIFOs, sockets and devices are never recreated, `.git` and protected paths never
 //! named. Each step's failure is noted and the next goes on; then the roots are scanned again

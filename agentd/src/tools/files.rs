@@ -1,7 +1,8 @@
 //! `read_file`, `write_file` and `edit_file`.
 //!
 //! agentd neither reads nor writes a file for the model itself: it hands the request to
-//! confine-helper (or, for some reads, to the editor, below), which runs its own reader or writer as a command under exactly the plan a
+//! confine-helper (or, for some reads, to the editor, below), which runs the file reader or
+//! writer (`confine-file-io`) as a command under exactly the plan a
 //! `bash` command of the call's mode gets ([`HelperClient::read_file`],
 //! [`HelperClient::write_file`]). What a read may see and where a write may land is decided by
 //! the kernel: a concurrent command that swaps a directory on the path for a symbolic link can

@@ -19,7 +19,7 @@
 //! Every command `bash` runs goes through confine-helper ([`crate::helper_client`]) and is
 //! confined by the kernel under the call's mode; agentd never runs one itself.
 //!
-//! The file tools go through it too: confine-helper runs its own reader or writer as a command
+//! The file tools go through it too: confine-helper runs the file reader or writer as a command
 //! under the same plan ([`HelperClient::read_file`], [`HelperClient::write_file`]), so the
 //! kernel decides what a read may see and where a write may land, exactly as for a command of
 //! that mode; the one exception is a read through the editor where no denied read could apply

@@ -1,6 +1,6 @@
-//! What confine-helper does for the file tools: it runs its own reader or writer as a command
-//! under exactly the plan a `bash` command of the call's mode gets; here is how they are asked,
-//! and what their reports and ends mean.
+//! What confine-helper does for the file tools: it runs the file reader or writer
+//! (`confine-file-io`) as a command under exactly the plan a `bash` command of the call's mode
+//! gets; here is how they are asked, and what their reports and ends mean.
 
 use std::io;
 use std::os::fd::OwnedFd;
@@ -149,11 +149,15 @@ fn interpret(
         _ => {
             let why = match facts.exec_errno {
                 Some(errno) => format!(
-                    "confine-helper could not start its file {} inside the sandbox ({})",
+                    "confine-helper could not start the file {} (confine-file-io) inside the \
+                     sandbox ({})",
                     if tag == b"read" { "reader" } else { "writer" },
                     nix::errno::Errno::from_raw(errno).desc()
                 ),
-                None => "confine-helper's file tool ended without saying what it did".to_owned(),
+                None => {
+                    "the file tool's program (confine-file-io) ended without saying what it did"
+                        .to_owned()
+                }
             };
             Err(OpError::Failed(why, Some(facts)))
         }
