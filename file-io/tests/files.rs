@@ -63,7 +63,10 @@ fn start_write(path: &Path, parents: bool) -> Child {
 fn write(path: &Path, parents: bool, content: &[u8]) -> (ExitStatus, Vec<u8>) {
     let mut child = start_write(path, parents);
     let mut stdin = child.stdin.take().expect("stdin");
-    stdin.write_all(content).expect("content");
+    // A writer that refuses the path before it reads its content closes the pipe first.
+    if let Err(e) = stdin.write_all(content) {
+        assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe, "content: {e}");
+    }
     drop(stdin);
     let out = child.wait_with_output().expect("the writer ends");
     (out.status, out.stdout)
