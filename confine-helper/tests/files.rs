@@ -11,25 +11,15 @@ use std::io::{Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
 
 use confine_protocol::{
-    BackendChoice, ExitStatus, Mode, Network, Policy, ReadFile, Reply, Request, WriteFile,
+    BackendChoice, ExitStatus, Mode, Policy, ReadFile, Reply, Request, WriteFile,
 };
 use support::skip::{Need, skip};
 use support::{Peer, Scratch, available_backends, backend_works, pipe, spawn};
 
 fn policy(mode: Mode, workspace: &std::path::Path) -> Policy {
-    Policy {
-        mode,
-        workspace_root: Some(workspace.as_os_str().as_encoded_bytes().to_vec()),
-        writable_roots: vec![],
-        network: Network::Deny,
-        protected: vec![],
-        never_writable: vec![],
-        local_binding: false,
-        deny_read: Vec::new(),
-        session_temp: None,
-        unix_sockets: Vec::new(),
-        visible: Vec::new(),
-    }
+    Policy::read_only()
+        .with_mode(mode)
+        .with_workspace(workspace.as_os_str().as_encoded_bytes().to_vec())
 }
 
 /// An anonymous file holding `content`, at its start.

@@ -49,8 +49,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use confine_protocol::{
-    BackendChoice, EnvVar, FrameError, Hello, HelperInfo, Limits, Mismatch, Mode, Network, Policy,
-    ReadFile, Request, Spawn, Stdio, StdioSpec, WriteFile, encode_frame,
+    BackendChoice, EnvVar, FrameError, Hello, HelperInfo, Limits, Mismatch, Policy, ReadFile,
+    Request, Spawn, Stdio, StdioSpec, WriteFile, encode_frame,
 };
 
 pub use command::{Canceller, CommandHandle, FailedAt, Outcome, RunnerFailed};
@@ -171,28 +171,10 @@ impl SpawnSpec {
             argv: argv.into_iter().map(Into::into).collect(),
             cwd: PathBuf::from("/"),
             env: Vec::new(),
-            policy: Policy {
-                mode: Mode::ReadOnly,
-                workspace_root: None,
-                writable_roots: Vec::new(),
-                network: Network::Deny,
-                protected: Vec::new(),
-                never_writable: Vec::new(),
-                local_binding: false,
-                deny_read: Vec::new(),
-                session_temp: None,
-                unix_sockets: Vec::new(),
-                visible: Vec::new(),
-            },
+            policy: Policy::read_only(),
             backend: BackendChoice::Auto,
-            limits: Limits {
-                timeout_ms: None,
-                kill_grace_ms: u32::try_from(KILL_GRACE.as_millis()).unwrap_or(u32::MAX),
-                max_processes: None,
-                max_file_size: None,
-                max_address_space: None,
-                max_memory: None,
-            },
+            limits: Limits::none()
+                .with_kill_grace(u32::try_from(KILL_GRACE.as_millis()).unwrap_or(u32::MAX)),
             stdin: None,
             stdout: None,
             stderr: None,

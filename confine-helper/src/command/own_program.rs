@@ -103,14 +103,7 @@ impl OwnProgram<'_> {
             env: Vec::new(),
             policy: self.policy.clone(),
             backend: self.backend,
-            limits: Limits {
-                timeout_ms: self.timeout_ms,
-                kill_grace_ms: 0,
-                max_processes: None,
-                max_file_size: None,
-                max_address_space: None,
-                max_memory: None,
-            },
+            limits: Limits::none().with_timeout(self.timeout_ms),
             stdio: self.stdio,
             proxy: false,
         };

@@ -6,7 +6,7 @@ use std::os::unix::ffi::OsStrExt;
 
 use confine_protocol::environment::DEFAULT_PATH;
 use confine_protocol::{
-    Backend, EnvVar, ExitStatus, Limits, Mode, Network, Policy, Reply, Spawn, Stdio, StdioSpec,
+    Backend, EnvVar, ExitStatus, Limits, Mode, Policy, Reply, Spawn, Stdio, StdioSpec,
 };
 use nix::fcntl::OFlag;
 use nix::libc;
@@ -143,28 +143,9 @@ fn probe(backend: Backend, ctx: &Context) -> Result<(), Unusable> {
             name: b"PATH".to_vec(),
             value: DEFAULT_PATH.as_bytes().to_vec(),
         }],
-        policy: Policy {
-            mode: Mode::ReadOnly,
-            workspace_root: None,
-            writable_roots: Vec::new(),
-            network: Network::Deny,
-            protected: Vec::new(),
-            never_writable: Vec::new(),
-            local_binding: false,
-            deny_read: Vec::new(),
-            session_temp: None,
-            unix_sockets: Vec::new(),
-            visible: Vec::new(),
-        },
+        policy: Policy::read_only(),
         backend: confine_protocol::BackendChoice::Auto,
-        limits: Limits {
-            timeout_ms: Some(30_000),
-            kill_grace_ms: 0,
-            max_processes: None,
-            max_file_size: None,
-            max_address_space: None,
-            max_memory: None,
-        },
+        limits: Limits::none().with_timeout(Some(30_000)),
         stdio: Stdio {
             stdin: StdioSpec::Null,
             stdout: StdioSpec::Null,
