@@ -127,8 +127,10 @@ pub(crate) fn parse(args: &[OsString]) -> Result<Invocation, UsageError> {
         return Ok(Invocation::Help);
     }
     // The writer's path need not be UTF-8.
-    if args.first().is_some_and(|a| a == "write-file") {
-        return match &args[1..] {
+    if let Some((verb, rest)) = args.split_first()
+        && verb == "write-file"
+    {
+        return match rest {
             [dashes, path] if dashes == "--" => Ok(Invocation::WriteFile {
                 path: PathBuf::from(path),
                 make_parents: false,
@@ -142,8 +144,10 @@ pub(crate) fn parse(args: &[OsString]) -> Result<Invocation, UsageError> {
             _ => Err(UsageError::WriteFile),
         };
     }
-    if args.first().is_some_and(|a| a == "read-file") {
-        return match &args[1..] {
+    if let Some((verb, rest)) = args.split_first()
+        && verb == "read-file"
+    {
+        return match rest {
             [flag, max, dashes, path] if flag == "--max" && dashes == "--" => {
                 let max_bytes = max
                     .to_str()
@@ -304,8 +308,10 @@ pub fn main() -> ExitCode {
     // Inside a bwrap sandbox, between the namespaces and the command: nothing to sanitize (bwrap
     // gave it exactly the command's descriptors and environment), nothing else to do.
     #[cfg(target_os = "linux")]
-    if args.first().is_some_and(|a| a == "enter") {
-        return match crate::enter::parse(&args[1..]) {
+    if let Some((verb, rest)) = args.split_first()
+        && verb == "enter"
+    {
+        return match crate::enter::parse(rest) {
             Ok(enter) => crate::enter::main(&enter),
             Err(e) => {
                 eprintln!("confine-helper: {e}");

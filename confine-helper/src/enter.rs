@@ -193,15 +193,23 @@ pub(crate) fn main(enter: &Enter) -> ExitCode {
         .iter()
         .map(|a| CString::new(a.as_bytes()).unwrap_or_default())
         .collect();
-    let errno = match nix::unistd::execvp(&argv[0], &argv) {
-        Err(e) => e as i32,
-        Ok(never) => match never {},
+    // `parse` takes no empty command; without one there is nothing to find, as execvp says.
+    let errno = match argv.first() {
+        Some(program) => match nix::unistd::execvp(program, &argv) {
+            Err(e) => e as i32,
+            Ok(never) => match never {},
+        },
+        None => nix::Error::ENOENT as i32,
     };
     // The exit status below says the same if the record does not get through.
     let _ = report(REPORT_EXEC, errno);
     eprintln!(
         "confine-helper: cannot run {}: {}",
-        enter.argv[0].to_string_lossy(),
+        enter
+            .argv
+            .first()
+            .map(|a| a.to_string_lossy())
+            .unwrap_or_default(),
         nix::Error::from_raw(errno).desc()
     );
     // The helper reports the exec failure from the record above; the status is the shell's

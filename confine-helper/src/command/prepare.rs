@@ -24,7 +24,7 @@ pub(crate) fn check(spawn: &Spawn) -> Result<(), NotRun> {
     if let Some(i) = spawn.argv.iter().position(|a| a.contains(&0)) {
         return refuse(format!("argv[{i}] contains a NUL byte"));
     }
-    if spawn.argv[0].is_empty() {
+    if spawn.argv.first().is_some_and(|program| program.is_empty()) {
         return refuse("argv[0] is empty: there is no program to run".into());
     }
     if spawn.cwd.first() != Some(&b'/') {
@@ -184,7 +184,9 @@ fn probe(backend: Backend, ctx: &Context) -> Result<(), Unusable> {
     let mut stderr = vec![0u8; 4096];
     let n = nix::unistd::read(&err_rd, &mut stderr).unwrap_or(0);
     // What the runner said on its way out, e.g. bwrap's reason for not building the sandbox.
-    let stderr = String::from_utf8_lossy(&stderr[..n]).trim().to_owned();
+    let stderr = String::from_utf8_lossy(stderr.get(..n).unwrap_or_default())
+        .trim()
+        .to_owned();
     match running.finish() {
         Reply::Exited(e) if e.status == ExitStatus::Code(0) => Ok(()),
         Reply::Exited(e) => Err(Unusable::Ended {

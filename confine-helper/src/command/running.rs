@@ -120,7 +120,10 @@ pub(crate) fn start(
     // bwrap and sandbox-exec are named by their paths, and search the command's PATH
     // themselves.
     let programs = match plan.backend {
-        Backend::Bwrap | Backend::Seatbelt => vec![c_string(&plan.argv[0])],
+        // An empty argv names no program: nothing to try, and the exec fails.
+        Backend::Bwrap | Backend::Seatbelt => {
+            plan.argv.first().map(|p| c_string(p)).into_iter().collect()
+        }
         _ => program_candidates(spawn),
     };
     let prepared = Prepared {
@@ -207,7 +210,10 @@ fn c_string(bytes: &[u8]) -> CString {
 
 /// The paths `execve` will try, in order, as `execvp` would search them.
 pub(super) fn program_candidates(spawn: &Spawn) -> Vec<CString> {
-    let program = &spawn.argv[0];
+    // No program (refused before a plan is made): nothing to try, and the exec fails.
+    let Some(program) = spawn.argv.first() else {
+        return Vec::new();
+    };
     if program.contains(&b'/') {
         return vec![c_string(program)];
     }
@@ -252,14 +258,12 @@ impl Running {
         loop {
             match nix::unistd::read(&self.status, &mut buf) {
                 Ok(0) => return (started, true),
-                Ok(n) => self.pending.extend_from_slice(&buf[..n]),
+                Ok(n) => self.pending.extend(buf.iter().take(n)),
                 Err(nix::Error::EINTR) => continue,
                 Err(nix::Error::EAGAIN) => break,
                 Err(_) => return (started, true),
             }
-            while self.pending.len() >= Record::SIZE {
-                let mut raw = [0u8; Record::SIZE];
-                raw.copy_from_slice(&self.pending[..Record::SIZE]);
+            while let Some(&raw) = self.pending.first_chunk::<{ Record::SIZE }>() {
                 self.pending.drain(..Record::SIZE);
                 match Record::decode(&raw) {
                     Some(Record::Started { pid }) => {
@@ -323,7 +327,8 @@ impl Running {
         let entered = self.layer_report.as_ref().map(|fd| {
             let mut buf = [0u8; crate::enter::REPORT_MAX];
             let n = nix::unistd::read(fd, &mut buf).unwrap_or(0);
-            crate::enter::decode_report(&buf[..n])
+            // A count past the buffer reads as nothing reported: the sandbox was not built.
+            crate::enter::decode_report(buf.get(..n).unwrap_or_default())
         });
         #[cfg(target_os = "macos")]
         let entered: Option<std::convert::Infallible> = None;

@@ -167,34 +167,36 @@ pub(crate) fn profile(p: &Profile) -> Result<String, ProfileError> {
     let temp: Vec<PathBuf> = p.temp.iter().cloned().collect();
     // Read-only mode writes nothing but /dev/null: no root, no temp directory, and nothing
     // writable to take back.
-    let written = |paths: &'_ [PathBuf]| if writes { paths.len() } else { 0 };
+    fn written(writes: bool, paths: &[PathBuf]) -> &[PathBuf] {
+        if writes { paths } else { &[] }
+    }
     let blocks = [
         Block {
             comment: "; The workspace-write mode's writable roots and temp directory.",
             head: "allow file-write*",
             filters: &["subpath"],
-            paths: &p.writable[..written(&p.writable)],
+            paths: written(writes, &p.writable),
             what: "writable root",
         },
         Block {
             comment: "",
             head: "allow file-write*",
             filters: &["subpath"],
-            paths: &temp[..written(&temp)],
+            paths: written(writes, &temp),
             what: "temp directory",
         },
         Block {
             comment: "; Protected paths stay read-only, even before they exist.",
             head: "deny file-write*",
             filters: EXACT,
-            paths: &p.read_only[..written(&p.read_only)],
+            paths: written(writes, &p.read_only),
             what: "protected path",
         },
         Block {
             comment: "; The directories on their way are neither removed, renamed nor made.",
             head: "deny file-write-unlink file-write-create",
             filters: &["literal"],
-            paths: &p.pinned[..written(&p.pinned)],
+            paths: written(writes, &p.pinned),
             what: "pinned directory",
         },
         Block {

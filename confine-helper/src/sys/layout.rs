@@ -95,7 +95,7 @@ pub(crate) struct Connects<'a> {
 impl Prepared<'_> {
     /// The passed descriptors the shim places (never more than [`MAX_PASSED_FDS`]).
     pub(super) fn passed(&self) -> &[RawFd] {
-        &self.passed[..self.passed.len().min(MAX_PASSED_FDS)]
+        self.passed.get(..MAX_PASSED_FDS).unwrap_or(&self.passed)
     }
 }
 

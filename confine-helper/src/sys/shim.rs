@@ -212,7 +212,9 @@ fn lay_out_descriptors(p: &Prepared<'_>) {
         let placed = call::dup3_cloexec(parked[SLOT_CONFINE], FD_CONFINE);
         or_fail(placed, status_fd, Stage::Prepare);
     }
-    let parked_passed = &parked[FIXED_FDS..FIXED_FDS + passed.len()];
+    let Some(parked_passed) = parked.get(FIXED_FDS..FIXED_FDS + passed.len()) else {
+        fail(status_fd, Stage::Prepare, Errno::EMFILE);
+    };
     for (i, parked_fd) in parked_passed.iter().enumerate() {
         let Some(target) = fd_at(FD_FIRST_PASSED, i) else {
             fail(status_fd, Stage::Prepare, Errno::EMFILE);
