@@ -239,6 +239,25 @@ pub(crate) fn profile(p: &Profile) -> Result<String, ProfileError> {
          (deny ipc-sysv-shm ipc-sysv-sem ipc-sysv-msg)\n\
          (deny appleevent-send)\n",
     );
+    network_rules(p, &mut out)?;
+    Ok(out)
+}
+
+/// `sandbox-exec`'s argv: the profile, then the command after `--`, so a program name that
+/// starts with `-` is never taken for an option.
+pub(crate) fn argv(profile: String, command: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    let mut argv = vec![
+        SANDBOX_EXEC.as_bytes().to_vec(),
+        b"-p".to_vec(),
+        profile.into_bytes(),
+        b"--".to_vec(),
+    ];
+    argv.extend(command.iter().cloned());
+    argv
+}
+
+/// The network's rules, and the listed Unix sockets' where the network is not allowed whole.
+fn network_rules(p: &Profile, out: &mut String) -> Result<(), ProfileError> {
     match p.network {
         Net::Allowed => out.push_str(
             "; The network is allowed; Unix sockets are not.\n\
@@ -266,20 +285,7 @@ pub(crate) fn profile(p: &Profile) -> Result<String, ProfileError> {
             );
         }
     }
-    Ok(out)
-}
-
-/// `sandbox-exec`'s argv: the profile, then the command after `--`, so a program name that
-/// starts with `-` is never taken for an option.
-pub(crate) fn argv(profile: String, command: &[Vec<u8>]) -> Vec<Vec<u8>> {
-    let mut argv = vec![
-        SANDBOX_EXEC.as_bytes().to_vec(),
-        b"-p".to_vec(),
-        profile.into_bytes(),
-        b"--".to_vec(),
-    ];
-    argv.extend(command.iter().cloned());
-    argv
+    Ok(())
 }
 
 /// What Seatbelt cannot take away that the Linux backends do; each is part of every Seatbelt
