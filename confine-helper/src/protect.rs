@@ -21,7 +21,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Component, Path, PathBuf};
 
 use crate::git;
-use crate::paths::{self, Kind, ReadError, Unusable};
+use crate::paths::{self, Kind, ReadError, Unreadable};
 
 /// The most protected paths and pinned directories one command may need; each is a
 /// descriptor passed to bwrap.
@@ -101,9 +101,9 @@ pub(crate) enum ProtectError {
         source: io::Error,
     },
     #[error("cannot read the .git file {path}: {source}; nothing was run")]
-    GitFile { path: PathBuf, source: Unusable },
+    GitFile { path: PathBuf, source: Unreadable },
     #[error("cannot read {path}: {source}; nothing was run")]
-    Commondir { path: PathBuf, source: Unusable },
+    Commondir { path: PathBuf, source: Unreadable },
     #[error("cannot enforce read-only path {path}: it is neither a directory nor a file")]
     NotDirOrFile { path: PathBuf },
 }
@@ -112,7 +112,7 @@ pub(crate) enum ProtectError {
 #[derive(Debug, thiserror::Error)]
 enum IndexUnread {
     #[error(transparent)]
-    Read(Unusable),
+    Read(Unreadable),
     #[error(transparent)]
     Parse(git::IndexError),
 }
@@ -372,7 +372,7 @@ impl<'a> Walk<'a> {
                 let content = match paths::read_regular(fd.as_fd(), MAX_POINTER) {
                     Ok(content) => content,
                     Err(ReadError::Missing) => return Ok(()),
-                    Err(ReadError::Unusable(source)) => {
+                    Err(ReadError::Unreadable(source)) => {
                         return Err(ProtectError::GitFile {
                             path: root_path.join(&dot),
                             source,
@@ -453,7 +453,7 @@ impl<'a> Walk<'a> {
                 None => None,
             },
             Err(ReadError::Missing) => None,
-            Err(ReadError::Unusable(source)) => {
+            Err(ReadError::Unreadable(source)) => {
                 return Err(ProtectError::Commondir {
                     path: gitdir.path.join("commondir"),
                     source,
@@ -479,7 +479,7 @@ impl<'a> Walk<'a> {
             let parsed = match paths::read_small(gitdir.fd.as_fd(), &file, MAX_INDEX) {
                 Ok(bytes) => git::parse_index(&bytes).map_err(IndexUnread::Parse),
                 Err(ReadError::Missing) => break,
-                Err(ReadError::Unusable(why)) => Err(IndexUnread::Read(why)),
+                Err(ReadError::Unreadable(why)) => Err(IndexUnread::Read(why)),
             };
             match parsed {
                 Ok(parsed) => {

@@ -20,7 +20,7 @@ use crate::confine::{Applied, Cleanup, Confinement, NotRun, Plan, Planned};
 use crate::enter::Entered;
 use crate::record::{Record, exec_failure_code};
 #[cfg(target_os = "linux")]
-use crate::sys::Connects;
+use crate::sys::ShimConnects;
 use crate::sys::{self, CStringArray, ChildConfine, Prepared};
 
 /// A command the helper has forked and not yet reported as ended.
@@ -93,7 +93,7 @@ pub(crate) fn start(
         rlimits: plan.rlimits.clone(),
         cgroup_procs: cgroup_procs(&plan.caps.applied),
         #[cfg(target_os = "linux")]
-        connects: plan.connects.as_ref().map(|c| Connects {
+        connects: plan.connects.as_ref().map(|c| ShimConnects {
             notify: &c.notify,
             rules: &c.rules,
             proxy: matches!(

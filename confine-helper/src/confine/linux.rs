@@ -288,7 +288,7 @@ fn inner_layer_argv(
     let (spawn, ctx) = (start.spawn, start.ctx);
     match inner_layer(ctx) {
         Ok(exe) => {
-            let ruleset = landlock::build(&landlock::Plan {
+            let ruleset = landlock::build(&landlock::RulesetSpec {
                 abi: ctx.landlock_abi,
                 writable: layer_writable,
                 network_denied: false,
@@ -464,7 +464,7 @@ fn landlock_plan(start: Start<'_>) -> Result<Plan, NotRun> {
         writable.push(tmp.fd);
     }
     let (gaps, cut) = landlock_denied(&denied, roots);
-    let ruleset = landlock::build(&landlock::Plan {
+    let ruleset = landlock::build(&landlock::RulesetSpec {
         abi: ctx.landlock_abi,
         writable: &writable,
         network_denied: !start.network_allowed,

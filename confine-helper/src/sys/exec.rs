@@ -96,7 +96,7 @@ pub(super) fn command_main(
 /// Loads the filter that hands every `connect` to the shim, and sends the shim its listener
 /// on `to_shim`.
 #[cfg(target_os = "linux")]
-fn hand_connects_to_shim(connects: &super::Connects<'_>, to_shim: c_int, report_fd: c_int) {
+fn hand_connects_to_shim(connects: &super::ShimConnects<'_>, to_shim: c_int, report_fd: c_int) {
     // Loaded first, so that everything this process becomes — bwrap, its sandbox, the
     // command and its children — hands its `connect` calls to the shim. Loading a filter
     // needs no_new_privs; a filter that nobody answers fails the calls (`ENOSYS`), so a
