@@ -16,7 +16,8 @@ pub mod rule;
 mod transcript;
 pub mod undoable;
 
-pub use diff::{Before, DIFF_TEXT_CAP, LoggedDiff, Omission};
+pub use crate::checkpoint::DIFF_TEXT_CAP;
+pub use diff::{Before, LoggedDiff, Omission};
 pub use event::{
     AgentOutcome, EVENT_VERSION, Event, LoggedToolCall, PlanItem, PlanPriority, PlanStatus,
     PromptResource, Record, RestoredBy, ToolStatus,
