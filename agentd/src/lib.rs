@@ -38,47 +38,48 @@
 //!    executable parses ([`cli::run`] is `agentd run`, [`cli::exec`] `agentd exec`, one prompt
 //!    as a client of [`acp`]'s agent in the same process); [`demo`].
 //!
-//! What other crates use of agentd (its executable, the benchmark, the documentation
-//! generator, the fuzz targets and the scenarios) is [`api`].
+//! Every module is private to the crate. What other crates use of agentd (its executable, the
+//! benchmark, the documentation generator, the fuzz targets and the scenarios) is [`api`], the
+//! one public module.
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
-pub mod acp;
-pub mod agents;
+mod acp;
+mod agents;
 pub mod api;
-pub mod approval;
-pub mod cancel;
-pub mod checkpoint;
-pub mod cli;
-pub mod clock;
-pub mod command;
-pub mod composition;
-pub mod config;
-pub mod credentials;
-pub mod demo;
-pub mod denial;
-pub mod deny_read;
-pub mod depth;
-pub mod environment;
-pub mod helper_client;
-pub mod http_client;
-pub mod knobs;
-pub mod mcp;
-pub mod model;
-pub mod narrowing;
-pub mod profile;
-pub mod proxy;
+mod approval;
+mod cancel;
+mod checkpoint;
+mod cli;
+mod clock;
+mod command;
+mod composition;
+mod config;
+mod credentials;
+mod demo;
+mod denial;
+mod deny_read;
+mod depth;
+mod environment;
+mod helper_client;
+mod http_client;
+mod knobs;
+mod mcp;
+mod model;
+mod narrowing;
+mod profile;
+mod proxy;
 mod real_path;
 #[cfg(test)]
 #[path = "../../tests/shared/route_events.rs"]
 mod route_events;
-pub mod session;
-pub mod session_temp;
+mod session;
+mod session_temp;
 #[cfg(test)]
 #[path = "../../tests/shared/skip.rs"]
 mod skip;
-pub mod terminal;
+mod terminal;
 #[cfg(test)]
 mod test_support;
-pub mod tools;
-pub mod words;
+mod tools;
+mod words;

@@ -69,6 +69,7 @@ impl Lineage {
     }
 
     /// The depth cap in force, `None` at the top level.
+    #[cfg(test)]
     pub fn cap(&self) -> Option<Depth> {
         self.cap.as_ref().map(|cap| cap.depth)
     }

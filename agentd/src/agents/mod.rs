@@ -8,10 +8,22 @@
 //! Read `../depth.rs` (a leaf of its own, since a session log holds depths too), then
 //! `persona.rs`, then `lineage.rs`, then `lifecycle.rs`.
 
+// RFC 0007's lifecycle is one tested whole; agentd's `task` tool uses its start, outcome,
+// cancellation and teardown, not yet a child's output stream nor what a parent injects into a
+// running child, which its unit tests exercise. The expectation fails once everything is used.
+#[cfg_attr(
+    not(test),
+    expect(
+        dead_code,
+        reason = "output streams and injection are tested but not yet called"
+    )
+)]
 pub mod lifecycle;
 mod lineage;
 mod persona;
 
-pub use crate::depth::{Depth, DepthOrigin, InvalidDepth, MAX_DEPTH, TooDeep, check_child_start};
-pub use lineage::{Lineage, StartRefused};
-pub use persona::{DEFAULT_MAX_DEPTH, GENERAL, Persona, PersonaModel, Personas, UnknownPersona};
+pub use crate::depth::{Depth, DepthOrigin, InvalidDepth};
+pub use lineage::Lineage;
+#[cfg(test)]
+pub(crate) use persona::GENERAL;
+pub use persona::{DEFAULT_MAX_DEPTH, Persona, PersonaModel, Personas};

@@ -35,8 +35,7 @@ use serde::{Deserialize, Serialize};
 pub use diff_text::DIFF_TEXT_CAP;
 pub use plan::RestorePlan;
 pub use restore::{Restored, restore};
-pub use store::{Pruned, Store};
-pub use walk::RACY;
+pub use store::Store;
 
 /// The longest session id or label the store takes (a file name).
 pub const MAX_NAME: usize = 128;

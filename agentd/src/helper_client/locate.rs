@@ -31,27 +31,6 @@ pub struct LocateInputs {
     pub path_var: Option<std::ffi::OsString>,
 }
 
-impl LocateInputs {
-    /// Inputs from this process: its executable's directory and its `PATH`.
-    pub fn from_process(
-        flag: Option<PathBuf>,
-        config_value: Option<PathBuf>,
-        config_file: Option<PathBuf>,
-    ) -> LocateInputs {
-        let exe_dir = std::env::current_exe()
-            .ok()
-            .and_then(|exe| exe.parent().map(Path::to_owned));
-        LocateInputs {
-            flag,
-            env_value: None,
-            config_value,
-            config_file,
-            exe_dir,
-            path_var: std::env::var_os("PATH"),
-        }
-    }
-}
-
 /// Where a candidate came from; named in messages so users know which setting to change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Origin {

@@ -22,7 +22,7 @@ pub use event::{
     AgentOutcome, EVENT_VERSION, Event, LoggedToolCall, PlanItem, PlanPriority, PlanStatus,
     PromptResource, Record, RestoredBy, ToolStatus,
 };
-pub use log::{EventLog, LoadReport, LogError, StateDirUse};
+pub use log::{EventLog, LogError};
 pub use rule::Scope;
 
 /// What `f` makes of `log`'s records, read in place ([`SessionLog::with_records`]): the reads
