@@ -32,10 +32,7 @@ use confine_protocol::vocabulary::MODE_WORDS;
 
 pub use args::{AgentArgs, HelperArgs};
 pub use exec::ExecCommand;
-pub use exit::{
-    EXIT_DID_NOT_RUN, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_MAX_TOKENS, EXIT_MAX_TURN_REQUESTS,
-    EXIT_REFUSAL, EXIT_TIMED_OUT, EXIT_TURN_FAILED,
-};
+pub use exit::{EXIT_DID_NOT_RUN, EXIT_FAILURE};
 pub use manuals::{CompletionsCommand, ManCommand};
 pub use run::RunCommand;
 

@@ -2,8 +2,8 @@
 
 use std::process::ExitCode;
 
-use agentd::cli::EXIT_DID_NOT_RUN;
-use agentd::cli::{Cli, execute};
+use agentd::api::cli::EXIT_DID_NOT_RUN;
+use agentd::api::cli::{Cli, execute};
 use clap::Parser;
 
 fn main() -> ExitCode {

@@ -216,12 +216,9 @@ impl SandboxProfile {
                 .iter()
                 .map(|p| bytes(p))
                 .collect(),
-            never_writable: Vec::new(),
             local_binding: self.local_binding,
-            deny_read: Vec::new(),
-            session_temp: None,
             unix_sockets,
-            visible: Vec::new(),
+            ..Policy::read_only()
         }
     }
 

@@ -19,14 +19,14 @@ mod file_tools {
     use std::path::{Path, PathBuf};
     use std::time::{Duration, Instant};
 
-    use agentd::cancel::Cancel;
-    use agentd::environment;
-    use agentd::helper_client::{
+    use agentd::api::cancel::Cancel;
+    use agentd::api::environment;
+    use agentd::api::helper_client::{
         HelperClient, HelperEndpoint, Outcome, SpawnSpec, WorkspaceRefusal,
     };
-    use agentd::model::ToolCall;
-    use agentd::session::{LoggedDiff, Omission, ToolStatus};
-    use agentd::tools::{CallContext, ToolEnv, ToolResult, run};
+    use agentd::api::model::ToolCall;
+    use agentd::api::session::{LoggedDiff, Omission, ToolStatus};
+    use agentd::api::tools::{CallContext, ToolEnv, ToolResult, run};
     use confine_protocol::{BackendChoice, Mode, Network};
     use serde_json::{Value, json};
 

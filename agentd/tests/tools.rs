@@ -20,12 +20,12 @@ mod tools {
     use std::path::{Path, PathBuf};
     use std::time::Duration;
 
-    use agentd::cancel::{self, Cancel};
-    use agentd::environment;
-    use agentd::helper_client::{HelperClient, HelperEndpoint};
-    use agentd::model::ToolCall;
-    use agentd::session::ToolStatus;
-    use agentd::tools::{CallContext, ToolEnv, ToolResult, run};
+    use agentd::api::cancel::{self, Cancel};
+    use agentd::api::environment;
+    use agentd::api::helper_client::{HelperClient, HelperEndpoint};
+    use agentd::api::model::ToolCall;
+    use agentd::api::session::ToolStatus;
+    use agentd::api::tools::{CallContext, ToolEnv, ToolResult, run};
     use confine_protocol::{BackendChoice, Mode, Network};
     use serde_json::json;
 

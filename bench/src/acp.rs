@@ -10,8 +10,8 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 
-use crate::Setup;
-use crate::sections::PATH;
+use crate::measure::PATH;
+use crate::setup::Setup;
 
 /// How long agentd may take to end once its input is closed before it is killed.
 const END_GRACE: Duration = Duration::from_secs(5);

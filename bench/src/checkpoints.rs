@@ -6,13 +6,13 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use agentd::checkpoint::{Scope, Store, restore};
-use agentd::helper_client::HelperClient;
-use agentd::profile::SandboxProfile;
+use agentd::api::checkpoint::{Scope, Store, restore};
+use agentd::api::helper_client::HelperClient;
+use agentd::api::profile::SandboxProfile;
 use confine_protocol::{BackendChoice, Mode, Network};
 
-use crate::Setup;
-use crate::sections::{Row, Table, rows};
+use crate::measure::{Row, Table, rows};
+use crate::setup::Setup;
 use crate::stats::Samples;
 
 /// Files of the workspace: 10,000 (200 MB); a quick run's 1,000 (20 MB).

@@ -1,5 +1,5 @@
 //! The file tools section: a `write_file` and an `edit_file` as agentd runs them for the model
-//! (`agentd::tools::run`: the fence, a confined read, the helper's writer), and the helper's
+//! (`agentd::api::tools::run`: the fence, a confined read, the helper's writer), and the helper's
 //! writer alone, against a plain write of the same bytes from agentd itself. One long-lived
 //! helper connection, a workspace of their own under the run's workspace, a small file.
 
@@ -7,17 +7,17 @@ use std::io::Read;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
-use agentd::cancel::Cancel;
-use agentd::helper_client::{HelperClient, Outcome, WriteSpec};
-use agentd::model::ToolCall;
-use agentd::session::ToolStatus;
-use agentd::session_temp::SessionTemp;
-use agentd::tools::{CallContext, NarrowingMark, ToolEnv, ToolResult};
+use agentd::api::cancel::Cancel;
+use agentd::api::helper_client::{HelperClient, Outcome, WriteSpec};
+use agentd::api::model::ToolCall;
+use agentd::api::session::ToolStatus;
+use agentd::api::session_temp::SessionTemp;
+use agentd::api::tools::{CallContext, NarrowingMark, ToolEnv, ToolResult};
 use confine_protocol::{Backend, BackendChoice, ExitStatus, Mode, Network};
 use serde_json::json;
 
-use crate::Setup;
-use crate::sections::{PATH, Row, Table, interleave};
+use crate::measure::{PATH, Row, Table, interleave};
+use crate::setup::Setup;
 
 /// The size of the file written.
 const FILE_BYTES: usize = 4 * 1024;
@@ -87,7 +87,7 @@ async fn call(
         live: None,
         owner: None,
     };
-    let result = agentd::tools::run(env, &call, ctx).await;
+    let result = agentd::api::tools::run(env, &call, ctx).await;
     match result.status {
         ToolStatus::Completed => Ok(result),
         ToolStatus::Failed => Err(format!("{name} failed: {}", result.text)),

@@ -7,10 +7,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::Setup;
 use crate::acp::Acp;
+use crate::measure::Table;
 use crate::memory::{mib, rss_kib};
-use crate::sections::Table;
+use crate::setup::Setup;
 use crate::stats::{ms, thousands};
 
 /// The prompts of a full run's long session.

@@ -3,11 +3,11 @@
 
 use std::time::Duration;
 
-use agentd::helper_client::{HelperClient, SpawnSpec};
+use agentd::api::helper_client::{HelperClient, SpawnSpec};
 
-use crate::Setup;
 use crate::acp::Acp;
-use crate::sections::{CONCURRENT, PATH, Table};
+use crate::measure::{CONCURRENT, PATH, Table};
+use crate::setup::Setup;
 
 /// How long a command in flight for the memory figure sleeps (it is cancelled once counted).
 const IN_FLIGHT_SLEEP: &str = "30";

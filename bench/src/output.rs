@@ -5,11 +5,11 @@ use std::io::Read;
 use std::os::fd::OwnedFd;
 use std::process::Stdio;
 
-use agentd::helper_client::{HelperClient, SpawnSpec};
+use agentd::api::helper_client::{HelperClient, SpawnSpec};
 use confine_protocol::{Backend, BackendChoice, Mode};
 
-use crate::Setup;
-use crate::sections::{PATH, Table, interleave, rows, run_spec};
+use crate::measure::{PATH, Table, interleave, rows, run_spec};
+use crate::setup::Setup;
 use crate::stats::Samples;
 
 /// One way of producing the output.

@@ -1,51 +1,14 @@
-//! The benchmark's sections: what each variant runs, and the rounds that interleave them.
+//! The benchmark's sections: which run, in what order, and what the command-start sections
+//! (per command, whole process, concurrent) run in each variant.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::time::Instant;
 
-use agentd::helper_client::{HelperClient, HelperEndpoint, Outcome, SpawnSpec};
-use confine_protocol::{Backend, BackendChoice, ExitStatus, Mode};
+use agentd::api::helper_client::{HelperClient, HelperEndpoint, SpawnSpec};
+use confine_protocol::{Backend, BackendChoice, Mode};
 
-use crate::Setup;
-use crate::stats::Samples;
-
-/// The commands' `PATH`.
-pub const PATH: &str = "/usr/local/bin:/usr/bin:/bin";
-/// Commands at once in the concurrency section.
-pub const CONCURRENT: usize = 64;
-
-/// One measured variant of a section.
-#[derive(Debug, Clone)]
-pub struct Row {
-    pub variant: String,
-    pub samples: Samples,
-    /// The section's baseline has no ratio to itself.
-    pub baseline: bool,
-    pub note: String,
-}
-
-/// One section of the table.
-#[derive(Debug, Clone)]
-pub struct Table {
-    pub title: String,
-    pub rows: Vec<Row>,
-    /// Rows that are a figure, not a time: (what, value).
-    pub figures: Vec<(String, String)>,
-    /// What was not measured, and why.
-    pub skipped: Vec<String>,
-}
-
-impl Table {
-    pub fn new(title: &str) -> Table {
-        Table {
-            title: title.to_owned(),
-            rows: Vec::new(),
-            figures: Vec::new(),
-            skipped: Vec::new(),
-        }
-    }
-}
+use crate::measure::{CONCURRENT, PATH, Table, interleave, rows, run_spec};
+use crate::setup::Setup;
 
 /// The sections' names, in the order they run (`--only` picks among them).
 pub const SECTIONS: &[&str] = &[
@@ -118,17 +81,6 @@ fn true_spec(setup: &Setup, mode: Mode, backend: BackendChoice) -> SpawnSpec {
     spec
 }
 
-pub async fn run_spec(client: &HelperClient, spec: SpawnSpec) -> Result<(), String> {
-    let handle = client
-        .spawn(spec)
-        .await
-        .map_err(|e| format!("spawn: {e}"))?;
-    match handle.wait().await {
-        Outcome::Exited(e) if e.status == ExitStatus::Code(0) => Ok(()),
-        other => Err(format!("a measured command did not succeed: {other:?}")),
-    }
-}
-
 async fn run_process(program: &Path, args: &[&str], env: &[(&str, &Path)]) -> Result<(), String> {
     let mut command = tokio::process::Command::new(program);
     command
@@ -185,44 +137,6 @@ fn bwrap_args(workspace: &Path) -> Vec<String> {
     .iter()
     .map(|s| (*s).to_owned())
     .collect()
-}
-
-/// Runs `rounds` rounds of every variant in order (the first round uncounted); each variant's
-/// run is timed alone.
-pub async fn interleave<V, F>(
-    rounds: usize,
-    variants: &[V],
-    mut run: F,
-) -> Result<Vec<Samples>, String>
-where
-    F: AsyncFnMut(&V) -> Result<(), String>,
-{
-    let mut samples = vec![Samples::default(); variants.len()];
-    for round in 0..rounds {
-        for (i, variant) in variants.iter().enumerate() {
-            let started = Instant::now();
-            run(variant).await?;
-            if round > 0 {
-                samples[i].0.push(started.elapsed());
-            }
-        }
-    }
-    Ok(samples)
-}
-
-pub fn rows(names: Vec<String>, samples: Vec<Samples>, notes: Vec<String>) -> Vec<Row> {
-    names
-        .into_iter()
-        .zip(samples)
-        .zip(notes)
-        .enumerate()
-        .map(|(i, ((variant, samples), note))| Row {
-            variant,
-            samples,
-            baseline: i == 0,
-            note,
-        })
-        .collect()
 }
 
 #[derive(Debug, Clone)]

@@ -10,13 +10,13 @@
 use std::path::Path;
 use std::time::Instant;
 
-use agentd::session::log::new_id;
-use agentd::session::{Before, Event, EventLog, LoggedDiff, LoggedToolCall, ToolStatus};
+use agentd::api::session::new_id;
+use agentd::api::session::{Before, Event, EventLog, LoggedDiff, LoggedToolCall, ToolStatus};
 use serde_json::json;
 
-use crate::Setup;
 use crate::acp::Acp;
-use crate::sections::{Row, Table, interleave};
+use crate::measure::{Row, Table, interleave};
+use crate::setup::Setup;
 use crate::stats::{Samples, ms, thousands};
 
 /// The events of the loaded log, `session/created` included.
@@ -73,13 +73,13 @@ fn turn_events(turn: u64, cwd: &Path) -> Vec<Event> {
         let diff = LoggedDiff::of(&file, Before::Text(before), &after);
         ("write_file", arguments, output, Some(diff))
     };
-    let described = agentd::tools::describe(name, &arguments);
+    let described = agentd::api::tools::describe(name, &arguments);
     let request = |step| Event::ModelRequest {
         turn,
         step,
         model: MODEL.to_owned(),
         instructions: INSTRUCTIONS.replace("WORKSPACE", &cwd.display().to_string()),
-        tools: agentd::tools::NAMES.map(str::to_owned).to_vec(),
+        tools: agentd::api::tools::NAMES.map(str::to_owned).to_vec(),
     };
     let mut facts = json!({
         "exit": {"code": 0}, "backend": "bwrap",

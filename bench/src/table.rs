@@ -2,8 +2,8 @@
 
 use std::fmt::Write;
 
-use crate::Setup;
-use crate::sections::Table;
+use crate::measure::Table;
+use crate::setup::Setup;
 use crate::stats::ms;
 
 /// The whole report as Markdown.

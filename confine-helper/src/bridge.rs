@@ -105,7 +105,9 @@ fn copy(mut from: impl Read, mut to: impl Write) {
         match from.read(&mut buf) {
             Ok(0) => return,
             Ok(n) => {
-                if to.write_all(&buf[..n]).is_err() {
+                // A count past the buffer is a broken reader: the copy ends.
+                let Some(read) = buf.get(..n) else { return };
+                if to.write_all(read).is_err() {
                     return;
                 }
             }

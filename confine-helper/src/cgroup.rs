@@ -300,22 +300,21 @@ fn mount_of(mountinfo: &str, wanted: impl Fn(&str, &str) -> bool) -> Option<(Pat
 /// mountinfo's octal escapes of space, tab, newline and backslash undone.
 fn unescape(field: &str) -> PathBuf {
     let mut out = Vec::with_capacity(field.len());
-    let bytes = field.as_bytes();
-    let mut i = 0;
-    while i < bytes.len() {
-        let code = bytes
-            .get(i + 1..i + 4)
-            .filter(|_| bytes[i] == b'\\')
+    let mut rest = field.as_bytes();
+    while let Some((&first, after)) = rest.split_first() {
+        let code = after
+            .get(..3)
+            .filter(|_| first == b'\\')
             .and_then(|d| std::str::from_utf8(d).ok())
             .and_then(|d| u8::from_str_radix(d, 8).ok());
         match code {
             Some(byte) => {
                 out.push(byte);
-                i += 4;
+                rest = after.get(3..).unwrap_or_default();
             }
             None => {
-                out.push(bytes[i]);
-                i += 1;
+                out.push(first);
+                rest = after;
             }
         }
     }

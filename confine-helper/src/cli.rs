@@ -113,115 +113,124 @@ pub(crate) fn parse(args: &[OsString]) -> Result<Invocation, UsageError> {
         .map(|a| a.to_str().ok_or(UsageError::NotUtf8))
         .collect::<Result<_, _>>()?;
     match text.as_slice() {
-        ["--fd", n, rest @ ..] => {
-            let fd: RawFd = n.parse().map_err(|_| UsageError::NotANumber {
-                flag: "--fd",
-                value: (*n).to_owned(),
-            })?;
-            if fd < 3 {
-                return Err(UsageError::Stdio(fd));
-            }
-            let (mut ceiling, mut served_from, mut idle_limit) = (None, None, None);
-            let mut rest = rest;
-            loop {
-                match rest {
-                    [] => break,
-                    ["--ceiling", path, more @ ..] => (ceiling, rest) = (Some(path.into()), more),
-                    ["--served-from", path, more @ ..] => {
-                        (served_from, rest) = (Some(PathBuf::from(path)), more);
-                    }
-                    ["--idle-limit", secs, more @ ..] => {
-                        (idle_limit, rest) = (Some(seconds("--idle-limit", secs)?), more);
-                    }
-                    [other, ..] => return Err(UsageError::Option((*other).to_owned())),
-                }
-            }
-            if idle_limit.is_some() && served_from.is_none() {
-                return Err(UsageError::IdleWithoutService);
-            }
-            Ok(Invocation::Embedded {
-                fd,
-                ceiling,
-                served_from,
-                idle_limit,
-            })
-        }
-        ["probe", rest @ ..] => {
-            let mut json = false;
-            let mut ceiling = None;
-            let mut it = rest.iter();
-            while let Some(flag) = it.next() {
-                match *flag {
-                    "--json" => json = true,
-                    "--ceiling" => {
-                        let value = it.next().ok_or(UsageError::NoValue("--ceiling".into()))?;
-                        ceiling = Some(PathBuf::from(value));
-                    }
-                    other => {
-                        return Err(UsageError::ModeOption {
-                            mode: "probe",
-                            option: other.to_owned(),
-                        });
-                    }
-                }
-            }
-            Ok(Invocation::Probe { json, ceiling })
-        }
-        ["serve", rest @ ..] => {
-            let mut socket = None;
-            let mut allowed_uids = Vec::new();
-            let mut group = None;
-            let mut ceiling = None;
-            let mut serving = Serving::default();
-            let mut it = rest.iter();
-            while let Some(flag) = it.next() {
-                if *flag == "--delegated-cgroup" {
-                    serving.delegated_cgroup = true;
-                    continue;
-                }
-                let value = it
-                    .next()
-                    .ok_or_else(|| UsageError::NoValue((*flag).to_owned()))?;
-                match *flag {
-                    "--socket" => socket = Some(PathBuf::from(value)),
-                    "--ceiling" => ceiling = Some(PathBuf::from(value)),
-                    "--group" => group = Some((*value).to_owned()),
-                    "--max-per-user" => serving.caps.per_user = cap("--max-per-user", value)?,
-                    "--max-connections" => {
-                        serving.caps.total = cap("--max-connections", value)?;
-                    }
-                    "--idle-limit" => serving.idle_limit = Some(seconds("--idle-limit", value)?),
-                    "--allow-uid" => {
-                        allowed_uids.push(value.parse().map_err(|_| UsageError::NotANumber {
-                            flag: "--allow-uid",
-                            value: (*value).to_owned(),
-                        })?);
-                    }
-                    other => {
-                        return Err(UsageError::ModeOption {
-                            mode: "serve",
-                            option: other.to_owned(),
-                        });
-                    }
-                }
-            }
-            let socket = socket.ok_or(UsageError::NoSocket)?;
-            if allowed_uids.is_empty() {
-                allowed_uids.push(nix::unistd::geteuid().as_raw());
-            }
-            Ok(Invocation::Serve {
-                socket,
-                allowed_uids,
-                group,
-                ceiling,
-                serving,
-            })
-        }
+        ["--fd", n, rest @ ..] => embedded_args(n, rest),
+        ["probe", rest @ ..] => probe_args(rest),
+        ["serve", rest @ ..] => serve_args(rest),
         ["--version"] | ["-V"] => Ok(Invocation::Version),
         ["--help"] | ["-h"] => Ok(Invocation::Help),
         [] => Err(UsageError::NoMode),
         [other, ..] => Err(UsageError::Argument((*other).to_owned())),
     }
+}
+
+/// `--fd N` and its options: embedded mode.
+fn embedded_args(n: &str, rest: &[&str]) -> Result<Invocation, UsageError> {
+    let fd: RawFd = n.parse().map_err(|_| UsageError::NotANumber {
+        flag: "--fd",
+        value: (*n).to_owned(),
+    })?;
+    if fd < 3 {
+        return Err(UsageError::Stdio(fd));
+    }
+    let (mut ceiling, mut served_from, mut idle_limit) = (None, None, None);
+    let mut rest = rest;
+    loop {
+        match rest {
+            [] => break,
+            ["--ceiling", path, more @ ..] => (ceiling, rest) = (Some(path.into()), more),
+            ["--served-from", path, more @ ..] => {
+                (served_from, rest) = (Some(PathBuf::from(path)), more);
+            }
+            ["--idle-limit", secs, more @ ..] => {
+                (idle_limit, rest) = (Some(seconds("--idle-limit", secs)?), more);
+            }
+            [other, ..] => return Err(UsageError::Option((*other).to_owned())),
+        }
+    }
+    if idle_limit.is_some() && served_from.is_none() {
+        return Err(UsageError::IdleWithoutService);
+    }
+    Ok(Invocation::Embedded {
+        fd,
+        ceiling,
+        served_from,
+        idle_limit,
+    })
+}
+
+/// `probe`'s options.
+fn probe_args(rest: &[&str]) -> Result<Invocation, UsageError> {
+    let mut json = false;
+    let mut ceiling = None;
+    let mut it = rest.iter();
+    while let Some(flag) = it.next() {
+        match *flag {
+            "--json" => json = true,
+            "--ceiling" => {
+                let value = it.next().ok_or(UsageError::NoValue("--ceiling".into()))?;
+                ceiling = Some(PathBuf::from(value));
+            }
+            other => {
+                return Err(UsageError::ModeOption {
+                    mode: "probe",
+                    option: other.to_owned(),
+                });
+            }
+        }
+    }
+    Ok(Invocation::Probe { json, ceiling })
+}
+
+/// `serve`'s options.
+fn serve_args(rest: &[&str]) -> Result<Invocation, UsageError> {
+    let mut socket = None;
+    let mut allowed_uids = Vec::new();
+    let mut group = None;
+    let mut ceiling = None;
+    let mut serving = Serving::default();
+    let mut it = rest.iter();
+    while let Some(flag) = it.next() {
+        if *flag == "--delegated-cgroup" {
+            serving.delegated_cgroup = true;
+            continue;
+        }
+        let value = it
+            .next()
+            .ok_or_else(|| UsageError::NoValue((*flag).to_owned()))?;
+        match *flag {
+            "--socket" => socket = Some(PathBuf::from(value)),
+            "--ceiling" => ceiling = Some(PathBuf::from(value)),
+            "--group" => group = Some((*value).to_owned()),
+            "--max-per-user" => serving.caps.per_user = cap("--max-per-user", value)?,
+            "--max-connections" => {
+                serving.caps.total = cap("--max-connections", value)?;
+            }
+            "--idle-limit" => serving.idle_limit = Some(seconds("--idle-limit", value)?),
+            "--allow-uid" => {
+                allowed_uids.push(value.parse().map_err(|_| UsageError::NotANumber {
+                    flag: "--allow-uid",
+                    value: (*value).to_owned(),
+                })?);
+            }
+            other => {
+                return Err(UsageError::ModeOption {
+                    mode: "serve",
+                    option: other.to_owned(),
+                });
+            }
+        }
+    }
+    let socket = socket.ok_or(UsageError::NoSocket)?;
+    if allowed_uids.is_empty() {
+        allowed_uids.push(nix::unistd::geteuid().as_raw());
+    }
+    Ok(Invocation::Serve {
+        socket,
+        allowed_uids,
+        group,
+        ceiling,
+        serving,
+    })
 }
 
 /// The number `flag` takes.
@@ -255,8 +264,10 @@ pub fn main() -> ExitCode {
     // Inside a bwrap sandbox, between the namespaces and the command: nothing to sanitize (bwrap
     // gave it exactly the command's descriptors and environment), nothing else to do.
     #[cfg(target_os = "linux")]
-    if args.first().is_some_and(|a| a == "enter") {
-        return match crate::enter::parse(&args[1..]) {
+    if let Some((verb, rest)) = args.split_first()
+        && verb == "enter"
+    {
+        return match crate::enter::parse(rest) {
             Ok(enter) => crate::enter::main(&enter),
             Err(e) => {
                 eprintln!("confine-helper: {e}");
@@ -287,13 +298,33 @@ pub fn main() -> ExitCode {
     };
     // The only environment read besides systemd's two variables: where the user's ceiling and
     // verdict cache live. Then it is cleared.
-    let xdg = std::env::var_os("XDG_CONFIG_HOME").map(PathBuf::from);
-    let xdg_cache = std::env::var_os("XDG_CACHE_HOME").map(PathBuf::from);
-    let env_home = std::env::var_os("HOME").map(PathBuf::from);
+    let homes = Homes {
+        xdg: std::env::var_os("XDG_CONFIG_HOME").map(PathBuf::from),
+        xdg_cache: std::env::var_os("XDG_CACHE_HOME").map(PathBuf::from),
+        env_home: std::env::var_os("HOME").map(PathBuf::from),
+    };
     if let Err(e) = sanitize(keep) {
         eprintln!("confine-helper: cannot sanitize the process: {e}");
         return ExitCode::FAILURE;
     }
+    run(invocation, homes, activated)
+}
+
+/// What the helper reads of its environment before it clears it.
+struct Homes {
+    xdg: Option<PathBuf>,
+    xdg_cache: Option<PathBuf>,
+    env_home: Option<PathBuf>,
+}
+
+/// Runs `invocation` in the sanitized process; `activated` is the listening socket systemd
+/// passed, for `serve`.
+fn run(invocation: Invocation, homes: Homes, activated: Option<RawFd>) -> ExitCode {
+    let Homes {
+        xdg,
+        xdg_cache,
+        env_home,
+    } = homes;
     let result = match invocation {
         Invocation::Version => {
             println!(

@@ -146,7 +146,9 @@ pub(crate) fn judge_unix<'a>(address: &'a [u8], rules: &'a Rules) -> Verdict<'a>
     if family != libc::AF_UNIX || address.len() > SOCKADDR_UN_LEN {
         return Verdict::Refuse(Errno::EINVAL);
     }
-    let path = &address[FAMILY_LEN..];
+    let Some(path) = address.get(FAMILY_LEN..) else {
+        return Verdict::Refuse(Errno::EINVAL);
+    };
     match path.first() {
         None => Verdict::Refuse(Errno::EINVAL),
         Some(0) if rules.own_network => Verdict::Connect(address),

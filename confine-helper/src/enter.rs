@@ -99,7 +99,7 @@ pub(crate) fn argv(fds: &Fds, max_processes: Option<u64>, argv: &[Vec<u8>]) -> V
 
 /// Why the arguments after `enter` are not what the helper passes; printed before exit 126.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum UsageError {
+pub(crate) enum ArgsError {
     /// The value of this flag is not a descriptor number above stdio.
     #[error("{0} needs a descriptor number above 2")]
     Descriptor(&'static str),
@@ -113,19 +113,19 @@ pub(crate) enum UsageError {
 }
 
 /// Parses the arguments after `enter`.
-pub(crate) fn parse(args: &[OsString]) -> Result<Enter, UsageError> {
-    let number = |flag: &'static str, value: &OsString| -> Result<RawFd, UsageError> {
+pub(crate) fn parse(args: &[OsString]) -> Result<Enter, ArgsError> {
+    let number = |flag: &'static str, value: &OsString| -> Result<RawFd, ArgsError> {
         value
             .to_str()
             .and_then(|v| v.parse::<RawFd>().ok())
             .filter(|fd| *fd > 2)
-            .ok_or(UsageError::Descriptor(flag))
+            .ok_or(ArgsError::Descriptor(flag))
     };
     let [r, ruleset, p, report, rest @ ..] = args else {
-        return Err(UsageError::Shape);
+        return Err(ArgsError::Shape);
     };
     if r != "--ruleset" || p != "--report" {
-        return Err(UsageError::Shape);
+        return Err(ArgsError::Shape);
     }
     let mut enter = Enter {
         ruleset: number("--ruleset", ruleset)?,
@@ -146,7 +146,7 @@ pub(crate) fn parse(args: &[OsString]) -> Result<Enter, UsageError> {
         && flag == "--max-processes"
     {
         let count = value.to_str().and_then(|v| v.parse::<u64>().ok());
-        enter.max_processes = Some(count.filter(|n| *n > 0).ok_or(UsageError::Count)?);
+        enter.max_processes = Some(count.filter(|n| *n > 0).ok_or(ArgsError::Count)?);
         rest = after;
     }
     match rest {
@@ -154,7 +154,7 @@ pub(crate) fn parse(args: &[OsString]) -> Result<Enter, UsageError> {
             enter.argv = argv.to_vec();
             Ok(enter)
         }
-        _ => Err(UsageError::Shape),
+        _ => Err(ArgsError::Shape),
     }
 }
 
@@ -193,15 +193,23 @@ pub(crate) fn main(enter: &Enter) -> ExitCode {
         .iter()
         .map(|a| CString::new(a.as_bytes()).unwrap_or_default())
         .collect();
-    let errno = match nix::unistd::execvp(&argv[0], &argv) {
-        Err(e) => e as i32,
-        Ok(never) => match never {},
+    // `parse` takes no empty command; without one there is nothing to find, as execvp says.
+    let errno = match argv.first() {
+        Some(program) => match nix::unistd::execvp(program, &argv) {
+            Err(e) => e as i32,
+            Ok(never) => match never {},
+        },
+        None => nix::Error::ENOENT as i32,
     };
     // The exit status below says the same if the record does not get through.
     let _ = report(REPORT_EXEC, errno);
     eprintln!(
         "confine-helper: cannot run {}: {}",
-        enter.argv[0].to_string_lossy(),
+        enter
+            .argv
+            .first()
+            .map(|a| a.to_string_lossy())
+            .unwrap_or_default(),
         nix::Error::from_raw(errno).desc()
     );
     // The helper reports the exec failure from the record above; the status is the shell's
@@ -293,13 +301,13 @@ mod tests {
 
     #[test]
     fn bad_arguments_are_refused() {
-        let shape = Err(UsageError::Shape);
+        let shape = Err(ArgsError::Shape);
         assert_eq!(
             parse(&os(&["--ruleset", "8", "--report", "9", "--"])),
             shape
         );
         let low = parse(&os(&["--ruleset", "1", "--report", "9", "--", "x"]));
-        assert_eq!(low, Err(UsageError::Descriptor("--ruleset")));
+        assert_eq!(low, Err(ArgsError::Descriptor("--ruleset")));
         assert_eq!(
             low.map_err(|e| e.to_string()),
             Err("--ruleset needs a descriptor number above 2".to_owned())
@@ -319,7 +327,7 @@ mod tests {
             "--",
             "x",
         ]));
-        assert_eq!(bridge, Err(UsageError::Descriptor("--bridge")));
+        assert_eq!(bridge, Err(ArgsError::Descriptor("--bridge")));
         for count in ["0", "-1", "x"] {
             let capped = parse(&os(&[
                 "--ruleset",
@@ -331,7 +339,7 @@ mod tests {
                 "--",
                 "x",
             ]));
-            assert_eq!(capped, Err(UsageError::Count), "{count}");
+            assert_eq!(capped, Err(ArgsError::Count), "{count}");
         }
         // Out of order, the flags are the program's.
         let swapped = parse(&os(&[

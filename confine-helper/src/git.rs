@@ -103,7 +103,7 @@ pub(crate) enum IndexError {
 /// recorded name length matches its name is taken, and an index that parses under neither is
 /// an error.
 pub(crate) fn parse_index(bytes: &[u8]) -> Result<Index, IndexError> {
-    if bytes.len() < 12 || &bytes[..4] != b"DIRC" {
+    if bytes.len() < 12 || bytes.get(..4) != Some(b"DIRC".as_slice()) {
         return Err(IndexError::NoHeader);
     }
     let version = be32(bytes, 4).unwrap_or(0);
@@ -122,12 +122,12 @@ pub(crate) fn parse_index(bytes: &[u8]) -> Result<Index, IndexError> {
 
 fn be32(bytes: &[u8], at: usize) -> Option<u32> {
     let word = bytes.get(at..at + 4)?;
-    Some(u32::from_be_bytes([word[0], word[1], word[2], word[3]]))
+    Some(u32::from_be_bytes(word.try_into().ok()?))
 }
 
 fn be16(bytes: &[u8], at: usize) -> Option<u16> {
     let word = bytes.get(at..at + 2)?;
-    Some(u16::from_be_bytes([word[0], word[1]]))
+    Some(u16::from_be_bytes(word.try_into().ok()?))
 }
 
 /// git's offset varint (version 4 path prefix lengths).
@@ -170,15 +170,15 @@ fn entries(
             let rest = bytes.get(cursor..).ok_or(bad)?;
             let nul = rest.iter().position(|b| *b == 0).ok_or(bad)?;
             let keep = previous.len().checked_sub(strip).ok_or(bad)?;
-            let mut name = previous[..keep].to_vec();
-            name.extend_from_slice(&rest[..nul]);
+            let mut name = previous.get(..keep).ok_or(bad)?.to_vec();
+            name.extend_from_slice(rest.get(..nul).ok_or(bad)?);
             (name, cursor + nul + 1)
         } else {
             let rest = bytes.get(name_at..).ok_or(bad)?;
             let nul = rest.iter().position(|b| *b == 0).ok_or(bad)?;
             // Entries are padded with 1 to 8 NULs to a multiple of 8 bytes.
             let size = (name_at - start + nul + 8) & !7;
-            (rest[..nul].to_vec(), start + size)
+            (rest.get(..nul).ok_or(bad)?.to_vec(), start + size)
         };
         let recorded = usize::from(flags & NAME_MASK);
         if name.is_empty()

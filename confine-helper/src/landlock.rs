@@ -14,7 +14,7 @@ use landlock::{
     Ruleset as LlRuleset, RulesetAttr, RulesetCreatedAttr, RulesetError, Scope,
 };
 
-use crate::confine::deny::Grant;
+use crate::confine::deny::ReadAccess;
 use crate::sys;
 
 /// A created ruleset and what it cannot enforce.
@@ -31,7 +31,7 @@ pub(crate) fn kernel_abi() -> u32 {
 
 /// What the command may do, in the terms the ruleset needs.
 #[derive(Debug)]
-pub(crate) struct Plan<'a> {
+pub(crate) struct RulesetSpec<'a> {
     pub(crate) abi: u32,
     /// Directories with every right (workspace-write only), as descriptors the helper opened
     /// and checked: the rules are made from them, not from their names.
@@ -70,7 +70,7 @@ pub(crate) enum BuildError {
 }
 
 /// Creates the ruleset for `plan`.
-pub(crate) fn build(plan: &Plan<'_>) -> Result<Ruleset, BuildError> {
+pub(crate) fn build(plan: &RulesetSpec<'_>) -> Result<Ruleset, BuildError> {
     let abi = ABI::from(i32::try_from(plan.abi).unwrap_or(0));
     if plan.abi == 0 {
         return Err(BuildError::Unsupported);
@@ -104,9 +104,9 @@ pub(crate) fn build(plan: &Plan<'_>) -> Result<Ruleset, BuildError> {
         let file_read = read & AccessFs::from_file(abi);
         for (fd, grant) in crate::confine::deny::read_rules(plan.denied).map_err(BuildError::Cut)? {
             let rights = match grant {
-                Grant::List => AccessFs::ReadDir.into(),
-                Grant::ReadDir => read,
-                Grant::ReadFile => file_read,
+                ReadAccess::List => AccessFs::ReadDir.into(),
+                ReadAccess::ReadDir => read,
+                ReadAccess::ReadFile => file_read,
             };
             created = created
                 .add_rule(PathBeneath::new(fd, rights))

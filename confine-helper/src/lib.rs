@@ -16,6 +16,10 @@
     clippy::cast_possible_wrap
 )]
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+// Short functions and no index that can panic in what the helper ships; the threshold is in
+// clippy.toml. Tests index freely: a panic there is a failed test.
+#![warn(clippy::too_many_lines)]
+#![cfg_attr(not(test), warn(clippy::indexing_slicing))]
 
 // The Linux backends (bwrap, Landlock and seccomp, and `enter`, the Landlock layer inside
 // bwrap) are built on Linux alone; macOS has the Seatbelt backend.

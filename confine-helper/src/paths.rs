@@ -155,12 +155,12 @@ pub(crate) enum ReadError {
     /// There is no such entry.
     Missing,
     /// It exists but cannot be used.
-    Unusable(Unusable),
+    Unreadable(Unreadable),
 }
 
 /// Why a file that exists is not read; the text completes a sentence about the file.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum Unusable {
+pub(crate) enum Unreadable {
     #[error("it is not a regular file ({0:?})")]
     NotRegular(Kind),
     #[error("it is larger than {0} bytes")]
@@ -175,7 +175,7 @@ pub(crate) fn read_small(dir: BorrowedFd<'_>, name: &Path, cap: u64) -> Result<V
     match open_entry(dir, name) {
         Ok(fd) => read_regular(fd.as_fd(), cap),
         Err(e) if e.raw_os_error() == Some(nix::libc::ENOENT) => Err(ReadError::Missing),
-        Err(e) => Err(ReadError::Unusable(Unusable::Io(e))),
+        Err(e) => Err(ReadError::Unreadable(Unreadable::Io(e))),
     }
 }
 
@@ -186,20 +186,20 @@ pub(crate) fn read_regular(fd: BorrowedFd<'_>, cap: u64) -> Result<Vec<u8>, Read
     use std::os::unix::fs::OpenOptionsExt;
     match kind(fd) {
         Ok(Kind::File) => {}
-        Ok(other) => return Err(ReadError::Unusable(Unusable::NotRegular(other))),
-        Err(e) => return Err(ReadError::Unusable(Unusable::Io(e))),
+        Ok(other) => return Err(ReadError::Unreadable(Unreadable::NotRegular(other))),
+        Err(e) => return Err(ReadError::Unreadable(Unreadable::Io(e))),
     }
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY | nix::libc::O_CLOEXEC)
         .open(format!("/proc/self/fd/{}", fd.as_raw_fd()))
-        .map_err(|e| ReadError::Unusable(Unusable::Io(e)))?;
+        .map_err(|e| ReadError::Unreadable(Unreadable::Io(e)))?;
     let mut bytes = Vec::new();
     file.take(cap + 1)
         .read_to_end(&mut bytes)
-        .map_err(|e| ReadError::Unusable(Unusable::Io(e)))?;
+        .map_err(|e| ReadError::Unreadable(Unreadable::Io(e)))?;
     if bytes.len() as u64 > cap {
-        return Err(ReadError::Unusable(Unusable::TooLarge(cap)));
+        return Err(ReadError::Unreadable(Unreadable::TooLarge(cap)));
     }
     Ok(bytes)
 }
@@ -313,25 +313,25 @@ pub(crate) fn read_regular(fd: BorrowedFd<'_>, cap: u64) -> Result<Vec<u8>, Read
     use std::os::unix::fs::FileExt;
     match kind(fd) {
         Ok(Kind::File) => {}
-        Ok(other) => return Err(ReadError::Unusable(Unusable::NotRegular(other))),
-        Err(e) => return Err(ReadError::Unusable(Unusable::Io(e))),
+        Ok(other) => return Err(ReadError::Unreadable(Unreadable::NotRegular(other))),
+        Err(e) => return Err(ReadError::Unreadable(Unreadable::Io(e))),
     }
     let file = std::fs::File::from(
         fd.try_clone_to_owned()
-            .map_err(|e| ReadError::Unusable(Unusable::Io(e)))?,
+            .map_err(|e| ReadError::Unreadable(Unreadable::Io(e)))?,
     );
     let mut bytes = Vec::new();
     let mut chunk = [0u8; 4096];
     loop {
         let n = file
             .read_at(&mut chunk, bytes.len() as u64)
-            .map_err(|e| ReadError::Unusable(Unusable::Io(e)))?;
+            .map_err(|e| ReadError::Unreadable(Unreadable::Io(e)))?;
         if n == 0 {
             break;
         }
         bytes.extend_from_slice(&chunk[..n]);
         if bytes.len() as u64 > cap {
-            return Err(ReadError::Unusable(Unusable::TooLarge(cap)));
+            return Err(ReadError::Unreadable(Unreadable::TooLarge(cap)));
         }
     }
     Ok(bytes)
@@ -409,11 +409,11 @@ mod tests {
         );
         assert!(matches!(
             read_small(root.as_fd(), Path::new("fifo"), 64),
-            Err(ReadError::Unusable(_))
+            Err(ReadError::Unreadable(_))
         ));
         assert!(matches!(
             read_small(root.as_fd(), Path::new("f"), 4),
-            Err(ReadError::Unusable(_))
+            Err(ReadError::Unreadable(_))
         ));
         assert!(matches!(
             read_small(root.as_fd(), Path::new("none"), 4),

@@ -21,7 +21,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Component, Path, PathBuf};
 
 use crate::git;
-use crate::paths::{self, Kind, ReadError, Unusable};
+use crate::paths::{self, Kind, ReadError, Unreadable};
 
 /// The most protected paths and pinned directories one command may need; each is a
 /// descriptor passed to bwrap.
@@ -101,9 +101,9 @@ pub(crate) enum ProtectError {
         source: io::Error,
     },
     #[error("cannot read the .git file {path}: {source}; nothing was run")]
-    GitFile { path: PathBuf, source: Unusable },
+    GitFile { path: PathBuf, source: Unreadable },
     #[error("cannot read {path}: {source}; nothing was run")]
-    Commondir { path: PathBuf, source: Unusable },
+    Commondir { path: PathBuf, source: Unreadable },
     #[error("cannot enforce read-only path {path}: it is neither a directory nor a file")]
     NotDirOrFile { path: PathBuf },
 }
@@ -112,7 +112,7 @@ pub(crate) enum ProtectError {
 #[derive(Debug, thiserror::Error)]
 enum IndexUnread {
     #[error(transparent)]
-    Read(Unusable),
+    Read(Unreadable),
     #[error(transparent)]
     Parse(git::IndexError),
 }
@@ -125,10 +125,10 @@ pub(crate) fn protect(roots: &[Root], extra: &[PathBuf]) -> Result<Protection, P
         out: Protection::default(),
         visited: HashSet::new(),
     };
-    for (index, root) in roots.iter().enumerate() {
-        walk.repository(index, PathBuf::new(), 0)?;
+    for root in roots {
+        walk.repository(root, PathBuf::new(), 0)?;
         for name in extra {
-            if let Found::Missing(at) = walk.keep_read_only(index, name)? {
+            if let Found::Missing(at) = walk.keep_read_only(root, name)? {
                 walk.absent(
                     root.path.join(name),
                     format!(
@@ -181,7 +181,7 @@ fn dup(fd: &OwnedFd, at: &Path) -> Result<OwnedFd, ProtectError> {
     })
 }
 
-impl Walk<'_> {
+impl<'a> Walk<'a> {
     /// Names `path`, a protected path that does not exist, as missing with `sentence`.
     fn absent(&mut self, path: PathBuf, sentence: String) {
         self.out.absent.push((path, self.out.missing.len()));
@@ -214,8 +214,7 @@ impl Walk<'_> {
 
     /// Keeps `rel` (plain components) beneath root `index` read-only, pinning every
     /// directory on the way.
-    fn keep_read_only(&mut self, index: usize, rel: &Path) -> Result<Found, ProtectError> {
-        let root = &self.roots[index];
+    fn keep_read_only(&mut self, root: &'a Root, rel: &Path) -> Result<Found, ProtectError> {
         let target = root.path.join(rel);
         let parts: Vec<_> = rel.components().collect();
         if parts.is_empty() || parts.iter().any(|c| !matches!(c, Component::Normal(_))) {
@@ -261,13 +260,12 @@ impl Walk<'_> {
     }
 
     /// The deepest root containing the absolute `path`, and `path` relative to it.
-    fn root_of(&self, path: &Path) -> Option<(usize, PathBuf)> {
+    fn root_of(&self, path: &Path) -> Option<(&'a Root, PathBuf)> {
         self.roots
             .iter()
-            .enumerate()
-            .filter_map(|(i, r)| path.strip_prefix(&r.path).ok().map(|rel| (i, rel)))
+            .filter_map(|r| path.strip_prefix(&r.path).ok().map(|rel| (r, rel)))
             .max_by_key(|(_, rel)| std::cmp::Reverse(rel.components().count()))
-            .map(|(i, rel)| (i, rel.to_path_buf()))
+            .map(|(r, rel)| (r, rel.to_path_buf()))
     }
 
     /// `named` (absolute) with symbolic links resolved only where no command can change them:
@@ -322,8 +320,8 @@ impl Walk<'_> {
     ) -> Result<Option<GitDir>, ProtectError> {
         let real = self.resolve_outside_roots(named)?;
         match self.root_of(&real) {
-            Some((index, rel)) if !rel.as_os_str().is_empty() => {
-                match self.keep_read_only(index, &rel)? {
+            Some((root, rel)) if !rel.as_os_str().is_empty() => {
+                match self.keep_read_only(root, &rel)? {
                     Found::Present(fd, Kind::Dir) => Ok(Some(GitDir { path: real, fd })),
                     Found::Present(..) | Found::Blocked => Ok(None),
                     Found::Missing(at) => {
@@ -354,15 +352,15 @@ impl Walk<'_> {
     /// entry, git directory, common directory, submodules and linked worktrees.
     fn repository(
         &mut self,
-        index: usize,
+        root: &'a Root,
         worktree: PathBuf,
         depth: usize,
     ) -> Result<(), ProtectError> {
-        let root_path = self.roots[index].path.clone();
+        let root_path = root.path.clone();
         let dot = worktree.join(".git");
-        let gitdir = match self.keep_read_only(index, &dot)? {
+        let gitdir = match self.keep_read_only(root, &dot)? {
             Found::Missing(at) => {
-                self.no_repository(index, &worktree, &at, depth)?;
+                self.no_repository(root, &worktree, &at, depth)?;
                 return Ok(());
             }
             Found::Blocked => return Ok(()),
@@ -374,7 +372,7 @@ impl Walk<'_> {
                 let content = match paths::read_regular(fd.as_fd(), MAX_POINTER) {
                     Ok(content) => content,
                     Err(ReadError::Missing) => return Ok(()),
-                    Err(ReadError::Unusable(source)) => {
+                    Err(ReadError::Unreadable(source)) => {
                         return Err(ProtectError::GitFile {
                             path: root_path.join(&dot),
                             source,
@@ -396,20 +394,19 @@ impl Walk<'_> {
                 });
             }
         };
-        self.git_dir(index, &worktree, gitdir, depth)
+        self.git_dir(root, &worktree, gitdir, depth)
     }
 
     /// A repository's `.git` is missing: at the top of a root a command could create one; for a
     /// submodule, its directory is kept read-only so that none can be created in it.
     fn no_repository(
         &mut self,
-        index: usize,
+        root: &'a Root,
         worktree: &Path,
         at: &Path,
         depth: usize,
     ) -> Result<(), ProtectError> {
-        let root = self.roots[index].path.clone();
-        let dot = root.join(worktree).join(".git");
+        let dot = root.path.join(worktree).join(".git");
         if depth == 0 {
             let sentence = format!(
                 "repository {}: there is none yet, so a command can create one whose config and \
@@ -423,19 +420,19 @@ impl Walk<'_> {
             let sentence = format!(
                 "submodule {}: {} does not exist, so a command can create a repository there \
                  that git status in the superproject would enter",
-                root.join(worktree).display(),
+                root.path.join(worktree).display(),
                 at.display()
             );
             self.absent(dot, sentence);
             return Ok(());
         }
         // The submodule's directory exists but is not populated: keep it read-only.
-        self.keep_read_only(index, worktree).map(drop)
+        self.keep_read_only(root, worktree).map(drop)
     }
 
     fn git_dir(
         &mut self,
-        index: usize,
+        root: &'a Root,
         worktree: &Path,
         gitdir: GitDir,
         depth: usize,
@@ -456,14 +453,14 @@ impl Walk<'_> {
                 None => None,
             },
             Err(ReadError::Missing) => None,
-            Err(ReadError::Unusable(source)) => {
+            Err(ReadError::Unreadable(source)) => {
                 return Err(ProtectError::Commondir {
                     path: gitdir.path.join("commondir"),
                     source,
                 });
             }
         };
-        self.submodules(index, worktree, &gitdir, depth)?;
+        self.submodules(root, worktree, &gitdir, depth)?;
         let common = common.unwrap_or(gitdir);
         self.linked_worktrees(&common, depth)
     }
@@ -471,7 +468,7 @@ impl Walk<'_> {
     /// Every gitlink of the repository's index (and of the shared index of a split index).
     fn submodules(
         &mut self,
-        index: usize,
+        root: &'a Root,
         worktree: &Path,
         gitdir: &GitDir,
         depth: usize,
@@ -482,7 +479,7 @@ impl Walk<'_> {
             let parsed = match paths::read_small(gitdir.fd.as_fd(), &file, MAX_INDEX) {
                 Ok(bytes) => git::parse_index(&bytes).map_err(IndexUnread::Parse),
                 Err(ReadError::Missing) => break,
-                Err(ReadError::Unusable(why)) => Err(IndexUnread::Read(why)),
+                Err(ReadError::Unreadable(why)) => Err(IndexUnread::Read(why)),
             };
             match parsed {
                 Ok(parsed) => {
@@ -496,7 +493,7 @@ impl Walk<'_> {
                     self.out.missing.push(format!(
                         "the submodules of {} (its index {} cannot be read: {why}), so their \
                          .git entries are not kept read-only",
-                        self.roots[index].path.join(worktree).display(),
+                        root.path.join(worktree).display(),
                         gitdir.path.join(&file).display()
                     ));
                     break;
@@ -506,12 +503,12 @@ impl Walk<'_> {
         if !gitlinks.is_empty() && depth >= MAX_DEPTH {
             self.out.missing.push(format!(
                 "submodules nested deeper than {MAX_DEPTH} levels below {}",
-                self.roots[index].path.display()
+                root.path.display()
             ));
             return Ok(());
         }
         for link in gitlinks {
-            self.repository(index, worktree.join(link), depth + 1)?;
+            self.repository(root, worktree.join(link), depth + 1)?;
         }
         Ok(())
     }
@@ -543,10 +540,10 @@ impl Walk<'_> {
             ) else {
                 continue;
             };
-            if let Some((index, worktree)) = self.root_of(parent)
+            if let Some((root, worktree)) = self.root_of(parent)
                 && depth < MAX_DEPTH
             {
-                self.repository(index, worktree, depth + 1)?;
+                self.repository(root, worktree, depth + 1)?;
             }
         }
         Ok(())

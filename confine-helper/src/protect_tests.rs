@@ -210,7 +210,7 @@ fn a_fifo_where_git_keeps_a_pointer_fails_the_run_instead_of_blocking() {
         matches!(
             e,
             ProtectError::Commondir {
-                source: Unusable::NotRegular(Kind::Special),
+                source: Unreadable::NotRegular(Kind::Special),
                 ..
             }
         ),

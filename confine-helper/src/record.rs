@@ -72,44 +72,46 @@ impl Record {
             ),
         };
         let mut out = [0u8; Record::SIZE];
-        out[TAG_AT..TAG_AT + 4].copy_from_slice(&tag.to_le_bytes());
-        for (at, word) in WORDS_AT.iter().zip(words) {
-            out[*at..at + 8].copy_from_slice(&word);
+        let tag = tag.to_le_bytes();
+        let fields = std::iter::once((TAG_AT, tag.as_slice())).chain(
+            WORDS_AT
+                .iter()
+                .copied()
+                .zip(words.iter().map(|w| w.as_slice())),
+        );
+        for (at, bytes) in fields {
+            for (slot, byte) in out.iter_mut().skip(at).zip(bytes) {
+                *slot = *byte;
+            }
         }
         out
     }
 
     /// Decodes one record; `None` for bytes no shim writes.
     pub(crate) fn decode(raw: &[u8; Record::SIZE]) -> Option<Record> {
-        let word = |i: usize| {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(&raw[WORDS_AT[i]..WORDS_AT[i] + 8]);
-            w
+        let word = |i: usize| -> Option<[u8; 8]> {
+            let at = *WORDS_AT.get(i)?;
+            raw.get(at..at + 8)?.try_into().ok()
         };
-        let signed = |i: usize| i64::from_le_bytes(word(i));
-        let unsigned = |i: usize| u64::from_le_bytes(word(i));
-        let tag = u32::from_le_bytes([
-            raw[TAG_AT],
-            raw[TAG_AT + 1],
-            raw[TAG_AT + 2],
-            raw[TAG_AT + 3],
-        ]);
+        let signed = |i: usize| word(i).map(i64::from_le_bytes);
+        let unsigned = |i: usize| word(i).map(u64::from_le_bytes);
+        let tag = u32::from_le_bytes(raw.get(TAG_AT..TAG_AT + 4)?.try_into().ok()?);
         match tag {
             TAG_STARTED => Some(Record::Started {
-                pid: u32::try_from(unsigned(0)).ok()?,
+                pid: u32::try_from(unsigned(0)?).ok()?,
             }),
             TAG_STAGE_FAILED => Some(Record::StageFailed {
-                stage: u32::try_from(unsigned(0)).ok()?,
-                errno: i32::try_from(signed(1)).ok()?,
+                stage: u32::try_from(unsigned(0)?).ok()?,
+                errno: i32::try_from(signed(1)?).ok()?,
             }),
             TAG_EXEC_FAILED => Some(Record::ExecFailed {
-                errno: i32::try_from(signed(0)).ok()?,
+                errno: i32::try_from(signed(0)?).ok()?,
             }),
             TAG_EXITED => Some(Record::Exited {
-                wait_status: i32::try_from(signed(0)).ok()?,
-                user_us: unsigned(1),
-                sys_us: unsigned(2),
-                max_rss_kib: unsigned(3),
+                wait_status: i32::try_from(signed(0)?).ok()?,
+                user_us: unsigned(1)?,
+                sys_us: unsigned(2)?,
+                max_rss_kib: unsigned(3)?,
             }),
             _ => None,
         }

@@ -121,10 +121,47 @@ pub(crate) enum FilterError {
     Prologue(#[source] TryFromIntError),
 }
 
-/// Builds the filter for `variant`. Errors only if the rule table itself is inconsistent,
-/// which the tests rule out.
+/// The filter's rules, by system call number; an empty list denies the call outright.
+type Rules = BTreeMap<i64, Vec<SeccompRule>>;
+
+/// A condition on the low 32 bits of argument `arg`, as the kernel passes most of them.
+fn cond(arg: u8, op: SeccompCmpOp, value: u64) -> Result<SeccompCondition, BackendError> {
+    SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value)
+}
+
+/// Builds the filter for `variant`, one rule family after the other (each family's calls are
+/// its own: no two families name the same call, but for `ioctl`, which `metadata_rules`
+/// extends). Errors only if the rule table itself is inconsistent, which the tests rule out.
 pub(crate) fn build(variant: Variant) -> Result<BpfProgram, FilterError> {
-    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    let mut rules = Rules::new();
+    always_denied(&mut rules);
+    namespace_rules(&mut rules)?;
+    ioctl_rules(&mut rules)?;
+    socket_family_rules(&mut rules, variant)?;
+    other_process_rules(&mut rules)?;
+    if !variant.ipc_namespace {
+        for nr in ipc_syscalls() {
+            rules.insert(nr, vec![]);
+        }
+    }
+    socketpair_rules(&mut rules)?;
+    if variant.read_only {
+        metadata_rules(&mut rules)?;
+    }
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+        arch::TARGET,
+    )?;
+    let body: BpfProgram = filter.try_into()?;
+    let mut program = prologue()?;
+    program.extend(body);
+    Ok(program)
+}
+
+/// The calls denied whatever their arguments, in every variant.
+fn always_denied(rules: &mut Rules) {
     let always = [
         libc::SYS_ptrace,
         libc::SYS_process_vm_readv,
@@ -160,57 +197,60 @@ pub(crate) fn build(variant: Variant) -> Result<BpfProgram, FilterError> {
     for nr in always {
         rules.insert(nr, vec![]);
     }
-    let cond = |arg: u8, op: SeccompCmpOp, value: u64| {
-        SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value)
-    };
-    let rule = SeccompRule::new;
+}
+
+/// `unshare` and `clone` with `CLONE_NEWUSER`.
+fn namespace_rules(rules: &mut Rules) -> Result<(), FilterError> {
     let newuser = libc::CLONE_NEWUSER as u64;
-    rules.insert(
-        libc::SYS_unshare,
-        vec![rule(vec![cond(
-            0,
-            SeccompCmpOp::MaskedEq(newuser),
-            newuser,
-        )?])?],
-    );
-    rules.insert(
-        libc::SYS_clone,
-        vec![rule(vec![cond(
-            0,
-            SeccompCmpOp::MaskedEq(newuser),
-            newuser,
-        )?])?],
-    );
-    rules.insert(
-        libc::SYS_ioctl,
-        vec![
-            rule(vec![cond(1, SeccompCmpOp::Eq, TIOCSTI)?])?,
-            rule(vec![cond(1, SeccompCmpOp::Eq, TIOCLINUX)?])?,
-            rule(vec![cond(1, SeccompCmpOp::Eq, USERFAULTFD_IOC_NEW)?])?,
-        ],
-    );
+    for nr in [libc::SYS_unshare, libc::SYS_clone] {
+        rules.insert(
+            nr,
+            vec![SeccompRule::new(vec![cond(
+                0,
+                SeccompCmpOp::MaskedEq(newuser),
+                newuser,
+            )?])?],
+        );
+    }
+    Ok(())
+}
+
+/// `ioctl`s that push keystrokes into a terminal or make a userfaultfd.
+fn ioctl_rules(rules: &mut Rules) -> Result<(), FilterError> {
+    let mut ioctls = Vec::new();
+    for cmd in [TIOCSTI, TIOCLINUX, USERFAULTFD_IOC_NEW] {
+        ioctls.push(SeccompRule::new(vec![cond(1, SeccompCmpOp::Eq, cmd)?])?);
+    }
+    rules.insert(libc::SYS_ioctl, ioctls);
+    Ok(())
+}
+
+/// `socket()` by family, and under `tcp_only` the TCP-only stream rules and the TCP Fast Open
+/// sends.
+fn socket_family_rules(rules: &mut Rules, variant: Variant) -> Result<(), FilterError> {
     let (unix, inet, inet6, netlink) = (
         libc::AF_UNIX as u64,
         libc::AF_INET as u64,
         libc::AF_INET6 as u64,
         libc::AF_NETLINK as u64,
     );
+    let tcp_only = variant.inet_sockets && variant.tcp_only;
     let mut families = Vec::new();
     if variant.unix_sockets {
         families.push(unix);
     }
-    if variant.inet_sockets && variant.tcp_only {
+    if tcp_only {
         families.extend([inet, inet6]);
     } else if variant.inet_sockets {
         families.extend([inet, inet6, netlink]);
     }
     let mut socket = socket_rules(&families)?;
-    if variant.inet_sockets && variant.tcp_only {
+    if tcp_only {
         for family in [inet, inet6] {
             socket.extend(types_but(family, &[libc::SOCK_STREAM as u64])?);
             // A stream of another protocol than TCP: SCTP associates by `setsockopt`
             // (`SCTP_SOCKOPT_CONNECTX`) without `connect()`, and Landlock's rules are TCP's.
-            socket.push(rule(vec![
+            socket.push(SeccompRule::new(vec![
                 cond(0, SeccompCmpOp::Eq, family)?,
                 cond(2, SeccompCmpOp::Ne, 0)?,
                 cond(2, SeccompCmpOp::Ne, libc::IPPROTO_TCP as u64)?,
@@ -225,7 +265,7 @@ pub(crate) fn build(variant: Variant) -> Result<BpfProgram, FilterError> {
         ] {
             rules.insert(
                 nr,
-                vec![rule(vec![cond(
+                vec![SeccompRule::new(vec![cond(
                     flags_arg,
                     SeccompCmpOp::MaskedEq(fastopen),
                     fastopen,
@@ -234,11 +274,15 @@ pub(crate) fn build(variant: Variant) -> Result<BpfProgram, FilterError> {
         }
     }
     rules.insert(libc::SYS_socket, socket);
-    // Resource limits and scheduling of other processes (the shim, the helper, agentd, the
-    // user's editor): a command may only change its own (pid 0).
+    Ok(())
+}
+
+/// Resource limits and scheduling of other processes (the shim, the helper, agentd, the
+/// user's editor): a command may only change its own (pid 0).
+fn other_process_rules(rules: &mut Rules) -> Result<(), FilterError> {
     rules.insert(
         libc::SYS_prlimit64,
-        vec![rule(vec![
+        vec![SeccompRule::new(vec![
             cond(0, SeccompCmpOp::Ne, 0)?,
             SeccompCondition::new(2, SeccompCmpArgLen::Qword, SeccompCmpOp::Ne, 0)?,
         ])?],
@@ -251,7 +295,10 @@ pub(crate) fn build(variant: Variant) -> Result<BpfProgram, FilterError> {
         libc::SYS_migrate_pages,
         libc::SYS_move_pages,
     ] {
-        rules.insert(nr, vec![rule(vec![cond(0, SeccompCmpOp::Ne, 0)?])?]);
+        rules.insert(
+            nr,
+            vec![SeccompRule::new(vec![cond(0, SeccompCmpOp::Ne, 0)?])?],
+        );
     }
     // setpriority(which, who) and ioprio_set(which, who): allowed on the caller itself or its
     // own process group (who 0, which the command leads), denied on any other process, group
@@ -267,73 +314,67 @@ pub(crate) fn build(variant: Variant) -> Result<BpfProgram, FilterError> {
         rules.insert(
             nr,
             vec![
-                rule(vec![cond(1, SeccompCmpOp::Ne, 0)?])?,
-                rule(vec![
+                SeccompRule::new(vec![cond(1, SeccompCmpOp::Ne, 0)?])?,
+                SeccompRule::new(vec![
                     cond(0, SeccompCmpOp::Ne, process)?,
                     cond(0, SeccompCmpOp::Ne, group)?,
                 ])?,
             ],
         );
     }
-    if !variant.ipc_namespace {
-        for nr in ipc_syscalls() {
-            rules.insert(nr, vec![]);
-        }
-    }
-    // socketpair: only AF_UNIX, and only of the connection-oriented types. A datagram socket
-    // (SOCK_DGRAM, or SOCK_RAW, which AF_UNIX turns into one) takes a destination on every
-    // `sendto`/`sendmsg` even when it was made as a pair, so it would reach any pathname or
-    // abstract datagram socket of the host (journald, syslog, a user's own daemons) without
-    // ever calling `socket()` or `connect()`. A stream or seqpacket pair ignores or refuses a
-    // destination. The type is compared on its low four bits, as the kernel reads it
-    // (SOCK_TYPE_MASK; SOCK_NONBLOCK and SOCK_CLOEXEC sit above them).
-    let mut pair_rules = vec![rule(vec![cond(0, SeccompCmpOp::Ne, unix)?])?];
+    Ok(())
+}
+
+/// socketpair: only AF_UNIX, and only of the connection-oriented types. A datagram socket
+/// (SOCK_DGRAM, or SOCK_RAW, which AF_UNIX turns into one) takes a destination on every
+/// `sendto`/`sendmsg` even when it was made as a pair, so it would reach any pathname or
+/// abstract datagram socket of the host (journald, syslog, a user's own daemons) without ever
+/// calling `socket()` or `connect()`. A stream or seqpacket pair ignores or refuses a
+/// destination. The type is compared on its low four bits, as the kernel reads it
+/// (SOCK_TYPE_MASK; SOCK_NONBLOCK and SOCK_CLOEXEC sit above them).
+fn socketpair_rules(rules: &mut Rules) -> Result<(), FilterError> {
+    let mut pair_rules = vec![SeccompRule::new(vec![cond(
+        0,
+        SeccompCmpOp::Ne,
+        libc::AF_UNIX as u64,
+    )?])?];
     pair_rules.extend(unix_datagram_rules()?);
     rules.insert(libc::SYS_socketpair, pair_rules);
-    if variant.read_only {
-        for nr in metadata_syscalls() {
-            rules.insert(nr, vec![]);
-        }
-        // Inode flags (chattr) and extended file attributes by ioctl: metadata too.
-        if let Some(ioctls) = rules.get_mut(&libc::SYS_ioctl) {
-            for cmd in [FS_IOC_SETFLAGS, FS_IOC_SETFLAGS_32, FS_IOC_FSSETXATTR] {
-                ioctls.push(rule(vec![cond(1, SeccompCmpOp::Eq, cmd)?])?);
-            }
-        }
+    Ok(())
+}
+
+/// Read-only mode: metadata changes, by their calls and, for inode flags (chattr) and
+/// extended file attributes, by `ioctl` (appended to `ioctl_rules`' list).
+fn metadata_rules(rules: &mut Rules) -> Result<(), FilterError> {
+    for nr in metadata_syscalls() {
+        rules.insert(nr, vec![]);
     }
-    let filter = SeccompFilter::new(
-        rules,
-        SeccompAction::Allow,
-        SeccompAction::Errno(libc::EPERM as u32),
-        arch::TARGET,
-    )?;
-    let body: BpfProgram = filter.try_into()?;
-    let mut program = prologue()?;
-    program.extend(body);
-    Ok(program)
+    let ioctls = rules.entry(libc::SYS_ioctl).or_default();
+    for cmd in [FS_IOC_SETFLAGS, FS_IOC_SETFLAGS_32, FS_IOC_FSSETXATTR] {
+        ioctls.push(SeccompRule::new(vec![cond(1, SeccompCmpOp::Eq, cmd)?])?);
+    }
+    Ok(())
 }
 
 /// `socket()`'s rules: every family but `allowed` (sorted) is denied, and `AF_UNIX`, when
 /// allowed, only of the connection-oriented types (see `unix_datagram_rules`).
 fn socket_rules(allowed: &[u64]) -> Result<Vec<SeccompRule>, FilterError> {
-    let cond =
-        |op: SeccompCmpOp, value: u64| SeccompCondition::new(0, SeccompCmpArgLen::Dword, op, value);
     let (Some(first), Some(last)) = (allowed.first(), allowed.last()) else {
         // No rule condition: every socket() is denied.
         return Ok(Vec::new());
     };
-    let mut rules = vec![SeccompRule::new(vec![cond(SeccompCmpOp::Lt, *first)?])?];
+    let mut rules = vec![SeccompRule::new(vec![cond(0, SeccompCmpOp::Lt, *first)?])?];
     for pair in allowed.windows(2) {
         if let [low, high] = pair
             && high - low > 1
         {
             rules.push(SeccompRule::new(vec![
-                cond(SeccompCmpOp::Gt, *low)?,
-                cond(SeccompCmpOp::Lt, *high)?,
+                cond(0, SeccompCmpOp::Gt, *low)?,
+                cond(0, SeccompCmpOp::Lt, *high)?,
             ])?);
         }
     }
-    rules.push(SeccompRule::new(vec![cond(SeccompCmpOp::Gt, *last)?])?);
+    rules.push(SeccompRule::new(vec![cond(0, SeccompCmpOp::Gt, *last)?])?);
     if allowed.contains(&(libc::AF_UNIX as u64)) {
         rules.extend(unix_datagram_rules()?);
     }
@@ -355,9 +396,6 @@ fn unix_datagram_rules() -> Result<Vec<SeccompRule>, FilterError> {
 /// Rules matching a socket (or pair) of `family` of any type but `allowed`, compared on the
 /// type's low four bits.
 fn types_but(family: u64, allowed: &[u64]) -> Result<Vec<SeccompRule>, FilterError> {
-    let cond = |arg: u8, op: SeccompCmpOp, value: u64| {
-        SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value)
-    };
     let mut rules = Vec::new();
     for kind in (0..=SOCK_TYPE_MASK).filter(|k| !allowed.contains(k)) {
         rules.push(SeccompRule::new(vec![
@@ -447,27 +485,29 @@ fn metadata_syscalls() -> Vec<i64> {
 fn prologue() -> Result<BpfProgram, FilterError> {
     let kill = libc::SECCOMP_RET_KILL_PROCESS;
     let enosys = libc::SECCOMP_RET_ERRNO | (libc::ENOSYS.unsigned_abs() & libc::SECCOMP_RET_DATA);
-    let mut p = vec![
-        // 0: arch
-        insn(LD_W_ABS, 0, 0, OFFSET_ARCH),
-        // 1: foreign arch → skip to the body (it kills)
-        insn(JEQ_K, 0, 0, arch::AUDIT),
-        // 2: nr
-        insn(LD_W_ABS, 0, 0, OFFSET_NR),
-    ];
+    // What follows the architecture check: the x32 kill, then the clone3 answer.
+    let mut tail = Vec::new();
     if let Some(bit) = arch::X32_BIT {
         // nr >= bit → kill, else fall through.
-        p.push(insn(JGE_K, 0, 1, bit));
-        p.push(insn(RET_K, 0, 0, kill));
+        tail.push(insn(JGE_K, 0, 1, bit));
+        tail.push(insn(RET_K, 0, 0, kill));
     }
     // nr == clone3 → ENOSYS, else skip the return.
     let clone3 =
         u32::try_from(libc::SYS_clone3).map_err(|e| FilterError::SyscallNumber("clone3", e))?;
-    p.push(insn(JEQ_K, 0, 1, clone3));
-    p.push(insn(RET_K, 0, 0, enosys));
-    // Patch instruction 1's false branch to land right after the prologue.
-    let after = p.len();
-    p[1].jf = u8::try_from(after - 2).map_err(FilterError::Prologue)?;
+    tail.push(insn(JEQ_K, 0, 1, clone3));
+    tail.push(insn(RET_K, 0, 0, enosys));
+    // A foreign architecture skips the number's load and the tail: it lands right after.
+    let past_tail = u8::try_from(tail.len() + 1).map_err(FilterError::Prologue)?;
+    let mut p = vec![
+        // 0: arch
+        insn(LD_W_ABS, 0, 0, OFFSET_ARCH),
+        // 1: foreign arch → skip to the body (it kills)
+        insn(JEQ_K, 0, past_tail, arch::AUDIT),
+        // 2: nr
+        insn(LD_W_ABS, 0, 0, OFFSET_NR),
+    ];
+    p.extend(tail);
     Ok(p)
 }
 

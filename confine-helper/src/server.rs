@@ -351,7 +351,11 @@ impl Server {
                 return self.close(id, why);
             }
             conn.last_input = Instant::now();
-            if let Err(e) = conn.decoder.feed(&buf[..bytes]) {
+            // A count past the buffer is a broken read: the connection ends as on one.
+            let Some(read) = buf.get(..bytes) else {
+                return self.close(id, Closed::Read(nix::Error::EIO));
+            };
+            if let Err(e) = conn.decoder.feed(read) {
                 return self.close(id, Closed::Protocol(e));
             }
             loop {

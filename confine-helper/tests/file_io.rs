@@ -13,7 +13,7 @@ mod support;
 use std::io::{Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
 
-use confine_protocol::{BackendChoice, ExitStatus, Mode, Network, Policy, Reply, Request, Spawn};
+use confine_protocol::{BackendChoice, ExitStatus, Mode, Policy, Reply, Request, Spawn};
 use support::skip::{Need, skip};
 use support::{
     Peer, READER_STDIO, Scratch, WRITER_STDIO, available_backends, backend_works, file_io,
@@ -21,19 +21,9 @@ use support::{
 };
 
 fn policy(mode: Mode, workspace: &std::path::Path) -> Policy {
-    Policy {
-        mode,
-        workspace_root: Some(workspace.as_os_str().as_encoded_bytes().to_vec()),
-        writable_roots: vec![],
-        network: Network::Deny,
-        protected: vec![],
-        never_writable: vec![],
-        local_binding: false,
-        deny_read: Vec::new(),
-        session_temp: None,
-        unix_sockets: Vec::new(),
-        visible: Vec::new(),
-    }
+    Policy::read_only()
+        .with_mode(mode)
+        .with_workspace(workspace.as_os_str().as_encoded_bytes().to_vec())
 }
 
 /// An anonymous file holding `content`, at its start.

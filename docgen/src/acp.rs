@@ -2,7 +2,7 @@
 //! ACP: its capabilities, the session config options (`sandbox-mode`, `approval-policy`, and
 //! `model` when several models are configured) and the session modes, per ceiling.
 //!
-//! The answers are agentd's own: its ACP agent (`agentd::acp::serve_on`) is served in this
+//! The answers are agentd's own: its ACP agent (`agentd::api::acp::serve_on`) is served in this
 //! process over an in-memory pipe, with the options `agentd acp` builds from a configuration
 //! file, and is asked as an editor asks it. Only what a session's id and directory do not
 //! change is kept.
@@ -10,9 +10,9 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use agentd::acp::{AcpOptions, serve_on};
-use agentd::composition::Composition;
-use agentd::config::{DEFAULT_SANDBOX_MODE, Effective, Flags};
+use agentd::api::acp::{AcpOptions, serve_on};
+use agentd::api::composition::Composition;
+use agentd::api::config::{DEFAULT_SANDBOX_MODE, Effective, Flags};
 use confine_protocol::{Mode, Network};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};

@@ -1,8 +1,8 @@
 //! `docs/contracts/agentd-toml.md`: every key of agentd's configuration file, from the table
 //! agentd's own tests hold equal to its parser and to `agentd config show`
-//! (`agentd::config::KEYS`).
+//! (`agentd::api::config::KEYS`).
 
-use agentd::config::{ConfigKey, KEYS};
+use agentd::api::config::{ConfigKey, KEYS};
 
 use crate::ceiling::cell;
 use crate::generated::Generated;

@@ -1,10 +1,10 @@
 //! agentd's man pages (`agentd/man/`: `agentd.1` and one page per subcommand, named as
 //! `clap_mangen::generate_to` names them) and its shell completions (`agentd/completions/`),
-//! from agentd's own command line (`agentd::cli::Cli`). They live in agentd's crate because
+//! from agentd's own command line (`agentd::api::cli::Cli`). They live in agentd's crate because
 //! agentd embeds them (`agentd man`, `agentd completions`), and a published crate can embed only
 //! its own files.
 
-use agentd::cli::Cli;
+use agentd::api::cli::Cli;
 use clap::CommandFactory;
 use clap_complete::Shell;
 use clap_mangen::Man;

@@ -8,9 +8,9 @@
 
 use std::path::PathBuf;
 
-use agentd::composition::Composition;
-use agentd::helper_client::{HelperClient, HelperEndpoint};
-use agentd::tools::{self, SpecOptions, TASK, ToolEnv, ToolScope, UPDATE_PLAN};
+use agentd::api::composition::Composition;
+use agentd::api::helper_client::{HelperClient, HelperEndpoint};
+use agentd::api::tools::{self, SpecOptions, TASK, ToolEnv, ToolScope, UPDATE_PLAN};
 use confine_protocol::{BackendChoice, Mode, Network};
 use serde_json::{Map, Value, json};
 
@@ -45,7 +45,7 @@ fn session_tools(max_mode: Mode) -> ToolEnv {
     env.with_registry(registry)
 }
 
-fn specs(specs: Vec<agentd::model::ToolSpec>) -> Value {
+fn specs(specs: Vec<agentd::api::model::ToolSpec>) -> Value {
     Value::Array(
         specs
             .iter()

@@ -1,5 +1,5 @@
 //! agentd's ACP input path under arbitrary lines from a client: the bytes go, in one process,
-//! through what `agentd acp` runs on its stdin (`agentd::acp::serve_on`: agentd's line reader,
+//! through what `agentd acp` runs on its stdin (`agentd::api::acp::serve_on`: agentd's line reader,
 //! the ACP crate's JSON-RPC parsing and dispatch, agentd's handlers and their parsing of every
 //! method's params), against an agent built from flags as `agentd acp` builds it.
 //!
@@ -24,8 +24,8 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use agentd::acp::AcpOptions;
-use agentd::cli::{Cli, Command};
+use agentd::api::acp::AcpOptions;
+use agentd::api::cli::{Cli, Command};
 use clap::Parser;
 use libfuzzer_sys::fuzz_target;
 use serde_json::{Value, json};
@@ -151,7 +151,7 @@ async fn serve_one(harness: &Harness, input: &[u8]) {
     let _ = std::fs::remove_dir_all(&options.state_dir);
     let (ours, theirs) = tokio::io::duplex(1 << 16);
     let (their_in, their_out) = tokio::io::split(theirs);
-    let served = tokio::spawn(agentd::acp::serve_on(options, their_in, their_out));
+    let served = tokio::spawn(agentd::api::acp::serve_on(options, their_in, their_out));
     let (our_in, out) = tokio::io::split(ours);
     let (tx, lines) = mpsc::unbounded_channel();
     let reader = tokio::spawn(async move {

@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 
 use crate::agentd::{Invocation, Launcher, Run};
 use crate::case::{Cx, Stop, fail};
-use crate::cases::find_tool;
 use crate::matrix::Mode;
+use crate::tools::find_tool;
 
 /// The environment every git run gets, on the host and inside the sandbox: no configuration but
 /// the repository's, and an identity so that commits work for any user.

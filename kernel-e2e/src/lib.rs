@@ -27,4 +27,5 @@ pub mod route_events;
 #[path = "../../tests/shared/skip.rs"]
 pub mod skip;
 pub mod suite;
+pub mod tools;
 pub mod users;

@@ -13,6 +13,7 @@ use std::time::{Instant, SystemTime};
 
 use crate::agentd::Launcher;
 use crate::available;
+use crate::available::COMMAND_PATH;
 use crate::binaries::{BUILD_COMMAND, Binaries};
 use crate::case::{Case, Cx, Shared, Stop};
 use crate::cases;
@@ -21,10 +22,8 @@ use crate::matrix::{Backend, Cell, Mode};
 use crate::probe;
 use crate::report::{self, CaseResult, Verdict};
 use crate::skip::Need;
+use crate::tools::find_tool;
 use crate::users::Identity;
-
-/// The PATH agentd (and so every command) gets: the system's, nothing from the caller's.
-pub const COMMAND_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 /// Cases run in parallel, each in its own directories; more workers than cores is fine since
 /// most of a case is waiting for processes.
@@ -433,7 +432,7 @@ fn need_of(backend: Backend) -> Need {
 /// `ip` (P08's network), git (the repository cases).
 fn required_tools() -> Result<(), String> {
     for (need, tool) in [(Need::Ip, "ip"), (Need::Git, "git")] {
-        if cases::find_tool(tool).is_none()
+        if find_tool(tool).is_none()
             && let Some(variable) = need.required_by()
         {
             return Err(format!(

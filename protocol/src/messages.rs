@@ -387,6 +387,68 @@ impl Reply {
     }
 }
 
+impl Policy {
+    /// The most restrictive policy: read-only, no workspace, the network denied, and every list
+    /// empty. Callers name what they grant on top of it, with struct update syntax or the
+    /// `with_` methods, so a field added here is denied at every site until one grants it.
+    pub fn read_only() -> Policy {
+        Policy {
+            mode: Mode::ReadOnly,
+            workspace_root: None,
+            writable_roots: Vec::new(),
+            network: Network::Deny,
+            protected: Vec::new(),
+            never_writable: Vec::new(),
+            local_binding: false,
+            deny_read: Vec::new(),
+            session_temp: None,
+            unix_sockets: Vec::new(),
+            visible: Vec::new(),
+        }
+    }
+
+    /// This policy in `mode`.
+    pub fn with_mode(self, mode: Mode) -> Policy {
+        Policy { mode, ..self }
+    }
+
+    /// This policy with `root` as its workspace.
+    pub fn with_workspace(self, root: Bytes) -> Policy {
+        Policy {
+            workspace_root: Some(root),
+            ..self
+        }
+    }
+}
+
+impl Limits {
+    /// No limit of the request's own: no timeout, no kill grace (SIGKILL at once), and the
+    /// helper's defaults and ceiling for the rest.
+    pub fn none() -> Limits {
+        Limits {
+            timeout_ms: None,
+            kill_grace_ms: 0,
+            max_processes: None,
+            max_file_size: None,
+            max_address_space: None,
+            max_memory: None,
+        }
+    }
+
+    /// These limits with `timeout_ms` as the wall-clock limit.
+    pub fn with_timeout(self, timeout_ms: Option<u64>) -> Limits {
+        Limits { timeout_ms, ..self }
+    }
+
+    /// These limits with `kill_grace_ms` between SIGTERM and SIGKILL.
+    pub fn with_kill_grace(self, kill_grace_ms: u32) -> Limits {
+        Limits {
+            kill_grace_ms,
+            ..self
+        }
+    }
+}
+
 impl Layer {
     /// The name users read in facts.
     pub fn as_str(self) -> &'static str {

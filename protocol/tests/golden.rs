@@ -348,28 +348,11 @@ fn minimal_spawn() -> Spawn {
         argv: Vec::new(),
         cwd: Vec::new(),
         env: Vec::new(),
-        policy: Policy {
-            mode: Mode::ReadOnly,
-            workspace_root: None,
-            writable_roots: Vec::new(),
-            network: Network::Deny,
-            protected: Vec::new(),
-            never_writable: Vec::new(),
-            local_binding: false,
-            deny_read: Vec::new(),
-            session_temp: None,
-            unix_sockets: Vec::new(),
-            visible: Vec::new(),
-        },
+        // The constructors: this vector also pins that the most restrictive policy and no
+        // limits encode as every field's first value (`spawn()` pins each field by name).
+        policy: Policy::read_only(),
         backend: BackendChoice::Auto,
-        limits: Limits {
-            timeout_ms: None,
-            kill_grace_ms: 0,
-            max_processes: None,
-            max_file_size: None,
-            max_address_space: None,
-            max_memory: None,
-        },
+        limits: Limits::none(),
         stdio: Stdio {
             stdin: StdioSpec::Null,
             stdout: StdioSpec::Null,

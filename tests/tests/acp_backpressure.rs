@@ -28,7 +28,7 @@ use std::process::{Child, ChildStdin, ChildStdout, Stdio};
 use std::sync::{Arc, Condvar, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
-use agentd::acp::OUTGOING_BUDGET;
+use agentd::api::acp::OUTGOING_BUDGET;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use serde_json::{Value, json};
 use support::acp::{AcpClient, Scratch};

@@ -19,7 +19,7 @@ mod support;
 
 use std::time::Duration;
 
-use agentd::acp::{MAX_ERROR_LINE, MAX_LINE};
+use agentd::api::acp::{MAX_ERROR_LINE, MAX_LINE};
 use serde_json::{Value, json};
 use support::acp::{AcpClient, Scratch};
 

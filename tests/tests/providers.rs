@@ -13,8 +13,8 @@ mod support;
 
 use std::time::Duration;
 
-use agentd::model::openai::{OpenAiProvider, OpenAiSettings};
-use agentd::model::{
+use agentd::api::model::openai::{OpenAiProvider, OpenAiSettings};
+use agentd::api::model::{
     AssistantTurn, ChatRequest, Delta, Deltas, MaxTokensField, Message, ModelError, Provider,
     Reasoning, ReasoningField, SendReasoning, ToolCall,
 };
@@ -172,7 +172,7 @@ async fn replay(case: Case) {
         "{what}: every call has an id"
     );
     assert_eq!(
-        agentd::acp::stop_reason_after(&turn),
+        agentd::api::acp::stop_reason_after(&turn),
         case.stop,
         "{what}: stop reason (finish {})",
         turn.finish

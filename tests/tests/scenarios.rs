@@ -6,8 +6,8 @@ mod support;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use agentd::cli::run::{RunArgs, run_job};
-use agentd::helper_client::{FailedAt, HelperClient, HelperEndpoint, Outcome, SpawnSpec};
+use agentd::api::cli::{RunArgs, run_job};
+use agentd::api::helper_client::{FailedAt, HelperClient, HelperEndpoint, Outcome, SpawnSpec};
 use confine_protocol::{ExitStatus, Mode};
 use support::{binary, wait_gone};
 

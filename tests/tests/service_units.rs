@@ -20,7 +20,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use agentd::helper_client::{HelperClient, HelperEndpoint, Outcome, SpawnSpec};
+use agentd::api::helper_client::{HelperClient, HelperEndpoint, Outcome, SpawnSpec};
 use confine_protocol::{ExitStatus, Mode};
 use support::users::{Group, system_group, system_user};
 

@@ -16,11 +16,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use agentd::checkpoint::{ChangeKind, Scope, Store};
-use agentd::helper_client::{HelperClient, HelperEndpoint};
-use agentd::profile::SandboxProfile;
-use agentd::session::Event;
-use agentd::session::log::{EventLog, new_id};
+use agentd::api::checkpoint::{ChangeKind, Scope, Store};
+use agentd::api::helper_client::{HelperClient, HelperEndpoint};
+use agentd::api::profile::SandboxProfile;
+use agentd::api::session::Event;
+use agentd::api::session::{EventLog, new_id};
 use confine_protocol::{BackendChoice, Mode, Network};
 use serde_json::Value;
 use support::acp::{Scratch, scratch_base};
@@ -336,7 +336,7 @@ fn a_directory_swapped_for_a_link_outside_during_the_restore_changes_nothing_out
             swaps.clone(),
         );
         counting.store(true, Ordering::SeqCst);
-        let restored = runtime.block_on(agentd::checkpoint::restore(
+        let restored = runtime.block_on(agentd::api::checkpoint::restore(
             &store,
             &id,
             &plan,
@@ -371,7 +371,7 @@ fn a_directory_swapped_for_a_link_outside_during_the_restore_changes_nothing_out
             .plan_restore(&id, "t1", &scope(&ws))
             .expect("plan again");
         let calm = runtime
-            .block_on(agentd::checkpoint::restore(
+            .block_on(agentd::api::checkpoint::restore(
                 &store, &id, &plan, &client, policy, choice,
             ))
             .expect("restore");

@@ -75,11 +75,13 @@ use outgoing::Outgoing;
 use set_knob::Asked;
 
 pub use options::{AcpOptions, AcpStartError};
-pub use outgoing::{MESSAGE_OVERHEAD, OUTGOING_BUDGET};
+pub use outgoing::OUTGOING_BUDGET;
 pub use sessions::{AgentState, Session, Sessions};
 pub use stdio::{MAX_ERROR_LINE, MAX_LINE};
 pub use told::ENFORCEMENT as ENFORCEMENT_NOTICE;
-pub use updates::{is_model_error, is_notice, model_error, notice, notice_kind};
+pub use updates::{is_model_error, is_notice, notice_kind};
+#[cfg(test)]
+pub(crate) use updates::{model_error, notice};
 
 /// The stop reason, as its wire name, that a model answer ends a prompt turn with, or `None`
 /// when the turn goes on to run the answer's tool calls.

@@ -300,7 +300,6 @@ mod tests {
     async fn requests_of_other_sessions_or_without_a_call_go_to_the_next_answerer() {
         let answerer = AcpAnswerer::default();
         let request = |call_id: Option<&str>| Request {
-            id: "r".into(),
             agent: "not-served".into(),
             ask: Ask {
                 call_id: call_id.map(str::to_owned),

@@ -280,7 +280,7 @@ impl ChildLoop {
         let description = tools::describe(&call.name, &call.arguments);
         let asks = self.asks(call);
         let shown = self
-            .record_shown(Event::tool_call(turn, call, &description, asks), true)
+            .record_shown(description.event(turn, call, asks), true)
             .await?;
         let result = self.result(call, &description, &shown).await;
         self.record_shown(

@@ -233,7 +233,7 @@ impl Turn<'_> {
                 let requested = tools::requested_escalation(&self.session.tools, call);
                 let asks =
                     self.state.options.asks_before(&call.name) || matches!(requested, Ok(Some(_)));
-                self.show_synced(Event::tool_call(self.number, call, &description, asks))
+                self.show_synced(description.event(self.number, call, asks))
                     .await?;
                 // Taken before the gate reads the mode: a narrowing after it reaches a
                 // background task this call starts, however long the gate takes.

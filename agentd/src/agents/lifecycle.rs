@@ -24,12 +24,12 @@ mod registry;
 mod token;
 mod tree;
 
-pub use event::{
-    AgentEvent, AgentEvents, AgentId, AgentInfo, ChildError, CloseReport, Failure, Outcome,
-    PublishError, Rejected, StartError, TeardownError, TeardownReport,
-};
-pub use token::CancelToken;
-pub use tree::{AgentTree, Child, ChildContext, Pending, STOP_GRACE};
+pub use event::{AgentEvent, AgentEvents, AgentId, ChildError, Failure, Outcome, PublishError};
+#[cfg(test)]
+pub(crate) use event::{Rejected, StartError, TeardownError};
+#[cfg(test)]
+pub(crate) use tree::Child;
+pub use tree::{AgentTree, ChildContext};
 
 #[cfg(test)]
 #[path = "lifecycle_tests.rs"]

@@ -8,8 +8,8 @@
 //! pass its persona's filter and every filter above it. An agent may start a child when one more
 //! level still fits its cap, and that alone decides whether it has the reserved `task` tool.
 
-use super::depth::{Depth, TooDeep, check_child_start};
 use super::persona::{DEFAULT_MAX_DEPTH, Persona};
+use crate::depth::{Depth, TooDeep, check_child_start};
 use crate::tools::ToolScope;
 
 /// The depth cap in force and the persona it comes from.
@@ -69,6 +69,7 @@ impl Lineage {
     }
 
     /// The depth cap in force, `None` at the top level.
+    #[cfg(test)]
     pub fn cap(&self) -> Option<Depth> {
         self.cap.as_ref().map(|cap| cap.depth)
     }

@@ -7,7 +7,7 @@
 
 use std::fmt;
 
-use super::depth::Depth;
+use crate::depth::Depth;
 use crate::model::ModelConfig;
 use crate::tools::ToolFilter;
 

@@ -1,7 +1,10 @@
 //! The unified diff a restore plan shows a person: per text file, what the restore would
 //! change, with three lines of context; a binary or large file is named as such instead.
 
-use crate::session::DIFF_TEXT_CAP;
+/// The most bytes of each side of a change `tool/result` keeps: 64 KiB of the text before and
+/// 64 KiB of the text after, or neither. A restore plan shows no text diff of a file larger
+/// than that either: the session log keeps diffs and the plan shows them within one cap.
+pub const DIFF_TEXT_CAP: usize = 64 * 1024;
 
 /// Lines of context around each change.
 const CONTEXT: usize = 3;

@@ -32,9 +32,13 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+pub use diff_text::DIFF_TEXT_CAP;
+pub use plan::RestorePlan;
 pub use restore::{Restored, restore};
-pub use store::{Pruned, Store};
-pub use walk::RACY;
+pub use store::Store;
+
+/// The longest session id or label the store takes (a file name).
+pub const MAX_NAME: usize = 128;
 
 /// The name of the store's directory under the state directory.
 pub const STORE_DIR: &str = "checkpoints";
@@ -187,19 +191,6 @@ impl ChangeKind {
     }
 }
 
-/// What restoring to a checkpoint would change now, for a person to see before it happens;
-/// [`restore`] carries it out.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RestorePlan {
-    pub label: String,
-    /// From the state now to the checkpoint's: `added` is what the restore creates, `deleted`
-    /// what it removes.
-    pub changes: Vec<Change>,
-    /// A unified diff of the text files (binary and large files named as such).
-    pub diff: String,
-    ops: plan::Ops,
-}
-
 /// How long checkpoints are kept, and how many per session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Retention {
@@ -230,7 +221,7 @@ pub enum CheckpointError {
     #[error(
         "`{name}` cannot name a checkpoint or a session in the store: only letters, digits, \
          `.`, `-` and `_` (not first), at most {} characters",
-        store::MAX_NAME
+        MAX_NAME
     )]
     BadName { name: String },
     #[error(

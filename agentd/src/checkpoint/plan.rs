@@ -6,12 +6,25 @@ use std::os::unix::ffi::OsStringExt;
 use std::path::PathBuf;
 
 use super::compare::{Difference, Now};
+use super::diff_text::DIFF_TEXT_CAP;
 use super::diff_text::{Side, file_diff};
 use super::manifest::{Kind, Manifest};
 use super::objects::Objects;
 use super::walk::open_below;
-use super::{Change, CheckpointError, RestorePlan, Scope};
-use crate::session::DIFF_TEXT_CAP;
+use super::{Change, CheckpointError, Scope};
+
+/// What restoring to a checkpoint would change now, for a person to see before it happens;
+/// [`super::restore`] carries it out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RestorePlan {
+    pub label: String,
+    /// From the state now to the checkpoint's: `added` is what the restore creates, `deleted`
+    /// what it removes.
+    pub changes: Vec<Change>,
+    /// A unified diff of the text files (binary and large files named as such).
+    pub diff: String,
+    pub(super) ops: Ops,
+}
 
 /// The operations a plan carries out, all by absolute path, all confined.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

@@ -21,7 +21,8 @@ use confine_protocol::{BackendChoice, ExitStatus, Policy};
 
 use super::compare::{Difference, Now};
 use super::manifest::{Kind, Manifest};
-use super::{Change, CheckpointError, RestorePlan, Scope, Store};
+use super::plan::RestorePlan;
+use super::{Change, CheckpointError, Scope, Store};
 use crate::helper_client::{HelperClient, Outcome, SpawnSpec, WriteSpec};
 
 /// The `PATH` of the restore's commands.

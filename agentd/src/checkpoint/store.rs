@@ -23,11 +23,10 @@ use nix::fcntl::{Flock, FlockArg};
 use super::compare::{Difference, differences};
 use super::manifest::{Kind, Manifest};
 use super::objects::{Objects, PRIVATE_FILE};
+use super::plan::RestorePlan;
 use super::walk::{RACY, Sink, walk};
-use super::{Change, CheckpointError, LeftOut, Recorded, RestorePlan, Retention, STORE_DIR, Scope};
+use super::{Change, CheckpointError, LeftOut, MAX_NAME, Recorded, Retention, STORE_DIR, Scope};
 
-/// The longest session id or label the store takes (a file name).
-pub const MAX_NAME: usize = 128;
 /// The mode of the store's directories: its user's alone.
 const PRIVATE_DIR: u32 = 0o700;
 const SESSIONS: &str = "sessions";

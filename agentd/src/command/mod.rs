@@ -9,8 +9,6 @@ mod notes;
 mod output;
 mod wait;
 
-use std::time::Duration;
-
 pub use facts::{Facts, RunnerFailure};
 pub(crate) use notes::{exec_failure_note, runner_failure_note};
 pub(crate) use output::{copy_output, input_pipe, output_pipe, wide_output_pipe};
@@ -19,5 +17,4 @@ pub(crate) use wait::{Waiting, settle, wait_for_outcome};
 /// How much of the end of the command's stderr is kept for classifying failures.
 pub const STDERR_TAIL: usize = 8 * 1024;
 
-/// Grace between SIGTERM and SIGKILL when a timeout or an interrupt stops the command.
-pub const KILL_GRACE: Duration = Duration::from_secs(2);
+pub use crate::helper_client::KILL_GRACE;

@@ -131,29 +131,28 @@ use confine_protocol::Mode;
 
 pub use agents::PersonaError;
 pub use built_models::{BuiltModel, PersonaProviders};
-pub use cache::{CACHE_PRESET_WORDS, CacheDirRule, CacheError, CachePreset, ResolvedCache};
-pub use checkpoints::{
-    Checkpoints, CheckpointsSection, DEFAULT_MAX_AGE_DAYS, DEFAULT_MAX_BYTES,
-    DEFAULT_MAX_PER_SESSION,
-};
-pub use compaction::{
-    CompactAt, CompactionPolicy, CompactionSection, DEFAULT_COMPACT_SHARE, DEFAULT_KEEP_TURNS,
-    Share,
-};
-pub use effective::{Effective, Flags, HelperChoice, ModelSources, Setting, default_state_dir};
-pub use file::{
-    ApprovalSection, Config, HelperSection, LimitsSection, LoadedConfig, SandboxSection,
-    SessionSection, config_path,
+pub use cache::CacheError;
+#[cfg(test)]
+pub(crate) use cache::CachePreset;
+pub use checkpoints::Checkpoints;
+pub use compaction::CompactionPolicy;
+pub use effective::{Effective, Flags};
+#[cfg(test)]
+pub(crate) use effective::{HelperChoice, Setting, default_state_dir};
+#[cfg(test)]
+pub(crate) use file::{
+    ApprovalSection, Config, LimitsSection, LoadedConfig, SandboxSection, SessionSection,
+    config_path,
 };
 pub use helper::HelperSetupError;
 pub use keys::{ConfigKey, KEYS};
 pub use mcp::McpServerConfig;
-pub use models::{DEFAULT_MODEL_NAME, ModelsError, NamedModel, is_model_name};
-pub use project::{parse_project, project_file, protect_project, read_project};
-pub use sandbox::{
-    FileKind, Lined, ProfileSection, SocketEntryError, absolute_or_home, expand_home,
-};
-pub use sandbox_env::{EnvSection, process_lookup};
+pub use models::{DEFAULT_MODEL_NAME, ModelsError};
+pub use project::{protect_project, read_project};
+#[cfg(test)]
+pub(crate) use sandbox::ProfileSection;
+pub use sandbox::{FileKind, SocketEntryError, absolute_or_home, expand_home};
+pub use sandbox_env::process_lookup;
 
 /// The configuration file's name, in `$XDG_CONFIG_HOME/agentd/` or `~/.config/agentd/`.
 pub const FILE_NAME: &str = "agentd.toml";

@@ -320,24 +320,18 @@ fn configured_limits_are_applied_and_the_others_kept() {
         &Flags::default(),
         &no_env,
     );
-    let mut limits = Limits {
-        timeout_ms: Some(9),
-        kill_grace_ms: 2000,
-        max_processes: None,
+    let before = Limits {
         max_file_size: Some(10),
-        max_address_space: None,
-        max_memory: None,
+        ..Limits::none().with_timeout(Some(9)).with_kill_grace(2000)
     };
+    let mut limits = before.clone();
     config.sandbox_profile().limits.apply(&mut limits);
     assert_eq!(
         limits,
         Limits {
-            timeout_ms: Some(9),
-            kill_grace_ms: 2000,
             max_processes: Some(64),
-            max_file_size: Some(10),
             max_address_space: Some(4096),
-            max_memory: None,
+            ..before
         }
     );
 }

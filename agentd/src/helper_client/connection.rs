@@ -16,8 +16,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use confine_protocol::{
-    Cancel, FrameDecoder, FrameError, Hello, HelperInfo, Reply, Request, check_hello,
-    decode_payload, encode_frame,
+    Cancel, FrameDecoder, Hello, HelperInfo, Reply, Request, check_hello, decode_payload,
+    encode_frame,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
@@ -25,7 +25,8 @@ use tokio::process::Child;
 use tokio::sync::{mpsc, oneshot};
 
 use super::embedded::{EmbeddedHelper, start_embedded};
-use super::{ClientError, HelperEndpoint, socket_io};
+use super::endpoint::{ClientError, HelperEndpoint, Lost};
+use super::socket_io;
 
 /// How long the helper has to answer our greeting.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -47,24 +48,6 @@ pub enum EstablishError {
     ClosedEarly(String),
     /// Retrying would fail the same way.
     Fatal(ClientError),
-}
-
-/// Why a request got no answer on a connection.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum Lost {
-    /// The connection had ended before the request could be registered: what a lost connection
-    /// is called.
-    #[error("{0}")]
-    Dead(&'static str),
-    /// The connection ended with the request in flight: how, as the teardown reports it.
-    #[error("{0}")]
-    Ended(String),
-    /// The request cannot be encoded.
-    #[error("{0}")]
-    Encode(FrameError),
-    /// Nobody will answer: the answer's channel closed.
-    #[error("the connection closed before answering")]
-    Unanswered,
 }
 
 /// A reply that breaks the protocol: the connection is ended.

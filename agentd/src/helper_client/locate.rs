@@ -31,25 +31,6 @@ pub struct LocateInputs {
     pub path_var: Option<std::ffi::OsString>,
 }
 
-impl LocateInputs {
-    /// Inputs from this process: its executable's directory and its `PATH`.
-    pub fn from_process(
-        flag: Option<PathBuf>,
-        config_value: Option<PathBuf>,
-        config_file: Option<PathBuf>,
-    ) -> LocateInputs {
-        let exe_dir = agentd_dir();
-        LocateInputs {
-            flag,
-            env_value: None,
-            config_value,
-            config_file,
-            exe_dir,
-            path_var: std::env::var_os("PATH"),
-        }
-    }
-}
-
 /// The directory of agentd's own executable.
 pub fn agentd_dir() -> Option<PathBuf> {
     std::env::current_exe()

@@ -14,8 +14,8 @@
 //! helper (embedded mode) or reconnects (service mode).
 //!
 //! ```no_run
-//! # async fn demo() -> Result<(), agentd::helper_client::ClientError> {
-//! use agentd::helper_client::{HelperClient, HelperEndpoint, Outcome, SpawnSpec};
+//! # async fn demo() -> Result<(), agentd::api::helper_client::ClientError> {
+//! use agentd::api::helper_client::{HelperClient, HelperEndpoint, Outcome, SpawnSpec};
 //! use confine_protocol::Mode;
 //!
 //! let client = HelperClient::new(HelperEndpoint::Embedded("/usr/libexec/confine-helper".into()));
@@ -35,6 +35,7 @@ mod command;
 mod connect_hint;
 mod connection;
 mod embedded;
+mod endpoint;
 mod file_io;
 pub mod locate;
 mod socket_io;
@@ -48,95 +49,28 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use confine_protocol::{
-    BackendChoice, EnvVar, FrameError, Hello, HelperInfo, Limits, Mismatch, Mode, Network, Policy,
-    Request, Spawn, Stdio, StdioSpec, encode_frame,
+    BackendChoice, EnvVar, Hello, HelperInfo, Limits, Policy, Request, Spawn, Stdio, StdioSpec,
+    encode_frame,
 };
 
 pub use command::{Canceller, CommandHandle, FailedAt, Outcome, RunnerFailed};
-pub use connection::Lost;
+pub use endpoint::{ClientError, HelperEndpoint, Lost};
 pub use file_io::{FileOpError, GivenFileIo, ReadSpec, WriteSpec, locate_file_io};
 pub use locate::{LocateError, LocateInputs, locate_helper};
 pub use workspace::WorkspaceRefusal;
 
-use crate::command::KILL_GRACE;
-
 use connection::{Connection, EstablishError};
+
+/// Grace between SIGTERM and SIGKILL when a timeout or an interrupt stops the command: what
+/// every spawn gets unless its caller says otherwise.
+pub const KILL_GRACE: Duration = Duration::from_secs(2);
 
 /// How many times in a row the helper may die before completing the handshake before a request
 /// gives up, so a helper that crashes at start-up is reported instead of respawned forever.
 pub const MAX_HANDSHAKE_FAILURES: u32 = 3;
-
-/// How to reach confine-helper.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum HelperEndpoint {
-    /// Spawn this binary as `confine-helper --fd 3` with one end of a private socketpair.
-    Embedded(PathBuf),
-    /// Connect to a helper already serving on this Unix socket (`confine-helper serve`).
-    Service(PathBuf),
-}
-
-/// Why a request could not be handed to confine-helper. Nothing ran.
-#[derive(Debug, thiserror::Error)]
-pub enum ClientError {
-    #[error("cannot start confine-helper {}: {source}", path.display())]
-    StartHelper {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("cannot connect to confine-helper at {}: {source}; {hint}", socket.display())]
-    Connect {
-        socket: PathBuf,
-        #[source]
-        source: std::io::Error,
-        /// What to do, from the cause: see `connect_hint`.
-        hint: String,
-    },
-    #[error(
-        "confine-helper at {helper} did not complete the handshake within {seconds} s and was \
-         given up on; check that it is confine-helper and that its messages above show no error"
-    )]
-    HandshakeTimeout { helper: String, seconds: u64 },
-    #[error(transparent)]
-    Mismatch(#[from] Mismatch),
-    /// The service would not serve this connection, and says why (a cap on its connections,
-    /// the user's process limit): its words, shown as they are.
-    #[error("{reason}")]
-    Refused { reason: String },
-    #[error(
-        "confine-helper sent an invalid greeting: {0}; install matching versions of agentd and \
-         confine-helper"
-    )]
-    BadGreeting(FrameError),
-    #[error("the handshake with confine-helper failed: {0}")]
-    HandshakeIo(#[source] std::io::Error),
-    #[error(
-        "confine-helper closed the connection before completing the handshake {attempts} times \
-         in a row (last: {last}); its own messages above say why"
-    )]
-    HelperKeepsDying { attempts: u32, last: String },
-    #[error(
-        "the request cannot be sent to confine-helper: {0}; the command line and environment \
-         together must stay under 1 MiB"
-    )]
-    RequestTooLarge(FrameError),
-    #[error("the connection to confine-helper was lost: {0}")]
-    ConnectionLost(#[source] Lost),
-    #[error(
-        "a ceiling file (--helper-ceiling or helper.ceiling) is only for the confine-helper \
-         agentd starts itself; the one serving at {} reads its own ceiling, given with \
-         `confine-helper serve --socket {} --ceiling PATH`",
-        socket.display(),
-        socket.display()
-    )]
-    CeilingForService { socket: PathBuf },
-    /// A file read or write that could not be asked: its program is missing, or the request
-    /// could not mean what it says.
-    #[error(transparent)]
-    FileOp(#[from] FileOpError),
-}
 
 /// What to run and under which rules. Build one with [`SpawnSpec::new`], then adjust the fields.
 #[derive(Debug)]
@@ -177,28 +111,10 @@ impl SpawnSpec {
             argv: argv.into_iter().map(Into::into).collect(),
             cwd: PathBuf::from("/"),
             env: Vec::new(),
-            policy: Policy {
-                mode: Mode::ReadOnly,
-                workspace_root: None,
-                writable_roots: Vec::new(),
-                network: Network::Deny,
-                protected: Vec::new(),
-                never_writable: Vec::new(),
-                local_binding: false,
-                deny_read: Vec::new(),
-                session_temp: None,
-                unix_sockets: Vec::new(),
-                visible: Vec::new(),
-            },
+            policy: Policy::read_only(),
             backend: BackendChoice::Auto,
-            limits: Limits {
-                timeout_ms: None,
-                kill_grace_ms: u32::try_from(KILL_GRACE.as_millis()).unwrap_or(u32::MAX),
-                max_processes: None,
-                max_file_size: None,
-                max_address_space: None,
-                max_memory: None,
-            },
+            limits: Limits::none()
+                .with_kill_grace(u32::try_from(KILL_GRACE.as_millis()).unwrap_or(u32::MAX)),
             stdin: None,
             stdout: None,
             stderr: None,

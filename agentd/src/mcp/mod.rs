@@ -25,8 +25,6 @@ pub mod server;
 pub mod servers;
 pub mod started;
 
-pub use names::{NameError, listed};
-pub use protocol::{CallOutput, McpTool};
-pub use servers::{
-    Exposed, McpCallError, McpServers, Placement, ServerReport, ServerSpec, ServerState, Transport,
-};
+pub use names::listed;
+pub use protocol::CallOutput;
+pub use servers::{McpServers, Placement, ServerReport, ServerSpec, ServerState, Transport};

@@ -35,11 +35,15 @@ use std::pin::Pin;
 
 use serde::{Deserialize, Serialize};
 
-pub use config::{ContextWindow, ModelConfig, ProviderKind, Temperature, build_provider};
-pub use deltas::{DELTAS_AHEAD, Deltas};
+pub use config::{ModelConfig, ProviderKind, build_provider};
+#[cfg(test)]
+pub(crate) use deltas::DELTAS_AHEAD;
+pub use deltas::Deltas;
 pub use error::{FailureKind, ModelError};
-pub use estimate::{BYTES_PER_TOKEN, estimate_tokens};
-pub use family::{Family, MaxTokensField, ReasoningReturn, SendReasoning, TokenLimitField};
+pub use estimate::estimate_tokens;
+pub use family::{MaxTokensField, SendReasoning};
+#[cfg(test)]
+pub(crate) use family::{ReasoningReturn, TokenLimitField};
 
 /// One entry of the chat history.
 ///

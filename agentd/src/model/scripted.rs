@@ -137,16 +137,6 @@ impl ScriptedProvider {
         })
     }
 
-    /// How many turns the script has.
-    pub fn len(&self) -> usize {
-        self.turns.len()
-    }
-
-    /// Whether the script has no turns at all.
-    pub fn is_empty(&self) -> bool {
-        self.turns.is_empty()
-    }
-
     /// Appends the tools `req` offers to `path`, one JSON line.
     fn record_tools(&self, path: &Path, req: &ChatRequest) -> Result<(), ModelError> {
         use std::io::Write;

@@ -20,6 +20,10 @@ use super::route::{self, RouteError, RouteType};
 
 /// Why an address counts as this machine's or its link's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[expect(
+    clippy::enum_variant_names,
+    reason = "link-local is the name of the address range"
+)]
 pub enum Local {
     Loopback,
     /// `0.0.0.0/8` or `::`: a connection to it reaches this machine.

@@ -32,10 +32,15 @@ pub mod upstream;
 
 pub use gate::{Decision, Protocol};
 pub use gateway::{Decisions, Gateway};
-pub use local::{Local, LocalAddress};
-pub use policy::{EntryProblem, Host, Pattern, Policy, PolicyError, Reason};
-pub use serve::{MAX_CONNECTIONS, ServeError, serve_all, serve_listener, serve_one};
-pub use upstream::{Resolve, SystemResolver};
+#[cfg(test)]
+pub(crate) use local::{Local, LocalAddress};
+#[cfg(test)]
+pub(crate) use policy::Pattern;
+pub use policy::{Policy, Reason};
+pub use serve::serve_all;
+#[cfg(test)]
+pub(crate) use serve::serve_listener;
+pub use upstream::SystemResolver;
 
 #[cfg(test)]
 mod tests;

@@ -11,9 +11,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-/// The most bytes of each side of a change `tool/result` keeps: 64 KiB of the text before and
-/// 64 KiB of the text after, or neither.
-pub const DIFF_TEXT_CAP: usize = 64 * 1024;
+use crate::checkpoint::DIFF_TEXT_CAP;
 
 /// `tool/result`'s `diff`: the change a `write_file` or `edit_file` call made to one file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

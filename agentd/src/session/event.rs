@@ -13,8 +13,7 @@ use serde::{Deserialize, Serialize};
 use super::diff::LoggedDiff;
 use super::rule::Scope;
 use crate::checkpoint::Change;
-use crate::model::{AssistantTurn, Reasoning, ToolCall};
-use crate::tools::ToolDescription;
+use crate::model::{AssistantTurn, Reasoning};
 use crate::words::{ApprovalPolicy, Outcome};
 
 /// The version written into every record. A log with a newer version is refused on load.
@@ -57,25 +56,6 @@ impl Event {
                 .collect(),
             finish: answer.finish.as_str().to_owned(),
             incomplete: false,
-        }
-    }
-
-    /// The record of the tool call `call`, announced as `description` says; `pending` when it
-    /// waits for a person before it may run.
-    pub fn tool_call(
-        turn: u64,
-        call: &ToolCall,
-        description: &ToolDescription,
-        pending: bool,
-    ) -> Event {
-        Event::ToolCall {
-            turn,
-            call_id: call.id.clone(),
-            tool: call.name.clone(),
-            title: description.title.clone(),
-            kind: description.kind.as_str().to_owned(),
-            input: description.input.clone(),
-            pending,
         }
     }
 }
@@ -385,7 +365,7 @@ pub enum Event {
     AgentStarted {
         agent: String,
         parent: String,
-        /// Checked as a depth when the log is read (`agents::depth`).
+        /// Checked as a depth when the log is read (`crate::depth`).
         depth: u64,
         persona: String,
         call_id: String,

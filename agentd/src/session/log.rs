@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::event::{EVENT_VERSION, Event, Record};
-use crate::agents::depth::{Depth, DepthOrigin, InvalidDepth};
+use crate::depth::{Depth, DepthOrigin, InvalidDepth};
 
 /// Why a log could not be opened or read.
 #[derive(Debug, thiserror::Error)]

@@ -16,12 +16,13 @@ pub mod rule;
 mod transcript;
 pub mod undoable;
 
-pub use diff::{Before, DIFF_TEXT_CAP, LoggedDiff, Omission};
+pub use crate::checkpoint::DIFF_TEXT_CAP;
+pub use diff::{Before, LoggedDiff, Omission};
 pub use event::{
     AgentOutcome, EVENT_VERSION, Event, LoggedToolCall, PlanItem, PlanPriority, PlanStatus,
     PromptResource, Record, RestoredBy, ToolStatus,
 };
-pub use log::{EventLog, LoadReport, LogError, StateDirUse};
+pub use log::{EventLog, LogError};
 pub use rule::Scope;
 
 /// What `f` makes of `log`'s records, read in place ([`SessionLog::with_records`]): the reads

@@ -3,6 +3,9 @@
 
 use serde_json::{Value, json};
 
+use crate::model::ToolCall;
+use crate::session::Event;
+
 use super::spec::{
     BASH, BASH_KILL, BASH_OUTPUT, EDIT_FILE, READ_FILE, TASK, UPDATE_PLAN, WRITE_FILE,
 };
@@ -38,6 +41,22 @@ pub struct ToolDescription {
     pub kind: ToolKind,
     /// The arguments as parsed, or `{"raw": text}` when they are not a JSON object.
     pub input: Value,
+}
+
+impl ToolDescription {
+    /// The record of the tool call `call`, announced as this description says; `pending` when
+    /// it waits for a person before it may run.
+    pub fn event(&self, turn: u64, call: &ToolCall, pending: bool) -> Event {
+        Event::ToolCall {
+            turn,
+            call_id: call.id.clone(),
+            tool: call.name.clone(),
+            title: self.title.clone(),
+            kind: self.kind.as_str().to_owned(),
+            input: self.input.clone(),
+            pending,
+        }
+    }
 }
 
 /// The longest title, in characters.

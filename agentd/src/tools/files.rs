@@ -62,9 +62,6 @@ use confined::{OpError, Read, confined_read, confined_write};
 use fence::{Fence, Refusal, absolute, check_write};
 use text::{OpenError, apply_edit, checked_text, open_regular, window};
 
-pub use confined::MAX_TEXT_FILE;
-pub use fence::PROTECTED;
-
 /// Why file work done here, around the editor's read, failed.
 #[derive(Debug, thiserror::Error)]
 enum LocalError {

@@ -60,32 +60,22 @@ use serde_json::json;
 
 use crate::model::{ToolCall, ToolSpec};
 
-pub use args::{ArgsError, ESCALATION_NOT_OFFERED, Escalation, Problem};
-pub use bash::ANSWER_WAIT;
+pub use args::{ArgsError, Escalation};
 pub use call::{CallContext, TaskOwner, ToolResult};
-pub use describe::{ToolDescription, ToolKind, describe};
+pub use describe::{ToolDescription, describe};
 pub use env::{ClientFs, ClientFsError, FsFuture, ToolEnv};
-pub use escalation::{
-    GateContext, GateError, escalation_gate, requested_escalation, strictly_widens,
-};
+pub use escalation::{GateContext, escalation_gate, requested_escalation};
+pub use files::Proposal;
 pub(crate) use files::read_context;
-pub use files::{MAX_TEXT_FILE, PROTECTED, Proposal};
-pub use filter::{FilterError, FilterList, NotOffered, ToolFilter, ToolScope};
-pub use live::{LIVE_OUTPUT_CAP, LiveOutput};
+pub use filter::{FilterError, FilterList, ToolFilter, ToolScope};
+#[cfg(test)]
+pub(crate) use live::LIVE_OUTPUT_CAP;
+pub use live::LiveOutput;
 pub use mcp::{SHOWN_CONTENT, start_mcp};
-pub use output::{
-    BACKGROUND_OUTPUT_CAP, ESCALATION_HINT_PREFIX, MODEL_OUTPUT_CAP, denial_marker, denied_access,
-    exit_marker, truncation_marker,
-};
-pub use registry::{
-    Admission, RESERVED, RegistryError, TASK, ToolRegistry, ToolSet, UPDATE_PLAN, is_tool_name,
-    reserved_because,
-};
-pub use spec::{
-    BASH, BASH_KILL, BASH_OUTPUT, DEFAULT_TIMEOUT_MS, EDIT_FILE, MAX_TIMEOUT_MS, NAMES, READ_CAP,
-    READ_FILE, SpecOptions, WRITE_FILE, spec_with,
-};
-pub use tasks::{BackgroundTasks, NarrowingMark, Stopped, Stopping};
+pub use output::{ESCALATION_HINT_PREFIX, denied_access};
+pub use registry::{TASK, ToolRegistry, UPDATE_PLAN, is_tool_name};
+pub use spec::{BASH, NAMES, SpecOptions, spec_with};
+pub use tasks::{NarrowingMark, Stopping};
 
 /// The schemas of the tools an agent in `scope` has, as offered to a call whose session runs
 /// under `effective` (escalation only to the modes the helper grants above it), in the

@@ -6,7 +6,7 @@ use std::os::unix::ffi::OsStrExt;
 
 use confine_protocol::environment::DEFAULT_PATH;
 use confine_protocol::{
-    Backend, EnvVar, ExitStatus, Limits, Mode, Network, Policy, Reply, Spawn, Stdio, StdioSpec,
+    Backend, EnvVar, ExitStatus, Limits, Mode, Policy, Reply, Spawn, Stdio, StdioSpec,
 };
 use nix::fcntl::OFlag;
 use nix::libc;
@@ -24,7 +24,7 @@ pub(crate) fn check(spawn: &Spawn) -> Result<(), NotRun> {
     if let Some(i) = spawn.argv.iter().position(|a| a.contains(&0)) {
         return refuse(format!("argv[{i}] contains a NUL byte"));
     }
-    if spawn.argv[0].is_empty() {
+    if spawn.argv.first().is_some_and(|program| program.is_empty()) {
         return refuse("argv[0] is empty: there is no program to run".into());
     }
     if spawn.cwd.first() != Some(&b'/') {
@@ -143,28 +143,9 @@ fn probe(backend: Backend, ctx: &Context) -> Result<(), Unusable> {
             name: b"PATH".to_vec(),
             value: DEFAULT_PATH.as_bytes().to_vec(),
         }],
-        policy: Policy {
-            mode: Mode::ReadOnly,
-            workspace_root: None,
-            writable_roots: Vec::new(),
-            network: Network::Deny,
-            protected: Vec::new(),
-            never_writable: Vec::new(),
-            local_binding: false,
-            deny_read: Vec::new(),
-            session_temp: None,
-            unix_sockets: Vec::new(),
-            visible: Vec::new(),
-        },
+        policy: Policy::read_only(),
         backend: confine_protocol::BackendChoice::Auto,
-        limits: Limits {
-            timeout_ms: Some(30_000),
-            kill_grace_ms: 0,
-            max_processes: None,
-            max_file_size: None,
-            max_address_space: None,
-            max_memory: None,
-        },
+        limits: Limits::none().with_timeout(Some(30_000)),
         stdio: Stdio {
             stdin: StdioSpec::Null,
             stdout: StdioSpec::Null,
@@ -203,7 +184,9 @@ fn probe(backend: Backend, ctx: &Context) -> Result<(), Unusable> {
     let mut stderr = vec![0u8; 4096];
     let n = nix::unistd::read(&err_rd, &mut stderr).unwrap_or(0);
     // What the runner said on its way out, e.g. bwrap's reason for not building the sandbox.
-    let stderr = String::from_utf8_lossy(&stderr[..n]).trim().to_owned();
+    let stderr = String::from_utf8_lossy(stderr.get(..n).unwrap_or_default())
+        .trim()
+        .to_owned();
     match running.finish() {
         Reply::Exited(e) if e.status == ExitStatus::Code(0) => Ok(()),
         Reply::Exited(e) => Err(Unusable::Ended {

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use confine_protocol::environment::DEFAULT_PATH;
 use confine_protocol::{
-    Backend, Ending, Enforcement, ExitStatus, Exited, Layer, Reply, RunnerFailed, Spawn, Stage,
-    StdioSpec, Usage,
+    Backend, Caps, Ending, Enforcement, ExitStatus, Exited, Layer, Reply, RunnerFailed, Spawn,
+    Stage, StdioSpec, Usage,
 };
 use nix::fcntl::OFlag;
 use nix::libc;
@@ -20,7 +20,7 @@ use crate::confine::{Applied, Cleanup, Confinement, NotRun, Plan, Planned};
 use crate::enter::Entered;
 use crate::record::{Record, exec_failure_code};
 #[cfg(target_os = "linux")]
-use crate::sys::Connects;
+use crate::sys::ShimConnects;
 use crate::sys::{self, CStringArray, ChildConfine, Prepared};
 
 /// A command the helper has forked and not yet reported as ended.
@@ -55,21 +55,7 @@ pub(crate) fn start(
     stdio: [Option<OwnedFd>; 3],
     plan: Plan,
 ) -> Result<Running, NotRun> {
-    let failed = |stage: Stage, err: nix::Error, what: &str| {
-        NotRun::RunnerFailed(stage, err as i32, format!("{what}: {}", err.desc()))
-    };
-    let null = if stdio.iter().any(Option::is_none) {
-        Some(
-            nix::fcntl::open(
-                c"/dev/null",
-                OFlag::O_RDWR | OFlag::O_CLOEXEC,
-                nix::sys::stat::Mode::empty(),
-            )
-            .map_err(|e| failed(Stage::Stdio, e, "opening /dev/null"))?,
-        )
-    } else {
-        None
-    };
+    let null = null_for(&stdio)?;
     let raw = |fd: &Option<OwnedFd>| match fd {
         Some(fd) => fd.as_raw_fd(),
         None => null.as_ref().map_or(-1, AsRawFd::as_raw_fd),
@@ -89,42 +75,8 @@ pub(crate) fn start(
         Confinement::Bwrap { report, .. } => report.take(),
         _ => None,
     };
-    let confine = match &plan.confinement {
-        Confinement::None => ChildConfine::None,
-        #[cfg(target_os = "linux")]
-        Confinement::Bwrap { seccomp, .. } => ChildConfine::Bwrap {
-            seccomp_fd: seccomp.as_raw_fd(),
-        },
-        #[cfg(target_os = "linux")]
-        Confinement::Landlock {
-            ruleset,
-            filter,
-            drop_caps,
-            user_namespace,
-            ..
-        } => ChildConfine::Landlock {
-            ruleset_fd: ruleset.as_raw_fd(),
-            filter: if u16::try_from(filter.len()).is_ok() {
-                filter.as_slice()
-            } else {
-                return Err(NotRun::RunnerFailed(
-                    Stage::Seccomp,
-                    0,
-                    "seccomp program too long".into(),
-                ));
-            },
-            drop_caps: *drop_caps,
-            user_namespace: user_namespace.as_ref(),
-        },
-    };
-    // bwrap and sandbox-exec are named by their paths, and search the command's PATH
-    // themselves.
-    let programs = match plan.backend {
-        Backend::Bwrap | Backend::Seatbelt => vec![c_string(&plan.argv[0])],
-        _ => program_candidates(spawn),
-    };
     let prepared = Prepared {
-        programs,
+        programs: programs(spawn, &plan),
         argv: CStringArray::new(plan.argv.iter().map(|a| c_string(a)).collect()),
         envp: CStringArray::new(
             plan.env
@@ -136,25 +88,12 @@ pub(crate) fn start(
         stdio: stdio_raw,
         status_wr: status_wr.as_raw_fd(),
         ctl_rd: ctl_rd.as_raw_fd(),
-        confine,
-        passed: match &plan.confinement {
-            #[cfg(target_os = "linux")]
-            Confinement::Bwrap { passed, .. } => passed.iter().map(AsRawFd::as_raw_fd).collect(),
-            // Kept by the shim alone (the command receives no passed descriptor without bwrap).
-            #[cfg(target_os = "linux")]
-            Confinement::Landlock {
-                proxy: Some(proxy), ..
-            } => vec![proxy.as_raw_fd()],
-            _ => Vec::new(),
-        },
+        confine: child_confine(&plan.confinement)?,
+        passed: passed_fds(&plan.confinement),
         rlimits: plan.rlimits.clone(),
-        cgroup_procs: match &plan.caps.applied {
-            #[cfg(target_os = "linux")]
-            Applied::Cgroup(cgroup) => cgroup.procs().iter().map(AsRawFd::as_raw_fd).collect(),
-            _ => Vec::new(),
-        },
+        cgroup_procs: cgroup_procs(&plan.caps.applied),
         #[cfg(target_os = "linux")]
-        connects: plan.connects.as_ref().map(|c| Connects {
+        connects: plan.connects.as_ref().map(|c| ShimConnects {
             notify: &c.notify,
             rules: &c.rules,
             proxy: matches!(
@@ -199,6 +138,93 @@ pub(crate) fn start(
     })
 }
 
+/// `/dev/null`, for the streams the request left without a descriptor.
+fn null_for(stdio: &[Option<OwnedFd>; 3]) -> Result<Option<OwnedFd>, NotRun> {
+    if stdio.iter().all(Option::is_some) {
+        return Ok(None);
+    }
+    nix::fcntl::open(
+        c"/dev/null",
+        OFlag::O_RDWR | OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )
+    .map(Some)
+    .map_err(|e| failed(Stage::Stdio, e, "opening /dev/null"))
+}
+
+/// The `cgroup.procs` descriptors the shim moves the command into, when a cgroup counts its
+/// tree.
+fn cgroup_procs(applied: &Applied) -> Vec<std::os::fd::RawFd> {
+    match applied {
+        #[cfg(target_os = "linux")]
+        Applied::Cgroup(cgroup) => cgroup.procs().iter().map(AsRawFd::as_raw_fd).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// A runner step of `stage` that failed with `err` while doing `what`.
+fn failed(stage: Stage, err: nix::Error, what: &str) -> NotRun {
+    NotRun::RunnerFailed(stage, err as i32, format!("{what}: {}", err.desc()))
+}
+
+/// What the command applies to itself, as the shim receives it.
+fn child_confine(confinement: &Confinement) -> Result<ChildConfine<'_>, NotRun> {
+    Ok(match confinement {
+        Confinement::None => ChildConfine::None,
+        #[cfg(target_os = "linux")]
+        Confinement::Bwrap { seccomp, .. } => ChildConfine::Bwrap {
+            seccomp_fd: seccomp.as_raw_fd(),
+        },
+        #[cfg(target_os = "linux")]
+        Confinement::Landlock {
+            ruleset,
+            filter,
+            drop_caps,
+            user_namespace,
+            ..
+        } => ChildConfine::Landlock {
+            ruleset_fd: ruleset.as_raw_fd(),
+            filter: if u16::try_from(filter.len()).is_ok() {
+                filter.as_slice()
+            } else {
+                return Err(NotRun::RunnerFailed(
+                    Stage::Seccomp,
+                    0,
+                    "seccomp program too long".into(),
+                ));
+            },
+            drop_caps: *drop_caps,
+            user_namespace: user_namespace.as_ref(),
+        },
+    })
+}
+
+/// The descriptors the shim places for the command (bwrap's mounts and `enter`'s), or keeps
+/// for itself (the proxy's, under Landlock: the command receives no passed descriptor
+/// without bwrap).
+fn passed_fds(confinement: &Confinement) -> Vec<std::os::fd::RawFd> {
+    match confinement {
+        #[cfg(target_os = "linux")]
+        Confinement::Bwrap { passed, .. } => passed.iter().map(AsRawFd::as_raw_fd).collect(),
+        #[cfg(target_os = "linux")]
+        Confinement::Landlock {
+            proxy: Some(proxy), ..
+        } => vec![proxy.as_raw_fd()],
+        _ => Vec::new(),
+    }
+}
+
+/// The paths the shim tries to execute: bwrap and sandbox-exec are named by their paths, and
+/// search the command's PATH themselves; an empty argv names no program, and the exec fails.
+fn programs(spawn: &Spawn, plan: &Plan) -> Vec<CString> {
+    match plan.backend {
+        Backend::Bwrap | Backend::Seatbelt => {
+            plan.argv.first().map(|p| c_string(p)).into_iter().collect()
+        }
+        _ => program_candidates(spawn),
+    }
+}
+
 /// Callers have already refused NUL bytes, so this cannot fail; an empty string is the
 /// harmless fallback that execve then rejects.
 fn c_string(bytes: &[u8]) -> CString {
@@ -207,7 +233,10 @@ fn c_string(bytes: &[u8]) -> CString {
 
 /// The paths `execve` will try, in order, as `execvp` would search them.
 pub(super) fn program_candidates(spawn: &Spawn) -> Vec<CString> {
-    let program = &spawn.argv[0];
+    // No program (refused before a plan is made): nothing to try, and the exec fails.
+    let Some(program) = spawn.argv.first() else {
+        return Vec::new();
+    };
     if program.contains(&b'/') {
         return vec![c_string(program)];
     }
@@ -252,14 +281,12 @@ impl Running {
         loop {
             match nix::unistd::read(&self.status, &mut buf) {
                 Ok(0) => return (started, true),
-                Ok(n) => self.pending.extend_from_slice(&buf[..n]),
+                Ok(n) => self.pending.extend(buf.iter().take(n)),
                 Err(nix::Error::EINTR) => continue,
                 Err(nix::Error::EAGAIN) => break,
                 Err(_) => return (started, true),
             }
-            while self.pending.len() >= Record::SIZE {
-                let mut raw = [0u8; Record::SIZE];
-                raw.copy_from_slice(&self.pending[..Record::SIZE]);
+            while let Some(&raw) = self.pending.first_chunk::<{ Record::SIZE }>() {
                 self.pending.drain(..Record::SIZE);
                 match Record::decode(&raw) {
                     Some(Record::Started { pid }) => {
@@ -297,75 +324,95 @@ impl Running {
         let caps = self.caps.at_end();
         self.cleanup.run();
         let wall_us = u64::try_from(self.started_at.elapsed().as_micros()).unwrap_or(u64::MAX);
-        let usage = |user_us, sys_us, max_rss_kib| Usage {
-            wall_us,
-            user_us,
-            sys_us,
-            max_rss_kib,
-        };
-        let exited = |status, exec_errno, usage| {
-            Reply::Exited(Exited {
-                id: self.id,
-                status,
-                exec_errno,
-                ending: self.ending,
-                backend: self.backend,
-                enforcement: self.enforcement.clone(),
-                layers: self.layers.clone(),
-                usage,
+        if let Some(reply) = self.runner_reply(self.entered(), caps, wall_us) {
+            return reply;
+        }
+        match self.outcome {
+            Some(Record::Exited {
+                wait_status,
+                user_us,
+                sys_us,
+                max_rss_kib,
+            }) => self.exited(
+                decode_wait_status(wait_status),
+                None,
+                usage(wall_us, user_us, sys_us, max_rss_kib),
                 caps,
-            })
-        };
-        // What `enter` reported from inside the sandbox: a layer that failed means the command
-        // never ran; an exec failure is the command's; nothing at all means bwrap ended before
-        // it ran `enter`, so the sandbox was never built. (Linux only: macOS has no `enter`.)
+            ),
+            Some(Record::ExecFailed { errno }) => self.exited(
+                ExitStatus::Code(exec_failure_code(errno)),
+                Some(errno),
+                usage(wall_us, 0, 0, 0),
+                caps,
+            ),
+            Some(Record::StageFailed { stage, errno }) => {
+                let stage = Stage::from_index(stage).unwrap_or(Stage::Supervise);
+                self.not_run(
+                    stage,
+                    errno,
+                    format!(
+                        "{} failed: {}",
+                        stage.as_str(),
+                        nix::Error::from_raw(errno).desc()
+                    ),
+                )
+            }
+            Some(Record::Started { .. }) | None => self.not_run(
+                Stage::Supervise,
+                0,
+                format!(
+                    "the command's supervisor ended without reporting ({shim_status:?}); \
+                     its process tree may not have been cleaned up"
+                ),
+            ),
+        }
+    }
+
+    /// What `enter` reported from inside the sandbox: a layer that failed means the command
+    /// never ran; an exec failure is the command's; nothing at all means bwrap ended before it
+    /// ran `enter`, so the sandbox was never built. (Linux only: macOS has no `enter`.)
+    fn entered(&self) -> Option<Report> {
         #[cfg(target_os = "linux")]
-        let entered = self.layer_report.as_ref().map(|fd| {
+        return self.layer_report.as_ref().map(|fd| {
             let mut buf = [0u8; crate::enter::REPORT_MAX];
             let n = nix::unistd::read(fd, &mut buf).unwrap_or(0);
-            crate::enter::decode_report(&buf[..n])
+            // A count past the buffer reads as nothing reported: the sandbox was not built.
+            crate::enter::decode_report(buf.get(..n).unwrap_or_default())
         });
         #[cfg(target_os = "macos")]
-        let entered: Option<std::convert::Infallible> = None;
-        let not_run = |stage, errno, detail| {
-            Reply::RunnerFailed(RunnerFailed {
-                id: self.id,
-                stage,
+        None
+    }
+
+    /// The reply when the runner, not the command, decided the end: a layer or the bridge
+    /// that failed inside the sandbox, the command's exec that `enter` reported, the runner's
+    /// own exec, or bwrap ending before the command started. `None`: the shim's records decide.
+    fn runner_reply(&self, entered: Option<Report>, caps: Caps, wall_us: u64) -> Option<Reply> {
+        Some(match (entered, &self.outcome) {
+            #[cfg(target_os = "linux")]
+            (Some(Entered::LayerFailed(errno)), _) => self.not_run(
+                Stage::Landlock,
                 errno,
-                detail,
-            })
-        };
-        match (entered, &self.outcome) {
+                format!(
+                    "applying the Landlock layer inside the sandbox failed: {}; nothing was run",
+                    nix::Error::from_raw(errno).desc()
+                ),
+            ),
             #[cfg(target_os = "linux")]
-            (Some(Entered::LayerFailed(errno)), _) => {
-                return not_run(
-                    Stage::Landlock,
-                    errno,
-                    format!(
-                        "applying the Landlock layer inside the sandbox failed: {}; nothing was run",
-                        nix::Error::from_raw(errno).desc()
-                    ),
-                );
-            }
+            (Some(Entered::BridgeFailed(errno)), _) => self.not_run(
+                Stage::Namespace,
+                errno,
+                format!(
+                    "starting the proxy bridge inside the sandbox failed: {}; nothing was run",
+                    nix::Error::from_raw(errno).desc()
+                ),
+            ),
             #[cfg(target_os = "linux")]
-            (Some(Entered::BridgeFailed(errno)), _) => {
-                return not_run(
-                    Stage::Namespace,
-                    errno,
-                    format!(
-                        "starting the proxy bridge inside the sandbox failed: {}; nothing was run",
-                        nix::Error::from_raw(errno).desc()
-                    ),
-                );
-            }
-            #[cfg(target_os = "linux")]
-            (Some(Entered::ExecFailed(errno)), _) => {
-                return exited(
-                    ExitStatus::Code(exec_failure_code(errno)),
-                    Some(errno),
-                    usage(0, 0, 0),
-                );
-            }
+            (Some(Entered::ExecFailed(errno)), _) => self.exited(
+                ExitStatus::Code(exec_failure_code(errno)),
+                Some(errno),
+                usage(wall_us, 0, 0, 0),
+                caps,
+            ),
             // The runner's own exec: under bwrap (sandbox-exec) the program executed is bwrap
             // (sandbox-exec), not the command.
             (_, Some(Record::ExecFailed { errno }))
@@ -375,14 +422,14 @@ impl Running {
                     Backend::Seatbelt => "sandbox-exec",
                     _ => "bwrap",
                 };
-                return not_run(
+                self.not_run(
                     Stage::RunnerExec,
                     *errno,
                     format!(
                         "executing {runner} failed: {}; nothing was run",
                         nix::Error::from_raw(*errno).desc()
                     ),
-                );
+                )
             }
             #[cfg(target_os = "linux")]
             (Some(Entered::Never), Some(Record::Exited { wait_status, .. }))
@@ -392,58 +439,64 @@ impl Running {
                     ExitStatus::Code(code) => format!("exited with status {code}"),
                     ExitStatus::Signal(signal) => format!("was killed by signal {signal}"),
                 };
-                return not_run(
+                self.not_run(
                     Stage::Namespace,
                     0,
                     format!(
                         "bwrap {how} before the command started: it could not build the sandbox; \
                          nothing was run"
                     ),
-                );
+                )
             }
-            _ => {}
-        }
-        match self.outcome {
-            Some(Record::Exited {
-                wait_status,
-                user_us,
-                sys_us,
-                max_rss_kib,
-            }) => exited(
-                decode_wait_status(wait_status),
-                None,
-                usage(user_us, sys_us, max_rss_kib),
-            ),
-            Some(Record::ExecFailed { errno }) => exited(
-                ExitStatus::Code(exec_failure_code(errno)),
-                Some(errno),
-                usage(0, 0, 0),
-            ),
-            Some(Record::StageFailed { stage, errno }) => {
-                let stage = Stage::from_index(stage).unwrap_or(Stage::Supervise);
-                Reply::RunnerFailed(RunnerFailed {
-                    id: self.id,
-                    stage,
-                    errno,
-                    detail: format!(
-                        "{} failed: {}",
-                        stage.as_str(),
-                        nix::Error::from_raw(errno).desc()
-                    ),
-                })
-            }
-            Some(Record::Started { .. }) | None => Reply::RunnerFailed(RunnerFailed {
-                id: self.id,
-                stage: Stage::Supervise,
-                errno: 0,
-                detail: format!(
-                    "the command's supervisor ended without reporting ({shim_status:?}); \
-                     its process tree may not have been cleaned up"
-                ),
-            }),
-        }
+            _ => return None,
+        })
+    }
+
+    fn exited(
+        &self,
+        status: ExitStatus,
+        exec_errno: Option<i32>,
+        usage: Usage,
+        caps: Caps,
+    ) -> Reply {
+        Reply::Exited(Exited {
+            id: self.id,
+            status,
+            exec_errno,
+            ending: self.ending,
+            backend: self.backend,
+            enforcement: self.enforcement.clone(),
+            layers: self.layers.clone(),
+            usage,
+            caps,
+        })
+    }
+
+    fn not_run(&self, stage: Stage, errno: i32, detail: String) -> Reply {
+        Reply::RunnerFailed(RunnerFailed {
+            id: self.id,
+            stage,
+            errno,
+            detail,
+        })
     }
 }
+
+/// What `enter` reports; macOS has no `enter`, and nothing to report.
+#[cfg(target_os = "linux")]
+type Report = Entered;
+#[cfg(target_os = "macos")]
+type Report = std::convert::Infallible;
+
+fn usage(wall_us: u64, user_us: u64, sys_us: u64, max_rss_kib: u64) -> Usage {
+    Usage {
+        wall_us,
+        user_us,
+        sys_us,
+        max_rss_kib,
+    }
+}
+
 fn decode_wait_status(status: i32) -> ExitStatus {
     if libc::WIFSIGNALED(status) {
         ExitStatus::Signal(libc::WTERMSIG(status))

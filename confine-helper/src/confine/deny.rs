@@ -44,7 +44,7 @@ pub(crate) struct Denied {
     allow(dead_code, reason = "Landlock's alone")
 )]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Grant {
+pub(crate) enum ReadAccess {
     /// A directory on the way to a denied path: listing only.
     List,
     /// A directory beside the way: everything a read-only command may do.
@@ -114,7 +114,7 @@ fn link_refusal<T>(given: &Path) -> Result<T, NotRun> {
     not(target_os = "linux"),
     allow(dead_code, reason = "Landlock's alone")
 )]
-pub(crate) fn read_rules(denied: &[&Path]) -> std::io::Result<Vec<(OwnedFd, Grant)>> {
+pub(crate) fn read_rules(denied: &[&Path]) -> std::io::Result<Vec<(OwnedFd, ReadAccess)>> {
     let cut: BTreeSet<&Path> = denied.iter().copied().collect();
     let mut ways: BTreeSet<&Path> = BTreeSet::new();
     for path in denied {
@@ -143,12 +143,12 @@ pub(crate) fn read_rules(denied: &[&Path]) -> std::io::Result<Vec<(OwnedFd, Gran
             };
             let grant = match paths::kind(child.as_fd())? {
                 Kind::Symlink => continue,
-                Kind::Dir => Grant::ReadDir,
-                Kind::File | Kind::Special => Grant::ReadFile,
+                Kind::Dir => ReadAccess::ReadDir,
+                Kind::File | Kind::Special => ReadAccess::ReadFile,
             };
             rules.push((child, grant));
         }
-        rules.push((fd, Grant::List));
+        rules.push((fd, ReadAccess::List));
     }
     Ok(rules)
 }
@@ -176,15 +176,15 @@ mod tests {
         // Other tests create and remove their own entries of the temporary directory, beside
         // the scratch directory, meanwhile: one removed since its rule was made has no path to
         // compare; only the entries of the scratch directory and `/` are compared.
-        let named: Vec<(PathBuf, Grant)> = rules
+        let named: Vec<(PathBuf, ReadAccess)> = rules
             .iter()
             .filter_map(|(fd, g)| Some((paths::fd_path(fd.as_fd()).ok()?, *g)))
             .collect();
         let home = real.parent().unwrap();
-        assert!(named.contains(&(home.to_owned(), Grant::List)));
-        assert!(named.contains(&(home.join("proj"), Grant::ReadDir)));
-        assert!(named.contains(&(home.join("notes"), Grant::ReadFile)));
-        assert!(named.contains(&(PathBuf::from("/"), Grant::List)));
+        assert!(named.contains(&(home.to_owned(), ReadAccess::List)));
+        assert!(named.contains(&(home.join("proj"), ReadAccess::ReadDir)));
+        assert!(named.contains(&(home.join("notes"), ReadAccess::ReadFile)));
+        assert!(named.contains(&(PathBuf::from("/"), ReadAccess::List)));
         // Neither the denied directory nor the link to it is granted anything.
         assert!(
             !named

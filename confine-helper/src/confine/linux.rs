@@ -168,283 +168,353 @@ fn hidden_by_tmp(
 
 /// The plan for `backend`, bwrap or Landlock.
 pub(super) fn plan(backend: Backend, start: Start<'_>) -> Result<Plan, NotRun> {
-    let Start {
-        spawn,
-        ctx,
-        roots,
-        proxy,
-        listed,
-        rlimits,
-        mut caps,
-        layers,
-        network_allowed,
-    } = start;
-    let loopback = (spawn.policy.local_binding || proxy.is_some()) && !network_allowed;
-    // Under Landlock the command shares the host's network: TCP to the proxy only.
-    let host_proxy = proxy.is_some() && backend == Backend::Landlock;
-    let variant = seccomp::Variant {
-        inet_sockets: network_allowed || loopback,
-        tcp_only: host_proxy,
-        unix_sockets: listed.is_some(),
-        read_only: spawn.policy.mode == Mode::ReadOnly,
-        ipc_namespace: backend == Backend::Bwrap,
-    };
     match backend {
-        Backend::Bwrap => {
-            let Some(bwrap_path) = &ctx.bwrap else {
-                return fail(Stage::Unavailable, "bwrap is not installed".into());
-            };
-            let filter = ctx
-                .filter(variant)
-                .or_else(|e| fail(Stage::Seccomp, e.to_string()))?;
-            let seccomp_fd = crate::sys::sealed_memfd(&seccomp::to_bytes(&filter))
-                .or_else(|e| fail(Stage::Seccomp, format!("seccomp program memfd: {e}")))?;
-            let protection = protection(spawn, roots)?;
-            let mut missing = protection.missing;
-            let mut cleanup = Cleanup::default();
-            let tmp = temp_dir(spawn, ctx, &mut cleanup)?;
-            let denied = denied_reads(spawn, roots, tmp.as_ref())?;
-            let mut passed = Passed::default();
-            let slash = paths::open_dir(Path::new("/"))
-                .or_else(|e| fail(Stage::Prepare, format!("opening /: {e}")))?;
-            let root_fd = passed.add(slash)?;
-            let mut writable = Vec::new();
-            let mut layer_writable: Vec<OwnedFd> = Vec::new();
-            for root in roots {
-                layer_writable.push(duplicate(&root.fd, &root.path)?);
-                // A root inside another is writable through it already.
-                if !roots
-                    .iter()
-                    .any(|r| r.path != root.path && root.path.starts_with(&r.path))
-                {
-                    writable.push(passed.add_bind(duplicate(&root.fd, &root.path)?, &root.path)?);
-                }
-            }
-            // A writable temp directory is bound on /tmp (the workspace and the roots, bound
-            // later, stay visible even when they lie under /tmp). A read-only one is not:
-            // bound on /tmp it would hide a workspace under /tmp, which read-only mode sees
-            // through `/` alone; the command finds it by TMPDIR, where `/` shows it.
-            let mut tmpdir = None;
-            let tmp_fd = match tmp {
-                Some(tmp) if tmp.writable => {
-                    layer_writable.push(duplicate(&tmp.fd, Path::new("/tmp"))?);
-                    tmpdir = Some(PathBuf::from("/tmp"));
-                    Some(passed.add(tmp.fd)?)
-                }
-                Some(tmp) => {
-                    tmpdir = Some(tmp.path);
-                    None
-                }
-                None => None,
-            };
-            // What the private /tmp would hide of what the command must see, bound read-only
-            // over it (before the roots, which may lie inside and stay writable).
-            let mut shown = Vec::new();
-            if tmp_fd.is_some() {
-                for (fd, path) in hidden_by_tmp(spawn, roots, &denied)? {
-                    shown.push(passed.add_bind(fd, &path)?);
-                }
-            }
-            let mut pinned = Vec::new();
-            for bind in protection.pinned {
-                pinned.push(passed.add_bind(bind.fd, &bind.path)?);
-            }
-            let mut read_only = Vec::new();
-            for bind in protection.read_only {
-                read_only.push(passed.add_bind(bind.fd, &bind.path)?);
-            }
-            let (mut denied_dirs, mut denied_files) = (Vec::new(), Vec::new());
-            for d in denied {
-                if d.dir {
-                    denied_dirs.push(d.path);
-                } else {
-                    // An empty file of bwrap's own, read-only: reads find nothing and writes
-                    // fail (`/dev/null` would take them silently).
-                    let empty = crate::sys::sealed_memfd(b"")
-                        .or_else(|e| fail(Stage::Prepare, format!("an empty memfd: {e}")))?;
-                    denied_files.push(passed.add_bind(empty, &d.path)?);
-                }
-            }
-            // The second layer: Landlock, applied by `enter` inside the namespaces. The mount
-            // layer already covers what this ABI's Landlock cannot (metadata, truncate, devices,
-            // signals) and the network namespace the network, so the ruleset's own gaps are not
-            // gaps here.
-            let (command, report) = match inner_layer(ctx) {
-                Ok(exe) => {
-                    let ruleset = landlock::build(&landlock::Plan {
-                        abi: ctx.landlock_abi,
-                        writable: &layer_writable,
-                        network_denied: false,
-                        // The mounts hide the denied reads; the ruleset's rules would name the
-                        // host's /dev, /proc and /tmp, which are other mounts in here.
-                        denied: &[],
-                    })
-                    .or_else(|e| fail(Stage::Landlock, e.to_string()))?;
-                    let (report_rd, report_wr) = nix::unistd::pipe2(
-                        nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK,
-                    )
-                    .or_else(|e| fail(Stage::Pipe, format!("enter's report pipe: {e}")))?;
-                    let exe_fd = passed.add(duplicate(exe, Path::new("/proc/self/exe"))?)?;
-                    let ruleset_fd = passed.add(ruleset.fd)?;
-                    let report_fd = passed.add(report_wr)?;
-                    let bridge_fd = proxy.map(|fd| passed.add(fd)).transpose()?;
-                    let fds = crate::enter::Fds {
-                        exe: exe_fd,
-                        ruleset: ruleset_fd,
-                        report: report_fd,
-                        bridge: bridge_fd,
-                    };
-                    let argv = file_io_by_descriptor(&spawn.argv, ctx, &mut passed)?;
-                    let processes = caps.in_user_namespace();
-                    (crate::enter::argv(&fds, processes, &argv), Some(report_rd))
-                }
-                // The bridge runs in `enter`: without it, no allow-list.
-                Err(why) if proxy.is_some() => {
-                    return refuse(format!(
-                        "the network allow-list needs the helper's own layer inside the \
-                         sandbox, which cannot run here ({why})"
-                    ));
-                }
-                Err(why) => {
-                    missing.push(format!(
-                        "the Landlock layer inside the namespaces ({why}): FIFOs, sockets and \
-                         devices outside the writable roots are not kept read-only by mounts"
-                    ));
-                    caps.without_user_namespace(&format!(
-                        "the helper's own step inside the sandbox, which sets it, cannot run \
-                         here ({why})"
-                    ));
-                    (spawn.argv.clone(), None)
-                }
-            };
-            let command_env = environment(spawn, ctx, tmpdir.as_deref());
-            let args = bwrap::Args {
-                network_allowed,
-                tmp: tmp_fd,
-                root_fd,
-                shown: &shown,
-                writable: &writable,
-                pinned: &pinned,
-                read_only: &read_only,
-                denied_dirs: &denied_dirs,
-                denied_files: &denied_files,
-                masked: &ctx.masked,
-                seccomp_fd: crate::sys::COMMAND_SECCOMP_FD,
-                cwd: &spawn.cwd,
-                env: &command_env,
-                argv: &command,
-            };
-            Ok(Plan {
-                backend,
-                enforcement: Some(enforcement_of(missing)),
-                layers,
-                argv: bwrap::argv(bwrap_path, &args),
-                // bwrap itself runs on the host, before any confinement: it gets no variable
-                // from the request (LD_PRELOAD would run code there); the command's environment
-                // travels as --setenv arguments instead.
-                env: Vec::new(),
-                confinement: Confinement::Bwrap {
-                    seccomp: seccomp_fd,
-                    passed: passed.0,
-                    report,
-                },
-                rlimits,
-                caps,
-                cleanup,
-                connects: listed
-                    .map(|listed| {
-                        Connects::new(Rules {
-                            listed,
-                            own_network: true,
-                        })
-                    })
-                    .transpose()?,
-            })
-        }
-        Backend::Landlock => {
-            let protection = protection(spawn, roots)?;
-            let mut cleanup = Cleanup::default();
-            let mut writable: Vec<OwnedFd> = Vec::new();
-            for root in roots {
-                writable.push(duplicate(&root.fd, &root.path)?);
-            }
-            let tmp = temp_dir(spawn, ctx, &mut cleanup)?;
-            let denied = denied_reads(spawn, roots, tmp.as_ref())?;
-            let tmpdir = tmp.as_ref().map(|t| t.path.clone());
-            if let Some(tmp) = tmp.filter(|t| t.writable) {
-                writable.push(tmp.fd);
-            }
-            let mut gaps = Vec::new();
-            let mut cut: Vec<&Path> = Vec::new();
-            for d in &denied {
-                if let Some(root) = roots.iter().find(|r| d.path.starts_with(&r.path)) {
-                    gaps.push(format!(
-                        "denied read {} inside the writable root {} (Landlock cannot take part \
-                         of a writable root back)",
-                        d.path.display(),
-                        root.path.display()
-                    ));
-                } else {
-                    if d.dir {
-                        gaps.push(format!(
-                            "names of the entries in the denied directory {} (their contents \
-                             stay denied; Landlock grants listing to the whole tree beneath a \
-                             directory)",
-                            d.path.display()
-                        ));
-                    }
-                    cut.push(&d.path);
-                }
-            }
-            let ruleset = landlock::build(&landlock::Plan {
-                abi: ctx.landlock_abi,
-                writable: &writable,
-                network_denied: !network_allowed,
-                denied: &cut,
-            })
-            .or_else(|e| fail(Stage::Landlock, e.to_string()))?;
-            let mut missing = ruleset.missing;
-            missing.extend(gaps);
-            missing.push(PROCESS_VISIBILITY_GAP.to_owned());
-            missing.extend(protection.read_only.iter().map(|b| {
-                format!(
-                    "protected path {} (Landlock cannot keep part of a writable root read-only)",
-                    b.path.display()
-                )
-            }));
-            missing.extend(protection.missing);
-            let filter = ctx
-                .filter(variant)
-                .or_else(|e| fail(Stage::Seccomp, e.to_string()))?;
-            Ok(Plan {
-                backend,
-                enforcement: Some(enforcement_of(missing)),
-                layers,
-                argv: spawn.argv.clone(),
-                env: environment(spawn, ctx, tmpdir.as_deref()),
-                confinement: Confinement::Landlock {
-                    ruleset: ruleset.fd,
-                    filter,
-                    drop_caps: ctx.drop_caps,
-                    proxy,
-                    user_namespace: caps.in_user_namespace().map(crate::sys::UserNamespace::new),
-                },
-                rlimits,
-                caps,
-                cleanup,
-                connects: host_proxy
-                    .then(|| {
-                        Connects::new(Rules {
-                            listed: Vec::new(),
-                            own_network: false,
-                        })
-                    })
-                    .transpose()?,
-            })
-        }
+        Backend::Bwrap => bwrap_plan(start),
+        Backend::Landlock => landlock_plan(start),
         Backend::None | Backend::Seatbelt => fail(
             Stage::Prepare,
             format!("{} is not a Linux backend", backend.as_str()),
         ),
     }
+}
+
+/// The seccomp filter's variant for `backend`: which sockets the command may make, and
+/// whether it keeps System V IPC (its own IPC namespace, under bwrap).
+fn filter_variant(backend: Backend, start: &Start<'_>) -> seccomp::Variant {
+    let policy = &start.spawn.policy;
+    let network_allowed = start.network_allowed;
+    let loopback = (policy.local_binding || start.proxy.is_some()) && !network_allowed;
+    seccomp::Variant {
+        inet_sockets: network_allowed || loopback,
+        tcp_only: host_proxy(backend, start),
+        unix_sockets: start.listed.is_some(),
+        read_only: policy.mode == Mode::ReadOnly,
+        ipc_namespace: backend == Backend::Bwrap,
+    }
+}
+
+/// Under Landlock the command shares the host's network: TCP to the proxy only, every
+/// `connect` judged by its shim.
+fn host_proxy(backend: Backend, start: &Start<'_>) -> bool {
+    start.proxy.is_some() && backend == Backend::Landlock
+}
+
+/// The filter for `variant`, from the context's cache.
+fn filter(ctx: &Context, variant: seccomp::Variant) -> Result<seccompiler::BpfProgram, NotRun> {
+    ctx.filter(variant)
+        .or_else(|e| fail(Stage::Seccomp, e.to_string()))
+}
+
+/// The mounts bwrap makes from descriptors, each numbered as `passed` holds it.
+#[derive(Default)]
+struct Mounts {
+    /// What the private /tmp would hide of what the command must see, bound read-only over it
+    /// (before the roots, which may lie inside and stay writable).
+    shown: Vec<bwrap::FdBind>,
+    writable: Vec<bwrap::FdBind>,
+    pinned: Vec<bwrap::FdBind>,
+    read_only: Vec<bwrap::FdBind>,
+    denied_dirs: Vec<PathBuf>,
+    denied_files: Vec<bwrap::FdBind>,
+}
+
+/// The writable roots: each passed to bwrap unless another contains it (it is writable
+/// through that one already), and each duplicated for the Landlock layer inside, returned.
+fn bind_roots(
+    roots: &[Root],
+    passed: &mut Passed,
+    mounts: &mut Mounts,
+) -> Result<Vec<OwnedFd>, NotRun> {
+    let mut layer_writable = Vec::new();
+    for root in roots {
+        layer_writable.push(duplicate(&root.fd, &root.path)?);
+        if !roots
+            .iter()
+            .any(|r| r.path != root.path && root.path.starts_with(&r.path))
+        {
+            mounts
+                .writable
+                .push(passed.add_bind(duplicate(&root.fd, &root.path)?, &root.path)?);
+        }
+    }
+    Ok(layer_writable)
+}
+
+/// The command's temp directory under bwrap: its descriptor's number when it is bound on
+/// `/tmp`, and the `TMPDIR` the command gets. A writable one is bound on /tmp (the workspace
+/// and the roots, bound later, stay visible even when they lie under /tmp). A read-only one
+/// is not: bound on /tmp it would hide a workspace under /tmp, which read-only mode sees
+/// through `/` alone; the command finds it by TMPDIR, where `/` shows it.
+fn bind_tmp(
+    tmp: Option<super::plan::Temp>,
+    passed: &mut Passed,
+    layer_writable: &mut Vec<OwnedFd>,
+) -> Result<(Option<i32>, Option<PathBuf>), NotRun> {
+    match tmp {
+        Some(tmp) if tmp.writable => {
+            layer_writable.push(duplicate(&tmp.fd, Path::new(TMP))?);
+            Ok((Some(passed.add(tmp.fd)?), Some(PathBuf::from(TMP))))
+        }
+        Some(tmp) => Ok((None, Some(tmp.path))),
+        None => Ok((None, None)),
+    }
+}
+
+/// The denied reads as bwrap hides them: a directory under an empty tmpfs, a file under an
+/// empty file of bwrap's own, read-only, so reads find nothing and writes fail (`/dev/null`
+/// would take them silently).
+fn bind_denied(
+    denied: Vec<super::deny::Denied>,
+    passed: &mut Passed,
+    mounts: &mut Mounts,
+) -> Result<(), NotRun> {
+    for d in denied {
+        if d.dir {
+            mounts.denied_dirs.push(d.path);
+        } else {
+            let empty = crate::sys::sealed_memfd(b"")
+                .or_else(|e| fail(Stage::Prepare, format!("an empty memfd: {e}")))?;
+            mounts.denied_files.push(passed.add_bind(empty, &d.path)?);
+        }
+    }
+    Ok(())
+}
+
+/// The second layer under bwrap: Landlock, applied by `enter` inside the namespaces. The mount
+/// layer already covers what this ABI's Landlock cannot (metadata, truncate, devices,
+/// signals) and the network namespace the network, so the ruleset's own gaps are not gaps
+/// here. Returns the command's argv (through `enter` when it can run) and the read end of
+/// `enter`'s report pipe; without it, what is missing is added to `missing`.
+fn inner_layer_argv(
+    start: &mut Start<'_>,
+    layer_writable: &[OwnedFd],
+    passed: &mut Passed,
+    missing: &mut Vec<String>,
+) -> Result<(Vec<Vec<u8>>, Option<OwnedFd>), NotRun> {
+    let (spawn, ctx) = (start.spawn, start.ctx);
+    match inner_layer(ctx) {
+        Ok(exe) => {
+            let ruleset = landlock::build(&landlock::RulesetSpec {
+                abi: ctx.landlock_abi,
+                writable: layer_writable,
+                network_denied: false,
+                // The mounts hide the denied reads; the ruleset's rules would name the
+                // host's /dev, /proc and /tmp, which are other mounts in here.
+                denied: &[],
+            })
+            .or_else(|e| fail(Stage::Landlock, e.to_string()))?;
+            let (report_rd, report_wr) =
+                nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK)
+                    .or_else(|e| fail(Stage::Pipe, format!("enter's report pipe: {e}")))?;
+            let exe_fd = passed.add(duplicate(exe, Path::new("/proc/self/exe"))?)?;
+            let ruleset_fd = passed.add(ruleset.fd)?;
+            let report_fd = passed.add(report_wr)?;
+            let bridge_fd = start.proxy.take().map(|fd| passed.add(fd)).transpose()?;
+            let fds = crate::enter::Fds {
+                exe: exe_fd,
+                ruleset: ruleset_fd,
+                report: report_fd,
+                bridge: bridge_fd,
+            };
+            let argv = file_io_by_descriptor(&spawn.argv, ctx, passed)?;
+            let processes = start.caps.in_user_namespace();
+            Ok((crate::enter::argv(&fds, processes, &argv), Some(report_rd)))
+        }
+        // The bridge runs in `enter`: without it, no allow-list.
+        Err(why) if start.proxy.is_some() => refuse(format!(
+            "the network allow-list needs the helper's own layer inside the sandbox, which \
+             cannot run here ({why})"
+        )),
+        Err(why) => {
+            missing.push(format!(
+                "the Landlock layer inside the namespaces ({why}): FIFOs, sockets and devices \
+                 outside the writable roots are not kept read-only by mounts"
+            ));
+            start.caps.without_user_namespace(&format!(
+                "the helper's own step inside the sandbox, which sets it, cannot run here \
+                 ({why})"
+            ));
+            Ok((spawn.argv.clone(), None))
+        }
+    }
+}
+
+/// The bwrap plan: namespaces and mounts made from descriptors, the seccomp filter bwrap
+/// loads, and the Landlock layer `enter` applies inside.
+fn bwrap_plan(mut start: Start<'_>) -> Result<Plan, NotRun> {
+    let (spawn, ctx, roots) = (start.spawn, start.ctx, start.roots);
+    let Some(bwrap_path) = &ctx.bwrap else {
+        return fail(Stage::Unavailable, "bwrap is not installed".into());
+    };
+    let filter = filter(ctx, filter_variant(Backend::Bwrap, &start))?;
+    let seccomp_fd = crate::sys::sealed_memfd(&seccomp::to_bytes(&filter))
+        .or_else(|e| fail(Stage::Seccomp, format!("seccomp program memfd: {e}")))?;
+    let protection = protection(spawn, roots)?;
+    let mut missing = protection.missing;
+    let mut cleanup = Cleanup::default();
+    let tmp = temp_dir(spawn, ctx, &mut cleanup)?;
+    let denied = denied_reads(spawn, roots, tmp.as_ref())?;
+    let mut passed = Passed::default();
+    let mut mounts = Mounts::default();
+    let slash = paths::open_dir(Path::new("/"))
+        .or_else(|e| fail(Stage::Prepare, format!("opening /: {e}")))?;
+    let root_fd = passed.add(slash)?;
+    let mut layer_writable = bind_roots(roots, &mut passed, &mut mounts)?;
+    let (tmp_fd, tmpdir) = bind_tmp(tmp, &mut passed, &mut layer_writable)?;
+    if tmp_fd.is_some() {
+        for (fd, path) in hidden_by_tmp(spawn, roots, &denied)? {
+            mounts.shown.push(passed.add_bind(fd, &path)?);
+        }
+    }
+    for bind in protection.pinned {
+        mounts.pinned.push(passed.add_bind(bind.fd, &bind.path)?);
+    }
+    for bind in protection.read_only {
+        mounts.read_only.push(passed.add_bind(bind.fd, &bind.path)?);
+    }
+    bind_denied(denied, &mut passed, &mut mounts)?;
+    let (command, report) =
+        inner_layer_argv(&mut start, &layer_writable, &mut passed, &mut missing)?;
+    let command_env = environment(spawn, ctx, tmpdir.as_deref());
+    let args = bwrap::Args {
+        network_allowed: start.network_allowed,
+        tmp: tmp_fd,
+        root_fd,
+        shown: &mounts.shown,
+        writable: &mounts.writable,
+        pinned: &mounts.pinned,
+        read_only: &mounts.read_only,
+        denied_dirs: &mounts.denied_dirs,
+        denied_files: &mounts.denied_files,
+        masked: &ctx.masked,
+        seccomp_fd: crate::sys::COMMAND_SECCOMP_FD,
+        cwd: &spawn.cwd,
+        env: &command_env,
+        argv: &command,
+    };
+    Ok(Plan {
+        backend: Backend::Bwrap,
+        enforcement: Some(enforcement_of(missing)),
+        layers: start.layers,
+        argv: bwrap::argv(bwrap_path, &args),
+        // bwrap itself runs on the host, before any confinement: it gets no variable from the
+        // request (LD_PRELOAD would run code there); the command's environment travels as
+        // --setenv arguments instead.
+        env: Vec::new(),
+        confinement: Confinement::Bwrap {
+            seccomp: seccomp_fd,
+            passed: passed.0,
+            report,
+        },
+        rlimits: start.rlimits,
+        caps: start.caps,
+        cleanup,
+        connects: start
+            .listed
+            .map(|listed| {
+                Connects::new(Rules {
+                    listed,
+                    own_network: true,
+                })
+            })
+            .transpose()?,
+    })
+}
+
+/// What Landlock does not enforce of the denied reads, and the denied reads its ruleset cuts
+/// out of what it grants (those outside every writable root).
+fn landlock_denied<'d>(
+    denied: &'d [super::deny::Denied],
+    roots: &[Root],
+) -> (Vec<String>, Vec<&'d Path>) {
+    let mut gaps = Vec::new();
+    let mut cut: Vec<&Path> = Vec::new();
+    for d in denied {
+        if let Some(root) = roots.iter().find(|r| d.path.starts_with(&r.path)) {
+            gaps.push(format!(
+                "denied read {} inside the writable root {} (Landlock cannot take part of a \
+                 writable root back)",
+                d.path.display(),
+                root.path.display()
+            ));
+        } else {
+            if d.dir {
+                gaps.push(format!(
+                    "names of the entries in the denied directory {} (their contents stay \
+                     denied; Landlock grants listing to the whole tree beneath a directory)",
+                    d.path.display()
+                ));
+            }
+            cut.push(&d.path);
+        }
+    }
+    (gaps, cut)
+}
+
+/// The Landlock plan: the ruleset and the seccomp filter the command applies to itself, with
+/// the host's namespaces.
+fn landlock_plan(start: Start<'_>) -> Result<Plan, NotRun> {
+    let (spawn, ctx, roots) = (start.spawn, start.ctx, start.roots);
+    let variant = filter_variant(Backend::Landlock, &start);
+    let host_proxy = host_proxy(Backend::Landlock, &start);
+    let protection = protection(spawn, roots)?;
+    let mut cleanup = Cleanup::default();
+    let mut writable: Vec<OwnedFd> = Vec::new();
+    for root in roots {
+        writable.push(duplicate(&root.fd, &root.path)?);
+    }
+    let tmp = temp_dir(spawn, ctx, &mut cleanup)?;
+    let denied = denied_reads(spawn, roots, tmp.as_ref())?;
+    let tmpdir = tmp.as_ref().map(|t| t.path.clone());
+    if let Some(tmp) = tmp.filter(|t| t.writable) {
+        writable.push(tmp.fd);
+    }
+    let (gaps, cut) = landlock_denied(&denied, roots);
+    let ruleset = landlock::build(&landlock::RulesetSpec {
+        abi: ctx.landlock_abi,
+        writable: &writable,
+        network_denied: !start.network_allowed,
+        denied: &cut,
+    })
+    .or_else(|e| fail(Stage::Landlock, e.to_string()))?;
+    let mut missing = ruleset.missing;
+    missing.extend(gaps);
+    missing.push(PROCESS_VISIBILITY_GAP.to_owned());
+    missing.extend(protection.read_only.iter().map(|b| {
+        format!(
+            "protected path {} (Landlock cannot keep part of a writable root read-only)",
+            b.path.display()
+        )
+    }));
+    missing.extend(protection.missing);
+    let filter = filter(ctx, variant)?;
+    let user_namespace = start
+        .caps
+        .in_user_namespace()
+        .map(crate::sys::UserNamespace::new);
+    Ok(Plan {
+        backend: Backend::Landlock,
+        enforcement: Some(enforcement_of(missing)),
+        layers: start.layers,
+        argv: spawn.argv.clone(),
+        env: environment(spawn, ctx, tmpdir.as_deref()),
+        confinement: Confinement::Landlock {
+            ruleset: ruleset.fd,
+            filter,
+            drop_caps: ctx.drop_caps,
+            proxy: start.proxy,
+            user_namespace,
+        },
+        rlimits: start.rlimits,
+        caps: start.caps,
+        cleanup,
+        connects: host_proxy
+            .then(|| {
+                Connects::new(Rules {
+                    listed: Vec::new(),
+                    own_network: false,
+                })
+            })
+            .transpose()?,
+    })
 }

@@ -167,34 +167,36 @@ pub(crate) fn profile(p: &Profile) -> Result<String, ProfileError> {
     let temp: Vec<PathBuf> = p.temp.iter().cloned().collect();
     // Read-only mode writes nothing but /dev/null: no root, no temp directory, and nothing
     // writable to take back.
-    let written = |paths: &'_ [PathBuf]| if writes { paths.len() } else { 0 };
+    fn written(writes: bool, paths: &[PathBuf]) -> &[PathBuf] {
+        if writes { paths } else { &[] }
+    }
     let blocks = [
         Block {
             comment: "; The workspace-write mode's writable roots and temp directory.",
             head: "allow file-write*",
             filters: &["subpath"],
-            paths: &p.writable[..written(&p.writable)],
+            paths: written(writes, &p.writable),
             what: "writable root",
         },
         Block {
             comment: "",
             head: "allow file-write*",
             filters: &["subpath"],
-            paths: &temp[..written(&temp)],
+            paths: written(writes, &temp),
             what: "temp directory",
         },
         Block {
             comment: "; Protected paths stay read-only, even before they exist.",
             head: "deny file-write*",
             filters: EXACT,
-            paths: &p.read_only[..written(&p.read_only)],
+            paths: written(writes, &p.read_only),
             what: "protected path",
         },
         Block {
             comment: "; The directories on their way are neither removed, renamed nor made.",
             head: "deny file-write-unlink file-write-create",
             filters: &["literal"],
-            paths: &p.pinned[..written(&p.pinned)],
+            paths: written(writes, &p.pinned),
             what: "pinned directory",
         },
         Block {
@@ -237,6 +239,25 @@ pub(crate) fn profile(p: &Profile) -> Result<String, ProfileError> {
          (deny ipc-sysv-shm ipc-sysv-sem ipc-sysv-msg)\n\
          (deny appleevent-send)\n",
     );
+    network_rules(p, &mut out)?;
+    Ok(out)
+}
+
+/// `sandbox-exec`'s argv: the profile, then the command after `--`, so a program name that
+/// starts with `-` is never taken for an option.
+pub(crate) fn argv(profile: String, command: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    let mut argv = vec![
+        SANDBOX_EXEC.as_bytes().to_vec(),
+        b"-p".to_vec(),
+        profile.into_bytes(),
+        b"--".to_vec(),
+    ];
+    argv.extend(command.iter().cloned());
+    argv
+}
+
+/// The network's rules, and the listed Unix sockets' where the network is not allowed whole.
+fn network_rules(p: &Profile, out: &mut String) -> Result<(), ProfileError> {
     match p.network {
         Net::Allowed => out.push_str(
             "; The network is allowed; Unix sockets are not.\n\
@@ -264,20 +285,7 @@ pub(crate) fn profile(p: &Profile) -> Result<String, ProfileError> {
             );
         }
     }
-    Ok(out)
-}
-
-/// `sandbox-exec`'s argv: the profile, then the command after `--`, so a program name that
-/// starts with `-` is never taken for an option.
-pub(crate) fn argv(profile: String, command: &[Vec<u8>]) -> Vec<Vec<u8>> {
-    let mut argv = vec![
-        SANDBOX_EXEC.as_bytes().to_vec(),
-        b"-p".to_vec(),
-        profile.into_bytes(),
-        b"--".to_vec(),
-    ];
-    argv.extend(command.iter().cloned());
-    argv
+    Ok(())
 }
 
 /// What Seatbelt cannot take away that the Linux backends do; each is part of every Seatbelt

@@ -469,28 +469,11 @@ fn spawn(mode: Mode, workspace: &Path) -> Spawn {
         argv: vec![b"-dash-first".to_vec(), b"arg".to_vec()],
         cwd: workspace.as_os_str().as_bytes().to_vec(),
         env: Vec::new(),
-        policy: Policy {
-            mode,
-            workspace_root: Some(workspace.as_os_str().as_bytes().to_vec()),
-            writable_roots: Vec::new(),
-            network: Network::Deny,
-            protected: Vec::new(),
-            never_writable: Vec::new(),
-            local_binding: false,
-            deny_read: Vec::new(),
-            session_temp: None,
-            unix_sockets: Vec::new(),
-            visible: Vec::new(),
-        },
+        policy: Policy::read_only()
+            .with_mode(mode)
+            .with_workspace(workspace.as_os_str().as_bytes().to_vec()),
         backend: BackendChoice::Seatbelt,
-        limits: Limits {
-            timeout_ms: None,
-            kill_grace_ms: 0,
-            max_processes: None,
-            max_file_size: None,
-            max_address_space: None,
-            max_memory: None,
-        },
+        limits: Limits::none(),
         stdio: Stdio {
             stdin: StdioSpec::Null,
             stdout: StdioSpec::Null,

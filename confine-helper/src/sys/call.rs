@@ -204,8 +204,8 @@ pub(super) fn write(fd: c_int, bytes: &[u8]) -> SysResult<usize> {
 /// Reads until `buf` is full or end of file; returns the byte count. Retries on EINTR.
 pub(super) fn read_full(fd: c_int, buf: &mut [u8]) -> usize {
     let mut got = 0;
-    while got < buf.len() {
-        match read(fd, &mut buf[got..]) {
+    while let Some(rest) = buf.get_mut(got..).filter(|rest| !rest.is_empty()) {
+        match read(fd, rest) {
             Ok(0) => break,
             Ok(n) => got += n,
             Err(Errno::EINTR) => {}

@@ -72,11 +72,9 @@ impl Supervisor<'_> {
         let [fd_arg, address_at, len_arg, ..] = notif.data.args;
         let fd = low_int(fd_arg);
         let len = usize::try_from(low_int(len_arg)).map_err(|_| Errno::EINVAL)?;
-        if len > MAX_ADDRESS_LEN {
-            return Err(Errno::EINVAL);
-        }
         let mut buf = [0u8; MAX_ADDRESS_LEN];
-        let address = &mut buf[..len];
+        // Longer than any socket address: the call is refused.
+        let address = buf.get_mut(..len).ok_or(Errno::EINVAL)?;
         let pidfd = pidfd_of(pid)?;
         let socket = read_and_take(self.listener, notif.id, pid, pidfd, address_at, address, fd);
         let _ = call::close(pidfd);
@@ -112,16 +110,17 @@ impl Supervisor<'_> {
             }
         };
         let (at, at_len) = socket_call::local_address(listener)?;
-        match bounded_connect(socket, &at[..at_len]) {
+        match bounded_connect(socket, at.get(..at_len).ok_or(Errno::EINVAL)?) {
             // A non-blocking socket: the handshake on the loopback completes at once, and the
             // connection must be accepted and handed over before the command's call returns.
             Err(Errno::EINPROGRESS) => wait_connected(socket)?,
             other => other?,
         }
         let (command_end, command_len) = socket_call::local_address(socket)?;
+        let command_end = command_end.get(..command_len).ok_or(Errno::EINVAL)?;
         let accepted = loop {
             let (accepted, peer, peer_len) = socket_call::accept_nonblocking(listener)?;
-            if peer[..peer_len] == command_end[..command_len] {
+            if peer.get(..peer_len) == Some(command_end) {
                 break accepted;
             }
             // Someone else on this machine found the port: not the command's connection.

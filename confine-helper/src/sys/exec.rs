@@ -62,30 +62,68 @@ pub(super) fn command_main(
     or_fail(call::chdir(&p.cwd), report_fd, Stage::Chdir);
     #[cfg(target_os = "linux")]
     if let (Some(connects), Some(to_shim)) = (p.connects, listener_to) {
-        // Loaded first, so that everything this process becomes — bwrap, its sandbox, the
-        // command and its children — hands its `connect` calls to the shim. Loading a filter
-        // needs no_new_privs; a filter that nobody answers fails the calls (`ENOSYS`), so a
-        // listener that never reaches the shim fails closed.
-        or_fail(
-            call::prctl(libc::PR_SET_NO_NEW_PRIVS, 1),
-            report_fd,
-            Stage::NoNewPrivs,
-        );
-        let listener = or_fail(
-            call::seccomp_new_listener(connects.notify),
-            report_fd,
-            Stage::Seccomp,
-        );
-        or_fail(
-            socket_call::send_fd(to_shim, listener),
-            report_fd,
-            Stage::Seccomp,
-        );
-        let _ = call::close(listener);
-        let _ = call::close(to_shim);
+        hand_connects_to_shim(&connects, to_shim, report_fd);
     }
     #[cfg(target_os = "macos")]
     let _ = listener_to;
+    confine_self(p, report_fd);
+    // PATH search as execvp does it: skip entries that do not exist, remember that one was
+    // found but not executable, stop at any other error.
+    let mut saw_eacces = false;
+    let mut last = Errno::ENOENT;
+    for program in &p.programs {
+        last = call::execve(program, &p.argv, &p.envp);
+        match last {
+            Errno::EACCES => saw_eacces = true,
+            Errno::ENOENT | Errno::ENOTDIR | Errno::ELOOP | Errno::ENAMETOOLONG => {}
+            _ => break,
+        }
+    }
+    let errno = if saw_eacces && is_search_miss(last) {
+        Errno::EACCES
+    } else {
+        last
+    };
+    write_record(
+        report_fd,
+        Record::ExecFailed {
+            errno: errno as i32,
+        },
+    );
+    call::exit(EXIT_SETUP_FAILED)
+}
+
+/// Loads the filter that hands every `connect` to the shim, and sends the shim its listener
+/// on `to_shim`.
+#[cfg(target_os = "linux")]
+fn hand_connects_to_shim(connects: &super::ShimConnects<'_>, to_shim: c_int, report_fd: c_int) {
+    // Loaded first, so that everything this process becomes — bwrap, its sandbox, the
+    // command and its children — hands its `connect` calls to the shim. Loading a filter
+    // needs no_new_privs; a filter that nobody answers fails the calls (`ENOSYS`), so a
+    // listener that never reaches the shim fails closed.
+    or_fail(
+        call::prctl(libc::PR_SET_NO_NEW_PRIVS, 1),
+        report_fd,
+        Stage::NoNewPrivs,
+    );
+    let listener = or_fail(
+        call::seccomp_new_listener(connects.notify),
+        report_fd,
+        Stage::Seccomp,
+    );
+    or_fail(
+        socket_call::send_fd(to_shim, listener),
+        report_fd,
+        Stage::Seccomp,
+    );
+    let _ = call::close(listener);
+    let _ = call::close(to_shim);
+}
+
+/// What the command applies to itself before `execve`: nothing (macOS, unconfined), bwrap's
+/// descriptors placed where its argv names them, or Landlock's user namespace, capabilities,
+/// no_new_privs, ruleset and filter. A step that fails ends the process with its record.
+fn confine_self(p: &Prepared<'_>, report_fd: c_int) {
     match p.confine {
         ChildConfine::None => {}
         #[cfg(target_os = "linux")]
@@ -139,30 +177,6 @@ pub(super) fn command_main(
             or_fail(call::seccomp_set_filter(filter), report_fd, Stage::Seccomp);
         }
     }
-    // PATH search as execvp does it: skip entries that do not exist, remember that one was
-    // found but not executable, stop at any other error.
-    let mut saw_eacces = false;
-    let mut last = Errno::ENOENT;
-    for program in &p.programs {
-        last = call::execve(program, &p.argv, &p.envp);
-        match last {
-            Errno::EACCES => saw_eacces = true,
-            Errno::ENOENT | Errno::ENOTDIR | Errno::ELOOP | Errno::ENAMETOOLONG => {}
-            _ => break,
-        }
-    }
-    let errno = if saw_eacces && is_search_miss(last) {
-        Errno::EACCES
-    } else {
-        last
-    };
-    write_record(
-        report_fd,
-        Record::ExecFailed {
-            errno: errno as i32,
-        },
-    );
-    call::exit(EXIT_SETUP_FAILED)
 }
 
 /// The command leads a session and process group of its own (`setsid`), which the shim kills

@@ -152,8 +152,8 @@ pub(crate) fn sealed_memfd(bytes: &[u8]) -> io::Result<OwnedFd> {
         MFdFlags::MFD_CLOEXEC | MFdFlags::MFD_ALLOW_SEALING,
     )?;
     let mut written = 0;
-    while written < bytes.len() {
-        written += nix::unistd::write(&fd, &bytes[written..])?;
+    while let Some(rest) = bytes.get(written..).filter(|rest| !rest.is_empty()) {
+        written += nix::unistd::write(&fd, rest)?;
     }
     nix::unistd::lseek(&fd, 0, nix::unistd::Whence::SeekSet)?;
     let seals = libc::F_SEAL_SEAL | libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE;

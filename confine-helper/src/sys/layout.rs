@@ -76,7 +76,7 @@ pub(crate) struct Prepared<'a> {
     /// The command hands its `connect` calls to the shim (`unix_sockets`, the allow-list
     /// under Landlock).
     #[cfg(target_os = "linux")]
-    pub(crate) connects: Option<Connects<'a>>,
+    pub(crate) connects: Option<ShimConnects<'a>>,
 }
 
 /// What connect supervision needs in the shim and the command: the filter that hands
@@ -84,7 +84,7 @@ pub(crate) struct Prepared<'a> {
 /// rules the shim judges by.
 #[cfg(target_os = "linux")]
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Connects<'a> {
+pub(crate) struct ShimConnects<'a> {
     pub(crate) notify: &'a [seccompiler::sock_filter],
     pub(crate) rules: &'a Rules,
     /// The first passed descriptor is the requester's proxy socket, which the shim keeps (the
@@ -95,7 +95,7 @@ pub(crate) struct Connects<'a> {
 impl Prepared<'_> {
     /// The passed descriptors the shim places (never more than [`MAX_PASSED_FDS`]).
     pub(super) fn passed(&self) -> &[RawFd] {
-        &self.passed[..self.passed.len().min(MAX_PASSED_FDS)]
+        self.passed.get(..MAX_PASSED_FDS).unwrap_or(&self.passed)
     }
 }
 

@@ -74,7 +74,9 @@ pub(crate) use fds::{sealed_memfd, write_raw};
 #[cfg(target_os = "linux")]
 pub(crate) use identity::{Identity, run_as};
 #[cfg(target_os = "linux")]
-pub(crate) use layout::{COMMAND_FIRST_PASSED_FD, COMMAND_SECCOMP_FD, Connects, MAX_PASSED_FDS};
+pub(crate) use layout::{
+    COMMAND_FIRST_PASSED_FD, COMMAND_SECCOMP_FD, MAX_PASSED_FDS, ShimConnects,
+};
 pub(crate) use layout::{CTL_KILL, CTL_TERMINATE, ChildConfine, Prepared};
 pub(crate) use shim::fork_shim;
 pub(crate) use temp_dirs::{

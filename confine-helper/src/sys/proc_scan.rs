@@ -55,19 +55,22 @@ fn signal_listed_children(sig: c_int) -> Option<()> {
                 break;
             }
         };
-        for b in &buf[..n] {
-            if b.is_ascii_digit() && held < digits.len() {
-                digits[held] = *b;
-                held += 1;
-            } else {
-                if let Some(pid) = parse_pid(&digits[..held]) {
-                    let _ = call::kill(pid, sig);
+        for b in buf.iter().take(n) {
+            match digits.get_mut(held) {
+                Some(slot) if b.is_ascii_digit() => {
+                    *slot = *b;
+                    held += 1;
                 }
-                held = 0;
+                _ => {
+                    if let Some(pid) = digits.get(..held).and_then(parse_pid) {
+                        let _ = call::kill(pid, sig);
+                    }
+                    held = 0;
+                }
             }
         }
     }
-    if let Some(pid) = parse_pid(&digits[..held]) {
+    if let Some(pid) = digits.get(..held).and_then(parse_pid) {
         let _ = call::kill(pid, sig);
     }
     let _ = call::close(fd);
@@ -88,15 +91,22 @@ fn scan_for_children(sig: c_int) {
         }
         let mut at = 0usize;
         while at + DIRENT_NAME_AT < n {
-            let reclen = usize::from(u16::from_ne_bytes([
-                buf[at + DIRENT_RECLEN_AT],
-                buf[at + DIRENT_RECLEN_AT + 1],
-            ]));
-            if reclen == 0 || at + reclen > n {
+            let (Some(&low), Some(&high)) = (
+                buf.get(at + DIRENT_RECLEN_AT),
+                buf.get(at + DIRENT_RECLEN_AT + 1),
+            ) else {
                 break;
-            }
-            let name = &buf[at + DIRENT_NAME_AT..at + reclen];
-            let name = &name[..name.iter().position(|b| *b == 0).unwrap_or(name.len())];
+            };
+            let reclen = usize::from(u16::from_ne_bytes([low, high]));
+            // A record shorter than its own header, or past what was read: the rest is not
+            // trusted.
+            let Some(name) = buf
+                .get(..n)
+                .and_then(|read| read.get(at + DIRENT_NAME_AT..at + reclen))
+            else {
+                break;
+            };
+            let name = name.split(|b| *b == 0).next().unwrap_or(name);
             if let Some(pid) = parse_pid(name)
                 && parent_of(proc_fd, name) == Some(me)
             {
@@ -124,23 +134,17 @@ fn parse_pid(name: &[u8]) -> Option<libc::pid_t> {
 
 /// The parent pid of `/proc/<name>`, read from `stat` after the last `)` of the comm field.
 fn parent_of(proc_fd: c_int, name: &[u8]) -> Option<libc::pid_t> {
-    let mut path = [0u8; STAT_PATH_SIZE];
-    let suffix = b"/stat\0";
-    if name.len() + suffix.len() > path.len() {
-        return None;
-    }
-    path[..name.len()].copy_from_slice(name);
-    path[name.len()..name.len() + suffix.len()].copy_from_slice(suffix);
+    let path: [u8; STAT_PATH_SIZE] = concat(&[name, b"/stat\0"])?;
     let path = CStr::from_bytes_until_nul(&path).ok()?;
     let fd = call::openat(proc_fd, path, libc::O_RDONLY | libc::O_CLOEXEC).ok()?;
     let mut stat = [0u8; STAT_PREFIX_SIZE];
     let n = call::read_full(fd, &mut stat);
     let _ = call::close(fd);
-    let stat = &stat[..n];
+    let stat = stat.get(..n)?;
     let close = stat.iter().rposition(|b| *b == b')')?;
     let rest = stat.get(close + PPID_AFTER_NAME..)?;
     let end = rest.iter().position(|b| *b == b' ')?;
-    parse_pid(&rest[..end])
+    parse_pid(rest.get(..end)?)
 }
 
 /// The thread group (process) of thread `tid`, from `/proc/<tid>/status`.
@@ -152,29 +156,35 @@ pub(super) fn thread_group_of(tid: libc::pid_t) -> Option<libc::pid_t> {
     let mut n = u32::try_from(tid).ok()?;
     let mut at = digits.len();
     loop {
-        at -= 1;
-        digits[at] = b'0' + u8::try_from(n % 10).ok()?;
+        at = at.checked_sub(1)?;
+        *digits.get_mut(at)? = b'0' + u8::try_from(n % 10).ok()?;
         n /= 10;
         if n == 0 {
             break;
         }
     }
-    let digits = &digits[at..];
-    let mut path = [0u8; STAT_PATH_SIZE + PREFIX.len()];
-    let len = PREFIX.len() + digits.len();
-    path[..PREFIX.len()].copy_from_slice(PREFIX);
-    path[PREFIX.len()..len].copy_from_slice(digits);
-    path[len..len + SUFFIX.len()].copy_from_slice(SUFFIX);
+    let path: [u8; STAT_PATH_SIZE + PREFIX.len()] = concat(&[PREFIX, digits.get(at..)?, SUFFIX])?;
     let path = CStr::from_bytes_until_nul(&path).ok()?;
     let fd = call::open(path, libc::O_RDONLY | libc::O_CLOEXEC).ok()?;
     let mut status = [0u8; STAT_PREFIX_SIZE];
     let n = call::read_full(fd, &mut status);
     let _ = call::close(fd);
-    let status = &status[..n];
+    let status = status.get(..n)?;
     let start = status.windows(FIELD.len()).position(|w| w == FIELD)? + FIELD.len();
-    let value = status[start..].trim_ascii_start();
+    let value = status.get(start..)?.trim_ascii_start();
     let end = value.iter().position(|b| !b.is_ascii_digit())?;
-    parse_pid(&value[..end])
+    parse_pid(value.get(..end)?)
+}
+
+/// `parts` one after the other in a zeroed buffer of `N` bytes, on the stack; `None` when they
+/// do not fit.
+fn concat<const N: usize>(parts: &[&[u8]]) -> Option<[u8; N]> {
+    let mut out = [0u8; N];
+    let mut slots = out.iter_mut();
+    for b in parts.iter().flat_map(|part| part.iter()) {
+        *slots.next()? = *b;
+    }
+    Some(out)
 }
 
 #[cfg(test)]

@@ -58,7 +58,9 @@ pub(crate) fn fork_shim(prepared: &Prepared<'_>) -> std::io::Result<libc::pid_t>
     }
 }
 
-fn shim_main(p: &Prepared<'_>) -> ! {
+/// The shim's first steps, before its descriptors are laid out: it joins the command's
+/// cgroups, leads a session of its own, and becomes the subreaper of the command's tree.
+fn take_place(p: &Prepared<'_>) {
     // The command's own cgroups first: everything the shim forks from now on is counted there.
     for fd in &p.cgroup_procs {
         let joined =
@@ -79,6 +81,10 @@ fn shim_main(p: &Prepared<'_>) -> ! {
         p.status_wr,
         Stage::Supervise,
     );
+}
+
+fn shim_main(p: &Prepared<'_>) -> ! {
+    take_place(p);
     lay_out_descriptors(p);
     let status_fd = FD_STATUS;
 
@@ -212,7 +218,9 @@ fn lay_out_descriptors(p: &Prepared<'_>) {
         let placed = call::dup3_cloexec(parked[SLOT_CONFINE], FD_CONFINE);
         or_fail(placed, status_fd, Stage::Prepare);
     }
-    let parked_passed = &parked[FIXED_FDS..FIXED_FDS + passed.len()];
+    let Some(parked_passed) = parked.get(FIXED_FDS..FIXED_FDS + passed.len()) else {
+        fail(status_fd, Stage::Prepare, Errno::EMFILE);
+    };
     for (i, parked_fd) in parked_passed.iter().enumerate() {
         let Some(target) = fd_at(FD_FIRST_PASSED, i) else {
             fail(status_fd, Stage::Prepare, Errno::EMFILE);

@@ -13,8 +13,8 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use confine_protocol::{
-    Backend, BackendChoice, EnvVar, FrameDecoder, Hello, Limits, Mode, Network, Policy, Reply,
-    Request, Spawn, Stdio, StdioSpec, encode_frame,
+    Backend, BackendChoice, EnvVar, FrameDecoder, Hello, Limits, Mode, Policy, Reply, Request,
+    Spawn, Stdio, StdioSpec, encode_frame,
 };
 use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
 
@@ -272,28 +272,9 @@ pub fn spawn(id: u64, argv: &[&str]) -> Spawn {
             name: b"PATH".to_vec(),
             value: b"/usr/local/bin:/usr/bin:/bin".to_vec(),
         }],
-        policy: Policy {
-            mode: Mode::DangerFullAccess,
-            workspace_root: None,
-            writable_roots: vec![],
-            network: Network::Deny,
-            protected: vec![],
-            never_writable: vec![],
-            local_binding: false,
-            deny_read: Vec::new(),
-            session_temp: None,
-            unix_sockets: Vec::new(),
-            visible: Vec::new(),
-        },
+        policy: Policy::read_only().with_mode(Mode::DangerFullAccess),
         backend: BackendChoice::Auto,
-        limits: Limits {
-            timeout_ms: None,
-            kill_grace_ms: 1000,
-            max_processes: None,
-            max_file_size: None,
-            max_address_space: None,
-            max_memory: None,
-        },
+        limits: Limits::none().with_kill_grace(1000),
         stdio: Stdio {
             stdin: StdioSpec::Null,
             stdout: StdioSpec::Null,

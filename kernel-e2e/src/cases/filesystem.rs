@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 
-use super::{all_changed, all_unchanged, snapshot};
+use super::checks::{all_changed, all_unchanged, snapshot};
 use crate::agentd::quote;
 use crate::case::{Case, Cx, RunChecks, Stop, Verdict, fail};
 use crate::ensure;

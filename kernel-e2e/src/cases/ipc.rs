@@ -5,7 +5,7 @@ use std::ffi::OsString;
 use std::process::Command;
 use std::time::Duration;
 
-use super::require_tool;
+use super::checks::require_tool;
 use crate::case::{Case, Cx, RunChecks, Stop, Verdict, fail};
 use crate::ensure;
 use crate::facts::Exit;

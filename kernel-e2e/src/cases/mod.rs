@@ -4,14 +4,11 @@
 //! in danger-full-access as a control that must succeed: a deny that the control cannot undo
 //! proves nothing about the sandbox.
 
-use std::path::{Path, PathBuf};
-
-use crate::case::{Case, Cx, Stop, Verdict};
-use crate::ensure;
-use crate::fixtures::PathState;
+use crate::case::Case;
 use crate::matrix::Backend;
 
 mod availability;
+mod checks;
 mod credentials;
 mod denials;
 mod filesystem;
@@ -65,61 +62,4 @@ pub fn all() -> Vec<Case> {
         credentials::CASES,
     ]
     .concat()
-}
-
-/// The state of each path now, to compare after a run.
-fn snapshot(paths: &[&Path]) -> Vec<(PathBuf, PathState)> {
-    paths
-        .iter()
-        .map(|p| (p.to_path_buf(), PathState::of(p)))
-        .collect()
-}
-
-/// Fails unless every path is as in `before`.
-fn all_unchanged(cx: &Cx, before: &[(PathBuf, PathState)]) -> Verdict {
-    for (path, state) in before {
-        cx.unchanged(path, state)?;
-    }
-    Ok(())
-}
-
-/// Fails unless every path differs from `before`: the control run's attack really happened.
-fn all_changed(before: &[(PathBuf, PathState)]) -> Verdict {
-    for (path, state) in before {
-        ensure!(
-            PathState::of(path) != *state,
-            "the control run left {} as it was ({state}): the probe does not work here",
-            path.display()
-        );
-    }
-    Ok(())
-}
-
-/// Skips unless `tool` is on the PATH the commands get.
-fn require_tool(tool: &str) -> Result<PathBuf, Stop> {
-    find_tool(tool).ok_or_else(|| Stop::Skip(format!("{tool} is not installed")))
-}
-
-/// `tool` on the PATH the commands get, if it is there.
-pub(crate) fn find_tool(tool: &str) -> Option<PathBuf> {
-    crate::suite::COMMAND_PATH
-        .split(':')
-        .map(|dir| Path::new(dir).join(tool))
-        .find(|p| p.is_file())
-}
-
-/// The text of a file in /proc/sys, trimmed.
-fn sysctl(path: &str) -> Option<String> {
-    std::fs::read_to_string(path)
-        .ok()
-        .map(|s| s.trim().to_owned())
-}
-
-/// Skips when `value` says the kernel itself forbids what the case needs.
-fn skip_unless(condition: bool, reason: impl Into<String>) -> Verdict {
-    if condition {
-        Ok(())
-    } else {
-        Err(Stop::Skip(reason.into()))
-    }
 }

@@ -5,12 +5,13 @@ use std::fs::File;
 use std::net::TcpStream;
 use std::os::fd::AsRawFd;
 
-use super::{find_tool, skip_unless, sysctl};
+use super::checks::{skip_unless, sysctl};
 use crate::case::{Case, Cx, RunChecks, Verdict, fail};
 use crate::ensure;
 use crate::facts::Exit;
 use crate::fixtures::{TcpCanary, UdpCanary};
 use crate::matrix::CONFINED;
+use crate::tools::find_tool;
 
 pub const CASES: &[Case] = &[
     Case {

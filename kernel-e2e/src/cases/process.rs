@@ -1,13 +1,14 @@
 //! F. Process and kernel-interface escapes: signals, terminals, privileges, namespaces, mounts,
 //! and code that never touched the disk.
 
-use super::{all_changed, all_unchanged, find_tool, skip_unless, snapshot, sysctl};
+use super::checks::{all_changed, all_unchanged, skip_unless, snapshot, sysctl};
 use crate::case::{Case, Cx, RunChecks, Verdict, fail};
 use crate::ensure;
 use crate::fixtures::{CanaryProcess, Liveness, wait_gone};
 use crate::matrix::Backend;
 use crate::matrix::CONFINED;
 use crate::probe::Outcome;
+use crate::tools::find_tool;
 
 pub const CASES: &[Case] = &[
     Case {

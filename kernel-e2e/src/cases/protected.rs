@@ -9,7 +9,7 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use super::{all_changed, all_unchanged, snapshot};
+use super::checks::{all_changed, all_unchanged, snapshot};
 use crate::agentd::{OnReady, ReadyHook, Run, quote};
 use crate::case::{Case, Cx, RunChecks, Stop, Verdict, fail};
 use crate::ensure;

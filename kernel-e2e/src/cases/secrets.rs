@@ -1,6 +1,6 @@
 //! C. Secrets and process introspection: what agentd and the helper hold stays out of reach.
 
-use super::sysctl;
+use super::checks::sysctl;
 use crate::case::{Case, Cx, RunChecks, Verdict, fail};
 use crate::ensure;
 use crate::facts::Exit;

@@ -184,11 +184,6 @@ impl Cell {
         Ok(())
     }
 
-    /// Every output queued so far; the parent may take them after the outcome too.
-    pub(super) fn take_output(&self) -> Vec<String> {
-        self.lock().output.drain(..).collect()
-    }
-
     /// The next output, or `None` once the child has ended and every output was taken.
     pub(super) async fn next_output(&self) -> Option<String> {
         self.wait_for(|state| match state.output.pop_front() {

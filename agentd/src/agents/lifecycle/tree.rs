@@ -126,15 +126,6 @@ impl Drop for Abandon {
 }
 
 impl Pending {
-    pub fn parent(&self) -> AgentId {
-        self.reservation.parent
-    }
-
-    /// The depth the child will have.
-    pub fn depth(&self) -> u32 {
-        self.reservation.depth
-    }
-
     /// A signal for the preparation's own waits; fires if the start is cancelled.
     pub fn signal(&self) -> Cancel {
         self.reservation.token.signal()
@@ -220,11 +211,6 @@ impl Child {
         self.cell.next_output().await
     }
 
-    /// Every output queued so far.
-    pub fn take_output(&self) -> Vec<String> {
-        self.cell.take_output()
-    }
-
     /// Tears the child down (stop its driver, drain, detach, dispose; its children first), once
     /// however often and concurrently it is called; every caller gets the same report.
     pub async fn teardown(&self) -> Result<Arc<TeardownReport>, TeardownError> {
@@ -249,14 +235,6 @@ pub struct ChildContext {
 impl ChildContext {
     pub fn id(&self) -> AgentId {
         self.cell.id
-    }
-
-    pub fn parent(&self) -> AgentId {
-        self.cell.parent
-    }
-
-    pub fn depth(&self) -> u32 {
-        self.cell.depth
     }
 
     pub fn persona(&self) -> &str {
