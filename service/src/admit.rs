@@ -1,19 +1,17 @@
-//! Who may connect: every connection's `SO_PEERCRED` uid (`LOCAL_PEERCRED` on macOS) against
-//! the admission rule.
+//! Who may connect: every connection's `SO_PEERCRED` uid against the admission rule.
 //!
 //! A connection the helper cannot accept (it has no descriptor left) stays in the backlog while
 //! the listener rests for [`ACCEPT_PAUSE`]: polled again at once, it would wake the loop over and
 //! over, logging a failed accept each time, until a descriptor is freed.
 
-#[cfg(target_os = "linux")]
 use std::ffi::CString;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::time::{Duration, Instant};
 
 use nix::unistd::{Gid, Uid, User};
 
-use super::socket::Group;
 use crate::log;
+use crate::socket::Group;
 
 /// How long the listener rests after a failed accept.
 pub(crate) const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
@@ -51,11 +49,7 @@ pub(crate) struct Admission {
 #[derive(Debug)]
 pub(crate) struct Peer {
     pub(crate) uid: u32,
-    /// What a root service's helper for the peer runs as (Linux).
-    #[cfg_attr(
-        not(target_os = "linux"),
-        expect(dead_code, reason = "the handoff's alone")
-    )]
+    /// What a root service's helper for the peer runs as, when its user has no entry.
     pub(crate) gid: u32,
     pub(crate) pid: i32,
 }
@@ -122,44 +116,19 @@ fn member_of(uid: u32, gid: u32) -> Result<bool, String> {
 }
 
 /// Whether the group database makes `user` a member of `gid`, as its login would.
-#[cfg(target_os = "linux")]
 fn listed_member(user: &User, gid: u32) -> Result<bool, String> {
     let name = CString::new(user.name.as_bytes()).map_err(|e| e.to_string())?;
     let groups = nix::unistd::getgrouplist(&name, user.gid).map_err(|e| e.to_string())?;
     Ok(groups.contains(&Gid::from_raw(gid)))
 }
 
-/// Whether the group's entry names `user` as a member. (Membership macOS's directory service
-/// derives otherwise, through a nested group, is not seen: such a user is refused.)
-#[cfg(target_os = "macos")]
-fn listed_member(user: &User, gid: u32) -> Result<bool, String> {
-    let group = nix::unistd::Group::from_gid(Gid::from_raw(gid))
-        .map_err(|e| e.to_string())?
-        .ok_or_else(|| format!("no group has gid {gid}"))?;
-    Ok(group.mem.contains(&user.name))
-}
-
 /// The peer's uid, gid and pid, as the kernel recorded them when it connected.
-#[cfg(target_os = "linux")]
 fn peer_of(sock: &UnixStream) -> nix::Result<Peer> {
     let cred = nix::sys::socket::getsockopt(sock, nix::sys::socket::sockopt::PeerCredentials)?;
     Ok(Peer {
         uid: cred.uid(),
         gid: cred.gid(),
         pid: cred.pid(),
-    })
-}
-
-/// The peer's uid, effective gid and pid, as the kernel recorded them when it connected.
-#[cfg(target_os = "macos")]
-fn peer_of(sock: &UnixStream) -> nix::Result<Peer> {
-    use nix::sys::socket::{getsockopt, sockopt};
-    let cred = getsockopt(sock, sockopt::LocalPeerCred)?;
-    let pid = getsockopt(sock, sockopt::LocalPeerPid)?;
-    Ok(Peer {
-        uid: cred.uid(),
-        gid: cred.groups().first().copied().ok_or(nix::Error::EINVAL)?,
-        pid,
     })
 }
 

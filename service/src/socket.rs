@@ -5,7 +5,7 @@
 //! Linux `connect` needs write permission on the socket file, so its mode and group are the
 //! gate — in a directory of the helper's that nobody else may write (created 0750
 //! `owner:NAME`; systemd's socket unit makes it 0755). Either way nobody but the helper's uid
-//! can replace the socket, and `SO_PEERCRED` still decides every connection ([`super::admit`]).
+//! can replace the socket, and `SO_PEERCRED` still decides every connection ([`crate::admit`]).
 //!
 //! Under systemd the socket is the one the socket unit made, passed as descriptor 3
 //! (`LISTEN_FDS`); it is taken only after the same checks, and refused if it is not the Unix
@@ -61,7 +61,7 @@ pub(crate) enum ServiceError {
     UnsafeDir { path: PathBuf, why: String },
     #[error("socket {path} is not safe: {why}")]
     UnsafeSocket { path: PathBuf, why: String },
-    #[error("another confine-helper is already serving {0}")]
+    #[error("another confine-service is already serving {0}")]
     InUse(PathBuf),
     #[error("{0} exists and is not a socket; refusing to replace it")]
     NotASocket(PathBuf),

@@ -1,18 +1,19 @@
-//! A root service's connections: each admitted peer is served by a helper of its own, running
-//! as that peer.
+//! The service's connections: each admitted peer is served by a helper of its own, running as
+//! that peer (a root service) or as the service's own uid (a user's own service, which admits
+//! that uid alone).
 //!
-//! The root process accepts, checks the peer's credentials ([`super::accept`]) and the caps on
-//! its connections ([`super::live`]), and starts `confine-helper --fd N --served-from SOCKET`
-//! with the connection as descriptor N, after the child has taken the process limit of the
-//! peer's process, joined the peer's cgroup (where the service has one per peer,
-//! [`super::cgroup`]) and taken the peer's user's supplementary groups, gid and uid
-//! (`sys::run_as`), before it executes: the new helper never held root, so nothing a peer sends
+//! The service accepts, checks the peer's credentials ([`crate::admit`]) and the caps on its
+//! connections ([`crate::live`]), and starts `confine-helper --fd N --served-from SOCKET` (the
+//! `--helper` binary) with the connection as descriptor N. A root service's child first takes
+//! the process limit of the peer's process, joins the peer's cgroup (where the service has one
+//! per peer, [`crate::cgroup`]) and takes the peer's user's supplementary groups, gid and uid
+//! ([`crate::sys::run_as`]), before it executes: the new helper never held root, so nothing a peer sends
 //! is ever read by a root process, its commands run as the peer, with the groups its login
 //! gives it, confined exactly as in embedded mode, and the kernel counts the helper and its
 //! commands against the peer's own process limit. A peer the service does not serve (a cap,
-//! its process limit, a failed start) is sent a refusal that says why ([`super::refuse`]).
+//! its process limit, a failed start) is sent a refusal that says why ([`crate::live::refuse`]).
 //!
-//! The root process keeps nothing of a connection once its helper started but the helper's
+//! The service keeps nothing of a connection once its helper started but the helper's
 //! pid under the peer's uid, and reaps its helpers as they end (SIGCHLD through a signalfd).
 
 use std::ffi::CString;
@@ -30,10 +31,15 @@ use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::{Gid, Pid, Uid, User, getgrouplist};
 
-use super::admit::{Admission, Pause, Peer, accept};
-use super::cgroup::{CgroupError, Cgroups};
-use super::live::{Caps, Live, refuse};
+use crate::admit::{Admission, Pause, Peer, accept};
+use crate::cgroup::{CgroupError, Cgroups};
+use crate::live::{Caps, Live, refuse};
 use crate::log;
+use crate::sys::{Identity, run_as};
+
+/// What a helper running as the service's own uid keeps of the service's environment: where
+/// that user's ceiling and verdict cache live. A peer's helper in a root service keeps nothing.
+const OWN_ENVIRONMENT: [&str; 3] = ["XDG_CONFIG_HOME", "XDG_CACHE_HOME", "HOME"];
 
 /// How long a root service's helper keeps a connection that was greeted and then runs no
 /// command and sends nothing, by default (`--idle-limit`). agentd holds its connection for a
@@ -45,6 +51,8 @@ pub(crate) const IDLE_LIMIT: Duration = Duration::from_secs(300);
 /// What every peer's helper is started with besides its connection, and how many may run.
 #[derive(Debug)]
 pub(crate) struct Handoff {
+    /// The `confine-helper` executed for every peer.
+    pub(crate) helper: PathBuf,
     /// The service's `--ceiling`, passed on (each peer's helper also reads the system ceiling
     /// and the peer's own).
     pub(crate) ceiling: Option<PathBuf>,
@@ -52,7 +60,7 @@ pub(crate) struct Handoff {
     pub(crate) socket: PathBuf,
     pub(crate) caps: Caps,
     /// Passed on as `--idle-limit`: how long a peer's helper keeps a connection that runs
-    /// nothing and sends nothing.
+    /// nothing and sends nothing (zero: for as long as it is open).
     pub(crate) idle_limit: Duration,
     /// Whether the service's cgroup is delegated to it (`--delegated-cgroup`).
     pub(crate) delegated_cgroup: bool,
@@ -79,10 +87,10 @@ enum StartError {
 }
 
 /// Accepts and hands off connections until the listener fails.
-pub(crate) fn serve_by_handoff(
-    listener: UnixListener,
-    admission: Admission,
-    handoff: Handoff,
+pub(crate) fn serve(
+    listener: &UnixListener,
+    admission: &Admission,
+    handoff: &Handoff,
 ) -> std::io::Result<()> {
     let mut mask = SigSet::empty();
     mask.add(Signal::SIGCHLD);
@@ -122,11 +130,11 @@ pub(crate) fn serve_by_handoff(
             reap(&mut live, cgroups.as_ref());
         }
         if incoming {
-            accept(&listener, &admission, &mut pause, |sock, peer| {
+            accept(listener, admission, &mut pause, |sock, peer| {
                 if let Some(why) = live.over_cap(peer.uid, handoff.caps) {
                     return refuse(sock, &peer, &why);
                 }
-                match start(&sock, &peer, &handoff, cgroups.as_ref()) {
+                match start(&sock, &peer, handoff, cgroups.as_ref()) {
                     Ok(helper) => live.add(helper, peer.uid),
                     Err(e) => refuse(sock, &peer, &e.to_string()),
                 }
@@ -177,7 +185,7 @@ fn start(
     // other spawn can inherit it in between.
     fcntl(sock, FcntlArg::F_SETFD(FdFlag::empty())).map_err(std::io::Error::from)?;
     let fd = std::os::fd::AsRawFd::as_raw_fd(sock);
-    let mut helper = Command::new("/proc/self/exe");
+    let mut helper = Command::new(&handoff.helper);
     helper
         .arg0("confine-helper")
         .arg("--fd")
@@ -191,6 +199,10 @@ fn start(
         .arg("--idle-limit")
         .arg(handoff.idle_limit.as_secs().to_string())
         .env_clear()
+        .envs(OWN_ENVIRONMENT.iter().filter_map(|name| {
+            let own = !nix::unistd::geteuid().is_root();
+            own.then(|| std::env::var_os(name).map(|value| (name, value)))?
+        }))
         .current_dir("/")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -199,15 +211,17 @@ fn start(
     let shown_groups = shown_groups.join(",");
     // In the child before `execve`: the peer's limits and cgroup as root, then (unless the peer
     // is root) the groups, the gid and the uid (real, effective and saved), so that it cannot
-    // become root again (checked there too).
-    let identity = crate::sys::Identity {
-        uid: Uid::from_raw(peer.uid),
-        gid,
-        groups,
-        processes,
-        cgroup,
-    };
-    crate::sys::run_as(&mut helper, identity);
+    // become root again (checked there too). A user's own service serves its own uid as is.
+    if nix::unistd::geteuid().is_root() {
+        let identity = Identity {
+            uid: Uid::from_raw(peer.uid),
+            gid,
+            groups,
+            processes,
+            cgroup,
+        };
+        run_as(&mut helper, identity);
+    }
     let spawned = helper.spawn();
     fcntl(sock, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC)).map_err(std::io::Error::from)?;
     let child = match spawned {

@@ -13,8 +13,12 @@ use std::os::unix::net::UnixStream;
 
 use confine_protocol::{Hello, encode_frame};
 
-use super::admit::Peer;
+use crate::admit::Peer;
 use crate::log;
+
+/// A refusal is sent without waiting, and a peer that has gone raises no SIGPIPE.
+const SEND_FLAGS: nix::sys::socket::MsgFlags =
+    nix::sys::socket::MsgFlags::MSG_DONTWAIT.union(nix::sys::socket::MsgFlags::MSG_NOSIGNAL);
 
 /// Connections one uid may have open at once, by default (`--max-per-user`). agentd holds one
 /// connection per agentd process (an editor's session, an `agentd exec` or `run`); a person
@@ -98,7 +102,7 @@ pub(crate) fn refuse(sock: UnixStream, peer: &Peer, why: &str) {
     if let Ok(frame) = encode_frame(&Hello::refusal(&reason)) {
         // A new connection's buffer takes one short frame whole, without waiting; a peer that
         // has gone already is told nothing.
-        let _ = nix::sys::socket::send(sock.as_raw_fd(), &frame, crate::sys::SEND_FLAGS);
+        let _ = nix::sys::socket::send(sock.as_raw_fd(), &frame, SEND_FLAGS);
     }
 }
 

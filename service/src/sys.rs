@@ -1,3 +1,5 @@
+//! Every `unsafe` block of the service, one per call.
+//!
 //! A root service's helper for a peer becomes the peer in the child, before it executes: while
 //! still root it takes the process limit of the peer's process and joins the peer's cgroup,
 //! then it takes the peer's supplementary groups, gid and uid (real, effective and saved), and
@@ -13,10 +15,15 @@ use std::os::fd::OwnedFd;
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 
+use std::os::fd::{FromRawFd, RawFd};
+use std::path::PathBuf;
+
 use nix::libc;
+use nix::sys::resource::{Resource, setrlimit};
 use nix::unistd::{Gid, Uid, setgroups, setresgid, setresuid};
 
-use super::call;
+/// The first descriptor past stdio.
+const FIRST_INHERITED: u32 = 3;
 
 /// Who a peer's helper becomes, and what of the peer it carries.
 #[derive(Debug)]
@@ -34,7 +41,7 @@ pub(crate) struct Identity {
 /// run as its uid, gid and groups, from before its `execve`.
 pub(crate) fn run_as(command: &mut Command, peer: Identity) {
     let become_peer = move || {
-        call::setrlimit(libc::RLIMIT_NPROC, peer.processes.0, peer.processes.1)?;
+        setrlimit(Resource::RLIMIT_NPROC, peer.processes.0, peer.processes.1)?;
         if let Some(procs) = &peer.cgroup {
             // "0" moves the writing process.
             nix::unistd::write(procs, b"0")?;
@@ -57,4 +64,38 @@ pub(crate) fn run_as(command: &mut Command, peer: Identity) {
     unsafe {
         command.pre_exec(become_peer);
     }
+}
+
+/// Marks every descriptor past stdio close-on-exec, those this process inherited included, so
+/// that a peer's helper holds only its connection from its first instruction on (it runs as the
+/// peer, who may trace it before it closes what it inherited).
+pub(crate) fn cloexec_inherited() -> std::io::Result<()> {
+    // SAFETY: close_range with CLOSE_RANGE_CLOEXEC closes nothing and touches no memory; it only
+    // sets a flag on descriptors.
+    let done = unsafe {
+        libc::close_range(
+            FIRST_INHERITED,
+            u32::MAX,
+            libc::CLOSE_RANGE_CLOEXEC.cast_signed(),
+        )
+    };
+    if done == -1 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Takes ownership of descriptor `fd`, which the service manager passed, once `/proc` shows
+/// that it is an open socket.
+pub(crate) fn inherited_socket(fd: RawFd) -> std::io::Result<std::os::fd::OwnedFd> {
+    let target = std::fs::read_link(PathBuf::from(format!("/proc/self/fd/{fd}")))?;
+    if !target.to_string_lossy().starts_with("socket:") {
+        return Err(std::io::Error::other(format!(
+            "is {}, not a socket",
+            target.display()
+        )));
+    }
+    // SAFETY: the descriptor is open (its /proc entry exists), was inherited, and nothing else
+    // in this process owns it.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
 }
