@@ -743,7 +743,10 @@ fn set_fd_limit(pid: u32, soft: usize) {
         .arg(pid.to_string())
         .arg(format!("--nofile={soft}:"))
         .status();
-    assert!(set.expect("run prlimit").success(), "prlimit --nofile={soft}");
+    assert!(
+        set.expect("run prlimit").success(),
+        "prlimit --nofile={soft}"
+    );
 }
 
 #[test]
@@ -759,7 +762,9 @@ fn a_service_out_of_descriptors_rests_its_listener_and_serves_again_once_one_is_
         .expect("the service's descriptors")
         .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok())
         .collect();
-    let held = (0..).find(|fd| !open.contains(fd)).expect("a free descriptor");
+    let held = (0..)
+        .find(|fd| !open.contains(fd))
+        .expect("a free descriptor");
     set_fd_limit(service, held);
     let hogs: Vec<UnixStream> = (0..16)
         .map(|_| UnixStream::connect(&target.service.socket).expect("connect"))

@@ -1,42 +1,35 @@
-//! Who may connect: every connection's `SO_PEERCRED` uid against the admission rule.
+//! Who is served: every connection's `SO_PEERCRED` uid against the admission rule, and the
+//! caps on how many connections are served.
 //!
-//! A connection the helper cannot accept (it has no descriptor left) stays in the backlog while
-//! the listener rests for [`ACCEPT_PAUSE`]: polled again at once, it would wake the loop over and
-//! over, logging a failed accept each time, until a descriptor is freed.
+//! Every connection holds something until it ends: in a root service a helper process running
+//! as the peer, which the peer's own process limits do not see. So that one peer cannot take
+//! what the others need, a service serves at most [`Caps::per_user`] connections of one uid and
+//! [`Caps::total`] in all. A peer past a cap is sent a refusal that names it ([`refuse`]) and
+//! closed; nothing it sent is read.
 
+use std::collections::HashMap;
 use std::ffi::CString;
+use std::os::fd::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::time::{Duration, Instant};
 
-use nix::unistd::{Gid, Uid, User};
+use confine_protocol::{Hello, encode_frame};
+use nix::sys::socket::{MsgFlags, UnixCredentials, getsockopt, send, sockopt};
+use nix::unistd::{Gid, Group, Uid, User, getgrouplist};
 
 use crate::log;
-use crate::socket::Group;
 
-/// How long the listener rests after a failed accept.
-pub(crate) const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
+/// Connections one uid may have open at once, by default (`--max-per-user`). agentd holds one
+/// connection per agentd process (an editor's session, an `agentd exec` or `run`); a person
+/// runs a few at a time, so 16 leaves room for several editors and scripts, and one user's
+/// flood stops at 16 helpers.
+pub(crate) const MAX_PER_USER: usize = 16;
 
-/// Whether the listener rests after a failed accept, and whether that failure was logged.
-#[derive(Debug, Default)]
-pub(crate) struct Pause {
-    until: Option<Instant>,
-    /// Logged once per run of failures; the next accepted connection ends the run.
-    logged: bool,
-}
+/// Connections open at once for all uids, by default (`--max-connections`): sixteen users at
+/// their own cap. Each is a helper process of a few MB, so idle helpers stay under about 1 GB.
+pub(crate) const MAX_CONNECTIONS: usize = 256;
 
-impl Pause {
-    /// When the listener is polled again, while it rests.
-    pub(crate) fn until(&self) -> Option<Instant> {
-        self.until
-    }
-
-    /// Ends the rest once its time has come.
-    pub(crate) fn wake(&mut self, now: Instant) {
-        if self.until.is_some_and(|until| until <= now) {
-            self.until = None;
-        }
-    }
-}
+/// A refusal is sent without waiting, and a peer that has gone raises no SIGPIPE.
+const SEND_FLAGS: MsgFlags = MsgFlags::MSG_DONTWAIT.union(MsgFlags::MSG_NOSIGNAL);
 
 /// Which peers a service serves: those whose uid is listed, and the members of its group.
 #[derive(Debug, Clone)]
@@ -45,20 +38,41 @@ pub(crate) struct Admission {
     pub(crate) group: Option<Group>,
 }
 
-/// An admitted connection: the peer's credentials as the kernel gave them at `connect`.
-#[derive(Debug)]
-pub(crate) struct Peer {
-    pub(crate) uid: u32,
-    /// What a root service's helper for the peer runs as, when its user has no entry.
-    pub(crate) gid: u32,
-    pub(crate) pid: i32,
+/// An admitted connection: the peer's uid, gid and pid as the kernel gave them at `connect`.
+pub(crate) type Peer = UnixCredentials;
+
+/// The caps a service enforces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Caps {
+    pub(crate) per_user: usize,
+    pub(crate) total: usize,
 }
 
-impl Peer {
-    /// The label its log lines carry.
-    pub(crate) fn label(&self) -> String {
-        format!("peer uid {} pid {}", self.uid, self.pid)
+impl Default for Caps {
+    fn default() -> Caps {
+        let (per_user, total) = (MAX_PER_USER, MAX_CONNECTIONS);
+        Caps { per_user, total }
     }
+}
+
+/// Why one more connection of `uid` would pass a cap, in words for the peer, when it would;
+/// `live` holds each connection's key (a helper's pid) under its uid. (A few hundred at most:
+/// counting them is cheaper than keeping counts.)
+pub(crate) fn over_cap<K>(live: &HashMap<K, u32>, uid: u32, caps: Caps) -> Option<String> {
+    let (own, all) = (live.values().filter(|u| **u == uid).count(), live.len());
+    if own >= caps.per_user {
+        return Some(format!(
+            "uid {uid} has reached the cap on connections per user, {own} (--max-per-user); end \
+             some agentd sessions of this user, or ask the administrator to raise the cap"
+        ));
+    }
+    (all >= caps.total).then(|| {
+        format!(
+            "the service has reached its cap on connections for all users, {all} \
+             (--max-connections); try again when some have ended, or ask the administrator to \
+             raise the cap"
+        )
+    })
 }
 
 /// Whom the rule admits, for the log and for errors: `uids [..]`, and the group's members.
@@ -82,95 +96,104 @@ impl Admission {
     /// and group databases at every connection, so adding a user to the group (or removing one)
     /// takes effect without a restart.
     fn refuses(&self, uid: u32) -> Option<String> {
-        if self.uids.contains(&uid) {
-            return None;
-        }
-        let Some(group) = &self.group else {
-            return Some(format!("not in the allowed uids {:?}", self.uids));
-        };
-        match member_of(uid, group.gid) {
-            Ok(true) => None,
-            Ok(false) => Some(format!(
-                "not in the allowed uids {:?} nor a member of group {}",
-                self.uids, group.name
-            )),
-            Err(why) => Some(format!(
-                "not in the allowed uids {:?}, and its membership of group {} cannot be read: \
-                 {why}",
-                self.uids, group.name
-            )),
+        let listed = format!("not in the allowed uids {:?}", self.uids);
+        match (&self.group, self.uids.contains(&uid)) {
+            (_, true) => None,
+            (None, false) => Some(listed),
+            (Some(group), false) => match groups_of(uid) {
+                Some((_, groups)) if groups.contains(&group.gid) => None,
+                Some(_) => Some(format!("{listed} nor a member of group {}", group.name)),
+                None => Some(format!(
+                    "{listed}, and has no user whose groups can be read"
+                )),
+            },
         }
     }
 }
 
-/// Whether the user of `uid` is a member of `gid`: as its primary group, or as the group
-/// database lists it ([`listed_member`]).
-fn member_of(uid: u32, gid: u32) -> Result<bool, String> {
-    let user = User::from_uid(Uid::from_raw(uid))
-        .map_err(|e| e.to_string())?
-        .ok_or_else(|| "the uid has no user".to_owned())?;
-    if user.gid.as_raw() == gid {
-        return Ok(true);
-    }
-    listed_member(&user, gid)
+/// The login group and every group of the user of `uid`, as its login has them (the group
+/// database's, with the login group); `None` when the uid has no user or its groups cannot be
+/// read.
+pub(crate) fn groups_of(uid: u32) -> Option<(Gid, Vec<Gid>)> {
+    let user = User::from_uid(Uid::from_raw(uid)).ok()??;
+    let name = CString::new(user.name.into_bytes()).ok()?;
+    Some((user.gid, getgrouplist(&name, user.gid).ok()?))
 }
 
-/// Whether the group database makes `user` a member of `gid`, as its login would.
-fn listed_member(user: &User, gid: u32) -> Result<bool, String> {
-    let name = CString::new(user.name.as_bytes()).map_err(|e| e.to_string())?;
-    let groups = nix::unistd::getgrouplist(&name, user.gid).map_err(|e| e.to_string())?;
-    Ok(groups.contains(&Gid::from_raw(gid)))
-}
-
-/// The peer's uid, gid and pid, as the kernel recorded them when it connected.
-fn peer_of(sock: &UnixStream) -> nix::Result<Peer> {
-    let cred = nix::sys::socket::getsockopt(sock, nix::sys::socket::sockopt::PeerCredentials)?;
-    Ok(Peer {
-        uid: cred.uid(),
-        gid: cred.gid(),
-        pid: cred.pid(),
-    })
-}
-
-/// Accepts every pending connection, one at a time. A peer `admission` refuses is logged and
-/// dropped without a word; each admitted one goes to `admitted` with its credentials before
-/// the next is accepted. A failed accept makes the listener rest (`pause`).
+/// Accepts the next pending connection and its peer's credentials, refusing (logged, dropped
+/// without a word) each peer `admission` refuses; `Ok(None)` once none is pending.
 pub(crate) fn accept(
     listener: &UnixListener,
     admission: &Admission,
-    pause: &mut Pause,
-    mut admitted: impl FnMut(UnixStream, Peer),
-) {
+) -> std::io::Result<Option<(UnixStream, Peer)>> {
     loop {
         let sock = match listener.accept() {
             Ok((sock, _)) => sock,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(None),
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => {
-                if !pause.logged {
-                    log!(
-                        "accept failed: {e}; waiting connections are retried every {} ms \
-                         (logged once until one is accepted)",
-                        ACCEPT_PAUSE.as_millis()
-                    );
-                    pause.logged = true;
-                }
-                pause.until = Some(Instant::now() + ACCEPT_PAUSE);
-                break;
-            }
+            Err(e) => return Err(e),
         };
-        pause.logged = false;
-        let peer = match peer_of(&sock) {
-            Ok(peer) => peer,
+        let peer = match getsockopt(&sock, sockopt::PeerCredentials) {
+            Ok(cred) => cred,
             Err(e) => {
                 log!("refused a peer whose credentials cannot be read: {e}");
                 continue;
             }
         };
-        if let Some(why) = admission.refuses(peer.uid) {
-            log!("refused peer uid {} (pid {}): {why}", peer.uid, peer.pid);
-            continue;
+        let (uid, pid) = (peer.uid(), peer.pid());
+        match admission.refuses(uid) {
+            Some(why) => log!("refused peer uid {uid} (pid {pid}): {why}"),
+            None => return Ok(Some((sock, peer))),
         }
-        admitted(sock, peer);
+    }
+}
+
+/// Refuses `peer`: logs why, sends it a refusal carrying `why` in place of a greeting, and
+/// closes the connection (dropping `sock`). Nothing is read from it.
+pub(crate) fn refuse(sock: UnixStream, peer: &Peer, why: &str) {
+    log!(
+        "refused peer uid {} (pid {}): {why}",
+        peer.uid(),
+        peer.pid()
+    );
+    let reason = format!("confine-helper service: {why}");
+    if let Ok(frame) = encode_frame(&Hello::refusal(&reason)) {
+        // A new connection's buffer takes one short frame whole, without waiting; a peer that
+        // has gone already is told nothing.
+        let _ = send(sock.as_raw_fd(), &frame, SEND_FLAGS);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_uid_is_capped_alone_and_all_together() {
+        let caps = Caps {
+            per_user: 2,
+            total: 3,
+        };
+        let mut live = HashMap::from([(1, 1001)]);
+        assert_eq!(over_cap(&live, 1001, caps), None);
+        live.insert(2, 1001);
+        let own = over_cap(&live, 1001, caps).expect("at the cap of its uid");
+        assert!(
+            own.contains(
+                "uid 1001 has reached the cap on connections per user, 2 (--max-per-user)"
+            ),
+            "{own}"
+        );
+        let other = over_cap(&live, 1002, caps);
+        assert_eq!(other, None, "another uid has its own count");
+        live.insert(3, 1002);
+        let all = over_cap(&live, 1002, caps).expect("at the cap of all uids");
+        assert!(
+            all.contains("its cap on connections for all users, 3 (--max-connections)"),
+            "{all}"
+        );
+        // An ended connection frees its place.
+        live.remove(&2);
+        assert_eq!(over_cap(&live, 1001, caps), None);
     }
 }

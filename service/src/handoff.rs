@@ -2,24 +2,27 @@
 //! that peer (a root service) or as the service's own uid (a user's own service, which admits
 //! that uid alone).
 //!
-//! The service accepts, checks the peer's credentials ([`crate::admit`]) and the caps on its
-//! connections ([`crate::live`]), and starts `confine-helper --fd N --served-from SOCKET` (the
-//! `--helper` binary) with the connection as descriptor N. A root service's child first takes
-//! the process limit of the peer's process, joins the peer's cgroup (where the service has one
-//! per peer, [`crate::cgroup`]) and takes the peer's user's supplementary groups, gid and uid
-//! ([`crate::sys::run_as`]), before it executes: the new helper never held root, so nothing a peer sends
-//! is ever read by a root process, its commands run as the peer, with the groups its login
-//! gives it, confined exactly as in embedded mode, and the kernel counts the helper and its
-//! commands against the peer's own process limit. A peer the service does not serve (a cap,
-//! its process limit, a failed start) is sent a refusal that says why ([`crate::live::refuse`]).
+//! The service accepts, checks the peer's credentials and the caps on its connections
+//! ([`crate::admit`]), and starts `confine-helper --fd N --served-from SOCKET` (the `--helper`
+//! binary) with the connection as descriptor N. A root service's child first takes the process
+//! limit of the peer's process, joins the peer's cgroup (where the service has one per peer,
+//! [`crate::cgroup`]) and takes the peer's user's supplementary groups, gid and uid
+//! ([`crate::sys::run_as`]), before it executes: the new helper never held root, so nothing a
+//! peer sends is ever read by a root process, its commands run as the peer, with the groups its
+//! login gives it, confined exactly as in embedded mode, and the kernel counts the helper and
+//! its commands against the peer's own process limit. A peer the service does not serve (a
+//! cap, its process limit, a failed start) is sent a refusal that says why
+//! ([`crate::admit::refuse`]).
 //!
-//! The service keeps nothing of a connection once its helper started but the helper's
-//! pid under the peer's uid, and reaps its helpers as they end (SIGCHLD through a signalfd).
+//! The service keeps nothing of a connection once its helper started but the helper's pid
+//! under the peer's uid, and reaps its helpers as they end (SIGCHLD through a signalfd). A
+//! connection it cannot accept (it has no descriptor left) stays in the backlog while the
+//! listener rests for [`ACCEPT_PAUSE`]: polled again at once, it would wake the loop over and
+//! over, logging a failed accept each time, until a descriptor is freed.
 
-use std::ffi::CString;
-use std::os::fd::AsFd;
+use std::collections::HashMap;
+use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -29,13 +32,15 @@ use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
-use nix::unistd::{Gid, Pid, Uid, User, getgrouplist};
+use nix::unistd::{Gid, Pid, Uid, geteuid};
 
-use crate::admit::{Admission, Pause, Peer, accept};
+use crate::admit::{Admission, Caps, Peer, accept, groups_of, over_cap, refuse};
 use crate::cgroup::{CgroupError, Cgroups};
-use crate::live::{Caps, Live, refuse};
 use crate::log;
-use crate::sys::{Identity, run_as};
+use crate::sys::run_as;
+
+/// How long the listener rests after a failed accept.
+const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 
 /// What a helper running as the service's own uid keeps of the service's environment: where
 /// that user's ceiling and verdict cache live. A peer's helper in a root service keeps nothing.
@@ -49,7 +54,7 @@ const OWN_ENVIRONMENT: [&str; 3] = ["XDG_CONFIG_HOME", "XDG_CACHE_HOME", "HOME"]
 pub(crate) const IDLE_LIMIT: Duration = Duration::from_secs(300);
 
 /// What every peer's helper is started with besides its connection, and how many may run.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(crate) struct Handoff {
     /// The `confine-helper` executed for every peer.
     pub(crate) helper: PathBuf,
@@ -69,11 +74,9 @@ pub(crate) struct Handoff {
 /// Why a peer's helper was not started; the text is what the peer is told.
 #[derive(Debug, thiserror::Error)]
 enum StartError {
-    #[error("cannot read the process limit of the process that connected, {path}: {source}")]
-    Limits {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    /// This `limits` file cannot be read, or has no process limit.
+    #[error("cannot read the process limit of the process that connected, {0}: {1}")]
+    Limits(PathBuf, std::io::Error),
     #[error(
         "no new process may start as uid {uid}: it has reached its process limit (RLIMIT_NPROC \
          {limit}, as its process pid {pid} has it), or the service its own; end some of its \
@@ -97,48 +100,55 @@ pub(crate) fn serve(
     mask.thread_block()?;
     let children = SignalFd::with_flags(&mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)?;
     let cgroups = cgroups(handoff.delegated_cgroup);
-    let mut live = Live::new();
-    let mut pause = Pause::default();
+    // Each helper's pid, under the uid it serves.
+    let mut live = HashMap::new();
+    // Until when the listener rests, and whether that run of failed accepts was logged.
+    let (mut resting, mut logged) = (None::<Instant>, false);
     loop {
         let now = Instant::now();
-        pause.wake(now);
-        let resting = pause.until();
-        let timeout = match resting {
-            Some(until) => PollTimeout::try_from(until.saturating_duration_since(now))
-                .unwrap_or(PollTimeout::MAX),
-            None => PollTimeout::NONE,
-        };
-        let listen_events = if resting.is_some() {
-            PollFlags::empty()
-        } else {
-            PollFlags::POLLIN
-        };
-        let (child_ended, incoming) = {
-            let mut fds = [
-                PollFd::new(children.as_fd(), PollFlags::POLLIN),
-                PollFd::new(listener.as_fd(), listen_events),
-            ];
-            match poll(&mut fds, timeout) {
-                Ok(_) | Err(nix::Error::EINTR) => {}
-                Err(e) => return Err(e.into()),
-            }
-            let ready = |fd: &PollFd| fd.revents().is_some_and(|r| !r.is_empty());
-            (ready(&fds[0]), ready(&fds[1]))
-        };
+        resting = resting.filter(|until| *until > now);
+        let timeout = resting.map_or(PollTimeout::NONE, |until| {
+            PollTimeout::try_from(until - now).unwrap_or(PollTimeout::MAX)
+        });
+        let listen = resting.map_or(PollFlags::POLLIN, |_| PollFlags::empty());
+        let mut fds = [
+            PollFd::new(children.as_fd(), PollFlags::POLLIN),
+            PollFd::new(listener.as_fd(), listen),
+        ];
+        match poll(&mut fds, timeout) {
+            Ok(_) | Err(nix::Error::EINTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+        let [child_ended, incoming] = fds.map(|fd| fd.revents().is_some_and(|r| !r.is_empty()));
         if child_ended {
             while let Ok(Some(_)) = children.read_signal() {}
             reap(&mut live, cgroups.as_ref());
         }
-        if incoming {
-            accept(listener, admission, &mut pause, |sock, peer| {
-                if let Some(why) = live.over_cap(peer.uid, handoff.caps) {
-                    return refuse(sock, &peer, &why);
+        while incoming && resting.is_none() {
+            let (sock, peer) = match accept(listener, admission) {
+                Ok(Some(admitted)) => admitted,
+                Ok(None) => break,
+                Err(e) => {
+                    if !logged {
+                        log!(
+                            "accept failed: {e}; waiting connections are retried every {} ms \
+                             (logged once until one is accepted)",
+                            ACCEPT_PAUSE.as_millis()
+                        );
+                    }
+                    (resting, logged) = (Some(Instant::now() + ACCEPT_PAUSE), true);
+                    break;
                 }
-                match start(&sock, &peer, handoff, cgroups.as_ref()) {
-                    Ok(helper) => live.add(helper, peer.uid),
-                    Err(e) => refuse(sock, &peer, &e.to_string()),
-                }
-            });
+            };
+            logged = false;
+            if let Some(why) = over_cap(&live, peer.uid(), handoff.caps) {
+                refuse(sock, &peer, &why);
+                continue;
+            }
+            match start(&sock, &peer, handoff, cgroups.as_ref()) {
+                Ok(helper) => drop(live.insert(helper, peer.uid())),
+                Err(e) => refuse(sock, &peer, &e.to_string()),
+            }
         }
     }
 }
@@ -146,13 +156,13 @@ pub(crate) fn serve(
 /// The service's cgroups per peer, when its cgroup is delegated and they can be set up; why
 /// not is logged once.
 fn cgroups(delegated: bool) -> Option<Cgroups> {
-    let why = match delegated.then(Cgroups::delegated) {
-        Some(Ok(cgroups)) => return Some(cgroups),
-        Some(Err(why)) => why.to_string(),
-        None => "no --delegated-cgroup".to_owned(),
-    };
-    log!("no cgroup per peer ({why}): a peer's helpers are bounded by its process limit alone");
-    None
+    match delegated.then(Cgroups::delegated)? {
+        Ok(cgroups) => Some(cgroups),
+        Err(why) => {
+            log!("no cgroup per peer ({why}): a peer's helpers are bounded by its process limit");
+            None
+        }
+    }
 }
 
 /// Starts the helper that serves `sock` as `peer`, returning its pid; `sock` is closed here
@@ -165,91 +175,61 @@ fn start(
 ) -> Result<Pid, StartError> {
     // The peer's user: its login group and its supplementary groups, as its login has them;
     // without a user, the group it connected with alone.
-    let user = User::from_uid(Uid::from_raw(peer.uid)).ok().flatten();
-    let gid = user.as_ref().map_or(Gid::from_raw(peer.gid), |u| u.gid);
-    let groups = match &user {
-        Some(user) => CString::new(user.name.as_bytes())
-            .ok()
-            .and_then(|name| getgrouplist(&name, gid).ok())
-            .unwrap_or_else(|| vec![gid]),
-        None => vec![gid],
-    };
+    let fallback = Gid::from_raw(peer.gid());
+    let (gid, groups) = groups_of(peer.uid()).unwrap_or((fallback, vec![fallback]));
     // The process limit of the process that connected, its hard limit at most the service's
     // own. (Its pid is the one `SO_PEERCRED` recorded: if that process has ended, the
     // connection is refused; RFC 0001 says what is left.)
-    let (soft, hard) = process_limit(&peer.pid.to_string())?;
+    let (soft, hard) = process_limit(&peer.pid().to_string())?;
     let hard = hard.min(process_limit("self")?.1);
     let processes = (soft.min(hard), hard);
-    let cgroup = cgroups.map(|c| c.procs_of(peer.uid)).transpose()?;
-    // The one descriptor that crosses `execve`. The root process is single-threaded, so no
-    // other spawn can inherit it in between.
+    let cgroup = cgroups.map(|c| c.procs_of(peer.uid())).transpose()?;
+    // The one descriptor that crosses `execve`. The service is single-threaded, so no other
+    // spawn can inherit it in between.
     fcntl(sock, FcntlArg::F_SETFD(FdFlag::empty())).map_err(std::io::Error::from)?;
-    let fd = std::os::fd::AsRawFd::as_raw_fd(sock);
+    let root = geteuid().is_root();
     let mut helper = Command::new(&handoff.helper);
-    helper
-        .arg0("confine-helper")
-        .arg("--fd")
-        .arg(fd.to_string());
+    helper.args(["--fd", &sock.as_raw_fd().to_string()]);
     if let Some(ceiling) = &handoff.ceiling {
         helper.arg("--ceiling").arg(ceiling);
     }
+    let own_env = OWN_ENVIRONMENT.iter().filter(|_| !root);
     helper
         .arg("--served-from")
         .arg(&handoff.socket)
-        .arg("--idle-limit")
-        .arg(handoff.idle_limit.as_secs().to_string())
+        .args(["--idle-limit", &handoff.idle_limit.as_secs().to_string()])
         .env_clear()
-        .envs(OWN_ENVIRONMENT.iter().filter_map(|name| {
-            let own = !nix::unistd::geteuid().is_root();
-            own.then(|| std::env::var_os(name).map(|value| (name, value)))?
-        }))
+        .envs(own_env.filter_map(|name| Some((name, std::env::var_os(name)?))))
         .current_dir("/")
         .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit());
-    let shown_groups: Vec<String> = groups.iter().map(ToString::to_string).collect();
-    let shown_groups = shown_groups.join(",");
+        .stdout(Stdio::null());
+    let (uid, pid, limit) = (peer.uid(), peer.pid(), processes.0);
+    let who = format!("uid {uid} gid {gid} groups {groups:?}, process limit {limit}");
     // In the child before `execve`: the peer's limits and cgroup as root, then (unless the peer
     // is root) the groups, the gid and the uid (real, effective and saved), so that it cannot
     // become root again (checked there too). A user's own service serves its own uid as is.
-    if nix::unistd::geteuid().is_root() {
-        let identity = Identity {
-            uid: Uid::from_raw(peer.uid),
-            gid,
-            groups,
+    if root {
+        run_as(
+            &mut helper,
+            Uid::from_raw(uid),
+            (gid, groups),
             processes,
             cgroup,
-        };
-        run_as(&mut helper, identity);
+        );
     }
     let spawned = helper.spawn();
     fcntl(sock, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC)).map_err(std::io::Error::from)?;
     let child = match spawned {
         // `execve` refuses a process whose uid was over its process limit when it took it.
         Err(e) if e.raw_os_error() == Some(nix::libc::EAGAIN) => {
-            return Err(StartError::ProcessLimit {
-                uid: peer.uid,
-                pid: peer.pid,
-                limit: processes.0,
-            });
+            return Err(StartError::ProcessLimit { uid, pid, limit });
         }
         spawned => spawned?,
     };
-    let who = if peer.uid == 0 {
-        "root".to_owned()
-    } else {
-        format!("uid {} gid {gid} groups {shown_groups}", peer.uid)
-    };
-    let cgroup = cgroups.map_or_else(String::new, |c| {
-        format!(", in {}", c.of(peer.uid).display())
-    });
-    log!(
-        "{}: served by helper pid {} as {who}, process limit {}{cgroup}",
-        peer.label(),
-        child.id(),
-        processes.0,
-    );
-    Ok(Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX)))
+    let cgroup = cgroups.map(|c| format!(", in {}", c.of(uid).display()));
+    let (helper, cgroup) = (child.id(), cgroup.unwrap_or_default());
+    log!("peer uid {uid} pid {pid}: served by helper pid {helper} as {who}{cgroup}");
+    Ok(Pid::from_raw(helper.try_into().unwrap_or(i32::MAX)))
 }
 
 /// The soft and hard process limit (`RLIMIT_NPROC`) of process `pid` (a number, or `self`),
@@ -258,47 +238,37 @@ fn start(
 /// processes`, then the two limits, each a number or `unlimited`.
 fn process_limit(pid: &str) -> Result<(u64, u64), StartError> {
     let path = PathBuf::from(format!("/proc/{pid}/limits"));
-    let text = std::fs::read_to_string(&path);
-    let value = |word: Option<&str>| match word? {
+    let text = std::fs::read_to_string(&path).map_err(|e| StartError::Limits(path.clone(), e))?;
+    let line = text.lines().find_map(|l| l.strip_prefix("Max processes"));
+    let value = |word: &str| match word {
         "unlimited" => Some(u64::MAX),
         number => number.parse().ok(),
     };
-    let limit = |text: &str| {
-        let mut words = text
-            .lines()
-            .find_map(|l| l.strip_prefix("Max processes"))?
-            .split_whitespace();
-        Some((value(words.next())?, value(words.next())?))
-    };
-    match text {
-        Ok(text) => limit(&text).ok_or(std::io::ErrorKind::InvalidData.into()),
-        Err(e) => Err(e),
+    let mut words = line.unwrap_or_default().split_whitespace().map(value);
+    let invalid = std::io::ErrorKind::InvalidData.into();
+    match (words.next().flatten(), words.next().flatten()) {
+        (Some(soft), Some(hard)) => Ok((soft, hard)),
+        _ => Err(StartError::Limits(path, invalid)),
     }
-    .map_err(|source| StartError::Limits { path, source })
 }
 
 /// Reaps every helper that ended, logging those that failed, and forgets it.
-fn reap(live: &mut Live<Pid>, cgroups: Option<&Cgroups>) {
+fn reap(live: &mut HashMap<Pid, u32>, cgroups: Option<&Cgroups>) {
     loop {
         let pid = match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::Exited(pid, 0)) => pid,
+            Ok(status @ (WaitStatus::Exited(pid, _) | WaitStatus::Signaled(pid, ..))) => {
+                log!("helper pid {pid} ended: {status:?}");
+                pid
+            }
             Ok(WaitStatus::StillAlive) | Err(nix::Error::ECHILD) => return,
-            Ok(WaitStatus::Exited(pid, code)) => {
-                if code != 0 {
-                    log!("helper pid {pid} exited with status {code}");
-                }
-                pid
-            }
-            Ok(WaitStatus::Signaled(pid, signal, _)) => {
-                log!("helper pid {pid} was killed by {signal}");
-                pid
-            }
             Ok(_) | Err(nix::Error::EINTR) => continue,
-            Err(e) => {
-                log!("cannot reap helpers: {e}");
-                return;
-            }
+            Err(e) => return log!("cannot reap helpers: {e}"),
         };
-        if let (Some((uid, 0)), Some(cgroups)) = (live.remove(&pid), cgroups) {
+        // A uid's cgroup goes with its last helper.
+        if let (Some(uid), Some(cgroups)) = (live.remove(&pid), cgroups)
+            && !live.values().any(|u| *u == uid)
+        {
             cgroups.forget(uid);
         }
     }

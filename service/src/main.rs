@@ -3,12 +3,15 @@
 //! It decides who is served and hands each admitted peer to an ordinary `confine-helper` of its
 //! own, and nothing else: it never reads a byte a peer sends. Who may connect is decided twice:
 //! by the file system (the socket's mode, group and directory, [`socket`]) and, for every
-//! connection, by the peer's `SO_PEERCRED` uid against the admission rule ([`admit`]). How many
-//! connections are served is capped, per uid and in all ([`live`]). Each admitted connection is
-//! served by `confine-helper --fd N --served-from SOCKET` ([`handoff`]): a root service's
+//! connection, by the peer's `SO_PEERCRED` uid against the admission rule, and how many
+//! connections are served is capped, per uid and in all ([`admit`]). Each admitted connection
+//! is served by `confine-helper --fd N --served-from SOCKET` ([`handoff`]): a root service's
 //! helper takes the peer's process limit and cgroup ([`cgroup`]) and becomes the peer before it
 //! executes ([`sys`]); a service that is not root serves its own uid alone, each peer by a
-//! helper running as itself. Linux only: on macOS each user runs `confine-helper` embedded.
+//! helper running as itself.
+//!
+//! Linux only (`SO_PEERCRED`, signalfd, cgroup v2, `close_range`): on macOS each user's agentd
+//! starts its `confine-helper` embedded, and the workspace's macOS build leaves this crate out.
 
 #![warn(
     clippy::cast_possible_truncation,
@@ -17,19 +20,11 @@
 )]
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
-#[cfg(target_os = "linux")]
 mod admit;
-#[cfg(target_os = "linux")]
 mod cgroup;
-#[cfg(target_os = "linux")]
 mod cli;
-#[cfg(target_os = "linux")]
 mod handoff;
-#[cfg(target_os = "linux")]
-mod live;
-#[cfg(target_os = "linux")]
 mod socket;
-#[cfg(target_os = "linux")]
 mod sys;
 
 /// Logs one line to stderr, prefixed with the service's name and pid.
@@ -40,16 +35,6 @@ macro_rules! log {
     };
 }
 
-#[cfg(target_os = "linux")]
 fn main() -> std::process::ExitCode {
     cli::main()
-}
-
-#[cfg(not(target_os = "linux"))]
-fn main() -> std::process::ExitCode {
-    eprintln!(
-        "confine-service runs on Linux only; on this system each user runs confine-helper \
-         embedded (agentd starts it)"
-    );
-    std::process::ExitCode::FAILURE
 }

@@ -1,43 +1,42 @@
 //! The listening socket, and the file-system half of who may reach it.
 //!
-//! Without a group, the socket is 0600 in a private directory (0700, the helper's): only its
+//! Without a group, the socket is 0600 in a private directory (0700, the service's): only its
 //! own uid can reach it. With a group (`--group NAME`), the socket is `owner:NAME` 0660 — on
 //! Linux `connect` needs write permission on the socket file, so its mode and group are the
-//! gate — in a directory of the helper's that nobody else may write (created 0750
-//! `owner:NAME`; systemd's socket unit makes it 0755). Either way nobody but the helper's uid
+//! gate — in a directory of the service's that nobody else may write (created 0750
+//! `owner:NAME`; systemd's socket unit makes it 0755). Either way nobody but the service's uid
 //! can replace the socket, and `SO_PEERCRED` still decides every connection ([`crate::admit`]).
 //!
 //! Under systemd the socket is the one the socket unit made, passed as descriptor 3
 //! (`LISTEN_FDS`); it is taken only after the same checks, and refused if it is not the Unix
 //! stream socket at `--socket`, listening, or if its file is open to more than the rule says.
 
-use std::os::fd::{OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 
+use nix::fcntl::{FcntlArg, FdFlag, fcntl};
 use nix::sys::socket::{SockType, UnixAddr, getsockname, getsockopt, sockopt};
 use nix::sys::stat::{Mode, umask};
-use nix::unistd::{Gid, chown};
+use nix::unistd::{Group, chown, geteuid};
 
-/// The group whose members may reach the socket.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Group {
-    pub(crate) name: String,
-    pub(crate) gid: u32,
-}
+/// The permission bits of the socket file and of the directory made for it: private, or open
+/// to the group.
+const PRIVATE: (u32, u32) = (0o600, 0o700);
+const GROUP: (u32, u32) = (0o660, 0o750);
+/// Bits of a mode: the group's, others', and write for both.
+const GROUP_BITS: u32 = 0o070;
+const OTHER_BITS: u32 = 0o007;
+const NOT_OWNER_WRITE: u32 = 0o022;
+const GROUP_SEARCH: u32 = 0o010;
+const OTHER_SEARCH: u32 = 0o001;
 
-impl Group {
-    /// The group named `name`, from the group database.
-    pub(crate) fn named(name: &str) -> Result<Group, ServiceError> {
-        match nix::unistd::Group::from_name(name) {
-            Ok(Some(group)) => Ok(Group {
-                name: group.name,
-                gid: group.gid.as_raw(),
-            }),
-            Ok(None) => Err(ServiceError::NoGroup(name.to_owned())),
-            Err(e) => Err(ServiceError::GroupLookup(name.to_owned(), e)),
-        }
+/// The group named `name` (`--group`), whose members may reach the socket.
+pub(crate) fn group_named(name: &str) -> Result<Group, ServiceError> {
+    match Group::from_name(name) {
+        Ok(group) => group.ok_or_else(|| ServiceError::NoGroup(name.to_owned())),
+        Err(e) => Err(ServiceError::GroupLookup(name.to_owned(), e)),
     }
 }
 
@@ -46,13 +45,10 @@ impl Group {
 pub(crate) enum ServiceError {
     #[error("socket path {0} has no parent directory")]
     NoParent(PathBuf),
-    #[error("cannot create socket directory {path}: {source}")]
-    CreateDir {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("cannot inspect {path}: {source}")]
-    Inspect {
+    /// `what` failed on `path`: creating, inspecting or binding it.
+    #[error("cannot {what} {path}: {source}")]
+    Io {
+        what: &'static str,
         path: PathBuf,
         source: std::io::Error,
     },
@@ -65,11 +61,6 @@ pub(crate) enum ServiceError {
     InUse(PathBuf),
     #[error("{0} exists and is not a socket; refusing to replace it")]
     NotASocket(PathBuf),
-    #[error("cannot listen on {path}: {source}")]
-    Bind {
-        path: PathBuf,
-        source: std::io::Error,
-    },
     #[error("no group named {0}; create it (addgroup --system {0}) or name another with --group")]
     NoGroup(String),
     #[error("cannot look up group {0}: {1}")]
@@ -78,22 +69,24 @@ pub(crate) enum ServiceError {
     Inherited { fd: RawFd, why: String },
 }
 
+/// An error of `what` on `path`.
+fn io(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> ServiceError {
+    let path = path.to_owned();
+    move |source| ServiceError::Io { what, path, source }
+}
+
 /// Creates (or checks) the socket's directory and binds the socket in it: 0600, or 0660 and
 /// owned by `group` when there is one.
 pub(crate) fn listen(path: &Path, group: Option<&Group>) -> Result<UnixListener, ServiceError> {
     let dir = parent(path)?;
+    let (sock_mode, dir_mode) = if group.is_some() { GROUP } else { PRIVATE };
     if !dir.exists() {
-        let mode = if group.is_some() { 0o750 } else { 0o700 };
         std::fs::DirBuilder::new()
             .recursive(true)
-            .mode(mode)
+            .mode(dir_mode)
             .create(dir)
-            .and_then(|()| set_group(dir, group))
-            .and_then(|()| std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode)))
-            .map_err(|source| ServiceError::CreateDir {
-                path: dir.to_owned(),
-                source,
-            })?;
+            .and_then(|()| set_mode(dir, group, dir_mode))
+            .map_err(io("create socket directory", dir))?;
     }
     check_dir(dir, group)?;
     match std::fs::symlink_metadata(path) {
@@ -101,24 +94,19 @@ pub(crate) fn listen(path: &Path, group: Option<&Group>) -> Result<UnixListener,
             if UnixStream::connect(path).is_ok() {
                 return Err(ServiceError::InUse(path.to_owned()));
             }
-            std::fs::remove_file(path).map_err(|source| bind_error(path, source))?;
+            std::fs::remove_file(path).map_err(io("listen on", path))?;
         }
         Ok(_) => return Err(ServiceError::NotASocket(path.to_owned())),
         Err(_) => {}
     }
-    let (umask_bits, mode) = if group.is_some() {
-        (0o117, 0o660)
-    } else {
-        (0o177, 0o600)
-    };
-    let old = umask(Mode::from_bits_truncate(umask_bits));
+    // Never open wider than its mode, not even between `bind` and `chmod`.
+    let old = umask(Mode::from_bits_truncate(!sock_mode & 0o777));
     let bound = UnixListener::bind(path);
     umask(old);
-    let listener = bound.map_err(|source| bind_error(path, source))?;
-    set_group(path, group)
-        .and_then(|()| std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)))
+    let listener = bound.map_err(io("listen on", path))?;
+    set_mode(path, group, sock_mode)
         .and_then(|()| listener.set_nonblocking(true))
-        .map_err(|source| bind_error(path, source))?;
+        .map_err(io("listen on", path))?;
     Ok(listener)
 }
 
@@ -137,38 +125,22 @@ pub(crate) fn inherited(
     check_dir(parent(path)?, group)?;
     check_socket_file(path, group)?;
     let listener = UnixListener::from(owned);
-    nix::fcntl::fcntl(
-        &listener,
-        nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
-    )
-    .map_err(|e| refuse(e.to_string()))?;
-    listener
-        .set_nonblocking(true)
-        .map_err(|e| refuse(e.to_string()))?;
-    Ok(listener)
+    let cloexec = fcntl(&listener, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC)).map_err(Into::into);
+    let ready = cloexec.and_then(|_| listener.set_nonblocking(true));
+    ready.map(|()| listener).map_err(|e| refuse(e.to_string()))
 }
 
 fn check_inherited(sock: &OwnedFd, path: &Path) -> Result<(), String> {
-    if getsockopt(sock, sockopt::SockType).map_err(|e| e.to_string())? != SockType::Stream {
-        return Err("is not a stream socket".into());
+    let kind = getsockopt(sock, sockopt::SockType).map_err(|e| e.to_string())?;
+    let listening = getsockopt(sock, sockopt::AcceptConn).map_err(|e| e.to_string())?;
+    if kind != SockType::Stream || !listening {
+        return Err("is not listening, or is no stream socket".into());
     }
-    if !getsockopt(sock, sockopt::AcceptConn).map_err(|e| e.to_string())? {
-        return Err("is not listening".into());
+    let addr: UnixAddr = getsockname(sock.as_raw_fd()).map_err(|e| e.to_string())?;
+    match addr.path() {
+        Some(bound) if bound == path => Ok(()),
+        bound => Err(format!("is bound to {bound:?}, not to --socket {path:?}")),
     }
-    let addr: UnixAddr = getsockname(std::os::fd::AsRawFd::as_raw_fd(sock))
-        .map_err(|e| format!("has no Unix address: {e}"))?;
-    let bound = addr.path().map(Path::to_owned);
-    if bound.as_deref() != Some(path) {
-        return Err(format!(
-            "is bound to {}, not to --socket {}",
-            bound.map_or_else(
-                || "an unnamed or abstract address".to_owned(),
-                |p| p.display().to_string()
-            ),
-            path.display()
-        ));
-    }
-    Ok(())
 }
 
 fn parent(path: &Path) -> Result<&Path, ServiceError> {
@@ -177,100 +149,69 @@ fn parent(path: &Path) -> Result<&Path, ServiceError> {
         .ok_or_else(|| ServiceError::NoParent(path.to_owned()))
 }
 
-fn bind_error(path: &Path, source: std::io::Error) -> ServiceError {
-    ServiceError::Bind {
-        path: path.to_owned(),
-        source,
+/// Gives `path` to `group` (if any), then `mode`.
+fn set_mode(path: &Path, group: Option<&Group>, mode: u32) -> std::io::Result<()> {
+    if let Some(group) = group {
+        chown(path, None, Some(group.gid))?;
     }
-}
-
-fn set_group(path: &Path, group: Option<&Group>) -> std::io::Result<()> {
-    match group {
-        Some(group) => chown(path, None, Some(Gid::from_raw(group.gid))).map_err(Into::into),
-        None => Ok(()),
-    }
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
 }
 
 /// The directory: ours, not a link, and nobody else may write it. Without a group, nobody else
 /// may even enter it; with one, its members must be able to enter it.
 fn check_dir(dir: &Path, group: Option<&Group>) -> Result<(), ServiceError> {
-    let meta = std::fs::symlink_metadata(dir).map_err(|source| ServiceError::Inspect {
-        path: dir.to_owned(),
-        source,
-    })?;
+    let meta = std::fs::symlink_metadata(dir).map_err(io("inspect", dir))?;
     let mode = meta.mode() & 0o7777;
     let why = if !meta.is_dir() {
-        Some("it is not a directory (or is a symlink)".to_owned())
-    } else if meta.uid() != nix::unistd::geteuid().as_raw() {
-        Some(format!(
-            "it is owned by uid {}, not {}",
-            meta.uid(),
-            nix::unistd::geteuid()
-        ))
+        "it is not a directory (or is a symlink)".to_owned()
+    } else if meta.uid() != geteuid().as_raw() {
+        format!("it is owned by uid {}, not {}", meta.uid(), geteuid())
     } else {
         match group {
-            None if mode & 0o077 != 0 => Some(format!(
-                "its mode is {mode:o}, so other users can reach the socket"
-            )),
-            Some(_) if mode & 0o022 != 0 => Some(format!(
-                "its mode is {mode:o}, so others could replace the socket; chmod go-w it"
-            )),
-            Some(g) if mode & 0o001 == 0 && !(mode & 0o010 != 0 && meta.gid() == g.gid) => {
-                Some(format!(
-                    "members of group {} cannot enter it (mode {mode:o}, group {}); \
-                     chgrp {} it and chmod g+x it",
-                    g.name,
-                    meta.gid(),
-                    g.name
-                ))
+            None if mode & (GROUP_BITS | OTHER_BITS) != 0 => format!(
+                "its mode is {mode:o}, so other users can reach the socket; use a directory \
+                 only this user can enter (chmod 700), or choose another --socket path"
+            ),
+            Some(_) if mode & NOT_OWNER_WRITE != 0 => {
+                format!("its mode is {mode:o}, so others could replace the socket; chmod go-w it")
             }
-            _ => None,
+            Some(g)
+                if mode & OTHER_SEARCH == 0
+                    && !(mode & GROUP_SEARCH != 0 && meta.gid() == g.gid.as_raw()) =>
+            {
+                format!(
+                    "members of group {0} cannot enter it (mode {mode:o}, group {1}); chgrp \
+                     {0} it and chmod g+x it",
+                    g.name,
+                    meta.gid()
+                )
+            }
+            _ => return Ok(()),
         }
     };
-    // Without a group, the fix is always the same private directory.
-    let fix = match group {
-        None => {
-            "; use a directory only this user can enter (chmod 700), or choose another \
-                 --socket path"
-        }
-        Some(_) => "",
-    };
-    match why {
-        None => Ok(()),
-        Some(why) => Err(ServiceError::UnsafeDir {
-            path: dir.to_owned(),
-            why: format!("{why}{fix}"),
-        }),
-    }
+    let path = dir.to_owned();
+    Err(ServiceError::UnsafeDir { path, why })
 }
 
 /// A socket file made by someone else (the service manager): ours, no access for others, and
 /// group access only for `group`.
 fn check_socket_file(path: &Path, group: Option<&Group>) -> Result<(), ServiceError> {
-    let meta = std::fs::symlink_metadata(path).map_err(|source| ServiceError::Inspect {
-        path: path.to_owned(),
-        source,
-    })?;
+    let meta = std::fs::symlink_metadata(path).map_err(io("inspect", path))?;
     let mode = meta.mode() & 0o7777;
     let why = if !meta.file_type().is_socket() {
-        Some("it is not a socket".to_owned())
-    } else if meta.uid() != nix::unistd::geteuid().as_raw() {
-        Some(format!("it is owned by uid {}", meta.uid()))
-    } else if mode & 0o007 != 0 {
-        Some(format!("its mode is {mode:o}: other users could connect"))
-    } else if mode & 0o070 != 0 && group.is_none_or(|g| g.gid != meta.gid()) {
-        Some(format!(
+        "it is not a socket".to_owned()
+    } else if meta.uid() != geteuid().as_raw() {
+        format!("it is owned by uid {}", meta.uid())
+    } else if mode & OTHER_BITS != 0 {
+        format!("its mode is {mode:o}: other users could connect")
+    } else if mode & GROUP_BITS != 0 && group.is_none_or(|g| g.gid.as_raw() != meta.gid()) {
+        format!(
             "its mode is {mode:o} and its group (gid {}) is not the one --group names",
             meta.gid()
-        ))
+        )
     } else {
-        None
+        return Ok(());
     };
-    match why {
-        None => Ok(()),
-        Some(why) => Err(ServiceError::UnsafeSocket {
-            path: path.to_owned(),
-            why,
-        }),
-    }
+    let path = path.to_owned();
+    Err(ServiceError::UnsafeSocket { path, why })
 }

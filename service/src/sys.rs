@@ -11,12 +11,9 @@
 //! `execve` fails with `EAGAIN`), and the helper's commands count against the same limit as
 //! the peer's own processes.
 
-use std::os::fd::OwnedFd;
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::process::Command;
-
-use std::os::fd::{FromRawFd, RawFd};
-use std::path::PathBuf;
 
 use nix::libc;
 use nix::sys::resource::{Resource, setrlimit};
@@ -25,33 +22,28 @@ use nix::unistd::{Gid, Uid, setgroups, setresgid, setresuid};
 /// The first descriptor past stdio.
 const FIRST_INHERITED: u32 = 3;
 
-/// Who a peer's helper becomes, and what of the peer it carries.
-#[derive(Debug)]
-pub(crate) struct Identity {
-    pub(crate) uid: Uid,
-    pub(crate) gid: Gid,
-    pub(crate) groups: Vec<Gid>,
-    /// The peer's soft and hard process limit (`RLIMIT_NPROC`).
-    pub(crate) processes: (u64, u64),
-    /// The `cgroup.procs` file of the peer's cgroup, open for writing, when there is one.
-    pub(crate) cgroup: Option<OwnedFd>,
-}
-
-/// Makes `command`'s child take `peer`'s process limit and cgroup and, unless the peer is root,
-/// run as its uid, gid and groups, from before its `execve`.
-pub(crate) fn run_as(command: &mut Command, peer: Identity) {
+/// Makes `command`'s child take the peer's soft and hard process limit (`RLIMIT_NPROC`) and
+/// the `cgroup.procs` file of its cgroup (when there is one) and, unless the peer is root, run
+/// as its `uid`, gid and groups, from before its `execve`.
+pub(crate) fn run_as(
+    command: &mut Command,
+    uid: Uid,
+    (gid, groups): (Gid, Vec<Gid>),
+    (soft, hard): (u64, u64),
+    cgroup: Option<OwnedFd>,
+) {
     let become_peer = move || {
-        setrlimit(Resource::RLIMIT_NPROC, peer.processes.0, peer.processes.1)?;
-        if let Some(procs) = &peer.cgroup {
+        setrlimit(Resource::RLIMIT_NPROC, soft, hard)?;
+        if let Some(procs) = &cgroup {
             // "0" moves the writing process.
             nix::unistd::write(procs, b"0")?;
         }
-        if peer.uid.is_root() {
+        if uid.is_root() {
             return Ok(());
         }
-        setgroups(&peer.groups)?;
-        setresgid(peer.gid, peer.gid, peer.gid)?;
-        setresuid(peer.uid, peer.uid, peer.uid)?;
+        setgroups(&groups)?;
+        setresgid(gid, gid, gid)?;
+        setresuid(uid, uid, uid)?;
         if setresuid(Uid::from_raw(0), Uid::from_raw(0), Uid::from_raw(0)).is_ok() {
             // Still able to become root: refuse to execute (an error kind allocates nothing).
             return Err(std::io::ErrorKind::PermissionDenied.into());
@@ -70,15 +62,10 @@ pub(crate) fn run_as(command: &mut Command, peer: Identity) {
 /// that a peer's helper holds only its connection from its first instruction on (it runs as the
 /// peer, who may trace it before it closes what it inherited).
 pub(crate) fn cloexec_inherited() -> std::io::Result<()> {
+    let flags = libc::CLOSE_RANGE_CLOEXEC.cast_signed();
     // SAFETY: close_range with CLOSE_RANGE_CLOEXEC closes nothing and touches no memory; it only
     // sets a flag on descriptors.
-    let done = unsafe {
-        libc::close_range(
-            FIRST_INHERITED,
-            u32::MAX,
-            libc::CLOSE_RANGE_CLOEXEC.cast_signed(),
-        )
-    };
+    let done = unsafe { libc::close_range(FIRST_INHERITED, u32::MAX, flags) };
     if done == -1 {
         return Err(std::io::Error::last_os_error());
     }
@@ -87,15 +74,13 @@ pub(crate) fn cloexec_inherited() -> std::io::Result<()> {
 
 /// Takes ownership of descriptor `fd`, which the service manager passed, once `/proc` shows
 /// that it is an open socket.
-pub(crate) fn inherited_socket(fd: RawFd) -> std::io::Result<std::os::fd::OwnedFd> {
-    let target = std::fs::read_link(PathBuf::from(format!("/proc/self/fd/{fd}")))?;
-    if !target.to_string_lossy().starts_with("socket:") {
-        return Err(std::io::Error::other(format!(
-            "is {}, not a socket",
-            target.display()
-        )));
+pub(crate) fn inherited_socket(fd: RawFd) -> std::io::Result<OwnedFd> {
+    let target = std::fs::read_link(format!("/proc/self/fd/{fd}"))?;
+    let target = target.to_string_lossy();
+    if !target.starts_with("socket:") {
+        return Err(std::io::Error::other(format!("is {target}, not a socket")));
     }
     // SAFETY: the descriptor is open (its /proc entry exists), was inherited, and nothing else
     // in this process owns it.
-    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
