@@ -13,7 +13,7 @@ use crate::{log, socket, sys};
 
 const USAGE: &str = "usage: confine-service --socket PATH [--allow-uid UID]... [--group GROUP]
   [--ceiling PATH] [--max-per-user N] [--max-connections N] [--idle-limit SECONDS]
-  [--delegated-cgroup] [--helper PATH] | --version      (see confine-service(1))";
+  [--delegated-cgroup] [--helper PATH] | --version      (see confine-service(8))";
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 /// The descriptor systemd passes the first socket as (`SD_LISTEN_FDS_START`).
