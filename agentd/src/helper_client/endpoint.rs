@@ -10,7 +10,7 @@ use confine_protocol::{FrameError, Mismatch};
 pub enum HelperEndpoint {
     /// Spawn this binary as `confine-helper --fd 3` with one end of a private socketpair.
     Embedded(PathBuf),
-    /// Connect to a helper already serving on this Unix socket (`confine-helper serve`).
+    /// Connect to a helper already serving on this Unix socket (`confine-service`).
     Service(PathBuf),
 }
 
@@ -64,7 +64,7 @@ pub enum ClientError {
     #[error(
         "a ceiling file (--helper-ceiling or helper.ceiling) is only for the confine-helper \
          agentd starts itself; the one serving at {} reads its own ceiling, given with \
-         `confine-helper serve --socket {} --ceiling PATH`",
+         `confine-service --socket {} --ceiling PATH`",
         socket.display(),
         socket.display()
     )]

@@ -137,7 +137,7 @@ mod tests {
             "confine-helper probe                     # which backends work",
             "{ echo x; git diff; } | agentd exec --json - > review.ndjson",
             "AGENTD_SANDBOX_MODE=read-only agentd config show",
-            "sudo confine-helper serve --socket /run/x.sock",
+            "sudo confine-service --socket /run/x.sock",
             "x=\"$(agentd sessions list)\"",
         ] {
             assert!(runs_a_program(line), "{line}");
