@@ -736,6 +736,20 @@ fn cpu_ticks(pid: u32) -> u64 {
     fields[11].parse::<u64>().expect("utime") + fields[12].parse::<u64>().expect("stime")
 }
 
+/// The open descriptors of process `pid`, each with what it is (`socket:[…]`, a path).
+fn descriptors(pid: u32) -> Vec<(usize, String)> {
+    let dir = format!("/proc/{pid}/fd");
+    let entries = std::fs::read_dir(&dir).expect("the service's descriptors");
+    entries
+        .filter_map(|entry| {
+            let entry = entry.ok()?;
+            let fd = entry.file_name().to_str()?.parse().ok()?;
+            let to = std::fs::read_link(entry.path()).ok()?;
+            Some((fd, to.to_string_lossy().into_owned()))
+        })
+        .collect()
+}
+
 /// Sets the soft descriptor limit of process `pid` (util-linux's `prlimit`).
 fn set_fd_limit(pid: u32, soft: usize) {
     let set = std::process::Command::new("prlimit")
@@ -757,13 +771,23 @@ fn a_service_out_of_descriptors_rests_its_listener_and_serves_again_once_one_is_
     let service = target.service.child.id();
     // A connection served before: its helper is a process of its own.
     let mut keeper = target.connect();
-    // The service's soft limit at its lowest free descriptor: no accept can succeed.
-    let open: Vec<usize> = std::fs::read_dir(format!("/proc/{service}/fd"))
-        .expect("the service's descriptors")
-        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok())
-        .collect();
+    // Once the service holds no socket but its listener (the keeper's copy closed after the
+    // hand-off; a bounded wait for that event), its soft limit at its lowest free descriptor:
+    // no accept can succeed.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let open = loop {
+        let open = descriptors(service);
+        let sockets = open
+            .iter()
+            .filter(|(_, to)| to.starts_with("socket:"))
+            .count();
+        if sockets == 1 || Instant::now() >= deadline {
+            break open;
+        }
+        std::thread::yield_now();
+    };
     let held = (0..)
-        .find(|fd| !open.contains(fd))
+        .find(|fd| !open.iter().any(|(n, _)| n == fd))
         .expect("a free descriptor");
     set_fd_limit(service, held);
     let hogs: Vec<UnixStream> = (0..16)
