@@ -12,25 +12,15 @@ use std::time::Duration;
 use crate::confine::Context;
 use crate::confine::verdict_cache::{self, Use, VerdictCache};
 use crate::log;
-use crate::serve::{Serving, embedded, serve, socket_activation};
+use crate::server::serve_inherited;
 use crate::{ceiling, sys};
 
 const USAGE: &str = "\
 usage:
   confine-helper --fd N [--ceiling PATH] [--served-from SOCKET [--idle-limit SECONDS]]
       serve agentd over the connected Unix socket inherited as descriptor N (embedded mode);
-      --served-from names the service socket a root service accepted it on, --idle-limit how
+      --served-from names the service socket confine-service accepted it on, --idle-limit how
       long a connection that runs nothing and sends nothing is kept (0: for ever)
-  confine-helper serve --socket PATH [--allow-uid UID]... [--group GROUP] [--ceiling PATH]
-                       [--max-per-user N] [--max-connections N] [--idle-limit SECONDS]
-                       [--delegated-cgroup]
-      listen on PATH (its directory must be private: 0700; with --group, the socket is 0660
-      and GROUP's) and serve peers whose uid is allowed (default: this process's own uid) or
-      who are members of GROUP, at most N connections per uid (default 16) and N in all
-      (default 256); run as root, it serves each peer by a helper running as that peer, with
-      the limits of the peer's process, which closes a connection idle for SECONDS (default
-      300) and, with --delegated-cgroup, runs in a cgroup per uid under the service's own;
-      under systemd it takes the socket the socket unit passes (LISTEN_FDS)
   confine-helper probe [--json] [--ceiling PATH]
       probe every backend, print the verdicts, the Landlock ABI and the selection
   confine-helper enter --ruleset FD --report FD -- PROGRAM [ARGS...]
@@ -46,17 +36,10 @@ pub(crate) enum Invocation {
     Embedded {
         fd: RawFd,
         ceiling: Option<PathBuf>,
-        /// The service socket a root service accepted the connection on.
+        /// The service socket `confine-service` accepted the connection on.
         served_from: Option<PathBuf>,
         /// How long a connection of a root service's peer is kept idle; zero keeps it.
         idle_limit: Option<Duration>,
-    },
-    Serve {
-        socket: PathBuf,
-        allowed_uids: Vec<u32>,
-        group: Option<String>,
-        ceiling: Option<PathBuf>,
-        serving: Serving,
     },
     Probe {
         json: bool,
@@ -74,8 +57,6 @@ pub(crate) enum UsageError {
     /// `flag` takes a number and got `value`.
     #[error("{flag} needs a number, got {value:?}")]
     NotANumber { flag: &'static str, value: String },
-    #[error("{0} must be above 0: a service that takes no connection serves nobody")]
-    Zero(&'static str),
     #[error("--idle-limit is for a helper a root service starts, with --served-from")]
     IdleWithoutService,
     #[error("--fd {0}: descriptors 0-2 are stdio, not a socket")]
@@ -89,8 +70,6 @@ pub(crate) enum UsageError {
     /// An option `mode` does not take.
     #[error("unknown option {option:?} for {mode}")]
     ModeOption { mode: &'static str, option: String },
-    #[error("serve needs --socket PATH")]
-    NoSocket,
     #[error("no mode given")]
     NoMode,
     #[error("unknown argument {0:?}")]
@@ -99,7 +78,7 @@ pub(crate) enum UsageError {
 
 /// Parses the helper's small command line.
 pub(crate) fn parse(args: &[OsString]) -> Result<Invocation, UsageError> {
-    // `--help` or `-h` anywhere before a `--` (`probe --help`, `serve --help`) asks for the
+    // `--help` or `-h` anywhere before a `--` (`probe --help`) asks for the
     // usage, as alone; after `--` it is a path or the command's own argument.
     if args
         .iter()
@@ -115,7 +94,6 @@ pub(crate) fn parse(args: &[OsString]) -> Result<Invocation, UsageError> {
     match text.as_slice() {
         ["--fd", n, rest @ ..] => embedded_args(n, rest),
         ["probe", rest @ ..] => probe_args(rest),
-        ["serve", rest @ ..] => serve_args(rest),
         ["--version"] | ["-V"] => Ok(Invocation::Version),
         ["--help"] | ["-h"] => Ok(Invocation::Help),
         [] => Err(UsageError::NoMode),
@@ -181,58 +159,6 @@ fn probe_args(rest: &[&str]) -> Result<Invocation, UsageError> {
     Ok(Invocation::Probe { json, ceiling })
 }
 
-/// `serve`'s options.
-fn serve_args(rest: &[&str]) -> Result<Invocation, UsageError> {
-    let mut socket = None;
-    let mut allowed_uids = Vec::new();
-    let mut group = None;
-    let mut ceiling = None;
-    let mut serving = Serving::default();
-    let mut it = rest.iter();
-    while let Some(flag) = it.next() {
-        if *flag == "--delegated-cgroup" {
-            serving.delegated_cgroup = true;
-            continue;
-        }
-        let value = it
-            .next()
-            .ok_or_else(|| UsageError::NoValue((*flag).to_owned()))?;
-        match *flag {
-            "--socket" => socket = Some(PathBuf::from(value)),
-            "--ceiling" => ceiling = Some(PathBuf::from(value)),
-            "--group" => group = Some((*value).to_owned()),
-            "--max-per-user" => serving.caps.per_user = cap("--max-per-user", value)?,
-            "--max-connections" => {
-                serving.caps.total = cap("--max-connections", value)?;
-            }
-            "--idle-limit" => serving.idle_limit = Some(seconds("--idle-limit", value)?),
-            "--allow-uid" => {
-                allowed_uids.push(value.parse().map_err(|_| UsageError::NotANumber {
-                    flag: "--allow-uid",
-                    value: (*value).to_owned(),
-                })?);
-            }
-            other => {
-                return Err(UsageError::ModeOption {
-                    mode: "serve",
-                    option: other.to_owned(),
-                });
-            }
-        }
-    }
-    let socket = socket.ok_or(UsageError::NoSocket)?;
-    if allowed_uids.is_empty() {
-        allowed_uids.push(nix::unistd::geteuid().as_raw());
-    }
-    Ok(Invocation::Serve {
-        socket,
-        allowed_uids,
-        group,
-        ceiling,
-        serving,
-    })
-}
-
 /// The number `flag` takes.
 fn number(flag: &'static str, value: &str) -> Result<u64, UsageError> {
     value.parse().map_err(|_| UsageError::NotANumber {
@@ -244,18 +170,6 @@ fn number(flag: &'static str, value: &str) -> Result<u64, UsageError> {
 /// A duration in seconds.
 fn seconds(flag: &'static str, value: &str) -> Result<Duration, UsageError> {
     number(flag, value).map(Duration::from_secs)
-}
-
-/// A cap on connections: a number above 0.
-fn cap(flag: &'static str, value: &str) -> Result<usize, UsageError> {
-    match usize::try_from(number(flag, value)?) {
-        Ok(0) => Err(UsageError::Zero(flag)),
-        Ok(n) => Ok(n),
-        Err(_) => Err(UsageError::NotANumber {
-            flag,
-            value: value.to_owned(),
-        }),
-    }
 }
 
 /// The helper's entry point.
@@ -282,22 +196,12 @@ pub fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let activated = match &invocation {
-        Invocation::Serve { .. } => match socket_activation() {
-            Ok(fd) => fd,
-            Err(e) => {
-                eprintln!("confine-helper: {e}");
-                return ExitCode::FAILURE;
-            }
-        },
-        _ => None,
-    };
     let keep = match invocation {
         Invocation::Embedded { fd, .. } => fd,
-        _ => activated.unwrap_or(-1),
+        _ => -1,
     };
-    // The only environment read besides systemd's two variables: where the user's ceiling and
-    // verdict cache live. Then it is cleared.
+    // The only environment read: where the user's ceiling and verdict cache live. Then it is
+    // cleared.
     let homes = Homes {
         xdg: std::env::var_os("XDG_CONFIG_HOME").map(PathBuf::from),
         xdg_cache: std::env::var_os("XDG_CACHE_HOME").map(PathBuf::from),
@@ -307,7 +211,7 @@ pub fn main() -> ExitCode {
         eprintln!("confine-helper: cannot sanitize the process: {e}");
         return ExitCode::FAILURE;
     }
-    run(invocation, homes, activated)
+    run(invocation, homes)
 }
 
 /// What the helper reads of its environment before it clears it.
@@ -317,9 +221,8 @@ struct Homes {
     env_home: Option<PathBuf>,
 }
 
-/// Runs `invocation` in the sanitized process; `activated` is the listening socket systemd
-/// passed, for `serve`.
-fn run(invocation: Invocation, homes: Homes, activated: Option<RawFd>) -> ExitCode {
+/// Runs `invocation` in the sanitized process.
+fn run(invocation: Invocation, homes: Homes) -> ExitCode {
     let Homes {
         xdg,
         xdg_cache,
@@ -366,22 +269,7 @@ fn run(invocation: Invocation, homes: Homes, activated: Option<RawFd>) -> ExitCo
                 .map(PathBuf::from);
             let ctx = context(xdg, env_home, ceiling, dir, verdicts);
             ctx.sweep_orphans();
-            embedded(fd, ctx, idle_limit.filter(|limit| !limit.is_zero()))
-        }
-        Invocation::Serve {
-            socket,
-            allowed_uids,
-            group,
-            ceiling,
-            serving,
-        } => {
-            let (dir, own_ceiling) = (socket.parent().map(PathBuf::from), ceiling.clone());
-            let rule = (allowed_uids, group);
-            serve(socket, rule, ceiling, serving, activated, || {
-                let ctx = context(xdg, env_home, own_ceiling, dir, None);
-                ctx.sweep_orphans();
-                ctx
-            })
+            serve_inherited(fd, ctx, idle_limit.filter(|limit| !limit.is_zero()))
         }
     };
     match result {
@@ -536,125 +424,13 @@ mod tests {
     }
 
     #[test]
-    fn serve_takes_a_group() {
-        let me = nix::unistd::geteuid().as_raw();
-        assert_eq!(
-            parse(&args(&[
-                "serve",
-                "--socket",
-                "/s",
-                "--group",
-                "confine-helper"
-            ])),
-            Ok(Invocation::Serve {
-                socket: "/s".into(),
-                allowed_uids: vec![me],
-                group: Some("confine-helper".into()),
-                ceiling: None,
-                serving: Serving::default()
-            })
-        );
-        assert!(parse(&args(&["serve", "--socket", "/s", "--group"])).is_err());
-    }
-
-    #[test]
-    fn serve_allows_only_its_own_uid_by_default() {
-        let me = nix::unistd::geteuid().as_raw();
-        assert_eq!(
-            parse(&args(&["serve", "--socket", "/run/x/s"])),
-            Ok(Invocation::Serve {
-                socket: "/run/x/s".into(),
-                allowed_uids: vec![me],
-                group: None,
-                ceiling: None,
-                serving: Serving::default()
-            })
-        );
-        assert_eq!(
-            parse(&args(&[
-                "serve",
-                "--socket",
-                "/s",
-                "--allow-uid",
-                "7",
-                "--allow-uid",
-                "8"
-            ])),
-            Ok(Invocation::Serve {
-                socket: "/s".into(),
-                allowed_uids: vec![7, 8],
-                group: None,
-                ceiling: None,
-                serving: Serving::default()
-            })
-        );
-    }
-
-    #[test]
-    fn serve_takes_its_caps_idle_limit_and_cgroup_or_the_defaults() {
-        let Ok(Invocation::Serve { serving, .. }) = parse(&args(&["serve", "--socket", "/s"]))
-        else {
-            panic!("serve --socket /s");
-        };
-        assert_eq!(
-            serving.caps,
-            crate::service::Caps {
-                per_user: 16,
-                total: 256
-            }
-        );
-        assert_eq!(
-            (serving.idle_limit, serving.delegated_cgroup),
-            (None, false)
-        );
-        let given = parse(&args(&[
-            "serve",
-            "--delegated-cgroup",
-            "--socket",
-            "/s",
-            "--max-per-user",
-            "2",
-            "--max-connections",
-            "3",
-            "--idle-limit",
-            "0",
-        ]));
-        let Ok(Invocation::Serve { serving, .. }) = given else {
-            panic!("{given:?}");
-        };
-        assert_eq!(
-            serving,
-            Serving {
-                caps: crate::service::Caps {
-                    per_user: 2,
-                    total: 3
-                },
-                idle_limit: Some(Duration::ZERO),
-                delegated_cgroup: true
-            }
-        );
-        assert_eq!(
-            parse(&args(&["serve", "--socket", "/s", "--max-per-user", "0"])),
-            Err(UsageError::Zero("--max-per-user"))
-        );
-        assert!(
-            parse(&args(&[
-                "serve",
-                "--socket",
-                "/s",
-                "--max-connections",
-                "x"
-            ]))
-            .is_err()
-        );
-    }
-
-    #[test]
     fn unknown_or_incomplete_arguments_are_rejected() {
         assert!(parse(&args(&[])).is_err());
-        assert!(parse(&args(&["serve"])).is_err());
-        assert!(parse(&args(&["serve", "--socket"])).is_err());
-        assert!(parse(&args(&["serve", "--socket", "/s", "--bogus", "1"])).is_err());
+        // Service mode is confine-service's.
+        assert_eq!(
+            parse(&args(&["serve", "--socket", "/s"])),
+            Err(UsageError::Argument("serve".into()))
+        );
         assert!(parse(&args(&["run"])).is_err());
     }
 
@@ -665,9 +441,6 @@ mod tests {
             &["-h"],
             &["probe", "--help"],
             &["probe", "--json", "-h"],
-            &["serve", "--help"],
-            &["serve", "--socket", "/s", "--help"],
-            &["enter", "--help"],
             &["--fd", "3", "--help"],
         ] {
             assert_eq!(parse(&args(list)), Ok(Invocation::Help), "{list:?}");
@@ -698,8 +471,8 @@ mod tests {
             Err("--fd 2: descriptors 0-2 are stdio, not a socket".into())
         );
         assert_eq!(
-            text(&["serve", "--socket"]),
-            Err("--socket needs a value".into())
+            text(&["probe", "--ceiling"]),
+            Err("--ceiling needs a value".into())
         );
         assert_eq!(
             text(&["probe", "--bogus"]),

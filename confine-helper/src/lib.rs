@@ -7,8 +7,8 @@
 //! read-only, `git` for what a repository consists of, `bwrap`, `landlock`, `seccomp`); `enter` applies
 //! Landlock inside a bwrap sandbox, as the second layer; `connects` judges the `connect` calls
 //! a command's shim answers for it (`unix_sockets`, the allow-list under Landlock);
-//! [`service`] sets up the listening socket and accepts the peers it allows; `sys` holds every
-//! `unsafe` block.
+//! `sys` holds every `unsafe` block. The service a socket's peers connect to is
+//! `confine-service`, its own program: it executes this one per peer (`--fd N --served-from`).
 
 #![warn(
     clippy::cast_possible_truncation,
@@ -49,9 +49,7 @@ mod protect;
 mod record;
 #[cfg(target_os = "linux")]
 mod seccomp;
-mod serve;
 mod server;
-mod service;
 mod sys;
 
 // Compiled for the unit tests only.

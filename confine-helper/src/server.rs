@@ -1,12 +1,13 @@
-//! The helper's event loop: one thread, one `poll`, every connection and every command.
+//! The helper's event loop: one thread, one `poll`, its one connection and every command.
 //!
 //! A single thread keeps `fork` safe (the child inherits no lock held by another thread) and
 //! keeps the state easy to audit: connections, commands and timers live in this one struct.
 
 use std::collections::{HashMap, VecDeque};
+use std::io;
 use std::io::IoSliceMut;
-use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
 use confine_protocol::{
@@ -19,8 +20,41 @@ use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg, send};
 use crate::command::{self, Running};
 use crate::confine::Context;
 use crate::log;
-use crate::service;
 use crate::sys;
+
+/// Why serving ended in failure; logged, and the helper exits 1.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ServeError {
+    /// The descriptor of `--fd` is not an open socket.
+    #[error("--fd {fd}: {source}")]
+    NotASocket { fd: RawFd, source: io::Error },
+    /// The connection cannot be marked close-on-exec.
+    #[error("--fd {fd}: {source}")]
+    Cloexec { fd: RawFd, source: nix::Error },
+    /// The event loop failed.
+    #[error("{0}")]
+    Run(#[source] io::Error),
+}
+
+/// Serves the connection inherited as descriptor `fd` (from agentd, or from `confine-service`
+/// for one of its peers) until it is gone.
+pub(crate) fn serve_inherited(
+    fd: RawFd,
+    ctx: Context,
+    idle_limit: Option<Duration>,
+) -> Result<(), ServeError> {
+    let owned =
+        sys::inherited_socket(fd).map_err(|source| ServeError::NotASocket { fd, source })?;
+    let sock = UnixStream::from(owned);
+    nix::fcntl::fcntl(
+        &sock,
+        nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
+    )
+    .map_err(|source| ServeError::Cloexec { fd, source })?;
+    Server::embedded(sock, ctx, idle_limit)
+        .run()
+        .map_err(ServeError::Run)
+}
 
 /// Why the helper drops a connection; the text is what its log line says.
 #[derive(Debug, thiserror::Error)]
@@ -90,12 +124,6 @@ struct Conn {
 
 #[derive(Debug)]
 pub(crate) struct Server {
-    listener: Option<(UnixListener, service::Admission)>,
-    /// Whether the listener rests after a failed accept.
-    pause: service::Pause,
-    /// The caps on a service's connections, and its connections under their peers' uids.
-    caps: service::Caps,
-    live: service::Live<ConnId>,
     /// How long a greeted connection may stay with no command running and nothing sent: a
     /// helper serving a peer of a root service (`--served-from`) frees its place.
     idle_limit: Option<Duration>,
@@ -107,7 +135,6 @@ pub(crate) struct Server {
 }
 
 enum Token {
-    Listener,
     Conn(ConnId),
     Command((ConnId, u64)),
 }
@@ -116,40 +143,16 @@ impl Server {
     /// A helper serving one inherited connection; it exits when that connection is gone, or
     /// once it has been idle for `idle_limit`.
     pub(crate) fn embedded(sock: UnixStream, ctx: Context, idle_limit: Option<Duration>) -> Server {
-        let mut server = Server::new(None, service::Caps::default(), ctx);
-        server.idle_limit = idle_limit;
-        server.add_conn(sock, "agentd".into());
-        server
-    }
-
-    /// A helper accepting connections on `listener` from the peers `admission` admits, up to
-    /// `caps`.
-    pub(crate) fn service(
-        listener: UnixListener,
-        admission: service::Admission,
-        caps: service::Caps,
-        ctx: Context,
-    ) -> Server {
-        Server::new(Some((listener, admission)), caps, ctx)
-    }
-
-    fn new(
-        listener: Option<(UnixListener, service::Admission)>,
-        caps: service::Caps,
-        ctx: Context,
-    ) -> Server {
-        Server {
-            listener,
-            pause: service::Pause::default(),
-            caps,
-            live: service::Live::new(),
-            idle_limit: None,
+        let mut server = Server {
+            idle_limit,
             conns: HashMap::new(),
             next_conn: 0,
             commands: HashMap::new(),
             hello: Hello::ours(&format!("confine-helper {}", env!("CARGO_PKG_VERSION"))),
             ctx,
-        }
+        };
+        server.add_conn(sock, "agentd".into());
+        server
     }
 
     fn add_conn(&mut self, sock: UnixStream, label: String) -> Option<ConnId> {
@@ -184,10 +187,11 @@ impl Server {
         Some(id)
     }
 
-    /// Runs until there is nothing left to serve (embedded mode) or forever (service mode).
+    /// Runs until there is nothing left to serve: the connection is gone and its commands
+    /// reaped.
     pub(crate) fn run(&mut self) -> std::io::Result<()> {
         loop {
-            if self.listener.is_none() && self.conns.is_empty() && self.commands.is_empty() {
+            if self.conns.is_empty() && self.commands.is_empty() {
                 return Ok(());
             }
             let (mut fds, tokens) = self.poll_set();
@@ -198,7 +202,6 @@ impl Server {
                     continue;
                 }
                 match token {
-                    Token::Listener => self.accept(),
                     Token::Conn(id) => {
                         if pfd.revents & libc::POLLOUT != 0 {
                             self.flush(id);
@@ -226,11 +229,6 @@ impl Server {
             });
             tokens.push(token);
         };
-        if let Some((listener, _)) = &self.listener
-            && self.pause.until().is_none()
-        {
-            add(listener.as_raw_fd(), libc::POLLIN, Token::Listener);
-        }
         for (id, conn) in &self.conns {
             let mut events = libc::POLLIN;
             if !conn.out.is_empty() {
@@ -255,11 +253,7 @@ impl Server {
             .conns
             .values()
             .filter_map(|c| deadline(c, self.idle_limit).map(|(at, _)| at));
-        match command_timers
-            .chain(conn_timers)
-            .chain(self.pause.until())
-            .min()
-        {
+        match command_timers.chain(conn_timers).min() {
             None => -1,
             Some(at) => {
                 let ms = at.saturating_duration_since(now).as_micros().div_ceil(1000);
@@ -269,7 +263,6 @@ impl Server {
     }
 
     fn on_timers(&mut self, now: Instant) {
-        self.pause.wake(now);
         for cmd in self.commands.values_mut() {
             if cmd.deadline.is_some_and(|d| d <= now) {
                 let grace = cmd.kill_grace;
@@ -290,23 +283,6 @@ impl Server {
             .collect();
         for (id, why) in stalled {
             self.close(id, why);
-        }
-    }
-
-    fn accept(&mut self) {
-        let Some((listener, admission)) = &self.listener else {
-            return;
-        };
-        let mut accepted = Vec::new();
-        service::accept(listener, admission, &mut self.pause, |sock, peer| {
-            accepted.push((sock, peer));
-        });
-        for (sock, peer) in accepted {
-            if let Some(why) = self.live.over_cap(peer.uid, self.caps) {
-                service::refuse(sock, &peer, &why);
-            } else if let Some(id) = self.add_conn(sock, peer.label()) {
-                self.live.add(id, peer.uid);
-            }
         }
     }
 
@@ -533,7 +509,6 @@ impl Server {
         };
         // Closed before it is logged: once the line is there, the peer sees the end.
         drop(conn.sock);
-        self.live.remove(&id);
         let mut killed = 0;
         for ((conn_id, _), cmd) in self.commands.iter_mut() {
             if *conn_id == id && cmd.ctl.take().is_some() {

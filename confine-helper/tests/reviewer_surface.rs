@@ -36,7 +36,11 @@ fn readme() -> String {
 
 /// Every `.rs` file under `src/`, as (path relative to `src/`, text), sorted by path.
 fn sources() -> Vec<(String, String)> {
-    let src = crate_dir().join("src");
+    sources_in(crate_dir().join("src"))
+}
+
+/// Every `.rs` file under `src`, as (path relative to it, text), sorted by path.
+fn sources_in(src: PathBuf) -> Vec<(String, String)> {
     let mut out = Vec::new();
     let mut stack = vec![src.clone()];
     while let Some(dir) = stack.pop() {
@@ -646,6 +650,27 @@ fn the_readme_count_command_counts_by_its_rule_and_the_stated_count_is_within_te
     if let Some(problem) = count_problem(stated, real) {
         panic!("{problem}");
     }
+}
+
+/// The most code lines `confine-service` (the root service, `service/src`) may have by the
+/// same rule: RFC 0001, "Code map and size".
+const SERVICE_BUDGET: usize = 800;
+
+#[test]
+fn the_root_service_stays_within_its_budget() {
+    let root = crate_dir().parent().expect("the workspace root").to_owned();
+    let service = sources_in(root.join("service").join("src"));
+    assert!(
+        service.iter().any(|(file, _)| file == "main.rs"),
+        "no service/src/main.rs: {service:?}"
+    );
+    let real = code_lines(&service);
+    assert!(
+        real <= SERVICE_BUDGET,
+        "confine-service has {real} code lines, over its budget of {SERVICE_BUDGET}: it holds \
+         admission and hand-off only; move what it does not need out, or change the budget in \
+         RFC 0001 and here"
+    );
 }
 
 #[test]

@@ -1,5 +1,5 @@
-//! Service mode: a helper listening on a path, the peer-uid check, and a bad peer that must not
-//! take the service down for the others.
+//! Service mode: `confine-service` listening on a path, the peer-uid check, the hand-off to a
+//! helper per peer, and a bad peer that must not take the service down for the others.
 
 // Linux only: these tests drive the bwrap and Landlock backends, `/proc` or Linux's own
 // system calls. On macOS `macos_supervision.rs` drives the helper.
@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 use confine_protocol::{ExitStatus, Hello, Mode, Reply, Request, StdioSpec, encode_frame};
 use support::skip::{Need, skip, skip_part};
 use support::{
-    HELPER, Peer, Scratch, Service, available, available_backends, connect_as,
-    helper_for_every_user, open_to_everyone, run_captured, spawn, users,
+    Peer, Scratch, Service, available, available_backends, connect_as, open_to_everyone,
+    run_captured, service_bin, service_for_every_user, spawn, users,
 };
 
 #[test]
@@ -47,8 +47,8 @@ fn a_socket_directory_other_users_can_enter_is_rejected() {
     let run = dir.0.join("run");
     std::fs::create_dir(&run).expect("mkdir");
     std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    let out = Command::new(HELPER)
-        .args(["serve", "--socket"])
+    let out = Command::new(service_bin())
+        .arg("--socket")
         .arg(run.join("helper.sock"))
         .output()
         .expect("run");
@@ -143,23 +143,23 @@ fn a_greeting_that_is_not_a_hello_is_a_protocol_error() {
     service.expect_log("protocol error in greeting");
 }
 
-/// `confine-helper serve --socket DIR/run/helper.sock ARGS` as a user other than root: as this
+/// `confine-service --socket DIR/run/helper.sock ARGS` as a user other than root: as this
 /// process's user, or, as root, as `nobody` from a copy of the helper that user can reach (the
 /// copy's directory is returned with it); and that user's uid.
 fn serve_as_a_user(dir: &Path, args: &[&str]) -> (Command, Option<Scratch>, u32) {
     let (mut command, copy, uid);
     if nix::unistd::geteuid().is_root() {
-        let (helper, bin) = helper_for_every_user();
+        let (service, bin) = service_for_every_user();
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777)).expect("chmod");
-        command = Command::new(&helper);
+        command = Command::new(&service);
         command.uid(65534).gid(65534);
         (copy, uid) = (Some(bin), 65534);
     } else {
-        command = Command::new(HELPER);
+        command = Command::new(service_bin());
         (copy, uid) = (None, nix::unistd::geteuid().as_raw());
     }
     command
-        .args(["serve", "--socket"])
+        .arg("--socket")
         .arg(dir.join("run").join("helper.sock"))
         .args(args);
     (command, copy, uid)
@@ -170,7 +170,7 @@ fn a_helper_that_is_not_root_refuses_to_serve_another_uid() {
     let dir = Scratch::new("not-root");
     for args in [&["--allow-uid", "4242"][..], &["--group", "root"][..]] {
         let (mut command, _copy, _) = serve_as_a_user(&dir.0, args);
-        let out = command.output().expect("run confine-helper serve");
+        let out = command.output().expect("run confine-service");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{args:?}: {err}");
         assert!(
@@ -196,9 +196,7 @@ fn activated(path: &Path, socket_mode: u32, listening: bool, args: &[&str]) -> C
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).expect("chmod");
     let sock = socket_activation::bound(path, listening);
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(socket_mode)).expect("chmod");
-    let mut full = vec!["serve"];
-    full.extend(args);
-    socket_activation::activated(HELPER.as_ref(), &full, sock)
+    socket_activation::activated(service_bin().as_os_str(), args, sock)
 }
 
 #[test]
@@ -291,8 +289,8 @@ fn a_group_socket_is_0660_and_the_group_s_in_a_directory_only_the_helper_writes(
     let run = open.0.join("run");
     std::fs::create_dir(&run).expect("mkdir");
     std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o775)).expect("chmod");
-    let out = Command::new(HELPER)
-        .args(["serve", "--socket"])
+    let out = Command::new(service_bin())
+        .arg("--socket")
         .arg(run.join("helper.sock"))
         .args(["--group", &group.name])
         .output()
@@ -362,10 +360,10 @@ const OTHER_USER: &str = "confine-svc-other";
 /// scratch directories go with it.
 fn root_service(tag: &str, uids: &[u32], extra: &[&str]) -> (Service, [Scratch; 2]) {
     let dir = Scratch::new(tag);
-    let (helper, bin) = helper_for_every_user();
+    let (service, bin) = service_for_every_user();
     let socket = dir.0.join("run").join("helper.sock");
-    let mut command = Command::new(helper);
-    command.args(["serve", "--socket"]).arg(&socket);
+    let mut command = Command::new(service);
+    command.arg("--socket").arg(&socket);
     for uid in uids {
         command.args(["--allow-uid", &uid.to_string()]);
     }
@@ -726,8 +724,8 @@ fn a_peer_s_helper_and_its_commands_run_in_a_cgroup_of_its_uid_when_the_cgroup_i
         };
         let dir = Scratch::new("cgroup");
         let socket = dir.0.join("run").join("helper.sock");
-        let mut helper = Command::new(HELPER);
-        helper.args(["serve", "--socket"]).arg(&socket).args(rule);
+        let mut helper = Command::new(service_bin());
+        helper.arg("--socket").arg(&socket).args(rule);
         if delegated {
             helper.arg("--delegated-cgroup");
         }
@@ -835,8 +833,8 @@ fn a_user_s_own_service_caps_its_connections_too() {
 fn a_service_that_serves_its_own_uid_itself_refuses_what_only_a_hand_off_has() {
     for option in [&["--idle-limit", "5"][..], &["--delegated-cgroup"]] {
         let dir = Scratch::new("own-options");
-        let out = Command::new(HELPER)
-            .args(["serve", "--socket"])
+        let out = Command::new(service_bin())
+            .arg("--socket")
             .arg(dir.0.join("run").join("helper.sock"))
             .args(option)
             .output()

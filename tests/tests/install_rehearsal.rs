@@ -1,9 +1,12 @@
-//! The packed-install rehearsal: both Debian packages built by `packaging/build-debs`, installed
-//! on this machine with `dpkg -i`, used, broken, and removed.
+//! The packed-install rehearsal: the three Debian packages built by `packaging/build-debs`
+//! (`confine-helper`, `confine-service`, `agentd`), installed on this machine with `dpkg -i`,
+//! used, broken, and removed.
 //!
 //! It checks that each package is of this machine's architecture and its binaries are
 //! executables for it; that the installed `agentd run` and `agentd demo` work against the
-//! installed helper as root and as a user made for the test, confined (a write outside the
+//! installed helper as root and as a user made for the test, and `agentd run` as that user
+//! through the installed service (the installed unit's `ExecStart`, which runs
+//! `/usr/bin/confine-service`, serving the group the service's package made), confined (a write outside the
 //! workspace, to a file the user may write, leaves it unchanged, a new file there is not
 //! created, and the facts say the sandbox refused it); that an install whose helper is broken
 //! fails closed (exit 125, nothing runs); that `dpkg --purge` leaves none of the packages'
@@ -22,7 +25,7 @@
 //! -i`, in a process group of its own (a Ctrl-C at the terminal does not reach it), ignoring
 //! SIGINT, SIGTERM and SIGHUP, that waits for the end of its stdin, a pipe only the rehearsal's
 //! process writes to. The kernel closes that pipe however the process ends — a failed check, a
-//! signal, SIGKILL — and the keeper then purges both packages (`postrm` removes the group it
+//! signal, SIGKILL — and the keeper then purges the packages (`postrm` removes the group it
 //! made), removes the test's user and, were it left, the group. A signal handler could not
 //! cover SIGKILL, nor a signal that arrives while the handler cannot run cleanup safely. What
 //! the keeper cannot outlive: the whole machine or container going, or something that kills
@@ -46,9 +49,9 @@ use support::users::{MARK, run, system_user};
 
 const NAME: &str =
     "the_packages_install_confine_as_root_and_as_a_user_fail_closed_and_leave_nothing";
-const PACKAGES: [&str; 2] = ["agentd", "confine-helper"];
+const PACKAGES: [&str; 3] = ["agentd", "confine-service", "confine-helper"];
 const USER: &str = "agentd-pkg-user";
-/// The group the helper's package makes (`packaging/confine-helper/debian/postinst`).
+/// The group the service's package makes (`packaging/confine-service/debian/postinst`).
 const GROUP: &str = "confine-helper";
 
 /// The opt-in: `1` runs the rehearsal, and then it must run.
@@ -57,9 +60,9 @@ const OPT_IN: &str = "AGENTD_INSTALL_REHEARSAL";
 /// the packages (the file `installed`, holding its keeper's pid), and the packages, after it.
 const INTERRUPTED: &str = "AGENTD_INSTALL_REHEARSAL_INTERRUPTED";
 
-/// How long `dpkg -i` of both packages may take, in the copy that is interrupted.
+/// How long `dpkg -i` of the packages may take, in the copy that is interrupted.
 const INSTALL_LIMIT: Duration = Duration::from_secs(300);
-/// How long the keeper may take to purge both packages once its rehearsal has ended.
+/// How long the keeper may take to purge the packages once its rehearsal has ended.
 const KEEPER_LIMIT: Duration = Duration::from_secs(60);
 /// How many times the keeper tries `dpkg --purge`, a second apart, while an interrupted
 /// `dpkg` still holds dpkg's lock.
@@ -145,10 +148,10 @@ trap '' INT TERM HUP PIPE
 cat >/dev/null
 echo "the rehearsal's process has ended; removing what it installed"
 tries=0
-until dpkg --purge agentd confine-helper; do
+until dpkg --purge agentd confine-service confine-helper; do
   tries=$((tries + 1))
   if [ "$tries" -ge "$4" ]; then
-    echo "dpkg --purge agentd confine-helper failed $tries times: run it by hand" >&2
+    echo "dpkg --purge agentd confine-service confine-helper failed $tries times: run it by hand" >&2
     exit 1
   fi
   sleep 1
@@ -206,7 +209,7 @@ impl Drop for Keeper {
     }
 }
 
-/// `dpkg -i` of `debs`, with both packages then installed.
+/// `dpkg -i` of `debs`, with every package then installed.
 fn install(debs: &[String]) {
     let mut args = vec!["-i"];
     args.extend(debs.iter().map(String::as_str));
@@ -301,6 +304,80 @@ impl Drop for Place {
 /// The installed `agentd run` confines a command as `user`, and `agentd demo` succeeds.
 fn check_confined(tag: &str, user: Option<&str>, ids: (u32, u32)) {
     let place = Place::new(tag, ids);
+    check_run_confined(tag, &place, user, &[]);
+    let demo = place.agentd(user, &["demo"]);
+    assert!(demo.status.success(), "{tag}: agentd demo: {}", text(&demo));
+}
+
+/// The installed service, started by the installed unit's `ExecStart` on a socket of this test,
+/// serves `user` (a member of its group): the installed `agentd run --helper-socket` confines
+/// its command, run as that user.
+fn check_served(tag: &str, user: &str, ids: (u32, u32)) {
+    let place = Place::new(tag, ids);
+    let unit = std::fs::read_to_string("/usr/lib/systemd/system/confine-helper.service")
+        .expect("the installed service unit");
+    let exec_start = unit
+        .lines()
+        .filter_map(|l| l.strip_prefix("ExecStart="))
+        .next_back()
+        .expect("ExecStart= in the unit");
+    let mut words = exec_start.split_whitespace();
+    assert_eq!(
+        words.next(),
+        Some("/usr/bin/confine-service"),
+        "{exec_start}"
+    );
+    let socket = place.root.join("run").join("helper.sock");
+    let mut args: Vec<String> = Vec::new();
+    let mut words = words.peekable();
+    while let Some(word) = words.next() {
+        match word {
+            // This test's socket, in place of the system's.
+            "--socket" => {
+                words.next();
+                args.extend(["--socket".to_owned(), socket.display().to_string()]);
+            }
+            // The test's process is in no cgroup delegated to the service.
+            "--delegated-cgroup" => {}
+            other => args.push(other.to_owned()),
+        }
+    }
+    let mut service = Command::new("/usr/bin/confine-service")
+        .args(&args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the installed unit's ExecStart");
+    // A bounded wait for the event: the socket appears once the service listens.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !socket.exists() && std::time::Instant::now() < deadline {
+        std::thread::yield_now();
+    }
+    let listening = socket.exists();
+    if listening {
+        check_run_confined(
+            tag,
+            &place,
+            Some(user),
+            &["--helper-socket", &socket.display().to_string()],
+        );
+    }
+    let _ = service.kill();
+    let log = service.wait_with_output().expect("the service's log");
+    let log = String::from_utf8_lossy(&log.stderr);
+    assert!(
+        listening,
+        "{tag}: the installed service did not listen: {log}"
+    );
+    assert!(
+        log.contains("served by helper pid") && log.contains(&format!("as uid {}", ids.0)),
+        "{tag}: the service did not hand the user to a helper running as it: {log}"
+    );
+}
+
+/// The installed `agentd run` (with `extra` options) confines a command as `user`.
+fn check_run_confined(tag: &str, place: &Place, user: Option<&str>, extra: &[&str]) {
     let created = place.home.join("created-outside");
     let script = format!(
         "echo inside > inside; echo changed > {}; echo new > {}",
@@ -308,20 +385,25 @@ fn check_confined(tag: &str, user: Option<&str>, ids: (u32, u32)) {
         created.display()
     );
     let ws = place.ws.to_str().expect("utf-8");
+    let mut args = vec!["run"];
+    args.extend(extra);
     let out = place.agentd(
         user,
         &[
-            "run",
-            "--json",
-            "--mode",
-            "workspace-write",
-            "--workspace",
-            ws,
-            "--",
-            "sh",
-            "-c",
-            &script,
-        ],
+            &args[..],
+            &[
+                "--json",
+                "--mode",
+                "workspace-write",
+                "--workspace",
+                ws,
+                "--",
+                "sh",
+                "-c",
+                &script,
+            ],
+        ]
+        .concat(),
     );
     let all = text(&out);
     assert_eq!(
@@ -348,9 +430,6 @@ fn check_confined(tag: &str, user: Option<&str>, ids: (u32, u32)) {
         facts.contains("\"denied\":true") && facts.contains("file-write"),
         "{tag}: the facts do not say the sandbox refused the write: {facts}"
     );
-
-    let demo = place.agentd(user, &["demo"]);
-    assert!(demo.status.success(), "{tag}: agentd demo: {}", text(&demo));
 }
 
 /// With the installed helper broken, `agentd run` fails closed: exit 125, nothing runs.
@@ -394,7 +473,7 @@ fn check_broken_install_fails_closed() {
     }
 }
 
-/// Both packages built by `packaging/build-debs`, each checked to be of this machine's
+/// The packages built by `packaging/build-debs`, each checked to be of this machine's
 /// architecture; their paths.
 fn build_debs() -> Vec<String> {
     let root = support::workspace();
@@ -411,7 +490,7 @@ fn build_debs() -> Vec<String> {
         .lines()
         .map(str::to_owned)
         .collect();
-    assert_eq!(debs.len(), 2, "build-debs printed {debs:?}");
+    assert_eq!(debs.len(), PACKAGES.len(), "build-debs printed {debs:?}");
     let arch = String::from_utf8(run("dpkg", &["--print-architecture"]).stdout).expect("utf-8");
     for deb in &debs {
         let field = run("dpkg-deb", &["-f", deb, "Architecture"]);
@@ -550,6 +629,7 @@ fn the_packages_install_confine_as_root_and_as_a_user_fail_closed_and_leave_noth
         "/usr/bin/agentd",
         "/usr/bin/confine-helper",
         "/usr/bin/confine-file-io",
+        "/usr/bin/confine-service",
     ] {
         assert!(
             files.iter().any(|f| f == Path::new(binary)),
@@ -560,13 +640,18 @@ fn the_packages_install_confine_as_root_and_as_a_user_fail_closed_and_leave_noth
     assert!(Path::new("/etc/confine-helper/ceiling.toml").is_file());
 
     check_confined("root", None, (0, 0));
-    let user = system_user(USER, &[]);
+    // A member of the group the service's package made.
+    let user = system_user(USER, &[GROUP]);
     check_confined("user", Some(USER), user.ids());
+    check_served("served", USER, user.ids());
     check_broken_install_fails_closed();
     check_confined("restored", Some(USER), user.ids());
     drop(user);
 
-    let purge = run("dpkg", &["--purge", "agentd", "confine-helper"]);
+    let purge = run(
+        "dpkg",
+        &["--purge", "agentd", "confine-service", "confine-helper"],
+    );
     assert!(purge.status.success(), "dpkg --purge: {}", text(&purge));
     for package in PACKAGES {
         assert!(!installed(package), "{package} is still installed");
@@ -580,6 +665,7 @@ fn the_packages_install_confine_as_root_and_as_a_user_fail_closed_and_leave_noth
         "/etc/confine-helper",
         "/usr/share/doc/agentd",
         "/usr/share/doc/confine-helper",
+        "/usr/share/doc/confine-service",
     ] {
         assert!(!Path::new(dir).exists(), "{dir} is left after the purge");
     }

@@ -257,7 +257,7 @@ fn the_manual_page_documents_every_mode_and_flag_of_the_helpers_usage() {
     let man = std::fs::read_to_string(&man_path).expect("read confine-helper.1");
     let (modes, flags) = usage_words(&usage);
     assert!(
-        modes.contains("serve") && flags.contains("--socket") && flags.contains("--fd"),
+        modes.contains("probe") && flags.contains("--served-from") && flags.contains("--fd"),
         "the usage text was not read: modes {modes:?}, flags {flags:?}"
     );
     let missing = undocumented(&usage, &man);
@@ -280,6 +280,32 @@ fn the_manual_page_documents_every_mode_and_flag_of_the_helpers_usage() {
 
 /// The keys a ceiling file may set: the fields of `struct File` in the helper's source, which
 /// the parser takes with `deny_unknown_fields`.
+#[test]
+fn the_service_manual_page_documents_every_flag_of_its_usage() {
+    let out = Command::new(support::binary("confine-service"))
+        .arg("--help")
+        .output()
+        .expect("run confine-service --help");
+    assert!(out.status.success(), "confine-service --help: {out:?}");
+    let usage = String::from_utf8(out.stdout).expect("the usage is UTF-8");
+    let man_path = workspace().join("packaging/confine-service/confine-service.8");
+    let man = std::fs::read_to_string(&man_path).expect("read confine-service.8");
+    let (_, flags) = usage_words(&usage);
+    assert!(
+        flags.contains("--socket") && flags.contains("--helper") && flags.contains("--group"),
+        "the usage text was not read: flags {flags:?}"
+    );
+    let missing = undocumented(&usage, &man);
+    assert!(
+        missing.is_empty(),
+        "{} does not document what `confine-service --help` names: {missing:?}",
+        man_path.display()
+    );
+    // The control: a flag the page does not have is found missing.
+    let grown = format!("{usage}\n  [--no-such-flag N]\n");
+    assert_eq!(undocumented(&grown, &man), ["flag --no-such-flag"]);
+}
+
 fn ceiling_keys() -> Vec<String> {
     let source = std::fs::read_to_string(workspace().join("confine-helper/src/ceiling.rs"))
         .expect("read ceiling.rs");
@@ -391,34 +417,39 @@ fn the_packaged_ceiling_narrows_nothing_and_its_commented_examples_are_valid() {
 }
 
 #[test]
-fn the_agentd_package_depends_on_the_helper_of_its_own_version() {
+fn the_agentd_and_service_packages_depend_on_the_helper_of_their_own_version() {
     let meta = metadata();
     let agentd = member(&meta, "agentd");
     let helper = member(&meta, "confine-helper");
+    let service = member(&meta, "confine-service");
     let version = agentd["version"].as_str().expect("version");
     assert_eq!(helper["version"].as_str(), Some(version));
+    assert_eq!(service["version"].as_str(), Some(version));
     // No Debian revision: each package's version is the crate's.
-    for package in [agentd, helper] {
+    for package in [agentd, helper, service] {
         assert_eq!(
             package["metadata"]["deb"]["revision"], "",
             "{}: [package.metadata.deb] revision must be \"\"",
             package["name"]
         );
     }
-    let depends = agentd["metadata"]["deb"]["depends"]
-        .as_str()
-        .expect("agentd's [package.metadata.deb] depends");
-    let pinned: Vec<&str> = depends
-        .split(',')
-        .map(str::trim)
-        .filter(|d| d.starts_with("confine-helper"))
-        .collect();
-    assert_eq!(
-        pinned,
-        [format!("confine-helper (= {version})")],
-        "agentd/Cargo.toml's [package.metadata.deb] depends ({depends:?}) must pin confine-helper \
-         to {version}, the version both crates have"
-    );
+    for package in [agentd, service] {
+        let depends = package["metadata"]["deb"]["depends"]
+            .as_str()
+            .expect("[package.metadata.deb] depends");
+        let pinned: Vec<&str> = depends
+            .split(',')
+            .map(str::trim)
+            .filter(|d| d.starts_with("confine-helper"))
+            .collect();
+        assert_eq!(
+            pinned,
+            [format!("confine-helper (= {version})")],
+            "{}'s [package.metadata.deb] depends ({depends:?}) must pin confine-helper to \
+             {version}, the version the crates have",
+            package["name"]
+        );
+    }
 }
 
 /// The version of the newest entry of a Debian changelog (`agentd (0.1.0) unstable; ...`).
@@ -428,7 +459,7 @@ fn changelog_version(changelog: &str) -> Option<&str> {
     rest.split_once(')').map(|(version, _)| version)
 }
 
-/// Both packages ship `packaging/changelog`; its newest entry is the version being packaged, so
+/// Every package ships `packaging/changelog`; its newest entry is the version being packaged, so
 /// a version bump without its entry fails here.
 #[test]
 fn the_debian_changelog_starts_with_the_version_being_packaged() {
@@ -473,7 +504,7 @@ fn every_file_the_debian_packages_take_from_the_source_exists() {
     let meta = metadata();
     let mut missing = Vec::new();
     let mut found = 0;
-    for name in ["confine-helper", "agentd"] {
+    for name in ["confine-helper", "confine-service", "agentd"] {
         let package = member(&meta, name);
         let dir = Path::new(package["manifest_path"].as_str().expect("manifest_path"))
             .parent()

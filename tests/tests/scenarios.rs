@@ -239,8 +239,8 @@ fn agentd_run_reports_a_runner_failure_with_status_125_when_no_backend_can_work(
 fn agentd_run_uses_a_helper_running_as_a_service() {
     let dir = std::env::temp_dir().join(format!("agentd-service-{}", std::process::id()));
     let socket = dir.join("run").join("helper.sock");
-    let mut service = Command::new(binary("confine-helper"))
-        .args(["serve", "--socket"])
+    let mut service = Command::new(binary("confine-service"))
+        .arg("--socket")
         .arg(&socket)
         .stdin(Stdio::null())
         .stdout(Stdio::null())

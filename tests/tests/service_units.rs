@@ -1,6 +1,6 @@
 //! The packaged systemd units' service mode, run without systemd: the `ExecStart` line of
-//! `packaging/confine-helper/confine-helper.service` as written (the helper binds its socket
-//! itself), and as the socket unit would start it (the socket made from
+//! `packaging/confine-service/confine-helper.service` as written (`confine-service` binds its
+//! socket itself), and as the socket unit would start it (the socket made from
 //! `confine-helper.socket`'s settings and passed as descriptor 3 with `LISTEN_PID` and
 //! `LISTEN_FDS`). Both as root, with two users made for the test: a member of the unit's group,
 //! whose command runs as itself and confined (a write outside its workspace, to a file it owns,
@@ -34,7 +34,7 @@ const EXTRA_GROUP: &str = "agentd-svc-extra";
 
 fn unit(name: &str) -> String {
     let path = support::workspace()
-        .join("packaging/confine-helper")
+        .join("packaging/confine-service")
         .join(name);
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
@@ -81,7 +81,7 @@ struct Layout {
     _bin: Scratch,
     _run: Scratch,
     _homes: Scratch,
-    helper: PathBuf,
+    service: PathBuf,
     agentd: PathBuf,
     socket: PathBuf,
     homes: PathBuf,
@@ -90,10 +90,11 @@ struct Layout {
 impl Layout {
     fn new(tag: &str, listen_stream: &str) -> Layout {
         let bin = Scratch::new("/var/tmp", &format!("{tag}-bin"));
-        let helper = bin.0.join("confine-helper");
+        let service = bin.0.join("confine-service");
         let agentd = bin.0.join("agentd");
-        for (from, to) in [("confine-helper", &helper), ("agentd", &agentd)] {
-            std::fs::copy(support::binary(from), to).expect("copy a binary");
+        // The service executes the helper beside it.
+        for name in ["confine-helper", "confine-service", "agentd"] {
+            std::fs::copy(support::binary(name), bin.0.join(name)).expect("copy a binary");
         }
         let run = Scratch::new("/run", tag);
         let socket = run.0.join("sock").join(
@@ -103,7 +104,7 @@ impl Layout {
         );
         let homes = Scratch::new("/var/tmp", &format!("{tag}-homes"));
         Layout {
-            helper,
+            service,
             agentd,
             socket,
             homes: homes.0.clone(),
@@ -124,8 +125,8 @@ impl Layout {
             }
         });
         let program = words.next().expect("a program");
-        assert_eq!(program, "/usr/bin/confine-helper", "{line}");
-        let mut command = Command::new(&self.helper);
+        assert_eq!(program, "/usr/bin/confine-service", "{line}");
+        let mut command = Command::new(&self.service);
         command
             .args(words)
             .stdin(Stdio::null())
@@ -348,7 +349,7 @@ fn the_packaged_units_serve_a_member_of_their_group_as_itself_and_refuse_anyone_
     let outsider_user = system_user(OUTSIDER, &[]);
     let (member, outsider) = (member_user.ids(), outsider_user.ids());
 
-    // The ExecStart line alone: the helper binds the socket itself.
+    // The ExecStart line alone: the service binds the socket itself.
     let layout = Layout::new("bound", &listen_stream);
     let mut child = layout
         .exec_start(&service, &listen_stream)
@@ -431,7 +432,7 @@ fn the_packaged_service_bounds_its_tasks_and_memory_and_delegates_its_cgroup_to_
                 .collect();
             let usable = usable
                 .join("\n")
-                .replace("/usr/bin/confine-helper", "/bin/true");
+                .replace("/usr/bin/confine-service", "/bin/true");
             std::fs::write(dir.0.join(name), usable).expect("a copy of the unit");
         }
         let out = Command::new("systemd-analyze")

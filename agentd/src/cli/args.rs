@@ -63,7 +63,7 @@ pub struct HelperArgs {
     /// Passed on as `confine-helper --fd 3 --ceiling PATH`; overrides helper.ceiling in the
     /// configuration file. The file must not be writable by group or others and must belong to
     /// you or root. Not with a helper socket: a service helper reads its own ceiling
-    /// (`confine-helper serve --ceiling PATH`).
+    /// (`confine-service --ceiling PATH`).
     #[arg(long, value_name = "PATH", value_parser = non_empty_path())]
     pub helper_ceiling: Option<PathBuf>,
     /// The configuration file, which must exist [default: $XDG_CONFIG_HOME/agentd/agentd.toml,

@@ -618,7 +618,7 @@ fn a_helper_ceiling_with_a_helper_socket_parses_and_is_refused_when_run() {
         .helper_client()
         .expect_err("a service helper reads its own ceiling");
     let text = err.to_string();
-    assert!(text.contains("confine-helper serve"), "{text}");
+    assert!(text.contains("confine-service"), "{text}");
     assert!(text.contains("--ceiling"), "{text}");
 }
 

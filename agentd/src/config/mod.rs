@@ -317,7 +317,7 @@ pub enum ConfigError {
     PathAndSocket { path: PathBuf },
     #[error(
         "the configuration file {} sets both helper.ceiling and helper.socket; a service helper \
-         reads its own ceiling (`confine-helper serve --ceiling PATH`), so drop helper.ceiling",
+         reads its own ceiling (`confine-service --ceiling PATH`), so drop helper.ceiling",
         path.display()
     )]
     CeilingAndSocket { path: PathBuf },

@@ -536,7 +536,7 @@ fn helper_ceiling_with_a_socket_is_an_error() {
         .expect_err("a service helper has its own ceiling");
     assert!(matches!(err, ConfigError::CeilingAndSocket { .. }), "{err}");
     assert!(
-        err.to_string().contains("confine-helper serve --ceiling"),
+        err.to_string().contains("confine-service --ceiling"),
         "{err}"
     );
 }
@@ -839,7 +839,7 @@ fn a_socket_gives_a_service_endpoint_and_refuses_a_ceiling() {
         HelperEndpoint::Service("/run/h.sock".into())
     );
     let err = config.helper_client().expect_err("ceiling with a socket");
-    assert!(err.to_string().contains("confine-helper serve"), "{err}");
+    assert!(err.to_string().contains("confine-service"), "{err}");
 }
 
 #[test]

@@ -14,18 +14,18 @@ pub(crate) fn connect_hint(socket: &Path, error: &std::io::Error) -> String {
     match error.kind() {
         ErrorKind::NotFound => format!(
             "no helper is serving there: start the service (`systemctl start \
-             confine-helper.socket` where the package installed it, or `confine-helper serve \
+             confine-helper.socket` where the package installed it, or `confine-service \
              --socket {shown}`), or drop --helper-socket and helper.socket to let agentd start \
              its own helper"
         ),
         ErrorKind::ConnectionRefused => format!(
             "the socket is there but no helper listens on it (the service stopped): restart it \
-             (`systemctl restart confine-helper.socket`, or `confine-helper serve --socket \
+             (`systemctl restart confine-helper.socket`, or `confine-service --socket \
              {shown}` again)"
         ),
         ErrorKind::PermissionDenied => permission_hint(socket),
         _ => format!(
-            "start it with `confine-helper serve --socket {shown}`, or drop --helper-socket and \
+            "start it with `confine-service --socket {shown}`, or drop --helper-socket and \
              helper.socket to let agentd start its own helper"
         ),
     }

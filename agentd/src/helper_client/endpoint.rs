@@ -3,14 +3,14 @@
 
 use std::path::PathBuf;
 
-use confine_protocol::{FrameError, Mismatch};
+use confine_protocol::{FILE_IO_PROGRAM, FrameError, Mismatch};
 
 /// How to reach confine-helper.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HelperEndpoint {
     /// Spawn this binary as `confine-helper --fd 3` with one end of a private socketpair.
     Embedded(PathBuf),
-    /// Connect to a helper already serving on this Unix socket (`confine-helper serve`).
+    /// Connect to a helper already serving on this Unix socket (`confine-service`).
     Service(PathBuf),
 }
 
@@ -64,7 +64,7 @@ pub enum ClientError {
     #[error(
         "a ceiling file (--helper-ceiling or helper.ceiling) is only for the confine-helper \
          agentd starts itself; the one serving at {} reads its own ceiling, given with \
-         `confine-helper serve --socket {} --ceiling PATH`",
+         `confine-service --socket {} --ceiling PATH`",
         socket.display(),
         socket.display()
     )]
@@ -72,7 +72,7 @@ pub enum ClientError {
     /// A file read or write that could not be asked: its program is missing, or the request
     /// could not mean what it says.
     #[error(transparent)]
-    FileOp(#[from] super::file_io::FileOpError),
+    FileOp(#[from] FileOpError),
 }
 
 /// Why a request got no answer on a connection.
@@ -91,4 +91,41 @@ pub enum Lost {
     /// Nobody will answer: the answer's channel closed.
     #[error("the connection closed before answering")]
     Unanswered,
+}
+
+/// Why a confined read or write was not sent to the helper. Nothing ran.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FileOpError {
+    #[error(
+        "{FILE_IO_PROGRAM}, the program that reads and writes files confined, was not found; \
+         looked at: {}. Install it beside confine-helper (the confine-helper package ships it; \
+         from a checkout, `cargo build --release -p confine-file-io`), or set AGENTD_FILE_IO or \
+         helper.file_io to its path",
+        looked_at(looked)
+    )]
+    NotFound { looked: Vec<PathBuf> },
+    #[error(
+        "{} (given by {by}) is not an executable regular file; point it at the {FILE_IO_PROGRAM} \
+         binary or fix its permissions",
+        path.display()
+    )]
+    NotExecutable { path: PathBuf, by: String },
+    #[error(
+        "{} is not an absolute path; a file to read or write is named by its absolute path",
+        path.display()
+    )]
+    NotAbsolute { path: PathBuf },
+    #[error(
+        "the path {} contains a NUL byte, which no file's path can hold",
+        path.display()
+    )]
+    NulByte { path: PathBuf },
+}
+
+fn looked_at(looked: &[PathBuf]) -> String {
+    if looked.is_empty() {
+        return "nowhere (neither agentd's nor the helper's directory is known)".to_owned();
+    }
+    let places: Vec<String> = looked.iter().map(|p| p.display().to_string()).collect();
+    places.join(", ")
 }

@@ -23,6 +23,7 @@ use std::path::{Path, PathBuf};
 use confine_protocol::{BackendChoice, FILE_IO_PROGRAM, Policy};
 
 use super::SpawnSpec;
+use super::endpoint::FileOpError;
 use super::locate::{Probe, probe};
 
 /// A file to replace, confined: the writer runs under `policy` exactly as a command would (see
@@ -65,43 +66,6 @@ pub struct GivenFileIo {
     pub path: PathBuf,
     /// The setting that gave it (`$AGENTD_FILE_IO`, `helper.file_io in FILE`), for messages.
     pub by: String,
-}
-
-/// Why a confined read or write was not sent to the helper. Nothing ran.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum FileOpError {
-    #[error(
-        "{FILE_IO_PROGRAM}, the program that reads and writes files confined, was not found; \
-         looked at: {}. Install it beside confine-helper (the confine-helper package ships it; \
-         from a checkout, `cargo build --release -p confine-file-io`), or set AGENTD_FILE_IO or \
-         helper.file_io to its path",
-        looked_at(looked)
-    )]
-    NotFound { looked: Vec<PathBuf> },
-    #[error(
-        "{} (given by {by}) is not an executable regular file; point it at the {FILE_IO_PROGRAM} \
-         binary or fix its permissions",
-        path.display()
-    )]
-    NotExecutable { path: PathBuf, by: String },
-    #[error(
-        "{} is not an absolute path; a file to read or write is named by its absolute path",
-        path.display()
-    )]
-    NotAbsolute { path: PathBuf },
-    #[error(
-        "the path {} contains a NUL byte, which no file's path can hold",
-        path.display()
-    )]
-    NulByte { path: PathBuf },
-}
-
-fn looked_at(looked: &[PathBuf]) -> String {
-    if looked.is_empty() {
-        return "nowhere (neither agentd's nor the helper's directory is known)".to_owned();
-    }
-    let places: Vec<String> = looked.iter().map(|p| p.display().to_string()).collect();
-    places.join(", ")
 }
 
 /// Finds the program: `given` if set, else beside `helper` (the binary agentd starts), else in

@@ -57,8 +57,8 @@ use confine_protocol::{
 };
 
 pub use command::{Canceller, CommandHandle, FailedAt, Outcome, RunnerFailed};
-pub use endpoint::{ClientError, HelperEndpoint, Lost};
-pub use file_io::{FileOpError, GivenFileIo, ReadSpec, WriteSpec, locate_file_io};
+pub use endpoint::{ClientError, FileOpError, HelperEndpoint, Lost};
+pub use file_io::{GivenFileIo, ReadSpec, WriteSpec, locate_file_io};
 pub use locate::{LocateError, LocateInputs, locate_helper};
 pub use workspace::WorkspaceRefusal;
 

@@ -381,7 +381,7 @@ async fn a_missing_service_socket_is_an_error_that_says_how_to_start_it() {
     let client = HelperClient::new(HelperEndpoint::Service(scratch.0.join("absent.sock")));
     let err = within(client.connect()).await.expect_err("nothing listens");
     assert!(
-        err.to_string().contains("confine-helper serve --socket"),
+        err.to_string().contains("confine-service --socket"),
         "{err}"
     );
 }
@@ -460,7 +460,7 @@ fn a_ceiling_is_refused_for_a_service_helper_and_optional_for_both() {
     );
     let text = err.to_string();
     assert!(
-        text.contains("confine-helper serve --socket /run/h.sock --ceiling PATH"),
+        text.contains("confine-service --socket /run/h.sock --ceiling PATH"),
         "{text}"
     );
     let service = HelperClient::with_ceiling(HelperEndpoint::Service("/s".into()), None)

@@ -39,8 +39,6 @@ mod connect;
 mod detach;
 mod exec;
 mod fds;
-#[cfg(target_os = "linux")]
-mod identity;
 mod layout;
 #[cfg(target_os = "macos")]
 mod macos_call;
@@ -71,8 +69,6 @@ pub(crate) use fds::{
 };
 #[cfg(target_os = "linux")]
 pub(crate) use fds::{sealed_memfd, write_raw};
-#[cfg(target_os = "linux")]
-pub(crate) use identity::{Identity, run_as};
 #[cfg(target_os = "linux")]
 pub(crate) use layout::{
     COMMAND_FIRST_PASSED_FD, COMMAND_SECCOMP_FD, MAX_PASSED_FDS, ShimConnects,

@@ -247,19 +247,39 @@ pub fn open_to_everyone(socket: &Path) {
     mode(socket, 0o666).expect("chmod socket");
 }
 
-/// A copy of the helper every user can execute (the checkout may lie where only its owner can
-/// go): a root service's helper for another user executes the service's own binary as that
-/// user. Returns the copy and the directory that holds it, removed when dropped.
-pub fn helper_for_every_user() -> (PathBuf, Scratch) {
+/// `confine-service`, built beside the helper (`cargo test --workspace` builds both; alone,
+/// `cargo build -p confine-service` first): the service tests drive it, and it executes the
+/// `confine-helper` beside it.
+pub fn service_bin() -> PathBuf {
+    let service = Path::new(HELPER).with_file_name("confine-service");
+    assert!(
+        service.is_file(),
+        "{} is missing: build it first (cargo build -p confine-service)",
+        service.display()
+    );
+    service
+}
+
+/// A copy of the service and of the helper beside it that every user can execute (the
+/// checkout may lie where only its owner can go): a root service's helper for another user
+/// executes the helper beside the service as that user. Returns the service's copy and the
+/// directory that holds both, removed when dropped.
+pub fn service_for_every_user() -> (PathBuf, Scratch) {
     use std::os::unix::fs::PermissionsExt;
     let bin = Scratch::new("every-user-bin");
     std::fs::set_permissions(&bin.0, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    let helper = bin.0.join("confine-helper");
     // Copied by another process: a copy written here could still be open for writing in a
     // child another test forks meanwhile, and executing it would fail (ETXTBSY).
-    let copied = Command::new("cp").arg(HELPER).arg(&helper).status();
-    assert!(copied.expect("cp").success(), "copy the helper");
-    (helper, bin)
+    let copied = Command::new("cp")
+        .arg(HELPER)
+        .arg(service_bin())
+        .arg(&bin.0)
+        .status();
+    assert!(
+        copied.expect("cp").success(),
+        "copy the service and the helper"
+    );
+    (bin.0.join("confine-service"), bin)
 }
 
 /// A danger-full-access spawn of `argv` with no stdio.
@@ -390,7 +410,7 @@ impl Drop for Scratch {
     }
 }
 
-/// A helper in service mode whose log lines arrive on a channel.
+/// A `confine-service` whose log lines (and its helpers') arrive on a channel.
 pub struct Service {
     pub child: Child,
     lines: mpsc::Receiver<String>,
@@ -398,8 +418,8 @@ pub struct Service {
 }
 
 impl Service {
-    /// Starts `confine-helper serve` on `dir/run/helper.sock` with `extra` arguments and waits
-    /// until it serves.
+    /// Starts `confine-service` on `dir/run/helper.sock` with `extra` arguments and waits until
+    /// it serves.
     pub fn start(dir: &Path, extra: &[&str]) -> Service {
         Service::start_with(dir, extra, |_| {})
     }
@@ -407,20 +427,20 @@ impl Service {
     /// Starts the service after `adjust` has had its say on the command.
     pub fn start_with(dir: &Path, extra: &[&str], adjust: impl FnOnce(&mut Command)) -> Service {
         let socket = dir.join("run").join("helper.sock");
-        let mut command = Command::new(HELPER);
-        command.args(["serve", "--socket"]).arg(&socket).args(extra);
+        let mut command = Command::new(service_bin());
+        command.arg("--socket").arg(&socket).args(extra);
         adjust(&mut command);
         Service::start_command(socket, command)
     }
 
-    /// Starts `command`, a helper (or a program that executes one) serving `socket`, and waits
+    /// Starts `command`, a service (or a program that executes one) serving `socket`, and waits
     /// until it serves.
     pub fn start_command(socket: PathBuf, mut command: Command) -> Service {
         command
             .stdin(ProcStdio::null())
             .stdout(ProcStdio::null())
             .stderr(ProcStdio::piped());
-        let mut child = command.spawn().expect("spawn confine-helper serve");
+        let mut child = command.spawn().expect("spawn confine-service");
         let stderr = child.stderr.take().expect("stderr");
         let (tx, lines) = mpsc::channel();
         std::thread::spawn(move || {

@@ -1,5 +1,5 @@
 //! What the documents' examples are, as a table for `rfcs/README.md`, and which shell blocks run
-//! agentd or confine-helper without being a transcript or saying why not.
+//! agentd, confine-helper or confine-service without being a transcript or saying why not.
 
 use super::markdown::Block;
 use super::transcript;
@@ -8,7 +8,7 @@ use super::transcript;
 const SHELLS: [&str; 3] = ["sh", "shell", "bash"];
 
 /// The programs whose examples must run or say why not.
-const PROGRAMS: [&str; 2] = ["agentd", "confine-helper"];
+const PROGRAMS: [&str; 3] = ["agentd", "confine-helper", "confine-service"];
 
 /// Words that may stand before a program in a command without being the program.
 const PREFIXES: [&str; 6] = ["sudo", "env", "exec", "time", "nice", "!"];
@@ -38,7 +38,7 @@ pub fn runs_a_program(line: &str) -> bool {
     })
 }
 
-/// Every shell block that runs agentd or confine-helper but is neither a `console` transcript
+/// Every shell block that runs agentd, confine-helper or confine-service but is neither a `console` transcript
 /// nor preceded by `<!-- not run: REASON -->`, a `not run` comment without a reason, and a
 /// `console` block marked `not run` (a transcript always runs): each as `FILE:LINE: what`.
 pub fn unaccounted(blocks: &[Block]) -> Vec<String> {
@@ -137,7 +137,7 @@ mod tests {
             "confine-helper probe                     # which backends work",
             "{ echo x; git diff; } | agentd exec --json - > review.ndjson",
             "AGENTD_SANDBOX_MODE=read-only agentd config show",
-            "sudo confine-helper serve --socket /run/x.sock",
+            "sudo confine-service --socket /run/x.sock",
             "x=\"$(agentd sessions list)\"",
         ] {
             assert!(runs_a_program(line), "{line}");

@@ -13,7 +13,7 @@ use std::io::Write;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
-use crate::log;
+use crate::log::log;
 
 /// Where the cgroup v2 hierarchy is mounted: alone, or beside the v1 hierarchies (hybrid).
 const UNIFIED: [&str; 2] = ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"];
@@ -29,11 +29,9 @@ pub(crate) enum CgroupError {
          --delegated-cgroup"
     )]
     NotDelegated,
-    #[error("cannot set up {path}: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    /// This file or directory cannot be set up.
+    #[error("cannot set up {0}: {1}")]
+    Io(PathBuf, std::io::Error),
 }
 
 /// The service's delegated cgroup, with the service itself in its leaf.
@@ -44,10 +42,8 @@ impl Cgroups {
     /// Moves the service into its leaf and turns on the controllers for the peers' cgroups; one
     /// that cannot be turned on is logged: the helpers are then grouped per peer, not counted.
     pub(crate) fn delegated() -> Result<Cgroups, CgroupError> {
-        let own = std::fs::read_to_string("/proc/self/cgroup").map_err(|source| {
-            let path = "/proc/self/cgroup".into();
-            CgroupError::Io { path, source }
-        })?;
+        let own = Path::new("/proc/self/cgroup");
+        let own = std::fs::read_to_string(own).map_err(io(own))?;
         let name = own.lines().find_map(|line| line.strip_prefix("0::"));
         let mount = UNIFIED.iter().map(Path::new);
         let mut mount = mount.filter(|m| m.join("cgroup.controllers").exists());
@@ -56,16 +52,12 @@ impl Cgroups {
             _ => return Err(CgroupError::NotDelegated),
         };
         make_dir(&dir.join("service"))?;
-        write(
-            &dir.join("service/cgroup.procs"),
-            &std::process::id().to_string(),
-        )?;
+        let pid = std::process::id().to_string();
+        write(&dir.join("service/cgroup.procs"), &pid)?;
         // Each on its own: one the cgroup lacks does not keep the other off.
         for controller in CONTROLLERS {
-            if let Err(e) = write(
-                &dir.join("cgroup.subtree_control"),
-                &format!("+{controller}"),
-            ) {
+            let control = dir.join("cgroup.subtree_control");
+            if let Err(e) = write(&control, &format!("+{controller}")) {
                 log!("the cgroups per peer are not counted by {controller}: {e}");
             }
         }
@@ -82,8 +74,7 @@ impl Cgroups {
         make_dir(&self.of(uid))?;
         let path = self.of(uid).join("cgroup.procs");
         let file = OpenOptions::new().write(true).open(&path);
-        file.map(OwnedFd::from)
-            .map_err(|source| CgroupError::Io { path, source })
+        file.map(OwnedFd::from).map_err(io(&path))
     }
 
     /// Removes `uid`'s cgroup once none of its helpers is left; one that still holds a process
@@ -93,12 +84,15 @@ impl Cgroups {
     }
 }
 
+/// The error of setting up `path`.
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> CgroupError {
+    let path = path.to_owned();
+    move |e| CgroupError::Io(path, e)
+}
+
 fn make_dir(dir: &Path) -> Result<(), CgroupError> {
     match std::fs::create_dir(dir) {
-        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => Err(CgroupError::Io {
-            path: dir.to_owned(),
-            source: e,
-        }),
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => Err(io(dir)(e)),
         _ => Ok(()),
     }
 }
@@ -106,9 +100,6 @@ fn make_dir(dir: &Path) -> Result<(), CgroupError> {
 /// Writes `text` to the cgroup file `path` in one `write`, as the kernel wants it.
 fn write(path: &Path, text: &str) -> Result<(), CgroupError> {
     let file = OpenOptions::new().write(true).open(path);
-    file.and_then(|mut file| file.write_all(text.as_bytes()))
-        .map_err(|source| CgroupError::Io {
-            path: path.to_owned(),
-            source,
-        })
+    let written = file.and_then(|mut file| file.write_all(text.as_bytes()));
+    written.map_err(io(path))
 }
