@@ -4,7 +4,7 @@
 use std::os::unix::ffi::OsStrExt;
 
 use confine_protocol::{
-    BackendChoice, Limits, Policy, ReadFile, Spawn, Stage, Stdio, StdioSpec, WriteFile,
+    BackendChoice, Limits, Policy, ReadFile, Refusal, Spawn, Stage, Stdio, StdioSpec, WriteFile,
 };
 
 use crate::confine::{Context, NotRun};
@@ -85,13 +85,9 @@ impl OwnProgram<'_> {
             }
         };
         if self.path.first() != Some(&b'/') {
-            problem = Some(NotRun::Refused(
-                "the path of a file to read or write must be absolute".into(),
-            ));
+            problem = Some(NotRun::Refused(Refusal::RelativeFilePath));
         } else if self.path.contains(&0) {
-            problem = Some(NotRun::Refused(
-                "the path of a file to read or write contains a NUL byte".into(),
-            ));
+            problem = Some(NotRun::Refused(Refusal::NulInFilePath));
         }
         let mut argv = vec![exe];
         argv.extend(self.args);
