@@ -84,7 +84,7 @@ pub(crate) enum SourceError {
 
 /// A field of a ceiling file whose value cannot be taken.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum ValueError {
+pub enum ValueError {
     #[error("max_mode: {0}")]
     MaxMode(#[source] UnknownWord),
     #[error("writable_roots_under entry {0} is not absolute")]

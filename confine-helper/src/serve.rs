@@ -135,7 +135,7 @@ pub(crate) fn serve(
 
 /// The listening socket systemd passed (`LISTEN_PID` is this process, `LISTEN_FDS` one
 /// descriptor, number 3), if it passed one.
-pub(crate) fn socket_activation() -> Result<Option<RawFd>, String> {
+pub(crate) fn socket_activation() -> Result<Option<RawFd>, ActivationError> {
     let Some(pid) = std::env::var_os("LISTEN_PID") else {
         return Ok(None);
     };
@@ -147,10 +147,19 @@ pub(crate) fn socket_activation() -> Result<Option<RawFd>, String> {
         .and_then(|n| n.to_str())
     {
         Some("1") => Ok(Some(3)),
-        other => Err(format!(
-            "the service manager passed {} sockets (LISTEN_FDS); the socket unit must have \
-             exactly one ListenStream",
-            other.unwrap_or("no number of")
-        )),
+        other => Err(ActivationError {
+            passed: other.unwrap_or("no number of").to_owned(),
+        }),
     }
+}
+
+/// The service manager passed other than one socket.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the service manager passed {passed} sockets (LISTEN_FDS); the socket unit must have exactly \
+     one ListenStream"
+)]
+pub(crate) struct ActivationError {
+    /// `LISTEN_FDS` as it was set, or "no number of".
+    passed: String,
 }

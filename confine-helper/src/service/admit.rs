@@ -109,12 +109,26 @@ impl Admission {
     }
 }
 
+/// Why a user's membership of the admitted group cannot be read.
+#[derive(Debug, thiserror::Error)]
+enum Unreadable {
+    #[error("{0}")]
+    Lookup(#[from] nix::Error),
+    #[error("the uid has no user")]
+    NoUser,
+    /// The user's name holds a NUL byte, so the group database cannot be asked about it.
+    #[cfg(target_os = "linux")]
+    #[error("{0}")]
+    Name(#[from] std::ffi::NulError),
+    #[cfg(target_os = "macos")]
+    #[error("no group has gid {0}")]
+    NoGroup(u32),
+}
+
 /// Whether the user of `uid` is a member of `gid`: as its primary group, or as the group
 /// database lists it ([`listed_member`]).
-fn member_of(uid: u32, gid: u32) -> Result<bool, String> {
-    let user = User::from_uid(Uid::from_raw(uid))
-        .map_err(|e| e.to_string())?
-        .ok_or_else(|| "the uid has no user".to_owned())?;
+fn member_of(uid: u32, gid: u32) -> Result<bool, Unreadable> {
+    let user = User::from_uid(Uid::from_raw(uid))?.ok_or(Unreadable::NoUser)?;
     if user.gid.as_raw() == gid {
         return Ok(true);
     }
@@ -123,19 +137,18 @@ fn member_of(uid: u32, gid: u32) -> Result<bool, String> {
 
 /// Whether the group database makes `user` a member of `gid`, as its login would.
 #[cfg(target_os = "linux")]
-fn listed_member(user: &User, gid: u32) -> Result<bool, String> {
-    let name = CString::new(user.name.as_bytes()).map_err(|e| e.to_string())?;
-    let groups = nix::unistd::getgrouplist(&name, user.gid).map_err(|e| e.to_string())?;
+fn listed_member(user: &User, gid: u32) -> Result<bool, Unreadable> {
+    let name = CString::new(user.name.as_bytes())?;
+    let groups = nix::unistd::getgrouplist(&name, user.gid)?;
     Ok(groups.contains(&Gid::from_raw(gid)))
 }
 
 /// Whether the group's entry names `user` as a member. (Membership macOS's directory service
 /// derives otherwise, through a nested group, is not seen: such a user is refused.)
 #[cfg(target_os = "macos")]
-fn listed_member(user: &User, gid: u32) -> Result<bool, String> {
-    let group = nix::unistd::Group::from_gid(Gid::from_raw(gid))
-        .map_err(|e| e.to_string())?
-        .ok_or_else(|| format!("no group has gid {gid}"))?;
+fn listed_member(user: &User, gid: u32) -> Result<bool, Unreadable> {
+    let group =
+        nix::unistd::Group::from_gid(Gid::from_raw(gid))?.ok_or(Unreadable::NoGroup(gid))?;
     Ok(group.mem.contains(&user.name))
 }
 

@@ -133,7 +133,7 @@ pub(crate) fn inherited(
     let refuse = |why: String| ServiceError::Inherited { fd, why };
     // The descriptor was handed to this process (LISTEN_PID) and nothing else in it owns it.
     let owned = crate::sys::inherited_socket(fd).map_err(|e| refuse(e.to_string()))?;
-    check_inherited(&owned, path).map_err(refuse)?;
+    check_inherited(&owned, path).map_err(|e| refuse(e.to_string()))?;
     check_dir(parent(path)?, group)?;
     check_socket_file(path, group)?;
     let listener = UnixListener::from(owned);
@@ -148,27 +148,41 @@ pub(crate) fn inherited(
     Ok(listener)
 }
 
-fn check_inherited(sock: &OwnedFd, path: &Path) -> Result<(), String> {
-    if getsockopt(sock, sockopt::SockType).map_err(|e| e.to_string())? != SockType::Stream {
-        return Err("is not a stream socket".into());
+fn check_inherited(sock: &OwnedFd, path: &Path) -> Result<(), NotTheSocket> {
+    if getsockopt(sock, sockopt::SockType)? != SockType::Stream {
+        return Err(NotTheSocket::NotStream);
     }
-    if !getsockopt(sock, sockopt::AcceptConn).map_err(|e| e.to_string())? {
-        return Err("is not listening".into());
+    if !getsockopt(sock, sockopt::AcceptConn)? {
+        return Err(NotTheSocket::NotListening);
     }
-    let addr: UnixAddr = getsockname(std::os::fd::AsRawFd::as_raw_fd(sock))
-        .map_err(|e| format!("has no Unix address: {e}"))?;
+    let addr: UnixAddr =
+        getsockname(std::os::fd::AsRawFd::as_raw_fd(sock)).map_err(NotTheSocket::NoAddress)?;
     let bound = addr.path().map(Path::to_owned);
     if bound.as_deref() != Some(path) {
-        return Err(format!(
-            "is bound to {}, not to --socket {}",
-            bound.map_or_else(
+        return Err(NotTheSocket::Elsewhere {
+            bound: bound.map_or_else(
                 || "an unnamed or abstract address".to_owned(),
-                |p| p.display().to_string()
+                |p| p.display().to_string(),
             ),
-            path.display()
-        ));
+            socket: path.to_owned(),
+        });
     }
     Ok(())
+}
+
+/// How an inherited descriptor is not the listening socket `--socket` names.
+#[derive(Debug, thiserror::Error)]
+enum NotTheSocket {
+    #[error("{0}")]
+    Option(#[from] nix::Error),
+    #[error("is not a stream socket")]
+    NotStream,
+    #[error("is not listening")]
+    NotListening,
+    #[error("has no Unix address: {0}")]
+    NoAddress(nix::Error),
+    #[error("is bound to {bound}, not to --socket {}", socket.display())]
+    Elsewhere { bound: String, socket: PathBuf },
 }
 
 fn parent(path: &Path) -> Result<&Path, ServiceError> {
