@@ -125,7 +125,7 @@ mod tests {
             },
             ProjectDoc {
                 path: "/r/w/AGENTS.md".into(),
-                text: Err("it is not text".into()),
+                text: Err(crate::tools::Unread::Read("it is not text".to_owned())),
             },
         ])
         .expect("a section");
