@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use confine_protocol::{
     Backend, Cap, Caps, Ending, Enforcement, ExitStatus, Exited, FrameDecoder, Hello, Layer,
-    Refused, Reply, Request, Usage, decode_payload, encode_frame,
+    Refusal, Refused, Reply, Request, Usage, decode_payload, encode_frame,
 };
 use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
 
@@ -262,12 +262,15 @@ pub fn runner_failed(stage: impl Into<FailedAt>, errno: i32, detail: &str) -> Fa
     )
 }
 
-/// The facts of a command the helper refused.
+/// The facts of a command the helper refused, with `reason` as the refusal's whole sentence
+/// (a ceiling that cannot be read says just its error).
 pub fn refused(reason: &str) -> Facts {
     Facts::from_outcome(
         Outcome::Refused(Refused {
             id: 1,
-            reason: reason.to_owned(),
+            reason: Refusal::CeilingBroken {
+                why: reason.to_owned(),
+            },
         }),
         false,
     )

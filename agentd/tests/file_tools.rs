@@ -736,7 +736,7 @@ mod file_tools {
         for home in [ws.ws.clone(), ws.ws.join("sub")] {
             match run_with_home(&ws, &home).await {
                 Outcome::Refused(r) => assert!(
-                    r.reason.contains(&home.display().to_string()),
+                    r.reason.to_string().contains(&home.display().to_string()),
                     "{}",
                     r.reason
                 ),

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use confine_protocol::pattern;
-use confine_protocol::{Mode, UnknownWord, environment};
+use confine_protocol::{Mode, Refusal, UnknownWord, environment};
 use serde::Deserialize;
 
 /// One ceiling file as written. Every field is optional; absent means "no narrowing here".
@@ -84,30 +84,13 @@ pub(crate) enum SourceError {
 
 /// A field of a ceiling file whose value cannot be taken.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum ValueError {
+pub enum ValueError {
     #[error("max_mode: {0}")]
     MaxMode(#[source] UnknownWord),
     #[error("writable_roots_under entry {0} is not absolute")]
     RootsUnder(PathBuf),
     #[error("never_writable entry {0} is not absolute")]
     NeverWritable(PathBuf),
-}
-
-/// The rule of the ceiling a request breaks; the text is the `Refused` reason.
-#[derive(Debug, Clone, thiserror::Error)]
-pub(crate) enum Refusal {
-    /// A source could not be taken, so every request is refused.
-    #[error("{0}")]
-    Broken(#[source] Arc<SourceError>),
-    #[error("ceiling max_mode is {max}: {asked} is not allowed")]
-    Mode { max: Mode, asked: Mode },
-    #[error("ceiling allow_network is false: network access is not allowed")]
-    Network,
-    /// `root` is under no entry of the `list`-th `writable_roots_under` (counted from 1).
-    #[error("ceiling writable_roots_under (source {list}) does not include {root}")]
-    NotUnder { list: usize, root: PathBuf },
-    #[error("ceiling never_writable contains {never}: {root} may not be writable")]
-    Never { never: PathBuf, root: PathBuf },
 }
 
 impl Default for Ceiling {
@@ -259,16 +242,18 @@ impl Ceiling {
     /// The rule a request for `mode` with `network` breaks, if any.
     pub(crate) fn check_mode(&self, mode: Mode, network_allowed: bool) -> Result<(), Refusal> {
         if let Some(broken) = &self.broken {
-            return Err(Refusal::Broken(Arc::clone(broken)));
+            return Err(Refusal::CeilingBroken {
+                why: broken.to_string(),
+            });
         }
         if mode > self.max_mode {
-            return Err(Refusal::Mode {
+            return Err(Refusal::CeilingMode {
                 max: self.max_mode,
                 asked: mode,
             });
         }
         if network_allowed && mode != Mode::DangerFullAccess && !self.allow_network {
-            return Err(Refusal::Network);
+            return Err(Refusal::CeilingNetwork);
         }
         Ok(())
     }
@@ -277,17 +262,17 @@ impl Ceiling {
     pub(crate) fn check_root(&self, root: &Path) -> Result<(), Refusal> {
         for (i, prefixes) in self.writable_roots_under.iter().enumerate() {
             if !prefixes.iter().any(|p| root.starts_with(p)) {
-                return Err(Refusal::NotUnder {
-                    list: i + 1,
-                    root: root.to_owned(),
+                return Err(Refusal::CeilingNotUnder {
+                    list: u64::try_from(i + 1).unwrap_or(u64::MAX),
+                    root: root.display().to_string(),
                 });
             }
         }
         for never in &self.never_writable {
             if root.starts_with(never) || never.starts_with(root) {
-                return Err(Refusal::Never {
-                    never: never.clone(),
-                    root: root.to_owned(),
+                return Err(Refusal::CeilingNeverWritable {
+                    never: never.display().to_string(),
+                    root: root.display().to_string(),
                 });
             }
         }
@@ -302,7 +287,7 @@ impl Ceiling {
             return EnvVerdict::Dropped;
         }
         if !environment::is_locale_value(name.as_bytes(), value) {
-            return EnvVerdict::Refused(EnvRefusal::NotALocale {
+            return EnvVerdict::Refused(Refusal::NotALocale {
                 name: name.to_owned(),
             });
         }
@@ -317,9 +302,10 @@ impl Ceiling {
         if allowed {
             EnvVerdict::Passes
         } else {
-            EnvVerdict::Refused(EnvRefusal::Secret {
+            EnvVerdict::Refused(Refusal::SecretVariable {
                 name: name.to_owned(),
-                word,
+                word: word.to_owned(),
+                system_file: SYSTEM_FILE.to_owned(),
             })
         }
     }
@@ -333,28 +319,7 @@ pub(crate) enum EnvVerdict {
     /// `env_deny` names it: the command runs without it.
     Dropped,
     /// Nothing runs.
-    Refused(EnvRefusal),
-}
-
-/// Why a request is refused for one of its variables. The value is never part of the reason:
-/// it may be the secret.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum EnvRefusal {
-    #[error(
-        "the environment variable {name} looks like a secret (its name contains {word}), and \
-         confine-helper gives a command no secret its ceiling does not allow; to pass it, add \
-         env_allow = [\"{name}\"] to a ceiling file ({SYSTEM_FILE}, \
-         $XDG_CONFIG_HOME/confine-helper/ceiling.toml or --ceiling PATH, which agentd passes \
-         with --helper-ceiling PATH; when several set env_allow, each must list it)"
-    )]
-    Secret { name: String, word: &'static str },
-    #[error(
-        "the locale variable {name} does not hold a locale name (C, POSIX or \
-         language[_territory][.codeset][@modifier], e.g. C.UTF-8 or en_US.UTF-8; for LANGUAGE a \
-         list of them separated by ':'), so confine-helper does not pass it to a command (its \
-         value is not shown: it may be a secret)"
-    )]
-    NotALocale { name: String },
+    Refused(Refusal),
 }
 
 /// `*` matches any run of characters; everything else matches itself ([`pattern::matches`]).
@@ -385,7 +350,7 @@ mod tests {
         assert!(!c.allow_network);
         assert!(matches!(
             c.check_mode(Mode::ReadOnly, true),
-            Err(Refusal::Network)
+            Err(Refusal::CeilingNetwork)
         ));
         assert!(c.check_mode(Mode::ReadOnly, false).is_ok());
         let c = narrowed(&["allow_unix_sockets = false", "allow_unix_sockets = true"]);
@@ -427,7 +392,11 @@ mod tests {
         )]);
         assert!(c.check_root(&dir.join("real/proj")).is_ok());
         let err = c.check_root(&dir.join("real/keep/x")).unwrap_err();
-        assert!(matches!(&err, Refusal::Never { never, .. } if *never == dir.join("real/keep")));
+        assert!(matches!(
+            &err,
+            Refusal::CeilingNeverWritable { never, .. }
+                if *never == dir.join("real/keep").display().to_string()
+        ));
         assert_eq!(
             err.to_string(),
             format!(
@@ -467,7 +436,7 @@ mod tests {
             assert!(
                 matches!(
                     verdict(&c, secret, "x"),
-                    EnvVerdict::Refused(EnvRefusal::Secret { .. })
+                    EnvVerdict::Refused(Refusal::SecretVariable { .. })
                 ),
                 "{secret}"
             );
@@ -523,7 +492,7 @@ mod tests {
             };
             assert_eq!(
                 refusal,
-                EnvRefusal::NotALocale {
+                Refusal::NotALocale {
                     name: name.to_owned()
                 }
             );
@@ -534,7 +503,7 @@ mod tests {
         let c = narrowed(&["env_allow = [\"LC_ALL\"]"]);
         assert!(matches!(
             verdict(&c, "LC_ALL", "hunter2"),
-            EnvVerdict::Refused(EnvRefusal::NotALocale { .. })
+            EnvVerdict::Refused(Refusal::NotALocale { .. })
         ));
     }
 
@@ -563,7 +532,10 @@ mod tests {
             std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).expect("chmod");
             let c = load(None, Some(&file));
             let refusal = c.check_mode(Mode::ReadOnly, false).expect_err("broken");
-            assert!(matches!(refusal, Refusal::Broken(_)), "{refusal:?}");
+            assert!(
+                matches!(refusal, Refusal::CeilingBroken { .. }),
+                "{refusal:?}"
+            );
             refusal.to_string()
         };
         let name = file.display();

@@ -6,12 +6,13 @@
 
 use std::path::{Path, PathBuf};
 
+pub use crate::ceiling::ValueError;
+pub use crate::git::IndexError;
+
 /// The gitlinks of an index file and the shared index a split index names
 /// ([`crate::git::parse_index`]), or why it yields none.
-pub fn index(bytes: &[u8]) -> Result<(Vec<PathBuf>, Option<String>), String> {
-    crate::git::parse_index(bytes)
-        .map(|index| (index.gitlinks, index.shared))
-        .map_err(|e| e.to_string())
+pub fn index(bytes: &[u8]) -> Result<(Vec<PathBuf>, Option<String>), IndexError> {
+    crate::git::parse_index(bytes).map(|index| (index.gitlinks, index.shared))
 }
 
 /// The target of a `.git` file in the directory `base` ([`crate::git::gitfile_target`]).
@@ -32,9 +33,18 @@ pub fn worktree_gitfile(content: &[u8], admin: &Path) -> Option<PathBuf> {
 
 /// A ceiling file's text read into a ceiling as the helper loads one: parsed, then narrowing
 /// the defaults; why it is broken when it is.
-pub fn ceiling(text: &str) -> Result<(), String> {
-    let file = crate::ceiling::parse(text).map_err(|e| e.to_string())?;
-    crate::ceiling::Ceiling::default()
-        .narrow(file)
-        .map_err(|e| e.to_string())
+pub fn ceiling(text: &str) -> Result<(), CeilingError> {
+    let file = crate::ceiling::parse(text)?;
+    crate::ceiling::Ceiling::default().narrow(file)?;
+    Ok(())
+}
+
+/// Why a ceiling file's text is broken, in the words the helper's refusal uses.
+#[derive(Debug, thiserror::Error)]
+pub enum CeilingError {
+    /// Not TOML, or not the ceiling's fields.
+    #[error("{0}")]
+    Syntax(#[from] toml::de::Error),
+    #[error("{0}")]
+    Value(#[from] ValueError),
 }

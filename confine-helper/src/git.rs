@@ -80,7 +80,7 @@ const EXTENDED: u16 = 0x4000;
 
 /// Why an index file yields no gitlinks; the text is part of a `Partial` enforcement fact.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum IndexError {
+pub enum IndexError {
     #[error("it does not start with an index header")]
     NoHeader,
     #[error("index version {0} is not known")]

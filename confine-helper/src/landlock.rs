@@ -9,6 +9,7 @@
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
+use confine_protocol::Gap;
 use landlock::{
     ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, PathBeneath, PathFd, PathFdError,
     Ruleset as LlRuleset, RulesetAttr, RulesetCreatedAttr, RulesetError, Scope,
@@ -21,7 +22,7 @@ use crate::sys;
 #[derive(Debug)]
 pub(crate) struct Ruleset {
     pub(crate) fd: OwnedFd,
-    pub(crate) missing: Vec<String>,
+    pub(crate) missing: Vec<Gap>,
 }
 
 /// The running kernel's Landlock ABI version; 0 when Landlock is unavailable.
@@ -136,20 +137,16 @@ pub(crate) fn build(plan: &RulesetSpec<'_>) -> Result<Ruleset, BuildError> {
 
     let mut missing = Vec::new();
     if plan.abi < 3 {
-        missing.push("truncate of files outside writable roots (Landlock ABI < 3)".into());
+        missing.push(Gap::Truncate);
     }
     if plan.abi < 5 {
-        missing.push("ioctl on devices (Landlock ABI < 5)".into());
+        missing.push(Gap::DeviceIoctl);
     }
     if plan.abi < 6 {
-        missing.push("signals to processes outside the sandbox (Landlock ABI < 6)".into());
+        missing.push(Gap::Signals);
     }
     if !plan.writable.is_empty() {
-        missing.push(
-            "file metadata outside writable roots: chmod, chown, utimes, xattrs (Landlock \
-             does not control them)"
-                .into(),
-        );
+        missing.push(Gap::FileMetadata);
     }
     Ok(Ruleset { fd, missing })
 }

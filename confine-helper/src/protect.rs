@@ -20,6 +20,8 @@ use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Component, Path, PathBuf};
 
+use confine_protocol::Gap;
+
 use crate::git;
 use crate::paths::{self, Kind, ReadError, Unreadable};
 
@@ -58,7 +60,7 @@ pub(crate) struct Protection {
     /// Protected paths: bound read-only, after every pinned directory.
     pub(crate) read_only: Vec<Bind>,
     /// Sentences naming what could not be protected because it does not exist (yet).
-    pub(crate) missing: Vec<String>,
+    pub(crate) missing: Vec<Gap>,
     /// The protected paths among `missing` that do not exist, each with its sentence's index
     /// there: a backend whose rules name paths (Seatbelt) keeps them from being created.
     pub(crate) absent: Vec<(PathBuf, usize)>,
@@ -131,11 +133,10 @@ pub(crate) fn protect(roots: &[Root], extra: &[PathBuf]) -> Result<Protection, P
             if let Found::Missing(at) = walk.keep_read_only(root, name)? {
                 walk.absent(
                     root.path.join(name),
-                    format!(
-                        "protected path {}: {} does not exist yet, so a command can create it",
-                        root.path.join(name).display(),
-                        at.display()
-                    ),
+                    Gap::NoProtected {
+                        path: root.path.join(name).display().to_string(),
+                        at: at.display().to_string(),
+                    },
                 );
             }
         }
@@ -182,10 +183,10 @@ fn dup(fd: &OwnedFd, at: &Path) -> Result<OwnedFd, ProtectError> {
 }
 
 impl<'a> Walk<'a> {
-    /// Names `path`, a protected path that does not exist, as missing with `sentence`.
-    fn absent(&mut self, path: PathBuf, sentence: String) {
+    /// Names `path`, a protected path that does not exist, as the `gap`.
+    fn absent(&mut self, path: PathBuf, gap: Gap) {
         self.out.absent.push((path, self.out.missing.len()));
-        self.out.missing.push(sentence);
+        self.out.missing.push(gap);
     }
 
     fn binds(&self) -> usize {
@@ -325,12 +326,12 @@ impl<'a> Walk<'a> {
                     Found::Present(fd, Kind::Dir) => Ok(Some(GitDir { path: real, fd })),
                     Found::Present(..) | Found::Blocked => Ok(None),
                     Found::Missing(at) => {
-                        let sentence = format!(
-                            "{what} {} does not exist ({} is missing), so a command can create it",
-                            real.display(),
-                            at.display()
-                        );
-                        self.absent(real, sentence);
+                        let gap = Gap::NoPointedDir {
+                            what: what.to_owned(),
+                            path: real.display().to_string(),
+                            at: at.display().to_string(),
+                        };
+                        self.absent(real, gap);
                         Ok(None)
                     }
                 }
@@ -408,22 +409,18 @@ impl<'a> Walk<'a> {
     ) -> Result<(), ProtectError> {
         let dot = root.path.join(worktree).join(".git");
         if depth == 0 {
-            let sentence = format!(
-                "repository {}: there is none yet, so a command can create one whose config and \
-                 hooks git would use when run there later",
-                dot.display()
-            );
-            self.absent(dot, sentence);
+            let gap = Gap::NoRepository {
+                dot: dot.display().to_string(),
+            };
+            self.absent(dot, gap);
             return Ok(());
         }
         if at != dot {
-            let sentence = format!(
-                "submodule {}: {} does not exist, so a command can create a repository there \
-                 that git status in the superproject would enter",
-                root.path.join(worktree).display(),
-                at.display()
-            );
-            self.absent(dot, sentence);
+            let gap = Gap::NoSubmodule {
+                path: root.path.join(worktree).display().to_string(),
+                at: at.display().to_string(),
+            };
+            self.absent(dot, gap);
             return Ok(());
         }
         // The submodule's directory exists but is not populated: keep it read-only.
@@ -490,21 +487,20 @@ impl<'a> Walk<'a> {
                     }
                 }
                 Err(why) => {
-                    self.out.missing.push(format!(
-                        "the submodules of {} (its index {} cannot be read: {why}), so their \
-                         .git entries are not kept read-only",
-                        root.path.join(worktree).display(),
-                        gitdir.path.join(&file).display()
-                    ));
+                    self.out.missing.push(Gap::UnreadIndex {
+                        path: root.path.join(worktree).display().to_string(),
+                        index: gitdir.path.join(&file).display().to_string(),
+                        why: why.to_string(),
+                    });
                     break;
                 }
             }
         }
         if !gitlinks.is_empty() && depth >= MAX_DEPTH {
-            self.out.missing.push(format!(
-                "submodules nested deeper than {MAX_DEPTH} levels below {}",
-                root.path.display()
-            ));
+            self.out.missing.push(Gap::DeepSubmodules {
+                max: u64::try_from(MAX_DEPTH).unwrap_or(u64::MAX),
+                root: root.path.display().to_string(),
+            });
             return Ok(());
         }
         for link in gitlinks {

@@ -37,7 +37,7 @@ fn a_missing_repository_is_reported_and_nothing_is_created() {
     assert!(p.read_only.is_empty() && p.pinned.is_empty());
     assert_eq!(p.missing.len(), 1, "{:?}", p.missing);
     assert!(
-        p.missing[0].contains("there is none yet"),
+        p.missing[0].to_string().contains("there is none yet"),
         "{:?}",
         p.missing
     );
@@ -168,7 +168,9 @@ fn submodules_and_linked_worktrees_keep_their_git_entries_read_only() {
     assert!(pinned.contains(&ws.join("deps/up")), "{pinned:?}");
     assert!(pinned.contains(&ws.join("wt")), "{pinned:?}");
     assert!(
-        p.missing.iter().any(|m| m.contains("deps/gone")),
+        p.missing
+            .iter()
+            .any(|m| m.to_string().contains("deps/gone")),
         "{:?}",
         p.missing
     );
@@ -227,7 +229,7 @@ fn a_fifo_where_git_keeps_a_pointer_fails_the_run_instead_of_blocking() {
     nix::unistd::mkfifo(&dir.join(".git/index"), nix::sys::stat::Mode::S_IRWXU).expect("mkfifo");
     let p = protect(&[root(&dir)], &[]).expect("an unreadable index is reported, not fatal");
     assert!(
-        p.missing.iter().any(|m| m.contains("index")),
+        p.missing.iter().any(|m| m.to_string().contains("index")),
         "{:?}",
         p.missing
     );
@@ -251,7 +253,7 @@ fn extra_protected_paths_are_walked_and_missing_ones_reported() {
     assert!(ro.contains(&dir.join("file")), "{ro:?}");
     assert_eq!(paths_of(&p.pinned), vec![dir.join("a")]);
     assert!(
-        p.missing.iter().any(|m| m.contains("none")),
+        p.missing.iter().any(|m| m.to_string().contains("none")),
         "{:?}",
         p.missing
     );

@@ -11,8 +11,8 @@ use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
 use confine_protocol::{
-    Ending, FrameDecoder, FrameError, Hello, HelperInfo, Reply, Request, Spawn, Stage, StdioSpec,
-    check_hello, decode_payload, encode_frame,
+    Ending, FrameDecoder, FrameError, Hello, HelperInfo, Refusal, Reply, Request, Spawn, Stage,
+    StdioSpec, check_hello, decode_payload, encode_frame,
 };
 use nix::libc;
 use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg, send};
@@ -416,14 +416,11 @@ impl Server {
         };
         let in_flight = conn.in_flight;
         let refusal = if self.commands.contains_key(&(id, spawn.id)) {
-            Some(format!(
-                "request id {} is already running on this connection",
-                spawn.id
-            ))
+            Some(Refusal::IdInUse { id: spawn.id })
         } else if in_flight >= MAX_IN_FLIGHT {
-            Some(format!(
-                "{MAX_IN_FLIGHT} commands are already running on this connection"
-            ))
+            Some(Refusal::TooManyCommands {
+                max: u64::try_from(MAX_IN_FLIGHT).unwrap_or(u64::MAX),
+            })
         } else {
             None
         };

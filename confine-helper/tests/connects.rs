@@ -88,7 +88,7 @@ fn exit_code(replies: &[Reply]) -> Option<i32> {
 
 fn refusal(replies: &[Reply]) -> Option<String> {
     replies.iter().find_map(|r| match r {
-        Reply::Refused(r) => Some(r.reason.clone()),
+        Reply::Refused(r) => Some(r.reason.to_string()),
         _ => None,
     })
 }

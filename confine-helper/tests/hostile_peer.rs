@@ -196,7 +196,7 @@ fn assert_confined_facts(e: &Exited, backend: BackendChoice, what: &str) {
 fn refused(replies: &[Reply], out: &str, what: &str) -> String {
     assert_eq!(out, "", "{what}: a refused request printed output");
     match replies {
-        [Reply::Refused(r)] => r.reason.clone(),
+        [Reply::Refused(r)] => r.reason.to_string(),
         other => panic!("{what}: expected one Refused, got {other:?}"),
     }
 }

@@ -336,7 +336,9 @@ fn the_service_socket_is_never_a_socket_a_command_may_connect_to() {
     peer.send(&Request::Spawn(request(2, &service.socket)), &[]);
     match peer.until_end(2).as_slice() {
         [Reply::Refused(r)] => assert!(
-            r.reason.contains("one of the helper's own files"),
+            r.reason
+                .to_string()
+                .contains("one of the helper's own files"),
             "refused for another reason: {}",
             r.reason
         ),

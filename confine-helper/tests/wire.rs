@@ -120,7 +120,7 @@ fn malformed_requests_are_refused_with_the_rule_they_break() {
         let id = request.id;
         peer.send(&Request::Spawn(request), &[]);
         match peer.until_end(id).as_slice() {
-            [Reply::Refused(r)] => assert!(r.reason.contains(words), "{}", r.reason),
+            [Reply::Refused(r)] => assert!(r.reason.to_string().contains(words), "{}", r.reason),
             other => panic!("expected Refused, got {other:?}"),
         }
     }
@@ -171,7 +171,7 @@ fn with_env(id: u64, script: &str, vars: &[(&str, &str)]) -> confine_protocol::S
 fn refusal(peer: &mut Peer, request: confine_protocol::Spawn) -> (String, String) {
     let (replies, out) = run_captured(peer, request);
     match replies.as_slice() {
-        [Reply::Refused(r)] => (r.reason.clone(), out),
+        [Reply::Refused(r)] => (r.reason.to_string(), out),
         other => panic!("expected Refused, got {other:?}"),
     }
 }

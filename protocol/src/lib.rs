@@ -16,6 +16,7 @@
 pub mod environment;
 pub mod frame;
 mod messages;
+mod outcome;
 pub mod pattern;
 pub mod vocabulary;
 

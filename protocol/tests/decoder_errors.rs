@@ -295,7 +295,9 @@ fn a_bool_byte_of_2_is_rejected() {
 fn bad_utf8_in_a_string_field_is_rejected() {
     let payload = payload_of(&Reply::Refused(Refused {
         id: 1,
-        reason: "ab".to_owned(),
+        reason: Refusal::CeilingBroken {
+            why: "ab".to_owned(),
+        },
     }));
     let at = payload.len() - 2;
     assert_eq!(&payload[at..], b"ab");

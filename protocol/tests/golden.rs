@@ -20,6 +20,10 @@ use std::sync::OnceLock;
 
 use confine_protocol::*;
 use serde::Serialize;
+
+#[path = "support/outcomes.rs"]
+mod outcomes;
+use outcomes::{first_gap, first_refusal, next_gap, next_owner, next_path_role, next_refusal};
 use serde::de::DeserializeOwned;
 
 /// A top-level value that crosses the wire: the handshake greeting or a message after it.
@@ -189,7 +193,7 @@ fn ending_name(ending: Ending) -> &'static str {
 fn next_enforcement(enforcement: &Enforcement) -> Option<Enforcement> {
     match enforcement {
         Enforcement::Full => Some(Enforcement::Partial {
-            missing: vec!["landlock-net".to_owned(), "scope-signal".to_owned()],
+            missing: vec![Gap::Truncate, Gap::Signals],
         }),
         Enforcement::Partial { .. } => None,
     }
@@ -260,7 +264,7 @@ fn next_reply(reply: &Reply) -> Option<Reply> {
         Reply::Exited(_) => Some(Reply::RunnerFailed(runner_failed(Stage::Namespace))),
         Reply::RunnerFailed(_) => Some(Reply::Refused(Refused {
             id: 9,
-            reason: "network access is denied by policy".to_owned(),
+            reason: Refusal::CeilingNetwork,
         })),
         Reply::Refused(_) => Some(Reply::Info(helper_info())),
         Reply::Info(_) => None,
@@ -662,6 +666,23 @@ fn samples() -> Vec<(String, Message)> {
             ..exited()
         }),
     );
+    for reason in walk(first_refusal(), next_refusal) {
+        let name = format!("reply.refused.{}", reason.code().replace('-', "_"));
+        reply(name, Reply::Refused(Refused { id: 9, reason }));
+    }
+    for gap in walk(first_gap(), next_gap) {
+        let name = format!(
+            "reply.exited.enforcement.gap.{}",
+            gap.code().replace('-', "_")
+        );
+        reply(
+            name,
+            Reply::Exited(Exited {
+                enforcement: Some(Enforcement::Partial { missing: vec![gap] }),
+                ..exited()
+            }),
+        );
+    }
     for stage in walk(Stage::Unavailable, next_stage) {
         let name = format!(
             "reply.runner_failed.stage.{}",
@@ -981,6 +1002,10 @@ fn the_sample_walks_reach_every_variant_of_every_enum() {
     assert_walk_is_complete("Ending", &walk(Ending::Exited, next_ending));
     assert_walk_is_complete("Enforcement", &walk(Enforcement::Full, next_enforcement));
     assert_walk_is_complete("Layer", &walk(Layer::Namespaces, next_layer));
+    assert_walk_is_complete("Refusal", &walk(first_refusal(), next_refusal));
+    assert_walk_is_complete("Gap", &walk(first_gap(), next_gap));
+    assert_walk_is_complete("PathRole", &walk(PathRole::WritableRoot, next_path_role));
+    assert_walk_is_complete("Owner", &walk(Owner::Helper, next_owner));
     assert_walk_is_complete("Stage", &walk(Stage::Unavailable, next_stage));
     assert_walk_is_complete("Request", &walk(Request::Spawn(spawn()), next_request));
     assert_walk_is_complete(

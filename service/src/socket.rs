@@ -11,7 +11,7 @@
 //! (`LISTEN_FDS`); it is taken only after the same checks, and refused if it is not the Unix
 //! stream socket at `--socket`, listening, or if its file is open to more than the rule says.
 
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -121,26 +121,22 @@ pub(crate) fn inherited(
     let refuse = |why: String| ServiceError::Inherited { fd, why };
     // The descriptor was handed to this process (LISTEN_PID) and nothing else in it owns it.
     let owned = crate::sys::inherited_socket(fd).map_err(|e| refuse(e.to_string()))?;
-    check_inherited(&owned, path).map_err(refuse)?;
+    let query = |e: nix::Error| refuse(e.to_string());
+    let kind = getsockopt(&owned, sockopt::SockType).map_err(query)?;
+    if kind != SockType::Stream || !getsockopt(&owned, sockopt::AcceptConn).map_err(query)? {
+        return Err(refuse("is not listening, or is no stream socket".into()));
+    }
+    let bound = getsockname::<UnixAddr>(owned.as_raw_fd()).map_err(query)?;
+    if bound.path() != Some(path) {
+        let why = format!("is bound to {:?}, not to --socket {path:?}", bound.path());
+        return Err(refuse(why));
+    }
     check_dir(parent(path)?, group)?;
     check_socket_file(path, group)?;
     let listener = UnixListener::from(owned);
     let cloexec = fcntl(&listener, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC)).map_err(Into::into);
     let ready = cloexec.and_then(|_| listener.set_nonblocking(true));
     ready.map(|()| listener).map_err(|e| refuse(e.to_string()))
-}
-
-fn check_inherited(sock: &OwnedFd, path: &Path) -> Result<(), String> {
-    let kind = getsockopt(sock, sockopt::SockType).map_err(|e| e.to_string())?;
-    let listening = getsockopt(sock, sockopt::AcceptConn).map_err(|e| e.to_string())?;
-    if kind != SockType::Stream || !listening {
-        return Err("is not listening, or is no stream socket".into());
-    }
-    let addr: UnixAddr = getsockname(sock.as_raw_fd()).map_err(|e| e.to_string())?;
-    match addr.path() {
-        Some(bound) if bound == path => Ok(()),
-        bound => Err(format!("is bound to {bound:?}, not to --socket {path:?}")),
-    }
 }
 
 fn parent(path: &Path) -> Result<&Path, ServiceError> {

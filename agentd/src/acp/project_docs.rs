@@ -25,7 +25,7 @@ pub const TOTAL_CAP: usize = 32 * 1024;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProjectDoc {
     pub path: PathBuf,
-    pub text: Result<String, String>,
+    pub text: Result<String, tools::Unread>,
 }
 
 /// The `AGENTS.md` files that apply to `workspace`, outermost first, read under `mode`.
@@ -125,7 +125,7 @@ mod tests {
             },
             ProjectDoc {
                 path: "/r/w/AGENTS.md".into(),
-                text: Err("it is not text".into()),
+                text: Err(crate::tools::Unread::Read("it is not text".to_owned())),
             },
         ])
         .expect("a section");

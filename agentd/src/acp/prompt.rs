@@ -16,7 +16,7 @@ use agent_client_protocol::v1::schema::{ContentBlock, EmbeddedResourceResource};
 use confine_protocol::Mode;
 
 use crate::session::PromptResource;
-use crate::tools::{self, ToolEnv};
+use crate::tools::{self, ToolEnv, Unread};
 
 /// The most bytes of one resource included.
 pub const RESOURCE_CAP: usize = 64 * 1024;
@@ -69,26 +69,20 @@ pub async fn resources(env: &ToolEnv, prompt: &[ContentBlock], mode: Mode) -> Ve
                     (t.uri.clone(), Ok(t.text.clone()))
                 }
                 EmbeddedResourceResource::BlobResourceContents(b) => {
-                    (b.uri.clone(), Err("it is binary".to_owned()))
+                    (b.uri.clone(), Err(Unread::Binary))
                 }
                 _ => continue,
             },
             _ => continue,
         };
         let cap = RESOURCE_CAP.min(left);
-        let text = text.and_then(|t| match t.len() <= cap {
-            true => Ok(t),
-            false => Err(format!(
-                "it is {} bytes, more than the {cap} bytes left for it",
-                t.len()
-            )),
-        });
+        let text = text.and_then(|t| Unread::within(t, cap));
         if let Ok(t) = &text {
             left -= t.len();
         }
         let (text, not_included) = match text {
             Ok(t) => (Some(t), None),
-            Err(why) => (None, Some(why)),
+            Err(why) => (None, Some(why.to_string())),
         };
         out.push(PromptResource {
             uri,
@@ -100,9 +94,9 @@ pub async fn resources(env: &ToolEnv, prompt: &[ContentBlock], mode: Mode) -> Ve
 }
 
 /// The text a `file:` link names, read as `read_file` reads; other schemes are not read.
-async fn read_link(env: &ToolEnv, uri: &str, mode: Mode) -> Result<String, String> {
+async fn read_link(env: &ToolEnv, uri: &str, mode: Mode) -> Result<String, Unread> {
     let Some(path) = file_path(uri) else {
-        return Err("only file: links to an absolute path are read".to_owned());
+        return Err(Unread::NotAFileLink);
     };
     tools::read_context(env, &path, mode, RESOURCE_CAP).await
 }

@@ -24,6 +24,7 @@ use super::super::updates;
 use super::{Ending, Turn};
 use crate::approval::{Ask, Question};
 use crate::checkpoint::{self, Change, ChangeKind, RestorePlan, Scope, Store};
+use crate::deny_read::ExpandError;
 use crate::session::undoable::last_undoable;
 use crate::session::{Event, LogError, RestoredBy};
 
@@ -45,12 +46,9 @@ impl Turn<'_> {
     /// What a checkpoint of this session covers, the paths its commands may not read left out
     /// (as a read-only or workspace-write command's request names them now); `Err` when they
     /// cannot be found, and then nothing is recorded or restored.
-    fn checkpoint_scope(&self) -> Result<Scope, String> {
+    fn checkpoint_scope(&self) -> Result<Scope, ExpandError> {
         let tools = &self.session.tools;
-        let denied = tools
-            .policy(Mode::ReadOnly)
-            .map_err(|e| e.to_string())?
-            .deny_read;
+        let denied = tools.policy(Mode::ReadOnly)?.deny_read;
         Ok(Scope::for_session(
             tools.workspace(),
             &tools.profile(),
@@ -78,7 +76,7 @@ impl Turn<'_> {
                 })
                 .await
             }
-            Err(why) => Err(why),
+            Err(why) => Err(why.into()),
         };
         let (label, recorded) = match recorded {
             Ok(recorded) => recorded,
@@ -143,7 +141,7 @@ impl Turn<'_> {
                 })
                 .await
             }
-            Err(why) => Err(why),
+            Err(why) => Err(why.into()),
         };
         match changes {
             Ok(changes) => {
@@ -197,7 +195,7 @@ impl Turn<'_> {
         };
         let labels = match labels {
             Ok(labels) => labels,
-            Err(why) => return self.undo_failed(&why).await,
+            Err(why) => return self.undo_failed(&why.to_string()).await,
         };
         let last = self
             .session
@@ -327,11 +325,21 @@ impl Turn<'_> {
 /// `work` on the store, off the async threads; its error or the task's, in words.
 async fn in_store<T: Send + 'static>(
     work: impl FnOnce() -> Result<T, checkpoint::CheckpointError> + Send + 'static,
-) -> Result<T, String> {
-    match tokio::task::spawn_blocking(work).await {
-        Ok(done) => done.map_err(|e| e.to_string()),
-        Err(e) => Err(e.to_string()),
-    }
+) -> Result<T, StoreFailed> {
+    Ok(tokio::task::spawn_blocking(work).await??)
+}
+
+/// Why a checkpoint's work on the store did not happen, in the words of what failed.
+#[derive(Debug, thiserror::Error)]
+enum StoreFailed {
+    /// The paths the checkpoint leaves out could not be found.
+    #[error("{0}")]
+    Scope(#[from] ExpandError),
+    #[error("{0}")]
+    Store(#[from] checkpoint::CheckpointError),
+    /// The blocking task ended without an answer.
+    #[error("{0}")]
+    Task(#[from] tokio::task::JoinError),
 }
 
 /// The permission card of an `/undo` of `turn`: what it changes, and the diff.

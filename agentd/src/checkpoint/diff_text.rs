@@ -44,21 +44,24 @@ pub(super) fn file_diff(shown: &str, old: &Side, new: &Side) -> String {
         },
     );
     let mut out = format!("--- {old_name}\n+++ {new_name}\n");
-    let lines = |side: &Side| -> Result<Vec<String>, String> {
+    let lines = |side: &Side| -> Result<Vec<String>, NotText> {
         match side {
             Side::Absent => Ok(Vec::new()),
             Side::Bytes(bytes) => text(bytes)
                 .map(|l| l.into_iter().map(str::to_owned).collect())
-                .map_err(|why| format!("{why} file ({} bytes)", bytes.len())),
-            Side::Other(what) => Err(what.clone()),
+                .map_err(|why| NotText::Bytes {
+                    why,
+                    size: bytes.len(),
+                }),
+            Side::Other(what) => Err(NotText::Other(what.clone())),
         }
     };
     match (lines(old), lines(new)) {
         (Ok(a), Ok(b)) => out.push_str(&hunks(&a, &b)),
         (a, b) => {
-            let say = |side: Result<Vec<String>, String>| match side {
+            let say = |side: Result<Vec<String>, NotText>| match side {
                 Ok(lines) => format!("text ({} lines)", lines.len()),
-                Err(why) => why,
+                Err(why) => why.to_string(),
             };
             out.push_str(&format!(
                 "(not shown as text: now {}, after the restore {})\n",
@@ -68,6 +71,17 @@ pub(super) fn file_diff(shown: &str, old: &Side, new: &Side) -> String {
         }
     }
     out
+}
+
+/// Why one side of a change is not shown as text.
+#[derive(Debug, thiserror::Error)]
+enum NotText {
+    /// `why` is "large" or "binary".
+    #[error("{why} file ({size} bytes)")]
+    Bytes { why: &'static str, size: usize },
+    /// Not a file's bytes: what it is instead.
+    #[error("{0}")]
+    Other(String),
 }
 
 /// One line of an edit script.

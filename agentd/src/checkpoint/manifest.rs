@@ -184,25 +184,19 @@ impl Manifest {
     }
 
     /// Reads what [`Manifest::encode`] wrote; `None` names what is wrong.
-    pub fn decode(bytes: &[u8]) -> Result<Manifest, String> {
-        let body = bytes
-            .strip_suffix(&[0])
-            .ok_or_else(|| "it does not end where a field ends".to_owned())?;
+    pub fn decode(bytes: &[u8]) -> Result<Manifest, Damage> {
+        let body = bytes.strip_suffix(&[0]).ok_or(Damage::Torn)?;
         let mut fields = body.split(|b| *b == 0);
-        let mut next = |what: &str| {
-            fields
-                .next()
-                .ok_or_else(|| format!("it ends before the {what}"))
-        };
+        let mut next = |what: &'static str| fields.next().ok_or(Damage::EndsBefore(what));
         let mut manifest = Manifest::default();
-        let number = |bytes: &[u8], what: &str| -> Result<i128, String> {
+        let number = |bytes: &[u8], what: &'static str| -> Result<i128, Damage> {
             std::str::from_utf8(bytes)
                 .ok()
                 .and_then(|s| s.parse().ok())
-                .ok_or_else(|| format!("the {what} is not a number"))
+                .ok_or(Damage::NotANumber(what))
         };
         if next("version tag")? != b"V" || next("version")? != VERSION {
-            return Err("it is not a version 1 checkpoint manifest".into());
+            return Err(Damage::Version);
         }
         while let Ok(tag) = next("tag") {
             match tag {
@@ -212,19 +206,19 @@ impl Manifest {
                     .push(PathBuf::from(OsStr::from_bytes(next("root")?))),
                 b"E" => {
                     let root = usize::try_from(number(next("root")?, "root")?)
-                        .map_err(|_| "a root index is negative".to_owned())?;
+                        .map_err(|_| Damage::Negative("root index"))?;
                     let rel = PathBuf::from(OsStr::from_bytes(next("path")?));
-                    let kind = Kind::parse(next("kind")?).ok_or("an unknown kind")?;
+                    let kind = Kind::parse(next("kind")?).ok_or(Damage::Unknown("kind"))?;
                     let mode = std::str::from_utf8(next("mode")?)
                         .ok()
                         .and_then(|m| u32::from_str_radix(m, 8).ok())
-                        .ok_or("a mode is not octal")?;
+                        .ok_or(Damage::ModeNotOctal)?;
                     let size = u64::try_from(number(next("size")?, "size")?)
-                        .map_err(|_| "a size is negative".to_owned())?;
-                    let stamp = parse_stamp(next("stamp")?).ok_or("a stamp is malformed")?;
+                        .map_err(|_| Damage::Negative("size"))?;
+                    let stamp = parse_stamp(next("stamp")?).ok_or(Damage::Stamp)?;
                     let data = next("data")?.to_vec();
                     if root >= manifest.roots.len() || rel.as_os_str().is_empty() {
-                        return Err("an entry names no root or no path".into());
+                        return Err(Damage::NoRootOrPath);
                     }
                     manifest.entries.push(Entry {
                         root,
@@ -238,25 +232,50 @@ impl Manifest {
                 }
                 b"O" => {
                     let root = usize::try_from(number(next("root")?, "root")?)
-                        .map_err(|_| "a root index is negative".to_owned())?;
+                        .map_err(|_| Damage::Negative("root index"))?;
                     let rel = PathBuf::from(OsStr::from_bytes(next("path")?));
                     let why = std::str::from_utf8(next("reason")?)
                         .ok()
                         .and_then(LeftOutWhy::parse)
-                        .ok_or("an unknown reason")?;
+                        .ok_or(Damage::Unknown("reason"))?;
                     manifest.left_out.push(Omitted { root, rel, why });
                 }
                 b"C" => manifest.over_cap = next("cap")? == b"1",
                 other => {
-                    return Err(format!(
-                        "an unknown record {}",
-                        String::from_utf8_lossy(other)
-                    ));
+                    return Err(Damage::Record(String::from_utf8_lossy(other).into_owned()));
                 }
             }
         }
         Ok(manifest)
     }
+}
+
+/// What is wrong with a manifest that cannot be read back, as [`CheckpointError::Damaged`]
+/// says it.
+///
+/// [`CheckpointError::Damaged`]: super::CheckpointError::Damaged
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Damage {
+    #[error("it does not end where a field ends")]
+    Torn,
+    #[error("it ends before the {0}")]
+    EndsBefore(&'static str),
+    #[error("the {0} is not a number")]
+    NotANumber(&'static str),
+    #[error("it is not a version 1 checkpoint manifest")]
+    Version,
+    #[error("a {0} is negative")]
+    Negative(&'static str),
+    #[error("an unknown {0}")]
+    Unknown(&'static str),
+    #[error("a mode is not octal")]
+    ModeNotOctal,
+    #[error("a stamp is malformed")]
+    Stamp,
+    #[error("an entry names no root or no path")]
+    NoRootOrPath,
+    #[error("an unknown record {0}")]
+    Record(String),
 }
 
 fn parse_stamp(bytes: &[u8]) -> Option<Stamp> {

@@ -238,7 +238,10 @@ pub enum CheckpointError {
          checkpoint",
         path.display()
     )]
-    Damaged { path: PathBuf, why: String },
+    Damaged {
+        path: PathBuf,
+        why: manifest::Damage,
+    },
     #[error(
         "the checkpoint store has no object {hash} that {} needs (removed from outside \
          agentd?); restore from another checkpoint",

@@ -118,31 +118,53 @@ impl RunArgs {
 
 /// One `--deny-read`: as in the configuration file, with `~` from `$HOME`; a relative path is
 /// taken from the current directory when the command runs.
-pub(super) fn deny_read_entry(entry: &str) -> Result<DenyRead, String> {
+pub(super) fn deny_read_entry(entry: &str) -> Result<DenyRead, BadEntry> {
     let home = std::env::var_os("HOME").map(PathBuf::from);
     if !entry.starts_with(['/', '~', '*']) && !entry.contains('*') {
         return Ok(DenyRead::Path(PathBuf::from(entry)));
     }
-    crate::deny_read::parse(entry, home.as_deref()).map_err(|e| format!("{entry:?} {e}"))
+    crate::deny_read::parse(entry, home.as_deref()).map_err(|e| BadEntry::DenyRead {
+        entry: entry.to_owned(),
+        why: e,
+    })
 }
 
 /// One `--unix-socket`: as in the configuration file, with `~` from `$HOME`; a relative path is
 /// taken from the current directory when the command runs.
-pub(super) fn unix_socket_entry(entry: &str) -> Result<PathBuf, String> {
+pub(super) fn unix_socket_entry(entry: &str) -> Result<PathBuf, BadEntry> {
     if entry.is_empty() {
-        return Err("an empty path names no socket; give the socket's path".to_owned());
+        return Err(BadEntry::EmptySocket);
     }
     if !entry.starts_with('~') {
         return Ok(PathBuf::from(entry));
     }
     if !absolute_or_home(entry) {
-        return Err(format!(
-            "{entry:?} {}; write ~/path from your home directory",
-            SocketEntryError::NotAbsolute
-        ));
+        return Err(BadEntry::SocketNotAbsolute {
+            entry: entry.to_owned(),
+            why: SocketEntryError::NotAbsolute,
+        });
     }
     let home = std::env::var_os("HOME").map(PathBuf::from);
-    expand_home(entry, home.as_deref()).ok_or_else(|| {
-        format!("{entry:?} needs an absolute HOME to expand `~`; set HOME or give the full path")
+    expand_home(entry, home.as_deref()).ok_or_else(|| BadEntry::NoHome {
+        entry: entry.to_owned(),
     })
+}
+
+/// Why a `--deny-read` or `--unix-socket` cannot be taken, as clap reports it.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum BadEntry {
+    #[error("{entry:?} {why}")]
+    DenyRead {
+        entry: String,
+        why: crate::deny_read::EntryError,
+    },
+    #[error("an empty path names no socket; give the socket's path")]
+    EmptySocket,
+    #[error("{entry:?} {why}; write ~/path from your home directory")]
+    SocketNotAbsolute {
+        entry: String,
+        why: SocketEntryError,
+    },
+    #[error("{entry:?} needs an absolute HOME to expand `~`; set HOME or give the full path")]
+    NoHome { entry: String },
 }

@@ -5,7 +5,8 @@ use std::os::fd::OwnedFd;
 use std::sync::mpsc as std_mpsc;
 
 use confine_protocol::{
-    Backend, Cancel, Ending, Enforcement, Refused, Reply, Request, Started, StdioSpec,
+    Backend, Cancel, Ending, Enforcement, Mode, Refusal, Refused, Reply, Request, Started,
+    StdioSpec,
 };
 use tokio::io::AsyncReadExt;
 
@@ -280,7 +281,10 @@ async fn a_refusal_exits_125_with_a_one_line_explanation() {
         peer.fds.clear();
         peer.send(&Reply::Refused(Refused {
             id: spawn.id,
-            reason: "mode above the ceiling".to_owned(),
+            reason: Refusal::CeilingMode {
+                max: Mode::ReadOnly,
+                asked: Mode::WorkspaceWrite,
+            },
         }));
         assert!(peer.request().is_none());
     });
@@ -300,7 +304,8 @@ async fn a_refusal_exits_125_with_a_one_line_explanation() {
     assert!(stdout.is_empty());
     assert_eq!(
         stderr,
-        b"agentd: confine-helper refused the command: mode above the ceiling\n"
+        b"agentd: confine-helper refused the command: ceiling max_mode is read-only: \
+          workspace-write is not allowed\n"
     );
     drop(client);
     within(helper).await.expect("fake helper");

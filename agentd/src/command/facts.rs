@@ -104,7 +104,7 @@ impl Facts {
                     detail: failed.detail,
                 });
             }
-            Outcome::Refused(refused) => facts.refused = Some(refused.reason),
+            Outcome::Refused(refused) => facts.refused = Some(refused.reason.to_string()),
         }
         facts
     }
@@ -246,9 +246,11 @@ impl Facts {
                 total: p.total,
             }),
             enforcement: self.enforcement.as_ref().map(|e| {
-                let (level, missing): (&'static str, &[String]) = match e {
-                    Enforcement::Full => ("full", &[]),
-                    Enforcement::Partial { missing } => ("partial", missing),
+                let (level, missing): (&'static str, Vec<String>) = match e {
+                    Enforcement::Full => ("full", Vec::new()),
+                    Enforcement::Partial { missing } => {
+                        ("partial", missing.iter().map(ToString::to_string).collect())
+                    }
                 };
                 EnforcementJson {
                     level,
@@ -300,7 +302,7 @@ struct FactsJson<'a> {
     unix_sockets: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     proxy: Option<ProxyJson<'a>>,
-    enforcement: Option<EnforcementJson<'a>>,
+    enforcement: Option<EnforcementJson>,
     denied: bool,
     denials: Vec<&'static str>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -328,9 +330,9 @@ enum ExitJson {
 }
 
 #[derive(Serialize)]
-struct EnforcementJson<'a> {
+struct EnforcementJson {
     level: &'static str,
-    missing: &'a [String],
+    missing: Vec<String>,
     layers: Vec<&'static str>,
 }
 
@@ -342,7 +344,7 @@ struct FailureJson<'a> {
 
 #[cfg(test)]
 mod tests {
-    use confine_protocol::{Backend, Enforcement, Layer, Stage};
+    use confine_protocol::{Backend, Enforcement, Gap, Layer, Stage};
 
     use super::*;
     use crate::denial::Kind;
@@ -408,12 +410,12 @@ mod tests {
         exited.backend = Backend::Landlock;
         exited.layers = vec![Layer::Landlock, Layer::Seccomp];
         exited.enforcement = Some(Enforcement::Partial {
-            missing: vec!["network".to_owned(), "ioctl".to_owned()],
+            missing: vec![Gap::Truncate, Gap::DeviceIoctl],
         });
         let facts = Facts::from_outcome(Outcome::Exited(exited), true);
         assert_eq!(
             facts.to_json(),
-            r#"{"exit":{"signal":9},"backend":"landlock","enforcement":{"level":"partial","missing":["network","ioctl"],"layers":["landlock","seccomp"]},"denied":false,"denials":[],"runner_failure":null,"refused":null,"timed_out":false}"#
+            r#"{"exit":{"signal":9},"backend":"landlock","enforcement":{"level":"partial","missing":["truncate of files outside writable roots (Landlock ABI < 3)","ioctl on devices (Landlock ABI < 5)"],"layers":["landlock","seccomp"]},"denied":false,"denials":[],"runner_failure":null,"refused":null,"timed_out":false}"#
         );
     }
 

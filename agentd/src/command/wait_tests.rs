@@ -1,7 +1,9 @@
 //! The wait loop against the fake helper of `test_support`: each way a command is asked to
 //! stop, and how long the helper's answer is waited for.
 
-use confine_protocol::{Cancel as CancelRequest, Ending, Refused, Reply, Request, Started};
+use confine_protocol::{
+    Cancel as CancelRequest, Ending, Refusal, Refused, Reply, Request, Started,
+};
 
 use super::*;
 use crate::cancel;
@@ -159,7 +161,7 @@ async fn a_command_that_never_started_is_not_told_as_started() {
         let spawn = peer.spawn();
         peer.send(&Reply::Refused(Refused {
             id: spawn.id,
-            reason: "no".to_owned(),
+            reason: Refusal::CeilingNetwork,
         }));
     });
     let handle = client.spawn(SpawnSpec::new(["ls"])).await.expect("spawned");

@@ -22,6 +22,7 @@ use super::ConfigError;
 use super::checks::line_at;
 use super::sandbox::RawList;
 use crate::proxy::Policy;
+use crate::proxy::policy::PolicyError;
 use crate::words::allowed;
 use confine_protocol::Network;
 use confine_protocol::vocabulary::NETWORK_WORDS;
@@ -103,7 +104,9 @@ pub(super) fn parse(
     let (allowed, denied) = (names(raw.allowed), names(raw.denied));
     let local_addresses = raw.local_addresses == Some(true);
     Ok(Some(AllowList {
-        policy: Arc::new(policy(&allowed, &denied, local_addresses).map_err(|e| error(at, e))?),
+        policy: Arc::new(
+            policy(&allowed, &denied, local_addresses).map_err(|e| error(at, e.to_string()))?,
+        ),
         allowed,
         denied,
         local_addresses,
@@ -115,8 +118,8 @@ pub fn policy(
     allowed: &[String],
     denied: &[String],
     local_addresses: bool,
-) -> Result<Policy, String> {
-    let policy = Policy::new(allowed, denied).map_err(|e| e.to_string())?;
+) -> Result<Policy, PolicyError> {
+    let policy = Policy::new(allowed, denied)?;
     Ok(if local_addresses {
         policy.allowing_local_addresses()
     } else {

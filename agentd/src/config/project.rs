@@ -71,7 +71,7 @@ pub async fn read_project(env: &ToolEnv) -> Result<Vec<PathBuf>, ConfigError> {
         .await
         .map_err(|why| ConfigError::ProjectUnread {
             path: path.clone(),
-            why,
+            why: why.to_string(),
         })?;
     parse_project(&path, &text)
 }

@@ -12,6 +12,7 @@ use super::endpoint::{Endpoint, Reach};
 use super::http::HttpClient;
 use super::protocol::{self, Initialized};
 use super::rpc::{HttpFailure, RpcError};
+use super::server::StartError;
 
 /// A server over HTTP that answered `initialize`.
 #[derive(Debug)]
@@ -31,16 +32,15 @@ impl HttpServer {
         reach: Reach,
         mode: Mode,
         timeout: Duration,
-    ) -> Result<HttpServer, String> {
-        let client = HttpClient::new(endpoint, reach)
-            .map_err(|e| format!("agentd cannot set up TLS: {e}"))?;
+    ) -> Result<HttpServer, StartError> {
+        let client = HttpClient::new(endpoint, reach)?;
         match protocol::initialize(&client, timeout).await {
             Ok(initialized) => Ok(HttpServer {
                 client,
                 initialized,
                 mode,
             }),
-            Err(e) => Err(explain(&e)),
+            Err(e) => Err(StartError::Answer(explain(&e))),
         }
     }
 

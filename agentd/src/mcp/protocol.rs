@@ -109,7 +109,7 @@ pub async fn list_tools(rpc: &impl Rpc, timeout: Duration) -> Result<Vec<McpTool
             return Err(malformed("the answer has no tools list".to_owned()));
         };
         for tool in listed {
-            tools.push(tool_of(tool).map_err(&malformed)?);
+            tools.push(tool_of(tool).map_err(|e| malformed(e.to_string()))?);
         }
         cursor = match page.get("nextCursor") {
             None | Some(Value::Null) => return Ok(tools),
@@ -126,9 +126,9 @@ pub async fn list_tools(rpc: &impl Rpc, timeout: Duration) -> Result<Vec<McpTool
     )))
 }
 
-fn tool_of(tool: &Value) -> Result<McpTool, String> {
+fn tool_of(tool: &Value) -> Result<McpTool, Malformed> {
     let Some(name) = tool.get("name").and_then(Value::as_str) else {
-        return Err(format!("a tool has no name: {tool}"));
+        return Err(Malformed::Nameless(tool.clone()));
     };
     let description = tool
         .get("description")
@@ -139,9 +139,10 @@ fn tool_of(tool: &Value) -> Result<McpTool, String> {
         Some(schema @ Value::Object(_)) => schema.clone(),
         None => json!({ "type": "object", "properties": {} }),
         Some(other) => {
-            return Err(format!(
-                "the tool {name:?} has an inputSchema that is not an object: {other}"
-            ));
+            return Err(Malformed::Schema {
+                name: name.to_owned(),
+                schema: other.clone(),
+            });
         }
     };
     Ok(McpTool {
@@ -149,6 +150,21 @@ fn tool_of(tool: &Value) -> Result<McpTool, String> {
         description,
         input_schema,
     })
+}
+
+/// What of a server's answer is not what MCP says, in the words of [`RpcError::Malformed`].
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Malformed {
+    #[error("a tool has no name: {0}")]
+    Nameless(Value),
+    #[error("the tool {name:?} has an inputSchema that is not an object: {schema}")]
+    Schema { name: String, schema: Value },
+    #[error("the result is not an object: {0}")]
+    NotAnObject(Value),
+    #[error("isError {0} is not a boolean")]
+    IsError(Value),
+    #[error("content {0} is not a list")]
+    Content(Value),
 }
 
 /// `tools/call` of `name` with `arguments`, waiting at most `timeout` and until `cancel`.
@@ -164,24 +180,25 @@ pub async fn call_tool(
     let result = rpc.request(method, params, timeout, cancel).await?;
     call_output(&result).map_err(|why| RpcError::Malformed {
         method: method.to_owned(),
-        why,
+        why: why.to_string(),
     })
 }
 
 /// A `tools/call` result as the model reads it.
-pub fn call_output(result: &Value) -> Result<CallOutput, String> {
-    let Value::Object(result) = result else {
-        return Err(format!("the result is not an object: {result}"));
+pub fn call_output(result: &Value) -> Result<CallOutput, Malformed> {
+    let Value::Object(object) = result else {
+        return Err(Malformed::NotAnObject(result.clone()));
     };
+    let result = object;
     let is_error = match result.get("isError") {
         None | Some(Value::Null) => false,
         Some(Value::Bool(b)) => *b,
-        Some(other) => return Err(format!("isError {other} is not a boolean")),
+        Some(other) => return Err(Malformed::IsError(other.clone())),
     };
     let parts: &[Value] = match result.get("content") {
         None | Some(Value::Null) => &[],
         Some(Value::Array(parts)) => parts,
-        Some(other) => return Err(format!("content {other} is not a list")),
+        Some(other) => return Err(Malformed::Content(other.clone())),
     };
     let mut texts: Vec<String> = parts.iter().map(part_text).collect();
     if texts.is_empty()

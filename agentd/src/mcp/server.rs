@@ -83,6 +83,26 @@ fn visible_files(argv: &[OsString]) -> Vec<Vec<u8>> {
     visible
 }
 
+/// Why an MCP server did not start or list its tools, in the words a notice or a call's result
+/// shows.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("agentd cannot create a pipe: {0}")]
+    Pipe(std::io::Error),
+    #[error("agentd cannot open the network proxy's socket: {0}")]
+    Proxy(std::io::Error),
+    #[error("{0}")]
+    Spawn(#[from] crate::helper_client::ClientError),
+    #[error("agentd cannot set up TLS: {0}")]
+    Tls(#[from] rustls::Error),
+    /// A request of the start went unanswered or wrong: why, with how the server ended and the
+    /// end of its stderr when there is one.
+    #[error("{0}")]
+    Answer(String),
+    #[error("the call was cancelled")]
+    Cancelled,
+}
+
 impl Running {
     /// Starts the server through `helper` and initializes it, each request of the start
     /// waited for at most `timeout`. The error says why, with how the process ended and the end
@@ -91,13 +111,13 @@ impl Running {
         helper: &HelperClient,
         launch: Launch,
         timeout: Duration,
-    ) -> Result<Running, String> {
+    ) -> Result<Running, StartError> {
         let program = launch
             .argv
             .first()
             .map(|p| p.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let pipe_failed = |e: std::io::Error| format!("agentd cannot create a pipe: {e}");
+        let pipe_failed = StartError::Pipe;
         let (stdin_read, stdin) = command::input_pipe().map_err(pipe_failed)?;
         let (stdout, stdout_write) = command::output_pipe().map_err(pipe_failed)?;
         let (stderr, stderr_write) = command::output_pipe().map_err(pipe_failed)?;
@@ -113,13 +133,10 @@ impl Running {
         spec.stdout = Some(stdout_write);
         spec.stderr = Some(stderr_write);
         let gateway = match launch.proxy {
-            Some(policy) => Some(
-                Gateway::attach(&mut spec, policy)
-                    .map_err(|e| format!("agentd cannot open the network proxy's socket: {e}"))?,
-            ),
+            Some(policy) => Some(Gateway::attach(&mut spec, policy).map_err(StartError::Proxy)?),
             None => None,
         };
-        let handle = helper.spawn(spec).await.map_err(|e| e.to_string())?;
+        let handle = helper.spawn(spec).await?;
         // Until it is a `Running`, a start given up on (its future dropped) stops it too.
         let guard = StopUnlessKept {
             canceller: handle.canceller(),
@@ -139,7 +156,7 @@ impl Running {
                 // Explained first: a stop now would hide how it ended by itself.
                 let why = explained(&e, ended, &kept).await;
                 drop(guard);
-                return Err(why);
+                return Err(StartError::Answer(why));
             }
         };
         Ok(Running {

@@ -27,7 +27,7 @@ use super::endpoint::{Endpoint, Reach};
 use super::http_server::HttpServer;
 use super::names;
 use super::protocol::{CallOutput, McpTool, START_TIMEOUT};
-use super::server::{Launch, Running};
+use super::server::{Launch, Running, StartError};
 use super::started::Started;
 use crate::cancel::Cancel;
 use crate::helper_client::HelperClient;
@@ -75,7 +75,7 @@ impl Placement<'_> {
     }
 
     /// Starts and initializes the server of `spec` here.
-    async fn start(&self, spec: &ServerSpec) -> Result<Started, String> {
+    async fn start(&self, spec: &ServerSpec) -> Result<Started, StartError> {
         match &spec.transport {
             Transport::Stdio { argv, env } => {
                 let launch = Launch {
@@ -249,6 +249,7 @@ impl McpServers {
             let tools = match listed {
                 Ok(tools) => tools,
                 Err(why) => {
+                    let why = why.to_string();
                     notices.push(format!("The MCP server {name} did not start: {why}."));
                     *slot.failed.lock().unwrap_or_else(PoisonError::into_inner) = Some(why);
                     continue;
@@ -393,11 +394,11 @@ impl McpServers {
                     }
                     let started = tokio::select! {
                         started = placement.start(&slot.spec) => started,
-                        () = cancel.cancelled() => Err("the call was cancelled".to_owned()),
+                        () = cancel.cancelled() => Err(StartError::Cancelled),
                     };
                     let running = Arc::new(started.map_err(|why| McpCallError::Start {
                         server: server.clone(),
-                        why,
+                        why: why.to_string(),
                     })?);
                     self.install(slot, running.clone());
                     running
@@ -477,13 +478,13 @@ impl McpServers {
 async fn start_and_list(
     placement: &Placement<'_>,
     spec: &ServerSpec,
-) -> Result<(Arc<Started>, Vec<McpTool>), String> {
+) -> Result<(Arc<Started>, Vec<McpTool>), StartError> {
     let running = placement.start(spec).await?;
     if !running.initialized().has_tools {
         return Ok((Arc::new(running), Vec::new()));
     }
     match running.list_tools(START_TIMEOUT).await {
         Ok(tools) => Ok((Arc::new(running), tools)),
-        Err(e) => Err(running.explain(&e).await),
+        Err(e) => Err(StartError::Answer(running.explain(&e).await)),
     }
 }

@@ -197,17 +197,38 @@ pub(crate) async fn read_context(
     path: &Path,
     mode: Mode,
     cap: usize,
-) -> Result<String, String> {
+) -> Result<String, Unread> {
     let read = read_text(env, path, mode).await.map_err(|e| match e {
-        OpError::Denied(why, _) | OpError::Failed(why, _) => why,
+        OpError::Denied(why, _) | OpError::Failed(why, _) => Unread::Read(why),
     })?;
-    if read.text.len() > cap {
-        return Err(format!(
-            "it is {} bytes, more than the {cap} bytes left for it",
-            read.text.len()
-        ));
+    Unread::within(read.text, cap)
+}
+
+/// Why a file given as context (a project's guidance, a prompt's resource) is not stated.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unread {
+    /// The confined read was refused or failed: the read tool's own sentence.
+    #[error("{0}")]
+    Read(String),
+    #[error("it is {size} bytes, more than the {cap} bytes left for it")]
+    TooLarge { size: usize, cap: usize },
+    #[error("only file: links to an absolute path are read")]
+    NotAFileLink,
+    #[error("it is binary")]
+    Binary,
+}
+
+impl Unread {
+    /// `text`, when it fits in the `cap` bytes left.
+    pub(crate) fn within(text: String, cap: usize) -> Result<String, Unread> {
+        if text.len() > cap {
+            return Err(Unread::TooLarge {
+                size: text.len(),
+                cap,
+            });
+        }
+        Ok(text)
     }
-    Ok(read.text)
 }
 
 /// [`check_write`] off the async threads.

@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use super::call::{CallContext, ToolResult};
 use super::env::ToolEnv;
 use super::output::{HeadTail, MODEL_OUTPUT_CAP};
+use crate::deny_read::ExpandError;
 use crate::mcp::Placement;
 use crate::model::{ToolCall, ToolSpec};
 use crate::narrowing;
@@ -45,12 +46,12 @@ pub async fn start_mcp(env: &ToolEnv, mode: Mode) -> Vec<String> {
 
 /// Where the call's server runs: the workspace, under the call's policy (its denied reads as
 /// they are found now).
-fn placement(env: &ToolEnv, mode: Mode) -> Result<Placement<'_>, String> {
+fn placement(env: &ToolEnv, mode: Mode) -> Result<Placement<'_>, ExpandError> {
     Ok(Placement {
         helper: env.helper(),
         workspace: env.workspace(),
         backend: env.backend(),
-        policy: env.policy(mode).map_err(|e| e.to_string())?,
+        policy: env.policy(mode)?,
         proxy: env.proxy(mode),
     })
 }
@@ -113,7 +114,9 @@ pub(super) async fn run(env: &ToolEnv, call: &ToolCall, ctx: CallContext) -> Too
     };
     let placement = match placement(env, mode) {
         Ok(placement) => placement,
-        Err(why) => return ToolResult::failed(why, facts(json!({ "mcp_failure": true }))),
+        Err(why) => {
+            return ToolResult::failed(why.to_string(), facts(json!({ "mcp_failure": true })));
+        }
     };
     let called = env
         .mcp()
@@ -170,15 +173,24 @@ fn without_null(mut value: Value) -> Value {
 }
 
 /// The call's arguments: a JSON object (no text at all counts as `{}`).
-fn arguments(text: &str) -> Result<Value, String> {
+fn arguments(text: &str) -> Result<Value, BadArguments> {
     if text.trim().is_empty() {
         return Ok(json!({}));
     }
     match serde_json::from_str::<Value>(text) {
         Ok(object @ Value::Object(_)) => Ok(object),
-        Ok(_) => Err("the arguments must be a JSON object".to_owned()),
-        Err(e) => Err(format!("the arguments are not valid JSON: {e}")),
+        Ok(_) => Err(BadArguments::NotAnObject),
+        Err(e) => Err(BadArguments::NotJson(e)),
     }
+}
+
+/// Why an MCP call's arguments cannot be sent to its server.
+#[derive(Debug, thiserror::Error)]
+enum BadArguments {
+    #[error("the arguments must be a JSON object")]
+    NotAnObject,
+    #[error("the arguments are not valid JSON: {0}")]
+    NotJson(serde_json::Error),
 }
 
 /// `text` cut like a command's output for the model: its beginning and end, with a marker of
@@ -195,6 +207,7 @@ mod tests {
 
     #[test]
     fn arguments_must_be_an_object() {
+        let arguments = |text: &str| arguments(text).map_err(|e| e.to_string());
         assert_eq!(arguments(""), Ok(json!({})));
         assert_eq!(arguments(r#"{"a":1}"#), Ok(json!({"a": 1})));
         assert_eq!(

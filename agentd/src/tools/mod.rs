@@ -65,8 +65,8 @@ pub use call::{CallContext, TaskOwner, ToolResult};
 pub use describe::{ToolDescription, describe};
 pub use env::{ClientFs, ClientFsError, FsFuture, ToolEnv};
 pub use escalation::{GateContext, escalation_gate, requested_escalation};
-pub use files::Proposal;
 pub(crate) use files::read_context;
+pub use files::{Proposal, Unread};
 pub use filter::{FilterError, FilterList, ToolFilter, ToolScope};
 #[cfg(test)]
 pub(crate) use live::LIVE_OUTPUT_CAP;

@@ -6,7 +6,7 @@ use std::os::unix::ffi::OsStrExt;
 
 use confine_protocol::environment::DEFAULT_PATH;
 use confine_protocol::{
-    Backend, EnvVar, ExitStatus, Limits, Mode, Policy, Reply, Spawn, Stdio, StdioSpec,
+    Backend, EnvVar, ExitStatus, Limits, Mode, Policy, Refusal, Reply, Spawn, Stdio, StdioSpec,
 };
 use nix::fcntl::OFlag;
 use nix::libc;
@@ -17,36 +17,39 @@ use crate::sys;
 
 /// Checks a request against the rules every request must meet, whatever its mode.
 pub(crate) fn check(spawn: &Spawn) -> Result<(), NotRun> {
-    let refuse = |reason: String| Err(NotRun::Refused(reason));
+    let refuse = |reason: Refusal| Err(NotRun::Refused(reason));
     if spawn.argv.is_empty() {
-        return refuse("argv is empty: there is no program to run".into());
+        return refuse(Refusal::EmptyArgv);
     }
     if let Some(i) = spawn.argv.iter().position(|a| a.contains(&0)) {
-        return refuse(format!("argv[{i}] contains a NUL byte"));
+        return refuse(Refusal::NulInArgv { index: count(i) });
     }
     if spawn.argv.first().is_some_and(|program| program.is_empty()) {
-        return refuse("argv[0] is empty: there is no program to run".into());
+        return refuse(Refusal::EmptyProgram);
     }
     if spawn.cwd.first() != Some(&b'/') {
-        return refuse("cwd must be an absolute path".into());
+        return refuse(Refusal::RelativeCwd);
     }
     if spawn.cwd.contains(&0) {
-        return refuse("cwd contains a NUL byte".into());
+        return refuse(Refusal::NulInCwd);
     }
     for (i, var) in spawn.env.iter().enumerate() {
         if var.name.is_empty() || var.name.contains(&b'=') || var.name.contains(&0) {
-            return refuse(format!(
-                "environment entry {i} has an invalid name (empty, or contains '=' or NUL)"
-            ));
+            return refuse(Refusal::BadEnvName { index: count(i) });
         }
         if var.value.contains(&0) {
-            return refuse(format!("environment entry {i} has a NUL byte in its value"));
+            return refuse(Refusal::NulInEnvValue { index: count(i) });
         }
     }
     if let Some(field) = nul_in_policy(&spawn.policy) {
-        return refuse(format!("policy.{field} contains a NUL byte"));
+        return refuse(Refusal::NulInPolicy { field });
     }
     Ok(())
+}
+
+/// A position in a request's list, as a refusal names it.
+fn count(i: usize) -> u64 {
+    u64::try_from(i).unwrap_or(u64::MAX)
 }
 
 /// The policy path that holds a NUL byte, named as its field. No path can hold one: caught

@@ -15,7 +15,7 @@
 //! Where neither can be had, the command still runs, and the enforcement fact names the cap as
 //! missing. Memory is capped only in a cgroup: no other kernel mechanism counts a tree's memory.
 
-use confine_protocol::{Backend, Cap, Caps, Spawn};
+use confine_protocol::{Backend, Cap, Caps, Gap, Spawn};
 
 use super::context::Context;
 #[cfg(target_os = "linux")]
@@ -44,8 +44,8 @@ pub(crate) enum Applied {
 pub(crate) struct Planned {
     pub(crate) caps: Caps,
     pub(crate) applied: Applied,
-    /// A sentence for the enforcement fact when the process cap cannot be applied.
-    pub(crate) missing: Option<String>,
+    /// The enforcement fact's gap when the process cap cannot be applied.
+    pub(crate) missing: Option<Gap>,
 }
 
 impl Planned {
@@ -91,13 +91,12 @@ impl Planned {
         if let Applied::UserNamespace(n) = self.applied {
             self.applied = Applied::None;
             self.caps.processes = None;
-            self.missing = Some(missing_text(n, why));
+            self.missing = Some(Gap::ProcessCap {
+                processes: n,
+                why: why.to_owned(),
+            });
         }
     }
-}
-
-fn missing_text(processes: u64, why: &str) -> String {
-    format!("process cap ({processes} tasks at once): {why}")
 }
 
 /// The smaller of a request's value (or `default`) and the ceiling's.

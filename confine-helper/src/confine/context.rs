@@ -282,7 +282,7 @@ pub(crate) enum Unusable {
     NotABackend,
     /// The probe's run was refused (by the ceiling's `refuse_partial`, say).
     #[error("{0}")]
-    Refused(String),
+    Refused(confine_protocol::Refusal),
     /// A runner step failed, before the probe started or as it ran; `stderr` is what the runner
     /// said on its way out, trimmed (empty when nothing was read).
     #[error("{} failed: {detail}{}", .stage.as_str(), said(.stderr))]

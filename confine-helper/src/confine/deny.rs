@@ -23,9 +23,9 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use confine_protocol::Spawn;
+use confine_protocol::{Refusal, Spawn};
 
-use super::not_run::{NotRun, refuse};
+use super::not_run::{NotRun, real_of, refuse};
 use crate::paths::{self, Kind};
 
 /// One denied path that exists.
@@ -60,31 +60,37 @@ pub(crate) fn denied(spawn: &Spawn, writable: &[&Path]) -> Result<Vec<Denied>, N
     for raw in &spawn.policy.deny_read {
         let given = PathBuf::from(std::ffi::OsStr::from_bytes(raw));
         if !given.is_absolute() || raw.contains(&0) {
-            return refuse(format!(
-                "denied read {} is not an absolute path",
-                given.display()
-            ));
+            return refuse(Refusal::DeniedNotAbsolute {
+                path: given.display().to_string(),
+            });
         }
         let fd = match paths::open_unfollowed(&given) {
             Ok(fd) => fd,
             Err(nix::Error::ENOENT) => continue,
             Err(nix::Error::ELOOP) => return link_refusal(&given),
-            Err(e) => return refuse(format!("denied read {}: {e}", given.display())),
+            Err(e) => {
+                return refuse(Refusal::DeniedUnusable {
+                    path: given.display().to_string(),
+                    why: e.to_string(),
+                });
+            }
         };
-        let kind =
-            paths::kind(fd.as_fd()).map_err(|e| NotRun::Refused(format!("denied read: {e}")))?;
+        let kind = paths::kind(fd.as_fd())
+            .map_err(|e| NotRun::Refused(Refusal::DeniedUnknownKind { why: e.to_string() }))?;
         if kind == Kind::Symlink {
             return link_refusal(&given);
         }
-        let path = paths::fd_path(fd.as_fd())
-            .map_err(|e| NotRun::Refused(format!("denied read {}: {e}", given.display())))?;
+        let path = paths::fd_path(fd.as_fd()).map_err(|e| {
+            NotRun::Refused(Refusal::DeniedUnusable {
+                path: given.display().to_string(),
+                why: e.to_string(),
+            })
+        })?;
         if let Some(root) = writable.iter().find(|root| root.starts_with(&path)) {
-            return refuse(format!(
-                "denied read {} contains {}, which the command may write; deny paths inside it \
-                 instead",
-                path.display(),
-                root.display()
-            ));
+            return refuse(Refusal::DeniedHoldsWritable {
+                path: path.display().to_string(),
+                root: root.display().to_string(),
+            });
         }
         if !out.iter().any(|d| d.path == path) {
             out.push(Denied {
@@ -97,14 +103,10 @@ pub(crate) fn denied(spawn: &Spawn, writable: &[&Path]) -> Result<Vec<Denied>, N
 }
 
 fn link_refusal<T>(given: &Path) -> Result<T, NotRun> {
-    let real = std::fs::canonicalize(given)
-        .map(|real| format!(" ({})", real.display()))
-        .unwrap_or_default();
-    refuse(format!(
-        "denied read {} is or has a symbolic link on its path, which the helper does not \
-         follow; name it by its real path{real}",
-        given.display()
-    ))
+    refuse(Refusal::DeniedLink {
+        path: given.display().to_string(),
+        real: real_of(given),
+    })
 }
 
 /// The read rules that grant everything but `denied` (none of them `/`): listing on each

@@ -4,10 +4,10 @@
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
-use confine_protocol::{Backend, Layer, Mode, Spawn, Stage};
+use confine_protocol::{Backend, Gap, Layer, Mode, PathRole, Refusal, Spawn, Stage};
 
 use super::context::{Context, inner_layer};
-use super::not_run::{NotRun, fail, refuse};
+use super::not_run::{NotRun, fail, refuse, shown};
 use super::plan::{Cleanup, Confinement, Connects, Plan, denied_reads, enforcement_of, temp_dir};
 use super::request::{environment, protection};
 use crate::connects::{Listed, Rules};
@@ -37,12 +37,6 @@ impl Connects {
         Ok(Connects { notify, rules })
     }
 }
-
-/// What the Landlock backend cannot hide without namespaces: the command cannot signal, trace
-/// or read the memory, environment or descriptors of outside processes, but `/proc` still lists
-/// them with their command lines, and `/proc/sysvipc` the keys of their IPC objects.
-pub(crate) const PROCESS_VISIBILITY_GAP: &str = "process isolation: other processes' command lines and \
-    System V IPC keys are visible in /proc (no PID or IPC namespace)";
 
 /// Descriptors handed to bwrap, numbered as the command will see them.
 #[derive(Debug, Default)]
@@ -125,13 +119,14 @@ fn hidden_by_tmp(
     let mut shown: Vec<(OwnedFd, PathBuf)> = Vec::new();
     for (raw, is_cwd) in cwd.chain(visible) {
         let path = PathBuf::from(std::ffi::OsStr::from_bytes(raw));
-        let what = if is_cwd {
-            "the working directory"
+        let role = if is_cwd {
+            PathRole::WorkingDirectory
         } else {
-            "visible path"
+            PathRole::Visible
         };
+        let named = path.display().to_string();
         if !path.is_absolute() || raw.contains(&0) {
-            return refuse(format!("{what} {} is not an absolute path", path.display()));
+            return refuse(Refusal::NotAbsolute { role, path: named });
         }
         let hidden = path.starts_with(tmp) && path != tmp;
         let covered = |p: &Path| {
@@ -142,23 +137,25 @@ fn hidden_by_tmp(
             continue;
         }
         if let Some(d) = denied.iter().find(|d| path.starts_with(&d.path)) {
-            return refuse(format!(
-                "{what} {} lies inside the denied read {}",
-                path.display(),
-                d.path.display()
-            ));
+            return refuse(Refusal::InsideDenied {
+                role,
+                path: named,
+                denied: d.path.display().to_string(),
+            });
         }
         let fd = match paths::open_unfollowed(&path) {
             Ok(fd) => fd,
             Err(nix::Error::ENOENT) if !is_cwd => continue,
             Err(nix::Error::ELOOP) => {
-                return refuse(format!(
-                    "{what} {} has a symbolic link on its path, which the helper does not \
-                     follow; name it by its real path",
-                    path.display()
-                ));
+                return refuse(Refusal::LinkOnPath { role, path: named });
             }
-            Err(e) => return refuse(format!("{what} {}: {}", path.display(), e.desc())),
+            Err(e) => {
+                return refuse(Refusal::Unusable {
+                    role,
+                    path: named,
+                    why: e.desc().to_owned(),
+                });
+            }
         };
         shown.retain(|(_, s)| !s.starts_with(&path));
         shown.push((fd, path));
@@ -289,7 +286,7 @@ fn inner_layer_argv(
     start: &mut Start<'_>,
     layer_writable: &[OwnedFd],
     passed: &mut Passed,
-    missing: &mut Vec<String>,
+    missing: &mut Vec<Gap>,
 ) -> Result<(Vec<Vec<u8>>, Option<OwnedFd>), NotRun> {
     let (spawn, ctx) = (start.spawn, start.ctx);
     match inner_layer(ctx) {
@@ -321,15 +318,13 @@ fn inner_layer_argv(
             Ok((crate::enter::argv(&fds, processes, &argv), Some(report_rd)))
         }
         // The bridge runs in `enter`: without it, no allow-list.
-        Err(why) if start.proxy.is_some() => refuse(format!(
-            "the network allow-list needs the helper's own layer inside the sandbox, which \
-             cannot run here ({why})"
-        )),
+        Err(why) if start.proxy.is_some() => refuse(Refusal::ProxyNeedsInnerLayer {
+            why: why.to_string(),
+        }),
         Err(why) => {
-            missing.push(format!(
-                "the Landlock layer inside the namespaces ({why}): FIFOs, sockets and devices \
-                 outside the writable roots are not kept read-only by mounts"
-            ));
+            missing.push(Gap::InnerLandlock {
+                why: why.to_string(),
+            });
             start.caps.without_user_namespace(&format!(
                 "the helper's own step inside the sandbox, which sets it, cannot run here \
                  ({why})"
@@ -426,24 +421,20 @@ fn bwrap_plan(mut start: Start<'_>) -> Result<Plan, NotRun> {
 fn landlock_denied<'d>(
     denied: &'d [super::deny::Denied],
     roots: &[Root],
-) -> (Vec<String>, Vec<&'d Path>) {
+) -> (Vec<Gap>, Vec<&'d Path>) {
     let mut gaps = Vec::new();
     let mut cut: Vec<&Path> = Vec::new();
     for d in denied {
         if let Some(root) = roots.iter().find(|r| d.path.starts_with(&r.path)) {
-            gaps.push(format!(
-                "denied read {} inside the writable root {} (Landlock cannot take part of a \
-                 writable root back)",
-                d.path.display(),
-                root.path.display()
-            ));
+            gaps.push(Gap::DeniedInWritable {
+                path: shown(&d.path),
+                root: shown(&root.path),
+            });
         } else {
             if d.dir {
-                gaps.push(format!(
-                    "names of the entries in the denied directory {} (their contents stay \
-                     denied; Landlock grants listing to the whole tree beneath a directory)",
-                    d.path.display()
-                ));
+                gaps.push(Gap::DeniedNames {
+                    path: shown(&d.path),
+                });
             }
             cut.push(&d.path);
         }
@@ -479,13 +470,15 @@ fn landlock_plan(start: Start<'_>) -> Result<Plan, NotRun> {
     .or_else(|e| fail(Stage::Landlock, e.to_string()))?;
     let mut missing = ruleset.missing;
     missing.extend(gaps);
-    missing.push(PROCESS_VISIBILITY_GAP.to_owned());
-    missing.extend(protection.read_only.iter().map(|b| {
-        format!(
-            "protected path {} (Landlock cannot keep part of a writable root read-only)",
-            b.path.display()
-        )
-    }));
+    missing.push(Gap::ProcessVisibility);
+    missing.extend(
+        protection
+            .read_only
+            .iter()
+            .map(|b| Gap::ProtectedInLandlock {
+                path: shown(&b.path),
+            }),
+    );
     missing.extend(protection.missing);
     let filter = filter(ctx, variant)?;
     let user_namespace = start

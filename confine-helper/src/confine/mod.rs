@@ -16,7 +16,9 @@ pub(crate) mod verdict_cache;
 
 use std::os::fd::OwnedFd;
 
-use confine_protocol::{Backend, Enforcement, Network, Spawn, Stage};
+#[cfg(target_os = "macos")]
+use confine_protocol::Gap;
+use confine_protocol::{Backend, Enforcement, Network, Refusal, Spawn, Stage};
 
 use crate::protect::Root;
 pub(crate) use caps::{Applied, Planned};
@@ -52,33 +54,22 @@ pub(crate) fn plan(
     missing.extend(plan.caps.missing.clone());
     // macOS has no subreaper: the shim cannot promise the whole tree ends (sys/macos_tree.rs).
     #[cfg(target_os = "macos")]
-    missing.push(TREE_GAP.to_owned());
+    missing.push(Gap::ProcessTree);
     // macOS takes RLIMIT_AS (its RLIMIT_RSS) and enforces nothing by it.
     #[cfg(target_os = "macos")]
     if plan.rlimits.iter().any(|(r, _)| *r == libc::RLIMIT_AS) {
-        missing.push(
-            "address-space limit (max_address_space): macOS does not enforce RLIMIT_AS".to_owned(),
-        );
+        missing.push(Gap::AddressSpace);
     }
     if missing.is_empty() {
         plan.enforcement = Some(Enforcement::Full);
         return Ok(plan);
     }
     if ctx.ceiling.refuse_partial {
-        return refuse(format!(
-            "ceiling refuse_partial is true and {} cannot enforce: {}",
-            backend.as_str(),
-            missing.join("; ")
-        ));
+        return refuse(Refusal::CeilingPartial { backend, missing });
     }
     plan.enforcement = Some(Enforcement::Partial { missing });
     Ok(plan)
 }
-
-/// What the shim on macOS cannot end, named in every confined run's facts there.
-#[cfg(target_os = "macos")]
-const TREE_GAP: &str = "process tree: a descendant that leaves the process group and loses its \
-    parent is adopted by launchd and outlives the command (macOS has no subreaper)";
 
 /// The Landlock ABI whose rules control TCP binds and connects (Linux 6.7).
 const LANDLOCK_NET_ABI: u32 = 4;
@@ -97,19 +88,13 @@ fn bridge_socket(
         return Ok(None);
     }
     if network_allowed {
-        return refuse(
-            "a proxy bridge was asked for with the network allowed; a command with the network \
-             needs no proxy"
-                .into(),
-        );
+        return refuse(Refusal::ProxyWithNetwork);
     }
     if backend == Backend::Landlock && ctx.landlock_abi < LANDLOCK_NET_ABI {
-        return refuse(format!(
-            "the network allow-list under Landlock needs its TCP rules (ABI {LANDLOCK_NET_ABI}, \
-             Linux 6.7), which keep a command from listening on the host's ports; this kernel \
-             has ABI {}: use the bwrap backend (install bubblewrap)",
-            ctx.landlock_abi
-        ));
+        return refuse(Refusal::ProxyNeedsLandlockNet {
+            needed: LANDLOCK_NET_ABI,
+            abi: ctx.landlock_abi,
+        });
     }
     match proxy {
         Some(fd) => Ok(Some(fd)),
@@ -132,12 +117,7 @@ fn plan_backend(
     let network_allowed = spawn.policy.network == Network::Allow;
     let proxy = bridge_socket(spawn, ctx, backend, network_allowed, proxy)?;
     if spawn.policy.local_binding && !network_allowed && backend == Backend::Landlock {
-        return refuse(format!(
-            "local_binding needs a private network namespace, which the {} backend does not \
-             give: its TCP rules name ports, not addresses, so a loopback-only network cannot \
-             be enforced; use the bwrap backend (install bubblewrap) or drop local_binding",
-            backend.as_str()
-        ));
+        return refuse(Refusal::LocalBindingNeedsNamespace { backend });
     }
     let listed = confined_unix_sockets(spawn, ctx, backend, roots, network_allowed)?;
     let layers = layers(backend, ctx);

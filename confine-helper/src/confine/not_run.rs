@@ -1,9 +1,11 @@
 //! Why a request produced no running command, and the reply that says so: shared by the
 //! planning steps that decide it and the command code that reports it.
 
+use std::path::Path;
+
 use confine_protocol::{
-    Backend, Caps, Ending, Enforcement, ExitStatus, Exited, Layer, Refused, Reply, RunnerFailed,
-    Stage, Usage,
+    Backend, Caps, Ending, Enforcement, ExitStatus, Exited, Layer, Refusal, Refused, Reply,
+    RunnerFailed, Stage, Usage,
 };
 
 use crate::record::exec_failure_code;
@@ -11,7 +13,7 @@ use crate::record::exec_failure_code;
 /// Why a spawn produced no running command.
 #[derive(Debug)]
 pub(crate) enum NotRun {
-    Refused(String),
+    Refused(Refusal),
     RunnerFailed(Stage, i32, String),
     /// `execve` of the program would fail with this errno: an exec failure of the command,
     /// found before forking.
@@ -52,10 +54,21 @@ impl NotRun {
     }
 }
 
-pub(crate) fn refuse<T>(reason: String) -> Result<T, NotRun> {
+pub(crate) fn refuse<T>(reason: Refusal) -> Result<T, NotRun> {
     Err(NotRun::Refused(reason))
 }
 
 pub(crate) fn fail<T>(stage: Stage, detail: String) -> Result<T, NotRun> {
     Err(NotRun::RunnerFailed(stage, 0, detail))
+}
+
+/// A path as a refusal or a gap shows it.
+pub(crate) fn shown(path: &Path) -> String {
+    path.display().to_string()
+}
+
+/// The real path of `given`, named through a symbolic link, when it can be found: a refusal
+/// suggests it.
+pub(crate) fn real_of(given: &Path) -> Option<String> {
+    std::fs::canonicalize(given).ok().map(|real| shown(&real))
 }

@@ -5,7 +5,7 @@
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
-use confine_protocol::{Backend, Enforcement, EnvVar, Layer, Mode, Spawn, Stage};
+use confine_protocol::{Backend, Enforcement, EnvVar, Gap, Layer, Mode, Spawn, Stage};
 
 use super::context::Context;
 use super::deny;
@@ -102,7 +102,7 @@ impl Drop for Cleanup {
     }
 }
 
-pub(super) fn enforcement_of(missing: Vec<String>) -> Enforcement {
+pub(super) fn enforcement_of(missing: Vec<Gap>) -> Enforcement {
     if missing.is_empty() {
         Enforcement::Full
     } else {

@@ -8,12 +8,13 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
 use confine_protocol::{
-    Backend, EnvVar, Mode, Network, PROTECTED_SUBPATHS as PROTECTED, Spawn, Stage,
+    Backend, EnvVar, Mode, Network, Owner, PROTECTED_SUBPATHS as PROTECTED, PathRole, Refusal,
+    Spawn, Stage,
 };
 use nix::libc;
 
 use super::context::Context;
-use super::not_run::{NotRun, fail, refuse};
+use super::not_run::{NotRun, fail, real_of, refuse, shown};
 use crate::ceiling::{Ceiling, EnvVerdict};
 use crate::connects::{Listed, MAX_PATH_LEN};
 use crate::paths;
@@ -25,11 +26,11 @@ fn path_of(bytes: &[u8]) -> PathBuf {
 
 /// The paths no writable root may contain or lie inside, for this request: the helper's own,
 /// the requester's (`Policy::never_writable`), resolved.
-fn never_writable(spawn: &Spawn, ctx: &Context) -> Vec<(PathBuf, &'static str)> {
-    let mut never: Vec<(PathBuf, &'static str)> = ctx
+fn never_writable(spawn: &Spawn, ctx: &Context) -> Vec<(PathBuf, Owner)> {
+    let mut never: Vec<(PathBuf, Owner)> = ctx
         .own_paths
         .iter()
-        .map(|p| (p.clone(), "the helper's own files"))
+        .map(|p| (p.clone(), Owner::Helper))
         .collect();
     never.extend(
         spawn
@@ -38,7 +39,7 @@ fn never_writable(spawn: &Spawn, ctx: &Context) -> Vec<(PathBuf, &'static str)> 
             .iter()
             .map(|raw| path_of(raw))
             .filter(|p| p.is_absolute())
-            .map(|p| (paths::resolve(&p), "the requester's own files")),
+            .map(|p| (paths::resolve(&p), Owner::Requester)),
     );
     never
 }
@@ -65,7 +66,7 @@ fn never_roots(spawn: &Spawn, ctx: &Context) -> Vec<PathBuf> {
 pub(crate) fn writable_roots(spawn: &Spawn, ctx: &Context) -> Result<Vec<Root>, NotRun> {
     let network = spawn.policy.network == Network::Allow;
     if let Err(reason) = ctx.ceiling.check_mode(spawn.policy.mode, network) {
-        return refuse(reason.to_string());
+        return refuse(reason);
     }
     if spawn.policy.mode != Mode::WorkspaceWrite {
         return Ok(Vec::new());
@@ -79,8 +80,8 @@ pub(crate) fn writable_roots(spawn: &Spawn, ctx: &Context) -> Result<Vec<Root>, 
     let never_roots = never_roots(spawn, ctx);
     let mut roots: Vec<Root> = Vec::new();
     for raw in requested {
-        let root = open_root(&path_of(raw), "writable root")?;
-        check_root(&root, "writable root", ctx, &never, &never_roots)?;
+        let root = open_root(&path_of(raw), PathRole::WritableRoot)?;
+        check_root(&root, PathRole::WritableRoot, ctx, &never, &never_roots)?;
         if !roots.iter().any(|r| r.path == root.path) {
             roots.push(root);
         }
@@ -97,41 +98,47 @@ pub(crate) fn session_temp(spawn: &Spawn, ctx: &Context) -> Result<Option<Root>,
     if spawn.policy.mode == Mode::DangerFullAccess {
         return Ok(None);
     }
-    const WHAT: &str = "session temp directory";
-    let root = open_root(&path_of(raw), WHAT)?;
+    let root = open_root(&path_of(raw), PathRole::SessionTemp)?;
     let never = never_writable(spawn, ctx);
-    check_root(&root, WHAT, ctx, &never, &never_roots(spawn, ctx))?;
+    check_root(
+        &root,
+        PathRole::SessionTemp,
+        ctx,
+        &never,
+        &never_roots(spawn, ctx),
+    )?;
     Ok(Some(root))
 }
 
-/// Refuses `root` (a `what`) when it would make a directory that is never writable writable,
+/// Refuses `root` (in the `role`) when it would make a directory that is never writable writable,
 /// or when the ceiling forbids it.
 fn check_root(
     root: &Root,
-    what: &str,
+    role: PathRole,
     ctx: &Context,
-    never: &[(PathBuf, &'static str)],
+    never: &[(PathBuf, Owner)],
     never_roots: &[PathBuf],
 ) -> Result<(), NotRun> {
     if let Some(p) = never_roots.iter().find(|p| p.starts_with(&root.path)) {
-        return refuse(format!(
-            "{what} {} would make {} writable, which is never allowed in a confined mode",
-            root.path.display(),
-            p.display()
-        ));
+        return refuse(Refusal::HoldsNeverRoot {
+            role,
+            root: shown(&root.path),
+            never: shown(p),
+        });
     }
     if let Err(reason) = ctx.ceiling.check_root(&root.path) {
-        return refuse(reason.to_string());
+        return refuse(reason);
     }
-    if let Some((p, whose)) = never
+    if let Some((p, owner)) = never
         .iter()
         .find(|(p, _)| p.starts_with(&root.path) || root.path.starts_with(p))
     {
-        return refuse(format!(
-            "{what} {} would make {} ({whose}) writable, which is never allowed",
-            root.path.display(),
-            p.display()
-        ));
+        return refuse(Refusal::HoldsOwnedPath {
+            role,
+            root: shown(&root.path),
+            never: shown(p),
+            owner: *owner,
+        });
     }
     Ok(())
 }
@@ -141,33 +148,47 @@ fn check_root(
 /// lies), and a root it redirected would be checked where the link points. The requester names
 /// roots by their real paths (agentd resolves the workspace once, when a session starts); every
 /// check is made on the path the kernel then reports for the descriptor.
-fn open_root(given: &Path, what: &str) -> Result<Root, NotRun> {
+fn open_root(given: &Path, role: PathRole) -> Result<Root, NotRun> {
     if !given.is_absolute() {
-        return refuse(format!(
-            "{what} {} is not an absolute path",
-            given.display()
-        ));
+        return refuse(Refusal::NotAbsolute {
+            role,
+            path: shown(given),
+        });
     }
     let fd = match paths::open_dir(given) {
         Ok(fd) => fd,
         Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => {
-            return refuse(format!("{what} {} is not a directory", given.display()));
+            return refuse(Refusal::NotADirectory {
+                role,
+                path: shown(given),
+            });
         }
         Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
-            let real = std::fs::canonicalize(given)
-                .map(|real| format!(" ({})", real.display()))
-                .unwrap_or_default();
-            return refuse(format!(
-                "{what} {} has a symbolic link in its path, which the helper does not \
-                 follow; name the directory by its real path{real}",
-                given.display()
-            ));
+            return refuse(Refusal::LinkInRoot {
+                role,
+                path: shown(given),
+                real: real_of(given),
+            });
         }
-        Err(e) => return refuse(format!("{what} {}: {e}", given.display())),
+        Err(e) => return refuse(unusable(role, given, &e)),
     };
-    let path = paths::fd_path(fd.as_fd())
-        .map_err(|e| NotRun::Refused(format!("{what} {}: {e}", given.display())))?;
+    let path =
+        paths::fd_path(fd.as_fd()).map_err(|e| NotRun::Refused(unusable(role, given, &e)))?;
     Ok(Root { path, fd })
+}
+
+/// The refusal of a root (in the `role`) that could not be opened or named.
+fn unusable(role: PathRole, given: &Path, e: &dyn std::fmt::Display) -> Refusal {
+    Refusal::Unusable {
+        role,
+        path: shown(given),
+        why: e.to_string(),
+    }
+}
+
+/// The most bytes a Unix socket address holds, as a refusal names it.
+fn socket_address_len() -> u64 {
+    u64::try_from(MAX_PATH_LEN).unwrap_or(u64::MAX)
 }
 
 /// The request's `unix_sockets`, checked, when `backend` confines and can supervise `connect`
@@ -186,19 +207,10 @@ pub(crate) fn confined_unix_sockets(
         return Ok(None);
     }
     if backend == Backend::Landlock {
-        return refuse(format!(
-            "unix_sockets needs a private network namespace, which the {} backend does not \
-             give: abstract socket names would be shared with the host; use the bwrap backend \
-             (install bubblewrap) or drop unix_sockets",
-            backend.as_str()
-        ));
+        return refuse(Refusal::SocketsNeedNamespace { backend });
     }
     if network_allowed {
-        return refuse(
-            "unix_sockets needs the network denied (the sandbox's own network namespace keeps \
-             abstract socket names private); drop unix_sockets or deny the network"
-                .into(),
-        );
+        return refuse(Refusal::SocketsNeedNetworkDenied);
     }
     unix_sockets(spawn, ctx, roots).map(Some)
 }
@@ -215,9 +227,7 @@ fn unix_sockets(spawn: &Spawn, ctx: &Context, roots: &[Root]) -> Result<Vec<List
         return Ok(Vec::new());
     }
     if !ctx.ceiling.allow_unix_sockets {
-        return refuse(
-            "ceiling allow_unix_sockets is false: no Unix socket may be named for commands".into(),
-        );
+        return refuse(Refusal::CeilingUnixSockets);
     }
     let mut writable: Vec<PathBuf> = roots.iter().map(|r| r.path.clone()).collect();
     writable.extend(spawn.policy.session_temp.as_deref().map(path_of));
@@ -225,14 +235,15 @@ fn unix_sockets(spawn: &Spawn, ctx: &Context, roots: &[Root]) -> Result<Vec<List
     let mut listed = Vec::new();
     for name in names {
         let given = path_of(name);
-        let what = format!("unix_sockets entry {}", given.display());
+        let path = shown(&given);
         if !given.is_absolute() || name.contains(&0) {
-            return refuse(format!("{what} is not an absolute path"));
+            return refuse(Refusal::SocketNotAbsolute { path });
         }
         if name.len() > MAX_PATH_LEN {
-            return refuse(format!(
-                "{what} is longer than a Unix socket address holds ({MAX_PATH_LEN} bytes)"
-            ));
+            return refuse(Refusal::SocketNameTooLong {
+                path,
+                max: socket_address_len(),
+            });
         }
         let real = match std::fs::canonicalize(&given) {
             Ok(real) => real,
@@ -240,33 +251,47 @@ fn unix_sockets(spawn: &Spawn, ctx: &Context, roots: &[Root]) -> Result<Vec<List
                 listed.push(Listed::new(name.clone(), None));
                 continue;
             }
-            Err(e) => return refuse(format!("{what}: {e}")),
+            Err(e) => {
+                return refuse(Refusal::SocketUnusable {
+                    path,
+                    why: e.to_string(),
+                });
+            }
         };
-        let is_socket = std::fs::metadata(&real)
-            .map(|m| std::os::unix::fs::FileTypeExt::is_socket(&m.file_type()))
-            .or_else(|e| refuse(format!("{what}: {e}")))?;
+        let is_socket = match std::fs::metadata(&real) {
+            Ok(m) => std::os::unix::fs::FileTypeExt::is_socket(&m.file_type()),
+            Err(e) => {
+                return refuse(Refusal::SocketUnusable {
+                    path,
+                    why: e.to_string(),
+                });
+            }
+        };
         if !is_socket {
-            return refuse(format!("{what} is not a socket ({})", real.display()));
+            return refuse(Refusal::NotASocket {
+                path,
+                real: shown(&real),
+            });
         }
         if let Some(root) = writable.iter().find(|w| real.starts_with(w)) {
-            return refuse(format!(
-                "{what} lies inside {}, which the command may write: it could put another \
-                 socket there",
-                root.display()
-            ));
+            return refuse(Refusal::SocketInWritable {
+                path,
+                root: shown(root),
+            });
         }
         if let Some(p) = own.iter().find(|p| real.starts_with(p)) {
-            return refuse(format!(
-                "{what} is one of the helper's own files ({}), which commands never reach",
-                p.display()
-            ));
+            return refuse(Refusal::SocketIsOwn {
+                path,
+                own: shown(p),
+            });
         }
         let real_bytes = real.as_os_str().as_bytes();
         if real_bytes.len() > MAX_PATH_LEN {
-            return refuse(format!(
-                "{what} is {}, longer than a Unix socket address holds ({MAX_PATH_LEN} bytes)",
-                real.display()
-            ));
+            return refuse(Refusal::SocketRealTooLong {
+                path,
+                real: shown(&real),
+                max: socket_address_len(),
+            });
         }
         listed.push(Listed::new(name.clone(), Some(real_bytes)));
     }
@@ -282,7 +307,7 @@ pub(crate) fn check_environment(spawn: &Spawn, ctx: &Context) -> Result<(), NotR
             continue;
         };
         if let EnvVerdict::Refused(refusal) = ctx.ceiling.env_verdict(name, &var.value) {
-            return refuse(refusal.to_string());
+            return refuse(refusal);
         }
     }
     Ok(())
@@ -348,11 +373,10 @@ pub(crate) fn protection(spawn: &Spawn, roots: &[Root]) -> Result<Protection, No
             .iter()
             .find(|b| root.path.starts_with(&b.path))
         {
-            return refuse(format!(
-                "writable root {} lies inside {}, which stays read-only",
-                root.path.display(),
-                kept.path.display()
-            ));
+            return refuse(Refusal::RootInsideKept {
+                root: shown(&root.path),
+                kept: shown(&kept.path),
+            });
         }
     }
     Ok(protection)
@@ -369,10 +393,7 @@ fn protected_names(spawn: &Spawn) -> Result<Vec<PathBuf>, NotRun> {
                 .components()
                 .any(|c| !matches!(c, Component::Normal(_)))
         {
-            return refuse(format!(
-                "protected path {} must be a relative path inside the writable roots, without '..'",
-                p.display()
-            ));
+            return refuse(Refusal::BadProtected { path: shown(&p) });
         }
         if !PROTECTED.iter().any(|b| Path::new(b) == relative) && !names.contains(&relative) {
             names.push(relative);

@@ -38,7 +38,7 @@ use std::fmt::Write as _;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
-use confine_protocol::{Mode, PROTECTED_SUBPATHS, PROXY_PORT, Spawn};
+use confine_protocol::{Gap, Mode, PROTECTED_SUBPATHS, PROXY_PORT, Refusal, Spawn};
 
 use super::not_run::NotRun;
 use crate::connects::Listed;
@@ -290,23 +290,11 @@ fn network_rules(p: &Profile, out: &mut String) -> Result<(), ProfileError> {
 
 /// What Seatbelt cannot take away that the Linux backends do; each is part of every Seatbelt
 /// run's `Partial` fact.
-pub(crate) const GAPS: [&str; 3] = [
-    "session services: Mach services (launchd, LaunchServices, the pasteboard) stay reachable, \
-     and through them a command can have a program started outside the sandbox (launchctl, \
-     open)",
-    "process isolation: other processes are listed with their command lines and environments \
-     (sysctl KERN_PROCARGS2), and their scheduling is not guarded; Seatbelt has no rule for \
-     either",
-    "POSIX shared memory and semaphores: one namespace for all of the user's processes, so a \
-     command can open and change those of processes outside the sandbox",
-];
+pub(crate) const GAPS: [Gap; 3] = [Gap::SessionServices, Gap::ProcessListing, Gap::SharedMemory];
 
 /// The allow-list's gap under Seatbelt: the port is the host's.
-pub(crate) fn proxy_gap() -> String {
-    format!(
-        "the network allow-list: 127.0.0.1:{PROXY_PORT} is the host's port (no network \
-         namespace), so whatever listens there gets the command's connections"
-    )
+pub(crate) fn proxy_gap() -> Gap {
+    Gap::HostProxyPort { port: PROXY_PORT }
 }
 
 /// The request's parts the plan has checked, from which [`Checked::command`] builds the profile.
@@ -347,12 +335,7 @@ impl<'a> Checked<'a> {
     pub(crate) fn profile(&self) -> Result<Profile, NotRun> {
         let policy = &self.spawn.policy;
         if policy.local_binding && policy.network != confine_protocol::Network::Allow {
-            return Err(NotRun::Refused(
-                "local_binding needs a private network namespace, which the seatbelt backend \
-                 does not give: its rules can allow the host's loopback, not a loopback of the \
-                 command's own; drop local_binding"
-                    .into(),
-            ));
+            return Err(NotRun::Refused(Refusal::SeatbeltLocalBinding));
         }
         let network = match (policy.network, self.spawn.proxy) {
             (confine_protocol::Network::Allow, _) => Net::Allowed,
@@ -423,17 +406,18 @@ impl<'a> Checked<'a> {
     }
 
     /// `sandbox-exec`'s argv for the request, and what it leaves unenforced.
-    pub(crate) fn command(self) -> Result<(Vec<Vec<u8>>, Vec<String>), NotRun> {
+    pub(crate) fn command(self) -> Result<(Vec<Vec<u8>>, Vec<Gap>), NotRun> {
         let profile_input = self.profile()?;
-        let text = profile(&profile_input).map_err(|e| NotRun::Refused(e.to_string()))?;
+        let text = profile(&profile_input)
+            .map_err(|e| NotRun::Refused(Refusal::SeatbeltProfile { why: e.to_string() }))?;
         // A protected path that does not exist yet is ruled by name like the others: what the
         // Linux backends report missing for it is enforced here.
         let absent: Vec<usize> = self.protection.absent.iter().map(|(_, i)| *i).collect();
-        let mut missing: Vec<String> = (self.protection.missing.into_iter().enumerate())
+        let mut missing: Vec<Gap> = (self.protection.missing.into_iter().enumerate())
             .filter(|(i, _)| !absent.contains(i))
             .map(|(_, sentence)| sentence)
             .collect();
-        missing.extend(GAPS.iter().map(|gap| (*gap).to_owned()));
+        missing.extend(GAPS.iter().cloned());
         if profile_input.network == Net::Proxy {
             missing.push(proxy_gap());
         }

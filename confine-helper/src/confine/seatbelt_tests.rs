@@ -505,7 +505,8 @@ fn planned(spawn: &Spawn, ctx: &Context) -> Result<(confine::Plan, String), NotR
 
 fn not_run_text(not_run: NotRun) -> String {
     match not_run {
-        NotRun::Refused(why) | NotRun::RunnerFailed(_, _, why) => why,
+        NotRun::Refused(why) => why.to_string(),
+        NotRun::RunnerFailed(_, _, why) => why,
         NotRun::ExecFailed(errno, ..) => format!("exec failed: {errno}"),
     }
 }
@@ -553,7 +554,7 @@ fn a_workspace_that_is_a_repository_is_writable_but_its_git_metadata_is_not() {
         panic!("partial: {:?}", plan.enforcement);
     };
     for gap in GAPS {
-        assert!(missing.iter().any(|m| m == gap), "{gap} in {missing:?}");
+        assert!(missing.contains(&gap), "{gap} in {missing:?}");
     }
     assert!(plan.layers.is_empty(), "the protocol has no Seatbelt layer");
     drop(plan);
@@ -603,7 +604,7 @@ fn a_protected_path_that_does_not_exist_yet_is_enforced_by_name_not_reported_mis
     assert_eq!(absent, [&ws.join(".git"), &ws.join("deploy/keys")]);
     assert_eq!(walked.missing.len(), 2, "{:?}", walked.missing);
     assert!(
-        walked.missing[0].starts_with("repository "),
+        walked.missing[0].to_string().starts_with("repository "),
         "{:?}",
         walked.missing
     );
@@ -612,7 +613,7 @@ fn a_protected_path_that_does_not_exist_yet_is_enforced_by_name_not_reported_mis
     let Some(Enforcement::Partial { missing }) = &plan.enforcement else {
         panic!("partial: {:?}", plan.enforcement);
     };
-    assert_eq!(missing, &GAPS.map(str::to_owned).to_vec());
+    assert_eq!(missing, &GAPS.to_vec());
     let rules = rules_of(&text);
     for absent in absent {
         let shown = format!("{:?}", absent.display().to_string());

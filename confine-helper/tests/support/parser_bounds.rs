@@ -70,7 +70,7 @@ pub fn check_index(
     bytes: &[u8],
     context: &dyn Display,
 ) -> Result<(Vec<PathBuf>, Option<String>), String> {
-    let (parsed, held) = heap::measured(|| fuzzing::index(bytes));
+    let (parsed, held) = heap::measured(|| fuzzing::index(bytes).map_err(|e| e.to_string()));
     let bound = bound(bytes.len());
     assert!(
         held <= bound,
@@ -148,7 +148,7 @@ pub fn check_pointer(which: Pointer, content: &[u8], base: &Path, context: &dyn 
 /// Reads `text` as a ceiling file, as the helper loads one (parsed, then narrowing the
 /// defaults), checking its heap; returns why it is broken when it is.
 pub fn check_ceiling(text: &str, context: &dyn Display) -> Result<(), String> {
-    let (read, held) = heap::measured(|| fuzzing::ceiling(text));
+    let (read, held) = heap::measured(|| fuzzing::ceiling(text).map_err(|e| e.to_string()));
     let bound = bound(text.len());
     assert!(
         held <= bound,

@@ -240,7 +240,7 @@ pub fn exited(rng: &mut Rng) -> Exited {
                 Enforcement::Full
             } else {
                 Enforcement::Partial {
-                    missing: (0..rng.count()).map(|_| rng.string()).collect(),
+                    missing: (0..rng.count()).map(|_| gap(rng)).collect(),
                 }
             }
         }),
@@ -254,6 +254,33 @@ pub fn exited(rng: &mut Rng) -> Exited {
         caps: Caps {
             processes: rng.option(cap),
             memory: rng.option(cap),
+        },
+    }
+}
+
+fn gap(rng: &mut Rng) -> Gap {
+    match rng.below(3) {
+        0 => Gap::Truncate,
+        1 => Gap::ProcessCap {
+            processes: rng.u64(),
+            why: rng.string(),
+        },
+        _ => Gap::NoRepository { dot: rng.string() },
+    }
+}
+
+fn refusal(rng: &mut Rng) -> Refusal {
+    match rng.below(4) {
+        0 => Refusal::EmptyArgv,
+        1 => Refusal::IdInUse { id: rng.u64() },
+        2 => Refusal::CeilingPartial {
+            backend: backend(rng),
+            missing: (0..rng.count()).map(|_| gap(rng)).collect(),
+        },
+        _ => Refusal::Unusable {
+            role: rng.pick(&[PathRole::WritableRoot, PathRole::Visible]),
+            path: rng.string(),
+            why: rng.string(),
         },
     }
 }
@@ -280,7 +307,7 @@ pub fn reply(rng: &mut Rng) -> Reply {
         }),
         3 => Reply::Refused(Refused {
             id: rng.u64(),
-            reason: rng.string(),
+            reason: refusal(rng),
         }),
         _ => Reply::Info(HelperInfo {
             software: rng.string(),
