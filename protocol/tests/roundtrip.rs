@@ -109,7 +109,7 @@ fn random_replies_survive_encoding_and_chunked_decoding() {
 #[test]
 fn the_generators_reach_every_variant() {
     let mut rng = Rng(base_seed());
-    let mut requests = [false; 5];
+    let mut requests = [false; 6];
     let mut replies = [false; 5];
     for _ in 0..ITERATIONS {
         requests[match request(&mut rng) {
@@ -118,6 +118,7 @@ fn the_generators_reach_every_variant() {
             Request::Info => 2,
             Request::WriteFile(_) => 3,
             Request::ReadFile(_) => 4,
+            Request::Hints(_) => 5,
         }] = true;
         replies[match reply(&mut rng) {
             Reply::Started(_) => 0,
@@ -127,6 +128,6 @@ fn the_generators_reach_every_variant() {
             Reply::Info(_) => 4,
         }] = true;
     }
-    assert_eq!(requests, [true; 5]);
+    assert_eq!(requests, [true; 6]);
     assert_eq!(replies, [true; 5]);
 }
