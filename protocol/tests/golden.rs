@@ -575,7 +575,8 @@ fn samples() -> Vec<(String, Message)> {
     }
     let mut broken = helper_info();
     broken.grant.max_mode = Mode::ReadOnly;
-    broken.grant.broken = Some("ceiling /etc/confine-helper/ceiling.toml: line 2: unknown key".into());
+    broken.grant.broken =
+        Some("ceiling /etc/confine-helper/ceiling.toml: line 2: unknown key".into());
     reply("reply.info.broken_ceiling".to_owned(), Reply::Info(broken));
     reply(
         "reply.started.max".to_owned(),
