@@ -219,12 +219,14 @@ mod tests {
                     }
                     .into(),
                     layers: Vec::new(),
+                    fingerprint: None,
                 },
                 BackendReport {
                     backend: Backend::Landlock,
                     usable: false,
                     detail: "this kernel does not offer Landlock".into(),
                     layers: Vec::new(),
+                    fingerprint: None,
                 },
             ],
             landlock_abi: None,
@@ -232,6 +234,7 @@ mod tests {
                 max_mode,
                 network: Network::Deny,
                 sources: vec!["/etc/confine-helper/ceiling.toml".into()],
+                broken: None,
             },
         }
     }

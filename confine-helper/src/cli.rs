@@ -10,7 +10,6 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use crate::confine::Context;
-use crate::confine::verdict_cache::{self, Use, VerdictCache};
 use crate::log;
 use crate::server::serve_inherited;
 use crate::{ceiling, sys};
@@ -200,11 +199,9 @@ pub fn main() -> ExitCode {
         Invocation::Embedded { fd, .. } => fd,
         _ => -1,
     };
-    // The only environment read: where the user's ceiling and verdict cache live. Then it is
-    // cleared.
+    // The only environment read: where the user's ceiling lives. Then it is cleared.
     let homes = Homes {
         xdg: std::env::var_os("XDG_CONFIG_HOME").map(PathBuf::from),
-        xdg_cache: std::env::var_os("XDG_CACHE_HOME").map(PathBuf::from),
         env_home: std::env::var_os("HOME").map(PathBuf::from),
     };
     if let Err(e) = sanitize(keep) {
@@ -217,17 +214,12 @@ pub fn main() -> ExitCode {
 /// What the helper reads of its environment before it clears it.
 struct Homes {
     xdg: Option<PathBuf>,
-    xdg_cache: Option<PathBuf>,
     env_home: Option<PathBuf>,
 }
 
 /// Runs `invocation` in the sanitized process.
 fn run(invocation: Invocation, homes: Homes) -> ExitCode {
-    let Homes {
-        xdg,
-        xdg_cache,
-        env_home,
-    } = homes;
+    let Homes { xdg, env_home } = homes;
     let result = match invocation {
         Invocation::Version => {
             println!(
@@ -243,13 +235,7 @@ fn run(invocation: Invocation, homes: Homes) -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Invocation::Probe { json, ceiling } => {
-            let ctx = context(
-                xdg,
-                env_home,
-                ceiling,
-                None,
-                Some((xdg_cache, Use::WriteOnly)),
-            );
+            let ctx = context(xdg, env_home, ceiling, None);
             return crate::probe::print(&ctx, json);
         }
         Invocation::Embedded {
@@ -262,12 +248,12 @@ fn run(invocation: Invocation, homes: Homes) -> ExitCode {
                 log!("started for a service peer, yet able to become root again: refusing");
                 return ExitCode::FAILURE;
             }
-            let verdicts = Some((xdg_cache, Use::ReadAndWrite));
             let dir = served_from
                 .as_deref()
                 .and_then(Path::parent)
                 .map(PathBuf::from);
-            let ctx = context(xdg, env_home, ceiling, dir, verdicts);
+            let mut ctx = context(xdg, env_home, ceiling, dir);
+            ctx.takes_hints = true;
             ctx.sweep_orphans();
             serve_inherited(fd, ctx, idle_limit.filter(|limit| !limit.is_zero()))
         }
@@ -281,14 +267,12 @@ fn run(invocation: Invocation, homes: Homes) -> ExitCode {
     }
 }
 
-/// The helper's view of itself: ceiling, homes, its own paths that must stay unwritable, and
-/// the verdict cache when `verdicts` names the cache's base (`$XDG_CACHE_HOME`) and its use.
+/// The helper's view of itself: ceiling, homes and its own paths that must stay unwritable.
 fn context(
     xdg: Option<PathBuf>,
     env_home: Option<PathBuf>,
     explicit: Option<PathBuf>,
     socket_dir: Option<PathBuf>,
-    verdicts: Option<(Option<PathBuf>, Use)>,
 ) -> Context {
     let uid = nix::unistd::geteuid();
     let passwd_home = nix::unistd::User::from_uid(uid)
@@ -321,30 +305,7 @@ fn context(
         .flatten()
         .map(|h| std::fs::canonicalize(&h).unwrap_or(h))
         .collect();
-    let mut ctx = Context::new(ceiling, homes, own, socket_dir.into_iter().collect());
-    if let Some((xdg_cache, how)) = verdicts {
-        with_verdict_cache(&mut ctx, xdg_cache.as_deref(), home.as_deref(), how);
-    }
-    ctx
-}
-
-/// Gives an embedded helper (or `probe`, which only rewrites it) the verdict cache of the user
-/// whose home is `home`, and makes its directory one of the helper's own paths, never inside a
-/// writable root. A service keeps its verdicts for its whole life and needs none.
-fn with_verdict_cache(ctx: &mut Context, xdg_cache: Option<&Path>, home: Option<&Path>, how: Use) {
-    let Some(dir) = verdict_cache::dir(xdg_cache, home) else {
-        return;
-    };
-    ctx.verdict_cache = VerdictCache::open(
-        &dir,
-        ctx.bwrap.as_deref(),
-        ctx.landlock_abi,
-        ctx.drop_caps,
-        how,
-    );
-    if ctx.verdict_cache.is_some() {
-        ctx.own_paths.push(crate::paths::resolve(&dir));
-    }
+    Context::new(ceiling, homes, own, socket_dir.into_iter().collect())
 }
 
 /// Closes inherited descriptors, clears the environment and keeps other processes of the user

@@ -91,6 +91,7 @@ pub(crate) fn info(ctx: &Context) -> HelperInfo {
                 BackendReport {
                     backend,
                     usable: verdict.is_ok(),
+                    fingerprint: verdict.is_ok().then(|| ctx.fingerprint(backend)).flatten(),
                     detail: verdict.map_or_else(|why| why.to_string(), |()| "usable".into()),
                     layers: crate::confine::layers(backend, ctx),
                 }
@@ -121,6 +122,7 @@ fn grant(ceiling: &crate::ceiling::Ceiling) -> Grant {
             .iter()
             .map(|p| p.display().to_string())
             .collect(),
+        broken: ceiling.broken.as_ref().map(ToString::to_string),
     }
 }
 

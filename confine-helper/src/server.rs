@@ -11,8 +11,8 @@ use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
 use confine_protocol::{
-    Ending, FrameDecoder, FrameError, Hello, HelperInfo, Refusal, Reply, Request, Spawn, Stage,
-    StdioSpec, check_hello, decode_payload, encode_frame,
+    Ending, FrameDecoder, FrameError, Hello, HelperInfo, Refusal, Reply, Request, Spawn, StdioSpec,
+    check_hello, decode_payload, encode_frame,
 };
 use nix::libc;
 use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg, send};
@@ -374,6 +374,7 @@ impl Server {
                     cmd.terminate(Ending::Cancelled, grace, Instant::now());
                 }
             }
+            Request::Hints(hints) => self.ctx.take_hints(&hints),
             Request::Info => {
                 let info = Reply::Info(self.info());
                 self.reply(id, &info);
@@ -456,7 +457,7 @@ impl Server {
             let backend = cmd.backend();
             let reply = cmd.finish();
             if let Reply::RunnerFailed(failed) = &reply
-                && builds_confinement(failed.stage)
+                && failed.stage.builds_confinement()
             {
                 self.ctx.forget_verdict(backend);
             }
@@ -536,18 +537,4 @@ fn deadline(conn: &Conn, idle_limit: Option<Duration>) -> Option<(Instant, Close
     let limit = idle_limit.filter(|_| conn.in_flight == 0)?;
     let since = conn.last_input.max(conn.last_ended);
     Some((since + limit, Closed::Idle(limit.as_secs())))
-}
-
-/// Whether a runner failure at `stage` means the backend could not build the confinement (its
-/// verdict is then dropped, and the next request that needs it probes it again).
-fn builds_confinement(stage: Stage) -> bool {
-    matches!(
-        stage,
-        Stage::Namespace
-            | Stage::RunnerExec
-            | Stage::Landlock
-            | Stage::Seccomp
-            | Stage::NoNewPrivs
-            | Stage::Capabilities
-    )
 }

@@ -185,12 +185,25 @@ wire! {
         pub grace_ms: u32,
     }
 
+    /// A backend an earlier helper found usable under `fingerprint` (the fingerprint a
+    /// [`BackendReport`] carried). Only a hint: the helper skips that backend's functional
+    /// probe if `fingerprint` is its own for the backend, and ignores it otherwise. A wrong
+    /// hint can only make a command fail as a runner failure (the command still gets the
+    /// backend's whole confinement); there are no negative hints.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct UsableBefore {
+        pub backend: Backend,
+        pub fingerprint: String,
+    }
+
     /// What agentd sends after the handshake.
     #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
     pub enum Request {
         Spawn(Spawn),
         Cancel(Cancel),
         Info,
+        /// Hints for the requests that follow on this connection; no reply.
+        Hints(Vec<UsableBefore>),
     }
 
     /// How a command ended.
@@ -640,6 +653,11 @@ wire! {
         pub detail: String,
         /// The layers a command confined by this backend gets on this machine.
         pub layers: Vec<Layer>,
+        /// When the backend is usable and its verdict may be kept: what the verdict depends
+        /// on that only the helper knows (its build and binary, its user and capabilities, its
+        /// namespaces, the Landlock ABI, the bwrap binary), to be sent back in a
+        /// [`UsableBefore`] hint.
+        pub fingerprint: Option<String>,
     }
 
     /// The most a request may ask of this helper: its ceiling.
@@ -651,6 +669,9 @@ wire! {
         pub network: Network,
         /// The ceiling files that were read, in the order they narrowed.
         pub sources: Vec<String>,
+        /// Why the ceiling is broken, when it is: every request is then refused, and the grant
+        /// is the narrowest.
+        pub broken: Option<String>,
     }
 
     /// What the helper is and can do.
@@ -785,6 +806,21 @@ impl Stage {
             Stage::Cgroup => "cgroup",
             Stage::UserNamespace => "user-namespace",
         }
+    }
+
+    /// Whether a failure at this stage means the backend could not build a command's
+    /// confinement: a verdict that it was usable is then stale, and is dropped by the helper and
+    /// by whoever kept it.
+    pub fn builds_confinement(self) -> bool {
+        matches!(
+            self,
+            Stage::Namespace
+                | Stage::RunnerExec
+                | Stage::Landlock
+                | Stage::Seccomp
+                | Stage::NoNewPrivs
+                | Stage::Capabilities
+        )
     }
 
     /// Every stage, in wire order.

@@ -198,7 +198,7 @@ fn a_message_cut_short_inside_its_payload_is_rejected() {
 #[test]
 fn an_unknown_request_variant_index_is_rejected() {
     assert_eq!(
-        decode_error::<Request>(&[5]),
+        decode_error::<Request>(&[6]),
         postcard_error(postcard::Error::SerdeDeCustom)
     );
 }
@@ -271,12 +271,14 @@ fn a_bool_byte_of_2_is_rejected() {
                 usable,
                 detail: String::new(),
                 layers: Vec::new(),
+                fingerprint: None,
             }],
             landlock_abi: None,
             grant: Grant {
                 max_mode: Mode::ReadOnly,
                 network: Network::Deny,
                 sources: Vec::new(),
+                broken: None,
             },
         })
     };

@@ -246,7 +246,11 @@ fn next_request(request: &Request) -> Option<Request> {
             grace_ms: 2_000,
         })),
         Request::Cancel(_) => Some(Request::Info),
-        Request::Info => None,
+        Request::Info => Some(Request::Hints(vec![UsableBefore {
+            backend: Backend::Bwrap,
+            fingerprint: "helper=0.1.0/8 landlock=6 bwrap=2f7573722f62696e2f6277726170".to_owned(),
+        }])),
+        Request::Hints(_) => None,
     }
 }
 
@@ -255,6 +259,7 @@ fn request_name(request: &Request) -> &'static str {
         Request::Spawn(_) => "spawn",
         Request::Cancel(_) => "cancel",
         Request::Info => "info",
+        Request::Hints(_) => "hints",
     }
 }
 
@@ -411,6 +416,8 @@ fn helper_info() -> HelperInfo {
                 usable: backend != Backend::Seatbelt,
                 detail: backend_name(backend).to_owned(),
                 layers: vec![Layer::Landlock, Layer::Seccomp],
+                fingerprint: (backend == Backend::Landlock)
+                    .then(|| "helper=0.1.0/8 landlock=6".to_owned()),
             })
             .collect(),
         landlock_abi: Some(6),
@@ -418,6 +425,7 @@ fn helper_info() -> HelperInfo {
             max_mode: Mode::WorkspaceWrite,
             network: Network::Deny,
             sources: vec!["/etc/confine-helper/ceiling.toml".to_owned()],
+            broken: None,
         },
     }
 }
@@ -543,6 +551,11 @@ fn samples() -> Vec<(String, Message)> {
     for r in walk(Reply::Started(Started { id: 1, pid: 31_337 }), next_reply) {
         reply(format!("reply.{}", reply_name(&r)), r);
     }
+    let mut broken = helper_info();
+    broken.grant.max_mode = Mode::ReadOnly;
+    broken.grant.broken =
+        Some("ceiling /etc/confine-helper/ceiling.toml: line 2: unknown key".into());
+    reply("reply.info.broken_ceiling".to_owned(), Reply::Info(broken));
     reply(
         "reply.started.max".to_owned(),
         Reply::Started(Started {
@@ -714,6 +727,7 @@ fn samples() -> Vec<(String, Message)> {
                 usable,
                 detail: String::new(),
                 layers: Vec::new(),
+                fingerprint: None,
             }],
             ..helper_info()
         };

@@ -109,13 +109,14 @@ fn random_replies_survive_encoding_and_chunked_decoding() {
 #[test]
 fn the_generators_reach_every_variant() {
     let mut rng = Rng(base_seed());
-    let mut requests = [false; 3];
+    let mut requests = [false; 4];
     let mut replies = [false; 5];
     for _ in 0..ITERATIONS {
         requests[match request(&mut rng) {
             Request::Spawn(_) => 0,
             Request::Cancel(_) => 1,
             Request::Info => 2,
+            Request::Hints(_) => 3,
         }] = true;
         replies[match reply(&mut rng) {
             Reply::Started(_) => 0,
@@ -125,6 +126,6 @@ fn the_generators_reach_every_variant() {
             Reply::Info(_) => 4,
         }] = true;
     }
-    assert_eq!(requests, [true; 3]);
+    assert_eq!(requests, [true; 4]);
     assert_eq!(replies, [true; 5]);
 }

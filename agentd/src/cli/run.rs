@@ -259,7 +259,10 @@ pub(crate) async fn run_command(command: RunCommand) -> u8 {
         interrupts,
     );
     match job.await {
-        Ok(facts) => interrupted_exit_code(&facts, received.load(Ordering::SeqCst)),
+        Ok(facts) => {
+            client.learn_verdicts().await;
+            interrupted_exit_code(&facts, received.load(Ordering::SeqCst))
+        }
         Err(e) => {
             report(&e);
             e.exit_code()

@@ -9,7 +9,7 @@ use super::file::config_path;
 use super::{Env, Source, process_env};
 use crate::helper_client::{
     ClientError, GivenFileIo, HelperClient, HelperEndpoint, LocateError, LocateInputs,
-    locate_helper,
+    VerdictCache, locate_helper, verdict_cache,
 };
 
 /// confine-helper cannot be set up as configured.
@@ -54,17 +54,24 @@ impl Effective {
         locate_helper(&inputs).map(HelperEndpoint::Embedded)
     }
 
-    /// A client of the configured confine-helper, started with the configured ceiling. Nothing
+    /// A client of the configured confine-helper, started with the configured ceiling and
+    /// keeping the helper's usable verdicts in this user's cache (sent back as hints). Nothing
     /// is started until its first request.
     pub fn helper_client(&self) -> Result<HelperClient, HelperSetupError> {
         let endpoint = self.helper_endpoint()?;
         let ceiling = self.helper_ceiling.value.clone();
-        Ok(HelperClient::configured(
+        let client = HelperClient::configured(
             endpoint,
             ceiling,
             self.own_paths(&process_env),
             self.given_file_io(),
-        )?)
+        )?;
+        if let Some(cache) =
+            verdict_dir(&process_env).and_then(|dir| VerdictCache::open(&dir, true))
+        {
+            client.keep_verdicts(cache);
+        }
+        Ok(client)
     }
 
     /// The file reader and writer's path as configured, and by what; `None` to search.
@@ -101,6 +108,7 @@ impl Effective {
                 .map(Path::to_owned),
         );
         own.extend(self.state_dir.value.clone());
+        own.extend(verdict_dir(env));
         own.extend(
             std::env::current_exe()
                 .ok()
@@ -115,6 +123,12 @@ impl Effective {
         }
         unique
     }
+}
+
+/// The directory of the helper's verdicts agentd keeps (see [`VerdictCache`]).
+pub fn verdict_dir(env: Env<'_>) -> Option<PathBuf> {
+    let path = |name| env(name).map(PathBuf::from);
+    verdict_cache::dir(path("XDG_CACHE_HOME").as_deref(), path("HOME").as_deref())
 }
 
 pub(super) fn exe_dir() -> Option<PathBuf> {

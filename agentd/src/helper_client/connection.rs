@@ -27,6 +27,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::embedded::{EmbeddedHelper, start_embedded};
 use super::endpoint::{ClientError, HelperEndpoint, Lost};
 use super::socket_io;
+use super::verdict_cache::VerdictCache;
 
 /// How long the helper has to answer our greeting.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -81,6 +82,9 @@ struct Shared {
     embedded: Mutex<Option<(Child, u32)>>,
     /// What a lost connection is called in the local `RunnerFailed` detail.
     lost: &'static str,
+    /// The verdicts whose hints this connection's helper got: dropped when a backend fails to
+    /// build a command's confinement.
+    verdicts: std::sync::OnceLock<Arc<VerdictCache>>,
 }
 
 #[derive(Debug, Default)]
@@ -172,6 +176,7 @@ impl Connection {
             lost_detail: Mutex::new(None),
             embedded: Mutex::new(embedded),
             lost,
+            verdicts: std::sync::OnceLock::new(),
         });
         let (outgoing, queue) = mpsc::unbounded_channel();
         tokio::spawn(write_frames(shared.clone(), queue));
@@ -240,6 +245,26 @@ impl Connection {
         // route registered above once it takes the lock, so the request still gets its ending.
         let _ = self.outgoing.send(outgoing);
         Ok(receiver)
+    }
+
+    /// Sends the helper `cache`'s hints, before any request, and drops them from `cache` when
+    /// a backend fails to build a command's confinement on this connection.
+    pub fn hint(&self, cache: Arc<VerdictCache>) {
+        let hints = cache.hints();
+        let _ = self.shared.verdicts.set(cache);
+        if hints.is_empty() {
+            return;
+        }
+        match encode_frame(&Request::Hints(hints)) {
+            Ok(frame) => {
+                let _ = self.outgoing.send(Outgoing {
+                    frame,
+                    fds: Vec::new(),
+                });
+            }
+            // Without hints the helper only probes.
+            Err(e) => eprintln!("agentd: cannot encode the verdict hints: {e}"),
+        }
     }
 
     /// Queues an `Info` request and returns where its answer will arrive.
@@ -362,6 +387,12 @@ impl Shared {
         let Some(route) = routes.commands.get_mut(&id) else {
             return Err(Violation::UnknownRequest(id));
         };
+        if let Reply::RunnerFailed(failed) = &reply
+            && failed.stage.builds_confinement()
+            && let Some(cache) = self.verdicts.get()
+        {
+            cache.forget();
+        }
         if let Reply::Started(_) = reply {
             if route.started {
                 return Err(Violation::SecondStarted(id));

@@ -41,6 +41,7 @@ pub mod locate;
 mod socket_io;
 #[cfg(test)]
 mod tests;
+pub mod verdict_cache;
 mod workspace;
 
 use std::ffi::OsString;
@@ -60,6 +61,7 @@ pub use command::{Canceller, CommandHandle, FailedAt, Outcome, RunnerFailed};
 pub use endpoint::{ClientError, FileOpError, HelperEndpoint, Lost};
 pub use file_io::{GivenFileIo, ReadSpec, WriteSpec, locate_file_io};
 pub use locate::{LocateError, LocateInputs, locate_helper};
+pub use verdict_cache::VerdictCache;
 pub use workspace::WorkspaceRefusal;
 
 use connection::{Connection, EstablishError};
@@ -198,6 +200,8 @@ struct Inner {
     current: Mutex<Option<Arc<Connection>>>,
     /// Held while a connection is being made, so concurrent first requests start one helper.
     connecting: tokio::sync::Mutex<()>,
+    /// The usable verdicts sent to each new helper as hints, and learnt from its `Info`.
+    verdicts: Mutex<Option<Arc<VerdictCache>>>,
 }
 
 impl HelperClient {
@@ -272,8 +276,27 @@ impl HelperClient {
                 next_id: AtomicU64::new(1),
                 current: Mutex::new(None),
                 connecting: tokio::sync::Mutex::new(()),
+                verdicts: Mutex::new(None),
             }),
         }
+    }
+
+    /// Keeps the helper's usable verdicts in `cache`: sends them as hints to each new helper,
+    /// learns them from every `Info` reply, and drops them when a backend fails to build a
+    /// command's confinement.
+    pub fn keep_verdicts(&self, cache: VerdictCache) {
+        *self.verdict_cache_slot() = Some(Arc::new(cache));
+    }
+
+    fn verdict_cache_slot(&self) -> std::sync::MutexGuard<'_, Option<Arc<VerdictCache>>> {
+        self.inner
+            .verdicts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn verdict_cache(&self) -> Option<Arc<VerdictCache>> {
+        self.verdict_cache_slot().clone()
     }
 
     /// Where this client reaches the helper.
@@ -371,9 +394,26 @@ impl HelperClient {
     pub async fn info(&self) -> Result<HelperInfo, ClientError> {
         let (_, answer) = self.submit(Connection::submit_info).await?;
         match answer.await {
-            Ok(Ok(info)) => Ok(info),
+            Ok(Ok(info)) => {
+                if let Some(cache) = self.verdict_cache() {
+                    cache.learn(&info);
+                }
+                Ok(info)
+            }
             Ok(Err(reason)) => Err(ClientError::ConnectionLost(reason)),
             Err(_) => Err(ClientError::ConnectionLost(Lost::Unanswered)),
+        }
+    }
+
+    /// Asks the live helper for its verdicts when it was sent no hint, so that the next helper
+    /// skips its probe: for a caller that sends no `Info` of its own (`agentd run`), once its
+    /// command has ended. A helper that cannot answer only costs the next helper a probe.
+    pub async fn learn_verdicts(&self) {
+        let unhinted = self
+            .verdict_cache()
+            .is_some_and(|cache| cache.hints().is_empty());
+        if unhinted && self.live_connection().is_some() {
+            let _ = self.info().await;
         }
     }
 
@@ -428,6 +468,9 @@ impl HelperClient {
             );
             match established.await {
                 Ok(connection) => {
+                    if let Some(cache) = self.verdict_cache() {
+                        connection.hint(cache);
+                    }
                     let connection = Arc::new(connection);
                     *self
                         .inner

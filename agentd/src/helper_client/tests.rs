@@ -245,6 +245,7 @@ async fn info_returns_the_helpers_report() {
             max_mode: confine_protocol::Mode::WorkspaceWrite,
             network: confine_protocol::Network::Deny,
             sources: Vec::new(),
+            broken: None,
         },
     };
     let sent = report.clone();
@@ -258,6 +259,91 @@ async fn info_returns_the_helpers_report() {
     assert_eq!(client.helper_pid(), None, "service mode has no child");
     drop(client);
     within(helper).await.expect("fake helper");
+}
+
+/// An `Info` with the backend `usable` (fingerprint `fp-bwrap`).
+fn bwrap_info(usable: bool) -> HelperInfo {
+    HelperInfo {
+        software: "fake-helper".to_owned(),
+        pid: 99,
+        backends: vec![confine_protocol::BackendReport {
+            backend: confine_protocol::Backend::Bwrap,
+            usable,
+            detail: String::new(),
+            layers: Vec::new(),
+            fingerprint: Some("fp-bwrap".to_owned()),
+        }],
+        landlock_abi: None,
+        grant: confine_protocol::Grant {
+            max_mode: confine_protocol::Mode::WorkspaceWrite,
+            network: confine_protocol::Network::Deny,
+            sources: Vec::new(),
+            broken: None,
+        },
+    }
+}
+
+/// A usable verdict from `Info` is sent as a hint first on the next connection, and a runner
+/// failure that says the backend could not build the confinement drops it; the control, an
+/// unusable verdict, is never sent.
+#[tokio::test]
+async fn a_usable_verdict_is_hinted_to_the_next_helper_and_dropped_when_confinement_fails() {
+    for usable in [false, true] {
+        let scratch = Scratch::new(&format!("hints-{usable}"));
+        let cache_dir = scratch.0.join("cache");
+        let (listener, client) = fake_service(&scratch);
+        client.keep_verdicts(VerdictCache::open(&cache_dir, true).expect("cache"));
+        let (closed_tx, closed_rx) = std::sync::mpsc::channel();
+        let helper = std::thread::spawn(move || {
+            let mut first = Peer::accept(&listener);
+            assert_eq!(first.request(), Some(Request::Info), "no hint yet");
+            first.send(&Reply::Info(bwrap_info(usable)));
+            drop(first);
+            let _ = closed_tx.send(());
+            let mut second = Peer::accept(&listener);
+            let mut request = second.request();
+            if usable {
+                let expected = vec![confine_protocol::UsableBefore {
+                    backend: confine_protocol::Backend::Bwrap,
+                    fingerprint: "fp-bwrap".to_owned(),
+                }];
+                assert_eq!(request, Some(Request::Hints(expected)));
+                request = second.request();
+            }
+            let Some(Request::Spawn(spawn)) = request else {
+                panic!("expected a Spawn, got {request:?}");
+            };
+            second.send(&Reply::RunnerFailed(confine_protocol::RunnerFailed {
+                id: spawn.id,
+                stage: confine_protocol::Stage::Namespace,
+                errno: 1,
+                detail: "bwrap: nothing was run".to_owned(),
+            }));
+            assert!(second.request().is_none());
+        });
+        within(client.info()).await.expect("info");
+        let hinted = VerdictCache::open(&cache_dir, true).expect("cache").hints();
+        assert_eq!(hinted.len(), usize::from(usable), "{hinted:?}");
+        // The fake helper closed the first connection: the spawn makes the second.
+        closed_rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the fake helper closed the first connection");
+        let handle = within(client.spawn(SpawnSpec::new(["true"])))
+            .await
+            .expect("spawn");
+        let outcome = within(handle.wait()).await;
+        assert!(matches!(outcome, Outcome::RunnerFailed(_)), "{outcome:?}");
+        let kept = VerdictCache::open(&cache_dir, true).expect("cache").hints();
+        assert!(
+            kept.is_empty(),
+            "the failed backend is still kept: {kept:?}"
+        );
+        drop(client);
+        within(tokio::task::spawn_blocking(move || helper.join()))
+            .await
+            .expect("joined")
+            .expect("fake helper");
+    }
 }
 
 #[tokio::test]

@@ -117,8 +117,8 @@ pub(crate) fn prepare(
     Err(confine::unavailable(spawn.policy.mode, &tried))
 }
 
-/// A backend's verdict: known in this process, else usable by an earlier helper's probe (the
-/// verdict cache), else decided by a functional probe.
+/// A backend's verdict: known in this process, else usable by an earlier helper's probe (a hint
+/// agentd sent), else decided by a functional probe.
 pub(crate) fn verdict(backend: Backend, ctx: &Context) -> Result<(), Unusable> {
     if let Some(verdict) = ctx.verdict(backend) {
         return verdict;
@@ -127,9 +127,7 @@ pub(crate) fn verdict(backend: Backend, ctx: &Context) -> Result<(), Unusable> {
         if ctx.usable_before(backend) {
             return Ok(());
         }
-        let probed = probe(backend, ctx);
-        ctx.keep_probed(backend, probed.is_ok());
-        probed
+        probe(backend, ctx)
     });
     ctx.set_verdict(backend, verdict.clone());
     verdict

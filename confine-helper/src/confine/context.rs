@@ -6,10 +6,11 @@ use std::collections::HashMap;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
-use confine_protocol::{Backend, BackendChoice, ExitStatus, Layer, Mode, Reply, Stage};
+use confine_protocol::{
+    Backend, BackendChoice, ExitStatus, Layer, Mode, Reply, Stage, UsableBefore,
+};
 
 use super::not_run::NotRun;
-use super::verdict_cache::VerdictCache;
 use crate::ceiling::Ceiling;
 use crate::paths;
 #[cfg(target_os = "linux")]
@@ -44,8 +45,11 @@ pub(crate) struct Context {
     /// descriptor as the `enter` step, whatever is at its path later.
     pub(crate) exe: Option<OwnedFd>,
     verdicts: RefCell<HashMap<Backend, Result<(), Unusable>>>,
-    /// Usable verdicts kept across helper processes, when this helper keeps them.
-    pub(crate) verdict_cache: Option<VerdictCache>,
+    /// Whether this helper takes agentd's hints (an embedded helper, whose one peer is the
+    /// only one a wrong hint could make fail; a service serves many).
+    pub(crate) takes_hints: bool,
+    /// The backends agentd's hints say are usable, under this helper's fingerprints.
+    hinted: RefCell<Vec<Backend>>,
     #[cfg(target_os = "linux")]
     filters: RefCell<HashMap<seccomp::Variant, seccompiler::BpfProgram>>,
     /// Where commands' own cgroups can go (a root helper's caps), found at first use.
@@ -130,7 +134,8 @@ impl Context {
             #[cfg(target_os = "macos")]
             exe: None,
             verdicts: RefCell::new(unprobed().into_iter().collect()),
-            verdict_cache: None,
+            takes_hints: false,
+            hinted: RefCell::new(Vec::new()),
             #[cfg(target_os = "linux")]
             filters: RefCell::new(HashMap::new()),
             #[cfg(target_os = "linux")]
@@ -192,23 +197,37 @@ impl Context {
         self.verdicts.borrow_mut().insert(backend, verdict);
     }
 
-    /// Whether another helper process already found `backend` usable here (its probe can be
-    /// skipped).
+    /// Whether agentd's hint says another helper process already found `backend` usable here
+    /// (its probe can be skipped).
     pub(crate) fn usable_before(&self, backend: Backend) -> bool {
-        self.keeps_verdict(backend)
-            && self
-                .verdict_cache
-                .as_ref()
-                .is_some_and(|cache| cache.usable(backend))
+        self.keeps_verdict(backend) && self.hinted.borrow().contains(&backend)
     }
 
-    /// Keeps a probe's outcome for later helper processes.
-    pub(crate) fn keep_probed(&self, backend: Backend, usable: bool) {
-        if let Some(cache) = &self.verdict_cache
-            && (self.keeps_verdict(backend) || !usable)
-        {
-            cache.record(backend, usable);
+    /// Takes the hints whose fingerprint is this helper's own for their backend; ignores the
+    /// others, and all of them when this helper takes none.
+    pub(crate) fn take_hints(&self, hints: &[UsableBefore]) {
+        if !self.takes_hints {
+            return;
         }
+        for hint in hints {
+            if self.fingerprint(hint.backend).as_deref() == Some(hint.fingerprint.as_str()) {
+                self.hinted.borrow_mut().push(hint.backend);
+            }
+        }
+    }
+
+    /// The fingerprint under which `backend`'s usable verdict may be kept, when it may.
+    pub(crate) fn fingerprint(&self, backend: Backend) -> Option<String> {
+        self.keeps_verdict(backend)
+            .then(|| {
+                super::fingerprint::of(
+                    backend,
+                    self.bwrap.as_deref(),
+                    self.landlock_abi,
+                    self.drop_caps,
+                )
+            })
+            .flatten()
     }
 
     /// Whether a kept verdict for `backend` is safe to trust: a backend that failed to build a
@@ -219,11 +238,11 @@ impl Context {
         backend != Backend::Bwrap || inner_layer(self).is_ok()
     }
 
-    /// Drops `backend`'s verdict, here and for later helper processes, after it failed to build
-    /// a command's confinement: the next request that needs it probes it again.
+    /// Drops `backend`'s verdict and its hint after it failed to build a command's
+    /// confinement: the next request that needs it probes it again.
     pub(crate) fn forget_verdict(&self, backend: Backend) {
         self.verdicts.borrow_mut().remove(&backend);
-        self.keep_probed(backend, false);
+        self.hinted.borrow_mut().retain(|b| *b != backend);
     }
 
     /// The seccomp filter for `variant`, built once.

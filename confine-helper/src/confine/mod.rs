@@ -10,9 +10,9 @@ mod not_run;
 mod plan;
 mod request;
 // The macOS backend; on Linux only its unit tests build it (its snapshots run everywhere).
+pub(crate) mod fingerprint;
 #[cfg(any(target_os = "macos", test))]
 mod seatbelt;
-pub(crate) mod verdict_cache;
 
 use std::os::fd::OwnedFd;
 

@@ -60,7 +60,7 @@ pub(crate) fn orphaned(name: &str, prefix: &str) -> bool {
 
 /// Whether `meta` (taken without following a link) is a directory of this process's user that
 /// nobody else can read, write or enter.
-pub(crate) fn is_private_dir(meta: &std::fs::Metadata) -> bool {
+fn is_private_dir(meta: &std::fs::Metadata) -> bool {
     use std::os::unix::fs::MetadataExt;
     meta.is_dir() && meta.uid() == nix::unistd::geteuid().as_raw() && meta.mode() & 0o077 == 0
 }

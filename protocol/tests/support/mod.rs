@@ -201,12 +201,20 @@ pub fn spawn(rng: &mut Rng) -> Spawn {
 }
 
 pub fn request(rng: &mut Rng) -> Request {
-    match rng.below(3) {
+    match rng.below(4) {
         0 => Request::Spawn(spawn(rng)),
         1 => Request::Cancel(Cancel {
             id: rng.u64(),
             grace_ms: rng.u32(),
         }),
+        2 => Request::Hints(
+            (0..rng.count())
+                .map(|_| UsableBefore {
+                    backend: backend(rng),
+                    fingerprint: rng.string(),
+                })
+                .collect(),
+        ),
         _ => Request::Info,
     }
 }
@@ -318,6 +326,7 @@ pub fn reply(rng: &mut Rng) -> Reply {
                     usable: rng.bool(),
                     detail: rng.string(),
                     layers: (0..rng.count()).map(|_| layer(rng)).collect(),
+                    fingerprint: rng.option(Rng::string),
                 })
                 .collect(),
             landlock_abi: rng.option(Rng::u32),
@@ -325,6 +334,7 @@ pub fn reply(rng: &mut Rng) -> Reply {
                 max_mode: rng.pick(&[Mode::ReadOnly, Mode::WorkspaceWrite, Mode::DangerFullAccess]),
                 network: rng.pick(&[Network::Deny, Network::Allow]),
                 sources: (0..rng.count()).map(|_| rng.string()).collect(),
+                broken: rng.option(Rng::string),
             },
         }),
     }

@@ -1,8 +1,9 @@
-//! The probe verdict cache fails closed: a cached "bwrap is usable" that is no longer true (here
-//! forged to match a machine where user namespaces are exhausted) makes the command fail as a
-//! runner failure, never run less confined; the entry is dropped and the next command is
-//! probed again and confined by Landlock. The control run, with the same machine state and no
-//! forged entry, is probed and confined by Landlock from the first command.
+//! agentd's hints fail closed: a hint "bwrap is usable" under the helper's own fingerprint that
+//! is no longer true (sent after user namespaces were exhausted, a change the helper's part of
+//! the fingerprint does not see) makes the command fail as a runner failure, never run less
+//! confined; the hint is dropped and the next command is probed again and confined by Landlock.
+//! The control runs, with the same machine state and no hint or a hint under another
+//! fingerprint, are probed and confined by Landlock from the first command.
 //!
 //! The broken machine is a private user namespace whose `max_user_namespaces` is 0, so nothing
 //! outside the test is touched.
@@ -19,29 +20,38 @@ use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use confine_protocol::{Backend, ExitStatus, Mode, Reply, Request, Stage};
+use confine_protocol::{Backend, ExitStatus, Mode, Reply, Request, Stage, UsableBefore};
 use support::skip::{Need, skip};
 use support::{HELPER, Peer, Scratch, available};
 
-/// Probes while bwrap works (writing a usable entry), optionally rewrites that entry to match
-/// the state to come, exhausts user namespaces, then serves on descriptor 3.
+/// Serves on descriptor 3 while bwrap works (the first helper, asked for its `Info`), then
+/// exhausts user namespaces and serves on descriptor 4 (the second helper, in the same
+/// namespaces, so under the same fingerprint).
 const SCRIPT: &str = r#"
 set -e
-helper=$1 cache=$2 forge=$3
+helper=$1 scratch=$2
 # Inside the namespace the user is uid 0, whose passwd home is not theirs: the ceiling is read
 # from here instead (there is none).
-export XDG_CONFIG_HOME="$cache/config"
+export XDG_CONFIG_HOME="$scratch/config"
 # Its per-command temp base, /tmp/confine-helper-0, may be the real root's: a private one here.
 if [ -d /tmp/confine-helper-0 ] && [ ! -O /tmp/confine-helper-0 ]; then
     mount -t tmpfs -o mode=0700 tmpfs /tmp/confine-helper-0
 fi
-XDG_CACHE_HOME="$cache" "$helper" probe >/dev/null 2>&1 || true
-if [ "$forge" = forge ]; then
-    sed -i 's/ userns=[0-9]*/ userns=0/' "$cache/confine-helper/verdicts"
-fi
+"$helper" --fd 3 4<&- || true
+exec 3<&-
 echo 0 > /proc/sys/user/max_user_namespaces
-exec env XDG_CACHE_HOME="$cache" "$helper" --fd 3
+exec "$helper" --fd 4
 "#;
+
+/// What the second helper is told before its first command.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Hint {
+    None,
+    /// bwrap is usable, under the fingerprint the first helper reported.
+    Own,
+    /// bwrap is usable, under a fingerprint that is not the helper's.
+    Other,
+}
 
 /// Whether this machine cannot make the broken state (user namespaces to exhaust, a bwrap
 /// that works until then, Landlock to confine instead); a SKIP line for `test` when it cannot.
@@ -103,31 +113,60 @@ fn bwrap_unusable_in_namespace(test: &str) -> bool {
     }
 }
 
-/// A helper started by [`SCRIPT`] in a fresh user namespace.
-fn helper(cache: &Path, forge: bool) -> Peer {
-    let (ours, theirs) = UnixStream::pair().expect("socketpair");
-    let theirs_fd = theirs.as_raw_fd();
+/// The bwrap fingerprint the first helper reports, then the second helper, told `hint`.
+fn helpers(scratch: &Path, hint: Hint) -> Peer {
+    let (first_ours, first_theirs) = UnixStream::pair().expect("socketpair");
+    let (second_ours, second_theirs) = UnixStream::pair().expect("socketpair");
+    let fds = [first_theirs.as_raw_fd(), second_theirs.as_raw_fd()];
     let mut cmd = Command::new("unshare");
     cmd.args(["-Urm", "sh", "-c", SCRIPT, "sh", HELPER])
-        .arg(cache)
-        .arg(if forge { "forge" } else { "keep" })
+        .arg(scratch)
         .stdin(Stdio::null())
         .stdout(Stdio::null());
     // SAFETY: dup2 is async-signal-safe; the closure touches no shared state.
     unsafe {
         cmd.pre_exec(move || {
-            if nix::libc::dup2(theirs_fd, 3) == -1 {
-                return Err(std::io::Error::last_os_error());
+            for (fd, to) in fds.into_iter().zip([3, 4]) {
+                if nix::libc::dup2(fd, to) == -1 {
+                    return Err(std::io::Error::last_os_error());
+                }
             }
             Ok(())
         });
     }
     let child = cmd.spawn().expect("spawn unshare");
-    drop(theirs);
-    let mut peer = Peer::over(ours);
-    peer.child = Some(child);
-    peer.greet();
-    peer
+    drop((first_theirs, second_theirs));
+    let mut first = Peer::over(first_ours);
+    first.greet();
+    first.send(&Request::Info, &[]);
+    let Reply::Info(info) = first.reply() else {
+        panic!("expected the first helper's Info");
+    };
+    let bwrap = info
+        .backends
+        .iter()
+        .find(|b| b.backend == Backend::Bwrap)
+        .expect("a bwrap report");
+    assert!(bwrap.usable, "bwrap works before the change: {bwrap:?}");
+    let fingerprint = bwrap
+        .fingerprint
+        .clone()
+        .expect("a usable bwrap with the Landlock layer has a fingerprint");
+    drop(first);
+    let mut second = Peer::over(second_ours);
+    second.child = Some(child);
+    second.greet();
+    let fingerprint = match hint {
+        Hint::None => return second,
+        Hint::Own => fingerprint,
+        Hint::Other => format!("{fingerprint}x"),
+    };
+    let hints = vec![UsableBefore {
+        backend: Backend::Bwrap,
+        fingerprint,
+    }];
+    second.send(&Request::Hints(hints), &[]);
+    second
 }
 
 /// A workspace-write command that leaves `marker` in `ws` if it runs at all.
@@ -154,50 +193,41 @@ fn landlock_ran(reply: &Reply, marker: &Path) {
     assert!(marker.exists(), "the command ran but left no marker");
 }
 
-fn cached_bwrap(cache: &Path) -> bool {
-    std::fs::read_to_string(cache.join("confine-helper/verdicts"))
-        .unwrap_or_default()
-        .lines()
-        .any(|l| l.starts_with("usable bwrap "))
-}
-
 #[test]
-fn without_a_stale_entry_the_broken_backend_is_probed_and_landlock_confines() {
-    if cannot_run("without_a_stale_entry_the_broken_backend_is_probed_and_landlock_confines") {
-        return;
-    }
-    let dir = Scratch::new("verdicts-control");
-    let (cache, ws) = (dir.0.join("cache"), dir.0.join("ws"));
-    std::fs::create_dir_all(&ws).unwrap();
-    let mut peer = helper(&cache, false);
-    peer.send(&touch(1, &ws), &[]);
-    landlock_ran(&end(&mut peer, 1), &ws.join("marker"));
-}
-
-#[test]
-fn a_stale_usable_entry_fails_closed_and_is_dropped() {
-    const NAME: &str = "a_stale_usable_entry_fails_closed_and_is_dropped";
+fn without_a_hint_or_with_a_hint_under_another_fingerprint_bwrap_is_probed() {
+    const NAME: &str = "without_a_hint_or_with_a_hint_under_another_fingerprint_bwrap_is_probed";
     if cannot_run(NAME) || bwrap_unusable_in_namespace(NAME) {
         return;
     }
-    let dir = Scratch::new("verdicts-stale");
-    let (cache, ws) = (dir.0.join("cache"), dir.0.join("ws"));
+    for (name, hint) in [("none", Hint::None), ("other", Hint::Other)] {
+        let dir = Scratch::new(&format!("hints-control-{name}"));
+        let ws = dir.0.join("ws");
+        std::fs::create_dir_all(&ws).unwrap();
+        let mut peer = helpers(&dir.0, hint);
+        peer.send(&touch(1, &ws), &[]);
+        landlock_ran(&end(&mut peer, 1), &ws.join("marker"));
+    }
+}
+
+#[test]
+fn a_stale_hint_fails_closed_and_is_dropped() {
+    const NAME: &str = "a_stale_hint_fails_closed_and_is_dropped";
+    if cannot_run(NAME) || bwrap_unusable_in_namespace(NAME) {
+        return;
+    }
+    let dir = Scratch::new("hints-stale");
+    let ws = dir.0.join("ws");
     std::fs::create_dir_all(&ws).unwrap();
-    let mut peer = helper(&cache, true);
-    assert!(
-        cached_bwrap(&cache),
-        "the forged entry is in place before the first command"
-    );
+    let mut peer = helpers(&dir.0, Hint::Own);
     peer.send(&touch(1, &ws), &[]);
     match end(&mut peer, 1) {
         Reply::RunnerFailed(f) => {
             assert_eq!(f.stage, Stage::Namespace, "{f:?}");
             assert!(f.detail.contains("nothing was run"), "{f:?}");
         }
-        other => panic!("a stale entry must fail closed, got {other:?}"),
+        other => panic!("a stale hint must fail closed, got {other:?}"),
     }
     assert!(!ws.join("marker").exists(), "the command ran");
-    assert!(!cached_bwrap(&cache), "the failed entry is still cached");
     // The next command probes bwrap again, finds it unusable, and is confined by Landlock.
     peer.send(&touch(2, &ws), &[]);
     landlock_ran(&end(&mut peer, 2), &ws.join("marker"));
