@@ -13,15 +13,30 @@
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
+/// Declares wire types: emits them unchanged, and their token text as the constant `$name`,
+/// one part of [`SCHEMA_TEXT`].
+macro_rules! wire {
+    ($name:ident; $($item:item)*) => {
+        $($item)*
+
+        /// The token text of this file's wire types, in declaration order: one part of
+        /// [`crate::SCHEMA_TEXT`].
+        pub const $name: &str = stringify!($($item)*);
+    };
+}
+
 pub mod environment;
 pub mod frame;
 mod messages;
 mod outcome;
 pub mod pattern;
+mod policy;
 pub mod vocabulary;
 
 pub use frame::{FrameDecoder, FrameError, MAX_FRAME, decode_payload, encode_frame};
 pub use messages::*;
+pub use outcome::*;
+pub use policy::*;
 pub use vocabulary::UnknownWord;
 
 /// Subpaths of every writable root that stay read-only in confined modes: code planted there
@@ -51,16 +66,30 @@ pub const PROTOCOL_VERSION: u32 = 8;
 /// `software`, the reason, all the same.
 pub const REFUSAL_VERSION: u32 = 0;
 
-/// FNV-1a (64-bit) of [`SCHEMA_TEXT`]: the message definitions themselves.
-pub const SCHEMA_HASH: u64 = fnv1a64(SCHEMA_TEXT.as_bytes());
+/// The token text of every wire type, in declaration order, in the three files that declare
+/// them: the policy, the outcomes, the messages.
+pub const SCHEMA_TEXT: [&str; 3] = [
+    POLICY_SCHEMA_TEXT,
+    OUTCOME_SCHEMA_TEXT,
+    MESSAGES_SCHEMA_TEXT,
+];
 
-const fn fnv1a64(bytes: &[u8]) -> u64 {
+/// FNV-1a (64-bit) of [`SCHEMA_TEXT`], its parts one after the other: the message definitions
+/// themselves.
+pub const SCHEMA_HASH: u64 = fnv1a64(&SCHEMA_TEXT);
+
+const fn fnv1a64(parts: &[&str]) -> u64 {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut i = 0;
-    while i < bytes.len() {
-        hash ^= bytes[i] as u64;
-        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-        i += 1;
+    let mut p = 0;
+    while p < parts.len() {
+        let bytes = parts[p].as_bytes();
+        let mut i = 0;
+        while i < bytes.len() {
+            hash ^= bytes[i] as u64;
+            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+            i += 1;
+        }
+        p += 1;
     }
     hash
 }

@@ -13,6 +13,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use super::LeftOutWhy;
+use super::damage::Damage;
 
 /// The version this code writes and reads.
 const VERSION: &[u8] = b"1";
@@ -248,34 +249,6 @@ impl Manifest {
         }
         Ok(manifest)
     }
-}
-
-/// What is wrong with a manifest that cannot be read back, as [`CheckpointError::Damaged`]
-/// says it.
-///
-/// [`CheckpointError::Damaged`]: super::CheckpointError::Damaged
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Damage {
-    #[error("it does not end where a field ends")]
-    Torn,
-    #[error("it ends before the {0}")]
-    EndsBefore(&'static str),
-    #[error("the {0} is not a number")]
-    NotANumber(&'static str),
-    #[error("it is not a version 1 checkpoint manifest")]
-    Version,
-    #[error("a {0} is negative")]
-    Negative(&'static str),
-    #[error("an unknown {0}")]
-    Unknown(&'static str),
-    #[error("a mode is not octal")]
-    ModeNotOctal,
-    #[error("a stamp is malformed")]
-    Stamp,
-    #[error("an entry names no root or no path")]
-    NoRootOrPath,
-    #[error("an unknown record {0}")]
-    Record(String),
 }
 
 fn parse_stamp(bytes: &[u8]) -> Option<Stamp> {

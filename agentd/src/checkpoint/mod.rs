@@ -16,6 +16,7 @@
 //! differs from the checkpoint is reported, never assumed.
 
 mod compare;
+mod damage;
 mod diff_text;
 mod ignore;
 mod manifest;
@@ -238,10 +239,7 @@ pub enum CheckpointError {
          checkpoint",
         path.display()
     )]
-    Damaged {
-        path: PathBuf,
-        why: manifest::Damage,
-    },
+    Damaged { path: PathBuf, why: damage::Damage },
     #[error(
         "the checkpoint store has no object {hash} that {} needs (removed from outside \
          agentd?); restore from another checkpoint",
