@@ -582,15 +582,10 @@ fn folder_graph_of(src: &Path) -> BTreeMap<PathBuf, BTreeSet<PathBuf>> {
     graph
 }
 
-/// The one import circle known and allowed, to be removed when the helper's trusted core is
-/// split (issue 38): `confine/linux.rs` builds the Landlock ruleset with `landlock.rs`, which
-/// cuts the denied reads out of its rules with `confine/deny.rs` (itself refusing through
-/// `confine/not_run.rs`). The `confine/` ↔ `enter.rs` ↔ `seatbelt.rs` circle this list held
-/// is gone. A cycle is let through only when every node of it is one of these.
-const KNOWN_CIRCLES: [&[&str]; 1] = [&[
-    "confine-helper/src/confine",
-    "confine-helper/src/landlock.rs",
-]];
+/// Import circles known and allowed: none. (The helper's last, `confine/` ↔ `landlock.rs`, went
+/// when the denied reads' Landlock rules moved into `landlock.rs`.) A cycle would be let through
+/// only when every node of it is in one of these.
+const KNOWN_CIRCLES: [&[&str]; 0] = [];
 
 /// Every cycle of `graph`, each as its nodes' names relative to `root`, leaving out those whose
 /// every node lies in one of [`KNOWN_CIRCLES`].
