@@ -38,6 +38,9 @@ _agentd() {
             agentd,man)
                 cmd="agentd__subcmd__man"
                 ;;
+            agentd,probe)
+                cmd="agentd__subcmd__probe"
+                ;;
             agentd,run)
                 cmd="agentd__subcmd__run"
                 ;;
@@ -76,6 +79,9 @@ _agentd() {
                 ;;
             agentd__subcmd__help,man)
                 cmd="agentd__subcmd__help__subcmd__man"
+                ;;
+            agentd__subcmd__help,probe)
+                cmd="agentd__subcmd__help__subcmd__probe"
                 ;;
             agentd__subcmd__help,run)
                 cmd="agentd__subcmd__help__subcmd__run"
@@ -135,7 +141,7 @@ _agentd() {
 
     case "${cmd}" in
         agentd)
-            opts="-h -V --help --version run config sessions acp exec demo completions man help"
+            opts="-h -V --help --version run config sessions acp exec demo probe completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -383,7 +389,7 @@ _agentd() {
             return 0
             ;;
         agentd__subcmd__help)
-            opts="run config sessions acp exec demo completions man help"
+            opts="run config sessions acp exec demo probe completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -508,6 +514,20 @@ _agentd() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        agentd__subcmd__help__subcmd__probe)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         agentd__subcmd__help__subcmd__run)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -593,13 +613,43 @@ _agentd() {
             return 0
             ;;
         agentd__subcmd__man)
-            opts="-h --dir --help acp completions config config-show demo exec man run sessions sessions-audit sessions-list sessions-show sessions-undo"
+            opts="-h --dir --help acp completions config config-show demo exec man probe run sessions sessions-audit sessions-list sessions-show sessions-undo"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agentd__subcmd__probe)
+            opts="-h --helper --helper-socket --helper-ceiling --config --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --helper)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --helper-socket)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --helper-ceiling)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -13,6 +13,7 @@ mod audit;
 pub mod exec;
 mod exit;
 pub mod manuals;
+mod probe;
 pub mod run;
 mod run_args;
 mod run_notes;
@@ -34,6 +35,7 @@ pub use args::{AgentArgs, HelperArgs};
 pub use exec::ExecCommand;
 pub use exit::{EXIT_DID_NOT_RUN, EXIT_FAILURE};
 pub use manuals::{CompletionsCommand, ManCommand};
+pub use probe::ProbeCommand;
 pub use run::RunCommand;
 
 use crate::config::ConfigError;
@@ -79,6 +81,14 @@ pub enum Command {
     /// inside the workspace, and a write outside it that the sandbox refuses. Exits 0 when
     /// everything happened as it should.
     Demo(DemoCommand),
+    /// Ask confine-helper which sandbox backends work on this machine, and why not: every
+    /// backend's verdict (probed afresh), the Landlock ABI, the backend `auto` selects and the
+    /// ceiling as the helper enforces it.
+    ///
+    /// Exit status: 0 when a backend is usable; 1 when none is (confined modes fail closed) or
+    /// the ceiling is broken (every request is refused); 125 when the helper could not be
+    /// started or asked.
+    Probe(ProbeCommand),
     /// Print the completion script for a shell (the one the Debian package installs).
     ///
     /// bash: `agentd completions bash > ~/.local/share/bash-completion/completions/agentd`;
@@ -213,6 +223,7 @@ pub async fn execute(cli: Cli) -> ExitCode {
         Command::Acp(command) => ExitCode::from(acp_command(command).await),
         Command::Exec(command) => ExitCode::from(exec::exec_command(command).await),
         Command::Demo(command) => ExitCode::from(demo_command(command).await),
+        Command::Probe(command) => ExitCode::from(probe::probe_command(&command).await),
         Command::Completions(command) => ExitCode::from(manuals::completions_command(&command)),
         Command::Man(command) => ExitCode::from(manuals::man_command(&command)),
     }

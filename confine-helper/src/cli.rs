@@ -20,14 +20,13 @@ usage:
       serve agentd over the connected Unix socket inherited as descriptor N (embedded mode);
       --served-from names the service socket confine-service accepted it on, --idle-limit how
       long a connection that runs nothing and sends nothing is kept (0: for ever)
-  confine-helper probe [--json] [--ceiling PATH]
-      probe every backend, print the verdicts, the Landlock ABI and the selection
   confine-helper enter --ruleset FD --report FD -- PROGRAM [ARGS...]
       apply a Landlock ruleset and execute PROGRAM (the second layer inside a bwrap sandbox)
   confine-helper --version
 
 The ceiling is read from /etc/confine-helper/ceiling.toml, then the user's
-$XDG_CONFIG_HOME/confine-helper/ceiling.toml, then --ceiling PATH; each can only narrow.";
+$XDG_CONFIG_HOME/confine-helper/ceiling.toml, then --ceiling PATH; each can only narrow.
+Which backends work here, and why not: agentd probe.";
 
 /// What the command line asked for.
 #[derive(Debug, PartialEq, Eq)]
@@ -39,10 +38,6 @@ pub(crate) enum Invocation {
         served_from: Option<PathBuf>,
         /// How long a connection of a root service's peer is kept idle; zero keeps it.
         idle_limit: Option<Duration>,
-    },
-    Probe {
-        json: bool,
-        ceiling: Option<PathBuf>,
     },
     Version,
     Help,
@@ -66,13 +61,16 @@ pub(crate) enum UsageError {
     /// An option after `--fd N`.
     #[error("unknown option {0:?}")]
     Option(String),
-    /// An option `mode` does not take.
-    #[error("unknown option {option:?} for {mode}")]
-    ModeOption { mode: &'static str, option: String },
     #[error("no mode given")]
     NoMode,
     #[error("unknown argument {0:?}")]
     Argument(String),
+    /// `probe`, which agentd prints now.
+    #[error(
+        "`probe` is agentd's: run `agentd probe [--json]` (`--helper PATH` to ask this helper, \
+         `--helper-ceiling PATH` with a ceiling file)"
+    )]
+    Probe,
 }
 
 /// Parses the helper's small command line.
@@ -92,7 +90,7 @@ pub(crate) fn parse(args: &[OsString]) -> Result<Invocation, UsageError> {
         .collect::<Result<_, _>>()?;
     match text.as_slice() {
         ["--fd", n, rest @ ..] => embedded_args(n, rest),
-        ["probe", rest @ ..] => probe_args(rest),
+        ["probe", ..] => Err(UsageError::Probe),
         ["--version"] | ["-V"] => Ok(Invocation::Version),
         ["--help"] | ["-h"] => Ok(Invocation::Help),
         [] => Err(UsageError::NoMode),
@@ -121,6 +119,9 @@ fn embedded_args(n: &str, rest: &[&str]) -> Result<Invocation, UsageError> {
             ["--idle-limit", secs, more @ ..] => {
                 (idle_limit, rest) = (Some(seconds("--idle-limit", secs)?), more);
             }
+            [flag @ ("--ceiling" | "--served-from" | "--idle-limit")] => {
+                return Err(UsageError::NoValue((*flag).to_owned()));
+            }
             [other, ..] => return Err(UsageError::Option((*other).to_owned())),
         }
     }
@@ -133,29 +134,6 @@ fn embedded_args(n: &str, rest: &[&str]) -> Result<Invocation, UsageError> {
         served_from,
         idle_limit,
     })
-}
-
-/// `probe`'s options.
-fn probe_args(rest: &[&str]) -> Result<Invocation, UsageError> {
-    let mut json = false;
-    let mut ceiling = None;
-    let mut it = rest.iter();
-    while let Some(flag) = it.next() {
-        match *flag {
-            "--json" => json = true,
-            "--ceiling" => {
-                let value = it.next().ok_or(UsageError::NoValue("--ceiling".into()))?;
-                ceiling = Some(PathBuf::from(value));
-            }
-            other => {
-                return Err(UsageError::ModeOption {
-                    mode: "probe",
-                    option: other.to_owned(),
-                });
-            }
-        }
-    }
-    Ok(Invocation::Probe { json, ceiling })
 }
 
 /// The number `flag` takes.
@@ -233,10 +211,6 @@ fn run(invocation: Invocation, homes: Homes) -> ExitCode {
         Invocation::Help => {
             println!("{USAGE}");
             return ExitCode::SUCCESS;
-        }
-        Invocation::Probe { json, ceiling } => {
-            let ctx = context(xdg, env_home, ceiling, None);
-            return crate::probe::print(&ctx, json);
         }
         Invocation::Embedded {
             fd,
@@ -401,13 +375,12 @@ mod tests {
             &["--help"][..],
             &["-h"],
             &["probe", "--help"],
-            &["probe", "--json", "-h"],
             &["--fd", "3", "--help"],
         ] {
             assert_eq!(parse(&args(list)), Ok(Invocation::Help), "{list:?}");
         }
         assert_ne!(
-            parse(&args(&["probe", "--", "--help"])),
+            parse(&args(&["--fd", "3", "--", "--help"])),
             Ok(Invocation::Help),
             "after dashes, --help is an argument"
         );
@@ -432,12 +405,15 @@ mod tests {
             Err("--fd 2: descriptors 0-2 are stdio, not a socket".into())
         );
         assert_eq!(
-            text(&["probe", "--ceiling"]),
+            text(&["--fd", "3", "--ceiling"]),
             Err("--ceiling needs a value".into())
         );
-        assert_eq!(
-            text(&["probe", "--bogus"]),
-            Err("unknown option \"--bogus\" for probe".into())
+        // The probe's printing is agentd's; the helper names where it went.
+        assert_eq!(parse(&args(&["probe", "--json"])), Err(UsageError::Probe));
+        assert!(
+            text(&["probe"])
+                .unwrap_err()
+                .starts_with("`probe` is agentd's: run `agentd probe [--json]`")
         );
         assert_eq!(text(&["run"]), Err("unknown argument \"run\"".into()));
     }

@@ -496,7 +496,7 @@ fn count_problem(stated: usize, real: usize) -> Option<String> {
 /// The code lines the Linux build of the helper holds today, at most: the count may only fall
 /// from here. RFC 0021 sets the aim at [`LINUX_CORE_AIM`]; the moves still to come are listed
 /// there ("Deferred").
-const LINUX_CORE_CEILING: usize = 7_900;
+const LINUX_CORE_CEILING: usize = 7_700;
 /// The size RFC 0021 aims the Linux trusted core at.
 const LINUX_CORE_AIM: usize = 5_500;
 /// The most code lines the enforcement kernel may have (RFC 0021).

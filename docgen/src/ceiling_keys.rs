@@ -187,21 +187,25 @@ mod tests {
         TomlType::StringArray,
     ];
 
-    /// The helper of this build, beside the test binary's directory (`target/<profile>/`).
-    fn helper() -> PathBuf {
+    /// A program of this build, beside the test binary's directory (`target/<profile>/`).
+    fn built(name: &str) -> PathBuf {
         let exe = std::env::current_exe().expect("the test binary's path");
         let path = exe
             .parent()
             .and_then(Path::parent)
             .expect("the test binary lies in target/<profile>/deps")
-            .join("confine-helper");
+            .join(name);
         assert!(
             path.is_file(),
-            "{} is missing: build it with `cargo build -p confine-helper` (cargo test \
-             --workspace builds it)",
+            "{} is missing: build it with `cargo build -p {name}` (cargo test --workspace \
+             builds it)",
             path.display()
         );
         path
+    }
+
+    fn helper() -> PathBuf {
+        built("confine-helper")
     }
 
     /// A scratch directory, removed when dropped.
@@ -232,7 +236,7 @@ mod tests {
             .expect("make the ceiling file the owner's alone");
         let output = probe(
             scratch,
-            &["--ceiling", file.to_str().expect("a UTF-8 path")],
+            &["--helper-ceiling", file.to_str().expect("a UTF-8 path")],
         );
         let line = String::from_utf8_lossy(&output.stdout);
         let report: serde_json::Value = serde_json::from_str(line.trim()).unwrap_or_else(|e| {
@@ -244,19 +248,21 @@ mod tests {
         report["ceiling"].clone()
     }
 
-    /// The probe in a scratch home and XDG directories: no user ceiling is read, and the
-    /// verdicts it keeps stay in the scratch directory.
+    /// `agentd probe --json` asking this build's helper, in a scratch home and XDG directories:
+    /// no user ceiling is read, and the verdicts it keeps stay in the scratch directory.
     fn probe(scratch: &Scratch, args: &[&str]) -> Output {
-        Command::new(helper())
-            .args(["probe", "--json"])
+        Command::new(built("agentd"))
+            .args(["probe", "--json", "--helper"])
+            .arg(helper())
             .args(args)
             .env_clear()
             .env("PATH", "/usr/local/bin:/usr/bin:/bin")
             .env("HOME", &scratch.0)
             .env("XDG_CONFIG_HOME", scratch.0.join("config"))
             .env("XDG_CACHE_HOME", scratch.0.join("cache"))
+            .env("XDG_STATE_HOME", scratch.0.join("state"))
             .output()
-            .expect("the helper runs")
+            .expect("agentd runs")
     }
 
     /// Why the helper found the ceiling broken, or `None` when it took it.

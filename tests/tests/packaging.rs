@@ -257,7 +257,7 @@ fn the_manual_page_documents_every_mode_and_flag_of_the_helpers_usage() {
     let man = std::fs::read_to_string(&man_path).expect("read confine-helper.1");
     let (modes, flags) = usage_words(&usage);
     assert!(
-        modes.contains("probe") && flags.contains("--served-from") && flags.contains("--fd"),
+        modes.contains("enter") && flags.contains("--served-from") && flags.contains("--fd"),
         "the usage text was not read: modes {modes:?}, flags {flags:?}"
     );
     let missing = undocumented(&usage, &man);
@@ -320,22 +320,25 @@ fn ceiling_keys() -> Vec<String> {
         .collect()
 }
 
-/// `confine-helper probe --json`, with `--ceiling ceiling` if given, in a scratch home and XDG
-/// directories (no user ceiling; the verdict cache stays in the scratch area).
+/// `agentd probe --json` asking this build's helper, with `--helper-ceiling ceiling` if given,
+/// in a scratch home and XDG directories (no user ceiling; the verdict cache stays in the
+/// scratch area).
 fn probe(scratch: &Scratch, ceiling: Option<&Path>) -> Value {
-    let mut command = Command::new(support::binary("confine-helper"));
+    let mut command = Command::new(support::binary("agentd"));
     command
-        .args(["probe", "--json"])
+        .args(["probe", "--json", "--helper"])
+        .arg(support::binary("confine-helper"))
         .env_clear()
         .env("PATH", "/usr/local/bin:/usr/bin:/bin")
         .env("HOME", scratch.root.join("home"))
         .env("XDG_CONFIG_HOME", scratch.root.join("config"))
-        .env("XDG_CACHE_HOME", scratch.root.join("tmp"));
+        .env("XDG_CACHE_HOME", scratch.root.join("tmp"))
+        .env("XDG_STATE_HOME", scratch.root.join("tmp"));
     if let Some(path) = ceiling {
-        command.arg("--ceiling").arg(path);
+        command.arg("--helper-ceiling").arg(path);
     }
     // probe exits 1 when no backend is usable; the ceiling is reported either way.
-    let out = command.output().expect("run confine-helper probe");
+    let out = command.output().expect("run agentd probe");
     let text = String::from_utf8_lossy(&out.stdout);
     serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("probe --json: {e}: {out:?}"))
 }

@@ -18,7 +18,7 @@ use super::exit::failure;
 
 /// Every manual page, by name (`agentd-config-show`, read as `man agentd-config-show`), as
 /// docgen wrote it.
-const PAGES: [(&str, &str); 14] = [
+const PAGES: [(&str, &str); 15] = [
     ("agentd", include_str!("../../man/agentd.1")),
     ("agentd-acp", include_str!("../../man/agentd-acp.1")),
     (
@@ -33,6 +33,7 @@ const PAGES: [(&str, &str); 14] = [
     ("agentd-demo", include_str!("../../man/agentd-demo.1")),
     ("agentd-exec", include_str!("../../man/agentd-exec.1")),
     ("agentd-man", include_str!("../../man/agentd-man.1")),
+    ("agentd-probe", include_str!("../../man/agentd-probe.1")),
     ("agentd-run", include_str!("../../man/agentd-run.1")),
     (
         "agentd-sessions",

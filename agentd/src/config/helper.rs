@@ -58,6 +58,16 @@ impl Effective {
     /// keeping the helper's usable verdicts in this user's cache (sent back as hints). Nothing
     /// is started until its first request.
     pub fn helper_client(&self) -> Result<HelperClient, HelperSetupError> {
+        self.client(true)
+    }
+
+    /// A client of the configured confine-helper for `agentd probe`: it sends no kept verdict
+    /// as a hint, so the helper probes every backend afresh, and its report replaces them.
+    pub fn probe_client(&self) -> Result<HelperClient, HelperSetupError> {
+        self.client(false)
+    }
+
+    fn client(&self, sends_hints: bool) -> Result<HelperClient, HelperSetupError> {
         let endpoint = self.helper_endpoint()?;
         let ceiling = self.helper_ceiling.value.clone();
         let client = HelperClient::configured(
@@ -67,7 +77,7 @@ impl Effective {
             self.given_file_io(),
         )?;
         if let Some(cache) =
-            verdict_dir(&process_env).and_then(|dir| VerdictCache::open(&dir, true))
+            verdict_dir(&process_env).and_then(|dir| VerdictCache::open(&dir, sends_hints))
         {
             client.keep_verdicts(cache);
         }

@@ -21,13 +21,15 @@ pub const CASES: &[Case] = &[Case {
     body: the_helper_reports_the_backend_usable,
 }];
 
-/// `confine-helper probe --json`, run as the cell's user with agentd's environment, must call
-/// the cell's backend usable: the suite found it working (the case would be skipped otherwise).
+/// `agentd probe --json`, asking the helper under test, run as the cell's user with agentd's
+/// environment, must call the cell's backend usable: the suite found it working (the case
+/// would be skipped otherwise).
 fn the_helper_reports_the_backend_usable(cx: &mut Cx) -> Verdict {
     let backend = cx.cell.backend.as_str();
-    let mut command = Command::new(&cx.launcher.binaries.helper);
+    let mut command = Command::new(&cx.launcher.binaries.agentd);
     command
-        .args(["probe", "--json"])
+        .args(["probe", "--json", "--helper"])
+        .arg(&cx.launcher.binaries.helper)
         .env_clear()
         .envs(cx.launcher.base_env.iter().cloned())
         .current_dir(&cx.ws)
@@ -35,12 +37,12 @@ fn the_helper_reports_the_backend_usable(cx: &mut Cx) -> Verdict {
     cx.user().apply(&mut command);
     let out = command
         .output()
-        .map_err(|e| fail(format!("cannot run confine-helper probe: {e}")))?;
+        .map_err(|e| fail(format!("cannot run agentd probe: {e}")))?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     let report: Value =
         serde_json::from_str(stdout.lines().last().unwrap_or_default()).map_err(|e| {
             fail(format!(
-                "confine-helper probe --json printed no JSON ({e}): {stdout}"
+                "agentd probe --json printed no JSON ({e}): {stdout}"
             ))
         })?;
     let verdict = report["backends"]

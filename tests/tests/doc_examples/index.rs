@@ -134,7 +134,7 @@ mod tests {
             "agentd run -- true",
             "./target/release/agentd demo",
             "cargo build && ./target/release/agentd demo",
-            "confine-helper probe                     # which backends work",
+            "agentd probe                             # which backends work",
             "{ echo x; git diff; } | agentd exec --json - > review.ndjson",
             "AGENTD_SANDBOX_MODE=read-only agentd config show",
             "sudo confine-service --socket /run/x.sock",
