@@ -399,3 +399,69 @@ fn writers_killed_at_any_point_leave_the_old_file_or_the_new_one_and_nothing_els
         outcomes.contains(&true)
     );
 }
+
+/// The file program beside the helper runs again under whatever policy agentd's next file
+/// operation has (an approved write's wider one), so no command may replace it: a writable root
+/// that holds it is refused, wherever its real file lies. Here it is a link beside the helper to
+/// a file in a directory of its own, so only the program's protection can refuse that
+/// directory (the helper's own binary is elsewhere).
+#[test]
+fn a_root_holding_the_file_program_is_refused_so_no_command_can_replace_it() {
+    let installed = Scratch::new("installed-own");
+    let real = Scratch::new("file-io-real");
+    let other = Scratch::new("file-io-other");
+    let copy = installed.0.join("confine-helper");
+    let program = real.0.join(confine_protocol::FILE_IO_PROGRAM);
+    for (from, to) in [
+        (std::path::PathBuf::from(support::HELPER), &copy),
+        (file_io(), &program),
+    ] {
+        // Copied by another process, as above (ETXTBSY).
+        let copied = std::process::Command::new("cp").arg(&from).arg(to).status();
+        assert!(copied.expect("cp").success(), "copy {}", from.display());
+    }
+    std::os::unix::fs::symlink(
+        &program,
+        installed.0.join(confine_protocol::FILE_IO_PROGRAM),
+    )
+    .expect("link the program beside the helper");
+    let mut peer = Peer::embedded_program(&copy, None, |_| {});
+    peer.greet();
+    let writing_in = |id, root: &std::path::Path| {
+        let root = std::fs::canonicalize(root).expect("canonical");
+        let mut request = support::spawn(id, &["sh", "-c", "echo x > \"$1\"/note", "sh"]);
+        request
+            .argv
+            .push(root.as_os_str().as_encoded_bytes().to_vec());
+        request.policy = policy(Mode::WorkspaceWrite, &root);
+        request
+    };
+    // The control: a root beside it is taken and written, on whatever backend works here (or
+    // refused for no usable backend, which the next request would be too).
+    peer.send(&Request::Spawn(writing_in(1, &other.0)), &[]);
+    let control = peer.until_end(1);
+    if matches!(control.as_slice(), [Reply::RunnerFailed(_)]) {
+        skip(
+            "a_root_holding_the_file_program_is_refused_so_no_command_can_replace_it",
+            Need::Backend,
+            "no confined backend works here",
+        );
+        return;
+    }
+    assert_eq!(exit_code(&control), Some(0), "{control:?}");
+    assert!(other.0.join("note").exists(), "the control wrote nothing");
+    peer.send(&Request::Spawn(writing_in(2, &real.0)), &[]);
+    match peer.until_end(2).as_slice() {
+        [Reply::Refused(refused)] => {
+            let why = refused.reason.to_string();
+            let named = std::fs::canonicalize(&program).expect("canonical");
+            assert!(
+                why.contains("the helper's own files")
+                    && why.contains(named.to_str().expect("a UTF-8 path")),
+                "refused for another reason: {why}"
+            );
+        }
+        other => panic!("a root holding the file program was taken: {other:?}"),
+    }
+    assert!(!real.0.join("note").exists(), "the refused command ran");
+}

@@ -43,8 +43,9 @@ use crate::sys::run_as;
 const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 
 /// What a helper running as the service's own uid keeps of the service's environment: where
-/// that user's ceiling and verdict cache live. A peer's helper in a root service keeps nothing.
-const OWN_ENVIRONMENT: [&str; 3] = ["XDG_CONFIG_HOME", "XDG_CACHE_HOME", "HOME"];
+/// that user's ceiling lives (the helper reads no other variable). A peer's helper in a root
+/// service keeps nothing.
+const OWN_ENVIRONMENT: [&str; 2] = ["XDG_CONFIG_HOME", "HOME"];
 
 /// How long a root service's helper keeps a connection that was greeted and then runs no
 /// command and sends nothing, by default (`--idle-limit`). agentd holds its connection for a
