@@ -102,15 +102,13 @@ const HELLO_LIMIT: Duration = Duration::from_secs(10);
 const MAX_QUEUED_OUTPUT: usize = 4 << 20;
 /// Descriptors received but not yet claimed by a Spawn frame.
 const MAX_QUEUED_FDS: usize = 64;
-/// Commands one connection may have running at once.
+/// Commands the connection may have running at once.
 const MAX_IN_FLIGHT: usize = 1024;
 
-type ConnId = u64;
-
+/// The one connection: agentd's, or a service peer's handed over by `confine-service`.
 #[derive(Debug)]
 struct Conn {
     sock: UnixStream,
-    label: String,
     decoder: FrameDecoder,
     fds: VecDeque<OwnedFd>,
     out: Vec<u8>,
@@ -119,24 +117,27 @@ struct Conn {
     last_input: Instant,
     /// When its last command ended: with `last_input`, where an idle spell starts.
     last_ended: Instant,
-    in_flight: usize,
 }
+
+/// How the connection is named in the log.
+const PEER: &str = "agentd";
 
 #[derive(Debug)]
 pub(crate) struct Server {
     /// How long a greeted connection may stay with no command running and nothing sent: a
     /// helper serving a peer of a root service (`--served-from`) frees its place.
     idle_limit: Option<Duration>,
-    conns: HashMap<ConnId, Conn>,
-    next_conn: ConnId,
-    commands: HashMap<(ConnId, u64), Running>,
+    /// The connection, until it is gone; its commands are then reaped and the helper exits.
+    conn: Option<Conn>,
+    /// The running commands, by the id agentd gave each.
+    commands: HashMap<u64, Running>,
     hello: Hello,
     ctx: Context,
 }
 
 enum Token {
-    Conn(ConnId),
-    Command((ConnId, u64)),
+    Conn,
+    Command(u64),
 }
 
 impl Server {
@@ -145,53 +146,42 @@ impl Server {
     pub(crate) fn embedded(sock: UnixStream, ctx: Context, idle_limit: Option<Duration>) -> Server {
         let mut server = Server {
             idle_limit,
-            conns: HashMap::new(),
-            next_conn: 0,
+            conn: None,
             commands: HashMap::new(),
             hello: Hello::ours(&format!("confine-helper {}", env!("CARGO_PKG_VERSION"))),
             ctx,
         };
-        server.add_conn(sock, "agentd".into());
-        server
-    }
-
-    fn add_conn(&mut self, sock: UnixStream, label: String) -> Option<ConnId> {
         if let Err(e) = sock.set_nonblocking(true) {
-            log!("{label}: cannot make the connection non-blocking: {e}; closing it");
-            return None;
+            log!("{PEER}: cannot make the connection non-blocking: {e}; closing it");
+            return server;
         }
+        let greeting = match encode_frame(&server.hello) {
+            Ok(frame) => frame,
+            Err(e) => {
+                log!("cannot encode the greeting: {e}");
+                return server;
+            }
+        };
         let now = Instant::now();
-        let mut conn = Conn {
+        server.conn = Some(Conn {
             sock,
-            label,
             decoder: FrameDecoder::new(),
             fds: VecDeque::new(),
-            out: Vec::new(),
+            out: greeting,
             greeted: false,
             connected_at: now,
             last_input: now,
             last_ended: now,
-            in_flight: 0,
-        };
-        match encode_frame(&self.hello) {
-            Ok(frame) => conn.out.extend_from_slice(&frame),
-            Err(e) => {
-                log!("cannot encode the greeting: {e}");
-                return None;
-            }
-        }
-        let id = self.next_conn;
-        self.next_conn += 1;
-        self.conns.insert(id, conn);
-        self.flush(id);
-        Some(id)
+        });
+        server.flush();
+        server
     }
 
     /// Runs until there is nothing left to serve: the connection is gone and its commands
     /// reaped.
     pub(crate) fn run(&mut self) -> std::io::Result<()> {
         loop {
-            if self.conns.is_empty() && self.commands.is_empty() {
+            if self.conn.is_none() && self.commands.is_empty() {
                 return Ok(());
             }
             let (mut fds, tokens) = self.poll_set();
@@ -202,15 +192,15 @@ impl Server {
                     continue;
                 }
                 match token {
-                    Token::Conn(id) => {
+                    Token::Conn => {
                         if pfd.revents & libc::POLLOUT != 0 {
-                            self.flush(id);
+                            self.flush();
                         }
                         if pfd.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0 {
-                            self.read_conn(id);
+                            self.read_conn();
                         }
                     }
-                    Token::Command(key) => self.on_status(key),
+                    Token::Command(id) => self.on_status(id),
                 }
             }
             // After what arrived is handled: a request that came with its deadline counts.
@@ -229,17 +219,22 @@ impl Server {
             });
             tokens.push(token);
         };
-        for (id, conn) in &self.conns {
+        if let Some(conn) = &self.conn {
             let mut events = libc::POLLIN;
             if !conn.out.is_empty() {
                 events |= libc::POLLOUT;
             }
-            add(conn.sock.as_raw_fd(), events, Token::Conn(*id));
+            add(conn.sock.as_raw_fd(), events, Token::Conn);
         }
-        for (key, cmd) in &self.commands {
-            add(cmd.status.as_raw_fd(), libc::POLLIN, Token::Command(*key));
+        for (id, cmd) in &self.commands {
+            add(cmd.status.as_raw_fd(), libc::POLLIN, Token::Command(*id));
         }
         (fds, tokens)
+    }
+
+    /// When the connection is cut off unless something happens first, and why.
+    fn conn_deadline(&self) -> Option<(Instant, Closed)> {
+        deadline(self.conn.as_ref()?, self.idle_limit, self.commands.len())
     }
 
     fn poll_timeout(&self) -> i32 {
@@ -249,11 +244,8 @@ impl Server {
             .values()
             .flat_map(|c| [c.deadline, c.kill_at])
             .flatten();
-        let conn_timers = self
-            .conns
-            .values()
-            .filter_map(|c| deadline(c, self.idle_limit).map(|(at, _)| at));
-        match command_timers.chain(conn_timers).min() {
+        let conn_timer = self.conn_deadline().map(|(at, _)| at);
+        match command_timers.chain(conn_timer).min() {
             None => -1,
             Some(at) => {
                 let ms = at.saturating_duration_since(now).as_micros().div_ceil(1000);
@@ -273,23 +265,17 @@ impl Server {
                 cmd.order(sys::CTL_KILL);
             }
         }
-        let stalled: Vec<(ConnId, Closed)> = self
-            .conns
-            .iter()
-            .filter_map(|(id, c)| {
-                let (at, why) = deadline(c, self.idle_limit)?;
-                (now >= at).then_some((*id, why))
-            })
-            .collect();
-        for (id, why) in stalled {
-            self.close(id, why);
+        if let Some((at, why)) = self.conn_deadline()
+            && now >= at
+        {
+            self.close(why);
         }
     }
 
-    fn read_conn(&mut self, id: ConnId) {
+    fn read_conn(&mut self) {
         let mut buf = vec![0u8; 64 * 1024];
         loop {
-            let Some(conn) = self.conns.get_mut(&id) else {
+            let Some(conn) = self.conn.as_mut() else {
                 return;
             };
             let mut cmsg = nix::cmsg_space!([std::os::fd::RawFd; 16]);
@@ -311,73 +297,73 @@ impl Server {
                 }
                 Err(nix::Error::EAGAIN) => return,
                 Err(nix::Error::EINTR) => continue,
-                Err(e) => return self.close(id, Closed::Read(e)),
+                Err(e) => return self.close(Closed::Read(e)),
             };
             if truncated {
-                return self.close(id, Closed::TooManyFds);
+                return self.close(Closed::TooManyFds);
             }
             if conn.fds.len() > MAX_QUEUED_FDS {
-                return self.close(id, Closed::UnclaimedFds);
+                return self.close(Closed::UnclaimedFds);
             }
             if bytes == 0 {
                 let why = match conn.decoder.finish() {
                     Ok(()) => Closed::ByPeer,
                     Err(e) => Closed::Protocol(e),
                 };
-                return self.close(id, why);
+                return self.close(why);
             }
             conn.last_input = Instant::now();
             // A count past the buffer is a broken read: the connection ends as on one.
             let Some(read) = buf.get(..bytes) else {
-                return self.close(id, Closed::Read(nix::Error::EIO));
+                return self.close(Closed::Read(nix::Error::EIO));
             };
             if let Err(e) = conn.decoder.feed(read) {
-                return self.close(id, Closed::Protocol(e));
+                return self.close(Closed::Protocol(e));
             }
             loop {
-                let Some(conn) = self.conns.get_mut(&id) else {
+                let Some(conn) = self.conn.as_mut() else {
                     return;
                 };
                 match conn.decoder.next_payload() {
-                    Ok(Some(payload)) => self.on_payload(id, &payload),
+                    Ok(Some(payload)) => self.on_payload(&payload),
                     Ok(None) => break,
-                    Err(e) => return self.close(id, Closed::Protocol(e)),
+                    Err(e) => return self.close(Closed::Protocol(e)),
                 }
             }
         }
     }
 
-    fn on_payload(&mut self, id: ConnId, payload: &[u8]) {
-        let Some(conn) = self.conns.get_mut(&id) else {
+    fn on_payload(&mut self, payload: &[u8]) {
+        let Some(conn) = self.conn.as_mut() else {
             return;
         };
         if !conn.greeted {
             let peer: Hello = match decode_payload(payload) {
                 Ok(hello) => hello,
-                Err(e) => return self.close(id, Closed::Greeting(e)),
+                Err(e) => return self.close(Closed::Greeting(e)),
             };
             if let Err(mismatch) = check_hello(&self.hello, &peer) {
-                return self.close(id, Closed::Refused(mismatch));
+                return self.close(Closed::Refused(mismatch));
             }
             conn.greeted = true;
             return;
         }
         let request: Request = match decode_payload(payload) {
             Ok(request) => request,
-            Err(e) => return self.close(id, Closed::Protocol(e)),
+            Err(e) => return self.close(Closed::Protocol(e)),
         };
         match request {
-            Request::Spawn(spawn) => self.on_spawn(id, spawn),
+            Request::Spawn(spawn) => self.on_spawn(spawn),
             Request::Cancel(cancel) => {
                 let grace = Duration::from_millis(u64::from(cancel.grace_ms));
-                if let Some(cmd) = self.commands.get_mut(&(id, cancel.id)) {
+                if let Some(cmd) = self.commands.get_mut(&cancel.id) {
                     cmd.terminate(Ending::Cancelled, grace, Instant::now());
                 }
             }
             Request::Hints(hints) => self.ctx.take_hints(&hints),
             Request::Info => {
                 let info = Reply::Info(self.info());
-                self.reply(id, &info);
+                self.reply(&info);
             }
         }
     }
@@ -388,8 +374,8 @@ impl Server {
 
     /// Runs `spawn` with the descriptors that came with it (taken even when it must not run, so
     /// the stream of descriptors stays in step).
-    fn on_spawn(&mut self, id: ConnId, spawn: Spawn) {
-        let Some(conn) = self.conns.get_mut(&id) else {
+    fn on_spawn(&mut self, spawn: Spawn) {
+        let Some(conn) = self.conn.as_mut() else {
             return;
         };
         let wanted = command::declared_fds(&spawn);
@@ -399,7 +385,7 @@ impl Server {
                 wanted,
                 arrived: conn.fds.len(),
             };
-            return self.close(id, why);
+            return self.close(why);
         }
         let mut take = |spec: StdioSpec| match spec {
             StdioSpec::Fd => conn.fds.pop_front(),
@@ -415,10 +401,9 @@ impl Server {
         } else {
             None
         };
-        let in_flight = conn.in_flight;
-        let refusal = if self.commands.contains_key(&(id, spawn.id)) {
+        let refusal = if self.commands.contains_key(&spawn.id) {
             Some(Refusal::IdInUse { id: spawn.id })
-        } else if in_flight >= MAX_IN_FLIGHT {
+        } else if self.commands.len() >= MAX_IN_FLIGHT {
             Some(Refusal::TooManyCommands {
                 max: u64::try_from(MAX_IN_FLIGHT).unwrap_or(u64::MAX),
             })
@@ -433,27 +418,24 @@ impl Server {
         };
         match started {
             Ok(running) => {
-                if let Some(conn) = self.conns.get_mut(&id) {
-                    conn.in_flight += 1;
-                }
-                self.commands.insert((id, spawn.id), running);
+                self.commands.insert(spawn.id, running);
             }
             Err(not_run) => {
                 let reply = not_run.into_reply(spawn.id);
-                self.reply(id, &reply);
+                self.reply(&reply);
             }
         }
     }
 
-    fn on_status(&mut self, key: (ConnId, u64)) {
-        let Some(cmd) = self.commands.get_mut(&key) else {
+    fn on_status(&mut self, id: u64) {
+        let Some(cmd) = self.commands.get_mut(&id) else {
             return;
         };
         let (started, ended) = cmd.read_status();
         if let Some(started) = started {
-            self.reply(key.0, &started);
+            self.reply(&started);
         }
-        if ended && let Some(cmd) = self.commands.remove(&key) {
+        if ended && let Some(cmd) = self.commands.remove(&id) {
             let backend = cmd.backend();
             let reply = cmd.finish();
             if let Reply::RunnerFailed(failed) = &reply
@@ -461,30 +443,29 @@ impl Server {
             {
                 self.ctx.forget_verdict(backend);
             }
-            if let Some(conn) = self.conns.get_mut(&key.0) {
-                conn.in_flight -= 1;
+            if let Some(conn) = self.conn.as_mut() {
                 conn.last_ended = Instant::now();
             }
-            self.reply(key.0, &reply);
+            self.reply(&reply);
         }
     }
 
-    fn reply(&mut self, id: ConnId, reply: &Reply) {
-        let Some(conn) = self.conns.get_mut(&id) else {
+    fn reply(&mut self, reply: &Reply) {
+        let Some(conn) = self.conn.as_mut() else {
             return;
         };
         match encode_frame(reply) {
             Ok(frame) => conn.out.extend_from_slice(&frame),
-            Err(e) => return self.close(id, Closed::Encode(e)),
+            Err(e) => return self.close(Closed::Encode(e)),
         }
         if conn.out.len() > MAX_QUEUED_OUTPUT {
-            return self.close(id, Closed::NotReading);
+            return self.close(Closed::NotReading);
         }
-        self.flush(id);
+        self.flush();
     }
 
-    fn flush(&mut self, id: ConnId) {
-        let Some(conn) = self.conns.get_mut(&id) else {
+    fn flush(&mut self) {
+        let Some(conn) = self.conn.as_mut() else {
             return;
         };
         while !conn.out.is_empty() {
@@ -494,47 +475,48 @@ impl Server {
                 }
                 Err(nix::Error::EAGAIN) => return,
                 Err(nix::Error::EINTR) => continue,
-                Err(e) => return self.close(id, Closed::Write(e)),
+                Err(e) => return self.close(Closed::Write(e)),
             }
         }
     }
 
-    /// Drops a connection. Its commands lose their ctl pipe, which makes each shim kill its
+    /// Drops the connection. Its commands lose their ctl pipe, which makes each shim kill its
     /// tree; they stay tracked until their shims are reaped.
-    fn close(&mut self, id: ConnId, why: Closed) {
-        let Some(conn) = self.conns.remove(&id) else {
+    fn close(&mut self, why: Closed) {
+        let Some(conn) = self.conn.take() else {
             return;
         };
         // Closed before it is logged: once the line is there, the peer sees the end.
         drop(conn.sock);
         let mut killed = 0;
-        for ((conn_id, _), cmd) in self.commands.iter_mut() {
-            if *conn_id == id && cmd.ctl.take().is_some() {
+        for cmd in self.commands.values_mut() {
+            if cmd.ctl.take().is_some() {
                 killed += 1;
             }
         }
         if killed > 0 {
-            log!(
-                "{}: {why}; killing {killed} running command tree(s)",
-                conn.label
-            );
+            log!("{PEER}: {why}; killing {killed} running command tree(s)");
         } else if !matches!(why, Closed::ByPeer) {
-            log!("{}: {why}", conn.label);
+            log!("{PEER}: {why}");
         }
     }
 }
 
 /// When `conn` is cut off unless something happens first, and why: no greeting within
 /// `HELLO_LIMIT`, a frame left half-sent for `STALL_LIMIT`, or, with `idle_limit`, nothing
-/// running and nothing sent for that long.
-fn deadline(conn: &Conn, idle_limit: Option<Duration>) -> Option<(Instant, Closed)> {
+/// running (of its `running` commands) and nothing sent for that long.
+fn deadline(
+    conn: &Conn,
+    idle_limit: Option<Duration>,
+    running: usize,
+) -> Option<(Instant, Closed)> {
     if !conn.greeted {
         return Some((conn.connected_at + HELLO_LIMIT, Closed::NoGreeting));
     }
     if conn.decoder.buffered() > 0 {
         return Some((conn.last_input + STALL_LIMIT, Closed::Stalled));
     }
-    let limit = idle_limit.filter(|_| conn.in_flight == 0)?;
+    let limit = idle_limit.filter(|_| running == 0)?;
     let since = conn.last_input.max(conn.last_ended);
     Some((since + limit, Closed::Idle(limit.as_secs())))
 }
