@@ -872,3 +872,89 @@ fn file_edges_lift_to_the_folders_below_the_one_both_share() {
         ("a/b/".to_owned(), "a/d.rs".to_owned())
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// The helper's reading orders: each file uses only files named before it.
+
+/// The source files a section of `confine-helper/README.md` names (backticked paths ending in
+/// `.rs`, relative to its `src/`), in the order of their first mention; with `listed`, only
+/// those its numbered items begin with (`1. \`file.rs\` — …`).
+fn named_in_order(readme: &str, heading: &str, listed: bool) -> Vec<String> {
+    let mut lines = readme.lines().skip_while(|l| l.trim() != heading);
+    let mut text = String::new();
+    if lines.next().is_some() {
+        for line in lines.take_while(|l| !l.starts_with("## ")) {
+            let numbered = line
+                .split_once(". `")
+                .is_some_and(|(n, _)| n.parse::<u32>().is_ok());
+            if listed && !numbered {
+                continue;
+            }
+            let line = if listed {
+                line.split(" — ").next().unwrap_or(line)
+            } else {
+                line
+            };
+            text.push_str(line);
+            text.push('\n');
+        }
+    }
+    let mut named: Vec<String> = Vec::new();
+    for name in text.split('`').skip(1).step_by(2) {
+        if name.ends_with(".rs") && !named.iter().any(|n| n == name) {
+            named.push(name.to_owned());
+        }
+    }
+    named
+}
+
+/// Each use of a file `order` names after the file using it: "`a` uses `b`, named after it".
+fn order_problems(
+    order: &[String],
+    graph: &BTreeMap<PathBuf, BTreeSet<PathBuf>>,
+    src: &Path,
+) -> Vec<String> {
+    let at = |file: &Path| {
+        let name = file.strip_prefix(src).ok()?.to_str()?;
+        order.iter().position(|n| n == name)
+    };
+    let mut problems = Vec::new();
+    for (file, uses) in graph {
+        let Some(i) = at(file) else { continue };
+        for used in uses {
+            if at(used).is_some_and(|j| j > i) {
+                problems.push(format!(
+                    "`{}` uses `{}`, which the order names after it",
+                    order[i],
+                    used.strip_prefix(src).unwrap_or(used).display()
+                ));
+            }
+        }
+    }
+    problems
+}
+
+#[test]
+fn the_helpers_reading_orders_name_what_a_file_uses_before_it() {
+    let root = workspace();
+    let src = root.join("confine-helper/src");
+    let readme =
+        std::fs::read_to_string(root.join("confine-helper/README.md")).expect("the README");
+    let graph = graph_of(&src);
+    for (heading, listed) in [("## Reading order", false), ("## Enforcement kernel", true)] {
+        let order = named_in_order(&readme, heading, listed);
+        assert!(order.len() >= 10, "{heading} names only {order:?}");
+        let problems = order_problems(&order, &graph, &src);
+        assert!(
+            problems.is_empty(),
+            "confine-helper/README.md, {heading}:\n  {}",
+            problems.join("\n  ")
+        );
+        // The control: read backwards, the same files break the rule.
+        let backwards: Vec<String> = order.iter().rev().cloned().collect();
+        assert!(
+            !order_problems(&backwards, &graph, &src).is_empty(),
+            "{heading}: the check finds nothing even backwards"
+        );
+    }
+}
