@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use agentd::api::cli::EXIT_DID_NOT_RUN;
-use agentd::api::cli::{Cli, execute};
+use agentd::api::cli::{Cli, Command, execute};
 use clap::Parser;
 
 fn main() -> ExitCode {
@@ -19,10 +19,16 @@ fn main() -> ExitCode {
             };
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    // A one-shot command waits on one thing at a time (the helper, a command, a file): one
+    // thread serves it, and no worker threads are started for it. What serves a client or runs
+    // a turn (acp, exec, demo) gets a worker per core.
+    let mut builder = match cli.command {
+        Command::Acp(_) | Command::Exec(_) | Command::Demo(_) => {
+            tokio::runtime::Builder::new_multi_thread()
+        }
+        _ => tokio::runtime::Builder::new_current_thread(),
+    };
+    let runtime = match builder.enable_all().build() {
         Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("agentd: cannot start the async runtime: {e}");
