@@ -13,6 +13,7 @@
 //! the order below is the security property:
 //!
 //! 1. the base: processes, reads, sysctl reads, the few Mach services every command needs;
+//!    nothing read or run through `/.vol` (a file named by its numbers, which no rule names);
 //! 2. writes allowed to the writable roots and the command's temp directory (workspace-write
 //!    only; `/dev/null` always);
 //! 3. every writable root and the temp directory pinned: never removed or renamed (moved away,
@@ -54,6 +55,9 @@ use crate::connects::Listed;
 use crate::paths;
 use crate::protect::{Protection, Root};
 use paths_text::{Reach, any_case, quoted};
+
+/// Where macOS lets a file be named by its device and inode numbers.
+const VOLFS: &str = "/.vol";
 
 /// The only `sandbox-exec` the helper runs: the system's, never one found on a search path.
 pub(crate) const SANDBOX_EXEC: &str = "/usr/bin/sandbox-exec";
@@ -191,6 +195,14 @@ pub(crate) fn profile(p: &Profile) -> Result<String, ProfileError> {
         },
     ];
     let mut out = String::from(rules::BASE);
+    // `/.vol/DEVICE/INODE` names any file by its numbers, a spelling no rule of a path names:
+    // nothing is read or run that way (writes there are allowed nowhere).
+    let _ = writeln!(
+        out,
+        "; /.vol names a file by its device and inode numbers, which no path rule names.\n\
+         (deny file-read* file-map-executable process-exec {})",
+        any_case(Path::new(VOLFS), "volfs", Reach::Beneath)?
+    );
     for block in blocks {
         if !block.paths.is_empty() && !block.comment.is_empty() {
             let _ = writeln!(out, "{}", block.comment);

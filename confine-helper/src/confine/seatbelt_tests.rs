@@ -1224,6 +1224,18 @@ fn protected_and_denied_paths_are_matched_in_any_case_and_spelling() {
             "{spelling} in {text}"
         );
     }
+    // Any file named by its numbers is read nothing that way.
+    let volfs = "deny file-read* file-map-executable process-exec";
+    for spelling in ["/.vol/16777220/2", "/.VOL/16777220/2/x"] {
+        assert!(
+            regex_rule_at(&text, volfs, spelling).is_some(),
+            "{spelling}"
+        );
+    }
+    assert!(
+        regex_rule_at(&text, volfs, "/.volume/x").is_none(),
+        "the control"
+    );
     // The controls: a sibling whose name only starts the same, and the parent, are not denied.
     for (head, other) in [
         (write, "/Users/dev/project/.gitignore"),
