@@ -54,6 +54,7 @@ use super::not_run::NotRun;
 use crate::connects::Listed;
 use crate::paths;
 use crate::protect::{Protection, Root};
+pub(crate) use paths_text::ProfileError;
 use paths_text::{Reach, any_case, quoted};
 
 /// Where macOS lets a file be named by its device and inode numbers.
@@ -91,29 +92,6 @@ pub(crate) struct Profile {
     pub(crate) network: Net,
     /// The Unix sockets the command may connect to, by their real paths.
     pub(crate) unix_sockets: Vec<PathBuf>,
-}
-
-/// Why no profile can say what was asked; nothing is run.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum ProfileError {
-    #[error(
-        "{what} {path} is not valid UTF-8, and a Seatbelt profile names paths as UTF-8 text; \
-         nothing was run: rename it, or leave it out of the policy"
-    )]
-    NotUtf8 { what: &'static str, path: String },
-    #[error(
-        "{what} {path} holds a control character (a newline, a tab, NUL, ...), which the helper \
-         never writes into a Seatbelt profile; nothing was run: rename it, or leave it out of \
-         the policy"
-    )]
-    Control { what: &'static str, path: String },
-    #[error(
-        "{what} {path} is not a plain absolute path (it must start with /, without ., .., an \
-         empty component or a trailing /); nothing was run"
-    )]
-    NotPlain { what: &'static str, path: String },
-    #[error("danger-full-access runs without a sandbox: it has no Seatbelt profile")]
-    Unconfined,
 }
 
 /// How a block names its paths.

@@ -4,7 +4,28 @@
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
-use super::ProfileError;
+/// Why no profile can say what was asked; nothing is run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum ProfileError {
+    #[error(
+        "{what} {path} is not valid UTF-8, and a Seatbelt profile names paths as UTF-8 text; \
+         nothing was run: rename it, or leave it out of the policy"
+    )]
+    NotUtf8 { what: &'static str, path: String },
+    #[error(
+        "{what} {path} holds a control character (a newline, a tab, NUL, ...), which the helper \
+         never writes into a Seatbelt profile; nothing was run: rename it, or leave it out of \
+         the policy"
+    )]
+    Control { what: &'static str, path: String },
+    #[error(
+        "{what} {path} is not a plain absolute path (it must start with /, without ., .., an \
+         empty component or a trailing /); nothing was run"
+    )]
+    NotPlain { what: &'static str, path: String },
+    #[error("danger-full-access runs without a sandbox: it has no Seatbelt profile")]
+    Unconfined,
+}
 
 /// `path`'s text, checked: UTF-8 (the profile is text), no control character (NUL would cut the
 /// string where the sandbox reads it; no path a request may name needs one, and the rest are
