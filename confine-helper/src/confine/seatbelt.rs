@@ -285,10 +285,8 @@ pub(crate) fn product_version(plist: &str) -> Option<String> {
 /// The running macOS's product version, from the file every macOS has.
 #[cfg(target_os = "macos")]
 pub(crate) fn running_version() -> Option<String> {
-    std::fs::read_to_string("/System/Library/CoreServices/SystemVersion.plist")
-        .ok()
-        .as_deref()
-        .and_then(product_version)
+    let plist = std::fs::read_to_string("/System/Library/CoreServices/SystemVersion.plist").ok()?;
+    product_version(&plist)
 }
 
 /// The allow-list's gap under Seatbelt: the port is the host's.
