@@ -87,6 +87,10 @@ fn is_missing_path_gap(gap: &str) -> bool {
 const PROCESS_VISIBILITY_GAP: &str = "process isolation: ";
 /// How a run on macOS names the process tree its shim cannot always end.
 const SEATBELT_TREE_GAP: &str = "process tree: ";
+/// How a run on macOS says the profile has not passed this suite on its version yet
+/// (`confine-helper`'s `VERIFIED_MACOS`; RFC 0022): until a version is listed there, every run
+/// on it names this, and the change that lists one changes this check with it.
+const SEATBELT_UNVERIFIED_GAP: &str = "not yet verified on this macOS version";
 
 /// agentd's exit status when the command did not run.
 pub const EXIT_DID_NOT_RUN: i32 = 125;
@@ -420,6 +424,13 @@ impl Facts {
                         "seatbelt cannot end a process tree that left its group, yet enforcement \
                          is {:?} missing {:?}",
                         enforcement.level, enforcement.missing
+                    ));
+                }
+                if !names(SEATBELT_UNVERIFIED_GAP) {
+                    return Err(format!(
+                        "no macOS version is verified yet, so every seatbelt run must say \
+                         {SEATBELT_UNVERIFIED_GAP:?}; enforcement.missing is {:?}",
+                        enforcement.missing
                     ));
                 }
             }

@@ -48,10 +48,6 @@ wire! {
         NulInEnvValue { index: u64 },
         #[error("policy.{field} contains a NUL byte")]
         NulInPolicy { field: String },
-        #[error("the path of a file to read or write must be absolute")]
-        RelativeFilePath,
-        #[error("the path of a file to read or write contains a NUL byte")]
-        NulInFilePath,
         #[error("request id {id} is already running on this connection")]
         IdInUse { id: u64 },
         #[error("{max} commands are already running on this connection")]
@@ -211,6 +207,12 @@ wire! {
         /// The Seatbelt profile could not be written for this request; `why` names the path.
         #[error("{why}")]
         SeatbeltProfile { why: String },
+        #[error(
+            "the seatbelt backend does not run commands as root: its profile is proved for an \
+             ordinary user only, and root reaches what it does not name (nvram, sysctl writes, \
+             the system's services); run agentd and confine-helper as your own user"
+        )]
+        SeatbeltAsRoot,
     }
 
     /// One thing a backend did not enforce for a command, carrying the values its sentence
@@ -269,23 +271,30 @@ wire! {
              namespace), so whatever listens there gets the command's connections"
         )]
         HostProxyPort { port: u16 },
+        /// `services` names the Mach services the Seatbelt profile lets a command reach.
         #[error(
-            "session services: Mach services (launchd, LaunchServices, the pasteboard) stay \
-             reachable, and through them a command can have a program started outside the \
-             sandbox (launchctl, open)"
+            "session services: the command reaches the Mach services {services}, which act \
+             outside the sandbox on its behalf; the Seatbelt profile cannot confine what they do"
         )]
-        SessionServices,
+        SessionServices { services: String },
         #[error(
-            "process isolation: other processes are listed with their command lines and \
-             environments (sysctl KERN_PROCARGS2), and their scheduling is not guarded; Seatbelt \
-             has no rule for either"
+            "process isolation: other processes' names and ids are listed (sysctl kern.proc), \
+             and their scheduling is not guarded; Seatbelt has no rule for either (their \
+             command lines, kern.procargs, are denied)"
         )]
         ProcessListing,
         #[error(
-            "POSIX shared memory and semaphores: one namespace for all of the user's processes, \
-             so a command can open and change those of processes outside the sandbox"
+            "POSIX semaphores: one namespace for all of the user's processes, so a command can \
+             open and change those of processes outside the sandbox (POSIX shared memory is \
+             denied)"
         )]
         SharedMemory,
+        /// `version` is the running macOS's product version.
+        #[error(
+            "not yet verified on this macOS version ({version}): the Seatbelt profile has not \
+             passed the kernel-e2e suite on it, so what it denies is designed, not proved"
+        )]
+        UnverifiedMacos { version: String },
         #[error(
             "repository {dot}: there is none yet, so a command can create one whose config and \
              hooks git would use when run there later"
@@ -324,8 +333,6 @@ impl Refusal {
             Refusal::BadEnvName { .. } => "bad-env-name",
             Refusal::NulInEnvValue { .. } => "nul-in-env-value",
             Refusal::NulInPolicy { .. } => "nul-in-policy",
-            Refusal::RelativeFilePath => "relative-file-path",
-            Refusal::NulInFilePath => "nul-in-file-path",
             Refusal::IdInUse { .. } => "id-in-use",
             Refusal::TooManyCommands { .. } => "too-many-commands",
             Refusal::CeilingBroken { .. } => "ceiling-broken",
@@ -367,6 +374,7 @@ impl Refusal {
             Refusal::LocalBindingNeedsNamespace { .. } => "local-binding-needs-namespace",
             Refusal::SeatbeltLocalBinding => "seatbelt-local-binding",
             Refusal::SeatbeltProfile { .. } => "seatbelt-profile",
+            Refusal::SeatbeltAsRoot => "seatbelt-as-root",
         }
     }
 }
@@ -388,9 +396,10 @@ impl Gap {
             Gap::ProcessTree => "process-tree",
             Gap::AddressSpace => "address-space",
             Gap::HostProxyPort { .. } => "host-proxy-port",
-            Gap::SessionServices => "session-services",
+            Gap::SessionServices { .. } => "session-services",
             Gap::ProcessListing => "process-listing",
             Gap::SharedMemory => "shared-memory",
+            Gap::UnverifiedMacos { .. } => "unverified-macos",
             Gap::NoRepository { .. } => "no-repository",
             Gap::NoSubmodule { .. } => "no-submodule",
             Gap::NoProtected { .. } => "no-protected-path",

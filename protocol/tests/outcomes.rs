@@ -5,7 +5,9 @@
 //!
 //! Regenerate with `UPDATE_OUTCOMES=1 cargo test -p confine-protocol --test outcomes`; like the
 //! golden vectors, that run rewrites the file and fails on purpose. Review the diff: a removed
-//! or renamed code is a break, a changed sentence changes what people read.
+//! or renamed code is a break, a changed sentence changes what people read. A variant that
+//! nothing constructs any more leaves the enum, and its code stays listed in [`RETIRED`], so it
+//! is never given another meaning.
 
 #[path = "support/outcomes.rs"]
 mod outcomes;
@@ -23,7 +25,15 @@ fn walk<T>(first: T, next: impl Fn(&T) -> Option<T>) -> Vec<T> {
     out
 }
 
-/// One line per variant: its kind, its code and the sentence of its sample.
+/// Codes of variants that left the protocol, with the protocol version that dropped them: never
+/// reused.
+const RETIRED: [(&str, &str, u32); 2] = [
+    ("refusal", "relative-file-path", 9),
+    ("refusal", "nul-in-file-path", 9),
+];
+
+/// One line per variant: its kind, its code and the sentence of its sample; then the retired
+/// codes.
 fn render() -> String {
     let mut text = String::from(
         "# Every Refusal and Gap code with the sentence of its sample (tests/support/outcomes.rs).\n\
@@ -36,7 +46,30 @@ fn render() -> String {
     for g in walk(first_gap(), next_gap) {
         text.push_str(&format!("gap {}: {g}\n", g.code()));
     }
+    for (kind, code, version) in RETIRED {
+        text.push_str(&format!(
+            "retired {kind} {code}: left in protocol {version}\n"
+        ));
+    }
     text
+}
+
+#[test]
+fn a_retired_code_is_never_given_again() {
+    let refusals: Vec<&str> = walk(first_refusal(), next_refusal)
+        .iter()
+        .map(|r| r.code())
+        .collect();
+    let gaps: Vec<&str> = walk(first_gap(), next_gap)
+        .iter()
+        .map(|g| g.code())
+        .collect();
+    for (kind, code, _) in RETIRED {
+        let live = if kind == "refusal" { &refusals } else { &gaps };
+        assert!(!live.contains(&code), "{kind} {code} is retired");
+    }
+    // The control: a live code is found where this test looks.
+    assert!(refusals.contains(&"seatbelt-as-root") && gaps.contains(&"unverified-macos"));
 }
 
 fn pinned_path() -> PathBuf {
@@ -97,11 +130,13 @@ fn codes_and_sentences_are_the_pinned_ones() {
         .lines()
         .filter(|l| !l.starts_with('#'))
         .filter_map(|l| l.split(':').next())
+        .map(|c| c.strip_prefix("retired ").unwrap_or(c))
         .collect();
     let codes: BTreeSet<&str> = rendered
         .lines()
         .filter(|l| !l.starts_with('#'))
         .filter_map(|l| l.split(':').next())
+        .map(|c| c.strip_prefix("retired ").unwrap_or(c))
         .collect();
     let gone: Vec<&&str> = pinned_codes.difference(&codes).collect();
     assert!(

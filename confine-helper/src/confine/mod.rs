@@ -174,6 +174,12 @@ fn plan_backend(
                 seatbelt::Checked::new(spawn, roots, protection, &ctx.own_paths, listed);
             checked.deny_read = denied.into_iter().map(|d| d.path).collect();
             checked.temp = tmp.as_ref().map(|t| (t.path.clone(), t.writable));
+            // On macOS alone: the unit tests on Linux may run as root, and have no macOS.
+            checked.as_root = cfg!(target_os = "macos") && nix::unistd::geteuid().is_root();
+            #[cfg(target_os = "macos")]
+            {
+                checked.macos_version = seatbelt::running_version();
+            }
             let (argv, missing) = checked.command()?;
             Ok(Plan {
                 backend,

@@ -8,24 +8,34 @@
 //! directory), all canonical (`/tmp` is `/private/tmp` on macOS): Seatbelt matches the paths
 //! the kernel resolves, never a symbolic link's name.
 //!
-//! The profile allows by default and takes away what the mode does not give; SBPL lets the
-//! last matching rule win, so the order below is the security property:
+//! The profile starts from `(deny default)` and allows what commands need (`seatbelt_rules.rs`
+//! names each operation and Mach service with why). SBPL lets the last matching rule win, so
+//! the order below is the security property:
 //!
-//! 1. `(deny file-write*)`, then writes allowed to `/dev/null`, the writable roots and the
-//!    command's temp directory (workspace-write only);
-//! 2. writes denied again to every protected path (its repository metadata, the request's
-//!    protected subpaths, agentd's and the helper's own files), as a `literal` and a `subpath`,
-//!    so a protected path that does not exist yet cannot be created either (`mkdir .git`);
-//! 3. every directory between a writable root and a protected or denied path is pinned: it
-//!    cannot be removed, renamed away or created (rules name paths, so a renamed parent would
-//!    carry a protected path out of its rule); hard links are refused (a second name is a path
-//!    no rule names);
-//! 4. reads, writes and execution denied for the denied reads;
-//! 5. other processes: their information and signals denied but within the command's own
-//!    sandbox, System V IPC of existing objects denied, Apple Events denied;
-//! 6. the network: everything denied unless the policy allows it, except each listed Unix socket
-//!    and, for the allow-list, `localhost:3128`; with the network allowed, Unix sockets are still
-//!    denied (as `socket(AF_UNIX)` is on Linux).
+//! 1. the base: processes, reads, sysctl reads, the few Mach services every command needs;
+//!    nothing read or run through `/.vol` (a file named by its numbers, which no rule names);
+//! 2. writes allowed to the writable roots and the command's temp directory (workspace-write
+//!    only; `/dev/null` always);
+//! 3. every writable root and the temp directory pinned: never removed or renamed (moved away,
+//!    its protected paths would leave their rules, which name paths);
+//! 4. writes denied again to every protected path (its repository metadata, the request's
+//!    protected subpaths, agentd's and the helper's own files), itself and beneath, so a
+//!    protected path that does not exist yet cannot be created either (`mkdir .git`);
+//! 5. every directory between a writable area and a protected or denied path (or a root inside
+//!    another) pinned: it cannot be removed, renamed away or created; hard links are allowed
+//!    nowhere (a second name is a path no rule names);
+//! 6. reads, writes, mapping and execution denied for the denied reads;
+//! 7. the network: nothing unless the policy allows it, except each listed Unix socket and, for
+//!    the allow-list, `localhost:3128`; with the network allowed, Unix sockets are still denied
+//!    (as `socket(AF_UNIX)` is on Linux) but for the resolver's;
+//! 8. last, what acts outside the sandbox, whatever a rule above allows: job creation,
+//!    LaunchServices, preference writes, mounts, other processes' task ports, Apple Events, the
+//!    pasteboard, the window server, the keychain, other processes' command lines.
+//!
+//! Every deny names its path by a regex that matches it in any case of its letters (APFS is
+//! case-insensitive by default: `.GIT` is `.git`) and also under `/System/Volumes/Data` (the
+//! Data volume's firmlinked spelling); allows name their paths as written, so a spelling they
+//! miss is denied.
 //!
 //! Path strings are escaped (`\` and `"`); a path that is not UTF-8, holds a control character,
 //! or is not a plain absolute path is refused ([`ProfileError`]) rather than written into a
@@ -36,7 +46,7 @@
 
 use std::fmt::Write as _;
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use confine_protocol::{Gap, Mode, PROTECTED_SUBPATHS, PROXY_PORT, Refusal, Spawn};
 
@@ -44,6 +54,11 @@ use super::not_run::NotRun;
 use crate::connects::Listed;
 use crate::paths;
 use crate::protect::{Protection, Root};
+pub(crate) use paths_text::ProfileError;
+use paths_text::{Reach, any_case, quoted};
+
+/// Where macOS lets a file be named by its device and inode numbers.
+const VOLFS: &str = "/.vol";
 
 /// The only `sandbox-exec` the helper runs: the system's, never one found on a search path.
 pub(crate) const SANDBOX_EXEC: &str = "/usr/bin/sandbox-exec";
@@ -79,80 +94,21 @@ pub(crate) struct Profile {
     pub(crate) unix_sockets: Vec<PathBuf>,
 }
 
-/// Why no profile can say what was asked; nothing is run.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum ProfileError {
-    #[error(
-        "{what} {path} is not valid UTF-8, and a Seatbelt profile names paths as UTF-8 text; \
-         nothing was run: rename it, or leave it out of the policy"
-    )]
-    NotUtf8 { what: &'static str, path: String },
-    #[error(
-        "{what} {path} holds a control character (a newline, a tab, NUL, ...), which the helper \
-         never writes into a Seatbelt profile; nothing was run: rename it, or leave it out of \
-         the policy"
-    )]
-    Control { what: &'static str, path: String },
-    #[error(
-        "{what} {path} is not a plain absolute path (it must start with /, without ., .., an \
-         empty component or a trailing /); nothing was run"
-    )]
-    NotPlain { what: &'static str, path: String },
-    #[error("danger-full-access runs without a sandbox: it has no Seatbelt profile")]
-    Unconfined,
+/// How a block names its paths.
+#[derive(Debug, Clone, Copy)]
+enum Filter {
+    /// `(subpath "...")`: the path and everything beneath, as written (an allow: a spelling it
+    /// misses is denied).
+    Subpath,
+    /// An [`any_case`] regex (a deny: every spelling the volume takes for the path).
+    AnyCase(Reach),
 }
 
-/// `path` as an SBPL string literal: quoted, `\` and `"` escaped. Refused: a path that is not
-/// UTF-8 (the profile is text), holds a control character (NUL would cut the string where the
-/// sandbox reads it; no path a request may name needs one, and the rest are refused with it so
-/// the profile stays one rule per line), or is not plain (a name Seatbelt would not match as
-/// written).
-fn quoted(path: &Path, what: &'static str) -> Result<String, ProfileError> {
-    let Some(text) = path.to_str() else {
-        return Err(ProfileError::NotUtf8 {
-            what,
-            path: String::from_utf8_lossy(path.as_os_str().as_bytes()).into_owned(),
-        });
-    };
-    if text.chars().any(char::is_control) {
-        return Err(ProfileError::Control {
-            what,
-            path: text.escape_debug().to_string(),
-        });
-    }
-    // Compared as bytes: `Path`'s own equality ignores `.`, repeated and trailing slashes.
-    let plain = path.is_absolute()
-        && path.components().collect::<PathBuf>().as_os_str() == path.as_os_str()
-        && path
-            .components()
-            .all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
-    if !plain {
-        return Err(ProfileError::NotPlain {
-            what,
-            path: text.to_owned(),
-        });
-    }
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push('"');
-    for c in text.chars() {
-        if matches!(c, '\\' | '"') {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out.push('"');
-    Ok(out)
-}
-
-/// The filters of a rule that holds a path itself and everything beneath it; `literal` as well
-/// as `subpath`, so that the path is covered before it exists.
-const EXACT: &[&str] = &["literal", "subpath"];
-
-/// One block of path rules: a comment, then one rule `(HEAD (FILTER "path")...)` per path.
+/// One block of path rules: a comment, then one rule `(HEAD FILTER)` per path.
 struct Block<'a> {
     comment: &'a str,
     head: &'a str,
-    filters: &'a [&'a str],
+    filter: Filter,
     paths: &'a [PathBuf],
     what: &'static str,
 }
@@ -170,76 +126,75 @@ pub(crate) fn profile(p: &Profile) -> Result<String, ProfileError> {
     fn written(writes: bool, paths: &[PathBuf]) -> &[PathBuf] {
         if writes { paths } else { &[] }
     }
+    let areas: Vec<PathBuf> = p.writable.iter().chain(&temp).cloned().collect();
     let blocks = [
         Block {
             comment: "; The workspace-write mode's writable roots and temp directory.",
             head: "allow file-write*",
-            filters: &["subpath"],
+            filter: Filter::Subpath,
             paths: written(writes, &p.writable),
             what: "writable root",
         },
         Block {
             comment: "",
             head: "allow file-write*",
-            filters: &["subpath"],
+            filter: Filter::Subpath,
             paths: written(writes, &temp),
             what: "temp directory",
         },
         Block {
-            comment: "; Protected paths stay read-only, even before they exist.",
+            comment: "; Each writable root and the temp directory itself is neither removed nor \
+                      renamed:\n; moved away, its protected paths would leave their rules.",
+            head: "deny file-write-unlink",
+            filter: Filter::AnyCase(Reach::Itself),
+            paths: written(writes, &areas),
+            what: "writable root",
+        },
+        Block {
+            comment: "; Protected paths stay read-only, even before they exist, in any case.",
             head: "deny file-write*",
-            filters: EXACT,
+            filter: Filter::AnyCase(Reach::Beneath),
             paths: written(writes, &p.read_only),
             what: "protected path",
         },
         Block {
             comment: "; The directories on their way are neither removed, renamed nor made.",
             head: "deny file-write-unlink file-write-create",
-            filters: &["literal"],
+            filter: Filter::AnyCase(Reach::Itself),
             paths: written(writes, &p.pinned),
             what: "pinned directory",
         },
         Block {
-            comment: "; Denied reads: neither read, written nor executed.",
-            head: "deny file-read* file-write* process-exec",
-            filters: EXACT,
+            comment: "; Denied reads: neither read, written, mapped nor executed, in any case.",
+            head: "deny file-read* file-write* file-map-executable process-exec",
+            filter: Filter::AnyCase(Reach::Beneath),
             paths: &p.deny_read,
             what: "denied read",
         },
     ];
-    let mut out = String::from(
-        "(version 1)\n\
-         (allow default)\n\
-         ; Writes: nothing but /dev/null, and in workspace-write what the blocks below allow.\n\
-         (deny file-write*)\n\
-         (allow file-write* (literal \"/dev/null\"))\n\
-         ; A hard link is a second name, which no rule names.\n\
-         (deny file-link)\n",
+    let mut out = String::from(rules::BASE);
+    // `/.vol/DEVICE/INODE` names any file by its numbers, a spelling no rule of a path names:
+    // nothing is read or run that way (writes there are allowed nowhere).
+    let _ = writeln!(
+        out,
+        "; /.vol names a file by its device and inode numbers, which no path rule names.\n\
+         (deny file-read* file-map-executable process-exec {})",
+        any_case(Path::new(VOLFS), "volfs", Reach::Beneath)?
     );
     for block in blocks {
         if !block.paths.is_empty() && !block.comment.is_empty() {
             let _ = writeln!(out, "{}", block.comment);
         }
         for path in block.paths {
-            let path = quoted(path, block.what)?;
-            let filters: Vec<String> = block
-                .filters
-                .iter()
-                .map(|f| format!("({f} {path})"))
-                .collect();
-            let _ = writeln!(out, "({} {})", block.head, filters.join(" "));
+            let filter = match block.filter {
+                Filter::Subpath => format!("(subpath {})", quoted(path, block.what)?),
+                Filter::AnyCase(reach) => any_case(path, block.what, reach)?,
+            };
+            let _ = writeln!(out, "({} {filter})", block.head);
         }
     }
-    out.push_str(
-        "; Other processes: only the command's own sandbox is seen and signalled.\n\
-         (deny process-info*)\n\
-         (allow process-info* (target same-sandbox))\n\
-         (deny signal)\n\
-         (allow signal (target same-sandbox))\n\
-         (deny ipc-sysv-shm ipc-sysv-sem ipc-sysv-msg)\n\
-         (deny appleevent-send)\n",
-    );
     network_rules(p, &mut out)?;
+    out.push_str(rules::DENIED);
     Ok(out)
 }
 
@@ -259,18 +214,16 @@ pub(crate) fn argv(profile: String, command: &[Vec<u8>]) -> Vec<Vec<u8>> {
 /// The network's rules, and the listed Unix sockets' where the network is not allowed whole.
 fn network_rules(p: &Profile, out: &mut String) -> Result<(), ProfileError> {
     match p.network {
-        Net::Allowed => out.push_str(
-            "; The network is allowed; Unix sockets are not.\n\
-             (deny network-outbound (remote unix-socket))\n\
-             (deny network-bind (local unix-socket))\n",
-        ),
+        Net::Allowed => out.push_str(rules::NETWORK_ALLOWED),
         Net::Denied => out.push_str("; The network is denied.\n(deny network*)\n"),
         Net::Proxy => {
             let _ = writeln!(
                 out,
-                "; The network is the allow-list's proxy alone.\n(deny network*)\n\
+                "; The network is the allow-list's proxy alone, which resolves the names: no \
+                 resolver,\n; whose queries would leave by another way.\n(deny network*)\n\
                  (allow network-outbound (remote ip \"localhost:{PROXY_PORT}\"))"
             );
+            out.push_str(rules::TLS);
         }
     }
     if p.network != Net::Allowed {
@@ -290,7 +243,51 @@ fn network_rules(p: &Profile, out: &mut String) -> Result<(), ProfileError> {
 
 /// What Seatbelt cannot take away that the Linux backends do; each is part of every Seatbelt
 /// run's `Partial` fact.
-pub(crate) const GAPS: [Gap; 3] = [Gap::SessionServices, Gap::ProcessListing, Gap::SharedMemory];
+pub(crate) fn gaps() -> Vec<Gap> {
+    vec![
+        Gap::SessionServices {
+            services: rules::SERVICES.to_owned(),
+        },
+        Gap::ProcessListing,
+        Gap::SharedMemory,
+    ]
+}
+
+/// The macOS major versions on which the profile has passed the kernel-e2e suite (the macOS leg
+/// of `.github/workflows/e2e.yml`, which runs the whole catalogue and the escapes of RFC 0022).
+/// A version is added here by the change that records such a run; until then a run on it is
+/// `partial`, naming [`Gap::UnverifiedMacos`].
+pub(crate) const VERIFIED_MACOS: &[u32] = &[];
+
+/// The gap of a run on macOS `version` (its product version, `15.1.1`), unless its major version
+/// is one of `verified`; an unknown version is never verified.
+pub(crate) fn unverified(version: Option<&str>, verified: &[u32]) -> Option<Gap> {
+    let major = version
+        .and_then(|v| v.split('.').next())
+        .and_then(|m| m.parse::<u32>().ok());
+    match major {
+        Some(major) if verified.contains(&major) => None,
+        _ => Some(Gap::UnverifiedMacos {
+            version: version.unwrap_or("unknown").to_owned(),
+        }),
+    }
+}
+
+/// The `ProductVersion` of a `SystemVersion.plist` (XML): the `<string>` after its key.
+pub(crate) fn product_version(plist: &str) -> Option<String> {
+    let after = plist.split_once("<key>ProductVersion</key>")?.1;
+    let value = after.trim_start().strip_prefix("<string>")?;
+    let (version, _) = value.split_once("</string>")?;
+    let ok = !version.is_empty() && version.chars().all(|c| c.is_ascii_digit() || c == '.');
+    ok.then(|| version.to_owned())
+}
+
+/// The running macOS's product version, from the file every macOS has.
+#[cfg(target_os = "macos")]
+pub(crate) fn running_version() -> Option<String> {
+    let plist = std::fs::read_to_string("/System/Library/CoreServices/SystemVersion.plist").ok()?;
+    product_version(&plist)
+}
 
 /// The allow-list's gap under Seatbelt: the port is the host's.
 pub(crate) fn proxy_gap() -> Gap {
@@ -310,6 +307,10 @@ pub(crate) struct Checked<'a> {
     pub(crate) temp: Option<(PathBuf, bool)>,
     /// The denied reads that exist, by their real paths.
     pub(crate) deny_read: Vec<PathBuf>,
+    /// Whether the command would run as root, whom the profile is not proved for.
+    pub(crate) as_root: bool,
+    /// The running macOS's product version, when known.
+    pub(crate) macos_version: Option<String>,
 }
 
 impl<'a> Checked<'a> {
@@ -328,12 +329,19 @@ impl<'a> Checked<'a> {
             listed,
             temp: None,
             deny_read: Vec::new(),
+            as_root: false,
+            macos_version: None,
         }
     }
 
     /// The profile this request gets.
     pub(crate) fn profile(&self) -> Result<Profile, NotRun> {
         let policy = &self.spawn.policy;
+        // Root reaches what the profile does not name and no run has proved it against (nvram,
+        // sysctl writes, the system's own services): refused rather than confined by a guess.
+        if self.as_root {
+            return Err(NotRun::Refused(Refusal::SeatbeltAsRoot));
+        }
         if policy.local_binding && policy.network != confine_protocol::Network::Allow {
             return Err(NotRun::Refused(Refusal::SeatbeltLocalBinding));
         }
@@ -381,7 +389,9 @@ impl<'a> Checked<'a> {
         let mut areas = writable.clone();
         areas.extend(temp.clone());
         let mut pinned = Vec::new();
-        for kept in read_only.iter().chain(&self.deny_read) {
+        // A root inside another writable area is kept like a protected path: moved, it would
+        // carry its protected paths out of their rules.
+        for kept in read_only.iter().chain(&self.deny_read).chain(&areas) {
             for dir in on_the_way(&areas, kept) {
                 push_new(&mut pinned, dir);
             }
@@ -417,7 +427,10 @@ impl<'a> Checked<'a> {
             .filter(|(i, _)| !absent.contains(i))
             .map(|(_, sentence)| sentence)
             .collect();
-        missing.extend(GAPS.iter().cloned());
+        missing.extend(gaps());
+        if let Some(gap) = unverified(self.macos_version.as_deref(), VERIFIED_MACOS) {
+            missing.push(gap);
+        }
         if profile_input.network == Net::Proxy {
             missing.push(proxy_gap());
         }
@@ -450,6 +463,11 @@ fn on_the_way(areas: &[PathBuf], path: &Path) -> Vec<PathBuf> {
     dirs.reverse();
     dirs
 }
+
+#[path = "seatbelt_paths.rs"]
+mod paths_text;
+#[path = "seatbelt_rules.rs"]
+mod rules;
 
 #[cfg(test)]
 #[path = "seatbelt_tests.rs"]

@@ -24,9 +24,7 @@ pub fn next_refusal(refusal: &Refusal) -> Option<Refusal> {
         Refusal::NulInEnvValue { .. } => Refusal::NulInPolicy {
             field: "deny_read[0]".to_owned(),
         },
-        Refusal::NulInPolicy { .. } => Refusal::RelativeFilePath,
-        Refusal::RelativeFilePath => Refusal::NulInFilePath,
-        Refusal::NulInFilePath => Refusal::IdInUse { id: 9 },
+        Refusal::NulInPolicy { .. } => Refusal::IdInUse { id: 9 },
         Refusal::IdInUse { .. } => Refusal::TooManyCommands { max: 108 },
         Refusal::TooManyCommands { .. } => Refusal::CeilingBroken {
             why: "Permission denied (os error 13)".to_owned(),
@@ -164,7 +162,8 @@ pub fn next_refusal(refusal: &Refusal) -> Option<Refusal> {
         Refusal::SeatbeltLocalBinding => Refusal::SeatbeltProfile {
             why: "Permission denied (os error 13)".to_owned(),
         },
-        Refusal::SeatbeltProfile { .. } => return None,
+        Refusal::SeatbeltProfile { .. } => Refusal::SeatbeltAsRoot,
+        Refusal::SeatbeltAsRoot => return None,
     })
 }
 
@@ -200,10 +199,15 @@ pub fn next_gap(gap: &Gap) -> Option<Gap> {
         Gap::ProcessCap { .. } => Gap::ProcessTree,
         Gap::ProcessTree => Gap::AddressSpace,
         Gap::AddressSpace => Gap::HostProxyPort { port: 3128 },
-        Gap::HostProxyPort { .. } => Gap::SessionServices,
-        Gap::SessionServices => Gap::ProcessListing,
+        Gap::HostProxyPort { .. } => Gap::SessionServices {
+            services: "com.apple.trustd (certificate trust)".to_owned(),
+        },
+        Gap::SessionServices { .. } => Gap::ProcessListing,
         Gap::ProcessListing => Gap::SharedMemory,
-        Gap::SharedMemory => Gap::NoRepository {
+        Gap::SharedMemory => Gap::UnverifiedMacos {
+            version: "15.1".to_owned(),
+        },
+        Gap::UnverifiedMacos { .. } => Gap::NoRepository {
             dot: "/ws/.git".to_owned(),
         },
         Gap::NoRepository { .. } => Gap::NoSubmodule {
