@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 
+use crate::error::BenchError;
 use crate::measure::PATH;
 use crate::setup::Setup;
 
@@ -33,9 +34,9 @@ impl Acp {
     /// Starts `agentd acp` answering with the model script `script`, keeping its sessions in
     /// `root/state`; `root` is its home, and its configuration directory (`root/config`) is
     /// empty, so the person's own settings change nothing. It runs in the run's workspace.
-    pub async fn start(setup: &Setup, root: &Path, script: &Path) -> Result<Acp, String> {
+    pub async fn start(setup: &Setup, root: &Path, script: &Path) -> Result<Acp, BenchError> {
         std::fs::create_dir_all(root.join("state"))
-            .map_err(|e| format!("cannot create {}: {e}", root.join("state").display()))?;
+            .map_err(|e| fail!("cannot create {}: {e}", root.join("state").display()))?;
         let started = Instant::now();
         let mut child = tokio::process::Command::new(&setup.agentd)
             .arg("acp")
@@ -53,9 +54,15 @@ impl Acp {
             .stderr(Stdio::null())
             .kill_on_drop(true)
             .spawn()
-            .map_err(|e| format!("cannot start agentd acp: {e}"))?;
-        let stdin = child.stdin.take().ok_or("agentd acp has no stdin")?;
-        let stdout = child.stdout.take().ok_or("agentd acp has no stdout")?;
+            .map_err(|e| fail!("cannot start agentd acp: {e}"))?;
+        let stdin = child
+            .stdin
+            .take()
+            .ok_or_else(|| fail!("agentd acp has no stdin"))?;
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or_else(|| fail!("agentd acp has no stdout"))?;
         Ok(Acp {
             child,
             stdin: Some(stdin),
@@ -71,15 +78,18 @@ impl Acp {
 
     /// Sends one request and reads agentd's output up to its answer (the notifications before
     /// it are read and dropped); returns the answer's `result`.
-    pub async fn request(&mut self, method: &str, params: Value) -> Result<Value, String> {
+    pub async fn request(&mut self, method: &str, params: Value) -> Result<Value, BenchError> {
         let id = self.next_id;
         self.next_id += 1;
         let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        let stdin = self.stdin.as_mut().ok_or("agentd's input is closed")?;
+        let stdin = self
+            .stdin
+            .as_mut()
+            .ok_or_else(|| fail!("agentd's input is closed"))?;
         stdin
             .write_all(format!("{message}\n").as_bytes())
             .await
-            .map_err(|e| format!("writing to agentd: {e}"))?;
+            .map_err(|e| fail!("writing to agentd: {e}"))?;
         // Only lines that may be the answer are parsed: parsing every notification would time
         // the client too. A string field cannot hold the needle unescaped.
         let needle = format!("\"id\":{id},");
@@ -87,17 +97,17 @@ impl Acp {
             .lines
             .next_line()
             .await
-            .map_err(|e| format!("reading agentd: {e}"))?
+            .map_err(|e| fail!("reading agentd: {e}"))?
         {
             // A request of agentd's (a permission, say) would wait for an answer forever.
             if !line.contains(&needle) && !line.contains(PERMISSION) {
                 continue;
             }
             let mut message: Value = serde_json::from_str(&line)
-                .map_err(|e| format!("agentd sent a line that is not JSON ({e}): {line}"))?;
+                .map_err(|e| fail!("agentd sent a line that is not JSON ({e}): {line}"))?;
             match (message.get("id"), message.get("method")) {
                 (Some(_), Some(asked)) => {
-                    return Err(format!(
+                    return Err(fail!(
                         "agentd asked the client {asked} while answering {method}; the \
                          benchmark's client answers no requests: {line}"
                     ));
@@ -107,13 +117,13 @@ impl Acp {
             }
             return match message.get_mut("result") {
                 Some(result) => Ok(result.take()),
-                None => Err(format!("agentd refused {method}: {line}")),
+                None => Err(fail!("agentd refused {method}: {line}")),
             };
         }
-        Err(format!("agentd ended before answering {method}"))
+        Err(fail!("agentd ended before answering {method}"))
     }
 
-    pub async fn initialize(&mut self) -> Result<(), String> {
+    pub async fn initialize(&mut self) -> Result<(), BenchError> {
         self.request(
             "initialize",
             json!({"protocolVersion": 1, "clientCapabilities": {}}),
@@ -123,7 +133,7 @@ impl Acp {
     }
 
     /// Opens a session in `cwd`; returns its id.
-    pub async fn new_session(&mut self, cwd: &Path) -> Result<String, String> {
+    pub async fn new_session(&mut self, cwd: &Path) -> Result<String, BenchError> {
         let answer = self
             .request("session/new", json!({"cwd": cwd, "mcpServers": []}))
             .await?;
@@ -131,7 +141,7 @@ impl Acp {
             .get("sessionId")
             .and_then(Value::as_str)
             .map(str::to_owned)
-            .ok_or_else(|| format!("session/new answered without a session id: {answer}"))
+            .ok_or_else(|| fail!("session/new answered without a session id: {answer}"))
     }
 
     /// Closes agentd's input, so it ends as it does when its editor goes (its sessions' temp

@@ -11,6 +11,7 @@ use agentd::api::helper_client::HelperClient;
 use agentd::api::profile::SandboxProfile;
 use confine_protocol::{BackendChoice, Mode, Network};
 
+use crate::error::BenchError;
 use crate::measure::{Row, Table, rows};
 use crate::setup::Setup;
 use crate::stats::Samples;
@@ -51,14 +52,14 @@ fn content(i: usize, round: usize) -> Vec<u8> {
         .collect()
 }
 
-fn io(what: &str, path: &Path) -> impl FnOnce(std::io::Error) -> String {
+fn io(what: &str, path: &Path) -> impl FnOnce(std::io::Error) -> BenchError {
     let path = path.display().to_string();
     let what = what.to_owned();
-    move |e| format!("cannot {what} {path}: {e}")
+    move |e| fail!("cannot {what} {path}: {e}")
 }
 
 /// The plain baseline: every path `lstat`ed, directories listed.
-fn walk_stat(dir: &Path) -> Result<usize, String> {
+fn walk_stat(dir: &Path) -> Result<usize, BenchError> {
     let mut seen = 0;
     for entry in std::fs::read_dir(dir).map_err(io("list", dir))? {
         let path = entry.map_err(io("list", dir))?.path();
@@ -86,7 +87,7 @@ fn size_of(dir: &Path) -> u64 {
         .sum()
 }
 
-pub async fn checkpoints(setup: &Setup, client: &HelperClient) -> Result<Table, String> {
+pub async fn checkpoints(setup: &Setup, client: &HelperClient) -> Result<Table, BenchError> {
     let files = setup.checkpoint_files;
     let mut table = Table::new(&format!(
         "Checkpoints ({} files, {} MB)",
@@ -121,12 +122,12 @@ pub async fn checkpoints(setup: &Setup, client: &HelperClient) -> Result<Table, 
         let started = Instant::now();
         let recorded = store
             .record(SESSION, "t0", &scope)
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| fail!("{e}"))?;
         if round > 0 {
             first.0.push(started.elapsed());
         }
         if recorded.files != files as u64 {
-            return Err(format!("the first record took {} files", recorded.files));
+            return Err(fail!("the first record took {} files", recorded.files));
         }
     }
     let store = store_at(&state);
@@ -153,7 +154,7 @@ pub async fn checkpoints(setup: &Setup, client: &HelperClient) -> Result<Table, 
         let started = Instant::now();
         store
             .record(SESSION, &next(), &scope)
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| fail!("{e}"))?;
         let unchanged_took = started.elapsed();
         for k in 0..CHANGED {
             let i = (round * CHANGED + k) % files;
@@ -162,7 +163,7 @@ pub async fn checkpoints(setup: &Setup, client: &HelperClient) -> Result<Table, 
         let started = Instant::now();
         store
             .record(SESSION, &next(), &scope)
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| fail!("{e}"))?;
         let changed_took = started.elapsed();
         if round > 0 {
             stat.0.push(stat_took);
@@ -191,7 +192,7 @@ pub async fn checkpoints(setup: &Setup, client: &HelperClient) -> Result<Table, 
     let before = next();
     store
         .record(SESSION, &before, &scope)
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| fail!("{e}"))?;
     for round in 0..setup.rounds.min(RESTORE_ROUNDS + 1) {
         for i in 0..MODIFIED {
             std::fs::write(
@@ -211,7 +212,7 @@ pub async fn checkpoints(setup: &Setup, client: &HelperClient) -> Result<Table, 
         let started = Instant::now();
         let plan = store
             .plan_restore(SESSION, &before, &scope)
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| fail!("{e}"))?;
         let plan_took = started.elapsed();
         let started = Instant::now();
         let restored = restore(
@@ -223,10 +224,10 @@ pub async fn checkpoints(setup: &Setup, client: &HelperClient) -> Result<Table, 
             BackendChoice::Auto,
         )
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| fail!("{e}"))?;
         let restore_took = started.elapsed();
         if !restored.still_differs.is_empty() {
-            return Err(format!(
+            return Err(fail!(
                 "the restore left {} paths different: {:?}",
                 restored.still_differs.len(),
                 restored.failed

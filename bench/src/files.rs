@@ -16,6 +16,7 @@ use agentd::api::tools::{CallContext, NarrowingMark, ToolEnv, ToolResult};
 use confine_protocol::{Backend, BackendChoice, ExitStatus, Mode, Network};
 use serde_json::json;
 
+use crate::error::BenchError;
 use crate::measure::{PATH, Row, Table, interleave};
 use crate::setup::Setup;
 
@@ -55,8 +56,12 @@ fn content() -> String {
 
 /// A session's tool environment as agentd builds one for an editor without file access of
 /// its own: commands' `PATH`, no network, its own `/tmp`.
-fn tool_env(client: &HelperClient, dir: &Path, backend: BackendChoice) -> Result<ToolEnv, String> {
-    let temp = SessionTemp::create().map_err(|e| format!("cannot create a session temp: {e}"))?;
+fn tool_env(
+    client: &HelperClient,
+    dir: &Path,
+    backend: BackendChoice,
+) -> Result<ToolEnv, BenchError> {
+    let temp = SessionTemp::create().map_err(|e| fail!("cannot create a session temp: {e}"))?;
     Ok(ToolEnv::new(
         client.clone(),
         dir.to_owned(),
@@ -74,7 +79,7 @@ async fn call(
     mode: Mode,
     name: &str,
     arguments: String,
-) -> Result<ToolResult, String> {
+) -> Result<ToolResult, BenchError> {
     let call = ToolCall {
         id: "call_bench".to_owned(),
         name: name.to_owned(),
@@ -90,7 +95,7 @@ async fn call(
     let result = agentd::api::tools::run(env, &call, ctx).await;
     match result.status {
         ToolStatus::Completed => Ok(result),
-        ToolStatus::Failed => Err(format!("{name} failed: {}", result.text)),
+        ToolStatus::Failed => Err(fail!("{name} failed: {}", result.text)),
     }
 }
 
@@ -99,13 +104,13 @@ async fn write_file(
     mode: Mode,
     path: &str,
     text: &str,
-) -> Result<ToolResult, String> {
+) -> Result<ToolResult, BenchError> {
     let arguments = json!({"path": path, "content": text}).to_string();
     call(env, mode, "write_file", arguments).await
 }
 
 /// The content as an anonymous file the writer reads from its start, as the file tools stage it.
-fn staged(content: &[u8]) -> Result<OwnedFd, String> {
+fn staged(content: &[u8]) -> Result<OwnedFd, BenchError> {
     use nix::sys::memfd::{MFdFlags, memfd_create};
     let stage = || -> nix::Result<OwnedFd> {
         let fd = memfd_create(c"agentd-bench-write", MFdFlags::MFD_CLOEXEC)?;
@@ -116,19 +121,19 @@ fn staged(content: &[u8]) -> Result<OwnedFd, String> {
         nix::unistd::lseek(&fd, 0, nix::unistd::Whence::SeekSet)?;
         Ok(fd)
     };
-    stage().map_err(|e| format!("cannot stage the content: {e}"))
+    stage().map_err(|e| fail!("cannot stage the content: {e}"))
 }
 
 /// The helper's writer replacing `path` with `content` under `env`'s workspace-write policy,
 /// asked as agentd's file tools ask it (their policy has no sockets: the writer opens none).
-async fn helper_write(env: &ToolEnv, path: PathBuf, content: &[u8]) -> Result<(), String> {
+async fn helper_write(env: &ToolEnv, path: PathBuf, content: &[u8]) -> Result<(), BenchError> {
     let mut policy = env
         .policy(Mode::WorkspaceWrite)
-        .map_err(|e| format!("no policy: {e}"))?;
+        .map_err(|e| fail!("no policy: {e}"))?;
     policy.local_binding = false;
     policy.unix_sockets.clear();
     let (report, report_wr) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
-        .map_err(|e| format!("cannot create the report's pipe: {e}"))?;
+        .map_err(|e| fail!("cannot create the report's pipe: {e}"))?;
     let spec = WriteSpec {
         path,
         make_parents: true,
@@ -142,7 +147,7 @@ async fn helper_write(env: &ToolEnv, path: PathBuf, content: &[u8]) -> Result<()
         .helper()
         .write_file(spec)
         .await
-        .map_err(|e| format!("the helper's writer: {e}"))?;
+        .map_err(|e| fail!("the helper's writer: {e}"))?;
     let report = tokio::task::spawn_blocking(move || {
         let mut bytes = Vec::new();
         std::fs::File::from(report)
@@ -153,28 +158,28 @@ async fn helper_write(env: &ToolEnv, path: PathBuf, content: &[u8]) -> Result<()
     let outcome = handle.wait().await;
     let report = report
         .await
-        .map_err(|e| format!("the report's reader stopped: {e}"))?
-        .map_err(|e| format!("reading the writer's report: {e}"))?;
+        .map_err(|e| fail!("the report's reader stopped: {e}"))?
+        .map_err(|e| fail!("reading the writer's report: {e}"))?;
     match outcome {
         Outcome::Exited(e)
             if e.status == ExitStatus::Code(0) && report.starts_with(b"written\0") =>
         {
             Ok(())
         }
-        other => Err(format!(
+        other => Err(fail!(
             "the helper's writer did not write: {other:?}, report {:?}",
             String::from_utf8_lossy(&report)
         )),
     }
 }
 
-pub async fn files(setup: &Setup, client: &HelperClient) -> Result<Table, String> {
+pub async fn files(setup: &Setup, client: &HelperClient) -> Result<Table, BenchError> {
     let mut table = Table::new(&format!(
         "File tools: a {} KiB file written by agentd",
         FILE_BYTES / 1024
     ));
     let dir = setup.workspace.join("files");
-    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    std::fs::create_dir_all(&dir).map_err(|e| fail!("cannot create {}: {e}", dir.display()))?;
     let text = content();
     let auto = tool_env(client, &dir, BackendChoice::Auto)?;
     let dir = auto.workspace().to_owned();
@@ -187,7 +192,7 @@ pub async fn files(setup: &Setup, client: &HelperClient) -> Result<Table, String
     let info = client
         .info()
         .await
-        .map_err(|e| format!("cannot ask confine-helper what it can do: {e}"))?;
+        .map_err(|e| fail!("cannot ask confine-helper what it can do: {e}"))?;
     let landlock_usable = info
         .backends
         .iter()
@@ -239,7 +244,7 @@ pub async fn files(setup: &Setup, client: &HelperClient) -> Result<Table, String
     let mut edits = 0usize;
     let samples = interleave(setup.rounds, &ops, async |op: &Op<'_>| match *op {
         Op::Plain => std::fs::write(dir.join("plain.txt"), &text)
-            .map_err(|e| format!("cannot write {}: {e}", dir.join("plain.txt").display())),
+            .map_err(|e| fail!("cannot write {}: {e}", dir.join("plain.txt").display())),
         Op::Writer(env) => helper_write(env, dir.join("writer.txt"), text.as_bytes()).await,
         Op::WriteFile(env, mode) => {
             let path = format!("write-{}-{}.txt", env.backend().as_str(), mode.as_str());

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::acp::Acp;
+use crate::error::BenchError;
 use crate::measure::Table;
 use crate::memory::{mib, rss_kib};
 use crate::setup::Setup;
@@ -40,7 +41,7 @@ fn kib(bytes: u64) -> f64 {
     bytes as f64 / 1024.0
 }
 
-pub async fn long_session(setup: &Setup, table: &mut Table) -> Result<(), String> {
+pub async fn long_session(setup: &Setup, table: &mut Table) -> Result<(), BenchError> {
     let turns = setup.long_session_turns;
     let of = match turns {
         FULL_TURNS => format!("of {}", thousands(turns)),
@@ -50,15 +51,15 @@ pub async fn long_session(setup: &Setup, table: &mut Table) -> Result<(), String
         ),
     };
     let root = setup.scratch.join("long-session");
-    std::fs::create_dir_all(&root).map_err(|e| format!("cannot create {}: {e}", root.display()))?;
+    std::fs::create_dir_all(&root).map_err(|e| fail!("cannot create {}: {e}", root.display()))?;
     let model = root.join("model.toml");
     std::fs::write(&model, script(turns))
-        .map_err(|e| format!("cannot write {}: {e}", model.display()))?;
+        .map_err(|e| fail!("cannot write {}: {e}", model.display()))?;
     let mut acp = Acp::start(setup, &root, &model).await?;
     acp.initialize().await?;
     let id = acp.new_session(&setup.workspace).await?;
-    let pid = acp.pid().ok_or("agentd acp has no pid")?;
-    let unknown = || format!("cannot read the resident memory of agentd (pid {pid})");
+    let pid = acp.pid().ok_or_else(|| fail!("agentd acp has no pid"))?;
+    let unknown = || fail!("cannot read the resident memory of agentd (pid {pid})");
     let opened = rss_kib(pid).ok_or_else(unknown)?;
     let log = root.join("state").join(format!("{id}.jsonl"));
     let log_bytes = || std::fs::metadata(&log).map_or(0, |m| m.len());
@@ -75,9 +76,7 @@ pub async fn long_session(setup: &Setup, table: &mut Table) -> Result<(), String
             )
             .await?;
         if answer["stopReason"] != "end_turn" {
-            return Err(format!(
-                "turn {turn} of the long session ended with {answer}"
-            ));
+            return Err(fail!("turn {turn} of the long session ended with {answer}"));
         }
         if CHECKPOINTS.contains(&turn) || turn == turns {
             let took = turn_started.elapsed();

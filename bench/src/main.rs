@@ -13,6 +13,9 @@
 //! writes against a plain write; resident memory; a session's log (`session/load` of 10,000
 //! events, its fsync per tool call) and agentd's memory along a long session.
 
+#[macro_use]
+mod error;
+
 mod acp;
 mod checkpoints;
 mod files;
@@ -29,6 +32,7 @@ mod table;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use crate::error::BenchError;
 use setup::Setup;
 
 const USAGE: &str = "usage: agentd-bench [--quick] [--rounds N] [--out FILE] [--only SECTION,...]\n\
@@ -123,18 +127,18 @@ fn main() -> ExitCode {
     ExitCode::SUCCESS
 }
 
-fn setup(quick: bool) -> Result<Setup, String> {
-    let exe = std::env::current_exe().map_err(|e| format!("where am I: {e}"))?;
+fn setup(quick: bool) -> Result<Setup, BenchError> {
+    let exe = std::env::current_exe().map_err(|e| fail!("where am I: {e}"))?;
     let dir = exe
         .parent()
-        .ok_or("the benchmark's binary has no directory")?
+        .ok_or_else(|| fail!("the benchmark's binary has no directory"))?
         .to_path_buf();
-    let beside = |name: &str| -> Result<PathBuf, String> {
+    let beside = |name: &str| -> Result<PathBuf, BenchError> {
         let path = dir.join(name);
         if path.is_file() {
             Ok(path)
         } else {
-            Err(format!(
+            Err(fail!(
                 "{} is missing: build it with `cargo build --release -p agentd -p confine-helper \
                  -p agentd-bench` (the benchmark measures the binaries beside it)",
                 path.display()
@@ -144,7 +148,7 @@ fn setup(quick: bool) -> Result<Setup, String> {
     let scratch = std::env::temp_dir().join(format!("agentd-bench-{}", std::process::id()));
     let workspace = scratch.join("ws");
     std::fs::create_dir_all(&workspace)
-        .map_err(|e| format!("cannot create {}: {e}", workspace.display()))?;
+        .map_err(|e| fail!("cannot create {}: {e}", workspace.display()))?;
     Ok(Setup {
         rounds: if quick { 4 } else { 101 },
         output_bytes: if quick { 64 << 20 } else { 1 << 30 },

@@ -6,6 +6,7 @@ use std::time::Instant;
 use agentd::api::helper_client::{HelperClient, Outcome, SpawnSpec};
 use confine_protocol::ExitStatus;
 
+use crate::error::BenchError;
 use crate::stats::Samples;
 
 /// The commands' `PATH`.
@@ -46,14 +47,11 @@ impl Table {
 }
 
 /// Runs `spec` through the helper to its end; anything but exit status 0 is an error.
-pub async fn run_spec(client: &HelperClient, spec: SpawnSpec) -> Result<(), String> {
-    let handle = client
-        .spawn(spec)
-        .await
-        .map_err(|e| format!("spawn: {e}"))?;
+pub async fn run_spec(client: &HelperClient, spec: SpawnSpec) -> Result<(), BenchError> {
+    let handle = client.spawn(spec).await.map_err(|e| fail!("spawn: {e}"))?;
     match handle.wait().await {
         Outcome::Exited(e) if e.status == ExitStatus::Code(0) => Ok(()),
-        other => Err(format!("a measured command did not succeed: {other:?}")),
+        other => Err(fail!("a measured command did not succeed: {other:?}")),
     }
 }
 
@@ -63,9 +61,9 @@ pub async fn interleave<V, F>(
     rounds: usize,
     variants: &[V],
     mut run: F,
-) -> Result<Vec<Samples>, String>
+) -> Result<Vec<Samples>, BenchError>
 where
-    F: AsyncFnMut(&V) -> Result<(), String>,
+    F: AsyncFnMut(&V) -> Result<(), BenchError>,
 {
     let mut samples = vec![Samples::default(); variants.len()];
     for round in 0..rounds {

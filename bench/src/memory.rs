@@ -6,6 +6,7 @@ use std::time::Duration;
 use agentd::api::helper_client::{HelperClient, SpawnSpec};
 
 use crate::acp::Acp;
+use crate::error::BenchError;
 use crate::measure::{CONCURRENT, PATH, Table};
 use crate::setup::Setup;
 
@@ -29,9 +30,9 @@ fn rss(pid: u32) -> Option<String> {
     rss_kib(pid).map(mib)
 }
 
-pub async fn memory(setup: &Setup, client: &HelperClient) -> Result<Table, String> {
+pub async fn memory(setup: &Setup, client: &HelperClient) -> Result<Table, BenchError> {
     let mut table = Table::new("Resident memory and start-up");
-    let helper = client.helper_pid().ok_or("no helper pid")?;
+    let helper = client.helper_pid().ok_or_else(|| fail!("no helper pid"))?;
     table.figures.push((
         "confine-helper, idle".into(),
         rss(helper).unwrap_or_else(|| "unknown".into()),
@@ -40,14 +41,11 @@ pub async fn memory(setup: &Setup, client: &HelperClient) -> Result<Table, Strin
     for _ in 0..CONCURRENT {
         let mut spec = SpawnSpec::new(["sleep", IN_FLIGHT_SLEEP]);
         spec.env = vec![("PATH".into(), PATH.into())];
-        let mut handle = client
-            .spawn(spec)
-            .await
-            .map_err(|e| format!("spawn: {e}"))?;
+        let mut handle = client.spawn(spec).await.map_err(|e| fail!("spawn: {e}"))?;
         handle
             .started()
             .await
-            .ok_or("a command in flight did not start")?;
+            .ok_or_else(|| fail!("a command in flight did not start"))?;
         handles.push(handle);
     }
     table.figures.push((
@@ -71,11 +69,11 @@ pub async fn memory(setup: &Setup, client: &HelperClient) -> Result<Table, Strin
 
 /// Starts `agentd acp` with a scripted model; returns the time to the answer of `initialize`
 /// and its resident memory once a session is open.
-async fn agentd_acp(setup: &Setup) -> Result<(Duration, String), String> {
+async fn agentd_acp(setup: &Setup) -> Result<(Duration, String), BenchError> {
     let root = setup.scratch.join("acp");
     let script = root.join("model.toml");
-    std::fs::create_dir_all(&root).map_err(|e| format!("acp dirs: {e}"))?;
-    std::fs::write(&script, "[[turn]]\ntext = \"ok\"\n").map_err(|e| format!("script: {e}"))?;
+    std::fs::create_dir_all(&root).map_err(|e| fail!("acp dirs: {e}"))?;
+    std::fs::write(&script, "[[turn]]\ntext = \"ok\"\n").map_err(|e| fail!("script: {e}"))?;
     let mut acp = Acp::start(setup, &root, &script).await?;
     acp.initialize().await?;
     let to_initialize = acp.started.elapsed();

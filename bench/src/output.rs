@@ -8,6 +8,7 @@ use std::process::Stdio;
 use agentd::api::helper_client::{HelperClient, SpawnSpec};
 use confine_protocol::{Backend, BackendChoice, Mode};
 
+use crate::error::BenchError;
 use crate::measure::{PATH, Table, interleave, rows, run_spec};
 use crate::setup::Setup;
 use crate::stats::Samples;
@@ -20,7 +21,7 @@ enum Writer {
 }
 
 /// Reads `from` to its end on a blocking thread; returns the byte count.
-async fn drain(from: OwnedFd) -> Result<u64, String> {
+async fn drain(from: OwnedFd) -> Result<u64, BenchError> {
     tokio::task::spawn_blocking(move || {
         let mut file = std::fs::File::from(from);
         let mut buf = vec![0u8; 1 << 16];
@@ -30,16 +31,16 @@ async fn drain(from: OwnedFd) -> Result<u64, String> {
                 Ok(0) => return Ok(total),
                 Ok(n) => total += n as u64,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(format!("reading the output: {e}")),
+                Err(e) => return Err(fail!("reading the output: {e}")),
             }
         }
     })
     .await
-    .map_err(|e| format!("the reader stopped: {e}"))?
+    .map_err(|e| fail!("the reader stopped: {e}"))?
 }
 
-fn pipe() -> Result<(OwnedFd, OwnedFd), String> {
-    nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| format!("pipe: {e}"))
+fn pipe() -> Result<(OwnedFd, OwnedFd), BenchError> {
+    nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| fail!("pipe: {e}"))
 }
 
 /// `head -c BYTES /dev/zero` into a pipe agentd reads: bare, through the helper unconfined,
@@ -48,7 +49,7 @@ pub async fn throughput(
     setup: &Setup,
     client: &HelperClient,
     backends: &[Backend],
-) -> Result<Table, String> {
+) -> Result<Table, BenchError> {
     let bytes = setup.output_bytes;
     let mut table = Table::new(&format!(
         "Output: {} MiB from `head -c` read by agentd",
@@ -84,9 +85,9 @@ pub async fn throughput(
                     .stdout(Stdio::from(write))
                     .status()
                     .await
-                    .map_err(|e| format!("head: {e}"))?;
+                    .map_err(|e| fail!("head: {e}"))?;
                 if !status.success() {
-                    return Err(format!("head failed: {status}"));
+                    return Err(fail!("head failed: {status}"));
                 }
             }
             Writer::Helper(mode, backend) => {
@@ -98,11 +99,11 @@ pub async fn throughput(
                 run_spec(client, spec).await?;
             }
         }
-        let got = reader.await.map_err(|e| format!("reader: {e}"))??;
+        let got = reader.await.map_err(|e| fail!("reader: {e}"))??;
         if got == bytes {
             Ok(())
         } else {
-            Err(format!("read {got} bytes of {bytes}"))
+            Err(fail!("read {got} bytes of {bytes}"))
         }
     })
     .await?;

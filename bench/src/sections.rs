@@ -7,6 +7,7 @@ use std::process::Stdio;
 use agentd::api::helper_client::{HelperClient, HelperEndpoint, SpawnSpec};
 use confine_protocol::{Backend, BackendChoice, Mode};
 
+use crate::error::BenchError;
 use crate::measure::{CONCURRENT, PATH, Table, interleave, rows, run_spec};
 use crate::setup::Setup;
 
@@ -23,12 +24,12 @@ pub const SECTIONS: &[&str] = &[
 ];
 
 /// Every section `setup` runs, in order.
-pub async fn all(setup: &Setup) -> Result<Vec<Table>, String> {
+pub async fn all(setup: &Setup) -> Result<Vec<Table>, BenchError> {
     let client = HelperClient::new(HelperEndpoint::Embedded(setup.helper.clone()));
     client
         .connect()
         .await
-        .map_err(|e| format!("cannot start confine-helper: {e}"))?;
+        .map_err(|e| fail!("cannot start confine-helper: {e}"))?;
     let backends = usable_backends(&client).await?;
     let mut tables = Vec::new();
     for name in SECTIONS.iter().filter(|name| setup.runs(name)) {
@@ -48,11 +49,11 @@ pub async fn all(setup: &Setup) -> Result<Vec<Table>, String> {
     Ok(tables)
 }
 
-async fn usable_backends(client: &HelperClient) -> Result<Vec<Backend>, String> {
+async fn usable_backends(client: &HelperClient) -> Result<Vec<Backend>, BenchError> {
     let info = client
         .info()
         .await
-        .map_err(|e| format!("cannot ask confine-helper what it can do: {e}"))?;
+        .map_err(|e| fail!("cannot ask confine-helper what it can do: {e}"))?;
     Ok(info
         .backends
         .iter()
@@ -81,7 +82,11 @@ fn true_spec(setup: &Setup, mode: Mode, backend: BackendChoice) -> SpawnSpec {
     spec
 }
 
-async fn run_process(program: &Path, args: &[&str], env: &[(&str, &Path)]) -> Result<(), String> {
+async fn run_process(
+    program: &Path,
+    args: &[&str],
+    env: &[(&str, &Path)],
+) -> Result<(), BenchError> {
     let mut command = tokio::process::Command::new(program);
     command
         .args(args)
@@ -94,11 +99,11 @@ async fn run_process(program: &Path, args: &[&str], env: &[(&str, &Path)]) -> Re
     let status = command
         .status()
         .await
-        .map_err(|e| format!("cannot run {}: {e}", program.display()))?;
+        .map_err(|e| fail!("cannot run {}: {e}", program.display()))?;
     if status.success() {
         Ok(())
     } else {
-        Err(format!(
+        Err(fail!(
             "{} {} failed: {status}",
             program.display(),
             args.join(" ")
@@ -150,7 +155,7 @@ async fn per_command(
     setup: &Setup,
     client: &HelperClient,
     backends: &[Backend],
-) -> Result<Table, String> {
+) -> Result<Table, BenchError> {
     let mut table = Table::new("Per command, inside one long-lived agentd (`/bin/true`)");
     let mut variants = vec![
         (
@@ -218,7 +223,7 @@ struct Process {
     args: Vec<String>,
 }
 
-async fn whole_process(setup: &Setup, backends: &[Backend]) -> Result<Table, String> {
+async fn whole_process(setup: &Setup, backends: &[Backend]) -> Result<Table, BenchError> {
     let mut table = Table::new("Whole process (`/bin/true`)");
     let ws = setup.workspace.display().to_string();
     let agentd = |args: &[&str]| Process {
@@ -271,7 +276,7 @@ async fn whole_process(setup: &Setup, backends: &[Backend]) -> Result<Table, Str
     match &setup.codex {
         Some(codex) => {
             std::fs::create_dir_all(&codex_home)
-                .map_err(|e| format!("cannot create {}: {e}", codex_home.display()))?;
+                .map_err(|e| fail!("cannot create {}: {e}", codex_home.display()))?;
             variants.push((
                 "`codex sandbox -P :read-only`".into(),
                 Process {
@@ -298,7 +303,7 @@ async fn whole_process(setup: &Setup, backends: &[Backend]) -> Result<Table, Str
                      \"network\":{{\"allowedDomains\":[],\"deniedDomains\":[]}}}}"
                 ),
             )
-            .map_err(|e| format!("cannot write {}: {e}", settings.display()))?;
+            .map_err(|e| fail!("cannot write {}: {e}", settings.display()))?;
             variants.push((
                 "`srt`".into(),
                 Process {
@@ -348,7 +353,7 @@ async fn concurrent(
     setup: &Setup,
     client: &HelperClient,
     backends: &[Backend],
-) -> Result<Table, String> {
+) -> Result<Table, BenchError> {
     let mut table = Table::new("64 commands at once (`/bin/true`, wall time of all)");
     let rounds = (setup.rounds / 5).max(3);
     let mut variants = vec![
@@ -403,7 +408,7 @@ async fn concurrent(
         }
         match failures {
             0 => Ok(()),
-            n => Err(format!("{n} of {CONCURRENT} concurrent commands failed")),
+            n => Err(fail!("{n} of {CONCURRENT} concurrent commands failed")),
         }
     })
     .await?;
@@ -412,7 +417,7 @@ async fn concurrent(
     Ok(table)
 }
 
-async fn run_process_owned(program: PathBuf, args: Vec<String>) -> Result<(), String> {
+async fn run_process_owned(program: PathBuf, args: Vec<String>) -> Result<(), BenchError> {
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     run_process(&program, &args, &[]).await
 }

@@ -15,6 +15,7 @@ use agentd::api::session::{Before, Event, EventLog, LoggedDiff, LoggedToolCall, 
 use serde_json::json;
 
 use crate::acp::Acp;
+use crate::error::BenchError;
 use crate::measure::{Row, Table, interleave};
 use crate::setup::Setup;
 use crate::stats::{Samples, ms, thousands};
@@ -35,7 +36,7 @@ explain what is needed.\nKeep answers short and say what you changed.\n\n\
 /// The model's name as the scripted model records it.
 const MODEL: &str = "scripted model";
 
-pub async fn session(setup: &Setup) -> Result<Table, String> {
+pub async fn session(setup: &Setup) -> Result<Table, BenchError> {
     let mut table = Table::new(&format!(
         "Session: `session/load` of {} events, the log's fsync, a long session's memory",
         thousands(LOAD_EVENTS)
@@ -146,9 +147,9 @@ fn turn_events(turn: u64, cwd: &Path) -> Vec<Event> {
 }
 
 /// Writes a session of `LOAD_EVENTS` events in `cwd` under `state`; returns its id and size.
-fn write_log(state: &Path, cwd: &Path) -> Result<(String, u64), String> {
+fn write_log(state: &Path, cwd: &Path) -> Result<(String, u64), BenchError> {
     let id = new_id();
-    let failed = |e| format!("cannot write the session log: {e}");
+    let failed = |e| fail!("cannot write the session log: {e}");
     let (mut log, _) = EventLog::create(state, &id, cwd).map_err(failed)?;
     let events = (1..).flat_map(|turn| turn_events(turn, cwd));
     for event in events.take(LOAD_EVENTS - 1) {
@@ -156,20 +157,20 @@ fn write_log(state: &Path, cwd: &Path) -> Result<(String, u64), String> {
     }
     log.sync().map_err(failed)?;
     let bytes = std::fs::metadata(log.path())
-        .map_err(|e| format!("{}: {e}", log.path().display()))?
+        .map_err(|e| fail!("{}: {e}", log.path().display()))?
         .len();
     Ok((id, bytes))
 }
 
 /// Times `agentd acp` from its start to the answer of `initialize`, then to the answer of
 /// `session/load` of a 10,000-event log (whose history is sent before the answer).
-async fn load(setup: &Setup, table: &mut Table) -> Result<(), String> {
+async fn load(setup: &Setup, table: &mut Table) -> Result<(), BenchError> {
     let root = setup.scratch.join("session-load");
     let state = root.join("state");
     let (id, bytes) = write_log(&state, &setup.workspace)?;
     let script = root.join("model.toml");
     std::fs::write(&script, "[[turn]]\ntext = \"ok\"\n")
-        .map_err(|e| format!("cannot write {}: {e}", script.display()))?;
+        .map_err(|e| fail!("cannot write {}: {e}", script.display()))?;
     let mut samples = [Samples::default(), Samples::default(), Samples::default()];
     let rounds = LOAD_ROUNDS.min(setup.rounds);
     for round in 0..rounds {
@@ -234,10 +235,10 @@ enum Durability {
 
 /// Times one tool call's events appended to a log as the agent loop appends them (the call
 /// synced before it runs), against the same appends without the sync; interleaved.
-async fn fsync(setup: &Setup, table: &mut Table) -> Result<(), String> {
+async fn fsync(setup: &Setup, table: &mut Table) -> Result<(), BenchError> {
     let dir = setup.scratch.join("session-fsync");
     let cwd = &setup.workspace;
-    let failed = |e| format!("cannot append to the session log: {e}");
+    let failed = |e| fail!("cannot append to the session log: {e}");
     let (mut log, _) = EventLog::create(&dir, &new_id(), cwd).map_err(failed)?;
     // The model's answer with the call, the call (synced), its result.
     let events: Vec<Event> = turn_events(1, cwd).into_iter().skip(3).take(3).collect();
