@@ -17,6 +17,7 @@ use confine_protocol::{Mode, Network};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
+use crate::error::DocgenError;
 use crate::generated::Generated;
 
 /// Longer than any answer takes on a loaded machine; past it the generator gives up.
@@ -51,21 +52,27 @@ impl Drop for Scratch {
 
 /// The options `agentd acp --config FILE --state-dir DIR` serves with when `FILE` holds
 /// `config`, no `AGENTD_*` variable is set and confine-helper grants up to `max_mode`.
-fn options(root: &Path, config: &str, max_mode: Mode) -> Result<AcpOptions, String> {
+fn options(root: &Path, config: &str, max_mode: Mode) -> Result<AcpOptions, DocgenError> {
     let file = root.join("agentd.toml");
-    std::fs::write(&file, config).map_err(|e| format!("cannot write {}: {e}", file.display()))?;
+    std::fs::write(&file, config).map_err(|error| DocgenError::Scratch {
+        action: "write",
+        path: file.clone(),
+        error,
+    })?;
     let flags = Flags {
         config: Some(file),
         state_dir: Some(root.join("state")),
         helper_socket: Some(root.join("no-helper.sock")),
         ..Flags::default()
     };
-    let effective = Effective::load_with(&flags, &|_| None).map_err(|e| e.to_string())?;
+    let effective =
+        Effective::load_with(&flags, &|_| None).map_err(|e| DocgenError::Agentd(e.into()))?;
     // agentd does not start with a default mode above its helper's ceiling: there it is
     // started with `--sandbox-mode` within it.
     let default = effective.sandbox_mode.value;
     let flag = (default > max_mode).then_some(max_mode);
-    let mut options = AcpOptions::from_config(&effective, flag).map_err(|e| e.to_string())?;
+    let mut options =
+        AcpOptions::from_config(&effective, flag).map_err(|e| DocgenError::Agentd(e.into()))?;
     options.composition = Composition {
         max_mode,
         network: Network::Deny,
@@ -77,47 +84,53 @@ fn options(root: &Path, config: &str, max_mode: Mode) -> Result<AcpOptions, Stri
 }
 
 /// Serves agentd's ACP agent and asks it `initialize` and `session/new`.
-fn ask(config: &str, max_mode: Mode) -> Result<Answers, String> {
+fn ask(config: &str, max_mode: Mode) -> Result<Answers, DocgenError> {
     let root = std::env::temp_dir().join(format!("agentd-docgen-{}", std::process::id()));
     let scratch = Scratch(root.clone());
-    std::fs::create_dir_all(root.join("ws"))
-        .map_err(|e| format!("cannot create {}: {e}", root.display()))?;
+    std::fs::create_dir_all(root.join("ws")).map_err(|error| DocgenError::Scratch {
+        action: "create",
+        path: root.clone(),
+        error,
+    })?;
     let options = options(&root, config, max_mode)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
-        .map_err(|e| format!("cannot start a tokio runtime: {e}"))?;
+        .map_err(DocgenError::Runtime)?;
     let answers = runtime.block_on(async {
         tokio::time::timeout(PATIENCE, converse(options, &root.join("ws")))
             .await
-            .map_err(|_| format!("agentd did not answer within {PATIENCE:?}"))?
+            .map_err(|_| DocgenError::Timeout(PATIENCE))?
     });
     drop(scratch);
     answers
 }
 
-async fn converse(options: AcpOptions, cwd: &Path) -> Result<Answers, String> {
+async fn converse(options: AcpOptions, cwd: &Path) -> Result<Answers, DocgenError> {
     let (ours, theirs) = tokio::io::duplex(1 << 16);
     let (their_in, their_out) = tokio::io::split(theirs);
     let served = tokio::spawn(serve_on(options, their_in, their_out));
     let (our_in, mut out) = tokio::io::split(ours);
     let mut lines = BufReader::new(our_in).lines();
-    let mut request = async |id: u32, method: &str, params: Value| -> Result<Value, String> {
+    let mut request = async |id: u32, method: &str, params: Value| -> Result<Value, DocgenError> {
         let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         out.write_all(format!("{line}\n").as_bytes())
             .await
-            .map_err(|e| format!("cannot write to agentd: {e}"))?;
-        while let Some(line) = lines.next_line().await.map_err(|e| e.to_string())? {
-            let message: Value = serde_json::from_str(&line).map_err(|e| e.to_string())?;
+            .map_err(DocgenError::WriteToAgentd)?;
+        while let Some(line) = lines.next_line().await.map_err(DocgenError::Pipe)? {
+            let message: Value = serde_json::from_str(&line).map_err(DocgenError::NotJson)?;
             if message.get("method").is_none() && message["id"] == id {
                 return message
                     .get("result")
                     .cloned()
-                    .ok_or_else(|| format!("agentd refused {method}: {message}"));
+                    .ok_or_else(|| DocgenError::Refused {
+                        method: method.to_owned(),
+                        answer: message.clone(),
+                    });
             }
         }
-        Err(format!("agentd stopped before answering {method}"))
+        Err(DocgenError::Stopped(method.to_owned()))
     };
     let initialize = request(
         1,
@@ -130,11 +143,11 @@ async fn converse(options: AcpOptions, cwd: &Path) -> Result<Answers, String> {
         answer.remove("sessionId");
     }
     // The hang-up: agentd closes the session and returns.
-    out.shutdown().await.map_err(|e| e.to_string())?;
+    out.shutdown().await.map_err(DocgenError::Pipe)?;
     served
         .await
-        .map_err(|e| format!("agentd's serving task failed: {e}"))?
-        .map_err(|e| format!("agentd ended with an error: {e}"))?;
+        .map_err(DocgenError::ServingTask)?
+        .map_err(|e| DocgenError::Ended(e.into()))?;
     Ok(Answers {
         initialize,
         session,
@@ -146,7 +159,7 @@ fn json_block(value: &Value) -> String {
     format!("```json\n{text}\n```\n")
 }
 
-pub fn session_settings() -> Result<Generated, String> {
+pub fn session_settings() -> Result<Generated, DocgenError> {
     let mut body = String::from(
         "# ACP session settings
 
@@ -167,12 +180,12 @@ offered (the current one is still listed, as the select's value).
     let by_ceiling = Mode::ALL
         .iter()
         .map(|&max_mode| Ok((max_mode, ask("", max_mode)?)))
-        .collect::<Result<Vec<_>, String>>()?;
+        .collect::<Result<Vec<_>, DocgenError>>()?;
     // `initialize` as answered under the widest ceiling.
     let widest = by_ceiling
         .iter()
         .find(|(max_mode, _)| *max_mode == Mode::DangerFullAccess)
-        .ok_or("Mode::ALL lacks danger-full-access")?;
+        .ok_or(DocgenError::NoWidestMode)?;
     body.push_str(&json_block(&widest.1.initialize));
     body.push_str("\n## session/new, by ceiling\n");
     for (max_mode, answers) in &by_ceiling {

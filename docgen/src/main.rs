@@ -10,6 +10,7 @@ mod acp;
 mod ceiling;
 mod ceiling_keys;
 mod config;
+mod error;
 mod generated;
 mod man;
 mod protocol;
@@ -19,6 +20,7 @@ mod tools;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use error::DocgenError;
 use generated::{Generated, OWNED_DIRS, REGENERATE};
 
 /// What the command line asks for.
@@ -31,7 +33,7 @@ const USAGE: &str = "usage: agentd-docgen [--check] [--root DIR]\n\
     writes the generated contracts, man pages and completions into the workspace (or DIR);\n\
     --check writes nothing and exits 1 naming each file that differs";
 
-fn parse_args() -> Result<Args, String> {
+fn parse_args() -> Result<Args, DocgenError> {
     let mut args = Args {
         check: false,
         root: Path::new(env!("CARGO_MANIFEST_DIR")).join(".."),
@@ -42,16 +44,20 @@ fn parse_args() -> Result<Args, String> {
             Some("--check") => args.check = true,
             Some("--root") => match given.next() {
                 Some(dir) => args.root = PathBuf::from(dir),
-                None => return Err("--root needs a directory".to_owned()),
+                None => return Err(DocgenError::RootWithoutDir),
             },
-            _ => return Err(format!("unknown argument {}", arg.to_string_lossy())),
+            _ => {
+                return Err(DocgenError::UnknownArgument(
+                    arg.to_string_lossy().into_owned(),
+                ));
+            }
         }
     }
     Ok(args)
 }
 
 /// Every generated file, from every contract.
-fn all() -> Result<Vec<Generated>, String> {
+fn all() -> Result<Vec<Generated>, DocgenError> {
     let mut files = Vec::new();
     files.push(protocol::helper_protocol());
     files.extend(tools::schemas());

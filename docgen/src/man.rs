@@ -9,6 +9,7 @@ use clap::CommandFactory;
 use clap_complete::Shell;
 use clap_mangen::Man;
 
+use crate::error::DocgenError;
 use crate::generated::{Generated, NOTICE};
 
 const MAN_DIR: &str = "agentd/man";
@@ -20,15 +21,20 @@ const MAN_DATE: &str = "";
 
 /// The page of `cmd`, then those of its subcommands, as `clap_mangen::generate_to` makes them
 /// (hidden subcommands have none).
-fn collect(cmd: clap::Command, out: &mut Vec<Generated>) -> Result<(), String> {
+fn collect(cmd: clap::Command, out: &mut Vec<Generated>) -> Result<(), DocgenError> {
     for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()).cloned() {
         collect(sub, out)?;
     }
     let man = Man::new(cmd.clone()).date(MAN_DATE);
     let mut page = Vec::new();
-    man.render(&mut page)
-        .map_err(|e| format!("cannot render {}: {e}", man.get_filename()))?;
-    let page = String::from_utf8(page).map_err(|e| format!("{}: {e}", man.get_filename()))?;
+    man.render(&mut page).map_err(|error| DocgenError::Render {
+        page: man.get_filename(),
+        error,
+    })?;
+    let page = String::from_utf8(page).map_err(|error| DocgenError::NotUtf8 {
+        file: man.get_filename(),
+        error,
+    })?;
     let page = synopsis_with_values(&page, &cmd);
     out.push(Generated::commented(
         &format!("{MAN_DIR}/{}", man.get_filename()),
@@ -94,7 +100,7 @@ fn roff_escape(text: &str) -> String {
     text.replace('\\', "\\\\").replace('-', "\\-")
 }
 
-pub fn pages() -> Result<Vec<Generated>, String> {
+pub fn pages() -> Result<Vec<Generated>, DocgenError> {
     // As `clap_mangen::generate_to` does: no `help` subcommand, and built once from the top so
     // that each subcommand knows its full name (`agentd-config-show`).
     let mut cmd = Cli::command().disable_help_subcommand(true);
@@ -105,7 +111,7 @@ pub fn pages() -> Result<Vec<Generated>, String> {
     Ok(out)
 }
 
-pub fn completions() -> Result<Vec<Generated>, String> {
+pub fn completions() -> Result<Vec<Generated>, DocgenError> {
     [
         (Shell::Bash, "agentd.bash"),
         (Shell::Zsh, "_agentd"),
@@ -115,7 +121,10 @@ pub fn completions() -> Result<Vec<Generated>, String> {
     .map(|(shell, name)| {
         let mut script = Vec::new();
         clap_complete::generate(shell, &mut Cli::command(), "agentd", &mut script);
-        let script = String::from_utf8(script).map_err(|e| format!("{name}: {e}"))?;
+        let script = String::from_utf8(script).map_err(|error| DocgenError::NotUtf8 {
+            file: name.to_owned(),
+            error,
+        })?;
         let path = format!("{COMPLETIONS_DIR}/{name}");
         // zsh finds a completion function by its first line, `#compdef agentd`: the notice
         // comes right after it.
