@@ -126,14 +126,14 @@ mod tests {
         }
     }
 
-    /// The escalation of a bash call, or the text of its refusal.
-    fn parse(arguments: &str, escalation: bool) -> Result<Option<Escalation>, String> {
+    /// The escalation of a bash call, or its refusal.
+    fn parse(arguments: &str, escalation: bool) -> Result<Option<Escalation>, ArgsError> {
         let options = if escalation {
             SpecOptions::confining()
         } else {
             SpecOptions::default()
         };
-        match args::parse(BASH, arguments, &options).map_err(|e| e.to_string())? {
+        match args::parse(BASH, arguments, &options)? {
             args::Call::Bash(args) => Ok(args.escalation),
             other => panic!("not bash: {other:?}"),
         }
@@ -167,24 +167,25 @@ mod tests {
     fn escalation_fields_are_validated_with_the_specified_texts() {
         let only_mode = r#"{"command":"x","sandbox_permissions":"workspace-write"}"#;
         assert_eq!(
-            parse(only_mode, true).unwrap_err(),
+            parse(only_mode, true).unwrap_err().to_string(),
             "invalid escalation: sandbox_permissions requires a justification"
         );
         let only_why = r#"{"command":"x","justification":"because"}"#;
         assert_eq!(
-            parse(only_why, true).unwrap_err(),
+            parse(only_why, true).unwrap_err().to_string(),
             "invalid escalation: justification is only valid together with sandbox_permissions"
         );
         let blank =
             r#"{"command":"x","sandbox_permissions":"workspace-write","justification":"  "}"#;
         assert_eq!(
-            parse(blank, true).unwrap_err(),
+            parse(blank, true).unwrap_err().to_string(),
             "invalid justification: expected a non-empty sentence"
         );
         let bad_mode = r#"{"command":"x","sandbox_permissions":"root","justification":"j"}"#;
         assert!(
             parse(bad_mode, true)
                 .unwrap_err()
+                .to_string()
                 .contains("must be one of")
         );
         let good = r#"{"command":"x","sandbox_permissions":"danger-full-access","justification":" to install "}"#;
@@ -202,9 +203,14 @@ mod tests {
     fn escalation_not_offered_is_refused_with_its_own_text() {
         let asked =
             r#"{"command":"x","sandbox_permissions":"workspace-write","justification":"j"}"#;
-        assert_eq!(parse(asked, false).unwrap_err(), ESCALATION_NOT_OFFERED);
         assert_eq!(
-            parse(r#"{"command":"x","justification":"j"}"#, false).unwrap_err(),
+            parse(asked, false).unwrap_err().to_string(),
+            ESCALATION_NOT_OFFERED
+        );
+        assert_eq!(
+            parse(r#"{"command":"x","justification":"j"}"#, false)
+                .unwrap_err()
+                .to_string(),
             ESCALATION_NOT_OFFERED
         );
     }
