@@ -65,9 +65,9 @@ fn cannot_run(test: &str) -> bool {
             .is_ok_and(|s| s.success())
     };
     let missing = if let Err(why) = available::bwrap() {
-        Some((Need::Bwrap, why))
+        Some((Need::Bwrap, why.to_string()))
     } else if let Err(why) = available::landlock() {
-        Some((Need::Landlock, why))
+        Some((Need::Landlock, why.to_string()))
     } else if !ok("unshare", &["-Urm", "true"]) {
         Some((
             Need::UserNamespace,

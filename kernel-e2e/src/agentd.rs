@@ -17,6 +17,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 use crate::binaries::Binaries;
+use crate::error::{E2eError, FactsError};
 use crate::facts::Facts;
 use crate::matrix::{Backend, Mode};
 use crate::probe;
@@ -257,7 +258,7 @@ pub struct Run {
     pub stderr: String,
     /// The last line of stderr, which must be the facts.
     pub facts_line: String,
-    pub facts: Result<Facts, String>,
+    pub facts: Result<Facts, FactsError>,
     pub probe: probe::Report,
     pub elapsed: Duration,
     pub agentd_pid: u32,
@@ -275,10 +276,10 @@ pub struct Pids {
 /// Work the suite does on the host while a command waits mid-run (see [`OnReady::Call`]); an
 /// `Err` fails the run with its message.
 #[derive(Clone)]
-pub struct ReadyHook(Arc<dyn Fn(Pids) -> Result<(), String> + Send + Sync>);
+pub struct ReadyHook(Arc<dyn Fn(Pids) -> Result<(), E2eError> + Send + Sync>);
 
 impl ReadyHook {
-    pub fn new(hook: impl Fn(Pids) -> Result<(), String> + Send + Sync + 'static) -> ReadyHook {
+    pub fn new(hook: impl Fn(Pids) -> Result<(), E2eError> + Send + Sync + 'static) -> ReadyHook {
         ReadyHook(Arc::new(hook))
     }
 }
@@ -361,7 +362,7 @@ pub struct Launcher {
 
 impl Launcher {
     /// Runs agentd as described and waits for it, at most [`RUN_LIMIT`].
-    pub fn run(&self, label: &str, invocation: &Invocation) -> Result<Run, String> {
+    pub fn run(&self, label: &str, invocation: &Invocation) -> Result<Run, E2eError> {
         let mut command = Command::new(&self.binaries.agentd);
         command.args(invocation.args());
         let command_line = format!(
@@ -381,8 +382,11 @@ impl Launcher {
 
     /// Runs `argv` directly, without agentd, with the invocation's process state: the control
     /// for properties agentd itself is meant to provide (descriptor hygiene).
-    pub fn run_plain(&self, label: &str, invocation: &Invocation) -> Result<Run, String> {
-        let (program, args) = invocation.argv.split_first().ok_or("nothing to run")?;
+    pub fn run_plain(&self, label: &str, invocation: &Invocation) -> Result<Run, E2eError> {
+        let (program, args) = invocation
+            .argv
+            .split_first()
+            .ok_or_else(|| trouble!("nothing to run"))?;
         let mut command = Command::new(program);
         command.args(args);
         let command_line = format!(
@@ -405,7 +409,7 @@ impl Launcher {
         mut command: Command,
         command_line: String,
         invocation: &Invocation,
-    ) -> Result<Run, String> {
+    ) -> Result<Run, E2eError> {
         command
             .current_dir(&invocation.cwd)
             .env_clear()
@@ -430,7 +434,7 @@ impl Launcher {
         let started = Instant::now();
         let mut child = command
             .spawn()
-            .map_err(|e| format!("cannot start {command_line}: {e}"))?;
+            .map_err(|e| trouble!("cannot start {command_line}: {e}"))?;
         let pid = child.id();
         let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
         let mut stdin = child.stdin.take();
@@ -485,17 +489,17 @@ impl Launcher {
         {
             Ok(waited) => waited,
             Err(_) => {
-                trouble.get_or_insert(format!(
+                trouble.get_or_insert(trouble!(
                     "agentd did not finish within {}s; killed it",
                     RUN_LIMIT.as_secs()
                 ));
                 let _ = kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
                 exit_rx
                     .recv()
-                    .map_err(|_| format!("lost track of {command_line}"))?
+                    .map_err(|_| trouble!("lost track of {command_line}"))?
             }
         }
-        .map_err(|e| format!("cannot wait for {command_line}: {e}"))?;
+        .map_err(|e| trouble!("cannot wait for {command_line}: {e}"))?;
         // agentd reports only after the command's output has ended, so both pipes close with
         // it, unless something outlived the command and still holds them: then stop reading.
         let (mut stdout, mut stderr) = (String::new(), String::new());
@@ -505,10 +509,9 @@ impl Launcher {
                 Ok((true, text)) => stdout = text,
                 Ok((false, text)) => stderr = text,
                 Err(_) => {
-                    trouble.get_or_insert(
+                    trouble.get_or_insert(trouble!(
                         "agentd exited but its output stayed open: a process outlived the command"
-                            .to_owned(),
-                    );
+                    ));
                     break;
                 }
             }
@@ -531,7 +534,7 @@ impl Launcher {
             helper_pid,
         };
         match trouble {
-            Some(why) => Err(format!("{why}\n{}", run.describe())),
+            Some(why) => Err(trouble!("{why}\n{}", run.describe())),
             None => Ok(run),
         }
     }
@@ -544,28 +547,28 @@ fn when_ready(
     action: &OnReady,
     stdin: Option<&mut ChildStdin>,
     deadline: Instant,
-) -> Result<u32, String> {
+) -> Result<u32, E2eError> {
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         match lines.recv_timeout(left) {
             Ok(line) if line == "ready" => break,
             Ok(_) => continue,
-            Err(_) => return Err("the command never said it was ready".into()),
+            Err(_) => return Err(trouble!("the command never said it was ready")),
         }
     }
     let helper = find_helper(agentd)
-        .ok_or_else(|| format!("agentd (pid {agentd}) has no confine-helper child"))?;
+        .ok_or_else(|| trouble!("agentd (pid {agentd}) has no confine-helper child"))?;
     match action {
         OnReady::Nothing => {}
         OnReady::TellPids => {
-            let stdin = stdin.ok_or("the command's stdin is not a pipe")?;
+            let stdin = stdin.ok_or_else(|| trouble!("the command's stdin is not a pipe"))?;
             writeln!(stdin, "agentd={agentd} helper={helper}")
-                .map_err(|e| format!("cannot tell the command the pids: {e}"))?;
+                .map_err(|e| trouble!("cannot tell the command the pids: {e}"))?;
         }
         OnReady::KillHelper => kill(Pid::from_raw(helper as i32), Signal::SIGKILL)
-            .map_err(|e| format!("cannot kill the helper (pid {helper}): {e}"))?,
+            .map_err(|e| trouble!("cannot kill the helper (pid {helper}): {e}"))?,
         OnReady::KillAgentd => kill(Pid::from_raw(agentd as i32), Signal::SIGKILL)
-            .map_err(|e| format!("cannot kill agentd (pid {agentd}): {e}"))?,
+            .map_err(|e| trouble!("cannot kill agentd (pid {agentd}): {e}"))?,
         OnReady::Call(hook) => (hook.0)(Pids { agentd, helper })?,
     }
     Ok(helper)

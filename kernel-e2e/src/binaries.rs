@@ -1,5 +1,6 @@
 //! The binaries under test: `agentd` and, next to it, `confine-helper`, from cargo's target dir.
 
+use crate::error::E2eError;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -21,15 +22,15 @@ pub struct Binaries {
 impl Binaries {
     /// Finds both binaries in the target directory this test binary was built into
     /// (`target/<profile>/deps/kernel_e2e-…` → `target/<profile>/`).
-    pub fn locate() -> Result<Binaries, String> {
+    pub fn locate() -> Result<Binaries, E2eError> {
         let exe = std::env::current_exe()
-            .map_err(|e| format!("cannot find the running test binary: {e}"))?;
+            .map_err(|e| trouble!("cannot find the running test binary: {e}"))?;
         let profile_dir = exe
             .parent()
             .filter(|deps| deps.file_name().is_some_and(|n| n == "deps"))
             .and_then(Path::parent)
             .ok_or_else(|| {
-                format!(
+                trouble!(
                     "{} is not in a cargo target directory (…/deps/); run the suite with \
                      `cargo test -p kernel-e2e`",
                     exe.display()
@@ -41,7 +42,7 @@ impl Binaries {
         };
         for path in [&binaries.agentd, &binaries.helper] {
             if !path.is_file() {
-                return Err(format!(
+                return Err(trouble!(
                     "{} does not exist: build the binaries under test first with `{BUILD_COMMAND}` \
                      (add --release when testing a release build)",
                     path.display()
@@ -53,15 +54,15 @@ impl Binaries {
 
     /// Copies both binaries into [`SHARED_BIN_DIR`] (0755), so a user who cannot reach the
     /// target directory can still run them. agentd finds the helper next to itself there.
-    pub fn share(&self) -> Result<Binaries, String> {
+    pub fn share(&self) -> Result<Binaries, E2eError> {
         let dir = Path::new(SHARED_BIN_DIR);
         let fail = |what: &str, path: &Path, e: std::io::Error| {
-            format!("cannot {what} {}: {e}", path.display())
+            trouble!("cannot {what} {}: {e}", path.display())
         };
         fs::create_dir_all(dir).map_err(|e| fail("create", dir, e))?;
         fs::set_permissions(dir, fs::Permissions::from_mode(0o755))
             .map_err(|e| fail("chmod", dir, e))?;
-        let copy = |from: &Path| -> Result<PathBuf, String> {
+        let copy = |from: &Path| -> Result<PathBuf, E2eError> {
             let name = from.file_name().unwrap_or_default();
             let to = dir.join(name);
             // Copy beside and rename over, so a binary being executed is never half-written.

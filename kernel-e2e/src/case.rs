@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::agentd::{Invocation, Launcher, Run};
+use crate::error::E2eError;
 use crate::facts::{Exit, Facts, RootBefore};
 use crate::fixtures::{self, PathState};
 use crate::matrix::{Cell, Mode};
@@ -21,6 +22,13 @@ pub enum Stop {
     Fail(String),
     /// The case cannot be run here; the reason says what is missing.
     Skip(String),
+}
+
+impl From<E2eError> for Stop {
+    /// A step that could not be done fails the case, saying why.
+    fn from(e: E2eError) -> Stop {
+        Stop::Fail(e.to_string())
+    }
 }
 
 /// A case's result: `Ok` is a pass.
@@ -266,7 +274,7 @@ impl<'a> Cx<'a> {
     /// asked for with an honest enforcement level.
     pub fn run(&mut self, label: &str, invocation: &Invocation) -> Result<Run, Stop> {
         let roots = roots_before(invocation);
-        let run = self.launcher.run(label, invocation).map_err(Stop::Fail)?;
+        let run = self.launcher.run(label, invocation).map_err(Stop::from)?;
         self.record(run, invocation, &roots)
     }
 
@@ -311,7 +319,7 @@ impl<'a> Cx<'a> {
     /// Runs agentd without the checks of [`Cx::run`]: for runs where agentd itself is killed and
     /// so cannot report.
     pub fn run_unreported(&mut self, label: &str, invocation: &Invocation) -> Result<Run, Stop> {
-        let run = self.launcher.run(label, invocation).map_err(Stop::Fail)?;
+        let run = self.launcher.run(label, invocation).map_err(Stop::from)?;
         self.runs.push(run.clone());
         Ok(run)
     }
@@ -321,7 +329,7 @@ impl<'a> Cx<'a> {
         let run = self
             .launcher
             .run_plain(label, invocation)
-            .map_err(Stop::Fail)?;
+            .map_err(Stop::from)?;
         self.runs.push(run.clone());
         Ok(run)
     }

@@ -2,6 +2,7 @@
 
 use serde_json::{Map, Value};
 
+use crate::error::FactsError;
 use crate::matrix::{Backend, Mode};
 
 /// The texts through which the sandbox says no: the error codes as `strerror`, Go and libuv
@@ -183,32 +184,38 @@ const OPTIONAL_KEYS: [&str; 7] = [
 
 impl Facts {
     /// Parses the facts line; the error says which part of the contract the line breaks.
-    pub fn parse(line: &str) -> Result<Facts, String> {
+    pub fn parse(line: &str) -> Result<Facts, FactsError> {
         let value: Value =
-            serde_json::from_str(line).map_err(|e| format!("not one JSON object: {e}"))?;
-        let object = value.as_object().ok_or("not a JSON object")?;
+            serde_json::from_str(line).map_err(|e| facts_error!("not one JSON object: {e}"))?;
+        let object = value
+            .as_object()
+            .ok_or_else(|| facts_error!("not a JSON object"))?;
         for key in object.keys() {
             if !KEYS.contains(&key.as_str()) && !OPTIONAL_KEYS.contains(&key.as_str()) {
-                return Err(format!("unexpected key {key:?}"));
+                return Err(facts_error!("unexpected key {key:?}"));
             }
         }
-        let field = |key: &str| object.get(key).ok_or(format!("missing key {key:?}"));
+        let field = |key: &str| {
+            object
+                .get(key)
+                .ok_or_else(|| facts_error!("missing key {key:?}"))
+        };
         let exit = match field("exit")? {
             Value::Null => None,
             Value::Object(exit) => Some(parse_exit(exit)?),
-            other => return Err(format!("exit is neither null nor an object: {other}")),
+            other => return Err(facts_error!("exit is neither null nor an object: {other}")),
         };
         let backend = optional_string(field("backend")?, "backend")?;
         if let Some(name) = &backend
             && !["bwrap", "landlock", "seatbelt", "none"].contains(&name.as_str())
         {
-            return Err(format!("unknown backend {name:?}"));
+            return Err(facts_error!("unknown backend {name:?}"));
         }
         let enforcement = match field("enforcement")? {
             Value::Null => None,
             Value::Object(e) => Some(parse_enforcement(e)?),
             other => {
-                return Err(format!(
+                return Err(facts_error!(
                     "enforcement is neither null nor an object: {other}"
                 ));
             }
@@ -220,7 +227,7 @@ impl Facts {
                 detail: string_in(f, "detail", "runner_failure")?,
             }),
             other => {
-                return Err(format!(
+                return Err(facts_error!(
                     "runner_failure is neither null nor an object: {other}"
                 ));
             }
@@ -228,11 +235,13 @@ impl Facts {
         let denied = boolean(field("denied")?, "denied")?;
         let denials = parse_denials(field("denials")?)?;
         if denied == denials.is_empty() {
-            return Err(format!("denied is {denied} but denials is {denials:?}"));
+            return Err(facts_error!(
+                "denied is {denied} but denials is {denials:?}"
+            ));
         }
         let denied_paths = optional_paths(object.get("denied_paths"), "denied_paths")?;
         if !denied && !denied_paths.is_empty() {
-            return Err(format!(
+            return Err(facts_error!(
                 "denied is false but denied_paths is {denied_paths:?}"
             ));
         }
@@ -241,7 +250,11 @@ impl Facts {
         let local_binding = match object.get("local_binding") {
             None => false,
             Some(Value::Bool(true)) => true,
-            Some(other) => return Err(format!("local_binding is present but not true: {other}")),
+            Some(other) => {
+                return Err(facts_error!(
+                    "local_binding is present but not true: {other}"
+                ));
+            }
         };
         let unix_sockets = optional_paths(object.get("unix_sockets"), "unix_sockets")?;
         let proxy = match object.get("proxy") {
@@ -254,11 +267,11 @@ impl Facts {
                 .iter()
                 .map(|(name, max)| match (name.as_str(), max.as_u64()) {
                     ("processes" | "memory_bytes", Some(max)) => Ok((name.clone(), max)),
-                    _ => Err(format!("caps_reached has {name:?}: {max}")),
+                    _ => Err(facts_error!("caps_reached has {name:?}: {max}")),
                 })
                 .collect::<Result<_, _>>()?,
             Some(other) => {
-                return Err(format!(
+                return Err(facts_error!(
                     "caps_reached is present but not a non-empty object: {other}"
                 ));
             }
@@ -298,14 +311,17 @@ impl Facts {
         &self,
         agentd_status: Option<i32>,
         stderr_tail: &str,
-    ) -> Result<(), String> {
-        let status = agentd_status.ok_or("agentd itself was killed by a signal")?;
+    ) -> Result<(), FactsError> {
+        let status =
+            agentd_status.ok_or_else(|| facts_error!("agentd itself was killed by a signal"))?;
         if self.runner_failure.is_some() && self.refused.is_some() {
-            return Err("both runner_failure and refused are set".into());
+            return Err(facts_error!("both runner_failure and refused are set"));
         }
         let expected = if self.runner_failure.is_some() || self.refused.is_some() {
             if self.exit.is_some() {
-                return Err("the command did not run but an exit is reported".into());
+                return Err(facts_error!(
+                    "the command did not run but an exit is reported"
+                ));
             }
             EXIT_DID_NOT_RUN
         } else if self.timed_out {
@@ -314,11 +330,11 @@ impl Facts {
             match self.exit {
                 Some(Exit::Code(code)) => code & 0xff,
                 Some(Exit::Signal(signal)) => 128 + signal,
-                None => return Err("the command ran but no exit is reported".into()),
+                None => return Err(facts_error!("the command ran but no exit is reported")),
             }
         };
         if status != expected {
-            return Err(format!(
+            return Err(facts_error!(
                 "agentd exited {status}, the facts say it should be {expected}"
             ));
         }
@@ -334,7 +350,7 @@ impl Facts {
             && confined
             && ((failed && denial_text) || (exited && report));
         if self.denied && !evidence {
-            return Err(format!(
+            return Err(facts_error!(
                 "denied is true but the backend is {:?}, the exit is {:?} and the command's \
                  stderr tail {} denial text and {} tool's report of a denied write",
                 self.backend,
@@ -350,7 +366,7 @@ impl Facts {
                 .iter()
                 .find(|k| !RECOVERED_KINDS.contains(&k.as_str()))
         {
-            return Err(format!(
+            return Err(facts_error!(
                 "the command succeeded, yet denials names {kind:?}: only a write a tool worked \
                  around can be denied to a command that succeeded"
             ));
@@ -366,9 +382,9 @@ impl Facts {
         backend: Backend,
         mode: Mode,
         roots: &[RootBefore],
-    ) -> Result<(), String> {
+    ) -> Result<(), FactsError> {
         if self.backend.as_deref() != Some(backend.as_str()) {
-            return Err(format!(
+            return Err(facts_error!(
                 "backend is {:?}, {} was asked for",
                 self.backend,
                 backend.as_str()
@@ -377,7 +393,7 @@ impl Facts {
         let enforcement = self
             .enforcement
             .as_ref()
-            .ok_or("a confined command ran but enforcement is null")?;
+            .ok_or_else(|| facts_error!("a confined command ran but enforcement is null"))?;
         // Both layers, every time: this suite runs where Landlock exists, so bwrap's sandbox
         // must have Landlock inside it too.
         let layers: &[&str] = match backend {
@@ -387,7 +403,7 @@ impl Facts {
             Backend::Seatbelt => &[],
         };
         if enforcement.layers != layers {
-            return Err(format!(
+            return Err(facts_error!(
                 "{} should confine with the layers {layers:?}, facts say {:?}",
                 backend.as_str(),
                 enforcement.layers
@@ -396,7 +412,7 @@ impl Facts {
         let names = |needle: &str| enforcement.missing.iter().any(|m| m.starts_with(needle));
         // Without namespaces, other processes stay listed in /proc: Landlock must say so.
         if backend == Backend::Landlock && !names(PROCESS_VISIBILITY_GAP) {
-            return Err(format!(
+            return Err(facts_error!(
                 "landlock leaves other processes visible in /proc, yet enforcement.missing {:?} \
                  does not say so",
                 enforcement.missing
@@ -406,7 +422,7 @@ impl Facts {
         if mode == Mode::WorkspaceWrite {
             for root in roots.iter().filter(|r| !r.repository) {
                 if !names(&root.no_repository_gap()) {
-                    return Err(format!(
+                    return Err(facts_error!(
                         "{} has no repository, so one can be created there, yet enforcement.missing \
                          {:?} does not say so",
                         root.path.display(),
@@ -420,10 +436,11 @@ impl Facts {
             // tree the shim cannot end without a subreaper (RFC 0001, "macOS").
             (Backend::Seatbelt, _) => {
                 if enforcement.level != "partial" || !names(SEATBELT_TREE_GAP) {
-                    return Err(format!(
+                    return Err(facts_error!(
                         "seatbelt cannot end a process tree that left its group, yet enforcement \
                          is {:?} missing {:?}",
-                        enforcement.level, enforcement.missing
+                        enforcement.level,
+                        enforcement.missing
                     ));
                 }
                 if !names(SEATBELT_UNVERIFIED_GAP) {
@@ -436,7 +453,7 @@ impl Facts {
             }
             (Backend::Landlock, Mode::WorkspaceWrite) => {
                 if enforcement.level != "partial" {
-                    return Err(format!(
+                    return Err(facts_error!(
                         "landlock cannot keep a repository inside a writable root read-only, yet \
                          enforcement is {:?}",
                         enforcement.level
@@ -444,7 +461,7 @@ impl Facts {
                 }
                 for root in roots.iter().filter(|r| r.repository) {
                     if !names(&root.landlock_gap()) {
-                        return Err(format!(
+                        return Err(facts_error!(
                             "enforcement.missing {:?} does not name the repository {}/.git, which \
                              landlock cannot keep read-only",
                             enforcement.missing,
@@ -478,7 +495,7 @@ impl Facts {
                     "partial"
                 };
                 if enforcement.level != expected || !other.is_empty() {
-                    return Err(format!(
+                    return Err(facts_error!(
                         "{} in {} mode should enforce fully, facts say {:?} missing {:?}",
                         backend.as_str(),
                         mode.as_str(),
@@ -494,8 +511,8 @@ impl Facts {
 
 /// `proxy`: `{"decisions": [{host, port, protocol, allowed, reason}], "total": N}`, with no
 /// more decisions than the total.
-fn parse_proxy(value: &Value) -> Result<Vec<ProxyDecision>, String> {
-    let bad = || format!("proxy is not {{decisions, total}}: {value}");
+fn parse_proxy(value: &Value) -> Result<Vec<ProxyDecision>, FactsError> {
+    let bad = || facts_error!("proxy is not {{decisions, total}}: {value}");
     let object = value.as_object().ok_or_else(bad)?;
     let total = object
         .get("total")
@@ -506,7 +523,7 @@ fn parse_proxy(value: &Value) -> Result<Vec<ProxyDecision>, String> {
         .and_then(Value::as_array)
         .ok_or_else(bad)?;
     if list.len() as u64 > total {
-        return Err(format!(
+        return Err(facts_error!(
             "proxy lists more decisions than its total: {value}"
         ));
     }
@@ -521,7 +538,7 @@ fn parse_proxy(value: &Value) -> Result<Vec<ProxyDecision>, String> {
                     allowed,
                     reason: reason.to_owned(),
                 }),
-                _ => Err(format!(
+                _ => Err(facts_error!(
                     "a proxy decision lacks host, allowed or reason: {d}"
                 )),
             }
@@ -534,88 +551,90 @@ pub const DENIED_NAMES_GAP: &str = "names of the entries in the denied directory
 
 /// `denials`: an array of distinct known kinds.
 /// An optional list of absolute paths: absent, or a non-empty array of them.
-fn optional_paths(value: Option<&Value>, key: &str) -> Result<Vec<String>, String> {
+fn optional_paths(value: Option<&Value>, key: &str) -> Result<Vec<String>, FactsError> {
     let Some(value) = value else {
         return Ok(Vec::new());
     };
     let list = value
         .as_array()
         .filter(|list| !list.is_empty())
-        .ok_or(format!(
-            "{key} is present but not a non-empty array: {value}"
-        ))?;
+        .ok_or_else(|| facts_error!("{key} is present but not a non-empty array: {value}"))?;
     list.iter()
         .map(|path| match path.as_str() {
             Some(p) if p.starts_with('/') => Ok(p.to_owned()),
-            _ => Err(format!("{key} entry {path} is not an absolute path")),
+            _ => Err(facts_error!("{key} entry {path} is not an absolute path")),
         })
         .collect()
 }
 
-fn parse_denials(value: &Value) -> Result<Vec<String>, String> {
+fn parse_denials(value: &Value) -> Result<Vec<String>, FactsError> {
     let list = value
         .as_array()
-        .ok_or(format!("denials is not an array: {value}"))?;
+        .ok_or_else(|| facts_error!("denials is not an array: {value}"))?;
     let mut kinds = Vec::new();
     for kind in list {
         let kind = kind
             .as_str()
-            .ok_or(format!("denials entry {kind} is not a string"))?;
+            .ok_or_else(|| facts_error!("denials entry {kind} is not a string"))?;
         if !DENIAL_KINDS.contains(&kind) || kinds.iter().any(|k| k == kind) {
-            return Err(format!("denials has an unknown or repeated kind {kind:?}"));
+            return Err(facts_error!(
+                "denials has an unknown or repeated kind {kind:?}"
+            ));
         }
         kinds.push(kind.to_owned());
     }
     Ok(kinds)
 }
 
-fn parse_exit(exit: &Map<String, Value>) -> Result<Exit, String> {
+fn parse_exit(exit: &Map<String, Value>) -> Result<Exit, FactsError> {
     let mut entries = exit.iter();
     let (Some((key, value)), None) = (entries.next(), entries.next()) else {
-        return Err(format!("exit must have exactly one key: {exit:?}"));
+        return Err(facts_error!("exit must have exactly one key: {exit:?}"));
     };
     let number = value
         .as_i64()
         .and_then(|n| i32::try_from(n).ok())
-        .ok_or(format!("exit.{key} is not a number: {value}"))?;
+        .ok_or_else(|| facts_error!("exit.{key} is not a number: {value}"))?;
     match key.as_str() {
         "code" => Ok(Exit::Code(number)),
         "signal" => Ok(Exit::Signal(number)),
-        other => Err(format!("exit has unknown key {other:?}")),
+        other => Err(facts_error!("exit has unknown key {other:?}")),
     }
 }
 
-fn parse_enforcement(e: &Map<String, Value>) -> Result<Enforcement, String> {
+fn parse_enforcement(e: &Map<String, Value>) -> Result<Enforcement, FactsError> {
     let level = string_in(e, "level", "enforcement")?;
     if level != "full" && level != "partial" {
-        return Err(format!("unknown enforcement level {level:?}"));
+        return Err(facts_error!("unknown enforcement level {level:?}"));
     }
     let missing = e
         .get("missing")
         .and_then(Value::as_array)
-        .ok_or("enforcement.missing is not an array")?
+        .ok_or_else(|| facts_error!("enforcement.missing is not an array"))?
         .iter()
         .map(|m| {
             m.as_str()
                 .map(str::to_owned)
-                .ok_or(format!("missing entry {m} is not a string"))
+                .ok_or_else(|| facts_error!("missing entry {m} is not a string"))
         })
         .collect::<Result<Vec<_>, _>>()?;
     if level == "partial" && missing.is_empty() {
-        return Err("enforcement is partial but names nothing missing".into());
+        return Err(facts_error!(
+            "enforcement is partial but names nothing missing"
+        ));
     }
     let layers = e
         .get("layers")
         .and_then(Value::as_array)
-        .ok_or("enforcement.layers is not an array")?
+        .ok_or_else(|| facts_error!("enforcement.layers is not an array"))?
         .iter()
         .map(|m| {
             m.as_str()
                 .filter(|l| ["namespaces", "landlock", "seccomp"].contains(l))
                 .map(str::to_owned)
-                .ok_or(format!(
-                    "layer {m} is not one of namespaces, landlock, seccomp"
-                ))
+                .ok_or_else(|| {
+                    facts_error!("layer {m} is not one of namespaces, landlock, seccomp")
+                })
         })
         .collect::<Result<Vec<_>, _>>()?;
     Ok(Enforcement {
@@ -625,26 +644,26 @@ fn parse_enforcement(e: &Map<String, Value>) -> Result<Enforcement, String> {
     })
 }
 
-fn string_in(object: &Map<String, Value>, key: &str, within: &str) -> Result<String, String> {
+fn string_in(object: &Map<String, Value>, key: &str, within: &str) -> Result<String, FactsError> {
     object
         .get(key)
         .and_then(Value::as_str)
         .map(str::to_owned)
-        .ok_or(format!("{within}.{key} is not a string"))
+        .ok_or_else(|| facts_error!("{within}.{key} is not a string"))
 }
 
-fn optional_string(value: &Value, key: &str) -> Result<Option<String>, String> {
+fn optional_string(value: &Value, key: &str) -> Result<Option<String>, FactsError> {
     match value {
         Value::Null => Ok(None),
         Value::String(s) => Ok(Some(s.clone())),
-        other => Err(format!("{key} is neither null nor a string: {other}")),
+        other => Err(facts_error!("{key} is neither null nor a string: {other}")),
     }
 }
 
-fn boolean(value: &Value, key: &str) -> Result<bool, String> {
+fn boolean(value: &Value, key: &str) -> Result<bool, FactsError> {
     value
         .as_bool()
-        .ok_or(format!("{key} is not a boolean: {value}"))
+        .ok_or_else(|| facts_error!("{key} is not a boolean: {value}"))
 }
 
 #[cfg(test)]

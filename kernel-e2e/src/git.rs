@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 
 use crate::agentd::{Invocation, Launcher, Run};
 use crate::case::{Cx, Stop, fail};
+use crate::error::E2eError;
 use crate::matrix::Mode;
 use crate::tools::find_tool;
 
@@ -50,7 +51,7 @@ pub fn invocation(dir: &Path, args: &[&str]) -> Invocation {
 }
 
 /// Runs `git ARGS` in `dir` on the host as the launcher's user, outside any sandbox.
-pub fn run(launcher: &Launcher, label: &str, dir: &Path, args: &[&str]) -> Result<Run, String> {
+pub fn run(launcher: &Launcher, label: &str, dir: &Path, args: &[&str]) -> Result<Run, E2eError> {
     launcher.run_plain(label, &invocation(dir, args))
 }
 
@@ -60,7 +61,7 @@ impl Cx<'_> {
     /// Returns git's stdout, trimmed.
     pub fn git(&self, dir: &Path, args: &[&str]) -> Result<String, Stop> {
         let label = format!("fixture: git {}", args.join(" "));
-        let run = run(self.launcher, &label, dir, args).map_err(Stop::Fail)?;
+        let run = run(self.launcher, &label, dir, args).map_err(Stop::from)?;
         if run.status != Some(0) {
             return Err(fail(format!(
                 "cannot set up a repository: git {} failed\n{}",
@@ -74,7 +75,7 @@ impl Cx<'_> {
     /// Runs git on the host the way the user would after the agent's command, and keeps the
     /// run in the case's runs. Its exit status is the caller's to judge.
     pub fn host_git(&mut self, label: &str, dir: &Path, args: &[&str]) -> Result<Run, Stop> {
-        let run = run(self.launcher, label, dir, args).map_err(Stop::Fail)?;
+        let run = run(self.launcher, label, dir, args).map_err(Stop::from)?;
         self.runs.push(run.clone());
         Ok(run)
     }

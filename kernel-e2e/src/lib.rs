@@ -9,6 +9,12 @@
 //! The suite is a test target without the libtest harness (`tests/suite.rs` calls
 //! [`suite::main`]): cases are many, run in parallel, and report per backend.
 
+#[macro_use]
+pub mod error;
+
+/// The system users the suite makes and gives back (the scenario tests' own accounts).
+#[path = "../../tests/shared/users.rs"]
+pub mod accounts;
 pub mod agentd;
 #[path = "../../tests/shared/available.rs"]
 pub mod available;

@@ -20,6 +20,7 @@ use nix::mount::{MsFlags, mount};
 use nix::sched::{CloneFlags, setns, unshare};
 
 use crate::case::{Stop, fail};
+use crate::error::E2eError;
 use crate::route_events::RouteEvents;
 
 /// Here's addresses, and there's.
@@ -167,14 +168,14 @@ fn new_namespace() -> Result<OwnedFd, Stop> {
 fn configure(link: &str, v4: &str, v6: &str) -> Result<(), Stop> {
     let v4_prefix = format!("{v4}{PREFIX_V4}");
     let v6_prefix = format!("{v6}{PREFIX_V6}");
-    ip(&["link", "set", "lo", "up"]).map_err(fail)?;
-    ip(&["addr", "add", &v4_prefix, "dev", link]).map_err(fail)?;
+    ip(&["link", "set", "lo", "up"]).map_err(Stop::from)?;
+    ip(&["addr", "add", &v4_prefix, "dev", link]).map_err(Stop::from)?;
     ip(&["-6", "addr", "add", &v6_prefix, "dev", link, "nodad"])
         .map_err(|e| Stop::Skip(format!("cannot give {link} an IPv6 address: {e}")))?;
     // Before the link comes up: no notice of the routes it brings is missed.
     let events = RouteEvents::subscribe()
         .map_err(|e| fail(format!("cannot subscribe to route notices: {e}")))?;
-    ip(&["link", "set", link, "up"]).map_err(fail)?;
+    ip(&["link", "set", link, "up"]).map_err(Stop::from)?;
     wait_until_local(&events, v4)?;
     wait_until_local(&events, v6)
 }
@@ -213,15 +214,15 @@ fn wait_until_local(events: &RouteEvents, address: &str) -> Result<(), Stop> {
 }
 
 /// `ip ARGS` in the calling thread's network namespace; the error says what it said.
-fn ip(args: &[&str]) -> Result<(), String> {
+fn ip(args: &[&str]) -> Result<(), E2eError> {
     let output = Command::new("ip")
         .args(args)
         .output()
-        .map_err(|e| format!("cannot run ip: {e}"))?;
+        .map_err(|e| trouble!("cannot run ip: {e}"))?;
     if output.status.success() {
         return Ok(());
     }
-    Err(format!(
+    Err(trouble!(
         "ip {}: {}",
         args.join(" "),
         String::from_utf8_lossy(&output.stderr).trim()

@@ -17,6 +17,7 @@ use crate::available::COMMAND_PATH;
 use crate::binaries::{BUILD_COMMAND, Binaries};
 use crate::case::{Case, Cx, Shared, Stop};
 use crate::cases;
+use crate::error::E2eError;
 use crate::fixtures;
 use crate::matrix::{Backend, Cell, Mode};
 use crate::probe;
@@ -64,7 +65,7 @@ pub fn main() -> ExitCode {
     }
 }
 
-fn run(started: Instant) -> Result<bool, String> {
+fn run(started: Instant) -> Result<bool, E2eError> {
     let catalogue = cases::all();
     let only_cases = list_from_env("KERNEL_E2E_CASES")?;
     let only_backends = list_from_env("KERNEL_E2E_BACKENDS")?;
@@ -102,7 +103,7 @@ fn run(started: Instant) -> Result<bool, String> {
         if python.is_none()
             && let Some(variable) = Need::Python3.required_by()
         {
-            return Err(format!(
+            return Err(trouble!(
                 "no python3 that {} can run, and {variable}=1 requires one: the precise attempts \
                  of most cases would skip (install python3)",
                 user.name
@@ -139,7 +140,7 @@ fn run(started: Instant) -> Result<bool, String> {
             if let Some(why) = &unusable
                 && let Some(variable) = need_of(backend).required_by()
             {
-                return Err(format!(
+                return Err(trouble!(
                     "{backend} cannot run here for {}, and {variable}=1 requires it: {why}",
                     user.name
                 ));
@@ -171,7 +172,7 @@ fn run(started: Instant) -> Result<bool, String> {
 
     let total_jobs = jobs.len();
     if total_jobs == 0 {
-        return Err(format!(
+        return Err(trouble!(
             "no case of {} applies to {}: nothing would be checked",
             only_cases.map_or("the catalogue".to_owned(), |c| c.join(",")),
             backends
@@ -315,23 +316,23 @@ fn run_case(job: &Job, runner: &Runner, shared: &Shared) -> (Verdict, Vec<String
 
 /// `/var/tmp/agentd-e2e-<pid>` (host /tmp is under test, so nothing of ours lives there),
 /// with the probe and an empty configuration directory for agentd.
-fn prepare_run_root() -> Result<Shared, String> {
+fn prepare_run_root() -> Result<Shared, E2eError> {
     let run_root = PathBuf::from(format!("/var/tmp/agentd-e2e-{}", std::process::id()));
-    let make = |path: &Path| -> Result<(), String> {
+    let make = |path: &Path| -> Result<(), E2eError> {
         fs::create_dir_all(path)
             .and_then(|()| fs::set_permissions(path, fs::Permissions::from_mode(0o755)))
-            .map_err(|e| format!("cannot create {}: {e}", path.display()))
+            .map_err(|e| trouble!("cannot create {}: {e}", path.display()))
     };
     make(&run_root)?;
     // By its real path: on macOS /var is a link to /private/var, and the helper follows no
     // link to a workspace.
     let run_root = fs::canonicalize(&run_root)
-        .map_err(|e| format!("cannot resolve {}: {e}", run_root.display()))?;
+        .map_err(|e| trouble!("cannot resolve {}: {e}", run_root.display()))?;
     make(&run_root.join("config"))?;
     let probe_script = run_root.join("probe.py");
     fs::write(&probe_script, probe::SOURCE)
         .and_then(|()| fs::set_permissions(&probe_script, fs::Permissions::from_mode(0o644)))
-        .map_err(|e| format!("cannot write {}: {e}", probe_script.display()))?;
+        .map_err(|e| trouble!("cannot write {}: {e}", probe_script.display()))?;
     Ok(Shared {
         run_root,
         probe_script,
@@ -384,13 +385,13 @@ fn find_python(user: &Identity, probe_script: &Path) -> Option<PathBuf> {
 
 /// The backends `only` names (all of this platform's when it is unset); an error for a name
 /// that is none of them, or for a filter that names none: a run of no backend checks nothing.
-fn selected_backends(only: Option<&[String]>) -> Result<Vec<Backend>, String> {
+fn selected_backends(only: Option<&[String]>) -> Result<Vec<Backend>, E2eError> {
     let Some(only) = only else {
         return Ok(Backend::ALL.to_vec());
     };
     let known: Vec<&str> = Backend::ALL.iter().map(|b| b.as_str()).collect();
     if let Some(unknown) = only.iter().find(|o| !known.contains(&o.as_str())) {
-        return Err(format!(
+        return Err(trouble!(
             "KERNEL_E2E_BACKENDS names {unknown:?}, which is not a backend of this platform ({})",
             known.join(", ")
         ));
@@ -402,7 +403,7 @@ fn selected_backends(only: Option<&[String]>) -> Result<Vec<Backend>, String> {
 }
 
 /// An error for a case id `only` names that is not in the catalogue.
-fn check_cases(only: Option<&[String]>, catalogue: &[Case]) -> Result<(), String> {
+fn check_cases(only: Option<&[String]>, catalogue: &[Case]) -> Result<(), E2eError> {
     let unknown: Vec<&str> = only
         .unwrap_or_default()
         .iter()
@@ -412,7 +413,7 @@ fn check_cases(only: Option<&[String]>, catalogue: &[Case]) -> Result<(), String
     if unknown.is_empty() {
         Ok(())
     } else {
-        Err(format!(
+        Err(trouble!(
             "KERNEL_E2E_CASES names {}, which the catalogue does not have",
             unknown.join(", ")
         ))
@@ -430,12 +431,12 @@ fn need_of(backend: Backend) -> Need {
 
 /// An error when a tool some cases skip without is missing though the run requires it:
 /// `ip` (P08's network), git (the repository cases).
-fn required_tools() -> Result<(), String> {
+fn required_tools() -> Result<(), E2eError> {
     for (need, tool) in [(Need::Ip, "ip"), (Need::Git, "git")] {
         if find_tool(tool).is_none()
             && let Some(variable) = need.required_by()
         {
-            return Err(format!(
+            return Err(trouble!(
                 "{tool} is not installed, and {variable}=1 requires it: the cases that need it \
                  would skip"
             ));
@@ -451,8 +452,10 @@ fn unavailable(backend: Backend, user: &Identity) -> Option<String> {
     match backend {
         Backend::Seatbelt => (!Path::new(cases::SANDBOX_EXEC).exists())
             .then(|| format!("{} is missing", cases::SANDBOX_EXEC)),
-        Backend::Bwrap => available::bwrap_runs(|command| user.apply(command)).err(),
-        Backend::Landlock => available::landlock_abi().err(),
+        Backend::Bwrap => available::bwrap_runs(|command| user.apply(command))
+            .err()
+            .map(|why| why.to_string()),
+        Backend::Landlock => available::landlock_abi().err().map(|why| why.to_string()),
     }
 }
 
@@ -506,25 +509,25 @@ fn newest_mtime(dir: &Path) -> Option<SystemTime> {
 
 /// The comma-separated list in variable `name`: `None` when it is unset, an error when it is
 /// set but names nothing (an empty filter would select nothing and check nothing).
-fn list_from_env(name: &str) -> Result<Option<Vec<String>>, String> {
+fn list_from_env(name: &str) -> Result<Option<Vec<String>>, E2eError> {
     list_of(name, std::env::var_os(name))
 }
 
 /// [`list_from_env`] of the variable's value.
-fn list_of(name: &str, value: Option<OsString>) -> Result<Option<Vec<String>>, String> {
+fn list_of(name: &str, value: Option<OsString>) -> Result<Option<Vec<String>>, E2eError> {
     let Some(value) = value else {
         return Ok(None);
     };
     let value = value
         .into_string()
-        .map_err(|v| format!("{name} is not UTF-8: {v:?}"))?;
+        .map_err(|v| trouble!("{name} is not UTF-8: {v:?}"))?;
     let list: Vec<String> = value
         .split(',')
         .map(|s| s.trim().to_owned())
         .filter(|s| !s.is_empty())
         .collect();
     if list.is_empty() {
-        return Err(format!(
+        return Err(trouble!(
             "{name} is set but names nothing ({value:?}): unset it to run everything"
         ));
     }
@@ -540,27 +543,39 @@ mod tests {
         let set = |v: &str| Some(OsString::from(v));
         for empty in ["", " ", ",", " , ,"] {
             let err = list_of("KERNEL_E2E_BACKENDS", set(empty)).expect_err(empty);
-            assert!(err.contains("names nothing"), "{err}");
+            assert!(err.to_string().contains("names nothing"), "{err}");
         }
         // The control: unset runs everything, a list is read as it is written.
-        assert_eq!(list_of("KERNEL_E2E_BACKENDS", None), Ok(None));
+        let text = |e: E2eError| e.to_string();
+        assert_eq!(list_of("KERNEL_E2E_BACKENDS", None).map_err(text), Ok(None));
         assert_eq!(
-            list_of("KERNEL_E2E_CASES", set(" T01, T28 ,")),
+            list_of("KERNEL_E2E_CASES", set(" T01, T28 ,")).map_err(text),
             Ok(Some(vec!["T01".to_owned(), "T28".to_owned()]))
         );
 
         let unknown = selected_backends(Some(&["bwrap".to_owned(), "nosuch".to_owned()]));
-        assert!(unknown.expect_err("nosuch").contains("\"nosuch\""));
-        assert_eq!(selected_backends(None), Ok(Backend::ALL.to_vec()));
+        assert!(
+            unknown
+                .expect_err("nosuch")
+                .to_string()
+                .contains("\"nosuch\"")
+        );
+        assert_eq!(
+            selected_backends(None).map_err(text),
+            Ok(Backend::ALL.to_vec())
+        );
         let first = Backend::ALL[0];
         assert_eq!(
-            selected_backends(Some(&[first.as_str().to_owned()])),
+            selected_backends(Some(&[first.as_str().to_owned()])).map_err(text),
             Ok(vec![first])
         );
 
         let catalogue = cases::all();
         let err = check_cases(Some(&["T01".to_owned(), "T999".to_owned()]), &catalogue);
-        assert!(err.expect_err("T999").contains("T999"));
-        assert_eq!(check_cases(Some(&["T01".to_owned()]), &catalogue), Ok(()));
+        assert!(err.expect_err("T999").to_string().contains("T999"));
+        assert_eq!(
+            check_cases(Some(&["T01".to_owned()]), &catalogue).map_err(text),
+            Ok(())
+        );
     }
 }

@@ -10,10 +10,9 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::accounts;
+use crate::error::E2eError;
 use nix::unistd::{Uid, User};
-
-#[path = "../../tests/shared/users.rs"]
-pub mod accounts;
 
 /// The name of the unprivileged user the suite creates when it runs as root.
 pub const UNPRIVILEGED_USER: &str = "agentd-e2e";
@@ -31,11 +30,11 @@ pub struct Identity {
 
 impl Identity {
     /// The user running the suite; `$HOME` wins over the password database, as it does for agentd.
-    pub fn current() -> Result<Identity, String> {
+    pub fn current() -> Result<Identity, E2eError> {
         let uid = Uid::effective();
         let user = User::from_uid(uid)
-            .map_err(|e| format!("cannot look up uid {uid}: {e}"))?
-            .ok_or_else(|| format!("uid {uid} has no password entry"))?;
+            .map_err(|e| trouble!("cannot look up uid {uid}: {e}"))?
+            .ok_or_else(|| trouble!("uid {uid} has no password entry"))?;
         let home = std::env::var_os("HOME")
             .map(PathBuf::from)
             .filter(|h| h.is_absolute())
@@ -52,7 +51,7 @@ impl Identity {
     /// The unprivileged user, created with a home directory if it does not exist yet; it is
     /// removed, home and all, when the returned hold is dropped, if the suite made it (the
     /// scenario tests' accounts, `tests/shared/users.rs`, work the same way).
-    pub fn unprivileged() -> Result<(Identity, accounts::User), String> {
+    pub fn unprivileged() -> Result<(Identity, accounts::User), E2eError> {
         let home = PathBuf::from(format!("/home/{UNPRIVILEGED_USER}"));
         let new = accounts::NewUser {
             groups: &[],
@@ -74,7 +73,7 @@ impl Identity {
                     fs::set_permissions(&identity.home, fs::Permissions::from_mode(0o755))
                 })
                 .and_then(|()| identity.give(&identity.home))
-                .map_err(|e| format!("cannot create {}: {e}", identity.home.display()))?;
+                .map_err(|e| trouble!("cannot create {}: {e}", identity.home.display()))?;
         }
         Ok((identity, user))
     }

@@ -12,15 +12,93 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::Arc;
 
 /// Where the helper looks for bwrap (`confine-helper/src/bwrap.rs`, `SEARCH`): a bwrap anywhere
 /// else is not one the helper runs, so it does not count here either.
 pub const BWRAP_PATHS: [&str; 3] = ["/usr/bin/bwrap", "/bin/bwrap", "/usr/local/bin/bwrap"];
 
+/// Why a sandbox backend does not work on this machine: what is missing, and what would mend it.
+#[derive(Debug, Clone)]
+pub enum Unavailable {
+    /// No bwrap at any of [`BWRAP_PATHS`].
+    BwrapMissing,
+    /// The installed bwrap (its real path) could be changed by someone other than root.
+    BwrapNotRoots(PathBuf),
+    /// bwrap could not be started.
+    BwrapWontRun {
+        bwrap: PathBuf,
+        error: Arc<std::io::Error>,
+    },
+    /// bwrap ran but could not make its namespaces: its exit status and stderr.
+    NoNamespaces {
+        bwrap: PathBuf,
+        status: ExitStatus,
+        stderr: String,
+    },
+    /// The kernel has no Landlock.
+    LandlockMissing,
+    /// Landlock is built in but not among the enabled LSMs.
+    LandlockDisabled,
+    /// The kernel answered the version query with an error.
+    LandlockQuery(Arc<std::io::Error>),
+    /// The kernel answered the version query with a version no `u32` holds.
+    LandlockAbi {
+        abi: std::ffi::c_long,
+        error: std::num::TryFromIntError,
+    },
+    /// Not Linux.
+    NotLinux,
+}
+
+impl std::fmt::Display for Unavailable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unavailable::BwrapMissing => write!(
+                f,
+                "bwrap is not installed at {} (apt-get install bubblewrap)",
+                BWRAP_PATHS.join(", ")
+            ),
+            Unavailable::BwrapNotRoots(real) => write!(
+                f,
+                "{} is not owned by root or is writable by others, so the helper would not run it",
+                real.display()
+            ),
+            Unavailable::BwrapWontRun { bwrap, error } => {
+                write!(f, "cannot run {}: {error}", bwrap.display())
+            }
+            Unavailable::NoNamespaces {
+                bwrap,
+                status,
+                stderr,
+            } => write!(
+                f,
+                "{} cannot make its namespaces here ({status}): {stderr}; an unprivileged user \
+                 namespace is needed (kernel.unprivileged_userns_clone, user.max_user_namespaces, \
+                 or an AppArmor rule for bwrap)",
+                bwrap.display()
+            ),
+            Unavailable::LandlockMissing => {
+                f.write_str("this kernel is built without Landlock (5.13 or later has it)")
+            }
+            Unavailable::LandlockDisabled => f.write_str(
+                "Landlock is built in but not enabled: add it to the kernel's lsm= list",
+            ),
+            Unavailable::LandlockQuery(errno) => {
+                write!(f, "the kernel's Landlock version query failed: {errno}")
+            }
+            Unavailable::LandlockAbi { abi, error } => write!(f, "Landlock ABI {abi}: {error}"),
+            Unavailable::NotLinux => f.write_str("Landlock is Linux's"),
+        }
+    }
+}
+
+impl std::error::Error for Unavailable {}
+
 /// The first installed bwrap only root can change (owned by root, no group or other write bit,
 /// nor on its directory): the only kind the helper agrees to run.
-pub fn bwrap_binary() -> Result<PathBuf, String> {
+pub fn bwrap_binary() -> Result<PathBuf, Unavailable> {
     use std::os::unix::fs::MetadataExt;
     let locked =
         |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.uid() == 0 && m.mode() & 0o022 == 0);
@@ -33,21 +111,15 @@ pub fn bwrap_binary() -> Result<PathBuf, String> {
         .find(|real| real.is_file() && locked(real) && real.parent().is_some_and(locked))
         .cloned()
         .ok_or_else(|| match installed.first() {
-            None => format!(
-                "bwrap is not installed at {} (apt-get install bubblewrap)",
-                BWRAP_PATHS.join(", ")
-            ),
-            Some(real) => format!(
-                "{} is not owned by root or is writable by others, so the helper would not run it",
-                real.display()
-            ),
+            None => Unavailable::BwrapMissing,
+            Some(real) => Unavailable::BwrapNotRoots(real.clone()),
         })
 }
 
 /// Whether bwrap makes the namespaces the helper asks of it (a user, pid, IPC, UTS and network
 /// namespace, `/` read-only, a fresh `/dev` and `/proc`) and runs `true` in them, run as the
 /// user `as_user` sets on the command (the current one when it sets none).
-pub fn bwrap_runs(as_user: impl FnOnce(&mut Command)) -> Result<(), String> {
+pub fn bwrap_runs(as_user: impl FnOnce(&mut Command)) -> Result<(), Unavailable> {
     let bwrap = bwrap_binary()?;
     let mut command = Command::new(&bwrap);
     command
@@ -73,25 +145,29 @@ pub fn bwrap_runs(as_user: impl FnOnce(&mut Command)) -> Result<(), String> {
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
     as_user(&mut command);
-    let out = command
-        .output()
-        .map_err(|e| format!("cannot run {}: {e}", bwrap.display()))?;
+    let out = match command.output() {
+        Ok(out) => out,
+        Err(error) => {
+            return Err(Unavailable::BwrapWontRun {
+                bwrap,
+                error: Arc::new(error),
+            });
+        }
+    };
     if out.status.success() {
         return Ok(());
     }
-    Err(format!(
-        "{} cannot make its namespaces here ({}): {}; an unprivileged user namespace is needed \
-         (kernel.unprivileged_userns_clone, user.max_user_namespaces, or an AppArmor rule for bwrap)",
-        bwrap.display(),
-        out.status,
-        String::from_utf8_lossy(&out.stderr).trim()
-    ))
+    Err(Unavailable::NoNamespaces {
+        bwrap,
+        status: out.status,
+        stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+    })
 }
 
 /// The kernel's Landlock ABI version, asked of the kernel itself (`landlock_create_ruleset`'s
 /// version query): at least 1 where Landlock is built in and enabled among the LSMs.
 #[cfg(target_os = "linux")]
-pub fn landlock_abi() -> Result<u32, String> {
+pub fn landlock_abi() -> Result<u32, Unavailable> {
     use nix::libc;
     /// `LANDLOCK_CREATE_RULESET_VERSION` of `<linux/landlock.h>`.
     const VERSION_QUERY: libc::c_uint = 1;
@@ -106,33 +182,31 @@ pub fn landlock_abi() -> Result<u32, String> {
         )
     };
     if abi >= 1 {
-        return u32::try_from(abi).map_err(|e| format!("Landlock ABI {abi}: {e}"));
+        return u32::try_from(abi).map_err(|error| Unavailable::LandlockAbi { abi, error });
     }
     let errno = std::io::Error::last_os_error();
     Err(match errno.raw_os_error() {
-        Some(libc::ENOSYS) => "this kernel is built without Landlock (5.13 or later has it)".into(),
-        Some(libc::EOPNOTSUPP) => {
-            "Landlock is built in but not enabled: add it to the kernel's lsm= list".into()
-        }
-        _ => format!("the kernel's Landlock version query failed: {errno}"),
+        Some(libc::ENOSYS) => Unavailable::LandlockMissing,
+        Some(libc::EOPNOTSUPP) => Unavailable::LandlockDisabled,
+        _ => Unavailable::LandlockQuery(Arc::new(errno)),
     })
 }
 
 /// Landlock is Linux's.
 #[cfg(not(target_os = "linux"))]
-pub fn landlock_abi() -> Result<u32, String> {
-    Err("Landlock is Linux's".into())
+pub fn landlock_abi() -> Result<u32, Unavailable> {
+    Err(Unavailable::NotLinux)
 }
 
 /// Whether bwrap works here for the current user, judged once per process.
-pub fn bwrap() -> Result<(), String> {
-    static VERDICT: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+pub fn bwrap() -> Result<(), Unavailable> {
+    static VERDICT: std::sync::OnceLock<Result<(), Unavailable>> = std::sync::OnceLock::new();
     VERDICT.get_or_init(|| bwrap_runs(|_| {})).clone()
 }
 
 /// Whether Landlock works here, judged once per process.
-pub fn landlock() -> Result<(), String> {
-    static VERDICT: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+pub fn landlock() -> Result<(), Unavailable> {
+    static VERDICT: std::sync::OnceLock<Result<(), Unavailable>> = std::sync::OnceLock::new();
     VERDICT.get_or_init(|| landlock_abi().map(drop)).clone()
 }
 

@@ -506,8 +506,12 @@ impl Drop for Service {
 /// is missing and why when it does not.
 pub fn backend_works(backend: BackendChoice) -> Result<(), (skip::Need, String)> {
     match backend {
-        BackendChoice::Bwrap => available::bwrap().map_err(|why| (skip::Need::Bwrap, why)),
-        BackendChoice::Landlock => available::landlock().map_err(|why| (skip::Need::Landlock, why)),
+        BackendChoice::Bwrap => {
+            available::bwrap().map_err(|why| (skip::Need::Bwrap, why.to_string()))
+        }
+        BackendChoice::Landlock => {
+            available::landlock().map_err(|why| (skip::Need::Landlock, why.to_string()))
+        }
         other => Err((
             skip::Need::Backend,
             format!("{other:?} is not a Linux backend"),

@@ -657,7 +657,7 @@ fn a_root_swapped_for_a_symlink_never_leads_writes_outside(cx: &mut Cx) -> Verdi
         let run = cx
             .launcher
             .run(&format!("confined, race {n}"), &invocation)
-            .map_err(Stop::Fail)?;
+            .map_err(Stop::from)?;
         // Only the workspace holds still long enough for the rules every run follows to be
         // checked against it; the racing root is one of two places whenever it is looked at.
         let run = cx.record(run, &invocation, &[RootBefore::of(&cx.ws)])?;

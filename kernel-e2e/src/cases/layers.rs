@@ -307,7 +307,7 @@ fn an_unbuilt_sandbox_is_a_runner_failure(cx: &mut Cx) -> Verdict {
         !marker.exists(),
         "the command ran although bwrap could not build its sandbox"
     );
-    let facts = run.facts.as_ref().map_err(|e| fail(e.clone()))?;
+    let facts = run.facts.as_ref().map_err(|e| fail(e.to_string()))?;
     let failure = facts.runner_failure.as_ref().ok_or_else(|| {
         fail(format!(
             "bwrap could not build the sandbox, yet the facts report no runner failure but exit \

@@ -10,6 +10,7 @@ use nix::unistd::Pid;
 use crate::agentd::{OnReady, ReadyHook, Run};
 use crate::case::{Case, Cx, RunChecks, Stop, Verdict, fail, roots_before};
 use crate::ensure;
+use crate::error::E2eError;
 use crate::facts::Exit;
 use crate::fixtures::{tagged_processes, wait_gone};
 use crate::git;
@@ -146,7 +147,7 @@ fn a_fork_bomb_is_contained(cx: &mut Cx) -> Verdict {
 /// reached; as another user (a user namespace's `RLIMIT_NPROC`) the kernel does not say, and
 /// the facts must not claim it.
 fn check_caps_reached(cx: &Cx, run: &Run, cap: usize) -> Verdict {
-    let facts = run.facts.as_ref().map_err(|e| fail(e.clone()))?;
+    let facts = run.facts.as_ref().map_err(|e| fail(e.to_string()))?;
     let expected: Vec<(String, u64)> = if cx.user().is_root() {
         vec![("processes".to_owned(), cap as u64)]
     } else {
@@ -475,14 +476,14 @@ fn a_dead_agentd_takes_helper_and_command_with_it(cx: &mut Cx) -> Verdict {
 const DESPITE_LOCKS_WITHIN: Duration = Duration::from_secs(30);
 
 /// Whether something else holds a lock on `path`: an exclusive flock that cannot be had now.
-fn locked(path: &std::path::Path) -> Result<bool, String> {
+fn locked(path: &std::path::Path) -> Result<bool, E2eError> {
     use nix::fcntl::{Flock, FlockArg};
     let file =
-        std::fs::File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+        std::fs::File::open(path).map_err(|e| trouble!("cannot open {}: {e}", path.display()))?;
     match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
         Ok(_held) => Ok(false),
         Err((_, nix::errno::Errno::EWOULDBLOCK)) => Ok(true),
-        Err((_, e)) => Err(format!("cannot try a lock on {}: {e}", path.display())),
+        Err((_, e)) => Err(trouble!("cannot try a lock on {}: {e}", path.display())),
     }
 }
 
@@ -508,7 +509,7 @@ fn held_locks_do_not_stall_the_next_run(cx: &mut Cx) -> Verdict {
         ReadyHook::new(move |pids| {
             for path in &locked_paths {
                 if !locked(path)? {
-                    return Err(format!(
+                    return Err(trouble!(
                         "the first command said it held a lock on {}, yet the host can take one",
                         path.display()
                     ));
@@ -519,7 +520,7 @@ fn held_locks_do_not_stall_the_next_run(cx: &mut Cx) -> Verdict {
                 *slot = Some(run);
             }
             kill(Pid::from_raw(pids.agentd as i32), Signal::SIGTERM)
-                .map_err(|e| format!("cannot interrupt the first agentd: {e}"))
+                .map_err(|e| trouble!("cannot interrupt the first agentd: {e}"))
         })
     };
     let first = cx.run(

@@ -270,7 +270,7 @@ fn host_view(cx: &Cx, ws: &Path, repository: bool, expected: Vec<String>) -> Rea
         if now != expected {
             let extra: Vec<&String> = now.iter().filter(|p| !expected.contains(p)).collect();
             let gone: Vec<&String> = expected.iter().filter(|p| !now.contains(p)).collect();
-            return Err(format!(
+            return Err(trouble!(
                 "while the command ran, the host workspace {} gained {extra:?} and lost {gone:?}",
                 ws.display()
             ));
@@ -279,7 +279,7 @@ fn host_view(cx: &Cx, ws: &Path, repository: bool, expected: Vec<String>) -> Rea
             let args = ["--no-optional-locks", "status", "--porcelain"];
             let status = git::run(&launcher, "host git status, mid-run", &ws, &args)?;
             if status.status != Some(0) || !status.stdout.trim().is_empty() {
-                return Err(format!(
+                return Err(trouble!(
                     "while the command ran, git status on the host did not find the repository \
                      clean:\n{}",
                     status.describe()

@@ -21,8 +21,8 @@ pub const BACKENDS: [&str; 2] = ["bwrap", "landlock"];
 /// is missing and why when it does not.
 pub fn backend_works(backend: &str) -> Result<(), (skip::Need, String)> {
     match backend {
-        "bwrap" => available::bwrap().map_err(|why| (skip::Need::Bwrap, why)),
-        "landlock" => available::landlock().map_err(|why| (skip::Need::Landlock, why)),
+        "bwrap" => available::bwrap().map_err(|why| (skip::Need::Bwrap, why.to_string())),
+        "landlock" => available::landlock().map_err(|why| (skip::Need::Landlock, why.to_string())),
         other => Err((
             skip::Need::Backend,
             format!("{other} is not a Linux backend"),
