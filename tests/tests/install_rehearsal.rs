@@ -45,7 +45,7 @@ use std::time::Duration;
 
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
-use support::users::{MARK, run, system_user};
+use support::users::{MARK, remove_left_behind, run, system_user};
 
 const NAME: &str =
     "the_packages_install_confine_as_root_and_as_a_user_fail_closed_and_leave_nothing";
@@ -607,6 +607,12 @@ fn the_packages_install_confine_as_root_and_as_a_user_fail_closed_and_leave_noth
     }
     if let Some(why) = cannot_run() {
         panic!("{NAME} must run here ({OPT_IN}=1) but cannot: {why}");
+    }
+    // The user a rehearsal killed with its keeper left (a whole run stopped at once): the tests'
+    // own, it goes before the machine is looked at, or this rehearsal, which removes it at its
+    // end, would not leave the machine as it found it.
+    if let Err(e) = remove_left_behind(USER) {
+        panic!("{NAME}: the user {USER} a killed rehearsal left cannot be removed: {e}");
     }
     let before = traces();
     let debs = build_debs();

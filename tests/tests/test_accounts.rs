@@ -1,11 +1,22 @@
 //! The accounts the root-only tests make (`tests/shared/users.rs`) leave the user and group
 //! databases as they found them: one made for the tests goes with its last hold, one that
 //! existed before stays, and a user a killed run left behind, known by its comment, goes at the
-//! next run's end. Each check has its control: while held, the account is there.
+//! next run's end (or at once, asked). A user that existed gets back the groups it had, also
+//! after a run killed while it held the user. Each check has its control: while held, the
+//! account is there, with the groups the test asked for.
 
 mod support;
 
-use support::users::{MARK, run, system_group, system_user};
+use std::io::Read;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use support::users::{MARK, RECORDS, remove_left_behind, run, system_group, system_user};
+
+/// Set in the copy of a test that is killed while it holds a user: `USER,GROUP,DIR`, the user
+/// to hold with the supplementary group `GROUP`, and where to say it holds it (`DIR/held`).
+const HOLD_AND_WAIT: &str = "AGENTD_TEST_ACCOUNTS_HOLD_AND_WAIT";
 
 /// The `getent` entry of `name` in `database`, if any.
 fn entry(database: &str, name: &str) -> Option<String> {
@@ -22,6 +33,26 @@ fn names(tag: &str) -> (String, String) {
         format!("agentd-acct-{tag}u{pid}"),
         format!("agentd-acct-{tag}g{pid}"),
     )
+}
+
+/// Whether `user` is listed as a member of the group `group`.
+fn member(group: &str, user: &str) -> bool {
+    entry("group", group).is_some_and(|line| {
+        line.rsplit(':')
+            .next()
+            .is_some_and(|members| members.split(',').any(|m| m == user))
+    })
+}
+
+/// Runs `args` (a program and its arguments), which must succeed.
+fn made(args: &[&str]) {
+    let out = run(args[0], &args[1..]);
+    assert!(out.status.success(), "{args:?}: {out:?}");
+}
+
+/// Whether a record of `user`'s groups is left.
+fn recorded(user: &str) -> bool {
+    Path::new(RECORDS).join(format!("{user}.groups")).exists()
 }
 
 fn root_or_skip(name: &str) -> bool {
@@ -89,16 +120,14 @@ fn an_account_that_existed_stays_and_a_marked_user_left_behind_goes() {
         return;
     }
     let (user_name, group_name) = names("kept");
-    let made = |args: &[&str]| {
-        let out = run(args[0], &args[1..]);
-        assert!(out.status.success(), "{args:?}: {out:?}");
-    };
 
-    // Someone's own group and user: held and let go, they stay.
+    // Someone's own group and user: held and let go, they stay; nor is the user taken as one
+    // a run left behind.
     made(&["groupadd", "--system", &group_name]);
     made(&["useradd", "--system", "--no-create-home", &user_name]);
     drop(system_group(&group_name));
     drop(system_user(&user_name, &[]));
+    let not_left = remove_left_behind(&user_name).map_err(|e| e.to_string());
     let kept = (entry("group", &group_name), entry("passwd", &user_name));
     made(&["userdel", &user_name]);
     made(&["groupdel", &group_name]);
@@ -110,6 +139,7 @@ fn an_account_that_existed_stays_and_a_marked_user_left_behind_goes() {
         kept.1.is_some(),
         "a user the tests did not make was removed"
     );
+    assert_eq!(not_left, Ok(false));
 
     // A user with the tests' comment, as a killed run leaves one: the next hold removes it.
     made(&[
@@ -128,4 +158,147 @@ fn an_account_that_existed_stays_and_a_marked_user_left_behind_goes() {
         made(&["userdel", &user_name]);
     }
     assert_eq!(gone, None, "a user a killed run left behind is left again");
+
+    // The same, taken away at once when asked (before a test that compares the databases).
+    made(&[
+        "useradd",
+        "--system",
+        "--no-create-home",
+        "--comment",
+        MARK,
+        &user_name,
+    ]);
+    let removed = remove_left_behind(&user_name).map_err(|e| e.to_string());
+    let gone = entry("passwd", &user_name);
+    if gone.is_some() {
+        made(&["userdel", &user_name]);
+    }
+    assert_eq!(removed, Ok(true));
+    assert_eq!(
+        gone, None,
+        "a user a killed run left behind was not removed when asked"
+    );
+}
+
+/// Makes someone's user `user` (not the tests'), a member of `own`, and the group `given` a test
+/// will give it. Undone by [`unmake`].
+fn make_someones_user(user: &str, own: &str, given: &str) {
+    made(&["groupadd", "--system", own]);
+    made(&["groupadd", "--system", given]);
+    made(&["useradd", "--system", "--no-create-home", "-G", own, user]);
+}
+
+fn unmake(user: &str, own: &str, given: &str) {
+    let _ = run("userdel", &[user]);
+    let _ = run("groupdel", &[own]);
+    let _ = run("groupdel", &[given]);
+}
+
+#[test]
+fn a_user_that_existed_gets_back_its_groups_when_the_last_hold_goes() {
+    if !root_or_skip("a_user_that_existed_gets_back_its_groups_when_the_last_hold_goes") {
+        return;
+    }
+    let (user, group) = names("back");
+    let (own, given) = (format!("{group}o"), format!("{group}t"));
+    make_someones_user(&user, &own, &given);
+    let first = system_user(&user, &[&given]);
+    let second = system_user(&user, &[&given]);
+    let held = (member(&own, &user), member(&given, &user));
+    drop(first);
+    let one_left = (member(&own, &user), member(&given, &user));
+    drop(second);
+    let after = (member(&own, &user), member(&given, &user));
+    let record_left = recorded(&user);
+    unmake(&user, &own, &given);
+    assert_eq!(
+        held,
+        (false, true),
+        "while held: exactly the groups the test asked for"
+    );
+    assert_eq!(
+        one_left,
+        (false, true),
+        "the groups went back while a hold was left"
+    );
+    assert_eq!(
+        after,
+        (true, false),
+        "the user did not get its own groups back"
+    );
+    assert!(
+        !record_left,
+        "the record of its groups is left in {RECORDS}"
+    );
+}
+
+#[test]
+fn a_group_a_killed_run_gave_a_user_that_existed_is_taken_back_by_the_next_run() {
+    const NAME: &str =
+        "a_group_a_killed_run_gave_a_user_that_existed_is_taken_back_by_the_next_run";
+    if let Some(given) = std::env::var_os(HOLD_AND_WAIT) {
+        // The copy that is killed: it holds the user with the group, says so, and waits.
+        let given = given.to_string_lossy().into_owned();
+        let mut parts = given.splitn(3, ',');
+        let (Some(user), Some(group), Some(dir)) = (parts.next(), parts.next(), parts.next())
+        else {
+            panic!("{HOLD_AND_WAIT} is not USER,GROUP,DIR: {given}");
+        };
+        let _held = system_user(user, &[group]);
+        std::fs::write(Path::new(dir).join("held"), "").expect("say it holds the user");
+        let mut nothing = Vec::new();
+        let _ = std::io::stdin().read_to_end(&mut nothing);
+        panic!("the killing test closed the pipe instead of killing this copy");
+    }
+    if !root_or_skip(NAME) {
+        return;
+    }
+    let (user, group) = names("kill");
+    let (own, given) = (format!("{group}o"), format!("{group}t"));
+    make_someones_user(&user, &own, &given);
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("accounts-killed-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch");
+    let mut copy = Command::new(std::env::current_exe().expect("this test binary"))
+        .args(["--exact", NAME, "--nocapture", "--test-threads", "1"])
+        .env(HOLD_AND_WAIT, format!("{user},{given},{}", dir.display()))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start a copy of this test");
+    let said = support::wait_for_file(&dir, "held", Duration::from_secs(60));
+    let _ = copy.kill();
+    let out = copy.wait_with_output().expect("wait for the copy");
+    let _ = std::fs::remove_dir_all(&dir);
+    // The control: the killed run left the group it gave, and the record of what it took.
+    let left = (member(&own, &user), member(&given, &user));
+    let record_then = recorded(&user);
+    let next = system_user(&user, &[]);
+    let held = (member(&own, &user), member(&given, &user));
+    drop(next);
+    let after = (member(&own, &user), member(&given, &user));
+    let record_left = recorded(&user);
+    unmake(&user, &own, &given);
+    assert!(said, "the copy did not hold the user: {out:?}");
+    assert_eq!(left, (false, true), "the killed copy's change: {out:?}");
+    assert!(
+        record_then,
+        "the killed copy left no record of the user's groups"
+    );
+    assert_eq!(
+        held,
+        (false, false),
+        "while the next run holds it: the groups it asked for"
+    );
+    assert_eq!(
+        after,
+        (true, false),
+        "the next run did not give the user its groups back"
+    );
+    assert!(
+        !record_left,
+        "the record of its groups is left in {RECORDS}"
+    );
 }
