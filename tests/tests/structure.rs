@@ -1,8 +1,10 @@
 //! The shape of the source tree, checked: no import circle between the files of a crate nor
 //! between its folders, in every crate of the workspace and the scenarios' support code;
 //! agentd's modules in layers that import only down; no file whose non-test part is over 600
-//! lines; and one way out of agentd for the notifications it sends its client (the gate of
-//! `session/update`s, RFC 0003's "The transport").
+//! lines; no `Result<_, String>` outside test code (errors are typed: a caller can tell one
+//! failure from another without reading its text); and one way out of agentd for the
+//! notifications it sends its client (the gate of `session/update`s, RFC 0003's "The
+//! transport").
 //!
 //! A file depends on another when it names an item of the other's module: through `crate::…`,
 //! `super::…`, or a `use` of a child module's path. Declaring a child (`mod x;`) and
@@ -610,32 +612,32 @@ fn cycles_of(mut graph: BTreeMap<PathBuf, BTreeSet<PathBuf>>, root: &Path) -> Ve
     out
 }
 
-#[test]
-fn no_crate_has_an_import_cycle_between_its_files() {
+/// No crate's graph, as `graph` draws it from the crate's source root, has a cycle; `between`
+/// says what its nodes are, for the failure's message.
+fn assert_no_cycle_in_any_crate(
+    graph: fn(&Path) -> BTreeMap<PathBuf, BTreeSet<PathBuf>>,
+    between: &str,
+) {
     let root = workspace();
     let cycles: Vec<String> = CRATES
         .iter()
-        .flat_map(|krate| cycles_of(graph_of(&root.join(krate)), &root))
+        .flat_map(|krate| cycles_of(graph(&root.join(krate)), &root))
         .collect();
     assert!(
         cycles.is_empty(),
-        "import cycles between files:\n  {}",
+        "import cycles between {between}:\n  {}",
         cycles.join("\n  ")
     );
 }
 
 #[test]
+fn no_crate_has_an_import_cycle_between_its_files() {
+    assert_no_cycle_in_any_crate(graph_of, "files");
+}
+
+#[test]
 fn no_crate_has_an_import_cycle_between_its_folders() {
-    let root = workspace();
-    let cycles: Vec<String> = CRATES
-        .iter()
-        .flat_map(|krate| cycles_of(folder_graph_of(&root.join(krate)), &root))
-        .collect();
-    assert!(
-        cycles.is_empty(),
-        "import cycles between folders (a folder is all its files):\n  {}",
-        cycles.join("\n  ")
-    );
+    assert_no_cycle_in_any_crate(folder_graph_of, "folders (a folder is all its files)");
 }
 
 /// agentd's top-level modules in layers, lowest first. A module may use modules of its own
@@ -770,6 +772,134 @@ fn no_file_is_over_the_line_limit() {
         "files whose non-test part is over {MAX_LINES} lines:\n  {}",
         long.join("\n  ")
     );
+}
+
+/// The source roots whose non-test code holds no `Result<_, String>`: the `src/` of every
+/// member of the workspace (read from its `Cargo.toml`, so a new crate is held too), and the
+/// tests' shared support library, which the crates' tests and the confinement suite include.
+fn typed_error_roots(root: &Path) -> Vec<PathBuf> {
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).expect("read Cargo.toml");
+    let members = manifest
+        .split_once("\nmembers = [")
+        .and_then(|(_, rest)| rest.split_once(']'))
+        .map(|(list, _)| list)
+        .expect("a members list in the workspace's Cargo.toml");
+    let mut roots: Vec<PathBuf> = members
+        .split(',')
+        .map(|m| m.trim().trim_matches('"'))
+        .filter(|m| !m.is_empty())
+        .map(|m| root.join(m).join("src"))
+        .filter(|src| src.is_dir())
+        .collect();
+    assert!(roots.len() >= 8, "the members found: {roots:?}");
+    roots.push(root.join("tests/shared"));
+    roots
+}
+
+/// Where in `code` (as [`code_of`] leaves it) a `Result` names `String` as its error, by line.
+fn string_results(code: &str) -> Vec<usize> {
+    let bytes = code.as_bytes();
+    let mut found = Vec::new();
+    let mut from = 0;
+    while let Some(at) = code[from..].find("Result<").map(|i| from + i) {
+        from = at + "Result<".len();
+        let ident_before = at > 0
+            && bytes
+                .get(at - 1)
+                .is_some_and(|b| b.is_ascii_alphanumeric() || *b == b'_');
+        if ident_before {
+            continue;
+        }
+        // The arguments between the brackets, split at the commas of their own level; an
+        // arrow (`Fn() -> T`) is not a closing bracket.
+        let mut depth = 0usize;
+        let mut args = vec![String::new()];
+        let mut i = from;
+        while let Some(&b) = bytes.get(i) {
+            match b {
+                b'-' if bytes.get(i + 1) == Some(&b'>') => {
+                    args.last_mut().expect("one argument").push_str("->");
+                    i += 2;
+                    continue;
+                }
+                b'<' | b'(' | b'[' => depth += 1,
+                b'>' | b')' | b']' if depth == 0 => break,
+                b'>' | b')' | b']' => depth -= 1,
+                b',' if depth == 0 => {
+                    args.push(String::new());
+                    i += 1;
+                    continue;
+                }
+                _ => {}
+            }
+            args.last_mut().expect("one argument").push(char::from(b));
+            i += 1;
+        }
+        let error = args
+            .iter()
+            .map(|a| a.split_whitespace().collect::<String>())
+            .rfind(|a| !a.is_empty());
+        if args.len() > 1
+            && error.is_some_and(|e| matches!(e.as_str(), "String" | "std::string::String"))
+        {
+            found.push(code[..at].matches('\n').count() + 1);
+        }
+    }
+    found
+}
+
+#[test]
+fn no_crate_returns_a_string_as_its_error_outside_tests() {
+    let root = workspace();
+    let mut stringly = Vec::new();
+    for src in typed_error_roots(&root) {
+        for file in sources(&src) {
+            let text = std::fs::read_to_string(&file).expect("read source");
+            for line in string_results(&code_of(&text)) {
+                stringly.push(format!(
+                    "{}:{line}",
+                    file.strip_prefix(&root).unwrap_or(&file).display()
+                ));
+            }
+        }
+    }
+    assert!(
+        stringly.is_empty(),
+        "a Result whose error is a String, in non-test code (give the module an error enum \
+         whose Display keeps the message; thiserror is a workspace dependency):\n  {}",
+        stringly.join("\n  ")
+    );
+}
+
+#[test]
+fn the_checker_finds_a_string_error_and_passes_a_typed_one() {
+    // Each text, and the lines where a `Result` with a `String` error starts in it.
+    let cases: [(&str, &[usize]); 9] = [
+        ("fn f() -> Result<u8, String> {}", &[1]),
+        (
+            "\nfn f() -> Result<Vec<(u8, u8)>, std::string::String>",
+            &[2],
+        ),
+        ("type Hook = Box<dyn Fn() -> Result<(), String>>;", &[1]),
+        (
+            "fn f() -> Result<\n    Box<dyn Fn() -> u8>,\n    String,\n> {}",
+            &[1],
+        ),
+        // The controls: a typed error, a `Result` of one argument, another type's name, and
+        // mentions in a string or a comment.
+        ("fn f() -> Result<String, Error> {}", &[]),
+        ("fn f() -> io::Result<String> {}", &[]),
+        ("fn f() -> MyResult<u8, String> {}", &[]),
+        ("let s = \"Result<u8, String>\"; // Result<u8, String>", &[]),
+        // Test code is left out: the inline test module at a file's end.
+        (
+            "fn f() {}\n#[cfg(test)]\nmod tests {\n    fn g() -> Result<u8, String> {}\n}\n",
+            &[],
+        ),
+    ];
+    for (text, lines) in cases {
+        assert_eq!(string_results(&code_of(text)), lines, "{text:?}");
+    }
 }
 
 /// The files of agentd that may send a notification to the other side of an ACP connection:
