@@ -8,12 +8,15 @@
 // system calls. On macOS `macos_supervision.rs` drives the helper.
 #![cfg(target_os = "linux")]
 
+#[path = "../../tests/shared/listing.rs"]
+mod listing;
 mod support;
 
 use std::io::{Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
 
 use confine_protocol::{BackendChoice, ExitStatus, Mode, Policy, Reply, Request, Spawn};
+use listing::names;
 use support::skip::{Need, skip};
 use support::{
     Peer, READER_STDIO, Scratch, WRITER_STDIO, available_backends, backend_works, file_io,
@@ -256,16 +259,6 @@ fn backends(test: &str) -> Vec<BackendChoice> {
         skip(test, Need::Backend, "neither bwrap nor Landlock works here");
     }
     backends
-}
-
-/// The names in `dir`, sorted.
-fn names(dir: &std::path::Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .expect("list")
-        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
 }
 
 /// Starts a write of `target` whose content comes from a pipe the test keeps open: the writer

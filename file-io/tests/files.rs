@@ -11,6 +11,11 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 
+#[path = "../../tests/shared/listing.rs"]
+mod listing;
+
+use listing::names;
+
 const PROGRAM: &str = env!("CARGO_BIN_EXE_confine-file-io");
 
 /// A private scratch directory under the system temp dir, resolved, removed on drop.
@@ -30,16 +35,6 @@ impl Drop for Scratch {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
-}
-
-/// The names in `dir`, sorted.
-fn names(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .expect("list")
-        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
 }
 
 /// Starts the writer on `path` with its content on a pipe the caller feeds.
