@@ -142,42 +142,46 @@ fn an_account_that_existed_stays_and_a_marked_user_left_behind_goes() {
     assert_eq!(not_left, Ok(false));
 
     // A user with the tests' comment, as a killed run leaves one: the next hold removes it.
-    made(&[
-        "useradd",
-        "--system",
-        "--no-create-home",
-        "--comment",
-        MARK,
-        &user_name,
-    ]);
-    let left = system_user(&user_name, &[]);
-    assert!(entry("passwd", &user_name).is_some(), "held");
-    drop(left);
-    let gone = entry("passwd", &user_name);
-    if gone.is_some() {
-        made(&["userdel", &user_name]);
-    }
+    let gone = left_behind_then(&user_name, |user| {
+        let left = system_user(user, &[]);
+        assert!(entry("passwd", user).is_some(), "held");
+        drop(left);
+    });
     assert_eq!(gone, None, "a user a killed run left behind is left again");
 
     // The same, taken away at once when asked (before a test that compares the databases).
-    made(&[
-        "useradd",
-        "--system",
-        "--no-create-home",
-        "--comment",
-        MARK,
-        &user_name,
-    ]);
-    let removed = remove_left_behind(&user_name).map_err(|e| e.to_string());
-    let gone = entry("passwd", &user_name);
-    if gone.is_some() {
-        made(&["userdel", &user_name]);
-    }
+    let mut removed = Ok(false);
+    let gone = left_behind_then(&user_name, |user| {
+        removed = remove_left_behind(user).map_err(|e| e.to_string());
+    });
     assert_eq!(removed, Ok(true));
     assert_eq!(
         gone, None,
         "a user a killed run left behind was not removed when asked"
     );
+}
+
+/// Makes `user` with the tests' comment, as a killed run leaves one, and does `then` with it
+/// there; its `passwd` entry afterwards (it is removed by hand if it is left).
+fn left_behind_then(user: &str, then: impl FnOnce(&str)) -> Option<String> {
+    made(&[
+        "useradd",
+        "--system",
+        "--no-create-home",
+        "--comment",
+        MARK,
+        user,
+    ]);
+    assert!(
+        entry("passwd", user).is_some(),
+        "the user left behind, made"
+    );
+    then(user);
+    let after = entry("passwd", user);
+    if after.is_some() {
+        made(&["userdel", user]);
+    }
+    after
 }
 
 /// Makes someone's user `user` (not the tests'), a member of `own`, and the group `given` a test
