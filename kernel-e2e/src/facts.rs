@@ -444,7 +444,7 @@ impl Facts {
                     ));
                 }
                 if !names(SEATBELT_UNVERIFIED_GAP) {
-                    return Err(format!(
+                    return Err(facts_error!(
                         "no macOS version is verified yet, so every seatbelt run must say \
                          {SEATBELT_UNVERIFIED_GAP:?}; enforcement.missing is {:?}",
                         enforcement.missing
