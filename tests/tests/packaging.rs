@@ -192,13 +192,16 @@ fn has_token(text: &str, word: &str) -> bool {
         .any(|(at, _)| !text[..at].ends_with(part) && !text[at + word.len()..].starts_with(part))
 }
 
-/// The modes and flags of a usage text: every `--flag` and `-x` it names, and every word that
-/// follows `confine-helper ` at the start of a line and is not a flag.
-fn usage_words(usage: &str) -> (BTreeSet<String>, BTreeSet<String>) {
+/// The modes and flags of `program`'s usage text: every `--flag` and `-x` it names, and every
+/// word that follows `program ` at the start of a line and is not a flag.
+fn usage_words(usage: &str, program: &str) -> (BTreeSet<String>, BTreeSet<String>) {
     let mut flags = BTreeSet::new();
     let mut modes = BTreeSet::new();
     for line in usage.lines() {
-        if let Some(rest) = line.trim_start().strip_prefix("confine-helper ")
+        if let Some(rest) = line
+            .trim_start()
+            .strip_prefix(program)
+            .and_then(|rest| rest.strip_prefix(' '))
             && let Some(word) = rest.split_whitespace().next()
             && !word.starts_with('-')
         {
@@ -216,11 +219,11 @@ fn usage_words(usage: &str) -> (BTreeSet<String>, BTreeSet<String>) {
     (modes, flags)
 }
 
-/// What of a usage text the manual page does not document: a mode missing from the synopsis
-/// (`confine-helper MODE`) or from the tagged paragraphs (`.TP` then `.B MODE`), a flag without
-/// a tagged paragraph of its own.
-fn undocumented(usage: &str, man: &str) -> Vec<String> {
-    let (modes, flags) = usage_words(usage);
+/// What of `program`'s usage text its manual page does not document: a mode missing from the
+/// synopsis (`program MODE`) or from the tagged paragraphs (`.TP` then `.B MODE`), a flag
+/// without a tagged paragraph of its own.
+fn undocumented(usage: &str, man: &str, program: &str) -> Vec<String> {
+    let (modes, flags) = usage_words(usage, program);
     let lines: Vec<String> = man.lines().map(roff_plain).collect();
     let tags: Vec<&String> = lines
         .windows(2)
@@ -230,7 +233,7 @@ fn undocumented(usage: &str, man: &str) -> Vec<String> {
     let page: String = lines.join("\n");
     let mut missing = Vec::new();
     for mode in &modes {
-        if !has_token(&page, &format!("confine-helper {mode}")) {
+        if !has_token(&page, &format!("{program} {mode}")) {
             missing.push(format!("mode {mode} (synopsis)"));
         }
         if !tags.iter().any(|t| *t == &format!(".B {mode}")) {
@@ -255,12 +258,12 @@ fn the_manual_page_documents_every_mode_and_flag_of_the_helpers_usage() {
     let usage = String::from_utf8(out.stdout).expect("the usage is UTF-8");
     let man_path = workspace().join("packaging/confine-helper/confine-helper.1");
     let man = std::fs::read_to_string(&man_path).expect("read confine-helper.1");
-    let (modes, flags) = usage_words(&usage);
+    let (modes, flags) = usage_words(&usage, "confine-helper");
     assert!(
         modes.contains("enter") && flags.contains("--served-from") && flags.contains("--fd"),
         "the usage text was not read: modes {modes:?}, flags {flags:?}"
     );
-    let missing = undocumented(&usage, &man);
+    let missing = undocumented(&usage, &man, "confine-helper");
     assert!(
         missing.is_empty(),
         "{} does not document what `confine-helper --help` names: {missing:?}",
@@ -269,10 +272,43 @@ fn the_manual_page_documents_every_mode_and_flag_of_the_helpers_usage() {
     // The control: a flag and a mode the page does not have are found missing.
     let grown = format!("{usage}\n  confine-helper frobnicate --no-such-flag N\n");
     assert_eq!(
-        undocumented(&grown, &man),
+        undocumented(&grown, &man, "confine-helper"),
         [
             "mode frobnicate (synopsis)",
             "mode frobnicate (its own paragraph)",
+            "flag --no-such-flag"
+        ]
+    );
+}
+
+#[test]
+fn the_file_programs_manual_page_documents_every_mode_and_flag_of_its_usage() {
+    // The program prints its usage, after what is wrong, for a command line it cannot take.
+    let out = Command::new(support::binary("confine-file-io"))
+        .output()
+        .expect("run confine-file-io");
+    assert_eq!(out.status.code(), Some(2), "confine-file-io alone: {out:?}");
+    let usage = String::from_utf8(out.stderr).expect("the usage is UTF-8");
+    let man_path = workspace().join("packaging/confine-helper/confine-file-io.1");
+    let man = std::fs::read_to_string(&man_path).expect("read confine-file-io.1");
+    let (modes, flags) = usage_words(&usage, "confine-file-io");
+    assert!(
+        modes.contains("write") && modes.contains("read") && flags.contains("--max"),
+        "the usage text was not read: modes {modes:?}, flags {flags:?}"
+    );
+    let missing = undocumented(&usage, &man, "confine-file-io");
+    assert!(
+        missing.is_empty(),
+        "{} does not document what confine-file-io's usage names: {missing:?}",
+        man_path.display()
+    );
+    // The control: a mode and a flag the page does not have are found missing.
+    let grown = format!("{usage}\n  confine-file-io append --no-such-flag\n");
+    assert_eq!(
+        undocumented(&grown, &man, "confine-file-io"),
+        [
+            "mode append (synopsis)",
+            "mode append (its own paragraph)",
             "flag --no-such-flag"
         ]
     );
@@ -290,12 +326,12 @@ fn the_service_manual_page_documents_every_flag_of_its_usage() {
     let usage = String::from_utf8(out.stdout).expect("the usage is UTF-8");
     let man_path = workspace().join("packaging/confine-service/confine-service.8");
     let man = std::fs::read_to_string(&man_path).expect("read confine-service.8");
-    let (_, flags) = usage_words(&usage);
+    let (_, flags) = usage_words(&usage, "confine-service");
     assert!(
         flags.contains("--socket") && flags.contains("--helper") && flags.contains("--group"),
         "the usage text was not read: flags {flags:?}"
     );
-    let missing = undocumented(&usage, &man);
+    let missing = undocumented(&usage, &man, "confine-service");
     assert!(
         missing.is_empty(),
         "{} does not document what `confine-service --help` names: {missing:?}",
@@ -303,7 +339,10 @@ fn the_service_manual_page_documents_every_flag_of_its_usage() {
     );
     // The control: a flag the page does not have is found missing.
     let grown = format!("{usage}\n  [--no-such-flag N]\n");
-    assert_eq!(undocumented(&grown, &man), ["flag --no-such-flag"]);
+    assert_eq!(
+        undocumented(&grown, &man, "confine-service"),
+        ["flag --no-such-flag"]
+    );
 }
 
 fn ceiling_keys() -> Vec<String> {
