@@ -248,103 +248,93 @@ fn undocumented(usage: &str, man: &str, program: &str) -> Vec<String> {
     missing
 }
 
-#[test]
-fn the_manual_page_documents_every_mode_and_flag_of_the_helpers_usage() {
-    let out = Command::new(support::binary("confine-helper"))
-        .arg("--help")
-        .output()
-        .expect("run confine-helper --help");
-    assert!(out.status.success(), "confine-helper --help: {out:?}");
-    let usage = String::from_utf8(out.stdout).expect("the usage is UTF-8");
-    let man_path = workspace().join("packaging/confine-helper/confine-helper.1");
-    let man = std::fs::read_to_string(&man_path).expect("read confine-helper.1");
-    let (modes, flags) = usage_words(&usage, "confine-helper");
+/// Holds `program`'s manual page (`page`, under `packaging/`) to its usage text: every mode and
+/// flag of it is documented, the usage was read (it names each of `seen`), and the control —
+/// `grown_line` added to the usage — is found missing as `grown_missing`.
+fn page_documents_usage(
+    program: &str,
+    usage: &str,
+    page: &str,
+    seen: &[&str],
+    grown_line: &str,
+    grown_missing: &[&str],
+) {
+    let man_path = workspace().join("packaging").join(page);
+    let man = std::fs::read_to_string(&man_path).expect("read the manual page");
+    let (modes, flags) = usage_words(usage, program);
     assert!(
-        modes.contains("enter") && flags.contains("--served-from") && flags.contains("--fd"),
-        "the usage text was not read: modes {modes:?}, flags {flags:?}"
+        seen.iter()
+            .all(|w| modes.contains(*w) || flags.contains(*w)),
+        "the usage text of {program} was not read: modes {modes:?}, flags {flags:?}"
     );
-    let missing = undocumented(&usage, &man, "confine-helper");
+    let missing = undocumented(usage, &man, program);
     assert!(
         missing.is_empty(),
-        "{} does not document what `confine-helper --help` names: {missing:?}",
+        "{} does not document what {program}'s usage names: {missing:?}",
         man_path.display()
     );
-    // The control: a flag and a mode the page does not have are found missing.
-    let grown = format!("{usage}\n  confine-helper frobnicate --no-such-flag N\n");
-    assert_eq!(
-        undocumented(&grown, &man, "confine-helper"),
-        [
+    let grown = format!("{usage}\n  {grown_line}\n");
+    assert_eq!(undocumented(&grown, &man, program), grown_missing);
+}
+
+/// The usage `program` prints with `args`, on the stream it prints it to, with the status it
+/// exits with then.
+fn usage_of(program: &str, args: &[&str], code: i32, on_stderr: bool) -> String {
+    let out = Command::new(support::binary(program))
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("run {program}: {e}"));
+    assert_eq!(out.status.code(), Some(code), "{program} {args:?}: {out:?}");
+    String::from_utf8(if on_stderr { out.stderr } else { out.stdout }).expect("UTF-8 usage")
+}
+
+#[test]
+fn the_manual_page_documents_every_mode_and_flag_of_the_helpers_usage() {
+    page_documents_usage(
+        "confine-helper",
+        &usage_of("confine-helper", &["--help"], 0, false),
+        "confine-helper/confine-helper.1",
+        &["enter", "--served-from", "--fd"],
+        "confine-helper frobnicate --no-such-flag N",
+        &[
             "mode frobnicate (synopsis)",
             "mode frobnicate (its own paragraph)",
-            "flag --no-such-flag"
-        ]
+            "flag --no-such-flag",
+        ],
     );
 }
 
 #[test]
 fn the_file_programs_manual_page_documents_every_mode_and_flag_of_its_usage() {
     // The program prints its usage, after what is wrong, for a command line it cannot take.
-    let out = Command::new(support::binary("confine-file-io"))
-        .output()
-        .expect("run confine-file-io");
-    assert_eq!(out.status.code(), Some(2), "confine-file-io alone: {out:?}");
-    let usage = String::from_utf8(out.stderr).expect("the usage is UTF-8");
-    let man_path = workspace().join("packaging/confine-helper/confine-file-io.1");
-    let man = std::fs::read_to_string(&man_path).expect("read confine-file-io.1");
-    let (modes, flags) = usage_words(&usage, "confine-file-io");
-    assert!(
-        modes.contains("write") && modes.contains("read") && flags.contains("--max"),
-        "the usage text was not read: modes {modes:?}, flags {flags:?}"
-    );
-    let missing = undocumented(&usage, &man, "confine-file-io");
-    assert!(
-        missing.is_empty(),
-        "{} does not document what confine-file-io's usage names: {missing:?}",
-        man_path.display()
-    );
-    // The control: a mode and a flag the page does not have are found missing.
-    let grown = format!("{usage}\n  confine-file-io append --no-such-flag\n");
-    assert_eq!(
-        undocumented(&grown, &man, "confine-file-io"),
-        [
+    page_documents_usage(
+        "confine-file-io",
+        &usage_of("confine-file-io", &[], 2, true),
+        "confine-helper/confine-file-io.1",
+        &["write", "read", "--max", "--parents"],
+        "confine-file-io append --no-such-flag",
+        &[
             "mode append (synopsis)",
             "mode append (its own paragraph)",
-            "flag --no-such-flag"
-        ]
+            "flag --no-such-flag",
+        ],
+    );
+}
+
+#[test]
+fn the_service_manual_page_documents_every_flag_of_its_usage() {
+    page_documents_usage(
+        "confine-service",
+        &usage_of("confine-service", &["--help"], 0, false),
+        "confine-service/confine-service.8",
+        &["--socket", "--helper", "--group"],
+        "[--no-such-flag N]",
+        &["flag --no-such-flag"],
     );
 }
 
 /// The keys a ceiling file may set: the fields of `struct File` in the helper's source, which
 /// the parser takes with `deny_unknown_fields`.
-#[test]
-fn the_service_manual_page_documents_every_flag_of_its_usage() {
-    let out = Command::new(support::binary("confine-service"))
-        .arg("--help")
-        .output()
-        .expect("run confine-service --help");
-    assert!(out.status.success(), "confine-service --help: {out:?}");
-    let usage = String::from_utf8(out.stdout).expect("the usage is UTF-8");
-    let man_path = workspace().join("packaging/confine-service/confine-service.8");
-    let man = std::fs::read_to_string(&man_path).expect("read confine-service.8");
-    let (_, flags) = usage_words(&usage, "confine-service");
-    assert!(
-        flags.contains("--socket") && flags.contains("--helper") && flags.contains("--group"),
-        "the usage text was not read: flags {flags:?}"
-    );
-    let missing = undocumented(&usage, &man, "confine-service");
-    assert!(
-        missing.is_empty(),
-        "{} does not document what `confine-service --help` names: {missing:?}",
-        man_path.display()
-    );
-    // The control: a flag the page does not have is found missing.
-    let grown = format!("{usage}\n  [--no-such-flag N]\n");
-    assert_eq!(
-        undocumented(&grown, &man, "confine-service"),
-        ["flag --no-such-flag"]
-    );
-}
-
 fn ceiling_keys() -> Vec<String> {
     let source = std::fs::read_to_string(workspace().join("confine-helper/src/ceiling.rs"))
         .expect("read ceiling.rs");
