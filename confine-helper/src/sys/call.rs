@@ -53,6 +53,79 @@ pub(super) unsafe fn fork() -> SysResult<libc::pid_t> {
     check(unsafe { libc::fork() })
 }
 
+/// The stack of a child started by [`clone_vfork`]: anonymous memory of its own, with an
+/// inaccessible page below it, so that an overflow faults instead of writing into the memory
+/// the child shares with its parent.
+#[cfg(target_os = "linux")]
+pub(super) struct ChildStack(*mut libc::c_void);
+
+#[cfg(target_os = "linux")]
+impl ChildStack {
+    /// The guard: the smallest page (`mprotect` covers the whole page it starts in).
+    const GUARD: usize = 4096;
+    /// Far more than the few frames between the clone and `execve`, and the guard.
+    const LEN: usize = 256 * 1024 + Self::GUARD;
+
+    pub(super) fn new() -> SysResult<ChildStack> {
+        let (rw, private) = (libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE);
+        let flags = private | libc::MAP_ANONYMOUS | libc::MAP_STACK;
+        // SAFETY: a new private anonymous mapping; no existing memory is named.
+        let stack = ChildStack(check(unsafe {
+            libc::mmap(std::ptr::null_mut(), Self::LEN, rw, flags, -1, 0)
+        })?);
+        // SAFETY: the lowest page of the mapping just made, which nothing uses yet.
+        check(unsafe { libc::mprotect(stack.0, Self::GUARD, libc::PROT_NONE) })?;
+        Ok(stack)
+    }
+}
+
+#[cfg(target_os = "linux")]
+impl Drop for ChildStack {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `new`, used by no child once `clone_vfork` returned.
+        let _ = unsafe { libc::munmap(self.0, Self::LEN) };
+    }
+}
+
+/// Starts a child that runs `body` (which executes or exits; a return ends the child) on
+/// `stack` in this process's memory, and returns its pid
+/// once the child has called `execve` or ended (`CLONE_VM | CLONE_VFORK`: no page table is
+/// copied, which is most of a fork's cost). With `new_user`, the child starts in a user
+/// namespace of its own (`CLONE_NEWUSER`), which a process sharing its memory could not make
+/// with `unshare`.
+///
+/// # Safety
+/// As for [`fork`], and `body` writes nothing this process reads: until it executes, the child
+/// runs in this process's memory while this process waits.
+#[cfg(target_os = "linux")]
+pub(super) unsafe fn clone_vfork<F: FnOnce()>(
+    stack: &ChildStack,
+    new_user: bool,
+    body: F,
+) -> SysResult<libc::pid_t> {
+    extern "C" fn start<F: FnOnce()>(slot: *mut libc::c_void) -> c_int {
+        // SAFETY: `slot` is the `Option<F>` below, alive in the waiting parent's frame.
+        if let Some(body) = unsafe { &mut *slot.cast::<Option<F>>() }.take() {
+            body();
+        }
+        exit(1)
+    }
+    let mut slot = Some(body);
+    let signal = c_int::try_from(libc::SIGCHLD.unsigned_abs()).map_err(|_| Errno::EINVAL)?;
+    let namespace = if new_user { libc::CLONE_NEWUSER } else { 0 };
+    let flags = libc::CLONE_VM | libc::CLONE_VFORK | namespace | signal;
+    // The end of the mapping: page-aligned, so aligned as every ABI needs.
+    let top = stack
+        .0
+        .cast::<u8>()
+        .wrapping_add(ChildStack::LEN)
+        .cast::<libc::c_void>();
+    // SAFETY: `top` is the top of a live mapping the child alone uses; `slot` outlives the
+    // child's use of it, since this call returns only once the child has executed or ended;
+    // the caller upholds the rest.
+    check(unsafe { libc::clone(start::<F>, top, flags, (&raw mut slot).cast()) })
+}
+
 pub(super) fn exit(code: c_int) -> ! {
     // SAFETY: `_exit` is async-signal-safe and ends the process without running atexit handlers
     // or destructors of state copied from the parent.
@@ -312,13 +385,6 @@ pub(super) fn setrlimit(resource: Resource, soft: u64, hard: u64) -> SysResult<(
     };
     // SAFETY: `limit` is a live rlimit struct.
     check(unsafe { libc::setrlimit(resource, &limit) }).map(drop)
-}
-
-/// Moves the caller into new namespaces (`CLONE_NEWUSER`: a user namespace of its own).
-#[cfg(target_os = "linux")]
-pub(super) fn unshare(flags: c_int) -> SysResult<()> {
-    // SAFETY: unshare takes flags only.
-    check(unsafe { libc::unshare(flags) }).map(drop)
 }
 
 pub(super) fn chdir(path: &CStr) -> SysResult<()> {

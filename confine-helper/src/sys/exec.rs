@@ -156,7 +156,7 @@ fn confine_self(p: &Prepared<'_>, report_fd: c_int) {
         } => {
             if let Some(ns) = user_namespace {
                 or_fail(
-                    super::user_namespace::enter(ns),
+                    super::user_namespace::settle(ns),
                     report_fd,
                     Stage::UserNamespace,
                 );

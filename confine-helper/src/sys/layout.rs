@@ -127,6 +127,15 @@ pub(crate) enum ChildConfine<'a> {
 }
 
 impl ChildConfine<'_> {
+    /// The user namespace the command is started in, if any.
+    #[cfg(target_os = "linux")]
+    pub(super) fn user_namespace(&self) -> Option<&super::UserNamespace> {
+        match self {
+            ChildConfine::Landlock { user_namespace, .. } => *user_namespace,
+            ChildConfine::None | ChildConfine::Bwrap { .. } => None,
+        }
+    }
+
     pub(super) fn fd(&self) -> Option<RawFd> {
         match self {
             ChildConfine::None => None,

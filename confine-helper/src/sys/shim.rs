@@ -124,18 +124,7 @@ fn shim_main(p: &Prepared<'_>) -> ! {
         .map(|_| or_fail(socket_call::socketpair_cloexec(), status_fd, Stage::Seccomp));
     #[cfg(target_os = "macos")]
     let listener_pair: Option<[c_int; 2]> = None;
-    let shim_pid = call::getpid();
-    // SAFETY: the shim is single-threaded (a fork of the single-threaded helper); the child
-    // runs `command_main`, async-signal-safe calls on pre-built data, and execs or exits.
-    let child = or_fail(unsafe { call::fork() }, status_fd, Stage::Fork);
-    if child == 0 {
-        exec::command_main(
-            p,
-            exec_wr,
-            shim_pid,
-            listener_pair.map(|[_, to_shim]| to_shim),
-        );
-    }
+    let child = start_command(p, exec_wr, listener_pair.map(|[_, to_shim]| to_shim));
     let _ = call::close(exec_wr);
     if let Some([_, to_shim]) = listener_pair {
         let _ = call::close(to_shim);
@@ -177,6 +166,40 @@ fn shim_main(p: &Prepared<'_>) -> ! {
     {
         write_record(status_fd, Record::Started { pid });
         super::macos_tree::supervise(child, kq, status_fd)
+    }
+}
+
+/// Starts the command: on Linux a clone that shares the shim's memory until it executes, in a
+/// user namespace of its own when its confinement counts its process cap there; on macOS a
+/// fork.
+fn start_command(p: &Prepared<'_>, exec_wr: c_int, listener_to: Option<c_int>) -> libc::pid_t {
+    let shim_pid = call::getpid();
+    #[cfg(target_os = "macos")]
+    // SAFETY: the shim is single-threaded (a fork of the single-threaded helper); the child
+    // runs `command_main`, async-signal-safe calls on pre-built data, and execs or exits.
+    return match or_fail(unsafe { call::fork() }, FD_STATUS, Stage::Fork) {
+        0 => exec::command_main(p, exec_wr, shim_pid, listener_to),
+        child => child,
+    };
+    #[cfg(target_os = "linux")]
+    {
+        let stack = or_fail(call::ChildStack::new(), FD_STATUS, Stage::Fork);
+        let new_user = p.confine.user_namespace().is_some();
+        let command = || exec::command_main(p, exec_wr, shim_pid, listener_to);
+        // SAFETY: the shim is single-threaded (a fork of the single-threaded helper); the
+        // child runs `command_main`, async-signal-safe calls on pre-built data that write only
+        // its own stack and descriptor table (and `errno`, which the shim reads only after a
+        // failed call of its own), and execs or exits.
+        let started = unsafe { call::clone_vfork(&stack, new_user, command) };
+        // A namespace the kernel refuses is the namespace's failure; a process that cannot
+        // be made at all is the fork's.
+        let stage = match started {
+            Err(e) if new_user && !matches!(e, Errno::EAGAIN | Errno::ENOMEM) => {
+                Stage::UserNamespace
+            }
+            _ => Stage::Fork,
+        };
+        or_fail(started, FD_STATUS, stage)
     }
 }
 

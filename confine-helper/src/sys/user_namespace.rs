@@ -1,15 +1,16 @@
 //! A user namespace of the command's own, to count its process cap in (Linux, a helper that is
-//! not root; `confine::caps` says why). The command makes it between the shim's fork and its
-//! confinement: `unshare(CLONE_NEWUSER)`, its user and group mapped to themselves (so it keeps
-//! its ids; other users' files show as the overflow ids, as under bwrap), `setgroups` denied
-//! (which an unprivileged mapping requires), then `RLIMIT_NPROC`. The kernel counts the tasks
-//! of a user namespace's users against that namespace's limit, and those of the namespace
-//! above against the limit its creator had — the user's own — so the cap holds the command's
-//! tree alone. The capabilities the namespace grants end with the command's `execve` (its user
-//! is not root there, and no_new_privs is set), and the seccomp filter keeps it from making
-//! another.
+//! not root; `confine::caps` says why). The shim starts the command in it (`CLONE_NEWUSER` on
+//! the clone, [`super::call::clone_vfork`]), and the command, before anything confines it,
+//! maps its user and group to themselves (so it keeps its ids; other users' files show as the
+//! overflow ids, as under bwrap), `setgroups` denied (which an unprivileged mapping requires),
+//! then sets `RLIMIT_NPROC`. The kernel counts the tasks of a user namespace's users against
+//! that namespace's limit, and those of the namespace above against the limit its creator had
+//! — the user's own — so the cap holds the command's tree alone. The capabilities the
+//! namespace grants apply to nothing before the maps are written (no owner is mapped), and end
+//! with the command's `execve` (its user is not root there, and no_new_privs is set); the
+//! seccomp filter keeps it from making another.
 //!
-//! Everything is built before the fork; the steps are async-signal-safe calls on it.
+//! Everything is built before the clone; the steps are async-signal-safe calls on it.
 
 use std::ffi::c_int;
 
@@ -58,23 +59,24 @@ fn write_file(path: &std::ffi::CStr, bytes: &[u8]) -> SysResult<()> {
     }
 }
 
-/// Moves the calling process into a user namespace of its own, mapped as `ns` says, and caps
+/// Maps the calling process, started in a user namespace of its own, as `ns` says, and caps
 /// its tasks there.
-pub(super) fn enter(ns: &UserNamespace) -> SysResult<()> {
-    make(ns)?;
+pub(super) fn settle(ns: &UserNamespace) -> SysResult<()> {
+    map(ns)?;
     call::setrlimit(libc::RLIMIT_NPROC, ns.processes, ns.processes)
 }
 
-/// The namespace alone, mapped.
+/// The maps alone.
 ///
 /// The helper is not dumpable, and a process that is not has its `/proc` files owned by root,
 /// so its own maps could not be written: the process is dumpable while it writes them, and not
-/// again after. Nothing confined can use that moment — the filter and Landlock keep confined
-/// commands from tracing any process —, and the command is dumpable anyway once it executes.
-fn make(ns: &UserNamespace) -> SysResult<()> {
+/// again after. Dumpability belongs to the memory, which the command still shares with its
+/// waiting shim: both are dumpable for those three writes. Nothing confined can use that
+/// moment — the filter and Landlock keep confined commands from tracing any process —, and the
+/// command is dumpable anyway once it executes.
+fn map(ns: &UserNamespace) -> SysResult<()> {
     call::prctl(libc::PR_SET_DUMPABLE, 1)?;
     let made = (|| {
-        call::unshare(libc::CLONE_NEWUSER)?;
         write_file(c"/proc/self/setgroups", b"deny")?;
         write_file(c"/proc/self/uid_map", &ns.uid_map)?;
         write_file(c"/proc/self/gid_map", &ns.gid_map)
@@ -89,12 +91,18 @@ const PROBE_FAILED: c_int = 1;
 /// Whether this process's user may make such a namespace here: a child tries, and exits.
 pub(crate) fn usable() -> bool {
     let ns = UserNamespace::new(u64::MAX);
-    // SAFETY: the helper is single-threaded; the child only makes the namespace with
-    // async-signal-safe calls on `ns`, built before the fork, and `_exit`s.
-    let child = match unsafe { call::fork() } {
-        Ok(0) => call::exit(if make(&ns).is_ok() { 0 } else { PROBE_FAILED }),
-        Ok(child) => child,
-        Err(_) => return false,
+    let Ok(stack) = call::ChildStack::new() else {
+        return false;
+    };
+    // SAFETY: the helper is single-threaded; the child, started as a command is, only maps
+    // the namespace with async-signal-safe calls on `ns`, built before, and `_exit`s.
+    let started = unsafe {
+        call::clone_vfork(&stack, true, || {
+            call::exit(if map(&ns).is_ok() { 0 } else { PROBE_FAILED })
+        })
+    };
+    let Ok(child) = started else {
+        return false;
     };
     loop {
         match call::wait4_pid(child) {
