@@ -44,6 +44,42 @@ fn the_facts_line_is_a_line_of_its_own_after_output_without_a_newline() {
     }
 }
 
+/// A kept verdict the helper no longer takes — its fingerprint is stale, as after an upgrade of
+/// the helper — is replaced by the one `agentd run` learns once its command has ended, so the
+/// next run's helper skips its probe again. The control: the first run, with nothing kept,
+/// learns the same entries.
+#[test]
+fn a_stale_verdict_is_replaced_by_what_one_run_learns() {
+    let scratch = Scratch::new("run-stale-verdicts");
+    let cache = scratch.root.join("home/.cache/agentd/helper-verdicts");
+    let run = || {
+        let out = agentd_run(&scratch, &["--mode", "read-only", "--", "true"])
+            .output()
+            .expect("run agentd");
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+    };
+    run();
+    let learned = std::fs::read_to_string(&cache).expect("the first run keeps its verdicts");
+    assert!(
+        learned.lines().any(|l| l.starts_with("usable ")),
+        "no usable verdict kept: {learned}"
+    );
+    let stale: String = learned
+        .lines()
+        .map(|line| match line.strip_prefix("usable ") {
+            Some(entry) => {
+                let backend = entry.split(' ').next().unwrap_or_default();
+                format!("usable {backend} helper=an-older-build\n")
+            }
+            None => format!("{line}\n"),
+        })
+        .collect();
+    std::fs::write(&cache, &stale).expect("make the kept verdicts stale");
+    run();
+    let relearned = std::fs::read_to_string(&cache).expect("the cache");
+    assert_eq!(relearned, learned, "the stale entries were kept");
+}
+
 #[test]
 fn an_interrupted_run_exits_as_the_interrupt_would() {
     for (signal, expected) in [

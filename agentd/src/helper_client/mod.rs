@@ -405,14 +405,15 @@ impl HelperClient {
         }
     }
 
-    /// Asks the live helper for its verdicts when it was sent no hint, so that the next helper
-    /// skips its probe: for a caller that sends no `Info` of its own (`agentd run`), once its
-    /// command has ended. A helper that cannot answer only costs the next helper a probe.
+    /// Asks the live helper for its verdicts, so that the next helper skips its probe: for a
+    /// caller that sends no `Info` of its own (`agentd run`), once its command has ended. Also
+    /// when hints were sent: the helper takes no hint whose fingerprint is not its own (a
+    /// helper or bwrap upgraded since, say) and probes instead, and only its answer replaces
+    /// the stale entries; the file is rewritten only when they change. The helper answers from
+    /// the verdicts it holds, probing only a backend it was neither hinted nor has tried. A
+    /// helper that cannot answer only costs the next helper a probe.
     pub async fn learn_verdicts(&self) {
-        let unhinted = self
-            .verdict_cache()
-            .is_some_and(|cache| cache.hints().is_empty());
-        if unhinted && self.live_connection().is_some() {
+        if self.verdict_cache().is_some() && self.live_connection().is_some() {
             let _ = self.info().await;
         }
     }
