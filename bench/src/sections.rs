@@ -111,6 +111,33 @@ async fn run_process(
     }
 }
 
+/// Why `process` does not run here, if it does not: one run, its status and the last line it
+/// wrote to stderr.
+async fn trial(process: &Process, env: &[(&str, &Path)]) -> Option<String> {
+    let mut command = tokio::process::Command::new(&process.program);
+    command.args(&process.args).stdin(Stdio::null());
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    match command.output().await {
+        Ok(out) if out.status.success() => None,
+        Ok(out) => {
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            let said = stderr.lines().rev().find(|l| !l.trim().is_empty());
+            Some(format!(
+                "`{}` does not run here ({}){}",
+                std::iter::once(process.program.display().to_string())
+                    .chain(process.args.iter().cloned())
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                out.status,
+                said.map(|l| format!(": {}", l.trim())).unwrap_or_default()
+            ))
+        }
+        Err(e) => Some(format!("cannot run {}: {e}", process.program.display())),
+    }
+}
+
 /// The raw `bwrap` CLI with the profile the helper gives a read-only command: `/` read-only,
 /// fresh `/dev`, `/proc` and `/tmp`, every namespace but the mount namespace's parent's.
 fn bwrap_args(workspace: &Path) -> Vec<String> {
@@ -272,21 +299,27 @@ async fn whole_process(setup: &Setup, backends: &[Backend]) -> Result<Table, Ben
             },
         ));
     }
-    let codex_home = setup.agentd.with_file_name("agentd-bench-codex-home");
+    // Codex keeps its state in the scratch too.
+    let codex_home = setup.scratch.join("codex-home");
+    std::fs::create_dir_all(&codex_home)
+        .map_err(|e| fail!("cannot create {}: {e}", codex_home.display()))?;
+    // agentd reads no configuration of the person running the benchmark.
+    let config = setup.scratch.join("config");
+    let env = [
+        ("XDG_CONFIG_HOME", config.as_path()),
+        ("CODEX_HOME", &codex_home),
+    ];
+    let mut others: Vec<(String, Process)> = Vec::new();
     match &setup.codex {
-        Some(codex) => {
-            std::fs::create_dir_all(&codex_home)
-                .map_err(|e| fail!("cannot create {}: {e}", codex_home.display()))?;
-            variants.push((
-                "`codex sandbox -P :read-only`".into(),
-                Process {
-                    program: codex.clone(),
-                    args: ["sandbox", "-P", ":read-only", "--", "/bin/true"]
-                        .map(str::to_owned)
-                        .to_vec(),
-                },
-            ));
-        }
+        Some(codex) => others.push((
+            "`codex sandbox -P :read-only`".into(),
+            Process {
+                program: codex.clone(),
+                args: ["sandbox", "-P", ":read-only", "--", "/bin/true"]
+                    .map(str::to_owned)
+                    .to_vec(),
+            },
+        )),
         None => table.skipped.push(
             "Codex: `codex` is not installed (`npm install -g @openai/codex`, or set \
              AGENTD_BENCH_CODEX)"
@@ -304,7 +337,7 @@ async fn whole_process(setup: &Setup, backends: &[Backend]) -> Result<Table, Ben
                 ),
             )
             .map_err(|e| fail!("cannot write {}: {e}", settings.display()))?;
-            variants.push((
+            others.push((
                 "`srt`".into(),
                 Process {
                     program: srt.clone(),
@@ -323,17 +356,18 @@ async fn whole_process(setup: &Setup, backends: &[Backend]) -> Result<Table, Ben
                 .into(),
         ),
     }
-    // agentd reads no configuration of the person running the benchmark.
-    let config = setup.scratch.join("config");
+    // Another tool that is installed but does not work here is named, not measured: it says
+    // nothing of agentd, and the rest of the run still does.
+    for (name, process) in others {
+        match trial(&process, &env).await {
+            None => variants.push((name, process)),
+            Some(why) => table.skipped.push(format!("{name}: {why}")),
+        }
+    }
     let processes: Vec<Process> = variants.iter().map(|(_, p)| p.clone()).collect();
     let samples = interleave(setup.rounds, &processes, async |p: &Process| {
         let args: Vec<&str> = p.args.iter().map(String::as_str).collect();
-        run_process(
-            &p.program,
-            &args,
-            &[("XDG_CONFIG_HOME", &config), ("CODEX_HOME", &codex_home)],
-        )
-        .await
+        run_process(&p.program, &args, &env).await
     })
     .await?;
     let names = variants.into_iter().map(|(n, _)| n).collect::<Vec<_>>();

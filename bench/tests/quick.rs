@@ -53,3 +53,30 @@ fn a_quick_run_prints_every_section_with_its_figures() {
     let ratios = stdout.lines().filter(|l| l.contains("× |")).count();
     assert!(ratios >= 8, "too few ratios:\n{stdout}");
 }
+
+/// Another tool that is installed but does not run here is named as skipped, with its status,
+/// and the run goes on; the control: one that runs is measured in a row of its own.
+#[test]
+fn a_comparison_tool_that_does_not_run_is_skipped_and_the_run_goes_on() {
+    for (tool, runs) in [("/bin/false", false), ("/bin/true", true)] {
+        let out = Command::new(env!("CARGO_BIN_EXE_agentd-bench"))
+            .args(["--quick", "--only", "whole-process"])
+            .env("AGENTD_BENCH_CODEX", tool)
+            .env("AGENTD_BENCH_SRT", tool)
+            .output()
+            .expect("run agentd-bench");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{tool}: {stderr}\n{stdout}");
+        let row = stdout
+            .lines()
+            .any(|l| l.starts_with("| `codex sandbox -P :read-only` |"));
+        let skipped = stdout.lines().any(|l| {
+            l.starts_with("- skipped: `codex sandbox -P :read-only`: ")
+                && l.contains(&format!(
+                    "`{tool} sandbox -P :read-only -- /bin/true` does not run here"
+                ))
+        });
+        assert_eq!((row, skipped), (runs, !runs), "{tool}:\n{stdout}");
+    }
+}
