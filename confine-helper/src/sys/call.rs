@@ -88,11 +88,10 @@ impl Drop for ChildStack {
 }
 
 /// Starts a child that runs `body` (which executes or exits; a return ends the child) on
-/// `stack` in this process's memory, and returns its pid
-/// once the child has called `execve` or ended (`CLONE_VM | CLONE_VFORK`: no page table is
-/// copied, which is most of a fork's cost). With `new_user`, the child starts in a user
-/// namespace of its own (`CLONE_NEWUSER`), which a process sharing its memory could not make
-/// with `unshare`.
+/// `stack` in this process's memory, and returns its pid once the child has called `execve`
+/// or ended (`CLONE_VM | CLONE_VFORK`: no page table is copied, which is most of a fork's
+/// cost). With `new_user`, the child starts in a user namespace of its own (`CLONE_NEWUSER`),
+/// which a process sharing its memory could not make with `unshare`.
 ///
 /// # Safety
 /// As for [`fork`], and `body` writes nothing this process reads: until it executes, the child

@@ -1,4 +1,4 @@
-//! The command's own path from the shim's fork to `execve`: signals back to their defaults,
+//! The command's own path from the shim's clone to `execve`: signals back to their defaults,
 //! the death signal (Linux) or a session of its own (macOS), limits, working directory, its
 //! confinement, then the `PATH` search as `execvp` does it. A failed step is reported to the
 //! shim and ends the process; once `execve` succeeds the command holds none of the helper's

@@ -71,7 +71,7 @@ pub(crate) struct Prepared<'a> {
     /// `(resource, limit)` pairs set as both soft and hard limits.
     pub(crate) rlimits: Vec<(Resource, u64)>,
     /// `cgroup.procs` of the command's own cgroups (its caps, as root): the shim joins them
-    /// before it forks the command.
+    /// before it starts the command.
     pub(crate) cgroup_procs: Vec<RawFd>,
     /// The command hands its `connect` calls to the shim (`unix_sockets`, the allow-list
     /// under Landlock).

@@ -1,12 +1,12 @@
 //! The shim: the helper's child for one command. It becomes a session leader and, on Linux, a
-//! child subreaper, lays out its descriptors, forks the command, and stays behind as the one
+//! child subreaper, lays out its descriptors, starts the command, and stays behind as the one
 //! process that can find and reap the whole tree — including descendants that called `setsid`
 //! and double-forked: when they are orphaned the kernel hands them to the shim, not to init.
 //! It never runs command code, so the records it writes can be trusted.
 //!
 //! macOS has no subreaper: there the shim finds the tree by the command's process group and by
 //! walking the kernel's lists of children, and waits with kqueue ([`super::macos_tree`], which
-//! says what it cannot reach). The rest — descriptors, the command's fork, the records — is the
+//! says what it cannot reach). The rest — descriptors, the command's start, the records — is the
 //! same code on both.
 
 use std::ffi::{c_int, c_uint};
