@@ -162,6 +162,15 @@ fn cgroup_procs(applied: &Applied) -> Vec<std::os::fd::RawFd> {
     }
 }
 
+/// The detail of a step the shim or the command reported failed with `errno`: where it failed
+/// and why; the stage travels beside it, so it is not named here again.
+pub(crate) fn step_failed(errno: i32) -> String {
+    format!(
+        "before the command's execve: {}",
+        nix::Error::from_raw(errno).desc()
+    )
+}
+
 /// A runner step of `stage` that failed with `err` while doing `what`.
 fn failed(stage: Stage, err: nix::Error, what: &str) -> NotRun {
     NotRun::RunnerFailed(stage, err as i32, format!("{what}: {}", err.desc()))
@@ -347,15 +356,7 @@ impl Running {
             ),
             Some(Record::StageFailed { stage, errno }) => {
                 let stage = Stage::from_index(stage).unwrap_or(Stage::Supervise);
-                self.not_run(
-                    stage,
-                    errno,
-                    format!(
-                        "{} failed: {}",
-                        stage.as_str(),
-                        nix::Error::from_raw(errno).desc()
-                    ),
-                )
+                self.not_run(stage, errno, step_failed(errno))
             }
             Some(Record::Started { .. }) | None => self.not_run(
                 Stage::Supervise,
@@ -512,4 +513,32 @@ pub(crate) fn declared_fds(spawn: &Spawn) -> usize {
         .filter(|s| **s == StdioSpec::Fd)
         .count()
         + usize::from(spawn.proxy)
+}
+
+#[cfg(test)]
+mod tests {
+    use confine_protocol::Stage;
+
+    use crate::confine::Unusable;
+
+    /// A step the shim or the command reported is named once by the probe's verdict, which
+    /// puts the stage before the detail; the control: a detail that named its stage itself, as
+    /// this one did, reads it twice.
+    #[test]
+    fn a_reported_step_names_its_stage_once() {
+        let verdict = |detail: String| {
+            Unusable::RunnerFailed {
+                stage: Stage::UserNamespace,
+                detail,
+                stderr: String::new(),
+            }
+            .to_string()
+        };
+        assert_eq!(
+            verdict(super::step_failed(nix::libc::EPERM)),
+            "user-namespace failed: before the command's execve: Operation not permitted"
+        );
+        let named = verdict("user-namespace failed: Operation not permitted".to_owned());
+        assert_eq!(named.matches("user-namespace failed").count(), 2, "{named}");
+    }
 }

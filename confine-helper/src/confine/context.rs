@@ -304,7 +304,7 @@ pub(crate) enum Unusable {
     Refused(confine_protocol::Refusal),
     /// A runner step failed, before the probe started or as it ran; `stderr` is what the runner
     /// said on its way out, trimmed (empty when nothing was read).
-    #[error("{}{}", named(*.stage, .detail), said(.stderr))]
+    #[error("{} failed: {detail}{}", .stage.as_str(), said(.stderr))]
     RunnerFailed {
         stage: Stage,
         detail: String,
@@ -326,16 +326,6 @@ pub(crate) enum Unusable {
 }
 
 /// What the runner said, as it follows a verdict: nothing, or `: ` and the text.
-/// A runner step's detail, led by its stage unless the detail already names it.
-fn named(stage: Stage, detail: &str) -> String {
-    let failed = format!("{} failed", stage.as_str());
-    if detail.starts_with(&failed) {
-        detail.to_owned()
-    } else {
-        format!("{failed}: {detail}")
-    }
-}
-
 fn said(stderr: &str) -> String {
     if stderr.is_empty() {
         String::new()
@@ -459,13 +449,6 @@ mod tests {
             failed.to_string(),
             "namespace failed: bwrap ended before enter ran"
         );
-        // A step the command reported names its stage already: it is not named twice.
-        let step = Unusable::RunnerFailed {
-            stage: Stage::UserNamespace,
-            detail: "user-namespace failed: Permission denied".into(),
-            stderr: String::new(),
-        };
-        assert_eq!(step.to_string(), "user-namespace failed: Permission denied");
         let ended = Unusable::Ended {
             status: ExitStatus::Code(1),
             stderr: "bwrap: No permissions to create a new namespace".into(),
