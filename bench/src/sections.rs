@@ -87,16 +87,9 @@ async fn run_process(
     args: &[&str],
     env: &[(&str, &Path)],
 ) -> Result<(), BenchError> {
-    let mut command = tokio::process::Command::new(program);
-    command
-        .args(args)
-        .stdin(Stdio::null())
+    let status = command(program, args, env)
         .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    for (name, value) in env {
-        command.env(name, value);
-    }
-    let status = command
+        .stderr(Stdio::null())
         .status()
         .await
         .map_err(|e| fail!("cannot run {}: {e}", program.display()))?;
@@ -111,15 +104,24 @@ async fn run_process(
     }
 }
 
-/// Why `process` does not run here, if it does not: one run, its status and the last line it
-/// wrote to stderr.
-async fn trial(process: &Process, env: &[(&str, &Path)]) -> Option<String> {
-    let mut command = tokio::process::Command::new(&process.program);
-    command.args(&process.args).stdin(Stdio::null());
+/// `program` with `args` and `env` added to the benchmark's own environment, no stdin.
+fn command(
+    program: &Path,
+    args: &[impl AsRef<std::ffi::OsStr>],
+    env: &[(&str, &Path)],
+) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(program);
+    command.args(args).stdin(Stdio::null());
     for (name, value) in env {
         command.env(name, value);
     }
-    match command.output().await {
+    command
+}
+
+/// Why `process` does not run here, if it does not: one run, its status and the last line it
+/// wrote to stderr.
+async fn trial(process: &Process, env: &[(&str, &Path)]) -> Option<String> {
+    match command(&process.program, &process.args, env).output().await {
         Ok(out) if out.status.success() => None,
         Ok(out) => {
             let stderr = String::from_utf8_lossy(&out.stderr);
