@@ -25,9 +25,14 @@ pub mod facts;
 pub mod fixtures;
 pub mod git;
 pub mod matrix;
+#[cfg(target_os = "linux")]
+pub mod netns;
+#[cfg(not(target_os = "linux"))]
+#[path = "netns_none.rs"]
 pub mod netns;
 pub mod probe;
 pub mod report;
+#[cfg(target_os = "linux")]
 #[path = "../../tests/shared/route_events.rs"]
 pub mod route_events;
 #[path = "../../tests/shared/skip.rs"]

@@ -57,7 +57,7 @@ pub(crate) fn plan(
     missing.push(Gap::ProcessTree);
     // macOS takes RLIMIT_AS (its RLIMIT_RSS) and enforces nothing by it.
     #[cfg(target_os = "macos")]
-    if plan.rlimits.iter().any(|(r, _)| *r == libc::RLIMIT_AS) {
+    if plan.rlimits.iter().any(|(r, _)| *r == nix::libc::RLIMIT_AS) {
         missing.push(Gap::AddressSpace);
     }
     if missing.is_empty() {

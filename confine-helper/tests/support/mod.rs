@@ -190,7 +190,8 @@ impl Drop for ConnectedAs {
 
 /// `count` sockets connected to `path` by one process running as `uid` and `gid` (as root),
 /// with `max_processes` as its `RLIMIT_NPROC` when given; the first `connect` that fails is the
-/// error.
+/// error. Linux only, as are the service and hostile-peer tests that use it.
+#[cfg(target_os = "linux")]
 pub fn connect_as(
     (uid, gid): (u32, u32),
     path: &Path,
