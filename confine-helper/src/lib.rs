@@ -24,6 +24,8 @@
 // The Linux backends (bwrap, Landlock and seccomp, and `enter`, the Landlock layer inside
 // bwrap) are built on Linux alone; macOS has the Seatbelt backend.
 #[cfg(target_os = "linux")]
+mod bpf;
+#[cfg(target_os = "linux")]
 mod bridge;
 #[cfg(target_os = "linux")]
 mod bwrap;

@@ -24,7 +24,7 @@
 //! - `socket()`: `AF_UNIX` is denied (pathname and abstract sockets reach D-Bus, docker,
 //!   ssh-agent) unless the request lists `unix_sockets`, and then only of the stream and
 //!   seqpacket types, whose every `connect` a second filter hands to the shim
-//!   ([`connect_notify_program`], `crate::unix_sockets`); with the network denied every other
+//!   (`bpf::connect_notify_program`, `crate::unix_sockets`); with the network denied every other
 //!   family is denied; with it allowed — or with `local_binding` or the allow-list's bridge
 //!   inside bwrap's own empty network namespace, where only its loopback exists — `AF_INET`,
 //!   `AF_INET6` and `AF_NETLINK` remain. `socketpair(AF_UNIX)` stays allowed for `SOCK_STREAM`
@@ -51,14 +51,9 @@
 //! - x32 system calls (numbers with bit 30 set) arrive with the x86-64 architecture tag and would
 //!   slip past every rule keyed on x86-64 numbers: the process is killed.
 
-use std::collections::BTreeMap;
-use std::num::TryFromIntError;
-
 use nix::libc;
-use seccompiler::{
-    BackendError, BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition,
-    SeccompFilter, SeccompRule, sock_filter,
-};
+
+use crate::bpf::{FilterError, Program, Rule, Rules, Test, high, low};
 
 /// What varies between filters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -79,85 +74,48 @@ pub(crate) struct Variant {
     pub(crate) ipc_namespace: bool,
 }
 
-#[cfg(target_arch = "x86_64")]
-mod arch {
-    pub(crate) const TARGET: seccompiler::TargetArch = seccompiler::TargetArch::x86_64;
-    pub(crate) const AUDIT: u32 = 0xC000_003E;
-    /// System call numbers with this bit set are the x32 ABI.
-    pub(crate) const X32_BIT: Option<u32> = Some(0x4000_0000);
-}
-
-#[cfg(target_arch = "aarch64")]
-mod arch {
-    pub(crate) const TARGET: seccompiler::TargetArch = seccompiler::TargetArch::aarch64;
-    pub(crate) const AUDIT: u32 = 0xC000_00B7;
-    pub(crate) const X32_BIT: Option<u32> = None;
-}
-
-const TIOCSTI: u64 = 0x5412;
-const FS_IOC_SETFLAGS: u64 = 0x4008_6602;
-const FS_IOC_SETFLAGS_32: u64 = 0x4004_6602;
-const FS_IOC_FSSETXATTR: u64 = 0x401C_5820;
-const TIOCLINUX: u64 = 0x541C;
+const TIOCSTI: u32 = 0x5412;
+const FS_IOC_SETFLAGS: u32 = 0x4008_6602;
+const FS_IOC_SETFLAGS_32: u32 = 0x4004_6602;
+const FS_IOC_FSSETXATTR: u32 = 0x401C_5820;
+const TIOCLINUX: u32 = 0x541C;
 /// `_IO(0xAA, 0x00)`: a userfaultfd from `/dev/userfaultfd`, which root can open.
-const USERFAULTFD_IOC_NEW: u64 = 0xAA00;
-const IOPRIO_WHO_PROCESS: u64 = 1;
-const IOPRIO_WHO_PGRP: u64 = 2;
+const USERFAULTFD_IOC_NEW: u32 = 0xAA00;
+const IOPRIO_WHO_PROCESS: u32 = 1;
+const IOPRIO_WHO_PGRP: u32 = 2;
 /// The bits of a socket type that name it (the kernel's `SOCK_TYPE_MASK`).
-const SOCK_TYPE_MASK: u64 = 0xF;
+const SOCK_TYPE_MASK: u32 = 0xF;
 /// The socket types `socketpair(AF_UNIX, …)` may make: they reach only each other.
-const PAIR_TYPES: [u64; 2] = [libc::SOCK_STREAM as u64, libc::SOCK_SEQPACKET as u64];
+const PAIR_TYPES: [u32; 2] = [libc::SOCK_STREAM as u32, libc::SOCK_SEQPACKET as u32];
 
-/// Why no filter was built: the rule table or the prologue is inconsistent, which the tests rule
-/// out. The text is the detail of a `RunnerFailed{seccomp}`.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum FilterError {
-    /// seccompiler refused a condition, a rule or the filter.
-    #[error("{0}")]
-    Rules(#[from] BackendError),
-    #[error("{0}'s number: {1}")]
-    SyscallNumber(&'static str, #[source] TryFromIntError),
-    #[error("prologue length: {0}")]
-    Prologue(#[source] TryFromIntError),
+/// Builds the filter for `variant` (`bpf.rs` compiles it). Errors only if a number or a jump
+/// does not fit, which the tests rule out.
+pub(crate) fn build(variant: Variant) -> Result<Program, FilterError> {
+    crate::bpf::compile(rules(variant))
 }
 
-/// The filter's rules, by system call number; an empty list denies the call outright.
-type Rules = BTreeMap<i64, Vec<SeccompRule>>;
-
-/// A condition on the low 32 bits of argument `arg`, as the kernel passes most of them.
-fn cond(arg: u8, op: SeccompCmpOp, value: u64) -> Result<SeccompCondition, BackendError> {
-    SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value)
-}
-
-/// Builds the filter for `variant`, one rule family after the other (each family's calls are
-/// its own: no two families name the same call, but for `ioctl`, which `metadata_rules`
-/// extends). Errors only if the rule table itself is inconsistent, which the tests rule out.
-pub(crate) fn build(variant: Variant) -> Result<BpfProgram, FilterError> {
+/// The filter's rules for `variant`, one rule family after the other (each family's calls are its
+/// own: no two families name the same call, but for `ioctl`, which `metadata_rules` extends).
+fn rules(variant: Variant) -> Rules {
     let mut rules = Rules::new();
     always_denied(&mut rules);
-    namespace_rules(&mut rules)?;
-    ioctl_rules(&mut rules)?;
-    socket_family_rules(&mut rules, variant)?;
-    other_process_rules(&mut rules)?;
+    namespace_rules(&mut rules);
+    rules.insert(
+        libc::SYS_ioctl,
+        ioctls(&[TIOCSTI, TIOCLINUX, USERFAULTFD_IOC_NEW]),
+    );
+    socket_family_rules(&mut rules, variant);
+    other_process_rules(&mut rules);
     if !variant.ipc_namespace {
         for nr in ipc_syscalls() {
             rules.insert(nr, vec![]);
         }
     }
-    socketpair_rules(&mut rules)?;
+    rules.insert(libc::SYS_socketpair, socketpair_rules());
     if variant.read_only {
-        metadata_rules(&mut rules)?;
+        metadata_rules(&mut rules);
     }
-    let filter = SeccompFilter::new(
-        rules,
-        SeccompAction::Allow,
-        SeccompAction::Errno(libc::EPERM as u32),
-        arch::TARGET,
-    )?;
-    let body: BpfProgram = filter.try_into()?;
-    let mut program = prologue()?;
-    program.extend(body);
-    Ok(program)
+    rules
 }
 
 /// The calls denied whatever their arguments, in every variant.
@@ -200,40 +158,28 @@ fn always_denied(rules: &mut Rules) {
 }
 
 /// `unshare` and `clone` with `CLONE_NEWUSER`.
-fn namespace_rules(rules: &mut Rules) -> Result<(), FilterError> {
-    let newuser = libc::CLONE_NEWUSER as u64;
+fn namespace_rules(rules: &mut Rules) {
+    let newuser = libc::CLONE_NEWUSER as u32;
     for nr in [libc::SYS_unshare, libc::SYS_clone] {
-        rules.insert(
-            nr,
-            vec![SeccompRule::new(vec![cond(
-                0,
-                SeccompCmpOp::MaskedEq(newuser),
-                newuser,
-            )?])?],
-        );
+        rules.insert(nr, vec![vec![low(0, Test::Masked(newuser, newuser))]]);
     }
-    Ok(())
 }
 
-/// `ioctl`s that push keystrokes into a terminal or make a userfaultfd.
-fn ioctl_rules(rules: &mut Rules) -> Result<(), FilterError> {
-    let mut ioctls = Vec::new();
-    for cmd in [TIOCSTI, TIOCLINUX, USERFAULTFD_IOC_NEW] {
-        ioctls.push(SeccompRule::new(vec![cond(1, SeccompCmpOp::Eq, cmd)?])?);
-    }
-    rules.insert(libc::SYS_ioctl, ioctls);
-    Ok(())
+/// `ioctl`s that push keystrokes into a terminal or make a userfaultfd, or in read-only mode
+/// change inode flags or extended attributes: each request compared on the low 32 bits the kernel
+/// uses (CVE-2019-10063).
+fn ioctls(requests: &[u32]) -> Vec<Rule> {
+    requests
+        .iter()
+        .map(|request| vec![low(1, Test::Eq(*request))])
+        .collect()
 }
 
 /// `socket()` by family, and under `tcp_only` the TCP-only stream rules and the TCP Fast Open
 /// sends.
-fn socket_family_rules(rules: &mut Rules, variant: Variant) -> Result<(), FilterError> {
-    let (unix, inet, inet6, netlink) = (
-        libc::AF_UNIX as u64,
-        libc::AF_INET as u64,
-        libc::AF_INET6 as u64,
-        libc::AF_NETLINK as u64,
-    );
+fn socket_family_rules(rules: &mut Rules, variant: Variant) {
+    let (unix, inet) = (libc::AF_UNIX as u32, libc::AF_INET as u32);
+    let (inet6, netlink) = (libc::AF_INET6 as u32, libc::AF_NETLINK as u32);
     let tcp_only = variant.inet_sockets && variant.tcp_only;
     let mut families = Vec::new();
     if variant.unix_sockets {
@@ -244,49 +190,41 @@ fn socket_family_rules(rules: &mut Rules, variant: Variant) -> Result<(), Filter
     } else if variant.inet_sockets {
         families.extend([inet, inet6, netlink]);
     }
-    let mut socket = socket_rules(&families)?;
+    let mut socket = socket_rules(&families);
     if tcp_only {
         for family in [inet, inet6] {
-            socket.extend(types_but(family, &[libc::SOCK_STREAM as u64])?);
+            socket.extend(types_but(family, &[libc::SOCK_STREAM as u32]));
             // A stream of another protocol than TCP: SCTP associates by `setsockopt`
             // (`SCTP_SOCKOPT_CONNECTX`) without `connect()`, and Landlock's rules are TCP's.
-            socket.push(SeccompRule::new(vec![
-                cond(0, SeccompCmpOp::Eq, family)?,
-                cond(2, SeccompCmpOp::Ne, 0)?,
-                cond(2, SeccompCmpOp::Ne, libc::IPPROTO_TCP as u64)?,
-            ])?);
+            socket.push(vec![
+                low(0, Test::Eq(family)),
+                low(2, Test::Ne(0)),
+                low(2, Test::Ne(libc::IPPROTO_TCP as u32)),
+            ]);
         }
         // The flags argument of sendto, sendmsg and sendmmsg.
-        let fastopen = libc::MSG_FASTOPEN as u64;
+        let fastopen = libc::MSG_FASTOPEN as u32;
         for (nr, flags_arg) in [
             (libc::SYS_sendto, 3),
             (libc::SYS_sendmsg, 2),
             (libc::SYS_sendmmsg, 3),
         ] {
-            rules.insert(
-                nr,
-                vec![SeccompRule::new(vec![cond(
-                    flags_arg,
-                    SeccompCmpOp::MaskedEq(fastopen),
-                    fastopen,
-                )?])?],
-            );
+            let sent = low(flags_arg, Test::Masked(fastopen, fastopen));
+            rules.insert(nr, vec![vec![sent]]);
         }
     }
     rules.insert(libc::SYS_socket, socket);
-    Ok(())
 }
 
 /// Resource limits and scheduling of other processes (the shim, the helper, agentd, the
 /// user's editor): a command may only change its own (pid 0).
-fn other_process_rules(rules: &mut Rules) -> Result<(), FilterError> {
-    rules.insert(
-        libc::SYS_prlimit64,
-        vec![SeccompRule::new(vec![
-            cond(0, SeccompCmpOp::Ne, 0)?,
-            SeccompCondition::new(2, SeccompCmpArgLen::Qword, SeccompCmpOp::Ne, 0)?,
-        ])?],
-    );
+fn other_process_rules(rules: &mut Rules) {
+    // prlimit64(pid, resource, new, old): a new limit (a pointer, either of its words not zero)
+    // for another process.
+    let other = low(0, Test::Ne(0));
+    let new_limit = [low(2, Test::Ne(0)), high(2, Test::Ne(0))];
+    let limit_rules = new_limit.map(|word| vec![other, word]);
+    rules.insert(libc::SYS_prlimit64, limit_rules.to_vec());
     for nr in [
         libc::SYS_sched_setscheduler,
         libc::SYS_sched_setparam,
@@ -295,34 +233,24 @@ fn other_process_rules(rules: &mut Rules) -> Result<(), FilterError> {
         libc::SYS_migrate_pages,
         libc::SYS_move_pages,
     ] {
-        rules.insert(
-            nr,
-            vec![SeccompRule::new(vec![cond(0, SeccompCmpOp::Ne, 0)?])?],
-        );
+        rules.insert(nr, vec![vec![other]]);
     }
     // setpriority(which, who) and ioprio_set(which, who): allowed on the caller itself or its
     // own process group (who 0, which the command leads), denied on any other process, group
     // or user.
     for (nr, process, group) in [
-        (
-            libc::SYS_setpriority,
-            libc::PRIO_PROCESS as u64,
-            libc::PRIO_PGRP as u64,
-        ),
+        (libc::SYS_setpriority, libc::PRIO_PROCESS, libc::PRIO_PGRP),
         (libc::SYS_ioprio_set, IOPRIO_WHO_PROCESS, IOPRIO_WHO_PGRP),
     ] {
+        let which = |kind| low(0, Test::Ne(kind));
         rules.insert(
             nr,
             vec![
-                SeccompRule::new(vec![cond(1, SeccompCmpOp::Ne, 0)?])?,
-                SeccompRule::new(vec![
-                    cond(0, SeccompCmpOp::Ne, process)?,
-                    cond(0, SeccompCmpOp::Ne, group)?,
-                ])?,
+                vec![low(1, Test::Ne(0))],
+                vec![which(process), which(group)],
             ],
         );
     }
-    Ok(())
 }
 
 /// socketpair: only AF_UNIX, and only of the connection-oriented types. A datagram socket
@@ -332,97 +260,69 @@ fn other_process_rules(rules: &mut Rules) -> Result<(), FilterError> {
 /// calling `socket()` or `connect()`. A stream or seqpacket pair ignores or refuses a
 /// destination. The type is compared on its low four bits, as the kernel reads it
 /// (SOCK_TYPE_MASK; SOCK_NONBLOCK and SOCK_CLOEXEC sit above them).
-fn socketpair_rules(rules: &mut Rules) -> Result<(), FilterError> {
-    let mut pair_rules = vec![SeccompRule::new(vec![cond(
-        0,
-        SeccompCmpOp::Ne,
-        libc::AF_UNIX as u64,
-    )?])?];
-    pair_rules.extend(unix_datagram_rules()?);
-    rules.insert(libc::SYS_socketpair, pair_rules);
-    Ok(())
+fn socketpair_rules() -> Vec<Rule> {
+    let mut rules = vec![vec![low(0, Test::Ne(libc::AF_UNIX as u32))]];
+    rules.extend(types_but(libc::AF_UNIX as u32, &PAIR_TYPES));
+    rules
 }
 
 /// Read-only mode: metadata changes, by their calls and, for inode flags (chattr) and
-/// extended file attributes, by `ioctl` (appended to `ioctl_rules`' list).
-fn metadata_rules(rules: &mut Rules) -> Result<(), FilterError> {
+/// extended file attributes, by `ioctl` (appended to the terminal `ioctl`s).
+fn metadata_rules(rules: &mut Rules) {
     for nr in metadata_syscalls() {
         rules.insert(nr, vec![]);
     }
-    let ioctls = rules.entry(libc::SYS_ioctl).or_default();
-    for cmd in [FS_IOC_SETFLAGS, FS_IOC_SETFLAGS_32, FS_IOC_FSSETXATTR] {
-        ioctls.push(SeccompRule::new(vec![cond(1, SeccompCmpOp::Eq, cmd)?])?);
-    }
-    Ok(())
+    let requests = ioctls(&[FS_IOC_SETFLAGS, FS_IOC_SETFLAGS_32, FS_IOC_FSSETXATTR]);
+    rules.entry(libc::SYS_ioctl).or_default().extend(requests);
 }
 
 /// `socket()`'s rules: every family but `allowed` (sorted) is denied, and `AF_UNIX`, when
-/// allowed, only of the connection-oriented types (see `unix_datagram_rules`).
-fn socket_rules(allowed: &[u64]) -> Result<Vec<SeccompRule>, FilterError> {
+/// allowed, only of the connection-oriented types (see `types_but`).
+fn socket_rules(allowed: &[u32]) -> Vec<Rule> {
     let (Some(first), Some(last)) = (allowed.first(), allowed.last()) else {
         // No rule condition: every socket() is denied.
-        return Ok(Vec::new());
+        return Vec::new();
     };
-    let mut rules = vec![SeccompRule::new(vec![cond(0, SeccompCmpOp::Lt, *first)?])?];
+    let mut rules = vec![vec![low(0, Test::Lt(*first))]];
     for pair in allowed.windows(2) {
-        if let [low, high] = pair
-            && high - low > 1
+        if let [below, above] = pair
+            && above - below > 1
         {
-            rules.push(SeccompRule::new(vec![
-                cond(0, SeccompCmpOp::Gt, *low)?,
-                cond(0, SeccompCmpOp::Lt, *high)?,
-            ])?);
+            rules.push(vec![low(0, Test::Gt(*below)), low(0, Test::Lt(*above))]);
         }
     }
-    rules.push(SeccompRule::new(vec![cond(0, SeccompCmpOp::Gt, *last)?])?);
-    if allowed.contains(&(libc::AF_UNIX as u64)) {
-        rules.extend(unix_datagram_rules()?);
+    rules.push(vec![low(0, Test::Gt(*last))]);
+    if allowed.contains(&(libc::AF_UNIX as u32)) {
+        rules.extend(types_but(libc::AF_UNIX as u32, &PAIR_TYPES));
     }
-    Ok(rules)
-}
-
-/// Rules matching an `AF_UNIX` socket (or pair) of any type but `SOCK_STREAM` and
-/// `SOCK_SEQPACKET`. A datagram socket (`SOCK_DGRAM`, or `SOCK_RAW`, which `AF_UNIX` turns into
-/// one) takes a destination on every `sendto`/`sendmsg`, even when it was made as a pair or
-/// connected, so it would reach any pathname or abstract datagram socket of the host
-/// (journald, syslog, a user's own daemons) without ever calling `connect()`. A stream or
-/// seqpacket socket ignores or refuses a destination. The type is compared on its low four
-/// bits, as the kernel reads it (`SOCK_TYPE_MASK`; `SOCK_NONBLOCK` and `SOCK_CLOEXEC` sit above
-/// them).
-fn unix_datagram_rules() -> Result<Vec<SeccompRule>, FilterError> {
-    types_but(libc::AF_UNIX as u64, &PAIR_TYPES)
+    rules
 }
 
 /// Rules matching a socket (or pair) of `family` of any type but `allowed`, compared on the
-/// type's low four bits.
-fn types_but(family: u64, allowed: &[u64]) -> Result<Vec<SeccompRule>, FilterError> {
-    let mut rules = Vec::new();
-    for kind in (0..=SOCK_TYPE_MASK).filter(|k| !allowed.contains(k)) {
-        rules.push(SeccompRule::new(vec![
-            cond(0, SeccompCmpOp::Eq, family)?,
-            cond(1, SeccompCmpOp::MaskedEq(SOCK_TYPE_MASK), kind)?,
-        ])?);
+/// type's low four bits. For `AF_UNIX`, `allowed` is the connection-oriented types: a datagram
+/// socket (`SOCK_DGRAM`, or `SOCK_RAW`, which `AF_UNIX` turns into one) takes a destination on
+/// every `sendto`/`sendmsg`, even when it was made as a pair or connected, so it would reach any
+/// pathname or abstract datagram socket of the host (journald, syslog, a user's own daemons)
+/// without ever calling `connect()`. A stream or seqpacket socket ignores or refuses a
+/// destination. `SOCK_NONBLOCK` and `SOCK_CLOEXEC` sit above the four bits.
+fn types_but(family: u32, allowed: &[u32]) -> Vec<Rule> {
+    // Each rule matches the types whose bits under a mask equal a value: the fewest masked bits
+    // first, each kept if it matches no allowed type and one not matched yet.
+    let mut masks: Vec<u32> = (0..=SOCK_TYPE_MASK).collect();
+    masks.sort_by_key(|mask| mask.count_ones());
+    let (mut matched, mut rules) = (Vec::new(), Vec::new());
+    for (mask, value) in masks.into_iter().flat_map(|m| (0..=m).map(move |v| (m, v))) {
+        let kinds: Vec<u32> = (0..=SOCK_TYPE_MASK).filter(|k| k & mask == value).collect();
+        if value & !mask == 0
+            && kinds.iter().all(|k| !allowed.contains(k))
+            && kinds.iter().any(|k| !matched.contains(k))
+        {
+            matched.extend(kinds);
+            let kind = low(1, Test::Masked(mask, value));
+            rules.push(vec![low(0, Test::Eq(family)), kind]);
+        }
     }
-    Ok(rules)
-}
-
-/// The filter that hands every `connect` to the shim (`SECCOMP_RET_USER_NOTIF`), for
-/// `unix_sockets`; it allows everything else, which the command's main filter then judges. A
-/// foreign architecture or an x32 call is left to the main filter, which kills it.
-pub(crate) fn connect_notify_program() -> Result<BpfProgram, FilterError> {
-    let connect =
-        u32::try_from(libc::SYS_connect).map_err(|e| FilterError::SyscallNumber("connect", e))?;
-    Ok(vec![
-        // 0: arch; 1: a foreign one → 5 (allow)
-        insn(LD_W_ABS, 0, 0, OFFSET_ARCH),
-        insn(JEQ_K, 0, 3, arch::AUDIT),
-        // 2: nr; 3: not connect → 5
-        insn(LD_W_ABS, 0, 0, OFFSET_NR),
-        insn(JEQ_K, 0, 1, connect),
-        // 4, 5
-        insn(RET_K, 0, 0, libc::SECCOMP_RET_USER_NOTIF),
-        insn(RET_K, 0, 0, libc::SECCOMP_RET_ALLOW),
-    ])
+    rules
 }
 
 /// System V IPC and POSIX message queues: keyed by the IPC namespace, not by a path.
@@ -479,73 +379,11 @@ fn metadata_syscalls() -> Vec<i64> {
     list
 }
 
-/// Instructions that run before seccompiler's program: kill x32 calls, answer `clone3` with
-/// `ENOSYS`. For any other architecture tag they fall through to seccompiler's own check, which
-/// kills the process. Every jump lands inside the prologue or on the first instruction after it.
-fn prologue() -> Result<BpfProgram, FilterError> {
-    let kill = libc::SECCOMP_RET_KILL_PROCESS;
-    let enosys = libc::SECCOMP_RET_ERRNO | (libc::ENOSYS.unsigned_abs() & libc::SECCOMP_RET_DATA);
-    // What follows the architecture check: the x32 kill, then the clone3 answer.
-    let mut tail = Vec::new();
-    if let Some(bit) = arch::X32_BIT {
-        // nr >= bit → kill, else fall through.
-        tail.push(insn(JGE_K, 0, 1, bit));
-        tail.push(insn(RET_K, 0, 0, kill));
-    }
-    // nr == clone3 → ENOSYS, else skip the return.
-    let clone3 =
-        u32::try_from(libc::SYS_clone3).map_err(|e| FilterError::SyscallNumber("clone3", e))?;
-    tail.push(insn(JEQ_K, 0, 1, clone3));
-    tail.push(insn(RET_K, 0, 0, enosys));
-    // A foreign architecture skips the number's load and the tail: it lands right after.
-    let past_tail = u8::try_from(tail.len() + 1).map_err(FilterError::Prologue)?;
-    let mut p = vec![
-        // 0: arch
-        insn(LD_W_ABS, 0, 0, OFFSET_ARCH),
-        // 1: foreign arch → skip to the body (it kills)
-        insn(JEQ_K, 0, past_tail, arch::AUDIT),
-        // 2: nr
-        insn(LD_W_ABS, 0, 0, OFFSET_NR),
-    ];
-    p.extend(tail);
-    Ok(p)
-}
-
-// The hand-written instructions' opcodes, and where `seccomp_data` holds the call's number and
-// architecture.
-const LD_W_ABS: u16 = opcode(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS);
-const JEQ_K: u16 = opcode(libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K);
-const JGE_K: u16 = opcode(libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K);
-const RET_K: u16 = opcode(libc::BPF_RET | libc::BPF_K);
-const OFFSET_NR: u32 = 0;
-const OFFSET_ARCH: u32 = 4;
-
-fn insn(code: u16, jt: u8, jf: u8, k: u32) -> sock_filter {
-    sock_filter { code, jt, jf, k }
-}
-
-/// A BPF opcode as an instruction holds it: the kernel's constants are `u32`, the field is
-/// `u16`, and every opcode fits in its low half.
-const fn opcode(code: u32) -> u16 {
-    let [low, high, _, _] = code.to_le_bytes();
-    u16::from_le_bytes([low, high])
-}
-
-/// The program as the bytes `bwrap --seccomp FD` reads: native-endian `sock_filter`s.
-pub(crate) fn to_bytes(program: &[sock_filter]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(program.len() * 8);
-    for insn in program {
-        out.extend_from_slice(&insn.code.to_ne_bytes());
-        out.push(insn.jt);
-        out.push(insn.jf);
-        out.extend_from_slice(&insn.k.to_ne_bytes());
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bpf::tests::seccompiler_program;
+    use crate::bpf::tests::{ALLOW, EPERM, PAST_EVERY_CALL, answer, arguments_for};
 
     /// Every variant of the filter.
     fn variants() -> Vec<Variant> {
@@ -575,52 +413,6 @@ mod tests {
         for variant in variants() {
             let program = build(variant).expect("filter");
             assert!(program.len() < 4096, "BPF programs are capped at 4096");
-        }
-    }
-
-    // The classic BPF the filters are made of, as the kernel runs it on a `seccomp_data`.
-    const ALU_AND_K: u16 = opcode(libc::BPF_ALU | libc::BPF_AND | libc::BPF_K);
-    const JA: u16 = opcode(libc::BPF_JMP | libc::BPF_JA);
-    const JGT_K: u16 = opcode(libc::BPF_JMP | libc::BPF_JGT | libc::BPF_K);
-    const JSET_K: u16 = opcode(libc::BPF_JMP | libc::BPF_JSET | libc::BPF_K);
-    /// `seccomp_data`: nr, arch, instruction pointer, then six arguments.
-    const OFFSET_ARGS: usize = 16;
-    const ALLOW: u32 = libc::SECCOMP_RET_ALLOW;
-    const EPERM: u32 = libc::SECCOMP_RET_ERRNO | libc::EPERM as u32;
-
-    /// What `program` answers to system call `nr` with `args`, on this architecture.
-    fn answer(program: &[sock_filter], nr: i64, args: [u64; 6]) -> u32 {
-        let mut data = Vec::new();
-        data.extend_from_slice(&i32::try_from(nr).expect("a call number").to_ne_bytes());
-        data.extend_from_slice(&arch::AUDIT.to_ne_bytes());
-        data.extend_from_slice(&0u64.to_ne_bytes());
-        for arg in args {
-            data.extend_from_slice(&arg.to_ne_bytes());
-        }
-        assert_eq!(data.len(), OFFSET_ARGS + 48);
-        let (mut a, mut pc) = (0u32, 0usize);
-        loop {
-            let insn = &program[pc];
-            let k = insn.k;
-            let jump = |taken: bool| usize::from(if taken { insn.jt } else { insn.jf });
-            pc += 1 + match insn.code {
-                LD_W_ABS => {
-                    let at = k as usize;
-                    a = u32::from_ne_bytes(data[at..at + 4].try_into().expect("a word"));
-                    0
-                }
-                ALU_AND_K => {
-                    a &= k;
-                    0
-                }
-                JA => k as usize,
-                JEQ_K => jump(a == k),
-                JGT_K => jump(a > k),
-                JGE_K => jump(a >= k),
-                JSET_K => jump(a & k != 0),
-                RET_K => return k,
-                other => panic!("an instruction this interpreter does not know: {other:#x}"),
-            };
         }
     }
 
@@ -655,34 +447,119 @@ mod tests {
     fn a_userfaultfd_from_the_device_is_refused_on_the_commands_low_32_bits() {
         // FIONREAD: how many bytes are waiting to be read.
         let fionread: u64 = 0x541B;
+        let (userfaultfd, tiocsti) = (u64::from(USERFAULTFD_IOC_NEW), u64::from(TIOCSTI));
         for variant in variants() {
             let program = build(variant).expect("filter");
             let ioctl = |cmd: u64| answer(&program, libc::SYS_ioctl, [3, cmd, 0, 0, 0, 0]);
-            assert_eq!(ioctl(USERFAULTFD_IOC_NEW), EPERM, "{variant:?}");
-            assert_eq!(ioctl(USERFAULTFD_IOC_NEW | 1 << 32), EPERM, "{variant:?}");
-            assert_eq!(ioctl(TIOCSTI), EPERM, "{variant:?}");
+            assert_eq!(ioctl(userfaultfd), EPERM, "{variant:?}");
+            assert_eq!(ioctl(userfaultfd | 1 << 32), EPERM, "{variant:?}");
+            assert_eq!(ioctl(tiocsti), EPERM, "{variant:?}");
             // The control: another request on the same call goes through.
             assert_eq!(ioctl(fionread), ALLOW, "{variant:?}");
         }
     }
 
     #[test]
-    fn the_prologue_falls_through_to_the_body_for_a_foreign_arch() {
-        let p = prologue().expect("prologue");
-        // Instruction 1 jumps, on a foreign arch, exactly past the prologue.
-        assert_eq!(1 + 1 + usize::from(p[1].jf), p.len());
+    fn the_filter_answers_as_seccompiler_compiles_its_rules() {
+        // seccompiler's program of the same rules (which checks the architecture itself, and
+        // knows nothing of `clone3`'s answer): what the helper's search and blocks must answer.
+        let plain = [[0; 6], [u64::MAX; 6], [1, 2, 3, 4, 5, 6]];
+        for variant in variants() {
+            let program = build(variant).expect("filter");
+            let rules = rules(variant);
+            let theirs = seccompiler_program(rules.clone());
+            for nr in (0..i64::from(PAST_EVERY_CALL)).filter(|nr| *nr != libc::SYS_clone3) {
+                let mut args = plain.to_vec();
+                if let Some(list) = rules.get(&nr) {
+                    args.extend(arguments_for(list));
+                }
+                for args in args {
+                    let (ours, theirs) = (answer(&program, nr, args), answer(&theirs, nr, args));
+                    assert_eq!(ours, theirs, "call {nr} {args:x?}, {variant:?}");
+                }
+            }
+        }
     }
 
     #[test]
-    fn bytes_are_eight_per_instruction() {
-        let program = build(Variant {
-            inet_sockets: false,
-            tcp_only: false,
-            unix_sockets: false,
-            read_only: false,
-            ipc_namespace: false,
-        })
-        .expect("filter");
-        assert_eq!(to_bytes(&program).len(), program.len() * 8);
+    fn other_processes_keep_their_limits_and_scheduling() {
+        for variant in variants() {
+            let program = build(variant).expect("filter");
+            let call = |nr: i64, args: [u64; 6]| answer(&program, nr, args);
+            let new = 0x7fff_0000_1000;
+            // prlimit64(pid, resource, new, old): a new limit for another process, the pointer
+            // in either word; the controls: reading it, and setting one's own.
+            assert_eq!(call(libc::SYS_prlimit64, [42, 7, new, 0, 0, 0]), EPERM);
+            assert_eq!(call(libc::SYS_prlimit64, [42, 7, 1 << 32, 0, 0, 0]), EPERM);
+            assert_eq!(call(libc::SYS_prlimit64, [42, 7, 0, new, 0, 0]), ALLOW);
+            assert_eq!(call(libc::SYS_prlimit64, [0, 7, new, 0, 0, 0]), ALLOW);
+            assert_eq!(
+                call(libc::SYS_sched_setaffinity, [42, 8, new, 0, 0, 0]),
+                EPERM
+            );
+            assert_eq!(
+                call(libc::SYS_sched_setaffinity, [0, 8, new, 0, 0, 0]),
+                ALLOW
+            );
+            // setpriority(which, who, prio): another process, group or user; the controls: the
+            // caller and its own group.
+            let [process, group, user] =
+                [libc::PRIO_PROCESS, libc::PRIO_PGRP, libc::PRIO_USER].map(|which| which as u64);
+            assert_eq!(
+                call(libc::SYS_setpriority, [process, 42, 19, 0, 0, 0]),
+                EPERM
+            );
+            assert_eq!(call(libc::SYS_setpriority, [user, 0, 19, 0, 0, 0]), EPERM);
+            assert_eq!(
+                call(libc::SYS_setpriority, [process, 0, 19, 0, 0, 0]),
+                ALLOW
+            );
+            assert_eq!(call(libc::SYS_setpriority, [group, 0, 19, 0, 0, 0]), ALLOW);
+        }
+    }
+
+    #[test]
+    fn sockets_and_pairs_are_answered_by_family_type_and_protocol() {
+        let (unix, inet, inet6) = (libc::AF_UNIX, libc::AF_INET, libc::AF_INET6);
+        let families = [
+            unix,
+            inet,
+            inet6,
+            libc::AF_NETLINK,
+            libc::AF_PACKET,
+            libc::AF_VSOCK,
+        ];
+        let flags = [0, libc::SOCK_CLOEXEC, libc::SOCK_NONBLOCK];
+        let connected = |kind: i32| [libc::SOCK_STREAM, libc::SOCK_SEQPACKET].contains(&kind);
+        for variant in variants() {
+            let program = build(variant).expect("filter");
+            let inet_allowed = |kind: i32, protocol: i32| {
+                variant.inet_sockets
+                    && (!variant.tcp_only
+                        || kind == libc::SOCK_STREAM && [0, libc::IPPROTO_TCP].contains(&protocol))
+            };
+            for (family, kind, flag) in families
+                .iter()
+                .flat_map(|f| (0..16).flat_map(move |k| flags.map(move |flag| (*f, k, flag))))
+            {
+                for protocol in [0, libc::IPPROTO_TCP, libc::IPPROTO_UDP, libc::IPPROTO_SCTP] {
+                    let args = [family, kind | flag, protocol, 0, 0, 0]
+                        .map(|a| u64::try_from(a).expect("not negative"));
+                    let socket = match family {
+                        _ if family == unix => variant.unix_sockets && connected(kind),
+                        _ if family == inet || family == inet6 => inet_allowed(kind, protocol),
+                        libc::AF_NETLINK => variant.inet_sockets && !variant.tcp_only,
+                        _ => false,
+                    };
+                    let pair = family == unix && connected(kind);
+                    let at = format!("{family}, {kind} | {flag:#x}, {protocol}, {variant:?}");
+                    let expect = |allowed: bool| if allowed { ALLOW } else { EPERM };
+                    let got = answer(&program, libc::SYS_socket, args);
+                    assert_eq!(got, expect(socket), "socket({at})");
+                    let got = answer(&program, libc::SYS_socketpair, args);
+                    assert_eq!(got, expect(pair), "socketpair({at})");
+                }
+            }
+        }
     }
 }

@@ -14,7 +14,7 @@ use super::not_run::NotRun;
 use crate::ceiling::Ceiling;
 use crate::paths;
 #[cfg(target_os = "linux")]
-use crate::{bwrap, landlock, seccomp};
+use crate::{bpf, bwrap, landlock, seccomp};
 
 /// What the helper knows about itself and this machine, computed once.
 #[derive(Debug)]
@@ -51,7 +51,7 @@ pub(crate) struct Context {
     /// The backends agentd's hints say are usable, under this helper's fingerprints.
     hinted: RefCell<Vec<Backend>>,
     #[cfg(target_os = "linux")]
-    filters: RefCell<HashMap<seccomp::Variant, seccompiler::BpfProgram>>,
+    filters: RefCell<HashMap<seccomp::Variant, bpf::Program>>,
     /// Where commands' own cgroups can go (a root helper's caps), found at first use.
     #[cfg(target_os = "linux")]
     cgroups: OnceCell<crate::cgroup::Cgroups>,
@@ -250,7 +250,7 @@ impl Context {
     pub(crate) fn filter(
         &self,
         variant: seccomp::Variant,
-    ) -> Result<seccompiler::BpfProgram, seccomp::FilterError> {
+    ) -> Result<bpf::Program, bpf::FilterError> {
         if let Some(program) = self.filters.borrow().get(&variant) {
             return Ok(program.clone());
         }

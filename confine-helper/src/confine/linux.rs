@@ -13,7 +13,7 @@ use super::request::{environment, protection};
 use crate::connects::{Listed, Rules};
 use crate::protect::Root;
 use crate::sys::Resource;
-use crate::{bwrap, landlock, paths, seccomp};
+use crate::{bpf, bwrap, landlock, paths, seccomp};
 
 /// What both Linux plans start from, decided by `plan_backend` for every backend.
 pub(super) struct Start<'a> {
@@ -33,7 +33,7 @@ pub(super) struct Start<'a> {
 impl Connects {
     fn new(rules: Rules) -> Result<Connects, NotRun> {
         let notify =
-            seccomp::connect_notify_program().or_else(|e| fail(Stage::Seccomp, e.to_string()))?;
+            bpf::connect_notify_program().or_else(|e| fail(Stage::Seccomp, e.to_string()))?;
         Ok(Connects { notify, rules })
     }
 }
@@ -197,7 +197,7 @@ fn host_proxy(backend: Backend, start: &Start<'_>) -> bool {
 }
 
 /// The filter for `variant`, from the context's cache.
-fn filter(ctx: &Context, variant: seccomp::Variant) -> Result<seccompiler::BpfProgram, NotRun> {
+fn filter(ctx: &Context, variant: seccomp::Variant) -> Result<bpf::Program, NotRun> {
     ctx.filter(variant)
         .or_else(|e| fail(Stage::Seccomp, e.to_string()))
 }
@@ -342,7 +342,7 @@ fn bwrap_plan(mut start: Start<'_>) -> Result<Plan, NotRun> {
         return fail(Stage::Unavailable, "bwrap is not installed".into());
     };
     let filter = filter(ctx, filter_variant(Backend::Bwrap, &start))?;
-    let seccomp_fd = crate::sys::sealed_memfd(&seccomp::to_bytes(&filter))
+    let seccomp_fd = crate::sys::sealed_memfd(&bpf::to_bytes(&filter))
         .or_else(|e| fail(Stage::Seccomp, format!("seccomp program memfd: {e}")))?;
     let protection = protection(spawn, roots)?;
     let mut missing = protection.missing;

@@ -35,7 +35,7 @@ pub(crate) enum Confinement {
     #[cfg(target_os = "linux")]
     Landlock {
         ruleset: OwnedFd,
-        filter: seccompiler::BpfProgram,
+        filter: crate::bpf::Program,
         drop_caps: bool,
         /// The requester's proxy socket, which the shim keeps: the allow-list under Landlock.
         proxy: Option<OwnedFd>,
@@ -72,7 +72,7 @@ pub(crate) struct Plan {
 #[derive(Debug)]
 pub(crate) struct Connects {
     #[cfg(target_os = "linux")]
-    pub(crate) notify: seccompiler::BpfProgram,
+    pub(crate) notify: crate::bpf::Program,
     #[cfg_attr(
         not(target_os = "linux"),
         expect(dead_code, reason = "the Linux shim's")

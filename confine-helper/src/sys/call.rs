@@ -7,8 +7,10 @@
 //! the process's own, laid out by the shim, and no Rust value owns those numbers.
 
 #[cfg(target_os = "linux")]
+use std::ffi::c_uint;
+#[cfg(target_os = "linux")]
 use std::ffi::c_ulong;
-use std::ffi::{CStr, CString, c_char, c_int, c_uint};
+use std::ffi::{CStr, CString, c_char, c_int};
 
 use nix::errno::{Errno, ErrnoSentinel};
 use nix::libc;
@@ -160,25 +162,17 @@ pub(super) fn dup_cloexec_above(fd: c_int, min: c_int) -> SysResult<c_int> {
     check(unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, min) })
 }
 
+// The calls only macOS has, and its versions of the calls it lacks, made of others.
+#[cfg(target_os = "macos")]
+#[path = "macos_call.rs"]
+pub(super) mod macos;
+#[cfg(target_os = "macos")]
+pub(super) use macos::{close_range, dup3_cloexec, pipe2_cloexec};
+
 #[cfg(target_os = "linux")]
 pub(super) fn dup3_cloexec(old: c_int, new: c_int) -> SysResult<()> {
     // SAFETY: dup3 only changes this process's descriptor table.
     check(unsafe { libc::dup3(old, new, libc::O_CLOEXEC) }).map(drop)
-}
-
-/// macOS has no `dup3`: `dup2`, then close-on-exec on the copy. Only the forked, single-threaded
-/// shim calls it, so no other thread can fork between the two calls.
-#[cfg(target_os = "macos")]
-pub(super) fn dup3_cloexec(old: c_int, new: c_int) -> SysResult<()> {
-    dup2(old, new)?;
-    set_cloexec(new)
-}
-
-/// Marks `fd` close-on-exec.
-#[cfg(target_os = "macos")]
-pub(super) fn set_cloexec(fd: c_int) -> SysResult<()> {
-    // SAFETY: F_SETFD only changes a flag of this process's descriptor table.
-    check(unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) }).map(drop)
 }
 
 /// Duplicates `old` onto `new` without close-on-exec: `new` stays open across `execve`.
@@ -198,68 +192,11 @@ pub(super) fn close_range(first: c_uint, last: c_uint, flags: c_int) -> SysResul
     check(unsafe { libc::close_range(first, last, flags) }).map(drop)
 }
 
-/// macOS has no `close_range`: every number from `first` to `last` is closed in turn, up to the
-/// soft `RLIMIT_NOFILE` (no descriptor this process opened can lie above it; one inherited from
-/// a parent that lowered the limit afterwards can, and is not closed). Only `flags` 0 (close)
-/// is supported.
-#[cfg(target_os = "macos")]
-pub(super) fn close_range(first: c_uint, last: c_uint, flags: c_int) -> SysResult<()> {
-    if flags != 0 {
-        return Err(Errno::EINVAL);
-    }
-    let end = c_uint::try_from(open_files_limit()).unwrap_or(c_uint::MAX);
-    for fd in first..=last.min(end.saturating_sub(1)) {
-        let Ok(fd) = c_int::try_from(fd) else {
-            break;
-        };
-        // EBADF (nothing there) is the usual answer; there is nothing else to do about another.
-        let _ = close(fd);
-    }
-    Ok(())
-}
-
-/// The most descriptors worth closing on macOS: the soft `RLIMIT_NOFILE`, at most
-/// [`MAX_CLOSED_DESCRIPTORS`].
-#[cfg(target_os = "macos")]
-fn open_files_limit() -> u64 {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: the kernel writes one rlimit into the live value.
-    match check(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) }) {
-        Ok(_) => limit.rlim_cur.min(MAX_CLOSED_DESCRIPTORS),
-        Err(_) => MAX_CLOSED_DESCRIPTORS,
-    }
-}
-
-/// A bound on the numbers [`close_range`] walks on macOS, whose `RLIMIT_NOFILE` may be
-/// unlimited: `OPEN_MAX`, times 100.
-#[cfg(target_os = "macos")]
-const MAX_CLOSED_DESCRIPTORS: u64 = 1_024_000;
-
 #[cfg(target_os = "linux")]
 pub(super) fn pipe2_cloexec() -> SysResult<[c_int; 2]> {
     let mut ends = [0 as c_int; 2];
     // SAFETY: pipe2 writes two descriptor numbers into the live two-element array.
     check(unsafe { libc::pipe2(ends.as_mut_ptr(), libc::O_CLOEXEC) })?;
-    Ok(ends)
-}
-
-/// macOS has no `pipe2`: `pipe`, then close-on-exec on both ends. Only single-threaded
-/// processes call it (the helper, its forked shim), so no other thread can fork in between.
-#[cfg(target_os = "macos")]
-pub(super) fn pipe2_cloexec() -> SysResult<[c_int; 2]> {
-    let mut ends = [0 as c_int; 2];
-    // SAFETY: pipe writes two descriptor numbers into the live two-element array.
-    check(unsafe { libc::pipe(ends.as_mut_ptr()) })?;
-    for fd in ends {
-        if let Err(errno) = set_cloexec(fd) {
-            let _ = close(ends[0]);
-            let _ = close(ends[1]);
-            return Err(errno);
-        }
-    }
     Ok(ends)
 }
 
@@ -415,13 +352,13 @@ pub(crate) fn landlock_abi() -> u32 {
 
 #[cfg(target_os = "linux")]
 /// Loads the BPF program `filter` as this thread's seccomp filter.
-pub(super) fn seccomp_set_filter(filter: &[seccompiler::sock_filter]) -> SysResult<()> {
+pub(super) fn seccomp_set_filter(filter: &[libc::sock_filter]) -> SysResult<()> {
     let program = libc::sock_fprog {
         len: u16::try_from(filter.len()).map_err(|_| Errno::EINVAL)?,
         filter: filter.as_ptr().cast_mut().cast(),
     };
-    // SAFETY: `program` points at the live slice of `len` instructions, whose type has
-    // libc's `sock_filter` layout; the kernel copies it and does not write through it.
+    // SAFETY: `program` points at the live slice of `len` instructions, libc's own
+    // `sock_filter`s; the kernel copies it and does not write through it.
     check(unsafe {
         libc::syscall(
             libc::SYS_seccomp,
@@ -436,7 +373,7 @@ pub(super) fn seccomp_set_filter(filter: &[seccompiler::sock_filter]) -> SysResu
 #[cfg(target_os = "linux")]
 /// Loads `filter` as this thread's seccomp filter with a listener for its `USER_NOTIF`
 /// answers; returns the listener's descriptor (close-on-exec, as the kernel makes it).
-pub(super) fn seccomp_new_listener(filter: &[seccompiler::sock_filter]) -> SysResult<c_int> {
+pub(super) fn seccomp_new_listener(filter: &[libc::sock_filter]) -> SysResult<c_int> {
     let program = libc::sock_fprog {
         len: u16::try_from(filter.len()).map_err(|_| Errno::EINVAL)?,
         filter: filter.as_ptr().cast_mut().cast(),

@@ -140,7 +140,7 @@ pub(crate) fn forbid_tracing() -> io::Result<()> {
 /// dumps, which `RLIMIT_CORE` 0 turns off for commands.
 #[cfg(target_os = "macos")]
 pub(crate) fn forbid_tracing() -> io::Result<()> {
-    Ok(super::macos_call::deny_attach()?)
+    Ok(super::call::macos::deny_attach()?)
 }
 
 /// An anonymous, sealed, close-on-exec file holding `bytes`, positioned at its start.

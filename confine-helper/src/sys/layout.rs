@@ -85,7 +85,7 @@ pub(crate) struct Prepared<'a> {
 #[cfg(target_os = "linux")]
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ShimConnects<'a> {
-    pub(crate) notify: &'a [seccompiler::sock_filter],
+    pub(crate) notify: &'a [nix::libc::sock_filter],
     pub(crate) rules: &'a Rules,
     /// The first passed descriptor is the requester's proxy socket, which the shim keeps (the
     /// command, not bwrap, is executed: nothing else is passed).
@@ -114,7 +114,7 @@ pub(crate) enum ChildConfine<'a> {
     #[cfg(target_os = "linux")]
     Landlock {
         ruleset_fd: RawFd,
-        filter: &'a [seccompiler::sock_filter],
+        filter: &'a [nix::libc::sock_filter],
         drop_caps: bool,
         /// The user namespace the command counts its process cap in (a helper that is not
         /// root), made before anything else confines it.

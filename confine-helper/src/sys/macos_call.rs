@@ -1,14 +1,15 @@
 //! The raw calls only macOS has, one safe function each like [`super::call`]'s: kqueue (the
 //! shim waits on its control pipe and on processes' exits), libproc's lists of processes by
-//! parent and by process group, and `ptrace(PT_DENY_ATTACH)`. Stack buffers only, nothing
-//! allocates: the shim runs them.
+//! parent and by process group, and `ptrace(PT_DENY_ATTACH)`; and macOS's versions of the calls
+//! it lacks (`dup3`, `close_range`, `pipe2`), made of others, which [`super::call`], its parent, re-exports
+//! there. Stack buffers only, nothing allocates: the shim runs them.
 
-use std::ffi::c_int;
+use std::ffi::{c_int, c_uint};
 
 use nix::errno::Errno;
 use nix::libc;
 
-use super::call::{SysResult, check};
+use super::{SysResult, check, close, dup2};
 
 /// `proc_listpids`'s selectors (`<sys/proc_info.h>`): processes of one process group, and
 /// processes of one parent.
@@ -16,13 +17,13 @@ const PROC_PGRP_ONLY: u32 = 2;
 const PROC_PPID_ONLY: u32 = 6;
 
 /// Refuses debuggers from now on (`PT_ATTACH` and DTrace); a process already traced is ended.
-pub(super) fn deny_attach() -> SysResult<()> {
+pub(in crate::sys) fn deny_attach() -> SysResult<()> {
     // SAFETY: PT_DENY_ATTACH takes no address and no data; the null pointer is never read.
     check(unsafe { libc::ptrace(libc::PT_DENY_ATTACH, 0, std::ptr::null_mut(), 0) }).map(drop)
 }
 
 /// A new kqueue. It is not inherited by `fork`, and the shim makes it after the command's.
-pub(super) fn kqueue() -> SysResult<c_int> {
+pub(in crate::sys) fn kqueue() -> SysResult<c_int> {
     // SAFETY: kqueue takes no arguments.
     check(unsafe { libc::kqueue() })
 }
@@ -48,14 +49,14 @@ fn change(kq: c_int, change: &libc::kevent) -> SysResult<()> {
 }
 
 /// Asks `kq` for one event when `fd` has something to read (or its writer is gone).
-pub(super) fn watch_readable(kq: c_int, fd: c_int) -> SysResult<()> {
+pub(in crate::sys) fn watch_readable(kq: c_int, fd: c_int) -> SysResult<()> {
     let ident = usize::try_from(fd).map_err(|_| Errno::EBADF)?;
     change(kq, &event(ident, libc::EVFILT_READ, libc::EV_ADD, 0))
 }
 
 /// Stops watching `fd` on `kq`: a pipe at its end of file is readable for ever, and would wake
 /// every wait.
-pub(super) fn unwatch_readable(kq: c_int, fd: c_int) -> SysResult<()> {
+pub(in crate::sys) fn unwatch_readable(kq: c_int, fd: c_int) -> SysResult<()> {
     let ident = usize::try_from(fd).map_err(|_| Errno::EBADF)?;
     change(kq, &event(ident, libc::EVFILT_READ, libc::EV_DELETE, 0))
 }
@@ -64,7 +65,7 @@ pub(super) fn unwatch_readable(kq: c_int, fd: c_int) -> SysResult<()> {
 /// kernel finds no such process (a zombie included) and refuses the registration, and once
 /// registered the exit cannot be missed (the kernel marks a process exited before it posts
 /// the event), so registering leaves no window.
-pub(super) fn watch_exit(kq: c_int, pid: libc::pid_t) -> SysResult<bool> {
+pub(in crate::sys) fn watch_exit(kq: c_int, pid: libc::pid_t) -> SysResult<bool> {
     let ident = usize::try_from(pid).map_err(|_| Errno::ESRCH)?;
     let flags = libc::EV_ADD | libc::EV_ONESHOT;
     match change(kq, &event(ident, libc::EVFILT_PROC, flags, libc::NOTE_EXIT)) {
@@ -76,7 +77,7 @@ pub(super) fn watch_exit(kq: c_int, pid: libc::pid_t) -> SysResult<bool> {
 
 /// What one event of [`wait`] was about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Event {
+pub(in crate::sys) enum Event {
     /// The descriptor has something to read, or its writer is gone.
     Readable(c_int),
     /// The process exited.
@@ -85,7 +86,7 @@ pub(super) enum Event {
 
 /// Waits for at least one event on `kq` and returns up to `out.len()` of them; `EINTR` when a
 /// signal came first.
-pub(super) fn wait(kq: c_int, out: &mut [Option<Event>]) -> SysResult<usize> {
+pub(in crate::sys) fn wait(kq: c_int, out: &mut [Option<Event>]) -> SysResult<usize> {
     const BATCH: usize = 16;
     let mut got = [event(0, 0, 0, 0); BATCH];
     let room = c_int::try_from(out.len().min(BATCH)).map_err(|_| Errno::EINVAL)?;
@@ -114,7 +115,7 @@ pub(super) fn wait(kq: c_int, out: &mut [Option<Event>]) -> SysResult<usize> {
 
 /// The processes whose parent is `pid`, zombies included, into `buf`; returns how many. A list
 /// that fills `buf` may have been cut short.
-pub(super) fn children_of(pid: libc::pid_t, buf: &mut [libc::pid_t]) -> usize {
+pub(in crate::sys) fn children_of(pid: libc::pid_t, buf: &mut [libc::pid_t]) -> usize {
     let Ok(pid) = u32::try_from(pid) else {
         return 0;
     };
@@ -122,7 +123,7 @@ pub(super) fn children_of(pid: libc::pid_t, buf: &mut [libc::pid_t]) -> usize {
 }
 
 /// The processes of process group `pgid`, zombies included, into `buf`; returns how many.
-pub(super) fn group_members(pgid: libc::pid_t, buf: &mut [libc::pid_t]) -> usize {
+pub(in crate::sys) fn group_members(pgid: libc::pid_t, buf: &mut [libc::pid_t]) -> usize {
     let Ok(pgid) = u32::try_from(pgid) else {
         return 0;
     };
@@ -141,4 +142,70 @@ fn list_pids(kind: u32, arg: u32, buf: &mut [libc::pid_t]) -> usize {
     let bytes = unsafe { libc::proc_listpids(kind, arg, buf.as_mut_ptr().cast(), room) };
     let pids = usize::try_from(bytes).unwrap_or(0) / std::mem::size_of::<libc::pid_t>();
     pids.min(buf.len())
+}
+
+/// macOS has no `dup3`: `dup2`, then close-on-exec on the copy. Only the forked, single-threaded
+/// shim calls it, so no other thread can fork between the two calls.
+pub(in crate::sys) fn dup3_cloexec(old: c_int, new: c_int) -> SysResult<()> {
+    dup2(old, new)?;
+    set_cloexec(new)
+}
+
+/// Marks `fd` close-on-exec.
+pub(in crate::sys) fn set_cloexec(fd: c_int) -> SysResult<()> {
+    // SAFETY: F_SETFD only changes a flag of this process's descriptor table.
+    check(unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) }).map(drop)
+}
+
+/// macOS has no `close_range`: every number from `first` to `last` is closed in turn, up to the
+/// soft `RLIMIT_NOFILE` (no descriptor this process opened can lie above it; one inherited from
+/// a parent that lowered the limit afterwards can, and is not closed). Only `flags` 0 (close)
+/// is supported.
+pub(in crate::sys) fn close_range(first: c_uint, last: c_uint, flags: c_int) -> SysResult<()> {
+    if flags != 0 {
+        return Err(Errno::EINVAL);
+    }
+    let end = c_uint::try_from(open_files_limit()).unwrap_or(c_uint::MAX);
+    for fd in first..=last.min(end.saturating_sub(1)) {
+        let Ok(fd) = c_int::try_from(fd) else {
+            break;
+        };
+        // EBADF (nothing there) is the usual answer; there is nothing else to do about another.
+        let _ = close(fd);
+    }
+    Ok(())
+}
+
+/// The most descriptors worth closing on macOS: the soft `RLIMIT_NOFILE`, at most
+/// [`MAX_CLOSED_DESCRIPTORS`].
+fn open_files_limit() -> u64 {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: the kernel writes one rlimit into the live value.
+    match check(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) }) {
+        Ok(_) => limit.rlim_cur.min(MAX_CLOSED_DESCRIPTORS),
+        Err(_) => MAX_CLOSED_DESCRIPTORS,
+    }
+}
+
+/// A bound on the numbers [`close_range`] walks on macOS, whose `RLIMIT_NOFILE` may be
+/// unlimited: `OPEN_MAX`, times 100.
+const MAX_CLOSED_DESCRIPTORS: u64 = 1_024_000;
+
+/// macOS has no `pipe2`: `pipe`, then close-on-exec on both ends. Only single-threaded
+/// processes call it (the helper, its forked shim), so no other thread can fork in between.
+pub(in crate::sys) fn pipe2_cloexec() -> SysResult<[c_int; 2]> {
+    let mut ends = [0 as c_int; 2];
+    // SAFETY: pipe writes two descriptor numbers into the live two-element array.
+    check(unsafe { libc::pipe(ends.as_mut_ptr()) })?;
+    for fd in ends {
+        if let Err(errno) = set_cloexec(fd) {
+            let _ = close(ends[0]);
+            let _ = close(ends[1]);
+            return Err(errno);
+        }
+    }
+    Ok(ends)
 }

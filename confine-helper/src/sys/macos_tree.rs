@@ -40,8 +40,8 @@ use nix::errno::Errno;
 use nix::libc;
 
 use super::call;
+use super::call::macos::{self as macos_call, Event};
 use super::layout::{CTL_TERMINATE, FD_CTL, finish};
-use super::macos_call::{self, Event};
 
 /// The most processes one walk holds (and the most children listed for one process): above the
 /// default per-user process limit of macOS.

@@ -41,8 +41,6 @@ mod exec;
 mod fds;
 mod layout;
 #[cfg(target_os = "macos")]
-mod macos_call;
-#[cfg(target_os = "macos")]
 mod macos_tree;
 #[cfg(target_os = "linux")]
 mod proc_scan;

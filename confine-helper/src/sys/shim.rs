@@ -77,7 +77,7 @@ fn take_place(p: &Prepared<'_>) {
     // The helper's own refusal of debuggers is not inherited by fork on macOS.
     #[cfg(target_os = "macos")]
     or_fail(
-        super::macos_call::deny_attach(),
+        super::call::macos::deny_attach(),
         p.status_wr,
         Stage::Supervise,
     );
@@ -107,7 +107,7 @@ fn shim_main(p: &Prepared<'_>) -> ! {
     // The kqueue the shim waits on, made before the command (which does not inherit it).
     #[cfg(target_os = "macos")]
     let kq = {
-        let kq = or_fail(super::macos_call::kqueue(), status_fd, Stage::Supervise);
+        let kq = or_fail(super::call::macos::kqueue(), status_fd, Stage::Supervise);
         or_fail(
             super::macos_tree::watch_control(kq),
             status_fd,
