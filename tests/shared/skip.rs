@@ -51,6 +51,9 @@ pub enum Need {
     TypescriptSdk,
     /// The Python ACP SDK.
     PythonSdk,
+    /// Rust's standard library for `x86_64-apple-darwin` (`rustup target add
+    /// x86_64-apple-darwin`), to check the macOS build from Linux.
+    MacosTarget,
     /// A test that changes the machine and runs only where the run asks for it (the
     /// packed-install rehearsal: `AGENTD_INSTALL_REHEARSAL=1`); asked, it must run. Never
     /// required by an `AGENTD_REQUIRE_` variable: asking for it is requiring it.
@@ -76,6 +79,7 @@ impl Need {
             Need::Acpx => "ACPX",
             Need::TypescriptSdk => "TYPESCRIPT_SDK",
             Need::PythonSdk => "PYTHON_SDK",
+            Need::MacosTarget => "MACOS_TARGET",
             Need::OptIn => "OPT_IN",
         }
     }
