@@ -469,6 +469,69 @@ pub(crate) mod tests {
             .collect()
     }
 
+    /// A fixed pseudo-random walk (xorshift): each call, a number below `below`.
+    fn walk(seed: u64) -> impl FnMut(u64) -> u64 {
+        let mut state = seed;
+        move |below| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % below
+        }
+    }
+
+    #[test]
+    fn generated_rule_sets_compile_as_seccompiler_compiles_them() {
+        // Rule sets no variant of the filter has: runs of neighbouring numbers and lone ones,
+        // calls denied outright beside calls with up to three rules of up to three tests of every
+        // kind, in any argument, in the low word and the high.
+        let mut next = walk(0x2545_F491_4F6C_DD1D);
+        let values = [0u32, 1, 2, 5, 7, 0xF, 0x80, 0xFFFF_FFFF];
+        let value =
+            |next: &mut dyn FnMut(u64) -> u64| values[usize::try_from(next(8)).expect("an index")];
+        for _ in 0..100 {
+            let mut rules = Rules::new();
+            let start = i64::try_from(next(400)).expect("a number");
+            for _ in 0..=next(30) {
+                let nr = start + i64::try_from(next(60)).expect("a number");
+                let list: Vec<Rule> = (0..next(4))
+                    .map(|_| {
+                        (0..=next(3))
+                            .map(|_| {
+                                let arg = u32::try_from(next(6)).expect("an argument");
+                                let (v, mask) = (value(&mut next), value(&mut next));
+                                let test = match next(6) {
+                                    0 => return high(arg, Test::Ne(0)),
+                                    1 => Test::Eq(v),
+                                    2 => Test::Ne(v),
+                                    3 => Test::Lt(v),
+                                    4 => Test::Gt(v),
+                                    _ => Test::Masked(mask, v & mask),
+                                };
+                                low(arg, test)
+                            })
+                            .collect()
+                    })
+                    .collect();
+                rules.insert(nr, list);
+            }
+            let (ours, theirs) = (
+                compile(rules.clone()).expect("filter"),
+                seccompiler_program(rules.clone()),
+            );
+            for nr in (0..i64::from(PAST_EVERY_CALL)).filter(|nr| *nr != libc::SYS_clone3) {
+                let mut args = vec![[0; 6], [u64::MAX; 6]];
+                if let Some(list) = rules.get(&nr) {
+                    args.extend(arguments_for(list).into_iter().take(100));
+                }
+                for args in args {
+                    let (a, b) = (answer(&ours, nr, args), answer(&theirs, nr, args));
+                    assert_eq!(a, b, "call {nr} {args:x?} of {rules:?}");
+                }
+            }
+        }
+    }
+
     #[test]
     fn a_foreign_architecture_and_x32_calls_are_killed() {
         let kill = libc::SECCOMP_RET_KILL_PROCESS;
