@@ -52,6 +52,7 @@ pub enum Need {
     /// The Python ACP SDK.
     PythonSdk,
     /// Rust's standard library for `x86_64-apple-darwin` (`rustup target add
+    /// x86_64-apple-darwin`) and the crates only a macOS build uses (`cargo fetch --target
     /// x86_64-apple-darwin`), to check the macOS build from Linux.
     MacosTarget,
     /// A test that changes the machine and runs only where the run asks for it (the

@@ -3,22 +3,21 @@
 //! `Cargo.toml`, read when it runs; every leg of the confinement suite fails unless its count line
 //! shows cases passed and none failed, and the legs cover bwrap and Landlock on x64 and arm64;
 //! the release attaches both architectures' packages with their checksums; every job has a
-//! runner, steps and a timeout, and every action a pinned major version.
+//! runner, steps and a timeout, and every action a pinned major version; and the crates the
+//! `macos` job builds that need no macOS compiler compile for macOS from here.
 //!
 //! The files are read as text: a small reader of the indented block structure the workflows are
 //! written in, no YAML library. The scripts that decide something (the MSRV job's reading of
 //! `Cargo.toml`, the suite's count-line check) are taken out of the workflow and run with bash
 //! on inputs that must pass and inputs that must fail.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("the tests crate lives in the workspace")
-        .to_owned()
-}
+use support::skip::{Need, skip};
+use support::workspace;
 
 fn read(relative: &str) -> String {
     let path = workspace().join(relative);
@@ -774,4 +773,93 @@ fn ci_run_copies_the_checkout_as_git_sees_it_into_a_path_with_a_space() {
         "the build was copied"
     );
     assert_eq!(read_copy("src/gone.rs"), None, "a deleted file came back");
+}
+
+/// The macOS target the ci.yml `macos` job builds for, checked from here.
+const TARGET: &str = "x86_64-apple-darwin";
+
+/// Whether the standard library for `TARGET` is installed: its directory in the sysroot holds
+/// files.
+fn macos_target_installed() -> bool {
+    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let Ok(out) = Command::new(rustc).args(["--print", "sysroot"]).output() else {
+        return false;
+    };
+    let sysroot = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    let lib = sysroot.join("lib/rustlib").join(TARGET).join("lib");
+    std::fs::read_dir(lib).is_ok_and(|mut entries| entries.next().is_some())
+}
+
+/// The macOS build, checked from Linux: the crates ci.yml's `macos` job (and e2e.yml's seatbelt
+/// leg) build that need no C compiler for macOS — the protocol, the helper with its tests, the
+/// kernel suite — must compile for `x86_64-apple-darwin`. No Mac runs here, and a change to a
+/// file both platforms build (a `#[cfg]` arm, an import) can break the other one unseen. agentd
+/// is left out: its TLS crate compiles C for the target, which needs a macOS compiler. Skips
+/// where Rust's standard library for that target is not installed (`rustup target add
+/// x86_64-apple-darwin`) or a crate only the macOS build uses is not downloaded (`cargo fetch
+/// --target x86_64-apple-darwin`); `.ci/run` tries both.
+#[test]
+fn the_crates_the_macos_job_builds_compile_for_macos_from_here() {
+    const NAME: &str = "the_crates_the_macos_job_builds_compile_for_macos_from_here";
+    if !macos_target_installed() {
+        let reason = format!("Rust's standard library for {TARGET} is not installed");
+        skip(NAME, Need::MacosTarget, reason);
+        return;
+    }
+    // A target directory of its own beside the build's: checking for another platform shares
+    // nothing with it, and is incremental from one run to the next.
+    let target_dir = std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| workspace().join("target"), PathBuf::from)
+        .join("macos-check");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let out = Command::new(cargo)
+        .args([
+            "check",
+            "--offline",
+            "--locked",
+            "--target",
+            TARGET,
+            "--all-targets",
+        ])
+        .args([
+            "-p",
+            "confine-protocol",
+            "-p",
+            "confine-helper",
+            "-p",
+            "kernel-e2e",
+        ])
+        .env("CARGO_TARGET_DIR", &target_dir)
+        .env_remove("RUSTFLAGS")
+        .current_dir(workspace())
+        .output()
+        .expect("run cargo check");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // A crate only a macOS build uses was never downloaded (a Linux build leaves it out): the
+    // machine lacks it, the code may be fine.
+    if !out.status.success() && stderr.contains("but --offline was specified") {
+        let reason = format!(
+            "a crate of the macOS build is not downloaded (`cargo fetch --target {TARGET}`): {}",
+            stderr
+                .lines()
+                .find(|l| l.starts_with("error"))
+                .unwrap_or_default()
+        );
+        skip(NAME, Need::MacosTarget, reason);
+        return;
+    }
+    let errors: Vec<&str> = stderr
+        .split("\n\n")
+        .filter(|block| block.starts_with("error"))
+        .collect();
+    assert!(
+        out.status.success(),
+        "the macOS build does not compile ({} errors):\n{}",
+        errors.len(),
+        if errors.is_empty() {
+            stderr.as_ref().to_owned()
+        } else {
+            errors.join("\n\n")
+        }
+    );
 }
