@@ -442,15 +442,9 @@ pub(crate) mod tests {
                 v | 0x80000,
             ]);
         }
-        let mut state = 0x9E37_79B9_7F4A_7C15u64;
-        let mut next = || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            let at = usize::try_from(state % pool.len() as u64).expect("an index");
-            pool[at]
-        };
-        (0..800).map(|_| [(); 6].map(|()| next())).collect()
+        let mut next = walk(0x9E37_79B9_7F4A_7C15);
+        let mut pick = || pool[usize::try_from(next(pool.len() as u64)).expect("an index")];
+        (0..800).map(|_| [(); 6].map(|()| pick())).collect()
     }
 
     /// seccompiler's program of `rules`, as the helper's own instructions.

@@ -189,6 +189,19 @@ pub(crate) fn read_regular(fd: BorrowedFd<'_>, cap: u64) -> Result<Vec<u8>, Read
     Ok(bytes)
 }
 
+/// The directory `name` beneath `dir`, opened to list, no link anywhere on the way.
+#[cfg(target_os = "linux")]
+fn open_to_list(dir: BorrowedFd<'_>, name: &Path) -> nix::Result<OwnedFd> {
+    openat2(
+        dir,
+        name,
+        how(
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW,
+            ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS,
+        ),
+    )
+}
+
 /// The names in the directory `name` beneath `dir` (without `.` and `..`), opened without
 /// following a symbolic link; `Ok(None)` when there is no such entry.
 pub(crate) fn list_dir(
@@ -196,18 +209,7 @@ pub(crate) fn list_dir(
     name: &Path,
 ) -> io::Result<Option<Vec<std::ffi::OsString>>> {
     use std::os::unix::ffi::OsStrExt;
-    #[cfg(target_os = "linux")]
-    let opened = openat2(
-        dir,
-        name,
-        how(
-            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW,
-            ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS,
-        ),
-    );
-    #[cfg(target_os = "macos")]
-    let opened = open_to_list(dir, name);
-    let fd = match opened {
+    let fd = match open_to_list(dir, name) {
         Ok(fd) => fd,
         Err(nix::Error::ENOENT) => return Ok(None),
         Err(e) => return Err(e.into()),

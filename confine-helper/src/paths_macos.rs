@@ -120,7 +120,7 @@ pub(crate) fn read_regular(fd: BorrowedFd<'_>, cap: u64) -> Result<Vec<u8>, Read
     Ok(bytes)
 }
 
-/// A directory `name` beneath `dir` opened to list, no link anywhere on the way.
+/// The directory `name` beneath `dir`, opened to list, no link anywhere on the way.
 pub(crate) fn open_to_list(dir: BorrowedFd<'_>, name: &Path) -> nix::Result<OwnedFd> {
     beneath(name)?;
     openat(

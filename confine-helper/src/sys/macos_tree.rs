@@ -40,7 +40,7 @@ use nix::errno::Errno;
 use nix::libc;
 
 use super::call;
-use super::call::macos::{self as macos_call, Event};
+use super::call::macos::{self, Event};
 use super::layout::{CTL_TERMINATE, FD_CTL, finish};
 
 /// The most processes one walk holds (and the most children listed for one process): above the
@@ -51,20 +51,20 @@ const EVENTS: usize = 8;
 
 /// Watches the control pipe with `kq`, before the command is forked.
 pub(super) fn watch_control(kq: c_int) -> call::SysResult<()> {
-    macos_call::watch_readable(kq, FD_CTL)
+    macos::watch_readable(kq, FD_CTL)
 }
 
 /// The shim's loop: obey ctl orders, and once the command has exited, kill what is left of its
 /// tree, reap the command and report its end.
 pub(super) fn supervise(main: libc::pid_t, kq: c_int, status_fd: c_int) -> ! {
-    match macos_call::watch_exit(kq, main) {
+    match macos::watch_exit(kq, main) {
         Ok(true) => {}
         // Already exited, or the kqueue is broken: the end is the same.
         Ok(false) | Err(_) => end(main, kq, status_fd),
     }
     loop {
         let mut events = [None; EVENTS];
-        let n = match macos_call::wait(kq, &mut events) {
+        let n = match macos::wait(kq, &mut events) {
             Ok(n) => n,
             Err(Errno::EINTR) => continue,
             Err(_) => end(main, kq, status_fd),
@@ -90,7 +90,7 @@ pub(super) fn supervise(main: libc::pid_t, kq: c_int, status_fd: c_int) -> ! {
 /// Kills what is left of the tree, reaps the command and reports its end. No order is read any
 /// more: the control pipe stops waking the waits.
 fn end(main: libc::pid_t, kq: c_int, status_fd: c_int) -> ! {
-    let _ = macos_call::unwatch_readable(kq, FD_CTL);
+    let _ = macos::unwatch_readable(kq, FD_CTL);
     kill_tree(main, kq);
     let main_status = loop {
         match call::wait4_pid(main) {
@@ -132,7 +132,7 @@ fn kill_tree(main: libc::pid_t, kq: c_int) {
         for pid in tree.found() {
             // A process the shim may not signal is not waited for: nothing would end it.
             if call::kill(*pid, libc::SIGKILL).is_ok()
-                && macos_call::watch_exit(kq, *pid).unwrap_or(false)
+                && macos::watch_exit(kq, *pid).unwrap_or(false)
             {
                 waiting.add(*pid);
             }
@@ -149,7 +149,7 @@ fn wait_for_exits(kq: c_int, waiting: &mut Tree) {
     let mut left = waiting.len;
     while left > 0 {
         let mut events = [None; EVENTS];
-        let n = match macos_call::wait(kq, &mut events) {
+        let n = match macos::wait(kq, &mut events) {
             Ok(n) => n,
             Err(Errno::EINTR) => continue,
             // A broken kqueue: the next round signals again and finds who is left.
@@ -208,7 +208,7 @@ impl Tree {
         let me = call::getpid();
         let mut listed = [0 as libc::pid_t; MAX_TREE];
         self.add(main);
-        let n = macos_call::group_members(main, &mut listed);
+        let n = macos::group_members(main, &mut listed);
         for pid in &listed[..n] {
             self.add(*pid);
         }
@@ -218,7 +218,7 @@ impl Tree {
             if let Some(signal) = signal {
                 let _ = call::kill(pid, signal);
             }
-            let n = macos_call::children_of(pid, &mut listed);
+            let n = macos::children_of(pid, &mut listed);
             for child in &listed[..n] {
                 if *child != me {
                     self.add(*child);
