@@ -5,6 +5,7 @@
 
 use std::ffi::OsString;
 use std::os::fd::RawFd;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -249,10 +250,15 @@ fn context(
     socket_dir: Option<PathBuf>,
 ) -> Context {
     let uid = nix::unistd::geteuid();
-    let passwd_home = nix::unistd::User::from_uid(uid)
+    let passwd_home = std::fs::read(PASSWD)
         .ok()
-        .flatten()
-        .map(|u| u.dir);
+        .and_then(|passwd| passwd_home(&passwd, uid.as_raw()))
+        .or_else(|| {
+            nix::unistd::User::from_uid(uid)
+                .ok()
+                .flatten()
+                .map(|u| u.dir)
+        });
     let home = passwd_home.clone().or(env_home.clone());
     let user_file = ceiling::user_file(xdg.as_deref(), home.as_deref());
     let explicit = explicit.map(|p| std::fs::canonicalize(&p).unwrap_or(p));
@@ -282,6 +288,27 @@ fn context(
     Context::new(ceiling, homes, own, socket_dir.into_iter().collect())
 }
 
+/// The user database's file.
+const PASSWD: &str = "/etc/passwd";
+
+/// The home directory the first line of `passwd` (`/etc/passwd`) that names user `uid` gives,
+/// if it is absolute. The helper reads the file itself before it asks the C library's name
+/// services: the packaged helper is linked statically, and a static program's name services
+/// load the system's module for any database but files, which must match the C library it was
+/// built with. Only a user the file does not list (one of a network directory) is looked up
+/// through them.
+fn passwd_home(passwd: &[u8], uid: u32) -> Option<PathBuf> {
+    passwd.split(|b| *b == b'\n').find_map(|line| {
+        let fields: Vec<&[u8]> = line.split(|b| *b == b':').collect();
+        let [_, _, id, _, _, dir, ..] = fields[..] else {
+            return None;
+        };
+        let id: u32 = std::str::from_utf8(id).ok()?.parse().ok()?;
+        (id == uid && dir.starts_with(b"/"))
+            .then(|| PathBuf::from(std::ffi::OsStr::from_bytes(dir)))
+    })
+}
+
 /// Closes inherited descriptors, clears the environment and keeps other processes of the user
 /// out (undumpable on Linux, no debugger on macOS), before anything is read from a peer.
 fn sanitize(keep: RawFd) -> std::io::Result<()> {
@@ -299,6 +326,41 @@ fn can_become_root() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_home_is_the_first_absolute_one_the_user_database_gives_the_uid() {
+        let passwd = b"root:x:0:0:root:/root:/bin/bash\n\
+            +nis::::::\n\
+            short:x:1000\n\
+            rel:x:1001:1001::relative/home:/bin/sh\n\
+            ann:x:1000:1000:Ann,,,:/home/ann:/bin/bash\n\
+            again:x:1000:1000::/home/other:/bin/sh\n\
+            space:x:1002:1002::/home/with space:/bin/sh";
+        assert_eq!(passwd_home(passwd, 0), Some(PathBuf::from("/root")));
+        assert_eq!(passwd_home(passwd, 1000), Some(PathBuf::from("/home/ann")));
+        assert_eq!(
+            passwd_home(passwd, 1002),
+            Some(PathBuf::from("/home/with space"))
+        );
+        // A relative home is none, a uid with no line has none, and neither does a file that
+        // is not the user database.
+        assert_eq!(passwd_home(passwd, 1001), None);
+        assert_eq!(passwd_home(passwd, 4242), None);
+        assert_eq!(passwd_home(b"\xff\xfe:::\n\n", 0), None);
+        // Control: the machine's own file gives this process's user the home the C library's
+        // name services give it, where the user is in the file.
+        let uid = nix::unistd::geteuid();
+        let from_file = std::fs::read(PASSWD)
+            .ok()
+            .and_then(|p| passwd_home(&p, uid.as_raw()));
+        if let Some(from_file) = from_file {
+            let from_libc = nix::unistd::User::from_uid(uid)
+                .ok()
+                .flatten()
+                .map(|u| u.dir);
+            assert_eq!(Some(from_file), from_libc);
+        }
+    }
 
     fn args(list: &[&str]) -> Vec<OsString> {
         list.iter().map(OsString::from).collect()

@@ -250,6 +250,24 @@ fn check_executable(path: &Path) {
     );
 }
 
+/// Whether the ELF file `bytes` names a program interpreter (`PT_INTERP`): a dynamically linked
+/// program does, a static one (`static-pie` included) does not.
+fn has_interpreter(bytes: &[u8]) -> bool {
+    const PT_INTERP: u32 = 3;
+    let word = |at: usize, n: usize| -> u64 {
+        let mut field = [0u8; 8];
+        field[..n].copy_from_slice(&bytes[at..at + n]);
+        u64::from_le_bytes(field)
+    };
+    assert_eq!(bytes[4], 2, "a 64-bit ELF file");
+    assert_eq!(bytes[5], 1, "a little-endian ELF file");
+    let (phoff, phentsize, phnum) = (word(32, 8), word(54, 2), word(56, 2));
+    (0..phnum).any(|i| {
+        let at = usize::try_from(phoff + i * phentsize).expect("an offset");
+        word(at, 4) == u64::from(PT_INTERP)
+    })
+}
+
 /// A directory for one run as `(uid, gid)`: its home, a workspace in it, and a file outside
 /// the workspace that it may write.
 struct Place {
@@ -642,6 +660,21 @@ fn the_packages_install_confine_as_root_and_as_a_user_fail_closed_and_leave_noth
             "{binary} is not in the packages"
         );
         check_executable(Path::new(binary));
+    }
+    // The helper and the file program, started once per command (the helper again inside
+    // bwrap's sandbox), are linked statically; agentd and the service are not (the control).
+    for (binary, dynamic) in [
+        ("/usr/bin/confine-helper", false),
+        ("/usr/bin/confine-file-io", false),
+        ("/usr/bin/agentd", true),
+        ("/usr/bin/confine-service", true),
+    ] {
+        let bytes = std::fs::read(binary).expect("read the binary");
+        assert_eq!(
+            has_interpreter(&bytes),
+            dynamic,
+            "{binary} linked dynamically"
+        );
     }
     assert!(Path::new("/etc/confine-helper/ceiling.toml").is_file());
 
