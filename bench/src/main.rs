@@ -8,7 +8,8 @@
 //! named by `AGENTD_BENCH_CODEX` / `AGENTD_BENCH_SRT`), and reported as skipped otherwise.
 //!
 //! Sections: per command inside one long-lived agentd (the agent's path: one helper
-//! connection, many commands); whole processes (`agentd run` against bare `/bin/true`, the
+//! connection, many commands; beside it the floors of `floor.rs`, the least a supervised command
+//! needs); whole processes (`agentd run` against bare `/bin/true`, the
 //! `bwrap` CLI, Codex and srt); 64 commands at once; output throughput; the file tools' confined
 //! writes against a plain write; resident memory; a session's log (`session/load` of 10,000
 //! events, its fsync per tool call) and agentd's memory along a long session.
@@ -19,6 +20,7 @@ mod error;
 mod acp;
 mod checkpoints;
 mod files;
+mod floor;
 mod long_session;
 mod measure;
 mod memory;
@@ -40,6 +42,13 @@ const USAGE: &str = "usage: agentd-bench [--quick] [--rounds N] [--out FILE] [--
                      checkpoints";
 
 fn main() -> ExitCode {
+    // The floors' server, which the per-command section starts (floor.rs).
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == floor::SERVER_ARG)
+    {
+        return floor::serve();
+    }
     let mut quick = false;
     let mut rounds: Option<usize> = None;
     let mut out: Option<PathBuf> = None;

@@ -176,6 +176,8 @@ fn bwrap_args(workspace: &Path) -> Vec<String> {
 #[derive(Debug, Clone)]
 enum PerCommand {
     Bare,
+    /// A floor of `floor.rs`, by its request byte.
+    Floor(u8),
     Helper(Mode, BackendChoice),
     RawBwrap(PathBuf),
 }
@@ -193,11 +195,24 @@ async fn per_command(
             "baseline".to_owned(),
         ),
         (
-            "helper, danger-full-access".to_owned(),
-            PerCommand::Helper(Mode::DangerFullAccess, BackendChoice::Auto),
-            String::new(),
+            "floor: a supervised spawn".to_owned(),
+            PerCommand::Floor(crate::floor::SPAWN),
+            "the least a supervised command needs: a request, a vfork, its wait, the answer"
+                .to_owned(),
         ),
     ];
+    if crate::floor::landlock_abi().is_some() {
+        variants.push((
+            "floor: the same under Landlock".to_owned(),
+            PerCommand::Floor(crate::floor::LANDLOCK),
+            "and a read-only Landlock ruleset built for each; no seccomp filter".to_owned(),
+        ));
+    }
+    variants.push((
+        "helper, danger-full-access".to_owned(),
+        PerCommand::Helper(Mode::DangerFullAccess, BackendChoice::Auto),
+        String::new(),
+    ));
     for backend in [Backend::Landlock, Backend::Bwrap] {
         if !backends.contains(&backend) {
             table
@@ -229,9 +244,11 @@ async fn per_command(
         variants.retain(|(name, kind, _)| matches!(kind, PerCommand::Bare) || name.contains(&only));
     }
     let kinds: Vec<PerCommand> = variants.iter().map(|(_, k, _)| k.clone()).collect();
+    let mut floors = crate::floor::Server::start()?;
     let args = bwrap_args(&setup.workspace);
     let samples = interleave(setup.rounds, &kinds, async |kind: &PerCommand| match kind {
         PerCommand::Bare => run_process(Path::new("/bin/true"), &[], &[]).await,
+        PerCommand::Floor(request) => floors.run(*request).await,
         PerCommand::Helper(mode, backend) => {
             run_spec(client, true_spec(setup, *mode, *backend)).await
         }

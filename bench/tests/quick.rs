@@ -27,6 +27,7 @@ fn a_quick_run_prints_every_section_with_its_figures() {
     }
     for row in [
         "| bare `tokio::process` spawn |",
+        "| floor: a supervised spawn |",
         "| helper, danger-full-access |",
         "| `agentd run --mode danger-full-access` |",
         "| 64 confined, read-only (auto) |",
