@@ -309,11 +309,13 @@ fn passwd_home(passwd: &[u8], uid: u32) -> Option<PathBuf> {
     })
 }
 
-/// Closes inherited descriptors, clears the environment and keeps other processes of the user
-/// out (undumpable on Linux, no debugger on macOS), before anything is read from a peer.
+/// Closes inherited descriptors, clears the environment, sets inherited ignored signals back to
+/// their default and keeps other processes of the user out (undumpable on Linux, no debugger on
+/// macOS), before anything is read from a peer.
 fn sanitize(keep: RawFd) -> std::io::Result<()> {
     sys::sanitize_fds(keep)?;
     sys::clear_environment();
+    sys::reset_inherited_signals()?;
     sys::forbid_tracing()?;
     Ok(())
 }

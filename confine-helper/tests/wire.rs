@@ -12,7 +12,8 @@ use std::os::fd::AsFd;
 use std::os::unix::fs::PermissionsExt;
 
 use confine_protocol::{
-    Cancel, Ending, ExitStatus, Hello, Mode, Reply, Request, Stage, StdioSpec, encode_frame,
+    BackendChoice, Cancel, Ending, ExitStatus, Hello, Mode, Reply, Request, Stage, StdioSpec,
+    encode_frame,
 };
 use support::skip::{Need, skip};
 use support::{Peer, Scratch, available_backends, pipe, run_captured, spawn};
@@ -557,5 +558,102 @@ fn exec_failures_read_the_same_on_every_backend() {
                 "{backend:?}: confined runs report enforcement"
             );
         }
+    }
+}
+
+/// The `SigIgn` and `SigBlk` masks of `status`, a `/proc/PID/status` text.
+fn signal_masks(status: &str) -> (u64, u64) {
+    let mask = |field: &str| {
+        let hex = status
+            .lines()
+            .find_map(|l| l.strip_prefix(field))
+            .unwrap_or_else(|| panic!("no {field} in {status}"));
+        u64::from_str_radix(hex.trim(), 16).expect("a hex mask")
+    };
+    (mask("SigIgn:"), mask("SigBlk:"))
+}
+
+/// Ignores SIGHUP, SIGINT, SIGTERM, SIGUSR1 and a realtime signal and blocks SIGUSR2 in the
+/// process about to execute: what `nohup`, `trap '' INT TERM` or a parent's mask hand a program.
+fn with_signals_ignored_and_blocked(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: signal and sigprocmask are async-signal-safe; the closure touches no shared state.
+    unsafe {
+        cmd.pre_exec(|| {
+            use nix::libc;
+            let realtime = libc::SIGRTMIN() + 2;
+            for sig in [
+                libc::SIGHUP,
+                libc::SIGINT,
+                libc::SIGTERM,
+                libc::SIGUSR1,
+                realtime,
+            ] {
+                if libc::signal(sig, libc::SIG_IGN) == libc::SIG_ERR {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&raw mut set);
+            libc::sigaddset(&raw mut set, libc::SIGUSR2);
+            if libc::sigprocmask(libc::SIG_BLOCK, &raw const set, std::ptr::null_mut()) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+/// A command starts with every signal at its default and none blocked, on every backend, even
+/// when the helper itself was started with some ignored and blocked: ignored dispositions and
+/// the mask survive `fork` and `execve`, and a command that ignores `SIGTERM` or `SIGINT` would
+/// not stop when asked. Control: the same program started directly with the same start
+/// inherits them. Signals 32 and 33 are the C library's own (a test binary's children may get
+/// them ignored from its spawn, and the helper cannot set them through the C library); a
+/// program's C library installs its handlers for them before it uses them.
+#[test]
+fn a_command_starts_with_default_signals_whatever_the_helper_inherited() {
+    let mut control = std::process::Command::new("cat");
+    control.arg("/proc/self/status");
+    with_signals_ignored_and_blocked(&mut control);
+    let out = control.output().expect("cat");
+    let (ignored, blocked) = signal_masks(&String::from_utf8_lossy(&out.stdout));
+    let bit = |sig: i32| 1u64 << (sig - 1);
+    use nix::libc::{SIGHUP, SIGINT, SIGRTMIN, SIGTERM, SIGUSR1, SIGUSR2};
+    let expected = bit(SIGHUP) | bit(SIGINT) | bit(SIGTERM) | bit(SIGUSR1) | bit(SIGRTMIN() + 2);
+    assert_eq!(
+        ignored & expected,
+        expected,
+        "control: the start ignores them"
+    );
+    assert_eq!(
+        blocked & bit(SIGUSR2),
+        bit(SIGUSR2),
+        "control: and blocks SIGUSR2"
+    );
+
+    let mut peer = Peer::embedded_with(None, with_signals_ignored_and_blocked);
+    peer.greet();
+    let mut modes = vec![(BackendChoice::Auto, Mode::DangerFullAccess)];
+    let backends =
+        available_backends("a_command_starts_with_default_signals_whatever_the_helper_inherited");
+    modes.extend(backends.into_iter().map(|b| (b, Mode::ReadOnly)));
+    for (id, (backend, mode)) in (1..).zip(modes) {
+        let mut request = spawn(id, &["cat", "/proc/self/status"]);
+        request.policy.mode = mode;
+        request.backend = backend;
+        let (replies, out) = run_captured(&mut peer, request);
+        assert_eq!(
+            exited(&replies).status,
+            ExitStatus::Code(0),
+            "{backend:?}: {out}"
+        );
+        let (ignored, blocked) = signal_masks(&out);
+        let libc_own = bit(32) | bit(33);
+        assert_eq!(
+            (ignored & !libc_own, blocked),
+            (0, 0),
+            "{backend:?} {mode:?}: the command ignores or blocks nothing:\n{out}"
+        );
     }
 }

@@ -24,7 +24,8 @@ use super::layout::{ChildConfine, EXIT_SETUP_FAILED, Prepared, or_fail, write_re
 use super::socket_call;
 use crate::record::Record;
 
-/// The standard signals, 1 to 31, whose dispositions the command resets.
+/// The standard signals, 1 to 31, whose dispositions the command resets on macOS.
+#[cfg(target_os = "macos")]
 const STANDARD_SIGNALS: std::ops::Range<c_int> = 1..32;
 /// The first descriptor above stdio.
 #[cfg(target_os = "linux")]
@@ -45,11 +46,9 @@ pub(super) fn command_main(
         report_fd,
         Stage::Signals,
     );
-    // Ignored dispositions survive execve; the helper ignores SIGPIPE and the shim others.
-    for sig in STANDARD_SIGNALS {
-        if sig != libc::SIGKILL && sig != libc::SIGSTOP {
-            let _ = call::set_disposition(sig, libc::SIG_DFL);
-        }
+    // Ignored dispositions survive execve: the shim's and the helper's are set back.
+    for sig in signals_to_reset() {
+        let _ = call::set_disposition(sig, libc::SIG_DFL);
     }
     lifetime(report_fd, shim_pid);
     for (resource, value) in &p.rlimits {
@@ -91,6 +90,19 @@ pub(super) fn command_main(
         },
     );
     call::exit(EXIT_SETUP_FAILED)
+}
+
+/// The signals the command sets back to their default: on Linux those the shim and the helper
+/// ignore (the helper set back every other at its start); on macOS, which the helper cannot ask
+/// cheaply, every standard signal.
+#[cfg(target_os = "linux")]
+fn signals_to_reset() -> impl Iterator<Item = c_int> {
+    super::layout::SHIM_IGNORED.into_iter()
+}
+
+#[cfg(target_os = "macos")]
+fn signals_to_reset() -> impl Iterator<Item = c_int> {
+    STANDARD_SIGNALS.filter(|sig| *sig != libc::SIGKILL && *sig != libc::SIGSTOP)
 }
 
 /// Loads the filter that hands every `connect` to the shim, and sends the shim its listener

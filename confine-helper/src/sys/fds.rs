@@ -79,6 +79,33 @@ pub(crate) fn sanitize_fds(keep: RawFd) -> io::Result<()> {
     Ok(())
 }
 
+/// Sets back to its default every signal the helper was started with ignored (a parent's
+/// `nohup` or `trap '' TERM`, a realtime signal) but `SIGPIPE`, which the helper ignores itself
+/// (Linux). Ignored dispositions survive `fork` and `execve`: after this a command can inherit
+/// only the shim's and `SIGPIPE`, which it sets back itself (`sys/exec.rs`). The C library's two
+/// own realtime signals (32 and 33) cannot be set through it and stay as they came; a program's
+/// C library installs its own handlers for them before it uses them.
+#[cfg(target_os = "linux")]
+pub(crate) fn reset_inherited_signals() -> io::Result<()> {
+    let status = std::fs::read_to_string("/proc/self/status")?;
+    let ignored = status
+        .lines()
+        .find_map(|line| line.strip_prefix("SigIgn:"))
+        .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+        .ok_or_else(|| io::Error::other("no SigIgn mask in /proc/self/status"))?;
+    let inherited = (1..=64).filter(|sig: &c_int| ignored >> (sig - 1) & 1 == 1);
+    for sig in inherited.filter(|sig| *sig != libc::SIGPIPE) {
+        let _ = call::set_disposition(sig, libc::SIG_DFL);
+    }
+    Ok(())
+}
+
+/// macOS: the command sets every standard signal back itself (`sys/exec.rs`).
+#[cfg(target_os = "macos")]
+pub(crate) fn reset_inherited_signals() -> io::Result<()> {
+    Ok(())
+}
+
 /// Removes every environment variable. Runs while the helper has one thread.
 pub(crate) fn clear_environment() {
     let names: Vec<_> = std::env::vars_os().map(|(name, _)| name).collect();

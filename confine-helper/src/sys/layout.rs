@@ -18,6 +18,16 @@ pub(crate) const CTL_TERMINATE: u8 = b'T';
 /// Order byte on the ctl pipe: SIGKILL the tree, reap it, report.
 pub(crate) const CTL_KILL: u8 = b'K';
 
+/// The signals the shim ignores (it must outlive a `SIGTERM` sent to the command's group), with
+/// `SIGPIPE`, which the helper ignores: on Linux the only ones a command could inherit ignored
+/// (the helper set back every other at its start, `reset_inherited_signals`), so the only ones
+/// the command sets back to their default before `execve`.
+pub(super) const SHIM_IGNORED: [c_int; 4] = [
+    nix::libc::SIGTERM,
+    nix::libc::SIGINT,
+    nix::libc::SIGHUP,
+    nix::libc::SIGPIPE,
+];
 /// stdin, stdout and stderr: descriptors 0, 1 and 2.
 pub(super) const STDIO_FDS: c_int = 3;
 /// Where the shim places its descriptors before it closes every other one.

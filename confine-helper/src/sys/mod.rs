@@ -63,7 +63,7 @@ pub(crate) use detach::detach;
 pub(crate) use exec::enter_landlock;
 pub(crate) use fds::{
     RECV_FLAGS, SEND_FLAGS, clear_environment, forbid_tracing, inherited_socket, own_received,
-    pipe_cloexec, poll, sanitize_fds,
+    pipe_cloexec, poll, reset_inherited_signals, sanitize_fds,
 };
 #[cfg(target_os = "linux")]
 pub(crate) use fds::{sealed_memfd, write_raw};

@@ -25,7 +25,7 @@ use super::layout::CTL_TERMINATE;
 use super::layout::finish;
 use super::layout::{
     FD_CONFINE, FD_CTL, FD_FIRST_PASSED, FD_PARK, FD_STATUS, FIXED_FDS, MAX_PASSED_FDS, Prepared,
-    STDIO_FDS, fail, fd_at, or_fail, write_record,
+    SHIM_IGNORED, STDIO_FDS, fail, fd_at, or_fail, write_record,
 };
 #[cfg(target_os = "linux")]
 use super::proc_scan;
@@ -101,7 +101,7 @@ fn shim_main(p: &Prepared<'_>) -> ! {
         );
         or_fail(call::signalfd(&mask), status_fd, Stage::Signals)
     };
-    for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGPIPE] {
+    for sig in SHIM_IGNORED {
         let _ = call::set_disposition(sig, libc::SIG_IGN);
     }
     // The kqueue the shim waits on, made before the command (which does not inherit it).
