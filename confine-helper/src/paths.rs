@@ -21,12 +21,16 @@ use std::io;
 use std::io::Read;
 #[cfg(target_os = "linux")]
 use std::os::fd::AsRawFd;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+#[cfg(target_os = "linux")]
+use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::path::{Component, Path, PathBuf};
 
 #[cfg(target_os = "linux")]
 use nix::fcntl::{OFlag, OpenHow, ResolveFlag, openat2};
-use nix::sys::stat::{Mode, SFlag, fstat};
+#[cfg(target_os = "linux")]
+use nix::sys::stat::Mode;
+use nix::sys::stat::{SFlag, fstat};
 
 // macOS's versions of the calls below (`paths_macos.rs`).
 #[cfg(target_os = "macos")]
@@ -289,7 +293,7 @@ mod tests {
         let _scratch = Scratch::new("paths-reads");
         let dir = _scratch.0.clone();
         std::fs::write(dir.join("f"), "gitdir: x\n").expect("write");
-        nix::unistd::mkfifo(&dir.join("fifo"), Mode::S_IRWXU).expect("mkfifo");
+        nix::unistd::mkfifo(&dir.join("fifo"), nix::sys::stat::Mode::S_IRWXU).expect("mkfifo");
         let root = open_dir(&dir).expect("open");
         assert_eq!(
             read_small(root.as_fd(), Path::new("f"), 64).expect("read"),

@@ -112,7 +112,7 @@ pub(crate) fn read_regular(fd: BorrowedFd<'_>, cap: u64) -> Result<Vec<u8>, Read
         if n == 0 {
             break;
         }
-        bytes.extend_from_slice(&chunk[..n]);
+        bytes.extend_from_slice(chunk.get(..n).unwrap_or(&chunk));
         if bytes.len() as u64 > cap {
             return Err(ReadError::Unreadable(Unreadable::TooLarge(cap)));
         }

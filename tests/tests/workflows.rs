@@ -792,7 +792,8 @@ fn macos_target_installed() -> bool {
 
 /// The macOS build, checked from Linux: the crates ci.yml's `macos` job (and e2e.yml's seatbelt
 /// leg) build that need no C compiler for macOS — the protocol, the helper with its tests, the
-/// kernel suite — must compile for `x86_64-apple-darwin`. No Mac runs here, and a change to a
+/// kernel suite — must compile for `x86_64-apple-darwin` without a warning, and, where clippy is
+/// installed, without a clippy finding (the macOS-only files are linted nowhere else). No Mac runs here, and a change to a
 /// file both platforms build (a `#[cfg]` arm, an import) can break the other one unseen. agentd
 /// is left out: its TLS crate compiles C for the target, which needs a macOS compiler. Skips
 /// where Rust's standard library for that target is not installed (`rustup target add
@@ -812,15 +813,13 @@ fn the_crates_the_macos_job_builds_compile_for_macos_from_here() {
         .map_or_else(|| workspace().join("target"), PathBuf::from)
         .join("macos-check");
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let clippy = Command::new(&cargo)
+        .args(["clippy", "--version"])
+        .output()
+        .is_ok_and(|out| out.status.success());
     let out = Command::new(cargo)
-        .args([
-            "check",
-            "--offline",
-            "--locked",
-            "--target",
-            TARGET,
-            "--all-targets",
-        ])
+        .arg(if clippy { "clippy" } else { "check" })
+        .args(["--offline", "--locked", "--target", TARGET, "--all-targets"])
         .args([
             "-p",
             "confine-protocol",
@@ -830,7 +829,7 @@ fn the_crates_the_macos_job_builds_compile_for_macos_from_here() {
             "kernel-e2e",
         ])
         .env("CARGO_TARGET_DIR", &target_dir)
-        .env_remove("RUSTFLAGS")
+        .env("RUSTFLAGS", "-D warnings")
         .current_dir(workspace())
         .output()
         .expect("run cargo check");
@@ -854,7 +853,7 @@ fn the_crates_the_macos_job_builds_compile_for_macos_from_here() {
         .collect();
     assert!(
         out.status.success(),
-        "the macOS build does not compile ({} errors):\n{}",
+        "the macOS build does not build without warnings ({} errors):\n{}",
         errors.len(),
         if errors.is_empty() {
             stderr.as_ref().to_owned()

@@ -388,6 +388,8 @@ impl Running {
     /// that failed inside the sandbox, the command's exec that `enter` reported, the runner's
     /// own exec, or bwrap ending before the command started. `None`: the shim's records decide.
     fn runner_reply(&self, entered: Option<Report>, caps: Caps, wall_us: u64) -> Option<Reply> {
+        #[cfg(target_os = "macos")]
+        let _ = (caps, wall_us);
         Some(match (entered, &self.outcome) {
             #[cfg(target_os = "linux")]
             (Some(Entered::LayerFailed(errno)), _) => self.not_run(

@@ -62,6 +62,7 @@ impl Planned {
     }
 
     /// The value `enter` or the command sets as `RLIMIT_NPROC` in its own user namespace.
+    #[cfg(target_os = "linux")]
     pub(crate) fn in_user_namespace(&self) -> Option<u64> {
         match self.applied {
             Applied::UserNamespace(n) => Some(n),
@@ -72,6 +73,10 @@ impl Planned {
     /// The caps as they held, once the tree is gone: a cgroup says whether it ran into each,
     /// and is removed.
     pub(crate) fn at_end(&mut self) -> Caps {
+        #[cfg_attr(
+            target_os = "macos",
+            expect(unused_mut, reason = "only a cgroup (Linux) says")
+        )]
         let mut caps = self.caps;
         #[cfg(target_os = "linux")]
         if let Applied::Cgroup(cgroup) = std::mem::replace(&mut self.applied, Applied::None) {

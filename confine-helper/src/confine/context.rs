@@ -1,7 +1,9 @@
 //! What the helper knows about itself and this machine, computed once, and what it decides
 //! from that alone: which backends a request may use, which are usable, and their layers.
 
-use std::cell::{OnceCell, RefCell};
+#[cfg(target_os = "linux")]
+use std::cell::OnceCell;
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
@@ -37,9 +39,11 @@ pub(crate) struct Context {
     /// own binary), resolved: a command whose program is this path runs it by [`Self::file_io`].
     ///
     /// [`FILE_IO_PROGRAM`]: confine_protocol::FILE_IO_PROGRAM
+    #[cfg(target_os = "linux")]
     pub(crate) file_io_path: Option<PathBuf>,
     /// That program, opened once: bwrap's sandbox executes it from this descriptor, as it does
     /// the helper's `enter` step, since by its path it may be hidden there.
+    #[cfg(target_os = "linux")]
     pub(crate) file_io: Option<OwnedFd>,
     /// The running binary itself (`/proc/self/exe`), opened once: bwrap executes it from this
     /// descriptor as the `enter` step, whatever is at its path later.
@@ -121,8 +125,7 @@ impl Context {
                 )
                 .ok()
             }),
-            #[cfg(target_os = "macos")]
-            file_io: None,
+            #[cfg(target_os = "linux")]
             file_io_path,
             #[cfg(target_os = "linux")]
             exe: nix::fcntl::open(

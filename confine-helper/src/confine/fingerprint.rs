@@ -101,6 +101,7 @@ fn file_identity(meta: &std::fs::Metadata) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[cfg(target_os = "linux")]
     use super::*;
 
     // Fingerprints exist only where backends are probed: Linux.

@@ -136,6 +136,8 @@ fn hand_connects_to_shim(connects: &super::ShimConnects<'_>, to_shim: c_int, rep
 /// descriptors placed where its argv names them, or Landlock's user namespace, capabilities,
 /// no_new_privs, ruleset and filter. A step that fails ends the process with its record.
 fn confine_self(p: &Prepared<'_>, report_fd: c_int) {
+    #[cfg(target_os = "macos")]
+    let _ = report_fd;
     match p.confine {
         ChildConfine::None => {}
         #[cfg(target_os = "linux")]

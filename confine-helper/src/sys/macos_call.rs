@@ -103,7 +103,7 @@ pub(in crate::sys) fn wait(kq: c_int, out: &mut [Option<Event>]) -> SysResult<us
         )
     })?;
     let n = usize::try_from(n).unwrap_or(0).min(out.len());
-    for (slot, ev) in out.iter_mut().zip(&got[..n]) {
+    for (slot, ev) in out.iter_mut().zip(got.iter().take(n)) {
         *slot = match ev.filter {
             libc::EVFILT_READ => c_int::try_from(ev.ident).ok().map(Event::Readable),
             libc::EVFILT_PROC => libc::pid_t::try_from(ev.ident).ok().map(Event::Exited),

@@ -180,22 +180,26 @@ impl Tree {
     }
 
     fn found(&self) -> &[libc::pid_t] {
-        &self.pids[..self.len]
+        self.pids.get(..self.len).unwrap_or(&self.pids)
     }
 
     /// Adds `pid` unless it is held already or there is no room (the next round finds it).
     fn add(&mut self, pid: libc::pid_t) {
-        if pid > 0 && self.len < MAX_TREE && !self.found().contains(&pid) {
-            self.pids[self.len] = pid;
+        if pid > 0
+            && !self.found().contains(&pid)
+            && let Some(slot) = self.pids.get_mut(self.len)
+        {
+            *slot = pid;
             self.len += 1;
         }
     }
 
     /// Removes `pid`; whether it was held.
     fn remove(&mut self, pid: libc::pid_t) -> bool {
-        match self.found().iter().position(|p| *p == pid) {
-            Some(at) => {
-                self.pids[at] = 0;
+        let held = self.found().iter().position(|p| *p == pid);
+        match held.and_then(|at| self.pids.get_mut(at)) {
+            Some(slot) => {
+                *slot = 0;
                 true
             }
             None => false,
@@ -209,17 +213,16 @@ impl Tree {
         let mut listed = [0 as libc::pid_t; MAX_TREE];
         self.add(main);
         let n = macos::group_members(main, &mut listed);
-        for pid in &listed[..n] {
+        for pid in listed.iter().take(n) {
             self.add(*pid);
         }
         let mut at = 0;
-        while at < self.len {
-            let pid = self.pids[at];
+        while let Some(&pid) = self.found().get(at) {
             if let Some(signal) = signal {
                 let _ = call::kill(pid, signal);
             }
             let n = macos::children_of(pid, &mut listed);
-            for child in &listed[..n] {
+            for child in listed.iter().take(n) {
                 if *child != me {
                     self.add(*child);
                 }

@@ -73,6 +73,8 @@ pub(crate) use layout::{
 };
 pub(crate) use layout::{CTL_KILL, CTL_TERMINATE, ChildConfine, Prepared};
 pub(crate) use shim::fork_shim;
-pub(crate) use temp_dirs::{orphaned, owned_name, private_temp_dir, sweep_orphaned_temp_dirs};
+#[cfg(target_os = "linux")]
+pub(crate) use temp_dirs::{orphaned, owned_name};
+pub(crate) use temp_dirs::{private_temp_dir, sweep_orphaned_temp_dirs};
 #[cfg(target_os = "linux")]
 pub(crate) use user_namespace::{UserNamespace, usable as user_namespace_usable};
