@@ -315,7 +315,7 @@ fn passwd_home(passwd: &[u8], uid: u32) -> Option<PathBuf> {
 fn sanitize(keep: RawFd) -> std::io::Result<()> {
     sys::sanitize_fds(keep)?;
     sys::clear_environment();
-    sys::reset_inherited_signals()?;
+    sys::reset_inherited_signals();
     sys::forbid_tracing()?;
     Ok(())
 }

@@ -84,27 +84,31 @@ pub(crate) fn sanitize_fds(keep: RawFd) -> io::Result<()> {
 /// (Linux). Ignored dispositions survive `fork` and `execve`: after this a command can inherit
 /// only the shim's and `SIGPIPE`, which it sets back itself (`sys/exec.rs`). The C library's two
 /// own realtime signals (32 and 33) cannot be set through it and stay as they came; a program's
-/// C library installs its own handlers for them before it uses them.
+/// C library installs its own handlers for them before it uses them. Without `/proc` the mask
+/// is unknown: then every signal is set back but `SIGPIPE` and those the Rust runtime handles.
 #[cfg(target_os = "linux")]
-pub(crate) fn reset_inherited_signals() -> io::Result<()> {
-    let status = std::fs::read_to_string("/proc/self/status")?;
-    let ignored = status
-        .lines()
-        .find_map(|line| line.strip_prefix("SigIgn:"))
-        .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
-        .ok_or_else(|| io::Error::other("no SigIgn mask in /proc/self/status"))?;
-    let inherited = (1..=64).filter(|sig: &c_int| ignored >> (sig - 1) & 1 == 1);
-    for sig in inherited.filter(|sig| *sig != libc::SIGPIPE) {
+pub(crate) fn reset_inherited_signals() {
+    let ignored = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            let mask = status
+                .lines()
+                .find_map(|line| line.strip_prefix("SigIgn:"))?;
+            u64::from_str_radix(mask.trim(), 16).ok()
+        });
+    let handled = [libc::SIGPIPE, libc::SIGSEGV, libc::SIGBUS];
+    let reset = |sig: &c_int| match ignored {
+        Some(mask) => mask >> (sig - 1) & 1 == 1 && *sig != libc::SIGPIPE,
+        None => !handled.contains(sig),
+    };
+    for sig in (1..=64).filter(reset) {
         let _ = call::set_disposition(sig, libc::SIG_DFL);
     }
-    Ok(())
 }
 
 /// macOS: the command sets every standard signal back itself (`sys/exec.rs`).
 #[cfg(target_os = "macos")]
-pub(crate) fn reset_inherited_signals() -> io::Result<()> {
-    Ok(())
-}
+pub(crate) fn reset_inherited_signals() {}
 
 /// Removes every environment variable. Runs while the helper has one thread.
 pub(crate) fn clear_environment() {
