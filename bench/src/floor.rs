@@ -8,7 +8,9 @@
 //!   policy, no supervisor of the tree;
 //! - **Landlock**: the same, the command entering a Landlock ruleset built for the request
 //!   (read and execute everywhere, no write) under `no_new_privs` before it executes. No seccomp
-//!   filter: the helper's read-only filter adds its load on top (RFC 0023, step 3).
+//!   filter: the helper's read-only filter adds its load on top (RFC 0023, step 3);
+//! - **64 under Landlock at once**: 64 of the Landlock floor's commands, all started before any
+//!   is waited for (the concurrent section's floor).
 //!
 //! The requests and answers are one byte each, on the server's stdin and stdout.
 
@@ -24,6 +26,10 @@ pub const SERVER_ARG: &str = "--floor-server";
 pub const SPAWN: u8 = b's';
 /// The request byte of a spawn under Landlock.
 pub const LANDLOCK: u8 = b'l';
+/// The request byte of [`CONCURRENT`] spawns under Landlock at once.
+pub const MANY_LANDLOCK: u8 = b'm';
+/// How many commands [`MANY_LANDLOCK`] starts before it waits: the concurrent section's count.
+const CONCURRENT: usize = crate::measure::CONCURRENT;
 /// The command every floor runs.
 const TRUE: &CStr = c"/bin/true";
 /// The answer when the command could not be run or did not succeed.
@@ -82,6 +88,7 @@ pub fn serve() -> ExitCode {
         let answer = match request[0] {
             SPAWN => run(None, &[TRUE]),
             LANDLOCK => landlocked(&[TRUE]),
+            MANY_LANDLOCK => many_landlocked(),
             _ => return ExitCode::FAILURE,
         }
         .unwrap_or(FAILED);
@@ -99,6 +106,21 @@ pub fn serve() -> ExitCode {
 /// `argv` (its first word the program's path) under a Landlock ruleset of its own, waited for;
 /// 0 when it succeeded.
 fn landlocked(argv: &[&CStr]) -> Option<u8> {
+    landlock_start(argv).and_then(wait)
+}
+
+/// [`CONCURRENT`] of [`landlocked`]'s `/bin/true`, all started before any is waited for; 0
+/// when every one succeeded.
+fn many_landlocked() -> Option<u8> {
+    let started: Vec<Option<libc::pid_t>> =
+        (0..CONCURRENT).map(|_| landlock_start(&[TRUE])).collect();
+    let answers: Vec<Option<u8>> = started.iter().flatten().map(|pid| wait(*pid)).collect();
+    let all = started.iter().all(Option::is_some) && answers.iter().all(|a| *a == Some(0));
+    Some(u8::from(!all))
+}
+
+/// Starts `argv` under a Landlock ruleset built for it (read and execute everywhere); its pid.
+fn landlock_start(argv: &[&CStr]) -> Option<libc::pid_t> {
     let abi = landlock_abi().filter(|abi| *abi >= 1)?;
     let attr = RulesetAttr {
         handled_access_fs: handled_rights(abi),
@@ -113,13 +135,13 @@ fn landlocked(argv: &[&CStr]) -> Option<u8> {
         )
     };
     let ruleset = c_int::try_from(ruleset).ok().filter(|fd| *fd >= 0)?;
-    let answer = add_root_and_run(ruleset, argv);
+    let answer = add_root_and_start(ruleset, argv);
     // SAFETY: the ruleset was made above and is not used after this.
     unsafe { libc::close(ruleset) };
     answer
 }
 
-fn add_root_and_run(ruleset: c_int, argv: &[&CStr]) -> Option<u8> {
+fn add_root_and_start(ruleset: c_int, argv: &[&CStr]) -> Option<libc::pid_t> {
     // SAFETY: a NUL-terminated path; the descriptor is closed below.
     let root = unsafe { libc::open(c"/".as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
     if root < 0 {
@@ -144,7 +166,7 @@ fn add_root_and_run(ruleset: c_int, argv: &[&CStr]) -> Option<u8> {
     if added != 0 {
         return None;
     }
-    run(Some(ruleset), argv)
+    start(Some(ruleset), argv)
 }
 
 /// What the clone's child needs, built before it.
@@ -179,6 +201,12 @@ extern "C" fn child(arg: *mut c_void) -> c_int {
 /// Starts [`child`] with `clone(CLONE_VM | CLONE_VFORK)` and waits for it; 0 when it
 /// succeeded.
 fn run(ruleset: Option<c_int>, argv: &[&CStr]) -> Option<u8> {
+    start(ruleset, argv).and_then(wait)
+}
+
+/// Starts [`child`] with `clone(CLONE_VM | CLONE_VFORK)`, which returns once it has executed
+/// or ended; its pid.
+fn start(ruleset: Option<c_int>, argv: &[&CStr]) -> Option<libc::pid_t> {
     argv.first()?;
     let mut stack = vec![0u8; STACK_SIZE];
     let mut args = ChildArgs {
@@ -203,13 +231,15 @@ fn run(ruleset: Option<c_int>, argv: &[&CStr]) -> Option<u8> {
             (&raw mut args).cast::<c_void>(),
         )
     };
-    if pid < 0 {
-        return None;
-    }
-    let mut status: c_int = 0;
-    // SAFETY: waits for the child just started, into a live integer.
-    let waited = unsafe { libc::waitpid(pid, &raw mut status, 0) };
     drop(stack);
+    (pid > 0).then_some(pid)
+}
+
+/// Waits for `pid`; 0 when it exited with status 0.
+fn wait(pid: libc::pid_t) -> Option<u8> {
+    let mut status: c_int = 0;
+    // SAFETY: waits for a child of this process, into a live integer.
+    let waited = unsafe { libc::waitpid(pid, &raw mut status, 0) };
     (waited == pid).then(|| u8::from(!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0)))
 }
 
@@ -292,6 +322,17 @@ mod tests {
         );
         assert!(target.exists());
         std::fs::remove_dir_all(&dir).expect("cleanup");
+    }
+
+    #[test]
+    fn sixty_four_landlocked_commands_all_run() {
+        if landlock_abi().is_none() {
+            println!("SKIP: this kernel has no Landlock");
+            return;
+        }
+        assert_eq!(many_landlocked(), Some(0));
+        // Control: a command that fails is answered as failed.
+        assert_eq!(landlocked(&[c"/bin/false"]), Some(1));
     }
 
     #[test]

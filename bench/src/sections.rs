@@ -400,6 +400,8 @@ enum Many {
     Bare,
     Confined(BackendChoice),
     RawBwrap(PathBuf),
+    /// The floors' server's 64 Landlock commands at once (`floor.rs`).
+    Floor,
 }
 
 async fn concurrent(
@@ -417,6 +419,13 @@ async fn concurrent(
             "zero failures".to_owned(),
         ),
     ];
+    if crate::floor::landlock_abi().is_some() {
+        variants.push((
+            "floor: 64 under Landlock at once".to_owned(),
+            Many::Floor,
+            "the per-command Landlock floor, 64 started before any is waited for".to_owned(),
+        ));
+    }
     if backends.contains(&Backend::Landlock) {
         variants.push((
             "64 confined, read-only, landlock".to_owned(),
@@ -436,7 +445,11 @@ async fn concurrent(
     }
     let kinds: Vec<Many> = variants.iter().map(|(_, k, _)| k.clone()).collect();
     let args = bwrap_args(&setup.workspace);
+    let mut floors = crate::floor::Server::start()?;
     let samples = interleave(rounds, &kinds, async |many: &Many| {
+        if matches!(many, Many::Floor) {
+            return floors.run(crate::floor::MANY_LANDLOCK).await;
+        }
         let mut tasks = tokio::task::JoinSet::new();
         for _ in 0..CONCURRENT {
             match many {
@@ -451,6 +464,7 @@ async fn concurrent(
                 Many::RawBwrap(bwrap) => {
                     tasks.spawn(run_process_owned(bwrap.clone(), args.clone()));
                 }
+                Many::Floor => {}
             }
         }
         let mut failures = 0usize;
