@@ -52,18 +52,22 @@ fn handled_rights(abi: i64) -> u64 {
 /// `LANDLOCK_ACCESS_FS_EXECUTE | READ_FILE | READ_DIR`.
 const READ_RIGHTS: u64 = 1 | 1 << 2 | 1 << 3;
 
-/// The kernel's Landlock ABI version, if it has Landlock.
+/// The kernel's Landlock ABI version, if it has Landlock; asked once, as the helper asks it
+/// once, so that no floor command pays the query.
 pub fn landlock_abi() -> Option<i64> {
-    // SAFETY: the version query (flag 1) passes no attribute and returns a number.
-    let abi = unsafe {
-        libc::syscall(
-            libc::SYS_landlock_create_ruleset,
-            std::ptr::null::<c_void>(),
-            0usize,
-            1u32,
-        )
-    };
-    (abi >= 1).then_some(abi)
+    static ABI: std::sync::OnceLock<Option<i64>> = std::sync::OnceLock::new();
+    *ABI.get_or_init(|| {
+        // SAFETY: the version query (flag 1) passes no attribute and returns a number.
+        let abi = unsafe {
+            libc::syscall(
+                libc::SYS_landlock_create_ruleset,
+                std::ptr::null::<c_void>(),
+                0usize,
+                1u32,
+            )
+        };
+        (abi >= 1).then_some(abi)
+    })
 }
 
 /// `struct landlock_ruleset_attr` as ABI 1 knows it (the kernel takes a shorter struct).
@@ -121,7 +125,7 @@ fn many_landlocked() -> Option<u8> {
 
 /// Starts `argv` under a Landlock ruleset built for it (read and execute everywhere); its pid.
 fn landlock_start(argv: &[&CStr]) -> Option<libc::pid_t> {
-    let abi = landlock_abi().filter(|abi| *abi >= 1)?;
+    let abi = landlock_abi()?;
     let attr = RulesetAttr {
         handled_access_fs: handled_rights(abi),
     };
@@ -180,8 +184,8 @@ struct ChildArgs {
 
 /// The child: `no_new_privs`, the ruleset, then the program; async-signal-safe calls only.
 extern "C" fn child(arg: *mut c_void) -> c_int {
-    // SAFETY: `arg` is the `ChildArgs` of `run`, alive while its parent waits (the
-    // clone returns only once this process has executed or ended).
+    // SAFETY: `arg` is the `ChildArgs` of `start`, alive while its parent waits (the clone
+    // returns only once this process has executed or ended).
     let args = unsafe { &*arg.cast::<ChildArgs>() };
     // SAFETY: integer arguments; then a descriptor number; then NUL-terminated strings and
     // null-terminated arrays that live in the waiting parent's frame; `_exit` ends the child
@@ -198,8 +202,7 @@ extern "C" fn child(arg: *mut c_void) -> c_int {
     }
 }
 
-/// Starts [`child`] with `clone(CLONE_VM | CLONE_VFORK)` and waits for it; 0 when it
-/// succeeded.
+/// [`start`]s `argv` and waits for it; 0 when it succeeded.
 fn run(ruleset: Option<c_int>, argv: &[&CStr]) -> Option<u8> {
     start(ruleset, argv).and_then(wait)
 }
@@ -303,9 +306,11 @@ mod tests {
             println!("SKIP: this kernel has no Landlock");
             return;
         }
-        let dir = std::env::temp_dir().join(format!("agentd-bench-floor-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("scratch");
-        let target = dir.join("written");
+        let dir = Scratch(
+            std::env::temp_dir().join(format!("agentd-bench-floor-{}", std::process::id())),
+        );
+        std::fs::create_dir_all(&dir.0).expect("scratch");
+        let target = dir.0.join("written");
         let script = std::ffi::CString::new(format!(": > '{}'", target.display())).expect("path");
         let argv = [c"/bin/sh", c"-c", script.as_c_str()];
         assert_eq!(landlocked(&[TRUE]), Some(0), "the floor runs /bin/true");
@@ -321,7 +326,15 @@ mod tests {
             "control: the unconfined floor writes"
         );
         assert!(target.exists());
-        std::fs::remove_dir_all(&dir).expect("cleanup");
+    }
+
+    /// A scratch directory, removed when the test ends, passed or not.
+    struct Scratch(std::path::PathBuf);
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
     }
 
     #[test]

@@ -233,8 +233,9 @@ fn elf_machine() -> u16 {
     }
 }
 
-/// Whether `path` is an executable ELF file for this machine.
-fn check_executable(path: &Path) {
+/// Whether `path` is an executable ELF file for this machine, linked dynamically or not as
+/// `dynamic` says.
+fn check_executable(path: &Path, dynamic: bool) {
     let meta = std::fs::metadata(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     assert!(meta.is_file(), "{} is not a file", path.display());
     assert_eq!(meta.uid(), 0, "{} is not root's", path.display());
@@ -246,6 +247,12 @@ fn check_executable(path: &Path) {
         machine,
         elf_machine(),
         "{} is for another machine",
+        path.display()
+    );
+    assert_eq!(
+        has_interpreter(&bytes),
+        dynamic,
+        "{} linked dynamically",
         path.display()
     );
 }
@@ -649,32 +656,19 @@ fn the_packages_install_confine_as_root_and_as_a_user_fail_closed_and_leave_noth
                 .map(PathBuf::from),
         );
     }
-    for binary in [
-        "/usr/bin/agentd",
-        "/usr/bin/confine-helper",
-        "/usr/bin/confine-file-io",
-        "/usr/bin/confine-service",
+    // The helper and the file program, started once per command (the helper again inside
+    // bwrap's sandbox), are linked statically; agentd and the service are not (the control).
+    for (binary, dynamic) in [
+        ("/usr/bin/agentd", true),
+        ("/usr/bin/confine-helper", false),
+        ("/usr/bin/confine-file-io", false),
+        ("/usr/bin/confine-service", true),
     ] {
         assert!(
             files.iter().any(|f| f == Path::new(binary)),
             "{binary} is not in the packages"
         );
-        check_executable(Path::new(binary));
-    }
-    // The helper and the file program, started once per command (the helper again inside
-    // bwrap's sandbox), are linked statically; agentd and the service are not (the control).
-    for (binary, dynamic) in [
-        ("/usr/bin/confine-helper", false),
-        ("/usr/bin/confine-file-io", false),
-        ("/usr/bin/agentd", true),
-        ("/usr/bin/confine-service", true),
-    ] {
-        let bytes = std::fs::read(binary).expect("read the binary");
-        assert_eq!(
-            has_interpreter(&bytes),
-            dynamic,
-            "{binary} linked dynamically"
-        );
+        check_executable(Path::new(binary), dynamic);
     }
     assert!(Path::new("/etc/confine-helper/ceiling.toml").is_file());
 

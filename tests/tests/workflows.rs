@@ -793,12 +793,12 @@ fn macos_target_installed() -> bool {
 /// The macOS build, checked from Linux: the crates ci.yml's `macos` job (and e2e.yml's seatbelt
 /// leg) build that need no C compiler for macOS — the protocol, the helper with its tests, the
 /// kernel suite — must compile for `x86_64-apple-darwin` without a warning, and, where clippy is
-/// installed, without a clippy finding (the macOS-only files are linted nowhere else). No Mac runs here, and a change to a
-/// file both platforms build (a `#[cfg]` arm, an import) can break the other one unseen. agentd
-/// is left out: its TLS crate compiles C for the target, which needs a macOS compiler. Skips
-/// where Rust's standard library for that target is not installed (`rustup target add
-/// x86_64-apple-darwin`) or a crate only the macOS build uses is not downloaded (`cargo fetch
-/// --target x86_64-apple-darwin`); `.ci/run` tries both.
+/// installed, without a clippy finding (the macOS-only files are linted nowhere else). No Mac
+/// runs here, and a change to a file both platforms build (a `#[cfg]` arm, an import) can break
+/// the other one unseen. agentd is left out: its TLS crate compiles C for the target, which
+/// needs a macOS compiler. Skips where Rust's standard library for that target is not installed
+/// (`rustup target add x86_64-apple-darwin`) or a crate only the macOS build uses is not
+/// downloaded (`cargo fetch --target x86_64-apple-darwin`); `.ci/run` tries both.
 #[test]
 fn the_crates_the_macos_job_builds_compile_for_macos_from_here() {
     const NAME: &str = "the_crates_the_macos_job_builds_compile_for_macos_from_here";
@@ -832,7 +832,7 @@ fn the_crates_the_macos_job_builds_compile_for_macos_from_here() {
         .env("RUSTFLAGS", "-D warnings")
         .current_dir(workspace())
         .output()
-        .expect("run cargo check");
+        .expect("run cargo clippy or check");
     let stderr = String::from_utf8_lossy(&out.stderr);
     // A crate only a macOS build uses was never downloaded (a Linux build leaves it out): the
     // machine lacks it, the code may be fine.
