@@ -143,8 +143,9 @@ async fn drive(
     let new = agent
         .request("session/new", json!({"cwd": ws, "mcpServers": []}))
         .await?;
-    let session = new["sessionId"]
-        .as_str()
+    let session = new
+        .get("sessionId")
+        .and_then(Value::as_str)
         .ok_or(DemoError::NoSession)?
         .to_owned();
     let prompt = "Show me what you can do.";
@@ -156,7 +157,11 @@ async fn drive(
         )
         .await?;
     agent.flush_text();
-    let stop = answer["stopReason"].as_str().unwrap_or("?").to_owned();
+    let stop = answer
+        .get("stopReason")
+        .and_then(Value::as_str)
+        .unwrap_or("?")
+        .to_owned();
     say!("\nturn ended: {stop}");
     let exited = agent.stop().await;
 
@@ -185,6 +190,11 @@ async fn drive(
          (the demo's lived in a temporary directory, removed now)."
     );
     Ok(inside && outside && denied && exited && stop == "end_turn")
+}
+
+/// The text of `value`'s `content`, as an ACP content block holds it.
+fn content_text(value: &Value) -> Option<&str> {
+    value.get("content")?.get("text")?.as_str()
 }
 
 fn mark(ok: bool) -> &'static str {
@@ -268,7 +278,7 @@ impl Agent {
                         error: error.clone(),
                     });
                 }
-                return Ok(message["result"].clone());
+                return Ok(message.get("result").cloned().unwrap_or(Value::Null));
             }
             if message.get("method").is_some() && message.get("id").is_some() {
                 self.answer(&message).await?;
@@ -306,19 +316,21 @@ impl Agent {
 
     /// Prints one notification the way an editor would show it.
     fn show(&mut self, message: &Value) {
-        let update = &message["params"]["update"];
+        let update = message
+            .get("params")
+            .and_then(|params| params.get("update"))
+            .unwrap_or(&Value::Null);
         match update["sessionUpdate"].as_str() {
             // agentd's own notice (what the sandbox does not enforce here): its own lines.
             Some("agent_message_chunk") if update.pointer("/_meta/agentd/notice").is_some() => {
                 self.flush_text();
-                let text = update["content"]["text"].as_str().unwrap_or_default();
+                let text = content_text(update).unwrap_or_default();
                 for line in text.lines() {
                     say!("agentd: {line}");
                 }
             }
             Some("agent_message_chunk") => {
-                self.text
-                    .push_str(update["content"]["text"].as_str().unwrap_or_default());
+                self.text.push_str(content_text(update).unwrap_or_default());
             }
             Some("tool_call") => {
                 self.flush_text();
@@ -334,8 +346,10 @@ impl Agent {
                     self.denials += 1;
                 }
                 let status = update["status"].as_str().unwrap_or("?");
-                let output = update["content"][0]["content"]["text"]
-                    .as_str()
+                let output = update
+                    .get("content")
+                    .and_then(|content| content.get(0))
+                    .and_then(content_text)
                     .unwrap_or_default();
                 match raw["backend"].as_str() {
                     Some(backend) => say!("    -> {status} (sandbox backend: {backend})"),

@@ -154,10 +154,13 @@ const SHOWN_PATH_BYTES: usize = 200;
 /// A path for an error: its start, when it is longer than anyone would read.
 fn shown(path: &Path) -> String {
     let bytes = path.as_os_str().as_bytes();
-    if bytes.len() <= SHOWN_PATH_BYTES {
+    let Some((head, _)) = bytes
+        .split_at_checked(SHOWN_PATH_BYTES)
+        .filter(|(_, rest)| !rest.is_empty())
+    else {
         return path.display().to_string();
-    }
-    let head = String::from_utf8_lossy(&bytes[..SHOWN_PATH_BYTES]);
+    };
+    let head = String::from_utf8_lossy(head);
     format!("{head}… ({} bytes)", bytes.len())
 }
 
@@ -392,18 +395,22 @@ fn out_of_reach(dir: &Dir, name: &OsStr) -> bool {
 /// Whether `path` ends with `pattern`'s components, the last matched with wildcards.
 fn matches(pattern: &[String], path: &Path) -> bool {
     let names: Vec<&OsStr> = path.iter().collect();
-    if names.len() < pattern.len() {
+    let Some(tail) = names
+        .len()
+        .checked_sub(pattern.len())
+        .and_then(|skip| names.get(skip..))
+    else {
         return false;
-    }
-    let tail = &names[names.len() - pattern.len()..];
-    let (last, dirs) = match pattern.split_last() {
-        Some(split) => split,
-        None => return false,
+    };
+    let (Some((last, dirs)), Some((got_last, got_dirs))) =
+        (pattern.split_last(), tail.split_last())
+    else {
+        return false;
     };
     dirs.iter()
-        .zip(tail)
+        .zip(got_dirs)
         .all(|(want, got)| want.as_bytes() == got.as_bytes())
-        && pattern::matches(last.as_bytes(), tail[tail.len() - 1].as_bytes())
+        && pattern::matches(last.as_bytes(), got_last.as_bytes())
 }
 
 #[cfg(test)]

@@ -114,15 +114,16 @@ pub enum AssignmentError {
 pub fn parse_assignment(text: &OsStr) -> Result<(OsString, OsString), AssignmentError> {
     let bytes = text.as_bytes();
     let shown = || text.to_string_lossy().into_owned();
-    let Some(equals) = bytes.iter().position(|&b| b == b'=') else {
+    let mut parts = bytes.splitn(2, |&b| b == b'=');
+    let (Some(name), Some(value)) = (parts.next(), parts.next()) else {
         return Err(AssignmentError::NoEquals(shown()));
     };
-    if equals == 0 {
+    if name.is_empty() {
         return Err(AssignmentError::EmptyName(shown()));
     }
     Ok((
-        OsString::from_vec(bytes[..equals].to_vec()),
-        OsString::from_vec(bytes[equals + 1..].to_vec()),
+        OsString::from_vec(name.to_vec()),
+        OsString::from_vec(value.to_vec()),
     ))
 }
 

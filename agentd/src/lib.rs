@@ -42,6 +42,8 @@
 //! benchmark, the documentation generator, the fuzz targets and the scenarios) is [`api`], the
 //! one public module.
 
+#![warn(clippy::too_many_lines)]
+#![cfg_attr(not(test), warn(clippy::indexing_slicing))]
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 mod acp;

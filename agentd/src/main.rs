@@ -1,5 +1,8 @@
 //! The `agentd` executable: parses the command line and runs it on a tokio runtime.
 
+#![warn(clippy::too_many_lines)]
+#![cfg_attr(not(test), warn(clippy::indexing_slicing))]
+
 use std::process::ExitCode;
 
 use agentd::api::cli::EXIT_DID_NOT_RUN;

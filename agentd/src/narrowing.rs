@@ -59,8 +59,9 @@ pub fn notice(records: &[Record]) -> Option<String> {
         .iter()
         .rposition(|r| matches!(r.event, Event::ModelRequest { .. }))
         .map_or(0, |i| i + 1);
-    let lines: Vec<String> = records[since..]
+    let lines: Vec<String> = records
         .iter()
+        .skip(since)
         .filter_map(|r| match &r.event {
             Event::TaskStopped {
                 task_id,

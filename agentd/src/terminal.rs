@@ -97,16 +97,25 @@ pub fn json_line<T: serde::Serialize + ?Sized>(value: &T) -> serde_json::Result<
 /// serde_json's compact format, with DEL and the C1 controls escaped in strings.
 struct ControlEscaping;
 
+/// `text` split at its first character to escape: what comes before it, the character, and
+/// what follows; `None` when it has none.
+fn split_at_escaped(text: &str) -> Option<(&str, char, &str)> {
+    let (at, c) = text.char_indices().find(|(_, c)| is_escaped(*c))?;
+    let (before, from) = text.split_at_checked(at)?;
+    let after = from.strip_prefix(c)?;
+    Some((before, c, after))
+}
+
 impl serde_json::ser::Formatter for ControlEscaping {
     fn write_string_fragment<W>(&mut self, writer: &mut W, fragment: &str) -> io::Result<()>
     where
         W: ?Sized + io::Write,
     {
         let mut rest = fragment;
-        while let Some((at, c)) = rest.char_indices().find(|(_, c)| is_escaped(*c)) {
-            writer.write_all(&rest.as_bytes()[..at])?;
+        while let Some((before, c, after)) = split_at_escaped(rest) {
+            writer.write_all(before.as_bytes())?;
             write!(writer, "\\u{:04x}", u32::from(c))?;
-            rest = &rest[at + c.len_utf8()..];
+            rest = after;
         }
         writer.write_all(rest.as_bytes())
     }

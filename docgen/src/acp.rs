@@ -120,7 +120,7 @@ async fn converse(options: AcpOptions, cwd: &Path) -> Result<Answers, DocgenErro
             .map_err(DocgenError::WriteToAgentd)?;
         while let Some(line) = lines.next_line().await.map_err(DocgenError::Pipe)? {
             let message: Value = serde_json::from_str(&line).map_err(DocgenError::NotJson)?;
-            if message.get("method").is_none() && message["id"] == id {
+            if message.get("method").is_none() && message.get("id").is_some_and(|got| *got == id) {
                 return message
                     .get("result")
                     .cloned()

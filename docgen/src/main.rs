@@ -6,6 +6,9 @@
 //! another tree than this workspace (the drift test's control uses it). One module per contract;
 //! each returns its files, and nothing here knows what is in them.
 
+#![warn(clippy::too_many_lines)]
+#![cfg_attr(not(test), warn(clippy::indexing_slicing))]
+
 mod acp;
 mod ceiling;
 mod ceiling_keys;

@@ -19,6 +19,8 @@
 //! What each does and the report it prints are in [`files`]. A wrong command line exits 2 with
 //! the usage on standard error.
 
+#![warn(clippy::too_many_lines)]
+#![cfg_attr(not(test), warn(clippy::indexing_slicing))]
 #![warn(
     clippy::cast_possible_truncation,
     clippy::cast_sign_loss,

@@ -8,7 +8,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::RawFd;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{ChildStdin, Command, Stdio};
+use std::process::{ChildStderr, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
 use std::sync::{Arc, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -330,7 +330,8 @@ impl Run {
     pub fn describe(&self) -> String {
         let tail = |text: &str, n: usize| {
             let lines: Vec<&str> = text.lines().collect();
-            lines[lines.len().saturating_sub(n)..].join("\n      ")
+            let skipped = lines.len().saturating_sub(n);
+            lines.get(skipped..).unwrap_or_default().join("\n      ")
         };
         format!(
             "    {} run as {}: {}\n    agentd exit: {}, {:.2}s\n    facts: {}\n    stdout tail:\n      {}\n    stderr tail:\n      {}",
@@ -410,57 +411,14 @@ impl Launcher {
         command_line: String,
         invocation: &Invocation,
     ) -> Result<Run, E2eError> {
-        command
-            .current_dir(&invocation.cwd)
-            .env_clear()
-            .envs(self.base_env.iter().map(|(k, v)| (k, v)))
-            .envs(invocation.env.iter().map(|(k, v)| (k, v)))
-            .stdin(
-                if matches!(invocation.on_ready, OnReady::TellPids | OnReady::Call(_)) {
-                    Stdio::piped()
-                } else {
-                    Stdio::null()
-                },
-            )
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        self.user.apply(&mut command);
-        prepare_process_state(
-            &mut command,
-            invocation.core_unlimited,
-            invocation.inherit.clone(),
-        );
-
+        self.prepare(&mut command, invocation);
         let started = Instant::now();
         let mut child = command
             .spawn()
             .map_err(|e| trouble!("cannot start {command_line}: {e}"))?;
         let pid = child.id();
-        let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
+        let (lines_rx, out_rx) = read_output(child.stdout.take(), child.stderr.take());
         let mut stdin = child.stdin.take();
-
-        let (lines_tx, lines_rx) = mpsc::channel::<String>();
-        let (out_tx, out_rx) = mpsc::channel::<(bool, String)>();
-        let err_tx = out_tx.clone();
-        thread::spawn(move || {
-            let mut all = String::new();
-            if let Some(stdout) = stdout {
-                for line in BufReader::new(stdout).lines() {
-                    let Ok(line) = line else { break };
-                    all.push_str(&line);
-                    all.push('\n');
-                    let _ = lines_tx.send(line);
-                }
-            }
-            let _ = out_tx.send((true, all));
-        });
-        thread::spawn(move || {
-            let mut bytes = Vec::new();
-            if let Some(mut stderr) = stderr {
-                let _ = stderr.read_to_end(&mut bytes);
-            }
-            let _ = err_tx.send((false, String::from_utf8_lossy(&bytes).into_owned()));
-        });
         let (exit_tx, exit_rx) = mpsc::channel();
         thread::spawn(move || {
             let _ = exit_tx.send(child.wait());
@@ -485,37 +443,8 @@ impl Launcher {
         if trouble.is_some() {
             let _ = kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
         }
-        let status = match exit_rx.recv_timeout(deadline.saturating_duration_since(Instant::now()))
-        {
-            Ok(waited) => waited,
-            Err(_) => {
-                trouble.get_or_insert(trouble!(
-                    "agentd did not finish within {}s; killed it",
-                    RUN_LIMIT.as_secs()
-                ));
-                let _ = kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
-                exit_rx
-                    .recv()
-                    .map_err(|_| trouble!("lost track of {command_line}"))?
-            }
-        }
-        .map_err(|e| trouble!("cannot wait for {command_line}: {e}"))?;
-        // agentd reports only after the command's output has ended, so both pipes close with
-        // it, unless something outlived the command and still holds them: then stop reading.
-        let (mut stdout, mut stderr) = (String::new(), String::new());
-        let drain_deadline = Instant::now() + OUTPUT_GRACE;
-        for _ in 0..2 {
-            match out_rx.recv_timeout(drain_deadline.saturating_duration_since(Instant::now())) {
-                Ok((true, text)) => stdout = text,
-                Ok((false, text)) => stderr = text,
-                Err(_) => {
-                    trouble.get_or_insert(trouble!(
-                        "agentd exited but its output stayed open: a process outlived the command"
-                    ));
-                    break;
-                }
-            }
-        }
+        let status = wait_for_exit(pid, &exit_rx, deadline, &mut trouble, &command_line)?;
+        let (stdout, stderr) = collect_output(&out_rx, &mut trouble);
         let elapsed = started.elapsed();
         let facts_line = stderr.lines().last().unwrap_or("").to_owned();
         let facts = Facts::parse(&facts_line);
@@ -538,6 +467,112 @@ impl Launcher {
             None => Ok(run),
         }
     }
+
+    /// Sets up `command` as `invocation` says: its directory, an environment of only what is
+    /// given, pipes for its output (and its input when it is told something once ready), this
+    /// launcher's user, and the process state it starts with.
+    fn prepare(&self, command: &mut Command, invocation: &Invocation) {
+        command
+            .current_dir(&invocation.cwd)
+            .env_clear()
+            .envs(self.base_env.iter().map(|(k, v)| (k, v)))
+            .envs(invocation.env.iter().map(|(k, v)| (k, v)))
+            .stdin(
+                if matches!(invocation.on_ready, OnReady::TellPids | OnReady::Call(_)) {
+                    Stdio::piped()
+                } else {
+                    Stdio::null()
+                },
+            )
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        self.user.apply(command);
+        prepare_process_state(
+            command,
+            invocation.core_unlimited,
+            invocation.inherit.clone(),
+        );
+    }
+}
+
+/// Reads agentd's output on two threads: each stdout line as it comes (on the first receiver),
+/// and all of stdout and of stderr once each ends (on the second, `true` marking stdout).
+fn read_output(
+    stdout: Option<ChildStdout>,
+    stderr: Option<ChildStderr>,
+) -> (mpsc::Receiver<String>, mpsc::Receiver<(bool, String)>) {
+    let (lines_tx, lines_rx) = mpsc::channel::<String>();
+    let (out_tx, out_rx) = mpsc::channel::<(bool, String)>();
+    let err_tx = out_tx.clone();
+    thread::spawn(move || {
+        let mut all = String::new();
+        if let Some(stdout) = stdout {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                all.push_str(&line);
+                all.push('\n');
+                let _ = lines_tx.send(line);
+            }
+        }
+        let _ = out_tx.send((true, all));
+    });
+    thread::spawn(move || {
+        let mut bytes = Vec::new();
+        if let Some(mut stderr) = stderr {
+            let _ = stderr.read_to_end(&mut bytes);
+        }
+        let _ = err_tx.send((false, String::from_utf8_lossy(&bytes).into_owned()));
+    });
+    (lines_rx, out_rx)
+}
+
+/// Waits for agentd (pid `agentd`) to exit until `deadline`; past it, kills agentd, notes in
+/// `trouble` that it did not finish, and waits for it to go.
+fn wait_for_exit(
+    agentd: u32,
+    exit_rx: &mpsc::Receiver<std::io::Result<ExitStatus>>,
+    deadline: Instant,
+    trouble: &mut Option<E2eError>,
+    command_line: &str,
+) -> Result<ExitStatus, E2eError> {
+    match exit_rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+        Ok(waited) => waited,
+        Err(_) => {
+            trouble.get_or_insert(trouble!(
+                "agentd did not finish within {}s; killed it",
+                RUN_LIMIT.as_secs()
+            ));
+            let _ = kill(Pid::from_raw(agentd as i32), Signal::SIGKILL);
+            exit_rx
+                .recv()
+                .map_err(|_| trouble!("lost track of {command_line}"))?
+        }
+    }
+    .map_err(|e| trouble!("cannot wait for {command_line}: {e}"))
+}
+
+/// agentd's whole stdout and stderr. agentd reports only after the command's output has ended,
+/// so both pipes close with it, unless something outlived the command and still holds them:
+/// then reading stops, and `trouble` says so.
+fn collect_output(
+    out_rx: &mpsc::Receiver<(bool, String)>,
+    trouble: &mut Option<E2eError>,
+) -> (String, String) {
+    let (mut stdout, mut stderr) = (String::new(), String::new());
+    let drain_deadline = Instant::now() + OUTPUT_GRACE;
+    for _ in 0..2 {
+        match out_rx.recv_timeout(drain_deadline.saturating_duration_since(Instant::now())) {
+            Ok((true, text)) => stdout = text,
+            Ok((false, text)) => stderr = text,
+            Err(_) => {
+                trouble.get_or_insert(trouble!(
+                    "agentd exited but its output stayed open: a process outlived the command"
+                ));
+                break;
+            }
+        }
+    }
+    (stdout, stderr)
 }
 
 /// Waits for the command's `ready` line, then does what `action` says; returns the helper's pid.

@@ -200,38 +200,19 @@ impl Facts {
                 .get(key)
                 .ok_or_else(|| facts_error!("missing key {key:?}"))
         };
-        let exit = match field("exit")? {
-            Value::Null => None,
-            Value::Object(exit) => Some(parse_exit(exit)?),
-            other => return Err(facts_error!("exit is neither null nor an object: {other}")),
-        };
+        let exit = null_or_object(field("exit")?, "exit", parse_exit)?;
         let backend = optional_string(field("backend")?, "backend")?;
         if let Some(name) = &backend
             && !["bwrap", "landlock", "seatbelt", "none"].contains(&name.as_str())
         {
             return Err(facts_error!("unknown backend {name:?}"));
         }
-        let enforcement = match field("enforcement")? {
-            Value::Null => None,
-            Value::Object(e) => Some(parse_enforcement(e)?),
-            other => {
-                return Err(facts_error!(
-                    "enforcement is neither null nor an object: {other}"
-                ));
-            }
-        };
-        let runner_failure = match field("runner_failure")? {
-            Value::Null => None,
-            Value::Object(f) => Some(RunnerFailure {
-                stage: string_in(f, "stage", "runner_failure")?,
-                detail: string_in(f, "detail", "runner_failure")?,
-            }),
-            other => {
-                return Err(facts_error!(
-                    "runner_failure is neither null nor an object: {other}"
-                ));
-            }
-        };
+        let enforcement = null_or_object(field("enforcement")?, "enforcement", parse_enforcement)?;
+        let runner_failure = null_or_object(
+            field("runner_failure")?,
+            "runner_failure",
+            parse_runner_failure,
+        )?;
         let denied = boolean(field("denied")?, "denied")?;
         let denials = parse_denials(field("denials")?)?;
         if denied == denials.is_empty() {
@@ -247,35 +228,13 @@ impl Facts {
         }
         let writable_roots = optional_paths(object.get("writable_roots"), "writable_roots")?;
         let deny_read = optional_paths(object.get("deny_read"), "deny_read")?;
-        let local_binding = match object.get("local_binding") {
-            None => false,
-            Some(Value::Bool(true)) => true,
-            Some(other) => {
-                return Err(facts_error!(
-                    "local_binding is present but not true: {other}"
-                ));
-            }
-        };
+        let local_binding = parse_local_binding(object.get("local_binding"))?;
         let unix_sockets = optional_paths(object.get("unix_sockets"), "unix_sockets")?;
         let proxy = match object.get("proxy") {
             None => None,
             Some(value) => Some(parse_proxy(value)?),
         };
-        let caps_reached = match object.get("caps_reached") {
-            None => Vec::new(),
-            Some(Value::Object(caps)) if !caps.is_empty() => caps
-                .iter()
-                .map(|(name, max)| match (name.as_str(), max.as_u64()) {
-                    ("processes" | "memory_bytes", Some(max)) => Ok((name.clone(), max)),
-                    _ => Err(facts_error!("caps_reached has {name:?}: {max}")),
-                })
-                .collect::<Result<_, _>>()?,
-            Some(other) => {
-                return Err(facts_error!(
-                    "caps_reached is present but not a non-empty object: {other}"
-                ));
-            }
-        };
+        let caps_reached = parse_caps_reached(object.get("caps_reached"))?;
         Ok(Facts {
             exit,
             backend,
@@ -434,78 +393,153 @@ impl Facts {
         match (backend, mode) {
             // Every Seatbelt run is partial: what the profile cannot take away, and the process
             // tree the shim cannot end without a subreaper (RFC 0001, "macOS").
-            (Backend::Seatbelt, _) => {
-                if enforcement.level != "partial" || !names(SEATBELT_TREE_GAP) {
-                    return Err(facts_error!(
-                        "seatbelt cannot end a process tree that left its group, yet enforcement \
-                         is {:?} missing {:?}",
-                        enforcement.level,
-                        enforcement.missing
-                    ));
-                }
-                if !names(SEATBELT_UNVERIFIED_GAP) {
-                    return Err(facts_error!(
-                        "no macOS version is verified yet, so every seatbelt run must say \
-                         {SEATBELT_UNVERIFIED_GAP:?}; enforcement.missing is {:?}",
-                        enforcement.missing
-                    ));
-                }
-            }
+            (Backend::Seatbelt, _) => check_seatbelt_level(enforcement),
             (Backend::Landlock, Mode::WorkspaceWrite) => {
-                if enforcement.level != "partial" {
-                    return Err(facts_error!(
-                        "landlock cannot keep a repository inside a writable root read-only, yet \
-                         enforcement is {:?}",
-                        enforcement.level
-                    ));
-                }
-                for root in roots.iter().filter(|r| r.repository) {
-                    if !names(&root.landlock_gap()) {
-                        return Err(facts_error!(
-                            "enforcement.missing {:?} does not name the repository {}/.git, which \
-                             landlock cannot keep read-only",
-                            enforcement.missing,
-                            root.path.display()
-                        ));
-                    }
-                }
+                check_landlock_write_level(enforcement, roots)
             }
-            _ => {
-                // As root a requested process limit cannot bind (root is exempt from
-                // RLIMIT_NPROC); the helper must say so. Paths that do not exist yet are named
-                // too, and Landlock's process visibility. Anything else is a gap bwrap (and
-                // read-only Landlock) must not have.
-                let other: Vec<&String> = enforcement
-                    .missing
-                    .iter()
-                    .filter(|m| {
-                        let allowed = m.starts_with("process limit")
-                            || is_missing_path_gap(m)
-                            || (backend == Backend::Landlock
-                                && !self.deny_read.is_empty()
-                                && m.starts_with(DENIED_NAMES_GAP))
-                            || (backend == Backend::Landlock
-                                && m.starts_with(PROCESS_VISIBILITY_GAP));
-                        !allowed
-                    })
-                    .collect();
-                let expected = if enforcement.missing.is_empty() {
-                    "full"
-                } else {
-                    "partial"
-                };
-                if enforcement.level != expected || !other.is_empty() {
-                    return Err(facts_error!(
-                        "{} in {} mode should enforce fully, facts say {:?} missing {:?}",
-                        backend.as_str(),
-                        mode.as_str(),
-                        enforcement.level,
-                        enforcement.missing
-                    ));
-                }
-            }
+            _ => self.check_full_level(enforcement, backend, mode),
+        }
+    }
+
+    /// Checks that the only gaps a bwrap run (or a read-only Landlock run) admits are the ones it
+    /// cannot help, and that its level says `full` exactly when nothing is missing.
+    fn check_full_level(
+        &self,
+        enforcement: &Enforcement,
+        backend: Backend,
+        mode: Mode,
+    ) -> Result<(), FactsError> {
+        // As root a requested process limit cannot bind (root is exempt from
+        // RLIMIT_NPROC); the helper must say so. Paths that do not exist yet are named
+        // too, and Landlock's process visibility. Anything else is a gap bwrap (and
+        // read-only Landlock) must not have.
+        let other: Vec<&String> = enforcement
+            .missing
+            .iter()
+            .filter(|m| {
+                let allowed = m.starts_with("process limit")
+                    || is_missing_path_gap(m)
+                    || (backend == Backend::Landlock
+                        && !self.deny_read.is_empty()
+                        && m.starts_with(DENIED_NAMES_GAP))
+                    || (backend == Backend::Landlock && m.starts_with(PROCESS_VISIBILITY_GAP));
+                !allowed
+            })
+            .collect();
+        let expected = if enforcement.missing.is_empty() {
+            "full"
+        } else {
+            "partial"
+        };
+        if enforcement.level != expected || !other.is_empty() {
+            return Err(facts_error!(
+                "{} in {} mode should enforce fully, facts say {:?} missing {:?}",
+                backend.as_str(),
+                mode.as_str(),
+                enforcement.level,
+                enforcement.missing
+            ));
         }
         Ok(())
+    }
+}
+
+/// Checks a Seatbelt run's level: always partial, naming the process tree it cannot end and
+/// the macOS versions not yet verified.
+fn check_seatbelt_level(enforcement: &Enforcement) -> Result<(), FactsError> {
+    let names = |needle: &str| enforcement.missing.iter().any(|m| m.starts_with(needle));
+    if enforcement.level != "partial" || !names(SEATBELT_TREE_GAP) {
+        return Err(facts_error!(
+            "seatbelt cannot end a process tree that left its group, yet enforcement \
+             is {:?} missing {:?}",
+            enforcement.level,
+            enforcement.missing
+        ));
+    }
+    if !names(SEATBELT_UNVERIFIED_GAP) {
+        return Err(facts_error!(
+            "no macOS version is verified yet, so every seatbelt run must say \
+             {SEATBELT_UNVERIFIED_GAP:?}; enforcement.missing is {:?}",
+            enforcement.missing
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a workspace-write Landlock run's level: partial, naming every repository inside a
+/// writable root, which Landlock cannot keep read-only.
+fn check_landlock_write_level(
+    enforcement: &Enforcement,
+    roots: &[RootBefore],
+) -> Result<(), FactsError> {
+    let names = |needle: &str| enforcement.missing.iter().any(|m| m.starts_with(needle));
+    if enforcement.level != "partial" {
+        return Err(facts_error!(
+            "landlock cannot keep a repository inside a writable root read-only, yet \
+             enforcement is {:?}",
+            enforcement.level
+        ));
+    }
+    for root in roots.iter().filter(|r| r.repository) {
+        if !names(&root.landlock_gap()) {
+            return Err(facts_error!(
+                "enforcement.missing {:?} does not name the repository {}/.git, which \
+                 landlock cannot keep read-only",
+                enforcement.missing,
+                root.path.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The value of `key` that is either null or an object, parsed by `parse`.
+fn null_or_object<T>(
+    value: &Value,
+    key: &str,
+    parse: impl FnOnce(&Map<String, Value>) -> Result<T, FactsError>,
+) -> Result<Option<T>, FactsError> {
+    match value {
+        Value::Null => Ok(None),
+        Value::Object(object) => parse(object).map(Some),
+        other => Err(facts_error!("{key} is neither null nor an object: {other}")),
+    }
+}
+
+/// `runner_failure`: `{"stage": ..., "detail": ...}`.
+fn parse_runner_failure(f: &Map<String, Value>) -> Result<RunnerFailure, FactsError> {
+    Ok(RunnerFailure {
+        stage: string_in(f, "stage", "runner_failure")?,
+        detail: string_in(f, "detail", "runner_failure")?,
+    })
+}
+
+/// `local_binding`: absent, or present and true.
+fn parse_local_binding(value: Option<&Value>) -> Result<bool, FactsError> {
+    match value {
+        None => Ok(false),
+        Some(Value::Bool(true)) => Ok(true),
+        Some(other) => Err(facts_error!(
+            "local_binding is present but not true: {other}"
+        )),
+    }
+}
+
+/// `caps_reached`: absent, or a non-empty object from `processes` and `memory_bytes` to the
+/// caps' values.
+fn parse_caps_reached(value: Option<&Value>) -> Result<Vec<(String, u64)>, FactsError> {
+    match value {
+        None => Ok(Vec::new()),
+        Some(Value::Object(caps)) if !caps.is_empty() => caps
+            .iter()
+            .map(|(name, max)| match (name.as_str(), max.as_u64()) {
+                ("processes" | "memory_bytes", Some(max)) => Ok((name.clone(), max)),
+                _ => Err(facts_error!("caps_reached has {name:?}: {max}")),
+            })
+            .collect(),
+        Some(other) => Err(facts_error!(
+            "caps_reached is present but not a non-empty object: {other}"
+        )),
     }
 }
 

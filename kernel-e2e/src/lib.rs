@@ -9,6 +9,9 @@
 //! The suite is a test target without the libtest harness (`tests/suite.rs` calls
 //! [`suite::main`]): cases are many, run in parallel, and report per backend.
 
+#![warn(clippy::too_many_lines)]
+#![cfg_attr(not(test), warn(clippy::indexing_slicing))]
+
 #[macro_use]
 pub mod error;
 

@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::thread;
 use std::time::{Instant, SystemTime};
 
+use crate::accounts;
 use crate::agentd::Launcher;
 use crate::available;
 use crate::available::COMMAND_PATH;
@@ -69,11 +70,7 @@ fn run(started: Instant) -> Result<bool, E2eError> {
     let catalogue = cases::all();
     let only_cases = list_from_env("KERNEL_E2E_CASES")?;
     let only_backends = list_from_env("KERNEL_E2E_BACKENDS")?;
-    let workers = std::env::var("KERNEL_E2E_JOBS")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .filter(|&n| n > 0)
-        .unwrap_or(DEFAULT_WORKERS);
+    let workers = workers_from_env();
     let backends = selected_backends(only_backends.as_deref())?;
     check_cases(only_cases.as_deref(), &catalogue)?;
 
@@ -81,43 +78,11 @@ fn run(started: Instant) -> Result<bool, E2eError> {
     if let Some(note) = staleness(&binaries) {
         println!("note: {note}");
     }
-    let me = Identity::current()?;
-    let mut users = vec![me.clone()];
-    // Held to the end of the run: the user goes with it if the suite made it.
-    let mut _unprivileged = None;
-    if me.is_root() {
-        let (identity, account) = Identity::unprivileged()?;
-        users.push(identity);
-        _unprivileged = Some(account);
-    }
+    // The account is held to the end of the run: the user goes with it if the suite made it.
+    let (users, _unprivileged) = suite_users()?;
 
     let shared = prepare_run_root()?;
-    let mut runners = Vec::new();
-    for user in &users {
-        let binaries = if user.current {
-            binaries.clone()
-        } else {
-            binaries.share()?
-        };
-        let python = find_python(user, &shared.probe_script);
-        if python.is_none()
-            && let Some(variable) = Need::Python3.required_by()
-        {
-            return Err(trouble!(
-                "no python3 that {} can run, and {variable}=1 requires one: the precise attempts \
-                 of most cases would skip (install python3)",
-                user.name
-            ));
-        }
-        runners.push(Runner {
-            launcher: Launcher {
-                binaries,
-                user: user.clone(),
-                base_env: base_env(user, &shared.run_root),
-            },
-            python,
-        });
-    }
+    let runners = make_runners(&users, &binaries, &shared)?;
     println!(
         "suite: agentd {}, users {}, python {}, {workers} workers",
         binaries.agentd.display(),
@@ -126,50 +91,14 @@ fn run(started: Instant) -> Result<bool, E2eError> {
             .map(|u| u.name.as_str())
             .collect::<Vec<_>>()
             .join(" and "),
-        runners[0]
-            .python
-            .as_ref()
+        runners
+            .first()
+            .and_then(|runner| runner.python.as_ref())
             .map_or_else(|| "none".into(), |p| p.display().to_string()),
     );
 
     required_tools()?;
-    let mut jobs = VecDeque::new();
-    for &backend in &backends {
-        for (user_rank, user) in users.iter().enumerate() {
-            let unusable = unavailable(backend, user);
-            if let Some(why) = &unusable
-                && let Some(variable) = need_of(backend).required_by()
-            {
-                return Err(trouble!(
-                    "{backend} cannot run here for {}, and {variable}=1 requires it: {why}",
-                    user.name
-                ));
-            }
-            for mode in [Mode::ReadOnly, Mode::WorkspaceWrite] {
-                for (case_rank, case) in catalogue.iter().enumerate() {
-                    let selected = only_cases
-                        .as_ref()
-                        .is_none_or(|only| only.iter().any(|o| o == case.id));
-                    if selected && case.modes.contains(&mode) {
-                        jobs.push_back(Job {
-                            case: *case,
-                            case_rank,
-                            cell: Cell {
-                                backend,
-                                mode,
-                                user: user.clone(),
-                            },
-                            user_rank,
-                            skip: unusable
-                                .clone()
-                                .or_else(|| cases::not_for(backend, case.id)),
-                        });
-                    }
-                }
-            }
-        }
-    }
-
+    let jobs = plan_jobs(&catalogue, &backends, &users, only_cases.as_deref())?;
     let total_jobs = jobs.len();
     if total_jobs == 0 {
         return Err(trouble!(
@@ -195,6 +124,111 @@ fn run(started: Instant) -> Result<bool, E2eError> {
     Ok(ok)
 }
 
+/// How many cases run at once: `KERNEL_E2E_JOBS` when it is a positive number, else
+/// [`DEFAULT_WORKERS`].
+fn workers_from_env() -> usize {
+    std::env::var("KERNEL_E2E_JOBS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(DEFAULT_WORKERS)
+}
+
+/// Who the cases run as: the user running the suite and, when that is root, an unprivileged
+/// user, with its account (which goes when dropped, if the suite made it).
+fn suite_users() -> Result<(Vec<Identity>, Option<accounts::User>), E2eError> {
+    let me = Identity::current()?;
+    let mut users = vec![me.clone()];
+    let mut unprivileged = None;
+    if me.is_root() {
+        let (identity, account) = Identity::unprivileged()?;
+        users.push(identity);
+        unprivileged = Some(account);
+    }
+    Ok((users, unprivileged))
+}
+
+/// One runner per user, in the same order: the binaries that user can run, and its Python. A
+/// user with no Python is an error when `Need::Python3` is required.
+fn make_runners(
+    users: &[Identity],
+    binaries: &Binaries,
+    shared: &Shared,
+) -> Result<Vec<Runner>, E2eError> {
+    let mut runners = Vec::new();
+    for user in users {
+        let binaries = if user.current {
+            binaries.clone()
+        } else {
+            binaries.share()?
+        };
+        let python = find_python(user, &shared.probe_script);
+        if python.is_none()
+            && let Some(variable) = Need::Python3.required_by()
+        {
+            return Err(trouble!(
+                "no python3 that {} can run, and {variable}=1 requires one: the precise attempts \
+                 of most cases would skip (install python3)",
+                user.name
+            ));
+        }
+        runners.push(Runner {
+            launcher: Launcher {
+                binaries,
+                user: user.clone(),
+                base_env: base_env(user, &shared.run_root),
+            },
+            python,
+        });
+    }
+    Ok(runners)
+}
+
+/// Every selected case in every cell it applies to, backend by backend, then user, then mode;
+/// a backend that cannot run for a user skips its jobs, or is an error when it is required.
+fn plan_jobs(
+    catalogue: &[Case],
+    backends: &[Backend],
+    users: &[Identity],
+    only_cases: Option<&[String]>,
+) -> Result<VecDeque<Job>, E2eError> {
+    let mut jobs = VecDeque::new();
+    for &backend in backends {
+        for (user_rank, user) in users.iter().enumerate() {
+            let unusable = unavailable(backend, user);
+            if let Some(why) = &unusable
+                && let Some(variable) = need_of(backend).required_by()
+            {
+                return Err(trouble!(
+                    "{backend} cannot run here for {}, and {variable}=1 requires it: {why}",
+                    user.name
+                ));
+            }
+            for mode in [Mode::ReadOnly, Mode::WorkspaceWrite] {
+                for (case_rank, case) in catalogue.iter().enumerate() {
+                    let selected = only_cases.is_none_or(|only| only.iter().any(|o| o == case.id));
+                    if selected && case.modes.contains(&mode) {
+                        jobs.push_back(Job {
+                            case: *case,
+                            case_rank,
+                            cell: Cell {
+                                backend,
+                                mode,
+                                user: user.clone(),
+                            },
+                            user_rank,
+                            skip: unusable
+                                .clone()
+                                .or_else(|| cases::not_for(backend, case.id)),
+                        });
+                    }
+                }
+            }
+        }
+    }
+    Ok(jobs)
+}
+
 fn run_pool(
     jobs: VecDeque<Job>,
     workers: usize,
@@ -215,7 +249,7 @@ fn run_pool(
                     Err(_) => None,
                 };
                 let Some(job) = job else { break };
-                let result = run_job(&job, &runners[job.user_rank], &shared);
+                let result = run_job(&job, &runners, &shared);
                 if tx.send(result).is_err() {
                     break;
                 }
@@ -243,11 +277,19 @@ fn run_pool(
     results
 }
 
-fn run_job(job: &Job, runner: &Runner, shared: &Shared) -> CaseResult {
+/// Runs `job` with the runner of its user (skipped when its backend cannot run here).
+fn run_job(job: &Job, runners: &[Runner], shared: &Shared) -> CaseResult {
     let started = Instant::now();
-    let (verdict, notes) = match &job.skip {
-        Some(reason) => (Verdict::Skip(reason.clone()), Vec::new()),
-        None => run_case(job, runner, shared),
+    let (verdict, notes) = match (&job.skip, runners.get(job.user_rank)) {
+        (Some(reason), _) => (Verdict::Skip(reason.clone()), Vec::new()),
+        (None, Some(runner)) => run_case(job, runner, shared),
+        (None, None) => {
+            let verdict = Verdict::Fail {
+                reason: format!("no way to run agentd as {}", job.cell.user.name),
+                runs: Vec::new(),
+            };
+            (verdict, Vec::new())
+        }
     };
     CaseResult {
         backend: job.cell.backend,

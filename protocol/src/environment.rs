@@ -104,10 +104,15 @@ pub fn secret_word(name: &[u8]) -> Option<&'static str> {
     }
     SECRET_WORDS.iter().copied().find(|word| {
         let word = word.as_bytes();
-        (0..upper.len())
-            .filter(|&i| upper[i..].starts_with(word))
-            .any(|i| !(word == b"AUTH" && names_an_author(&upper[i..])))
+        tails(&upper)
+            .filter(|rest| rest.starts_with(word))
+            .any(|rest| !(word == b"AUTH" && names_an_author(rest)))
     })
+}
+
+/// `text` and every shorter tail of it down to its last byte: `ABC`, `BC`, `C`.
+fn tails(text: &[u8]) -> impl Iterator<Item = &[u8]> {
+    std::iter::successors(Some(text), |t| t.split_first().map(|(_, rest)| rest)).take(text.len())
 }
 
 /// Whether `name` looks like it carries a credential ([`secret_word`]).
@@ -158,10 +163,7 @@ pub fn is_locale_value(name: &[u8], value: &[u8]) -> bool {
 pub fn is_locale_name(value: &[u8]) -> bool {
     let (rest, modifier) = split_last(value, b'@');
     let (rest, codeset) = split_last(rest, b'.');
-    let (language, territory) = match rest.iter().position(|&b| b == b'_') {
-        Some(i) => (&rest[..i], Some(&rest[i + 1..])),
-        None => (rest, None),
-    };
+    let (language, territory) = split_first(rest, b'_');
     let language_ok = match language {
         b"C" | b"POSIX" => territory.is_none(),
         _ => (2..=3).contains(&language.len()) && language.iter().all(u8::is_ascii_alphabetic),
@@ -176,12 +178,23 @@ pub fn is_locale_name(value: &[u8]) -> bool {
         && modifier.is_none_or(|m| is_word(m, MAX_MODIFIER))
 }
 
+/// `text` split at the first `separator`: what comes before, and what comes after if there was
+/// one.
+fn split_first(text: &[u8], separator: u8) -> (&[u8], Option<&[u8]>) {
+    let mut parts = text.splitn(2, |&b| b == separator);
+    match (parts.next(), parts.next()) {
+        (Some(before), after @ Some(_)) => (before, after),
+        _ => (text, None),
+    }
+}
+
 /// `text` split at the last `separator`: what comes before, and what comes after if there was
 /// one.
 fn split_last(text: &[u8], separator: u8) -> (&[u8], Option<&[u8]>) {
-    match text.iter().rposition(|&b| b == separator) {
-        Some(i) => (&text[..i], Some(&text[i + 1..])),
-        None => (text, None),
+    let mut parts = text.rsplitn(2, |&b| b == separator);
+    match (parts.next(), parts.next()) {
+        (after @ Some(_), Some(before)) => (before, after),
+        _ => (text, None),
     }
 }
 

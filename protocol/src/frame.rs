@@ -32,17 +32,21 @@ pub enum FrameError {
 
 /// Encodes one message as a complete frame (prefix included).
 pub fn encode_frame<T: Serialize>(message: &T) -> Result<Vec<u8>, FrameError> {
-    let out = postcard::to_extend(message, vec![0u8; HEADER_LEN])
+    let mut out = postcard::to_extend(message, vec![0u8; HEADER_LEN])
         .map_err(|e| FrameError::Encode(e.to_string()))?;
-    let len = out.len() - HEADER_LEN;
+    let Some((prefix, payload)) = out.split_first_chunk_mut::<HEADER_LEN>() else {
+        return Err(FrameError::Encode(
+            "the length prefix is missing".to_owned(),
+        ));
+    };
+    let len = payload.len();
     if len == 0 {
         return Err(FrameError::Empty);
     }
     if len as u64 > u64::from(MAX_FRAME) {
         return Err(FrameError::TooLarge { len: len as u64 });
     }
-    let mut out = out;
-    out[..HEADER_LEN].copy_from_slice(&(len as u32).to_le_bytes());
+    *prefix = (len as u32).to_le_bytes();
     Ok(out)
 }
 
@@ -86,10 +90,10 @@ impl FrameDecoder {
             return Ok(None);
         };
         let body = self.start + HEADER_LEN;
-        if self.buf.len() - body < len {
+        let Some(payload) = self.buf.get(body..body + len) else {
             return Ok(None);
-        }
-        let payload = self.buf[body..body + len].to_vec();
+        };
+        let payload = payload.to_vec();
         self.start = body + len;
         if self.start == self.buf.len() {
             self.buf.clear();
@@ -127,10 +131,14 @@ impl FrameDecoder {
     }
 
     fn check_header_len(&self) -> Result<Option<usize>, FrameError> {
-        let Some(header) = self.buf.get(self.start..self.start + HEADER_LEN) else {
+        let Some(header) = self
+            .buf
+            .get(self.start..)
+            .and_then(<[u8]>::first_chunk::<HEADER_LEN>)
+        else {
             return Ok(None);
         };
-        let len = u32::from_le_bytes([header[0], header[1], header[2], header[3]]);
+        let len = u32::from_le_bytes(*header);
         if len == 0 {
             return Err(FrameError::Empty);
         }

@@ -11,6 +11,8 @@
 //! Beside the wire, [`environment`] holds the rules for a command's environment that both sides
 //! apply, so that they cannot differ.
 
+#![warn(clippy::too_many_lines)]
+#![cfg_attr(not(test), warn(clippy::indexing_slicing))]
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 /// Declares wire types: emits them unchanged, and their token text as the constant `$name`,
@@ -78,18 +80,16 @@ pub const SCHEMA_TEXT: [&str; 3] = [
 /// themselves.
 pub const SCHEMA_HASH: u64 = fnv1a64(&SCHEMA_TEXT);
 
-const fn fnv1a64(parts: &[&str]) -> u64 {
+const fn fnv1a64(mut parts: &[&str]) -> u64 {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut p = 0;
-    while p < parts.len() {
-        let bytes = parts[p].as_bytes();
-        let mut i = 0;
-        while i < bytes.len() {
-            hash ^= bytes[i] as u64;
+    while let [part, rest @ ..] = parts {
+        let mut bytes = part.as_bytes();
+        while let [byte, rest @ ..] = bytes {
+            hash ^= *byte as u64;
             hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-            i += 1;
+            bytes = rest;
         }
-        p += 1;
+        parts = rest;
     }
     hash
 }

@@ -4,17 +4,22 @@
 
 /// Whether `name` matches `pattern` as a whole.
 pub fn matches(pattern: &[u8], name: &[u8]) -> bool {
-    let Some(star) = pattern.iter().position(|&b| b == b'*') else {
+    let mut parts = pattern.splitn(2, |&b| b == b'*');
+    let (Some(head), Some(tail)) = (parts.next(), parts.next()) else {
         return pattern == name;
     };
-    let (head, tail) = (&pattern[..star], &pattern[star + 1..]);
     let Some(rest) = name.strip_prefix(head) else {
         return false;
     };
     if !tail.contains(&b'*') {
         return rest.ends_with(tail);
     }
-    (0..=rest.len()).any(|i| matches(tail, &rest[i..]))
+    tails(rest).any(|rest| matches(tail, rest))
+}
+
+/// `text` and every shorter tail of it, down to the empty one: `ab`, `b`, then nothing.
+fn tails(text: &[u8]) -> impl Iterator<Item = &[u8]> {
+    std::iter::successors(Some(text), |t| t.split_first().map(|(_, rest)| rest))
 }
 
 #[cfg(test)]

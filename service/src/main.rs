@@ -13,6 +13,8 @@
 //! Linux only (`SO_PEERCRED`, signalfd, cgroup v2, `close_range`): on macOS each user's agentd
 //! starts its `confine-helper` embedded, and the workspace's macOS build leaves this crate out.
 
+#![warn(clippy::too_many_lines)]
+#![cfg_attr(not(test), warn(clippy::indexing_slicing))]
 #![warn(
     clippy::cast_possible_truncation,
     clippy::cast_sign_loss,

@@ -54,16 +54,16 @@ mod updates;
 
 use std::sync::Arc;
 
-use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
     AgentCapabilities, CancelNotification, CloseSessionRequest, CloseSessionResponse,
     Implementation, InitializeRequest, InitializeResponse, ListSessionsRequest,
     ListSessionsResponse, LoadSessionRequest, LoadSessionResponse, McpCapabilities, McpServer,
-    NewSessionRequest, NewSessionResponse, PromptCapabilities, PromptRequest, ResumeSessionRequest,
-    ResumeSessionResponse, SessionCapabilities, SessionCloseCapabilities, SessionInfo,
-    SessionListCapabilities, SessionResumeCapabilities, SetSessionConfigOptionRequest,
+    NewSessionRequest, NewSessionResponse, PromptCapabilities, PromptRequest, PromptResponse,
+    ResumeSessionRequest, ResumeSessionResponse, SessionCapabilities, SessionCloseCapabilities,
+    SessionInfo, SessionListCapabilities, SessionResumeCapabilities, SetSessionConfigOptionRequest,
     SetSessionConfigOptionResponse, SetSessionModeRequest, SetSessionModeResponse,
 };
+use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{
     Agent, Client, ConnectTo, Error, on_receive_notification, on_receive_request,
 };
@@ -180,188 +180,52 @@ fn handlers(state: &Arc<AgentState>) -> impl ConnectTo<Client> + 'static {
         .v1()
         .name("agentd")
         .on_receive_request(
-            async move |req: InitializeRequest, responder, _cx| {
-                let fs = &req.client_capabilities.fs;
-                let _ = s1.client_fs.set(fs.read_text_file);
-                responder.respond(
-                    InitializeResponse::new(req.protocol_version)
-                        .agent_capabilities(
-                            AgentCapabilities::new()
-                                .load_session(true)
-                                // Streamable HTTP servers, when the session's network policy
-                                // reaches their host (RFC 0015); not the older SSE transport.
-                                .mcp_capabilities(McpCapabilities::new().http(true))
-                                .prompt_capabilities(
-                                    PromptCapabilities::new().embedded_context(true),
-                                )
-                                .session_capabilities(
-                                    SessionCapabilities::new()
-                                        .list(SessionListCapabilities::new())
-                                        .resume(SessionResumeCapabilities::new())
-                                        .close(SessionCloseCapabilities::new()),
-                                ),
-                        )
-                        .agent_info(Implementation::new("agentd", env!("CARGO_PKG_VERSION"))),
-                )
-            },
+            async move |req: InitializeRequest, responder, _cx| initialize(&s1, req, responder),
             on_receive_request!(),
         )
         .on_receive_request(
             async move |req: NewSessionRequest, responder, cx: ConnectionTo<Client>| {
-                let (servers, notices) = mcp::servers(&s2.options, &req.mcp_servers);
-                match s2.sessions.create(&s2, &req.cwd, servers, cx.clone()) {
-                    Ok(session) => {
-                        let answered = responder.respond(
-                            NewSessionResponse::new(session.id.clone())
-                                .config_options(session.config_options())
-                                .modes(session.modes()),
-                        );
-                        commands::advertise(&session, &cx).await;
-                        notices::tell_opening(&session, &cx).await;
-                        mcp::start(&session, &s2.options.ask_before, notices, cx);
-                        answered
-                    }
-                    Err(e) => responder.respond_with_error(e),
-                }
+                new_session(&s2, req, responder, cx).await
             },
             on_receive_request!(),
         )
         .on_receive_request(
             async move |req: LoadSessionRequest, responder, cx: ConnectionTo<Client>| {
-                let id = req.session_id.to_string();
-                reopen(
-                    &s3,
-                    id,
-                    req.mcp_servers,
-                    Replay::Whole,
-                    cx,
-                    move |opened| match opened {
-                        Ok(session) => responder.respond(
-                            LoadSessionResponse::new()
-                                .config_options(session.config_options())
-                                .modes(session.modes()),
-                        ),
-                        Err(e) => responder.respond_with_error(e),
-                    },
-                )
-                .await
+                load_session(&s3, req, responder, cx).await
             },
             on_receive_request!(),
         )
         .on_receive_request(
             async move |req: ResumeSessionRequest, responder, cx: ConnectionTo<Client>| {
-                let id = req.session_id.to_string();
-                reopen(
-                    &s10,
-                    id,
-                    req.mcp_servers,
-                    Replay::None,
-                    cx,
-                    move |opened| match opened {
-                        Ok(session) => responder.respond(
-                            ResumeSessionResponse::new()
-                                .config_options(session.config_options())
-                                .modes(session.modes()),
-                        ),
-                        Err(e) => responder.respond_with_error(e),
-                    },
-                )
-                .await
+                resume_session(&s10, req, responder, cx).await
             },
             on_receive_request!(),
         )
         .on_receive_request(
-            async move |req: ListSessionsRequest, responder, _cx| match list_sessions(
-                &s4.options.state_dir,
-                req.cwd.as_deref(),
-            ) {
-                Ok(sessions) => responder.respond(ListSessionsResponse::new(sessions)),
-                Err(e) => responder.respond_with_error(AcpError::Log(e).into()),
-            },
+            async move |req: ListSessionsRequest, responder, _cx| answer_list(&s4, req, responder),
             on_receive_request!(),
         )
         .on_receive_request(
             async move |req: PromptRequest, responder, cx: ConnectionTo<Client>| {
-                let id = req.session_id.to_string();
-                let Some(session) = s5.sessions.get(&id) else {
-                    return responder.respond_with_error(AcpError::NotOpen(id).into());
-                };
-                let state = s5.clone();
-                // The turn waits on the model, on commands and on the client: off the
-                // dispatch loop, on tokio's workers.
-                tokio::spawn(async move {
-                    let answer = turn::run(&state, &session, &req.prompt, &cx).await;
-                    let _ = match answer {
-                        Ok(response) => responder.respond(response),
-                        Err(e) => responder.respond_with_error(e),
-                    };
-                });
-                Ok(())
+                prompt(&s5, req, responder, cx)
             },
             on_receive_request!(),
         )
         .on_receive_request(
             async move |req: SetSessionConfigOptionRequest, responder, cx: ConnectionTo<Client>| {
-                let id = req.session_id.to_string();
-                let Some(session) = s7.sessions.get(&id) else {
-                    return responder.respond_with_error(AcpError::NotOpen(id).into());
-                };
-                let models = match session.models().offered() {
-                    true => session.defaults.models.names().to_vec(),
-                    false => Vec::new(),
-                };
-                let switch = match config_options::parse(&req.config_id.0, &req.value, &models) {
-                    Ok(switch) => switch,
-                    Err(e) => return responder.respond_with_error(AcpError::from(e).into()),
-                };
-                set_knob::switch(
-                    session,
-                    switch,
-                    Asked::ConfigOption,
-                    cx,
-                    move |s, r| match r {
-                        Ok(()) => responder
-                            .respond(SetSessionConfigOptionResponse::new(s.config_options())),
-                        Err(e) => responder.respond_with_error(e),
-                    },
-                )
-                .await
+                set_config_option(&s7, req, responder, cx).await
             },
             on_receive_request!(),
         )
         .on_receive_request(
             async move |req: SetSessionModeRequest, responder, cx: ConnectionTo<Client>| {
-                let id = req.session_id.to_string();
-                let Some(session) = s9.sessions.get(&id) else {
-                    return responder.respond_with_error(AcpError::NotOpen(id).into());
-                };
-                let switch = match config_options::parse_mode_id(&req.mode_id.0) {
-                    Ok(switch) => switch,
-                    Err(e) => return responder.respond_with_error(AcpError::from(e).into()),
-                };
-                set_knob::switch(session, switch, Asked::Mode, cx, move |_, r| match r {
-                    Ok(()) => responder.respond(SetSessionModeResponse::new()),
-                    Err(e) => responder.respond_with_error(e),
-                })
-                .await
+                set_mode(&s9, req, responder, cx).await
             },
             on_receive_request!(),
         )
         .on_receive_request(
             async move |req: CloseSessionRequest, responder, _cx: ConnectionTo<Client>| {
-                // Closing twice: the second finds no session.
-                let id = req.session_id.to_string();
-                let Some(session) = s8.sessions.begin_close(&id) else {
-                    return responder.respond_with_error(AcpError::NotOpen(id).into());
-                };
-                let state = s8.clone();
-                // The close waits for the turn, the children and the tasks to end: off the
-                // dispatch loop.
-                tokio::spawn(async move {
-                    state.sessions.close(&session).await;
-                    let _ = responder.respond(CloseSessionResponse::new());
-                });
-                Ok(())
+                close_session(&s8, req, responder)
             },
             on_receive_request!(),
         )
@@ -374,6 +238,227 @@ fn handlers(state: &Arc<AgentState>) -> impl ConnectTo<Client> + 'static {
             },
             on_receive_notification!(),
         )
+}
+
+/// `initialize`: remembers whether the client reads files for the agent, and answers with what
+/// the agent can do.
+fn initialize(
+    state: &AgentState,
+    req: InitializeRequest,
+    responder: Responder<InitializeResponse>,
+) -> Result<(), Error> {
+    let fs = &req.client_capabilities.fs;
+    let _ = state.client_fs.set(fs.read_text_file);
+    responder.respond(
+        InitializeResponse::new(req.protocol_version)
+            .agent_capabilities(capabilities())
+            .agent_info(Implementation::new("agentd", env!("CARGO_PKG_VERSION"))),
+    )
+}
+
+/// What the agent tells its client it can do.
+fn capabilities() -> AgentCapabilities {
+    AgentCapabilities::new()
+        .load_session(true)
+        // Streamable HTTP servers, when the session's network policy
+        // reaches their host (RFC 0015); not the older SSE transport.
+        .mcp_capabilities(McpCapabilities::new().http(true))
+        .prompt_capabilities(PromptCapabilities::new().embedded_context(true))
+        .session_capabilities(
+            SessionCapabilities::new()
+                .list(SessionListCapabilities::new())
+                .resume(SessionResumeCapabilities::new())
+                .close(SessionCloseCapabilities::new()),
+        )
+}
+
+/// `session/new`: creates the session and answers; then advertises its commands, tells what
+/// the opening tells and starts its MCP servers.
+async fn new_session(
+    state: &Arc<AgentState>,
+    req: NewSessionRequest,
+    responder: Responder<NewSessionResponse>,
+    cx: ConnectionTo<Client>,
+) -> Result<(), Error> {
+    let (servers, notices) = mcp::servers(&state.options, &req.mcp_servers);
+    match state.sessions.create(state, &req.cwd, servers, cx.clone()) {
+        Ok(session) => {
+            let answered = responder.respond(
+                NewSessionResponse::new(session.id.clone())
+                    .config_options(session.config_options())
+                    .modes(session.modes()),
+            );
+            commands::advertise(&session, &cx).await;
+            notices::tell_opening(&session, &cx).await;
+            mcp::start(&session, &state.options.ask_before, notices, cx);
+            answered
+        }
+        Err(e) => responder.respond_with_error(e),
+    }
+}
+
+/// `session/load`: reopens the session with its whole history replayed before the answer.
+async fn load_session(
+    state: &Arc<AgentState>,
+    req: LoadSessionRequest,
+    responder: Responder<LoadSessionResponse>,
+    cx: ConnectionTo<Client>,
+) -> Result<(), Error> {
+    let id = req.session_id.to_string();
+    reopen(
+        state,
+        id,
+        req.mcp_servers,
+        Replay::Whole,
+        cx,
+        move |opened| match opened {
+            Ok(session) => responder.respond(
+                LoadSessionResponse::new()
+                    .config_options(session.config_options())
+                    .modes(session.modes()),
+            ),
+            Err(e) => responder.respond_with_error(e),
+        },
+    )
+    .await
+}
+
+/// `session/resume`: reopens the session without replaying its history.
+async fn resume_session(
+    state: &Arc<AgentState>,
+    req: ResumeSessionRequest,
+    responder: Responder<ResumeSessionResponse>,
+    cx: ConnectionTo<Client>,
+) -> Result<(), Error> {
+    let id = req.session_id.to_string();
+    reopen(
+        state,
+        id,
+        req.mcp_servers,
+        Replay::None,
+        cx,
+        move |opened| match opened {
+            Ok(session) => responder.respond(
+                ResumeSessionResponse::new()
+                    .config_options(session.config_options())
+                    .modes(session.modes()),
+            ),
+            Err(e) => responder.respond_with_error(e),
+        },
+    )
+    .await
+}
+
+/// `session/list`: answers with the stored sessions, of the asked directory if one was given.
+fn answer_list(
+    state: &AgentState,
+    req: ListSessionsRequest,
+    responder: Responder<ListSessionsResponse>,
+) -> Result<(), Error> {
+    match list_sessions(&state.options.state_dir, req.cwd.as_deref()) {
+        Ok(sessions) => responder.respond(ListSessionsResponse::new(sessions)),
+        Err(e) => responder.respond_with_error(AcpError::Log(e).into()),
+    }
+}
+
+/// `session/prompt`: hands the prompt to a task that runs the turn and answers it.
+fn prompt(
+    state: &Arc<AgentState>,
+    req: PromptRequest,
+    responder: Responder<PromptResponse>,
+    cx: ConnectionTo<Client>,
+) -> Result<(), Error> {
+    let id = req.session_id.to_string();
+    let Some(session) = state.sessions.get(&id) else {
+        return responder.respond_with_error(AcpError::NotOpen(id).into());
+    };
+    let state = state.clone();
+    // The turn waits on the model, on commands and on the client: off the
+    // dispatch loop, on tokio's workers.
+    tokio::spawn(async move {
+        let answer = turn::run(&state, &session, &req.prompt, &cx).await;
+        let _ = match answer {
+            Ok(response) => responder.respond(response),
+            Err(e) => responder.respond_with_error(e),
+        };
+    });
+    Ok(())
+}
+
+/// `session/set_config_option`: switches the knob the option names, answering with the
+/// session's options as they then are.
+async fn set_config_option(
+    state: &AgentState,
+    req: SetSessionConfigOptionRequest,
+    responder: Responder<SetSessionConfigOptionResponse>,
+    cx: ConnectionTo<Client>,
+) -> Result<(), Error> {
+    let id = req.session_id.to_string();
+    let Some(session) = state.sessions.get(&id) else {
+        return responder.respond_with_error(AcpError::NotOpen(id).into());
+    };
+    let models = match session.models().offered() {
+        true => session.defaults.models.names().to_vec(),
+        false => Vec::new(),
+    };
+    let switch = match config_options::parse(&req.config_id.0, &req.value, &models) {
+        Ok(switch) => switch,
+        Err(e) => return responder.respond_with_error(AcpError::from(e).into()),
+    };
+    set_knob::switch(
+        session,
+        switch,
+        Asked::ConfigOption,
+        cx,
+        move |s, r| match r {
+            Ok(()) => responder.respond(SetSessionConfigOptionResponse::new(s.config_options())),
+            Err(e) => responder.respond_with_error(e),
+        },
+    )
+    .await
+}
+
+/// `session/set_mode`: switches the session to the asked mode.
+async fn set_mode(
+    state: &AgentState,
+    req: SetSessionModeRequest,
+    responder: Responder<SetSessionModeResponse>,
+    cx: ConnectionTo<Client>,
+) -> Result<(), Error> {
+    let id = req.session_id.to_string();
+    let Some(session) = state.sessions.get(&id) else {
+        return responder.respond_with_error(AcpError::NotOpen(id).into());
+    };
+    let switch = match config_options::parse_mode_id(&req.mode_id.0) {
+        Ok(switch) => switch,
+        Err(e) => return responder.respond_with_error(AcpError::from(e).into()),
+    };
+    set_knob::switch(session, switch, Asked::Mode, cx, move |_, r| match r {
+        Ok(()) => responder.respond(SetSessionModeResponse::new()),
+        Err(e) => responder.respond_with_error(e),
+    })
+    .await
+}
+
+/// `session/close`: closes the session off the dispatch loop, answering once it has closed.
+fn close_session(
+    state: &Arc<AgentState>,
+    req: CloseSessionRequest,
+    responder: Responder<CloseSessionResponse>,
+) -> Result<(), Error> {
+    // Closing twice: the second finds no session.
+    let id = req.session_id.to_string();
+    let Some(session) = state.sessions.begin_close(&id) else {
+        return responder.respond_with_error(AcpError::NotOpen(id).into());
+    };
+    let state = state.clone();
+    // The close waits for the turn, the children and the tasks to end: off the
+    // dispatch loop.
+    tokio::spawn(async move {
+        state.sessions.close(&session).await;
+        let _ = responder.respond(CloseSessionResponse::new());
+    });
+    Ok(())
 }
 
 /// What a reopened session shows of its past before the answer.

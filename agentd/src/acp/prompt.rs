@@ -109,17 +109,16 @@ fn file_path(uri: &str) -> Option<PathBuf> {
         return None;
     }
     let rest = rest.split(['?', '#']).next().unwrap_or(rest);
-    let bytes = rest.as_bytes();
+    let mut bytes = rest.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
+    while let Some((&byte, after)) = bytes.split_first() {
+        if byte == b'%' {
+            let (hex, after) = after.split_at_checked(2)?;
+            out.push(u8::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()?);
+            bytes = after;
         } else {
-            out.push(bytes[i]);
-            i += 1;
+            out.push(byte);
+            bytes = after;
         }
     }
     if out.contains(&0) {

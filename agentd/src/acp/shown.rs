@@ -231,10 +231,11 @@ pub fn editor_output(facts: &Value, output: &str) -> String {
         .take_while(|line| line.starts_with('['))
         .count();
     let cut = lines.len() - markers;
-    lines[..cut]
+    lines
         .iter()
-        .chain(lines[cut..].iter().filter(|line| !is_escalation_hint(line)))
-        .copied()
+        .enumerate()
+        .filter(|(at, line)| *at < cut || !is_escalation_hint(line))
+        .map(|(_, line)| *line)
         .collect::<Vec<_>>()
         .join("\n")
 }

@@ -131,19 +131,24 @@ where
                 None => Line::Text(text_of(kept)),
             });
         }
-        let newline = available.iter().position(|&b| b == b'\n');
-        let taken = newline.map_or(available.len(), |at| at + 1);
-        let content = newline.unwrap_or(available.len());
+        // Up to and with the first newline, or all of it when there is none.
+        let piece = available
+            .split_inclusive(|&b| b == b'\n')
+            .next()
+            .unwrap_or(available);
+        let ends_line = piece.ends_with(b"\n");
+        let taken = piece.len();
+        let content = taken - usize::from(ends_line);
         match dropped.as_mut() {
             Some(bytes) => *bytes += content as u64,
             None if kept.len() + content > cap => {
                 dropped = Some((kept.len() + content) as u64);
                 kept = Vec::new();
             }
-            None => kept.extend_from_slice(&available[..taken]),
+            None => kept.extend_from_slice(piece),
         }
         reader.consume(taken);
-        if newline.is_some() {
+        if ends_line {
             return Ok(match dropped {
                 Some(bytes) => Line::TooLong(bytes),
                 None => Line::Text(text_of(kept)),

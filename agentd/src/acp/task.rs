@@ -19,7 +19,7 @@ use agent_client_protocol::Client;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::ToolCallStatus;
 use serde::Deserialize;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::sessions::{AgentState, Session};
 use super::{live, questions, updates};
@@ -86,6 +86,16 @@ pub fn with_personas(mut specs: Vec<ToolSpec>, personas: &Personas) -> Vec<ToolS
         spec.description = format!("{} The personas: {}.", spec.description, listed.join("; "));
     }
     specs
+}
+
+/// The facts of a `task` call: the child's tag and persona, and the background tasks that
+/// stopped when it ended, when any did.
+fn child_facts(tag: &str, persona: &str, stopped: &[String]) -> Value {
+    if stopped.is_empty() {
+        json!({ "agent": tag, "persona": persona })
+    } else {
+        json!({ "agent": tag, "persona": persona, "stopped_tasks": stopped })
+    }
 }
 
 /// Runs a `task` call of the agent `parent` (whose place is `lineage`), shown to the editor as
@@ -157,10 +167,7 @@ pub fn run_task<'a>(
         // Its outcome told its background tasks to stop; the parent hears of them once they
         // have ended.
         let stopped = session.tools.background().ended_with(&tag).await;
-        let mut facts = json!({ "agent": tag, "persona": persona.name });
-        if !stopped.is_empty() {
-            facts["stopped_tasks"] = json!(stopped);
-        }
+        let facts = child_facts(&tag, &persona.name, &stopped);
         let mut result = match outcome {
             Outcome::Completed(answer) => ToolResult::completed(answer, facts),
             Outcome::Failed(Failure::Error(reason)) => {

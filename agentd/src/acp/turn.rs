@@ -48,7 +48,7 @@ use crate::cancel::Cancel;
 use crate::config::CompactionPolicy;
 use crate::model::{AssistantTurn, Delta, FinishReason, Provider, Reasoning, ToolCall};
 use crate::session::{Event, LogError, Record, fold};
-use crate::tools::{self, CallContext, LiveOutput, TASK, ToolResult};
+use crate::tools::{self, CallContext, LiveOutput, NarrowingMark, TASK, ToolResult};
 use confine_protocol::Mode;
 
 /// Runs the prompt and returns the answer to `session/prompt`.
@@ -195,6 +195,8 @@ impl Turn<'_> {
         }
     }
 
+    /// The turn's steps: a request to the model, then the answer's tool calls, until the model
+    /// stops, the turn is cancelled or it runs out of steps.
     async fn steps(&self, guidance: Option<&str>) -> Result<Ending, LogError> {
         let (provider, compaction) = match self.model(1).await? {
             Ok(model) => model,
@@ -228,67 +230,80 @@ impl Turn<'_> {
                 if self.cancel.is_cancelled() {
                     return Ok(Ending::Stop(StopReason::Cancelled));
                 }
-                let description = tools::describe(&call.name, &call.arguments);
-                // Read once: whether it asks to escalate decides how it is announced and gated.
-                let requested = tools::requested_escalation(&self.session.tools, call);
-                let asks =
-                    self.state.options.asks_before(&call.name) || matches!(requested, Ok(Some(_)));
-                self.show_synced(description.event(self.number, call, asks))
-                    .await?;
-                // Taken before the gate reads the mode: a narrowing after it reaches a
-                // background task this call starts, however long the gate takes.
-                let narrowings = self.session.tools.background().mark();
-                let delegates = call.name == TASK && self.session.tools.registry().contains(TASK);
-                let result = if delegates {
-                    // `ask_before` gates a delegation as it gates any other tool.
-                    match self.approve(call, &description).await {
-                        Err(refused) => refused,
-                        Ok(_) => self.delegate(call).await,
-                    }
-                } else if self.plans(call) {
-                    self.plan_call(call, &description).await?
-                } else {
-                    match self.gate(call, &description, requested).await {
-                        Err(refused) => refused,
-                        Ok((mode, proposal)) => {
-                            let live = LiveOutput::new();
-                            let context = CallContext {
-                                mode,
-                                cancel: self.cancel.clone(),
-                                narrowings,
-                                live: Some(live.clone()),
-                                owner: None,
-                            };
-                            let tools = &self.session.tools;
-                            // A write a person was shown writes exactly what was shown.
-                            let running = async move {
-                                match proposal {
-                                    Some(proposal) => {
-                                        tools::run_proposed(tools, proposal, context).await
-                                    }
-                                    None => tools::run(tools, call, context).await,
-                                }
-                            };
-                            let call_id = &call.id;
-                            live::showing(running, &live, &self.cancel, move |text| {
-                                self.show_live(call_id, text)
-                            })
-                            .await
-                        }
-                    }
-                };
-                self.show(Event::ToolResult {
-                    turn: self.number,
-                    call_id: call.id.clone(),
-                    status: result.status,
-                    output: result.text,
-                    facts: result.facts,
-                    diff: result.diff,
-                })
-                .await?;
+                self.call(call).await?;
             }
         }
         Ok(Ending::Stop(StopReason::MaxTurnRequests))
+    }
+
+    /// One tool call of the model's answer: announced, gated and run (or delegated, or
+    /// planned), and its result shown.
+    async fn call(&self, call: &ToolCall) -> Result<(), LogError> {
+        let description = tools::describe(&call.name, &call.arguments);
+        // Read once: whether it asks to escalate decides how it is announced and gated.
+        let requested = tools::requested_escalation(&self.session.tools, call);
+        let asks = self.state.options.asks_before(&call.name) || matches!(requested, Ok(Some(_)));
+        self.show_synced(description.event(self.number, call, asks))
+            .await?;
+        // Taken before the gate reads the mode: a narrowing after it reaches a
+        // background task this call starts, however long the gate takes.
+        let narrowings = self.session.tools.background().mark();
+        let delegates = call.name == TASK && self.session.tools.registry().contains(TASK);
+        let result = if delegates {
+            // `ask_before` gates a delegation as it gates any other tool.
+            match self.approve(call, &description).await {
+                Err(refused) => refused,
+                Ok(_) => self.delegate(call).await,
+            }
+        } else if self.plans(call) {
+            self.plan_call(call, &description).await?
+        } else {
+            match self.gate(call, &description, requested).await {
+                Err(refused) => refused,
+                Ok((mode, proposal)) => self.run_gated(call, mode, proposal, narrowings).await,
+            }
+        };
+        self.show(Event::ToolResult {
+            turn: self.number,
+            call_id: call.id.clone(),
+            status: result.status,
+            output: result.text,
+            facts: result.facts,
+            diff: result.diff,
+        })
+        .await?;
+        Ok(())
+    }
+
+    /// Runs a call the gate let through, under `mode`, its output shown live as it comes.
+    async fn run_gated(
+        &self,
+        call: &ToolCall,
+        mode: Mode,
+        proposal: Option<tools::Proposal>,
+        narrowings: NarrowingMark,
+    ) -> ToolResult {
+        let live = LiveOutput::new();
+        let context = CallContext {
+            mode,
+            cancel: self.cancel.clone(),
+            narrowings,
+            live: Some(live.clone()),
+            owner: None,
+        };
+        let tools = &self.session.tools;
+        // A write a person was shown writes exactly what was shown.
+        let running = async move {
+            match proposal {
+                Some(proposal) => tools::run_proposed(tools, proposal, context).await,
+                None => tools::run(tools, call, context).await,
+            }
+        };
+        let call_id = &call.id;
+        live::showing(running, &live, &self.cancel, move |text| {
+            self.show_live(call_id, text)
+        })
+        .await
     }
 
     /// Runs a top-level `task` call, shown under its own id: a child agent answers it ([`task`]).

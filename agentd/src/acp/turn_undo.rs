@@ -23,7 +23,7 @@ use super::super::commands::Command;
 use super::super::updates;
 use super::{Ending, Turn};
 use crate::approval::{Ask, Question};
-use crate::checkpoint::{self, Change, ChangeKind, RestorePlan, Scope, Store};
+use crate::checkpoint::{self, Change, ChangeKind, RestorePlan, Restored, Scope, Store};
 use crate::deny_read::ExpandError;
 use crate::session::undoable::last_undoable;
 use crate::session::{Event, LogError, RestoredBy};
@@ -188,18 +188,10 @@ impl Turn<'_> {
                 )
                 .await;
         };
-        // A turn whose checkpoint was pruned cannot be undone; the one before it can.
-        let labels = {
-            let (store, session) = (store.clone(), self.session.id.clone());
-            in_store(move || store.labels(&session)).await
-        };
-        let labels = match labels {
-            Ok(labels) => labels,
+        let last = match self.last_undoable_turn(&store).await {
+            Ok(last) => last,
             Err(why) => return self.undo_failed(&why.to_string()).await,
         };
-        let last = self
-            .session
-            .with_records(|records| last_undoable(records, &labels));
         let Some(turn) = last else {
             return self
                 .reply(
@@ -210,34 +202,11 @@ impl Turn<'_> {
                 )
                 .await;
         };
-        let session = self.session.id.clone();
-        let label = checkpoint::before_turn(turn);
-        let scope = match self.checkpoint_scope() {
-            Ok(scope) => scope,
-            Err(why) => return self.undo_failed(&format!("turn {turn}: {why}")).await,
-        };
-        let planned = {
-            let store = store.clone();
-            in_store(move || store.plan_restore(&session, &label, &scope)).await
-        };
-        let plan = match planned {
+        let plan = match self.plan_undo(&store, turn).await {
             Ok(plan) => plan,
             Err(why) => return self.undo_failed(&format!("turn {turn}: {why}")).await,
         };
-        let label = checkpoint::before_turn(turn);
-        let left_out = self.session.with_records(|records| {
-            records
-                .iter()
-                .find_map(|r| match &r.event {
-                    Event::CheckpointRecorded {
-                        label: recorded,
-                        left_out,
-                        ..
-                    } if *recorded == label && r.is_top_level() => Some(left_out.clone()),
-                    _ => None,
-                })
-                .unwrap_or_default()
-        });
+        let left_out = self.left_out_before(turn);
         if plan.changes.is_empty() {
             return self
                 .reply(
@@ -249,22 +218,7 @@ impl Turn<'_> {
                 )
                 .await;
         }
-        let decision = self
-            .state
-            .approvals
-            .decision(
-                &**self.session,
-                undo_ask(turn, &plan, &left_out, &self.session.cwd),
-                &self.cancel,
-            )
-            .await;
-        if !decision.outcome.allows() {
-            let why = if decision.by_policy {
-                "the approval policy is never, so nobody can allow it (`agentd sessions undo` \
-                 restores from a terminal)"
-            } else {
-                "it was not allowed"
-            };
+        if let Some(why) = self.undo_refused(turn, &plan, &left_out).await {
             return self
                 .reply(
                     Command::Undo,
@@ -272,15 +226,94 @@ impl Turn<'_> {
                 )
                 .await;
         }
+        self.restore_turn(&store, turn, &plan).await
+    }
+
+    /// The last turn of this session not yet undone whose checkpoint from before is still in
+    /// the store, if any; `Err` with why when the store's checkpoints cannot be listed.
+    async fn last_undoable_turn(&self, store: &Store) -> Result<Option<u64>, StoreFailed> {
+        // A turn whose checkpoint was pruned cannot be undone; the one before it can.
+        let labels = {
+            let (store, session) = (store.clone(), self.session.id.clone());
+            in_store(move || store.labels(&session)).await?
+        };
+        Ok(self
+            .session
+            .with_records(|records| last_undoable(records, &labels)))
+    }
+
+    /// What restoring the workspace to its checkpoint before `turn` would change.
+    async fn plan_undo(&self, store: &Store, turn: u64) -> Result<RestorePlan, StoreFailed> {
+        let session = self.session.id.clone();
+        let label = checkpoint::before_turn(turn);
+        let scope = self.checkpoint_scope()?;
+        let store = store.clone();
+        in_store(move || store.plan_restore(&session, &label, &scope)).await
+    }
+
+    /// The paths the checkpoint before `turn` left out, as it was recorded.
+    fn left_out_before(&self, turn: u64) -> Vec<PathBuf> {
+        let label = checkpoint::before_turn(turn);
+        self.session.with_records(|records| {
+            records
+                .iter()
+                .find_map(|r| match &r.event {
+                    Event::CheckpointRecorded {
+                        label: recorded,
+                        left_out,
+                        ..
+                    } if *recorded == label && r.is_top_level() => Some(left_out.clone()),
+                    _ => None,
+                })
+                .unwrap_or_default()
+        })
+    }
+
+    /// Asks the person whether to undo `turn` as `plan` says; `None` when it was allowed, or
+    /// why it was not.
+    async fn undo_refused(
+        &self,
+        turn: u64,
+        plan: &RestorePlan,
+        left_out: &[PathBuf],
+    ) -> Option<&'static str> {
+        let decision = self
+            .state
+            .approvals
+            .decision(
+                &**self.session,
+                undo_ask(turn, plan, left_out, &self.session.cwd),
+                &self.cancel,
+            )
+            .await;
+        if decision.outcome.allows() {
+            return None;
+        }
+        Some(if decision.by_policy {
+            "the approval policy is never, so nobody can allow it (`agentd sessions undo` \
+             restores from a terminal)"
+        } else {
+            "it was not allowed"
+        })
+    }
+
+    /// Restores the workspace as `plan` says, confined under workspace-write, records the
+    /// restore and replies with what changed and what still differs.
+    async fn restore_turn(
+        &self,
+        store: &Store,
+        turn: u64,
+        plan: &RestorePlan,
+    ) -> Result<Ending, LogError> {
         let tools = &self.session.tools;
         let policy = match tools.policy(Mode::WorkspaceWrite) {
             Ok(policy) => policy,
             Err(e) => return self.undo_failed(&format!("turn {turn}: {e}")).await,
         };
         let restored = checkpoint::restore(
-            &store,
+            store,
             &self.session.id,
-            &plan,
+            plan,
             tools.helper(),
             policy,
             tools.backend(),
@@ -300,19 +333,11 @@ impl Turn<'_> {
             },
             true,
         )?;
-        let mut text = format!(
-            "Restored the workspace to how it was before turn {turn}: {}.\n",
-            counted(&restored.changed)
-        );
-        text.push_str(&listed(&restored.changed, &self.session.cwd));
-        if !restored.still_differs.is_empty() {
-            text.push_str(&format!(
-                "These paths still differ from the checkpoint (something changed them during \
-                 the restore, or the sandbox refused the write):\n{}",
-                paths(&restored.still_differs, &self.session.cwd)
-            ));
-        }
-        self.reply(Command::Undo, text).await
+        self.reply(
+            Command::Undo,
+            restored_text(turn, &restored, &self.session.cwd),
+        )
+        .await
     }
 
     /// The reply of an `/undo` that could not be carried out, and why.
@@ -380,6 +405,23 @@ fn undo_ask(turn: u64, plan: &RestorePlan, left_out: &[PathBuf], workspace: &Pat
         },
         scope: None,
     }
+}
+
+/// The reply of an `/undo` of `turn` that ran: what it changed, and what still differs.
+fn restored_text(turn: u64, restored: &Restored, workspace: &Path) -> String {
+    let mut text = format!(
+        "Restored the workspace to how it was before turn {turn}: {}.\n",
+        counted(&restored.changed)
+    );
+    text.push_str(&listed(&restored.changed, workspace));
+    if !restored.still_differs.is_empty() {
+        text.push_str(&format!(
+            "These paths still differ from the checkpoint (something changed them during \
+             the restore, or the sandbox refused the write):\n{}",
+            paths(&restored.still_differs, workspace)
+        ));
+    }
+    text
 }
 
 /// What a restore does to a path that differs like this, in words: `change` goes from the state

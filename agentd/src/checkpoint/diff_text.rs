@@ -94,108 +94,181 @@ enum Op {
 
 /// The edit script from `a` to `b`: a longest common subsequence within the trimmed middle.
 fn script(a: &[String], b: &[String]) -> Vec<Op> {
-    let prefix = a.iter().zip(b).take_while(|(x, y)| x == y).count();
-    let suffix = a[prefix..]
-        .iter()
-        .rev()
-        .zip(b[prefix..].iter().rev())
-        .take_while(|(x, y)| x == y)
-        .count();
-    let (ma, mb) = (&a[prefix..a.len() - suffix], &b[prefix..b.len() - suffix]);
+    let (prefix, ma, mb) = without_common_prefix(a, b);
+    let (suffix, ma, mb) = without_common_suffix(ma, mb);
     let mut ops = vec![Op::Keep; prefix];
     if ma.len().saturating_mul(mb.len()) > MAX_CELLS {
         ops.extend(std::iter::repeat_n(Op::Remove, ma.len()));
         ops.extend(std::iter::repeat_n(Op::Add, mb.len()));
     } else {
-        let (n, m) = (ma.len(), mb.len());
-        let mut table = vec![0u32; (n + 1) * (m + 1)];
-        for i in (0..n).rev() {
-            for j in (0..m).rev() {
-                table[i * (m + 1) + j] = if ma[i] == mb[j] {
-                    table[(i + 1) * (m + 1) + j + 1] + 1
-                } else {
-                    table[(i + 1) * (m + 1) + j].max(table[i * (m + 1) + j + 1])
-                };
-            }
-        }
-        let (mut i, mut j) = (0, 0);
-        while i < n || j < m {
-            if i < n && j < m && ma[i] == mb[j] {
-                ops.push(Op::Keep);
-                i += 1;
-                j += 1;
-            } else if i < n
-                && (j == m || table[(i + 1) * (m + 1) + j] >= table[i * (m + 1) + j + 1])
-            {
-                ops.push(Op::Remove);
-                i += 1;
-            } else {
-                ops.push(Op::Add);
-                j += 1;
-            }
-        }
+        ops.extend(walk(ma, mb, &common_table(ma, mb)));
     }
     ops.extend(std::iter::repeat_n(Op::Keep, suffix));
+    ops
+}
+
+/// How many lines `a` and `b` begin with in common, and what follows them on each side.
+fn without_common_prefix<'a>(
+    mut a: &'a [String],
+    mut b: &'a [String],
+) -> (usize, &'a [String], &'a [String]) {
+    let mut count = 0;
+    while let (Some((x, rest_a)), Some((y, rest_b))) = (a.split_first(), b.split_first())
+        && x == y
+    {
+        (a, b) = (rest_a, rest_b);
+        count += 1;
+    }
+    (count, a, b)
+}
+
+/// How many lines `a` and `b` end with in common, and what comes before them on each side.
+fn without_common_suffix<'a>(
+    mut a: &'a [String],
+    mut b: &'a [String],
+) -> (usize, &'a [String], &'a [String]) {
+    let mut count = 0;
+    while let (Some((x, rest_a)), Some((y, rest_b))) = (a.split_last(), b.split_last())
+        && x == y
+    {
+        (a, b) = (rest_a, rest_b);
+        count += 1;
+    }
+    (count, a, b)
+}
+
+/// The longest-common-subsequence table of `a` and `b`: row `i`, column `j` holds how many
+/// lines `a[i..]` and `b[j..]` have in common. It has one row more than `a` has lines and one
+/// column more than `b` has, the last of each all zeros.
+fn common_table(a: &[String], b: &[String]) -> Vec<Vec<u32>> {
+    let mut below = vec![0u32; b.len() + 1];
+    let mut table = vec![below.clone()];
+    for line in a.iter().rev() {
+        below = common_row(line, b, &below);
+        table.push(below.clone());
+    }
+    table.reverse();
+    table
+}
+
+/// One row of the common-subsequence table: the row of `line` against `b`, given `below`, the
+/// row of the line after it.
+fn common_row(line: &str, b: &[String], below: &[u32]) -> Vec<u32> {
+    let mut row = Vec::with_capacity(b.len() + 1);
+    let mut right = 0;
+    row.push(right);
+    let down_and_diagonal = below.iter().zip(below.iter().skip(1));
+    for (other, (down, diagonal)) in b.iter().zip(down_and_diagonal).rev() {
+        right = if line == other {
+            diagonal + 1
+        } else {
+            (*down).max(right)
+        };
+        row.push(right);
+    }
+    row.reverse();
+    row
+}
+
+/// The edit script from `a` to `b` read off their common-subsequence `table`: keep a line both
+/// share, else remove or add whichever leaves more in common.
+fn walk(a: &[String], b: &[String], table: &[Vec<u32>]) -> Vec<Op> {
+    let cell = |i: usize, j: usize| table.get(i).and_then(|row| row.get(j)).copied();
+    let mut ops = Vec::with_capacity(a.len() + b.len());
+    let (mut i, mut j) = (0, 0);
+    loop {
+        let op = match (a.get(i), b.get(j)) {
+            (None, None) => break,
+            (Some(x), Some(y)) if x == y => Op::Keep,
+            (Some(_), None) => Op::Remove,
+            (Some(_), Some(_)) if cell(i + 1, j) >= cell(i, j + 1) => Op::Remove,
+            _ => Op::Add,
+        };
+        if op != Op::Add {
+            i += 1;
+        }
+        if op != Op::Remove {
+            j += 1;
+        }
+        ops.push(op);
+    }
     ops
 }
 
 /// The hunks of the change from `a` to `b`.
 fn hunks(a: &[String], b: &[String]) -> String {
     let ops = script(a, b);
-    let changed: Vec<usize> = (0..ops.len()).filter(|&k| ops[k] != Op::Keep).collect();
+    let lines = script_lines(&ops, a, b);
     let mut out = String::new();
-    let mut k = 0;
-    while k < changed.len() {
-        let start = changed[k].saturating_sub(CONTEXT);
-        let mut end = changed[k];
-        while k < changed.len() && changed[k] <= end + 2 * CONTEXT + 1 {
-            end = changed[k];
-            k += 1;
-        }
-        let end = (end + CONTEXT + 1).min(ops.len());
-        let (mut ai, mut bi) = (0, 0);
-        for op in &ops[..start] {
-            match op {
-                Op::Keep => {
-                    ai += 1;
-                    bi += 1;
-                }
-                Op::Remove => ai += 1,
-                Op::Add => bi += 1,
-            }
-        }
-        let a_len = ops[start..end].iter().filter(|o| **o != Op::Add).count();
-        let b_len = ops[start..end].iter().filter(|o| **o != Op::Remove).count();
-        let at = |first: usize, len: usize| if len == 0 { first } else { first + 1 };
-        out.push_str(&format!(
-            "@@ -{},{a_len} +{},{b_len} @@\n",
-            at(ai, a_len),
-            at(bi, b_len)
-        ));
-        for op in &ops[start..end] {
-            let (sign, line) = match op {
-                Op::Keep => {
-                    ai += 1;
-                    bi += 1;
-                    (' ', &a[ai - 1])
-                }
-                Op::Remove => {
-                    ai += 1;
-                    ('-', &a[ai - 1])
-                }
-                Op::Add => {
-                    bi += 1;
-                    ('+', &b[bi - 1])
-                }
-            };
-            out.push(sign);
-            out.push_str(line);
-            if !line.ends_with('\n') {
-                out.push_str("\n\\ No newline at end of file\n");
-            }
-        }
+    for (start, end) in hunk_ranges(&ops) {
+        let (Some(before), Some(hunk)) = (lines.get(..start), lines.get(start..end)) else {
+            continue;
+        };
+        push_hunk(&mut out, before, hunk);
     }
     out
+}
+
+/// Each step of the edit script `ops` with the line it keeps, removes or adds.
+fn script_lines<'a>(ops: &[Op], a: &'a [String], b: &'a [String]) -> Vec<(Op, &'a str)> {
+    let (mut a_lines, mut b_lines) = (a.iter(), b.iter());
+    ops.iter()
+        .filter_map(|&op| {
+            let line = match op {
+                Op::Keep => b_lines.next().and(a_lines.next()),
+                Op::Remove => a_lines.next(),
+                Op::Add => b_lines.next(),
+            };
+            line.map(|line| (op, line.as_str()))
+        })
+        .collect()
+}
+
+/// Where each hunk of the edit script `ops` starts and ends: its changes with their context,
+/// changes closer than twice the context sharing one hunk.
+fn hunk_ranges(ops: &[Op]) -> Vec<(usize, usize)> {
+    let mut changed = ops
+        .iter()
+        .enumerate()
+        .filter(|(_, op)| **op != Op::Keep)
+        .map(|(k, _)| k)
+        .peekable();
+    let mut ranges = Vec::new();
+    while let Some(first) = changed.next() {
+        let mut end = first;
+        while let Some(next) = changed.next_if(|&k| k <= end + 2 * CONTEXT + 1) {
+            end = next;
+        }
+        ranges.push((
+            first.saturating_sub(CONTEXT),
+            (end + CONTEXT + 1).min(ops.len()),
+        ));
+    }
+    ranges
+}
+
+/// Adds one hunk to `out`: its header, counted after the lines `before` it, then its lines.
+fn push_hunk(out: &mut String, before: &[(Op, &str)], hunk: &[(Op, &str)]) {
+    let count = |lines: &[(Op, &str)], skip: Op| lines.iter().filter(|(op, _)| *op != skip).count();
+    let (ai, bi) = (count(before, Op::Add), count(before, Op::Remove));
+    let (a_len, b_len) = (count(hunk, Op::Add), count(hunk, Op::Remove));
+    let at = |first: usize, len: usize| if len == 0 { first } else { first + 1 };
+    out.push_str(&format!(
+        "@@ -{},{a_len} +{},{b_len} @@\n",
+        at(ai, a_len),
+        at(bi, b_len)
+    ));
+    for (op, line) in hunk {
+        out.push(match op {
+            Op::Keep => ' ',
+            Op::Remove => '-',
+            Op::Add => '+',
+        });
+        out.push_str(line);
+        if !line.ends_with('\n') {
+            out.push_str("\n\\ No newline at end of file\n");
+        }
+    }
 }
 
 #[cfg(test)]

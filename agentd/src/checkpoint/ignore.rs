@@ -135,7 +135,10 @@ fn segments_match(segments: &[Vec<u8>], names: &[&[u8]]) -> bool {
     match segments.split_first() {
         None => names.is_empty(),
         Some((first, rest)) if first.as_slice() == b"**" => {
-            (0..=names.len()).any(|skip| segments_match(rest, &names[skip..]))
+            let mut tails = std::iter::successors(Some(names), |tail| {
+                tail.split_first().map(|(_, others)| others)
+            });
+            tails.any(|tail| segments_match(rest, tail))
         }
         Some((first, rest)) => match names.split_first() {
             Some((name, others)) => pattern::matches(first, name) && segments_match(rest, others),

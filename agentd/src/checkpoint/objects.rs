@@ -158,9 +158,11 @@ pub(super) fn copy_hashing(
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
         };
-        context.update(&buf[..n]);
+        // A read never reports more bytes than it was given room for.
+        let (chunk, _) = buf.split_at_checked(n).ok_or(io::ErrorKind::InvalidData)?;
+        context.update(chunk);
         if let Some(out) = out.as_deref_mut() {
-            out.write_all(&buf[..n])?;
+            out.write_all(chunk)?;
         }
         size += n as u64;
     }

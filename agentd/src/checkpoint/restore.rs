@@ -196,18 +196,9 @@ impl Runner<'_> {
         group: usize,
         failed: &mut Vec<String>,
     ) -> Result<(), CheckpointError> {
-        let mut start = 0;
-        while start < args.len() {
-            let mut end = start;
-            let mut bytes = 0;
-            while end < args.len() && (end == start || bytes < MAX_ARG_BYTES) {
-                for arg in &args[end..(end + group).min(args.len())] {
-                    bytes += arg.len() + 1;
-                }
-                end = (end + group).min(args.len());
-            }
+        for batch in batches_of(args, group) {
             let mut argv: Vec<OsString> = program.to_vec();
-            argv.extend(args[start..end].iter().cloned());
+            argv.extend(batch.iter().cloned());
             let (report, report_wr) =
                 crate::command::output_pipe().map_err(CheckpointError::Prepare)?;
             let mut spec = SpawnSpec::new(argv);
@@ -228,7 +219,6 @@ impl Runner<'_> {
                     .unwrap_or_default();
                 failed.push(format!("{named}: {why}"));
             }
-            start = end;
         }
         Ok(())
     }
@@ -269,6 +259,29 @@ impl Runner<'_> {
         }
         Ok(())
     }
+}
+
+/// `args` cut into the runs one command takes: whole groups of `group` arguments, each run
+/// ending at the first group that brings it to `MAX_ARG_BYTES` or more (and holding at least one
+/// group).
+fn batches_of(args: &[OsString], group: usize) -> Vec<&[OsString]> {
+    let mut batches = Vec::new();
+    let mut rest = args;
+    while !rest.is_empty() {
+        let mut bytes = 0;
+        let mut taken = 0;
+        for chunk in rest.chunks(group.max(1)) {
+            if taken > 0 && bytes >= MAX_ARG_BYTES {
+                break;
+            }
+            bytes += chunk.iter().map(|arg| arg.len() + 1).sum::<usize>();
+            taken += chunk.len();
+        }
+        let (batch, after) = rest.split_at_checked(taken).unwrap_or((rest, &[]));
+        batches.push(batch);
+        rest = after;
+    }
+    batches
 }
 
 /// Everything from `pipe`, up to a cap.

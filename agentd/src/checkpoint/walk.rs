@@ -189,7 +189,7 @@ impl Walker<'_> {
             self.seen += 1;
             if self.seen > MAX_ENTRIES {
                 return Err(CheckpointError::TooLarge {
-                    root: self.manifest.roots[root].clone(),
+                    root: self.manifest.roots.get(root).cloned().unwrap_or_default(),
                     limit: MAX_ENTRIES,
                 });
             }

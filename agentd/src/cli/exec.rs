@@ -23,7 +23,7 @@ use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
     CancelNotification, ContentBlock, InitializeRequest, NewSessionRequest, PromptRequest,
-    RequestPermissionRequest, SessionNotification, StopReason,
+    RequestPermissionRequest, RequestPermissionResponse, SessionNotification, StopReason,
 };
 use agent_client_protocol::{Agent, Client, Error, on_receive_notification, on_receive_request};
 use clap::Args;
@@ -152,21 +152,7 @@ pub async fn exec_command(command: ExecCommand) -> u8 {
         )
         .on_receive_request(
             async move |req: RequestPermissionRequest, responder, _cx| {
-                let response = {
-                    let mut output = lock(&asks);
-                    let id = req.tool_call.tool_call_id.0.to_string();
-                    let mut about = output.announced(&id).cloned().unwrap_or_default();
-                    if let Some(title) = &req.tool_call.fields.title {
-                        about.title.clone_from(title);
-                    }
-                    if let Some(input) = &req.tool_call.fields.raw_input {
-                        about.input = input.clone();
-                    }
-                    let decision = approve::decide(approve, &req, &about.input);
-                    output.permission(&req, &about, &decision, approve.as_str());
-                    decision.response
-                };
-                responder.respond(response)
+                responder.respond(answer_permission(&asks, approve, &req))
             },
             on_receive_request!(),
         )
@@ -186,7 +172,31 @@ pub async fn exec_command(command: ExecCommand) -> u8 {
         // As an editor hanging up: what the session started ends before agentd does.
         server.close_all().await;
     }
-    let mut output = lock(&output);
+    exit_status(&mut lock(&output), ending)
+}
+
+/// Answers a permission request as `--approve` says, and shows the request with its answer.
+fn answer_permission(
+    output: &Mutex<Output>,
+    approve: Approve,
+    req: &RequestPermissionRequest,
+) -> RequestPermissionResponse {
+    let mut output = lock(output);
+    let id = req.tool_call.tool_call_id.0.to_string();
+    let mut about = output.announced(&id).cloned().unwrap_or_default();
+    if let Some(title) = &req.tool_call.fields.title {
+        about.title.clone_from(title);
+    }
+    if let Some(input) = &req.tool_call.fields.raw_input {
+        about.input = input.clone();
+    }
+    let decision = approve::decide(approve, req, &about.input);
+    output.permission(req, &about, &decision, approve.as_str());
+    decision.response
+}
+
+/// Shows how the turn ended and says how agentd exits.
+fn exit_status(output: &mut Output, ending: Ending) -> u8 {
     match ending {
         Ending::NotStarted { what, error } => {
             output.failed(what, &error);

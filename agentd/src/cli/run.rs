@@ -434,6 +434,17 @@ where
         .given(&policy)
         .with_stderr_tail(tail, &scope);
     facts.proxy = gateway.map(Gateway::finish);
+    let report = facts_report(&facts, &args, open_line);
+    // The command's output already went out; a closed stderr only loses the report.
+    let _ = stderr.write_all(report.as_bytes()).await;
+    let _ = stderr.flush().await;
+    let _ = stdout.flush().await;
+    Ok(facts)
+}
+
+/// What `agentd run` reports on stderr once the command ended: the notes on its facts, and
+/// with `--json` the JSON line; starting on a new line when the output left one `open_line`.
+fn facts_report(facts: &Facts, args: &RunArgs, open_line: bool) -> String {
     let argv0 = args
         .argv
         .first()
@@ -441,7 +452,7 @@ where
         .unwrap_or_default();
     let mut report = String::new();
     // The notes quote the program's name and the helper's reasons: shown, never obeyed.
-    for note in notes(&facts, argv0, &args) {
+    for note in notes(facts, argv0, args) {
         report.push_str("agentd: ");
         report.push_str(&terminal::visible(&note));
         report.push('\n');
@@ -453,11 +464,7 @@ where
     if open_line && !report.is_empty() {
         report.insert(0, '\n');
     }
-    // The command's output already went out; a closed stderr only loses the report.
-    let _ = stderr.write_all(report.as_bytes()).await;
-    let _ = stderr.flush().await;
-    let _ = stdout.flush().await;
-    Ok(facts)
+    report
 }
 
 /// Where the command runs, by its real path: `cwd` (from `here`) when given; else `here` when

@@ -30,11 +30,15 @@ where
     let mut batch = vec![0u8; WRITE_BATCH];
     loop {
         let (len, state) = gather(&from, &mut batch);
-        if len > 0 {
+        // A read never reports more bytes than it was given room for.
+        let Some(gathered) = batch.get(..len) else {
+            return;
+        };
+        if !gathered.is_empty() {
             if let Some(tail) = tail.as_deref_mut() {
-                keep_tail(tail, &batch[..len]);
+                keep_tail(tail, gathered);
             }
-            if to.write_all(&batch[..len]).await.is_err() {
+            if to.write_all(gathered).await.is_err() {
                 return;
             }
         }
@@ -87,9 +91,12 @@ enum Gathered {
 /// Reads what the pipe holds into `batch` without waiting.
 fn gather(from: &pipe::Receiver, batch: &mut [u8]) -> (usize, Gathered) {
     let mut len = 0;
-    while len < batch.len() {
-        let end = batch.len().min(len + READ_CHUNK);
-        match from.try_read(&mut batch[len..end]) {
+    // The room left, one read's worth at a time; none once the batch is full.
+    while let Some(room) = batch
+        .get_mut(len..)
+        .and_then(|left| left.chunks_mut(READ_CHUNK).next())
+    {
+        match from.try_read(room) {
             Ok(0) => return (len, Gathered::Ended),
             Ok(n) => len += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -101,8 +108,8 @@ fn gather(from: &pipe::Receiver, batch: &mut [u8]) -> (usize, Gathered) {
 }
 
 fn keep_tail(tail: &mut Vec<u8>, bytes: &[u8]) {
-    let bytes = &bytes[bytes.len().saturating_sub(STDERR_TAIL)..];
-    tail.extend_from_slice(bytes);
+    let last = bytes.rchunks(STDERR_TAIL).next().unwrap_or_default();
+    tail.extend_from_slice(last);
     let excess = tail.len().saturating_sub(STDERR_TAIL);
     tail.drain(..excess);
 }

@@ -3,9 +3,9 @@
 
 /// The line (counting from 1) of the byte `offset` of `text`.
 pub(super) fn line_at(text: &str, offset: usize) -> usize {
-    let end = offset.min(text.len());
-    text.as_bytes()[..end]
+    text.as_bytes()
         .iter()
+        .take(offset)
         .filter(|b| **b == b'\n')
         .count()
         + 1

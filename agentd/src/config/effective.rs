@@ -13,57 +13,24 @@ use super::checkpoints::{
 };
 use super::checks::is_variable_name;
 use super::compaction::{CompactAt, CompactionPolicy, DEFAULT_KEEP_TURNS};
-use super::file::LoadedConfig;
+use super::effective_sandbox::SandboxSettings;
+use super::file::{HelperSection, LoadedConfig};
 pub use super::from_env::default_state_dir;
-use super::from_env::{absolute, credentials_home, env_path, env_string, env_word};
+use super::from_env::{absolute, env_path, env_string, env_word};
 use super::mcp::McpServerConfig;
 use super::models::{DEFAULT_MODEL_NAME, ModelsError, NamedModel, known_names};
-use super::sandbox::{self, Lined};
+use super::sandbox::Lined;
 use super::sandbox_env::EnvSection;
+use super::setting::{Setting, layered};
 use super::{
-    ConfigError, DEFAULT_COMMAND_TIMEOUT_MS, DEFAULT_MAX_STEPS, DEFAULT_SANDBOX_MODE, Env,
-    FILE_NAME, Source, process_env,
+    ConfigError, DEFAULT_COMMAND_TIMEOUT_MS, DEFAULT_MAX_STEPS, Env, FILE_NAME, Source, process_env,
 };
 use crate::agents::Personas;
-use crate::credentials::{self, Credential};
+use crate::credentials::Credential;
 use crate::deny_read::DenyRead;
 use crate::model::{ModelConfig, ProviderKind};
 use crate::profile::{CacheDir, ResourceLimits, SandboxProfile};
 use crate::words::ApprovalPolicy;
-
-/// An effective value and where it came from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Setting<T> {
-    pub value: T,
-    pub source: Source,
-}
-
-impl<T> Setting<T> {
-    pub(super) fn new(value: T, source: Source) -> Setting<T> {
-        Setting { value, source }
-    }
-
-    pub(super) fn default(value: T) -> Setting<T> {
-        Setting::new(value, Source::Default)
-    }
-
-    /// The value, when something set it (a file, a variable, a flag) rather than the default.
-    pub fn configured(&self) -> Option<T>
-    where
-        T: Clone,
-    {
-        (self.source != Source::Default).then(|| self.value.clone())
-    }
-}
-
-/// The file's value if it sets one, else `default`.
-fn layered<T>(value: Option<T>, default: T, file: &Option<PathBuf>) -> Setting<T> {
-    match (value, file) {
-        (Some(value), Some(path)) => Setting::new(value, Source::File(path.clone())),
-        (Some(value), None) => Setting::default(value),
-        (None, _) => Setting::default(default),
-    }
-}
 
 /// The flags that override the file and the environment; `None` where not given.
 /// `cli::AgentArgs` and `cli::HelperArgs` produce it.
@@ -216,242 +183,75 @@ impl Effective {
             found: file_found,
             config,
         } = loaded;
-        let from_file = || match &file {
-            Some(path) => Source::File(path.clone()),
-            None => Source::Default,
-        };
-
-        // [model]
-        let mut model_sources = ModelSources::default();
-        let mut model = config.model;
-        if let Some(model) = &model {
-            let source = |set: bool| if set { from_file() } else { Source::Default };
-            model_sources = ModelSources {
-                provider: source(model.provider.is_some()),
-                base_url: source(model.base_url.is_some()),
-                model: source(model.model.is_some()),
-                api_key_env: source(model.api_key_env.is_some()),
-                script: source(model.script.is_some()),
-            };
-        }
-        if let Some(value) = env_string(env, "AGENTD_MODEL")? {
-            model.get_or_insert_with(ModelConfig::default).model = Some(value);
-            model_sources.model = Source::Env("AGENTD_MODEL");
-        }
-        if let Some(value) = env_string(env, "AGENTD_BASE_URL")? {
-            model.get_or_insert_with(ModelConfig::default).base_url = Some(value);
-            model_sources.base_url = Source::Env("AGENTD_BASE_URL");
-        }
-        if let Some(value) = env_string(env, "AGENTD_API_KEY_ENV")? {
-            if !is_variable_name(&value) {
-                return Err(ConfigError::ApiKeyEnvNotAName {
-                    origin: "the environment variable AGENTD_API_KEY_ENV".to_owned(),
-                });
-            }
-            model.get_or_insert_with(ModelConfig::default).api_key_env = Some(value);
-            model_sources.api_key_env = Source::Env("AGENTD_API_KEY_ENV");
-        }
-        if let Some(script) = &flags.model_script {
-            let source = Source::Flag("--model-script");
-            let script = absolute(script, &source)?;
-            let model = model.get_or_insert_with(ModelConfig::default);
-            model.provider = Some(ProviderKind::Scripted);
-            model.script = Some(script);
-            model_sources.provider = source.clone();
-            model_sources.script = source;
-        }
-
-        // [models.NAME], and which model is the default: `[model]` whenever anything sets it.
-        let default_model = match (&model, config.default_model) {
-            (None, Some(name)) => Setting::new(name, from_file()),
-            (None, None) if !config.models.is_empty() => {
-                return Err(ModelsError::NoDefault {
-                    path: file.clone().unwrap_or_default(),
-                    known: known_names(&config.models),
-                }
-                .into());
-            }
-            _ => Setting::default(DEFAULT_MODEL_NAME.to_owned()),
-        };
-
-        // [sandbox]
-        let mut sandbox_mode = layered(config.sandbox.mode, DEFAULT_SANDBOX_MODE, &file);
-        if let Some(mode) = env_word(env, "AGENTD_SANDBOX_MODE")? {
-            sandbox_mode = Setting::new(mode, Source::Env("AGENTD_SANDBOX_MODE"));
-        }
-        let network = layered(config.sandbox.network, Network::Deny, &file);
-        let backend = layered(config.sandbox.backend, BackendChoice::Auto, &file);
-        let lists = &config.sandbox.profile;
-        let resolved = sandbox::resolve(lists, file.as_deref().unwrap_or(Path::new("")), env)?;
-        let writable_roots = layered(
-            lists
-                .writable_roots
-                .is_some()
-                .then_some(resolved.writable_roots),
-            Vec::new(),
-            &file,
-        );
-        let cache = layered(
-            lists.cache.is_some().then_some(resolved.cache),
-            Vec::new(),
-            &file,
-        );
-        let protected = layered(
-            lists.protected.is_some().then_some(resolved.protected),
-            Vec::new(),
-            &file,
-        );
-        let local_binding = layered(lists.local_binding, false, &file);
-        let allow_list = layered(config.sandbox.allow_list.clone().map(Some), None, &file);
-        let deny_read = layered(
-            lists.deny_read.is_some().then_some(resolved.deny_read),
-            Vec::new(),
-            &file,
-        );
-        let deny_read_lines = resolved.deny_read_lines;
-        let lift_deny_read = layered(lists.lift_deny_read.clone(), Vec::new(), &file);
-        let credentials = credentials_home(env).map(|home| credentials::resolve(&home, &[]));
-        let unix_sockets = layered(
-            lists
-                .unix_sockets
-                .is_some()
-                .then_some(resolved.unix_sockets),
-            Vec::new(),
-            &file,
-        );
-        let sandbox_env = layered(
-            (!config.sandbox.env.is_empty()).then(|| config.sandbox.env.clone()),
-            EnvSection::default(),
-            &file,
-        );
-
-        // [approval]
-        let mut approval_policy = layered(config.approval.policy, ApprovalPolicy::Ask, &file);
-        if let Some(policy) = env_word(env, "AGENTD_APPROVAL_POLICY")? {
-            approval_policy = Setting::new(policy, Source::Env("AGENTD_APPROVAL_POLICY"));
-        }
-        let ask_before = layered(config.approval.ask_before, Vec::new(), &file);
-
-        // [helper]
-        let helper = if let Some(socket) = &flags.helper_socket {
-            let source = Source::Flag("--helper-socket");
-            Setting::new(HelperChoice::Socket(absolute(socket, &source)?), source)
-        } else if let Some(path) = &flags.helper {
-            let source = Source::Flag("--helper");
-            Setting::new(HelperChoice::Binary(absolute(path, &source)?), source)
-        } else if let Some(path) = env_path(env, "AGENTD_HELPER")? {
-            let source = Source::Env("AGENTD_HELPER");
-            Setting::new(HelperChoice::Binary(absolute(&path, &source)?), source)
-        } else if let Some(socket) = &config.helper.socket {
-            let source = from_file();
-            Setting::new(HelperChoice::Socket(absolute(socket, &source)?), source)
-        } else if let Some(path) = &config.helper.path {
-            let source = from_file();
-            Setting::new(HelperChoice::Binary(absolute(path, &source)?), source)
-        } else {
-            Setting::default(HelperChoice::Search)
-        };
-        let helper_ceiling = if let Some(path) = &flags.helper_ceiling {
-            let source = Source::Flag("--helper-ceiling");
-            Setting::new(Some(absolute(path, &source)?), source)
-        } else if let Some(path) = &config.helper.ceiling {
-            let source = from_file();
-            Setting::new(Some(absolute(path, &source)?), source)
-        } else {
-            Setting::default(None)
-        };
-        let helper_file_io = if let Some(path) = env_path(env, "AGENTD_FILE_IO")? {
-            let source = Source::Env("AGENTD_FILE_IO");
-            Setting::new(Some(absolute(&path, &source)?), source)
-        } else if let Some(path) = &config.helper.file_io {
-            let source = from_file();
-            Setting::new(Some(absolute(path, &source)?), source)
-        } else {
-            Setting::default(None)
-        };
-
-        // [session]
-        let state_dir = if let Some(dir) = &flags.state_dir {
-            let source = Source::Flag("--state-dir");
-            Setting::new(Some(absolute(dir, &source)?), source)
-        } else if let Some(dir) = env_path(env, "AGENTD_STATE_DIR")? {
-            let source = Source::Env("AGENTD_STATE_DIR");
-            Setting::new(Some(absolute(&dir, &source)?), source)
-        } else if let Some(dir) = &config.session.state_dir {
-            let source = from_file();
-            Setting::new(Some(absolute(dir, &source)?), source)
-        } else {
-            Setting::default(default_state_dir(env("XDG_STATE_HOME"), env("HOME")))
-        };
-        let max_steps = layered(config.session.max_steps, DEFAULT_MAX_STEPS, &file);
-
-        // [limits]
+        let (model, model_sources) = model_table(flags, config.model, &file, env)?;
+        let default_model =
+            default_model(model.as_ref(), config.default_model, &config.models, &file)?;
+        let sandbox = SandboxSettings::merge(&config.sandbox, &file, env)?;
+        let approval_policy = approval_policy(config.approval.policy, &file, env)?;
+        let helper = helper_choice(flags, &config.helper, &file, env)?;
+        let helper_ceiling = helper_ceiling(flags, &config.helper, &file)?;
+        let helper_file_io = helper_file_io(&config.helper, &file, env)?;
+        let state_dir = state_dir(flags, config.session.state_dir.as_deref(), &file, env)?;
         let limits = config.limits;
-        let command_timeout_ms =
-            layered(limits.command_timeout_ms, DEFAULT_COMMAND_TIMEOUT_MS, &file);
         let optional = |value: Option<u64>| layered(value.map(Some), None, &file);
-
-        // [compaction], and the window it needs from the file's [model]
+        // [compaction] needs the window of the file's [model].
         let window = model
             .as_ref()
             .and_then(|m| m.context_window)
             .map(|w| w.get());
-        let context_window = layered(window.map(Some), None, &file);
-        let compact_at = layered(config.compaction.at, CompactAt::default(), &file);
-        let keep_turns = layered(config.compaction.keep_turns, DEFAULT_KEEP_TURNS, &file);
-        // [checkpoints]
         let points = &config.checkpoints;
-        let checkpoints_enabled = layered(points.enabled, true, &file);
-        let checkpoint_max_bytes = layered(points.max_bytes, DEFAULT_MAX_BYTES, &file);
-        let checkpoint_max_age_days = layered(points.max_age_days, DEFAULT_MAX_AGE_DAYS, &file);
-        let checkpoint_max_per_session =
-            layered(points.max_per_session, DEFAULT_MAX_PER_SESSION, &file);
-        let mcp_servers = layered(
-            (!config.mcp.is_empty()).then_some(config.mcp),
-            Vec::new(),
-            &file,
-        );
-
         Ok(Effective {
             model,
             model_sources,
             models: config.models,
             default_model,
-            sandbox_mode,
-            network,
-            backend,
-            writable_roots,
-            cache,
-            protected,
-            local_binding,
-            deny_read,
-            deny_read_lines,
-            credentials,
-            lift_deny_read,
-            unix_sockets,
-            allow_list,
-            sandbox_env,
+            sandbox_mode: sandbox.mode,
+            network: sandbox.network,
+            backend: sandbox.backend,
+            writable_roots: sandbox.writable_roots,
+            cache: sandbox.cache,
+            protected: sandbox.protected,
+            local_binding: sandbox.local_binding,
+            deny_read: sandbox.deny_read,
+            deny_read_lines: sandbox.deny_read_lines,
+            credentials: sandbox.credentials,
+            lift_deny_read: sandbox.lift_deny_read,
+            unix_sockets: sandbox.unix_sockets,
+            allow_list: sandbox.allow_list,
+            sandbox_env: sandbox.env,
             approval_policy,
-            ask_before,
+            ask_before: layered(config.approval.ask_before, Vec::new(), &file),
             helper,
             helper_ceiling,
             helper_file_io,
             state_dir,
-            max_steps,
-            command_timeout_ms,
+            max_steps: layered(config.session.max_steps, DEFAULT_MAX_STEPS, &file),
+            command_timeout_ms: layered(
+                limits.command_timeout_ms,
+                DEFAULT_COMMAND_TIMEOUT_MS,
+                &file,
+            ),
             max_processes: optional(limits.max_processes),
             max_file_size: optional(limits.max_file_size),
             max_address_space: optional(limits.max_address_space),
             max_memory: optional(limits.max_memory),
-            context_window,
-            compact_at,
-            keep_turns,
-            checkpoints_enabled,
-            checkpoint_max_bytes,
-            checkpoint_max_age_days,
-            checkpoint_max_per_session,
+            context_window: layered(window.map(Some), None, &file),
+            compact_at: layered(config.compaction.at, CompactAt::default(), &file),
+            keep_turns: layered(config.compaction.keep_turns, DEFAULT_KEEP_TURNS, &file),
+            checkpoints_enabled: layered(points.enabled, true, &file),
+            checkpoint_max_bytes: layered(points.max_bytes, DEFAULT_MAX_BYTES, &file),
+            checkpoint_max_age_days: layered(points.max_age_days, DEFAULT_MAX_AGE_DAYS, &file),
+            checkpoint_max_per_session: layered(
+                points.max_per_session,
+                DEFAULT_MAX_PER_SESSION,
+                &file,
+            ),
             personas: config.agents,
-            mcp_servers,
+            mcp_servers: layered(
+                (!config.mcp.is_empty()).then_some(config.mcp),
+                Vec::new(),
+                &file,
+            ),
             file,
             file_found,
         })
@@ -565,4 +365,184 @@ impl Effective {
     pub fn command_timeout(&self) -> Duration {
         Duration::from_millis(self.command_timeout_ms.value)
     }
+}
+
+/// Where a value the file `file` sets came from.
+fn from_file(file: &Option<PathBuf>) -> Source {
+    match file {
+        Some(path) => Source::File(path.clone()),
+        None => Source::Default,
+    }
+}
+
+/// `[model]`: the file's table `model` (from `file`), then `AGENTD_MODEL`, `AGENTD_BASE_URL`
+/// and `AGENTD_API_KEY_ENV`, then `--model-script`; with where each value came from.
+fn model_table(
+    flags: &Flags,
+    mut model: Option<ModelConfig>,
+    file: &Option<PathBuf>,
+    env: Env<'_>,
+) -> Result<(Option<ModelConfig>, ModelSources), ConfigError> {
+    let mut model_sources = ModelSources::default();
+    if let Some(model) = &model {
+        let source = |set: bool| {
+            if set {
+                from_file(file)
+            } else {
+                Source::Default
+            }
+        };
+        model_sources = ModelSources {
+            provider: source(model.provider.is_some()),
+            base_url: source(model.base_url.is_some()),
+            model: source(model.model.is_some()),
+            api_key_env: source(model.api_key_env.is_some()),
+            script: source(model.script.is_some()),
+        };
+    }
+    if let Some(value) = env_string(env, "AGENTD_MODEL")? {
+        model.get_or_insert_with(ModelConfig::default).model = Some(value);
+        model_sources.model = Source::Env("AGENTD_MODEL");
+    }
+    if let Some(value) = env_string(env, "AGENTD_BASE_URL")? {
+        model.get_or_insert_with(ModelConfig::default).base_url = Some(value);
+        model_sources.base_url = Source::Env("AGENTD_BASE_URL");
+    }
+    if let Some(value) = env_string(env, "AGENTD_API_KEY_ENV")? {
+        if !is_variable_name(&value) {
+            return Err(ConfigError::ApiKeyEnvNotAName {
+                origin: "the environment variable AGENTD_API_KEY_ENV".to_owned(),
+            });
+        }
+        model.get_or_insert_with(ModelConfig::default).api_key_env = Some(value);
+        model_sources.api_key_env = Source::Env("AGENTD_API_KEY_ENV");
+    }
+    if let Some(script) = &flags.model_script {
+        let source = Source::Flag("--model-script");
+        let script = absolute(script, &source)?;
+        let model = model.get_or_insert_with(ModelConfig::default);
+        model.provider = Some(ProviderKind::Scripted);
+        model.script = Some(script);
+        model_sources.provider = source.clone();
+        model_sources.script = source;
+    }
+    Ok((model, model_sources))
+}
+
+/// Which model is the default: `[model]` whenever anything sets it, else the file's
+/// `default_model` `named`, which it needs when it has `[models.NAME]` tables `models`.
+fn default_model(
+    model: Option<&ModelConfig>,
+    named: Option<String>,
+    models: &[NamedModel],
+    file: &Option<PathBuf>,
+) -> Result<Setting<String>, ConfigError> {
+    Ok(match (model, named) {
+        (None, Some(name)) => Setting::new(name, from_file(file)),
+        (None, None) if !models.is_empty() => {
+            return Err(ModelsError::NoDefault {
+                path: file.clone().unwrap_or_default(),
+                known: known_names(models),
+            }
+            .into());
+        }
+        _ => Setting::default(DEFAULT_MODEL_NAME.to_owned()),
+    })
+}
+
+/// `[approval] policy` (from `file`), then `AGENTD_APPROVAL_POLICY`.
+fn approval_policy(
+    policy: Option<ApprovalPolicy>,
+    file: &Option<PathBuf>,
+    env: Env<'_>,
+) -> Result<Setting<ApprovalPolicy>, ConfigError> {
+    let mut approval_policy = layered(policy, ApprovalPolicy::Ask, file);
+    if let Some(policy) = env_word(env, "AGENTD_APPROVAL_POLICY")? {
+        approval_policy = Setting::new(policy, Source::Env("AGENTD_APPROVAL_POLICY"));
+    }
+    Ok(approval_policy)
+}
+
+/// How to reach the helper: `--helper-socket`, `--helper`, `AGENTD_HELPER`, then the file's
+/// `[helper]` table `section` (its socket before its path); else searched for.
+fn helper_choice(
+    flags: &Flags,
+    section: &HelperSection,
+    file: &Option<PathBuf>,
+    env: Env<'_>,
+) -> Result<Setting<HelperChoice>, ConfigError> {
+    Ok(if let Some(socket) = &flags.helper_socket {
+        let source = Source::Flag("--helper-socket");
+        Setting::new(HelperChoice::Socket(absolute(socket, &source)?), source)
+    } else if let Some(path) = &flags.helper {
+        let source = Source::Flag("--helper");
+        Setting::new(HelperChoice::Binary(absolute(path, &source)?), source)
+    } else if let Some(path) = env_path(env, "AGENTD_HELPER")? {
+        let source = Source::Env("AGENTD_HELPER");
+        Setting::new(HelperChoice::Binary(absolute(&path, &source)?), source)
+    } else if let Some(socket) = &section.socket {
+        let source = from_file(file);
+        Setting::new(HelperChoice::Socket(absolute(socket, &source)?), source)
+    } else if let Some(path) = &section.path {
+        let source = from_file(file);
+        Setting::new(HelperChoice::Binary(absolute(path, &source)?), source)
+    } else {
+        Setting::default(HelperChoice::Search)
+    })
+}
+
+/// The ceiling file of an embedded helper: `--helper-ceiling`, then `[helper] ceiling`.
+fn helper_ceiling(
+    flags: &Flags,
+    section: &HelperSection,
+    file: &Option<PathBuf>,
+) -> Result<Setting<Option<PathBuf>>, ConfigError> {
+    Ok(if let Some(path) = &flags.helper_ceiling {
+        let source = Source::Flag("--helper-ceiling");
+        Setting::new(Some(absolute(path, &source)?), source)
+    } else if let Some(path) = &section.ceiling {
+        let source = from_file(file);
+        Setting::new(Some(absolute(path, &source)?), source)
+    } else {
+        Setting::default(None)
+    })
+}
+
+/// The file reader and writer: `AGENTD_FILE_IO`, then `[helper] file_io`.
+fn helper_file_io(
+    section: &HelperSection,
+    file: &Option<PathBuf>,
+    env: Env<'_>,
+) -> Result<Setting<Option<PathBuf>>, ConfigError> {
+    Ok(if let Some(path) = env_path(env, "AGENTD_FILE_IO")? {
+        let source = Source::Env("AGENTD_FILE_IO");
+        Setting::new(Some(absolute(&path, &source)?), source)
+    } else if let Some(path) = &section.file_io {
+        let source = from_file(file);
+        Setting::new(Some(absolute(path, &source)?), source)
+    } else {
+        Setting::default(None)
+    })
+}
+
+/// Where session logs are kept: `--state-dir`, `AGENTD_STATE_DIR`, then the file's
+/// `[session] state_dir` `configured`; else the default under `$XDG_STATE_HOME` or `$HOME`.
+fn state_dir(
+    flags: &Flags,
+    configured: Option<&Path>,
+    file: &Option<PathBuf>,
+    env: Env<'_>,
+) -> Result<Setting<Option<PathBuf>>, ConfigError> {
+    Ok(if let Some(dir) = &flags.state_dir {
+        let source = Source::Flag("--state-dir");
+        Setting::new(Some(absolute(dir, &source)?), source)
+    } else if let Some(dir) = env_path(env, "AGENTD_STATE_DIR")? {
+        let source = Source::Env("AGENTD_STATE_DIR");
+        Setting::new(Some(absolute(&dir, &source)?), source)
+    } else if let Some(dir) = configured {
+        let source = from_file(file);
+        Setting::new(Some(absolute(dir, &source)?), source)
+    } else {
+        Setting::default(default_state_dir(env("XDG_STATE_HOME"), env("HOME")))
+    })
 }

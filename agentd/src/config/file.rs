@@ -265,136 +265,14 @@ impl LoadedConfig {
             Err(source) => return Err(ConfigError::Parse { path, source }),
         };
         let checker = Checker { path: &path, text };
-        let base = path.parent().unwrap_or(Path::new(""));
-        let resolve = |value: PathBuf| base.join(value);
-
-        let mut model = raw.model;
-        if let Some(model) = &mut model {
-            if let Some(var) = &model.api_key_env
-                && !is_variable_name(var)
-            {
-                return Err(ConfigError::ApiKeyEnvNotAName {
-                    origin: format!("the configuration file {}", path.display()),
-                });
-            }
-            model.script = model.script.take().map(resolve);
-        }
-
-        let mut raw_sandbox = raw.sandbox;
-        let allow_list = allow_list::parse(
-            &mut raw_sandbox.network,
-            RawAllowList {
-                allowed: raw_sandbox.allowed_domains,
-                denied: raw_sandbox.denied_domains,
-                local_addresses: raw_sandbox.allow_local_addresses,
-            },
-            &path,
-            text,
-        )?;
-        let sandbox = SandboxSection {
-            mode: checker.word("sandbox.mode", raw_sandbox.mode)?,
-            network: checker.word("sandbox.network", raw_sandbox.network)?,
-            backend: checker.word("sandbox.backend", raw_sandbox.backend)?,
-            profile: ProfileSection::parse(
-                RawProfile {
-                    writable_roots: raw_sandbox.writable_roots,
-                    cache: raw_sandbox.cache,
-                    protected: raw_sandbox.protected,
-                    local_binding: raw_sandbox.local_binding,
-                    deny_read: raw_sandbox.deny_read,
-                    lift_deny_read: raw_sandbox.lift_deny_read,
-                    unix_sockets: raw_sandbox.unix_sockets,
-                },
-                &path,
-                text,
-            )?,
-            env: EnvSection::parse(raw_sandbox.env.unwrap_or_default(), &path, text)?,
-            allow_list,
-        };
-
+        let mut model = checker.model(raw.model)?;
+        let sandbox = checker.sandbox(raw.sandbox)?;
         let policy = checker.word("approval.policy", raw.approval.policy)?;
-        let ask_before = match raw.approval.ask_before {
-            None => None,
-            Some(list) => {
-                let line = checker.line(list.span().start);
-                let mut names = Vec::new();
-                for name in list.into_inner() {
-                    let name_line = checker.line(name.span().start);
-                    let name = name.into_inner();
-                    // An MCP tool's name, or all of one server's: the servers a client gives
-                    // are known only when its session starts.
-                    if is_ask_entry(&name) {
-                        names.push(name);
-                        continue;
-                    }
-                    if !is_tool_name(&name) {
-                        return Err(ConfigError::NotAToolName {
-                            path: path.clone(),
-                            line: name_line,
-                            name,
-                        });
-                    }
-                    // A misspelt name would ask before nothing, silently.
-                    let known = || NAMES.iter().copied().chain([TASK]);
-                    if !known().any(|tool| tool == name) {
-                        let tools: Vec<String> = known().map(|n| format!("{n:?}")).collect();
-                        return Err(ConfigError::UnknownAskBefore {
-                            path: path.clone(),
-                            line: name_line,
-                            name,
-                            known: tools.join(", "),
-                        });
-                    }
-                    names.push(name);
-                }
-                if policy == Some(ApprovalPolicy::Never) && !names.is_empty() {
-                    return Err(ConfigError::NeverWithAskBefore {
-                        path: path.clone(),
-                        line,
-                    });
-                }
-                Some(names)
-            }
-        };
-
-        let helper = raw.helper;
-        if helper.path.is_some() && helper.socket.is_some() {
-            return Err(ConfigError::PathAndSocket { path });
-        }
-        if helper.ceiling.is_some() && helper.socket.is_some() {
-            return Err(ConfigError::CeilingAndSocket { path });
-        }
-        let helper = HelperSection {
-            path: helper.path.map(resolve),
-            socket: helper.socket.map(resolve),
-            ceiling: helper.ceiling.map(resolve),
-            file_io: helper.file_io.map(resolve),
-        };
-
-        let session = SessionSection {
-            state_dir: raw.session.state_dir.map(resolve),
-            max_steps: checker.positive("session.max_steps", raw.session.max_steps)?,
-        };
-        let limits = LimitsSection {
-            command_timeout_ms: checker
-                .positive("limits.command_timeout_ms", raw.limits.command_timeout_ms)?,
-            max_processes: checker.positive("limits.max_processes", raw.limits.max_processes)?,
-            max_file_size: checker.positive("limits.max_file_size", raw.limits.max_file_size)?,
-            max_address_space: checker
-                .positive("limits.max_address_space", raw.limits.max_address_space)?,
-            max_memory: checker.positive("limits.max_memory", raw.limits.max_memory)?,
-        };
-
-        let checkpoints = CheckpointsSection {
-            enabled: raw.checkpoints.enabled,
-            max_bytes: checker.positive("checkpoints.max_bytes", raw.checkpoints.max_bytes)?,
-            max_age_days: checker
-                .positive("checkpoints.max_age_days", raw.checkpoints.max_age_days)?,
-            max_per_session: checker.positive(
-                "checkpoints.max_per_session",
-                raw.checkpoints.max_per_session,
-            )?,
-        };
+        let ask_before = checker.ask_before(raw.approval.ask_before, policy)?;
+        let helper = checker.helper(raw.helper)?;
+        let session = checker.session(raw.session)?;
+        let limits = checker.limits(raw.limits)?;
+        let checkpoints = checker.checkpoints(raw.checkpoints)?;
 
         let models = named_models(raw.models, &path, text)?;
         let default_model = default_model(raw.default_model, model.as_ref(), &models, &path, text)?;
@@ -483,5 +361,171 @@ impl Checker<'_> {
             });
         }
         Ok(Some(value.into_inner()))
+    }
+}
+
+/// The file's tables, checked one by one, their relative paths resolved against the file's
+/// directory.
+impl Checker<'_> {
+    /// `path`, relative to the file's directory unless absolute.
+    fn resolve(&self, value: PathBuf) -> PathBuf {
+        let base = self.path.parent().unwrap_or(Path::new(""));
+        base.join(value)
+    }
+
+    /// `[model]`: its `api_key_env` must name a variable; its script is resolved.
+    fn model(&self, model: Option<ModelConfig>) -> Result<Option<ModelConfig>, ConfigError> {
+        let mut model = model;
+        if let Some(model) = &mut model {
+            if let Some(var) = &model.api_key_env
+                && !is_variable_name(var)
+            {
+                return Err(ConfigError::ApiKeyEnvNotAName {
+                    origin: format!("the configuration file {}", self.path.display()),
+                });
+            }
+            model.script = model.script.take().map(|script| self.resolve(script));
+        }
+        Ok(model)
+    }
+
+    /// `[sandbox]`: its words, its allow-list, its profile and its `[sandbox.env]`.
+    fn sandbox(&self, raw: RawSandbox) -> Result<SandboxSection, ConfigError> {
+        let mut raw_sandbox = raw;
+        let allow_list = allow_list::parse(
+            &mut raw_sandbox.network,
+            RawAllowList {
+                allowed: raw_sandbox.allowed_domains,
+                denied: raw_sandbox.denied_domains,
+                local_addresses: raw_sandbox.allow_local_addresses,
+            },
+            self.path,
+            self.text,
+        )?;
+        Ok(SandboxSection {
+            mode: self.word("sandbox.mode", raw_sandbox.mode)?,
+            network: self.word("sandbox.network", raw_sandbox.network)?,
+            backend: self.word("sandbox.backend", raw_sandbox.backend)?,
+            profile: ProfileSection::parse(
+                RawProfile {
+                    writable_roots: raw_sandbox.writable_roots,
+                    cache: raw_sandbox.cache,
+                    protected: raw_sandbox.protected,
+                    local_binding: raw_sandbox.local_binding,
+                    deny_read: raw_sandbox.deny_read,
+                    lift_deny_read: raw_sandbox.lift_deny_read,
+                    unix_sockets: raw_sandbox.unix_sockets,
+                },
+                self.path,
+                self.text,
+            )?,
+            env: EnvSection::parse(raw_sandbox.env.unwrap_or_default(), self.path, self.text)?,
+            allow_list,
+        })
+    }
+
+    /// `approval.ask_before`: tool names agentd knows, or MCP entries; none under the approval
+    /// policy `never` (`policy`), which would ask nobody.
+    fn ask_before(
+        &self,
+        list: Option<Spanned<Vec<Spanned<String>>>>,
+        policy: Option<ApprovalPolicy>,
+    ) -> Result<Option<Vec<String>>, ConfigError> {
+        let Some(list) = list else {
+            return Ok(None);
+        };
+        let line = self.line(list.span().start);
+        let mut names = Vec::new();
+        for name in list.into_inner() {
+            names.push(self.ask_entry(name)?);
+        }
+        if policy == Some(ApprovalPolicy::Never) && !names.is_empty() {
+            return Err(ConfigError::NeverWithAskBefore {
+                path: self.path.to_owned(),
+                line,
+            });
+        }
+        Ok(Some(names))
+    }
+
+    /// One entry of `approval.ask_before`: an MCP entry, or the name of a tool agentd has.
+    fn ask_entry(&self, name: Spanned<String>) -> Result<String, ConfigError> {
+        let name_line = self.line(name.span().start);
+        let name = name.into_inner();
+        // An MCP tool's name, or all of one server's: the servers a client gives
+        // are known only when its session starts.
+        if is_ask_entry(&name) {
+            return Ok(name);
+        }
+        if !is_tool_name(&name) {
+            return Err(ConfigError::NotAToolName {
+                path: self.path.to_owned(),
+                line: name_line,
+                name,
+            });
+        }
+        // A misspelt name would ask before nothing, silently.
+        let known = || NAMES.iter().copied().chain([TASK]);
+        if !known().any(|tool| tool == name) {
+            let tools: Vec<String> = known().map(|n| format!("{n:?}")).collect();
+            return Err(ConfigError::UnknownAskBefore {
+                path: self.path.to_owned(),
+                line: name_line,
+                name,
+                known: tools.join(", "),
+            });
+        }
+        Ok(name)
+    }
+
+    /// `[helper]`: a socket excludes a path and a ceiling; the paths are resolved.
+    fn helper(&self, helper: HelperSection) -> Result<HelperSection, ConfigError> {
+        if helper.path.is_some() && helper.socket.is_some() {
+            return Err(ConfigError::PathAndSocket {
+                path: self.path.to_owned(),
+            });
+        }
+        if helper.ceiling.is_some() && helper.socket.is_some() {
+            return Err(ConfigError::CeilingAndSocket {
+                path: self.path.to_owned(),
+            });
+        }
+        let resolve = |value: PathBuf| self.resolve(value);
+        Ok(HelperSection {
+            path: helper.path.map(resolve),
+            socket: helper.socket.map(resolve),
+            ceiling: helper.ceiling.map(resolve),
+            file_io: helper.file_io.map(resolve),
+        })
+    }
+
+    /// `[session]`: its state directory resolved, its step limit positive.
+    fn session(&self, raw: RawSession) -> Result<SessionSection, ConfigError> {
+        Ok(SessionSection {
+            state_dir: raw.state_dir.map(|dir| self.resolve(dir)),
+            max_steps: self.positive("session.max_steps", raw.max_steps)?,
+        })
+    }
+
+    /// `[limits]`: every limit positive.
+    fn limits(&self, raw: RawLimits) -> Result<LimitsSection, ConfigError> {
+        Ok(LimitsSection {
+            command_timeout_ms: self
+                .positive("limits.command_timeout_ms", raw.command_timeout_ms)?,
+            max_processes: self.positive("limits.max_processes", raw.max_processes)?,
+            max_file_size: self.positive("limits.max_file_size", raw.max_file_size)?,
+            max_address_space: self.positive("limits.max_address_space", raw.max_address_space)?,
+            max_memory: self.positive("limits.max_memory", raw.max_memory)?,
+        })
+    }
+
+    /// `[checkpoints]`: its cap and its retention positive.
+    fn checkpoints(&self, raw: RawCheckpoints) -> Result<CheckpointsSection, ConfigError> {
+        Ok(CheckpointsSection {
+            enabled: raw.enabled,
+            max_bytes: self.positive("checkpoints.max_bytes", raw.max_bytes)?,
+            max_age_days: self.positive("checkpoints.max_age_days", raw.max_age_days)?,
+            max_per_session: self.positive("checkpoints.max_per_session", raw.max_per_session)?,
+        })
     }
 }

@@ -72,7 +72,7 @@ pub(super) fn servers(
     text: &str,
 ) -> Result<Vec<McpServerConfig>, ConfigError> {
     let base = path.parent().unwrap_or(Path::new(""));
-    let error = |offset: usize, why: String| ConfigError::Mcp {
+    let error = |(offset, why): (usize, String)| ConfigError::Mcp {
         path: path.to_owned(),
         line: line_at(text, offset),
         why,
@@ -81,114 +81,123 @@ pub(super) fn servers(
     for server in raw.unwrap_or_default().servers {
         let server = server.into_inner();
         let name_at = server.name.span().start;
-        let name = server.name.into_inner();
-        let key = names::server_key(&name).map_err(|e| {
-            error(
-                name_at,
-                format!("{e}; name the server (its tools are called mcp__NAME__TOOL)"),
-            )
-        })?;
-        if let Some((_, line)) = out
-            .iter()
-            .find(|(other, _)| names::server_key(&other.name).ok().as_ref() == Some(&key))
-        {
-            return Err(error(
-                name_at,
-                format!(
-                    "name = {name:?} names its tools like the server on line {line} does \
-                     (mcp__{key}__…); give each server its own name"
-                ),
-            ));
-        }
-        let command = match (server.command, server.url) {
-            (None, None) => {
-                return Err(error(
-                    name_at,
-                    format!(
-                        "name = {name:?} has neither a command nor a url; give command = \
-                         [\"program\", \"args\"…] for a server agentd starts, or url = \
-                         \"https://…\" for one it reaches over streamable HTTP"
-                    ),
-                ));
-            }
-            (Some(_), Some(url)) => {
-                return Err(error(
-                    url.span().start,
-                    "has both a command and a url; a server is either a program agentd starts \
-                     (command) or one it reaches over HTTP (url)"
+        let checked = server_config(server, &out, base).map_err(error)?;
+        out.push((checked, line_at(text, name_at)));
+    }
+    Ok(out.into_iter().map(|(server, _)| server).collect())
+}
+
+/// One `[[mcp.servers]]` table, checked, its relative program taken from `base`; its name must
+/// differ from those of the servers `before` it (each with its line). The error is where in the
+/// file and why.
+fn server_config(
+    server: RawServer,
+    before: &[(McpServerConfig, usize)],
+    base: &Path,
+) -> Result<McpServerConfig, (usize, String)> {
+    let name_at = server.name.span().start;
+    let name = server.name.into_inner();
+    let key = names::server_key(&name).map_err(|e| {
+        (
+            name_at,
+            format!("{e}; name the server (its tools are called mcp__NAME__TOOL)"),
+        )
+    })?;
+    if let Some((_, line)) = before
+        .iter()
+        .find(|(other, _)| names::server_key(&other.name).ok().as_ref() == Some(&key))
+    {
+        return Err((
+            name_at,
+            format!(
+                "name = {name:?} names its tools like the server on line {line} does \
+                 (mcp__{key}__…); give each server its own name"
+            ),
+        ));
+    }
+    match (server.command, server.url) {
+        (None, None) => Err((
+            name_at,
+            format!(
+                "name = {name:?} has neither a command nor a url; give command = \
+                 [\"program\", \"args\"…] for a server agentd starts, or url = \
+                 \"https://…\" for one it reaches over streamable HTTP"
+            ),
+        )),
+        (Some(_), Some(url)) => Err((
+            url.span().start,
+            "has both a command and a url; a server is either a program agentd starts \
+             (command) or one it reaches over HTTP (url)"
+                .to_owned(),
+        )),
+        (Some(command), None) => {
+            if let Some((header, _)) = server.headers.first_key_value() {
+                return Err((
+                    header.span().start,
+                    "headers are sent to a server at a url; a server agentd starts gets env"
                         .to_owned(),
                 ));
             }
-            (Some(command), None) => {
-                if let Some((header, _)) = server.headers.first_key_value() {
-                    return Err(error(
-                        header.span().start,
-                        "headers are sent to a server at a url; a server agentd starts gets env"
-                            .to_owned(),
-                    ));
-                }
-                command
-            }
-            (None, Some(url)) => {
-                if let Some((var, _)) = server.env.first_key_value() {
-                    return Err(error(
-                        var.span().start,
-                        "env is set for a server agentd starts; one at a url gets headers"
-                            .to_owned(),
-                    ));
-                }
-                let endpoint =
-                    http_endpoint(url, server.headers).map_err(|(at, why)| error(at, why))?;
-                out.push((
-                    McpServerConfig {
-                        name,
-                        command: Vec::new(),
-                        env: Vec::new(),
-                        http: Some(endpoint),
-                    },
-                    line_at(text, name_at),
-                ));
-                continue;
-            }
-        };
-        let command_at = command.span().start;
-        let mut command = command.into_inner();
-        let Some(program) = command.first_mut() else {
-            return Err(error(
-                command_at,
-                "command = [] is empty; give the server's program and its arguments, such as \
-                 [\"npx\", \"-y\", \"some-mcp-server\"]"
-                    .to_owned(),
-            ));
-        };
-        if program.contains('/') && !Path::new(program.as_str()).is_absolute() {
-            *program = base.join(program.as_str()).display().to_string();
+            command_server(name, command, server.env, base)
         }
-        let mut env = Vec::new();
-        for (var, value) in server.env {
-            if !is_variable_name(var.get_ref()) {
-                return Err(error(
+        (None, Some(url)) => {
+            if let Some((var, _)) = server.env.first_key_value() {
+                return Err((
                     var.span().start,
-                    format!(
-                        "env lists {:?}, which is not a variable name (letters, digits and `_`, \
-                         not starting with a digit)",
-                        var.get_ref()
-                    ),
+                    "env is set for a server agentd starts; one at a url gets headers".to_owned(),
                 ));
             }
-            env.push((var.into_inner(), value));
-        }
-        out.push((
-            McpServerConfig {
+            Ok(McpServerConfig {
                 name,
-                command,
-                env,
-                http: None,
-            },
-            line_at(text, name_at),
-        ));
+                command: Vec::new(),
+                env: Vec::new(),
+                http: Some(http_endpoint(url, server.headers)?),
+            })
+        }
     }
-    Ok(out.into_iter().map(|(server, _)| server).collect())
+}
+
+/// A server agentd starts: `command`, its program taken from `base` when relative with a `/`,
+/// and its own variables `env`. The error is where in the file and why.
+fn command_server(
+    name: String,
+    command: Spanned<Vec<String>>,
+    env: BTreeMap<Spanned<String>, String>,
+    base: &Path,
+) -> Result<McpServerConfig, (usize, String)> {
+    let command_at = command.span().start;
+    let mut command = command.into_inner();
+    let Some(program) = command.first_mut() else {
+        return Err((
+            command_at,
+            "command = [] is empty; give the server's program and its arguments, such as \
+             [\"npx\", \"-y\", \"some-mcp-server\"]"
+                .to_owned(),
+        ));
+    };
+    if program.contains('/') && !Path::new(program.as_str()).is_absolute() {
+        *program = base.join(program.as_str()).display().to_string();
+    }
+    let mut vars = Vec::new();
+    for (var, value) in env {
+        if !is_variable_name(var.get_ref()) {
+            return Err((
+                var.span().start,
+                format!(
+                    "env lists {:?}, which is not a variable name (letters, digits and `_`, \
+                     not starting with a digit)",
+                    var.get_ref()
+                ),
+            ));
+        }
+        vars.push((var.into_inner(), value));
+    }
+    Ok(McpServerConfig {
+        name,
+        command,
+        env: vars,
+        http: None,
+    })
 }
 
 /// The endpoint of `url` with `headers`; the error is where in the file and why.

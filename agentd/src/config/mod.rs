@@ -98,9 +98,11 @@
 //! `[models.NAME]` tables and `default_model`, `agents.rs` its `[agents.NAME]` tables,
 //! `compaction.rs` its `[compaction]` table, `mcp.rs` its `[[mcp.servers]]`, `sandbox.rs` the profile's keys of `[sandbox]`,
 //! `sandbox_env.rs` its `[sandbox.env]` and `cache.rs` the cache presets, `project.rs` a project's own file, `checks.rs` what they share,
-//! `effective.rs` the layering into [`Effective`] (and the models built from it), `helper.rs`
+//! `effective.rs` the layering into [`Effective`] (and the models built from it; `setting.rs`
+//! a value with where it came from, `effective_sandbox.rs` the `[sandbox]` part), `helper.rs`
 //! how the effective configuration reaches confine-helper, `show.rs` what `agentd config
-//! show` prints, and `keys.rs` every key in one table ([`KEYS`]).
+//! show` prints (`show_model.rs` its models, `show_sandbox.rs` its sandbox profile), and
+//! `keys.rs` every key in one table ([`KEYS`]).
 
 mod agents;
 pub mod allow_list;
@@ -110,6 +112,7 @@ mod checkpoints;
 mod checks;
 mod compaction;
 mod effective;
+mod effective_sandbox;
 mod file;
 mod from_env;
 mod helper;
@@ -119,7 +122,9 @@ mod models;
 mod project;
 mod sandbox;
 mod sandbox_env;
+mod setting;
 mod show;
+mod show_model;
 mod show_sandbox;
 
 use std::ffi::OsString;
@@ -138,7 +143,7 @@ pub use checkpoints::Checkpoints;
 pub use compaction::CompactionPolicy;
 pub use effective::{Effective, Flags};
 #[cfg(test)]
-pub(crate) use effective::{HelperChoice, Setting, default_state_dir};
+pub(crate) use effective::{HelperChoice, default_state_dir};
 #[cfg(test)]
 pub(crate) use file::{
     ApprovalSection, Config, LimitsSection, LoadedConfig, SandboxSection, SessionSection,
@@ -153,6 +158,8 @@ pub use project::{protect_project, read_project};
 pub(crate) use sandbox::ProfileSection;
 pub use sandbox::{FileKind, SocketEntryError, absolute_or_home, expand_home};
 pub use sandbox_env::process_lookup;
+#[cfg(test)]
+pub(crate) use setting::Setting;
 
 /// The configuration file's name, in `$XDG_CONFIG_HOME/agentd/` or `~/.config/agentd/`.
 pub const FILE_NAME: &str = "agentd.toml";

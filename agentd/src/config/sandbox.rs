@@ -132,95 +132,22 @@ impl ProfileSection {
             lift_deny_read,
             unix_sockets,
         } = raw;
-        let entries = |list: RawList| {
-            list.map(|list| {
-                list.into_inner()
-                    .into_iter()
-                    .map(|entry| Lined {
-                        line: line_at(text, entry.span().start),
-                        value: entry.into_inner(),
-                    })
-                    .collect::<Vec<_>>()
-            })
-        };
-        let writable_roots = match entries(writable_roots) {
+        let writable_roots = lined(writable_roots, text);
+        check_roots(writable_roots.iter().flatten(), path)?;
+        let cache = match lined(cache, text) {
             None => None,
-            Some(roots) => {
-                for root in &roots {
-                    let v = &root.value;
-                    if !absolute_or_home(v) {
-                        return Err(ConfigError::RootNotAbsolute {
-                            path: path.to_owned(),
-                            line: root.line,
-                            value: v.clone(),
-                        });
-                    }
-                }
-                Some(roots)
-            }
+            Some(words) => Some(cache_presets(words, path)?),
         };
-        let cache = match entries(cache) {
-            None => None,
-            Some(words) => {
-                let mut presets: Vec<Lined<CachePreset>> = Vec::new();
-                for word in words {
-                    let preset = word.value.parse::<CachePreset>().map_err(|unknown| {
-                        ConfigError::NotAllowed {
-                            path: path.to_owned(),
-                            line: word.line,
-                            key: "sandbox.cache",
-                            value: word.value.clone(),
-                            allowed: allowed(unknown.expected),
-                        }
-                    })?;
-                    if !presets.iter().any(|p| p.value == preset) {
-                        presets.push(Lined {
-                            value: preset,
-                            line: word.line,
-                        });
-                    }
-                }
-                Some(presets)
-            }
-        };
-        let protected = match entries(protected) {
+        let protected = match lined(protected, text) {
             None => None,
             Some(list) => Some(subpaths(list, path, FileKind::Config)?),
         };
-        let deny_read = entries(deny_read);
-        for entry in deny_read.iter().flatten() {
-            // The shape now; `~` once HOME is known.
-            if let Err(reason) = deny_read::parse(&entry.value, Some(Path::new("/"))) {
-                return Err(deny_read_error(path, entry, reason));
-            }
-        }
-        let lift_deny_read = entries(lift_deny_read);
-        for entry in lift_deny_read.iter().flatten() {
-            if credentials::named(&entry.value).is_none() {
-                return Err(ConfigError::LiftDenyRead {
-                    path: path.to_owned(),
-                    line: entry.line,
-                    value: entry.value.clone(),
-                    known: credentials::names(),
-                });
-            }
-        }
-        let unix_sockets = entries(unix_sockets);
-        for entry in unix_sockets.iter().flatten() {
-            let reason = if entry.value.contains('\0') {
-                SocketEntryError::Nul
-            } else if !absolute_or_home(&entry.value) {
-                SocketEntryError::NotAbsolute
-            } else {
-                continue;
-            };
-            return Err(ConfigError::UnixSocket {
-                path: path.to_owned(),
-                line: entry.line,
-                value: entry.value.clone(),
-                reason,
-            });
-        }
+        let deny_read = lined(deny_read, text);
+        check_deny_read(deny_read.iter().flatten(), path)?;
+        let lift_deny_read = lined(lift_deny_read, text);
+        check_lift_deny_read(lift_deny_read.iter().flatten(), path)?;
+        let unix_sockets = lined(unix_sockets, text);
+        check_unix_sockets(unix_sockets.iter().flatten(), path)?;
         Ok(ProfileSection {
             writable_roots,
             cache,
@@ -231,6 +158,119 @@ impl ProfileSection {
             unix_sockets,
         })
     }
+}
+
+/// The entries of `list`, each with its line in `text`; `None` when the file does not set it.
+fn lined(list: RawList, text: &str) -> Option<Vec<Lined<String>>> {
+    list.map(|list| {
+        list.into_inner()
+            .into_iter()
+            .map(|entry| Lined {
+                line: line_at(text, entry.span().start),
+                value: entry.into_inner(),
+            })
+            .collect::<Vec<_>>()
+    })
+}
+
+/// `sandbox.writable_roots`: every root absolute or under `~`.
+fn check_roots<'a>(
+    roots: impl Iterator<Item = &'a Lined<String>>,
+    path: &Path,
+) -> Result<(), ConfigError> {
+    for root in roots {
+        let v = &root.value;
+        if !absolute_or_home(v) {
+            return Err(ConfigError::RootNotAbsolute {
+                path: path.to_owned(),
+                line: root.line,
+                value: v.clone(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// `sandbox.cache`: the presets `words` name, each once, in the order first named.
+fn cache_presets(
+    words: Vec<Lined<String>>,
+    path: &Path,
+) -> Result<Vec<Lined<CachePreset>>, ConfigError> {
+    let mut presets: Vec<Lined<CachePreset>> = Vec::new();
+    for word in words {
+        let preset =
+            word.value
+                .parse::<CachePreset>()
+                .map_err(|unknown| ConfigError::NotAllowed {
+                    path: path.to_owned(),
+                    line: word.line,
+                    key: "sandbox.cache",
+                    value: word.value.clone(),
+                    allowed: allowed(unknown.expected),
+                })?;
+        if !presets.iter().any(|p| p.value == preset) {
+            presets.push(Lined {
+                value: preset,
+                line: word.line,
+            });
+        }
+    }
+    Ok(presets)
+}
+
+/// `sandbox.deny_read`: every entry of a shape a denied read takes.
+fn check_deny_read<'a>(
+    entries: impl Iterator<Item = &'a Lined<String>>,
+    path: &Path,
+) -> Result<(), ConfigError> {
+    for entry in entries {
+        // The shape now; `~` once HOME is known.
+        if let Err(reason) = deny_read::parse(&entry.value, Some(Path::new("/"))) {
+            return Err(deny_read_error(path, entry, reason));
+        }
+    }
+    Ok(())
+}
+
+/// `sandbox.lift_deny_read`: every entry the name of a built-in denied read.
+fn check_lift_deny_read<'a>(
+    entries: impl Iterator<Item = &'a Lined<String>>,
+    path: &Path,
+) -> Result<(), ConfigError> {
+    for entry in entries {
+        if credentials::named(&entry.value).is_none() {
+            return Err(ConfigError::LiftDenyRead {
+                path: path.to_owned(),
+                line: entry.line,
+                value: entry.value.clone(),
+                known: credentials::names(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// `sandbox.unix_sockets`: every entry absolute or under `~`, without a NUL.
+fn check_unix_sockets<'a>(
+    entries: impl Iterator<Item = &'a Lined<String>>,
+    path: &Path,
+) -> Result<(), ConfigError> {
+    for entry in entries {
+        let reason = if entry.value.contains('\0') {
+            SocketEntryError::Nul
+        } else if !absolute_or_home(&entry.value) {
+            SocketEntryError::NotAbsolute
+        } else {
+            continue;
+        };
+        return Err(ConfigError::UnixSocket {
+            path: path.to_owned(),
+            line: entry.line,
+            value: entry.value.clone(),
+            reason,
+        });
+    }
+    Ok(())
 }
 
 /// Each of `list` as a relative subpath (`secrets`, `deploy/keys`), each once; an absolute

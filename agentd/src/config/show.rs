@@ -2,13 +2,12 @@
 
 use std::path::{Path, PathBuf};
 
-use super::compaction::CompactAt;
 use super::effective::{Effective, HelperChoice};
 use super::helper::exe_dir;
-use super::{DEFAULT_MODEL_NAME, Env, MODEL_EXAMPLE, Source, process_env};
+use super::{Env, MODEL_EXAMPLE, Source, process_env};
 use crate::agents::{Persona, PersonaModel};
 use crate::helper_client::{LocateError, locate_helper};
-use crate::model::{MaxTokensField, ModelConfig, ProviderKind, SendReasoning};
+use crate::model::{ModelConfig, ProviderKind};
 use crate::tools::{ToolRegistry, ToolScope};
 
 impl Effective {
@@ -22,6 +21,34 @@ impl Effective {
     /// directory `exe_dir`, for the helper search.
     pub fn show_with(&self, env: Env<'_>, exe_dir: Option<PathBuf>) -> String {
         let mut out = Lines::default();
+        self.show_file(&mut out);
+
+        self.show_model(&mut out, env);
+        self.show_named_models(&mut out, env);
+        self.show_compaction(&mut out);
+
+        self.show_sandbox(&mut out);
+        self.show_approval(&mut out);
+        for line in super::mcp::show(&self.mcp_servers.value, &self.mcp_servers.source) {
+            out.raw(line);
+        }
+
+        self.show_helper(&mut out, env, exe_dir);
+
+        self.show_session(&mut out);
+        self.show_limits(&mut out);
+        self.show_checkpoints(&mut out);
+
+        for persona in self.personas.iter() {
+            self.show_persona(&mut out, persona, env);
+        }
+
+        self.show_model_example(&mut out);
+        out.0
+    }
+
+    /// Which configuration file was consulted, and whether it exists.
+    fn show_file(&self, out: &mut Lines) {
         match &self.file {
             Some(path) if self.file_found => {
                 out.raw(format!("configuration file: {}", path.display()));
@@ -35,11 +62,10 @@ impl Effective {
                     .to_owned(),
             ),
         }
+    }
 
-        self.show_model(&mut out, env);
-        self.show_named_models(&mut out, env);
-        self.show_compaction(&mut out);
-
+    /// `[sandbox]`: the mode, the network with its allow-list, the backend and the profile.
+    fn show_sandbox(&self, out: &mut Lines) {
         out.value(
             "sandbox.mode",
             quoted(self.sandbox_mode.value.as_str()),
@@ -53,13 +79,17 @@ impl Effective {
             None => self.network.value.as_str(),
         };
         out.value("sandbox.network", quoted(network), &self.network.source);
-        self.show_allow_list(&mut out);
+        self.show_allow_list(out);
         out.value(
             "sandbox.backend",
             quoted(self.backend.value.as_str()),
             &self.backend.source,
         );
-        self.show_profile(&mut out);
+        self.show_profile(out);
+    }
+
+    /// `[approval]`: the policy and the tools that ask before every call.
+    fn show_approval(&self, out: &mut Lines) {
         out.value(
             "approval.policy",
             quoted(self.approval_policy.value.as_str()),
@@ -71,12 +101,10 @@ impl Effective {
             format!("[{}]", tools.join(", ")),
             &self.ask_before.source,
         );
-        for line in super::mcp::show(&self.mcp_servers.value, &self.mcp_servers.source) {
-            out.raw(line);
-        }
+    }
 
-        self.show_helper(&mut out, env, exe_dir);
-
+    /// `[session]`: where session logs are kept, and the steps of a prompt.
+    fn show_session(&self, out: &mut Lines) {
         match &self.state_dir.value {
             Some(dir) => out.value(
                 "session.state_dir",
@@ -93,6 +121,10 @@ impl Effective {
             self.max_steps.value.to_string(),
             &self.max_steps.source,
         );
+    }
+
+    /// `[limits]`: the command timeout and what every command may use.
+    fn show_limits(&self, out: &mut Lines) {
         out.value(
             "limits.command_timeout_ms",
             self.command_timeout_ms.value.to_string(),
@@ -117,7 +149,10 @@ impl Effective {
                 .map_or_else(|| unset.to_owned(), |n| n.to_string());
             out.value(key, value, &setting.source);
         }
+    }
 
+    /// `[checkpoints]`: whether they are recorded, their cap and their retention.
+    fn show_checkpoints(&self, out: &mut Lines) {
         out.value(
             "checkpoints.enabled",
             self.checkpoints_enabled.value.to_string(),
@@ -133,11 +168,10 @@ impl Effective {
         ] {
             out.value(key, setting.value.to_string(), &setting.source);
         }
+    }
 
-        for persona in self.personas.iter() {
-            self.show_persona(&mut out, persona, env);
-        }
-
+    /// When no model is configured: how to configure one.
+    fn show_model_example(&self, out: &mut Lines) {
         if self.model.is_none() && self.models.is_empty() {
             let place = match &self.file {
                 Some(path) => path.display().to_string(),
@@ -151,206 +185,6 @@ impl Effective {
             out.raw(String::new());
             out.0.push_str(MODEL_EXAMPLE);
         }
-        out.0
-    }
-
-    fn show_model(&self, out: &mut Lines, env: Env<'_>) {
-        let Some(model) = &self.model else {
-            if !self.models.is_empty() {
-                out.raw(format!(
-                    "model = unset  (the default is [models.{}], see default_model)",
-                    self.default_model.value
-                ));
-                return;
-            }
-            out.raw(
-                "model = not configured  (no [model] table, AGENTD_MODEL, AGENTD_BASE_URL, \
-                 AGENTD_API_KEY_ENV or --model-script; see below)"
-                    .to_owned(),
-            );
-            return;
-        };
-        let sources = &self.model_sources;
-        // Keys only the file can set.
-        let file_source = |set: bool| match (&self.file, set) {
-            (Some(path), true) => Source::File(path.clone()),
-            _ => Source::Default,
-        };
-        let provider = model.provider.unwrap_or_default();
-        let provider_word = match provider {
-            ProviderKind::Openai => "openai",
-            ProviderKind::Scripted => "scripted",
-        };
-        out.value("model.provider", quoted(provider_word), &sources.provider);
-        let openai = provider == ProviderKind::Openai;
-        if openai || model.base_url.is_some() {
-            let url = model
-                .base_url
-                .as_deref()
-                .map(|url| quoted(&redact_url(url)));
-            out.value("model.base_url", optional(url), &sources.base_url);
-        }
-        if openai || model.model.is_some() {
-            out.value(
-                "model.model",
-                optional(model.model.as_deref().map(quoted)),
-                &sources.model,
-            );
-        }
-        if openai || model.api_key_env.is_some() {
-            out.value(
-                "model.api_key_env",
-                optional(model.api_key_env.as_deref().map(quoted)),
-                &sources.api_key_env,
-            );
-            match &model.api_key_env {
-                Some(var) => {
-                    let set =
-                        env(var).is_some_and(|value| !value.to_string_lossy().trim().is_empty());
-                    let state = if set { "set" } else { "NOT SET" };
-                    out.raw(format!("api key: ${var} ({state})"));
-                }
-                None => out.raw(
-                    "api key: none (model.api_key_env is unset: only for servers that need no key)"
-                        .to_owned(),
-                ),
-            }
-        }
-        if !openai || model.script.is_some() {
-            out.value(
-                "model.script",
-                optional(model.script.as_deref().map(quoted_path)),
-                &sources.script,
-            );
-        }
-        if openai {
-            let numbers = [
-                ("model.max_tokens", model.max_tokens.map(|n| n.to_string())),
-                (
-                    "model.temperature",
-                    model.temperature.map(|t| t.get().to_string()),
-                ),
-                (
-                    "model.timeout_secs",
-                    model.timeout_secs.map(|n| n.to_string()),
-                ),
-                (
-                    "model.max_retries",
-                    model.max_retries.map(|n| n.to_string()),
-                ),
-                (
-                    "model.include_usage",
-                    model.include_usage.map(|b| b.to_string()),
-                ),
-            ];
-            for (key, value) in numbers {
-                let source = file_source(value.is_some());
-                out.value(key, optional(value), &source);
-            }
-            // The two rules that may be automatic, with what `auto` means for this endpoint.
-            let endpoint = model.base_url.as_deref().zip(model.model.as_deref());
-            let field = model.max_tokens_field.unwrap_or_default();
-            let resolved = endpoint.map(|(url, name)| field.resolve(url, name).as_str());
-            out.value(
-                "model.max_tokens_field",
-                with_auto(field.as_str(), field == MaxTokensField::Auto, resolved),
-                &file_source(model.max_tokens_field.is_some()),
-            );
-            let reasoning = model.send_reasoning.unwrap_or_default();
-            let resolved = endpoint.map(|(url, name)| reasoning.resolve(url, name).as_str());
-            out.value(
-                "model.send_reasoning",
-                with_auto(
-                    reasoning.as_str(),
-                    reasoning == SendReasoning::Auto,
-                    resolved,
-                ),
-                &file_source(model.send_reasoning.is_some()),
-            );
-        }
-    }
-
-    /// The `[models.NAME]` tables and which model is the default; nothing without named models.
-    fn show_named_models(&self, out: &mut Lines, env: Env<'_>) {
-        if self.models.is_empty() {
-            return;
-        }
-        let default = &self.default_model;
-        let names: Vec<&str> = self.models_in_order().iter().map(|(n, _)| *n).collect();
-        let choice = if names.len() > 1 {
-            "a session may switch between them: the `model` option"
-        } else {
-            "one model: no `model` option"
-        };
-        out.raw(format!("models = {}  ({choice})", names.join(", ")));
-        let value = if default.value == DEFAULT_MODEL_NAME {
-            format!("{} (the [model] table)", quoted(&default.value))
-        } else {
-            quoted(&default.value)
-        };
-        out.value("default_model", value, &default.source);
-        let source = match &self.file {
-            Some(path) => Source::File(path.clone()),
-            None => Source::Default,
-        };
-        for named in &self.models {
-            let prefix = format!("models.{}", named.name);
-            show_model_table(out, &prefix, &named.model, &source, env);
-        }
-    }
-
-    /// The context window and when the history is compacted; without a window, that it never is.
-    fn show_compaction(&self, out: &mut Lines) {
-        let named_window = self.models.iter().any(|m| m.model.context_window.is_some());
-        let window = match self.context_window.value {
-            Some(window) => {
-                out.value(
-                    "model.context_window",
-                    window.to_string(),
-                    &self.context_window.source,
-                );
-                Some(window)
-            }
-            None if named_window => {
-                out.raw(
-                    "model.context_window = unset  (default: [model] never compacts; the named \
-                     models with a context_window compact as below)"
-                        .to_owned(),
-                );
-                None
-            }
-            None => {
-                out.raw(
-                    "model.context_window = unset  (default: the history is never compacted; \
-                     set it to the model's context window in tokens to compact long sessions)"
-                        .to_owned(),
-                );
-                return;
-            }
-        };
-        let source = &self.compact_at.source;
-        match self.compact_at.value {
-            CompactAt::Share(share) => out.value(
-                "compaction.threshold",
-                match window {
-                    Some(window) => format!(
-                        "{} (compacts above an estimated {} tokens)",
-                        share.get(),
-                        self.compact_at.value.tokens(window)
-                    ),
-                    None => format!("{} (of each model's context_window)", share.get()),
-                },
-                source,
-            ),
-            CompactAt::Tokens(tokens) => {
-                out.value("compaction.compact_at", tokens.to_string(), source);
-            }
-        }
-        out.value(
-            "compaction.keep_turns",
-            self.keep_turns.value.to_string(),
-            &self.keep_turns.source,
-        );
     }
 
     /// One persona, key by key. Its tools are shown resolved as for a child of the top level.
@@ -457,7 +291,7 @@ impl Effective {
 
 /// A whole model table (a persona's own, a named model): the keys it sets, and whether its key
 /// variable is set.
-fn show_model_table(
+pub(super) fn show_model_table(
     out: &mut Lines,
     prefix: &str,
     model: &ModelConfig,
@@ -553,20 +387,13 @@ pub(super) fn quoted_path(path: &Path) -> String {
     quoted(&path.display().to_string())
 }
 
-/// A rule's word, and for `auto` the rule it stands for here when that is known.
-fn with_auto(word: &str, auto: bool, resolved: Option<&str>) -> String {
-    match resolved {
-        Some(rule) if auto => format!("{} (here: {})", quoted(word), quoted(rule)),
-        _ => quoted(word),
-    }
-}
-
-fn optional(value: Option<String>) -> String {
+/// A value, or `unset`.
+pub(super) fn optional(value: Option<String>) -> String {
     value.unwrap_or_else(|| "unset".to_owned())
 }
 
 /// `url` without anything that could be a credential: user information and the query.
-fn redact_url(url: &str) -> String {
+pub(super) fn redact_url(url: &str) -> String {
     let (scheme, rest) = match url.split_once("://") {
         Some((scheme, rest)) => (format!("{scheme}://"), rest),
         None => (String::new(), url),

@@ -591,12 +591,25 @@ fn without_any_state_location_the_state_dir_error_says_how_to_set_one() {
 
 // ---- precedence: default < file < environment < flag ----
 
+/// A file that sets a value of every layered kind.
+const LAYERED: &str = "[sandbox]\nmode = \"read-only\"\n\
+                       [approval]\npolicy = \"never\"\n\
+                       [session]\nstate_dir = \"/from/file\"\n\
+                       [helper]\npath = \"/file/confine-helper\"\nceiling = \"/file/ceiling.toml\"\n";
+
+/// An environment that sets the variables over [`LAYERED`]'s values.
+fn layered_env() -> impl Fn(&str) -> Option<OsString> {
+    env_of(&[
+        ("AGENTD_SANDBOX_MODE", "danger-full-access"),
+        ("AGENTD_APPROVAL_POLICY", "ask"),
+        ("AGENTD_STATE_DIR", "/from/env"),
+        ("AGENTD_HELPER", "/env/confine-helper"),
+    ])
+}
+
 #[test]
-fn each_layer_beats_the_one_below_and_says_so() {
-    let text = "[sandbox]\nmode = \"read-only\"\n\
-                [approval]\npolicy = \"never\"\n\
-                [session]\nstate_dir = \"/from/file\"\n\
-                [helper]\npath = \"/file/confine-helper\"\nceiling = \"/file/ceiling.toml\"\n";
+fn the_file_beats_the_defaults_and_says_so() {
+    let text = LAYERED;
     // The file over the defaults.
     let config = merged(text, &Flags::default(), &no_env);
     assert_eq!(
@@ -622,14 +635,13 @@ fn each_layer_beats_the_one_below_and_says_so() {
         config.helper_ceiling,
         Setting::new(Some(PathBuf::from("/file/ceiling.toml")), file_source())
     );
+}
 
+#[test]
+fn the_environment_beats_the_file_and_says_so() {
+    let text = LAYERED;
     // The environment over the file.
-    let env = env_of(&[
-        ("AGENTD_SANDBOX_MODE", "danger-full-access"),
-        ("AGENTD_APPROVAL_POLICY", "ask"),
-        ("AGENTD_STATE_DIR", "/from/env"),
-        ("AGENTD_HELPER", "/env/confine-helper"),
-    ]);
+    let env = layered_env();
     let config = merged(text, &Flags::default(), &env);
     assert_eq!(
         config.sandbox_mode,
@@ -653,7 +665,12 @@ fn each_layer_beats_the_one_below_and_says_so() {
             Source::Env("AGENTD_HELPER")
         )
     );
+}
 
+#[test]
+fn the_flags_beat_the_environment_and_say_so() {
+    let text = LAYERED;
+    let env = layered_env();
     // The flags over the environment.
     let flags = Flags {
         state_dir: Some("/from/flag".into()),

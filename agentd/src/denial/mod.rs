@@ -351,16 +351,22 @@ fn context_of<'a>(lines: &'a [&'a str], i: usize) -> &'a [&'a str] {
     let earliest = i.saturating_sub(dialect::TRACEBACK_LINES);
     let start = (earliest..i)
         .rev()
-        .find(|&j| lines[j].starts_with(dialect::TRACEBACK_START))
+        .find(|&j| {
+            lines
+                .get(j)
+                .is_some_and(|line| line.starts_with(dialect::TRACEBACK_START))
+        })
         .unwrap_or(i.saturating_sub(dialect::CONTEXT_LINES));
-    &lines[start..=i]
+    lines.get(start..=i).unwrap_or_default()
 }
 
 impl Judge<'_> {
     /// What line `i` of `lines` shows the sandbox denied: nothing, or one finding per path it
     /// denied (`mv a /x` names two).
     fn line(&mut self, backend: Backend, lines: &[&str], i: usize) -> Vec<Finding> {
-        let line = lines[i];
+        let Some(&line) = lines.get(i) else {
+            return Vec::new();
+        };
         if dialect::NOT_SANDBOX_DENIALS
             .iter()
             .any(|text| line.contains(text))

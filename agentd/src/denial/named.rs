@@ -68,15 +68,16 @@ fn field_before(text: &str) -> Option<String> {
     let fields: Vec<&str> = text.split(": ").collect();
     let last = fields.last()?.trim();
     let words: Vec<&str> = last.split_whitespace().collect();
-    let word = (*words.last()?).trim_matches(|c| QUOTES.iter().any(|(o, q)| c == *o || c == *q));
+    let (last_word, before_it) = words.split_last()?;
+    let word = last_word.trim_matches(|c| QUOTES.iter().any(|(o, q)| c == *o || c == *q));
     if word.is_empty() || word.contains("://") {
         return None;
     }
     let first_field = fields.len() == 1;
-    let path = if words.len() == 1 {
+    let path = if before_it.is_empty() {
         !first_field || word.contains('/')
     } else {
-        let after_a_verb = words[..words.len() - 1]
+        let after_a_verb = before_it
             .iter()
             .any(|w| PATH_VERBS.contains(&w.trim_end_matches(',')));
         word.contains('/') || (after_a_verb && !first_field)

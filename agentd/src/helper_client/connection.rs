@@ -437,11 +437,12 @@ async fn handshake(
                 Ok(None) => {}
                 Err(e) => return Err(EstablishError::Fatal(ClientError::BadGreeting(e))),
             }
-            let n = match stream.read(&mut buf).await {
-                Ok(n) => n,
+            let read = stream.read(&mut buf).await;
+            let read = match read.and_then(|n| socket_io::filled(&buf, n)) {
+                Ok(read) => read,
                 Err(e) => return Err(closed_or_fatal(e)),
             };
-            if n == 0 {
+            if read.is_empty() {
                 return Err(EstablishError::ClosedEarly(
                     match (unwritten, decoder.finish()) {
                         (Some(why), _) => why,
@@ -450,7 +451,7 @@ async fn handshake(
                     },
                 ));
             }
-            if let Err(e) = decoder.feed(&buf[..n]) {
+            if let Err(e) = decoder.feed(read) {
                 return Err(EstablishError::Fatal(ClientError::BadGreeting(e)));
             }
         };
@@ -517,8 +518,9 @@ async fn read_replies(shared: Arc<Shared>, mut decoder: FrameDecoder) {
                 }
             }
         }
-        match socket_io::read_some(&shared.stream, &mut buf).await {
-            Ok(0) => {
+        let read = socket_io::read_some(&shared.stream, &mut buf).await;
+        match read.and_then(|n| socket_io::filled(&buf, n)) {
+            Ok([]) => {
                 let end = match decoder.finish() {
                     Ok(()) => End::Closed,
                     Err(e) => End::Protocol(e.to_string()),
@@ -526,8 +528,8 @@ async fn read_replies(shared: Arc<Shared>, mut decoder: FrameDecoder) {
                 shared.end(end).await;
                 return;
             }
-            Ok(n) => {
-                if let Err(e) = decoder.feed(&buf[..n]) {
+            Ok(read) => {
+                if let Err(e) = decoder.feed(read) {
                     shared.end(End::Protocol(e.to_string())).await;
                     return;
                 }

@@ -21,12 +21,12 @@ const SEND_FLAGS: MsgFlags = MsgFlags::empty();
 /// header; the remainder of a partial write is sent without them.
 pub async fn send_with_fds(stream: &UnixStream, bytes: &[u8], fds: &[OwnedFd]) -> io::Result<()> {
     let raw: Vec<RawFd> = fds.iter().map(AsRawFd::as_raw_fd).collect();
-    let mut sent = 0;
-    while sent < bytes.len() {
+    let mut unsent = bytes;
+    while !unsent.is_empty() {
         stream.writable().await?;
-        let attach = sent == 0 && !raw.is_empty();
+        let attach = unsent.len() == bytes.len() && !raw.is_empty();
         let result = stream.try_io(Interest::WRITABLE, || {
-            let iov = [IoSlice::new(&bytes[sent..])];
+            let iov = [IoSlice::new(unsent)];
             let rights = [ControlMessage::ScmRights(&raw)];
             let cmsgs: &[ControlMessage] = if attach { &rights } else { &[] };
             sendmsg::<()>(stream.as_raw_fd(), &iov, cmsgs, SEND_FLAGS, None)
@@ -34,7 +34,8 @@ pub async fn send_with_fds(stream: &UnixStream, bytes: &[u8], fds: &[OwnedFd]) -
         });
         match result {
             Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-            Ok(n) => sent += n,
+            // A write never reports more bytes than it was given.
+            Ok(n) => unsent = unsent.get(n..).unwrap_or_default(),
             Err(e)
                 if matches!(
                     e.kind(),
@@ -44,6 +45,13 @@ pub async fn send_with_fds(stream: &UnixStream, bytes: &[u8], fds: &[OwnedFd]) -
         }
     }
     Ok(())
+}
+
+/// The first `n` bytes of `buf`, which a read has just filled: an error if the read claimed
+/// more than the buffer holds.
+pub fn filled(buf: &[u8], n: usize) -> io::Result<&[u8]> {
+    buf.get(..n)
+        .ok_or_else(|| io::ErrorKind::InvalidData.into())
 }
 
 /// Reads whatever is available, waiting until something is.

@@ -43,31 +43,28 @@ impl SseParser {
     /// Parses `bytes`, appending the events they complete to `out`.
     pub(crate) fn push(
         &mut self,
-        mut bytes: &[u8],
+        bytes: &[u8],
         out: &mut Vec<SseEvent>,
     ) -> Result<(), LineTooLong> {
-        while !bytes.is_empty() {
-            if self.after_cr && bytes[0] == b'\n' {
-                bytes = &bytes[1..];
+        // Each piece ends with its line's terminator, but for the last when that is unfinished.
+        for piece in bytes.split_inclusive(|&b| b == b'\n' || b == b'\r') {
+            if self.after_cr && piece == b"\n" {
                 self.after_cr = false;
                 continue;
             }
             self.after_cr = false;
-            match bytes.iter().position(|&b| b == b'\n' || b == b'\r') {
-                Some(end) => {
-                    self.line.extend_from_slice(&bytes[..end]);
-                    self.after_cr = bytes[end] == b'\r';
-                    bytes = &bytes[end + 1..];
+            match piece.split_last() {
+                Some((&end @ (b'\n' | b'\r'), line)) => {
+                    self.line.extend_from_slice(line);
+                    self.after_cr = end == b'\r';
                     let line = std::mem::take(&mut self.line);
                     self.line_complete(&line, out);
                 }
-                None => {
-                    self.line.extend_from_slice(bytes);
-                    bytes = &[];
-                }
+                _ => self.line.extend_from_slice(piece),
             }
             if self.line.len() > MAX_LINE {
-                let start = String::from_utf8_lossy(&self.line[..200]).into_owned();
+                let first = self.line.chunks(200).next().unwrap_or_default();
+                let start = String::from_utf8_lossy(first).into_owned();
                 return Err(LineTooLong { start });
             }
         }
@@ -90,7 +87,7 @@ impl SseParser {
             self.dispatch(out);
             return;
         }
-        if line[0] == b':' {
+        if line.starts_with(b":") {
             return;
         }
         let line = String::from_utf8_lossy(line);

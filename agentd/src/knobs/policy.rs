@@ -93,8 +93,9 @@ pub fn notice(records: &[Record], current: ApprovalPolicy) -> Option<String> {
     if was == current {
         return None;
     }
-    let by_user = records[last_request..]
+    let by_user = records
         .iter()
+        .skip(last_request)
         .any(|r| matches!(r.event, Event::ApprovalPolicySet { .. }));
     let cause = if by_user {
         "changed by the user"

@@ -439,7 +439,7 @@ async fn read_body(mut body: Incoming, max: usize, strict: bool) -> Result<Vec<u
             if strict {
                 return Err(HttpFailure::TooLarge(max));
             }
-            whole.extend_from_slice(&data[..max - whole.len()]);
+            whole.extend(data.iter().take(max.saturating_sub(whole.len())));
             break;
         }
         whole.extend_from_slice(&data);

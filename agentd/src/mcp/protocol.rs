@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use super::rpc::{Rpc, RpcError};
 use crate::cancel::Cancel;
@@ -272,18 +272,20 @@ fn shown_part(part: &Value) -> Option<Value> {
         })),
         "resource" => {
             let resource = part.get("resource")?;
-            let mut out = json!({ "uri": field(resource, "uri")? });
+            let mut out = Map::new();
+            out.insert("uri".to_owned(), json!(field(resource, "uri")?));
             if let Some(mime) = field(resource, "mimeType") {
-                out["mimeType"] = json!(mime);
+                out.insert("mimeType".to_owned(), json!(mime));
             }
-            match (
+            let (key, content) = match (
                 resource.get("text").and_then(Value::as_str),
                 base64(resource, "blob"),
             ) {
-                (Some(text), _) => out["text"] = json!(text),
-                (None, Some(blob)) => out["blob"] = json!(blob),
+                (Some(text), _) => ("text", json!(text)),
+                (None, Some(blob)) => ("blob", json!(blob)),
                 (None, None) => return None,
-            }
+            };
+            out.insert(key.to_owned(), content);
             Some(json!({ "type": "resource", "resource": out }))
         }
         _ => None,

@@ -422,15 +422,18 @@ async fn read_line<R: AsyncBufRead + Unpin>(
         if buf.is_empty() {
             return Ok((!line.is_empty()).then_some(line));
         }
-        let (take, ends) = match buf.iter().position(|b| *b == b'\n') {
-            Some(at) => (at, true),
-            None => (buf.len(), false),
+        // Up to and with the first newline, or all of it when there is none.
+        let piece = buf.split_inclusive(|b| *b == b'\n').next().unwrap_or(buf);
+        let (text, ends) = match piece.strip_suffix(b"\n") {
+            Some(text) => (text, true),
+            None => (piece, false),
         };
-        if line.len() + take > max {
+        if line.len() + text.len() > max {
             return Err(Closed::LineTooLong(max));
         }
-        line.extend_from_slice(&buf[..take]);
-        read.consume(if ends { take + 1 } else { take });
+        line.extend_from_slice(text);
+        let consumed = piece.len();
+        read.consume(consumed);
         if ends {
             return Ok(Some(line));
         }

@@ -300,8 +300,12 @@ async fn keep_tail(mut stderr: pipe::Receiver, kept: Arc<Mutex<Vec<u8>>>) {
         match stderr.read(&mut buf).await {
             Ok(0) | Err(_) => return,
             Ok(n) => {
+                // A read never reports more bytes than it was given room for.
+                let Some(read) = buf.get(..n) else {
+                    return;
+                };
                 let mut kept = kept.lock().unwrap_or_else(PoisonError::into_inner);
-                kept.extend_from_slice(&buf[..n]);
+                kept.extend_from_slice(read);
                 let excess = kept.len().saturating_sub(STDERR_TAIL);
                 kept.drain(..excess);
             }

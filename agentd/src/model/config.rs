@@ -183,89 +183,131 @@ pub(crate) fn build_provider_with_env(
         Some(path) => path.display().to_string(),
         None => "agentd's configuration file (~/.config/agentd/config.toml)".to_owned(),
     };
-    let invalid = |detail: String| ModelError::InvalidConfig {
-        file: file.clone(),
-        detail,
-    };
     match config.provider.unwrap_or_default() {
-        ProviderKind::Scripted => {
-            let Some(script) = &config.script else {
-                return Err(ModelError::NotConfigured {
-                    missing: vec!["model.script"],
-                    file,
-                    example: SCRIPTED_EXAMPLE.to_owned(),
-                });
-            };
-            let base = config_file.and_then(Path::parent).unwrap_or(Path::new(""));
-            let provider = ScriptedProvider::from_file(&base.join(script))?;
-            Ok(Arc::new(provider))
-        }
-        ProviderKind::Openai => {
-            if config.script.is_some() {
-                return Err(invalid(
-                    "model.script is only read with provider = \"scripted\"; drop it or set the \
-                     provider"
-                        .to_owned(),
-                ));
-            }
-            let mut missing = Vec::new();
-            if config.base_url.is_none() {
-                missing.push("model.base_url");
-            }
-            if config.model.is_none() {
-                missing.push("model.model");
-            }
-            let (Some(base_url), Some(model)) = (&config.base_url, &config.model) else {
-                return Err(ModelError::NotConfigured {
-                    missing,
-                    file,
-                    example: EXAMPLE.to_owned(),
-                });
-            };
-            let api_key = match &config.api_key_env {
-                None => None,
-                Some(var) if !confine_protocol::environment::is_variable_name(var) => {
-                    return Err(invalid(
-                        "model.api_key_env must be the name of an environment variable (like \
-                         DEEPSEEK_API_KEY), not the key itself; put the key in that variable"
-                            .to_owned(),
-                    ));
-                }
-                Some(var) => match env(var) {
-                    Some(key) if !key.trim().is_empty() => Some(key.trim().to_owned()),
-                    _ => return Err(ModelError::MissingApiKey { var: var.clone() }),
-                },
-            };
-            if config.timeout_secs == Some(0) {
-                return Err(invalid(
-                    "model.timeout_secs must be at least 1 (seconds of silence tolerated)"
-                        .to_owned(),
-                ));
-            }
-            let mut settings = OpenAiSettings::new(base_url.clone(), model.clone());
-            settings.api_key = api_key;
-            settings.api_key_env = config.api_key_env.clone();
-            settings.max_tokens = config.max_tokens;
-            settings.max_tokens_field = config
-                .max_tokens_field
-                .unwrap_or_default()
-                .resolve(base_url, model);
-            settings.send_reasoning = config
-                .send_reasoning
-                .unwrap_or_default()
-                .resolve(base_url, model);
-            settings.temperature = config.temperature.map(Temperature::get);
-            settings.include_usage = config.include_usage.unwrap_or(false);
-            if let Some(secs) = config.timeout_secs {
-                settings.idle_timeout = Duration::from_secs(secs);
-            }
-            if let Some(retries) = config.max_retries {
-                settings.max_retries = retries;
-            }
-            let provider = OpenAiProvider::new(settings).map_err(|e| invalid(e.to_string()))?;
-            Ok(Arc::new(provider))
-        }
+        ProviderKind::Scripted => scripted_provider(config, config_file, file),
+        ProviderKind::Openai => openai_provider(config, file, env),
     }
+}
+
+/// The error of a `[model]` table that says something wrong, in the file named `file`.
+fn invalid(file: &str, detail: String) -> ModelError {
+    ModelError::InvalidConfig {
+        file: file.to_owned(),
+        detail,
+    }
+}
+
+/// A scripted provider: its script, relative to the directory of `config_file`.
+fn scripted_provider(
+    config: &ModelConfig,
+    config_file: Option<&Path>,
+    file: String,
+) -> Result<Arc<dyn Provider>, ModelError> {
+    let Some(script) = &config.script else {
+        return Err(ModelError::NotConfigured {
+            missing: vec!["model.script"],
+            file,
+            example: SCRIPTED_EXAMPLE.to_owned(),
+        });
+    };
+    let base = config_file.and_then(Path::parent).unwrap_or(Path::new(""));
+    let provider = ScriptedProvider::from_file(&base.join(script))?;
+    Ok(Arc::new(provider))
+}
+
+/// An OpenAI-compatible provider, its key read from the environment `env`; errors name the
+/// configuration file `file`.
+fn openai_provider(
+    config: &ModelConfig,
+    file: String,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Arc<dyn Provider>, ModelError> {
+    if config.script.is_some() {
+        return Err(invalid(
+            &file,
+            "model.script is only read with provider = \"scripted\"; drop it or set the \
+             provider"
+                .to_owned(),
+        ));
+    }
+    let mut missing = Vec::new();
+    if config.base_url.is_none() {
+        missing.push("model.base_url");
+    }
+    if config.model.is_none() {
+        missing.push("model.model");
+    }
+    let (Some(base_url), Some(model)) = (&config.base_url, &config.model) else {
+        return Err(ModelError::NotConfigured {
+            missing,
+            file,
+            example: EXAMPLE.to_owned(),
+        });
+    };
+    let api_key = api_key(config, &file, env)?;
+    if config.timeout_secs == Some(0) {
+        return Err(invalid(
+            &file,
+            "model.timeout_secs must be at least 1 (seconds of silence tolerated)".to_owned(),
+        ));
+    }
+    let settings = openai_settings(config, base_url, model, api_key);
+    let provider = OpenAiProvider::new(settings).map_err(|e| invalid(&file, e.to_string()))?;
+    Ok(Arc::new(provider))
+}
+
+/// The API key, read now from the variable `api_key_env` names; `None` without one.
+fn api_key(
+    config: &ModelConfig,
+    file: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Option<String>, ModelError> {
+    Ok(match &config.api_key_env {
+        None => None,
+        Some(var) if !confine_protocol::environment::is_variable_name(var) => {
+            return Err(invalid(
+                file,
+                "model.api_key_env must be the name of an environment variable (like \
+                 DEEPSEEK_API_KEY), not the key itself; put the key in that variable"
+                    .to_owned(),
+            ));
+        }
+        Some(var) => match env(var) {
+            Some(key) if !key.trim().is_empty() => Some(key.trim().to_owned()),
+            _ => return Err(ModelError::MissingApiKey { var: var.clone() }),
+        },
+    })
+}
+
+/// The settings of the endpoint `base_url` serving `model`, as the table gives them, with the
+/// rules that may be automatic resolved for it.
+fn openai_settings(
+    config: &ModelConfig,
+    base_url: &str,
+    model: &str,
+    api_key: Option<String>,
+) -> OpenAiSettings {
+    let mut settings = OpenAiSettings::new(base_url.to_owned(), model.to_owned());
+    settings.api_key = api_key;
+    settings.api_key_env = config.api_key_env.clone();
+    settings.max_tokens = config.max_tokens;
+    settings.max_tokens_field = config
+        .max_tokens_field
+        .unwrap_or_default()
+        .resolve(base_url, model);
+    settings.send_reasoning = config
+        .send_reasoning
+        .unwrap_or_default()
+        .resolve(base_url, model);
+    settings.temperature = config.temperature.map(Temperature::get);
+    settings.include_usage = config.include_usage.unwrap_or(false);
+    if let Some(secs) = config.timeout_secs {
+        settings.idle_timeout = Duration::from_secs(secs);
+    }
+    if let Some(retries) = config.max_retries {
+        settings.max_retries = retries;
+    }
+    settings
 }
 
 #[cfg(test)]

@@ -263,60 +263,16 @@ impl OpenAiProvider {
         if !status.is_success() {
             return Err(self.status_failure(response).await);
         }
-        let json_body = response
-            .headers()
-            .get(CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| {
-                v.trim()
-                    .to_ascii_lowercase()
-                    .starts_with("application/json")
-            });
+        let json_body = is_json(&response);
         // Whether anything reached the caller decides whether a failure may be retried.
         let delivered = AtomicBool::new(false);
-        let failed = |error: ModelError| {
-            if delivered.load(Ordering::Relaxed) {
-                Failure::Fatal(error)
-            } else {
-                Failure::Retry {
-                    error,
-                    retry_after: None,
-                }
-            }
-        };
         let mut body = response.into_body();
         let mut state = StreamState::default();
         let mut parser = SseParser::new();
         let mut events = Vec::new();
         let mut whole = Vec::new();
         let mut received = 0usize;
-        loop {
-            let waiting_for = if received == 0 {
-                "waiting for the answer to start"
-            } else {
-                "waiting for the answer to continue"
-            };
-            let frame = match timeout(self.settings.idle_timeout, body.frame()).await {
-                Err(_) => return Err(failed(self.timeout_error(waiting_for))),
-                Ok(None) => break,
-                Ok(Some(Err(e))) if received == 0 => {
-                    return Err(failed(self.interrupted(format!(
-                        "the connection broke before the answer began: {}",
-                        chain(&e)
-                    ))));
-                }
-                Ok(Some(Err(e))) => {
-                    return Err(failed(self.interrupted(format!(
-                        "the connection broke in the middle of the answer (after {received} \
-                         bytes): {}",
-                        chain(&e)
-                    ))));
-                }
-                Ok(Some(Ok(frame))) => frame,
-            };
-            let Ok(data) = frame.into_data() else {
-                continue;
-            };
+        while let Some(data) = self.next_data(&mut body, received, &delivered).await? {
             received += data.len();
             if json_body {
                 if whole.len() + data.len() > MAX_JSON_BODY {
@@ -341,16 +297,68 @@ impl OpenAiProvider {
             }
         }
         if json_body {
-            let text = String::from_utf8_lossy(&whole);
-            let mut pending = Vec::new();
-            state
-                .on_chunk(&text, &mut |d| pending.push(d))
-                .map_err(Failure::Fatal)?;
-            deliver(pending, deltas, &delivered).await;
-            return state.finish().map_err(Failure::Fatal);
+            return json_answer(state, &whole, deltas, &delivered).await;
         }
+        self.stream_end(state, parser, received, deltas, &delivered)
+            .await
+    }
+
+    /// The next bytes of the answer's body, `None` at its end, waiting at most the idle
+    /// timeout; `received` bytes of it came before.
+    async fn next_data(
+        &self,
+        body: &mut Incoming,
+        received: usize,
+        delivered: &AtomicBool,
+    ) -> Result<Option<Bytes>, Failure> {
+        loop {
+            let waiting_for = if received == 0 {
+                "waiting for the answer to start"
+            } else {
+                "waiting for the answer to continue"
+            };
+            let frame = match timeout(self.settings.idle_timeout, body.frame()).await {
+                Err(_) => return Err(failed(delivered, self.timeout_error(waiting_for))),
+                Ok(None) => return Ok(None),
+                Ok(Some(Err(e))) if received == 0 => {
+                    return Err(failed(
+                        delivered,
+                        self.interrupted(format!(
+                            "the connection broke before the answer began: {}",
+                            chain(&e)
+                        )),
+                    ));
+                }
+                Ok(Some(Err(e))) => {
+                    return Err(failed(
+                        delivered,
+                        self.interrupted(format!(
+                            "the connection broke in the middle of the answer (after {received} \
+                             bytes): {}",
+                            chain(&e)
+                        )),
+                    ));
+                }
+                Ok(Some(Ok(frame))) => frame,
+            };
+            if let Ok(data) = frame.into_data() {
+                return Ok(Some(data));
+            }
+        }
+    }
+
+    /// The answer once an event stream's body ended after `received` bytes: its last event
+    /// taken in, and an error unless the answer was complete.
+    async fn stream_end(
+        &self,
+        mut state: StreamState,
+        mut parser: SseParser,
+        received: usize,
+        deltas: &mut Deltas,
+        delivered: &AtomicBool,
+    ) -> Result<AssistantTurn, Failure> {
         if let Some(event) = parser.finish()
-            && take_event(&mut state, &event, deltas, &delivered).await? == Flow::Done
+            && take_event(&mut state, &event, deltas, delivered).await? == Flow::Done
         {
             return state.finish().map_err(Failure::Fatal);
         }
@@ -363,7 +371,7 @@ impl OpenAiProvider {
                      without a finish_reason or [DONE])"
                 )
             };
-            return Err(failed(self.interrupted(detail)));
+            return Err(failed(delivered, self.interrupted(detail)));
         }
         state.finish().map_err(Failure::Fatal)
     }
@@ -419,6 +427,47 @@ impl OpenAiProvider {
             _ => String::new(),
         }
     }
+}
+
+/// Whether the server answered one JSON completion instead of an event stream.
+fn is_json(response: &Response<Incoming>) -> bool {
+    response
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.trim()
+                .to_ascii_lowercase()
+                .starts_with("application/json")
+        })
+}
+
+/// The failure of an answer that broke off: retried unless something of it was `delivered`.
+fn failed(delivered: &AtomicBool, error: ModelError) -> Failure {
+    if delivered.load(Ordering::Relaxed) {
+        Failure::Fatal(error)
+    } else {
+        Failure::Retry {
+            error,
+            retry_after: None,
+        }
+    }
+}
+
+/// The answer of a server that sent one JSON completion, `whole`, its deltas handed on.
+async fn json_answer(
+    mut state: StreamState,
+    whole: &[u8],
+    deltas: &mut Deltas,
+    delivered: &AtomicBool,
+) -> Result<AssistantTurn, Failure> {
+    let text = String::from_utf8_lossy(whole);
+    let mut pending = Vec::new();
+    state
+        .on_chunk(&text, &mut |d| pending.push(d))
+        .map_err(Failure::Fatal)?;
+    deliver(pending, deltas, delivered).await;
+    state.finish().map_err(Failure::Fatal)
 }
 
 /// Takes in one event and hands its deltas on ([`deliver`]) before the next frame is read: while

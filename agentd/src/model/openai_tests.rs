@@ -370,15 +370,10 @@ async fn a_close_delimited_stream_cut_short_is_an_error() {
     within(server).await.expect("server");
 }
 
-#[tokio::test]
-async fn the_request_has_the_chat_completions_shape() {
-    let (listener, base_url) = listen().await;
-    let server = server(listener, |listener| async move {
-        let (mut stream, received) = accept(&listener).await;
-        answer_events(&mut stream, &[finish_chunk("stop")]).await;
-        received
-    });
-    let req = ChatRequest {
+/// A conversation with a system prompt, two tool calls (each with its reasoning, in either
+/// field), an answer in between and a tool on offer.
+fn tool_loop_request() -> ChatRequest {
+    ChatRequest {
         messages: vec![
             Message::system("You are terse."),
             Message::user("List the files."),
@@ -422,7 +417,18 @@ async fn the_request_has_the_chat_completions_shape() {
                                "required": ["command"]}),
         }],
         agent: None,
-    };
+    }
+}
+
+#[tokio::test]
+async fn the_request_has_the_chat_completions_shape() {
+    let (listener, base_url) = listen().await;
+    let server = server(listener, |listener| async move {
+        let (mut stream, received) = accept(&listener).await;
+        answer_events(&mut stream, &[finish_chunk("stop")]).await;
+        received
+    });
+    let req = tool_loop_request();
     let mut settings = settings(&base_url);
     settings.max_tokens = Some(256);
     settings.temperature = Some(0.25);
@@ -791,6 +797,44 @@ async fn an_error_event_mid_stream_is_reported() {
     within(server).await.expect("server");
 }
 
+/// Serves one answer of `words` text chunks (the `n`th being `word(n)`) to a client that may
+/// not read them, noting in `blocked` whether it waits for room to write now and in `done`
+/// that it wrote them all; then the end of the answer.
+async fn write_words(
+    listener: TcpListener,
+    words: usize,
+    word: impl Fn(usize) -> String,
+    blocked: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    done: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) {
+    use std::sync::atomic::Ordering;
+    let (mut stream, _) = accept(&listener).await;
+    stream
+        .write_all(STREAM_HEAD.as_bytes())
+        .await
+        .expect("write");
+    for n in 0..words {
+        let data = format!("data: {}\n\n", text_chunk(&word(n)));
+        let framed = format!("{:x}\r\n{data}\r\n", data.len());
+        let mut at = 0;
+        while at < framed.len() {
+            match stream.try_write(&framed.as_bytes()[at..]) {
+                Ok(n) => at += n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    blocked.store(true, Ordering::SeqCst);
+                    stream.writable().await.expect("writable");
+                    blocked.store(false, Ordering::SeqCst);
+                }
+                Err(e) => panic!("write: {e}"),
+            }
+        }
+    }
+    done.store(true, Ordering::SeqCst);
+    write_chunk(&mut stream, &format!("data: {}\n\n", finish_chunk("stop"))).await;
+    write_chunk(&mut stream, "data: [DONE]\n\n").await;
+    stream.write_all(b"0\r\n\r\n").await.expect("write");
+}
+
 #[tokio::test]
 async fn a_caller_that_takes_no_delta_stops_the_provider_reading_the_answer() {
     use std::sync::Arc;
@@ -805,32 +849,8 @@ async fn a_caller_that_takes_no_delta_stops_the_provider_reading_the_answer() {
         Arc::new(AtomicBool::new(false)),
     );
     let (server_blocked, server_done) = (blocked.clone(), done.clone());
-    let server = server(listener, move |listener| async move {
-        let (mut stream, _) = accept(&listener).await;
-        stream
-            .write_all(STREAM_HEAD.as_bytes())
-            .await
-            .expect("write");
-        for n in 0..WORDS {
-            let data = format!("data: {}\n\n", text_chunk(&word(n)));
-            let framed = format!("{:x}\r\n{data}\r\n", data.len());
-            let mut at = 0;
-            while at < framed.len() {
-                match stream.try_write(&framed.as_bytes()[at..]) {
-                    Ok(n) => at += n,
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                        server_blocked.store(true, Ordering::SeqCst);
-                        stream.writable().await.expect("writable");
-                        server_blocked.store(false, Ordering::SeqCst);
-                    }
-                    Err(e) => panic!("write: {e}"),
-                }
-            }
-        }
-        server_done.store(true, Ordering::SeqCst);
-        write_chunk(&mut stream, &format!("data: {}\n\n", finish_chunk("stop"))).await;
-        write_chunk(&mut stream, "data: [DONE]\n\n").await;
-        stream.write_all(b"0\r\n\r\n").await.expect("write");
+    let server = server(listener, move |listener| {
+        write_words(listener, WORDS, word, server_blocked, server_done)
     });
     let provider = provider(settings(&base_url));
     let req = hello();

@@ -230,7 +230,9 @@ impl StreamState {
             return;
         }
         let slot = self.slot_for(index, id.as_deref(), name.is_some());
-        let entry = &mut self.calls[slot];
+        let Some(entry) = self.calls.get_mut(slot) else {
+            return;
+        };
         if entry.id.is_none() {
             entry.id = id;
         }
@@ -273,13 +275,16 @@ impl StreamState {
             Some(index) => self
                 .calls
                 .iter()
-                .rposition(|c| c.server_index == Some(index))
+                .enumerate()
+                .rev()
+                .find(|(_, c)| c.server_index == Some(index))
                 // A different id under the same index is another call (some servers number
                 // every call 0).
-                .filter(|&slot| match (&self.calls[slot].id, id) {
+                .filter(|(_, c)| match (&c.id, id) {
                     (Some(known), Some(id)) => known == id,
                     _ => true,
-                }),
+                })
+                .map(|(slot, _)| slot),
             // Without an index: the call with this id, else a named delta begins a call, else
             // it continues the latest one.
             None => match id {

@@ -68,16 +68,18 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Handshake<S> {
         if read == 0 {
             return Err(HandshakeError::Closed);
         }
-        self.buffer.extend_from_slice(&chunk[..read]);
+        self.buffer.extend(chunk.iter().take(read));
         Ok(())
     }
 
     /// The next byte, left in place.
     pub async fn peek(&mut self) -> Result<u8, HandshakeError> {
-        while self.buffer.is_empty() {
+        loop {
+            if let Some(&byte) = self.buffer.first() {
+                return Ok(byte);
+            }
             self.fill().await?;
         }
-        Ok(self.buffer[0])
     }
 
     /// Exactly the next `n` bytes.
@@ -90,13 +92,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Handshake<S> {
 
     /// Exactly the next `N` bytes.
     pub async fn array<const N: usize>(&mut self) -> Result<[u8; N], HandshakeError> {
-        while self.buffer.len() < N {
+        loop {
+            if let Some(&out) = self.buffer.first_chunk::<N>() {
+                self.buffer.drain(..N);
+                return Ok(out);
+            }
             self.fill().await?;
         }
-        let mut out = [0u8; N];
-        out.copy_from_slice(&self.buffer[..N]);
-        self.buffer.drain(..N);
-        Ok(out)
     }
 
     /// The next byte.
@@ -144,9 +146,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Handshake<S> {
 /// Where the head in `buffer` ends (past its empty line), looking from `from` on, if it does
 /// within [`MAX_HEAD`]. A line ends in `\n`, with or without a `\r` before it.
 fn head_end(buffer: &[u8], from: usize) -> Option<usize> {
-    let window = &buffer[..buffer.len().min(MAX_HEAD)];
+    let window = buffer.chunks(MAX_HEAD).next().unwrap_or_default();
     (from..window.len()).find_map(|i| {
-        let rest = &window[i..];
+        let rest = window.get(i..)?;
         if rest.starts_with(b"\n\r\n") {
             Some(i + 3)
         } else if rest.starts_with(b"\n\n") {

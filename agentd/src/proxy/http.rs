@@ -142,11 +142,10 @@ fn headers<'a>(
         if line.contains(&b'\r') || line.starts_with(b" ") || line.starts_with(b"\t") {
             return Err(BadRequest::Framing);
         }
-        let colon = line
-            .iter()
-            .position(|&b| b == b':')
-            .ok_or(BadRequest::Header)?;
-        let (name, value) = (&line[..colon], &line[colon + 1..]);
+        let mut parts = line.splitn(2, |&b| b == b':');
+        let (Some(name), Some(value)) = (parts.next(), parts.next()) else {
+            return Err(BadRequest::Header);
+        };
         if name.is_empty() || !name.iter().copied().all(is_token) {
             return Err(BadRequest::Header);
         }

@@ -125,8 +125,21 @@ fn header_values_that_are_not_utf8_are_forwarded_unchanged() {
     assert!(out.windows(12).any(|w| w == b"X-Name: caf\xe9"));
 }
 
+/// Checks that each head of `cases` is refused with its reason.
+fn assert_refused(cases: &[(&[u8], BadRequest)]) {
+    for (head, error) in cases {
+        assert_eq!(
+            parse(head),
+            Err(error.clone()),
+            "{}",
+            String::from_utf8_lossy(head)
+        );
+    }
+}
+
 #[test]
-fn malformed_heads_are_refused_with_their_reason() {
+fn malformed_request_lines_are_refused_with_their_reason() {
+    // The request line: its shape, its version, its bytes.
     let cases: &[(&[u8], BadRequest)] = &[
         (b"\r\n\r\n", BadRequest::RequestLine),
         (b"GET\r\n\r\n", BadRequest::RequestLine),
@@ -159,6 +172,14 @@ fn malformed_heads_are_refused_with_their_reason() {
             b"GET http://example.com/\x0b HTTP/1.1\r\n\r\n",
             BadRequest::NotAscii,
         ),
+    ];
+    assert_refused(cases);
+}
+
+#[test]
+fn malformed_header_lines_are_refused_with_their_reason() {
+    // The header lines: their shape and their framing.
+    let cases: &[(&[u8], BadRequest)] = &[
         (
             b"GET http://example.com/ HTTP/1.1\r\nNoColon\r\n\r\n",
             BadRequest::Header,
@@ -183,6 +204,14 @@ fn malformed_heads_are_refused_with_their_reason() {
             b"GET http://example.com/ HTTP/1.1\r\nA: b\0\r\n\r\n",
             BadRequest::Framing,
         ),
+    ];
+    assert_refused(cases);
+}
+
+#[test]
+fn targets_the_proxy_cannot_forward_are_refused_with_their_reason() {
+    // The target: its form, its scheme, its authority.
+    let cases: &[(&[u8], BadRequest)] = &[
         (
             b"GET / HTTP/1.1\r\nHost: example.com\r\n\r\n",
             BadRequest::OriginForm,
@@ -207,14 +236,7 @@ fn malformed_heads_are_refused_with_their_reason() {
             BadRequest::Authority,
         ),
     ];
-    for (head, error) in cases {
-        assert_eq!(
-            parse(head),
-            Err(error.clone()),
-            "{}",
-            String::from_utf8_lossy(head)
-        );
-    }
+    assert_refused(cases);
 }
 
 #[test]

@@ -93,7 +93,11 @@ where
             return Ok(());
         }
         activity.touch();
-        to.write_all(&buffer[..read]).await?;
+        // A read never reports more bytes than it was given room for.
+        let (chunk, _) = buffer
+            .split_at_checked(read)
+            .ok_or(io::ErrorKind::InvalidData)?;
+        to.write_all(chunk).await?;
         to.flush().await?;
         activity.touch();
     }

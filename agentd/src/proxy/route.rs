@@ -178,10 +178,11 @@ mod netlink {
             IpAddr::V6(v6) => v6.octets().to_vec(),
         };
         let full_prefix = u8::try_from(address.len() * 8).unwrap_or(u8::MAX);
-        let mut body = vec![0u8; RTMSG_LEN];
-        body[RTM_FAMILY_AT] = family(ip);
+        let mut rtmsg = [0u8; RTMSG_LEN];
+        rtmsg[RTM_FAMILY_AT] = family(ip);
         // The destination is one address, not a prefix.
-        body[RTM_DST_LEN_AT] = full_prefix;
+        rtmsg[RTM_DST_LEN_AT] = full_prefix;
+        let mut body = rtmsg.to_vec();
         attribute(&mut body, RTA_DST, &address);
         attribute(&mut body, RTA_IP_PROTO, &[IPPROTO_TCP]);
         attribute(&mut body, RTA_DPORT, &port.to_be_bytes());
@@ -211,16 +212,15 @@ mod netlink {
         let malformed = RouteError::Malformed;
         let length = bytes::<4>(answer, 0).ok_or(malformed("it is shorter than a header"))?;
         let length = usize::try_from(u32::from_ne_bytes(length)).unwrap_or(usize::MAX);
-        let message = answer
+        let (header, payload) = answer
             .get(..length)
-            .filter(|m| m.len() >= HEADER_LEN)
+            .and_then(|message| message.split_at_checked(HEADER_LEN))
             .ok_or(malformed("its length is not what was read"))?;
-        let kind = bytes::<2>(message, TYPE_AT).map(u16::from_ne_bytes);
-        let sequence = bytes::<4>(message, SEQUENCE_AT).map(u32::from_ne_bytes);
+        let kind = bytes::<2>(header, TYPE_AT).map(u16::from_ne_bytes);
+        let sequence = bytes::<4>(header, SEQUENCE_AT).map(u32::from_ne_bytes);
         if sequence != Some(SEQUENCE) {
             return Err(malformed("it answers another request"));
         }
-        let payload = &message[HEADER_LEN..];
         match kind {
             Some(NLMSG_ERROR) => {
                 let code = bytes::<ERROR_CODE_LEN>(payload, 0)
@@ -232,8 +232,7 @@ mod netlink {
                 }
             }
             Some(RTM_NEWROUTE) => {
-                let route = payload
-                    .get(..RTMSG_LEN)
+                let route = bytes::<RTMSG_LEN>(payload, 0)
                     .ok_or(malformed("a route shorter than its header"))?;
                 if route[RTM_FAMILY_AT] != family {
                     return Err(malformed("a route of another address family"));

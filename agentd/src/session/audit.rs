@@ -13,19 +13,17 @@
 
 use std::collections::HashMap;
 
-use serde::Serialize;
 use serde_json::Value;
 
+pub use super::audit_entry::{
+    AUDIT_VERSION, Approval, Call, Entry, Escalation, Rule, RunnerFailure, Sandbox, Target,
+    TurnChanges, Undo,
+};
 use super::event::{Event, Record, ToolStatus};
-use super::nested::Children;
+use super::nested::{Children, Nested};
 use super::rule::Scope;
-use crate::checkpoint::Change;
 use crate::clock::rfc3339;
 use crate::words::{ApprovalPolicy, Outcome};
-
-/// The version of an entry's shape, written into each as `v`. A field's meaning never changes
-/// within a version; a new field may be added.
-pub const AUDIT_VERSION: u32 = 1;
 
 /// The top-level agent's tag, as `agent/started` names a child's parent.
 const TOP_AGENT: &str = super::fold::TOP_AGENT;
@@ -37,280 +35,55 @@ const NOT_ENTRIES: [&str; 2] = ["update_plan", "bash_output"];
 /// Where a background task's end and a call's duration are read from.
 const FROM_RECORDS: &str = "records";
 
-/// One line of the trail.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(tag = "entry", rename_all = "snake_case")]
-pub enum Entry {
-    /// A tool call.
-    Call(Box<Call>),
-    /// What a turn changed in the recorded roots, as its checkpoints tell (`turn/changes`).
-    Changes(TurnChanges),
-    /// An undo: the recorded roots restored to the state before a turn (`checkpoint/restored`).
-    Undo(Undo),
-}
-
-impl Entry {
-    /// The sequence number of the record the entry starts at.
-    pub fn seq(&self) -> u64 {
-        match self {
-            Entry::Call(call) => call.seq,
-            Entry::Changes(changes) => changes.seq,
-            Entry::Undo(undo) => undo.seq,
-        }
-    }
-}
-
-/// The files a turn changed, commands' changes included.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct TurnChanges {
-    pub v: u32,
-    pub seq: u64,
-    pub at_ms: u64,
-    pub at: String,
-    pub turn: u64,
-    /// Each changed path (absolute) and how: `added`, `modified`, `deleted`, `type_changed`.
-    pub changes: Vec<Change>,
-}
-
-/// An undo, and what it changed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Undo {
-    pub v: u32,
-    pub seq: u64,
-    pub at_ms: u64,
-    pub at: String,
-    /// The turn whose start the roots were restored to, and its checkpoint's label.
-    pub turn: u64,
-    pub label: String,
-    /// Who asked: `editor` (`/undo`) or `cli` (`agentd sessions undo`).
-    pub by: &'static str,
-    pub changes: Vec<Change>,
-    /// Paths that still differed from the checkpoint when checked after the restore.
-    pub still_differs: Vec<String>,
-}
-
-/// A tool call as the log recorded it. Fields the log says nothing of are `null` (or empty).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Call {
-    /// [`AUDIT_VERSION`].
-    pub v: u32,
-    /// The sequence number of its `tool/call` record.
-    pub seq: u64,
-    /// When it was recorded (before it ran, or before it was asked), in milliseconds since the
-    /// Unix epoch, and as RFC 3339 in UTC.
-    pub at_ms: u64,
-    pub at: String,
-    pub turn: u64,
-    /// `agent-0` for the top-level agent, else the child's tag.
-    pub agent: String,
-    /// A child agent's persona; `null` for the top-level agent.
-    pub persona: Option<String>,
-    /// The id the editor was shown (a child's call: `<parent call>/<agent>/<n>`).
-    pub call_id: String,
-    pub tool: String,
-    /// What it ran or touched: a command line, a path, an MCP server's tool, a persona, a task.
-    pub target: Target,
-    /// The mode it ran under, as its facts say; `null` when they do not (it did not run).
-    pub mode: Option<String>,
-    /// Why that mode: `session` (the session's mode, as switched in the log or configured) or
-    /// `escalation` (a wider mode this call asked for and was granted).
-    pub mode_from: Option<&'static str>,
-    /// The wider mode it asked for, and why, when it asked for one.
-    pub escalation: Option<Escalation>,
-    /// The approval asked for it, when one was.
-    pub approval: Option<Approval>,
-    /// The helper's facts: backend, enforcement, denials, how it ended.
-    pub sandbox: Sandbox,
-    /// How it ended: `exited`, `timed-out`, `cancelled`, `runner-failure`, `refused` (by the
-    /// helper), `denied` (refused before it ran), `not-approved`, `started` (a background task
-    /// whose end the log does not hold), `completed` or `failed` (a call that ran no command),
-    /// `no-result` (the log ends before its result: a crash, or it still runs).
-    pub ended: &'static str,
-    /// The `tool/result` status.
-    pub status: Option<ToolStatus>,
-    /// From its start (its record, or its approval's decision when one was asked) to its
-    /// result's record; `null` for a background task and a call without a result.
-    pub duration_ms: Option<u64>,
-    /// Where `duration_ms` comes from: `records` (the log's own times; the facts hold none).
-    pub duration_from: Option<&'static str>,
-}
-
-/// What a call ran or touched, as its input named it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct Target {
-    /// `bash`: the command line.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub command: Option<String>,
-    /// `bash`: it started a background task.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub background: bool,
-    /// A background task's id (`bash` in the background, `bash_kill`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub task_id: Option<String>,
-    /// A file tool: the path as given, and where it landed when the facts say so.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub path: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub resolved: Option<String>,
-    /// An MCP tool: its server and its own name.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub mcp_server: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub mcp_tool: Option<String>,
-    /// `task`: the persona of the child it started, and the child's tag.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub persona: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub child: Option<String>,
-}
-
-/// An escalation a call asked for.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Escalation {
-    pub mode: String,
-    pub justification: Option<String>,
-}
-
-/// An approval request and how it was decided.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Approval {
-    /// The id of its `approval/asked` and `approval/decided` records.
-    pub id: String,
-    pub reason: Option<String>,
-    /// `null` when the log ends before the decision.
-    pub outcome: Option<Outcome>,
-    /// What decided: `user` (whoever answered the editor's permission request), `rule` (an
-    /// "always" answer given before), `policy` (the approval policy `never`: nobody was
-    /// asked), `nobody` (cancelled, or nobody could be asked), `null` when undecided.
-    pub by: Option<&'static str>,
-    /// The rule that decided, or the rule this answer made ("always").
-    pub rule: Option<Rule>,
-}
-
-/// An "always" rule: the id of the request whose answer made it, and what it covers.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Rule {
-    pub id: String,
-    /// The scope in words ([`Scope::name`]).
-    pub scope: String,
-    pub allow: bool,
-    /// Whether this call's answer made it (else an earlier answer did and it decided here).
-    pub made_here: bool,
-}
-
-/// What the helper reported of the command, read from the facts.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct Sandbox {
-    pub backend: Option<String>,
-    /// `full` or `partial`; `null` when nothing was confined or it did not run.
-    pub enforcement: Option<String>,
-    /// What a partial enforcement could not enforce.
-    pub missing: Vec<String>,
-    pub layers: Vec<String>,
-    /// Denial kinds (`file-write`, `file-read`, `network`, …) and the paths they named.
-    pub denials: Vec<String>,
-    pub denied_paths: Vec<String>,
-    /// `{"code": N}` or `{"signal": N}`.
-    pub exit: Option<Value>,
-    pub runner_failure: Option<RunnerFailure>,
-    /// The helper's reason for refusing the request.
-    pub refused: Option<String>,
-    /// The record whose facts these are, when not the call's own result: a background task's
-    /// end, as a later `bash_output` or `task/stopped` recorded it.
-    pub ended_at_seq: Option<u64>,
-}
-
-/// A runner step that failed before the command ran.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct RunnerFailure {
-    pub stage: String,
-    pub detail: String,
-}
-
 /// The trail of a session's records, in order.
 pub fn trail(records: &[Record]) -> Vec<Entry> {
-    let mut calls: Vec<Call> = Vec::new();
-    // Where each call is in `calls`, by its agent and its call id as recorded.
-    let mut by_id: HashMap<(String, String), usize> = HashMap::new();
-    // By the id the editor was shown, which approval requests name.
-    let mut by_shown: HashMap<String, usize> = HashMap::new();
-    let mut by_approval: HashMap<String, usize> = HashMap::new();
-    let mut by_task: HashMap<String, usize> = HashMap::new();
-    let mut rules: HashMap<String, (Scope, bool)> = HashMap::new();
-    // When a call that was asked for was allowed: its run starts then, not at its record.
-    let mut allowed_ms: HashMap<usize, u64> = HashMap::new();
-    let mut children = Children::default();
-    let mut turns: Vec<Entry> = Vec::new();
+    let mut trail = Trail::default();
     for record in records {
-        let placed = children.place(record);
+        trail.read(record);
+    }
+    trail.entries()
+}
+
+/// What [`trail`] has gathered of the records read so far.
+#[derive(Default)]
+struct Trail {
+    calls: Vec<Call>,
+    /// Where each call is in `calls`, by its agent and its call id as recorded.
+    by_id: HashMap<(String, String), usize>,
+    /// By the id the editor was shown, which approval requests name.
+    by_shown: HashMap<String, usize>,
+    by_approval: HashMap<String, usize>,
+    by_task: HashMap<String, usize>,
+    rules: HashMap<String, (Scope, bool)>,
+    /// When a call that was asked for was allowed: its run starts then, not at its record.
+    allowed_ms: HashMap<usize, u64>,
+    children: Children,
+    turns: Vec<Entry>,
+}
+
+impl Trail {
+    /// Takes in the next record.
+    fn read(&mut self, record: &Record) {
+        let placed = self.children.place(record);
         let agent = record.agent.clone().unwrap_or_else(|| TOP_AGENT.to_owned());
         // A `bash_output` that found its task ended carries the task's end.
         if let Event::ToolResult { facts, .. } = &record.event
             && facts.get("running") == Some(&Value::Bool(false))
             && let Some(task) = text(facts, "task_id")
         {
-            task_end(&mut calls, &by_task, &task, facts, record.seq);
+            task_end(&mut self.calls, &self.by_task, &task, facts, record.seq);
         }
         match &record.event {
-            Event::ToolCall {
-                turn,
-                call_id,
-                tool,
-                input,
-                ..
-            } => {
-                let (shown, persona) = match placed {
-                    Some((nested, shown)) => (shown, Some(nested.persona)),
-                    None => (call_id.clone(), None),
-                };
-                if NOT_ENTRIES.contains(&tool.as_str()) {
-                    continue;
-                }
-                let index = calls.len();
-                by_id.insert((agent.clone(), call_id.clone()), index);
-                by_shown.insert(shown.clone(), index);
-                calls.push(Call {
-                    v: AUDIT_VERSION,
-                    seq: record.seq,
-                    at_ms: record.at_ms,
-                    at: rfc3339(record.at_ms),
-                    turn: *turn,
-                    agent,
-                    persona,
-                    call_id: shown,
-                    tool: tool.clone(),
-                    target: target(tool, input),
-                    mode: None,
-                    mode_from: None,
-                    escalation: escalation(input),
-                    approval: None,
-                    sandbox: Sandbox::default(),
-                    ended: "no-result",
-                    status: None,
-                    duration_ms: None,
-                    duration_from: None,
-                });
-            }
+            Event::ToolCall { .. } => self.tool_call(record, placed, agent),
             Event::ApprovalAsked {
                 id,
                 call_id: Some(call_id),
                 reason,
                 ..
-            } => {
-                if let Some(&index) = by_shown.get(call_id) {
-                    by_approval.insert(id.clone(), index);
-                    calls[index].approval = Some(Approval {
-                        id: id.clone(),
-                        reason: reason.clone(),
-                        outcome: None,
-                        by: None,
-                        rule: None,
-                    });
-                }
-            }
+            } => self.approval_asked(id, call_id, reason.as_deref()),
             Event::ApprovalRule { id, scope, allow } => {
-                rules.insert(id.clone(), (scope.clone(), *allow));
-                if let Some(approval) = approval_of(&mut calls, &by_approval, id) {
+                self.rules.insert(id.clone(), (scope.clone(), *allow));
+                if let Some(approval) = approval_of(&mut self.calls, &self.by_approval, id) {
                     approval.rule = Some(rule(id, scope, *allow, true));
                 }
             }
@@ -319,65 +92,18 @@ pub fn trail(records: &[Record]) -> Vec<Entry> {
                 outcome,
                 rule: deciding,
                 policy,
-            } => {
-                let Some(&index) = by_approval.get(id) else {
-                    continue;
-                };
-                let call = &mut calls[index];
-                if let Some(approval) = call.approval.as_mut() {
-                    approval.outcome = Some(*outcome);
-                    approval.by = Some(decided_by(*outcome, deciding.is_some(), *policy));
-                    if let Some(deciding) = deciding {
-                        approval.rule = Some(match rules.get(deciding) {
-                            Some((scope, allow)) => rule(deciding, scope, *allow, false),
-                            None => Rule {
-                                id: deciding.clone(),
-                                scope: "(a rule the log does not hold)".to_owned(),
-                                allow: outcome.allows(),
-                                made_here: false,
-                            },
-                        });
-                    }
-                }
-                allowed_ms.insert(index, record.at_ms);
-            }
+            } => self.approval_decided(record, id, *outcome, deciding.as_deref(), *policy),
             Event::ToolResult {
                 call_id,
                 status,
                 facts,
                 ..
-            } => {
-                let Some(&index) = by_id.get(&(agent, call_id.clone())) else {
-                    continue;
-                };
-                let call = &mut calls[index];
-                call.status = Some(*status);
-                call.sandbox = sandbox(facts);
-                call.mode = text(facts, "mode");
-                call.target.resolved =
-                    text(facts, "path").filter(|p| call.target.path.as_deref() != Some(p.as_str()));
-                call.target.child = text(facts, "agent");
-                call.target.mcp_server = text(facts, "mcp_server");
-                call.target.mcp_tool = text(facts, "mcp_tool");
-                if let Some(task) = text(facts, "task_id")
-                    && facts.get("running") == Some(&Value::Bool(true))
-                {
-                    call.target.task_id = Some(task.clone());
-                    by_task.insert(task, index);
-                }
-                call.mode_from = call.mode.as_ref().map(|mode| mode_from(call, mode));
-                call.ended = ended(call, facts);
-                if call.ended != "started" {
-                    let started = allowed_ms.get(&index).copied().unwrap_or(call.at_ms);
-                    call.duration_ms = Some(record.at_ms.saturating_sub(started));
-                    call.duration_from = Some(FROM_RECORDS);
-                }
-            }
+            } => self.tool_result(record, agent, call_id, *status, facts),
             Event::TaskStopped { task_id, facts, .. } => {
-                task_end(&mut calls, &by_task, task_id, facts, record.seq);
+                task_end(&mut self.calls, &self.by_task, task_id, facts, record.seq);
             }
             Event::TurnChanges { turn, changes } => {
-                turns.push(Entry::Changes(TurnChanges {
+                self.turns.push(Entry::Changes(TurnChanges {
                     v: AUDIT_VERSION,
                     seq: record.seq,
                     at_ms: record.at_ms,
@@ -386,38 +112,195 @@ pub fn trail(records: &[Record]) -> Vec<Entry> {
                     changes: changes.clone(),
                 }));
             }
-            Event::CheckpointRestored {
-                turn,
-                label,
-                changes,
-                still_differs,
-                by,
-            } => {
-                turns.push(Entry::Undo(Undo {
-                    v: AUDIT_VERSION,
-                    seq: record.seq,
-                    at_ms: record.at_ms,
-                    at: rfc3339(record.at_ms),
-                    turn: *turn,
-                    label: label.clone(),
-                    by: by.as_str(),
-                    changes: changes.clone(),
-                    still_differs: still_differs
-                        .iter()
-                        .map(|p| p.to_string_lossy().into_owned())
-                        .collect(),
-                }));
-            }
+            Event::CheckpointRestored { .. } => self.turns.extend(undo(record)),
             _ => {}
         }
     }
-    let mut entries: Vec<Entry> = calls
-        .into_iter()
-        .map(|c| Entry::Call(Box::new(c)))
-        .chain(turns)
-        .collect();
-    entries.sort_by_key(Entry::seq);
-    entries
+
+    /// A `tool/call` record (`placed` where it sits when a child agent made it): a new call,
+    /// unless its tool is one the trail leaves out.
+    fn tool_call(&mut self, record: &Record, placed: Option<(Nested, String)>, agent: String) {
+        let Event::ToolCall {
+            turn,
+            call_id,
+            tool,
+            input,
+            ..
+        } = &record.event
+        else {
+            return;
+        };
+        let (shown, persona) = match placed {
+            Some((nested, shown)) => (shown, Some(nested.persona)),
+            None => (call_id.clone(), None),
+        };
+        if NOT_ENTRIES.contains(&tool.as_str()) {
+            return;
+        }
+        let index = self.calls.len();
+        self.by_id.insert((agent.clone(), call_id.clone()), index);
+        self.by_shown.insert(shown.clone(), index);
+        self.calls.push(Call {
+            persona,
+            call_id: shown,
+            ..new_call(record, *turn, agent, tool, input)
+        });
+    }
+
+    /// Approval request `id` asked about the call the editor was shown as `call_id`.
+    fn approval_asked(&mut self, id: &str, call_id: &str, reason: Option<&str>) {
+        let Some(&index) = self.by_shown.get(call_id) else {
+            return;
+        };
+        let Some(call) = self.calls.get_mut(index) else {
+            return;
+        };
+        self.by_approval.insert(id.to_owned(), index);
+        call.approval = Some(Approval {
+            id: id.to_owned(),
+            reason: reason.map(str::to_owned),
+            outcome: None,
+            by: None,
+            rule: None,
+        });
+    }
+
+    /// Approval request `id` was decided (`outcome`), by the rule `deciding` or the approval
+    /// `policy` when one did.
+    fn approval_decided(
+        &mut self,
+        record: &Record,
+        id: &str,
+        outcome: Outcome,
+        deciding: Option<&str>,
+        policy: Option<ApprovalPolicy>,
+    ) {
+        let Some(&index) = self.by_approval.get(id) else {
+            return;
+        };
+        let Some(call) = self.calls.get_mut(index) else {
+            return;
+        };
+        if let Some(approval) = call.approval.as_mut() {
+            approval.outcome = Some(outcome);
+            approval.by = Some(decided_by(outcome, deciding.is_some(), policy));
+            if let Some(deciding) = deciding {
+                approval.rule = Some(match self.rules.get(deciding) {
+                    Some((scope, allow)) => rule(deciding, scope, *allow, false),
+                    None => Rule {
+                        id: deciding.to_owned(),
+                        scope: "(a rule the log does not hold)".to_owned(),
+                        allow: outcome.allows(),
+                        made_here: false,
+                    },
+                });
+            }
+        }
+        self.allowed_ms.insert(index, record.at_ms);
+    }
+
+    /// The result of `agent`'s call `call_id`: how it ended and what the facts say of it.
+    fn tool_result(
+        &mut self,
+        record: &Record,
+        agent: String,
+        call_id: &str,
+        status: ToolStatus,
+        facts: &Value,
+    ) {
+        let Some(&index) = self.by_id.get(&(agent, call_id.to_owned())) else {
+            return;
+        };
+        let Some(call) = self.calls.get_mut(index) else {
+            return;
+        };
+        call.status = Some(status);
+        call.sandbox = sandbox(facts);
+        call.mode = text(facts, "mode");
+        call.target.resolved =
+            text(facts, "path").filter(|p| call.target.path.as_deref() != Some(p.as_str()));
+        call.target.child = text(facts, "agent");
+        call.target.mcp_server = text(facts, "mcp_server");
+        call.target.mcp_tool = text(facts, "mcp_tool");
+        if let Some(task) = text(facts, "task_id")
+            && facts.get("running") == Some(&Value::Bool(true))
+        {
+            call.target.task_id = Some(task.clone());
+            self.by_task.insert(task, index);
+        }
+        call.mode_from = call.mode.as_ref().map(|mode| mode_from(call, mode));
+        call.ended = ended(call, facts);
+        if call.ended != "started" {
+            let started = self.allowed_ms.get(&index).copied().unwrap_or(call.at_ms);
+            call.duration_ms = Some(record.at_ms.saturating_sub(started));
+            call.duration_from = Some(FROM_RECORDS);
+        }
+    }
+
+    /// The entries: the calls and the turns' changes and undos, in the order recorded.
+    fn entries(self) -> Vec<Entry> {
+        let mut entries: Vec<Entry> = self
+            .calls
+            .into_iter()
+            .map(|c| Entry::Call(Box::new(c)))
+            .chain(self.turns)
+            .collect();
+        entries.sort_by_key(Entry::seq);
+        entries
+    }
+}
+
+/// The call a `tool/call` record starts, as `agent`'s own until its result comes.
+fn new_call(record: &Record, turn: u64, agent: String, tool: &str, input: &Value) -> Call {
+    Call {
+        v: AUDIT_VERSION,
+        seq: record.seq,
+        at_ms: record.at_ms,
+        at: rfc3339(record.at_ms),
+        turn,
+        agent,
+        persona: None,
+        call_id: String::new(),
+        tool: tool.to_owned(),
+        target: target(tool, input),
+        mode: None,
+        mode_from: None,
+        escalation: escalation(input),
+        approval: None,
+        sandbox: Sandbox::default(),
+        ended: "no-result",
+        status: None,
+        duration_ms: None,
+        duration_from: None,
+    }
+}
+
+/// The entry of a `checkpoint/restored` record.
+fn undo(record: &Record) -> Option<Entry> {
+    let Event::CheckpointRestored {
+        turn,
+        label,
+        changes,
+        still_differs,
+        by,
+    } = &record.event
+    else {
+        return None;
+    };
+    Some(Entry::Undo(Undo {
+        v: AUDIT_VERSION,
+        seq: record.seq,
+        at_ms: record.at_ms,
+        at: rfc3339(record.at_ms),
+        turn: *turn,
+        label: label.clone(),
+        by: by.as_str(),
+        changes: changes.clone(),
+        still_differs: still_differs
+            .iter()
+            .map(|p| p.to_string_lossy().into_owned())
+            .collect(),
+    }))
 }
 
 /// The approval of the call that asked request `id`.
@@ -427,7 +310,7 @@ fn approval_of<'a>(
     id: &str,
 ) -> Option<&'a mut Approval> {
     let index = *by_approval.get(id)?;
-    calls[index].approval.as_mut()
+    calls.get_mut(index)?.approval.as_mut()
 }
 
 fn rule(id: &str, scope: &Scope, allow: bool, made_here: bool) -> Rule {
@@ -461,10 +344,9 @@ fn task_end(
     facts: &Value,
     seq: u64,
 ) {
-    let Some(&index) = by_task.get(task) else {
+    let Some(call) = by_task.get(task).and_then(|&index| calls.get_mut(index)) else {
         return;
     };
-    let call = &mut calls[index];
     if call.sandbox.ended_at_seq.is_some() {
         return;
     }

@@ -419,12 +419,11 @@ fn read_records(path: &Path, damage: Damage) -> Result<(Vec<Record>, LoadReport,
     let mut report = LoadReport::default();
     let mut offset = 0usize;
     let mut line_no = 0usize;
-    while offset < bytes.len() {
+    for piece in bytes.split_inclusive(|b| *b == b'\n') {
         line_no += 1;
-        let rest = &bytes[offset..];
-        let (line, complete) = match rest.iter().position(|b| *b == b'\n') {
-            Some(end) => (&rest[..end], true),
-            None => (rest, false),
+        let (line, complete) = match piece.strip_suffix(b"\n") {
+            Some(line) => (line, true),
+            None => (piece, false),
         };
         match parse_line(line, path, line_no) {
             Ok(record) => records.push(record),

@@ -7,6 +7,7 @@
 //! from state kept anywhere else.
 
 pub mod audit;
+mod audit_entry;
 pub mod diff;
 pub mod event;
 pub mod fold;

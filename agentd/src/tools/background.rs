@@ -64,7 +64,10 @@ impl Stopping {
             .iter()
             .filter_map(|task| {
                 let result = task.end_report(shell)?;
-                let confirmed = result.facts["runner_failure"].is_null();
+                let confirmed = result
+                    .facts
+                    .get("runner_failure")
+                    .is_none_or(Value::is_null);
                 Some(Stopped {
                     task_id: task.id.clone(),
                     call_id: task.call_id.clone(),

@@ -49,7 +49,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use confine_protocol::Mode;
-use serde_json::json;
+use serde_json::{Map, Value, json};
 
 use super::args::{EditArgs, ReadArgs, WriteArgs};
 use super::call::ToolResult;
@@ -258,10 +258,13 @@ fn refused(refusal: Refusal, mode: Mode, given: &str, verb: &str) -> ToolResult 
 }
 
 /// The facts of a file operation: the run's (when confined), the mode and the path.
-fn file_facts(mode: Mode, path: &Path, run: Option<&Facts>) -> serde_json::Value {
-    let mut facts = run.map_or_else(|| json!({}), Facts::to_value);
-    facts["mode"] = json!(mode.as_str());
-    facts["path"] = json!(path.to_string_lossy());
+fn file_facts(mode: Mode, path: &Path, run: Option<&Facts>) -> Map<String, Value> {
+    let mut facts = match run.map(Facts::to_value) {
+        Some(Value::Object(facts)) => facts,
+        _ => Map::new(),
+    };
+    facts.insert("mode".to_owned(), json!(mode.as_str()));
+    facts.insert("path".to_owned(), json!(path.to_string_lossy()));
     facts
 }
 
@@ -286,12 +289,12 @@ fn op_failed(error: OpError, mode: Mode, path: &Path, verb: &str) -> ToolResult 
                     path.display(),
                     markers.join("\n")
                 ),
-                file_facts(mode, path, Some(&run)),
+                file_facts(mode, path, Some(&run)).into(),
             )
         }
         OpError::Failed(why, run) => ToolResult::failed(
             format!("cannot {verb} {}: {why}", path.display()),
-            file_facts(mode, path, run.as_deref()),
+            file_facts(mode, path, run.as_deref()).into(),
         ),
     }
 }
@@ -319,7 +322,7 @@ async fn credential_read(env: &ToolEnv, read: &Read, mode: Mode) -> Option<ToolR
             read.path.display(),
             denial_marker(crate::denial::Kind::FileRead, mode)
         ),
-        file_facts(mode, &read.path, Some(facts)),
+        file_facts(mode, &read.path, Some(facts)).into(),
     ))
 }
 
@@ -334,16 +337,19 @@ pub(crate) async fn read_file(env: &ToolEnv, args: ReadArgs, mode: Mode) -> Tool
     }
     let mut facts = file_facts(mode, &read.path, read.facts.as_deref());
     if read.facts.is_none() {
-        facts["read_by"] = json!("editor");
+        facts.insert("read_by".to_owned(), json!("editor"));
     }
     let limit = args.limit.or(Some(READ_LINES));
     match window(&read.text, args.offset, limit, READ_CAP) {
         Ok(shown) => {
-            facts["lines"] = json!([shown.first, shown.last]);
-            facts["total_lines"] = json!(shown.total);
-            ToolResult::completed(shown.render(), facts)
+            facts.insert("lines".to_owned(), json!([shown.first, shown.last]));
+            facts.insert("total_lines".to_owned(), json!(shown.total));
+            ToolResult::completed(shown.render(), facts.into())
         }
-        Err(why) => ToolResult::failed(format!("cannot read {}: {why}", path.display()), facts),
+        Err(why) => ToolResult::failed(
+            format!("cannot read {}: {why}", path.display()),
+            facts.into(),
+        ),
     }
 }
 
@@ -453,7 +459,7 @@ pub(crate) async fn propose_edit(
     .map_err(|why| {
         ToolResult::failed(
             format!("cannot edit {}: {why}", target.display()),
-            file_facts(mode, &read.path, read.facts.as_deref()),
+            file_facts(mode, &read.path, read.facts.as_deref()).into(),
         )
     })?;
     Ok(Proposal {
@@ -503,7 +509,7 @@ pub(crate) async fn commit(env: &ToolEnv, proposal: Proposal, mode: Mode) -> Too
         Err(error) => return op_failed(error, mode, &target, verb),
     };
     let mut facts = file_facts(mode, &written.path, written.facts.as_deref());
-    facts["bytes"] = json!(bytes);
+    facts.insert("bytes".to_owned(), json!(bytes));
     let before = match before {
         _ if written.created => Before::Created,
         // It existed after all when the writer came: what it held is not known.
@@ -521,7 +527,7 @@ pub(crate) async fn commit(env: &ToolEnv, proposal: Proposal, mode: Mode) -> Too
             format!("{verb} {} ({bytes} bytes)", written.path.display())
         }
         Tool::Edit => {
-            facts["replacements"] = json!(replacements);
+            facts.insert("replacements".to_owned(), json!(replacements));
             let plural = if replacements == 1 { "" } else { "s" };
             format!(
                 "Edited {}: {replacements} replacement{plural}",
@@ -529,7 +535,7 @@ pub(crate) async fn commit(env: &ToolEnv, proposal: Proposal, mode: Mode) -> Too
             )
         }
     };
-    ToolResult::completed(text, facts).with_diff(diff)
+    ToolResult::completed(text, facts.into()).with_diff(diff)
 }
 
 pub(crate) async fn write_file(env: &ToolEnv, args: WriteArgs, mode: Mode) -> ToolResult {

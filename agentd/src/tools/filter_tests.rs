@@ -369,6 +369,14 @@ fn render() -> String {
          - names are checked when the configuration loads, against the built-in tools.\n\
          \n",
     );
+    render_cases(&mut out, &builtin);
+    render_refused(&mut out, &builtin);
+    render_hidden_calls(&mut out, &builtin);
+    out
+}
+
+/// The table of [`CASES`]: for each, the registry, the filters and the tools the agent has.
+fn render_cases(out: &mut String, builtin: &ToolRegistry) {
     let _ = writeln!(
         out,
         "The built-in registry: {}. A row with \"+ name\" registers that tool after the \
@@ -380,59 +388,68 @@ fn render() -> String {
          has |\n|---|---|---|---|---|\n",
     );
     for case in CASES {
-        let mut registry = builtin.clone();
-        for name in case.later {
-            registry.register(name).expect("a new name");
-        }
-        let mut scope = ToolScope::top();
-        for (allow, deny) in case.filters {
-            let made = ToolFilter::new(allow.map(names), deny.map(names), &builtin)
-                .expect("a valid filter");
-            scope = scope.child(Some(&made), case.delegation);
-        }
-        if case.filters.is_empty() && !case.delegation {
-            scope = scope.child(None, false);
-        }
-        let registry_cell = if case.later.is_empty() {
-            "built-in".to_owned()
-        } else {
-            let later: Vec<String> = case
-                .later
-                .iter()
-                .map(|n| format!("+ {}", code(n)))
-                .collect();
-            format!("built-in {}", later.join(" "))
-        };
-        let filters_cell = if scope.filters().is_empty() {
-            "none".to_owned()
-        } else {
-            let filters: Vec<String> = scope
-                .filters()
-                .iter()
-                .map(|f| code(&f.to_string()))
-                .collect();
-            filters.join(" ∩ ")
-        };
-        let tools = scope.resolve(&registry);
-        let tools_cell = if tools.is_empty() {
-            "none".to_owned()
-        } else {
-            tools.names().map(code).collect::<Vec<_>>().join(", ")
-        };
-        let _ = writeln!(
-            out,
-            "| {} | {registry_cell} | {filters_cell} | {} | {tools_cell} |",
-            case.case,
-            if scope.delegation() { "yes" } else { "no" },
-        );
+        render_case(out, case, builtin);
     }
+}
+
+/// One row of the table of [`CASES`].
+fn render_case(out: &mut String, case: &Case, builtin: &ToolRegistry) {
+    let mut registry = builtin.clone();
+    for name in case.later {
+        registry.register(name).expect("a new name");
+    }
+    let mut scope = ToolScope::top();
+    for (allow, deny) in case.filters {
+        let made =
+            ToolFilter::new(allow.map(names), deny.map(names), builtin).expect("a valid filter");
+        scope = scope.child(Some(&made), case.delegation);
+    }
+    if case.filters.is_empty() && !case.delegation {
+        scope = scope.child(None, false);
+    }
+    let registry_cell = if case.later.is_empty() {
+        "built-in".to_owned()
+    } else {
+        let later: Vec<String> = case
+            .later
+            .iter()
+            .map(|n| format!("+ {}", code(n)))
+            .collect();
+        format!("built-in {}", later.join(" "))
+    };
+    let filters_cell = if scope.filters().is_empty() {
+        "none".to_owned()
+    } else {
+        let filters: Vec<String> = scope
+            .filters()
+            .iter()
+            .map(|f| code(&f.to_string()))
+            .collect();
+        filters.join(" ∩ ")
+    };
+    let tools = scope.resolve(&registry);
+    let tools_cell = if tools.is_empty() {
+        "none".to_owned()
+    } else {
+        tools.names().map(code).collect::<Vec<_>>().join(", ")
+    };
+    let _ = writeln!(
+        out,
+        "| {} | {registry_cell} | {filters_cell} | {} | {tools_cell} |",
+        case.case,
+        if scope.delegation() { "yes" } else { "no" },
+    );
+}
+
+/// The table of [`REFUSED`]: each filter with the error it fails with.
+fn render_refused(out: &mut String, builtin: &ToolRegistry) {
     out.push_str(
         "\nA filter that fails when the configuration loads, with its error (after the file and \
          the line):\n\n\
          | filter | error |\n|---|---|\n",
     );
     for (allow, deny) in REFUSED {
-        let err = ToolFilter::new(allow.map(names), deny.map(names), &builtin)
+        let err = ToolFilter::new(allow.map(names), deny.map(names), builtin)
             .expect_err("refused at load");
         let message = match err {
             FilterError::Empty => {
@@ -447,6 +464,10 @@ fn render() -> String {
             message
         );
     }
+}
+
+/// The table of calls of a tool the agent does not have, with the model's answer.
+fn render_hidden_calls(out: &mut String, builtin: &ToolRegistry) {
     out.push_str(
         "\nA call of a tool the agent does not have is refused before anything runs, with \
          this text for the model:\n\n| scope | call | answer |\n|---|---|---|\n",
@@ -457,10 +478,9 @@ fn render() -> String {
         (hidden.clone(), "`{ deny = [\"bash\"] }`", "bash"),
         (hidden, "`{ deny = [\"bash\"] }`", "rm"),
     ] {
-        let err = scope.admit(&builtin, call).expect_err("refused");
+        let err = scope.admit(builtin, call).expect_err("refused");
         let _ = writeln!(out, "| {scope_cell} | {} | {err} |", code(call));
     }
-    out
 }
 
 fn doc_path() -> PathBuf {

@@ -14,7 +14,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::Notify;
 
-use super::output::{HeadTail, OutputSink, truncation_marker, without_cut_char_at_start};
+use super::output::{
+    HeadTail, OutputSink, last, split_at_most, truncation_marker, without_cut_char_at_start,
+};
 
 /// The most of a running command's output the editor's live copy shows: the last 64 KiB.
 pub const LIVE_OUTPUT_CAP: usize = 64 * 1024;
@@ -106,8 +108,7 @@ impl Tail {
         self.fresh = true;
         if bytes.len() >= self.cap {
             self.bytes.clear();
-            self.bytes
-                .extend_from_slice(&bytes[bytes.len() - self.cap..]);
+            self.bytes.extend_from_slice(last(bytes, self.cap));
             return;
         }
         self.bytes.extend_from_slice(bytes);
@@ -119,12 +120,12 @@ impl Tail {
     }
 
     fn render(&self) -> String {
-        let mut window = &self.bytes[self.bytes.len().saturating_sub(self.cap)..];
+        let mut window = last(&self.bytes, self.cap);
         if (window.len() as u64) < self.total {
             window = without_cut_char_at_start(window);
         }
         let omitted = self.total - window.len() as u64;
-        let window = &window[..window.len() - unfinished_char(window)];
+        let window = split_at_most(window, window.len() - unfinished_char(window)).0;
         let mut text = String::new();
         if omitted > 0 {
             text.push_str(&truncation_marker(omitted));
@@ -138,8 +139,7 @@ impl Tail {
 /// How many bytes at the end of `bytes` start a UTF-8 character whose last bytes have not come
 /// yet.
 fn unfinished_char(bytes: &[u8]) -> usize {
-    for back in 1..=bytes.len().min(3) {
-        let byte = bytes[bytes.len() - back];
+    for (&byte, back) in bytes.iter().rev().take(3).zip(1..) {
         if byte & 0b1100_0000 == 0b1000_0000 {
             continue;
         }

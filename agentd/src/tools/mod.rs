@@ -387,6 +387,23 @@ mod tests {
         }
     }
 
+    /// Runs `read_file` with `arguments` under `mode` through `env`.
+    async fn read(env: &ToolEnv, arguments: &str, mode: Mode) -> ToolResult {
+        within(run(env, &call("read_file", arguments), ctx(mode))).await
+    }
+
+    /// Reads `unsaved.rs` under `mode` and checks the helper was asked (absent here), not
+    /// the editor, which has been asked `asked` times in all.
+    async fn read_confined(env: &ToolEnv, mode: Mode, buffers: &Buffers, asked: usize) {
+        let confined = read(env, r#"{"path":"unsaved.rs"}"#, mode).await;
+        assert!(
+            confined.text.contains("confine-helper"),
+            "{}",
+            confined.text
+        );
+        assert_eq!(buffers.asked(), asked);
+    }
+
     #[tokio::test]
     async fn the_editor_reads_only_where_no_denied_read_could_apply_and_never_writes() {
         let scratch = Scratch::new("tools-clientfs");
@@ -401,32 +418,30 @@ mod tests {
             .lock()
             .expect("buffers")
             .insert(path.clone(), "fn main() {}\n".to_owned());
-        async fn read(env: &ToolEnv, arguments: &str, mode: Mode) -> ToolResult {
-            within(run(env, &call("read_file", arguments), ctx(mode))).await
-        }
 
+        the_editor_answers_where_nothing_can_swap_the_path(&env, &buffers).await;
+        confined_paths_go_to_the_helper(&env, &buffers).await;
+        the_hosts_processes_are_never_read_by_the_editor(&scratch, &buffers).await;
+        denied_reads_keep_the_editor_out(&scratch, &env, &buffers).await;
+        writes_go_to_the_helper_in_every_mode(&env, &path).await;
+    }
+
+    /// Reads of `unsaved.rs` in each mode: which the editor answers.
+    async fn the_editor_answers_where_nothing_can_swap_the_path(env: &ToolEnv, buffers: &Buffers) {
         // No denied read, a path inside the workspace: the editor answers where no command of the
         // session can swap the path (read-only) or nothing is hidden (danger-full-access).
         for mode in [Mode::ReadOnly, Mode::DangerFullAccess] {
-            let shown = read(&env, r#"{"path":"unsaved.rs"}"#, mode).await;
+            let shown = read(env, r#"{"path":"unsaved.rs"}"#, mode).await;
             assert_eq!(shown.text, "fn main() {}\n", "{mode:?}");
             assert_eq!(shown.facts["read_by"], "editor");
         }
         assert_eq!(buffers.asked(), 2);
         // In workspace-write a command could swap it for a link after any check: confined.
-        /// Reads `unsaved.rs` under `mode` and checks the helper was asked (absent here), not
-        /// the editor, which has been asked `asked` times in all.
-        async fn read_confined(env: &ToolEnv, mode: Mode, buffers: &Buffers, asked: usize) {
-            let confined = read(env, r#"{"path":"unsaved.rs"}"#, mode).await;
-            assert!(
-                confined.text.contains("confine-helper"),
-                "{}",
-                confined.text
-            );
-            assert_eq!(buffers.asked(), asked);
-        }
-        read_confined(&env, Mode::WorkspaceWrite, &buffers, 2).await;
+        read_confined(env, Mode::WorkspaceWrite, buffers, 2).await;
+    }
 
+    /// Reads, in workspace-write, of paths whose target the editor cannot be trusted with.
+    async fn confined_paths_go_to_the_helper(env: &ToolEnv, buffers: &Buffers) {
         // Confined, a `..`, a link or a path outside the workspace goes to the helper (absent
         // here) instead: the editor reads wherever the path points when it gets there (its own
         // /proc/self/environ, say).
@@ -436,7 +451,7 @@ mod tests {
             r#"{"path":"/proc/self/environ"}"#,
             r#"{"path":"missing.rs"}"#,
         ] {
-            let confined = read(&env, arguments, Mode::WorkspaceWrite).await;
+            let confined = read(env, arguments, Mode::WorkspaceWrite).await;
             assert_eq!(confined.status, ToolStatus::Failed, "{arguments}");
             assert!(
                 confined.text.contains("confine-helper"),
@@ -445,11 +460,17 @@ mod tests {
             );
         }
         assert_eq!(buffers.asked(), 2, "the editor was not asked");
+    }
 
+    /// Reads of agentd's own environment in a session opened at `/`.
+    async fn the_hosts_processes_are_never_read_by_the_editor(
+        scratch: &Scratch,
+        buffers: &Arc<Buffers>,
+    ) {
         // A session opened at `/` has `/proc` in its workspace, but no confined command sees
         // the host's processes (agentd's own environment among them): never the editor there.
         let at_root =
-            crate::test_support::offline_tools(&scratch, PathBuf::from("/"), Some(buffers.clone()));
+            crate::test_support::offline_tools(scratch, PathBuf::from("/"), Some(buffers.clone()));
         let environ = format!("/proc/{}/environ", std::process::id());
         buffers
             .texts
@@ -464,13 +485,21 @@ mod tests {
         let unconfined = read(&at_root, &arguments, Mode::DangerFullAccess).await;
         assert_eq!(unconfined.text, "KEY=secret");
         assert_eq!(buffers.asked(), 3);
+    }
 
+    /// Reads in sessions with denied reads: `deny_read` entries, and the built-in credential
+    /// stores.
+    async fn denied_reads_keep_the_editor_out(
+        scratch: &Scratch,
+        env: &ToolEnv,
+        buffers: &Arc<Buffers>,
+    ) {
         // A session that denies any read never asks the editor in a confined mode.
         let profile = crate::profile::SandboxProfile {
             deny_read: vec![crate::deny_read::parse("**/.env", None).expect("entry")],
             ..Default::default()
         };
-        let denying = offline_env(&scratch, Some(buffers.clone())).with_profile(profile);
+        let denying = offline_env(scratch, Some(buffers.clone())).with_profile(profile);
         let confined = read(&denying, r#"{"path":"unsaved.rs"}"#, Mode::ReadOnly).await;
         assert!(
             confined.text.contains("confine-helper"),
@@ -494,22 +523,25 @@ mod tests {
             ..Default::default()
         };
         let at_home =
-            offline_env(&scratch, Some(buffers.clone())).with_profile(of_home(env.workspace()));
-        read_confined(&at_home, Mode::ReadOnly, &buffers, 4).await;
+            offline_env(scratch, Some(buffers.clone())).with_profile(of_home(env.workspace()));
+        read_confined(&at_home, Mode::ReadOnly, buffers, 4).await;
         let home = Scratch::new("tools-clientfs-home");
         std::fs::create_dir(home.0.join(".ssh")).expect("mkdir");
         std::fs::write(home.0.join(".ssh/id_ed25519"), "key").expect("key");
-        let project = offline_env(&scratch, Some(buffers.clone())).with_profile(of_home(&home.0));
+        let project = offline_env(scratch, Some(buffers.clone())).with_profile(of_home(&home.0));
         let shown = read(&project, r#"{"path":"unsaved.rs"}"#, Mode::ReadOnly).await;
         assert_eq!(shown.text, "fn main() {}\n");
         assert_eq!(buffers.asked(), 5);
         std::fs::remove_dir_all(env.workspace().join(".ssh")).expect("rm");
+    }
 
+    /// Writes, the file at `path` holding the editor's buffer on disk.
+    async fn writes_go_to_the_helper_in_every_mode(env: &ToolEnv, path: &Path) {
         // Writes go to the helper's writer in every mode, danger-full-access too: the editor is
         // never asked, and its buffer stays as it was.
         for mode in [Mode::WorkspaceWrite, Mode::DangerFullAccess] {
             let written = within(run(
-                &env,
+                env,
                 &call("write_file", r#"{"path":"unsaved.rs","content":"x"}"#),
                 ctx(mode),
             ))
@@ -517,10 +549,10 @@ mod tests {
             assert_eq!(written.status, ToolStatus::Failed, "{mode:?}");
             assert!(written.text.contains("confine-helper"), "{}", written.text);
         }
-        assert_eq!(std::fs::read_to_string(&path).expect("read"), "on disk\n");
+        assert_eq!(std::fs::read_to_string(path).expect("read"), "on disk\n");
 
         let denied = within(run(
-            &env,
+            env,
             &call("write_file", r#"{"path":".git/config","content":"x"}"#),
             ctx(Mode::WorkspaceWrite),
         ))

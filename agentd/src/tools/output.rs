@@ -180,13 +180,12 @@ impl HeadTail {
     pub fn push(&mut self, mut bytes: &[u8]) {
         self.total += bytes.len() as u64;
         let room = self.head_cap - self.head.len();
-        let into_head = room.min(bytes.len());
-        self.head.extend_from_slice(&bytes[..into_head]);
-        bytes = &bytes[into_head..];
+        let (into_head, rest) = split_at_most(bytes, room);
+        self.head.extend_from_slice(into_head);
+        bytes = rest;
         if bytes.len() >= self.tail_cap {
             self.tail.clear();
-            self.tail
-                .extend_from_slice(&bytes[bytes.len() - self.tail_cap..]);
+            self.tail.extend_from_slice(last(bytes, self.tail_cap));
             return;
         }
         self.tail.extend_from_slice(bytes);
@@ -201,7 +200,7 @@ impl HeadTail {
     /// and the tail. Invalid UTF-8 is replaced; a character cut at either edge of the omitted
     /// part is left out and counted as omitted.
     pub fn render(&self) -> String {
-        let kept_tail = &self.tail[self.tail.len().saturating_sub(self.tail_cap)..];
+        let kept_tail = last(&self.tail, self.tail_cap);
         let kept = (self.head.len() + kept_tail.len()) as u64;
         if kept == self.total {
             let mut all = self.head.clone();
@@ -228,10 +227,21 @@ impl OutputSink for HeadTail {
     }
 }
 
+/// `bytes` cut after its first `n` bytes: those, and the rest (all of it and nothing when it
+/// has no more than `n`).
+pub(super) fn split_at_most(bytes: &[u8], n: usize) -> (&[u8], &[u8]) {
+    bytes.split_at_checked(n).unwrap_or((bytes, &[]))
+}
+
+/// The last `n` bytes of `bytes` (all of it when it has no more).
+pub(super) fn last(bytes: &[u8], n: usize) -> &[u8] {
+    split_at_most(bytes, bytes.len().saturating_sub(n)).1
+}
+
 /// `bytes` without a UTF-8 sequence cut short at its end.
 fn without_cut_char_at_end(bytes: &[u8]) -> &[u8] {
     match std::str::from_utf8(bytes) {
-        Err(e) if e.error_len().is_none() => &bytes[..e.valid_up_to()],
+        Err(e) if e.error_len().is_none() => split_at_most(bytes, e.valid_up_to()).0,
         _ => bytes,
     }
 }
@@ -243,7 +253,7 @@ pub(super) fn without_cut_char_at_start(bytes: &[u8]) -> &[u8] {
         .take(3)
         .take_while(|&&b| b & 0b1100_0000 == 0b1000_0000)
         .count();
-    &bytes[cut..]
+    split_at_most(bytes, cut).1
 }
 
 /// A background task's output not read yet, at most `cap` bytes: when more arrives before it

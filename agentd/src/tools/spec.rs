@@ -272,17 +272,24 @@ fn escalation_fields(parameters: &mut Value, name: &str, options: &SpecOptions) 
     if !options.escalates() {
         return;
     }
+    // Every escalating tool's parameters are an object with properties.
+    let Some(properties) = parameters
+        .get_mut("properties")
+        .and_then(Value::as_object_mut)
+    else {
+        return;
+    };
     let what = if name == BASH { "command" } else { "write" };
     let modes: Vec<&str> = options.escalation.iter().map(|m| m.as_str()).collect();
-    parameters["properties"]["sandbox_permissions"] = json!({
+    properties.insert("sandbox_permissions".to_owned(), json!({
         "type": "string",
         "enum": modes,
         "description": format!("Run this one {what} under a wider sandbox mode, after a denial; the user is asked first. Requires justification."),
-    });
-    parameters["properties"]["justification"] = json!({
+    }));
+    properties.insert("justification".to_owned(), json!({
         "type": "string",
         "description": format!("One sentence for the user: why this {what} needs the wider mode. Only together with sandbox_permissions."),
-    });
+    }));
 }
 
 fn task_parameters() -> Value {
@@ -367,8 +374,10 @@ pub fn shape(parameters: &Value) -> String {
         return "{}".to_owned();
     };
     let kind = |name: &str| {
-        properties[name]["type"]
-            .as_str()
+        properties
+            .get(name)
+            .and_then(|property| property.get("type"))
+            .and_then(Value::as_str)
             .unwrap_or("value")
             .to_owned()
     };

@@ -45,8 +45,9 @@ fn the_helper_reports_the_backend_usable(cx: &mut Cx) -> Verdict {
                 "agentd probe --json printed no JSON ({e}): {stdout}"
             ))
         })?;
-    let verdict = report["backends"]
-        .as_array()
+    let verdict = report
+        .get("backends")
+        .and_then(Value::as_array)
         .into_iter()
         .flatten()
         .find(|b| b["backend"] == backend)

@@ -84,16 +84,53 @@ fn listed(cx: &mut Cx, home: &Path, config: &Path) -> Result<Vec<Listed>, Stop> 
 }
 
 fn credential_stores_are_unreadable_until_lifted(cx: &mut Cx) -> Verdict {
-    let tag = cx.tag.clone();
     let home = cx.dir(&cx.dir.join("home"))?;
     let home = home.canonicalize().unwrap_or(home);
     let plain = cx.file(&cx.dir.join("agentd.toml"), "")?;
     let list = listed(cx, &home, &plain)?;
+    let (secrets, readable) = plant_secrets(cx, &list, &home)?;
 
-    // A file holding a secret at every listed path; for the keys of ~/.ssh, a key beside the
-    // two files that stay readable.
-    let mut secrets: Vec<(PathBuf, String, &str)> = Vec::new();
-    let mut readable: Vec<(PathBuf, String)> = Vec::new();
+    // Every file is tried, and the command fails when any read did, as a program would.
+    let mut argv = cx.sh("rc=0; for f in \"$@\"; do cat \"$f\" || rc=1; done; exit $rc");
+    argv.push("sh".into());
+    argv.extend(secrets.iter().map(|(p, _, _)| p.clone().into()));
+    argv.extend(readable.iter().map(|(p, _)| p.clone().into()));
+
+    confined_reads_are_denied(cx, &argv, &home, &secrets, &readable)?;
+    one_lifted_entry_is_read(cx, &argv, &home, &secrets)?;
+
+    // The control: unconfined, the same command reads every one of them.
+    let control = cx.run("control", &cx.control(argv).env("HOME", &home))?;
+    control.succeeded()?;
+    for (path, secret, _) in &secrets {
+        ensure!(
+            control.stdout.contains(secret.as_str()),
+            "the control did not read {}, so the confined run's silence proves nothing: {:?}",
+            path.display(),
+            control.stdout
+        );
+    }
+    Ok(())
+}
+
+/// A file planted at a listed path: where, the secret it holds, and the built-in entry that
+/// denies it.
+type Planted<'a> = (PathBuf, String, &'a str);
+
+/// A file that stays readable, and the text it holds.
+type Readable = (PathBuf, String);
+
+/// A file holding a secret at every listed path (each with the entry that lists it); for the
+/// keys of ~/.ssh, a key beside the two files that stay readable (the second list, each with
+/// its text).
+fn plant_secrets<'a>(
+    cx: &Cx,
+    list: &'a [Listed],
+    home: &Path,
+) -> Result<(Vec<Planted<'a>>, Vec<Readable>), Stop> {
+    let tag = cx.tag.clone();
+    let mut secrets: Vec<Planted<'a>> = Vec::new();
+    let mut readable: Vec<Readable> = Vec::new();
     for (i, listed) in list.iter().enumerate() {
         ensure!(
             !listed.lifted,
@@ -113,7 +150,7 @@ fn credential_stores_are_unreadable_until_lifted(cx: &mut Cx) -> Verdict {
             None => listed.path.clone(),
         };
         ensure!(
-            path.starts_with(&home),
+            path.starts_with(home),
             "config show lists {} outside HOME {}",
             path.display(),
             home.display()
@@ -121,23 +158,29 @@ fn credential_stores_are_unreadable_until_lifted(cx: &mut Cx) -> Verdict {
         cx.file(&path, &format!("{secret}\n"))?;
         secrets.push((path, secret, listed.entry.as_str()));
     }
-    // Every file is tried, and the command fails when any read did, as a program would.
-    let mut argv = cx.sh("rc=0; for f in \"$@\"; do cat \"$f\" || rc=1; done; exit $rc");
-    argv.push("sh".into());
-    argv.extend(secrets.iter().map(|(p, _, _)| p.clone().into()));
-    argv.extend(readable.iter().map(|(p, _)| p.clone().into()));
+    Ok((secrets, readable))
+}
 
-    let run = cx.run("confined", &cx.confined(argv.clone()).env("HOME", &home))?;
+/// Confined, with nothing lifted: the readable files are read, no secret is, the facts name
+/// every denied path, and under Landlock they say a file read was denied.
+fn confined_reads_are_denied(
+    cx: &mut Cx,
+    argv: &[OsString],
+    home: &Path,
+    secrets: &[Planted<'_>],
+    readable: &[Readable],
+) -> Verdict {
+    let run = cx.run("confined", &cx.confined(argv.to_vec()).env("HOME", home))?;
     let facts = run.ran()?.clone();
     let out = &run.stdout;
-    for (path, text) in &readable {
+    for (path, text) in readable {
         ensure!(
             out.contains(text.as_str()),
             "the confined run could not read {}, which stays readable: {out:?}",
             path.display()
         );
     }
-    for (path, secret, entry) in &secrets {
+    for (path, secret, entry) in secrets {
         ensure!(
             !out.contains(secret.as_str()),
             "the confined run read {} (built in: {entry}): {out:?}",
@@ -159,26 +202,34 @@ fn credential_stores_are_unreadable_until_lifted(cx: &mut Cx) -> Verdict {
             facts.denials
         );
     }
+    Ok(())
+}
 
-    // Lifted in the profile, one entry is read; the others stay denied.
+/// Lifted in the profile, one entry is read; the others stay denied.
+fn one_lifted_entry_is_read(
+    cx: &mut Cx,
+    argv: &[OsString],
+    home: &Path,
+    secrets: &[Planted<'_>],
+) -> Verdict {
     let (lifted_path, lifted_secret, lifted_entry) = secrets
         .iter()
-        .find(|(p, _, e)| !e.ends_with(KEYS_OF) && p.starts_with(&home))
+        .find(|(p, _, e)| !e.ends_with(KEYS_OF) && p.starts_with(home))
         .cloned()
         .ok_or_else(|| fail("config show lists no built-in entry of a single path"))?;
     let lifting = cx.file(
         &cx.dir.join("lifting.toml"),
         &format!("[sandbox]\nlift_deny_read = [{lifted_entry:?}]\n"),
     )?;
-    let relisted = listed(cx, &home, &lifting)?;
+    let relisted = listed(cx, home, &lifting)?;
     ensure!(
         relisted.iter().any(|l| l.lifted && l.entry == lifted_entry),
         "config show does not list {lifted_entry} as lifted by the profile"
     );
     let run = cx.run(
         "confined, one lifted",
-        &cx.confined(argv.clone())
-            .env("HOME", &home)
+        &cx.confined(argv.to_vec())
+            .env("HOME", home)
             .config(&lifting),
     )?;
     let facts = run.ran()?.clone();
@@ -195,23 +246,11 @@ fn credential_stores_are_unreadable_until_lifted(cx: &mut Cx) -> Verdict {
         "{lifted_entry} is lifted, yet the facts still deny {}",
         lifted_path.display()
     );
-    for (path, secret, entry) in &secrets {
+    for (path, secret, entry) in secrets {
         ensure!(
             *entry == lifted_entry || !run.stdout.contains(secret.as_str()),
             "lifting {lifted_entry} let {} be read too",
             path.display()
-        );
-    }
-
-    // The control: unconfined, the same command reads every one of them.
-    let control = cx.run("control", &cx.control(argv).env("HOME", &home))?;
-    control.succeeded()?;
-    for (path, secret, _) in &secrets {
-        ensure!(
-            control.stdout.contains(secret.as_str()),
-            "the control did not read {}, so the confined run's silence proves nothing: {:?}",
-            path.display(),
-            control.stdout
         );
     }
     Ok(())

@@ -702,8 +702,12 @@ fn a_root_swapped_for_a_symlink_never_leads_writes_outside(cx: &mut Cx) -> Verdi
     );
     cx.note(tally);
 
-    // The control: a check of the name followed by a use of the name, unconfined, under the
-    // same swapping, is caught out: what it checked was the root, what it wrote was outside.
+    a_check_then_open_by_name_is_caught_out(cx)
+}
+
+/// The control: a check of the name followed by a use of the name, unconfined, under the same
+/// swapping, is caught out: what it checked was the root, what it wrote was outside.
+fn a_check_then_open_by_name_is_caught_out(cx: &mut Cx) -> Verdict {
     let control_outside = cx.dir(&cx.dir.join("outside-control"))?;
     let control_root = race_fixture(cx, &cx.dir.join("race-control"), &control_outside)?;
     let probe = cx.probe()?.step(

@@ -57,8 +57,11 @@ fn on_host(cx: &Cx, probe: &Probe) -> Result<Report, Stop> {
 }
 
 fn run_on_host(user: &Identity, argv: &[OsString]) -> Result<Report, Stop> {
-    let mut command = Command::new(&argv[0]);
-    command.args(&argv[1..]);
+    let (program, args) = argv
+        .split_first()
+        .ok_or_else(|| fail("the probe has no command line"))?;
+    let mut command = Command::new(program);
+    command.args(args);
     user.apply(&mut command);
     let output = command
         .output()

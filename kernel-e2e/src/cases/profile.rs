@@ -4,14 +4,17 @@
 //! the sandbox denied — except P08, whose refusals are the proxy's own: its controls are the
 //! same requests to another machine, and to this one with local addresses allowed.
 
+use std::ffi::OsString;
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::agentd::{OnReady, ReadyHook};
-use crate::case::{Case, Cx, RunChecks, Verdict, fail};
+use crate::agentd::{Invocation, OnReady, ReadyHook};
+use crate::case::{Case, Cx, RunChecks, Stop, Verdict, fail};
 use crate::ensure;
+use crate::facts::{Facts, ProxyDecision};
 use crate::fixtures::{PathState, TcpCanary, UnixCanary};
 use crate::matrix::{Backend, CONFINED, Mode};
 use crate::netns::{HERE_V4, HERE_V6, NetLab};
@@ -75,12 +78,13 @@ pub const CASES: &[Case] = &[
     },
 ];
 
-fn denied_reads_read_nothing(cx: &mut Cx) -> Verdict {
-    let tag = cx.tag.clone();
-    let keys = cx.home_path("keys");
-    cx.dir(&keys)?;
+/// The files the command is denied: a key in `keys` under HOME (and a link to it in the
+/// workspace), the workspace's `.env` and `app/.env.local`; beside them a readme it may read.
+/// Returns the path of the `.env`.
+fn plant_denied_files(cx: &Cx, keys: &Path, ws: &Path) -> Result<PathBuf, Stop> {
+    let tag = &cx.tag;
+    cx.dir(keys)?;
     let key = cx.file(&keys.join("id"), &format!("home-secret-{tag}\n"))?;
-    let ws = cx.ws.clone();
     let env = cx.file(&ws.join(".env"), &format!("ws-secret-{tag}\n"))?;
     cx.file(
         &ws.join("app/.env.local"),
@@ -88,6 +92,61 @@ fn denied_reads_read_nothing(cx: &mut Cx) -> Verdict {
     )?;
     cx.file(&ws.join("readme.txt"), &format!("readable-{tag}\n"))?;
     cx.symlink(&key, &ws.join("alias"))?;
+    Ok(env)
+}
+
+/// Fails unless the facts' `deny_read` names the denied directory and both denied files of
+/// the workspace, by their real paths.
+fn facts_name_the_denied_reads(facts: &Facts, keys_real: &Path, ws_real: &Path) -> Verdict {
+    for denied in [
+        keys_real.to_path_buf(),
+        ws_real.join(".env"),
+        ws_real.join("app/.env.local"),
+    ] {
+        let shown = denied.to_string_lossy().into_owned();
+        ensure!(
+            facts.deny_read.contains(&shown),
+            "the facts' deny_read {:?} does not name {shown}",
+            facts.deny_read
+        );
+    }
+    Ok(())
+}
+
+/// The control: unconfined, the same command reads every one of them, and moves the `.env`.
+fn the_control_reads_every_denied_file(cx: &mut Cx, invocation: &Invocation, ws: &Path) -> Verdict {
+    let control = cx.run("control", invocation)?;
+    control.succeeded()?;
+    ensure!(
+        ws.join("moved").exists(),
+        "the control could not move .env, so the confined run's failing to proves nothing"
+    );
+    for secret in ["home-secret", "ws-secret", "nested-secret"] {
+        ensure!(
+            control.stdout.contains(secret),
+            "the control run did not read the {secret}, so the confined run's silence proves \
+             nothing: {:?}",
+            control.stdout
+        );
+    }
+    Ok(())
+}
+
+/// Where Landlock lets the command move the workspace's `.env` too: puts it back, as it was,
+/// for the control.
+fn put_the_env_back(cx: &Cx, ws: &Path, env: &Path) -> Verdict {
+    for made in ["moved", "hard"] {
+        let _ = std::fs::remove_file(ws.join(made));
+    }
+    cx.file(env, &format!("ws-secret-{}\n", cx.tag))?;
+    Ok(())
+}
+
+fn denied_reads_read_nothing(cx: &mut Cx) -> Verdict {
+    let tag = cx.tag.clone();
+    let keys = cx.home_path("keys");
+    let ws = cx.ws.clone();
+    let env = plant_denied_files(cx, &keys, &ws)?;
     let before = PathState::of(&env);
     // Then, as a command would try to get the content out from under its mask: move it, link
     // it, and read what that made.
@@ -112,18 +171,7 @@ fn denied_reads_read_nothing(cx: &mut Cx) -> Verdict {
     );
     let keys_real = keys.canonicalize().unwrap_or(keys.clone());
     let ws_real = ws.canonicalize().unwrap_or(ws.clone());
-    for denied in [
-        keys_real.clone(),
-        ws_real.join(".env"),
-        ws_real.join("app/.env.local"),
-    ] {
-        let shown = denied.to_string_lossy().into_owned();
-        ensure!(
-            facts.deny_read.contains(&shown),
-            "the facts' deny_read {:?} does not name {shown}",
-            facts.deny_read
-        );
-    }
+    facts_name_the_denied_reads(&facts, &keys_real, &ws_real)?;
     let missing = facts
         .enforcement
         .as_ref()
@@ -145,11 +193,7 @@ fn denied_reads_read_nothing(cx: &mut Cx) -> Verdict {
                     path.display()
                 );
             }
-            // There the command could move it too: put it back for the control.
-            for made in ["moved", "hard"] {
-                let _ = std::fs::remove_file(ws.join(made));
-            }
-            cx.file(&env, &format!("ws-secret-{tag}\n"))?;
+            put_the_env_back(cx, &ws, &env)?;
         }
         (backend, _) => {
             ensure!(
@@ -181,22 +225,8 @@ fn denied_reads_read_nothing(cx: &mut Cx) -> Verdict {
         }
     }
 
-    // The control: unconfined, the same command reads every one of them.
-    let control = cx.run("control", &with_denials(cx.control(argv)))?;
-    control.succeeded()?;
-    ensure!(
-        ws.join("moved").exists(),
-        "the control could not move .env, so the confined run's failing to proves nothing"
-    );
-    for secret in ["home-secret", "ws-secret", "nested-secret"] {
-        ensure!(
-            control.stdout.contains(secret),
-            "the control run did not read the {secret}, so the confined run's silence proves \
-             nothing: {:?}",
-            control.stdout
-        );
-    }
-    Ok(())
+    let control = with_denials(cx.control(argv));
+    the_control_reads_every_denied_file(cx, &control, &ws)
 }
 
 /// A directory name of 250 bytes: twenty of them nest deeper than a path can name.
@@ -209,54 +239,69 @@ fn the_deny_read_walk_cannot_be_hidden_from(cx: &mut Cx) -> Verdict {
     let ws = cx.ws.clone();
     let secret = format!("hidden-secret-{tag}");
     cx.file(&ws.join("app/.env"), &format!("{secret}\n"))?;
-    let hide_in_ww = |cx: &Cx, script: &str, args: &[&str]| {
-        let mut argv = cx.sh(script);
-        argv.push("sh".into());
-        argv.extend(args.iter().map(Into::into));
-        let mut invocation = cx.confined(argv);
-        invocation.mode = Mode::WorkspaceWrite;
-        invocation.deny_read("**/.env")
-    };
-    let read = |cx: &Cx, script: &str, args: &[&str], confined: bool| {
-        let mut argv = cx.sh(script);
-        argv.push("sh".into());
-        argv.extend(args.iter().map(Into::into));
-        let invocation = if confined {
-            cx.confined(argv)
-        } else {
-            cx.control(argv)
-        };
-        invocation.deny_read("**/.env")
-    };
-    let did_not_run = |run: &crate::agentd::Run, why: &str, path: &str| -> Verdict {
-        ensure!(
-            run.status == Some(125),
-            "agentd exited {:?}, not 125: a `**/` pattern it could not look for everywhere \
-             must keep the command from running",
-            run.status
-        );
-        ensure!(
-            run.stderr.contains(why) && run.stderr.contains(path),
-            "agentd's refusal does not say {why:?} of {path}: {:?}",
-            run.stderr
-        );
-        ensure!(
-            !run.stdout.contains("ran-") && !run.stdout.contains("hidden-secret"),
-            "the command ran although its denied reads could not all be found: {:?}",
-            run.stdout
-        );
-        Ok(())
-    };
+    an_unlistable_directory_is_looked_through(cx, &ws, &secret)?;
+    a_buried_directory_is_followed(cx, &ws, &secret)?;
+    an_unsearchable_volume_is_passed_over(cx, &ws, &secret)
+}
 
-    // 1. The directory made unlistable by a confined command. agentd as root lists it anyway
-    //    and denies what it holds; as any other user it cannot, and must not run the next one.
+/// A command run confined in workspace-write mode with `**/.env` denied: it hides what the
+/// next one reads.
+fn hide_in_ww(cx: &Cx, script: &str, args: &[&str]) -> Invocation {
+    let mut argv = cx.sh(script);
+    argv.push("sh".into());
+    argv.extend(args.iter().map(Into::into));
+    let mut invocation = cx.confined(argv);
+    invocation.mode = Mode::WorkspaceWrite;
+    invocation.deny_read("**/.env")
+}
+
+/// A command, confined or not, with `**/.env` denied: it tries to read what was hidden.
+fn read_hidden(cx: &Cx, script: &str, args: &[&str], confined: bool) -> Invocation {
+    let mut argv = cx.sh(script);
+    argv.push("sh".into());
+    argv.extend(args.iter().map(Into::into));
+    let invocation = if confined {
+        cx.confined(argv)
+    } else {
+        cx.control(argv)
+    };
+    invocation.deny_read("**/.env")
+}
+
+/// Fails unless agentd kept the command from running, saying `why` of `path`.
+fn did_not_run(run: &crate::agentd::Run, why: &str, path: &str) -> Verdict {
+    ensure!(
+        run.status == Some(125),
+        "agentd exited {:?}, not 125: a `**/` pattern it could not look for everywhere \
+         must keep the command from running",
+        run.status
+    );
+    ensure!(
+        run.stderr.contains(why) && run.stderr.contains(path),
+        "agentd's refusal does not say {why:?} of {path}: {:?}",
+        run.stderr
+    );
+    ensure!(
+        !run.stdout.contains("ran-") && !run.stdout.contains("hidden-secret"),
+        "the command ran although its denied reads could not all be found: {:?}",
+        run.stdout
+    );
+    Ok(())
+}
+
+/// The directory made unlistable by a confined command. agentd as root lists it anyway
+/// and denies what it holds; as any other user it cannot, and must not run the next one.
+fn an_unlistable_directory_is_looked_through(cx: &mut Cx, ws: &Path, secret: &str) -> Verdict {
     let hide = cx.run("hide (chmod)", &hide_in_ww(cx, "chmod 000 app", &[]))?;
     hide.succeeded()?;
     let reader = "chmod 700 app; echo ran-$$; cat app/.env";
     if cx.user().is_root() {
-        let run = cx.run("confined (chmod)", &read(cx, reader, &[], true))?;
+        let run = cx.run("confined (chmod)", &read_hidden(cx, reader, &[], true))?;
         let facts = run.ran()?;
-        let env = ws.canonicalize().unwrap_or(ws.clone()).join("app/.env");
+        let env = ws
+            .canonicalize()
+            .unwrap_or(ws.to_path_buf())
+            .join("app/.env");
         ensure!(
             facts
                 .deny_read
@@ -266,12 +311,12 @@ fn the_deny_read_walk_cannot_be_hidden_from(cx: &mut Cx) -> Verdict {
         );
         let gap = cx.cell.backend == Backend::Landlock && cx.mode() == Mode::WorkspaceWrite;
         ensure!(
-            gap || !run.stdout.contains(&secret),
+            gap || !run.stdout.contains(secret),
             "the confined run read the hidden .env: {:?}",
             run.stdout
         );
     } else {
-        let run = cx.run_unreported("confined (chmod)", &read(cx, reader, &[], true))?;
+        let run = cx.run_unreported("confined (chmod)", &read_hidden(cx, reader, &[], true))?;
         did_not_run(
             &run,
             "cannot look through",
@@ -280,17 +325,23 @@ fn the_deny_read_walk_cannot_be_hidden_from(cx: &mut Cx) -> Verdict {
     }
     std::fs::set_permissions(ws.join("app"), std::fs::Permissions::from_mode(0o700))
         .map_err(|e| fail(format!("restoring app's mode: {e}")))?;
-    let control = cx.run("control (chmod)", &read(cx, "cat app/.env", &[], false))?;
+    let control = cx.run(
+        "control (chmod)",
+        &read_hidden(cx, "cat app/.env", &[], false),
+    )?;
     control.succeeded()?;
     ensure!(
-        control.stdout.contains(&secret),
+        control.stdout.contains(secret),
         "the control could not read app/.env, so the confined run's failing to proves nothing: \
          {:?}",
         control.stdout
     );
+    Ok(())
+}
 
-    // 2. The directory moved under a chain of directories longer than a path can name: the
-    //    walk follows it by descriptor and finds the .env, which no path can deny.
+/// The directory moved under a chain of directories longer than a path can name: the
+/// walk follows it by descriptor and finds the .env, which no path can deny.
+fn a_buried_directory_is_followed(cx: &mut Cx, ws: &Path, secret: &str) -> Verdict {
     let long = "d".repeat(LONG_NAME_BYTES);
     let levels = LONG_NAME_LEVELS.to_string();
     // Each step names short paths only: the shell could not `cd` that deep.
@@ -300,25 +351,28 @@ fn the_deny_read_walk_cannot_be_hidden_from(cx: &mut Cx) -> Verdict {
     let hide = cx.run("hide (deep)", &hide_in_ww(cx, bury, &[&long, &levels]))?;
     hide.succeeded()?;
     let dig = "echo ran-$$; find deep -name .env -execdir cat {} \\;";
-    let run = cx.run_unreported("confined (deep)", &read(cx, dig, &[], true))?;
+    let run = cx.run_unreported("confined (deep)", &read_hidden(cx, dig, &[], true))?;
     did_not_run(
         &run,
         "longer than the kernel can name",
         &ws.join("deep").to_string_lossy(),
     )?;
-    let control = cx.run("control (deep)", &read(cx, dig, &[], false))?;
+    let control = cx.run("control (deep)", &read_hidden(cx, dig, &[], false))?;
     control.succeeded()?;
     ensure!(
-        control.stdout.contains(&secret),
+        control.stdout.contains(secret),
         "the control could not read the buried .env, so the confined run's failing to proves \
          nothing: {:?}",
         control.stdout
     );
     std::fs::remove_dir_all(ws.join("deep"))
         .map_err(|e| fail(format!("removing the buried directories: {e}")))?;
+    Ok(())
+}
 
-    // 3. What no command of this user could read either is no reason to refuse: a directory
-    //    root owns and keeps to itself (a container's volume, say) is passed over.
+/// What no command of this user could read either is no reason to refuse: a directory
+/// root owns and keeps to itself (a container's volume, say) is passed over.
+fn an_unsearchable_volume_is_passed_over(cx: &mut Cx, ws: &Path, secret: &str) -> Verdict {
     if cx.user().is_root() {
         cx.note("as root every directory can be listed: the passed-over case is a user's");
         return Ok(());
@@ -341,11 +395,11 @@ fn the_deny_read_walk_cannot_be_hidden_from(cx: &mut Cx) -> Verdict {
         .map_err(|e| fail(format!("closing {}: {e}", volume.display())))?;
     let run = cx.run(
         "confined (volume)",
-        &read(cx, "echo ran-$$; cat volume/.env || true", &[], true),
+        &read_hidden(cx, "echo ran-$$; cat volume/.env || true", &[], true),
     )?;
     run.succeeded()?;
     ensure!(
-        run.stdout.contains("ran-") && !run.stdout.contains(&secret),
+        run.stdout.contains("ran-") && !run.stdout.contains(secret),
         "a directory this user cannot search either must neither stop the command nor be \
          read: {:?}",
         run.stdout
@@ -381,6 +435,21 @@ fn free_port() -> Result<u16, crate::case::Stop> {
         .map_err(|e| fail(format!("cannot find a free port: {e}")))
 }
 
+/// Under Landlock there is no network namespace: a loopback-only network cannot be enforced, so
+/// it is refused, and the refusal says why.
+fn local_binding_is_refused(cx: &mut Cx, argv: Vec<OsString>) -> Verdict {
+    let run = cx.run(
+        "confined, local_binding",
+        &cx.confined(argv).local_binding(),
+    )?;
+    let reason = run.refused()?;
+    ensure!(
+        reason.contains("local_binding") && reason.contains("bwrap"),
+        "the refusal does not say why local_binding needs bwrap: {reason}"
+    );
+    Ok(())
+}
+
 fn loopback_server_is_reachable_from_inside_only(cx: &mut Cx) -> Verdict {
     let python = cx.python_path()?;
     let script = cx.file(&cx.ws.join("server.py"), SERVER)?;
@@ -408,17 +477,7 @@ fn loopback_server_is_reachable_from_inside_only(cx: &mut Cx) -> Verdict {
         })
     };
     if cx.cell.backend == Backend::Landlock {
-        // No network namespace: a loopback-only network cannot be enforced, so it is refused.
-        let run = cx.run(
-            "confined, local_binding",
-            &cx.confined(argv.clone()).local_binding(),
-        )?;
-        let reason = run.refused()?;
-        ensure!(
-            reason.contains("local_binding") && reason.contains("bwrap"),
-            "the refusal does not say why local_binding needs bwrap: {reason}"
-        );
-        return Ok(());
+        return local_binding_is_refused(cx, argv);
     }
     let invocation = cx
         .confined(argv.clone())
@@ -747,6 +806,62 @@ fn lab_server(
     })
 }
 
+/// Fails unless the proxy allowed exactly the other machine's names, and each refusal names the
+/// addresses of this machine it would have led to.
+fn each_decision_says_why(decisions: &[ProxyDecision]) -> Verdict {
+    for decision in decisions {
+        let remote = LAB_REMOTE.contains(&decision.host.as_str());
+        ensure!(
+            decision.allowed == remote,
+            "the decision on {} says allowed = {}: {}",
+            decision.host,
+            decision.allowed,
+            decision.reason
+        );
+        let expected = match decision.host.as_str() {
+            "self4.test" => vec![format!("{HERE_V4} {THIS_MACHINE}")],
+            "self6.test" => vec![format!("{HERE_V6} {THIS_MACHINE}")],
+            "selfmapped.test" => vec![format!("::ffff:{HERE_V4} {THIS_MACHINE}")],
+            "both.test" => vec![
+                format!("{HERE_V4} {THIS_MACHINE}"),
+                "127.0.0.1 (loopback)".to_owned(),
+            ],
+            _ => Vec::new(),
+        };
+        for part in expected {
+            ensure!(
+                decision.reason.contains(&part),
+                "the refusal of {} does not say {part:?}: {}",
+                decision.host,
+                decision.reason
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Fails unless, in the output of the strict run, every name of this machine was refused and
+/// every name of the other machine got `there_body`, over every protocol.
+fn each_name_went_where_it_should(out: &str, there_body: &str) -> Verdict {
+    for name in LAB_SELF {
+        for protocol in LAB_PROTOCOLS {
+            ensure!(
+                out.contains(&format!("{name} {protocol} failed")),
+                "{name} over {protocol} was not refused: {out:?}"
+            );
+        }
+    }
+    for name in LAB_REMOTE {
+        for protocol in LAB_PROTOCOLS {
+            ensure!(
+                out.contains(&format!("{name} {protocol} got {there_body}")),
+                "{name} over {protocol} did not reach the other machine: {out:?}"
+            );
+        }
+    }
+    Ok(())
+}
+
 fn the_allow_list_never_leads_to_this_machine(cx: &mut Cx) -> Verdict {
     let python = cx.python_path()?;
     let hosts = cx.file(&cx.dir.join("hosts"), LAB_HOSTS)?;
@@ -775,23 +890,7 @@ fn the_allow_list_never_leads_to_this_machine(cx: &mut Cx) -> Verdict {
     }
     let run = lab.here(|| cx.run("confined, allow-list", &strict))??;
     let facts = run.ran()?.clone();
-    let out = &run.stdout;
-    for name in LAB_SELF {
-        for protocol in LAB_PROTOCOLS {
-            ensure!(
-                out.contains(&format!("{name} {protocol} failed")),
-                "{name} over {protocol} was not refused: {out:?}"
-            );
-        }
-    }
-    for name in LAB_REMOTE {
-        for protocol in LAB_PROTOCOLS {
-            ensure!(
-                out.contains(&format!("{name} {protocol} got {there_body}")),
-                "{name} over {protocol} did not reach the other machine: {out:?}"
-            );
-        }
-    }
+    each_name_went_where_it_should(&run.stdout, &there_body)?;
     ensure!(
         served(&here_served) == 0,
         "this machine's service answered {} requests through the allow-list",
@@ -808,34 +907,7 @@ fn the_allow_list_never_leads_to_this_machine(cx: &mut Cx) -> Verdict {
         "the facts hold {} decisions: {decisions:?}",
         decisions.len()
     );
-    for decision in &decisions {
-        let remote = LAB_REMOTE.contains(&decision.host.as_str());
-        ensure!(
-            decision.allowed == remote,
-            "the decision on {} says allowed = {}: {}",
-            decision.host,
-            decision.allowed,
-            decision.reason
-        );
-        let expected = match decision.host.as_str() {
-            "self4.test" => vec![format!("{HERE_V4} {THIS_MACHINE}")],
-            "self6.test" => vec![format!("{HERE_V6} {THIS_MACHINE}")],
-            "selfmapped.test" => vec![format!("::ffff:{HERE_V4} {THIS_MACHINE}")],
-            "both.test" => vec![
-                format!("{HERE_V4} {THIS_MACHINE}"),
-                "127.0.0.1 (loopback)".to_owned(),
-            ],
-            _ => Vec::new(),
-        };
-        for part in expected {
-            ensure!(
-                decision.reason.contains(&part),
-                "the refusal of {} does not say {part:?}: {}",
-                decision.host,
-                decision.reason
-            );
-        }
-    }
+    each_decision_says_why(&decisions)?;
 
     // The control: with local addresses allowed, the same requests reach this machine's
     // service, every one.
@@ -913,17 +985,80 @@ fn holds_files(dir: &std::path::Path) -> bool {
     })
 }
 
-fn pip_installs_through_the_allow_list_with_its_cache_preset(cx: &mut Cx) -> Verdict {
-    let python = cx.python_path()?;
+/// Fails unless the install with the preset had its cache `cache` as a writable root (the facts
+/// name it) and filled it on the host.
+fn the_preset_cache_is_written(run: &crate::agentd::Run, cache: &Path) -> Verdict {
+    let real = cache.canonicalize().unwrap_or(cache.to_path_buf());
+    let roots = &run.ran()?.writable_roots;
+    ensure!(
+        roots.contains(&real.to_string_lossy().into_owned()),
+        "the facts' writable_roots {roots:?} do not name the pip cache {}",
+        real.display()
+    );
+    ensure!(
+        holds_files(cache),
+        "pip's cache on the host is empty after the install with the preset"
+    );
+    Ok(())
+}
+
+/// Builds the test wheel with `python`; its bytes.
+fn build_wheel(cx: &Cx, python: &Path) -> Result<Vec<u8>, Stop> {
     let wheel_path = cx.dir.join(WHEEL_NAME);
-    let built = std::process::Command::new(&python)
+    let built = std::process::Command::new(python)
         .arg("-c")
         .arg(WHEEL)
         .arg(&wheel_path)
         .status()
         .map_err(|e| fail(format!("cannot build the wheel: {e}")))?;
     ensure!(built.success(), "building the test wheel failed: {built}");
-    let wheel = std::fs::read(&wheel_path).map_err(|e| fail(format!("the wheel: {e}")))?;
+    std::fs::read(&wheel_path).map_err(|e| fail(format!("the wheel: {e}")))
+}
+
+/// Fails unless the install without the preset reports its cache `cache` as agentd can know
+/// it: as the denied write pip said it disabled, when pip's own check saw it; else not at all.
+fn the_disabled_cache_is_reported(cx: &mut Cx, run: &crate::agentd::Run, cache: &Path) -> Verdict {
+    let real = cache.canonicalize().unwrap_or(cache.to_path_buf());
+    let root = cx.user().uid == 0;
+    if !root && cx.cell.backend == Backend::Bwrap {
+        let warning = format!(
+            "The directory '{}' or its parent directory is not owned or is not writable",
+            real.display()
+        );
+        ensure!(
+            run.command_stderr_tail().contains(&warning),
+            "pip did not say it disabled its cache {}: {:?}",
+            real.display(),
+            run.command_stderr_tail()
+        );
+        run.succeeded_denied_as(&["file-write"])?;
+        let paths = &run.ran()?.denied_paths;
+        ensure!(
+            paths.contains(&real.to_string_lossy().into_owned()),
+            "the facts' denied_paths {paths:?} do not name the pip cache {}",
+            real.display()
+        );
+    } else {
+        cx.note(if root {
+            "as root pip checks only that root owns its cache directory: it says nothing and its \
+             cache writes fail silently, so no denial is reported"
+        } else {
+            "under Landlock pip's access(2) check of its cache directory passes (Landlock does \
+             not govern access(2)): it says nothing and its cache writes fail silently, so no \
+             denial is reported"
+        });
+        ensure!(
+            !run.ran()?.denied,
+            "pip said nothing, yet the facts say denied {:?}",
+            run.ran()?.denials
+        );
+    }
+    Ok(())
+}
+
+fn pip_installs_through_the_allow_list_with_its_cache_preset(cx: &mut Cx) -> Verdict {
+    let python = cx.python_path()?;
+    let wheel = build_wheel(cx, &python)?;
     let (port, downloads) = package_index(wheel)?;
     let list = "network = \"allow-list\"\nallowed_domains = [\"localhost\"]\nallow_local_addresses = true\n";
     let with_preset = cx.file(
@@ -969,17 +1104,7 @@ fn pip_installs_through_the_allow_list_with_its_cache_preset(cx: &mut Cx) -> Ver
         "pip did not install the package through the allow-list: {:?}",
         run.stdout
     );
-    let real = cache.canonicalize().unwrap_or(cache.clone());
-    let roots = &run.ran()?.writable_roots;
-    ensure!(
-        roots.contains(&real.to_string_lossy().into_owned()),
-        "the facts' writable_roots {roots:?} do not name the pip cache {}",
-        real.display()
-    );
-    ensure!(
-        holds_files(&cache),
-        "pip's cache on the host is empty after the install with the preset"
-    );
+    the_preset_cache_is_written(&run, &cache)?;
     let after_first = downloads.lock().map(|n| *n).unwrap_or(0);
     ensure!(
         after_first == 1,
@@ -1003,41 +1128,7 @@ fn pip_installs_through_the_allow_list_with_its_cache_preset(cx: &mut Cx) -> Ver
         run.ran()?.writable_roots.is_empty(),
         "writable roots were given without the preset"
     );
-    let real = cache.canonicalize().unwrap_or(cache.clone());
-    let root = cx.user().uid == 0;
-    if !root && cx.cell.backend == Backend::Bwrap {
-        let warning = format!(
-            "The directory '{}' or its parent directory is not owned or is not writable",
-            real.display()
-        );
-        ensure!(
-            run.command_stderr_tail().contains(&warning),
-            "pip did not say it disabled its cache {}: {:?}",
-            real.display(),
-            run.command_stderr_tail()
-        );
-        run.succeeded_denied_as(&["file-write"])?;
-        let paths = &run.ran()?.denied_paths;
-        ensure!(
-            paths.contains(&real.to_string_lossy().into_owned()),
-            "the facts' denied_paths {paths:?} do not name the pip cache {}",
-            real.display()
-        );
-    } else {
-        cx.note(if root {
-            "as root pip checks only that root owns its cache directory: it says nothing and its \
-             cache writes fail silently, so no denial is reported"
-        } else {
-            "under Landlock pip's access(2) check of its cache directory passes (Landlock does \
-             not govern access(2)): it says nothing and its cache writes fail silently, so no \
-             denial is reported"
-        });
-        ensure!(
-            !run.ran()?.denied,
-            "pip said nothing, yet the facts say denied {:?}",
-            run.ran()?.denials
-        );
-    }
+    the_disabled_cache_is_reported(cx, &run, &cache)?;
 
     // The control: unconfined, the same install fills that cache.
     let cache = cx.dir.join("cache-control");

@@ -783,8 +783,14 @@ fn stopped_for_symlink(run: &Run, at: &Path) -> Verdict {
 
 fn a_symlink_on_a_protected_path_stops_the_run(cx: &mut Cx) -> Verdict {
     git::require()?;
-    // Set up before launch, as a previous command could have: .git is a symlink to a git
-    // directory outside every root. Followed, the command would write there.
+    a_git_symlink_stops_the_run(cx)?;
+    a_symlink_on_the_way_to_a_submodule_stops_the_run(cx)?;
+    a_git_directory_named_through_a_symlink_stops_the_run(cx)
+}
+
+/// Set up before launch, as a previous command could have: .git is a symlink to a git
+/// directory outside every root. Followed, the command would write there.
+fn a_git_symlink_stops_the_run(cx: &mut Cx) -> Verdict {
     let make = |cx: &Cx, name: &str| -> Result<PathBuf, Stop> {
         let ws = cx.repo(&cx.dir.join(name))?;
         let decoy = cx.dir.join(format!("decoy-{name}"));
@@ -820,9 +826,11 @@ fn a_symlink_on_a_protected_path_stops_the_run(cx: &mut Cx) -> Verdict {
         &cx.control_in(&control_ws, probe_for(cx, &control_ws)?.argv()),
     )?;
     control.succeeded()?;
-    all_changed(&control_before)?;
+    all_changed(&control_before)
+}
 
-    // A symlink on the way to a submodule's .git: deps leads outside every root.
+/// A symlink on the way to a submodule's .git: deps leads outside every root.
+fn a_symlink_on_the_way_to_a_submodule_stops_the_run(cx: &mut Cx) -> Verdict {
     let make = |cx: &Cx, name: &str| -> Result<(PathBuf, PathBuf), Stop> {
         let ws = cx.repo(&cx.dir.join(name))?;
         let head = cx.git(&ws, &["rev-parse", "HEAD"])?;
@@ -853,10 +861,12 @@ fn a_symlink_on_a_protected_path_stops_the_run(cx: &mut Cx) -> Verdict {
         &cx.control_in(&control_ws, sub_probe(cx, &control_ws)?.argv()),
     )?;
     control.succeeded()?;
-    all_changed(&control_before)?;
+    all_changed(&control_before)
+}
 
-    // A .git file naming its git directory through a symlink inside the root: git follows the
-    // name on every run, so a command could re-point the link after any check.
+/// A .git file naming its git directory through a symlink inside the root: git follows the
+/// name on every run, so a command could re-point the link after any check.
+fn a_git_directory_named_through_a_symlink_stops_the_run(cx: &mut Cx) -> Verdict {
     let make = |cx: &Cx, name: &str| -> Result<(PathBuf, PathBuf), Stop> {
         let ws = cx.dir(&cx.dir.join(name))?;
         let store = cx.dir(&ws.join("store"))?;
@@ -955,7 +965,11 @@ fn the_git_directory_of_a_git_file_stays_read_only(cx: &mut Cx) -> Verdict {
                 for step in ["config", "hook", "commondir", "index-lock"] {
                     run.step_denied(step)?;
                 }
-                all_unchanged(cx, &before[..4])?;
+                // The .git file is the last target; the others are in the git directory.
+                let (_gitfile, in_gitdir) = before
+                    .split_last()
+                    .ok_or_else(|| fail("no target was snapshotted"))?;
+                all_unchanged(cx, in_gitdir)?;
             }
             (Backend::Landlock, true) => names_protected(&run, &gitdir)?,
         }

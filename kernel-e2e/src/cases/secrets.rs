@@ -99,8 +99,15 @@ fn secrets_never_reach_the_command(cx: &mut Cx) -> Verdict {
         }
     }
 
-    // Asked for explicitly (`--env`), the same variables are not dropped without a word: the
-    // helper refuses the request, naming the variable and, for a secret, how to allow it.
+    explicit_variables_are_refused(cx)
+}
+
+/// Asked for explicitly (`--env`), the same variables are not dropped without a word: the
+/// helper refuses the request, naming the variable and, for a secret, how to allow it.
+fn explicit_variables_are_refused(cx: &mut Cx) -> Verdict {
+    let tag = cx.tag.clone();
+    let secret = |n: u32| format!("{tag}-secret-{n}");
+    let argv = vec!["/usr/bin/env".into()];
     let asked = [
         ("LC_DB_PASS", "env_allow"),
         ("DB_PASSWD", "env_allow"),

@@ -148,7 +148,10 @@ impl Output {
         let line = serde_json::to_value(&request.tool_call)
             .ok()
             .and_then(|call| {
-                call["content"][0]["content"]["text"]
+                call.get("content")?
+                    .get(0)?
+                    .get("content")?
+                    .get("text")?
                     .as_str()
                     .map(str::to_owned)
             });

@@ -99,14 +99,13 @@ impl Tried<'_> {
     }
 }
 
-/// The fields after `tag` of a report of `count` fields, or why the operation failed.
-fn interpret(
+/// The `N` fields after `tag` of a report, or why the operation failed.
+fn interpret<const N: usize>(
     facts: Facts,
     report: &[u8],
     tag: &[u8],
-    count: usize,
     tried: &Tried<'_>,
-) -> Result<(Box<Facts>, Vec<Vec<u8>>), OpError> {
+) -> Result<(Box<Facts>, [Vec<u8>; N]), OpError> {
     let mut facts = Box::new(facts);
     if let Some(reason) = &facts.refused {
         let why = format!("the sandbox refused it: {reason}");
@@ -121,12 +120,14 @@ fn interpret(
         return Err(OpError::Failed(why, Some(facts)));
     }
     let fields: Vec<&[u8]> = report.split(|b| *b == 0).collect();
+    if let Some((first, rest)) = fields.split_first()
+        && *first == tag
+        && facts.exec_errno.is_none()
+        && let Ok(rest) = <&[&[u8]; N]>::try_from(rest)
+    {
+        return Ok((facts, (*rest).map(<[u8]>::to_vec)));
+    }
     match fields.as_slice() {
-        [first, rest @ ..]
-            if *first == tag && rest.len() == count && facts.exec_errno.is_none() =>
-        {
-            Ok((facts, rest.iter().map(|f| f.to_vec()).collect()))
-        }
         [b"failed", errno, what] => {
             let errno: i32 = std::str::from_utf8(errno)
                 .ok()
@@ -202,12 +203,12 @@ pub(super) async fn confined_read(env: &ToolEnv, path: &Path, mode: Mode) -> Res
         .map_err(OpError::failed)?;
     let (facts, report, bytes) = settle(handle, &policy, report, Some(content)).await;
     let tried = Tried::of(env, &policy, path, Access::Read);
-    let (facts, fields) = interpret(facts, &report, b"read", 2, &tried)?;
+    let (facts, [_, path]) = interpret(facts, &report, b"read", &tried)?;
     let text =
         as_text(bytes).map_err(|why| OpError::Failed(why.to_string(), Some(facts.clone())))?;
     Ok(Read {
         text,
-        path: path_field(&fields[1]),
+        path: path_field(&path),
         facts: Some(facts),
     })
 }
@@ -230,9 +231,11 @@ fn content_file(content: &[u8]) -> io::Result<OwnedFd> {
     };
     #[cfg(target_os = "macos")]
     let fd = unlinked_file()?;
-    let mut written = 0;
-    while written < content.len() {
-        written += nix::unistd::write(&fd, &content[written..])?;
+    let mut unwritten = content;
+    while !unwritten.is_empty() {
+        let written = nix::unistd::write(&fd, unwritten)?;
+        // A write never reports more bytes than it was given.
+        unwritten = unwritten.get(written..).unwrap_or_default();
     }
     nix::unistd::lseek(&fd, 0, nix::unistd::Whence::SeekSet)?;
     Ok(fd)
@@ -289,10 +292,10 @@ pub(super) async fn confined_write(
         .map_err(OpError::failed)?;
     let (facts, report, _) = settle(handle, &policy, report, None).await;
     let tried = Tried::of(env, &policy, target, Access::Write);
-    let (facts, fields) = interpret(facts, &report, b"written", 3, &tried)?;
+    let (facts, [created, _, path]) = interpret(facts, &report, b"written", &tried)?;
     Ok(Written {
-        path: path_field(&fields[2]),
-        created: fields[0] == b"1",
+        path: path_field(&path),
+        created: created == b"1",
         facts: Some(facts),
     })
 }

@@ -131,32 +131,50 @@ pub(crate) fn check_write(fence: &Fence, given: &str, mode: Mode) -> Result<Path
         .chain(&others)
         .find_map(|r| real.strip_prefix(r).ok().map(|inside| (r, inside)));
     let Some((root_of, inside)) = found else {
-        let is_link = fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink());
-        let what = if is_link {
-            format!("{given} is a symbolic link to {}, which is", real.display())
-        } else if real != path {
-            format!("{given} resolves to {}, which is", real.display())
-        } else {
-            format!("{given} is")
-        };
-        let why = if others.is_empty() {
-            format!(
-                "{what} outside the workspace {}; in workspace-write mode only files inside the \
-                 workspace can be written",
-                root.display()
-            )
-        } else {
-            let others: Vec<String> = others.iter().map(|r| r.display().to_string()).collect();
-            format!(
-                "{what} outside the workspace {} and the writable roots {}; in workspace-write \
-                 mode only files inside them can be written",
-                root.display(),
-                others.join(", ")
-            )
-        };
-        return Err(Refusal::Denied(Kind::FileWrite, why));
+        return Err(outside(given, &path, &real, &root, &others));
     };
-    let mut metadata = root_of.clone();
+    check_protected(fence, root_of, inside, &real)?;
+    Ok(real)
+}
+
+/// The refusal of a write of `given` (at `path`, really `real`) outside the canonical workspace
+/// `root` and the other writable roots `others`.
+fn outside(given: &str, path: &Path, real: &Path, root: &Path, others: &[PathBuf]) -> Refusal {
+    let is_link = fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
+    let what = if is_link {
+        format!("{given} is a symbolic link to {}, which is", real.display())
+    } else if real != path {
+        format!("{given} resolves to {}, which is", real.display())
+    } else {
+        format!("{given} is")
+    };
+    let why = if others.is_empty() {
+        format!(
+            "{what} outside the workspace {}; in workspace-write mode only files inside the \
+             workspace can be written",
+            root.display()
+        )
+    } else {
+        let others: Vec<String> = others.iter().map(|r| r.display().to_string()).collect();
+        format!(
+            "{what} outside the workspace {} and the writable roots {}; in workspace-write \
+             mode only files inside them can be written",
+            root.display(),
+            others.join(", ")
+        )
+    };
+    Refusal::Denied(Kind::FileWrite, why)
+}
+
+/// Refuses a write to `real`, at `inside` under the root `root_of`, when that lies in git
+/// metadata or in one of the fence's protected subpaths.
+fn check_protected(
+    fence: &Fence,
+    root_of: &Path,
+    inside: &Path,
+    real: &Path,
+) -> Result<(), Refusal> {
+    let mut metadata = root_of.to_path_buf();
     for part in inside.components() {
         metadata.push(part);
         if PROTECTED.iter().any(|p| part.as_os_str() == *p) {
@@ -185,7 +203,7 @@ pub(crate) fn check_write(fence: &Fence, given: &str, mode: Mode) -> Result<Path
             ),
         ));
     }
-    Ok(real)
+    Ok(())
 }
 
 #[cfg(test)]
