@@ -87,6 +87,40 @@ fn size_of(dir: &Path) -> u64 {
         .sum()
 }
 
+/// The checkpoints' names within the session, one after another: `t1`, `t2`, …
+#[derive(Debug, Default)]
+struct Labels(u64);
+
+impl Labels {
+    /// The next checkpoint's name.
+    fn next(&mut self) -> String {
+        self.0 += 1;
+        format!("t{}", self.0)
+    }
+}
+
+/// What the records and the restores work on: the workspace, what a record covers of it, and
+/// where the store keeps its state.
+struct Workspace {
+    /// The workspace's directory.
+    ws: PathBuf,
+    /// What a record covers: the workspace, less `.git` and `.agentd`.
+    scope: Scope,
+    /// The store's directory.
+    state: PathBuf,
+    /// Files the workspace was written with.
+    files: usize,
+}
+
+impl Workspace {
+    /// The store in `state`, as the section measures it.
+    fn store(&self) -> Store {
+        // Stats are trusted only for files older than the racy window, as all but a turn's last
+        // few files are in a real session: the store here trusts them at once instead of waiting.
+        Store::at(&self.state).with_racy(Duration::ZERO)
+    }
+}
+
 pub async fn checkpoints(setup: &Setup, client: &HelperClient) -> Result<Table, BenchError> {
     let files = setup.checkpoint_files;
     let mut table = Table::new(&format!(
@@ -95,6 +129,29 @@ pub async fn checkpoints(setup: &Setup, client: &HelperClient) -> Result<Table, 
         files * FILE_BYTES / 1_000_000
     ));
     let root = setup.workspace.join("checkpoints");
+    let workspace = write_workspace(setup, &root)?;
+    let first = first_records(setup, &workspace)?;
+    let store = workspace.store();
+    table.figures.push((
+        "first record, into an empty store (median)".into(),
+        crate::stats::ms(first.median()),
+    ));
+    table.figures.push((
+        "the store after it".into(),
+        format!("{:.1} MB", size_of(&workspace.state) as f64 / 1e6),
+    ));
+    let mut labels = Labels::default();
+    table.rows = incremental_records(setup, &workspace, &store, &mut labels)?;
+    table
+        .rows
+        .extend(restores(setup, client, &workspace, &store, &mut labels).await?);
+    let _ = std::fs::remove_dir_all(&root);
+    Ok(table)
+}
+
+/// Writes the section's workspace of `setup.checkpoint_files` files under `root`.
+fn write_workspace(setup: &Setup, root: &Path) -> Result<Workspace, BenchError> {
+    let files = setup.checkpoint_files;
     let ws = root.join("ws");
     let state = setup.scratch.join("checkpoint-state");
     for i in 0..files {
@@ -109,60 +166,65 @@ pub async fn checkpoints(setup: &Setup, client: &HelperClient) -> Result<Table, 
         protected: vec![PathBuf::from(".git"), PathBuf::from(".agentd")],
         max_bytes: u64::MAX,
     };
-    // Stats are trusted only for files older than the racy window, as all but a turn's last few
-    // files are in a real session: the store here trusts them at once instead of waiting.
-    let store_at = |state: &std::path::Path| Store::at(state).with_racy(Duration::ZERO);
+    Ok(Workspace {
+        ws,
+        scope,
+        state,
+        files,
+    })
+}
 
+/// Times the first record of the workspace, each round into an empty store; the store the last
+/// round leaves is the one the rest of the section records into.
+fn first_records(setup: &Setup, workspace: &Workspace) -> Result<Samples, BenchError> {
+    let state = &workspace.state;
     let rounds = setup.rounds.min(FIRST_ROUNDS + 1);
     let mut first = Samples::default();
     for round in 0..rounds {
-        let _ = std::fs::remove_dir_all(&state);
-        std::fs::create_dir_all(&state).map_err(io("create", &state))?;
-        let store = store_at(&state);
+        let _ = std::fs::remove_dir_all(state);
+        std::fs::create_dir_all(state).map_err(io("create", state))?;
+        let store = workspace.store();
         let started = Instant::now();
         let recorded = store
-            .record(SESSION, "t0", &scope)
+            .record(SESSION, "t0", &workspace.scope)
             .map_err(|e| fail!("{e}"))?;
         if round > 0 {
             first.0.push(started.elapsed());
         }
-        if recorded.files != files as u64 {
+        if recorded.files != workspace.files as u64 {
             return Err(fail!("the first record took {} files", recorded.files));
         }
     }
-    let store = store_at(&state);
-    table.figures.push((
-        "first record, into an empty store (median)".into(),
-        crate::stats::ms(first.median()),
-    ));
-    table.figures.push((
-        "the store after it".into(),
-        format!("{:.1} MB", size_of(&state) as f64 / 1e6),
-    ));
+    Ok(first)
+}
 
-    let mut label = 0u64;
-    let mut next = || {
-        label += 1;
-        format!("t{label}")
-    };
+/// The plain walk against an incremental record with nothing changed and one with
+/// [`CHANGED`] files changed, interleaved round by round; their rows.
+fn incremental_records(
+    setup: &Setup,
+    workspace: &Workspace,
+    store: &Store,
+    labels: &mut Labels,
+) -> Result<Vec<Row>, BenchError> {
+    let ws = &workspace.ws;
     let (mut stat, mut unchanged, mut changed) =
         (Samples::default(), Samples::default(), Samples::default());
     for round in 0..setup.rounds {
         let started = Instant::now();
-        walk_stat(&ws)?;
+        walk_stat(ws)?;
         let stat_took = started.elapsed();
         let started = Instant::now();
         store
-            .record(SESSION, &next(), &scope)
+            .record(SESSION, &labels.next(), &workspace.scope)
             .map_err(|e| fail!("{e}"))?;
         let unchanged_took = started.elapsed();
         for k in 0..CHANGED {
-            let i = (round * CHANGED + k) % files;
-            std::fs::write(file(&ws, i), content(i, round + 1)).map_err(io("write", &ws))?;
+            let i = (round * CHANGED + k) % workspace.files;
+            std::fs::write(file(ws, i), content(i, round + 1)).map_err(io("write", ws))?;
         }
         let started = Instant::now();
         store
-            .record(SESSION, &next(), &scope)
+            .record(SESSION, &labels.next(), &workspace.scope)
             .map_err(|e| fail!("{e}"))?;
         let changed_took = started.elapsed();
         if round > 0 {
@@ -171,7 +233,7 @@ pub async fn checkpoints(setup: &Setup, client: &HelperClient) -> Result<Table, 
             changed.0.push(changed_took);
         }
     }
-    table.rows = rows(
+    Ok(rows(
         vec![
             "a plain walk that `lstat`s every path".into(),
             "incremental record, nothing changed".into(),
@@ -185,38 +247,57 @@ pub async fn checkpoints(setup: &Setup, client: &HelperClient) -> Result<Table, 
              just before the previous record are not read again"
                 .into(),
         ],
-    );
+    ))
+}
 
-    let policy = SandboxProfile::default().writes(Mode::WorkspaceWrite, &ws, Network::Deny);
+/// Makes a turn's changes: [`MODIFIED`] files written anew for `round`, [`DELETED`] removed and
+/// [`ADDED`] added.
+fn change_a_turn(workspace: &Workspace, round: usize) -> Result<(), BenchError> {
+    let (ws, files) = (&workspace.ws, workspace.files);
+    for i in 0..MODIFIED {
+        std::fs::write(
+            file(ws, i * 7 % files),
+            content(i * 7 % files, 1000 + round),
+        )
+        .map_err(io("write", ws))?;
+    }
+    for i in 0..DELETED {
+        let path = file(ws, files / 2 + i);
+        std::fs::remove_file(&path).map_err(io("remove", &path))?;
+    }
+    for i in 0..ADDED {
+        let path = ws.join(format!("d000/new{i}.txt"));
+        std::fs::write(&path, b"new").map_err(io("write", &path))?;
+    }
+    Ok(())
+}
+
+/// Times a turn's changes planned and then restored through confine-helper, back to a
+/// checkpoint recorded before them; the rows of the plan and of the restore.
+async fn restores(
+    setup: &Setup,
+    client: &HelperClient,
+    workspace: &Workspace,
+    store: &Store,
+    labels: &mut Labels,
+) -> Result<[Row; 2], BenchError> {
+    let policy =
+        SandboxProfile::default().writes(Mode::WorkspaceWrite, &workspace.ws, Network::Deny);
     let (mut plans, mut restores) = (Samples::default(), Samples::default());
-    let before = next();
+    let before = labels.next();
     store
-        .record(SESSION, &before, &scope)
+        .record(SESSION, &before, &workspace.scope)
         .map_err(|e| fail!("{e}"))?;
     for round in 0..setup.rounds.min(RESTORE_ROUNDS + 1) {
-        for i in 0..MODIFIED {
-            std::fs::write(
-                file(&ws, i * 7 % files),
-                content(i * 7 % files, 1000 + round),
-            )
-            .map_err(io("write", &ws))?;
-        }
-        for i in 0..DELETED {
-            let path = file(&ws, files / 2 + i);
-            std::fs::remove_file(&path).map_err(io("remove", &path))?;
-        }
-        for i in 0..ADDED {
-            let path = ws.join(format!("d000/new{i}.txt"));
-            std::fs::write(&path, b"new").map_err(io("write", &path))?;
-        }
+        change_a_turn(workspace, round)?;
         let started = Instant::now();
         let plan = store
-            .plan_restore(SESSION, &before, &scope)
+            .plan_restore(SESSION, &before, &workspace.scope)
             .map_err(|e| fail!("{e}"))?;
         let plan_took = started.elapsed();
         let started = Instant::now();
         let restored = restore(
-            &store,
+            store,
             SESSION,
             &plan,
             client,
@@ -239,21 +320,21 @@ pub async fn checkpoints(setup: &Setup, client: &HelperClient) -> Result<Table, 
         }
     }
     let n = MODIFIED + DELETED + ADDED;
-    table.rows.push(Row {
-        variant: format!("plan of a restore ({n} paths: diff included)"),
-        samples: plans,
-        baseline: false,
-        note: "a scan of the workspace against the checkpoint, and the diff text".into(),
-    });
-    table.rows.push(Row {
-        variant: format!(
-            "restore through confine-helper ({MODIFIED} modified, {DELETED} deleted, {ADDED} added)"
-        ),
-        samples: restores,
-        baseline: false,
-        note: "one `rm`, a helper's writer per file, two scans; workspace-write, auto backend"
-            .into(),
-    });
-    let _ = std::fs::remove_dir_all(&root);
-    Ok(table)
+    Ok([
+        Row {
+            variant: format!("plan of a restore ({n} paths: diff included)"),
+            samples: plans,
+            baseline: false,
+            note: "a scan of the workspace against the checkpoint, and the diff text".into(),
+        },
+        Row {
+            variant: format!(
+                "restore through confine-helper ({MODIFIED} modified, {DELETED} deleted, {ADDED} added)"
+            ),
+            samples: restores,
+            baseline: false,
+            note: "one `rm`, a helper's writer per file, two scans; workspace-write, auto backend"
+                .into(),
+        },
+    ])
 }

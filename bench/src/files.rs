@@ -17,11 +17,9 @@ use confine_protocol::{Backend, BackendChoice, ExitStatus, Mode, Network};
 use serde_json::json;
 
 use crate::error::BenchError;
-use crate::measure::{PATH, Row, Table, interleave};
+use crate::measure::{FILE_BYTES, PATH, Row, Table, interleave};
 use crate::setup::Setup;
 
-/// The size of the file written.
-const FILE_BYTES: usize = 4 * 1024;
 /// How long the helper's writer may take (agentd's file tools give it as long).
 const WRITER_TIMEOUT_MS: u64 = 60_000;
 /// The largest report the helper's writer sends.
@@ -38,6 +36,8 @@ enum Op<'a> {
     Writer(&'a ToolEnv),
     WriteFile(&'a ToolEnv, Mode),
     EditFile(&'a ToolEnv),
+    /// The floor of a confined write (`floor/write.rs`), from the floors' server.
+    Floor,
 }
 
 /// `FILE_BYTES` of text lines, with the first of [`EDITED`] once in it.
@@ -114,9 +114,10 @@ fn staged(content: &[u8]) -> Result<OwnedFd, BenchError> {
     use nix::sys::memfd::{MFdFlags, memfd_create};
     let stage = || -> nix::Result<OwnedFd> {
         let fd = memfd_create(c"agentd-bench-write", MFdFlags::MFD_CLOEXEC)?;
-        let mut written = 0;
-        while written < content.len() {
-            written += nix::unistd::write(&fd, &content[written..])?;
+        let mut rest = content;
+        while !rest.is_empty() {
+            let written = nix::unistd::write(&fd, rest)?;
+            rest = rest.get(written..).unwrap_or_default();
         }
         nix::unistd::lseek(&fd, 0, nix::unistd::Whence::SeekSet)?;
         Ok(fd)
@@ -173,6 +174,9 @@ async fn helper_write(env: &ToolEnv, path: PathBuf, content: &[u8]) -> Result<()
     }
 }
 
+/// A variant of the section: its row's name, how it writes, its row's note.
+type Variant<'a> = (String, Op<'a>, String);
+
 pub async fn files(setup: &Setup, client: &HelperClient) -> Result<Table, BenchError> {
     let mut table = Table::new(&format!(
         "File tools: a {} KiB file written by agentd",
@@ -185,61 +189,20 @@ pub async fn files(setup: &Setup, client: &HelperClient) -> Result<Table, BenchE
     let dir = auto.workspace().to_owned();
     // Which backend `auto` picks here names its rows; the call also shows the path works.
     let first = write_file(&auto, Mode::WorkspaceWrite, "edit.txt", &text).await?;
-    let backend = first.facts["backend"]
-        .as_str()
+    let backend = first
+        .facts
+        .get("backend")
+        .and_then(serde_json::Value::as_str)
         .unwrap_or("unknown")
         .to_owned();
-    let info = client
-        .info()
-        .await
-        .map_err(|e| fail!("cannot ask confine-helper what it can do: {e}"))?;
-    let landlock_usable = info
-        .backends
-        .iter()
-        .any(|b| b.backend == Backend::Landlock && b.usable);
-    let landlock = match (landlock_usable, backend.as_str()) {
-        (true, "landlock") | (false, _) => None,
-        (true, _) => Some(tool_env(client, &dir, BackendChoice::Landlock)?),
-    };
-    let mut variants = vec![
-        (
-            "plain `std::fs::write` from agentd".to_owned(),
-            Op::Plain,
-            "baseline".to_owned(),
-        ),
-        (
-            format!("the helper's writer alone, workspace-write ({backend})"),
-            Op::Writer(&auto),
-            "`HelperClient::write_file`: the confined write itself".to_owned(),
-        ),
-        (
-            format!("`write_file`, workspace-write ({backend})"),
-            Op::WriteFile(&auto, Mode::WorkspaceWrite),
-            "the tool: the fence, a confined read of the file (the editor's diff), the writer"
-                .to_owned(),
-        ),
-        (
-            format!("`edit_file`, workspace-write ({backend})"),
-            Op::EditFile(&auto),
-            "the tool: a confined read, the replacement, the writer".to_owned(),
-        ),
-    ];
-    match &landlock {
-        Some(env) => variants.push((
-            "`write_file`, workspace-write (landlock)".to_owned(),
-            Op::WriteFile(env, Mode::WorkspaceWrite),
-            String::new(),
-        )),
-        None if !landlock_usable => table
+    let (landlock_usable, landlock) = landlock_env(client, &dir, &backend).await?;
+    if landlock.is_none() && !landlock_usable {
+        table
             .skipped
-            .push("`write_file` under landlock: not usable here".into()),
-        None => {}
+            .push("`write_file` under landlock: not usable here".into());
     }
-    variants.push((
-        "`write_file`, danger-full-access".to_owned(),
-        Op::WriteFile(&auto, Mode::DangerFullAccess),
-        "the helper's reader and writer, nothing confined".to_owned(),
-    ));
+    let mut floors = crate::floor::Server::start(&setup.scratch.join("floors-files"))?;
+    let variants = variants(&backend, &auto, landlock.as_ref());
     let ops: Vec<Op<'_>> = variants.iter().map(|(_, op, _)| *op).collect();
     let mut edits = 0usize;
     let samples = interleave(setup.rounds, &ops, async |op: &Op<'_>| match *op {
@@ -250,8 +213,9 @@ pub async fn files(setup: &Setup, client: &HelperClient) -> Result<Table, BenchE
             let path = format!("write-{}-{}.txt", env.backend().as_str(), mode.as_str());
             write_file(env, mode, &path, &text).await.map(drop)
         }
+        Op::Floor => floors.run(crate::floor::WRITE).await,
         Op::EditFile(env) => {
-            let (old, new) = (EDITED[edits % 2], EDITED[(edits + 1) % 2]);
+            let (old, new) = edit(edits);
             edits += 1;
             let arguments =
                 json!({"path": "edit.txt", "old_string": old, "new_string": new}).to_string();
@@ -277,4 +241,91 @@ pub async fn files(setup: &Setup, client: &HelperClient) -> Result<Table, BenchE
         })
         .collect();
     Ok(table)
+}
+
+/// Whether Landlock is usable here, and a tool environment that asks for it when it is and
+/// `auto` picked another `backend` (when `auto` picked Landlock, its rows are the Landlock ones).
+async fn landlock_env(
+    client: &HelperClient,
+    dir: &Path,
+    backend: &str,
+) -> Result<(bool, Option<ToolEnv>), BenchError> {
+    let info = client
+        .info()
+        .await
+        .map_err(|e| fail!("cannot ask confine-helper what it can do: {e}"))?;
+    let landlock_usable = info
+        .backends
+        .iter()
+        .any(|b| b.backend == Backend::Landlock && b.usable);
+    let landlock = match (landlock_usable, backend) {
+        (true, "landlock") | (false, _) => None,
+        (true, _) => Some(tool_env(client, dir, BackendChoice::Landlock)?),
+    };
+    Ok((landlock_usable, landlock))
+}
+
+/// The section's variants in the order of its rows: the plain write first (the baseline), the
+/// writer alone, the tools under `auto` (which picked `backend`), `write_file` under `landlock`
+/// when there is that environment, without confinement, and the floor where Landlock is.
+fn variants<'a>(
+    backend: &str,
+    auto: &'a ToolEnv,
+    landlock: Option<&'a ToolEnv>,
+) -> Vec<Variant<'a>> {
+    let mut variants = vec![
+        (
+            "plain `std::fs::write` from agentd".to_owned(),
+            Op::Plain,
+            "baseline".to_owned(),
+        ),
+        (
+            format!("the helper's writer alone, workspace-write ({backend})"),
+            Op::Writer(auto),
+            "`HelperClient::write_file`: the confined write itself".to_owned(),
+        ),
+        (
+            format!("`write_file`, workspace-write ({backend})"),
+            Op::WriteFile(auto, Mode::WorkspaceWrite),
+            "the tool: the fence, a confined read of the file (the editor's diff), the writer"
+                .to_owned(),
+        ),
+        (
+            format!("`edit_file`, workspace-write ({backend})"),
+            Op::EditFile(auto),
+            "the tool: a confined read, the replacement, the writer".to_owned(),
+        ),
+    ];
+    if let Some(env) = landlock {
+        variants.push((
+            "`write_file`, workspace-write (landlock)".to_owned(),
+            Op::WriteFile(env, Mode::WorkspaceWrite),
+            String::new(),
+        ));
+    }
+    variants.push((
+        "`write_file`, danger-full-access".to_owned(),
+        Op::WriteFile(auto, Mode::DangerFullAccess),
+        "the helper's reader and writer, nothing confined".to_owned(),
+    ));
+    if crate::floor::landlock_abi().is_some() {
+        variants.push((
+            "floor: a write under Landlock".to_owned(),
+            Op::Floor,
+            "the least a confined write needs: a process under a ruleset that writes only \
+             beneath its directory creates the file and writes it"
+                .to_owned(),
+        ));
+    }
+    variants
+}
+
+/// The words edit number `edits` swaps: the first of [`EDITED`] for the second, then back.
+fn edit(edits: usize) -> (&'static str, &'static str) {
+    let [first, second] = EDITED;
+    if edits.is_multiple_of(2) {
+        (first, second)
+    } else {
+        (second, first)
+    }
 }

@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::acp::Acp;
 use crate::error::BenchError;
@@ -41,15 +41,11 @@ fn kib(bytes: u64) -> f64 {
     bytes as f64 / 1024.0
 }
 
+/// agentd's memory read after a turn: (the turn, resident KiB, the log's bytes, the turn's time).
+type Mark = (usize, u64, u64, Duration);
+
 pub async fn long_session(setup: &Setup, table: &mut Table) -> Result<(), BenchError> {
     let turns = setup.long_session_turns;
-    let of = match turns {
-        FULL_TURNS => format!("of {}", thousands(turns)),
-        _ => format!(
-            "of {turns} (a quick run: {turns} turns, not {})",
-            thousands(FULL_TURNS)
-        ),
-    };
     let root = setup.scratch.join("long-session");
     std::fs::create_dir_all(&root).map_err(|e| fail!("cannot create {}: {e}", root.display()))?;
     let model = root.join("model.toml");
@@ -63,8 +59,7 @@ pub async fn long_session(setup: &Setup, table: &mut Table) -> Result<(), BenchE
     let opened = rss_kib(pid).ok_or_else(unknown)?;
     let log = root.join("state").join(format!("{id}.jsonl"));
     let log_bytes = || std::fs::metadata(&log).map_or(0, |m| m.len());
-    // (turn, resident KiB, log bytes, the turn's time)
-    let mut marks: Vec<(usize, u64, u64, Duration)> = Vec::new();
+    let mut marks: Vec<Mark> = Vec::new();
     let started = Instant::now();
     for turn in 1..=turns {
         let text = format!("Turn {turn}: check that the build still passes.");
@@ -75,7 +70,7 @@ pub async fn long_session(setup: &Setup, table: &mut Table) -> Result<(), BenchE
                 json!({"sessionId": id, "prompt": [{"type": "text", "text": text}]}),
             )
             .await?;
-        if answer["stopReason"] != "end_turn" {
+        if answer.get("stopReason").and_then(Value::as_str) != Some("end_turn") {
             return Err(fail!("turn {turn} of the long session ended with {answer}"));
         }
         if CHECKPOINTS.contains(&turn) || turn == turns {
@@ -85,32 +80,31 @@ pub async fn long_session(setup: &Setup, table: &mut Table) -> Result<(), BenchE
     }
     let per_turn = started.elapsed() / u32::try_from(turns.max(1)).unwrap_or(u32::MAX);
     acp.finish().await;
+    report(table, turns, opened, &marks, per_turn);
+    Ok(())
+}
+
+/// The long session's figures: agentd's memory when the session opened and at every mark, what
+/// it and the log grow by per turn, a turn's mean time, and how much history agentd keeps.
+fn report(table: &mut Table, turns: usize, opened: u64, marks: &[Mark], per_turn: Duration) {
+    let of = match turns {
+        FULL_TURNS => format!("of {}", thousands(turns)),
+        _ => format!(
+            "of {turns} (a quick run: {turns} turns, not {})",
+            thousands(FULL_TURNS)
+        ),
+    };
     table.figures.push((
         "agentd, the long session open, before its first prompt".into(),
         mib(opened),
     ));
-    for (turn, rss, _, took) in &marks {
+    for (turn, rss, _, took) in marks {
         table.figures.push((
             format!("agentd after turn {} {of}", thousands(*turn)),
             format!("{}, that turn {}", mib(*rss), ms(*took)),
         ));
     }
-    // From the turn-100 reading on (or the first, in a short run): the start-up's allocations
-    // and the first turns' warm-up are behind.
-    let from = marks.iter().find(|m| m.0 >= 100).or(marks.first());
-    if let (Some(&(a, rss_a, log_a, _)), Some(&(b, rss_b, log_b, _))) = (from, marks.last())
-        && b > a
-    {
-        let turns_between = (b - a) as f64;
-        table.figures.push((
-            format!("growth per turn, turn {} to {}", thousands(a), thousands(b)),
-            format!(
-                "{:.1} KiB of memory; the session log {:.1} KiB",
-                (rss_b as f64 - rss_a as f64) / turns_between,
-                (kib(log_b) - kib(log_a)) / turns_between
-            ),
-        ));
-    }
+    table.figures.extend(growth(marks));
     table.figures.push((
         "one turn of the long session (a prompt, one `bash` call through the helper, two model \
          steps), mean"
@@ -124,5 +118,26 @@ pub async fn long_session(setup: &Setup, table: &mut Table) -> Result<(), BenchE
          request carries the whole history"
             .into(),
     ));
-    Ok(())
+}
+
+/// What agentd's memory and the session's log grow by per turn, from the turn-100 reading on
+/// (or the first, in a short run: the start-up's allocations and the first turns' warm-up are
+/// behind) to the last; none when the last is that reading.
+fn growth(marks: &[Mark]) -> Option<(String, String)> {
+    let from = marks.iter().find(|m| m.0 >= 100).or(marks.first());
+    let (Some(&(a, rss_a, log_a, _)), Some(&(b, rss_b, log_b, _))) = (from, marks.last()) else {
+        return None;
+    };
+    if b <= a {
+        return None;
+    }
+    let turns_between = (b - a) as f64;
+    Some((
+        format!("growth per turn, turn {} to {}", thousands(a), thousands(b)),
+        format!(
+            "{:.1} KiB of memory; the session log {:.1} KiB",
+            (rss_b as f64 - rss_a as f64) / turns_between,
+            (kib(log_b) - kib(log_a)) / turns_between
+        ),
+    ))
 }

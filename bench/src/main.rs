@@ -8,11 +8,14 @@
 //! named by `AGENTD_BENCH_CODEX` / `AGENTD_BENCH_SRT`), and reported as skipped otherwise.
 //!
 //! Sections: per command inside one long-lived agentd (the agent's path: one helper
-//! connection, many commands; beside it the floors of `floor.rs`, the least a supervised command
+//! connection, many commands; beside it the floors of `floor/`, the least a supervised command
 //! needs); whole processes (`agentd run` against bare `/bin/true`, the
 //! `bwrap` CLI, Codex and srt); 64 commands at once; output throughput; the file tools' confined
 //! writes against a plain write; resident memory; a session's log (`session/load` of 10,000
 //! events, its fsync per tool call) and agentd's memory along a long session.
+
+#![warn(clippy::too_many_lines)]
+#![cfg_attr(not(test), warn(clippy::indexing_slicing))]
 
 #[macro_use]
 mod error;
@@ -41,60 +44,102 @@ const USAGE: &str = "usage: agentd-bench [--quick] [--rounds N] [--out FILE] [--
                      sections: per-command, whole-process, concurrent, output, files, memory, session, \
                      checkpoints";
 
+/// What the command line asks for.
+struct Options {
+    /// `--quick`: a few rounds only.
+    quick: bool,
+    /// `--rounds`: rounds per section instead of the run's default.
+    rounds: Option<usize>,
+    /// `--out`: a file the table is written to as well.
+    out: Option<PathBuf>,
+    /// `--only`: the sections to run; empty runs them all.
+    only: Vec<String>,
+}
+
 fn main() -> ExitCode {
-    // The floors' server, which the per-command section starts (floor.rs).
+    // The floors' server, which the sections start (floor/mod.rs).
     if std::env::args_os()
         .nth(1)
         .is_some_and(|a| a == floor::SERVER_ARG)
     {
-        return floor::serve();
+        return floor::serve(std::env::args_os().nth(2).as_deref());
     }
-    let mut quick = false;
-    let mut rounds: Option<usize> = None;
-    let mut out: Option<PathBuf> = None;
-    let mut only: Vec<String> = Vec::new();
+    // One floor command in a process of its own (the whole-process section's floors).
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == floor::ONCE_ARG)
+    {
+        return floor::once(std::env::args_os().nth(2).as_deref());
+    }
+    match options() {
+        Ok(options) => run(options),
+        Err(code) => code,
+    }
+}
+
+/// The command line read; `Err` is how the process ends instead (the usage printed, or an
+/// argument it does not take named).
+fn options() -> Result<Options, ExitCode> {
+    let mut options = Options {
+        quick: false,
+        rounds: None,
+        out: None,
+        only: Vec::new(),
+    };
     let mut args = std::env::args_os().skip(1);
     while let Some(arg) = args.next() {
         match arg.to_str() {
-            Some("--quick") => quick = true,
+            Some("--quick") => options.quick = true,
             Some("--rounds") => match args.next().and_then(|n| n.to_str()?.parse().ok()) {
-                Some(n) if n > 1 => rounds = Some(n),
+                Some(n) if n > 1 => options.rounds = Some(n),
                 _ => {
                     eprintln!("agentd-bench: --rounds takes a number above 1\n{USAGE}");
-                    return ExitCode::from(2);
+                    return Err(ExitCode::from(2));
                 }
             },
             Some("--out") => match args.next() {
-                Some(path) => out = Some(PathBuf::from(path)),
+                Some(path) => options.out = Some(PathBuf::from(path)),
                 None => {
                     eprintln!("{USAGE}");
-                    return ExitCode::from(2);
+                    return Err(ExitCode::from(2));
                 }
             },
             Some("--only") => match args.next().and_then(|s| s.into_string().ok()) {
-                Some(list) => only.extend(list.split(',').map(str::to_owned)),
+                Some(list) => options.only.extend(list.split(',').map(str::to_owned)),
                 None => {
                     eprintln!("agentd-bench: --only takes section names\n{USAGE}");
-                    return ExitCode::from(2);
+                    return Err(ExitCode::from(2));
                 }
             },
             Some("--help" | "-h") => {
                 println!("{USAGE}");
-                return ExitCode::SUCCESS;
+                return Err(ExitCode::SUCCESS);
             }
             _ => {
                 eprintln!("agentd-bench: unknown argument {arg:?}\n{USAGE}");
-                return ExitCode::from(2);
+                return Err(ExitCode::from(2));
             }
         }
     }
-    if let Some(unknown) = only
+    if let Some(unknown) = options
+        .only
         .iter()
         .find(|o| !sections::SECTIONS.contains(&o.as_str()))
     {
         eprintln!("agentd-bench: no section is called {unknown:?}\n{USAGE}");
-        return ExitCode::from(2);
+        return Err(ExitCode::from(2));
     }
+    Ok(options)
+}
+
+/// Runs the sections `options` asks for, prints the table and writes it where asked.
+fn run(options: Options) -> ExitCode {
+    let Options {
+        quick,
+        rounds,
+        out,
+        only,
+    } = options;
     let setup = match setup(quick) {
         Ok(setup) => Setup {
             rounds: rounds.unwrap_or(setup.rounds),

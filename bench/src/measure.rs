@@ -13,6 +13,8 @@ use crate::stats::Samples;
 pub const PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 /// Commands at once in the concurrency section.
 pub const CONCURRENT: usize = 64;
+/// The size of the file the file tools section writes (and its floor).
+pub const FILE_BYTES: usize = 4 * 1024;
 
 /// One measured variant of a section.
 #[derive(Debug, Clone)]
@@ -67,11 +69,11 @@ where
 {
     let mut samples = vec![Samples::default(); variants.len()];
     for round in 0..rounds {
-        for (i, variant) in variants.iter().enumerate() {
+        for (variant, samples) in variants.iter().zip(samples.iter_mut()) {
             let started = Instant::now();
             run(variant).await?;
             if round > 0 {
-                samples[i].0.push(started.elapsed());
+                samples.0.push(started.elapsed());
             }
         }
     }

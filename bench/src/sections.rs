@@ -176,7 +176,7 @@ fn bwrap_args(workspace: &Path) -> Vec<String> {
 #[derive(Debug, Clone)]
 enum PerCommand {
     Bare,
-    /// A floor of `floor.rs`, by its request byte.
+    /// A floor of `floor/`, by its request byte.
     Floor(u8),
     Helper(Mode, BackendChoice),
     RawBwrap(PathBuf),
@@ -188,6 +188,40 @@ async fn per_command(
     backends: &[Backend],
 ) -> Result<Table, BenchError> {
     let mut table = Table::new("Per command, inside one long-lived agentd (`/bin/true`)");
+    let mut floors = crate::floor::Server::start(&setup.scratch.join("floors-per-command"))?;
+    let mut variants = per_command_variants(setup, backends, &mut floors, &mut table).await;
+    // For a profile of one variant (`perf stat`, `perf sched`): only it beside the baseline.
+    if let Some(only) = std::env::var_os("AGENTD_BENCH_VARIANT") {
+        let only = only.to_string_lossy().into_owned();
+        variants.retain(|(name, kind, _)| matches!(kind, PerCommand::Bare) || name.contains(&only));
+    }
+    let kinds: Vec<PerCommand> = variants.iter().map(|(_, k, _)| k.clone()).collect();
+    let args = bwrap_args(&setup.workspace);
+    let samples = interleave(setup.rounds, &kinds, async |kind: &PerCommand| match kind {
+        PerCommand::Bare => run_process(Path::new("/bin/true"), &[], &[]).await,
+        PerCommand::Floor(request) => floors.run(*request).await,
+        PerCommand::Helper(mode, backend) => {
+            run_spec(client, true_spec(setup, *mode, *backend)).await
+        }
+        PerCommand::RawBwrap(bwrap) => {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            run_process(bwrap, &args, &[]).await
+        }
+    })
+    .await?;
+    let (names, notes) = variants.into_iter().map(|(n, _, note)| (n, note)).unzip();
+    table.rows = rows(names, samples, notes);
+    Ok(table)
+}
+
+/// The per-command section's variants in the order of its rows (the bare spawn first, the
+/// baseline), each with its row's name and note; what cannot run here is named in `table`.
+async fn per_command_variants(
+    setup: &Setup,
+    backends: &[Backend],
+    floors: &mut crate::floor::Server,
+    table: &mut Table,
+) -> Vec<(String, PerCommand, String)> {
     let mut variants = vec![
         (
             "bare `tokio::process` spawn".to_owned(),
@@ -238,29 +272,26 @@ async fn per_command(
             .skipped
             .push("raw bwrap CLI: bwrap is not installed".into()),
     }
-    // For a profile of one variant (`perf stat`, `perf sched`): only it beside the baseline.
-    if let Some(only) = std::env::var_os("AGENTD_BENCH_VARIANT") {
-        let only = only.to_string_lossy().into_owned();
-        variants.retain(|(name, kind, _)| matches!(kind, PerCommand::Bare) || name.contains(&only));
+    if floors.run(crate::floor::NAMESPACES).await.is_ok() {
+        variants.push((
+            "floor: namespaces, read-only".to_owned(),
+            PerCommand::Floor(crate::floor::NAMESPACES),
+            "the bwrap backend's namespaces and mounts made by the command's own process with \
+             the mount API; no seccomp filter, no Landlock layer"
+                .to_owned(),
+        ));
+        variants.push((
+            "floor: a warm sandbox, read-only".to_owned(),
+            PerCommand::Floor(crate::floor::WARM),
+            "the same namespaces and mounts made once; each command a supervised spawn inside"
+                .to_owned(),
+        ));
+    } else {
+        table
+            .skipped
+            .push("floor: namespaces: no user and mount namespaces here".into());
     }
-    let kinds: Vec<PerCommand> = variants.iter().map(|(_, k, _)| k.clone()).collect();
-    let mut floors = crate::floor::Server::start()?;
-    let args = bwrap_args(&setup.workspace);
-    let samples = interleave(setup.rounds, &kinds, async |kind: &PerCommand| match kind {
-        PerCommand::Bare => run_process(Path::new("/bin/true"), &[], &[]).await,
-        PerCommand::Floor(request) => floors.run(*request).await,
-        PerCommand::Helper(mode, backend) => {
-            run_spec(client, true_spec(setup, *mode, *backend)).await
-        }
-        PerCommand::RawBwrap(bwrap) => {
-            let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            run_process(bwrap, &args, &[]).await
-        }
-    })
-    .await?;
-    let (names, notes) = variants.into_iter().map(|(n, _, note)| (n, note)).unzip();
-    table.rows = rows(names, samples, notes);
-    Ok(table)
+    variants
 }
 
 #[derive(Debug, Clone)]
@@ -271,6 +302,41 @@ struct Process {
 
 async fn whole_process(setup: &Setup, backends: &[Backend]) -> Result<Table, BenchError> {
     let mut table = Table::new("Whole process (`/bin/true`)");
+    let mut variants = agentd_processes(setup, backends);
+    variants.extend(floor_processes(&mut table).await?);
+    // Codex keeps its state in the scratch too.
+    let codex_home = setup.scratch.join("codex-home");
+    std::fs::create_dir_all(&codex_home)
+        .map_err(|e| fail!("cannot create {}: {e}", codex_home.display()))?;
+    // agentd reads no configuration of the person running the benchmark.
+    let config = setup.scratch.join("config");
+    let env = [
+        ("XDG_CONFIG_HOME", config.as_path()),
+        ("CODEX_HOME", &codex_home),
+    ];
+    // Another tool that is installed but does not work here is named, not measured: it says
+    // nothing of agentd, and the rest of the run still does.
+    for (name, process) in other_tools(setup, &mut table)? {
+        match trial(&process, &env).await {
+            None => variants.push((name, process)),
+            Some(why) => table.skipped.push(format!("{name}: {why}")),
+        }
+    }
+    let processes: Vec<Process> = variants.iter().map(|(_, p)| p.clone()).collect();
+    let samples = interleave(setup.rounds, &processes, async |p: &Process| {
+        let args: Vec<&str> = p.args.iter().map(String::as_str).collect();
+        run_process(&p.program, &args, &env).await
+    })
+    .await?;
+    let names = variants.into_iter().map(|(n, _)| n).collect::<Vec<_>>();
+    let notes = vec![String::new(); names.len()];
+    table.rows = rows(names, samples, notes);
+    Ok(table)
+}
+
+/// The bare `/bin/true` (the baseline), `agentd run` in each mode and on each usable backend,
+/// and the raw `bwrap` CLI when it is installed; each with its row's name.
+fn agentd_processes(setup: &Setup, backends: &[Backend]) -> Vec<(String, Process)> {
     let ws = setup.workspace.display().to_string();
     let agentd = |args: &[&str]| Process {
         program: setup.agentd.clone(),
@@ -318,16 +384,44 @@ async fn whole_process(setup: &Setup, backends: &[Backend]) -> Result<Table, Ben
             },
         ));
     }
-    // Codex keeps its state in the scratch too.
-    let codex_home = setup.scratch.join("codex-home");
-    std::fs::create_dir_all(&codex_home)
-        .map_err(|e| fail!("cannot create {}: {e}", codex_home.display()))?;
-    // agentd reads no configuration of the person running the benchmark.
-    let config = setup.scratch.join("config");
-    let env = [
-        ("XDG_CONFIG_HOME", config.as_path()),
-        ("CODEX_HOME", &codex_home),
-    ];
+    variants
+}
+
+/// The floors: this benchmark's own program, started, confining `/bin/true` as the per-command
+/// floors do, waiting for it and ending; each that runs here with its row's name, the others
+/// named in `table`.
+async fn floor_processes(table: &mut Table) -> Result<Vec<(String, Process)>, BenchError> {
+    let exe = std::env::current_exe().map_err(|e| fail!("the benchmark's own path: {e}"))?;
+    let mut floors = Vec::new();
+    for (name, request) in [
+        (
+            "floor: one process, the Landlock floor",
+            crate::floor::LANDLOCK,
+        ),
+        (
+            "floor: one process, the namespace floor",
+            crate::floor::NAMESPACES,
+        ),
+    ] {
+        let process = Process {
+            program: exe.clone(),
+            args: vec![
+                crate::floor::ONCE_ARG.to_owned(),
+                char::from(request).to_string(),
+            ],
+        };
+        match trial(&process, &[]).await {
+            None => floors.push((name.to_owned(), process)),
+            Some(why) => table.skipped.push(format!("{name}: {why}")),
+        }
+    }
+    Ok(floors)
+}
+
+/// Codex's `codex sandbox` and Anthropic's `srt`, each that is installed with its row's name
+/// (srt's settings written in the scratch); those that are not named in `table`.
+fn other_tools(setup: &Setup, table: &mut Table) -> Result<Vec<(String, Process)>, BenchError> {
+    let ws = setup.workspace.display().to_string();
     let mut others: Vec<(String, Process)> = Vec::new();
     match &setup.codex {
         Some(codex) => others.push((
@@ -375,24 +469,7 @@ async fn whole_process(setup: &Setup, backends: &[Backend]) -> Result<Table, Ben
                 .into(),
         ),
     }
-    // Another tool that is installed but does not work here is named, not measured: it says
-    // nothing of agentd, and the rest of the run still does.
-    for (name, process) in others {
-        match trial(&process, &env).await {
-            None => variants.push((name, process)),
-            Some(why) => table.skipped.push(format!("{name}: {why}")),
-        }
-    }
-    let processes: Vec<Process> = variants.iter().map(|(_, p)| p.clone()).collect();
-    let samples = interleave(setup.rounds, &processes, async |p: &Process| {
-        let args: Vec<&str> = p.args.iter().map(String::as_str).collect();
-        run_process(&p.program, &args, &env).await
-    })
-    .await?;
-    let names = variants.into_iter().map(|(n, _)| n).collect::<Vec<_>>();
-    let notes = vec![String::new(); names.len()];
-    table.rows = rows(names, samples, notes);
-    Ok(table)
+    Ok(others)
 }
 
 #[derive(Debug, Clone)]
@@ -400,8 +477,8 @@ enum Many {
     Bare,
     Confined(BackendChoice),
     RawBwrap(PathBuf),
-    /// The floors' server's 64 Landlock commands at once (`floor.rs`).
-    Floor,
+    /// The floors' server's 64 commands at once (`floor/`), by its request byte.
+    Floor(u8),
 }
 
 async fn concurrent(
@@ -410,6 +487,7 @@ async fn concurrent(
     backends: &[Backend],
 ) -> Result<Table, BenchError> {
     let mut table = Table::new("64 commands at once (`/bin/true`, wall time of all)");
+    let mut floors = crate::floor::Server::start(&setup.scratch.join("floors-concurrent"))?;
     let rounds = (setup.rounds / 5).max(3);
     let mut variants = vec![
         ("64 bare spawns".to_owned(), Many::Bare, String::new()),
@@ -422,7 +500,7 @@ async fn concurrent(
     if crate::floor::landlock_abi().is_some() {
         variants.push((
             "floor: 64 under Landlock at once".to_owned(),
-            Many::Floor,
+            Many::Floor(crate::floor::MANY_LANDLOCK),
             "the per-command Landlock floor, 64 started before any is waited for".to_owned(),
         ));
     }
@@ -443,45 +521,60 @@ async fn concurrent(
             .skipped
             .push("64 raw bwrap CLI: bwrap is not installed".into()),
     }
+    if floors.run(crate::floor::NAMESPACES).await.is_ok() {
+        variants.push((
+            "floor: 64 in namespaces at once".to_owned(),
+            Many::Floor(crate::floor::MANY_NAMESPACES),
+            "the per-command namespace floor, 64 started before any is waited for".to_owned(),
+        ));
+    }
     let kinds: Vec<Many> = variants.iter().map(|(_, k, _)| k.clone()).collect();
     let args = bwrap_args(&setup.workspace);
-    let mut floors = crate::floor::Server::start()?;
-    let samples = interleave(rounds, &kinds, async |many: &Many| {
-        if matches!(many, Many::Floor) {
-            return floors.run(crate::floor::MANY_LANDLOCK).await;
-        }
-        let mut tasks = tokio::task::JoinSet::new();
-        for _ in 0..CONCURRENT {
-            match many {
-                Many::Bare => {
-                    tasks.spawn(run_process_owned(PathBuf::from("/bin/true"), Vec::new()));
-                }
-                Many::Confined(backend) => {
-                    let client = client.clone();
-                    let spec = true_spec(setup, Mode::ReadOnly, *backend);
-                    tasks.spawn(async move { run_spec(&client, spec).await });
-                }
-                Many::RawBwrap(bwrap) => {
-                    tasks.spawn(run_process_owned(bwrap.clone(), args.clone()));
-                }
-                Many::Floor => {}
-            }
-        }
-        let mut failures = 0usize;
-        while let Some(done) = tasks.join_next().await {
-            if !matches!(done, Ok(Ok(()))) {
-                failures += 1;
-            }
-        }
-        match failures {
-            0 => Ok(()),
-            n => Err(fail!("{n} of {CONCURRENT} concurrent commands failed")),
-        }
+    let samples = interleave(rounds, &kinds, async |many: &Many| match many {
+        Many::Floor(request) => floors.run(*request).await,
+        _ => at_once(setup, client, many, &args).await,
     })
     .await?;
     let (names, notes) = variants.into_iter().map(|(n, _, note)| (n, note)).unzip();
     table.rows = rows(names, samples, notes);
     Ok(table)
+}
+
+/// [`CONCURRENT`] of `many`'s commands started together (`args` the raw `bwrap` CLI's), all
+/// waited for; an error unless every one succeeded.
+async fn at_once(
+    setup: &Setup,
+    client: &HelperClient,
+    many: &Many,
+    args: &[String],
+) -> Result<(), BenchError> {
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..CONCURRENT {
+        match many {
+            Many::Bare => {
+                tasks.spawn(run_process_owned(PathBuf::from("/bin/true"), Vec::new()));
+            }
+            Many::Confined(backend) => {
+                let client = client.clone();
+                let spec = true_spec(setup, Mode::ReadOnly, *backend);
+                tasks.spawn(async move { run_spec(&client, spec).await });
+            }
+            Many::RawBwrap(bwrap) => {
+                tasks.spawn(run_process_owned(bwrap.clone(), args.to_vec()));
+            }
+            Many::Floor(_) => {}
+        }
+    }
+    let mut failures = 0usize;
+    while let Some(done) = tasks.join_next().await {
+        if !matches!(done, Ok(Ok(()))) {
+            failures += 1;
+        }
+    }
+    match failures {
+        0 => Ok(()),
+        n => Err(fail!("{n} of {CONCURRENT} concurrent commands failed")),
+    }
 }
 
 async fn run_process_owned(program: PathBuf, args: Vec<String>) -> Result<(), BenchError> {

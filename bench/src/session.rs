@@ -7,12 +7,12 @@
 //! two model steps around one tool call (a `bash` run or a `write_file` with its diff), the
 //! turn's end. Its format is then agentd's by construction.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use agentd::api::session::new_id;
 use agentd::api::session::{Before, Event, EventLog, LoggedDiff, LoggedToolCall, ToolStatus};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::acp::Acp;
 use crate::error::BenchError;
@@ -52,12 +52,10 @@ fn spread(samples: &Samples) -> String {
     format!("{} (p95 {})", ms(samples.median()), ms(samples.p95()))
 }
 
-/// The events of turn `turn` of a session in `cwd`, as the agent loop records a turn with one
-/// tool call: a `bash` run on odd turns, a `write_file` with its diff on even ones.
-fn turn_events(turn: u64, cwd: &Path) -> Vec<Event> {
-    let call_id = format!("call_{}_1", 2 * turn - 1);
-    let file = cwd.join(format!("src/module_{turn}.rs"));
-    let (name, arguments, output, diff) = if turn % 2 == 1 {
+/// The tool call of turn `turn` in `cwd`: a `bash` run on odd turns, a `write_file` with its
+/// diff on even ones; its name, arguments, output and diff.
+fn tool_call(turn: u64, cwd: &Path) -> (&'static str, String, String, Option<LoggedDiff>) {
+    if turn % 2 == 1 {
         let listing: String = (1..=24)
             .map(|i| format!("test module_{i}::behaves_as_documented ... ok\n"))
             .collect();
@@ -65,6 +63,7 @@ fn turn_events(turn: u64, cwd: &Path) -> Vec<Event> {
         let arguments = json!({"command": "cargo test --quiet"}).to_string();
         ("bash", arguments, output, None)
     } else {
+        let file = written_file(turn, cwd);
         let before: String = (1..=30)
             .map(|i| format!("pub fn f{i}() -> u32 {{ {i} }}\n"))
             .collect();
@@ -73,32 +72,56 @@ fn turn_events(turn: u64, cwd: &Path) -> Vec<Event> {
         let output = format!("Overwrote {} ({} bytes)", file.display(), after.len());
         let diff = LoggedDiff::of(&file, Before::Text(before), &after);
         ("write_file", arguments, output, Some(diff))
-    };
-    let described = agentd::api::tools::describe(name, &arguments);
-    let request = |step| Event::ModelRequest {
-        turn,
-        step,
-        model: MODEL.to_owned(),
-        instructions: INSTRUCTIONS.replace("WORKSPACE", &cwd.display().to_string()),
-        tools: agentd::api::tools::NAMES.map(str::to_owned).to_vec(),
-    };
+    }
+}
+
+/// The file the `write_file` of turn `turn` in `cwd` writes.
+fn written_file(turn: u64, cwd: &Path) -> PathBuf {
+    cwd.join(format!("src/module_{turn}.rs"))
+}
+
+/// The facts of a completed tool call under the bwrap backend; a `write_file`'s also name the
+/// file it wrote and the size of its arguments.
+fn tool_facts(written: Option<(&Path, usize)>) -> Value {
     let mut facts = json!({
         "exit": {"code": 0}, "backend": "bwrap",
         "enforcement": {"level": "full", "missing": [], "layers": ["namespaces", "landlock", "seccomp"]},
         "denied": false, "denials": [], "runner_failure": null, "refused": null,
         "timed_out": false, "mode": "workspace-write", "cancelled": false,
     });
-    if diff.is_some() {
-        facts["path"] = json!(file);
-        facts["bytes"] = json!(arguments.len());
+    if let (Some((path, bytes)), Some(fields)) = (written, facts.as_object_mut()) {
+        fields.insert("path".to_owned(), json!(path));
+        fields.insert("bytes".to_owned(), json!(bytes));
     }
+    facts
+}
+
+/// The model request of step `step` of turn `turn` in `cwd`, as agentd records it.
+fn model_request(turn: u64, step: u64, cwd: &Path) -> Event {
+    Event::ModelRequest {
+        turn,
+        step,
+        model: MODEL.to_owned(),
+        instructions: INSTRUCTIONS.replace("WORKSPACE", &cwd.display().to_string()),
+        tools: agentd::api::tools::NAMES.map(str::to_owned).to_vec(),
+    }
+}
+
+/// The events of turn `turn` of a session in `cwd`, as the agent loop records a turn with one
+/// tool call (see [`tool_call`]).
+fn turn_events(turn: u64, cwd: &Path) -> Vec<Event> {
+    let call_id = format!("call_{}_1", 2 * turn - 1);
+    let (name, arguments, output, diff) = tool_call(turn, cwd);
+    let described = agentd::api::tools::describe(name, &arguments);
+    let file = written_file(turn, cwd);
+    let facts = tool_facts(diff.is_some().then_some((file.as_path(), arguments.len())));
     vec![
         Event::PromptSubmitted {
             turn,
             text: format!("Turn {turn}: run the tests, then fix module {turn}."),
         },
         Event::TurnStarted { turn },
-        request(1),
+        model_request(turn, 1, cwd),
         Event::ModelOutput {
             turn,
             step: 1,
@@ -129,7 +152,7 @@ fn turn_events(turn: u64, cwd: &Path) -> Vec<Event> {
             facts,
             diff,
         },
-        request(2),
+        model_request(turn, 2, cwd),
         Event::ModelOutput {
             turn,
             step: 2,
@@ -257,11 +280,17 @@ async fn fsync(setup: &Setup, table: &mut Table) -> Result<(), BenchError> {
     )
     .await?;
     log.sync().map_err(failed)?;
+    let [appended, synced] = samples.as_slice() else {
+        return Err(fail!(
+            "the log's appends were measured {} ways, not 2",
+            samples.len()
+        ));
+    };
     let differences = Samples(
-        samples[1]
+        synced
             .0
             .iter()
-            .zip(&samples[0].0)
+            .zip(&appended.0)
             .map(|(synced, appended)| synced.saturating_sub(*appended))
             .collect(),
     );
@@ -269,11 +298,11 @@ async fn fsync(setup: &Setup, table: &mut Table) -> Result<(), BenchError> {
     table.figures.extend([
         (
             "a tool call's three events appended and the call synced, as agentd logs them".into(),
-            spread(&samples[1]),
+            spread(synced),
         ),
         (
             "the same three events appended, no sync".into(),
-            spread(&samples[0]),
+            spread(appended),
         ),
         (
             format!("the log's fsync per tool call (median of the pairwise differences), on {filesystem}"),

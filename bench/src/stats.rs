@@ -21,7 +21,7 @@ impl Samples {
         percentile(&self.0, 95)
     }
 
-    /// The median of `self[i] / baseline[i]` over the rounds both have.
+    /// The median of `self[i] / baseline[i]` over the rounds both have; NaN when there are none.
     pub fn ratio_to(&self, baseline: &Samples) -> f64 {
         let mut ratios: Vec<f64> = self
             .0
@@ -30,11 +30,8 @@ impl Samples {
             .filter(|(_, b)| !b.is_zero())
             .map(|(a, b)| a.as_secs_f64() / b.as_secs_f64())
             .collect();
-        if ratios.is_empty() {
-            return f64::NAN;
-        }
         ratios.sort_by(f64::total_cmp);
-        ratios[ratios.len() / 2]
+        ratios.get(ratios.len() / 2).copied().unwrap_or(f64::NAN)
     }
 }
 
@@ -45,8 +42,8 @@ fn percentile(samples: &[Duration], pct: usize) -> Duration {
     }
     let mut sorted = samples.to_vec();
     sorted.sort();
-    let rank = (pct * sorted.len()).div_ceil(100).max(1);
-    sorted[rank - 1]
+    let rank = (pct * sorted.len()).div_ceil(100).clamp(1, sorted.len());
+    sorted.get(rank - 1).copied().unwrap_or(Duration::ZERO)
 }
 
 /// A duration as milliseconds with two decimals.

@@ -796,6 +796,78 @@ fn typed_error_roots(root: &Path) -> Vec<PathBuf> {
     roots
 }
 
+/// The two lints every crate root switches on: no function longer than the workspace's
+/// `clippy.toml` allows, and no index or slice expression that can panic outside tests (CI runs
+/// clippy with every warning an error).
+const ROOT_LINTS: [&str; 2] = [
+    "#![warn(clippy::too_many_lines)]",
+    "#![cfg_attr(not(test), warn(clippy::indexing_slicing))]",
+];
+
+/// Crate roots that only call their library, whose root carries the lints: held to three
+/// lines, so that nothing grows in them unlinted (and the helper's counted lines stay its
+/// library's).
+const THIN_ROOTS: [&str; 1] = ["confine-helper/src/main.rs"];
+
+/// Which of [`ROOT_LINTS`] the crate root `text` lacks, as an inner attribute of its own line.
+fn missing_root_lints(text: &str) -> Vec<&'static str> {
+    ROOT_LINTS
+        .into_iter()
+        .filter(|lint| !text.lines().any(|line| line.trim() == *lint))
+        .collect()
+}
+
+#[test]
+fn every_crate_root_lints_long_functions_and_panicking_indexes() {
+    let root = workspace();
+    let clippy = std::fs::read_to_string(root.join("clippy.toml")).expect("read clippy.toml");
+    assert!(
+        clippy
+            .lines()
+            .any(|l| l.replace(' ', "") == "too-many-lines-threshold=80"),
+        "the workspace's clippy.toml sets the longest function to 80 lines: {clippy}"
+    );
+    let mut checked = 0;
+    let mut lacking = Vec::new();
+    for src in typed_error_roots(&root) {
+        for name in ["lib.rs", "main.rs"] {
+            let file = src.join(name);
+            let Ok(text) = std::fs::read_to_string(&file) else {
+                continue;
+            };
+            checked += 1;
+            if THIN_ROOTS.iter().any(|thin| root.join(thin) == file) {
+                assert!(
+                    text.lines().count() <= 3,
+                    "{} only calls its library",
+                    file.display()
+                );
+                continue;
+            }
+            for lint in missing_root_lints(&text) {
+                lacking.push(format!("{}: {lint}", file.display()));
+            }
+        }
+    }
+    assert!(checked >= 10, "{checked} crate roots found");
+    assert!(
+        lacking.is_empty(),
+        "crate roots without the lints:\n{}",
+        lacking.join("\n")
+    );
+}
+
+#[test]
+fn the_lint_checker_finds_a_root_without_the_lints() {
+    let bare = "//! A crate.\n\nuse std::io;\n";
+    assert_eq!(missing_root_lints(bare), ROOT_LINTS.to_vec());
+    // Named in a comment or a string is not switched on.
+    let mentioned = "// #![warn(clippy::too_many_lines)]\nconst S: &str = \"#![cfg_attr(not(test), warn(clippy::indexing_slicing))]\";\n";
+    assert_eq!(missing_root_lints(mentioned), ROOT_LINTS.to_vec());
+    let linted = format!("//! A crate.\n\n{}\n{}\n", ROOT_LINTS[0], ROOT_LINTS[1]);
+    assert!(missing_root_lints(&linted).is_empty());
+}
+
 /// Where in `code` (as [`code_of`] leaves it) a `Result` names `String` as its error, by line.
 fn string_results(code: &str) -> Vec<usize> {
     let bytes = code.as_bytes();
