@@ -496,8 +496,12 @@ fn the_e2e_matrix_runs_seatbelt_on_macos_as_the_runners_user_with_the_helpers_te
         value(&macos_job, "runs-on").as_deref(),
         Some("macos-latest")
     );
-    let (_, check) = step_running(&macos_job, "cargo check --workspace --all-targets");
+    let (_, check) = step_running(&macos_job, "cargo clippy --workspace --all-targets");
     assert!(check.contains("--exclude"), "{check}");
+    assert!(
+        check.ends_with("-- -D warnings"),
+        "a warning on macOS is an error: {check}"
+    );
 }
 
 #[test]
