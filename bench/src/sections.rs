@@ -304,8 +304,11 @@ async fn whole_process(setup: &Setup, backends: &[Backend]) -> Result<Table, Ben
     let mut table = Table::new("Whole process (`/bin/true`)");
     let mut variants = agentd_processes(setup, backends);
     variants.extend(floor_processes(&mut table).await?);
-    // Codex keeps its state in the scratch too.
-    let codex_home = setup.scratch.join("codex-home");
+    // Codex keeps its state in the scratch too, unless AGENTD_BENCH_CODEX_HOME names a
+    // directory: Codex will not make its sandbox's helper program under the temporary
+    // directory, where the scratch usually is.
+    let codex_home = std::env::var_os("AGENTD_BENCH_CODEX_HOME")
+        .map_or_else(|| setup.scratch.join("codex-home"), PathBuf::from);
     std::fs::create_dir_all(&codex_home)
         .map_err(|e| fail!("cannot create {}: {e}", codex_home.display()))?;
     // agentd reads no configuration of the person running the benchmark.
@@ -319,6 +322,10 @@ async fn whole_process(setup: &Setup, backends: &[Backend]) -> Result<Table, Ben
     for (name, process) in other_tools(setup, &mut table)? {
         match trial(&process, &env).await {
             None => variants.push((name, process)),
+            Some(why) if why.contains("codex-linux-sandbox") => table.skipped.push(format!(
+                "{name}: {why} (Codex makes that program in CODEX_HOME, never under the \
+                 temporary directory: set AGENTD_BENCH_CODEX_HOME to a directory outside it)"
+            )),
             Some(why) => table.skipped.push(format!("{name}: {why}")),
         }
     }
