@@ -11,6 +11,7 @@
 //! gateway is dropped.
 
 use std::io;
+use std::net::SocketAddr;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -21,7 +22,7 @@ use tokio::io::Interest;
 use tokio::net::UnixStream;
 use tokio::task::JoinHandle;
 
-use super::{Decision, Policy, SystemResolver, serve_all};
+use super::{Decision, Policy, SystemResolver, serve_all, serve_listener};
 use crate::helper_client::SpawnSpec;
 
 /// How many decisions one command's facts keep; the rest are counted.
@@ -82,27 +83,73 @@ pub struct Decisions {
 pub struct Gateway {
     socket: Option<OwnedFd>,
     task: JoinHandle<()>,
+    /// The listener on the host's port, where the command reaches it there (macOS).
+    host: Option<JoinHandle<()>>,
     decisions: Arc<Mutex<Decisions>>,
 }
 
+/// Keeps each decision in `decisions`: the first [`MAX_KEPT`], and the count of all.
+fn recorder(decisions: Arc<Mutex<Decisions>>) -> impl Fn(Decision) + Send + Sync + 'static {
+    move |decision: Decision| {
+        let mut all = decisions.lock().unwrap_or_else(PoisonError::into_inner);
+        all.total += 1;
+        if all.kept.len() < MAX_KEPT {
+            all.kept.push(Shown::from(&decision));
+        }
+    }
+}
+
+/// Binds `addr` and serves every connection made to it under `policy`, each decision passed
+/// to `record`, until the returned task is aborted. The bind's error names the port and who
+/// may hold it.
+fn hold<C>(addr: SocketAddr, policy: Arc<Policy>, record: Arc<C>) -> io::Result<JoinHandle<()>>
+where
+    C: Fn(Decision) + Send + Sync + 'static,
+{
+    let listener = std::net::TcpListener::bind(addr).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!(
+                "the allow-list's proxy must listen on {addr}, where the sandbox lets the command \
+                 connect, and cannot ({e}): another program, or another command of this agentd \
+                 with an allow-list, holds it; the command was not started"
+            ),
+        )
+    })?;
+    listener.set_nonblocking(true)?;
+    let listener = tokio::net::TcpListener::from_std(listener)?;
+    Ok(tokio::spawn(async move {
+        let _ = serve_listener(listener, policy, Arc::new(SystemResolver), record).await;
+    }))
+}
+
 impl Gateway {
-    /// Opens the socketpair and starts serving its end here under `policy`. Must be called
-    /// within a tokio runtime.
+    /// Opens the socketpair and starts serving its end here under `policy`; on macOS also
+    /// holds the port the command's proxy variables name ([`Gateway::open_on`]). Must be
+    /// called within a tokio runtime.
     pub fn open(policy: Arc<Policy>) -> io::Result<Gateway> {
+        let port =
+            cfg!(target_os = "macos").then(|| SocketAddr::from(([127, 0, 0, 1], PROXY_PORT)));
+        Gateway::open_on(policy, port)
+    }
+
+    /// [`Gateway::open`], holding `host_port` too when given: a listener there, bound before
+    /// the command starts and served under the same policy until the gateway ends. Seatbelt
+    /// keeps a command to `localhost:`[`PROXY_PORT`] of the host itself (the command has no
+    /// network of its own to put a bridge in), so whatever listens there is the command's way
+    /// out: agentd must be that listener, and when it cannot bind the port (another program
+    /// holds it, or another command of this agentd with an allow-list), the command does not
+    /// start.
+    fn open_on(policy: Arc<Policy>, host_port: Option<SocketAddr>) -> io::Result<Gateway> {
+        let decisions = Arc::new(Mutex::new(Decisions::default()));
+        let record = Arc::new(recorder(decisions.clone()));
+        let host = match host_port {
+            Some(addr) => Some(hold(addr, policy.clone(), record.clone())?),
+            None => None,
+        };
         let (theirs, ours) = std::os::unix::net::UnixStream::pair()?;
         ours.set_nonblocking(true)?;
         let ours = UnixStream::from_std(ours)?;
-        let decisions = Arc::new(Mutex::new(Decisions::default()));
-        let record = {
-            let decisions = decisions.clone();
-            move |decision: Decision| {
-                let mut all = decisions.lock().unwrap_or_else(PoisonError::into_inner);
-                all.total += 1;
-                if all.kept.len() < MAX_KEPT {
-                    all.kept.push(Shown::from(&decision));
-                }
-            }
-        };
         let incoming = futures::stream::unfold(ours, |control| async move {
             loop {
                 match receive(&control).await {
@@ -116,11 +163,12 @@ impl Gateway {
             }
         });
         let task = tokio::spawn(async move {
-            let _ = serve_all(incoming, policy, Arc::new(SystemResolver), Arc::new(record)).await;
+            let _ = serve_all(incoming, policy, Arc::new(SystemResolver), record).await;
         });
         Ok(Gateway {
             socket: Some(theirs.into()),
             task,
+            host,
             decisions,
         })
     }
@@ -165,6 +213,9 @@ impl Gateway {
 impl Drop for Gateway {
     fn drop(&mut self) {
         self.task.abort();
+        if let Some(host) = &self.host {
+            host.abort();
+        }
     }
 }
 
@@ -282,7 +333,42 @@ mod tests {
         pass(&socket, &[theirs.as_raw_fd()]);
         drop(theirs);
         ours.set_nonblocking(true).expect("nonblocking");
-        let mut client = UnixStream::from_std(ours).expect("tokio");
+        let client = UnixStream::from_std(ours).expect("tokio");
+        asks_a_refused_host(client).await;
+        is_the_refusal_only(gateway.finish());
+    }
+
+    /// The port a Seatbelt command reaches is held before the command starts: connections to
+    /// it are served under the policy and kept with the command's decisions; while it is held,
+    /// a second gateway cannot hold it, and neither can one where another program listens —
+    /// each refusal names the port. The control: the first gateway binds the same port, free
+    /// until then.
+    #[tokio::test]
+    async fn the_host_port_is_held_and_served_and_a_held_one_is_refused_by_name() {
+        let free = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = free.local_addr().expect("address");
+        drop(free);
+        let policy = Arc::new(Policy::new(["allowed.test"], [""; 0]).expect("policy"));
+        let gateway = Gateway::open_on(policy.clone(), Some(addr)).expect("a free port is held");
+
+        let client = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        asks_a_refused_host(client).await;
+
+        let again = Gateway::open_on(policy.clone(), Some(addr)).expect_err("held already");
+        assert!(again.to_string().contains(&addr.to_string()), "{again}");
+        let other = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let taken = other.local_addr().expect("address");
+        let refused = Gateway::open_on(policy, Some(taken)).expect_err("another program's");
+        assert!(refused.to_string().contains("holds it"), "{refused}");
+
+        is_the_refusal_only(gateway.finish());
+    }
+
+    /// Asks the proxy on `client` for a host its policy refuses, and checks it answers 403.
+    async fn asks_a_refused_host<S>(mut client: S)
+    where
+        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+    {
         client
             .write_all(b"CONNECT refused.test:443 HTTP/1.1\r\nHost: refused.test:443\r\n\r\n")
             .await
@@ -293,7 +379,10 @@ mod tests {
             .expect("read");
         let answer = String::from_utf8_lossy(&answer);
         assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
-        let decisions = gateway.finish();
+    }
+
+    /// `decisions` hold one decision: the refusal of `refused.test`.
+    fn is_the_refusal_only(decisions: Decisions) {
         assert_eq!(decisions.total, 1);
         assert_eq!(decisions.kept[0].host, "refused.test");
         assert!(!decisions.kept[0].allowed);

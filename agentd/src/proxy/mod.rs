@@ -38,7 +38,6 @@ pub(crate) use local::{Local, LocalAddress};
 pub(crate) use policy::Pattern;
 pub use policy::{Policy, Reason};
 pub use serve::serve_all;
-#[cfg(test)]
 pub(crate) use serve::serve_listener;
 pub use upstream::SystemResolver;
 

@@ -9,7 +9,6 @@ use std::sync::Arc;
 
 use futures::{Stream, StreamExt};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
-#[cfg(test)]
 use tokio::net::TcpListener;
 use tokio::net::TcpStream;
 use tokio::sync::Semaphore;
@@ -250,7 +249,6 @@ where
 
 /// [`serve_all`] of the connections a listener accepts. Errors of one connection attempt
 /// (aborted, reset, interrupted) are passed over; any other error of the listener ends it.
-#[cfg(test)]
 pub async fn serve_listener<R, C>(
     listener: TcpListener,
     policy: Arc<Policy>,
@@ -274,7 +272,6 @@ where
 }
 
 /// Whether an accept error belongs to one connection attempt, not to the listener.
-#[cfg(test)]
 fn passing(error: &io::Error) -> bool {
     matches!(
         error.kind(),

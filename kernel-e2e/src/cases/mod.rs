@@ -85,18 +85,21 @@ pub(crate) const NOT_SEATBELT: &[(&str, &str)] = &[
     ),
     (
         "P04",
-        "the allow-list's port is the host's under Seatbelt, which agentd does not hold on \
-         macOS (host-proxy-port; RFC 0022)",
+        "the allow-list's port is the host's under Seatbelt, which agentd holds for one \
+         command at a time, and the allow-list cases run beside each other (host-proxy-port; \
+         RFC 0022)",
     ),
     (
         "P05",
-        "the allow-list's port is the host's under Seatbelt, which agentd does not hold on \
-         macOS (host-proxy-port; RFC 0022)",
+        "the allow-list's port is the host's under Seatbelt, which agentd holds for one \
+         command at a time, and the allow-list cases run beside each other (host-proxy-port; \
+         RFC 0022)",
     ),
     (
         "P08",
-        "the allow-list's port is the host's under Seatbelt, which agentd does not hold on \
-         macOS (host-proxy-port; RFC 0022)",
+        "the allow-list's port is the host's under Seatbelt, which agentd holds for one \
+         command at a time, and the allow-list cases run beside each other (host-proxy-port; \
+         RFC 0022)",
     ),
 ];
 
