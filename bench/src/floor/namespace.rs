@@ -420,12 +420,24 @@ mod tests {
             println!("SKIP: this process cannot make user and mount namespaces here");
             return;
         }
-        // A directory of the host outside /tmp, which the sandbox sees read-only.
-        let host = HostScratch::new();
+        // A directory of the host outside /tmp, which the sandbox sees, read-only.
+        let Some(host) = HostScratch::new() else {
+            println!("SKIP: no writable directory outside the temporary directory");
+            return;
+        };
         let target = host.0.join("written");
-        let write = CString::new(format!(": > '{}'", target.display())).expect("path");
-        assert_eq!(run(&[c"/bin/sh", c"-c", &write], &tmp.0), Some(1));
+        let seen_not_written = CString::new(format!(
+            "test -d '{}' && ! (: > '{}') 2>/dev/null",
+            host.0.display(),
+            target.display()
+        ))
+        .expect("path");
+        assert_eq!(
+            run(&[c"/bin/sh", c"-c", &seen_not_written], &tmp.0),
+            Some(0)
+        );
         assert!(!target.exists(), "the floor's command wrote to the host");
+        let write = CString::new(format!(": > '{}'", target.display())).expect("path");
         assert_eq!(unconfined(&write), 0, "control: the same write unconfined");
         assert!(target.exists());
 
@@ -455,16 +467,23 @@ mod tests {
         assert_eq!(run_many(2, &tmp.0.join("missing")), Some(1));
     }
 
-    /// A directory under the crate's own directory (outside `/tmp`, which the sandbox
-    /// replaces), removed when the test ends.
+    /// A directory outside the temporary directory, which the sandbox replaces: beside the
+    /// crate, or in `/var/tmp` when the checkout is itself under the temporary directory;
+    /// removed when the test ends.
     struct HostScratch(std::path::PathBuf);
 
     impl HostScratch {
-        fn new() -> HostScratch {
-            let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join(format!(".floor-test-{}", std::process::id()));
-            std::fs::create_dir(&dir).expect("a scratch beside the crate");
-            HostScratch(dir)
+        fn new() -> Option<HostScratch> {
+            let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+            let base =
+                if crate_dir.starts_with(std::env::temp_dir()) || crate_dir.starts_with("/tmp") {
+                    Path::new("/var/tmp")
+                } else {
+                    crate_dir
+                };
+            let dir = base.join(format!(".agentd-bench-floor-test-{}", std::process::id()));
+            std::fs::create_dir(&dir).ok()?;
+            Some(HostScratch(dir))
         }
     }
 
