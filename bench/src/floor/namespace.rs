@@ -39,7 +39,8 @@ const AT_RECURSIVE: u32 = 0x8000;
 const AT_EMPTY_PATH: u32 = libc::AT_EMPTY_PATH as u32;
 /// `move_mount`: the source is the descriptor itself.
 const MOVE_MOUNT_F_EMPTY_PATH: u32 = 4;
-/// `fsconfig`: create the superblock.
+/// `fsconfig`: set a string option; create the superblock.
+const FSCONFIG_SET_STRING: u32 = 1;
 const FSCONFIG_CMD_CREATE: u32 = 6;
 const FSMOUNT_CLOEXEC: u32 = 1;
 /// `MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV`.
@@ -286,26 +287,42 @@ unsafe fn set_attr(mount: c_int, attr_set: u64) -> Option<()> {
     (set == 0).then_some(())
 }
 
-/// A new detached mount of the filesystem type `fstype` (`proc`, `tmpfs`).
+/// A new detached mount of the filesystem type `fstype` (`proc`, `tmpfs`), with the string
+/// options `options` (key, value) set before it is made.
 ///
 /// # Safety
 /// Only system calls.
-unsafe fn new_mount(fstype: &CStr) -> Option<c_int> {
+unsafe fn new_mount(fstype: &CStr, options: &[(&CStr, &CStr)]) -> Option<c_int> {
     // SAFETY: a NUL-terminated name; the context's descriptor is closed below.
     let context = fd(unsafe { libc::syscall(libc::SYS_fsopen, fstype.as_ptr(), 1u32) })?;
+    let configured = options.iter().all(|(key, value)| {
+        // SAFETY: NUL-terminated key and value for a string option.
+        let set = unsafe {
+            libc::syscall(
+                libc::SYS_fsconfig,
+                context,
+                FSCONFIG_SET_STRING,
+                key.as_ptr(),
+                value.as_ptr().cast::<c_void>(),
+                0,
+            )
+        };
+        set == 0
+    });
     // SAFETY: the create command takes no key or value.
-    let created = unsafe {
-        libc::syscall(
-            libc::SYS_fsconfig,
-            context,
-            FSCONFIG_CMD_CREATE,
-            std::ptr::null::<libc::c_char>(),
-            std::ptr::null::<c_void>(),
-            0,
-        )
-    };
+    let created = configured
+        && unsafe {
+            libc::syscall(
+                libc::SYS_fsconfig,
+                context,
+                FSCONFIG_CMD_CREATE,
+                std::ptr::null::<libc::c_char>(),
+                std::ptr::null::<c_void>(),
+                0,
+            )
+        } == 0;
     // SAFETY: the context made above.
-    let mount = (created == 0)
+    let mount = created
         .then(|| fd(unsafe { libc::syscall(libc::SYS_fsmount, context, FSMOUNT_CLOEXEC, 0u32) }))
         .flatten();
     // SAFETY: the context made above, not used after this.
@@ -320,7 +337,9 @@ unsafe fn new_mount(fstype: &CStr) -> Option<c_int> {
 unsafe fn device_tree() -> Option<c_int> {
     // SAFETY: system calls on this process's descriptors and NUL-terminated names.
     unsafe {
-        let dev = new_mount(c"tmpfs")?;
+        // Mode 0755, not tmpfs's sticky 1777: an existing node in a sticky directory of
+        // another owner cannot be opened with O_CREAT (a shell's `>`), and the nodes are root's.
+        let dev = new_mount(c"tmpfs", &[(c"mode", c"0755")])?;
         for (name, host) in DEVICES.iter().zip(HOST_DEVICES) {
             let file = libc::openat(dev, name.as_ptr(), libc::O_CREAT | libc::O_CLOEXEC, 0o666);
             if file < 0 {
@@ -345,7 +364,7 @@ unsafe fn build_root(tmp: &CStr) -> Option<()> {
     unsafe {
         let root = clone_tree(libc::AT_FDCWD, c"/", true)?;
         set_attr(root, READ_ONLY)?;
-        let proc = new_mount(c"proc")?;
+        let proc = new_mount(c"proc", &[])?;
         attach(proc, root, c"proc")?;
         let dev = device_tree()?;
         set_attr(dev, NO_SETID)?;
