@@ -22,7 +22,7 @@ use tokio::io::Interest;
 use tokio::net::UnixStream;
 use tokio::task::JoinHandle;
 
-use super::{Decision, Policy, SystemResolver, serve_all, serve_listener};
+use super::{Decision, Policy, SystemResolver, accepted, serve_all};
 use crate::helper_client::SpawnSpec;
 
 /// How many decisions one command's facts keep; the rest are counted.
@@ -83,8 +83,9 @@ pub struct Decisions {
 pub struct Gateway {
     socket: Option<OwnedFd>,
     task: JoinHandle<()>,
-    /// The listener on the host's port, where the command reaches it there (macOS).
-    host: Option<JoinHandle<()>>,
+    /// The listener on the host's port, where the command reaches it there (macOS), and the
+    /// task serving it; dropping the listener gives the port back at once.
+    host: Option<(Arc<tokio::net::TcpListener>, JoinHandle<()>)>,
     decisions: Arc<Mutex<Decisions>>,
 }
 
@@ -100,9 +101,13 @@ fn recorder(decisions: Arc<Mutex<Decisions>>) -> impl Fn(Decision) + Send + Sync
 }
 
 /// Binds `addr` and serves every connection made to it under `policy`, each decision passed
-/// to `record`, until the returned task is aborted. The bind's error names the port and who
-/// may hold it.
-fn hold<C>(addr: SocketAddr, policy: Arc<Policy>, record: Arc<C>) -> io::Result<JoinHandle<()>>
+/// to `record`, until the returned listener is dropped (which closes the socket then, not when
+/// the task next runs). The bind's error names the port and who may hold it.
+fn hold<C>(
+    addr: SocketAddr,
+    policy: Arc<Policy>,
+    record: Arc<C>,
+) -> io::Result<(Arc<tokio::net::TcpListener>, JoinHandle<()>)>
 where
     C: Fn(Decision) + Send + Sync + 'static,
 {
@@ -117,10 +122,12 @@ where
         )
     })?;
     listener.set_nonblocking(true)?;
-    let listener = tokio::net::TcpListener::from_std(listener)?;
-    Ok(tokio::spawn(async move {
-        let _ = serve_listener(listener, policy, Arc::new(SystemResolver), record).await;
-    }))
+    let listener = Arc::new(tokio::net::TcpListener::from_std(listener)?);
+    let connections = accepted(Arc::downgrade(&listener));
+    let task = tokio::spawn(async move {
+        let _ = serve_all(connections, policy, Arc::new(SystemResolver), record).await;
+    });
+    Ok((listener, task))
 }
 
 impl Gateway {
@@ -213,8 +220,9 @@ impl Gateway {
 impl Drop for Gateway {
     fn drop(&mut self) {
         self.task.abort();
-        if let Some(host) = &self.host {
-            host.abort();
+        if let Some((listener, task)) = self.host.take() {
+            task.abort();
+            drop(listener);
         }
     }
 }
@@ -362,6 +370,14 @@ mod tests {
         assert!(refused.to_string().contains("holds it"), "{refused}");
 
         is_the_refusal_only(gateway.finish());
+        // Once a gateway is finished its port is free at once: the next command's gateway,
+        // opened straight after, holds it.
+        let next = Gateway::open_on(policy_again(), Some(addr));
+        assert!(next.is_ok(), "the port was not given back: {next:?}");
+    }
+
+    fn policy_again() -> Arc<Policy> {
+        Arc::new(Policy::new(["allowed.test"], [""; 0]).expect("policy"))
     }
 
     /// Asks the proxy on `client` for a host its policy refuses, and checks it answers 403.

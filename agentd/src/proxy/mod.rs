@@ -37,7 +37,9 @@ pub(crate) use local::{Local, LocalAddress};
 #[cfg(test)]
 pub(crate) use policy::Pattern;
 pub use policy::{Policy, Reason};
+pub(crate) use serve::accepted;
 pub use serve::serve_all;
+#[cfg(test)]
 pub(crate) use serve::serve_listener;
 pub use upstream::SystemResolver;
 

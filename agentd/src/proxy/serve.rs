@@ -249,8 +249,9 @@ where
 
 /// [`serve_all`] of the connections a listener accepts. Errors of one connection attempt
 /// (aborted, reset, interrupted) are passed over; any other error of the listener ends it.
+#[cfg(test)]
 pub async fn serve_listener<R, C>(
-    listener: TcpListener,
+    listener: Arc<TcpListener>,
     policy: Arc<Policy>,
     resolver: Arc<R>,
     on_decision: Arc<C>,
@@ -259,16 +260,34 @@ where
     R: Resolve + Send + 'static,
     C: Fn(Decision) + Send + Sync + 'static,
 {
-    let accepted = futures::stream::unfold(listener, |listener| async move {
+    serve_all(
+        accepted(Arc::downgrade(&listener)),
+        policy,
+        resolver,
+        on_decision,
+    )
+    .await
+}
+
+/// The connections `listener` accepts, for as long as someone else holds it: the stream holds
+/// it only while it is polled, so that whoever owns it closes the socket when they drop it,
+/// at once, not when this stream is next polled or dropped.
+pub(crate) fn accepted(
+    listener: std::sync::Weak<TcpListener>,
+) -> impl Stream<Item = io::Result<TcpStream>> {
+    futures::stream::poll_fn(move |cx| {
+        let Some(listener) = listener.upgrade() else {
+            return std::task::Poll::Ready(None);
+        };
         loop {
-            match listener.accept().await {
-                Ok((stream, _)) => return Some((Ok(stream), listener)),
-                Err(error) if passing(&error) => continue,
-                Err(error) => return Some((Err(error), listener)),
-            }
+            return match listener.poll_accept(cx) {
+                std::task::Poll::Ready(Ok((stream, _))) => std::task::Poll::Ready(Some(Ok(stream))),
+                std::task::Poll::Ready(Err(error)) if passing(&error) => continue,
+                std::task::Poll::Ready(Err(error)) => std::task::Poll::Ready(Some(Err(error))),
+                std::task::Poll::Pending => std::task::Poll::Pending,
+            };
         }
-    });
-    serve_all(accepted, policy, resolver, on_decision).await
+    })
 }
 
 /// Whether an accept error belongs to one connection attempt, not to the listener.

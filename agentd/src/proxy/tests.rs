@@ -135,7 +135,7 @@ impl Proxy {
             }
         };
         let task = tokio::spawn(serve_listener(
-            listener,
+            Arc::new(listener),
             Arc::new(policy),
             Arc::new(resolver),
             Arc::new(record),
