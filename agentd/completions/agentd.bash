@@ -684,7 +684,7 @@ _agentd() {
                     return 0
                     ;;
                 --backend)
-                    COMPREPLY=($(compgen -W "auto bwrap landlock seatbelt" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "auto bwrap landlock seatbelt namespaces" -- "${cur}"))
                     return 0
                     ;;
                 --timeout)

@@ -47,7 +47,8 @@ allow\t''"
 complete -c agentd -n "__fish_agentd_using_subcommand run" -l backend -d 'Which confinement backend to use [default: sandbox.backend when set, else auto]' -r -f -a "auto\t''
 bwrap\t''
 landlock\t''
-seatbelt\t''"
+seatbelt\t''
+namespaces\t''"
 complete -c agentd -n "__fish_agentd_using_subcommand run" -l timeout -d 'Terminate the command after this many seconds (exit status 124)' -r
 complete -c agentd -n "__fish_agentd_using_subcommand run" -l writable-root -d 'Also let the command write DIR (workspace-write); repeatable' -r -F
 complete -c agentd -n "__fish_agentd_using_subcommand run" -l protect -d 'Keep SUBPATH read-only inside every writable root; repeatable' -r -F
@@ -64,7 +65,7 @@ complete -c agentd -n "__fish_agentd_using_subcommand run" -l helper -d 'The con
 complete -c agentd -n "__fish_agentd_using_subcommand run" -l helper-socket -d 'Connect to a confine-helper serving on this socket instead of starting one (overrides AGENTD_HELPER, helper.path and helper.socket)' -r -F
 complete -c agentd -n "__fish_agentd_using_subcommand run" -l helper-ceiling -d 'Start confine-helper with this ceiling file, which can only narrow what it allows' -r -F
 complete -c agentd -n "__fish_agentd_using_subcommand run" -l config -d 'The configuration file, which must exist [default: $XDG_CONFIG_HOME/agentd/agentd.toml, else ~/.config/agentd/agentd.toml, if present]' -r -F
-complete -c agentd -n "__fish_agentd_using_subcommand run" -l local-binding -d 'Allow loopback sockets inside the sandbox\'s own network namespace (bwrap only)'
+complete -c agentd -n "__fish_agentd_using_subcommand run" -l local-binding -d 'Allow loopback sockets inside the sandbox\'s own network namespace (namespaces or bwrap only)'
 complete -c agentd -n "__fish_agentd_using_subcommand run" -l allow-local-addresses -d 'Let an allowed domain (or a listed address) lead to this machine itself: loopback, any address of its interfaces, its link-local neighbours'
 complete -c agentd -n "__fish_agentd_using_subcommand run" -l json -d 'Print the facts as one JSON object on the last line of stderr'
 complete -c agentd -n "__fish_agentd_using_subcommand run" -s h -l help -d 'Print help (see more with \'--help\')'

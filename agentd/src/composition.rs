@@ -71,10 +71,14 @@ impl Composition {
     /// The composition the helper's report describes, for commands that ask for `choice`.
     pub fn from_info(info: &HelperInfo, choice: BackendChoice) -> Composition {
         let wanted = |backend: Backend| match choice {
-            BackendChoice::Auto => matches!(backend, Backend::Bwrap | Backend::Landlock),
+            BackendChoice::Auto => matches!(
+                backend,
+                Backend::Bwrap | Backend::Landlock | Backend::Namespaces
+            ),
             BackendChoice::Bwrap => backend == Backend::Bwrap,
             BackendChoice::Landlock => backend == Backend::Landlock,
             BackendChoice::Seatbelt => backend == Backend::Seatbelt,
+            BackendChoice::Namespaces => backend == Backend::Namespaces,
         };
         let candidates: Vec<_> = info.backends.iter().filter(|b| wanted(b.backend)).collect();
         let unconfinable = if candidates.iter().any(|b| b.usable) {
@@ -310,5 +314,32 @@ mod tests {
         let landlock =
             Composition::from_info(&info(Mode::DangerFullAccess, true), BackendChoice::Landlock);
         assert!(!landlock.offers(Mode::WorkspaceWrite));
+        let namespaces = Composition::from_info(
+            &info(Mode::DangerFullAccess, true),
+            BackendChoice::Namespaces,
+        );
+        assert!(
+            namespaces
+                .refusal(Mode::ReadOnly)
+                .is_some_and(|w| w.contains("no namespaces backend"))
+        );
+    }
+
+    #[test]
+    fn auto_and_a_forced_namespaces_accept_the_namespace_backend() {
+        let mut only = info(Mode::DangerFullAccess, false);
+        only.backends.push(BackendReport {
+            backend: Backend::Namespaces,
+            usable: true,
+            detail: "usable".into(),
+            layers: Vec::new(),
+            fingerprint: None,
+        });
+        for choice in [BackendChoice::Auto, BackendChoice::Namespaces] {
+            let c = Composition::from_info(&only, choice);
+            assert!(c.offers(Mode::WorkspaceWrite), "{choice}");
+        }
+        let bwrap = Composition::from_info(&only, BackendChoice::Bwrap);
+        assert!(!bwrap.offers(Mode::WorkspaceWrite));
     }
 }

@@ -69,7 +69,7 @@ pub struct SandboxProfile {
     /// `agentd run --unix-socket`): absolute, as configured — the helper resolves them.
     pub unix_sockets: Vec<PathBuf>,
     /// `sandbox.network = "allow-list"`: the proxy's policy, through which a confined command
-    /// with the network denied reaches the hosts it allows (bwrap only).
+    /// with the network denied reaches the hosts it allows.
     pub allow_list: Option<Arc<proxy::Policy>>,
     /// The resource limits of every command (`[limits]`); confine-helper's defaults and
     /// ceiling where unset.

@@ -67,6 +67,7 @@ fn choice(backend: Backend) -> BackendChoice {
         Backend::Bwrap => BackendChoice::Bwrap,
         Backend::Landlock => BackendChoice::Landlock,
         Backend::Seatbelt => BackendChoice::Seatbelt,
+        Backend::Namespaces => BackendChoice::Namespaces,
         Backend::None => BackendChoice::Auto,
     }
 }
@@ -247,7 +248,7 @@ async fn per_command_variants(
         PerCommand::Helper(Mode::DangerFullAccess, BackendChoice::Auto),
         String::new(),
     ));
-    for backend in [Backend::Landlock, Backend::Bwrap] {
+    for backend in [Backend::Landlock, Backend::Bwrap, Backend::Namespaces] {
         if !backends.contains(&backend) {
             table
                 .skipped
@@ -371,7 +372,7 @@ fn agentd_processes(setup: &Setup, backends: &[Backend]) -> Vec<(String, Process
             agentd(&["--mode", "read-only"]),
         ),
     ];
-    for backend in [Backend::Landlock, Backend::Bwrap] {
+    for backend in [Backend::Landlock, Backend::Bwrap, Backend::Namespaces] {
         if backends.contains(&backend) {
             variants.push((
                 format!(
@@ -511,12 +512,17 @@ async fn concurrent(
             "the per-command Landlock floor, 64 started before any is waited for".to_owned(),
         ));
     }
-    if backends.contains(&Backend::Landlock) {
-        variants.push((
-            "64 confined, read-only, landlock".to_owned(),
-            Many::Confined(BackendChoice::Landlock),
-            "zero failures".to_owned(),
-        ));
+    for (backend, name) in [
+        (Backend::Landlock, "64 confined, read-only, landlock"),
+        (Backend::Namespaces, "64 confined, read-only, namespaces"),
+    ] {
+        if backends.contains(&backend) {
+            variants.push((
+                name.to_owned(),
+                Many::Confined(choice(backend)),
+                "zero failures".to_owned(),
+            ));
+        }
     }
     match &setup.bwrap {
         Some(bwrap) => variants.push((

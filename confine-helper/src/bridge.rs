@@ -45,10 +45,30 @@ pub(crate) fn start(control: RawFd) -> io::Result<()> {
     // Both are closed here when they go out of scope: the command holds neither.
 }
 
+/// The namespace backend's bridge, in a process of its own that the shim started under the
+/// command's layers with the control socket at 3 and a pipe at 4: listens, says so with one
+/// byte on the pipe (the shim starts the command only then), and serves. The exit code.
+pub(crate) fn serve_here() -> std::ffi::c_int {
+    let listening = (|| -> io::Result<()> {
+        let listener = TcpListener::bind(("127.0.0.1", PROXY_PORT))?;
+        let ready = crate::sys::inherited_pipe(4)?;
+        nix::unistd::write(&ready, b"l")?;
+        drop(ready);
+        let control = UnixStream::from(crate::sys::inherited_socket(3)?);
+        serve_on(&listener, &control)
+    })();
+    i32::from(listening.is_err())
+}
+
 /// Accepts connections on `listener` until the control socket's peer is gone.
 fn serve(listener: RawFd, control: RawFd) -> io::Result<()> {
     let listener = TcpListener::from(crate::sys::inherited_socket(listener)?);
     let control = UnixStream::from(crate::sys::inherited_socket(control)?);
+    serve_on(&listener, &control)
+}
+
+/// Accepts connections on `listener`, each relayed through a socket end sent on `control`.
+fn serve_on(listener: &TcpListener, control: &UnixStream) -> io::Result<()> {
     let relays = Arc::new(AtomicUsize::new(0));
     loop {
         let (client, _) = match listener.accept() {

@@ -11,7 +11,7 @@ pub(crate) fn info(ctx: &Context) -> HelperInfo {
     HelperInfo {
         software: format!("confine-helper {}", env!("CARGO_PKG_VERSION")),
         pid: std::process::id(),
-        backends: [Backend::Bwrap, Backend::Landlock]
+        backends: [Backend::Namespaces, Backend::Bwrap, Backend::Landlock]
             .into_iter()
             .map(|backend| {
                 let verdict = command::verdict(backend, ctx);

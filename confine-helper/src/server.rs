@@ -11,8 +11,8 @@ use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
 use confine_protocol::{
-    Ending, FrameDecoder, FrameError, Hello, HelperInfo, Refusal, Reply, Request, Spawn, StdioSpec,
-    check_hello, decode_payload, encode_frame,
+    Backend, Ending, FrameDecoder, FrameError, Hello, HelperInfo, Refusal, Reply, Request, Spawn,
+    StdioSpec, check_hello, decode_payload, encode_frame,
 };
 use nix::libc;
 use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg, send};
@@ -410,20 +410,37 @@ impl Server {
         } else {
             None
         };
+        // The backend is known once a plan is made: a failure to start under it that is the
+        // confinement's drops its verdict, as one the shim reports does (`on_status`).
         let started = match refusal {
-            Some(reason) => Err(crate::confine::NotRun::Refused(reason)),
+            Some(reason) => Err((None, crate::confine::NotRun::Refused(reason))),
             None => command::check(&spawn)
                 .and_then(|()| command::prepare(&spawn, &self.ctx, proxy))
-                .and_then(|plan| command::start(&spawn, stdio, plan)),
+                .map_err(|not_run| (None, not_run))
+                .and_then(|plan| {
+                    let backend = plan.backend;
+                    command::start(&spawn, stdio, plan).map_err(|e| (Some(backend), e))
+                }),
         };
         match started {
             Ok(running) => {
                 self.commands.insert(spawn.id, running);
             }
-            Err(not_run) => {
+            Err((backend, not_run)) => {
                 let reply = not_run.into_reply(spawn.id);
+                self.forget_if_unbuilt(backend, &reply);
                 self.reply(&reply);
             }
+        }
+    }
+
+    /// Drops `backend`'s verdict when `reply` says its confinement could not be built: the next
+    /// request that needs it probes it again.
+    fn forget_if_unbuilt(&self, backend: Option<Backend>, reply: &Reply) {
+        if let (Some(backend), Reply::RunnerFailed(failed)) = (backend, reply)
+            && failed.stage.builds_confinement()
+        {
+            self.ctx.forget_verdict(backend);
         }
     }
 
@@ -438,11 +455,7 @@ impl Server {
         if ended && let Some(cmd) = self.commands.remove(&id) {
             let backend = cmd.backend();
             let reply = cmd.finish();
-            if let Reply::RunnerFailed(failed) = &reply
-                && failed.stage.builds_confinement()
-            {
-                self.ctx.forget_verdict(backend);
-            }
+            self.forget_if_unbuilt(Some(backend), &reply);
             if let Some(conn) = self.conn.as_mut() {
                 conn.last_ended = Instant::now();
             }

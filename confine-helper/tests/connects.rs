@@ -1,10 +1,11 @@
 //! `Policy::unix_sockets` on the real kernel: a confined command reaches the Unix sockets its
-//! request lists and no other, whatever it does to the address while the shim judges it. Each
-//! host socket is served by a thread here that counts its connections, so "not reached" is a
-//! fact of the host, not of the command's output.
+//! request lists and no other, whatever it does to the address while the shim judges it, under
+//! bwrap and under the helper's own namespaces, which both keep the list. Each host socket is
+//! served by a thread here that counts its connections, so "not reached" is a fact of the host,
+//! not of the command's output.
 
-// Linux only: these tests drive the bwrap and Landlock backends, `/proc` or Linux's own
-// system calls. On macOS `macos_supervision.rs` drives the helper.
+// Linux only: these tests drive the bwrap, namespace and Landlock backends, `/proc` or Linux's
+// own system calls. On macOS `macos_supervision.rs` drives the helper.
 #![cfg(target_os = "linux")]
 
 mod support;
@@ -15,7 +16,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use confine_protocol::{BackendChoice, Mode, Network, Reply, Spawn};
+use confine_protocol::{Backend, BackendChoice, Mode, Network, Reply, Spawn};
 use support::skip::{Need, skip, skip_part};
 use support::{Peer, Scratch, available, backend_works, run_captured, spawn};
 
@@ -43,6 +44,9 @@ impl Server {
     }
 }
 
+/// The backends that keep the list: bwrap, and the helper's own namespaces.
+const KEEPING: [BackendChoice; 2] = [BackendChoice::Bwrap, BackendChoice::Namespaces];
+
 /// Whether python3, which the confined commands run, is installed and `backend` works here
 /// (judged without the helper); a SKIP line for `test` when not.
 fn can_run(test: &str, backend: BackendChoice) -> bool {
@@ -63,7 +67,36 @@ fn can_run(test: &str, backend: BackendChoice) -> bool {
     }
 }
 
-/// A read-only bwrap command running `script` with python3, listing `listed`.
+/// The backends of [`KEEPING`] that work here (judged without the helper), when python3, which
+/// the confined commands run, is installed; a SKIP line for `test` for each one missing, and
+/// for the whole test when none can run.
+fn keeping_backends(test: &str) -> Vec<BackendChoice> {
+    if !available::on_path("python3") {
+        skip(
+            test,
+            Need::Python3,
+            "python3 is not installed (apt-get install python3)",
+        );
+        return Vec::new();
+    }
+    let mut usable = Vec::new();
+    for backend in KEEPING {
+        match backend_works(backend) {
+            Ok(()) => usable.push(backend),
+            Err((need, why)) => skip_part(test, &format!("{backend:?}"), need, why),
+        }
+    }
+    if usable.is_empty() {
+        skip(
+            test,
+            Need::Backend,
+            "neither bwrap nor the helper's own namespaces work here",
+        );
+    }
+    usable
+}
+
+/// A read-only command confined by `backend` running `script` with python3, listing `listed`.
 fn confined(script: &str, listed: &[&Path], backend: BackendChoice) -> Spawn {
     let mut request = spawn(1, &["python3", "-c", script]);
     request.policy.mode = Mode::ReadOnly;
@@ -82,6 +115,14 @@ fn exit_code(replies: &[Reply]) -> Option<i32> {
             confine_protocol::ExitStatus::Code(c) => Some(c),
             _ => None,
         },
+        _ => None,
+    })
+}
+
+/// The backend the command's facts name, when it ran.
+fn ran_under(replies: &[Reply]) -> Option<Backend> {
+    replies.iter().find_map(|r| match r {
+        Reply::Exited(e) => Some(e.backend),
         _ => None,
     })
 }
@@ -128,14 +169,15 @@ fn run_script(peer: &mut Peer, request: Spawn, args: &[&Path]) -> (Vec<Reply>, S
 
 #[test]
 fn a_listed_socket_is_reached_and_no_other_is() {
-    if !can_run(
-        "a_listed_socket_is_reached_and_no_other_is",
-        BackendChoice::Bwrap,
-    ) {
-        return;
-    }
     let mut peer = Peer::embedded();
     peer.greet();
+    for backend in keeping_backends("a_listed_socket_is_reached_and_no_other_is") {
+        listed_socket_reached_and_no_other(&mut peer, backend);
+    }
+}
+
+/// [`a_listed_socket_is_reached_and_no_other_is`] under `backend`.
+fn listed_socket_reached_and_no_other(peer: &mut Peer, backend: BackendChoice) {
     let dir = Scratch::new("unix-sockets");
     let allowed_path = dir.0.join("allowed.sock");
     let other_path = dir.0.join("other.sock");
@@ -152,44 +194,143 @@ fn a_listed_socket_is_reached_and_no_other_is() {
     ];
 
     let (replies, out) = run_script(
-        &mut peer,
-        confined(CONNECT_EACH, &[&allowed_path], BackendChoice::Bwrap),
+        peer,
+        confined(CONNECT_EACH, &[&allowed_path], backend),
         &targets,
     );
-    assert_eq!(exit_code(&replies), Some(0), "{replies:?}\n{out}");
-    assert!(out.contains("allowed.sock ok hello-allowed"), "{out}");
-    assert!(out.contains("other.sock err 1\n"), "{out}");
+    assert_eq!(
+        exit_code(&replies),
+        Some(0),
+        "{backend:?}: {replies:?}\n{out}"
+    );
+    assert!(
+        out.contains("allowed.sock ok hello-allowed"),
+        "{backend:?}: {out}"
+    );
+    assert!(out.contains("other.sock err 1\n"), "{backend:?}: {out}");
     // A link to an unlisted socket is judged by its name, not followed by the shim.
-    assert!(out.contains("alias.sock err 1\n"), "{out}");
+    assert!(out.contains("alias.sock err 1\n"), "{backend:?}: {out}");
     // Abstract names are the sandbox's own network namespace's: nothing is bound there.
     assert!(
         out.contains("@confine-helper-test-abstract err 111"),
-        "{out}"
+        "{backend:?}: {out}"
     );
     // Datagram sockets reach any named socket through sendto: never created.
-    assert!(out.contains("dgram err 1"), "{out}");
-    assert_eq!(allowed.connections(), 1, "{out}");
-    assert_eq!(other.connections(), 0, "{out}");
+    assert!(out.contains("dgram err 1"), "{backend:?}: {out}");
+    assert_eq!(allowed.connections(), 1, "{backend:?}: {out}");
+    assert_eq!(other.connections(), 0, "{backend:?}: {out}");
 
     // Control: without the list, no Unix socket is even created, and nothing is reached.
-    let (replies, out) = run_script(
-        &mut peer,
-        confined(CONNECT_EACH, &[], BackendChoice::Bwrap),
-        &targets[..1],
+    let (replies, out) = run_script(peer, confined(CONNECT_EACH, &[], backend), &targets[..1]);
+    assert_eq!(
+        exit_code(&replies),
+        Some(0),
+        "{backend:?}: {replies:?}\n{out}"
     );
-    assert_eq!(exit_code(&replies), Some(0), "{replies:?}\n{out}");
-    assert!(out.contains("allowed.sock socket-err 1"), "{out}");
-    assert_eq!(allowed.connections(), 1, "{out}");
+    assert!(
+        out.contains("allowed.sock socket-err 1"),
+        "{backend:?}: {out}"
+    );
+    assert_eq!(allowed.connections(), 1, "{backend:?}: {out}");
 
     // Control: the other socket answers when it is the one listed.
     let (replies, out) = run_script(
-        &mut peer,
-        confined(CONNECT_EACH, &[&other_path], BackendChoice::Bwrap),
+        peer,
+        confined(CONNECT_EACH, &[&other_path], backend),
         &targets[1..2],
     );
-    assert_eq!(exit_code(&replies), Some(0), "{replies:?}\n{out}");
-    assert!(out.contains("other.sock ok hello-other"), "{out}");
-    assert_eq!(other.connections(), 1, "{out}");
+    assert_eq!(
+        exit_code(&replies),
+        Some(0),
+        "{backend:?}: {replies:?}\n{out}"
+    );
+    assert!(
+        out.contains("other.sock ok hello-other"),
+        "{backend:?}: {out}"
+    );
+    assert_eq!(other.connections(), 1, "{backend:?}: {out}");
+}
+
+/// Connects to the path in argv[1] after saying whether the command sees anything there, and
+/// prints `visible BOOL`, then `ok REPLY` or `err ERRNO`.
+const CONNECT_HIDDEN: &str = r#"
+import os, socket, sys
+print('visible', os.path.exists(sys.argv[1]))
+try:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(sys.argv[1])
+    print('ok', s.recv(64).decode())
+except OSError as e:
+    print('err', e.errno)
+"#;
+
+/// A listed socket is looked up in the host's tree, not the command's: one under the host's
+/// `/tmp` is reached from a workspace-write command, whose own `/tmp` is private and does not
+/// show it. The control: the same command, listing another socket there instead, is refused
+/// it and reaches nothing.
+#[test]
+fn a_listed_socket_under_the_hosts_tmp_is_reached_from_a_command_whose_tmp_is_its_own() {
+    const NAME: &str =
+        "a_listed_socket_under_the_hosts_tmp_is_reached_from_a_command_whose_tmp_is_its_own";
+    let backends = keeping_backends(NAME);
+    if backends.is_empty() {
+        return;
+    }
+    let mut peer = Peer::embedded();
+    peer.greet();
+    // Under the host's /tmp itself, whatever the temp directory of this run is.
+    let host_tmp = Scratch(Path::new("/tmp").join(format!(
+        "confine-helper-test-host-tmp-socket-{}",
+        std::process::id()
+    )));
+    std::fs::create_dir_all(&host_tmp.0).expect("a directory under /tmp");
+    let listed_path = host_tmp.0.join("listed.sock");
+    let decoy_path = host_tmp.0.join("decoy.sock");
+    let listed = Server::start(&listed_path, "hello-from-host-tmp");
+    let decoy = Server::start(&decoy_path, "hello-decoy");
+    let ws = Scratch::new("unix-host-tmp-ws");
+    let ws_bytes = std::fs::canonicalize(&ws.0)
+        .expect("canonical")
+        .as_os_str()
+        .as_encoded_bytes()
+        .to_vec();
+    let request = |listing: &Path, backend| {
+        let mut request = confined(CONNECT_HIDDEN, &[listing], backend);
+        request.policy.mode = Mode::WorkspaceWrite;
+        request.policy.workspace_root = Some(ws_bytes.clone());
+        request.cwd = ws_bytes.clone();
+        request
+    };
+    for backend in backends {
+        let reached = listed.connections();
+        let (replies, out) = run_script(&mut peer, request(&listed_path, backend), &[&listed_path]);
+        assert_eq!(
+            exit_code(&replies),
+            Some(0),
+            "{backend:?}: {replies:?}\n{out}"
+        );
+        let expected = match backend {
+            BackendChoice::Bwrap => Backend::Bwrap,
+            _ => Backend::Namespaces,
+        };
+        assert_eq!(ran_under(&replies), Some(expected), "{replies:?}");
+        // The command's /tmp is its own: nothing of the host's is there.
+        assert!(out.contains("visible False\n"), "{backend:?}: {out}");
+        assert!(out.contains("ok hello-from-host-tmp"), "{backend:?}: {out}");
+        assert_eq!(listed.connections(), reached + 1, "{backend:?}: {out}");
+
+        // The control: listing the decoy beside it, the same connect is refused.
+        let (replies, out) = run_script(&mut peer, request(&decoy_path, backend), &[&listed_path]);
+        assert_eq!(
+            exit_code(&replies),
+            Some(0),
+            "{backend:?}: {replies:?}\n{out}"
+        );
+        assert!(out.contains("visible False\n"), "{backend:?}: {out}");
+        assert!(out.contains("err 1\n"), "{backend:?}: {out}");
+        assert_eq!(listed.connections(), reached + 1, "{backend:?}: {out}");
+        assert_eq!(decoy.connections(), 0, "{backend:?}: {out}");
+    }
 }
 
 /// One thread rewrites the address buffer between the listed and an unlisted path while the
@@ -227,40 +368,45 @@ print('reached', reached, 'refused', refused)
 #[test]
 fn an_address_rewritten_while_it_is_judged_never_reaches_an_unlisted_socket() {
     const NAME: &str = "an_address_rewritten_while_it_is_judged_never_reaches_an_unlisted_socket";
-    if !can_run(NAME, BackendChoice::Bwrap) {
-        return;
-    }
     let mut peer = Peer::embedded();
     peer.greet();
+    for backend in keeping_backends(NAME) {
+        address_rewritten_never_reaches_unlisted(&mut peer, backend);
+    }
+}
+
+/// [`an_address_rewritten_while_it_is_judged_never_reaches_an_unlisted_socket`] under
+/// `backend`.
+fn address_rewritten_never_reaches_unlisted(peer: &mut Peer, backend: BackendChoice) {
     let dir = Scratch::new("unix-race");
     let allowed_path = dir.0.join("a.sock");
     let other_path = dir.0.join("o.sock");
     let allowed = Server::start(&allowed_path, "hello-allowed");
     let other = Server::start(&other_path, "hello-other");
     let (replies, out) = run_script(
-        &mut peer,
-        confined(
-            FLIP_WHILE_CONNECTING,
-            &[&allowed_path],
-            BackendChoice::Bwrap,
-        ),
+        peer,
+        confined(FLIP_WHILE_CONNECTING, &[&allowed_path], backend),
         &[&allowed_path, &other_path],
     );
-    assert_eq!(exit_code(&replies), Some(0), "{replies:?}\n{out}");
-    assert!(!out.contains("REACHED"), "{out}");
-    assert_eq!(other.connections(), 0, "{out}");
+    assert_eq!(
+        exit_code(&replies),
+        Some(0),
+        "{backend:?}: {replies:?}\n{out}"
+    );
+    assert!(!out.contains("REACHED"), "{backend:?}: {out}");
+    assert_eq!(other.connections(), 0, "{backend:?}: {out}");
     let counts: Vec<usize> = out
         .split_whitespace()
         .filter_map(|w| w.parse().ok())
         .collect();
     let [reached, refused] = counts[..] else {
-        panic!("no counts in {out}");
+        panic!("{backend:?}: no counts in {out}");
     };
-    assert_eq!(reached + refused, 400, "{out}");
-    assert_eq!(allowed.connections(), reached, "{out}");
+    assert_eq!(reached + refused, 400, "{backend:?}: {out}");
+    assert_eq!(allowed.connections(), reached, "{backend:?}: {out}");
     // The race was run: both addresses reached the shim, so a connect that got the other
     // socket would have been seen.
-    assert!(reached > 0 && refused > 0, "{out}");
+    assert!(reached > 0 && refused > 0, "{backend:?}: {out}");
 }
 
 #[test]
@@ -289,36 +435,52 @@ fn backends_and_modes_that_cannot_keep_the_list_refuse_it() {
         }
     }
 
-    if let Err((need, why)) = backend_works(BackendChoice::Bwrap) {
-        skip_part(NAME, "bwrap", need, why);
-        return;
+    for backend in KEEPING {
+        match backend_works(backend) {
+            Ok(()) => refusals_of_a_keeping_backend(&mut peer, &dir.0, &sock, backend),
+            Err((need, why)) => skip_part(NAME, &format!("{backend:?}"), need, why),
+        }
     }
-    let mut networked = confined("pass", &[&sock], BackendChoice::Bwrap);
+}
+
+/// The refusals of a backend that keeps the list, each with `sock` (served, in `dir`) or a path
+/// beside it, and the control that the same socket, listed in read-only mode, runs.
+fn refusals_of_a_keeping_backend(peer: &mut Peer, dir: &Path, sock: &Path, backend: BackendChoice) {
+    let mut networked = confined("pass", &[sock], backend);
     networked.policy.network = Network::Allow;
-    let reason = refusal(&run_captured(&mut peer, networked).0).expect("refused");
-    assert!(reason.contains("needs the network denied"), "{reason}");
+    let reason = refusal(&run_captured(peer, networked).0).expect("refused");
+    assert!(
+        reason.contains("needs the network denied"),
+        "{backend:?}: {reason}"
+    );
 
-    let relative = confined("pass", &[Path::new("s.sock")], BackendChoice::Bwrap);
-    let reason = refusal(&run_captured(&mut peer, relative).0).expect("refused");
-    assert!(reason.contains("is not an absolute path"), "{reason}");
+    let relative = confined("pass", &[Path::new("s.sock")], backend);
+    let reason = refusal(&run_captured(peer, relative).0).expect("refused");
+    assert!(
+        reason.contains("is not an absolute path"),
+        "{backend:?}: {reason}"
+    );
 
-    let file = dir.0.join("plain");
+    let file = dir.join("plain");
     std::fs::write(&file, "").expect("write");
-    let not_socket = confined("pass", &[&file], BackendChoice::Bwrap);
-    let reason = refusal(&run_captured(&mut peer, not_socket).0).expect("refused");
-    assert!(reason.contains("is not a socket"), "{reason}");
+    let not_socket = confined("pass", &[&file], backend);
+    let reason = refusal(&run_captured(peer, not_socket).0).expect("refused");
+    assert!(reason.contains("is not a socket"), "{backend:?}: {reason}");
 
     // A socket where the command may write could be replaced by another one.
-    let mut inside = confined("pass", &[&sock], BackendChoice::Bwrap);
+    let mut inside = confined("pass", &[sock], backend);
     inside.policy.mode = Mode::WorkspaceWrite;
-    inside.policy.workspace_root = Some(dir.0.as_os_str().as_encoded_bytes().to_vec());
+    inside.policy.workspace_root = Some(dir.as_os_str().as_encoded_bytes().to_vec());
     inside.cwd = inside.policy.workspace_root.clone().expect("root");
-    let reason = refusal(&run_captured(&mut peer, inside).0).expect("refused");
-    assert!(reason.contains("which the command may write"), "{reason}");
+    let reason = refusal(&run_captured(peer, inside).0).expect("refused");
+    assert!(
+        reason.contains("which the command may write"),
+        "{backend:?}: {reason}"
+    );
 
     // Control: the same socket, listed in read-only mode, runs.
-    let (replies, _) = run_captured(&mut peer, confined("pass", &[&sock], BackendChoice::Bwrap));
-    assert_eq!(exit_code(&replies), Some(0), "{replies:?}");
+    let (replies, _) = run_captured(peer, confined("pass", &[sock], backend));
+    assert_eq!(exit_code(&replies), Some(0), "{backend:?}: {replies:?}");
 }
 
 /// Under Landlock the command shares the host's network: with the allow-list it reaches the

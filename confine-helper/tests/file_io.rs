@@ -1,11 +1,11 @@
 //! The file reader and writer (`confine-file-io`, beside the helper) run as agentd runs them: a
 //! `Spawn` under a mode's policy, on each backend. What the program itself does is tested in
 //! `file-io/tests/files.rs`; here, that the sandbox decides where a write lands, that the
-//! program runs in a bwrap sandbox whose `/tmp` hides its path, and that a writer the helper
-//! kills leaves nothing behind.
+//! program runs in a bwrap sandbox (or one of the helper's own namespaces) whose `/tmp` hides its
+//! path, and that a writer the helper kills leaves nothing behind.
 
-// Linux only: these tests drive the bwrap and Landlock backends, `/proc` or Linux's own
-// system calls. On macOS `macos_supervision.rs` drives the helper.
+// Linux only: these tests drive the bwrap, namespace and Landlock backends, `/proc` or Linux's
+// own system calls. On macOS `macos_supervision.rs` drives the helper.
 #![cfg(target_os = "linux")]
 
 #[path = "../../tests/shared/listing.rs"]
@@ -17,7 +17,7 @@ use std::os::fd::{AsFd, OwnedFd};
 
 use confine_protocol::{BackendChoice, ExitStatus, Mode, Policy, Reply, Request, Spawn};
 use listing::names;
-use support::skip::{Need, skip};
+use support::skip::{Need, skip, skip_part};
 use support::{
     Peer, READER_STDIO, Scratch, WRITER_STDIO, available_backends, backend_works, file_io,
     file_spawn, pipe,
@@ -178,12 +178,24 @@ fn a_read_copies_the_file_and_refuses_a_fifo() {
 
 #[test]
 fn a_helper_installed_under_tmp_still_writes_in_a_sandbox_whose_tmp_is_its_own() {
-    // Under bwrap a workspace-write command's /tmp is a private directory, which hides the
-    // host's /tmp: a writer run by its path there would not be found.
+    // Under bwrap and under the helper's own namespaces a workspace-write command's /tmp is a
+    // private directory, which hides the host's /tmp: a writer run by its path there would not
+    // be found.
     const NAME: &str =
         "a_helper_installed_under_tmp_still_writes_in_a_sandbox_whose_tmp_is_its_own";
-    if let Err((need, why)) = backend_works(BackendChoice::Bwrap) {
-        skip(NAME, need, why);
+    let mut backends = Vec::new();
+    for backend in [BackendChoice::Bwrap, BackendChoice::Namespaces] {
+        match backend_works(backend) {
+            Ok(()) => backends.push(backend),
+            Err((need, why)) => skip_part(NAME, &format!("{backend:?}"), need, why),
+        }
+    }
+    if backends.is_empty() {
+        skip(
+            NAME,
+            Need::Backend,
+            "neither bwrap nor the helper's own namespaces work here",
+        );
         return;
     }
     let installed = Scratch::new("installed");
@@ -206,49 +218,61 @@ fn a_helper_installed_under_tmp_still_writes_in_a_sandbox_whose_tmp_is_its_own()
     let target = ws_path.join("written.txt");
     let mut peer = Peer::embedded_program(&copy, None, |_| {});
     peer.greet();
-    let request_for = |id, program: &std::path::Path| {
+    let request_for = |id, program: &std::path::Path, backend| {
         file_spawn(
             id,
             &std::fs::canonicalize(program).expect("canonical"),
             &["write", "--parents"],
             &target,
             policy(Mode::WorkspaceWrite, &ws_path),
-            BackendChoice::Bwrap,
+            backend,
             WRITER_STDIO,
         )
     };
-    // The control: the same program, but not the one beside the helper, is run by its path,
-    // which the sandbox's own /tmp hides.
-    if std::fs::canonicalize(&stranger)
+    let under_tmp = std::fs::canonicalize(&stranger)
         .expect("canonical")
-        .starts_with("/tmp")
-    {
-        let (replies, report) = write(&mut peer, request_for(1, &stranger), b"by its path");
-        assert_ne!(
-            exit_code(&replies),
-            Some(0),
-            "{replies:?} {}",
-            String::from_utf8_lossy(&report)
-        );
-        assert!(!target.exists(), "a program hidden by /tmp wrote");
-    } else {
+        .starts_with("/tmp");
+    if !under_tmp {
         println!("SKIP {NAME} (control): the scratch directory is not under /tmp");
     }
-    let (replies, report) = write(
-        &mut peer,
-        request_for(2, &program),
-        b"from a helper under /tmp",
-    );
-    assert_eq!(
-        exit_code(&replies),
-        Some(0),
-        "{replies:?} {}",
-        String::from_utf8_lossy(&report)
-    );
-    assert_eq!(
-        std::fs::read(&target).expect("written"),
-        b"from a helper under /tmp"
-    );
+    for backend in backends {
+        // The control: the same program, but not the one beside the helper, is run by its
+        // path, which the sandbox's own /tmp hides.
+        if under_tmp {
+            let (replies, report) = write(
+                &mut peer,
+                request_for(1, &stranger, backend),
+                b"by its path",
+            );
+            assert_ne!(
+                exit_code(&replies),
+                Some(0),
+                "{backend:?}: {replies:?} {}",
+                String::from_utf8_lossy(&report)
+            );
+            assert!(
+                !target.exists(),
+                "{backend:?}: a program hidden by /tmp wrote"
+            );
+        }
+        let (replies, report) = write(
+            &mut peer,
+            request_for(2, &program, backend),
+            b"from a helper under /tmp",
+        );
+        assert_eq!(
+            exit_code(&replies),
+            Some(0),
+            "{backend:?}: {replies:?} {}",
+            String::from_utf8_lossy(&report)
+        );
+        assert_eq!(
+            std::fs::read(&target).expect("written"),
+            b"from a helper under /tmp",
+            "{backend:?}"
+        );
+        std::fs::remove_file(&target).expect("remove the written file");
+    }
 }
 
 /// The Linux backends to run `test` on here: those that work on this machine (judged without
@@ -256,7 +280,7 @@ fn a_helper_installed_under_tmp_still_writes_in_a_sandbox_whose_tmp_is_its_own()
 fn backends(test: &str) -> Vec<BackendChoice> {
     let backends = available_backends(test);
     if backends.is_empty() {
-        skip(test, Need::Backend, "neither bwrap nor Landlock works here");
+        skip(test, Need::Backend, "no Linux backend works here");
     }
     backends
 }

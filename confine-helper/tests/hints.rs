@@ -1,15 +1,16 @@
-//! agentd's hints fail closed: a hint "bwrap is usable" under the helper's own fingerprint that
-//! is no longer true (sent after user namespaces were exhausted, a change the helper's part of
-//! the fingerprint does not see) makes the command fail as a runner failure, never run less
-//! confined; the hint is dropped and the next command is probed again and confined by Landlock.
-//! The control runs, with the same machine state and no hint or a hint under another
-//! fingerprint, are probed and confined by Landlock from the first command.
+//! agentd's hints fail closed: a hint "bwrap is usable" (or "the helper's own namespaces are
+//! usable") under the helper's own fingerprint that is no longer true (sent after user
+//! namespaces were exhausted, a change the helper's part of the fingerprint does not see) makes
+//! the command fail as a runner failure, never run less confined; the hint is dropped and the
+//! next command is probed again and confined by Landlock. The control runs, with the same
+//! machine state and no hint or a hint under another fingerprint, are probed and confined by
+//! Landlock from the first command.
 //!
 //! The broken machine is a private user namespace whose `max_user_namespaces` is 0, so nothing
 //! outside the test is touched.
 
-// Linux only: these tests drive the bwrap and Landlock backends, `/proc` or Linux's own
-// system calls. On macOS `macos_supervision.rs` drives the helper.
+// Linux only: these tests drive the bwrap, namespace and Landlock backends, `/proc` or Linux's
+// own system calls. On macOS `macos_supervision.rs` drives the helper.
 #![cfg(target_os = "linux")]
 
 mod support;
@@ -20,13 +21,15 @@ use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use confine_protocol::{Backend, ExitStatus, Mode, Reply, Request, Stage, UsableBefore};
+use confine_protocol::{
+    Backend, BackendChoice, ExitStatus, Mode, Reply, Request, Stage, UsableBefore,
+};
 use support::skip::{Need, skip};
-use support::{HELPER, Peer, Scratch, available};
+use support::{HELPER, Peer, Scratch, available, backend_works};
 
-/// Serves on descriptor 3 while bwrap works (the first helper, asked for its `Info`), then
-/// exhausts user namespaces and serves on descriptor 4 (the second helper, in the same
-/// namespaces, so under the same fingerprint).
+/// Serves on descriptor 3 while the hinted backend works (the first helper, asked for its
+/// `Info`), then exhausts user namespaces and serves on descriptor 4 (the second helper, in the
+/// same namespaces, so under the same fingerprint).
 const SCRIPT: &str = r#"
 set -e
 helper=$1 scratch=$2
@@ -47,15 +50,24 @@ exec "$helper" --fd 4
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Hint {
     None,
-    /// bwrap is usable, under the fingerprint the first helper reported.
+    /// The backend is usable, under the fingerprint the first helper reported.
     Own,
-    /// bwrap is usable, under a fingerprint that is not the helper's.
+    /// The backend is usable, under a fingerprint that is not the helper's.
     Other,
 }
 
-/// Whether this machine cannot make the broken state (user namespaces to exhaust, a bwrap
-/// that works until then, Landlock to confine instead); a SKIP line for `test` when it cannot.
-fn cannot_run(test: &str) -> bool {
+/// The backend a hint names, as a request chooses it.
+fn choice(backend: Backend) -> BackendChoice {
+    match backend {
+        Backend::Bwrap => BackendChoice::Bwrap,
+        Backend::Namespaces => BackendChoice::Namespaces,
+        other => panic!("not a backend these tests hint: {other:?}"),
+    }
+}
+
+/// Whether this machine cannot make the broken state (user namespaces to exhaust, `backend`
+/// working until then, Landlock to confine instead); a SKIP line for `test` when it cannot.
+fn cannot_run(test: &str, backend: Backend) -> bool {
     let ok = |program: &str, args: &[&str]| {
         Command::new(program)
             .args(args)
@@ -64,8 +76,8 @@ fn cannot_run(test: &str) -> bool {
             .status()
             .is_ok_and(|s| s.success())
     };
-    let missing = if let Err(why) = available::bwrap() {
-        Some((Need::Bwrap, why.to_string()))
+    let missing = if let Err(missing) = backend_works(choice(backend)) {
+        Some(missing)
     } else if let Err(why) = available::landlock() {
         Some((Need::Landlock, why.to_string()))
     } else if !ok("unshare", &["-Urm", "true"]) {
@@ -113,8 +125,9 @@ fn bwrap_unusable_in_namespace(test: &str) -> bool {
     }
 }
 
-/// The bwrap fingerprint the first helper reports, then the second helper, told `hint`.
-fn helpers(scratch: &Path, hint: Hint) -> Peer {
+/// The fingerprint the first helper reports for `backend`, then the second helper, told `hint`
+/// of `backend`.
+fn helpers(scratch: &Path, backend: Backend, hint: Hint) -> Peer {
     let (first_ours, first_theirs) = UnixStream::pair().expect("socketpair");
     let (second_ours, second_theirs) = UnixStream::pair().expect("socketpair");
     let fds = [first_theirs.as_raw_fd(), second_theirs.as_raw_fd()];
@@ -142,16 +155,18 @@ fn helpers(scratch: &Path, hint: Hint) -> Peer {
     let Reply::Info(info) = first.reply() else {
         panic!("expected the first helper's Info");
     };
-    let bwrap = info
+    let report = info
         .backends
         .iter()
-        .find(|b| b.backend == Backend::Bwrap)
-        .expect("a bwrap report");
-    assert!(bwrap.usable, "bwrap works before the change: {bwrap:?}");
-    let fingerprint = bwrap
-        .fingerprint
-        .clone()
-        .expect("a usable bwrap with the Landlock layer has a fingerprint");
+        .find(|b| b.backend == backend)
+        .unwrap_or_else(|| panic!("a {backend:?} report"));
+    assert!(
+        report.usable,
+        "{backend:?} works before the change: {report:?}"
+    );
+    let fingerprint = report.fingerprint.clone().unwrap_or_else(|| {
+        panic!("a usable {backend:?} with the Landlock layer has a fingerprint")
+    });
     drop(first);
     let mut second = Peer::over(second_ours);
     second.child = Some(child);
@@ -162,7 +177,7 @@ fn helpers(scratch: &Path, hint: Hint) -> Peer {
         Hint::Other => format!("{fingerprint}x"),
     };
     let hints = vec![UsableBefore {
-        backend: Backend::Bwrap,
+        backend,
         fingerprint,
     }];
     second.send(&Request::Hints(hints), &[]);
@@ -193,42 +208,77 @@ fn landlock_ran(reply: &Reply, marker: &Path) {
     assert!(marker.exists(), "the command ran but left no marker");
 }
 
-#[test]
-fn without_a_hint_or_with_a_hint_under_another_fingerprint_bwrap_is_probed() {
-    const NAME: &str = "without_a_hint_or_with_a_hint_under_another_fingerprint_bwrap_is_probed";
-    if cannot_run(NAME) || bwrap_unusable_in_namespace(NAME) {
-        return;
-    }
+/// With no hint, or a hint of `backend` under another fingerprint, the first command probes
+/// every backend (none that needs a user namespace works now) and is confined by Landlock.
+fn probed_without_a_usable_hint(backend: Backend) {
     for (name, hint) in [("none", Hint::None), ("other", Hint::Other)] {
         let dir = Scratch::new(&format!("hints-control-{name}"));
         let ws = dir.0.join("ws");
         std::fs::create_dir_all(&ws).unwrap();
-        let mut peer = helpers(&dir.0, hint);
+        let mut peer = helpers(&dir.0, backend, hint);
         peer.send(&touch(1, &ws), &[]);
         landlock_ran(&end(&mut peer, 1), &ws.join("marker"));
     }
 }
 
-#[test]
-fn a_stale_hint_fails_closed_and_is_dropped() {
-    const NAME: &str = "a_stale_hint_fails_closed_and_is_dropped";
-    if cannot_run(NAME) || bwrap_unusable_in_namespace(NAME) {
-        return;
-    }
+/// A hint of `backend` under the helper's own fingerprint, no longer true: the first command
+/// fails closed while its sandbox is built, nothing run; the hint is dropped, and the same
+/// command sent again (the control: it runs once the hint is gone) is probed again and confined
+/// by Landlock.
+fn stale_hint_fails_closed(backend: Backend) {
     let dir = Scratch::new("hints-stale");
     let ws = dir.0.join("ws");
     std::fs::create_dir_all(&ws).unwrap();
-    let mut peer = helpers(&dir.0, Hint::Own);
+    let mut peer = helpers(&dir.0, backend, Hint::Own);
     peer.send(&touch(1, &ws), &[]);
     match end(&mut peer, 1) {
         Reply::RunnerFailed(f) => {
-            assert_eq!(f.stage, Stage::Namespace, "{f:?}");
-            assert!(f.detail.contains("nothing was run"), "{f:?}");
+            assert_eq!(f.stage, Stage::Namespace, "{backend:?}: {f:?}");
+            assert!(f.detail.contains("nothing was run"), "{backend:?}: {f:?}");
         }
-        other => panic!("a stale hint must fail closed, got {other:?}"),
+        other => panic!("a stale {backend:?} hint must fail closed, got {other:?}"),
     }
     assert!(!ws.join("marker").exists(), "the command ran");
-    // The next command probes bwrap again, finds it unusable, and is confined by Landlock.
+    // The next command probes the backend again, finds it unusable, and is confined by
+    // Landlock.
     peer.send(&touch(2, &ws), &[]);
     landlock_ran(&end(&mut peer, 2), &ws.join("marker"));
+}
+
+#[test]
+fn without_a_hint_or_with_a_hint_under_another_fingerprint_bwrap_is_probed() {
+    const NAME: &str = "without_a_hint_or_with_a_hint_under_another_fingerprint_bwrap_is_probed";
+    if cannot_run(NAME, Backend::Bwrap) || bwrap_unusable_in_namespace(NAME) {
+        return;
+    }
+    probed_without_a_usable_hint(Backend::Bwrap);
+}
+
+/// The helper's own namespaces need no root-owned program, so this runs as any user.
+#[test]
+fn without_a_hint_or_with_a_hint_under_another_fingerprint_namespaces_are_probed() {
+    const NAME: &str =
+        "without_a_hint_or_with_a_hint_under_another_fingerprint_namespaces_are_probed";
+    if cannot_run(NAME, Backend::Namespaces) {
+        return;
+    }
+    probed_without_a_usable_hint(Backend::Namespaces);
+}
+
+#[test]
+fn a_stale_hint_fails_closed_and_is_dropped() {
+    const NAME: &str = "a_stale_hint_fails_closed_and_is_dropped";
+    if cannot_run(NAME, Backend::Bwrap) || bwrap_unusable_in_namespace(NAME) {
+        return;
+    }
+    stale_hint_fails_closed(Backend::Bwrap);
+}
+
+#[test]
+fn a_stale_namespaces_hint_fails_closed_and_is_dropped() {
+    const NAME: &str = "a_stale_namespaces_hint_fails_closed_and_is_dropped";
+    if cannot_run(NAME, Backend::Namespaces) {
+        return;
+    }
+    stale_hint_fails_closed(Backend::Namespaces);
 }

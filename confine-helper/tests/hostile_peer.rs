@@ -8,8 +8,8 @@
 //! `protocol/tests/decoder_errors.rs` pins the decoder's answer to each malformed input; here the
 //! same bytes go to the running helper over its socket.
 
-// Linux only: these tests drive the bwrap and Landlock backends, `/proc` or Linux's own
-// system calls. On macOS `macos_supervision.rs` drives the helper.
+// Linux only: these tests drive the bwrap, namespace and Landlock backends, `/proc` or Linux's
+// own system calls. On macOS `macos_supervision.rs` drives the helper.
 #![cfg(target_os = "linux")]
 
 mod support;
@@ -175,6 +175,7 @@ fn backend_of(choice: BackendChoice) -> Backend {
     match choice {
         BackendChoice::Bwrap => Backend::Bwrap,
         BackendChoice::Landlock => Backend::Landlock,
+        BackendChoice::Namespaces => Backend::Namespaces,
         other => panic!("not a backend this test asks for: {other:?}"),
     }
 }
@@ -484,9 +485,9 @@ fn request_cases(canary: &Path) -> Vec<Hostile> {
         ),
         field("Network 2", |s| s.policy.network = Network::Allow, &[2]),
         field(
-            "BackendChoice 4",
+            "BackendChoice 5",
             |s| s.backend = BackendChoice::Bwrap,
-            &[4],
+            &[5],
         ),
         field("StdioSpec 2", |s| s.stdio.stdin = StdioSpec::Fd, &[2]),
         field(
@@ -1376,10 +1377,10 @@ fn a_newline_in_paths_argv_and_environment_is_plain_data_and_confinement_holds()
     std::fs::write(&canary, "original\n").expect("canary");
     std::fs::write(&secret, "secret\n").expect("secret");
     // Exit 10, plus 2 if the canary's path could be written and 1 if the denied file's content
-    // was read (bwrap covers a denied file with an empty one, Landlock denies opening it). When
-    // the build's temp directory lies under /tmp, a workspace-write bwrap sandbox has its own
-    // /tmp, where bwrap makes the denied file's directory, so the write may land there: the host
-    // file is what tells.
+    // was read (bwrap and the helper's own namespaces cover a denied file with an empty one,
+    // Landlock denies opening it). When the build's temp directory lies under /tmp, a
+    // workspace-write sandbox of either has its own /tmp, where the denied file's directory is
+    // made, so the write may land there: the host file is what tells.
     let script = "pwd; printf '%s|' \"$1\" \"$V\"; echo; echo in > inside || exit 5; w=0; r=0; \
                   echo pwned > \"$CANARY\" && w=1; grep -q secret \"$DENIED\" 2> /dev/null && r=1; \
                   exit $((10 + w * 2 + r))";

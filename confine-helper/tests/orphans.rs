@@ -1,8 +1,8 @@
 //! A helper killed with SIGKILL cannot remove its commands' temp directories; the next helper
 //! of the same user removes them when it starts, and keeps those of a helper still running.
 
-// Linux only: these tests drive the bwrap and Landlock backends, `/proc` or Linux's own
-// system calls. On macOS `macos_supervision.rs` drives the helper.
+// Linux only: these tests drive the bwrap, namespace and Landlock backends, `/proc` or Linux's
+// own system calls. On macOS `macos_supervision.rs` drives the helper.
 #![cfg(target_os = "linux")]
 
 mod support;

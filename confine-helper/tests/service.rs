@@ -1,8 +1,8 @@
 //! Service mode: `confine-service` listening on a path, the peer-uid check, the hand-off to a
 //! helper per peer, and a bad peer that must not take the service down for the others.
 
-// Linux only: these tests drive the bwrap and Landlock backends, `/proc` or Linux's own
-// system calls. On macOS `macos_supervision.rs` drives the helper.
+// Linux only: these tests drive the bwrap, namespace and Landlock backends, `/proc` or Linux's
+// own system calls. On macOS `macos_supervision.rs` drives the helper.
 #![cfg(target_os = "linux")]
 
 #[path = "../../tests/shared/socket_activation.rs"]
@@ -18,10 +18,12 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use confine_protocol::{ExitStatus, Hello, Mode, Reply, Request, StdioSpec, encode_frame};
+use confine_protocol::{
+    BackendChoice, ExitStatus, Hello, Mode, Reply, Request, StdioSpec, encode_frame,
+};
 use support::skip::{Need, skip, skip_part};
 use support::{
-    Peer, Scratch, Service, available, available_backends, connect_as, open_to_everyone,
+    Peer, Scratch, Service, available_backends, backend_works, connect_as, open_to_everyone,
     run_captured, service_bin, service_for_every_user, spawn, users,
 };
 
@@ -301,11 +303,23 @@ fn a_group_socket_is_0660_and_the_group_s_in_a_directory_only_the_helper_writes(
     assert!(!run.join("helper.sock").exists());
 }
 
+/// Under each backend that keeps `unix_sockets` (bwrap and the helper's own namespaces).
 #[test]
 fn the_service_socket_is_never_a_socket_a_command_may_connect_to() {
     const NAME: &str = "the_service_socket_is_never_a_socket_a_command_may_connect_to";
-    if let Err(why) = available::bwrap() {
-        skip(NAME, Need::Bwrap, why);
+    let mut backends = Vec::new();
+    for backend in [BackendChoice::Bwrap, BackendChoice::Namespaces] {
+        match backend_works(backend) {
+            Ok(()) => backends.push(backend),
+            Err((need, why)) => skip_part(NAME, &format!("{backend:?}"), need, why),
+        }
+    }
+    if backends.is_empty() {
+        skip(
+            NAME,
+            Need::Backend,
+            "neither bwrap nor the helper's own namespaces work here",
+        );
         return;
     }
     let dir = Scratch::new("own-socket");
@@ -316,33 +330,38 @@ fn the_service_socket_is_never_a_socket_a_command_may_connect_to() {
     let elsewhere = Scratch::new("other-socket");
     let other = elsewhere.0.join("other.sock");
     let _listening = std::os::unix::net::UnixListener::bind(&other).expect("bind");
-    let request = |id: u64, socket: &Path| {
+    let request = |id: u64, socket: &Path, backend| {
         let mut request = spawn(id, &["true"]);
         request.policy.mode = confine_protocol::Mode::ReadOnly;
-        request.backend = confine_protocol::BackendChoice::Bwrap;
+        request.backend = backend;
         request.policy.unix_sockets = vec![socket.as_os_str().as_encoded_bytes().to_vec()];
         request
     };
 
-    // The control, with bwrap working here (judged above without the helper): a socket
-    // elsewhere is listed and the command runs. Were every listed socket refused, this fails.
-    peer.send(&Request::Spawn(request(1, &other)), &[]);
-    match peer.until_end(1).as_slice() {
-        [.., Reply::Exited(e)] => assert_eq!(e.status, ExitStatus::Code(0)),
-        other => {
-            panic!("the control, listing a socket elsewhere, did not run under bwrap: {other:?}")
+    for backend in backends {
+        // The control, with the backend working here (judged above without the helper): a
+        // socket elsewhere is listed and the command runs. Were every listed socket refused,
+        // this fails.
+        peer.send(&Request::Spawn(request(1, &other, backend)), &[]);
+        match peer.until_end(1).as_slice() {
+            [.., Reply::Exited(e)] => assert_eq!(e.status, ExitStatus::Code(0), "{backend:?}"),
+            other => panic!(
+                "the control, listing a socket elsewhere, did not run under {backend:?}: {other:?}"
+            ),
         }
-    }
-    peer.send(&Request::Spawn(request(2, &service.socket)), &[]);
-    match peer.until_end(2).as_slice() {
-        [Reply::Refused(r)] => assert!(
-            r.reason
-                .to_string()
-                .contains("one of the helper's own files"),
-            "refused for another reason: {}",
-            r.reason
-        ),
-        other => panic!("the service socket was accepted as a unix_sockets entry: {other:?}"),
+        peer.send(&Request::Spawn(request(2, &service.socket, backend)), &[]);
+        match peer.until_end(2).as_slice() {
+            [Reply::Refused(r)] => assert!(
+                r.reason
+                    .to_string()
+                    .contains("one of the helper's own files"),
+                "{backend:?}: refused for another reason: {}",
+                r.reason
+            ),
+            other => panic!(
+                "{backend:?}: the service socket was accepted as a unix_sockets entry: {other:?}"
+            ),
+        }
     }
 }
 

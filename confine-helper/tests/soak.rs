@@ -17,8 +17,8 @@
 //! enough for the test suite. The figures each run prints (with `--nocapture`) are the ones
 //! `docs/reliability.md` reports.
 
-// Linux only: these tests drive the bwrap and Landlock backends, `/proc` or Linux's own
-// system calls. On macOS `macos_supervision.rs` drives the helper.
+// Linux only: these tests drive the bwrap, namespace and Landlock backends, `/proc` or Linux's
+// own system calls. On macOS `macos_supervision.rs` drives the helper.
 #![cfg(target_os = "linux")]
 
 #[path = "support/proc_watch.rs"]
@@ -336,6 +336,7 @@ fn backend_of(choice: BackendChoice) -> Backend {
     match choice {
         BackendChoice::Bwrap => Backend::Bwrap,
         BackendChoice::Landlock => Backend::Landlock,
+        BackendChoice::Namespaces => Backend::Namespaces,
         other => panic!("not a backend the soak asks for: {other:?}"),
     }
 }
@@ -517,6 +518,11 @@ fn thousands_of_commands_under_bwrap_leave_the_helper_as_they_found_it() {
 #[test]
 fn thousands_of_commands_under_landlock_leave_the_helper_as_they_found_it() {
     soak(BackendChoice::Landlock);
+}
+
+#[test]
+fn thousands_of_commands_under_the_helpers_own_namespaces_leave_the_helper_as_they_found_it() {
+    soak(BackendChoice::Namespaces);
 }
 
 // Controls: each rule the soaks judge by fails where it should, so a soak that passes has been

@@ -1,8 +1,8 @@
 //! The helper driven over its real socket by a minimal peer: spawning, exit facts, exec
 //! failures, refusals, timeouts, cancellation of whole process trees, and the handshake.
 
-// Linux only: these tests drive the bwrap and Landlock backends, `/proc` or Linux's own
-// system calls. On macOS `macos_supervision.rs` drives the helper.
+// Linux only: these tests drive the bwrap, namespace and Landlock backends, `/proc` or Linux's
+// own system calls. On macOS `macos_supervision.rs` drives the helper.
 #![cfg(target_os = "linux")]
 
 mod support;

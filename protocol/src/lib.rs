@@ -59,7 +59,7 @@ pub const PROXY_PORT: u16 = 3128;
 pub const FILE_IO_PROGRAM: &str = "confine-file-io";
 
 /// Bumped on every change that is not purely additive at the end of the handshake.
-pub const PROTOCOL_VERSION: u32 = 9;
+pub const PROTOCOL_VERSION: u32 = 10;
 
 /// The protocol version of a refusal: a [`Hello`] with it, sent in place of a service's
 /// greeting, says that nothing will be served on this connection, and its `software` says why,

@@ -72,8 +72,9 @@ wire! {
         /// empty network namespace, which for every connection made to it sends one end of a
         /// new socketpair over that socket (`SCM_RIGHTS`, with one byte) and relays the
         /// connection through the other: whoever holds the socket's peer decides where each
-        /// connection goes (agentd's allow-list proxy). bwrap only, with the network denied;
-        /// refused otherwise.
+        /// connection goes (agentd's allow-list proxy); under the namespaces or bwrap backend
+        /// (under Landlock the shim hands each `connect` over instead), with the network denied
+        /// only; refused otherwise.
         pub proxy: bool,
     }
 
@@ -132,7 +133,8 @@ wire! {
 
     /// One confinement mechanism the helper applied to a command. A confined command gets
     /// two layers that each stop what the other does not cover: mount, PID, IPC and network
-    /// namespaces (bwrap) or nothing, then Landlock, then the seccomp filter.
+    /// namespaces (the namespaces and bwrap backends) or nothing, then Landlock, then the
+    /// seccomp filter.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
     pub enum Layer {
         Namespaces,
@@ -205,8 +207,8 @@ wire! {
         Capabilities,
         Landlock,
         Seccomp,
-        /// The runner (bwrap) ended before the command started: it could not build the
-        /// namespaces or the mounts.
+        /// The namespaces or the mounts could not be built: bwrap ended before the command
+        /// started, or the namespace backend's shim failed a step of its sandbox.
         Namespace,
         /// Executing the runner (e.g. bwrap) itself.
         RunnerExec,

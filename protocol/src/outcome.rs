@@ -140,8 +140,8 @@ wire! {
         DeniedLink { path: String, real: Option<String> },
         #[error(
             "unix_sockets needs a private network namespace, which the {backend} backend does \
-             not give: abstract socket names would be shared with the host; use the bwrap \
-             backend (install bubblewrap) or drop unix_sockets"
+             not give: abstract socket names would be shared with the host; use the namespaces \
+             or bwrap backend (bwrap: install bubblewrap) or drop unix_sockets"
         )]
         SocketsNeedNamespace { backend: Backend },
         #[error(
@@ -183,7 +183,7 @@ wire! {
         #[error(
             "the network allow-list under Landlock needs its TCP rules (ABI {needed}, Linux \
              6.7), which keep a command from listening on the host's ports; this kernel has ABI \
-             {abi}: use the bwrap backend (install bubblewrap)"
+             {abi}: use the namespaces or bwrap backend (bwrap: install bubblewrap)"
         )]
         ProxyNeedsLandlockNet { needed: u32, abi: u32 },
         /// `why` says why the helper's own step inside bwrap's sandbox cannot run.
@@ -195,7 +195,8 @@ wire! {
         #[error(
             "local_binding needs a private network namespace, which the {backend} backend does \
              not give: its TCP rules name ports, not addresses, so a loopback-only network \
-             cannot be enforced; use the bwrap backend (install bubblewrap) or drop local_binding"
+             cannot be enforced; use the namespaces or bwrap backend (bwrap: install bubblewrap) \
+             or drop local_binding"
         )]
         LocalBindingNeedsNamespace { backend: Backend },
         #[error(

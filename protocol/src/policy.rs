@@ -31,6 +31,7 @@ wire! {
         Bwrap,
         Landlock,
         Seatbelt,
+        Namespaces,
     }
 
     /// Which backend actually confined a command; `None` for danger-full-access.
@@ -40,6 +41,9 @@ wire! {
         Bwrap,
         Landlock,
         Seatbelt,
+        /// The helper's own namespaces and mounts, Landlock and the seccomp filter inside
+        /// (no bwrap).
+        Namespaces,
     }
 
     /// What a command may touch. Empty lists grant nothing.

@@ -78,6 +78,7 @@ vocabulary!(BackendChoice, "backend", BACKEND_CHOICE_WORDS, [
     Bwrap => "bwrap",
     Landlock => "landlock",
     Seatbelt => "seatbelt",
+    Namespaces => "namespaces",
 ]);
 
 vocabulary!(Backend, "backend", BACKEND_WORDS, [
@@ -85,6 +86,7 @@ vocabulary!(Backend, "backend", BACKEND_WORDS, [
     Bwrap => "bwrap",
     Landlock => "landlock",
     Seatbelt => "seatbelt",
+    Namespaces => "namespaces",
 ]);
 
 #[cfg(test)]

@@ -115,7 +115,8 @@ fn next_backend_choice(choice: &BackendChoice) -> Option<BackendChoice> {
         BackendChoice::Auto => Some(BackendChoice::Bwrap),
         BackendChoice::Bwrap => Some(BackendChoice::Landlock),
         BackendChoice::Landlock => Some(BackendChoice::Seatbelt),
-        BackendChoice::Seatbelt => None,
+        BackendChoice::Seatbelt => Some(BackendChoice::Namespaces),
+        BackendChoice::Namespaces => None,
     }
 }
 
@@ -125,6 +126,7 @@ fn backend_choice_name(choice: BackendChoice) -> &'static str {
         BackendChoice::Bwrap => "bwrap",
         BackendChoice::Landlock => "landlock",
         BackendChoice::Seatbelt => "seatbelt",
+        BackendChoice::Namespaces => "namespaces",
     }
 }
 
@@ -133,7 +135,8 @@ fn next_backend(backend: &Backend) -> Option<Backend> {
         Backend::None => Some(Backend::Bwrap),
         Backend::Bwrap => Some(Backend::Landlock),
         Backend::Landlock => Some(Backend::Seatbelt),
-        Backend::Seatbelt => None,
+        Backend::Seatbelt => Some(Backend::Namespaces),
+        Backend::Namespaces => None,
     }
 }
 
@@ -143,6 +146,7 @@ fn backend_name(backend: Backend) -> &'static str {
         Backend::Bwrap => "bwrap",
         Backend::Landlock => "landlock",
         Backend::Seatbelt => "seatbelt",
+        Backend::Namespaces => "namespaces",
     }
 }
 

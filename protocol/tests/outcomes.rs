@@ -168,7 +168,7 @@ fn sentences_hold_what_the_wire_tests_match() {
                 backend: Backend::Landlock,
             }
             .to_string(),
-            "use the bwrap backend (install bubblewrap) or drop unix_sockets",
+            "use the namespaces or bwrap backend (bwrap: install bubblewrap) or drop unix_sockets",
         ),
         (
             Refusal::NotAbsolute {

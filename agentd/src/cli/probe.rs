@@ -79,10 +79,10 @@ fn text_report(info: &HelperInfo, helper: &str) -> String {
     for b in &info.backends {
         // A usable backend's detail says only that; an unusable one's says why.
         if b.usable {
-            out.push_str(&format!("{:<9} usable\n", b.backend.as_str()));
+            out.push_str(&format!("{:<10} usable\n", b.backend.as_str()));
         } else {
             out.push_str(&format!(
-                "{:<9} unusable: {}\n",
+                "{:<10} unusable: {}\n",
                 b.backend.as_str(),
                 b.detail
             ));
@@ -193,8 +193,8 @@ mod tests {
             text,
             "confine-helper 9.9.9 (/usr/bin/confine-helper)\n\
              landlock ABI: none\n\
-             bwrap     usable\n\
-             landlock  unusable: this kernel does not offer Landlock\n\
+             bwrap      usable\n\
+             landlock   unusable: this kernel does not offer Landlock\n\
              selected: bwrap\n\
              ceiling: up to read-only, network denied (/etc/confine-helper/ceiling.toml)\n"
         );

@@ -90,15 +90,16 @@ pub struct RunCommand {
     /// (`*` allowed in NAME). It adds to `[sandbox] deny_read` of the configuration file.
     #[arg(long = "deny-read", value_name = "PATH", value_parser = deny_read_entry)]
     pub deny_read: Vec<DenyRead>,
-    /// Allow loopback sockets inside the sandbox's own network namespace (bwrap only).
+    /// Allow loopback sockets inside the sandbox's own network namespace (namespaces or bwrap
+    /// only).
     #[arg(long)]
     pub local_binding: bool,
     /// Let the command connect to the named Unix socket PATH; repeatable.
     ///
     /// An absolute path, `~/…`, or a path relative to the current directory, used as named
     /// (the command connects by that name). It adds to `[sandbox] unix_sockets` of the
-    /// configuration file. confine-helper connects on the command's behalf (bwrap with the
-    /// network denied only); any other Unix socket is refused.
+    /// configuration file. confine-helper connects on the command's behalf (namespaces or bwrap,
+    /// with the network denied); any other Unix socket is refused.
     #[arg(long = "unix-socket", value_name = "PATH", value_parser = unix_socket_entry)]
     pub unix_sockets: Vec<PathBuf>,
     /// Let the command reach DOMAIN (`*.example.com`: its sub-domains) through the allow-list

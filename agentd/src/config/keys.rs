@@ -165,7 +165,7 @@ pub const KEYS: &[ConfigKey] = &[
     ),
     ConfigKey::new(
         "sandbox.backend",
-        "string: \"auto\", \"bwrap\", \"landlock\" or \"seatbelt\"",
+        "string: \"auto\", \"bwrap\", \"landlock\", \"seatbelt\" or \"namespaces\"",
         "\"auto\"",
     )
     .doc("The confinement backend commands ask for."),

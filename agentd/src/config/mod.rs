@@ -30,7 +30,7 @@
 //! [sandbox]
 //! mode = "workspace-write"     # of new sessions: read-only | workspace-write | danger-full-access
 //! network = "deny"             # deny | allow
-//! backend = "auto"             # auto | bwrap | landlock | seatbelt
+//! backend = "auto"             # auto | bwrap | landlock | seatbelt | namespaces
 //! writable_roots = ["~/scratch"]   # workspace-write also writes these (absolute, or ~/…)
 //! cache = ["pip", "cargo"]     # and these tools' caches: pip | npm | cargo | go
 //! protected = ["secrets"]      # relative subpaths read-only inside every writable root

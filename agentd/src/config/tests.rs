@@ -354,7 +354,7 @@ fn a_value_outside_its_vocabulary_names_the_file_line_key_and_allowed_values() {
         (
             "[sandbox]\n\nbackend = \"docker\"\n",
             "sandbox.backend = \"docker\"",
-            "\"auto\", \"bwrap\", \"landlock\" or \"seatbelt\"",
+            "\"auto\", \"bwrap\", \"landlock\", \"seatbelt\" or \"namespaces\"",
         ),
         (
             "[approval]\n\npolicy = \"always\"\n",

@@ -12,6 +12,8 @@
 //!   namespace makes the network unreachable; the seccomp filter answers `EPERM`; and Landlock,
 //!   applied inside the namespace too, answers `EACCES` for what mounts do not cover (special
 //!   files, TCP `connect`/`bind`).
+//! - namespaces: the helper's own namespaces and mounts, with the same binds bwrap makes and
+//!   Landlock and the seccomp filter inside, so the same codes as bwrap for the same reasons.
 //! - landlock: denied file accesses and, with the network denied, TCP `connect`/`bind` are
 //!   `EACCES`; the seccomp filter (every socket family with the network denied, `AF_UNIX`
 //!   always, tracing, mounts, metadata in read-only mode) and Landlock's scopes (signals) answer
@@ -49,10 +51,16 @@ pub struct Pattern {
     pub backends: &'static [Backend],
 }
 
-const BWRAP: &[Backend] = &[Backend::Bwrap];
-const LINUX: &[Backend] = &[Backend::Bwrap, Backend::Landlock];
+/// The backends that confine with read-only mounts of their own.
+const MOUNTS: &[Backend] = &[Backend::Bwrap, Backend::Namespaces];
+const LINUX: &[Backend] = &[Backend::Bwrap, Backend::Namespaces, Backend::Landlock];
 const SEATBELT: &[Backend] = &[Backend::Seatbelt];
-const CONFINING: &[Backend] = &[Backend::Bwrap, Backend::Landlock, Backend::Seatbelt];
+const CONFINING: &[Backend] = &[
+    Backend::Bwrap,
+    Backend::Namespaces,
+    Backend::Landlock,
+    Backend::Seatbelt,
+];
 
 const fn p(text: &'static str, meaning: Meaning, backends: &'static [Backend]) -> Pattern {
     Pattern {
@@ -96,8 +104,8 @@ pub const DIALECT: &[Pattern] = &[
     p("dial tcp", Meaning::NoNetwork, CONFINING),
     p("dial udp", Meaning::NoNetwork, CONFINING),
     // EROFS.
-    p("Read-only file system", Meaning::ReadOnlyMount, BWRAP),
-    p(": read-only file system", Meaning::ReadOnlyMount, BWRAP),
+    p("Read-only file system", Meaning::ReadOnlyMount, MOUNTS),
+    p(": read-only file system", Meaning::ReadOnlyMount, MOUNTS),
     // EACCES.
     p("Permission denied", Meaning::FileAccess, LINUX),
     p(": permission denied", Meaning::FileAccess, LINUX),

@@ -191,7 +191,7 @@ pub struct Evidence<'a> {
 /// - the command exited by itself (not killed by a signal);
 /// - no runner step failed and the request was not refused (a runner failure always outranks
 ///   a denial);
-/// - the backend confines (bwrap, Landlock, Seatbelt; never `none`);
+/// - the backend confines (bwrap, namespaces, Landlock, Seatbelt; never `none`);
 /// - a line of the stderr tail either shows that backend's denial ([`dialect::find`]) while the
 ///   command exited non-zero, and is not a known look-alike ([`dialect::NOT_SANDBOX_DENIALS`]);
 ///   or, whatever the exit code, is a tool's report that it worked around a denied write
@@ -506,9 +506,10 @@ impl Judge<'_> {
                 lifted_by: Some(Mode::WorkspaceWrite),
                 path: None,
             },
-            // Inside a writable root the only read-only mounts bwrap makes are the protected
-            // paths, also those agentd cannot name (a git directory a `.git` file points to);
-            // a read-only mount of the host's own the host check has already ruled out.
+            // Inside a writable root the only read-only mounts bwrap (or the namespace
+            // backend, with the same binds) makes are the protected paths, also those agentd
+            // cannot name (a git directory a `.git` file points to); a read-only mount of the
+            // host's own the host check has already ruled out.
             (Place::InRoot, _) if meaning == Meaning::ReadOnlyMount => {
                 Finding::always(Kind::ProtectedPath)
             }

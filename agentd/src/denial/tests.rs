@@ -94,6 +94,8 @@ const BWRAP_RO: Run = failed(Backend::Bwrap, Mode::ReadOnly);
 const BWRAP_WW: Run = failed(Backend::Bwrap, Mode::WorkspaceWrite);
 const LANDLOCK_RO: Run = failed(Backend::Landlock, Mode::ReadOnly);
 const LANDLOCK_WW: Run = failed(Backend::Landlock, Mode::WorkspaceWrite);
+const NAMESPACES_RO: Run = failed(Backend::Namespaces, Mode::ReadOnly);
+const NAMESPACES_WW: Run = failed(Backend::Namespaces, Mode::WorkspaceWrite);
 const SEATBELT_RO: Run = failed(Backend::Seatbelt, Mode::ReadOnly);
 const SEATBELT_WW: Run = failed(Backend::Seatbelt, Mode::WorkspaceWrite);
 
@@ -166,6 +168,8 @@ fn bwraps_read_only_mounts_deny_writes_outside_the_roots() {
         "go: open /root/.cache/go-build/trim.txt: read-only file system\n",
     ] {
         assert_write_outside_the_roots(&BWRAP_WW, &BWRAP_RO, &root, stderr);
+        // The helper's own namespaces make the same read-only mounts.
+        assert_write_outside_the_roots(&NAMESPACES_WW, &NAMESPACES_RO, &root, stderr);
     }
 }
 
@@ -220,7 +224,7 @@ fn git_metadata_is_a_protected_path_in_every_mode() {
         "sh: 1: cannot create sub/.git/x: Read-only file system\n",
         "sh: 1: cannot create .env: Read-only file system\n",
     ] {
-        for run in [&BWRAP_WW, &BWRAP_RO] {
+        for run in [&BWRAP_WW, &BWRAP_RO, &NAMESPACES_WW, &NAMESPACES_RO] {
             let denial = judged(run, &root, stderr).expect("denied");
             assert_eq!(denial.kinds, [Kind::ProtectedPath], "{stderr}");
             assert_eq!(denial.lifted_by, Some(Mode::DangerFullAccess), "{stderr}");
@@ -260,11 +264,18 @@ fn a_read_only_mount_inside_a_writable_root_is_a_protected_path() {
 }
 
 #[test]
-fn network_failures_with_the_network_denied_are_network_denials_on_both_backends() {
+fn network_failures_with_the_network_denied_are_network_denials_on_every_linux_backend() {
     let traceback = "Traceback (most recent call last):\n  File \"<string>\", line 3, in \
                      <module>\n    s.connect((\"127.0.0.1\", 9))\nPermissionError: [Errno 13] \
                      Permission denied\n";
-    for run in [&BWRAP_RO, &BWRAP_WW, &LANDLOCK_RO, &LANDLOCK_WW] {
+    for run in [
+        &BWRAP_RO,
+        &BWRAP_WW,
+        &NAMESPACES_RO,
+        &NAMESPACES_WW,
+        &LANDLOCK_RO,
+        &LANDLOCK_WW,
+    ] {
         for stderr in [
             "curl: (6) Could not resolve host: example.com\n",
             "curl: (7) Failed to connect to 127.0.0.1 port 9 after 0 ms: Couldn't connect to \

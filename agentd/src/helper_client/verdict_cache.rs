@@ -11,7 +11,7 @@
 //! entry that is stale (the machine changed in a way the fingerprints miss) or forged (written
 //! by the same user) can only make a command fail at execution as a runner failure, which also
 //! drops every entry: it never makes a command run less confined. A negative verdict is never
-//! kept, so no entry can move `auto` away from bwrap.
+//! kept, so no entry can move `auto` away from its first usable backend.
 //!
 //! The file is `$XDG_CACHE_HOME/agentd/helper-verdicts` (else `~/.cache/agentd/…`), mode 0600
 //! in a 0700 directory owned by agentd's user; anything else about it and it is ignored. The
@@ -152,7 +152,7 @@ impl VerdictCache {
         lines
             .filter_map(|line| {
                 let (name, fingerprint) = line.strip_prefix(USABLE)?.split_once(' ')?;
-                let backend = [Backend::Bwrap, Backend::Landlock]
+                let backend = [Backend::Bwrap, Backend::Landlock, Backend::Namespaces]
                     .into_iter()
                     .find(|b| b.as_str() == name)?;
                 Some(UsableBefore {
@@ -290,6 +290,7 @@ mod tests {
             report(Backend::Bwrap, true, Some("fp-b")),
             report(Backend::Landlock, false, Some("fp-l")),
             report(Backend::Seatbelt, true, None),
+            report(Backend::Namespaces, true, Some("fp-n")),
         ]));
         let meta = std::fs::metadata(dir.join(FILE_NAME)).unwrap();
         assert_eq!(meta.permissions().mode() & 0o777, 0o600);
@@ -298,7 +299,13 @@ mod tests {
             0o700
         );
         let second = VerdictCache::open(&dir, true).unwrap();
-        assert_eq!(second.hints(), vec![hint(Backend::Bwrap, "fp-b")]);
+        assert_eq!(
+            second.hints(),
+            vec![
+                hint(Backend::Bwrap, "fp-b"),
+                hint(Backend::Namespaces, "fp-n")
+            ]
+        );
         // A diagnosis probes afresh: it sends no hint, though it reads and rewrites the file.
         assert!(VerdictCache::open(&dir, false).unwrap().hints().is_empty());
         // A backend that failed to build a command's confinement drops the entries.

@@ -93,23 +93,15 @@ pub(crate) fn start(
         rlimits: plan.rlimits.clone(),
         cgroup_procs: cgroup_procs(&plan.caps.applied),
         #[cfg(target_os = "linux")]
-        connects: plan.connects.as_ref().map(|c| ShimConnects {
-            notify: &c.notify,
-            rules: &c.rules,
-            proxy: matches!(
-                plan.confinement,
-                Confinement::Landlock { proxy: Some(_), .. }
-            ),
-        }),
+        connects: shim_connects(&plan),
+        #[cfg(target_os = "linux")]
+        sandbox: match &plan.confinement {
+            Confinement::Namespaces { sandbox, .. } => Some(sandbox),
+            _ => None,
+        },
     };
     let started_at = Instant::now();
-    let shim = sys::fork_shim(&prepared).map_err(|e| {
-        NotRun::RunnerFailed(
-            Stage::Fork,
-            e.raw_os_error().unwrap_or(0),
-            format!("forking the command's supervisor: {e}"),
-        )
-    })?;
+    let shim = sys::fork_shim(&prepared).map_err(|e| shim_not_forked(&e, plan.backend))?;
     drop((status_wr, ctl_rd, stdio, null));
 
     let deadline = spawn
@@ -136,6 +128,40 @@ pub(crate) fn start(
         pending: Vec::new(),
         outcome: None,
     })
+}
+
+/// What the shim needs to supervise the command's `connect` calls, when it does.
+#[cfg(target_os = "linux")]
+fn shim_connects(plan: &Plan) -> Option<ShimConnects<'_>> {
+    plan.connects.as_ref().map(|c| ShimConnects {
+        notify: &c.notify,
+        rules: &c.rules,
+        proxy: matches!(
+            plan.confinement,
+            Confinement::Landlock { proxy: Some(_), .. }
+        ),
+    })
+}
+
+/// Why the shim was not forked. Under the namespace backend the shim is born in the
+/// namespaces: a clone the kernel refuses for them (they are not allowed, or their limit is
+/// reached) is the sandbox's failure, at the stage that builds it, so the backend's verdict is
+/// dropped and the next command probes it again; only a process that cannot be made at all
+/// (`EAGAIN`, `ENOMEM`) is the fork's.
+fn shim_not_forked(e: &std::io::Error, backend: Backend) -> NotRun {
+    let errno = e.raw_os_error().unwrap_or(0);
+    let no_process = matches!(
+        nix::Error::from_raw(errno),
+        nix::Error::EAGAIN | nix::Error::ENOMEM
+    );
+    if backend == Backend::Namespaces && !no_process {
+        return NotRun::RunnerFailed(Stage::Namespace, errno, sandbox_failed(errno));
+    }
+    NotRun::RunnerFailed(
+        Stage::Fork,
+        errno,
+        format!("forking the command's supervisor: {e}"),
+    )
 }
 
 /// `/dev/null`, for the streams the request left without a descriptor.
@@ -171,9 +197,37 @@ pub(crate) fn step_failed(errno: i32) -> String {
     )
 }
 
+/// The detail of a namespace backend's sandbox the shim could not build (`sys::sandbox`), with
+/// what the two errors only its checks give mean there.
+fn sandbox_failed(errno: i32) -> String {
+    let why = match nix::Error::from_raw(errno) {
+        nix::Error::ESTALE => "a path it binds was replaced after the helper checked it".into(),
+        nix::Error::ELOOP => "a link stands where it mounts".into(),
+        nix::Error::ENOSPC => "the most namespaces this user may have exist already \
+                               (user.max_user_namespaces and its kind)"
+            .into(),
+        other => other.desc().to_owned(),
+    };
+    format!("building the sandbox failed: {why}; nothing was run")
+}
+
 /// A runner step of `stage` that failed with `err` while doing `what`.
 fn failed(stage: Stage, err: nix::Error, what: &str) -> NotRun {
     NotRun::RunnerFailed(stage, err as i32, format!("{what}: {}", err.desc()))
+}
+
+/// A filter the kernel takes: at most `u16::MAX` instructions.
+#[cfg(target_os = "linux")]
+fn loadable(filter: &crate::bpf::Program) -> Result<&[nix::libc::sock_filter], NotRun> {
+    if u16::try_from(filter.len()).is_ok() {
+        Ok(filter.as_slice())
+    } else {
+        Err(NotRun::RunnerFailed(
+            Stage::Seccomp,
+            0,
+            "seccomp program too long".into(),
+        ))
+    }
 }
 
 /// What the command applies to itself, as the shim receives it.
@@ -193,17 +247,19 @@ fn child_confine(confinement: &Confinement) -> Result<ChildConfine<'_>, NotRun> 
             ..
         } => ChildConfine::Landlock {
             ruleset_fd: ruleset.as_raw_fd(),
-            filter: if u16::try_from(filter.len()).is_ok() {
-                filter.as_slice()
-            } else {
-                return Err(NotRun::RunnerFailed(
-                    Stage::Seccomp,
-                    0,
-                    "seccomp program too long".into(),
-                ));
-            },
+            filter: loadable(filter)?,
             drop_caps: *drop_caps,
             user_namespace: user_namespace.as_ref(),
+        },
+        // In the namespaces its shim made: capabilities dropped always (root's there too).
+        #[cfg(target_os = "linux")]
+        Confinement::Namespaces {
+            ruleset, filter, ..
+        } => ChildConfine::Landlock {
+            ruleset_fd: ruleset.as_raw_fd(),
+            filter: loadable(filter)?,
+            drop_caps: true,
+            user_namespace: None,
         },
     })
 }
@@ -214,7 +270,9 @@ fn child_confine(confinement: &Confinement) -> Result<ChildConfine<'_>, NotRun> 
 fn passed_fds(confinement: &Confinement) -> Vec<std::os::fd::RawFd> {
     match confinement {
         #[cfg(target_os = "linux")]
-        Confinement::Bwrap { passed, .. } => passed.iter().map(AsRawFd::as_raw_fd).collect(),
+        Confinement::Bwrap { passed, .. } | Confinement::Namespaces { passed, .. } => {
+            passed.iter().map(AsRawFd::as_raw_fd).collect()
+        }
         #[cfg(target_os = "linux")]
         Confinement::Landlock {
             proxy: Some(proxy), ..
@@ -228,6 +286,10 @@ fn passed_fds(confinement: &Confinement) -> Vec<std::os::fd::RawFd> {
 fn programs(spawn: &Spawn, plan: &Plan) -> Vec<CString> {
     match plan.backend {
         Backend::Bwrap | Backend::Seatbelt => {
+            plan.argv.first().map(|p| c_string(p)).into_iter().collect()
+        }
+        // The file program, named by its descriptor (`/proc/self/fd/N`).
+        Backend::Namespaces if plan.argv.first() != spawn.argv.first() => {
             plan.argv.first().map(|p| c_string(p)).into_iter().collect()
         }
         _ => program_candidates(spawn),
@@ -356,7 +418,11 @@ impl Running {
             ),
             Some(Record::StageFailed { stage, errno }) => {
                 let stage = Stage::from_index(stage).unwrap_or(Stage::Supervise);
-                self.not_run(stage, errno, step_failed(errno))
+                let detail = match stage {
+                    Stage::Namespace => sandbox_failed(errno),
+                    _ => step_failed(errno),
+                };
+                self.not_run(stage, errno, detail)
             }
             Some(Record::Started { .. }) | None => self.not_run(
                 Stage::Supervise,
@@ -526,6 +592,26 @@ mod tests {
     /// A step the shim or the command reported is named once by the probe's verdict, which
     /// puts the stage before the detail; the control: a detail that named its stage itself, as
     /// this one did, reads it twice.
+    /// A sandbox the namespace backend's shim could not build says why in the words of its own
+    /// checks (a path swapped since the helper checked it, a link where it mounts), and
+    /// otherwise the system's; each says nothing ran.
+    #[test]
+    fn a_sandbox_not_built_says_which_check_failed() {
+        assert_eq!(
+            super::sandbox_failed(nix::libc::ESTALE),
+            "building the sandbox failed: a path it binds was replaced after the helper checked \
+             it; nothing was run"
+        );
+        assert_eq!(
+            super::sandbox_failed(nix::libc::ELOOP),
+            "building the sandbox failed: a link stands where it mounts; nothing was run"
+        );
+        assert_eq!(
+            super::sandbox_failed(nix::libc::EPERM),
+            "building the sandbox failed: Operation not permitted; nothing was run"
+        );
+    }
+
     #[test]
     fn a_reported_step_names_its_stage_once() {
         let verdict = |detail: String| {

@@ -266,12 +266,13 @@ impl Context {
 pub(crate) fn candidates(choice: BackendChoice) -> Vec<Backend> {
     match choice {
         #[cfg(not(target_os = "macos"))]
-        BackendChoice::Auto => vec![Backend::Bwrap, Backend::Landlock],
+        BackendChoice::Auto => vec![Backend::Namespaces, Backend::Bwrap, Backend::Landlock],
         #[cfg(target_os = "macos")]
         BackendChoice::Auto => vec![Backend::Seatbelt],
         BackendChoice::Bwrap => vec![Backend::Bwrap],
         BackendChoice::Landlock => vec![Backend::Landlock],
         BackendChoice::Seatbelt => vec![Backend::Seatbelt],
+        BackendChoice::Namespaces => vec![Backend::Namespaces],
     }
 }
 
@@ -343,9 +344,11 @@ pub(crate) fn static_verdict(backend: Backend, ctx: &Context) -> Result<(), Unus
         #[cfg(target_os = "linux")]
         Backend::Bwrap if ctx.bwrap.is_none() => Err(Unusable::NoBwrap),
         #[cfg(target_os = "linux")]
-        Backend::Landlock if ctx.landlock_abi == 0 => Err(Unusable::NoLandlock),
+        Backend::Landlock | Backend::Namespaces if ctx.landlock_abi == 0 => {
+            Err(Unusable::NoLandlock)
+        }
         #[cfg(target_os = "macos")]
-        Backend::Bwrap | Backend::Landlock => {
+        Backend::Bwrap | Backend::Landlock | Backend::Namespaces => {
             let _ = ctx;
             Err(Unusable::LinuxOnly(backend))
         }
@@ -430,6 +433,7 @@ pub(crate) fn layers(backend: Backend, ctx: &Context) -> Vec<Layer> {
         }
         Backend::Bwrap => vec![Layer::Namespaces, Layer::Seccomp],
         Backend::Landlock => vec![Layer::Landlock, Layer::Seccomp],
+        Backend::Namespaces => vec![Layer::Namespaces, Layer::Landlock, Layer::Seccomp],
         Backend::None | Backend::Seatbelt => Vec::new(),
     }
 }

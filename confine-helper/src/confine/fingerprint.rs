@@ -29,7 +29,7 @@ pub(crate) fn of(
 ) -> Option<String> {
     let common = common(landlock_abi, holds_caps)?;
     match backend {
-        Backend::Landlock => Some(common),
+        Backend::Landlock | Backend::Namespaces => Some(common),
         Backend::Bwrap => Some(format!("{common} bwrap={}", identity(bwrap?)?)),
         Backend::None | Backend::Seatbelt => None,
     }

@@ -31,7 +31,7 @@ pub(super) struct Start<'a> {
 }
 
 impl Connects {
-    fn new(rules: Rules) -> Result<Connects, NotRun> {
+    pub(super) fn new(rules: Rules) -> Result<Connects, NotRun> {
         let notify =
             bpf::connect_notify_program().or_else(|e| fail(Stage::Seccomp, e.to_string()))?;
         Ok(Connects { notify, rules })
@@ -40,10 +40,10 @@ impl Connects {
 
 /// Descriptors handed to bwrap, numbered as the command will see them.
 #[derive(Debug, Default)]
-struct Passed(Vec<OwnedFd>);
+pub(super) struct Passed(pub(super) Vec<OwnedFd>);
 
 impl Passed {
-    fn add(&mut self, fd: OwnedFd) -> Result<i32, NotRun> {
+    pub(super) fn add(&mut self, fd: OwnedFd) -> Result<i32, NotRun> {
         if self.0.len() >= crate::sys::MAX_PASSED_FDS {
             return fail(
                 Stage::Prepare,
@@ -77,10 +77,11 @@ fn duplicate(fd: &OwnedFd, path: &Path) -> Result<OwnedFd, NotRun> {
 /// `argv` as it is. By its path it may not be there at all: a helper installed under `/tmp` is
 /// hidden by a workspace-write command's own `/tmp`. `enter` executes the descriptor's
 /// `/proc/self/fd` name, which the kernel opens before it closes the descriptor on `execve`.
-fn file_io_by_descriptor(
+pub(super) fn file_io_by_descriptor(
     argv: &[Vec<u8>],
     ctx: &Context,
     passed: &mut Passed,
+    number: fn(i32) -> i32,
 ) -> Result<Vec<Vec<u8>>, NotRun> {
     let program = ctx
         .file_io_path
@@ -88,7 +89,7 @@ fn file_io_by_descriptor(
         .map(|path| path.as_os_str().as_encoded_bytes());
     match (argv.split_first(), &ctx.file_io, &ctx.file_io_path) {
         (Some((first, rest)), Some(fd), Some(path)) if program == Some(first.as_slice()) => {
-            let fd = passed.add(duplicate(fd, path)?)?;
+            let fd = number(passed.add(duplicate(fd, path)?)?);
             let mut argv = vec![format!("/proc/self/fd/{fd}").into_bytes()];
             argv.extend(rest.iter().cloned());
             Ok(argv)
@@ -98,7 +99,7 @@ fn file_io_by_descriptor(
 }
 
 /// Where bwrap binds a command's private temp directory, hiding the host's.
-const TMP: &str = "/tmp";
+pub(super) const TMP: &str = "/tmp";
 
 /// What a command must see though its private `/tmp` hides it (bwrap, with a writable temp
 /// directory on `/tmp`): its working directory and the request's `visible` paths that lie
@@ -163,21 +164,21 @@ fn hidden_by_tmp(
     Ok(shown)
 }
 
-/// The plan for `backend`, bwrap or Landlock.
+/// The plan for `backend`, bwrap or Landlock (the namespace backend's is `super::namespaces`).
 pub(super) fn plan(backend: Backend, start: Start<'_>) -> Result<Plan, NotRun> {
     match backend {
         Backend::Bwrap => bwrap_plan(start),
         Backend::Landlock => landlock_plan(start),
-        Backend::None | Backend::Seatbelt => fail(
+        Backend::None | Backend::Seatbelt | Backend::Namespaces => fail(
             Stage::Prepare,
-            format!("{} is not a Linux backend", backend.as_str()),
+            format!("{} has no plan here", backend.as_str()),
         ),
     }
 }
 
 /// The seccomp filter's variant for `backend`: which sockets the command may make, and
 /// whether it keeps System V IPC (its own IPC namespace, under bwrap).
-fn filter_variant(backend: Backend, start: &Start<'_>) -> seccomp::Variant {
+pub(super) fn filter_variant(backend: Backend, start: &Start<'_>) -> seccomp::Variant {
     let policy = &start.spawn.policy;
     let network_allowed = start.network_allowed;
     let loopback = (policy.local_binding || start.proxy.is_some()) && !network_allowed;
@@ -186,7 +187,7 @@ fn filter_variant(backend: Backend, start: &Start<'_>) -> seccomp::Variant {
         tcp_only: host_proxy(backend, start),
         unix_sockets: start.listed.is_some(),
         read_only: policy.mode == Mode::ReadOnly,
-        ipc_namespace: backend == Backend::Bwrap,
+        ipc_namespace: matches!(backend, Backend::Bwrap | Backend::Namespaces),
     }
 }
 
@@ -197,22 +198,24 @@ fn host_proxy(backend: Backend, start: &Start<'_>) -> bool {
 }
 
 /// The filter for `variant`, from the context's cache.
-fn filter(ctx: &Context, variant: seccomp::Variant) -> Result<bpf::Program, NotRun> {
+pub(super) fn filter(ctx: &Context, variant: seccomp::Variant) -> Result<bpf::Program, NotRun> {
     ctx.filter(variant)
         .or_else(|e| fail(Stage::Seccomp, e.to_string()))
 }
 
 /// The mounts bwrap makes from descriptors, each numbered as `passed` holds it.
 #[derive(Default)]
-struct Mounts {
+pub(super) struct Mounts {
+    /// The command's temp directory bound on /tmp: its descriptor and host path.
+    pub(super) tmp: Option<bwrap::FdBind>,
     /// What the private /tmp would hide of what the command must see, bound read-only over it
     /// (before the roots, which may lie inside and stay writable).
-    shown: Vec<bwrap::FdBind>,
-    writable: Vec<bwrap::FdBind>,
-    pinned: Vec<bwrap::FdBind>,
-    read_only: Vec<bwrap::FdBind>,
-    denied_dirs: Vec<PathBuf>,
-    denied_files: Vec<bwrap::FdBind>,
+    pub(super) shown: Vec<bwrap::FdBind>,
+    pub(super) writable: Vec<bwrap::FdBind>,
+    pub(super) pinned: Vec<bwrap::FdBind>,
+    pub(super) read_only: Vec<bwrap::FdBind>,
+    pub(super) denied_dirs: Vec<PathBuf>,
+    pub(super) denied_files: Vec<bwrap::FdBind>,
 }
 
 /// The writable roots: each passed to bwrap unless another contains it (it is writable
@@ -246,11 +249,12 @@ fn bind_tmp(
     tmp: Option<super::plan::Temp>,
     passed: &mut Passed,
     layer_writable: &mut Vec<OwnedFd>,
-) -> Result<(Option<i32>, Option<PathBuf>), NotRun> {
+) -> Result<(Option<bwrap::FdBind>, Option<PathBuf>), NotRun> {
     match tmp {
         Some(tmp) if tmp.writable => {
             layer_writable.push(duplicate(&tmp.fd, Path::new(TMP))?);
-            Ok((Some(passed.add(tmp.fd)?), Some(PathBuf::from(TMP))))
+            let bound = passed.add_bind(tmp.fd, &tmp.path)?;
+            Ok((Some(bound), Some(PathBuf::from(TMP))))
         }
         Some(tmp) => Ok((None, Some(tmp.path))),
         None => Ok((None, None)),
@@ -291,15 +295,7 @@ fn inner_layer_argv(
     let (spawn, ctx) = (start.spawn, start.ctx);
     match inner_layer(ctx) {
         Ok(exe) => {
-            let ruleset = landlock::build(&landlock::RulesetSpec {
-                abi: ctx.landlock_abi,
-                writable: layer_writable,
-                network_denied: false,
-                // The mounts hide the denied reads; the ruleset's rules would name the
-                // host's /dev, /proc and /tmp, which are other mounts in here.
-                denied: &[],
-            })
-            .or_else(|e| fail(Stage::Landlock, e.to_string()))?;
+            let ruleset = inner_ruleset(ctx, layer_writable)?;
             let (report_rd, report_wr) =
                 nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK)
                     .or_else(|e| fail(Stage::Pipe, format!("enter's report pipe: {e}")))?;
@@ -313,7 +309,7 @@ fn inner_layer_argv(
                 report: report_fd,
                 bridge: bridge_fd,
             };
-            let argv = file_io_by_descriptor(&spawn.argv, ctx, passed)?;
+            let argv = file_io_by_descriptor(&spawn.argv, ctx, passed, |fd| fd)?;
             let processes = start.caps.in_user_namespace();
             Ok((crate::enter::argv(&fds, processes, &argv), Some(report_rd)))
         }
@@ -334,18 +330,24 @@ fn inner_layer_argv(
     }
 }
 
-/// The bwrap plan: namespaces and mounts made from descriptors, the seccomp filter bwrap
-/// loads, and the Landlock layer `enter` applies inside.
-fn bwrap_plan(mut start: Start<'_>) -> Result<Plan, NotRun> {
+/// What both namespace plans (bwrap's and the helper's own) mount, gathered once: every
+/// descriptor numbered as `passed` holds it.
+pub(super) struct Gathered {
+    pub(super) missing: Vec<Gap>,
+    pub(super) cleanup: Cleanup,
+    pub(super) passed: Passed,
+    /// The descriptor of `/`.
+    pub(super) root_fd: i32,
+    pub(super) mounts: Mounts,
+    /// What the Landlock layer inside lets the command write.
+    pub(super) layer_writable: Vec<OwnedFd>,
+    /// The command's `TMPDIR`.
+    pub(super) tmpdir: Option<PathBuf>,
+}
+
+pub(super) fn gather(start: &Start<'_>) -> Result<Gathered, NotRun> {
     let (spawn, ctx, roots) = (start.spawn, start.ctx, start.roots);
-    let Some(bwrap_path) = &ctx.bwrap else {
-        return fail(Stage::Unavailable, "bwrap is not installed".into());
-    };
-    let filter = filter(ctx, filter_variant(Backend::Bwrap, &start))?;
-    let seccomp_fd = crate::sys::sealed_memfd(&bpf::to_bytes(&filter))
-        .or_else(|e| fail(Stage::Seccomp, format!("seccomp program memfd: {e}")))?;
     let protection = protection(spawn, roots)?;
-    let mut missing = protection.missing;
     let mut cleanup = Cleanup::default();
     let tmp = temp_dir(spawn, ctx, &mut cleanup)?;
     let denied = denied_reads(spawn, roots, tmp.as_ref())?;
@@ -355,12 +357,13 @@ fn bwrap_plan(mut start: Start<'_>) -> Result<Plan, NotRun> {
         .or_else(|e| fail(Stage::Prepare, format!("opening /: {e}")))?;
     let root_fd = passed.add(slash)?;
     let mut layer_writable = bind_roots(roots, &mut passed, &mut mounts)?;
-    let (tmp_fd, tmpdir) = bind_tmp(tmp, &mut passed, &mut layer_writable)?;
-    if tmp_fd.is_some() {
+    let (tmp_bind, tmpdir) = bind_tmp(tmp, &mut passed, &mut layer_writable)?;
+    if tmp_bind.is_some() {
         for (fd, path) in hidden_by_tmp(spawn, roots, &denied)? {
             mounts.shown.push(passed.add_bind(fd, &path)?);
         }
     }
+    mounts.tmp = tmp_bind;
     for bind in protection.pinned {
         mounts.pinned.push(passed.add_bind(bind.fd, &bind.path)?);
     }
@@ -368,12 +371,42 @@ fn bwrap_plan(mut start: Start<'_>) -> Result<Plan, NotRun> {
         mounts.read_only.push(passed.add_bind(bind.fd, &bind.path)?);
     }
     bind_denied(denied, &mut passed, &mut mounts)?;
+    Ok(Gathered {
+        missing: protection.missing,
+        cleanup,
+        passed,
+        root_fd,
+        mounts,
+        layer_writable,
+        tmpdir,
+    })
+}
+
+/// The bwrap plan: namespaces and mounts made from descriptors, the seccomp filter bwrap
+/// loads, and the Landlock layer `enter` applies inside.
+fn bwrap_plan(mut start: Start<'_>) -> Result<Plan, NotRun> {
+    let (spawn, ctx) = (start.spawn, start.ctx);
+    let Some(bwrap_path) = &ctx.bwrap else {
+        return fail(Stage::Unavailable, "bwrap is not installed".into());
+    };
+    let filter = filter(ctx, filter_variant(Backend::Bwrap, &start))?;
+    let seccomp_fd = crate::sys::sealed_memfd(&bpf::to_bytes(&filter))
+        .or_else(|e| fail(Stage::Seccomp, format!("seccomp program memfd: {e}")))?;
+    let Gathered {
+        mut missing,
+        cleanup,
+        mut passed,
+        root_fd,
+        mounts,
+        layer_writable,
+        tmpdir,
+    } = gather(&start)?;
     let (command, report) =
         inner_layer_argv(&mut start, &layer_writable, &mut passed, &mut missing)?;
     let command_env = environment(spawn, ctx, tmpdir.as_deref());
     let args = bwrap::Args {
         network_allowed: start.network_allowed,
-        tmp: tmp_fd,
+        tmp: mounts.tmp.as_ref().map(|(fd, _)| *fd),
         root_fd,
         shown: &mounts.shown,
         writable: &mounts.writable,
@@ -404,16 +437,41 @@ fn bwrap_plan(mut start: Start<'_>) -> Result<Plan, NotRun> {
         rlimits: start.rlimits,
         caps: start.caps,
         cleanup,
-        connects: start
-            .listed
-            .map(|listed| {
-                Connects::new(Rules {
-                    listed,
-                    own_network: true,
-                })
-            })
-            .transpose()?,
+        connects: own_network_connects(start.listed)?,
     })
+}
+
+/// Connect supervision for the listed Unix sockets of a sandbox with its own network
+/// namespace (bwrap's, or the namespace backend's), when the request lists any.
+pub(super) fn own_network_connects(
+    listed: Option<Vec<Listed>>,
+) -> Result<Option<Connects>, NotRun> {
+    listed
+        .map(|listed| {
+            Connects::new(Rules {
+                listed,
+                own_network: true,
+            })
+        })
+        .transpose()
+}
+
+/// The Landlock layer inside a namespace backend's sandbox: writes to `writable` alone. The
+/// mount layer already covers what this ABI's Landlock cannot (metadata, truncate, devices,
+/// signals) and the network namespace the network, and the mounts hide the denied reads (the
+/// ruleset's rules would name the host's /dev, /proc and /tmp, which are other mounts in
+/// there).
+pub(super) fn inner_ruleset(
+    ctx: &Context,
+    writable: &[OwnedFd],
+) -> Result<landlock::Ruleset, NotRun> {
+    landlock::build(&landlock::RulesetSpec {
+        abi: ctx.landlock_abi,
+        writable,
+        network_denied: false,
+        denied: &[],
+    })
+    .or_else(|e| fail(Stage::Landlock, e.to_string()))
 }
 
 /// What Landlock does not enforce of the denied reads, and the denied reads its ruleset cuts

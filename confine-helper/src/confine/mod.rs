@@ -6,6 +6,8 @@ mod context;
 pub(crate) mod deny;
 #[cfg(target_os = "linux")]
 mod linux;
+#[cfg(target_os = "linux")]
+mod namespaces;
 mod not_run;
 mod plan;
 mod request;
@@ -105,6 +107,28 @@ fn bridge_socket(
     }
 }
 
+/// The plan of a command that runs unconfined (danger-full-access).
+fn unconfined(
+    spawn: &Spawn,
+    ctx: &Context,
+    layers: Vec<confine_protocol::Layer>,
+    rlimits: Vec<(crate::sys::Resource, u64)>,
+    caps: Planned,
+) -> Plan {
+    Plan {
+        backend: Backend::None,
+        enforcement: None,
+        layers,
+        argv: spawn.argv.clone(),
+        env: environment(spawn, ctx, None),
+        confinement: Confinement::None,
+        rlimits,
+        caps,
+        cleanup: Cleanup::default(),
+        connects: None,
+    }
+}
+
 fn plan_backend(
     spawn: &Spawn,
     ctx: &Context,
@@ -126,9 +150,8 @@ fn plan_backend(
     drop(proxy);
     match backend {
         #[cfg(target_os = "linux")]
-        Backend::Bwrap | Backend::Landlock => linux::plan(
-            backend,
-            linux::Start {
+        Backend::Bwrap | Backend::Landlock | Backend::Namespaces => {
+            let start = linux::Start {
                 spawn,
                 ctx,
                 roots,
@@ -138,25 +161,18 @@ fn plan_backend(
                 caps,
                 layers,
                 network_allowed,
-            },
-        ),
+            };
+            match backend {
+                Backend::Namespaces => namespaces::plan(start),
+                _ => linux::plan(backend, start),
+            }
+        }
         #[cfg(not(target_os = "linux"))]
-        Backend::Bwrap | Backend::Landlock => fail(
+        Backend::Bwrap | Backend::Landlock | Backend::Namespaces => fail(
             Stage::Unavailable,
             format!("{} is a Linux backend; this is macOS", backend.as_str()),
         ),
-        Backend::None => Ok(Plan {
-            backend,
-            enforcement: None,
-            layers,
-            argv: spawn.argv.clone(),
-            env: environment(spawn, ctx, None),
-            confinement: Confinement::None,
-            rlimits,
-            caps,
-            cleanup: Cleanup::default(),
-            connects: None,
-        }),
+        Backend::None => Ok(unconfined(spawn, ctx, layers, rlimits, caps)),
         // Seatbelt on Linux is refused before any plan (`static_verdict`); this arm keeps a
         // request that gets here anyway from running unconfined.
         #[cfg(not(any(target_os = "macos", test)))]

@@ -32,6 +32,15 @@ pub(crate) enum Confinement {
         passed: Vec<OwnedFd>,
         report: Option<OwnedFd>,
     },
+    /// The namespace backend: the shim builds `sandbox` from `passed` (placed from
+    /// `crate::sys::FD_FIRST_PASSED` on), and the command applies the ruleset and the filter.
+    #[cfg(target_os = "linux")]
+    Namespaces {
+        ruleset: OwnedFd,
+        filter: crate::bpf::Program,
+        passed: Vec<OwnedFd>,
+        sandbox: crate::sys::Sandbox,
+    },
     #[cfg(target_os = "linux")]
     Landlock {
         ruleset: OwnedFd,

@@ -1,14 +1,12 @@
 //! Capabilities: whether the helper holds any (it runs as root), and how the Landlock
 //! backend's command drops every one of them before `execve`, for good.
 
-use std::ffi::{c_int, c_ulong};
+use std::ffi::c_ulong;
 
-use confine_protocol::Stage;
 use nix::errno::Errno;
 use nix::libc;
 
 use super::call::{self, CapData, CapHeader, LINUX_CAPABILITY_VERSION_3};
-use super::layout::or_fail;
 
 const SECBIT_NOROOT: c_ulong = 1 << 0;
 const SECBIT_NOROOT_LOCKED: c_ulong = 1 << 1;
@@ -25,12 +23,12 @@ const HEADER: CapHeader = CapHeader {
 
 /// Empties the bounding, ambient, inheritable, permitted and effective capability sets, and
 /// locks securebits so that executing anything as uid 0 grants nothing back. Runs in the forked
-/// command; a failure is reported on `report_fd` and ends it.
-pub(super) fn drop_all(report_fd: c_int) {
+/// command (and the namespace backend's bridge) before anything else confines it.
+pub(super) fn drop_all() -> call::SysResult<()> {
     for cap in CAPABILITY_NUMBERS {
         match call::prctl(libc::PR_CAPBSET_DROP, cap) {
             Ok(()) | Err(Errno::EINVAL) => {}
-            Err(e) => or_fail(Err(e), report_fd, Stage::Capabilities),
+            Err(e) => return Err(e),
         }
     }
     let bits = SECBIT_NOROOT
@@ -38,16 +36,11 @@ pub(super) fn drop_all(report_fd: c_int) {
         | SECBIT_NO_SETUID_FIXUP
         | SECBIT_NO_SETUID_FIXUP_LOCKED
         | SECBIT_KEEP_CAPS_LOCKED;
-    let stage = Stage::Capabilities;
-    or_fail(call::prctl(libc::PR_SET_SECUREBITS, bits), report_fd, stage);
+    call::prctl(libc::PR_SET_SECUREBITS, bits)?;
     let clear_all = c_ulong::from(libc::PR_CAP_AMBIENT_CLEAR_ALL.unsigned_abs());
-    or_fail(
-        call::prctl(libc::PR_CAP_AMBIENT, clear_all),
-        report_fd,
-        stage,
-    );
+    call::prctl(libc::PR_CAP_AMBIENT, clear_all)?;
     let none = [CapData::default(); 2];
-    or_fail(call::capset(&HEADER, &none), report_fd, stage);
+    call::capset(&HEADER, &none)
 }
 
 /// Whether this process holds any effective capability (it runs as root, or with file caps).

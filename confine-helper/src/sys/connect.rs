@@ -47,6 +47,9 @@ pub(super) struct Supervisor<'a> {
     pub(super) proxy_control: Option<c_int>,
     /// The shim's own loopback listener for proxy connections, made at the first one.
     pub(super) proxy_listener: Option<c_int>,
+    /// The host's root, when the shim's own root is a sandbox's (the namespace backend): a
+    /// listed socket's path is the host's, looked up from there.
+    pub(super) host_root: Option<c_int>,
 }
 
 impl Supervisor<'_> {
@@ -92,7 +95,10 @@ impl Supervisor<'_> {
             _ => Verdict::Refuse(Errno::EPERM),
         };
         match verdict {
-            Verdict::Connect(to) => bounded_connect(socket, to),
+            Verdict::Connect(to) => match self.host_root {
+                Some(root) if is_unix_pathname(to) => connect_from(root, socket, to),
+                _ => bounded_connect(socket, to),
+            },
             Verdict::Proxy => self.connect_to_proxy(socket),
             Verdict::Refuse(errno) => Err(errno),
         }
@@ -170,6 +176,34 @@ fn read_and_take(
     }
     call::notif_id_valid(listener, id)?;
     call::pidfd_getfd(pidfd, fd)
+}
+
+/// Whether `address` is a Unix socket's absolute pathname.
+fn is_unix_pathname(address: &[u8]) -> bool {
+    let family = u16::try_from(libc::AF_UNIX)
+        .unwrap_or_default()
+        .to_ne_bytes();
+    address.starts_with(&family) && address.get(2) == Some(&b'/')
+}
+
+/// Connects `socket` to the Unix pathname `address` looked up from `root` rather than from the
+/// shim's own root: the same path made relative, from `root` as the working directory, which
+/// is `/` again afterwards.
+fn connect_from(root: c_int, socket: c_int, address: &[u8]) -> Result<(), Errno> {
+    let mut relative = [0u8; MAX_ADDRESS_LEN];
+    let (family, path) = address.split_at_checked(2).ok_or(Errno::EINVAL)?;
+    let path = path.strip_prefix(b"/").ok_or(Errno::EINVAL)?;
+    let len = family.len() + path.len();
+    let (head, tail) = relative
+        .get_mut(..len)
+        .ok_or(Errno::EINVAL)?
+        .split_at_mut(family.len());
+    head.copy_from_slice(family);
+    tail.copy_from_slice(path);
+    super::mount_call::fchdir(root)?;
+    let result = bounded_connect(socket, relative.get(..len).ok_or(Errno::EINVAL)?);
+    call::chdir(c"/")?;
+    result
 }
 
 /// `connect` with the socket's send timeout at most [`CONNECT_BOUND`] for the call, then set

@@ -26,7 +26,7 @@ pub(crate) fn detach(keep: &[&OwnedFd], body: impl FnOnce() -> i32) -> io::Resul
         // SAFETY: as above; this process is single-threaded too.
         match unsafe { call::fork() } {
             Ok(0) => {
-                let code = match isolate(&raw) {
+                let code = match super::sandbox::keep_only(&raw) {
                     Ok(()) => body(),
                     Err(_) => 1,
                 };
@@ -44,28 +44,4 @@ pub(crate) fn detach(keep: &[&OwnedFd], body: impl FnOnce() -> i32) -> io::Resul
             "the bridge's process could not be started",
         ))
     }
-}
-
-/// In the grandchild: `keep` at 3, 4, …, stdio on `/dev/null`, every other descriptor closed.
-fn isolate(keep: &[libc::c_int]) -> call::SysResult<()> {
-    let kept = libc::c_int::try_from(keep.len()).map_err(|_| nix::errno::Errno::EMFILE)?;
-    let first = 3 + kept + 64;
-    // Park the kept descriptors above anything they could collide with, then place them.
-    let mut parked = Vec::with_capacity(keep.len());
-    for fd in keep {
-        parked.push(call::dup_cloexec_above(*fd, first)?);
-    }
-    for (to, fd) in (3..).zip(&parked) {
-        call::dup2(*fd, to)?;
-    }
-    let above = libc::c_uint::try_from(3 + kept).map_err(|_| nix::errno::Errno::EMFILE)?;
-    call::close_range(above, libc::c_uint::MAX, 0)?;
-    let null = call::open(c"/dev/null", libc::O_RDWR)?;
-    for std in 0..3 {
-        call::dup2(null, std)?;
-    }
-    if null > 2 {
-        call::close(null)?;
-    }
-    Ok(())
 }

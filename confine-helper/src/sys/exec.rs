@@ -176,7 +176,7 @@ fn confine_self(p: &Prepared<'_>, report_fd: c_int) {
                 );
             }
             if drop_caps {
-                caps::drop_all(report_fd);
+                or_fail(caps::drop_all(), report_fd, Stage::Capabilities);
             }
             or_fail(
                 call::prctl(libc::PR_SET_NO_NEW_PRIVS, 1),

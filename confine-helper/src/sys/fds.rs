@@ -139,6 +139,17 @@ pub(crate) fn own_received(fds: &[RawFd]) -> Vec<OwnedFd> {
 /// Takes ownership of the inherited connection descriptor named on the command line, after
 /// checking that it is open and is a socket.
 pub(crate) fn inherited_socket(fd: RawFd) -> io::Result<OwnedFd> {
+    inherited(fd, libc::S_IFSOCK, "it is not a socket")
+}
+
+/// Takes ownership of an inherited pipe's descriptor, after checking that it is open and is a
+/// pipe (the namespace backend's bridge says on one that it listens).
+#[cfg(target_os = "linux")]
+pub(crate) fn inherited_pipe(fd: RawFd) -> io::Result<OwnedFd> {
+    inherited(fd, libc::S_IFIFO, "it is not a pipe")
+}
+
+fn inherited(fd: RawFd, kind: libc::mode_t, not: &'static str) -> io::Result<OwnedFd> {
     if !is_open(fd) {
         return Err(io::Error::last_os_error());
     }
@@ -148,8 +159,8 @@ pub(crate) fn inherited_socket(fd: RawFd) -> io::Result<OwnedFd> {
     if unsafe { libc::fstat(fd, &mut st) } == -1 {
         return Err(io::Error::last_os_error());
     }
-    if st.st_mode & libc::S_IFMT != libc::S_IFSOCK {
-        return Err(io::Error::other("it is not a socket"));
+    if st.st_mode & libc::S_IFMT != kind {
+        return Err(io::Error::other(not));
     }
     // SAFETY: the descriptor is open (checked above), was inherited, and nothing else in this
     // process owns it.

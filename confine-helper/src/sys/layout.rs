@@ -36,7 +36,7 @@ pub(super) const FD_CTL: c_int = 4;
 /// The confinement descriptor (seccomp program or Landlock ruleset), close-on-exec.
 pub(super) const FD_CONFINE: c_int = 5;
 /// Where the shim keeps the descriptors bwrap's mounts are made from, in order.
-pub(super) const FD_FIRST_PASSED: c_int = 6;
+pub(crate) const FD_FIRST_PASSED: c_int = 6;
 /// Where the command finds the seccomp program it hands to bwrap (`--seccomp 3`).
 #[cfg(target_os = "linux")]
 pub(crate) const COMMAND_SECCOMP_FD: c_int = 3;
@@ -87,6 +87,9 @@ pub(crate) struct Prepared<'a> {
     /// under Landlock).
     #[cfg(target_os = "linux")]
     pub(crate) connects: Option<ShimConnects<'a>>,
+    /// The namespace backend's sandbox, which the shim is born in and builds.
+    #[cfg(target_os = "linux")]
+    pub(crate) sandbox: Option<&'a super::Sandbox>,
 }
 
 /// What connect supervision needs in the shim and the command: the filter that hands

@@ -43,7 +43,11 @@ mod layout;
 #[cfg(target_os = "macos")]
 mod macos_tree;
 #[cfg(target_os = "linux")]
+mod mount_call;
+#[cfg(target_os = "linux")]
 mod proc_scan;
+#[cfg(target_os = "linux")]
+mod sandbox;
 mod shim;
 #[cfg(target_os = "linux")]
 mod socket_call;
@@ -66,12 +70,16 @@ pub(crate) use fds::{
     pipe_cloexec, poll, reset_inherited_signals, sanitize_fds,
 };
 #[cfg(target_os = "linux")]
-pub(crate) use fds::{sealed_memfd, write_raw};
+pub(crate) use fds::{inherited_pipe, sealed_memfd, write_raw};
+#[cfg(target_os = "linux")]
+pub(crate) use layout::FD_FIRST_PASSED;
 #[cfg(target_os = "linux")]
 pub(crate) use layout::{
     COMMAND_FIRST_PASSED_FD, COMMAND_SECCOMP_FD, MAX_PASSED_FDS, ShimConnects,
 };
 pub(crate) use layout::{CTL_KILL, CTL_TERMINATE, ChildConfine, Prepared};
+#[cfg(target_os = "linux")]
+pub(crate) use sandbox::{Bind, Bridge, Cover, Sandbox};
 pub(crate) use shim::fork_shim;
 #[cfg(target_os = "linux")]
 pub(crate) use temp_dirs::{orphaned, owned_name};

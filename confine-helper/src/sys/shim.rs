@@ -22,6 +22,8 @@ use super::exec;
 #[cfg(target_os = "linux")]
 use super::layout::CTL_TERMINATE;
 #[cfg(target_os = "linux")]
+use super::layout::ChildConfine;
+#[cfg(target_os = "linux")]
 use super::layout::finish;
 use super::layout::{
     FD_CONFINE, FD_CTL, FD_FIRST_PASSED, FD_PARK, FD_STATUS, FIXED_FDS, MAX_PASSED_FDS, Prepared,
@@ -48,13 +50,43 @@ const LAST_FD: c_uint = c_uint::MAX;
 
 /// Forks the shim for one command. Returns the shim's pid in the helper.
 pub(crate) fn fork_shim(prepared: &Prepared<'_>) -> std::io::Result<libc::pid_t> {
-    // SAFETY: the helper is single-threaded, so the child inherits a consistent address space;
-    // the child only runs `shim_main`, which uses async-signal-safe calls on pre-built data and
-    // never returns.
-    match unsafe { call::fork() } {
+    match fork_for(prepared) {
         Err(errno) => Err(errno.into()),
         Ok(0) => shim_main(prepared),
         Ok(pid) => Ok(pid),
+    }
+}
+
+/// The fork of the shim: under the namespace backend, born in the sandbox's namespaces.
+fn fork_for(prepared: &Prepared<'_>) -> Result<libc::pid_t, Errno> {
+    #[cfg(target_os = "linux")]
+    if let Some(sandbox) = prepared.sandbox {
+        // SAFETY: as for `fork` below: the child is a copy of the helper as `fork` makes it,
+        // in new namespaces.
+        return unsafe { super::mount_call::fork_into(sandbox.namespaces()) };
+    }
+    #[cfg(target_os = "macos")]
+    let _ = prepared;
+    // SAFETY: the helper is single-threaded, so the child inherits a consistent address space;
+    // the child only runs `shim_main`, which uses async-signal-safe calls on pre-built data and
+    // never returns.
+    unsafe { call::fork() }
+}
+
+/// Under the namespace backend, the sandbox built around the shim (`super::sandbox`); a step
+/// that fails is reported at the namespace stage and ends the shim.
+#[cfg(target_os = "linux")]
+fn build_sandbox(p: &Prepared<'_>) {
+    if let (Some(sandbox), ChildConfine::Landlock { filter, .. }) = (p.sandbox, &p.confine) {
+        let layers = super::sandbox::Layers {
+            ruleset: FD_CONFINE,
+            filter,
+        };
+        or_fail(
+            super::sandbox::enter(sandbox, &layers),
+            FD_STATUS,
+            Stage::Namespace,
+        );
     }
 }
 
@@ -87,6 +119,8 @@ fn shim_main(p: &Prepared<'_>) -> ! {
     take_place(p);
     lay_out_descriptors(p);
     let status_fd = FD_STATUS;
+    #[cfg(target_os = "linux")]
+    build_sandbox(p);
 
     // SIGCHLD arrives through a signalfd (Linux; on macOS the shim waits with kqueue); SIGTERM
     // sent to our process group while terminating the tree must not end the shim itself. The
@@ -159,6 +193,9 @@ fn shim_main(p: &Prepared<'_>) -> ! {
             rules: c.rules,
             proxy_control: c.proxy.then_some(FD_FIRST_PASSED),
             proxy_listener: None,
+            host_root: p
+                .sandbox
+                .and_then(|s| super::layout::fd_at(FD_FIRST_PASSED, s.host_root)),
         });
         supervise(child, sigfd, status_fd, supervisor)
     }

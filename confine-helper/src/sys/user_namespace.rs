@@ -74,7 +74,7 @@ pub(super) fn settle(ns: &UserNamespace) -> SysResult<()> {
 /// waiting shim: both are dumpable for those three writes. Nothing confined can use that
 /// moment — the filter and Landlock keep confined commands from tracing any process —, and the
 /// command is dumpable anyway once it executes.
-fn map(ns: &UserNamespace) -> SysResult<()> {
+pub(super) fn map(ns: &UserNamespace) -> SysResult<()> {
     call::prctl(libc::PR_SET_DUMPABLE, 1)?;
     let made = (|| {
         write_file(c"/proc/self/setgroups", b"deny")?;

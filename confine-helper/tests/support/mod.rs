@@ -503,8 +503,18 @@ impl Drop for Service {
     }
 }
 
-/// Whether `backend` works on this machine, judged without the helper (`available.rs`); what
-/// is missing and why when it does not.
+/// Why this user cannot make the namespaces the helper's own backend makes, if it cannot: a
+/// user namespace with the user's ids mapped in it, and inside it mount (a fresh `/proc`
+/// mounted), pid, IPC, UTS, cgroup and network namespaces, made by util-linux's `unshare`
+/// ([`available::user_namespaces`], the check kernel-e2e runs as each cell's user). Judged once
+/// per process.
+pub fn user_namespaces() -> Result<(), String> {
+    available::user_namespaces().map_err(|why| why.to_string())
+}
+
+/// Whether `backend` works on this machine, judged without the helper (`available.rs`, and
+/// [`user_namespaces`] for the helper's own namespaces, which also need Landlock); what is
+/// missing and why when it does not.
 pub fn backend_works(backend: BackendChoice) -> Result<(), (skip::Need, String)> {
     match backend {
         BackendChoice::Bwrap => {
@@ -512,6 +522,10 @@ pub fn backend_works(backend: BackendChoice) -> Result<(), (skip::Need, String)>
         }
         BackendChoice::Landlock => {
             available::landlock().map_err(|why| (skip::Need::Landlock, why.to_string()))
+        }
+        BackendChoice::Namespaces => {
+            available::landlock().map_err(|why| (skip::Need::Landlock, why.to_string()))?;
+            user_namespaces().map_err(|why| (skip::Need::UserNamespace, why))
         }
         other => Err((
             skip::Need::Backend,
@@ -525,7 +539,11 @@ pub fn backend_works(backend: BackendChoice) -> Result<(), (skip::Need, String)>
 /// helper agrees is `availability.rs`'s test.
 pub fn available_backends(test: &str) -> Vec<BackendChoice> {
     let mut usable = Vec::new();
-    for backend in [BackendChoice::Bwrap, BackendChoice::Landlock] {
+    for backend in [
+        BackendChoice::Namespaces,
+        BackendChoice::Bwrap,
+        BackendChoice::Landlock,
+    ] {
         match backend_works(backend) {
             Ok(()) => usable.push(backend),
             Err((need, why)) => skip::skip_part(test, need.name(), need, why),

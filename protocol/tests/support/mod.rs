@@ -182,6 +182,7 @@ pub fn spawn(rng: &mut Rng) -> Spawn {
             BackendChoice::Bwrap,
             BackendChoice::Landlock,
             BackendChoice::Seatbelt,
+            BackendChoice::Namespaces,
         ]),
         limits: Limits {
             timeout_ms: rng.option(Rng::u64),
@@ -225,6 +226,7 @@ pub fn backend(rng: &mut Rng) -> Backend {
         Backend::Bwrap,
         Backend::Landlock,
         Backend::Seatbelt,
+        Backend::Namespaces,
     ])
 }
 
