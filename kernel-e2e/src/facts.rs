@@ -203,7 +203,7 @@ impl Facts {
         let exit = null_or_object(field("exit")?, "exit", parse_exit)?;
         let backend = optional_string(field("backend")?, "backend")?;
         if let Some(name) = &backend
-            && !["bwrap", "landlock", "seatbelt", "none"].contains(&name.as_str())
+            && !["bwrap", "landlock", "seatbelt", "namespaces", "none"].contains(&name.as_str())
         {
             return Err(facts_error!("unknown backend {name:?}"));
         }
@@ -301,7 +301,7 @@ impl Facts {
         let report = RECOVERED_TEXTS.iter().any(|t| stderr_tail.contains(t));
         let confined = matches!(
             self.backend.as_deref(),
-            Some("bwrap" | "landlock" | "seatbelt")
+            Some("bwrap" | "landlock" | "seatbelt" | "namespaces")
         );
         let failed = matches!(self.exit, Some(Exit::Code(c)) if c != 0);
         let exited = matches!(self.exit, Some(Exit::Code(_)));
@@ -354,9 +354,9 @@ impl Facts {
             .as_ref()
             .ok_or_else(|| facts_error!("a confined command ran but enforcement is null"))?;
         // Both layers, every time: this suite runs where Landlock exists, so bwrap's sandbox
-        // must have Landlock inside it too.
+        // (and the helper's own namespaces) must have Landlock inside it too.
         let layers: &[&str] = match backend {
-            Backend::Bwrap => &["namespaces", "landlock", "seccomp"],
+            Backend::Bwrap | Backend::Namespaces => &["namespaces", "landlock", "seccomp"],
             Backend::Landlock => &["landlock", "seccomp"],
             // sandbox-exec is one layer the protocol has no name for.
             Backend::Seatbelt => &[],
@@ -401,8 +401,8 @@ impl Facts {
         }
     }
 
-    /// Checks that the only gaps a bwrap run (or a read-only Landlock run) admits are the ones it
-    /// cannot help, and that its level says `full` exactly when nothing is missing.
+    /// Checks that the only gaps a bwrap or namespaces run (or a read-only Landlock run) admits
+    /// are the ones it cannot help, and that its level says `full` exactly when nothing is missing.
     fn check_full_level(
         &self,
         enforcement: &Enforcement,
@@ -411,8 +411,8 @@ impl Facts {
     ) -> Result<(), FactsError> {
         // As root a requested process limit cannot bind (root is exempt from
         // RLIMIT_NPROC); the helper must say so. Paths that do not exist yet are named
-        // too, and Landlock's process visibility. Anything else is a gap bwrap (and
-        // read-only Landlock) must not have.
+        // too, and Landlock's process visibility. Anything else is a gap bwrap, the helper's
+        // own namespaces (and read-only Landlock) must not have.
         let other: Vec<&String> = enforcement
             .missing
             .iter()
@@ -951,6 +951,54 @@ mod tests {
         assert!(
             facts
                 .check_confinement(Backend::Bwrap, Mode::WorkspaceWrite, &root)
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn the_helpers_own_namespaces_are_held_to_bwraps_layers_and_gaps() {
+        let line = RAN.replace(r#""backend":"bwrap""#, r#""backend":"namespaces""#);
+        let facts = Facts::parse(&line).expect("parses");
+        // A confining backend: its denial texts are evidence.
+        assert!(
+            facts
+                .check_consistency(Some(1), "sh: cannot create /x: Read-only file system")
+                .is_ok()
+        );
+        assert!(
+            facts
+                .check_confinement(Backend::Namespaces, Mode::ReadOnly, &[])
+                .is_ok()
+        );
+        // The backend asked for is the one reported.
+        assert!(
+            facts
+                .check_confinement(Backend::Bwrap, Mode::ReadOnly, &[])
+                .is_err()
+        );
+        // Without the Landlock layer inside, it is one layer short.
+        let mut one_layer = facts.clone();
+        one_layer
+            .enforcement
+            .as_mut()
+            .expect("set")
+            .layers
+            .remove(1);
+        assert!(
+            one_layer
+                .check_confinement(Backend::Namespaces, Mode::ReadOnly, &[])
+                .is_err()
+        );
+        // With a pid namespace of its own, no process is left visible: that gap is not its.
+        let mut visible = facts.clone();
+        let enforcement = visible.enforcement.as_mut().expect("set");
+        enforcement.level = "partial".into();
+        enforcement.missing.push(format!(
+            "{PROCESS_VISIBILITY_GAP}other processes are visible"
+        ));
+        assert!(
+            visible
+                .check_confinement(Backend::Namespaces, Mode::ReadOnly, &[])
                 .is_err()
         );
     }

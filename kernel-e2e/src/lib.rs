@@ -24,6 +24,7 @@ pub mod available;
 pub mod binaries;
 pub mod case;
 pub mod cases;
+pub mod differential;
 pub mod facts;
 pub mod fixtures;
 pub mod git;

@@ -4,19 +4,22 @@ use std::fmt;
 
 use crate::users::Identity;
 
-/// A confinement backend, as `agentd run --backend` names it: bwrap and Landlock on Linux,
-/// Seatbelt on macOS.
+/// A confinement backend, as `agentd run --backend` names it: bwrap, Landlock and the
+/// helper's own namespaces on Linux, Seatbelt on macOS.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Backend {
     Bwrap,
     Landlock,
     Seatbelt,
+    /// The helper's own namespaces and mounts (those bwrap's backend makes), with Landlock and
+    /// the seccomp filter applied by the command itself; no bwrap program.
+    Namespaces,
 }
 
 impl Backend {
     /// Every backend of this platform, in the order the report lists them.
     #[cfg(target_os = "linux")]
-    pub const ALL: [Backend; 2] = [Backend::Bwrap, Backend::Landlock];
+    pub const ALL: [Backend; 3] = [Backend::Bwrap, Backend::Landlock, Backend::Namespaces];
     /// Every backend of this platform, in the order the report lists them.
     #[cfg(target_os = "macos")]
     pub const ALL: [Backend; 1] = [Backend::Seatbelt];
@@ -27,6 +30,7 @@ impl Backend {
             Backend::Bwrap => "bwrap",
             Backend::Landlock => "landlock",
             Backend::Seatbelt => "seatbelt",
+            Backend::Namespaces => "namespaces",
         }
     }
 }

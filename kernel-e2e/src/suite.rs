@@ -196,8 +196,8 @@ fn plan_jobs(
     for &backend in backends {
         for (user_rank, user) in users.iter().enumerate() {
             let unusable = unavailable(backend, user);
-            if let Some(why) = &unusable
-                && let Some(variable) = need_of(backend).required_by()
+            if let Some((need, why)) = &unusable
+                && let Some(variable) = need.required_by()
             {
                 return Err(trouble!(
                     "{backend} cannot run here for {}, and {variable}=1 requires it: {why}",
@@ -218,7 +218,8 @@ fn plan_jobs(
                             },
                             user_rank,
                             skip: unusable
-                                .clone()
+                                .as_ref()
+                                .map(|(_, why)| why.clone())
                                 .or_else(|| cases::not_for(backend, case.id)),
                         });
                     }
@@ -382,8 +383,9 @@ fn prepare_run_root() -> Result<Shared, E2eError> {
 }
 
 /// agentd's environment: what a login would give, and a configuration directory of our own so
-/// no configuration file of the user running the suite changes what is tested.
-fn base_env(user: &Identity, run_root: &Path) -> Vec<(OsString, OsString)> {
+/// no configuration file of the user running the suite changes what is tested (`run_root`'s
+/// `config`). The differential test gives its runs the same.
+pub(crate) fn base_env(user: &Identity, run_root: &Path) -> Vec<(OsString, OsString)> {
     [
         ("PATH", OsString::from(COMMAND_PATH)),
         ("HOME", user.home.clone().into_os_string()),
@@ -462,15 +464,6 @@ fn check_cases(only: Option<&[String]>, catalogue: &[Case]) -> Result<(), E2eErr
     }
 }
 
-/// What requires `backend` of a run (`AGENTD_REQUIRE_<NEED>`, `tests/shared/skip.rs`).
-fn need_of(backend: Backend) -> Need {
-    match backend {
-        Backend::Bwrap => Need::Bwrap,
-        Backend::Landlock => Need::Landlock,
-        Backend::Seatbelt => Need::Backend,
-    }
-}
-
 /// An error when a tool some cases skip without is missing though the run requires it:
 /// `ip` (P08's network), git (the repository cases).
 fn required_tools() -> Result<(), E2eError> {
@@ -487,17 +480,30 @@ fn required_tools() -> Result<(), E2eError> {
     Ok(())
 }
 
-/// Why `backend` cannot run on this machine for `user`, if it cannot: judged without the
+/// Why `backend` cannot run on this machine for `user`, if it cannot, with what a run that
+/// requires it names (`AGENTD_REQUIRE_<NEED>`, `tests/shared/skip.rs`): judged without the
 /// helper (`tests/shared/available.rs`), so that a helper which wrongly calls a backend
-/// unusable fails every case of it instead of skipping them, and T00 says why.
-fn unavailable(backend: Backend, user: &Identity) -> Option<String> {
+/// unusable fails every case of it instead of skipping them, and T00 says why. The helper's own
+/// namespaces need Landlock (the layer inside) and an unprivileged user namespace `user` may
+/// make (`available::user_namespaces_run`, run as `user` as bwrap is for the bwrap backend).
+fn unavailable(backend: Backend, user: &Identity) -> Option<(Need, String)> {
+    let landlock = || {
+        available::landlock_abi()
+            .err()
+            .map(|why| (Need::Landlock, why.to_string()))
+    };
     match backend {
         Backend::Seatbelt => (!Path::new(cases::SANDBOX_EXEC).exists())
-            .then(|| format!("{} is missing", cases::SANDBOX_EXEC)),
+            .then(|| (Need::Backend, format!("{} is missing", cases::SANDBOX_EXEC))),
         Backend::Bwrap => available::bwrap_runs(|command| user.apply(command))
             .err()
-            .map(|why| why.to_string()),
-        Backend::Landlock => available::landlock_abi().err().map(|why| why.to_string()),
+            .map(|why| (Need::Bwrap, why.to_string())),
+        Backend::Landlock => landlock(),
+        Backend::Namespaces => landlock().or_else(|| {
+            available::user_namespaces_run(|command| user.apply(command))
+                .err()
+                .map(|why| (Need::UserNamespace, why.to_string()))
+        }),
     }
 }
 

@@ -1,5 +1,6 @@
 //! What this machine offers the sandbox, judged without asking confine-helper: whether a
-//! root-owned bubblewrap builds its namespaces here, and whether the kernel offers Landlock.
+//! root-owned bubblewrap builds its namespaces here, whether the kernel offers Landlock, and
+//! whether this user may make the namespaces the helper's own backend makes (`namespaces`).
 //!
 //! Tests that run a backend only where it can work take the answer from here, never from the
 //! helper's own report (`HelperInfo.backends`): a helper that wrongly called a backend unusable
@@ -48,8 +49,38 @@ pub enum Unavailable {
         abi: std::ffi::c_long,
         error: std::num::TryFromIntError,
     },
+    /// No util-linux `unshare` where confined commands look for programs ([`COMMAND_PATH`]),
+    /// so no user namespace can be tried.
+    UnshareMissing,
+    /// `unshare` could not be started.
+    UnshareWontRun {
+        unshare: PathBuf,
+        error: Arc<std::io::Error>,
+    },
+    /// `unshare` ran but could not make the namespaces: its exit status and stderr.
+    NoUserNamespaces {
+        unshare: PathBuf,
+        status: ExitStatus,
+        stderr: String,
+    },
     /// Not Linux.
     NotLinux,
+}
+
+impl Unavailable {
+    /// Whether what is missing is Landlock (the rest is bwrap or the user namespaces): which
+    /// of the two a run requires decides whether a skip of the `namespaces` backend, which
+    /// needs both, fails.
+    pub fn is_landlock(&self) -> bool {
+        matches!(
+            self,
+            Unavailable::LandlockMissing
+                | Unavailable::LandlockDisabled
+                | Unavailable::LandlockQuery(_)
+                | Unavailable::LandlockAbi { .. }
+                | Unavailable::NotLinux
+        )
+    }
 }
 
 impl std::fmt::Display for Unavailable {
@@ -89,6 +120,24 @@ impl std::fmt::Display for Unavailable {
                 write!(f, "the kernel's Landlock version query failed: {errno}")
             }
             Unavailable::LandlockAbi { abi, error } => write!(f, "Landlock ABI {abi}: {error}"),
+            Unavailable::UnshareMissing => write!(
+                f,
+                "unshare (util-linux) is not in {COMMAND_PATH}, so no user namespace can be tried"
+            ),
+            Unavailable::UnshareWontRun { unshare, error } => {
+                write!(f, "cannot run {}: {error}", unshare.display())
+            }
+            Unavailable::NoUserNamespaces {
+                unshare,
+                status,
+                stderr,
+            } => write!(
+                f,
+                "{} cannot make the namespaces here ({status}): {stderr}; an unprivileged user \
+                 namespace is needed (kernel.unprivileged_userns_clone, user.max_user_namespaces, \
+                 kernel.apparmor_restrict_unprivileged_userns)",
+                unshare.display()
+            ),
             Unavailable::NotLinux => f.write_str("Landlock is Linux's"),
         }
     }
@@ -121,44 +170,59 @@ pub fn bwrap_binary() -> Result<PathBuf, Unavailable> {
 /// user `as_user` sets on the command (the current one when it sets none).
 pub fn bwrap_runs(as_user: impl FnOnce(&mut Command)) -> Result<(), Unavailable> {
     let bwrap = bwrap_binary()?;
-    let mut command = Command::new(&bwrap);
+    let args = [
+        "--unshare-user",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-net",
+        "--die-with-parent",
+        "--new-session",
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--",
+        "true",
+    ];
+    runs(&bwrap, &args, as_user).map_err(|failed| match failed {
+        Failed::WontRun(error) => Unavailable::BwrapWontRun { bwrap, error },
+        Failed::Exited { status, stderr } => Unavailable::NoNamespaces {
+            bwrap,
+            status,
+            stderr,
+        },
+    })
+}
+
+/// How a program run to see whether something works ([`runs`]) failed.
+enum Failed {
+    /// It could not be started.
+    WontRun(Arc<std::io::Error>),
+    /// It ran and failed: its exit status and stderr.
+    Exited { status: ExitStatus, stderr: String },
+}
+
+/// Runs `program` with `args` (stdin and stdout closed, stderr kept), as the user `as_user` sets
+/// on the command (the current one when it sets none), and whether it succeeded.
+fn runs(program: &Path, args: &[&str], as_user: impl FnOnce(&mut Command)) -> Result<(), Failed> {
+    let mut command = Command::new(program);
     command
-        .args([
-            "--unshare-user",
-            "--unshare-pid",
-            "--unshare-ipc",
-            "--unshare-uts",
-            "--unshare-net",
-            "--die-with-parent",
-            "--new-session",
-            "--ro-bind",
-            "/",
-            "/",
-            "--dev",
-            "/dev",
-            "--proc",
-            "/proc",
-            "--",
-            "true",
-        ])
+        .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
     as_user(&mut command);
-    let out = match command.output() {
-        Ok(out) => out,
-        Err(error) => {
-            return Err(Unavailable::BwrapWontRun {
-                bwrap,
-                error: Arc::new(error),
-            });
-        }
-    };
+    let out = command
+        .output()
+        .map_err(|error| Failed::WontRun(Arc::new(error)))?;
     if out.status.success() {
         return Ok(());
     }
-    Err(Unavailable::NoNamespaces {
-        bwrap,
+    Err(Failed::Exited {
         status: out.status,
         stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
     })
@@ -198,6 +262,40 @@ pub fn landlock_abi() -> Result<u32, Unavailable> {
     Err(Unavailable::NotLinux)
 }
 
+/// Whether the user `as_user` sets on the command (the current one when it sets none) may make
+/// the namespaces the helper's own backend makes: a user namespace with the user's own ids
+/// mapped in it, and inside it mount (a fresh `/proc` mounted), pid, IPC, UTS, cgroup and
+/// network namespaces. Made by util-linux's `unshare` running `true`, as bwrap is run for the
+/// bwrap backend ([`bwrap_runs`]).
+pub fn user_namespaces_run(as_user: impl FnOnce(&mut Command)) -> Result<(), Unavailable> {
+    let unshare = std::env::split_paths(COMMAND_PATH)
+        .map(|dir| dir.join("unshare"))
+        .find(|p| p.is_file())
+        .ok_or(Unavailable::UnshareMissing)?;
+    let args = [
+        "--user",
+        "--map-root-user",
+        "--mount",
+        "--pid",
+        "--fork",
+        "--mount-proc",
+        "--ipc",
+        "--uts",
+        "--cgroup",
+        "--net",
+        "--",
+        "true",
+    ];
+    runs(&unshare, &args, as_user).map_err(|failed| match failed {
+        Failed::WontRun(error) => Unavailable::UnshareWontRun { unshare, error },
+        Failed::Exited { status, stderr } => Unavailable::NoUserNamespaces {
+            unshare,
+            status,
+            stderr,
+        },
+    })
+}
+
 /// Whether bwrap works here for the current user, judged once per process.
 pub fn bwrap() -> Result<(), Unavailable> {
     static VERDICT: std::sync::OnceLock<Result<(), Unavailable>> = std::sync::OnceLock::new();
@@ -208,6 +306,22 @@ pub fn bwrap() -> Result<(), Unavailable> {
 pub fn landlock() -> Result<(), Unavailable> {
     static VERDICT: std::sync::OnceLock<Result<(), Unavailable>> = std::sync::OnceLock::new();
     VERDICT.get_or_init(|| landlock_abi().map(drop)).clone()
+}
+
+/// Whether the current user may make the namespaces the helper's own backend makes
+/// ([`user_namespaces_run`]), judged once per process.
+pub fn user_namespaces() -> Result<(), Unavailable> {
+    static VERDICT: std::sync::OnceLock<Result<(), Unavailable>> = std::sync::OnceLock::new();
+    VERDICT.get_or_init(|| user_namespaces_run(|_| {})).clone()
+}
+
+/// Whether the helper's own namespaces (the `namespaces` backend) work here for the current
+/// user, judged once per process: Landlock, the layer the command applies inside them, and
+/// the namespaces themselves ([`user_namespaces`]). Which of the two is missing
+/// ([`Unavailable::is_landlock`]) says what a run requires of it: `AGENTD_REQUIRE_LANDLOCK` or
+/// `AGENTD_REQUIRE_USER_NAMESPACE` (`skip.rs`), as kernel-e2e judges the backend.
+pub fn namespaces() -> Result<(), Unavailable> {
+    landlock().and_then(|()| user_namespaces())
 }
 
 /// The PATH a confined command gets unless told otherwise (the helper's `DEFAULT_PATH`, and

@@ -23,9 +23,11 @@ use std::sync::{Mutex, Once, PoisonError};
 pub enum Need {
     /// A root-owned bubblewrap that builds its namespaces (`available::bwrap`).
     Bwrap,
-    /// A kernel that offers Landlock (`available::landlock`).
+    /// A kernel that offers Landlock (`available::landlock`): the `landlock` backend, and with
+    /// [`Need::UserNamespace`] the `namespaces` backend (`available::namespaces`).
     Landlock,
-    /// Either backend: required when either is.
+    /// Any backend: required when bwrap or Landlock is (the `namespaces` backend needs
+    /// Landlock too).
     Backend,
     /// Running as root; never required (CI's root jobs run them), and the run's own choice.
     Root,
@@ -39,7 +41,8 @@ pub enum Need {
     Git,
     /// Network namespaces of the test's own: `ip` (iproute2), veth and IPv6.
     Ip,
-    /// `unshare` and `setpriv` (util-linux), and a user namespace that may mount.
+    /// `unshare` and `setpriv` (util-linux), and a user namespace that may mount: with
+    /// [`Need::Landlock`], what the `namespaces` backend needs (`available::namespaces`).
     UserNamespace,
     /// A cgroup v2 hierarchy this process may write.
     Cgroup2,

@@ -1,6 +1,7 @@
 //! T00, availability: whether the backend is there at all. The suite judges each backend
 //! without the helper (`tests/shared/available.rs`: bwrap run directly, as the cell's user,
-//! with the namespaces the helper asks of it; the kernel's own Landlock version query) and runs
+//! with the namespaces the helper asks of it; the kernel's own Landlock version query; for the
+//! helper's own namespaces, that query and `unshare` making them as the cell's user) and runs
 //! every case of a backend that works. The helper's own verdict must agree: a helper that
 //! called a working backend unusable would fail every case of it as a runner failure; this case
 //! names the cause.

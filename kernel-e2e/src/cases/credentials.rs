@@ -1,5 +1,5 @@
 //! P09. The built-in denied reads (RFC 0014): the credential stores of the home directory stay
-//! unreadable to a confined command, on both backends and in both confined modes, while what
+//! unreadable to a confined command, on every backend and in both confined modes, while what
 //! ssh reads on the way to a host stays readable; lifting one in the profile makes it readable.
 //! The set under test is the one agentd lists (`agentd config show`), not a copy of it, so an
 //! entry agentd lists but no longer denies fails here.

@@ -1,7 +1,7 @@
 //! I. Defense in depth: what one layer alone does not cover, the other must.
 //!
 //! Mount permissions do not cover FIFOs (the kernel skips the read-only mount check for special
-//! files), so bwrap needs Landlock inside; Landlock does not see System V IPC (keyed, not named
+//! files), so bwrap and the helper's own namespaces need Landlock inside; Landlock does not see System V IPC (keyed, not named
 //! by a path) or the scheduling of other processes, so the seccomp filter denies those where no
 //! namespace isolates them. Each case attacks a host object of the same user, checks it on the
 //! host, and repeats the attack unconfined as a control that must change it.
@@ -22,7 +22,7 @@ use crate::users::Identity;
 pub const CASES: &[Case] = &[
     Case {
         id: "T80",
-        title: "a FIFO outside the writable roots cannot be written, on both backends and in read-only too",
+        title: "a FIFO outside the writable roots cannot be written, on every backend and in read-only too",
         modes: CONFINED,
         exclusive: false,
         body: an_outside_fifo_cannot_be_written,
@@ -43,7 +43,7 @@ pub const CASES: &[Case] = &[
     },
     Case {
         id: "T89",
-        title: "a bwrap that cannot build its sandbox is a runner failure: nothing runs, and the \
+        title: "a sandbox the command cannot start in is a runner failure: nothing runs, and the \
                 command is not blamed",
         modes: WORKSPACE_WRITE,
         exclusive: false,
@@ -172,8 +172,8 @@ fn outside_sysv_ipc_is_untouched(cx: &mut Cx) -> Verdict {
         .step("sem", "sem-set", [sem.as_str(), "42"])
         .argv();
     let run = cx.run("confined", &cx.confined(attack.clone()))?;
-    // Under bwrap the command has its own IPC namespace, where the keys do not exist (ENOENT);
-    // under Landlock the seccomp filter refuses the calls (EPERM).
+    // Under bwrap and the helper's own namespaces the command has its own IPC namespace, where
+    // the keys do not exist (ENOENT); under Landlock the seccomp filter refuses the calls (EPERM).
     for step in ["shm", "msg", "sem"] {
         run.step_fails_with(step, &["ENOENT", "EPERM"])?;
     }
@@ -225,8 +225,8 @@ fn outside_scheduling_is_untouched(cx: &mut Cx) -> Verdict {
         "confined",
         &cx.confined(scheduling_attack(cx, target.pid())?),
     )?;
-    // EPERM from the seccomp filter; ESRCH where the pid does not exist in bwrap's own pid
-    // namespace.
+    // EPERM from the seccomp filter; ESRCH where the pid does not exist in the command's own pid
+    // namespace (bwrap's, the helper's own).
     for step in ["nice", "affinity", "idle", "ioprio"] {
         run.step_fails_with(step, &["EPERM", "ESRCH"])?;
     }
@@ -251,25 +251,32 @@ fn outside_scheduling_is_untouched(cx: &mut Cx) -> Verdict {
     Ok(())
 }
 
-/// bwrap builds the sandbox in processes of its own before the command starts: when it cannot
-/// (here, its `--chdir` names a directory that a denied read hides inside the sandbox, so bwrap
-/// exits 1 after the namespaces exist), `enter` never reports. The facts must say the runner
-/// failed, at the namespace stage, rather than pass bwrap's exit status off as the command's
-/// (before the helper could tell, the command seemed to exit 1).
+/// The working directory is hidden inside the sandbox by a denied read, so the command cannot
+/// start there. bwrap builds the sandbox in processes of its own before the command starts:
+/// its `--chdir` fails and it exits 1 after the namespaces exist, and `enter` never reports. The
+/// namespace backend's command fails its own `chdir` before `execve`. Either way the facts must
+/// say the runner failed, at the stage where it did (`namespace` under bwrap, `chdir` under
+/// the namespace backend), rather than pass an exit status off as the command's (before the
+/// helper could tell, the command seemed to exit 1 under bwrap).
 fn an_unbuilt_sandbox_is_a_runner_failure(cx: &mut Cx) -> Verdict {
-    if cx.cell.backend != Backend::Bwrap {
-        return Err(Stop::Skip(
-            "only bwrap builds the sandbox in a process of its own before the command starts"
-                .into(),
-        ));
-    }
+    let (stage, said) = match cx.cell.backend {
+        Backend::Bwrap => ("namespace", "could not build the sandbox"),
+        Backend::Namespaces => ("chdir", "before the command's execve"),
+        _ => {
+            return Err(Stop::Skip(
+                "only the namespace backends hide the working directory behind a denied read \
+                 before the command starts"
+                    .into(),
+            ));
+        }
+    };
     let marker = cx.ws.join("ran");
     let script = format!("echo ran > '{}'", marker.display());
 
     // The directory bwrap is told to start in, hidden inside the sandbox by a denied read.
     let hidden = cx.dir(&cx.ws.join("hidden/inside"))?;
     let denied = cx.ws.join("hidden");
-    // Control: the same command under bwrap, started in the workspace, runs through `enter`.
+    // Control: the same command, started in the workspace, runs (under bwrap through `enter`).
     let control = cx.run(
         "control",
         &cx.confined(cx.sh(&script)).deny_read(denied.clone()),
@@ -298,7 +305,7 @@ fn an_unbuilt_sandbox_is_a_runner_failure(cx: &mut Cx) -> Verdict {
     }
     ensure!(
         layers.iter().any(|l| l == "landlock"),
-        "the kernel has Landlock, but bwrap ran without the Landlock layer (layers {layers:?})"
+        "the kernel has Landlock, but the sandbox has no Landlock layer (layers {layers:?})"
     );
     std::fs::remove_file(&marker)
         .map_err(|e| fail(format!("removing {}: {e}", marker.display())))?;
@@ -308,19 +315,19 @@ fn an_unbuilt_sandbox_is_a_runner_failure(cx: &mut Cx) -> Verdict {
     let run = cx.run("confined", &unbuilt)?;
     ensure!(
         !marker.exists(),
-        "the command ran although bwrap could not build its sandbox"
+        "the command ran although it could not start in the sandbox"
     );
     let facts = run.facts.as_ref().map_err(|e| fail(e.to_string()))?;
     let failure = facts.runner_failure.as_ref().ok_or_else(|| {
         fail(format!(
-            "bwrap could not build the sandbox, yet the facts report no runner failure but exit \
+            "the command could not start in the sandbox, yet the facts report no runner failure but exit \
              {:?}",
             facts.exit
         ))
     })?;
     ensure!(
-        failure.stage == "namespace" && failure.detail.contains("could not build the sandbox"),
-        "the runner failure at stage {:?} does not say bwrap could not build the sandbox: {}",
+        failure.stage == stage && failure.detail.contains(said),
+        "the runner failure at stage {:?} is not the {stage} stage's, saying {said:?}: {}",
         failure.stage,
         failure.detail
     );

@@ -83,8 +83,8 @@ fn signals_cannot_reach_outside_processes(cx: &mut Cx) -> Verdict {
         .step("kill-canary", "kill", ["KILL", pid.as_str()]);
     let run = cx.run("confined", &cx.confined(probe.argv()).interactive())?;
     run.ran()?;
-    // EPERM from Landlock's signal scoping; ESRCH when the pid does not exist in bwrap's own
-    // pid namespace.
+    // EPERM from Landlock's signal scoping; ESRCH when the pid does not exist in the command's
+    // own pid namespace (bwrap's, the helper's own).
     for step in [
         "probe-agentd",
         "winch-agentd",
@@ -310,7 +310,7 @@ fn handles_fault_handling_and_secret_memory_are_refused(cx: &mut Cx) -> Verdict 
     for (step, _) in REFUSED_CALLS {
         run.step_fails_with(step, &["EPERM"])?;
     }
-    // bwrap's own /dev has no userfaultfd device; under Landlock the filter answers the ioctl,
+    // The sandbox's own /dev (bwrap's, the helper's own) has no userfaultfd device; under Landlock the filter answers the ioctl,
     // and only root could open the device in the first place.
     run.step_fails_with("userfaultfd-device", &["EPERM", "ENOENT", "EACCES"])?;
 

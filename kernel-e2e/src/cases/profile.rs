@@ -36,7 +36,7 @@ pub const CASES: &[Case] = &[
     },
     Case {
         id: "P04",
-        title: "the network allow-list (bwrap: its bridge; Landlock: the shim's connect supervision): an allowed name is reached through the proxy, another name, an IP literal and a direct connection are not",
+        title: "the network allow-list (bwrap and the helper's own namespaces: its bridge; Landlock: the shim's connect supervision): an allowed name is reached through the proxy, another name, an IP literal and a direct connection are not",
         modes: CONFINED,
         exclusive: false,
         body: the_allow_list_reaches_only_what_it_allows,
@@ -1020,7 +1020,8 @@ fn build_wheel(cx: &Cx, python: &Path) -> Result<Vec<u8>, Stop> {
 fn the_disabled_cache_is_reported(cx: &mut Cx, run: &crate::agentd::Run, cache: &Path) -> Verdict {
     let real = cache.canonicalize().unwrap_or(cache.to_path_buf());
     let root = cx.user().uid == 0;
-    if !root && cx.cell.backend == Backend::Bwrap {
+    // The helper's own namespaces make the same read-only mounts as bwrap.
+    if !root && matches!(cx.cell.backend, Backend::Bwrap | Backend::Namespaces) {
         let warning = format!(
             "The directory '{}' or its parent directory is not owned or is not writable",
             real.display()
@@ -1113,9 +1114,9 @@ fn pip_installs_through_the_allow_list_with_its_cache_preset(cx: &mut Cx) -> Ver
 
     // Without the preset the cache is not writable: pip installs without it, and nothing of it
     // reaches the host. pip says so only when its own check sees it: as an unprivileged user it
-    // asks access(2), which bwrap's read-only mount answers and Landlock does not govern; as root
-    // it checks only that root owns the directory. What it says, agentd reports as the denied
-    // write of the cache directory.
+    // asks access(2), which a read-only mount (bwrap's, the helper's own namespaces') answers and
+    // Landlock does not govern; as root it checks only that root owns the directory. What it
+    // says, agentd reports as the denied write of the cache directory.
     let cache = cx.dir.join("cache-without");
     let run = install(cx, "without-preset", &without_preset, &cache, true)?;
     run.succeeded()?;

@@ -2,9 +2,9 @@
 //! sandbox, when the user runs git there: hooks, `core.fsmonitor`, and whatever git reaches
 //! through the indirections by which it finds its configuration (`commondir`,
 //! `config.worktree`, `.git` files, submodules, linked worktrees, gitlinks in the index). Under
-//! bwrap the whole repository stays read-only, with every path git would follow from it; what
-//! cannot be kept so (a repository that does not exist yet, anything under Landlock) the facts
-//! must name.
+//! bwrap (and the helper's own namespaces, with the same binds) the whole repository stays
+//! read-only, with every path git would follow from it; what cannot be kept so (a repository
+//! that does not exist yet, anything under Landlock) the facts must name.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -166,7 +166,7 @@ fn writes_into_the_repository_are_denied(cx: &mut Cx) -> Verdict {
     )?;
     match cx.cell.backend {
         // Seatbelt keeps a repository inside a writable root read-only as bwrap does.
-        Backend::Bwrap | Backend::Seatbelt => {
+        Backend::Bwrap | Backend::Namespaces | Backend::Seatbelt => {
             run.denied()?;
             for (label, _, _) in REPOSITORY_WRITES {
                 run.step_denied(label)?;
@@ -220,7 +220,10 @@ fn git_inside_reads_but_cannot_write(cx: &mut Cx) -> Verdict {
         status == Some(0),
         "git status inside the sandbox exited {status:?}: the repository must stay readable"
     );
-    if matches!(cx.cell.backend, Backend::Bwrap | Backend::Seatbelt) {
+    if matches!(
+        cx.cell.backend,
+        Backend::Bwrap | Backend::Namespaces | Backend::Seatbelt
+    ) {
         ensure!(
             add.is_some_and(|c| c != 0) && commit.is_some_and(|c| c != 0),
             "inside the sandbox git add exited {add:?} and git commit {commit:?}: the index is \
@@ -637,7 +640,7 @@ fn plant_then_run_git(cx: &mut Cx, indirection: &Indirection, control: bool) -> 
     let backend = cx.cell.backend;
     match (control, backend) {
         (true, _) => plant.succeeded()?,
-        (false, Backend::Bwrap | Backend::Seatbelt) => plant.denied()?,
+        (false, Backend::Bwrap | Backend::Namespaces | Backend::Seatbelt) => plant.denied()?,
         (false, Backend::Landlock) => names_protected(&plant, &attack.named)?,
     }
 
@@ -666,7 +669,7 @@ fn plant_then_run_git(cx: &mut Cx, indirection: &Indirection, control: bool) -> 
             "planted unconfined, the payload did not run when the user ran git status and git \
              commit on the host: this indirection does not work here, so denying it proves nothing"
         ),
-        (false, Backend::Bwrap | Backend::Seatbelt) => {
+        (false, Backend::Bwrap | Backend::Namespaces | Backend::Seatbelt) => {
             ensure!(
                 !ran,
                 "the payload the confined command planted ran when the user ran git on the host"
@@ -716,7 +719,7 @@ fn protected_paths_cannot_be_renamed_away(cx: &mut Cx) -> Verdict {
     let run = cx.run("confined", &cx.confined_in(&ws, renames(cx, &ws)?.argv()))?;
     match cx.cell.backend {
         // Seatbelt keeps a repository inside a writable root read-only as bwrap does.
-        Backend::Bwrap | Backend::Seatbelt => {
+        Backend::Bwrap | Backend::Namespaces | Backend::Seatbelt => {
             run.denied()?;
             for (label, _, _) in RENAMES {
                 run.step_fails_with(label, RENAME_REFUSED)?;
@@ -951,7 +954,7 @@ fn the_git_directory_of_a_git_file_stays_read_only(cx: &mut Cx) -> Verdict {
         }
         let run = cx.run(&format!("confined, git directory {place}"), &invocation)?;
         match (cx.cell.backend, another_root) {
-            (Backend::Bwrap | Backend::Seatbelt, _) => {
+            (Backend::Bwrap | Backend::Namespaces | Backend::Seatbelt, _) => {
                 run.denied()?;
                 for step in ["config", "hook", "commondir", "index-lock", "gitfile"] {
                     run.step_denied(step)?;

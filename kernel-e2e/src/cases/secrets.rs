@@ -159,7 +159,7 @@ fn agentd_and_helper_state_is_unreadable(cx: &mut Cx) -> Verdict {
     let run = cx.run("confined", &invocation(cx.confined(probe.argv())))?;
     run.ran()?;
     run.step_ok("wait-pids")?;
-    // Not visible (bwrap's own pid namespace: ENOENT/ESRCH) or not accessible (Landlock's
+    // Not visible (the command's own pid namespace: ENOENT/ESRCH) or not accessible (Landlock's
     // ptrace scoping: EACCES/EPERM).
     for step in [
         "agentd-environ",
