@@ -606,13 +606,13 @@ fn under_the_allow_list_a_server_reaches_the_allowed_host_through_the_proxy_only
     if !python() {
         return;
     }
-    if let Err((need, why)) = support::backend_works("bwrap") {
+    if let Err((need, why)) = support::backend_works("namespaces") {
         support::skip::skip(&support::skip::this_test(), need, why);
         return;
     }
     let scratch = Scratch::new("mcp-allow-list");
     scratch.config(
-        "[sandbox]\nbackend = \"bwrap\"\nnetwork = \"allow-list\"\n\
+        "[sandbox]\nbackend = \"namespaces\"\nnetwork = \"allow-list\"\n\
          allowed_domains = [\"localhost\"]\nallow_local_addresses = true\n",
     );
     let (port, served) = host_server("hello from the host");
@@ -636,8 +636,8 @@ fn under_the_allow_list_a_server_reaches_the_allowed_host_through_the_proxy_only
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
     let said = agent_messages(&notes);
     assert!(
-        !said.contains("cannot confine it on this machine") && !said.contains("bwrap is not"),
-        "bwrap works here, but the server was not confined by it: {said}"
+        !said.contains("cannot confine it on this machine") && !said.contains("did not start"),
+        "the helper's own namespaces work here, but the server was not confined by them: {said}"
     );
     let results = results(&scratch, &session);
     assert_eq!(results.len(), 2, "{results:#?}");
@@ -966,7 +966,8 @@ fn a_server_whose_script_lies_under_tmp_outside_the_workspace_starts_in_workspac
         return;
     }
     // The script where someone trying things keeps a checkout: under /tmp, which a
-    // workspace-write command's own /tmp hides under bwrap, away from the workspace.
+    // workspace-write command's own /tmp hides where the backend mounts one (the helper's own
+    // namespaces, bwrap), away from the workspace.
     let checkout = Scratch::new_in(Path::new("/tmp"), "mcp-script-under-tmp");
     let script_copy = checkout.ws().join("mcp_server.py");
     std::fs::copy(server_py(), &script_copy).expect("copy the server");

@@ -3,9 +3,9 @@
 //! writable in workspace-write (the facts name them), `protected` keeps a path inside the
 //! workspace read-only, a project's `.agentd/config.toml` adds protected paths and cannot itself
 //! be written by a command. Each denial is paired with a control that lands, and each test runs
-//! on both Linux backends where this machine has them (judged without the helper; SKIP where
-//! it has not). HOME is
-//! the scratch area's, so every preset resolves inside it.
+//! on the scenarios' Linux backends (`support::BACKENDS`) where this machine has them (judged
+//! without the helper; SKIP where it has not). HOME is the scratch area's, so every preset
+//! resolves inside it.
 //!
 //! Under Landlock a protected path inside a writable root cannot be kept read-only (RFC 0002's
 //! parity table): there the facts must say so, naming it, and the file tools' fence still
@@ -227,7 +227,7 @@ fn a_protected_path_stays_read_only_while_its_sibling_is_written() {
             "{}",
             text(&results[1])
         );
-        if backend == "bwrap" {
+        if support::mounts(backend) {
             assert_eq!(results[0]["status"], "failed", "{}", text(&results[0]));
             assert_eq!(
                 results[0]["_meta"]["agentd"]["facts"]["denials"],
@@ -294,7 +294,7 @@ fn the_project_file_adds_a_protected_path_and_cannot_itself_be_written() {
             "printf x > public/data",
         ];
         let results = commands_on(backend, &scratch, "", &commands);
-        if backend == "bwrap" {
+        if support::mounts(backend) {
             for (result, path) in results
                 .iter()
                 .zip([ws.join("private/data"), project.clone()])

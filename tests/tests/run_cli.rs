@@ -201,7 +201,8 @@ fn sandbox_env_reaches_the_command_and_env_flags_beat_it() {
 #[test]
 fn a_command_runs_in_the_workspace_and_a_working_directory_under_tmp_stays_visible() {
     // Someone trying things: a checkout under /tmp, agentd started there, the workspace
-    // elsewhere — whose command's own /tmp, under bwrap, is a private directory.
+    // elsewhere — whose command's own /tmp, under the helper's own namespaces or bwrap, is a
+    // private directory.
     let here = Scratch::new_in(std::path::Path::new("/tmp"), "run-cwd-under-tmp");
     let checkout = here.ws();
     std::fs::write(checkout.join("notes.txt"), "from the checkout\n").expect("notes");

@@ -88,11 +88,12 @@ fn the_configurations_cache_and_roots_are_merged_with_the_flags() {
     assert!(!home.join(".npm/z").exists());
 }
 
-/// Under bwrap, a write of the file the project file protects; run again without the project
-/// file, the same command is the control.
+/// Under the helper's own namespaces (which bind a protected path read-only, as bwrap does), a
+/// write of the file the project file protects; run again without the project file, the same
+/// command is the control.
 const WRITE_PRIVATE: [&str; 6] = [
     "--backend",
-    "bwrap",
+    "namespaces",
     "--",
     "sh",
     "-c",
@@ -101,7 +102,7 @@ const WRITE_PRIVATE: [&str; 6] = [
 
 #[test]
 fn the_project_file_protects_what_it_lists_in_agentd_run_too() {
-    if let Err((need, why)) = support::backend_works("bwrap") {
+    if let Err((need, why)) = support::backend_works("namespaces") {
         support::skip::skip(&support::skip::this_test(), need, why);
         return;
     }

@@ -140,7 +140,7 @@ fn normalized(text: &str, scratch: &Scratch, approvals: &[(String, String)]) -> 
         .replace(&scratch.root.display().to_string(), "<root>");
     text.lines()
         .map(|line| match line.strip_prefix("  sandbox: ") {
-            // The host's backend and what it enforces (bwrap or Landlock).
+            // The host's backend and what it enforces (whichever `auto` picked here).
             Some(_) => "  sandbox: <backend, enforcement, layers>".to_owned(),
             None => without_times(line),
         })

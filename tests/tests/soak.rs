@@ -344,8 +344,8 @@ fn soak(backend: &str) {
 }
 
 #[test]
-fn eight_sessions_at_once_under_bwrap_round_after_round_leave_agentd_as_they_found_it() {
-    soak("bwrap");
+fn eight_sessions_at_once_under_namespaces_round_after_round_leave_agentd_as_they_found_it() {
+    soak("namespaces");
 }
 
 #[test]

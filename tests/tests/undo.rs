@@ -317,8 +317,10 @@ fn a_directory_swapped_for_a_link_outside_during_the_restore_changes_nothing_out
         let outside_before = tree(&outside);
 
         let choice = match backend {
+            "namespaces" => BackendChoice::Namespaces,
             "bwrap" => BackendChoice::Bwrap,
-            _ => BackendChoice::Landlock,
+            "landlock" => BackendChoice::Landlock,
+            other => panic!("{other} is not a Linux backend"),
         };
         let policy = SandboxProfile::default().writes(Mode::WorkspaceWrite, &ws, Network::Deny);
         let client = HelperClient::new(HelperEndpoint::Embedded(binary("confine-helper")));

@@ -412,6 +412,7 @@ fn the_e2e_matrix_runs_bwrap_on_ubuntu_latest_and_landlock_on_x64_and_arm64() {
         .collect();
     for (backend, os) in [
         ("bwrap", "ubuntu-latest"),
+        ("namespaces", "ubuntu-latest"),
         ("landlock", "ubuntu-24.04"),
         ("landlock", "ubuntu-24.04-arm"),
     ] {

@@ -26,8 +26,8 @@ pub struct Root(PathBuf);
 
 impl Root {
     /// A fresh directory (one per call: tests run at once) outside `/tmp` and outside `checkout`: workspace-write gives a command
-    /// its own `/tmp` under bwrap, so a home under `/tmp` would be missing inside the sandbox
-    /// under one backend and present under the other; and a home inside the checkout would be
+    /// its own `/tmp` under the helper's own namespaces and bwrap, so a home under `/tmp` would
+    /// be missing inside the sandbox under one backend and present under another; and a home inside the checkout would be
     /// what a refusal of the checkout as a workspace names first.
     pub fn new(checkout: &Path) -> Root {
         static ROOTS: AtomicUsize = AtomicUsize::new(0);

@@ -583,8 +583,8 @@ pub fn normalized_updates(notes: &[Value]) -> Vec<Value> {
 
 /// Where scratch areas go whose writes "outside the workspace" must be outside the sandbox
 /// too (the scenarios, the denial tests): outside the temporary directory, because
-/// workspace-write makes `/tmp` writable (bwrap: an empty tmpfs), so a write "outside the
-/// workspace" would not be outside the sandbox there. The target directory when it is not under
+/// workspace-write makes `/tmp` writable (the helper's own namespaces and bwrap: an empty
+/// tmpfs), so a write "outside the workspace" would not be outside the sandbox there. The target directory when it is not under
 /// `/tmp` (a checkout anywhere else) and this user may write it, otherwise `/var/tmp`.
 pub fn scratch_base() -> PathBuf {
     let temps: Vec<PathBuf> = [PathBuf::from("/tmp"), std::env::temp_dir()]

@@ -14,13 +14,28 @@ pub mod users;
 
 use std::path::PathBuf;
 
-/// The Linux backends, as agentd's configuration (`[sandbox] backend`) names them.
-pub const BACKENDS: [&str; 2] = ["bwrap", "landlock"];
+/// The Linux backends the scenarios run on, as agentd's configuration (`[sandbox] backend`)
+/// names them: the helper's own namespaces (what `auto` picks where they work) and Landlock
+/// alone. bwrap, which builds the same namespaces and mounts, is covered by kernel-e2e, its
+/// differential test against `namespaces` and the helper's own tests; here only
+/// `availability.rs` runs it ([`LINUX_BACKENDS`]), and [`backend_works`] still judges it.
+pub const BACKENDS: [&str; 2] = ["namespaces", "landlock"];
+
+/// Every Linux backend, in the order `auto` tries them (the helper's candidates).
+pub const LINUX_BACKENDS: [&str; 3] = ["namespaces", "bwrap", "landlock"];
 
 /// Whether `backend` works on this machine, judged without the helper (`available.rs`); what
 /// is missing and why when it does not.
 pub fn backend_works(backend: &str) -> Result<(), (skip::Need, String)> {
     match backend {
+        "namespaces" => available::namespaces().map_err(|why| {
+            let need = if why.is_landlock() {
+                skip::Need::Landlock
+            } else {
+                skip::Need::UserNamespace
+            };
+            (need, why.to_string())
+        }),
         "bwrap" => available::bwrap().map_err(|why| (skip::Need::Bwrap, why.to_string())),
         "landlock" => available::landlock().map_err(|why| (skip::Need::Landlock, why.to_string())),
         other => Err((
@@ -28,6 +43,13 @@ pub fn backend_works(backend: &str) -> Result<(), (skip::Need, String)> {
             format!("{other} is not a Linux backend"),
         )),
     }
+}
+
+/// Whether `backend` gives a command namespaces and mounts of its own (bwrap, the helper's own
+/// namespaces): a protected path bound read-only, a private `/tmp`, a network namespace of the
+/// command's own. Landlock alone gives none of them.
+pub fn mounts(backend: &str) -> bool {
+    matches!(backend, "namespaces" | "bwrap")
 }
 
 /// The backends the running test runs on: those that work here, judged without the helper
@@ -49,7 +71,7 @@ pub fn backends() -> Vec<&'static str> {
         skip::skip(
             &test,
             skip::Need::Backend,
-            "neither bwrap nor Landlock works here",
+            "neither the helper's own namespaces nor Landlock works here",
         );
     }
     usable
