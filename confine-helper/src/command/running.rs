@@ -206,6 +206,12 @@ fn sandbox_failed(errno: i32) -> String {
         nix::Error::ENOSPC => "the most namespaces this user may have exist already \
                                (user.max_user_namespaces and its kind)"
             .into(),
+        e @ (nix::Error::EPERM | nix::Error::EACCES) => format!(
+            "{}: this user may not make or use the namespaces here (unprivileged user \
+             namespaces are off, or an AppArmor rule keeps them from programs without a profile \
+             of their own, as Ubuntu's kernel.apparmor_restrict_unprivileged_userns does)",
+            e.desc()
+        ),
         other => other.desc().to_owned(),
     };
     format!("building the sandbox failed: {why}; nothing was run")
@@ -606,9 +612,17 @@ mod tests {
             super::sandbox_failed(nix::libc::ELOOP),
             "building the sandbox failed: a link stands where it mounts; nothing was run"
         );
+        assert!(
+            super::sandbox_failed(nix::libc::EPERM).starts_with(
+                "building the sandbox failed: Operation not permitted: this user may not make or \
+                 use the namespaces here"
+            ),
+            "{}",
+            super::sandbox_failed(nix::libc::EPERM)
+        );
         assert_eq!(
-            super::sandbox_failed(nix::libc::EPERM),
-            "building the sandbox failed: Operation not permitted; nothing was run"
+            super::sandbox_failed(nix::libc::EIO),
+            "building the sandbox failed: I/O error; nothing was run"
         );
     }
 
