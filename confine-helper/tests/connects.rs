@@ -79,21 +79,7 @@ fn keeping_backends(test: &str) -> Vec<BackendChoice> {
         );
         return Vec::new();
     }
-    let mut usable = Vec::new();
-    for backend in KEEPING {
-        match backend_works(backend) {
-            Ok(()) => usable.push(backend),
-            Err((need, why)) => skip_part(test, &format!("{backend:?}"), need, why),
-        }
-    }
-    if usable.is_empty() {
-        skip(
-            test,
-            Need::Backend,
-            "neither bwrap nor the helper's own namespaces work here",
-        );
-    }
-    usable
+    support::namespace_backends(test)
 }
 
 /// A read-only command confined by `backend` running `script` with python3, listing `listed`.

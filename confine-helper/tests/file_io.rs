@@ -17,10 +17,9 @@ use std::os::fd::{AsFd, OwnedFd};
 
 use confine_protocol::{BackendChoice, ExitStatus, Mode, Policy, Reply, Request, Spawn};
 use listing::names;
-use support::skip::{Need, skip, skip_part};
+use support::skip::{Need, skip};
 use support::{
-    Peer, READER_STDIO, Scratch, WRITER_STDIO, available_backends, backend_works, file_io,
-    file_spawn, pipe,
+    Peer, READER_STDIO, Scratch, WRITER_STDIO, available_backends, file_io, file_spawn, pipe,
 };
 
 fn policy(mode: Mode, workspace: &std::path::Path) -> Policy {
@@ -183,19 +182,8 @@ fn a_helper_installed_under_tmp_still_writes_in_a_sandbox_whose_tmp_is_its_own()
     // be found.
     const NAME: &str =
         "a_helper_installed_under_tmp_still_writes_in_a_sandbox_whose_tmp_is_its_own";
-    let mut backends = Vec::new();
-    for backend in [BackendChoice::Bwrap, BackendChoice::Namespaces] {
-        match backend_works(backend) {
-            Ok(()) => backends.push(backend),
-            Err((need, why)) => skip_part(NAME, &format!("{backend:?}"), need, why),
-        }
-    }
+    let backends = support::namespace_backends(NAME);
     if backends.is_empty() {
-        skip(
-            NAME,
-            Need::Backend,
-            "neither bwrap nor the helper's own namespaces work here",
-        );
         return;
     }
     let installed = Scratch::new("installed");

@@ -18,13 +18,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use confine_protocol::{
-    BackendChoice, ExitStatus, Hello, Mode, Reply, Request, StdioSpec, encode_frame,
-};
+use confine_protocol::{ExitStatus, Hello, Mode, Reply, Request, StdioSpec, encode_frame};
 use support::skip::{Need, skip, skip_part};
 use support::{
-    Peer, Scratch, Service, available_backends, backend_works, connect_as, open_to_everyone,
-    run_captured, service_bin, service_for_every_user, spawn, users,
+    Peer, Scratch, Service, available_backends, connect_as, open_to_everyone, run_captured,
+    service_bin, service_for_every_user, spawn, users,
 };
 
 #[test]
@@ -307,19 +305,8 @@ fn a_group_socket_is_0660_and_the_group_s_in_a_directory_only_the_helper_writes(
 #[test]
 fn the_service_socket_is_never_a_socket_a_command_may_connect_to() {
     const NAME: &str = "the_service_socket_is_never_a_socket_a_command_may_connect_to";
-    let mut backends = Vec::new();
-    for backend in [BackendChoice::Bwrap, BackendChoice::Namespaces] {
-        match backend_works(backend) {
-            Ok(()) => backends.push(backend),
-            Err((need, why)) => skip_part(NAME, &format!("{backend:?}"), need, why),
-        }
-    }
+    let backends = support::namespace_backends(NAME);
     if backends.is_empty() {
-        skip(
-            NAME,
-            Need::Backend,
-            "neither bwrap nor the helper's own namespaces work here",
-        );
         return;
     }
     let dir = Scratch::new("own-socket");

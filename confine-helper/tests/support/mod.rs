@@ -552,6 +552,27 @@ pub fn available_backends(test: &str) -> Vec<BackendChoice> {
     usable
 }
 
+/// The backends with a mount namespace of their own (bwrap and the helper's own namespaces)
+/// that work here: a SKIP line for `test` names each one missing, and the test's own SKIP when
+/// neither does (the caller then returns on the empty list).
+pub fn namespace_backends(test: &str) -> Vec<BackendChoice> {
+    let mut usable = Vec::new();
+    for backend in [BackendChoice::Bwrap, BackendChoice::Namespaces] {
+        match backend_works(backend) {
+            Ok(()) => usable.push(backend),
+            Err((need, why)) => skip::skip_part(test, &format!("{backend:?}"), need, why),
+        }
+    }
+    if usable.is_empty() {
+        skip::skip(
+            test,
+            skip::Need::Backend,
+            "neither bwrap nor the helper's own namespaces work here",
+        );
+    }
+    usable
+}
+
 /// The backends the helper on `peer` reports usable (`HelperInfo`), with its reason for each
 /// one it does not: what the availability test holds against [`available_backends`].
 pub fn reported_backends(peer: &mut Peer) -> Vec<(Backend, Result<(), String>)> {
