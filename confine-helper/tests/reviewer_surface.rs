@@ -497,7 +497,7 @@ fn count_problem(stated: usize, real: usize) -> Option<String> {
 /// from here. RFC 0021 sets the aim at [`LINUX_CORE_AIM`]; the moves still to come are listed
 /// there ("Deferred"). It was 7,700 before the namespace backend; it stays above that while bwrap's
 /// runner is in the helper beside it (RFC 0023, step 5).
-const LINUX_CORE_CEILING: usize = 8_460;
+const LINUX_CORE_CEILING: usize = 8_470;
 /// The size RFC 0021 aims the Linux trusted core at.
 const LINUX_CORE_AIM: usize = 5_500;
 /// The most code lines the enforcement kernel may have (RFC 0021): 3,500, and while bwrap's

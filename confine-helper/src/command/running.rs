@@ -202,7 +202,7 @@ pub(crate) fn step_failed(errno: i32) -> String {
 fn sandbox_failed(errno: i32) -> String {
     let why = match nix::Error::from_raw(errno) {
         nix::Error::ESTALE => "a path it binds was replaced after the helper checked it".into(),
-        nix::Error::ELOOP => "a link stands where it mounts".into(),
+        nix::Error::ELOOP => "a link stands where it mounts, or on the way there".into(),
         nix::Error::ENOSPC => "the most namespaces this user may have exist already \
                                (user.max_user_namespaces and its kind)"
             .into(),
@@ -610,7 +610,8 @@ mod tests {
         );
         assert_eq!(
             super::sandbox_failed(nix::libc::ELOOP),
-            "building the sandbox failed: a link stands where it mounts; nothing was run"
+            "building the sandbox failed: a link stands where it mounts, or on the way there; nothing \
+             was run"
         );
         assert!(
             super::sandbox_failed(nix::libc::EPERM).starts_with(

@@ -279,61 +279,73 @@ fn mount_dev(nodes: &[c_int]) -> SysResult<()> {
 }
 
 /// The object at the absolute `path` of the sandbox, reached one component at a time with no
-/// link followed (`O_PATH | O_NOFOLLOW`, each directory on the way opened as one), and made
-/// when missing: the directories on the way, and the last as a directory when `is_dir`, else
-/// as an empty file, as bwrap makes a bind's destination. Making fails where the sandbox is
-/// read-only, so only the command's own `/tmp` and tmpfs get anything made. A link at the end
-/// is refused (`ELOOP`): nothing is mounted on one.
+/// link followed (each opened `O_PATH | O_NOFOLLOW`, a link refused with `ELOOP` and anything but
+/// a directory on the way with `ENOTDIR`), and made when missing: the directories on the way,
+/// and the last as a directory when `is_dir`, else as an empty file, as bwrap makes a bind's
+/// destination. Making fails where the sandbox is read-only, so only the command's own `/tmp`
+/// and tmpfs get anything made.
 fn reach(path: &CStr, is_dir: bool) -> SysResult<c_int> {
-    let at = walk(path, is_dir)?;
-    match identity(at) {
-        Ok((_, _, kind)) if kind != libc::S_IFLNK => Ok(at),
-        other => {
-            let _ = call::close(at);
-            Err(other.err().unwrap_or(Errno::ELOOP))
-        }
-    }
-}
-
-/// [`reach`]'s walk.
-fn walk(path: &CStr, is_dir: bool) -> SysResult<c_int> {
-    let bytes = path.to_bytes();
-    let components = bytes.split(|b| *b == b'/').filter(|c| !c.is_empty());
+    let components = path
+        .to_bytes()
+        .split(|b| *b == b'/')
+        .filter(|c| !c.is_empty());
     let last = components.clone().count();
     let mut at = call::open(c"/", libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC)?;
     for (i, component) in components.enumerate() {
-        let mut name = [0u8; NAME_MAX + 1];
-        if component.len() > NAME_MAX || component == b"." || component == b".." {
-            let _ = call::close(at);
-            return Err(Errno::EINVAL);
-        }
-        let Some(room) = name.get_mut(..component.len()) else {
-            return Err(Errno::ENAMETOOLONG);
-        };
-        room.copy_from_slice(component);
-        let name = CStr::from_bytes_until_nul(&name).map_err(|_| Errno::EINVAL)?;
-        let dir = i + 1 < last || is_dir;
-        let next = open_or_make(at, name, dir);
+        let next = component_name(component)
+            .and_then(|name| open_or_make(at, &name, i + 1 < last || is_dir));
         let _ = call::close(at);
         at = next?;
     }
     Ok(at)
 }
 
-/// `name` beneath `at`, opened with no link followed, made first if missing.
-fn open_or_make(at: c_int, name: &CStr, dir: bool) -> SysResult<c_int> {
-    let flags =
-        libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC | if dir { libc::O_DIRECTORY } else { 0 };
-    match call::openat(at, name, flags) {
-        Err(Errno::ENOENT) if dir => match mkdirat(at, name, 0o755) {
-            Ok(()) | Err(Errno::EEXIST) => call::openat(at, name, flags),
-            Err(e) => Err(e),
-        },
+/// One path component as a C string on the stack; `.`, `..` and over-long names refused.
+fn component_name(component: &[u8]) -> SysResult<[u8; NAME_MAX + 1]> {
+    let mut name = [0u8; NAME_MAX + 1];
+    if component == b"." || component == b".." {
+        return Err(Errno::EINVAL);
+    }
+    name.get_mut(..component.len())
+        .filter(|_| component.len() <= NAME_MAX)
+        .ok_or(Errno::ENAMETOOLONG)?
+        .copy_from_slice(component);
+    Ok(name)
+}
+
+/// `name` (NUL-terminated in its array) beneath `at`, opened with no link followed and made
+/// first if missing; a link is `ELOOP`, and anything but a directory where one is wanted
+/// `ENOTDIR`.
+fn open_or_make(at: c_int, name: &[u8; NAME_MAX + 1], dir: bool) -> SysResult<c_int> {
+    let name = CStr::from_bytes_until_nul(name).map_err(|_| Errno::EINVAL)?;
+    let flags = libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+    let fd = match call::openat(at, name, flags) {
         Err(Errno::ENOENT) => {
-            create_file(at, name, 0o444)?;
-            call::openat(at, name, flags)
+            let made = if dir {
+                mkdirat(at, name, 0o755)
+            } else {
+                create_file(at, name, 0o444)
+            };
+            match made {
+                Ok(()) | Err(Errno::EEXIST) => call::openat(at, name, flags)?,
+                Err(e) => return Err(e),
+            }
         }
-        other => other,
+        other => other?,
+    };
+    let kind = identity(fd).map(|(_, _, kind)| kind);
+    let refused = match kind {
+        Ok(libc::S_IFLNK) => Some(Errno::ELOOP),
+        Ok(kind) if dir && kind != libc::S_IFDIR => Some(Errno::ENOTDIR),
+        Ok(_) => None,
+        Err(e) => Some(e),
+    };
+    match refused {
+        None => Ok(fd),
+        Some(e) => {
+            let _ = call::close(fd);
+            Err(e)
+        }
     }
 }
 
@@ -405,4 +417,65 @@ pub(super) fn keep_only(keep: &[c_int]) -> SysResult<()> {
         call::close(null)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    use std::path::Path;
+
+    use super::*;
+    use crate::test_support::Scratch;
+
+    fn c(path: &Path) -> CString {
+        CString::new(path.as_os_str().as_bytes()).expect("no NUL")
+    }
+
+    /// What `reach` made of `path`: the kind of object it opened, or its error.
+    fn reached(path: &Path, is_dir: bool) -> Result<libc::mode_t, Errno> {
+        let fd = reach(&c(path), is_dir)?;
+        let kind = identity(fd).map(|(_, _, kind)| kind);
+        let _ = call::close(fd);
+        kind
+    }
+
+    /// A destination is reached with no link followed, on the way or at its end, and what is
+    /// missing is made; the controls reach the same places by their real paths.
+    #[test]
+    fn a_destination_is_reached_through_no_link_and_made_when_missing() {
+        let scratch = Scratch::new("sandbox-reach");
+        let real = scratch.0.join("real");
+        std::fs::create_dir_all(real.join("dir")).expect("dirs");
+        std::fs::write(real.join("file"), b"x").expect("file");
+        std::os::unix::fs::symlink(&real, scratch.0.join("link")).expect("link");
+        std::os::unix::fs::symlink("/etc/passwd", real.join("to-passwd")).expect("link");
+
+        // Controls: the real paths.
+        assert_eq!(reached(&real.join("dir"), true), Ok(libc::S_IFDIR));
+        assert_eq!(reached(&real.join("file"), false), Ok(libc::S_IFREG));
+        // A link on the way, at the end, or to a file: refused.
+        let through = scratch.0.join("link/dir");
+        assert_eq!(reached(&through, true), Err(Errno::ELOOP));
+        assert_eq!(reached(&scratch.0.join("link"), true), Err(Errno::ELOOP));
+        assert_eq!(reached(&real.join("to-passwd"), false), Err(Errno::ELOOP));
+        // A file where a directory is wanted, on the way or at the end.
+        assert_eq!(reached(&real.join("file/below"), true), Err(Errno::ENOTDIR));
+        assert_eq!(reached(&real.join("file"), true), Err(Errno::ENOTDIR));
+        // `.` and `..` are never walked.
+        assert_eq!(reached(&real.join("../real/dir"), true), Err(Errno::EINVAL));
+        // Missing: made, a directory or an empty file, and nothing made through the link.
+        assert_eq!(reached(&real.join("new/sub"), true), Ok(libc::S_IFDIR));
+        assert!(real.join("new/sub").is_dir());
+        assert_eq!(reached(&real.join("new/empty"), false), Ok(libc::S_IFREG));
+        assert_eq!(std::fs::read(real.join("new/empty")).expect("made"), b"");
+        assert_eq!(
+            reached(&scratch.0.join("link/made"), true),
+            Err(Errno::ELOOP)
+        );
+        assert!(
+            !real.join("made").exists(),
+            "something was made through the link"
+        );
+    }
 }
