@@ -82,6 +82,7 @@ pub(crate) const NOT_SEATBELT: &[(&str, &str)] = &[
         "the process cap is counted by a cgroup or the user's RLIMIT_NPROC on Linux",
     ),
     ("T92", "the memory cap is a cgroup's"),
+    ("T93", "the namespace backend's shim is Linux's"),
     (
         "P02",
         "local_binding is refused under Seatbelt (seatbelt-local-binding)",

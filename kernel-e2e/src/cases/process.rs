@@ -2,7 +2,7 @@
 //! and code that never touched the disk.
 
 use super::checks::{all_changed, all_unchanged, skip_unless, snapshot, sysctl};
-use crate::case::{Case, Cx, RunChecks, Verdict, fail};
+use crate::case::{Case, Cx, RunChecks, Stop, Verdict, fail};
 use crate::ensure;
 use crate::fixtures::{CanaryProcess, Liveness, wait_gone};
 use crate::matrix::Backend;
@@ -60,6 +60,15 @@ pub const CASES: &[Case] = &[
         modes: CONFINED,
         exclusive: false,
         body: handles_fault_handling_and_secret_memory_are_refused,
+    },
+    Case {
+        id: "T93",
+        title: "the namespace backend's shim, the sandbox's first process, keeps its descriptors \
+                (the host's root among them), its root, its working directory and its memory \
+                from the command",
+        modes: CONFINED,
+        exclusive: false,
+        body: the_shim_is_closed_to_its_command,
     },
 ];
 
@@ -345,6 +354,53 @@ fn handles_fault_handling_and_secret_memory_are_refused(cx: &mut Cx) -> Verdict 
             "unconfined, USERFAULTFD_IOC_NEW on /dev/userfaultfd {device} (it needs root and \
              the device): only the refusal is shown, not the control"
         ));
+    }
+    Ok(())
+}
+
+/// Under the namespace backend the command's shim is the first process of the sandbox's pid
+/// namespace, `/proc/1` to the command, and holds what the command must not reach: a descriptor
+/// of the host's root (the first passed one, 6, for listed sockets), the plan's descriptors of
+/// host directories, and the host itself as its working directory for one `connect`. Three
+/// things close it, each alone: the shim is not dumpable; it is outside the command's Landlock
+/// domain, which keeps the command from every process outside it; and it holds capabilities
+/// (in its user namespace) that the command dropped, which the kernel does not let a process
+/// with fewer inspect. (Made dumpable, and with the command's Landlock layer left out, the
+/// shim stayed closed by the third.) So none of its `/proc` links or its environment open to the
+/// command, and it cannot be traced. A root command may list the numbers of its descriptors
+/// (the directory is root's), not follow one. The control, in the same run: the command's own
+/// `/proc/self` answers the same probes, so a refusal is the shim's. (Under bwrap the first
+/// process is bwrap's own, which holds only stdio; under Landlock there is no pid namespace, and
+/// `/proc/1` is the host's.)
+fn the_shim_is_closed_to_its_command(cx: &mut Cx) -> Verdict {
+    if cx.cell.backend != Backend::Namespaces {
+        return Err(Stop::Skip(
+            "only the namespace backend's shim is the sandbox's first process".into(),
+        ));
+    }
+    let probe = cx
+        .probe()?
+        .step("own-fd", "readlink", ["/proc/self/fd/0"])
+        .step("own-root", "listdir", ["/proc/self/root/"])
+        .step("shim-fd", "readlink", ["/proc/1/fd/6"])
+        .step("shim-host", "listdir", ["/proc/1/fd/6/"])
+        .step("shim-root", "listdir", ["/proc/1/root/"])
+        .step("shim-cwd", "readlink", ["/proc/1/cwd"])
+        .step("shim-environ", "read", ["/proc/1/environ"])
+        .step("shim-trace", "ptrace-seize", ["1"]);
+    let run = cx.run("confined", &cx.confined(probe.argv()))?;
+    run.ran()?;
+    run.step_ok("own-fd")?;
+    run.step_ok("own-root")?;
+    for step in [
+        "shim-fd",
+        "shim-host",
+        "shim-root",
+        "shim-cwd",
+        "shim-environ",
+        "shim-trace",
+    ] {
+        run.step_fails_with(step, &["EACCES", "EPERM"])?;
     }
     Ok(())
 }
