@@ -434,6 +434,17 @@ fn the_e2e_matrix_runs_bwrap_on_ubuntu_latest_and_landlock_on_x64_and_arm64() {
         e2e.jobs().iter().any(|(id, _)| id == "helper-as-user"),
         "the helper-as-user job is gone"
     );
+    // As an ordinary user, every Linux backend must run: a SKIP for want of bwrap, Landlock or
+    // the user namespaces the helper's own backend makes fails there.
+    let env = nested(&e2e.job("helper-as-user"), "env").expect("the helper-as-user job's env");
+    for need in ["BWRAP", "LANDLOCK", "USER_NAMESPACE"] {
+        let key = format!("AGENTD_REQUIRE_{need}");
+        assert_eq!(
+            value(&env, &key).as_deref(),
+            Some("1"),
+            "the helper-as-user job does not require {key}"
+        );
+    }
 }
 
 #[test]
