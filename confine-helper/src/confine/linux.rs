@@ -215,7 +215,8 @@ pub(super) struct Mounts {
     pub(super) pinned: Vec<bwrap::FdBind>,
     pub(super) read_only: Vec<bwrap::FdBind>,
     pub(super) denied_dirs: Vec<PathBuf>,
-    pub(super) denied_files: Vec<bwrap::FdBind>,
+    /// Denied files, each covered by an empty read-only file.
+    pub(super) denied_files: Vec<PathBuf>,
 }
 
 /// The writable roots: each passed to bwrap unless another contains it (it is writable
@@ -261,24 +262,30 @@ fn bind_tmp(
     }
 }
 
-/// The denied reads as bwrap hides them: a directory under an empty tmpfs, a file under an
-/// empty file of bwrap's own, read-only, so reads find nothing and writes fail (`/dev/null`
-/// would take them silently).
-fn bind_denied(
-    denied: Vec<super::deny::Denied>,
-    passed: &mut Passed,
-    mounts: &mut Mounts,
-) -> Result<(), NotRun> {
+/// The denied reads as the namespace backends hide them: a directory under an empty tmpfs, a
+/// file under an empty read-only file, so reads find nothing and writes fail (`/dev/null` would
+/// take them silently).
+fn bind_denied(denied: Vec<super::deny::Denied>, mounts: &mut Mounts) {
     for d in denied {
         if d.dir {
             mounts.denied_dirs.push(d.path);
         } else {
-            let empty = crate::sys::sealed_memfd(b"")
-                .or_else(|e| fail(Stage::Prepare, format!("an empty memfd: {e}")))?;
-            mounts.denied_files.push(passed.add_bind(empty, &d.path)?);
+            mounts.denied_files.push(d.path);
         }
     }
-    Ok(())
+}
+
+/// bwrap's empty files for the denied files: a sealed empty memfd each, which bwrap copies into
+/// a file of its own (`--ro-bind-data`). The namespace backend's shim makes its own.
+fn bwrap_empty_files(files: &[PathBuf], passed: &mut Passed) -> Result<Vec<bwrap::FdBind>, NotRun> {
+    files
+        .iter()
+        .map(|path| {
+            let empty = crate::sys::sealed_memfd(b"")
+                .or_else(|e| fail(Stage::Prepare, format!("an empty memfd: {e}")))?;
+            passed.add_bind(empty, path)
+        })
+        .collect()
 }
 
 /// The second layer under bwrap: Landlock, applied by `enter` inside the namespaces. The mount
@@ -370,7 +377,7 @@ pub(super) fn gather(start: &Start<'_>) -> Result<Gathered, NotRun> {
     for bind in protection.read_only {
         mounts.read_only.push(passed.add_bind(bind.fd, &bind.path)?);
     }
-    bind_denied(denied, &mut passed, &mut mounts)?;
+    bind_denied(denied, &mut mounts);
     Ok(Gathered {
         missing: protection.missing,
         cleanup,
@@ -401,6 +408,7 @@ fn bwrap_plan(mut start: Start<'_>) -> Result<Plan, NotRun> {
         layer_writable,
         tmpdir,
     } = gather(&start)?;
+    let denied_files = bwrap_empty_files(&mounts.denied_files, &mut passed)?;
     let (command, report) =
         inner_layer_argv(&mut start, &layer_writable, &mut passed, &mut missing)?;
     let command_env = environment(spawn, ctx, tmpdir.as_deref());
@@ -413,7 +421,7 @@ fn bwrap_plan(mut start: Start<'_>) -> Result<Plan, NotRun> {
         pinned: &mounts.pinned,
         read_only: &mounts.read_only,
         denied_dirs: &mounts.denied_dirs,
-        denied_files: &mounts.denied_files,
+        denied_files: &denied_files,
         masked: &ctx.masked,
         seccomp_fd: crate::sys::COMMAND_SECCOMP_FD,
         cwd: &spawn.cwd,
@@ -542,7 +550,7 @@ fn landlock_plan(start: Start<'_>) -> Result<Plan, NotRun> {
     let user_namespace = start
         .caps
         .in_user_namespace()
-        .map(crate::sys::UserNamespace::new);
+        .map(|n| crate::sys::UserNamespace::new(Some(n)));
     Ok(Plan {
         backend: Backend::Landlock,
         enforcement: Some(enforcement_of(missing)),

@@ -69,7 +69,7 @@ fn sandbox_mounts(mounts: &Mounts, masked: &[PathBuf]) -> Result<Mounted, NotRun
     for path in &mounts.denied_dirs {
         covers.push((c_path(path)?, Cover::Tmpfs { read_only: true }));
     }
-    for (_, path) in &mounts.denied_files {
+    for path in &mounts.denied_files {
         covers.push((c_path(path)?, Cover::EmptyFile));
     }
     Ok((binds, covers))
@@ -102,8 +102,7 @@ pub(super) fn plan(mut start: Start<'_>) -> Result<Plan, NotRun> {
     let (binds, covers) = sandbox_mounts(&mounts, &ctx.masked)?;
     let sandbox = crate::sys::Sandbox {
         own_network: !start.network_allowed,
-        maps: crate::sys::UserNamespace::new(u64::MAX),
-        processes: start.caps.in_user_namespace(),
+        user: crate::sys::UserNamespace::new(start.caps.in_user_namespace()),
         binds,
         covers,
         bridge,

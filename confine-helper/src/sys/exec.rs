@@ -175,22 +175,29 @@ fn confine_self(p: &Prepared<'_>, report_fd: c_int) {
                     Stage::UserNamespace,
                 );
             }
-            if drop_caps {
-                or_fail(caps::drop_all(), report_fd, Stage::Capabilities);
+            if let Err((stage, e)) = apply_layers(FD_CONFINE, filter, drop_caps) {
+                fail(report_fd, stage, e);
             }
-            or_fail(
-                call::prctl(libc::PR_SET_NO_NEW_PRIVS, 1),
-                report_fd,
-                Stage::NoNewPrivs,
-            );
-            or_fail(
-                call::landlock_restrict_self(FD_CONFINE),
-                report_fd,
-                Stage::Landlock,
-            );
-            or_fail(call::seccomp_set_filter(filter), report_fd, Stage::Seccomp);
         }
     }
+}
+
+/// The layers a confined process applies to itself, in order: every capability dropped (when
+/// `drop_caps`), no new privileges, the Landlock ruleset on `ruleset`, the seccomp filter. The
+/// command's (Landlock and the namespace backend) and the namespace backend's bridge's; the
+/// stage of the step that failed.
+#[cfg(target_os = "linux")]
+pub(super) fn apply_layers(
+    ruleset: c_int,
+    filter: &[libc::sock_filter],
+    drop_caps: bool,
+) -> Result<(), (Stage, Errno)> {
+    if drop_caps {
+        caps::drop_all().map_err(|e| (Stage::Capabilities, e))?;
+    }
+    call::prctl(libc::PR_SET_NO_NEW_PRIVS, 1).map_err(|e| (Stage::NoNewPrivs, e))?;
+    call::landlock_restrict_self(ruleset).map_err(|e| (Stage::Landlock, e))?;
+    call::seccomp_set_filter(filter).map_err(|e| (Stage::Seccomp, e))
 }
 
 /// The command leads a session and process group of its own (`setsid`), which the shim kills

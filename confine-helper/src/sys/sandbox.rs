@@ -1,5 +1,5 @@
 //! The namespace backend's sandbox, built by the command's shim, which is born in it (RFC 0023,
-//! "The plan", step 2): the helper starts the shim in new user, mount, pid, IPC and UTS
+//! step 5): the helper starts the shim in new user, mount, pid, IPC and UTS
 //! namespaces (and a network namespace unless the network is allowed), so the shim is the
 //! first process of its pid namespace, and no program runs between the helper and the
 //! command. The shim then, before it starts the command:
@@ -29,13 +29,14 @@ use nix::errno::Errno;
 use nix::libc;
 
 use super::call::{self, SysResult};
+use super::exec::apply_layers;
 use super::layout::{FD_FIRST_PASSED, MAX_PASSED_FDS, fd_at};
 use super::mount_call::{
     ATTR_NODEV, ATTR_NOEXEC, ATTR_NOSUID, ATTR_RDONLY, attach_at, attach_on, clone_tree,
     create_file, detach, fchdir, identity, loopback_up, mkdirat, new_mount, pivot_here, set_attr,
     symlinkat,
 };
-use super::user_namespace::{UserNamespace, map};
+use super::user_namespace::{UserNamespace, settle};
 
 /// The namespaces the shim is born in, besides the network's.
 const NAMESPACES: c_int = libc::CLONE_NEWUSER
@@ -110,9 +111,8 @@ pub(crate) struct Bridge {
 pub(crate) struct Sandbox {
     /// The sandbox has a network namespace of its own (the network is not allowed).
     pub(crate) own_network: bool,
-    pub(crate) maps: UserNamespace,
-    /// `RLIMIT_NPROC` in the user namespace (a helper that is not root).
-    pub(crate) processes: Option<u64>,
+    /// The shim's user namespace: its maps, and its process cap (a helper that is not root).
+    pub(crate) user: UserNamespace,
     /// In order, after `/proc` and `/dev`: the command's `/tmp` first, if it has one.
     pub(crate) binds: Vec<Bind>,
     /// In order, after the binds.
@@ -135,13 +135,10 @@ impl Sandbox {
     }
 }
 
-/// Builds the sandbox around the calling shim (see the module's comment). Returns the bridge's
-/// pid when it started one.
-pub(super) fn enter(s: &Sandbox, layers: &Layers<'_>) -> SysResult<Option<libc::pid_t>> {
-    map(&s.maps)?;
-    if let Some(n) = s.processes {
-        call::setrlimit(libc::RLIMIT_NPROC, n, n)?;
-    }
+/// Builds the sandbox around the calling shim (see the module's comment), the bridge started
+/// when it has one.
+pub(super) fn enter(s: &Sandbox, layers: &Layers<'_>) -> SysResult<()> {
+    settle(&s.user)?;
     super::mount_call::unshare(libc::CLONE_NEWCGROUP)?;
     let mut sources = [-1 as c_int; MAX_PASSED_FDS];
     // Every bind has a passed descriptor, so none is left out below; were one, nothing runs.
@@ -192,10 +189,10 @@ pub(super) fn enter(s: &Sandbox, layers: &Layers<'_>) -> SysResult<Option<libc::
     if s.own_network {
         loopback_up()?;
     }
-    s.bridge
-        .as_ref()
-        .map(|bridge| start_bridge(bridge, layers))
-        .transpose()
+    match &s.bridge {
+        Some(bridge) => start_bridge(bridge, layers),
+        None => Ok(()),
+    }
 }
 
 /// A copy of the tree at `bind.from`, if it is the file the helper opened (else `ESTALE`: the
@@ -357,15 +354,17 @@ pub(super) struct Layers<'a> {
 }
 
 /// Starts the bridge as the shim's child, under the command's layers, and waits until it
-/// listens: the command may use it from its first instruction. Its pid.
-fn start_bridge(bridge: &Bridge, layers: &Layers<'_>) -> SysResult<libc::pid_t> {
+/// listens: the command may use it from its first instruction.
+fn start_bridge(bridge: &Bridge, layers: &Layers<'_>) -> SysResult<()> {
     let control = fd_at(FD_FIRST_PASSED, bridge.control).ok_or(Errno::EBADF)?;
     let [ready_rd, ready_wr] = call::pipe2_cloexec()?;
     // SAFETY: the shim is single-threaded; the child applies its layers, keeps two
     // descriptors and runs the bridge, which may allocate as any single-threaded child may.
     let pid = unsafe { call::fork() }?;
     if pid == 0 {
-        let code = match bridge_layers(layers).and_then(|()| keep_only(&[control, ready_wr])) {
+        let layered = call::setsid()
+            .and_then(|()| apply_layers(layers.ruleset, layers.filter, true).map_err(|(_, e)| e));
+        let code = match layered.and_then(|()| keep_only(&[control, ready_wr])) {
             Ok(()) => (bridge.serve)(),
             Err(_) => 1,
         };
@@ -375,21 +374,7 @@ fn start_bridge(bridge: &Bridge, layers: &Layers<'_>) -> SysResult<libc::pid_t> 
     let mut byte = [0u8; 1];
     let got = call::read_full(ready_rd, &mut byte);
     let _ = call::close(ready_rd);
-    if got == 1 {
-        Ok(pid)
-    } else {
-        Err(Errno::ECHILD)
-    }
-}
-
-/// The command's layers on the bridge's process: capabilities dropped, no new privileges,
-/// the ruleset, the filter; and a session of its own.
-fn bridge_layers(layers: &Layers<'_>) -> SysResult<()> {
-    call::setsid()?;
-    super::caps::drop_all()?;
-    call::prctl(libc::PR_SET_NO_NEW_PRIVS, 1)?;
-    call::landlock_restrict_self(layers.ruleset)?;
-    call::seccomp_set_filter(layers.filter)
+    if got == 1 { Ok(()) } else { Err(Errno::ECHILD) }
 }
 
 /// `keep` (at most four) moved to 3, 4, … in order, stdio on `/dev/null`, every other

@@ -22,8 +22,9 @@ use super::call::{self, SysResult};
 /// The maps of one user namespace, and the cap set inside it.
 #[derive(Debug)]
 pub(crate) struct UserNamespace {
-    /// `RLIMIT_NPROC` inside the namespace.
-    pub(crate) processes: u64,
+    /// `RLIMIT_NPROC` inside the namespace, when it caps the command's tasks (a helper that is
+    /// not root).
+    pub(crate) processes: Option<u64>,
     /// `<uid> <uid> 1`: the user mapped to itself.
     uid_map: Vec<u8>,
     /// `<gid> <gid> 1`.
@@ -31,16 +32,17 @@ pub(crate) struct UserNamespace {
 }
 
 impl UserNamespace {
-    /// The namespace this process's user would make, capped at `processes` tasks (at most its
-    /// hard `RLIMIT_NPROC`, which no unprivileged process may raise: the user's own limit
-    /// binds the command anyway).
-    pub(crate) fn new(processes: u64) -> UserNamespace {
+    /// The namespace this process's user would make, capped at `processes` tasks when given
+    /// (at most its hard `RLIMIT_NPROC`, which no unprivileged process may raise: the user's own
+    /// limit binds the command anyway).
+    pub(crate) fn new(processes: Option<u64>) -> UserNamespace {
         let uid = nix::unistd::geteuid().as_raw();
         let gid = nix::unistd::getegid().as_raw();
         let hard = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NPROC)
-            .map_or(processes, |(_, hard)| hard);
+            .map(|(_, hard)| hard)
+            .ok();
         UserNamespace {
-            processes: processes.min(hard),
+            processes: processes.map(|n| hard.map_or(n, |hard| n.min(hard))),
             uid_map: format!("{uid} {uid} 1").into_bytes(),
             gid_map: format!("{gid} {gid} 1").into_bytes(),
         }
@@ -60,10 +62,13 @@ fn write_file(path: &std::ffi::CStr, bytes: &[u8]) -> SysResult<()> {
 }
 
 /// Maps the calling process, started in a user namespace of its own, as `ns` says, and caps
-/// its tasks there.
+/// its tasks there when `ns` does.
 pub(super) fn settle(ns: &UserNamespace) -> SysResult<()> {
     map(ns)?;
-    call::setrlimit(libc::RLIMIT_NPROC, ns.processes, ns.processes)
+    match ns.processes {
+        Some(n) => call::setrlimit(libc::RLIMIT_NPROC, n, n),
+        None => Ok(()),
+    }
 }
 
 /// The maps alone.
@@ -74,7 +79,7 @@ pub(super) fn settle(ns: &UserNamespace) -> SysResult<()> {
 /// waiting shim: both are dumpable for those three writes. Nothing confined can use that
 /// moment — the filter and Landlock keep confined commands from tracing any process —, and the
 /// command is dumpable anyway once it executes.
-pub(super) fn map(ns: &UserNamespace) -> SysResult<()> {
+fn map(ns: &UserNamespace) -> SysResult<()> {
     call::prctl(libc::PR_SET_DUMPABLE, 1)?;
     let made = (|| {
         write_file(c"/proc/self/setgroups", b"deny")?;
@@ -90,7 +95,7 @@ const PROBE_FAILED: c_int = 1;
 
 /// Whether this process's user may make such a namespace here: a child tries, and exits.
 pub(crate) fn usable() -> bool {
-    let ns = UserNamespace::new(u64::MAX);
+    let ns = UserNamespace::new(None);
     let Ok(stack) = call::ChildStack::new() else {
         return false;
     };
