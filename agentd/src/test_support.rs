@@ -5,7 +5,6 @@ use std::collections::VecDeque;
 use std::future::Future;
 use std::io::{IoSliceMut, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -25,6 +24,30 @@ pub async fn within<F: Future>(future: F) -> F::Output {
     tokio::time::timeout(Duration::from_secs(20), future)
         .await
         .expect("the test finished in time")
+}
+
+/// A fake helper on a thread of its own, for a test whose runtime must not wait for it: a
+/// blocking task that never ends (a fake helper left waiting for a connection by a failed
+/// test) keeps the runtime, and so the whole test binary, from ending.
+pub struct FakeHelper(tokio::sync::oneshot::Receiver<()>);
+
+impl FakeHelper {
+    pub fn start(body: impl FnOnce() + Send + 'static) -> FakeHelper {
+        let (done, finished) = tokio::sync::oneshot::channel();
+        std::thread::spawn(move || {
+            body();
+            let _ = done.send(());
+        });
+        FakeHelper(finished)
+    }
+
+    /// Waits for the fake helper's end; a panic of its own (the sender dropped unsent) or a
+    /// hang fails the test.
+    pub async fn finished(self) {
+        within(self.0)
+            .await
+            .expect("the fake helper ended without a panic");
+    }
 }
 
 /// What `provider` answers `req`, with every delta it delivered on the way, in order.
@@ -63,10 +86,19 @@ impl Scratch {
         dir
     }
 
+    /// An executable shell script. Another process writes it: a descriptor open for writing
+    /// in this process would be copied into any child another test forks meanwhile, and while
+    /// that child has not yet executed its program, running the script fails with `ETXTBSY`.
     pub fn script(&self, name: &str, body: &str) -> PathBuf {
         let path = self.0.join(name);
-        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).expect("write script");
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        let written = std::process::Command::new("/bin/sh")
+            .arg("-c")
+            .arg(r#"printf '%s\n' "$1" > "$0" && chmod 755 "$0""#)
+            .arg(&path)
+            .arg(format!("#!/bin/sh\n{body}"))
+            .status()
+            .expect("start sh to write the script");
+        assert!(written.success(), "writing {} failed", path.display());
         path
     }
 }
@@ -192,6 +224,16 @@ impl Peer {
             Some(Request::Spawn(spawn)) => spawn,
             other => panic!("expected a Spawn, got {other:?}"),
         }
+    }
+
+    /// Closes the connection as the service does, seen by agentd at once: the shutdown acts
+    /// on the socket itself, where a close only drops this descriptor and the socket lives
+    /// on while a process another test is starting still holds a copy of it (between its
+    /// fork and its exec), so its hang-up would come late.
+    pub fn hang_up(self) {
+        self.stream
+            .shutdown(std::net::Shutdown::Both)
+            .expect("shut the connection down");
     }
 
     pub fn send(&mut self, reply: &Reply) {

@@ -13,7 +13,7 @@ use tokio::io::AsyncReadExt;
 
 use super::*;
 
-use crate::test_support::{Peer, Scratch, exited, fake_service, pipe, within};
+use crate::test_support::{FakeHelper, Peer, Scratch, exited, fake_service, pipe, within};
 
 #[tokio::test]
 async fn a_spawn_carries_its_stdio_descriptors_and_replies_come_back_in_order() {
@@ -294,11 +294,11 @@ async fn a_usable_verdict_is_hinted_to_the_next_helper_and_dropped_when_confinem
         let (listener, client) = fake_service(&scratch);
         client.keep_verdicts(VerdictCache::open(&cache_dir, true).expect("cache"));
         let (closed_tx, closed_rx) = std::sync::mpsc::channel();
-        let helper = std::thread::spawn(move || {
+        let helper = FakeHelper::start(move || {
             let mut first = Peer::accept(&listener);
             assert_eq!(first.request(), Some(Request::Info), "no hint yet");
             first.send(&Reply::Info(bwrap_info(usable)));
-            drop(first);
+            first.hang_up();
             let _ = closed_tx.send(());
             let mut second = Peer::accept(&listener);
             let mut request = second.request();
@@ -339,10 +339,7 @@ async fn a_usable_verdict_is_hinted_to_the_next_helper_and_dropped_when_confinem
             "the failed backend is still kept: {kept:?}"
         );
         drop(client);
-        within(tokio::task::spawn_blocking(move || helper.join()))
-            .await
-            .expect("joined")
-            .expect("fake helper");
+        helper.finished().await;
     }
 }
 
@@ -410,15 +407,13 @@ async fn a_connection_the_service_closed_while_idle_is_replaced_by_the_next_requ
     let (listener, client) = fake_service(&scratch);
     let (close_tx, close_rx) = std::sync::mpsc::channel();
     let (closed_tx, closed_rx) = std::sync::mpsc::channel();
-    // A thread of its own, which a failed test leaves waiting for a connection, where a
-    // blocking task would keep the runtime from ending.
-    let helper = std::thread::spawn(move || {
+    let helper = FakeHelper::start(move || {
         let mut first = Peer::accept(&listener);
         let a = first.spawn();
         first.send(&exited(a.id, 0, Ending::Exited));
         // Idle: the service closes it, as a root service's helper does past its idle limit.
         close_rx.recv().expect("told to close");
-        drop(first);
+        first.hang_up();
         let _ = closed_tx.send(());
         let mut second = Peer::accept(&listener);
         let b = second.spawn();
@@ -455,10 +450,7 @@ async fn a_connection_the_service_closed_while_idle_is_replaced_by_the_next_requ
     };
     assert_eq!(exited.status, ExitStatus::Code(3));
     drop(client);
-    within(tokio::task::spawn_blocking(move || helper.join()))
-        .await
-        .expect("joined")
-        .expect("fake helper");
+    helper.finished().await;
 }
 
 #[tokio::test]

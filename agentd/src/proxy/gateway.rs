@@ -222,6 +222,12 @@ impl Drop for Gateway {
         self.task.abort();
         if let Some((listener, task)) = self.host.take() {
             task.abort();
+            // Shut down before the close: a child agentd forks on another thread meanwhile
+            // holds a copy of the descriptor until it executes its program, and would keep
+            // the port listening past the close; the shutdown stops the listening itself.
+            // (macOS may refuse it for a listener; the close still gives the port back.)
+            let _ =
+                nix::sys::socket::shutdown(listener.as_raw_fd(), nix::sys::socket::Shutdown::Both);
             drop(listener);
         }
     }
@@ -369,11 +375,19 @@ mod tests {
         let refused = Gateway::open_on(policy, Some(taken)).expect_err("another program's");
         assert!(refused.to_string().contains("holds it"), "{refused}");
 
+        // A copy of the listener's descriptor, as a child forked on another thread holds
+        // until it executes its program.
+        let copy = gateway
+            .host
+            .as_ref()
+            .map(|(listener, _)| listener.as_fd().try_clone_to_owned().expect("dup"));
+        assert!(copy.is_some(), "the gateway holds the host's port");
         is_the_refusal_only(gateway.finish());
-        // Once a gateway is finished its port is free at once: the next command's gateway,
-        // opened straight after, holds it.
+        // Once a gateway is finished its port is free at once, the copy still open: the next
+        // command's gateway, opened straight after, holds it.
         let next = Gateway::open_on(policy_again(), Some(addr));
         assert!(next.is_ok(), "the port was not given back: {next:?}");
+        drop(copy);
     }
 
     fn policy_again() -> Arc<Policy> {
