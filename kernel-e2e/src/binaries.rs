@@ -8,9 +8,10 @@ use std::path::{Path, PathBuf};
 /// The command that builds what the suite runs.
 pub const BUILD_COMMAND: &str = "cargo build -p agentd -p confine-helper";
 
-/// Where the binaries are copied for the unprivileged user: outside every home and every
-/// workspace, root-owned, so no confined command can replace the helper.
-pub const SHARED_BIN_DIR: &str = "/var/tmp/agentd-e2e-bin";
+/// Where, under the run's root, the binaries are copied for the unprivileged user: outside
+/// every home and every workspace, root-owned in a root-owned directory, so no confined command
+/// can replace the helper; removed with the run's root when the suite ends.
+pub const SHARED_BIN_DIR: &str = "bin";
 
 /// `agentd` and the `confine-helper` it starts from its own directory.
 #[derive(Debug, Clone)]
@@ -52,10 +53,11 @@ impl Binaries {
         Ok(binaries)
     }
 
-    /// Copies both binaries into [`SHARED_BIN_DIR`] (0755), so a user who cannot reach the
-    /// target directory can still run them. agentd finds the helper next to itself there.
-    pub fn share(&self) -> Result<Binaries, E2eError> {
-        let dir = Path::new(SHARED_BIN_DIR);
+    /// Copies both binaries into [`SHARED_BIN_DIR`] under `run_root` (0755), so a user who
+    /// cannot reach the target directory can still run them. agentd finds the helper next to
+    /// itself there.
+    pub fn share(&self, run_root: &Path) -> Result<Binaries, E2eError> {
+        let dir = &run_root.join(SHARED_BIN_DIR);
         let fail = |what: &str, path: &Path, e: std::io::Error| {
             trouble!("cannot {what} {}: {e}", path.display())
         };

@@ -160,7 +160,7 @@ fn make_runners(
         let binaries = if user.current {
             binaries.clone()
         } else {
-            binaries.share()?
+            binaries.share(&shared.run_root)?
         };
         let python = find_python(user, &shared.probe_script);
         if python.is_none()
@@ -362,10 +362,27 @@ fn run_case(job: &Job, runner: &Runner, shared: &Shared) -> (Verdict, Vec<String
 fn prepare_run_root() -> Result<Shared, E2eError> {
     let run_root = PathBuf::from(format!("/var/tmp/agentd-e2e-{}", std::process::id()));
     let make = |path: &Path| -> Result<(), E2eError> {
-        fs::create_dir_all(path)
+        fs::create_dir(path)
             .and_then(|()| fs::set_permissions(path, fs::Permissions::from_mode(0o755)))
             .map_err(|e| trouble!("cannot create {}: {e}", path.display()))
     };
+    // Made anew: a run interrupted earlier under the same pid left its own, which goes; one
+    // another user made (the name is predictable) is refused, not used.
+    if let Ok(found) = fs::symlink_metadata(&run_root) {
+        use std::os::unix::fs::MetadataExt;
+        if !found.is_dir() || found.uid() != nix::unistd::geteuid().as_raw() {
+            return Err(trouble!(
+                "{} exists and is not a directory of this user's: remove it, or run the suite again",
+                run_root.display()
+            ));
+        }
+        fixtures::remove(&run_root).map_err(|e| {
+            trouble!(
+                "cannot remove {} left by an earlier run: {e}",
+                run_root.display()
+            )
+        })?;
+    }
     make(&run_root)?;
     // By its real path: on macOS /var is a link to /private/var, and the helper follows no
     // link to a workspace.

@@ -126,6 +126,16 @@ impl Scratch {
 impl Drop for Scratch {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.root);
+        // The per-user base under `/var/tmp` (`scratch_base`) goes with its last scratch area:
+        // removing it fails while another test's is in it, and a test that makes one after
+        // makes the base again (`create_dir_all`).
+        if let Some(base) = self.root.parent()
+            && base
+                .file_name()
+                .is_some_and(|name| name.to_string_lossy().starts_with(SCRATCH_BASE_PREFIX))
+        {
+            let _ = std::fs::remove_dir(base);
+        }
     }
 }
 
@@ -581,6 +591,9 @@ pub fn normalized_updates(notes: &[Value]) -> Vec<Value> {
     out
 }
 
+/// The name of `scratch_base`'s per-user directory under `/var/tmp`, but for the uid.
+const SCRATCH_BASE_PREFIX: &str = "agentd-scenarios-";
+
 /// Where scratch areas go whose writes "outside the workspace" must be outside the sandbox
 /// too (the scenarios, the denial tests): outside the temporary directory, because
 /// workspace-write makes `/tmp` writable (the helper's own namespaces and bwrap: an empty
@@ -595,7 +608,7 @@ pub fn scratch_base() -> PathBuf {
     let uid = nix::unistd::geteuid().as_raw();
     let candidates = [
         PathBuf::from(env!("CARGO_TARGET_TMPDIR")),
-        PathBuf::from(format!("/var/tmp/agentd-scenarios-{uid}")),
+        PathBuf::from(format!("/var/tmp/{SCRATCH_BASE_PREFIX}{uid}")),
     ];
     for base in candidates {
         if std::fs::create_dir_all(&base).is_err() {
