@@ -390,6 +390,74 @@ async fn a_cancel_racing_a_launch_either_refuses_it_or_finds_it_ready() {
     .await;
 }
 
+/// A log that is full for the children's outputs: each one a teardown delivers is refused and
+/// goes into its report as unrecorded.
+#[derive(Debug, Default)]
+struct FullForOutput;
+
+impl AgentEvents for FullForOutput {
+    fn publish(&self, event: AgentEvent) -> Result<(), PublishError> {
+        match event {
+            AgentEvent::Output { .. } => Err(PublishError::new("the log is full")),
+            _ => Ok(()),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parents_teardown_that_no_longer_finds_a_child_leaves_nothing_of_its_teardown_running() {
+    // Enough unrecorded outputs that a teardown which went on working after its detach (making
+    // its report, with a copy of them) would still be at it when the parent's teardown returns.
+    const OUTPUTS: usize = 100_000;
+    bounded(async {
+        let tree = AgentTree::new(Arc::new(FullForOutput));
+        let alive = Alive::default();
+        let parent = tree
+            .start(AgentId::TOP, "p", 2, until_cancelled(&alive))
+            .expect("parent");
+        let child = tree
+            .start(parent.id(), "c", 2, |ctx| async move {
+                for _ in 0..OUTPUTS {
+                    ctx.output(String::new()).expect("running");
+                }
+                Ok("done".to_owned())
+            })
+            .expect("child");
+        assert_eq!(child.outcome().await, Outcome::Completed("done".into()));
+        let id = child.id();
+        // On a thread of its own, so as not to share a worker with the child's teardown: once
+        // that teardown has detached the child, the parent's teardown no longer finds it and
+        // does not wait for it.
+        let watcher = {
+            let tree = tree.clone();
+            let runtime = tokio::runtime::Handle::current();
+            tokio::task::spawn_blocking(move || {
+                let deadline = std::time::Instant::now() + Duration::from_secs(20);
+                while tree.agents().iter().any(|agent| agent.id == id) {
+                    assert!(
+                        std::time::Instant::now() < deadline,
+                        "the child's teardown detached it"
+                    );
+                    std::thread::yield_now();
+                }
+                runtime.block_on(parent.teardown()).expect("torn down");
+                tree.live_tasks()
+            })
+        };
+        // Starts the child's own teardown, which delivers (and sees refused) every output.
+        drop(child);
+        let live = watcher.await.expect("watched");
+        assert_eq!(
+            live, 0,
+            "the parent's teardown returned with a task of its child running"
+        );
+        assert!(only_top(&tree));
+        tree.close().await.expect("closed");
+        assert_eq!((tree.live_tasks(), alive.count()), (0, 0));
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn a_body_runs_only_after_its_started_and_records_only_before_its_ended() {
     bounded(async {

@@ -61,7 +61,9 @@ pub(super) struct TreeInner {
     registry: Mutex<Registry>,
     events: Arc<dyn AgentEvents>,
     stop_grace: Duration,
-    /// Driver and teardown tasks that have not finished.
+    /// Driver and teardown tasks that have not finished. A teardown counts until it detaches
+    /// its agent, in the same step: whoever no longer finds an agent registered (its parent's
+    /// teardown, the close) has nothing of it left to wait for.
     live: Arc<AtomicUsize>,
     close: OnceLock<watch::Receiver<Option<Arc<CloseReport>>>>,
 }
@@ -296,8 +298,7 @@ impl TreeInner {
                 let (tree, cell) = (Arc::clone(self), Arc::clone(cell));
                 let runtime = cell.runtime.clone();
                 runtime.spawn(async move {
-                    let report = Arc::new(tree.run_teardown(cell).await);
-                    drop(live);
+                    let report = Arc::new(tree.run_teardown(cell, live).await);
                     done.send_replace(Some(report));
                 });
                 finished
@@ -321,8 +322,9 @@ impl TreeInner {
     }
 
     /// Stop the driver, drain, detach, dispose — children first, since each is part of what
-    /// its parent's driver started.
-    async fn run_teardown(self: Arc<Self>, cell: Arc<Cell>) -> TeardownReport {
+    /// its parent's driver started. `live` is the teardown task's own count, released with the
+    /// detach.
+    async fn run_teardown(self: Arc<Self>, cell: Arc<Cell>, live: Live) -> TeardownReport {
         let children: Vec<Arc<Cell>> = {
             let registry = self.lock();
             let ids = registry
@@ -349,22 +351,29 @@ impl TreeInner {
         // A driver dropped by a stopping runtime claimed nothing: claim its end for it.
         let _already_settled = cell.settle(Outcome::Cancelled);
         let drained = cell.drain();
+        // Settled and drained, so nothing of it changes any more: its report is made before the
+        // detach, which is the teardown's last step.
+        let report = TeardownReport {
+            id: cell.id,
+            outcome: cell.outcome_now().unwrap_or(Outcome::Cancelled),
+            delivered_output: drained.delivered_output,
+            dropped_injections: drained.dropped_injections,
+            unrecorded: cell.unrecorded(),
+        };
         {
             let mut registry = self.lock();
             registry.nodes.remove(&cell.id);
             if let Some(node) = registry.nodes.get_mut(&cell.parent) {
                 node.children.remove(&cell.id);
             }
+            // Under the same lock as the detach: a parent's teardown or a close that no longer
+            // finds this agent does not wait for this task, so the task must not count any more
+            // either (it only hands its report over now).
+            drop(live);
         }
         // Disposed: settled, drained, unregistered, its token cancelled; what is left are the
         // handles' references, which only answer that it has ended.
-        TeardownReport {
-            id: cell.id,
-            outcome: cell.outcome_now().unwrap_or(Outcome::Cancelled),
-            delivered_output: drained.delivered_output,
-            dropped_injections: drained.dropped_injections,
-            unrecorded: cell.unrecorded(),
-        }
+        report
     }
 
     /// Closes the session once: no start is admitted any more, every agent is cancelled and
