@@ -472,10 +472,15 @@ async fn an_allowed_name_that_leads_to_loopback_is_refused_unless_the_policy_all
 #[tokio::test]
 async fn an_allowed_host_that_refuses_the_connection_is_told_to_the_client() {
     within(async {
-        let closed_port = {
-            let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-            listener.local_addr().expect("address").port()
-        };
+        // A port bound and never listened on, held to the end: a connection to it is refused,
+        // and no other test can listen there meanwhile. (A listener dropped at once would not
+        // do: a child another test forks meanwhile holds a copy of it until it executes its
+        // program, and the port listens on until then.)
+        let closed = tokio::net::TcpSocket::new_v4().expect("socket");
+        closed
+            .bind(SocketAddr::from(([127, 0, 0, 1], 0)))
+            .expect("bind");
+        let closed_port = closed.local_addr().expect("address").port();
         let proxy = Proxy::allowing_allowed_test().await;
         let (_, reply) = socks5(&proxy, &domain("allowed.test"), closed_port).await;
         assert_eq!(reply[1], 5, "connection refused");
