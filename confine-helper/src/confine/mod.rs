@@ -25,6 +25,8 @@ use confine_protocol::{Backend, Enforcement, Network, Refusal, Spawn, Stage};
 use crate::protect::Root;
 pub(crate) use caps::{Applied, Planned};
 pub(crate) use context::{Context, Unusable, candidates, layers, static_verdict, unavailable};
+#[cfg(target_os = "linux")]
+pub(crate) use namespaces::lend;
 pub(crate) use not_run::NotRun;
 use not_run::{fail, refuse};
 pub(crate) use plan::{Cleanup, Confinement, Plan};

@@ -107,6 +107,7 @@ pub(super) fn plan(mut start: Start<'_>) -> Result<Plan, NotRun> {
         covers,
         bridge,
         host_root: index_of(root_fd)?,
+        ahead: None,
     };
     Ok(Plan {
         backend: Backend::Namespaces,
@@ -125,4 +126,16 @@ pub(super) fn plan(mut start: Start<'_>) -> Result<Plan, NotRun> {
         cleanup,
         connects: own_network_connects(start.listed)?,
     })
+}
+
+/// Lends `ahead`, the user and network namespaces made ahead, to `plan` when it is the
+/// namespace backend's with a network namespace of its own; whether it is.
+pub(crate) fn lend(plan: &mut Plan, ahead: &mut Option<crate::sys::Ahead>) -> bool {
+    match &mut plan.confinement {
+        Confinement::Namespaces { sandbox, .. } if sandbox.own_network => {
+            sandbox.ahead = ahead.take();
+            true
+        }
+        _ => false,
+    }
 }

@@ -170,7 +170,7 @@ fn confine_self(p: &Prepared<'_>, report_fd: c_int) {
         } => {
             if let Some(ns) = user_namespace {
                 or_fail(
-                    super::user_namespace::settle(ns),
+                    super::user_namespace::settle(ns, false),
                     report_fd,
                     Stage::UserNamespace,
                 );

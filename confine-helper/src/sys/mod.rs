@@ -79,7 +79,7 @@ pub(crate) use layout::{
 };
 pub(crate) use layout::{CTL_KILL, CTL_TERMINATE, ChildConfine, Prepared};
 #[cfg(target_os = "linux")]
-pub(crate) use sandbox::{Bind, Bridge, Cover, Sandbox};
+pub(crate) use sandbox::{Ahead, Bind, Bridge, Cover, Making, Sandbox};
 pub(crate) use shim::fork_shim;
 #[cfg(target_os = "linux")]
 pub(crate) use temp_dirs::{orphaned, owned_name};

@@ -49,6 +49,12 @@ pub(super) fn unshare(flags: c_int) -> SysResult<()> {
     check(unsafe { libc::unshare(flags) }).map(drop)
 }
 
+/// `setns(fd, kind)`: joins the namespace `fd` is open on.
+pub(super) fn setns(fd: c_int, kind: c_int) -> SysResult<()> {
+    // SAFETY: integer arguments only.
+    check(unsafe { libc::setns(fd, kind) }).map(drop)
+}
+
 /// A child in new namespaces (`flags`), with no stack of its own: as `fork`, the child
 /// continues from here on a copy of the caller's memory and gets 0.
 ///

@@ -24,6 +24,8 @@
 //! calls on it and on stack arrays.
 
 use std::ffi::{CStr, CString, c_int};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicI32, Ordering};
 
 use nix::errno::Errno;
 use nix::libc;
@@ -33,10 +35,11 @@ use super::exec::apply_layers;
 use super::layout::{FD_FIRST_PASSED, MAX_PASSED_FDS, fd_at};
 use super::mount_call::{
     ATTR_NODEV, ATTR_NOEXEC, ATTR_NOSUID, ATTR_RDONLY, attach_at, attach_on, clone_tree,
-    create_file, detach, fchdir, identity, loopback_up, mkdirat, new_mount, pivot_here, set_attr,
-    symlinkat,
+    create_file, detach, fchdir, fork_into, identity, loopback_up, mkdirat, new_mount, pivot_here,
+    set_attr, setns, symlinkat, unshare,
 };
-use super::user_namespace::{UserNamespace, settle};
+use super::socket_call::{recv_fd, send_fd, socketpair_cloexec};
+use super::user_namespace::{UserNamespace, map, settle};
 
 /// The namespaces the shim is born in, besides the network's.
 const NAMESPACES: c_int = libc::CLONE_NEWUSER
@@ -121,6 +124,128 @@ pub(crate) struct Sandbox {
     /// The host's root (an index into the passed descriptors), from which the shim looks up
     /// the listed Unix sockets' paths.
     pub(crate) host_root: usize,
+    /// The user and network namespaces made ahead for this command, when the helper has them.
+    pub(crate) ahead: Option<Ahead>,
+}
+
+/// A user namespace mapped as the shim maps its own and a network namespace of it with only
+/// its loopback up, made ahead of one command by a child of the helper, so that their making
+/// (about half a millisecond, most of it the network namespace's) is not on the command's
+/// path. Nothing runs in them before the command they are lent to, and each serves one.
+#[derive(Debug)]
+pub(crate) struct Ahead {
+    user: OwnedFd,
+    net: OwnedFd,
+}
+
+/// The child making the next [`Ahead`], and the socket it sends their descriptors on.
+#[derive(Debug)]
+pub(crate) struct Making {
+    pid: libc::pid_t,
+    from: OwnedFd,
+}
+
+impl Making {
+    /// Forks the maker; `None` when it cannot be (the command then makes its own).
+    pub(crate) fn start() -> Option<Making> {
+        let user = UserNamespace::new(None);
+        let [ours, theirs] = socketpair_cloexec().ok()?;
+        // SAFETY: the helper is single-threaded; the child runs `make` on data built before
+        // the fork and exits. A fork, not a child sharing this memory: writing its own maps
+        // makes the maker dumpable for a moment, and dumpability belongs to the memory.
+        match unsafe { call::fork() } {
+            Ok(0) => make(&user, theirs),
+            Ok(pid) => {
+                let _ = call::close(theirs);
+                // SAFETY: the socket pair's end just made, owned by nothing else.
+                let from = unsafe { OwnedFd::from_raw_fd(ours) };
+                Some(Making { pid, from })
+            }
+            Err(_) => {
+                let _ = (call::close(ours), call::close(theirs));
+                None
+            }
+        }
+    }
+
+    /// Readable once the maker has sent the pair or ended without it.
+    pub(crate) fn fd(&self) -> c_int {
+        self.from.as_raw_fd()
+    }
+
+    /// The pair, once [`Making::fd`] is readable. The maker is reaped first, so whatever it
+    /// sent is there.
+    pub(crate) fn finish(self) -> Option<Ahead> {
+        while matches!(call::wait4_pid(self.pid), Err(Errno::EINTR)) {}
+        let mut received = [recv_fd(self.fd()), recv_fd(self.fd())]
+            .into_iter()
+            // SAFETY: a descriptor the kernel just installed in this process's table.
+            .map(|fd| fd.map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }));
+        let (user, net) = (received.next()?.ok()?, received.next()?.ok()?);
+        Some(Ahead { user, net })
+    }
+}
+
+/// The maker: the new namespaces, the maps, the loopback up, then their descriptors sent on
+/// `to`, the only descriptor of the helper's it keeps.
+fn make(ns: &UserNamespace, to: c_int) -> ! {
+    let made = (|| {
+        let above = libc::c_uint::try_from(to).map_err(|_| Errno::EBADF)?;
+        if let Some(below) = above.checked_sub(1) {
+            call::close_range(0, below, 0)?;
+        }
+        call::close_range(above.saturating_add(1), libc::c_uint::MAX, 0)?;
+        unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET)?;
+        map(ns)?;
+        loopback_up()?;
+        for kind in [c"/proc/self/ns/user", c"/proc/self/ns/net"] {
+            send_fd(to, call::open(kind, libc::O_RDONLY | libc::O_CLOEXEC)?)?;
+        }
+        Ok::<(), Errno>(())
+    })();
+    call::exit(c_int::from(made.is_err()))
+}
+
+/// Starts the shim in `ahead`'s user and network namespaces and new mount, pid, IPC and UTS
+/// namespaces, as the helper's child and the first process of its pid namespace: a child that
+/// shares the helper's memory joins the two (the helper's user owns them, so its credentials
+/// may) and makes the shim with `CLONE_PARENT`, a copy of the helper's memory as it is now,
+/// which runs `shim`. Returns the shim's pid.
+///
+/// # Safety
+/// As for `fork`: the caller is single-threaded, and `shim` never returns.
+pub(super) unsafe fn born_ahead<F: FnOnce()>(ahead: &Ahead, shim: F) -> SysResult<libc::pid_t> {
+    let stack = call::ChildStack::new()?;
+    // The shim's pid, or the errno of the step that failed, negated.
+    let born = AtomicI32::new(0);
+    let (user, net) = (ahead.user.as_raw_fd(), ahead.net.as_raw_fd());
+    let flags = (NAMESPACES & !libc::CLONE_NEWUSER) | libc::CLONE_PARENT;
+    // SAFETY: the child writes only `born` and its own stack before it exits; the shim it
+    // makes is a copy, and runs `shim`, which the caller says never returns.
+    let middle = unsafe {
+        call::clone_vfork(&stack, false, || {
+            let started = setns(user, libc::CLONE_NEWUSER)
+                .and_then(|()| setns(net, libc::CLONE_NEWNET))
+                // SAFETY: this child is single-threaded.
+                .and_then(|()| fork_into(flags));
+            match started {
+                Ok(0) => shim(),
+                Ok(pid) => born.store(pid, Ordering::SeqCst),
+                Err(e) => born.store(-(e as i32), Ordering::SeqCst),
+            }
+            call::exit(0)
+        })
+    }?;
+    while matches!(call::wait4_pid(middle), Err(Errno::EINTR)) {}
+    // Joining the user namespace changed the child's credentials, which sets the dumpability
+    // of the memory it shared, the helper's, to the machine's `suid_dumpable`: not dumpable
+    // again (1 would let the user's processes trace the helper). Not an error to return: a
+    // shim may have been born, and an error makes another.
+    let _ = call::prctl(libc::PR_SET_DUMPABLE, 0);
+    match born.load(Ordering::SeqCst) {
+        pid if pid > 0 => Ok(pid),
+        errno => Err(Errno::from_raw(errno.saturating_neg())),
+    }
 }
 
 impl Sandbox {
@@ -137,8 +262,8 @@ impl Sandbox {
 
 /// Builds the sandbox around the calling shim (see the module's comment), the bridge started
 /// when it has one.
-pub(super) fn enter(s: &Sandbox, layers: &Layers<'_>) -> SysResult<()> {
-    settle(&s.user)?;
+pub(super) fn enter(s: &Sandbox, layers: &Layers<'_>, made_ahead: bool) -> SysResult<()> {
+    settle(&s.user, made_ahead)?;
     super::mount_call::unshare(libc::CLONE_NEWCGROUP)?;
     let mut sources = [-1 as c_int; MAX_PASSED_FDS];
     // Every bind has a passed descriptor, so none is left out below; were one, nothing runs.
@@ -186,7 +311,7 @@ pub(super) fn enter(s: &Sandbox, layers: &Layers<'_>) -> SysResult<()> {
         let _ = call::close(target);
         let _ = call::close(mount);
     }
-    if s.own_network {
+    if s.own_network && !made_ahead {
         loopback_up()?;
     }
     match &s.bridge {
@@ -462,5 +587,118 @@ mod tests {
             !real.join("made").exists(),
             "something was made through the link"
         );
+    }
+
+    /// The name of the namespace `path` (a `/proc` link) stands for, read with no allocation
+    /// (the shim of the test below is a fork of a process with other threads).
+    fn link(path: &CStr, buf: &mut [u8; 64]) -> usize {
+        // SAFETY: a NUL-terminated path and a live buffer of the length given.
+        let n = unsafe { libc::readlink(path.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+        usize::try_from(n).unwrap_or(0)
+    }
+
+    /// Whether a TCP connection to a listener on 127.0.0.1 of this network namespace is made:
+    /// its loopback is up. System calls only, as above.
+    fn loopback_answers() -> bool {
+        // SAFETY: new sockets of this process and live, correctly sized addresses.
+        unsafe {
+            let listener = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+            let mut addr: libc::sockaddr_in = std::mem::zeroed();
+            addr.sin_family = libc::sa_family_t::try_from(libc::AF_INET).unwrap_or(0);
+            addr.sin_addr.s_addr = u32::from_ne_bytes([127, 0, 0, 1]);
+            let mut len =
+                libc::socklen_t::try_from(std::mem::size_of::<libc::sockaddr_in>()).unwrap_or(0);
+            let at = (&raw mut addr).cast::<libc::sockaddr>();
+            if libc::bind(listener, at, len) != 0
+                || libc::listen(listener, 1) != 0
+                || libc::getsockname(listener, at, &raw mut len) != 0
+            {
+                return false;
+            }
+            let client = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+            libc::connect(client, at, len) == 0
+        }
+    }
+
+    /// Two pairs made ahead are namespaces of their own, neither this process's nor each
+    /// other's; a shim born in one is the first process of a new pid namespace, in exactly
+    /// that pair, with its loopback up, and is this process's child (`CLONE_PARENT`).
+    #[test]
+    fn a_shim_born_ahead_is_pid_one_in_the_pair_made_for_it_and_each_pair_is_new() {
+        if !crate::sys::user_namespace_usable() {
+            eprintln!("SKIP a_shim_born_ahead: this user cannot make user namespaces here");
+            return;
+        }
+        let made = |_| Making::start().expect("forked").finish().expect("made");
+        let pairs: Vec<Ahead> = (0..2).map(made).collect();
+        let mut ours = [[0u8; 64]; 2];
+        let own = [
+            link(c"/proc/self/ns/user", &mut ours[0]),
+            link(c"/proc/self/ns/net", &mut ours[1]),
+        ];
+        let mut seen = Vec::new();
+        for ahead in &pairs {
+            let name = |fd: &OwnedFd| {
+                std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+                    .expect("a namespace")
+                    .into_os_string()
+                    .into_string()
+                    .expect("text")
+            };
+            let (user, net) = (name(&ahead.user), name(&ahead.net));
+            assert!(
+                user.starts_with("user:[") && net.starts_with("net:["),
+                "{user} {net}"
+            );
+            assert_ne!(user.as_bytes(), ours[0].get(..own[0]).expect("ours"));
+            assert_ne!(net.as_bytes(), ours[1].get(..own[1]).expect("ours"));
+            assert!(
+                !seen.contains(&net) && !seen.contains(&user),
+                "a pair served twice"
+            );
+            seen.extend([user.clone(), net.clone()]);
+
+            let [from_shim, to_test] = call::pipe2_cloexec().expect("pipe");
+            let shim = || {
+                let mut user = [0u8; 64];
+                let mut net = [0u8; 64];
+                let lengths = [
+                    link(c"/proc/self/ns/user", &mut user),
+                    link(c"/proc/self/ns/net", &mut net),
+                ];
+                let pid = call::getpid().to_ne_bytes();
+                let up = [u8::from(loopback_answers())];
+                for (bytes, n) in [(&user[..], lengths[0]), (&net[..], lengths[1])] {
+                    let _ = call::write(to_test, &[u8::try_from(n).unwrap_or(0)]);
+                    let _ = call::write(to_test, bytes.get(..n).unwrap_or_default());
+                }
+                let _ = (call::write(to_test, &pid), call::write(to_test, &up));
+                call::exit(0)
+            };
+            // SAFETY: the shim runs system calls on stack buffers and exits.
+            let pid = unsafe { born_ahead(ahead, shim) }.expect("born");
+            let _ = call::close(to_test);
+            let mut report = Vec::new();
+            let mut buf = [0u8; 512];
+            while let Ok(n @ 1..) = call::read(from_shim, &mut buf) {
+                report.extend_from_slice(buf.get(..n).expect("read"));
+            }
+            let _ = call::close(from_shim);
+            let (_, status, _) = call::wait4_pid(pid).expect("the shim is this process's child");
+            assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
+            let mut rest = report.as_slice();
+            let mut field = || {
+                let (&n, tail) = rest.split_first().expect("a length");
+                let (name, tail) = tail.split_at(usize::from(n));
+                rest = tail;
+                String::from_utf8(name.to_vec()).expect("text")
+            };
+            assert_eq!((field(), field()), (user, net), "born in its own pair");
+            assert_eq!(
+                rest,
+                [1i32.to_ne_bytes().as_slice(), &[1]].concat(),
+                "pid 1, loopback up"
+            );
+        }
     }
 }

@@ -52,15 +52,23 @@ const LAST_FD: c_uint = c_uint::MAX;
 pub(crate) fn fork_shim(prepared: &Prepared<'_>) -> std::io::Result<libc::pid_t> {
     match fork_for(prepared) {
         Err(errno) => Err(errno.into()),
-        Ok(0) => shim_main(prepared),
+        Ok(0) => shim_main(prepared, false),
         Ok(pid) => Ok(pid),
     }
 }
 
-/// The fork of the shim: under the namespace backend, born in the sandbox's namespaces.
+/// The fork of the shim: under the namespace backend, born in the sandbox's namespaces, in
+/// those made ahead for it when it has them and they can be joined.
 fn fork_for(prepared: &Prepared<'_>) -> Result<libc::pid_t, Errno> {
     #[cfg(target_os = "linux")]
     if let Some(sandbox) = prepared.sandbox {
+        if let Some(ahead) = &sandbox.ahead {
+            // SAFETY: as for `fork` below; the shim runs `shim_main`, which never returns.
+            let born = unsafe { super::sandbox::born_ahead(ahead, || shim_main(prepared, true)) };
+            if born.is_ok() {
+                return born;
+            }
+        }
         // SAFETY: as for `fork` below: the child is a copy of the helper as `fork` makes it,
         // in new namespaces.
         return unsafe { super::mount_call::fork_into(sandbox.namespaces()) };
@@ -76,14 +84,14 @@ fn fork_for(prepared: &Prepared<'_>) -> Result<libc::pid_t, Errno> {
 /// Under the namespace backend, the sandbox built around the shim (`super::sandbox`); a step
 /// that fails is reported at the namespace stage and ends the shim.
 #[cfg(target_os = "linux")]
-fn build_sandbox(p: &Prepared<'_>) {
+fn build_sandbox(p: &Prepared<'_>, made_ahead: bool) {
     if let (Some(sandbox), ChildConfine::Landlock { filter, .. }) = (p.sandbox, &p.confine) {
         let layers = super::sandbox::Layers {
             ruleset: FD_CONFINE,
             filter,
         };
         or_fail(
-            super::sandbox::enter(sandbox, &layers),
+            super::sandbox::enter(sandbox, &layers, made_ahead),
             FD_STATUS,
             Stage::Namespace,
         );
@@ -115,12 +123,14 @@ fn take_place(p: &Prepared<'_>) {
     );
 }
 
-fn shim_main(p: &Prepared<'_>) -> ! {
+fn shim_main(p: &Prepared<'_>, made_ahead: bool) -> ! {
     take_place(p);
     lay_out_descriptors(p);
     let status_fd = FD_STATUS;
     #[cfg(target_os = "linux")]
-    build_sandbox(p);
+    build_sandbox(p, made_ahead);
+    #[cfg(target_os = "macos")]
+    let _ = made_ahead;
 
     // SIGCHLD arrives through a signalfd (Linux; on macOS the shim waits with kqueue); SIGTERM
     // sent to our process group while terminating the tree must not end the shim itself. The

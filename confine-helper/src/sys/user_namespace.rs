@@ -62,9 +62,14 @@ fn write_file(path: &std::ffi::CStr, bytes: &[u8]) -> SysResult<()> {
 }
 
 /// Maps the calling process, started in a user namespace of its own, as `ns` says, and caps
-/// its tasks there when `ns` does.
-pub(super) fn settle(ns: &UserNamespace) -> SysResult<()> {
-    map(ns)?;
+/// its tasks there when `ns` does. A namespace `mapped` already (made ahead, `super::sandbox`)
+/// is not mapped again; the caller is made not dumpable, as a map leaves it.
+pub(super) fn settle(ns: &UserNamespace, mapped: bool) -> SysResult<()> {
+    if mapped {
+        call::prctl(libc::PR_SET_DUMPABLE, 0)?;
+    } else {
+        map(ns)?;
+    }
     match ns.processes {
         Some(n) => call::setrlimit(libc::RLIMIT_NPROC, n, n),
         None => Ok(()),
@@ -79,7 +84,7 @@ pub(super) fn settle(ns: &UserNamespace) -> SysResult<()> {
 /// waiting shim: both are dumpable for those three writes. Nothing confined can use that
 /// moment — the filter and Landlock keep confined commands from tracing any process —, and the
 /// command is dumpable anyway once it executes.
-fn map(ns: &UserNamespace) -> SysResult<()> {
+pub(super) fn map(ns: &UserNamespace) -> SysResult<()> {
     call::prctl(libc::PR_SET_DUMPABLE, 1)?;
     let made = (|| {
         write_file(c"/proc/self/setgroups", b"deny")?;
