@@ -134,7 +134,7 @@ pub(crate) struct Server {
     hello: Hello,
     ctx: Context,
     #[cfg(target_os = "linux")]
-    ahead: Ahead,
+    ahead: command::Pairs,
 }
 
 enum Token {
@@ -142,44 +142,6 @@ enum Token {
     Command(u64),
     #[cfg(target_os = "linux")]
     Ahead,
-}
-
-/// The user and network namespaces made ahead for the namespace backend's commands with a
-/// network namespace of their own (RFC 0023, `sys::Ahead`): one pair at a time, made when a
-/// command ends and the helper has started two such commands (a helper that runs one, as
-/// `agentd run`'s, makes none), so the making is off every command's path. A maker that fails
-/// turns them off for this helper.
-#[cfg(target_os = "linux")]
-#[derive(Debug, Default)]
-struct Ahead {
-    wanted: u8,
-    making: Option<sys::Making>,
-    ready: Option<sys::Ahead>,
-    off: bool,
-}
-
-#[cfg(target_os = "linux")]
-impl Ahead {
-    /// A command started whose plan `wanted` a pair, lent one or not.
-    fn started(&mut self, wanted: bool) {
-        self.wanted = self.wanted.saturating_add(u8::from(wanted));
-    }
-
-    /// A command ended, and its reply is sent: the next pair is made if one is wanted.
-    fn ended(&mut self) {
-        if self.wanted >= 2 && !self.off && self.making.is_none() && self.ready.is_none() {
-            self.making = sys::Making::start();
-            self.off = self.making.is_none();
-        }
-    }
-
-    /// The maker has sent the pair, or ended without it.
-    fn made(&mut self) {
-        if let Some(making) = self.making.take() {
-            self.ready = making.finish();
-            self.off = self.ready.is_none();
-        }
-    }
 }
 
 impl Server {
@@ -193,7 +155,7 @@ impl Server {
             hello: Hello::ours(&format!("confine-helper {}", env!("CARGO_PKG_VERSION"))),
             ctx,
             #[cfg(target_os = "linux")]
-            ahead: Ahead::default(),
+            ahead: command::Pairs::default(),
         };
         if let Err(e) = sock.set_nonblocking(true) {
             log!("{PEER}: cannot make the connection non-blocking: {e}; closing it");
@@ -278,8 +240,8 @@ impl Server {
             add(cmd.status.as_raw_fd(), libc::POLLIN, Token::Command(*id));
         }
         #[cfg(target_os = "linux")]
-        if let Some(making) = &self.ahead.making {
-            add(making.fd(), libc::POLLIN, Token::Ahead);
+        if let Some(fd) = self.ahead.making() {
+            add(fd, libc::POLLIN, Token::Ahead);
         }
         (fds, tokens)
     }
