@@ -486,8 +486,11 @@ impl Server {
                 conn.last_ended = Instant::now();
             }
             self.reply(&reply);
+            // Made only for a connection that may send another command.
             #[cfg(target_os = "linux")]
-            self.ahead.ended();
+            if self.conn.is_some() {
+                self.ahead.ended();
+            }
         }
     }
 

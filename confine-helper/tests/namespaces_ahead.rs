@@ -14,14 +14,14 @@ mod support;
 
 use confine_protocol::{Backend, BackendChoice, ExitStatus, Mode, Network, Reply};
 use support::skip::{Need, skip};
-use support::{Peer, available, backend_works, run_captured, spawn};
+use support::{Peer, Scratch, available, backend_works, run_captured, spawn};
 
 /// What a command sees of its sandbox, a line each: its user and network namespaces, the
 /// network interfaces there, what a TCP connection over its loopback meets (the filter keeps
-/// a command with the network denied from making one), its uid, its pid, and whether a host
-/// directory outside `/tmp` takes a file.
+/// a command with the network denied from making one), its uid, its pid, and what its attempt
+/// to create the host file named by its argument met.
 const FACTS: &str = r#"
-import os, socket
+import os, socket, sys
 print(os.readlink('/proc/self/ns/user'))
 print(os.readlink('/proc/self/ns/net'))
 with open('/proc/net/dev') as dev:
@@ -37,7 +37,7 @@ except OSError as e:
 print(os.getuid())
 print(os.getpid())
 try:
-    open('/var/tmp/.namespaces-ahead-%d' % os.getpid(), 'x').close()
+    open(sys.argv[1], 'x').close()
     print('host written')
 except OSError as e:
     print('host refused', e.errno)
@@ -64,9 +64,14 @@ fn commands_see_the_same_sandbox_whether_its_namespaces_were_made_ahead_or_not()
     let (host_user, host_net) = (own("user"), own("net"));
     // The first two make their own namespaces (a helper's first such command makes none
     // ahead); the second starts the making of the third's, which starts the fourth's.
+    // The canary each command tries to create, checked on the host: a read-only command
+    // writes nothing there.
+    let scratch = Scratch::new("namespaces-ahead");
+    let canary = scratch.0.join("written");
+    let canary_arg = canary.to_str().expect("a UTF-8 scratch path");
     let mut seen: Vec<Vec<String>> = Vec::new();
     for id in 1..=4 {
-        let mut request = spawn(id, &["python3", "-c", FACTS]);
+        let mut request = spawn(id, &["python3", "-c", FACTS, canary_arg]);
         request.policy.mode = Mode::ReadOnly;
         request.policy.network = Network::Deny;
         request.backend = BackendChoice::Namespaces;
@@ -108,6 +113,7 @@ fn commands_see_the_same_sandbox_whether_its_namespaces_were_made_ahead_or_not()
         // The shim is the sandbox's pid 1, the command its first child.
         assert_eq!(pid, "2", "command {id}");
         assert!(host.starts_with("host refused"), "command {id}: {host}");
+        assert!(!canary.exists(), "command {id} wrote on the host");
         seen.push(facts);
     }
 }

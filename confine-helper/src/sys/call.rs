@@ -296,14 +296,18 @@ pub(super) fn wait4(flags: c_int) -> SysResult<(libc::pid_t, c_int, libc::rusage
     Ok((pid, status, usage))
 }
 
-/// Waits for the child `pid` to end.
+/// Waits for the child `pid` to end, again when a signal interrupts the wait.
 pub(super) fn wait4_pid(pid: libc::pid_t) -> SysResult<(libc::pid_t, c_int, libc::rusage)> {
     let mut status: c_int = 0;
     // SAFETY: all-zero is a valid rusage.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: out-pointers to live stack values.
-    let pid = check(unsafe { libc::wait4(pid, &mut status, 0, &mut usage) })?;
-    Ok((pid, status, usage))
+    loop {
+        // SAFETY: out-pointers to live stack values.
+        match check(unsafe { libc::wait4(pid, &mut status, 0, &mut usage) }) {
+            Err(Errno::EINTR) => {}
+            ended => return ended.map(|pid| (pid, status, usage)),
+        }
+    }
 }
 
 /// The type of a resource number of `setrlimit` (glibc's `__rlimit_resource_t`, else `int`).

@@ -92,13 +92,9 @@ pub(super) fn supervise(main: libc::pid_t, kq: c_int, status_fd: c_int) -> ! {
 fn end(main: libc::pid_t, kq: c_int, status_fd: c_int) -> ! {
     let _ = macos::unwatch_readable(kq, FD_CTL);
     kill_tree(main, kq);
-    let main_status = loop {
-        match call::wait4_pid(main) {
-            Err(Errno::EINTR) => continue,
-            Ok((_, status, usage)) => break Some((status, usage)),
-            Err(_) => break None,
-        }
-    };
+    let main_status = call::wait4_pid(main)
+        .ok()
+        .map(|(_, status, usage)| (status, usage));
     finish(status_fd, main_status)
 }
 

@@ -176,7 +176,7 @@ impl Making {
     /// The pair, once [`Making::fd`] is readable. The maker is reaped first, so whatever it
     /// sent is there.
     pub(crate) fn finish(self) -> Option<Ahead> {
-        while matches!(call::wait4_pid(self.pid), Err(Errno::EINTR)) {}
+        let _ = call::wait4_pid(self.pid);
         let mut received = [recv_fd(self.fd()), recv_fd(self.fd())]
             .into_iter()
             // SAFETY: a descriptor the kernel just installed in this process's table.
@@ -187,19 +187,16 @@ impl Making {
 }
 
 /// The maker: the new namespaces, the maps, the loopback up, then their descriptors sent on
-/// `to`, the only descriptor of the helper's it keeps.
+/// `to`, the only descriptor of the helper's it keeps (at 3).
 fn make(ns: &UserNamespace, to: c_int) -> ! {
+    const TO: c_int = 3;
     let made = (|| {
-        let above = libc::c_uint::try_from(to).map_err(|_| Errno::EBADF)?;
-        if let Some(below) = above.checked_sub(1) {
-            call::close_range(0, below, 0)?;
-        }
-        call::close_range(above.saturating_add(1), libc::c_uint::MAX, 0)?;
+        keep_only(&[to])?;
         unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET)?;
         map(ns)?;
         loopback_up()?;
         for kind in [c"/proc/self/ns/user", c"/proc/self/ns/net"] {
-            send_fd(to, call::open(kind, libc::O_RDONLY | libc::O_CLOEXEC)?)?;
+            send_fd(TO, call::open(kind, libc::O_RDONLY | libc::O_CLOEXEC)?)?;
         }
         Ok::<(), Errno>(())
     })();
@@ -236,7 +233,7 @@ pub(super) unsafe fn born_ahead<F: FnOnce()>(ahead: &Ahead, shim: F) -> SysResul
             call::exit(0)
         })
     }?;
-    while matches!(call::wait4_pid(middle), Err(Errno::EINTR)) {}
+    let _ = call::wait4_pid(middle);
     // Joining the user namespace changed the child's credentials, which sets the dumpability
     // of the memory it shared, the helper's, to the machine's `suid_dumpable`: not dumpable
     // again (1 would let the user's processes trace the helper). Not an error to return: a

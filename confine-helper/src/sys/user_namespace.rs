@@ -114,11 +114,6 @@ pub(crate) fn usable() -> bool {
     let Ok(child) = started else {
         return false;
     };
-    loop {
-        match call::wait4_pid(child) {
-            Err(Errno::EINTR) => continue,
-            Ok((_, status, _)) => return libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-            Err(_) => return false,
-        }
-    }
+    call::wait4_pid(child)
+        .is_ok_and(|(_, status, _)| libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0)
 }

@@ -591,6 +591,15 @@ pub fn normalized_updates(notes: &[Value]) -> Vec<Value> {
     out
 }
 
+/// Whether `dir` is a directory (not a link) of this user's; if so, it is made writable by this
+/// user alone.
+fn own(dir: &Path) -> bool {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let ours = std::fs::symlink_metadata(dir)
+        .is_ok_and(|found| found.is_dir() && found.uid() == nix::unistd::geteuid().as_raw());
+    ours && std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).is_ok()
+}
+
 /// The name of `scratch_base`'s per-user directory under `/var/tmp`, but for the uid.
 const SCRATCH_BASE_PREFIX: &str = "agentd-scenarios-";
 
@@ -612,6 +621,11 @@ pub fn scratch_base() -> PathBuf {
     ];
     for base in candidates {
         if std::fs::create_dir_all(&base).is_err() {
+            continue;
+        }
+        // A name under `/var/tmp` anyone can take first: used only as this user's own
+        // directory (no link), which nobody else may then write.
+        if base.starts_with("/var/tmp") && !own(&base) {
             continue;
         }
         let Ok(base) = std::fs::canonicalize(&base) else {
