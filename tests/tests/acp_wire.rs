@@ -140,6 +140,12 @@ fn cancelling_a_prompt_ends_it_and_kills_the_command() {
         support::wait_for_file(&scratch.ws(), "started", Duration::from_secs(30)),
         "the command never started"
     );
+    // Seen running before the cancel. Looked for again until it is: while the shell executes
+    // `sleep`, the kernel shows the process's new command line empty for a moment.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while processes_with(&tag).is_empty() && std::time::Instant::now() < deadline {
+        std::thread::yield_now();
+    }
     assert!(
         !processes_with(&tag).is_empty(),
         "the command is running before the cancel"
