@@ -16,6 +16,7 @@ use confine_protocol::{
 };
 use nix::libc;
 use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg, send};
+use nix::unistd::Pid;
 
 use crate::command::{self, Running};
 use crate::confine::Context;
@@ -131,6 +132,9 @@ pub(crate) struct Server {
     conn: Option<Conn>,
     /// The running commands, by the id agentd gave each.
     commands: HashMap<u64, Running>,
+    /// Commands answered on their shim's last record, whose shims are still to be reaped; the
+    /// id is free again.
+    reaping: Vec<Running>,
     hello: Hello,
     ctx: Context,
     #[cfg(target_os = "linux")]
@@ -140,6 +144,8 @@ pub(crate) struct Server {
 enum Token {
     Conn,
     Command(u64),
+    /// A command answered already, by its shim's pid.
+    Reaping(Pid),
     #[cfg(target_os = "linux")]
     Ahead,
 }
@@ -152,6 +158,7 @@ impl Server {
             idle_limit,
             conn: None,
             commands: HashMap::new(),
+            reaping: Vec::new(),
             hello: Hello::ours(&format!("confine-helper {}", env!("CARGO_PKG_VERSION"))),
             ctx,
             #[cfg(target_os = "linux")]
@@ -187,7 +194,7 @@ impl Server {
     /// reaped.
     pub(crate) fn run(&mut self) -> std::io::Result<()> {
         loop {
-            if self.conn.is_none() && self.commands.is_empty() {
+            if self.conn.is_none() && self.commands.is_empty() && self.reaping.is_empty() {
                 #[cfg(target_os = "linux")]
                 self.ahead.made();
                 return Ok(());
@@ -209,6 +216,7 @@ impl Server {
                         }
                     }
                     Token::Command(id) => self.on_status(id),
+                    Token::Reaping(shim) => self.on_reaping(shim),
                     #[cfg(target_os = "linux")]
                     Token::Ahead => self.ahead.made(),
                 }
@@ -238,6 +246,13 @@ impl Server {
         }
         for (id, cmd) in &self.commands {
             add(cmd.status.as_raw_fd(), libc::POLLIN, Token::Command(*id));
+        }
+        for cmd in &self.reaping {
+            add(
+                cmd.status.as_raw_fd(),
+                libc::POLLIN,
+                Token::Reaping(cmd.shim),
+            );
         }
         #[cfg(target_os = "linux")]
         if let Some(fd) = self.ahead.making() {
@@ -475,22 +490,49 @@ impl Server {
             return;
         };
         let (started, ended) = cmd.read_status();
+        let early = cmd.reply_early();
+        let backend = cmd.backend();
         if let Some(started) = started {
             self.reply(&started);
         }
-        if ended && let Some(cmd) = self.commands.remove(&id) {
-            let backend = cmd.backend();
-            let reply = cmd.finish();
-            self.forget_if_unbuilt(Some(backend), &reply);
-            if let Some(conn) = self.conn.as_mut() {
-                conn.last_ended = Instant::now();
+        if early.is_none() && !ended {
+            return;
+        }
+        let Some(cmd) = self.commands.remove(&id) else {
+            return;
+        };
+        let reply = match early {
+            Some(reply) if ended => {
+                cmd.reap();
+                reply
             }
-            self.reply(&reply);
-            // Made only for a connection that may send another command.
-            #[cfg(target_os = "linux")]
-            if self.conn.is_some() {
-                self.ahead.ended();
+            Some(reply) => {
+                self.reaping.push(cmd);
+                reply
             }
+            None => cmd.finish(),
+        };
+        self.forget_if_unbuilt(Some(backend), &reply);
+        if let Some(conn) = self.conn.as_mut() {
+            conn.last_ended = Instant::now();
+        }
+        self.reply(&reply);
+        // Made only for a connection that may send another command.
+        #[cfg(target_os = "linux")]
+        if self.conn.is_some() {
+            self.ahead.ended();
+        }
+    }
+
+    /// Reaps an answered command's shim once it has closed its status pipe.
+    fn on_reaping(&mut self, shim: Pid) {
+        let Some(at) = self.reaping.iter().position(|cmd| cmd.shim == shim) else {
+            return;
+        };
+        if let Some(cmd) = self.reaping.get_mut(at)
+            && cmd.read_status().1
+        {
+            self.reaping.swap_remove(at).reap();
         }
     }
 

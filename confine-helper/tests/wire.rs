@@ -364,7 +364,26 @@ fn cancel_kills_the_whole_tree_including_setsid_and_double_forked_processes() {
     }
     // Every pipe write end is gone with the tree: the output reaches end of file.
     assert!(lines.all(|l| l.is_ok()));
-    assert_eq!(zombies_of(helper_pid), Vec::<u32>::new());
+    // The helper answers on the shim's last record and reaps the shim when it has exited.
+    assert_eq!(
+        eventually(|| zombies_of(helper_pid), Vec::is_empty),
+        Vec::<u32>::new()
+    );
+}
+
+/// How long a helper may take to reap a shim after answering its command: the shim writes its
+/// last record and exits (RFC 0023, step 7).
+const REAP_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// What `probe` finds once `done` holds of it, or when [`REAP_LIMIT`] has passed.
+fn eventually<T>(mut probe: impl FnMut() -> T, done: impl Fn(&T) -> bool) -> T {
+    let deadline = std::time::Instant::now() + REAP_LIMIT;
+    let mut found = probe();
+    while !done(&found) && std::time::Instant::now() < deadline {
+        std::thread::yield_now();
+        found = probe();
+    }
+    found
 }
 
 #[test]
@@ -489,13 +508,19 @@ fn inherited_descriptors_and_environment_reach_neither_the_helper_nor_the_comman
     );
     assert!(!out.contains("secret-value"), "{out}");
 
-    match std::fs::read_dir(format!("/proc/{helper}/fd")) {
-        Ok(entries) => {
-            let mut open: Vec<u32> = entries
-                .flatten()
-                .filter_map(|e| e.file_name().to_str()?.parse().ok())
-                .collect();
-            open.sort_unstable();
+    // The shim's two pipes go once the helper has reaped it, just after its answer.
+    let listed = || {
+        let entries = std::fs::read_dir(format!("/proc/{helper}/fd"))?;
+        let mut open: Vec<u32> = entries
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse().ok())
+            .collect();
+        open.sort_unstable();
+        Ok::<_, std::io::Error>(open)
+    };
+    let settled = |open: &std::io::Result<Vec<u32>>| open.as_ref().map_or(true, |o| o.len() <= 6);
+    match eventually(listed, settled) {
+        Ok(open) => {
             // Besides stdio and its socket, the helper holds one descriptor of its own binary,
             // which bwrap executes as the Landlock step, and one of the file reader and writer
             // beside it, which bwrap executes as that command.

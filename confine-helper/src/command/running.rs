@@ -45,7 +45,8 @@ pub(crate) struct Running {
     layer_report: Option<OwnedFd>,
     /// The caps on the tree; a cgroup among them is read at the end and removed with it.
     caps: Planned,
-    cleanup: Cleanup,
+    /// What the plan made, removed when the command is dropped, once its shim is reaped.
+    _cleanup: Cleanup,
     pending: Vec<u8>,
     outcome: Option<Record>,
 }
@@ -124,7 +125,7 @@ pub(crate) fn start(
         #[cfg(target_os = "linux")]
         layer_report,
         caps: plan.caps,
-        cleanup: plan.cleanup,
+        _cleanup: plan.cleanup,
         pending: Vec::new(),
         outcome: None,
     })
@@ -384,9 +385,24 @@ impl Running {
         self.backend
     }
 
-    /// Reaps the shim (it has closed its status pipe, so it is exiting) and turns what it
-    /// reported into the terminal reply.
-    pub(crate) fn finish(mut self) -> Reply {
+    /// The terminal reply as soon as the shim's last record says the command ended: the shim
+    /// writes it once it has killed and reaped the whole tree, and only exits after it, so the
+    /// reply need not wait for that exit ([`Running::reap`] follows). `None` before that
+    /// record, after a failed step (the shim may still hold a tree), and under bwrap (whose
+    /// `enter` report is read at the end).
+    pub(crate) fn reply_early(&self) -> Option<Reply> {
+        let last = matches!(
+            self.outcome,
+            Some(Record::Exited { .. } | Record::ExecFailed { .. })
+        );
+        #[cfg(target_os = "linux")]
+        let last = last && self.layer_report.is_none();
+        last.then(|| self.reply("it reported its end"))
+    }
+
+    /// Reaps the shim (it has closed its status pipe, so it is exiting); its wait status, as
+    /// the reply names it. What the plan made goes when the command is dropped.
+    pub(crate) fn reap(&self) -> String {
         // __WALL (Linux): the shim is a child whatever its exit signal.
         #[cfg(target_os = "linux")]
         let flags = Some(WaitPidFlag::__WALL);
@@ -398,8 +414,19 @@ impl Running {
                 other => break other,
             }
         };
+        format!("{shim_status:?}")
+    }
+
+    /// Reaps the shim and turns what it reported into the terminal reply.
+    pub(crate) fn finish(self) -> Reply {
+        let shim_status = self.reap();
+        self.reply(&shim_status)
+    }
+
+    /// The terminal reply from what the shim reported; `shim_status` names how the shim
+    /// ended, for a shim that reported nothing.
+    fn reply(&self, shim_status: &str) -> Reply {
         let caps = self.caps.at_end();
-        self.cleanup.run();
         let wall_us = u64::try_from(self.started_at.elapsed().as_micros()).unwrap_or(u64::MAX);
         if let Some(reply) = self.runner_reply(self.entered(), caps, wall_us) {
             return reply;
@@ -434,7 +461,7 @@ impl Running {
                 Stage::Supervise,
                 0,
                 format!(
-                    "the command's supervisor ended without reporting ({shim_status:?}); \
+                    "the command's supervisor ended without reporting ({shim_status}); \
                      its process tree may not have been cleaned up"
                 ),
             ),
@@ -625,6 +652,87 @@ mod tests {
             super::sandbox_failed(nix::libc::EIO),
             "building the sandbox failed: I/O error; nothing was run"
         );
+    }
+
+    /// A command watched over `status`, as `start` makes it, its shim `shim`.
+    fn watching(shim: &std::process::Child, status: std::os::fd::OwnedFd) -> super::Running {
+        let shim = i32::try_from(shim.id()).expect("a pid");
+        super::Running {
+            id: 7,
+            shim: nix::unistd::Pid::from_raw(shim),
+            status,
+            ctl: None,
+            started_at: std::time::Instant::now(),
+            deadline: None,
+            kill_grace: std::time::Duration::ZERO,
+            kill_at: None,
+            ending: confine_protocol::Ending::Exited,
+            backend: confine_protocol::Backend::Landlock,
+            enforcement: None,
+            layers: Vec::new(),
+            #[cfg(target_os = "linux")]
+            layer_report: None,
+            caps: crate::confine::Planned::none(),
+            _cleanup: crate::confine::Cleanup::default(),
+            pending: Vec::new(),
+            outcome: None,
+        }
+    }
+
+    /// The terminal reply goes out as soon as the shim's last record arrives, before the shim
+    /// has exited (here the test holds the status pipe's write end, as a shim does until its
+    /// exit), and once; the shim is reaped at the end. The control: after a failed step's
+    /// record, when the shim may still hold a tree, the reply waits for the shim's end.
+    #[test]
+    fn the_last_record_is_answered_before_the_shim_is_gone() {
+        use confine_protocol::{ExitStatus, Reply};
+        use nix::fcntl::{FcntlArg, OFlag, fcntl};
+
+        use crate::record::Record;
+
+        let exited = Record::Exited {
+            wait_status: 3 << 8,
+            user_us: 0,
+            sys_us: 0,
+            max_rss_kib: 0,
+        };
+        let exec_failed = Record::ExecFailed {
+            errno: nix::libc::ENOENT,
+        };
+        let setsid_failed = Record::StageFailed {
+            stage: Stage::Setsid.index(),
+            errno: nix::libc::EPERM,
+        };
+        for (record, early) in [(exited, true), (exec_failed, true), (setsid_failed, false)] {
+            #[expect(clippy::zombie_processes, reason = "reaped as a shim is, below")]
+            let shim = std::process::Command::new("true").spawn().expect("a child");
+            let (status, status_wr) = crate::sys::pipe_cloexec().expect("a pipe");
+            fcntl(&status, FcntlArg::F_SETFL(OFlag::O_NONBLOCK)).expect("non-blocking");
+            let mut running = watching(&shim, status);
+            for written in [Record::Started { pid: 8 }, record] {
+                nix::unistd::write(&status_wr, &written.encode()).expect("written");
+            }
+            let (started, ended) = running.read_status();
+            assert!(started.is_some() && !ended, "{record:?}");
+            let reply = running.reply_early();
+            assert_eq!(reply.is_some(), early, "{record:?}: {reply:?}");
+            drop(status_wr);
+            assert!(running.read_status().1, "the end, once the shim is gone");
+            if let Some(reply) = reply {
+                let Reply::Exited(exited) = reply else {
+                    panic!("{record:?}: {reply:?}")
+                };
+                let code = if exited.exec_errno.is_some() { 127 } else { 3 };
+                assert_eq!(exited.status, ExitStatus::Code(code));
+                running.reap();
+            } else {
+                let reply = running.finish();
+                assert!(
+                    matches!(&reply, Reply::RunnerFailed(f) if f.stage == Stage::Setsid),
+                    "{reply:?}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -70,16 +70,16 @@ impl Planned {
         }
     }
 
-    /// The caps as they held, once the tree is gone: a cgroup says whether it ran into each,
-    /// and is removed.
-    pub(crate) fn at_end(&mut self) -> Caps {
+    /// The caps as they held, once the tree is gone: a cgroup says whether it ran into each
+    /// (it is removed when dropped, after the shim is reaped).
+    pub(crate) fn at_end(&self) -> Caps {
         #[cfg_attr(
             target_os = "macos",
             expect(unused_mut, reason = "only a cgroup (Linux) says")
         )]
         let mut caps = self.caps;
         #[cfg(target_os = "linux")]
-        if let Applied::Cgroup(cgroup) = std::mem::replace(&mut self.applied, Applied::None) {
+        if let Applied::Cgroup(cgroup) = &self.applied {
             let (processes, memory) = cgroup.reached();
             if let Some(cap) = caps.processes.as_mut() {
                 cap.reached = processes;
