@@ -361,34 +361,12 @@ fn run_case(job: &Job, runner: &Runner, shared: &Shared) -> (Verdict, Vec<String
 /// with the probe and an empty configuration directory for agentd.
 fn prepare_run_root() -> Result<Shared, E2eError> {
     let run_root = PathBuf::from(format!("/var/tmp/agentd-e2e-{}", std::process::id()));
-    let make = |path: &Path| -> Result<(), E2eError> {
-        fs::create_dir(path)
-            .and_then(|()| fs::set_permissions(path, fs::Permissions::from_mode(0o755)))
-            .map_err(|e| trouble!("cannot create {}: {e}", path.display()))
-    };
-    // Made anew: a run interrupted earlier under the same pid left its own, which goes; one
-    // another user made (the name is predictable) is refused, not used.
-    if let Ok(found) = fs::symlink_metadata(&run_root) {
-        use std::os::unix::fs::MetadataExt;
-        if !found.is_dir() || found.uid() != nix::unistd::geteuid().as_raw() {
-            return Err(trouble!(
-                "{} exists and is not a directory of this user's: remove it, or run the suite again",
-                run_root.display()
-            ));
-        }
-        fixtures::remove(&run_root).map_err(|e| {
-            trouble!(
-                "cannot remove {} left by an earlier run: {e}",
-                run_root.display()
-            )
-        })?;
-    }
-    make(&run_root)?;
+    make_anew(&run_root)?;
     // By its real path: on macOS /var is a link to /private/var, and the helper follows no
     // link to a workspace.
     let run_root = fs::canonicalize(&run_root)
         .map_err(|e| trouble!("cannot resolve {}: {e}", run_root.display()))?;
-    make(&run_root.join("config"))?;
+    make_anew(&run_root.join("config"))?;
     let probe_script = run_root.join("probe.py");
     fs::write(&probe_script, probe::SOURCE)
         .and_then(|()| fs::set_permissions(&probe_script, fs::Permissions::from_mode(0o644)))
@@ -397,6 +375,30 @@ fn prepare_run_root() -> Result<Shared, E2eError> {
         run_root,
         probe_script,
     })
+}
+
+/// Makes `dir` anew, mode 0755: one an earlier run of this user left (interrupted, under the
+/// same pid) goes first; anything else at the name, which is predictable (a link, a file,
+/// another user's directory), is refused and left as it is.
+fn make_anew(dir: &Path) -> Result<(), E2eError> {
+    use std::os::unix::fs::MetadataExt;
+    if let Ok(found) = fs::symlink_metadata(dir) {
+        if !found.is_dir() || found.uid() != nix::unistd::geteuid().as_raw() {
+            return Err(trouble!(
+                "{} exists and is not a directory of this user's: remove it, or run the suite again",
+                dir.display()
+            ));
+        }
+        fixtures::remove(dir).map_err(|e| {
+            trouble!(
+                "cannot remove {} left by an earlier run: {e}",
+                dir.display()
+            )
+        })?;
+    }
+    fs::create_dir(dir)
+        .and_then(|()| fs::set_permissions(dir, fs::Permissions::from_mode(0o755)))
+        .map_err(|e| trouble!("cannot create {}: {e}", dir.display()))
 }
 
 /// agentd's environment: what a login would give, and a configuration directory of our own so
@@ -602,6 +604,53 @@ fn list_of(name: &str, value: Option<OsString>) -> Result<Option<Vec<String>>, E
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The run directory's name is predictable, so what stands there is refused unless an
+    /// earlier run of this user left it: a link (whatever it names keeps its file), a file, and
+    /// as root another user's directory. The control: a directory of this user's with a file in
+    /// it is made anew, empty, mode 0755.
+    #[test]
+    fn a_run_directory_is_made_anew_and_never_over_what_another_placed() {
+        use std::os::unix::fs::{PermissionsExt, symlink};
+        let scratch = std::env::temp_dir().join(format!("kernel-e2e-anew-{}", std::process::id()));
+        let _ = fixtures::remove(&scratch);
+        fs::create_dir(&scratch).expect("scratch");
+        let named = scratch.join("named");
+        fs::create_dir(&named).expect("a directory");
+        fs::write(named.join("kept"), "x").expect("a file");
+        let at = scratch.join("run");
+
+        symlink(&named, &at).expect("a link");
+        assert!(make_anew(&at).is_err(), "a link is refused");
+        assert!(
+            named.join("kept").exists(),
+            "what the link names is untouched"
+        );
+        fs::remove_file(&at).expect("the link goes");
+
+        fs::write(&at, "x").expect("a file");
+        assert!(make_anew(&at).is_err(), "a file is refused");
+        assert!(at.is_file());
+        fs::remove_file(&at).expect("the file goes");
+
+        if nix::unistd::geteuid().is_root() {
+            let nobody = Some(nix::unistd::Uid::from_raw(65534));
+            nix::unistd::chown(&named, nobody, None).expect("chown");
+            assert!(
+                make_anew(&named).is_err(),
+                "another user's directory is refused"
+            );
+            assert!(named.join("kept").exists());
+            nix::unistd::chown(&named, Some(nix::unistd::geteuid()), None).expect("chown");
+        }
+
+        // The control: this user's own directory, left by an earlier run.
+        assert!(make_anew(&named).is_ok());
+        assert_eq!(fixtures::listing(&named), Vec::<String>::new(), "made anew");
+        let mode = fs::metadata(&named).expect("made").permissions().mode();
+        assert_eq!(mode & 0o7777, 0o755);
+        fixtures::remove(&scratch).expect("scratch removed");
+    }
 
     #[test]
     fn a_filter_that_names_nothing_or_what_is_not_there_is_an_error() {

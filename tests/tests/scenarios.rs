@@ -271,3 +271,47 @@ fn agentd_run_uses_a_helper_running_as_a_service() {
     assert_eq!(code, 0, "{facts}");
     assert_eq!(stdout, "via-service\n");
 }
+
+/// The scenarios' scratch base under `/var/tmp` has a name anyone can take first, so it is
+/// used only as this user's own directory, and then closed to others: a link planted at the
+/// name (even one to a directory of this user's), a file, and as root another user's
+/// directory are not used. The control: this user's own directory is, and is made 0700.
+#[test]
+fn a_scratch_base_is_used_only_as_this_users_own_directory() {
+    use std::os::unix::fs::{PermissionsExt, symlink};
+    let scratch = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("scratch-base-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&scratch);
+    std::fs::create_dir_all(&scratch).expect("scratch");
+    let mine = scratch.join("mine");
+    std::fs::create_dir(&mine).expect("a directory");
+    std::fs::set_permissions(&mine, std::fs::Permissions::from_mode(0o755)).expect("0755");
+
+    let link = scratch.join("link");
+    symlink(&mine, &link).expect("a link");
+    assert!(!support::acp::own(&link), "a link is not used");
+    let file = scratch.join("file");
+    std::fs::write(&file, "x").expect("a file");
+    assert!(!support::acp::own(&file), "a file is not used");
+    let mode = |dir: &std::path::Path| {
+        std::fs::metadata(dir).expect("there").permissions().mode() & 0o7777
+    };
+    assert_eq!(mode(&mine), 0o755, "nothing was changed through the link");
+    if nix::unistd::geteuid().is_root() {
+        let theirs = scratch.join("theirs");
+        std::fs::create_dir(&theirs).expect("a directory");
+        std::fs::set_permissions(&theirs, std::fs::Permissions::from_mode(0o777)).expect("0777");
+        let nobody = Some(nix::unistd::Uid::from_raw(65534));
+        nix::unistd::chown(&theirs, nobody, None).expect("chown");
+        assert!(
+            !support::acp::own(&theirs),
+            "another user's directory is not used"
+        );
+        assert_eq!(mode(&theirs), 0o777, "nor changed");
+    }
+
+    // The control: this user's own directory is used, and closed to others.
+    assert!(support::acp::own(&mine));
+    assert_eq!(mode(&mine), 0o700);
+    std::fs::remove_dir_all(&scratch).expect("scratch removed");
+}

@@ -593,7 +593,7 @@ pub fn normalized_updates(notes: &[Value]) -> Vec<Value> {
 
 /// Whether `dir` is a directory (not a link) of this user's; if so, it is made writable by this
 /// user alone.
-fn own(dir: &Path) -> bool {
+pub fn own(dir: &Path) -> bool {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
     let ours = std::fs::symlink_metadata(dir)
         .is_ok_and(|found| found.is_dir() && found.uid() == nix::unistd::geteuid().as_raw());
