@@ -11,8 +11,8 @@ use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
 use confine_protocol::{
-    Backend, Ending, FrameDecoder, FrameError, Hello, HelperInfo, Refusal, Reply, Request, Spawn,
-    StdioSpec, check_hello, decode_payload, encode_frame,
+    Backend, Ending, FrameDecoder, Hello, HelperInfo, Refusal, Reply, Request, Spawn, StdioSpec,
+    check_hello, decode_payload, encode_frame,
 };
 use nix::libc;
 use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg, send};
@@ -22,6 +22,9 @@ use crate::command::{self, Running};
 use crate::confine::Context;
 use crate::log;
 use crate::sys;
+use closed::Closed;
+
+mod closed;
 
 /// Why serving ended in failure; logged, and the helper exits 1.
 #[derive(Debug, thiserror::Error)]
@@ -57,44 +60,6 @@ pub(crate) fn serve_inherited(
         .map_err(ServeError::Run)
 }
 
-/// Why the helper drops a connection; the text is what its log line says.
-#[derive(Debug, thiserror::Error)]
-enum Closed {
-    #[error("closed by peer")]
-    ByPeer,
-    #[error("read failed: {0}")]
-    Read(nix::Error),
-    #[error("write failed: {0}")]
-    Write(nix::Error),
-    #[error("protocol error: too many descriptors in one message")]
-    TooManyFds,
-    #[error("protocol error: descriptors sent without a Spawn")]
-    UnclaimedFds,
-    #[error("protocol error: Spawn {spawn} declared {wanted} descriptors, {arrived} arrived")]
-    MissingFds {
-        spawn: u64,
-        wanted: usize,
-        arrived: usize,
-    },
-    #[error("protocol error: {0}")]
-    Protocol(FrameError),
-    #[error("protocol error in greeting: {0}")]
-    Greeting(FrameError),
-    #[error("refused: {0}")]
-    Refused(confine_protocol::Mismatch),
-    #[error("no greeting within 10 s")]
-    NoGreeting,
-    #[error("a frame was left half-sent for 30 s")]
-    Stalled,
-    /// Greeted, then this many seconds with no command running and nothing sent.
-    #[error("idle for {0} s with no command running (--idle-limit); closed to free its place")]
-    Idle(u64),
-    #[error("cannot encode a reply: {0}")]
-    Encode(FrameError),
-    #[error("the peer does not read its replies")]
-    NotReading,
-}
-
 /// A peer that leaves a frame half-sent this long is cut off.
 const STALL_LIMIT: Duration = Duration::from_secs(30);
 /// A peer that has not greeted this long after connecting is cut off.
@@ -103,7 +68,8 @@ const HELLO_LIMIT: Duration = Duration::from_secs(10);
 const MAX_QUEUED_OUTPUT: usize = 4 << 20;
 /// Descriptors received but not yet claimed by a Spawn frame.
 const MAX_QUEUED_FDS: usize = 64;
-/// Commands the connection may have running at once.
+/// Commands the connection may have running at once, counting those answered whose shims are
+/// still to be reaped.
 const MAX_IN_FLIGHT: usize = 1024;
 
 /// The one connection: agentd's, or a service peer's handed over by `confine-service`.
@@ -432,7 +398,7 @@ impl Server {
         };
         let refusal = if self.commands.contains_key(&spawn.id) {
             Some(Refusal::IdInUse { id: spawn.id })
-        } else if self.commands.len() >= MAX_IN_FLIGHT {
+        } else if self.commands.len() + self.reaping.len() >= MAX_IN_FLIGHT {
             Some(Refusal::TooManyCommands {
                 max: u64::try_from(MAX_IN_FLIGHT).unwrap_or(u64::MAX),
             })

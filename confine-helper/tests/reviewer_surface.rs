@@ -499,8 +499,8 @@ fn count_problem(stated: usize, real: usize) -> Option<String> {
 /// runner is in the helper beside it (RFC 0023, step 5). It was 8,470 before the user and
 /// network namespaces made ahead (RFC 0023, step 6), which take about half a millisecond off
 /// each of the namespace backend's commands for 171 lines, and 8,640 before the reply on the
-/// shim's last record (step 7, 48 lines).
-const LINUX_CORE_CEILING: usize = 8_690;
+/// shim's last record (step 7, 64 lines with the two files it split off).
+const LINUX_CORE_CEILING: usize = 8_700;
 /// The size RFC 0021 aims the Linux trusted core at.
 const LINUX_CORE_AIM: usize = 5_500;
 /// The most code lines the enforcement kernel may have (RFC 0021): 3,500, and while bwrap's
@@ -560,7 +560,15 @@ fn in_linux_build(file: &str, sources: &[(String, String)]) -> bool {
     let Some((parent, module, path_at)) = declaration else {
         return true;
     };
-    let Some((_, text)) = sources.iter().find(|(f, _)| *f == parent) else {
+    // A child of `dir.rs` lives in `dir/` as a child of `dir/mod.rs` would.
+    let beside = parent
+        .strip_suffix("/mod.rs")
+        .map(|dir| format!("{dir}.rs"));
+    let Some((parent, text)) = sources
+        .iter()
+        .find(|(f, _)| *f == parent)
+        .or_else(|| sources.iter().find(|(f, _)| Some(f) == beside.as_ref()))
+    else {
         return false;
     };
     let lines: Vec<&str> = text.lines().collect();
@@ -589,7 +597,7 @@ fn in_linux_build(file: &str, sources: &[(String, String)]) -> bool {
         .rev()
         .take_while(|l| l.trim().starts_with("#[") || l.trim().starts_with("//"))
         .any(|l| off_linux(l.trim()));
-    !gated && in_linux_build(&parent, sources)
+    !gated && in_linux_build(parent, sources)
 }
 
 /// The sources the Linux binary compiles.

@@ -5,8 +5,10 @@
 mod ahead;
 mod prepare;
 mod running;
+mod start;
 
 #[cfg(target_os = "linux")]
 pub(crate) use ahead::Pairs;
 pub(crate) use prepare::{check, prepare, verdict};
-pub(crate) use running::{Running, declared_fds, start};
+pub(crate) use running::{Running, declared_fds};
+pub(crate) use start::start;

@@ -11,7 +11,7 @@ use confine_protocol::{
 use nix::fcntl::OFlag;
 use nix::libc;
 
-use super::running::{program_candidates, start};
+use super::start::{program_candidates, start};
 use crate::confine::{self, Context, NotRun, Plan, Unusable};
 use crate::sys;
 
