@@ -468,6 +468,10 @@ fn soak(choice: BackendChoice) {
             p.make,
         );
     }
+    // Measured once every shim is reaped: the helper answers a command on its shim's last
+    // record and reaps the shim just after (RFC 0023, step 7), so straight after an answer
+    // the shim's two pipes are still open in the helper.
+    proc_watch::assert_no_children(&format!("{name}: after warm-up"), pid);
     let warm = proc_watch::footprint(pid);
     let mut times = Vec::new();
     for p in &phases {
@@ -482,6 +486,7 @@ fn soak(choice: BackendChoice) {
         );
         times.push(format!("{} {:.1?}", p.name, phase_began.elapsed()));
     }
+    proc_watch::assert_no_children(&name, pid);
     let end = proc_watch::footprint(pid);
     println!(
         "{name}: {} commands one at a time, {} at {CONCURRENCY} at once, {} file requests; {:.1?} \
@@ -494,7 +499,6 @@ fn soak(choice: BackendChoice) {
         times.join(", ")
     );
     proc_watch::assert_stable(&name, warm, end);
-    proc_watch::assert_no_children(&name, pid);
     proc_watch::assert_same_mounts(&name, std::process::id(), &mounts);
     temp.assert_none_left(&name, pid, Some(&soak.marker));
     let outside: Vec<_> = std::fs::read_dir(&soak.outside.0)
