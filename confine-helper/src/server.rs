@@ -464,7 +464,7 @@ impl Server {
         if early.is_none() && !ended {
             return;
         }
-        let Some(cmd) = self.commands.remove(&id) else {
+        let Some(mut cmd) = self.commands.remove(&id) else {
             return;
         };
         let reply = match early {

@@ -40,8 +40,8 @@ pub(crate) struct Running {
     pub(super) layer_report: Option<OwnedFd>,
     /// The caps on the tree; a cgroup among them is read at the end and removed with it.
     pub(super) caps: Planned,
-    /// What the plan made, removed when the command is dropped, once its shim is reaped.
-    pub(super) _cleanup: Cleanup,
+    /// What the plan made (a temporary directory), removed as the shim is reaped.
+    pub(super) cleanup: Cleanup,
     pub(super) pending: Vec<u8>,
     pub(super) outcome: Option<Record>,
 }
@@ -142,9 +142,11 @@ impl Running {
         last.then(|| self.reply("it reported its end"))
     }
 
-    /// Reaps the shim (it has closed its status pipe, so it is exiting); its wait status, as
-    /// the reply names it. What the plan made goes when the command is dropped.
-    pub(crate) fn reap(&self) -> String {
+    /// Reaps the shim (it has closed its status pipe, so it is exiting), once the command's
+    /// temporary directory is removed: whoever sees the shim gone finds that gone too. Its wait
+    /// status, as the reply names it; a cgroup goes when the command is dropped.
+    pub(crate) fn reap(&mut self) -> String {
+        self.cleanup.run();
         // __WALL (Linux): the shim is a child whatever its exit signal.
         #[cfg(target_os = "linux")]
         let flags = Some(WaitPidFlag::__WALL);
@@ -160,7 +162,7 @@ impl Running {
     }
 
     /// Reaps the shim and turns what it reported into the terminal reply.
-    pub(crate) fn finish(self) -> Reply {
+    pub(crate) fn finish(mut self) -> Reply {
         let shim_status = self.reap();
         self.reply(&shim_status)
     }
@@ -415,7 +417,7 @@ mod tests {
             #[cfg(target_os = "linux")]
             layer_report: None,
             caps: crate::confine::Planned::none(),
-            _cleanup: crate::confine::Cleanup::default(),
+            cleanup: crate::confine::Cleanup::default(),
             pending: Vec::new(),
             outcome: None,
         }

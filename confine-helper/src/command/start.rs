@@ -91,7 +91,7 @@ pub(crate) fn start(
         #[cfg(target_os = "linux")]
         layer_report,
         caps: plan.caps,
-        _cleanup: plan.cleanup,
+        cleanup: plan.cleanup,
         pending: Vec::new(),
         outcome: None,
     })
