@@ -130,8 +130,8 @@ impl Running {
     /// The terminal reply as soon as the shim's last record says the command ended: the shim
     /// writes it once it has killed and reaped the whole tree, and only exits after it, so the
     /// reply need not wait for that exit ([`Running::reap`] follows). `None` before that
-    /// record, after a failed step (the shim may still hold a tree), and under bwrap (whose
-    /// `enter` report is read at the end).
+    /// record, after a failed step (the shim may still hold a tree), and while `enter`'s report
+    /// is to be read (bwrap with the Landlock layer), which is read at the end.
     pub(crate) fn reply_early(&self) -> Option<Reply> {
         let last = matches!(
             self.outcome,
@@ -139,7 +139,7 @@ impl Running {
         );
         #[cfg(target_os = "linux")]
         let last = last && self.layer_report.is_none();
-        last.then(|| self.reply("it reported its end"))
+        last.then(|| self.reply()).flatten()
     }
 
     /// Reaps the shim (it has closed its status pipe, so it is exiting), once the command's
@@ -164,18 +164,23 @@ impl Running {
     /// Reaps the shim and turns what it reported into the terminal reply.
     pub(crate) fn finish(mut self) -> Reply {
         let shim_status = self.reap();
-        self.reply(&shim_status)
+        let lost = format!(
+            "the command's supervisor ended without reporting ({shim_status}); its process tree \
+             may not have been cleaned up"
+        );
+        self.reply()
+            .unwrap_or_else(|| self.not_run(Stage::Supervise, 0, lost))
     }
 
-    /// The terminal reply from what the shim reported; `shim_status` names how the shim
-    /// ended, for a shim that reported nothing.
-    fn reply(&self, shim_status: &str) -> Reply {
+    /// The terminal reply from what the shim (or `enter`) reported; `None` when nothing says
+    /// how the command ended.
+    fn reply(&self) -> Option<Reply> {
         let caps = self.caps.at_end();
         let wall_us = u64::try_from(self.started_at.elapsed().as_micros()).unwrap_or(u64::MAX);
         if let Some(reply) = self.runner_reply(self.entered(), caps, wall_us) {
-            return reply;
+            return Some(reply);
         }
-        match self.outcome {
+        Some(match self.outcome {
             Some(Record::Exited {
                 wait_status,
                 user_us,
@@ -201,15 +206,8 @@ impl Running {
                 };
                 self.not_run(stage, errno, detail)
             }
-            Some(Record::Started { .. }) | None => self.not_run(
-                Stage::Supervise,
-                0,
-                format!(
-                    "the command's supervisor ended without reporting ({shim_status}); \
-                     its process tree may not have been cleaned up"
-                ),
-            ),
-        }
+            Some(Record::Started { .. }) | None => return None,
+        })
     }
 
     /// What `enter` reported from inside the sandbox: a layer that failed means the command
