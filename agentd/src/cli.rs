@@ -51,8 +51,11 @@ pub struct Cli {
     pub command: Command,
 }
 
-/// What agentd is asked to do.
+/// What agentd is asked to do. Each subcommand's arguments are built only when it is the one
+/// given (`defer`): a run builds its own, not every subcommand's (RFC 0023 step 8). So a
+/// subcommand's help is its variant's doc comment here, never its arguments' struct's.
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub enum Command {
     /// Run one command through confine-helper and exit with its status.
     ///
@@ -104,7 +107,7 @@ pub enum Command {
     Man(ManCommand),
 }
 
-/// `agentd demo [OPTIONS]`
+// `agentd demo [OPTIONS]` (its help is the variant's in `Command`)
 #[derive(Debug, Args)]
 pub struct DemoCommand {
     #[command(flatten)]
@@ -119,7 +122,7 @@ pub struct DemoCommand {
     pub sandbox_mode: Mode,
 }
 
-/// `agentd acp [OPTIONS]`
+// `agentd acp [OPTIONS]` (its help is the variant's in `Command`)
 #[derive(Debug, Args)]
 pub struct AcpCommand {
     #[command(flatten)]

@@ -18,7 +18,8 @@ use crate::{ceiling, sys};
 const USAGE: &str = "\
 usage:
   confine-helper --fd N [--ceiling PATH] [--served-from SOCKET [--idle-limit SECONDS]]
-      serve agentd over the connected Unix socket inherited as descriptor N (embedded mode);
+      serve agentd over the connected Unix socket inherited as descriptor N (embedded mode;
+      N is 0 or above 2: a socket given as stdin is moved off it, /dev/null takes its place);
       --served-from names the service socket confine-service accepted it on, --idle-limit how
       long a connection that runs nothing and sends nothing is kept (0: for ever)
   confine-helper enter --ruleset FD --report FD -- PROGRAM [ARGS...]
@@ -54,7 +55,7 @@ pub(crate) enum UsageError {
     NotANumber { flag: &'static str, value: String },
     #[error("--idle-limit is for a helper a root service starts, with --served-from")]
     IdleWithoutService,
-    #[error("--fd {0}: descriptors 0-2 are stdio, not a socket")]
+    #[error("--fd {0}: descriptors 1 and 2 are for messages, not a socket")]
     Stdio(RawFd),
     /// This flag is the last argument.
     #[error("{0} needs a value")]
@@ -105,7 +106,7 @@ fn embedded_args(n: &str, rest: &[&str]) -> Result<Invocation, UsageError> {
         flag: "--fd",
         value: (*n).to_owned(),
     })?;
-    if fd < 3 {
+    if fd != 0 && fd < 3 {
         return Err(UsageError::Stdio(fd));
     }
     let (mut ceiling, mut served_from, mut idle_limit) = (None, None, None);
@@ -183,11 +184,14 @@ pub fn main() -> ExitCode {
         xdg: std::env::var_os("XDG_CONFIG_HOME").map(PathBuf::from),
         env_home: std::env::var_os("HOME").map(PathBuf::from),
     };
-    if let Err(e) = sanitize(keep) {
-        eprintln!("confine-helper: cannot sanitize the process: {e}");
-        return ExitCode::FAILURE;
-    }
-    run(invocation, homes)
+    let keep = match sanitize(keep) {
+        Ok(keep) => keep,
+        Err(e) => {
+            eprintln!("confine-helper: cannot sanitize the process: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    run(invocation, homes, keep)
 }
 
 /// What the helper reads of its environment before it clears it.
@@ -196,8 +200,9 @@ struct Homes {
     env_home: Option<PathBuf>,
 }
 
-/// Runs `invocation` in the sanitized process.
-fn run(invocation: Invocation, homes: Homes) -> ExitCode {
+/// Runs `invocation` in the sanitized process; an embedded helper serves on `fd`, where its
+/// socket is now.
+fn run(invocation: Invocation, homes: Homes, fd: RawFd) -> ExitCode {
     let Homes { xdg, env_home } = homes;
     let result = match invocation {
         Invocation::Version => {
@@ -214,10 +219,10 @@ fn run(invocation: Invocation, homes: Homes) -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Invocation::Embedded {
-            fd,
             ceiling,
             served_from,
             idle_limit,
+            ..
         } => {
             if served_from.is_some() && !nix::unistd::geteuid().is_root() && can_become_root() {
                 log!("started for a service peer, yet able to become root again: refusing");
@@ -311,13 +316,13 @@ fn passwd_home(passwd: &[u8], uid: u32) -> Option<PathBuf> {
 
 /// Closes inherited descriptors, clears the environment, sets inherited ignored signals back to
 /// their default and keeps other processes of the user out (undumpable on Linux, no debugger on
-/// macOS), before anything is read from a peer.
-fn sanitize(keep: RawFd) -> std::io::Result<()> {
-    sys::sanitize_fds(keep)?;
+/// macOS), before anything is read from a peer. Returns the number `keep` has now.
+fn sanitize(keep: RawFd) -> std::io::Result<RawFd> {
+    let keep = sys::sanitize_fds(keep)?;
     sys::clear_environment();
     sys::reset_inherited_signals();
     sys::forbid_tracing()?;
-    Ok(())
+    Ok(keep)
 }
 
 /// Whether this process, started as a peer's uid, could set its uid back to root.
@@ -369,17 +374,24 @@ mod tests {
     }
 
     #[test]
-    fn embedded_mode_takes_a_descriptor_above_stdio() {
-        assert_eq!(
-            parse(&args(&["--fd", "3"])),
-            Ok(Invocation::Embedded {
-                fd: 3,
-                ceiling: None,
-                served_from: None,
-                idle_limit: None
-            })
-        );
-        assert!(parse(&args(&["--fd", "1"])).is_err());
+    fn embedded_mode_takes_stdin_or_a_descriptor_above_stdio() {
+        for fd in [0, 3] {
+            assert_eq!(
+                parse(&args(&["--fd", &fd.to_string()])),
+                Ok(Invocation::Embedded {
+                    fd,
+                    ceiling: None,
+                    served_from: None,
+                    idle_limit: None
+                })
+            );
+        }
+        for taken in ["1", "2", "-1"] {
+            assert_eq!(
+                parse(&args(&["--fd", taken])),
+                Err(UsageError::Stdio(taken.parse().expect("a number")))
+            );
+        }
         assert!(parse(&args(&["--fd", "x"])).is_err());
         assert_eq!(
             parse(&args(&[
@@ -466,7 +478,7 @@ mod tests {
         );
         assert_eq!(
             text(&["--fd", "2"]),
-            Err("--fd 2: descriptors 0-2 are stdio, not a socket".into())
+            Err("--fd 2: descriptors 1 and 2 are for messages, not a socket".into())
         );
         assert_eq!(
             text(&["--fd", "3", "--ceiling"]),

@@ -499,8 +499,9 @@ fn count_problem(stated: usize, real: usize) -> Option<String> {
 /// runner is in the helper beside it (RFC 0023, step 5). It was 8,470 before the user and
 /// network namespaces made ahead (RFC 0023, step 6), which take about half a millisecond off
 /// each of the namespace backend's commands for 171 lines, and 8,640 before the reply on the
-/// shim's last record (step 7, 63 lines with the two files it split off).
-const LINUX_CORE_CEILING: usize = 8_700;
+/// shim's last record (step 7, 63 lines with the two files it split off), and 8,700 before the
+/// socket taken on stdin, which lets agentd start the helper by `posix_spawn` (step 8, 8 lines).
+const LINUX_CORE_CEILING: usize = 8_706;
 /// The size RFC 0021 aims the Linux trusted core at.
 const LINUX_CORE_AIM: usize = 5_500;
 /// The most code lines the enforcement kernel may have (RFC 0021): 3,500, and while bwrap's

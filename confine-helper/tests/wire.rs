@@ -8,8 +8,9 @@
 mod support;
 
 use std::io::{BufRead, BufReader};
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixStream;
 
 use confine_protocol::{
     BackendChoice, Cancel, Ending, ExitStatus, Hello, Mode, Reply, Request, Stage, StdioSpec,
@@ -551,6 +552,60 @@ fn inherited_descriptors_and_environment_reach_neither_the_helper_nor_the_comman
         Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::PermissionDenied),
     }
     drop(leaked_fd);
+}
+
+/// agentd gives its helper the socket as stdin (`--fd 0`), so that no code of its own runs
+/// between `fork` and `execve`. The helper moves it above the standard streams before it
+/// reads anything: it serves on it there, and its stdin is `/dev/null`, which is all a process
+/// it starts could inherit of it.
+#[test]
+fn a_socket_given_as_stdin_is_served_from_above_the_standard_streams() {
+    let (ours, theirs) = UnixStream::pair().expect("socketpair");
+    let inode = |fd: BorrowedFd<'_>| nix::sys::stat::fstat(fd).expect("fstat").st_ino;
+    let socket = format!("socket:[{}]", inode(theirs.as_fd()));
+    let child = std::process::Command::new(support::HELPER)
+        .args(["--fd", "0"])
+        .stdin(OwnedFd::from(theirs))
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn confine-helper");
+    let mut peer = Peer::over(ours);
+    peer.child = Some(child);
+    peer.greet();
+    let (replies, out) = run_captured(&mut peer, spawn(1, &["sh", "-c", "echo served"]));
+    assert_eq!(exited(&replies).status, ExitStatus::Code(0));
+    assert_eq!(
+        out, "served\n",
+        "the helper serves on the socket it was given"
+    );
+
+    let helper = peer.child.as_ref().expect("child").id();
+    match std::fs::read_link(format!("/proc/{helper}/fd/0")) {
+        Ok(stdin) => {
+            assert_eq!(
+                stdin,
+                std::path::Path::new("/dev/null"),
+                "the helper's stdin"
+            );
+            // The control: the socket is there to be seen, above the standard streams.
+            let held: Vec<(u32, std::path::PathBuf)> =
+                std::fs::read_dir(format!("/proc/{helper}/fd"))
+                    .expect("the helper's descriptors")
+                    .flatten()
+                    .filter_map(|e| {
+                        let fd = e.file_name().to_str()?.parse().ok()?;
+                        Some((fd, std::fs::read_link(e.path()).ok()?))
+                    })
+                    .filter(|(_, target)| target.as_os_str() == socket.as_str())
+                    .collect();
+            assert!(
+                matches!(held[..], [(fd, _)] if fd > 2),
+                "the socket, once and above stdio: {held:?}"
+            );
+        }
+        // A non-dumpable process's /proc entries belong to root: that is the proof here.
+        Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::PermissionDenied),
+    }
 }
 
 #[test]

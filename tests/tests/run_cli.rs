@@ -266,3 +266,24 @@ fn a_command_runs_in_the_workspace_and_a_working_directory_under_tmp_stays_visib
         "the error names the directory and the flag: {err}"
     );
 }
+
+/// agentd starts its helper while it prepares the command; a run that stops before the
+/// command (here a `--cwd` that is not there) ends that helper before its socket closes, so
+/// the person reads one line, agentd's own, and no word from a helper that was never asked
+/// anything. Several runs, since the helper's start and agentd's end race.
+#[test]
+fn a_run_stopped_before_its_command_says_only_why() {
+    let scratch = Scratch::new("run-stopped-early");
+    for _ in 0..5 {
+        let out = agentd_run(&scratch, &["--cwd", "no-such-dir", "--", "true"])
+            .output()
+            .expect("run agentd");
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(125), "{err}");
+        let lines: Vec<&str> = err.lines().collect();
+        assert!(
+            matches!(lines[..], [line] if line.contains("no-such-dir") && line.contains("--cwd")),
+            "only agentd's own line: {err:?}"
+        );
+    }
+}

@@ -9,8 +9,9 @@ use clap::builder::{OsStringValueParser, TypedValueParser};
 
 use crate::config::{ConfigError, Effective, Flags};
 
-/// The flags shared by the commands that run or inspect sessions; each beats the environment and
-/// the configuration file.
+// The flags shared by the commands that run or inspect sessions; each beats the environment and
+// the configuration file. (A comment, not a doc comment: flattened into a deferred subcommand,
+// a doc comment would replace that subcommand's help.)
 #[derive(Debug, Clone, Default, PartialEq, Eq, Args)]
 pub struct AgentArgs {
     #[command(flatten)]
@@ -41,8 +42,9 @@ impl AgentArgs {
     }
 }
 
-/// Which confine-helper to use and where the configuration file is; each overrides the
-/// environment and the configuration file.
+// Which confine-helper to use and where the configuration file is; each overrides the
+// environment and the configuration file. (A comment, not a doc comment: flattened into a
+// deferred subcommand, a doc comment would replace that subcommand's help.)
 #[derive(Debug, Clone, Default, PartialEq, Eq, Args)]
 pub struct HelperArgs {
     /// The confine-helper binary to start (overrides AGENTD_HELPER, helper.path and
@@ -60,7 +62,7 @@ pub struct HelperArgs {
     pub helper_socket: Option<PathBuf>,
     /// Start confine-helper with this ceiling file, which can only narrow what it allows.
     ///
-    /// Passed on as `confine-helper --fd 3 --ceiling PATH`; overrides helper.ceiling in the
+    /// Passed on as `confine-helper --fd 0 --ceiling PATH`; overrides helper.ceiling in the
     /// configuration file. The file must not be writable by group or others and must belong to
     /// you or root. Not with a helper socket: a service helper reads its own ceiling
     /// (`confine-service --ceiling PATH`).

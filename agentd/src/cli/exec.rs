@@ -44,7 +44,7 @@ use crate::model::ModelError;
 pub use approve::{APPROVE_WORDS, Approve};
 use output::Output;
 
-/// `agentd exec [OPTIONS] PROMPT`
+// `agentd exec [OPTIONS] PROMPT` (its help is the variant's in `Command`)
 #[derive(Debug, Args)]
 pub struct ExecCommand {
     #[command(flatten)]

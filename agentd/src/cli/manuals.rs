@@ -62,7 +62,7 @@ const PAGE_PREFIX: &str = "agentd-";
 /// The section the pages belong to, which names their files (`agentd-run.1`).
 const SECTION: &str = "1";
 
-/// `agentd completions SHELL`
+// `agentd completions SHELL` (its help is the variant's in `Command`)
 #[derive(Debug, Args)]
 pub struct CompletionsCommand {
     /// The shell to complete agentd's subcommands, flags and values for.
@@ -92,7 +92,7 @@ impl Shell {
     }
 }
 
-/// `agentd man [SUBCOMMAND] [--dir DIR]`
+// `agentd man [SUBCOMMAND] [--dir DIR]` (its help is the variant's in `Command`)
 #[derive(Debug, Args)]
 pub struct ManCommand {
     /// The subcommand whose page to print (`run`, `config-show`); without one, agentd's own.

@@ -17,7 +17,7 @@ use crate::config::Effective;
 use crate::helper_client::HelperEndpoint;
 use crate::terminal;
 
-/// `agentd probe [OPTIONS]`
+// `agentd probe [OPTIONS]` (its help is the variant's in `Command`)
 #[derive(Debug, Args)]
 pub struct ProbeCommand {
     #[command(flatten)]

@@ -42,7 +42,7 @@ use crate::proxy::Gateway;
 use crate::terminal;
 use crate::tools::ToolEnv;
 
-/// `agentd run [OPTIONS] -- ARGV...`
+// `agentd run [OPTIONS] -- ARGV...` (its help is the variant's in `Command`)
 #[derive(Debug, Args)]
 pub struct RunCommand {
     /// How far the command may reach [default: sandbox.mode or AGENTD_SANDBOX_MODE when set,
@@ -211,6 +211,10 @@ pub(crate) async fn run_command(command: RunCommand) -> u8 {
         Ok(client) => client,
         Err(e) => return fail(&e),
     };
+    // The helper starts while the command is prepared; it greets when the request is ready,
+    // and is asked for its verdicts with it.
+    client.start_early();
+    client.learn_verdicts_with_next_request();
     // A flag beats what the configuration sets (file or environment, as `config show` lists
     // it); with neither, `agentd run`'s own defaults: read-only, no network, any backend.
     // `[sandbox.env]` first, so that `--env` beats it.

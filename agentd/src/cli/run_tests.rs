@@ -626,6 +626,8 @@ fn a_helper_ceiling_with_a_helper_socket_parses_and_is_refused_when_run() {
 fn the_env_help_lists_the_inherited_variables() {
     use clap::CommandFactory;
     let mut cli = Cli::command();
+    // A subcommand's arguments are deferred until the command is built (`defer`).
+    cli.build();
     let run = cli.find_subcommand_mut("run").expect("run");
     let env = run
         .get_arguments()

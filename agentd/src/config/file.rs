@@ -82,7 +82,7 @@ pub struct HelperSection {
     pub path: Option<PathBuf>,
     /// The socket of a helper started on its own (service mode).
     pub socket: Option<PathBuf>,
-    /// A ceiling file for the helper agentd starts (`confine-helper --fd 3 --ceiling PATH`).
+    /// A ceiling file for the helper agentd starts (`confine-helper --fd 0 --ceiling PATH`).
     /// Not for service mode: a service helper reads its own ceiling.
     pub ceiling: Option<PathBuf>,
     /// The file reader and writer agentd runs confined (`confine-file-io`); unset, the one

@@ -113,17 +113,19 @@ enum End {
 
 impl Connection {
     /// Starts or connects to the helper, completes the handshake, and starts the I/O tasks.
-    /// An embedded helper is started with `--ceiling ceiling` if given; a service helper has
-    /// its own.
+    /// An embedded helper is `early`'s when one was started ahead, else started here with
+    /// `--ceiling ceiling` if given; a service helper has its own ceiling.
     pub async fn establish(
         endpoint: &HelperEndpoint,
         ceiling: Option<&Path>,
         hello: &Hello,
+        early: Option<Result<EmbeddedHelper, ClientError>>,
     ) -> Result<Connection, EstablishError> {
         match endpoint {
             HelperEndpoint::Embedded(path) => {
+                let started = early.unwrap_or_else(|| start_embedded(path, ceiling));
                 let EmbeddedHelper { stream, child, pid } =
-                    start_embedded(path, ceiling).map_err(EstablishError::Fatal)?;
+                    started.map_err(EstablishError::Fatal)?;
                 let helper = path.display().to_string();
                 match handshake(stream, hello, &helper).await {
                     Ok((stream, decoder)) => Ok(Connection::start(

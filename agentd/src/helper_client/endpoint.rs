@@ -8,7 +8,7 @@ use confine_protocol::{FILE_IO_PROGRAM, FrameError, Mismatch};
 /// How to reach confine-helper.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HelperEndpoint {
-    /// Spawn this binary as `confine-helper --fd 3` with one end of a private socketpair.
+    /// Spawn this binary as `confine-helper --fd 0` with one end of a private socketpair as its stdin.
     Embedded(PathBuf),
     /// Connect to a helper already serving on this Unix socket (`confine-service`).
     Service(PathBuf),

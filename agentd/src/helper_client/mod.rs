@@ -48,7 +48,7 @@ use std::ffi::OsString;
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -56,6 +56,7 @@ use confine_protocol::{
     BackendChoice, EnvVar, Hello, HelperInfo, Limits, Policy, Request, Spawn, Stdio, StdioSpec,
     encode_frame,
 };
+use tokio::sync::oneshot;
 
 pub use command::{Canceller, CommandHandle, FailedAt, Outcome, RunnerFailed};
 pub use endpoint::{ClientError, FileOpError, HelperEndpoint, Lost};
@@ -65,6 +66,7 @@ pub use verdict_cache::VerdictCache;
 pub use workspace::WorkspaceRefusal;
 
 use connection::{Connection, EstablishError};
+use embedded::EmbeddedHelper;
 
 /// Grace between SIGTERM and SIGKILL when a timeout or an interrupt stops the command: what
 /// every spawn gets unless its caller says otherwise.
@@ -200,8 +202,31 @@ struct Inner {
     current: Mutex<Option<Arc<Connection>>>,
     /// Held while a connection is being made, so concurrent first requests start one helper.
     connecting: tokio::sync::Mutex<()>,
+    /// An embedded helper started ahead of the first request ([`HelperClient::start_early`]),
+    /// or why it could not be; the next connection made takes it.
+    early: Mutex<Option<Result<EmbeddedHelper, ClientError>>>,
+    /// Whether an `Info` goes right after the next request ([`HelperClient::learn_verdicts`]).
+    ask_with_next: AtomicBool,
+    /// Where the answer to that `Info` arrives.
+    asked: Mutex<Option<oneshot::Receiver<Result<HelperInfo, Lost>>>>,
     /// The usable verdicts sent to each new helper as hints, and learnt from its `Info`.
     verdicts: Mutex<Option<Arc<VerdictCache>>>,
+}
+
+/// What `slot` holds, taken out of it.
+fn taken<T>(slot: &Mutex<Option<T>>) -> Option<T> {
+    slot.lock().unwrap_or_else(PoisonError::into_inner).take()
+}
+
+/// A helper started ahead that no request came for is killed before its socket closes, so it
+/// never reports the end of a connection it was not told to expect.
+impl Drop for Inner {
+    fn drop(&mut self) {
+        let early = self.early.get_mut().unwrap_or_else(PoisonError::into_inner);
+        if let Some(Ok(mut helper)) = early.take() {
+            let _ = helper.child.start_kill();
+        }
+    }
 }
 
 impl HelperClient {
@@ -211,7 +236,7 @@ impl HelperClient {
     }
 
     /// A client for `endpoint` whose embedded helper is started with `--ceiling ceiling`
-    /// (`confine-helper --fd 3 --ceiling PATH`) when `ceiling` is given (an absolute path; see
+    /// (`confine-helper --fd 0 --ceiling PATH`) when `ceiling` is given (an absolute path; see
     /// [`Effective::helper_client`](crate::config::Effective::helper_client)).
     ///
     /// A service helper reads its own ceiling, so a ceiling with a
@@ -276,6 +301,9 @@ impl HelperClient {
                 next_id: AtomicU64::new(1),
                 current: Mutex::new(None),
                 connecting: tokio::sync::Mutex::new(()),
+                early: Mutex::new(None),
+                ask_with_next: AtomicBool::new(false),
+                asked: Mutex::new(None),
                 verdicts: Mutex::new(None),
             }),
         }
@@ -307,6 +335,27 @@ impl HelperClient {
     /// The ceiling file an embedded helper is started with.
     pub fn ceiling(&self) -> Option<&std::path::Path> {
         self.inner.ceiling.as_deref()
+    }
+
+    /// Starts the embedded helper now, without waiting for it: its start then overlaps what the
+    /// caller does before its first request, which makes the connection with it (or reports
+    /// why it could not start). Nothing for a service helper, nor when a connection is live or
+    /// a helper was already started ahead.
+    pub fn start_early(&self) {
+        let HelperEndpoint::Embedded(path) = &self.inner.endpoint else {
+            return;
+        };
+        let mut early = self
+            .inner
+            .early
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if early.is_none() && self.live_connection().is_none() {
+            *early = Some(embedded::start_embedded(
+                path,
+                self.inner.ceiling.as_deref(),
+            ));
+        }
     }
 
     /// Makes sure a live, handshaken connection exists, starting the helper if needed.
@@ -387,12 +436,29 @@ impl HelperClient {
         let (connection, replies) = self
             .submit(|connection| connection.submit_spawn(id, &frame, &mut fds))
             .await?;
+        if self.inner.ask_with_next.swap(false, Ordering::Relaxed)
+            && let Ok(answer) = connection.submit_info()
+        {
+            *self
+                .inner
+                .asked
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner) = Some(answer);
+        }
         Ok(CommandHandle::new(id, replies, connection))
     }
 
     /// Asks the helper what it is and which backends it can use on this machine.
     pub async fn info(&self) -> Result<HelperInfo, ClientError> {
         let (_, answer) = self.submit(Connection::submit_info).await?;
+        self.learnt(answer).await
+    }
+
+    /// The helper's answer to an `Info`, learnt by the verdict cache.
+    async fn learnt(
+        &self,
+        answer: oneshot::Receiver<Result<HelperInfo, Lost>>,
+    ) -> Result<HelperInfo, ClientError> {
         match answer.await {
             Ok(Ok(info)) => {
                 if let Some(cache) = self.verdict_cache() {
@@ -405,15 +471,28 @@ impl HelperClient {
         }
     }
 
+    /// Sends an `Info` right after the next request, on its connection, so that
+    /// [`HelperClient::learn_verdicts`] finds the answer there instead of asking after the
+    /// request: one exchange with the helper fewer at the end of a run. Only with a verdict
+    /// cache, the only user of the answer.
+    pub fn learn_verdicts_with_next_request(&self) {
+        if self.verdict_cache().is_some() {
+            self.inner.ask_with_next.store(true, Ordering::Relaxed);
+        }
+    }
+
     /// Asks the live helper for its verdicts, so that the next helper skips its probe: for a
-    /// caller that sends no `Info` of its own (`agentd run`), once its command has ended. Also
+    /// caller that sends no `Info` of its own (`agentd run`), once its command has ended (or
+    /// with its request, [`HelperClient::learn_verdicts_with_next_request`]). Also
     /// when hints were sent: the helper takes no hint whose fingerprint is not its own (a
     /// helper or bwrap upgraded since, say) and probes instead, and only its answer replaces
     /// the stale entries; the file is rewritten only when they change. The helper answers from
     /// the verdicts it holds, probing only a backend it was neither hinted nor has tried. A
     /// helper that cannot answer only costs the next helper a probe.
     pub async fn learn_verdicts(&self) {
-        if self.verdict_cache().is_some() && self.live_connection().is_some() {
+        if let Some(answer) = taken(&self.inner.asked) {
+            let _ = self.learnt(answer).await;
+        } else if self.verdict_cache().is_some() && self.live_connection().is_some() {
             let _ = self.info().await;
         }
     }
@@ -462,10 +541,13 @@ impl HelperClient {
         }
         let mut failures = 0;
         loop {
+            // Only the first attempt may take a helper started ahead; a later one starts anew.
+            let early = taken(&self.inner.early);
             let established = Connection::establish(
                 &self.inner.endpoint,
                 self.inner.ceiling.as_deref(),
                 &self.inner.hello,
+                early,
             );
             match established.await {
                 Ok(connection) => {

@@ -465,7 +465,7 @@ async fn a_missing_service_socket_is_an_error_that_says_how_to_start_it() {
 }
 
 #[tokio::test]
-async fn an_embedded_helper_gets_its_socket_as_fd_3_with_an_empty_environment() {
+async fn an_embedded_helper_gets_its_socket_as_stdin_with_an_empty_environment() {
     let scratch = Scratch::new("fd3");
     // Echoes agentd's own greeting back, which is a matching greeting, and records its
     // environment where the test can read it.
@@ -473,12 +473,14 @@ async fn an_embedded_helper_gets_its_socket_as_fd_3_with_an_empty_environment() 
     let helper = scratch.script(
         "echo-helper",
         &format!(
-            "[ \"$1 $2\" = \"--fd 3\" ] || exit 9\n/usr/bin/env > '{}'\nexec /bin/cat <&3 >&3",
+            "[ \"$1 $2\" = \"--fd 0\" ] || exit 9\n/usr/bin/env > '{}'\nexec /bin/cat >&0",
             env_file.display()
         ),
     );
     let client = HelperClient::new(HelperEndpoint::Embedded(helper));
-    within(client.connect()).await.expect("handshake over fd 3");
+    within(client.connect())
+        .await
+        .expect("handshake over stdin");
     assert!(client.helper_pid().is_some());
     let env = std::fs::read_to_string(&env_file).expect("env recorded");
     assert!(!env.contains("HOME="), "environment not cleared: {env}");
@@ -507,7 +509,7 @@ async fn an_embedded_helper_gets_the_ceiling_after_its_descriptor() {
     let helper = scratch.script(
         "ceiling-helper",
         &format!(
-            "echo \"$#|$*\" > '{}'\nexec /bin/cat <&3 >&3",
+            "echo \"$#|$*\" > '{}'\nexec /bin/cat >&0",
             args_file.display()
         ),
     );
@@ -522,7 +524,7 @@ async fn an_embedded_helper_gets_the_ceiling_after_its_descriptor() {
     );
     within(client.connect()).await.expect("handshake");
     let args = std::fs::read_to_string(&args_file).expect("args recorded");
-    assert_eq!(args, "4|--fd 3 --ceiling /etc/my ceiling.toml\n");
+    assert_eq!(args, "4|--fd 0 --ceiling /etc/my ceiling.toml\n");
 }
 
 #[test]
@@ -613,4 +615,107 @@ fn an_oversized_request_is_refused_before_anything_is_sent() {
     spec.env = vec![("BIG".into(), "y".repeat(2 << 20).into())];
     let err = runtime.block_on(client.spawn(spec)).expect_err("too large");
     assert!(matches!(err, ClientError::RequestTooLarge(_)), "{err}");
+}
+
+/// The `Info` asked for with the next request goes right behind it, before the command's end,
+/// and `learn_verdicts` learns its answer without asking again; the control, a client that
+/// did not ask, sends its `Info` only when `learn_verdicts` is called, after the command.
+#[tokio::test]
+async fn verdicts_asked_with_the_next_request_ride_behind_it() {
+    for ahead in [false, true] {
+        let scratch = Scratch::new(&format!("verdicts-ahead-{ahead}"));
+        let cache_dir = scratch.0.join("cache");
+        let (listener, client) = fake_service(&scratch);
+        client.keep_verdicts(VerdictCache::open(&cache_dir, true).expect("cache"));
+        if ahead {
+            client.learn_verdicts_with_next_request();
+        }
+        let (ended_tx, ended_rx) = std::sync::mpsc::channel();
+        let helper = FakeHelper::start(move || {
+            let mut peer = Peer::accept(&listener);
+            let spawn = peer.spawn();
+            if ahead {
+                assert_eq!(peer.request(), Some(Request::Info), "the Info behind it");
+                peer.send(&Reply::Info(bwrap_info(true)));
+            }
+            peer.send(&exited(spawn.id, 0, Ending::Exited));
+            let _ = ended_tx.send(());
+            if !ahead {
+                assert_eq!(peer.request(), Some(Request::Info), "asked after the end");
+                peer.send(&Reply::Info(bwrap_info(true)));
+            }
+            assert!(peer.request().is_none(), "nothing more is asked");
+        });
+        let handle = within(client.spawn(SpawnSpec::new(["true"])))
+            .await
+            .expect("spawn");
+        let outcome = within(handle.wait()).await;
+        assert!(matches!(outcome, Outcome::Exited(_)), "{outcome:?}");
+        ended_rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the command ended");
+        within(client.learn_verdicts()).await;
+        let kept = VerdictCache::open(&cache_dir, true).expect("cache").hints();
+        assert_eq!(kept.len(), 1, "the answer is learnt: {kept:?}");
+        drop(client);
+        helper.finished().await;
+    }
+}
+
+/// The process id of the helper `client` started ahead, if it started one.
+fn early_pid(client: &HelperClient) -> Option<u32> {
+    let early = client
+        .inner
+        .early
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    early.as_ref()?.as_ref().ok().map(|helper| helper.pid)
+}
+
+/// A helper started ahead is the one the first request handshakes with; none is started for
+/// a service helper.
+#[tokio::test]
+async fn the_first_request_uses_the_helper_started_ahead() {
+    let scratch = Scratch::new("early");
+    let helper = scratch.script("echo-helper", "exec /bin/cat >&0");
+    let client = HelperClient::new(HelperEndpoint::Embedded(helper));
+    client.start_early();
+    let early = early_pid(&client).expect("a helper started ahead");
+    within(client.connect()).await.expect("handshake");
+    assert_eq!(client.helper_pid(), Some(early), "the helper started ahead");
+    assert_eq!(early_pid(&client), None, "taken by the connection");
+    client.start_early();
+    assert_eq!(early_pid(&client), None, "none beside a live connection");
+
+    let service = HelperClient::new(HelperEndpoint::Service(scratch.0.join("absent.sock")));
+    service.start_early();
+    assert!(service.inner.early.lock().expect("lock").is_none());
+}
+
+/// A helper started ahead that no request came for is killed when the client goes: it would
+/// otherwise wait on its socket, or report the end of a connection nobody told it to expect.
+/// The stand-in ignores the socket's end, so only the kill ends it.
+#[tokio::test]
+async fn a_helper_started_ahead_and_never_asked_is_killed_with_the_client() {
+    let scratch = Scratch::new("early-unused");
+    let helper = scratch.script("deaf-helper", "exec /bin/sleep 600");
+    let client = HelperClient::new(HelperEndpoint::Embedded(helper));
+    client.start_early();
+    let pid = early_pid(&client).expect("a helper started ahead");
+    let alive = || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+            !stat
+                .rsplit(')')
+                .next()
+                .unwrap_or_default()
+                .starts_with(" Z")
+        })
+    };
+    assert!(alive(), "the control: it runs while the client is held");
+    drop(client);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while alive() {
+        assert!(std::time::Instant::now() < deadline, "pid {pid} still runs");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }

@@ -57,8 +57,14 @@ fn is_open(fd: RawFd) -> bool {
 }
 
 /// Closes every descriptor above 2 except `keep`, and makes sure 0..=2 are open so that no
-/// descriptor the helper opens later is mistaken for a standard stream.
-pub(crate) fn sanitize_fds(keep: RawFd) -> io::Result<()> {
+/// descriptor the helper opens later is mistaken for a standard stream. A `keep` of 0 (the
+/// socket given as stdin) is moved above them first, and `/dev/null` takes its place, so no
+/// process the helper starts can get it as its stdin. Returns the number `keep` has now.
+pub(crate) fn sanitize_fds(keep: RawFd) -> io::Result<RawFd> {
+    let keep = match keep {
+        0 => call::dup_cloexec_above(0, 3).and_then(|moved| call::close(0).map(|()| moved))?,
+        other => other,
+    };
     for fd in 0..3 {
         // Opening /dev/null takes the lowest free number, which is `fd`.
         if !is_open(fd) && call::open(c"/dev/null", libc::O_RDWR) != Ok(fd) {
@@ -76,7 +82,7 @@ pub(crate) fn sanitize_fds(keep: RawFd) -> io::Result<()> {
             call::close_range(first, last, 0)?;
         }
     }
-    Ok(())
+    Ok(keep)
 }
 
 /// Sets back to its default every signal the helper was started with ignored (a parent's
