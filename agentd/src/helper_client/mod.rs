@@ -37,6 +37,7 @@ mod connection;
 mod embedded;
 mod endpoint;
 mod file_io;
+mod info;
 pub mod locate;
 mod socket_io;
 #[cfg(test)]
@@ -53,10 +54,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use confine_protocol::{
-    BackendChoice, EnvVar, Hello, HelperInfo, Limits, Policy, Request, Spawn, Stdio, StdioSpec,
-    encode_frame,
+    BackendChoice, EnvVar, Hello, Limits, Policy, Request, Spawn, Stdio, StdioSpec, encode_frame,
 };
-use tokio::sync::oneshot;
 
 pub use command::{Canceller, CommandHandle, FailedAt, Outcome, RunnerFailed};
 pub use endpoint::{ClientError, FileOpError, HelperEndpoint, Lost};
@@ -207,11 +206,15 @@ struct Inner {
     early: Mutex<Option<Result<EmbeddedHelper, ClientError>>>,
     /// Whether an `Info` goes right after the next request ([`HelperClient::learn_verdicts`]).
     ask_with_next: AtomicBool,
-    /// Where the answer to that `Info` arrives.
-    asked: Mutex<Option<oneshot::Receiver<Result<HelperInfo, Lost>>>>,
+    /// Where the answer to that `Info` arrives, and how many times the verdict cache had been
+    /// forgotten when it was asked.
+    asked: Mutex<Option<(InfoAnswer, u64)>>,
     /// The usable verdicts sent to each new helper as hints, and learnt from its `Info`.
     verdicts: Mutex<Option<Arc<VerdictCache>>>,
 }
+
+/// Where the helper's answer to an `Info` arrives.
+type InfoAnswer = tokio::sync::oneshot::Receiver<Result<confine_protocol::HelperInfo, Lost>>;
 
 /// What `slot` holds, taken out of it.
 fn taken<T>(slot: &Mutex<Option<T>>) -> Option<T> {
@@ -437,64 +440,17 @@ impl HelperClient {
             .submit(|connection| connection.submit_spawn(id, &frame, &mut fds))
             .await?;
         if self.inner.ask_with_next.swap(false, Ordering::Relaxed)
+            && let Some(cache) = self.verdict_cache()
             && let Ok(answer) = connection.submit_info()
         {
+            let asked = (answer, cache.times_forgotten());
             *self
                 .inner
                 .asked
                 .lock()
-                .unwrap_or_else(PoisonError::into_inner) = Some(answer);
+                .unwrap_or_else(PoisonError::into_inner) = Some(asked);
         }
         Ok(CommandHandle::new(id, replies, connection))
-    }
-
-    /// Asks the helper what it is and which backends it can use on this machine.
-    pub async fn info(&self) -> Result<HelperInfo, ClientError> {
-        let (_, answer) = self.submit(Connection::submit_info).await?;
-        self.learnt(answer).await
-    }
-
-    /// The helper's answer to an `Info`, learnt by the verdict cache.
-    async fn learnt(
-        &self,
-        answer: oneshot::Receiver<Result<HelperInfo, Lost>>,
-    ) -> Result<HelperInfo, ClientError> {
-        match answer.await {
-            Ok(Ok(info)) => {
-                if let Some(cache) = self.verdict_cache() {
-                    cache.learn(&info);
-                }
-                Ok(info)
-            }
-            Ok(Err(reason)) => Err(ClientError::ConnectionLost(reason)),
-            Err(_) => Err(ClientError::ConnectionLost(Lost::Unanswered)),
-        }
-    }
-
-    /// Sends an `Info` right after the next request, on its connection, so that
-    /// [`HelperClient::learn_verdicts`] finds the answer there instead of asking after the
-    /// request: one exchange with the helper fewer at the end of a run. Only with a verdict
-    /// cache, the only user of the answer.
-    pub fn learn_verdicts_with_next_request(&self) {
-        if self.verdict_cache().is_some() {
-            self.inner.ask_with_next.store(true, Ordering::Relaxed);
-        }
-    }
-
-    /// Asks the live helper for its verdicts, so that the next helper skips its probe: for a
-    /// caller that sends no `Info` of its own (`agentd run`), once its command has ended (or
-    /// with its request, [`HelperClient::learn_verdicts_with_next_request`]). Also
-    /// when hints were sent: the helper takes no hint whose fingerprint is not its own (a
-    /// helper or bwrap upgraded since, say) and probes instead, and only its answer replaces
-    /// the stale entries; the file is rewritten only when they change. The helper answers from
-    /// the verdicts it holds, probing only a backend it was neither hinted nor has tried. A
-    /// helper that cannot answer only costs the next helper a probe.
-    pub async fn learn_verdicts(&self) {
-        if let Some(answer) = taken(&self.inner.asked) {
-            let _ = self.learnt(answer).await;
-        } else if self.verdict_cache().is_some() && self.live_connection().is_some() {
-            let _ = self.info().await;
-        }
     }
 
     /// Registers a request on a live connection. The connection can die between being handed

@@ -662,6 +662,49 @@ async fn verdicts_asked_with_the_next_request_ride_behind_it() {
     }
 }
 
+/// An `Info` answered behind the request but before the command failed to build its
+/// confinement (which drops the kept verdicts) is older than that failure: it is not learnt,
+/// and the helper is asked again after the command, as without the early `Info`. The helper's
+/// second answer (the backend no longer usable) is what is kept; learning the first would
+/// have kept the backend that just failed.
+#[tokio::test]
+async fn an_early_answer_from_before_a_failed_confinement_is_not_learnt() {
+    let scratch = Scratch::new("verdicts-ahead-failed");
+    let cache_dir = scratch.0.join("cache");
+    let (listener, client) = fake_service(&scratch);
+    client.keep_verdicts(VerdictCache::open(&cache_dir, true).expect("cache"));
+    client.learn_verdicts_with_next_request();
+    let helper = FakeHelper::start(move || {
+        let mut peer = Peer::accept(&listener);
+        let spawn = peer.spawn();
+        assert_eq!(peer.request(), Some(Request::Info), "the Info behind it");
+        peer.send(&Reply::Info(bwrap_info(true)));
+        peer.send(&Reply::RunnerFailed(confine_protocol::RunnerFailed {
+            id: spawn.id,
+            stage: confine_protocol::Stage::Namespace,
+            errno: 1,
+            detail: "bwrap: nothing was run".to_owned(),
+        }));
+        assert_eq!(
+            peer.request(),
+            Some(Request::Info),
+            "asked again after the failure"
+        );
+        peer.send(&Reply::Info(bwrap_info(false)));
+        assert!(peer.request().is_none(), "nothing more is asked");
+    });
+    let handle = within(client.spawn(SpawnSpec::new(["true"])))
+        .await
+        .expect("spawn");
+    let outcome = within(handle.wait()).await;
+    assert!(matches!(outcome, Outcome::RunnerFailed(_)), "{outcome:?}");
+    within(client.learn_verdicts()).await;
+    let kept = VerdictCache::open(&cache_dir, true).expect("cache").hints();
+    assert!(kept.is_empty(), "the backend that failed is kept: {kept:?}");
+    drop(client);
+    helper.finished().await;
+}
+
 /// The process id of the helper `client` started ahead, if it started one.
 fn early_pid(client: &HelperClient) -> Option<u32> {
     let early = client

@@ -21,6 +21,7 @@ use std::fs::File;
 use std::io::{Read, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 
 use confine_protocol::{Backend, HelperInfo, UsableBefore};
@@ -55,6 +56,8 @@ pub struct VerdictCache {
     /// Whether the entries are sent as hints (`agentd probe` sends none: it always probes).
     sends_hints: bool,
     held: Mutex<Vec<UsableBefore>>,
+    /// How many times the entries were dropped ([`VerdictCache::forget`]).
+    forgotten: AtomicU64,
 }
 
 impl VerdictCache {
@@ -68,6 +71,7 @@ impl VerdictCache {
             machine: machine_fingerprint()?,
             sends_hints,
             held: Mutex::new(Vec::new()),
+            forgotten: AtomicU64::new(0),
         };
         *cache.held() = cache.read();
         Some(cache)
@@ -108,7 +112,14 @@ impl VerdictCache {
     /// Drops every entry after a backend failed to build a command's confinement (the reply
     /// does not say which backend; a dropped entry only costs the next helper a probe).
     pub fn forget(&self) {
+        self.forgotten.fetch_add(1, Ordering::Relaxed);
         self.replace(Vec::new());
+    }
+
+    /// How many times the entries were dropped so far: an `Info` answered before a drop is
+    /// older than the failure that caused it, and is not learnt.
+    pub fn times_forgotten(&self) -> u64 {
+        self.forgotten.load(Ordering::Relaxed)
     }
 
     fn replace(&self, entries: Vec<UsableBefore>) {
