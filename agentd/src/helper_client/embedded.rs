@@ -75,8 +75,9 @@ pub fn start_embedded(path: &Path, ceiling: Option<&Path>) -> Result<EmbeddedHel
     Ok(EmbeddedHelper { stream, child, pid })
 }
 
-/// A socket on fd 0, 1 or 2 (possible when agentd itself was started with one of those
-/// closed) would be one of the streams the child's stdio is made of; it is moved above them.
+/// A socket on fd 0, 1 or 2 would be one of the streams the child's stdio is made of; it is
+/// moved above them. (Rust's runtime opens `/dev/null` on any of the three a program starts
+/// without, so only a caller that closed one since can get there.)
 fn above_stdio(fd: OwnedFd) -> std::io::Result<OwnedFd> {
     if fd.as_raw_fd() >= ABOVE_STDIO {
         return Ok(fd);

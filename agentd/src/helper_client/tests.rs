@@ -290,9 +290,7 @@ fn bwrap_info(usable: bool) -> HelperInfo {
 async fn a_usable_verdict_is_hinted_to_the_next_helper_and_dropped_when_confinement_fails() {
     for usable in [false, true] {
         let scratch = Scratch::new(&format!("hints-{usable}"));
-        let cache_dir = scratch.0.join("cache");
-        let (listener, client) = fake_service(&scratch);
-        client.keep_verdicts(VerdictCache::open(&cache_dir, true).expect("cache"));
+        let (listener, client, cache_dir) = client_with_a_verdict_cache(&scratch);
         let (closed_tx, closed_rx) = std::sync::mpsc::channel();
         let helper = FakeHelper::start(move || {
             let mut first = Peer::accept(&listener);
@@ -322,7 +320,7 @@ async fn a_usable_verdict_is_hinted_to_the_next_helper_and_dropped_when_confinem
             assert!(second.request().is_none());
         });
         within(client.info()).await.expect("info");
-        let hinted = VerdictCache::open(&cache_dir, true).expect("cache").hints();
+        let hinted = kept(&cache_dir);
         assert_eq!(hinted.len(), usize::from(usable), "{hinted:?}");
         // The fake helper closed the first connection: the spawn makes the second.
         closed_rx
@@ -333,7 +331,7 @@ async fn a_usable_verdict_is_hinted_to_the_next_helper_and_dropped_when_confinem
             .expect("spawn");
         let outcome = within(handle.wait()).await;
         assert!(matches!(outcome, Outcome::RunnerFailed(_)), "{outcome:?}");
-        let kept = VerdictCache::open(&cache_dir, true).expect("cache").hints();
+        let kept = kept(&cache_dir);
         assert!(
             kept.is_empty(),
             "the failed backend is still kept: {kept:?}"
@@ -624,13 +622,10 @@ fn an_oversized_request_is_refused_before_anything_is_sent() {
 async fn verdicts_asked_with_the_next_request_ride_behind_it() {
     for ahead in [false, true] {
         let scratch = Scratch::new(&format!("verdicts-ahead-{ahead}"));
-        let cache_dir = scratch.0.join("cache");
-        let (listener, client) = fake_service(&scratch);
-        client.keep_verdicts(VerdictCache::open(&cache_dir, true).expect("cache"));
+        let (listener, client, cache_dir) = client_with_a_verdict_cache(&scratch);
         if ahead {
             client.learn_verdicts_with_next_request();
         }
-        let (ended_tx, ended_rx) = std::sync::mpsc::channel();
         let helper = FakeHelper::start(move || {
             let mut peer = Peer::accept(&listener);
             let spawn = peer.spawn();
@@ -639,23 +634,14 @@ async fn verdicts_asked_with_the_next_request_ride_behind_it() {
                 peer.send(&Reply::Info(bwrap_info(true)));
             }
             peer.send(&exited(spawn.id, 0, Ending::Exited));
-            let _ = ended_tx.send(());
             if !ahead {
                 assert_eq!(peer.request(), Some(Request::Info), "asked after the end");
                 peer.send(&Reply::Info(bwrap_info(true)));
             }
             assert!(peer.request().is_none(), "nothing more is asked");
         });
-        let handle = within(client.spawn(SpawnSpec::new(["true"])))
-            .await
-            .expect("spawn");
-        let outcome = within(handle.wait()).await;
+        let (outcome, kept) = run_and_learn(&client, &cache_dir).await;
         assert!(matches!(outcome, Outcome::Exited(_)), "{outcome:?}");
-        ended_rx
-            .recv_timeout(Duration::from_secs(10))
-            .expect("the command ended");
-        within(client.learn_verdicts()).await;
-        let kept = VerdictCache::open(&cache_dir, true).expect("cache").hints();
         assert_eq!(kept.len(), 1, "the answer is learnt: {kept:?}");
         drop(client);
         helper.finished().await;
@@ -670,9 +656,7 @@ async fn verdicts_asked_with_the_next_request_ride_behind_it() {
 #[tokio::test]
 async fn an_early_answer_from_before_a_failed_confinement_is_not_learnt() {
     let scratch = Scratch::new("verdicts-ahead-failed");
-    let cache_dir = scratch.0.join("cache");
-    let (listener, client) = fake_service(&scratch);
-    client.keep_verdicts(VerdictCache::open(&cache_dir, true).expect("cache"));
+    let (listener, client, cache_dir) = client_with_a_verdict_cache(&scratch);
     client.learn_verdicts_with_next_request();
     let helper = FakeHelper::start(move || {
         let mut peer = Peer::accept(&listener);
@@ -693,16 +677,56 @@ async fn an_early_answer_from_before_a_failed_confinement_is_not_learnt() {
         peer.send(&Reply::Info(bwrap_info(false)));
         assert!(peer.request().is_none(), "nothing more is asked");
     });
+    let (outcome, kept) = run_and_learn(&client, &cache_dir).await;
+    assert!(matches!(outcome, Outcome::RunnerFailed(_)), "{outcome:?}");
+    assert!(kept.is_empty(), "the backend that failed is kept: {kept:?}");
+    drop(client);
+    helper.finished().await;
+}
+
+/// A fake service's client that keeps its verdicts in a cache of the scratch's, and where
+/// that cache is.
+fn client_with_a_verdict_cache(
+    scratch: &Scratch,
+) -> (std::os::unix::net::UnixListener, HelperClient, PathBuf) {
+    let cache_dir = scratch.0.join("cache");
+    let (listener, client) = fake_service(scratch);
+    client.keep_verdicts(VerdictCache::open(&cache_dir, true).expect("cache"));
+    (listener, client, cache_dir)
+}
+
+/// The verdicts the cache in `dir` would send the next helper.
+fn kept(dir: &std::path::Path) -> Vec<confine_protocol::UsableBefore> {
+    VerdictCache::open(dir, true).expect("cache").hints()
+}
+
+/// Runs `true` through `client` as `agentd run` does, learns the verdicts after it, and
+/// returns how it ended and what the cache in `cache_dir` keeps then.
+async fn run_and_learn(
+    client: &HelperClient,
+    cache_dir: &std::path::Path,
+) -> (Outcome, Vec<confine_protocol::UsableBefore>) {
     let handle = within(client.spawn(SpawnSpec::new(["true"])))
         .await
         .expect("spawn");
     let outcome = within(handle.wait()).await;
-    assert!(matches!(outcome, Outcome::RunnerFailed(_)), "{outcome:?}");
     within(client.learn_verdicts()).await;
-    let kept = VerdictCache::open(&cache_dir, true).expect("cache").hints();
-    assert!(kept.is_empty(), "the backend that failed is kept: {kept:?}");
-    drop(client);
-    helper.finished().await;
+    (outcome, kept(cache_dir))
+}
+
+/// A client whose embedded helper, the script `body`, is started ahead; and its process id.
+fn started_ahead(name: &str, body: &str) -> (Scratch, HelperClient, u32) {
+    let scratch = Scratch::new(name);
+    let helper = scratch.script("helper", body);
+    let client = HelperClient::new(HelperEndpoint::Embedded(helper));
+    client.start_early();
+    let pid = early_pid(&client).expect("a helper started ahead");
+    (scratch, client, pid)
+}
+
+/// `pid` as the kernel's type.
+fn raw_pid(pid: u32) -> i32 {
+    i32::try_from(pid).expect("a pid")
 }
 
 /// The process id of the helper `client` started ahead, if it started one.
@@ -719,11 +743,7 @@ fn early_pid(client: &HelperClient) -> Option<u32> {
 /// a service helper.
 #[tokio::test]
 async fn the_first_request_uses_the_helper_started_ahead() {
-    let scratch = Scratch::new("early");
-    let helper = scratch.script("echo-helper", "exec /bin/cat >&0");
-    let client = HelperClient::new(HelperEndpoint::Embedded(helper));
-    client.start_early();
-    let early = early_pid(&client).expect("a helper started ahead");
+    let (scratch, client, early) = started_ahead("early", "exec /bin/cat >&0");
     within(client.connect()).await.expect("handshake");
     assert_eq!(client.helper_pid(), Some(early), "the helper started ahead");
     assert_eq!(early_pid(&client), None, "taken by the connection");
@@ -737,28 +757,50 @@ async fn the_first_request_uses_the_helper_started_ahead() {
 
 /// A helper started ahead that no request came for is killed when the client goes: it would
 /// otherwise wait on its socket, or report the end of a connection nobody told it to expect.
-/// The stand-in ignores the socket's end, so only the kill ends it.
+/// The stand-in ignores the socket's end, so only the kill ends it. Its end is waited for on a
+/// pidfd opened while it still runs (it is this process's child, so the pid stays its own).
 #[tokio::test]
 async fn a_helper_started_ahead_and_never_asked_is_killed_with_the_client() {
-    let scratch = Scratch::new("early-unused");
-    let helper = scratch.script("deaf-helper", "exec /bin/sleep 600");
-    let client = HelperClient::new(HelperEndpoint::Embedded(helper));
-    client.start_early();
-    let pid = early_pid(&client).expect("a helper started ahead");
-    let alive = || {
-        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-            !stat
-                .rsplit(')')
-                .next()
-                .unwrap_or_default()
-                .starts_with(" Z")
-        })
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
+    use std::os::fd::{AsFd, FromRawFd, OwnedFd};
+
+    let (_scratch, client, pid) = started_ahead("early-unused", "exec /bin/sleep 600");
+    // SAFETY: pidfd_open takes two integers and returns a new descriptor or -1.
+    let raw = unsafe { nix::libc::syscall(nix::libc::SYS_pidfd_open, raw_pid(pid), 0) };
+    let raw = i32::try_from(raw).expect("a descriptor number");
+    assert!(raw >= 0, "pidfd_open: {}", std::io::Error::last_os_error());
+    // SAFETY: the kernel just returned this descriptor; nothing else owns it.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(raw) };
+    let ended_within = |ms: u16| {
+        let mut fds = [PollFd::new(pidfd.as_fd(), PollFlags::POLLIN)];
+        poll(&mut fds, PollTimeout::from(ms)).expect("poll the pidfd") == 1
     };
-    assert!(alive(), "the control: it runs while the client is held");
+    assert!(
+        !ended_within(0),
+        "the control: it runs while the client is held"
+    );
     drop(client);
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while alive() {
-        assert!(std::time::Instant::now() < deadline, "pid {pid} still runs");
-        tokio::time::sleep(Duration::from_millis(10)).await;
+    if !ended_within(10_000) {
+        // Not left behind for ten minutes when the test fails.
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(raw_pid(pid)),
+            nix::sys::signal::SIGKILL,
+        );
+        panic!("pid {pid} still runs");
+    }
+    // Unless the client's drop reaped it already, it is a zombie killed by SIGKILL.
+    match waitid(
+        Id::PIDFd(pidfd.as_fd()),
+        WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT,
+    ) {
+        Ok(status) => assert!(
+            matches!(
+                status,
+                WaitStatus::Signaled(_, nix::sys::signal::SIGKILL, _)
+            ),
+            "{status:?}"
+        ),
+        Err(e) => assert_eq!(e, nix::errno::Errno::ECHILD, "waitid"),
     }
 }
