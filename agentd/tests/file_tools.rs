@@ -296,6 +296,58 @@ mod file_tools {
         }
     }
 
+    /// The id the helper client gives its next request: each confined run takes one, so the
+    /// difference between two is how many runs were asked for in between (this one included).
+    async fn next_run_id(env: &ToolEnv) -> u64 {
+        let handle = within(env.helper().spawn(SpawnSpec::new(["true"])))
+            .await
+            .expect("sent");
+        let id = handle.id();
+        within(handle.wait()).await;
+        id
+    }
+
+    #[tokio::test]
+    async fn an_overwrite_is_one_confined_run_that_keeps_what_it_replaced() {
+        let ws = Workspace::new("one-run");
+        for (backend, env) in usable_backends(&ws, "an_overwrite_is_one_confined_run").await {
+            let file = ws.ws.join(format!("{}.txt", backend_name(backend)));
+            std::fs::write(&file, "before\n").expect("write");
+            let first = next_run_id(&env).await;
+            let over = tool(
+                &env,
+                Mode::WorkspaceWrite,
+                "write_file",
+                json!({"path": file, "content": "after\n"}),
+            )
+            .await;
+            let next = next_run_id(&env).await;
+            assert_eq!(over.status, ToolStatus::Completed, "{}", over.text);
+            assert_eq!(std::fs::read_to_string(&file).expect("read"), "after\n");
+            assert_eq!(
+                over.diff,
+                Some(LoggedDiff::Text {
+                    path: file.to_string_lossy().into_owned(),
+                    old_text: Some("before\n".to_owned()),
+                    new_text: "after\n".to_owned(),
+                })
+            );
+            // The writer alone ran between the two: no read of the old file before it.
+            assert_eq!(next - first, 2, "runs from {first} to {next}");
+            // Control: an edit reads the file, then writes it: two runs.
+            let edited = tool(
+                &env,
+                Mode::WorkspaceWrite,
+                "edit_file",
+                json!({"path": file, "old_string": "after", "new_string": "edited"}),
+            )
+            .await;
+            let last = next_run_id(&env).await;
+            assert_eq!(edited.status, ToolStatus::Completed, "{}", edited.text);
+            assert_eq!(last - next, 3, "runs from {next} to {last}");
+        }
+    }
+
     #[tokio::test]
     async fn a_large_file_is_read_in_windows_of_2000_lines_each_saying_how_to_read_on() {
         let ws = Workspace::new("read-window");

@@ -1,7 +1,8 @@
 //! The file tools section: a `write_file` and an `edit_file` as agentd runs them for the model
-//! (`agentd::api::tools::run`: the fence, a confined read, the helper's writer), and the helper's
-//! writer alone, against a plain write of the same bytes from agentd itself. One long-lived
-//! helper connection, a workspace of their own under the run's workspace, a small file.
+//! (`agentd::api::tools::run`: the fence, then the helper's writer, which keeps what it
+//! replaces; an edit reads the file first), and the helper's writer alone, against a plain
+//! write of the same bytes from agentd itself. One long-lived helper connection, a workspace of
+//! their own under the run's workspace, a small file.
 
 use std::io::Read;
 use std::os::fd::OwnedFd;
@@ -143,6 +144,7 @@ async fn helper_write(env: &ToolEnv, path: PathBuf, content: &[u8]) -> Result<()
         timeout_ms: Some(WRITER_TIMEOUT_MS),
         content: staged(content)?,
         report: report_wr,
+        previous: None,
     };
     let handle = env
         .helper()
@@ -287,7 +289,7 @@ fn variants<'a>(
         (
             format!("`write_file`, workspace-write ({backend})"),
             Op::WriteFile(auto, Mode::WorkspaceWrite),
-            "the tool: the fence, a confined read of the file (the editor's diff), the writer"
+            "the tool: the fence, the writer, which keeps the old file for the editor's diff"
                 .to_owned(),
         ),
         (
@@ -306,7 +308,7 @@ fn variants<'a>(
     variants.push((
         "`write_file`, danger-full-access".to_owned(),
         Op::WriteFile(auto, Mode::DangerFullAccess),
-        "the helper's reader and writer, nothing confined".to_owned(),
+        "the helper's writer, nothing confined".to_owned(),
     ));
     if crate::floor::landlock_abi().is_some() {
         variants.push((

@@ -25,6 +25,14 @@
 //!   the kernel reports for the new file after the rename);
 //! - `failed` NUL errno NUL a sentence saying what failed.
 //!
+//! Asked with `--previous BYTES`, the writer also keeps what it replaced, for the editor's diff:
+//! just before it puts the new file in place it copies the old one, as the reader would read it
+//! (at most that many bytes), to standard output, and its report goes to standard error, with
+//! one more field before the path: `none` (there was no file: `created` is `1`), `whole` (what
+//! standard output carries is the whole old content) or `unread` (the old file was larger,
+//! could not be read, or was no longer the file at that name when opened: standard output
+//! carries nothing to use). One run, one sandbox, where a read before the write took two.
+//!
 //! The reader opens the path as a path (`O_PATH`, following links), checks that it is a regular
 //! file of at most the given size, and only then opens it for reading through `/proc/self/fd`,
 //! so a FIFO or device is never opened (on macOS, which has no `O_PATH`, the path is opened for
@@ -145,17 +153,17 @@ fn reopen(located: std::fs::File, path: &Path) -> Result<(std::fs::File, PathBuf
 
 /// The path the kernel has for an open file: `/proc/self/fd`'s link on Linux.
 #[cfg(target_os = "linux")]
-fn real_path(file: &std::fs::File) -> Option<PathBuf> {
+fn real_path(file: &impl AsFd) -> Option<PathBuf> {
     std::fs::read_link(format!(
         "/proc/self/fd/{}",
-        std::os::fd::AsRawFd::as_raw_fd(file)
+        std::os::fd::AsRawFd::as_raw_fd(&file.as_fd())
     ))
     .ok()
 }
 
 /// The path the kernel has for an open file: `F_GETPATH` on macOS.
 #[cfg(target_os = "macos")]
-fn real_path(file: &std::fs::File) -> Option<PathBuf> {
+fn real_path(file: &impl AsFd) -> Option<PathBuf> {
     let mut real = PathBuf::new();
     nix::fcntl::fcntl(file, nix::fcntl::FcntlArg::F_GETPATH(&mut real)).ok()?;
     Some(real)
@@ -203,29 +211,63 @@ fn read(path: &Path, max_bytes: u64) -> Result<(u64, PathBuf), Failed> {
     Ok((copied, real))
 }
 
-/// Runs the writer: replaces `path` with standard input and reports on standard output.
-pub(crate) fn write_main(path: &Path, make_parents: bool) -> ExitCode {
-    let (record, ok) = match write(path, make_parents) {
+/// Runs the writer: replaces `path` with standard input and reports on standard output; or,
+/// when `previous` gives a size, copies the file it replaces (at most that many bytes) to
+/// standard output first and reports on standard error, as the reader does.
+pub(crate) fn write_main(path: &Path, make_parents: bool, previous: Option<u64>) -> ExitCode {
+    let (record, ok) = match write(path, make_parents, previous) {
         Ok(written) => {
             let mut line = b"written\0".to_vec();
             line.extend_from_slice(if written.created { b"1\0" } else { b"0\0" });
             line.extend_from_slice(written.bytes.to_string().as_bytes());
             line.push(0);
+            if let Some(previous) = written.previous {
+                line.extend_from_slice(previous.word().as_bytes());
+                line.push(0);
+            }
             line.extend_from_slice(written.path.as_os_str().as_bytes());
             (line, true)
         }
         Err(f) => (failure_record(&f), false),
     };
-    report(&mut io::stdout().lock(), record, ok)
+    if previous.is_some() {
+        report(&mut io::stderr().lock(), record, ok)
+    } else {
+        report(&mut io::stdout().lock(), record, ok)
+    }
 }
 
 struct Written {
     created: bool,
     bytes: u64,
     path: PathBuf,
+    /// What became of the file it replaced, when asked for it.
+    previous: Option<Previous>,
 }
 
-fn write(path: &Path, make_parents: bool) -> Result<Written, Failed> {
+/// The file a write replaced, as the writer found it just before.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Previous {
+    /// There was none: the write created the file.
+    None,
+    /// Its whole content is on standard output.
+    Whole,
+    /// It was there but not copied (larger than asked for, not readable, or no longer the file
+    /// at that name when opened); whatever reached standard output is not its content.
+    Unread,
+}
+
+impl Previous {
+    fn word(self) -> &'static str {
+        match self {
+            Previous::None => "none",
+            Previous::Whole => "whole",
+            Previous::Unread => "unread",
+        }
+    }
+}
+
+fn write(path: &Path, make_parents: bool, previous: Option<u64>) -> Result<Written, Failed> {
     if !path.is_absolute() {
         return Err(failed(
             nix::libc::EINVAL,
@@ -277,6 +319,10 @@ fn write(path: &Path, make_parents: bool) -> Result<Written, Failed> {
             ),
         ));
     }
+    let previous = previous.map(|max_bytes| match existing {
+        None => Previous::None,
+        Some(_) => copy_previous(&dir_fd, &name, max_bytes),
+    });
     sweep_stale(&dir_fd);
     place(
         &dir_fd,
@@ -293,7 +339,22 @@ fn write(path: &Path, make_parents: bool) -> Result<Written, Failed> {
         created: existing.is_none(),
         bytes: content.len() as u64,
         path,
+        previous,
     })
+}
+
+/// Copies the regular file `name` in `dir` (at most `max_bytes`) to standard output, as the
+/// reader would read it; [`Previous::Unread`] when it cannot, or when the file it opened is not
+/// the one at that name in that directory (a link swapped in since it was looked at).
+fn copy_previous(dir: &OwnedFd, name: &OsStr, max_bytes: u64) -> Previous {
+    let Some(dir_path) = real_path(dir) else {
+        return Previous::Unread;
+    };
+    let at_name = dir_path.join(name);
+    match read(&at_name, max_bytes) {
+        Ok((_, real)) if real == at_name => Previous::Whole,
+        _ => Previous::Unread,
+    }
 }
 
 /// The whole content, read from standard input before anything is made: a writer killed while

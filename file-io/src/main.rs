@@ -12,7 +12,8 @@
 //! `/tmp` otherwise).
 //!
 //! ```text
-//! confine-file-io write [--parents] -- PATH     replace PATH with standard input
+//! confine-file-io write [--parents] [--previous BYTES] -- PATH
+//!                                               replace PATH with standard input
 //! confine-file-io read --max BYTES -- PATH      copy the regular file PATH to standard output
 //! ```
 //!
@@ -36,8 +37,10 @@ use std::process::ExitCode;
 
 const USAGE: &str = "\
 usage:
-  confine-file-io write [--parents] -- PATH
-      replace PATH with standard input, atomically; report on standard output
+  confine-file-io write [--parents] [--previous BYTES] -- PATH
+      replace PATH with standard input, atomically; report on standard output, or, with
+      --previous, copy the file replaced (at most BYTES) to standard output and report on
+      standard error
   confine-file-io read --max BYTES -- PATH
       copy the regular file PATH (at most BYTES) to standard output; report on standard error
 agentd runs this program confined, through confine-helper; it is not meant to be run by hand.";
@@ -48,8 +51,16 @@ const USAGE_EXIT: u8 = 2;
 /// What the command line asked for.
 #[derive(Debug, PartialEq, Eq)]
 enum Invocation {
-    Write { path: PathBuf, make_parents: bool },
-    Read { path: PathBuf, max_bytes: u64 },
+    Write {
+        path: PathBuf,
+        make_parents: bool,
+        /// Copy the file replaced, at most this many bytes, to standard output.
+        previous: Option<u64>,
+    },
+    Read {
+        path: PathBuf,
+        max_bytes: u64,
+    },
 }
 
 /// What is wrong with the command line.
@@ -64,10 +75,13 @@ enum UsageError {
 impl std::fmt::Display for UsageError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            UsageError::Write => f.write_str("write takes [--parents] -- PATH"),
+            UsageError::Write => f.write_str("write takes [--parents] [--previous BYTES] -- PATH"),
             UsageError::Read => f.write_str("read takes --max BYTES -- PATH"),
             UsageError::MaxBytes(value) => {
-                write!(f, "--max needs a number of bytes, got {value:?}")
+                write!(
+                    f,
+                    "--max and --previous need a number of bytes, got {value:?}"
+                )
             }
             UsageError::NoMode => f.write_str("the first argument must be write or read"),
         }
@@ -80,30 +94,14 @@ fn parse(args: &[OsString]) -> Result<Invocation, UsageError> {
         return Err(UsageError::NoMode);
     };
     if mode == "write" {
-        return match rest {
-            [dashes, path] if dashes == "--" => Ok(Invocation::Write {
-                path: PathBuf::from(path),
-                make_parents: false,
-            }),
-            [flag, dashes, path] if flag == "--parents" && dashes == "--" => {
-                Ok(Invocation::Write {
-                    path: PathBuf::from(path),
-                    make_parents: true,
-                })
-            }
-            _ => Err(UsageError::Write),
-        };
+        return parse_write(rest);
     }
     if mode == "read" {
         return match rest {
             [flag, max, dashes, path] if flag == "--max" && dashes == "--" => {
-                let max_bytes = max
-                    .to_str()
-                    .and_then(|m| m.parse().ok())
-                    .ok_or_else(|| UsageError::MaxBytes(max.clone()))?;
                 Ok(Invocation::Read {
                     path: PathBuf::from(path),
-                    max_bytes,
+                    max_bytes: bytes(max)?,
                 })
             }
             _ => Err(UsageError::Read),
@@ -112,10 +110,49 @@ fn parse(args: &[OsString]) -> Result<Invocation, UsageError> {
     Err(UsageError::NoMode)
 }
 
+/// `write`'s arguments: `--parents` and `--previous BYTES`, each at most once and in either
+/// order, then `--` and the path.
+fn parse_write(mut rest: &[OsString]) -> Result<Invocation, UsageError> {
+    let mut make_parents = false;
+    let mut previous = None;
+    loop {
+        match rest {
+            [dashes, path] if dashes == "--" => {
+                return Ok(Invocation::Write {
+                    path: PathBuf::from(path),
+                    make_parents,
+                    previous,
+                });
+            }
+            [flag, tail @ ..] if flag == "--parents" && !make_parents => {
+                make_parents = true;
+                rest = tail;
+            }
+            [flag, size, tail @ ..] if flag == "--previous" && previous.is_none() => {
+                previous = Some(bytes(size)?);
+                rest = tail;
+            }
+            _ => return Err(UsageError::Write),
+        }
+    }
+}
+
+/// A number of bytes given on the command line.
+fn bytes(value: &OsString) -> Result<u64, UsageError> {
+    value
+        .to_str()
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| UsageError::MaxBytes(value.clone()))
+}
+
 fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
     match parse(&args) {
-        Ok(Invocation::Write { path, make_parents }) => files::write_main(&path, make_parents),
+        Ok(Invocation::Write {
+            path,
+            make_parents,
+            previous,
+        }) => files::write_main(&path, make_parents, previous),
         Ok(Invocation::Read { path, max_bytes }) => files::read_main(&path, max_bytes),
         Err(e) => {
             eprintln!("confine-file-io: {e}\n{USAGE}");
@@ -138,14 +175,30 @@ mod tests {
             parse(&args(&["write", "--parents", "--", "/w/a b"])),
             Ok(Invocation::Write {
                 path: PathBuf::from("/w/a b"),
-                make_parents: true
+                make_parents: true,
+                previous: None
             })
         );
+        for words in [
+            &["write", "--previous", "64", "--parents", "--", "/w/x"][..],
+            &["write", "--parents", "--previous", "64", "--", "/w/x"],
+        ] {
+            assert_eq!(
+                parse(&args(words)),
+                Ok(Invocation::Write {
+                    path: PathBuf::from("/w/x"),
+                    make_parents: true,
+                    previous: Some(64)
+                }),
+                "{words:?}"
+            );
+        }
         assert_eq!(
             parse(&args(&["write", "--", "--help"])),
             Ok(Invocation::Write {
                 path: PathBuf::from("--help"),
-                make_parents: false
+                make_parents: false,
+                previous: None
             })
         );
         assert_eq!(
@@ -163,6 +216,21 @@ mod tests {
         assert_eq!(
             parse(&args(&["read", "--max", "ten", "--", "/w/x"])),
             Err(UsageError::MaxBytes(OsString::from("ten")))
+        );
+        for words in [
+            &["write", "--parents", "--parents", "--", "/w/x"][..],
+            &["write", "--previous", "1", "--previous", "2", "--", "/w/x"],
+            &["write", "--", "/w/x", "--previous", "1"],
+        ] {
+            assert_eq!(parse(&args(words)), Err(UsageError::Write), "{words:?}");
+        }
+        assert_eq!(
+            parse(&args(&["write", "--previous", "-1", "--", "/w/x"])),
+            Err(UsageError::MaxBytes(OsString::from("-1")))
+        );
+        assert_eq!(
+            parse(&args(&["write", "--previous", "--", "/w/x"])),
+            Err(UsageError::MaxBytes(OsString::from("--")))
         );
         assert_eq!(parse(&args(&[])), Err(UsageError::NoMode));
         assert_eq!(parse(&args(&["--help"])), Err(UsageError::NoMode));

@@ -282,3 +282,109 @@ fn a_temporary_name_a_killed_writer_left_is_removed_by_the_next_write_once_stale
         ]
     );
 }
+
+/// Writes `content` to `path` asking for what it replaces (at most `max` bytes); returns how
+/// the writer ended, what it copied of the old file and its report.
+fn write_keeping(path: &Path, max: u64, content: &[u8]) -> (ExitStatus, Vec<u8>, String) {
+    let mut child = Command::new(PROGRAM)
+        .args(["write", "--parents", "--previous", &max.to_string(), "--"])
+        .arg(path)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the writer");
+    let mut stdin = child.stdin.take().expect("stdin");
+    if let Err(e) = stdin.write_all(content) {
+        assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe, "content: {e}");
+    }
+    drop(stdin);
+    let out = child.wait_with_output().expect("the writer ends");
+    let report = String::from_utf8_lossy(&out.stderr).into_owned();
+    (out.status, out.stdout, report)
+}
+
+#[test]
+fn a_write_asked_for_what_it_replaces_copies_the_old_file_and_says_so() {
+    let ws = Scratch::new("previous");
+    let file = ws.0.join("a.txt");
+    std::fs::write(&file, "old\n").expect("write");
+    let (status, old, report) = write_keeping(&file, 1024, b"new content\n");
+    assert!(status.success(), "{report:?}");
+    assert_eq!(old, b"old\n");
+    assert_eq!(
+        report,
+        format!("written\x000\x0012\0whole\0{}", file.display())
+    );
+    assert_eq!(std::fs::read(&file).expect("read"), b"new content\n");
+    // Control: the same write without --previous reports on standard output, as before.
+    let (status, report) = write(&file, false, b"third\n");
+    assert!(status.success());
+    assert_eq!(
+        report,
+        format!("written\x000\x006\0{}", file.display()).into_bytes()
+    );
+}
+
+#[test]
+fn a_write_that_creates_the_file_or_replaces_a_larger_one_copies_nothing_to_use() {
+    let ws = Scratch::new("previous-none");
+    let file = ws.0.join("sub").join("new.txt");
+    let (status, old, report) = write_keeping(&file, 1024, b"made\n");
+    assert!(status.success(), "{report:?}");
+    assert!(old.is_empty());
+    assert_eq!(
+        report,
+        format!("written\x001\x005\0none\0{}", file.display())
+    );
+    // Larger than asked for: the write still happens, and what it replaced is not kept.
+    std::fs::write(&file, "0123456789").expect("write");
+    let (status, _, report) = write_keeping(&file, 4, b"short\n");
+    assert!(status.success(), "{report:?}");
+    assert_eq!(
+        report,
+        format!("written\x000\x006\0unread\0{}", file.display())
+    );
+    assert_eq!(std::fs::read(&file).expect("read"), b"short\n");
+}
+
+#[test]
+fn a_write_through_a_link_copies_the_file_it_replaces_not_the_link() {
+    let ws = Scratch::new("previous-link");
+    let real = ws.0.join("real.txt");
+    std::fs::write(&real, "behind the link\n").expect("write");
+    let link = ws.0.join("link.txt");
+    std::os::unix::fs::symlink(&real, &link).expect("symlink");
+    let (status, old, report) = write_keeping(&link, 1024, b"replaced\n");
+    assert!(status.success(), "{report:?}");
+    assert_eq!(old, b"behind the link\n");
+    assert_eq!(
+        report,
+        format!("written\x000\x009\0whole\0{}", real.display())
+    );
+    assert!(std::fs::symlink_metadata(&link).expect("link").is_symlink());
+}
+
+#[test]
+fn an_unreadable_old_file_is_still_replaced_and_reported_unread() {
+    let ws = Scratch::new("previous-unreadable");
+    let file = ws.0.join("locked.txt");
+    std::fs::write(&file, "secret\n").expect("write");
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o200)).expect("chmod");
+    // Root (or any user with the capability) reads a file whatever its mode: the check would
+    // prove nothing there.
+    if std::fs::read(&file).is_ok() {
+        println!("SKIP: this user reads a file of mode 0200; an ordinary user's run covers this");
+        return;
+    }
+    let (status, old, report) = write_keeping(&file, 1024, b"open\n");
+    assert!(status.success(), "{report:?}");
+    assert!(old.is_empty(), "{old:?}");
+    assert_eq!(
+        report,
+        format!("written\x000\x005\0unread\0{}", file.display())
+    );
+    // The new file keeps the old one's mode: read it once it is readable again.
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    assert_eq!(std::fs::read(&file).expect("read"), b"open\n");
+}

@@ -251,6 +251,7 @@ impl Runner<'_> {
             timeout_ms: Some(STEP_TIMEOUT_MS),
             content,
             report: report_wr,
+            previous: None,
         };
         let handle = self.helper.write_file(spec).await?;
         let (outcome, report) = tokio::join!(handle.wait(), drain(report));

@@ -41,6 +41,17 @@ pub struct WriteSpec {
     pub content: OwnedFd,
     /// Where the writer's one-record report goes.
     pub report: OwnedFd,
+    /// Keep the file the write replaces: the writer copies it there just before, and its
+    /// report carries one more field (`confine-file-io write --previous`).
+    pub previous: Option<KeepPrevious>,
+}
+
+/// Where a writer copies the file it replaces, and at most how much of it.
+#[derive(Debug)]
+pub struct KeepPrevious {
+    pub content: OwnedFd,
+    /// A larger old file is not copied (the report says `unread`).
+    pub max_bytes: u64,
 }
 
 /// A file to read, confined: the reader runs under `policy` exactly as a command would (see
@@ -145,11 +156,16 @@ impl FileRun<'_> {
 }
 
 impl WriteSpec {
-    /// The writer's command: the content on stdin, the report on stdout.
+    /// The writer's command: the content on stdin, the report on stdout; or, keeping the
+    /// file it replaces, that file on stdout and the report on stderr, as a reader's.
     pub(super) fn into_spawn(self, program: &Path) -> Result<SpawnSpec, FileOpError> {
         let mut args = vec![OsString::from("write")];
         if self.make_parents {
             args.push(OsString::from("--parents"));
+        }
+        if let Some(previous) = &self.previous {
+            args.push(OsString::from("--previous"));
+            args.push(OsString::from(previous.max_bytes.to_string()));
         }
         let run = FileRun {
             args,
@@ -160,7 +176,13 @@ impl WriteSpec {
         };
         let mut spec = run.spawn(program)?;
         spec.stdin = Some(self.content);
-        spec.stdout = Some(self.report);
+        match self.previous {
+            Some(previous) => {
+                spec.stdout = Some(previous.content);
+                spec.stderr = Some(self.report);
+            }
+            None => spec.stdout = Some(self.report),
+        }
         Ok(spec)
     }
 }
@@ -205,6 +227,11 @@ mod tests {
         OwnedFd::from(std::fs::File::open("/dev/null").expect("/dev/null"))
     }
 
+    /// The command's words, as text.
+    fn words(spec: &SpawnSpec) -> Vec<&str> {
+        spec.argv.iter().filter_map(|a| a.to_str()).collect()
+    }
+
     fn write_spec(path: &str) -> WriteSpec {
         WriteSpec {
             path: PathBuf::from(path),
@@ -214,6 +241,7 @@ mod tests {
             timeout_ms: Some(5_000),
             content: fd(),
             report: fd(),
+            previous: None,
         }
     }
 
@@ -222,9 +250,8 @@ mod tests {
         let spec = write_spec("/w/a b.txt")
             .into_spawn(Path::new("/opt/confine-file-io"))
             .expect("a valid write");
-        let argv: Vec<&str> = spec.argv.iter().filter_map(|a| a.to_str()).collect();
         assert_eq!(
-            argv,
+            words(&spec),
             [
                 "/opt/confine-file-io",
                 "write",
@@ -243,6 +270,31 @@ mod tests {
     }
 
     #[test]
+    fn a_write_keeping_what_it_replaces_asks_for_it_and_reports_on_stderr() {
+        let mut write = write_spec("/w/x");
+        write.previous = Some(KeepPrevious {
+            content: fd(),
+            max_bytes: 64,
+        });
+        let spec = write
+            .into_spawn(Path::new("/opt/confine-file-io"))
+            .expect("a valid write");
+        assert_eq!(
+            words(&spec),
+            [
+                "/opt/confine-file-io",
+                "write",
+                "--parents",
+                "--previous",
+                "64",
+                "--",
+                "/w/x"
+            ]
+        );
+        assert!(spec.stdin.is_some() && spec.stdout.is_some() && spec.stderr.is_some());
+    }
+
+    #[test]
     fn a_read_is_the_program_in_read_mode_with_content_and_report_out() {
         let read = ReadSpec {
             path: PathBuf::from("/w/x"),
@@ -256,9 +308,8 @@ mod tests {
         let spec = read
             .into_spawn(Path::new("/opt/confine-file-io"))
             .expect("a valid read");
-        let argv: Vec<&str> = spec.argv.iter().filter_map(|a| a.to_str()).collect();
         assert_eq!(
-            argv,
+            words(&spec),
             ["/opt/confine-file-io", "read", "--max", "10", "--", "/w/x"]
         );
         assert!(spec.stdin.is_none() && spec.stdout.is_some() && spec.stderr.is_some());

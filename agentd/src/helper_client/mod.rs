@@ -59,7 +59,7 @@ use confine_protocol::{
 
 pub use command::{Canceller, CommandHandle, FailedAt, Outcome, RunnerFailed};
 pub use endpoint::{ClientError, FileOpError, HelperEndpoint, Lost};
-pub use file_io::{GivenFileIo, ReadSpec, WriteSpec, locate_file_io};
+pub use file_io::{GivenFileIo, KeepPrevious, ReadSpec, WriteSpec, locate_file_io};
 pub use locate::{LocateError, LocateInputs, locate_helper};
 pub use verdict_cache::VerdictCache;
 pub use workspace::WorkspaceRefusal;

@@ -11,9 +11,10 @@
 //! names the file the kernel says was read or written.
 //!
 //! A write also keeps, for the editor, the change it made ([`LoggedDiff`], RFC 0009): the text
-//! after, and the text before — for `edit_file` what it read, for `write_file` what a read of
-//! the same call made just before the write found (nothing for a file the writer created). The
-//! model's text is the same with or without it.
+//! after, and the text before — for `edit_file` what it read; for `write_file` what the writer
+//! found as it replaced the file, copied in the same confined run (nothing for a file it
+//! created), or, for a call a person approves, what a read found when the change was proposed.
+//! The model's text is the same with or without it.
 //!
 //! A write is computed before anything is written ([`Proposal`]): where it lands (the real
 //! path the fence resolved), the text before (read by the helper's reader under the call's
@@ -35,12 +36,14 @@
 //! than an errno. It is not the boundary.
 //!
 //! This file routes each call and words its result; the fence is `files/fence.rs`, the
-//! helper's reader and writer `files/confined.rs`, and what is done with a file's text (the
-//! window a read shows, the replacement an edit makes) `files/text.rs`.
+//! helper's reader and writer `files/confined.rs`, the tool and diff of a change
+//! `files/change.rs`, and what is done with a file's text (the window a read shows, the
+//! replacement an edit makes) `files/text.rs`.
 //!
 //! [`HelperClient::read_file`]: crate::helper_client::HelperClient::read_file
 //! [`HelperClient::write_file`]: crate::helper_client::HelperClient::write_file
 
+mod change;
 mod confined;
 mod fence;
 mod text;
@@ -57,8 +60,9 @@ use super::env::ToolEnv;
 use super::output::denial_marker;
 use super::spec::{READ_CAP, READ_LINES};
 use crate::command::Facts;
-use crate::session::{Before, DIFF_TEXT_CAP, LoggedDiff};
-use confined::{OpError, Read, confined_read, confined_write};
+use crate::session::{Before, LoggedDiff};
+use change::{Tool, diff_of, kept};
+use confined::{Keep, OpError, Read, confined_read, confined_write};
 use fence::{Fence, Refusal, absolute, check_write};
 use text::{OpenError, apply_edit, checked_text, open_regular, window};
 
@@ -376,22 +380,6 @@ pub struct Proposal {
     replacements: usize,
 }
 
-/// The file tool that proposes a write.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Tool {
-    Write,
-    Edit,
-}
-
-impl Tool {
-    fn verb(self) -> &'static str {
-        match self {
-            Tool::Write => "write",
-            Tool::Edit => "edit",
-        }
-    }
-}
-
 impl Proposal {
     /// The file the write lands on: the real path, which is what an "always" answer covers.
     pub fn target(&self) -> &Path {
@@ -502,19 +490,37 @@ pub(crate) async fn commit(env: &ToolEnv, proposal: Proposal, mode: Mode) -> Too
             json!({ "mode": mode.as_str(), "path": given }),
         );
     }
+    write_and_say(env, tool, &target, Some(before), after, replacements, mode).await
+}
+
+/// Has the helper's writer write `after` to `target` under `mode`, and words the result. The
+/// text before is `before`, read when the change was proposed, or, when `None`, what the
+/// writer found as it replaced the file, kept in the same run.
+async fn write_and_say(
+    env: &ToolEnv,
+    tool: Tool,
+    target: &Path,
+    before: Option<Before>,
+    after: String,
+    replacements: usize,
+    mode: Mode,
+) -> ToolResult {
+    let verb = tool.verb();
     let bytes = after.len();
     let kept_after = kept(&after);
-    let written = match confined_write(env, &target, after.as_bytes(), mode).await {
+    let keep = before.as_ref().map_or(Keep::Previous, |_| Keep::Nothing);
+    let written = match confined_write(env, target, after.as_bytes(), mode, keep).await {
         Ok(written) => written,
-        Err(error) => return op_failed(error, mode, &target, verb),
+        Err(error) => return op_failed(error, mode, target, verb),
     };
     let mut facts = file_facts(mode, &written.path, written.facts.as_deref());
     facts.insert("bytes".to_owned(), json!(bytes));
-    let before = match before {
-        _ if written.created => Before::Created,
+    let before = match (written.previous, before) {
+        (Some(found), _) => found,
+        (None, _) if written.created => Before::Created,
         // It existed after all when the writer came: what it held is not known.
-        Before::Created => Before::Unread,
-        before => before,
+        (None, Some(Before::Created) | None) => Before::Unread,
+        (None, Some(before)) => before,
     };
     let diff = diff_of(&written.path, before, kept_after.as_deref());
     let text = match tool {
@@ -538,10 +544,13 @@ pub(crate) async fn commit(env: &ToolEnv, proposal: Proposal, mode: Mode) -> Too
     ToolResult::completed(text, facts.into()).with_diff(diff)
 }
 
+/// A `write_file` call no one is asked about: the fence, then one confined run of the writer,
+/// which keeps what it replaces for the diff (a call a person approves reads it first, to show
+/// it: [`propose_write`]).
 pub(crate) async fn write_file(env: &ToolEnv, args: WriteArgs, mode: Mode) -> ToolResult {
-    match propose_write(env, args, mode).await {
-        Ok(proposal) => commit(env, proposal, mode).await,
-        Err(result) => result,
+    match write_target(env, &args.path, mode).await {
+        Ok(target) => write_and_say(env, Tool::Write, &target, None, args.content, 0, mode).await,
+        Err(refusal) => refused(refusal, mode, &args.path, "write"),
     }
 }
 
@@ -549,19 +558,6 @@ pub(crate) async fn edit_file(env: &ToolEnv, args: EditArgs, mode: Mode) -> Tool
     match propose_edit(env, args, mode).await {
         Ok(proposal) => commit(env, proposal, mode).await,
         Err(result) => result,
-    }
-}
-
-/// A copy of what a write writes, when a diff can keep it.
-fn kept(content: &str) -> Option<String> {
-    (content.len() <= DIFF_TEXT_CAP).then(|| content.to_owned())
-}
-
-/// The change a write made to `path`: `after` is `None` when it was over the cap.
-fn diff_of(path: &Path, before: Before, after: Option<&str>) -> LoggedDiff {
-    match after {
-        Some(after) => LoggedDiff::of(path, before, after),
-        None => LoggedDiff::too_large(path),
     }
 }
 

@@ -13,7 +13,8 @@ use super::text::as_text;
 use crate::command::Facts;
 use crate::denial::host::Access;
 use crate::denial::{self, Scope};
-use crate::helper_client::{CommandHandle, Outcome, ReadSpec, WriteSpec};
+use crate::helper_client::{CommandHandle, KeepPrevious, Outcome, ReadSpec, WriteSpec};
+use crate::session::Before;
 use crate::tools::env::ToolEnv;
 
 /// How long a confined read or write may take.
@@ -218,8 +219,18 @@ pub(super) struct Written {
     /// The file the kernel says was written.
     pub(super) path: PathBuf,
     pub(super) created: bool,
+    /// What the file held just before, as the writer found it, when it was asked to keep it.
+    pub(super) previous: Option<Before>,
     /// The run's facts (only the helper's writer writes, so always there).
     pub(super) facts: Option<Box<Facts>>,
+}
+
+/// Whether a write keeps the file it replaces, for the diff of a call whose text before is
+/// not known yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Keep {
+    Previous,
+    Nothing,
 }
 
 /// The content as an anonymous file the writer reads from its start.
@@ -263,19 +274,36 @@ fn unlinked_file() -> io::Result<OwnedFd> {
     Ok(OwnedFd::from(file))
 }
 
-/// Has the helper's writer replace `target` with `content`, confined under `mode`.
+/// Has the helper's writer replace `target` with `content`, confined under `mode`; with
+/// [`Keep::Previous`] it also copies what it replaces, in the same run (one sandbox where a
+/// read first would take two).
 pub(super) async fn confined_write(
     env: &ToolEnv,
     target: &Path,
     content: &[u8],
     mode: Mode,
+    keep: Keep,
 ) -> Result<Written, OpError> {
     let policy = policy(env, mode)?;
     let content = content_file(content)
         .map_err(|e| OpError::failed(format!("cannot stage the content: {e}")))?;
-    let (report, report_wr) = crate::command::output_pipe().map_err(|e| {
-        OpError::failed(format!("cannot create a pipe for the writer's report: {e}"))
-    })?;
+    let pipe = |what: &str| {
+        crate::command::output_pipe().map_err(|e| {
+            OpError::failed(format!("cannot create a pipe for the writer's {what}: {e}"))
+        })
+    };
+    let (report, report_wr) = pipe("report")?;
+    let (previous, previous_wr) = match keep {
+        Keep::Previous => {
+            let (previous, previous_wr) = pipe("copy of the old file")?;
+            let keep = KeepPrevious {
+                content: previous_wr,
+                max_bytes: MAX_TEXT_FILE,
+            };
+            (Some(previous), Some(keep))
+        }
+        Keep::Nothing => (None, None),
+    };
     let spec = WriteSpec {
         path: target.to_owned(),
         make_parents: true,
@@ -284,18 +312,39 @@ pub(super) async fn confined_write(
         timeout_ms: Some(FILE_OP_TIMEOUT_MS),
         content,
         report: report_wr,
+        previous: previous_wr,
     };
     let handle = env
         .helper()
         .write_file(spec)
         .await
         .map_err(OpError::failed)?;
-    let (facts, report, _) = settle(handle, &policy, report, None).await;
+    let (facts, report, old) = settle(handle, &policy, report, previous).await;
     let tried = Tried::of(env, &policy, target, Access::Write);
-    let (facts, [created, _, path]) = interpret(facts, &report, b"written", &tried)?;
+    let (facts, created, previous, path) = match keep {
+        Keep::Nothing => {
+            let (facts, [created, _, path]) = interpret(facts, &report, b"written", &tried)?;
+            (facts, created, None, path)
+        }
+        Keep::Previous => {
+            let (facts, [created, _, found, path]) = interpret(facts, &report, b"written", &tried)?;
+            (facts, created, Some(previous_of(&found, old)), path)
+        }
+    };
     Ok(Written {
         path: path_field(&path),
         created: created == b"1",
+        previous,
         facts: Some(facts),
     })
+}
+
+/// The text before, from the writer's word for the file it replaced (`none`, `whole` or
+/// `unread`) and what it copied: text only when it copied the whole file and that is text.
+fn previous_of(word: &[u8], copied: Vec<u8>) -> Before {
+    match word {
+        b"none" => Before::Created,
+        b"whole" => as_text(copied).map_or(Before::Unread, Before::Text),
+        _ => Before::Unread,
+    }
 }
