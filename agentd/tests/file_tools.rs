@@ -308,9 +308,11 @@ mod file_tools {
     }
 
     #[tokio::test]
-    async fn an_overwrite_is_one_confined_run_that_keeps_what_it_replaced() {
+    async fn an_overwrite_and_an_edit_are_each_one_confined_run() {
         let ws = Workspace::new("one-run");
-        for (backend, env) in usable_backends(&ws, "an_overwrite_is_one_confined_run").await {
+        for (backend, env) in
+            usable_backends(&ws, "an_overwrite_and_an_edit_are_each_one_run").await
+        {
             let file = ws.ws.join(format!("{}.txt", backend_name(backend)));
             std::fs::write(&file, "before\n").expect("write");
             let first = next_run_id(&env).await;
@@ -334,7 +336,7 @@ mod file_tools {
             );
             // The writer alone ran between the two: no read of the old file before it.
             assert_eq!(next - first, 2, "runs from {first} to {next}");
-            // Control: an edit reads the file, then writes it: two runs.
+            // An edit too: one run reads the file, takes the edit and writes it.
             let edited = tool(
                 &env,
                 Mode::WorkspaceWrite,
@@ -344,7 +346,16 @@ mod file_tools {
             .await;
             let last = next_run_id(&env).await;
             assert_eq!(edited.status, ToolStatus::Completed, "{}", edited.text);
-            assert_eq!(last - next, 3, "runs from {next} to {last}");
+            assert_eq!(std::fs::read_to_string(&file).expect("read"), "edited\n");
+            assert_eq!(
+                edited.diff,
+                Some(LoggedDiff::Text {
+                    path: file.to_string_lossy().into_owned(),
+                    old_text: Some("after\n".to_owned()),
+                    new_text: "edited\n".to_owned(),
+                })
+            );
+            assert_eq!(last - next, 2, "runs from {next} to {last}");
         }
     }
 

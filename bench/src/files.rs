@@ -1,8 +1,9 @@
 //! The file tools section: a `write_file` and an `edit_file` as agentd runs them for the model
-//! (`agentd::api::tools::run`: the fence, then the helper's writer, which keeps what it
-//! replaces; an edit reads the file first), and the helper's writer alone, against a plain
-//! write of the same bytes from agentd itself. One long-lived helper connection, a workspace of
-//! their own under the run's workspace, a small file.
+//! (`agentd::api::tools::run`: the fence, then one confined run of the file program, which
+//! keeps what a write replaces, or reads what an edit changes before it writes it), and the
+//! helper's writer alone, against a plain write of the same bytes from agentd itself. One
+//! long-lived helper connection, a workspace of their own under the run's workspace, a small
+//! file.
 
 use std::io::Read;
 use std::os::fd::OwnedFd;
@@ -295,7 +296,8 @@ fn variants<'a>(
         (
             format!("`edit_file`, workspace-write ({backend})"),
             Op::EditFile(auto),
-            "the tool: a confined read, the replacement, the writer".to_owned(),
+            "the tool: one confined run that reads the file, takes the replacement and writes it"
+                .to_owned(),
         ),
     ];
     if let Some(env) = landlock {

@@ -273,9 +273,10 @@ fn backends(test: &str) -> Vec<BackendChoice> {
     backends
 }
 
-/// A writer's stdio when it keeps what it replaces: the content in, the old file out, the
-/// report on stderr.
-const KEEPING_WRITER_STDIO: confine_protocol::Stdio = confine_protocol::Stdio {
+/// Every stream from the request's descriptors: a writer keeping what it replaces (the content
+/// in, the old file out, the report on stderr) or an edit (the answer in, the file out, the
+/// report on stderr).
+const ALL_STDIO_GIVEN: confine_protocol::Stdio = confine_protocol::Stdio {
     stdin: confine_protocol::StdioSpec::Fd,
     stdout: confine_protocol::StdioSpec::Fd,
     stderr: confine_protocol::StdioSpec::Fd,
@@ -338,7 +339,7 @@ fn a_writer_keeping_what_it_replaces_copies_only_what_the_sandbox_lets_it_read()
                 path,
                 policy,
                 backend,
-                KEEPING_WRITER_STDIO,
+                ALL_STDIO_GIVEN,
             )
         };
         // Control: a file the policy does not hide is copied whole, then replaced.
@@ -378,6 +379,78 @@ fn a_writer_keeping_what_it_replaces_copies_only_what_the_sandbox_lets_it_read()
             assert!(!copy_shows, "{backend:?}: {report:?}");
         }
     }
+}
+
+#[test]
+fn an_edit_runs_confined_as_one_exchange_and_leaves_a_file_changed_meanwhile() {
+    const NAME: &str = "an_edit_runs_confined_as_one_exchange_and_leaves_a_file_changed_meanwhile";
+    let ws = Scratch::new("edit");
+    let ws_path = std::fs::canonicalize(&ws.0).expect("canonical");
+    let file = ws_path.join("a.txt");
+    let mut peer = Peer::embedded();
+    peer.greet();
+    let mut id = 60;
+    for backend in backends(NAME) {
+        for change_meanwhile in [false, true] {
+            std::fs::write(&file, "before\n").expect("write");
+            id += 1;
+            let request = file_spawn(
+                id,
+                &file_io(),
+                &["edit", "--max", "1024"],
+                &file,
+                policy(Mode::WorkspaceWrite, &ws_path),
+                backend,
+                ALL_STDIO_GIVEN,
+            );
+            let (answer_rd, answer_wr) = pipe_in();
+            let (mut content, content_wr) = pipe();
+            let (mut report, report_wr) = pipe();
+            peer.send(
+                &Request::Spawn(request),
+                &[answer_rd.as_fd(), content_wr.as_fd(), report_wr.as_fd()],
+            );
+            drop((answer_rd, content_wr, report_wr));
+            // The read's record, to its third NUL, then as many bytes of content as it says.
+            let mut record = Vec::new();
+            let mut byte = [0u8];
+            while record.iter().filter(|b| **b == 0).count() < 3 {
+                assert_eq!(report.read(&mut byte).expect("record"), 1, "{record:?}");
+                record.push(byte[0]);
+            }
+            assert!(
+                record.starts_with(b"read\x007\0"),
+                "{backend:?}: {record:?}"
+            );
+            let mut old = [0u8; 7];
+            content.read_exact(&mut old).expect("content");
+            assert_eq!(&old, b"before\n");
+            if change_meanwhile {
+                std::fs::write(&file, "changed meanwhile\n").expect("write");
+            }
+            let mut answer = std::fs::File::from(answer_wr);
+            answer.write_all(b"wafter\n").expect("answer");
+            drop(answer);
+            let mut last = String::new();
+            report.read_to_string(&mut last).expect("report");
+            let replies = peer.until_end(id);
+            if change_meanwhile {
+                assert_eq!(exit_code(&replies), Some(1), "{backend:?}: {last:?}");
+                assert!(last.starts_with("unwritten\0"), "{backend:?}: {last:?}");
+                let kept = std::fs::read_to_string(&file).expect("read");
+                assert_eq!(kept, "changed meanwhile\n", "{backend:?}");
+            } else {
+                assert_eq!(exit_code(&replies), Some(0), "{backend:?}: {last:?}");
+                assert_eq!(last, format!("edited\x006\0{}", file.display()));
+                assert_eq!(std::fs::read_to_string(&file).expect("read"), "after\n");
+            }
+        }
+    }
+}
+
+/// A pipe whose read end goes to the command as stdin; returns (read end, write end).
+fn pipe_in() -> (OwnedFd, OwnedFd) {
+    nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).expect("pipe")
 }
 
 /// Starts a write of `target` whose content comes from a pipe the test keeps open: the writer

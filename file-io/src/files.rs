@@ -1,5 +1,5 @@
 //! `confine-file-io write` and `read`: the writer and reader agentd's file tools use, run
-//! confined.
+//! confined, and the pieces the edit (`edit.rs`) shares with them.
 //!
 //! agentd asks confine-helper to `Spawn` this program under the policy a `bash` command of the
 //! same mode gets — same plan, same backend, same kernel checks. So where a
@@ -40,52 +40,15 @@
 //! output and reports on standard error: `read` NUL byte count NUL the real path, or `failed`
 //! as above.
 
-use std::ffi::OsStr;
 use std::io::{self, Read, Write};
-use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use nix::fcntl::{AtFlags, OFlag};
-use nix::sys::stat::{Mode, fchmod, fstatat};
-
-/// A step that failed, with the errno the kernel gave.
-struct Failed {
-    errno: i32,
-    what: String,
-}
-
-fn failed(errno: i32, what: impl Into<String>) -> Failed {
-    Failed {
-        errno,
-        what: what.into(),
-    }
-}
-
-fn io_failed(e: &io::Error, what: impl Into<String>) -> Failed {
-    let what = what.into();
-    failed(e.raw_os_error().unwrap_or(0), format!("{what}: {e}"))
-}
-
-fn nix_failed(e: nix::Error, what: impl Into<String>) -> Failed {
-    let what = what.into();
-    failed(e as i32, format!("{what}: {}", e.desc()))
-}
-
-/// Writes `record` to `out`; the exit code says whether the operation and the report went well.
-fn report(out: &mut dyn Write, record: Vec<u8>, ok: bool) -> ExitCode {
-    if out.write_all(&record).and_then(|()| out.flush()).is_err() || !ok {
-        return ExitCode::FAILURE;
-    }
-    ExitCode::SUCCESS
-}
-
-fn failure_record(f: &Failed) -> Vec<u8> {
-    let mut line = format!("failed\0{}\0", f.errno).into_bytes();
-    line.extend_from_slice(f.what.as_bytes());
-    line
-}
+use crate::failure::{Failed, failed, failure_record, io_failed, report};
+use crate::place::Spot;
+#[cfg(target_os = "macos")]
+use crate::place::real_path;
 
 /// Runs the reader: copies `path` (at most `max_bytes`) to standard output and reports on
 /// standard error.
@@ -151,25 +114,17 @@ fn reopen(located: std::fs::File, path: &Path) -> Result<(std::fs::File, PathBuf
     Ok((located, real))
 }
 
-/// The path the kernel has for an open file: `/proc/self/fd`'s link on Linux.
-#[cfg(target_os = "linux")]
-fn real_path(file: &impl AsFd) -> Option<PathBuf> {
-    std::fs::read_link(format!(
-        "/proc/self/fd/{}",
-        std::os::fd::AsRawFd::as_raw_fd(&file.as_fd())
-    ))
-    .ok()
-}
-
-/// The path the kernel has for an open file: `F_GETPATH` on macOS.
-#[cfg(target_os = "macos")]
-fn real_path(file: &impl AsFd) -> Option<PathBuf> {
-    let mut real = PathBuf::new();
-    nix::fcntl::fcntl(file, nix::fcntl::FcntlArg::F_GETPATH(&mut real)).ok()?;
-    Some(real)
-}
-
 fn read(path: &Path, max_bytes: u64) -> Result<(u64, PathBuf), Failed> {
+    read_to(path, max_bytes, &mut io::stdout().lock()).map(|(copied, real, _)| (copied, real))
+}
+
+/// Copies the regular file `path` (at most `max_bytes`) to `out`; returns how much, its real
+/// path and what it was when opened.
+pub(crate) fn read_to(
+    path: &Path,
+    max_bytes: u64,
+    out: &mut dyn Write,
+) -> Result<(u64, PathBuf, std::fs::Metadata), Failed> {
     use std::os::unix::fs::FileTypeExt;
     let located = locate(path)?;
     let meta = located
@@ -200,7 +155,7 @@ fn read(path: &Path, max_bytes: u64) -> Result<(u64, PathBuf), Failed> {
         ));
     }
     let (file, real) = reopen(located, path)?;
-    let copied = io::copy(&mut file.take(max_bytes + 1), &mut io::stdout().lock())
+    let copied = io::copy(&mut file.take(max_bytes + 1), out)
         .map_err(|e| io_failed(&e, format!("cannot read {}", path.display())))?;
     if copied > max_bytes {
         return Err(failed(
@@ -208,7 +163,7 @@ fn read(path: &Path, max_bytes: u64) -> Result<(u64, PathBuf), Failed> {
             format!("it grew past {max_bytes} bytes while it was read"),
         ));
     }
-    Ok((copied, real))
+    Ok((copied, real, meta))
 }
 
 /// Runs the writer: replaces `path` with standard input and reports on standard output; or,
@@ -286,55 +241,13 @@ fn write(path: &Path, make_parents: bool, previous: Option<u64>) -> Result<Writt
             )
         })?;
     }
-    let target = target_of(path)?;
-    let (dir, name) = match (target.parent(), target.file_name()) {
-        (Some(dir), Some(name)) => (dir.to_owned(), name.to_owned()),
-        _ => return Err(failed(nix::libc::EINVAL, "it names no file")),
-    };
-    let dir_fd = nix::fcntl::open(
-        &dir,
-        OFlag::O_DIRECTORY | OFlag::O_RDONLY | OFlag::O_CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(|e| nix_failed(e, format!("cannot open the directory {}", dir.display())))?;
-    let existing = match fstatat(&dir_fd, name.as_os_str(), AtFlags::AT_SYMLINK_NOFOLLOW) {
-        Ok(st) => Some(st),
-        Err(nix::Error::ENOENT) => None,
-        Err(e) => {
-            return Err(nix_failed(
-                e,
-                format!("cannot inspect {}", target.display()),
-            ));
-        }
-    };
-    if let Some(st) = &existing
-        && st.st_mode & nix::libc::S_IFMT != nix::libc::S_IFREG
-    {
-        return Err(failed(
-            nix::libc::EINVAL,
-            format!(
-                "{} is {}, not a regular file",
-                target.display(),
-                kind_of(st.st_mode)
-            ),
-        ));
-    }
+    let spot = Spot::of(path)?;
+    let existing = spot.existing()?;
     let previous = previous.map(|max_bytes| match existing {
         None => Previous::None,
-        Some(_) => copy_previous(&dir_fd, &name, max_bytes),
+        Some(_) => copy_previous(&spot, max_bytes),
     });
-    sweep_stale(&dir_fd);
-    place(
-        &dir_fd,
-        &dir,
-        &name,
-        &content,
-        existing.map(|st| st.st_mode),
-    )?;
-    // The kernel's path of the directory, with the name the file now has there (an unnamed
-    // file's own descriptor keeps the path it was made with).
-    let dir_file = std::fs::File::from(dir_fd);
-    let path = real_path(&dir_file).map_or(target, |dir| dir.join(&name));
+    let path = spot.put(&content, existing.map(|st| st.st_mode))?;
     Ok(Written {
         created: existing.is_none(),
         bytes: content.len() as u64,
@@ -343,14 +256,13 @@ fn write(path: &Path, make_parents: bool, previous: Option<u64>) -> Result<Writt
     })
 }
 
-/// Copies the regular file `name` in `dir` (at most `max_bytes`) to standard output, as the
-/// reader would read it; [`Previous::Unread`] when it cannot, or when the file it opened is not
-/// the one at that name in that directory (a link swapped in since it was looked at).
-fn copy_previous(dir: &OwnedFd, name: &OsStr, max_bytes: u64) -> Previous {
-    let Some(dir_path) = real_path(dir) else {
+/// Copies the regular file at `spot` (at most `max_bytes`) to standard output, as the reader
+/// would read it; [`Previous::Unread`] when it cannot, or when the file it opened is not the one
+/// at that name in that directory (a link swapped in since it was looked at).
+fn copy_previous(spot: &Spot, max_bytes: u64) -> Previous {
+    let Some(at_name) = spot.at_name() else {
         return Previous::Unread;
     };
-    let at_name = dir_path.join(name);
     match read(&at_name, max_bytes) {
         Ok((_, real)) if real == at_name => Previous::Whole,
         _ => Previous::Unread,
@@ -359,7 +271,7 @@ fn copy_previous(dir: &OwnedFd, name: &OsStr, max_bytes: u64) -> Previous {
 
 /// The whole content, read from standard input before anything is made: a writer killed while
 /// agentd still sends it leaves nothing behind.
-fn read_content() -> Result<Vec<u8>, Failed> {
+pub(crate) fn read_content() -> Result<Vec<u8>, Failed> {
     let mut content = Vec::new();
     io::stdin()
         .lock()
@@ -367,228 +279,3 @@ fn read_content() -> Result<Vec<u8>, Failed> {
         .map_err(|e| io_failed(&e, "cannot read the content"))?;
     Ok(content)
 }
-
-/// Puts `content` in place as `name` in `dir`, atomically.
-///
-/// On Linux the file is made without a name (`O_TMPFILE`), filled and synced, then given its
-/// name: linked as `name` when there is none, else linked under a temporary name and renamed
-/// over it. A kill before that leaves nothing; one between the link and the rename (two system
-/// calls) leaves the temporary name, which the next write in that directory removes
-/// ([`sweep_stale`]). A file system without `O_TMPFILE` gets [`place_named`].
-#[cfg(target_os = "linux")]
-fn place(
-    dir: &OwnedFd,
-    dir_path: &Path,
-    name: &OsStr,
-    content: &[u8],
-    old_mode: Option<nix::libc::mode_t>,
-) -> Result<(), Failed> {
-    let unnamed = nix::fcntl::openat(
-        dir,
-        ".",
-        OFlag::O_TMPFILE | OFlag::O_WRONLY | OFlag::O_CLOEXEC,
-        Mode::from_bits_truncate(0o666),
-    );
-    let file = match unnamed {
-        Ok(file) => file,
-        Err(nix::Error::EOPNOTSUPP | nix::Error::EISDIR | nix::Error::EINVAL) => {
-            return place_named(dir, dir_path, name, content, old_mode);
-        }
-        Err(e) => {
-            return Err(nix_failed(
-                e,
-                format!("cannot create a file in {}", dir_path.display()),
-            ));
-        }
-    };
-    let file = fill(file, content, old_mode)?;
-    let proc_path = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&file));
-    let link = |to: &OsStr| {
-        nix::unistd::linkat(dir, proc_path.as_str(), dir, to, AtFlags::AT_SYMLINK_FOLLOW)
-    };
-    if old_mode.is_none() {
-        match link(name) {
-            Ok(()) => return Ok(()),
-            // Made since it was looked at: replaced like an old one.
-            Err(nix::Error::EEXIST) => {}
-            Err(e) => return Err(nix_failed(e, "cannot put the new file in place")),
-        }
-    }
-    let mut attempt = 0;
-    let temp = loop {
-        let temp = temp_name(attempt);
-        match link(temp.as_os_str()) {
-            Ok(()) => break temp,
-            Err(nix::Error::EEXIST) if attempt + 1 < TEMP_ATTEMPTS => attempt += 1,
-            Err(e) => return Err(nix_failed(e, "cannot put the new file in place")),
-        }
-    };
-    rename_over(dir, &temp, name)
-}
-
-/// macOS has no `O_TMPFILE`: [`place_named`].
-#[cfg(target_os = "macos")]
-fn place(
-    dir: &OwnedFd,
-    dir_path: &Path,
-    name: &OsStr,
-    content: &[u8],
-    old_mode: Option<nix::libc::mode_t>,
-) -> Result<(), Failed> {
-    place_named(dir, dir_path, name, content, old_mode)
-}
-
-/// Puts `content` in place through a new file under a temporary name in `dir`, renamed over
-/// `name` once filled and synced. A kill in between leaves the temporary name, which the next
-/// write in that directory removes ([`sweep_stale`]).
-fn place_named(
-    dir: &OwnedFd,
-    dir_path: &Path,
-    name: &OsStr,
-    content: &[u8],
-    old_mode: Option<nix::libc::mode_t>,
-) -> Result<(), Failed> {
-    let mut attempt = 0;
-    let (temp, file) = loop {
-        let temp = temp_name(attempt);
-        match nix::fcntl::openat(
-            dir,
-            temp.as_os_str(),
-            OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-            Mode::from_bits_truncate(0o666),
-        ) {
-            Ok(file) => break (temp, file),
-            Err(nix::Error::EEXIST) if attempt + 1 < TEMP_ATTEMPTS => attempt += 1,
-            Err(e) => {
-                return Err(nix_failed(
-                    e,
-                    format!("cannot create a file in {}", dir_path.display()),
-                ));
-            }
-        }
-    };
-    if let Err(f) = fill(file, content, old_mode) {
-        remove(dir, &temp);
-        return Err(f);
-    }
-    rename_over(dir, &temp, name)
-}
-
-/// Writes `content` into `file`, takes over the old file's permissions and syncs it.
-fn fill(
-    file: OwnedFd,
-    content: &[u8],
-    old_mode: Option<nix::libc::mode_t>,
-) -> Result<std::fs::File, Failed> {
-    let mut file = std::fs::File::from(file);
-    file.write_all(content)
-        .map_err(|e| io_failed(&e, "cannot write the content"))?;
-    if let Some(mode) = old_mode {
-        fchmod(file.as_fd(), Mode::from_bits_truncate(mode & 0o7777))
-            .map_err(|e| nix_failed(e, "cannot keep the file's permissions"))?;
-    }
-    file.sync_all()
-        .map_err(|e| io_failed(&e, "cannot sync the file"))?;
-    Ok(file)
-}
-
-/// Renames `temp` over `name` in `dir`; removes `temp` if that fails.
-fn rename_over(dir: &OwnedFd, temp: &Path, name: &OsStr) -> Result<(), Failed> {
-    nix::fcntl::renameat(dir, temp.as_os_str(), dir, name).map_err(|e| {
-        remove(dir, temp);
-        nix_failed(e, "cannot put the new file in place")
-    })
-}
-
-fn remove(dir: &OwnedFd, temp: &Path) {
-    let _ = nix::unistd::unlinkat(
-        dir,
-        temp.as_os_str(),
-        nix::unistd::UnlinkatFlags::NoRemoveDir,
-    );
-}
-
-/// The start and end of every temporary name the writer makes ([`temp_name`]).
-const TEMP_PREFIX: &str = ".agentd-write-";
-const TEMP_SUFFIX: &str = ".tmp";
-/// A temporary name untouched for this long belongs to a writer that was killed: no live
-/// writer keeps one longer than it takes to write and sync content it already holds.
-const STALE_TEMP: std::time::Duration = std::time::Duration::from_secs(10 * 60);
-
-/// Removes what killed writers left in `dir`: regular files with a temporary name of the
-/// writer's, last modified more than [`STALE_TEMP`] ago. Anything it cannot read or remove is
-/// left as it is.
-fn sweep_stale(dir: &OwnedFd) {
-    let Ok(listed) = nix::dir::Dir::openat(
-        dir,
-        ".",
-        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
-        Mode::empty(),
-    ) else {
-        return;
-    };
-    let Ok(now) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) else {
-        return;
-    };
-    for entry in listed.into_iter().flatten() {
-        let name = OsStr::from_bytes(entry.file_name().to_bytes());
-        let bytes = name.as_bytes();
-        if !bytes.starts_with(TEMP_PREFIX.as_bytes()) || !bytes.ends_with(TEMP_SUFFIX.as_bytes()) {
-            continue;
-        }
-        let Ok(st) = fstatat(dir, name, AtFlags::AT_SYMLINK_NOFOLLOW) else {
-            continue;
-        };
-        let modified = u64::try_from(st.st_mtime).unwrap_or(u64::MAX);
-        let stale = now.as_secs().saturating_sub(modified) > STALE_TEMP.as_secs();
-        if st.st_mode & nix::libc::S_IFMT == nix::libc::S_IFREG && stale {
-            remove(dir, Path::new(name));
-        }
-    }
-}
-
-/// Where a write of `path` goes: `path` itself, or, when it is a symbolic link, the regular
-/// file it names.
-fn target_of(path: &Path) -> Result<PathBuf, Failed> {
-    match std::fs::symlink_metadata(path) {
-        Ok(meta) if meta.file_type().is_symlink() => match std::fs::canonicalize(path) {
-            Ok(real) => Ok(real),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Err(failed(
-                nix::libc::ENOENT,
-                format!(
-                    "{} is a symbolic link to a path that does not exist",
-                    path.display()
-                ),
-            )),
-            Err(e) => Err(io_failed(&e, format!("cannot resolve {}", path.display()))),
-        },
-        Ok(_) => Ok(path.to_owned()),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(path.to_owned()),
-        Err(e) => Err(io_failed(&e, format!("cannot inspect {}", path.display()))),
-    }
-}
-
-fn kind_of(mode: nix::libc::mode_t) -> &'static str {
-    match mode & nix::libc::S_IFMT {
-        nix::libc::S_IFDIR => "a directory",
-        nix::libc::S_IFIFO => "a FIFO",
-        nix::libc::S_IFSOCK => "a socket",
-        nix::libc::S_IFCHR | nix::libc::S_IFBLK => "a device",
-        nix::libc::S_IFLNK => "a symbolic link",
-        _ => "a special file",
-    }
-}
-
-/// A fresh name for the new file; `attempt` varies it when one is taken.
-fn temp_name(attempt: u32) -> PathBuf {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    PathBuf::from(format!(
-        "{TEMP_PREFIX}{}-{nanos:08x}-{attempt}{TEMP_SUFFIX}",
-        std::process::id()
-    ))
-}
-
-/// How many names are tried before giving up on an existing one.
-const TEMP_ATTEMPTS: u32 = 8;

@@ -1,5 +1,5 @@
-//! `confine-file-io`: the file reader and writer agentd's file tools and checkpoint restore
-//! use, a program of its own that only ever runs confined.
+//! `confine-file-io`: the file reader, writer and editor agentd's file tools and checkpoint
+//! restore use, a program of its own that only ever runs confined.
 //!
 //! agentd never runs it itself: it asks confine-helper to `Spawn` it, under the policy and
 //! backend a `bash` command of the same mode would get, so every system call it makes is
@@ -15,10 +15,11 @@
 //! confine-file-io write [--parents] [--previous BYTES] -- PATH
 //!                                               replace PATH with standard input
 //! confine-file-io read --max BYTES -- PATH      copy the regular file PATH to standard output
+//! confine-file-io edit --max BYTES -- PATH      read PATH, then write agentd's answer to it
 //! ```
 //!
-//! What each does and the report it prints are in [`files`]. A wrong command line exits 2 with
-//! the usage on standard error.
+//! What each does and the report it prints are in [`files`] and, for the edit, [`edit`]. A
+//! wrong command line exits 2 with the usage on standard error.
 
 #![warn(clippy::too_many_lines)]
 #![cfg_attr(not(test), warn(clippy::indexing_slicing))]
@@ -29,7 +30,10 @@
 )]
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
+mod edit;
+mod failure;
 mod files;
+mod place;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -43,6 +47,10 @@ usage:
       standard error
   confine-file-io read --max BYTES -- PATH
       copy the regular file PATH (at most BYTES) to standard output; report on standard error
+  confine-file-io edit --max BYTES -- PATH
+      copy PATH as read does, end standard output, then replace PATH with what follows a `w`
+      on standard input (nothing: leave it), unless it changed meanwhile; report on standard
+      error
 agentd runs this program confined, through confine-helper; it is not meant to be run by hand.";
 
 /// The exit code of a wrong command line.
@@ -61,6 +69,10 @@ enum Invocation {
         path: PathBuf,
         max_bytes: u64,
     },
+    Edit {
+        path: PathBuf,
+        max_bytes: u64,
+    },
 }
 
 /// What is wrong with the command line.
@@ -68,6 +80,7 @@ enum Invocation {
 enum UsageError {
     Write,
     Read,
+    Edit,
     MaxBytes(OsString),
     NoMode,
 }
@@ -77,13 +90,14 @@ impl std::fmt::Display for UsageError {
         match self {
             UsageError::Write => f.write_str("write takes [--parents] [--previous BYTES] -- PATH"),
             UsageError::Read => f.write_str("read takes --max BYTES -- PATH"),
+            UsageError::Edit => f.write_str("edit takes --max BYTES -- PATH"),
             UsageError::MaxBytes(value) => {
                 write!(
                     f,
                     "--max and --previous need a number of bytes, got {value:?}"
                 )
             }
-            UsageError::NoMode => f.write_str("the first argument must be write or read"),
+            UsageError::NoMode => f.write_str("the first argument must be write, read or edit"),
         }
     }
 }
@@ -96,16 +110,24 @@ fn parse(args: &[OsString]) -> Result<Invocation, UsageError> {
     if mode == "write" {
         return parse_write(rest);
     }
-    if mode == "read" {
-        return match rest {
-            [flag, max, dashes, path] if flag == "--max" && dashes == "--" => {
-                Ok(Invocation::Read {
-                    path: PathBuf::from(path),
-                    max_bytes: bytes(max)?,
-                })
-            }
-            _ => Err(UsageError::Read),
+    if mode == "read" || mode == "edit" {
+        let wrong = if mode == "read" {
+            UsageError::Read
+        } else {
+            UsageError::Edit
         };
+        let [flag, max, dashes, path] = rest else {
+            return Err(wrong);
+        };
+        if flag != "--max" || dashes != "--" {
+            return Err(wrong);
+        }
+        let (path, max_bytes) = (PathBuf::from(path), bytes(max)?);
+        return Ok(if mode == "read" {
+            Invocation::Read { path, max_bytes }
+        } else {
+            Invocation::Edit { path, max_bytes }
+        });
     }
     Err(UsageError::NoMode)
 }
@@ -154,6 +176,7 @@ fn main() -> ExitCode {
             previous,
         }) => files::write_main(&path, make_parents, previous),
         Ok(Invocation::Read { path, max_bytes }) => files::read_main(&path, max_bytes),
+        Ok(Invocation::Edit { path, max_bytes }) => edit::edit_main(&path, max_bytes),
         Err(e) => {
             eprintln!("confine-file-io: {e}\n{USAGE}");
             ExitCode::from(USAGE_EXIT)

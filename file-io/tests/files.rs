@@ -388,3 +388,161 @@ fn an_unreadable_old_file_is_still_replaced_and_reported_unread() {
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
     assert_eq!(std::fs::read(&file).expect("read"), b"open\n");
 }
+
+/// An edit of `path` under way, its read received: what it said of the read, and the content.
+struct EditUnderWay {
+    child: Child,
+    /// The read's record (`read` NUL bytes NUL path, without its ending NUL), or, when the read
+    /// failed, the whole report.
+    read: String,
+    old: Vec<u8>,
+}
+
+/// Starts an edit of `path` and receives its read: the record on standard error up to its
+/// ending NUL (or the end, when the read failed), then as many bytes as it says on standard
+/// output.
+fn start_edit(path: &Path) -> EditUnderWay {
+    use std::io::Read;
+    let mut child = Command::new(PROGRAM)
+        .args(["edit", "--max", "1024", "--"])
+        .arg(path)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the edit");
+    let stderr = child.stderr.as_mut().expect("stderr");
+    let mut record = Vec::new();
+    let mut byte = [0u8];
+    while stderr.read(&mut byte).expect("the read's record") == 1 {
+        record.push(byte[0]);
+        if record.starts_with(b"read\0") && record.iter().filter(|b| **b == 0).count() == 3 {
+            record.pop();
+            break;
+        }
+    }
+    let read = String::from_utf8_lossy(&record).into_owned();
+    let mut old = Vec::new();
+    if let Some(bytes) = read
+        .strip_prefix("read\0")
+        .and_then(|r| r.split('\0').next())
+    {
+        let bytes: usize = bytes.parse().expect("a count");
+        old.resize(bytes, 0);
+        let stdout = child.stdout.as_mut().expect("stdout");
+        stdout.read_exact(&mut old).expect("the content");
+    }
+    EditUnderWay { child, read, old }
+}
+
+impl EditUnderWay {
+    /// Sends `answer` and returns how the edit ended and its last record.
+    fn answer(mut self, answer: &[u8]) -> (ExitStatus, String) {
+        let mut stdin = self.child.stdin.take().expect("stdin");
+        if let Err(e) = stdin.write_all(answer) {
+            assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe, "answer: {e}");
+        }
+        drop(stdin);
+        let out = self.child.wait_with_output().expect("the edit ends");
+        (
+            out.status,
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+}
+
+#[test]
+fn an_edit_reads_the_file_then_writes_the_answer_or_leaves_it() {
+    let ws = Scratch::new("edit");
+    let file = ws.0.join("a.txt");
+    std::fs::write(&file, "one\ntwo\n").expect("write");
+    let edit = start_edit(&file);
+    assert_eq!(edit.read, format!("read\x008\0{}", file.display()));
+    assert_eq!(edit.old, b"one\ntwo\n");
+    let (status, report) = edit.answer(b"wone\n2\n");
+    assert!(status.success(), "{report:?}");
+    assert_eq!(report, format!("edited\x006\0{}", file.display()));
+    assert_eq!(std::fs::read(&file).expect("read"), b"one\n2\n");
+    // An empty answer leaves the file as it is.
+    let edit = start_edit(&file);
+    assert_eq!(edit.old, b"one\n2\n");
+    let (status, report) = edit.answer(b"");
+    assert!(status.success(), "{report:?}");
+    assert_eq!(report, "kept");
+    assert_eq!(std::fs::read(&file).expect("read"), b"one\n2\n");
+    // An answer of neither kind writes nothing.
+    let (status, report) = start_edit(&file).answer(b"x");
+    assert!(!status.success());
+    assert!(
+        report.starts_with(&format!("unwritten\0{}\0", nix::libc::EINVAL)),
+        "{report:?}"
+    );
+    assert_eq!(std::fs::read(&file).expect("read"), b"one\n2\n");
+}
+
+#[test]
+fn an_edit_never_overwrites_a_change_made_while_it_was_prepared() {
+    let ws = Scratch::new("edit-changed");
+    let file = ws.0.join("a.txt");
+    // Control: nothing changes between the read and the answer, and the edit is written.
+    std::fs::write(&file, "base\n").expect("write");
+    let (status, report) = start_edit(&file).answer(b"wedited\n");
+    assert!(status.success(), "{report:?}");
+    assert_eq!(std::fs::read(&file).expect("read"), b"edited\n");
+    // Changed in place after the read (the same file, new content), or replaced by another
+    // file: either way the change stays and the edit fails.
+    let in_place = |file: &Path| std::fs::write(file, "changed meanwhile\n").expect("write");
+    let replaced = |file: &Path| {
+        let other = file.with_extension("new");
+        std::fs::write(&other, "edited\n").expect("write");
+        std::fs::rename(&other, file).expect("rename");
+    };
+    for (how, change) in [
+        ("in place", &in_place as &dyn Fn(&Path)),
+        ("replaced", &replaced),
+    ] {
+        std::fs::write(&file, "edited\n").expect("write");
+        let edit = start_edit(&file);
+        assert_eq!(edit.old, b"edited\n");
+        change(&file);
+        let kept = std::fs::read(&file).expect("read");
+        let (status, report) = edit.answer(b"wlost\n");
+        assert!(!status.success(), "{how}: {report:?}");
+        assert!(
+            report.starts_with(&format!("unwritten\0{}\0", nix::libc::EAGAIN)),
+            "{how}: {report:?}"
+        );
+        assert!(
+            report.contains("changed while the edit was made"),
+            "{how}: {report:?}"
+        );
+        assert_eq!(std::fs::read(&file).expect("read"), kept, "{how}");
+    }
+}
+
+#[test]
+fn an_edit_of_what_cannot_be_read_fails_as_the_reader_does_and_writes_nothing() {
+    let ws = Scratch::new("edit-unread");
+    let missing = ws.0.join("missing.txt");
+    let edit = start_edit(&missing);
+    assert!(edit.old.is_empty());
+    // The whole report came before any answer: the read's failure.
+    assert!(
+        edit.read
+            .starts_with(&format!("failed\0{}\0", nix::libc::ENOENT)),
+        "{:?}",
+        edit.read
+    );
+    let (status, _) = edit.answer(b"wnew\n");
+    assert!(!status.success());
+    assert!(!missing.exists());
+    nix::unistd::mkfifo(&ws.0.join("fifo"), nix::sys::stat::Mode::S_IRWXU).expect("mkfifo");
+    let edit = start_edit(&ws.0.join("fifo"));
+    assert!(
+        edit.read.contains("a FIFO, not a regular file"),
+        "{:?}",
+        edit.read
+    );
+    let (status, _) = edit.answer(b"");
+    assert!(!status.success());
+}

@@ -71,6 +71,26 @@ pub struct ReadSpec {
     pub report: OwnedFd,
 }
 
+/// A file to edit in one confined run: the program reads it to `content`, gives that up, and
+/// writes what agentd answers on `answer` (`confine-file-io edit`; see
+/// [`HelperClient::edit_file`](super::HelperClient::edit_file)).
+#[derive(Debug)]
+pub struct EditSpec {
+    /// The file, absolute.
+    pub path: PathBuf,
+    /// Larger files are refused.
+    pub max_bytes: u64,
+    pub policy: Policy,
+    pub backend: BackendChoice,
+    pub timeout_ms: Option<u64>,
+    /// Where agentd's answer comes from: `w` and the new content, or nothing.
+    pub answer: OwnedFd,
+    /// Where the file's content goes.
+    pub content: OwnedFd,
+    /// Where the program's one-record report goes.
+    pub report: OwnedFd,
+}
+
 /// The program's path given explicitly, and by what.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GivenFileIo {
@@ -190,9 +210,14 @@ impl WriteSpec {
 impl ReadSpec {
     /// The reader's command: the content on stdout, the report on stderr.
     pub(super) fn into_spawn(self, program: &Path) -> Result<SpawnSpec, FileOpError> {
+        self.spawn_as("read", program)
+    }
+
+    /// The program in `mode` (`read` or `edit`) with this read's arguments and streams.
+    fn spawn_as(self, mode: &str, program: &Path) -> Result<SpawnSpec, FileOpError> {
         let run = FileRun {
             args: vec![
-                OsString::from("read"),
+                OsString::from(mode),
                 OsString::from("--max"),
                 OsString::from(self.max_bytes.to_string()),
             ],
@@ -204,6 +229,24 @@ impl ReadSpec {
         let mut spec = run.spawn(program)?;
         spec.stdout = Some(self.content);
         spec.stderr = Some(self.report);
+        Ok(spec)
+    }
+}
+
+impl EditSpec {
+    /// The edit's command: the answer on stdin, the content on stdout, the report on stderr.
+    pub(super) fn into_spawn(self, program: &Path) -> Result<SpawnSpec, FileOpError> {
+        let read = ReadSpec {
+            path: self.path,
+            max_bytes: self.max_bytes,
+            policy: self.policy,
+            backend: self.backend,
+            timeout_ms: self.timeout_ms,
+            content: self.content,
+            report: self.report,
+        };
+        let mut spec = read.spawn_as("edit", program)?;
+        spec.stdin = Some(self.answer);
         Ok(spec)
     }
 }
@@ -313,6 +356,28 @@ mod tests {
             ["/opt/confine-file-io", "read", "--max", "10", "--", "/w/x"]
         );
         assert!(spec.stdin.is_none() && spec.stdout.is_some() && spec.stderr.is_some());
+    }
+
+    #[test]
+    fn an_edit_is_the_program_in_edit_mode_with_answer_in_and_content_and_report_out() {
+        let edit = EditSpec {
+            path: PathBuf::from("/w/x"),
+            max_bytes: 10,
+            policy: SpawnSpec::new(["x"]).policy,
+            backend: BackendChoice::Auto,
+            timeout_ms: None,
+            answer: fd(),
+            content: fd(),
+            report: fd(),
+        };
+        let spec = edit
+            .into_spawn(Path::new("/opt/confine-file-io"))
+            .expect("a valid edit");
+        assert_eq!(
+            words(&spec),
+            ["/opt/confine-file-io", "edit", "--max", "10", "--", "/w/x"]
+        );
+        assert!(spec.stdin.is_some() && spec.stdout.is_some() && spec.stderr.is_some());
     }
 
     #[test]

@@ -59,7 +59,7 @@ use confine_protocol::{
 
 pub use command::{Canceller, CommandHandle, FailedAt, Outcome, RunnerFailed};
 pub use endpoint::{ClientError, FileOpError, HelperEndpoint, Lost};
-pub use file_io::{GivenFileIo, KeepPrevious, ReadSpec, WriteSpec, locate_file_io};
+pub use file_io::{EditSpec, GivenFileIo, KeepPrevious, ReadSpec, WriteSpec, locate_file_io};
 pub use locate::{LocateError, LocateInputs, locate_helper};
 pub use verdict_cache::VerdictCache;
 pub use workspace::WorkspaceRefusal;
@@ -386,6 +386,16 @@ impl HelperClient {
     /// would get. The handle ends like a command's: exit code 0 when written, with the writer's
     /// report on `spec.report`.
     pub async fn write_file(&self, spec: WriteSpec) -> Result<CommandHandle, ClientError> {
+        let program = self.file_io()?;
+        self.spawn(spec.into_spawn(program)?).await
+    }
+
+    /// Asks the helper to edit a file in one run, confined by `spec.policy` as a command of
+    /// the same policy would be: the program reads the file to `spec.content`, then writes what
+    /// agentd sends on `spec.answer` (`w` and the new content; nothing leaves the file), unless
+    /// the file changed meanwhile. Read the content to its end, answer, and read the report on
+    /// `spec.report` while waiting.
+    pub async fn edit_file(&self, spec: EditSpec) -> Result<CommandHandle, ClientError> {
         let program = self.file_io()?;
         self.spawn(spec.into_spawn(program)?).await
     }

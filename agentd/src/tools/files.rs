@@ -16,11 +16,14 @@
 //! created), or, for a call a person approves, what a read found when the change was proposed.
 //! The model's text is the same with or without it.
 //!
-//! A write is computed before anything is written ([`Proposal`]): where it lands (the real
-//! path the fence resolved), the text before (read by the helper's reader under the call's
-//! mode) and the exact text after. A call that must be approved first shows that change to a
-//! person, and the write then writes exactly that text, to that path or not at all
-//! ([`commit`]).
+//! A call no one is asked about is one confined run: `write_file` the writer, which keeps what
+//! it replaces; `edit_file` a run that reads the file, takes the edit agentd makes in its text
+//! and writes it, unless the file changed meanwhile (`files/edit.rs`).
+//!
+//! A write a person approves is computed before anything is written ([`Proposal`]): where it
+//! lands (the real path the fence resolved), the text before (read by the helper's reader under
+//! the call's mode) and the exact text after. That change is shown to the person, and the write
+//! then writes exactly that text, to that path or not at all ([`commit`]).
 //!
 //! The editor's own file access ([`super::ClientFs`]) is used only to read, for `read_file`
 //! and agentd's own context, and only where no denied read could apply ([`editor_may_read`]):
@@ -45,25 +48,27 @@
 
 mod change;
 mod confined;
+mod edit;
 mod fence;
+mod said;
 mod text;
 
 use std::fs;
 use std::path::{Path, PathBuf};
 
 use confine_protocol::Mode;
-use serde_json::{Map, Value, json};
+use serde_json::json;
 
 use super::args::{EditArgs, ReadArgs, WriteArgs};
 use super::call::ToolResult;
 use super::env::ToolEnv;
 use super::output::denial_marker;
 use super::spec::{READ_CAP, READ_LINES};
-use crate::command::Facts;
 use crate::session::{Before, LoggedDiff};
-use change::{Tool, diff_of, kept};
+use change::{Change, Tool, diff_of, kept};
 use confined::{Keep, OpError, Read, confined_read, confined_write};
 use fence::{Fence, Refusal, absolute, check_write};
+use said::{file_facts, op_failed, refused, said_written};
 use text::{OpenError, apply_edit, checked_text, open_regular, window};
 
 /// Why file work done here, around the editor's read, failed.
@@ -240,67 +245,6 @@ async fn write_target(env: &ToolEnv, given: &str, mode: Mode) -> Result<PathBuf,
     let fence = Fence::of(env.workspace(), &env.writes(mode));
     let given = given.to_owned();
     blocking(move || check_write(&fence, &given, mode)).await
-}
-
-/// The result of a write the fence refused.
-fn refused(refusal: Refusal, mode: Mode, given: &str, verb: &str) -> ToolResult {
-    match refusal {
-        Refusal::Denied(kind, why) => ToolResult::failed(
-            format!("{why}\n{}", denial_marker(kind, mode)),
-            json!({
-                "mode": mode.as_str(),
-                "path": given,
-                "denied": true,
-                "denials": [kind.as_str()],
-            }),
-        ),
-        Refusal::Error(why) => ToolResult::failed(
-            format!("cannot {verb} {given}: {why}"),
-            json!({ "mode": mode.as_str(), "path": given }),
-        ),
-    }
-}
-
-/// The facts of a file operation: the run's (when confined), the mode and the path.
-fn file_facts(mode: Mode, path: &Path, run: Option<&Facts>) -> Map<String, Value> {
-    let mut facts = match run.map(Facts::to_value) {
-        Some(Value::Object(facts)) => facts,
-        _ => Map::new(),
-    };
-    facts.insert("mode".to_owned(), json!(mode.as_str()));
-    facts.insert("path".to_owned(), json!(path.to_string_lossy()));
-    facts
-}
-
-/// The result of a read or write that did not happen.
-fn op_failed(error: OpError, mode: Mode, path: &Path, verb: &str) -> ToolResult {
-    match error {
-        OpError::Denied(why, run) => {
-            let markers: Vec<String> = run
-                .denial
-                .iter()
-                .flat_map(|denial| &denial.kinds)
-                .map(|&kind| denial_marker(kind, mode))
-                .chain(
-                    run.credential_notes
-                        .iter()
-                        .map(|n| format!("[sandbox: {n}]")),
-                )
-                .collect();
-            ToolResult::failed(
-                format!(
-                    "cannot {verb} {}: {why}\n{}",
-                    path.display(),
-                    markers.join("\n")
-                ),
-                file_facts(mode, path, Some(&run)).into(),
-            )
-        }
-        OpError::Failed(why, run) => ToolResult::failed(
-            format!("cannot {verb} {}: {why}", path.display()),
-            file_facts(mode, path, run.as_deref()).into(),
-        ),
-    }
 }
 
 /// The result of a confined read of a built-in credential store, which bwrap shows as an empty
@@ -513,35 +457,21 @@ async fn write_and_say(
         Ok(written) => written,
         Err(error) => return op_failed(error, mode, target, verb),
     };
-    let mut facts = file_facts(mode, &written.path, written.facts.as_deref());
-    facts.insert("bytes".to_owned(), json!(bytes));
-    let before = match (written.previous, before) {
-        (Some(found), _) => found,
+    let before = match (&written.previous, before) {
+        (Some(found), _) => found.clone(),
         (None, _) if written.created => Before::Created,
         // It existed after all when the writer came: what it held is not known.
         (None, Some(Before::Created) | None) => Before::Unread,
         (None, Some(before)) => before,
     };
-    let diff = diff_of(&written.path, before, kept_after.as_deref());
-    let text = match tool {
-        Tool::Write => {
-            let verb = if written.created {
-                "Created"
-            } else {
-                "Overwrote"
-            };
-            format!("{verb} {} ({bytes} bytes)", written.path.display())
-        }
-        Tool::Edit => {
-            facts.insert("replacements".to_owned(), json!(replacements));
-            let plural = if replacements == 1 { "" } else { "s" };
-            format!(
-                "Edited {}: {replacements} replacement{plural}",
-                written.path.display()
-            )
-        }
+    let change = Change {
+        tool,
+        before,
+        bytes,
+        kept_after,
+        replacements,
     };
-    ToolResult::completed(text, facts.into()).with_diff(diff)
+    said_written(&written, change, mode)
 }
 
 /// A `write_file` call no one is asked about: the fence, then one confined run of the writer,
@@ -554,10 +484,13 @@ pub(crate) async fn write_file(env: &ToolEnv, args: WriteArgs, mode: Mode) -> To
     }
 }
 
+/// An `edit_file` call no one is asked about: the fence, then one confined run that reads the
+/// file, takes the edit made in its text and writes it unless the file changed meanwhile (a
+/// call a person approves reads first, to show the change: [`propose_edit`]).
 pub(crate) async fn edit_file(env: &ToolEnv, args: EditArgs, mode: Mode) -> ToolResult {
-    match propose_edit(env, args, mode).await {
-        Ok(proposal) => commit(env, proposal, mode).await,
-        Err(result) => result,
+    match write_target(env, &args.path, mode).await {
+        Ok(target) => edit::in_one_run(env, &target, &args, mode).await,
+        Err(refusal) => refused(refusal, mode, &args.path, "edit"),
     }
 }
 

@@ -21,6 +21,16 @@ impl Tool {
     }
 }
 
+/// What a write changed, for its result: the tool, the text before, how much it wrote, a copy
+/// of it when a diff can keep it, and an edit's replacements.
+pub(super) struct Change {
+    pub(super) tool: Tool,
+    pub(super) before: Before,
+    pub(super) bytes: usize,
+    pub(super) kept_after: Option<String>,
+    pub(super) replacements: usize,
+}
+
 /// A copy of what a write writes, when a diff can keep it.
 pub(super) fn kept(content: &str) -> Option<String> {
     (content.len() <= DIFF_TEXT_CAP).then(|| content.to_owned())

@@ -13,7 +13,7 @@ use super::text::as_text;
 use crate::command::Facts;
 use crate::denial::host::Access;
 use crate::denial::{self, Scope};
-use crate::helper_client::{CommandHandle, KeepPrevious, Outcome, ReadSpec, WriteSpec};
+use crate::helper_client::{CommandHandle, EditSpec, KeepPrevious, Outcome, ReadSpec, WriteSpec};
 use crate::session::Before;
 use crate::tools::env::ToolEnv;
 
@@ -347,4 +347,149 @@ fn previous_of(word: &[u8], copied: Vec<u8>) -> Before {
         b"whole" => as_text(copied).map_or(Before::Unread, Before::Text),
         _ => Before::Unread,
     }
+}
+
+/// How an edit made in one confined run ended, when it did not fail.
+pub(super) enum EditEnd {
+    /// The answer was written.
+    Written(Written),
+    /// The file was read, and nothing written: where the kernel says it was read, and the
+    /// run's facts.
+    Kept(PathBuf, Box<Facts>),
+}
+
+/// Has the helper's file program edit `target`, confined under `mode`, in one run: it reads
+/// the file, `decide` answers with the new content (or `None` to leave it), and the program
+/// writes that unless the file changed meanwhile (`confine-file-io edit`).
+pub(super) async fn confined_edit(
+    env: &ToolEnv,
+    target: &Path,
+    mode: Mode,
+    decide: impl FnOnce(Vec<u8>) -> Option<Vec<u8>>,
+) -> Result<EditEnd, OpError> {
+    let policy = policy(env, mode)?;
+    let pipe = |what: &str| {
+        crate::command::output_pipe().map_err(|e| {
+            OpError::failed(format!("cannot create a pipe for the edit's {what}: {e}"))
+        })
+    };
+    let (content, content_wr) = pipe("content")?;
+    let (report, report_wr) = pipe("report")?;
+    let (answer_rd, answer) = crate::command::input_pipe()
+        .map_err(|e| OpError::failed(format!("cannot create a pipe for the edit's answer: {e}")))?;
+    let spec = EditSpec {
+        path: target.to_owned(),
+        max_bytes: MAX_TEXT_FILE,
+        policy: policy.clone(),
+        backend: env.backend(),
+        timeout_ms: Some(FILE_OP_TIMEOUT_MS),
+        answer: answer_rd,
+        content: content_wr,
+        report: report_wr,
+    };
+    let handle = env
+        .helper()
+        .edit_file(spec)
+        .await
+        .map_err(OpError::failed)?;
+    let (outcome, (read, last)) =
+        tokio::join!(handle.wait(), converse(report, content, answer, decide));
+    let started = matches!(outcome, Outcome::Exited(_));
+    let facts = Facts::from_outcome(outcome, started).given(&policy);
+    let Some(path) = read else {
+        // No read was said: the report is the read's failure (or says nothing).
+        let tried = Tried::of(env, &policy, target, Access::Read);
+        let (facts, [_, path]) = interpret(facts, &last, b"read", &tried)?;
+        return Ok(EditEnd::Kept(path_field(&path), facts));
+    };
+    if last == b"kept" {
+        let tried = Tried::of(env, &policy, target, Access::Read);
+        let (facts, []) = interpret(facts, &last, b"kept", &tried)?;
+        return Ok(EditEnd::Kept(path, facts));
+    }
+    // The write's failures come tagged `unwritten`.
+    let last = match last.strip_prefix(b"unwritten") {
+        Some(rest) => [b"failed".as_slice(), rest].concat(),
+        None => last,
+    };
+    let tried = Tried::of(env, &policy, target, Access::Write);
+    let (facts, [_, path]) = interpret(facts, &last, b"edited", &tried)?;
+    Ok(EditEnd::Written(Written {
+        path: path_field(&path),
+        created: false,
+        previous: None,
+        facts: Some(facts),
+    }))
+}
+
+/// The edit's exchange with the program: its read's record (the real path; `None` when it
+/// said none), then as many bytes of content as it says, `decide`'s answer, and the rest of the
+/// report (the whole report when no read was said).
+async fn converse(
+    mut report: tokio::net::unix::pipe::Receiver,
+    mut content: tokio::net::unix::pipe::Receiver,
+    mut answer: tokio::net::unix::pipe::Sender,
+    decide: impl FnOnce(Vec<u8>) -> Option<Vec<u8>>,
+) -> (Option<PathBuf>, Vec<u8>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // The read's record ends with its third NUL, and the program says nothing more until it
+    // has the answer; a record of anything else runs to the report's end.
+    let mut said = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let header_end = loop {
+        if let Some(end) = read_record_end(&said) {
+            break Some(end);
+        }
+        match report.read(&mut chunk).await {
+            Ok(n) if n > 0 && said.len() < REPORT_CAP as usize => {
+                said.extend_from_slice(chunk.get(..n).unwrap_or_default());
+            }
+            _ => break None,
+        }
+    };
+    let read = header_end.and_then(|end| {
+        let fields: Vec<&[u8]> = said.get(..end)?.split(|b| *b == 0).collect();
+        let [_, bytes, path] = fields.as_slice() else {
+            return None;
+        };
+        let bytes = std::str::from_utf8(bytes).ok()?.parse::<u64>().ok()?;
+        (bytes <= MAX_TEXT_FILE).then(|| (bytes, path_field(path)))
+    });
+    let Some((bytes, path)) = read else {
+        drop(answer);
+        let mut rest = Vec::new();
+        let _ = (&mut report).take(REPORT_CAP).read_to_end(&mut rest).await;
+        said.extend_from_slice(&rest);
+        return (None, said);
+    };
+    // What came after the record (nothing, unless the program misbehaves) leads the rest.
+    let early = header_end
+        .and_then(|end| said.get(end + 1..))
+        .unwrap_or_default()
+        .to_vec();
+    let mut old = Vec::new();
+    let whole = (&mut content).take(bytes).read_to_end(&mut old).await;
+    if whole.is_ok_and(|n| n as u64 == bytes)
+        && let Some(new) = decide(old)
+    {
+        // A program that ended meanwhile reads no answer: its report says what happened.
+        let _ = answer.write_all(b"w").await;
+        let _ = answer.write_all(&new).await;
+    }
+    drop(answer);
+    let mut last = early;
+    last.extend_from_slice(&drain(report, REPORT_CAP).await);
+    (Some(path), last)
+}
+
+/// Where the read's record in `said` ends (its third NUL), when `said` holds one whole.
+fn read_record_end(said: &[u8]) -> Option<usize> {
+    if !said.starts_with(b"read\0") {
+        return None;
+    }
+    said.iter()
+        .enumerate()
+        .filter(|(_, b)| **b == 0)
+        .nth(2)
+        .map(|(at, _)| at)
 }
