@@ -360,6 +360,29 @@ mod file_tools {
     }
 
     #[tokio::test]
+    async fn an_edit_of_a_file_larger_than_a_pipe_holds_neither_waits_nor_loses_a_byte() {
+        let ws = Workspace::new("large-edit");
+        for (backend, env) in usable_backends(&ws, "an_edit_of_a_file_larger_than_a_pipe").await {
+            let file = ws.ws.join(format!("{}.txt", backend_name(backend)));
+            // About 1 MiB: many times what a pipe holds, both ways.
+            let text: String = (0..20_000)
+                .map(|i| format!("line {i:05} of a file larger than any pipe\n"))
+                .collect();
+            std::fs::write(&file, &text).expect("write");
+            let edited = tool(
+                &env,
+                Mode::WorkspaceWrite,
+                "edit_file",
+                json!({"path": file, "old_string": "line 19999 of", "new_string": "LAST LINE of"}),
+            )
+            .await;
+            assert_eq!(edited.status, ToolStatus::Completed, "{}", edited.text);
+            let expected = text.replace("line 19999 of", "LAST LINE of");
+            assert_eq!(std::fs::read_to_string(&file).expect("read"), expected);
+        }
+    }
+
+    #[tokio::test]
     async fn a_large_file_is_read_in_windows_of_2000_lines_each_saying_how_to_read_on() {
         let ws = Workspace::new("read-window");
         let text: String = (1..=4500).map(|n| format!("line {n}\n")).collect();
