@@ -487,7 +487,7 @@ fn soak(choice: BackendChoice) {
         times.push(format!("{} {:.1?}", p.name, phase_began.elapsed()));
     }
     proc_watch::assert_no_children(&name, pid);
-    let end = proc_watch::footprint(pid);
+    let end = proc_watch::settled_footprint(pid, warm);
     println!(
         "{name}: {} commands one at a time, {} at {CONCURRENCY} at once, {} file requests; {:.1?} \
          in all ({}; after warm-up); helper at start {start}, after warm-up {warm}, at the end \

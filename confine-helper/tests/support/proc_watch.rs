@@ -62,6 +62,24 @@ pub fn status_kib(pid: u32, field: &str) -> u64 {
         .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
 }
 
+/// The footprint of `pid` once its descriptors are back within what [`assert_stable`] allows
+/// over `warm`, or after [`MAKER_LIMIT`]: the helper closes a reaped command's descriptors
+/// (its pipes, a cgroup's) just after its wait for the shim (RFC 0023, step 7: the cgroup can
+/// only go once the shim has left it), so a look straight after the last shim is gone can land
+/// between the two. A descriptor that stays open past the limit is still counted.
+pub fn settled_footprint(pid: u32, warm: Footprint) -> Footprint {
+    let deadline = std::time::Instant::now() + MAKER_LIMIT;
+    let mut now = footprint(pid);
+    while let (Some(warm_fds), Some(fds)) = (warm.fds, now.fds) {
+        if fds <= allowed(warm_fds, FD_SLACK) || std::time::Instant::now() >= deadline {
+            break;
+        }
+        std::thread::yield_now();
+        now = footprint(pid);
+    }
+    now
+}
+
 /// The highest descriptor count and resident memory among `samples`.
 pub fn peak(samples: impl IntoIterator<Item = Footprint>) -> Footprint {
     let mut top = Footprint {
