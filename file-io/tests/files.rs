@@ -54,16 +54,20 @@ fn start_write(path: &Path, parents: bool) -> Child {
         .expect("start the writer")
 }
 
-/// Writes `content` to `path`; returns how the writer ended and its report.
-fn write(path: &Path, parents: bool, content: &[u8]) -> (ExitStatus, Vec<u8>) {
-    let mut child = start_write(path, parents);
+/// Sends `input` to `child`'s standard input, closes it and waits for the end.
+fn fed(mut child: Child, input: &[u8]) -> std::process::Output {
     let mut stdin = child.stdin.take().expect("stdin");
-    // A writer that refuses the path before it reads its content closes the pipe first.
-    if let Err(e) = stdin.write_all(content) {
-        assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe, "content: {e}");
+    // A program that refuses the path before it reads its input closes the pipe first.
+    if let Err(e) = stdin.write_all(input) {
+        assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe, "input: {e}");
     }
     drop(stdin);
-    let out = child.wait_with_output().expect("the writer ends");
+    child.wait_with_output().expect("the program ends")
+}
+
+/// Writes `content` to `path`; returns how the writer ended and its report.
+fn write(path: &Path, parents: bool, content: &[u8]) -> (ExitStatus, Vec<u8>) {
+    let out = fed(start_write(path, parents), content);
     (out.status, out.stdout)
 }
 
@@ -286,7 +290,7 @@ fn a_temporary_name_a_killed_writer_left_is_removed_by_the_next_write_once_stale
 /// Writes `content` to `path` asking for what it replaces (at most `max` bytes); returns how
 /// the writer ended, what it copied of the old file and its report.
 fn write_keeping(path: &Path, max: u64, content: &[u8]) -> (ExitStatus, Vec<u8>, String) {
-    let mut child = Command::new(PROGRAM)
+    let child = Command::new(PROGRAM)
         .args(["write", "--parents", "--previous", &max.to_string(), "--"])
         .arg(path)
         .stdin(Stdio::piped())
@@ -294,12 +298,7 @@ fn write_keeping(path: &Path, max: u64, content: &[u8]) -> (ExitStatus, Vec<u8>,
         .stderr(Stdio::piped())
         .spawn()
         .expect("start the writer");
-    let mut stdin = child.stdin.take().expect("stdin");
-    if let Err(e) = stdin.write_all(content) {
-        assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe, "content: {e}");
-    }
-    drop(stdin);
-    let out = child.wait_with_output().expect("the writer ends");
+    let out = fed(child, content);
     let report = String::from_utf8_lossy(&out.stderr).into_owned();
     (out.status, out.stdout, report)
 }
@@ -437,13 +436,8 @@ fn start_edit(path: &Path) -> EditUnderWay {
 
 impl EditUnderWay {
     /// Sends `answer` and returns how the edit ended and its last record.
-    fn answer(mut self, answer: &[u8]) -> (ExitStatus, String) {
-        let mut stdin = self.child.stdin.take().expect("stdin");
-        if let Err(e) = stdin.write_all(answer) {
-            assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe, "answer: {e}");
-        }
-        drop(stdin);
-        let out = self.child.wait_with_output().expect("the edit ends");
+    fn answer(self, answer: &[u8]) -> (ExitStatus, String) {
+        let out = fed(self.child, answer);
         (
             out.status,
             String::from_utf8_lossy(&out.stderr).into_owned(),

@@ -71,24 +71,14 @@ pub struct ReadSpec {
     pub report: OwnedFd,
 }
 
-/// A file to edit in one confined run: the program reads it to `content`, gives that up, and
-/// writes what agentd answers on `answer` (`confine-file-io edit`; see
-/// [`HelperClient::edit_file`](super::HelperClient::edit_file)).
+/// A file to edit in one confined run: the program reads it as `read` says (the content and
+/// the count of what it read), gives that up, and writes what agentd answers on `answer`
+/// (`confine-file-io edit`; see [`HelperClient::edit_file`](super::HelperClient::edit_file)).
 #[derive(Debug)]
 pub struct EditSpec {
-    /// The file, absolute.
-    pub path: PathBuf,
-    /// Larger files are refused.
-    pub max_bytes: u64,
-    pub policy: Policy,
-    pub backend: BackendChoice,
-    pub timeout_ms: Option<u64>,
+    pub read: ReadSpec,
     /// Where agentd's answer comes from: `w` and the new content, or nothing.
     pub answer: OwnedFd,
-    /// Where the file's content goes.
-    pub content: OwnedFd,
-    /// Where the program's one-record report goes.
-    pub report: OwnedFd,
 }
 
 /// The program's path given explicitly, and by what.
@@ -236,16 +226,7 @@ impl ReadSpec {
 impl EditSpec {
     /// The edit's command: the answer on stdin, the content on stdout, the report on stderr.
     pub(super) fn into_spawn(self, program: &Path) -> Result<SpawnSpec, FileOpError> {
-        let read = ReadSpec {
-            path: self.path,
-            max_bytes: self.max_bytes,
-            policy: self.policy,
-            backend: self.backend,
-            timeout_ms: self.timeout_ms,
-            content: self.content,
-            report: self.report,
-        };
-        let mut spec = read.spawn_as("edit", program)?;
+        let mut spec = self.read.spawn_as("edit", program)?;
         spec.stdin = Some(self.answer);
         Ok(spec)
     }
@@ -337,9 +318,8 @@ mod tests {
         assert!(spec.stdin.is_some() && spec.stdout.is_some() && spec.stderr.is_some());
     }
 
-    #[test]
-    fn a_read_is_the_program_in_read_mode_with_content_and_report_out() {
-        let read = ReadSpec {
+    fn read_spec() -> ReadSpec {
+        ReadSpec {
             path: PathBuf::from("/w/x"),
             max_bytes: 10,
             policy: SpawnSpec::new(["x"]).policy,
@@ -347,8 +327,12 @@ mod tests {
             timeout_ms: None,
             content: fd(),
             report: fd(),
-        };
-        let spec = read
+        }
+    }
+
+    #[test]
+    fn a_read_is_the_program_in_read_mode_with_content_and_report_out() {
+        let spec = read_spec()
             .into_spawn(Path::new("/opt/confine-file-io"))
             .expect("a valid read");
         assert_eq!(
@@ -361,14 +345,8 @@ mod tests {
     #[test]
     fn an_edit_is_the_program_in_edit_mode_with_answer_in_and_content_and_report_out() {
         let edit = EditSpec {
-            path: PathBuf::from("/w/x"),
-            max_bytes: 10,
-            policy: SpawnSpec::new(["x"]).policy,
-            backend: BackendChoice::Auto,
-            timeout_ms: None,
+            read: read_spec(),
             answer: fd(),
-            content: fd(),
-            report: fd(),
         };
         let spec = edit
             .into_spawn(Path::new("/opt/confine-file-io"))

@@ -390,11 +390,12 @@ impl HelperClient {
         self.spawn(spec.into_spawn(program)?).await
     }
 
-    /// Asks the helper to edit a file in one run, confined by `spec.policy` as a command of
-    /// the same policy would be: the program reads the file to `spec.content`, then writes what
-    /// agentd sends on `spec.answer` (`w` and the new content; nothing leaves the file), unless
-    /// the file changed meanwhile. Read the content to its end, answer, and read the report on
-    /// `spec.report` while waiting.
+    /// Asks the helper to edit a file in one run, confined by the read's policy as a command of
+    /// the same policy would be: the program says on the read's report how much it read and
+    /// sends that much on its content, then writes what agentd sends on `spec.answer` (`w` and
+    /// the new content; nothing leaves the file), unless the file changed meanwhile. Read the
+    /// count and that much content (the content pipe does not end while the program waits),
+    /// answer, and read the rest of the report while waiting.
     pub async fn edit_file(&self, spec: EditSpec) -> Result<CommandHandle, ClientError> {
         let program = self.file_io()?;
         self.spawn(spec.into_spawn(program)?).await

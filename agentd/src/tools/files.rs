@@ -453,12 +453,12 @@ async fn write_and_say(
     let bytes = after.len();
     let kept_after = kept(&after);
     let keep = before.as_ref().map_or(Keep::Previous, |_| Keep::Nothing);
-    let written = match confined_write(env, target, after.as_bytes(), mode, keep).await {
+    let mut written = match confined_write(env, target, after.as_bytes(), mode, keep).await {
         Ok(written) => written,
         Err(error) => return op_failed(error, mode, target, verb),
     };
-    let before = match (&written.previous, before) {
-        (Some(found), _) => found.clone(),
+    let before = match (written.previous.take(), before) {
+        (Some(found), _) => found,
         (None, _) if written.created => Before::Created,
         // It existed after all when the writer came: what it held is not known.
         (None, Some(Before::Created) | None) => Before::Unread,

@@ -8,6 +8,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use confine_protocol::{Mode, Policy};
+use tokio::net::unix::pipe::Receiver;
 
 use super::text::as_text;
 use crate::command::Facts;
@@ -52,7 +53,7 @@ fn policy(env: &ToolEnv, mode: Mode) -> Result<Policy, OpError> {
 }
 
 /// Everything from `pipe` up to `cap` bytes (one more shows it was over).
-async fn drain(mut pipe: tokio::net::unix::pipe::Receiver, cap: u64) -> Vec<u8> {
+async fn drain(mut pipe: Receiver, cap: u64) -> Vec<u8> {
     use tokio::io::AsyncReadExt;
     let mut bytes = Vec::new();
     let _ = (&mut pipe).take(cap).read_to_end(&mut bytes).await;
@@ -64,8 +65,8 @@ async fn drain(mut pipe: tokio::net::unix::pipe::Receiver, cap: u64) -> Vec<u8> 
 async fn settle(
     handle: CommandHandle,
     policy: &Policy,
-    report: tokio::net::unix::pipe::Receiver,
-    content: Option<tokio::net::unix::pipe::Receiver>,
+    report: Receiver,
+    content: Option<Receiver>,
 ) -> (Facts, Vec<u8>, Vec<u8>) {
     let content = async {
         match content {
@@ -178,15 +179,25 @@ pub(super) struct Read {
     pub(super) facts: Option<Box<Facts>>,
 }
 
-/// Has the helper's reader read `path`, confined under `mode`.
-pub(super) async fn confined_read(env: &ToolEnv, path: &Path, mode: Mode) -> Result<Read, OpError> {
-    let pipe = |what: &str| {
-        crate::command::output_pipe().map_err(|e| {
-            OpError::failed(format!("cannot create a pipe for the reader's {what}: {e}"))
-        })
-    };
-    let (content, content_wr) = pipe("content")?;
-    let (report, report_wr) = pipe("report")?;
+/// A pipe for what the file program sends back (`what`, of the `program`'s).
+fn pipe_from(program: &str, what: &str) -> Result<(Receiver, OwnedFd), OpError> {
+    crate::command::output_pipe().map_err(|e| {
+        OpError::failed(format!(
+            "cannot create a pipe for the {program}'s {what}: {e}"
+        ))
+    })
+}
+
+/// A confined read of `path` under `mode`, as the reader or an edit (`program`) makes it: the
+/// request, its policy, and where the content and the report arrive.
+fn read_request(
+    env: &ToolEnv,
+    path: &Path,
+    mode: Mode,
+    program: &str,
+) -> Result<(ReadSpec, Policy, Receiver, Receiver), OpError> {
+    let (content, content_wr) = pipe_from(program, "content")?;
+    let (report, report_wr) = pipe_from(program, "report")?;
     let policy = policy(env, mode)?;
     let spec = ReadSpec {
         path: path.to_owned(),
@@ -197,6 +208,12 @@ pub(super) async fn confined_read(env: &ToolEnv, path: &Path, mode: Mode) -> Res
         content: content_wr,
         report: report_wr,
     };
+    Ok((spec, policy, content, report))
+}
+
+/// Has the helper's reader read `path`, confined under `mode`.
+pub(super) async fn confined_read(env: &ToolEnv, path: &Path, mode: Mode) -> Result<Read, OpError> {
+    let (spec, policy, content, report) = read_request(env, path, mode, "reader")?;
     let handle = env
         .helper()
         .read_file(spec)
@@ -287,15 +304,10 @@ pub(super) async fn confined_write(
     let policy = policy(env, mode)?;
     let content = content_file(content)
         .map_err(|e| OpError::failed(format!("cannot stage the content: {e}")))?;
-    let pipe = |what: &str| {
-        crate::command::output_pipe().map_err(|e| {
-            OpError::failed(format!("cannot create a pipe for the writer's {what}: {e}"))
-        })
-    };
-    let (report, report_wr) = pipe("report")?;
+    let (report, report_wr) = pipe_from("writer", "report")?;
     let (previous, previous_wr) = match keep {
         Keep::Previous => {
-            let (previous, previous_wr) = pipe("copy of the old file")?;
+            let (previous, previous_wr) = pipe_from("writer", "copy of the old file")?;
             let keep = KeepPrevious {
                 content: previous_wr,
                 max_bytes: MAX_TEXT_FILE,
@@ -367,25 +379,12 @@ pub(super) async fn confined_edit(
     mode: Mode,
     decide: impl FnOnce(Vec<u8>) -> Option<Vec<u8>>,
 ) -> Result<EditEnd, OpError> {
-    let policy = policy(env, mode)?;
-    let pipe = |what: &str| {
-        crate::command::output_pipe().map_err(|e| {
-            OpError::failed(format!("cannot create a pipe for the edit's {what}: {e}"))
-        })
-    };
-    let (content, content_wr) = pipe("content")?;
-    let (report, report_wr) = pipe("report")?;
+    let (read, policy, content, report) = read_request(env, target, mode, "edit")?;
     let (answer_rd, answer) = crate::command::input_pipe()
         .map_err(|e| OpError::failed(format!("cannot create a pipe for the edit's answer: {e}")))?;
     let spec = EditSpec {
-        path: target.to_owned(),
-        max_bytes: MAX_TEXT_FILE,
-        policy: policy.clone(),
-        backend: env.backend(),
-        timeout_ms: Some(FILE_OP_TIMEOUT_MS),
+        read,
         answer: answer_rd,
-        content: content_wr,
-        report: report_wr,
     };
     let handle = env
         .helper()
@@ -426,8 +425,8 @@ pub(super) async fn confined_edit(
 /// said none), then as many bytes of content as it says, `decide`'s answer, and the rest of the
 /// report (the whole report when no read was said).
 async fn converse(
-    mut report: tokio::net::unix::pipe::Receiver,
-    mut content: tokio::net::unix::pipe::Receiver,
+    mut report: Receiver,
+    mut content: Receiver,
     mut answer: tokio::net::unix::pipe::Sender,
     decide: impl FnOnce(Vec<u8>) -> Option<Vec<u8>>,
 ) -> (Option<PathBuf>, Vec<u8>) {
@@ -457,9 +456,7 @@ async fn converse(
     });
     let Some((bytes, path)) = read else {
         drop(answer);
-        let mut rest = Vec::new();
-        let _ = (&mut report).take(REPORT_CAP).read_to_end(&mut rest).await;
-        said.extend_from_slice(&rest);
+        said.extend_from_slice(&drain(report, REPORT_CAP).await);
         return (None, said);
     };
     // What came after the record (nothing, unless the program misbehaves) leads the rest.

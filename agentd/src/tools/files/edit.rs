@@ -23,27 +23,35 @@ enum Made {
     NotText(NotText),
     /// The edit does not apply, and why.
     NotApplied(String),
+    /// The edit made: the text before, and of the text after its length and a copy when a
+    /// diff can keep it (the text itself goes to the program).
     Edited {
         before: String,
-        after: String,
+        bytes: usize,
+        kept_after: Option<String>,
         replacements: usize,
     },
 }
 
 impl Made {
-    /// Agentd's edit of the text the program sent.
-    fn of(old: Vec<u8>, args: &EditArgs) -> Made {
+    /// Agentd's edit of the text the program sent, and the answer to send it: the text after,
+    /// or nothing.
+    fn of(old: Vec<u8>, args: &EditArgs) -> (Made, Option<Vec<u8>>) {
         let text = match as_text(old) {
             Ok(text) => text,
-            Err(why) => return Made::NotText(why),
+            Err(why) => return (Made::NotText(why), None),
         };
         match apply_edit(&text, &args.old_string, &args.new_string, args.replace_all) {
-            Ok((after, replacements)) => Made::Edited {
-                before: text,
-                after,
-                replacements,
-            },
-            Err(why) => Made::NotApplied(why.to_string()),
+            Ok((after, replacements)) => {
+                let made = Made::Edited {
+                    before: text,
+                    bytes: after.len(),
+                    kept_after: kept(&after),
+                    replacements,
+                };
+                (made, Some(after.into_bytes()))
+            }
+            Err(why) => (Made::NotApplied(why.to_string()), None),
         }
     }
 }
@@ -58,11 +66,7 @@ pub(super) async fn in_one_run(
 ) -> ToolResult {
     let mut made = None;
     let decide = |old: Vec<u8>| {
-        let edit = Made::of(old, args);
-        let answer = match &edit {
-            Made::Edited { after, .. } => Some(after.clone().into_bytes()),
-            Made::NotText(_) | Made::NotApplied(_) => None,
-        };
+        let (edit, answer) = Made::of(old, args);
         made = Some(edit);
         answer
     };
@@ -73,15 +77,16 @@ pub(super) async fn in_one_run(
             Ok(EditEnd::Written(written)),
             Some(Made::Edited {
                 before,
-                after,
+                bytes,
+                kept_after,
                 replacements,
             }),
         ) => {
             let change = Change {
                 tool: Tool::Edit,
                 before: Before::Text(before),
-                bytes: after.len(),
-                kept_after: kept(&after),
+                bytes,
+                kept_after,
                 replacements,
             };
             said_written(&written, change, mode)
